@@ -1,0 +1,35 @@
+"""accelsim: a cycle-level simulator of DNN training accelerators.
+
+The public API mirrors the data flow: load a run, simulate it, write the result.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from accelsim.errors import (  # noqa: E402 - version first, for the CLI
+    AccelsimError,
+    ConfigError,
+    InputError,
+    OutputError,
+    SimulationError,
+    WorkloadError,
+)
+from accelsim.pipeline import RunInputs, load_inputs, simulate_run  # noqa: E402
+from accelsim.report.result import RunResult  # noqa: E402
+from accelsim.report.writer import write_run  # noqa: E402
+
+__all__ = [
+    "AccelsimError",
+    "ConfigError",
+    "InputError",
+    "OutputError",
+    "RunInputs",
+    "RunResult",
+    "SimulationError",
+    "WorkloadError",
+    "__version__",
+    "load_inputs",
+    "simulate_run",
+    "write_run",
+]

@@ -1,0 +1,1 @@
+"""Configuration: validated, frozen specs of hardware, energy tables and runs."""

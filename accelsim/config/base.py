@@ -1,0 +1,77 @@
+"""Shared pydantic base for every validated spec, and the enums used after load.
+
+Specs are pydantic v2 models that are frozen, forbid unknown keys and use
+strict types (a bool is not an int, a string is not a number).  Enums are
+matched by their exact lower-case value: ``WS`` is an error, never a silent
+fallback.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Spec(BaseModel):
+    """Base of every validated spec: frozen, strict, no unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class Dataflow(str, Enum):
+    """Which operand stays in the PEs: outputs, weights or inputs."""
+
+    OS = "os"
+    WS = "ws"
+    IS = "is"
+
+
+class Precision(str, Enum):
+    """Arithmetic precision of an array or vector unit (keys of the energy tables)."""
+
+    INT8 = "int8"
+    INT16 = "int16"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP32 = "fp32"
+
+
+class Convention(str, Enum):
+    """Timing convention: SCALE-Sim 3.0.0 compatible, or accelsim's own."""
+
+    SCALESIM = "scalesim"
+    ACCELSIM = "accelsim"
+
+
+# Enum fields accept the YAML string of the exact value (strict mode would only
+# accept enum instances); any other spelling is an error listing the choices.
+DataflowField = Annotated[Dataflow, Field(strict=False)]
+PrecisionField = Annotated[Precision, Field(strict=False)]
+ConventionField = Annotated[Convention, Field(strict=False)]
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Name = Annotated[str, Field(min_length=1)]
+
+
+class RuleViolation(ValueError):
+    """A cross-field rule broken inside a spec, raised from a model validator.
+
+    The loader reports it at ``path`` relative to the model that raised it,
+    instead of pydantic's generic model-level location.
+
+    Args:
+        path: Dotted key path relative to the validating model.
+        message: What is wrong.
+        value: The offending value.
+    """
+
+    def __init__(self, path: str, message: str, value: object) -> None:
+        super().__init__(f"{path}: {message} (got {value!r})")
+        self.path = path
+        self.message = message
+        self.value = value

@@ -1,0 +1,142 @@
+"""Hardware spec: processors, systolic array, buffers, vector unit, DRAM, interconnect.
+
+Loaded from ``configs/hardware/*.yaml``.  Every processor is identical; the
+buffer sizes are per processor and each buffer is double-buffered, so half of
+it holds the tile being computed and half the tile being fetched.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from accelsim.config.base import (
+    DataflowField,
+    Precision,
+    RuleViolation,
+    Name,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    PrecisionField,
+    Spec,
+)
+from accelsim.units import kib_to_bytes
+
+class ArraySpec(Spec):
+    """The systolic array of one processor."""
+
+    rows: PositiveInt
+    cols: PositiveInt
+    dataflow: DataflowField
+    precision: PrecisionField = Precision.BF16
+
+
+class BufferSpec(Spec):
+    """Per-operand on-chip SRAM of one processor, in KiB, each double-buffered.
+
+    ``stash_kib`` is optional on-chip capacity that keeps activations saved for
+    the backward pass out of DRAM (0 means every stashed tensor goes to DRAM).
+    """
+
+    ifmap_kib: PositiveFloat
+    filter_kib: PositiveFloat
+    ofmap_kib: PositiveFloat
+    stash_kib: NonNegativeFloat = 0.0
+
+    @property
+    def ifmap_bytes(self) -> int:
+        return kib_to_bytes(self.ifmap_kib)
+
+    @property
+    def filter_bytes(self) -> int:
+        return kib_to_bytes(self.filter_kib)
+
+    @property
+    def ofmap_bytes(self) -> int:
+        return kib_to_bytes(self.ofmap_kib)
+
+    @property
+    def stash_bytes(self) -> int:
+        return kib_to_bytes(self.stash_kib)
+
+
+class VectorUnitSpec(Spec):
+    """SIMD unit beside the array: activations, norms, pooling, loss, updates."""
+
+    lanes: PositiveInt
+    precision: PrecisionField = Precision.FP32
+
+
+class DramSpec(Spec):
+    """Off-chip memory shared by all processors. Use ``.inf`` for ideal bandwidth."""
+
+    bandwidth_bytes_per_cycle: PositiveFloat
+    latency_cycles: NonNegativeInt = 0
+
+
+class InterconnectSpec(Spec):
+    """Processor-to-processor links (one outgoing link per processor, ring order)."""
+
+    bandwidth_bytes_per_cycle: PositiveFloat
+    latency_cycles: NonNegativeInt = 0
+
+
+_WORD_SIZES = (1, 2, 4, 8)
+
+
+class WordBytesSpec(Spec):
+    """Bytes per element of each tensor class."""
+
+    activations: PositiveInt = 2
+    weights: PositiveInt = 2
+    gradients: PositiveInt = 2
+    optimizer_state: PositiveInt = 4
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> WordBytesSpec:
+        for field in type(self).model_fields:
+            value = getattr(self, field)
+            if value not in _WORD_SIZES:
+                raise RuleViolation(
+                    field, f"word size must be one of {', '.join(map(str, _WORD_SIZES))} bytes", value
+                )
+        return self
+
+
+class HardwareSpec(Spec):
+    """A whole accelerator: ``processors`` identical processors sharing one DRAM."""
+
+    name: Name
+    description: str = ""
+    processors: PositiveInt = 1
+    clock_mhz: PositiveFloat
+    array: ArraySpec
+    buffers: BufferSpec
+    vector_unit: VectorUnitSpec
+    dram: DramSpec
+    interconnect: InterconnectSpec
+    word_bytes: WordBytesSpec = Field(default_factory=WordBytesSpec)
+
+    @model_validator(mode="after")
+    def _check_tile_fits(self) -> HardwareSpec:
+        # One array-sized tile must fit in each half of every double-buffered
+        # operand buffer; anything smaller cannot feed the array at all.
+        words = self.word_bytes
+        widest = {
+            "ifmap_kib": max(words.activations, words.gradients),
+            "filter_kib": max(words.weights, words.gradients, words.activations),
+            "ofmap_kib": max(words.activations, words.gradients),
+        }
+        tile_words = self.array.rows * self.array.cols
+        for field, word in widest.items():
+            need_bytes = 2 * tile_words * word
+            have_bytes = kib_to_bytes(getattr(self.buffers, field))
+            if have_bytes < need_bytes:
+                raise RuleViolation(
+                    f"buffers.{field}",
+                    f"too small for one {self.array.rows}x{self.array.cols} tile of {word}-byte"
+                    f" words, double-buffered (needs >= {need_bytes / 1024:g} KiB)",
+                    getattr(self.buffers, field),
+                )
+        return self

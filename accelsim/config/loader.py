@@ -1,0 +1,319 @@
+"""YAML files -> validated specs.
+
+The only place (with :mod:`accelsim.workload.loader`) that imports ``yaml``.
+It reads files strictly (duplicate keys are errors), applies dotted-key
+overrides from a run file or from ``--set`` on the command line, validates
+once and reports every problem as ``file: key.path: problem (got value)``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel
+
+from accelsim.config.energy import EnergyTable
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import RunSpec
+from accelsim.config.validate import join_path, suggest, validate_data
+from accelsim.errors import ConfigError, InputError, Problem
+
+M = TypeVar("M", bound=BaseModel)
+
+CLI_SOURCE = "--set"
+SECTIONS = ("hardware", "workload", "energy")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen[key] = key_node
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
+)
+
+
+def display_path(path: Path) -> str:
+    """Show ``path`` relative to the working directory when it lies below it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, Any]:
+    """Read a YAML file whose top level must be a mapping.
+
+    Raises:
+        InputError: of type ``error`` when the file is missing, unreadable,
+            malformed, has duplicate keys or is not a mapping.
+    """
+    name = display_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error.single(name, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error.single(name, "", f"cannot read file: {exc}") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict subclass of SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error.single(name, where, f"invalid YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise error.single(name, "", "expected a mapping at the top level", type(data).__name__)
+    return data
+
+
+def parse_value(text: str) -> Any:
+    """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+@dataclass(frozen=True)
+class Override:
+    """One dotted-key override and where it came from (for error messages)."""
+
+    key: str
+    value: Any
+    source: str
+    source_path: str
+
+
+def parse_sets(items: list[str]) -> list[Override]:
+    """Parse ``KEY=VALUE`` strings from the command line."""
+    overrides = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError.single(CLI_SOURCE, "", "expected KEY=VALUE", item)
+        key = key.strip()
+        overrides.append(Override(key, parse_value(value.strip()), CLI_SOURCE, key))
+    return overrides
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[Override]) -> dict[str, Any]:
+    """Return a copy of ``data`` with each dotted key set to its value.
+
+    List elements are addressed as ``layers[2].kernel``.
+    """
+    result = _deep_copy(data)
+    for item in overrides:
+        target: Any = result
+        parts = _split_key(item)
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(part, int):
+                if not isinstance(target, list) or not -len(target) <= part < len(target):
+                    raise ConfigError.single(item.source, item.source_path, "no such list element")
+                if last:
+                    target[part] = item.value
+                else:
+                    target = target[part]
+            elif isinstance(target, dict):
+                if last:
+                    target[part] = item.value
+                else:
+                    target = target.setdefault(part, {})
+            else:
+                raise ConfigError.single(item.source, item.source_path, "no such key", item.value)
+    return result
+
+
+def _split_key(item: Override) -> list[str | int]:
+    parts: list[str | int] = []
+    for segment in item.key.split("."):
+        name, _, rest = segment.partition("[")
+        if not name:
+            raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
+        parts.append(name)
+        while rest:
+            index, close, rest = rest.partition("]")
+            if not close or not index.lstrip("-").isdigit():
+                raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
+            parts.append(int(index))
+            rest = rest.removeprefix("[")
+    return parts
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def validate_with_overrides(
+    model: type[M],
+    data: dict[str, Any],
+    file: str,
+    overrides: list[Override],
+    error: type[InputError] = ConfigError,
+) -> M:
+    """Apply overrides, validate, and blame each problem on its true source.
+
+    A problem at a key that an override set is reported against the override
+    (``--set key`` or ``run.yaml: overrides.hardware.key``), not the file.
+    """
+    merged = apply_overrides(data, overrides)
+    try:
+        return validate_data(model, merged, file, error=error)
+    except InputError as exc:
+        by_key = {o.key: o for o in overrides}
+        problems = []
+        for problem in exc.problems:
+            origin = next(
+                (o for k, o in by_key.items() if problem.path == k or problem.path.startswith(k + ".")),
+                None,
+            )
+            if origin is not None:
+                problem = Problem(origin.source, origin.source_path + problem.path[len(origin.key):],
+                                  problem.message, problem.value)
+            problems.append(problem)
+        raise type(exc)(problems) from None
+
+
+def load_hardware(path: Path, overrides: list[Override] | None = None) -> HardwareSpec:
+    """Load and validate a hardware file, with optional overrides."""
+    return validate_with_overrides(
+        HardwareSpec, read_yaml(path), display_path(path), overrides or []
+    )
+
+
+def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTable:
+    """Load and validate an energy table file, with optional overrides."""
+    return validate_with_overrides(
+        EnergyTable, read_yaml(path), display_path(path), overrides or []
+    )
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A validated run file with its hardware and energy table loaded.
+
+    The workload is loaded by :mod:`accelsim.workload.loader` from
+    ``workload_path`` with ``workload_overrides`` (the config package does not
+    import the workload package).
+    """
+
+    run_file: Path
+    run: RunSpec
+    hardware: HardwareSpec
+    energy: EnergyTable
+    hardware_path: Path
+    energy_path: Path
+    workload_path: Path
+    workload_overrides: list[Override] = field(default_factory=list)
+
+
+def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
+    """Send each ``--set`` key to the run file or to one of the referenced files.
+
+    A key may name its target explicitly (``hardware.array.rows``,
+    ``run.batch_size``); a bare key goes to the run file when its first segment
+    is a run-file key, else to the hardware file when it is a hardware key.
+    """
+    routed: dict[str, list[Override]] = {"run": [], **{s: [] for s in SECTIONS}}
+    run_keys = set(RunSpec.model_fields)
+    hardware_keys = set(HardwareSpec.model_fields)
+    for item in sets:
+        head, _, rest = item.key.partition(".")
+        head = head.split("[")[0]
+        if head in ("run", *SECTIONS) and rest:
+            routed[head].append(Override(rest, item.value, item.source, item.source_path))
+        elif head in run_keys:
+            routed["run"].append(item)
+        elif head in hardware_keys:
+            routed["hardware"].append(item)
+        else:
+            choices = sorted(run_keys | hardware_keys | {f"{s}." for s in ("run", *SECTIONS)})
+            raise ConfigError.single(CLI_SOURCE, item.key, "unknown key; " + suggest(head, choices),
+                                     item.value)
+    return routed
+
+
+def load_run(path: Path, sets: list[Override] | None = None) -> LoadedRun:
+    """Load a run file and the hardware and energy files it references.
+
+    Args:
+        path: The run YAML file.
+        sets: Command-line overrides (see :func:`route_sets`).
+
+    Raises:
+        ConfigError: listing every problem found, across all files.
+    """
+    routed = route_sets(sets or [])
+    name = display_path(path)
+    run = validate_with_overrides(RunSpec, read_yaml(path), name, routed["run"])
+    by_section = _run_file_overrides(run, name)
+    for section in SECTIONS:
+        by_section[section].extend(routed[section])
+
+    base = path.parent
+    hardware_path = base / run.hardware
+    energy_path = base / run.energy
+    problems: list[Problem] = []
+    hardware = energy = None
+    try:
+        hardware = load_hardware(hardware_path, by_section["hardware"])
+    except InputError as exc:
+        problems.extend(exc.problems)
+    try:
+        energy = load_energy(energy_path, by_section["energy"])
+    except InputError as exc:
+        problems.extend(exc.problems)
+    if problems or hardware is None or energy is None:
+        raise ConfigError(problems)
+    return LoadedRun(
+        run_file=path,
+        run=run,
+        hardware=hardware,
+        energy=energy,
+        hardware_path=hardware_path,
+        energy_path=energy_path,
+        workload_path=base / run.workload,
+        workload_overrides=by_section["workload"],
+    )
+
+
+def _run_file_overrides(run: RunSpec, name: str) -> dict[str, list[Override]]:
+    by_section: dict[str, list[Override]] = {s: [] for s in SECTIONS}
+    for key, value in run.overrides.items():
+        head, _, rest = key.partition(".")
+        if head not in SECTIONS or not rest:
+            raise ConfigError.single(
+                name, join_path("overrides", key),
+                "override keys start with " + ", ".join(f"'{s}.'" for s in SECTIONS), value,
+            )
+        by_section[head].append(Override(rest, value, name, join_path("overrides", key)))
+    return by_section
+
+
+def dump_yaml(data: Any) -> str:
+    """Render plain data as YAML (block style, keys in insertion order)."""
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,96 @@
+"""Run spec: which hardware, workload and energy table, and how to simulate them.
+
+A run file (``configs/runs/*.yaml``) names the other three files by paths
+relative to itself and may override any of their fields with dotted keys.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from accelsim.config.base import (
+    ConventionField,
+    Convention,
+    Name,
+    NonNegativeInt,
+    PositiveInt,
+    Spec,
+)
+
+RunName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+
+class OptimizerKind(str, Enum):
+    """Optimizer; each keeps ``state_tensors`` extra tensors per parameter."""
+
+    SGD = "sgd"
+    MOMENTUM = "momentum"
+    ADAM = "adam"
+
+    @property
+    def state_tensors(self) -> int:
+        return {"sgd": 0, "momentum": 1, "adam": 2}[self.value]
+
+    @property
+    def ops_per_element(self) -> int:
+        # SGD: w -= lr*g (mul+sub).  Momentum: v = mu*v + g; w -= lr*v (4 ops).
+        # Adam: two moment updates, bias correction, sqrt, divide, axpy (~13 ops).
+        return {"sgd": 2, "momentum": 4, "adam": 13}[self.value]
+
+
+class StridedDx(str, Enum):
+    """How the input gradient of a strided conv is computed.
+
+    ``skip_zeros`` decomposes the transposed conv into stride-phase sub-convs
+    that never multiply the inserted zeros (MACs equal the forward MACs);
+    ``zero_insert`` runs one dense conv over the zero-inserted output gradient.
+    """
+
+    SKIP_ZEROS = "skip_zeros"
+    ZERO_INSERT = "zero_insert"
+
+
+class AssignmentPolicy(str, Enum):
+    """How ops are placed on processors."""
+
+    SINGLE = "single"
+    DATA_PARALLEL = "data_parallel"
+
+
+class OptimizerSpec(Spec):
+    kind: Annotated[OptimizerKind, Field(strict=False)] = OptimizerKind.SGD
+
+
+class TimingSpec(Spec):
+    """Timing convention and engine granularity.
+
+    ``chunks_per_op`` bounds the number of tile groups (and so SimPy events) per
+    op; with one processor the result does not depend on it.
+    """
+
+    convention: ConventionField = Convention.ACCELSIM
+    chunks_per_op: PositiveInt = 16
+
+
+class LoweringSpec(Spec):
+    strided_dx: Annotated[StridedDx, Field(strict=False)] = StridedDx.SKIP_ZEROS
+
+
+class RunSpec(Spec):
+    """A run file, before the files it references are loaded."""
+
+    name: RunName
+    description: str = ""
+    hardware: Name
+    workload: Name
+    energy: Name
+    batch_size: PositiveInt = 1
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
+    timing: TimingSpec = Field(default_factory=TimingSpec)
+    lowering: LoweringSpec = Field(default_factory=LoweringSpec)
+    assignment: Annotated[AssignmentPolicy, Field(strict=False)] = AssignmentPolicy.SINGLE
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    seed: NonNegativeInt = 0

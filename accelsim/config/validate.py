@@ -1,0 +1,162 @@
+"""Validate plain data against a spec model and report problems path by path.
+
+pydantic does the checking; this module turns each of its errors into a
+:class:`~accelsim.errors.Problem` with the file, a readable key path such as
+``layers[3].kernel``, a short message and the offending value, and adds
+close-match suggestions for unknown keys and unknown layer kinds.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from accelsim.config.base import RuleViolation
+from accelsim.errors import ConfigError, InputError, Problem
+
+M = TypeVar("M", bound=BaseModel)
+
+_MESSAGES = {
+    "missing": "missing required key",
+    "int_type": "expected an integer",
+    "float_type": "expected a number",
+    "string_type": "expected a string",
+    "bool_type": "expected true or false",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "finite_number": "expected a finite number",
+}
+
+
+def validate_data(
+    model: type[M],
+    data: Any,
+    file: str,
+    prefix: str = "",
+    error: type[InputError] = ConfigError,
+) -> M:
+    """Validate ``data`` as ``model`` or raise ``error`` listing every problem.
+
+    Args:
+        model: The spec class.
+        data: Plain data (from YAML).
+        file: Name of the source, used in messages.
+        prefix: Key path of ``data`` inside ``file`` (empty for the top level).
+        error: The :class:`InputError` subclass to raise.
+
+    Returns:
+        The validated, frozen spec.
+
+    Raises:
+        InputError: of type ``error``, with one problem per pydantic error.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [_to_problem(model, err, file, prefix) for err in exc.errors()]
+        raise error(problems) from None
+
+
+def join_path(prefix: str, part: str | int) -> str:
+    """Append a key or list index to a dotted key path."""
+    if isinstance(part, int):
+        return f"{prefix}[{part}]"
+    return f"{prefix}.{part}" if prefix else part
+
+
+def suggest(name: str, choices: list[str]) -> str:
+    """Return a ``did you mean`` hint (or the list of choices) for an unknown name."""
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
+    if close:
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return "expected one of: " + ", ".join(sorted(choices))
+
+
+def _to_problem(model: type[BaseModel], err: ErrorDetails, file: str, prefix: str) -> Problem:
+    path, owner = _resolve(model, err["loc"], prefix)
+    kind = err["type"]
+    ctx = err.get("ctx", {})
+    if kind == "extra_forbidden" and owner is not None:
+        key = str(err["loc"][-1])
+        message = "unknown key; " + suggest(key, list(owner.model_fields))
+        return Problem(file, path, message, err["input"])
+    if kind == "union_tag_invalid":
+        tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",")]
+        tag = str(ctx.get("tag", ""))
+        return Problem(file, join_path(path, "kind"), "unknown kind; " + suggest(tag, tags), tag)
+    if kind == "union_tag_not_found":
+        return Problem(file, join_path(path, "kind"), "missing required key")
+    if kind == "value_error" and isinstance(ctx.get("error"), RuleViolation):
+        rule: RuleViolation = ctx["error"]
+        return Problem(file, join_path(path, rule.path) if path else rule.path, rule.message,
+                       rule.value)
+    if kind == "missing":
+        return Problem(file, path, _MESSAGES["missing"])
+    message = _MESSAGES.get(kind, err["msg"])
+    if message[:1].isupper():
+        message = message[0].lower() + message[1:]
+    return Problem(file, path, message, err["input"])
+
+
+def _resolve(
+    model: type[BaseModel], loc: tuple[str | int, ...], prefix: str
+) -> tuple[str, type[BaseModel] | None]:
+    """Map a pydantic location to a key path, skipping union tags.
+
+    Returns the path and the model that owns the last key (for suggestions).
+    """
+    path = prefix
+    current: Any = model
+    owner: type[BaseModel] | None = None
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            owner = current
+            field = current.model_fields.get(str(part))
+            path = join_path(path, part)
+            current = field.annotation if field is not None else None
+            continue
+        members = _union_members(current)
+        if members is not None:
+            tagged = _tagged_member(members, part)
+            if tagged is not None:
+                current = tagged
+                continue
+        args = get_args(current)
+        origin = get_origin(current)
+        if origin in (list, tuple) and isinstance(part, int):
+            path = join_path(path, part)
+            current = args[0] if args else None
+        elif origin is dict:
+            path = join_path(path, str(part))
+            current = args[1] if len(args) == 2 else None
+        elif not str(part).startswith(("function-", "[key]")):
+            path = join_path(path, part)
+            current = None
+    return path, owner
+
+
+def _unwrap(annotation: Any) -> Any:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _union_members(annotation: Any) -> tuple[Any, ...] | None:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return tuple(_unwrap(a) for a in get_args(annotation))
+    return None
+
+
+def _tagged_member(members: tuple[Any, ...], tag: str | int) -> type[BaseModel] | None:
+    for member in members:
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            kind = member.model_fields.get("kind")
+            if kind is not None and tag in get_args(kind.annotation):
+                return member
+    return None

@@ -1,0 +1,1 @@
+"""Energy: a pure function from event counts to an energy breakdown."""

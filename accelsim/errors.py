@@ -1,0 +1,78 @@
+"""Exception hierarchy for accelsim.
+
+Every layer of the data flow raises one of these; only :mod:`accelsim.cli`
+turns them into messages and exit codes.  Errors caused by the user's input
+(`InputError` and its subclasses) carry a list of :class:`Problem` records, each
+rendered as ``file: key.path: problem (got value)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_NO_VALUE = object()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in one input file.
+
+    Attributes:
+        file: The input file (or ``--set``) the problem is in.
+        path: Dotted key path inside that file, e.g. ``layers[3].kernel``; empty for
+            the whole file.
+        message: What is wrong, in words.
+        value: The offending value, or the module-level sentinel when there is none.
+    """
+
+    file: str
+    path: str
+    message: str
+    value: Any = _NO_VALUE
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.path}" if self.path else self.file
+        text = f"{where}: {self.message}"
+        if self.value is not _NO_VALUE:
+            text += f" (got {self.value!r})"
+        return text
+
+
+class AccelsimError(Exception):
+    """Base class of every error raised by accelsim."""
+
+
+class InputError(AccelsimError):
+    """Bad user input: one or more :class:`Problem` records.
+
+    Args:
+        problems: The problems found; at least one.
+    """
+
+    def __init__(self, problems: list[Problem]) -> None:
+        if not problems:
+            raise ValueError("InputError needs at least one problem")
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    @classmethod
+    def single(cls, file: str, path: str, message: str, value: Any = _NO_VALUE) -> InputError:
+        """Build an error that holds one problem."""
+        return cls([Problem(file, path, message, value)])
+
+
+class ConfigError(InputError):
+    """A configuration file (hardware, run, energy) is malformed or invalid."""
+
+
+class WorkloadError(InputError):
+    """A workload's layer table is inconsistent (shapes, unknown inputs, ...)."""
+
+
+class OutputError(AccelsimError):
+    """Results cannot be written (e.g. the run directory exists without --force)."""
+
+
+class SimulationError(AccelsimError):
+    """The engine reached an inconsistent state: an internal bug, not bad input."""

@@ -1,0 +1,1 @@
+"""Mapping: GEMM ops onto systolic arrays, and ops onto processors."""

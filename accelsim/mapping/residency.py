@@ -1,0 +1,41 @@
+"""Decide which stashed activations stay on chip instead of going to DRAM.
+
+Activations saved in the forward pass for the backward pass (the *stash*)
+are written to DRAM and read back unless they fit in the processor's
+``buffers.stash_kib``.  Tensors are kept greedily in the order the backward
+pass first needs them (the last forward tensors first), per processor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from accelsim.workload.lowering import reads_of, writes_of
+from accelsim.workload.ops import OpGraph, Phase, Tensor
+
+
+def keep_stash_on_chip(graph: OpGraph, capacity_bytes: int) -> OpGraph:
+    """Return ``graph`` with the stashed tensors that fit marked on chip."""
+    if capacity_bytes <= 0 or not graph.stashed:
+        return graph
+    owner: dict[str, int] = {}
+    tensors: dict[str, Tensor] = {}
+    first_backward_read: dict[str, int] = {}
+    for op in graph.ops:
+        for access in (*writes_of(op), *reads_of(op)):
+            name = access.tensor.name
+            owner.setdefault(name, graph.processor[op.op_id])
+            tensors.setdefault(name, access.tensor)
+        if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT):
+            for access in reads_of(op):
+                first_backward_read.setdefault(access.tensor.name, op.op_id)
+    free: dict[int, int] = {}
+    kept = set(graph.on_chip)
+    for name in sorted(graph.stashed, key=lambda t: (first_backward_read.get(t, 0), t)):
+        proc = owner[name]
+        left = free.setdefault(proc, capacity_bytes)
+        size = tensors[name].bytes
+        if size <= left:
+            kept.add(name)
+            free[proc] = left - size
+    return replace(graph, on_chip=frozenset(kept))

@@ -1,0 +1,184 @@
+"""The whole flow: load inputs -> lower -> place -> cost -> simulate -> energy -> result.
+
+Sits on top of the layered core; ``cli.py`` calls it, and so can scripts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelsim.config.base import Convention
+from accelsim.config.energy import EnergyTable
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.loader import LoadedRun, Override, display_path, dump_yaml, load_run
+from accelsim.energy.model import check_table, estimate_energy
+from accelsim.mapping.assignment import assign
+from accelsim.mapping.residency import keep_stash_on_chip
+from accelsim.report.result import RunResult
+from accelsim.timing.costs import op_costs
+from accelsim.timing.engine import simulate
+from accelsim.workload.loader import load_workload
+from accelsim.workload.lowering import GraphBuilder
+from accelsim.workload.model import Workload
+from accelsim.workload.ops import Phase, TensorKind
+from accelsim.workload.shapes import LayerInfo, infer_shapes
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """Everything a run needs, loaded and validated."""
+
+    loaded: LoadedRun
+    workload: Workload
+    infos: tuple[LayerInfo, ...]
+
+
+def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
+    """Load a run file and every file it references.
+
+    Raises:
+        ConfigError: for problems in the run, hardware or energy files.
+        WorkloadError: for problems in the workload file.
+    """
+    loaded = load_run(path, sets)
+    workload = load_workload(loaded.workload_path, loaded.workload_overrides)
+    infos = infer_shapes(workload, display_path(loaded.workload_path))
+    check_table(loaded.energy, loaded.hardware, display_path(loaded.energy_path))
+    return RunInputs(loaded, workload, tuple(infos))
+
+
+def resolved_config(inputs: RunInputs) -> str:
+    """YAML of every input after overrides: enough to repeat the run."""
+    loaded = inputs.loaded
+    return dump_yaml({
+        "run": loaded.run.model_dump(mode="json"),
+        "hardware": loaded.hardware.model_dump(mode="json"),
+        "energy": loaded.energy.model_dump(mode="json"),
+        "workload": inputs.workload.model_dump(mode="json", exclude_none=True),
+    })
+
+
+def simulate_run(inputs: RunInputs) -> RunResult:
+    """Simulate one training step of the run."""
+    run, hw = inputs.loaded.run, inputs.loaded.hardware
+    graph = assign(run.assignment, inputs.infos, inputs.workload, hw, run.batch_size,
+                   run.lowering.strided_dx, run.optimizer.kind,
+                   display_path(inputs.loaded.run_file))
+    graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
+    costs = op_costs(graph, hw, run.timing.convention, run.timing.chunks_per_op)
+    trace = simulate(graph, costs, hw)
+    energy = estimate_energy(trace, hw, inputs.loaded.energy)
+    settings = {
+        "convention": run.timing.convention.value,
+        "assignment": run.assignment.value,
+        "optimizer": run.optimizer.kind.value,
+        "strided_dx": run.lowering.strided_dx.value,
+    }
+    return RunResult(run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace,
+                     energy)
+
+
+@dataclass(frozen=True)
+class LayerGemm:
+    """One GEMM of a single-layer query, with its operands' unique footprints."""
+
+    m: int
+    n: int
+    k: int
+    a_elements: int
+    b_elements: int
+
+
+def gemm_for(m: int, n: int, k: int, phase: Phase) -> LayerGemm:
+    """The GEMM of ``phase`` for a forward GEMM ``C[m x n] = A[m x k] . B[k x n]``.
+
+    ``bwd_input`` computes ``dA = dC . B^T`` (m x k, reduction n); ``bwd_weight``
+    computes ``dB^T = dC^T . A`` (n x k, reduction m), as for a linear layer.
+    """
+    shape = {Phase.FWD: (m, n, k), Phase.BWD_INPUT: (m, k, n), Phase.BWD_WEIGHT: (n, k, m)}
+    gm, gn, gk = shape[phase]
+    return LayerGemm(gm, gn, gk, gm * gk, gk * gn)
+
+
+def conv_gemm(
+    h: int, w: int, r: int, s: int, c: int, k: int, stride: int, phase: Phase,
+    convention: Convention,
+) -> LayerGemm:
+    """The GEMM of ``phase`` for a conv given in SCALE-Sim topology order.
+
+    Inputs are already padded.  The scalesim convention sizes the output as
+    SCALE-Sim 3.0.0 does, ``ceil((H - R + stride) / stride)``, counting windows
+    that run off the edge; accelsim uses the exact ``(H - R) // stride + 1``.
+    The ifmap footprint is the set of input pixels some window touches.
+    """
+    if convention is Convention.SCALESIM:
+        p, q = -(-(h - r + stride) // stride), -(-(w - s + stride) // stride)
+    else:
+        p, q = (h - r) // stride + 1, (w - s) // stride + 1
+    touched = _touched(h, r, stride, p) * _touched(w, s, stride, q) * c
+    if phase is Phase.FWD:
+        return LayerGemm(p * q, k, r * s * c, touched, r * s * c * k)
+    if phase is Phase.BWD_INPUT:
+        return LayerGemm(h * w, c, k * r * s, p * q * k, k * r * s * c)
+    return LayerGemm(k, r * s * c, p * q, k * p * q, touched)
+
+
+def _touched(size: int, kernel: int, stride: int, windows: int) -> int:
+    covered = set()
+    for e in range(windows):
+        covered.update(range(e * stride, min(size, e * stride + kernel)))
+    return len(covered)
+
+
+def simulate_layer(
+    hw: HardwareSpec, table: EnergyTable, gemm: LayerGemm, phase: Phase,
+    convention: Convention,
+) -> dict[str, Any]:
+    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
+    builder = GraphBuilder(hw.word_bytes)
+    kinds = {
+        Phase.FWD: (TensorKind.ACTIVATION, TensorKind.WEIGHT, TensorKind.ACTIVATION),
+        Phase.BWD_INPUT: (TensorKind.GRADIENT, TensorKind.WEIGHT, TensorKind.GRADIENT),
+        Phase.BWD_WEIGHT: (TensorKind.GRADIENT, TensorKind.ACTIVATION, TensorKind.GRADIENT),
+    }[phase]
+    a = builder.tensor("A", kinds[0], gemm.a_elements)
+    b = builder.tensor("B", kinds[1], gemm.b_elements)
+    c = builder.tensor("C", kinds[2], gemm.m * gemm.n)
+    builder.gemm("layer", "layer", phase, gemm.m, gemm.n, gemm.k, 1, a, b, c,
+                 a_elements=gemm.a_elements, b_elements=gemm.b_elements)
+    graph = builder.build()
+    costs = op_costs(graph, hw, convention, chunks_per_op=16)
+    trace = simulate(graph, costs, hw)
+    energy = estimate_energy(trace, hw, table)
+    rows, cols = hw.array.rows, hw.array.cols
+    compute = int(costs.compute_cycles[0])
+    total = trace.total_cycles
+    macs = int(costs.macs[0])
+    return {
+        "phase": phase.value,
+        "convention": convention.value,
+        "array": {"rows": rows, "cols": cols, "dataflow": hw.array.dataflow.value},
+        "m": gemm.m, "n": gemm.n, "k": gemm.k, "macs": macs,
+        "compute_cycles": compute,
+        "stall_cycles": total - compute,
+        "total_cycles": total,
+        "folds": int(costs.folds[0]),
+        "mapping_efficiency": float(costs.mapping_efficiency[0]),
+        "utilization": macs / (rows * cols * max(total, 1)),
+        "sram_reads": {
+            "ifmap": int(costs.sram_ifmap_read_bytes[0]) // a.word_bytes,
+            "filter": int(costs.sram_filter_read_bytes[0]) // b.word_bytes,
+        },
+        "sram_writes": {"ofmap": int(costs.sram_ofmap_write_bytes[0]) // c.word_bytes},
+        "dram_bytes": {
+            "ifmap": int(costs.dram_ifmap_read_bytes[0]),
+            "filter": int(costs.dram_filter_read_bytes[0]),
+            "ofmap": int(costs.dram_ofmap_write_bytes[0]),
+        },
+        "seconds": total / (hw.clock_mhz * 1e6),
+        "energy_pj": energy.total_pj,
+        "energy_by_component_pj": energy.by_component_pj,
+    }
+

@@ -1,0 +1,1 @@
+"""Reports: typed results, CSV/JSON files, console tables and plots."""

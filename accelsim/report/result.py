@@ -1,0 +1,221 @@
+"""RunResult: the typed, versioned record of one simulated training step.
+
+Built from the graph, the trace and the energy breakdown; serialised by
+:mod:`accelsim.report.writer` to ``summary.json``, ``ops.csv`` and
+``layers.csv``.  Conversions from cycles and pJ to seconds and mJ happen here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.energy.model import EnergyBreakdown
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
+from accelsim.timing.trace import Trace
+from accelsim.units import cycles_to_seconds
+from accelsim.workload.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
+
+SCHEMA_VERSION = 1
+UNIT_NAMES = {UNIT_ARRAY: "array", UNIT_VECTOR: "vector", UNIT_COMM: "interconnect"}
+
+OP_COLUMNS = (
+    "op_id", "name", "layer", "phase", "kind", "m", "n", "k", "count", "processor", "unit",
+    "start_cycle", "end_cycle", "compute_cycles", "stall_cycles", "utilization", "macs",
+    "vector_ops", "folds", "mapping_efficiency",
+    "sram_read_ifmap_bytes", "sram_read_filter_bytes", "sram_read_ofmap_bytes",
+    "sram_write_ifmap_bytes", "sram_write_filter_bytes", "sram_write_ofmap_bytes",
+    "dram_read_ifmap_bytes", "dram_read_filter_bytes", "dram_write_ofmap_bytes", "interconnect_bytes", "energy_pj",
+)
+
+LAYER_COLUMNS = (
+    "layer", "ops", "params", "fwd_macs", "bwd_input_macs", "bwd_weight_macs", "vector_ops",
+    "fwd_busy_cycles", "bwd_busy_cycles", "update_busy_cycles", "stall_cycles",
+    "dram_read_bytes", "dram_write_bytes", "stash_bytes", "energy_pj",
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One simulated training step with everything needed to report it."""
+
+    name: str
+    workload: str
+    batch_size: int
+    settings: dict[str, str]
+    hardware: HardwareSpec
+    graph: OpGraph
+    trace: Trace
+    energy: EnergyBreakdown
+
+    @property
+    def total_cycles(self) -> int:
+        return self.trace.total_cycles
+
+    def utilization(self) -> float:
+        """MACs over the peak MACs of every PE for the whole run."""
+        hw = self.hardware
+        peak = hw.array.rows * hw.array.cols * hw.processors * max(self.total_cycles, 1)
+        return float(self.trace.costs.macs.sum()) / peak
+
+    def stash(self) -> dict[str, int]:
+        """Footprint and DRAM traffic of the activations saved for backward."""
+        graph, c = self.graph, self.trace.costs
+        stashed = graph.stashed
+        sizes: dict[str, int] = {}
+        write = read = 0
+        for op in graph.ops:
+            i = op.op_id
+            backward = op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+            if isinstance(op, GemmOp):
+                for t, dram in ((op.a, c.dram_ifmap_read_bytes), (op.b, c.dram_filter_read_bytes)):
+                    if t.name in stashed:
+                        sizes[t.name] = t.bytes
+                        if backward:
+                            read += int(dram[i])
+                if op.phase is Phase.FWD and op.c.name in stashed:
+                    write += int(c.dram_ofmap_write_bytes[i])
+            elif isinstance(op, VectorOp):
+                for acc in op.reads:
+                    if acc.tensor.name in stashed:
+                        sizes[acc.tensor.name] = acc.tensor.bytes
+                        if backward and acc.tensor.name not in graph.on_chip:
+                            read += acc.bytes
+                for acc in op.writes:
+                    if op.phase is Phase.FWD and acc.tensor.name in stashed \
+                            and acc.tensor.name not in graph.on_chip:
+                        write += acc.bytes
+        on_chip = sum(b for name, b in sizes.items() if name in graph.on_chip)
+        return {"tensors": len(sizes), "bytes": sum(sizes.values()), "on_chip_bytes": on_chip,
+                "dram_write_bytes": write, "dram_read_bytes": read}
+
+    def summary(self) -> dict[str, Any]:
+        """The ``summary.json`` record (schema version :data:`SCHEMA_VERSION`)."""
+        hw, trace, c = self.hardware, self.trace, self.trace.costs
+        phases = np.array([op.phase.value for op in self.graph.ops])
+        macs = {p.value: int(c.macs[phases == p.value].sum()) for p in Phase
+                if p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT)}
+        array = c.unit == UNIT_ARRAY
+        op_pj = self.energy.op_pj
+        by_phase = {p.value: float(op_pj[phases == p.value].sum()) for p in Phase}
+        by_phase["static"] = self.energy.static_pj
+        array_stall = int(trace.stall_cycles[array].sum())
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run": self.name,
+            "workload": self.workload,
+            "hardware": hw.name,
+            "batch_size": self.batch_size,
+            "processors": hw.processors,
+            "array": f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}",
+            **self.settings,
+            "clock_mhz": hw.clock_mhz,
+            "total_cycles": self.total_cycles,
+            "seconds": cycles_to_seconds(self.total_cycles, hw.clock_mhz),
+            "ops": len(self.graph.ops),
+            "macs": {**macs, "total": int(c.macs.sum())},
+            "vector_ops": int(c.vector_ops.sum()),
+            "utilization": self.utilization(),
+            "array_stall_cycles": array_stall,
+            "stall_fraction": array_stall / max(self.total_cycles, 1),
+            "busy_cycles": {
+                "array": trace.busy_cycles(UNIT_ARRAY).tolist(),
+                "vector": trace.busy_cycles(UNIT_VECTOR).tolist(),
+            },
+            "dram_bytes": {
+                "read": int(c.dram_read_bytes.sum()),
+                "write": int(c.dram_ofmap_write_bytes.sum()),
+                "total": int(c.dram_read_bytes.sum() + c.dram_ofmap_write_bytes.sum()),
+            },
+            "interconnect_bytes": int(c.interconnect_bytes.sum()),
+            "parameters": sum(p.weight.elements for p in self.graph.parameters),
+            "stash": self.stash(),
+            "energy_pj": {
+                "total": self.energy.total_pj,
+                "by_component": self.energy.by_component_pj,
+                "by_phase": by_phase,
+            },
+        }
+
+    def op_rows(self) -> list[dict[str, Any]]:
+        """One ``ops.csv`` row per op."""
+        hw, trace, c = self.hardware, self.trace, self.trace.costs
+        op_pj = self.energy.op_pj
+        rows = []
+        for op in self.graph.ops:
+            i = op.op_id
+            duration = int(trace.end_cycle[i] - trace.start_cycle[i])
+            unit = int(c.unit[i])
+            if unit == UNIT_ARRAY:
+                util = int(c.macs[i]) / (hw.array.rows * hw.array.cols * max(duration, 1))
+            elif unit == UNIT_VECTOR:
+                util = int(c.vector_ops[i]) / (hw.vector_unit.lanes * max(duration, 1))
+            else:
+                util = 0.0
+            gemm = op if isinstance(op, GemmOp) else None
+            rows.append({
+                "op_id": i, "name": op.name, "layer": op.layer, "phase": op.phase.value,
+                "kind": {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm"}[type(op)],
+                "m": gemm.m if gemm else "", "n": gemm.n if gemm else "",
+                "k": gemm.k if gemm else "", "count": gemm.count if gemm else "",
+                "processor": int(trace.processor[i]), "unit": UNIT_NAMES[unit],
+                "start_cycle": int(trace.start_cycle[i]), "end_cycle": int(trace.end_cycle[i]),
+                "compute_cycles": int(c.compute_cycles[i]) if unit != UNIT_COMM else 0,
+                "stall_cycles": int(trace.stall_cycles[i]),
+                "utilization": round(util, 6), "macs": int(c.macs[i]),
+                "vector_ops": int(c.vector_ops[i]), "folds": int(c.folds[i]),
+                "mapping_efficiency": round(float(c.mapping_efficiency[i]), 6),
+                "sram_read_ifmap_bytes": int(c.sram_ifmap_read_bytes[i]),
+                "sram_read_filter_bytes": int(c.sram_filter_read_bytes[i]),
+                "sram_read_ofmap_bytes": int(c.sram_ofmap_read_bytes[i]),
+                "sram_write_ifmap_bytes": int(c.sram_ifmap_write_bytes[i]),
+                "sram_write_filter_bytes": int(c.sram_filter_write_bytes[i]),
+                "sram_write_ofmap_bytes": int(c.sram_ofmap_write_bytes[i]),
+                "dram_read_ifmap_bytes": int(c.dram_ifmap_read_bytes[i]),
+                "dram_read_filter_bytes": int(c.dram_filter_read_bytes[i]),
+                "dram_write_ofmap_bytes": int(c.dram_ofmap_write_bytes[i]),
+                "interconnect_bytes": int(c.interconnect_bytes[i]),
+                "energy_pj": round(float(op_pj[i]), 3),
+            })
+        return rows
+
+    def layer_rows(self) -> list[dict[str, Any]]:
+        """One ``layers.csv`` row per layer, in order of first appearance."""
+        trace, c = self.trace, self.trace.costs
+        op_pj = self.energy.op_pj
+        params: dict[str, int] = {}
+        for p in self.graph.parameters:
+            params[p.layer] = params.get(p.layer, 0) + p.weight.elements
+        stashed = self.graph.stashed
+        rows: dict[str, dict[str, Any]] = {}
+        for op in self.graph.ops:
+            i = op.op_id
+            row = rows.setdefault(op.layer, {col: 0 for col in LAYER_COLUMNS} | {
+                "layer": op.layer, "params": params.get(op.layer, 0)})
+            duration = int(trace.end_cycle[i] - trace.start_cycle[i])
+            row["ops"] += 1
+            macs = int(c.macs[i])
+            if op.phase is Phase.FWD:
+                row["fwd_macs"] += macs
+                row["fwd_busy_cycles"] += duration
+                if isinstance(op, GemmOp) and op.c.name in stashed:
+                    row["stash_bytes"] += op.c.bytes
+                elif isinstance(op, VectorOp):
+                    row["stash_bytes"] += sum(a.bytes for a in op.writes
+                                              if a.tensor.name in stashed)
+            elif op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT):
+                row[f"{op.phase.value}_macs"] += macs
+                row["bwd_busy_cycles"] += duration
+            else:
+                row["update_busy_cycles"] += duration
+            row["vector_ops"] += int(c.vector_ops[i])
+            row["stall_cycles"] += int(trace.stall_cycles[i])
+            row["dram_read_bytes"] += int(c.dram_read_bytes[i])
+            row["dram_write_bytes"] += int(c.dram_ofmap_write_bytes[i])
+            row["energy_pj"] += float(op_pj[i])
+        for row in rows.values():
+            row["energy_pj"] = round(row["energy_pj"], 3)
+        return list(rows.values())

@@ -1,0 +1,1 @@
+"""Timing: fold-level kernels, per-op costs and the SimPy event engine."""

@@ -1,0 +1,123 @@
+"""Per-op costs of a graph: compute cycles, SRAM accesses and DRAM bytes.
+
+GEMM costs come from the Numba kernels over the whole graph's
+:class:`~accelsim.mapping.tiler.GemmTable`; vector and communication ops are
+costed here.  The event engine then turns costs into time, adding the stalls
+that DRAM and interconnect contention cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.config.base import Convention
+from accelsim.config.hardware import HardwareSpec
+from accelsim.mapping.tiler import tabulate
+from accelsim.timing import kernels
+from accelsim.workload.ops import CommOp, GemmOp, OpGraph, VectorOp
+
+UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class OpCosts:
+    """Structure of arrays, one entry per op of the graph (int64 unless noted).
+
+    SRAM, DRAM and interconnect counts are in bytes.  Vector ops read and
+    write through the ofmap buffer (the accumulator side of the array, where
+    outputs are post-processed).  ``prologue_bytes`` must arrive
+    before an op can start computing (one array-sized tile of each input).
+    """
+
+    unit: np.ndarray
+    compute_cycles: np.ndarray
+    macs: np.ndarray
+    vector_ops: np.ndarray
+    folds: np.ndarray
+    mapping_efficiency: np.ndarray  # float
+    sram_ifmap_read_bytes: np.ndarray
+    sram_filter_read_bytes: np.ndarray
+    sram_ofmap_read_bytes: np.ndarray
+    sram_ifmap_write_bytes: np.ndarray
+    sram_filter_write_bytes: np.ndarray
+    sram_ofmap_write_bytes: np.ndarray
+    dram_ifmap_read_bytes: np.ndarray
+    dram_filter_read_bytes: np.ndarray
+    dram_ofmap_write_bytes: np.ndarray
+    interconnect_bytes: np.ndarray
+    prologue_bytes: np.ndarray
+    chunks: np.ndarray
+
+    @property
+    def dram_read_bytes(self) -> np.ndarray:
+        return self.dram_ifmap_read_bytes + self.dram_filter_read_bytes
+
+
+def op_costs(graph: OpGraph, hw: HardwareSpec, convention: Convention, chunks_per_op: int) -> OpCosts:
+    """Cost every op of ``graph`` on ``hw`` under ``convention``."""
+    n_ops = len(graph.ops)
+    z = {name: np.zeros(n_ops, np.int64) for name in OpCosts.__dataclass_fields__}
+    z["mapping_efficiency"] = np.zeros(n_ops, np.float64)
+    rows, cols = hw.array.rows, hw.array.cols
+    conv = kernels.SCALESIM if convention is Convention.SCALESIM else kernels.ACCELSIM
+
+    table = tabulate(graph, hw.array.dataflow)
+    if len(table):
+        idx = table.op_index
+        fr, fc, folds, cycles = kernels.fold_cycles(
+            table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv)
+        ifr, flr, ofr, ofw = kernels.sram_counts(
+            table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv)
+        a_rd, b_rd, c_wr = kernels.dram_words(
+            table.dataflow, table.m, table.n, table.count, fr, fc, table.a_footprint,
+            table.b_footprint, table.a_word, table.b_word, table.c_word, table.a_on_chip,
+            table.b_on_chip, table.c_on_chip, hw.buffers.ifmap_bytes, hw.buffers.filter_bytes,
+            hw.buffers.ofmap_bytes, cols, conv)
+        z["unit"][idx] = UNIT_ARRAY
+        z["compute_cycles"][idx] = cycles
+        z["macs"][idx] = table.m * table.n * table.k * table.count
+        z["folds"][idx] = folds
+        z["mapping_efficiency"][idx] = (table.sr * table.sc) / (fr * rows * fc * cols)
+        z["sram_ifmap_read_bytes"][idx] = ifr * table.a_word
+        z["sram_filter_read_bytes"][idx] = flr * table.b_word
+        z["sram_ofmap_read_bytes"][idx] = ofr * table.c_word
+        z["sram_ofmap_write_bytes"][idx] = ofw * table.c_word
+        z["sram_ifmap_write_bytes"][idx] = a_rd * table.a_word
+        z["sram_filter_write_bytes"][idx] = b_rd * table.b_word
+        z["dram_ifmap_read_bytes"][idx] = a_rd * table.a_word
+        z["dram_filter_read_bytes"][idx] = b_rd * table.b_word
+        z["dram_ofmap_write_bytes"][idx] = c_wr * table.c_word
+        tile = rows * cols
+        z["prologue_bytes"][idx] = (np.minimum(a_rd, tile) * table.a_word
+                                    + np.minimum(b_rd, tile) * table.b_word)
+        z["chunks"][idx] = np.minimum(folds, chunks_per_op)
+
+    lanes = hw.vector_unit.lanes
+    for op in graph.ops:
+        i = op.op_id
+        if isinstance(op, VectorOp):
+            z["unit"][i] = UNIT_VECTOR
+            z["vector_ops"][i] = op.vector_ops
+            z["compute_cycles"][i] = -(-op.vector_ops // lanes)
+            reads = [a for a in op.reads if a.tensor.name not in graph.on_chip]
+            writes = [a for a in op.writes if a.tensor.name not in graph.on_chip]
+            read_bytes = sum(a.bytes for a in reads)
+            z["sram_ofmap_read_bytes"][i] = sum(a.bytes for a in op.reads)
+            z["sram_ofmap_write_bytes"][i] = sum(a.bytes for a in op.writes)
+            z["dram_ifmap_read_bytes"][i] = read_bytes
+            z["dram_ofmap_write_bytes"][i] = sum(a.bytes for a in writes)
+            chunks = max(1, min(chunks_per_op, int(z["compute_cycles"][i])))
+            z["chunks"][i] = chunks
+            z["prologue_bytes"][i] = read_bytes // chunks
+        elif isinstance(op, CommOp):
+            procs = len(op.participants)
+            z["unit"][i] = UNIT_COMM
+            z["interconnect_bytes"][i] = 2 * (procs - 1) * -(-op.tensor.bytes // procs) * procs
+            z["dram_ifmap_read_bytes"][i] = procs * op.tensor.bytes
+            z["dram_ofmap_write_bytes"][i] = procs * op.tensor.bytes
+            z["chunks"][i] = 1
+        else:
+            assert isinstance(op, GemmOp)
+    return OpCosts(**z)

@@ -1,0 +1,173 @@
+"""SimPy event engine: runs an op DAG on N processors sharing DRAM.
+
+Each processor has two units, the systolic array and the vector unit, and
+each unit runs one op at a time, always the ready op that comes first in
+program order.  DRAM is one shared channel (a ``simpy.Resource`` held for
+``bytes / bandwidth`` cycles per transfer, then the access latency); each
+processor has one outgoing interconnect link for ring all-reduces.
+
+An op is simulated as ``chunks`` tile groups: the first tile of each input
+(the prologue) must arrive before compute starts; while group ``j`` computes,
+group ``j+1`` is fetched (double buffering) and group ``j``'s outputs drain to
+DRAM behind it.  The array stalls when a fetch is late.  Events happen per
+tile group and per transfer, never per cycle, and contention between
+processors and units comes out of the shared channel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+
+import numpy as np
+import simpy
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.errors import SimulationError
+from accelsim.timing.costs import UNIT_COMM, OpCosts
+from accelsim.timing.trace import Trace
+from accelsim.workload.ops import CommOp, OpGraph
+
+Process = Generator[simpy.Event, object, None]
+
+
+def _part(total: int, parts: int, j: int) -> int:
+    """The ``j``-th of ``parts`` near-equal integer parts of ``total``."""
+    q, r = divmod(total, parts)
+    return q + (1 if j < r else 0)
+
+
+class _Channel:
+    """A bandwidth-limited channel with a fixed access latency."""
+
+    def __init__(self, env: simpy.Environment, bytes_per_cycle: float, latency: int) -> None:
+        self.env = env
+        self.resource = simpy.Resource(env, capacity=1)
+        self.bytes_per_cycle = bytes_per_cycle
+        self.latency = latency
+
+    def cycles(self, n_bytes: int) -> int:
+        return math.ceil(n_bytes / self.bytes_per_cycle)
+
+    def transfer(self, n_bytes: int) -> Process:
+        if n_bytes <= 0:
+            return
+        with self.resource.request() as request:
+            yield request
+            yield self.env.timeout(self.cycles(n_bytes))
+        if self.latency:
+            yield self.env.timeout(self.latency)
+
+
+class _Engine:
+    def __init__(self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> None:
+        self.graph = graph
+        self.costs = costs
+        self.env = simpy.Environment()
+        self.dram = _Channel(self.env, hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+        link = hw.interconnect
+        self.links = [_Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
+                      for _ in range(hw.processors)]
+        n_ops = len(graph.ops)
+        self.start = np.full(n_ops, -1, np.int64)
+        self.end = np.full(n_ops, -1, np.int64)
+        self.waiting = np.array([len(op.deps) for op in graph.ops], np.int64)
+        self.successors: list[list[int]] = [[] for _ in range(n_ops)]
+        for op in graph.ops:
+            for d in op.deps:
+                self.successors[d].append(op.op_id)
+        self.queues = {
+            (p, u): simpy.PriorityStore(self.env)
+            for p in range(hw.processors) for u in (0, 1)
+        }
+
+    def run(self) -> Trace:
+        for (p, u), queue in self.queues.items():
+            self.env.process(self._unit_proc(queue))
+        for op in self.graph.ops:
+            if not op.deps:
+                self._dispatch(op.op_id)
+        self.env.run()
+        if (self.end < 0).any():
+            stuck = [self.graph.ops[i].name for i in np.flatnonzero(self.end < 0)[:3]]
+            raise SimulationError(f"ops never ran (dependency cycle?): {', '.join(stuck)}")
+        duration = self.end - self.start
+        compute = np.where(self.costs.unit == UNIT_COMM, duration, self.costs.compute_cycles)
+        return Trace(
+            costs=self.costs,
+            processor=np.asarray(self.graph.processor, np.int64),
+            start_cycle=self.start,
+            end_cycle=self.end,
+            stall_cycles=duration - compute,
+            total_cycles=int(self.end.max(initial=0)),
+            processors=len(self.links),
+        )
+
+    def _dispatch(self, i: int) -> None:
+        if self.costs.unit[i] == UNIT_COMM:
+            self.env.process(self._comm_proc(i))
+        else:
+            key = (self.graph.processor[i], int(self.costs.unit[i]))
+            self.queues[key].put(simpy.PriorityItem(i, i))
+
+    def _finish(self, i: int) -> None:
+        self.end[i] = self.env.now
+        for s in self.successors[i]:
+            self.waiting[s] -= 1
+            if self.waiting[s] == 0:
+                self._dispatch(s)
+
+    def _unit_proc(self, queue: simpy.PriorityStore) -> Process:
+        while True:
+            item = yield queue.get()
+            yield from self._op_proc(item.item)
+
+    def _op_proc(self, i: int) -> Process:
+        env, dram, c = self.env, self.dram, self.costs
+        self.start[i] = env.now
+        chunks = int(c.chunks[i])
+        compute = int(c.compute_cycles[i])
+        reads = int(c.dram_read_bytes[i])
+        writes = int(c.dram_ofmap_write_bytes[i])
+        prologue = reads if chunks == 1 else min(reads, int(c.prologue_bytes[i]))
+        rest = reads - prologue
+        yield from dram.transfer(prologue)
+        drains = []
+        for j in range(chunks):
+            fetch = None
+            if j + 1 < chunks:
+                fetch = env.process(dram.transfer(_part(rest, chunks - 1, j)))
+            yield env.timeout(_part(compute, chunks, j))
+            drain_bytes = _part(writes, chunks, j)
+            if drain_bytes:
+                drains.append(env.process(dram.transfer(drain_bytes)))
+            if fetch is not None:
+                yield fetch
+        if drains:
+            yield env.all_of(drains)
+        self._finish(i)
+
+    def _comm_proc(self, i: int) -> Process:
+        op = self.graph.ops[i]
+        assert isinstance(op, CommOp)
+        env = self.env
+        self.start[i] = env.now
+        procs = len(op.participants)
+        chunk = -(-op.tensor.bytes // procs)
+        yield env.all_of([env.process(self.dram.transfer(op.tensor.bytes))
+                          for _ in op.participants])
+        for _ in range(2 * (procs - 1)):
+            yield env.all_of([env.process(self.links[p].transfer(chunk))
+                              for p in op.participants])
+        yield env.all_of([env.process(self.dram.transfer(op.tensor.bytes))
+                          for _ in op.participants])
+        self._finish(i)
+
+
+def simulate(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trace:
+    """Run ``graph`` with ``costs`` on ``hw`` and return the :class:`Trace`.
+
+    Raises:
+        SimulationError: if some op can never run.
+    """
+    return _Engine(graph, costs, hw).run()

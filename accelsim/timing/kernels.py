@@ -1,0 +1,170 @@
+"""Numba kernels: fold-level arithmetic for every GEMM of a graph at once.
+
+Pure array-in/array-out functions, compiled with ``@njit(cache=True)``; each
+has a NumPy reference in ``tests/test_kernels.py``.  Dataflow codes are
+0 = os, 1 = ws, 2 = is; convention codes 0 = accelsim, 1 = scalesim.
+
+Compute cycles per fold (``R x C`` array, ``T`` streamed):
+
+* accelsim: ``2R + C + T - 2`` for every dataflow (stationary-operand or
+  output fill of R cycles, R+C-2 skew, T streamed), folds not overlapped;
+* scalesim (SCALE-Sim 3.0.0): ``R + C + T - 2`` for os, ``2R + C + T - 2`` for
+  ws and is, and the layer total is ``folds * per_fold - 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+ACCELSIM = 0
+SCALESIM = 1
+OS, WS, IS = 0, 1, 2
+
+
+@njit(cache=True)
+def fold_cycles(
+    dataflow: np.ndarray, sr: np.ndarray, sc: np.ndarray, t: np.ndarray, count: np.ndarray,
+    rows: int, cols: int, convention: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Folds and compute cycles of each GEMM.
+
+    Returns:
+        ``(row_folds, col_folds, folds, compute_cycles)``; ``folds`` includes
+        the ``count`` independent GEMMs of a batched op.
+    """
+    n_ops = sr.shape[0]
+    row_folds = np.empty(n_ops, np.int64)
+    col_folds = np.empty(n_ops, np.int64)
+    folds = np.empty(n_ops, np.int64)
+    cycles = np.empty(n_ops, np.int64)
+    for i in range(n_ops):
+        fr = (sr[i] + rows - 1) // rows
+        fc = (sc[i] + cols - 1) // cols
+        row_folds[i] = fr
+        col_folds[i] = fc
+        folds[i] = fr * fc * count[i]
+        fill = rows if (convention == SCALESIM and dataflow[i] == OS) else 2 * rows
+        per_fold = fill + cols + t[i] - 2
+        cycles[i] = folds[i] * per_fold - (1 if convention == SCALESIM else 0)
+    return row_folds, col_folds, folds, cycles
+
+
+@njit(cache=True)
+def sram_counts(
+    dataflow: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, count: np.ndarray,
+    row_folds: np.ndarray, col_folds: np.ndarray, rows: int, cols: int, convention: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """SRAM accesses (words) of each GEMM, counting real elements, not idle PEs.
+
+    The streamed input is read once per pass over the other array dimension;
+    the stationary one once.  Partial sums of ws/is are written once per row
+    fold (and, in the accelsim convention, read back for every fold but the
+    first).  The scalesim convention adds SCALE-Sim's ``folds * (R + C)`` extra
+    ofmap writes for os and counts no partial-sum reads.
+
+    Returns:
+        ``(ifmap_reads, filter_reads, ofmap_reads, ofmap_writes)``.
+    """
+    n_ops = m.shape[0]
+    ifmap_reads = np.empty(n_ops, np.int64)
+    filter_reads = np.empty(n_ops, np.int64)
+    ofmap_reads = np.empty(n_ops, np.int64)
+    ofmap_writes = np.empty(n_ops, np.int64)
+    for i in range(n_ops):
+        mk = m[i] * k[i]
+        kn = k[i] * n[i]
+        mn = m[i] * n[i]
+        fr = row_folds[i]
+        fc = col_folds[i]
+        if dataflow[i] == OS:
+            a, b, c_w, c_r = fc * mk, fr * kn, mn, 0
+            if convention == SCALESIM:
+                c_w += fr * fc * (rows + cols)
+        elif dataflow[i] == WS:
+            a, b, c_w, c_r = fc * mk, kn, fr * mn, (fr - 1) * mn
+        else:
+            a, b, c_w, c_r = mk, fc * kn, fr * mn, (fr - 1) * mn
+        if convention == SCALESIM:
+            c_r = 0
+        ifmap_reads[i] = a * count[i]
+        filter_reads[i] = b * count[i]
+        ofmap_reads[i] = c_r * count[i]
+        ofmap_writes[i] = c_w * count[i]
+    return ifmap_reads, filter_reads, ofmap_reads, ofmap_writes
+
+
+@njit(cache=True)
+def dram_words(
+    dataflow: np.ndarray, m: np.ndarray, n: np.ndarray, count: np.ndarray,
+    row_folds: np.ndarray, col_folds: np.ndarray, a_footprint: np.ndarray,
+    b_footprint: np.ndarray, a_word: np.ndarray, b_word: np.ndarray, c_word: np.ndarray,
+    a_on_chip: np.ndarray, b_on_chip: np.ndarray, c_on_chip: np.ndarray,
+    ifmap_bytes: int, filter_bytes: int, ofmap_bytes: int, cols: int, convention: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DRAM traffic (words) of each GEMM from its loop order and the buffer sizes.
+
+    Reuse needs the reused data to fit in half of its double-buffered buffer.
+
+    * accelsim: os keeps outputs in the PEs, so A is fetched once if it fits
+      (else once per column fold) and each column slice of B once if it fits
+      (else once per row fold).  ws and is split the streamed dimension into
+      chunks whose partial sums fit in the ofmap buffer, so partial sums never
+      spill; the stationary operand is re-fetched per chunk unless it fits
+      whole, and the streamed one is fetched once per chunk if its slice fits,
+      else once per column fold.
+    * scalesim: SCALE-Sim 3.0.0's CALC mode.  An operand whose footprint is
+      under ``50 * floor(bytes / 100)`` words is read once; ws and is write the
+      outputs once per row fold.  (Operands that do not fit follow the
+      accelsim rules: SCALE-Sim has no closed form there.)
+
+    Operands kept on chip move no DRAM traffic.
+
+    Returns:
+        ``(a_reads, b_reads, c_writes)`` in words, for all ``count`` GEMMs.
+    """
+    n_ops = m.shape[0]
+    a_reads = np.zeros(n_ops, np.int64)
+    b_reads = np.zeros(n_ops, np.int64)
+    c_writes = np.zeros(n_ops, np.int64)
+    half_if = ifmap_bytes // 2
+    half_fl = filter_bytes // 2
+    half_of = ofmap_bytes // 2
+    for i in range(n_ops):
+        fr = row_folds[i]
+        fc = col_folds[i]
+        a_fp = a_footprint[i]
+        b_fp = b_footprint[i]
+        mn = m[i] * n[i]
+        if dataflow[i] == OS:
+            a = a_fp if a_fp * a_word[i] <= half_if else fc * a_fp
+            b_slice = (b_fp + fc - 1) // fc
+            b = b_fp if b_slice * b_word[i] <= half_fl else fr * b_fp
+            c_w = mn
+        elif dataflow[i] == WS:
+            # Stream m in chunks whose partial sums (chunk x cols) fit.
+            chunk = max(1, half_of // (min(cols, n[i]) * c_word[i]))
+            chunks = (m[i] + chunk - 1) // chunk
+            b = b_fp if b_fp * b_word[i] <= half_fl else chunks * b_fp
+            a_slice = (a_fp + chunks - 1) // chunks
+            a = a_fp if a_slice * a_word[i] <= half_if else fc * a_fp
+            c_w = mn
+        else:
+            # Stream n in chunks whose partial sums (cols x chunk) fit.
+            chunk = max(1, half_of // (min(cols, m[i]) * c_word[i]))
+            chunks = (n[i] + chunk - 1) // chunk
+            a = a_fp if a_fp * a_word[i] <= half_if else chunks * a_fp
+            b_slice = (b_fp + chunks - 1) // chunks
+            b = b_fp if b_slice * b_word[i] <= half_fl else fc * b_fp
+            c_w = mn
+        if convention == SCALESIM:
+            if a_fp < 50 * (ifmap_bytes // 100) // a_word[i]:
+                a = a_fp
+            if b_fp < 50 * (filter_bytes // 100) // b_word[i]:
+                b = b_fp
+            if dataflow[i] != OS:
+                c_w = fr * mn
+        a_reads[i] = 0 if a_on_chip[i] else a * count[i]
+        b_reads[i] = 0 if b_on_chip[i] else b * count[i]
+        c_writes[i] = 0 if c_on_chip[i] else c_w * count[i]
+    return a_reads, b_reads, c_writes

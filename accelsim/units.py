@@ -1,0 +1,31 @@
+"""Unit constants and conversions.
+
+Internally time is integer cycles, sizes are bytes and energy is pJ.  Only the
+report layer converts to seconds, GB or mJ, through these helpers.
+"""
+
+from __future__ import annotations
+
+KIB_BYTES = 1024
+PJ_PER_J = 1e12
+BITS_PER_BYTE = 8
+
+
+def kib_to_bytes(kib: float) -> int:
+    """Convert KiB to whole bytes (rounded down)."""
+    return int(kib * KIB_BYTES)
+
+
+def cycles_to_seconds(cycles: float, clock_mhz: float) -> float:
+    """Convert cycles at ``clock_mhz`` to seconds."""
+    return cycles / (clock_mhz * 1e6)
+
+
+def pj_to_mj(energy_pj: float) -> float:
+    """Convert picojoules to millijoules."""
+    return energy_pj / 1e9
+
+
+def bytes_to_gb(n_bytes: float) -> float:
+    """Convert bytes to decimal gigabytes."""
+    return n_bytes / 1e9

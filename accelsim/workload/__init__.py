@@ -1,0 +1,1 @@
+"""Workloads: layer tables (``workloads/*.yaml``), shape inference, lowering to an op DAG."""

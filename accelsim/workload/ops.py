@@ -1,0 +1,162 @@
+"""The op DAG of one training step: GEMM, vector and communication ops over tensors.
+
+Lowering (:mod:`accelsim.workload.lowering`) produces an :class:`OpGraph`.
+Ops are listed in program order, which is also a topological order, and an
+op's ``op_id`` is its index.  Tensors are named; ``OpGraph.on_chip`` holds the
+names of tensors that never travel to DRAM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Phase(str, Enum):
+    """Which part of the training step an op belongs to."""
+
+    FWD = "fwd"
+    BWD_INPUT = "bwd_input"
+    BWD_WEIGHT = "bwd_weight"
+    UPDATE = "update"
+    COMM = "comm"
+
+
+class TensorKind(str, Enum):
+    """Tensor class; sets the word size (see ``HardwareSpec.word_bytes``)."""
+
+    ACTIVATION = "activation"
+    WEIGHT = "weight"
+    GRADIENT = "gradient"
+    OPTIMIZER_STATE = "optimizer_state"
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A named tensor: its element count (whole batch) and word size."""
+
+    name: str
+    kind: TensorKind
+    elements: int
+    word_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * self.word_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """A read or write of ``elements`` elements of ``tensor`` (all of it by default)."""
+
+    tensor: Tensor
+    elements: int
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * self.tensor.word_bytes
+
+
+def whole(tensor: Tensor) -> Access:
+    """An access to every element of ``tensor``."""
+    return Access(tensor, tensor.elements)
+
+
+@dataclass(frozen=True, slots=True)
+class GemmOp:
+    """``count`` independent GEMMs ``C[m x n] = A[m x k] . B[k x n]`` on the array.
+
+    ``a_elements`` and ``b_elements`` are the unique elements each GEMM reads
+    from its operand tensors: less than ``m*k`` when A is an im2col view of a
+    feature map, whose windows overlap.
+    """
+
+    op_id: int
+    name: str
+    layer: str
+    phase: Phase
+    m: int
+    n: int
+    k: int
+    count: int
+    a: Tensor
+    b: Tensor
+    c: Tensor
+    a_elements: int
+    b_elements: int
+    deps: tuple[int, ...]
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k * self.count
+
+
+@dataclass(frozen=True, slots=True)
+class VectorOp:
+    """An element-wise or reduction op on the vector unit."""
+
+    op_id: int
+    name: str
+    layer: str
+    phase: Phase
+    elements: int
+    ops_per_element: int
+    reads: tuple[Access, ...]
+    writes: tuple[Access, ...]
+    deps: tuple[int, ...]
+
+    @property
+    def vector_ops(self) -> int:
+        return self.elements * self.ops_per_element
+
+
+@dataclass(frozen=True, slots=True)
+class CommOp:
+    """A ring all-reduce of ``tensor`` across ``participants`` over the interconnect."""
+
+    op_id: int
+    name: str
+    layer: str
+    phase: Phase
+    tensor: Tensor
+    participants: tuple[int, ...]
+    deps: tuple[int, ...]
+
+
+Op = GemmOp | VectorOp | CommOp
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A trainable tensor with its gradient and the op that finishes the gradient."""
+
+    layer: str
+    weight: Tensor
+    gradient: Tensor
+    grad_op: int
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """A training step as an op DAG placed on processors.
+
+    Attributes:
+        ops: Ops in program (topological) order; ``ops[i].op_id == i``.
+        processor: The processor of each op.
+        on_chip: Tensors kept on chip for their whole life (no DRAM traffic).
+        stashed: Activations saved in the forward pass and re-read in backward.
+        parameters: Trainable tensors (of processor 0's replica).
+    """
+
+    ops: tuple[Op, ...]
+    processor: tuple[int, ...]
+    on_chip: frozenset[str] = field(default_factory=frozenset)
+    stashed: frozenset[str] = field(default_factory=frozenset)
+    parameters: tuple[Parameter, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.processor) != len(self.ops):
+            raise ValueError("one processor per op is required")
+        for i, op in enumerate(self.ops):
+            if op.op_id != i or any(d >= i for d in op.deps):
+                raise ValueError(f"op {op.name} is out of program order")
