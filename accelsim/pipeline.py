@@ -12,6 +12,7 @@ from typing import Any
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import TimingSpec
 from accelsim.config.loader import LoadedRun, Override, display_path, dump_yaml, load_run
 from accelsim.energy.model import check_table, estimate_energy
 from accelsim.mapping.assignment import assign
@@ -149,7 +150,7 @@ def simulate_layer(
     builder.gemm("layer", "layer", phase, gemm.m, gemm.n, gemm.k, 1, a, b, c,
                  a_elements=gemm.a_elements, b_elements=gemm.b_elements)
     graph = builder.build()
-    costs = op_costs(graph, hw, convention, chunks_per_op=16)
+    costs = op_costs(graph, hw, convention, chunks_per_op=TimingSpec().chunks_per_op)
     trace = simulate(graph, costs, hw)
     energy = estimate_energy(trace, hw, table)
     rows, cols = hw.array.rows, hw.array.cols

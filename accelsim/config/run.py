@@ -72,7 +72,7 @@ class TimingSpec(Spec):
     """
 
     convention: ConventionField = Convention.ACCELSIM
-    chunks_per_op: PositiveInt = 16
+    chunks_per_op: PositiveInt = 8
 
 
 class LoweringSpec(Spec):

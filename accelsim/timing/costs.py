@@ -20,6 +20,16 @@ from accelsim.workload.ops import CommOp, GemmOp, OpGraph, VectorOp
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 
+# Ops shorter than this many cycles per tile group use fewer groups: the
+# overlap of their traffic is then resolved at a finer grain than it matters.
+MIN_CHUNK_CYCLES = 2048
+
+
+def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = None) -> np.ndarray:
+    """Tile groups per op: at most ``chunks_per_op``, ``limit`` and one per ``MIN_CHUNK_CYCLES``."""
+    chunks = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
+    return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
+
 
 @dataclass(frozen=True)
 class OpCosts:
@@ -28,7 +38,9 @@ class OpCosts:
     SRAM, DRAM and interconnect counts are in bytes.  Vector ops read and
     write through the ofmap buffer (the accumulator side of the array, where
     outputs are post-processed).  ``prologue_bytes`` must arrive
-    before an op can start computing (one array-sized tile of each input).
+    before an op can start computing (one array-sized tile of each input) and
+    ``epilogue_bytes`` drain after it stops (its last output tile); the rest
+    of the traffic overlaps compute in ``chunks`` tile groups.
     """
 
     unit: np.ndarray
@@ -48,6 +60,7 @@ class OpCosts:
     dram_ofmap_write_bytes: np.ndarray
     interconnect_bytes: np.ndarray
     prologue_bytes: np.ndarray
+    epilogue_bytes: np.ndarray
     chunks: np.ndarray
 
     @property
@@ -92,7 +105,8 @@ def op_costs(graph: OpGraph, hw: HardwareSpec, convention: Convention, chunks_pe
         tile = rows * cols
         z["prologue_bytes"][idx] = (np.minimum(a_rd, tile) * table.a_word
                                     + np.minimum(b_rd, tile) * table.b_word)
-        z["chunks"][idx] = np.minimum(folds, chunks_per_op)
+        z["epilogue_bytes"][idx] = np.minimum(c_wr, tile) * table.c_word
+        z["chunks"][idx] = _chunks(cycles, chunks_per_op, folds)
 
     lanes = hw.vector_unit.lanes
     for op in graph.ops:
@@ -108,9 +122,10 @@ def op_costs(graph: OpGraph, hw: HardwareSpec, convention: Convention, chunks_pe
             z["sram_ofmap_write_bytes"][i] = sum(a.bytes for a in op.writes)
             z["dram_ifmap_read_bytes"][i] = read_bytes
             z["dram_ofmap_write_bytes"][i] = sum(a.bytes for a in writes)
-            chunks = max(1, min(chunks_per_op, int(z["compute_cycles"][i])))
+            chunks = int(_chunks(z["compute_cycles"][i : i + 1], chunks_per_op)[0])
             z["chunks"][i] = chunks
             z["prologue_bytes"][i] = read_bytes // chunks
+            z["epilogue_bytes"][i] = int(z["dram_ofmap_write_bytes"][i]) // chunks
         elif isinstance(op, CommOp):
             procs = len(op.participants)
             z["unit"][i] = UNIT_COMM

@@ -2,21 +2,21 @@
 
 Each processor has two units, the systolic array and the vector unit, and
 each unit runs one op at a time, always the ready op that comes first in
-program order.  DRAM is one shared channel (a ``simpy.Resource`` held for
-``bytes / bandwidth`` cycles per transfer, then the access latency); each
-processor has one outgoing interconnect link for ring all-reduces.
+program order.  DRAM is one shared first-come-first-served
+:class:`~accelsim.timing.channel.Channel` (busy ``bytes / bandwidth`` cycles
+per transfer, then the access latency); each processor has one outgoing
+interconnect link, another channel, for ring all-reduces.
 
 An op is simulated as ``chunks`` tile groups: the first tile of each input
 (the prologue) must arrive before compute starts; while group ``j`` computes,
 group ``j+1`` is fetched (double buffering) and group ``j``'s outputs drain to
-DRAM behind it.  The array stalls when a fetch is late.  Events happen per
+DRAM behind it; the last output tile (the epilogue) drains after compute.  The array stalls when a fetch is late.  Events happen per
 tile group and per transfer, never per cycle, and contention between
 processors and units comes out of the shared channel.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator
 
 import numpy as np
@@ -24,6 +24,7 @@ import simpy
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import SimulationError
+from accelsim.timing.channel import Channel
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.trace import Trace
 from accelsim.workload.ops import CommOp, OpGraph
@@ -37,36 +38,14 @@ def _part(total: int, parts: int, j: int) -> int:
     return q + (1 if j < r else 0)
 
 
-class _Channel:
-    """A bandwidth-limited channel with a fixed access latency."""
-
-    def __init__(self, env: simpy.Environment, bytes_per_cycle: float, latency: int) -> None:
-        self.env = env
-        self.resource = simpy.Resource(env, capacity=1)
-        self.bytes_per_cycle = bytes_per_cycle
-        self.latency = latency
-
-    def cycles(self, n_bytes: int) -> int:
-        return math.ceil(n_bytes / self.bytes_per_cycle)
-
-    def transfer(self, n_bytes: int) -> Process:
-        if n_bytes <= 0:
-            return
-        with self.resource.request() as request:
-            yield request
-            yield self.env.timeout(self.cycles(n_bytes))
-        if self.latency:
-            yield self.env.timeout(self.latency)
-
-
 class _Engine:
     def __init__(self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> None:
         self.graph = graph
         self.costs = costs
         self.env = simpy.Environment()
-        self.dram = _Channel(self.env, hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+        self.dram = Channel(self.env, hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
         link = hw.interconnect
-        self.links = [_Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
+        self.links = [Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
                       for _ in range(hw.processors)]
         n_ops = len(graph.ops)
         self.start = np.full(n_ops, -1, np.int64)
@@ -130,19 +109,22 @@ class _Engine:
         reads = int(c.dram_read_bytes[i])
         writes = int(c.dram_ofmap_write_bytes[i])
         prologue = reads if chunks == 1 else min(reads, int(c.prologue_bytes[i]))
-        rest = reads - prologue
-        yield from dram.transfer(prologue)
+        epilogue = min(writes, int(c.epilogue_bytes[i]))
+        rest, behind = reads - prologue, writes - epilogue
+        if prologue:
+            yield dram.transfer(prologue)
         drains = []
         for j in range(chunks):
-            fetch = None
-            if j + 1 < chunks:
-                fetch = env.process(dram.transfer(_part(rest, chunks - 1, j)))
+            fetch_bytes = _part(rest, chunks - 1, j) if j + 1 < chunks else 0
+            fetch = dram.transfer(fetch_bytes) if fetch_bytes else None
             yield env.timeout(_part(compute, chunks, j))
-            drain_bytes = _part(writes, chunks, j)
+            drain_bytes = _part(behind, chunks, j)
             if drain_bytes:
-                drains.append(env.process(dram.transfer(drain_bytes)))
+                drains.append(dram.transfer(drain_bytes))
             if fetch is not None:
                 yield fetch
+        if epilogue:
+            drains.append(dram.transfer(epilogue))
         if drains:
             yield env.all_of(drains)
         self._finish(i)
@@ -154,13 +136,10 @@ class _Engine:
         self.start[i] = env.now
         procs = len(op.participants)
         chunk = -(-op.tensor.bytes // procs)
-        yield env.all_of([env.process(self.dram.transfer(op.tensor.bytes))
-                          for _ in op.participants])
+        yield env.all_of([self.dram.transfer(op.tensor.bytes) for _ in op.participants])
         for _ in range(2 * (procs - 1)):
-            yield env.all_of([env.process(self.links[p].transfer(chunk))
-                              for p in op.participants])
-        yield env.all_of([env.process(self.dram.transfer(op.tensor.bytes))
-                          for _ in op.participants])
+            yield env.all_of([self.links[p].transfer(chunk) for p in op.participants])
+        yield env.all_of([self.dram.transfer(op.tensor.bytes) for _ in op.participants])
         self._finish(i)
 
 
