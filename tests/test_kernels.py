@@ -1,0 +1,114 @@
+"""Each Numba kernel against a plain NumPy reference, on random GEMM tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelsim.timing import kernels
+
+
+def _ceil(a: np.ndarray, b: int) -> np.ndarray:
+    return -(-a // b)
+
+
+def _table(seed: int, n: int = 200) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    m, nn, k = (rng.integers(1, 3000, n) for _ in range(3))
+    return {
+        "dataflow": rng.integers(0, 3, n), "m": m, "n": nn, "k": k,
+        "count": rng.integers(1, 4, n),
+        "a_fp": np.minimum(m * k, rng.integers(1, 4_000_000, n)),
+        "b_fp": k * nn,
+        "a_word": rng.choice([1, 2, 4], n), "b_word": rng.choice([1, 2, 4], n),
+        "c_word": rng.choice([1, 2, 4], n),
+        "a_on": rng.random(n) < 0.1, "b_on": rng.random(n) < 0.1, "c_on": rng.random(n) < 0.1,
+    }
+
+
+def _dims(t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    df, m, n, k = t["dataflow"], t["m"], t["n"], t["k"]
+    sr = np.select([df == 0, df == 1], [m, k], k)
+    sc = np.select([df == 0, df == 1], [n, n], m)
+    tt = np.select([df == 0, df == 1], [k, m], n)
+    return sr, sc, tt
+
+
+@pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
+@pytest.mark.parametrize(("rows", "cols"), [(32, 32), (128, 128), (12, 14), (8, 4)])
+def test_fold_cycles_matches_numpy(convention: int, rows: int, cols: int) -> None:
+    t = _table(rows * cols + convention)
+    sr, sc, tt = _dims(t)
+    fr, fc, folds, cycles = kernels.fold_cycles(t["dataflow"], sr, sc, tt, t["count"], rows,
+                                                cols, convention)
+    ref_fr, ref_fc = _ceil(sr, rows), _ceil(sc, cols)
+    ref_folds = ref_fr * ref_fc * t["count"]
+    fill = np.where((convention == kernels.SCALESIM) & (t["dataflow"] == 0), rows, 2 * rows)
+    ref_cycles = ref_folds * (fill + cols + tt - 2) - (convention == kernels.SCALESIM)
+    np.testing.assert_array_equal(fr, ref_fr)
+    np.testing.assert_array_equal(fc, ref_fc)
+    np.testing.assert_array_equal(folds, ref_folds)
+    np.testing.assert_array_equal(cycles, ref_cycles)
+
+
+@pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
+def test_sram_counts_matches_numpy(convention: int) -> None:
+    rows, cols = 16, 8
+    t = _table(7 + convention)
+    sr, sc, _ = _dims(t)
+    fr, fc = _ceil(sr, rows), _ceil(sc, cols)
+    got = kernels.sram_counts(t["dataflow"], t["m"], t["n"], t["k"], t["count"], fr, fc, rows,
+                              cols, convention)
+    df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
+    ifmap = np.where(df == 2, m * k, fc * m * k) * cnt
+    filt = np.select([df == 0, df == 1], [fr * k * n, k * n], fc * k * n) * cnt
+    extra = fr * fc * (rows + cols) if convention == kernels.SCALESIM else 0
+    of_w = np.where(df == 0, m * n + extra, fr * m * n) * cnt
+    of_r = np.zeros_like(m) if convention == kernels.SCALESIM else \
+        np.where(df == 0, 0, (fr - 1) * m * n) * cnt
+    for value, ref in zip(got, (ifmap, filt, of_r, of_w), strict=True):
+        np.testing.assert_array_equal(value, ref)
+
+
+def _dram_reference(t: dict[str, np.ndarray], fr: np.ndarray, fc: np.ndarray, sizes: tuple[int, int, int],
+                    cols: int, convention: int) -> tuple[np.ndarray, ...]:
+    half_if, half_fl, half_of = (s // 2 for s in sizes)
+    out = []
+    for i in range(len(t["m"])):
+        df, m, n = t["dataflow"][i], t["m"][i], t["n"][i]
+        a_fp, b_fp = t["a_fp"][i], t["b_fp"][i]
+        wa, wb, wc = t["a_word"][i], t["b_word"][i], t["c_word"][i]
+        if df == 0:
+            a = a_fp if a_fp * wa <= half_if else fc[i] * a_fp
+            b = b_fp if _ceil(b_fp, fc[i]) * wb <= half_fl else fr[i] * b_fp
+        elif df == 1:
+            chunks = _ceil(m, max(1, half_of // (min(cols, n) * wc)))
+            b = b_fp if b_fp * wb <= half_fl else chunks * b_fp
+            a = a_fp if _ceil(a_fp, chunks) * wa <= half_if else fc[i] * a_fp
+        else:
+            chunks = _ceil(n, max(1, half_of // (min(cols, m) * wc)))
+            a = a_fp if a_fp * wa <= half_if else chunks * a_fp
+            b = b_fp if _ceil(b_fp, chunks) * wb <= half_fl else fc[i] * b_fp
+        c = m * n
+        if convention == kernels.SCALESIM:
+            a = a_fp if a_fp < 50 * (sizes[0] // 100) // wa else a
+            b = b_fp if b_fp < 50 * (sizes[1] // 100) // wb else b
+            c = c if df == 0 else fr[i] * m * n
+        cnt = t["count"][i]
+        out.append((0 if t["a_on"][i] else a * cnt, 0 if t["b_on"][i] else b * cnt,
+                    0 if t["c_on"][i] else c * cnt))
+    return tuple(np.array(col) for col in zip(*out, strict=True))
+
+
+@pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
+@pytest.mark.parametrize("sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20), (4096, 2048, 8192)])
+def test_dram_words_matches_numpy(convention: int, sizes: tuple[int, int, int]) -> None:
+    rows, cols = 32, 32
+    t = _table(sum(sizes) % 1000 + convention)
+    sr, sc, _ = _dims(t)
+    fr, fc = _ceil(sr, rows), _ceil(sc, cols)
+    got = kernels.dram_words(t["dataflow"], t["m"], t["n"], t["count"], fr, fc, t["a_fp"], t["b_fp"],
+                             t["a_word"], t["b_word"], t["c_word"], t["a_on"], t["b_on"], t["c_on"],
+                             *sizes, cols, convention)
+    for value, ref in zip(got, _dram_reference(t, fr, fc, sizes, cols, convention), strict=True):
+        np.testing.assert_array_equal(value, ref)

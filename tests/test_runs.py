@@ -1,0 +1,147 @@
+"""Whole training steps: data parallelism, stash residency, energy, determinism."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelsim.config.loader import parse_sets
+from accelsim.energy.model import estimate_energy
+from accelsim.pipeline import load_inputs, resolved_config, simulate_run
+from accelsim.report.result import RunResult
+from accelsim.report.writer import write_run
+from accelsim.timing.costs import UNIT_ARRAY
+from tests.conftest import ROOT
+
+MLP_RUN = ROOT / "configs" / "runs" / "mlp.yaml"
+RESNET_RUN = ROOT / "configs" / "runs" / "default.yaml"
+
+
+def run(path: Path, *sets: str) -> RunResult:
+    return simulate_run(load_inputs(path, parse_sets(list(sets))))
+
+
+def test_data_parallel_conserves_macs_and_speeds_up_compute_bound() -> None:
+    ideal = ("dram.bandwidth_bytes_per_cycle=.inf", "dram.latency_cycles=0",
+             "interconnect.bandwidth_bytes_per_cycle=.inf", "interconnect.latency_cycles=0")
+    one = run(RESNET_RUN, *ideal, "batch_size=8")
+    four = run(RESNET_RUN, *ideal, "batch_size=8", "processors=4", "assignment=data_parallel")
+    gemm_macs = [int(r.trace.costs.macs.sum()) for r in (one, four)]
+    assert gemm_macs[0] == gemm_macs[1]
+    assert four.total_cycles < 0.5 * one.total_cycles
+    assert set(four.trace.processor.tolist()) == {0, 1, 2, 3}
+    assert four.summary()["interconnect_bytes"] > 0
+
+
+def test_data_parallel_shows_dram_contention() -> None:
+    slow = ("dram.bandwidth_bytes_per_cycle=4", "interconnect.bandwidth_bytes_per_cycle=.inf")
+    one = run(MLP_RUN, *slow)
+    two = run(MLP_RUN, *slow, "processors=2", "assignment=data_parallel")
+    array = two.trace.costs.unit == UNIT_ARRAY
+    # Both processors queue on one DRAM channel: far from a 2x speedup, and the
+    # array stalls more in total than on one processor.
+    assert two.total_cycles > 0.8 * one.total_cycles
+    assert two.trace.stall_cycles[array].sum() > one.trace.stall_cycles[one.trace.costs.unit == UNIT_ARRAY].sum()
+
+
+def test_data_parallel_needs_a_sample_per_processor() -> None:
+    from accelsim.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"batch_size: data_parallel needs at least one sample"
+                                          r" per processor \(4\) \(got 2\)"):
+        run(MLP_RUN, "processors=4", "assignment=data_parallel", "batch_size=2")
+
+
+def test_unlimited_bandwidth_whole_step_has_no_stalls() -> None:
+    result = run(RESNET_RUN, "batch_size=2", "dram.bandwidth_bytes_per_cycle=.inf",
+                 "dram.latency_cycles=0")
+    assert int(result.trace.stall_cycles.sum()) == 0
+    assert result.total_cycles <= int(result.trace.costs.compute_cycles.sum())
+
+
+def test_halving_bandwidth_never_reduces_step_cycles() -> None:
+    cycles = [run(RESNET_RUN, "batch_size=2", f"dram.bandwidth_bytes_per_cycle={bw}").total_cycles
+              for bw in (256, 128, 64, 32, 16)]
+    assert cycles == sorted(cycles)
+    assert cycles[-1] > cycles[0]
+
+
+def test_on_chip_stash_removes_stash_traffic() -> None:
+    off = run(MLP_RUN).summary()
+    on = run(MLP_RUN, "buffers.stash_kib=65536").summary()
+    assert off["stash"]["dram_read_bytes"] > 0 and off["stash"]["dram_write_bytes"] > 0
+    assert on["stash"]["dram_read_bytes"] == on["stash"]["dram_write_bytes"] == 0
+    assert on["stash"]["on_chip_bytes"] == on["stash"]["bytes"] == off["stash"]["bytes"]
+    assert on["dram_bytes"]["total"] < off["dram_bytes"]["total"]
+
+
+def test_summary_is_consistent() -> None:
+    result = run(MLP_RUN)
+    s = result.summary()
+    assert s["schema_version"] == 1
+    assert s["macs"]["total"] == s["macs"]["fwd"] + s["macs"]["bwd_input"] + s["macs"]["bwd_weight"]
+    assert 0 < s["utilization"] <= 1
+    assert s["energy_pj"]["total"] == pytest.approx(sum(s["energy_pj"]["by_component"].values()))
+    assert s["energy_pj"]["total"] == pytest.approx(sum(s["energy_pj"]["by_phase"].values()))
+    rows = result.op_rows()
+    assert sum(r["dram_read_ifmap_bytes"] + r["dram_read_filter_bytes"] for r in rows) == \
+        s["dram_bytes"]["read"]
+    layers = result.layer_rows()
+    assert sum(r["fwd_macs"] for r in layers) == s["macs"]["fwd"]
+    assert sum(r["params"] for r in layers) == s["parameters"] == 784 * 2048 + 2048 + \
+        2048 * 2048 + 2048 + 2048 * 10 + 10
+
+
+@settings(max_examples=30, deadline=None)
+@given(field=st.sampled_from(["macs", "vector_ops", "sram_ifmap_read_bytes",
+                              "sram_filter_write_bytes", "sram_ofmap_write_bytes",
+                              "dram_ifmap_read_bytes", "dram_ofmap_write_bytes",
+                              "interconnect_bytes"]),
+       op=st.integers(0, 22), extra=st.integers(1, 10**9))
+def test_energy_never_decreases_when_a_count_grows(field: str, op: int, extra: int) -> None:
+    result = _mlp_result()
+    costs = result.trace.costs
+    grown = getattr(costs, field).copy()
+    grown[op % len(grown)] += extra
+    trace = dataclasses.replace(result.trace, costs=dataclasses.replace(costs, **{field: grown}))
+    table = load_inputs(MLP_RUN).loaded.energy
+    before = estimate_energy(result.trace, result.hardware, table).total_pj
+    after = estimate_energy(trace, result.hardware, table).total_pj
+    assert after > before
+    longer = dataclasses.replace(result.trace, total_cycles=result.total_cycles + extra)
+    assert estimate_energy(longer, result.hardware, table).total_pj > before
+
+
+_CACHE: dict[str, RunResult] = {}
+
+
+def _mlp_result() -> RunResult:
+    if "mlp" not in _CACHE:
+        _CACHE["mlp"] = run(MLP_RUN)
+    return _CACHE["mlp"]
+
+
+def test_two_runs_write_identical_files(tmp_path: Path) -> None:
+    inputs = load_inputs(RESNET_RUN, parse_sets(["batch_size=4"]))
+    dirs = [write_run(simulate_run(inputs), resolved_config(inputs), tmp_path / str(i))
+            for i in range(2)]
+    for name in ("ops.csv", "layers.csv", "summary.json", "resolved_config.yaml"):
+        assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes()
+
+
+def test_static_energy_scales_with_time() -> None:
+    result = _mlp_result()
+    hw = result.hardware
+    seconds = result.total_cycles / (hw.clock_mhz * 1e6)
+    static = result.energy.static_pj
+    table = load_inputs(MLP_RUN).loaded.energy
+    power_mw = (hw.array.rows * hw.array.cols * table.static.pe_mw
+                + (hw.buffers.ifmap_kib + hw.buffers.filter_kib + hw.buffers.ofmap_kib)
+                * table.static.sram_mw_per_kib + hw.vector_unit.lanes * table.static.vector_lane_mw)
+    assert math.isclose(static, power_mw * 1e-3 * seconds * 1e12, rel_tol=1e-9)
+    assert np.all(result.energy.op_pj >= 0)
