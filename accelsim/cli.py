@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
-    check_writable(run_directory(args.out, inputs.loaded.run.name), args.force)
+    check_writable(run_directory(args.out, inputs.run.name), args.force)
     result = simulate_run(inputs)
     directory = write_run(result, resolved_config(inputs), args.out, args.force)
     print(summary_table(result.summary()))
@@ -174,6 +174,6 @@ def _check_file(path: Path) -> str:
         return f"energy table '{load_energy(path).name}'"
     if "workload" in data or "hardware" in data:
         inputs = load_inputs(path)
-        return f"run '{inputs.loaded.run.name}' with all referenced files"
+        return f"run '{inputs.run.name}' with all referenced files"
     raise InputError.single(display_path(path), "", "not a hardware, energy, workload or run"
                             " file (no 'array', 'mac_pj', 'layers' or 'workload' key)")

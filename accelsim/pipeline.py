@@ -6,15 +6,25 @@ Sits on top of the layered core; ``cli.py`` calls it, and so can scripts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import TimingSpec
-from accelsim.config.loader import LoadedRun, Override, display_path, dump_yaml, load_run
+from accelsim.config.loader import (
+    Override,
+    RunFile,
+    display_path,
+    dump_yaml,
+    load_energy,
+    load_hardware,
+    load_run_file,
+)
+from accelsim.config.run import RunSpec, TimingSpec
 from accelsim.energy.model import check_table, estimate_energy
+from accelsim.errors import InputError
 from accelsim.mapping.assignment import assign
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.report.result import RunResult
@@ -26,51 +36,72 @@ from accelsim.workload.model import Workload
 from accelsim.workload.ops import Phase, TensorKind
 from accelsim.workload.shapes import LayerInfo, infer_shapes
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class RunInputs:
     """Everything a run needs, loaded and validated."""
 
-    loaded: LoadedRun
+    run_file: RunFile
+    hardware: HardwareSpec
+    energy: EnergyTable
     workload: Workload
     infos: tuple[LayerInfo, ...]
 
+    @property
+    def run(self) -> RunSpec:
+        return self.run_file.run
+
 
 def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
-    """Load a run file and every file it references.
+    """Load a run file and every file it references, reporting all their problems at once.
 
     Raises:
-        ConfigError: for problems in the run, hardware or energy files.
-        WorkloadError: for problems in the workload file.
+        ConfigError: for problems in the run, hardware or energy files (with any
+            workload problems found too).
+        WorkloadError: when only the workload file has problems.
     """
-    loaded = load_run(path, sets)
-    workload = load_workload(loaded.workload_path, loaded.workload_overrides)
-    infos = infer_shapes(workload, display_path(loaded.workload_path))
-    check_table(loaded.energy, loaded.hardware, display_path(loaded.energy_path))
-    return RunInputs(loaded, workload, tuple(infos))
+    run_file = load_run_file(path, sets)
+    errors: list[InputError] = []
+
+    def attempt(load: Callable[[Path, list[Override]], T], target: Path, section: str) -> T | None:
+        try:
+            return load(target, run_file.overrides[section])
+        except InputError as exc:
+            errors.append(exc)
+            return None
+
+    hardware = attempt(load_hardware, run_file.hardware_path, "hardware")
+    energy = attempt(load_energy, run_file.energy_path, "energy")
+    workload = attempt(load_workload, run_file.workload_path, "workload")
+    if errors or hardware is None or energy is None or workload is None:
+        raise type(errors[0])([p for e in errors for p in e.problems])
+    infos = infer_shapes(workload, display_path(run_file.workload_path))
+    check_table(energy, hardware, display_path(run_file.energy_path))
+    return RunInputs(run_file, hardware, energy, workload, tuple(infos))
 
 
 def resolved_config(inputs: RunInputs) -> str:
     """YAML of every input after overrides: enough to repeat the run."""
-    loaded = inputs.loaded
     return dump_yaml({
-        "run": loaded.run.model_dump(mode="json"),
-        "hardware": loaded.hardware.model_dump(mode="json"),
-        "energy": loaded.energy.model_dump(mode="json"),
+        "run": inputs.run.model_dump(mode="json"),
+        "hardware": inputs.hardware.model_dump(mode="json"),
+        "energy": inputs.energy.model_dump(mode="json"),
         "workload": inputs.workload.model_dump(mode="json", exclude_none=True),
     })
 
 
 def simulate_run(inputs: RunInputs) -> RunResult:
     """Simulate one training step of the run."""
-    run, hw = inputs.loaded.run, inputs.loaded.hardware
+    run, hw = inputs.run, inputs.hardware
     graph = assign(run.assignment, inputs.infos, inputs.workload, hw, run.batch_size,
                    run.lowering.strided_dx, run.optimizer.kind,
-                   display_path(inputs.loaded.run_file))
+                   display_path(inputs.run_file.path))
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
     costs = op_costs(graph, hw, run.timing.convention, run.timing.chunks_per_op)
     trace = simulate(graph, costs, hw)
-    energy = estimate_energy(trace, hw, inputs.loaded.energy)
+    energy = estimate_energy(trace, hw, inputs.energy)
     settings = {
         "convention": run.timing.convention.value,
         "assignment": run.assignment.value,

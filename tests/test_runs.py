@@ -109,7 +109,7 @@ def test_energy_never_decreases_when_a_count_grows(field: str, op: int, extra: i
     grown = getattr(costs, field).copy()
     grown[op % len(grown)] += extra
     trace = dataclasses.replace(result.trace, costs=dataclasses.replace(costs, **{field: grown}))
-    table = load_inputs(MLP_RUN).loaded.energy
+    table = load_inputs(MLP_RUN).energy
     before = estimate_energy(result.trace, result.hardware, table).total_pj
     after = estimate_energy(trace, result.hardware, table).total_pj
     assert after > before
@@ -139,7 +139,7 @@ def test_static_energy_scales_with_time() -> None:
     hw = result.hardware
     seconds = result.total_cycles / (hw.clock_mhz * 1e6)
     static = result.energy.static_pj
-    table = load_inputs(MLP_RUN).loaded.energy
+    table = load_inputs(MLP_RUN).energy
     power_mw = (hw.array.rows * hw.array.cols * table.static.pe_mw
                 + (hw.buffers.ifmap_kib + hw.buffers.filter_kib + hw.buffers.ofmap_kib)
                 * table.static.sram_mw_per_kib + hw.vector_unit.lanes * table.static.vector_lane_mw)

@@ -53,8 +53,10 @@ ConventionField = Annotated[Convention, Field(strict=False)]
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
-PositiveFloat = Annotated[float, Field(gt=0)]
-NonNegativeFloat = Annotated[float, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+# Only bandwidths may be infinite (an ideal memory); NaN fails ``gt=0``.
+Bandwidth = Annotated[float, Field(gt=0, allow_inf_nan=True)]
 Name = Annotated[str, Field(min_length=1)]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from accelsim.config.base import (
+    Bandwidth,
     DataflowField,
     Precision,
     RuleViolation,
@@ -71,14 +72,14 @@ class VectorUnitSpec(Spec):
 class DramSpec(Spec):
     """Off-chip memory shared by all processors. Use ``.inf`` for ideal bandwidth."""
 
-    bandwidth_bytes_per_cycle: PositiveFloat
+    bandwidth_bytes_per_cycle: Bandwidth
     latency_cycles: NonNegativeInt = 0
 
 
 class InterconnectSpec(Spec):
     """Processor-to-processor links (one outgoing link per processor, ring order)."""
 
-    bandwidth_bytes_per_cycle: PositiveFloat
+    bandwidth_bytes_per_cycle: Bandwidth
     latency_cycles: NonNegativeInt = 0
 
 
@@ -120,8 +121,8 @@ class HardwareSpec(Spec):
 
     @model_validator(mode="after")
     def _check_tile_fits(self) -> HardwareSpec:
-        # One array-sized tile must fit in each half of every double-buffered
-        # operand buffer; anything smaller cannot feed the array at all.
+        # Every operand buffer must hold at least one array-sized tile of its
+        # widest word: anything smaller cannot feed (or drain) the array at all.
         words = self.word_bytes
         widest = {
             "ifmap_kib": max(words.activations, words.gradients),
@@ -130,13 +131,13 @@ class HardwareSpec(Spec):
         }
         tile_words = self.array.rows * self.array.cols
         for field, word in widest.items():
-            need_bytes = 2 * tile_words * word
+            need_bytes = tile_words * word
             have_bytes = kib_to_bytes(getattr(self.buffers, field))
             if have_bytes < need_bytes:
                 raise RuleViolation(
                     f"buffers.{field}",
                     f"too small for one {self.array.rows}x{self.array.cols} tile of {word}-byte"
-                    f" words, double-buffered (needs >= {need_bytes / 1024:g} KiB)",
+                    f" words (needs >= {need_bytes / 1024:g} KiB)",
                     getattr(self.buffers, field),
                 )
         return self

@@ -9,6 +9,7 @@ once and reports every problem as ``file: key.path: problem (got value)``.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +37,10 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str | int | float | bool) and key is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a plain value, not a {type(key).__name__}",
+                key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -46,6 +51,12 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
+)
+# YAML 1.1 reads "1e-9" (no dot) as a string; accept it as the float users mean.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
 )
 
 
@@ -89,7 +100,7 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
 def parse_value(text: str) -> Any:
     """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str)."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict SafeLoader subclass
     except yaml.YAMLError:
         return text
 
@@ -213,22 +224,19 @@ def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTa
 
 
 @dataclass(frozen=True)
-class LoadedRun:
-    """A validated run file with its hardware and energy table loaded.
+class RunFile:
+    """A validated run file: its settings and the files it references.
 
-    The workload is loaded by :mod:`accelsim.workload.loader` from
-    ``workload_path`` with ``workload_overrides`` (the config package does not
-    import the workload package).
+    ``overrides`` holds, per referenced file (``hardware``, ``energy``,
+    ``workload``), the run file's own overrides followed by the command line's.
     """
 
-    run_file: Path
+    path: Path
     run: RunSpec
-    hardware: HardwareSpec
-    energy: EnergyTable
     hardware_path: Path
     energy_path: Path
     workload_path: Path
-    workload_overrides: list[Override] = field(default_factory=list)
+    overrides: dict[str, list[Override]] = field(default_factory=dict)
 
 
 def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
@@ -244,6 +252,9 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
     for item in sets:
         head, _, rest = item.key.partition(".")
         head = head.split("[")[0]
+        if head == "overrides":
+            raise ConfigError.single(CLI_SOURCE, item.key, f"set the target directly, e.g."
+                                     f" --set {rest or 'hardware.array.rows'}=...", item.value)
         if head in ("run", *SECTIONS) and rest:
             routed[head].append(Override(rest, item.value, item.source, item.source_path))
         elif head in run_keys:
@@ -257,51 +268,34 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
     return routed
 
 
-def load_run(path: Path, sets: list[Override] | None = None) -> LoadedRun:
-    """Load a run file and the hardware and energy files it references.
+def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
+    """Load and validate a run file; check that the files it references exist.
 
     Args:
         path: The run YAML file.
         sets: Command-line overrides (see :func:`route_sets`).
 
     Raises:
-        ConfigError: listing every problem found, across all files.
+        ConfigError: listing every problem of the run file, including each
+            referenced file that does not exist (at its ``hardware``,
+            ``energy`` or ``workload`` key).
     """
     routed = route_sets(sets or [])
     name = display_path(path)
     run = validate_with_overrides(RunSpec, read_yaml(path), name, routed["run"])
-    by_section = _run_file_overrides(run, name)
+    overrides = _run_file_overrides(run, name)
     for section in SECTIONS:
-        by_section[section].extend(routed[section])
-
-    base = path.parent
-    hardware_path = base / run.hardware
-    energy_path = base / run.energy
-    problems: list[Problem] = []
-    hardware = energy = None
-    try:
-        hardware = load_hardware(hardware_path, by_section["hardware"])
-    except InputError as exc:
-        problems.extend(exc.problems)
-    try:
-        energy = load_energy(energy_path, by_section["energy"])
-    except InputError as exc:
-        problems.extend(exc.problems)
-    if problems or hardware is None or energy is None:
-        raise ConfigError(problems)
-    return LoadedRun(
-        run_file=path,
-        run=run,
-        hardware=hardware,
-        energy=energy,
-        hardware_path=hardware_path,
-        energy_path=energy_path,
-        workload_path=base / run.workload,
-        workload_overrides=by_section["workload"],
-    )
+        overrides[section].extend(routed[section])
+    paths = {section: path.parent / getattr(run, section) for section in SECTIONS}
+    missing = [Problem(name, section, "file not found", getattr(run, section))
+               for section, target in paths.items() if not target.is_file()]
+    if missing:
+        raise ConfigError(missing)
+    return RunFile(path, run, paths["hardware"], paths["energy"], paths["workload"], overrides)
 
 
 def _run_file_overrides(run: RunSpec, name: str) -> dict[str, list[Override]]:
+    """Split the run file's ``overrides`` by the file they target."""
     by_section: dict[str, list[Override]] = {s: [] for s in SECTIONS}
     for key, value in run.overrides.items():
         head, _, rest = key.partition(".")

@@ -29,6 +29,7 @@ _MESSAGES = {
     "list_type": "expected a list",
     "dict_type": "expected a mapping",
     "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
     "finite_number": "expected a finite number",
 }
 
@@ -58,8 +59,23 @@ def validate_data(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [_to_problem(model, err, file, prefix) for err in exc.errors()]
+        problems = _merge([_to_problem(model, err, file, prefix) for err in exc.errors()])
         raise error(problems) from None
+
+
+def _merge(problems: list[Problem]) -> list[Problem]:
+    """Join the per-member errors of a plain union (``3`` or ``[3, 1]``) into one problem."""
+    merged: dict[tuple[str, str], Problem] = {}
+    for p in problems:
+        key = (p.file, p.path)
+        if key in merged:
+            first = merged[key]
+            if p.message not in first.message.split(" or "):
+                merged[key] = Problem(first.file, first.path, f"{first.message} or {p.message}",
+                                      first.value)
+        else:
+            merged[key] = p
+    return list(merged.values())
 
 
 def join_path(prefix: str, part: str | int) -> str:
@@ -118,15 +134,15 @@ def _resolve(
         if isinstance(current, type) and issubclass(current, BaseModel):
             owner = current
             field = current.model_fields.get(str(part))
-            path = join_path(path, part)
+            path = join_path(path, str(part))  # a mapping key, even if YAML made it a number
             current = field.annotation if field is not None else None
             continue
         members = _union_members(current)
         if members is not None:
             tagged = _tagged_member(members, part)
-            if tagged is not None:
-                current = tagged
-                continue
+            # A plain union's error names the member it tried; that is no key.
+            current = tagged
+            continue
         args = get_args(current)
         origin = get_origin(current)
         if origin in (list, tuple) and isinstance(part, int):

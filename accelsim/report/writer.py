@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -17,6 +18,12 @@ from typing import Any
 
 from accelsim.errors import OutputError
 from accelsim.report.result import LAYER_COLUMNS, OP_COLUMNS, RunResult
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def run_directory(out: Path, name: str) -> Path:
@@ -65,6 +72,7 @@ def write_run(
     try:
         out.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{result.name}.", dir=out))
+        staging.chmod(0o777 & ~_umask())
     except OSError as exc:
         raise OutputError(f"{out}: cannot create the results directory: {exc}") from None
     try:

@@ -100,6 +100,7 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
     infos: list[LayerInfo] = []
     problems: list[Problem] = []
     consumers: dict[str, int] = {}
+    failed: set[str] = set()
     losses = []
     for index, layer in enumerate(workload.layers):
         where = f"layers[{index}]"
@@ -109,6 +110,9 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
         names = tuple(layer.inputs) if layer.inputs is not None else (
             (workload.layers[index - 1].name if index else INPUT_NAME),
         )
+        if any(n in failed for n in names):
+            failed.add(layer.name)  # already reported where it first went wrong
+            continue
         unknown = [n for n in names if n not in shapes]
         if unknown:
             problems.append(Problem(
@@ -123,6 +127,7 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
         except _ShapeProblem as exc:
             path = f"{where}.{exc.key}" if exc.key else where
             problems.append(Problem(file, path, exc.message, exc.value))
+            failed.add(layer.name)
             continue
         for n in names:
             consumers[n] = consumers.get(n, 0) + 1
