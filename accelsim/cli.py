@@ -18,6 +18,7 @@ from typing import Any
 
 from accelsim import __version__
 from accelsim.config.base import Convention
+from accelsim.config.run import PsumPolicy
 from accelsim.config.loader import (
     Override,
     display_path,
@@ -87,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                              Phase.BWD_WEIGHT)], default="fwd")
     layer.add_argument("--convention", choices=[c.value for c in Convention],
                        default=Convention.ACCELSIM.value)
+    layer.add_argument("--psums", choices=[p.value for p in PsumPolicy],
+                       default=PsumPolicy.CHUNK.value,
+                       help="ws/is partial sums: chunk the stream so they fit, or spill")
     layer.add_argument("--json", action="store_true", help="print one JSON object")
 
     check = sub.add_parser("check", help="validate config files without simulating")
@@ -146,7 +150,7 @@ def _cmd_layer(args: argparse.Namespace) -> int:
             raise InputError.single("--conv", "R S", "filter larger than the padded ifmap",
                                     [h, w, r, s])
         gemm = conv_gemm(h, w, r, s, c, k, stride, phase, convention)
-    record = simulate_layer(hw, table, gemm, phase, convention)
+    record = simulate_layer(hw, table, gemm, phase, convention, PsumPolicy(args.psums))
     print(json.dumps(record, indent=2) if args.json else layer_table(record))
     return EXIT_OK
 

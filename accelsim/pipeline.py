@@ -22,7 +22,7 @@ from accelsim.config.loader import (
     load_hardware,
     load_run_file,
 )
-from accelsim.config.run import RunSpec, TimingSpec
+from accelsim.config.run import PsumPolicy, RunSpec, TimingSpec
 from accelsim.energy.model import check_table, estimate_energy
 from accelsim.errors import InputError
 from accelsim.mapping.assignment import assign
@@ -99,7 +99,7 @@ def simulate_run(inputs: RunInputs) -> RunResult:
                    run.lowering.strided_dx, run.optimizer.kind,
                    display_path(inputs.run_file.path))
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
-    costs = op_costs(graph, hw, run.timing.convention, run.timing.chunks_per_op)
+    costs = op_costs(graph, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op)
     trace = simulate(graph, costs, hw)
     energy = estimate_energy(trace, hw, inputs.energy)
     settings = {
@@ -107,6 +107,7 @@ def simulate_run(inputs: RunInputs) -> RunResult:
         "assignment": run.assignment.value,
         "optimizer": run.optimizer.kind.value,
         "strided_dx": run.lowering.strided_dx.value,
+        "psums": run.timing.psums.value,
     }
     return RunResult(run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace,
                      energy)
@@ -166,7 +167,7 @@ def _touched(size: int, kernel: int, stride: int, windows: int) -> int:
 
 def simulate_layer(
     hw: HardwareSpec, table: EnergyTable, gemm: LayerGemm, phase: Phase,
-    convention: Convention,
+    convention: Convention, psums: PsumPolicy = PsumPolicy.CHUNK,
 ) -> dict[str, Any]:
     """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
     builder = GraphBuilder(hw.word_bytes)
@@ -181,7 +182,7 @@ def simulate_layer(
     builder.gemm("layer", "layer", phase, gemm.m, gemm.n, gemm.k, 1, a, b, c,
                  a_elements=gemm.a_elements, b_elements=gemm.b_elements)
     graph = builder.build()
-    costs = op_costs(graph, hw, convention, chunks_per_op=TimingSpec().chunks_per_op)
+    costs = op_costs(graph, hw, convention, psums, TimingSpec().chunks_per_op)
     trace = simulate(graph, costs, hw)
     energy = estimate_energy(trace, hw, table)
     rows, cols = hw.array.rows, hw.array.cols
@@ -191,6 +192,7 @@ def simulate_layer(
     return {
         "phase": phase.value,
         "convention": convention.value,
+        "psums": psums.value,
         "array": {"rows": rows, "cols": cols, "dataflow": hw.array.dataflow.value},
         "m": gemm.m, "n": gemm.n, "k": gemm.k, "macs": macs,
         "compute_cycles": compute,
@@ -208,6 +210,7 @@ def simulate_layer(
             "ifmap": int(costs.dram_ifmap_read_bytes[0]),
             "filter": int(costs.dram_filter_read_bytes[0]),
             "ofmap": int(costs.dram_ofmap_write_bytes[0]),
+            "psum_read": int(costs.dram_ofmap_read_bytes[0]),
         },
         "seconds": total / (hw.clock_mhz * 1e6),
         "energy_pj": energy.total_pj,

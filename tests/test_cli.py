@@ -213,7 +213,7 @@ def layer_json(*args: object) -> dict[str, Any]:
     assert LAYER_KEYS <= record.keys()
     assert record["sram_reads"].keys() == {"ifmap", "filter"}
     assert record["sram_writes"].keys() == {"ofmap"}
-    assert record["dram_bytes"].keys() == {"ifmap", "filter", "ofmap"}
+    assert record["dram_bytes"].keys() == {"ifmap", "filter", "ofmap", "psum_read"}
     assert record["total_cycles"] == record["compute_cycles"] + record["stall_cycles"]
     assert record["stall_cycles"] >= 0
     return record

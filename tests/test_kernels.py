@@ -70,45 +70,76 @@ def test_sram_counts_matches_numpy(convention: int) -> None:
         np.testing.assert_array_equal(value, ref)
 
 
-def _dram_reference(t: dict[str, np.ndarray], fr: np.ndarray, fc: np.ndarray, sizes: tuple[int, int, int],
-                    cols: int, convention: int) -> tuple[np.ndarray, ...]:
+def _dram_reference(t: dict[str, np.ndarray], fr: np.ndarray, fc: np.ndarray,
+                    sizes: tuple[int, int, int], cols: int, convention: int,
+                    chunk_stream: bool) -> tuple[np.ndarray, ...]:
     half_if, half_fl, half_of = (s // 2 for s in sizes)
     out = []
     for i in range(len(t["m"])):
         df, m, n = t["dataflow"][i], t["m"][i], t["n"][i]
         a_fp, b_fp = t["a_fp"][i], t["b_fp"][i]
         wa, wb, wc = t["a_word"][i], t["b_word"][i], t["c_word"][i]
+        c_w, c_r = m * n, 0
         if df == 0:
             a = a_fp if a_fp * wa <= half_if else fc[i] * a_fp
             b = b_fp if _ceil(b_fp, fc[i]) * wb <= half_fl else fr[i] * b_fp
         elif df == 1:
-            chunks = _ceil(m, max(1, half_of // (min(cols, n) * wc)))
-            b = b_fp if b_fp * wb <= half_fl else chunks * b_fp
+            rows_fit = max(1, half_of // (min(cols, n) * wc))
+            chunks = _ceil(m, rows_fit) if chunk_stream else 1
+            if not chunk_stream and m * min(cols, n) * wc > half_of:
+                c_w, c_r = fr[i] * m * n, (fr[i] - 1) * m * n
+            b = b_fp if chunks == 1 or b_fp * wb <= half_fl else chunks * b_fp
             a = a_fp if _ceil(a_fp, chunks) * wa <= half_if else fc[i] * a_fp
         else:
-            chunks = _ceil(n, max(1, half_of // (min(cols, m) * wc)))
-            a = a_fp if a_fp * wa <= half_if else chunks * a_fp
+            cols_fit = max(1, half_of // (min(cols, m) * wc))
+            chunks = _ceil(n, cols_fit) if chunk_stream else 1
+            if not chunk_stream and n * min(cols, m) * wc > half_of:
+                c_w, c_r = fr[i] * m * n, (fr[i] - 1) * m * n
+            a = a_fp if chunks == 1 or a_fp * wa <= half_if else chunks * a_fp
             b = b_fp if _ceil(b_fp, chunks) * wb <= half_fl else fc[i] * b_fp
-        c = m * n
         if convention == kernels.SCALESIM:
             a = a_fp if a_fp < 50 * (sizes[0] // 100) // wa else a
             b = b_fp if b_fp < 50 * (sizes[1] // 100) // wb else b
-            c = c if df == 0 else fr[i] * m * n
+            if df != 0:
+                c_w, c_r = fr[i] * m * n, 0
         cnt = t["count"][i]
         out.append((0 if t["a_on"][i] else a * cnt, 0 if t["b_on"][i] else b * cnt,
-                    0 if t["c_on"][i] else c * cnt))
+                    0 if t["c_on"][i] else c_r * cnt, 0 if t["c_on"][i] else c_w * cnt))
     return tuple(np.array(col) for col in zip(*out, strict=True))
 
 
+@pytest.mark.parametrize("chunk_stream", [True, False])
 @pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
-@pytest.mark.parametrize("sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20), (4096, 2048, 8192)])
-def test_dram_words_matches_numpy(convention: int, sizes: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize("sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20),
+                                   (4096, 2048, 8192)])
+def test_dram_words_matches_numpy(convention: int, sizes: tuple[int, int, int],
+                                  chunk_stream: bool) -> None:
     rows, cols = 32, 32
     t = _table(sum(sizes) % 1000 + convention)
     sr, sc, _ = _dims(t)
     fr, fc = _ceil(sr, rows), _ceil(sc, cols)
-    got = kernels.dram_words(t["dataflow"], t["m"], t["n"], t["count"], fr, fc, t["a_fp"], t["b_fp"],
-                             t["a_word"], t["b_word"], t["c_word"], t["a_on"], t["b_on"], t["c_on"],
-                             *sizes, cols, convention)
-    for value, ref in zip(got, _dram_reference(t, fr, fc, sizes, cols, convention), strict=True):
-        np.testing.assert_array_equal(value, ref)
+    got = kernels.dram_words(t["dataflow"], t["m"], t["n"], t["count"], fr, fc, t["a_fp"],
+                             t["b_fp"], t["a_word"], t["b_word"], t["c_word"], t["a_on"],
+                             t["b_on"], t["c_on"], *sizes, cols, convention, chunk_stream)
+    ref = _dram_reference(t, fr, fc, sizes, cols, convention, chunk_stream)
+    for value, expected in zip(got, ref, strict=True):
+        np.testing.assert_array_equal(value, expected)
+    if not chunk_stream and convention == kernels.ACCELSIM and sizes[2] <= 65536:
+        assert got[2].sum() > 0  # some partial sums spill and are read back
+
+
+@pytest.mark.parametrize("kernel", [kernels.fold_cycles, kernels.sram_counts, kernels.dram_words])
+def test_kernels_stay_valid_python(kernel) -> None:
+    """The uncompiled function (what NUMBA_DISABLE_JIT=1 runs) gives the same answers."""
+    t = _table(3, n=40)
+    sr, sc, tt = _dims(t)
+    fr, fc = _ceil(sr, 16), _ceil(sc, 16)
+    args = {
+        kernels.fold_cycles: (t["dataflow"], sr, sc, tt, t["count"], 16, 16, 0),
+        kernels.sram_counts: (t["dataflow"], t["m"], t["n"], t["k"], t["count"], fr, fc, 16, 16, 0),
+        kernels.dram_words: (t["dataflow"], t["m"], t["n"], t["count"], fr, fc, t["a_fp"],
+                             t["b_fp"], t["a_word"], t["b_word"], t["c_word"], t["a_on"],
+                             t["b_on"], t["c_on"], 8192, 8192, 8192, 16, 0, False),
+    }[kernel]
+    for jit, py in zip(kernel(*args), kernel.py_func(*args), strict=True):
+        np.testing.assert_array_equal(jit, py)

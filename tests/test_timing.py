@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelsim.config.base import Convention, Dataflow
+from accelsim.config.run import PsumPolicy
 from accelsim.pipeline import LayerGemm, conv_gemm, gemm_for, simulate_layer
 from accelsim.workload.ops import Phase
 from tests.conftest import make_hw
@@ -105,7 +106,8 @@ def test_big_buffers_move_only_the_unique_footprint(dataflow: str, energy_table)
                                 Convention.ACCELSIM)
         assert record["dram_bytes"] == {"ifmap": m * k * words.activations,
                                         "filter": k * n * words.weights,
-                                        "ofmap": m * n * words.activations}
+                                        "ofmap": m * n * words.activations,
+                                        "psum_read": 0}
 
 
 def test_conv_footprint_is_the_input_not_im2col(energy_table) -> None:
@@ -114,6 +116,22 @@ def test_conv_footprint_is_the_input_not_im2col(energy_table) -> None:
     assert (gemm.m, gemm.n, gemm.k) == (56 * 56, 64, 576)
     record = simulate_layer(hw, energy_table, gemm, Phase.FWD, Convention.ACCELSIM)
     assert record["dram_bytes"]["ifmap"] == 58 * 58 * 64 * 2
+
+
+@pytest.mark.parametrize("dataflow", ["ws", "is"])
+def test_psums_that_do_not_fit_spill_and_are_read_back(dataflow: str, energy_table) -> None:
+    hw = make_hw(**{"array.dataflow": dataflow, "buffers.ofmap_kib": 64})
+    gemm = gemm_for(4096, 4096, 1024, Phase.FWD)  # 8 row folds of k
+    chunked = simulate_layer(hw, energy_table, gemm, Phase.FWD, Convention.ACCELSIM,
+                             PsumPolicy.CHUNK)
+    spilled = simulate_layer(hw, energy_table, gemm, Phase.FWD, Convention.ACCELSIM,
+                             PsumPolicy.SPILL)
+    out_bytes = 4096 * 4096 * 2
+    assert chunked["dram_bytes"]["ofmap"] == out_bytes and chunked["dram_bytes"]["psum_read"] == 0
+    assert spilled["dram_bytes"]["ofmap"] == 8 * out_bytes
+    assert spilled["dram_bytes"]["psum_read"] == 7 * out_bytes
+    assert spilled["compute_cycles"] == chunked["compute_cycles"]
+    assert spilled["total_cycles"] > chunked["total_cycles"]
 
 
 def test_small_buffers_refetch(energy_table) -> None:

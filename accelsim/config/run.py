@@ -60,18 +60,32 @@ class AssignmentPolicy(str, Enum):
     DATA_PARALLEL = "data_parallel"
 
 
+class PsumPolicy(str, Enum):
+    """What ws and is do with partial sums (os keeps them in the PEs).
+
+    ``chunk`` streams the moving dimension in chunks whose partial sums fit in
+    the ofmap buffer, so they never leave the chip; ``spill`` streams it whole,
+    so partial sums that do not fit go to DRAM after every row fold and are
+    read back.
+    """
+
+    CHUNK = "chunk"
+    SPILL = "spill"
+
+
 class OptimizerSpec(Spec):
     kind: Annotated[OptimizerKind, Field(strict=False)] = OptimizerKind.SGD
 
 
 class TimingSpec(Spec):
-    """Timing convention and engine granularity.
+    """Timing convention, partial-sum tiling and engine granularity.
 
     ``chunks_per_op`` bounds the number of tile groups (and so SimPy events) per
     op; with one processor the result does not depend on it.
     """
 
     convention: ConventionField = Convention.ACCELSIM
+    psums: Annotated[PsumPolicy, Field(strict=False)] = PsumPolicy.CHUNK
     chunks_per_op: PositiveInt = 8
 
 

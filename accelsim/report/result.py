@@ -28,7 +28,8 @@ OP_COLUMNS = (
     "vector_ops", "folds", "mapping_efficiency",
     "sram_read_ifmap_bytes", "sram_read_filter_bytes", "sram_read_ofmap_bytes",
     "sram_write_ifmap_bytes", "sram_write_filter_bytes", "sram_write_ofmap_bytes",
-    "dram_read_ifmap_bytes", "dram_read_filter_bytes", "dram_write_ofmap_bytes", "interconnect_bytes", "energy_pj",
+    "dram_read_ifmap_bytes", "dram_read_filter_bytes", "dram_read_ofmap_bytes",
+    "dram_write_ofmap_bytes", "interconnect_bytes", "energy_pj",
 )
 
 LAYER_COLUMNS = (
@@ -176,6 +177,7 @@ class RunResult:
                 "sram_write_ofmap_bytes": int(c.sram_ofmap_write_bytes[i]),
                 "dram_read_ifmap_bytes": int(c.dram_ifmap_read_bytes[i]),
                 "dram_read_filter_bytes": int(c.dram_filter_read_bytes[i]),
+                "dram_read_ofmap_bytes": int(c.dram_ofmap_read_bytes[i]),
                 "dram_write_ofmap_bytes": int(c.dram_ofmap_write_bytes[i]),
                 "interconnect_bytes": int(c.interconnect_bytes[i]),
                 "energy_pj": round(float(op_pj[i]), 3),

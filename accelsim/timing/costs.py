@@ -14,6 +14,7 @@ import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import PsumPolicy
 from accelsim.mapping.tiler import tabulate
 from accelsim.timing import kernels
 from accelsim.workload.ops import CommOp, GemmOp, OpGraph, VectorOp
@@ -57,6 +58,7 @@ class OpCosts:
     sram_ofmap_write_bytes: np.ndarray
     dram_ifmap_read_bytes: np.ndarray
     dram_filter_read_bytes: np.ndarray
+    dram_ofmap_read_bytes: np.ndarray
     dram_ofmap_write_bytes: np.ndarray
     interconnect_bytes: np.ndarray
     prologue_bytes: np.ndarray
@@ -65,11 +67,14 @@ class OpCosts:
 
     @property
     def dram_read_bytes(self) -> np.ndarray:
-        return self.dram_ifmap_read_bytes + self.dram_filter_read_bytes
+        return self.dram_ifmap_read_bytes + self.dram_filter_read_bytes + self.dram_ofmap_read_bytes
 
 
-def op_costs(graph: OpGraph, hw: HardwareSpec, convention: Convention, chunks_per_op: int) -> OpCosts:
-    """Cost every op of ``graph`` on ``hw`` under ``convention``."""
+def op_costs(
+    graph: OpGraph, hw: HardwareSpec, convention: Convention, psums: PsumPolicy,
+    chunks_per_op: int,
+) -> OpCosts:
+    """Cost every op of ``graph`` on ``hw`` under ``convention`` and the ``psums`` tiling."""
     n_ops = len(graph.ops)
     z = {name: np.zeros(n_ops, np.int64) for name in OpCosts.__dataclass_fields__}
     z["mapping_efficiency"] = np.zeros(n_ops, np.float64)
@@ -83,11 +88,11 @@ def op_costs(graph: OpGraph, hw: HardwareSpec, convention: Convention, chunks_pe
             table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv)
         ifr, flr, ofr, ofw = kernels.sram_counts(
             table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv)
-        a_rd, b_rd, c_wr = kernels.dram_words(
+        a_rd, b_rd, c_rd, c_wr = kernels.dram_words(
             table.dataflow, table.m, table.n, table.count, fr, fc, table.a_footprint,
             table.b_footprint, table.a_word, table.b_word, table.c_word, table.a_on_chip,
             table.b_on_chip, table.c_on_chip, hw.buffers.ifmap_bytes, hw.buffers.filter_bytes,
-            hw.buffers.ofmap_bytes, cols, conv)
+            hw.buffers.ofmap_bytes, cols, conv, psums is PsumPolicy.CHUNK)
         z["unit"][idx] = UNIT_ARRAY
         z["compute_cycles"][idx] = cycles
         z["macs"][idx] = table.m * table.n * table.k * table.count
@@ -101,6 +106,7 @@ def op_costs(graph: OpGraph, hw: HardwareSpec, convention: Convention, chunks_pe
         z["sram_filter_write_bytes"][idx] = b_rd * table.b_word
         z["dram_ifmap_read_bytes"][idx] = a_rd * table.a_word
         z["dram_filter_read_bytes"][idx] = b_rd * table.b_word
+        z["dram_ofmap_read_bytes"][idx] = c_rd * table.c_word
         z["dram_ofmap_write_bytes"][idx] = c_wr * table.c_word
         tile = rows * cols
         z["prologue_bytes"][idx] = (np.minimum(a_rd, tile) * table.a_word

@@ -101,31 +101,40 @@ def dram_words(
     b_footprint: np.ndarray, a_word: np.ndarray, b_word: np.ndarray, c_word: np.ndarray,
     a_on_chip: np.ndarray, b_on_chip: np.ndarray, c_on_chip: np.ndarray,
     ifmap_bytes: int, filter_bytes: int, ofmap_bytes: int, cols: int, convention: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    chunk_stream: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """DRAM traffic (words) of each GEMM from its loop order and the buffer sizes.
 
-    Reuse needs the reused data to fit in half of its double-buffered buffer.
+    Loop order (SCALE-Sim's): column folds outer, row folds inner.  Reuse needs
+    the reused data to fit in half of its double-buffered buffer.
 
-    * accelsim: os keeps outputs in the PEs, so A is fetched once if it fits
-      (else once per column fold) and each column slice of B once if it fits
-      (else once per row fold).  ws and is split the streamed dimension into
-      chunks whose partial sums fit in the ofmap buffer, so partial sums never
-      spill; the stationary operand is re-fetched per chunk unless it fits
-      whole, and the streamed one is fetched once per chunk if its slice fits,
-      else once per column fold.
-    * scalesim: SCALE-Sim 3.0.0's CALC mode.  An operand whose footprint is
-      under ``50 * floor(bytes / 100)`` words is read once; ws and is write the
-      outputs once per row fold.  (Operands that do not fit follow the
-      accelsim rules: SCALE-Sim has no closed form there.)
+    * os keeps outputs in the PEs: A is fetched once if it fits (else once per
+      column fold), each column slice of B once if it fits (else once per row
+      fold).
+    * ws and is accumulate partial sums over the row folds in the ofmap buffer.
+      With ``chunk_stream`` the streamed dimension is split into chunks whose
+      partial sums fit, so they never spill; the stationary operand is then
+      re-fetched per chunk unless it fits whole, and the streamed one is
+      fetched once per chunk if its slice fits, else once per column fold.
+      Without it, the whole streamed dimension goes through each fold: the
+      streamed operand is fetched once if it fits (else once per column fold),
+      the stationary one once, and partial sums that do not fit in half the
+      ofmap buffer spill to DRAM after every row fold and are read back.
+    * scalesim: SCALE-Sim 3.0.0's CALC mode: an operand whose footprint is
+      under ``50 * floor(bytes / 100)`` words is read once, and ws and is write
+      the outputs once per row fold with no read-back.  (Operands that do not
+      fit follow the rules above: SCALE-Sim has no closed form there.)
 
     Operands kept on chip move no DRAM traffic.
 
     Returns:
-        ``(a_reads, b_reads, c_writes)`` in words, for all ``count`` GEMMs.
+        ``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``count``
+        GEMMs; ``c_reads`` are partial sums read back.
     """
     n_ops = m.shape[0]
     a_reads = np.zeros(n_ops, np.int64)
     b_reads = np.zeros(n_ops, np.int64)
+    c_reads = np.zeros(n_ops, np.int64)
     c_writes = np.zeros(n_ops, np.int64)
     half_if = ifmap_bytes // 2
     half_fl = filter_bytes // 2
@@ -136,35 +145,37 @@ def dram_words(
         a_fp = a_footprint[i]
         b_fp = b_footprint[i]
         mn = m[i] * n[i]
+        c_w = mn
+        c_r = 0
         if dataflow[i] == OS:
             a = a_fp if a_fp * a_word[i] <= half_if else fc * a_fp
             b_slice = (b_fp + fc - 1) // fc
             b = b_fp if b_slice * b_word[i] <= half_fl else fr * b_fp
-            c_w = mn
-        elif dataflow[i] == WS:
-            # Stream m in chunks whose partial sums (chunk x cols) fit.
-            chunk = max(1, half_of // (min(cols, n[i]) * c_word[i]))
-            chunks = (m[i] + chunk - 1) // chunk
-            b = b_fp if b_fp * b_word[i] <= half_fl else chunks * b_fp
-            a_slice = (a_fp + chunks - 1) // chunks
-            a = a_fp if a_slice * a_word[i] <= half_if else fc * a_fp
-            c_w = mn
         else:
-            # Stream n in chunks whose partial sums (cols x chunk) fit.
-            chunk = max(1, half_of // (min(cols, m[i]) * c_word[i]))
-            chunks = (n[i] + chunk - 1) // chunk
-            a = a_fp if a_fp * a_word[i] <= half_if else chunks * a_fp
-            b_slice = (b_fp + chunks - 1) // chunks
-            b = b_fp if b_slice * b_word[i] <= half_fl else fc * b_fp
-            c_w = mn
+            # ws streams m past stationary B; is streams n past stationary A.
+            ws = dataflow[i] == WS
+            streamed = m[i] if ws else n[i]
+            psum_row = min(cols, n[i] if ws else m[i]) * c_word[i]
+            chunks = 1
+            if chunk_stream:
+                chunks = (streamed + max(1, half_of // psum_row) - 1) // max(1, half_of // psum_row)
+            elif streamed * psum_row > half_of:
+                c_w, c_r = fr * mn, (fr - 1) * mn
+            s_fp, s_word, s_half = (a_fp, a_word[i], half_if) if ws else (b_fp, b_word[i], half_fl)
+            t_fp, t_word, t_half = (b_fp, b_word[i], half_fl) if ws else (a_fp, a_word[i], half_if)
+            stationary = t_fp if (chunks == 1 or t_fp * t_word <= t_half) else chunks * t_fp
+            s_slice = (s_fp + chunks - 1) // chunks
+            stream = s_fp if s_slice * s_word <= s_half else fc * s_fp
+            a, b = (stream, stationary) if ws else (stationary, stream)
         if convention == SCALESIM:
             if a_fp < 50 * (ifmap_bytes // 100) // a_word[i]:
                 a = a_fp
             if b_fp < 50 * (filter_bytes // 100) // b_word[i]:
                 b = b_fp
             if dataflow[i] != OS:
-                c_w = fr * mn
+                c_w, c_r = fr * mn, 0
         a_reads[i] = 0 if a_on_chip[i] else a * count[i]
         b_reads[i] = 0 if b_on_chip[i] else b * count[i]
+        c_reads[i] = 0 if c_on_chip[i] else c_r * count[i]
         c_writes[i] = 0 if c_on_chip[i] else c_w * count[i]
-    return a_reads, b_reads, c_writes
+    return a_reads, b_reads, c_reads, c_writes
