@@ -7,7 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from accelsim.errors import (  # noqa: E402 - version first, for the CLI
+from accelsim.errors import (
     AccelsimError,
     ConfigError,
     InputError,
@@ -15,9 +15,9 @@ from accelsim.errors import (  # noqa: E402 - version first, for the CLI
     SimulationError,
     WorkloadError,
 )
-from accelsim.pipeline import RunInputs, load_inputs, simulate_run  # noqa: E402
-from accelsim.report.result import RunResult  # noqa: E402
-from accelsim.report.writer import write_run  # noqa: E402
+from accelsim.pipeline import RunInputs, load_inputs, simulate_run
+from accelsim.report.result import RunResult
+from accelsim.report.writer import write_run
 
 __all__ = [
     "AccelsimError",

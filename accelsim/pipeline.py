@@ -5,8 +5,8 @@ Sits on top of the layered core; ``cli.py`` calls it, and so can scripts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,20 +84,29 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
 
 def resolved_config(inputs: RunInputs) -> str:
     """YAML of every input after overrides: enough to repeat the run."""
-    return dump_yaml({
-        "run": inputs.run.model_dump(mode="json"),
-        "hardware": inputs.hardware.model_dump(mode="json"),
-        "energy": inputs.energy.model_dump(mode="json"),
-        "workload": inputs.workload.model_dump(mode="json", exclude_none=True),
-    })
+    return dump_yaml(
+        {
+            "run": inputs.run.model_dump(mode="json"),
+            "hardware": inputs.hardware.model_dump(mode="json"),
+            "energy": inputs.energy.model_dump(mode="json"),
+            "workload": inputs.workload.model_dump(mode="json", exclude_none=True),
+        }
+    )
 
 
 def simulate_run(inputs: RunInputs) -> RunResult:
     """Simulate one training step of the run."""
     run, hw = inputs.run, inputs.hardware
-    graph = assign(run.assignment, inputs.infos, inputs.workload, hw, run.batch_size,
-                   run.lowering.strided_dx, run.optimizer.kind,
-                   display_path(inputs.run_file.path))
+    graph = assign(
+        run.assignment,
+        inputs.infos,
+        inputs.workload,
+        hw,
+        run.batch_size,
+        run.lowering.strided_dx,
+        run.optimizer.kind,
+        display_path(inputs.run_file.path),
+    )
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
     costs = op_costs(graph, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op)
     trace = simulate(graph, costs, hw)
@@ -109,8 +118,9 @@ def simulate_run(inputs: RunInputs) -> RunResult:
         "strided_dx": run.lowering.strided_dx.value,
         "psums": run.timing.psums.value,
     }
-    return RunResult(run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace,
-                     energy)
+    return RunResult(
+        run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy
+    )
 
 
 @dataclass(frozen=True)
@@ -136,7 +146,14 @@ def gemm_for(m: int, n: int, k: int, phase: Phase) -> LayerGemm:
 
 
 def conv_gemm(
-    h: int, w: int, r: int, s: int, c: int, k: int, stride: int, phase: Phase,
+    h: int,
+    w: int,
+    r: int,
+    s: int,
+    c: int,
+    k: int,
+    stride: int,
+    phase: Phase,
     convention: Convention,
 ) -> LayerGemm:
     """The GEMM of ``phase`` for a conv given in SCALE-Sim topology order.
@@ -159,15 +176,19 @@ def conv_gemm(
 
 
 def _touched(size: int, kernel: int, stride: int, windows: int) -> int:
-    covered = set()
+    covered: set[int] = set()
     for e in range(windows):
         covered.update(range(e * stride, min(size, e * stride + kernel)))
     return len(covered)
 
 
 def simulate_layer(
-    hw: HardwareSpec, table: EnergyTable, gemm: LayerGemm, phase: Phase,
-    convention: Convention, psums: PsumPolicy = PsumPolicy.CHUNK,
+    hw: HardwareSpec,
+    table: EnergyTable,
+    gemm: LayerGemm,
+    phase: Phase,
+    convention: Convention,
+    psums: PsumPolicy = PsumPolicy.CHUNK,
 ) -> dict[str, Any]:
     """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
     builder = GraphBuilder(hw.word_bytes)
@@ -179,8 +200,20 @@ def simulate_layer(
     a = builder.tensor("A", kinds[0], gemm.a_elements)
     b = builder.tensor("B", kinds[1], gemm.b_elements)
     c = builder.tensor("C", kinds[2], gemm.m * gemm.n)
-    builder.gemm("layer", "layer", phase, gemm.m, gemm.n, gemm.k, 1, a, b, c,
-                 a_elements=gemm.a_elements, b_elements=gemm.b_elements)
+    builder.gemm(
+        "layer",
+        "layer",
+        phase,
+        gemm.m,
+        gemm.n,
+        gemm.k,
+        1,
+        a,
+        b,
+        c,
+        a_elements=gemm.a_elements,
+        b_elements=gemm.b_elements,
+    )
     graph = builder.build()
     costs = op_costs(graph, hw, convention, psums, TimingSpec().chunks_per_op)
     trace = simulate(graph, costs, hw)
@@ -194,7 +227,10 @@ def simulate_layer(
         "convention": convention.value,
         "psums": psums.value,
         "array": {"rows": rows, "cols": cols, "dataflow": hw.array.dataflow.value},
-        "m": gemm.m, "n": gemm.n, "k": gemm.k, "macs": macs,
+        "m": gemm.m,
+        "n": gemm.n,
+        "k": gemm.k,
+        "macs": macs,
         "compute_cycles": compute,
         "stall_cycles": total - compute,
         "total_cycles": total,
@@ -216,4 +252,3 @@ def simulate_layer(
         "energy_pj": energy.total_pj,
         "energy_by_component_pj": energy.by_component_pj,
     }
-

@@ -9,6 +9,7 @@ once per module and copied where a test needs an existing run directory.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -28,8 +29,8 @@ RUN_FILES = ("resolved_config.yaml", "ops.csv", "layers.csv", "summary.json")
 
 # workloads/mlp.yaml is 784-2048-2048-10 with biases.
 MLP_WIDTHS = (784, 2048, 2048, 10)
-MLP_FWD_MACS_PER_SAMPLE = sum(a * b for a, b in zip(MLP_WIDTHS, MLP_WIDTHS[1:]))
-MLP_PARAMETERS = sum(a * b + b for a, b in zip(MLP_WIDTHS, MLP_WIDTHS[1:]))
+MLP_FWD_MACS_PER_SAMPLE = sum(a * b for a, b in itertools.pairwise(MLP_WIDTHS))
+MLP_PARAMETERS = sum(a * b + b for a, b in itertools.pairwise(MLP_WIDTHS))
 
 
 def accelsim(*args: object) -> subprocess.CompletedProcess[str]:
@@ -37,7 +38,12 @@ def accelsim(*args: object) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "ACCELSIM_DEBUG"}
     return subprocess.run(
         [sys.executable, "-m", "accelsim", *map(str, args)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -59,8 +65,11 @@ def assert_input_error(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 def snapshot(directory: Path) -> dict[str, tuple[int, bytes]]:
     """Every file below ``directory`` with its mtime (ns) and content."""
-    return {str(p.relative_to(directory)): (p.stat().st_mtime_ns, p.read_bytes())
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
@@ -80,7 +89,7 @@ def smoke_run(
 
 
 def test_run_writes_the_four_result_files(
-    smoke_run: tuple[Path, subprocess.CompletedProcess[str]]
+    smoke_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
     out, result = smoke_run
     assert result.returncode == 0, result.stderr
@@ -100,13 +109,23 @@ def test_run_writes_the_four_result_files(
 
     resolved = yaml.safe_load((run_dir / "resolved_config.yaml").read_text(encoding="utf-8"))
     assert resolved["run"]["name"] == "smoke"
-    assert resolved["hardware"]["array"] == {"rows": 32, "cols": 32, "dataflow": "os",
-                                             "precision": "int8"}
+    assert resolved["hardware"]["array"] == {
+        "rows": 32,
+        "cols": 32,
+        "dataflow": "os",
+        "precision": "int8",
+    }
 
     layers_csv = (run_dir / "layers.csv").read_text(encoding="utf-8").splitlines()
     assert layers_csv[0].startswith("layer,")
     assert [row.split(",")[0] for row in layers_csv[1:]] == [
-        "fc1", "relu1", "fc2", "relu2", "fc3", "loss"]
+        "fc1",
+        "relu1",
+        "fc2",
+        "relu2",
+        "fc3",
+        "loss",
+    ]
     ops_csv = (run_dir / "ops.csv").read_text(encoding="utf-8").splitlines()
     assert len(ops_csv) - 1 == summary["ops"] > 0
 
@@ -202,15 +221,25 @@ def test_malformed_run_file(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- layer
 
-LAYER_KEYS = {"compute_cycles", "stall_cycles", "total_cycles", "folds", "mapping_efficiency",
-              "utilization", "sram_reads", "sram_writes", "dram_bytes", "energy_pj"}
+LAYER_KEYS = {
+    "compute_cycles",
+    "stall_cycles",
+    "total_cycles",
+    "folds",
+    "mapping_efficiency",
+    "utilization",
+    "sram_reads",
+    "sram_writes",
+    "dram_bytes",
+    "energy_pj",
+}
 
 
 def layer_json(*args: object) -> dict[str, Any]:
     result = accelsim("layer", "--hardware", SCALESIM, "--json", *args)
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
-    assert LAYER_KEYS <= record.keys()
+    assert record.keys() >= LAYER_KEYS
     assert record["sram_reads"].keys() == {"ifmap", "filter"}
     assert record["sram_writes"].keys() == {"ofmap"}
     assert record["dram_bytes"].keys() == {"ifmap", "filter", "ofmap", "psum_read"}
@@ -235,8 +264,10 @@ def test_layer_gemm_matches_the_scalesim_closed_form() -> None:
     assert record["mapping_efficiency"] == pytest.approx(m * n / (folds * 32 * 32))
     assert record["utilization"] == pytest.approx(m * n * k / (32 * 32 * record["total_cycles"]))
     # OS: A is streamed once per column fold, B once per row fold (1-byte words).
-    assert record["sram_reads"] == {"ifmap": m * k * math.ceil(n / 32),
-                                    "filter": k * n * math.ceil(m / 32)}
+    assert record["sram_reads"] == {
+        "ifmap": m * k * math.ceil(n / 32),
+        "filter": k * n * math.ceil(m / 32),
+    }
     assert record["sram_writes"]["ofmap"] >= m * n
     dram = record["dram_bytes"]
     assert dram["ifmap"] >= m * k and dram["filter"] >= k * n and dram["ofmap"] >= m * n
@@ -268,8 +299,12 @@ def test_layer_rejects_a_zero_dimension() -> None:
 def test_check_accepts_every_shipped_file() -> None:
     files = sorted(
         str(p.relative_to(REPO))
-        for pattern in ("configs/hardware/*.yaml", "configs/energy/*.yaml",
-                        "configs/runs/*.yaml", "workloads/*.yaml")
+        for pattern in (
+            "configs/hardware/*.yaml",
+            "configs/energy/*.yaml",
+            "configs/runs/*.yaml",
+            "workloads/*.yaml",
+        )
         for p in REPO.glob(pattern)
     )
     assert len(files) >= 4
@@ -292,10 +327,12 @@ def test_check_reports_every_broken_file(tmp_path: Path) -> None:
     result = accelsim("check", bad_hw, SCALESIM, bad_wl)
 
     lines = assert_input_error(result)
-    assert lines[0] == (f"{shown(bad_hw)}: array.dataflow: input should be 'os', 'ws' or 'is'"
-                        " (got 'WS')")
-    assert lines[1].startswith(f"{shown(bad_wl)}: layers[0].kind: unknown kind; did you mean"
-                               " 'conv2d'")
+    assert lines[0] == (
+        f"{shown(bad_hw)}: array.dataflow: input should be 'os', 'ws' or 'is' (got 'WS')"
+    )
+    assert lines[1].startswith(
+        f"{shown(bad_wl)}: layers[0].kind: unknown kind; did you mean 'conv2d'"
+    )
     assert len(lines) == 2
     # The good file in between is still checked and reported.
     assert result.stdout.splitlines() == [f"{SCALESIM}: ok (hardware 'scalesim-32x32')"]

@@ -119,8 +119,9 @@ def test_yaml_syntax_error_gives_line_and_column(tmp_path: Path) -> None:
     line = broken.splitlines().index("clock_mhz: 1000: 2") + 1
     path = write(tmp_path, broken)
 
-    expected = (f"{shown(path)}: line {line}, column 16: invalid YAML: mapping values are not"
-                " allowed here")
+    expected = (
+        f"{shown(path)}: line {line}, column 16: invalid YAML: mapping values are not allowed here"
+    )
     with pytest.raises(ConfigError, match=re.escape(expected)) as excinfo:
         load_hardware(path)
     assert lines(excinfo) == [expected]
@@ -128,8 +129,12 @@ def test_yaml_syntax_error_gives_line_and_column(tmp_path: Path) -> None:
 
 def test_unclosed_flow_mapping_in_workload_is_a_workload_error(tmp_path: Path) -> None:
     path = write(tmp_path, "name: w\nlayers: [\n")
-    with pytest.raises(WorkloadError, match=re.escape(
-            f"{shown(path)}: line 3, column 1: invalid YAML: expected the node content")):
+    with pytest.raises(
+        WorkloadError,
+        match=re.escape(
+            f"{shown(path)}: line 3, column 1: invalid YAML: expected the node content"
+        ),
+    ):
         load_workload(path)
 
 
@@ -140,7 +145,8 @@ def test_duplicate_top_level_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
     assert lines(excinfo) == [
-        f"{shown(path)}: line {line}, column 1: invalid YAML: duplicate key 'name'"]
+        f"{shown(path)}: line {line}, column 1: invalid YAML: duplicate key 'name'"
+    ]
 
 
 def test_duplicate_nested_key_points_at_the_second_occurrence(tmp_path: Path) -> None:
@@ -153,8 +159,12 @@ def test_duplicate_nested_key_points_at_the_second_occurrence(tmp_path: Path) ->
     line = broken.splitlines().index(line_text) + 1
     column = line_text.index("rows: 64") + 1
     path = write(tmp_path, broken)
-    with pytest.raises(ConfigError, match=re.escape(
-            f"{shown(path)}: line {line}, column {column}: invalid YAML: duplicate key 'rows'")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            f"{shown(path)}: line {line}, column {column}: invalid YAML: duplicate key 'rows'"
+        ),
+    ):
         load_hardware(path)
 
 
@@ -165,8 +175,10 @@ def test_unhashable_yaml_key_is_reported_not_crashed(tmp_path: Path) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
-    assert lines(excinfo) == [f"{shown(path)}: line {line}, column 1: invalid YAML: a key must be"
-                              " a plain value, not a list"]
+    assert lines(excinfo) == [
+        f"{shown(path)}: line {line}, column 1: invalid YAML: a key must be"
+        " a plain value, not a list"
+    ]
 
 
 def test_integer_top_level_key_is_named_as_a_key(tmp_path: Path) -> None:
@@ -176,8 +188,9 @@ def test_integer_top_level_key_is_named_as_a_key(tmp_path: Path) -> None:
     assert [p.path for p in excinfo.value.problems] == ["1"]
 
 
-@pytest.mark.parametrize(("text", "got"), [("- a\n- b\n", "'list'"), ("just words\n", "'str'"),
-                                           ("42\n", "'int'")])
+@pytest.mark.parametrize(
+    ("text", "got"), [("- a\n- b\n", "'list'"), ("just words\n", "'str'"), ("42\n", "'int'")]
+)
 def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, got: str) -> None:
     path = write(tmp_path, text)
     expected = f"{shown(path)}: expected a mapping at the top level (got {got})"
@@ -199,10 +212,13 @@ def test_missing_file(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- keys and types
 
 
-@pytest.mark.parametrize(("section", "typo", "correct", "suggestion"), [
-    ("buffers", "ifmap_kb", "ifmap_kib", "did you mean 'ifmap_kib'"),
-    ("array", "dataflw", "dataflow", "did you mean 'dataflow'?"),
-])
+@pytest.mark.parametrize(
+    ("section", "typo", "correct", "suggestion"),
+    [
+        ("buffers", "ifmap_kb", "ifmap_kib", "did you mean 'ifmap_kib'"),
+        ("array", "dataflw", "dataflow", "did you mean 'dataflow'?"),
+    ],
+)
 def test_misspelt_key_gets_a_suggestion(
     tmp_path: Path, section: str, typo: str, correct: str, suggestion: str
 ) -> None:
@@ -211,8 +227,9 @@ def test_misspelt_key_gets_a_suggestion(
     data[section][typo] = value
     path = write(tmp_path, data)
 
-    with pytest.raises(ConfigError, match=re.escape(
-            f"{shown(path)}: {section}.{typo}: unknown key; {suggestion}")) as excinfo:
+    with pytest.raises(
+        ConfigError, match=re.escape(f"{shown(path)}: {section}.{typo}: unknown key; {suggestion}")
+    ) as excinfo:
         load_hardware(path)
     # The renamed key is also reported as missing, in the same error.
     assert f"{shown(path)}: {section}.{correct}: missing required key" in lines(excinfo)
@@ -227,7 +244,8 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
     assert lines(excinfo) == [
-        f"{shown(path)}: procesors: unknown key; did you mean 'processors'? (got 2)"]
+        f"{shown(path)}: procesors: unknown key; did you mean 'processors'? (got 2)"
+    ]
 
 
 def test_missing_required_key_has_no_value(tmp_path: Path) -> None:
@@ -237,15 +255,18 @@ def test_missing_required_key_has_no_value(tmp_path: Path) -> None:
     assert lines(excinfo) == [f"{shown(path)}: array.rows: missing required key"]
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("array.rows", "128", "expected an integer (got '128')"),
-    ("array.rows", True, "expected an integer (got True)"),
-    ("array.rows", 1.5, "expected an integer (got 1.5)"),
-    ("clock_mhz", "fast", "expected a number (got 'fast')"),
-    ("clock_mhz", True, "expected a number (got True)"),
-    ("name", ["a"], "expected a string (got ['a'])"),
-    ("array", None, "expected a mapping (got None)"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("array.rows", "128", "expected an integer (got '128')"),
+        ("array.rows", True, "expected an integer (got True)"),
+        ("array.rows", 1.5, "expected an integer (got 1.5)"),
+        ("clock_mhz", "fast", "expected a number (got 'fast')"),
+        ("clock_mhz", True, "expected a number (got True)"),
+        ("name", ["a"], "expected a string (got ['a'])"),
+        ("array", None, "expected a mapping (got None)"),
+    ],
+)
 def test_wrong_type(tmp_path: Path, key: str, value: Any, message: str) -> None:
     path = hardware_file(tmp_path, {key: value})
     with pytest.raises(ConfigError) as excinfo:
@@ -255,30 +276,39 @@ def test_wrong_type(tmp_path: Path, key: str, value: Any, message: str) -> None:
     assert (problem.file, problem.path, problem.value) == (shown(path), key, value)
 
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("array.rows", -1),
-    ("array.cols", 0),
-    ("buffers.ifmap_kib", 0),
-    ("buffers.filter_kib", -2.5),
-    ("dram.bandwidth_bytes_per_cycle", 0),
-    ("processors", 0),
-])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("array.rows", -1),
+        ("array.cols", 0),
+        ("buffers.ifmap_kib", 0),
+        ("buffers.filter_kib", -2.5),
+        ("dram.bandwidth_bytes_per_cycle", 0),
+        ("processors", 0),
+    ],
+)
 def test_non_positive_sizes(tmp_path: Path, key: str, value: Any) -> None:
     path = hardware_file(tmp_path, {key: value})
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
     assert lines(excinfo) == [
-        f"{shown(path)}: {key}: input should be greater than 0 (got {value!r})"]
+        f"{shown(path)}: {key}: input should be greater than 0 (got {value!r})"
+    ]
 
 
 def test_negative_latency_is_rejected_but_zero_is_fine(tmp_path: Path) -> None:
     path = hardware_file(tmp_path, {"dram.latency_cycles": -1})
-    with pytest.raises(ConfigError, match=re.escape(
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
             f"{shown(path)}: dram.latency_cycles: input should be greater than or equal to 0"
-            " (got -1)")):
+            " (got -1)"
+        ),
+    ):
         load_hardware(path)
-    assert load_hardware(hardware_file(tmp_path, {"dram.latency_cycles": 0})) \
-        .dram.latency_cycles == 0
+    assert (
+        load_hardware(hardware_file(tmp_path, {"dram.latency_cycles": 0})).dram.latency_cycles == 0
+    )
 
 
 @pytest.mark.parametrize("dataflow", ["WS", "Os", "rs", "weight_stationary", 1, None])
@@ -287,24 +317,28 @@ def test_unknown_dataflow_is_an_error(tmp_path: Path, dataflow: Any) -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
     assert lines(excinfo) == [
-        f"{shown(path)}: array.dataflow: input should be 'os', 'ws' or 'is' (got {dataflow!r})"]
+        f"{shown(path)}: array.dataflow: input should be 'os', 'ws' or 'is' (got {dataflow!r})"
+    ]
 
 
-@pytest.mark.parametrize(("text", "expected"), [("os", Dataflow.OS), ("ws", Dataflow.WS),
-                                                 ("is", Dataflow.IS)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("os", Dataflow.OS), ("ws", Dataflow.WS), ("is", Dataflow.IS)]
+)
 def test_lower_case_dataflows_are_accepted(tmp_path: Path, text: str, expected: Dataflow) -> None:
     hw = load_hardware(hardware_file(tmp_path, {"array.dataflow": text}))
     assert hw.array.dataflow is expected
 
 
-@pytest.mark.parametrize(("key", "value"), [("word_bytes.weights", 3),
-                                            ("word_bytes.activations", 16)])
+@pytest.mark.parametrize(
+    ("key", "value"), [("word_bytes.weights", 3), ("word_bytes.activations", 16)]
+)
 def test_word_size_rule(tmp_path: Path, key: str, value: int) -> None:
     path = hardware_file(tmp_path, {key: value})
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
     assert lines(excinfo) == [
-        f"{shown(path)}: {key}: word size must be one of 1, 2, 4, 8 bytes (got {value})"]
+        f"{shown(path)}: {key}: word size must be one of 1, 2, 4, 8 bytes (got {value})"
+    ]
 
 
 @pytest.mark.parametrize("key", ["buffers.ifmap_kib", "buffers.stash_kib", "clock_mhz"])
@@ -330,8 +364,11 @@ NEEDS = re.compile(r"\(needs >= (?P<kib>[0-9.]+) KiB\)")
 def test_buffer_too_small_for_one_tile(tmp_path: Path) -> None:
     # default.yaml: a 128x128 array of 2-byte words; one tile alone is 32 KiB.
     path = hardware_file(tmp_path, {"buffers.ifmap_kib": 1})
-    with pytest.raises(ConfigError, match=re.escape(
-            f"{shown(path)}: buffers.ifmap_kib: too small for one 128x128 tile of 2-byte words")
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            f"{shown(path)}: buffers.ifmap_kib: too small for one 128x128 tile of 2-byte words"
+        ),
     ) as excinfo:
         load_hardware(path)
     (problem,) = excinfo.value.problems
@@ -348,8 +385,10 @@ def test_buffer_rule_threshold_is_the_one_it_states(tmp_path: Path, key: str) ->
     # must be accepted, and anything below it rejected.
     data = preset(SCALESIM_HW)
     small = write(tmp_path, set_key(data, key, 0.5), "small.yaml")
-    with pytest.raises(ConfigError, match=re.escape(
-            f"{shown(small)}: {key}: too small for one 32x32 tile of 1-byte words")) as excinfo:
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(f"{shown(small)}: {key}: too small for one 32x32 tile of 1-byte words"),
+    ) as excinfo:
         load_hardware(small)
     needs = NEEDS.search(excinfo.value.problems[0].message)
     assert needs, excinfo.value.problems[0].message
@@ -367,39 +406,58 @@ def test_buffer_rule_threshold_is_the_one_it_states(tmp_path: Path, key: str) ->
 
 
 def test_several_problems_in_one_file_are_reported_together(tmp_path: Path) -> None:
-    path = hardware_file(tmp_path, {
-        "array.rows": -1, "clock_mhz": "fast", "dram.bandwidth_bytes_per_cycle": 0,
-        "buffers.ifmap_kb": 4,
-    })
+    path = hardware_file(
+        tmp_path,
+        {
+            "array.rows": -1,
+            "clock_mhz": "fast",
+            "dram.bandwidth_bytes_per_cycle": 0,
+            "buffers.ifmap_kb": 4,
+        },
+    )
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
-    assert sorted(lines(excinfo)) == sorted([
-        f"{shown(path)}: array.rows: input should be greater than 0 (got -1)",
-        f"{shown(path)}: clock_mhz: expected a number (got 'fast')",
-        f"{shown(path)}: dram.bandwidth_bytes_per_cycle: input should be greater than 0 (got 0)",
-        f"{shown(path)}: buffers.ifmap_kb: unknown key; did you mean 'ifmap_kib' or"
-        " 'ofmap_kib'? (got 4)",
-    ])
+    assert sorted(lines(excinfo)) == sorted(
+        [
+            f"{shown(path)}: array.rows: input should be greater than 0 (got -1)",
+            f"{shown(path)}: clock_mhz: expected a number (got 'fast')",
+            f"{shown(path)}: dram.bandwidth_bytes_per_cycle: input should be greater than 0 (got 0)",
+            f"{shown(path)}: buffers.ifmap_kb: unknown key; did you mean 'ifmap_kib' or"
+            " 'ofmap_kib'? (got 4)",
+        ]
+    )
     # The exception text is the problems, one per line.
     assert str(excinfo.value).splitlines() == lines(excinfo)
 
 
 def test_every_problem_has_the_file_path_message_value_shape(tmp_path: Path) -> None:
-    path = hardware_file(tmp_path, {
-        "array.rows": True, "array.dataflow": "WS", "buffers.ofmap_kib": 0, "processors": "2",
-    })
+    path = hardware_file(
+        tmp_path,
+        {
+            "array.rows": True,
+            "array.dataflow": "WS",
+            "buffers.ofmap_kib": 0,
+            "processors": "2",
+        },
+    )
     with pytest.raises(ConfigError) as excinfo:
         load_hardware(path)
     assert len(excinfo.value.problems) == 4
-    shape = re.compile(rf"^{re.escape(shown(path))}: (?P<path>[a-z_]+(\.[a-z_]+)*): "
-                       r"(?P<message>[a-z][^\n]*) \(got (?P<value>[^\n]+)\)$")
+    shape = re.compile(
+        rf"^{re.escape(shown(path))}: (?P<path>[a-z_]+(\.[a-z_]+)*): "
+        r"(?P<message>[a-z][^\n]*) \(got (?P<value>[^\n]+)\)$"
+    )
     for problem in excinfo.value.problems:
         match = shape.match(str(problem))
         assert match, str(problem)
         assert match["path"] == problem.path
         assert match["value"] == repr(problem.value)
     assert {p.path for p in excinfo.value.problems} == {
-        "array.rows", "array.dataflow", "buffers.ofmap_kib", "processors"}
+        "array.rows",
+        "array.dataflow",
+        "buffers.ofmap_kib",
+        "processors",
+    }
 
 
 # --------------------------------------------------------------------------- run files
@@ -416,8 +474,10 @@ def test_run_file_missing_hardware_and_energy_reports_both(tmp_path: Path) -> No
     path = run_file(tmp_path, hardware="no_hw.yaml", energy="no_energy.yaml")
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(path)
-    assert lines(excinfo) == [f"{shown(path)}: hardware: file not found (got 'no_hw.yaml')",
-                              f"{shown(path)}: energy: file not found (got 'no_energy.yaml')"]
+    assert lines(excinfo) == [
+        f"{shown(path)}: hardware: file not found (got 'no_hw.yaml')",
+        f"{shown(path)}: energy: file not found (got 'no_energy.yaml')",
+    ]
 
 
 def test_run_file_pointing_at_missing_workload(tmp_path: Path) -> None:
@@ -437,19 +497,29 @@ def test_hardware_and_workload_problems_are_reported_together(tmp_path: Path) ->
         load_inputs(path)
     assert lines(excinfo) == [
         f"{shown(hw)}: array.rows: input should be greater than 0 (got 0)",
-        f"{shown(workload)}: layers[0].out_features: input should be greater than 0 (got -3)"]
+        f"{shown(workload)}: layers[0].out_features: input should be greater than 0 (got -3)",
+    ]
 
 
-@pytest.mark.parametrize(("fields", "expected"), [
-    ({"batch_sze": 3}, "batch_sze: unknown key; did you mean 'batch_size'? (got 3)"),
-    ({"batch_size": 0}, "batch_size: input should be greater than 0 (got 0)"),
-    ({"optimizer": {"kind": "Adam"}},
-     "optimizer.kind: input should be 'sgd', 'momentum' or 'adam' (got 'Adam')"),
-    ({"timing": {"convention": "SCALESIM"}},
-     "timing.convention: input should be 'scalesim' or 'accelsim' (got 'SCALESIM')"),
-    ({"name": "../escape"},
-     "name: string should match pattern '^[A-Za-z0-9][A-Za-z0-9._-]*$' (got '../escape')"),
-])
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"batch_sze": 3}, "batch_sze: unknown key; did you mean 'batch_size'? (got 3)"),
+        ({"batch_size": 0}, "batch_size: input should be greater than 0 (got 0)"),
+        (
+            {"optimizer": {"kind": "Adam"}},
+            "optimizer.kind: input should be 'sgd', 'momentum' or 'adam' (got 'Adam')",
+        ),
+        (
+            {"timing": {"convention": "SCALESIM"}},
+            "timing.convention: input should be 'scalesim' or 'accelsim' (got 'SCALESIM')",
+        ),
+        (
+            {"name": "../escape"},
+            "name: string should match pattern '^[A-Za-z0-9][A-Za-z0-9._-]*$' (got '../escape')",
+        ),
+    ],
+)
 def test_run_file_field_errors(tmp_path: Path, fields: dict[str, Any], expected: str) -> None:
     path = run_file(tmp_path, **fields)
     with pytest.raises(ConfigError) as excinfo:
@@ -457,22 +527,46 @@ def test_run_file_field_errors(tmp_path: Path, fields: dict[str, Any], expected:
     assert lines(excinfo) == [f"{shown(path)}: {expected}"]
 
 
-@pytest.mark.parametrize(("overrides", "error", "expected"), [
-    ({"hardware.array.rows": -1}, ConfigError,
-     "overrides.hardware.array.rows: input should be greater than 0 (got -1)"),
-    ({"hardware.array.dataflow": "WS"}, ConfigError,
-     "overrides.hardware.array.dataflow: input should be 'os', 'ws' or 'is' (got 'WS')"),
-    ({"hardware.array.rowz": 4}, ConfigError,
-     "overrides.hardware.array.rowz: unknown key; did you mean 'rows'? (got 4)"),
-    ({"hardware.buffers.ifmap_kib": 0.5}, ConfigError,
-     "overrides.hardware.buffers.ifmap_kib: too small for one 32x32 tile of 1-byte words"),
-    ({"energy.mac_pj.int8": -1}, ConfigError,
-     "overrides.energy.mac_pj.int8: input should be greater than 0 (got -1)"),
-    ({"workload.input.features": 0}, WorkloadError,
-     "overrides.workload.input.features: input should be greater than 0 (got 0)"),
-    ({"array.rows": 4}, ConfigError,
-     "overrides.array.rows: override keys start with 'hardware.', 'workload.', 'energy.' (got 4)"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "error", "expected"),
+    [
+        (
+            {"hardware.array.rows": -1},
+            ConfigError,
+            "overrides.hardware.array.rows: input should be greater than 0 (got -1)",
+        ),
+        (
+            {"hardware.array.dataflow": "WS"},
+            ConfigError,
+            "overrides.hardware.array.dataflow: input should be 'os', 'ws' or 'is' (got 'WS')",
+        ),
+        (
+            {"hardware.array.rowz": 4},
+            ConfigError,
+            "overrides.hardware.array.rowz: unknown key; did you mean 'rows'? (got 4)",
+        ),
+        (
+            {"hardware.buffers.ifmap_kib": 0.5},
+            ConfigError,
+            "overrides.hardware.buffers.ifmap_kib: too small for one 32x32 tile of 1-byte words",
+        ),
+        (
+            {"energy.mac_pj.int8": -1},
+            ConfigError,
+            "overrides.energy.mac_pj.int8: input should be greater than 0 (got -1)",
+        ),
+        (
+            {"workload.input.features": 0},
+            WorkloadError,
+            "overrides.workload.input.features: input should be greater than 0 (got 0)",
+        ),
+        (
+            {"array.rows": 4},
+            ConfigError,
+            "overrides.array.rows: override keys start with 'hardware.', 'workload.', 'energy.' (got 4)",
+        ),
+    ],
+)
 def test_run_file_override_errors_blame_the_run_file(
     tmp_path: Path, overrides: dict[str, Any], error: type[InputError], expected: str
 ) -> None:
@@ -485,8 +579,9 @@ def test_run_file_override_errors_blame_the_run_file(
 
 
 def test_valid_run_file_override_is_applied(tmp_path: Path) -> None:
-    inputs = load_inputs(run_file(tmp_path, overrides={"hardware.array.rows": 16,
-                                                       "workload.input.features": 100}))
+    inputs = load_inputs(
+        run_file(tmp_path, overrides={"hardware.array.rows": 16, "workload.input.features": 100})
+    )
     assert inputs.hardware.array.rows == 16
     assert inputs.workload.input.features == 100
     assert inputs.infos[0].in_shapes[0].dims == (100,)
@@ -495,21 +590,47 @@ def test_valid_run_file_override_is_applied(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- --set
 
 
-@pytest.mark.parametrize(("sets", "error", "expected"), [
-    (["array.rows=-1"], ConfigError, "--set: array.rows: input should be greater than 0 (got -1)"),
-    (["hardware.array.rows=1.5"], ConfigError,
-     "--set: hardware.array.rows: expected an integer (got 1.5)"),
-    (["array.dataflow=WS"], ConfigError,
-     "--set: array.dataflow: input should be 'os', 'ws' or 'is' (got 'WS')"),
-    (["batch_size=abc"], ConfigError, "--set: batch_size: expected an integer (got 'abc')"),
-    (["batch_sise=8"], ConfigError, "--set: batch_sise: unknown key; did you mean 'batch_size'?"),
-    (["workload.layers[0].out_features=0"], WorkloadError,
-     "--set: workload.layers[0].out_features: input should be greater than 0 (got 0)"),
-    (["workload.layers[9].out_features=3"], ConfigError,
-     "--set: workload.layers[9].out_features: no such list element"),
-    (["array.rows=64", "array.rows=-3"], ConfigError,
-     "--set: array.rows: input should be greater than 0 (got -3)"),
-])
+@pytest.mark.parametrize(
+    ("sets", "error", "expected"),
+    [
+        (
+            ["array.rows=-1"],
+            ConfigError,
+            "--set: array.rows: input should be greater than 0 (got -1)",
+        ),
+        (
+            ["hardware.array.rows=1.5"],
+            ConfigError,
+            "--set: hardware.array.rows: expected an integer (got 1.5)",
+        ),
+        (
+            ["array.dataflow=WS"],
+            ConfigError,
+            "--set: array.dataflow: input should be 'os', 'ws' or 'is' (got 'WS')",
+        ),
+        (["batch_size=abc"], ConfigError, "--set: batch_size: expected an integer (got 'abc')"),
+        (
+            ["batch_sise=8"],
+            ConfigError,
+            "--set: batch_sise: unknown key; did you mean 'batch_size'?",
+        ),
+        (
+            ["workload.layers[0].out_features=0"],
+            WorkloadError,
+            "--set: workload.layers[0].out_features: input should be greater than 0 (got 0)",
+        ),
+        (
+            ["workload.layers[9].out_features=3"],
+            ConfigError,
+            "--set: workload.layers[9].out_features: no such list element",
+        ),
+        (
+            ["array.rows=64", "array.rows=-3"],
+            ConfigError,
+            "--set: array.rows: input should be greater than 0 (got -3)",
+        ),
+    ],
+)
 def test_set_errors_blame_set(
     tmp_path: Path, sets: list[str], error: type[InputError], expected: str
 ) -> None:
@@ -532,7 +653,10 @@ def test_set_of_run_overrides_blames_set(tmp_path: Path) -> None:
         load_inputs(path, parse_sets(["overrides.hardware.array.rows=-1"]))
     (problem,) = excinfo.value.problems
     assert (problem.file, problem.path, problem.value) == (
-        "--set", "overrides.hardware.array.rows", -1)
+        "--set",
+        "overrides.hardware.array.rows",
+        -1,
+    )
 
 
 # --------------------------------------------------------------------------- workloads
@@ -546,26 +670,36 @@ def test_unknown_layer_kind_gets_a_suggestion(tmp_path: Path) -> None:
         load_workload(path)
     assert lines(excinfo) == [
         f"{shown(path)}: layers[0].kind: unknown kind; did you mean 'conv2d' or 'concat'?"
-        " (got 'conv')"]
+        " (got 'conv')"
+    ]
 
 
 def test_unknown_layer_key_gets_a_suggestion(tmp_path: Path) -> None:
     layers = mlp_layers()
     layers[2]["out_feature"] = layers[2].pop("out_features")
     path = workload_file(tmp_path, layers)
-    with pytest.raises(WorkloadError, match=re.escape(
+    with pytest.raises(
+        WorkloadError,
+        match=re.escape(
             f"{shown(path)}: layers[2].out_feature: unknown key; did you mean 'out_features'?"
-            " (got 2048)")):
+            " (got 2048)"
+        ),
+    ):
         load_workload(path)
 
 
 def test_linear_after_conv_without_flatten(tmp_path: Path) -> None:
     layers = [{"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 3}, *mlp_layers()]
-    path = workload_file(tmp_path, layers,
-                         input={"kind": "image", "channels": 1, "height": 28, "width": 28})
-    with pytest.raises(WorkloadError, match=re.escape(
+    path = workload_file(
+        tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}
+    )
+    with pytest.raises(
+        WorkloadError,
+        match=re.escape(
             f"{shown(path)}: layers[1]: linear needs a features or sequence input"
-            " (got 'chw 4x26x26')")):
+            " (got 'chw 4x26x26')"
+        ),
+    ):
         load_workload(path)
 
 
@@ -573,19 +707,27 @@ def test_shape_error_does_not_cascade_into_unknown_inputs(tmp_path: Path) -> Non
     # Every later layer reading the failed one used to get a spurious
     # "unknown input" error at a .inputs key it does not even have.
     layers = [{"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 3}, *mlp_layers()]
-    path = workload_file(tmp_path, layers,
-                         input={"kind": "image", "channels": 1, "height": 28, "width": 28})
+    path = workload_file(
+        tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}
+    )
     with pytest.raises(WorkloadError) as excinfo:
         load_workload(path)
     assert lines(excinfo) == [
-        f"{shown(path)}: layers[1]: linear needs a features or sequence input (got 'chw 4x26x26')"]
+        f"{shown(path)}: layers[1]: linear needs a features or sequence input (got 'chw 4x26x26')"
+    ]
 
 
 def test_flatten_fixes_linear_after_conv(tmp_path: Path) -> None:
-    layers = [{"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 3},
-              {"name": "flat", "kind": "flatten"}, *mlp_layers()]
-    workload = load_workload(workload_file(
-        tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}))
+    layers = [
+        {"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 3},
+        {"name": "flat", "kind": "flatten"},
+        *mlp_layers(),
+    ]
+    workload = load_workload(
+        workload_file(
+            tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}
+        )
+    )
     assert len(workload.layers) == 8
 
 
@@ -593,9 +735,13 @@ def test_add_of_mismatched_shapes(tmp_path: Path) -> None:
     layers = mlp_layers()
     layers.insert(4, {"name": "skip", "kind": "add", "inputs": ["input", "relu2"]})
     path = workload_file(tmp_path, layers)
-    with pytest.raises(WorkloadError, match=re.escape(
+    with pytest.raises(
+        WorkloadError,
+        match=re.escape(
             f"{shown(path)}: layers[4].inputs: add inputs have incompatible shapes features 784"
-            " and features 2048 (got ['features 784', 'features 2048'])")):
+            " and features 2048 (got ['features 784', 'features 2048'])"
+        ),
+    ):
         load_workload(path)
 
 
@@ -603,9 +749,13 @@ def test_input_names_an_undefined_layer(tmp_path: Path) -> None:
     layers = mlp_layers()
     layers[2]["inputs"] = ["relu0"]
     path = workload_file(tmp_path, layers)
-    with pytest.raises(WorkloadError, match=re.escape(
+    with pytest.raises(
+        WorkloadError,
+        match=re.escape(
             f"{shown(path)}: layers[2].inputs: unknown input (inputs must be defined earlier);"
-            " did you mean 'relu1'? (got 'relu0')")):
+            " did you mean 'relu1'? (got 'relu0')"
+        ),
+    ):
         load_workload(path)
 
 
@@ -613,8 +763,10 @@ def test_duplicate_layer_name(tmp_path: Path) -> None:
     layers = mlp_layers()
     layers[3]["name"] = "relu1"
     path = workload_file(tmp_path, layers)
-    with pytest.raises(WorkloadError, match=re.escape(
-            f"{shown(path)}: layers[3].name: duplicate layer name (got 'relu1')")):
+    with pytest.raises(
+        WorkloadError,
+        match=re.escape(f"{shown(path)}: layers[3].name: duplicate layer name (got 'relu1')"),
+    ):
         load_workload(path)
 
 
@@ -631,16 +783,21 @@ def test_workload_needs_exactly_one_cross_entropy_loss(
     path = workload_file(tmp_path, layers)
     with pytest.raises(WorkloadError) as excinfo:
         load_workload(path)
-    assert lines(excinfo) == [f"{shown(path)}: layers: a training workload needs exactly one"
-                              f" cross_entropy loss layer (got {count})"]
+    assert lines(excinfo) == [
+        f"{shown(path)}: layers: a training workload needs exactly one"
+        f" cross_entropy loss layer (got {count})"
+    ]
 
 
 def test_loss_cannot_feed_another_layer(tmp_path: Path) -> None:
     layers = [*mlp_layers(), {"name": "after", "kind": "linear", "out_features": 3}]
     path = workload_file(tmp_path, layers)
-    with pytest.raises(WorkloadError, match=re.escape(
-            f"{shown(path)}: layers[5].name: the loss output cannot feed another layer"
-            " (got 'loss')")):
+    with pytest.raises(
+        WorkloadError,
+        match=re.escape(
+            f"{shown(path)}: layers[5].name: the loss output cannot feed another layer (got 'loss')"
+        ),
+    ):
         load_workload(path)
 
 
@@ -653,19 +810,25 @@ def test_several_workload_problems_are_reported_together(tmp_path: Path) -> None
         load_workload(path)
     assert [p.path for p in excinfo.value.problems] == ["layers[0].out_features", "layers[1].kind"]
     assert lines(excinfo)[0] == (
-        f"{shown(path)}: layers[0].out_features: input should be greater than 0 (got -4)")
+        f"{shown(path)}: layers[0].out_features: input should be greater than 0 (got -4)"
+    )
     assert lines(excinfo)[1].startswith(
-        f"{shown(path)}: layers[1].kind: unknown kind; expected one of: activation, add,")
+        f"{shown(path)}: layers[1].kind: unknown kind; expected one of: activation, add,"
+    )
 
 
 @pytest.mark.parametrize("kernel", [0, [3, 3, 3], "3"])
 def test_bad_kernel_is_one_problem_at_the_kernel_key(tmp_path: Path, kernel: Any) -> None:
     # kernel is `int | [int, int]`; pydantic's member tags (constrained-int,
     # list[constrained-int]) used to leak into the path as two problems.
-    layers = [{"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": kernel},
-              {"name": "flat", "kind": "flatten"}, *mlp_layers()]
-    path = workload_file(tmp_path, layers,
-                         input={"kind": "image", "channels": 1, "height": 28, "width": 28})
+    layers = [
+        {"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": kernel},
+        {"name": "flat", "kind": "flatten"},
+        *mlp_layers(),
+    ]
+    path = workload_file(
+        tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}
+    )
     with pytest.raises(WorkloadError) as excinfo:
         load_workload(path)
     (problem,) = excinfo.value.problems
@@ -695,10 +858,14 @@ def test_energy_table_field_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_energy(path)
     assert sorted(p.path for p in excinfo.value.problems) == [
-        "mac_pj.int9", "sram.read_pj_per_byte", "unit"]
+        "mac_pj.int9",
+        "sram.read_pj_per_byte",
+        "unit",
+    ]
     assert f"{shown(path)}: unit: input should be 'pJ' (got 'nJ')" in lines(excinfo)
-    assert (f"{shown(path)}: sram.read_pj_per_byte: input should be greater than 0 (got 0)"
-            in lines(excinfo))
+    assert f"{shown(path)}: sram.read_pj_per_byte: input should be greater than 0 (got 0)" in lines(
+        excinfo
+    )
 
 
 def test_energy_table_without_the_array_precision(tmp_path: Path) -> None:
@@ -708,15 +875,19 @@ def test_energy_table_without_the_array_precision(tmp_path: Path) -> None:
     path = run_file(tmp_path, energy=str(energy))
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(path)
-    assert lines(excinfo) == [f"{shown(energy)}: mac_pj: no entry for the array precision of"
-                              " hardware 'scalesim-32x32' (got 'int8')"]
+    assert lines(excinfo) == [
+        f"{shown(energy)}: mac_pj: no entry for the array precision of"
+        " hardware 'scalesim-32x32' (got 'int8')"
+    ]
 
 
 def test_scientific_notation_without_a_dot_is_a_number(tmp_path: Path) -> None:
     data = preset(HOROWITZ)
     text = write(tmp_path, data, "energy.yaml").read_text(encoding="utf-8")
     path = tmp_path / "energy.yaml"
-    path.write_text(text.replace("interconnect_pj_per_bit: 2", "interconnect_pj_per_bit: 2e-1"),
-                    encoding="utf-8")
+    path.write_text(
+        text.replace("interconnect_pj_per_bit: 2", "interconnect_pj_per_bit: 2e-1"),
+        encoding="utf-8",
+    )
     assert load_energy(path).interconnect_pj_per_bit == pytest.approx(0.2)
     assert parse_sets(["energy.dram_read_pj_per_bit=8e0"])[0].value == 8.0

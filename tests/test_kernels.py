@@ -16,13 +16,19 @@ def _table(seed: int, n: int = 200) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     m, nn, k = (rng.integers(1, 3000, n) for _ in range(3))
     return {
-        "dataflow": rng.integers(0, 3, n), "m": m, "n": nn, "k": k,
+        "dataflow": rng.integers(0, 3, n),
+        "m": m,
+        "n": nn,
+        "k": k,
         "count": rng.integers(1, 4, n),
         "a_fp": np.minimum(m * k, rng.integers(1, 4_000_000, n)),
         "b_fp": k * nn,
-        "a_word": rng.choice([1, 2, 4], n), "b_word": rng.choice([1, 2, 4], n),
+        "a_word": rng.choice([1, 2, 4], n),
+        "b_word": rng.choice([1, 2, 4], n),
         "c_word": rng.choice([1, 2, 4], n),
-        "a_on": rng.random(n) < 0.1, "b_on": rng.random(n) < 0.1, "c_on": rng.random(n) < 0.1,
+        "a_on": rng.random(n) < 0.1,
+        "b_on": rng.random(n) < 0.1,
+        "c_on": rng.random(n) < 0.1,
     }
 
 
@@ -39,8 +45,9 @@ def _dims(t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def test_fold_cycles_matches_numpy(convention: int, rows: int, cols: int) -> None:
     t = _table(rows * cols + convention)
     sr, sc, tt = _dims(t)
-    fr, fc, folds, cycles = kernels.fold_cycles(t["dataflow"], sr, sc, tt, t["count"], rows,
-                                                cols, convention)
+    fr, fc, folds, cycles = kernels.fold_cycles(
+        t["dataflow"], sr, sc, tt, t["count"], rows, cols, convention
+    )
     ref_fr, ref_fc = _ceil(sr, rows), _ceil(sc, cols)
     ref_folds = ref_fr * ref_fc * t["count"]
     fill = np.where((convention == kernels.SCALESIM) & (t["dataflow"] == 0), rows, 2 * rows)
@@ -57,22 +64,32 @@ def test_sram_counts_matches_numpy(convention: int) -> None:
     t = _table(7 + convention)
     sr, sc, _ = _dims(t)
     fr, fc = _ceil(sr, rows), _ceil(sc, cols)
-    got = kernels.sram_counts(t["dataflow"], t["m"], t["n"], t["k"], t["count"], fr, fc, rows,
-                              cols, convention)
+    got = kernels.sram_counts(
+        t["dataflow"], t["m"], t["n"], t["k"], t["count"], fr, fc, rows, cols, convention
+    )
     df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
     ifmap = np.where(df == 2, m * k, fc * m * k) * cnt
     filt = np.select([df == 0, df == 1], [fr * k * n, k * n], fc * k * n) * cnt
     extra = fr * fc * (rows + cols) if convention == kernels.SCALESIM else 0
     of_w = np.where(df == 0, m * n + extra, fr * m * n) * cnt
-    of_r = np.zeros_like(m) if convention == kernels.SCALESIM else \
-        np.where(df == 0, 0, (fr - 1) * m * n) * cnt
+    of_r = (
+        np.zeros_like(m)
+        if convention == kernels.SCALESIM
+        else np.where(df == 0, 0, (fr - 1) * m * n) * cnt
+    )
     for value, ref in zip(got, (ifmap, filt, of_r, of_w), strict=True):
         np.testing.assert_array_equal(value, ref)
 
 
-def _dram_reference(t: dict[str, np.ndarray], fr: np.ndarray, fc: np.ndarray,
-                    sizes: tuple[int, int, int], cols: int, convention: int,
-                    chunk_stream: bool) -> tuple[np.ndarray, ...]:
+def _dram_reference(
+    t: dict[str, np.ndarray],
+    fr: np.ndarray,
+    fc: np.ndarray,
+    sizes: tuple[int, int, int],
+    cols: int,
+    convention: int,
+    chunk_stream: bool,
+) -> tuple[np.ndarray, ...]:
     half_if, half_fl, half_of = (s // 2 for s in sizes)
     out = []
     for i in range(len(t["m"])):
@@ -103,24 +120,49 @@ def _dram_reference(t: dict[str, np.ndarray], fr: np.ndarray, fc: np.ndarray,
             if df != 0:
                 c_w, c_r = fr[i] * m * n, 0
         cnt = t["count"][i]
-        out.append((0 if t["a_on"][i] else a * cnt, 0 if t["b_on"][i] else b * cnt,
-                    0 if t["c_on"][i] else c_r * cnt, 0 if t["c_on"][i] else c_w * cnt))
+        out.append(
+            (
+                0 if t["a_on"][i] else a * cnt,
+                0 if t["b_on"][i] else b * cnt,
+                0 if t["c_on"][i] else c_r * cnt,
+                0 if t["c_on"][i] else c_w * cnt,
+            )
+        )
     return tuple(np.array(col) for col in zip(*out, strict=True))
 
 
 @pytest.mark.parametrize("chunk_stream", [True, False])
 @pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
-@pytest.mark.parametrize("sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20),
-                                   (4096, 2048, 8192)])
-def test_dram_words_matches_numpy(convention: int, sizes: tuple[int, int, int],
-                                  chunk_stream: bool) -> None:
+@pytest.mark.parametrize(
+    "sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20), (4096, 2048, 8192)]
+)
+def test_dram_words_matches_numpy(
+    convention: int, sizes: tuple[int, int, int], chunk_stream: bool
+) -> None:
     rows, cols = 32, 32
     t = _table(sum(sizes) % 1000 + convention)
     sr, sc, _ = _dims(t)
     fr, fc = _ceil(sr, rows), _ceil(sc, cols)
-    got = kernels.dram_words(t["dataflow"], t["m"], t["n"], t["count"], fr, fc, t["a_fp"],
-                             t["b_fp"], t["a_word"], t["b_word"], t["c_word"], t["a_on"],
-                             t["b_on"], t["c_on"], *sizes, cols, convention, chunk_stream)
+    got = kernels.dram_words(
+        t["dataflow"],
+        t["m"],
+        t["n"],
+        t["count"],
+        fr,
+        fc,
+        t["a_fp"],
+        t["b_fp"],
+        t["a_word"],
+        t["b_word"],
+        t["c_word"],
+        t["a_on"],
+        t["b_on"],
+        t["c_on"],
+        *sizes,
+        cols,
+        convention,
+        chunk_stream,
+    )
     ref = _dram_reference(t, fr, fc, sizes, cols, convention, chunk_stream)
     for value, expected in zip(got, ref, strict=True):
         np.testing.assert_array_equal(value, expected)
@@ -137,9 +179,28 @@ def test_kernels_stay_valid_python(kernel) -> None:
     args = {
         kernels.fold_cycles: (t["dataflow"], sr, sc, tt, t["count"], 16, 16, 0),
         kernels.sram_counts: (t["dataflow"], t["m"], t["n"], t["k"], t["count"], fr, fc, 16, 16, 0),
-        kernels.dram_words: (t["dataflow"], t["m"], t["n"], t["count"], fr, fc, t["a_fp"],
-                             t["b_fp"], t["a_word"], t["b_word"], t["c_word"], t["a_on"],
-                             t["b_on"], t["c_on"], 8192, 8192, 8192, 16, 0, False),
+        kernels.dram_words: (
+            t["dataflow"],
+            t["m"],
+            t["n"],
+            t["count"],
+            fr,
+            fc,
+            t["a_fp"],
+            t["b_fp"],
+            t["a_word"],
+            t["b_word"],
+            t["c_word"],
+            t["a_on"],
+            t["b_on"],
+            t["c_on"],
+            8192,
+            8192,
+            8192,
+            16,
+            0,
+            False,
+        ),
     }[kernel]
     for jit, py in zip(kernel(*args), kernel.py_func(*args), strict=True):
         np.testing.assert_array_equal(jit, py)

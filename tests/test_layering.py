@@ -8,8 +8,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "accelsim"
-ORDER = ["errors", "units", "config", "workload", "mapping", "timing", "energy", "report",
-         "pipeline", "cli"]
+ORDER = [
+    "errors",
+    "units",
+    "config",
+    "workload",
+    "mapping",
+    "timing",
+    "energy",
+    "report",
+    "pipeline",
+    "cli",
+]
 ONLY_IN = {
     "yaml": {"config/loader.py"},
     "numba": {"timing/kernels.py"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +23,23 @@ RESNET18_PARAMS = 11_689_512  # torchvision.models.resnet18, documented paramete
 RESNET18_FWD_MACS = 1_814_073_344  # per image at 224x224 (torchvision: 1.81 GFLOPS as MACs)
 
 
-def lower(data: dict[str, Any] | Path, batch: int = 4,
-          strided_dx: StridedDx = StridedDx.SKIP_ZEROS,
-          optimizer: OptimizerKind = OptimizerKind.SGD) -> OpGraph:
-    workload = load_workload(data) if isinstance(data, Path) else \
-        validate_data(Workload, data, "test")
+def lower(
+    data: dict[str, Any] | Path,
+    batch: int = 4,
+    strided_dx: StridedDx = StridedDx.SKIP_ZEROS,
+    optimizer: OptimizerKind = OptimizerKind.SGD,
+) -> OpGraph:
+    workload = (
+        load_workload(data) if isinstance(data, Path) else validate_data(Workload, data, "test")
+    )
     infos = infer_shapes(workload, "test")
-    return assign(AssignmentPolicy.SINGLE, infos, workload, make_hw(), batch, strided_dx,
-                  optimizer)
+    return assign(AssignmentPolicy.SINGLE, infos, workload, make_hw(), batch, strided_dx, optimizer)
 
 
 def gemms(graph: OpGraph, phase: Phase | None = None) -> list[GemmOp]:
-    return [op for op in graph.ops if isinstance(op, GemmOp) and (phase is None or op.phase is phase)]
+    return [
+        op for op in graph.ops if isinstance(op, GemmOp) and (phase is None or op.phase is phase)
+    ]
 
 
 def macs(graph: OpGraph, layer: str, phase: Phase) -> int:
@@ -41,7 +47,11 @@ def macs(graph: OpGraph, layer: str, phase: Phase) -> int:
 
 
 def net(input_: dict[str, Any], *layers: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "t", "input": input_, "layers": [*layers, {"name": "loss", "kind": "cross_entropy"}]}
+    return {
+        "name": "t",
+        "input": input_,
+        "layers": [*layers, {"name": "loss", "kind": "cross_entropy"}],
+    }
 
 
 def test_dense_layers_dx_and_dw_equal_forward_macs() -> None:
@@ -56,9 +66,14 @@ def test_dense_layers_dx_and_dw_equal_forward_macs() -> None:
 
 
 def test_linear_gemm_shapes() -> None:
-    graph = lower(net({"kind": "vector", "features": 300},
-                      {"name": "a", "kind": "linear", "out_features": 50},
-                      {"name": "b", "kind": "linear", "out_features": 20}), batch=8)
+    graph = lower(
+        net(
+            {"kind": "vector", "features": 300},
+            {"name": "a", "kind": "linear", "out_features": 50},
+            {"name": "b", "kind": "linear", "out_features": 20},
+        ),
+        batch=8,
+    )
     shapes = {(op.name): (op.m, op.n, op.k) for op in gemms(graph)}
     assert shapes["b.fwd"] == (8, 20, 50)
     assert shapes["b.dx"] == (8, 50, 20)  # dX = dY . W^T
@@ -77,12 +92,17 @@ def test_resnet18_parameters_and_macs() -> None:
 
 
 def test_resnet50_style_bottleneck_conv_shapes() -> None:
-    graph = lower(net({"kind": "image", "channels": 64, "height": 56, "width": 56},
-                      {"name": "c1", "kind": "conv2d", "out_channels": 64, "kernel": 1},
-                      {"name": "c2", "kind": "conv2d", "out_channels": 64, "kernel": 3, "padding": 1},
-                      {"name": "c3", "kind": "conv2d", "out_channels": 256, "kernel": 1},
-                      {"name": "pool", "kind": "global_avgpool"},
-                      {"name": "fc", "kind": "linear", "out_features": 10}), batch=2)
+    graph = lower(
+        net(
+            {"kind": "image", "channels": 64, "height": 56, "width": 56},
+            {"name": "c1", "kind": "conv2d", "out_channels": 64, "kernel": 1},
+            {"name": "c2", "kind": "conv2d", "out_channels": 64, "kernel": 3, "padding": 1},
+            {"name": "c3", "kind": "conv2d", "out_channels": 256, "kernel": 1},
+            {"name": "pool", "kind": "global_avgpool"},
+            {"name": "fc", "kind": "linear", "out_features": 10},
+        ),
+        batch=2,
+    )
     shapes = {op.name: (op.m, op.n, op.k, op.count) for op in gemms(graph)}
     assert shapes["c1.fwd"] == (2 * 56 * 56, 64, 64, 1)
     assert shapes["c2.fwd"] == (2 * 56 * 56, 64, 576, 1)
@@ -92,12 +112,23 @@ def test_resnet50_style_bottleneck_conv_shapes() -> None:
 
 
 def test_depthwise_conv_lowers_to_one_gemm_per_channel() -> None:
-    graph = lower(net({"kind": "image", "channels": 32, "height": 16, "width": 16},
-                      {"name": "pw", "kind": "conv2d", "out_channels": 32, "kernel": 1},
-                      {"name": "dw", "kind": "conv2d", "out_channels": 32, "kernel": 3,
-                       "padding": 1, "groups": 32},
-                      {"name": "flat", "kind": "flatten"},
-                      {"name": "fc", "kind": "linear", "out_features": 10}), batch=2)
+    graph = lower(
+        net(
+            {"kind": "image", "channels": 32, "height": 16, "width": 16},
+            {"name": "pw", "kind": "conv2d", "out_channels": 32, "kernel": 1},
+            {
+                "name": "dw",
+                "kind": "conv2d",
+                "out_channels": 32,
+                "kernel": 3,
+                "padding": 1,
+                "groups": 32,
+            },
+            {"name": "flat", "kind": "flatten"},
+            {"name": "fc", "kind": "linear", "out_features": 10},
+        ),
+        batch=2,
+    )
     shapes = {op.name: (op.m, op.n, op.k, op.count) for op in gemms(graph)}
     assert shapes["dw.fwd"] == (2 * 16 * 16, 1, 9, 32)
     assert shapes["dw.dx"] == (2 * 16 * 16, 1, 9, 32)
@@ -105,10 +136,13 @@ def test_depthwise_conv_lowers_to_one_gemm_per_channel() -> None:
     assert macs(graph, "dw", Phase.FWD) == 2 * 16 * 16 * 32 * 9
 
 
-@pytest.mark.parametrize(("h", "kernel", "stride", "padding"), [
-    (56, 3, 2, 1), (56, 1, 2, 0), (224, 7, 2, 3), (28, 3, 2, 1), (17, 3, 2, 0), (32, 5, 3, 2)])
-def test_strided_dx_skip_zeros_matches_forward_macs(h: int, kernel: int, stride: int,
-                                                     padding: int) -> None:
+@pytest.mark.parametrize(
+    ("h", "kernel", "stride", "padding"),
+    [(56, 3, 2, 1), (56, 1, 2, 0), (224, 7, 2, 3), (28, 3, 2, 1), (17, 3, 2, 0), (32, 5, 3, 2)],
+)
+def test_strided_dx_skip_zeros_matches_forward_macs(
+    h: int, kernel: int, stride: int, padding: int
+) -> None:
     p = (h + 2 * padding - kernel) // stride + 1
     shapes = strided_dx_shapes(h, h, (kernel, kernel), (stride, stride), (padding, padding), (1, 1))
     dx = sum(pos * taps * mult for pos, taps, mult in shapes)
@@ -121,11 +155,12 @@ def test_strided_dx_skip_zeros_matches_forward_macs(h: int, kernel: int, stride:
 
 
 def test_strided_dx_zero_insert_pays_for_zeros() -> None:
-    layers = ({"name": "a", "kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1},
-              {"name": "b", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 2,
-               "padding": 1},
-              {"name": "pool", "kind": "global_avgpool"},
-              {"name": "fc", "kind": "linear", "out_features": 10})
+    layers = (
+        {"name": "a", "kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1},
+        {"name": "b", "kind": "conv2d", "out_channels": 8, "kernel": 3, "stride": 2, "padding": 1},
+        {"name": "pool", "kind": "global_avgpool"},
+        {"name": "fc", "kind": "linear", "out_features": 10},
+    )
     image = {"kind": "image", "channels": 8, "height": 32, "width": 32}
     skip = lower(net(image, *layers), strided_dx=StridedDx.SKIP_ZEROS)
     dense = lower(net(image, *layers), strided_dx=StridedDx.ZERO_INSERT)
@@ -134,13 +169,18 @@ def test_strided_dx_zero_insert_pays_for_zeros() -> None:
 
 
 def test_lstm_unrolls_over_time() -> None:
-    graph = lower(net({"kind": "tokens", "length": 5},
-                      {"name": "emb", "kind": "embedding", "num_embeddings": 100, "embedding_dim": 16},
-                      {"name": "lstm", "kind": "lstm", "hidden_size": 32},
-                      {"name": "fc", "kind": "linear", "out_features": 100}), batch=3)
+    graph = lower(
+        net(
+            {"kind": "tokens", "length": 5},
+            {"name": "emb", "kind": "embedding", "num_embeddings": 100, "embedding_dim": 16},
+            {"name": "lstm", "kind": "lstm", "hidden_size": 32},
+            {"name": "fc", "kind": "linear", "out_features": 100},
+        ),
+        batch=3,
+    )
     fwd = [op for op in gemms(graph, Phase.FWD) if op.layer == "lstm"]
     assert [(op.m, op.n, op.k) for op in fwd] == [(3, 128, 48)] * 5
-    for earlier, later in zip(fwd, fwd[1:], strict=False):
+    for earlier, later in itertools.pairwise(fwd):
         assert later.op_id > earlier.op_id
         assert any(graph.ops[d].op_id > earlier.op_id for d in later.deps)  # waits for h_{t-1}
     dw = [op for op in gemms(graph, Phase.BWD_WEIGHT) if op.layer == "lstm"]
@@ -150,10 +190,15 @@ def test_lstm_unrolls_over_time() -> None:
 
 
 def test_attention_heads_lower_to_batched_gemms() -> None:
-    graph = lower(net({"kind": "tokens", "length": 128},
-                      {"name": "emb", "kind": "embedding", "num_embeddings": 1000, "embedding_dim": 768},
-                      {"name": "attn", "kind": "attention", "heads": 12},
-                      {"name": "fc", "kind": "linear", "out_features": 2}), batch=2)
+    graph = lower(
+        net(
+            {"kind": "tokens", "length": 128},
+            {"name": "emb", "kind": "embedding", "num_embeddings": 1000, "embedding_dim": 768},
+            {"name": "attn", "kind": "attention", "heads": 12},
+            {"name": "fc", "kind": "linear", "out_features": 2},
+        ),
+        batch=2,
+    )
     shapes = {op.name: (op.m, op.n, op.k, op.count) for op in gemms(graph)}
     assert shapes["attn.qkv.fwd"] == (256, 2304, 768, 1)
     assert shapes["attn.qk.fwd"] == (128, 128, 64, 24)
@@ -165,14 +210,18 @@ def test_attention_heads_lower_to_batched_gemms() -> None:
 
 
 def test_updates_count_optimizer_state() -> None:
-    for optimizer, states in ((OptimizerKind.SGD, 0), (OptimizerKind.MOMENTUM, 1),
-                              (OptimizerKind.ADAM, 2)):
+    for optimizer, states in (
+        (OptimizerKind.SGD, 0),
+        (OptimizerKind.MOMENTUM, 1),
+        (OptimizerKind.ADAM, 2),
+    ):
         graph = lower(ROOT / "workloads" / "mlp.yaml", optimizer=optimizer)
         updates = [op for op in graph.ops if op.phase is Phase.UPDATE]
         assert len(updates) == len(graph.parameters) == 6  # weight and bias of 3 layers
         assert all(isinstance(u, VectorOp) and len(u.reads) == 2 + states for u in updates)
-        last_backward = max(op.op_id for op in graph.ops
-                            if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT))
+        last_backward = max(
+            op.op_id for op in graph.ops if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        )
         assert all(op.op_id > last_backward for op in updates)
 
 
@@ -189,10 +238,18 @@ def test_residual_gradients_are_accumulated() -> None:
 
 def test_word_sizes_follow_tensor_class() -> None:
     workload = load_workload(ROOT / "workloads" / "mlp.yaml")
-    hw = make_hw(**{"word_bytes.activations": 1, "word_bytes.weights": 4,
-                    "word_bytes.gradients": 2})
-    graph = assign(AssignmentPolicy.SINGLE, infer_shapes(workload, "t"), workload, hw, 2,
-                   StridedDx.SKIP_ZEROS, OptimizerKind.SGD)
+    hw = make_hw(
+        **{"word_bytes.activations": 1, "word_bytes.weights": 4, "word_bytes.gradients": 2}
+    )
+    graph = assign(
+        AssignmentPolicy.SINGLE,
+        infer_shapes(workload, "t"),
+        workload,
+        hw,
+        2,
+        StridedDx.SKIP_ZEROS,
+        OptimizerKind.SGD,
+    )
     fc2 = next(op for op in gemms(graph) if op.name == "fc2.fwd")
     assert (fc2.a.word_bytes, fc2.b.word_bytes, fc2.c.word_bytes) == (1, 4, 1)
     assert WordBytesSpec().optimizer_state == 4

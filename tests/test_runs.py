@@ -28,8 +28,12 @@ def run(path: Path, *sets: str) -> RunResult:
 
 
 def test_data_parallel_conserves_macs_and_speeds_up_compute_bound() -> None:
-    ideal = ("dram.bandwidth_bytes_per_cycle=.inf", "dram.latency_cycles=0",
-             "interconnect.bandwidth_bytes_per_cycle=.inf", "interconnect.latency_cycles=0")
+    ideal = (
+        "dram.bandwidth_bytes_per_cycle=.inf",
+        "dram.latency_cycles=0",
+        "interconnect.bandwidth_bytes_per_cycle=.inf",
+        "interconnect.latency_cycles=0",
+    )
     one = run(RESNET_RUN, *ideal, "batch_size=8")
     four = run(RESNET_RUN, *ideal, "batch_size=8", "processors=4", "assignment=data_parallel")
     gemm_macs = [int(r.trace.costs.macs.sum()) for r in (one, four)]
@@ -47,26 +51,36 @@ def test_data_parallel_shows_dram_contention() -> None:
     # Both processors queue on one DRAM channel: far from a 2x speedup, and the
     # array stalls more in total than on one processor.
     assert two.total_cycles > 0.8 * one.total_cycles
-    assert two.trace.stall_cycles[array].sum() > one.trace.stall_cycles[one.trace.costs.unit == UNIT_ARRAY].sum()
+    assert (
+        two.trace.stall_cycles[array].sum()
+        > one.trace.stall_cycles[one.trace.costs.unit == UNIT_ARRAY].sum()
+    )
 
 
 def test_data_parallel_needs_a_sample_per_processor() -> None:
     from accelsim.errors import ConfigError
-    with pytest.raises(ConfigError, match=r"batch_size: data_parallel needs at least one sample"
-                                          r" per processor \(4\) \(got 2\)"):
+
+    with pytest.raises(
+        ConfigError,
+        match=r"batch_size: data_parallel needs at least one sample"
+        r" per processor \(4\) \(got 2\)",
+    ):
         run(MLP_RUN, "processors=4", "assignment=data_parallel", "batch_size=2")
 
 
 def test_unlimited_bandwidth_whole_step_has_no_stalls() -> None:
-    result = run(RESNET_RUN, "batch_size=2", "dram.bandwidth_bytes_per_cycle=.inf",
-                 "dram.latency_cycles=0")
+    result = run(
+        RESNET_RUN, "batch_size=2", "dram.bandwidth_bytes_per_cycle=.inf", "dram.latency_cycles=0"
+    )
     assert int(result.trace.stall_cycles.sum()) == 0
     assert result.total_cycles <= int(result.trace.costs.compute_cycles.sum())
 
 
 def test_halving_bandwidth_never_reduces_step_cycles() -> None:
-    cycles = [run(RESNET_RUN, "batch_size=2", f"dram.bandwidth_bytes_per_cycle={bw}").total_cycles
-              for bw in (256, 128, 64, 32, 16)]
+    cycles = [
+        run(RESNET_RUN, "batch_size=2", f"dram.bandwidth_bytes_per_cycle={bw}").total_cycles
+        for bw in (256, 128, 64, 32, 16)
+    ]
     assert cycles == sorted(cycles)
     assert cycles[-1] > cycles[0]
 
@@ -89,20 +103,36 @@ def test_summary_is_consistent() -> None:
     assert s["energy_pj"]["total"] == pytest.approx(sum(s["energy_pj"]["by_component"].values()))
     assert s["energy_pj"]["total"] == pytest.approx(sum(s["energy_pj"]["by_phase"].values()))
     rows = result.op_rows()
-    assert sum(r["dram_read_ifmap_bytes"] + r["dram_read_filter_bytes"] for r in rows) == \
-        s["dram_bytes"]["read"]
+    assert (
+        sum(r["dram_read_ifmap_bytes"] + r["dram_read_filter_bytes"] for r in rows)
+        == s["dram_bytes"]["read"]
+    )
     layers = result.layer_rows()
     assert sum(r["fwd_macs"] for r in layers) == s["macs"]["fwd"]
-    assert sum(r["params"] for r in layers) == s["parameters"] == 784 * 2048 + 2048 + \
-        2048 * 2048 + 2048 + 2048 * 10 + 10
+    assert (
+        sum(r["params"] for r in layers)
+        == s["parameters"]
+        == 784 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10
+    )
 
 
 @settings(max_examples=30, deadline=None)
-@given(field=st.sampled_from(["macs", "vector_ops", "sram_ifmap_read_bytes",
-                              "sram_filter_write_bytes", "sram_ofmap_write_bytes",
-                              "dram_ifmap_read_bytes", "dram_ofmap_write_bytes",
-                              "interconnect_bytes"]),
-       op=st.integers(0, 22), extra=st.integers(1, 10**9))
+@given(
+    field=st.sampled_from(
+        [
+            "macs",
+            "vector_ops",
+            "sram_ifmap_read_bytes",
+            "sram_filter_write_bytes",
+            "sram_ofmap_write_bytes",
+            "dram_ifmap_read_bytes",
+            "dram_ofmap_write_bytes",
+            "interconnect_bytes",
+        ]
+    ),
+    op=st.integers(0, 22),
+    extra=st.integers(1, 10**9),
+)
 def test_energy_never_decreases_when_a_count_grows(field: str, op: int, extra: int) -> None:
     result = _mlp_result()
     costs = result.trace.costs
@@ -128,8 +158,10 @@ def _mlp_result() -> RunResult:
 
 def test_two_runs_write_identical_files(tmp_path: Path) -> None:
     inputs = load_inputs(RESNET_RUN, parse_sets(["batch_size=4"]))
-    dirs = [write_run(simulate_run(inputs), resolved_config(inputs), tmp_path / str(i))
-            for i in range(2)]
+    dirs = [
+        write_run(simulate_run(inputs), resolved_config(inputs), tmp_path / str(i))
+        for i in range(2)
+    ]
     for name in ("ops.csv", "layers.csv", "summary.json", "resolved_config.yaml"):
         assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes()
 
@@ -140,8 +172,11 @@ def test_static_energy_scales_with_time() -> None:
     seconds = result.total_cycles / (hw.clock_mhz * 1e6)
     static = result.energy.static_pj
     table = load_inputs(MLP_RUN).energy
-    power_mw = (hw.array.rows * hw.array.cols * table.static.pe_mw
-                + (hw.buffers.ifmap_kib + hw.buffers.filter_kib + hw.buffers.ofmap_kib)
-                * table.static.sram_mw_per_kib + hw.vector_unit.lanes * table.static.vector_lane_mw)
+    power_mw = (
+        hw.array.rows * hw.array.cols * table.static.pe_mw
+        + (hw.buffers.ifmap_kib + hw.buffers.filter_kib + hw.buffers.ofmap_kib)
+        * table.static.sram_mw_per_kib
+        + hw.vector_unit.lanes * table.static.vector_lane_mw
+    )
     assert math.isclose(static, power_mw * 1e-3 * seconds * 1e12, rel_tol=1e-9)
     assert np.all(result.energy.op_pj >= 0)

@@ -12,17 +12,18 @@ from pydantic import Field, model_validator
 from accelsim.config.base import (
     Bandwidth,
     DataflowField,
-    Precision,
-    RuleViolation,
     Name,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    Precision,
     PrecisionField,
+    RuleViolation,
     Spec,
 )
 from accelsim.units import kib_to_bytes
+
 
 class ArraySpec(Spec):
     """The systolic array of one processor."""
@@ -100,7 +101,9 @@ class WordBytesSpec(Spec):
             value = getattr(self, field)
             if value not in _WORD_SIZES:
                 raise RuleViolation(
-                    field, f"word size must be one of {', '.join(map(str, _WORD_SIZES))} bytes", value
+                    field,
+                    f"word size must be one of {', '.join(map(str, _WORD_SIZES))} bytes",
+                    value,
                 )
         return self
 

@@ -39,8 +39,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
         key = loader.construct_object(key_node, deep=deep)
         if not isinstance(key, str | int | float | bool) and key is not None:
             raise yaml.constructor.ConstructorError(
-                None, None, f"a key must be a plain value, not a {type(key).__name__}",
-                key_node.start_mark)
+                None,
+                None,
+                f"a key must be a plain value, not a {type(key).__name__}",
+                key_node.start_mark,
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -50,7 +53,8 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 
 
 _StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
 )
 # YAML 1.1 reads "1e-9" (no dot) as a string; accept it as the float users mean.
 _StrictLoader.add_implicit_resolver(
@@ -84,7 +88,7 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
     except (OSError, UnicodeDecodeError) as exc:
         raise error.single(name, "", f"cannot read file: {exc}") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict subclass of SafeLoader
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -100,7 +104,7 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
 def parse_value(text: str) -> Any:
     """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str)."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - strict SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError:
         return text
 
@@ -132,7 +136,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[Override]) -> dict[str
 
     List elements are addressed as ``layers[2].kernel``.
     """
-    result = _deep_copy(data)
+    result: dict[str, Any] = _deep_copy(data)
     for item in overrides:
         target: Any = result
         parts = _split_key(item)
@@ -199,12 +203,20 @@ def validate_with_overrides(
         problems = []
         for problem in exc.problems:
             origin = next(
-                (o for k, o in by_key.items() if problem.path == k or problem.path.startswith(k + ".")),
+                (
+                    o
+                    for k, o in by_key.items()
+                    if problem.path == k or problem.path.startswith(k + ".")
+                ),
                 None,
             )
             if origin is not None:
-                problem = Problem(origin.source, origin.source_path + problem.path[len(origin.key):],
-                                  problem.message, problem.value)
+                problem = Problem(
+                    origin.source,
+                    origin.source_path + problem.path[len(origin.key) :],
+                    problem.message,
+                    problem.value,
+                )
             problems.append(problem)
         raise type(exc)(problems) from None
 
@@ -253,8 +265,12 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
         head, _, rest = item.key.partition(".")
         head = head.split("[")[0]
         if head == "overrides":
-            raise ConfigError.single(CLI_SOURCE, item.key, f"set the target directly, e.g."
-                                     f" --set {rest or 'hardware.array.rows'}=...", item.value)
+            raise ConfigError.single(
+                CLI_SOURCE,
+                item.key,
+                f"set the target directly, e.g. --set {rest or 'hardware.array.rows'}=...",
+                item.value,
+            )
         if head in ("run", *SECTIONS) and rest:
             routed[head].append(Override(rest, item.value, item.source, item.source_path))
         elif head in run_keys:
@@ -263,8 +279,9 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
             routed["hardware"].append(item)
         else:
             choices = sorted(run_keys | hardware_keys | {f"{s}." for s in ("run", *SECTIONS)})
-            raise ConfigError.single(CLI_SOURCE, item.key, "unknown key; " + suggest(head, choices),
-                                     item.value)
+            raise ConfigError.single(
+                CLI_SOURCE, item.key, "unknown key; " + suggest(head, choices), item.value
+            )
     return routed
 
 
@@ -287,8 +304,11 @@ def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
     for section in SECTIONS:
         overrides[section].extend(routed[section])
     paths = {section: path.parent / getattr(run, section) for section in SECTIONS}
-    missing = [Problem(name, section, "file not found", getattr(run, section))
-               for section, target in paths.items() if not target.is_file()]
+    missing = [
+        Problem(name, section, "file not found", getattr(run, section))
+        for section, target in paths.items()
+        if not target.is_file()
+    ]
     if missing:
         raise ConfigError(missing)
     return RunFile(path, run, paths["hardware"], paths["energy"], paths["workload"], overrides)
@@ -301,8 +321,10 @@ def _run_file_overrides(run: RunSpec, name: str) -> dict[str, list[Override]]:
         head, _, rest = key.partition(".")
         if head not in SECTIONS or not rest:
             raise ConfigError.single(
-                name, join_path("overrides", key),
-                "override keys start with " + ", ".join(f"'{s}.'" for s in SECTIONS), value,
+                name,
+                join_path("overrides", key),
+                "override keys start with " + ", ".join(f"'{s}.'" for s in SECTIONS),
+                value,
             )
         by_section[head].append(Override(rest, value, name, join_path("overrides", key)))
     return by_section

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from accelsim.config.base import (
-    ConventionField,
     Convention,
+    ConventionField,
     Name,
     NonNegativeInt,
     PositiveInt,

@@ -71,8 +71,9 @@ def _merge(problems: list[Problem]) -> list[Problem]:
         if key in merged:
             first = merged[key]
             if p.message not in first.message.split(" or "):
-                merged[key] = Problem(first.file, first.path, f"{first.message} or {p.message}",
-                                      first.value)
+                merged[key] = Problem(
+                    first.file, first.path, f"{first.message} or {p.message}", first.value
+                )
         else:
             merged[key] = p
     return list(merged.values())
@@ -109,8 +110,9 @@ def _to_problem(model: type[BaseModel], err: ErrorDetails, file: str, prefix: st
         return Problem(file, join_path(path, "kind"), "missing required key")
     if kind == "value_error" and isinstance(ctx.get("error"), RuleViolation):
         rule: RuleViolation = ctx["error"]
-        return Problem(file, join_path(path, rule.path) if path else rule.path, rule.message,
-                       rule.value)
+        return Problem(
+            file, join_path(path, rule.path) if path else rule.path, rule.message, rule.value
+        )
     if kind == "missing":
         return Problem(file, path, _MESSAGES["missing"])
     message = _MESSAGES.get(kind, err["msg"])

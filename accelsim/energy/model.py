@@ -17,8 +17,16 @@ from accelsim.errors import ConfigError, Problem
 from accelsim.timing.trace import Trace
 from accelsim.units import BITS_PER_BYTE
 
-COMPONENTS = ("mac", "vector", "sram_ifmap", "sram_filter", "sram_ofmap", "dram",
-              "interconnect", "static")
+COMPONENTS = (
+    "mac",
+    "vector",
+    "sram_ifmap",
+    "sram_filter",
+    "sram_ofmap",
+    "dram",
+    "interconnect",
+    "static",
+)
 
 
 @dataclass(frozen=True)
@@ -51,12 +59,23 @@ def check_table(table: EnergyTable, hw: HardwareSpec, table_file: str) -> None:
     """
     problems = []
     if hw.array.precision not in table.mac_pj:
-        problems.append(Problem(table_file, "mac_pj", f"no entry for the array precision of"
-                                f" hardware '{hw.name}'", hw.array.precision.value))
+        problems.append(
+            Problem(
+                table_file,
+                "mac_pj",
+                f"no entry for the array precision of hardware '{hw.name}'",
+                hw.array.precision.value,
+            )
+        )
     if hw.vector_unit.precision not in table.vector_op_pj:
-        problems.append(Problem(table_file, "vector_op_pj", f"no entry for the vector-unit"
-                                f" precision of hardware '{hw.name}'",
-                                hw.vector_unit.precision.value))
+        problems.append(
+            Problem(
+                table_file,
+                "vector_op_pj",
+                f"no entry for the vector-unit precision of hardware '{hw.name}'",
+                hw.vector_unit.precision.value,
+            )
+        )
     if problems:
         raise ConfigError(problems)
 
@@ -65,7 +84,7 @@ def sram_pj_per_byte(table: EnergyTable, capacity_kib: float, write: bool) -> fl
     """Access energy per byte of an SRAM of ``capacity_kib``."""
     sram = table.sram
     base = sram.write_pj_per_byte if write else sram.read_pj_per_byte
-    return base * (capacity_kib / sram.reference_kib) ** sram.capacity_exponent
+    return float(base * (capacity_kib / sram.reference_kib) ** sram.capacity_exponent)
 
 
 def static_power_mw(table: EnergyTable, hw: HardwareSpec) -> float:
@@ -86,8 +105,9 @@ def estimate_energy(trace: Trace, hw: HardwareSpec, table: EnergyTable) -> Energ
     b = hw.buffers
 
     def sram(capacity_kib: float, reads: np.ndarray, writes: np.ndarray) -> np.ndarray:
-        return (reads * sram_pj_per_byte(table, capacity_kib, write=False)
-                + writes * sram_pj_per_byte(table, capacity_kib, write=True))
+        return reads * sram_pj_per_byte(
+            table, capacity_kib, write=False
+        ) + writes * sram_pj_per_byte(table, capacity_kib, write=True)
 
     dram_read = c.dram_read_bytes * BITS_PER_BYTE * table.dram_read_pj_per_bit
     dram_write = c.dram_ofmap_write_bytes * BITS_PER_BYTE * table.dram_write_pj_per_bit

@@ -28,8 +28,13 @@ def split_batch(batch: int, processors: int) -> list[int]:
 
 
 def assign(
-    policy: AssignmentPolicy, infos: Sequence[LayerInfo], workload: wm.Workload,
-    hw: HardwareSpec, batch: int, strided_dx: StridedDx, optimizer: OptimizerKind,
+    policy: AssignmentPolicy,
+    infos: Sequence[LayerInfo],
+    workload: wm.Workload,
+    hw: HardwareSpec,
+    batch: int,
+    strided_dx: StridedDx,
+    optimizer: OptimizerKind,
     run_file: str = "run",
 ) -> OpGraph:
     """Lower the training step and place its ops according to ``policy``.
@@ -47,8 +52,10 @@ def assign(
             procs = hw.processors
             if batch < procs:
                 raise ConfigError.single(
-                    run_file, "batch_size",
-                    f"data_parallel needs at least one sample per processor ({procs})", batch,
+                    run_file,
+                    "batch_size",
+                    f"data_parallel needs at least one sample per processor ({procs})",
+                    batch,
                 )
             steps = []
             for p, local in enumerate(split_batch(batch, procs)):
@@ -60,18 +67,23 @@ def assign(
                 builder.current_processor = 0
                 for j, param in enumerate(steps[0].parameters):
                     name = param.weight.name.removeprefix("p0/")
-                    tensor = builder.tensor(f"{name}.allreduce", param.gradient.kind,
-                                            param.gradient.elements)
+                    tensor = builder.tensor(
+                        f"{name}.allreduce", param.gradient.kind, param.gradient.elements
+                    )
                     op = builder.allreduce(
-                        f"{name}.allreduce", param.layer, tensor, tuple(range(procs)),
+                        f"{name}.allreduce",
+                        param.layer,
+                        tensor,
+                        tuple(range(procs)),
                         after=[s.parameters[j].grad_op for s in steps],
                     )
                     for s in steps:
                         ready[s.parameters[j].weight.name] = op
             for p, step in enumerate(steps):
                 builder.current_processor = p
-                builder.add_updates(step.parameters, optimizer, after=step.backward_sinks,
-                                    gradient_ready=ready)
+                builder.add_updates(
+                    step.parameters, optimizer, after=step.backward_sinks, gradient_ready=ready
+                )
             return builder.build(steps[0].parameters)
         case _:
             assert_never(policy)

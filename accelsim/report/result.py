@@ -23,19 +23,56 @@ SCHEMA_VERSION = 1
 UNIT_NAMES = {UNIT_ARRAY: "array", UNIT_VECTOR: "vector", UNIT_COMM: "interconnect"}
 
 OP_COLUMNS = (
-    "op_id", "name", "layer", "phase", "kind", "m", "n", "k", "count", "processor", "unit",
-    "start_cycle", "end_cycle", "compute_cycles", "stall_cycles", "utilization", "macs",
-    "vector_ops", "folds", "mapping_efficiency",
-    "sram_read_ifmap_bytes", "sram_read_filter_bytes", "sram_read_ofmap_bytes",
-    "sram_write_ifmap_bytes", "sram_write_filter_bytes", "sram_write_ofmap_bytes",
-    "dram_read_ifmap_bytes", "dram_read_filter_bytes", "dram_read_ofmap_bytes",
-    "dram_write_ofmap_bytes", "interconnect_bytes", "energy_pj",
+    "op_id",
+    "name",
+    "layer",
+    "phase",
+    "kind",
+    "m",
+    "n",
+    "k",
+    "count",
+    "processor",
+    "unit",
+    "start_cycle",
+    "end_cycle",
+    "compute_cycles",
+    "stall_cycles",
+    "utilization",
+    "macs",
+    "vector_ops",
+    "folds",
+    "mapping_efficiency",
+    "sram_read_ifmap_bytes",
+    "sram_read_filter_bytes",
+    "sram_read_ofmap_bytes",
+    "sram_write_ifmap_bytes",
+    "sram_write_filter_bytes",
+    "sram_write_ofmap_bytes",
+    "dram_read_ifmap_bytes",
+    "dram_read_filter_bytes",
+    "dram_read_ofmap_bytes",
+    "dram_write_ofmap_bytes",
+    "interconnect_bytes",
+    "energy_pj",
 )
 
 LAYER_COLUMNS = (
-    "layer", "ops", "params", "fwd_macs", "bwd_input_macs", "bwd_weight_macs", "vector_ops",
-    "fwd_busy_cycles", "bwd_busy_cycles", "update_busy_cycles", "stall_cycles",
-    "dram_read_bytes", "dram_write_bytes", "stash_bytes", "energy_pj",
+    "layer",
+    "ops",
+    "params",
+    "fwd_macs",
+    "bwd_input_macs",
+    "bwd_weight_macs",
+    "vector_ops",
+    "fwd_busy_cycles",
+    "bwd_busy_cycles",
+    "update_busy_cycles",
+    "stall_cycles",
+    "dram_read_bytes",
+    "dram_write_bytes",
+    "stash_bytes",
+    "energy_pj",
 )
 
 
@@ -86,19 +123,30 @@ class RunResult:
                         if backward and acc.tensor.name not in graph.on_chip:
                             read += acc.bytes
                 for acc in op.writes:
-                    if op.phase is Phase.FWD and acc.tensor.name in stashed \
-                            and acc.tensor.name not in graph.on_chip:
+                    if (
+                        op.phase is Phase.FWD
+                        and acc.tensor.name in stashed
+                        and acc.tensor.name not in graph.on_chip
+                    ):
                         write += acc.bytes
         on_chip = sum(b for name, b in sizes.items() if name in graph.on_chip)
-        return {"tensors": len(sizes), "bytes": sum(sizes.values()), "on_chip_bytes": on_chip,
-                "dram_write_bytes": write, "dram_read_bytes": read}
+        return {
+            "tensors": len(sizes),
+            "bytes": sum(sizes.values()),
+            "on_chip_bytes": on_chip,
+            "dram_write_bytes": write,
+            "dram_read_bytes": read,
+        }
 
     def summary(self) -> dict[str, Any]:
         """The ``summary.json`` record (schema version :data:`SCHEMA_VERSION`)."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         phases = np.array([op.phase.value for op in self.graph.ops])
-        macs = {p.value: int(c.macs[phases == p.value].sum()) for p in Phase
-                if p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT)}
+        macs = {
+            p.value: int(c.macs[phases == p.value].sum())
+            for p in Phase
+            if p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        }
         array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
         by_phase = {p.value: float(op_pj[phases == p.value].sum()) for p in Phase}
@@ -157,31 +205,42 @@ class RunResult:
             else:
                 util = 0.0
             gemm = op if isinstance(op, GemmOp) else None
-            rows.append({
-                "op_id": i, "name": op.name, "layer": op.layer, "phase": op.phase.value,
-                "kind": {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm"}[type(op)],
-                "m": gemm.m if gemm else "", "n": gemm.n if gemm else "",
-                "k": gemm.k if gemm else "", "count": gemm.count if gemm else "",
-                "processor": int(trace.processor[i]), "unit": UNIT_NAMES[unit],
-                "start_cycle": int(trace.start_cycle[i]), "end_cycle": int(trace.end_cycle[i]),
-                "compute_cycles": int(c.compute_cycles[i]) if unit != UNIT_COMM else 0,
-                "stall_cycles": int(trace.stall_cycles[i]),
-                "utilization": round(util, 6), "macs": int(c.macs[i]),
-                "vector_ops": int(c.vector_ops[i]), "folds": int(c.folds[i]),
-                "mapping_efficiency": round(float(c.mapping_efficiency[i]), 6),
-                "sram_read_ifmap_bytes": int(c.sram_ifmap_read_bytes[i]),
-                "sram_read_filter_bytes": int(c.sram_filter_read_bytes[i]),
-                "sram_read_ofmap_bytes": int(c.sram_ofmap_read_bytes[i]),
-                "sram_write_ifmap_bytes": int(c.sram_ifmap_write_bytes[i]),
-                "sram_write_filter_bytes": int(c.sram_filter_write_bytes[i]),
-                "sram_write_ofmap_bytes": int(c.sram_ofmap_write_bytes[i]),
-                "dram_read_ifmap_bytes": int(c.dram_ifmap_read_bytes[i]),
-                "dram_read_filter_bytes": int(c.dram_filter_read_bytes[i]),
-                "dram_read_ofmap_bytes": int(c.dram_ofmap_read_bytes[i]),
-                "dram_write_ofmap_bytes": int(c.dram_ofmap_write_bytes[i]),
-                "interconnect_bytes": int(c.interconnect_bytes[i]),
-                "energy_pj": round(float(op_pj[i]), 3),
-            })
+            rows.append(
+                {
+                    "op_id": i,
+                    "name": op.name,
+                    "layer": op.layer,
+                    "phase": op.phase.value,
+                    "kind": {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm"}[type(op)],
+                    "m": gemm.m if gemm else "",
+                    "n": gemm.n if gemm else "",
+                    "k": gemm.k if gemm else "",
+                    "count": gemm.count if gemm else "",
+                    "processor": int(trace.processor[i]),
+                    "unit": UNIT_NAMES[unit],
+                    "start_cycle": int(trace.start_cycle[i]),
+                    "end_cycle": int(trace.end_cycle[i]),
+                    "compute_cycles": int(c.compute_cycles[i]) if unit != UNIT_COMM else 0,
+                    "stall_cycles": int(trace.stall_cycles[i]),
+                    "utilization": round(util, 6),
+                    "macs": int(c.macs[i]),
+                    "vector_ops": int(c.vector_ops[i]),
+                    "folds": int(c.folds[i]),
+                    "mapping_efficiency": round(float(c.mapping_efficiency[i]), 6),
+                    "sram_read_ifmap_bytes": int(c.sram_ifmap_read_bytes[i]),
+                    "sram_read_filter_bytes": int(c.sram_filter_read_bytes[i]),
+                    "sram_read_ofmap_bytes": int(c.sram_ofmap_read_bytes[i]),
+                    "sram_write_ifmap_bytes": int(c.sram_ifmap_write_bytes[i]),
+                    "sram_write_filter_bytes": int(c.sram_filter_write_bytes[i]),
+                    "sram_write_ofmap_bytes": int(c.sram_ofmap_write_bytes[i]),
+                    "dram_read_ifmap_bytes": int(c.dram_ifmap_read_bytes[i]),
+                    "dram_read_filter_bytes": int(c.dram_filter_read_bytes[i]),
+                    "dram_read_ofmap_bytes": int(c.dram_ofmap_read_bytes[i]),
+                    "dram_write_ofmap_bytes": int(c.dram_ofmap_write_bytes[i]),
+                    "interconnect_bytes": int(c.interconnect_bytes[i]),
+                    "energy_pj": round(float(op_pj[i]), 3),
+                }
+            )
         return rows
 
     def layer_rows(self) -> list[dict[str, Any]]:
@@ -195,8 +254,11 @@ class RunResult:
         rows: dict[str, dict[str, Any]] = {}
         for op in self.graph.ops:
             i = op.op_id
-            row = rows.setdefault(op.layer, {col: 0 for col in LAYER_COLUMNS} | {
-                "layer": op.layer, "params": params.get(op.layer, 0)})
+            row = rows.setdefault(
+                op.layer,
+                {col: 0 for col in LAYER_COLUMNS}
+                | {"layer": op.layer, "params": params.get(op.layer, 0)},
+            )
             duration = int(trace.end_cycle[i] - trace.start_cycle[i])
             row["ops"] += 1
             macs = int(c.macs[i])
@@ -206,8 +268,9 @@ class RunResult:
                 if isinstance(op, GemmOp) and op.c.name in stashed:
                     row["stash_bytes"] += op.c.bytes
                 elif isinstance(op, VectorOp):
-                    row["stash_bytes"] += sum(a.bytes for a in op.writes
-                                              if a.tensor.name in stashed)
+                    row["stash_bytes"] += sum(
+                        a.bytes for a in op.writes if a.tensor.name in stashed
+                    )
             elif op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT):
                 row[f"{op.phase.value}_macs"] += macs
                 row["bwd_busy_cycles"] += duration

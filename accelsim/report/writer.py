@@ -38,8 +38,10 @@ def check_writable(directory: Path, force: bool) -> None:
         OutputError: if ``directory`` exists and ``force`` is false.
     """
     if directory.exists() and not force:
-        raise OutputError(f"{directory}: run directory exists; pass --force to overwrite it"
-                          " or --out to write elsewhere")
+        raise OutputError(
+            f"{directory}: run directory exists; pass --force to overwrite it"
+            " or --out to write elsewhere"
+        )
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
@@ -50,9 +52,7 @@ def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]
         writer.writerows(rows)
 
 
-def write_run(
-    result: RunResult, resolved_config: str, out: Path, force: bool = False
-) -> Path:
+def write_run(result: RunResult, resolved_config: str, out: Path, force: bool = False) -> Path:
     """Write ``resolved_config.yaml``, ``ops.csv``, ``layers.csv`` and ``summary.json``.
 
     Args:
@@ -80,7 +80,8 @@ def write_run(
         write_csv(staging / "ops.csv", OP_COLUMNS, result.op_rows())
         write_csv(staging / "layers.csv", LAYER_COLUMNS, result.layer_rows())
         (staging / "summary.json").write_text(
-            json.dumps(result.summary(), indent=2) + "\n", encoding="utf-8")
+            json.dumps(result.summary(), indent=2) + "\n", encoding="utf-8"
+        )
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 
 import simpy
-from simpy.resources.base import BaseResource, Put
+from simpy.resources.base import BaseResource, Get, Put
 
 
-class Transfer(Put):
+class Transfer(Put["Channel"]):
     """Request to move ``n_bytes`` over a :class:`Channel`; yield it to wait for the data."""
 
     def __init__(self, channel: Channel, n_bytes: int) -> None:
@@ -25,7 +25,7 @@ class Transfer(Put):
         super().__init__(channel)
 
 
-class Channel(BaseResource):
+class Channel(BaseResource[Transfer, Get["Channel"]]):
     """A FIFO channel of ``bytes_per_cycle`` bandwidth and ``latency`` cycles.
 
     Args:
@@ -45,7 +45,7 @@ class Channel(BaseResource):
         """Queue a transfer; the returned event fires when its data has arrived."""
         return Transfer(self, n_bytes)
 
-    def _do_put(self, event: Transfer) -> bool:  # type: ignore[override]
+    def _do_put(self, event: Transfer) -> bool:
         now = int(self._env.now)
         start = max(now, self.free_at)
         busy = math.ceil(event.n_bytes / self.bytes_per_cycle)
@@ -56,5 +56,5 @@ class Channel(BaseResource):
         self._env.schedule(event, delay=self.free_at + self.latency - now)
         return True
 
-    def _do_get(self, event: object) -> bool:  # type: ignore[override]
+    def _do_get(self, event: Get[Channel]) -> bool:
         return True

@@ -28,7 +28,7 @@ MIN_CHUNK_CYCLES = 2048
 
 def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = None) -> np.ndarray:
     """Tile groups per op: at most ``chunks_per_op``, ``limit`` and one per ``MIN_CHUNK_CYCLES``."""
-    chunks = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
+    chunks: np.ndarray = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
     return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
 
 
@@ -67,11 +67,17 @@ class OpCosts:
 
     @property
     def dram_read_bytes(self) -> np.ndarray:
-        return self.dram_ifmap_read_bytes + self.dram_filter_read_bytes + self.dram_ofmap_read_bytes
+        total: np.ndarray = (
+            self.dram_ifmap_read_bytes + self.dram_filter_read_bytes + self.dram_ofmap_read_bytes
+        )
+        return total
 
 
 def op_costs(
-    graph: OpGraph, hw: HardwareSpec, convention: Convention, psums: PsumPolicy,
+    graph: OpGraph,
+    hw: HardwareSpec,
+    convention: Convention,
+    psums: PsumPolicy,
     chunks_per_op: int,
 ) -> OpCosts:
     """Cost every op of ``graph`` on ``hw`` under ``convention`` and the ``psums`` tiling."""
@@ -85,14 +91,33 @@ def op_costs(
     if len(table):
         idx = table.op_index
         fr, fc, folds, cycles = kernels.fold_cycles(
-            table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv)
+            table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv
+        )
         ifr, flr, ofr, ofw = kernels.sram_counts(
-            table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv)
+            table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
+        )
         a_rd, b_rd, c_rd, c_wr = kernels.dram_words(
-            table.dataflow, table.m, table.n, table.count, fr, fc, table.a_footprint,
-            table.b_footprint, table.a_word, table.b_word, table.c_word, table.a_on_chip,
-            table.b_on_chip, table.c_on_chip, hw.buffers.ifmap_bytes, hw.buffers.filter_bytes,
-            hw.buffers.ofmap_bytes, cols, conv, psums is PsumPolicy.CHUNK)
+            table.dataflow,
+            table.m,
+            table.n,
+            table.count,
+            fr,
+            fc,
+            table.a_footprint,
+            table.b_footprint,
+            table.a_word,
+            table.b_word,
+            table.c_word,
+            table.a_on_chip,
+            table.b_on_chip,
+            table.c_on_chip,
+            hw.buffers.ifmap_bytes,
+            hw.buffers.filter_bytes,
+            hw.buffers.ofmap_bytes,
+            cols,
+            conv,
+            psums is PsumPolicy.CHUNK,
+        )
         z["unit"][idx] = UNIT_ARRAY
         z["compute_cycles"][idx] = cycles
         z["macs"][idx] = table.m * table.n * table.k * table.count
@@ -109,8 +134,9 @@ def op_costs(
         z["dram_ofmap_read_bytes"][idx] = c_rd * table.c_word
         z["dram_ofmap_write_bytes"][idx] = c_wr * table.c_word
         tile = rows * cols
-        z["prologue_bytes"][idx] = (np.minimum(a_rd, tile) * table.a_word
-                                    + np.minimum(b_rd, tile) * table.b_word)
+        z["prologue_bytes"][idx] = (
+            np.minimum(a_rd, tile) * table.a_word + np.minimum(b_rd, tile) * table.b_word
+        )
         z["epilogue_bytes"][idx] = np.minimum(c_wr, tile) * table.c_word
         z["chunks"][idx] = _chunks(cycles, chunks_per_op, folds)
 

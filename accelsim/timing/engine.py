@@ -10,9 +10,10 @@ interconnect link, another channel, for ring all-reduces.
 An op is simulated as ``chunks`` tile groups: the first tile of each input
 (the prologue) must arrive before compute starts; while group ``j`` computes,
 group ``j+1`` is fetched (double buffering) and group ``j``'s outputs drain to
-DRAM behind it; the last output tile (the epilogue) drains after compute.  The array stalls when a fetch is late.  Events happen per
-tile group and per transfer, never per cycle, and contention between
-processors and units comes out of the shared channel.
+DRAM behind it; the last output tile (the epilogue) drains after compute.
+The array stalls when a fetch is late.  Events happen per tile group and per
+transfer, never per cycle, and contention between processors and units comes
+out of the shared channel.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ class _Engine:
         self.env = simpy.Environment()
         self.dram = Channel(self.env, hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
         link = hw.interconnect
-        self.links = [Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
-                      for _ in range(hw.processors)]
+        self.links = [
+            Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
+            for _ in range(hw.processors)
+        ]
         n_ops = len(graph.ops)
         self.start = np.full(n_ops, -1, np.int64)
         self.end = np.full(n_ops, -1, np.int64)
@@ -56,12 +59,11 @@ class _Engine:
             for d in op.deps:
                 self.successors[d].append(op.op_id)
         self.queues = {
-            (p, u): simpy.PriorityStore(self.env)
-            for p in range(hw.processors) for u in (0, 1)
+            (p, u): simpy.PriorityStore(self.env) for p in range(hw.processors) for u in (0, 1)
         }
 
     def run(self) -> Trace:
-        for (p, u), queue in self.queues.items():
+        for (_p, _u), queue in self.queues.items():
             self.env.process(self._unit_proc(queue))
         for op in self.graph.ops:
             if not op.deps:
@@ -99,6 +101,7 @@ class _Engine:
     def _unit_proc(self, queue: simpy.PriorityStore) -> Process:
         while True:
             item = yield queue.get()
+            assert isinstance(item, simpy.PriorityItem)
             yield from self._op_proc(item.item)
 
     def _op_proc(self, i: int) -> Process:

@@ -24,8 +24,14 @@ OS, WS, IS = 0, 1, 2
 
 @njit(cache=True)
 def fold_cycles(
-    dataflow: np.ndarray, sr: np.ndarray, sc: np.ndarray, t: np.ndarray, count: np.ndarray,
-    rows: int, cols: int, convention: int,
+    dataflow: np.ndarray,
+    sr: np.ndarray,
+    sc: np.ndarray,
+    t: np.ndarray,
+    count: np.ndarray,
+    rows: int,
+    cols: int,
+    convention: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Folds and compute cycles of each GEMM.
 
@@ -52,8 +58,16 @@ def fold_cycles(
 
 @njit(cache=True)
 def sram_counts(
-    dataflow: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, count: np.ndarray,
-    row_folds: np.ndarray, col_folds: np.ndarray, rows: int, cols: int, convention: int,
+    dataflow: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    count: np.ndarray,
+    row_folds: np.ndarray,
+    col_folds: np.ndarray,
+    rows: int,
+    cols: int,
+    convention: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """SRAM accesses (words) of each GEMM, counting real elements, not idle PEs.
 
@@ -96,11 +110,25 @@ def sram_counts(
 
 @njit(cache=True)
 def dram_words(
-    dataflow: np.ndarray, m: np.ndarray, n: np.ndarray, count: np.ndarray,
-    row_folds: np.ndarray, col_folds: np.ndarray, a_footprint: np.ndarray,
-    b_footprint: np.ndarray, a_word: np.ndarray, b_word: np.ndarray, c_word: np.ndarray,
-    a_on_chip: np.ndarray, b_on_chip: np.ndarray, c_on_chip: np.ndarray,
-    ifmap_bytes: int, filter_bytes: int, ofmap_bytes: int, cols: int, convention: int,
+    dataflow: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    count: np.ndarray,
+    row_folds: np.ndarray,
+    col_folds: np.ndarray,
+    a_footprint: np.ndarray,
+    b_footprint: np.ndarray,
+    a_word: np.ndarray,
+    b_word: np.ndarray,
+    c_word: np.ndarray,
+    a_on_chip: np.ndarray,
+    b_on_chip: np.ndarray,
+    c_on_chip: np.ndarray,
+    ifmap_bytes: int,
+    filter_bytes: int,
+    ofmap_bytes: int,
+    cols: int,
+    convention: int,
     chunk_stream: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """DRAM traffic (words) of each GEMM from its loop order and the buffer sizes.

@@ -32,7 +32,7 @@ from accelsim.workload.ops import (
     VectorOp,
     whole,
 )
-from accelsim.workload.shapes import INPUT_NAME, LayerInfo, Layout, input_shape
+from accelsim.workload.shapes import INPUT_NAME, LayerInfo, input_shape
 
 # Vector-op costs per element (ops), documented in the README's modelling notes.
 BATCHNORM_FWD_OPS = 6  # mean, variance, normalise, scale, shift
@@ -105,17 +105,37 @@ class GraphBuilder:
 
     # -- ops -----------------------------------------------------------------------------
     def gemm(
-        self, name: str, layer: str, phase: Phase, m: int, n: int, k: int, count: int,
-        a: Tensor, b: Tensor, c: Tensor, a_elements: int | None = None,
-        b_elements: int | None = None, partial: bool = False,
+        self,
+        name: str,
+        layer: str,
+        phase: Phase,
+        m: int,
+        n: int,
+        k: int,
+        count: int,
+        a: Tensor,
+        b: Tensor,
+        c: Tensor,
+        a_elements: int | None = None,
+        b_elements: int | None = None,
+        partial: bool = False,
     ) -> int:
         """Add ``count`` GEMMs ``c[m x n] = a[m x k] . b[k x n]``.
 
         ``partial`` marks ``c`` as written piecewise by several ops.
         """
         op = GemmOp(
-            op_id=len(self.ops), name=name, layer=layer, phase=phase, m=m, n=n, k=k,
-            count=count, a=a, b=b, c=c,
+            op_id=len(self.ops),
+            name=name,
+            layer=layer,
+            phase=phase,
+            m=m,
+            n=n,
+            k=k,
+            count=count,
+            a=a,
+            b=b,
+            c=c,
             a_elements=min(m * k, a_elements) if a_elements is not None else m * k,
             b_elements=min(k * n, b_elements) if b_elements is not None else k * n,
             deps=self._deps((a, b), ()),
@@ -123,41 +143,69 @@ class GraphBuilder:
         return self._emit(op, (c,), partial)
 
     def vector(
-        self, name: str, layer: str, phase: Phase, elements: int, ops_per_element: int,
-        reads: Sequence[Access | Tensor], writes: Sequence[Access | Tensor],
+        self,
+        name: str,
+        layer: str,
+        phase: Phase,
+        elements: int,
+        ops_per_element: int,
+        reads: Sequence[Access | Tensor],
+        writes: Sequence[Access | Tensor],
         after: Iterable[int] = (),
     ) -> int:
         """Add a vector-unit op; tensors given bare are accessed whole."""
         read_acc = tuple(r if isinstance(r, Access) else whole(r) for r in reads)
         write_acc = tuple(w if isinstance(w, Access) else whole(w) for w in writes)
         op = VectorOp(
-            op_id=len(self.ops), name=name, layer=layer, phase=phase, elements=elements,
-            ops_per_element=ops_per_element, reads=read_acc, writes=write_acc,
+            op_id=len(self.ops),
+            name=name,
+            layer=layer,
+            phase=phase,
+            elements=elements,
+            ops_per_element=ops_per_element,
+            reads=read_acc,
+            writes=write_acc,
             deps=self._deps((r.tensor for r in read_acc), after),
         )
         return self._emit(op, (w.tensor for w in write_acc), partial=False)
 
     def allreduce(
-        self, name: str, layer: str, tensor: Tensor, participants: tuple[int, ...],
+        self,
+        name: str,
+        layer: str,
+        tensor: Tensor,
+        participants: tuple[int, ...],
         after: Iterable[int],
     ) -> int:
         """Add a ring all-reduce of ``tensor`` after the ops in ``after``."""
         op = CommOp(
-            op_id=len(self.ops), name=name, layer=layer, phase=Phase.COMM, tensor=tensor,
-            participants=participants, deps=self._deps((), after),
+            op_id=len(self.ops),
+            name=name,
+            layer=layer,
+            phase=Phase.COMM,
+            tensor=tensor,
+            participants=participants,
+            deps=self._deps((), after),
         )
         return self._emit(op, (tensor,), partial=False)
 
     # -- whole steps ---------------------------------------------------------------------
     def lower_step(
-        self, infos: Sequence[LayerInfo], workload: wm.Workload, batch: int,
-        strided_dx: StridedDx, prefix: str = "",
+        self,
+        infos: Sequence[LayerInfo],
+        workload: wm.Workload,
+        batch: int,
+        strided_dx: StridedDx,
+        prefix: str = "",
     ) -> StepLowering:
         """Lower the forward and backward pass of one replica on the current processor."""
         return _StepLowerer(self, workload, batch, strided_dx, prefix).run(infos)
 
     def add_updates(
-        self, parameters: Sequence[Parameter], optimizer: OptimizerKind, after: Iterable[int],
+        self,
+        parameters: Sequence[Parameter],
+        optimizer: OptimizerKind,
+        after: Iterable[int],
         gradient_ready: dict[str, int] | None = None,
     ) -> list[int]:
         """Add one optimizer update per parameter tensor on the current processor.
@@ -173,29 +221,40 @@ class GraphBuilder:
         ids = []
         for p in parameters:
             states = [
-                self.tensor(f"{p.weight.name}.state{j}", TensorKind.OPTIMIZER_STATE,
-                            p.weight.elements)
+                self.tensor(
+                    f"{p.weight.name}.state{j}", TensorKind.OPTIMIZER_STATE, p.weight.elements
+                )
                 for j in range(optimizer.state_tensors)
             ]
             ready = (gradient_ready or {}).get(p.weight.name, p.grad_op)
-            ids.append(self.vector(
-                f"{p.weight.name}.update", p.layer, Phase.UPDATE, p.weight.elements,
-                optimizer.ops_per_element, reads=[p.weight, p.gradient, *states],
-                writes=[p.weight, *states], after=(*barrier, ready),
-            ))
+            ids.append(
+                self.vector(
+                    f"{p.weight.name}.update",
+                    p.layer,
+                    Phase.UPDATE,
+                    p.weight.elements,
+                    optimizer.ops_per_element,
+                    reads=[p.weight, p.gradient, *states],
+                    writes=[p.weight, *states],
+                    after=(*barrier, ready),
+                )
+            )
         return ids
 
     def build(self, parameters: Sequence[Parameter] = ()) -> OpGraph:
         """Freeze the ops into an :class:`OpGraph`, marking the activations backward reads."""
         stashed = {
             a.tensor.name
-            for op in self.ops if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+            for op in self.ops
+            if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
             for a in reads_of(op)
             if a.tensor.kind is TensorKind.ACTIVATION
         }
         return OpGraph(
-            ops=tuple(self.ops), processor=tuple(self.processor),
-            stashed=frozenset(stashed), parameters=tuple(parameters),
+            ops=tuple(self.ops),
+            processor=tuple(self.processor),
+            stashed=frozenset(stashed),
+            parameters=tuple(parameters),
         )
 
 
@@ -218,8 +277,12 @@ def writes_of(op: Op) -> tuple[Access, ...]:
 
 
 def strided_dx_shapes(
-    h: int, w: int, kernel: tuple[int, int], stride: tuple[int, int],
-    padding: tuple[int, int], dilation: tuple[int, int],
+    h: int,
+    w: int,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
 ) -> list[tuple[int, int, int]]:
     """Sub-convolutions of a strided conv's input gradient that skip inserted zeros.
 
@@ -229,6 +292,7 @@ def strided_dx_shapes(
     distinct phase shape, where positions is the phase's ``h_a * w_b`` and taps
     its ``r_a * s_b``.
     """
+
     def per_dim(size: int, k: int, s: int, p: int, d: int) -> list[tuple[int, int]]:
         out = []
         for a in range(s):
@@ -252,7 +316,11 @@ class _StepLowerer:
     """Lowers one replica's forward and backward pass into a :class:`GraphBuilder`."""
 
     def __init__(
-        self, builder: GraphBuilder, workload: wm.Workload, batch: int, strided_dx: StridedDx,
+        self,
+        builder: GraphBuilder,
+        workload: wm.Workload,
+        batch: int,
+        strided_dx: StridedDx,
         prefix: str,
     ) -> None:
         self.b = builder
@@ -288,7 +356,7 @@ class _StepLowerer:
         return StepLowering(tuple(self.params), sinks, loss_op)
 
     # -- forward ---------------------------------------------------------------------------
-    def forward(self, info: LayerInfo) -> None:  # noqa: C901 - one branch per layer kind
+    def forward(self, info: LayerInfo) -> None:
         layer, name, n = info.layer, info.layer.name, self.n
         xs = [self.acts[i] for i in info.inputs]
         x = xs[0]
@@ -302,16 +370,37 @@ class _StepLowerer:
             r, s = pair(layer.kernel)
             g = layer.groups
             weight = self.param(name, "W", k_out * (c // g) * r * s)
-            b.gemm(f"{name}.fwd", name, Phase.FWD, m=n * p * q, n=k_out // g, k=(c // g) * r * s,
-                   count=g, a=x, b=weight, c=y, a_elements=n * (c // g) * h * w)
+            b.gemm(
+                f"{name}.fwd",
+                name,
+                Phase.FWD,
+                m=n * p * q,
+                n=k_out // g,
+                k=(c // g) * r * s,
+                count=g,
+                a=x,
+                b=weight,
+                c=y,
+                a_elements=n * (c // g) * h * w,
+            )
             if layer.bias:
                 self.param(name, "b", k_out)
         elif isinstance(layer, wm.Linear):
             rows = n * math.prod(info.in_shapes[0].dims[:-1])
             fan_in = info.in_shapes[0].dims[-1]
             weight = self.param(name, "W", fan_in * layer.out_features)
-            b.gemm(f"{name}.fwd", name, Phase.FWD, m=rows, n=layer.out_features, k=fan_in, count=1,
-                   a=x, b=weight, c=y)
+            b.gemm(
+                f"{name}.fwd",
+                name,
+                Phase.FWD,
+                m=rows,
+                n=layer.out_features,
+                k=fan_in,
+                count=1,
+                a=x,
+                b=weight,
+                c=y,
+            )
             if layer.bias:
                 self.param(name, "b", layer.out_features)
         elif isinstance(layer, (wm.MaxPool, wm.AvgPool)):
@@ -323,22 +412,26 @@ class _StepLowerer:
             affine = self.param(name, "affine", 2 * info.in_shapes[0].channels)
             b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, BATCHNORM_FWD_OPS, [x, affine], [y])
         elif isinstance(layer, wm.Activation):
-            b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, layer.function.forward_ops, [x], [y])
+            b.vector(
+                f"{name}.fwd", name, Phase.FWD, out_elems, layer.function.forward_ops, [x], [y]
+            )
         elif isinstance(layer, wm.Softmax):
             b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, SOFTMAX_FWD_OPS, [x], [y])
         elif isinstance(layer, wm.CrossEntropy):
             probs = self.t(f"{name}.probs", TensorKind.ACTIVATION, x.elements)
             self.stash_extra[name] = probs
-            b.vector(f"{name}.fwd", name, Phase.FWD, x.elements, CROSS_ENTROPY_FWD_OPS, [x],
-                     [probs, y])
+            b.vector(
+                f"{name}.fwd", name, Phase.FWD, x.elements, CROSS_ENTROPY_FWD_OPS, [x], [probs, y]
+            )
         elif isinstance(layer, wm.Add):
             b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, len(xs) - 1, xs, [y])
         elif isinstance(layer, (wm.Concat, wm.Flatten)):
             b.alias(y, xs)
         elif isinstance(layer, wm.Embedding):
             table = self.param(name, "W", layer.num_embeddings * layer.embedding_dim)
-            b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, 1, [x, Access(table, out_elems)],
-                     [y])
+            b.vector(
+                f"{name}.fwd", name, Phase.FWD, out_elems, 1, [x, Access(table, out_elems)], [y]
+            )
         elif isinstance(layer, wm.Lstm):
             self.lstm_forward(info, x, y)
         elif isinstance(layer, wm.Attention):
@@ -375,14 +468,31 @@ class _StepLowerer:
             xh = self.t(f"{name}.xh{t}", TensorKind.ACTIVATION, n * (d + hidden))
             b.alias(xh, [x] + ([h_prev] if h_prev is not None else []))
             gates = self.t(f"{name}.gates{t}", TensorKind.ACTIVATION, n * 4 * hidden)
-            b.gemm(f"{name}.fwd.t{t}", name, Phase.FWD, m=n, n=4 * hidden, k=d + hidden, count=1,
-                   a=xh, b=weight, c=gates)
+            b.gemm(
+                f"{name}.fwd.t{t}",
+                name,
+                Phase.FWD,
+                m=n,
+                n=4 * hidden,
+                k=d + hidden,
+                count=1,
+                a=xh,
+                b=weight,
+                c=gates,
+            )
             act = self.t(f"{name}.act{t}", TensorKind.ACTIVATION, n * 4 * hidden)
             h = self.t(f"{name}.h{t}", TensorKind.ACTIVATION, n * hidden)
             cell = self.t(f"{name}.c{t}", TensorKind.ACTIVATION, n * hidden)
             reads = [gates] + ([c_prev] if c_prev is not None else [])
-            b.vector(f"{name}.cell.t{t}", name, Phase.FWD, n * hidden, LSTM_CELL_FWD_OPS, reads,
-                     [act, h, cell])
+            b.vector(
+                f"{name}.cell.t{t}",
+                name,
+                Phase.FWD,
+                n * hidden,
+                LSTM_CELL_FWD_OPS,
+                reads,
+                [act, h, cell],
+            )
             cells.append((xh, act, cell))
             outputs.append(h)
             h_prev, c_prev = h, cell
@@ -405,16 +515,52 @@ class _StepLowerer:
         scores = self.t(f"{name}.scores", TensorKind.ACTIVATION, n * heads * steps * steps)
         probs = self.t(f"{name}.probs", TensorKind.ACTIVATION, n * heads * steps * steps)
         ctx = self.t(f"{name}.ctx", TensorKind.ACTIVATION, n * steps * d)
-        b.gemm(f"{name}.qkv.fwd", name, Phase.FWD, m=n * steps, n=3 * d, k=d, count=1, a=x, b=wqkv,
-               c=qkv)
-        b.gemm(f"{name}.qk.fwd", name, Phase.FWD, m=steps, n=steps, k=dh, count=n * heads, a=qkv,
-               b=qkv, c=scores)
-        b.vector(f"{name}.softmax.fwd", name, Phase.FWD, scores.elements, SOFTMAX_FWD_OPS,
-                 [scores], [probs])
-        b.gemm(f"{name}.av.fwd", name, Phase.FWD, m=steps, n=dh, k=steps, count=n * heads,
-               a=probs, b=qkv, c=ctx)
-        b.gemm(f"{name}.out.fwd", name, Phase.FWD, m=n * steps, n=d, k=d, count=1, a=ctx, b=wo,
-               c=y)
+        b.gemm(
+            f"{name}.qkv.fwd",
+            name,
+            Phase.FWD,
+            m=n * steps,
+            n=3 * d,
+            k=d,
+            count=1,
+            a=x,
+            b=wqkv,
+            c=qkv,
+        )
+        b.gemm(
+            f"{name}.qk.fwd",
+            name,
+            Phase.FWD,
+            m=steps,
+            n=steps,
+            k=dh,
+            count=n * heads,
+            a=qkv,
+            b=qkv,
+            c=scores,
+        )
+        b.vector(
+            f"{name}.softmax.fwd",
+            name,
+            Phase.FWD,
+            scores.elements,
+            SOFTMAX_FWD_OPS,
+            [scores],
+            [probs],
+        )
+        b.gemm(
+            f"{name}.av.fwd",
+            name,
+            Phase.FWD,
+            m=steps,
+            n=dh,
+            k=steps,
+            count=n * heads,
+            a=probs,
+            b=qkv,
+            c=ctx,
+        )
+        b.gemm(f"{name}.out.fwd", name, Phase.FWD, m=n * steps, n=d, k=d, count=1, a=ctx, b=wo, c=y)
         self.attention_of[name] = (qkv, probs, ctx)
 
     # -- backward --------------------------------------------------------------------------
@@ -426,8 +572,15 @@ class _StepLowerer:
         if len(parts) == 1:
             return parts[0]
         grad = self.t(f"{name}.grad", TensorKind.GRADIENT, parts[0].elements)
-        self.b.vector(f"{name}.grad_accum", name, Phase.BWD_INPUT, grad.elements, len(parts) - 1,
-                      parts, [grad])
+        self.b.vector(
+            f"{name}.grad_accum",
+            name,
+            Phase.BWD_INPUT,
+            grad.elements,
+            len(parts) - 1,
+            parts,
+            [grad],
+        )
         return grad
 
     def give(self, info: LayerInfo, index: int, grad: Tensor) -> None:
@@ -439,10 +592,11 @@ class _StepLowerer:
 
     def dx(self, info: LayerInfo, index: int = 0) -> Tensor:
         source = self.acts[info.inputs[index]]
-        return self.t(f"{info.inputs[index]}.grad<-{info.layer.name}", TensorKind.GRADIENT,
-                      source.elements)
+        return self.t(
+            f"{info.inputs[index]}.grad<-{info.layer.name}", TensorKind.GRADIENT, source.elements
+        )
 
-    def backward(self, info: LayerInfo) -> None:  # noqa: C901 - one branch per layer kind
+    def backward(self, info: LayerInfo) -> None:
         layer, name, n, b = info.layer, info.layer.name, self.n, self.b
         if name not in self.requires_grad:
             return
@@ -451,8 +605,15 @@ class _StepLowerer:
         if isinstance(layer, wm.CrossEntropy):
             if self.wants(info):
                 grad = self.dx(info)
-                b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, 1,
-                         [self.stash_extra[name]], [grad])
+                b.vector(
+                    f"{name}.bwd",
+                    name,
+                    Phase.BWD_INPUT,
+                    x.elements,
+                    1,
+                    [self.stash_extra[name]],
+                    [grad],
+                )
                 self.give(info, 0, grad)
             return
         g = self.out_grad(info)
@@ -466,12 +627,32 @@ class _StepLowerer:
             weight = self._param(name, "W").weight
             if self.wants(info):
                 grad = self.dx(info)
-                b.gemm(f"{name}.dx", name, Phase.BWD_INPUT, m=rows, n=fan_in, k=layer.out_features,
-                       count=1, a=g, b=weight, c=grad)
+                b.gemm(
+                    f"{name}.dx",
+                    name,
+                    Phase.BWD_INPUT,
+                    m=rows,
+                    n=fan_in,
+                    k=layer.out_features,
+                    count=1,
+                    a=g,
+                    b=weight,
+                    c=grad,
+                )
                 self.give(info, 0, grad)
             dw = self._param(name, "W").gradient
-            op = b.gemm(f"{name}.dw", name, Phase.BWD_WEIGHT, m=layer.out_features, n=fan_in,
-                        k=rows, count=1, a=g, b=x, c=dw)
+            op = b.gemm(
+                f"{name}.dw",
+                name,
+                Phase.BWD_WEIGHT,
+                m=layer.out_features,
+                n=fan_in,
+                k=rows,
+                count=1,
+                a=g,
+                b=x,
+                c=dw,
+            )
             self._grad_done(name, "W", op)
             if layer.bias:
                 self.bias_grad(name, "b", g)
@@ -483,15 +664,20 @@ class _StepLowerer:
                 self.give(info, 0, grad)
         elif isinstance(layer, (wm.BatchNorm, wm.LayerNorm)):
             affine = self._param(name, "affine")
-            writes = [affine.gradient]
-            grad = self.dx(info) if self.wants(info) else None
-            if grad is not None:
-                writes.append(grad)
-            op = b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, BATCHNORM_BWD_OPS,
-                          [g, x, affine.weight], writes)
+            dx = self.dx(info) if self.wants(info) else None
+            writes = [affine.gradient] if dx is None else [affine.gradient, dx]
+            op = b.vector(
+                f"{name}.bwd",
+                name,
+                Phase.BWD_INPUT,
+                x.elements,
+                BATCHNORM_BWD_OPS,
+                [g, x, affine.weight],
+                writes,
+            )
             self._grad_done(name, "affine", op)
-            if grad is not None:
-                self.give(info, 0, grad)
+            if dx is not None:
+                self.give(info, 0, dx)
         elif isinstance(layer, (wm.Activation, wm.Softmax)):
             if self.wants(info):
                 grad = self.dx(info)
@@ -499,10 +685,12 @@ class _StepLowerer:
                     ops, saved = SOFTMAX_BWD_OPS, y
                 else:
                     ops = layer.function.backward_ops
-                    by_output = layer.function in (wm.ActivationFunction.RELU,
-                                                   wm.ActivationFunction.RELU6,
-                                                   wm.ActivationFunction.SIGMOID,
-                                                   wm.ActivationFunction.TANH)
+                    by_output = layer.function in (
+                        wm.ActivationFunction.RELU,
+                        wm.ActivationFunction.RELU6,
+                        wm.ActivationFunction.SIGMOID,
+                        wm.ActivationFunction.TANH,
+                    )
                     saved = y if by_output else x
                 b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, [g, saved], [grad])
                 self.give(info, 0, grad)
@@ -517,8 +705,15 @@ class _StepLowerer:
                     self.give(info, i, b.alias(part, [g]))
         elif isinstance(layer, wm.Embedding):
             table = self._param(name, "W")
-            op = b.vector(f"{name}.dw", name, Phase.BWD_WEIGHT, y.elements, 1, [g, x],
-                          [Access(table.gradient, y.elements)])
+            op = b.vector(
+                f"{name}.dw",
+                name,
+                Phase.BWD_WEIGHT,
+                y.elements,
+                1,
+                [g, x],
+                [Access(table.gradient, y.elements)],
+            )
             self._grad_done(name, "W", op)
         elif isinstance(layer, wm.Lstm):
             self.lstm_backward(info, x, g)
@@ -529,8 +724,9 @@ class _StepLowerer:
 
     def bias_grad(self, layer: str, suffix: str, g: Tensor) -> None:
         p = self._param(layer, suffix)
-        op = self.b.vector(f"{layer}.d{suffix}", layer, Phase.BWD_WEIGHT, g.elements, 1, [g],
-                           [p.gradient])
+        op = self.b.vector(
+            f"{layer}.d{suffix}", layer, Phase.BWD_WEIGHT, g.elements, 1, [g], [p.gradient]
+        )
         self._grad_done(layer, suffix, op)
 
     def conv_backward(self, info: LayerInfo, layer: wm.Conv2d, x: Tensor, g: Tensor) -> None:
@@ -551,12 +747,34 @@ class _StepLowerer:
                 shapes = strided_dx_shapes(h, w, (r, s), stride, pair(layer.padding), dil)
             for i, (positions, taps, mult) in enumerate(shapes):
                 suffix = f".{i}" if len(shapes) > 1 else ""
-                b.gemm(f"{name}.dx{suffix}", name, Phase.BWD_INPUT, m=n * positions, n=cg,
-                       k=kg * taps, count=groups * mult, a=g, b=weight.weight, c=grad,
-                       a_elements=dy_per_group, partial=True)
+                b.gemm(
+                    f"{name}.dx{suffix}",
+                    name,
+                    Phase.BWD_INPUT,
+                    m=n * positions,
+                    n=cg,
+                    k=kg * taps,
+                    count=groups * mult,
+                    a=g,
+                    b=weight.weight,
+                    c=grad,
+                    a_elements=dy_per_group,
+                    partial=True,
+                )
             self.give(info, 0, grad)
-        op = b.gemm(f"{name}.dw", name, Phase.BWD_WEIGHT, m=kg, n=cg * r * s, k=n * p * q,
-                    count=groups, a=g, b=x, c=weight.gradient, b_elements=n * cg * h * w)
+        op = b.gemm(
+            f"{name}.dw",
+            name,
+            Phase.BWD_WEIGHT,
+            m=kg,
+            n=cg * r * s,
+            k=n * p * q,
+            count=groups,
+            a=g,
+            b=x,
+            c=weight.gradient,
+            b_elements=n * cg * h * w,
+        )
         self._grad_done(name, "W", op)
         if layer.bias:
             self.bias_grad(name, "b", g)
@@ -573,7 +791,7 @@ class _StepLowerer:
         dxh_next: Tensor | None = None
         dc_next: Tensor | None = None
         for t in reversed(range(steps)):
-            xh, act, cell = cells[t]
+            _xh, act, cell = cells[t]
             dgates = self.t(f"{name}.dgates{t}", TensorKind.GRADIENT, n * 4 * hidden)
             dc = self.t(f"{name}.dc{t}", TensorKind.GRADIENT, n * hidden)
             reads: list[Access | Tensor] = [Access(g, n * hidden), act, cell]
@@ -581,24 +799,54 @@ class _StepLowerer:
                 reads.append(cells[t - 1][2])
             if dxh_next is not None and dc_next is not None:
                 reads += [Access(dxh_next, n * hidden), dc_next]
-            b.vector(f"{name}.cell.bwd.t{t}", name, Phase.BWD_INPUT, n * hidden,
-                     LSTM_CELL_BWD_OPS, reads, [dgates, dc])
+            b.vector(
+                f"{name}.cell.bwd.t{t}",
+                name,
+                Phase.BWD_INPUT,
+                n * hidden,
+                LSTM_CELL_BWD_OPS,
+                reads,
+                [dgates, dc],
+            )
             dgates_all.append(dgates)
             width = (d if wants_x else 0) + (hidden if t > 0 else 0)
             dxh_next = None
             if width:
                 dxh = self.t(f"{name}.dxh{t}", TensorKind.GRADIENT, n * width)
-                b.gemm(f"{name}.dx.t{t}", name, Phase.BWD_INPUT, m=n, n=width, k=4 * hidden, count=1,
-                       a=dgates, b=weight.weight, c=dxh)
+                b.gemm(
+                    f"{name}.dx.t{t}",
+                    name,
+                    Phase.BWD_INPUT,
+                    m=n,
+                    n=width,
+                    k=4 * hidden,
+                    count=1,
+                    a=dgates,
+                    b=weight.weight,
+                    c=dxh,
+                )
                 dxh_parts.append(dxh)
                 dxh_next = dxh
             dc_next = dc
-        all_dgates = b.alias(self.t(f"{name}.dgates", TensorKind.GRADIENT,
-                                    n * steps * 4 * hidden), dgates_all)
-        all_xh = b.alias(self.t(f"{name}.xh", TensorKind.ACTIVATION, n * steps * (d + hidden)),
-                         [xh for xh, _, _ in cells])
-        op = b.gemm(f"{name}.dw", name, Phase.BWD_WEIGHT, m=4 * hidden, n=d + hidden, k=n * steps,
-                    count=1, a=all_dgates, b=all_xh, c=weight.gradient)
+        all_dgates = b.alias(
+            self.t(f"{name}.dgates", TensorKind.GRADIENT, n * steps * 4 * hidden), dgates_all
+        )
+        all_xh = b.alias(
+            self.t(f"{name}.xh", TensorKind.ACTIVATION, n * steps * (d + hidden)),
+            [xh for xh, _, _ in cells],
+        )
+        op = b.gemm(
+            f"{name}.dw",
+            name,
+            Phase.BWD_WEIGHT,
+            m=4 * hidden,
+            n=d + hidden,
+            k=n * steps,
+            count=1,
+            a=all_dgates,
+            b=all_xh,
+            c=weight.gradient,
+        )
         self._grad_done(name, "W", op)
         self.bias_grad(name, "b", all_dgates)
         if wants_x:
@@ -614,38 +862,130 @@ class _StepLowerer:
         qkv, probs, ctx = self.attention_of[name]
         wqkv, wo = self._param(name, "Wqkv"), self._param(name, "Wo")
         dctx = self.t(f"{name}.dctx", TensorKind.GRADIENT, ctx.elements)
-        b.gemm(f"{name}.out.dx", name, Phase.BWD_INPUT, m=n * steps, n=d, k=d, count=1, a=g,
-               b=wo.weight, c=dctx)
-        op = b.gemm(f"{name}.out.dw", name, Phase.BWD_WEIGHT, m=d, n=d, k=n * steps, count=1, a=g,
-                    b=ctx, c=wo.gradient)
+        b.gemm(
+            f"{name}.out.dx",
+            name,
+            Phase.BWD_INPUT,
+            m=n * steps,
+            n=d,
+            k=d,
+            count=1,
+            a=g,
+            b=wo.weight,
+            c=dctx,
+        )
+        op = b.gemm(
+            f"{name}.out.dw",
+            name,
+            Phase.BWD_WEIGHT,
+            m=d,
+            n=d,
+            k=n * steps,
+            count=1,
+            a=g,
+            b=ctx,
+            c=wo.gradient,
+        )
         self._grad_done(name, "Wo", op)
         if layer.bias:
             self.bias_grad(name, "bo", g)
         dprobs = self.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
         dscores = self.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
         dqkv = self.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
-        b.gemm(f"{name}.av.dprobs", name, Phase.BWD_INPUT, m=steps, n=steps, k=dh,
-               count=n * heads, a=dctx, b=qkv, c=dprobs)
-        b.gemm(f"{name}.av.dv", name, Phase.BWD_INPUT, m=steps, n=dh, k=steps, count=n * heads,
-               a=probs, b=dctx, c=dqkv, partial=True)
-        b.vector(f"{name}.softmax.bwd", name, Phase.BWD_INPUT, probs.elements, SOFTMAX_BWD_OPS,
-                 [dprobs, probs], [dscores])
-        b.gemm(f"{name}.qk.dq", name, Phase.BWD_INPUT, m=steps, n=dh, k=steps, count=n * heads,
-               a=dscores, b=qkv, c=dqkv, partial=True)
-        b.gemm(f"{name}.qk.dk", name, Phase.BWD_INPUT, m=steps, n=dh, k=steps, count=n * heads,
-               a=dscores, b=qkv, c=dqkv, partial=True)
+        b.gemm(
+            f"{name}.av.dprobs",
+            name,
+            Phase.BWD_INPUT,
+            m=steps,
+            n=steps,
+            k=dh,
+            count=n * heads,
+            a=dctx,
+            b=qkv,
+            c=dprobs,
+        )
+        b.gemm(
+            f"{name}.av.dv",
+            name,
+            Phase.BWD_INPUT,
+            m=steps,
+            n=dh,
+            k=steps,
+            count=n * heads,
+            a=probs,
+            b=dctx,
+            c=dqkv,
+            partial=True,
+        )
+        b.vector(
+            f"{name}.softmax.bwd",
+            name,
+            Phase.BWD_INPUT,
+            probs.elements,
+            SOFTMAX_BWD_OPS,
+            [dprobs, probs],
+            [dscores],
+        )
+        b.gemm(
+            f"{name}.qk.dq",
+            name,
+            Phase.BWD_INPUT,
+            m=steps,
+            n=dh,
+            k=steps,
+            count=n * heads,
+            a=dscores,
+            b=qkv,
+            c=dqkv,
+            partial=True,
+        )
+        b.gemm(
+            f"{name}.qk.dk",
+            name,
+            Phase.BWD_INPUT,
+            m=steps,
+            n=dh,
+            k=steps,
+            count=n * heads,
+            a=dscores,
+            b=qkv,
+            c=dqkv,
+            partial=True,
+        )
         if self.wants(info):
             grad = self.dx(info)
-            b.gemm(f"{name}.qkv.dx", name, Phase.BWD_INPUT, m=n * steps, n=d, k=3 * d, count=1,
-                   a=dqkv, b=wqkv.weight, c=grad)
+            b.gemm(
+                f"{name}.qkv.dx",
+                name,
+                Phase.BWD_INPUT,
+                m=n * steps,
+                n=d,
+                k=3 * d,
+                count=1,
+                a=dqkv,
+                b=wqkv.weight,
+                c=grad,
+            )
             self.give(info, 0, grad)
-        op = b.gemm(f"{name}.qkv.dw", name, Phase.BWD_WEIGHT, m=3 * d, n=d, k=n * steps, count=1,
-                    a=dqkv, b=x, c=wqkv.gradient)
+        op = b.gemm(
+            f"{name}.qkv.dw",
+            name,
+            Phase.BWD_WEIGHT,
+            m=3 * d,
+            n=d,
+            k=n * steps,
+            count=1,
+            a=dqkv,
+            b=x,
+            c=wqkv.gradient,
+        )
         self._grad_done(name, "Wqkv", op)
         if layer.bias:
             self.bias_grad(name, "bqkv", dqkv)
 
 
 def _has_params(layer: wm.Layer) -> bool:
-    return isinstance(layer, (wm.Conv2d, wm.Linear, wm.BatchNorm, wm.LayerNorm, wm.Embedding,
-                              wm.Lstm, wm.Attention))
+    return isinstance(
+        layer,
+        (wm.Conv2d, wm.Linear, wm.BatchNorm, wm.LayerNorm, wm.Embedding, wm.Lstm, wm.Attention),
+    )

@@ -9,16 +9,15 @@ inferred by :mod:`accelsim.workload.shapes`; the batch size is a run setting.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from accelsim.config.base import Name, PositiveInt, Spec
 
-Pair = Union[PositiveInt, Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]]
-PairOrZero = Union[
-    Annotated[int, Field(ge=0)], Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)]
-]
+NonNegative = Annotated[int, Field(ge=0)]
+Pair = PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
+PairOrZero = NonNegative | Annotated[list[NonNegative], Field(min_length=2, max_length=2)]
 
 
 def pair(value: int | list[int]) -> tuple[int, int]:
@@ -45,7 +44,7 @@ class TokenInput(Spec):
     length: PositiveInt
 
 
-InputSpec = Annotated[Union[ImageInput, VectorInput, TokenInput], Field(discriminator="kind")]
+InputSpec = Annotated[ImageInput | VectorInput | TokenInput, Field(discriminator="kind")]
 
 
 class LayerBase(Spec):
@@ -111,13 +110,27 @@ class ActivationFunction(str, Enum):
     def forward_ops(self) -> int:
         # Compare/select ops; transcendental functions counted as a few ops each
         # (exp ~ 3, tanh ~ 4), a common vector-unit costing assumption.
-        return {"relu": 1, "relu6": 2, "gelu": 8, "sigmoid": 4, "tanh": 4, "silu": 5,
-                "hardswish": 4}[self.value]
+        return {
+            "relu": 1,
+            "relu6": 2,
+            "gelu": 8,
+            "sigmoid": 4,
+            "tanh": 4,
+            "silu": 5,
+            "hardswish": 4,
+        }[self.value]
 
     @property
     def backward_ops(self) -> int:
-        return {"relu": 1, "relu6": 2, "gelu": 10, "sigmoid": 3, "tanh": 3, "silu": 6,
-                "hardswish": 3}[self.value]
+        return {
+            "relu": 1,
+            "relu6": 2,
+            "gelu": 10,
+            "sigmoid": 3,
+            "tanh": 3,
+            "silu": 6,
+            "hardswish": 3,
+        }[self.value]
 
 
 class Activation(LayerBase):
@@ -169,10 +182,22 @@ class Attention(LayerBase):
 
 
 Layer = Annotated[
-    Union[
-        Conv2d, Linear, MaxPool, AvgPool, GlobalAvgPool, BatchNorm, LayerNorm, Activation, Add,
-        Concat, Flatten, Softmax, CrossEntropy, Embedding, Lstm, Attention,
-    ],
+    Conv2d
+    | Linear
+    | MaxPool
+    | AvgPool
+    | GlobalAvgPool
+    | BatchNorm
+    | LayerNorm
+    | Activation
+    | Add
+    | Concat
+    | Flatten
+    | Softmax
+    | CrossEntropy
+    | Embedding
+    | Lstm
+    | Attention,
     Field(discriminator="kind"),
 ]
 

@@ -68,8 +68,12 @@ def input_shape(spec: wm.ImageInput | wm.VectorInput | wm.TokenInput) -> Shape:
 
 
 def conv_output_hw(
-    h: int, w: int, kernel: tuple[int, int], stride: tuple[int, int],
-    padding: tuple[int, int], dilation: tuple[int, int] = (1, 1),
+    h: int,
+    w: int,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int] = (1, 1),
 ) -> tuple[int, int]:
     """Output height and width of a conv or pooling window (floor mode)."""
     p = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
@@ -107,19 +111,25 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
         if layer.name in shapes:
             problems.append(Problem(file, f"{where}.name", "duplicate layer name", layer.name))
             continue
-        names = tuple(layer.inputs) if layer.inputs is not None else (
-            (workload.layers[index - 1].name if index else INPUT_NAME),
+        names = (
+            tuple(layer.inputs)
+            if layer.inputs is not None
+            else ((workload.layers[index - 1].name if index else INPUT_NAME),)
         )
         if any(n in failed for n in names):
             failed.add(layer.name)  # already reported where it first went wrong
             continue
         unknown = [n for n in names if n not in shapes]
         if unknown:
-            problems.append(Problem(
-                file, f"{where}.inputs",
-                "unknown input (inputs must be defined earlier); " + suggest(unknown[0], list(shapes)),
-                unknown[0],
-            ))
+            problems.append(
+                Problem(
+                    file,
+                    f"{where}.inputs",
+                    "unknown input (inputs must be defined earlier); "
+                    + suggest(unknown[0], list(shapes)),
+                    unknown[0],
+                )
+            )
             continue
         in_shapes = tuple(shapes[n] for n in names)
         try:
@@ -146,12 +156,24 @@ def _check_losses(
     workload: wm.Workload, losses: list[int], consumers: dict[str, int], file: str
 ) -> list[Problem]:
     if len(losses) != 1:
-        return [Problem(file, "layers", "a training workload needs exactly one cross_entropy loss"
-                        " layer", len(losses))]
+        return [
+            Problem(
+                file,
+                "layers",
+                "a training workload needs exactly one cross_entropy loss layer",
+                len(losses),
+            )
+        ]
     loss = workload.layers[losses[0]]
     if consumers.get(loss.name):
-        return [Problem(file, f"layers[{losses[0]}].name", "the loss output cannot feed another"
-                        " layer", loss.name)]
+        return [
+            Problem(
+                file,
+                f"layers[{losses[0]}].name",
+                "the loss output cannot feed another layer",
+                loss.name,
+            )
+        ]
     return []
 
 
@@ -165,17 +187,19 @@ def _one(layer: wm.Layer, in_shapes: tuple[Shape, ...], *layouts: Layout) -> Sha
     return shape
 
 
-def _infer(layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:  # noqa: C901 - one case per kind
+def _infer(layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
     if isinstance(layer, wm.Conv2d):
         x = _one(layer, in_shapes, Layout.CHW)
         c, h, w = x.dims
         if c % layer.groups:
             raise _ShapeProblem("groups", f"must divide the {c} input channels", layer.groups)
         if layer.out_channels % layer.groups:
-            raise _ShapeProblem("groups", f"must divide out_channels {layer.out_channels}",
-                                layer.groups)
-        p, q = conv_output_hw(h, w, pair(layer.kernel), pair(layer.stride), pair(layer.padding),
-                              pair(layer.dilation))
+            raise _ShapeProblem(
+                "groups", f"must divide out_channels {layer.out_channels}", layer.groups
+            )
+        p, q = conv_output_hw(
+            h, w, pair(layer.kernel), pair(layer.stride), pair(layer.padding), pair(layer.dilation)
+        )
         if p < 1 or q < 1:
             raise _ShapeProblem("kernel", f"larger than the padded {h}x{w} input", layer.kernel)
         return Shape(Layout.CHW, (layer.out_channels, p, q))
@@ -228,17 +252,25 @@ def _merge(layer: wm.Layer, in_shapes: tuple[Shape, ...], concat: bool) -> Shape
         raise _ShapeProblem("inputs", f"{layer.kind} needs at least two inputs", len(in_shapes))
     first = in_shapes[0]
     for shape in in_shapes[1:]:
-        same = shape.layout is first.layout and (
-            (shape.dims[1:] == first.dims[1:]) if first.layout is Layout.CHW
-            else (shape.dims[:-1] == first.dims[:-1])
-        ) if concat else shape == first
+        same = (
+            shape.layout is first.layout
+            and (
+                (shape.dims[1:] == first.dims[1:])
+                if first.layout is Layout.CHW
+                else (shape.dims[:-1] == first.dims[:-1])
+            )
+            if concat
+            else shape == first
+        )
         if not same:
-            raise _ShapeProblem("inputs", f"{layer.kind} inputs have incompatible shapes "
-                                f"{first} and {shape}", [str(s) for s in in_shapes])
+            raise _ShapeProblem(
+                "inputs",
+                f"{layer.kind} inputs have incompatible shapes {first} and {shape}",
+                [str(s) for s in in_shapes],
+            )
     if not concat:
         return first
     total = sum(s.channels for s in in_shapes)
     if first.layout is Layout.CHW:
         return Shape(Layout.CHW, (total, *first.dims[1:]))
     return Shape(first.layout, (*first.dims[:-1], total))
-
