@@ -7,7 +7,6 @@ report layer converts to seconds, GB or mJ, through these helpers.
 from __future__ import annotations
 
 KIB_BYTES = 1024
-PJ_PER_J = 1e12
 BITS_PER_BYTE = 8
 
 

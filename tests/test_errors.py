@@ -891,3 +891,16 @@ def test_scientific_notation_without_a_dot_is_a_number(tmp_path: Path) -> None:
     )
     assert load_energy(path).interconnect_pj_per_bit == pytest.approx(0.2)
     assert parse_sets(["energy.dram_read_pj_per_bit=8e0"])[0].value == 8.0
+
+
+def test_layer_whose_output_never_reaches_the_loss(tmp_path: Path) -> None:
+    layers = mlp_layers()
+    layers[-1]["inputs"] = ["fc3"]
+    layers.insert(5, {"name": "dead", "kind": "linear", "out_features": 7, "inputs": ["relu1"]})
+    path = workload_file(tmp_path, layers)
+    with pytest.raises(WorkloadError) as excinfo:
+        load_workload(path)
+    assert lines(excinfo) == [
+        f"{shown(path)}: layers[5].name: output is never used: no later layer reads it and it"
+        " is not the loss (got 'dead')"
+    ]

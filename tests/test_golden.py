@@ -44,16 +44,18 @@ def golden_record(name: str) -> dict[str, Any]:
     """The numbers of case ``name`` that the golden file pins."""
     run_file, sets = CASES[name]
     summary = simulate_run(load_inputs(ROOT / run_file, parse_sets(sets))).summary()
-    return _flatten({
-        "total_cycles": summary["total_cycles"],
-        "macs": summary["macs"],
-        "vector_ops": summary["vector_ops"],
-        "array_stall_cycles": summary["array_stall_cycles"],
-        "dram_bytes": summary["dram_bytes"],
-        "interconnect_bytes": summary["interconnect_bytes"],
-        "stash": summary["stash"],
-        "energy_pj": summary["energy_pj"]["by_component"],
-    })
+    return _flatten(
+        {
+            "total_cycles": summary["total_cycles"],
+            "macs": summary["macs"],
+            "vector_ops": summary["vector_ops"],
+            "array_stall_cycles": summary["array_stall_cycles"],
+            "dram_bytes": summary["dram_bytes"],
+            "interconnect_bytes": summary["interconnect_bytes"],
+            "stash": summary["stash"],
+            "energy_pj": summary["energy_pj"]["by_component"],
+        }
+    )
 
 
 def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -50,7 +50,6 @@ class StepLowering:
 
     parameters: tuple[Parameter, ...]
     backward_sinks: tuple[int, ...]
-    loss_op: int
 
 
 class GraphBuilder:
@@ -85,9 +84,6 @@ class GraphBuilder:
             ids.update(self._producers.get(part.name, ()))
         self._producers[tensor.name] = tuple(sorted(ids))
         return tensor
-
-    def producers(self, tensor: Tensor) -> tuple[int, ...]:
-        return self._producers.get(tensor.name, ())
 
     def _deps(self, reads: Iterable[Tensor], after: Iterable[int]) -> tuple[int, ...]:
         ids: set[int] = set(after)
@@ -347,13 +343,12 @@ class _StepLowerer:
             if _has_params(info.layer) or any(i in self.requires_grad for i in info.inputs):
                 self.requires_grad.add(info.layer.name)
         first_bwd = len(self.b.ops)
-        loss_op = first_bwd - 1
         for info in reversed(infos):
             self.backward(info)
         bwd = range(first_bwd, len(self.b.ops))
         used = {d for i in bwd for d in self.b.ops[i].deps}
         sinks = tuple(i for i in bwd if i not in used)
-        return StepLowering(tuple(self.params), sinks, loss_op)
+        return StepLowering(tuple(self.params), sinks)
 
     # -- forward ---------------------------------------------------------------------------
     def forward(self, info: LayerInfo) -> None:

@@ -158,5 +158,5 @@ class OpGraph:
         if len(self.processor) != len(self.ops):
             raise ValueError("one processor per op is required")
         for i, op in enumerate(self.ops):
-            if op.op_id != i or any(d >= i for d in op.deps):
+            if op.op_id != i or any(not 0 <= d < i for d in op.deps):
                 raise ValueError(f"op {op.name} is out of program order")

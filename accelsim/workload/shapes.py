@@ -174,7 +174,17 @@ def _check_losses(
                 loss.name,
             )
         ]
-    return []
+    # Every other output must reach the loss, or its layer would get no gradient.
+    return [
+        Problem(
+            file,
+            f"layers[{i}].name",
+            "output is never used: no later layer reads it and it is not the loss",
+            layer.name,
+        )
+        for i, layer in enumerate(workload.layers)
+        if i != losses[0] and not consumers.get(layer.name)
+    ]
 
 
 def _one(layer: wm.Layer, in_shapes: tuple[Shape, ...], *layouts: Layout) -> Shape:
