@@ -225,7 +225,7 @@ class GraphBuilder:
             ready = (gradient_ready or {}).get(p.weight.name, p.grad_op)
             ids.append(
                 self.vector(
-                    f"{p.weight.name}.update",
+                    f"{p.weight.name.rpartition('/')[2]}.update",
                     p.layer,
                     Phase.UPDATE,
                     p.weight.elements,
