@@ -74,7 +74,13 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
 
     hardware = attempt(load_hardware, run_file.hardware_path, "hardware")
     energy = attempt(load_energy, run_file.energy_path, "energy")
-    workload = attempt(load_workload, run_file.workload_path, "workload")
+    variant = run_file.run.workload_variant
+    chosen = (
+        None
+        if variant is None
+        else Override("workload_variant", variant, display_path(run_file.path), "workload_variant")
+    )
+    workload = attempt(lambda p, o: load_workload(p, o, chosen), run_file.workload_path, "workload")
     if errors or hardware is None or energy is None or workload is None:
         raise type(errors[0])([p for e in errors for p in e.problems])
     infos = infer_shapes(workload, display_path(run_file.workload_path))
@@ -117,6 +123,7 @@ def simulate_run(inputs: RunInputs) -> RunResult:
         "optimizer": run.optimizer.kind.value,
         "strided_dx": run.lowering.strided_dx.value,
         "psums": run.timing.psums.value,
+        "workload_variant": run.workload_variant or "",
     }
     return RunResult(
         run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy

@@ -253,3 +253,41 @@ def test_word_sizes_follow_tensor_class() -> None:
     fc2 = next(op for op in gemms(graph) if op.name == "fc2.fwd")
     assert (fc2.a.word_bytes, fc2.b.word_bytes, fc2.c.word_bytes) == (1, 4, 1)
     assert WordBytesSpec().optimizer_state == 4
+
+
+def test_cifar_variant_changes_input_stem_and_classes() -> None:
+    from accelsim.config.loader import Override
+
+    choose = Override("workload_variant", "cifar10", "run.yaml", "workload_variant")
+    workload = load_workload(ROOT / "workloads" / "resnet18.yaml", variant=choose)
+    infos = {i.layer.name: i for i in infer_shapes(workload, "t")}
+    assert infos["conv1"].out_shape.dims == (64, 32, 32)
+    assert infos["layer4.1.relu2"].out_shape.dims == (512, 4, 4)
+    assert infos["fc"].out_shape.dims == (10,)
+    graph = assign(
+        AssignmentPolicy.SINGLE,
+        tuple(infos.values()),
+        workload,
+        make_hw(),
+        1,
+        StridedDx.SKIP_ZEROS,
+        OptimizerKind.SGD,
+    )
+    # CIFAR ResNet-18 (kuangliu/pytorch-cifar): 11,173,962 parameters.  Forward MACs by
+    # hand: stem 32*32*64*27 = 1,769,472; layer1 4 * 32*32*64*576 = 150,994,944;
+    # layers 2-4 each 134,217,728 (first conv, three convs, 1x1 shortcut); fc 5,120.
+    assert sum(p.weight.elements for p in graph.parameters) == 11_173_962
+    assert sum(op.macs for op in gemms(graph, Phase.FWD)) == 555_422_720
+
+
+def test_unknown_variant_is_blamed_on_the_run_file() -> None:
+    from accelsim.config.loader import Override
+    from accelsim.errors import WorkloadError
+
+    choose = Override("workload_variant", "cifar11", "run.yaml", "workload_variant")
+    with pytest.raises(
+        WorkloadError,
+        match=r"^run.yaml: workload_variant: unknown workload "
+        r"variant; did you mean 'cifar10'",
+    ):
+        load_workload(ROOT / "workloads" / "resnet18.yaml", variant=choose)

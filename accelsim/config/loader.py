@@ -134,44 +134,105 @@ def parse_sets(items: list[str]) -> list[Override]:
 def apply_overrides(data: dict[str, Any], overrides: list[Override]) -> dict[str, Any]:
     """Return a copy of ``data`` with each dotted key set to its value.
 
-    List elements are addressed as ``layers[2].kernel``.
+    List elements are addressed by index, ``layers[2].kernel``, or, in a list of
+    named mappings, by name, ``layers[fc].out_features`` (names may contain dots).
     """
     result: dict[str, Any] = _deep_copy(data)
     for item in overrides:
-        target: Any = result
-        parts = _split_key(item)
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if isinstance(part, int):
-                if not isinstance(target, list) or not -len(target) <= part < len(target):
-                    raise ConfigError.single(item.source, item.source_path, "no such list element")
-                if last:
-                    target[part] = item.value
-                else:
-                    target = target[part]
-            elif isinstance(target, dict):
-                if last:
-                    target[part] = item.value
-                else:
-                    target = target.setdefault(part, {})
-            else:
-                raise ConfigError.single(item.source, item.source_path, "no such key", item.value)
+        _set(result, item, _split_key(item))
     return result
 
 
-def _split_key(item: Override) -> list[str | int]:
-    parts: list[str | int] = []
-    for segment in item.key.split("."):
-        name, _, rest = segment.partition("[")
+def canonical_key(data: dict[str, Any], item: Override) -> str:
+    """``item.key`` with list elements named by index, as validation reports them."""
+    key = ""
+    target: Any = data
+    for part in _split_key(item):
+        if isinstance(part, str):
+            key = f"{key}.{part}" if key else part
+            target = target.get(part) if isinstance(target, dict) else None
+        elif isinstance(target, list):
+            index = _index(target, part, item)
+            key = f"{key}[{index}]"
+            target = target[index]
+        else:
+            key = f"{key}[{part.name if isinstance(part, _Named) else part}]"
+            target = None
+    return key
+
+
+def _set(data: dict[str, Any], item: Override, parts: list[str | int | _Named]) -> None:
+    target: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(part, (int, _Named)):
+            if not isinstance(target, list):
+                raise ConfigError.single(item.source, item.source_path, "not a list", item.value)
+            index = _index(target, part, item)
+            if last:
+                target[index] = item.value
+            else:
+                target = target[index]
+        elif isinstance(target, dict):
+            if last:
+                target[part] = item.value
+            else:
+                target = target.setdefault(part, {})
+        else:
+            raise ConfigError.single(item.source, item.source_path, "no such key", item.value)
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A list element addressed by its ``name`` key."""
+
+    name: str
+
+
+def _index(target: list[Any], part: int | str | _Named, item: Override) -> int:
+    if isinstance(part, int):
+        if not -len(target) <= part < len(target):
+            raise ConfigError.single(
+                item.source, item.source_path, "no such list element", item.value
+            )
+        return part % len(target)
+    name = part.name if isinstance(part, _Named) else part
+    names = [e.get("name") for e in target if isinstance(e, dict)]
+    for index, element in enumerate(target):
+        if isinstance(element, dict) and element.get("name") == name:
+            return index
+    raise ConfigError.single(
+        item.source,
+        item.source_path,
+        "no list element of that name; " + suggest(name, [str(n) for n in names]),
+        item.value,
+    )
+
+
+def _split_key(item: Override) -> list[str | int | _Named]:
+    """Split ``a.b[3].c[fc.1].d`` into ``['a', 'b', 3, 'c', _Named('fc.1'), 'd']``."""
+    parts: list[str | int | _Named] = []
+    key = item.key
+    pos = 0
+    while pos < len(key):
+        if key[pos] == "[":
+            close = key.find("]", pos)
+            inner = key[pos + 1 : close] if close > 0 else ""
+            if not inner:
+                raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
+            parts.append(int(inner) if inner.lstrip("-").isdigit() else _Named(inner))
+            pos = close + 1
+            if pos < len(key) and key[pos] == ".":
+                pos += 1
+            continue
+        end = min((i for i in (key.find(".", pos), key.find("[", pos)) if i >= 0), default=len(key))
+        name = key[pos:end]
         if not name:
             raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
         parts.append(name)
-        while rest:
-            index, close, rest = rest.partition("]")
-            if not close or not index.lstrip("-").isdigit():
-                raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
-            parts.append(int(index))
-            rest = rest.removeprefix("[")
+        pos = end + 1 if end < len(key) and key[end] == "." else end
+    if not parts or key.endswith("."):
+        raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
     return parts
 
 
@@ -199,21 +260,22 @@ def validate_with_overrides(
     try:
         return validate_data(model, merged, file, error=error)
     except InputError as exc:
-        by_key = {o.key: o for o in overrides}
+        by_key = {canonical_key(merged, o): o for o in overrides}
         problems = []
         for problem in exc.problems:
-            origin = next(
+            match = next(
                 (
-                    o
+                    (k, o)
                     for k, o in by_key.items()
-                    if problem.path == k or problem.path.startswith(k + ".")
+                    if problem.path == k or problem.path.startswith((k + ".", k + "["))
                 ),
                 None,
             )
-            if origin is not None:
+            if match is not None:
+                key, origin = match
                 problem = Problem(
                     origin.source,
-                    origin.source_path + problem.path[len(origin.key) :],
+                    origin.source_path + problem.path[len(key) :],
                     problem.message,
                     problem.value,
                 )

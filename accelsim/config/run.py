@@ -100,6 +100,7 @@ class RunSpec(Spec):
     description: str = ""
     hardware: Name
     workload: Name
+    workload_variant: Name | None = None
     energy: Name
     batch_size: PositiveInt = 1
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)

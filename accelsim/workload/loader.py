@@ -5,21 +5,51 @@ from __future__ import annotations
 from pathlib import Path
 
 from accelsim.config.loader import Override, display_path, read_yaml, validate_with_overrides
+from accelsim.config.validate import join_path, suggest
 from accelsim.errors import WorkloadError
 from accelsim.workload.model import Workload
 from accelsim.workload.shapes import infer_shapes
 
 
-def load_workload(path: Path, overrides: list[Override] | None = None) -> Workload:
-    """Load a layer table, validate it and check that its shapes are consistent.
+def load_workload(
+    path: Path, overrides: list[Override] | None = None, variant: Override | None = None
+) -> Workload:
+    """Load a layer table, apply a variant and overrides, validate it and check its shapes.
+
+    Args:
+        path: The workload YAML file.
+        overrides: Dotted-key overrides (from a run file or ``--set``), applied last.
+        variant: The run's ``workload_variant`` (its value names one of the
+            file's ``variants``), applied before ``overrides``.
 
     Raises:
-        WorkloadError: for schema problems and for shape inconsistencies, each
-            reported at its ``layers[i].key`` path.
+        WorkloadError: for an unknown variant (blamed on where it was chosen),
+            schema problems and shape inconsistencies, each at its key path.
     """
     name = display_path(path)
+    data = read_yaml(path, WorkloadError)
+    chosen = [] if variant is None else _variant_overrides(data, name, variant)
     workload = validate_with_overrides(
-        Workload, read_yaml(path, WorkloadError), name, overrides or [], WorkloadError
+        Workload, data, name, chosen + (overrides or []), WorkloadError
     )
     infer_shapes(workload, name)
     return workload
+
+
+def _variant_overrides(data: dict[str, object], name: str, variant: Override) -> list[Override]:
+    variants = data.get("variants")
+    known = variants if isinstance(variants, dict) else {}
+    spec = known.get(variant.value)
+    if not isinstance(spec, dict):
+        hint = (
+            suggest(str(variant.value), [str(v) for v in known])
+            if known
+            else (f"{name} defines no variants")
+        )
+        raise WorkloadError.single(
+            variant.source, variant.source_path, "unknown workload variant; " + hint, variant.value
+        )
+    where = join_path(join_path("variants", str(variant.value)), "overrides")
+    changes = spec.get("overrides")
+    items = changes.items() if isinstance(changes, dict) else ()
+    return [Override(str(k), v, name, join_path(where, str(k))) for k, v in items]

@@ -9,7 +9,7 @@ inferred by :mod:`accelsim.workload.shapes`; the batch size is a run setting.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -202,6 +202,17 @@ Layer = Annotated[
 ]
 
 
+class VariantSpec(Spec):
+    """A named variant of a workload (e.g. CIFAR-10): dotted-key overrides of the file.
+
+    Keys address the workload file, e.g. ``input.height`` or
+    ``layers[fc].out_features``; a run file selects it by ``workload_variant``.
+    """
+
+    description: str = ""
+    overrides: dict[str, Any] = Field(min_length=1)
+
+
 class Workload(Spec):
     """A model: its input per sample and its layers in execution order."""
 
@@ -210,3 +221,4 @@ class Workload(Spec):
     source: str = ""
     input: InputSpec
     layers: list[Layer] = Field(min_length=1)
+    variants: dict[Name, VariantSpec] = Field(default_factory=dict)
