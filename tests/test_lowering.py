@@ -291,3 +291,25 @@ def test_unknown_variant_is_blamed_on_the_run_file() -> None:
         r"variant; did you mean 'cifar10'",
     ):
         load_workload(ROOT / "workloads" / "resnet18.yaml", variant=choose)
+
+
+def test_dropout_keeps_a_bit_mask_and_token_select_picks_one_token() -> None:
+    graph = lower(
+        net(
+            {"kind": "tokens", "length": 16},
+            {"name": "emb", "kind": "embedding", "num_embeddings": 50, "embedding_dim": 64},
+            {"name": "drop", "kind": "dropout", "rate": 0.1},
+            {"name": "cls", "kind": "token_select"},
+            {"name": "fc", "kind": "linear", "out_features": 2},
+        ),
+        batch=4,
+    )
+    ops = {op.name: op for op in graph.ops}
+    drop_fwd, drop_bwd = ops["drop.fwd"], ops["drop.bwd"]
+    assert isinstance(drop_fwd, VectorOp) and isinstance(drop_bwd, VectorOp)
+    mask = drop_fwd.writes[1].tensor
+    assert (mask.elements, mask.word_bytes) == (4 * 16 * 64 // 8, 1)
+    assert mask.name in graph.stashed
+    assert ops["cls.fwd"].elements == 4 * 64
+    assert ops["cls.bwd"].elements == 4 * 16 * 64
+    assert {op.m for op in gemms(graph) if op.layer == "fc"} == {4, 2}

@@ -40,6 +40,7 @@ BATCHNORM_BWD_OPS = 8  # two reductions, then the dx formula
 SOFTMAX_FWD_OPS = 5  # max, subtract, exp, sum, divide
 SOFTMAX_BWD_OPS = 3  # dot(y, dy), subtract, multiply
 CROSS_ENTROPY_FWD_OPS = 6  # softmax plus log and pick
+DROPOUT_FWD_OPS = 3  # random draw, compare, scale
 LSTM_CELL_FWD_OPS = 24  # 3 sigmoids, 2 tanh, 3 multiplies, 1 add per hidden unit
 LSTM_CELL_BWD_OPS = 30
 
@@ -412,6 +413,13 @@ class _StepLowerer:
             )
         elif isinstance(layer, wm.Softmax):
             b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, SOFTMAX_FWD_OPS, [x], [y])
+        elif isinstance(layer, wm.Dropout):
+            # The mask is kept bit-packed: one bit per element.
+            mask = Tensor(f"{self.prefix}{name}.mask", TensorKind.ACTIVATION, -(-out_elems // 8), 1)
+            self.stash_extra[name] = mask
+            b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, DROPOUT_FWD_OPS, [x], [y, mask])
+        elif isinstance(layer, wm.TokenSelect):
+            b.vector(f"{name}.fwd", name, Phase.FWD, out_elems, 1, [Access(x, out_elems)], [y])
         elif isinstance(layer, wm.CrossEntropy):
             probs = self.t(f"{name}.probs", TensorKind.ACTIVATION, x.elements)
             self.stash_extra[name] = probs
@@ -688,6 +696,17 @@ class _StepLowerer:
                     )
                     saved = y if by_output else x
                 b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, [g, saved], [grad])
+                self.give(info, 0, grad)
+        elif isinstance(layer, wm.Dropout):
+            if self.wants(info):
+                grad = self.dx(info)
+                mask = self.stash_extra[name]
+                b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, 1, [g, mask], [grad])
+                self.give(info, 0, grad)
+        elif isinstance(layer, wm.TokenSelect):
+            if self.wants(info):
+                grad = self.dx(info)  # zero everywhere but the selected token
+                b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, 1, [g], [grad])
                 self.give(info, 0, grad)
         elif isinstance(layer, (wm.Add, wm.Flatten)):
             for i in range(len(info.inputs)):

@@ -154,6 +154,20 @@ class Softmax(LayerBase):
     kind: Literal["softmax"]
 
 
+class Dropout(LayerBase):
+    """Random dropout at ``rate``: a mask is drawn, applied, and kept for backward."""
+
+    kind: Literal["dropout"]
+    rate: Annotated[float, Field(ge=0, lt=1)]
+
+
+class TokenSelect(LayerBase):
+    """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
+
+    kind: Literal["token_select"]
+    index: Annotated[int, Field(ge=0)] = 0
+
+
 class CrossEntropy(LayerBase):
     """Softmax plus negative log-likelihood; the loss that starts the backward pass."""
 
@@ -194,6 +208,8 @@ Layer = Annotated[
     | Concat
     | Flatten
     | Softmax
+    | Dropout
+    | TokenSelect
     | CrossEntropy
     | Embedding
     | Lstm

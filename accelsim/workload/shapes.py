@@ -231,7 +231,12 @@ def _infer(layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         return _one(layer, in_shapes, Layout.CHW, Layout.FEATURES)
     if isinstance(layer, wm.LayerNorm):
         return _one(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE)
-    if isinstance(layer, (wm.Activation, wm.Softmax)):
+    if isinstance(layer, wm.TokenSelect):
+        x = _one(layer, in_shapes, Layout.SEQUENCE)
+        if layer.index >= x.dims[0]:
+            raise _ShapeProblem("index", f"beyond the {x.dims[0]} tokens", layer.index)
+        return Shape(Layout.FEATURES, (x.dims[1],))
+    if isinstance(layer, (wm.Activation, wm.Softmax, wm.Dropout)):
         return _one(layer, in_shapes, Layout.CHW, Layout.FEATURES, Layout.SEQUENCE)
     if isinstance(layer, wm.Flatten):
         x = _one(layer, in_shapes, Layout.CHW, Layout.FEATURES)
