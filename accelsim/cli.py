@@ -1,4 +1,4 @@
-"""Command line: ``accelsim run | layer | check``.
+"""Command line: ``accelsim run | layer | suite | models | check``.
 
 The only module that prints or exits.  Bad input (any
 :class:`~accelsim.errors.InputError`, an existing run directory) exits with
@@ -9,9 +9,11 @@ an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` for tracebacks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,14 +38,29 @@ from accelsim.pipeline import (
     resolved_config,
     simulate_layer,
     simulate_run,
+    suite_entries,
+    suite_inputs,
 )
-from accelsim.report.console import layer_table, summary_table
-from accelsim.report.writer import check_writable, run_directory, write_run
+from accelsim.report.console import layer_table, models_table, suite_table, summary_table
+from accelsim.report.plots import plot_suite
+from accelsim.report.suite import SUITE_COLUMNS, suite_row
+from accelsim.report.writer import (
+    check_writable,
+    run_directory,
+    staged_directory,
+    write_csv,
+    write_run,
+    write_run_files,
+)
 from accelsim.workload.loader import load_workload
 from accelsim.workload.ops import Phase
+from accelsim.workload.shapes import infer_shapes
+from accelsim.workload.stats import model_stats
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
-DEFAULT_ENERGY = Path(__file__).resolve().parent.parent / "configs" / "energy" / "horowitz45.yaml"
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+DEFAULT_ENERGY = CONFIGS / "energy" / "horowitz45.yaml"
+DEFAULT_SUITE = CONFIGS / "suites" / "default.yaml"
 
 
 def _positive(text: str) -> int:
@@ -126,6 +143,46 @@ def build_parser() -> argparse.ArgumentParser:
     )
     layer.add_argument("--json", action="store_true", help="print one JSON object")
 
+    suite = sub.add_parser("suite", help="simulate one training step of every model of a suite")
+    suite.add_argument("run_file", type=Path, help="run YAML whose workload is replaced per model")
+    suite.add_argument(
+        "--suite",
+        type=Path,
+        default=DEFAULT_SUITE,
+        help="suite YAML (default: configs/suites/default.yaml, the 14 models)",
+    )
+    suite.add_argument(
+        "--models",
+        type=_names,
+        default=None,
+        metavar="A,B,...",
+        help="only these models of the suite",
+    )
+    suite.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results"),
+        help="parent directory of run directories (default: results)",
+    )
+    suite.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    suite.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field for every model (as for run)",
+    )
+
+    models = sub.add_parser("models", help="list the models of a suite with their sizes")
+    models.add_argument(
+        "--suite",
+        type=Path,
+        default=DEFAULT_SUITE,
+        help="suite YAML (default: configs/suites/default.yaml)",
+    )
+    models.add_argument("--json", action="store_true", help="print one JSON list")
+
     check = sub.add_parser("check", help="validate config files without simulating")
     check.add_argument(
         "files", type=Path, nargs="+", help="hardware, energy, workload or run YAML files"
@@ -137,7 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``accelsim`` console script."""
     args = build_parser().parse_args(argv)
     try:
-        handler = {"run": _cmd_run, "layer": _cmd_layer, "check": _cmd_check}[args.command]
+        handler = {
+            "run": _cmd_run,
+            "layer": _cmd_layer,
+            "suite": _cmd_suite,
+            "models": _cmd_models,
+            "check": _cmd_check,
+        }[args.command]
         return handler(args)
     except InputError as exc:
         for problem in exc.problems:
@@ -163,6 +226,58 @@ def _cmd_run(args: argparse.Namespace) -> int:
     directory = write_run(result, resolved_config(inputs), args.out, args.force)
     print(summary_table(result.summary()))
     print(f"wrote {display_path(directory)}/")
+    return EXIT_OK
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated model names (got {text!r})")
+    return names
+
+
+def _cmd_suite(args: argparse.Namespace) -> int:
+    sets = parse_sets(args.sets)
+    entries = suite_entries(args.suite, args.models)
+    inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
+    target = run_directory(args.out, inputs[0].run.name)
+    rows = []
+    started = time.perf_counter()
+    with staged_directory(target, args.force) as staging:
+        for i, (entry, model_inputs) in enumerate(zip(entries, inputs, strict=True), start=1):
+            _progress(i, len(entries), entry.name, time.perf_counter() - started)
+            result = simulate_run(model_inputs)
+            write_run_files(staging / entry.name, result, resolved_config(model_inputs))
+            rows.append(suite_row(entry.name, result))
+        _progress(len(entries), len(entries), "done", time.perf_counter() - started, end=True)
+        write_csv(staging / "suite.csv", SUITE_COLUMNS, rows)
+        title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
+        plot_suite(staging / "suite.csv", staging / "suite.png", title)
+    print(suite_table(rows))
+    print(f"wrote {display_path(target)}/suite.csv, suite.png and one directory per model")
+    return EXIT_OK
+
+
+def _progress(done: int, total: int, label: str, seconds: float, end: bool = False) -> None:
+    width = 28
+    filled = width * (done if end else done - 1) // total
+    bar = "#" * filled + "." * (width - filled)
+    line = f"[{bar}] {done}/{total} {label:<14} {seconds:6.1f} s"
+    if sys.stderr.isatty():
+        print("\r" + line, end="\n" if end else "", file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr)
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    stats = []
+    for entry in suite_entries(args.suite):
+        workload = load_workload(entry.workload_path)
+        stats.append(model_stats(workload, infer_shapes(workload, str(entry.workload_path))))
+    if args.json:
+        print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
+    else:
+        print(models_table(stats))
     return EXIT_OK
 
 

@@ -21,10 +21,13 @@ from accelsim.config.loader import (
     load_energy,
     load_hardware,
     load_run_file,
+    load_suite,
+    read_yaml,
 )
 from accelsim.config.run import PsumPolicy, RunSpec, TimingSpec
+from accelsim.config.validate import suggest
 from accelsim.energy.model import check_table, estimate_energy
-from accelsim.errors import InputError
+from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.mapping.assignment import assign
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.report.result import RunResult
@@ -98,6 +101,50 @@ def resolved_config(inputs: RunInputs) -> str:
             "workload": inputs.workload.model_dump(mode="json", exclude_none=True),
         }
     )
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One model of a suite and its workload file."""
+
+    name: str
+    workload_path: Path
+
+
+def suite_entries(suite_path: Path, selected: list[str] | None = None) -> list[SuiteEntry]:
+    """The models of a suite file, optionally only those named in ``selected`` (in suite order).
+
+    Raises:
+        ConfigError: for a bad suite file or an unknown model name.
+    """
+    suite = load_suite(suite_path)
+    entries = [SuiteEntry(m.name, suite_path.parent / m.workload) for m in suite.models]
+    if selected is None:
+        return entries
+    known = [e.name for e in entries]
+    unknown = [name for name in selected if name not in known]
+    if unknown:
+        raise ConfigError(
+            [Problem("--models", "", "unknown model; " + suggest(n, known), n) for n in unknown]
+        )
+    return [e for e in entries if e.name in selected]
+
+
+def suite_inputs(run_path: Path, entry: SuiteEntry, sets: list[Override]) -> RunInputs:
+    """Load the run file with its workload replaced by ``entry``'s.
+
+    A ``workload_variant`` the model does not define (a CIFAR variant for a
+    language model, say) is dropped for that model.
+    """
+    workload = Override("workload", str(entry.workload_path.resolve()), "suite", "workload")
+    run = load_run_file(run_path, [*sets, workload]).run
+    variants = read_yaml(entry.workload_path, WorkloadError).get("variants")
+    extra = [workload]
+    if run.workload_variant is not None and not (
+        isinstance(variants, dict) and run.workload_variant in variants
+    ):
+        extra.append(Override("workload_variant", None, "suite", "workload_variant"))
+    return load_inputs(run_path, [*sets, *extra])
 
 
 def simulate_run(inputs: RunInputs) -> RunResult:

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
+from accelsim.config.suite import SuiteSpec
 from accelsim.config.validate import join_path, suggest, validate_data
 from accelsim.errors import ConfigError, InputError, Problem
 
@@ -288,6 +289,11 @@ def load_hardware(path: Path, overrides: list[Override] | None = None) -> Hardwa
     return validate_with_overrides(
         HardwareSpec, read_yaml(path), display_path(path), overrides or []
     )
+
+
+def load_suite(path: Path) -> SuiteSpec:
+    """Load and validate a suite file."""
+    return validate_data(SuiteSpec, read_yaml(path), display_path(path))
 
 
 def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTable:

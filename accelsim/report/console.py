@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from accelsim.units import bytes_to_gb, pj_to_mj
+from accelsim.workload.stats import ModelStats
 
 
 def _rows(rows: list[tuple[str, str]]) -> str:
@@ -82,3 +84,40 @@ def layer_table(record: dict[str, Any]) -> str:
         ("energy", f"{record['energy_pj'] / 1e6:.3f} uJ"),
     ]
     return _rows(rows)
+
+
+def models_table(stats: Sequence[ModelStats]) -> str:
+    """One line per model: input, parameters, MACs per sample, layer count."""
+    header = (
+        f"{'model':<14} {'input':<22} {'params':>13} {'fwd MACs':>16} {'train MACs':>17} "
+        f"{'layers':>6}"
+    )
+    lines = [header]
+    for s in stats:
+        lines.append(
+            f"{s.name:<14} {s.input:<22} {s.params:>13,} {s.forward_macs:>16,} "
+            f"{s.training_macs:>17,} {s.layers:>6}"
+        )
+    return "\n".join(lines)
+
+
+def suite_table(rows: Sequence[dict[str, Any]]) -> str:
+    """One line per model of a suite run, plus the suite total."""
+    header = (
+        f"{'model':<14} {'cycles':>15} {'ms':>10} {'util %':>7} {'stall %':>8} "
+        f"{'DRAM GB':>9} {'energy mJ':>11}"
+    )
+    lines = [header]
+    for r in rows:
+        lines.append(
+            f"{r['model']:<14} {r['total_cycles']:>15,} {r['seconds'] * 1e3:>10.3f} "
+            f"{r['utilization'] * 100:>7.1f} {r['stall_fraction'] * 100:>8.1f} "
+            f"{bytes_to_gb(r['dram_bytes']):>9.3f} {pj_to_mj(r['energy_pj']):>11.3f}"
+        )
+    lines.append(
+        f"{'suite total':<14} {sum(r['total_cycles'] for r in rows):>15,} "
+        f"{sum(r['seconds'] for r in rows) * 1e3:>10.3f} {'':>7} {'':>8} "
+        f"{bytes_to_gb(sum(r['dram_bytes'] for r in rows)):>9.3f} "
+        f"{pj_to_mj(sum(r['energy_pj'] for r in rows)):>11.3f}"
+    )
+    return "\n".join(lines)

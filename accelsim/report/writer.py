@@ -12,7 +12,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,36 +53,25 @@ def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]
         writer.writerows(rows)
 
 
-def write_run(result: RunResult, resolved_config: str, out: Path, force: bool = False) -> Path:
-    """Write ``resolved_config.yaml``, ``ops.csv``, ``layers.csv`` and ``summary.json``.
+@contextmanager
+def staged_directory(target: Path, force: bool) -> Iterator[Path]:
+    """Yield an empty sibling of ``target`` to fill; move it into place on success.
 
-    Args:
-        result: The simulated step.
-        resolved_config: The YAML text of every input after overrides.
-        out: Parent directory of run directories.
-        force: Replace an existing run directory.
-
-    Returns:
-        The run directory.
+    The old ``target`` (replaced only with ``force``) survives any failure, and
+    a half-filled staging directory is always removed.
 
     Raises:
-        OutputError: if the directory exists without ``force`` or cannot be written.
+        OutputError: if ``target`` exists without ``force`` or cannot be written.
     """
-    target = run_directory(out, result.name)
     check_writable(target, force)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{result.name}.", dir=out))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         staging.chmod(0o777 & ~_umask())
     except OSError as exc:
-        raise OutputError(f"{out}: cannot create the results directory: {exc}") from None
+        raise OutputError(f"{target.parent}: cannot create the results directory: {exc}") from None
     try:
-        (staging / "resolved_config.yaml").write_text(resolved_config, encoding="utf-8")
-        write_csv(staging / "ops.csv", OP_COLUMNS, result.op_rows())
-        write_csv(staging / "layers.csv", LAYER_COLUMNS, result.layer_rows())
-        (staging / "summary.json").write_text(
-            json.dumps(result.summary(), indent=2) + "\n", encoding="utf-8"
-        )
+        yield staging
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -90,4 +80,29 @@ def write_run(result: RunResult, resolved_config: str, out: Path, force: bool = 
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_run_files(directory: Path, result: RunResult, resolved_config: str) -> None:
+    """Write ``resolved_config.yaml``, ``ops.csv``, ``layers.csv`` and ``summary.json``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "resolved_config.yaml").write_text(resolved_config, encoding="utf-8")
+    write_csv(directory / "ops.csv", OP_COLUMNS, result.op_rows())
+    write_csv(directory / "layers.csv", LAYER_COLUMNS, result.layer_rows())
+    (directory / "summary.json").write_text(
+        json.dumps(result.summary(), indent=2) + "\n", encoding="utf-8"
+    )
+
+
+def write_run(result: RunResult, resolved_config: str, out: Path, force: bool = False) -> Path:
+    """Write a run's files into ``out/<run-name>/``, replacing it only with ``force``.
+
+    Returns:
+        The run directory.
+
+    Raises:
+        OutputError: if the directory exists without ``force`` or cannot be written.
+    """
+    target = run_directory(out, result.name)
+    with staged_directory(target, force) as staging:
+        write_run_files(staging, result, resolved_config)
     return target

@@ -1,0 +1,43 @@
+"""Figures, drawn from result files only (never by re-simulating).
+
+The only module that imports matplotlib, lazily and through the object-oriented
+API with the Agg canvas, so plotting needs no display and touches no global
+pyplot state.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+
+def plot_suite(csv_path: Path, png_path: Path, title: str) -> None:
+    """Per model of a ``suite.csv``: step time, step energy and its breakdown by component."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with csv_path.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    models = [r["model"] for r in rows]
+    components = [c for c in rows[0] if c.startswith("energy_") and c != "energy_pj"]
+    fig = Figure(figsize=(max(8.0, 0.6 * len(models) + 4), 9), layout="constrained")
+    FigureCanvasAgg(fig)
+    time_ax, energy_ax, share_ax = fig.subplots(3, 1, sharex=True)
+    fig.suptitle(title)
+    time_ax.bar(models, [float(r["seconds"]) * 1e3 for r in rows], color="tab:blue")
+    time_ax.set_ylabel("step time (ms)")
+    time_ax.set_yscale("log")
+    energy_ax.bar(models, [float(r["energy_pj"]) / 1e9 for r in rows], color="tab:orange")
+    energy_ax.set_ylabel("step energy (mJ)")
+    energy_ax.set_yscale("log")
+    bottom = [0.0] * len(rows)
+    for component in components:
+        share = [100 * float(r[component]) / float(r["energy_pj"]) for r in rows]
+        label = component.removeprefix("energy_").removesuffix("_pj")
+        share_ax.bar(models, share, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, share, strict=True)]
+    share_ax.set_ylabel("energy share (%)")
+    share_ax.set_ylim(0, 100)
+    share_ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    share_ax.tick_params(axis="x", labelrotation=45)
+    fig.savefig(png_path, dpi=110)

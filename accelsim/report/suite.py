@@ -1,0 +1,49 @@
+"""Suite tables: one row per model of a suite run (``suite.csv``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelsim.energy.model import COMPONENTS
+from accelsim.report.result import RunResult
+
+SUITE_COLUMNS = (
+    "model",
+    "workload",
+    "workload_variant",
+    "batch_size",
+    "params",
+    "macs",
+    "total_cycles",
+    "seconds",
+    "utilization",
+    "stall_fraction",
+    "dram_bytes",
+    "dram_read_bytes",
+    "dram_write_bytes",
+    "energy_pj",
+    *(f"energy_{name}_pj" for name in COMPONENTS),
+)
+
+
+def suite_row(model: str, result: RunResult) -> dict[str, Any]:
+    """The ``suite.csv`` row of one model's simulated step."""
+    s = result.summary()
+    energy = s["energy_pj"]
+    return {
+        "model": model,
+        "workload": s["workload"],
+        "workload_variant": s["workload_variant"],
+        "batch_size": s["batch_size"],
+        "params": s["parameters"],
+        "macs": s["macs"]["total"],
+        "total_cycles": s["total_cycles"],
+        "seconds": s["seconds"],
+        "utilization": round(s["utilization"], 6),
+        "stall_fraction": round(s["stall_fraction"], 6),
+        "dram_bytes": s["dram_bytes"]["total"],
+        "dram_read_bytes": s["dram_bytes"]["read"],
+        "dram_write_bytes": s["dram_bytes"]["write"],
+        "energy_pj": round(energy["total"], 3),
+        **{f"energy_{k}_pj": round(v, 3) for k, v in energy["by_component"].items()},
+    }

@@ -1,0 +1,42 @@
+"""Size of a workload: parameters, MACs of the forward pass and of a training step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import StridedDx
+from accelsim.workload.lowering import GraphBuilder
+from accelsim.workload.model import Workload
+from accelsim.workload.ops import GemmOp, Phase
+from accelsim.workload.shapes import LayerInfo, input_shape
+
+
+@dataclass(frozen=True)
+class ModelStats:
+    """Counts for one sample (batch 1); ``training_macs`` is forward + dX + dW."""
+
+    name: str
+    input: str
+    params: int
+    forward_macs: int
+    training_macs: int
+    layers: int
+
+
+def model_stats(
+    workload: Workload, infos: Sequence[LayerInfo], strided_dx: StridedDx = StridedDx.SKIP_ZEROS
+) -> ModelStats:
+    """Count parameters and GEMM MACs of ``workload`` at batch 1."""
+    builder = GraphBuilder(WordBytesSpec())
+    step = builder.lower_step(infos, workload, 1, strided_dx)
+    gemms = [op for op in builder.ops if isinstance(op, GemmOp)]
+    return ModelStats(
+        name=workload.name,
+        input=str(input_shape(workload.input)),
+        params=sum(p.weight.elements for p in step.parameters),
+        forward_macs=sum(op.macs for op in gemms if op.phase is Phase.FWD),
+        training_macs=sum(op.macs for op in gemms),
+        layers=len(workload.layers),
+    )
