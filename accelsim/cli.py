@@ -43,7 +43,7 @@ from accelsim.pipeline import (
 )
 from accelsim.report.console import layer_table, models_table, suite_table, summary_table
 from accelsim.report.plots import plot_suite
-from accelsim.report.suite import SUITE_COLUMNS, suite_row
+from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import (
     check_writable,
     run_directory,
@@ -250,7 +250,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
             write_run_files(staging / entry.name, result, resolved_config(model_inputs))
             rows.append(suite_row(entry.name, result))
         _progress(len(entries), len(entries), "done", time.perf_counter() - started, end=True)
-        write_csv(staging / "suite.csv", SUITE_COLUMNS, rows)
+        write_csv(staging / "suite.csv", suite_columns(rows), rows)
         title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
         plot_suite(staging / "suite.csv", staging / "suite.png", title)
     print(suite_table(rows))

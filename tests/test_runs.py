@@ -99,6 +99,7 @@ def test_summary_is_consistent() -> None:
     s = result.summary()
     assert s["schema_version"] == 1
     assert s["macs"]["total"] == s["macs"]["fwd"] + s["macs"]["bwd_input"] + s["macs"]["bwd_weight"]
+    assert s["macs"]["aux"] == 0
     assert 0 < s["utilization"] <= 1
     assert s["energy_pj"]["total"] == pytest.approx(sum(s["energy_pj"]["by_component"].values()))
     assert s["energy_pj"]["total"] == pytest.approx(sum(s["energy_pj"]["by_phase"].values()))

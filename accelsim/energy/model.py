@@ -7,6 +7,7 @@ and layers); leakage is charged for the whole run on every processor.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,8 @@ import numpy as np
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import ConfigError, Problem
+from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit, main_array
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_VECTOR
 from accelsim.timing.trace import Trace
 from accelsim.units import BITS_PER_BYTE
 
@@ -51,22 +54,25 @@ class EnergyBreakdown:
         return float(self.op_pj.sum()) + self.static_pj
 
 
-def check_table(table: EnergyTable, hw: HardwareSpec, table_file: str) -> None:
-    """Check that ``table`` prices every precision that ``hw`` uses.
+def check_table(
+    table: EnergyTable, hw: HardwareSpec, table_file: str, extra_arrays: Sequence[ArrayUnit] = ()
+) -> None:
+    """Check that ``table`` prices every precision that ``hw`` (and extra arrays) use.
 
     Raises:
         ConfigError: naming the missing entries.
     """
     problems = []
-    if hw.array.precision not in table.mac_pj:
-        problems.append(
-            Problem(
-                table_file,
-                "mac_pj",
-                f"no entry for the array precision of hardware '{hw.name}'",
-                hw.array.precision.value,
+    for unit in (main_array(hw), *extra_arrays):
+        if unit.array.precision not in table.mac_pj:
+            problems.append(
+                Problem(
+                    table_file,
+                    "mac_pj",
+                    f"no entry for the {_which(unit)} precision of hardware '{hw.name}'",
+                    unit.array.precision.value,
+                )
             )
-        )
     if hw.vector_unit.precision not in table.vector_op_pj:
         problems.append(
             Problem(
@@ -80,6 +86,10 @@ def check_table(table: EnergyTable, hw: HardwareSpec, table_file: str) -> None:
         raise ConfigError(problems)
 
 
+def _which(unit: ArrayUnit) -> str:
+    return "array" if unit.name == MAIN_ARRAY else f"'{unit.name}' array"
+
+
 def sram_pj_per_byte(table: EnergyTable, capacity_kib: float, write: bool) -> float:
     """Access energy per byte of an SRAM of ``capacity_kib``."""
     sram = table.sram
@@ -87,41 +97,62 @@ def sram_pj_per_byte(table: EnergyTable, capacity_kib: float, write: bool) -> fl
     return float(base * (capacity_kib / sram.reference_kib) ** sram.capacity_exponent)
 
 
-def static_power_mw(table: EnergyTable, hw: HardwareSpec) -> float:
-    """Leakage of the whole accelerator (all processors) in mW."""
+def static_power_mw(
+    table: EnergyTable, hw: HardwareSpec, extra_arrays: Sequence[ArrayUnit] = ()
+) -> float:
+    """Leakage of the whole accelerator (all processors, all units) in mW."""
     s = table.static
     b = hw.buffers
     per_processor = (
         hw.array.rows * hw.array.cols * s.pe_mw
         + (b.ifmap_kib + b.filter_kib + b.ofmap_kib + b.stash_kib) * s.sram_mw_per_kib
         + hw.vector_unit.lanes * s.vector_lane_mw
+        + sum(u.pes * s.pe_mw + u.sram_kib * s.sram_mw_per_kib for u in extra_arrays)
     )
     return hw.processors * per_processor
 
 
 def estimate_energy(trace: Trace, hw: HardwareSpec, table: EnergyTable) -> EnergyBreakdown:
-    """Price every counted event of ``trace`` with ``table``."""
+    """Price every counted event of ``trace`` with ``table``.
+
+    The main array and the vector unit (which works through the main array's
+    ofmap buffer) give ``mac``, ``vector`` and ``sram_*``; every extra array unit
+    ``U`` gives ``U_mac`` and ``U_sram`` rows of its own.
+    """
     c = trace.costs
-    b = hw.buffers
 
-    def sram(capacity_kib: float, reads: np.ndarray, writes: np.ndarray) -> np.ndarray:
-        return reads * sram_pj_per_byte(
-            table, capacity_kib, write=False
-        ) + writes * sram_pj_per_byte(table, capacity_kib, write=True)
+    def sram(capacity_bytes: int, reads: np.ndarray, writes: np.ndarray) -> np.ndarray:
+        kib = capacity_bytes / 1024
+        return reads * sram_pj_per_byte(table, kib, write=False) + writes * sram_pj_per_byte(
+            table, kib, write=True
+        )
 
+    main, *extra = c.arrays or (main_array(hw),)
+    on_main = (c.unit == UNIT_ARRAY) | (c.unit == UNIT_VECTOR)
     dram_read = c.dram_read_bytes * BITS_PER_BYTE * table.dram_read_pj_per_bit
     dram_write = c.dram_ofmap_write_bytes * BITS_PER_BYTE * table.dram_write_pj_per_bit
     components = {
-        "mac": c.macs * table.mac_pj[hw.array.precision],
+        "mac": np.where(c.unit == UNIT_ARRAY, c.macs, 0) * table.mac_pj[main.array.precision],
         "vector": c.vector_ops * table.vector_op_pj[hw.vector_unit.precision],
-        "sram_ifmap": sram(b.ifmap_kib, c.sram_ifmap_read_bytes, c.sram_ifmap_write_bytes),
-        "sram_filter": sram(b.filter_kib, c.sram_filter_read_bytes, c.sram_filter_write_bytes),
-        "sram_ofmap": sram(b.ofmap_kib, c.sram_ofmap_read_bytes, c.sram_ofmap_write_bytes),
+        "sram_ifmap": on_main
+        * sram(main.ifmap_bytes, c.sram_ifmap_read_bytes, c.sram_ifmap_write_bytes),
+        "sram_filter": on_main
+        * sram(main.filter_bytes, c.sram_filter_read_bytes, c.sram_filter_write_bytes),
+        "sram_ofmap": on_main
+        * sram(main.ofmap_bytes, c.sram_ofmap_read_bytes, c.sram_ofmap_write_bytes),
         "dram": dram_read + dram_write,
         "interconnect": c.interconnect_bytes * BITS_PER_BYTE * table.interconnect_pj_per_bit,
     }
+    for unit in extra:
+        mine = c.unit == c.unit_names.index(unit.name)
+        components[f"{unit.name}_mac"] = mine * c.macs * table.mac_pj[unit.array.precision]
+        components[f"{unit.name}_sram"] = mine * (
+            sram(unit.ifmap_bytes, c.sram_ifmap_read_bytes, c.sram_ifmap_write_bytes)
+            + sram(unit.filter_bytes, c.sram_filter_read_bytes, c.sram_filter_write_bytes)
+            + sram(unit.ofmap_bytes, c.sram_ofmap_read_bytes, c.sram_ofmap_write_bytes)
+        )
     seconds = trace.total_cycles / (hw.clock_mhz * 1e6)
-    static_pj = static_power_mw(table, hw) * 1e-3 * seconds * 1e12
+    static_pj = static_power_mw(table, hw, extra) * 1e-3 * seconds * 1e12
     return EnergyBreakdown(
         op_component_pj={k: np.asarray(v, np.float64) for k, v in components.items()},
         static_pj=static_pj,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.config.base import Dataflow
 from accelsim.mapping.dataflow import DATAFLOW_CODE, array_dims
+from accelsim.mapping.units import ArrayUnit
 from accelsim.workload.ops import GemmOp, OpGraph
 
 
@@ -42,9 +42,10 @@ class GemmTable:
         return int(self.op_index.shape[0])
 
 
-def tabulate(graph: OpGraph, dataflow: Dataflow) -> GemmTable:
-    """Build the :class:`GemmTable` of every GEMM op in ``graph``."""
-    gemms = [op for op in graph.ops if isinstance(op, GemmOp)]
+def tabulate(graph: OpGraph, unit: ArrayUnit) -> GemmTable:
+    """Build the :class:`GemmTable` of the GEMM ops of ``graph`` that run on ``unit``."""
+    dataflow = unit.array.dataflow
+    gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit.name]
     dims = [array_dims(dataflow, op.m, op.n, op.k) for op in gemms]
 
     def ints(values: list[int]) -> np.ndarray:

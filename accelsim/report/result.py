@@ -20,7 +20,6 @@ from accelsim.units import cycles_to_seconds
 from accelsim.workload.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
 
 SCHEMA_VERSION = 1
-UNIT_NAMES = {UNIT_ARRAY: "array", UNIT_VECTOR: "vector", UNIT_COMM: "interconnect"}
 
 OP_COLUMNS = (
     "op_id",
@@ -94,10 +93,10 @@ class RunResult:
         return self.trace.total_cycles
 
     def utilization(self) -> float:
-        """MACs over the peak MACs of every PE for the whole run."""
-        hw = self.hardware
+        """Main-array MACs over the peak MACs of every main-array PE for the whole run."""
+        hw, c = self.hardware, self.trace.costs
         peak = hw.array.rows * hw.array.cols * hw.processors * max(self.total_cycles, 1)
-        return float(self.trace.costs.macs.sum()) / peak
+        return float(c.macs[c.unit == UNIT_ARRAY].sum()) / peak
 
     def stash(self) -> dict[str, int]:
         """Footprint and DRAM traffic of the activations saved for backward."""
@@ -144,8 +143,7 @@ class RunResult:
         phases = np.array([op.phase.value for op in self.graph.ops])
         macs = {
             p.value: int(c.macs[phases == p.value].sum())
-            for p in Phase
-            if p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+            for p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.AUX)
         }
         array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
@@ -171,8 +169,9 @@ class RunResult:
             "array_stall_cycles": array_stall,
             "stall_fraction": array_stall / max(self.total_cycles, 1),
             "busy_cycles": {
-                "array": trace.busy_cycles(UNIT_ARRAY).tolist(),
-                "vector": trace.busy_cycles(UNIT_VECTOR).tolist(),
+                name: trace.busy_cycles(u).tolist()
+                for u, name in enumerate(c.unit_names)
+                if u != UNIT_COMM
             },
             "dram_bytes": {
                 "read": int(c.dram_read_bytes.sum()),
@@ -193,13 +192,14 @@ class RunResult:
         """One ``ops.csv`` row per op."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         op_pj = self.energy.op_pj
+        pes = {c.unit_names.index(a.name): a.pes for a in c.arrays}
         rows = []
         for op in self.graph.ops:
             i = op.op_id
             duration = int(trace.end_cycle[i] - trace.start_cycle[i])
             unit = int(c.unit[i])
-            if unit == UNIT_ARRAY:
-                util = int(c.macs[i]) / (hw.array.rows * hw.array.cols * max(duration, 1))
+            if unit in pes:
+                util = int(c.macs[i]) / (pes[unit] * max(duration, 1))
             elif unit == UNIT_VECTOR:
                 util = int(c.vector_ops[i]) / (hw.vector_unit.lanes * max(duration, 1))
             else:
@@ -217,7 +217,7 @@ class RunResult:
                     "k": gemm.k if gemm else "",
                     "count": gemm.count if gemm else "",
                     "processor": int(trace.processor[i]),
-                    "unit": UNIT_NAMES[unit],
+                    "unit": c.unit_names[unit],
                     "start_cycle": int(trace.start_cycle[i]),
                     "end_cycle": int(trace.end_cycle[i]),
                     "compute_cycles": int(c.compute_cycles[i]) if unit != UNIT_COMM else 0,

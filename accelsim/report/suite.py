@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from accelsim.energy.model import COMPONENTS
 from accelsim.report.result import RunResult
 
-SUITE_COLUMNS = (
+BASE_COLUMNS = (
     "model",
     "workload",
     "workload_variant",
@@ -24,6 +25,14 @@ SUITE_COLUMNS = (
     "energy_pj",
     *(f"energy_{name}_pj" for name in COMPONENTS),
 )
+
+
+def suite_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The base columns, then any extra ones the rows carry (e.g. extra units' energy)."""
+    columns = list(BASE_COLUMNS)
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    return columns
 
 
 def suite_row(model: str, result: RunResult) -> dict[str, Any]:

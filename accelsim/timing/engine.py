@@ -1,8 +1,8 @@
 """SimPy event engine: runs an op DAG on N processors sharing DRAM.
 
-Each processor has two units, the systolic array and the vector unit, and
-each unit runs one op at a time, always the ready op that comes first in
-program order.  DRAM is one shared first-come-first-served
+Each processor has a systolic array, a vector unit and any extra array units
+a technique adds; each unit runs one op at a time, always the ready op that
+comes first in program order.  DRAM is one shared first-come-first-served
 :class:`~accelsim.timing.channel.Channel` (busy ``bytes / bandwidth`` cycles
 per transfer, then the access latency); each processor has one outgoing
 interconnect link, another channel, for ring all-reduces.
@@ -58,8 +58,9 @@ class _Engine:
         for op in graph.ops:
             for d in op.deps:
                 self.successors[d].append(op.op_id)
+        units = [u for u in range(len(costs.unit_names)) if u != UNIT_COMM]
         self.queues = {
-            (p, u): simpy.PriorityStore(self.env) for p in range(hw.processors) for u in (0, 1)
+            (p, u): simpy.PriorityStore(self.env) for p in range(hw.processors) for u in units
         }
 
     def run(self) -> Trace:

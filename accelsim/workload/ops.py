@@ -20,6 +20,7 @@ class Phase(str, Enum):
     BWD_WEIGHT = "bwd_weight"
     UPDATE = "update"
     COMM = "comm"
+    AUX = "aux"  # work a technique adds (e.g. gradient prediction)
 
 
 class TensorKind(str, Enum):
@@ -68,7 +69,7 @@ class GemmOp:
 
     ``a_elements`` and ``b_elements`` are the unique elements each GEMM reads
     from its operand tensors: less than ``m*k`` when A is an im2col view of a
-    feature map, whose windows overlap.
+    feature map, whose windows overlap.  ``unit`` names the array it runs on.
     """
 
     op_id: int
@@ -85,6 +86,7 @@ class GemmOp:
     a_elements: int
     b_elements: int
     deps: tuple[int, ...]
+    unit: str = "array"
 
     @property
     def macs(self) -> int:
