@@ -37,12 +37,18 @@ from accelsim.pipeline import (
     load_inputs,
     resolved_config,
     simulate_layer,
-    simulate_run,
+    simulate_training,
     suite_entries,
     suite_inputs,
 )
-from accelsim.report.console import layer_table, models_table, suite_table, summary_table
-from accelsim.report.plots import plot_suite
+from accelsim.report.console import (
+    layer_table,
+    models_table,
+    suite_table,
+    summary_table,
+    training_table,
+)
+from accelsim.report.plots import plot_speedup, plot_suite
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import (
     check_writable,
@@ -222,9 +228,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
     check_writable(run_directory(args.out, inputs.run.name), args.force)
-    result = simulate_run(inputs)
+    result = simulate_training(inputs)
     directory = write_run(result, resolved_config(inputs), args.out, args.force)
-    print(summary_table(result.summary()))
+    print(summary_table(result.base.summary()))
+    if result.training is not None:
+        print(training_table(result.training))
     print(f"wrote {display_path(directory)}/")
     return EXIT_OK
 
@@ -246,15 +254,17 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     with staged_directory(target, args.force) as staging:
         for i, (entry, model_inputs) in enumerate(zip(entries, inputs, strict=True), start=1):
             _progress(i, len(entries), entry.name, time.perf_counter() - started)
-            result = simulate_run(model_inputs)
+            result = simulate_training(model_inputs)
             write_run_files(staging / entry.name, result, resolved_config(model_inputs))
             rows.append(suite_row(entry.name, result))
         _progress(len(entries), len(entries), "done", time.perf_counter() - started, end=True)
         write_csv(staging / "suite.csv", suite_columns(rows), rows)
         title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
         plot_suite(staging / "suite.csv", staging / "suite.png", title)
+        if any("speedup" in row for row in rows):
+            plot_speedup(staging / "suite.csv", staging / "suite_speedup.png", title)
     print(suite_table(rows))
-    print(f"wrote {display_path(target)}/suite.csv, suite.png and one directory per model")
+    print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
     return EXIT_OK
 
 

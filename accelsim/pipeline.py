@@ -5,7 +5,7 @@ Sits on top of the layered core; ``cli.py`` calls it, and so can scripts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,11 +30,14 @@ from accelsim.energy.model import check_table, estimate_energy
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.mapping.assignment import assign
 from accelsim.mapping.residency import keep_stash_on_chip
-from accelsim.report.result import RunResult
+from accelsim.mapping.units import ArrayUnit
+from accelsim.report.result import RunResult, TrainingResult
+from accelsim.techniques.base import Technique, TechniqueContext
+from accelsim.techniques.registry import load_techniques
 from accelsim.timing.costs import op_costs
 from accelsim.timing.engine import simulate
 from accelsim.workload.loader import load_workload
-from accelsim.workload.lowering import GraphBuilder
+from accelsim.workload.lowering import GraphBuilder, StepHooks
 from accelsim.workload.model import Workload
 from accelsim.workload.ops import Phase, TensorKind
 from accelsim.workload.shapes import LayerInfo, infer_shapes
@@ -51,10 +54,26 @@ class RunInputs:
     energy: EnergyTable
     workload: Workload
     infos: tuple[LayerInfo, ...]
+    techniques: tuple[Technique, ...] = ()
 
     @property
     def run(self) -> RunSpec:
         return self.run_file.run
+
+    @property
+    def extra_arrays(self) -> tuple[ArrayUnit, ...]:
+        """Array units the techniques add to every processor."""
+        return tuple(a for t in self.techniques for a in t.add_components(self.hardware))
+
+    def context(self) -> TechniqueContext:
+        return TechniqueContext(
+            self.run,
+            self.run_file.path,
+            self.hardware,
+            self.workload,
+            self.infos,
+            self.extra_arrays,
+        )
 
 
 def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
@@ -87,8 +106,10 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
     if errors or hardware is None or energy is None or workload is None:
         raise type(errors[0])([p for e in errors for p in e.problems])
     infos = infer_shapes(workload, display_path(run_file.workload_path))
-    check_table(energy, hardware, display_path(run_file.energy_path))
-    return RunInputs(run_file, hardware, energy, workload, tuple(infos))
+    techniques = load_techniques(run_file.run.techniques, display_path(run_file.path))
+    inputs = RunInputs(run_file, hardware, energy, workload, tuple(infos), tuple(techniques))
+    check_table(energy, hardware, display_path(run_file.energy_path), inputs.extra_arrays)
+    return inputs
 
 
 def resolved_config(inputs: RunInputs) -> str:
@@ -147,8 +168,41 @@ def suite_inputs(run_path: Path, entry: SuiteEntry, sets: list[Override]) -> Run
     return load_inputs(run_path, [*sets, *extra])
 
 
-def simulate_run(inputs: RunInputs) -> RunResult:
-    """Simulate one training step of the run."""
+def simulate_training(inputs: RunInputs) -> TrainingResult:
+    """Simulate the baseline step and every step kind the run's techniques define.
+
+    Raises:
+        ConfigError: if more than one technique defines step kinds.
+    """
+    base = simulate_run(inputs)
+    ctx = inputs.context()
+    owners = [(t, t.step_kinds(ctx)) for t in inputs.techniques]
+    owners = [(t, kinds) for t, kinds in owners if kinds]
+    if len(owners) > 1:
+        names = [t.name for t, _ in owners]
+        raise ConfigError.single(
+            display_path(inputs.run_file.path),
+            "techniques",
+            "at most one technique may define its own step kinds",
+            names,
+        )
+    if not owners:
+        return TrainingResult(base, {}, None)
+    technique, kinds = owners[0]
+    steps = {
+        kind: simulate_run(inputs, hooks, ctx.extra_arrays, step=kind)
+        for kind, hooks in kinds.items()
+    }
+    return TrainingResult(base, steps, technique.training(ctx, base, steps))
+
+
+def simulate_run(
+    inputs: RunInputs,
+    hooks: StepHooks | None = None,
+    extra_arrays: Sequence[ArrayUnit] = (),
+    step: str = "base",
+) -> RunResult:
+    """Simulate one training step of the run: the baseline, or a technique's ``hooks``."""
     run, hw = inputs.run, inputs.hardware
     graph = assign(
         run.assignment,
@@ -159,12 +213,21 @@ def simulate_run(inputs: RunInputs) -> RunResult:
         run.lowering.strided_dx,
         run.optimizer.kind,
         display_path(inputs.run_file.path),
+        hooks,
     )
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
-    costs = op_costs(graph, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op)
+    costs = op_costs(
+        graph,
+        hw,
+        run.timing.convention,
+        run.timing.psums,
+        run.timing.chunks_per_op,
+        extra_arrays,
+    )
     trace = simulate(graph, costs, hw)
     energy = estimate_energy(trace, hw, inputs.energy)
     settings = {
+        "step": step,
         "convention": run.timing.convention.value,
         "assignment": run.assignment.value,
         "optimizer": run.optimizer.kind.value,

@@ -17,6 +17,7 @@ ORDER = [
     "timing",
     "energy",
     "report",
+    "techniques",
     "pipeline",
     "cli",
 ]

@@ -143,7 +143,10 @@ def test_energy_never_decreases_when_a_count_grows(field: str, op: int, extra: i
     table = load_inputs(MLP_RUN).energy
     before = estimate_energy(result.trace, result.hardware, table).total_pj
     after = estimate_energy(trace, result.hardware, table).total_pj
-    assert after > before
+    assert after >= before
+    # A count that the op's unit really has always costs energy (MACs only on an array).
+    if field != "macs" or int(costs.unit[op % len(grown)]) == UNIT_ARRAY:
+        assert after > before
     longer = dataclasses.replace(result.trace, total_cycles=result.total_cycles + extra)
     assert estimate_energy(longer, result.hardware, table).total_pj > before
 

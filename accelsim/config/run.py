@@ -93,6 +93,13 @@ class LoweringSpec(Spec):
     strided_dx: Annotated[StridedDx, Field(strict=False)] = StridedDx.SKIP_ZEROS
 
 
+class TrainingSpec(Spec):
+    """Length of training, for whole-training estimates of techniques."""
+
+    epochs: PositiveInt = 1
+    batches_per_epoch: PositiveInt = 1
+
+
 class RunSpec(Spec):
     """A run file, before the files it references are loaded."""
 
@@ -108,4 +115,6 @@ class RunSpec(Spec):
     lowering: LoweringSpec = Field(default_factory=LoweringSpec)
     assignment: Annotated[AssignmentPolicy, Field(strict=False)] = AssignmentPolicy.SINGLE
     overrides: dict[str, Any] = Field(default_factory=dict)
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    techniques: dict[Name, dict[str, Any] | None] = Field(default_factory=dict)
     seed: NonNegativeInt = 0

@@ -16,7 +16,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.errors import ConfigError
 from accelsim.workload import model as wm
-from accelsim.workload.lowering import GraphBuilder
+from accelsim.workload.lowering import GraphBuilder, StepHooks
 from accelsim.workload.ops import OpGraph
 from accelsim.workload.shapes import LayerInfo
 
@@ -36,8 +36,11 @@ def assign(
     strided_dx: StridedDx,
     optimizer: OptimizerKind,
     run_file: str = "run",
+    hooks: StepHooks | None = None,
 ) -> OpGraph:
     """Lower the training step and place its ops according to ``policy``.
+
+    ``hooks`` (a technique's) apply to every replica's lowering.
 
     Raises:
         ConfigError: if data parallelism has fewer samples than processors.
@@ -45,7 +48,7 @@ def assign(
     builder = GraphBuilder(hw.word_bytes)
     match policy:
         case AssignmentPolicy.SINGLE:
-            step = builder.lower_step(infos, workload, batch, strided_dx)
+            step = builder.lower_step(infos, workload, batch, strided_dx, hooks=hooks)
             builder.add_updates(step.parameters, optimizer, after=step.backward_sinks)
             return builder.build(step.parameters)
         case AssignmentPolicy.DATA_PARALLEL:
@@ -61,7 +64,7 @@ def assign(
             for p, local in enumerate(split_batch(batch, procs)):
                 builder.current_processor = p
                 prefix = f"p{p}/" if procs > 1 else ""
-                steps.append(builder.lower_step(infos, workload, local, strided_dx, prefix))
+                steps.append(builder.lower_step(infos, workload, local, strided_dx, prefix, hooks))
             ready: dict[str, int] = {}
             if procs > 1:
                 builder.current_processor = 0

@@ -121,3 +121,32 @@ def suite_table(rows: Sequence[dict[str, Any]]) -> str:
         f"{pj_to_mj(sum(r['energy_pj'] for r in rows)):>11.3f}"
     )
     return "\n".join(lines)
+
+
+def training_table(training: dict[str, Any]) -> str:
+    """Whole-training estimate of a technique against the baseline."""
+    steps = training["steps"]
+    base = steps["base"]["cycles"]
+    rows = [
+        (
+            "technique",
+            f"{training['technique']}, {training['epochs']} epochs x "
+            f"{training['batches_per_epoch']} batches",
+        )
+    ]
+    rows += [
+        (f"  {kind} step", f"{step['cycles']:,} cycles ({step['cycles'] / base:.3f} x base)")
+        for kind, step in steps.items()
+    ]
+    extras = {
+        k: v
+        for k, v in training.items()
+        if isinstance(v, float) and k not in ("speedup", "energy_reduction", "dram_reduction")
+    }
+    rows += [(f"  {k}", f"{v:.3f}") for k, v in extras.items()]
+    rows += [
+        ("speedup", f"{training['speedup']:.3f} x over the whole training"),
+        ("energy reduction", f"{training['energy_reduction'] * 100:.1f} %"),
+        ("DRAM reduction", f"{training['dram_reduction'] * 100:.1f} %"),
+    ]
+    return _rows(rows)

@@ -284,3 +284,25 @@ class RunResult:
         for row in rows.values():
             row["energy_pj"] = round(row["energy_pj"], 3)
         return list(rows.values())
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """The baseline step, each step kind a technique defines, and its training report.
+
+    ``training`` (None without such a technique) carries at least ``speedup``,
+    ``energy_reduction``, ``dram_reduction`` (whole training against the
+    baseline) and ``steps`` (per step kind: ``cycles``, ``energy_pj``,
+    ``dram_bytes``), plus whatever the technique adds.
+    """
+
+    base: RunResult
+    steps: dict[str, RunResult]
+    training: dict[str, Any] | None
+
+    def summary(self) -> dict[str, Any]:
+        """The baseline step's summary, with the training report when there is one."""
+        summary = self.base.summary()
+        if self.training is not None:
+            summary["training"] = self.training
+        return summary

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelsim.energy.model import COMPONENTS
-from accelsim.report.result import RunResult
+from accelsim.report.result import TrainingResult
 
 BASE_COLUMNS = (
     "model",
@@ -35,11 +35,16 @@ def suite_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     return columns
 
 
-def suite_row(model: str, result: RunResult) -> dict[str, Any]:
-    """The ``suite.csv`` row of one model's simulated step."""
-    s = result.summary()
+def suite_row(model: str, result: TrainingResult) -> dict[str, Any]:
+    """The ``suite.csv`` row of one model: its baseline step, and the training report if any.
+
+    A training report adds the whole-training ``speedup``, ``energy_reduction``
+    and ``dram_reduction``, each step kind's cycles, and the report's other
+    top-level numbers (e.g. ``gp_fraction``).
+    """
+    s = result.base.summary()
     energy = s["energy_pj"]
-    return {
+    row = {
         "model": model,
         "workload": s["workload"],
         "workload_variant": s["workload_variant"],
@@ -56,3 +61,12 @@ def suite_row(model: str, result: RunResult) -> dict[str, Any]:
         "energy_pj": round(energy["total"], 3),
         **{f"energy_{k}_pj": round(v, 3) for k, v in energy["by_component"].items()},
     }
+    training = result.training
+    if training is not None:
+        row |= {
+            key: value
+            for key, value in training.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        }
+        row |= {f"{kind}_step_cycles": step["cycles"] for kind, step in training["steps"].items()}
+    return row

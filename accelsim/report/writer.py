@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.errors import OutputError
-from accelsim.report.result import LAYER_COLUMNS, OP_COLUMNS, RunResult
+from accelsim.report.result import LAYER_COLUMNS, OP_COLUMNS, RunResult, TrainingResult
 
 
 def _umask() -> int:
@@ -82,18 +82,31 @@ def staged_directory(target: Path, force: bool) -> Iterator[Path]:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_run_files(directory: Path, result: RunResult, resolved_config: str) -> None:
-    """Write ``resolved_config.yaml``, ``ops.csv``, ``layers.csv`` and ``summary.json``."""
+def write_run_files(
+    directory: Path, result: RunResult | TrainingResult, resolved_config: str
+) -> None:
+    """Write ``resolved_config.yaml``, ``ops.csv``, ``layers.csv`` and ``summary.json``.
+
+    For a :class:`TrainingResult` these describe the baseline step (its summary
+    holds the training report) and each technique step kind gets the same files
+    in ``steps/<kind>/``.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "resolved_config.yaml").write_text(resolved_config, encoding="utf-8")
-    write_csv(directory / "ops.csv", OP_COLUMNS, result.op_rows())
-    write_csv(directory / "layers.csv", LAYER_COLUMNS, result.layer_rows())
+    base = result.base if isinstance(result, TrainingResult) else result
+    write_csv(directory / "ops.csv", OP_COLUMNS, base.op_rows())
+    write_csv(directory / "layers.csv", LAYER_COLUMNS, base.layer_rows())
     (directory / "summary.json").write_text(
         json.dumps(result.summary(), indent=2) + "\n", encoding="utf-8"
     )
+    if isinstance(result, TrainingResult):
+        for kind, step in result.steps.items():
+            write_run_files(directory / "steps" / kind, step, resolved_config)
 
 
-def write_run(result: RunResult, resolved_config: str, out: Path, force: bool = False) -> Path:
+def write_run(
+    result: RunResult | TrainingResult, resolved_config: str, out: Path, force: bool = False
+) -> Path:
     """Write a run's files into ``out/<run-name>/``, replacing it only with ``force``.
 
     Returns:
@@ -102,7 +115,8 @@ def write_run(result: RunResult, resolved_config: str, out: Path, force: bool = 
     Raises:
         OutputError: if the directory exists without ``force`` or cannot be written.
     """
-    target = run_directory(out, result.name)
+    name = result.base.name if isinstance(result, TrainingResult) else result.name
+    target = run_directory(out, name)
     with staged_directory(target, force) as staging:
         write_run_files(staging, result, resolved_config)
     return target

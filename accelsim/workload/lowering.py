@@ -12,8 +12,8 @@ pass, as in eager ``loss.backward(); optimizer.step()``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerKind, StridedDx
@@ -46,6 +46,53 @@ LSTM_CELL_BWD_OPS = 30
 
 
 @dataclass(frozen=True)
+class LayerView:
+    """What a :class:`StepHooks` callback sees of one layer of one replica.
+
+    Attributes:
+        info: The layer with its shapes.
+        inputs: Its input activation tensors (whole batch).
+        output: Its output activation tensor.
+        parameters: Its trainable tensors, with the op that finishes each gradient
+            (``grad_op`` is -1 before the backward pass has computed it).
+        batch: Samples of this replica.
+        prefix: Name prefix of this replica's tensors.
+    """
+
+    info: LayerInfo
+    inputs: tuple[Tensor, ...]
+    output: Tensor
+    parameters: tuple[Parameter, ...]
+    batch: int
+    prefix: str
+    replace: Callable[[Parameter, Parameter], None] = field(repr=False, compare=False)
+
+    def set_gradient(self, parameter: Parameter, gradient: Tensor, op_id: int) -> None:
+        """Make ``gradient``, finished by op ``op_id``, the one the optimizer applies."""
+        self.replace(parameter, Parameter(parameter.layer, parameter.weight, gradient, op_id))
+
+
+class StepHooks:
+    """Extension points of a training step's lowering; the defaults change nothing.
+
+    A technique subclasses this.  ``backward`` false leaves the backward pass
+    (and the loss gradient) out; ``after_forward`` runs right after each layer's
+    forward ops, ``after_backward`` right after its backward ops, and either may
+    replace a parameter's gradient with :meth:`LayerView.set_gradient` (with a
+    predicted one, say).  Parameters left without a gradient op get no
+    optimizer update.
+    """
+
+    backward = True
+
+    def after_forward(self, builder: GraphBuilder, view: LayerView) -> None:
+        """Called after the forward ops of every layer."""
+
+    def after_backward(self, builder: GraphBuilder, view: LayerView) -> None:
+        """Called after the backward ops of every layer that has any."""
+
+
+@dataclass(frozen=True)
 class StepLowering:
     """What lowering one replica's forward and backward pass produced."""
 
@@ -66,6 +113,7 @@ class GraphBuilder:
         self.processor: list[int] = []
         self.current_processor = 0
         self._producers: dict[str, tuple[int, ...]] = {}
+        self._on_chip: set[str] = set()
 
     # -- tensors -------------------------------------------------------------------------
     def tensor(self, name: str, kind: TensorKind, elements: int) -> Tensor:
@@ -77,6 +125,11 @@ class GraphBuilder:
             TensorKind.OPTIMIZER_STATE: self.words.optimizer_state,
         }[kind]
         return Tensor(name, kind, elements, word)
+
+    def keep_on_chip(self, tensor: Tensor) -> Tensor:
+        """Declare that ``tensor`` never travels to DRAM (it is read as it is produced)."""
+        self._on_chip.add(tensor.name)
+        return tensor
 
     def alias(self, tensor: Tensor, parts: Iterable[Tensor]) -> Tensor:
         """Declare ``tensor`` a view over ``parts``: it is ready when they all are."""
@@ -116,8 +169,9 @@ class GraphBuilder:
         a_elements: int | None = None,
         b_elements: int | None = None,
         partial: bool = False,
+        unit: str = "array",
     ) -> int:
-        """Add ``count`` GEMMs ``c[m x n] = a[m x k] . b[k x n]``.
+        """Add ``count`` GEMMs ``c[m x n] = a[m x k] . b[k x n]`` on array ``unit``.
 
         ``partial`` marks ``c`` as written piecewise by several ops.
         """
@@ -136,6 +190,7 @@ class GraphBuilder:
             a_elements=min(m * k, a_elements) if a_elements is not None else m * k,
             b_elements=min(k * n, b_elements) if b_elements is not None else k * n,
             deps=self._deps((a, b), ()),
+            unit=unit,
         )
         return self._emit(op, (c,), partial)
 
@@ -194,9 +249,14 @@ class GraphBuilder:
         batch: int,
         strided_dx: StridedDx,
         prefix: str = "",
+        hooks: StepHooks | None = None,
     ) -> StepLowering:
-        """Lower the forward and backward pass of one replica on the current processor."""
-        return _StepLowerer(self, workload, batch, strided_dx, prefix).run(infos)
+        """Lower the forward and backward pass of one replica on the current processor.
+
+        ``hooks`` let a technique add ops after each layer's forward or backward
+        pass, or leave the backward pass out (see :class:`StepHooks`).
+        """
+        return _StepLowerer(self, workload, batch, strided_dx, prefix, hooks).run(infos)
 
     def add_updates(
         self,
@@ -250,6 +310,7 @@ class GraphBuilder:
         return OpGraph(
             ops=tuple(self.ops),
             processor=tuple(self.processor),
+            on_chip=frozenset(self._on_chip),
             stashed=frozenset(stashed),
             parameters=tuple(parameters),
         )
@@ -319,7 +380,9 @@ class _StepLowerer:
         batch: int,
         strided_dx: StridedDx,
         prefix: str,
+        hooks: StepHooks | None,
     ) -> None:
+        self.hooks = hooks or StepHooks()
         self.b = builder
         self.workload = workload
         self.n = batch
@@ -341,15 +404,35 @@ class _StepLowerer:
         self.acts[INPUT_NAME] = self.t(INPUT_NAME, TensorKind.ACTIVATION, self.n * shape.numel)
         for info in infos:
             self.forward(info)
+            self.hooks.after_forward(self.b, self._view(info))
             if _has_params(info.layer) or any(i in self.requires_grad for i in info.inputs):
                 self.requires_grad.add(info.layer.name)
         first_bwd = len(self.b.ops)
-        for info in reversed(infos):
-            self.backward(info)
+        if self.hooks.backward:
+            for info in reversed(infos):
+                before = len(self.b.ops)
+                self.backward(info)
+                if len(self.b.ops) > before:
+                    self.hooks.after_backward(self.b, self._view(info))
         bwd = range(first_bwd, len(self.b.ops))
         used = {d for i in bwd for d in self.b.ops[i].deps}
         sinks = tuple(i for i in bwd if i not in used)
-        return StepLowering(tuple(self.params), sinks)
+        trained = tuple(p for p in self.params if p.grad_op >= 0)
+        return StepLowering(trained, sinks)
+
+    def _view(self, info: LayerInfo) -> LayerView:
+        return LayerView(
+            info=info,
+            inputs=tuple(self.acts[i] for i in info.inputs),
+            output=self.acts[info.layer.name],
+            parameters=tuple(p for p in self.params if p.layer == info.layer.name),
+            batch=self.n,
+            prefix=self.prefix,
+            replace=self._replace_param,
+        )
+
+    def _replace_param(self, old: Parameter, new: Parameter) -> None:
+        self.params[self.params.index(old)] = new
 
     # -- forward ---------------------------------------------------------------------------
     def forward(self, info: LayerInfo) -> None:
@@ -454,7 +537,7 @@ class _StepLowerer:
 
     def _grad_done(self, layer: str, suffix: str, op_id: int) -> Tensor:
         p = self._param(layer, suffix)
-        self.params[self.params.index(p)] = Parameter(p.layer, p.weight, p.gradient, op_id)
+        self._replace_param(p, Parameter(p.layer, p.weight, p.gradient, op_id))
         return p.gradient
 
     def lstm_forward(self, info: LayerInfo, x: Tensor, y: Tensor) -> None:
