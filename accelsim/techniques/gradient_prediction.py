@@ -29,7 +29,8 @@ re-implementation's report, ``k3shavkish0re/ADAGP``, [D] our choice); see
 * pooling to 4x4, 2 conv layers of 64 channels (3x3), one FC layer sized for the
   largest layer and masked for smaller ones [R];
 * 5 warm-up epochs [R]; predictor trained with Adam [R];
-* predictor array 32x32 WS bf16 with 256 KiB of SRAM, adaptive policy constants
+* predictor array 64x64 WS bf16 (a quarter of the default main array's PEs)
+  with 256 KiB / 1 MiB / 256 KiB operand buffers, the adaptive policy constants
   and the synthetic error curve [D].
 
 Layers whose weights are predicted: conv, linear, LSTM and attention weight
@@ -68,6 +69,7 @@ from accelsim.units import kib_to_bytes
 from accelsim.workload import model as wm
 from accelsim.workload.lowering import GraphBuilder, LayerView, StepHooks
 from accelsim.workload.ops import GemmOp, Parameter, Phase, Tensor, TensorKind
+from accelsim.workload.shapes import Layout, Shape
 
 PREDICTOR = "predictor"
 MSE_OPS = 3  # difference, square, scale (the gradient of the squared error)
@@ -87,18 +89,22 @@ class Policy(str, Enum):
 class PredictorArraySpec(Spec):
     """The dedicated predictor array of each processor and its operand buffers [D]."""
 
-    rows: PositiveInt = 32
-    cols: PositiveInt = 32
+    rows: PositiveInt = 64
+    cols: PositiveInt = 64
     dataflow: DataflowField = Dataflow.WS
     precision: PrecisionField = Precision.BF16
-    ifmap_kib: PositiveFloat = 64.0
-    filter_kib: PositiveFloat = 256.0
-    ofmap_kib: PositiveFloat = 64.0
+    ifmap_kib: PositiveFloat = 256.0
+    filter_kib: PositiveFloat = 1024.0
+    ofmap_kib: PositiveFloat = 256.0
 
 
 class PredictorNetSpec(Spec):
     """The predictor network [R]: pool to ``pool`` x ``pool``, ``conv_layers`` 3x3
-    convs of ``channels`` channels, one FC layer per output-channel sample."""
+    convs of ``channels`` channels, one FC layer per output-channel sample.
+
+    Layers with fewer than ``pool**2`` values per output channel (a linear
+    layer's output has one) feed the predictor what they have [D].
+    """
 
     pool: PositiveInt = 4
     conv_layers: PositiveInt = 2
@@ -159,6 +165,21 @@ def predicted_shape(layer: wm.Layer, parameter: Parameter) -> tuple[int, int] | 
     return k, parameter.weight.elements // k
 
 
+def pooled_size(shape: Shape, pool: int) -> int:
+    """Values per output channel after pooling: ``pool**2``, or fewer when the layer has fewer.
+
+    A feature map has ``P*Q`` values per channel and a sequence ``T``; a plain
+    feature vector has one, which no pooling can turn into ``pool**2``.
+    """
+    if shape.layout is Layout.CHW:
+        spatial = shape.dims[1] * shape.dims[2]
+    elif shape.layout is Layout.SEQUENCE:
+        spatial = shape.dims[0]
+    else:
+        spatial = 1
+    return min(pool**2, spatial)
+
+
 def _attention_width(parameter: Parameter) -> int:
     # Wqkv holds 3 D x D matrices, Wo one: the fan-in is D either way.
     d_squared = parameter.weight.elements // (3 if parameter.weight.name.endswith("Wqkv") else 1)
@@ -196,7 +217,7 @@ class _Predictor:
     ) -> tuple[Tensor, int, list[Tensor]]:
         """Predict ``parameter``'s gradient; return it, the op that made it, and activations."""
         net, layer = self.net, view.info.layer.name
-        p2 = net.pool**2
+        p2 = pooled_size(view.info.out_shape, net.pool)
         tag = f"{parameter.weight.name}.predictor"
         sample = builder.tensor(f"{tag}.input", TensorKind.ACTIVATION, k * p2)
         # Batch averaging and pooling read the layer's output as it leaves the
@@ -259,7 +280,7 @@ class _Predictor:
     ) -> None:
         """One predictor training step against ``parameter``'s true gradient."""
         net, layer = self.net, view.info.layer.name
-        p2 = net.pool**2
+        p2 = pooled_size(view.info.out_shape, net.pool)
         tag = f"{parameter.weight.name}.predictor"
         fc, convs = self.weights(builder, view.prefix)
         d_out = builder.tensor(f"{tag}.d_gradient", TensorKind.GRADIENT, k * o)

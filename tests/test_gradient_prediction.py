@@ -1,0 +1,196 @@
+"""ADA-GP (techniques/gradient_prediction.py): steps, predictor costs, schedule, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelsim.config.loader import parse_sets
+from accelsim.errors import ConfigError
+from accelsim.pipeline import load_inputs, simulate_training, suite_entries, suite_inputs
+from accelsim.report.result import RunResult, TrainingResult
+from accelsim.techniques.gradient_prediction import Policy, ScheduleSpec, gp_fractions
+from accelsim.workload.ops import CommOp, GemmOp, Phase
+from tests.conftest import ROOT
+
+GP = "run.techniques.gradient_prediction"
+
+
+def run_file(tmp_path: Path, workload: str = "resnet18", **technique: Any) -> Path:
+    path = tmp_path / "run.yaml"
+    lines = [
+        "name: adagp",
+        f"hardware: {ROOT / 'configs/hardware/default.yaml'}",
+        f"workload: {ROOT / 'workloads' / workload}.yaml",
+        f"energy: {ROOT / 'configs/energy/horowitz45.yaml'}",
+        "batch_size: 8",
+        "optimizer: {kind: momentum}",
+        "training: {epochs: 20, batches_per_epoch: 10}",
+        "techniques:",
+        f"  gradient_prediction: {technique or '{}'}",
+    ]
+    path.write_text("\n".join(lines).replace("'", '"') + "\n", encoding="utf-8")
+    return path
+
+
+def train(path: Path, *sets: str) -> TrainingResult:
+    return simulate_training(load_inputs(path, parse_sets(list(sets))))
+
+
+def aux_macs(step: RunResult, layer: str) -> int:
+    return sum(
+        op.macs
+        for op in step.graph.ops
+        if isinstance(op, GemmOp) and op.phase is Phase.AUX and op.layer == layer
+    )
+
+
+def test_gp_step_has_no_backward_gemms_and_no_stash(tmp_path: Path) -> None:
+    result = train(run_file(tmp_path))
+    gp = result.steps["gp"]
+    phases = {op.phase for op in gp.graph.ops}
+    assert Phase.BWD_INPUT not in phases and Phase.BWD_WEIGHT not in phases
+    assert not gp.graph.stashed
+    stash = gp.summary()["stash"]
+    assert stash["bytes"] == stash["dram_read_bytes"] == stash["dram_write_bytes"] == 0
+    assert not any(op.name == "loss.bwd" for op in gp.graph.ops)
+    # Every predicted weight is updated with its predicted gradient.
+    updates = [op for op in gp.graph.ops if op.phase is Phase.UPDATE]
+    assert len(updates) == 21  # 20 convs and the fc weight of ResNet-18
+    assert all(".predictor.gradient" in op.reads[1].tensor.name for op in updates)
+
+
+def test_gp_step_is_faster_than_baseline_on_every_model(tmp_path: Path) -> None:
+    path = run_file(tmp_path)
+    for entry in suite_entries(ROOT / "configs" / "suites" / "default.yaml"):
+        result = simulate_training(suite_inputs(path, entry, parse_sets(["batch_size=32"])))
+        base, gp = result.base.total_cycles, result.steps["gp"].total_cycles
+        assert gp < base, f"{entry.name}: GP step {gp} >= baseline step {base}"
+
+
+def test_predictor_macs_match_a_hand_count(tmp_path: Path) -> None:
+    result = train(run_file(tmp_path))
+    # layer1.0.conv1: K = 64 output channels, per-channel gradient O = 64*3*3 = 576,
+    # 56x56 output pooled to 4x4 = 16 values.  Inference: conv0 (1 -> 64 ch, 3x3)
+    # 64*16 x 9 x 64; conv1 (64 -> 64, 3x3) 64*16 x 576 x 64; FC 64 x (64*16) x 576.
+    conv_layer = 1024 * 9 * 64 + 1024 * 576 * 64 + 64 * 1024 * 576
+    assert conv_layer == 76_087_296
+    # fc: K = 1000, O = 512, a plain feature vector has 1 value per channel:
+    # conv0 1000 x 9 x 64; conv1 1000 x 576 x 64; FC 1000 x 64 x 512.
+    fc_layer = 1000 * 9 * 64 + 1000 * 576 * 64 + 1000 * 64 * 512
+    assert fc_layer == 70_208_000
+    gp, bp = result.steps["gp"], result.steps["bp"]
+    assert aux_macs(gp, "layer1.0.conv1") == conv_layer
+    assert aux_macs(gp, "fc") == fc_layer
+    # Training adds the backward of every predictor GEMM (dW and dX) except conv0's dX.
+    assert aux_macs(bp, "layer1.0.conv1") == 3 * conv_layer - 1024 * 9 * 64
+    assert aux_macs(bp, "fc") == 3 * fc_layer - 1000 * 9 * 64
+    assert aux_macs(result.base, "fc") == 0
+
+
+def test_gp_fraction_zero_is_never_faster(tmp_path: Path) -> None:
+    result = train(run_file(tmp_path, schedule={"policy": "fixed", "gp_fraction": 0.0}))
+    t = result.training
+    assert t is not None and t["gp_fraction"] == 0.0
+    assert t["speedup"] <= 1.0
+    assert t["speedup"] == pytest.approx(t["steps"]["base"]["cycles"] / t["steps"]["bp"]["cycles"])
+
+
+def test_gp_fraction_one_gives_the_gp_step_bound(tmp_path: Path) -> None:
+    schedule = {"policy": "fixed", "gp_fraction": 1.0, "warmup_epochs": 0}
+    t = train(run_file(tmp_path, schedule=schedule)).training
+    assert t is not None and t["gp_fraction"] == 1.0
+    assert t["speedup"] == pytest.approx(t["steps"]["base"]["cycles"] / t["steps"]["gp"]["cycles"])
+    assert t["speedup"] > 1.0
+
+
+@pytest.mark.parametrize("workload", ["mlp", "resnet18"])
+def test_shared_placement_is_never_faster_than_dedicated(tmp_path: Path, workload: str) -> None:
+    # A dedicated unit of the same size as the main array, with the same buffers.
+    same = {"rows": 128, "cols": 128, "ifmap_kib": 2048, "filter_kib": 2048, "ofmap_kib": 1024}
+    dedicated = train(run_file(tmp_path, workload, array=same)).steps
+    shared = train(run_file(tmp_path, workload, placement="shared")).steps
+    for kind in ("bp", "gp"):
+        assert dedicated[kind].total_cycles <= shared[kind].total_cycles
+    names = dedicated["bp"].trace.costs.unit_names
+    assert "predictor" in names and "predictor" not in shared["bp"].trace.costs.unit_names
+    energy = dedicated["bp"].energy.by_component_pj
+    assert energy["predictor_mac"] > 0 and energy["predictor_sram"] > 0
+    assert "predictor_mac" not in shared["bp"].energy.by_component_pj
+
+
+def test_composes_with_data_parallel(tmp_path: Path) -> None:
+    result = train(run_file(tmp_path), "processors=2", "assignment=data_parallel")
+    gp = result.steps["gp"]
+    assert set(gp.trace.processor.tolist()) == {0, 1}
+    allreduced = [op for op in gp.graph.ops if isinstance(op, CommOp)]
+    assert len(allreduced) == 21 and all(".predictor.gradient" not in op.name for op in allreduced)
+    assert not any(op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT) for op in gp.graph.ops)
+    predictor_procs = {
+        int(gp.trace.processor[op.op_id])
+        for op in gp.graph.ops
+        if isinstance(op, GemmOp) and op.unit == "predictor"
+    }
+    assert predictor_procs == {0, 1}
+    assert result.training is not None and result.training["speedup"] > 0
+
+
+def test_adaptive_schedule_follows_the_error() -> None:
+    schedule = ScheduleSpec(
+        warmup_epochs=2, start=0.5, step=0.2, minimum=0.1, maximum=0.9, error_threshold=0.3
+    )
+    errors = [1.0, 1.0, 0.9, 0.1, 0.1, 0.1, 0.5, 0.1]
+    fractions = gp_fractions(schedule, len(errors), errors)
+    assert fractions == pytest.approx([0, 0, 0.5, 0.7, 0.9, 0.9, 0.7, 0.9])
+    fixed = ScheduleSpec(policy=Policy.FIXED, warmup_epochs=1, gp_fraction=0.4)
+    assert gp_fractions(fixed, 3, [1.0] * 3) == [0.0, 0.4, 0.4]
+
+
+def test_error_trace_drives_the_schedule(tmp_path: Path) -> None:
+    trace = tmp_path / "errors.csv"
+    rows = ["epoch,batch,predictor_error"]
+    rows += [f"{e},{b},{0.05 if e % 2 else 0.9}" for e in range(20) for b in range(3)]
+    trace.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    schedule = {
+        "error_trace": "errors.csv",
+        "warmup_epochs": 0,
+        "start": 0.5,
+        "step": 0.5,
+        "maximum": 1.0,
+    }
+    t = train(run_file(tmp_path, schedule=schedule)).training
+    assert t is not None
+    assert t["gp_fraction_by_epoch"][:4] == [0.5, 1.0, 0.5, 1.0]
+    trace.write_text("epoch,batch,predictor_error\n0,0,0.1\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.gradient_prediction.schedule.error_trace: "
+        r"no errors for epoch 1",
+    ):
+        train(run_file(tmp_path, schedule=schedule))
+
+
+def test_bad_technique_configs_are_reported(tmp_path: Path) -> None:
+    path = run_file(tmp_path, placement="sharde", network={"pools": 4})
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(path)
+    assert [str(p) for p in excinfo.value.problems] == [
+        f"{path}: techniques.gradient_prediction.placement: input should be 'dedicated' or"
+        " 'shared' (got 'sharde')",
+        f"{path}: techniques.gradient_prediction.network.pools: unknown key; did you mean"
+        " 'pool'? (got 4)",
+    ]
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.gradient_predictio: unknown technique; "
+        r"did you mean 'gradient_prediction'\?",
+    ):
+        load_inputs(path, parse_sets(["run.techniques={gradient_predictio: {}}"]))
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.gradient_prediction.array.filter_kib: too "
+        r"small for one 64x64 tile \(needs >= 8 KiB\)",
+    ):
+        load_inputs(run_file(tmp_path, array={"filter_kib": 4}))
