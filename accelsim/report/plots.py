@@ -73,3 +73,37 @@ def plot_speedup(csv_path: Path, png_path: Path, title: str) -> None:
     energy_ax.legend(fontsize="small")
     energy_ax.tick_params(axis="x", labelrotation=45)
     fig.savefig(png_path, dpi=110)
+
+
+def plot_sensitivity(csv_path: Path, png_path: Path, title: str) -> None:
+    """Suite-mean speedup and energy reduction along each swept axis of a sensitivity CSV."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with csv_path.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    axes = list(dict.fromkeys(r["axis"] for r in rows))
+    fig = Figure(figsize=(5 * len(axes), 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.suptitle(title)
+    for ax, axis in zip(fig.subplots(1, len(axes), squeeze=False)[0], axes, strict=True):
+        points = [r for r in rows if r["axis"] == axis]
+        x = [float(r["value"]) for r in points]
+        ax.plot(
+            x, [float(r["speedup"]) for r in points], "o-", color="tab:green", label="speedup (x)"
+        )
+        ax.set_xlabel(axis.replace("_", " "))
+        ax.set_ylabel("suite-mean speedup (x)")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        twin = ax.twinx()
+        twin.plot(
+            x,
+            [100 * float(r["energy_reduction"]) for r in points],
+            "s--",
+            color="tab:purple",
+            label="energy reduction (%)",
+        )
+        twin.set_ylabel("suite-mean energy reduction (%)")
+        ax.legend(loc="upper left", fontsize="small")
+        twin.legend(loc="lower right", fontsize="small")
+    fig.savefig(png_path, dpi=110)

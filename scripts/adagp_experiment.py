@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""ADA-GP on the fourteen models: table, speedup/energy plot and sensitivity plot.
+
+    python scripts/adagp_experiment.py [--out results/adagp] [--quick]
+
+Runs ``configs/experiments/adagp/run.yaml`` on every model of the default suite,
+writes ``suite.csv`` (one row per model) and ``speedup.png``, then sweeps the GP
+fraction (fixed policy, no warm-up) and the predictor array size and writes
+``sensitivity.csv`` and ``sensitivity.png`` (suite means).  ``--quick`` uses
+batch 32 and four models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "configs" / "experiments" / "adagp" / "run.yaml"
+SUITE = ROOT / "configs" / "suites" / "default.yaml"
+GP = "run.techniques.gradient_prediction"
+
+
+def run_suite(models: list[str] | None, sets: list[str]) -> list[dict[str, object]]:
+    from accelsim.config.loader import parse_sets
+    from accelsim.pipeline import simulate_training, suite_entries, suite_inputs
+    from accelsim.report.suite import suite_row
+
+    rows = []
+    for entry in suite_entries(SUITE, models):
+        result = simulate_training(suite_inputs(RUN, entry, parse_sets(sets)))
+        rows.append(suite_row(entry.name, result))
+    return rows
+
+
+def mean(rows: list[dict[str, object]], key: str) -> float:
+    return sum(float(str(r[key])) for r in rows) / len(rows)
+
+
+def main() -> int:
+    from accelsim.report.plots import plot_sensitivity, plot_speedup
+    from accelsim.report.suite import suite_columns
+    from accelsim.report.writer import write_csv
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "adagp")
+    parser.add_argument("--quick", action="store_true", help="batch 32, four models")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    models = ["mlp", "resnet18", "mobilenet_v2", "bert_base"] if args.quick else None
+    base_sets = ["batch_size=32"] if args.quick else []
+    started = time.perf_counter()
+
+    rows = run_suite(models, base_sets)
+    write_csv(args.out / "suite.csv", suite_columns(rows), rows)
+    title = f"ADA-GP, {RUN.relative_to(ROOT)}"
+    plot_speedup(args.out / "suite.csv", args.out / "speedup.png", title)
+    print(
+        f"{'model':14} {'T_base':>14} {'T_BP/T_base':>12} {'T_GP/T_base':>12} {'GP share':>9} "
+        f"{'speedup':>8} {'energy -%':>9} {'DRAM -%':>8}"
+    )
+    for r in rows:
+        base = float(str(r["base_step_cycles"]))
+        print(
+            f"{r['model']!s:14} {int(base):>14,} {float(str(r['bp_step_cycles'])) / base:>12.3f} "
+            f"{float(str(r['gp_step_cycles'])) / base:>12.3f} {float(str(r['gp_fraction'])):>9.3f} "
+            f"{float(str(r['speedup'])):>8.3f} {100 * float(str(r['energy_reduction'])):>9.1f} "
+            f"{100 * float(str(r['dram_reduction'])):>8.1f}"
+        )
+    print(
+        f"suite mean: speedup {mean(rows, 'speedup'):.3f}x, energy reduction "
+        f"{100 * mean(rows, 'energy_reduction'):.1f} %, DRAM reduction "
+        f"{100 * mean(rows, 'dram_reduction'):.1f} %  (paper: 1.47x, 34 %)"
+    )
+
+    sweep = []
+    for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
+        sets = [
+            *base_sets,
+            f"{GP}.schedule.policy=fixed",
+            f"{GP}.schedule.warmup_epochs=0",
+            f"{GP}.schedule.gp_fraction={fraction}",
+        ]
+        found = run_suite(models, sets)
+        sweep.append(
+            {
+                "axis": "gp_fraction",
+                "value": fraction,
+                "speedup": mean(found, "speedup"),
+                "energy_reduction": mean(found, "energy_reduction"),
+            }
+        )
+    for size in (16, 32, 64, 128):
+        sets = [*base_sets, f"{GP}.array.rows={size}", f"{GP}.array.cols={size}"]
+        found = run_suite(models, sets)
+        sweep.append(
+            {
+                "axis": "predictor_array",
+                "value": size,
+                "speedup": mean(found, "speedup"),
+                "energy_reduction": mean(found, "energy_reduction"),
+            }
+        )
+    write_csv(args.out / "sensitivity.csv", ["axis", "value", "speedup", "energy_reduction"], sweep)
+    plot_sensitivity(args.out / "sensitivity.csv", args.out / "sensitivity.png", title)
+    for point in sweep:
+        speedup, saving = float(str(point["speedup"])), float(str(point["energy_reduction"]))
+        print(
+            f"{point['axis']:16} {point['value']!s:>6}: speedup {speedup:.3f}x, "
+            f"energy reduction {100 * saving:.1f} %"
+        )
+    print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
