@@ -88,6 +88,16 @@ def test_predictor_macs_match_a_hand_count(tmp_path: Path) -> None:
     assert aux_macs(bp, "layer1.0.conv1") == 3 * conv_layer - 1024 * 9 * 64
     assert aux_macs(bp, "fc") == 3 * fc_layer - 1000 * 9 * 64
     assert aux_macs(result.base, "fc") == 0
+    # The per-layer closed form in the training report agrees with the ops.
+    assert result.training is not None
+    report = {r["parameter"]: r for r in result.training["predictor"]["layers"]}
+    assert report["layer1.0.conv1.W"]["forward_macs"] == conv_layer
+    assert report["fc.W"]["training_macs"] == 2 * fc_layer - 1000 * 9 * 64
+    assert (
+        report["fc.W"]["pooled_values"] == 1 and report["layer1.0.conv1.W"]["pooled_values"] == 16
+    )
+    layers = {row["layer"]: row for row in bp.layer_rows()}
+    assert layers["fc"]["aux_macs"] == 3 * fc_layer - 1000 * 9 * 64
 
 
 def test_gp_fraction_zero_is_never_faster(tmp_path: Path) -> None:

@@ -63,10 +63,12 @@ LAYER_COLUMNS = (
     "fwd_macs",
     "bwd_input_macs",
     "bwd_weight_macs",
+    "aux_macs",
     "vector_ops",
     "fwd_busy_cycles",
     "bwd_busy_cycles",
     "update_busy_cycles",
+    "aux_busy_cycles",
     "stall_cycles",
     "dram_read_bytes",
     "dram_write_bytes",
@@ -274,6 +276,9 @@ class RunResult:
             elif op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT):
                 row[f"{op.phase.value}_macs"] += macs
                 row["bwd_busy_cycles"] += duration
+            elif op.phase is Phase.AUX:
+                row["aux_macs"] += macs
+                row["aux_busy_cycles"] += duration
             else:
                 row["update_busy_cycles"] += duration
             row["vector_ops"] += int(c.vector_ops[i])

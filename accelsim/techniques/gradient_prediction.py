@@ -69,7 +69,7 @@ from accelsim.units import kib_to_bytes
 from accelsim.workload import model as wm
 from accelsim.workload.lowering import GraphBuilder, LayerView, StepHooks
 from accelsim.workload.ops import GemmOp, Parameter, Phase, Tensor, TensorKind
-from accelsim.workload.shapes import Layout, Shape
+from accelsim.workload.shapes import LayerInfo, Layout, Shape
 
 PREDICTOR = "predictor"
 MSE_OPS = 3  # difference, square, scale (the gradient of the squared error)
@@ -178,6 +178,39 @@ def pooled_size(shape: Shape, pool: int) -> int:
     else:
         spatial = 1
     return min(pool**2, spatial)
+
+
+def predictor_layer_cost(
+    net: PredictorNetSpec, info: LayerInfo, parameter: Parameter, batch: int
+) -> dict[str, Any]:
+    """The predictor's work for one predicted weight, in closed form (per replica step).
+
+    Forward (inference) MACs are ``K p (9 h + (c - 1) 9 h^2) + K h p O`` with
+    ``p`` the pooled values per channel; training adds every GEMM's backward
+    (dW and dX) except the first conv's dX.  Weight bytes count the conv
+    weights and the FC slice this layer uses; activation bytes the predictor's
+    input and conv outputs.
+    """
+    shape = predicted_shape(info.layer, parameter)
+    assert shape is not None
+    k, o = shape
+    p = pooled_size(info.out_shape, net.pool)
+    h, c = net.channels, net.conv_layers
+    conv0 = k * p * 9 * h
+    convs = conv0 + (c - 1) * k * p * 9 * h * h
+    fc = k * h * p * o
+    word = parameter.weight.word_bytes
+    return {
+        "parameter": parameter.weight.name,
+        "output_channels": k,
+        "gradient_per_channel": o,
+        "pooled_values": p,
+        "forward_macs": convs + fc,
+        "training_macs": 2 * (convs + fc) - conv0,
+        "averaging_ops": batch * info.out_shape.numel,
+        "weight_bytes": word * (9 * h + (c - 1) * 9 * h * h + h * p * o),
+        "activation_bytes": word * k * p * (1 + c * h),
+    }
 
 
 def _attention_width(parameter: Parameter) -> int:
@@ -471,6 +504,7 @@ class GradientPrediction(Technique):
             }
 
         per_kind = {"base": of(base), "bp": of(bp), "gp": of(gp)}
+        layers = {info.layer.name: info for info in ctx.infos}
         totals = {
             metric: whole({k: v[metric] for k, v in per_kind.items()})
             for metric in ("cycles", "energy_pj", "dram_bytes")
@@ -495,6 +529,13 @@ class GradientPrediction(Technique):
             "predictor": {
                 "bp": _predictor_use(base, bp, self.settings.placement),
                 "gp": _predictor_use(None, gp, self.settings.placement),
+                "layers": [
+                    predictor_layer_cost(
+                        self.settings.network, layers[p.layer], p, ctx.run.batch_size
+                    )
+                    for p in base.graph.parameters
+                    if predicted_shape(layers[p.layer].layer, p) is not None
+                ],
             },
         }
 
