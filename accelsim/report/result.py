@@ -17,9 +17,10 @@ from accelsim.energy.model import EnergyBreakdown
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
-from accelsim.workload.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
+from accelsim.workload.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
 
 SCHEMA_VERSION = 1
+OP_KINDS = {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm", TransferOp: "transfer"}
 
 OP_COLUMNS = (
     "op_id",
@@ -213,7 +214,12 @@ class RunResult:
                     "name": op.name,
                     "layer": op.layer,
                     "phase": op.phase.value,
-                    "kind": {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm"}[type(op)],
+                    "kind": {
+                        GemmOp: "gemm",
+                        VectorOp: "vector",
+                        CommOp: "comm",
+                        TransferOp: "transfer",
+                    }[type(op)],
                     "m": gemm.m if gemm else "",
                     "n": gemm.n if gemm else "",
                     "k": gemm.k if gemm else "",

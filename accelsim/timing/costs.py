@@ -20,7 +20,7 @@ from accelsim.errors import SimulationError
 from accelsim.mapping.tiler import GemmTable, tabulate
 from accelsim.mapping.units import ArrayUnit, main_array
 from accelsim.timing import kernels
-from accelsim.workload.ops import CommOp, GemmOp, OpGraph, VectorOp
+from accelsim.workload.ops import CommOp, GemmOp, OpGraph, TransferOp, VectorOp
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")
@@ -149,6 +149,10 @@ def op_costs(
             z["interconnect_bytes"][i] = 2 * (procs - 1) * -(-op.tensor.bytes // procs) * procs
             z["dram_ifmap_read_bytes"][i] = procs * op.tensor.bytes
             z["dram_ofmap_write_bytes"][i] = procs * op.tensor.bytes
+            z["chunks"][i] = 1
+        elif isinstance(op, TransferOp):
+            z["unit"][i] = UNIT_COMM
+            z["interconnect_bytes"][i] = op.bytes
             z["chunks"][i] = 1
     return OpCosts(**z, unit_names=names, arrays=arrays)
 

@@ -2,10 +2,11 @@
 
 Each processor has a systolic array, a vector unit and any extra array units
 a technique adds; each unit runs one op at a time, always the ready op that
-comes first in program order.  DRAM is one shared first-come-first-served
-:class:`~accelsim.timing.channel.Channel` (busy ``bytes / bandwidth`` cycles
-per transfer, then the access latency); each processor has one outgoing
-interconnect link, another channel, for ring all-reduces.
+comes first in program order (or in the graph's own priority order).  DRAM is
+one shared first-come-first-served :class:`~accelsim.timing.channel.Channel`
+(busy ``bytes / bandwidth`` cycles per transfer, then the access latency);
+each processor has one outgoing interconnect link, another channel, for ring
+all-reduces and point-to-point transfers.
 
 An op is simulated as ``chunks`` tile groups: the first tile of each input
 (the prologue) must arrive before compute starts; while group ``j`` computes,
@@ -28,7 +29,7 @@ from accelsim.errors import SimulationError
 from accelsim.timing.channel import Channel
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.trace import Trace
-from accelsim.workload.ops import CommOp, OpGraph
+from accelsim.workload.ops import CommOp, OpGraph, TransferOp
 
 Process = Generator[simpy.Event, object, None]
 
@@ -86,11 +87,15 @@ class _Engine:
         )
 
     def _dispatch(self, i: int) -> None:
-        if self.costs.unit[i] == UNIT_COMM:
-            self.env.process(self._comm_proc(i))
+        op = self.graph.ops[i]
+        if isinstance(op, TransferOp):
+            self.env.process(self._transfer_proc(op))
+        elif isinstance(op, CommOp):
+            self.env.process(self._comm_proc(op))
         else:
             key = (self.graph.processor[i], int(self.costs.unit[i]))
-            self.queues[key].put(simpy.PriorityItem(i, i))
+            priority = self.graph.priority[i] if self.graph.priority else i
+            self.queues[key].put(simpy.PriorityItem((priority, i), i))
 
     def _finish(self, i: int) -> None:
         self.end[i] = self.env.now
@@ -133,10 +138,14 @@ class _Engine:
             yield env.all_of(drains)
         self._finish(i)
 
-    def _comm_proc(self, i: int) -> Process:
-        op = self.graph.ops[i]
-        assert isinstance(op, CommOp)
+    def _transfer_proc(self, op: TransferOp) -> Process:
+        self.start[op.op_id] = self.env.now
+        yield self.links[op.source].transfer(op.bytes)
+        self._finish(op.op_id)
+
+    def _comm_proc(self, op: CommOp) -> Process:
         env = self.env
+        i = op.op_id
         self.start[i] = env.now
         procs = len(op.participants)
         chunk = -(-op.tensor.bytes // procs)

@@ -11,6 +11,7 @@ pass, as in eager ``loss.backward(); optimizer.step()``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from accelsim.workload.ops import (
     Phase,
     Tensor,
     TensorKind,
+    TransferOp,
     VectorOp,
     whole,
 )
@@ -112,8 +114,11 @@ class GraphBuilder:
         self.ops: list[Op] = []
         self.processor: list[int] = []
         self.current_processor = 0
+        self.placement: Callable[[str, Phase], int] | None = None
+        self.split: Callable[[str, Phase], tuple[float, int] | None] | None = None
         self._producers: dict[str, tuple[int, ...]] = {}
         self._on_chip: set[str] = set()
+        self._transfers: dict[tuple[str, int, int], int] = {}
 
     # -- tensors -------------------------------------------------------------------------
     def tensor(self, name: str, kind: TensorKind, elements: int) -> Tensor:
@@ -139,19 +144,75 @@ class GraphBuilder:
         self._producers[tensor.name] = tuple(sorted(ids))
         return tensor
 
-    def _deps(self, reads: Iterable[Tensor], after: Iterable[int]) -> tuple[int, ...]:
+    def where(self, layer: str, phase: Phase) -> int:
+        """The processor an op of ``layer`` in ``phase`` goes to (``placement``, if set)."""
+        return self.placement(layer, phase) if self.placement else self.current_processor
+
+    def _deps(
+        self,
+        reads: Iterable[Access],
+        after: Iterable[int],
+        processor: int,
+        layer: str,
+        phase: Phase,
+    ) -> tuple[int, ...]:
+        """Producers of ``reads``; data made on another processor arrives by a transfer."""
         ids: set[int] = set(after)
-        for t in reads:
-            ids.update(self._producers.get(t.name, ()))
+        for access in reads:
+            local: list[int] = []
+            remote: dict[int, list[int]] = {}
+            for producer in self._producers.get(access.tensor.name, ()):
+                source = self.processor[producer]
+                if source == processor:
+                    local.append(producer)
+                else:
+                    remote.setdefault(source, []).append(producer)
+            ids.update(local)
+            for source, producers in remote.items():
+                ids.add(self._transfer(access, source, processor, producers, layer, phase))
         return tuple(sorted(ids))
 
-    def _emit(self, op: Op, writes: Iterable[Tensor], partial: bool) -> int:
+    def _transfer(
+        self,
+        access: Access,
+        source: int,
+        destination: int,
+        producers: list[int],
+        layer: str,
+        phase: Phase,
+    ) -> int:
+        """Send a tensor across processors once per destination; reuse the copy after."""
+        key = (access.tensor.name, source, destination)
+        if key not in self._transfers:
+            op = TransferOp(
+                op_id=len(self.ops),
+                name=f"{access.tensor.name}.to_p{destination}",
+                layer=layer,
+                phase=phase,
+                tensor=access.tensor,
+                elements=access.elements,
+                source=source,
+                destination=destination,
+                deps=tuple(sorted(producers)),
+            )
+            self.ops.append(op)
+            self.processor.append(source)
+            self._transfers[key] = op.op_id
+        return self._transfers[key]
+
+    def _emit(self, op: Op, writes: Iterable[Tensor], partial: bool, processor: int) -> int:
         self.ops.append(op)
-        self.processor.append(self.current_processor)
+        self.processor.append(processor)
         for t in writes:
             before = self._producers.get(t.name, ()) if partial else ()
             self._producers[t.name] = (*before, op.op_id)
         return op.op_id
+
+    def add_dependencies(self, op_id: int, deps: Iterable[int]) -> None:
+        """Make an op also wait for earlier ops ``deps`` (e.g. a schedule's ordering)."""
+        op = self.ops[op_id]
+        extra = tuple(sorted(set(op.deps) | {d for d in deps if d < op_id}))
+        self.ops[op_id] = dataclasses.replace(op, deps=extra)
 
     # -- ops -----------------------------------------------------------------------------
     def gemm(
@@ -173,8 +234,66 @@ class GraphBuilder:
     ) -> int:
         """Add ``count`` GEMMs ``c[m x n] = a[m x k] . b[k x n]`` on array ``unit``.
 
-        ``partial`` marks ``c`` as written piecewise by several ops.
+        ``partial`` marks ``c`` as written piecewise by several ops.  When
+        ``split`` gives ``(fraction, processor)`` for this layer and phase, that
+        fraction of the rows runs on the other processor as a second op.
         """
+        processor = self.where(layer, phase)
+        share = self.split(layer, phase) if self.split else None
+        a_fp = min(m * k, a_elements) if a_elements is not None else m * k
+        if share is not None and m > 1:
+            fraction, other = share
+            moved = min(m - 1, max(1, round(fraction * m)))
+            for rows, where, suffix in ((moved, other, ".part0"), (m - moved, processor, ".part1")):
+                self._gemm_op(
+                    name + suffix,
+                    layer,
+                    phase,
+                    rows,
+                    n,
+                    k,
+                    count,
+                    a,
+                    b,
+                    c,
+                    max(1, a_fp * rows // m),
+                    b_elements,
+                    True,
+                    unit,
+                    where,
+                )
+            return len(self.ops) - 1
+        return self._gemm_op(
+            name, layer, phase, m, n, k, count, a, b, c, a_fp, b_elements, partial, unit, processor
+        )
+
+    def _gemm_op(
+        self,
+        name: str,
+        layer: str,
+        phase: Phase,
+        m: int,
+        n: int,
+        k: int,
+        count: int,
+        a: Tensor,
+        b: Tensor,
+        c: Tensor,
+        a_elements: int,
+        b_elements: int | None,
+        partial: bool,
+        unit: str,
+        processor: int,
+    ) -> int:
+        a_elements = min(m * k, a_elements)
+        b_elements = min(k * n, b_elements) if b_elements is not None else k * n
+        deps = self._deps(
+            (Access(a, a_elements * count), Access(b, b_elements * count)),
+            (),
+            processor,
+            layer,
+            phase,
+        )
         op = GemmOp(
             op_id=len(self.ops),
             name=name,
@@ -187,12 +306,12 @@ class GraphBuilder:
             a=a,
             b=b,
             c=c,
-            a_elements=min(m * k, a_elements) if a_elements is not None else m * k,
-            b_elements=min(k * n, b_elements) if b_elements is not None else k * n,
-            deps=self._deps((a, b), ()),
+            a_elements=a_elements,
+            b_elements=b_elements,
+            deps=deps,
             unit=unit,
         )
-        return self._emit(op, (c,), partial)
+        return self._emit(op, (c,), partial, processor)
 
     def vector(
         self,
@@ -208,6 +327,8 @@ class GraphBuilder:
         """Add a vector-unit op; tensors given bare are accessed whole."""
         read_acc = tuple(r if isinstance(r, Access) else whole(r) for r in reads)
         write_acc = tuple(w if isinstance(w, Access) else whole(w) for w in writes)
+        processor = self.where(layer, phase)
+        deps = self._deps(read_acc, after, processor, layer, phase)
         op = VectorOp(
             op_id=len(self.ops),
             name=name,
@@ -217,9 +338,9 @@ class GraphBuilder:
             ops_per_element=ops_per_element,
             reads=read_acc,
             writes=write_acc,
-            deps=self._deps((r.tensor for r in read_acc), after),
+            deps=deps,
         )
-        return self._emit(op, (w.tensor for w in write_acc), partial=False)
+        return self._emit(op, (w.tensor for w in write_acc), False, processor)
 
     def allreduce(
         self,
@@ -237,9 +358,9 @@ class GraphBuilder:
             phase=Phase.COMM,
             tensor=tensor,
             participants=participants,
-            deps=self._deps((), after),
+            deps=tuple(sorted(set(after))),
         )
-        return self._emit(op, (tensor,), partial=False)
+        return self._emit(op, (tensor,), False, self.current_processor)
 
     # -- whole steps ---------------------------------------------------------------------
     def lower_step(
@@ -298,7 +419,7 @@ class GraphBuilder:
             )
         return ids
 
-    def build(self, parameters: Sequence[Parameter] = ()) -> OpGraph:
+    def build(self, parameters: Sequence[Parameter] = (), priority: Sequence[int] = ()) -> OpGraph:
         """Freeze the ops into an :class:`OpGraph`, marking the activations backward reads."""
         stashed = {
             a.tensor.name
@@ -313,6 +434,7 @@ class GraphBuilder:
             on_chip=frozenset(self._on_chip),
             stashed=frozenset(stashed),
             parameters=tuple(parameters),
+            priority=tuple(priority),
         )
 
 
@@ -322,15 +444,19 @@ def reads_of(op: Op) -> tuple[Access, ...]:
         return (Access(op.a, op.a_elements * op.count), Access(op.b, op.b_elements * op.count))
     if isinstance(op, VectorOp):
         return op.reads
+    if isinstance(op, TransferOp):
+        return (Access(op.tensor, op.elements),)
     return (whole(op.tensor),)
 
 
 def writes_of(op: Op) -> tuple[Access, ...]:
-    """Every tensor access an op writes."""
+    """Every tensor access an op writes (a transfer makes a copy, not a new tensor)."""
     if isinstance(op, GemmOp):
         return (Access(op.c, op.m * op.n * op.count),)
     if isinstance(op, VectorOp):
         return op.writes
+    if isinstance(op, TransferOp):
+        return ()
     return (whole(op.tensor),)
 
 

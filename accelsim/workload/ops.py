@@ -125,7 +125,26 @@ class CommOp:
     deps: tuple[int, ...]
 
 
-Op = GemmOp | VectorOp | CommOp
+@dataclass(frozen=True, slots=True)
+class TransferOp:
+    """A copy of ``elements`` of ``tensor`` from ``source`` to ``destination`` over a link."""
+
+    op_id: int
+    name: str
+    layer: str
+    phase: Phase
+    tensor: Tensor
+    elements: int
+    source: int
+    destination: int
+    deps: tuple[int, ...]
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * self.tensor.word_bytes
+
+
+Op = GemmOp | VectorOp | CommOp | TransferOp
 
 
 @dataclass(frozen=True)
@@ -148,6 +167,8 @@ class OpGraph:
         on_chip: Tensors kept on chip for their whole life (no DRAM traffic).
         stashed: Activations saved in the forward pass and re-read in backward.
         parameters: Trainable tensors (of processor 0's replica).
+        priority: Order in which a unit picks among its ready ops (lower first);
+            empty means program order.
     """
 
     ops: tuple[Op, ...]
@@ -155,10 +176,13 @@ class OpGraph:
     on_chip: frozenset[str] = field(default_factory=frozenset)
     stashed: frozenset[str] = field(default_factory=frozenset)
     parameters: tuple[Parameter, ...] = ()
+    priority: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.processor) != len(self.ops):
             raise ValueError("one processor per op is required")
+        if self.priority and len(self.priority) != len(self.ops):
+            raise ValueError("one priority per op is required")
         for i, op in enumerate(self.ops):
             if op.op_id != i or any(not 0 <= d < i for d in op.deps):
                 raise ValueError(f"op {op.name} is out of program order")
