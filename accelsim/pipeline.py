@@ -39,7 +39,7 @@ from accelsim.timing.engine import simulate
 from accelsim.workload.loader import load_workload
 from accelsim.workload.lowering import GraphBuilder, StepHooks
 from accelsim.workload.model import Workload
-from accelsim.workload.ops import Phase, TensorKind
+from accelsim.workload.ops import OpGraph, Phase, TensorKind
 from accelsim.workload.shapes import LayerInfo, infer_shapes
 
 T = TypeVar("T")
@@ -66,13 +66,15 @@ class RunInputs:
         return tuple(a for t in self.techniques for a in t.add_components(self.hardware))
 
     def context(self) -> TechniqueContext:
+        extra = self.extra_arrays
         return TechniqueContext(
             self.run,
             self.run_file.path,
             self.hardware,
             self.workload,
             self.infos,
-            self.extra_arrays,
+            extra,
+            lambda graph: simulate_graph(self, graph, extra, "candidate"),
         )
 
 
@@ -172,27 +174,33 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     """Simulate the baseline step and every step kind the run's techniques define.
 
     Raises:
-        ConfigError: if more than one technique defines step kinds.
+        ConfigError: if more than one technique defines step kinds or a placement.
     """
     base = simulate_run(inputs)
     ctx = inputs.context()
-    owners = [(t, t.step_kinds(ctx)) for t in inputs.techniques]
-    owners = [(t, kinds) for t, kinds in owners if kinds]
+    owners: list[tuple[Technique, dict[str, RunResult]]] = []
+    for t in inputs.techniques:
+        graph = t.assign(ctx, base)
+        if graph is not None:
+            owners.append((t, {t.name: simulate_graph(inputs, graph, ctx.extra_arrays, t.name)}))
+        kinds = t.step_kinds(ctx)
+        if kinds:
+            steps = {
+                kind: simulate_run(inputs, hooks, ctx.extra_arrays, step=kind)
+                for kind, hooks in kinds.items()
+            }
+            owners.append((t, steps))
     if len(owners) > 1:
         names = [t.name for t, _ in owners]
         raise ConfigError.single(
             display_path(inputs.run_file.path),
             "techniques",
-            "at most one technique may define its own step kinds",
+            "at most one technique may define its own steps or placement",
             names,
         )
     if not owners:
         return TrainingResult(base, {}, None)
-    technique, kinds = owners[0]
-    steps = {
-        kind: simulate_run(inputs, hooks, ctx.extra_arrays, step=kind)
-        for kind, hooks in kinds.items()
-    }
+    technique, steps = owners[0]
     return TrainingResult(base, steps, technique.training(ctx, base, steps))
 
 
@@ -203,18 +211,26 @@ def simulate_run(
     step: str = "base",
 ) -> RunResult:
     """Simulate one training step of the run: the baseline, or a technique's ``hooks``."""
-    run, hw = inputs.run, inputs.hardware
+    run = inputs.run
     graph = assign(
         run.assignment,
         inputs.infos,
         inputs.workload,
-        hw,
+        inputs.hardware,
         run.batch_size,
         run.lowering.strided_dx,
         run.optimizer.kind,
         display_path(inputs.run_file.path),
         hooks,
     )
+    return simulate_graph(inputs, graph, extra_arrays, step)
+
+
+def simulate_graph(
+    inputs: RunInputs, graph: OpGraph, extra_arrays: Sequence[ArrayUnit] = (), step: str = "base"
+) -> RunResult:
+    """Simulate an op graph already placed on processors, on the run's hardware."""
+    run, hw = inputs.run, inputs.hardware
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
     costs = op_costs(
         graph,

@@ -124,29 +124,23 @@ def suite_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def training_table(training: dict[str, Any]) -> str:
-    """Whole-training estimate of a technique against the baseline."""
+    """A technique's report against the baseline: step kinds, its numbers, speedup."""
     steps = training["steps"]
     base = steps["base"]["cycles"]
-    rows = [
-        (
-            "technique",
-            f"{training['technique']}, {training['epochs']} epochs x "
-            f"{training['batches_per_epoch']} batches",
-        )
-    ]
+    rows = [("technique", str(training["technique"]))]
     rows += [
-        (f"  {kind} step", f"{step['cycles']:,} cycles ({step['cycles'] / base:.3f} x base)")
+        (f"  {kind} step", f"{step['cycles']:,.0f} cycles ({step['cycles'] / base:.3f} x base)")
         for kind, step in steps.items()
     ]
-    extras = {
-        k: v
-        for k, v in training.items()
-        if isinstance(v, float) and k not in ("speedup", "energy_reduction", "dram_reduction")
-    }
-    rows += [(f"  {k}", f"{v:.3f}") for k, v in extras.items()]
+    headline = ("speedup", "energy_reduction", "dram_reduction")
     rows += [
-        ("speedup", f"{training['speedup']:.3f} x over the whole training"),
-        ("energy reduction", f"{training['energy_reduction'] * 100:.1f} %"),
-        ("DRAM reduction", f"{training['dram_reduction'] * 100:.1f} %"),
+        (f"  {k}", f"{v:,.3f}" if isinstance(v, float) else f"{v:,}")
+        for k, v in training.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in headline
     ]
+    rows.append(("speedup", f"{training['speedup']:.3f} x"))
+    if "energy_reduction" in training:
+        rows.append(("energy reduction", f"{training['energy_reduction'] * 100:.1f} %"))
+    if "dram_reduction" in training:
+        rows.append(("DRAM reduction", f"{training['dram_reduction'] * 100:.1f} %"))
     return _rows(rows)

@@ -9,6 +9,9 @@ optional, which :mod:`accelsim.pipeline` calls in this order:
   (each lowered with its own :class:`~accelsim.workload.lowering.StepHooks`,
   which add, remove or re-wire ops of every replica), simulated next to the
   baseline step;
+* :meth:`Technique.assign`: a whole op graph placed on the processors (a
+  pipeline schedule over several mini-batches), given the simulated baseline
+  step; at most one technique may own it;
 * :meth:`Technique.training`: the whole-training estimate from the simulated
   steps, for techniques whose effect changes over training.
 
@@ -17,7 +20,7 @@ Techniques declare the ones they cannot be combined with in ``conflicts``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,6 +32,7 @@ from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.workload.lowering import StepHooks
 from accelsim.workload.model import Workload
+from accelsim.workload.ops import OpGraph
 from accelsim.workload.shapes import LayerInfo
 
 
@@ -42,6 +46,7 @@ class TechniqueContext:
     workload: Workload
     infos: tuple[LayerInfo, ...]
     extra_arrays: tuple[ArrayUnit, ...]
+    simulate: Callable[[OpGraph], RunResult]
 
 
 class Technique:
@@ -67,6 +72,10 @@ class Technique:
     def step_kinds(self, ctx: TechniqueContext) -> Mapping[str, StepHooks]:
         """Named kinds of training step to simulate besides the baseline step."""
         return {}
+
+    def assign(self, ctx: TechniqueContext, base: RunResult) -> OpGraph | None:
+        """An op graph of its own, placed on processors, to simulate as one step kind."""
+        return None
 
     def training(
         self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, RunResult]

@@ -8,8 +8,11 @@ from accelsim.config.validate import join_path, suggest, validate_data
 from accelsim.errors import ConfigError, Problem
 from accelsim.techniques.base import Technique
 from accelsim.techniques.gradient_prediction import GradientPrediction
+from accelsim.techniques.pipelining import GPipe, LayerPipe, PipeDream
 
-REGISTRY: dict[str, type[Technique]] = {cls.name: cls for cls in (GradientPrediction,)}
+REGISTRY: dict[str, type[Technique]] = {
+    cls.name: cls for cls in (GradientPrediction, GPipe, PipeDream, LayerPipe)
+}
 
 
 def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> list[Technique]:
@@ -37,7 +40,7 @@ def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> li
         techniques.append(cls(config, file))
     names = {t.name for t in techniques}
     for t in techniques:
-        clash = sorted(t.conflicts & names)
+        clash = sorted((t.conflicts - {t.name}) & names)
         if clash:
             problems.append(
                 Problem(
