@@ -48,7 +48,7 @@ from accelsim.report.console import (
     summary_table,
     training_table,
 )
-from accelsim.report.plots import plot_speedup, plot_suite
+from accelsim.report.plots import plot_gantt, plot_speedup, plot_suite
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import (
     check_writable,
@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="parent directory of run directories (default: results)",
     )
     run.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    run.add_argument(
+        "--gantt",
+        action="store_true",
+        help="also draw gantt.png (op timeline per processor) for every step kind",
+    )
     run.add_argument(
         "--set",
         dest="sets",
@@ -230,6 +235,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_writable(run_directory(args.out, inputs.run.name), args.force)
     result = simulate_training(inputs)
     directory = write_run(result, resolved_config(inputs), args.out, args.force)
+    if args.gantt:
+        for step_dir in (directory, *sorted((directory / "steps").glob("*"))):
+            kind = "base step" if step_dir == directory else f"{step_dir.name} step"
+            plot_gantt(
+                step_dir / "ops.csv",
+                step_dir / "gantt.png",
+                f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
+            )
     print(summary_table(result.base.summary()))
     if result.training is not None:
         print(training_table(result.training))

@@ -107,3 +107,49 @@ def plot_sensitivity(csv_path: Path, png_path: Path, title: str) -> None:
         ax.legend(loc="upper left", fontsize="small")
         twin.legend(loc="lower right", fontsize="small")
     fig.savefig(png_path, dpi=110)
+
+
+PHASE_COLOURS = {
+    "fwd": "tab:blue",
+    "bwd_input": "tab:orange",
+    "bwd_weight": "tab:red",
+    "update": "tab:green",
+    "comm": "tab:gray",
+    "aux": "tab:purple",
+}
+
+
+def plot_gantt(ops_csv: Path, png_path: Path, title: str) -> None:
+    """Timeline of every op: one row per processor and unit, coloured by phase."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    with ops_csv.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    lanes = sorted({(int(r["processor"]), r["unit"]) for r in rows})
+    lane_of = {lane: i for i, lane in enumerate(lanes)}
+    bars: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for r in rows:
+        start, end = int(r["start_cycle"]), int(r["end_cycle"])
+        if end > start:
+            bars.setdefault((lane_of[(int(r["processor"]), r["unit"])], r["phase"]), []).append(
+                (start, end - start)
+            )
+    fig = Figure(figsize=(12, 1.0 + 0.45 * len(lanes)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for (lane, phase), spans in bars.items():
+        ax.broken_barh(spans, (lane - 0.4, 0.8), facecolors=PHASE_COLOURS.get(phase, "black"))
+    ax.set_yticks(range(len(lanes)), [f"P{p} {unit}" for p, unit in lanes])
+    ax.invert_yaxis()
+    ax.set_xlabel("cycle")
+    ax.set_title(title)
+    phases = sorted({phase for _, phase in bars})
+    ax.legend(
+        handles=[Patch(color=PHASE_COLOURS.get(p, "black"), label=p) for p in phases],
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize="small",
+    )
+    fig.savefig(png_path, dpi=110)

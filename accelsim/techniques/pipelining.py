@@ -425,6 +425,15 @@ def _mini_batch(tensor_name: str) -> tuple[int, int]:
     return int(j), int(i)
 
 
+def _entered(run: RunResult, j: int) -> int:
+    """When mini-batch ``j``'s first forward GEMM started (its outputs carry its prefix)."""
+    return min(
+        int(run.trace.start_cycle[op.op_id])
+        for op in run.graph.ops
+        if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.c.name.startswith(f"b{j}m")
+    )
+
+
 def steady_state(run: RunResult, mini_batches: int) -> tuple[float, list[int], tuple[int, int]]:
     """Mean interval between mini-batch completions over the second half of the run.
 
@@ -449,8 +458,9 @@ def pipeline_report(
 
     The steady state is the mean interval between mini-batch completions (end of
     their last update) over the second half of the simulated mini-batches; the
-    warm-up is what the first mini-batch took beyond it and the flush what the
-    run took after the last completion.
+    warm-up is what the first mini-batch took beyond one steady interval, the
+    flush what the last one spent in the pipeline beyond it.  Busy, stall and
+    idle time and utilization are per processor's array over the steady window.
     """
     cfg = schedule.settings
     stages, stage_of, costs = schedule.plan(ctx, base)
@@ -517,7 +527,7 @@ def pipeline_report(
         "partition": partition_rows,
         "steady_cycles_per_minibatch": steady,
         "warmup_cycles": max(done[0] - steady, 0.0),
-        "flush_cycles": int(trace.total_cycles) - done[-1],
+        "flush_cycles": max(done[-1] - _entered(run, cfg.mini_batches - 1) - steady, 0.0),
         "interconnect_bytes_per_minibatch": int(c.interconnect_bytes.sum()) / cfg.mini_batches,
         "single_processor_cycles": base.total_cycles,
         "speedup": base.total_cycles / steady,
