@@ -1,0 +1,143 @@
+"""Pipeline schedules (techniques/pipelining.py): GPipe, PipeDream, LayerPipe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelsim.config.loader import parse_sets
+from accelsim.errors import ConfigError
+from accelsim.pipeline import load_inputs, simulate_training
+from accelsim.report.result import TrainingResult
+from accelsim.techniques.pipelining import partition
+from accelsim.workload.ops import GemmOp, TransferOp
+from tests.conftest import ROOT
+
+SCHEDULES = ("gpipe", "pipedream", "layerpipe")
+
+
+def run_file(tmp_path: Path, workload: str, batch: int = 16) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "\n".join(
+            [
+                "name: pipe",
+                f"hardware: {ROOT / 'configs/hardware/default.yaml'}",
+                f"workload: {ROOT / 'workloads' / workload}.yaml",
+                f"energy: {ROOT / 'configs/energy/horowitz45.yaml'}",
+                f"batch_size: {batch}",
+                "optimizer: {kind: momentum}",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def train(path: Path, processors: int, technique: str) -> TrainingResult:
+    sets = [f"processors={processors}", f"run.techniques={{{technique}}}"]
+    return simulate_training(load_inputs(path, parse_sets(sets)))
+
+
+def test_partition_minimises_the_bottleneck() -> None:
+    assert partition([5, 1, 1, 1, 5, 1], 2) == [0, 0, 0, 1, 1, 1]  # 7 | 7, not 8 | 6
+    assert partition([1, 1, 1, 1], 4) == [0, 1, 2, 3]
+    assert partition([9, 1, 1], 2) == [0, 1, 1]
+    assert partition([3, 3], 5) == [0, 1]  # never more stages than layers
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("workload", ["mlp", "resnet18"])
+def test_one_stage_is_the_baseline_step(tmp_path: Path, schedule: str, workload: str) -> None:
+    result = train(run_file(tmp_path, workload), 1, f"{schedule}: {{micro_batches: 1}}")
+    report = result.training
+    assert report is not None
+    assert report["steady_cycles_per_minibatch"] == result.base.total_cycles
+    assert report["speedup"] == 1.0
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_every_schedule_does_the_same_macs(tmp_path: Path, schedule: str) -> None:
+    result = train(run_file(tmp_path, "resnet18"), 4, f"{schedule}: {{mini_batches: 3}}")
+    step = result.steps[schedule]
+    gemm_macs = sum(op.macs for op in step.graph.ops if isinstance(op, GemmOp))
+    assert gemm_macs == 3 * int(result.base.trace.costs.macs.sum())
+
+
+@pytest.mark.parametrize(
+    ("workload", "processors"), [("resnet18", 4), ("vgg16", 4), ("bert_base", 8), ("mlp", 3)]
+)
+def test_layerpipe_is_never_slower_than_pipedream(
+    tmp_path: Path, workload: str, processors: int
+) -> None:
+    path = run_file(tmp_path, workload, batch=32)
+    pipedream = train(path, processors, "pipedream: {}").training
+    layerpipe = train(path, processors, "layerpipe: {}").training
+    assert pipedream is not None and layerpipe is not None
+    assert layerpipe["partition"] == pipedream["partition"]
+    assert layerpipe["steady_cycles_per_minibatch"] <= pipedream["steady_cycles_per_minibatch"]
+    for report in (pipedream, layerpipe):
+        assert all(0 <= p["utilization"] <= 1 for p in report["processors"])
+        assert all(
+            p["busy_cycles"] + p["idle_cycles"] >= p["busy_cycles"] for p in report["processors"]
+        )
+
+
+def test_communication_is_the_tensors_crossing_stage_boundaries(tmp_path: Path) -> None:
+    # MLP 784-2048-2048-10 on 3 stages, batch 16, bf16 activations and gradients.
+    result = train(run_file(tmp_path, "mlp"), 3, "pipedream: {mini_batches: 2}")
+    report = result.training
+    assert report is not None
+    width = {"fc1": 2048, "relu1": 2048, "fc2": 2048, "relu2": 2048, "fc3": 10, "input": 784}
+    order = ["input", "fc1", "relu1", "fc2", "relu2", "fc3", "loss"]
+    # Each boundary sends the activation forward and its gradient backward.
+    crossing = 0
+    for stage in report["partition"][1:]:
+        before = order[order.index(stage["first_layer"]) - 1]
+        crossing += 2 * 16 * width[before] * 2
+    assert crossing > 0
+    assert report["interconnect_bytes_per_minibatch"] == crossing
+    transfers = [op for op in result.steps["pipedream"].graph.ops if isinstance(op, TransferOp)]
+    assert {abs(op.source - op.destination) for op in transfers} == {1}
+
+
+def test_memory_and_delays_per_schedule(tmp_path: Path) -> None:
+    path = run_file(tmp_path, "resnet18")
+    reports = {
+        "gpipe": train(path, 4, "gpipe: {micro_batches: 4}").training,
+        "pipedream": train(path, 4, "pipedream: {}").training,
+        "layerpipe": train(path, 4, "layerpipe: {}").training,
+        "layerpipe_ema": train(path, 4, "layerpipe: {weights: ema}").training,
+    }
+    versions = {k: [p["weight_versions"] for p in r["processors"]] for k, r in reports.items()}
+    assert versions["gpipe"] == [0, 0, 0, 0]
+    assert versions["pipedream"] == [3, 2, 1, 0]  # S - s - 1 stashed versions
+    assert versions["layerpipe"] == [3, 2, 1, 0]  # delay 2 S(l) half-steps = S(l) versions
+    assert versions["layerpipe_ema"] == [1, 1, 1, 0]  # one extra buffer per layer
+    gpipe = reports["gpipe"]["processors"]
+    assert all(p["activation_stash_bytes"] > 0 for p in gpipe)
+    assert reports["pipedream"]["warmup_cycles"] > 0
+
+
+def test_bad_schedule_configs(tmp_path: Path) -> None:
+    path = run_file(tmp_path, "mlp", batch=16)
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.gpipe.micro_batches: must divide the batch"
+        r" size 16 \(got 3\)",
+    ):
+        train(path, 2, "gpipe: {micro_batches: 3}")
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.pipedream.stages: more stages than the"
+        r" hardware's 2 processors \(got 4\)",
+    ):
+        train(path, 2, "pipedream: {stages: 4}")
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.pipedream: cannot be combined with"
+        r" layerpipe",
+    ):
+        train(path, 2, "pipedream: {}, layerpipe: {}")
