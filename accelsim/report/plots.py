@@ -153,3 +153,46 @@ def plot_gantt(ops_csv: Path, png_path: Path, title: str) -> None:
         fontsize="small",
     )
     fig.savefig(png_path, dpi=110)
+
+
+def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
+    """Suite-mean speedup over one processor against P per schedule; LayerPipe / PipeDream."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with csv_path.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    counts = sorted({int(r["processors"]) for r in rows})
+    schedules = list(dict.fromkeys(r["schedule"] for r in rows))
+    models = sorted({r["model"] for r in rows})
+    speed = {(r["model"], int(r["processors"]), r["schedule"]): float(r["speedup"]) for r in rows}
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    mean_ax, ratio_ax = fig.subplots(1, 2)
+    fig.suptitle(title)
+    for schedule in schedules:
+        mean = [sum(speed[(m, p, schedule)] for m in models) / len(models) for p in counts]
+        mean_ax.plot(counts, mean, "o-", label=schedule)
+    mean_ax.plot(counts, counts, ":", color="gray", label="linear")
+    mean_ax.set_xlabel("processors")
+    mean_ax.set_ylabel("suite-mean speedup over one processor (x)")
+    mean_ax.legend(fontsize="small")
+    if {"layerpipe", "pipedream"} <= set(schedules):
+        for model in models:
+            ratio_ax.plot(
+                counts,
+                [speed[(model, p, "layerpipe")] / speed[(model, p, "pipedream")] for p in counts],
+                color="tab:gray",
+                alpha=0.3,
+            )
+        mean_ratio = [
+            sum(speed[(m, p, "layerpipe")] / speed[(m, p, "pipedream")] for m in models)
+            / len(models)
+            for p in counts
+        ]
+        ratio_ax.plot(counts, mean_ratio, "o-", color="tab:red", label="suite mean")
+        ratio_ax.axhline(1.0, color="black", linewidth=0.8)
+        ratio_ax.set_xlabel("processors")
+        ratio_ax.set_ylabel("LayerPipe speedup / PipeDream speedup")
+        ratio_ax.legend(fontsize="small")
+    fig.savefig(png_path, dpi=110)
