@@ -44,34 +44,29 @@ def plot_suite(csv_path: Path, png_path: Path, title: str) -> None:
 
 
 def plot_speedup(csv_path: Path, png_path: Path, title: str) -> None:
-    """Whole-training speedup and energy reduction per model of a technique's ``suite.csv``."""
+    """Speedup (and energy reduction, when reported) per model of a technique's ``suite.csv``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     with csv_path.open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     models = [r["model"] for r in rows]
-    speedup = [float(r["speedup"]) for r in rows]
-    saving = [100 * float(r["energy_reduction"]) for r in rows]
-    fig = Figure(figsize=(max(8.0, 0.6 * len(models) + 4), 6), layout="constrained")
+    panels = [("speedup", "speedup (x)", 1.0, "tab:green", 1.0)]
+    if rows[0].get("energy_reduction"):
+        panels.append(("energy_reduction", "energy reduction (%)", 100.0, "tab:purple", 0.0))
+    fig = Figure(figsize=(max(8.0, 0.6 * len(models) + 4), 3 * len(panels)), layout="constrained")
     FigureCanvasAgg(fig)
-    speed_ax, energy_ax = fig.subplots(2, 1, sharex=True)
     fig.suptitle(title)
-    speed_ax.bar(models, speedup, color="tab:green")
-    speed_ax.axhline(1.0, color="black", linewidth=0.8)
-    mean = sum(speedup) / len(speedup)
-    speed_ax.axhline(mean, color="tab:green", linestyle="--", label=f"mean {mean:.2f}x")
-    speed_ax.set_ylabel("training speedup (x)")
-    speed_ax.legend(fontsize="small")
-    energy_ax.bar(models, saving, color="tab:purple")
-    energy_ax.axhline(0.0, color="black", linewidth=0.8)
-    mean_saving = sum(saving) / len(saving)
-    energy_ax.axhline(
-        mean_saving, color="tab:purple", linestyle="--", label=f"mean {mean_saving:.1f} %"
-    )
-    energy_ax.set_ylabel("energy reduction (%)")
-    energy_ax.legend(fontsize="small")
-    energy_ax.tick_params(axis="x", labelrotation=45)
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (key, label, scale, colour, baseline) in zip(axes, panels, strict=True):
+        values = [scale * float(r[key]) for r in rows]
+        mean = sum(values) / len(values)
+        ax.bar(models, values, color=colour)
+        ax.axhline(baseline, color="black", linewidth=0.8)
+        ax.axhline(mean, color=colour, linestyle="--", label=f"mean {mean:.2f}")
+        ax.set_ylabel(label)
+        ax.legend(fontsize="small")
+    axes[-1].tick_params(axis="x", labelrotation=45)
     fig.savefig(png_path, dpi=110)
 
 
