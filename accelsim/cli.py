@@ -40,12 +40,14 @@ from accelsim.pipeline import (
     simulate_training,
     suite_entries,
     suite_inputs,
+    topology_gemm,
 )
 from accelsim.report.console import (
     layer_table,
     models_table,
     suite_table,
     summary_table,
+    topology_table,
     training_table,
 )
 from accelsim.report.plots import plot_gantt, plot_speedup, plot_suite
@@ -62,6 +64,7 @@ from accelsim.workload.loader import load_workload
 from accelsim.workload.ops import Phase
 from accelsim.workload.shapes import infer_shapes
 from accelsim.workload.stats import model_stats
+from accelsim.workload.topology import read_topology
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -137,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         metavar=("H", "W", "R", "S", "C", "K", "STRIDE"),
         help="padded ifmap HxW, RxS filter, C channels, K filters, stride",
+    )
+    shape.add_argument(
+        "--topology",
+        type=Path,
+        metavar="CSV",
+        help="every row of a SCALE-Sim topology file, in one process",
     )
     layer.add_argument(
         "--phase",
@@ -316,6 +325,19 @@ def _cmd_layer(args: argparse.Namespace) -> int:
     check_table(table, hw, display_path(args.energy))
     phase = Phase(args.phase)
     convention = Convention(args.convention)
+    psums = PsumPolicy(args.psums)
+    if args.topology:
+        records = [
+            {
+                "layer": row.name,
+                **simulate_layer(
+                    hw, table, topology_gemm(row, phase, convention), phase, convention, psums
+                ),
+            }
+            for row in read_topology(args.topology)
+        ]
+        print(json.dumps(records, indent=2) if args.json else topology_table(records))
+        return EXIT_OK
     if args.gemm:
         m, n, k = args.gemm
         gemm = gemm_for(m, n, k, phase)
@@ -326,7 +348,7 @@ def _cmd_layer(args: argparse.Namespace) -> int:
                 "--conv", "R S", "filter larger than the padded ifmap", [h, w, r, s]
             )
         gemm = conv_gemm(h, w, r, s, c, k, stride, phase, convention)
-    record = simulate_layer(hw, table, gemm, phase, convention, PsumPolicy(args.psums))
+    record = simulate_layer(hw, table, gemm, phase, convention, psums)
     print(json.dumps(record, indent=2) if args.json else layer_table(record))
     return EXIT_OK
 

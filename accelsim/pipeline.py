@@ -41,6 +41,7 @@ from accelsim.workload.lowering import GraphBuilder, StepHooks
 from accelsim.workload.model import Workload
 from accelsim.workload.ops import OpGraph, Phase, TensorKind
 from accelsim.workload.shapes import LayerInfo, infer_shapes
+from accelsim.workload.topology import TopologyLayer
 
 T = TypeVar("T")
 
@@ -306,6 +307,15 @@ def conv_gemm(
     if phase is Phase.BWD_INPUT:
         return LayerGemm(h * w, c, k * r * s, p * q * k, k * r * s * c)
     return LayerGemm(k, r * s * c, p * q, k * p * q, touched)
+
+
+def topology_gemm(layer: TopologyLayer, phase: Phase, convention: Convention) -> LayerGemm:
+    """The GEMM of ``phase`` for one row of a SCALE-Sim topology."""
+    if layer.kind == "gemm":
+        m, n, k = layer.dims
+        return gemm_for(m, n, k, phase)
+    h, w, r, s, c, nf, stride = layer.dims
+    return conv_gemm(h, w, r, s, c, nf, stride, phase, convention)
 
 
 def _touched(size: int, kernel: int, stride: int, windows: int) -> int:

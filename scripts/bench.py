@@ -7,6 +7,13 @@ maximum resident set size.
 
     python scripts/bench.py            # default set, 5 runs each
     python scripts/bench.py --runs 9
+    python scripts/bench.py --vs-scalesim --runs 3   # SCALE-Sim 3.0.0 vs accelsim
+
+``--vs-scalesim`` times SCALE-Sim 3.0.0 (its CLI, in the interpreter that
+``scripts/validate_scalesim.py`` uses) and accelsim on the same forward layers
+(AlexNet and ResNet-18 conv layers from configs/validation/, 32x32 and 128x128
+output stationary), with the runs of both interleaved, and prints medians, the
+ratios and both peak RSS figures; see ``vs_scalesim`` for what is timed.
 """
 
 from __future__ import annotations
@@ -73,8 +80,27 @@ def timed(argv: list[str]) -> tuple[float, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=5, help="timed runs per command (default 5)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="timed runs per command (default 5, 3 with --vs-scalesim)",
+    )
+    parser.add_argument(
+        "--vs-scalesim",
+        action="store_true",
+        help="time SCALE-Sim 3.0.0 against accelsim on AlexNet and ResNet-18 forward conv layers",
+    )
+    parser.add_argument(
+        "--scalesim-python", help="python with scalesim 3.0.0 (see validate_scalesim.py)"
+    )
+    parser.add_argument(
+        "--only", help="--vs-scalesim: comma-separated subset, e.g. alexnet-32x32,resnet18-128x128"
+    )
     args = parser.parse_args()
+    if args.vs_scalesim:
+        return vs_scalesim(args.runs or 3, args.scalesim_python, args.only)
+    args.runs = args.runs or 5
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}"
@@ -91,6 +117,148 @@ def main() -> int:
                 f"{max(walls):7.3f} {rss:13d}"
             )
     return 0
+
+
+VS_WORKLOADS = (("AlexNet", "alexnet_conv.csv"), ("ResNet-18", "resnet18_conv.csv"))
+# (rows, cols, SRAM kB per buffer); output stationary as scale.cfg.
+VS_ARRAYS = ((32, 32, 64), (128, 128, 512))
+
+
+def _harness():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "validate_scalesim", ROOT / "scripts" / "validate_scalesim.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed_capture(argv: list[str], cwd: Path) -> tuple[float, int, str]:
+    """Run ``argv`` in ``cwd``; return (wall seconds, peak RSS MiB, stdout)."""
+    # Files, not pipes: SCALE-Sim's progress bars would fill a pipe and block it.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise SystemExit(f"failed: {' '.join(argv)}\n{err.read().decode()[-3000:]}")
+        out.seek(0)
+        return elapsed, usage.ru_maxrss // 1024, out.read().decode()
+
+
+def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int:
+    """SCALE-Sim 3.0.0 vs accelsim on the same forward layers, same machine.
+
+    Per workload and array, each run (interleaved, in this order) times:
+    * SCALE-Sim: ``python -m scalesim.scale`` on the topology file, CALC mode,
+      one process for all layers (its output directory is deleted after each run);
+    * accelsim, one process: ``scripts/validate_scalesim.py --accelsim-only`` on
+      the same topology (import + simulate every row; what an
+      ``accelsim layer --topology`` mode would cost), which also reports the
+      in-process simulation time of all rows (first pass and warm);
+    * accelsim, today's CLI: one ``accelsim layer --conv ... --convention
+      scalesim --json`` process per row, summed.
+    Compute cycles of every layer are compared (SCALE-Sim ``Total Cycles - Stall
+    Cycles`` vs accelsim).
+    """
+    import json
+    import shutil
+
+    vs = _harness()
+    try:
+        python = vs.resolve_scalesim_python(scalesim_python)
+    except vs.HarnessError as exc:
+        raise SystemExit(f"bench: {exc}") from exc
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, {platform.system()} {platform.release()}; "
+        f"SCALE-Sim python: {python}; {runs} interleaved runs, medians"
+    )
+    header = (
+        f"{'workload':10} {'array':8} {'layers':>6} {'SCALE-Sim s':>11} {'RSS MiB':>7} "
+        f"{'accelsim 1-proc s':>17} {'RSS MiB':>7} {'accelsim CLI/row s':>18} "
+        f"{'accelsim sim ms':>15} {'ratio 1-proc':>12} {'ratio CLI':>9} {'ratio sim':>9} "
+        f"{'cycles':>9}"
+    )
+    print(header)
+    wanted = {w.strip() for w in only.split(",")} if only else None
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="accelsim-bench-") as tmp:
+        for workload, topo_name in VS_WORKLOADS:
+            topo = ROOT / "configs" / "validation" / topo_name
+            layers = vs.read_topology(topo)
+            for rows, cols, kb in VS_ARRAYS:
+                key = f"{topo_name.split('_')[0]}-{rows}x{cols}"
+                if wanted is not None and key not in wanted:
+                    continue
+                hw = vs.Hardware(rows, cols, "os", kb, kb, kb, 64)
+                work = Path(tmp) / key
+                work.mkdir()
+                ss_argv = [str(python), *vs.write_scalesim_inputs(work, hw, layers, "CALC")]
+                hw_yaml = work / "hw.yaml"
+                base = (ROOT / "configs" / "hardware" / "scalesim.yaml").read_text()
+                hw_yaml.write_text(
+                    base.replace("{rows: 32, cols: 32,", f"{{rows: {rows}, cols: {cols},")
+                    .replace("ifmap_kib: 64, filter_kib: 64, ofmap_kib: 64",
+                             f"ifmap_kib: {kb}, filter_kib: {kb}, ofmap_kib: {kb}")
+                )  # fmt: skip
+                one_argv = [
+                    sys.executable, str(ROOT / "scripts" / "validate_scalesim.py"),
+                    "--accelsim-only", "--array", f"{rows}x{cols}", "--dataflow", "os",
+                    "--sram-kb", str(kb), "--topology", str(topo),
+                ]  # fmt: skip
+                row_argvs = [
+                    [sys.executable, "-m", "accelsim", "layer", "--hardware", str(hw_yaml),
+                     "--conv", *[str(d) for d in layer.dims], "--convention", "scalesim", "--json"]
+                    for layer in layers
+                ]  # fmt: skip
+                timed_capture(one_argv, ROOT)  # warm-up: Numba's on-disk cache
+                ss_t: list[float] = []
+                one_t: list[float] = []
+                row_t: list[float] = []
+                sim_t: list[float] = []
+                ss_rss = one_rss = 0
+                ss_cycles: list[int] = []
+                acc_cycles: list[int] = []
+                for _ in range(runs):
+                    wall, rss, _ = timed_capture(ss_argv, work)
+                    ss_t.append(wall)
+                    ss_rss = max(ss_rss, rss)
+                    if not ss_cycles:
+                        report = vs.read_reports(work / "out" / "run")
+                        ss_cycles = [
+                            int(r["Total Cycles"]) - int(r["Stall Cycles"]) for r in report
+                        ]
+                    shutil.rmtree(work / "out")
+                    wall, rss, out = timed_capture(one_argv, ROOT)
+                    one_t.append(wall)
+                    one_rss = max(one_rss, rss)
+                    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+                    acc_cycles = [r["compute_cycles"] for r in records[:-1]]
+                    sim_t.append(records[-1]["sim_seconds_warm"])
+                    row_t.append(sum(timed_capture(a, ROOT)[0] for a in row_argvs))
+                same = ss_cycles == acc_cycles
+                failures += not same
+                ss, one, per_row, sim = (statistics.median(x) for x in (ss_t, one_t, row_t, sim_t))
+                print(
+                    f"{workload:10} {rows}x{cols:<5} {len(layers):6d} {ss:11.2f} {ss_rss:7d} "
+                    f"{one:17.3f} {one_rss:7d} {per_row:18.2f} {sim * 1e3:15.2f} "
+                    f"{ss / one:11.0f}x {ss / per_row:8.0f}x {ss / sim:8.0f}x "
+                    f"{'identical' if same else 'DIFFER':>9}",
+                    flush=True,
+                )
+    print(
+        "ratio 1-proc = SCALE-Sim / accelsim one process (start-up + all rows); ratio CLI = "
+        "SCALE-Sim / one accelsim layer process per row; ratio sim = SCALE-Sim whole command / "
+        "accelsim in-process simulation time of all rows (warm)"
+    )
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

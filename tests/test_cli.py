@@ -344,3 +344,36 @@ def test_check_unhashable_yaml_key_is_bad_input(tmp_path: Path) -> None:
     path.write_text("name: x\n[a, b]: 1\n", encoding="utf-8")
     (line,) = assert_input_error(accelsim("check", path))
     assert line.startswith(f"{shown(path)}: line 2, column 1: invalid YAML: ")
+
+
+def test_layer_topology_runs_every_row_in_one_process(tmp_path: Path) -> None:
+    topo = tmp_path / "t.csv"
+    topo.write_text("Layer, M, N, K,\ng1, 100, 37, 513,\nc1, 8, 8, 3, 3, 4, 8, 1,\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accelsim",
+            "layer",
+            "--hardware",
+            "configs/hardware/scalesim.yaml",
+            "--topology",
+            str(topo),
+            "--convention",
+            "scalesim",
+            "--json",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    records = json.loads(done.stdout)
+    assert [r["layer"] for r in records] == ["g1", "c1"]
+    # 32x32 OS, GEMM 100x37x513: ceil(100/32) * ceil(37/32) = 8 folds of 32+32+513-2 cycles, -1.
+    assert records[0]["compute_cycles"] == 8 * (32 + 32 + 513 - 2) - 1
+    # Conv 8x8 ifmap, 3x3, 4 channels, 8 filters: M = 6*6 = 36 pixels, K = 36, N = 8;
+    # M > 32 rows gives 2 folds of 32+32+36-2 cycles.
+    assert (records[1]["m"], records[1]["k"], records[1]["n"]) == (36, 36, 8)
+    assert records[1]["compute_cycles"] == 2 * (32 + 32 + 36 - 2) - 1

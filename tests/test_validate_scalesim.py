@@ -20,6 +20,8 @@ from types import ModuleType
 
 import pytest
 
+from accelsim.errors import WorkloadError
+
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATION = ROOT / "configs" / "validation"
 CI_TOPOLOGIES = [str(VALIDATION / "ci_small_conv.csv"), str(VALIDATION / "ci_small_gemm.csv")]
@@ -183,7 +185,11 @@ def test_topology_reader(tmp_path: Path) -> None:
     shape = vs.scalesim_shape(layers[1])  # ceil output size: 4x4 windows, 8 channels x 4
     assert (shape.m, shape.n, shape.k, shape.ifmap_unique) == (16, 8, 36, 64 * 4)
     topo.write_text("h\nx, 1, 2,\n")
-    with pytest.raises(vs.HarnessError, match="got 2 numbers"):
+    with pytest.raises(
+        WorkloadError,
+        match=r"t.csv: line 2: expected name,M,N,K or "
+        r"name,H,W,R,S,C,NF,stride \(got '2 numbers'\)",
+    ):
         vs.read_topology(topo)
 
 

@@ -144,3 +144,21 @@ def training_table(training: dict[str, Any]) -> str:
     if "dram_reduction" in training:
         rows.append(("DRAM reduction", f"{training['dram_reduction'] * 100:.1f} %"))
     return _rows(rows)
+
+
+def topology_table(records: Sequence[dict[str, Any]]) -> str:
+    """One line per layer of ``accelsim layer --topology``, plus the totals."""
+    lines = [
+        f"{'layer':<22} {'m':>8} {'n':>6} {'k':>7} {'compute':>12} {'stall':>10} "
+        f"{'folds':>8} {'map eff %':>9} {'util %':>7}"
+    ]
+    for r in records:
+        lines.append(
+            f"{r['layer']:<22} {r['m']:>8} {r['n']:>6} {r['k']:>7} {r['compute_cycles']:>12,} "
+            f"{r['stall_cycles']:>10,} {r['folds']:>8,} {r['mapping_efficiency'] * 100:>9.2f} "
+            f"{r['utilization'] * 100:>7.2f}"
+        )
+    compute = sum(r["compute_cycles"] for r in records)
+    stall = sum(r["stall_cycles"] for r in records)
+    lines.append(f"{'total':<22} {'':>8} {'':>6} {'':>7} {compute:>12,} {stall:>10,}")
+    return "\n".join(lines)
