@@ -158,12 +158,10 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
     Per workload and array, each run (interleaved, in this order) times:
     * SCALE-Sim: ``python -m scalesim.scale`` on the topology file, CALC mode,
       one process for all layers (its output directory is deleted after each run);
-    * accelsim, one process: ``scripts/validate_scalesim.py --accelsim-only`` on
-      the same topology (import + simulate every row; what an
-      ``accelsim layer --topology`` mode would cost), which also reports the
-      in-process simulation time of all rows (first pass and warm);
-    * accelsim, today's CLI: one ``accelsim layer --conv ... --convention
-      scalesim --json`` process per row, summed.
+    * accelsim: ``accelsim layer --topology FILE --convention scalesim --json``,
+      one process for all layers (start-up plus simulation);
+    * accelsim's in-process simulation time of all rows (warm), from
+      ``scripts/validate_scalesim.py --accelsim-only``.
     Compute cycles of every layer are compared (SCALE-Sim ``Total Cycles - Stall
     Cycles`` vs accelsim).
     """
@@ -182,9 +180,8 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
     )
     header = (
         f"{'workload':10} {'array':8} {'layers':>6} {'SCALE-Sim s':>11} {'RSS MiB':>7} "
-        f"{'accelsim 1-proc s':>17} {'RSS MiB':>7} {'accelsim CLI/row s':>18} "
-        f"{'accelsim sim ms':>15} {'ratio 1-proc':>12} {'ratio CLI':>9} {'ratio sim':>9} "
-        f"{'cycles':>9}"
+        f"{'accelsim s':>10} {'RSS MiB':>7} {'accelsim sim ms':>15} {'ratio':>9} "
+        f"{'ratio sim':>9} {'cycles':>9}"
     )
     print(header)
     wanted = {w.strip() for w in only.split(",")} if only else None
@@ -208,20 +205,18 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
                     .replace("ifmap_kib: 64, filter_kib: 64, ofmap_kib: 64",
                              f"ifmap_kib: {kb}, filter_kib: {kb}, ofmap_kib: {kb}")
                 )  # fmt: skip
-                one_argv = [
+                sim_argv = [
                     sys.executable, str(ROOT / "scripts" / "validate_scalesim.py"),
                     "--accelsim-only", "--array", f"{rows}x{cols}", "--dataflow", "os",
                     "--sram-kb", str(kb), "--topology", str(topo),
                 ]  # fmt: skip
-                row_argvs = [
-                    [sys.executable, "-m", "accelsim", "layer", "--hardware", str(hw_yaml),
-                     "--conv", *[str(d) for d in layer.dims], "--convention", "scalesim", "--json"]
-                    for layer in layers
+                cli_argv = [
+                    sys.executable, "-m", "accelsim", "layer", "--hardware", str(hw_yaml),
+                    "--topology", str(topo), "--convention", "scalesim", "--json",
                 ]  # fmt: skip
-                timed_capture(one_argv, ROOT)  # warm-up: Numba's on-disk cache
+                timed_capture(cli_argv, ROOT)  # warm-up: Numba's on-disk cache
                 ss_t: list[float] = []
                 one_t: list[float] = []
-                row_t: list[float] = []
                 sim_t: list[float] = []
                 ss_rss = one_rss = 0
                 ss_cycles: list[int] = []
@@ -236,26 +231,24 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
                             int(r["Total Cycles"]) - int(r["Stall Cycles"]) for r in report
                         ]
                     shutil.rmtree(work / "out")
-                    wall, rss, out = timed_capture(one_argv, ROOT)
+                    wall, rss, out = timed_capture(cli_argv, ROOT)
                     one_t.append(wall)
                     one_rss = max(one_rss, rss)
+                    acc_cycles = [r["compute_cycles"] for r in json.loads(out)]
+                    _, _, out = timed_capture(sim_argv, ROOT)
                     records = [json.loads(line) for line in out.splitlines() if line.strip()]
-                    acc_cycles = [r["compute_cycles"] for r in records[:-1]]
                     sim_t.append(records[-1]["sim_seconds_warm"])
-                    row_t.append(sum(timed_capture(a, ROOT)[0] for a in row_argvs))
                 same = ss_cycles == acc_cycles
                 failures += not same
-                ss, one, per_row, sim = (statistics.median(x) for x in (ss_t, one_t, row_t, sim_t))
+                ss, one, sim = (statistics.median(x) for x in (ss_t, one_t, sim_t))
                 print(
                     f"{workload:10} {rows}x{cols:<5} {len(layers):6d} {ss:11.2f} {ss_rss:7d} "
-                    f"{one:17.3f} {one_rss:7d} {per_row:18.2f} {sim * 1e3:15.2f} "
-                    f"{ss / one:11.0f}x {ss / per_row:8.0f}x {ss / sim:8.0f}x "
-                    f"{'identical' if same else 'DIFFER':>9}",
+                    f"{one:10.3f} {one_rss:7d} {sim * 1e3:15.2f} {ss / one:8.0f}x "
+                    f"{ss / sim:8.0f}x {'identical' if same else 'DIFFER':>9}",
                     flush=True,
                 )
     print(
-        "ratio 1-proc = SCALE-Sim / accelsim one process (start-up + all rows); ratio CLI = "
-        "SCALE-Sim / one accelsim layer process per row; ratio sim = SCALE-Sim whole command / "
+        "ratio = SCALE-Sim / accelsim, whole commands; ratio sim = SCALE-Sim whole command / "
         "accelsim in-process simulation time of all rows (warm)"
     )
     return 1 if failures else 0
