@@ -82,6 +82,22 @@ def _positive(text: str) -> int:
     return value
 
 
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results"),
+        help="parent directory of run directories (default: results)",
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+
+
+def _add_sets(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help=help_text
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -92,25 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="simulate one training step of a run file")
     run.add_argument("run_file", type=Path, help="run YAML (configs/runs/*.yaml)")
-    run.add_argument(
-        "--out",
-        type=Path,
-        default=Path("results"),
-        help="parent directory of run directories (default: results)",
-    )
-    run.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    _add_output(run)
     run.add_argument(
         "--gantt",
         action="store_true",
         help="also draw gantt.png (op timeline per processor) for every step kind",
     )
-    run.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field: batch_size=64, array.rows=64, "
+    _add_sets(
+        run,
+        "override a field: batch_size=64, array.rows=64, "
         "hardware.dram.bandwidth_bytes_per_cycle=32, workload.input.height=32",
     )
 
@@ -122,14 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_ENERGY,
         help="energy table YAML (default: configs/energy/horowitz45.yaml)",
     )
-    layer.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a hardware field, e.g. array.rows=64",
-    )
+    _add_sets(layer, "override a hardware field, e.g. array.rows=64")
     shape = layer.add_mutually_exclusive_group(required=True)
     shape.add_argument(
         "--gemm", nargs=3, type=_positive, metavar=("M", "N", "K"), help="C[MxN] = A[MxK] . B[KxN]"
@@ -178,21 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="A,B,...",
         help="only these models of the suite",
     )
-    suite.add_argument(
-        "--out",
-        type=Path,
-        default=Path("results"),
-        help="parent directory of run directories (default: results)",
-    )
-    suite.add_argument("--force", action="store_true", help="overwrite an existing run directory")
-    suite.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field for every model (as for run)",
-    )
+    _add_output(suite)
+    _add_sets(suite, "override a field for every model (as for run)")
 
     models = sub.add_parser("models", help="list the models of a suite with their sizes")
     models.add_argument(

@@ -34,35 +34,22 @@ ROOT = Path(__file__).resolve().parents[1]
 def commands(out: str) -> list[tuple[str, list[str]]]:
     accelsim = [sys.executable, "-m", "accelsim"]
     return [
-        (
-            "ResNet-18 step, batch 32, 128x128 default",
-            [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force"],
-        ),
-        (
-            "MLP step, batch 128, 128x128 default",
-            [*accelsim, "run", "configs/runs/mlp.yaml", "--out", out, "--force"],
-        ),
-        (
-            "AlexNet conv1 fwd layer, 32x32 OS (scalesim)",
-            [
-                *accelsim,
-                "layer",
-                "--hardware",
-                "configs/hardware/scalesim.yaml",
-                "--conv",
-                "227",
-                "227",
-                "11",
-                "11",
-                "3",
-                "96",
-                "4",
-                "--convention",
-                "scalesim",
-                "--json",
-            ],
-        ),
-    ]
+        ("ResNet-18 step, batch 32, 128x128 default",
+         [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force"]),
+        ("MLP step, batch 128, 128x128 default",
+         [*accelsim, "run", "configs/runs/mlp.yaml", "--out", out, "--force"]),
+        ("fourteen-model suite, batch 32, default",
+         [*accelsim, "suite", "configs/runs/suite.yaml", "--out", out, "--force"]),
+        ("ResNet-18 ADA-GP (base, BP, GP steps)",
+         [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force",
+          "--set", "run.techniques={gradient_prediction: {}}"]),
+        ("ResNet-18 LayerPipe, 4 processors, 6 mini-batches",
+         [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force",
+          "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"]),
+        ("ResNet-18 convs, 32x32 OS (layer --topology)",
+         [*accelsim, "layer", "--hardware", "configs/hardware/scalesim.yaml", "--topology",
+          "configs/validation/resnet18_conv.csv", "--convention", "scalesim", "--json"]),
+    ]  # fmt: skip
 
 
 def timed(argv: list[str]) -> tuple[float, int]:
@@ -105,7 +92,7 @@ def main() -> int:
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}"
     )
-    print(f"{'command':48} {'median s':>9} {'min s':>7} {'max s':>7} {'peak RSS MiB':>13}")
+    print(f"{'command':52} {'median s':>9} {'min s':>7} {'max s':>7} {'peak RSS MiB':>13}")
     with tempfile.TemporaryDirectory() as out:
         for label, argv in commands(out):
             timed(argv)
@@ -113,7 +100,7 @@ def main() -> int:
             walls = [s[0] for s in samples]
             rss = max(s[1] for s in samples)
             print(
-                f"{label:48} {statistics.median(walls):9.3f} {min(walls):7.3f} "
+                f"{label:52} {statistics.median(walls):9.3f} {min(walls):7.3f} "
                 f"{max(walls):7.3f} {rss:13d}"
             )
     return 0
