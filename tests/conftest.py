@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,13 @@ import pytest
 
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.loader import load_energy, load_hardware, read_yaml
+from accelsim.config.loader import Override, load_energy, load_hardware, read_yaml
+from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.config.validate import validate_data
+from accelsim.mapping.assignment import assign
+from accelsim.workload.loader import load_workload
+from accelsim.workload.ops import GemmOp, OpGraph, Phase
+from accelsim.workload.shapes import LayerInfo, infer_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,6 +31,36 @@ def make_hw(**changes: Any) -> HardwareSpec:
             target = target[part]
         target[last] = value
     return validate_data(HardwareSpec, data, "test")
+
+
+@cache
+def model(
+    name: str, variant: str | None = None, batch: int = 1
+) -> tuple[dict[str, LayerInfo], OpGraph]:
+    """Layer infos by name and the lowered training step of ``workloads/<name>.yaml``."""
+    choose = None if variant is None else Override("workload_variant", variant, "t", "t")
+    workload = load_workload(ROOT / "workloads" / f"{name}.yaml", variant=choose)
+    infos = infer_shapes(workload, "t")
+    graph = assign(
+        AssignmentPolicy.SINGLE,
+        infos,
+        workload,
+        make_hw(),
+        batch,
+        StridedDx.SKIP_ZEROS,
+        OptimizerKind.SGD,
+    )
+    return {i.layer.name: i for i in infos}, graph
+
+
+def params(graph: OpGraph) -> int:
+    """Trainable elements of a graph."""
+    return sum(p.weight.elements for p in graph.parameters)
+
+
+def fwd_macs(graph: OpGraph) -> int:
+    """Forward GEMM MACs of a graph."""
+    return sum(op.macs for op in graph.ops if isinstance(op, GemmOp) and op.phase is Phase.FWD)
 
 
 @pytest.fixture

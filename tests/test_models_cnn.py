@@ -8,18 +8,13 @@ against values worked out by hand, and every CIFAR variant must load.
 from __future__ import annotations
 
 import re
-from functools import cache
 
 import pytest
 
-from accelsim.config.loader import Override
-from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
-from accelsim.mapping.assignment import assign
-from accelsim.workload.loader import load_workload
 from accelsim.workload.model import Conv2d
-from accelsim.workload.ops import GemmOp, OpGraph, Phase
-from accelsim.workload.shapes import LayerInfo, infer_shapes
-from tests.conftest import ROOT, make_hw
+from accelsim.workload.ops import GemmOp, OpGraph
+from accelsim.workload.shapes import LayerInfo
+from tests.conftest import fwd_macs, model, params
 
 # Reference values from the torchvision model documentation
 # (https://pytorch.org/vision/stable/models.html, "Table of all available
@@ -39,32 +34,6 @@ REFERENCE = {
 MODELS = list(REFERENCE)
 # The classifier layer whose out_features the CIFAR variants change.
 HEAD = {"alexnet": "classifier.6", "vgg13": "classifier.6", "vgg16": "classifier.6"}
-
-
-@cache
-def model(name: str, variant: str | None = None) -> tuple[dict[str, LayerInfo], OpGraph]:
-    """Layer infos by name and the batch-1 op graph of ``workloads/<name>.yaml``."""
-    choose = None if variant is None else Override("workload_variant", variant, "t", "t")
-    workload = load_workload(ROOT / "workloads" / f"{name}.yaml", variant=choose)
-    infos = infer_shapes(workload, "t")
-    graph = assign(
-        AssignmentPolicy.SINGLE,
-        infos,
-        workload,
-        make_hw(),
-        1,
-        StridedDx.SKIP_ZEROS,
-        OptimizerKind.SGD,
-    )
-    return {i.layer.name: i for i in infos}, graph
-
-
-def params(graph: OpGraph) -> int:
-    return sum(p.weight.elements for p in graph.parameters)
-
-
-def fwd_macs(graph: OpGraph) -> int:
-    return sum(op.macs for op in graph.ops if isinstance(op, GemmOp) and op.phase is Phase.FWD)
 
 
 def gemm(graph: OpGraph, name: str) -> tuple[int, int, int]:

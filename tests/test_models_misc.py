@@ -21,45 +21,10 @@ MACs (25*768*128 + 128*768*25 + 768*1000) would make it 5.72.
 
 from __future__ import annotations
 
-from functools import cache
-
 import pytest
 
-from accelsim.config.loader import Override
-from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
-from accelsim.mapping.assignment import assign
-from accelsim.workload.loader import load_workload
 from accelsim.workload.ops import GemmOp, OpGraph, Phase
-from accelsim.workload.shapes import LayerInfo, infer_shapes
-from tests.conftest import ROOT, make_hw
-
-
-@cache
-def model(
-    name: str, variant: str | None = None, batch: int = 1
-) -> tuple[dict[str, LayerInfo], OpGraph]:
-    """Layer infos by name and the lowered training step of one workload file."""
-    choose = None if variant is None else Override("workload_variant", variant, "t", "t")
-    workload = load_workload(ROOT / "workloads" / f"{name}.yaml", variant=choose)
-    infos = infer_shapes(workload, "t")
-    graph = assign(
-        AssignmentPolicy.SINGLE,
-        infos,
-        workload,
-        make_hw(),
-        batch,
-        StridedDx.SKIP_ZEROS,
-        OptimizerKind.SGD,
-    )
-    return {i.layer.name: i for i in infos}, graph
-
-
-def params(graph: OpGraph) -> int:
-    return sum(p.weight.elements for p in graph.parameters)
-
-
-def fwd_macs(graph: OpGraph) -> int:
-    return sum(op.macs for op in graph.ops if isinstance(op, GemmOp) and op.phase is Phase.FWD)
+from tests.conftest import fwd_macs, model, params
 
 
 def gemm(graph: OpGraph, name: str) -> tuple[int, int, int, int]:
