@@ -27,9 +27,11 @@ __all__ = [
     "RunInputs",
     "RunResult",
     "SimulationError",
+    "TrainingResult",
     "WorkloadError",
     "__version__",
     "load_inputs",
     "simulate_run",
+    "simulate_training",
     "write_run",
 ]

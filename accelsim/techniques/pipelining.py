@@ -151,7 +151,7 @@ class _Schedule(Technique):
         return ctx.run.batch_size // m
 
     def in_flight(self, stage: int, stages: int) -> int:
-        """Mini-batches between a stage's forward and its weights' update (1F1B)."""
+        """Mini-batches between a stage's forward and the update whose weights it uses."""
         return stages - stage
 
     def position(self, stage: int, stages: int, j: int, backward: bool) -> int:
@@ -280,17 +280,13 @@ class _Schedule(Technique):
                 d >= start and builder.ops[d].phase is Phase.FWD and builder.processor[d] == stage
                 for d in op.deps
             )
-            earlier = j - self.version_lag(stage, stages)
+            earlier = j - self.in_flight(stage, stages)
             if entry and earlier >= 0:
                 builder.add_dependencies(op_id, updates.get((earlier, stage), ()))
             rank = self.position(stage, stages, j, backward)
             # dW yields to dX only where dX feeds an upstream stage.
             later = defer and op.phase is Phase.BWD_WEIGHT and stage > 0
             priority.append((2 * rank + int(later)) * SLOT + op_id)
-
-    def version_lag(self, stage: int, stages: int) -> int:
-        """How many mini-batches back the weights a forward uses were updated."""
-        return self.in_flight(stage, stages)
 
     def training(
         self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, RunResult]
