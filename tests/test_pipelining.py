@@ -141,3 +141,39 @@ def test_bad_schedule_configs(tmp_path: Path) -> None:
         r" layerpipe",
     ):
         train(path, 2, "pipedream: {}, layerpipe: {}")
+
+
+def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    path = run_file(tmp_path, "mlp", batch=8)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accelsim",
+            "run",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            "--gantt",
+            "--set",
+            "processors=2",
+            "--set",
+            "run.techniques={pipedream: {mini_batches: 3}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "out" / "pipe"
+    for step_dir in (run_dir, run_dir / "steps" / "pipedream"):
+        assert (step_dir / "gantt.png").read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["training"]["technique"] == "pipedream"
+    assert summary["training"]["stages"] == 2
+    assert "steady_cycles_per_minibatch" in done.stdout
