@@ -42,7 +42,7 @@ from accelsim.errors import ConfigError
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import Technique, TechniqueContext
 from accelsim.timing.costs import UNIT_ARRAY
-from accelsim.workload.lowering import GraphBuilder, StepLowering
+from accelsim.workload.lowering import GraphBuilder, StepLowering, writes_of
 from accelsim.workload.ops import GemmOp, OpGraph, Phase, TensorKind, VectorOp
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
@@ -414,11 +414,9 @@ def _stage_sinks(builder: GraphBuilder, start: int) -> dict[int, tuple[int, ...]
     return {stage: tuple(ids) for stage, ids in sinks.items()}
 
 
-def _mini_batch(tensor_name: str) -> tuple[int, int]:
-    """``(j, i)`` from a tensor name prefixed ``b{j}m{i}/``."""
-    prefix = tensor_name.partition("/")[0]
-    j, _, i = prefix.removeprefix("b").partition("m")
-    return int(j), int(i)
+def _mini_batch(tensor_name: str) -> int:
+    """Mini-batch ``j`` of a tensor named with the prefix ``b{j}m{i}/``."""
+    return int(tensor_name.partition("/")[0].removeprefix("b").partition("m")[0])
 
 
 def _entered(run: RunResult, j: int) -> int:
@@ -439,7 +437,7 @@ def steady_state(run: RunResult, mini_batches: int) -> tuple[float, list[int], t
     done = [0] * mini_batches
     for op in run.graph.ops:
         if op.phase is Phase.UPDATE and isinstance(op, VectorOp):
-            j = _mini_batch(op.writes[0].tensor.name)[0]
+            j = _mini_batch(op.writes[0].tensor.name)
             done[j] = max(done[j], int(run.trace.end_cycle[op.op_id]))
     if mini_batches == 1:
         return float(done[0]), done, (0, done[0])
@@ -467,16 +465,11 @@ def pipeline_report(
     stash = [0] * stages
     weight_bytes = [0] * stages
     for op in graph.ops:
-        if isinstance(op, GemmOp | VectorOp) and op.phase is Phase.FWD:
-            for access in op.writes if isinstance(op, VectorOp) else ():
-                if access.tensor.name in graph.stashed and access.tensor.name.startswith("b0m0/"):
+        if op.phase is Phase.FWD:
+            for access in writes_of(op):
+                name = access.tensor.name
+                if name in graph.stashed and name.startswith("b0m0/"):
                     stash[stage_of[op.layer]] += access.tensor.bytes
-            if (
-                isinstance(op, GemmOp)
-                and op.c.name in graph.stashed
-                and op.c.name.startswith("b0m0/")
-            ):
-                stash[stage_of[op.layer]] += op.c.bytes
     for parameter in graph.parameters:
         weight_bytes[stage_of[parameter.layer]] += parameter.weight.bytes
     processors = []
