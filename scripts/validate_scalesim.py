@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -784,13 +784,19 @@ def sweep_jobs(topologies: Sequence[Path]) -> list[tuple[Hardware, Path]]:
 
 
 def run_sweep(
-    python: Path, topologies: Sequence[Path], jobs: int, user: bool, max_cycles: int | None = None
+    python: Path,
+    topologies: Sequence[Path],
+    jobs: int,
+    user: bool,
+    max_cycles: int | None = None,
+    progress: Callable[[Outcome, int, int], None] | None = None,
 ) -> tuple[list[Outcome], int]:
     """Every SWEEP_ARRAYS x SWEEP_DATAFLOWS x topology, SCALE-Sim runs ``jobs`` at a time.
 
     With ``max_cycles``, layers whose SCALE-Sim compute cycles would exceed it
     are left out (SCALE-Sim takes roughly 0.15 ms per cycle of a 32-wide array).
-    Returns the outcomes and the number of layers left out.
+    ``progress(outcome, finished, total)`` is called as each run finishes.
+    Returns the outcomes (in sweep order) and the number of layers left out.
     """
     parsed = {topo: read_topology(topo) for topo in topologies}
     work = []
@@ -811,8 +817,14 @@ def run_sweep(
     run_accelsim(work[0][0], work[0][2][:1])  # warm the JIT once
     # Longest first, so parallel runs finish together.
     order = sorted(work, key=lambda w: -sum(scalesim_cycles(w[0], x) * w[0].cols for x in w[2]))
+    done: dict[int, Outcome] = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-        done = dict(zip((id(w) for w in order), pool.map(one, order), strict=True))
+        futures = {pool.submit(one, w): w for w in order}
+        for future in concurrent.futures.as_completed(futures):
+            outcome = future.result()
+            done[id(futures[future])] = outcome
+            if progress is not None:
+                progress(outcome, len(done), len(work))
     return [done[id(w)] for w in work], skipped
 
 
@@ -968,6 +980,10 @@ def accelsim_only(hw: Hardware, layers: Sequence[Layer]) -> int:
     return 0
 
 
+def report_progress(outcome: Outcome, finished: int, total: int) -> None:
+    print(f"[{finished}/{total}] {outcome.summary()}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -976,7 +992,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 VALIDATION_DIR / t for t in SWEEP_TOPOLOGIES
             ]
             python = resolve_scalesim_python(args.scalesim_python, args.setup)
-            outcomes, skipped = run_sweep(python, topologies, args.jobs, args.user, args.max_cycles)
+            outcomes, skipped = run_sweep(
+                python, topologies, args.jobs, args.user, args.max_cycles, report_progress
+            )
             for o in outcomes:
                 if not args.quiet:
                     print(f"\n== {o.hw.describe()} / {', '.join(o.topologies)}")
