@@ -68,7 +68,10 @@ def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+@pytest.mark.parametrize("kernels", ["numpy", "numba"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
+def test_golden(name: str, kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both implementations of the fold-level closed forms give the pinned numbers."""
+    monkeypatch.setenv("ACCELSIM_KERNELS", kernels)
     expected = json.loads(golden_path(name).read_text())
     assert golden_record(name) == pytest.approx(expected, rel=1e-9)

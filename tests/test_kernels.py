@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accelsim.timing import kernels
+from accelsim.timing import closed_form, kernels
 
 
 def _ceil(a: np.ndarray, b: int) -> np.ndarray:
@@ -40,7 +40,7 @@ def _dims(t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return sr, sc, tt
 
 
-@pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
+@pytest.mark.parametrize("convention", [closed_form.ACCELSIM, closed_form.SCALESIM])
 @pytest.mark.parametrize(("rows", "cols"), [(32, 32), (128, 128), (12, 14), (8, 4)])
 def test_fold_cycles_matches_numpy(convention: int, rows: int, cols: int) -> None:
     t = _table(rows * cols + convention)
@@ -50,15 +50,15 @@ def test_fold_cycles_matches_numpy(convention: int, rows: int, cols: int) -> Non
     )
     ref_fr, ref_fc = _ceil(sr, rows), _ceil(sc, cols)
     ref_folds = ref_fr * ref_fc * t["count"]
-    fill = np.where((convention == kernels.SCALESIM) & (t["dataflow"] == 0), rows, 2 * rows)
-    ref_cycles = ref_folds * (fill + cols + tt - 2) - (convention == kernels.SCALESIM)
+    fill = np.where((convention == closed_form.SCALESIM) & (t["dataflow"] == 0), rows, 2 * rows)
+    ref_cycles = ref_folds * (fill + cols + tt - 2) - (convention == closed_form.SCALESIM)
     np.testing.assert_array_equal(fr, ref_fr)
     np.testing.assert_array_equal(fc, ref_fc)
     np.testing.assert_array_equal(folds, ref_folds)
     np.testing.assert_array_equal(cycles, ref_cycles)
 
 
-@pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
+@pytest.mark.parametrize("convention", [closed_form.ACCELSIM, closed_form.SCALESIM])
 def test_sram_counts_matches_numpy(convention: int) -> None:
     rows, cols = 16, 8
     t = _table(7 + convention)
@@ -70,11 +70,11 @@ def test_sram_counts_matches_numpy(convention: int) -> None:
     df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
     ifmap = np.where(df == 2, m * k, fc * m * k) * cnt
     filt = np.select([df == 0, df == 1], [fr * k * n, k * n], fc * k * n) * cnt
-    extra = fr * fc * (rows + cols) if convention == kernels.SCALESIM else 0
+    extra = fr * fc * (rows + cols) if convention == closed_form.SCALESIM else 0
     of_w = np.where(df == 0, m * n + extra, fr * m * n) * cnt
     of_r = (
         np.zeros_like(m)
-        if convention == kernels.SCALESIM
+        if convention == closed_form.SCALESIM
         else np.where(df == 0, 0, (fr - 1) * m * n) * cnt
     )
     for value, ref in zip(got, (ifmap, filt, of_r, of_w), strict=True):
@@ -114,7 +114,7 @@ def _dram_reference(
                 c_w, c_r = fr[i] * m * n, (fr[i] - 1) * m * n
             a = a_fp if chunks == 1 or a_fp * wa <= half_if else chunks * a_fp
             b = b_fp if _ceil(b_fp, chunks) * wb <= half_fl else fc[i] * b_fp
-        if convention == kernels.SCALESIM:
+        if convention == closed_form.SCALESIM:
             a = a_fp if a_fp < 50 * (sizes[0] // 100) // wa else a
             b = b_fp if b_fp < 50 * (sizes[1] // 100) // wb else b
             if df != 0:
@@ -132,7 +132,7 @@ def _dram_reference(
 
 
 @pytest.mark.parametrize("chunk_stream", [True, False])
-@pytest.mark.parametrize("convention", [kernels.ACCELSIM, kernels.SCALESIM])
+@pytest.mark.parametrize("convention", [closed_form.ACCELSIM, closed_form.SCALESIM])
 @pytest.mark.parametrize(
     "sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20), (4096, 2048, 8192)]
 )
@@ -166,41 +166,69 @@ def test_dram_words_matches_numpy(
     ref = _dram_reference(t, fr, fc, sizes, cols, convention, chunk_stream)
     for value, expected in zip(got, ref, strict=True):
         np.testing.assert_array_equal(value, expected)
-    if not chunk_stream and convention == kernels.ACCELSIM and sizes[2] <= 65536:
+    if not chunk_stream and convention == closed_form.ACCELSIM and sizes[2] <= 65536:
         assert got[2].sum() > 0  # some partial sums spill and are read back
 
 
-@pytest.mark.parametrize("kernel", [kernels.fold_cycles, kernels.sram_counts, kernels.dram_words])
-def test_kernels_stay_valid_python(kernel) -> None:
-    """The uncompiled function (what NUMBA_DISABLE_JIT=1 runs) gives the same answers."""
-    t = _table(3, n=40)
+KERNELS = ("fold_cycles", "sram_counts", "dram_words")
+
+
+def _arguments(
+    t: dict[str, np.ndarray],
+    rows: int,
+    cols: int,
+    convention: int,
+    sizes: tuple[int, int, int],
+    chunk_stream: bool,
+) -> dict[str, tuple]:
+    """Arguments of each kernel for the GEMM table ``t``."""
     sr, sc, tt = _dims(t)
-    fr, fc = _ceil(sr, 16), _ceil(sc, 16)
-    args = {
-        kernels.fold_cycles: (t["dataflow"], sr, sc, tt, t["count"], 16, 16, 0),
-        kernels.sram_counts: (t["dataflow"], t["m"], t["n"], t["k"], t["count"], fr, fc, 16, 16, 0),
-        kernels.dram_words: (
-            t["dataflow"],
-            t["m"],
-            t["n"],
-            t["count"],
-            fr,
-            fc,
-            t["a_fp"],
-            t["b_fp"],
-            t["a_word"],
-            t["b_word"],
-            t["c_word"],
-            t["a_on"],
-            t["b_on"],
-            t["c_on"],
-            8192,
-            8192,
-            8192,
-            16,
-            0,
-            False,
+    fr, fc = _ceil(sr, rows), _ceil(sc, cols)
+    df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
+    return {
+        "fold_cycles": (df, sr, sc, tt, cnt, rows, cols, convention),
+        "sram_counts": (df, m, n, k, cnt, fr, fc, rows, cols, convention),
+        "dram_words": (
+            *(df, m, n, cnt, fr, fc, t["a_fp"], t["b_fp"]),
+            *(t["a_word"], t["b_word"], t["c_word"], t["a_on"], t["b_on"], t["c_on"]),
+            *sizes,
+            cols,
+            convention,
+            chunk_stream,
         ),
-    }[kernel]
+    }
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_kernels_stay_valid_python(name: str) -> None:
+    """The uncompiled function (what NUMBA_DISABLE_JIT=1 runs) gives the same answers."""
+    kernel = getattr(kernels, name)
+    args = _arguments(_table(3, n=40), 16, 16, 0, (8192, 8192, 8192), False)[name]
     for jit, py in zip(kernel(*args), kernel.py_func(*args), strict=True):
         np.testing.assert_array_equal(jit, py)
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("convention", [closed_form.ACCELSIM, closed_form.SCALESIM])
+@pytest.mark.parametrize("chunk_stream", [True, False])
+@pytest.mark.parametrize(("rows", "cols"), [(32, 32), (12, 14), (128, 64)])
+@pytest.mark.parametrize(
+    "sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20), (4096, 2048, 8192)]
+)
+def test_closed_form_equals_numba(
+    name: str,
+    convention: int,
+    chunk_stream: bool,
+    rows: int,
+    cols: int,
+    sizes: tuple[int, int, int],
+) -> None:
+    """The vectorised NumPy twin returns exactly what the Numba kernel does."""
+    t = _table(rows + cols + sum(sizes) % 97 + convention, n=500)
+    args = _arguments(t, rows, cols, convention, sizes, chunk_stream)[name]
+    got = getattr(closed_form, name)(*args)
+    expected = getattr(kernels, name)(*args)
+    assert len(got) == len(expected) == 4
+    for value, ref in zip(got, expected, strict=True):
+        assert value.dtype == np.int64
+        np.testing.assert_array_equal(value, ref)

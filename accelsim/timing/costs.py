@@ -1,6 +1,7 @@
 """Per-op costs of a graph: compute cycles, SRAM accesses and DRAM bytes.
 
-GEMM costs come from the Numba kernels over the whole graph's
+GEMM costs come from the fold-level closed forms (NumPy or Numba, see
+:mod:`accelsim.timing.backend`) over the whole graph's
 :class:`~accelsim.mapping.tiler.GemmTable`; vector and communication ops are
 costed here.  The event engine then turns costs into time, adding the stalls
 that DRAM and interconnect contention cause.
@@ -19,7 +20,8 @@ from accelsim.config.run import PsumPolicy
 from accelsim.errors import SimulationError
 from accelsim.mapping.tiler import GemmTable, tabulate
 from accelsim.mapping.units import ArrayUnit, main_array
-from accelsim.timing import kernels
+from accelsim.timing import backend
+from accelsim.timing.closed_form import ACCELSIM, SCALESIM
 from accelsim.workload.ops import CommOp, GemmOp, OpGraph, TransferOp, VectorOp
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
@@ -119,7 +121,7 @@ def op_costs(
     unknown = {op.unit for op in graph.ops if isinstance(op, GemmOp)} - {a.name for a in arrays}
     if unknown:
         raise SimulationError(f"GEMMs name array units that do not exist: {sorted(unknown)}")
-    conv = kernels.SCALESIM if convention is Convention.SCALESIM else kernels.ACCELSIM
+    conv = SCALESIM if convention is Convention.SCALESIM else ACCELSIM
     for unit in arrays:
         table = tabulate(graph, unit)
         if len(table):
@@ -169,6 +171,7 @@ def _cost_gemms(
     """Fill the cost arrays of the GEMMs in ``table``, which run on ``unit``."""
     idx = table.op_index
     rows, cols = unit.array.rows, unit.array.cols
+    kernels = backend.kernels_for(len(idx))
     fr, fc, folds, cycles = kernels.fold_cycles(
         table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv
     )

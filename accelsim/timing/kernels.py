@@ -1,8 +1,10 @@
 """Numba kernels: fold-level arithmetic for every GEMM of a graph at once.
 
 Pure array-in/array-out functions, compiled with ``@njit(cache=True)``; each
-has a NumPy reference in ``tests/test_kernels.py``.  Dataflow codes are
-0 = os, 1 = ws, 2 = is; convention codes 0 = accelsim, 1 = scalesim.
+has a NumPy reference in ``tests/test_kernels.py`` and a vectorised NumPy twin
+in :mod:`accelsim.timing.closed_form` (:mod:`accelsim.timing.backend` picks
+one).  Dataflow codes are 0 = os, 1 = ws, 2 = is; convention codes
+0 = accelsim, 1 = scalesim.
 
 Compute cycles per fold (``R x C`` array, ``T`` streamed):
 
@@ -17,9 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-ACCELSIM = 0
-SCALESIM = 1
-OS, WS, IS = 0, 1, 2
+from accelsim.timing.closed_form import OS, SCALESIM, WS
 
 
 @njit(cache=True)

@@ -1,0 +1,132 @@
+"""Fold-level closed forms for every GEMM of a graph, vectorised with NumPy.
+
+The same functions as the Numba kernels in :mod:`accelsim.timing.kernels`,
+with the same arguments and results, written as whole-array NumPy expressions.
+:mod:`accelsim.timing.costs` uses these for tables under
+``ACCELSIM_NUMBA_MIN_GEMMS`` rows (a training step has tens to a few hundred
+GEMMs per array unit), where loading Numba would cost more than it saves; see
+the kernels module for what each quantity means.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ACCELSIM = 0
+SCALESIM = 1
+OS, WS, IS = 0, 1, 2
+
+
+def _ceil(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    return -(-a // b)
+
+
+def fold_cycles(
+    dataflow: np.ndarray,
+    sr: np.ndarray,
+    sc: np.ndarray,
+    t: np.ndarray,
+    count: np.ndarray,
+    rows: int,
+    cols: int,
+    convention: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(row_folds, col_folds, folds, compute_cycles)`` of each GEMM."""
+    row_folds = _ceil(sr, rows)
+    col_folds = _ceil(sc, cols)
+    folds = row_folds * col_folds * count
+    if convention == SCALESIM:
+        fill = np.where(dataflow == OS, rows, 2 * rows)
+        return row_folds, col_folds, folds, folds * (fill + cols + t - 2) - 1
+    return row_folds, col_folds, folds, folds * (2 * rows + cols + t - 2)
+
+
+def sram_counts(
+    dataflow: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    count: np.ndarray,
+    row_folds: np.ndarray,
+    col_folds: np.ndarray,
+    rows: int,
+    cols: int,
+    convention: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(ifmap_reads, filter_reads, ofmap_reads, ofmap_writes)`` in words."""
+    is_os = dataflow == OS
+    mk, kn, mn = m * k, k * n, m * n
+    fr, fc = row_folds, col_folds
+    ifmap = np.where(dataflow == IS, mk, fc * mk)
+    filt = np.where(is_os, fr * kn, np.where(dataflow == WS, kn, fc * kn))
+    writes = np.where(is_os, mn, fr * mn)
+    if convention == SCALESIM:
+        writes = writes + np.where(is_os, fr * fc * (rows + cols), 0)
+        reads = np.zeros_like(mn)
+    else:
+        reads = np.where(is_os, 0, (fr - 1) * mn)
+    return ifmap * count, filt * count, reads * count, writes * count
+
+
+def dram_words(
+    dataflow: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    count: np.ndarray,
+    row_folds: np.ndarray,
+    col_folds: np.ndarray,
+    a_footprint: np.ndarray,
+    b_footprint: np.ndarray,
+    a_word: np.ndarray,
+    b_word: np.ndarray,
+    c_word: np.ndarray,
+    a_on_chip: np.ndarray,
+    b_on_chip: np.ndarray,
+    c_on_chip: np.ndarray,
+    ifmap_bytes: int,
+    filter_bytes: int,
+    ofmap_bytes: int,
+    cols: int,
+    convention: int,
+    chunk_stream: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``count`` GEMMs."""
+    half_if, half_fl, half_of = ifmap_bytes // 2, filter_bytes // 2, ofmap_bytes // 2
+    fr, fc = row_folds, col_folds
+    a_fp, b_fp = a_footprint, b_footprint
+    mn = m * n
+    is_os = dataflow == OS
+    ws = dataflow == WS
+    # os: A once if it fits, else per column fold; B's column slice likewise per row fold.
+    a_os = np.where(a_fp * a_word <= half_if, a_fp, fc * a_fp)
+    b_os = np.where(_ceil(b_fp, fc) * b_word <= half_fl, b_fp, fr * b_fp)
+    # ws streams m past stationary B; is streams n past stationary A.
+    streamed = np.where(ws, m, n)
+    psum_row = np.minimum(cols, np.where(ws, n, m)) * c_word
+    if chunk_stream:
+        fit = np.maximum(1, half_of // psum_row)
+        chunks = _ceil(streamed, fit)
+        spill = np.zeros_like(is_os)
+    else:
+        chunks = np.ones_like(streamed)
+        spill = ~is_os & (streamed * psum_row > half_of)
+    s_fp, t_fp = np.where(ws, a_fp, b_fp), np.where(ws, b_fp, a_fp)
+    s_word, t_word = np.where(ws, a_word, b_word), np.where(ws, b_word, a_word)
+    s_half, t_half = np.where(ws, half_if, half_fl), np.where(ws, half_fl, half_if)
+    stationary = np.where((chunks == 1) | (t_fp * t_word <= t_half), t_fp, chunks * t_fp)
+    stream = np.where(_ceil(s_fp, chunks) * s_word <= s_half, s_fp, fc * s_fp)
+    a = np.where(is_os, a_os, np.where(ws, stream, stationary))
+    b = np.where(is_os, b_os, np.where(ws, stationary, stream))
+    c_w = np.where(spill, fr * mn, mn)
+    c_r = np.where(spill, (fr - 1) * mn, 0)
+    if convention == SCALESIM:
+        a = np.where(a_fp < 50 * (ifmap_bytes // 100) // a_word, a_fp, a)
+        b = np.where(b_fp < 50 * (filter_bytes // 100) // b_word, b_fp, b)
+        c_w = np.where(is_os, c_w, fr * mn)
+        c_r = np.where(is_os, c_r, 0)
+    return (
+        np.where(a_on_chip, 0, a * count),
+        np.where(b_on_chip, 0, b * count),
+        np.where(c_on_chip, 0, c_r * count),
+        np.where(c_on_chip, 0, c_w * count),
+    )
