@@ -61,11 +61,11 @@ SCALESIM_REQUIREMENTS = ("scalesim==3.0.0", "numpy<2.4")
 PYTHON_ENV = "ACCELSIM_SCALESIM_PYTHON"
 
 # The shipped comparison: 3 array shapes x 3 dataflows x these topologies.
+# (rows, cols, SRAM kB per buffer); USER-mode DRAM bandwidth is cols words/cycle.
 SWEEP_ARRAYS = (
-    # (rows, cols, SRAM kB per buffer, bandwidth words/cycle)
-    (32, 32, 64, 64),  # SCALE-Sim scale.cfg
-    (128, 128, 512, 128),
-    (12, 14, 36, 16),  # Eyeriss-like (SCALE-Sim eyeriss.cfg buffers)
+    (32, 32, 64),  # SCALE-Sim scale.cfg
+    (128, 128, 512),
+    (31, 41, 48),  # odd, non-square: every layer leaves ragged folds
 )
 SWEEP_DATAFLOWS = ("os", "ws", "is")
 SWEEP_TOPOLOGIES = ("alexnet_conv.csv", "resnet18_conv.csv", "gemm_odd.csv")
@@ -774,10 +774,27 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
 # --------------------------------------------------------------------------- sweep
 
 
-def sweep_jobs(topologies: Sequence[Path]) -> list[tuple[Hardware, Path]]:
+def parse_arrays(text: str) -> tuple[tuple[int, int, int], ...]:
+    """``--arrays`` text ``RxC:kB,...`` -> ``((rows, cols, kB), ...)``."""
+    arrays = []
+    for item in text.split(","):
+        try:
+            shape, kb = item.strip().lower().split(":")
+            rows, cols = (int(x) for x in shape.split("x"))
+            arrays.append((rows, cols, int(kb)))
+        except ValueError:
+            raise HarnessError(f"--arrays must look like 32x32:64,12x14:36, got {text!r}") from None
+        if min(arrays[-1]) <= 0:
+            raise HarnessError(f"--arrays sizes must be positive, got {item!r}")
+    return tuple(arrays)
+
+
+def sweep_jobs(
+    topologies: Sequence[Path], arrays: Sequence[tuple[int, int, int]] = SWEEP_ARRAYS
+) -> list[tuple[Hardware, Path]]:
     return [
-        (Hardware(rows, cols, df, kb, kb, kb, bw), topo)
-        for rows, cols, kb, bw in SWEEP_ARRAYS
+        (Hardware(rows, cols, df, kb, kb, kb, cols), topo)
+        for rows, cols, kb in arrays
         for df in SWEEP_DATAFLOWS
         for topo in topologies
     ]
@@ -790,8 +807,9 @@ def run_sweep(
     user: bool,
     max_cycles: int | None = None,
     progress: Callable[[Outcome, int, int], None] | None = None,
+    arrays: Sequence[tuple[int, int, int]] = SWEEP_ARRAYS,
 ) -> tuple[list[Outcome], int]:
-    """Every SWEEP_ARRAYS x SWEEP_DATAFLOWS x topology, SCALE-Sim runs ``jobs`` at a time.
+    """Every array x SWEEP_DATAFLOWS x topology, SCALE-Sim runs ``jobs`` at a time.
 
     With ``max_cycles``, layers whose SCALE-Sim compute cycles would exceed it
     are left out (SCALE-Sim takes roughly 0.15 ms per cycle of a 32-wide array).
@@ -801,7 +819,7 @@ def run_sweep(
     parsed = {topo: read_topology(topo) for topo in topologies}
     work = []
     skipped = 0
-    for hw, topo in sweep_jobs(topologies):
+    for hw, topo in sweep_jobs(topologies, arrays):
         kept = [
             x for x in parsed[topo] if max_cycles is None or scalesim_cycles(hw, x) <= max_cycles
         ]
@@ -930,8 +948,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sweep",
         action="store_true",
-        help="the shipped comparison: arrays 32x32/64kB, 128x128/512kB, 12x14/36kB x os/ws/is x "
-        "configs/validation/{alexnet_conv,resnet18_conv,gemm_odd}.csv (or --topology)",
+        help="the shipped comparison: arrays 32x32/64kB, 128x128/512kB, 31x41/48kB (or "
+        "--arrays) x os/ws/is x configs/validation/{alexnet_conv,resnet18_conv,gemm_odd}.csv "
+        "(or --topology)",
+    )
+    p.add_argument(
+        "--arrays",
+        metavar="RxC:kB,...",
+        help="--sweep: array shapes and SRAM kB per buffer, e.g. 12x14:36 (Eyeriss-like)",
     )
     p.add_argument("--jobs", "-j", type=int, default=1, help="parallel SCALE-Sim runs in --sweep")
     p.add_argument(
@@ -992,8 +1016,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 VALIDATION_DIR / t for t in SWEEP_TOPOLOGIES
             ]
             python = resolve_scalesim_python(args.scalesim_python, args.setup)
+            arrays = parse_arrays(args.arrays) if args.arrays else SWEEP_ARRAYS
             outcomes, skipped = run_sweep(
-                python, topologies, args.jobs, args.user, args.max_cycles, report_progress
+                python, topologies, args.jobs, args.user, args.max_cycles, report_progress, arrays
             )
             for o in outcomes:
                 if not args.quiet:
