@@ -1,4 +1,4 @@
-"""Each Numba kernel against a plain NumPy reference, on random GEMM tables."""
+"""Each Numba kernel and its closed_form twin against a plain NumPy reference."""
 
 from __future__ import annotations
 
@@ -42,10 +42,11 @@ def _dims(t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 @pytest.mark.parametrize("convention", [closed_form.ACCELSIM, closed_form.SCALESIM])
 @pytest.mark.parametrize(("rows", "cols"), [(32, 32), (128, 128), (12, 14), (8, 4)])
-def test_fold_cycles_matches_numpy(convention: int, rows: int, cols: int) -> None:
+@pytest.mark.parametrize("module", [kernels, closed_form], ids=["numba", "closed_form"])
+def test_fold_cycles_matches_numpy(convention: int, rows: int, cols: int, module) -> None:
     t = _table(rows * cols + convention)
     sr, sc, tt = _dims(t)
-    fr, fc, folds, cycles = kernels.fold_cycles(
+    fr, fc, folds, cycles = module.fold_cycles(
         t["dataflow"], sr, sc, tt, t["count"], rows, cols, convention
     )
     ref_fr, ref_fc = _ceil(sr, rows), _ceil(sc, cols)
@@ -59,12 +60,13 @@ def test_fold_cycles_matches_numpy(convention: int, rows: int, cols: int) -> Non
 
 
 @pytest.mark.parametrize("convention", [closed_form.ACCELSIM, closed_form.SCALESIM])
-def test_sram_counts_matches_numpy(convention: int) -> None:
+@pytest.mark.parametrize("module", [kernels, closed_form], ids=["numba", "closed_form"])
+def test_sram_counts_matches_numpy(convention: int, module) -> None:
     rows, cols = 16, 8
     t = _table(7 + convention)
     sr, sc, _ = _dims(t)
     fr, fc = _ceil(sr, rows), _ceil(sc, cols)
-    got = kernels.sram_counts(
+    got = module.sram_counts(
         t["dataflow"], t["m"], t["n"], t["k"], t["count"], fr, fc, rows, cols, convention
     )
     df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
@@ -79,6 +81,35 @@ def test_sram_counts_matches_numpy(convention: int) -> None:
     )
     for value, ref in zip(got, (ifmap, filt, of_r, of_w), strict=True):
         np.testing.assert_array_equal(value, ref)
+
+
+KERNELS = ("fold_cycles", "sram_counts", "dram_words")
+
+
+def _arguments(
+    t: dict[str, np.ndarray],
+    rows: int,
+    cols: int,
+    convention: int,
+    sizes: tuple[int, int, int],
+    chunk_stream: bool,
+) -> dict[str, tuple]:
+    """Arguments of each kernel for the GEMM table ``t``."""
+    sr, sc, tt = _dims(t)
+    fr, fc = _ceil(sr, rows), _ceil(sc, cols)
+    df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
+    return {
+        "fold_cycles": (df, sr, sc, tt, cnt, rows, cols, convention),
+        "sram_counts": (df, m, n, k, cnt, fr, fc, rows, cols, convention),
+        "dram_words": (
+            *(df, m, n, cnt, fr, fc, t["a_fp"], t["b_fp"]),
+            *(t["a_word"], t["b_word"], t["c_word"], t["a_on"], t["b_on"], t["c_on"]),
+            *sizes,
+            cols,
+            convention,
+            chunk_stream,
+        ),
+    }
 
 
 def _dram_reference(
@@ -136,67 +167,21 @@ def _dram_reference(
 @pytest.mark.parametrize(
     "sizes", [(65536, 65536, 65536), (2 << 20, 2 << 20, 1 << 20), (4096, 2048, 8192)]
 )
+@pytest.mark.parametrize("module", [kernels, closed_form], ids=["numba", "closed_form"])
 def test_dram_words_matches_numpy(
-    convention: int, sizes: tuple[int, int, int], chunk_stream: bool
+    convention: int, sizes: tuple[int, int, int], chunk_stream: bool, module
 ) -> None:
     rows, cols = 32, 32
     t = _table(sum(sizes) % 1000 + convention)
     sr, sc, _ = _dims(t)
     fr, fc = _ceil(sr, rows), _ceil(sc, cols)
-    got = kernels.dram_words(
-        t["dataflow"],
-        t["m"],
-        t["n"],
-        t["count"],
-        fr,
-        fc,
-        t["a_fp"],
-        t["b_fp"],
-        t["a_word"],
-        t["b_word"],
-        t["c_word"],
-        t["a_on"],
-        t["b_on"],
-        t["c_on"],
-        *sizes,
-        cols,
-        convention,
-        chunk_stream,
-    )
+    args = _arguments(t, rows, cols, convention, sizes, chunk_stream)["dram_words"]
+    got = module.dram_words(*args)
     ref = _dram_reference(t, fr, fc, sizes, cols, convention, chunk_stream)
     for value, expected in zip(got, ref, strict=True):
         np.testing.assert_array_equal(value, expected)
     if not chunk_stream and convention == closed_form.ACCELSIM and sizes[2] <= 65536:
         assert got[2].sum() > 0  # some partial sums spill and are read back
-
-
-KERNELS = ("fold_cycles", "sram_counts", "dram_words")
-
-
-def _arguments(
-    t: dict[str, np.ndarray],
-    rows: int,
-    cols: int,
-    convention: int,
-    sizes: tuple[int, int, int],
-    chunk_stream: bool,
-) -> dict[str, tuple]:
-    """Arguments of each kernel for the GEMM table ``t``."""
-    sr, sc, tt = _dims(t)
-    fr, fc = _ceil(sr, rows), _ceil(sc, cols)
-    df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
-    return {
-        "fold_cycles": (df, sr, sc, tt, cnt, rows, cols, convention),
-        "sram_counts": (df, m, n, k, cnt, fr, fc, rows, cols, convention),
-        "dram_words": (
-            *(df, m, n, cnt, fr, fc, t["a_fp"], t["b_fp"]),
-            *(t["a_word"], t["b_word"], t["c_word"], t["a_on"], t["b_on"], t["c_on"]),
-            *sizes,
-            cols,
-            convention,
-            chunk_stream,
-        ),
-    }
 
 
 @pytest.mark.parametrize("name", KERNELS)

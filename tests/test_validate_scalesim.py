@@ -204,3 +204,16 @@ def test_shipped_topologies_parse() -> None:
         "gemm_odd.csv": {"gemm"},
     }
     assert len(vs.read_topology(VALIDATION / "resnet18_conv.csv")) == 20
+
+
+def test_sweep_arrays_option() -> None:
+    assert vs.parse_arrays("12x14:36, 31X41:48") == ((12, 14, 36), (31, 41, 48))
+    jobs = vs.sweep_jobs([VALIDATION / "gemm_odd.csv"], vs.parse_arrays("12x14:36"))
+    assert [(hw.rows, hw.cols, hw.dataflow, hw.ifmap_kb) for hw, _ in jobs] == [
+        (12, 14, "os", 36),
+        (12, 14, "ws", 36),
+        (12, 14, "is", 36),
+    ]
+    for bad in ("12x14", "12x14:0", "axb:3"):
+        with pytest.raises(vs.HarnessError, match="--arrays"):
+            vs.parse_arrays(bad)
