@@ -31,31 +31,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def commands(out: str) -> list[tuple[str, list[str]]]:
+def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
+    """(label, argv, extra environment) of each timed command."""
     accelsim = [sys.executable, "-m", "accelsim"]
-    return [
-        ("ResNet-18 step, batch 32, 128x128 default",
-         [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force"]),
+    resnet18 = [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force"]
+    rows = [
+        ("ResNet-18 step, batch 32, 128x128 default", resnet18),
+        ("ResNet-18 step, ACCELSIM_KERNELS=numba", resnet18, {"ACCELSIM_KERNELS": "numba"}),
         ("MLP step, batch 128, 128x128 default",
          [*accelsim, "run", "configs/runs/mlp.yaml", "--out", out, "--force"]),
         ("fourteen-model suite, batch 32, default",
          [*accelsim, "suite", "configs/runs/suite.yaml", "--out", out, "--force"]),
         ("ResNet-18 ADA-GP (base, BP, GP steps)",
-         [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force",
-          "--set", "run.techniques={gradient_prediction: {}}"]),
+         [*resnet18, "--set", "run.techniques={gradient_prediction: {}}"]),
         ("ResNet-18 LayerPipe, 4 processors, 6 mini-batches",
-         [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force",
-          "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"]),
+         [*resnet18, "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"]),
         ("ResNet-18 convs, 32x32 OS (layer --topology)",
          [*accelsim, "layer", "--hardware", "configs/hardware/scalesim.yaml", "--topology",
           "configs/validation/resnet18_conv.csv", "--convention", "scalesim", "--json"]),
     ]  # fmt: skip
+    return [(row[0], row[1], row[2] if len(row) > 2 else {}) for row in rows]
 
 
-def timed(argv: list[str]) -> tuple[float, int]:
-    """Run ``argv``; return (wall seconds, peak RSS in MiB)."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Run ``argv`` with ``env`` added to the environment; return (wall s, peak RSS MiB)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **env},
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -94,9 +101,9 @@ def main() -> int:
     )
     print(f"{'command':52} {'median s':>9} {'min s':>7} {'max s':>7} {'peak RSS MiB':>13}")
     with tempfile.TemporaryDirectory() as out:
-        for label, argv in commands(out):
-            timed(argv)
-            samples = [timed(argv) for _ in range(args.runs)]
+        for label, argv, env in commands(out):
+            timed(argv, env)
+            samples = [timed(argv, env) for _ in range(args.runs)]
             walls = [s[0] for s in samples]
             rss = max(s[1] for s in samples)
             print(
