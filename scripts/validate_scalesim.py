@@ -832,7 +832,7 @@ def run_sweep(
         return validate(hw, layers, python, user, [topo.name])
 
     # accelsim runs in this process (threads share it); SCALE-Sim in subprocesses.
-    run_accelsim(work[0][0], work[0][2][:1])  # warm the JIT once
+    run_accelsim(work[0][0], work[0][2][:1])  # warm up once: imports, first calls
     # Longest first, so parallel runs finish together.
     order = sorted(work, key=lambda w: -sum(scalesim_cycles(w[0], x) * w[0].cols for x in w[2]))
     done: dict[int, Outcome] = {}

@@ -1,11 +1,11 @@
 """Fold-level closed forms for every GEMM of a graph, vectorised with NumPy.
 
 The same functions as the Numba kernels in :mod:`accelsim.timing.kernels`,
-with the same arguments and results, written as whole-array NumPy expressions.
-:mod:`accelsim.timing.costs` uses these for tables under
-``ACCELSIM_NUMBA_MIN_GEMMS`` rows (a training step has tens to a few hundred
-GEMMs per array unit), where loading Numba would cost more than it saves; see
-the kernels module for what each quantity means.
+with the same arguments and results, written as whole-array NumPy expressions;
+see the kernels module for what each quantity means.  A training step has tens
+to a few hundred GEMMs per array unit, where loading Numba would cost far more
+than it saves, so :mod:`accelsim.timing.backend` uses these until a process has
+done enough work to repay it.  The integer codes below are shared by both.
 """
 
 from __future__ import annotations
