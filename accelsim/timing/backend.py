@@ -7,8 +7,8 @@ faster per row, but a process pays about 0.45 s to import Numba and load the
 cached kernels, while the NumPy work of a whole training step takes well under
 a millisecond.  ``auto`` therefore decides like ski rental: NumPy until the
 work done would have paid for loading Numba, then Numba for the rest of the
-process, which is never more than twice the kernel time of the better choice
-made in hindsight.
+process, which keeps kernel time plus loading within about twice that of the
+better fixed choice made in hindsight.
 
 The environment variable ``ACCELSIM_KERNELS`` selects ``auto`` (default),
 ``numpy`` or ``numba``.
