@@ -35,22 +35,22 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
     """(label, argv, extra environment) of each timed command."""
     accelsim = [sys.executable, "-m", "accelsim"]
     resnet18 = [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force"]
-    rows = [
-        ("ResNet-18 step, batch 32, 128x128 default", resnet18),
-        ("ResNet-18 step, ACCELSIM_KERNELS=numba", resnet18, {"ACCELSIM_KERNELS": "numba"}),
+    numba = {"ACCELSIM_KERNELS": "numba"}
+    return [
+        ("ResNet-18 step, batch 32, 128x128 default", resnet18, {}),
+        ("ResNet-18 step, ACCELSIM_KERNELS=numba", resnet18, numba),
         ("MLP step, batch 128, 128x128 default",
-         [*accelsim, "run", "configs/runs/mlp.yaml", "--out", out, "--force"]),
+         [*accelsim, "run", "configs/runs/mlp.yaml", "--out", out, "--force"], {}),
         ("fourteen-model suite, batch 32, default",
-         [*accelsim, "suite", "configs/runs/suite.yaml", "--out", out, "--force"]),
+         [*accelsim, "suite", "configs/runs/suite.yaml", "--out", out, "--force"], {}),
         ("ResNet-18 ADA-GP (base, BP, GP steps)",
-         [*resnet18, "--set", "run.techniques={gradient_prediction: {}}"]),
+         [*resnet18, "--set", "run.techniques={gradient_prediction: {}}"], {}),
         ("ResNet-18 LayerPipe, 4 processors, 6 mini-batches",
-         [*resnet18, "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"]),
+         [*resnet18, "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"], {}),
         ("ResNet-18 convs, 32x32 OS (layer --topology)",
          [*accelsim, "layer", "--hardware", "configs/hardware/scalesim.yaml", "--topology",
-          "configs/validation/resnet18_conv.csv", "--convention", "scalesim", "--json"]),
+          "configs/validation/resnet18_conv.csv", "--convention", "scalesim", "--json"], {}),
     ]  # fmt: skip
-    return [(row[0], row[1], row[2] if len(row) > 2 else {}) for row in rows]
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
