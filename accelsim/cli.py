@@ -61,7 +61,7 @@ from accelsim.report.writer import (
     write_run_files,
 )
 from accelsim.workload.loader import load_workload
-from accelsim.workload.ops import Phase
+from accelsim.graph.ops import Phase
 from accelsim.workload.shapes import infer_shapes
 from accelsim.workload.stats import model_stats
 from accelsim.workload.topology import read_topology

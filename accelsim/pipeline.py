@@ -39,7 +39,7 @@ from accelsim.timing.engine import simulate
 from accelsim.workload.loader import load_workload
 from accelsim.workload.lowering import GraphBuilder, StepHooks
 from accelsim.workload.model import Workload
-from accelsim.workload.ops import OpGraph, Phase, TensorKind
+from accelsim.graph.ops import OpGraph, Phase, TensorKind
 from accelsim.workload.shapes import LayerInfo, infer_shapes
 from accelsim.workload.topology import TopologyLayer
 

@@ -464,7 +464,7 @@ def run_accelsim(hw: Hardware, layers: Sequence[Layer]) -> tuple[list[dict[str, 
     from accelsim.config.base import Convention
     from accelsim.config.loader import load_energy
     from accelsim.pipeline import simulate_layer, topology_gemm
-    from accelsim.workload.ops import Phase
+    from accelsim.graph.ops import Phase
 
     spec = accelsim_hardware(hw)
     table = load_energy(ENERGY_TABLE)

@@ -15,7 +15,7 @@ from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.config.validate import validate_data
 from accelsim.mapping.assignment import assign
 from accelsim.workload.loader import load_workload
-from accelsim.workload.ops import GemmOp, OpGraph, Phase
+from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from accelsim.workload.shapes import LayerInfo, infer_shapes
 
 ROOT = Path(__file__).resolve().parents[1]

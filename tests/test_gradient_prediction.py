@@ -12,7 +12,7 @@ from accelsim.errors import ConfigError
 from accelsim.pipeline import load_inputs, simulate_training, suite_entries, suite_inputs
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.techniques.gradient_prediction import Policy, ScheduleSpec, gp_fractions
-from accelsim.workload.ops import CommOp, GemmOp, Phase
+from accelsim.graph.ops import CommOp, GemmOp, Phase
 from tests.conftest import ROOT
 
 GP = "run.techniques.gradient_prediction"

@@ -12,13 +12,16 @@ ORDER = [
     "errors",
     "units",
     "config",
+    "graph",
     "workload",
+    "lowering",
     "mapping",
     "timing",
     "energy",
     "report",
     "techniques",
-    "pipeline",
+    "driver",
+    "api",
     "cli",
 ]
 ONLY_IN = {

@@ -15,7 +15,7 @@ from accelsim.mapping.assignment import assign
 from accelsim.workload.loader import load_workload
 from accelsim.workload.lowering import strided_dx_shapes
 from accelsim.workload.model import Workload
-from accelsim.workload.ops import GemmOp, OpGraph, Phase, VectorOp
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, VectorOp
 from accelsim.workload.shapes import infer_shapes
 from tests.conftest import ROOT, make_hw
 

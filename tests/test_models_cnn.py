@@ -12,7 +12,7 @@ import re
 import pytest
 
 from accelsim.workload.model import Conv2d
-from accelsim.workload.ops import GemmOp, OpGraph
+from accelsim.graph.ops import GemmOp, OpGraph
 from accelsim.workload.shapes import LayerInfo
 from tests.conftest import fwd_macs, model, params
 

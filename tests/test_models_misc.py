@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelsim.workload.ops import GemmOp, OpGraph, Phase
+from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from tests.conftest import fwd_macs, model, params
 
 

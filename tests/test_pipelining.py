@@ -11,7 +11,7 @@ from accelsim.errors import ConfigError
 from accelsim.pipeline import load_inputs, simulate_training
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.pipelining import partition
-from accelsim.workload.ops import GemmOp, TransferOp
+from accelsim.graph.ops import GemmOp, TransferOp
 from tests.conftest import ROOT
 
 SCHEDULES = ("gpipe", "pipedream", "layerpipe")

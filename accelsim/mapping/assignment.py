@@ -17,7 +17,7 @@ from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.errors import ConfigError
 from accelsim.workload import model as wm
 from accelsim.workload.lowering import GraphBuilder, StepHooks
-from accelsim.workload.ops import OpGraph
+from accelsim.graph.ops import OpGraph
 from accelsim.workload.shapes import LayerInfo
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from accelsim.mapping.dataflow import DATAFLOW_CODE, array_dims
 from accelsim.mapping.units import ArrayUnit
-from accelsim.workload.ops import GemmOp, OpGraph
+from accelsim.graph.ops import GemmOp, OpGraph
 
 
 @dataclass(frozen=True)

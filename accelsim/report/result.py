@@ -17,7 +17,7 @@ from accelsim.energy.model import EnergyBreakdown
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
-from accelsim.workload.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
 
 SCHEMA_VERSION = 1
 OP_KINDS = {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm", TransferOp: "transfer"}

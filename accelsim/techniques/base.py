@@ -32,7 +32,7 @@ from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.workload.lowering import StepHooks
 from accelsim.workload.model import Workload
-from accelsim.workload.ops import OpGraph
+from accelsim.graph.ops import OpGraph
 from accelsim.workload.shapes import LayerInfo
 
 

@@ -68,7 +68,7 @@ from accelsim.techniques.base import Technique, TechniqueContext
 from accelsim.units import kib_to_bytes
 from accelsim.workload import model as wm
 from accelsim.workload.lowering import GraphBuilder, LayerView, StepHooks
-from accelsim.workload.ops import GemmOp, Parameter, Phase, Tensor, TensorKind
+from accelsim.graph.ops import GemmOp, Parameter, Phase, Tensor, TensorKind
 from accelsim.workload.shapes import LayerInfo, Layout, Shape
 
 PREDICTOR = "predictor"

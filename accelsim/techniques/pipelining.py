@@ -43,7 +43,7 @@ from accelsim.report.result import RunResult
 from accelsim.techniques.base import Technique, TechniqueContext
 from accelsim.timing.costs import UNIT_ARRAY
 from accelsim.workload.lowering import GraphBuilder, StepLowering, writes_of
-from accelsim.workload.ops import GemmOp, OpGraph, Phase, TensorKind, VectorOp
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, TensorKind, VectorOp
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 # Priorities: (schedule position) * SLOT + program order keeps each unit's order.

@@ -22,7 +22,7 @@ from accelsim.mapping.tiler import GemmTable, tabulate
 from accelsim.mapping.units import ArrayUnit, main_array
 from accelsim.timing import backend
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM
-from accelsim.workload.ops import CommOp, GemmOp, OpGraph, TransferOp, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, TransferOp, VectorOp
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")

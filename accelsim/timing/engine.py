@@ -29,7 +29,7 @@ from accelsim.errors import SimulationError
 from accelsim.timing.channel import Channel
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.trace import Trace
-from accelsim.workload.ops import CommOp, OpGraph, TransferOp
+from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 
 Process = Generator[simpy.Event, object, None]
 

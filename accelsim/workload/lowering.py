@@ -20,7 +20,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerKind, StridedDx
 from accelsim.workload import model as wm
 from accelsim.workload.model import pair
-from accelsim.workload.ops import (
+from accelsim.graph.ops import (
     Access,
     CommOp,
     GemmOp,

@@ -9,7 +9,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import StridedDx
 from accelsim.workload.lowering import GraphBuilder
 from accelsim.workload.model import Workload
-from accelsim.workload.ops import GemmOp, Phase
+from accelsim.graph.ops import GemmOp, Phase
 from accelsim.workload.shapes import LayerInfo, input_shape
 
 

@@ -1,6 +1,6 @@
 """The op DAG of one training step: GEMM, vector and communication ops over tensors.
 
-Lowering (:mod:`accelsim.workload.lowering`) produces an :class:`OpGraph`.
+Lowering (:mod:`accelsim.lowering`) produces an :class:`OpGraph`.
 Ops are listed in program order, which is also a topological order, and an
 op's ``op_id`` is its index.  Tensors are named; ``OpGraph.on_chip`` holds the
 names of tensors that never travel to DRAM.
