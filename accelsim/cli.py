@@ -60,6 +60,7 @@ from accelsim.report.writer import (
     write_run,
     write_run_files,
 )
+from accelsim.resources import bundled_path, data_dir
 from accelsim.workload.loader import load_workload
 from accelsim.graph.ops import Phase
 from accelsim.workload.shapes import infer_shapes
@@ -67,7 +68,7 @@ from accelsim.workload.stats import model_stats
 from accelsim.workload.topology import read_topology
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = data_dir() / "configs"
 DEFAULT_ENERGY = CONFIGS / "energy" / "horowitz45.yaml"
 DEFAULT_SUITE = CONFIGS / "suites" / "default.yaml"
 
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="simulate one training step of a run file")
-    run.add_argument("run_file", type=Path, help="run YAML (configs/runs/*.yaml)")
+    run.add_argument("run_file", type=bundled_path, help="run YAML (configs/runs/*.yaml)")
     _add_output(run)
     run.add_argument(
         "--gantt",
@@ -121,10 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     layer = sub.add_parser("layer", help="simulate one GEMM or conv layer (SCALE-Sim style)")
-    layer.add_argument("--hardware", type=Path, required=True, help="hardware YAML")
+    layer.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML")
     layer.add_argument(
         "--energy",
-        type=Path,
+        type=bundled_path,
         default=DEFAULT_ENERGY,
         help="energy table YAML (default: configs/energy/horowitz45.yaml)",
     )
@@ -142,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     shape.add_argument(
         "--topology",
-        type=Path,
+        type=bundled_path,
         metavar="CSV",
         help="every row of a SCALE-Sim topology file, in one process",
     )
@@ -163,10 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     layer.add_argument("--json", action="store_true", help="print one JSON object")
 
     suite = sub.add_parser("suite", help="simulate one training step of every model of a suite")
-    suite.add_argument("run_file", type=Path, help="run YAML whose workload is replaced per model")
+    suite.add_argument(
+        "run_file", type=bundled_path, help="run YAML whose workload is replaced per model"
+    )
     suite.add_argument(
         "--suite",
-        type=Path,
+        type=bundled_path,
         default=DEFAULT_SUITE,
         help="suite YAML (default: configs/suites/default.yaml, the 14 models)",
     )
@@ -183,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="list the models of a suite with their sizes")
     models.add_argument(
         "--suite",
-        type=Path,
+        type=bundled_path,
         default=DEFAULT_SUITE,
         help="suite YAML (default: configs/suites/default.yaml)",
     )
@@ -191,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate config files without simulating")
     check.add_argument(
-        "files", type=Path, nargs="+", help="hardware, energy, workload or run YAML files"
+        "files", type=bundled_path, nargs="+", help="hardware, energy, workload or run YAML files"
     )
     return parser
 
