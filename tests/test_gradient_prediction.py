@@ -9,10 +9,10 @@ import pytest
 
 from accelsim.config.loader import parse_sets
 from accelsim.errors import ConfigError
+from accelsim.graph.ops import CommOp, GemmOp, Phase
 from accelsim.pipeline import load_inputs, simulate_training, suite_entries, suite_inputs
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.techniques.gradient_prediction import Policy, ScheduleSpec, gp_fractions
-from accelsim.graph.ops import CommOp, GemmOp, Phase
 from tests.conftest import ROOT
 
 GP = "run.techniques.gradient_prediction"
@@ -75,12 +75,10 @@ def test_predictor_macs_match_a_hand_count(tmp_path: Path) -> None:
     # layer1.0.conv1: K = 64 output channels, per-channel gradient O = 64*3*3 = 576,
     # 56x56 output pooled to 4x4 = 16 values.  Inference: conv0 (1 -> 64 ch, 3x3)
     # 64*16 x 9 x 64; conv1 (64 -> 64, 3x3) 64*16 x 576 x 64; FC 64 x (64*16) x 576.
-    conv_layer = 1024 * 9 * 64 + 1024 * 576 * 64 + 64 * 1024 * 576
-    assert conv_layer == 76_087_296
+    conv_layer = 1024 * 9 * 64 + 1024 * 576 * 64 + 64 * 1024 * 576  # 76,087,296
     # fc: K = 1000, O = 512, a plain feature vector has 1 value per channel:
     # conv0 1000 x 9 x 64; conv1 1000 x 576 x 64; FC 1000 x 64 x 512.
-    fc_layer = 1000 * 9 * 64 + 1000 * 576 * 64 + 1000 * 64 * 512
-    assert fc_layer == 70_208_000
+    fc_layer = 1000 * 9 * 64 + 1000 * 576 * 64 + 1000 * 64 * 512  # 70,208,000
     gp, bp = result.steps["gp"], result.steps["bp"]
     assert aux_macs(gp, "layer1.0.conv1") == conv_layer
     assert aux_macs(gp, "fc") == fc_layer
@@ -144,7 +142,17 @@ def test_composes_with_data_parallel(tmp_path: Path) -> None:
         if isinstance(op, GemmOp) and op.unit == "predictor"
     }
     assert predictor_procs == {0, 1}
-    assert result.training is not None and result.training["speedup"] > 0
+    t = result.training
+    assert t is not None
+    cycles = {kind: step["cycles"] for kind, step in t["steps"].items()}
+    # A BP step is the baseline step plus training the predictor on each replica.
+    assert cycles["bp"] > cycles["base"]
+    # The speedup weighs the BP and GP steps by the share of GP batches.
+    f = t["gp_fraction"]
+    assert 0 < f < 1
+    assert t["speedup"] == pytest.approx(
+        cycles["base"] / ((1 - f) * cycles["bp"] + f * cycles["gp"])
+    )
 
 
 def test_adaptive_schedule_follows_the_error() -> None:
