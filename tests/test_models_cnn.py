@@ -11,8 +11,8 @@ import re
 
 import pytest
 
+from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from accelsim.workload.model import Conv2d
-from accelsim.graph.ops import GemmOp, OpGraph
 from accelsim.workload.shapes import LayerInfo
 from tests.conftest import fwd_macs, model, params
 
@@ -84,10 +84,12 @@ def test_vgg_shapes() -> None:
     cfg = [(224, 3, 64), (224, 64, 64), (112, 64, 128), (112, 128, 128)]
     cfg += [(56, 128, 256)] + [(56, 256, 256)] * 2 + [(28, 256, 512)] + [(28, 512, 512)] * 2
     cfg += [(14, 512, 512)] * 3
-    convs = sum(hw * hw * cin * cout * 9 for hw, cin, cout in cfg)
-    assert convs == 15_346_630_656
-    assert fwd_macs(graph) == convs + 25_088 * 4096 + 4096 * 4096 + 4096 * 1000
+    convs = sum(hw * hw * cin * cout * 9 for hw, cin, cout in cfg)  # 15,346,630,656
     conv_layers = [i.layer for i in infos.values() if isinstance(i.layer, Conv2d)]
+    conv_names = {n for n, i in infos.items() if isinstance(i.layer, Conv2d)}
+    fwd = [op for op in graph.ops if isinstance(op, GemmOp) and op.phase is Phase.FWD]
+    assert sum(op.macs for op in fwd if op.layer in conv_names) == convs
+    assert fwd_macs(graph) == convs + 25_088 * 4096 + 4096 * 4096 + 4096 * 1000
     assert len(conv_layers) == 13 and all(layer.bias for layer in conv_layers)
 
     infos13, graph13 = model("vgg13")
@@ -119,9 +121,11 @@ def test_resnet_block_counts(name: str, blocks: list[int]) -> None:
     # One projection shortcut per stage, except ResNet-34's layer1 (64 -> 64, stride 1).
     shortcuts = [n for n in infos if n.endswith(".downsample.conv")]
     assert len(shortcuts) == (3 if name == "resnet34" else 4)
-    # The weight layers give the name: conv1 + 2 or 3 convs per block + fc.
-    per_block = 2 if name == "resnet34" else 3
-    assert 1 + per_block * sum(blocks) + 1 == int(name.removeprefix("resnet"))
+    # The weight layers on the main path give the name: conv1, 2 or 3 convs per
+    # block and fc (the projection shortcuts are not counted).
+    weights = [n for n, i in infos.items() if i.layer.kind in ("conv2d", "linear")]
+    main_path = [n for n in weights if not n.endswith(".downsample.conv")]
+    assert len(main_path) == int(name.removeprefix("resnet"))
 
 
 def test_resnet34_shapes() -> None:
