@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 
-from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.config.validate import validate_data
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, VectorOp
 from accelsim.mapping.assignment import assign
 from accelsim.workload.loader import load_workload
 from accelsim.workload.lowering import strided_dx_shapes
 from accelsim.workload.model import Workload
-from accelsim.graph.ops import GemmOp, OpGraph, Phase, VectorOp
 from accelsim.workload.shapes import infer_shapes
 from tests.conftest import ROOT, make_hw
 
@@ -239,7 +238,12 @@ def test_residual_gradients_are_accumulated() -> None:
 def test_word_sizes_follow_tensor_class() -> None:
     workload = load_workload(ROOT / "workloads" / "mlp.yaml")
     hw = make_hw(
-        **{"word_bytes.activations": 1, "word_bytes.weights": 4, "word_bytes.gradients": 2}
+        **{
+            "word_bytes.activations": 1,
+            "word_bytes.weights": 4,
+            "word_bytes.gradients": 2,
+            "word_bytes.optimizer_state": 8,
+        }
     )
     graph = assign(
         AssignmentPolicy.SINGLE,
@@ -248,11 +252,15 @@ def test_word_sizes_follow_tensor_class() -> None:
         hw,
         2,
         StridedDx.SKIP_ZEROS,
-        OptimizerKind.SGD,
+        OptimizerKind.MOMENTUM,
     )
     fc2 = next(op for op in gemms(graph) if op.name == "fc2.fwd")
     assert (fc2.a.word_bytes, fc2.b.word_bytes, fc2.c.word_bytes) == (1, 4, 1)
-    assert WordBytesSpec().optimizer_state == 4
+    update = next(op for op in graph.ops if op.name == "fc2.W.update")
+    assert isinstance(update, VectorOp)
+    # Weight, gradient and the momentum buffer, each at its class's word size.
+    assert [a.tensor.word_bytes for a in update.reads] == [4, 2, 8]
+    assert [a.bytes for a in update.reads] == [2048 * 2048 * w for w in (4, 2, 8)]
 
 
 def test_cifar_variant_changes_input_stem_and_classes() -> None:
