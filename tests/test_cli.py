@@ -9,6 +9,7 @@ once per module and copied where a test needs an existing run directory.
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 import math
@@ -98,12 +99,11 @@ def test_run_writes_the_four_result_files(
     assert [p.name for p in out.iterdir()] == ["smoke"]  # no staging leftovers
 
     summary = read_summary(run_dir)
-    assert isinstance(summary["schema_version"], int)
+    assert summary["schema_version"] == 1
     assert summary["run"] == "smoke"
     assert summary["workload"] == "mlp"
     assert summary["hardware"] == "scalesim-32x32"
     assert summary["batch_size"] == 4
-    assert summary["total_cycles"] > 0
     assert summary["macs"]["fwd"] == 4 * MLP_FWD_MACS_PER_SAMPLE
     assert summary["parameters"] == MLP_PARAMETERS
 
@@ -128,6 +128,9 @@ def test_run_writes_the_four_result_files(
     ]
     ops_csv = (run_dir / "ops.csv").read_text(encoding="utf-8").splitlines()
     assert len(ops_csv) - 1 == summary["ops"] > 0
+    # The step ends with its last op.
+    ends = [int(row["end_cycle"]) for row in csv.DictReader(ops_csv)]
+    assert summary["total_cycles"] == max(ends)
 
     # The printed summary agrees with summary.json and names the run directory.
     assert f"{summary['total_cycles']:,}" in result.stdout
@@ -243,8 +246,11 @@ def layer_json(*args: object) -> dict[str, Any]:
     assert record["sram_reads"].keys() == {"ifmap", "filter"}
     assert record["sram_writes"].keys() == {"ofmap"}
     assert record["dram_bytes"].keys() == {"ifmap", "filter", "ofmap", "psum_read"}
-    assert record["total_cycles"] == record["compute_cycles"] + record["stall_cycles"]
-    assert record["stall_cycles"] >= 0
+    # scalesim.yaml's DRAM moves 64 B/cycle with no latency and the layer ends when
+    # its last byte has moved; its first tiles arrive before compute and its last
+    # output tile drains after it, at least a cycle each.
+    assert record["total_cycles"] >= math.ceil(sum(record["dram_bytes"].values()) / 64)
+    assert record["stall_cycles"] >= 2
     return record
 
 
