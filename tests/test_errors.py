@@ -376,7 +376,7 @@ def test_buffer_too_small_for_one_tile(tmp_path: Path) -> None:
     assert problem.value == 1
     needs = NEEDS.search(problem.message)
     assert needs, problem.message
-    assert float(needs["kib"]) >= 128 * 128 * 2 / 1024
+    assert float(needs["kib"]) == 128 * 128 * 2 / 1024  # 32 KiB
 
 
 @pytest.mark.parametrize("key", ["buffers.ifmap_kib", "buffers.filter_kib", "buffers.ofmap_kib"])
@@ -393,7 +393,7 @@ def test_buffer_rule_threshold_is_the_one_it_states(tmp_path: Path, key: str) ->
     needs = NEEDS.search(excinfo.value.problems[0].message)
     assert needs, excinfo.value.problems[0].message
     need_kib = float(needs["kib"])
-    assert need_kib >= 32 * 32 / 1024
+    assert need_kib == 32 * 32 * 1 / 1024  # 1 KiB
 
     fits = load_hardware(write(tmp_path, set_key(data, key, need_kib), "fits.yaml"))
     assert getattr(fits.buffers, key.split(".")[1]) == need_kib
