@@ -11,23 +11,22 @@ Every expected number below is derived in a comment from the documented rules:
   drains after the last group, and the op ends when every drain has arrived;
 * ``stall = end - start - compute`` (0 for communication ops).
 
-Costs are built by hand (:func:`costs`) so that the timings do not depend on the
-GEMM closed forms; one test goes through :func:`op_costs` for vector ops.
+Costs are built by hand (:func:`costs`), so the timings depend neither on the GEMM
+closed forms nor on how :mod:`accelsim.timing.costs` tiles the ops.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import simpy
 
-from accelsim.config.base import Convention
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import load_hardware, parse_sets
-from accelsim.config.run import PsumPolicy
 from accelsim.graph.ops import (
     Access,
     CommOp,
@@ -40,12 +39,11 @@ from accelsim.graph.ops import (
     VectorOp,
 )
 from accelsim.timing.channel import Channel
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts, op_costs
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.engine import simulate
 from accelsim.timing.trace import Trace
-from tests.conftest import ROOT
 
-DEFAULT_HW = ROOT / "configs" / "hardware" / "default.yaml"
+DEFAULT_HW = Path(__file__).resolve().parents[1] / "configs" / "hardware" / "default.yaml"
 
 
 def hw(*sets: str) -> HardwareSpec:
@@ -179,10 +177,12 @@ def test_dependency_waits_for_the_producers_writes() -> None:
     assert timings(simulate(graph, c, hw())) == ([0, 210], [210, 270], [110, 0], 270)
 
 
-def test_vector_op_costs_through_op_costs() -> None:
-    # 1000 elements x 3 ops on 128 lanes: ceil(3000 / 128) = 24 cycles, 1 chunk.
-    # Reads x (2000 B): DRAM 0..16 (ceil(2000/128) = 16), arrives 116; compute -> 140;
-    # writes y (2000 B, the epilogue): DRAM 140..156, arrives 256.  Stall 256 - 24 = 232.
+def test_vector_op_reads_computes_and_writes() -> None:
+    # A vector op costed as costs.py documents: 1000 elements x 3 ops on 128 lanes
+    # is ceil(3000 / 128) = 24 cycles in 1 chunk; it reads x (1000 x 2 B = 2000 B,
+    # all prologue) and writes y (2000 B, all epilogue) unless y stays on chip.
+    # Read: DRAM 0..16 (ceil(2000/128) = 16), arrives 116; compute 116..140;
+    # write: DRAM 140..156, arrives 256.  Stall 256 - 24 = 232.
     # With y on chip there is no write: end 140, stall 116.
     op = VectorOp(
         op_id=0,
@@ -195,13 +195,17 @@ def test_vector_op_costs_through_op_costs() -> None:
         writes=(Access(Y, 1000),),
         deps=(),
     )
-    spec = hw()
-    for on_chip, end in ((frozenset(), 256), (frozenset({"y"}), 140)):
-        graph = OpGraph(ops=(op,), processor=(0,), on_chip=on_chip)
-        c = op_costs(graph, spec, Convention.ACCELSIM, PsumPolicy.CHUNK, 4)
-        assert c.compute_cycles.tolist() == [24]
-        assert c.chunks.tolist() == [1]
-        assert timings(simulate(graph, c, spec)) == ([0], [end], [end - 24], end)
+    for written, end in ((2000, 256), (0, 140)):
+        graph = OpGraph(ops=(op,), processor=(0,))
+        c = costs(
+            [UNIT_VECTOR],
+            compute=[24],
+            reads=[2000],
+            prologue_bytes=[2000],
+            writes=[written],
+            epilogue_bytes=[written],
+        )
+        assert timings(simulate(graph, c, hw())) == ([0], [end], [end - 24], end)
 
 
 # -- two processors on one DRAM -----------------------------------------------------------
@@ -340,10 +344,7 @@ def allreduce(participants: tuple[int, ...]) -> OpGraph:
 )
 def test_ring_allreduce(processors: int, end: int) -> None:
     graph = allreduce(tuple(range(processors)))
-    spec = hw(f"processors={processors}")
-    c = op_costs(graph, spec, Convention.ACCELSIM, PsumPolicy.CHUNK, 4)
-    assert c.unit.tolist() == [UNIT_COMM]
-    trace = simulate(graph, c, spec)
+    trace = simulate(graph, costs([UNIT_COMM]), hw(f"processors={processors}"))
     # Communication ops have no compute: their whole duration is communication.
     assert timings(trace) == ([0], [end], [0], end)
 
@@ -398,7 +399,6 @@ def test_channel_back_to_back() -> None:
     env = simpy.Environment()
     channel = Channel(env, 10, 5)
     assert arrivals(env, channel, [(0, 100), (0, 50), (100, 10)]) == [15, 20, 106]
-    assert channel.busy_cycles == 10 + 5 + 1
     assert channel.free_at == 101
 
 
@@ -415,7 +415,7 @@ def test_channel_with_infinite_bandwidth_costs_only_latency() -> None:
     env = simpy.Environment()
     channel = Channel(env, math.inf, 7)
     assert arrivals(env, channel, [(0, 10**12), (0, 1), (3, 10**9)]) == [7, 7, 10]
-    assert channel.busy_cycles == 0
+    assert channel.free_at == 3  # never busy: free from the last request on
 
 
 def test_channel_rounds_busy_cycles_up() -> None:
