@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +16,8 @@ from hypothesis import strategies as st
 
 from accelsim.config.loader import parse_sets
 from accelsim.energy.model import estimate_energy
-from accelsim.pipeline import load_inputs, resolved_config, simulate_run
+from accelsim.pipeline import load_inputs, simulate_run
 from accelsim.report.result import RunResult
-from accelsim.report.writer import write_run
 from accelsim.timing.costs import UNIT_ARRAY
 from tests.conftest import ROOT
 
@@ -160,14 +162,45 @@ def _mlp_result() -> RunResult:
     return _CACHE["mlp"]
 
 
-def test_two_runs_write_identical_files(tmp_path: Path) -> None:
-    inputs = load_inputs(RESNET_RUN, parse_sets(["batch_size=4"]))
-    dirs = [
-        write_run(simulate_run(inputs), resolved_config(inputs), tmp_path / str(i))
-        for i in range(2)
-    ]
-    for name in ("ops.csv", "layers.csv", "summary.json", "resolved_config.yaml"):
-        assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes()
+def run_in_processes(tmp_path: Path, hash_seeds: tuple[str | None, ...]) -> list[Path]:
+    """``accelsim run configs/runs/smoke.yaml`` once per seed, in parallel processes.
+
+    Each process gets this environment plus ``ACCELSIM_KERNELS=numpy`` and, unless
+    the seed is None, its own ``PYTHONHASHSEED``; returns the run directories.
+    """
+    started = []
+    for i, seed in enumerate(hash_seeds):
+        env = {**os.environ, "ACCELSIM_KERNELS": "numpy"}
+        if seed is not None:
+            env["PYTHONHASHSEED"] = seed
+        out = tmp_path / f"out{i}"
+        command = [sys.executable, "-m", "accelsim", "run", "configs/runs/smoke.yaml"]
+        process = subprocess.Popen(
+            [*command, "--out", str(out), "--force"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append((out, process))
+    for _, process in started:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+    return [out / "smoke" for out, _ in started]
+
+
+@pytest.mark.parametrize(
+    "hash_seeds", [(None, None), ("0", "4242")], ids=["same-environment", "two-hash-seeds"]
+)
+def test_two_processes_write_identical_files(
+    tmp_path: Path, hash_seeds: tuple[str | None, ...]
+) -> None:
+    first, second = run_in_processes(tmp_path, hash_seeds)
+    for name in ("summary.json", "ops.csv", "layers.csv"):
+        data = (first / name).read_bytes()
+        assert data.count(b"\n") > 1, name  # a header and rows, not an empty file
+        assert data == (second / name).read_bytes(), name
 
 
 def test_static_energy_scales_with_time() -> None:
