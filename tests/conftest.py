@@ -13,9 +13,9 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import Override, load_energy, load_hardware, read_yaml
 from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.config.validate import validate_data
+from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from accelsim.mapping.assignment import assign
 from accelsim.workload.loader import load_workload
-from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from accelsim.workload.shapes import LayerInfo, infer_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
