@@ -29,19 +29,14 @@ from accelsim.config.loader import (
     read_yaml,
 )
 from accelsim.config.run import PsumPolicy
+from accelsim.driver.inputs import load_inputs, resolved_config, suite_entries, suite_inputs
+from accelsim.driver.layer import conv_gemm, gemm_for, simulate_layer, topology_gemm
+from accelsim.driver.run import simulate_training
 from accelsim.energy.model import check_table
 from accelsim.errors import InputError, OutputError
-from accelsim.pipeline import (
-    conv_gemm,
-    gemm_for,
-    load_inputs,
-    resolved_config,
-    simulate_layer,
-    simulate_training,
-    suite_entries,
-    suite_inputs,
-    topology_gemm,
-)
+from accelsim.graph.ops import Phase
+from accelsim.lowering.infer import load_model
+from accelsim.lowering.stats import model_stats
 from accelsim.report.console import (
     layer_table,
     models_table,
@@ -61,10 +56,6 @@ from accelsim.report.writer import (
     write_run_files,
 )
 from accelsim.resources import bundled_path, data_dir
-from accelsim.workload.loader import load_workload
-from accelsim.graph.ops import Phase
-from accelsim.workload.shapes import infer_shapes
-from accelsim.workload.stats import model_stats
 from accelsim.workload.topology import read_topology
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
@@ -293,8 +284,7 @@ def _progress(done: int, total: int, label: str, seconds: float, end: bool = Fal
 def _cmd_models(args: argparse.Namespace) -> int:
     stats = []
     for entry in suite_entries(args.suite):
-        workload = load_workload(entry.workload_path)
-        stats.append(model_stats(workload, infer_shapes(workload, str(entry.workload_path))))
+        stats.append(model_stats(*load_model(entry.workload_path)))
     if args.json:
         print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
     else:
@@ -357,7 +347,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _check_file(path: Path) -> str:
     data: dict[str, Any] = read_yaml(path)
     if "layers" in data:
-        workload = load_workload(path)
+        workload, _ = load_model(path)
         return f"workload '{workload.name}', {len(workload.layers)} layers"
     if "array" in data:
         return f"hardware '{load_hardware(path).name}'"

@@ -25,7 +25,8 @@ GP = "run.techniques.gradient_prediction"
 
 def run_suite(models: list[str] | None, sets: list[str]) -> list[dict[str, object]]:
     from accelsim.config.loader import parse_sets
-    from accelsim.pipeline import simulate_training, suite_entries, suite_inputs
+    from accelsim.driver.inputs import suite_entries, suite_inputs
+    from accelsim.driver.run import simulate_training
     from accelsim.report.suite import suite_row
 
     rows = []

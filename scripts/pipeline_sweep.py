@@ -25,7 +25,8 @@ SCHEDULES = ("gpipe", "pipedream", "layerpipe")
 
 def main() -> int:
     from accelsim.config.loader import parse_sets
-    from accelsim.pipeline import simulate_training, suite_entries, suite_inputs
+    from accelsim.driver.inputs import suite_entries, suite_inputs
+    from accelsim.driver.run import simulate_training
     from accelsim.report.plots import plot_pipeline_sweep
     from accelsim.report.writer import write_csv
 

@@ -463,7 +463,7 @@ def run_accelsim(hw: Hardware, layers: Sequence[Layer]) -> tuple[list[dict[str, 
     """Simulate every layer with the library (scalesim convention, forward, batch 1)."""
     from accelsim.config.base import Convention
     from accelsim.config.loader import load_energy
-    from accelsim.pipeline import simulate_layer, topology_gemm
+    from accelsim.driver.layer import simulate_layer, topology_gemm
     from accelsim.graph.ops import Phase
 
     spec = accelsim_hardware(hw)

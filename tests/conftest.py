@@ -14,9 +14,12 @@ from accelsim.config.loader import Override, load_energy, load_hardware, read_ya
 from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.config.validate import validate_data
 from accelsim.graph.ops import GemmOp, OpGraph, Phase
-from accelsim.mapping.assignment import assign
+from accelsim.lowering.infer import infer_shapes
+from accelsim.lowering.shapes import LayerInfo
+from accelsim.lowering.step import lower
+from accelsim.mapping.placement import place
 from accelsim.workload.loader import load_workload
-from accelsim.workload.shapes import LayerInfo, infer_shapes
+from accelsim.workload.model import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,6 +34,23 @@ def make_hw(**changes: Any) -> HardwareSpec:
             target = target[part]
         target[last] = value
     return validate_data(HardwareSpec, data, "test")
+
+
+def assign(
+    policy: AssignmentPolicy,
+    infos: list[LayerInfo],
+    workload: Workload,
+    hw: HardwareSpec,
+    batch: int,
+    strided_dx: StridedDx,
+    optimizer: OptimizerKind,
+) -> OpGraph:
+    """Lower the training step of ``workload`` and place it by ``policy``, with its updates."""
+
+    def step(samples: int) -> OpGraph:
+        return lower(infos, workload, samples, hw.word_bytes, strided_dx)
+
+    return place(policy, step, batch, hw.processors, optimizer, hw.word_bytes)
 
 
 @cache

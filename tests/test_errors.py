@@ -25,9 +25,9 @@ from accelsim.config.loader import (
     load_run_file,
     parse_sets,
 )
+from accelsim.driver.inputs import load_inputs
 from accelsim.errors import ConfigError, InputError, WorkloadError
-from accelsim.pipeline import load_inputs
-from accelsim.workload.loader import load_workload
+from accelsim.lowering.infer import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_HW = REPO / "configs" / "hardware" / "default.yaml"
@@ -135,7 +135,7 @@ def test_unclosed_flow_mapping_in_workload_is_a_workload_error(tmp_path: Path) -
             f"{shown(path)}: line 3, column 1: invalid YAML: expected the node content"
         ),
     ):
-        load_workload(path)
+        load_model(path)
 
 
 def test_duplicate_top_level_key(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, got: str) -> Non
     assert lines(excinfo) == [expected]
     # The same check guards workload files, raised as a WorkloadError there.
     with pytest.raises(WorkloadError, match=re.escape(expected)):
-        load_workload(path)
+        load_model(path)
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -667,7 +667,7 @@ def test_unknown_layer_kind_gets_a_suggestion(tmp_path: Path) -> None:
     layers[0] = {"name": "fc1", "kind": "conv", "out_channels": 8, "kernel": 3}
     path = workload_file(tmp_path, layers)
     with pytest.raises(WorkloadError) as excinfo:
-        load_workload(path)
+        load_model(path)
     assert lines(excinfo) == [
         f"{shown(path)}: layers[0].kind: unknown kind; did you mean 'conv2d' or 'concat'?"
         " (got 'conv')"
@@ -685,7 +685,7 @@ def test_unknown_layer_key_gets_a_suggestion(tmp_path: Path) -> None:
             " (got 2048)"
         ),
     ):
-        load_workload(path)
+        load_model(path)
 
 
 def test_linear_after_conv_without_flatten(tmp_path: Path) -> None:
@@ -700,7 +700,7 @@ def test_linear_after_conv_without_flatten(tmp_path: Path) -> None:
             " (got 'chw 4x26x26')"
         ),
     ):
-        load_workload(path)
+        load_model(path)
 
 
 def test_shape_error_does_not_cascade_into_unknown_inputs(tmp_path: Path) -> None:
@@ -711,7 +711,7 @@ def test_shape_error_does_not_cascade_into_unknown_inputs(tmp_path: Path) -> Non
         tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}
     )
     with pytest.raises(WorkloadError) as excinfo:
-        load_workload(path)
+        load_model(path)
     assert lines(excinfo) == [
         f"{shown(path)}: layers[1]: linear needs a features or sequence input (got 'chw 4x26x26')"
     ]
@@ -723,12 +723,13 @@ def test_flatten_fixes_linear_after_conv(tmp_path: Path) -> None:
         {"name": "flat", "kind": "flatten"},
         *mlp_layers(),
     ]
-    workload = load_workload(
+    workload, infos = load_model(
         workload_file(
             tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}
         )
     )
     assert len(workload.layers) == 8
+    assert str(infos[1].out_shape) == "features 2704"  # 4 channels x 26 x 26
 
 
 def test_add_of_mismatched_shapes(tmp_path: Path) -> None:
@@ -742,7 +743,7 @@ def test_add_of_mismatched_shapes(tmp_path: Path) -> None:
             " and features 2048 (got ['features 784', 'features 2048'])"
         ),
     ):
-        load_workload(path)
+        load_model(path)
 
 
 def test_input_names_an_undefined_layer(tmp_path: Path) -> None:
@@ -756,7 +757,7 @@ def test_input_names_an_undefined_layer(tmp_path: Path) -> None:
             " did you mean 'relu1'? (got 'relu0')"
         ),
     ):
-        load_workload(path)
+        load_model(path)
 
 
 def test_duplicate_layer_name(tmp_path: Path) -> None:
@@ -767,7 +768,7 @@ def test_duplicate_layer_name(tmp_path: Path) -> None:
         WorkloadError,
         match=re.escape(f"{shown(path)}: layers[3].name: duplicate layer name (got 'relu1')"),
     ):
-        load_workload(path)
+        load_model(path)
 
 
 @pytest.mark.parametrize(("change", "count"), [("drop", 0), ("double", 2)])
@@ -782,7 +783,7 @@ def test_workload_needs_exactly_one_cross_entropy_loss(
         layers.append({"name": "loss2", "kind": "cross_entropy", "inputs": ["fc3"]})
     path = workload_file(tmp_path, layers)
     with pytest.raises(WorkloadError) as excinfo:
-        load_workload(path)
+        load_model(path)
     assert lines(excinfo) == [
         f"{shown(path)}: layers: a training workload needs exactly one"
         f" cross_entropy loss layer (got {count})"
@@ -798,7 +799,7 @@ def test_loss_cannot_feed_another_layer(tmp_path: Path) -> None:
             f"{shown(path)}: layers[5].name: the loss output cannot feed another layer (got 'loss')"
         ),
     ):
-        load_workload(path)
+        load_model(path)
 
 
 def test_several_workload_problems_are_reported_together(tmp_path: Path) -> None:
@@ -807,7 +808,7 @@ def test_several_workload_problems_are_reported_together(tmp_path: Path) -> None
     layers[1]["kind"] = "relu"
     path = workload_file(tmp_path, layers)
     with pytest.raises(WorkloadError) as excinfo:
-        load_workload(path)
+        load_model(path)
     assert [p.path for p in excinfo.value.problems] == ["layers[0].out_features", "layers[1].kind"]
     assert lines(excinfo)[0] == (
         f"{shown(path)}: layers[0].out_features: input should be greater than 0 (got -4)"
@@ -830,7 +831,7 @@ def test_bad_kernel_is_one_problem_at_the_kernel_key(tmp_path: Path, kernel: Any
         tmp_path, layers, input={"kind": "image", "channels": 1, "height": 28, "width": 28}
     )
     with pytest.raises(WorkloadError) as excinfo:
-        load_workload(path)
+        load_model(path)
     (problem,) = excinfo.value.problems
     assert (problem.file, problem.path, problem.value) == (shown(path), "layers[0].kernel", kernel)
     assert "constrained" not in problem.message
@@ -842,7 +843,7 @@ def test_layer_that_is_not_a_mapping(tmp_path: Path) -> None:
     layers[1] = "relu"
     path = workload_file(tmp_path, layers)
     with pytest.raises(WorkloadError) as excinfo:
-        load_workload(path)
+        load_model(path)
     assert lines(excinfo) == [f"{shown(path)}: layers[1]: expected a mapping (got 'relu')"]
 
 
@@ -899,7 +900,7 @@ def test_layer_whose_output_never_reaches_the_loss(tmp_path: Path) -> None:
     layers.insert(5, {"name": "dead", "kind": "linear", "out_features": 7, "inputs": ["relu1"]})
     path = workload_file(tmp_path, layers)
     with pytest.raises(WorkloadError) as excinfo:
-        load_workload(path)
+        load_model(path)
     assert lines(excinfo) == [
         f"{shown(path)}: layers[5].name: output is never used: no later layer reads it and it"
         " is not the loss (got 'dead')"

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from accelsim.config.loader import parse_sets
-from accelsim.pipeline import load_inputs, simulate_run
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_run
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from accelsim.config.loader import parse_sets
+from accelsim.driver.inputs import load_inputs, suite_entries, suite_inputs
+from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase
-from accelsim.pipeline import load_inputs, simulate_training, suite_entries, suite_inputs
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.techniques.gradient_prediction import Policy, ScheduleSpec, gp_fractions
 from tests.conftest import ROOT
@@ -185,7 +186,7 @@ def test_error_trace_drives_the_schedule(tmp_path: Path) -> None:
     with pytest.raises(
         ConfigError,
         match=r"techniques.gradient_prediction.schedule.error_trace: "
-        r"no errors for epoch 1",
+        r"no values for epoch 1",
     ):
         train(run_file(tmp_path, schedule=schedule))
 

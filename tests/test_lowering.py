@@ -11,12 +11,11 @@ import pytest
 from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
 from accelsim.config.validate import validate_data
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, VectorOp
-from accelsim.mapping.assignment import assign
+from accelsim.lowering.infer import infer_shapes
+from accelsim.lowering.rules.conv import strided_dx_shapes
 from accelsim.workload.loader import load_workload
-from accelsim.workload.lowering import strided_dx_shapes
 from accelsim.workload.model import Workload
-from accelsim.workload.shapes import infer_shapes
-from tests.conftest import ROOT, make_hw
+from tests.conftest import ROOT, assign, make_hw
 
 RESNET18_PARAMS = 11_689_512  # torchvision.models.resnet18, documented parameter count
 RESNET18_FWD_MACS = 1_814_073_344  # per image at 224x224 (torchvision: 1.81 GFLOPS as MACs)

@@ -12,8 +12,8 @@ import re
 import pytest
 
 from accelsim.graph.ops import GemmOp, OpGraph, Phase
+from accelsim.lowering.shapes import LayerInfo
 from accelsim.workload.model import Conv2d
-from accelsim.workload.shapes import LayerInfo
 from tests.conftest import fwd_macs, model, params
 
 # Reference values from the torchvision model documentation

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from accelsim.config.loader import parse_sets
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, TransferOp
-from accelsim.pipeline import load_inputs, simulate_training
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.pipelining import partition
 from tests.conftest import ROOT

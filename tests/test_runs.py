@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelsim.config.loader import parse_sets
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_run
 from accelsim.energy.model import estimate_energy
-from accelsim.pipeline import load_inputs, simulate_run
 from accelsim.report.result import RunResult
 from accelsim.timing.costs import UNIT_ARRAY
 from tests.conftest import ROOT

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from accelsim.config.loader import parse_sets
+from accelsim.driver.inputs import suite_entries, suite_inputs
 from accelsim.errors import ConfigError
-from accelsim.pipeline import suite_entries, suite_inputs
 from tests.conftest import ROOT
 
 RUN = ROOT / "configs" / "runs" / "default.yaml"

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from accelsim.config.base import Convention, Dataflow
 from accelsim.config.run import PsumPolicy
+from accelsim.driver.layer import LayerGemm, conv_gemm, gemm_for, simulate_layer
 from accelsim.graph.ops import Phase
-from accelsim.pipeline import LayerGemm, conv_gemm, gemm_for, simulate_layer
 from tests.conftest import make_hw
 
 SHAPES = [(100, 37, 513), (1, 1000, 4096), (7, 5, 3), (128, 128, 128), (4096, 1, 1)]

@@ -4,6 +4,18 @@ Lowering (:mod:`accelsim.lowering`) produces an :class:`OpGraph`.
 Ops are listed in program order, which is also a topological order, and an
 op's ``op_id`` is its index.  Tensors are named; ``OpGraph.on_chip`` holds the
 names of tensors that never travel to DRAM.
+
+Every op records why it waits:
+
+* ``sources``: for each tensor it reads (in :func:`~accelsim.graph.queries.reads_of`
+  order), the ops that produced it;
+* ``after``: ordering dependencies that carry no data (a barrier, a schedule);
+* ``deps``: what the engine waits for: ``after``, the producers on the op's own
+  processor, and the transfers that bring the others' data
+  (:func:`~accelsim.graph.passes.insert_transfers`).
+
+``tag`` says which replica, mini-batch and micro-batch the op belongs to, so no
+pass ever parses a name.
 """
 
 from __future__ import annotations
@@ -21,6 +33,29 @@ class Phase(str, Enum):
     UPDATE = "update"
     COMM = "comm"
     AUX = "aux"  # work a technique adds (e.g. gradient prediction)
+
+
+class ParamKind(str, Enum):
+    """What a trainable tensor is: the layer's weight matrix, a bias, a norm's scale
+    and shift, or an embedding table."""
+
+    WEIGHT = "weight"
+    BIAS = "bias"
+    NORM = "norm"
+    EMBEDDING = "embedding"
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    """Which copy of the step an op belongs to: data-parallel replica, pipeline
+    mini-batch and micro-batch (all 0 in a plain single-processor step)."""
+
+    replica: int = 0
+    mini_batch: int = 0
+    micro_batch: int = 0
+
+
+ROOT = Tag()
 
 
 class TensorKind(str, Enum):
@@ -87,6 +122,9 @@ class GemmOp:
     b_elements: int
     deps: tuple[int, ...]
     unit: str = "array"
+    sources: tuple[tuple[int, ...], ...] = ()
+    after: tuple[int, ...] = ()
+    tag: Tag = ROOT
 
     @property
     def macs(self) -> int:
@@ -106,6 +144,9 @@ class VectorOp:
     reads: tuple[Access, ...]
     writes: tuple[Access, ...]
     deps: tuple[int, ...]
+    sources: tuple[tuple[int, ...], ...] = ()
+    after: tuple[int, ...] = ()
+    tag: Tag = ROOT
 
     @property
     def vector_ops(self) -> int:
@@ -123,6 +164,9 @@ class CommOp:
     tensor: Tensor
     participants: tuple[int, ...]
     deps: tuple[int, ...]
+    sources: tuple[tuple[int, ...], ...] = ()
+    after: tuple[int, ...] = ()
+    tag: Tag = ROOT
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +182,9 @@ class TransferOp:
     source: int
     destination: int
     deps: tuple[int, ...]
+    sources: tuple[tuple[int, ...], ...] = ()
+    after: tuple[int, ...] = ()
+    tag: Tag = ROOT
 
     @property
     def bytes(self) -> int:
@@ -149,12 +196,18 @@ Op = GemmOp | VectorOp | CommOp | TransferOp
 
 @dataclass(frozen=True)
 class Parameter:
-    """A trainable tensor with its gradient and the op that finishes the gradient."""
+    """A trainable tensor with its gradient and the op that finishes the gradient.
+
+    ``rows`` is the tensor's leading (output-channel) dimension; ``grad_op`` is -1
+    while no op computes the gradient.
+    """
 
     layer: str
     weight: Tensor
     gradient: Tensor
     grad_op: int
+    kind: ParamKind
+    rows: int
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from accelsim.workload.lowering import reads_of, writes_of
 from accelsim.graph.ops import OpGraph, Phase, Tensor
+from accelsim.graph.queries import reads_of, writes_of
 
 
 def keep_stash_on_chip(graph: OpGraph, capacity_bytes: int) -> OpGraph:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from accelsim.lowering.stats import ModelStats
 from accelsim.units import bytes_to_gb, pj_to_mj
-from accelsim.workload.stats import ModelStats
 
 
 def _rows(rows: list[tuple[str, str]]) -> str:

@@ -14,13 +14,12 @@ import numpy as np
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
-from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
 
 SCHEMA_VERSION = 1
-OP_KINDS = {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm", TransferOp: "transfer"}
 
 OP_COLUMNS = (
     "op_id",
@@ -94,6 +93,21 @@ class RunResult:
     @property
     def total_cycles(self) -> int:
         return self.trace.total_cycles
+
+    @property
+    def dram_bytes(self) -> int:
+        """DRAM bytes read and written in the whole step."""
+        c = self.trace.costs
+        return int(c.dram_read_bytes.sum() + c.dram_ofmap_write_bytes.sum())
+
+    def layer_busy_cycles(self) -> dict[str, int]:
+        """Per layer, the time its ops (all but a technique's auxiliary work) kept units busy."""
+        durations = self.trace.end_cycle - self.trace.start_cycle
+        busy: dict[str, int] = {}
+        for op in self.graph.ops:
+            if op.phase is not Phase.AUX:
+                busy[op.layer] = busy.get(op.layer, 0) + int(durations[op.op_id])
+        return busy
 
     def utilization(self) -> float:
         """Main-array MACs over the peak MACs of every main-array PE for the whole run."""

@@ -1,5 +1,5 @@
 """Training-acceleration techniques as plug-ins (``DESIGN.md`` section 6).
 
-The core never imports this package; :mod:`accelsim.pipeline` reaches the
+The core never imports this package; :mod:`accelsim.driver` reaches the
 techniques through :mod:`accelsim.techniques.registry`.
 """

@@ -2,18 +2,28 @@
 
 A technique is a class with a validated ``Config`` (a frozen pydantic spec, read
 from the run file's ``techniques.<name>`` section) and any of these hooks, all
-optional, which :mod:`accelsim.pipeline` calls in this order:
+optional, which the driver (:mod:`accelsim.driver`) calls in this order:
 
+* :meth:`Technique.validate`: load-time checks against the hardware, workload
+  and run, so ``accelsim check`` rejects a bad configuration before anything is
+  simulated;
 * :meth:`Technique.add_components`: extra array units per processor;
-* :meth:`Technique.step_kinds`: the kinds of training step the technique runs
-  (each lowered with its own :class:`~accelsim.workload.lowering.StepHooks`,
-  which add, remove or re-wire ops of every replica), simulated next to the
-  baseline step;
-* :meth:`Technique.assign`: a whole op graph placed on the processors (a
-  pipeline schedule over several mini-batches), given the simulated baseline
-  step; at most one technique may own it;
-* :meth:`Technique.training`: the whole-training estimate from the simulated
-  steps, for techniques whose effect changes over training.
+* :meth:`Technique.step_kinds`: the kinds of training step the technique splits
+  training into (ADA-GP's BP and GP steps); at most one technique defines them;
+* :meth:`Technique.rewrite_graph`: a graph-to-graph pass on one replica's step
+  graph of each step kind, run in :class:`RewritePhase` order and in run-file
+  order within a phase;
+* :meth:`Technique.place`: the whole step placed on processors (a pipeline
+  schedule over several mini-batches) instead of the run's ``assignment``; at
+  most one technique places;
+* :meth:`Technique.mask_tiles`: per-fold masks of GEMMs, handed to the
+  :class:`~accelsim.mapping.schedule.FoldSchedule`;
+* :meth:`Technique.adjust_counters`: a change to a simulated step's result
+  (extra unit energy, say);
+* :meth:`Technique.step_cost`: what one training step of a placed graph costs
+  (the placing technique's: a pipeline's steady state per mini-batch);
+* :meth:`Technique.training`: its section of the training report, from the
+  simulated steps (see :mod:`accelsim.techniques.plan`).
 
 Techniques declare the ones they cannot be combined with in ``conflicts``.
 """
@@ -22,23 +32,68 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from accelsim.config.base import Spec
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
+from accelsim.errors import Problem
+from accelsim.graph.ops import OpGraph
+from accelsim.lowering.shapes import LayerInfo
+from accelsim.mapping.placement import StepGraph
+from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
-from accelsim.workload.lowering import StepHooks
 from accelsim.workload.model import Workload
-from accelsim.graph.ops import OpGraph
-from accelsim.workload.shapes import LayerInfo
+
+BASE = "base"
+
+
+class RewritePhase(IntEnum):
+    """When a technique's ``rewrite_graph`` runs: work is removed before work is
+    added, and fusion comes last."""
+
+    PRUNE = 0
+    AUGMENT = 1
+    FUSE = 2
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """What one training step of a kind costs: cycles, energy and DRAM bytes."""
+
+    cycles: float
+    energy_pj: float
+    dram_bytes: float
+
+    @classmethod
+    def of(cls, result: RunResult) -> StepCost:
+        """A step simulated on its own: its totals."""
+        return cls(result.total_cycles, result.energy.total_pj, result.dram_bytes)
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    """What a technique's load-time validation may read."""
+
+    run: RunSpec
+    run_file: Path
+    hardware: HardwareSpec
+    infos: tuple[LayerInfo, ...]
 
 
 @dataclass(frozen=True)
 class TechniqueContext:
-    """What a technique may read about the run it is part of."""
+    """What a technique may read about the run it is part of.
+
+    Attributes:
+        simulate: Simulates a placed graph on the run's hardware (results are
+            cached, so simulating the same graph object again costs nothing).
+    """
 
     run: RunSpec
     run_file: Path
@@ -47,6 +102,14 @@ class TechniqueContext:
     infos: tuple[LayerInfo, ...]
     extra_arrays: tuple[ArrayUnit, ...]
     simulate: Callable[[OpGraph], RunResult]
+
+
+@dataclass(frozen=True)
+class SimulatedStep:
+    """One step kind as simulated: its result and what one step of it costs."""
+
+    result: RunResult
+    cost: StepCost
 
 
 class Technique:
@@ -60,25 +123,56 @@ class Technique:
     name: ClassVar[str]
     Config: ClassVar[type[Spec]]
     conflicts: ClassVar[frozenset[str]] = frozenset()
+    rewrite_phase: ClassVar[RewritePhase] = RewritePhase.AUGMENT
 
     def __init__(self, config: Spec, source: str) -> None:
         self.config = config
         self.source = source
 
+    def where(self, key: str = "") -> str:
+        """The key path of this technique's config (or of ``key`` in it)."""
+        return f"techniques.{self.name}" + (f".{key}" if key else "")
+
+    def validate(self, load: LoadContext) -> list[Problem]:
+        """Problems of this configuration with this run, hardware and workload."""
+        return []
+
     def add_components(self, hw: HardwareSpec) -> Sequence[ArrayUnit]:
         """Array units to add to every processor."""
         return ()
 
-    def step_kinds(self, ctx: TechniqueContext) -> Mapping[str, StepHooks]:
+    def step_kinds(self) -> Sequence[str]:
         """Named kinds of training step to simulate besides the baseline step."""
+        return ()
+
+    def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
+        """The step graph of ``kind`` with this technique applied."""
+        return graph
+
+    def places(self) -> bool:
+        """Whether this technique places the step on processors (:meth:`place`)."""
+        return False
+
+    def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
+        """The step graph ``step`` makes, placed on the processors with its updates."""
+        raise NotImplementedError
+
+    def mask_tiles(
+        self, graph: OpGraph, schedule: FoldSchedule, rng: np.random.Generator
+    ) -> Mapping[int, np.ndarray]:
+        """Per-fold masks (true: the fold runs) of GEMMs, by op id."""
         return {}
 
-    def assign(self, ctx: TechniqueContext, base: RunResult) -> OpGraph | None:
-        """An op graph of its own, placed on processors, to simulate as one step kind."""
-        return None
+    def adjust_counters(self, result: RunResult) -> RunResult:
+        """A simulated step's result with this technique's corrections."""
+        return result
+
+    def step_cost(self, result: RunResult) -> StepCost:
+        """What one training step of a graph this technique placed costs."""
+        return StepCost.of(result)
 
     def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, RunResult]
+        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
     ) -> dict[str, Any] | None:
-        """The whole-training report, from the baseline and the technique's steps."""
+        """Its section of the training report, from the baseline and the simulated steps."""
         return None

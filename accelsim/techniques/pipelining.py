@@ -1,11 +1,12 @@
 """Pipeline-parallel training schedules: GPipe, PipeDream and LayerPipe.
 
-Each is a plug-in that owns the ``assign`` hook: it partitions the layers
-into contiguous stages, one per processor, lowers several mini-batches
-(each of ``micro_batches`` micro-batches) with every op placed on its layer's
-stage, orders the work on each processor, and lets the event engine simulate
-the whole task graph; activations and gradients that cross stages travel over
-the interconnect.  The report takes the steady state from the simulation.
+Each is a plug-in that places the step (the ``place`` hook): it partitions the
+layers into contiguous stages, one per processor, copies the step graph the
+rewriting techniques produced for each of several mini-batches (each of
+``micro_batches`` micro-batches) with every op on its layer's stage, orders the
+work on each processor, and lets the event engine simulate the whole task graph;
+activations and gradients that cross stages travel over the interconnect.  The
+report takes the steady state from the simulation.
 
 * **GPipe** (Huang et al., NeurIPS 2019): ``micro_batches`` per mini-batch; all
   forwards, then all backwards, then the update; the next mini-batch waits for
@@ -31,23 +32,33 @@ baseline step, repeated.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
-from accelsim.errors import ConfigError
+from accelsim.errors import Problem
+from accelsim.graph import passes
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import GemmOp, OpGraph, Parameter, Phase, Tag, TensorKind
+from accelsim.graph.queries import BACKWARD
+from accelsim.lowering.optimizer import add_updates
+from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
-from accelsim.techniques.base import Technique, TechniqueContext
-from accelsim.timing.costs import UNIT_ARRAY
-from accelsim.workload.lowering import GraphBuilder, StepLowering, writes_of
-from accelsim.graph.ops import GemmOp, OpGraph, Phase, TensorKind, VectorOp
+from accelsim.techniques.base import (
+    LoadContext,
+    SimulatedStep,
+    StepCost,
+    Technique,
+    TechniqueContext,
+)
+from accelsim.techniques.pipeline_report import pipeline_report, steady_state
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
-# Priorities: (schedule position) * SLOT + program order keeps each unit's order.
-SLOT = 1 << 32
 
 
 class PipelineConfig(Spec):
@@ -117,38 +128,65 @@ def partition(costs: Sequence[int], stages: int) -> list[int]:
     return [s for s, part in enumerate(parts) for _ in part]
 
 
-class _Schedule(Technique):
+@dataclass(frozen=True)
+class Plan:
+    """A partition: the stages, the stage of every layer, and the layer costs it
+    was balanced on."""
+
+    stages: int
+    stage_of: dict[str, int]
+    costs: list[int]
+
+    def first_of(self) -> dict[int, str]:
+        """The first layer of every stage."""
+        stage_of = self.stage_of
+        return {s: next(n for n in stage_of if stage_of[n] == s) for s in range(self.stages)}
+
+
+SplitShares = Mapping[str, tuple[float, int]]
+
+
+class Schedule(Technique):
     """Common machinery of the three schedules."""
 
-    one_task_backward = True
-    conflicts = frozenset({"gpipe", "pipedream", "layerpipe", "gradient_prediction"})
+    one_task_backward: ClassVar[bool] = True
+    synchronous: ClassVar[bool] = False
+    conflicts = frozenset({"gpipe", "pipedream", "layerpipe"})
+
+    def __init__(self, config: Spec, source: str) -> None:
+        super().__init__(config, source)
+        self._plans: dict[int, tuple[RunResult, Plan]] = {}
 
     @property
     def settings(self) -> PipelineConfig:
         assert isinstance(self.config, PipelineConfig)
         return self.config
 
-    def stages(self, ctx: TechniqueContext) -> int:
-        stages = self.settings.stages or ctx.hardware.processors
-        if stages > ctx.hardware.processors:
-            raise ConfigError.single(
-                self.source,
-                f"techniques.{self.name}.stages",
-                f"more stages than the hardware's {ctx.hardware.processors} processors",
-                stages,
-            )
-        return stages
+    def places(self) -> bool:
+        return True
 
-    def micro_batch(self, ctx: TechniqueContext) -> int:
-        m = self.settings.micro_batches
-        if ctx.run.batch_size % m:
-            raise ConfigError.single(
-                self.source,
-                f"techniques.{self.name}.micro_batches",
-                f"must divide the batch size {ctx.run.batch_size}",
-                m,
+    def validate(self, load: LoadContext) -> list[Problem]:
+        cfg, processors, batch = self.settings, load.hardware.processors, load.run.batch_size
+        problems = []
+        if cfg.stages is not None and cfg.stages > processors:
+            problems.append(
+                Problem(
+                    self.source,
+                    self.where("stages"),
+                    f"more stages than the hardware's {processors} processors",
+                    cfg.stages,
+                )
             )
-        return ctx.run.batch_size // m
+        if batch % cfg.micro_batches:
+            problems.append(
+                Problem(
+                    self.source,
+                    self.where("micro_batches"),
+                    f"must divide the batch size {batch}",
+                    cfg.micro_batches,
+                )
+            )
+        return problems
 
     def in_flight(self, stage: int, stages: int) -> int:
         """Mini-batches between a stage's forward and the update whose weights it uses."""
@@ -161,100 +199,97 @@ class _Schedule(Technique):
             return warm + 2 * j
         return j if j < warm else warm + 2 * (j - warm) + 1
 
-    def split(
-        self,
-        stage_of: Mapping[str, int],
-        first_of: Mapping[int, str],
-        base: RunResult,
-        costs: Sequence[int],
-    ) -> Any:
-        """The builder's GEMM-splitting rule (None: no splitting)."""
-        return None
-
-    def plan(self, ctx: TechniqueContext, base: RunResult) -> tuple[int, dict[str, int], list[int]]:
-        """Stages, the stage of every layer, and the layer costs it was balanced on.
+    def plan(self, ctx: TechniqueContext, base: RunResult) -> Plan:
+        """The partition, balanced on the baseline step (computed once per baseline).
 
         A layer's cost is the time its ops kept the single-processor baseline's
         units busy (forward, backward and update).
         """
+        cached = self._plans.get(id(base))
+        if cached is not None and cached[0] is base:
+            return cached[1]
         names = [info.layer.name for info in ctx.infos]
-        stages = min(self.stages(ctx), len(names))  # a stage needs a layer
-        busy = {row["layer"]: row for row in base.layer_rows()}
-        keys = ("fwd_busy_cycles", "bwd_busy_cycles", "update_busy_cycles")
-        costs = [sum(int(busy[n][k]) for k in keys) if n in busy else 0 for n in names]
-        return stages, dict(zip(names, partition(costs, stages), strict=True)), costs
+        stages = min(self.settings.stages or ctx.hardware.processors, len(names))
+        busy = base.layer_busy_cycles()
+        costs = [busy.get(n, 0) for n in names]
+        plan = Plan(stages, dict(zip(names, partition(costs, stages), strict=True)), costs)
+        self._plans[id(base)] = (base, plan)
+        return plan
 
-    def assign(self, ctx: TechniqueContext, base: RunResult) -> OpGraph:
-        stages, stage_of, costs = self.plan(ctx, base)
-        first_of = {s: next(n for n in stage_of if stage_of[n] == s) for s in range(stages)}
-        rule = self.split(stage_of, first_of, base, costs)
-        return self.build(ctx, stage_of, rule, defer=not self.one_task_backward)
+    def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
+        return self.build(ctx, step, self.plan(ctx, base), None, defer=not self.one_task_backward)
 
     def build(
-        self, ctx: TechniqueContext, stage_of: Mapping[str, int], rule: Any, defer: bool
+        self,
+        ctx: TechniqueContext,
+        step: StepGraph,
+        plan: Plan,
+        shares: SplitShares | None,
+        defer: bool,
     ) -> OpGraph:
         """The graph of ``mini_batches`` pipelined mini-batches on the stages.
 
         Args:
-            stage_of: The stage of every layer.
-            rule: The builder's GEMM-splitting rule, or None.
+            step: Makes the step graph of one micro-batch.
+            plan: The partition.
+            shares: Layers whose ``dX`` GEMMs are split: the share of rows moved
+                and the processor they move to.
             defer: Whether dW yields to dX on stages that send dX upstream.
         """
         cfg = self.settings
-        micro = self.micro_batch(ctx)
-        stages = max(stage_of.values()) + 1
+        one = step(ctx.run.batch_size // cfg.micro_batches)
+        stage_of = plan.stage_of
         builder = GraphBuilder(ctx.hardware.word_bytes)
-        builder.placement = lambda layer, phase: stage_of[layer]
-        builder.split = rule
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
-        optimizer, run = ctx.run.optimizer.kind, ctx.run
+        optimizer = ctx.run.optimizer.kind
         for j in range(cfg.mini_batches):
-            steps: list[StepLowering] = []
             start = len(builder.ops)
-            for i in range(cfg.micro_batches):
-                steps.append(
-                    builder.lower_step(
-                        ctx.infos, ctx.workload, micro, run.lowering.strided_dx, f"b{j}m{i}/"
-                    )
-                )
-            ready = self._accumulate(builder, steps)
+            copies = [
+                self._copy(builder, one, Tag(mini_batch=j, micro_batch=i), stage_of, shares)
+                for i in range(cfg.micro_batches)
+            ]
+            ready = _accumulate(builder, copies, stage_of, Tag(mini_batch=j))
             backward_done = _stage_sinks(builder, start)
-            for p, step_param in enumerate(steps[0].parameters):
-                stage = stage_of[step_param.layer]
-                builder.current_processor = stage
-                (op,) = builder.add_updates(
-                    [step_param],
+            for p, param in enumerate(copies[0]):
+                stage = stage_of[param.layer]
+                (op,) = add_updates(
+                    builder,
+                    [param],
                     optimizer,
                     after=backward_done.get(stage, ()),
-                    gradient_ready={step_param.weight.name: ready[p]},
+                    gradient_ready={param.weight.name: ready[p]},
+                    tag=Tag(mini_batch=j),
                 )
+                builder.processor[op] = stage
                 updates.setdefault((j, stage), []).append(op)
-            self._order(builder, start, j, stages, updates, priority, defer)
-        return builder.build(priority=priority)
+            self._order(builder, start, j, plan.stages, updates, priority, defer)
+        return passes.insert_transfers(builder.build(priority=priority))
 
-    def _accumulate(self, builder: GraphBuilder, steps: list[StepLowering]) -> list[int]:
-        """Sum each parameter's gradient over the micro-batches; the op that finishes it."""
-        if len(steps) == 1:
-            return [p.grad_op for p in steps[0].parameters]
-        ready = []
-        for p, first in enumerate(steps[0].parameters):
-            parts = [s.parameters[p].gradient for s in steps]
-            total = builder.tensor(
-                f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.gradient.elements
+    @staticmethod
+    def _copy(
+        builder: GraphBuilder,
+        one: OpGraph,
+        tag: Tag,
+        stage_of: Mapping[str, int],
+        shares: SplitShares | None,
+    ) -> list[Parameter]:
+        """Append micro-batch ``tag``'s copy of the step, on the stages; its trained parameters."""
+        graph = passes.place(
+            passes.instantiate(one, tag, f"b{tag.mini_batch}m{tag.micro_batch}/"),
+            lambda op: stage_of[op.layer],
+        )
+        if shares:
+            graph = passes.split_gemms(
+                graph,
+                lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
             )
-            ready.append(
-                builder.vector(
-                    f"{first.weight.name}.grad_sum",
-                    first.layer,
-                    Phase.BWD_WEIGHT,
-                    total.elements,
-                    len(parts) - 1,
-                    parts,
-                    [total],
-                )
-            )
-        return ready
+        offset = builder.append_graph(graph)
+        return [
+            dataclasses.replace(p, grad_op=p.grad_op + offset)
+            for p in graph.parameters
+            if p.grad_op >= 0
+        ]
 
     def _order(
         self,
@@ -271,6 +306,7 @@ class _Schedule(Technique):
         A stage's forward of mini-batch ``j`` waits for the stage's whole update of
         mini-batch ``j - lag``: the dependency goes on the stage's entry ops (those
         that wait for no other forward op of the stage); the rest follow them.
+        Each unit runs its ready ops by schedule position, then program order.
         """
         for op_id in range(start, len(builder.ops)):
             op = builder.ops[op_id]
@@ -286,23 +322,42 @@ class _Schedule(Technique):
             rank = self.position(stage, stages, j, backward)
             # dW yields to dX only where dX feeds an upstream stage.
             later = defer and op.phase is Phase.BWD_WEIGHT and stage > 0
-            priority.append((2 * rank + int(later)) * SLOT + op_id)
+            priority.append(2 * rank + int(later))
+
+    def step_cost(self, result: RunResult) -> StepCost:
+        """One mini-batch in steady state: its interval, and the energy and DRAM traffic
+        of the whole simulated task graph shared over its mini-batches."""
+        mini_batches = self.settings.mini_batches
+        steady = steady_state(result, mini_batches)[0]
+        return StepCost(
+            steady, result.energy.total_pj / mini_batches, result.dram_bytes / mini_batches
+        )
 
     def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, RunResult]
+        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
     ) -> dict[str, Any]:
-        return pipeline_report(self, ctx, base, steps[self.name])
+        plan = self.plan(ctx, base)
+        if self.name in steps:
+            return pipeline_report(self, plan, ctx, base, steps[self.name].result)
+        return {
+            "technique": self.name,
+            "step_kinds": {
+                kind: pipeline_report(self, plan, ctx, base, step.result)
+                for kind, step in steps.items()
+            },
+        }
 
     def weight_versions(self, stage: int, stages: int) -> int:
         """Extra weight copies a layer on ``stage`` keeps for delayed backward passes."""
         return self.in_flight(stage, stages) - 1
 
 
-class GPipe(_Schedule):
+class GPipe(Schedule):
     """GPipe: micro-batched, all forwards then all backwards, synchronous updates."""
 
     name = "gpipe"
     Config = GPipeConfig
+    synchronous = True
 
     def in_flight(self, stage: int, stages: int) -> int:
         return 1
@@ -314,14 +369,14 @@ class GPipe(_Schedule):
         return 0
 
 
-class PipeDream(_Schedule):
+class PipeDream(Schedule):
     """PipeDream: 1F1B with weight stashing; a layer's backward is one task."""
 
     name = "pipedream"
     Config = PipelineConfig
 
 
-class LayerPipe(_Schedule):
+class LayerPipe(Schedule):
     """LayerPipe: dW off the critical path, dX split across consecutive stages."""
 
     name = "layerpipe"
@@ -333,23 +388,18 @@ class LayerPipe(_Schedule):
         assert isinstance(self.config, LayerPipeConfig)
         return self.config
 
-    def split(
-        self,
-        stage_of: Mapping[str, int],
-        first_of: Mapping[int, str],
-        base: RunResult,
-        costs: Sequence[int],
-    ) -> Any:
-        stage_cost = [0] * (max(stage_of.values()) + 1)
-        for name, cost in zip(stage_of, costs, strict=True):
-            stage_cost[stage_of[name]] += cost
+    def shares(self, plan: Plan, base: RunResult) -> dict[str, tuple[float, int]]:
+        """The share of each stage's first layer's dX rows done by the previous stage."""
+        stage_cost = [0] * plan.stages
+        for name, cost in zip(plan.stage_of, plan.costs, strict=True):
+            stage_cost[plan.stage_of[name]] += cost
         dx_cycles: dict[str, int] = {}
         for op in base.graph.ops:
             if op.phase is Phase.BWD_INPUT and isinstance(op, GemmOp):
                 span = int(base.trace.end_cycle[op.op_id] - base.trace.start_cycle[op.op_id])
                 dx_cycles[op.layer] = dx_cycles.get(op.layer, 0) + span
         shares: dict[str, tuple[float, int]] = {}
-        for stage, name in first_of.items():
+        for stage, name in plan.first_of().items():
             if stage == 0 or not dx_cycles.get(name):
                 continue
             if self.layerpipe.split == "balance":
@@ -359,13 +409,9 @@ class LayerPipe(_Schedule):
                 share = float(self.layerpipe.split)
             if share > 0:
                 shares[name] = (share, stage - 1)
+        return shares
 
-        def rule(layer: str, phase: Phase) -> tuple[float, int] | None:
-            return shares.get(layer) if phase is Phase.BWD_INPUT else None
-
-        return rule
-
-    def assign(self, ctx: TechniqueContext, base: RunResult) -> OpGraph:
+    def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
         """The fastest of LayerPipe's options on the balanced partition.
 
         Candidates: the inter-layer split with dW deferred, dW deferred alone,
@@ -373,15 +419,14 @@ class LayerPipe(_Schedule):
         with the shortest steady state is kept, so LayerPipe is never slower than
         PipeDream on the same partition.
         """
-        stages, stage_of, costs = self.plan(ctx, base)
-        first_of = {s: next(n for n in stage_of if stage_of[n] == s) for s in range(stages)}
-        rule = self.split(stage_of, first_of, base, costs)
-        candidates = (
-            [(rule, True), (None, True), (None, False)] if rule else [(None, True), (None, False)]
-        )
+        plan = self.plan(ctx, base)
+        shares = self.shares(plan, base)
+        candidates: list[tuple[SplitShares | None, bool]] = [(None, True), (None, False)]
+        if shares:
+            candidates.insert(0, (shares, True))
         best: tuple[float, OpGraph] | None = None
-        for split_rule, defer in candidates:
-            graph = self.build(ctx, stage_of, split_rule, defer)
+        for split, defer in candidates:
+            graph = self.build(ctx, step, plan, split, defer)
             steady = steady_state(ctx.simulate(graph), self.settings.mini_batches)[0]
             if best is None or steady < best[0]:
                 best = (steady, graph)
@@ -395,134 +440,43 @@ class LayerPipe(_Schedule):
         return downstream
 
 
+def _accumulate(
+    builder: GraphBuilder, copies: list[list[Parameter]], stage_of: Mapping[str, int], tag: Tag
+) -> list[int]:
+    """Sum each parameter's gradient over the micro-batches; the op that finishes it."""
+    if len(copies) == 1:
+        return [p.grad_op for p in copies[0]]
+    ready = []
+    for p, first in enumerate(copies[0]):
+        parts = [c[p].gradient for c in copies]
+        total = builder.tensor(
+            f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.gradient.elements
+        )
+        op = builder.vector(
+            f"{first.weight.name}.grad_sum",
+            first.layer,
+            Phase.BWD_WEIGHT,
+            total.elements,
+            len(parts) - 1,
+            parts,
+            [total],
+            tag=tag,
+        )
+        builder.processor[op] = stage_of[first.layer]
+        ready.append(op)
+    return ready
+
+
 def _stage_sinks(builder: GraphBuilder, start: int) -> dict[int, tuple[int, ...]]:
     """Per processor, the backward ops since ``start`` that no later one there waits for.
 
     Updating a stage's weights after these is updating after its whole backward
     pass, as the baseline step does.
     """
-    backward = [
-        i
-        for i in range(start, len(builder.ops))
-        if builder.ops[i].phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
-    ]
+    backward = [i for i in range(start, len(builder.ops)) if builder.ops[i].phase in BACKWARD]
     used = {d for i in backward for d in builder.ops[i].deps}
     sinks: dict[int, list[int]] = {}
     for i in backward:
         if i not in used:
             sinks.setdefault(builder.processor[i], []).append(i)
     return {stage: tuple(ids) for stage, ids in sinks.items()}
-
-
-def _mini_batch(tensor_name: str) -> int:
-    """Mini-batch ``j`` of a tensor named with the prefix ``b{j}m{i}/``."""
-    return int(tensor_name.partition("/")[0].removeprefix("b").partition("m")[0])
-
-
-def _entered(run: RunResult, j: int) -> int:
-    """When mini-batch ``j``'s first forward GEMM started (its outputs carry its prefix)."""
-    return min(
-        int(run.trace.start_cycle[op.op_id])
-        for op in run.graph.ops
-        if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.c.name.startswith(f"b{j}m")
-    )
-
-
-def steady_state(run: RunResult, mini_batches: int) -> tuple[float, list[int], tuple[int, int]]:
-    """Mean interval between mini-batch completions over the second half of the run.
-
-    A mini-batch completes when its last update ends.  Returns the steady-state
-    cycles per mini-batch, every completion time, and the measured window.
-    """
-    done = [0] * mini_batches
-    for op in run.graph.ops:
-        if op.phase is Phase.UPDATE and isinstance(op, VectorOp):
-            j = _mini_batch(op.writes[0].tensor.name)
-            done[j] = max(done[j], int(run.trace.end_cycle[op.op_id]))
-    if mini_batches == 1:
-        return float(done[0]), done, (0, done[0])
-    first = (mini_batches - 1) // 2
-    return (done[-1] - done[first]) / (mini_batches - 1 - first), done, (done[first], done[-1])
-
-
-def pipeline_report(
-    schedule: _Schedule, ctx: TechniqueContext, base: RunResult, run: RunResult
-) -> dict[str, Any]:
-    """Steady state, per-processor use and memory of a simulated pipeline schedule.
-
-    The steady state is the mean interval between mini-batch completions (end of
-    their last update) over the second half of the simulated mini-batches; the
-    warm-up is what the first mini-batch took beyond one steady interval, the
-    flush what the last one spent in the pipeline beyond it.  Busy, stall and
-    idle time and utilization are per processor's array over the steady window.
-    """
-    cfg = schedule.settings
-    stages, stage_of, costs = schedule.plan(ctx, base)
-    trace, c, graph = run.trace, run.trace.costs, run.graph
-    steady, done, (lo, hi) = steady_state(run, cfg.mini_batches)
-    span = max(hi - lo, 1)
-    hw = ctx.hardware
-    stash = [0] * stages
-    weight_bytes = [0] * stages
-    for op in graph.ops:
-        if op.phase is Phase.FWD:
-            for access in writes_of(op):
-                name = access.tensor.name
-                if name in graph.stashed and name.startswith("b0m0/"):
-                    stash[stage_of[op.layer]] += access.tensor.bytes
-    for parameter in graph.parameters:
-        weight_bytes[stage_of[parameter.layer]] += parameter.weight.bytes
-    processors = []
-    for p in range(stages):
-        mine = (trace.processor == p) & (c.unit == UNIT_ARRAY)
-        starts, ends = trace.start_cycle[mine], trace.end_cycle[mine]
-        inside = (starts >= lo) & (ends <= hi)
-        busy = int((ends.clip(lo, hi) - starts.clip(lo, hi)).sum())
-        in_flight = (
-            cfg.micro_batches if isinstance(schedule, GPipe) else schedule.in_flight(p, stages)
-        )
-        versions = schedule.weight_versions(p, stages)
-        processors.append(
-            {
-                "processor": p,
-                "busy_cycles": busy,
-                "stall_cycles": int(trace.stall_cycles[mine][inside].sum()),
-                "idle_cycles": max(span - busy, 0),
-                "utilization": int(c.macs[mine][inside].sum())
-                / (hw.array.rows * hw.array.cols * span),
-                "activation_stash_bytes": stash[p] * in_flight,
-                "weight_versions": versions,
-                "weight_stash_bytes": weight_bytes[p] * versions,
-            }
-        )
-    names = list(stage_of)
-    partition_rows = []
-    for s in range(stages):
-        layers = [n for n in names if stage_of[n] == s]
-        partition_rows.append(
-            {
-                "stage": s,
-                "first_layer": layers[0],
-                "last_layer": layers[-1],
-                "layers": len(layers),
-                "cost_cycles": sum(costs[names.index(n)] for n in layers),
-            }
-        )
-    return {
-        "technique": schedule.name,
-        "stages": stages,
-        "micro_batches": cfg.micro_batches,
-        "mini_batches_simulated": cfg.mini_batches,
-        "partition": partition_rows,
-        "steady_cycles_per_minibatch": steady,
-        "warmup_cycles": max(done[0] - steady, 0.0),
-        "flush_cycles": max(done[-1] - _entered(run, cfg.mini_batches - 1) - steady, 0.0),
-        "interconnect_bytes_per_minibatch": int(c.interconnect_bytes.sum()) / cfg.mini_batches,
-        "single_processor_cycles": base.total_cycles,
-        "speedup": base.total_cycles / steady,
-        "steps": {
-            "base": {"cycles": base.total_cycles},
-            schedule.name: {"cycles": steady},
-        },
-        "processors": processors,
-    }

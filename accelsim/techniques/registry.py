@@ -53,3 +53,18 @@ def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> li
     if problems:
         raise ConfigError(problems)
     return techniques
+
+
+def compose_problems(techniques: list[Technique], file: str) -> list[Problem]:
+    """Why these techniques cannot run together: two that define step kinds, or two
+    that place the step on processors."""
+    problems = []
+    for what, owners in (
+        ("define their own step kinds", [t.name for t in techniques if t.step_kinds()]),
+        ("place the step on processors", [t.name for t in techniques if t.places()]),
+    ):
+        if len(owners) > 1:
+            problems.append(
+                Problem(file, "techniques", f"at most one technique may {what}", owners)
+            )
+    return problems

@@ -39,7 +39,6 @@ class Channel(BaseResource[Transfer, Get["Channel"]]):
         self.bytes_per_cycle = bytes_per_cycle
         self.latency = latency
         self.free_at = 0
-        self.busy_cycles = 0
 
     def transfer(self, n_bytes: int) -> Transfer:
         """Queue a transfer; the returned event fires when its data has arrived."""
@@ -50,7 +49,6 @@ class Channel(BaseResource[Transfer, Get["Channel"]]):
         start = max(now, self.free_at)
         busy = math.ceil(event.n_bytes / self.bytes_per_cycle)
         self.free_at = start + busy
-        self.busy_cycles += busy
         event._ok = True
         event._value = None
         self._env.schedule(event, delay=self.free_at + self.latency - now)

@@ -1,15 +1,17 @@
 """Per-op costs of a graph: compute cycles, SRAM accesses and DRAM bytes.
 
 GEMM costs come from the fold-level closed forms (NumPy or Numba, see
-:mod:`accelsim.timing.backend`) over the whole graph's
-:class:`~accelsim.mapping.tiler.GemmTable`; vector and communication ops are
-costed here.  The event engine then turns costs into time, adding the stalls
-that DRAM and interconnect contention cause.
+:mod:`accelsim.timing.backend`) over the graph's
+:class:`~accelsim.mapping.schedule.FoldSchedule`; vector and communication ops
+are costed here.  A fold that a mask skips costs nothing: a masked GEMM's
+compute cycles, MACs and SRAM accesses scale with its running folds, while its
+DRAM traffic stays that of the whole operands (a technique that also shrinks
+what is fetched rewrites the GEMM itself).  The event engine then turns costs
+into time, adding the stalls that DRAM and interconnect contention cause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,12 +19,11 @@ import numpy as np
 from accelsim.config.base import Convention
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import PsumPolicy
-from accelsim.errors import SimulationError
-from accelsim.mapping.tiler import GemmTable, tabulate
-from accelsim.mapping.units import ArrayUnit, main_array
+from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
+from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
+from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM
-from accelsim.graph.ops import CommOp, GemmOp, OpGraph, TransferOp, VectorOp
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")
@@ -77,14 +78,6 @@ class OpCosts:
     unit_names: tuple[str, ...] = BASE_UNITS
     arrays: tuple[ArrayUnit, ...] = ()
 
-    def is_array(self) -> np.ndarray:
-        """Which ops run on a systolic array (the main one or any other)."""
-        array_units = [
-            i for i, n in enumerate(self.unit_names) if n in {a.name for a in self.arrays}
-        ]
-        mask: np.ndarray = np.isin(self.unit, array_units)
-        return mask
-
     @property
     def dram_read_bytes(self) -> np.ndarray:
         total: np.ndarray = (
@@ -95,22 +88,19 @@ class OpCosts:
 
 def op_costs(
     graph: OpGraph,
+    schedule: FoldSchedule,
     hw: HardwareSpec,
     convention: Convention,
     psums: PsumPolicy,
     chunks_per_op: int,
-    extra_arrays: Sequence[ArrayUnit] = (),
 ) -> OpCosts:
-    """Cost every op of ``graph`` on ``hw`` under ``convention`` and the ``psums`` tiling.
+    """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``hw``.
 
-    Args:
-        extra_arrays: Array units beyond the main one that GEMM ops may name.
-
-    Raises:
-        SimulationError: if a GEMM names an array unit that does not exist.
+    ``convention`` picks the closed forms and ``psums`` the partial-sum tiling.
+    The schedule's first unit is the main array.
     """
-    arrays = (main_array(hw), *extra_arrays)
-    names = (*BASE_UNITS, *(a.name for a in extra_arrays))
+    arrays = tuple(u.unit for u in schedule.units)
+    names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
     z: dict[str, np.ndarray] = {
         name: np.zeros(n_ops, np.int64)
@@ -118,14 +108,10 @@ def op_costs(
         if f.type == "np.ndarray"
     }
     z["mapping_efficiency"] = np.zeros(n_ops, np.float64)
-    unknown = {op.unit for op in graph.ops if isinstance(op, GemmOp)} - {a.name for a in arrays}
-    if unknown:
-        raise SimulationError(f"GEMMs name array units that do not exist: {sorted(unknown)}")
     conv = SCALESIM if convention is Convention.SCALESIM else ACCELSIM
-    for unit in arrays:
-        table = tabulate(graph, unit)
+    for table in schedule.units:
         if len(table):
-            _cost_gemms(z, table, unit, names.index(unit.name), conv, psums, chunks_per_op)
+            _cost_gemms(z, table, names.index(table.unit.name), conv, psums, chunks_per_op)
 
     lanes = hw.vector_unit.lanes
     for op in graph.ops:
@@ -161,15 +147,14 @@ def op_costs(
 
 def _cost_gemms(
     z: dict[str, np.ndarray],
-    table: GemmTable,
-    unit: ArrayUnit,
+    table: UnitSchedule,
     unit_index: int,
     conv: int,
     psums: PsumPolicy,
     chunks_per_op: int,
 ) -> None:
-    """Fill the cost arrays of the GEMMs in ``table``, which run on ``unit``."""
-    idx = table.op_index
+    """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``."""
+    idx, unit = table.op_index, table.unit
     rows, cols = unit.array.rows, unit.array.cols
     kernels = backend.kernels_for(len(idx))
     fr, fc, folds, cycles = kernels.fold_cycles(
@@ -200,9 +185,14 @@ def _cost_gemms(
         conv,
         psums is PsumPolicy.CHUNK,
     )
+    macs = table.m * table.n * table.k * table.count
+    if schedule_masked(table):
+        cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
+            table, conv, fr * fc, cycles, folds, macs, (ifr, flr, ofr, ofw)
+        )
     z["unit"][idx] = unit_index
     z["compute_cycles"][idx] = cycles
-    z["macs"][idx] = table.m * table.n * table.k * table.count
+    z["macs"][idx] = macs
     z["folds"][idx] = folds
     z["mapping_efficiency"][idx] = (table.sr * table.sc) / (fr * rows * fc * cols)
     z["sram_ifmap_read_bytes"][idx] = ifr * table.a_word
@@ -221,3 +211,26 @@ def _cost_gemms(
     )
     z["epilogue_bytes"][idx] = np.minimum(c_wr, tile) * table.c_word
     z["chunks"][idx] = _chunks(cycles, chunks_per_op, folds)
+
+
+def schedule_masked(table: UnitSchedule) -> bool:
+    """Whether a fold mask skips any fold of the GEMMs in ``table``."""
+    return bool((table.active_folds != table.row_folds * table.col_folds).any())
+
+
+def _masked(
+    table: UnitSchedule,
+    conv: int,
+    per_gemm: np.ndarray,
+    cycles: np.ndarray,
+    folds: np.ndarray,
+    macs: np.ndarray,
+    sram: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Costs with only the running folds: every fold of a GEMM costs the same cycles."""
+    offset = 1 if conv == SCALESIM else 0  # SCALE-Sim counts one cycle fewer per op
+    per_fold = (cycles + offset) // folds
+    running = table.active_folds * table.count
+    scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
+    new_cycles = np.where(running > 0, running * per_fold - offset, 0)
+    return new_cycles, running, scaled[0], scaled[1:]

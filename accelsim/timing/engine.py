@@ -26,10 +26,10 @@ import simpy
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import SimulationError
+from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import Channel
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.trace import Trace
-from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 
 Process = Generator[simpy.Event, object, None]
 

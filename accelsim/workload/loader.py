@@ -8,13 +8,14 @@ from accelsim.config.loader import Override, display_path, read_yaml, validate_w
 from accelsim.config.validate import join_path, suggest
 from accelsim.errors import WorkloadError
 from accelsim.workload.model import Workload
-from accelsim.workload.shapes import infer_shapes
 
 
 def load_workload(
     path: Path, overrides: list[Override] | None = None, variant: Override | None = None
 ) -> Workload:
-    """Load a layer table, apply a variant and overrides, validate it and check its shapes.
+    """Load a layer table, apply a variant and overrides, and validate it.
+
+    Its shapes are checked by :func:`accelsim.lowering.infer.infer_shapes`.
 
     Args:
         path: The workload YAML file.
@@ -24,7 +25,7 @@ def load_workload(
 
     Raises:
         WorkloadError: for an unknown variant (blamed on where it was chosen),
-            schema problems and shape inconsistencies, each at its key path.
+            and schema problems, each at its key path.
     """
     name = display_path(path)
     data = read_yaml(path, WorkloadError)
@@ -32,7 +33,6 @@ def load_workload(
     workload = validate_with_overrides(
         Workload, data, name, chosen + (overrides or []), WorkloadError
     )
-    infer_shapes(workload, name)
     return workload
 
 

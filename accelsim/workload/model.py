@@ -3,7 +3,7 @@
 A workload is an input description plus an ordered list of layers.  Each
 layer reads the previous layer's output unless it names its ``inputs``
 explicitly (residual adds, concats, branches).  Shapes are per sample and are
-inferred by :mod:`accelsim.workload.shapes`; the batch size is a run setting.
+inferred by :mod:`accelsim.lowering.infer`; the batch size is a run setting.
 """
 
 from __future__ import annotations

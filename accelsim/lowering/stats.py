@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import StridedDx
-from accelsim.workload.lowering import GraphBuilder
-from accelsim.workload.model import Workload
 from accelsim.graph.ops import GemmOp, Phase
-from accelsim.workload.shapes import LayerInfo, input_shape
+from accelsim.lowering.shapes import LayerInfo, input_shape
+from accelsim.lowering.step import lower
+from accelsim.workload.model import Workload
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,8 @@ def model_stats(
     workload: Workload, infos: Sequence[LayerInfo], strided_dx: StridedDx = StridedDx.SKIP_ZEROS
 ) -> ModelStats:
     """Count parameters and GEMM MACs of ``workload`` at batch 1."""
-    builder = GraphBuilder(WordBytesSpec())
-    step = builder.lower_step(infos, workload, 1, strided_dx)
-    gemms = [op for op in builder.ops if isinstance(op, GemmOp)]
+    step = lower(infos, workload, 1, WordBytesSpec(), strided_dx)
+    gemms = [op for op in step.ops if isinstance(op, GemmOp)]
     return ModelStats(
         name=workload.name,
         input=str(input_shape(workload.input)),

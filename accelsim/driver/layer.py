@@ -1,0 +1,160 @@
+"""One GEMM or convolution on its own, as one SCALE-Sim topology row: ``accelsim layer``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from accelsim.config.base import Convention
+from accelsim.config.energy import EnergyTable
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import PsumPolicy, TimingSpec
+from accelsim.energy.model import estimate_energy
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import Phase, TensorKind
+from accelsim.mapping.schedule import schedule
+from accelsim.mapping.units import main_array
+from accelsim.timing.costs import op_costs
+from accelsim.timing.engine import simulate
+from accelsim.workload.topology import TopologyLayer
+
+
+@dataclass(frozen=True)
+class LayerGemm:
+    """One GEMM of a single-layer query, with its operands' unique footprints."""
+
+    m: int
+    n: int
+    k: int
+    a_elements: int
+    b_elements: int
+
+
+def gemm_for(m: int, n: int, k: int, phase: Phase) -> LayerGemm:
+    """The GEMM of ``phase`` for a forward GEMM ``C[m x n] = A[m x k] . B[k x n]``.
+
+    ``bwd_input`` computes ``dA = dC . B^T`` (m x k, reduction n); ``bwd_weight``
+    computes ``dB^T = dC^T . A`` (n x k, reduction m), as for a linear layer.
+    """
+    shape = {Phase.FWD: (m, n, k), Phase.BWD_INPUT: (m, k, n), Phase.BWD_WEIGHT: (n, k, m)}
+    gm, gn, gk = shape[phase]
+    return LayerGemm(gm, gn, gk, gm * gk, gk * gn)
+
+
+def conv_gemm(
+    h: int,
+    w: int,
+    r: int,
+    s: int,
+    c: int,
+    k: int,
+    stride: int,
+    phase: Phase,
+    convention: Convention,
+) -> LayerGemm:
+    """The GEMM of ``phase`` for a conv given in SCALE-Sim topology order.
+
+    Inputs are already padded.  The scalesim convention sizes the output as
+    SCALE-Sim 3.0.0 does, ``ceil((H - R + stride) / stride)``, counting windows
+    that run off the edge; accelsim uses the exact ``(H - R) // stride + 1``.
+    The ifmap footprint is the set of input pixels some window touches.
+    """
+    if convention is Convention.SCALESIM:
+        p, q = -(-(h - r + stride) // stride), -(-(w - s + stride) // stride)
+    else:
+        p, q = (h - r) // stride + 1, (w - s) // stride + 1
+    touched = _touched(h, r, stride, p) * _touched(w, s, stride, q) * c
+    if phase is Phase.FWD:
+        return LayerGemm(p * q, k, r * s * c, touched, r * s * c * k)
+    if phase is Phase.BWD_INPUT:
+        return LayerGemm(h * w, c, k * r * s, p * q * k, k * r * s * c)
+    return LayerGemm(k, r * s * c, p * q, k * p * q, touched)
+
+
+def topology_gemm(layer: TopologyLayer, phase: Phase, convention: Convention) -> LayerGemm:
+    """The GEMM of ``phase`` for one row of a SCALE-Sim topology."""
+    if layer.kind == "gemm":
+        m, n, k = layer.dims
+        return gemm_for(m, n, k, phase)
+    h, w, r, s, c, nf, stride = layer.dims
+    return conv_gemm(h, w, r, s, c, nf, stride, phase, convention)
+
+
+def _touched(size: int, kernel: int, stride: int, windows: int) -> int:
+    covered: set[int] = set()
+    for e in range(windows):
+        covered.update(range(e * stride, min(size, e * stride + kernel)))
+    return len(covered)
+
+
+def simulate_layer(
+    hw: HardwareSpec,
+    table: EnergyTable,
+    gemm: LayerGemm,
+    phase: Phase,
+    convention: Convention,
+    psums: PsumPolicy = PsumPolicy.CHUNK,
+) -> dict[str, Any]:
+    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
+    builder = GraphBuilder(hw.word_bytes)
+    kinds = {
+        Phase.FWD: (TensorKind.ACTIVATION, TensorKind.WEIGHT, TensorKind.ACTIVATION),
+        Phase.BWD_INPUT: (TensorKind.GRADIENT, TensorKind.WEIGHT, TensorKind.GRADIENT),
+        Phase.BWD_WEIGHT: (TensorKind.GRADIENT, TensorKind.ACTIVATION, TensorKind.GRADIENT),
+    }[phase]
+    a = builder.tensor("A", kinds[0], gemm.a_elements)
+    b = builder.tensor("B", kinds[1], gemm.b_elements)
+    c = builder.tensor("C", kinds[2], gemm.m * gemm.n)
+    builder.gemm(
+        "layer",
+        "layer",
+        phase,
+        gemm.m,
+        gemm.n,
+        gemm.k,
+        1,
+        a,
+        b,
+        c,
+        a_elements=gemm.a_elements,
+        b_elements=gemm.b_elements,
+    )
+    graph = builder.build()
+    fold_schedule = schedule(graph, (main_array(hw),))
+    costs = op_costs(graph, fold_schedule, hw, convention, psums, TimingSpec().chunks_per_op)
+    trace = simulate(graph, costs, hw)
+    energy = estimate_energy(trace, hw, table)
+    rows, cols = hw.array.rows, hw.array.cols
+    compute = int(costs.compute_cycles[0])
+    total = trace.total_cycles
+    macs = int(costs.macs[0])
+    return {
+        "phase": phase.value,
+        "convention": convention.value,
+        "psums": psums.value,
+        "array": {"rows": rows, "cols": cols, "dataflow": hw.array.dataflow.value},
+        "m": gemm.m,
+        "n": gemm.n,
+        "k": gemm.k,
+        "macs": macs,
+        "compute_cycles": compute,
+        "stall_cycles": total - compute,
+        "total_cycles": total,
+        "folds": int(costs.folds[0]),
+        "mapping_efficiency": float(costs.mapping_efficiency[0]),
+        "utilization": macs / (rows * cols * max(total, 1)),
+        "sram_reads": {
+            "ifmap": int(costs.sram_ifmap_read_bytes[0]) // a.word_bytes,
+            "filter": int(costs.sram_filter_read_bytes[0]) // b.word_bytes,
+        },
+        "sram_writes": {"ofmap": int(costs.sram_ofmap_write_bytes[0]) // c.word_bytes},
+        "dram_bytes": {
+            "ifmap": int(costs.dram_ifmap_read_bytes[0]),
+            "filter": int(costs.dram_filter_read_bytes[0]),
+            "ofmap": int(costs.dram_ofmap_write_bytes[0]),
+            "psum_read": int(costs.dram_ofmap_read_bytes[0]),
+        },
+        "seconds": total / (hw.clock_mhz * 1e6),
+        "energy_pj": energy.total_pj,
+        "energy_by_component_pj": energy.by_component_pj,
+    }

@@ -1,0 +1,205 @@
+"""The whole flow of a run: lower -> rewrite -> place -> schedule -> cost -> simulate -> energy.
+
+:func:`simulate_training` simulates the baseline step and every step kind the
+run's techniques define, and assembles the training report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from accelsim.driver.inputs import RunInputs
+from accelsim.energy.model import estimate_energy
+from accelsim.graph.ops import OpGraph
+from accelsim.lowering.step import lower
+from accelsim.mapping import placement
+from accelsim.mapping.residency import keep_stash_on_chip
+from accelsim.mapping.schedule import schedule
+from accelsim.mapping.units import ArrayUnit, main_array
+from accelsim.report.result import RunResult, TrainingResult
+from accelsim.techniques.base import (
+    BASE,
+    SimulatedStep,
+    StepCost,
+    Technique,
+    TechniqueContext,
+)
+from accelsim.timing.costs import op_costs
+from accelsim.timing.engine import simulate
+
+
+class _Run:
+    """One run's simulations, sharing lowered steps and simulated graphs."""
+
+    def __init__(self, inputs: RunInputs) -> None:
+        self.inputs = inputs
+        self.extra = inputs.extra_arrays
+        self._simulated: dict[int, tuple[OpGraph, RunResult]] = {}
+        self._lowered: dict[int, OpGraph] = {}
+        self.ctx = TechniqueContext(
+            inputs.run,
+            inputs.run_file.path,
+            inputs.hardware,
+            inputs.workload,
+            inputs.infos,
+            self.extra,
+            lambda graph: self.simulate(graph, "candidate"),
+        )
+        ordered = sorted(enumerate(inputs.techniques), key=lambda it: (it[1].rewrite_phase, it[0]))
+        self.rewriters = [t for _, t in ordered]
+        self.placer = next((t for t in inputs.techniques if t.places()), None)
+
+    def lowered(self, batch: int) -> OpGraph:
+        """One replica's step at ``batch`` samples, lowered once per run."""
+        if batch not in self._lowered:
+            inputs = self.inputs
+            self._lowered[batch] = lower(
+                inputs.infos,
+                inputs.workload,
+                batch,
+                inputs.hardware.word_bytes,
+                inputs.run.lowering.strided_dx,
+            )
+        return self._lowered[batch]
+
+    def step_graph(self, kind: str) -> placement.StepGraph:
+        """Makes one replica's step graph of ``kind`` for a batch size."""
+
+        def make(batch: int) -> OpGraph:
+            graph = self.lowered(batch)
+            if kind == BASE:
+                return graph
+            for technique in self.rewriters:
+                graph = technique.rewrite_graph(graph, kind, self.ctx)
+            return graph
+
+        return make
+
+    def placed(self, kind: str, base: RunResult | None) -> OpGraph:
+        """The step of ``kind`` on the processors, with its optimizer updates."""
+        run, hw = self.inputs.run, self.inputs.hardware
+        step = self.step_graph(kind)
+        if self.placer is not None and base is not None:
+            return self.placer.place(self.ctx, step, base)
+        return placement.place(
+            run.assignment, step, run.batch_size, hw.processors, run.optimizer.kind, hw.word_bytes
+        )
+
+    def simulate(self, graph: OpGraph, step: str) -> RunResult:
+        """Simulate a placed graph of a step kind (each graph object once).
+
+        The baseline step runs on the plain hardware, without the techniques'
+        units, masks or corrections.
+        """
+        cached = self._simulated.get(id(graph))
+        if cached is not None and cached[0] is graph:
+            result = cached[1]
+            return dataclasses.replace(result, settings={**result.settings, "step": step})
+        if step == BASE:
+            result = simulate_graph(self.inputs, graph, step)
+        else:
+            result = simulate_graph(self.inputs, graph, step, self.extra, self.inputs.techniques)
+        self._simulated[id(graph)] = (graph, result)
+        return result
+
+
+def simulate_graph(
+    inputs: RunInputs,
+    graph: OpGraph,
+    step: str = BASE,
+    extra_arrays: Sequence[ArrayUnit] = (),
+    techniques: Sequence[Technique] = (),
+) -> RunResult:
+    """Simulate an op graph already placed on processors, on the run's hardware.
+
+    ``extra_arrays`` are array units beyond the main one that its GEMMs may
+    name; ``techniques`` may mask folds of its GEMMs and adjust the result.
+    """
+    run, hw = inputs.run, inputs.hardware
+    graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
+    folds = schedule(graph, (main_array(hw), *extra_arrays))
+    rng = np.random.default_rng(run.seed)
+    for technique in techniques:
+        masks = technique.mask_tiles(graph, folds, rng)
+        if masks:
+            folds = folds.with_masks(masks)
+    costs = op_costs(
+        graph, folds, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op
+    )
+    trace = simulate(graph, costs, hw)
+    energy = estimate_energy(trace, hw, inputs.energy)
+    settings = {
+        "step": step,
+        "convention": run.timing.convention.value,
+        "assignment": run.assignment.value,
+        "optimizer": run.optimizer.kind.value,
+        "strided_dx": run.lowering.strided_dx.value,
+        "psums": run.timing.psums.value,
+        "workload_variant": run.workload_variant or "",
+    }
+    result = RunResult(
+        run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy
+    )
+    for technique in techniques:
+        result = technique.adjust_counters(result)
+    return result
+
+
+def simulate_run(inputs: RunInputs) -> RunResult:
+    """Simulate the run's baseline training step (no technique applied)."""
+    sim = _Run(inputs)
+    return sim.simulate(sim.placed(BASE, None), BASE)
+
+
+def simulate_training(inputs: RunInputs) -> TrainingResult:
+    """Simulate the baseline step and every step kind the run's techniques define.
+
+    Step kinds are those of the technique that defines kinds (ADA-GP's ``bp``
+    and ``gp``), each rewritten by every technique and placed by the placing
+    technique if there is one; without kinds, a technique that rewrites or
+    places runs one step kind named after it.
+    """
+    sim = _Run(inputs)
+    base = sim.simulate(sim.placed(BASE, None), BASE)
+    if not inputs.techniques:
+        return TrainingResult(base, {}, None)
+    kinds = _kinds(inputs.techniques)
+    steps: dict[str, SimulatedStep] = {}
+    for kind in kinds:
+        result = sim.simulate(sim.placed(kind, base), kind)
+        cost = sim.placer.step_cost(result) if sim.placer is not None else StepCost.of(result)
+        steps[kind] = SimulatedStep(result, cost)
+    report = _report(inputs.techniques, sim.ctx, base, steps)
+    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
+
+
+def _kinds(techniques: tuple[Technique, ...]) -> list[str]:
+    for t in techniques:
+        if t.step_kinds():
+            return list(t.step_kinds())
+    names = [t.name for t in techniques if t.places()] or [techniques[0].name]
+    return names
+
+
+def _report(
+    techniques: tuple[Technique, ...],
+    ctx: TechniqueContext,
+    base: RunResult,
+    steps: Mapping[str, SimulatedStep],
+) -> dict[str, Any] | None:
+    """The training report: each technique's section; the one defining step kinds leads."""
+    sections: list[dict[str, Any]] = []
+    for t in sorted(techniques, key=lambda t: not t.step_kinds()):
+        section = t.training(ctx, base, steps)
+        if section is not None:
+            sections.append(section)
+    if not sections:
+        return None
+    report = sections[0]
+    for extra in sections[1:]:
+        report.setdefault("composed", {})[extra["technique"]] = extra
+    return report

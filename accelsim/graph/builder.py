@@ -1,0 +1,255 @@
+"""Accumulate ops into an :class:`~accelsim.graph.ops.OpGraph`.
+
+The builder knows tensors and their producers, nothing about processors: every
+op it emits is on processor 0 until a placement pass
+(:mod:`accelsim.mapping.placement`) moves it, and data that crosses processors
+travels by transfers that :func:`~accelsim.graph.passes.insert_transfers` adds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.graph import queries
+from accelsim.graph.ops import (
+    ROOT,
+    Access,
+    CommOp,
+    GemmOp,
+    Op,
+    OpGraph,
+    Parameter,
+    Phase,
+    Tag,
+    Tensor,
+    TensorKind,
+    VectorOp,
+    whole,
+)
+
+
+class GraphBuilder:
+    """Accumulates ops, in program order, tagged with ``tag``.
+
+    Args:
+        words: Word size of each tensor class.
+        tag: The tag of the ops it emits (which replica, mini-batch, micro-batch).
+    """
+
+    def __init__(self, words: WordBytesSpec, tag: Tag = ROOT, on_chip: Iterable[str] = ()) -> None:
+        self.words = words
+        self.tag = tag
+        self.ops: list[Op] = []
+        self.processor: list[int] = []
+        self._producers: dict[str, tuple[int, ...]] = {}
+        self._on_chip: set[str] = set(on_chip)
+
+    @classmethod
+    def extending(cls, graph: OpGraph, words: WordBytesSpec) -> GraphBuilder:
+        """A builder that appends to ``graph`` (see :meth:`append` for producers)."""
+        builder = cls(words, on_chip=graph.on_chip)
+        for op in graph.ops:
+            builder.append(op, graph.processor[op.op_id])
+        return builder
+
+    def append(self, op: Op, processor: int) -> None:
+        """Append an op made elsewhere, numbered ``len(ops)`` already.
+
+        Its writes add to their tensors' producers: graphs never rewrite a tensor
+        that a later op reads back, so every writer is a producer.
+        """
+        assert op.op_id == len(self.ops)
+        self.ops.append(op)
+        self.processor.append(processor)
+        for access in queries.writes_of(op):
+            name = access.tensor.name
+            self._producers[name] = (*self._producers.get(name, ()), op.op_id)
+
+    def append_graph(self, graph: OpGraph) -> int:
+        """Append every op of ``graph`` (on its processors); returns the id offset."""
+        offset = len(self.ops)
+        for op in graph.ops:
+            self.append(shifted(op, offset), graph.processor[op.op_id])
+        self._on_chip.update(graph.on_chip)
+        return offset
+
+    # -- tensors -------------------------------------------------------------------------
+    def tensor(self, name: str, kind: TensorKind, elements: int) -> Tensor:
+        """Create a tensor whose word size follows its class."""
+        word = {
+            TensorKind.ACTIVATION: self.words.activations,
+            TensorKind.WEIGHT: self.words.weights,
+            TensorKind.GRADIENT: self.words.gradients,
+            TensorKind.OPTIMIZER_STATE: self.words.optimizer_state,
+        }[kind]
+        return Tensor(name, kind, elements, word)
+
+    def keep_on_chip(self, tensor: Tensor) -> Tensor:
+        """Declare that ``tensor`` never travels to DRAM (it is read as it is produced)."""
+        self._on_chip.add(tensor.name)
+        return tensor
+
+    def alias(self, tensor: Tensor, parts: Iterable[Tensor]) -> Tensor:
+        """Declare ``tensor`` a view over ``parts``: it is ready when they all are."""
+        ids: set[int] = set()
+        for part in parts:
+            ids.update(self._producers.get(part.name, ()))
+        self._producers[tensor.name] = tuple(sorted(ids))
+        return tensor
+
+    def producers(self, tensor: Tensor) -> tuple[int, ...]:
+        """The ops whose writes ``tensor`` is ready after."""
+        return self._producers.get(tensor.name, ())
+
+    def add_dependencies(self, op_id: int, deps: Iterable[int]) -> None:
+        """Make an op also wait for earlier ops ``deps`` (e.g. a schedule's ordering)."""
+        op = self.ops[op_id]
+        extra = {d for d in deps if d < op_id}
+        self.ops[op_id] = dataclasses.replace(
+            op,
+            deps=tuple(sorted(set(op.deps) | extra)),
+            after=tuple(sorted(set(op.after) | extra)),
+        )
+
+    def _emit(self, op: Op, writes: Iterable[Tensor], partial: bool) -> int:
+        self.ops.append(op)
+        self.processor.append(0)
+        for t in writes:
+            before = self._producers.get(t.name, ()) if partial else ()
+            self._producers[t.name] = (*before, op.op_id)
+        return op.op_id
+
+    def _sources(self, reads: Iterable[Access]) -> tuple[tuple[int, ...], ...]:
+        return tuple(self._producers.get(a.tensor.name, ()) for a in reads)
+
+    # -- ops -----------------------------------------------------------------------------
+    def gemm(
+        self,
+        name: str,
+        layer: str,
+        phase: Phase,
+        m: int,
+        n: int,
+        k: int,
+        count: int,
+        a: Tensor,
+        b: Tensor,
+        c: Tensor,
+        a_elements: int | None = None,
+        b_elements: int | None = None,
+        partial: bool = False,
+        unit: str = "array",
+    ) -> int:
+        """Add ``count`` GEMMs ``c[m x n] = a[m x k] . b[k x n]`` on array ``unit``.
+
+        ``a_elements`` and ``b_elements`` are the operands' unique footprints per
+        GEMM (default: all of ``m*k`` and ``k*n``); ``partial`` marks ``c`` as
+        written piecewise by several ops.
+        """
+        a_fp = min(m * k, a_elements) if a_elements is not None else m * k
+        b_fp = min(k * n, b_elements) if b_elements is not None else k * n
+        sources = self._sources((Access(a, a_fp * count), Access(b, b_fp * count)))
+        op = GemmOp(
+            op_id=len(self.ops),
+            name=name,
+            layer=layer,
+            phase=phase,
+            m=m,
+            n=n,
+            k=k,
+            count=count,
+            a=a,
+            b=b,
+            c=c,
+            a_elements=a_fp,
+            b_elements=b_fp,
+            deps=_union(sources),
+            unit=unit,
+            sources=sources,
+            tag=self.tag,
+        )
+        return self._emit(op, (c,), partial)
+
+    def vector(
+        self,
+        name: str,
+        layer: str,
+        phase: Phase,
+        elements: int,
+        ops_per_element: int,
+        reads: Sequence[Access | Tensor],
+        writes: Sequence[Access | Tensor],
+        after: Iterable[int] = (),
+        tag: Tag | None = None,
+    ) -> int:
+        """Add a vector-unit op; tensors given bare are accessed whole."""
+        read_acc = tuple(r if isinstance(r, Access) else whole(r) for r in reads)
+        write_acc = tuple(w if isinstance(w, Access) else whole(w) for w in writes)
+        sources = self._sources(read_acc)
+        order = tuple(sorted(set(after)))
+        op = VectorOp(
+            op_id=len(self.ops),
+            name=name,
+            layer=layer,
+            phase=phase,
+            elements=elements,
+            ops_per_element=ops_per_element,
+            reads=read_acc,
+            writes=write_acc,
+            deps=_union((*sources, order)),
+            sources=sources,
+            after=order,
+            tag=self.tag if tag is None else tag,
+        )
+        return self._emit(op, (w.tensor for w in write_acc), False)
+
+    def allreduce(
+        self,
+        name: str,
+        layer: str,
+        tensor: Tensor,
+        participants: tuple[int, ...],
+        after: Iterable[int],
+    ) -> int:
+        """Add a ring all-reduce of ``tensor`` after the ops in ``after``."""
+        order = tuple(sorted(set(after)))
+        op = CommOp(
+            op_id=len(self.ops),
+            name=name,
+            layer=layer,
+            phase=Phase.COMM,
+            tensor=tensor,
+            participants=participants,
+            deps=order,
+            after=order,
+            tag=self.tag,
+        )
+        return self._emit(op, (tensor,), False)
+
+    def build(self, parameters: Sequence[Parameter] = (), priority: Sequence[int] = ()) -> OpGraph:
+        """Freeze the ops into an :class:`OpGraph`, marking the activations backward reads."""
+        return OpGraph(
+            ops=tuple(self.ops),
+            processor=tuple(self.processor),
+            on_chip=frozenset(self._on_chip),
+            stashed=queries.stashed(self.ops),
+            parameters=tuple(parameters),
+            priority=tuple(priority),
+        )
+
+
+def shifted(op: Op, offset: int) -> Op:
+    """``op`` with its id and every reference moved by ``offset``."""
+    return dataclasses.replace(
+        op,
+        op_id=op.op_id + offset,
+        deps=tuple(d + offset for d in op.deps),
+        sources=tuple(tuple(s + offset for s in g) for g in op.sources),
+        after=tuple(a + offset for a in op.after),
+    )
+
+
+def _union(groups: Iterable[Iterable[int]]) -> tuple[int, ...]:
+    return tuple(sorted({i for g in groups for i in g}))

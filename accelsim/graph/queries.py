@@ -1,0 +1,68 @@
+"""Read-only questions about ops and graphs: what an op reads and writes, what is stashed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from accelsim.graph.ops import (
+    Access,
+    GemmOp,
+    Op,
+    Phase,
+    Tensor,
+    TensorKind,
+    TransferOp,
+    VectorOp,
+    whole,
+)
+
+BACKWARD = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+
+
+def reads_of(op: Op) -> tuple[Access, ...]:
+    """Every tensor access an op reads (GEMM operands by unique footprint)."""
+    if isinstance(op, GemmOp):
+        return (Access(op.a, op.a_elements * op.count), Access(op.b, op.b_elements * op.count))
+    if isinstance(op, VectorOp):
+        return op.reads
+    if isinstance(op, TransferOp):
+        return (Access(op.tensor, op.elements),)
+    return (whole(op.tensor),)
+
+
+def writes_of(op: Op) -> tuple[Access, ...]:
+    """Every tensor access an op writes (a transfer makes a copy, not a new tensor)."""
+    if isinstance(op, GemmOp):
+        return (Access(op.c, op.m * op.n * op.count),)
+    if isinstance(op, VectorOp):
+        return op.writes
+    if isinstance(op, TransferOp):
+        return ()
+    return (whole(op.tensor),)
+
+
+def stashed(ops: Iterable[Op]) -> frozenset[str]:
+    """Activations the backward pass reads: saved in the forward pass for it."""
+    return frozenset(
+        a.tensor.name
+        for op in ops
+        if op.phase in BACKWARD
+        for a in reads_of(op)
+        if a.tensor.kind is TensorKind.ACTIVATION
+    )
+
+
+def sinks(ops: Sequence[Op], start: int) -> tuple[int, ...]:
+    """Ops from ``start`` on that no later op from ``start`` on waits for."""
+    used = {d for op in ops[start:] for d in op.deps}
+    return tuple(op.op_id for op in ops[start:] if op.op_id not in used)
+
+
+def first_backward(ops: Sequence[Op]) -> int:
+    """Index of the first backward op (``len(ops)`` when there is none)."""
+    return next((op.op_id for op in ops if op.phase in BACKWARD), len(ops))
+
+
+def tensors(ops: Iterable[Op]) -> dict[str, Tensor]:
+    """Every tensor the ops read or write, by name."""
+    return {a.tensor.name: a.tensor for op in ops for a in (*reads_of(op), *writes_of(op))}

@@ -1,0 +1,99 @@
+"""What layer rules lower into: one replica's tensors, parameters and gradients in flight."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from accelsim.config.run import StridedDx
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import Parameter, ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering.shapes import LayerInfo
+
+
+class StepContext:
+    """State of lowering one replica's step, shared by every layer rule.
+
+    Attributes:
+        b: The graph builder.
+        n: Samples in this replica's batch.
+        strided_dx: How strided convolutions compute ``dX``.
+        acts: Activation tensor of every layer output (and of the input).
+        requires_grad: Layers whose output needs a gradient.
+        params: Trainable tensors, in creation order.
+        saved: What a layer's forward pass left for its backward pass, by layer.
+    """
+
+    def __init__(self, builder: GraphBuilder, batch: int, strided_dx: StridedDx) -> None:
+        self.b = builder
+        self.n = batch
+        self.strided_dx = strided_dx
+        self.acts: dict[str, Tensor] = {}
+        self.requires_grad: set[str] = set()
+        self.partials: dict[str, list[Tensor]] = {}
+        self.params: list[Parameter] = []
+        self.saved: dict[str, Any] = {}
+
+    def t(self, name: str, kind: TensorKind, elements: int) -> Tensor:
+        return self.b.tensor(name, kind, elements)
+
+    # -- parameters ----------------------------------------------------------------------
+    def param(self, layer: str, suffix: str, elements: int, kind: ParamKind, rows: int) -> Tensor:
+        """Create a trainable tensor ``layer.suffix`` and its gradient ``layer.dsuffix``."""
+        weight = self.t(f"{layer}.{suffix}", TensorKind.WEIGHT, elements)
+        grad = self.t(f"{layer}.d{suffix}", TensorKind.GRADIENT, elements)
+        self.params.append(Parameter(layer, weight, grad, -1, kind, rows))
+        return weight
+
+    def parameter(self, layer: str, suffix: str) -> Parameter:
+        wanted = f"{layer}.{suffix}"
+        return next(p for p in self.params if p.weight.name == wanted)
+
+    def grad_done(self, layer: str, suffix: str, op_id: int) -> None:
+        """Record that op ``op_id`` finishes the gradient of ``layer.suffix``."""
+        p = self.parameter(layer, suffix)
+        self.params[self.params.index(p)] = dataclasses.replace(p, grad_op=op_id)
+
+    def bias_grad(self, layer: str, suffix: str, g: Tensor) -> None:
+        """The gradient of a bias: the sum of the output gradient ``g`` over positions."""
+        p = self.parameter(layer, suffix)
+        op = self.b.vector(
+            f"{layer}.d{suffix}", layer, Phase.BWD_WEIGHT, g.elements, 1, [g], [p.gradient]
+        )
+        self.grad_done(layer, suffix, op)
+
+    # -- gradients -----------------------------------------------------------------------
+    def out_grad(self, info: LayerInfo) -> Tensor | None:
+        """The gradient of a layer's output, summing the partial ones its readers gave."""
+        name = info.layer.name
+        parts = self.partials.get(name, [])
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        grad = self.t(f"{name}.grad", TensorKind.GRADIENT, parts[0].elements)
+        self.b.vector(
+            f"{name}.grad_accum",
+            name,
+            Phase.BWD_INPUT,
+            grad.elements,
+            len(parts) - 1,
+            parts,
+            [grad],
+        )
+        return grad
+
+    def give(self, info: LayerInfo, index: int, grad: Tensor) -> None:
+        """Hand a partial gradient to the layer's ``index``-th input."""
+        self.partials.setdefault(info.inputs[index], []).append(grad)
+
+    def wants(self, info: LayerInfo, index: int = 0) -> bool:
+        """Whether the layer's ``index``-th input needs a gradient."""
+        return info.inputs[index] in self.requires_grad
+
+    def dx(self, info: LayerInfo, index: int = 0) -> Tensor:
+        """A new gradient tensor for the layer's ``index``-th input."""
+        source = self.acts[info.inputs[index]]
+        return self.t(
+            f"{info.inputs[index]}.grad<-{info.layer.name}", TensorKind.GRADIENT, source.elements
+        )

@@ -1,0 +1,132 @@
+"""Shape inference and consistency checks for a workload's layer table.
+
+Each layer kind's shape rule is part of its lowering rule
+(:mod:`accelsim.lowering.rules`); this module walks the table in order, resolves
+every layer's inputs, and reports every inconsistency as a
+:class:`~accelsim.errors.WorkloadError` at the layer's key path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accelsim.config.loader import Override, display_path
+from accelsim.config.validate import suggest
+from accelsim.errors import Problem, WorkloadError
+from accelsim.lowering.rules import rule_for
+from accelsim.lowering.shapes import INPUT_NAME, LayerInfo, Shape, ShapeProblem, input_shape
+from accelsim.workload import model as wm
+from accelsim.workload.loader import load_workload
+
+
+def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
+    """Resolve every layer's inputs and infer its output shape.
+
+    Args:
+        workload: The validated layer table.
+        file: Source name for error messages.
+
+    Returns:
+        One :class:`LayerInfo` per layer, in order.
+
+    Raises:
+        WorkloadError: listing every inconsistent layer.
+    """
+    shapes: dict[str, Shape] = {INPUT_NAME: input_shape(workload.input)}
+    infos: list[LayerInfo] = []
+    problems: list[Problem] = []
+    consumers: dict[str, int] = {}
+    failed: set[str] = set()
+    losses = []
+    for index, layer in enumerate(workload.layers):
+        where = f"layers[{index}]"
+        if layer.name in shapes:
+            problems.append(Problem(file, f"{where}.name", "duplicate layer name", layer.name))
+            continue
+        names = (
+            tuple(layer.inputs)
+            if layer.inputs is not None
+            else ((workload.layers[index - 1].name if index else INPUT_NAME),)
+        )
+        if any(n in failed for n in names):
+            failed.add(layer.name)  # already reported where it first went wrong
+            continue
+        unknown = [n for n in names if n not in shapes]
+        if unknown:
+            problems.append(
+                Problem(
+                    file,
+                    f"{where}.inputs",
+                    "unknown input (inputs must be defined earlier); "
+                    + suggest(unknown[0], list(shapes)),
+                    unknown[0],
+                )
+            )
+            continue
+        in_shapes = tuple(shapes[n] for n in names)
+        try:
+            out = rule_for(layer).shape(layer, in_shapes)
+        except ShapeProblem as exc:
+            path = f"{where}.{exc.key}" if exc.key else where
+            problems.append(Problem(file, path, exc.message, exc.value))
+            failed.add(layer.name)
+            continue
+        for n in names:
+            consumers[n] = consumers.get(n, 0) + 1
+        if isinstance(layer, wm.CrossEntropy):
+            losses.append(index)
+        shapes[layer.name] = out
+        infos.append(LayerInfo(index, layer, names, in_shapes, out))
+    if not problems:
+        problems.extend(_check_losses(workload, losses, consumers, file))
+    if problems:
+        raise WorkloadError(problems)
+    return infos
+
+
+def _check_losses(
+    workload: wm.Workload, losses: list[int], consumers: dict[str, int], file: str
+) -> list[Problem]:
+    if len(losses) != 1:
+        return [
+            Problem(
+                file,
+                "layers",
+                "a training workload needs exactly one cross_entropy loss layer",
+                len(losses),
+            )
+        ]
+    loss = workload.layers[losses[0]]
+    if consumers.get(loss.name):
+        return [
+            Problem(
+                file,
+                f"layers[{losses[0]}].name",
+                "the loss output cannot feed another layer",
+                loss.name,
+            )
+        ]
+    # Every other output must reach the loss, or its layer would get no gradient.
+    return [
+        Problem(
+            file,
+            f"layers[{i}].name",
+            "output is never used: no later layer reads it and it is not the loss",
+            layer.name,
+        )
+        for i, layer in enumerate(workload.layers)
+        if i != losses[0] and not consumers.get(layer.name)
+    ]
+
+
+def load_model(
+    path: Path, overrides: list[Override] | None = None, variant: Override | None = None
+) -> tuple[wm.Workload, list[LayerInfo]]:
+    """Load a workload file (see :func:`~accelsim.workload.loader.load_workload`) and
+    infer its shapes.
+
+    Raises:
+        WorkloadError: for schema problems or shape inconsistencies.
+    """
+    workload = load_workload(path, overrides, variant)
+    return workload, infer_shapes(workload, display_path(path))

@@ -1,0 +1,147 @@
+"""LSTM layers, unrolled over the sequence: one gates GEMM and one cell op per time step."""
+
+from __future__ import annotations
+
+from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering.context import StepContext
+from accelsim.lowering.rules.base import LayerRule, register
+from accelsim.lowering.shapes import LayerInfo, Layout, Shape, one_input
+from accelsim.workload import model as wm
+
+LSTM_CELL_FWD_OPS = 24  # 3 sigmoids, 2 tanh, 3 multiplies, 1 add per hidden unit
+LSTM_CELL_BWD_OPS = 30
+
+# Per time step: the [x_t, h_{t-1}] input, the activated gates and the cell state.
+Cell = tuple[Tensor, Tensor, Tensor]
+
+
+@register
+class LstmRule(LayerRule):
+    """``lstm``: gates ``[x_t, h_{t-1}] . W`` of width 4H per step; backward through time."""
+
+    kinds = ("lstm",)
+    has_params = True
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        assert isinstance(layer, wm.Lstm)
+        x = one_input(layer, in_shapes, Layout.SEQUENCE)
+        return Shape(Layout.SEQUENCE, (x.dims[0], layer.hidden_size))
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        name, n, b = info.layer.name, ctx.n, ctx.b
+        steps, d = info.in_shapes[0].dims
+        hidden = info.out_shape.dims[1]
+        weight = ctx.param(name, "W", 4 * hidden * (d + hidden), ParamKind.WEIGHT, 4 * hidden)
+        ctx.param(name, "b", 8 * hidden, ParamKind.BIAS, 8 * hidden)
+        h_prev: Tensor | None = None
+        c_prev: Tensor | None = None
+        cells: list[Cell] = []
+        outputs = []
+        for t in range(steps):
+            xh = ctx.t(f"{name}.xh{t}", TensorKind.ACTIVATION, n * (d + hidden))
+            b.alias(xh, [xs[0]] + ([h_prev] if h_prev is not None else []))
+            gates = ctx.t(f"{name}.gates{t}", TensorKind.ACTIVATION, n * 4 * hidden)
+            b.gemm(
+                f"{name}.fwd.t{t}",
+                name,
+                Phase.FWD,
+                m=n,
+                n=4 * hidden,
+                k=d + hidden,
+                count=1,
+                a=xh,
+                b=weight,
+                c=gates,
+            )
+            act = ctx.t(f"{name}.act{t}", TensorKind.ACTIVATION, n * 4 * hidden)
+            h = ctx.t(f"{name}.h{t}", TensorKind.ACTIVATION, n * hidden)
+            cell = ctx.t(f"{name}.c{t}", TensorKind.ACTIVATION, n * hidden)
+            reads = [gates] + ([c_prev] if c_prev is not None else [])
+            b.vector(
+                f"{name}.cell.t{t}",
+                name,
+                Phase.FWD,
+                n * hidden,
+                LSTM_CELL_FWD_OPS,
+                reads,
+                [act, h, cell],
+            )
+            cells.append((xh, act, cell))
+            outputs.append(h)
+            h_prev, c_prev = h, cell
+        b.alias(y, outputs)
+        ctx.saved[name] = cells
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        name, n, b = info.layer.name, ctx.n, ctx.b
+        steps, d = info.in_shapes[0].dims
+        hidden = info.out_shape.dims[1]
+        weight = ctx.parameter(name, "W")
+        cells: list[Cell] = ctx.saved[name]
+        wants_x = ctx.wants(info)
+        dgates_all = []
+        dxh_parts = []
+        dxh_next: Tensor | None = None
+        dc_next: Tensor | None = None
+        for t in reversed(range(steps)):
+            _xh, act, cell = cells[t]
+            dgates = ctx.t(f"{name}.dgates{t}", TensorKind.GRADIENT, n * 4 * hidden)
+            dc = ctx.t(f"{name}.dc{t}", TensorKind.GRADIENT, n * hidden)
+            reads: list[Access | Tensor] = [Access(g, n * hidden), act, cell]
+            if t > 0:
+                reads.append(cells[t - 1][2])
+            if dxh_next is not None and dc_next is not None:
+                reads += [Access(dxh_next, n * hidden), dc_next]
+            b.vector(
+                f"{name}.cell.bwd.t{t}",
+                name,
+                Phase.BWD_INPUT,
+                n * hidden,
+                LSTM_CELL_BWD_OPS,
+                reads,
+                [dgates, dc],
+            )
+            dgates_all.append(dgates)
+            width = (d if wants_x else 0) + (hidden if t > 0 else 0)
+            dxh_next = None
+            if width:
+                dxh = ctx.t(f"{name}.dxh{t}", TensorKind.GRADIENT, n * width)
+                b.gemm(
+                    f"{name}.dx.t{t}",
+                    name,
+                    Phase.BWD_INPUT,
+                    m=n,
+                    n=width,
+                    k=4 * hidden,
+                    count=1,
+                    a=dgates,
+                    b=weight.weight,
+                    c=dxh,
+                )
+                dxh_parts.append(dxh)
+                dxh_next = dxh
+            dc_next = dc
+        all_dgates = b.alias(
+            ctx.t(f"{name}.dgates", TensorKind.GRADIENT, n * steps * 4 * hidden), dgates_all
+        )
+        all_xh = b.alias(
+            ctx.t(f"{name}.xh", TensorKind.ACTIVATION, n * steps * (d + hidden)),
+            [xh for xh, _, _ in cells],
+        )
+        op = b.gemm(
+            f"{name}.dw",
+            name,
+            Phase.BWD_WEIGHT,
+            m=4 * hidden,
+            n=d + hidden,
+            k=n * steps,
+            count=1,
+            a=all_dgates,
+            b=all_xh,
+            c=weight.gradient,
+        )
+        ctx.grad_done(name, "W", op)
+        ctx.bias_grad(name, "b", all_dgates)
+        if wants_x:
+            ctx.give(info, 0, b.alias(ctx.dx(info), dxh_parts))

@@ -1,0 +1,268 @@
+"""Layers that run on the vector unit: pooling, normalisation, activations, dropout,
+token selection, the loss, and the shape-only layers (add, concat, flatten).
+
+Vector-op costs per element are documented in the README's modelling notes.
+"""
+
+from __future__ import annotations
+
+from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering.context import StepContext
+from accelsim.lowering.rules.base import LayerRule, register
+from accelsim.lowering.shapes import (
+    LayerInfo,
+    Layout,
+    Shape,
+    ShapeProblem,
+    conv_output_hw,
+    merge,
+    one_input,
+)
+from accelsim.workload import model as wm
+from accelsim.workload.model import pair
+
+BATCHNORM_FWD_OPS = 6  # mean, variance, normalise, scale, shift
+BATCHNORM_BWD_OPS = 8  # two reductions, then the dx formula
+SOFTMAX_FWD_OPS = 5  # max, subtract, exp, sum, divide
+SOFTMAX_BWD_OPS = 3  # dot(y, dy), subtract, multiply
+CROSS_ENTROPY_FWD_OPS = 6  # softmax plus log and pick
+DROPOUT_FWD_OPS = 3  # random draw, compare, scale
+ANY = (Layout.CHW, Layout.FEATURES, Layout.SEQUENCE)
+# Activations whose derivative is computed from their output rather than their input.
+BY_OUTPUT = frozenset(
+    {
+        wm.ActivationFunction.RELU,
+        wm.ActivationFunction.RELU6,
+        wm.ActivationFunction.SIGMOID,
+        wm.ActivationFunction.TANH,
+    }
+)
+
+
+def _elementwise_backward(ctx: StepContext, info: LayerInfo, ops: int, reads: list[Tensor]) -> None:
+    """``dX`` by one vector op over the input's elements, if the input needs a gradient."""
+    if ctx.wants(info):
+        x = ctx.acts[info.inputs[0]]
+        grad = ctx.dx(info)
+        name = info.layer.name
+        ctx.b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, reads, [grad])
+        ctx.give(info, 0, grad)
+
+
+@register
+class PoolRule(LayerRule):
+    """``maxpool``/``avgpool``: one op per window tap; ``global_avgpool``: one per input."""
+
+    kinds = ("maxpool", "avgpool", "global_avgpool")
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        x = one_input(layer, in_shapes, Layout.CHW)
+        if isinstance(layer, wm.GlobalAvgPool):
+            return Shape(Layout.FEATURES, (x.dims[0],))
+        assert isinstance(layer, (wm.MaxPool, wm.AvgPool))
+        c, h, w = x.dims
+        stride = pair(layer.stride if layer.stride is not None else layer.kernel)
+        p, q = conv_output_hw(h, w, pair(layer.kernel), stride, pair(layer.padding))
+        if p < 1 or q < 1:
+            raise ShapeProblem("kernel", f"larger than the padded {h}x{w} input", layer.kernel)
+        return Shape(Layout.CHW, (c, p, q))
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        layer = info.layer
+        if isinstance(layer, wm.GlobalAvgPool):
+            ctx.b.vector(f"{layer.name}.fwd", layer.name, Phase.FWD, xs[0].elements, 1, xs, [y])
+            return
+        assert isinstance(layer, (wm.MaxPool, wm.AvgPool))
+        r, s = pair(layer.kernel)
+        ctx.b.vector(f"{layer.name}.fwd", layer.name, Phase.FWD, y.elements, r * s, xs, [y])
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        x = ctx.acts[info.inputs[0]]
+        reads = [g, x] if isinstance(info.layer, wm.MaxPool) else [g]
+        _elementwise_backward(ctx, info, 1, reads)
+
+
+@register
+class NormRule(LayerRule):
+    """``batchnorm``/``layernorm``: statistics, normalisation and an affine scale and shift."""
+
+    kinds = ("batchnorm", "layernorm")
+    has_params = True
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        if isinstance(layer, wm.BatchNorm):
+            return one_input(layer, in_shapes, Layout.CHW, Layout.FEATURES)
+        return one_input(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE)
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        name = info.layer.name
+        affine = ctx.param(name, "affine", 2 * info.in_shapes[0].channels, ParamKind.NORM, 2)
+        ctx.b.vector(
+            f"{name}.fwd", name, Phase.FWD, y.elements, BATCHNORM_FWD_OPS, [xs[0], affine], [y]
+        )
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        name = info.layer.name
+        x = ctx.acts[info.inputs[0]]
+        affine = ctx.parameter(name, "affine")
+        dx = ctx.dx(info) if ctx.wants(info) else None
+        writes = [affine.gradient] if dx is None else [affine.gradient, dx]
+        op = ctx.b.vector(
+            f"{name}.bwd",
+            name,
+            Phase.BWD_INPUT,
+            x.elements,
+            BATCHNORM_BWD_OPS,
+            [g, x, affine.weight],
+            writes,
+        )
+        ctx.grad_done(name, "affine", op)
+        if dx is not None:
+            ctx.give(info, 0, dx)
+
+
+@register
+class ActivationRule(LayerRule):
+    """``activation`` and ``softmax``: element-wise forward, one op per element backward."""
+
+    kinds = ("activation", "softmax")
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        return one_input(layer, in_shapes, *ANY)
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        layer = info.layer
+        ops = layer.function.forward_ops if isinstance(layer, wm.Activation) else SOFTMAX_FWD_OPS
+        ctx.b.vector(f"{layer.name}.fwd", layer.name, Phase.FWD, y.elements, ops, xs, [y])
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        layer = info.layer
+        x, y = ctx.acts[info.inputs[0]], ctx.acts[layer.name]
+        if isinstance(layer, wm.Activation):
+            ops, saved = layer.function.backward_ops, y if layer.function in BY_OUTPUT else x
+        else:
+            ops, saved = SOFTMAX_BWD_OPS, y
+        _elementwise_backward(ctx, info, ops, [g, saved])
+
+
+@register
+class DropoutRule(LayerRule):
+    """``dropout``: a random mask, kept bit-packed (one bit per element) for backward."""
+
+    kinds = ("dropout",)
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        return one_input(layer, in_shapes, *ANY)
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        name = info.layer.name
+        mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, -(-y.elements // 8), 1)
+        ctx.saved[name] = mask
+        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, DROPOUT_FWD_OPS, xs, [y, mask])
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        _elementwise_backward(ctx, info, 1, [g, ctx.saved[info.layer.name]])
+
+
+@register
+class TokenSelectRule(LayerRule):
+    """``token_select``: copy one token; its gradient is zero everywhere else."""
+
+    kinds = ("token_select",)
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        assert isinstance(layer, wm.TokenSelect)
+        x = one_input(layer, in_shapes, Layout.SEQUENCE)
+        if layer.index >= x.dims[0]:
+            raise ShapeProblem("index", f"beyond the {x.dims[0]} tokens", layer.index)
+        return Shape(Layout.FEATURES, (x.dims[1],))
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        name = info.layer.name
+        reads = [Access(xs[0], y.elements)]
+        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, 1, reads, [y])
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        _elementwise_backward(ctx, info, 1, [g])
+
+
+@register
+class CrossEntropyRule(LayerRule):
+    """``cross_entropy``: softmax and log-likelihood; its backward starts the backward pass."""
+
+    kinds = ("cross_entropy",)
+    is_loss = True
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        one_input(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE)
+        return Shape(Layout.FEATURES, (1,))
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        name, x = info.layer.name, xs[0]
+        probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, x.elements)
+        ctx.saved[name] = probs
+        ctx.b.vector(
+            f"{name}.fwd", name, Phase.FWD, x.elements, CROSS_ENTROPY_FWD_OPS, [x], [probs, y]
+        )
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        _elementwise_backward(ctx, info, 1, [ctx.saved[info.layer.name]])
+
+
+@register
+class AddRule(LayerRule):
+    """``add``: one op per extra input; the gradient goes to every input unchanged."""
+
+    kinds = ("add",)
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        return merge(layer, in_shapes, concat=False)
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        name = info.layer.name
+        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, len(xs) - 1, xs, [y])
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        for i in range(len(info.inputs)):
+            if ctx.wants(info, i):
+                ctx.give(info, i, g)
+
+
+@register
+class FlattenRule(AddRule):
+    """``flatten``: a view of its input; no ops."""
+
+    kinds = ("flatten",)
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        x = one_input(layer, in_shapes, Layout.CHW, Layout.FEATURES)
+        return Shape(Layout.FEATURES, (x.numel,))
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        ctx.b.alias(y, xs)
+
+
+@register
+class ConcatRule(LayerRule):
+    """``concat``: a view of its inputs; each input's gradient is a view of a slice."""
+
+    kinds = ("concat",)
+
+    def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
+        return merge(layer, in_shapes, concat=True)
+
+    def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        ctx.b.alias(y, xs)
+
+    def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
+        assert g is not None
+        for i, source in enumerate(info.inputs):
+            if ctx.wants(info, i):
+                part = ctx.t(f"{g.name}[{i}]", TensorKind.GRADIENT, ctx.acts[source].elements)
+                ctx.give(info, i, ctx.b.alias(part, [g]))

@@ -1,0 +1,66 @@
+"""Lower a workload to the op graph of one replica's forward and backward pass.
+
+Each layer's rule emits its forward ops, then, in reverse order, its backward
+ops (input gradient ``dX`` and weight gradient ``dW``); see the GEMM shapes in
+``docs/architecture.md``.  Dependencies come from tensors: an op depends on the
+ops that produced what it reads.  An activation read by several layers gets its
+gradient summed from the partial gradients by an explicit accumulation op.  The
+optimizer updates are not part of the step graph: placement adds them
+(:mod:`accelsim.lowering.optimizer`), once per replica or per stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import StridedDx
+from accelsim.graph import queries
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import OpGraph, TensorKind
+from accelsim.lowering.context import StepContext
+from accelsim.lowering.rules import rule_for
+from accelsim.lowering.shapes import INPUT_NAME, LayerInfo, input_shape
+from accelsim.workload import model as wm
+
+
+def lower(
+    infos: Sequence[LayerInfo],
+    workload: wm.Workload,
+    batch: int,
+    words: WordBytesSpec,
+    strided_dx: StridedDx,
+) -> OpGraph:
+    """The forward and backward pass of ``batch`` samples on one processor.
+
+    The graph's ``parameters`` are every trainable tensor with the op that
+    finishes its gradient.
+    """
+    ctx = StepContext(GraphBuilder(words), batch, strided_dx)
+    ctx.acts[INPUT_NAME] = ctx.t(
+        INPUT_NAME, TensorKind.ACTIVATION, batch * input_shape(workload.input).numel
+    )
+    for info in infos:
+        rule = rule_for(info.layer)
+        y = ctx.t(f"{info.layer.name}.out", TensorKind.ACTIVATION, batch * info.out_shape.numel)
+        ctx.acts[info.layer.name] = y
+        rule.forward(ctx, info, [ctx.acts[i] for i in info.inputs], y)
+        if rule.has_params or any(i in ctx.requires_grad for i in info.inputs):
+            ctx.requires_grad.add(info.layer.name)
+    for info in reversed(infos):
+        if info.layer.name not in ctx.requires_grad:
+            continue
+        rule = rule_for(info.layer)
+        if rule.is_loss:
+            rule.backward(ctx, info, None)
+            continue
+        g = ctx.out_grad(info)
+        if g is not None:
+            rule.backward(ctx, info, g)
+    return ctx.b.build(ctx.params)
+
+
+def backward_sinks(graph: OpGraph) -> tuple[int, ...]:
+    """The ops from the first backward op on that no later op waits for: where the
+    backward pass (with whatever a technique added to it) ends."""
+    return queries.sinks(graph.ops, queries.first_backward(graph.ops))

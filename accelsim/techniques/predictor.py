@@ -1,0 +1,288 @@
+"""ADA-GP's gradient predictor: its ops per predicted layer and its cost in closed form.
+
+See :mod:`accelsim.techniques.gradient_prediction` for the technique and the
+provenance of the predictor's shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from accelsim.config.base import PositiveInt, Spec
+from accelsim.config.run import OptimizerKind
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import Parameter, ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering.shapes import LayerInfo, Layout, Shape
+
+MSE_OPS = 3  # difference, square, scale (the gradient of the squared error)
+
+
+class PredictorNetSpec(Spec):
+    """The predictor network [R]: pool to ``pool`` x ``pool``, ``conv_layers`` 3x3
+    convs of ``channels`` channels, one FC layer per output-channel sample.
+
+    Layers with fewer than ``pool**2`` values per output channel (a linear
+    layer's output has one) feed the predictor what they have [D].
+    """
+
+    pool: PositiveInt = 4
+    conv_layers: PositiveInt = 2
+    channels: PositiveInt = 64
+
+
+def predicted_shape(parameter: Parameter) -> tuple[int, int] | None:
+    """``(K, O)``: output channels and per-channel gradient size of a predicted weight.
+
+    Only layers' weight matrices are predicted (conv, linear, LSTM, attention);
+    None for biases, norm parameters and embedding tables.
+    """
+    if parameter.kind is not ParamKind.WEIGHT:
+        return None
+    return parameter.rows, parameter.weight.elements // parameter.rows
+
+
+def pooled_size(shape: Shape, pool: int) -> int:
+    """Values per output channel after pooling: ``pool**2``, or fewer when the layer has fewer.
+
+    A feature map has ``P*Q`` values per channel and a sequence ``T``; a plain
+    feature vector has one, which no pooling can turn into ``pool**2``.
+    """
+    if shape.layout is Layout.CHW:
+        spatial = shape.dims[1] * shape.dims[2]
+    elif shape.layout is Layout.SEQUENCE:
+        spatial = shape.dims[0]
+    else:
+        spatial = 1
+    return min(pool**2, spatial)
+
+
+def predictor_layer_cost(
+    net: PredictorNetSpec, info: LayerInfo, parameter: Parameter, batch: int
+) -> dict[str, Any]:
+    """The predictor's work for one predicted weight, in closed form (per replica step).
+
+    Forward (inference) MACs are ``K p (9 h + (c - 1) 9 h^2) + K h p O`` with
+    ``p`` the pooled values per channel; training adds every GEMM's backward
+    (dW and dX) except the first conv's dX.  Weight bytes count the conv
+    weights and the FC slice this layer uses; activation bytes the predictor's
+    input and conv outputs.
+    """
+    shape = predicted_shape(parameter)
+    assert shape is not None
+    k, o = shape
+    p = pooled_size(info.out_shape, net.pool)
+    h, c = net.channels, net.conv_layers
+    conv0 = k * p * 9 * h
+    convs = conv0 + (c - 1) * k * p * 9 * h * h
+    fc = k * h * p * o
+    word = parameter.weight.word_bytes
+    return {
+        "parameter": parameter.weight.name,
+        "output_channels": k,
+        "gradient_per_channel": o,
+        "pooled_values": p,
+        "forward_macs": convs + fc,
+        "training_macs": 2 * (convs + fc) - conv0,
+        "averaging_ops": batch * info.out_shape.numel,
+        "weight_bytes": word * (9 * h + (c - 1) * 9 * h * h + h * p * o),
+        "activation_bytes": word * k * p * (1 + c * h),
+    }
+
+
+@dataclass(frozen=True)
+class LayerOutput:
+    """A layer whose weights are predicted, as the predictor sees it: its shapes and
+    the output tensor it reads."""
+
+    info: LayerInfo
+    output: Tensor
+
+
+class Predictor:
+    """Emits the predictor's ops for one layer (shared by BP and GP steps)."""
+
+    def __init__(self, net: PredictorNetSpec, unit: str, largest_output: int) -> None:
+        self.net = net
+        self.unit = unit
+        self.largest_output = largest_output
+
+    def weights(self, builder: GraphBuilder) -> tuple[Tensor, list[Tensor]]:
+        """The predictor's FC weights (sized for the largest layer) and conv weights."""
+        net = self.net
+        fc = builder.tensor(
+            "predictor.fc.W",
+            TensorKind.WEIGHT,
+            net.channels * net.pool**2 * self.largest_output,
+        )
+        convs = [
+            builder.tensor(
+                f"predictor.conv{j}.W",
+                TensorKind.WEIGHT,
+                9 * net.channels * (1 if j == 0 else net.channels),
+            )
+            for j in range(net.conv_layers)
+        ]
+        return fc, convs
+
+    def infer(
+        self, builder: GraphBuilder, view: LayerOutput, parameter: Parameter, k: int, o: int
+    ) -> tuple[Tensor, int, list[Tensor]]:
+        """Predict ``parameter``'s gradient; return it, the op that made it, and activations."""
+        net, layer = self.net, view.info.layer.name
+        p2 = pooled_size(view.info.out_shape, net.pool)
+        tag = f"{parameter.weight.name}.predictor"
+        sample = builder.tensor(f"{tag}.input", TensorKind.ACTIVATION, k * p2)
+        # Batch averaging and pooling read the layer's output as it leaves the
+        # array (on chip), one op per element.
+        fresh = builder.keep_on_chip(
+            builder.tensor(
+                f"{view.output.name}.to_predictor", TensorKind.ACTIVATION, view.output.elements
+            )
+        )
+        builder.vector(
+            f"{tag}.average", layer, Phase.AUX, view.output.elements, 1, [fresh], [sample]
+        )
+        fc, convs = self.weights(builder)
+        x = sample
+        activations = [sample]
+        for j, w in enumerate(convs):
+            y = builder.tensor(f"{tag}.conv{j}", TensorKind.ACTIVATION, k * p2 * net.channels)
+            fan_in = 9 * (1 if j == 0 else net.channels)
+            builder.gemm(
+                f"{tag}.conv{j}.fwd",
+                layer,
+                Phase.AUX,
+                m=k * p2,
+                n=net.channels,
+                k=fan_in,
+                count=1,
+                a=x,
+                b=w,
+                c=y,
+                unit=self.unit,
+            )
+            x = y
+            activations.append(y)
+        predicted = builder.tensor(f"{tag}.gradient", TensorKind.GRADIENT, k * o)
+        op = builder.gemm(
+            f"{tag}.fc.fwd",
+            layer,
+            Phase.AUX,
+            m=k,
+            n=o,
+            k=net.channels * p2,
+            count=1,
+            a=x,
+            b=fc,
+            c=predicted,
+            b_elements=net.channels * p2 * o,
+            unit=self.unit,
+        )
+        return predicted, op, activations
+
+    def train(
+        self,
+        builder: GraphBuilder,
+        view: LayerOutput,
+        parameter: Parameter,
+        predicted: Tensor,
+        activations: list[Tensor],
+        k: int,
+        o: int,
+    ) -> None:
+        """One predictor training step against ``parameter``'s true gradient."""
+        net, layer = self.net, view.info.layer.name
+        p2 = pooled_size(view.info.out_shape, net.pool)
+        tag = f"{parameter.weight.name}.predictor"
+        fc, convs = self.weights(builder)
+        d_out = builder.tensor(f"{tag}.d_gradient", TensorKind.GRADIENT, k * o)
+        builder.vector(
+            f"{tag}.loss",
+            layer,
+            Phase.AUX,
+            k * o,
+            MSE_OPS,
+            [predicted, parameter.gradient],
+            [d_out],
+        )
+        updated = [builder.tensor(f"{fc.name}.d", TensorKind.GRADIENT, net.channels * p2 * o)]
+        builder.gemm(
+            f"{tag}.fc.dw",
+            layer,
+            Phase.AUX,
+            m=o,
+            n=net.channels * p2,
+            k=k,
+            count=1,
+            a=d_out,
+            b=activations[-1],
+            c=updated[0],
+            unit=self.unit,
+        )
+        grad = builder.tensor(f"{tag}.fc.dx", TensorKind.GRADIENT, k * p2 * net.channels)
+        builder.gemm(
+            f"{tag}.fc.dx",
+            layer,
+            Phase.AUX,
+            m=k,
+            n=net.channels * p2,
+            k=o,
+            count=1,
+            a=d_out,
+            b=fc,
+            c=grad,
+            b_elements=net.channels * p2 * o,
+            unit=self.unit,
+        )
+        for j in reversed(range(len(convs))):
+            fan_in = 9 * (1 if j == 0 else net.channels)
+            d_w = builder.tensor(f"{convs[j].name}.d", TensorKind.GRADIENT, convs[j].elements)
+            builder.gemm(
+                f"{tag}.conv{j}.dw",
+                layer,
+                Phase.AUX,
+                m=net.channels,
+                n=fan_in,
+                k=k * p2,
+                count=1,
+                a=grad,
+                b=activations[j],
+                c=d_w,
+                unit=self.unit,
+            )
+            updated.append(d_w)
+            if j:
+                below = builder.tensor(
+                    f"{tag}.conv{j}.dx", TensorKind.GRADIENT, k * p2 * net.channels
+                )
+                builder.gemm(
+                    f"{tag}.conv{j}.dx",
+                    layer,
+                    Phase.AUX,
+                    m=k * p2,
+                    n=net.channels,
+                    k=9 * net.channels,
+                    count=1,
+                    a=grad,
+                    b=convs[j],
+                    c=below,
+                    unit=self.unit,
+                )
+                grad = below
+        adam = OptimizerKind.ADAM
+        for d_w, w in zip(updated, [fc, *reversed(convs)], strict=True):
+            states = [
+                builder.tensor(f"{w.name}.state{i}", TensorKind.OPTIMIZER_STATE, d_w.elements)
+                for i in range(adam.state_tensors)
+            ]
+            part = Tensor(w.name, w.kind, d_w.elements, w.word_bytes)
+            builder.vector(
+                f"{tag}.{w.name.rpartition('.')[0].rpartition('.')[2]}.update",
+                layer,
+                Phase.AUX,
+                d_w.elements,
+                adam.ops_per_element,
+                [part, d_w, *states],
+                [part, *states],
+            )
