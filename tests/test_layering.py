@@ -11,6 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "accelsim"
 ORDER = [
     "errors",
     "units",
+    "resources",
     "config",
     "graph",
     "workload",
