@@ -331,3 +331,31 @@ class TrainingResult:
         if self.training is not None:
             summary["training"] = self.training
         return summary
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``summary.json`` record: the same dict as :meth:`summary`."""
+        return self.summary()
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One flat record per simulated step kind, ``"base"`` first, then each of ``steps``.
+
+        Each record has ``step``, ``total_cycles``, ``seconds``, ``energy_pj``
+        (total), ``dram_bytes`` (total), ``macs`` (total), ``utilization`` and
+        ``interconnect_bytes``, taken from that step's :meth:`RunResult.summary`.
+        """
+        records = []
+        for step, result in [("base", self.base), *self.steps.items()]:
+            s = result.summary()
+            records.append(
+                {
+                    "step": step,
+                    "total_cycles": s["total_cycles"],
+                    "seconds": s["seconds"],
+                    "energy_pj": s["energy_pj"]["total"],
+                    "dram_bytes": s["dram_bytes"]["total"],
+                    "macs": s["macs"]["total"],
+                    "utilization": s["utilization"],
+                    "interconnect_bytes": s["interconnect_bytes"],
+                }
+            )
+        return records
