@@ -2,14 +2,32 @@
 
 The public API: :func:`simulate` a run file in one call, or follow the data flow
 step by step: :func:`load_inputs`, :func:`simulate_training`, :func:`write_run`.
+Results are a :class:`TrainingResult` (``to_dict()``, ``to_records()``).
+
+Also public, for the scripts in ``scripts/``:
+
+* configuration: :func:`parse_sets` (``key=value`` strings to overrides),
+  :func:`read_yaml`, :func:`load_energy`, :func:`hardware_from_data` (a
+  validated hardware spec from a mapping), :class:`Convention`;
+* suites: :func:`suite_entries`, :func:`suite_inputs`, :func:`suite_row`,
+  :func:`suite_columns`, :func:`write_csv`;
+* single layers: :func:`read_topology`, :class:`TopologyLayer`,
+  :func:`topology_gemm`, :func:`simulate_layer`, :class:`Phase`;
+* plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
+  :func:`plot_pipeline_sweep` (matplotlib is imported only when one is called).
+
+``import accelsim`` imports neither matplotlib nor numba.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from accelsim.api import simulate
-from accelsim.driver.inputs import RunInputs, load_inputs
+from accelsim.api import hardware_from_data, simulate
+from accelsim.config.base import Convention
+from accelsim.config.loader import load_energy, parse_sets, read_yaml
+from accelsim.driver.inputs import RunInputs, load_inputs, suite_entries, suite_inputs
+from accelsim.driver.layer import simulate_layer, topology_gemm
 from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.errors import (
     AccelsimError,
@@ -19,23 +37,45 @@ from accelsim.errors import (
     SimulationError,
     WorkloadError,
 )
+from accelsim.graph.ops import Phase
+from accelsim.report.plots import plot_pipeline_sweep, plot_sensitivity, plot_speedup
 from accelsim.report.result import RunResult, TrainingResult
-from accelsim.report.writer import write_run
+from accelsim.report.suite import suite_columns, suite_row
+from accelsim.report.writer import write_csv, write_run
+from accelsim.workload.topology import TopologyLayer, read_topology
 
 __all__ = [
     "AccelsimError",
     "ConfigError",
+    "Convention",
     "InputError",
     "OutputError",
+    "Phase",
     "RunInputs",
     "RunResult",
     "SimulationError",
+    "TopologyLayer",
     "TrainingResult",
     "WorkloadError",
     "__version__",
+    "hardware_from_data",
+    "load_energy",
     "load_inputs",
+    "parse_sets",
+    "plot_pipeline_sweep",
+    "plot_sensitivity",
+    "plot_speedup",
+    "read_topology",
+    "read_yaml",
     "simulate",
+    "simulate_layer",
     "simulate_run",
     "simulate_training",
+    "suite_columns",
+    "suite_entries",
+    "suite_inputs",
+    "suite_row",
+    "topology_gemm",
+    "write_csv",
     "write_run",
 ]

@@ -8,10 +8,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import parse_sets
+from accelsim.config.validate import validate_data
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.report.result import TrainingResult
@@ -26,3 +29,13 @@ def simulate(run_file: str | Path, overrides: Sequence[str] = ()) -> TrainingRes
         WorkloadError: for a bad workload file.
     """
     return simulate_training(load_inputs(Path(run_file), parse_sets(list(overrides))))
+
+
+def hardware_from_data(data: Mapping[str, Any], source: str = "<data>") -> HardwareSpec:
+    """Validate ``data`` (a hardware file's mapping, e.g. from :func:`read_yaml`) as a
+    hardware spec; ``source`` names it in error messages.
+
+    Raises:
+        ConfigError: listing every problem in ``data``.
+    """
+    return validate_data(HardwareSpec, dict(data), source)

@@ -24,10 +24,7 @@ GP = "run.techniques.gradient_prediction"
 
 
 def run_suite(models: list[str] | None, sets: list[str]) -> list[dict[str, object]]:
-    from accelsim.config.loader import parse_sets
-    from accelsim.driver.inputs import suite_entries, suite_inputs
-    from accelsim.driver.run import simulate_training
-    from accelsim.report.suite import suite_row
+    from accelsim import parse_sets, simulate_training, suite_entries, suite_inputs, suite_row
 
     rows = []
     for entry in suite_entries(SUITE, models):
@@ -41,9 +38,7 @@ def mean(rows: list[dict[str, object]], key: str) -> float:
 
 
 def main() -> int:
-    from accelsim.report.plots import plot_sensitivity, plot_speedup
-    from accelsim.report.suite import suite_columns
-    from accelsim.report.writer import write_csv
+    from accelsim import plot_sensitivity, plot_speedup, suite_columns, write_csv
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "adagp")

@@ -24,11 +24,14 @@ SCHEDULES = ("gpipe", "pipedream", "layerpipe")
 
 
 def main() -> int:
-    from accelsim.config.loader import parse_sets
-    from accelsim.driver.inputs import suite_entries, suite_inputs
-    from accelsim.driver.run import simulate_training
-    from accelsim.report.plots import plot_pipeline_sweep
-    from accelsim.report.writer import write_csv
+    from accelsim import (
+        parse_sets,
+        plot_pipeline_sweep,
+        simulate_training,
+        suite_entries,
+        suite_inputs,
+        write_csv,
+    )
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-processors", type=int, default=9)

@@ -47,9 +47,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelsim.errors import InputError
-from accelsim.workload.topology import TopologyLayer as Layer
-from accelsim.workload.topology import read_topology
+from accelsim import InputError, read_topology
+from accelsim import TopologyLayer as Layer
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = ROOT / ".scalesim-venv"
@@ -167,7 +166,7 @@ def _as_int(value: float, what: str) -> int:
 
 
 def hardware_from_args(args: argparse.Namespace) -> Hardware:
-    from accelsim.config.loader import read_yaml
+    from accelsim import read_yaml
 
     preset = Path(args.hardware) if args.hardware else BASE_HARDWARE
     try:
@@ -427,9 +426,7 @@ def run_scalesim(
 
 def accelsim_hardware(hw: Hardware) -> Any:
     """The HardwareSpec equal to ``hw``: 1-byte words everywhere, buffers in KiB = kB."""
-    from accelsim.config.hardware import HardwareSpec
-    from accelsim.config.loader import read_yaml
-    from accelsim.config.validate import validate_data
+    from accelsim import hardware_from_data, read_yaml
 
     data = read_yaml(
         ROOT / hw.preset
@@ -454,17 +451,14 @@ def accelsim_hardware(hw: Hardware) -> Any:
     )
     data["name"] = f"scalesim-validate-{hw.rows}x{hw.cols}-{hw.dataflow}"
     try:
-        return validate_data(HardwareSpec, data, "validate_scalesim")
+        return hardware_from_data(data, "validate_scalesim")
     except Exception as exc:
         raise HarnessError(f"accelsim rejects {hw.describe()}:\n{exc}") from exc
 
 
 def run_accelsim(hw: Hardware, layers: Sequence[Layer]) -> tuple[list[dict[str, Any]], float]:
     """Simulate every layer with the library (scalesim convention, forward, batch 1)."""
-    from accelsim.config.base import Convention
-    from accelsim.config.loader import load_energy
-    from accelsim.driver.layer import simulate_layer, topology_gemm
-    from accelsim.graph.ops import Phase
+    from accelsim import Convention, Phase, load_energy, simulate_layer, topology_gemm
 
     spec = accelsim_hardware(hw)
     table = load_energy(ENERGY_TABLE)
