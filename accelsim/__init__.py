@@ -1,8 +1,9 @@
 """accelsim: a cycle-level simulator of DNN training accelerators.
 
 The public API: :func:`simulate` a run file in one call, or follow the data flow
-step by step: :func:`load_inputs`, :func:`simulate_training`, :func:`write_run`.
-Results are a :class:`TrainingResult` (``to_dict()``, ``to_records()``).
+step by step: :func:`load_inputs`, :func:`simulate_training`, :func:`write_run`
+(with :func:`resolved_config`, the ``resolved_config.yaml`` text). Results are a
+:class:`TrainingResult` (``to_dict()``, ``to_records()``).
 
 Also public, for the scripts in ``scripts/``:
 
@@ -26,7 +27,13 @@ __version__ = "0.1.0"
 from accelsim.api import hardware_from_data, simulate
 from accelsim.config.base import Convention
 from accelsim.config.loader import load_energy, parse_sets, read_yaml
-from accelsim.driver.inputs import RunInputs, load_inputs, suite_entries, suite_inputs
+from accelsim.driver.inputs import (
+    RunInputs,
+    load_inputs,
+    resolved_config,
+    suite_entries,
+    suite_inputs,
+)
 from accelsim.driver.layer import simulate_layer, topology_gemm
 from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.errors import (
@@ -67,6 +74,7 @@ __all__ = [
     "plot_speedup",
     "read_topology",
     "read_yaml",
+    "resolved_config",
     "simulate",
     "simulate_layer",
     "simulate_run",

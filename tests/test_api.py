@@ -51,6 +51,7 @@ def python(*args: str) -> subprocess.CompletedProcess[str]:
 def cli_summary(out: Path, run_file: str, *sets: str) -> dict[str, Any]:
     """``summary.json`` of ``python -m accelsim run RUN_FILE --set ... --out OUT``."""
     args = [arg for s in sets for arg in ("--set", s)]
+    out.mkdir(parents=True, exist_ok=True)
     result = python("-m", "accelsim", "run", run_file, *args, "--out", str(out))
     assert result.returncode == 0, result.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
@@ -121,6 +122,23 @@ def test_bad_override_raises_config_error_naming_the_key() -> None:
         accelsim.simulate(REPO / SMOKE, overrides=["batch_size=-1"])
     assert any("batch_size" in str(p) for p in excinfo.value.problems)
     assert "batch_size" in str(excinfo.value)
+
+
+def test_step_by_step_writes_what_the_cli_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    inputs = accelsim.load_inputs(Path(MLP), accelsim.parse_sets(["batch_size=4", GP]))
+    result = accelsim.simulate_training(inputs)
+    api_dir = accelsim.write_run(result, accelsim.resolved_config(inputs), tmp_path / "api")
+    cli_summary(tmp_path / "cli", MLP, "batch_size=4", GP)
+    cli_dir = tmp_path / "cli" / api_dir.name
+    api_files = sorted(p.relative_to(api_dir) for p in api_dir.rglob("*") if p.is_file())
+    cli_files = sorted(p.relative_to(cli_dir) for p in cli_dir.rglob("*") if p.is_file())
+    assert api_files == cli_files
+    assert Path("steps/gp/summary.json") in api_files
+    for name in api_files:
+        assert (api_dir / name).read_bytes() == (cli_dir / name).read_bytes(), name
 
 
 # ----------------------------------------------------------------------- records
