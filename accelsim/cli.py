@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from accelsim import __version__
 from accelsim.config.base import Convention
@@ -97,7 +97,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"accelsim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_layer(sub)
+    _add_suite(sub)
+    models = sub.add_parser("models", help="list the models of a suite with their sizes")
+    models.add_argument(
+        "--suite",
+        type=bundled_path,
+        default=DEFAULT_SUITE,
+        help="suite YAML (default: configs/suites/default.yaml)",
+    )
+    models.add_argument("--json", action="store_true", help="print one JSON list")
+    check = sub.add_parser("check", help="validate config files without simulating")
+    check.add_argument(
+        "files", type=bundled_path, nargs="+", help="hardware, energy, workload or run YAML files"
+    )
+    return parser
 
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_run(sub: Subparsers) -> None:
     run = sub.add_parser("run", help="simulate one training step of a run file")
     run.add_argument("run_file", type=bundled_path, help="run YAML (configs/runs/*.yaml)")
     _add_output(run)
@@ -112,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         "hardware.dram.bandwidth_bytes_per_cycle=32, workload.input.height=32",
     )
 
+
+def _add_layer(sub: Subparsers) -> None:
     layer = sub.add_parser("layer", help="simulate one GEMM or conv layer (SCALE-Sim style)")
     layer.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML")
     layer.add_argument(
@@ -154,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     layer.add_argument("--json", action="store_true", help="print one JSON object")
 
+
+def _add_suite(sub: Subparsers) -> None:
     suite = sub.add_parser("suite", help="simulate one training step of every model of a suite")
     suite.add_argument(
         "run_file", type=bundled_path, help="run YAML whose workload is replaced per model"
@@ -173,21 +198,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_output(suite)
     _add_sets(suite, "override a field for every model (as for run)")
-
-    models = sub.add_parser("models", help="list the models of a suite with their sizes")
-    models.add_argument(
-        "--suite",
-        type=bundled_path,
-        default=DEFAULT_SUITE,
-        help="suite YAML (default: configs/suites/default.yaml)",
-    )
-    models.add_argument("--json", action="store_true", help="print one JSON list")
-
-    check = sub.add_parser("check", help="validate config files without simulating")
-    check.add_argument(
-        "files", type=bundled_path, nargs="+", help="hardware, energy, workload or run YAML files"
-    )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

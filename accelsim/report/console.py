@@ -123,11 +123,22 @@ def suite_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _composed(section: dict[str, Any]) -> str:
+    kinds = section.get("step_kinds")
+    if kinds is None:
+        return "as reported in summary.json"
+    return "placed by it; cycles are its steady state per mini-batch"
+
+
 def training_table(training: dict[str, Any]) -> str:
     """A technique's report against the baseline: step kinds, its numbers, speedup."""
     steps = training["steps"]
     base = steps["base"]["cycles"]
     rows = [("technique", str(training["technique"]))]
+    rows += [
+        ("  composed with", f"{name}: each step kind {_composed(section)}")
+        for name, section in training.get("composed", {}).items()
+    ]
     rows += [
         (f"  {kind} step", f"{step['cycles']:,.0f} cycles ({step['cycles'] / base:.3f} x base)")
         for kind, step in steps.items()

@@ -235,16 +235,32 @@ class Predictor:
             b_elements=net.channels * p2 * o,
             unit=self.unit,
         )
+        updated += self._train_convs(builder, layer, tag, convs, activations, grad, k * p2)
+        self._adam_updates(builder, layer, tag, updated, [fc, *reversed(convs)])
+
+    def _train_convs(
+        self,
+        builder: GraphBuilder,
+        layer: str,
+        tag: str,
+        convs: list[Tensor],
+        activations: list[Tensor],
+        grad: Tensor,
+        positions: int,
+    ) -> list[Tensor]:
+        """Back-propagate ``grad`` through the predictor's convs, last first; their dW."""
+        channels = self.net.channels
+        updated = []
         for j in reversed(range(len(convs))):
-            fan_in = 9 * (1 if j == 0 else net.channels)
+            fan_in = 9 * (1 if j == 0 else channels)
             d_w = builder.tensor(f"{convs[j].name}.d", TensorKind.GRADIENT, convs[j].elements)
             builder.gemm(
                 f"{tag}.conv{j}.dw",
                 layer,
                 Phase.AUX,
-                m=net.channels,
+                m=channels,
                 n=fan_in,
-                k=k * p2,
+                k=positions,
                 count=1,
                 a=grad,
                 b=activations[j],
@@ -254,15 +270,15 @@ class Predictor:
             updated.append(d_w)
             if j:
                 below = builder.tensor(
-                    f"{tag}.conv{j}.dx", TensorKind.GRADIENT, k * p2 * net.channels
+                    f"{tag}.conv{j}.dx", TensorKind.GRADIENT, positions * channels
                 )
                 builder.gemm(
                     f"{tag}.conv{j}.dx",
                     layer,
                     Phase.AUX,
-                    m=k * p2,
-                    n=net.channels,
-                    k=9 * net.channels,
+                    m=positions,
+                    n=channels,
+                    k=9 * channels,
                     count=1,
                     a=grad,
                     b=convs[j],
@@ -270,8 +286,19 @@ class Predictor:
                     unit=self.unit,
                 )
                 grad = below
+        return updated
+
+    @staticmethod
+    def _adam_updates(
+        builder: GraphBuilder,
+        layer: str,
+        tag: str,
+        gradients: list[Tensor],
+        weights: list[Tensor],
+    ) -> None:
+        """The predictor's own Adam updates, of the part of each weight this layer used."""
         adam = OptimizerKind.ADAM
-        for d_w, w in zip(updated, [fc, *reversed(convs)], strict=True):
+        for d_w, w in zip(gradients, weights, strict=True):
             states = [
                 builder.tensor(f"{w.name}.state{i}", TensorKind.OPTIMIZER_STATE, d_w.elements)
                 for i in range(adam.state_tensors)

@@ -158,6 +158,11 @@ def dram_words(
     Returns:
         ``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``count``
         GEMMs; ``c_reads`` are partial sums read back.
+
+    Longer than the 80 lines we otherwise allow, on purpose: it is one loop body
+    that mirrors :func:`accelsim.timing.closed_form.dram_words` case by case (the
+    twin tests compare them), and a helper called from an ``njit`` loop would
+    only split that mirror in two.
     """
     n_ops = m.shape[0]
     a_reads = np.zeros(n_ops, np.int64)
