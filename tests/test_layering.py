@@ -1,4 +1,4 @@
-"""Import rules of DESIGN.md: one-way layers, and heavy libraries in one place each."""
+"""Import rules of docs/architecture.md: one-way layers, heavy libraries in one place each."""
 
 from __future__ import annotations
 
