@@ -3,6 +3,8 @@
 Built from the graph, the trace and the energy breakdown; serialised by
 :mod:`accelsim.report.writer` to ``summary.json``, ``ops.csv`` and
 ``layers.csv``.  Conversions from cycles and pJ to seconds and mJ happen here.
+The whole-step numbers are a typed :class:`~accelsim.report.summary.StepSummary`
+(:meth:`RunResult.step_summary`); :meth:`RunResult.summary` is its dict.
 """
 
 from __future__ import annotations
@@ -15,11 +17,17 @@ import numpy as np
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
+from accelsim.report.summary import (
+    SCHEMA_VERSION,
+    DramBytes,
+    EnergySummary,
+    MacCounts,
+    StashSummary,
+    StepSummary,
+)
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
-
-SCHEMA_VERSION = 1
 
 OP_COLUMNS = (
     "op_id",
@@ -115,7 +123,7 @@ class RunResult:
         peak = hw.array.rows * hw.array.cols * hw.processors * max(self.total_cycles, 1)
         return float(c.macs[c.unit == UNIT_ARRAY].sum()) / peak
 
-    def stash(self) -> dict[str, int]:
+    def stash(self) -> StashSummary:
         """Footprint and DRAM traffic of the activations saved for backward."""
         graph, c = self.graph, self.trace.costs
         stashed = graph.stashed
@@ -146,64 +154,73 @@ class RunResult:
                     ):
                         write += acc.bytes
         on_chip = sum(b for name, b in sizes.items() if name in graph.on_chip)
-        return {
-            "tensors": len(sizes),
-            "bytes": sum(sizes.values()),
-            "on_chip_bytes": on_chip,
-            "dram_write_bytes": write,
-            "dram_read_bytes": read,
-        }
+        return StashSummary(
+            tensors=len(sizes),
+            bytes=sum(sizes.values()),
+            on_chip_bytes=on_chip,
+            dram_write_bytes=write,
+            dram_read_bytes=read,
+        )
 
-    def summary(self) -> dict[str, Any]:
-        """The ``summary.json`` record (schema version :data:`SCHEMA_VERSION`)."""
+    def step_summary(self) -> StepSummary:
+        """The whole-step numbers (schema version :data:`SCHEMA_VERSION`)."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         phases = np.array([op.phase.value for op in self.graph.ops])
-        macs = {
-            p.value: int(c.macs[phases == p.value].sum())
-            for p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.AUX)
-        }
+
+        def phase_macs(phase: Phase) -> int:
+            return int(c.macs[phases == phase.value].sum())
+
         array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
         by_phase = {p.value: float(op_pj[phases == p.value].sum()) for p in Phase}
         by_phase["static"] = self.energy.static_pj
         array_stall = int(trace.stall_cycles[array].sum())
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "run": self.name,
-            "workload": self.workload,
-            "hardware": hw.name,
-            "batch_size": self.batch_size,
-            "processors": hw.processors,
-            "array": f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}",
-            **self.settings,
-            "clock_mhz": hw.clock_mhz,
-            "total_cycles": self.total_cycles,
-            "seconds": cycles_to_seconds(self.total_cycles, hw.clock_mhz),
-            "ops": len(self.graph.ops),
-            "macs": {**macs, "total": int(c.macs.sum())},
-            "vector_ops": int(c.vector_ops.sum()),
-            "utilization": self.utilization(),
-            "array_stall_cycles": array_stall,
-            "stall_fraction": array_stall / max(self.total_cycles, 1),
-            "busy_cycles": {
-                name: trace.busy_cycles(u).tolist()
+        dram_read, dram_write = c.dram_read_bytes.sum(), c.dram_ofmap_write_bytes.sum()
+        return StepSummary(
+            schema_version=SCHEMA_VERSION,
+            run=self.name,
+            workload=self.workload,
+            hardware=hw.name,
+            batch_size=self.batch_size,
+            processors=hw.processors,
+            array=f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}",
+            settings=self.settings,
+            clock_mhz=hw.clock_mhz,
+            total_cycles=self.total_cycles,
+            seconds=cycles_to_seconds(self.total_cycles, hw.clock_mhz),
+            ops=len(self.graph.ops),
+            macs=MacCounts(
+                fwd=phase_macs(Phase.FWD),
+                bwd_input=phase_macs(Phase.BWD_INPUT),
+                bwd_weight=phase_macs(Phase.BWD_WEIGHT),
+                aux=phase_macs(Phase.AUX),
+                total=int(c.macs.sum()),
+            ),
+            vector_ops=int(c.vector_ops.sum()),
+            utilization=self.utilization(),
+            array_stall_cycles=array_stall,
+            stall_fraction=array_stall / max(self.total_cycles, 1),
+            busy_cycles={
+                name: tuple(trace.busy_cycles(u).tolist())
                 for u, name in enumerate(c.unit_names)
                 if u != UNIT_COMM
             },
-            "dram_bytes": {
-                "read": int(c.dram_read_bytes.sum()),
-                "write": int(c.dram_ofmap_write_bytes.sum()),
-                "total": int(c.dram_read_bytes.sum() + c.dram_ofmap_write_bytes.sum()),
-            },
-            "interconnect_bytes": int(c.interconnect_bytes.sum()),
-            "parameters": sum(p.weight.elements for p in self.graph.parameters),
-            "stash": self.stash(),
-            "energy_pj": {
-                "total": self.energy.total_pj,
-                "by_component": self.energy.by_component_pj,
-                "by_phase": by_phase,
-            },
-        }
+            dram_bytes=DramBytes(
+                read=int(dram_read), write=int(dram_write), total=int(dram_read + dram_write)
+            ),
+            interconnect_bytes=int(c.interconnect_bytes.sum()),
+            parameters=sum(p.weight.elements for p in self.graph.parameters),
+            stash=self.stash(),
+            energy_pj=EnergySummary(
+                total=self.energy.total_pj,
+                by_component=self.energy.by_component_pj,
+                by_phase=by_phase,
+            ),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The ``summary.json`` record: :meth:`step_summary` as a dict."""
+        return self.step_summary().to_dict()
 
     def op_rows(self) -> list[dict[str, Any]]:
         """One ``ops.csv`` row per op."""

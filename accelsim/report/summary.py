@@ -1,0 +1,265 @@
+"""StepSummary: the typed record behind ``summary.json`` for one simulated step.
+
+:meth:`accelsim.report.result.RunResult.step_summary` builds it;
+:meth:`StepSummary.to_dict` gives the ``summary.json`` record, key for key and
+in the same order as schema version :data:`SCHEMA_VERSION` has always written
+it, with ints kept as ints and floats as floats.  :meth:`StepSummary.from_dict`
+reads such a record back.
+
+Two parts of ``summary.json`` are deliberately not typed here:
+
+* the run's *settings* (``step``, ``convention``, ``assignment``,
+  ``optimizer``, ``strided_dx``, ``psums``, ``workload_variant``, as the driver
+  records them) are a ``str -> str`` mapping, spread into the top level of the
+  record right after ``array``;
+* the ``training`` section, present when a technique defines step kinds, is
+  the techniques' part: a dict each technique builds in its ``training`` hook
+  (:attr:`accelsim.report.result.TrainingResult.training`), added to the
+  baseline step's record by :meth:`accelsim.report.result.TrainingResult.summary`
+  and ignored by :meth:`StepSummary.from_dict`.
+
+Energy by component and busy cycles by unit are mappings because their keys
+depend on the hardware: techniques add units (e.g. a predictor array) and
+energy components (e.g. ``predictor_mac``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+SCHEMA_VERSION = 1
+
+_T = TypeVar("_T")
+
+TRAINING_KEY = "training"
+
+
+def _check(value: Any, where: str, kind: type[_T]) -> _T:
+    """``value`` if it is a ``kind`` (a bool is not an int, an int not a float)."""
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ValueError(
+            f"summary: {where}: expected {kind.__name__} (got {type(value).__name__} {value!r})"
+        )
+    return value
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T:
+    """``data[key]``, which must be a ``kind``."""
+    if key not in data:
+        raise ValueError(f"summary: missing key '{key}'")
+    return _check(data[key], key, kind)
+
+
+def _float_map(data: Mapping[str, Any], key: str) -> dict[str, float]:
+    values = _get(data, key, dict)
+    return {k: _check(v, f"{key}.{k}", float) for k, v in values.items()}
+
+
+@dataclass(frozen=True)
+class MacCounts:
+    """MACs of the step by phase (``aux``: a technique's extra work) and in all."""
+
+    fwd: int
+    bwd_input: int
+    bwd_weight: int
+    aux: int
+    total: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MacCounts:
+        return cls(
+            fwd=_get(data, "fwd", int),
+            bwd_input=_get(data, "bwd_input", int),
+            bwd_weight=_get(data, "bwd_weight", int),
+            aux=_get(data, "aux", int),
+            total=_get(data, "total", int),
+        )
+
+
+@dataclass(frozen=True)
+class DramBytes:
+    """DRAM bytes read, written and both, in the whole step."""
+
+    read: int
+    write: int
+    total: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DramBytes:
+        return cls(
+            read=_get(data, "read", int),
+            write=_get(data, "write", int),
+            total=_get(data, "total", int),
+        )
+
+
+@dataclass(frozen=True)
+class StashSummary:
+    """Activations saved for backward: how many tensors, their bytes (and how many of
+    those stay on chip), and the DRAM bytes written in forward and read back in backward."""
+
+    tensors: int
+    bytes: int
+    on_chip_bytes: int
+    dram_write_bytes: int
+    dram_read_bytes: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StashSummary:
+        return cls(
+            tensors=_get(data, "tensors", int),
+            bytes=_get(data, "bytes", int),
+            on_chip_bytes=_get(data, "on_chip_bytes", int),
+            dram_write_bytes=_get(data, "dram_write_bytes", int),
+            dram_read_bytes=_get(data, "dram_read_bytes", int),
+        )
+
+
+@dataclass(frozen=True)
+class EnergySummary:
+    """Energy in pJ: the total, by component (``static`` last) and by phase (``static`` last).
+
+    Both breakdowns sum to ``total``.  Components are the energy model's (plus any
+    a technique's extra units add); phases are the :class:`~accelsim.graph.ops.Phase`
+    values.
+    """
+
+    total: float
+    by_component: Mapping[str, float]
+    by_phase: Mapping[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "by_component": dict(self.by_component),
+            "by_phase": dict(self.by_phase),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EnergySummary:
+        return cls(
+            total=_get(data, "total", float),
+            by_component=_float_map(data, "by_component"),
+            by_phase=_float_map(data, "by_phase"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepSummary:
+    """Whole-step numbers of one simulated training step (one ``summary.json``).
+
+    ``array`` is ``"<rows>x<cols> <dataflow>"``; ``settings`` are the run's
+    settings as strings (see the module docstring); ``busy_cycles`` maps each
+    unit (but the all-reduce channel) to its busy cycles on every processor.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    run: str
+    workload: str
+    hardware: str
+    batch_size: int
+    processors: int
+    array: str
+    settings: Mapping[str, str]
+    clock_mhz: float
+    total_cycles: int
+    seconds: float
+    ops: int
+    macs: MacCounts
+    vector_ops: int
+    utilization: float
+    array_stall_cycles: int
+    stall_fraction: float
+    busy_cycles: Mapping[str, tuple[int, ...]]
+    dram_bytes: DramBytes
+    interconnect_bytes: int
+    parameters: int
+    stash: StashSummary
+    energy_pj: EnergySummary
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``summary.json`` record (without the techniques' ``training`` section)."""
+        return {
+            "schema_version": self.schema_version,
+            "run": self.run,
+            "workload": self.workload,
+            "hardware": self.hardware,
+            "batch_size": self.batch_size,
+            "processors": self.processors,
+            "array": self.array,
+            **self.settings,
+            "clock_mhz": self.clock_mhz,
+            "total_cycles": self.total_cycles,
+            "seconds": self.seconds,
+            "ops": self.ops,
+            "macs": self.macs.to_dict(),
+            "vector_ops": self.vector_ops,
+            "utilization": self.utilization,
+            "array_stall_cycles": self.array_stall_cycles,
+            "stall_fraction": self.stall_fraction,
+            "busy_cycles": {unit: list(cycles) for unit, cycles in self.busy_cycles.items()},
+            "dram_bytes": self.dram_bytes.to_dict(),
+            "interconnect_bytes": self.interconnect_bytes,
+            "parameters": self.parameters,
+            "stash": self.stash.to_dict(),
+            "energy_pj": self.energy_pj.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepSummary:
+        """Read a ``summary.json`` record back.
+
+        Top-level keys that are not fields (nor ``training``, the techniques'
+        section, which is ignored) are the settings.
+
+        Raises:
+            ValueError: for another schema version, a missing key or a value of
+                the wrong type.
+        """
+        version = _get(data, "schema_version", int)
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"summary: schema_version: expected {SCHEMA_VERSION} (got {version})")
+        names = {f.name for f in fields(cls)}
+        settings = {
+            key: _get(data, key, str) for key in data if key not in names and key != TRAINING_KEY
+        }
+        busy = _get(data, "busy_cycles", dict)
+        return cls(
+            schema_version=version,
+            run=_get(data, "run", str),
+            workload=_get(data, "workload", str),
+            hardware=_get(data, "hardware", str),
+            batch_size=_get(data, "batch_size", int),
+            processors=_get(data, "processors", int),
+            array=_get(data, "array", str),
+            settings=settings,
+            clock_mhz=_get(data, "clock_mhz", float),
+            total_cycles=_get(data, "total_cycles", int),
+            seconds=_get(data, "seconds", float),
+            ops=_get(data, "ops", int),
+            macs=MacCounts.from_dict(_get(data, "macs", dict)),
+            vector_ops=_get(data, "vector_ops", int),
+            utilization=_get(data, "utilization", float),
+            array_stall_cycles=_get(data, "array_stall_cycles", int),
+            stall_fraction=_get(data, "stall_fraction", float),
+            busy_cycles={
+                unit: tuple(_check(c, f"busy_cycles.{unit}", int) for c in _check(cs, unit, list))
+                for unit, cs in busy.items()
+            },
+            dram_bytes=DramBytes.from_dict(_get(data, "dram_bytes", dict)),
+            interconnect_bytes=_get(data, "interconnect_bytes", int),
+            parameters=_get(data, "parameters", int),
+            stash=StashSummary.from_dict(_get(data, "stash", dict)),
+            energy_pj=EnergySummary.from_dict(_get(data, "energy_pj", dict)),
+        )
