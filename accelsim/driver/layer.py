@@ -12,6 +12,7 @@ from accelsim.config.run import PsumPolicy, TimingSpec
 from accelsim.energy.model import estimate_energy
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import Phase, TensorKind
+from accelsim.lowering.rules.conv import conv_gemm_dims
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing.costs import op_costs
@@ -64,11 +65,13 @@ def conv_gemm(
     else:
         p, q = (h - r) // stride + 1, (w - s) // stride + 1
     touched = _touched(h, r, stride, p) * _touched(w, s, stride, q) * c
-    if phase is Phase.FWD:
-        return LayerGemm(p * q, k, r * s * c, touched, r * s * c * k)
-    if phase is Phase.BWD_INPUT:
-        return LayerGemm(h * w, c, k * r * s, p * q * k, k * r * s * c)
-    return LayerGemm(k, r * s * c, p * q, k * p * q, touched)
+    gm, gn, gk = conv_gemm_dims(phase, 1, (c, k), (h, w, p, q), (r, s))
+    footprints = {
+        Phase.FWD: (touched, r * s * c * k),
+        Phase.BWD_INPUT: (p * q * k, k * r * s * c),
+        Phase.BWD_WEIGHT: (k * p * q, touched),
+    }[phase]
+    return LayerGemm(gm, gn, gk, *footprints)
 
 
 def topology_gemm(layer: TopologyLayer, phase: Phase, convention: Convention) -> LayerGemm:

@@ -54,6 +54,33 @@ def strided_dx_shapes(
     return [(pos, taps, mult) for (pos, taps), mult in sorted(shapes.items(), reverse=True)]
 
 
+def conv_gemm_dims(
+    phase: Phase,
+    batch: int,
+    channels: tuple[int, int],
+    size: tuple[int, int, int, int],
+    kernel: tuple[int, int],
+    groups: int = 1,
+) -> tuple[int, int, int]:
+    """``(m, n, k)`` of one of a convolution's ``groups`` GEMMs in ``phase`` (im2col).
+
+    Args:
+        channels: Input and output channels ``(C, K)``.
+        size: Input and output sizes ``(H, W, P, Q)``.
+        kernel: Filter size ``(R, S)``.
+
+    ``dX`` is the dense transposed convolution (stride 1, or zero-inserted);
+    :func:`strided_dx_shapes` splits a strided one.
+    """
+    (c, k_out), (h, w, p, q), (r, s) = channels, size, kernel
+    cg, kg = c // groups, k_out // groups
+    if phase is Phase.FWD:
+        return batch * p * q, kg, cg * r * s
+    if phase is Phase.BWD_INPUT:
+        return batch * h * w, cg, kg * r * s
+    return kg, cg * r * s, batch * p * q
+
+
 @register
 class ConvRule(LayerRule):
     """``conv2d``: FWD ``(N.P.Q) x (C.R.S/g) x (K/g)``, dX and dW as in the architecture doc."""
@@ -86,13 +113,14 @@ class ConvRule(LayerRule):
         r, s = pair(layer.kernel)
         g = layer.groups
         weight = ctx.param(layer.name, "W", k_out * (c // g) * r * s, ParamKind.WEIGHT, k_out)
+        gm, gn, gk = conv_gemm_dims(Phase.FWD, n, (c, k_out), (h, w, p, q), (r, s), g)
         ctx.b.gemm(
             f"{layer.name}.fwd",
             layer.name,
             Phase.FWD,
-            m=n * p * q,
-            n=k_out // g,
-            k=(c // g) * r * s,
+            m=gm,
+            n=gn,
+            k=gk,
             count=g,
             a=xs[0],
             b=weight,
@@ -137,13 +165,14 @@ class ConvRule(LayerRule):
                     partial=True,
                 )
             ctx.give(info, 0, grad)
+        gm, gn, gk = conv_gemm_dims(Phase.BWD_WEIGHT, n, (c, k_out), (h, w, p, q), (r, s), groups)
         op = b.gemm(
             f"{name}.dw",
             name,
             Phase.BWD_WEIGHT,
-            m=kg,
-            n=cg * r * s,
-            k=n * p * q,
+            m=gm,
+            n=gn,
+            k=gk,
             count=groups,
             a=g,
             b=x,
