@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from accelsim.lowering.stats import ModelStats
+from accelsim.report.summary import StepSummary
 from accelsim.units import bytes_to_gb, pj_to_mj
 
 
@@ -14,48 +15,47 @@ def _rows(rows: list[tuple[str, str]]) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
-def summary_table(summary: dict[str, Any]) -> str:
-    """A short summary of a run: cycles, time, utilization, DRAM traffic, energy."""
-    energy = summary["energy_pj"]
-    dram = summary["dram_bytes"]
-    stash = summary["stash"]
+def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
+    """A short summary of a run: cycles, time, utilization, DRAM traffic, energy.
+
+    ``summary`` is a step's :class:`StepSummary` or its ``summary.json`` record.
+    """
+    s = summary if isinstance(summary, StepSummary) else StepSummary.from_dict(summary)
+    energy, dram, stash, macs = s.energy_pj, s.dram_bytes, s.stash, s.macs
     rows = [
         (
             "run",
-            f"{summary['run']}: {summary['workload']} on {summary['hardware']} "
-            f"({summary['processors']} x {summary['array']}), batch {summary['batch_size']}",
+            f"{s.run}: {s.workload} on {s.hardware} "
+            f"({s.processors} x {s.array}), batch {s.batch_size}",
         ),
         (
             "cycles",
-            f"{summary['total_cycles']:,}  ({summary['seconds'] * 1e3:.3f} ms at "
-            f"{summary['clock_mhz']:g} MHz)",
+            f"{s.total_cycles:,}  ({s.seconds * 1e3:.3f} ms at {s.clock_mhz:g} MHz)",
         ),
-        ("utilization", f"{summary['utilization'] * 100:.1f} % of peak MACs"),
+        ("utilization", f"{s.utilization * 100:.1f} % of peak MACs"),
         (
             "array stalls",
-            f"{summary['array_stall_cycles']:,} cycles "
-            f"({summary['stall_fraction'] * 100:.1f} % of the step)",
+            f"{s.array_stall_cycles:,} cycles ({s.stall_fraction * 100:.1f} % of the step)",
         ),
         (
             "MACs",
-            f"{summary['macs']['total']:,}  (fwd {summary['macs']['fwd']:,}, dX "
-            f"{summary['macs']['bwd_input']:,}, dW {summary['macs']['bwd_weight']:,})",
+            f"{macs.total:,}  (fwd {macs.fwd:,}, dX {macs.bwd_input:,}, dW {macs.bwd_weight:,})",
         ),
         (
             "DRAM traffic",
-            f"{bytes_to_gb(dram['total']):.3f} GB  (read "
-            f"{bytes_to_gb(dram['read']):.3f}, write {bytes_to_gb(dram['write']):.3f})",
+            f"{bytes_to_gb(dram.total):.3f} GB  (read "
+            f"{bytes_to_gb(dram.read):.3f}, write {bytes_to_gb(dram.write):.3f})",
         ),
         (
             "stash",
-            f"{bytes_to_gb(stash['bytes']):.3f} GB saved for backward, "
-            f"{bytes_to_gb(stash['dram_read_bytes']):.3f} GB read back from DRAM",
+            f"{bytes_to_gb(stash.bytes):.3f} GB saved for backward, "
+            f"{bytes_to_gb(stash.dram_read_bytes):.3f} GB read back from DRAM",
         ),
-        ("energy", f"{pj_to_mj(energy['total']):.3f} mJ"),
+        ("energy", f"{pj_to_mj(energy.total):.3f} mJ"),
     ]
     rows += [
-        (f"  {name}", f"{pj_to_mj(pj):.3f} mJ  ({pj / max(energy['total'], 1e-30) * 100:.1f} %)")
-        for name, pj in energy["by_component"].items()
+        (f"  {name}", f"{pj_to_mj(pj):.3f} mJ  ({pj / max(energy.total, 1e-30) * 100:.1f} %)")
+        for name, pj in energy.by_component.items()
     ]
     return _rows(rows)
 

@@ -343,7 +343,12 @@ class TrainingResult:
     training: dict[str, Any] | None
 
     def summary(self) -> dict[str, Any]:
-        """The baseline step's summary, with the training report when there is one."""
+        """The baseline step's summary, with the training report when there is one.
+
+        The report goes under ``training``, after the keys of
+        :meth:`accelsim.report.summary.StepSummary.to_dict`: it is the techniques'
+        part of ``summary.json`` and stays an untyped dict.
+        """
         summary = self.base.summary()
         if self.training is not None:
             summary["training"] = self.training
@@ -358,21 +363,21 @@ class TrainingResult:
 
         Each record has ``step``, ``total_cycles``, ``seconds``, ``energy_pj``
         (total), ``dram_bytes`` (total), ``macs`` (total), ``utilization`` and
-        ``interconnect_bytes``, taken from that step's :meth:`RunResult.summary`.
+        ``interconnect_bytes``, taken from that step's :meth:`RunResult.step_summary`.
         """
         records = []
         for step, result in [("base", self.base), *self.steps.items()]:
-            s = result.summary()
+            s = result.step_summary()
             records.append(
                 {
                     "step": step,
-                    "total_cycles": s["total_cycles"],
-                    "seconds": s["seconds"],
-                    "energy_pj": s["energy_pj"]["total"],
-                    "dram_bytes": s["dram_bytes"]["total"],
-                    "macs": s["macs"]["total"],
-                    "utilization": s["utilization"],
-                    "interconnect_bytes": s["interconnect_bytes"],
+                    "total_cycles": s.total_cycles,
+                    "seconds": s.seconds,
+                    "energy_pj": s.energy_pj.total,
+                    "dram_bytes": s.dram_bytes.total,
+                    "macs": s.macs.total,
+                    "utilization": s.utilization,
+                    "interconnect_bytes": s.interconnect_bytes,
                 }
             )
         return records

@@ -42,24 +42,23 @@ def suite_row(model: str, result: TrainingResult) -> dict[str, Any]:
     and ``dram_reduction``, each step kind's cycles, and the report's other
     top-level numbers (e.g. ``gp_fraction``).
     """
-    s = result.base.summary()
-    energy = s["energy_pj"]
-    row = {
+    s = result.base.step_summary()
+    row: dict[str, Any] = {
         "model": model,
-        "workload": s["workload"],
-        "workload_variant": s["workload_variant"],
-        "batch_size": s["batch_size"],
-        "params": s["parameters"],
-        "macs": s["macs"]["total"],
-        "total_cycles": s["total_cycles"],
-        "seconds": s["seconds"],
-        "utilization": round(s["utilization"], 6),
-        "stall_fraction": round(s["stall_fraction"], 6),
-        "dram_bytes": s["dram_bytes"]["total"],
-        "dram_read_bytes": s["dram_bytes"]["read"],
-        "dram_write_bytes": s["dram_bytes"]["write"],
-        "energy_pj": round(energy["total"], 3),
-        **{f"energy_{k}_pj": round(v, 3) for k, v in energy["by_component"].items()},
+        "workload": s.workload,
+        "workload_variant": s.settings["workload_variant"],
+        "batch_size": s.batch_size,
+        "params": s.parameters,
+        "macs": s.macs.total,
+        "total_cycles": s.total_cycles,
+        "seconds": s.seconds,
+        "utilization": round(s.utilization, 6),
+        "stall_fraction": round(s.stall_fraction, 6),
+        "dram_bytes": s.dram_bytes.total,
+        "dram_read_bytes": s.dram_bytes.read,
+        "dram_write_bytes": s.dram_bytes.write,
+        "energy_pj": round(s.energy_pj.total, 3),
+        **{f"energy_{k}_pj": round(v, 3) for k, v in s.energy_pj.by_component.items()},
     }
     training = result.training
     if training is not None:
