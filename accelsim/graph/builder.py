@@ -99,10 +99,6 @@ class GraphBuilder:
         self._producers[tensor.name] = tuple(sorted(ids))
         return tensor
 
-    def producers(self, tensor: Tensor) -> tuple[int, ...]:
-        """The ops whose writes ``tensor`` is ready after."""
-        return self._producers.get(tensor.name, ())
-
     def add_dependencies(self, op_id: int, deps: Iterable[int]) -> None:
         """Make an op also wait for earlier ops ``deps`` (e.g. a schedule's ordering)."""
         op = self.ops[op_id]

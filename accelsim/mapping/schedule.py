@@ -60,14 +60,6 @@ class FoldSchedule:
     units: tuple[UnitSchedule, ...]
     masks: Mapping[int, np.ndarray] = field(default_factory=dict)
 
-    def gemm(self, op_id: int) -> tuple[UnitSchedule, int]:
-        """The unit schedule holding GEMM ``op_id`` and its row there."""
-        for unit in self.units:
-            rows = np.flatnonzero(unit.op_index == op_id)
-            if rows.size:
-                return unit, int(rows[0])
-        raise KeyError(op_id)
-
     def with_masks(self, masks: Mapping[int, np.ndarray]) -> FoldSchedule:
         """The schedule with fold masks (by op id) applied.
 

@@ -1,0 +1,115 @@
+"""Graph passes and the fold schedule, on small graphs checked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelsim.config.base import Convention
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import PsumPolicy
+from accelsim.errors import SimulationError
+from accelsim.graph import passes
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp
+from accelsim.mapping.schedule import FoldSchedule, schedule
+from accelsim.mapping.units import main_array
+from accelsim.timing.costs import OpCosts, op_costs
+from tests.conftest import make_hw
+
+WORDS = WordBytesSpec()
+
+
+def chain() -> OpGraph:
+    """x -> gemm0 -> y -> vector1 -> z; gemm2 reads x and z (a backward op)."""
+    b = GraphBuilder(WORDS)
+    x = b.tensor("x", TensorKind.ACTIVATION, 64)
+    w = b.tensor("w", TensorKind.WEIGHT, 64)
+    y = b.tensor("y", TensorKind.ACTIVATION, 64)
+    z = b.tensor("z", TensorKind.GRADIENT, 64)
+    out = b.tensor("dw", TensorKind.GRADIENT, 64)
+    b.gemm("g0", "l0", Phase.FWD, 8, 8, 8, 1, x, w, y)
+    b.vector("v1", "l1", Phase.FWD, 64, 1, [y], [z])
+    b.gemm("g2", "l0", Phase.BWD_WEIGHT, 8, 8, 8, 1, z, x, out)
+    return b.build()
+
+
+def test_builder_records_sources_and_the_stash() -> None:
+    graph = chain()
+    assert [op.deps for op in graph.ops] == [(), (0,), (1,)]
+    assert graph.ops[2].sources == ((1,), ())  # z from v1; x has no producer
+    assert graph.stashed == frozenset({"x"})  # the activation the backward op reads
+
+
+def test_transfers_bring_remote_data_once_per_destination() -> None:
+    graph = passes.place(chain(), lambda op: 1 if op.name == "v1" else 0)
+    moved = passes.insert_transfers(graph)
+    names = [op.name for op in moved.ops]
+    assert names == ["g0", "y.to_p1", "v1", "z.to_p0", "g2"]
+    assert moved.processor == (0, 0, 1, 1, 0)  # a transfer runs on its source's link
+    to_p1, to_p0 = moved.ops[1], moved.ops[3]
+    assert isinstance(to_p1, TransferOp) and (to_p1.source, to_p1.destination) == (0, 1)
+    assert to_p1.deps == (0,) and moved.ops[2].deps == (1,)
+    assert isinstance(to_p0, TransferOp) and moved.ops[4].deps == (3,)
+    # the consumer's data sources still name the producer, not the copy
+    assert moved.ops[4].sources == ((2,), ())
+
+
+def test_split_gemm_shares_rows_and_readers_wait_for_both_parts() -> None:
+    graph = passes.split_gemms(chain(), lambda op: (0.25, 1) if op.name == "g0" else None)
+    parts = [op for op in graph.ops if isinstance(op, GemmOp) and op.name.startswith("g0")]
+    assert [(p.name, p.m) for p in parts] == [("g0.part0", 2), ("g0.part1", 6)]
+    assert graph.processor[:2] == (1, 0)
+    assert graph.ops[2].deps == (0, 1)  # v1 reads y, written by both parts
+    assert sum(p.macs for p in parts) == 8 * 8 * 8
+
+
+def test_rewrite_drops_and_inserts_and_renumbers() -> None:
+    def emit(builder: GraphBuilder, op: Op) -> None:
+        if op.name == "g0":
+            y = builder.tensor("y", TensorKind.ACTIVATION, 64)
+            seen = builder.tensor("seen", TensorKind.ACTIVATION, 64)
+            builder.vector("after_g0", "l0", Phase.AUX, 64, 1, [y], [seen])
+
+    graph, ids = passes.rewrite(chain(), WORDS, lambda op: op.phase is Phase.BWD_WEIGHT, emit)
+    assert [op.name for op in graph.ops] == ["g0", "after_g0", "v1"]
+    assert ids == {0: (0,), 1: (2,), 2: ()}
+    assert graph.ops[1].deps == (0,) and graph.ops[2].deps == (0,)
+    assert graph.stashed == frozenset()  # the backward reader is gone
+
+
+def test_instantiate_renames_tensors_and_tags_ops() -> None:
+    copy = passes.instantiate(chain(), Tag(mini_batch=2, micro_batch=1), "b2m1/")
+    assert {op.tag for op in copy.ops} == {Tag(0, 2, 1)}
+    assert copy.stashed == frozenset({"b2m1/x"})
+    both = passes.concat([chain(), copy])
+    assert [op.deps for op in both.ops][3:] == [(), (3,), (4,)]
+
+
+def test_fold_masks_scale_compute_macs_and_sram_but_not_dram() -> None:
+    hw = make_hw(**{"array.rows": 8, "array.cols": 8})
+    b = GraphBuilder(hw.word_bytes)
+    a = b.tensor("a", TensorKind.ACTIVATION, 64 * 32)
+    w = b.tensor("w", TensorKind.WEIGHT, 32 * 32)
+    c = b.tensor("c", TensorKind.ACTIVATION, 64 * 32)
+    b.gemm("g", "l", Phase.FWD, 64, 32, 32, 1, a, w, c)
+    graph = b.build()
+    full = schedule(graph, (main_array(hw),))
+    unit = full.units[0]
+    # ws: Sr = k = 32 -> 4 row folds, Sc = n = 32 -> 4 column folds
+    assert (int(unit.row_folds[0]), int(unit.col_folds[0])) == (4, 4)
+    mask = np.ones((4, 4), bool)
+    mask[:, :2] = False  # half the folds skipped
+    masked = full.with_masks({0: mask})
+
+    def cost(folds: FoldSchedule) -> OpCosts:
+        return op_costs(graph, folds, hw, Convention.ACCELSIM, PsumPolicy.CHUNK, 8)
+
+    whole, half = cost(full), cost(masked)
+    per_fold = 2 * 8 + 8 + 64 - 2  # 2 rows + cols + T - 2, T = m = 64
+    assert int(whole.compute_cycles[0]) == 16 * per_fold
+    assert int(half.compute_cycles[0]) == 8 * per_fold
+    assert int(half.macs[0]) * 2 == int(whole.macs[0]) == 64 * 32 * 32
+    assert int(half.dram_read_bytes[0]) == int(whole.dram_read_bytes[0]) > 0
+    with pytest.raises(SimulationError, match=r"fold mask of op 0 is \(2, 2\), expected \(4, 4\)"):
+        full.with_masks({0: np.ones((2, 2), bool)})
