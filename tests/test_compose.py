@@ -128,3 +128,21 @@ def test_two_techniques_defining_step_kinds_cannot_compose() -> None:
         "run.yaml: techniques: at most one technique may define their own step kinds"
         " (got ['kinds', 'other'])"
     ]
+
+
+def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline, then LayerPipe's three candidates; the winner is not simulated again."""
+    from accelsim.driver import run as driver_run
+
+    calls: list[str] = []
+    real = driver_run.simulate_graph
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(str(args[2]))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(driver_run, "simulate_graph", counted)
+    inputs = load_inputs(MLP, parse_sets(["processors=3", "run.techniques={layerpipe: {}}"]))
+    result = simulate_training(inputs)
+    assert calls == ["base", "candidate", "candidate", "candidate"]
+    assert result.steps["layerpipe"].settings["step"] == "layerpipe"
