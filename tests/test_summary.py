@@ -1,0 +1,212 @@
+"""The typed step summary (``accelsim.report.summary``) and its ``summary.json`` record.
+
+``StepSummary.to_dict`` must write exactly what ``summary.json`` has always
+held (keys, key order, ints as ints and floats as floats), and
+``StepSummary.from_dict`` must read it back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+import pytest
+
+import accelsim
+from accelsim.report.console import summary_table
+from accelsim.report.result import SCHEMA_VERSION, TrainingResult
+from accelsim.report.summary import (
+    DramBytes,
+    EnergySummary,
+    MacCounts,
+    StashSummary,
+    StepSummary,
+)
+from accelsim.report.writer import write_run
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "configs" / "runs" / "smoke.yaml"
+MLP = REPO / "configs" / "runs" / "mlp.yaml"
+GP = "run.techniques={gradient_prediction: {}}"
+
+# summary.json of the smoke run, top-level keys in the order they are written
+SMOKE_KEYS = [
+    "schema_version",
+    "run",
+    "workload",
+    "hardware",
+    "batch_size",
+    "processors",
+    "array",
+    "step",
+    "convention",
+    "assignment",
+    "optimizer",
+    "strided_dx",
+    "psums",
+    "workload_variant",
+    "clock_mhz",
+    "total_cycles",
+    "seconds",
+    "ops",
+    "macs",
+    "vector_ops",
+    "utilization",
+    "array_stall_cycles",
+    "stall_fraction",
+    "busy_cycles",
+    "dram_bytes",
+    "interconnect_bytes",
+    "parameters",
+    "stash",
+    "energy_pj",
+]
+
+
+@cache
+def smoke() -> TrainingResult:
+    return accelsim.simulate(SMOKE)
+
+
+@cache
+def gradient_prediction() -> TrainingResult:
+    return accelsim.simulate(MLP, overrides=[GP])
+
+
+def written_summary(result: TrainingResult, out: Path) -> str:
+    """The text of ``summary.json`` as ``accelsim run`` writes it."""
+    directory = write_run(result, "", out)
+    return (directory / "summary.json").read_text(encoding="utf-8")
+
+
+def conforms(value: Any, hint: Any) -> bool:
+    """Whether ``value`` has the declared type ``hint`` (ints are exactly ints)."""
+    if is_dataclass(hint):
+        return isinstance(value, hint) and all_fields_conform(value)
+    if hint is int:
+        return type(value) is int
+    if hint is float:
+        return isinstance(value, float)
+    if hint is str:
+        return type(value) is str
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Mapping:
+        key, item = args
+        return isinstance(value, Mapping) and all(
+            conforms(k, key) and conforms(v, item) for k, v in value.items()
+        )
+    if origin is tuple and args[1:] == (Ellipsis,):
+        return isinstance(value, tuple) and all(conforms(v, args[0]) for v in value)
+    raise AssertionError(f"no check for {hint}")
+
+
+def all_fields_conform(obj: Any) -> bool:
+    hints = get_type_hints(type(obj))
+    for f in fields(obj):
+        assert conforms(getattr(obj, f.name), hints[f.name]), (f.name, getattr(obj, f.name))
+    return True
+
+
+def same_shape(a: Any, b: Any, where: str = "") -> None:
+    """``a`` and ``b`` have the same keys in the same order and leaves of the same type."""
+    assert type(a) is type(b), (where, a, b)
+    if isinstance(a, dict):
+        assert list(a) == list(b), where
+        for key in a:
+            same_shape(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            same_shape(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, (where, a, b)
+
+
+def test_to_dict_is_the_written_summary_json(tmp_path: Path) -> None:
+    """Every key of the smoke run's summary.json, in order, with the same value types."""
+    result = smoke()
+    summary = result.base.step_summary()
+    text = written_summary(result, tmp_path)
+    written = json.loads(text)
+    assert list(written) == SMOKE_KEYS
+    record = summary.to_dict()
+    same_shape(record, written)
+    assert json.dumps(record, indent=2) + "\n" == text
+    assert record == result.base.summary() == result.summary()
+    assert summary.schema_version == SCHEMA_VERSION == written["schema_version"] == 1
+    assert {f.name for f in fields(StepSummary)} - {"settings"} <= set(written)
+    assert (
+        list(summary.settings)
+        == SMOKE_KEYS[SMOKE_KEYS.index("array") + 1 : SMOKE_KEYS.index("clock_mhz")]
+    )
+
+
+def test_fields_have_their_declared_types() -> None:
+    summary = smoke().base.step_summary()
+    assert all_fields_conform(summary)
+    assert isinstance(summary.macs, MacCounts)
+    assert isinstance(summary.dram_bytes, DramBytes)
+    assert isinstance(summary.stash, StashSummary)
+    assert isinstance(summary.energy_pj, EnergySummary)
+    record = summary.to_dict()
+    hints = get_type_hints(StepSummary)
+    for f in fields(StepSummary):
+        if f.name == "settings":
+            continue
+        value, hint = record[f.name], hints[f.name]
+        if hint in (int, float, str):
+            assert type(value) is hint, f.name
+        else:
+            assert type(value) is dict, f.name
+
+
+def test_from_dict_reads_summary_json_back(tmp_path: Path) -> None:
+    summary = smoke().base.step_summary()
+    read = StepSummary.from_dict(json.loads(written_summary(smoke(), tmp_path)))
+    assert read == summary
+    assert all_fields_conform(read)
+    assert read.to_dict() == summary.to_dict()
+
+
+def test_training_section_stays_the_techniques_dict(tmp_path: Path) -> None:
+    """A technique's report follows the step summary under ``training``; extra units and
+    energy components are keys of the mappings; each step kind round-trips."""
+    result = gradient_prediction()
+    assert result.training is not None
+    written = json.loads(written_summary(result, tmp_path))
+    assert list(written) == [*result.base.step_summary().to_dict(), "training"]
+    assert written["training"] == json.loads(json.dumps(result.training))
+    assert StepSummary.from_dict(written) == result.base.step_summary()
+    for kind, step in result.steps.items():
+        summary = step.step_summary()
+        assert summary.settings["step"] == kind
+        assert "predictor" in summary.busy_cycles
+        assert "predictor_mac" in summary.energy_pj.by_component
+        assert all_fields_conform(summary)
+        assert StepSummary.from_dict(json.loads(json.dumps(summary.to_dict()))) == summary
+
+
+def test_from_dict_rejects_bad_records() -> None:
+    record = smoke().base.summary()
+    with pytest.raises(ValueError, match=re.escape("schema_version: expected 1 (got 2)")):
+        StepSummary.from_dict(record | {"schema_version": 2})
+    with pytest.raises(ValueError, match="missing key 'total_cycles'"):
+        StepSummary.from_dict({k: v for k, v in record.items() if k != "total_cycles"})
+    with pytest.raises(ValueError, match=re.escape("seconds: expected float (got int 1)")):
+        StepSummary.from_dict(record | {"seconds": 1})
+    with pytest.raises(ValueError, match=re.escape("total: expected int (got bool True)")):
+        StepSummary.from_dict(record | {"macs": record["macs"] | {"total": True}})
+
+
+def test_summary_table_reads_the_typed_summary() -> None:
+    summary = smoke().base.step_summary()
+    table = summary_table(summary)
+    assert table == summary_table(summary.to_dict())
+    assert f"{summary.total_cycles:,}" in table
+    changed = replace(summary, macs=replace(summary.macs, total=7))
+    assert " 7  (fwd " in summary_table(changed)
