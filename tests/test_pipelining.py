@@ -122,6 +122,24 @@ def test_memory_and_delays_per_schedule(tmp_path: Path) -> None:
     assert reports["pipedream"]["warmup_cycles"] > 0
 
 
+def test_weight_stash_is_the_stage_weights_times_versions(tmp_path: Path) -> None:
+    """sum(|W_l|) over a stage's layers, times its weight versions (bf16 weights: 2 B)."""
+    path = run_file(tmp_path, "resnet18")
+    inputs = load_inputs(path, parse_sets(["processors=4", "run.techniques={pipedream: {}}"]))
+    result = simulate_training(inputs)
+    report = result.training
+    assert report is not None
+    weights: dict[str, int] = {}
+    for p in result.base.graph.parameters:
+        weights[p.layer] = weights.get(p.layer, 0) + p.weight.elements * 2
+    order = [info.layer.name for info in inputs.infos]
+    for row, proc in zip(report["partition"], report["processors"], strict=True):
+        first, last = order.index(row["first_layer"]), order.index(row["last_layer"])
+        stage_bytes = sum(weights.get(n, 0) for n in order[first : last + 1])
+        assert proc["weight_stash_bytes"] == stage_bytes * proc["weight_versions"]
+    assert report["processors"][0]["weight_stash_bytes"] > 0
+
+
 def test_bad_schedule_configs(tmp_path: Path) -> None:
     path = run_file(tmp_path, "mlp", batch=16)
     with pytest.raises(

@@ -243,12 +243,14 @@ class Schedule(Technique):
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
         optimizer = ctx.run.optimizer.kind
+        first: list[Parameter] = []
         for j in range(cfg.mini_batches):
             start = len(builder.ops)
             copies = [
                 self._copy(builder, one, Tag(mini_batch=j, micro_batch=i), stage_of, shares)
                 for i in range(cfg.micro_batches)
             ]
+            first = first or copies[0]
             ready = _accumulate(builder, copies, stage_of, Tag(mini_batch=j))
             backward_done = _stage_sinks(builder, start)
             for p, param in enumerate(copies[0]):
@@ -264,7 +266,8 @@ class Schedule(Technique):
                 builder.processor[op] = stage
                 updates.setdefault((j, stage), []).append(op)
             self._order(builder, start, j, plan.stages, updates, priority, defer)
-        return passes.insert_transfers(builder.build(priority=priority))
+        # The graph's parameters are the first micro-batch's: one copy of the weights.
+        return passes.insert_transfers(builder.build(first, priority=priority))
 
     @staticmethod
     def _copy(
