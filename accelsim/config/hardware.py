@@ -2,10 +2,15 @@
 
 Loaded from ``configs/hardware/*.yaml``.  Every processor is identical; the
 buffer sizes are per processor and each buffer is double-buffered, so half of
-it holds the tile being computed and half the tile being fetched.
+it holds the tile being computed and half the tile being fetched.  DRAM is one
+channel shared by all processors or, with ``dram.sharing: per_processor``, one
+channel per processor.
 """
 
 from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
@@ -70,11 +75,26 @@ class VectorUnitSpec(Spec):
     precision: PrecisionField = Precision.FP32
 
 
+class DramSharing(str, Enum):
+    """Whether the processors share one DRAM channel or each has its own."""
+
+    SHARED = "shared"
+    PER_PROCESSOR = "per_processor"
+
+
 class DramSpec(Spec):
-    """Off-chip memory shared by all processors. Use ``.inf`` for ideal bandwidth."""
+    """Off-chip memory. Use ``.inf`` for ideal bandwidth.
+
+    ``sharing`` is ``shared`` (default: one channel for all processors, whose
+    transfers queue on it) or ``per_processor`` (each processor has its own
+    local channel, as in a multi-chip system).  ``bandwidth_bytes_per_cycle``
+    and ``latency_cycles`` describe one channel, so with ``per_processor`` the
+    aggregate bandwidth is ``processors`` times the configured one.
+    """
 
     bandwidth_bytes_per_cycle: Bandwidth
     latency_cycles: NonNegativeInt = 0
+    sharing: Annotated[DramSharing, Field(strict=False)] = DramSharing.SHARED
 
 
 class InterconnectSpec(Spec):
@@ -109,7 +129,10 @@ class WordBytesSpec(Spec):
 
 
 class HardwareSpec(Spec):
-    """A whole accelerator: ``processors`` identical processors sharing one DRAM."""
+    """A whole accelerator: ``processors`` identical processors and their DRAM.
+
+    The processors share one DRAM channel or each has its own (``dram.sharing``).
+    """
 
     name: Name
     description: str = ""

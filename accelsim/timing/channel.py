@@ -1,7 +1,8 @@
 """A bandwidth-limited, first-come-first-served channel as a SimPy resource.
 
-Used for DRAM (shared by every processor and unit) and for each processor's
-interconnect link.  It follows SimPy's documented extension contract for
+Used for DRAM (one channel shared by every processor and unit, or one per
+processor) and for each processor's interconnect link.  It follows SimPy's
+documented extension contract for
 :class:`simpy.resources.base.BaseResource`: a :class:`Transfer` is a ``Put``
 whose ``_do_put`` reserves the channel for ``ceil(bytes / bandwidth)`` cycles
 after every transfer requested before it, then completes after the access

@@ -1,12 +1,15 @@
-"""SimPy event engine: runs an op DAG on N processors sharing DRAM.
+"""SimPy event engine: runs an op DAG on N processors and their DRAM.
 
 Each processor has a systolic array, a vector unit and any extra array units
 a technique adds; each unit runs one op at a time, always the ready op that
 comes first in program order (or in the graph's own priority order).  DRAM is
-one shared first-come-first-served :class:`~accelsim.timing.channel.Channel`
-(busy ``bytes / bandwidth`` cycles per transfer, then the access latency);
-each processor has one outgoing interconnect link, another channel, for ring
-all-reduces and point-to-point transfers.
+a first-come-first-served :class:`~accelsim.timing.channel.Channel` (busy
+``bytes / bandwidth`` cycles per transfer, then the access latency): one
+channel shared by every processor (``dram.sharing: shared``) or one per
+processor (``per_processor``); an op's traffic goes to its own processor's
+channel, and an all-reduce reads and writes each participant's copy on that
+participant's channel.  Each processor has one outgoing interconnect link,
+another channel, for ring all-reduces and point-to-point transfers.
 
 An op is simulated as ``chunks`` tile groups: the first tile of each input
 (the prologue) must arrive before compute starts; while group ``j`` computes,
@@ -14,7 +17,7 @@ group ``j+1`` is fetched (double buffering) and group ``j``'s outputs drain to
 DRAM behind it; the last output tile (the epilogue) drains after compute.
 The array stalls when a fetch is late.  Events happen per tile group and per
 transfer, never per cycle, and contention between processors and units comes
-out of the shared channel.
+out of the channels they share.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Generator
 import numpy as np
 import simpy
 
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.errors import SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import Channel
@@ -45,7 +48,16 @@ class _Engine:
         self.graph = graph
         self.costs = costs
         self.env = simpy.Environment()
-        self.dram = Channel(self.env, hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+        # DRAM channel of each processor: the same object for all when shared.
+        dram = hw.dram
+        if dram.sharing is DramSharing.PER_PROCESSOR:
+            self.dram = [
+                Channel(self.env, dram.bandwidth_bytes_per_cycle, dram.latency_cycles)
+                for _ in range(hw.processors)
+            ]
+        else:
+            shared = Channel(self.env, dram.bandwidth_bytes_per_cycle, dram.latency_cycles)
+            self.dram = [shared] * hw.processors
         link = hw.interconnect
         self.links = [
             Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
@@ -111,7 +123,7 @@ class _Engine:
             yield from self._op_proc(item.item)
 
     def _op_proc(self, i: int) -> Process:
-        env, dram, c = self.env, self.dram, self.costs
+        env, dram, c = self.env, self.dram[self.graph.processor[i]], self.costs
         self.start[i] = env.now
         chunks = int(c.chunks[i])
         compute = int(c.compute_cycles[i])
@@ -149,10 +161,10 @@ class _Engine:
         self.start[i] = env.now
         procs = len(op.participants)
         chunk = -(-op.tensor.bytes // procs)
-        yield env.all_of([self.dram.transfer(op.tensor.bytes) for _ in op.participants])
+        yield env.all_of([self.dram[p].transfer(op.tensor.bytes) for p in op.participants])
         for _ in range(2 * (procs - 1)):
             yield env.all_of([self.links[p].transfer(chunk) for p in op.participants])
-        yield env.all_of([self.dram.transfer(op.tensor.bytes) for _ in op.participants])
+        yield env.all_of([self.dram[p].transfer(op.tensor.bytes) for p in op.participants])
         self._finish(i)
 
 
