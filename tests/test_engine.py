@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import simpy
 
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.config.loader import load_hardware, parse_sets
 from accelsim.graph.ops import (
     Access,
@@ -242,6 +242,51 @@ def test_dram_order_is_request_order_not_processor_order() -> None:
     assert timings(trace) == ([0, 5, 0], [5, 240, 220], [0, 135, 120], 240)
 
 
+# -- one DRAM channel per processor (dram.sharing: per_processor) -------------------------
+
+PER_PROCESSOR = "dram.sharing=per_processor"
+
+
+def test_shared_is_the_default() -> None:
+    assert hw().dram.sharing is DramSharing.SHARED
+    assert hw(PER_PROCESSOR).dram.sharing is DramSharing.PER_PROCESSOR
+
+
+@pytest.mark.parametrize(
+    ("sharing", "ends"),
+    [
+        # One channel: p0's 1280 B take DRAM 0..10 (ceil(1280/128) = 10), arrive 110;
+        # p1's queue behind, 10..20, arrive 120: 10 cycles later than p0.
+        ("shared", [110, 120]),
+        # A channel each: both 0..10, both arrive 110.
+        ("per_processor", [110, 110]),
+    ],
+)
+def test_two_processors_reading_at_once(sharing: str, ends: list[int]) -> None:
+    # Each processor's array op reads 1280 B at cycle 0 and computes nothing, so it
+    # ends when its data arrives; stall = the whole duration.
+    graph = OpGraph(ops=(gemm(0), gemm(1)), processor=(0, 1))
+    c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[0, 0], reads=[1280, 1280])
+    trace = simulate(graph, c, hw("processors=2", f"dram.sharing={sharing}"))
+    assert timings(trace) == ([0, 0], ends, ends, max(ends))
+
+
+def test_per_processor_channel_is_shared_by_the_processors_units() -> None:
+    # p0's array op and vector op and p1's array op each read 1280 B at cycle 0
+    # (10 cycles of DRAM each) and compute 100.  Requests come in unit order:
+    # p0 array, p0 vector, p1 array.
+    # per_processor: p0 array 0..10 -> 110, end 210; p0 vector queues behind it on
+    #   p0's channel, 10..20 -> 120, end 220; p1 array on its own channel 0..10 -> 110,
+    #   end 210.
+    # shared: the third request queues behind both, 20..30 -> 130, end 230.
+    graph = OpGraph(ops=(gemm(0), vector(1), gemm(2)), processor=(0, 0, 1))
+    c = costs([UNIT_ARRAY, UNIT_VECTOR, UNIT_ARRAY], compute=[100, 100, 100], reads=[1280] * 3)
+    private = simulate(graph, c, hw("processors=2", PER_PROCESSOR))
+    assert timings(private) == ([0, 0, 0], [210, 220, 210], [110, 120, 110], 220)
+    shared = simulate(graph, c, hw("processors=2"))
+    assert timings(shared) == ([0, 0, 0], [210, 220, 230], [110, 120, 130], 230)
+
+
 # -- prologue, double-buffered fetches, drains and the epilogue ---------------------------
 
 # One array op: 300 compute cycles in 3 tile groups (100 each); 1000 B read of
@@ -347,6 +392,46 @@ def test_ring_allreduce(processors: int, end: int) -> None:
     trace = simulate(graph, costs([UNIT_COMM]), hw(f"processors={processors}"))
     # Communication ops have no compute: their whole duration is communication.
     assert timings(trace) == ([0], [end], [0], end)
+
+
+@pytest.mark.parametrize(
+    ("processors", "end"),
+    [
+        # P = 2, a DRAM channel each: both participants read their 2002 B at once,
+        # ceil(2002/128) = 16 cycles, 0..16, arrive 116; 2 link steps of 216 as above,
+        # 116 -> 548; writes 548..564 in parallel, arrive 664 (696 - 2 x 16 shared).
+        (2, 664),
+        # P = 3: reads 0..16, arrive 116; 4 steps of 211, 116 -> 960; writes
+        # 960..976, arrive 1076 (1140 - 2 x 2 x 16 shared).
+        (3, 1076),
+    ],
+)
+def test_ring_allreduce_with_a_dram_channel_per_processor(processors: int, end: int) -> None:
+    graph = allreduce(tuple(range(processors)))
+    spec = hw(f"processors={processors}", PER_PROCESSOR)
+    trace = simulate(graph, costs([UNIT_COMM]), spec)
+    assert timings(trace) == ([0], [end], [0], end)
+
+
+def test_allreduce_uses_each_participants_own_channel() -> None:
+    # 3 processors, a DRAM channel each.  op0 on p1 reads 2560 B at 0 (DRAM 0..20 on
+    # p1's channel, arrives 120, computes 10 -> ends 130).  The all-reduce over
+    # (0, 2) has no dependency: its reads go to p0's and p2's channels, 0..16,
+    # arrive 116, untouched by p1's traffic; then 2 link steps of 216 -> 548 and
+    # writes 548..564 -> 664, as with 2 processors alone.
+    comm = CommOp(
+        op_id=1,
+        name="allreduce",
+        layer="l",
+        phase=Phase.COMM,
+        tensor=Tensor("dw", TensorKind.GRADIENT, 1001, 2),
+        participants=(0, 2),
+        deps=(),
+    )
+    graph = OpGraph(ops=(gemm(0), comm), processor=(1, 0))
+    c = costs([UNIT_ARRAY, UNIT_COMM], compute=[10, 0], reads=[2560, 0])
+    trace = simulate(graph, c, hw("processors=3", PER_PROCESSOR))
+    assert timings(trace) == ([0, 0], [130, 664], [120, 0], 664)
 
 
 def test_allreduce_waits_for_every_participants_gradient() -> None:
