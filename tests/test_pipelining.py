@@ -61,10 +61,10 @@ def test_one_stage_is_the_baseline_step(tmp_path: Path, schedule: str, workload:
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_every_schedule_does_the_same_macs(tmp_path: Path, schedule: str) -> None:
-    result = train(run_file(tmp_path, "resnet18"), 4, f"{schedule}: {{mini_batches: 3}}")
+    result = train(run_file(tmp_path, "resnet18"), 4, f"{schedule}: {{mini_batches: 9}}")
     step = result.steps[schedule]
     gemm_macs = sum(op.macs for op in step.graph.ops if isinstance(op, GemmOp))
-    assert gemm_macs == 3 * int(result.base.trace.costs.macs.sum())
+    assert gemm_macs == 9 * int(result.base.trace.costs.macs.sum())
 
 
 @pytest.mark.parametrize(
@@ -81,17 +81,18 @@ def test_layerpipe_is_never_slower_than_pipedream(
     assert layerpipe["steady_cycles_per_minibatch"] <= pipedream["steady_cycles_per_minibatch"]
     for report in (pipedream, layerpipe):
         assert all(0 <= p["utilization"] <= 1 for p in report["processors"])
-        # Busy and idle split the steady window: the mean interval between mini-batch
-        # completions times the intervals it was measured over (the second half).
-        simulated = report["mini_batches_simulated"]
-        window = report["steady_cycles_per_minibatch"] * (simulated - 1 - (simulated - 1) // 2)
+        # Busy and idle split the window in which the pipeline is full: completions
+        # S - 1 to M - S, with the default M = 3 S + 2.
+        simulated, stages = report["mini_batches_simulated"], report["stages"]
+        assert simulated == 3 * stages + 2
+        assert report["steady_window"] == [stages - 1, simulated - stages]
         for p in report["processors"]:
-            assert p["busy_cycles"] + p["idle_cycles"] == pytest.approx(window, rel=1e-12)
+            assert p["busy_cycles"] + p["idle_cycles"] == report["steady_window_cycles"]
 
 
 def test_communication_is_the_tensors_crossing_stage_boundaries(tmp_path: Path) -> None:
     # MLP 784-2048-2048-10 on 3 stages, batch 16, bf16 activations and gradients.
-    result = train(run_file(tmp_path, "mlp"), 3, "pipedream: {mini_batches: 2}")
+    result = train(run_file(tmp_path, "mlp"), 3, "pipedream: {mini_batches: 7}")
     report = result.training
     assert report is not None
     # fc2 costs more than all the other layers together, so the only optimal
@@ -160,6 +161,12 @@ def test_bad_schedule_configs(tmp_path: Path) -> None:
         r" layerpipe",
     ):
         train(path, 2, "pipedream: {}, layerpipe: {}")
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.gpipe.mini_batches: too few to fill 3 stages and measure a steady"
+        r" state \(needs >= 7\) \(got 6\)",
+    ):
+        train(path, 3, "gpipe: {mini_batches: 6}")
 
 
 def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
@@ -181,7 +188,7 @@ def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
             "--set",
             "processors=2",
             "--set",
-            "run.techniques={pipedream: {mini_batches: 3}}",
+            "run.techniques={pipedream: {mini_batches: 5}}",
         ],
         capture_output=True,
         text=True,
@@ -196,3 +203,38 @@ def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
     assert summary["training"]["technique"] == "pipedream"
     assert summary["training"]["stages"] == 2
     assert "steady_cycles_per_minibatch" in done.stdout
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize(("workload", "processors"), [("mlp", 3), ("resnet18", 4)])
+@pytest.mark.parametrize("sharing", ["shared", "per_processor"])
+def test_no_period_beats_its_bounds(
+    tmp_path: Path, schedule: str, workload: str, processors: int, sharing: str
+) -> None:
+    """The period is at least one mini-batch's DRAM time (the busiest channel's when each
+    processor has its own), link time and busiest unit's work, and the speedup at most
+    what the binding bound allows."""
+    sets = [f"processors={processors}", f"dram.sharing={sharing}"]
+    sets.append(f"run.techniques={{{schedule}: {{}}}}")
+    report = simulate_training(load_inputs(run_file(tmp_path, workload), parse_sets(sets))).training
+    assert report is not None
+    bounds = report["period_bounds_cycles"]
+    assert set(bounds) == {"dram", "interconnect", "compute"}
+    assert report["binding_bound_cycles"] == max(bounds.values())
+    assert bounds[report["binding_bound"]] == report["binding_bound_cycles"]
+    assert report["steady_cycles_per_minibatch"] >= report["binding_bound_cycles"]
+    assert report["speedup"] <= report["speedup_bound"]
+
+
+@pytest.mark.parametrize("schedule", ["pipedream", "layerpipe"])
+def test_speedup_does_not_depend_on_the_mini_batches_simulated(
+    tmp_path: Path, schedule: str
+) -> None:
+    """Doubling the simulated mini-batches moves the speedup by less than 2 %:
+    the period is a steady-state figure, not an average over fill and drain."""
+    path = run_file(tmp_path, "resnet18")
+    default = train(path, 4, f"{schedule}: {{}}").training
+    doubled = train(path, 4, f"{schedule}: {{mini_batches: 28}}").training
+    assert default is not None and doubled is not None
+    assert default["mini_batches_simulated"] == 14
+    assert doubled["speedup"] == pytest.approx(default["speedup"], rel=0.02)

@@ -143,13 +143,19 @@ def training_table(training: dict[str, Any]) -> str:
         (f"  {kind} step", f"{step['cycles']:,.0f} cycles ({step['cycles'] / base:.3f} x base)")
         for kind, step in steps.items()
     ]
-    headline = ("speedup", "energy_reduction", "dram_reduction")
+    headline = ("speedup", "energy_reduction", "dram_reduction", "speedup_bound")
     rows += [
         (f"  {k}", f"{v:,.3f}" if isinstance(v, float) else f"{v:,}")
         for k, v in training.items()
         if isinstance(v, int | float) and not isinstance(v, bool) and k not in headline
     ]
-    rows.append(("speedup", f"{training['speedup']:.3f} x"))
+    speedup = f"{training['speedup']:.3f} x"
+    if "speedup_bound" in training:
+        speedup += (
+            f"  (at most {training['speedup_bound']:.3f} x: the period's"
+            f" {training['binding_bound']} bound)"
+        )
+    rows.append(("speedup", speedup))
     if "energy_reduction" in training:
         rows.append(("energy reduction", f"{training['energy_reduction'] * 100:.1f} %"))
     if "dram_reduction" in training:

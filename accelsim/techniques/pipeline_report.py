@@ -1,18 +1,24 @@
 """What a simulated pipeline schedule achieved: steady state, warm-up, flush, per-processor use.
 
-The steady state is the mean interval between mini-batch completions (the end
-of their last update) over the second half of the simulated mini-batches.
+The steady period is the cost of one more mini-batch in a full pipeline, measured
+from the makespans of ``M`` and ``2M`` mini-batches (``Schedule.measure``); beside
+it stand the period's lower bounds (DRAM, interconnect, the busiest unit), the
+binding one named, and the speedup they allow.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.graph.ops import GemmOp, Phase, Tag, VectorOp
 from accelsim.graph.queries import writes_of
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import TechniqueContext
-from accelsim.timing.costs import UNIT_ARRAY
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
 
 if TYPE_CHECKING:
     from accelsim.techniques.pipelining import Plan, Schedule
@@ -29,21 +35,79 @@ def _entered(run: RunResult, j: int) -> int:
     )
 
 
-def steady_state(run: RunResult, mini_batches: int) -> tuple[float, list[int], tuple[int, int]]:
-    """Mean interval between mini-batch completions over the second half of the run.
+@dataclass(frozen=True)
+class SteadyState:
+    """When each mini-batch of a simulated pipeline completed, and the full window.
 
-    A mini-batch completes when its last update ends.  Returns the steady-state
-    cycles per mini-batch, every completion time, and the measured window.
+    Attributes:
+        done: When each mini-batch completed (the end of its last update).
+        first, last: Completions of mini-batches ``first..last`` happen while the
+            pipeline is full: after the ``S - 1`` that fill it and before the
+            ``S - 1`` that drain it.
+        stages: Stages of the schedule.
     """
+
+    done: list[int]
+    first: int
+    last: int
+    stages: int
+
+    @property
+    def mini_batches(self) -> int:
+        return len(self.done)
+
+
+def steady_state(run: RunResult) -> SteadyState:
+    """The completions of a simulated pipeline and the window in which it is full.
+
+    (The period itself is measured by ``Schedule.measure``, from two makespans.)
+    """
+    mini_batches = 1 + max(op.tag.mini_batch for op in run.graph.ops)
+    stages = 1 + max(run.graph.processor)
     done = [0] * mini_batches
     for op in run.graph.ops:
         if op.phase is Phase.UPDATE and isinstance(op, VectorOp):
             j = op.tag.mini_batch
             done[j] = max(done[j], int(run.trace.end_cycle[op.op_id]))
-    if mini_batches == 1:
-        return float(done[0]), done, (0, done[0])
-    first = (mini_batches - 1) // 2
-    return (done[-1] - done[first]) / (mini_batches - 1 - first), done, (done[first], done[-1])
+    first, last = stages - 1, mini_batches - stages
+    if last <= first:  # too few mini-batches to fill the pipeline: the whole run
+        first, last = 0, mini_batches - 1
+    return SteadyState(done, first, last, stages)
+
+
+def period_bounds(run: RunResult, hw: HardwareSpec, mini_batches: int) -> dict[str, float]:
+    """Lower bounds on the steady interval, in cycles per mini-batch.
+
+    Every mini-batch does the same work, so whatever the schedule, an interval is
+    at least one mini-batch's DRAM bytes over the DRAM bandwidth (the busiest
+    channel's, when each processor has its own), the busiest link's bytes over
+    the link bandwidth, and the busiest unit's compute cycles.
+    """
+    trace, c = run.trace, run.trace.costs
+    per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
+    if hw.dram.sharing is DramSharing.PER_PROCESSOR:
+        channels = np.zeros(hw.processors)
+        np.add.at(channels, trace.processor, per_op)
+        dram = float(channels.max())
+    else:
+        dram = float(per_op.sum())
+    links = np.zeros(hw.processors)
+    np.add.at(links, trace.processor, c.interconnect_bytes)
+    compute = 0.0
+    for unit in range(len(c.unit_names)):
+        if unit == UNIT_COMM:
+            continue
+        work = np.zeros(hw.processors)
+        mine = c.unit == unit
+        np.add.at(work, trace.processor[mine], c.compute_cycles[mine])
+        compute = max(compute, float(work.max()))
+    return {
+        "dram": dram / hw.dram.bandwidth_bytes_per_cycle / mini_batches,
+        "interconnect": float(links.max())
+        / hw.interconnect.bandwidth_bytes_per_cycle
+        / mini_batches,
+        "compute": compute / mini_batches,
+    }
 
 
 def pipeline_report(
@@ -51,18 +115,21 @@ def pipeline_report(
 ) -> dict[str, Any]:
     """Steady state, per-processor use and memory of a simulated pipeline schedule.
 
-    The steady state is the mean interval between mini-batch completions (end of
-    their last update) over the second half of the simulated mini-batches; the
-    warm-up is what the first mini-batch took beyond one steady interval, the
-    flush what the last one spent in the pipeline beyond it.  Busy, stall and
+    The steady period comes from ``Schedule.measure``; the warm-up is what the
+    first mini-batch took beyond one period, the flush what the last one spent in
+    the pipeline beyond it.  Busy, stall and
     idle time and utilization are per processor's array over the steady window.
     """
     cfg = schedule.settings
     stages, stage_of, costs = plan.stages, plan.stage_of, plan.costs
     trace, c, graph = run.trace, run.trace.costs, run.graph
-    steady, done, (lo, hi) = steady_state(run, cfg.mini_batches)
+    state = steady_state(run)
+    steady, done, count = schedule.period(run), state.done, state.mini_batches
+    lo, hi = done[state.first], done[state.last]
     span = max(hi - lo, 1)
     hw = ctx.hardware
+    bounds = period_bounds(run, hw, count)
+    binding = max(bounds, key=lambda k: bounds[k])
     stash = [0] * stages
     weight_bytes = [0] * stages
     for op in graph.ops:
@@ -111,14 +178,20 @@ def pipeline_report(
         "technique": schedule.name,
         "stages": stages,
         "micro_batches": cfg.micro_batches,
-        "mini_batches_simulated": cfg.mini_batches,
+        "mini_batches_simulated": count,
+        "steady_window": [state.first, state.last],
+        "steady_window_cycles": hi - lo,
         "partition": partition_rows,
         "steady_cycles_per_minibatch": steady,
+        "period_bounds_cycles": bounds,
+        "binding_bound": binding,
+        "binding_bound_cycles": bounds[binding],
         "warmup_cycles": max(done[0] - steady, 0.0),
-        "flush_cycles": max(done[-1] - _entered(run, cfg.mini_batches - 1) - steady, 0.0),
-        "interconnect_bytes_per_minibatch": int(c.interconnect_bytes.sum()) / cfg.mini_batches,
+        "flush_cycles": max(done[-1] - _entered(run, count - 1) - steady, 0.0),
+        "interconnect_bytes_per_minibatch": int(c.interconnect_bytes.sum()) / count,
         "single_processor_cycles": base.total_cycles,
         "speedup": base.total_cycles / steady,
+        "speedup_bound": base.total_cycles / max(bounds[binding], 1e-9),
         "steps": {
             "base": {"cycles": base.total_cycles},
             schedule.name: {"cycles": steady},

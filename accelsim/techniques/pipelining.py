@@ -41,7 +41,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
-from accelsim.errors import Problem
+from accelsim.errors import Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, OpGraph, Parameter, Phase, Tag, TensorKind
@@ -62,11 +62,13 @@ Fraction = Annotated[float, Field(ge=0, lt=1)]
 
 
 class PipelineConfig(Spec):
-    """``techniques.<schedule>``: stages default to the hardware's processors."""
+    """``techniques.<schedule>``: stages default to the hardware's processors;
+    ``mini_batches`` to ``3 S + 2`` for ``S`` stages (at least ``2 S + 1``, so the
+    pipeline is full for at least two completions)."""
 
     stages: PositiveInt | None = None
     micro_batches: PositiveInt = 1
-    mini_batches: PositiveInt = 6
+    mini_batches: PositiveInt | None = None
 
 
 class GPipeConfig(PipelineConfig):
@@ -156,6 +158,7 @@ class Schedule(Technique):
     def __init__(self, config: Spec, source: str) -> None:
         super().__init__(config, source)
         self._plans: dict[int, tuple[RunResult, Plan]] = {}
+        self._periods: dict[int, tuple[object, float]] = {}
 
     @property
     def settings(self) -> PipelineConfig:
@@ -165,9 +168,24 @@ class Schedule(Technique):
     def places(self) -> bool:
         return True
 
+    def mini_batches(self, stages: int) -> int:
+        """Mini-batches to simulate on ``stages`` stages."""
+        return self.settings.mini_batches or 3 * stages + 2
+
     def validate(self, load: LoadContext) -> list[Problem]:
         cfg, processors, batch = self.settings, load.hardware.processors, load.run.batch_size
         problems = []
+        stages = min(cfg.stages or processors, len(load.infos))
+        if cfg.mini_batches is not None and cfg.mini_batches < 2 * stages + 1:
+            problems.append(
+                Problem(
+                    self.source,
+                    self.where("mini_batches"),
+                    f"too few to fill {stages} stages and measure a steady state"
+                    f" (needs >= {2 * stages + 1})",
+                    cfg.mini_batches,
+                )
+            )
         if cfg.stages is not None and cfg.stages > processors:
             problems.append(
                 Problem(
@@ -217,7 +235,42 @@ class Schedule(Technique):
         return plan
 
     def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
-        return self.build(ctx, step, self.plan(ctx, base), None, defer=not self.one_task_backward)
+        plan = self.plan(ctx, base)
+        return self.measure(ctx, step, plan, None, not self.one_task_backward)[0]
+
+    def measure(
+        self,
+        ctx: TechniqueContext,
+        step: StepGraph,
+        plan: Plan,
+        shares: SplitShares | None,
+        defer: bool,
+    ) -> tuple[OpGraph, float]:
+        """The schedule's graph of ``M`` mini-batches and its steady period.
+
+        The period is ``(T(2M) - T(M)) / M`` for the makespans ``T`` of ``M`` and
+        ``2M`` pipelined mini-batches: the fill, the drain and whatever work is in
+        flight at any instant cancel, so the figure is the cost of one more
+        mini-batch in a full pipeline, not an average over a transient.
+        """
+        count = self.mini_batches(plan.stages)
+        graph = self.build(ctx, step, plan, shares, defer, count)
+        short = ctx.simulate(graph)
+        longer = ctx.simulate(self.build(ctx, step, plan, shares, defer, 2 * count))
+        period = (longer.total_cycles - short.total_cycles) / count
+        self._periods[id(short.trace)] = (short.trace, period)
+        return graph, period
+
+    def period(self, result: RunResult) -> float:
+        """The steady period :meth:`measure` found for a simulated graph of this schedule.
+
+        Raises:
+            SimulationError: for a result this schedule did not measure.
+        """
+        measured = self._periods.get(id(result.trace))
+        if measured is None or measured[0] is not result.trace:
+            raise SimulationError(f"{self.name}: no period measured for this simulated graph")
+        return measured[1]
 
     def build(
         self,
@@ -226,6 +279,7 @@ class Schedule(Technique):
         plan: Plan,
         shares: SplitShares | None,
         defer: bool,
+        mini_batches: int,
     ) -> OpGraph:
         """The graph of ``mini_batches`` pipelined mini-batches on the stages.
 
@@ -244,7 +298,7 @@ class Schedule(Technique):
         updates: dict[tuple[int, int], list[int]] = {}
         optimizer = ctx.run.optimizer.kind
         first: list[Parameter] = []
-        for j in range(cfg.mini_batches):
+        for j in range(mini_batches):
             start = len(builder.ops)
             copies = [
                 self._copy(builder, one, Tag(mini_batch=j, micro_batch=i), stage_of, shares)
@@ -330,10 +384,9 @@ class Schedule(Technique):
     def step_cost(self, result: RunResult) -> StepCost:
         """One mini-batch in steady state: its interval, and the energy and DRAM traffic
         of the whole simulated task graph shared over its mini-batches."""
-        mini_batches = self.settings.mini_batches
-        steady = steady_state(result, mini_batches)[0]
+        count = steady_state(result).mini_batches
         return StepCost(
-            steady, result.energy.total_pj / mini_batches, result.dram_bytes / mini_batches
+            self.period(result), result.energy.total_pj / count, result.dram_bytes / count
         )
 
     def training(
@@ -429,10 +482,9 @@ class LayerPipe(Schedule):
             candidates.insert(0, (shares, True))
         best: tuple[float, OpGraph] | None = None
         for split, defer in candidates:
-            graph = self.build(ctx, step, plan, split, defer)
-            steady = steady_state(ctx.simulate(graph), self.settings.mini_batches)[0]
-            if best is None or steady < best[0]:
-                best = (steady, graph)
+            graph, period = self.measure(ctx, step, plan, split, defer)
+            if best is None or period < best[0]:
+                best = (period, graph)
         assert best is not None
         return best[1]
 
