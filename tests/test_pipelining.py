@@ -68,7 +68,13 @@ def test_every_schedule_does_the_same_macs(tmp_path: Path, schedule: str) -> Non
 
 
 @pytest.mark.parametrize(
-    ("workload", "processors"), [("resnet18", 4), ("vgg16", 4), ("bert_base", 8), ("mlp", 3)]
+    ("workload", "processors"),
+    [
+        ("resnet18", 4),
+        ("vgg16", 4),
+        pytest.param("bert_base", 8, marks=pytest.mark.slow),  # 2 x 26 and 52 mini-batches
+        ("mlp", 3),
+    ],
 )
 def test_layerpipe_is_never_slower_than_pipedream(
     tmp_path: Path, workload: str, processors: int
