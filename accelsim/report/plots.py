@@ -8,6 +8,7 @@ pyplot state.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 
@@ -151,7 +152,9 @@ def plot_gantt(ops_csv: Path, png_path: Path, title: str) -> None:
 
 
 def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
-    """Suite-mean speedup over one processor against P per schedule; LayerPipe / PipeDream."""
+    """Geometric-mean speedup over one processor against P per schedule; LayerPipe over
+    PipeDream per model and in geometric mean, with the LayerPipe paper's +25 % (mean)
+    and +80 % (best, 7-9 processors) marked."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -165,12 +168,16 @@ def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
     FigureCanvasAgg(fig)
     mean_ax, ratio_ax = fig.subplots(1, 2)
     fig.suptitle(title)
+
+    def gmean(values: list[float]) -> float:
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
     for schedule in schedules:
-        mean = [sum(speed[(m, p, schedule)] for m in models) / len(models) for p in counts]
+        mean = [gmean([speed[(m, p, schedule)] for m in models]) for p in counts]
         mean_ax.plot(counts, mean, "o-", label=schedule)
     mean_ax.plot(counts, counts, ":", color="gray", label="linear")
     mean_ax.set_xlabel("processors")
-    mean_ax.set_ylabel("suite-mean speedup over one processor (x)")
+    mean_ax.set_ylabel("geometric-mean speedup over one processor (x)")
     mean_ax.legend(fontsize="small")
     if {"layerpipe", "pipedream"} <= set(schedules):
         for model in models:
@@ -181,12 +188,13 @@ def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
                 alpha=0.3,
             )
         mean_ratio = [
-            sum(speed[(m, p, "layerpipe")] / speed[(m, p, "pipedream")] for m in models)
-            / len(models)
+            gmean([speed[(m, p, "layerpipe")] / speed[(m, p, "pipedream")] for m in models])
             for p in counts
         ]
-        ratio_ax.plot(counts, mean_ratio, "o-", color="tab:red", label="suite mean")
+        ratio_ax.plot(counts, mean_ratio, "o-", color="tab:red", label="geometric mean")
         ratio_ax.axhline(1.0, color="black", linewidth=0.8)
+        ratio_ax.axhline(1.25, color="tab:blue", linestyle="--", label="paper: +25 % mean")
+        ratio_ax.axhline(1.80, color="tab:purple", linestyle=":", label="paper: +80 % at 7-9")
         ratio_ax.set_xlabel("processors")
         ratio_ax.set_ylabel("LayerPipe speedup / PipeDream speedup")
         ratio_ax.legend(fontsize="small")
