@@ -77,26 +77,27 @@ def test_predictor_macs_match_a_hand_count(tmp_path: Path) -> None:
     # 56x56 output pooled to 4x4 = 16 values.  Inference: conv0 (1 -> 64 ch, 3x3)
     # 64*16 x 9 x 64; conv1 (64 -> 64, 3x3) 64*16 x 576 x 64; FC 64 x (64*16) x 576.
     conv_layer = 1024 * 9 * 64 + 1024 * 576 * 64 + 64 * 1024 * 576  # 76,087,296
-    # fc: K = 1000, O = 512, a plain feature vector has 1 value per channel:
-    # conv0 1000 x 9 x 64; conv1 1000 x 576 x 64; FC 1000 x 64 x 512.
-    fc_layer = 1000 * 9 * 64 + 1000 * 576 * 64 + 1000 * 64 * 512  # 70,208,000
+    # fc: K = 1000, O = 512, a plain feature vector has 1 value per channel, so a 3x3
+    # conv sees only its centre tap: conv0 1000 x 1 x 64; conv1 1000 x 64 x 64;
+    # FC 1000 x 64 x 512.
+    fc_layer = 1000 * 1 * 64 + 1000 * 64 * 64 + 1000 * 64 * 512  # 36,928,000
     gp, bp = result.steps["gp"], result.steps["bp"]
     assert aux_macs(gp, "layer1.0.conv1") == conv_layer
     assert aux_macs(gp, "fc") == fc_layer
     # Training adds the backward of every predictor GEMM (dW and dX) except conv0's dX.
     assert aux_macs(bp, "layer1.0.conv1") == 3 * conv_layer - 1024 * 9 * 64
-    assert aux_macs(bp, "fc") == 3 * fc_layer - 1000 * 9 * 64
+    assert aux_macs(bp, "fc") == 3 * fc_layer - 1000 * 1 * 64
     assert aux_macs(result.base, "fc") == 0
     # The per-layer closed form in the training report agrees with the ops.
     assert result.training is not None
     report = {r["parameter"]: r for r in result.training["predictor"]["layers"]}
     assert report["layer1.0.conv1.W"]["forward_macs"] == conv_layer
-    assert report["fc.W"]["training_macs"] == 2 * fc_layer - 1000 * 9 * 64
+    assert report["fc.W"]["training_macs"] == 2 * fc_layer - 1000 * 1 * 64
     assert (
         report["fc.W"]["pooled_values"] == 1 and report["layer1.0.conv1.W"]["pooled_values"] == 16
     )
     layers = {row["layer"]: row for row in bp.layer_rows()}
-    assert layers["fc"]["aux_macs"] == 3 * fc_layer - 1000 * 9 * 64
+    assert layers["fc"]["aux_macs"] == 3 * fc_layer - 1000 * 1 * 64
 
 
 def test_gp_fraction_zero_is_never_faster(tmp_path: Path) -> None:

@@ -135,6 +135,8 @@ def training_table(training: dict[str, Any]) -> str:
     steps = training["steps"]
     base = steps["base"]["cycles"]
     rows = [("technique", str(training["technique"]))]
+    if "note" in training:
+        rows.append(("  note", str(training["note"])))
     rows += [
         ("  composed with", f"{name}: each step kind {_composed(section)}")
         for name, section in training.get("composed", {}).items()

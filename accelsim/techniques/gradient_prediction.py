@@ -276,8 +276,17 @@ class GradientPrediction(Technique):
         totals = whole_training(costs, [{"bp": 1 - g, "gp": g} for g in fractions], batches)
         layers = {info.layer.name: info for info in ctx.infos}
         placement = self.settings.placement
+        note = {}
+        if not any(fractions):
+            warmup = self.settings.schedule.warmup_epochs
+            note["note"] = (
+                f"no GP step runs: the {epochs} epoch(s) trained are all BP (warm-up of"
+                f" {warmup} epochs, or the schedule never chose GP), so the speedup is the"
+                " predictor's overhead on BP steps; set training.epochs (the paper trains 90)"
+            )
         return {
             "technique": self.name,
+            **note,
             "epochs": epochs,
             "batches_per_epoch": batches,
             "policy": self.settings.schedule.policy.value,

@@ -57,13 +57,20 @@ def pooled_size(shape: Shape, pool: int) -> int:
     return min(pool**2, spatial)
 
 
+def conv_taps(pooled: int) -> int:
+    """Filter taps a 3x3 predictor conv multiplies: the centre one alone on a 1x1 map
+    (a layer with no spatial extent, such as a linear layer), else all nine."""
+    return 1 if pooled == 1 else 9
+
+
 def predictor_layer_cost(
     net: PredictorNetSpec, info: LayerInfo, parameter: Parameter, batch: int
 ) -> dict[str, Any]:
     """The predictor's work for one predicted weight, in closed form (per replica step).
 
-    Forward (inference) MACs are ``K p (9 h + (c - 1) 9 h^2) + K h p O`` with
-    ``p`` the pooled values per channel; training adds every GEMM's backward
+    Forward (inference) MACs are ``K p (t h + (c - 1) t h^2) + K h p O`` with
+    ``p`` the pooled values per channel and ``t`` the taps of a 3x3 conv on them
+    (:func:`conv_taps`); training adds every GEMM's backward
     (dW and dX) except the first conv's dX.  Weight bytes count the conv
     weights and the FC slice this layer uses; activation bytes the predictor's
     input and conv outputs.
@@ -72,9 +79,9 @@ def predictor_layer_cost(
     assert shape is not None
     k, o = shape
     p = pooled_size(info.out_shape, net.pool)
-    h, c = net.channels, net.conv_layers
-    conv0 = k * p * 9 * h
-    convs = conv0 + (c - 1) * k * p * 9 * h * h
+    h, c, t = net.channels, net.conv_layers, conv_taps(p)
+    conv0 = k * p * t * h
+    convs = conv0 + (c - 1) * k * p * t * h * h
     fc = k * h * p * o
     word = parameter.weight.word_bytes
     return {
@@ -85,7 +92,7 @@ def predictor_layer_cost(
         "forward_macs": convs + fc,
         "training_macs": 2 * (convs + fc) - conv0,
         "averaging_ops": batch * info.out_shape.numel,
-        "weight_bytes": word * (9 * h + (c - 1) * 9 * h * h + h * p * o),
+        "weight_bytes": word * (t * h + (c - 1) * t * h * h + h * p * o),
         "activation_bytes": word * k * p * (1 + c * h),
     }
 
@@ -146,9 +153,10 @@ class Predictor:
         fc, convs = self.weights(builder)
         x = sample
         activations = [sample]
+        taps = conv_taps(p2)
         for j, w in enumerate(convs):
             y = builder.tensor(f"{tag}.conv{j}", TensorKind.ACTIVATION, k * p2 * net.channels)
-            fan_in = 9 * (1 if j == 0 else net.channels)
+            fan_in = taps * (1 if j == 0 else net.channels)
             builder.gemm(
                 f"{tag}.conv{j}.fwd",
                 layer,
@@ -235,7 +243,9 @@ class Predictor:
             b_elements=net.channels * p2 * o,
             unit=self.unit,
         )
-        updated += self._train_convs(builder, layer, tag, convs, activations, grad, k * p2)
+        updated += self._train_convs(
+            builder, layer, tag, convs, activations, grad, (k * p2, conv_taps(p2))
+        )
         self._adam_updates(builder, layer, tag, updated, [fc, *reversed(convs)])
 
     def _train_convs(
@@ -246,14 +256,21 @@ class Predictor:
         convs: list[Tensor],
         activations: list[Tensor],
         grad: Tensor,
-        positions: int,
+        shape: tuple[int, int],
     ) -> list[Tensor]:
-        """Back-propagate ``grad`` through the predictor's convs, last first; their dW."""
+        """Back-propagate ``grad`` through the predictor's convs, last first; their dW.
+
+        ``shape`` is the conv GEMMs' positions and taps; with one tap only the
+        centre ninth of each filter gets a gradient.
+        """
         channels = self.net.channels
+        positions, taps = shape
         updated = []
         for j in reversed(range(len(convs))):
-            fan_in = 9 * (1 if j == 0 else channels)
-            d_w = builder.tensor(f"{convs[j].name}.d", TensorKind.GRADIENT, convs[j].elements)
+            fan_in = taps * (1 if j == 0 else channels)
+            d_w = builder.tensor(
+                f"{convs[j].name}.d", TensorKind.GRADIENT, convs[j].elements * taps // 9
+            )
             builder.gemm(
                 f"{tag}.conv{j}.dw",
                 layer,
@@ -278,7 +295,7 @@ class Predictor:
                     Phase.AUX,
                     m=positions,
                     n=channels,
-                    k=9 * channels,
+                    k=taps * channels,
                     count=1,
                     a=grad,
                     b=convs[j],
