@@ -12,7 +12,7 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, TransferOp
 from accelsim.report.result import TrainingResult
-from accelsim.techniques.pipelining import partition
+from accelsim.techniques.pipeline_plan import partition, task_bounds
 from tests.conftest import ROOT
 
 SCHEDULES = ("gpipe", "pipedream", "layerpipe")
@@ -244,3 +244,33 @@ def test_speedup_does_not_depend_on_the_mini_batches_simulated(
     assert default is not None and doubled is not None
     assert default["mini_batches_simulated"] == 14
     assert doubled["speedup"] == pytest.approx(default["speedup"], rel=0.02)
+
+
+def test_task_bounds_by_hand() -> None:
+    """Layer A: fwd 6, dW 6 (no dX: the first layer); layer B: fwd 2, dX 2, dW 2.
+    PipeDream's best contiguous partition on 2 processors is A | B: period 12.
+    A free longest-first schedule of the five tasks: 6, 6 | +2, +2 | +2 -> 10."""
+    tasks = {
+        "A": {"fwd": 6, "dw": 6, "update": 0},
+        "B": {"fwd": 2, "dx": 2, "dw": 2, "update": 0},
+    }
+    assert task_bounds(tasks, 2) == {
+        "pipedream_cycles": 12.0,
+        "free_tasks_cycles": 10.0,
+        "gain": 1.2,
+    }
+    # one processor: both are the whole step
+    assert task_bounds(tasks, 1)["gain"] == 1.0
+
+
+def test_linear5_free_tasks_beat_a_contiguous_partition_beyond_five_processors() -> None:
+    """The pipeline toy: five equal layers cannot fill P = 7..9 stages, separate tasks can."""
+    run = ROOT / "configs" / "experiments" / "linear5.yaml"
+    gains = {}
+    for processors in (5, 9):
+        sets = parse_sets([f"processors={processors}", "run.techniques={pipedream: {}}"])
+        report = simulate_training(load_inputs(run, sets)).training
+        assert report is not None
+        gains[processors] = report["task_bounds"]["gain"]
+    # on five processors one stage holds a layer and the loss; on nine, four are idle
+    assert 1.0 < gains[5] < 1.15 < 1.4 < gains[9]

@@ -110,11 +110,19 @@ class RunResult:
 
     def layer_busy_cycles(self) -> dict[str, int]:
         """Per layer, the time its ops (all but a technique's auxiliary work) kept units busy."""
+        return {layer: sum(by.values()) for layer, by in self.layer_phase_cycles().items()}
+
+    def layer_phase_cycles(self) -> dict[str, dict[str, int]]:
+        """Per layer, the time its ops of each phase (all but auxiliary work) kept units busy;
+        communication counts with the update."""
         durations = self.trace.end_cycle - self.trace.start_cycle
-        busy: dict[str, int] = {}
+        busy: dict[str, dict[str, int]] = {}
         for op in self.graph.ops:
-            if op.phase is not Phase.AUX:
-                busy[op.layer] = busy.get(op.layer, 0) + int(durations[op.op_id])
+            if op.phase is Phase.AUX:
+                continue
+            phase = Phase.UPDATE if op.phase is Phase.COMM else op.phase
+            by = busy.setdefault(op.layer, {})
+            by[phase.value] = by.get(phase.value, 0) + int(durations[op.op_id])
         return busy
 
     def utilization(self) -> float:

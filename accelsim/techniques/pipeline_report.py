@@ -18,10 +18,11 @@ from accelsim.graph.ops import GemmOp, Phase, Tag, VectorOp
 from accelsim.graph.queries import writes_of
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import TechniqueContext
+from accelsim.techniques.pipeline_plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
 
 if TYPE_CHECKING:
-    from accelsim.techniques.pipelining import Plan, Schedule
+    from accelsim.techniques.pipelining import Schedule
 
 FIRST = Tag(mini_batch=0, micro_batch=0)
 
@@ -110,6 +111,20 @@ def period_bounds(run: RunResult, hw: HardwareSpec, mini_batches: int) -> dict[s
     }
 
 
+def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
+    """Per layer, its forward, input-gradient, weight-gradient and update tasks' cycles."""
+    names = {
+        Phase.FWD.value: "fwd",
+        Phase.BWD_INPUT.value: "dx",
+        Phase.BWD_WEIGHT.value: "dw",
+        Phase.UPDATE.value: "update",
+    }
+    return {
+        layer: {names[phase]: cycles for phase, cycles in by.items()}
+        for layer, by in base.layer_phase_cycles().items()
+    }
+
+
 def pipeline_report(
     schedule: Schedule, plan: Plan, ctx: TechniqueContext, base: RunResult, run: RunResult
 ) -> dict[str, Any]:
@@ -192,6 +207,7 @@ def pipeline_report(
         "single_processor_cycles": base.total_cycles,
         "speedup": base.total_cycles / steady,
         "speedup_bound": base.total_cycles / max(bounds[binding], 1e-9),
+        "task_bounds": task_bounds(_tasks(base), hw.processors),
         "steps": {
             "base": {"cycles": base.total_cycles},
             schedule.name: {"cycles": steady},

@@ -33,8 +33,7 @@ baseline step, repeated.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -56,6 +55,7 @@ from accelsim.techniques.base import (
     Technique,
     TechniqueContext,
 )
+from accelsim.techniques.pipeline_plan import Plan, partition
 from accelsim.techniques.pipeline_report import pipeline_report, steady_state
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
@@ -88,61 +88,6 @@ class LayerPipeConfig(PipelineConfig):
 
     split: Fraction | Literal["balance"] = "balance"
     weights: Annotated[WeightVersions, Field(strict=False)] = WeightVersions.STASH
-
-
-def partition(costs: Sequence[int], stages: int) -> list[int]:
-    """Split layers into ``stages`` contiguous groups minimising the largest group's cost.
-
-    Binary search on the bottleneck with a greedy feasibility check (optimal for
-    contiguous partitions), then splitting groups until there are ``stages``
-    (or one layer each).
-
-    Returns:
-        The stage of every layer, non-decreasing from 0.
-    """
-
-    def groups(limit: int) -> list[list[int]]:
-        out: list[list[int]] = [[]]
-        total = 0
-        for i, c in enumerate(costs):
-            if out[-1] and total + c > limit:
-                out.append([])
-                total = 0
-            out[-1].append(i)
-            total += c
-        return out
-
-    lo, hi = max(costs, default=0), sum(costs)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if len(groups(mid)) <= stages:
-            hi = mid
-        else:
-            lo = mid + 1
-    parts = groups(lo)
-    while len(parts) < min(stages, len(costs)):
-        widest = max(
-            range(len(parts)), key=lambda g: (len(parts[g]) > 1, sum(costs[i] for i in parts[g]))
-        )
-        part = parts[widest]
-        half = len(part) // 2
-        parts[widest : widest + 1] = [part[:half], part[half:]]
-    return [s for s, part in enumerate(parts) for _ in part]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A partition: the stages, the stage of every layer, and the layer costs it
-    was balanced on."""
-
-    stages: int
-    stage_of: dict[str, int]
-    costs: list[int]
-
-    def first_of(self) -> dict[int, str]:
-        """The first layer of every stage."""
-        stage_of = self.stage_of
-        return {s: next(n for n in stage_of if stage_of[n] == s) for s in range(self.stages)}
 
 
 SplitShares = Mapping[str, tuple[float, int]]
