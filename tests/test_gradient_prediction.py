@@ -214,3 +214,28 @@ def test_bad_technique_configs_are_reported(tmp_path: Path) -> None:
         r"small for one 64x64 tile \(needs >= 8 KiB\)",
     ):
         load_inputs(run_file(tmp_path, array={"filter_kib": 4}))
+
+
+def test_predictor_weight_sram_keeps_what_fits(tmp_path: Path) -> None:
+    """ResNet-18's predictor: conv0 9x1x64 = 576, conv1 9x64x64 = 36,864 and FC
+    64 x 4x4 x 4,608 (layer4's 512x3x3 gradient per channel) = 4,718,592 weights, each
+    with bf16 weight and two fp32 Adam states: 10 B per weight."""
+    small = train(run_file(tmp_path))
+    assert small.training is not None
+    storage = small.training["predictor"]["storage"]
+    assert storage["footprint_bytes"] == (576 + 36_864 + 4_718_592) * 10
+    assert storage["sram_bytes"] == 2048 * 1024
+    assert storage["resident"] == ["predictor.conv0.W", "predictor.conv1.W"]
+    assert storage["resident_bytes"] == (576 + 36_864) * 10
+    big = train(run_file(tmp_path, array={"weights_kib": 65536}))
+    none = train(run_file(tmp_path, array={"weights_kib": 0}))
+    assert big.training is not None and none.training is not None
+    assert big.training["predictor"]["storage"]["streamed"] == []
+    assert none.training["predictor"]["storage"]["resident"] == []
+    # Resident weights and state stop streaming: less DRAM traffic in both step kinds,
+    # the same MACs.
+    for kind in ("bp", "gp"):
+        bytes_ = [r.steps[kind].dram_bytes for r in (none, small, big)]
+        assert bytes_[0] > bytes_[1] > bytes_[2]
+        macs = {int(r.steps[kind].trace.costs.macs.sum()) for r in (none, small, big)}
+        assert len(macs) == 1

@@ -51,6 +51,7 @@ from pydantic import Field
 from accelsim.config.base import (
     Dataflow,
     DataflowField,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -78,6 +79,7 @@ from accelsim.techniques.predictor import (
     LayerOutput,
     Predictor,
     PredictorNetSpec,
+    PredictorStorage,
     predicted_shape,
     predictor_layer_cost,
 )
@@ -98,7 +100,12 @@ class Policy(str, Enum):
 
 
 class PredictorArraySpec(Spec):
-    """The dedicated predictor array of each processor and its operand buffers [D]."""
+    """The dedicated predictor array of each processor and its operand buffers [D].
+
+    ``weights_kib`` is the predictor's own weight SRAM (either placement): its conv
+    and FC weights and their Adam state stay there when they fit, smallest tensors
+    first, and the rest stream from DRAM on every use [D].
+    """
 
     rows: PositiveInt = 64
     cols: PositiveInt = 64
@@ -107,6 +114,7 @@ class PredictorArraySpec(Spec):
     ifmap_kib: PositiveFloat = 256.0
     filter_kib: PositiveFloat = 1024.0
     ofmap_kib: PositiveFloat = 256.0
+    weights_kib: NonNegativeFloat = 2048.0
 
 
 class ScheduleSpec(Spec):
@@ -253,12 +261,22 @@ class GradientPrediction(Technique):
     def step_kinds(self) -> Sequence[str]:
         return ("bp", "gp")
 
+    def storage(self, graph: OpGraph, hw: HardwareSpec) -> PredictorStorage:
+        """The predictor's weights and Adam state for the layers of ``graph``, and which
+        of them its weight SRAM holds."""
+        shapes = [predicted_shape(p) for p in graph.parameters]
+        largest = max((s[1] for s in shapes if s is not None), default=1)
+        return PredictorStorage.of(
+            self.settings.network,
+            largest,
+            hw.word_bytes,
+            kib_to_bytes(self.settings.array.weights_kib),
+        )
+
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
         cfg = self.settings
         unit = PREDICTOR if cfg.placement is Placement.DEDICATED else MAIN_ARRAY
-        shapes = [predicted_shape(p) for p in graph.parameters]
-        largest = max((s[1] for s in shapes if s is not None), default=1)
-        predictor = Predictor(cfg.network, unit, largest)
+        predictor = Predictor(cfg.network, unit, self.storage(graph, ctx.hardware))
         infos = {info.layer.name: info for info in ctx.infos}
         return _Rewrite(graph, predictor, infos, gp=kind == "gp").apply(
             graph, ctx.hardware.word_bytes
@@ -301,6 +319,7 @@ class GradientPrediction(Technique):
             "dram_reduction": 1
             - totals["dram_bytes"]["technique"] / totals["dram_bytes"]["baseline"],
             "predictor": {
+                "storage": self.storage(base.graph, ctx.hardware).report(),
                 "bp": _predictor_use(bp, placement, base.total_cycles),
                 "gp": _predictor_use(gp, placement),
                 "layers": [

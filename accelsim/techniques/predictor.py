@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelsim.config.base import PositiveInt, Spec
+from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerKind
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import Parameter, ParamKind, Phase, Tensor, TensorKind
@@ -98,6 +99,51 @@ def predictor_layer_cost(
 
 
 @dataclass(frozen=True)
+class PredictorStorage:
+    """The predictor's weight tensors (elements by name), the bytes each takes with its
+    Adam state, and which stay in the predictor's weight SRAM.
+
+    Attributes:
+        largest_output: The largest predicted layer's per-channel gradient, which
+            sizes the FC layer.
+    """
+
+    largest_output: int
+    elements: dict[str, int]
+    footprint_bytes: dict[str, int]
+    resident: frozenset[str]
+    sram_bytes: int
+
+    @classmethod
+    def of(
+        cls, net: PredictorNetSpec, largest_output: int, words: WordBytesSpec, sram_bytes: int
+    ) -> PredictorStorage:
+        """Fill ``sram_bytes`` with whole tensors (and their state), smallest first."""
+        elements = {"predictor.fc.W": net.channels * net.pool**2 * largest_output}
+        for j in range(net.conv_layers):
+            elements[f"predictor.conv{j}.W"] = 9 * net.channels * (1 if j == 0 else net.channels)
+        per_element = words.weights + OptimizerKind.ADAM.state_tensors * words.optimizer_state
+        footprint = {name: n * per_element for name, n in elements.items()}
+        resident: set[str] = set()
+        free = sram_bytes
+        for name in sorted(footprint, key=lambda n: (footprint[n], n)):
+            if footprint[name] <= free:
+                resident.add(name)
+                free -= footprint[name]
+        return cls(largest_output, elements, footprint, frozenset(resident), sram_bytes)
+
+    def report(self) -> dict[str, Any]:
+        """Footprint, SRAM size and what stays resident, for the training report."""
+        return {
+            "footprint_bytes": sum(self.footprint_bytes.values()),
+            "sram_bytes": self.sram_bytes,
+            "resident_bytes": sum(self.footprint_bytes[n] for n in self.resident),
+            "resident": sorted(self.resident),
+            "streamed": sorted(set(self.elements) - self.resident),
+        }
+
+
+@dataclass(frozen=True)
 class LayerOutput:
     """A layer whose weights are predicted, as the predictor sees it: its shapes and
     the output tensor it reads."""
@@ -109,27 +155,20 @@ class LayerOutput:
 class Predictor:
     """Emits the predictor's ops for one layer (shared by BP and GP steps)."""
 
-    def __init__(self, net: PredictorNetSpec, unit: str, largest_output: int) -> None:
+    def __init__(self, net: PredictorNetSpec, unit: str, storage: PredictorStorage) -> None:
         self.net = net
         self.unit = unit
-        self.largest_output = largest_output
+        self.storage = storage
+
+    def _weight(self, builder: GraphBuilder, name: str) -> Tensor:
+        tensor = builder.tensor(name, TensorKind.WEIGHT, self.storage.elements[name])
+        return builder.keep_on_chip(tensor) if name in self.storage.resident else tensor
 
     def weights(self, builder: GraphBuilder) -> tuple[Tensor, list[Tensor]]:
-        """The predictor's FC weights (sized for the largest layer) and conv weights."""
-        net = self.net
-        fc = builder.tensor(
-            "predictor.fc.W",
-            TensorKind.WEIGHT,
-            net.channels * net.pool**2 * self.largest_output,
-        )
-        convs = [
-            builder.tensor(
-                f"predictor.conv{j}.W",
-                TensorKind.WEIGHT,
-                9 * net.channels * (1 if j == 0 else net.channels),
-            )
-            for j in range(net.conv_layers)
-        ]
+        """The predictor's FC weights (sized for the largest layer) and conv weights;
+        those its weight SRAM holds never travel to DRAM."""
+        fc = self._weight(builder, "predictor.fc.W")
+        convs = [self._weight(builder, f"predictor.conv{j}.W") for j in range(self.net.conv_layers)]
         return fc, convs
 
     def infer(
@@ -246,7 +285,9 @@ class Predictor:
         updated += self._train_convs(
             builder, layer, tag, convs, activations, grad, (k * p2, conv_taps(p2))
         )
-        self._adam_updates(builder, layer, tag, updated, [fc, *reversed(convs)])
+        self._adam_updates(
+            builder, layer, tag, updated, [fc, *reversed(convs)], self.storage.resident
+        )
 
     def _train_convs(
         self,
@@ -312,14 +353,18 @@ class Predictor:
         tag: str,
         gradients: list[Tensor],
         weights: list[Tensor],
+        resident: frozenset[str],
     ) -> None:
-        """The predictor's own Adam updates, of the part of each weight this layer used."""
+        """The predictor's own Adam updates, of the part of each weight this layer used
+        (its state stays on chip with a resident weight)."""
         adam = OptimizerKind.ADAM
         for d_w, w in zip(gradients, weights, strict=True):
             states = [
                 builder.tensor(f"{w.name}.state{i}", TensorKind.OPTIMIZER_STATE, d_w.elements)
                 for i in range(adam.state_tensors)
             ]
+            if w.name in resident:
+                states = [builder.keep_on_chip(t) for t in states]
             part = Tensor(w.name, w.kind, d_w.elements, w.word_bytes)
             builder.vector(
                 f"{tag}.{w.name.rpartition('.')[0].rpartition('.')[2]}.update",
