@@ -89,6 +89,10 @@ class _Run:
             run.assignment, step, run.batch_size, hw.processors, run.optimizer.kind, hw.word_bytes
         )
 
+    def forget(self) -> None:
+        """Drop the simulated graphs kept for reuse (a placement's candidates)."""
+        self._simulated.clear()
+
     def simulate(self, graph: OpGraph, step: str) -> RunResult:
         """Simulate a placed graph of a step kind (each graph object once).
 
@@ -171,6 +175,7 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     steps: dict[str, SimulatedStep] = {}
     for kind in kinds:
         result = sim.simulate(sim.placed(kind, base), kind)
+        sim.forget()
         cost = sim.placer.step_cost(result) if sim.placer is not None else StepCost.of(result)
         steps[kind] = SimulatedStep(result, cost)
     report = _report(inputs.techniques, sim.ctx, base, steps)
