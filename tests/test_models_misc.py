@@ -27,7 +27,7 @@ from collections.abc import Callable
 import pytest
 
 from accelsim.graph.ops import GemmOp, OpGraph, Phase
-from tests.conftest import fwd_macs, model, params
+from tests.conftest import ROOT, fwd_macs, model, params
 
 
 def gemm(graph: OpGraph, name: str) -> tuple[int, int, int, int]:
@@ -289,3 +289,18 @@ def test_cifar_variants_take_32x32_and_predict_10_or_100_classes(name: str) -> N
         assert infos[layer].out_shape.dims == dims, layer
     infos100, _ = model(name, "cifar100")
     assert infos100[classifier].out_shape.dims == (100,)
+
+
+def test_pipeline_toy_workloads() -> None:
+    """LeNet-5: 61,706 parameters (C1 156, C3 2,416, C5 48,120, F6 10,164, output 850)
+    and 416,520 forward MACs (C1 28x28x6x25, C3 10x10x16x150, C5 120x400, F6 120x84,
+    output 84x10); linear5: five bias-free 4096x4096 layers."""
+    from accelsim.lowering.infer import load_model
+    from accelsim.lowering.stats import model_stats
+
+    lenet = model_stats(*load_model(ROOT / "workloads" / "lenet5.yaml"))
+    assert lenet.params == 156 + 2_416 + 48_120 + 10_164 + 850
+    assert lenet.forward_macs == 28 * 28 * 6 * 25 + 10 * 10 * 16 * 150 + 120 * 400 + 120 * 84 + 840
+    linear = model_stats(*load_model(ROOT / "workloads" / "linear5.yaml"))
+    assert linear.params == 5 * 4096 * 4096
+    assert linear.forward_macs == 5 * 4096 * 4096
