@@ -45,7 +45,7 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
          [*accelsim, "suite", "configs/runs/suite.yaml", "--out", out, "--force"], {}),
         ("ResNet-18 ADA-GP (base, BP, GP steps)",
          [*resnet18, "--set", "run.techniques={gradient_prediction: {}}"], {}),
-        ("ResNet-18 LayerPipe, 4 processors, 6 mini-batches",
+        ("ResNet-18 LayerPipe, 4 processors (3 candidates at 14 and 28 mini-batches)",
          [*resnet18, "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"], {}),
         ("ResNet-18 convs, 32x32 OS (layer --topology)",
          [*accelsim, "layer", "--hardware", "configs/hardware/scalesim.yaml", "--topology",
