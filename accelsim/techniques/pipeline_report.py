@@ -125,45 +125,52 @@ def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
     }
 
 
-def pipeline_report(
-    schedule: Schedule, plan: Plan, ctx: TechniqueContext, base: RunResult, run: RunResult
-) -> dict[str, Any]:
-    """Steady state, per-processor use and memory of a simulated pipeline schedule.
+def _partition_rows(plan: Plan) -> list[dict[str, Any]]:
+    """Per stage: its first and last layer, how many, and their cost."""
+    names = list(plan.stage_of)
+    rows = []
+    for s in range(plan.stages):
+        layers = [n for n in names if plan.stage_of[n] == s]
+        rows.append(
+            {
+                "stage": s,
+                "first_layer": layers[0],
+                "last_layer": layers[-1],
+                "layers": len(layers),
+                "cost_cycles": sum(plan.costs[names.index(n)] for n in layers),
+            }
+        )
+    return rows
 
-    The steady period comes from ``Schedule.measure``; the warm-up is what the
-    first mini-batch took beyond one period, the flush what the last one spent in
-    the pipeline beyond it.  Busy, stall and
-    idle time and utilization are per processor's array over the steady window.
-    """
-    cfg = schedule.settings
-    stages, stage_of, costs = plan.stages, plan.stage_of, plan.costs
-    trace, c, graph = run.trace, run.trace.costs, run.graph
-    state = steady_state(run)
-    steady, done, count = schedule.period(run), state.done, state.mini_batches
-    lo, hi = done[state.first], done[state.last]
+
+def _processor_rows(
+    schedule: Schedule, plan: Plan, run: RunResult, window: tuple[int, int]
+) -> list[dict[str, Any]]:
+    """Per processor: its array's busy, stall and idle time and utilization over the
+    full-pipeline ``window``, and the activations and weight versions it keeps."""
+    stages, stage_of = plan.stages, plan.stage_of
+    trace, c, graph, hw = run.trace, run.trace.costs, run.graph, run.hardware
+    lo, hi = window
     span = max(hi - lo, 1)
-    hw = ctx.hardware
-    bounds = period_bounds(run, hw, count)
-    binding = max(bounds, key=lambda k: bounds[k])
     stash = [0] * stages
     weight_bytes = [0] * stages
     for op in graph.ops:
-        if op.phase is Phase.FWD:
+        if op.phase is Phase.FWD and op.tag == FIRST:
             for access in writes_of(op):
-                name = access.tensor.name
-                if name in graph.stashed and op.tag == FIRST:
+                if access.tensor.name in graph.stashed:
                     stash[stage_of[op.layer]] += access.tensor.bytes
     for parameter in graph.parameters:
         weight_bytes[stage_of[parameter.layer]] += parameter.weight.bytes
-    processors = []
+    rows = []
     for p in range(stages):
         mine = (trace.processor == p) & (c.unit == UNIT_ARRAY)
         starts, ends = trace.start_cycle[mine], trace.end_cycle[mine]
         inside = (starts >= lo) & (ends <= hi)
         busy = int((ends.clip(lo, hi) - starts.clip(lo, hi)).sum())
-        in_flight = cfg.micro_batches if schedule.synchronous else schedule.in_flight(p, stages)
+        micro = schedule.settings.micro_batches
+        in_flight = micro if schedule.synchronous else schedule.in_flight(p, stages)
         versions = schedule.weight_versions(p, stages)
-        processors.append(
+        rows.append(
             {
                 "processor": p,
                 "busy_cycles": busy,
@@ -176,41 +183,46 @@ def pipeline_report(
                 "weight_stash_bytes": weight_bytes[p] * versions,
             }
         )
-    names = list(stage_of)
-    partition_rows = []
-    for s in range(stages):
-        layers = [n for n in names if stage_of[n] == s]
-        partition_rows.append(
-            {
-                "stage": s,
-                "first_layer": layers[0],
-                "last_layer": layers[-1],
-                "layers": len(layers),
-                "cost_cycles": sum(costs[names.index(n)] for n in layers),
-            }
-        )
+    return rows
+
+
+def pipeline_report(
+    schedule: Schedule, plan: Plan, ctx: TechniqueContext, base: RunResult, run: RunResult
+) -> dict[str, Any]:
+    """Steady period, bounds, per-processor use and memory of a simulated pipeline.
+
+    The steady period comes from ``Schedule.measure``; the warm-up is what the
+    first mini-batch took beyond one period, the flush what the last one spent in
+    the pipeline beyond it.  Busy, stall and idle time and utilization are per
+    processor's array over the window in which the pipeline is full.
+    """
+    state = steady_state(run)
+    steady, done, count = schedule.period(run), state.done, state.mini_batches
+    lo, hi = done[state.first], done[state.last]
+    bounds = period_bounds(run, ctx.hardware, count)
+    binding = max(bounds, key=lambda k: bounds[k])
     return {
         "technique": schedule.name,
-        "stages": stages,
-        "micro_batches": cfg.micro_batches,
+        "stages": plan.stages,
+        "micro_batches": schedule.settings.micro_batches,
         "mini_batches_simulated": count,
         "steady_window": [state.first, state.last],
         "steady_window_cycles": hi - lo,
-        "partition": partition_rows,
+        "partition": _partition_rows(plan),
         "steady_cycles_per_minibatch": steady,
         "period_bounds_cycles": bounds,
         "binding_bound": binding,
         "binding_bound_cycles": bounds[binding],
         "warmup_cycles": max(done[0] - steady, 0.0),
         "flush_cycles": max(done[-1] - _entered(run, count - 1) - steady, 0.0),
-        "interconnect_bytes_per_minibatch": int(c.interconnect_bytes.sum()) / count,
+        "interconnect_bytes_per_minibatch": int(run.trace.costs.interconnect_bytes.sum()) / count,
         "single_processor_cycles": base.total_cycles,
         "speedup": base.total_cycles / steady,
         "speedup_bound": base.total_cycles / max(bounds[binding], 1e-9),
-        "task_bounds": task_bounds(_tasks(base), hw.processors),
+        "task_bounds": task_bounds(_tasks(base), ctx.hardware.processors),
         "steps": {
             "base": {"cycles": base.total_cycles},
             schedule.name: {"cycles": steady},
         },
-        "processors": processors,
+        "processors": _processor_rows(schedule, plan, run, (lo, hi)),
     }
