@@ -180,12 +180,13 @@ class Predictor:
         tag = f"{parameter.weight.name}.predictor"
         sample = builder.tensor(f"{tag}.input", TensorKind.ACTIVATION, k * p2)
         # Batch averaging and pooling read the layer's output as it leaves the
-        # array (on chip), one op per element.
+        # array (on chip), one op per element, once the layer has produced it.
         fresh = builder.keep_on_chip(
             builder.tensor(
                 f"{view.output.name}.to_predictor", TensorKind.ACTIVATION, view.output.elements
             )
         )
+        builder.alias(fresh, [view.output])
         builder.vector(
             f"{tag}.average", layer, Phase.AUX, view.output.elements, 1, [fresh], [sample]
         )
