@@ -210,6 +210,7 @@ def pipeline_report(
         "steady_window_cycles": hi - lo,
         "partition": _partition_rows(plan),
         "steady_cycles_per_minibatch": steady,
+        "measured_cycles_per_minibatch": schedule.period(run, measured=True),
         "period_bounds_cycles": bounds,
         "binding_bound": binding,
         "binding_bound_cycles": bounds[binding],
