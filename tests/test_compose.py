@@ -45,6 +45,12 @@ def test_adagp_step_kinds_run_under_a_pipeline_schedule() -> None:
         steady = pipeline[kind]["steady_cycles_per_minibatch"]
         assert report["steps"][kind]["cycles"] == steady
         assert steady >= pipeline[kind]["binding_bound_cycles"]
+    # a pipelined kind's cost is bounded per mini-batch, and so is the training speedup
+    for kind in ("bp", "gp"):
+        cost = report["steps"][kind]
+        assert cost["cycles"] >= cost["bound_cycles"]
+        assert cost["bound_cycles"] == pipeline[kind]["binding_bound_cycles"]
+    assert report["speedup"] <= report["speedup_bound"]
     gp = result.steps["gp"]
     assert not any(op.phase in BACKWARD for op in gp.graph.ops)
     assert any(op.phase is Phase.AUX for op in gp.graph.ops)

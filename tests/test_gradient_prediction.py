@@ -239,3 +239,20 @@ def test_predictor_weight_sram_keeps_what_fits(tmp_path: Path) -> None:
         assert bytes_[0] > bytes_[1] > bytes_[2]
         macs = {int(r.steps[kind].trace.costs.macs.sum()) for r in (none, small, big)}
         assert len(macs) == 1
+
+
+def test_speedup_never_beats_its_bound(tmp_path: Path) -> None:
+    """Whole-training cycles are at least the sum of every step's cycle bound (DRAM bytes
+    over bandwidth, busiest unit), so the speedup is at most what that sum allows."""
+    result = train(run_file(tmp_path))
+    report = result.training
+    assert report is not None
+    for kind in ("base", "bp", "gp"):
+        step = report["steps"][kind]
+        assert step["cycles"] >= step["bound_cycles"] > 0
+    assert report["binding_bound"] == (
+        f"BP {report['steps']['bp']['binding_bound']}, GP {report['steps']['gp']['binding_bound']}"
+    )
+    assert 0 < report["speedup"] <= report["speedup_bound"]
+    # the bound adds up the per-step bounds as the cycles add up the steps
+    assert report["bound_cycles"]["technique"] <= report["cycles"]["technique"]

@@ -154,8 +154,7 @@ def training_table(training: dict[str, Any]) -> str:
     speedup = f"{training['speedup']:.3f} x"
     if "speedup_bound" in training:
         speedup += (
-            f"  (at most {training['speedup_bound']:.3f} x: the period's"
-            f" {training['binding_bound']} bound)"
+            f"  (at most {training['speedup_bound']:.3f} x: {training['binding_bound']} bound)"
         )
     rows.append(("speedup", speedup))
     if "energy_reduction" in training:

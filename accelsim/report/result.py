@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
 from accelsim.report.summary import (
@@ -107,6 +107,41 @@ class RunResult:
         """DRAM bytes read and written in the whole step."""
         c = self.trace.costs
         return int(c.dram_read_bytes.sum() + c.dram_ofmap_write_bytes.sum())
+
+    def cycle_bounds(self, repeats: int = 1) -> dict[str, float]:
+        """Lower bounds on the cycles of one of ``repeats`` identical parts of the step.
+
+        Whatever the schedule, the step takes at least its DRAM bytes over the
+        DRAM bandwidth (the busiest channel's, when each processor has its own),
+        the busiest link's bytes over the link bandwidth, and the busiest unit's
+        compute cycles.  A pipeline of ``repeats`` mini-batches bounds its period
+        by these over ``repeats``.
+        """
+        hw, trace, c = self.hardware, self.trace, self.trace.costs
+        per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
+        if hw.dram.sharing is DramSharing.PER_PROCESSOR:
+            channels = np.zeros(hw.processors)
+            np.add.at(channels, trace.processor, per_op)
+            dram = float(channels.max())
+        else:
+            dram = float(per_op.sum())
+        links = np.zeros(hw.processors)
+        np.add.at(links, trace.processor, c.interconnect_bytes)
+        compute = 0.0
+        for unit in range(len(c.unit_names)):
+            if unit == UNIT_COMM:
+                continue
+            work = np.zeros(hw.processors)
+            mine = c.unit == unit
+            np.add.at(work, trace.processor[mine], c.compute_cycles[mine])
+            compute = max(compute, float(work.max()))
+        return {
+            "dram": dram / hw.dram.bandwidth_bytes_per_cycle / repeats,
+            "interconnect": float(links.max())
+            / hw.interconnect.bandwidth_bytes_per_cycle
+            / repeats,
+            "compute": compute / repeats,
+        }
 
     def layer_busy_cycles(self) -> dict[str, int]:
         """Per layer, the time its ops (all but a technique's auxiliary work) kept units busy."""

@@ -64,16 +64,42 @@ class RewritePhase(IntEnum):
 
 @dataclass(frozen=True)
 class StepCost:
-    """What one training step of a kind costs: cycles, energy and DRAM bytes."""
+    """What one training step of a kind costs: cycles, energy and DRAM bytes, and the
+    lower bound on its cycles with the resource that sets it."""
 
     cycles: float
     energy_pj: float
     dram_bytes: float
+    bound_cycles: float
+    binding_bound: str
 
     @classmethod
     def of(cls, result: RunResult) -> StepCost:
         """A step simulated on its own: its totals."""
-        return cls(result.total_cycles, result.energy.total_pj, result.dram_bytes)
+        bounds = result.cycle_bounds()
+        binding = max(bounds, key=lambda k: bounds[k])
+        return cls(
+            result.total_cycles,
+            result.energy.total_pj,
+            result.dram_bytes,
+            bounds[binding],
+            binding,
+        )
+
+    @classmethod
+    def per(
+        cls, result: RunResult, cycles: float, bounds: Mapping[str, float], repeats: int
+    ) -> StepCost:
+        """One of ``repeats`` identical parts of ``result`` (a pipeline's mini-batch)
+        taking ``cycles``, with the cycle ``bounds`` of one part."""
+        binding = max(bounds, key=lambda k: bounds[k])
+        return cls(
+            cycles,
+            result.energy.total_pj / repeats,
+            result.dram_bytes / repeats,
+            bounds[binding],
+            binding,
+        )
 
 
 @dataclass(frozen=True)

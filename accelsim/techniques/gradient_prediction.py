@@ -314,6 +314,8 @@ class GradientPrediction(Technique):
             "gp_fraction_by_epoch": fractions,
             **totals,
             "speedup": totals["cycles"]["baseline"] / totals["cycles"]["technique"],
+            "speedup_bound": totals["cycles"]["baseline"] / totals["bound_cycles"]["technique"],
+            "binding_bound": f"BP {bp.cost.binding_bound}, GP {gp.cost.binding_bound}",
             "energy_reduction": 1
             - totals["energy_pj"]["technique"] / totals["energy_pj"]["baseline"],
             "dram_reduction": 1

@@ -11,15 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.graph.ops import GemmOp, Phase, Tag, VectorOp
 from accelsim.graph.queries import writes_of
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import TechniqueContext
 from accelsim.techniques.pipeline_plan import Plan, task_bounds
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
+from accelsim.timing.costs import UNIT_ARRAY
 
 if TYPE_CHECKING:
     from accelsim.techniques.pipelining import Schedule
@@ -74,41 +71,6 @@ def steady_state(run: RunResult) -> SteadyState:
     if last <= first:  # too few mini-batches to fill the pipeline: the whole run
         first, last = 0, mini_batches - 1
     return SteadyState(done, first, last, stages)
-
-
-def period_bounds(run: RunResult, hw: HardwareSpec, mini_batches: int) -> dict[str, float]:
-    """Lower bounds on the steady interval, in cycles per mini-batch.
-
-    Every mini-batch does the same work, so whatever the schedule, an interval is
-    at least one mini-batch's DRAM bytes over the DRAM bandwidth (the busiest
-    channel's, when each processor has its own), the busiest link's bytes over
-    the link bandwidth, and the busiest unit's compute cycles.
-    """
-    trace, c = run.trace, run.trace.costs
-    per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
-    if hw.dram.sharing is DramSharing.PER_PROCESSOR:
-        channels = np.zeros(hw.processors)
-        np.add.at(channels, trace.processor, per_op)
-        dram = float(channels.max())
-    else:
-        dram = float(per_op.sum())
-    links = np.zeros(hw.processors)
-    np.add.at(links, trace.processor, c.interconnect_bytes)
-    compute = 0.0
-    for unit in range(len(c.unit_names)):
-        if unit == UNIT_COMM:
-            continue
-        work = np.zeros(hw.processors)
-        mine = c.unit == unit
-        np.add.at(work, trace.processor[mine], c.compute_cycles[mine])
-        compute = max(compute, float(work.max()))
-    return {
-        "dram": dram / hw.dram.bandwidth_bytes_per_cycle / mini_batches,
-        "interconnect": float(links.max())
-        / hw.interconnect.bandwidth_bytes_per_cycle
-        / mini_batches,
-        "compute": compute / mini_batches,
-    }
 
 
 def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
@@ -199,7 +161,7 @@ def pipeline_report(
     state = steady_state(run)
     steady, done, count = schedule.period(run), state.done, state.mini_batches
     lo, hi = done[state.first], done[state.last]
-    bounds = period_bounds(run, ctx.hardware, count)
+    bounds = run.cycle_bounds(count)
     binding = max(bounds, key=lambda k: bounds[k])
     return {
         "technique": schedule.name,

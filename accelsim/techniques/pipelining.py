@@ -56,7 +56,7 @@ from accelsim.techniques.base import (
     TechniqueContext,
 )
 from accelsim.techniques.pipeline_plan import Plan, partition
-from accelsim.techniques.pipeline_report import period_bounds, pipeline_report, steady_state
+from accelsim.techniques.pipeline_report import pipeline_report, steady_state
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
@@ -206,7 +206,7 @@ class Schedule(Technique):
         # Two finite runs can drain a saturated channel slightly differently, which
         # can put the difference a hair under a hard bound; the period is never
         # less than its bounds, and the report keeps the measured figure too.
-        period = max(measured, max(period_bounds(short, ctx.hardware, count).values()))
+        period = max(measured, max(short.cycle_bounds(count).values()))
         self._periods[id(short.trace)] = (short.trace, period, measured)
         return graph, period
 
@@ -335,9 +335,7 @@ class Schedule(Technique):
         """One mini-batch in steady state: its interval, and the energy and DRAM traffic
         of the whole simulated task graph shared over its mini-batches."""
         count = steady_state(result).mini_batches
-        return StepCost(
-            self.period(result), result.energy.total_pj / count, result.dram_bytes / count
-        )
+        return StepCost.per(result, self.period(result), result.cycle_bounds(count), count)
 
     def training(
         self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]

@@ -17,7 +17,7 @@ from pathlib import Path
 from accelsim.errors import ConfigError
 from accelsim.techniques.base import StepCost
 
-METRICS = ("cycles", "energy_pj", "dram_bytes")
+METRICS = ("cycles", "energy_pj", "dram_bytes", "bound_cycles")
 
 
 def synthetic_decay(floor: float, decay_epochs: float, epochs: int) -> list[float]:
@@ -70,6 +70,10 @@ def whole_training(
     baseline: str = "base",
 ) -> dict[str, dict[str, float]]:
     """Whole-training totals per metric: the baseline's and the technique's.
+
+    ``bound_cycles`` sums each step's lower bound on its cycles, so the baseline's
+    total cycles over the technique's ``bound_cycles`` is the most the technique
+    can speed training up by.
 
     Args:
         costs: What one step of each kind costs, the baseline's included.
