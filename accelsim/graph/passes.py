@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
-from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.builder import GraphBuilder, shifted
 from accelsim.graph.ops import (
     Access,
     CommOp,
@@ -79,20 +79,19 @@ def _graph(
     )
 
 
-def concat(graphs: Sequence[OpGraph], parameters: Iterable[Parameter] | None = None) -> OpGraph:
-    """The graphs one after another in program order; ``parameters`` default to the first's."""
+def concat(graphs: Sequence[OpGraph]) -> OpGraph:
+    """The graphs one after another in program order, with the first one's parameters."""
     ops: list[Op] = []
     processor: list[int] = []
     priority: list[int] = []
     for g in graphs:
         offset = len(ops)
-        ids = {op.op_id: (op.op_id + offset,) for op in g.ops}
-        ops.extend(_relink(op, op.op_id + offset, ids) for op in g.ops)
+        ops.extend(shifted(op, offset) for op in g.ops)
         processor.extend(g.processor)
         priority.extend(g.priority)
     on_chip = {name for g in graphs for name in g.on_chip}
-    chosen = graphs[0].parameters if parameters is None else parameters
-    return _graph(ops, processor, on_chip, chosen, priority if len(priority) == len(ops) else ())
+    keep = priority if len(priority) == len(ops) else ()
+    return _graph(ops, processor, on_chip, graphs[0].parameters, keep)
 
 
 def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:

@@ -186,9 +186,9 @@ def _cost_gemms(
         psums is PsumPolicy.CHUNK,
     )
     macs = table.m * table.n * table.k * table.count
-    if schedule_masked(table):
+    if _any_masked(table):
         cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
-            table, conv, fr * fc, cycles, folds, macs, (ifr, flr, ofr, ofw)
+            table, conv, cycles, folds, macs, (ifr, flr, ofr, ofw)
         )
     z["unit"][idx] = unit_index
     z["compute_cycles"][idx] = cycles
@@ -213,7 +213,7 @@ def _cost_gemms(
     z["chunks"][idx] = _chunks(cycles, chunks_per_op, folds)
 
 
-def schedule_masked(table: UnitSchedule) -> bool:
+def _any_masked(table: UnitSchedule) -> bool:
     """Whether a fold mask skips any fold of the GEMMs in ``table``."""
     return bool((table.active_folds != table.row_folds * table.col_folds).any())
 
@@ -221,7 +221,6 @@ def schedule_masked(table: UnitSchedule) -> bool:
 def _masked(
     table: UnitSchedule,
     conv: int,
-    per_gemm: np.ndarray,
     cycles: np.ndarray,
     folds: np.ndarray,
     macs: np.ndarray,
@@ -231,6 +230,7 @@ def _masked(
     offset = 1 if conv == SCALESIM else 0  # SCALE-Sim counts one cycle fewer per op
     per_fold = (cycles + offset) // folds
     running = table.active_folds * table.count
+    per_gemm = table.row_folds * table.col_folds  # the schedule's folds, all running
     scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
     new_cycles = np.where(running > 0, running * per_fold - offset, 0)
     return new_cycles, running, scaled[0], scaled[1:]

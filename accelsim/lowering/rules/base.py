@@ -8,6 +8,7 @@ backward ops.  A new layer kind is one spec class in
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from accelsim.graph.ops import Tensor
@@ -16,7 +17,7 @@ from accelsim.lowering.shapes import LayerInfo, Shape
 from accelsim.workload import model as wm
 
 
-class LayerRule:
+class LayerRule(ABC):
     """How one family of layers is shaped and lowered.
 
     Attributes:
@@ -30,14 +31,15 @@ class LayerRule:
     has_params: ClassVar[bool] = False
     is_loss: ClassVar[bool] = False
 
+    @abstractmethod
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         """The output shape per sample; raises :class:`~accelsim.lowering.shapes.ShapeProblem`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         """Emit the forward ops that compute ``y`` from ``xs`` (and create parameters)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         """Emit the backward ops, given the output gradient ``g`` (None for a loss)."""
 
