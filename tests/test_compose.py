@@ -137,7 +137,7 @@ def test_two_techniques_defining_step_kinds_cannot_compose() -> None:
 
 
 def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The baseline, then LayerPipe's three candidates, each at M and 2M mini-batches to
+    """The baseline, then LayerPipe's three stage candidates, each at M and 2M mini-batches to
     measure its period; the winner is not simulated again."""
     from accelsim.driver import run as driver_run
 
@@ -149,7 +149,9 @@ def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(driver_run, "simulate_graph", counted)
-    inputs = load_inputs(MLP, parse_sets(["processors=3", "run.techniques={layerpipe: {}}"]))
+    inputs = load_inputs(
+        MLP, parse_sets(["processors=3", "run.techniques={layerpipe: {placement: stages}}"])
+    )
     result = simulate_training(inputs)
     assert calls == ["base"] + ["candidate"] * 6
     assert result.steps["layerpipe"].settings["step"] == "layerpipe"

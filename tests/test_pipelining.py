@@ -116,8 +116,8 @@ def test_memory_and_delays_per_schedule(tmp_path: Path) -> None:
     reports = {
         "gpipe": train(path, 4, "gpipe: {micro_batches: 4}").training,
         "pipedream": train(path, 4, "pipedream: {}").training,
-        "layerpipe": train(path, 4, "layerpipe: {}").training,
-        "layerpipe_ema": train(path, 4, "layerpipe: {weights: ema}").training,
+        "layerpipe": train(path, 4, "layerpipe: {placement: stages}").training,
+        "layerpipe_ema": train(path, 4, "layerpipe: {placement: stages, weights: ema}").training,
     }
     versions = {k: [p["weight_versions"] for p in r["processors"]] for k, r in reports.items()}
     assert versions["gpipe"] == [0, 0, 0, 0]
@@ -274,3 +274,81 @@ def test_linear5_free_tasks_beat_a_contiguous_partition_beyond_five_processors()
         gains[processors] = report["task_bounds"]["gain"]
     # on five processors one stage holds a layer and the loss; on nine, four are idle
     assert 1.0 < gains[5] < 1.15 < 1.4 < gains[9]
+
+
+LINEAR5 = ROOT / "configs/experiments/linear5.yaml"
+
+
+def train_linear5(processors: int, technique: str) -> TrainingResult:
+    sets = [f"processors={processors}", f"run.techniques={{{technique}}}"]
+    return simulate_training(load_inputs(LINEAR5, parse_sets(sets)))
+
+
+def test_free_tasks_use_more_processors_than_layers() -> None:
+    """Five equal linear layers (and the loss) on 9 processors: PipeDream has at most one
+    stage per layer, 6, and a period of the costliest layer (its forward, dX and dW);
+    LayerPipe's free tasks spread over all 9 and beat it by the task model's margin."""
+    pipedream = train_linear5(9, "pipedream: {}").training
+    layerpipe = train_linear5(9, "layerpipe: {}").training
+    assert pipedream is not None and layerpipe is not None
+    assert pipedream["stages"] == 6
+    assert layerpipe["placement"] == "tasks"
+    assert sorted(layerpipe["tasks_per_processor"]) == [str(p) for p in range(9)]
+    assert layerpipe["speedup"] > 1.5 * pipedream["speedup"]
+    assert layerpipe["speedup"] <= layerpipe["speedup_bound"]
+    # The list scheduler's busiest processor sets the compute bound it reaches (the
+    # task loads were measured on one processor: 400 cycles of latency apart).
+    busiest = max(layerpipe["task_loads_cycles"])
+    assert layerpipe["period_bounds_cycles"]["compute"] == pytest.approx(busiest, rel=1e-3)
+    assert layerpipe["steady_cycles_per_minibatch"] <= 1.005 * max(layerpipe["task_loads_cycles"])
+
+
+def test_free_tasks_split_dx_and_run_dx_and_dw_apart() -> None:
+    """With ``dx_split: rows`` a dX GEMM's two halves are separate tasks, and a layer's dX
+    and dW may run on different processors at once."""
+    result = train_linear5(9, "layerpipe: {dx_split: rows}")
+    report = result.training
+    assert report is not None and report["dx_split_rows"]
+    graph = result.steps["layerpipe"].graph
+    where: dict[tuple[str, str], set[int]] = {}
+    for op in graph.ops:
+        if isinstance(op, GemmOp) and op.tag.mini_batch == 0:
+            role = op.phase.value + (".part" if ".part" in op.name else "")
+            where.setdefault((op.layer, role), set()).add(graph.processor[op.op_id])
+    assert any(len(where.get((f"fc{i}", "bwd_input.part"), ())) == 2 for i in range(2, 6))
+    assert any(
+        where[(f"fc{i}", "bwd_weight")] != where.get((f"fc{i}", "bwd_input.part"), set())
+        for i in range(2, 6)
+    )
+
+
+def test_free_tasks_activation_reading_runs_f_prime_below(tmp_path: Path) -> None:
+    """``dx_split: activation``: the backward of relu2 (``⊙ f'``) runs on the processor of
+    fc2's task that reads it, not necessarily fc3's, which computes ``W3ᵀδ``."""
+    result = train(run_file(tmp_path, "mlp", batch=64), 3, "layerpipe: {dx_split: activation}")
+    report = result.training
+    assert report is not None and not report["dx_split_rows"]
+    tasks = {task: int(p) for p, names in report["tasks_per_processor"].items() for task in names}
+    assert tasks["relu2:dx"] == tasks[next(t for t in ("fc2:dx", "fc2:dw") if t in tasks)]
+    assert tasks["relu1:dx"] == tasks["fc1:dw"]  # fc1 is the first layer: no dX
+
+
+def test_free_tasks_weight_stash_is_weights_times_their_delay() -> None:
+    """Each layer keeps ``delay - 1`` extra weight versions (``2 S(l)`` half-steps with
+    ``S(l) = delay - 1``), counted on the processor of its forward; with the moving
+    average, one buffer."""
+    for weights, kept in (("stash", lambda d: d - 1), ("ema", lambda d: min(1, d - 1))):
+        result = train_linear5(7, f"layerpipe: {{weights: {weights}}}")
+        report = result.training
+        assert report is not None
+        graph = result.steps["layerpipe"].graph
+        home = {}
+        for op in graph.ops:
+            if op.phase.value == "fwd" and op.tag.mini_batch == 0 and isinstance(op, GemmOp):
+                home.setdefault(op.layer, graph.processor[op.op_id])
+        expected = [0] * 7
+        for p in result.base.graph.parameters:
+            delay = report["weight_delay_minibatches"][p.layer]
+            expected[home[p.layer]] += p.weight.elements * 2 * kept(delay)
+        assert [row["weight_stash_bytes"] for row in report["processors"]] == expected
+        assert sum(expected) > 0

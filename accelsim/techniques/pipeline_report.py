@@ -109,29 +109,39 @@ def _processor_rows(
     schedule: Schedule, plan: Plan, run: RunResult, window: tuple[int, int]
 ) -> list[dict[str, Any]]:
     """Per processor: its array's busy, stall and idle time and utilization over the
-    full-pipeline ``window``, and the activations and weight versions it keeps."""
-    stages, stage_of = plan.stages, plan.stage_of
+    full-pipeline ``window``, and the activations and weight versions it keeps.
+
+    A layer's stashed activations count on the processor of the forward op that
+    writes them, times the mini-batches the layer keeps in flight; its weight
+    versions on the processor of its first forward op.
+    """
     trace, c, graph, hw = run.trace, run.trace.costs, run.graph, run.hardware
+    processors = 1 + max(graph.processor)
+    delays = schedule.layer_delays(plan, run)
     lo, hi = window
     span = max(hi - lo, 1)
-    stash = [0] * stages
-    weight_bytes = [0] * stages
+    stash = [0] * processors
+    home: dict[str, int] = {}
     for op in graph.ops:
-        if op.phase is Phase.FWD and op.tag == FIRST:
+        if op.phase is Phase.FWD and op.tag == FIRST and isinstance(op, (GemmOp, VectorOp)):
+            p = graph.processor[op.op_id]
+            home.setdefault(op.layer, p)
             for access in writes_of(op):
                 if access.tensor.name in graph.stashed:
-                    stash[stage_of[op.layer]] += access.tensor.bytes
+                    stash[p] += access.tensor.bytes * delays[op.layer][0]
+    weight_bytes = [0] * processors
+    versions = [0] * processors
     for parameter in graph.parameters:
-        weight_bytes[stage_of[parameter.layer]] += parameter.weight.bytes
+        p = home.get(parameter.layer, 0)
+        kept = delays[parameter.layer][1]
+        weight_bytes[p] += parameter.weight.bytes * kept
+        versions[p] = max(versions[p], kept)
     rows = []
-    for p in range(stages):
+    for p in range(processors):
         mine = (trace.processor == p) & (c.unit == UNIT_ARRAY)
         starts, ends = trace.start_cycle[mine], trace.end_cycle[mine]
         inside = (starts >= lo) & (ends <= hi)
         busy = int((ends.clip(lo, hi) - starts.clip(lo, hi)).sum())
-        micro = schedule.settings.micro_batches
-        in_flight = micro if schedule.synchronous else schedule.in_flight(p, stages)
-        versions = schedule.weight_versions(p, stages)
         rows.append(
             {
                 "processor": p,
@@ -140,9 +150,9 @@ def _processor_rows(
                 "idle_cycles": max(span - busy, 0),
                 "utilization": int(c.macs[mine][inside].sum())
                 / (hw.array.rows * hw.array.cols * span),
-                "activation_stash_bytes": stash[p] * in_flight,
-                "weight_versions": versions,
-                "weight_stash_bytes": weight_bytes[p] * versions,
+                "activation_stash_bytes": stash[p],
+                "weight_versions": versions[p],
+                "weight_stash_bytes": weight_bytes[p],
             }
         )
     return rows
@@ -188,4 +198,5 @@ def pipeline_report(
             schedule.name: {"cycles": steady},
         },
         "processors": _processor_rows(schedule, plan, run, (lo, hi)),
+        **schedule.placement_report(run),
     }

@@ -33,19 +33,23 @@ baseline step, repeated.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from accelsim.config.base import PositiveInt, Spec
+from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
 from accelsim.errors import Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, OpGraph, Parameter, Phase, Tag, TensorKind
+from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tag, TensorKind
 from accelsim.graph.queries import BACKWARD
 from accelsim.lowering.optimizer import add_updates
+from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
@@ -57,6 +61,14 @@ from accelsim.techniques.base import (
 )
 from accelsim.techniques.pipeline_plan import Plan, partition
 from accelsim.techniques.pipeline_report import pipeline_report, steady_state
+from accelsim.techniques.task_placement import (
+    TaskKey,
+    activation_groups,
+    assign,
+    loads,
+    measure_tasks,
+    task_of,
+)
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
@@ -80,17 +92,53 @@ class WeightVersions(str, Enum):
     EMA = "ema"
 
 
+class TaskPlacement(str, Enum):
+    TASKS = "tasks"
+    STAGES = "stages"
+
+
+class DxSplit(str, Enum):
+    ROWS = "rows"
+    ACTIVATION = "activation"
+    NONE = "none"
+
+
 class LayerPipeConfig(PipelineConfig):
-    """LayerPipe: ``split`` is the share of a stage's first layer's dX work done by
-    the previous stage: a number, or ``balance`` to move as much as evens out the
-    two stages' costs (at most all of it) [D]; ``weights`` how delayed weights are
+    """LayerPipe.
+
+    ``placement``: ``tasks`` places every layer's forward, input-gradient,
+    weight-gradient and update tasks freely on the processors (the paper's
+    model; ``stages`` may then exceed the layer count); ``stages`` keeps every
+    task of a layer on its contiguous stage, with the inter-layer split below.
+    ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into two tasks
+    (``split`` of them in the first, ``balance``: half); ``activation`` runs
+    ``Wᵀδ`` as layer ``l``'s dX task and the element-wise ``⊙ f'`` (the backward
+    of the vector layers below it) with layer ``l - 1``'s; ``none`` keeps dX whole.
+    ``split`` (``stages``): the share of a stage's first layer's dX work done by
+    the previous stage, or ``balance`` to move as much as evens out the two
+    stages' costs (at most all of it) [D].  ``weights``: how delayed weights are
     kept."""
 
+    placement: Annotated[TaskPlacement, Field(strict=False)] = TaskPlacement.TASKS
+    dx_split: Annotated[DxSplit, Field(strict=False)] = DxSplit.ROWS
     split: Fraction | Literal["balance"] = "balance"
     weights: Annotated[WeightVersions, Field(strict=False)] = WeightVersions.STASH
+    delay_margin: NonNegativeInt | Literal["auto"] = "auto"
 
 
 SplitShares = Mapping[str, tuple[float, int]]
+
+
+@dataclass(frozen=True)
+class TaskLayout:
+    """LayerPipe's free placement: the step graph of one micro-batch, every task's
+    processor, every trained layer's weight delay in mini-batches (``S(l) + 1``), and
+    the busiest unit's load of every processor per mini-batch."""
+
+    step: OpGraph
+    where: Mapping[TaskKey, int]
+    delays: Mapping[str, int]
+    loads: list[int]
 
 
 class Schedule(Technique):
@@ -181,27 +229,27 @@ class Schedule(Technique):
 
     def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
         plan = self.plan(ctx, base)
-        return self.measure(ctx, step, plan, None, not self.one_task_backward)[0]
+        defer = not self.one_task_backward
+        return self.measure(
+            ctx,
+            lambda count: self.build(ctx, step, plan, None, defer, count),
+            self.mini_batches(plan.stages),
+        )[0]
 
     def measure(
-        self,
-        ctx: TechniqueContext,
-        step: StepGraph,
-        plan: Plan,
-        shares: SplitShares | None,
-        defer: bool,
+        self, ctx: TechniqueContext, build: Callable[[int], OpGraph], count: int
     ) -> tuple[OpGraph, float]:
-        """The schedule's graph of ``M`` mini-batches and its steady period.
+        """The schedule's graph of ``count`` mini-batches (``build`` makes it) and its
+        steady period.
 
         The period is ``(T(2M) - T(M)) / M`` for the makespans ``T`` of ``M`` and
         ``2M`` pipelined mini-batches: the fill, the drain and whatever work is in
         flight at any instant cancel, so the figure is the cost of one more
         mini-batch in a full pipeline, not an average over a transient.
         """
-        count = self.mini_batches(plan.stages)
-        graph = self.build(ctx, step, plan, shares, defer, count)
+        graph = build(count)
         short = ctx.simulate(graph)
-        longer = ctx.simulate(self.build(ctx, step, plan, shares, defer, 2 * count))
+        longer = ctx.simulate(build(2 * count))
         measured = (longer.total_cycles - short.total_cycles) / count
         # Two finite runs can drain a saturated channel slightly differently, which
         # can put the difference a hair under a hard bound; the period is never
@@ -243,6 +291,10 @@ class Schedule(Technique):
         cfg = self.settings
         one = step(ctx.run.batch_size // cfg.micro_batches)
         stage_of = plan.stage_of
+
+        def where(op: Op) -> int:
+            return stage_of[op.layer]
+
         builder = GraphBuilder(ctx.hardware.word_bytes)
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
@@ -251,7 +303,7 @@ class Schedule(Technique):
         for j in range(mini_batches):
             start = len(builder.ops)
             copies = [
-                self._copy(builder, one, Tag(mini_batch=j, micro_batch=i), stage_of, shares)
+                _copy(builder, one, Tag(mini_batch=j, micro_batch=i), where, shares)
                 for i in range(cfg.micro_batches)
             ]
             first = first or copies[0]
@@ -272,31 +324,6 @@ class Schedule(Technique):
             self._order(builder, start, j, plan.stages, updates, priority, defer)
         # The graph's parameters are the first micro-batch's: one copy of the weights.
         return passes.insert_transfers(builder.build(first, priority=priority))
-
-    @staticmethod
-    def _copy(
-        builder: GraphBuilder,
-        one: OpGraph,
-        tag: Tag,
-        stage_of: Mapping[str, int],
-        shares: SplitShares | None,
-    ) -> list[Parameter]:
-        """Append micro-batch ``tag``'s copy of the step, on the stages; its trained parameters."""
-        graph = passes.place(
-            passes.instantiate(one, tag, f"b{tag.mini_batch}m{tag.micro_batch}/"),
-            lambda op: stage_of[op.layer],
-        )
-        if shares:
-            graph = passes.split_gemms(
-                graph,
-                lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
-            )
-        offset = builder.append_graph(graph)
-        return [
-            dataclasses.replace(p, grad_op=p.grad_op + offset)
-            for p in graph.parameters
-            if p.grad_op >= 0
-        ]
 
     def _order(
         self,
@@ -355,6 +382,23 @@ class Schedule(Technique):
         """Extra weight copies a layer on ``stage`` keeps for delayed backward passes."""
         return self.in_flight(stage, stages) - 1
 
+    def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
+        """Per layer of a simulated graph of this schedule: the (micro-)batches whose
+        activations it keeps, and its extra weight versions."""
+        out = {}
+        for layer, stage in plan.stage_of.items():
+            in_flight = (
+                self.settings.micro_batches
+                if self.synchronous
+                else self.in_flight(stage, plan.stages)
+            )
+            out[layer] = (in_flight, self.weight_versions(stage, plan.stages))
+        return out
+
+    def placement_report(self, run: RunResult) -> dict[str, Any]:
+        """What the report says of how a simulated graph of this schedule was placed."""
+        return {}
+
 
 class GPipe(Schedule):
     """GPipe: micro-batched, all forwards then all backwards, synchronous updates."""
@@ -387,6 +431,10 @@ class LayerPipe(Schedule):
     Config = LayerPipeConfig
     one_task_backward = False
 
+    def __init__(self, config: Spec, source: str) -> None:
+        super().__init__(config, source)
+        self._layouts: dict[int, tuple[OpGraph, TaskLayout]] = {}
+
     @property
     def layerpipe(self) -> LayerPipeConfig:
         assert isinstance(self.config, LayerPipeConfig)
@@ -416,31 +464,247 @@ class LayerPipe(Schedule):
         return shares
 
     def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
-        """The fastest of LayerPipe's options on the balanced partition.
+        """LayerPipe's placement: free tasks, or the fastest of the stage options (also
+        on one processor, where either is the baseline step).
 
-        Candidates: the inter-layer split with dW deferred, dW deferred alone,
-        and the plain 1F1B order (PipeDream's); each is simulated and the one
-        with the shortest steady state is kept, so LayerPipe is never slower than
-        PipeDream on the same partition.
+        With ``placement: stages`` the candidates are the inter-layer split with
+        dW deferred, dW deferred alone, and the plain 1F1B order (PipeDream's); each
+        is simulated and the one with the shortest steady state is kept, so on the
+        same partition LayerPipe is never slower than PipeDream.
         """
         plan = self.plan(ctx, base)
+        if self.layerpipe.placement is TaskPlacement.TASKS and self.processors(ctx) > 1:
+            return self.place_tasks(ctx, step, plan)
         shares = self.shares(plan, base)
         candidates: list[tuple[SplitShares | None, bool]] = [(None, True), (None, False)]
         if shares:
             candidates.insert(0, (shares, True))
         best: tuple[float, OpGraph] | None = None
         for split, defer in candidates:
-            graph, period = self.measure(ctx, step, plan, split, defer)
+            graph, period = self.measure(
+                ctx,
+                lambda count, split=split, defer=defer: self.build(  # type: ignore[misc]
+                    ctx, step, plan, split, defer, count
+                ),
+                self.mini_batches(plan.stages),
+            )
             if best is None or period < best[0]:
                 best = (period, graph)
         assert best is not None
         return best[1]
 
+    def place_tasks(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> OpGraph:
+        """The free task placement, with the weight delays it needs.
+
+        Each layer's delay is its one-mini-batch latency in periods plus a margin
+        for a full pipeline's queueing: ``delay_margin``, or with ``auto`` the
+        smallest margin from 0 at which the steady period reaches the busiest
+        processor's load (within 0.5 %) or stops improving by 0.5 %.
+        """
+        alone = self.layout(ctx, step, plan)
+        margin = self.layerpipe.delay_margin
+        margins = range(self.processors(ctx) + 2) if margin == "auto" else [margin]
+        count = self.mini_batches(self.processors(ctx))
+        best: tuple[float, OpGraph, TaskLayout] | None = None
+        for extra in margins:
+            layout = dataclasses.replace(
+                alone, delays={layer: d + extra for layer, d in alone.delays.items()}
+            )
+            graph, period = self.measure(
+                ctx, functools.partial(self.build_tasks, ctx, layout), count
+            )
+            if best is not None and period > 0.995 * best[0]:
+                break
+            best = (period, graph, layout)
+            if period <= 1.005 * max(alone.loads):
+                break
+        assert best is not None
+        self._layouts[id(best[1])] = (best[1], best[2])
+        return best[1]
+
+    def processors(self, ctx: TechniqueContext) -> int:
+        """Processors the free task placement uses (not capped at the layer count)."""
+        return self.settings.stages or ctx.hardware.processors
+
+    def layout(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> TaskLayout:
+        """Every task's processor and every layer's weight delay.
+
+        The tasks' costs come from the step simulated on one processor.  The
+        candidates are the list scheduler's placement of the tasks (with the dX
+        GEMMs split as ``dx_split`` says, and without the split, which costs a
+        second pipeline fill on the array), and the partition's stages (every
+        task on its layer's stage); the first of them, in that order, whose busiest
+        processor is loaded within 1 % of the least is kept (the busiest unit's
+        load ignores what the array and the vector unit cannot overlap, so a
+        split that saves less is not worth its fill).  The delay of layer ``l``
+        here is the number of periods its mini-batch spends between the start of
+        its forward and the end of its update (or, without weights, of its
+        backward: how long it keeps its activations) when one mini-batch runs alone on
+        the placement, with the period estimated by the busiest processor's load;
+        :meth:`place_tasks` adds the margin a full pipeline's queueing needs.
+        """
+        whole = step(ctx.run.batch_size // self.settings.micro_batches)
+        processors = self.processors(ctx)
+        link = ctx.hardware.interconnect.bandwidth_bytes_per_cycle
+        split = self.layerpipe.split
+        share = 0.5 if split == "balance" else float(split)
+        steps = [whole]
+        if self.layerpipe.dx_split is DxSplit.ROWS and share > 0:
+            steps.append(
+                passes.split_gemms(
+                    whole, lambda op: (share, 0) if op.phase is Phase.BWD_INPUT else None
+                )
+            )
+        candidates: list[tuple[int, OpGraph, dict[TaskKey, int], list[int]]] = []
+        for one in steps:
+            single = placement.single(one, ctx.run.optimizer.kind, ctx.hardware.word_bytes)
+            costs = measure_tasks(ctx.simulate(single))
+            groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
+            free = assign(costs, processors, link, groups)
+            staged = {task: plan.stage_of.get(task[0], 0) for task in free}
+            for where in (free, staged):
+                load = loads(costs, where, processors)
+                candidates.append((max(load), one, where, load))
+        least = min(c[0] for c in candidates)
+        busiest, one, where, load = next(c for c in candidates if c[0] <= 1.01 * least)
+        busiest = max(busiest, 1)
+        alone = TaskLayout(one, where, {}, load)
+        run = ctx.simulate(self.build_tasks(ctx, alone, 1))
+        trace = run.trace
+        began: dict[str, int] = {}
+        ended: dict[str, int] = {}
+        for op in run.graph.ops:
+            if op.phase is Phase.FWD:
+                start = int(trace.start_cycle[op.op_id])
+                began[op.layer] = min(began.get(op.layer, start), start)
+            else:
+                ended[op.layer] = max(ended.get(op.layer, 0), int(trace.end_cycle[op.op_id]))
+        delays = {
+            layer: math.ceil((end - began.get(layer, 0)) / busiest) for layer, end in ended.items()
+        }
+        return TaskLayout(one, where, delays, alone.loads)
+
+    def build_tasks(self, ctx: TechniqueContext, layout: TaskLayout, mini_batches: int) -> OpGraph:
+        """The graph of ``mini_batches`` mini-batches with every task on its own processor.
+
+        A layer's update waits for its gradient, for its dX (which reads the old
+        weights) and for the whole backward pass of the mini-batch on the update's
+        processor; the forward of mini-batch ``j`` waits for the update of
+        mini-batch ``j - (S(l) + 1)`` (the layout's delays).  Each unit runs the
+        oldest mini-batch's ready work first, in program order.
+        """
+        one, where = layout.step, layout.where
+
+        def on(op: Op) -> int:
+            return where[task_of(op)]
+
+        builder = GraphBuilder(ctx.hardware.word_bytes)
+        priority: list[int] = []
+        updates: dict[tuple[int, str], list[int]] = {}
+        first: list[Parameter] = []
+        for j in range(mini_batches):
+            start = len(builder.ops)
+            copies = [
+                _copy(builder, one, Tag(mini_batch=j, micro_batch=i), on)
+                for i in range(self.settings.micro_batches)
+            ]
+            first = first or copies[0]
+            dw_on = {p.layer: where.get((p.layer, "dw"), 0) for p in copies[0]}
+            ready = _accumulate(builder, copies, dw_on, Tag(mini_batch=j))
+            backward_done = _stage_sinks(builder, start)
+            reads_weights: dict[str, list[int]] = {}
+            for i in range(start, len(builder.ops)):
+                op = builder.ops[i]
+                if op.phase is Phase.BWD_INPUT and isinstance(op, GemmOp):
+                    reads_weights.setdefault(op.layer, []).append(i)
+            for p, param in enumerate(copies[0]):
+                home = on_update(where, param)
+                after = [*backward_done.get(home, ()), *reads_weights.get(param.layer, ())]
+                (op_id,) = add_updates(
+                    builder,
+                    [param],
+                    ctx.run.optimizer.kind,
+                    after=after,
+                    gradient_ready={param.weight.name: ready[p]},
+                    tag=Tag(mini_batch=j),
+                )
+                builder.processor[op_id] = home
+                updates.setdefault((j, param.layer), []).append(op_id)
+            for op_id in range(start, len(builder.ops)):
+                op = builder.ops[op_id]
+                earlier = j - layout.delays.get(op.layer, 1)
+                if op.phase is Phase.FWD and earlier >= 0:
+                    builder.add_dependencies(op_id, updates.get((earlier, op.layer), ()))
+                priority.append(j)
+        return passes.insert_transfers(builder.build(first, priority=priority))
+
     def weight_versions(self, stage: int, stages: int) -> int:
-        downstream = stages - 1 - stage  # S(l); delay 2 S(l) half-steps = S(l) versions
+        return self.kept(stages - 1 - stage)  # S(l); delay 2 S(l) half-steps
+
+    def kept(self, downstream: int) -> int:
+        """Extra weight copies of a layer ``S(l) = downstream`` stages from the end:
+        ``S(l)`` stashed versions, or one buffer for the moving average."""
         if self.layerpipe.weights is WeightVersions.EMA:
             return min(1, downstream)
         return downstream
+
+    def _layout(self, run: RunResult) -> TaskLayout | None:
+        found = self._layouts.get(id(run.graph))
+        return found[1] if found is not None and found[0] is run.graph else None
+
+    def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
+        layout = self._layout(run)
+        if layout is None:
+            return super().layer_delays(plan, run)
+        return {
+            layer: (layout.delays.get(layer, 1), self.kept(layout.delays.get(layer, 1) - 1))
+            for layer in plan.stage_of
+        }
+
+    def placement_report(self, run: RunResult) -> dict[str, Any]:
+        layout = self._layout(run)
+        if layout is None:
+            return {"placement": TaskPlacement.STAGES.value}
+        tasks: dict[int, list[str]] = {}
+        for (layer, role), p in sorted(layout.where.items()):
+            tasks.setdefault(p, []).append(f"{layer}:{role}")
+        return {
+            "placement": TaskPlacement.TASKS.value,
+            "dx_split_rows": any(role.startswith("dx.part") for _, role in layout.where),
+            "task_loads_cycles": layout.loads,
+            "weight_delay_minibatches": dict(layout.delays),
+            "tasks_per_processor": {str(p): names for p, names in sorted(tasks.items())},
+        }
+
+
+def _copy(
+    builder: GraphBuilder,
+    one: OpGraph,
+    tag: Tag,
+    where: Callable[[Op], int],
+    shares: SplitShares | None = None,
+) -> list[Parameter]:
+    """Append micro-batch ``tag``'s copy of the step, each op on the processor ``where``
+    gives it; its trained parameters."""
+    graph = passes.place(
+        passes.instantiate(one, tag, f"b{tag.mini_batch}m{tag.micro_batch}/"), where
+    )
+    if shares:
+        graph = passes.split_gemms(
+            graph,
+            lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
+        )
+    offset = builder.append_graph(graph)
+    return [
+        dataclasses.replace(p, grad_op=p.grad_op + offset)
+        for p in graph.parameters
+        if p.grad_op >= 0
+    ]
+
+
+def on_update(where: Mapping[TaskKey, int], param: Parameter) -> int:
+    """The processor of a parameter's update task."""
+    return where.get((param.layer, "update"), where.get((param.layer, "dw"), 0))
 
 
 def _accumulate(
