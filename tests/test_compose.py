@@ -137,7 +137,7 @@ def test_two_techniques_defining_step_kinds_cannot_compose() -> None:
 
 
 def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The baseline, then LayerPipe's three stage candidates, each at M and 2M mini-batches to
+    """The baseline, then LayerPipe's four stage candidates, each at M and 2M mini-batches to
     measure its period; the winner is not simulated again."""
     from accelsim.driver import run as driver_run
 
@@ -153,5 +153,5 @@ def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch
         MLP, parse_sets(["processors=3", "run.techniques={layerpipe: {placement: stages}}"])
     )
     result = simulate_training(inputs)
-    assert calls == ["base"] + ["candidate"] * 6
+    assert calls == ["base"] + ["candidate"] * 8
     assert result.steps["layerpipe"].settings["step"] == "layerpipe"

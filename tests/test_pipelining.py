@@ -10,9 +10,9 @@ from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
-from accelsim.graph.ops import GemmOp, TransferOp
+from accelsim.graph.ops import CommOp, GemmOp, TransferOp, VectorOp
 from accelsim.report.result import TrainingResult
-from accelsim.techniques.pipeline_plan import partition, task_bounds
+from accelsim.techniques.pipeline_plan import partition, replicated_partition, task_bounds
 from tests.conftest import ROOT
 
 SCHEDULES = ("gpipe", "pipedream", "layerpipe")
@@ -80,8 +80,10 @@ def test_layerpipe_is_never_slower_than_pipedream(
     tmp_path: Path, workload: str, processors: int
 ) -> None:
     path = run_file(tmp_path, workload, batch=32)
+    """On PipeDream's partition (``placement: stages``) LayerPipe keeps the fastest of
+    its options, which include 1F1B with each dX sent as soon as it is made."""
     pipedream = train(path, processors, "pipedream: {}").training
-    layerpipe = train(path, processors, "layerpipe: {}").training
+    layerpipe = train(path, processors, "layerpipe: {placement: stages}").training
     assert pipedream is not None and layerpipe is not None
     assert layerpipe["partition"] == pipedream["partition"]
     assert layerpipe["steady_cycles_per_minibatch"] <= pipedream["steady_cycles_per_minibatch"]
@@ -352,3 +354,55 @@ def test_free_tasks_weight_stash_is_weights_times_their_delay() -> None:
             expected[home[p.layer]] += p.weight.elements * 2 * kept(delay)
         assert [row["weight_stash_bytes"] for row in report["processors"]] == expected
         assert sum(expected) > 0
+
+
+def test_replicated_partition_by_hand() -> None:
+    """Costs 10, 1, 1 on 3 processors: with free all-reduces the best is one stage on
+    all three (12 / 3 = 4, against 10 / 2 = 5 for the first layer on two); when the
+    first layer's gradients cost 100 cycles to all-reduce, no stage is replicated."""
+    free = lambda size, copies: 0 * size  # noqa: E731
+    assert replicated_partition([10, 1, 1], [0, 0, 0], 3, free) == ([0, 0, 0], [3])
+    costly = lambda size, copies: size  # noqa: E731
+    assert replicated_partition([10, 1, 1], [100, 0, 0], 3, costly) == ([0, 1, 1], [1, 1])
+    assert replicated_partition([5, 1, 1, 1, 5, 1], [0] * 6, 2, free)[1] == [1, 1]
+
+
+def test_pipedream_replicates_stages_with_an_allreduce() -> None:
+    """Six layers on 9 processors: without replicas PipeDream leaves 3 idle; with them
+    its partitioner runs stages on several processors, which take turns over
+    mini-batches and all-reduce their gradients over the replicas."""
+    plain = train_linear5(9, "pipedream: {}")
+    replicated = train_linear5(9, "pipedream: {replicate: true}")
+    report = replicated.training
+    assert plain.training is not None and report is not None
+    copies = [row["replicas"] for row in report["partition"]]
+    assert sum(copies) <= 9 and max(copies) > 1
+    graph = replicated.steps["pipedream"].graph
+    reduces = [op for op in graph.ops if isinstance(op, CommOp)]
+    assert reduces and {len(op.participants) for op in reduces} <= set(copies) - {1}
+    assert report["speedup"] > 1.3 * plain.training["speedup"]
+    assert report["speedup"] <= report["speedup_bound"]
+    # Each replica keeps its own weight versions.
+    assert sum(p["weight_stash_bytes"] > 0 for p in report["processors"]) > len(copies) - 1
+
+
+def test_pipedream_sends_a_stage_gradient_when_its_backward_is_done(tmp_path: Path) -> None:
+    """PipeDream runs a stage's backward as one unit: the input gradient leaves for the
+    previous stage only after the stage's last backward op of that mini-batch."""
+    result = train(run_file(tmp_path, "mlp", batch=32), 3, "pipedream: {}")
+    run = result.steps["pipedream"]
+    graph, trace = run.graph, run.trace
+    sent = [
+        op for op in graph.ops if isinstance(op, TransferOp) and op.phase.value.startswith("bwd")
+    ]
+    assert sent
+    for transfer in sent:
+        backward_ends = [
+            int(trace.end_cycle[op.op_id])
+            for op in graph.ops
+            if isinstance(op, GemmOp | VectorOp)
+            and op.phase.value.startswith("bwd")
+            and op.tag.mini_batch == transfer.tag.mini_batch
+            and graph.processor[op.op_id] == transfer.source
+        ]
+        assert int(trace.start_cycle[transfer.op_id]) >= max(backward_ends)

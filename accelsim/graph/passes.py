@@ -207,8 +207,11 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
 
     Each tensor travels once per (source, destination) pair, as a
     :class:`TransferOp` placed right before the first op that needs it; later
-    readers reuse the copy.  An op then waits for its local producers, its
-    transfers and its ``after`` dependencies.
+    readers reuse the copy.  The transfer leaves after its producers and after
+    whatever that first reader is ordered ``after`` on the sending processor (a
+    schedule that sends a stage's output when the stage is done says so that
+    way).  An op then waits for its local producers, its transfers and its
+    ``after`` dependencies.
     """
     ops: list[Op] = []
     processor: list[int] = []
@@ -218,7 +221,8 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     for op in graph.ops:
         here = graph.processor[op.op_id]
         sources = [tuple(new for old in g for new in ids[old]) for g in op.sources]
-        deps = {new for old in op.after for new in ids[old]}
+        ordered = {new for old in op.after for new in ids[old]}
+        deps = set(ordered)
         for access, producers in zip(queries.reads_of(op), sources, strict=False):
             remote: dict[int, list[int]] = {}
             for producer in producers:
@@ -230,7 +234,8 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
                 key = (access.tensor.name, source, here)
                 if key not in sent:
                     sent[key] = len(ops)
-                    ops.append(_transfer(len(ops), op, access, source, here, made_by))
+                    waits = [d for d in ordered if processor[d] == source]
+                    ops.append(_transfer(len(ops), op, access, source, here, made_by, waits))
                     processor.append(source)
                     if graph.priority:
                         priority.append(graph.priority[op.op_id])
@@ -255,7 +260,13 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
 
 
 def _transfer(
-    op_id: int, reader: Op, access: Access, source: int, destination: int, producers: list[int]
+    op_id: int,
+    reader: Op,
+    access: Access,
+    source: int,
+    destination: int,
+    producers: list[int],
+    waits: list[int],
 ) -> TransferOp:
     return TransferOp(
         op_id=op_id,
@@ -266,7 +277,8 @@ def _transfer(
         elements=access.elements,
         source=source,
         destination=destination,
-        deps=tuple(sorted(producers)),
+        deps=tuple(sorted({*producers, *waits})),
         sources=(tuple(producers),),
+        after=tuple(sorted(waits)),
         tag=reader.tag,
     )

@@ -11,8 +11,10 @@ processor).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 TASKS = ("fwd", "dx", "dw", "update")
 
@@ -59,17 +61,82 @@ def partition(costs: Sequence[int], stages: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Plan:
-    """A partition: the stages, the stage of every layer, and the layer costs it
-    was balanced on."""
+    """A partition: the stages, the stage of every layer, the layer costs it was
+    balanced on, and how many processors run each stage (``replicas``; empty: one
+    each).  A replicated stage's replicas take turns: mini-batch ``j`` runs on its
+    replica ``j mod r``."""
 
     stages: int
     stage_of: dict[str, int]
     costs: list[int]
+    replicas: tuple[int, ...] = ()
 
     def first_of(self) -> dict[int, str]:
         """The first layer of every stage."""
         stage_of = self.stage_of
         return {s: next(n for n in stage_of if stage_of[n] == s) for s in range(self.stages)}
+
+    def copies(self, stage: int) -> int:
+        """Processors running ``stage``."""
+        return self.replicas[stage] if self.replicas else 1
+
+    def processor(self, stage: int, j: int) -> int:
+        """The processor running mini-batch ``j`` of ``stage``."""
+        return sum(self.copies(s) for s in range(stage)) + j % self.copies(stage)
+
+    def stage_of_processor(self) -> list[int]:
+        """The stage every processor runs."""
+        return [s for s in range(self.stages) for _ in range(self.copies(s))]
+
+
+def replicated_partition(
+    costs: Sequence[int],
+    weight_bytes: Sequence[int],
+    processors: int,
+    allreduce_cycles: Callable[[np.ndarray, int], np.ndarray],
+) -> tuple[list[int], list[int]]:
+    """PipeDream's partitioner: contiguous stages, each on one or more processors.
+
+    A stage of layers ``i..j`` on ``r`` processors costs ``(C_j - C_i) / r`` plus
+    the all-reduce of its weights' gradients among the ``r``
+    (``allreduce_cycles(bytes, r)``, element-wise on an array of sizes);
+    dynamic programming over layers and processors minimises the costliest
+    stage, using at most ``processors``.
+
+    Returns:
+        The stage of every layer (non-decreasing from 0) and each stage's replicas.
+    """
+    n = len(costs)
+    prefix = np.concatenate([[0.0], np.cumsum(np.asarray(costs, dtype=float))])
+    weights = np.concatenate([[0.0], np.cumsum(np.asarray(weight_bytes, dtype=float))])
+    inf = float("inf")
+    # best[j, m]: the least bottleneck of layers 0..j-1 on exactly m processors.
+    best = np.full((n + 1, processors + 1), inf)
+    choice = np.zeros((n + 1, processors + 1, 2), dtype=int)
+    best[0, 0] = 0.0
+    starts = np.arange(n)
+    for j in range(1, n + 1):
+        before = starts[:j]
+        work = prefix[j] - prefix[before]
+        size = weights[j] - weights[before]
+        for m in range(1, processors + 1):
+            for r in range(1, m + 1):
+                stage = work / r + (allreduce_cycles(size, r) if r > 1 else 0.0)
+                cand = np.maximum(best[before, m - r], stage)
+                k = int(np.argmin(cand))
+                if cand[k] < best[j, m]:
+                    best[j, m] = cand[k]
+                    choice[j, m] = (k, r)
+    m = int(np.argmin(best[n, 1:])) + 1
+    bounds: list[tuple[int, int, int]] = []
+    j = n
+    while j > 0:
+        first, copies = int(choice[j, m, 0]), int(choice[j, m, 1])
+        bounds.append((first, j, copies))
+        j, m = first, m - copies
+    bounds.reverse()
+    stage_of = [s for s, (lo, hi, _) in enumerate(bounds) for _ in range(lo, hi)]
+    return stage_of, [r for _, _, r in bounds]
 
 
 def task_bounds(tasks: Mapping[str, Mapping[str, int]], processors: int) -> dict[str, float]:

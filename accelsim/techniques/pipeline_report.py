@@ -21,8 +21,6 @@ from accelsim.timing.costs import UNIT_ARRAY
 if TYPE_CHECKING:
     from accelsim.techniques.pipelining import Schedule
 
-FIRST = Tag(mini_batch=0, micro_batch=0)
-
 
 def _entered(run: RunResult, j: int) -> int:
     """When mini-batch ``j``'s first forward GEMM started."""
@@ -60,7 +58,7 @@ def steady_state(run: RunResult) -> SteadyState:
 
     (The period itself is measured by ``Schedule.measure``, from two makespans.)
     """
-    mini_batches = 1 + max(op.tag.mini_batch for op in run.graph.ops)
+    mini_batches = count_all(run)
     stages = 1 + max(run.graph.processor)
     done = [0] * mini_batches
     for op in run.graph.ops:
@@ -71,6 +69,11 @@ def steady_state(run: RunResult) -> SteadyState:
     if last <= first:  # too few mini-batches to fill the pipeline: the whole run
         first, last = 0, mini_batches - 1
     return SteadyState(done, first, last, stages)
+
+
+def count_all(run: RunResult) -> int:
+    """Mini-batches in a simulated pipeline."""
+    return 1 + max(op.tag.mini_batch for op in run.graph.ops)
 
 
 def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
@@ -99,6 +102,7 @@ def _partition_rows(plan: Plan) -> list[dict[str, Any]]:
                 "first_layer": layers[0],
                 "last_layer": layers[-1],
                 "layers": len(layers),
+                "replicas": plan.copies(s),
                 "cost_cycles": sum(plan.costs[names.index(n)] for n in layers),
             }
         )
@@ -112,30 +116,38 @@ def _processor_rows(
     full-pipeline ``window``, and the activations and weight versions it keeps.
 
     A layer's stashed activations count on the processor of the forward op that
-    writes them, times the mini-batches the layer keeps in flight; its weight
-    versions on the processor of its first forward op.
+    writes them, times the mini-batches the layer keeps in flight there; its
+    weight versions on every processor that runs its forward (each replica of a
+    replicated stage keeps its own).
     """
     trace, c, graph, hw = run.trace, run.trace.costs, run.graph, run.hardware
     processors = 1 + max(graph.processor)
     delays = schedule.layer_delays(plan, run)
     lo, hi = window
     span = max(hi - lo, 1)
+    work = [op for op in graph.ops if op.phase is Phase.FWD and isinstance(op, (GemmOp, VectorOp))]
+    # Every processor's first mini-batch (a replica of a stage starts later).
+    first = [count_all(run)] * processors
+    for op in work:
+        p = graph.processor[op.op_id]
+        first[p] = min(first[p], op.tag.mini_batch)
     stash = [0] * processors
-    home: dict[str, int] = {}
-    for op in graph.ops:
-        if op.phase is Phase.FWD and op.tag == FIRST and isinstance(op, (GemmOp, VectorOp)):
-            p = graph.processor[op.op_id]
-            home.setdefault(op.layer, p)
-            for access in writes_of(op):
-                if access.tensor.name in graph.stashed:
-                    stash[p] += access.tensor.bytes * delays[op.layer][0]
+    homes: dict[str, set[int]] = {}
+    for op in work:
+        p = graph.processor[op.op_id]
+        if op.tag != Tag(mini_batch=first[p], micro_batch=0):
+            continue
+        homes.setdefault(op.layer, set()).add(p)
+        for access in writes_of(op):
+            if access.tensor.name in graph.stashed:
+                stash[p] += access.tensor.bytes * delays[op.layer][0]
     weight_bytes = [0] * processors
     versions = [0] * processors
     for parameter in graph.parameters:
-        p = home.get(parameter.layer, 0)
         kept = delays[parameter.layer][1]
-        weight_bytes[p] += parameter.weight.bytes * kept
-        versions[p] = max(versions[p], kept)
+        for p in homes.get(parameter.layer, ()):
+            weight_bytes[p] += parameter.weight.bytes * kept
+            versions[p] = max(versions[p], kept)
     rows = []
     for p in range(processors):
         mine = (trace.processor == p) & (c.unit == UNIT_ARRAY)

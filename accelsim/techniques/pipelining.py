@@ -12,9 +12,10 @@ report takes the steady state from the simulation.
   forwards, then all backwards, then the update; the next mini-batch waits for
   it (synchronous).
 * **PipeDream** (Narayanan et al., SOSP 2019): one-forward-one-backward (1F1B)
-  over mini-batches; a layer's backward (dX then dW) is one task; stage ``s`` of
-  ``S`` keeps ``S - s`` mini-batches in flight and stashes a weight version for
-  each.
+  over mini-batches; a layer's backward (dX then dW) is one task, and a stage
+  sends its input gradient upstream when its whole backward pass is done; stage
+  ``s`` of ``S`` keeps ``S - s`` mini-batches in flight and stashes a weight
+  version for each.
 * **LayerPipe** (Unnikrishnan and Parhi, ICCAD 2021; LayerPipe2, arXiv
   2512.08160): the same partition and 1F1B order, but a layer's dW is a task of
   its own that yields to the activation-gradient chain, and the dX work of each
@@ -40,9 +41,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import Field
 
 from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
+from accelsim.config.run import OptimizerKind
 from accelsim.errors import Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
@@ -59,7 +62,7 @@ from accelsim.techniques.base import (
     Technique,
     TechniqueContext,
 )
-from accelsim.techniques.pipeline_plan import Plan, partition
+from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
 from accelsim.techniques.pipeline_report import pipeline_report, steady_state
 from accelsim.techniques.task_placement import (
     TaskKey,
@@ -81,6 +84,14 @@ class PipelineConfig(Spec):
     stages: PositiveInt | None = None
     micro_batches: PositiveInt = 1
     mini_batches: PositiveInt | None = None
+
+
+class PipeDreamConfig(PipelineConfig):
+    """PipeDream: ``replicate`` lets its partitioner run a stage on several processors
+    (data-parallel replicas that take turns over mini-batches and all-reduce their
+    weight gradients), as PipeDream's optimizer does."""
+
+    replicate: bool = False
 
 
 class GPipeConfig(PipelineConfig):
@@ -145,6 +156,7 @@ class Schedule(Technique):
     """Common machinery of the three schedules."""
 
     one_task_backward: ClassVar[bool] = True
+    send_after_backward: ClassVar[bool] = False  # each stage's dX leaves when its backward ends
     synchronous: ClassVar[bool] = False
     conflicts = frozenset({"gpipe", "pipedream", "layerpipe"})
 
@@ -199,13 +211,16 @@ class Schedule(Technique):
             )
         return problems
 
-    def in_flight(self, stage: int, stages: int) -> int:
-        """Mini-batches between a stage's forward and the update whose weights it uses."""
-        return stages - stage
+    def in_flight(self, stage: int, plan: Plan) -> int:
+        """Mini-batches between a stage's forward and the update whose weights it uses:
+        one per processor from the stage on (``S - s`` without replicas)."""
+        return sum(plan.copies(t) for t in range(stage, plan.stages))
 
-    def position(self, stage: int, stages: int, j: int, backward: bool) -> int:
-        """Place of mini-batch ``j``'s forward or backward in the stage's 1F1B order."""
-        warm = self.in_flight(stage, stages)
+    def position(self, stage: int, plan: Plan, j: int, backward: bool) -> int:
+        """Place of mini-batch ``j``'s forward or backward in its replica's 1F1B order."""
+        copies = plan.copies(stage)
+        warm = -(-self.in_flight(stage, plan) // copies)
+        j //= copies
         if backward:
             return warm + 2 * j
         return j if j < warm else warm + 2 * (j - warm) + 1
@@ -232,8 +247,8 @@ class Schedule(Technique):
         defer = not self.one_task_backward
         return self.measure(
             ctx,
-            lambda count: self.build(ctx, step, plan, None, defer, count),
-            self.mini_batches(plan.stages),
+            lambda count: self.build(ctx, step, plan, None, defer, self.send_after_backward, count),
+            self.mini_batches(len(plan.stage_of_processor())),
         )[0]
 
     def measure(
@@ -277,6 +292,7 @@ class Schedule(Technique):
         plan: Plan,
         shares: SplitShares | None,
         defer: bool,
+        send_after: bool,
         mini_batches: int,
     ) -> OpGraph:
         """The graph of ``mini_batches`` pipelined mini-batches on the stages.
@@ -287,41 +303,42 @@ class Schedule(Technique):
             shares: Layers whose ``dX`` GEMMs are split: the share of rows moved
                 and the processor they move to.
             defer: Whether dW yields to dX on stages that send dX upstream.
+            send_after: Whether a stage sends its input gradient only when its
+                whole backward pass is done (PipeDream), or as soon as it is made.
         """
         cfg = self.settings
         one = step(ctx.run.batch_size // cfg.micro_batches)
-        stage_of = plan.stage_of
-
-        def where(op: Op) -> int:
-            return stage_of[op.layer]
-
         builder = GraphBuilder(ctx.hardware.word_bytes)
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
-        optimizer = ctx.run.optimizer.kind
         first: list[Parameter] = []
+        rounds: dict[int, list[_Done]] = {}
         for j in range(mini_batches):
             start = len(builder.ops)
+            on = {layer: plan.processor(stage, j) for layer, stage in plan.stage_of.items()}
             copies = [
-                _copy(builder, one, Tag(mini_batch=j, micro_batch=i), where, shares)
+                _copy(builder, one, Tag(mini_batch=j, micro_batch=i), _by_layer(on), shares)
                 for i in range(cfg.micro_batches)
             ]
             first = first or copies[0]
-            ready = _accumulate(builder, copies, stage_of, Tag(mini_batch=j))
+            ready = _accumulate(builder, copies, on, Tag(mini_batch=j))
             backward_done = _stage_sinks(builder, start)
-            for p, param in enumerate(copies[0]):
-                stage = stage_of[param.layer]
-                (op,) = add_updates(
-                    builder,
-                    [param],
-                    optimizer,
-                    after=backward_done.get(stage, ()),
-                    gradient_ready={param.weight.name: ready[p]},
-                    tag=Tag(mini_batch=j),
-                )
-                builder.processor[op] = stage
-                updates.setdefault((j, stage), []).append(op)
-            self._order(builder, start, j, plan.stages, updates, priority, defer)
+            if send_after:
+                _send_after_backward(builder, start, backward_done)
+            for stage in range(plan.stages):
+                copies_of = plan.copies(stage)
+                done = rounds.setdefault(stage, [])
+                params = [
+                    (param, ready[p])
+                    for p, param in enumerate(copies[0])
+                    if plan.stage_of[param.layer] == stage
+                ]
+                proc = plan.processor(stage, j)
+                done.append(_Done(j, proc, params, backward_done.get(proc, ())))
+                if len(done) == copies_of or j == mini_batches - 1:
+                    _update(builder, done, ctx.run.optimizer.kind, updates)
+                    done.clear()
+            self._order(builder, start, j, plan, updates, priority, defer)
         # The graph's parameters are the first micro-batch's: one copy of the weights.
         return passes.insert_transfers(builder.build(first, priority=priority))
 
@@ -330,30 +347,35 @@ class Schedule(Technique):
         builder: GraphBuilder,
         start: int,
         j: int,
-        stages: int,
+        plan: Plan,
         updates: Mapping[tuple[int, int], list[int]],
         priority: list[int],
         defer: bool,
     ) -> None:
         """Weight-version dependencies and each unit's order for mini-batch ``j``'s ops.
 
-        A stage's forward of mini-batch ``j`` waits for the stage's whole update of
-        mini-batch ``j - lag``: the dependency goes on the stage's entry ops (those
-        that wait for no other forward op of the stage); the rest follow them.
-        Each unit runs its ready ops by schedule position, then program order.
+        A stage's forward of mini-batch ``j`` waits for the processor's whole update
+        after mini-batch ``j - lag``: the dependency goes on the stage's entry ops
+        (those that wait for no other forward op of the stage); the rest follow
+        them.  Each unit runs its ready ops by schedule position, then program
+        order.
         """
+        stage_of = plan.stage_of_processor()
         for op_id in range(start, len(builder.ops)):
             op = builder.ops[op_id]
-            stage = builder.processor[op_id]
+            proc = builder.processor[op_id]
+            stage = stage_of[proc]
             backward = op.phase not in (Phase.FWD, Phase.AUX)
             entry = op.phase is Phase.FWD and not any(
-                d >= start and builder.ops[d].phase is Phase.FWD and builder.processor[d] == stage
+                d >= start and builder.ops[d].phase is Phase.FWD and builder.processor[d] == proc
                 for d in op.deps
             )
-            earlier = j - self.in_flight(stage, stages)
+            # The update this processor made after its own mini-batch ``lag`` back.
+            copies = plan.copies(stage)
+            earlier = j - copies * -(-self.in_flight(stage, plan) // copies)
             if entry and earlier >= 0:
-                builder.add_dependencies(op_id, updates.get((earlier, stage), ()))
-            rank = self.position(stage, stages, j, backward)
+                builder.add_dependencies(op_id, updates.get((earlier, proc), ()))
+            rank = self.position(stage, plan, j, backward)
             # dW yields to dX only where dX feeds an upstream stage.
             later = defer and op.phase is Phase.BWD_WEIGHT and stage > 0
             priority.append(2 * rank + int(later))
@@ -378,9 +400,10 @@ class Schedule(Technique):
             },
         }
 
-    def weight_versions(self, stage: int, stages: int) -> int:
-        """Extra weight copies a layer on ``stage`` keeps for delayed backward passes."""
-        return self.in_flight(stage, stages) - 1
+    def weight_versions(self, stage: int, plan: Plan) -> int:
+        """Extra weight copies each processor of ``stage`` keeps for delayed backward
+        passes: one per mini-batch of its own in flight, less the current one."""
+        return -(-self.in_flight(stage, plan) // plan.copies(stage)) - 1
 
     def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
         """Per layer of a simulated graph of this schedule: the (micro-)batches whose
@@ -390,9 +413,9 @@ class Schedule(Technique):
             in_flight = (
                 self.settings.micro_batches
                 if self.synchronous
-                else self.in_flight(stage, plan.stages)
+                else -(-self.in_flight(stage, plan) // plan.copies(stage))
             )
-            out[layer] = (in_flight, self.weight_versions(stage, plan.stages))
+            out[layer] = (in_flight, self.weight_versions(stage, plan))
         return out
 
     def placement_report(self, run: RunResult) -> dict[str, Any]:
@@ -407,13 +430,13 @@ class GPipe(Schedule):
     Config = GPipeConfig
     synchronous = True
 
-    def in_flight(self, stage: int, stages: int) -> int:
+    def in_flight(self, stage: int, plan: Plan) -> int:
         return 1
 
-    def position(self, stage: int, stages: int, j: int, backward: bool) -> int:
+    def position(self, stage: int, plan: Plan, j: int, backward: bool) -> int:
         return 2 * j + int(backward)
 
-    def weight_versions(self, stage: int, stages: int) -> int:
+    def weight_versions(self, stage: int, plan: Plan) -> int:
         return 0
 
 
@@ -421,7 +444,44 @@ class PipeDream(Schedule):
     """PipeDream: 1F1B with weight stashing; a layer's backward is one task."""
 
     name = "pipedream"
-    Config = PipelineConfig
+    Config = PipeDreamConfig
+    send_after_backward = True
+
+    def plan(self, ctx: TechniqueContext, base: RunResult) -> Plan:
+        """With ``replicate``, PipeDream's partitioner: stages and their replicas chosen
+        together, a replicated stage costing its layers' time over its replicas plus
+        the ring all-reduce of their gradients (both DRAM passes and
+        ``2 (r - 1)`` link steps of ``1/r`` of the bytes, with latencies)."""
+        assert isinstance(self.config, PipeDreamConfig)
+        if not self.config.replicate:
+            return super().plan(ctx, base)
+        cached = self._plans.get(id(base))
+        if cached is not None and cached[0] is base:
+            return cached[1]
+        names = [info.layer.name for info in ctx.infos]
+        busy = base.layer_busy_cycles()
+        costs = [busy.get(n, 0) for n in names]
+        gradients: dict[str, int] = {}
+        for param in base.graph.parameters:
+            gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
+        hw = ctx.hardware
+        link, dram = hw.interconnect, hw.dram
+
+        def allreduce(size: np.ndarray, copies: int) -> np.ndarray:
+            steps = 2 * (copies - 1)
+            hops = steps * (np.ceil(size / copies) / link.bandwidth_bytes_per_cycle)
+            dram_cycles = 2 * (size / dram.bandwidth_bytes_per_cycle + dram.latency_cycles)
+            return hops + steps * link.latency_cycles + dram_cycles
+
+        stages, replicas = replicated_partition(
+            costs,
+            [gradients.get(n, 0) for n in names],
+            self.settings.stages or hw.processors,
+            allreduce,
+        )
+        plan = Plan(len(replicas), dict(zip(names, stages, strict=True)), costs, tuple(replicas))
+        self._plans[id(base)] = (base, plan)
+        return plan
 
 
 class LayerPipe(Schedule):
@@ -468,7 +528,8 @@ class LayerPipe(Schedule):
         on one processor, where either is the baseline step).
 
         With ``placement: stages`` the candidates are the inter-layer split with
-        dW deferred, dW deferred alone, and the plain 1F1B order (PipeDream's); each
+        dW deferred, dW deferred alone, the plain 1F1B order, and PipeDream's own
+        (1F1B, each stage's input gradient sent when its backward is done); each
         is simulated and the one with the shortest steady state is kept, so on the
         same partition LayerPipe is never slower than PipeDream.
         """
@@ -476,16 +537,18 @@ class LayerPipe(Schedule):
         if self.layerpipe.placement is TaskPlacement.TASKS and self.processors(ctx) > 1:
             return self.place_tasks(ctx, step, plan)
         shares = self.shares(plan, base)
-        candidates: list[tuple[SplitShares | None, bool]] = [(None, True), (None, False)]
+        candidates: list[tuple[SplitShares | None, bool, bool]] = [
+            (None, True, False),
+            (None, False, False),
+            (None, False, True),
+        ]
         if shares:
-            candidates.insert(0, (shares, True))
+            candidates.insert(0, (shares, True, False))
         best: tuple[float, OpGraph] | None = None
-        for split, defer in candidates:
+        for split, defer, send_after in candidates:
             graph, period = self.measure(
                 ctx,
-                lambda count, split=split, defer=defer: self.build(  # type: ignore[misc]
-                    ctx, step, plan, split, defer, count
-                ),
+                functools.partial(self.build, ctx, step, plan, split, defer, send_after),
                 self.mini_batches(plan.stages),
             )
             if best is None or period < best[0]:
@@ -638,8 +701,8 @@ class LayerPipe(Schedule):
                 priority.append(j)
         return passes.insert_transfers(builder.build(first, priority=priority))
 
-    def weight_versions(self, stage: int, stages: int) -> int:
-        return self.kept(stages - 1 - stage)  # S(l); delay 2 S(l) half-steps
+    def weight_versions(self, stage: int, plan: Plan) -> int:
+        return self.kept(plan.stages - 1 - stage)  # S(l); delay 2 S(l) half-steps
 
     def kept(self, downstream: int) -> int:
         """Extra weight copies of a layer ``S(l) = downstream`` stages from the end:
@@ -732,6 +795,86 @@ def _accumulate(
         builder.processor[op] = stage_of[first.layer]
         ready.append(op)
     return ready
+
+
+def _by_layer(processor_of: Mapping[str, int]) -> Callable[[Op], int]:
+    """Placement of ops by their layer."""
+    return lambda op: processor_of[op.layer]
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A processor's finished backward pass of mini-batch ``j``: its parameters with the
+    ops that make their gradients, and its backward sinks."""
+
+    j: int
+    processor: int
+    params: list[tuple[Parameter, int]]
+    sinks: tuple[int, ...]
+
+
+def _update(
+    builder: GraphBuilder,
+    done: list[_Done],
+    optimizer: OptimizerKind,
+    updates: dict[tuple[int, int], list[int]],
+) -> None:
+    """The updates after a round of a stage's mini-batches, one per replica.
+
+    With one replica each mini-batch's gradients update the weights right after
+    its stage's backward pass.  Replicas (PipeDream's data-parallel stages)
+    all-reduce each parameter's gradients of the round first, then each updates
+    its own copy of the weights.
+    """
+    procs = tuple(d.processor for d in done)
+    for p, (param, grad) in enumerate(done[0].params):
+        ready = grad
+        if len(done) > 1:
+            name = param.weight.name.split("/", 1)[-1]
+            total = builder.tensor(
+                f"b{done[0].j}/{name}.allreduce", param.gradient.kind, param.gradient.elements
+            )
+            ready = builder.allreduce(
+                f"b{done[0].j}/{name}.allreduce",
+                param.layer,
+                total,
+                procs,
+                [d.params[p][1] for d in done],
+            )
+            builder.processor[ready] = procs[0]
+        for d in done:
+            mine = d.params[p][0]
+            (op,) = add_updates(
+                builder,
+                [mine],
+                optimizer,
+                after=d.sinks,
+                gradient_ready={mine.weight.name: ready},
+                tag=Tag(mini_batch=d.j),
+            )
+            builder.processor[op] = d.processor
+            updates.setdefault((d.j, d.processor), []).append(op)
+
+
+def _send_after_backward(
+    builder: GraphBuilder, start: int, backward_done: Mapping[int, tuple[int, ...]]
+) -> None:
+    """Backward ops since ``start`` that read a gradient made on another stage wait for
+    that stage's whole backward pass: a stage sends its input gradient when its
+    backward is done (the transfer then waits too)."""
+    for i in range(start, len(builder.ops)):
+        op = builder.ops[i]
+        if op.phase not in BACKWARD:
+            continue
+        here = builder.processor[i]
+        senders = {
+            builder.processor[p]
+            for group in op.sources
+            for p in group
+            if builder.processor[p] != here and builder.ops[p].phase in BACKWARD
+        }
+        for sender in senders:
+            builder.add_dependencies(i, backward_done.get(sender, ()))
 
 
 def _stage_sinks(builder: GraphBuilder, start: int) -> dict[int, tuple[int, ...]]:
