@@ -2,7 +2,15 @@
 """Sweep P = 1..9 processors for GPipe, PipeDream and LayerPipe on the fourteen models.
 
     python scripts/pipeline_sweep.py [--max-processors 9] [--models a,b] \
+        [--workloads A.yaml,...] [--run RUN.yaml] [--schedules a,b] \
         [--dram shared|per_processor] [--out results/pipeline]
+
+Schedules: ``gpipe``, ``pipedream``, ``pipedream_replicated`` (PipeDream's
+partitioner may replicate stages), ``layerpipe`` (free task placement) and
+``layerpipe_stages`` (LayerPipe's options on PipeDream's partition); the
+default is all but the last.  ``--workloads`` sweeps workload files outside the
+suite (e.g. ``workloads/linear5.yaml`` with ``--run
+configs/experiments/linear5.yaml``).
 
 For every model, schedule and processor count it simulates the pipeline
 (``configs/experiments/pipeline.yaml``) and records the steady-state speedup
@@ -29,7 +37,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "configs" / "experiments" / "pipeline.yaml"
 SUITE = ROOT / "configs" / "suites" / "default.yaml"
-SCHEDULES = ("gpipe", "pipedream", "layerpipe")
+SCHEDULES = {  # name: (technique, its options)
+    "gpipe": ("gpipe", []),
+    "pipedream": ("pipedream", []),
+    "pipedream_replicated": ("pipedream", ["replicate: true"]),
+    "layerpipe": ("layerpipe", []),
+    "layerpipe_stages": ("layerpipe", ["placement: stages"]),
+}
+DEFAULT = "gpipe,pipedream,pipedream_replicated,layerpipe"
 
 
 def main() -> int:
@@ -41,27 +56,41 @@ def main() -> int:
         suite_inputs,
         write_csv,
     )
+    from accelsim.driver.inputs import SuiteEntry
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-processors", type=int, default=9)
     parser.add_argument("--models", default=None, help="comma-separated subset of the suite")
+    parser.add_argument("--workloads", default=None, help="comma-separated workload files")
+    parser.add_argument("--run", type=Path, default=RUN, help="the run file of every point")
+    parser.add_argument("--schedules", default=DEFAULT, help=f"of {', '.join(SCHEDULES)}")
     parser.add_argument("--dram", choices=("shared", "per_processor"), default="shared")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "pipeline")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     models = args.models.split(",") if args.models else None
+    schedules = args.schedules.split(",")
+    unknown = sorted(set(schedules) - set(SCHEDULES))
+    if unknown:
+        parser.error(f"unknown schedules {unknown}; known: {', '.join(SCHEDULES)}")
+    if args.workloads:
+        entries = [SuiteEntry(Path(w).stem, Path(w)) for w in args.workloads.split(",")]
+    else:
+        entries = suite_entries(SUITE, models)
     started = time.perf_counter()
     rows = []
-    for entry in suite_entries(SUITE, models):
+    for entry in entries:
         for processors in range(1, args.max_processors + 1):
-            for schedule in SCHEDULES:
-                options = "{micro_batches: 1}" if processors == 1 else "{}"
+            for schedule in schedules:
+                technique, options = SCHEDULES[schedule]
+                if processors == 1:  # GPipe's micro-batches would change the step
+                    options = ["micro_batches: 1", *options]
                 sets = [
                     f"processors={processors}",
                     f"dram.sharing={args.dram}",
-                    f"run.techniques={{{schedule}: {options}}}",
+                    f"run.techniques={{{technique}: {{{', '.join(options)}}}}}",
                 ]
-                report = simulate_training(suite_inputs(RUN, entry, parse_sets(sets))).training
+                report = simulate_training(suite_inputs(args.run, entry, parse_sets(sets))).training
                 assert report is not None
                 rows.append(
                     {
@@ -80,7 +109,9 @@ def main() -> int:
                 )
             print(
                 f"{entry.name:14} P={processors}: "
-                + ", ".join(f"{r['schedule']} {r['speedup']:.2f}x" for r in rows[-3:]),
+                + ", ".join(
+                    f"{r['schedule']} {r['speedup']:.2f}x" for r in rows[-len(schedules) :]
+                ),
                 flush=True,
             )
     columns = list(rows[0])
@@ -88,29 +119,46 @@ def main() -> int:
     plot_pipeline_sweep(
         args.out / "sweep.csv",
         args.out / "speedup.png",
-        f"pipeline schedules, batch 32, default processor, DRAM {args.dram}",
+        f"pipeline schedules, {args.run.stem}, DRAM {args.dram}",
     )
-    print(f"\nDRAM {args.dram}: suite geometric-mean speedup over one processor,")
-    print("LayerPipe over PipeDream (geometric mean over models), and the binding bounds")
+    print(f"\nDRAM {args.dram}: geometric-mean speedup over one processor (with the")
+    print("PipeDream and LayerPipe bounds), LayerPipe over PipeDream and over replicated")
+    print("PipeDream (geometric mean over models), the task model, and the binding bounds")
     print(
         f"{'P':>3} "
-        + " ".join(f"{s:>10}" for s in SCHEDULES)
-        + f" {'LP/PD':>8} {'tasks':>8}  bounds"
+        + " ".join(f"{s[:10]:>10}" for s in schedules)
+        + f" {'PD bound':>9} {'LP bound':>9} {'LP/PD':>8} {'LP/PDr':>8} {'tasks':>8}  bounds"
     )
     for processors in range(1, args.max_processors + 1):
-        mean = {s: _gmean(_speedups(rows, processors, s).values()) for s in SCHEDULES}
+        mean = {s: _gmean(_speedups(rows, processors, s).values()) for s in schedules}
+        limits = {
+            s: _gmean(
+                float(str(r["speedup_bound"]))
+                for r in rows
+                if r["processors"] == processors and r["schedule"] == s
+            )
+            if s in schedules
+            else math.nan
+            for s in ("pipedream", "layerpipe")
+        }
         ratio = _gmean(_ratios(rows, processors).values())
+        replicated = _gmean(_ratios(rows, processors, "pipedream_replicated").values())
         ideal = _gmean(
             float(str(r["task_gain"]))
             for r in rows
             if r["processors"] == processors and r["schedule"] == "pipedream"
         )
-        binding = sorted(str(r["binding_bound"]) for r in rows if r["processors"] == processors)
+        binding = sorted(
+            f"{r['schedule'][:2]}:{r['binding_bound']}"
+            for r in rows
+            if r["processors"] == processors and r["schedule"] in ("pipedream", "layerpipe")
+        )
         counts = ", ".join(f"{b} {binding.count(b)}" for b in dict.fromkeys(binding))
         print(
             f"{processors:>3} "
-            + " ".join(f"{mean[s]:>10.3f}" for s in SCHEDULES)
-            + f" {ratio:>8.3f} {ideal:>8.3f}  {counts}"
+            + " ".join(f"{mean[s]:>10.3f}" for s in schedules)
+            + f" {limits['pipedream']:>9.3f} {limits['layerpipe']:>9.3f}"
+            + f" {ratio:>8.3f} {replicated:>8.3f} {ideal:>8.3f}  {counts}"
         )
     _gains(rows, args.max_processors)
     print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
@@ -119,6 +167,8 @@ def main() -> int:
 
 def _gmean(values: Iterable[float]) -> float:
     found = list(values)
+    if not found:
+        return math.nan
     return math.exp(sum(math.log(v) for v in found) / len(found))
 
 
@@ -130,11 +180,13 @@ def _speedups(rows: list[dict[str, object]], processors: int, schedule: str) -> 
     }
 
 
-def _ratios(rows: list[dict[str, object]], processors: int) -> dict[str, float]:
-    """Per model, LayerPipe's speedup over PipeDream's at ``processors``."""
+def _ratios(
+    rows: list[dict[str, object]], processors: int, against: str = "pipedream"
+) -> dict[str, float]:
+    """Per model, LayerPipe's speedup over ``against``'s at ``processors``."""
     lp = _speedups(rows, processors, "layerpipe")
-    pd = _speedups(rows, processors, "pipedream")
-    return {m: lp[m] / pd[m] for m in lp}
+    other = _speedups(rows, processors, against)
+    return {m: lp[m] / other[m] for m in lp if m in other}
 
 
 def _gains(rows: list[dict[str, object]], max_processors: int) -> None:

@@ -561,13 +561,22 @@ class LayerPipe(Schedule):
 
         Each layer's delay is its one-mini-batch latency in periods plus a margin
         for a full pipeline's queueing: ``delay_margin``, or with ``auto`` the
-        smallest margin from 0 at which the steady period reaches the busiest
-        processor's load (within 0.5 %) or stops improving by 0.5 %.
+        first of 0, 1, 2, 4, 8, ... (up to the processor count plus one) at which
+        the steady period is within 0.5 % of its bounds (the busiest processor's
+        load, DRAM, links), or the best before the period stops improving by
+        0.5 %.  (A larger margin keeps more weight versions.)
         """
         alone = self.layout(ctx, step, plan)
+        processors = self.processors(ctx)
         margin = self.layerpipe.delay_margin
-        margins = range(self.processors(ctx) + 2) if margin == "auto" else [margin]
-        count = self.mini_batches(self.processors(ctx))
+        if margin == "auto":
+            margins = [
+                0,
+                *(2**k for k in range(processors.bit_length() + 1) if 2**k <= processors + 1),
+            ]
+        else:
+            margins = [margin]
+        count = self.mini_batches(processors)
         best: tuple[float, OpGraph, TaskLayout] | None = None
         for extra in margins:
             layout = dataclasses.replace(
@@ -579,7 +588,8 @@ class LayerPipe(Schedule):
             if best is not None and period > 0.995 * best[0]:
                 break
             best = (period, graph, layout)
-            if period <= 1.005 * max(alone.loads):
+            bound = max(max(alone.loads), *ctx.simulate(graph).cycle_bounds(count).values())
+            if period <= 1.005 * bound:
                 break
         assert best is not None
         self._layouts[id(best[1])] = (best[1], best[2])
