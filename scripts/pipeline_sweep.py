@@ -3,7 +3,7 @@
 
     python scripts/pipeline_sweep.py [--max-processors 9] [--models a,b] \
         [--workloads A.yaml,...] [--run RUN.yaml] [--schedules a,b] \
-        [--dram shared|per_processor] [--out results/pipeline]
+        [--dram shared|per_processor] [--set KEY=VALUE ...] [--out results/pipeline]
 
 Schedules: ``gpipe``, ``pipedream``, ``pipedream_replicated`` (PipeDream's
 partitioner may replicate stages), ``layerpipe`` (free task placement) and
@@ -64,6 +64,9 @@ def main() -> int:
     parser.add_argument("--workloads", default=None, help="comma-separated workload files")
     parser.add_argument("--run", type=Path, default=RUN, help="the run file of every point")
     parser.add_argument("--schedules", default=DEFAULT, help=f"of {', '.join(SCHEDULES)}")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override, as in run"
+    )
     parser.add_argument("--dram", choices=("shared", "per_processor"), default="shared")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "pipeline")
     args = parser.parse_args()
@@ -86,6 +89,7 @@ def main() -> int:
                 if processors == 1:  # GPipe's micro-batches would change the step
                     options = ["micro_batches: 1", *options]
                 sets = [
+                    *args.set,
                     f"processors={processors}",
                     f"dram.sharing={args.dram}",
                     f"run.techniques={{{technique}: {{{', '.join(options)}}}}}",
