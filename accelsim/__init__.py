@@ -15,7 +15,10 @@ Also public, for the scripts in ``scripts/``:
 * single layers: :func:`read_topology`, :class:`TopologyLayer`,
   :func:`topology_gemm`, :func:`simulate_layer`, :class:`Phase`;
 * plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
-  :func:`plot_pipeline_sweep` (matplotlib is imported only when one is called).
+  :func:`plot_pipeline_sweep`, :func:`plot_dropout_sweep` (matplotlib is imported
+  only when one is called);
+* :func:`benchmark_dropout_folds` (the approximate-dropout fold kernel against its
+  NumPy reference).
 
 ``import accelsim`` imports neither matplotlib nor numba.
 """
@@ -45,10 +48,16 @@ from accelsim.errors import (
     WorkloadError,
 )
 from accelsim.graph.ops import Phase
-from accelsim.report.plots import plot_pipeline_sweep, plot_sensitivity, plot_speedup
+from accelsim.report.plots import (
+    plot_dropout_sweep,
+    plot_pipeline_sweep,
+    plot_sensitivity,
+    plot_speedup,
+)
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import write_csv, write_run
+from accelsim.timing.dropout_folds import benchmark_dropout_folds
 from accelsim.workload.topology import TopologyLayer, read_topology
 
 __all__ = [
@@ -65,10 +74,12 @@ __all__ = [
     "TrainingResult",
     "WorkloadError",
     "__version__",
+    "benchmark_dropout_folds",
     "hardware_from_data",
     "load_energy",
     "load_inputs",
     "parse_sets",
+    "plot_dropout_sweep",
     "plot_pipeline_sweep",
     "plot_sensitivity",
     "plot_speedup",

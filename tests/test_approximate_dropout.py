@@ -18,12 +18,14 @@ from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.approximate_dropout import ApproximateDropout
+from accelsim.techniques.base import TechniqueContext
 from accelsim.techniques.dropout_patterns import (
     PatternFamily,
     project_simplex,
     save_distribution,
     search,
 )
+from accelsim.techniques.dropout_steps import StepPlan, count_steps
 from accelsim.timing import dropout_kernels
 from accelsim.timing.dropout_folds import NONE, W_IN, W_OUT, surviving_folds
 from tests.conftest import ROOT
@@ -206,19 +208,43 @@ def test_element_pattern_is_the_baseline_exactly() -> None:
     assert result.training is not None and result.training["speedup"] == 1.0
 
 
-def test_the_counted_step_zero_is_the_simulated_step() -> None:
-    """The per-step count (closed forms on the baseline schedule) gives step 0's
-    simulated GEMM costs exactly."""
-    result = run("batch_size=128", "run.techniques.approximate_dropout.rate=0.3")
+@pytest.mark.parametrize("pattern", ["row", "tile"])
+def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
+    """The per-step count (closed forms on the baseline schedule, the fold kernel) gives
+    step 0's simulated GEMM costs exactly, and the report's per-layer skipped MACs."""
+    sets = [
+        "batch_size=128",
+        f"run.techniques.approximate_dropout={{rate: 0.3, pattern: {pattern}}}",
+    ]
+    inputs = load_inputs(RUN, parse_sets(sets))
+    result = simulate_training(inputs)
+    technique = inputs.techniques[0]
+    assert isinstance(technique, ApproximateDropout)
+    ctx = TechniqueContext(
+        inputs.run, RUN, inputs.hardware, inputs.workload, inputs.infos, (), lambda g: result.base
+    )
+    gemms = [o for o in result.base.graph.ops if isinstance(o, GemmOp)]
+    plan = technique.plan(ctx, gemms)
+    counts = count_steps(
+        ctx,
+        result.base,
+        StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.patterns, plan.tile),
+    )
+    # row: fc1's fwd and dW (it has no dX), fc2's and fc3's three; tile: the consumers'
+    assert counts.steps == 100 and len(counts.op_ids) == {"row": 8, "tile": 6}[pattern]
+    step = result.steps[KIND]
+    by_name = {o.name: o.op_id for o in step.graph.ops}
+    for j, op_id in enumerate(counts.op_ids.tolist()):
+        mine = by_name[result.base.graph.ops[op_id].name]
+        for field in ("macs", "folds", "compute_cycles", "dram_filter_read_bytes"):
+            assert counts.costs[field][0, j] == getattr(step.trace.costs, field)[mine], field
     report = result.training
     assert report is not None
+    skipped = result.base.trace.costs.macs[counts.op_ids] - counts.costs["macs"]
+    assert report["skipped_macs"] == pytest.approx(skipped.sum(axis=1).mean())
     cycles = report["per_step"][KIND]["cycles"]
-    assert cycles["min"] <= report["steps"][KIND]["cycles"] <= cycles["max"]
-    step = result.steps[KIND]
-    for layer in ("fc1", "fc2", "fc3"):
-        skipped = report["layers"][layer]["skipped_macs"]
-        assert 0 < skipped < report["layers"][layer]["baseline_macs"]
-    assert step.total_cycles < result.base.total_cycles
+    assert cycles["min"] <= step.total_cycles <= cycles["max"]
+    assert cycles["std"] > 0
 
 
 def test_lstm_consumers_shrink_only_their_input_part(tmp_path: Path) -> None:

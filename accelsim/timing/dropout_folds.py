@@ -20,6 +20,7 @@ and GEMMs, and :func:`count_surviving` picks one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -142,3 +143,36 @@ def count_surviving_numpy(
 
 FIELDS = ("sr", "sc", "rows", "cols", "sr_is", "sc_is", "w_in", "w_out", "part", "tile_rows",
           "tile_cols")  # fmt: skip
+
+
+def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, float, float]:
+    """``(folds, Numba seconds, NumPy seconds)`` counting ``steps`` x ``gemms`` GEMMs of
+    2048 x 2048 weights on a 128x128 array (256 folds each, 16 tiles of 32x32 per fold)
+    under keep patterns of period 2..8; warm, best of three."""
+    from accelsim.timing import dropout_kernels
+
+    rng = np.random.default_rng(0)
+    values = (2048, 2048, 128, 128, W_IN, W_OUT, 2048, 2048, 2048, 32, 32)
+    table = {k: np.full(gemms, v, np.int64) for k, v in zip(FIELDS, values, strict=True)}
+    site = np.zeros(gemms, np.int64)
+    patterns = {
+        "period": rng.integers(2, 9, (steps, 1)),
+        "offset": np.zeros((steps, 1), np.int64),
+        "keep": np.ones((steps, 1), bool),
+    }
+    kernel: Callable[..., np.ndarray] = dropout_kernels.surviving_folds
+    args = (*(table[k] for k in FIELDS), site, patterns["period"], patterns["offset"])
+    keep = patterns["keep"].astype(np.int64)
+
+    def best(run: Callable[[], object]) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    kernel(*args, keep)  # compile, or load from the cache
+    fast = best(lambda: kernel(*args, keep))
+    slow = best(lambda: count_surviving_numpy(table, patterns, site))
+    return steps * gemms * 256, fast, slow
