@@ -205,7 +205,10 @@ def test_element_pattern_is_the_baseline_exactly() -> None:
     assert step.energy.total_pj == base.energy.total_pj
     assert step.dram_bytes == base.dram_bytes
     np.testing.assert_array_equal(step.trace.costs.macs, base.trace.costs.macs)
-    assert result.training is not None and result.training["speedup"] == 1.0
+    report = result.training
+    assert report is not None and report["speedup"] == 1.0
+    assert report["energy_reduction"] == report["dram_reduction"] == 0.0
+    assert report["skipped_macs"] == report["skipped_folds"] == 0.0
 
 
 @pytest.mark.parametrize("pattern", ["row", "tile"])

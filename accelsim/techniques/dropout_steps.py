@@ -217,12 +217,9 @@ def step_costs(
             priced, base_counts[comp], out=np.zeros_like(priced), where=base_counts[comp] > 0
         )
         energy += ((values - values[0]) * per).sum(axis=1)
-    static_per_cycle = step.result.energy.static_pj / max(step.result.total_cycles, 1)
+    # leakage: the whole simulated graph's static power, for the change of cycles
     energy += (
-        static_per_cycle
-        * (cycles - cost.cycles)
-        * cost.energy_pj
-        / max(step.result.energy.total_pj, 1)
+        step.result.energy.static_pj / max(step.result.total_cycles, 1) * (cycles - cost.cycles)
     )
     dram_bytes = cost.dram_bytes + (_dram(c) - _dram(c)[0]).sum(axis=1)
     return {"cycles": cycles, "bound_cycles": bound, "energy_pj": energy, "dram_bytes": dram_bytes}
@@ -238,9 +235,15 @@ _FIELDS = (
 )
 
 
+def _mean(values: np.ndarray) -> float:
+    """The mean as step 0's value plus the mean change: exactly step 0's when no step
+    differs from it (a plain mean of equal floats may round)."""
+    return float(values[0] + (values - values[0]).mean())
+
+
 def _spread(values: np.ndarray) -> dict[str, float]:
     return {
-        "mean": float(values.mean()),
+        "mean": _mean(values),
         "std": float(values.std()),
         "min": float(values.min()),
         "max": float(values.max()),
@@ -262,14 +265,14 @@ def step_report(
     for kind, step in steps.items():
         sc = step_costs(ctx, base, step, counts)
         kinds[kind] = {
-            "cycles": float(sc["cycles"].mean()),
-            "energy_pj": float(sc["energy_pj"].mean()),
-            "dram_bytes": float(sc["dram_bytes"].mean()),
-            "bound_cycles": float(sc["bound_cycles"].mean()),
+            "cycles": _mean(sc["cycles"]),
+            "energy_pj": _mean(sc["energy_pj"]),
+            "dram_bytes": _mean(sc["dram_bytes"]),
+            "bound_cycles": _mean(sc["bound_cycles"]),
             "binding_bound": step.cost.binding_bound,
             "per_step": {"cycles": _spread(sc["cycles"]), "energy_pj": _spread(sc["energy_pj"])},
-            "speedup": base_cost.cycles / float(sc["cycles"].mean()),
-            "speedup_bound": base_cost.cycles / float(sc["bound_cycles"].mean()),
+            "speedup": base_cost.cycles / _mean(sc["cycles"]),
+            "speedup_bound": base_cost.cycles / _mean(sc["bound_cycles"]),
         }
     skipped_macs = bc.macs[counts.op_ids][None, :] - counts.costs["macs"]
     skipped_folds = bc.folds[counts.op_ids][None, :] - counts.costs["folds"]
