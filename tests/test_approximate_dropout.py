@@ -26,7 +26,7 @@ from accelsim.techniques.dropout_patterns import (
     search,
 )
 from accelsim.techniques.dropout_steps import StepPlan, count_steps
-from accelsim.timing import dropout_kernels
+from accelsim.timing import kernels
 from accelsim.timing.dropout_folds import NONE, W_IN, W_OUT, surviving_folds
 from tests.conftest import ROOT
 
@@ -101,7 +101,7 @@ def test_numba_kernel_matches_the_numpy_reference() -> None:
     period = rng.integers(2, 6, (steps, 3))
     offset = rng.integers(0, 2, (steps, 3))
     keep = rng.integers(0, 2, (steps, 3))
-    fast = dropout_kernels.surviving_folds(
+    fast = kernels.surviving_folds(
         sr, sc, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc, site, period, offset, keep
     )
     for s in range(steps):

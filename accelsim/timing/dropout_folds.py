@@ -14,8 +14,8 @@ Tile ``(r, c)`` is dropped by pattern ``(period, offset, keep)`` when
 :mod:`accelsim.techniques.dropout_patterns`).
 
 :func:`surviving_folds` is the NumPy reference (one GEMM, one step, as a fold
-mask); :mod:`accelsim.timing.dropout_kernels` is the Numba kernel over all steps
-and GEMMs, and :func:`count_surviving` picks one.
+mask); :func:`accelsim.timing.kernels.surviving_folds` is the Numba kernel over
+all steps and GEMMs, and :func:`count_surviving` picks one.
 """
 
 from __future__ import annotations
@@ -93,9 +93,9 @@ def count_surviving(
     steps = patterns["period"].shape[0]
     folds = -(-gemms["sr"] // gemms["rows"]) * -(-gemms["sc"] // gemms["cols"])
     if use_numba(steps * int(np.sum(folds[site >= 0]))):
-        from accelsim.timing import dropout_kernels  # Numba loads only when it pays
+        from accelsim.timing import kernels  # Numba loads only when it pays
 
-        kernel: Callable[..., np.ndarray] = dropout_kernels.surviving_folds
+        kernel: Callable[..., np.ndarray] = kernels.surviving_folds
         return kernel(
             *(gemms[k] for k in FIELDS),
             site,
@@ -149,7 +149,7 @@ def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, flo
     """``(folds, Numba seconds, NumPy seconds)`` counting ``steps`` x ``gemms`` GEMMs of
     2048 x 2048 weights on a 128x128 array (256 folds each, 16 tiles of 32x32 per fold)
     under keep patterns of period 2..8; warm, best of three."""
-    from accelsim.timing import dropout_kernels
+    from accelsim.timing import kernels
 
     rng = np.random.default_rng(0)
     values = (2048, 2048, 128, 128, W_IN, W_OUT, 2048, 2048, 2048, 32, 32)
@@ -160,7 +160,7 @@ def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, flo
         "offset": np.zeros((steps, 1), np.int64),
         "keep": np.ones((steps, 1), bool),
     }
-    kernel: Callable[..., np.ndarray] = dropout_kernels.surviving_folds
+    kernel: Callable[..., np.ndarray] = kernels.surviving_folds
     args = (*(table[k] for k in FIELDS), site, patterns["period"], patterns["offset"])
     keep = patterns["keep"].astype(np.int64)
 
