@@ -17,8 +17,9 @@ Also public, for the scripts in ``scripts/``:
 * plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
   :func:`plot_pipeline_sweep`, :func:`plot_dropout_sweep` (matplotlib is imported
   only when one is called);
-* :func:`benchmark_dropout_folds` (the approximate-dropout fold kernel against its
-  NumPy reference).
+* approximate dropout: :func:`write_dropout_distribution` (the SGD search, written
+  for a run file's ``distribution:``) and :func:`benchmark_dropout_folds` (its fold
+  kernel against the NumPy reference).
 
 ``import accelsim`` imports neither matplotlib nor numba.
 """
@@ -57,6 +58,7 @@ from accelsim.report.plots import (
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import write_csv, write_run
+from accelsim.techniques.dropout_patterns import write_distribution as write_dropout_distribution
 from accelsim.timing.dropout_folds import benchmark_dropout_folds
 from accelsim.workload.topology import TopologyLayer, read_topology
 
@@ -96,5 +98,6 @@ __all__ = [
     "suite_row",
     "topology_gemm",
     "write_csv",
+    "write_dropout_distribution",
     "write_run",
 ]

@@ -343,6 +343,18 @@ def test_bad_options_are_config_errors(override: str, path: str, message: str) -
     assert any(p.path == path and message in p.message for p in problems), problems
 
 
+def test_a_distribution_for_another_rate_is_rejected(tmp_path: Path) -> None:
+    sets = [
+        f"run.techniques.approximate_dropout.distribution={period_two(tmp_path)}",
+        "run.techniques.approximate_dropout.rate=0.3",
+    ]
+    with pytest.raises(ConfigError) as info:
+        load_inputs(RUN, parse_sets(sets))
+    (problem,) = info.value.problems
+    assert problem.path == "techniques.approximate_dropout.distribution"
+    assert problem.message == "is for rate 0.5, but drop1 drops at 0.3"
+
+
 def test_check_rejects_a_zero_tile_with_exit_2(tmp_path: Path) -> None:
     data = yaml.safe_load(RUN.read_text(encoding="utf-8"))
     data["techniques"]["approximate_dropout"]["tile"] = {"rows": 0, "cols": 32}
@@ -370,3 +382,32 @@ def test_a_workload_without_dropout_needs_feature_maps() -> None:
             parse_sets(["run.techniques={approximate_dropout: {}}"]),
         )
     assert ApproximateDropout.name == KIND
+
+
+def test_feature_map_scores_from_a_trace(tmp_path: Path) -> None:
+    """LeNet-5: c3 (6 input maps) and c5 (16) may drop maps; c1 reads the image."""
+    scores = tmp_path / "scores.csv"
+    lines = ["layer,channel,score"]
+    lines += [f"c3,{c},{s}" for c, s in enumerate([5, 1, 4, 2, 6, 3])]
+    lines += [f"c5,{c},{c + 1}" for c in range(16)]
+    scores.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
+    sets = [
+        "workload=../../workloads/lenet5.yaml",
+        "batch_size=4",
+        f"run.techniques.approximate_dropout={technique}",
+    ]
+    result = run(*sets, path=ROOT / "configs" / "runs" / "default.yaml")
+    assert result.training is not None
+    maps = result.training["feature_maps"]
+    assert set(maps) == {"c3", "c5"}
+    assert maps["c3"]["kept"] == 3 and maps["c3"]["sensitivity_kept"] == pytest.approx(15 / 21)
+    assert maps["c5"]["kept"] == 8 and maps["c5"]["sensitivity_kept"] == pytest.approx(100 / 136)
+    c3 = gemm(result, "c3.fwd")[0]
+    assert c3.k == 3 * 25  # C.R.S with 3 of 6 maps
+    scores.write_text("layer,channel,score\nc3,0,1.0\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_inputs(ROOT / "configs" / "runs" / "default.yaml", parse_sets(sets))
+    (problem,) = info.value.problems
+    assert problem.path == "techniques.approximate_dropout.feature_maps.scores"
+    assert "no score for every input map of c3" in problem.message

@@ -219,19 +219,23 @@ def plot_dropout_sweep(csv_path: Path, png_path: Path, title: str) -> None:
         (1.24, 1.85, "paper LSTM", "C1"),
     ):
         speed_ax.axhspan(lo, hi, color=colour, alpha=0.08, label=label)
+    groups = list(dict.fromkeys((r["model"], r["batch"]) for r in rows))
     lines = dict.fromkeys((r["model"], r["pattern"], r["batch"]) for r in rows)
     for model, pattern, batch in lines:
-        mine = [
-            r for r in rows if (r["model"], r["pattern"], r["batch"]) == (model, pattern, batch)
-        ]
-        mine.sort(key=lambda r: float(r["rate"]))
-        rates = [float(r["rate"]) for r in mine]
-        label = f"{model} {pattern} b{batch}"
-        style = {"element": ":", "row": "o-", "tile": "s--"}.get(pattern, "-")
-        speed_ax.plot(rates, [float(r["speedup"]) for r in mine], style, label=label)
-        energy_ax.plot(
-            rates, [100 * float(r["energy_reduction"]) for r in mine], style, label=label
+        key = (model, pattern, batch)
+        mine = sorted(
+            (r for r in rows if (r["model"], r["pattern"], r["batch"]) == key),
+            key=lambda r: float(r["rate"]),
         )
+        rates = [float(r["rate"]) for r in mine]
+        look = {
+            "color": f"C{(groups.index((model, batch)) + 2) % 10}",
+            "linestyle": {"element": ":", "row": "-", "tile": "--"}.get(pattern, "-."),
+            "marker": {"row": "o", "tile": "s"}.get(pattern, ""),
+            "label": f"{model} {pattern} batch {batch}",
+        }
+        speed_ax.plot(rates, [float(r["speedup"]) for r in mine], **look)
+        energy_ax.plot(rates, [100 * float(r["energy_reduction"]) for r in mine], **look)
     speed_ax.set_xlabel("dropout rate")
     speed_ax.set_ylabel("speedup over conventional dropout (x)")
     energy_ax.set_xlabel("dropout rate")

@@ -205,7 +205,17 @@ class ApproximateDropout(Technique):
             )
         try:
             if cfg.distribution is not None:
-                self._distribution(load.run_file)
+                rate, _ = self._distribution(load.run_file)
+                problems += [
+                    Problem(
+                        self.source,
+                        self.where("distribution"),
+                        f"is for rate {rate:g}, but {site.dropout} drops at {site.rate:g}",
+                        cfg.distribution,
+                    )
+                    for site in sites[:1]
+                    if cfg.pattern is not Pattern.ELEMENT and abs(site.rate - rate) > 1e-9
+                ]
             if cfg.feature_maps.scores is not None:
                 self._scores(load.run_file, droppable_convs(load.infos, INPUT_NAME), 0)
         except ConfigError as exc:

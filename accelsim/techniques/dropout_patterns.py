@@ -224,3 +224,22 @@ def load_distribution(
             source, where, f"probabilities sum to {q.sum():g}, not 1", str(path)
         )
     return rate, q
+
+
+def write_distribution(
+    path: Path,
+    rate: float,
+    units: int,
+    *,
+    max_period: int = 16,
+    iterations: int = 1000,
+    seed: int = 0,
+) -> tuple[SearchResult, float]:
+    """Search the row-pattern distribution for ``units`` neurons at ``rate`` and write it
+    to ``path`` (the technique's ``distribution:``); returns the result and the
+    standard deviation of a drawn pattern's rate."""
+    family = PatternFamily.up_to(max_period)
+    drops = family.row_drops(units)
+    found = search(drops, rate, iterations=iterations, seed=seed)
+    save_distribution(path, family, found)
+    return found, found.rate_spread(drops)

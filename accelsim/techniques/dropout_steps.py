@@ -270,6 +270,7 @@ def step_report(
             "dram_bytes": _mean(sc["dram_bytes"]),
             "bound_cycles": _mean(sc["bound_cycles"]),
             "binding_bound": step.cost.binding_bound,
+            "simulated_cycles": step.cost.cycles,
             "per_step": {"cycles": _spread(sc["cycles"]), "energy_pj": _spread(sc["energy_pj"])},
             "speedup": base_cost.cycles / _mean(sc["cycles"]),
             "speedup_bound": base_cost.cycles / _mean(sc["bound_cycles"]),
