@@ -158,7 +158,10 @@ def test_row_pattern_skips_whole_folds_by_hand(tmp_path: Path) -> None:
 
 
 def test_row_pattern_folds_follow_the_drawn_kept_counts() -> None:
-    result = run("batch_size=128", "run.techniques.approximate_dropout.rate=0.3")
+    result = run(
+        "batch_size=128",
+        "run.techniques.approximate_dropout={rate: 0.3, steps: 40}",
+    )
     report = result.training
     assert report is not None
     sites = {s["dropout"]: s for s in report["sites"]}
@@ -248,6 +251,12 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
     cycles = report["per_step"][KIND]["cycles"]
     assert cycles["min"] <= step.total_cycles <= cycles["max"]
     assert cycles["std"] > 0
+    layers = report["layers"]
+    assert set(layers) == ({"fc1", "fc2", "fc3"} if pattern == "row" else {"fc2", "fc3"})
+    for row in layers.values():
+        assert 0 < row["skipped_macs"] < row["baseline_macs"]
+        assert row["gemm_compute_cycles"]["min"] < row["gemm_compute_cycles"]["max"]
+        assert row["gemm_energy_pj"]["mean"] > 0
 
 
 def test_lstm_consumers_shrink_only_their_input_part(tmp_path: Path) -> None:
@@ -310,9 +319,10 @@ def test_composes_with_adagp_and_a_pipeline(tmp_path: Path) -> None:
     assert section["speedup"] > 1
 
 
-def test_skip_updates_shrinks_the_optimizer_updates() -> None:
-    plain = run("batch_size=16")
-    skipped = run("batch_size=16", "run.techniques.approximate_dropout.skip_updates=true")
+def test_skip_updates_shrinks_the_optimizer_updates(tmp_path: Path) -> None:
+    dist = f"run.techniques.approximate_dropout.distribution={period_two(tmp_path)}"
+    plain = run("batch_size=16", dist)
+    skipped = run("batch_size=16", dist, "run.techniques.approximate_dropout.skip_updates=true")
 
     def update_ops(result: TrainingResult) -> int:
         return sum(

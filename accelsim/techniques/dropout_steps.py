@@ -179,6 +179,22 @@ def _counts(c: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+def _gemm_energy(base: RunResult, ids: np.ndarray, c: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Dynamic energy ``[step, gemm]`` of the GEMMs ``ids`` of the baseline graph with the
+    counts ``c``: each MAC, SRAM and DRAM count priced at the baseline op's energy per
+    count of that component."""
+    bc = base.trace.costs
+    base_counts = _counts({name: getattr(bc, name)[ids] for name in _FIELDS})
+    energy = np.zeros(c["macs"].shape)
+    for comp, values in _counts(c).items():
+        priced = base.energy.op_component_pj[comp][ids]
+        per = np.divide(
+            priced, base_counts[comp], out=np.zeros_like(priced), where=base_counts[comp] > 0
+        )
+        energy += values * per
+    return energy
+
+
 def step_costs(
     ctx: TechniqueContext, base: RunResult, step: SimulatedStep, counts: StepCounts
 ) -> dict[str, np.ndarray]:
@@ -208,15 +224,8 @@ def step_costs(
     ratio = {"dram": dram / dram[0], "compute": compute / compute[0]}
     bound = cost.bound_cycles * ratio.get(cost.binding_bound, np.ones_like(time))
     cycles = np.maximum(cycles, bound)
-    base_counts = _counts({name: getattr(bc, name)[ids] for name in _FIELDS})
-    now = _counts(c)
-    energy = np.full(time.shape, cost.energy_pj)
-    for comp, values in now.items():
-        priced = base.energy.op_component_pj[comp][ids]
-        per = np.divide(
-            priced, base_counts[comp], out=np.zeros_like(priced), where=base_counts[comp] > 0
-        )
-        energy += ((values - values[0]) * per).sum(axis=1)
+    gemm_energy = _gemm_energy(base, ids, c)
+    energy = cost.energy_pj + (gemm_energy - gemm_energy[0]).sum(axis=1)
     # leakage: the whole simulated graph's static power, for the change of cycles
     energy += (
         step.result.energy.static_pj / max(step.result.total_cycles, 1) * (cycles - cost.cycles)
@@ -277,24 +286,29 @@ def step_report(
         }
     skipped_macs = bc.macs[counts.op_ids][None, :] - counts.costs["macs"]
     skipped_folds = bc.folds[counts.op_ids][None, :] - counts.costs["folds"]
-    layers: dict[str, dict[str, float]] = {}
-    for j, layer in enumerate(counts.layers):
-        row = layers.setdefault(
-            layer, {"baseline_macs": 0.0, "skipped_macs": 0.0, "skipped_folds": 0.0}
-        )
-        row["baseline_macs"] += float(bc.macs[counts.op_ids[j]])
-        row["skipped_macs"] += float(skipped_macs[:, j].mean())
-        row["skipped_folds"] += float(skipped_folds[:, j].mean())
-    for row in layers.values():
-        row["skipped_fraction"] = row["skipped_macs"] / max(row["baseline_macs"], 1.0)
-    first = next(iter(kinds.values()))
+    gemm_energy = _gemm_energy(base, counts.op_ids, counts.costs)
+    layers: dict[str, dict[str, Any]] = {}
+    for layer in dict.fromkeys(counts.layers):
+        mine = np.asarray([name == layer for name in counts.layers])
+        baseline_macs = float(bc.macs[counts.op_ids[mine]].sum())
+        skipped = float(skipped_macs[:, mine].sum(axis=1).mean())
+        layers[layer] = {
+            "baseline_macs": baseline_macs,
+            "skipped_macs": skipped,
+            "skipped_mac_fraction": skipped / max(baseline_macs, 1.0),
+            "skipped_folds": float(skipped_folds[:, mine].sum(axis=1).mean()),
+            "gemm_compute_cycles": _spread(counts.costs["compute_cycles"][:, mine].sum(axis=1)),
+            "gemm_energy_pj": _spread(gemm_energy[:, mine].sum(axis=1)),
+        }
+    kind, first = next(iter(kinds.items()))
     steps_out: dict[str, Any] = {"base": dataclasses.asdict(base_cost)}
     steps_out.update(
-        {kind: {k: v for k, v in r.items() if k != "per_step"} for kind, r in kinds.items()}
+        {k: {key: v for key, v in r.items() if key != "per_step"} for k, r in kinds.items()}
     )
     return {
         "steps": steps_out,
-        "per_step": {kind: r["per_step"] for kind, r in kinds.items()},
+        "per_step": {k: r["per_step"] for k, r in kinds.items()},
+        "speedup_kind": kind,  # the step kind the top-level numbers are of
         "speedup": first["speedup"],
         "speedup_bound": first["speedup_bound"],
         "binding_bound": first["binding_bound"],
