@@ -7,15 +7,15 @@ reduction rows of dropped features).  Its *producer* is the ``linear`` layer
 whose outputs reach it through element-wise activations only, and whose output
 columns can be skipped too; an LSTM or embedding producer needs every output
 (recurrence, the gather), so only its consumers shrink.  A dropped neuron
-removes (``k`` kept of ``n``):
+removes its share of one GEMM dimension (``n`` neurons, of which ``kept`` stay):
 
-==========  ===============================  =================================
-GEMM        producer (linear, ``n`` outputs)  consumer (``n`` inputs; LSTM: x part)
-==========  ===============================  =================================
-forward     ``n -> k`` (columns)              ``k -> k`` (reduction)
-dX          ``k`` (reduction)                 ``n`` (columns)
-dW          ``m`` (rows)                      ``n`` (columns)
-==========  ===============================  =================================
+=======  ====================================  ======================================
+GEMM     producer (linear, ``n`` outputs)      consumer (``n`` inputs; LSTM: x part)
+=======  ====================================  ======================================
+forward  columns ``N``: ``n -> kept``           reduction ``K``: ``n -> kept``
+dX       reduction ``K``: ``n -> kept``         columns ``N``: ``n -> kept``
+dW       rows ``M``: ``n -> kept``              columns ``N``: ``n -> kept``
+=======  ====================================  ======================================
 
 Sensitivity-aware feature-map dropping removes input channels of a
 convolution: forward reduction ``C.R.S``, dX columns ``C``, dW columns ``C.R.S``.
