@@ -15,7 +15,11 @@ Also public, for the scripts in ``scripts/``:
 * single layers: :func:`read_topology`, :class:`TopologyLayer`,
   :func:`topology_gemm`, :func:`simulate_layer`, :class:`Phase`;
 * plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
-  :func:`plot_pipeline_sweep` (matplotlib is imported only when one is called).
+  :func:`plot_pipeline_sweep`, :func:`plot_dropout_sweep` (matplotlib is imported
+  only when one is called);
+* approximate dropout: :func:`write_dropout_distribution` (the SGD search, written
+  for a run file's ``distribution:``) and :func:`benchmark_dropout_folds` (its fold
+  kernel against the NumPy reference).
 
 ``import accelsim`` imports neither matplotlib nor numba.
 """
@@ -45,10 +49,17 @@ from accelsim.errors import (
     WorkloadError,
 )
 from accelsim.graph.ops import Phase
-from accelsim.report.plots import plot_pipeline_sweep, plot_sensitivity, plot_speedup
+from accelsim.report.plots import (
+    plot_dropout_sweep,
+    plot_pipeline_sweep,
+    plot_sensitivity,
+    plot_speedup,
+)
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import write_csv, write_run
+from accelsim.techniques.dropout_patterns import write_distribution as write_dropout_distribution
+from accelsim.timing.dropout_folds import benchmark_dropout_folds
 from accelsim.workload.topology import TopologyLayer, read_topology
 
 __all__ = [
@@ -65,10 +76,12 @@ __all__ = [
     "TrainingResult",
     "WorkloadError",
     "__version__",
+    "benchmark_dropout_folds",
     "hardware_from_data",
     "load_energy",
     "load_inputs",
     "parse_sets",
+    "plot_dropout_sweep",
     "plot_pipeline_sweep",
     "plot_sensitivity",
     "plot_speedup",
@@ -85,5 +98,6 @@ __all__ = [
     "suite_row",
     "topology_gemm",
     "write_csv",
+    "write_dropout_distribution",
     "write_run",
 ]

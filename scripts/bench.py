@@ -47,6 +47,15 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
          [*resnet18, "--set", "run.techniques={gradient_prediction: {}}"], {}),
         ("ResNet-18 LayerPipe, 4 processors (3 candidates at 14 and 28 mini-batches)",
          [*resnet18, "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"], {}),
+        ("LSTM-PTB approx. dropout, 32x32 tiles, 100 steps",
+         [*accelsim, "run", "configs/runs/mlp_dropout.yaml", "--out", out, "--force", "--set",
+          "workload=../../workloads/lstm_ptb.yaml", "--set", "batch_size=64", "--set",
+          "run.techniques.approximate_dropout={pattern: tile, tile: {rows: 32, cols: 32}}"], {}),
+        ("  the same, ACCELSIM_KERNELS=numpy",
+         [*accelsim, "run", "configs/runs/mlp_dropout.yaml", "--out", out, "--force", "--set",
+          "workload=../../workloads/lstm_ptb.yaml", "--set", "batch_size=64", "--set",
+          "run.techniques.approximate_dropout={pattern: tile, tile: {rows: 32, cols: 32}}"],
+         {"ACCELSIM_KERNELS": "numpy"}),
         ("ResNet-18 convs, 32x32 OS (layer --topology)",
          [*accelsim, "layer", "--hardware", "configs/hardware/scalesim.yaml", "--topology",
           "configs/validation/resnet18_conv.csv", "--convention", "scalesim", "--json"], {}),
@@ -110,7 +119,21 @@ def main() -> int:
                 f"{label:52} {statistics.median(walls):9.3f} {min(walls):7.3f} "
                 f"{max(walls):7.3f} {rss:13d}"
             )
+    dropout_kernel()
     return 0
+
+
+def dropout_kernel() -> None:
+    """Throughput of the approximate-dropout fold kernel and its speed-up over the NumPy
+    reference (see ``accelsim.benchmark_dropout_folds``)."""
+    from accelsim import benchmark_dropout_folds
+
+    folds, numba_s, numpy_s = benchmark_dropout_folds()
+    print(
+        f"approx. dropout fold kernel, {folds:,} folds (100 steps x 30 GEMMs x 256 folds):"
+        f" Numba {folds / numba_s:,.0f} folds/s, NumPy reference {folds / numpy_s:,.0f}"
+        f" folds/s, speed-up {numpy_s / numba_s:,.0f}x"
+    )
 
 
 VS_WORKLOADS = (("AlexNet", "alexnet_conv.csv"), ("ResNet-18", "resnet18_conv.csv"))

@@ -199,3 +199,46 @@ def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
         ratio_ax.set_ylabel("LayerPipe speedup / PipeDream speedup")
         ratio_ax.legend(fontsize="small")
     fig.savefig(png_path, dpi=110)
+
+
+def plot_dropout_sweep(csv_path: Path, png_path: Path, title: str) -> None:
+    """Approximate random dropout against the rate: speedup over conventional dropout
+    (left, with the journal paper's ranges, 1.18-2.16x MLP and 1.24-1.85x LSTM, as
+    bands) and energy reduction (right), one line per model, pattern and batch."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with csv_path.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    speed_ax, energy_ax = fig.subplots(1, 2)
+    fig.suptitle(title)
+    for lo, hi, label, colour in (
+        (1.18, 2.16, "paper MLP", "C0"),
+        (1.24, 1.85, "paper LSTM", "C1"),
+    ):
+        speed_ax.axhspan(lo, hi, color=colour, alpha=0.08, label=label)
+    groups = list(dict.fromkeys((r["model"], r["batch"]) for r in rows))
+    lines = dict.fromkeys((r["model"], r["pattern"], r["batch"]) for r in rows)
+    for model, pattern, batch in lines:
+        key = (model, pattern, batch)
+        mine = sorted(
+            (r for r in rows if (r["model"], r["pattern"], r["batch"]) == key),
+            key=lambda r: float(r["rate"]),
+        )
+        rates = [float(r["rate"]) for r in mine]
+        look = {
+            "color": f"C{(groups.index((model, batch)) + 2) % 10}",
+            "linestyle": {"element": ":", "row": "-", "tile": "--"}.get(pattern, "-."),
+            "marker": {"row": "o", "tile": "s"}.get(pattern, ""),
+            "label": f"{model} {pattern} batch {batch}",
+        }
+        speed_ax.plot(rates, [float(r["speedup"]) for r in mine], **look)
+        energy_ax.plot(rates, [100 * float(r["energy_reduction"]) for r in mine], **look)
+    speed_ax.set_xlabel("dropout rate")
+    speed_ax.set_ylabel("speedup over conventional dropout (x)")
+    energy_ax.set_xlabel("dropout rate")
+    energy_ax.set_ylabel("energy reduction (%)")
+    speed_ax.legend(fontsize="x-small", ncol=2)
+    fig.savefig(png_path, dpi=120)

@@ -145,6 +145,22 @@ def op_costs(
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
+def unit_costs(
+    table: UnitSchedule, convention: Convention, psums: PsumPolicy, chunks_per_op: int
+) -> dict[str, np.ndarray]:
+    """Costs of the GEMMs of ``table`` (whose ``op_index`` is ``0..len - 1``), by
+    :class:`OpCosts` field: the same closed forms and fold masking as :func:`op_costs`."""
+    z = {
+        name: np.zeros(len(table), np.int64)
+        for name, f in OpCosts.__dataclass_fields__.items()
+        if f.type == "np.ndarray"
+    }
+    z["mapping_efficiency"] = np.zeros(len(table), np.float64)
+    conv = SCALESIM if convention is Convention.SCALESIM else ACCELSIM
+    _cost_gemms(z, table, 0, conv, psums, chunks_per_op)
+    return z
+
+
 def _cost_gemms(
     z: dict[str, np.ndarray],
     table: UnitSchedule,

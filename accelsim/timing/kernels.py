@@ -3,8 +3,9 @@
 Pure array-in/array-out functions, compiled with ``@njit(cache=True)``; each
 has a NumPy reference in ``tests/test_kernels.py`` and a vectorised NumPy twin
 in :mod:`accelsim.timing.closed_form` (:mod:`accelsim.timing.backend` picks
-one).  Dataflow codes are 0 = os, 1 = ws, 2 = is; convention codes
-0 = accelsim, 1 = scalesim.
+one), except :func:`surviving_folds` (approximate dropout's fold count), whose
+reference is :mod:`accelsim.timing.dropout_folds`.  Dataflow codes are 0 = os,
+1 = ws, 2 = is; convention codes 0 = accelsim, 1 = scalesim.
 
 Compute cycles per fold (``R x C`` array, ``T`` streamed):
 
@@ -212,3 +213,73 @@ def dram_words(
         c_reads[i] = 0 if c_on_chip[i] else c_r * count[i]
         c_writes[i] = 0 if c_on_chip[i] else c_w * count[i]
     return a_reads, b_reads, c_reads, c_writes
+
+
+@njit(cache=True)
+def surviving_folds(
+    sr: np.ndarray,
+    sc: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    sr_is: np.ndarray,
+    sc_is: np.ndarray,
+    w_in: np.ndarray,
+    w_out: np.ndarray,
+    part: np.ndarray,
+    tile_rows: np.ndarray,
+    tile_cols: np.ndarray,
+    site: np.ndarray,
+    period: np.ndarray,
+    offset: np.ndarray,
+    keep: np.ndarray,
+) -> np.ndarray:
+    """Surviving folds ``[step, gemm]`` of GEMMs whose weight tiles a dropout pattern
+    drops: steps x GEMMs x folds x the tiles of each fold.  See
+    :mod:`accelsim.timing.dropout_folds` (its NumPy reference); ``W_IN`` and ``W_OUT``
+    there are 1 and 2."""
+    steps = period.shape[0]
+    n = sr.shape[0]
+    out = np.empty((steps, n), np.int64)
+    for s in range(steps):
+        for g in range(n):
+            fr = (sr[g] + rows[g] - 1) // rows[g]
+            fc = (sc[g] + cols[g] - 1) // cols[g]
+            if site[g] < 0:
+                out[s, g] = fr * fc
+                continue
+            d = period[s, site[g]]
+            o = offset[s, site[g]]
+            k = keep[s, site[g]] != 0
+            tr = tile_rows[g]
+            tc = tile_cols[g]
+            alive = 0
+            for i in range(fr):
+                r_lo = i * rows[g]
+                r_hi = min(r_lo + rows[g], sr[g])
+                for j in range(fc):
+                    c_lo = j * cols[g]
+                    c_hi = min(c_lo + cols[g], sc[g])
+                    in_lo, in_hi, out_lo, out_hi = 0, w_in[g], 0, w_out[g]
+                    if sr_is[g] == 1:
+                        in_lo, in_hi = r_lo, r_hi
+                    elif sr_is[g] == 2:
+                        out_lo, out_hi = r_lo, r_hi
+                    if sc_is[g] == 1:
+                        in_lo, in_hi = c_lo, c_hi
+                    elif sc_is[g] == 2:
+                        out_lo, out_hi = c_lo, c_hi
+                    if in_hi > part[g]:
+                        alive += 1
+                        continue
+                    runs = False
+                    for r in range(in_lo // tr, (in_hi - 1) // tr + 1):
+                        for c in range(out_lo // tc, (out_hi - 1) // tc + 1):
+                            if ((r + c) % d == o) == k:
+                                runs = True
+                                break
+                        if runs:
+                            break
+                    if runs:
+                        alive += 1
+            out[s, g] = alive
+    return out

@@ -1,0 +1,564 @@
+"""Approximate random dropout (Song et al., "DNN Training Acceleration via Exploring
+GPGPU Friendly Sparsity", arXiv 2203.05705; DATE'19 "Approximate Random Dropout").
+
+Conventional dropout draws a random mask per element, stores it and multiplies by
+it, so every MAC still runs: that is the baseline step.  Approximate random
+dropout draws a regular pattern per step instead, so whole GEMM rows or tiles
+disappear:
+
+* ``pattern: row`` drops neurons (period and offset over the neuron index); the
+  kept neurons are compacted, so the producer's and consumers' GEMMs shrink to
+  the kept count and the array runs ``ceil(k n / C)`` folds
+  (:mod:`accelsim.techniques.dropout_sites`);
+* ``pattern: tile`` drops tiles of the consumers' weights (DropConnect on
+  blocks); a fold is skipped only if every tile it touches is dropped
+  (:mod:`accelsim.timing.dropout_folds`); the weight still streams whole from DRAM;
+* ``pattern: element`` is conventional dropout: the baseline step, exactly;
+* ``feature_maps.rate`` drops each convolution's least sensitive input maps
+  (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``.
+
+Each step's pattern per site is drawn from the distribution the SGD search
+(:mod:`accelsim.techniques.dropout_patterns`) finds for the site's rate, with the
+run's ``seed``.  The event engine simulates step 0's patterns (the graph rewrite
+and the fold masks); the other ``steps - 1`` are counted fold by fold (surviving
+folds, MACs, SRAM and DRAM bytes of every affected GEMM) and priced relative to
+the simulated step, see :mod:`accelsim.techniques.dropout_steps`.
+
+Provenance: the technique and its reported speedups [S] (``../shared/techniques.md``
+section 4); pattern families, the tile geometry, the regularisers of the search,
+the cost of pattern generation and of sensitivity scoring, and the synthetic
+sensitivity scores [D].
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import Field
+
+from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
+from accelsim.config.hardware import HardwareSpec, WordBytesSpec
+from accelsim.errors import ConfigError, Problem
+from accelsim.graph import passes
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import (
+    Access,
+    GemmOp,
+    Op,
+    OpGraph,
+    Parameter,
+    ParamKind,
+    Phase,
+    TensorKind,
+    VectorOp,
+)
+from accelsim.lowering.shapes import INPUT_NAME, LayerInfo
+from accelsim.mapping.schedule import FoldSchedule
+from accelsim.mapping.units import MAIN_ARRAY
+from accelsim.report.result import RunResult
+from accelsim.techniques.base import (
+    LoadContext,
+    RewritePhase,
+    SimulatedStep,
+    Technique,
+    TechniqueContext,
+)
+from accelsim.techniques.dropout_patterns import PatternFamily, load_distribution, search
+from accelsim.techniques.dropout_sites import (
+    Shrink,
+    Site,
+    TileWeight,
+    droppable_convs,
+    feature_map_shrinks,
+    find_sites,
+    row_shrinks,
+    shrunk_dims,
+    tile_geometry,
+    tile_weights,
+)
+from accelsim.techniques.dropout_steps import StepPlan, step_report
+from accelsim.timing.dropout_folds import surviving_folds
+
+Rate = Annotated[float, Field(ge=0, lt=1)]
+PATTERN_OPS = 2  # per unit and step: a modulo compare and an index compaction [D]
+SCORE_OPS = 2  # per input element: |x| and an add into its map's sum [D]
+
+
+class Pattern(str, Enum):
+    ELEMENT = "element"
+    ROW = "row"
+    TILE = "tile"
+
+
+class TileSpec(Spec):
+    """Tile of the weight matrix a tile pattern drops (rows along the weight's input
+    dimension); unset: the main array's rows and columns, so tiles align with folds."""
+
+    rows: PositiveInt | None = None
+    cols: PositiveInt | None = None
+
+
+class FeatureMapSpec(Spec):
+    """Sensitivity-aware dropping of convolutions' input feature maps.
+
+    ``rate``: the share of each eligible convolution's input maps dropped (0: off).
+    ``scores``: CSV of ``layer,channel,score`` (relative to the run file); without
+    it, scores are drawn from a log-normal with the run's seed [D].  The least
+    sensitive maps are dropped.
+    """
+
+    rate: Rate = 0.0
+    scores: str | None = None
+
+
+class ApproximateDropoutConfig(Spec):
+    """``techniques.approximate_dropout`` in a run file."""
+
+    rate: Rate | None = None
+    pattern: Annotated[Pattern, Field(strict=False)] = Pattern.ROW
+    tile: TileSpec = Field(default_factory=TileSpec)
+    steps: PositiveInt = 100
+    max_period: Annotated[int, Field(ge=2, le=64)] = 16
+    distribution: str | None = None
+    skip_updates: bool = False
+    search_iterations: PositiveInt = 1000
+    feature_maps: FeatureMapSpec = Field(default_factory=FeatureMapSpec)
+    search_seed: NonNegativeInt = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything drawn for a run: sites, per-step patterns and kept counts."""
+
+    sites: tuple[Site, ...]
+    not_compacted: tuple[str, ...]
+    convs: tuple[LayerInfo, ...]
+    conv_kept: tuple[int, ...]
+    shrinks: Mapping[tuple[str, Phase], list[Shrink]]
+    tiles: Mapping[str, TileWeight]
+    kept: np.ndarray  # [step, site]: kept units (row sites, then convs)
+    patterns: dict[str, np.ndarray]  # period/offset/keep [step, site] (row or tile sites)
+    search_error: tuple[float, ...]
+    sensitivity_kept: Mapping[str, float]
+    tile: tuple[int, int]
+    compact: bool  # row patterns: dropped neurons' elements disappear too
+
+
+class ApproximateDropout(Technique):
+    """Approximate random dropout as a plug-in: graph rewrite, fold masks, step statistics."""
+
+    name = "approximate_dropout"
+    Config = ApproximateDropoutConfig
+    rewrite_phase = RewritePhase.PRUNE
+
+    def __init__(self, config: Spec, source: str) -> None:
+        super().__init__(config, source)
+        self._plans: dict[tuple[str, int], Plan] = {}
+        self._current: Plan | None = None  # the plan of the graph being simulated
+
+    @property
+    def settings(self) -> ApproximateDropoutConfig:
+        assert isinstance(self.config, ApproximateDropoutConfig)
+        return self.config
+
+    @cached_property
+    def family(self) -> PatternFamily:
+        return PatternFamily.up_to(self.settings.max_period)
+
+    def validate(self, load: LoadContext) -> list[Problem]:
+        cfg = self.settings
+        problems = []
+        sites, _ = find_sites(load.infos, cfg.rate)
+        if cfg.pattern is not Pattern.ELEMENT:
+            lo = 1 / cfg.max_period
+            for site in sites:
+                if site.rate and not lo <= site.rate <= 1 - lo:
+                    key = "rate" if cfg.rate is not None else "max_period"
+                    value: Any = cfg.rate if cfg.rate is not None else cfg.max_period
+                    problems.append(
+                        Problem(
+                            self.source,
+                            self.where(key),
+                            f"dropout rate {site.rate:g} of {site.dropout} is out of reach of"
+                            f" patterns with periods up to {cfg.max_period}"
+                            f" (rates {lo:g} to {1 - lo:g})",
+                            value,
+                        )
+                    )
+                    break
+        if not sites and cfg.pattern is not Pattern.ELEMENT and not cfg.feature_maps.rate:
+            problems.append(
+                Problem(
+                    self.source,
+                    self.where("pattern"),
+                    f"the workload has no dropout layer a {cfg.pattern.value} pattern can"
+                    " compact (set feature_maps.rate for a CNN)",
+                    cfg.pattern.value,
+                )
+            )
+        try:
+            if cfg.distribution is not None:
+                rate, _ = self._distribution(load.run_file)
+                problems += [
+                    Problem(
+                        self.source,
+                        self.where("distribution"),
+                        f"is for rate {rate:g}, but {site.dropout} drops at {site.rate:g}",
+                        cfg.distribution,
+                    )
+                    for site in sites[:1]
+                    if cfg.pattern is not Pattern.ELEMENT and abs(site.rate - rate) > 1e-9
+                ]
+            if cfg.feature_maps.scores is not None:
+                self._scores(load.run_file, droppable_convs(load.infos, INPUT_NAME), 0)
+        except ConfigError as exc:
+            problems += exc.problems
+        return problems
+
+    def _distribution(self, run_file: Path) -> tuple[float, np.ndarray]:
+        assert self.settings.distribution is not None
+        return load_distribution(
+            run_file.parent / self.settings.distribution,
+            self.family,
+            self.source,
+            self.where("distribution"),
+        )
+
+    def _scores(
+        self, run_file: Path, convs: Sequence[LayerInfo], seed: int
+    ) -> dict[str, np.ndarray]:
+        """Sensitivity of every input map of each conv: from the trace or synthetic."""
+        path = self.settings.feature_maps.scores
+        channels = {i.layer.name: i.in_shapes[0].dims[0] for i in convs}
+        if path is None:
+            rng = np.random.default_rng(seed)
+            return {name: rng.lognormal(0.0, 1.0, c) for name, c in channels.items()}
+        where = self.where("feature_maps.scores")
+        scores = {name: np.full(c, np.nan) for name, c in channels.items()}
+        try:
+            with (run_file.parent / path).open(encoding="utf-8", newline="") as handle:
+                rows = list(csv.DictReader(handle))
+        except OSError as exc:
+            raise ConfigError.single(
+                self.source, where, f"cannot read the scores: {exc.strerror}", path
+            ) from None
+        for line, row in enumerate(rows, start=2):
+            try:
+                layer, channel, score = row["layer"], int(row["channel"]), float(row["score"])
+            except (KeyError, TypeError, ValueError):
+                raise ConfigError.single(
+                    self.source, where, f"line {line}: expected layer, channel, score", path
+                ) from None
+            if layer in scores and 0 <= channel < scores[layer].shape[0]:
+                scores[layer][channel] = score
+        missing = [name for name, s in scores.items() if np.isnan(s).any()]
+        if missing:
+            raise ConfigError.single(
+                self.source, where, f"no score for every input map of {missing[0]}", path
+            )
+        return scores
+
+    def plan(self, ctx: TechniqueContext, gemms: Sequence[GemmOp]) -> Plan:
+        """Sites, per-step patterns and kept counts of the run (drawn from its seed)."""
+        key = (ctx.workload.name, ctx.run.seed)
+        cached = self._plans.get(key)
+        if cached is not None:
+            self._current = cached
+            return cached
+        cfg = self.settings
+        infos = {i.layer.name: i for i in ctx.infos}
+        sites: list[Site] = []
+        not_compacted: list[str] = []
+        if cfg.pattern is not Pattern.ELEMENT:
+            found, not_compacted = find_sites(ctx.infos, cfg.rate)
+            sites = [s for s in found if s.rate > 0]
+        convs = droppable_convs(ctx.infos, INPUT_NAME) if cfg.feature_maps.rate else []
+        rng = np.random.default_rng(ctx.run.seed)
+        steps = cfg.steps
+        periods = np.empty((steps, len(sites)), np.int64)
+        offsets = np.empty((steps, len(sites)), np.int64)
+        keeps = np.empty((steps, len(sites)), bool)
+        kept = np.empty((steps, len(sites) + len(convs)), np.int64)
+        tiles = tile_weights(sites, infos) if cfg.pattern is Pattern.TILE else {}
+        errors = []
+        for i, site in enumerate(sites):
+            q, error = self._probabilities(ctx, site, i, tiles)
+            errors.append(error)
+            drawn = rng.choice(len(self.family), size=steps, p=q)
+            periods[:, i] = self.family.period[drawn]
+            offsets[:, i] = self.family.offset[drawn]
+            keeps[:, i] = self.family.keep[drawn]
+            kept[:, i] = (
+                self.family.kept_rows(drawn, site.units)
+                if cfg.pattern is Pattern.ROW
+                else site.units
+            )
+        scores = self._scores(ctx.run_file, convs, ctx.run.seed)
+        conv_kept = []
+        sensitivity = {}
+        for j, info in enumerate(convs):
+            s = scores[info.layer.name]
+            dropped = int(cfg.feature_maps.rate * s.shape[0])
+            kept[:, len(sites) + j] = s.shape[0] - dropped
+            conv_kept.append(s.shape[0] - dropped)
+            order = np.sort(s)
+            sensitivity[info.layer.name] = float(order[dropped:].sum() / order.sum())
+        shrinks: dict[tuple[str, Phase], list[Shrink]] = {}
+        if cfg.pattern is Pattern.ROW:
+            shrinks.update(row_shrinks(sites, infos, gemms))
+        for key2, more in feature_map_shrinks(convs, len(sites)).items():
+            shrinks.setdefault(key2, []).extend(more)
+        plan = Plan(
+            tuple(sites),
+            tuple(not_compacted),
+            tuple(convs),
+            tuple(conv_kept),
+            shrinks,
+            tiles,
+            kept,
+            {"period": periods, "offset": offsets, "keep": keeps},
+            tuple(errors),
+            sensitivity,
+            self.tile_size(ctx.hardware),
+            cfg.pattern is Pattern.ROW,
+        )
+        self._plans[key] = plan
+        self._current = plan
+        return plan
+
+    def _probabilities(
+        self, ctx: TechniqueContext, site: Site, index: int, tiles: Mapping[str, TileWeight]
+    ) -> tuple[np.ndarray, float]:
+        """The site's pattern distribution (from the file or the search) and its worst
+        per-unit deviation from the site's rate."""
+        cfg = self.settings
+        if cfg.pattern is Pattern.TILE:
+            tr, tc = self.tile_size(ctx.hardware)
+            w = tiles[site.consumers[0]]
+            drops = self.family.tile_drops(-(-w.part // tr), -(-w.w_out // tc))
+        else:
+            drops = self.family.row_drops(site.units)
+        if cfg.distribution is not None:
+            _, q = self._distribution(ctx.run_file)
+        else:
+            q = search(
+                drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index
+            ).probabilities
+        q = q / q.sum()
+        return q, float(np.abs(q @ drops - site.rate).max())
+
+    def tile_size(self, hw: HardwareSpec) -> tuple[int, int]:
+        t = self.settings.tile
+        return (t.rows or hw.array.rows, t.cols or hw.array.cols)
+
+    def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
+        gemms = [op for op in graph.ops if isinstance(op, GemmOp)]
+        plan = self.plan(ctx, gemms)
+        if not plan.sites and not plan.convs:
+            return graph
+        kept = plan.kept[0]
+        ops = tuple(_shrunk(op, plan, kept) for op in graph.ops)
+        parameters = graph.parameters
+        if self.settings.skip_updates and self.settings.pattern is Pattern.ROW:
+            parameters = tuple(_skipped_update(p, plan, kept) for p in parameters)
+        shrunk = dataclasses.replace(graph, ops=ops, parameters=parameters)
+        return _add_aux(shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware))
+
+    def mask_tiles(
+        self, graph: OpGraph, schedule: FoldSchedule, rng: np.random.Generator
+    ) -> Mapping[int, np.ndarray]:
+        plan = self._current
+        if self.settings.pattern is not Pattern.TILE or plan is None:
+            return {}
+        masks = {}
+        for unit in schedule.units:
+            if unit.unit.name != MAIN_ARRAY:
+                continue
+            rows, cols = unit.unit.array.rows, unit.unit.array.cols
+            for j, op_id in enumerate(unit.op_index.tolist()):
+                op = graph.ops[op_id]
+                assert isinstance(op, GemmOp)
+                w = plan.tiles.get(op.layer)
+                geometry = tile_geometry(op, w, unit.unit.array.dataflow)
+                if w is None or geometry is None:
+                    continue
+                sr_is, sc_is = geometry
+                pattern = (
+                    int(plan.patterns["period"][0, w.site]),
+                    int(plan.patterns["offset"][0, w.site]),
+                    bool(plan.patterns["keep"][0, w.site]),
+                )
+                masks[op_id] = surviving_folds(
+                    int(unit.sr[j]),
+                    int(unit.sc[j]),
+                    rows,
+                    cols,
+                    sr_is,
+                    sc_is,
+                    w.w_in,
+                    w.w_out,
+                    w.part,
+                    plan.tile,
+                    pattern,
+                )
+        return masks
+
+    def training(
+        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
+    ) -> dict[str, Any]:
+        gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
+        plan = self.plan(ctx, gemms)
+        step_plan = StepPlan(
+            plan.shrinks,
+            plan.tiles,
+            plan.kept,
+            plan.patterns,
+            self.tile_size(ctx.hardware),
+        )
+        report = step_report(ctx, base, steps, step_plan)
+        cfg = self.settings
+        return {
+            "technique": self.name,
+            "pattern": cfg.pattern.value,
+            "steps_drawn": cfg.steps,
+            "batch_size": ctx.run.batch_size,
+            **report,
+            "sites": [
+                {
+                    "dropout": s.dropout,
+                    "rate": s.rate,
+                    "units": s.units,
+                    "producer": s.producer,
+                    "consumers": list(s.consumers),
+                    "kept_mean": float(plan.kept[:, i].mean()),
+                    "search_max_error": plan.search_error[i],
+                }
+                for i, s in enumerate(plan.sites)
+            ],
+            "not_compacted": list(plan.not_compacted),
+            "feature_maps": {
+                info.layer.name: {
+                    "channels": info.in_shapes[0].dims[0],
+                    "kept": plan.conv_kept[j],
+                    "sensitivity_kept": plan.sensitivity_kept[info.layer.name],
+                }
+                for j, info in enumerate(plan.convs)
+            },
+        }
+
+
+def _shrunk(op: Op, plan: Plan, kept: np.ndarray) -> Op:
+    """``op`` with the dimensions and element counts of step ``kept``'s patterns."""
+    if isinstance(op, GemmOp):
+        shrinks = plan.shrinks.get((op.layer, op.phase))
+        if not shrinks:
+            return op
+        d = shrunk_dims(op, shrinks, kept)
+        a = op.a_elements * d["m"] * d["k"] // (op.m * op.k)
+        b = op.b_elements * d["k"] * d["n"] // (op.k * op.n)
+        return dataclasses.replace(op, m=d["m"], n=d["n"], k=d["k"], a_elements=a, b_elements=b)
+    if not isinstance(op, VectorOp):
+        return op
+    for i, site in enumerate(plan.sites):
+        if op.layer == site.dropout:
+            return _dropout_op(op, site, plan, int(kept[i]))
+        if plan.compact and (op.layer in site.chain or op.layer == site.producer):
+            return _scaled(op, int(kept[i]), site.units)
+    return op
+
+
+def _scaled(op: VectorOp, kept: int, units: int) -> VectorOp:
+    def acc(a: Access) -> Access:
+        return Access(a.tensor, a.elements * kept // units)
+
+    return dataclasses.replace(
+        op,
+        elements=op.elements * kept // units,
+        reads=tuple(map(acc, op.reads)),
+        writes=tuple(map(acc, op.writes)),
+    )
+
+
+def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int) -> VectorOp:
+    """A dropout layer's op without its element mask: a scale by ``1 / (1 - p)`` of the
+    kept elements (forward) or of their gradients (backward)."""
+    mask = f"{site.dropout}.mask"
+    op = dataclasses.replace(
+        op,
+        ops_per_element=1,
+        reads=tuple(a for a in op.reads if a.tensor.name != mask),
+        writes=tuple(a for a in op.writes if a.tensor.name != mask),
+        sources=tuple(
+            s for a, s in zip(op.reads, op.sources, strict=False) if a.tensor.name != mask
+        ),
+    )
+    return _scaled(op, kept, site.units) if plan.compact else op
+
+
+def _skipped_update(p: Parameter, plan: Plan, kept: np.ndarray) -> Parameter:
+    """A parameter whose update only touches the rows and columns its step keeps."""
+    fraction = 1.0
+    for i, site in enumerate(plan.sites):
+        share = int(kept[i]) / site.units
+        if p.layer == site.producer:
+            fraction *= share
+        elif p.layer in site.consumers and p.kind is ParamKind.WEIGHT:
+            # each input feature owns one weight per output row
+            fraction *= 1 - (site.units - int(kept[i])) * p.rows / p.weight.elements
+    if fraction == 1.0:
+        return p
+    elements = max(1, round(p.weight.elements * fraction))
+    return dataclasses.replace(
+        p,
+        weight=dataclasses.replace(p.weight, elements=elements),
+        gradient=dataclasses.replace(p.gradient, elements=elements),
+    )
+
+
+def _add_aux(graph: OpGraph, plan: Plan, words: WordBytesSpec, tile: tuple[int, int]) -> OpGraph:
+    """Pattern generation after each dropout layer's forward op, and sensitivity scoring
+    after each dropped conv's forward op (it picks the maps of the next step)."""
+    units = {}
+    for site in plan.sites:
+        if plan.tiles:
+            w = plan.tiles[site.consumers[0]]
+            units[site.dropout] = -(-w.part // tile[0]) * -(-w.w_out // tile[1])
+        else:
+            units[site.dropout] = site.units
+    convs = {info.layer.name: info for info in plan.convs}
+    first_fwd: set[int] = set()
+    seen: set[str] = set()
+    for op in graph.ops:
+        if op.phase is Phase.FWD and op.layer not in seen:
+            seen.add(op.layer)
+            first_fwd.add(op.op_id)
+
+    def emit(builder: GraphBuilder, op: Op) -> None:
+        if op.op_id not in first_fwd:
+            return
+        if op.layer in units:
+            index = builder.tensor(f"{op.layer}.pattern", TensorKind.ACTIVATION, units[op.layer])
+            builder.vector(
+                f"{op.layer}.pattern",
+                op.layer,
+                Phase.AUX,
+                units[op.layer],
+                PATTERN_OPS,
+                [],
+                [index],
+            )
+        info = convs.get(op.layer)
+        if info is not None and isinstance(op, GemmOp):
+            builder.vector(
+                f"{op.layer}.score", op.layer, Phase.AUX, op.a.elements, SCORE_OPS, [op.a], []
+            )
+
+    rewritten, _ = passes.rewrite(graph, words, emit_after=emit)
+    return rewritten

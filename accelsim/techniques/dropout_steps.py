@@ -1,0 +1,321 @@
+"""Approximate random dropout over many steps: per-step counts and their cost.
+
+The engine simulates one step (step 0's patterns).  Every other drawn step
+changes only the GEMMs its patterns touch, so each of them is counted here,
+fold by fold, on the baseline step's schedule: its dimensions after compaction,
+its surviving folds under tile masks (:func:`accelsim.timing.dropout_folds.count_surviving`,
+the Numba kernel when it pays), then compute cycles, MACs, SRAM and DRAM bytes
+with the same closed forms and fold masking as the engine
+(:func:`accelsim.timing.costs.unit_costs`).
+
+A step's cost is the simulated step's, scaled around it [D]:
+
+* cycles by the ratio of the step's summed per-op roofline time
+  (``max(compute, DRAM bytes / bandwidth)`` of every op) to step 0's, never less
+  than its bound;
+* its bound by the ratio of its binding resource (DRAM bytes or array compute);
+* energy by the change of each affected GEMM's MAC, SRAM and DRAM counts, each
+  priced at the baseline step's energy per count, plus static energy for the
+  change of cycles.
+
+Step 0's cost is the simulated one exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelsim.graph.ops import GemmOp, Phase
+from accelsim.mapping.schedule import UnitSchedule, schedule_unit
+from accelsim.mapping.units import main_array
+from accelsim.report.result import RunResult
+from accelsim.techniques.base import SimulatedStep, StepCost, TechniqueContext
+from accelsim.techniques.dropout_sites import (
+    MAPPED,
+    Shrink,
+    TileWeight,
+    shrunk_dims,
+    tile_geometry,
+)
+from accelsim.timing.costs import UNIT_ARRAY, unit_costs
+from accelsim.timing.dropout_folds import count_surviving
+
+SRAM = ("ifmap", "filter", "ofmap")
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What the per-step count needs: shrinks and tile weights by layer, kept units and
+    tile patterns per step and site, and the tile size."""
+
+    shrinks: Mapping[tuple[str, Phase], list[Shrink]]
+    tiles: Mapping[str, TileWeight]
+    kept: np.ndarray
+    patterns: dict[str, np.ndarray]
+    tile: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """Per step and affected GEMM of the baseline graph (``[step, gemm]``)."""
+
+    op_ids: np.ndarray
+    layers: tuple[str, ...]
+    costs: dict[str, np.ndarray]  # OpCosts fields, each [step, gemm]
+    steps: int
+
+
+def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepCounts:
+    """Dims, surviving folds, cycles, MACs, SRAM and DRAM bytes of every step's GEMMs."""
+    hw = ctx.hardware
+    unit = main_array(hw)
+    table = schedule_unit(base.graph, unit)
+    dataflow = unit.array.dataflow
+    rows_mapped, cols_mapped = MAPPED[dataflow]
+    picked: list[int] = []
+    dims: list[np.ndarray] = []
+    geometry: list[tuple[int, int, TileWeight] | None] = []
+    steps = plan.kept.shape[0]
+    for j, op_id in enumerate(table.op_index.tolist()):
+        op = base.graph.ops[op_id]
+        assert isinstance(op, GemmOp)
+        shrinks = plan.shrinks.get((op.layer, op.phase), [])
+        w = plan.tiles.get(op.layer)
+        geo = tile_geometry(op, w, dataflow)
+        if not shrinks and geo is None:
+            continue
+        picked.append(j)
+        per_step = np.array(
+            [[*shrunk_dims(op, shrinks, plan.kept[s]).values()] for s in range(steps)]
+        )
+        dims.append(per_step)
+        geometry.append(None if geo is None or w is None else (*geo, w))
+    g = len(picked)
+    idx = np.asarray(picked, np.int64)
+    mnk = np.stack(dims, axis=1) if dims else np.zeros((steps, 0, 3), np.int64)
+    m, n, k = (mnk[:, :, i].astype(np.int64) for i in range(3))
+    named = {"m": m, "n": n, "k": k}
+    sr, sc = named[rows_mapped], named[cols_mapped]
+    t = named[({"m", "n", "k"} - {rows_mapped, cols_mapped}).pop()]
+    rows, cols = unit.array.rows, unit.array.cols
+    # tile patterns leave the dims alone: step 0's are every step's
+    fields = {
+        "sr": sr[0], "sc": sc[0],
+        "rows": np.full(g, rows, np.int64), "cols": np.full(g, cols, np.int64),
+        "sr_is": np.asarray([x[0] if x else 0 for x in geometry], np.int64),
+        "sc_is": np.asarray([x[1] if x else 0 for x in geometry], np.int64),
+        "w_in": np.asarray([x[2].w_in if x else 1 for x in geometry], np.int64),
+        "w_out": np.asarray([x[2].w_out if x else 1 for x in geometry], np.int64),
+        "part": np.asarray([x[2].part if x else 1 for x in geometry], np.int64),
+        "tile_rows": np.full(g, plan.tile[0], np.int64),
+        "tile_cols": np.full(g, plan.tile[1], np.int64),
+    }  # fmt: skip
+    site = np.asarray([x[2].site if x else -1 for x in geometry], np.int64)
+    if plan.tiles:
+        active = count_surviving(fields, plan.patterns, site)
+    else:
+        active = (-(-sr // unit.array.rows)) * (-(-sc // unit.array.cols))
+    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), active)
+    run = ctx.run
+    costs = unit_costs(flat, run.timing.convention, run.timing.psums, run.timing.chunks_per_op)
+    shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
+    op_ids = table.op_index[idx]
+    layers = tuple(base.graph.ops[i].layer for i in op_ids.tolist())
+    return StepCounts(op_ids, layers, shaped, steps)
+
+
+def _flat_table(
+    table: UnitSchedule,
+    idx: np.ndarray,
+    steps: int,
+    dims: tuple[np.ndarray, ...],
+    active: np.ndarray,
+) -> UnitSchedule:
+    """The rows ``idx`` of ``table`` repeated for every step with that step's dims."""
+    m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
+
+    def rep(a: np.ndarray) -> np.ndarray:
+        return np.tile(a[idx], steps)
+
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    m0, n0, k0 = rep(table.m), rep(table.n), rep(table.k)
+    return dataclasses.replace(
+        table,
+        op_index=np.arange(m.shape[0], dtype=np.int64),
+        dataflow=rep(table.dataflow),
+        sr=sr, sc=sc, t=t,
+        row_folds=-(-sr // rows), col_folds=-(-sc // cols),
+        m=m, n=n, k=k,
+        count=rep(table.count),
+        a_footprint=rep(table.a_footprint) * m * k // (m0 * k0),
+        b_footprint=rep(table.b_footprint) * k * n // (k0 * n0),
+        a_word=rep(table.a_word), b_word=rep(table.b_word), c_word=rep(table.c_word),
+        a_on_chip=rep(table.a_on_chip), b_on_chip=rep(table.b_on_chip),
+        c_on_chip=rep(table.c_on_chip),
+        active_folds=active.reshape(-1),
+    )  # fmt: skip
+
+
+def _dram(c: Mapping[str, np.ndarray]) -> np.ndarray:
+    total: np.ndarray = (
+        c["dram_ifmap_read_bytes"]
+        + c["dram_filter_read_bytes"]
+        + c["dram_ofmap_read_bytes"]
+        + c["dram_ofmap_write_bytes"]
+    )
+    return total
+
+
+def _counts(c: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What each energy component is proportional to."""
+    out = {"mac": c["macs"], "dram": _dram(c)}
+    for b in SRAM:
+        out[f"sram_{b}"] = c[f"sram_{b}_read_bytes"] + c[f"sram_{b}_write_bytes"]
+    return out
+
+
+def _gemm_energy(base: RunResult, ids: np.ndarray, c: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Dynamic energy ``[step, gemm]`` of the GEMMs ``ids`` of the baseline graph with the
+    counts ``c``: each MAC, SRAM and DRAM count priced at the baseline op's energy per
+    count of that component."""
+    bc = base.trace.costs
+    base_counts = _counts({name: getattr(bc, name)[ids] for name in _FIELDS})
+    energy = np.zeros(c["macs"].shape)
+    for comp, values in _counts(c).items():
+        priced = base.energy.op_component_pj[comp][ids]
+        per = np.divide(
+            priced, base_counts[comp], out=np.zeros_like(priced), where=base_counts[comp] > 0
+        )
+        energy += values * per
+    return energy
+
+
+def step_costs(
+    ctx: TechniqueContext, base: RunResult, step: SimulatedStep, counts: StepCounts
+) -> dict[str, np.ndarray]:
+    """Cycles, bound cycles, energy and DRAM bytes of every drawn step of one kind."""
+    present = {(op.layer, op.phase) for op in step.result.graph.ops if isinstance(op, GemmOp)}
+    keep = np.asarray(
+        [
+            (base.graph.ops[i].layer, base.graph.ops[i].phase) in present
+            for i in counts.op_ids.tolist()
+        ],
+        bool,
+    )
+    ids = counts.op_ids[keep]
+    c = {name: v[:, keep] for name, v in counts.costs.items()}
+    bc = base.trace.costs
+    bw = ctx.hardware.dram.bandwidth_bytes_per_cycle
+    base_dram = bc.dram_read_bytes + bc.dram_ofmap_write_bytes
+    roofline = np.maximum(bc.compute_cycles, base_dram / bw)
+    others = np.ones(len(base.graph.ops), bool)
+    others[ids] = False
+    time = roofline[others].sum() + np.maximum(c["compute_cycles"], _dram(c) / bw).sum(axis=1)
+    dram = base_dram[others].sum() + _dram(c).sum(axis=1)
+    on_array = (bc.unit == UNIT_ARRAY) & others
+    compute = bc.compute_cycles[on_array].sum() + c["compute_cycles"].sum(axis=1)
+    cost: StepCost = step.cost
+    cycles = cost.cycles * time / time[0]
+    ratio = {"dram": dram / dram[0], "compute": compute / compute[0]}
+    bound = cost.bound_cycles * ratio.get(cost.binding_bound, np.ones_like(time))
+    cycles = np.maximum(cycles, bound)
+    gemm_energy = _gemm_energy(base, ids, c)
+    energy = cost.energy_pj + (gemm_energy - gemm_energy[0]).sum(axis=1)
+    # leakage: the whole simulated graph's static power, for the change of cycles
+    energy += (
+        step.result.energy.static_pj / max(step.result.total_cycles, 1) * (cycles - cost.cycles)
+    )
+    dram_bytes = cost.dram_bytes + (_dram(c) - _dram(c)[0]).sum(axis=1)
+    return {"cycles": cycles, "bound_cycles": bound, "energy_pj": energy, "dram_bytes": dram_bytes}
+
+
+_FIELDS = (
+    "macs",
+    "dram_ifmap_read_bytes",
+    "dram_filter_read_bytes",
+    "dram_ofmap_read_bytes",
+    "dram_ofmap_write_bytes",
+    *(f"sram_{b}_{rw}_bytes" for b in SRAM for rw in ("read", "write")),
+)
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean as step 0's value plus the mean change: exactly step 0's when no step
+    differs from it (a plain mean of equal floats may round)."""
+    return float(values[0] + (values - values[0]).mean())
+
+
+def _spread(values: np.ndarray) -> dict[str, float]:
+    return {
+        "mean": _mean(values),
+        "std": float(values.std()),
+        "min": float(values.min()),
+        "max": float(values.max()),
+    }
+
+
+def step_report(
+    ctx: TechniqueContext,
+    base: RunResult,
+    steps: Mapping[str, SimulatedStep],
+    plan: StepPlan,
+) -> dict[str, Any]:
+    """Per kind: per-step mean and spread of cycles and energy; the speedup over
+    conventional dropout with its bound; skipped MACs and folds per layer."""
+    counts = count_steps(ctx, base, plan)
+    base_cost = StepCost.of(base)
+    bc = base.trace.costs
+    kinds: dict[str, Any] = {}
+    for kind, step in steps.items():
+        sc = step_costs(ctx, base, step, counts)
+        kinds[kind] = {
+            "cycles": _mean(sc["cycles"]),
+            "energy_pj": _mean(sc["energy_pj"]),
+            "dram_bytes": _mean(sc["dram_bytes"]),
+            "bound_cycles": _mean(sc["bound_cycles"]),
+            "binding_bound": step.cost.binding_bound,
+            "simulated_cycles": step.cost.cycles,
+            "per_step": {"cycles": _spread(sc["cycles"]), "energy_pj": _spread(sc["energy_pj"])},
+            "speedup": base_cost.cycles / _mean(sc["cycles"]),
+            "speedup_bound": base_cost.cycles / _mean(sc["bound_cycles"]),
+        }
+    skipped_macs = bc.macs[counts.op_ids][None, :] - counts.costs["macs"]
+    skipped_folds = bc.folds[counts.op_ids][None, :] - counts.costs["folds"]
+    gemm_energy = _gemm_energy(base, counts.op_ids, counts.costs)
+    layers: dict[str, dict[str, Any]] = {}
+    for layer in dict.fromkeys(counts.layers):
+        mine = np.asarray([name == layer for name in counts.layers])
+        baseline_macs = float(bc.macs[counts.op_ids[mine]].sum())
+        skipped = float(skipped_macs[:, mine].sum(axis=1).mean())
+        layers[layer] = {
+            "baseline_macs": baseline_macs,
+            "skipped_macs": skipped,
+            "skipped_mac_fraction": skipped / max(baseline_macs, 1.0),
+            "skipped_folds": float(skipped_folds[:, mine].sum(axis=1).mean()),
+            "gemm_compute_cycles": _spread(counts.costs["compute_cycles"][:, mine].sum(axis=1)),
+            "gemm_energy_pj": _spread(gemm_energy[:, mine].sum(axis=1)),
+        }
+    kind, first = next(iter(kinds.items()))
+    steps_out: dict[str, Any] = {"base": dataclasses.asdict(base_cost)}
+    steps_out.update(
+        {k: {key: v for key, v in r.items() if key != "per_step"} for k, r in kinds.items()}
+    )
+    return {
+        "steps": steps_out,
+        "per_step": {k: r["per_step"] for k, r in kinds.items()},
+        "speedup_kind": kind,  # the step kind the top-level numbers are of
+        "speedup": first["speedup"],
+        "speedup_bound": first["speedup_bound"],
+        "binding_bound": first["binding_bound"],
+        "energy_reduction": 1 - first["energy_pj"] / base_cost.energy_pj,
+        "dram_reduction": 1 - first["dram_bytes"] / base_cost.dram_bytes,
+        "skipped_macs": float(skipped_macs.sum(axis=1).mean()),
+        "skipped_mac_fraction": float(skipped_macs.sum(axis=1).mean() / max(int(bc.macs.sum()), 1)),
+        "skipped_folds": float(skipped_folds.sum(axis=1).mean()),
+        "layers": layers,
+    }
