@@ -45,6 +45,7 @@ import numpy as np
 from pydantic import Field
 
 from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
+from accelsim.config.hardware import DramSharing
 from accelsim.config.run import OptimizerKind
 from accelsim.errors import Problem, SimulationError
 from accelsim.graph import passes
@@ -68,6 +69,7 @@ from accelsim.techniques.task_placement import (
     TaskKey,
     activation_groups,
     assign,
+    dram_cycles,
     loads,
     measure_tasks,
     task_of,
@@ -606,19 +608,24 @@ class LayerPipe(Schedule):
         candidates are the list scheduler's placement of the tasks (with the dX
         GEMMs split as ``dx_split`` says, and without the split, which costs a
         second pipeline fill on the array), and the partition's stages (every
-        task on its layer's stage); the first of them, in that order, whose busiest
-        processor is loaded within 1 % of the least is kept (the busiest unit's
-        load ignores what the array and the vector unit cannot overlap, so a
-        split that saves less is not worth its fill).  The delay of layer ``l``
+        task on its layer's stage); each is rated by the larger of its busiest
+        processor's busiest unit and its DRAM time (the shared channel's, or the
+        busiest processor's own), and the first of them, in that order, within
+        1 % of the best is kept (the busiest unit's load ignores what the array
+        and the vector unit cannot overlap, so a split that saves less is not
+        worth its second pipeline fill; and each half of a split dX GEMM reads
+        the whole weights).  The delay of layer ``l``
         here is the number of periods its mini-batch spends between the start of
         its forward and the end of its update (or, without weights, of its
         backward: how long it keeps its activations) when one mini-batch runs alone on
-        the placement, with the period estimated by the busiest processor's load;
+        the placement, with the period estimated by the candidate's rating;
         :meth:`place_tasks` adds the margin a full pipeline's queueing needs.
         """
         whole = step(ctx.run.batch_size // self.settings.micro_batches)
         processors = self.processors(ctx)
         link = ctx.hardware.interconnect.bandwidth_bytes_per_cycle
+        bandwidth = ctx.hardware.dram.bandwidth_bytes_per_cycle
+        shared = ctx.hardware.dram.sharing is DramSharing.SHARED
         split = self.layerpipe.split
         share = 0.5 if split == "balance" else float(split)
         steps = [whole]
@@ -628,7 +635,7 @@ class LayerPipe(Schedule):
                     whole, lambda op: (share, 0) if op.phase is Phase.BWD_INPUT else None
                 )
             )
-        candidates: list[tuple[int, OpGraph, dict[TaskKey, int], list[int]]] = []
+        candidates: list[tuple[float, OpGraph, dict[TaskKey, int], list[int]]] = []
         for one in steps:
             single = placement.single(one, ctx.run.optimizer.kind, ctx.hardware.word_bytes)
             costs = measure_tasks(ctx.simulate(single))
@@ -637,7 +644,8 @@ class LayerPipe(Schedule):
             staged = {task: plan.stage_of.get(task[0], 0) for task in free}
             for where in (free, staged):
                 load = loads(costs, where, processors)
-                candidates.append((max(load), one, where, load))
+                dram = dram_cycles(costs, where, processors, bandwidth, shared)
+                candidates.append((max(*load, dram), one, where, load))
         least = min(c[0] for c in candidates)
         busiest, one, where, load = next(c for c in candidates if c[0] <= 1.01 * least)
         busiest = max(busiest, 1)

@@ -52,11 +52,13 @@ class TaskCosts:
             array and on the other units (vector unit, links).
         traffic_bytes: Per pair of tasks (producer, consumer), the bytes the
             consumer reads of what the producer wrote.
+        dram_bytes: Per task, the DRAM bytes its ops read and write.
     """
 
     array_cycles: dict[TaskKey, int]
     vector_cycles: dict[TaskKey, int]
     traffic_bytes: dict[tuple[TaskKey, TaskKey], int]
+    dram_bytes: dict[TaskKey, int]
 
     def total(self, task: TaskKey) -> int:
         return self.array_cycles.get(task, 0) + self.vector_cycles.get(task, 0)
@@ -68,16 +70,19 @@ def measure_tasks(single: RunResult) -> TaskCosts:
     array: dict[TaskKey, int] = {}
     vector: dict[TaskKey, int] = {}
     traffic: dict[tuple[TaskKey, TaskKey], int] = {}
+    dram: dict[TaskKey, int] = {}
+    moved = trace.costs.dram_read_bytes + trace.costs.dram_ofmap_write_bytes
     for op in graph.ops:
         task = task_of(op)
         busy = int(trace.end_cycle[op.op_id] - trace.start_cycle[op.op_id])
         table = array if trace.costs.unit[op.op_id] == UNIT_ARRAY else vector
         table[task] = table.get(task, 0) + busy
+        dram[task] = dram.get(task, 0) + int(moved[op.op_id])
         for access, producers in zip(reads_of(op), op.sources, strict=False):
             for producer in {task_of(graph.ops[p]) for p in producers} - {task}:
                 pair = (producer, task)
                 traffic[pair] = traffic.get(pair, 0) + access.bytes
-    return TaskCosts(array, vector, traffic)
+    return TaskCosts(array, vector, traffic, dram)
 
 
 def activation_groups(graph: OpGraph) -> list[set[TaskKey]]:
@@ -153,6 +158,21 @@ def assign(
         for t in unit:
             where[t] = best
     return where
+
+
+def dram_cycles(
+    costs: TaskCosts,
+    where: Mapping[TaskKey, int],
+    processors: int,
+    bytes_per_cycle: float,
+    shared: bool,
+) -> float:
+    """The DRAM time of one mini-batch under ``where``: all bytes over one shared
+    channel, or the busiest processor's over its own."""
+    moved = [0] * processors
+    for task, p in where.items():
+        moved[p] += costs.dram_bytes.get(task, 0)
+    return (sum(moved) if shared else max(moved)) / bytes_per_cycle
 
 
 def loads(costs: TaskCosts, where: Mapping[TaskKey, int], processors: int) -> list[int]:
