@@ -266,7 +266,8 @@ def test_a_signal_removes_staging_keeps_the_old_run_and_exits_128_plus_n(
 
 def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     topology = tmp_path / "many.csv"
-    rows = [f"L{i}, {64 + i}, {64 + i}, 64" for i in range(400)]
+    # About 900 bytes of JSON per row: 160 rows overflow the 64 KiB pipe buffer.
+    rows = [f"L{i}, {64 + i}, {64 + i}, 64" for i in range(160)]
     topology.write_text("name, M, N, K\n" + "\n".join(rows) + "\n", encoding="utf-8")
     args = ["layer", "--hardware", SCALESIM_HW, "--topology", topology, "--json"]
     process = subprocess.Popen(
