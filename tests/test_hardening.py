@@ -34,9 +34,17 @@ from accelsim.config.loader import load_energy, load_hardware, parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.layer import _touched, conv_gemm, gemm_for, simulate_layer
 from accelsim.driver.run import simulate_run, simulate_training
-from accelsim.errors import MAX_COUNT, ConfigError, LimitError, OutputError, Problem
+from accelsim.errors import (
+    MAX_COUNT,
+    ConfigError,
+    LimitError,
+    OutputError,
+    Problem,
+    SimulationError,
+)
 from accelsim.graph.ops import Phase
 from accelsim.report import staging
+from accelsim.report.result import RunResult
 from accelsim.report.staging import child_directory, rename_noreplace, staged_directory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -349,6 +357,12 @@ def test_a_non_finite_summary_is_never_written(
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         accelsim.write_run(result, "", tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_utilization_outside_0_1_is_never_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RunResult, "utilization", lambda self: 1.5)
+    with pytest.raises(SimulationError, match=r"base step: utilization 1.5 outside \[0, 1\]"):
+        simulate_run(load_inputs(SMOKE))
 
 
 # --------------------------------------------------------------------------- bounds

@@ -15,7 +15,7 @@ import numpy as np
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
-from accelsim.errors import ConfigError, LimitError
+from accelsim.errors import ConfigError, LimitError, SimulationError
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
@@ -128,6 +128,7 @@ def simulate_graph(
     Raises:
         ConfigError: if the step's counts or cycles exceed
             :data:`~accelsim.errors.MAX_COUNT`.
+        SimulationError: if the utilization leaves [0, 1] (a bug, never printed).
     """
     run, hw = inputs.run, inputs.hardware
     problems = limit_problems(graph, inputs.source, run.batch_size)
@@ -162,6 +163,9 @@ def simulate_graph(
     )
     for technique in techniques:
         result = technique.adjust_counters(result)
+    utilization = result.utilization()
+    if not 0 <= utilization <= 1:
+        raise SimulationError(f"{step} step: utilization {utilization!r} outside [0, 1]")
     return result
 
 
