@@ -47,8 +47,8 @@ vs = _load_harness()
 crossval = pytest.mark.crossval
 
 
-@pytest.fixture(scope="module")
-def scalesim_python() -> Path:
+def scalesim_or_skip() -> Path:
+    """The python of SCALE-Sim 3.0.0, installed on first use; skips the test if that fails."""
     explicit = os.environ.get(vs.PYTHON_ENV)
     if explicit:
         return Path(explicit)
@@ -56,6 +56,21 @@ def scalesim_python() -> Path:
         return vs.ensure_scalesim_venv(vs.DEFAULT_VENV)
     except (vs.HarnessError, OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"SCALE-Sim 3.0.0 is not available (offline?): {exc}")
+
+
+@pytest.fixture(scope="module")
+def scalesim_python() -> Path:
+    return scalesim_or_skip()
+
+
+def test_without_network_the_cross_check_skips(monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(venv: Path) -> Path:
+        raise vs.HarnessError(f"could not install scalesim==3.0.0 into {venv}")
+
+    monkeypatch.delenv(vs.PYTHON_ENV, raising=False)
+    monkeypatch.setattr(vs, "ensure_scalesim_venv", offline)
+    with pytest.raises(pytest.skip.Exception, match=r"not available \(offline\?\)"):
+        scalesim_or_skip()
 
 
 @pytest.fixture
