@@ -26,8 +26,7 @@ Also public, for the scripts in ``scripts/``:
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from accelsim._version import __version__
 from accelsim.api import hardware_from_data, simulate
 from accelsim.config.base import Convention
 from accelsim.config.loader import load_energy, parse_sets, read_yaml

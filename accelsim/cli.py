@@ -4,6 +4,8 @@ The only module that prints or exits.  Bad input (any
 :class:`~accelsim.errors.InputError`, an existing run directory) exits with
 code 2 and one line per problem, ``file: key.path: problem (got value)``;
 an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` for tracebacks.
+SIGINT, SIGTERM and SIGHUP remove unfinished results and exit ``128 +
+signal`` with one line; a closed stdout (``| head``) exits 141 silently.
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from accelsim import __version__
-from accelsim.config.base import Convention
+from accelsim.config.base import MAX_INT, Convention
 from accelsim.config.loader import (
     Override,
     display_path,
@@ -28,12 +33,24 @@ from accelsim.config.loader import (
     parse_sets,
     read_yaml,
 )
-from accelsim.config.run import PsumPolicy
-from accelsim.driver.inputs import load_inputs, resolved_config, suite_entries, suite_inputs
-from accelsim.driver.layer import conv_gemm, gemm_for, simulate_layer, topology_gemm
+from accelsim.config.run import AssignmentPolicy, PsumPolicy
+from accelsim.driver.inputs import (
+    RunInputs,
+    load_inputs,
+    resolved_config,
+    suite_entries,
+    suite_inputs,
+)
+from accelsim.driver.layer import (
+    conv_gemm,
+    gemm_for,
+    gemm_problems,
+    simulate_layer,
+    topology_gemm,
+)
 from accelsim.driver.run import simulate_training
 from accelsim.energy.model import check_table
-from accelsim.errors import InputError, OutputError
+from accelsim.errors import InputError, LimitError, OutputError
 from accelsim.graph.ops import Phase
 from accelsim.lowering.infer import load_model
 from accelsim.lowering.stats import model_stats
@@ -52,13 +69,15 @@ from accelsim.report.writer import (
     run_directory,
     staged_directory,
     write_csv,
-    write_run,
     write_run_files,
 )
 from accelsim.resources import bundled_path, data_dir
 from accelsim.workload.topology import read_topology
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
+EXIT_SIGNAL = 128
+"""Stopped by signal N: exit ``128 + N`` (130 for Ctrl-C), as a shell reports it."""
+SIGPIPE = 13
 CONFIGS = data_dir() / "configs"
 DEFAULT_ENERGY = CONFIGS / "energy" / "horowitz45.yaml"
 DEFAULT_SUITE = CONFIGS / "suites" / "default.yaml"
@@ -69,8 +88,10 @@ def _positive(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer (got {text!r})") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (got {value})")
+    if not 0 < value <= MAX_INT:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer up to 2^31 - 1 = {MAX_INT:,} (got {value})"
+        )
     return value
 
 
@@ -200,24 +221,68 @@ def _add_suite(sub: Subparsers) -> None:
     _add_sets(suite, "override a field for every model (as for run)")
 
 
+class _Interrupted(BaseException):
+    """A termination signal arrived (a BaseException, as KeyboardInterrupt is)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    # Only the first signal interrupts; later ones must not cut the clean-up short.
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise _Interrupted(signum)
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """Turn SIGINT, SIGTERM and SIGHUP into :class:`_Interrupted` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _on_signal) for sig in _SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``accelsim`` console script."""
     args = build_parser().parse_args(argv)
+    handler = {
+        "run": _cmd_run,
+        "layer": _cmd_layer,
+        "suite": _cmd_suite,
+        "models": _cmd_models,
+        "check": _cmd_check,
+    }[args.command]
     try:
-        handler = {
-            "run": _cmd_run,
-            "layer": _cmd_layer,
-            "suite": _cmd_suite,
-            "models": _cmd_models,
-            "check": _cmd_check,
-        }[args.command]
-        return handler(args)
+        with _signals_interrupt():
+            return handler(args)
+    except _Interrupted as exc:
+        name = signal.Signals(exc.signum).name
+        print(f"accelsim: stopped by {name}; unfinished results removed", file=sys.stderr)
+        return EXIT_SIGNAL + exc.signum
+    except BrokenPipeError:
+        # The reader of stdout went away (``accelsim ... | head``): stop quietly,
+        # as a program killed by SIGPIPE would, without a second error at exit.
+        _silence_stdout()
+        return EXIT_SIGNAL + SIGPIPE
     except InputError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_INPUT
-    except OutputError as exc:
-        print(exc, file=sys.stderr)
+    except (OutputError, LimitError) as exc:
+        print(f"accelsim: {exc}" if isinstance(exc, LimitError) else exc, file=sys.stderr)
         return EXIT_INPUT
     except Exception as exc:
         if os.environ.get("ACCELSIM_DEBUG"):
@@ -229,24 +294,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
-    check_writable(run_directory(args.out, inputs.run.name), args.force)
+    directory = run_directory(args.out, inputs.run.name)
+    check_writable(directory, args.force)
     result = simulate_training(inputs)
-    directory = write_run(result, resolved_config(inputs), args.out, args.force)
-    if args.gantt:
-        for step_dir in (directory, *sorted((directory / "steps").glob("*"))):
-            kind = "base step" if step_dir == directory else f"{step_dir.name} step"
-            plot_gantt(
-                step_dir / "ops.csv",
-                step_dir / "gantt.png",
-                f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
-            )
-    print(summary_table(result.base.summary()))
+    with staged_directory(directory, args.force) as staging:
+        write_run_files(staging, result, resolved_config(inputs))
+        if args.gantt:
+            for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
+                kind = "base step" if step_dir == staging else f"{step_dir.name} step"
+                plot_gantt(
+                    step_dir / "ops.csv",
+                    step_dir / "gantt.png",
+                    f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
+                )
     if result.training is not None:
+        # The technique's steps and speedup lead; the baseline is what they compare to.
         print(training_table(result.training))
+        print("\nbaseline step (no technique applied):")
+    elif _one_of_many(inputs):
+        print(
+            f"accelsim: warning: {inputs.hardware.processors} processors, but the single"
+            " assignment runs the step on processor 0; set assignment=data_parallel"
+            " or a pipeline technique to use them",
+            file=sys.stderr,
+        )
+    print(summary_table(result.base.summary()))
     print(f"wrote {display_path(directory)}/")
     return EXIT_OK
+
+
+def _one_of_many(inputs: RunInputs) -> bool:
+    """Whether the step runs on one of several processors (and nothing places it)."""
+    return inputs.hardware.processors > 1 and inputs.run.assignment is AssignmentPolicy.SINGLE
 
 
 def _names(text: str) -> list[str]:
@@ -267,7 +356,9 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         for i, (entry, model_inputs) in enumerate(zip(entries, inputs, strict=True), start=1):
             _progress(i, len(entries), entry.name, time.perf_counter() - started)
             result = simulate_training(model_inputs)
-            write_run_files(staging / entry.name, result, resolved_config(model_inputs))
+            write_run_files(
+                run_directory(staging, entry.name), result, resolved_config(model_inputs)
+            )
             rows.append(suite_row(entry.name, result))
         _progress(len(entries), len(entries), "done", time.perf_counter() - started, end=True)
         write_csv(staging / "suite.csv", suite_columns(rows), rows)
@@ -316,14 +407,18 @@ def _cmd_layer(args: argparse.Namespace) -> int:
     convention = Convention(args.convention)
     psums = PsumPolicy(args.psums)
     if args.topology:
+        rows = read_topology(args.topology)
+        gemms = [topology_gemm(row, phase, convention) for row in rows]
+        problems = [
+            p
+            for row, gemm in zip(rows, gemms, strict=True)
+            for p in gemm_problems(gemm, display_path(args.topology), row.name)
+        ]
+        if problems:
+            raise InputError(problems)
         records = [
-            {
-                "layer": row.name,
-                **simulate_layer(
-                    hw, table, topology_gemm(row, phase, convention), phase, convention, psums
-                ),
-            }
-            for row in read_topology(args.topology)
+            {"layer": row.name, **simulate_layer(hw, table, gemm, phase, convention, psums)}
+            for row, gemm in zip(rows, gemms, strict=True)
         ]
         print(json.dumps(records, indent=2) if args.json else topology_table(records))
         return EXIT_OK
@@ -337,6 +432,9 @@ def _cmd_layer(args: argparse.Namespace) -> int:
                 "--conv", "R S", "filter larger than the padded ifmap", [h, w, r, s]
             )
         gemm = conv_gemm(h, w, r, s, c, k, stride, phase, convention)
+    problems = gemm_problems(gemm, "--gemm" if args.gemm else "--conv")
+    if problems:
+        raise InputError(problems)
     record = simulate_layer(hw, table, gemm, phase, convention, psums)
     print(json.dumps(record, indent=2) if args.json else layer_table(record))
     return EXIT_OK

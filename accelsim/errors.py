@@ -13,6 +13,9 @@ from typing import Any
 
 _NO_VALUE = object()
 
+MAX_COUNT = 2**53
+"""Largest count (MACs, bytes, cycles) of one simulated step: exact in a float64."""
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -32,11 +35,26 @@ class Problem:
     value: Any = _NO_VALUE
 
     def __str__(self) -> str:
+        """One line: control characters escaped, a long value cut to :data:`MAX_SHOWN` chars."""
         where = f"{self.file}: {self.path}" if self.path else self.file
-        text = f"{where}: {self.message}"
+        text = f"{_printable(where)}: {_printable(self.message)}"
         if self.value is not _NO_VALUE:
-            text += f" (got {self.value!r})"
+            shown = _printable(repr(self.value))
+            if len(shown) > MAX_SHOWN:
+                shown = f"{shown[:MAX_SHOWN]}... ({len(shown):,} characters)"
+            text += f" (got {shown})"
         return text
+
+
+MAX_SHOWN = 200
+"""Characters of an offending value a message shows."""
+
+
+def _printable(text: str) -> str:
+    """``text`` with every non-printable character (newline, NUL, ...) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class AccelsimError(Exception):
@@ -68,6 +86,14 @@ class ConfigError(InputError):
 
 class WorkloadError(InputError):
     """A workload's layer table is inconsistent (shapes, unknown inputs, ...)."""
+
+
+class LimitError(AccelsimError):
+    """A simulated step would exceed :data:`MAX_COUNT` cycles: its inputs are out of range.
+
+    Raised inside the engine, where the input file is unknown; the message is
+    what is wrong and what to change.
+    """
 
 
 class OutputError(AccelsimError):

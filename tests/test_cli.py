@@ -296,7 +296,7 @@ def test_layer_rejects_a_zero_dimension() -> None:
     result = accelsim("layer", "--hardware", SCALESIM, "--gemm", 0, 1, 1, "--json")
     lines = assert_input_error(result)
     assert "--gemm" in lines[-1]
-    assert "expected a positive integer (got 0)" in lines[-1]
+    assert "expected a positive integer up to 2^31 - 1 = 2,147,483,647 (got 0)" in lines[-1]
     assert result.stdout == ""
 
 

@@ -283,7 +283,6 @@ def test_wrong_type(tmp_path: Path, key: str, value: Any, message: str) -> None:
         ("array.cols", 0),
         ("buffers.ifmap_kib", 0),
         ("buffers.filter_kib", -2.5),
-        ("dram.bandwidth_bytes_per_cycle", 0),
         ("processors", 0),
     ],
 )
@@ -293,6 +292,16 @@ def test_non_positive_sizes(tmp_path: Path, key: str, value: Any) -> None:
         load_hardware(path)
     assert lines(excinfo) == [
         f"{shown(path)}: {key}: input should be greater than 0 (got {value!r})"
+    ]
+
+
+def test_bandwidth_below_a_thousandth_of_a_byte_per_cycle(tmp_path: Path) -> None:
+    path = hardware_file(tmp_path, {"dram.bandwidth_bytes_per_cycle": 0})
+    with pytest.raises(ConfigError) as excinfo:
+        load_hardware(path)
+    assert lines(excinfo) == [
+        f"{shown(path)}: dram.bandwidth_bytes_per_cycle:"
+        " input should be greater than or equal to 0.001 (got 0)"
     ]
 
 
@@ -421,7 +430,7 @@ def test_several_problems_in_one_file_are_reported_together(tmp_path: Path) -> N
         [
             f"{shown(path)}: array.rows: input should be greater than 0 (got -1)",
             f"{shown(path)}: clock_mhz: expected a number (got 'fast')",
-            f"{shown(path)}: dram.bandwidth_bytes_per_cycle: input should be greater than 0 (got 0)",
+            f"{shown(path)}: dram.bandwidth_bytes_per_cycle: input should be greater than or equal to 0.001 (got 0)",
             f"{shown(path)}: buffers.ifmap_kb: unknown key; did you mean 'ifmap_kib' or"
             " 'ofmap_kib'? (got 4)",
         ]

@@ -37,6 +37,7 @@ GP = "run.techniques={gradient_prediction: {}}"
 # summary.json of the smoke run, top-level keys in the order they are written
 SMOKE_KEYS = [
     "schema_version",
+    "accelsim_version",
     "run",
     "workload",
     "hardware",

@@ -8,6 +8,7 @@ fallback.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Annotated
 
@@ -51,13 +52,33 @@ DataflowField = Annotated[Dataflow, Field(strict=False)]
 PrecisionField = Annotated[Precision, Field(strict=False)]
 ConventionField = Annotated[Convention, Field(strict=False)]
 
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-# Only bandwidths may be infinite (an ideal memory); NaN fails ``gt=0``.
-Bandwidth = Annotated[float, Field(gt=0, allow_inf_nan=True)]
+# Upper bounds keep every derived count inside int64 and every result finite;
+# each is far beyond any real design (README, "Reliability").
+MAX_INT = 2**31 - 1
+"""Largest integer setting (sizes, counts, cycles of latency)."""
+MAX_FLOAT = 1e12
+"""Largest real setting without a bound of its own."""
+
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_INT)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_INT)]
+PositiveFloat = Annotated[float, Field(gt=0, le=MAX_FLOAT, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, le=MAX_FLOAT, allow_inf_nan=False)]
+# On-chip capacities: at most 1 TiB per buffer.
+Kib = Annotated[float, Field(gt=0, le=2**30, allow_inf_nan=False)]
+NonNegativeKib = Annotated[float, Field(ge=0, le=2**30, allow_inf_nan=False)]
+# Energy per event: at most 1 uJ (10^6 pJ), about 10^4 times a DRAM bit's.
+Picojoules = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+NonNegativePicojoules = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+# Only bandwidths may be infinite (an ideal memory); NaN fails the lower bound.  Below
+# 1/1000 byte per cycle a step's cycles leave the range the simulator counts in.
+Bandwidth = Annotated[float, Field(ge=1e-3, allow_inf_nan=True)]
 Name = Annotated[str, Field(min_length=1)]
+
+MAX_NAME_CHARS = 200
+"""Longest run or model name: it names a directory, and file names stop at 255 bytes."""
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A run or suite model name becomes a directory name: one plain path component.
+PathName = Annotated[str, Field(pattern=f"^{NAME_PATTERN.pattern}$", max_length=MAX_NAME_CHARS)]
 
 
 class RuleViolation(ValueError):

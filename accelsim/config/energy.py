@@ -7,14 +7,16 @@ multiplies these by the simulator's event counts.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from accelsim.config.base import (
+    Kib,
     Name,
     NonNegativeFloat,
-    PositiveFloat,
+    NonNegativePicojoules,
+    Picojoules,
     PrecisionField,
     Spec,
 )
@@ -26,10 +28,11 @@ class SramEnergySpec(Spec):
     ``E(C) = pj_per_byte_at_reference * (C / reference_kib) ** capacity_exponent``.
     """
 
-    reference_kib: PositiveFloat
-    read_pj_per_byte: PositiveFloat
-    write_pj_per_byte: PositiveFloat
-    capacity_exponent: NonNegativeFloat
+    reference_kib: Kib
+    read_pj_per_byte: Picojoules
+    write_pj_per_byte: Picojoules
+    # Published fits are 0.5 to 1; 4 already makes a 1 TiB SRAM's energy astronomical.
+    capacity_exponent: Annotated[float, Field(ge=0, le=4, allow_inf_nan=False)]
 
 
 class StaticPowerSpec(Spec):
@@ -46,10 +49,10 @@ class EnergyTable(Spec):
     name: Name
     unit: Literal["pJ"]
     sources: list[Name] = Field(min_length=1)
-    mac_pj: dict[PrecisionField, PositiveFloat]
-    vector_op_pj: dict[PrecisionField, PositiveFloat]
+    mac_pj: dict[PrecisionField, Picojoules]
+    vector_op_pj: dict[PrecisionField, Picojoules]
     sram: SramEnergySpec
-    dram_read_pj_per_bit: PositiveFloat
-    dram_write_pj_per_bit: PositiveFloat
-    interconnect_pj_per_bit: NonNegativeFloat
+    dram_read_pj_per_bit: Picojoules
+    dram_write_pj_per_bit: Picojoules
+    interconnect_pj_per_bit: NonNegativePicojoules
     static: StaticPowerSpec = Field(default_factory=StaticPowerSpec)

@@ -17,10 +17,10 @@ from pydantic import Field, model_validator
 from accelsim.config.base import (
     Bandwidth,
     DataflowField,
+    Kib,
     Name,
-    NonNegativeFloat,
     NonNegativeInt,
-    PositiveFloat,
+    NonNegativeKib,
     PositiveInt,
     Precision,
     PrecisionField,
@@ -29,12 +29,16 @@ from accelsim.config.base import (
 )
 from accelsim.units import kib_to_bytes
 
+MAX_PROCESSORS = 1024
+"""Most processors: every one holds its own copy of the step graph."""
+ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
+
 
 class ArraySpec(Spec):
     """The systolic array of one processor."""
 
-    rows: PositiveInt
-    cols: PositiveInt
+    rows: ArrayDim
+    cols: ArrayDim
     dataflow: DataflowField
     precision: PrecisionField = Precision.BF16
 
@@ -46,10 +50,10 @@ class BufferSpec(Spec):
     the backward pass out of DRAM (0 means every stashed tensor goes to DRAM).
     """
 
-    ifmap_kib: PositiveFloat
-    filter_kib: PositiveFloat
-    ofmap_kib: PositiveFloat
-    stash_kib: NonNegativeFloat = 0.0
+    ifmap_kib: Kib
+    filter_kib: Kib
+    ofmap_kib: Kib
+    stash_kib: NonNegativeKib = 0.0
 
     @property
     def ifmap_bytes(self) -> int:
@@ -136,8 +140,9 @@ class HardwareSpec(Spec):
 
     name: Name
     description: str = ""
-    processors: PositiveInt = 1
-    clock_mhz: PositiveFloat
+    processors: Annotated[int, Field(gt=0, le=MAX_PROCESSORS)] = 1
+    # 1 kHz to 1 THz: beyond either, times leave the range of a float.
+    clock_mhz: Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)]
     array: ArraySpec
     buffers: BufferSpec
     vector_unit: VectorUnitSpec

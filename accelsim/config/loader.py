@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel
 
 from accelsim.config.energy import EnergyTable
+from accelsim.config.files import read_text
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
 from accelsim.config.suite import SuiteSpec
@@ -82,12 +83,9 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
             malformed, has duplicate keys or is not a mapping.
     """
     name = display_path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error.single(name, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error.single(name, "", f"cannot read file: {exc}") from None
+    text = read_text(path, error, name)
+    if _flow_depth(text) > MAX_DEPTH:
+        raise error.single(name, "", f"invalid YAML: nested deeper than {MAX_DEPTH} levels")
     try:
         data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
@@ -95,6 +93,13 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise error.single(name, where, f"invalid YAML: {problem}") from None
+    except RecursionError:
+        raise error.single(
+            name, "", f"invalid YAML: nested deeper than {MAX_DEPTH} levels"
+        ) from None
+    size_problem = _size_problem(data)
+    if size_problem:
+        raise error.single(name, "", size_problem)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -102,12 +107,73 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
     return data
 
 
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists in an input (the shipped files use 5)."""
+MAX_NODES = 200_000
+"""Most values in an input, aliases expanded (the biggest shipped file has about 6,000)."""
+
+
+# Quoted scalars and comments, whose brackets do not nest anything.  As in YAML, a
+# quote starts a scalar only at the start of a token (so "don't" quotes nothing)
+# and "#" starts a comment only after white space.
+_NOT_FLOW = re.compile(
+    r"""(?:^|(?<=[\s\[{,:]))(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*')|(?:^|(?<=\s))#[^\n]*""",
+    re.MULTILINE,
+)
+
+
+def _flow_depth(text: str) -> int:
+    """How deep ``[...]`` and ``{...}`` nest in ``text`` (an upper bound for YAML).
+
+    PyYAML's scanner takes time quadratic in this depth (900 levels take two
+    seconds, 10,000 minutes), so a deep text is refused before it is parsed.
+    """
+    brackets = re.sub(r"[^\[\]{}]", "", _NOT_FLOW.sub("", text))
+    depth = deepest = 0
+    for char in brackets:
+        depth = depth + 1 if char in "[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _size_problem(data: Any) -> str:
+    """Why ``data`` is too deep or, with YAML aliases expanded, too big; empty if neither.
+
+    An alias is a reference to another node, so a few lines can stand for
+    billions of values (a "billion laughs" file) or for a cycle; the count
+    follows every reference and stops at the first limit.
+    """
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            return f"more than {MAX_NODES:,} values once YAML aliases are expanded"
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                return f"nested deeper than {MAX_DEPTH} levels"
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return ""
+
+
 def parse_value(text: str) -> Any:
-    """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str)."""
+    """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str).
+
+    Raises:
+        ConfigError: for a value too deep or too big (see :data:`MAX_DEPTH`).
+    """
+    if _flow_depth(text) > MAX_DEPTH:
+        raise ConfigError.single(CLI_SOURCE, "", f"nested deeper than {MAX_DEPTH} levels", text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        value = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError:
         return text
+    problem = _size_problem(value)
+    if problem:
+        raise ConfigError.single(CLI_SOURCE, "", problem, text)
+    return value
 
 
 @dataclass(frozen=True)
@@ -128,6 +194,10 @@ def parse_sets(items: list[str]) -> list[Override]:
         if not sep or not key.strip():
             raise ConfigError.single(CLI_SOURCE, "", "expected KEY=VALUE", item)
         key = key.strip()
+        if not key.isprintable():
+            raise ConfigError.single(
+                CLI_SOURCE, "", "the key holds a control character (newline, NUL, ...)", key
+            )
         overrides.append(Override(key, parse_value(value.strip()), CLI_SOURCE, key))
     return overrides
 
@@ -210,6 +280,10 @@ def _index(target: list[Any], part: int | str | _Named, item: Override) -> int:
     )
 
 
+# ASCII digits only: str.isdigit() also accepts '²', which int() rejects.
+_INDEX = re.compile(r"-?[0-9]+")
+
+
 def _split_key(item: Override) -> list[str | int | _Named]:
     """Split ``a.b[3].c[fc.1].d`` into ``['a', 'b', 3, 'c', _Named('fc.1'), 'd']``."""
     parts: list[str | int | _Named] = []
@@ -221,7 +295,7 @@ def _split_key(item: Override) -> list[str | int | _Named]:
             inner = key[pos + 1 : close] if close > 0 else ""
             if not inner:
                 raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
-            parts.append(int(inner) if inner.lstrip("-").isdigit() else _Named(inner))
+            parts.append(int(inner) if _INDEX.fullmatch(inner) else _Named(inner))
             pos = close + 1
             if pos < len(key) and key[pos] == ".":
                 pos += 1

@@ -16,11 +16,10 @@ from accelsim.config.base import (
     ConventionField,
     Name,
     NonNegativeInt,
+    PathName,
     PositiveInt,
     Spec,
 )
-
-RunName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 
 
 class OptimizerKind(str, Enum):
@@ -86,24 +85,28 @@ class TimingSpec(Spec):
 
     convention: ConventionField = Convention.ACCELSIM
     psums: Annotated[PsumPolicy, Field(strict=False)] = PsumPolicy.CHUNK
-    chunks_per_op: PositiveInt = 8
+    chunks_per_op: Annotated[int, Field(gt=0, le=4096)] = 8
 
 
 class LoweringSpec(Spec):
     strided_dx: Annotated[StridedDx, Field(strict=False)] = StridedDx.SKIP_ZEROS
 
 
+MAX_EPOCHS = 100_000
+
+
 class TrainingSpec(Spec):
     """Length of training, for whole-training estimates of techniques."""
 
-    epochs: PositiveInt = 1
+    # Whole-training plans hold a few numbers per epoch.
+    epochs: Annotated[int, Field(gt=0, le=MAX_EPOCHS)] = 1
     batches_per_epoch: PositiveInt = 1
 
 
 class RunSpec(Spec):
     """A run file, before the files it references are loaded."""
 
-    name: RunName
+    name: PathName
     description: str = ""
     hardware: Name
     workload: Name

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from accelsim.config.base import Name, RuleViolation, Spec
+from accelsim.config.base import Name, PathName, RuleViolation, Spec
 
 
 class SuiteModel(Spec):
     """One model of a suite: a short name and its workload file."""
 
-    name: Name
+    name: PathName
     workload: Name
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from accelsim._version import __version__
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import PsumPolicy, TimingSpec
 from accelsim.energy.model import estimate_energy
+from accelsim.errors import MAX_COUNT, Problem
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import Phase, TensorKind
 from accelsim.lowering.rules.conv import conv_gemm_dims
@@ -84,10 +86,34 @@ def topology_gemm(layer: TopologyLayer, phase: Phase, convention: Convention) ->
 
 
 def _touched(size: int, kernel: int, stride: int, windows: int) -> int:
-    covered: set[int] = set()
-    for e in range(windows):
-        covered.update(range(e * stride, min(size, e * stride + kernel)))
-    return len(covered)
+    """Input positions of ``size`` that ``windows`` windows of ``kernel`` at ``stride`` cover.
+
+    Window ``e`` covers ``[e * stride, min(size, e * stride + kernel))``; a
+    window that starts past the input (the scalesim convention counts some)
+    covers nothing.  Overlapping or touching windows (``stride <= kernel``)
+    cover one interval; otherwise every window but the last covers ``kernel``
+    positions and the last is cut at ``size``.
+    """
+    windows = min(windows, (size - 1) // stride + 1)
+    last = (windows - 1) * stride
+    if stride <= kernel:
+        return min(size, last + kernel)
+    return (windows - 1) * kernel + min(kernel, size - last)
+
+
+def gemm_problems(gemm: LayerGemm, source: str, where: str = "") -> list[Problem]:
+    """A problem if the GEMM's MACs exceed :data:`~accelsim.errors.MAX_COUNT`."""
+    macs = gemm.m * gemm.n * gemm.k
+    if macs <= MAX_COUNT:
+        return []
+    return [
+        Problem(
+            source,
+            where,
+            f"{macs:.3g} MACs exceed the limit of 2^53 ({MAX_COUNT:.3g})",
+            [gemm.m, gemm.n, gemm.k],
+        )
+    ]
 
 
 def simulate_layer(
@@ -132,6 +158,7 @@ def simulate_layer(
     total = trace.total_cycles
     macs = int(costs.macs[0])
     return {
+        "accelsim_version": __version__,
         "phase": phase.value,
         "convention": convention.value,
         "psums": psums.value,

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from accelsim.driver.inputs import RunInputs
+from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
+from accelsim.errors import ConfigError, LimitError, SimulationError
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
@@ -122,8 +124,16 @@ def simulate_graph(
 
     ``extra_arrays`` are array units beyond the main one that its GEMMs may
     name; ``techniques`` may mask folds of its GEMMs and adjust the result.
+
+    Raises:
+        ConfigError: if the step's counts or cycles exceed
+            :data:`~accelsim.errors.MAX_COUNT`.
+        SimulationError: if the utilization leaves [0, 1] (a bug, never printed).
     """
     run, hw = inputs.run, inputs.hardware
+    problems = limit_problems(graph, inputs.source, run.batch_size)
+    if problems:
+        raise ConfigError(problems)
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
     folds = schedule(graph, (main_array(hw), *extra_arrays))
     rng = np.random.default_rng(run.seed)
@@ -134,7 +144,10 @@ def simulate_graph(
     costs = op_costs(
         graph, folds, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op
     )
-    trace = simulate(graph, costs, hw)
+    try:
+        trace = simulate(graph, costs, hw)
+    except LimitError as exc:
+        raise ConfigError.single(inputs.source, "", str(exc)) from None
     energy = estimate_energy(trace, hw, inputs.energy)
     settings = {
         "step": step,
@@ -150,6 +163,9 @@ def simulate_graph(
     )
     for technique in techniques:
         result = technique.adjust_counters(result)
+    utilization = result.utilization()
+    if not 0 <= utilization <= 1:
+        raise SimulationError(f"{step} step: utilization {utilization!r} outside [0, 1]")
     return result
 
 

@@ -22,21 +22,24 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
     """
     s = summary if isinstance(summary, StepSummary) else StepSummary.from_dict(summary)
     energy, dram, stash, macs = s.energy_pj, s.dram_bytes, s.stash, s.macs
+    machine = f"{s.processors} x {s.array}"
+    stalls = f"{s.array_stall_cycles:,} cycles"
+    if s.processors > 1:
+        # Which processors the step uses, and stalls per used processor, not their sum.
+        assignment = s.settings.get("assignment", "")
+        only = ": processor 0 only" if assignment == "single" else ""
+        machine += f", {assignment} assignment{only}"
+        used = sum(1 for busy in s.busy_cycles.get("array", ()) if busy) or 1
+        if used > 1:
+            stalls = f"{s.array_stall_cycles / used:,.0f} cycles per processor on average"
     rows = [
-        (
-            "run",
-            f"{s.run}: {s.workload} on {s.hardware} "
-            f"({s.processors} x {s.array}), batch {s.batch_size}",
-        ),
+        ("run", f"{s.run}: {s.workload} on {s.hardware} ({machine}), batch {s.batch_size}"),
         (
             "cycles",
             f"{s.total_cycles:,}  ({s.seconds * 1e3:.3f} ms at {s.clock_mhz:g} MHz)",
         ),
         ("utilization", f"{s.utilization * 100:.1f} % of peak MACs"),
-        (
-            "array stalls",
-            f"{s.array_stall_cycles:,} cycles ({s.stall_fraction * 100:.1f} % of the step)",
-        ),
+        ("array stalls", f"{stalls} ({s.stall_fraction * 100:.1f} % of the step)"),
         (
             "MACs",
             f"{macs.total:,}  (fwd {macs.fwd:,}, dX {macs.bwd_input:,}, dW {macs.bwd_weight:,})",

@@ -218,6 +218,8 @@ class RunResult:
         by_phase = {p.value: float(op_pj[phases == p.value].sum()) for p in Phase}
         by_phase["static"] = self.energy.static_pj
         array_stall = int(trace.stall_cycles[array].sum())
+        # Stalls are a share of each processor's step: their mean over the used ones.
+        used = max(1, len(np.unique(trace.processor[array])))
         dram_read, dram_write = c.dram_read_bytes.sum(), c.dram_ofmap_write_bytes.sum()
         return StepSummary(
             schema_version=SCHEMA_VERSION,
@@ -242,7 +244,7 @@ class RunResult:
             vector_ops=int(c.vector_ops.sum()),
             utilization=self.utilization(),
             array_stall_cycles=array_stall,
-            stall_fraction=array_stall / max(self.total_cycles, 1),
+            stall_fraction=array_stall / (used * max(self.total_cycles, 1)),
             busy_cycles={
                 name: tuple(trace.busy_cycles(u).tolist())
                 for u, name in enumerate(c.unit_names)

@@ -3,7 +3,8 @@
 :meth:`accelsim.report.result.RunResult.step_summary` builds it;
 :meth:`StepSummary.to_dict` gives the ``summary.json`` record, key for key and
 in the same order as schema version :data:`SCHEMA_VERSION` has always written
-it, with ints kept as ints and floats as floats.  :meth:`StepSummary.from_dict`
+it (plus ``accelsim_version``, the version that wrote it, after
+``schema_version``), with ints kept as ints and floats as floats.  :meth:`StepSummary.from_dict`
 reads such a record back.
 
 Two parts of ``summary.json`` are deliberately not typed here:
@@ -29,11 +30,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from accelsim._version import __version__
+
 SCHEMA_VERSION = 1
 
 _T = TypeVar("_T")
 
 TRAINING_KEY = "training"
+VERSION_KEY = "accelsim_version"
 
 
 def _check(value: Any, where: str, kind: type[_T]) -> _T:
@@ -162,6 +166,9 @@ class StepSummary:
     ``array`` is ``"<rows>x<cols> <dataflow>"``; ``settings`` are the run's
     settings as strings (see the module docstring); ``busy_cycles`` maps each
     unit (but the all-reduce channel) to its busy cycles on every processor.
+    ``array_stall_cycles`` is summed over the processors' main arrays and
+    ``stall_fraction`` is its mean share of the step over the processors that
+    run array ops, within [0, 1].
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -192,6 +199,7 @@ class StepSummary:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
         return {
             "schema_version": self.schema_version,
+            VERSION_KEY: __version__,
             "run": self.run,
             "workload": self.workload,
             "hardware": self.hardware,
@@ -221,7 +229,7 @@ class StepSummary:
         """Read a ``summary.json`` record back.
 
         Top-level keys that are not fields (nor ``training``, the techniques'
-        section, which is ignored) are the settings.
+        section, nor ``accelsim_version``, both ignored) are the settings.
 
         Raises:
             ValueError: for another schema version, a missing key or a value of
@@ -232,7 +240,9 @@ class StepSummary:
             raise ValueError(f"summary: schema_version: expected {SCHEMA_VERSION} (got {version})")
         names = {f.name for f in fields(cls)}
         settings = {
-            key: _get(data, key, str) for key in data if key not in names and key != TRAINING_KEY
+            key: _get(data, key, str)
+            for key in data
+            if key not in names and key not in (TRAINING_KEY, VERSION_KEY)
         }
         busy = _get(data, "busy_cycles", dict)
         return cls(

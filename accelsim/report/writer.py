@@ -1,48 +1,41 @@
 """Write a run's result files into ``<out>/<run-name>/``.
 
-Files are written into a temporary sibling directory first and moved into
-place only when all of them are complete, so a failure never leaves a
-half-written run, and an existing run is replaced only with ``force``.
+Files are written into a hidden staging sibling first and moved into place
+only when all of them are complete (:mod:`accelsim.report.staging`), so a
+failure never leaves a half-written run, and an existing run is replaced only
+with ``force``.  JSON is strict: a non-finite number is an error, never
+``Infinity`` or ``NaN`` in a file.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from accelsim.errors import OutputError
+from accelsim._version import __version__
 from accelsim.report.result import LAYER_COLUMNS, OP_COLUMNS, RunResult, TrainingResult
+from accelsim.report.staging import check_writable, child_directory, staged_directory
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+__all__ = [
+    "check_writable",
+    "run_directory",
+    "staged_directory",
+    "write_csv",
+    "write_run",
+    "write_run_files",
+]
 
 
 def run_directory(out: Path, name: str) -> Path:
-    """Directory that holds the results of run ``name`` below ``out``."""
-    return out / name
-
-
-def check_writable(directory: Path, force: bool) -> None:
-    """Refuse to overwrite an existing run directory unless ``force``.
+    """Directory that holds the results of run ``name`` below ``out``.
 
     Raises:
-        OutputError: if ``directory`` exists and ``force`` is false.
+        OutputError: for a name that is not one plain path component.
     """
-    if directory.exists() and not force:
-        raise OutputError(
-            f"{directory}: run directory exists; pass --force to overwrite it"
-            " or --out to write elsewhere"
-        )
+    return child_directory(out, name)
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
@@ -53,51 +46,27 @@ def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]
         writer.writerows(rows)
 
 
-@contextmanager
-def staged_directory(target: Path, force: bool) -> Iterator[Path]:
-    """Yield an empty sibling of ``target`` to fill; move it into place on success.
-
-    The old ``target`` (replaced only with ``force``) survives any failure, and
-    a half-filled staging directory is always removed.
-
-    Raises:
-        OutputError: if ``target`` exists without ``force`` or cannot be written.
-    """
-    check_writable(target, force)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        staging.chmod(0o777 & ~_umask())
-    except OSError as exc:
-        raise OutputError(f"{target.parent}: cannot create the results directory: {exc}") from None
-    try:
-        yield staging
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except OSError as exc:
-        raise OutputError(f"{target}: cannot write results: {exc}") from None
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-
-
 def write_run_files(
     directory: Path, result: RunResult | TrainingResult, resolved_config: str
 ) -> None:
     """Write ``resolved_config.yaml``, ``ops.csv``, ``layers.csv`` and ``summary.json``.
+
+    ``resolved_config.yaml`` starts with a comment naming the accelsim version
+    (``summary.json`` records it as ``accelsim_version``).
 
     For a :class:`TrainingResult` these describe the baseline step (its summary
     holds the training report) and each technique step kind gets the same files
     in ``steps/<kind>/``.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "resolved_config.yaml").write_text(resolved_config, encoding="utf-8")
+    (directory / "resolved_config.yaml").write_text(
+        f"# written by accelsim {__version__}\n{resolved_config}", encoding="utf-8"
+    )
     base = result.base if isinstance(result, TrainingResult) else result
     write_csv(directory / "ops.csv", OP_COLUMNS, base.op_rows())
     write_csv(directory / "layers.csv", LAYER_COLUMNS, base.layer_rows())
     (directory / "summary.json").write_text(
-        json.dumps(result.summary(), indent=2) + "\n", encoding="utf-8"
+        json.dumps(result.summary(), indent=2, allow_nan=False) + "\n", encoding="utf-8"
     )
     if isinstance(result, TrainingResult):
         for kind, step in result.steps.items():

@@ -46,20 +46,21 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from accelsim.config.base import (
     Dataflow,
     DataflowField,
-    NonNegativeFloat,
+    Kib,
     NonNegativeInt,
+    NonNegativeKib,
     PositiveFloat,
-    PositiveInt,
     Precision,
     PrecisionField,
+    RuleViolation,
     Spec,
 )
-from accelsim.config.hardware import ArraySpec, HardwareSpec, WordBytesSpec
+from accelsim.config.hardware import ArrayDim, ArraySpec, HardwareSpec, WordBytesSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
@@ -107,14 +108,14 @@ class PredictorArraySpec(Spec):
     first, and the rest stream from DRAM on every use [D].
     """
 
-    rows: PositiveInt = 64
-    cols: PositiveInt = 64
+    rows: ArrayDim = 64
+    cols: ArrayDim = 64
     dataflow: DataflowField = Dataflow.WS
     precision: PrecisionField = Precision.BF16
-    ifmap_kib: PositiveFloat = 256.0
-    filter_kib: PositiveFloat = 1024.0
-    ofmap_kib: PositiveFloat = 256.0
-    weights_kib: NonNegativeFloat = 2048.0
+    ifmap_kib: Kib = 256.0
+    filter_kib: Kib = 1024.0
+    ofmap_kib: Kib = 256.0
+    weights_kib: NonNegativeKib = 2048.0
 
 
 class ScheduleSpec(Spec):
@@ -139,6 +140,12 @@ class ScheduleSpec(Spec):
     error_trace: str | None = None
     floor: Fraction = 0.05
     decay_epochs: PositiveFloat = 8.0
+
+    @model_validator(mode="after")
+    def _check_range(self) -> ScheduleSpec:
+        if self.minimum > self.maximum:
+            raise RuleViolation("minimum", f"larger than maximum ({self.maximum:g})", self.minimum)
+        return self
 
 
 class GradientPredictionConfig(Spec):

@@ -78,6 +78,9 @@ from accelsim.techniques.task_placement import (
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
 
+MAX_MINI_BATCHES = 256
+
+
 class PipelineConfig(Spec):
     """``techniques.<schedule>``: stages default to the hardware's processors;
     ``mini_batches`` to ``3 S + 2`` for ``S`` stages (at least ``2 S + 1``, so the
@@ -85,7 +88,8 @@ class PipelineConfig(Spec):
 
     stages: PositiveInt | None = None
     micro_batches: PositiveInt = 1
-    mini_batches: PositiveInt | None = None
+    # Each mini-batch is a copy of the step graph in the simulated schedule.
+    mini_batches: Annotated[int, Field(gt=0, le=MAX_MINI_BATCHES)] | None = None
 
 
 class PipeDreamConfig(PipelineConfig):

@@ -10,10 +10,12 @@ training run) or a documented synthetic curve; the simulator trains nothing.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from accelsim.config.files import read_text
 from accelsim.errors import ConfigError
 from accelsim.techniques.base import StepCost
 
@@ -32,24 +34,24 @@ def read_trace(path: Path, column: str, epochs: int, source: str, where: str) ->
         ConfigError: at ``where`` in ``source`` if the file is missing,
             malformed or lacks an epoch.
     """
+    text = read_text(path, ConfigError, source, where)
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as exc:
-        raise ConfigError.single(
-            source, where, f"cannot read the trace: {exc.strerror}", str(path)
-        ) from None
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise ConfigError.single(source, where, f"malformed CSV: {exc}", str(path)) from None
     sums: dict[int, list[float]] = {}
     for line, row in enumerate(rows, start=2):
         try:
             epoch, value = int(row["epoch"]), float(row[column])
         except (KeyError, TypeError, ValueError):
+            value = math.nan
+        if not math.isfinite(value):
             raise ConfigError.single(
                 source,
                 where,
-                f"line {line}: expected columns epoch, batch, {column} with numbers",
+                f"line {line}: expected columns epoch, batch, {column} with finite numbers",
                 str(path),
-            ) from None
+            )
         sums.setdefault(epoch, []).append(value)
     missing = [e for e in range(epochs) if e not in sums]
     if missing:

@@ -28,7 +28,7 @@ import numpy as np
 import simpy
 
 from accelsim.config.hardware import DramSharing, HardwareSpec
-from accelsim.errors import SimulationError
+from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import Channel
 from accelsim.timing.costs import UNIT_COMM, OpCosts
@@ -110,6 +110,12 @@ class _Engine:
             self.queues[key].put(simpy.PriorityItem((priority, i), i))
 
     def _finish(self, i: int) -> None:
+        if self.env.now > MAX_COUNT:
+            raise LimitError(
+                f"the step takes more than 2^53 cycles ({MAX_COUNT:.3g}), beyond what is"
+                " counted exactly; raise the DRAM or interconnect bandwidth, lower their"
+                " latency_cycles or the batch size",
+            )
         self.end[i] = self.env.now
         for s in self.successors[i]:
             self.waiting[s] -= 1
@@ -173,5 +179,6 @@ def simulate(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trace:
 
     Raises:
         SimulationError: if some op can never run.
+        LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
     return _Engine(graph, costs, hw).run()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelsim.config.files import read_text
 from accelsim.errors import Problem, WorkloadError
 
 
@@ -34,10 +35,7 @@ def read_topology(path: Path) -> list[TopologyLayer]:
             or a file without layers.
     """
     name = str(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise WorkloadError.single(name, "", f"cannot read topology: {exc.strerror}") from None
+    lines = read_text(path, WorkloadError, name).splitlines()
     layers: list[TopologyLayer] = []
     problems: list[Problem] = []
     header = True

@@ -1,0 +1,38 @@
+"""The largest step accelsim simulates: every count stays exact and inside int64.
+
+Counts are kept in int64 arrays (NumPy and Numba kernels), which wrap around
+silently, and converted to float64 for rates and energies.  A step whose MACs,
+vector ops or bytes moved exceed :data:`MAX_COUNT` (2^53, the largest integer a
+float64 holds exactly, 9.0e15; VGG-16 at batch 100,000 needs 4.6e15 MACs) is
+rejected before it is simulated, naming the batch size and the limit; a step
+whose simulated time exceeds it stops the engine (:mod:`accelsim.timing.engine`).
+"""
+
+from __future__ import annotations
+
+from accelsim.errors import MAX_COUNT, Problem
+from accelsim.graph.ops import GemmOp, OpGraph, VectorOp
+from accelsim.graph.queries import reads_of, writes_of
+
+
+def step_totals(graph: OpGraph) -> dict[str, int]:
+    """MACs, vector ops and bytes read and written by the ops of ``graph`` (exact ints)."""
+    macs = sum(op.macs for op in graph.ops if isinstance(op, GemmOp))
+    vector_ops = sum(op.vector_ops for op in graph.ops if isinstance(op, VectorOp))
+    moved = sum(a.bytes for op in graph.ops for a in (*reads_of(op), *writes_of(op)))
+    return {"MACs": macs, "vector ops": vector_ops, "bytes read and written": moved}
+
+
+def limit_problems(graph: OpGraph, source: str, batch_size: int) -> list[Problem]:
+    """One problem per total of ``graph`` above :data:`MAX_COUNT`, blamed on the batch size."""
+    return [
+        Problem(
+            source,
+            "batch_size",
+            f"the step's {quantity} ({value:.3g}) exceed the limit of 2^53 ({MAX_COUNT:.3g});"
+            " lower the batch size or the workload's layer sizes",
+            batch_size,
+        )
+        for quantity, value in step_totals(graph).items()
+        if value > MAX_COUNT
+    ]
