@@ -110,6 +110,9 @@ class Schedule(Technique):
         assert isinstance(self.config, PipelineConfig)
         return self.config
 
+    def accumulated_micro_batches(self) -> int:
+        return self.settings.micro_batches
+
     def places(self) -> bool:
         return True
 
@@ -147,6 +150,15 @@ class Schedule(Technique):
                     self.where("micro_batches"),
                     f"must divide the batch size {batch}",
                     cfg.micro_batches,
+                )
+            )
+        if load.run.optimizer.clip_global_norm is not None:
+            problems.append(
+                Problem(
+                    self.source,
+                    "optimizer.clip_global_norm",
+                    "global-norm clipping across pipeline stages is not modelled",
+                    load.run.optimizer.clip_global_norm,
                 )
             )
         return problems
@@ -246,7 +258,7 @@ class Schedule(Technique):
         builder = GraphBuilder(ctx.hardware.word_bytes)
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
-        optimizer = ctx.run.optimizer.kind
+        optimizer = ctx.run.optimizer
         first: list[Parameter] = []
         for j in range(mini_batches):
             start = len(builder.ops)
@@ -259,16 +271,16 @@ class Schedule(Technique):
             backward_done = _stage_sinks(builder, start)
             for p, param in enumerate(copies[0]):
                 stage = stage_of[param.layer]
-                (op,) = add_updates(
+                for op in add_updates(
                     builder,
                     [param],
                     optimizer,
                     after=backward_done.get(stage, ()),
                     gradient_ready={param.weight.name: ready[p]},
                     tag=Tag(mini_batch=j),
-                )
-                builder.processor[op] = stage
-                updates.setdefault((j, stage), []).append(op)
+                ):
+                    builder.processor[op] = stage
+                    updates.setdefault((j, stage), []).append(op)
             self._order(builder, start, j, plan.stages, updates, priority, defer)
         # The graph's parameters are the first micro-batch's: one copy of the weights.
         return passes.insert_transfers(builder.build(first, priority=priority))
