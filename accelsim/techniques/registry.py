@@ -8,12 +8,20 @@ from accelsim.config.validate import join_path, suggest, validate_data
 from accelsim.errors import ConfigError, Problem
 from accelsim.techniques.base import Technique
 from accelsim.techniques.gradient_prediction import GradientPrediction
+from accelsim.techniques.gradient_skipping import GradientSkipping
 from accelsim.techniques.optimizer_fusion import OptimizerFusion
 from accelsim.techniques.pipelining import GPipe, LayerPipe, PipeDream
 
 REGISTRY: dict[str, type[Technique]] = {
     cls.name: cls
-    for cls in (GradientPrediction, GPipe, PipeDream, LayerPipe, OptimizerFusion)
+    for cls in (
+        GradientPrediction,
+        GradientSkipping,
+        GPipe,
+        PipeDream,
+        LayerPipe,
+        OptimizerFusion,
+    )
 }
 
 
