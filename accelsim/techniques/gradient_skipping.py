@@ -9,8 +9,8 @@ and weights); its work runs on the vector unit at update time (see
 one op per parameter over its groups' EMA state).  Each step every group draws
 whether it is skipped, so a skipped group is re-checked whenever a later draw
 computes it.  The simulator trains nothing: the cost of a step depends only on
-how many groups are skipped, and the expected count ``round(p * groups)`` is
-used.
+how many groups are skipped, and the expected count ``p * groups`` (rounded
+half up) is used.
 
 Groups (``grouping``):
 
@@ -44,6 +44,7 @@ levels).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
@@ -159,7 +160,7 @@ def _plan(
     plan = {p.weight.name: _Kept(None, 0, 0, 0) for p in graph.parameters}
     if grouping is Grouping.LAYER:
         layers = list(dict.fromkeys(p.layer for p in trained))
-        skipped = set(layers[: round(fraction * len(layers))])
+        skipped = set(layers[: skipped_count(fraction, len(layers))])
         for p in trained:
             keep = 0 if p.layer in skipped else 1
             plan[p.weight.name] = _Kept(None, 1, keep, p.update_elements * keep)
@@ -171,7 +172,7 @@ def _plan(
             plan[p.weight.name] = _Kept(None, 0, -1, p.update_elements)
             continue
         groups = op.m if grouping is Grouping.FILTER else op.n // width
-        keep = groups - round(fraction * groups)
+        keep = groups - skipped_count(fraction, groups)
         gemm = None
         if 0 < keep < groups and grouping is Grouping.FILTER:
             gemm = dataclasses.replace(op, m=keep, a_elements=op.a_elements * keep // groups)
@@ -181,6 +182,11 @@ def _plan(
         updated = p.update_elements * keep // groups
         plan[p.weight.name] = _Kept(gemm, groups * op.count, keep * op.count, updated)
     return plan
+
+
+def skipped_count(fraction: float, groups: int) -> int:
+    """How many of ``groups`` a step skips: the expected count, rounded half up."""
+    return math.floor(fraction * groups + 0.5)
 
 
 def _column_width(p: Parameter, op: GemmOp, info: LayerInfo) -> int | None:

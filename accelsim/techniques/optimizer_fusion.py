@@ -335,14 +335,21 @@ def backward_fused(graph: OpGraph, hw: HardwareSpec) -> OpGraph:
 
 
 def forward_fused(graph: OpGraph, hw: HardwareSpec, optimizer: OptimizerSpec) -> OpGraph:
-    """Every trained parameter updated just before its layer's first forward read of it."""
+    """Every trained parameter updated just before its layer's first forward read of it
+    (or its layer's first forward op, for a parameter no forward op reads)."""
     unit = main_array(hw)
     trained = {p.weight.name: p for p in graph.parameters if p.grad_op >= 0}
+    readers = _weight_readers(graph)
+    first_forward: dict[str, int] = {}
+    for op in graph.ops:
+        if op.phase is Phase.FWD:
+            first_forward.setdefault(op.layer, op.op_id)
     first_read: dict[int, list[Parameter]] = {}
-    for name, ops in _weight_readers(graph).items():
-        forward = [op for op in ops if op.phase is Phase.FWD]
-        if name in trained and forward:
-            first_read.setdefault(forward[0].op_id, []).append(trained[name])
+    for name, p in trained.items():
+        forward = [op.op_id for op in readers.get(name, ()) if op.phase is Phase.FWD]
+        at = forward[0] if forward else first_forward.get(p.layer)
+        if at is not None:
+            first_read.setdefault(at, []).append(p)
     updates: dict[str, int] = {}
 
     def emit(builder: GraphBuilder, op: Op) -> None:
@@ -359,7 +366,10 @@ def forward_fused(graph: OpGraph, hw: HardwareSpec, optimizer: OptimizerSpec) ->
     for old, params in first_read.items():
         (new,) = ids[old]
         op = ops[new]
-        swap = {p.weight.name: resident[p.weight.name] for p in params if p.weight.name in resident}
+        reads = {a.tensor.name for a in queries.reads_of(graph.ops[old])}
+        swap = {
+            n: resident[n] for n in (p.weight.name for p in params) if n in resident and n in reads
+        }
         wait = {updates[p.weight.name] for p in params}
         ops[new] = dataclasses.replace(
             _reading(op, swap),
