@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from accelsim.config.run import OptimizerKind
-from accelsim.errors import ConfigError
-from accelsim.graph.ops import CommOp, GemmOp, Phase, UpdateTiming, VectorOp
 from accelsim.driver.inputs import load_inputs
+from accelsim.errors import ConfigError
+from accelsim.graph.ops import GemmOp, Phase, UpdateTiming, VectorOp
 from accelsim.report.result import RunResult
 from accelsim.techniques.optimizer_fusion import (
     FusionMode,
