@@ -168,9 +168,10 @@ def test_training_report_bounds_and_upper_bound(tmp_path: Path) -> None:
     assert report is not None
     assert 1 < report["speedup"] <= report["speedup_bound"]
     assert report["by_kind"][GS]["dw_macs"] * 2 == report["base_macs"]["dw_macs"]
-    upper = report["upper_bound"]
-    assert upper["speedup"] > report["speedup"]
+    upper, dx_kept = report["upper_bound"], report["upper_bound_dx_kept"]
+    assert upper["speedup"] > dx_kept["speedup"] > report["speedup"]
     assert upper["step"]["cycles"] >= upper["step"]["bound_cycles"]
+    assert upper["step"]["cycles"] < dx_kept["step"]["cycles"] < result.base.total_cycles
 
 
 def test_trace_schedule_interpolates_between_levels(tmp_path: Path) -> None:
