@@ -208,3 +208,16 @@ def test_composes_with_skipping_adagp_and_pipedream(tmp_path: Path) -> None:
     # backward-fused: it waits for its layer's gradient, not for the stage's whole backward
     assert dw.op_id in update.after
     assert {op.tag.mini_batch for op in bp.graph.ops} == set(range(8))
+
+
+def test_forward_fusion_updates_only_the_kept_groups(tmp_path: Path) -> None:
+    techniques = f"{{gradient_skipping: {{skip_fraction: 0.25}}, {OF}: {{mode: forward}}}}"
+    result = train(tiny_run(tmp_path, techniques, "adam"))
+    step = result.steps["gradient_skipping"]
+    update, forward = by_name(step, "fc2.W.update"), by_name(step, "fc2.fwd")
+    assert isinstance(update, VectorOp) and isinstance(forward, GemmOp)
+    assert update.elements == 192 * 512 and update.op_id in forward.after
+    # skipping's monitor rides along the fused update: Adam's 13 ops and 4 more
+    assert update.ops_per_element == 13 + 4
+    report = result.training
+    assert report is not None and report["composed"][OF]["mode"] == "forward"

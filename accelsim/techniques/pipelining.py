@@ -43,7 +43,7 @@ from accelsim.config.base import PositiveInt, Spec
 from accelsim.errors import Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, OpGraph, Parameter, Phase, Tag, TensorKind
+from accelsim.graph.ops import Access, GemmOp, OpGraph, Parameter, Phase, Tag, TensorKind
 from accelsim.graph.queries import BACKWARD
 from accelsim.lowering.optimizer import add_updates
 from accelsim.mapping.placement import StepGraph
@@ -465,7 +465,7 @@ def _accumulate(
     for p, first in enumerate(copies[0]):
         parts = [c[p].gradient for c in copies]
         total = builder.tensor(
-            f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.gradient.elements
+            f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.update_elements
         )
         op = builder.vector(
             f"{first.weight.name}.grad_sum",
@@ -473,7 +473,7 @@ def _accumulate(
             Phase.BWD_WEIGHT,
             total.elements,
             len(parts) - 1,
-            parts,
+            [Access(part, total.elements) for part in parts],
             [total],
             tag=tag,
         )
