@@ -233,3 +233,32 @@ def test_bad_settings_are_config_errors(
 def test_trace_schedule_defines_kinds_so_it_cannot_join_adagp(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at most one technique may define"):
         load_inputs(tiny_run(tmp_path, f"{{{GS}: {{}}, gradient_prediction: {{}}}}"))
+
+
+CONV = """name: tinyconv
+description: two 3x3 convs and a classifier
+input: {kind: image, channels: 16, height: 8, width: 8}
+layers:
+  - {name: c1, kind: conv2d, out_channels: 64, kernel: 3, padding: 1}
+  - {name: r1, kind: activation, function: relu}
+  - {name: c2, kind: conv2d, out_channels: 32, kernel: 3, padding: 1}
+  - {name: flat, kind: flatten}
+  - {name: fc, kind: linear, out_features: 10}
+  - {name: loss, kind: cross_entropy}
+"""
+
+
+@pytest.mark.parametrize(("grouping", "m", "n"), [("filter", 24, 64 * 9), ("row", 32, 48 * 9)])
+def test_conv_groups_are_filters_or_input_channels(
+    tmp_path: Path, grouping: str, m: int, n: int
+) -> None:
+    path = tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.25, grouping: {grouping}}}}}")
+    (tmp_path / "tiny.yaml").write_text(CONV, encoding="utf-8")
+    result = train(path)
+    step, base = result.steps[GS], result.base
+    # c2's dW: (32 filters) x (64 input channels x 3 x 3) x (batch x 8 x 8 positions)
+    dw = gemm(step, "c2.dw")
+    assert (dw.m, dw.n, dw.k) == (m, n, BATCH * 8 * 8)
+    assert int(step.trace.costs.macs[dw.op_id]) == m * n * BATCH * 64
+    assert vector(step, "c2.W.update").elements == m * n
+    assert macs(step, Phase.BWD_INPUT) == macs(base, Phase.BWD_INPUT)

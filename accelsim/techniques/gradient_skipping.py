@@ -393,6 +393,10 @@ class GradientSkipping(Technique):
                 }
                 for key, (cost, note) in bounds.items()
             },
+            **{
+                f"{key}_speedup": base.total_cycles / cost.cycles
+                for key, (cost, _) in bounds.items()
+            },
         }
 
 
