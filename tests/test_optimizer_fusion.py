@@ -221,3 +221,14 @@ def test_forward_fusion_updates_only_the_kept_groups(tmp_path: Path) -> None:
     assert update.ops_per_element == 13 + 4
     report = result.training
     assert report is not None and report["composed"][OF]["mode"] == "forward"
+
+
+def test_forward_fusion_keeps_clipping(tmp_path: Path) -> None:
+    # the norm still reads every gradient after the backward pass; the fused updates
+    # (next step's) scale by it
+    _, step = fused(tmp_path, "forward", "sgd, clip_global_norm: 1.0")
+    norm = by_name(step, "grad_norm")
+    assert norm.elements == 2 * 256 * 512 + 256 * 10 + BIASES
+    update = by_name(step, "fc2.W.update")
+    assert isinstance(update, VectorOp) and update.ops_per_element == 2 + 1
+    assert update.op_id < by_name(step, "fc2.fwd").op_id < norm.op_id

@@ -144,20 +144,23 @@ def add_updates(
     ready_of = {
         p.weight.name: (gradient_ready or {}).get(p.weight.name, p.grad_op) for p in parameters
     }
-    placed = [p for p in parameters if p.grad_op >= 0 and p.update is not UpdateTiming.FORWARD]
-    clip = optimizer.clip_global_norm is not None and bool(placed)
+    trained = [p for p in parameters if p.grad_op >= 0]
+    placed = [p for p in trained if p.update is not UpdateTiming.FORWARD]
+    clip = optimizer.clip_global_norm is not None and bool(trained)
     if clip:
+        # over every gradient, forward-fused ones too (their updates, in the next
+        # step's forward pass, scale by this norm)
         norm = builder.tensor("grad_norm", TensorKind.OPTIMIZER_STATE, 1)
-        total = sum(p.update_elements for p in placed)
+        total = sum(p.update_elements for p in trained)
         norm_op = builder.vector(
             "grad_norm",
             "",
             Phase.UPDATE,
             total,
             CLIP_NORM_OPS_PER_ELEMENT,
-            reads=[Access(p.gradient, p.update_elements) for p in placed],
+            reads=[Access(p.gradient, p.update_elements) for p in trained],
             writes=[norm],
-            after=(*barrier, *(ready_of[p.weight.name] for p in placed)),
+            after=(*barrier, *(ready_of[p.weight.name] for p in trained)),
             tag=tag,
         )
         barrier = (*barrier, norm_op)

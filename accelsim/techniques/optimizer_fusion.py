@@ -354,7 +354,8 @@ def forward_fused(graph: OpGraph, hw: HardwareSpec, optimizer: OptimizerSpec) ->
 
     def emit(builder: GraphBuilder, op: Op) -> None:
         for p in first_read.get(op.op_id, []):
-            updates[p.weight.name] = update_op(builder, p, optimizer, after=())[0]
+            clipped = optimizer.clip_global_norm is not None
+            updates[p.weight.name] = update_op(builder, p, optimizer, (), clipped=clipped)[0]
 
     rewritten, ids = passes.rewrite(graph, hw.word_bytes, emit_before=emit)
     resident = {
