@@ -32,6 +32,7 @@ from accelsim.config.base import Convention
 from accelsim.config.loader import load_energy, parse_sets, read_yaml
 from accelsim.driver.inputs import (
     RunInputs,
+    SuiteEntry,
     load_inputs,
     resolved_config,
     suite_entries,
@@ -71,6 +72,7 @@ __all__ = [
     "RunInputs",
     "RunResult",
     "SimulationError",
+    "SuiteEntry",
     "TopologyLayer",
     "TrainingResult",
     "WorkloadError",

@@ -49,6 +49,7 @@ DEFAULT = "gpipe,pipedream,pipedream_replicated,layerpipe"
 
 def main() -> int:
     from accelsim import (
+        SuiteEntry,
         parse_sets,
         plot_pipeline_sweep,
         simulate_training,
@@ -56,7 +57,6 @@ def main() -> int:
         suite_inputs,
         write_csv,
     )
-    from accelsim.driver.inputs import SuiteEntry
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-processors", type=int, default=9)

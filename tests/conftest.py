@@ -11,7 +11,7 @@ import pytest
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import Override, load_energy, load_hardware, read_yaml
-from accelsim.config.run import AssignmentPolicy, OptimizerKind, StridedDx
+from accelsim.config.run import AssignmentPolicy, OptimizerKind, OptimizerSpec, StridedDx
 from accelsim.config.validate import validate_data
 from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from accelsim.lowering.infer import infer_shapes
@@ -50,7 +50,8 @@ def assign(
     def step(samples: int) -> OpGraph:
         return lower(infos, workload, samples, hw.word_bytes, strided_dx)
 
-    return place(policy, step, batch, hw.processors, optimizer, hw.word_bytes)
+    spec = OptimizerSpec(kind=optimizer)
+    return place(policy, step, batch, hw.processors, spec, hw.word_bytes)
 
 
 @cache

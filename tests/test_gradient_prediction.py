@@ -205,7 +205,7 @@ def test_bad_technique_configs_are_reported(tmp_path: Path) -> None:
     with pytest.raises(
         ConfigError,
         match=r"techniques.gradient_predictio: unknown technique; "
-        r"did you mean 'gradient_prediction'\?",
+        r"did you mean 'gradient_prediction'",
     ):
         load_inputs(path, parse_sets(["run.techniques={gradient_predictio: {}}"]))
     with pytest.raises(

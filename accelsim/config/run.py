@@ -17,6 +17,7 @@ from accelsim.config.base import (
     Name,
     NonNegativeInt,
     PathName,
+    PositiveFloat,
     PositiveInt,
     Spec,
 )
@@ -73,7 +74,11 @@ class PsumPolicy(str, Enum):
 
 
 class OptimizerSpec(Spec):
+    """The optimizer.  ``clip_global_norm``: clip the gradients to this global L2
+    norm (one pass over every gradient before any update; none by default)."""
+
     kind: Annotated[OptimizerKind, Field(strict=False)] = OptimizerKind.SGD
+    clip_global_norm: PositiveFloat | None = None
 
 
 class TimingSpec(Spec):

@@ -97,7 +97,7 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
     workload, infos = model
     source = display_path(run_file.path)
     techniques = load_techniques(run_file.run.techniques, source)
-    load = LoadContext(run_file.run, run_file.path, hardware, tuple(infos))
+    load = LoadContext(run_file.run, run_file.path, hardware, tuple(infos), tuple(techniques))
     problems = [
         *_run_problems(run_file.run, hardware, source),
         *compose_problems(techniques, source),

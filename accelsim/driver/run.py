@@ -88,7 +88,7 @@ class _Run:
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
         return placement.place(
-            run.assignment, step, run.batch_size, hw.processors, run.optimizer.kind, hw.word_bytes
+            run.assignment, step, run.batch_size, hw.processors, run.optimizer, hw.word_bytes
         )
 
     def forget(self) -> None:

@@ -91,6 +91,10 @@ class GraphBuilder:
         self._on_chip.add(tensor.name)
         return tensor
 
+    def is_on_chip(self, name: str) -> bool:
+        """Whether the tensor ``name`` never travels to DRAM."""
+        return name in self._on_chip
+
     def alias(self, tensor: Tensor, parts: Iterable[Tensor]) -> Tensor:
         """Declare ``tensor`` a view over ``parts``: it is ready when they all are."""
         ids: set[int] = set()

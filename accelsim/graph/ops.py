@@ -194,12 +194,30 @@ class TransferOp:
 Op = GemmOp | VectorOp | CommOp | TransferOp
 
 
+class UpdateTiming(str, Enum):
+    """When a parameter's optimizer update runs (optimizer fusion).
+
+    ``EAGER``: after the whole backward pass (``loss.backward(); optimizer.step()``);
+    ``BACKWARD``: as soon as its gradient is final and the ops reading the old
+    weight have read it; ``FORWARD``: in the step graph, just before the layer's
+    next forward pass, with the previous step's gradient (placement adds no
+    update for it).
+    """
+
+    EAGER = "eager"
+    BACKWARD = "backward"
+    FORWARD = "forward"
+
+
 @dataclass(frozen=True)
 class Parameter:
     """A trainable tensor with its gradient and the op that finishes the gradient.
 
     ``rows`` is the tensor's leading (output-channel) dimension; ``grad_op`` is -1
-    while no op computes the gradient.
+    while no op computes the gradient.  ``updated_elements`` is how many of its
+    elements the optimizer updates (-1: all; fewer when a technique skips groups),
+    ``monitor_groups`` the parameter groups whose convergence the update monitors
+    (0: none), and ``update`` when the update runs.
     """
 
     layer: str
@@ -208,6 +226,14 @@ class Parameter:
     grad_op: int
     kind: ParamKind
     rows: int
+    updated_elements: int = -1
+    monitor_groups: int = 0
+    update: UpdateTiming = UpdateTiming.EAGER
+
+    @property
+    def update_elements(self) -> int:
+        """Elements the optimizer updates in a step."""
+        return self.weight.elements if self.updated_elements < 0 else self.updated_elements
 
 
 @dataclass(frozen=True)

@@ -132,13 +132,15 @@ def rewrite(
     words: WordBytesSpec,
     drop: Callable[[Op], bool] = lambda op: False,
     emit_after: EmitAfter | None = None,
+    emit_before: EmitAfter | None = None,
 ) -> tuple[OpGraph, dict[int, tuple[int, ...]]]:
     """Drop the ops ``drop`` selects and let ``emit_after`` add ops after each kept op.
 
     ``emit_after(builder, op)`` receives ``op`` as it was in ``graph`` and a
     builder positioned right after its renumbered copy, whose producer table
-    covers every op so far, and emits into it.  Ops that waited for a dropped op
-    no longer wait for it.
+    covers every op so far, and emits into it; ``emit_before`` likewise, right
+    before the copy (which does not wait for what it emits).  Ops that waited
+    for a dropped op no longer wait for it.
 
     Returns:
         The new graph (parameters' ``grad_op`` remapped, -1 where dropped) and
@@ -152,6 +154,8 @@ def rewrite(
         if drop(op):
             ids[op.op_id] = ()
             continue
+        if emit_before is not None:
+            emit_before(builder, op)
         new = _relink(op, len(builder.ops), ids)
         builder.append(new, graph.processor[op.op_id])
         ids[op.op_id] = (new.op_id,)

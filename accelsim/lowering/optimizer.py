@@ -2,65 +2,184 @@
 
 One vector op per parameter tensor reads the weight, its gradient and the
 optimizer's state tensors and writes the weight and the states (0 state tensors
-for SGD, 1 for momentum, 2 for Adam).  Updates run after the backward pass, as in
-eager ``loss.backward(); optimizer.step()``.
+for SGD, 1 for momentum, 2 for Adam).  By default updates run after the backward
+pass, as in eager ``loss.backward(); optimizer.step()``; a parameter's
+``update`` timing moves them (optimizer fusion):
+
+* ``BACKWARD``: right after the gradient is final (its all-reduce, if any) and
+  every op reading the old weight has read it; the update reads the weight from
+  its on-chip copy (:func:`buffered`) when the graph keeps that copy on chip;
+* ``FORWARD``: the update is already in the step graph, before the layer's
+  forward pass (:func:`update_op`), so none is added here.
+
+Only ``updated_elements`` of a parameter are updated (a technique that skips
+groups shrinks it), and a parameter with ``monitor_groups`` also pays a
+convergence monitor: ``MONITOR_OPS_PER_ELEMENT`` more ops per updated element in
+the update, then one small op per parameter folding the per-group norms into an
+exponential moving average (``MONITOR_OPS_PER_GROUP`` ops per group, the EMA
+kept as an optimizer-state tensor of one value per group).
+
+Global-norm gradient clipping (``clip_global_norm``) adds one op reading every
+gradient (square and accumulate) that all updates wait for, and one op per
+element to each update (the scaling).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from accelsim.config.run import OptimizerKind
+from accelsim.config.run import OptimizerSpec
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import Parameter, Phase, Tag, TensorKind
+from accelsim.graph.ops import (
+    Access,
+    Op,
+    Parameter,
+    Phase,
+    Tag,
+    Tensor,
+    TensorKind,
+    UpdateTiming,
+)
+from accelsim.graph.queries import reads_of
+
+# |dw| and |w| (abs), and their two sums per group, fused into the update [D].
+MONITOR_OPS_PER_ELEMENT = 4
+# ratio of the group norms, and the EMA (multiply, fused multiply-add) [D].
+MONITOR_OPS_PER_GROUP = 3
+# the square and the sum of the global gradient norm, then the scaling [D].
+CLIP_NORM_OPS_PER_ELEMENT = 2
+CLIP_SCALE_OPS_PER_ELEMENT = 1
+
+BUFFERED = "@buffer"
+
+
+def buffered(weight: Tensor) -> Tensor:
+    """The copy of ``weight`` that an array's buffer holds: reads of it cost no DRAM
+    traffic when the graph keeps it on chip (its name is in ``on_chip``)."""
+    return dataclasses.replace(weight, name=weight.name + BUFFERED)
+
+
+def update_op(
+    builder: GraphBuilder,
+    p: Parameter,
+    optimizer: OptimizerSpec,
+    after: Iterable[int],
+    tag: Tag | None = None,
+    weight_read: Tensor | None = None,
+    clipped: bool = False,
+) -> list[int]:
+    """One parameter's update (and its monitor, if any) after the ops in ``after``.
+
+    ``weight_read`` is the tensor the update reads the weight from (default: the
+    weight in DRAM).
+
+    Returns:
+        The update op, then the monitor op if the parameter is monitored.
+    """
+    kind = optimizer.kind
+    elements = p.update_elements
+    states = [
+        builder.tensor(f"{p.weight.name}.state{j}", TensorKind.OPTIMIZER_STATE, p.weight.elements)
+        for j in range(kind.state_tensors)
+    ]
+    ops = kind.ops_per_element
+    ops += MONITOR_OPS_PER_ELEMENT if p.monitor_groups else 0
+    ops += CLIP_SCALE_OPS_PER_ELEMENT if clipped else 0
+    weight = weight_read if weight_read is not None else p.weight
+    short = p.weight.name.rpartition("/")[2]
+    update = builder.vector(
+        f"{short}.update",
+        p.layer,
+        Phase.UPDATE,
+        elements,
+        ops,
+        reads=[Access(t, elements) for t in (weight, p.gradient, *states)],
+        writes=[Access(t, elements) for t in (p.weight, *states)],
+        after=after,
+        tag=tag,
+    )
+    if not p.monitor_groups:
+        return [update]
+    ema = builder.tensor(f"{p.weight.name}.ema", TensorKind.OPTIMIZER_STATE, p.monitor_groups)
+    monitor = builder.vector(
+        f"{short}.monitor",
+        p.layer,
+        Phase.UPDATE,
+        p.monitor_groups,
+        MONITOR_OPS_PER_GROUP,
+        reads=[ema],
+        writes=[ema],
+        after=(update,),
+        tag=tag,
+    )
+    return [update, monitor]
 
 
 def add_updates(
     builder: GraphBuilder,
     parameters: Sequence[Parameter],
-    optimizer: OptimizerKind,
+    optimizer: OptimizerSpec,
     after: Iterable[int],
     gradient_ready: Mapping[str, int] | None = None,
     tag: Tag | None = None,
 ) -> list[int]:
-    """Add one update per trained parameter tensor (those with a gradient op).
+    """Add the updates of the trained parameter tensors (those with a gradient op).
 
     Args:
         builder: Builder of the graph that computes the gradients.
         parameters: The trainable tensors.
-        optimizer: Decides the state tensors and ops per element.
-        after: Ops every update waits for (the end of the backward pass).
+        optimizer: Decides the state tensors, ops per element and clipping.
+        after: Ops every eager update waits for (the end of the backward pass).
         gradient_ready: Op that makes each gradient final, by weight name
             (an all-reduce or a sum over micro-batches), instead of the op that
             computed it.
         tag: The updates' tag (default: the builder's).
 
     Returns:
-        The update ops, in the order of ``parameters``.
+        The ops added: the clipping norm if any, then per parameter (none for
+        one updated in the step graph, ``FORWARD``) its update and its monitor.
     """
     barrier = tuple(after)
-    ids = []
-    for p in parameters:
-        if p.grad_op < 0:
-            continue
-        states = [
-            builder.tensor(
-                f"{p.weight.name}.state{j}", TensorKind.OPTIMIZER_STATE, p.weight.elements
-            )
-            for j in range(optimizer.state_tensors)
-        ]
-        ready = (gradient_ready or {}).get(p.weight.name, p.grad_op)
-        ids.append(
-            builder.vector(
-                f"{p.weight.name.rpartition('/')[2]}.update",
-                p.layer,
-                Phase.UPDATE,
-                p.weight.elements,
-                optimizer.ops_per_element,
-                reads=[p.weight, p.gradient, *states],
-                writes=[p.weight, *states],
-                after=(*barrier, ready),
-                tag=tag,
-            )
+    ready_of = {
+        p.weight.name: (gradient_ready or {}).get(p.weight.name, p.grad_op) for p in parameters
+    }
+    trained = [p for p in parameters if p.grad_op >= 0]
+    placed = [p for p in trained if p.update is not UpdateTiming.FORWARD]
+    clip = optimizer.clip_global_norm is not None and bool(trained)
+    if clip:
+        # over every gradient, forward-fused ones too (their updates, in the next
+        # step's forward pass, scale by this norm)
+        norm = builder.tensor("grad_norm", TensorKind.OPTIMIZER_STATE, 1)
+        total = sum(p.update_elements for p in trained)
+        norm_op = builder.vector(
+            "grad_norm",
+            "",
+            Phase.UPDATE,
+            total,
+            CLIP_NORM_OPS_PER_ELEMENT,
+            reads=[Access(p.gradient, p.update_elements) for p in trained],
+            writes=[norm],
+            after=(*barrier, *(ready_of[p.weight.name] for p in trained)),
+            tag=tag,
         )
+        barrier = (*barrier, norm_op)
+    ids = [norm_op] if clip else []
+    for p in placed:
+        ready = ready_of[p.weight.name]
+        weight_read = None
+        if p.update is UpdateTiming.BACKWARD:
+            wait = (*_readers(builder.ops, p.weight.name), ready)
+            resident = buffered(p.weight)
+            if builder.is_on_chip(resident.name):
+                weight_read = resident
+        else:
+            wait = (*barrier, ready)
+        ids += update_op(builder, p, optimizer, wait, tag, weight_read, clip)
     return ids
+
+
+def _readers(ops: Sequence[Op], tensor: str) -> list[int]:
+    """The ops that read ``tensor`` (or its buffered copy)."""
+    names = (tensor, tensor + BUFFERED)
+    return [op.op_id for op in ops if any(a.tensor.name in names for a in reads_of(op))]

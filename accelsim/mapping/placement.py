@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing_extensions import assert_never
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.config.run import AssignmentPolicy, OptimizerKind
+from accelsim.config.run import AssignmentPolicy, OptimizerSpec
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import OpGraph, Parameter, Tag
@@ -60,7 +60,7 @@ def place(
     step: StepGraph,
     batch: int,
     processors: int,
-    optimizer: OptimizerKind,
+    optimizer: OptimizerSpec,
     words: WordBytesSpec,
 ) -> OpGraph:
     """The training step placed by ``policy``, with its optimizer updates.
@@ -77,7 +77,7 @@ def place(
             assert_never(policy)
 
 
-def single(graph: OpGraph, optimizer: OptimizerKind, words: WordBytesSpec) -> OpGraph:
+def single(graph: OpGraph, optimizer: OptimizerSpec, words: WordBytesSpec) -> OpGraph:
     """One replica's step on processor 0, its updates after its backward pass."""
     builder = GraphBuilder.extending(graph, words)
     add_updates(builder, graph.parameters, optimizer, after=backward_sinks(graph))
@@ -85,7 +85,7 @@ def single(graph: OpGraph, optimizer: OptimizerKind, words: WordBytesSpec) -> Op
 
 
 def data_parallel(
-    step: StepGraph, batch: int, processors: int, optimizer: OptimizerKind, words: WordBytesSpec
+    step: StepGraph, batch: int, processors: int, optimizer: OptimizerSpec, words: WordBytesSpec
 ) -> OpGraph:
     """One replica per processor, gradients all-reduced, then every replica's updates."""
     replicas = [
@@ -101,9 +101,7 @@ def data_parallel(
             if param.grad_op < 0:
                 continue
             name = param.weight.name.removeprefix("p0/")
-            tensor = builder.tensor(
-                f"{name}.allreduce", param.gradient.kind, param.gradient.elements
-            )
+            tensor = builder.tensor(f"{name}.allreduce", param.gradient.kind, param.update_elements)
             after = [replica[j].grad_op for replica in params]
             op = builder.allreduce(
                 f"{name}.allreduce", param.layer, tensor, tuple(range(processors)), after

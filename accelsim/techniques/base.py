@@ -104,12 +104,14 @@ class StepCost:
 
 @dataclass(frozen=True)
 class LoadContext:
-    """What a technique's load-time validation may read."""
+    """What a technique's load-time validation may read (``techniques``: every
+    technique of the run, this one included)."""
 
     run: RunSpec
     run_file: Path
     hardware: HardwareSpec
     infos: tuple[LayerInfo, ...]
+    techniques: tuple[Technique, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,10 @@ class Technique:
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
         """The step graph of ``kind`` with this technique applied."""
         return graph
+
+    def accumulated_micro_batches(self) -> int:
+        """Micro-batches whose gradients a step sums before it updates the weights."""
+        return 1
 
     def places(self) -> bool:
         """Whether this technique places the step on processors (:meth:`place`)."""

@@ -46,11 +46,11 @@ from pydantic import Field
 
 from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
 from accelsim.config.hardware import DramSharing
-from accelsim.config.run import OptimizerKind
+from accelsim.config.run import OptimizerSpec
 from accelsim.errors import Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tag, TensorKind
+from accelsim.graph.ops import Access, GemmOp, Op, OpGraph, Parameter, Phase, Tag, TensorKind
 from accelsim.graph.queries import BACKWARD
 from accelsim.lowering.optimizer import add_updates
 from accelsim.mapping import placement
@@ -176,6 +176,9 @@ class Schedule(Technique):
         assert isinstance(self.config, PipelineConfig)
         return self.config
 
+    def accumulated_micro_batches(self) -> int:
+        return self.settings.micro_batches
+
     def places(self) -> bool:
         return True
 
@@ -213,6 +216,15 @@ class Schedule(Technique):
                     self.where("micro_batches"),
                     f"must divide the batch size {batch}",
                     cfg.micro_batches,
+                )
+            )
+        if load.run.optimizer.clip_global_norm is not None:
+            problems.append(
+                Problem(
+                    self.source,
+                    "optimizer.clip_global_norm",
+                    "global-norm clipping across pipeline stages is not modelled",
+                    load.run.optimizer.clip_global_norm,
                 )
             )
         return problems
@@ -342,7 +354,7 @@ class Schedule(Technique):
                 proc = plan.processor(stage, j)
                 done.append(_Done(j, proc, params, backward_done.get(proc, ())))
                 if len(done) == copies_of or j == mini_batches - 1:
-                    _update(builder, done, ctx.run.optimizer.kind, updates)
+                    _update(builder, done, ctx.run.optimizer, updates)
                     done.clear()
             self._order(builder, start, j, plan, updates, priority, defer)
         # The graph's parameters are the first micro-batch's: one copy of the weights.
@@ -641,7 +653,7 @@ class LayerPipe(Schedule):
             )
         candidates: list[tuple[float, OpGraph, dict[TaskKey, int], list[int]]] = []
         for one in steps:
-            single = placement.single(one, ctx.run.optimizer.kind, ctx.hardware.word_bytes)
+            single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
             costs = measure_tasks(ctx.simulate(single))
             groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
             free = assign(costs, processors, link, groups)
@@ -705,16 +717,16 @@ class LayerPipe(Schedule):
             for p, param in enumerate(copies[0]):
                 home = on_update(where, param)
                 after = [*backward_done.get(home, ()), *reads_weights.get(param.layer, ())]
-                (op_id,) = add_updates(
+                for op_id in add_updates(
                     builder,
                     [param],
-                    ctx.run.optimizer.kind,
+                    ctx.run.optimizer,
                     after=after,
                     gradient_ready={param.weight.name: ready[p]},
                     tag=Tag(mini_batch=j),
-                )
-                builder.processor[op_id] = home
-                updates.setdefault((j, param.layer), []).append(op_id)
+                ):
+                    builder.processor[op_id] = home
+                    updates.setdefault((j, param.layer), []).append(op_id)
             for op_id in range(start, len(builder.ops)):
                 op = builder.ops[op_id]
                 earlier = j - layout.delays.get(op.layer, 1)
@@ -802,7 +814,7 @@ def _accumulate(
     for p, first in enumerate(copies[0]):
         parts = [c[p].gradient for c in copies]
         total = builder.tensor(
-            f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.gradient.elements
+            f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.update_elements
         )
         op = builder.vector(
             f"{first.weight.name}.grad_sum",
@@ -810,7 +822,7 @@ def _accumulate(
             Phase.BWD_WEIGHT,
             total.elements,
             len(parts) - 1,
-            parts,
+            [Access(part, total.elements) for part in parts],
             [total],
             tag=tag,
         )
@@ -838,7 +850,7 @@ class _Done:
 def _update(
     builder: GraphBuilder,
     done: list[_Done],
-    optimizer: OptimizerKind,
+    optimizer: OptimizerSpec,
     updates: dict[tuple[int, int], list[int]],
 ) -> None:
     """The updates after a round of a stage's mini-batches, one per replica.
@@ -866,16 +878,16 @@ def _update(
             builder.processor[ready] = procs[0]
         for d in done:
             mine = d.params[p][0]
-            (op,) = add_updates(
+            for op in add_updates(
                 builder,
                 [mine],
                 optimizer,
                 after=d.sinks,
                 gradient_ready={mine.weight.name: ready},
                 tag=Tag(mini_batch=d.j),
-            )
-            builder.processor[op] = d.processor
-            updates.setdefault((d.j, d.processor), []).append(op)
+            ):
+                builder.processor[op] = d.processor
+                updates.setdefault((d.j, d.processor), []).append(op)
 
 
 def _send_after_backward(

@@ -9,10 +9,21 @@ from accelsim.errors import ConfigError, Problem
 from accelsim.techniques.approximate_dropout import ApproximateDropout
 from accelsim.techniques.base import Technique
 from accelsim.techniques.gradient_prediction import GradientPrediction
+from accelsim.techniques.gradient_skipping import GradientSkipping
+from accelsim.techniques.optimizer_fusion import OptimizerFusion
 from accelsim.techniques.pipelining import GPipe, LayerPipe, PipeDream
 
 REGISTRY: dict[str, type[Technique]] = {
-    cls.name: cls for cls in (GradientPrediction, GPipe, PipeDream, LayerPipe, ApproximateDropout)
+    cls.name: cls
+    for cls in (
+        GradientPrediction,
+        GradientSkipping,
+        GPipe,
+        PipeDream,
+        LayerPipe,
+        OptimizerFusion,
+        ApproximateDropout,
+    )
 }
 
 

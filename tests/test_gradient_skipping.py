@@ -1,0 +1,264 @@
+"""Convergence-aware gradient skipping (techniques/gradient_skipping.py): hand-counted
+MACs and folds, the dead dX chain, the monitor, the schedule, the report, errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+
+from accelsim.config.loader import parse_sets
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_training
+from accelsim.errors import ConfigError
+from accelsim.graph.ops import CommOp, GemmOp, Phase, VectorOp
+from accelsim.report.result import RunResult, TrainingResult
+from accelsim.techniques.gradient_skipping import GradientSkipping, GradientSkippingConfig
+from tests.conftest import ROOT
+
+GS = "gradient_skipping"
+BATCH = 32
+# tiny MLP 256-512-256-10 with biases: every tensor fits on chip on the default hardware
+TINY = """name: tiny
+description: tiny MLP 256-512-256-10
+input: {kind: vector, features: 256}
+layers:
+  - {name: fc1, kind: linear, out_features: 512}
+  - {name: relu1, kind: activation, function: relu}
+  - {name: fc2, kind: linear, out_features: 256}
+  - {name: relu2, kind: activation, function: relu}
+  - {name: fc3, kind: linear, out_features: 10}
+  - {name: loss, kind: cross_entropy}
+"""
+
+
+def tiny_run(tmp_path: Path, techniques: str, optimizer: str = "sgd", extra: str = "") -> Path:
+    (tmp_path / "tiny.yaml").write_text(TINY, encoding="utf-8")
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "\n".join(
+            [
+                "name: tiny",
+                f"hardware: {ROOT / 'configs/hardware/default.yaml'}",
+                "workload: tiny.yaml",
+                f"energy: {ROOT / 'configs/energy/horowitz45.yaml'}",
+                f"batch_size: {BATCH}",
+                f"optimizer: {{kind: {optimizer}}}",
+                f"techniques: {techniques}",
+                extra,
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def train(path: Path, *sets: str) -> TrainingResult:
+    return simulate_training(load_inputs(path, parse_sets(list(sets))))
+
+
+def gemm(result: RunResult, name: str) -> GemmOp:
+    (op,) = [o for o in result.graph.ops if isinstance(o, GemmOp) and o.name == name]
+    return op
+
+
+def vector(result: RunResult, name: str) -> VectorOp:
+    (op,) = [o for o in result.graph.ops if isinstance(o, VectorOp) and o.name == name]
+    return op
+
+
+def macs(result: RunResult, phase: Phase) -> int:
+    costs = result.trace.costs
+    return sum(int(costs.macs[op.op_id]) for op in result.graph.ops if op.phase is phase)
+
+
+def test_skipping_nothing_is_the_baseline_byte_for_byte(tmp_path: Path) -> None:
+    result = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0}}}}"))
+    step, base = result.steps[GS], result.base
+    assert step.graph == base.graph
+    assert step.op_rows() == base.op_rows()
+    assert step.layer_rows() == base.layer_rows()
+    summary = {k: v for k, v in step.summary().items() if k not in ("settings", "step")}
+    assert summary == {k: v for k, v in base.summary().items() if k not in ("settings", "step")}
+    assert result.training is not None and result.training["speedup"] == 1.0
+
+
+def test_filter_groups_scale_dw_macs_exactly_and_leave_dx(tmp_path: Path) -> None:
+    result = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.25, grouping: filter}}}}"))
+    step, base = result.steps[GS], result.base
+    # dW of a linear layer is (out x in x batch); a quarter of the output rows go,
+    # rounded half up: fc1 512 -> 384, fc2 256 -> 192, fc3 10 -> 10 - 3 = 7
+    assert gemm(step, "fc1.dw").m == 384
+    assert macs(step, Phase.BWD_WEIGHT) == BATCH * (384 * 256 + 192 * 512 + 7 * 256)
+    assert macs(base, Phase.BWD_WEIGHT) == BATCH * (512 * 256 + 256 * 512 + 10 * 256)
+    assert (
+        macs(step, Phase.BWD_INPUT) == macs(base, Phase.BWD_INPUT) == BATCH * (512 * 256 + 256 * 10)
+    )
+    assert macs(step, Phase.FWD) == macs(base, Phase.FWD)
+    # the kept rows' update only, with the monitor's 4 ops per element; one EMA per row
+    update = vector(step, "fc2.W.update")
+    assert update.elements == 192 * 512
+    assert update.ops_per_element == 2 + 4
+    monitor = vector(step, "fc2.W.monitor")
+    assert (monitor.elements, monitor.ops_per_element) == (192, 3)
+    assert [a.tensor.name for a in monitor.reads] == ["fc2.W.ema"]
+    assert vector(step, "fc1.b.update").elements == 512  # biases are not grouped
+
+
+def test_row_groups_drop_whole_column_folds(tmp_path: Path) -> None:
+    result = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.25, grouping: row}}}}"))
+    step, base = result.steps[GS], result.base
+    costs, base_costs = step.trace.costs, base.trace.costs
+    # ws on 128 x 128: the dW columns (input features) fold over the array columns,
+    # the batch (32) is one row fold: fc2 512 -> 384 columns, 4 -> 3 folds
+    fc2 = gemm(step, "fc2.dw")
+    assert (fc2.m, fc2.n, fc2.k) == (256, 384, BATCH)
+    assert int(costs.folds[fc2.op_id]) == 3
+    assert int(base_costs.folds[gemm(base, "fc2.dw").op_id]) == 4
+    # fc3: 256 -> 192 columns: still 2 folds, 3/4 of the MACs
+    assert int(costs.folds[gemm(step, "fc3.dw").op_id]) == 2
+    assert int(costs.macs[gemm(step, "fc3.dw").op_id]) == 10 * 192 * BATCH
+    assert macs(step, Phase.BWD_INPUT) == macs(base, Phase.BWD_INPUT)
+    assert vector(step, "fc2.W.update").elements == 256 * 384
+
+
+def test_fully_skipped_layers_take_the_dx_chain_below_them(tmp_path: Path) -> None:
+    one = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.34, grouping: layer}}}}"))
+    names = {op.name for op in one.steps[GS].graph.ops}
+    # fc1 is skipped: its dW and bias gradient go, and so do fc2's dX and relu1's
+    # backward, which only fed them; fc1's input is no longer stashed
+    assert not names & {"fc1.dw", "fc1.db", "fc2.dx", "relu1.bwd", "fc1.W.update"}
+    assert {"fc2.dw", "fc3.dx", "relu2.bwd", "fc2.W.update"} <= names
+    assert "input" in one.base.graph.stashed and "input" not in one.steps[GS].graph.stashed
+    two = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.67, grouping: layer}}}}"))
+    step = two.steps[GS]
+    backward = [op.name for op in step.graph.ops if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)]
+    # only fc3 trains: nothing below it needs a gradient, not even fc3's dX
+    assert backward == ["loss.bwd", "fc3.dw", "fc3.db"]
+    assert step.graph.stashed == {"relu2.out"} | {
+        t for t in one.base.graph.stashed if t.startswith("loss")
+    }
+
+
+def test_partly_skipped_layers_keep_every_dx(tmp_path: Path) -> None:
+    result = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.9}}}}"))
+    step = result.steps[GS]
+    assert macs(step, Phase.BWD_INPUT) == macs(result.base, Phase.BWD_INPUT)
+    assert gemm(step, "fc3.dw").m == 1  # 10 rows, 9 skipped
+
+
+def test_data_parallel_reduces_only_the_kept_gradients(tmp_path: Path) -> None:
+    result = train(
+        tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.5}}}}", extra="assignment: data_parallel"),
+        "processors=2",
+    )
+    reduce = {
+        op.name: op.tensor.elements for op in result.steps[GS].graph.ops if isinstance(op, CommOp)
+    }
+    assert reduce["fc2.W.allreduce"] == 128 * 512
+    assert reduce["fc2.b.allreduce"] == 256
+
+
+def test_training_report_bounds_and_upper_bound(tmp_path: Path) -> None:
+    result = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.5}}}}"))
+    report = result.training
+    assert report is not None
+    assert 1 < report["speedup"] <= report["speedup_bound"]
+    assert report["by_kind"][GS]["dw_macs"] * 2 == report["base_macs"]["dw_macs"]
+    upper, dx_kept = report["upper_bound"], report["upper_bound_dx_kept"]
+    assert upper["speedup"] > dx_kept["speedup"] > report["speedup"]
+    assert upper["step"]["cycles"] >= upper["step"]["bound_cycles"]
+    assert upper["step"]["cycles"] < dx_kept["step"]["cycles"] < result.base.total_cycles
+
+
+def test_trace_schedule_interpolates_between_levels(tmp_path: Path) -> None:
+    trace = tmp_path / "ratio.csv"
+    trace.write_text("epoch,batch,update_ratio\n0,0,1.0\n1,0,0.3\n1,1,0.1\n2,0,0.0\n")
+    path = tiny_run(
+        tmp_path,
+        f"{{{GS}: {{update_trace: ratio.csv, threshold: 0.5, max_skip: 0.8, levels: 2}}}}",
+        extra="training: {epochs: 3, batches_per_epoch: 10}",
+    )
+    result = train(path)
+    report = result.training
+    assert report is not None
+    assert set(result.steps) == {"skip_0", "skip_1", "skip_2"}
+    # p = clip((0.5 - m) / 0.5, 0, 0.8) with m = 1.0, 0.2 (mean), 0.0
+    assert report["skip_fraction_by_epoch"] == pytest.approx([0.0, 0.6, 0.8])
+    # levels 0, 0.4, 0.8: epoch 1 is half way between 0.4 and 0.8
+    assert report["kinds_by_epoch"][1] == pytest.approx({"skip_1": 0.5, "skip_2": 0.5})
+    cycles = {k: s["cycles"] for k, s in report["steps"].items()}
+    assert report["cycles_by_epoch"][1] == pytest.approx(
+        10 * (cycles["skip_1"] + cycles["skip_2"]) / 2
+    )
+    assert cycles["skip_0"] > cycles["skip_1"] > cycles["skip_2"]
+    assert sum(report["cycles_by_epoch"]) == pytest.approx(report["cycles"]["technique"])
+
+
+def test_synthetic_schedule_rises_with_convergence() -> None:
+    technique = GradientSkipping(GradientSkippingConfig(), "run.yaml")
+    skip = technique.skip_by_epoch(Path("run.yaml"), 30)
+    assert skip[0] == 0.0
+    assert all(a <= b for a, b in itertools.pairwise(skip))
+    # m(8) = 0.05 + 0.95 / e; p = (0.5 - m) / 0.5; never above max_skip
+    assert skip[8] == pytest.approx((0.5 - 0.05 - 0.95 * math.exp(-1)) / 0.5)
+    assert max(technique.skip_by_epoch(Path("run.yaml"), 200)) == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "message"),
+    [
+        ("{skip_fraction: 1.5}", "skip_fraction", "less than or equal to 1"),
+        ("{grouping: channel}", "grouping", "'filter', 'row' or 'layer'"),
+        (
+            "{skip_fraction: 0.5, update_trace: t.csv}",
+            "update_trace",
+            "a fixed skip_fraction replaces the trace-driven schedule",
+        ),
+        ("{update_trace: missing.csv}", "update_trace", "file not found"),
+    ],
+)
+def test_bad_settings_are_config_errors(
+    tmp_path: Path, section: str, key: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_inputs(tiny_run(tmp_path, f"{{{GS}: {section}}}"))
+    text = str(err.value)
+    assert f"techniques.{GS}.{key}" in text and message in text
+
+
+def test_trace_schedule_defines_kinds_so_it_cannot_join_adagp(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="at most one technique may define"):
+        load_inputs(tiny_run(tmp_path, f"{{{GS}: {{}}, gradient_prediction: {{}}}}"))
+
+
+CONV = """name: tinyconv
+description: two 3x3 convs and a classifier
+input: {kind: image, channels: 16, height: 8, width: 8}
+layers:
+  - {name: c1, kind: conv2d, out_channels: 64, kernel: 3, padding: 1}
+  - {name: r1, kind: activation, function: relu}
+  - {name: c2, kind: conv2d, out_channels: 32, kernel: 3, padding: 1}
+  - {name: flat, kind: flatten}
+  - {name: fc, kind: linear, out_features: 10}
+  - {name: loss, kind: cross_entropy}
+"""
+
+
+@pytest.mark.parametrize(("grouping", "m", "n"), [("filter", 24, 64 * 9), ("row", 32, 48 * 9)])
+def test_conv_groups_are_filters_or_input_channels(
+    tmp_path: Path, grouping: str, m: int, n: int
+) -> None:
+    path = tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.25, grouping: {grouping}}}}}")
+    (tmp_path / "tiny.yaml").write_text(CONV, encoding="utf-8")
+    result = train(path)
+    step, base = result.steps[GS], result.base
+    # c2's dW: (32 filters) x (64 input channels x 3 x 3) x (batch x 8 x 8 positions)
+    dw = gemm(step, "c2.dw")
+    assert (dw.m, dw.n, dw.k) == (m, n, BATCH * 8 * 8)
+    assert int(step.trace.costs.macs[dw.op_id]) == m * n * BATCH * 64
+    assert vector(step, "c2.W.update").elements == m * n
+    assert macs(step, Phase.BWD_INPUT) == macs(base, Phase.BWD_INPUT)

@@ -1,0 +1,234 @@
+"""Optimizer fusion (techniques/optimizer_fusion.py): the derived DRAM traffic table
+against the engine, identical MACs, update order, residency, errors, composition."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelsim.config.run import OptimizerKind
+from accelsim.driver.inputs import load_inputs
+from accelsim.errors import ConfigError
+from accelsim.graph.ops import GemmOp, Phase, UpdateTiming, VectorOp
+from accelsim.report.result import RunResult
+from accelsim.techniques.optimizer_fusion import (
+    FusionMode,
+    derived_accesses,
+    parameter_dram_bytes,
+)
+from tests.test_gradient_skipping import tiny_run, train
+
+OF = "optimizer_fusion"
+# tiny MLP 256-512-256-10: weights (elements, forward GEMM reads, dX GEMM reads)
+WEIGHTS = ((256 * 512, 1, 0), (512 * 256, 1, 1), (256 * 10, 1, 1))
+BIASES = 512 + 256 + 10
+WORD_W, WORD_G, WORD_STATE = 2, 2, 4  # default hardware word sizes
+
+
+def fused(
+    tmp_path: Path, mode: str, optimizer: str = "sgd", extra: str = ""
+) -> tuple[RunResult, RunResult]:
+    result = train(tiny_run(tmp_path, f"{{{OF}: {{mode: {mode}}}}}", optimizer, extra))
+    return result.base, result.steps[OF]
+
+
+def by_name(result: RunResult, name: str) -> VectorOp | GemmOp:
+    (op,) = [o for o in result.graph.ops if o.name == name]
+    assert isinstance(op, VectorOp | GemmOp)
+    return op
+
+
+@pytest.mark.parametrize(
+    ("mode", "total"),
+    [(FusionMode.UNFUSED, 6), (FusionMode.BACKWARD, 3), (FusionMode.FORWARD, 5)],
+)
+def test_derived_table_for_a_weight_matrix(mode: FusionMode, total: int) -> None:
+    for optimizer, k in (
+        (OptimizerKind.SGD, 0),
+        (OptimizerKind.MOMENTUM, 1),
+        (OptimizerKind.ADAM, 2),
+    ):
+        a = derived_accesses(mode, optimizer)
+        assert a.weight + a.gradient + a.state == total + 2 * k
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+@pytest.mark.parametrize("mode", ["unfused", "backward", "forward"])
+def test_engine_traffic_matches_the_derived_table(
+    tmp_path: Path, mode: str, optimizer: str
+) -> None:
+    base, step = fused(tmp_path, mode, optimizer)
+    k = OptimizerKind(optimizer).state_tensors
+    expected = 0
+    for elements, fwd, dx in WEIGHTS:
+        # unfused: fwd and dX read W; the update reads and writes W; dW writes g and
+        # the update reads it; the states are read and written
+        w, g = fwd + dx + 2, 2
+        if mode == "backward":
+            w, g = w - dx, 0  # the update reads dX's copy of W; g stays on chip
+        if mode == "forward":
+            w -= fwd  # the forward GEMM reads the update's copy of W
+        expected += elements * (w * WORD_W + g * WORD_G + 2 * k * WORD_STATE)
+    # biases: read and written by the update only (no GEMM reads them)
+    g_bias = 0 if mode == "backward" else 2
+    expected += BIASES * (2 * WORD_W + g_bias * WORD_G + 2 * k * WORD_STATE)
+    assert parameter_dram_bytes(step) == expected
+    # nothing else moves: the step's whole DRAM traffic changes by the same bytes
+    assert base.dram_bytes - step.dram_bytes == parameter_dram_bytes(base) - expected
+    # fusion moves work, never adds or removes any
+    assert step.trace.costs.macs.sum() == base.trace.costs.macs.sum()
+    assert step.trace.costs.vector_ops.sum() == base.trace.costs.vector_ops.sum()
+
+
+def test_unfused_is_the_baseline(tmp_path: Path) -> None:
+    base, step = fused(tmp_path, "unfused")
+    assert step.graph == base.graph and step.op_rows() == base.op_rows()
+
+
+def test_backward_fusion_updates_right_after_each_gradient(tmp_path: Path) -> None:
+    base, step = fused(tmp_path, "backward", "adam")
+    trace = step.trace
+    update, dx, dw = (by_name(step, n) for n in ("fc2.W.update", "fc2.dx", "fc2.dw"))
+    # it waits for the dX that reads the old W and for its gradient, nothing more
+    assert set(update.after) == {by_name(step, "fc2.fwd").op_id, dx.op_id, dw.op_id}
+    assert trace.start_cycle[update.op_id] >= trace.end_cycle[dx.op_id]
+    # and runs while the backward pass goes on (fc1's dW after it)
+    assert trace.start_cycle[update.op_id] < trace.end_cycle[by_name(step, "fc1.dw").op_id]
+    assert [a.tensor.name for a in update.reads][:2] == ["fc2.W@buffer", "fc2.dW"]
+    assert {"fc2.dW", "fc2.W@buffer"} <= step.graph.on_chip
+    # the first layer has no dX: its update reads W from DRAM
+    assert by_name(step, "fc1.W.update").reads[0].tensor.name == "fc1.W"
+    assert step.total_cycles < base.total_cycles
+
+
+def test_forward_fusion_updates_just_before_the_forward(tmp_path: Path) -> None:
+    _, step = fused(tmp_path, "forward", "momentum")
+    update, forward = by_name(step, "fc2.W.update"), by_name(step, "fc2.fwd")
+    assert isinstance(forward, GemmOp)
+    assert update.op_id < forward.op_id and update.op_id in forward.after
+    assert forward.b.name == "fc2.W@buffer"
+    assert by_name(step, "fc2.dx").b.name == "fc2.W"  # type: ignore[union-attr]
+    assert all(p.update is UpdateTiming.FORWARD for p in step.graph.parameters)
+    assert len([op for op in step.graph.ops if op.phase is Phase.UPDATE]) == 6
+
+
+def test_weights_that_do_not_fit_are_read_again(tmp_path: Path) -> None:
+    # a 64 KiB filter buffer holds fc3's W (5 KiB) beside its dW's input (16 KiB) but
+    # not fc2's (256 KiB): fc2's update reads W from DRAM
+    _, step = fused(tmp_path, "backward", extra="overrides: {hardware.buffers.filter_kib: 64}")
+    assert by_name(step, "fc2.W.update").reads[0].tensor.name == "fc2.W"
+    assert by_name(step, "fc3.W.update").reads[0].tensor.name == "fc3.W@buffer"
+
+
+def test_data_parallel_fusion_waits_for_the_reduced_gradient(tmp_path: Path) -> None:
+    path = tiny_run(tmp_path, f"{{{OF}: {{mode: backward}}}}", extra="assignment: data_parallel")
+    result = train(path, "processors=2")
+    step, trace = result.steps[OF], result.steps[OF].trace
+    (reduce,) = [op for op in step.graph.ops if op.name == "fc2.W.allreduce"]
+    updates = [op for op in step.graph.ops if op.name == "fc2.W.update"]
+    assert sorted(op.tag.replica for op in updates) == [0, 1]
+    for update in updates:
+        assert isinstance(update, VectorOp) and reduce.op_id in update.after
+        assert trace.start_cycle[update.op_id] >= trace.end_cycle[reduce.op_id]
+    assert trace.costs.macs.sum() == result.base.trace.costs.macs.sum()
+
+
+@pytest.mark.parametrize(
+    ("techniques", "optimizer", "message"),
+    [
+        (
+            "{optimizer_fusion: {mode: backward}}",
+            "sgd, clip_global_norm: 1.0",
+            "global-norm clipping",
+        ),
+        (
+            "{optimizer_fusion: {mode: backward}, gpipe: {micro_batches: 2}}",
+            "sgd",
+            "summed the gradients of its 2 micro-batches",
+        ),
+        (
+            "{optimizer_fusion: {mode: forward}, pipedream: {}}",
+            "sgd",
+            "forward fusion under the pipedream schedule is not modelled",
+        ),
+        ("{optimizer_fusion: {mode: sideways}}", "sgd", "'unfused', 'forward' or 'backward'"),
+    ],
+)
+def test_invalid_combinations_are_config_errors(
+    tmp_path: Path, techniques: str, optimizer: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        load_inputs(tiny_run(tmp_path, techniques, optimizer))
+    assert f"techniques.{OF}.mode" in str(err.value)
+
+
+def test_check_rejects_an_invalid_combination_cleanly(tmp_path: Path) -> None:
+    path = tiny_run(tmp_path, f"{{{OF}: {{mode: backward}}}}", "adam, clip_global_norm: 1.0")
+    check = subprocess.run(
+        [sys.executable, "-m", "accelsim", "check", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert check.returncode == 2 and "Traceback" not in check.stderr
+    assert f"techniques.{OF}.mode: backward fusion" in check.stderr
+
+
+def test_clipping_costs_a_pass_over_the_gradients(tmp_path: Path) -> None:
+    result = train(tiny_run(tmp_path, "{}", "sgd, clip_global_norm: 1.0"))
+    norm = by_name(result.base, "grad_norm")
+    assert norm.elements == 2 * 256 * 512 + 256 * 10 + BIASES
+    updates = [op for op in result.base.graph.ops if op.name.endswith(".update")]
+    assert all(norm.op_id in op.after and op.ops_per_element == 3 for op in updates)
+
+
+def test_composes_with_skipping_adagp_and_pipedream(tmp_path: Path) -> None:
+    techniques = (
+        "{gradient_prediction: {schedule: {warmup_epochs: 0, policy: fixed}},"
+        " gradient_skipping: {skip_fraction: 0.5},"
+        f" {OF}: {{mode: backward}}, pipedream: {{}}}}"
+    )
+    result = train(tiny_run(tmp_path, techniques, "momentum"), "processors=2")
+    report = result.training
+    assert report is not None and set(result.steps) == {"bp", "gp"}
+    assert set(report["composed"]) == {"gradient_skipping", OF, "pipedream"}
+    assert report["speedup"] <= report["speedup_bound"]
+    bp = result.steps["bp"]
+    (dw,) = [op for op in bp.graph.ops if op.name == "fc2.dw" and op.tag.mini_batch == 0]
+    assert isinstance(dw, GemmOp) and dw.m == 128  # half of fc2's 256 rows
+    fused_updates = [
+        op for op in bp.graph.ops if op.name == "fc2.W.update" and op.tag.mini_batch == 0
+    ]
+    (update,) = fused_updates
+    assert isinstance(update, VectorOp) and update.elements == 128 * 512
+    # backward-fused: it waits for its layer's gradient, not for the stage's whole backward
+    assert dw.op_id in update.after
+    assert {op.tag.mini_batch for op in bp.graph.ops} == set(range(8))
+
+
+def test_forward_fusion_updates_only_the_kept_groups(tmp_path: Path) -> None:
+    techniques = f"{{gradient_skipping: {{skip_fraction: 0.25}}, {OF}: {{mode: forward}}}}"
+    result = train(tiny_run(tmp_path, techniques, "adam"))
+    step = result.steps["gradient_skipping"]
+    update, forward = by_name(step, "fc2.W.update"), by_name(step, "fc2.fwd")
+    assert isinstance(update, VectorOp) and isinstance(forward, GemmOp)
+    assert update.elements == 192 * 512 and update.op_id in forward.after
+    # skipping's monitor rides along the fused update: Adam's 13 ops and 4 more
+    assert update.ops_per_element == 13 + 4
+    report = result.training
+    assert report is not None and report["composed"][OF]["mode"] == "forward"
+
+
+def test_forward_fusion_keeps_clipping(tmp_path: Path) -> None:
+    # the norm still reads every gradient after the backward pass; the fused updates
+    # (next step's) scale by it
+    _, step = fused(tmp_path, "forward", "sgd, clip_global_norm: 1.0")
+    norm = by_name(step, "grad_norm")
+    assert norm.elements == 2 * 256 * 512 + 256 * 10 + BIASES
+    update = by_name(step, "fc2.W.update")
+    assert isinstance(update, VectorOp) and update.ops_per_element == 2 + 1
+    assert update.op_id < by_name(step, "fc2.fwd").op_id < norm.op_id
