@@ -630,12 +630,14 @@ class LayerPipe(Schedule):
         1 % of the best is kept (the busiest unit's load ignores what the array
         and the vector unit cannot overlap, so a split that saves less is not
         worth its second pipeline fill; and each half of a split dX GEMM reads
-        the whole weights).  The delay of layer ``l``
-        here is the number of periods its mini-batch spends between the start of
-        its forward and the end of its update (or, without weights, of its
-        backward: how long it keeps its activations) when one mini-batch runs alone on
-        the placement, with the period estimated by the candidate's rating;
-        :meth:`place_tasks` adds the margin a full pipeline's queueing needs.
+        the whole weights).
+
+        The delay of layer ``l`` here is the number of periods (at least one)
+        its mini-batch spends between the start of its forward and the end of
+        its update (or, without weights, of its backward: how long it keeps its
+        activations) when one mini-batch runs alone on the placement, with the
+        period estimated by the candidate's rating; :meth:`place_tasks` adds the
+        margin a full pipeline's queueing needs.
         """
         whole = step(ctx.run.batch_size // self.settings.micro_batches)
         processors = self.processors(ctx)
@@ -677,7 +679,8 @@ class LayerPipe(Schedule):
             else:
                 ended[op.layer] = max(ended.get(op.layer, 0), int(trace.end_cycle[op.op_id]))
         delays = {
-            layer: math.ceil((end - began.get(layer, 0)) / busiest) for layer, end in ended.items()
+            layer: max(1, math.ceil((end - began.get(layer, 0)) / busiest))
+            for layer, end in ended.items()
         }
         return TaskLayout(one, where, delays, alone.loads)
 
