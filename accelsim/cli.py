@@ -1,6 +1,7 @@
-"""Command line: ``accelsim run | layer | suite | models | check``.
+"""Command line: ``accelsim run | layer | suite | models | check``, and ``sweep |
+collect | plot`` (:mod:`accelsim.cli_sweep`).
 
-The only module that prints or exits.  Bad input (any
+With :mod:`accelsim.cli_sweep`, the only module that prints or exits.  Bad input (any
 :class:`~accelsim.errors.InputError`, an existing run directory) exits with
 code 2 and one line per problem, ``file: key.path: problem (got value)``;
 an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` for tracebacks.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from accelsim import __version__
+from accelsim import __version__, cli_sweep
 from accelsim.config.base import Convention
 from accelsim.config.loader import (
     Override,
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "files", type=bundled_path, nargs="+", help="hardware, energy, workload or run YAML files"
     )
+    cli_sweep.add_commands(sub)
     return parser
 
 
@@ -210,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "suite": _cmd_suite,
             "models": _cmd_models,
             "check": _cmd_check,
+            "sweep": cli_sweep.cmd_sweep,
+            "collect": cli_sweep.cmd_collect,
+            "plot": cli_sweep.cmd_plot,
         }[args.command]
         return handler(args)
     except InputError as exc:

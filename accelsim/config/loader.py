@@ -361,8 +361,8 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
         head = head.split("[")[0]
         if head == "overrides":
             raise ConfigError.single(
-                CLI_SOURCE,
-                item.key,
+                item.source,
+                item.source_path,
                 f"set the target directly, e.g. --set {rest or 'hardware.array.rows'}=...",
                 item.value,
             )
@@ -375,7 +375,7 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
         else:
             choices = sorted(run_keys | hardware_keys | {f"{s}." for s in ("run", *SECTIONS)})
             raise ConfigError.single(
-                CLI_SOURCE, item.key, "unknown key; " + suggest(head, choices), item.value
+                item.source, item.source_path, "unknown key; " + suggest(head, choices), item.value
             )
     return routed
 
