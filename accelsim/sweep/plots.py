@@ -77,7 +77,7 @@ def setup_title(name: str, rows: Sequence[Row], what: str) -> str:
     parts = []
     for key, shown in (
         ("techniques", "technique"),
-        ("hardware", "hardware"),
+        ("hardware", "base hardware"),
         ("workload", "model"),
         ("batch_size", "batch"),
     ):
