@@ -14,10 +14,11 @@ import dataclasses
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
+
+from tqdm import tqdm
 
 from accelsim import __version__, cli_sweep
 from accelsim.config.base import Convention
@@ -267,14 +268,16 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
     target = run_directory(args.out, inputs[0].run.name)
     rows = []
-    started = time.perf_counter()
-    with staged_directory(target, args.force) as staging:
-        for i, (entry, model_inputs) in enumerate(zip(entries, inputs, strict=True), start=1):
-            _progress(i, len(entries), entry.name, time.perf_counter() - started)
+    with (
+        staged_directory(target, args.force) as staging,
+        tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
+    ):
+        for entry, model_inputs in zip(entries, inputs, strict=True):
+            bar.set_postfix_str(entry.name)
             result = simulate_training(model_inputs)
             write_run_files(staging / entry.name, result, resolved_config(model_inputs))
             rows.append(suite_row(entry.name, result))
-        _progress(len(entries), len(entries), "done", time.perf_counter() - started, end=True)
+            bar.update(1)
         write_csv(staging / "suite.csv", suite_columns(rows), rows)
         title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
         plot_suite(staging / "suite.csv", staging / "suite.png", title)
@@ -283,17 +286,6 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     print(suite_table(rows))
     print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
     return EXIT_OK
-
-
-def _progress(done: int, total: int, label: str, seconds: float, end: bool = False) -> None:
-    width = 28
-    filled = width * (done if end else done - 1) // total
-    bar = "#" * filled + "." * (width - filled)
-    line = f"[{bar}] {done}/{total} {label:<14} {seconds:6.1f} s"
-    if sys.stderr.isatty():
-        print("\r" + line, end="\n" if end else "", file=sys.stderr, flush=True)
-    else:
-        print(line, file=sys.stderr)
 
 
 def _cmd_models(args: argparse.Namespace) -> int:

@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from accelsim import InputError, read_topology
 from accelsim import TopologyLayer as Layer
 
@@ -998,8 +1000,18 @@ def accelsim_only(hw: Hardware, layers: Sequence[Layer]) -> int:
     return 0
 
 
-def report_progress(outcome: Outcome, finished: int, total: int) -> None:
-    print(f"[{finished}/{total}] {outcome.summary()}", file=sys.stderr, flush=True)
+def progress_bar(bar: tqdm[Any]) -> Callable[[Outcome, int, int], None]:
+    """A ``run_sweep`` progress callback that advances ``bar`` (rate and ETA) and prints
+    each finished run's one-line summary above it."""
+
+    def report(outcome: Outcome, finished: int, total: int) -> None:
+        if bar.total != total:
+            bar.reset(total)
+            bar.update(finished - 1)
+        bar.update(1)
+        bar.write(f"[{finished}/{total}] {outcome.summary()}", file=sys.stderr)
+
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1011,9 +1023,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
             python = resolve_scalesim_python(args.scalesim_python, args.setup)
             arrays = parse_arrays(args.arrays) if args.arrays else SWEEP_ARRAYS
-            outcomes, skipped = run_sweep(
-                python, topologies, args.jobs, args.user, args.max_cycles, report_progress, arrays
-            )
+            with tqdm(desc="SCALE-Sim runs", unit="run", file=sys.stderr) as bar:
+                outcomes, skipped = run_sweep(
+                    python,
+                    topologies,
+                    args.jobs,
+                    args.user,
+                    args.max_cycles,
+                    progress_bar(bar),
+                    arrays,
+                )
             for o in outcomes:
                 if not args.quiet:
                     print(f"\n== {o.hw.describe()} / {', '.join(o.topologies)}")
