@@ -20,7 +20,7 @@ from accelsim.cli import main
 from accelsim.errors import ConfigError, SimulationError
 from accelsim.sweep import Executor, PoolExecutor, Store, plan_sweep, run_sweep
 from accelsim.sweep.collect import collect
-from accelsim.sweep.plots import pareto_front
+from accelsim.sweep.plots import axis_name, pareto_front, varying
 from accelsim.sweep.store import TIMING_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -288,8 +288,11 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
 
 
 def test_plots_in_vector_and_raster_formats(tmp_path: Path) -> None:
+    """Every kind draws; a zip group counts as one axis (the heatmap's second)."""
     path = sweep_file(
-        tmp_path, "name: figs\ngrid:\n  array.rows: [8, 16, 32]\n  array.dataflow: [os, ws]\n"
+        tmp_path,
+        "name: figs\ngrid:\n  array.dataflow: [os, ws]\n"
+        "zip:\n  - {array.rows: [8, 16, 32], array.cols: [8, 16, 32]}\n",
     )
     with Executor() as executor:
         directory = run_sweep(plan_sweep(path), tmp_path / "out", executor).directory
@@ -309,6 +312,18 @@ def test_plots_in_vector_and_raster_formats(tmp_path: Path) -> None:
         "one varying axis left"
     )
     assert main(["plot", str(directory), "--kind", "speedup", "--baseline", "rows=3"]) == 2
+
+
+def test_zipped_axes_move_in_step() -> None:
+    rows = [
+        {"a": 1, "b": 10, "c": "x"},
+        {"a": 2, "b": 20, "c": "x"},
+        {"a": 1, "b": 10, "c": "y"},
+        {"a": 2, "b": 20, "c": "y"},
+    ]
+    assert varying(rows, ["c", "a", "b"]) == ["c", "a"]
+    assert axis_name(rows, ["c", "a", "b"], "a") == "a = b"
+    assert varying(rows[:2], ["c", "a", "b"]) == ["a"]
 
 
 def test_pareto_front_by_hand() -> None:

@@ -64,8 +64,29 @@ def select(rows: Sequence[Row], axes: Sequence[str], where: Sequence[tuple[str, 
 
 
 def varying(rows: Sequence[Row], axes: Sequence[str]) -> list[str]:
-    """The axes that take more than one value among ``rows``."""
-    return [a for a in axes if len({str(r.get(a)) for r in rows}) > 1]
+    """The axes that take more than one value among ``rows``, less those that move in
+    step with an earlier one (the later keys of a zip group)."""
+    chosen: list[str] = []
+    for axis in axes:
+        values = {str(r.get(axis)) for r in rows}
+        if len(values) < 2:
+            continue
+        if not any(_in_step(rows, a, axis) for a in chosen):
+            chosen.append(axis)
+    return chosen
+
+
+def _in_step(rows: Sequence[Row], a: str, b: str) -> bool:
+    """Whether axes ``a`` and ``b`` take their values one-to-one among ``rows``."""
+    pairs = {(str(r.get(a)), str(r.get(b))) for r in rows}
+    return len(pairs) == len({str(r.get(a)) for r in rows}) == len({str(r.get(b)) for r in rows})
+
+
+def axis_name(rows: Sequence[Row], axes: Sequence[str], axis: str) -> str:
+    """``axis`` and the axes that move in step with it, for an axis label."""
+    same = [a for a in axes if a == axis or (len({str(r.get(a)) for r in rows}) > 1
+                                             and _in_step(rows, axis, a))]  # fmt: skip
+    return " = ".join(same)
 
 
 def _label(row: Row, keys: Sequence[str]) -> str:
@@ -218,17 +239,20 @@ def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
     grid = [[math.nan] * len(xs) for _ in ys]
     for r in rows:
         grid[ys.index(str(r.get(y_key)))][xs.index(str(r.get(x_key)))] = _ms(r)
-    fig = _figure(max(5.0, 1.0 * len(xs) + 3), max(4.0, 0.6 * len(ys) + 2))
+    fig = _figure(max(8.0, 1.0 * len(xs) + 3), max(4.0, 0.6 * len(ys) + 2))
     ax = fig.subplots()
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
+    finite = [v for line in grid for v in line if math.isfinite(v)]
+    middle = (min(finite) + max(finite)) / 2
     for i, line in enumerate(grid):
         for j, value in enumerate(line):
             if math.isfinite(value):
-                ax.text(j, i, f"{value:.3g}", ha="center", va="center", color="white")
+                colour = "black" if value > middle else "white"
+                ax.text(j, i, f"{value:.3g}", ha="center", va="center", color=colour)
     ax.set_xticks(range(len(xs)), xs)
     ax.set_yticks(range(len(ys)), ys)
-    ax.set_xlabel(x_key)
-    ax.set_ylabel(y_key)
+    ax.set_xlabel(axis_name(rows, axes, x_key))
+    ax.set_ylabel(axis_name(rows, axes, y_key))
     fig.colorbar(image, ax=ax, label="step time (ms)")
     ax.set_title(title)
     return fig
@@ -302,7 +326,7 @@ def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, ti
             color=colour,
             label=name,
         )
-    ax.set_xlabel(key)
+    ax.set_xlabel(axis_name(rows, axes, key))
     ax.set_ylabel(f"speedup over the smallest {key} (x)")
     ax.set_title(title)
     ax.legend(fontsize="small")
