@@ -203,6 +203,17 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
 
 
+def test_a_worker_of_another_version_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = plan_sweep(sweep_file(tmp_path, "name: v\ngrid:\n  array.rows: [8]\n"))
+    monkeypatch.setattr("accelsim.sweep.worker.version", lambda: "0.0.1")
+    report = run_sweep(plan, tmp_path / "out", Executor())
+    assert report.failed == 1
+    (row,) = collect(report.directory)[1]
+    assert row["status"] == "failed" and "runs accelsim 0.0.1, this sweep" in row["error"]
+
+
 def test_executors_store_identical_results(tmp_path: Path) -> None:
     """In-process, the process pool and a Dask LocalCluster store the same rows
     (timings and worker names aside)."""

@@ -4,7 +4,8 @@
 ``points/<identity>/`` with each finished point's ``summary.json`` (and
 ``layers.csv`` when the sweep asks for it).  A point's directory is complete
 before its row is committed, and a point with a row is never run again (a
-failed one only with ``retry_failed``).
+failed one only with ``retry_failed``).  A point simulated by a worker that runs
+another accelsim version (a cluster machine not upgraded) is recorded as failed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from accelsim.config.loader import display_path
@@ -88,6 +89,14 @@ def run_sweep(
         ran = failed = 0
         for outcomes in executor.run(chunked([p.task for p in pending], executor.workers)):
             for outcome in outcomes:
+                if outcome.accelsim_version != version():
+                    outcome = replace(
+                        outcome,
+                        status="failed",
+                        error=f"worker {outcome.worker} runs accelsim "
+                        f"{outcome.accelsim_version}, this sweep {version()}",
+                        record={},
+                    )
                 if outcome.status == "ok":
                     _write_point(points_dir, outcome)
                 else:

@@ -21,6 +21,7 @@ from typing import Any
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import AccelsimError
+from accelsim.provenance import version
 from accelsim.report.result import TrainingResult
 from accelsim.report.suite import suite_row
 from accelsim.sweep.plan import PointTask
@@ -38,6 +39,7 @@ class PointOutcome:
     layer_rows: tuple[dict[str, Any], ...] = ()
     wall_seconds: float = 0.0
     worker: str = ""
+    accelsim_version: str = ""
 
 
 def point_record(result: TrainingResult) -> dict[str, Any]:
@@ -78,7 +80,12 @@ def run_point(task: PointTask) -> PointOutcome:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         message = f"internal error: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
         outcome = PointOutcome(task, "failed", message)
-    return replace(outcome, wall_seconds=time.perf_counter() - started, worker=worker)
+    return replace(
+        outcome,
+        wall_seconds=time.perf_counter() - started,
+        worker=worker,
+        accelsim_version=version(),
+    )
 
 
 def run_chunk(tasks: Sequence[PointTask]) -> list[PointOutcome]:
