@@ -129,7 +129,7 @@ SWEEP_CASES = (
       "array.dataflow": ["os", "ws"]}),
     ("BERT-base points (batch 32)", "configs/runs/default.yaml",
      {"workload": ["../../workloads/bert_base.yaml"], "array.rows": [64, 128],
-      "array.dataflow": ["os", "ws"]}),
+      "array.cols": [64, 128], "array.dataflow": ["os", "ws"]}),
 )  # fmt: skip
 
 
