@@ -325,6 +325,40 @@ def test_plots_in_vector_and_raster_formats(tmp_path: Path) -> None:
     assert main(["plot", str(directory), "--kind", "speedup", "--baseline", "rows=3"]) == 2
 
 
+def test_technique_axes_carry_the_technique_report(tmp_path: Path) -> None:
+    """A technique section and one of its options as axes: each point's record holds the
+    technique's speedup, its bound and the binding resource, as ``accelsim run`` reports
+    them; without ``--baseline`` the speedup plot shows them."""
+    gp = "techniques.gradient_prediction"
+    path = sweep_file(
+        tmp_path,
+        f"name: gp\nset: {{{gp}.schedule.policy: fixed, {gp}.schedule.warmup_epochs: 0}}\n"
+        "grid:\n  techniques: [{gradient_prediction: {}}]\n"
+        f"  {gp}.schedule.gp_fraction: [0.25, 0.75]\n",
+        base=ROOT / "configs" / "runs" / "mlp.yaml",
+    )
+    directory = run_sweep(plan_sweep(path), tmp_path / "out", Executor()).directory
+    _, rows = collect(directory)
+    for row, fraction in zip(rows, (0.25, 0.75), strict=True):
+        training = accelsim.simulate(
+            ROOT / "configs" / "runs" / "mlp.yaml",
+            [
+                "run.techniques={gradient_prediction: {schedule: {policy: fixed, "
+                f"warmup_epochs: 0, gp_fraction: {fraction}}}}}}}"
+            ],
+        ).training
+        assert training is not None
+        assert row["techniques"] == "gradient_prediction"
+        assert row[f"{gp}.schedule.gp_fraction"] == fraction
+        assert row["speedup"] == training["speedup"] <= row["speedup_bound"]
+        assert row["binding_bound"] == training["binding_bound"]
+        assert "note" not in row
+    assert rows[1]["speedup"] > rows[0]["speedup"]
+    assert main(["plot", str(directory), "--kind", "speedup"]) == 0
+    x = f"{gp}.schedule.gp_fraction"
+    assert main(["plot", str(directory), "--kind", "scaling", "--x", x]) == 0
+
+
 def test_zipped_axes_move_in_step() -> None:
     rows = [
         {"a": 1, "b": 10, "c": "x"},

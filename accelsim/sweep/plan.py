@@ -115,7 +115,8 @@ def plan_sweep(path: Path) -> SweepPlan:
     for axes, sets in _combinations(spec, path, source, models):
         index = len(points)
         try:
-            final = [*fixed, *sets]
+            # A section is set before the keys inside it, whichever wrote it first.
+            final = sorted([*fixed, *sets], key=_depth)
             if MODEL_AXIS in axes:
                 final = model_overrides(base, models[axes[MODEL_AXIS]], final)
             inputs = load_inputs(base, final)
@@ -144,6 +145,11 @@ def plan_sweep(path: Path) -> SweepPlan:
     if not points:
         raise ConfigError.single(source, "exclude", "excludes every point of the sweep")
     return SweepPlan(spec, path, tuple(points))
+
+
+def _depth(item: Override) -> int:
+    """How deep ``item`` sets: ``techniques`` 0, ``techniques.x.y`` 2, ``layers[1].k`` 2."""
+    return item.key.count(".") + item.key.count("[")
 
 
 def _text(value: Any) -> str:

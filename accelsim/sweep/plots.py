@@ -296,8 +296,10 @@ def plot_pareto(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
 
 
 def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, title: str) -> Any:
-    """Speedup over the smallest value of a numeric axis, one labelled line per
-    combination of the other varying axes.
+    """Speedup along a numeric axis, one labelled line per combination of the other
+    varying axes: the technique's own speedup when every point reports one (a
+    pipeline's over one processor, say), else the step time's over the axis's
+    smallest value.
 
     Raises:
         InputError: when no numeric axis varies (or ``x_key`` is not one).
@@ -314,6 +316,7 @@ def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, ti
     lines: dict[str, list[Row]] = {}
     for r in rows:
         lines.setdefault(_label(r, others), []).append(r)
+    technique = all(r.get("speedup") is not None for r in rows)
     fig = _figure(7.0, 4.5)
     ax = fig.subplots()
     for (name, members), colour in zip(lines.items(), _colours(len(lines)), strict=True):
@@ -321,13 +324,17 @@ def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, ti
         first = _ms(members[0])
         ax.plot(
             [float(r[key]) for r in members],
-            [first / _ms(r) for r in members],
+            [float(r["speedup"]) if technique else first / _ms(r) for r in members],
             marker="o",
             color=colour,
             label=name,
         )
+    if all(isinstance(r[key], int) for r in rows):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(axis_name(rows, axes, key))
-    ax.set_ylabel(f"speedup over the smallest {key} (x)")
+    ax.set_ylabel("technique speedup (x)" if technique else f"speedup over the smallest {key} (x)")
     ax.set_title(title)
     ax.legend(fontsize="small")
     return fig
@@ -345,8 +352,11 @@ def draw(
     """Draw ``kind`` of the (already selected) ``rows`` into ``path`` (format from
     its suffix)."""
     what = {
-        PlotKind.SPEEDUP: "speedup"
-        + (f" over {baseline[0]}={baseline[1]}" if baseline is not None else ""),
+        PlotKind.SPEEDUP: (
+            f"speedup over {baseline[0]}={baseline[1]}"
+            if baseline is not None
+            else "the technique's whole-training speedup over the baseline"
+        ),
         PlotKind.ENERGY: "step energy by component",
         PlotKind.HEATMAP: "step time",
         PlotKind.PARETO: "step time against energy",

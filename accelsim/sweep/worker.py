@@ -46,10 +46,13 @@ def point_record(result: TrainingResult) -> dict[str, Any]:
     """The flat record of one point: design knobs, the technique(s) and the run's
     settings, then :func:`~accelsim.report.suite.suite_row`'s numbers."""
     summary = result.base.step_summary()
-    technique = (result.training or {}).get("technique")
+    training = result.training or {}
+    technique = training.get("technique")
     row = suite_row("", result)
     row.pop("model")
     row.pop("batch_size")
+    # The technique's named results (e.g. its binding bound), not its prose note.
+    labels = {k: v for k, v in training.items() if isinstance(v, str) and k not in _NOT_RECORDED}
     return {
         "workload": summary.workload,
         "hardware": summary.hardware,
@@ -57,7 +60,11 @@ def point_record(result: TrainingResult) -> dict[str, Any]:
         "techniques": str(technique) if technique else "none",
         **{k: v for k, v in summary.settings.items() if k != "step"},
         **row,
+        **labels,
     }
+
+
+_NOT_RECORDED = frozenset({"technique", "note"})
 
 
 def run_point(task: PointTask) -> PointOutcome:
