@@ -252,8 +252,9 @@ def _has_dask() -> bool:
 
 
 def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) -> None:
-    """SIGKILL the sweep's process mid-run: the store stays sound, and the rerun keeps
-    every committed point (its row untouched) and runs only the rest."""
+    """SIGKILL the sweep's process mid-run: its pool workers die with it, the store stays
+    sound, and the rerun keeps every committed point (its row untouched) and runs only
+    the rest."""
     path = sweep_file(
         tmp_path,
         "name: kill\ngrid:\n  array.rows: [16, 24, 32, 40, 48, 56, 64, 72]\n"
@@ -263,7 +264,7 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "accelsim", "sweep", str(path), "--out", str(out), "--jobs", "1"],
+        [sys.executable, "-m", "accelsim", "sweep", str(path), "--out", str(out), "--jobs", "2"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -281,6 +282,11 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
                 done = 0
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    if sys.platform.startswith("linux"):  # its pool workers die with it
+        deadline = time.monotonic() + 10
+        while _processes_naming(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _processes_naming(path)
     with Store(out / "kill") as store:
         assert store.integrity() == "ok"
         before = {r["identity"]: r for r in store.rows()}
@@ -296,6 +302,20 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
     for identity, row in before.items():
         assert after[identity] == row
     assert sorted(p.name for p in (out / "kill" / "points").iterdir()) == sorted(after)
+
+
+def _processes_naming(path: Path) -> list[int]:
+    """Live processes whose command line names ``path``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if str(path).encode() in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def test_plots_in_vector_and_raster_formats(tmp_path: Path) -> None:
