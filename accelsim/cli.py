@@ -363,9 +363,12 @@ def _check_file(path: Path) -> str:
     if "workload" in data or "hardware" in data:
         inputs = load_inputs(path)
         return f"run '{inputs.run.name}' with all referenced files"
+    if "base" in data:
+        plan = cli_sweep.check_sweep(path)
+        return f"sweep '{plan.name}', {len(plan.points)} points, each with all its files"
     raise InputError.single(
         display_path(path),
         "",
-        "not a hardware, energy, workload or run"
-        " file (no 'array', 'mac_pj', 'layers' or 'workload' key)",
+        "not a hardware, energy, workload, run or sweep"
+        " file (no 'array', 'mac_pj', 'layers', 'workload' or 'base' key)",
     )

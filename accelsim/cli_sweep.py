@@ -19,6 +19,8 @@ from accelsim.errors import InputError
 from accelsim.resources import bundled_path
 
 if TYPE_CHECKING:
+    from accelsim.sweep import SweepPlan
+
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 EXIT_OK, EXIT_FAILED_POINTS = 0, 3
@@ -87,6 +89,13 @@ def add_commands(sub: Subparsers) -> None:
     plot.add_argument(
         "--output", type=Path, metavar="FILE", help="default: DIR/plots/<kind>.<format>"
     )
+
+
+def check_sweep(path: Path) -> SweepPlan:
+    """Validate every point of a sweep file (for ``accelsim check``)."""
+    from accelsim.sweep import plan_sweep
+
+    return plan_sweep(path)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

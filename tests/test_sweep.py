@@ -102,6 +102,17 @@ def test_every_bad_point_is_reported_before_any_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "results").exists()
 
 
+def test_check_validates_every_point(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = sweep_file(tmp_path, "name: ok\ngrid:\n  array.rows: [8, 16]\n", name="ok.yaml")
+    bad = sweep_file(tmp_path, "name: bad\ngrid:\n  array.rows: [8, 0]\n", name="bad.yaml")
+    assert main(["check", str(good)]) == 0
+    assert "ok (sweep 'ok', 2 points, each with all its files)" in capsys.readouterr().out
+    assert main(["check", str(bad)]) == 2
+    assert f"{bad}: grid.array.rows: input should be greater than 0 (got 0)" in (
+        capsys.readouterr().err
+    )
+
+
 def test_bad_sweep_files_name_the_key(tmp_path: Path) -> None:
     cases = {
         "grid:\n  array.rowz: [1]\n": "grid.array.rowz",
