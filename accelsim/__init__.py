@@ -15,7 +15,10 @@ Also public, for the scripts in ``scripts/``:
 * single layers: :func:`read_topology`, :class:`TopologyLayer`,
   :func:`topology_gemm`, :func:`simulate_layer`, :class:`Phase`;
 * plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
-  :func:`plot_pipeline_sweep` (matplotlib is imported only when one is called).
+  :func:`plot_pipeline_sweep` (matplotlib is imported only when one is called);
+* sweeps: :func:`plan_sweep` (a sweep file's validated points), :func:`run_sweep`
+  on an :class:`Executor` (in-process), :class:`PoolExecutor` or
+  :class:`DaskExecutor`.
 
 ``import accelsim`` imports neither matplotlib nor numba.
 """
@@ -49,15 +52,19 @@ from accelsim.report.plots import plot_pipeline_sweep, plot_sensitivity, plot_sp
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import write_csv, write_run
+from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
 from accelsim.workload.topology import TopologyLayer, read_topology
 
 __all__ = [
     "AccelsimError",
     "ConfigError",
     "Convention",
+    "DaskExecutor",
+    "Executor",
     "InputError",
     "OutputError",
     "Phase",
+    "PoolExecutor",
     "RunInputs",
     "RunResult",
     "SimulationError",
@@ -69,12 +76,14 @@ __all__ = [
     "load_energy",
     "load_inputs",
     "parse_sets",
+    "plan_sweep",
     "plot_pipeline_sweep",
     "plot_sensitivity",
     "plot_speedup",
     "read_topology",
     "read_yaml",
     "resolved_config",
+    "run_sweep",
     "simulate",
     "simulate_layer",
     "simulate_run",

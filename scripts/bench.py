@@ -137,7 +137,7 @@ def sweep_speed(runs: int) -> int:
     """Points per second per core (in-process and pool) and the 1,000-point sweep's wall time."""
     import yaml
 
-    from accelsim.sweep import Executor, PoolExecutor, plan_sweep, run_sweep
+    from accelsim import Executor, PoolExecutor, plan_sweep, run_sweep
 
     cores = os.cpu_count() or 1
     load = os.getloadavg()[0]
