@@ -176,7 +176,7 @@ def test_a_suite_is_a_model_axis(tmp_path: Path) -> None:
         tmp_path,
         f"name: models\nsuite: {os.path.relpath(SUITE, tmp_path)}\n"
         "models: [mlp, resnet18]\nset: {workload_variant: cifar10}\n"
-        "grid:\n  array.rows: [8]\n",
+        "grid:\n  array.rows: [8]\nlayers: true\n",
     )
     plan = plan_sweep(path)
     assert [p.axes["model"] for p in plan.points] == ["mlp", "resnet18"]
@@ -185,6 +185,14 @@ def test_a_suite_is_a_model_axis(tmp_path: Path) -> None:
     _, rows = collect(report.directory)
     assert [(r["model"], r["workload"]) for r in rows] == [("mlp", "mlp"), ("resnet18", "resnet18")]
     assert rows[1]["workload_variant"] == "cifar10" and rows[0]["workload_variant"] == ""
+    for row, variant in zip(rows, ([], ["workload_variant=cifar10"]), strict=True):
+        workload = ROOT / "workloads" / f"{row['model']}.yaml"
+        result = accelsim.simulate(SMOKE, ["array.rows=8", f"workload={workload}", *variant])
+        assert row["total_cycles"] == result.base.total_cycles
+        points = report.directory / "points" / str(row["identity"])
+        with (points / "layers.csv").open(encoding="utf-8") as handle:
+            layers = list(csv.DictReader(handle))
+        assert [r["layer"] for r in layers] == [r["layer"] for r in result.base.layer_rows()]
 
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(

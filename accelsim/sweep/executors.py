@@ -123,7 +123,13 @@ class DaskExecutor(Executor):
             self._client = self._stack.enter_context(distributed.Client(cluster))
             self.description = f"Dask LocalCluster, {local_workers} workers"
         else:
-            self._client = self._stack.enter_context(distributed.Client(address))
+            try:
+                client = distributed.Client(address, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise InputError.single(
+                    "--scheduler", "", f"cannot reach the Dask scheduler: {exc}", address
+                ) from None
+            self._client = self._stack.enter_context(client)
             self.description = f"Dask scheduler {address}"
         self.workers = max(1, len(self._client.scheduler_info().get("workers", {})))
 

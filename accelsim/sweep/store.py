@@ -49,9 +49,11 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("params", "INTEGER"),
     ("utilization", "REAL"),
     ("stall_fraction", "REAL"),
+    ("array_stall_cycles", "INTEGER"),
     ("dram_bytes", "INTEGER"),
     ("dram_read_bytes", "INTEGER"),
     ("dram_write_bytes", "INTEGER"),
+    ("interconnect_bytes", "INTEGER"),
     ("energy_pj", "REAL"),
 )
 # Bookkeeping columns: identical across executors except the timings.

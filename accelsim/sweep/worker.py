@@ -60,6 +60,8 @@ def point_record(result: TrainingResult) -> dict[str, Any]:
         "techniques": str(technique) if technique else "none",
         **{k: v for k, v in summary.settings.items() if k != "step"},
         **row,
+        "array_stall_cycles": summary.array_stall_cycles,
+        "interconnect_bytes": summary.interconnect_bytes,
         **labels,
     }
 
