@@ -195,6 +195,22 @@ def test_a_suite_is_a_model_axis(tmp_path: Path) -> None:
         assert [r["layer"] for r in layers] == [r["layer"] for r in result.base.layer_rows()]
 
 
+def test_a_store_gains_the_columns_it_lacks(tmp_path: Path) -> None:
+    """A new axis, or a column an older accelsim did not write, is added on the next run."""
+    path = sweep_file(tmp_path, "name: grow\ngrid:\n  array.rows: [8]\n")
+    out = tmp_path / "out"
+    run_sweep(plan_sweep(path), out, Executor())
+    with sqlite3.connect(out / "grow" / "store.sqlite") as db:
+        db.execute("ALTER TABLE points DROP COLUMN interconnect_bytes")
+    path.write_text(path.read_text() + "  array.cols: [8, 16]\n")
+    report = run_sweep(plan_sweep(path), out, Executor())
+    assert (report.skipped, report.ran) == (0, 2)  # array.cols joins the identity
+    _, rows = collect(out / "grow")
+    by_cols = {r["array.cols"]: r for r in rows}
+    assert sorted(by_cols, key=str) == [8, 16, None]  # the first run's point stays
+    assert by_cols[8]["interconnect_bytes"] == by_cols[16]["interconnect_bytes"] == 0
+
+
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -162,7 +162,7 @@ class Store:
                     + ")"
                 )
                 have = {row[1] for row in cur.execute("PRAGMA table_info(points)")}
-                for name, kind in axis_columns:
+                for name, kind in columns:  # new axes, or a store of an older version
                     if name not in have:
                         cur.execute(f"ALTER TABLE points ADD COLUMN {_quote(name)} {kind}")
                 cur.executemany(
