@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelsim.config.loader import display_path
-from accelsim.errors import InputError
 from accelsim.resources import bundled_path
 
 if TYPE_CHECKING:
@@ -67,7 +66,9 @@ def add_commands(sub: Subparsers) -> None:
     collect = sub.add_parser("collect", help="export a sweep's store as one flat table")
     collect.add_argument("directory", type=Path, help="the sweep's output directory")
     output = collect.add_mutually_exclusive_group()
-    output.add_argument("--csv", type=Path, metavar="FILE", help="write CSV to FILE")
+    output.add_argument(
+        "--csv", type=Path, metavar="FILE", help="write CSV to FILE (default: CSV to stdout)"
+    )
     output.add_argument("--json", action="store_true", help="print one JSON list")
     plot = sub.add_parser("plot", help="draw a sweep's speedup, energy, heatmap, Pareto or scaling")
     plot.add_argument("directory", type=Path, help="the sweep's output directory")
@@ -149,16 +150,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
+    cells = [
+        {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in r.items()} for r in rows
+    ]
     if args.csv is None:
-        raise InputError.single("collect", "", "give --csv FILE or --json")
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(cells)
+        return EXIT_OK
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with args.csv.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(
-            {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()}
-            for row in rows
-        )
+        writer.writerows(cells)
     print(f"wrote {display_path(args.csv)}: {len(rows)} points, {len(columns)} columns")
     return EXIT_OK
 
