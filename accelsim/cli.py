@@ -112,7 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--json", action="store_true", help="print one JSON list")
     check = sub.add_parser("check", help="validate config files without simulating")
     check.add_argument(
-        "files", type=bundled_path, nargs="+", help="hardware, energy, workload or run YAML files"
+        "files",
+        type=bundled_path,
+        nargs="+",
+        help="hardware, energy, workload, run or sweep YAML files",
     )
     cli_sweep.add_commands(sub)
     return parser

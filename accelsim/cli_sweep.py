@@ -1,7 +1,8 @@
 """Command line of sweeps: ``accelsim sweep | collect | plot``.
 
 Part of the command line (:mod:`accelsim.cli` registers these subcommands and
-maps their exceptions to exit codes); like it, it prints.
+maps their exceptions to exit codes); like it, it prints.  ``accelsim sweep``
+exits with code 3 when a point failed (every other point is stored).
 """
 
 from __future__ import annotations
