@@ -249,6 +249,38 @@ def test_a_worker_of_another_version_is_refused(
     assert row["status"] == "failed" and "runs accelsim 0.0.1, this sweep" in row["error"]
 
 
+def test_each_input_file_is_parsed_once_per_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning and simulating six points parse the sweep, run, hardware, energy and
+    workload files once each (an edited file is parsed again)."""
+    from accelsim.config import loader
+
+    parsed: list[str] = []
+    real = loader._parse
+
+    def counting(text: str, name: str, error: Any) -> dict[str, Any]:
+        parsed.append(Path(name).name)
+        return real(text, name, error)
+
+    monkeypatch.setattr(loader, "_parse", counting)
+    monkeypatch.setattr(loader, "_PARSED", {})
+    path = sweep_file(
+        tmp_path, "name: once\ngrid:\n  array.rows: [8, 16, 32]\n  batch_size: [1, 2]\n"
+    )
+    run_sweep(plan_sweep(path), tmp_path / "out", Executor())
+    assert sorted(parsed) == [
+        "horowitz45.yaml",
+        "mlp.yaml",
+        "scalesim.yaml",
+        "smoke.yaml",
+        "sw.yaml",
+    ]
+    path.write_text(path.read_text().replace("[1, 2]", "[1, 2, 3]"))  # a new size
+    plan_sweep(path)
+    assert parsed.count("sw.yaml") == 2 and len(parsed) == 6
+
+
 def test_executors_store_identical_results(tmp_path: Path) -> None:
     """In-process, the process pool and a Dask LocalCluster store the same rows
     (timings and worker names aside)."""
