@@ -724,11 +724,18 @@ def validate(
     python: Path,
     user: bool = False,
     topologies: Iterable[str] = (),
+    stage: Callable[[str], None] | None = None,
 ) -> Outcome:
+    """Run both simulators on ``layers`` and compare them; ``stage(name)`` is called as
+    each of the (two or three) runs starts."""
+    step = stage or (lambda name: None)
+    step("accelsim")
     acc, acc_seconds = run_accelsim(hw, layers)
+    step("SCALE-Sim CALC")
     calc, ss_seconds = run_scalesim(python, hw, layers, "CALC")
     user_rows: list[dict[str, Any] | None] = [None] * len(layers)
     if user:
+        step("SCALE-Sim USER")
         got, extra = run_scalesim(python, hw, layers, "USER")
         user_rows = list(got)
         ss_seconds += extra
@@ -1066,7 +1073,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.accelsim_only:
             return accelsim_only(hw, layers)
         python = resolve_scalesim_python(args.scalesim_python, args.setup)
-        outcome = validate(hw, layers, python, args.user, [Path(t).name for t in args.topology])
+        names = [Path(t).name for t in args.topology]
+        with tqdm(total=3 if args.user else 2, unit="run", file=sys.stderr) as bar:
+            started: list[str] = []
+
+            def stage(name: str) -> None:
+                """Count the run that ended (if any) and show the one starting."""
+                if started:
+                    bar.update(1)
+                started.append(name)
+                bar.set_description(name)
+
+            outcome = validate(hw, layers, python, args.user, names, stage)
+            bar.update(1)
         print(
             f"hardware: {hw.describe()}; SCALE-Sim CALC mode{' + USER mode' if args.user else ''}"
         )
