@@ -19,7 +19,10 @@ Also public, for the scripts in ``scripts/``:
   only when one is called);
 * approximate dropout: :func:`write_dropout_distribution` (the SGD search, written
   for a run file's ``distribution:``) and :func:`benchmark_dropout_folds` (its fold
-  kernel against the NumPy reference).
+  kernel against the NumPy reference);
+* sweeps: :func:`plan_sweep` (a sweep file's validated points), :func:`run_sweep`
+  on an :class:`Executor` (in-process), :class:`PoolExecutor` or
+  :class:`DaskExecutor`.
 
 ``import accelsim`` imports neither matplotlib nor numba.
 """
@@ -58,6 +61,7 @@ from accelsim.report.plots import (
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import write_csv, write_run
+from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
 from accelsim.techniques.dropout_patterns import write_distribution as write_dropout_distribution
 from accelsim.timing.dropout_folds import benchmark_dropout_folds
 from accelsim.workload.topology import TopologyLayer, read_topology
@@ -66,9 +70,12 @@ __all__ = [
     "AccelsimError",
     "ConfigError",
     "Convention",
+    "DaskExecutor",
+    "Executor",
     "InputError",
     "OutputError",
     "Phase",
+    "PoolExecutor",
     "RunInputs",
     "RunResult",
     "SimulationError",
@@ -82,6 +89,7 @@ __all__ = [
     "load_energy",
     "load_inputs",
     "parse_sets",
+    "plan_sweep",
     "plot_dropout_sweep",
     "plot_pipeline_sweep",
     "plot_sensitivity",
@@ -89,6 +97,7 @@ __all__ = [
     "read_topology",
     "read_yaml",
     "resolved_config",
+    "run_sweep",
     "simulate",
     "simulate_layer",
     "simulate_run",

@@ -1,6 +1,7 @@
-"""Command line: ``accelsim run | layer | suite | models | check``.
+"""Command line: ``accelsim run | layer | suite | models | check``, and ``sweep |
+collect | plot`` (:mod:`accelsim.cli_sweep`).
 
-The only module that prints or exits.  Bad input (any
+With :mod:`accelsim.cli_sweep`, the only module that prints or exits.  Bad input (any
 :class:`~accelsim.errors.InputError`, an existing run directory) exits with
 code 2 and one line per problem, ``file: key.path: problem (got value)``;
 an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` for tracebacks.
@@ -17,13 +18,14 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from accelsim import __version__
+from tqdm import tqdm
+
+from accelsim import __version__, cli_sweep
 from accelsim.config.base import MAX_INT, Convention
 from accelsim.config.loader import (
     Override,
@@ -131,8 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--json", action="store_true", help="print one JSON list")
     check = sub.add_parser("check", help="validate config files without simulating")
     check.add_argument(
-        "files", type=bundled_path, nargs="+", help="hardware, energy, workload or run YAML files"
+        "files",
+        type=bundled_path,
+        nargs="+",
+        help="hardware, energy, workload, run or sweep YAML files",
     )
+    cli_sweep.add_commands(sub)
     return parser
 
 
@@ -264,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "suite": _cmd_suite,
         "models": _cmd_models,
         "check": _cmd_check,
+        "sweep": cli_sweep.cmd_sweep,
+        "collect": cli_sweep.cmd_collect,
+        "plot": cli_sweep.cmd_plot,
     }[args.command]
     try:
         with _signals_interrupt():
@@ -351,16 +360,18 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
     target = run_directory(args.out, inputs[0].run.name)
     rows = []
-    started = time.perf_counter()
-    with staged_directory(target, args.force) as staging:
-        for i, (entry, model_inputs) in enumerate(zip(entries, inputs, strict=True), start=1):
-            _progress(i, len(entries), entry.name, time.perf_counter() - started)
+    with (
+        staged_directory(target, args.force) as staging,
+        tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
+    ):
+        for entry, model_inputs in zip(entries, inputs, strict=True):
+            bar.set_postfix_str(entry.name)
             result = simulate_training(model_inputs)
             write_run_files(
                 run_directory(staging, entry.name), result, resolved_config(model_inputs)
             )
             rows.append(suite_row(entry.name, result))
-        _progress(len(entries), len(entries), "done", time.perf_counter() - started, end=True)
+            bar.update(1)
         write_csv(staging / "suite.csv", suite_columns(rows), rows)
         title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
         plot_suite(staging / "suite.csv", staging / "suite.png", title)
@@ -369,17 +380,6 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     print(suite_table(rows))
     print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
     return EXIT_OK
-
-
-def _progress(done: int, total: int, label: str, seconds: float, end: bool = False) -> None:
-    width = 28
-    filled = width * (done if end else done - 1) // total
-    bar = "#" * filled + "." * (width - filled)
-    line = f"[{bar}] {done}/{total} {label:<14} {seconds:6.1f} s"
-    if sys.stderr.isatty():
-        print("\r" + line, end="\n" if end else "", file=sys.stderr, flush=True)
-    else:
-        print(line, file=sys.stderr)
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -464,9 +464,12 @@ def _check_file(path: Path) -> str:
     if "workload" in data or "hardware" in data:
         inputs = load_inputs(path)
         return f"run '{inputs.run.name}' with all referenced files"
+    if "base" in data:
+        plan = cli_sweep.check_sweep(path)
+        return f"sweep '{plan.name}', {len(plan.points)} points, each with all its files"
     raise InputError.single(
         display_path(path),
         "",
-        "not a hardware, energy, workload or run"
-        " file (no 'array', 'mac_pj', 'layers' or 'workload' key)",
+        "not a hardware, energy, workload, run or sweep"
+        " file (no 'array', 'mac_pj', 'layers', 'workload' or 'base' key)",
     )

@@ -8,6 +8,12 @@ maximum resident set size.
     python scripts/bench.py            # default set, 5 runs each
     python scripts/bench.py --runs 9
     python scripts/bench.py --vs-scalesim --runs 3   # SCALE-Sim 3.0.0 vs accelsim
+    python scripts/bench.py --sweep --runs 3          # sweep throughput
+
+``--sweep`` times design-point sweeps: points per second per core for ResNet-18
+and BERT-base training-step points in this process and through the process
+pool, and the 1,000-point ResNet-18 sweep (``configs/sweeps/resnet18_1000.yaml``)
+end to end as ``accelsim sweep --jobs <cores>`` in a fresh process.
 
 ``--vs-scalesim`` times SCALE-Sim 3.0.0 (its CLI, in the interpreter that
 ``scripts/validate_scalesim.py`` uses) and accelsim on the same forward layers
@@ -100,7 +106,10 @@ def main() -> int:
     parser.add_argument(
         "--only", help="--vs-scalesim: comma-separated subset, e.g. alexnet-32x32,resnet18-128x128"
     )
+    parser.add_argument("--sweep", action="store_true", help="time design-point sweeps")
     args = parser.parse_args()
+    if args.sweep:
+        return sweep_speed(args.runs or 3)
     if args.vs_scalesim:
         return vs_scalesim(args.runs or 3, args.scalesim_python, args.only)
     args.runs = args.runs or 5
@@ -134,6 +143,65 @@ def dropout_kernel() -> None:
         f" Numba {folds / numba_s:,.0f} folds/s, NumPy reference {folds / numpy_s:,.0f}"
         f" folds/s, speed-up {numpy_s / numba_s:,.0f}x"
     )
+
+
+# (label, base run file, grid of the timed sweep); each sweep is a fresh store.
+SWEEP_CASES = (
+    ("ResNet-18 points (batch 32)", "configs/runs/default.yaml",
+     {"array.rows": [32, 64, 96, 128], "array.cols": [32, 64, 96, 128],
+      "array.dataflow": ["os", "ws"]}),
+    ("BERT-base points (batch 32)", "configs/runs/default.yaml",
+     {"workload": ["../../workloads/bert_base.yaml"], "array.rows": [64, 128],
+      "array.cols": [64, 128], "array.dataflow": ["os", "ws"]}),
+)  # fmt: skip
+
+
+def sweep_speed(runs: int) -> int:
+    """Points per second per core (in-process and pool) and the 1,000-point sweep's wall time."""
+    import yaml
+
+    from accelsim import Executor, PoolExecutor, plan_sweep, run_sweep
+
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0]
+    print(
+        f"machine: {platform.machine()}, {cores} cores, Python {platform.python_version()}; "
+        f"load average {load:.1f} at the start; median of {runs} runs"
+    )
+    print(f"{'sweep':34} {'points':>6} {'executor':>16} {'s':>7} {'points/s/core':>14}")
+    with tempfile.TemporaryDirectory(prefix="accelsim-bench-") as tmp:
+        sweeps = ROOT / "configs" / "sweeps"
+        for label, base, grid in SWEEP_CASES:
+            path = sweeps / f".bench-{os.getpid()}.yaml"
+            relative = os.path.relpath(ROOT / base, sweeps)
+            path.write_text(yaml.safe_dump({"name": "bench", "base": relative, "grid": grid}))
+            try:
+                plan = plan_sweep(path)
+            finally:
+                path.unlink()
+            run_sweep(plan, Path(tmp) / "warm", Executor())  # imports, Numba, parsed files
+            for name, workers, make in (
+                ("in-process", 1, Executor),
+                (f"pool, {cores} jobs", cores, lambda: PoolExecutor(cores)),
+            ):
+                walls = []
+                for i in range(runs):
+                    with make() as executor:
+                        start = time.perf_counter()
+                        run_sweep(plan, Path(tmp) / f"{name}-{i}-{label[:4]}", executor)
+                        walls.append(time.perf_counter() - start)
+                wall = statistics.median(walls)
+                rate = len(plan.points) / wall / workers
+                print(f"{label:34} {len(plan.points):6d} {name:>16} {wall:7.2f} {rate:14.1f}")
+        argv = [sys.executable, "-m", "accelsim", "sweep", "configs/sweeps/resnet18_1000.yaml",
+                "--jobs", str(cores)]  # fmt: skip
+        walls = [timed([*argv, "--out", str(Path(tmp) / f"big{i}")], {})[0] for i in range(runs)]
+        wall = statistics.median(walls)
+        print(
+            f"{'ResNet-18 1,000-point sweep, end to end':34} {1000:6d} "
+            f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {1000 / wall / cores:14.1f}"
+        )
+    return 0
 
 
 VS_WORKLOADS = (("AlexNet", "alexnet_conv.csv"), ("ResNet-18", "resnet18_conv.csv"))

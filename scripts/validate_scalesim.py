@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from accelsim import InputError, read_topology
 from accelsim import TopologyLayer as Layer
 
@@ -722,11 +724,18 @@ def validate(
     python: Path,
     user: bool = False,
     topologies: Iterable[str] = (),
+    stage: Callable[[str], None] | None = None,
 ) -> Outcome:
+    """Run both simulators on ``layers`` and compare them; ``stage(name)`` is called as
+    each of the (two or three) runs starts."""
+    step = stage or (lambda name: None)
+    step("accelsim")
     acc, acc_seconds = run_accelsim(hw, layers)
+    step("SCALE-Sim CALC")
     calc, ss_seconds = run_scalesim(python, hw, layers, "CALC")
     user_rows: list[dict[str, Any] | None] = [None] * len(layers)
     if user:
+        step("SCALE-Sim USER")
         got, extra = run_scalesim(python, hw, layers, "USER")
         user_rows = list(got)
         ss_seconds += extra
@@ -998,8 +1007,18 @@ def accelsim_only(hw: Hardware, layers: Sequence[Layer]) -> int:
     return 0
 
 
-def report_progress(outcome: Outcome, finished: int, total: int) -> None:
-    print(f"[{finished}/{total}] {outcome.summary()}", file=sys.stderr, flush=True)
+def progress_bar(bar: tqdm[Any]) -> Callable[[Outcome, int, int], None]:
+    """A ``run_sweep`` progress callback that advances ``bar`` (rate and ETA) and prints
+    each finished run's one-line summary above it."""
+
+    def report(outcome: Outcome, finished: int, total: int) -> None:
+        if bar.total != total:
+            bar.reset(total)
+            bar.update(finished - 1)
+        bar.update(1)
+        bar.write(f"[{finished}/{total}] {outcome.summary()}", file=sys.stderr)
+
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1011,9 +1030,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
             python = resolve_scalesim_python(args.scalesim_python, args.setup)
             arrays = parse_arrays(args.arrays) if args.arrays else SWEEP_ARRAYS
-            outcomes, skipped = run_sweep(
-                python, topologies, args.jobs, args.user, args.max_cycles, report_progress, arrays
-            )
+            with tqdm(desc="SCALE-Sim runs", unit="run", file=sys.stderr) as bar:
+                outcomes, skipped = run_sweep(
+                    python,
+                    topologies,
+                    args.jobs,
+                    args.user,
+                    args.max_cycles,
+                    progress_bar(bar),
+                    arrays,
+                )
             for o in outcomes:
                 if not args.quiet:
                     print(f"\n== {o.hw.describe()} / {', '.join(o.topologies)}")
@@ -1047,7 +1073,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.accelsim_only:
             return accelsim_only(hw, layers)
         python = resolve_scalesim_python(args.scalesim_python, args.setup)
-        outcome = validate(hw, layers, python, args.user, [Path(t).name for t in args.topology])
+        names = [Path(t).name for t in args.topology]
+        with tqdm(total=3 if args.user else 2, unit="run", file=sys.stderr) as bar:
+            started: list[str] = []
+
+            def stage(name: str) -> None:
+                """Count the run that ended (if any) and show the one starting."""
+                if started:
+                    bar.update(1)
+                started.append(name)
+                bar.set_description(name)
+
+            outcome = validate(hw, layers, python, args.user, names, stage)
+            bar.update(1)
         print(
             f"hardware: {hw.describe()}; SCALE-Sim CALC mode{' + USER mode' if args.user else ''}"
         )

@@ -99,7 +99,7 @@ def test_run_writes_the_four_result_files(
     assert [p.name for p in out.iterdir()] == ["smoke"]  # no staging leftovers
 
     summary = read_summary(run_dir)
-    assert summary["schema_version"] == 1
+    assert summary["schema_version"] == 2
     assert summary["run"] == "smoke"
     assert summary["workload"] == "mlp"
     assert summary["hardware"] == "scalesim-32x32"

@@ -12,6 +12,7 @@ ORDER = [
     "errors",
     "units",
     "resources",
+    "provenance",
     "config",
     "graph",
     "workload",
@@ -22,14 +23,16 @@ ORDER = [
     "report",
     "techniques",
     "driver",
+    "sweep",
     "api",
+    "cli_sweep",
     "cli",
 ]
 ONLY_IN = {
     "yaml": {"config/loader.py"},
     "numba": {"timing/kernels.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
-    "matplotlib": {"report/plots.py"},
+    "matplotlib": {"report/plots.py", "sweep/plots.py"},
 }
 
 

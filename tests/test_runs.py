@@ -99,7 +99,7 @@ def test_on_chip_stash_removes_stash_traffic() -> None:
 def test_summary_is_consistent() -> None:
     result = run(MLP_RUN)
     s = result.summary()
-    assert s["schema_version"] == 1
+    assert s["schema_version"] == 2
     assert s["macs"]["total"] == s["macs"]["fwd"] + s["macs"]["bwd_input"] + s["macs"]["bwd_weight"]
     assert s["macs"]["aux"] == 0
     assert 0 < s["utilization"] <= 1

@@ -21,6 +21,7 @@ import accelsim
 from accelsim.report.console import summary_table
 from accelsim.report.result import SCHEMA_VERSION, TrainingResult
 from accelsim.report.summary import (
+    DesignKnobs,
     DramBytes,
     EnergySummary,
     MacCounts,
@@ -38,12 +39,14 @@ GP = "run.techniques={gradient_prediction: {}}"
 SMOKE_KEYS = [
     "schema_version",
     "accelsim_version",
+    "git_commit",
     "run",
     "workload",
     "hardware",
     "batch_size",
     "processors",
     "array",
+    "design",
     "step",
     "convention",
     "assignment",
@@ -96,6 +99,8 @@ def conforms(value: Any, hint: Any) -> bool:
     if hint is str:
         return type(value) is str
     origin, args = get_origin(hint), get_args(hint)
+    if type(None) in args:
+        return value is None or any(conforms(value, a) for a in args if a is not type(None))
     if origin is Mapping:
         key, item = args
         return isinstance(value, Mapping) and all(
@@ -139,12 +144,40 @@ def test_to_dict_is_the_written_summary_json(tmp_path: Path) -> None:
     same_shape(record, written)
     assert json.dumps(record, indent=2) + "\n" == text
     assert record == result.base.summary() == result.summary()
-    assert summary.schema_version == SCHEMA_VERSION == written["schema_version"] == 1
+    assert summary.schema_version == SCHEMA_VERSION == written["schema_version"] == 2
     assert {f.name for f in fields(StepSummary)} - {"settings"} <= set(written)
     assert (
         list(summary.settings)
-        == SMOKE_KEYS[SMOKE_KEYS.index("array") + 1 : SMOKE_KEYS.index("clock_mhz")]
+        == SMOKE_KEYS[SMOKE_KEYS.index("design") + 1 : SMOKE_KEYS.index("clock_mhz")]
     )
+
+
+def test_design_knobs_are_the_hardware_as_numbers() -> None:
+    """The set-up a sweep varies, read from the run's inputs, not parsed from ``array``."""
+    result = accelsim.simulate(
+        SMOKE, ["array.rows=16", "dram.bandwidth_bytes_per_cycle=24", "batch_size=3"]
+    )
+    summary = result.base.step_summary()
+    inputs = accelsim.load_inputs(SMOKE)
+    hw = inputs.hardware
+    assert summary.design == DesignKnobs(
+        rows=16,
+        cols=hw.array.cols,
+        dataflow=hw.array.dataflow.value,
+        ifmap_kib=hw.buffers.ifmap_kib,
+        filter_kib=hw.buffers.filter_kib,
+        ofmap_kib=hw.buffers.ofmap_kib,
+        stash_kib=hw.buffers.stash_kib,
+        dram_bandwidth_bytes_per_cycle=24.0,
+        dram_latency_cycles=hw.dram.latency_cycles,
+        processors=hw.processors,
+        clock_mhz=hw.clock_mhz,
+        batch_size=3,
+    )
+    assert summary.array == f"16x{hw.array.cols} {hw.array.dataflow.value}"
+    assert summary.accelsim_version == accelsim.__version__
+    commit = summary.git_commit
+    assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)
 
 
 def test_fields_have_their_declared_types() -> None:
@@ -157,7 +190,7 @@ def test_fields_have_their_declared_types() -> None:
     record = summary.to_dict()
     hints = get_type_hints(StepSummary)
     for f in fields(StepSummary):
-        if f.name == "settings":
+        if f.name in ("settings", "git_commit"):
             continue
         value, hint = record[f.name], hints[f.name]
         if hint in (int, float, str):
@@ -194,8 +227,8 @@ def test_training_section_stays_the_techniques_dict(tmp_path: Path) -> None:
 
 def test_from_dict_rejects_bad_records() -> None:
     record = smoke().base.summary()
-    with pytest.raises(ValueError, match=re.escape("schema_version: expected 1 (got 2)")):
-        StepSummary.from_dict(record | {"schema_version": 2})
+    with pytest.raises(ValueError, match=re.escape("schema_version: expected 2 (got 1)")):
+        StepSummary.from_dict(record | {"schema_version": 1})
     with pytest.raises(ValueError, match="missing key 'total_cycles'"):
         StepSummary.from_dict({k: v for k, v in record.items() if k != "total_cycles"})
     with pytest.raises(ValueError, match=re.escape("seconds: expected float (got int 1)")):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
@@ -124,16 +124,19 @@ def _run_problems(run: RunSpec, hw: HardwareSpec, source: str) -> list[Problem]:
     return []
 
 
+def resolved_data(inputs: RunInputs) -> dict[str, Any]:
+    """Every input after overrides, as plain data: enough to repeat the run."""
+    return {
+        "run": inputs.run.model_dump(mode="json"),
+        "hardware": inputs.hardware.model_dump(mode="json"),
+        "energy": inputs.energy.model_dump(mode="json"),
+        "workload": inputs.workload.model_dump(mode="json", exclude_none=True),
+    }
+
+
 def resolved_config(inputs: RunInputs) -> str:
     """YAML of every input after overrides: enough to repeat the run."""
-    return dump_yaml(
-        {
-            "run": inputs.run.model_dump(mode="json"),
-            "hardware": inputs.hardware.model_dump(mode="json"),
-            "energy": inputs.energy.model_dump(mode="json"),
-            "workload": inputs.workload.model_dump(mode="json", exclude_none=True),
-        }
-    )
+    return dump_yaml(resolved_data(inputs))
 
 
 @dataclass(frozen=True)
@@ -169,12 +172,21 @@ def suite_inputs(run_path: Path, entry: SuiteEntry, sets: list[Override]) -> Run
     A ``workload_variant`` the model does not define (a CIFAR variant for a
     language model, say) is dropped for that model.
     """
-    workload = Override("workload", str(entry.workload_path.resolve()), "suite", "workload")
+    return load_inputs(run_path, model_overrides(run_path, entry.workload_path, sets))
+
+
+def model_overrides(run_path: Path, workload_path: Path, sets: list[Override]) -> list[Override]:
+    """``sets`` followed by the overrides that make ``workload_path`` the run's workload.
+
+    A ``workload_variant`` the model does not define (a CIFAR variant for a
+    language model, say) is dropped for that model.
+    """
+    workload = Override("workload", str(workload_path.resolve()), "suite", "workload")
     run = load_run_file(run_path, [*sets, workload]).run
-    variants = read_yaml(entry.workload_path, WorkloadError).get("variants")
+    variants = read_yaml(workload_path, WorkloadError).get("variants")
     extra = [workload]
     if run.workload_variant is not None and not (
         isinstance(variants, dict) and run.workload_variant in variants
     ):
         extra.append(Override("workload_variant", None, "suite", "workload_variant"))
-    return load_inputs(run_path, [*sets, *extra])
+    return [*sets, *extra]

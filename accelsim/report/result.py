@@ -17,8 +17,10 @@ import numpy as np
 from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
+from accelsim.provenance import git_commit, version
 from accelsim.report.summary import (
     SCHEMA_VERSION,
+    DesignKnobs,
     DramBytes,
     EnergySummary,
     MacCounts,
@@ -223,12 +225,28 @@ class RunResult:
         dram_read, dram_write = c.dram_read_bytes.sum(), c.dram_ofmap_write_bytes.sum()
         return StepSummary(
             schema_version=SCHEMA_VERSION,
+            accelsim_version=version(),
+            git_commit=git_commit(),
             run=self.name,
             workload=self.workload,
             hardware=hw.name,
             batch_size=self.batch_size,
             processors=hw.processors,
             array=f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}",
+            design=DesignKnobs(
+                rows=hw.array.rows,
+                cols=hw.array.cols,
+                dataflow=hw.array.dataflow.value,
+                ifmap_kib=hw.buffers.ifmap_kib,
+                filter_kib=hw.buffers.filter_kib,
+                ofmap_kib=hw.buffers.ofmap_kib,
+                stash_kib=hw.buffers.stash_kib,
+                dram_bandwidth_bytes_per_cycle=hw.dram.bandwidth_bytes_per_cycle,
+                dram_latency_cycles=hw.dram.latency_cycles,
+                processors=hw.processors,
+                clock_mhz=hw.clock_mhz,
+                batch_size=self.batch_size,
+            ),
             settings=self.settings,
             clock_mhz=hw.clock_mhz,
             total_cycles=self.total_cycles,

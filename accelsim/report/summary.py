@@ -30,9 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from accelsim._version import __version__
-
-SCHEMA_VERSION = 1
+# 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added.
+SCHEMA_VERSION = 2
 
 _T = TypeVar("_T")
 
@@ -159,25 +158,73 @@ class EnergySummary:
         )
 
 
+@dataclass(frozen=True)
+class DesignKnobs:
+    """The design point as numbers: what a sweep varies and a plot puts on an axis.
+
+    ``dataflow`` is the array's (``os``, ``ws`` or ``is``); buffer sizes are KiB
+    per processor; the DRAM figures are the channel's (per processor with
+    ``dram.sharing: per_processor``).
+    """
+
+    rows: int
+    cols: int
+    dataflow: str
+    ifmap_kib: float
+    filter_kib: float
+    ofmap_kib: float
+    stash_kib: float
+    dram_bandwidth_bytes_per_cycle: float
+    dram_latency_cycles: int
+    processors: int
+    clock_mhz: float
+    batch_size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DesignKnobs:
+        return cls(
+            rows=_get(data, "rows", int),
+            cols=_get(data, "cols", int),
+            dataflow=_get(data, "dataflow", str),
+            ifmap_kib=_get(data, "ifmap_kib", float),
+            filter_kib=_get(data, "filter_kib", float),
+            ofmap_kib=_get(data, "ofmap_kib", float),
+            stash_kib=_get(data, "stash_kib", float),
+            dram_bandwidth_bytes_per_cycle=_get(data, "dram_bandwidth_bytes_per_cycle", float),
+            dram_latency_cycles=_get(data, "dram_latency_cycles", int),
+            processors=_get(data, "processors", int),
+            clock_mhz=_get(data, "clock_mhz", float),
+            batch_size=_get(data, "batch_size", int),
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class StepSummary:
     """Whole-step numbers of one simulated training step (one ``summary.json``).
 
-    ``array`` is ``"<rows>x<cols> <dataflow>"``; ``settings`` are the run's
-    settings as strings (see the module docstring); ``busy_cycles`` maps each
-    unit (but the all-reduce channel) to its busy cycles on every processor.
-    ``array_stall_cycles`` is summed over the processors' main arrays and
-    ``stall_fraction`` is its mean share of the step over the processors that
-    run array ops, within [0, 1].
+    ``array`` is ``"<rows>x<cols> <dataflow>"`` and ``design`` the same set-up
+    as numbers; ``settings`` are the run's settings as strings (see the module
+    docstring); ``busy_cycles`` maps each unit (but the all-reduce channel) to
+    its busy cycles on every processor.  ``array_stall_cycles`` is summed over
+    the processors' main arrays and ``stall_fraction`` is its mean share of the
+    step over the processors that run array ops, within [0, 1].
+    ``accelsim_version`` and ``git_commit`` (of the source checkout, when it is
+    one) say what produced the record.
     """
 
     schema_version: int = SCHEMA_VERSION
+    accelsim_version: str
+    git_commit: str | None
     run: str
     workload: str
     hardware: str
     batch_size: int
     processors: int
     array: str
+    design: DesignKnobs
     settings: Mapping[str, str]
     clock_mhz: float
     total_cycles: int
@@ -199,13 +246,15 @@ class StepSummary:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
         return {
             "schema_version": self.schema_version,
-            VERSION_KEY: __version__,
+            VERSION_KEY: self.accelsim_version,
+            "git_commit": self.git_commit,
             "run": self.run,
             "workload": self.workload,
             "hardware": self.hardware,
             "batch_size": self.batch_size,
             "processors": self.processors,
             "array": self.array,
+            "design": self.design.to_dict(),
             **self.settings,
             "clock_mhz": self.clock_mhz,
             "total_cycles": self.total_cycles,
@@ -247,12 +296,15 @@ class StepSummary:
         busy = _get(data, "busy_cycles", dict)
         return cls(
             schema_version=version,
+            accelsim_version=_get(data, "accelsim_version", str),
+            git_commit=None if data.get("git_commit") is None else _get(data, "git_commit", str),
             run=_get(data, "run", str),
             workload=_get(data, "workload", str),
             hardware=_get(data, "hardware", str),
             batch_size=_get(data, "batch_size", int),
             processors=_get(data, "processors", int),
             array=_get(data, "array", str),
+            design=DesignKnobs.from_dict(_get(data, "design", dict)),
             settings=settings,
             clock_mhz=_get(data, "clock_mhz", float),
             total_cycles=_get(data, "total_cycles", int),

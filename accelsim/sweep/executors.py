@@ -1,0 +1,143 @@
+"""Where sweep points run: in this process, a local process pool, or a Dask cluster.
+
+Each executor takes chunks of tasks and yields each chunk's outcomes as it
+finishes (in any order).  All of them run :func:`accelsim.sweep.worker.run_chunk`,
+so the stored results do not depend on the executor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import math
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from accelsim.errors import InputError
+from accelsim.sweep.plan import PointTask
+from accelsim.sweep.worker import PointOutcome, run_chunk
+
+CLUSTER_HINT = (
+    "needs the optional cluster extra: pip install 'accelsim[cluster]' (dask, distributed)"
+)
+
+
+def chunked(tasks: Sequence[PointTask], workers: int) -> list[list[PointTask]]:
+    """Split ``tasks`` into chunks: about eight per worker, at most 16 points each,
+    so a round trip is amortised and a killed sweep loses little work."""
+    size = max(1, min(16, math.ceil(len(tasks) / (8 * max(workers, 1)))))
+    return [list(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+
+
+class Executor(AbstractContextManager["Executor"]):
+    """Runs chunks of points; :meth:`run` yields each chunk's outcomes when done."""
+
+    workers = 1
+    description = "in-process"
+
+    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
+        for chunk in chunks:
+            yield run_chunk(chunk)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with(parent: int) -> None:
+    """Pool worker initializer: on Linux, be killed with the sweep's process, even by
+    SIGKILL, so a killed sweep leaves no orphan workers; elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(1)
+
+
+@dataclass
+class PoolExecutor(Executor):
+    """A local process pool of ``jobs`` workers (forked where the platform allows, so
+    they start with the files the sweep's process already parsed; on Linux they die
+    with the sweep's process)."""
+
+    jobs: int
+
+    def __post_init__(self) -> None:
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.jobs,
+            mp_context=context,
+            initializer=_die_with,
+            initargs=(os.getpid(),),
+        )
+        self.workers = self.jobs
+        self.description = f"process pool, {self.jobs} workers"
+
+    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
+        futures = [self._pool.submit(run_chunk, list(chunk)) for chunk in chunks]
+        for future in as_completed(futures):
+            yield future.result()
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor(Executor):
+    """Dask distributed: an existing scheduler at ``address``, or a ``LocalCluster`` of
+    ``local_workers`` single-threaded worker processes.
+
+    Raises:
+        InputError: when ``dask``/``distributed`` are not installed.
+    """
+
+    def __init__(self, address: str | None = None, local_workers: int | None = None) -> None:
+        try:
+            distributed: Any = importlib.import_module("distributed")
+        except ImportError:
+            option = "--scheduler" if address is not None else "--dask-workers"
+            raise InputError.single(option, "", CLUSTER_HINT) from None
+        self._distributed: Any = distributed
+        self._stack = ExitStack()
+        if address is None:
+            cluster = self._stack.enter_context(
+                distributed.LocalCluster(
+                    n_workers=local_workers or 1,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                )
+            )
+            self._client = self._stack.enter_context(distributed.Client(cluster))
+            self.description = f"Dask LocalCluster, {local_workers} workers"
+        else:
+            try:
+                client = distributed.Client(address, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise InputError.single(
+                    "--scheduler", "", f"cannot reach the Dask scheduler: {exc}", address
+                ) from None
+            self._client = self._stack.enter_context(client)
+            self.description = f"Dask scheduler {address}"
+        self.workers = max(1, len(self._client.scheduler_info().get("workers", {})))
+
+    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
+        futures = self._client.map(run_chunk, [list(c) for c in chunks], pure=False)
+        for future in self._distributed.as_completed(futures):
+            result: list[PointOutcome] = future.result()
+            yield result
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()

@@ -1,0 +1,207 @@
+"""Expand a sweep file into points, validate every point, and name each by its identity.
+
+A point is the base run file plus one ``--set``-style override per axis (and the
+sweep's fixed ``set`` keys).  Every point is loaded exactly as ``accelsim run``
+would load it before any is simulated; all their problems are reported together,
+each blamed on the sweep file's key that chose the bad value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelsim.config.loader import Override, display_path, read_yaml
+from accelsim.config.validate import validate_data
+from accelsim.driver.inputs import (
+    RunInputs,
+    load_inputs,
+    model_overrides,
+    resolved_data,
+    suite_entries,
+)
+from accelsim.errors import ConfigError, InputError, Problem
+from accelsim.provenance import version
+from accelsim.sweep.spec import MODEL_AXIS, SweepSpec
+
+# Run-file keys that name things rather than set them: two points that differ only
+# here simulate the same thing (the referenced files' contents are hashed instead).
+_NOT_IDENTITY = ("name", "description", "hardware", "workload", "energy", "overrides")
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """What a worker needs to simulate one point: picklable plain data.
+
+    ``sets`` are ``(key, value, source, source_path)`` tuples for
+    :class:`~accelsim.config.loader.Override`.
+    """
+
+    identity: str
+    index: int
+    label: str
+    base: str
+    sets: tuple[tuple[str, Any, str, str], ...]
+    layers: bool
+
+    def overrides(self) -> list[Override]:
+        return [Override(*item) for item in self.sets]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One validated point: its axis values (as the sweep file wrote them) and task."""
+
+    axes: Mapping[str, Any]
+    task: PointTask
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A validated sweep: its spec, file and points in sweep order."""
+
+    spec: SweepSpec
+    path: Path
+    points: tuple[Point, ...]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def axes(self) -> list[str]:
+        return self.spec.axes()
+
+
+def load_sweep(path: Path) -> SweepSpec:
+    """Read and validate a sweep file (not its points).
+
+    Raises:
+        ConfigError: for a bad sweep file.
+    """
+    return validate_data(SweepSpec, read_yaml(path), display_path(path))
+
+
+def identity(inputs: RunInputs) -> str:
+    """The point's identity: a hash of its canonical resolved configuration and the
+    accelsim version (16 hex digits)."""
+    data = resolved_data(inputs)
+    data["run"] = {k: v for k, v in data["run"].items() if k not in _NOT_IDENTITY}
+    text = json.dumps({"accelsim": version(), **data}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def plan_sweep(path: Path) -> SweepPlan:
+    """Expand and validate every point of a sweep file.
+
+    Raises:
+        ConfigError: for a bad sweep file, or listing every problem of every
+            point (each once, in sweep order).
+    """
+    spec = load_sweep(path)
+    source = display_path(path)
+    base = path.parent / spec.base
+    if not base.is_file():
+        raise ConfigError.single(source, "base", "file not found", spec.base)
+    models = _models(spec, path, source)
+    fixed = [Override(k, v, source, f"set.{k}") for k, v in spec.set.items()]
+    problems: list[Problem] = []
+    points: list[Point] = []
+    seen: dict[str, int] = {}
+    for axes, sets in _combinations(spec, path, source, models):
+        index = len(points)
+        try:
+            # A section is set before the keys inside it, whichever wrote it first.
+            final = sorted([*fixed, *sets], key=_depth)
+            if MODEL_AXIS in axes:
+                final = model_overrides(base, models[axes[MODEL_AXIS]], final)
+            inputs = load_inputs(base, final)
+        except InputError as exc:
+            problems += [p for p in exc.problems if p not in problems]
+            continue
+        key = identity(inputs)
+        if key in seen:
+            problems.append(
+                Problem(source, "", f"two points are the same design (point {seen[key]})", axes)
+            )
+            continue
+        seen[key] = index
+        label = ", ".join(f"{k}={_text(v)}" for k, v in axes.items())
+        task = PointTask(
+            key,
+            index,
+            label,
+            str(base.resolve()),
+            tuple((o.key, o.value, o.source, o.source_path) for o in final),
+            spec.layers,
+        )
+        points.append(Point(dict(axes), task))
+    if problems:
+        raise ConfigError(problems)
+    if not points:
+        raise ConfigError.single(source, "exclude", "excludes every point of the sweep")
+    return SweepPlan(spec, path, tuple(points))
+
+
+def _depth(item: Override) -> int:
+    """How deep ``item`` sets: ``techniques`` 0, ``techniques.x.y`` 2, ``layers[1].k`` 2."""
+    return item.key.count(".") + item.key.count("[")
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _models(spec: SweepSpec, path: Path, source: str) -> dict[str, Path]:
+    """The suite's models (name -> workload file), or none without a suite."""
+    if spec.suite is None:
+        return {}
+    suite_path = path.parent / spec.suite
+    try:
+        entries = suite_entries(suite_path, spec.models)
+    except InputError as exc:
+        raise ConfigError(
+            [
+                Problem(source, "models", p.message, p.value) if p.file == "--models" else p
+                for p in exc.problems
+            ]
+        ) from None
+    return {e.name: e.workload_path for e in entries}
+
+
+def _combinations(
+    spec: SweepSpec, path: Path, source: str, models: Mapping[str, Path]
+) -> Iterator[tuple[dict[str, Any], list[Override]]]:
+    """Each point's axis values and overrides, in sweep order, excludes dropped."""
+    dims: list[list[list[tuple[str, Any, str]]]] = []
+    if models:
+        dims.append([[(MODEL_AXIS, name, "suite")] for name in models])
+    for key, values in spec.grid.items():
+        dims.append([[(key, v, f"grid.{key}")] for v in values])
+    for i, group in enumerate(spec.zip):
+        length = len(next(iter(group.values())))
+        dims.append(
+            [[(k, vs[j], f"zip[{i}].{k}") for k, vs in group.items()] for j in range(length)]
+        )
+    for combo in itertools.product(*dims):
+        items = [item for part in combo for item in part]
+        axes = {key: value for key, value, _ in items}
+        if any(all(axes.get(k) == v for k, v in entry.items()) for entry in spec.exclude):
+            continue
+        sets = [
+            Override(key, _resolve(key, value, path), source, where)
+            for key, value, where in items
+            if key != MODEL_AXIS
+        ]
+        yield axes, sets
+
+
+def _resolve(key: str, value: Any, path: Path) -> Any:
+    """A ``workload`` axis names files relative to the sweep file."""
+    if key in ("workload", "run.workload") and isinstance(value, str):
+        return str((path.parent / value).resolve())
+    return value

@@ -1,0 +1,76 @@
+"""Sweep spec: a base run file and the axes of a design-point sweep.
+
+Loaded from a sweep YAML file; paths (``base``, ``suite``, ``workload`` values)
+are relative to the sweep file.  Axes are dotted keys that ``--set`` accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from accelsim.config.base import Name, RuleViolation, Spec
+
+# The axis a suite adds: one point per model, named as in the suite file.
+MODEL_AXIS = "model"
+
+
+class SweepSpec(Spec):
+    """A sweep file.
+
+    ``grid`` axes combine as a Cartesian product (first key slowest); each
+    ``zip`` group is one more dimension whose keys advance together (equal-length
+    lists); ``suite`` (optionally narrowed by ``models``) adds a ``model`` axis
+    first.  ``set`` fixes keys for every point; a point that matches every key of
+    one ``exclude`` entry is dropped.  ``layers`` also keeps each point's
+    ``layers.csv``.
+    """
+
+    name: Name
+    description: str = ""
+    base: Name
+    suite: Name | None = None
+    models: list[Name] | None = Field(default=None, min_length=1)
+    set: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    zip: list[dict[str, list[Any]]] = Field(default_factory=list)
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+    layers: bool = False
+
+    @model_validator(mode="after")
+    def _axes(self) -> SweepSpec:
+        if self.models is not None and self.suite is None:
+            raise RuleViolation("models", "needs a suite to choose from", self.models)
+        if self.name in (".", "..") or "/" in self.name:
+            raise RuleViolation("name", "must be a plain directory name", self.name)
+        seen: set[str] = {MODEL_AXIS} if self.suite is not None else set()
+        groups = [("grid", {k: v}) for k, v in self.grid.items()]
+        groups += [(f"zip[{i}]", group) for i, group in enumerate(self.zip)]
+        for where, group in groups:
+            lengths = {len(values) for values in group.values()}
+            if not group:
+                raise RuleViolation(where, "expected at least one key", group)
+            if len(lengths) > 1:
+                raise RuleViolation(where, "the lists of a zip group differ in length", group)
+            for key, values in group.items():
+                if not values:
+                    raise RuleViolation(f"{where}.{key}", "expected at least one value", values)
+                if key in seen:
+                    raise RuleViolation(f"{where}.{key}", "axis given twice", key)
+                if key in self.set:
+                    raise RuleViolation(f"{where}.{key}", "also fixed by 'set'", key)
+                seen.add(key)
+        for i, entry in enumerate(self.exclude):
+            for key in entry:
+                if key not in seen:
+                    raise RuleViolation(f"exclude[{i}].{key}", "not an axis of the sweep", key)
+        return self
+
+    def axes(self) -> list[str]:
+        """Every axis key, in the order of the point's dimensions."""
+        keys = [MODEL_AXIS] if self.suite is not None else []
+        keys += list(self.grid)
+        for group in self.zip:
+            keys += list(group)
+        return keys

@@ -1,0 +1,102 @@
+"""Simulate sweep points: the function every executor runs, in any process.
+
+A worker never touches the store or the output directory: it returns each
+point's outcome (its flat record, ``summary.json`` text and optionally its
+layer rows) to the sweep's process, which writes them.  Input files are parsed
+once per process (:func:`accelsim.config.loader.read_yaml` caches them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_training
+from accelsim.errors import AccelsimError
+from accelsim.provenance import version
+from accelsim.report.result import TrainingResult
+from accelsim.report.suite import suite_row
+from accelsim.sweep.plan import PointTask
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    """What simulating one point gave: ``status`` ``ok`` or ``failed`` (with ``error``)."""
+
+    task: PointTask
+    status: str
+    error: str | None
+    record: dict[str, Any] = field(default_factory=dict)
+    summary_json: str = ""
+    layer_rows: tuple[dict[str, Any], ...] = ()
+    wall_seconds: float = 0.0
+    worker: str = ""
+    accelsim_version: str = ""
+
+
+def point_record(result: TrainingResult) -> dict[str, Any]:
+    """The flat record of one point: design knobs, the technique(s) and the run's
+    settings, then :func:`~accelsim.report.suite.suite_row`'s numbers."""
+    summary = result.base.step_summary()
+    training = result.training or {}
+    technique = training.get("technique")
+    row = suite_row("", result)
+    row.pop("model")
+    row.pop("batch_size")
+    # The technique's named results (e.g. its binding bound), not its prose note.
+    labels = {k: v for k, v in training.items() if isinstance(v, str) and k not in _NOT_RECORDED}
+    return {
+        "workload": summary.workload,
+        "hardware": summary.hardware,
+        **summary.design.to_dict(),
+        "techniques": str(technique) if technique else "none",
+        **{k: v for k, v in summary.settings.items() if k != "step"},
+        **row,
+        "array_stall_cycles": summary.array_stall_cycles,
+        "interconnect_bytes": summary.interconnect_bytes,
+        **labels,
+    }
+
+
+_NOT_RECORDED = frozenset({"technique", "note"})
+
+
+def run_point(task: PointTask) -> PointOutcome:
+    """Simulate one point; a failure becomes a ``failed`` outcome, never an exception."""
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    started = time.perf_counter()
+    try:
+        result = simulate_training(load_inputs(Path(task.base), task.overrides()))
+        outcome = PointOutcome(
+            task,
+            "ok",
+            None,
+            point_record(result),
+            json.dumps(result.summary(), indent=2) + "\n",
+            tuple(result.base.layer_rows()) if task.layers else (),
+        )
+    except AccelsimError as exc:
+        outcome = PointOutcome(task, "failed", str(exc))
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        message = f"internal error: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+        outcome = PointOutcome(task, "failed", message)
+    return replace(
+        outcome,
+        wall_seconds=time.perf_counter() - started,
+        worker=worker,
+        accelsim_version=version(),
+    )
+
+
+def run_chunk(tasks: Sequence[PointTask]) -> list[PointOutcome]:
+    """:func:`run_point` on each task in turn (one round trip to a worker)."""
+    return [run_point(task) for task in tasks]
