@@ -9,6 +9,7 @@ through the object-oriented API with the Agg canvas.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
@@ -104,7 +105,7 @@ def setup_title(name: str, rows: Sequence[Row], what: str) -> str:
     ):
         values = sorted({str(r.get(key)) for r in rows})
         parts.append(f"{shown} {values[0]}" if len(values) == 1 else f"{shown}: varied")
-    return f"{name}: {what}\n" + "; ".join(parts)
+    return f"{name}: {what}\n" + textwrap.fill("; ".join(parts), 70)
 
 
 def _ms(row: Row) -> float:
@@ -219,8 +220,14 @@ def plot_energy(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
     return fig
 
 
+def _technique(rows: Sequence[Row]) -> bool:
+    """Whether every point reports a technique's speedup (the figure to show then)."""
+    return all(r.get("speedup") is not None for r in rows)
+
+
 def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
-    """Step time (ms) over the two axes that vary.
+    """The technique's speedup (x) when every point has one, else step time (ms), over
+    the two axes that vary.
 
     Raises:
         InputError: unless exactly two axes vary among the rows.
@@ -236,9 +243,11 @@ def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
     y_key, x_key = keys
     xs = list(dict.fromkeys(str(r.get(x_key)) for r in rows))
     ys = list(dict.fromkeys(str(r.get(y_key)) for r in rows))
+    technique = _technique(rows)
     grid = [[math.nan] * len(xs) for _ in ys]
     for r in rows:
-        grid[ys.index(str(r.get(y_key)))][xs.index(str(r.get(x_key)))] = _ms(r)
+        value = float(r["speedup"]) if technique else _ms(r)
+        grid[ys.index(str(r.get(y_key)))][xs.index(str(r.get(x_key)))] = value
     fig = _figure(max(8.0, 1.0 * len(xs) + 3), max(4.0, 0.6 * len(ys) + 2))
     ax = fig.subplots()
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
@@ -253,7 +262,7 @@ def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
     ax.set_yticks(range(len(ys)), ys)
     ax.set_xlabel(axis_name(rows, axes, x_key))
     ax.set_ylabel(axis_name(rows, axes, y_key))
-    fig.colorbar(image, ax=ax, label="step time (ms)")
+    fig.colorbar(image, ax=ax, label="technique speedup (x)" if technique else "step time (ms)")
     ax.set_title(title)
     return fig
 
@@ -316,7 +325,7 @@ def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, ti
     lines: dict[str, list[Row]] = {}
     for r in rows:
         lines.setdefault(_label(r, others), []).append(r)
-    technique = all(r.get("speedup") is not None for r in rows)
+    technique = _technique(rows)
     fig = _figure(7.0, 4.5)
     ax = fig.subplots()
     for (name, members), colour in zip(lines.items(), _colours(len(lines)), strict=True):
@@ -358,7 +367,7 @@ def draw(
             else "the technique's whole-training speedup over the baseline"
         ),
         PlotKind.ENERGY: "step energy by component",
-        PlotKind.HEATMAP: "step time",
+        PlotKind.HEATMAP: "the technique's speedup" if _technique(rows) else "step time",
         PlotKind.PARETO: "step time against energy",
         PlotKind.SCALING: "scaling",
     }[kind]
