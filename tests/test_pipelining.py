@@ -327,7 +327,9 @@ def test_free_tasks_split_dx_and_run_dx_and_dw_apart() -> None:
 def test_free_tasks_activation_reading_runs_f_prime_below(tmp_path: Path) -> None:
     """``dx_split: activation``: the backward of relu2 (``⊙ f'``) runs on the processor of
     fc2's task that reads it, not necessarily fc3's, which computes ``W3ᵀδ``."""
-    result = train(run_file(tmp_path, "mlp", batch=64), 3, "layerpipe: {dx_split: activation}")
+    sets = ["processors=3", "dram.sharing=per_processor"]
+    sets.append("run.techniques={layerpipe: {dx_split: activation}}")
+    result = simulate_training(load_inputs(run_file(tmp_path, "mlp", batch=256), parse_sets(sets)))
     report = result.training
     assert report is not None and not report["dx_split_rows"]
     tasks = {task: int(p) for p, names in report["tasks_per_processor"].items() for task in names}
@@ -406,3 +408,14 @@ def test_pipedream_sends_a_stage_gradient_when_its_backward_is_done(tmp_path: Pa
             and graph.processor[op.op_id] == transfer.source
         ]
         assert int(trace.start_cycle[transfer.op_id]) >= max(backward_ends)
+
+
+def test_free_tasks_fall_back_to_pipedream_when_slower(tmp_path: Path) -> None:
+    """On the small MLP (batch 64, 3 processors, shared DRAM) the list scheduler's
+    placement is slower than PipeDream's schedule, which LayerPipe then keeps."""
+    path = run_file(tmp_path, "mlp", batch=64)
+    pipedream = train(path, 3, "pipedream: {}").training
+    layerpipe = train(path, 3, "layerpipe: {}").training
+    assert pipedream is not None and layerpipe is not None
+    assert layerpipe["placement"] == "stages"
+    assert layerpipe["steady_cycles_per_minibatch"] == pipedream["steady_cycles_per_minibatch"]

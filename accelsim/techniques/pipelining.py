@@ -545,6 +545,11 @@ class LayerPipe(Schedule):
         """LayerPipe's placement: free tasks, or the fastest of the stage options (also
         on one processor, where either is the baseline step).
 
+        With ``placement: tasks`` PipeDream's own schedule on the same partition
+        is simulated too, and kept when the free placement's list scheduling
+        comes out slower (the report's ``placement`` says which ran), so
+        LayerPipe is never slower than PipeDream.
+
         With ``placement: stages`` the candidates are the inter-layer split with
         dW deferred, dW deferred alone, the plain 1F1B order, and PipeDream's own
         (1F1B, each stage's input gradient sent when its backward is done); each
@@ -553,7 +558,13 @@ class LayerPipe(Schedule):
         """
         plan = self.plan(ctx, base)
         if self.layerpipe.placement is TaskPlacement.TASKS and self.processors(ctx) > 1:
-            return self.place_tasks(ctx, step, plan)
+            graph, period = self.place_tasks(ctx, step, plan)
+            fallback, fallback_period = self.measure(
+                ctx,
+                functools.partial(self.build, ctx, step, plan, None, False, True),
+                self.mini_batches(plan.stages),
+            )
+            return graph if period <= fallback_period else fallback
         shares = self.shares(plan, base)
         candidates: list[tuple[SplitShares | None, bool, bool]] = [
             (None, True, False),
@@ -574,8 +585,10 @@ class LayerPipe(Schedule):
         assert best is not None
         return best[1]
 
-    def place_tasks(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> OpGraph:
-        """The free task placement, with the weight delays it needs.
+    def place_tasks(
+        self, ctx: TechniqueContext, step: StepGraph, plan: Plan
+    ) -> tuple[OpGraph, float]:
+        """The free task placement, with the weight delays it needs, and its period.
 
         Each layer's delay is its one-mini-batch latency in periods plus a margin
         for a full pipeline's queueing: ``delay_margin``, or with ``auto`` the
@@ -611,7 +624,7 @@ class LayerPipe(Schedule):
                 break
         assert best is not None
         self._layouts[id(best[1])] = (best[1], best[2])
-        return best[1]
+        return best[1], best[0]
 
     def processors(self, ctx: TechniqueContext) -> int:
         """Processors the free task placement uses (not capped at the layer count)."""
@@ -658,7 +671,7 @@ class LayerPipe(Schedule):
             single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
             costs = measure_tasks(ctx.simulate(single))
             groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
-            free = assign(costs, processors, link, groups)
+            free = assign(costs, processors, link, groups, 0.0 if shared else bandwidth)
             staged = {task: plan.stage_of.get(task[0], 0) for task in free}
             for where in (free, staged):
                 load = loads(costs, where, processors)

@@ -107,12 +107,14 @@ def assign(
     processors: int,
     link_bytes_per_cycle: float,
     groups: Iterable[set[TaskKey]] = (),
+    dram_bytes_per_cycle: float = 0.0,
 ) -> dict[TaskKey, int]:
     """Every task's processor: longest group first, each where it finishes soonest.
 
-    A group's cost on processor ``p`` is the larger of ``p``'s array and vector
-    loads with the group added, plus the cycles to move the bytes it exchanges
-    with tasks already placed on other processors over one link.  Ties go to the
+    A group's cost on processor ``p`` is the largest of ``p``'s array and vector
+    loads (and, given ``dram_bytes_per_cycle``, its own DRAM channel's time) with
+    the group added, plus the cycles to move the bytes it exchanges with tasks
+    already placed on other processors over one link.  Ties go to the
     lowest processor.  Tasks in one group share a processor; every other task is
     a group of its own.
     """
@@ -138,23 +140,32 @@ def assign(
 
     array = [0] * processors
     vector = [0] * processors
+    dram = [0.0] * processors
     where: dict[TaskKey, int] = {}
     for unit in sorted(units, key=weight, reverse=True):
         a = sum(costs.array_cycles.get(t, 0) for t in unit)
         v = sum(costs.vector_cycles.get(t, 0) for t in unit)
+        d = (
+            sum(costs.dram_bytes.get(t, 0) for t in unit) / dram_bytes_per_cycle
+            if dram_bytes_per_cycle
+            else 0.0
+        )
 
-        def finish(p: int, unit: set[TaskKey] = unit, a: int = a, v: int = v) -> float:
+        def finish(
+            p: int, unit: set[TaskKey] = unit, a: int = a, v: int = v, d: float = d
+        ) -> float:
             moved = sum(
                 size
                 for t in unit
                 for other, size in exchanged.get(t, ())
                 if other in where and where[other] != p
             )
-            return max(array[p] + a, vector[p] + v) + moved / link_bytes_per_cycle
+            return max(array[p] + a, vector[p] + v, dram[p] + d) + moved / link_bytes_per_cycle
 
         best = min(range(processors), key=lambda p: (finish(p), p))
         array[best] += a
         vector[best] += v
+        dram[best] += d
         for t in unit:
             where[t] = best
     return where
