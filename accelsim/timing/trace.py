@@ -21,6 +21,8 @@ class Trace:
         stall_cycles: ``end - start - compute``: waiting for DRAM or links.
         total_cycles: End of the last op.
         processors: Number of processors simulated.
+        events: Events the engine processed (the same count in both engines).
+        engine: Which engine ran: ``simpy`` or ``compiled``.
     """
 
     costs: OpCosts
@@ -30,6 +32,8 @@ class Trace:
     stall_cycles: np.ndarray
     total_cycles: int
     processors: int
+    events: int
+    engine: str
 
     def busy_cycles(self, unit: int) -> np.ndarray:
         """Cycles each processor's ``unit`` spent running ops (compute plus stalls)."""
