@@ -40,15 +40,9 @@ from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import Channel
 from accelsim.timing.costs import UNIT_COMM, OpCosts
-from accelsim.timing.trace import Trace
+from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 Process = Generator[simpy.Event, object, None]
-
-LIMIT_MESSAGE = (
-    f"the step takes more than 2^53 cycles ({MAX_COUNT:.3g}), beyond what is"
-    " counted exactly; raise the DRAM or interconnect bandwidth, lower their"
-    " latency_cycles or the batch size"
-)
 
 
 def _part(total: int, parts: int, j: int) -> int:
@@ -118,19 +112,7 @@ class _Engine:
         if (end < 0).any():
             stuck = [self.graph.ops[i].name for i in np.flatnonzero(end < 0)[:3]]
             raise SimulationError(f"ops never ran (dependency cycle?): {', '.join(stuck)}")
-        duration = end - start
-        compute = np.where(self.costs.unit == UNIT_COMM, duration, self.costs.compute_cycles)
-        return Trace(
-            costs=self.costs,
-            processor=np.asarray(self.graph.processor, np.int64),
-            start_cycle=start,
-            end_cycle=end,
-            stall_cycles=duration - compute,
-            total_cycles=int(end.max(initial=0)),
-            processors=len(self.links),
-            events=events,
-            engine="simpy",
-        )
+        return build_trace(self.graph, self.costs, len(self.links), start, end, events, "simpy")
 
     def _dispatch(self, i: int) -> None:
         op = self.graph.ops[i]

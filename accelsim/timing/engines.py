@@ -1,0 +1,84 @@
+"""Which event engine runs a step: the SimPy reference or the compiled twin.
+
+Both give the same :class:`~accelsim.timing.trace.Trace` (``tests/test_compiled.py``).
+The compiled engine is about 15x faster per event, but a process pays about
+0.4 s to load Numba and the cached loop (and about 6 s once, to compile it when
+no cache exists), while a ResNet-18 step is about 5,000 events, 10 ms of SimPy.
+``auto`` therefore decides like :mod:`accelsim.timing.backend`: SimPy until the
+events simulated in this process would have paid for loading Numba, and only
+when the compiled loop is cached on disk (never a compile in a user's run); the
+compiled engine once Numba is loaded anyway.  Neither engine is imported before
+it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import EngineKind
+from accelsim.graph.ops import OpGraph
+from accelsim.timing.costs import OpCosts
+from accelsim.timing.trace import Trace
+
+# SimPy events that cost about as much as loading Numba and the cached loop
+# (~0.4 s at ~2 us per event on the 2-core reference machine), and the events
+# an op costs besides its tile groups (get, put, prologue, join, drains).
+BREAK_EVEN_EVENTS = 200_000
+EVENTS_PER_OP = 5
+EVENTS_PER_CHUNK = 3
+
+
+class _Budget:
+    """Events simulated with SimPy so far in this process (``auto``)."""
+
+    spent_events = 0
+
+
+def estimated_events(costs: OpCosts) -> int:
+    """About how many events a step of these costs takes (tile groups dominate)."""
+    return EVENTS_PER_OP * len(costs.unit) + EVENTS_PER_CHUNK * int(costs.chunks.sum())
+
+
+def compiled_cached() -> bool:
+    """Whether the compiled loop is cached on disk (next to its module, or in
+    ``NUMBA_CACHE_DIR``), so that running it costs no compilation."""
+    here = Path(__file__).resolve().parent
+    places = [here / "__pycache__"]
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        places.append(Path(os.environ["NUMBA_CACHE_DIR"]))
+    return any(any(place.rglob("event_loop.run_events-*.nbi")) for place in places)
+
+
+def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
+    """The engine that runs a step of ``costs`` when ``kind`` is asked for."""
+    if kind is not EngineKind.AUTO:
+        return kind
+    if "numba" in sys.modules and compiled_cached():
+        return EngineKind.COMPILED
+    events = estimated_events(costs)
+    if _Budget.spent_events + events >= BREAK_EVEN_EVENTS and compiled_cached():
+        return EngineKind.COMPILED
+    _Budget.spent_events += events
+    return EngineKind.SIMPY
+
+
+def simulate(
+    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, kind: EngineKind = EngineKind.AUTO
+) -> Trace:
+    """Run ``graph`` with ``costs`` on ``hw`` with the engine :func:`choose` picks;
+    the trace names it.
+
+    Raises:
+        SimulationError: if some op can never run.
+        LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
+    """
+    if choose(kind, costs) is EngineKind.COMPILED:
+        from accelsim.timing import compiled  # loads Numba
+
+        return compiled.simulate(graph, costs, hw)
+    from accelsim.timing import engine  # loads SimPy
+
+    return engine.simulate(graph, costs, hw)
