@@ -21,10 +21,15 @@ Also public, for the scripts in ``scripts/``:
   for a run file's ``distribution:``) and :func:`benchmark_dropout_folds` (its fold
   kernel against the NumPy reference).
 
-``import accelsim`` imports neither matplotlib nor numba.
+``import accelsim`` imports neither matplotlib, numba, simpy nor any technique
+(``tests/test_startup.py``): :func:`write_dropout_distribution` loads its
+technique's module when first used.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from accelsim._version import __version__
 from accelsim.api import hardware_from_data, simulate
@@ -58,9 +63,21 @@ from accelsim.report.plots import (
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import write_csv, write_run
-from accelsim.techniques.dropout_patterns import write_distribution as write_dropout_distribution
 from accelsim.timing.dropout_folds import benchmark_dropout_folds
 from accelsim.workload.topology import TopologyLayer, read_topology
+
+# Public names whose modules load on first use: name -> (module, attribute).
+_LAZY = {
+    "write_dropout_distribution": ("accelsim.techniques.dropout_patterns", "write_distribution"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module 'accelsim' has no attribute {name!r}")
+
 
 __all__ = [
     "AccelsimError",
