@@ -26,11 +26,16 @@ from accelsim.errors import LimitError
 from accelsim.graph.ops import CommOp, OpGraph, Phase, Tensor, TensorKind, TransferOp
 from accelsim.timing import compiled, engine, engines
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
+from accelsim.timing.flat import fingerprint, flatten
 from accelsim.timing.trace import Trace
 from tests.test_engine import costs, gemm, hw, vector
 from tests.test_golden import CASES
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_compiled(graph: OpGraph, c: OpCosts, spec: Any) -> Trace:
+    return compiled.simulate(graph, c, flatten(graph, c, spec))
 
 
 def assert_same(a: Trace, b: Trace) -> None:
@@ -109,18 +114,18 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
 @given(problems())
 def test_compiled_equals_simpy_on_random_graphs(problem: tuple[OpGraph, OpCosts, Any]) -> None:
     graph, c, spec = problem
-    assert_same(engine.simulate(graph, c, spec), compiled.simulate(graph, c, spec))
+    assert_same(engine.simulate(graph, c, spec), run_compiled(graph, c, spec))
 
 
 def test_both_engines_stop_at_the_cycle_limit() -> None:
     # The first op ends one cycle after 2^53: both engines stop with the same error.
     graph = OpGraph(ops=(gemm(0), gemm(1, 0)), processor=(0, 0))
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**53 + 1, 10])
-    for run in (compiled.simulate, engine.simulate):
+    for run in (run_compiled, engine.simulate):
         with pytest.raises(LimitError, match="2\\^53"):
             run(graph, c, hw())
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**53 - 10, 10])
-    assert compiled.simulate(graph, c, hw()).total_cycles == 2**53
+    assert run_compiled(graph, c, hw()).total_cycles == 2**53
 
 
 # -- golden runs: whole summaries --------------------------------------------------------
@@ -224,3 +229,38 @@ def test_trace_names_its_engine() -> None:
         engines.simulate(graph, c, hw(), EngineKind.SIMPY).end_cycle,
         engines.simulate(graph, c, hw(), EngineKind.COMPILED).end_cycle,
     )
+
+
+# -- memoised steps ----------------------------------------------------------------------
+
+
+def test_the_fingerprint_sees_everything_that_decides_timing() -> None:
+    graph = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0))
+    c = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 0])
+    key = fingerprint(flatten(graph, c, hw()))
+    renamed = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), on_chip=frozenset({"x"}))
+    assert fingerprint(flatten(renamed, c, hw())) == key  # timing reads costs, not names
+    assert fingerprint(flatten(graph, c, hw("dram.latency_cycles=7"))) != key
+    assert fingerprint(flatten(graph, c, hw("interconnect.latency_cycles=7"))) != key
+    other = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 1])
+    assert fingerprint(flatten(graph, other, hw())) != key
+    unordered = OpGraph(ops=(gemm(0), vector(1)), processor=(0, 0))
+    assert fingerprint(flatten(unordered, c, hw())) != key
+    prioritised = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), priority=(1, 0))
+    assert fingerprint(flatten(prioritised, c, hw())) != key
+
+
+def test_a_step_is_simulated_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engines._Memo, "steps", type(engines._Memo.steps)())
+    monkeypatch.setattr(engines._Memo, "hits", 0)
+    inputs = load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets(["timing.engine=simpy"]))
+    first = simulate_run(inputs).summary()
+    assert engines._Memo.hits == 0
+    again = load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets(["timing.engine=simpy"]))
+    assert simulate_run(again).summary() == first
+    assert engines._Memo.hits == 1
+    # ADA-GP's baseline is the same step: reused; its BP and GP steps are new.
+    gp = ["timing.engine=simpy", "run.techniques={gradient_prediction: {}}"]
+    driver_run.simulate_training(load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets(gp)))
+    assert engines._Memo.hits == 2
+    assert len(engines._Memo.steps) == 3

@@ -9,19 +9,30 @@ events simulated in this process would have paid for loading Numba, and only
 when the compiled loop is cached on disk (never a compile in a user's run); the
 compiled engine once Numba is loaded anyway.  Neither engine is imported before
 it runs.
+
+Simulated steps are memoised within a process, keyed by the step's
+:func:`~accelsim.timing.flat.fingerprint` (what decides its timing) and the
+engine asked for: experiment scripts that simulate the same step under
+settings that do not change it (a baseline for every technique setting, a
+step kind whose graph a setting leaves alone) run the engine once.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections import OrderedDict
 from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import EngineKind
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
-from accelsim.timing.trace import Trace
+from accelsim.timing.flat import fingerprint, flatten
+from accelsim.timing.trace import Trace, build_trace
 
 # SimPy events that cost about as much as loading Numba and the cached loop
 # (~0.4 s at ~2 us per event on the 2-core reference machine), and the events
@@ -31,10 +42,28 @@ EVENTS_PER_OP = 5
 EVENTS_PER_CHUNK = 3
 
 
+# Simulated steps kept for reuse (least recently used dropped first).
+MEMO_STEPS = 128
+
+
 class _Budget:
     """Events simulated with SimPy so far in this process (``auto``)."""
 
     spent_events = 0
+
+
+class _Memo:
+    """Timing of the steps simulated in this process, by fingerprint and engine asked."""
+
+    steps: ClassVar[OrderedDict[tuple[bytes, str], tuple[np.ndarray, np.ndarray, int, str]]] = (
+        OrderedDict()
+    )
+    hits = 0
+
+    @classmethod
+    def clear(cls) -> None:
+        cls.steps.clear()
+        cls.hits = 0
 
 
 def estimated_events(costs: OpCosts) -> int:
@@ -68,17 +97,38 @@ def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
 def simulate(
     graph: OpGraph, costs: OpCosts, hw: HardwareSpec, kind: EngineKind = EngineKind.AUTO
 ) -> Trace:
-    """Run ``graph`` with ``costs`` on ``hw`` with the engine :func:`choose` picks;
-    the trace names it.
+    """Run ``graph`` with ``costs`` on ``hw`` with the engine :func:`choose` picks
+    (or reuse the timing of the same step simulated before); the trace names the
+    engine that ran it.
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
+    flat = flatten(graph, costs, hw)
+    key = (fingerprint(flat), kind.value)
+    known = _Memo.steps.get(key)
+    if known is not None:
+        _Memo.steps.move_to_end(key)
+        _Memo.hits += 1
+        start, end, events, engine_name = known
+        return build_trace(
+            graph, costs, hw.processors, start.copy(), end.copy(), events, engine_name
+        )
     if choose(kind, costs) is EngineKind.COMPILED:
         from accelsim.timing import compiled  # loads Numba
 
-        return compiled.simulate(graph, costs, hw)
-    from accelsim.timing import engine  # loads SimPy
+        trace = compiled.simulate(graph, costs, flat)
+    else:
+        from accelsim.timing import engine  # loads SimPy
 
-    return engine.simulate(graph, costs, hw)
+        trace = engine.simulate(graph, costs, hw)
+    _Memo.steps[key] = (
+        trace.start_cycle.copy(),
+        trace.end_cycle.copy(),
+        trace.events,
+        trace.engine,
+    )
+    if len(_Memo.steps) > MEMO_STEPS:
+        _Memo.steps.popitem(last=False)
+    return trace

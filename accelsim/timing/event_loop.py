@@ -31,13 +31,12 @@ import numpy as np
 from numba import njit
 
 from accelsim.errors import MAX_COUNT
+from accelsim.timing.flat import KIND_TRANSFER, KIND_UNIT
 
 # Event kinds.
 INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC = range(8)
 # Unit phases.
 IDLE, GOT, AFTER_PROLOGUE, AFTER_COMPUTE, WAIT_FETCH, WAIT_DRAINS = range(6)
-# Op kinds.
-KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
 URGENT, NORMAL = 0, 1
 PRIORITY_SHIFT = 62
 # Status codes.
@@ -197,14 +196,10 @@ def run_events(
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Run every op; returns ``(start, end, events, status)`` (cycles -1 if never run).
 
-    ``kind``: :data:`KIND_UNIT`, :data:`KIND_TRANSFER` or :data:`KIND_COMM`;
-    ``store``: the unit op's store (processor-major, then unit); ``link_bytes``:
-    a transfer's bytes (its ``processor`` is the source) or an all-reduce's
-    tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i+1]]``;
-    successors are ``succ_idx[succ_ptr[i]:succ_ptr[i+1]]``, and ``waiting`` the
-    number of dependencies (modified).  Store ``s`` keeps its heap at
-    ``store_base[s]``.  ``status`` is :data:`OVER_LIMIT` if an op ended after
-    :data:`~accelsim.errors.MAX_COUNT` cycles (the loop stops there).
+    The arrays are those of :class:`accelsim.timing.flat.FlatStep` (``processor``
+    is its ``where``; ``waiting``, its ``deps``, is modified).  ``status`` is
+    :data:`OVER_LIMIT` if an op ended after :data:`~accelsim.errors.MAX_COUNT`
+    cycles (the loop stops there).
     """
     n_ops = kind.shape[0]
     start = np.full(n_ops, -1, np.int64)
