@@ -19,7 +19,9 @@ Also public, for the scripts in ``scripts/``:
   only when one is called);
 * approximate dropout: :func:`write_dropout_distribution` (the SGD search, written
   for a run file's ``distribution:``) and :func:`benchmark_dropout_folds` (its fold
-  kernel against the NumPy reference).
+  kernel against the NumPy reference);
+* engines: :func:`benchmark_engines` (the SimPy and compiled event engines on the
+  steps of a run, as :class:`EngineTiming`).
 
 ``import accelsim`` imports neither matplotlib, numba, simpy nor any technique
 (``tests/test_startup.py``): :func:`write_dropout_distribution` loads its
@@ -35,6 +37,7 @@ from accelsim._version import __version__
 from accelsim.api import hardware_from_data, simulate
 from accelsim.config.base import Convention
 from accelsim.config.loader import load_energy, parse_sets, read_yaml
+from accelsim.driver.bench import EngineTiming, benchmark_engines
 from accelsim.driver.inputs import (
     RunInputs,
     SuiteEntry,
@@ -83,6 +86,7 @@ __all__ = [
     "AccelsimError",
     "ConfigError",
     "Convention",
+    "EngineTiming",
     "InputError",
     "OutputError",
     "Phase",
@@ -95,6 +99,7 @@ __all__ = [
     "WorkloadError",
     "__version__",
     "benchmark_dropout_folds",
+    "benchmark_engines",
     "hardware_from_data",
     "load_energy",
     "load_inputs",

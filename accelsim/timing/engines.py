@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import sys
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
@@ -66,6 +68,27 @@ class _Memo:
         cls.hits = 0
 
 
+Step = tuple[OpGraph, OpCosts, HardwareSpec]
+
+
+class _Recorder:
+    """Where :func:`recorded_steps` collects the steps simulated inside it."""
+
+    steps: ClassVar[list[Step] | None] = None
+
+
+@contextmanager
+def recorded_steps() -> Iterator[list[Step]]:
+    """Collect ``(graph, costs, hardware)`` of every step simulated inside the block,
+    memoised ones included (for benchmarks of the engines)."""
+    steps: list[Step] = []
+    outer, _Recorder.steps = _Recorder.steps, steps
+    try:
+        yield steps
+    finally:
+        _Recorder.steps = outer
+
+
 def estimated_events(costs: OpCosts) -> int:
     """About how many events a step of these costs takes (tile groups dominate)."""
     return EVENTS_PER_OP * len(costs.unit) + EVENTS_PER_CHUNK * int(costs.chunks.sum())
@@ -105,6 +128,8 @@ def simulate(
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
+    if _Recorder.steps is not None:
+        _Recorder.steps.append((graph, costs, hw))
     flat = flatten(graph, costs, hw)
     key = (fingerprint(flat), kind.value)
     known = _Memo.steps.get(key)
