@@ -56,6 +56,8 @@ def _push(
     arg: int,
 ) -> int:
     """Push an event on the heap of ``size`` entries; returns the new size."""
+    if size >= h_time.shape[0]:  # the caller's bound is wrong: never write past the heap
+        raise RuntimeError("event heap overflow")
     i = size
     while i > 0:
         parent = (i - 1) >> 1
