@@ -54,16 +54,20 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
 
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
-# YAML 1.1 reads "1e-9" (no dot) as a string; accept it as the float users mean.
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+class _FastLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The same loader parsing with libyaml when PyYAML has it (several times faster
+    on the workload files); a file it rejects is parsed again by :class:`_StrictLoader`,
+    whose messages the error tests pin."""
+
+
+for _loader in (_StrictLoader, _FastLoader):
+    _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    # YAML 1.1 reads "1e-9" (no dot) as a string; accept it as the float users mean.
+    _loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"),
+    )
 
 
 def display_path(path: Path) -> str:
@@ -87,7 +91,10 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
     if _flow_depth(text) > MAX_DEPTH:
         raise error.single(name, "", f"invalid YAML: nested deeper than {MAX_DEPTH} levels")
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
+        try:
+            data = yaml.load(text, Loader=_FastLoader)
+        except yaml.YAMLError:
+            data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
