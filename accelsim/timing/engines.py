@@ -95,13 +95,18 @@ def estimated_events(costs: OpCosts) -> int:
 
 
 def compiled_cached() -> bool:
-    """Whether the compiled loop is cached on disk (next to its module, or in
-    ``NUMBA_CACHE_DIR``), so that running it costs no compilation."""
+    """Whether the compiled loop's cache index is on disk where Numba keeps it: next to
+    its module, in ``NUMBA_CACHE_DIR``, or in the user's cache directory when the
+    package directory is read-only.  (After the module's source changes, Numba
+    compiles once more despite the index.)"""
     here = Path(__file__).resolve().parent
     places = [here / "__pycache__"]
     if os.environ.get("NUMBA_CACHE_DIR"):
         places.append(Path(os.environ["NUMBA_CACHE_DIR"]))
-    return any(any(place.rglob("event_loop.run_events-*.nbi")) for place in places)
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+    places.append(user_cache)
+    pattern = "event_loop.run_events-*.nbi"
+    return any(place.is_dir() and any(place.rglob(pattern)) for place in places)
 
 
 def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
