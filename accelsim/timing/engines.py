@@ -43,7 +43,6 @@ BREAK_EVEN_EVENTS = 300_000
 EVENTS_PER_OP = 5
 EVENTS_PER_CHUNK = 3
 
-
 # Simulated steps kept for reuse (least recently used dropped first).
 MEMO_STEPS = 128
 
@@ -61,11 +60,6 @@ class _Memo:
         OrderedDict()
     )
     hits = 0
-
-    @classmethod
-    def clear(cls) -> None:
-        cls.steps.clear()
-        cls.hits = 0
 
 
 Step = tuple[OpGraph, OpCosts, HardwareSpec]
