@@ -22,17 +22,25 @@ Also public, for the scripts in ``scripts/``:
   kernel against the NumPy reference);
 * sweeps: :func:`plan_sweep` (a sweep file's validated points), :func:`run_sweep`
   on an :class:`Executor` (in-process), :class:`PoolExecutor` or
-  :class:`DaskExecutor`.
+  :class:`DaskExecutor`;
+* engines: :func:`benchmark_engines` (the SimPy and compiled event engines on the
+  steps of a run, as :class:`EngineTiming`).
 
-``import accelsim`` imports neither matplotlib nor numba.
+``import accelsim`` imports neither matplotlib, numba, simpy nor any technique
+(``tests/test_startup.py``): :func:`write_dropout_distribution` and the sweep
+names load their modules when first used.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from accelsim._version import __version__
 from accelsim.api import hardware_from_data, simulate
 from accelsim.config.base import Convention
 from accelsim.config.loader import load_energy, parse_sets, read_yaml
+from accelsim.driver.bench import EngineTiming, benchmark_engines
 from accelsim.driver.inputs import (
     RunInputs,
     SuiteEntry,
@@ -61,16 +69,33 @@ from accelsim.report.plots import (
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.suite import suite_columns, suite_row
 from accelsim.report.writer import write_csv, write_run
-from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
-from accelsim.techniques.dropout_patterns import write_distribution as write_dropout_distribution
 from accelsim.timing.dropout_folds import benchmark_dropout_folds
 from accelsim.workload.topology import TopologyLayer, read_topology
+
+# Public names whose modules load on first use: name -> (module, attribute).
+_LAZY = {
+    "write_dropout_distribution": ("accelsim.techniques.dropout_patterns", "write_distribution"),
+    "DaskExecutor": ("accelsim.sweep", "DaskExecutor"),
+    "Executor": ("accelsim.sweep", "Executor"),
+    "PoolExecutor": ("accelsim.sweep", "PoolExecutor"),
+    "plan_sweep": ("accelsim.sweep", "plan_sweep"),
+    "run_sweep": ("accelsim.sweep", "run_sweep"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module 'accelsim' has no attribute {name!r}")
+
 
 __all__ = [
     "AccelsimError",
     "ConfigError",
     "Convention",
     "DaskExecutor",
+    "EngineTiming",
     "Executor",
     "InputError",
     "OutputError",
@@ -85,6 +110,7 @@ __all__ = [
     "WorkloadError",
     "__version__",
     "benchmark_dropout_folds",
+    "benchmark_engines",
     "hardware_from_data",
     "load_energy",
     "load_inputs",

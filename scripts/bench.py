@@ -9,6 +9,7 @@ maximum resident set size.
     python scripts/bench.py --runs 9
     python scripts/bench.py --vs-scalesim --runs 3   # SCALE-Sim 3.0.0 vs accelsim
     python scripts/bench.py --sweep --runs 3          # sweep throughput
+    python scripts/bench.py --engines   # SimPy vs compiled engine, data-parallel P sweep
 
 ``--sweep`` times design-point sweeps: points per second per core for ResNet-18
 and BERT-base training-step points in this process and through the process
@@ -20,6 +21,12 @@ end to end as ``accelsim sweep --jobs <cores>`` in a fresh process.
 (AlexNet and ResNet-18 conv layers from configs/validation/, 32x32 and 128x128
 output stationary), with the runs of both interleaved, and prints medians, the
 ratios and both peak RSS figures; see ``vs_scalesim`` for what is timed.
+
+``--engines`` times the two event engines in-process on the distinct steps of
+a run (events per second, warm, best of ``--runs``; the compiled engine's
+one-off Numba load is the difference of a fresh smoke run with each), then whole
+``accelsim run`` commands of data-parallel training at P = 1..256 with each
+engine.
 """
 
 from __future__ import annotations
@@ -107,9 +114,14 @@ def main() -> int:
         "--only", help="--vs-scalesim: comma-separated subset, e.g. alexnet-32x32,resnet18-128x128"
     )
     parser.add_argument("--sweep", action="store_true", help="time design-point sweeps")
+    parser.add_argument(
+        "--engines", action="store_true", help="SimPy vs compiled engine; data-parallel P sweep"
+    )
     args = parser.parse_args()
     if args.sweep:
         return sweep_speed(args.runs or 3)
+    if args.engines:
+        return engines(args.runs or 3)
     if args.vs_scalesim:
         return vs_scalesim(args.runs or 3, args.scalesim_python, args.only)
     args.runs = args.runs or 5
@@ -201,6 +213,65 @@ def sweep_speed(runs: int) -> int:
             f"{'ResNet-18 1,000-point sweep, end to end':34} {1000:6d} "
             f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {1000 / wall / cores:14.1f}"
         )
+
+
+ENGINE_CASES = (
+    ("ResNet-18 step, batch 32", "configs/runs/default.yaml", []),
+    ("BERT-base step, batch 32", "configs/runs/default.yaml",
+     ["workload=../../workloads/bert_base.yaml"]),
+    ("MLP PipeDream, 4 stages, 192 and 384 mini-batches", "configs/runs/mlp.yaml",
+     ["processors=4", "run.techniques={pipedream: {mini_batches: 192}}"]),
+    ("MLP data-parallel, P = 64, batch 256", "configs/runs/mlp.yaml",
+     ["processors=64", "assignment=data_parallel", "batch_size=256"]),
+)  # fmt: skip
+DATA_PARALLEL = (1, 4, 16, 64, 256)
+
+
+def engines(runs: int) -> int:
+    """Events per second of both engines, the compiled engine's load cost, and whole
+    data-parallel commands with each engine."""
+    from accelsim import benchmark_engines, load_inputs, parse_sets
+
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'steps of':52} {'events':>9} {'SimPy ev/s':>11} {'compiled ev/s':>13} "
+        f"{'ratio':>6} {'flatten ms':>10}"
+    )
+    for label, run_file, sets in ENGINE_CASES:
+        t = benchmark_engines(load_inputs(ROOT / run_file, parse_sets(sets)), runs)
+        print(
+            f"{label:52} {t.events:9,} {t.events / t.simpy_seconds:11,.0f} "
+            f"{t.events / t.compiled_seconds:13,.0f} {t.simpy_seconds / t.compiled_seconds:6.0f} "
+            f"{t.flatten_seconds * 1e3:10.1f}"
+        )
+    smoke = [sys.executable, "-m", "accelsim", "run", "configs/runs/smoke.yaml", "--out"]
+    with tempfile.TemporaryDirectory() as out:
+        walls = {
+            engine: statistics.median(
+                timed([*smoke, out, "--force", "--set", f"timing.engine={engine}"], {})[0]
+                for _ in range(runs)
+            )
+            for engine in ("simpy", "compiled")
+        }
+    print(
+        f"smoke run (314 events), whole command: SimPy {walls['simpy']:.3f} s, compiled "
+        f"{walls['compiled']:.3f} s: loading Numba and the cached loop costs "
+        f"{walls['compiled'] - walls['simpy']:.3f} s per process"
+    )
+    print(f"\n{'data-parallel MLP, batch 256, whole command':44} {'SimPy s':>8} {'compiled s':>10}")
+    with tempfile.TemporaryDirectory() as out:
+        for p in DATA_PARALLEL:
+            walls = []
+            for engine in ("simpy", "compiled"):
+                argv = [sys.executable, "-m", "accelsim", "run", "configs/runs/mlp.yaml",
+                        "--out", out, "--force", "--set", f"processors={p}", "--set",
+                        "assignment=data_parallel", "--set", "batch_size=256", "--set",
+                        f"timing.engine={engine}"]  # fmt: skip
+                walls.append(statistics.median(timed(argv, {})[0] for _ in range(runs)))
+            print(f"{'P = ' + str(p):44} {walls[0]:8.3f} {walls[1]:10.3f}")
     return 0
 
 

@@ -22,6 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 SMOKE = "configs/runs/smoke.yaml"
 MLP = "configs/runs/mlp.yaml"
 GP = "run.techniques={gradient_prediction: {}}"
+# ``auto`` picks an engine by what the process has loaded and simulated before, and
+# summary.json names it: pinned where an in-process run is compared with the CLI.
+SIMPY = "timing.engine=simpy"
 RECORD_KEYS = {
     "step",
     "total_cycles",
@@ -100,9 +103,9 @@ def test_scripts_import_only_the_public_api() -> None:
 
 def test_simulate_str_path_matches_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
-    result = accelsim.simulate(SMOKE)
+    result = accelsim.simulate(SMOKE, overrides=[SIMPY])
     assert isinstance(result, accelsim.TrainingResult)
-    cli = cli_summary(tmp_path, SMOKE)
+    cli = cli_summary(tmp_path, SMOKE, SIMPY)
     assert result.base.total_cycles == cli["total_cycles"]
     assert as_json(result.to_dict()) == cli
 
@@ -128,10 +131,10 @@ def test_step_by_step_writes_what_the_cli_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO)
-    inputs = accelsim.load_inputs(Path(MLP), accelsim.parse_sets(["batch_size=4", GP]))
+    inputs = accelsim.load_inputs(Path(MLP), accelsim.parse_sets(["batch_size=4", GP, SIMPY]))
     result = accelsim.simulate_training(inputs)
     api_dir = accelsim.write_run(result, accelsim.resolved_config(inputs), tmp_path / "api")
-    cli_summary(tmp_path / "cli", MLP, "batch_size=4", GP)
+    cli_summary(tmp_path / "cli", MLP, "batch_size=4", GP, SIMPY)
     cli_dir = tmp_path / "cli" / api_dir.name
     api_files = sorted(p.relative_to(api_dir) for p in api_dir.rglob("*") if p.is_file())
     cli_files = sorted(p.relative_to(cli_dir) for p in cli_dir.rglob("*") if p.is_file())
@@ -166,7 +169,7 @@ def test_records_of_a_run_without_techniques() -> None:
 
 
 def test_records_of_gradient_prediction_match_the_cli(tmp_path: Path) -> None:
-    result = accelsim.simulate(REPO / MLP, overrides=[GP])
+    result = accelsim.simulate(REPO / MLP, overrides=[GP, SIMPY])
     records = result.to_records()
     assert len(records) == 1 + len(result.steps)
     assert [r["step"] for r in records] == ["base", "bp", "gp"]
@@ -176,7 +179,7 @@ def test_records_of_gradient_prediction_match_the_cli(tmp_path: Path) -> None:
     for record, step in zip(records[1:], result.steps.values(), strict=True):
         assert record["total_cycles"] == step.total_cycles
         assert record["dram_bytes"] == step.dram_bytes
-    cli = cli_summary(tmp_path, MLP, GP)
+    cli = cli_summary(tmp_path, MLP, GP, SIMPY)
     assert as_json(result.to_dict()) == cli
     assert records[0]["total_cycles"] == cli["total_cycles"]
     assert {k: v["cycles"] for k, v in cli["training"]["steps"].items()} == {

@@ -54,6 +54,7 @@ SMOKE_KEYS = [
     "strided_dx",
     "psums",
     "workload_variant",
+    "engine",
     "clock_mhz",
     "total_cycles",
     "seconds",

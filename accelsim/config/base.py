@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Spec(BaseModel):
     """Base of every validated spec: frozen, strict, no unknown keys."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class Dataflow(str, Enum):

@@ -504,5 +504,9 @@ def _run_file_overrides(run: RunSpec, name: str) -> dict[str, list[Override]]:
 
 
 def dump_yaml(data: Any) -> str:
-    """Render plain data as YAML (block style, keys in insertion order)."""
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    """Render plain data as YAML (block style, keys in insertion order), with
+    libyaml's emitter when PyYAML has it (the same text as the Python one on every
+    shipped run, suite entry and workload)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text: str = yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False)
+    return text

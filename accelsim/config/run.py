@@ -81,16 +81,32 @@ class OptimizerSpec(Spec):
     clip_global_norm: PositiveFloat | None = None
 
 
-class TimingSpec(Spec):
-    """Timing convention, partial-sum tiling and engine granularity.
+class EngineKind(str, Enum):
+    """Which event engine runs a step; both give the same trace.
 
-    ``chunks_per_op`` bounds the number of tile groups (and so SimPy events) per
+    ``simpy`` is the readable reference (:mod:`accelsim.timing.engine`);
+    ``compiled`` runs the same events in a Numba loop
+    (:mod:`accelsim.timing.compiled`); ``auto`` picks the compiled engine when
+    its cached compilation is on disk and the step is large enough to pay for
+    loading Numba (:mod:`accelsim.timing.engines`).
+    """
+
+    AUTO = "auto"
+    SIMPY = "simpy"
+    COMPILED = "compiled"
+
+
+class TimingSpec(Spec):
+    """Timing convention, partial-sum tiling, engine granularity and engine.
+
+    ``chunks_per_op`` bounds the number of tile groups (and so engine events) per
     op; with one processor the result does not depend on it.
     """
 
     convention: ConventionField = Convention.ACCELSIM
     psums: Annotated[PsumPolicy, Field(strict=False)] = PsumPolicy.CHUNK
     chunks_per_op: Annotated[int, Field(gt=0, le=4096)] = 8
+    engine: Annotated[EngineKind, Field(strict=False)] = EngineKind.AUTO
 
 
 class LoweringSpec(Spec):

@@ -18,7 +18,7 @@ from accelsim.lowering.rules.conv import conv_gemm_dims
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing.costs import op_costs
-from accelsim.timing.engine import simulate
+from accelsim.timing.engines import simulate
 from accelsim.workload.topology import TopologyLayer
 
 

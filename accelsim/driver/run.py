@@ -31,7 +31,7 @@ from accelsim.techniques.base import (
     TechniqueContext,
 )
 from accelsim.timing.costs import op_costs
-from accelsim.timing.engine import simulate
+from accelsim.timing.engines import simulate
 
 
 class _Run:
@@ -145,7 +145,7 @@ def simulate_graph(
         graph, folds, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op
     )
     try:
-        trace = simulate(graph, costs, hw)
+        trace = simulate(graph, costs, hw, run.timing.engine)
     except LimitError as exc:
         raise ConfigError.single(inputs.source, "", str(exc)) from None
     energy = estimate_energy(trace, hw, inputs.energy)
@@ -157,6 +157,7 @@ def simulate_graph(
         "strided_dx": run.lowering.strided_dx.value,
         "psums": run.timing.psums.value,
         "workload_variant": run.workload_variant or "",
+        "engine": trace.engine,
     }
     result = RunResult(
         run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy

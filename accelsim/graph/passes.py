@@ -101,8 +101,14 @@ def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
             graph, ops=tuple(dataclasses.replace(o, tag=tag) for o in graph.ops)
         )
 
+    copies: dict[Tensor, Tensor] = {}
+
     def t(tensor: Tensor) -> Tensor:
-        return dataclasses.replace(tensor, name=prefix + tensor.name)
+        # One copy per tensor: ops share their tensors, and copies cost.
+        copy = copies.get(tensor)
+        if copy is None:
+            copy = copies[tensor] = dataclasses.replace(tensor, name=prefix + tensor.name)
+        return copy
 
     def a(access: Access) -> Access:
         return Access(t(access.tensor), access.elements)

@@ -21,6 +21,7 @@ class StepContext:
         acts: Activation tensor of every layer output (and of the input).
         requires_grad: Layers whose output needs a gradient.
         params: Trainable tensors, in creation order.
+        param_index: Position in ``params`` of each trainable tensor, by weight name.
         saved: What a layer's forward pass left for its backward pass, by layer.
     """
 
@@ -32,6 +33,7 @@ class StepContext:
         self.requires_grad: set[str] = set()
         self.partials: dict[str, list[Tensor]] = {}
         self.params: list[Parameter] = []
+        self.param_index: dict[str, int] = {}
         self.saved: dict[str, Any] = {}
 
     def t(self, name: str, kind: TensorKind, elements: int) -> Tensor:
@@ -42,17 +44,17 @@ class StepContext:
         """Create a trainable tensor ``layer.suffix`` and its gradient ``layer.dsuffix``."""
         weight = self.t(f"{layer}.{suffix}", TensorKind.WEIGHT, elements)
         grad = self.t(f"{layer}.d{suffix}", TensorKind.GRADIENT, elements)
+        self.param_index[weight.name] = len(self.params)
         self.params.append(Parameter(layer, weight, grad, -1, kind, rows))
         return weight
 
     def parameter(self, layer: str, suffix: str) -> Parameter:
-        wanted = f"{layer}.{suffix}"
-        return next(p for p in self.params if p.weight.name == wanted)
+        return self.params[self.param_index[f"{layer}.{suffix}"]]
 
     def grad_done(self, layer: str, suffix: str, op_id: int) -> None:
         """Record that op ``op_id`` finishes the gradient of ``layer.suffix``."""
-        p = self.parameter(layer, suffix)
-        self.params[self.params.index(p)] = dataclasses.replace(p, grad_op=op_id)
+        at = self.param_index[f"{layer}.{suffix}"]
+        self.params[at] = dataclasses.replace(self.params[at], grad_op=op_id)
 
     def bias_grad(self, layer: str, suffix: str, g: Tensor) -> None:
         """The gradient of a bias: the sum of the output gradient ``g`` over positions."""

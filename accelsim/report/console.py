@@ -56,6 +56,8 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
         ),
         ("energy", f"{pj_to_mj(energy.total):.3f} mJ"),
     ]
+    if "engine" in s.settings:
+        rows.insert(2, ("engine", f"{s.settings['engine']} event engine"))
     rows += [
         (f"  {name}", f"{pj_to_mj(pj):.3f} mJ  ({pj / max(energy.total, 1e-30) * 100:.1f} %)")
         for name, pj in energy.by_component.items()

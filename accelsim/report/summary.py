@@ -10,9 +10,10 @@ reads such a record back.
 Two parts of ``summary.json`` are deliberately not typed here:
 
 * the run's *settings* (``step``, ``convention``, ``assignment``,
-  ``optimizer``, ``strided_dx``, ``psums``, ``workload_variant``, as the driver
-  records them) are a ``str -> str`` mapping, spread into the top level of the
-  record right after ``array``;
+  ``optimizer``, ``strided_dx``, ``psums``, ``workload_variant``, ``engine``:
+  which event engine ran the step, as the driver records them) are a
+  ``str -> str`` mapping, spread into the top level of the record right after
+  ``array``;
 * the ``training`` section, present when a technique defines step kinds, is
   the techniques' part: a dict each technique builds in its ``training`` hook
   (:attr:`accelsim.report.result.TrainingResult.training`), added to the

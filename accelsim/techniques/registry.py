@@ -1,30 +1,37 @@
-"""Registry of techniques: names -> plug-in classes, and loading them from a run file."""
+"""Registry of techniques: names -> plug-in classes, and loading them from a run file.
+
+A technique's module is imported only when a run file names it, so a run
+without techniques (and ``import accelsim``) loads none of them.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from accelsim.config.validate import join_path, suggest, validate_data
 from accelsim.errors import ConfigError, Problem
-from accelsim.techniques.approximate_dropout import ApproximateDropout
 from accelsim.techniques.base import Technique
-from accelsim.techniques.gradient_prediction import GradientPrediction
-from accelsim.techniques.gradient_skipping import GradientSkipping
-from accelsim.techniques.optimizer_fusion import OptimizerFusion
-from accelsim.techniques.pipelining import GPipe, LayerPipe, PipeDream
 
-REGISTRY: dict[str, type[Technique]] = {
-    cls.name: cls
-    for cls in (
-        GradientPrediction,
-        GradientSkipping,
-        GPipe,
-        PipeDream,
-        LayerPipe,
-        OptimizerFusion,
-        ApproximateDropout,
-    )
+# name -> (module under accelsim.techniques, class)
+REGISTRY: dict[str, tuple[str, str]] = {
+    "gradient_prediction": ("gradient_prediction", "GradientPrediction"),
+    "gradient_skipping": ("gradient_skipping", "GradientSkipping"),
+    "gpipe": ("pipelining", "GPipe"),
+    "pipedream": ("pipelining", "PipeDream"),
+    "layerpipe": ("pipelining", "LayerPipe"),
+    "optimizer_fusion": ("optimizer_fusion", "OptimizerFusion"),
+    "approximate_dropout": ("approximate_dropout", "ApproximateDropout"),
 }
+
+
+def technique_class(name: str) -> type[Technique] | None:
+    """The plug-in class registered as ``name`` (importing its module), or ``None``."""
+    if name not in REGISTRY:
+        return None
+    module, cls = REGISTRY[name]
+    found: type[Technique] = getattr(importlib.import_module(f"accelsim.techniques.{module}"), cls)
+    return found
 
 
 def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> list[Technique]:
@@ -38,7 +45,7 @@ def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> li
     techniques: list[Technique] = []
     for name, data in sections.items():
         where = join_path("techniques", name)
-        cls = REGISTRY.get(name)
+        cls = technique_class(name)
         if cls is None:
             problems.append(
                 Problem(file, where, "unknown technique; " + suggest(name, list(REGISTRY)), name)

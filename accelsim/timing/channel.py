@@ -1,13 +1,13 @@
-"""A bandwidth-limited, first-come-first-served channel as a SimPy resource.
+"""A bandwidth-limited, first-come-first-served channel for the SimPy engine.
 
 Used for DRAM (one channel shared by every processor and unit, or one per
-processor) and for each processor's interconnect link.  It follows SimPy's
-documented extension contract for
-:class:`simpy.resources.base.BaseResource`: a :class:`Transfer` is a ``Put``
-whose ``_do_put`` reserves the channel for ``ceil(bytes / bandwidth)`` cycles
-after every transfer requested before it, then completes after the access
-latency.  Contention is therefore decided by the order in which the
-simulation issues requests, with one event per transfer.
+processor) and for each processor's interconnect link.  A transfer reserves
+the channel for ``ceil(bytes / bandwidth)`` cycles after every transfer
+requested before it and completes after the access latency, so its arrival
+cycle is known when it is requested: :meth:`Channel.transfer` is one SimPy
+timeout to that cycle.  Contention is therefore decided by the order in which
+the simulation issues requests, with one event per transfer (the compiled
+engine, :mod:`accelsim.timing.compiled`, does the same arithmetic).
 """
 
 from __future__ import annotations
@@ -15,18 +15,9 @@ from __future__ import annotations
 import math
 
 import simpy
-from simpy.resources.base import BaseResource, Get, Put
 
 
-class Transfer(Put["Channel"]):
-    """Request to move ``n_bytes`` over a :class:`Channel`; yield it to wait for the data."""
-
-    def __init__(self, channel: Channel, n_bytes: int) -> None:
-        self.n_bytes = n_bytes
-        super().__init__(channel)
-
-
-class Channel(BaseResource[Transfer, Get["Channel"]]):
+class Channel:
     """A FIFO channel of ``bytes_per_cycle`` bandwidth and ``latency`` cycles.
 
     Args:
@@ -36,24 +27,18 @@ class Channel(BaseResource[Transfer, Get["Channel"]]):
     """
 
     def __init__(self, env: simpy.Environment, bytes_per_cycle: float, latency: int) -> None:
-        super().__init__(env, capacity=1)
+        self.env = env
         self.bytes_per_cycle = bytes_per_cycle
         self.latency = latency
         self.free_at = 0
 
-    def transfer(self, n_bytes: int) -> Transfer:
+    def reserve(self, n_bytes: int) -> int:
+        """Queue ``n_bytes`` now, without an event; returns the cycle the data arrives."""
+        start = max(int(self.env.now), self.free_at)
+        self.free_at = start + math.ceil(n_bytes / self.bytes_per_cycle)
+        return self.free_at + self.latency
+
+    def transfer(self, n_bytes: int) -> simpy.Timeout:
         """Queue a transfer; the returned event fires when its data has arrived."""
-        return Transfer(self, n_bytes)
-
-    def _do_put(self, event: Transfer) -> bool:
-        now = int(self._env.now)
-        start = max(now, self.free_at)
-        busy = math.ceil(event.n_bytes / self.bytes_per_cycle)
-        self.free_at = start + busy
-        event._ok = True
-        event._value = None
-        self._env.schedule(event, delay=self.free_at + self.latency - now)
-        return True
-
-    def _do_get(self, event: Get[Channel]) -> bool:
-        return True
+        arrival = self.reserve(n_bytes)
+        return self.env.timeout(arrival - int(self.env.now))

@@ -13,6 +13,7 @@ into time, adding the stalls that DRAM and interconnect contention cause.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -78,8 +79,9 @@ class OpCosts:
     unit_names: tuple[str, ...] = BASE_UNITS
     arrays: tuple[ArrayUnit, ...] = ()
 
-    @property
+    @cached_property
     def dram_read_bytes(self) -> np.ndarray:
+        """DRAM bytes each op reads (computed once: callers index it per op)."""
         total: np.ndarray = (
             self.dram_ifmap_read_bytes + self.dram_filter_read_bytes + self.dram_ofmap_read_bytes
         )

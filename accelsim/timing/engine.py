@@ -9,7 +9,12 @@ channel shared by every processor (``dram.sharing: shared``) or one per
 processor (``per_processor``); an op's traffic goes to its own processor's
 channel, and an all-reduce reads and writes each participant's copy on that
 participant's channel.  Each processor has one outgoing interconnect link,
-another channel, for ring all-reduces and point-to-point transfers.
+another channel, for ring all-reduces and point-to-point transfers.  A ring
+all-reduce step is one event for all its participants: each participant's
+link is reserved for its chunk (after whatever that link already carries, so
+contention with transfers is kept), and the step ends when the last chunk
+arrives; so are its DRAM read and write phases.  Events therefore grow
+linearly in processors.
 
 An op is simulated as ``chunks`` tile groups: the first tile of each input
 (the prologue) must arrive before compute starts; while group ``j`` computes,
@@ -18,6 +23,9 @@ DRAM behind it; the last output tile (the epilogue) drains after compute.
 The array stalls when a fetch is late.  Events happen per tile group and per
 transfer, never per cycle, and contention between processors and units comes
 out of the channels they share.
+
+This engine is the readable reference; :mod:`accelsim.timing.compiled` runs
+the same events in the same order, compiled with Numba.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import Channel
 from accelsim.timing.costs import UNIT_COMM, OpCosts
-from accelsim.timing.trace import Trace
+from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 Process = Generator[simpy.Event, object, None]
 
@@ -46,7 +54,6 @@ def _part(total: int, parts: int, j: int) -> int:
 class _Engine:
     def __init__(self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> None:
         self.graph = graph
-        self.costs = costs
         self.env = simpy.Environment()
         # DRAM channel of each processor: the same object for all when shared.
         dram = hw.dram
@@ -63,10 +70,20 @@ class _Engine:
             Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
             for _ in range(hw.processors)
         ]
+        self.costs = costs
+        # Plain lists: indexing them per event is cheaper than indexing arrays.
+        self.unit = costs.unit.tolist()
+        self.chunks = costs.chunks.tolist()
+        self.compute = costs.compute_cycles.tolist()
+        self.reads = costs.dram_read_bytes.tolist()
+        self.writes = costs.dram_ofmap_write_bytes.tolist()
+        self.prologue = costs.prologue_bytes.tolist()
+        self.epilogue = costs.epilogue_bytes.tolist()
+        self.priority = list(graph.priority) if graph.priority else list(range(len(graph.ops)))
         n_ops = len(graph.ops)
-        self.start = np.full(n_ops, -1, np.int64)
-        self.end = np.full(n_ops, -1, np.int64)
-        self.waiting = np.array([len(op.deps) for op in graph.ops], np.int64)
+        self.start = [-1] * n_ops
+        self.end = [-1] * n_ops
+        self.waiting = [len(op.deps) for op in graph.ops]
         self.successors: list[list[int]] = [[] for _ in range(n_ops)]
         for op in graph.ops:
             for d in op.deps:
@@ -82,21 +99,20 @@ class _Engine:
         for op in self.graph.ops:
             if not op.deps:
                 self._dispatch(op.op_id)
-        self.env.run()
-        if (self.end < 0).any():
-            stuck = [self.graph.ops[i].name for i in np.flatnonzero(self.end < 0)[:3]]
+        events = 0
+        step = self.env.step
+        try:
+            while True:
+                step()
+                events += 1
+        except simpy.core.EmptySchedule:
+            pass
+        start = np.array(self.start, np.int64)
+        end = np.array(self.end, np.int64)
+        if (end < 0).any():
+            stuck = [self.graph.ops[i].name for i in np.flatnonzero(end < 0)[:3]]
             raise SimulationError(f"ops never ran (dependency cycle?): {', '.join(stuck)}")
-        duration = self.end - self.start
-        compute = np.where(self.costs.unit == UNIT_COMM, duration, self.costs.compute_cycles)
-        return Trace(
-            costs=self.costs,
-            processor=np.asarray(self.graph.processor, np.int64),
-            start_cycle=self.start,
-            end_cycle=self.end,
-            stall_cycles=duration - compute,
-            total_cycles=int(self.end.max(initial=0)),
-            processors=len(self.links),
-        )
+        return build_trace(self.graph, self.costs, len(self.links), start, end, events, "simpy")
 
     def _dispatch(self, i: int) -> None:
         op = self.graph.ops[i]
@@ -105,18 +121,13 @@ class _Engine:
         elif isinstance(op, CommOp):
             self.env.process(self._comm_proc(op))
         else:
-            key = (self.graph.processor[i], int(self.costs.unit[i]))
-            priority = self.graph.priority[i] if self.graph.priority else i
-            self.queues[key].put(simpy.PriorityItem((priority, i), i))
+            key = (self.graph.processor[i], self.unit[i])
+            self.queues[key].put(simpy.PriorityItem((self.priority[i], i), i))
 
     def _finish(self, i: int) -> None:
         if self.env.now > MAX_COUNT:
-            raise LimitError(
-                f"the step takes more than 2^53 cycles ({MAX_COUNT:.3g}), beyond what is"
-                " counted exactly; raise the DRAM or interconnect bandwidth, lower their"
-                " latency_cycles or the batch size",
-            )
-        self.end[i] = self.env.now
+            raise LimitError(LIMIT_MESSAGE)
+        self.end[i] = int(self.env.now)
         for s in self.successors[i]:
             self.waiting[s] -= 1
             if self.waiting[s] == 0:
@@ -129,14 +140,12 @@ class _Engine:
             yield from self._op_proc(item.item)
 
     def _op_proc(self, i: int) -> Process:
-        env, dram, c = self.env, self.dram[self.graph.processor[i]], self.costs
-        self.start[i] = env.now
-        chunks = int(c.chunks[i])
-        compute = int(c.compute_cycles[i])
-        reads = int(c.dram_read_bytes[i])
-        writes = int(c.dram_ofmap_write_bytes[i])
-        prologue = reads if chunks == 1 else min(reads, int(c.prologue_bytes[i]))
-        epilogue = min(writes, int(c.epilogue_bytes[i]))
+        env, dram = self.env, self.dram[self.graph.processor[i]]
+        self.start[i] = int(env.now)
+        chunks, compute = self.chunks[i], self.compute[i]
+        reads, writes = self.reads[i], self.writes[i]
+        prologue = reads if chunks == 1 else min(reads, self.prologue[i])
+        epilogue = min(writes, self.epilogue[i])
         rest, behind = reads - prologue, writes - epilogue
         if prologue:
             yield dram.transfer(prologue)
@@ -157,20 +166,30 @@ class _Engine:
         self._finish(i)
 
     def _transfer_proc(self, op: TransferOp) -> Process:
-        self.start[op.op_id] = self.env.now
+        self.start[op.op_id] = int(self.env.now)
         yield self.links[op.source].transfer(op.bytes)
         self._finish(op.op_id)
 
+    def _join(self, arrival: int) -> Process:
+        """Wait until ``arrival``, the last arrival of a phase's transfers, then join.
+
+        The join is a zero-delay event at that cycle, as SimPy's ``all_of`` over
+        one event per participant would schedule, so the order of what follows
+        is that of the per-participant formulation.
+        """
+        yield self.env.timeout(arrival - int(self.env.now))
+        yield self.env.timeout(0)
+
     def _comm_proc(self, op: CommOp) -> Process:
-        env = self.env
         i = op.op_id
-        self.start[i] = env.now
+        self.start[i] = int(self.env.now)
         procs = len(op.participants)
-        chunk = -(-op.tensor.bytes // procs)
-        yield env.all_of([self.dram[p].transfer(op.tensor.bytes) for p in op.participants])
+        size = op.tensor.bytes
+        chunk = -(-size // procs)
+        yield from self._join(max(self.dram[p].reserve(size) for p in op.participants))
         for _ in range(2 * (procs - 1)):
-            yield env.all_of([self.links[p].transfer(chunk) for p in op.participants])
-        yield env.all_of([self.dram[p].transfer(op.tensor.bytes) for p in op.participants])
+            yield from self._join(max(self.links[p].reserve(chunk) for p in op.participants))
+        yield from self._join(max(self.dram[p].reserve(size) for p in op.participants))
         self._finish(i)
 
 

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.timing.costs import OpCosts
+from accelsim.errors import MAX_COUNT
+from accelsim.graph.ops import OpGraph
+from accelsim.timing.costs import UNIT_COMM, OpCosts
+
+LIMIT_MESSAGE = (
+    f"the step takes more than 2^53 cycles ({MAX_COUNT:.3g}), beyond what is"
+    " counted exactly; raise the DRAM or interconnect bandwidth, lower their"
+    " latency_cycles or the batch size"
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +29,8 @@ class Trace:
         stall_cycles: ``end - start - compute``: waiting for DRAM or links.
         total_cycles: End of the last op.
         processors: Number of processors simulated.
+        events: Events the engine processed (the same count in both engines).
+        engine: Which engine ran: ``simpy`` or ``compiled``.
     """
 
     costs: OpCosts
@@ -30,6 +40,8 @@ class Trace:
     stall_cycles: np.ndarray
     total_cycles: int
     processors: int
+    events: int
+    engine: str
 
     def busy_cycles(self, unit: int) -> np.ndarray:
         """Cycles each processor's ``unit`` spent running ops (compute plus stalls)."""
@@ -37,3 +49,29 @@ class Trace:
         mask = self.costs.unit == unit
         np.add.at(busy, self.processor[mask], (self.end_cycle - self.start_cycle)[mask])
         return busy
+
+
+def build_trace(
+    graph: OpGraph,
+    costs: OpCosts,
+    processors: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    events: int,
+    engine: str,
+) -> Trace:
+    """The trace of a finished simulation: an op's stall is its time beyond its compute
+    (all of it for transfers and all-reduces)."""
+    duration = end - start
+    compute = np.where(costs.unit == UNIT_COMM, duration, costs.compute_cycles)
+    return Trace(
+        costs=costs,
+        processor=np.asarray(graph.processor, np.int64),
+        start_cycle=start,
+        end_cycle=end,
+        stall_cycles=duration - compute,
+        total_cycles=int(end.max(initial=0)),
+        processors=processors,
+        events=events,
+        engine=engine,
+    )

@@ -1,0 +1,158 @@
+"""Which event engine runs a step: the SimPy reference or the compiled twin.
+
+Both give the same :class:`~accelsim.timing.trace.Trace` (``tests/test_compiled.py``).
+The compiled engine is 60-80x faster per event, but a process pays about 0.6 s
+to load Numba and the cached loop (and about 6 s once, to compile it when no
+cache exists), while a ResNet-18 step is about 5,000 events, 10 ms of SimPy.
+``auto`` therefore decides like :mod:`accelsim.timing.backend`: SimPy until the
+events simulated in this process would have paid for loading Numba, and only
+when the compiled loop is cached on disk (never a compile in a user's run); the
+compiled engine once Numba is loaded anyway.  Neither engine is imported before
+it runs.
+
+Simulated steps are memoised within a process, keyed by the step's
+:func:`~accelsim.timing.flat.fingerprint` (what decides its timing) and the
+engine asked for: experiment scripts that simulate the same step under
+settings that do not change it (a baseline for every technique setting, a
+step kind whose graph a setting leaves alone) run the engine once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import EngineKind
+from accelsim.graph.ops import OpGraph
+from accelsim.timing.costs import OpCosts
+from accelsim.timing.flat import fingerprint, flatten
+from accelsim.timing.trace import Trace, build_trace
+
+# SimPy events that cost about as much as loading Numba and the cached loop
+# (~0.6 s at ~2 us per event on the 2-core reference machine), and the events
+# an op costs besides its tile groups (get, put, prologue, join, drains).
+BREAK_EVEN_EVENTS = 300_000
+EVENTS_PER_OP = 5
+EVENTS_PER_CHUNK = 3
+
+# Simulated steps kept for reuse (least recently used dropped first).
+MEMO_STEPS = 128
+
+
+class _Budget:
+    """Events simulated with SimPy so far in this process (``auto``)."""
+
+    spent_events = 0
+
+
+class _Memo:
+    """Timing of the steps simulated in this process, by fingerprint and engine asked."""
+
+    steps: ClassVar[OrderedDict[tuple[bytes, str], tuple[np.ndarray, np.ndarray, int, str]]] = (
+        OrderedDict()
+    )
+    hits = 0
+
+
+Step = tuple[OpGraph, OpCosts, HardwareSpec]
+
+
+class _Recorder:
+    """Where :func:`recorded_steps` collects the steps simulated inside it."""
+
+    steps: ClassVar[list[Step] | None] = None
+
+
+@contextmanager
+def recorded_steps() -> Iterator[list[Step]]:
+    """Collect ``(graph, costs, hardware)`` of every step simulated inside the block,
+    memoised ones included (for benchmarks of the engines)."""
+    steps: list[Step] = []
+    outer, _Recorder.steps = _Recorder.steps, steps
+    try:
+        yield steps
+    finally:
+        _Recorder.steps = outer
+
+
+def estimated_events(costs: OpCosts) -> int:
+    """About how many events a step of these costs takes (tile groups dominate)."""
+    return EVENTS_PER_OP * len(costs.unit) + EVENTS_PER_CHUNK * int(costs.chunks.sum())
+
+
+def compiled_cached() -> bool:
+    """Whether the compiled loop's cache index is on disk where Numba keeps it: next to
+    its module, in ``NUMBA_CACHE_DIR``, or in the user's cache directory when the
+    package directory is read-only.  (After the module's source changes, Numba
+    compiles once more despite the index.)"""
+    here = Path(__file__).resolve().parent
+    places = [here / "__pycache__"]
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        places.append(Path(os.environ["NUMBA_CACHE_DIR"]))
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+    places.append(user_cache)
+    pattern = "event_loop.run_events-*.nbi"
+    return any(place.is_dir() and any(place.rglob(pattern)) for place in places)
+
+
+def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
+    """The engine that runs a step of ``costs`` when ``kind`` is asked for."""
+    if kind is not EngineKind.AUTO:
+        return kind
+    if "numba" in sys.modules and compiled_cached():
+        return EngineKind.COMPILED
+    events = estimated_events(costs)
+    if _Budget.spent_events + events >= BREAK_EVEN_EVENTS and compiled_cached():
+        return EngineKind.COMPILED
+    _Budget.spent_events += events
+    return EngineKind.SIMPY
+
+
+def simulate(
+    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, kind: EngineKind = EngineKind.AUTO
+) -> Trace:
+    """Run ``graph`` with ``costs`` on ``hw`` with the engine :func:`choose` picks
+    (or reuse the timing of the same step simulated before); the trace names the
+    engine that ran it.
+
+    Raises:
+        SimulationError: if some op can never run.
+        LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
+    """
+    if _Recorder.steps is not None:
+        _Recorder.steps.append((graph, costs, hw))
+    flat = flatten(graph, costs, hw)
+    key = (fingerprint(flat), kind.value)
+    known = _Memo.steps.get(key)
+    if known is not None:
+        _Memo.steps.move_to_end(key)
+        _Memo.hits += 1
+        start, end, events, engine_name = known
+        return build_trace(
+            graph, costs, hw.processors, start.copy(), end.copy(), events, engine_name
+        )
+    if choose(kind, costs) is EngineKind.COMPILED:
+        from accelsim.timing import compiled  # loads Numba
+
+        trace = compiled.simulate(graph, costs, flat)
+    else:
+        from accelsim.timing import engine  # loads SimPy
+
+        trace = engine.simulate(graph, costs, hw)
+    _Memo.steps[key] = (
+        trace.start_cycle.copy(),
+        trace.end_cycle.copy(),
+        trace.events,
+        trace.engine,
+    )
+    if len(_Memo.steps) > MEMO_STEPS:
+        _Memo.steps.popitem(last=False)
+    return trace
