@@ -58,7 +58,7 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
          [*accelsim, "suite", "configs/runs/suite.yaml", "--out", out, "--force"], {}),
         ("ResNet-18 ADA-GP (base, BP, GP steps)",
          [*resnet18, "--set", "run.techniques={gradient_prediction: {}}"], {}),
-        ("ResNet-18 LayerPipe, 4 processors (3 candidates at 14 and 28 mini-batches)",
+        ("ResNet-18 LayerPipe, 4 processors (free tasks, delay margins, PipeDream fallback)",
          [*resnet18, "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"], {}),
         ("LSTM-PTB approx. dropout, 32x32 tiles, 100 steps",
          [*accelsim, "run", "configs/runs/mlp_dropout.yaml", "--out", out, "--force", "--set",
