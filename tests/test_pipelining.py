@@ -175,6 +175,14 @@ def test_bad_schedule_configs(tmp_path: Path) -> None:
         r" state \(needs >= 7\) \(got 6\)",
     ):
         train(path, 3, "gpipe: {mini_batches: 6}")
+    with pytest.raises(
+        ConfigError,
+        match=r"techniques.layerpipe.dx_split: input should be 'rows', 'activation' or"
+        r" 'none' \(got 'foo'\)",
+    ):
+        train(path, 2, "layerpipe: {dx_split: foo}")
+    with pytest.raises(ConfigError, match=r"techniques.gpipe.replicate: unknown key"):
+        train(path, 2, "gpipe: {replicate: true}")
 
 
 def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
