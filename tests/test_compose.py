@@ -155,3 +155,35 @@ def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch
     result = simulate_training(inputs)
     assert calls == ["base"] + ["candidate"] * 8
     assert result.steps["layerpipe"].settings["step"] == "layerpipe"
+
+
+def test_dropout_skipping_fusion_and_a_pipeline_in_one_run() -> None:
+    """Approximate dropout (PRUNE), gradient skipping (PRUNE), backward optimizer fusion
+    (FUSE) and PipeDream (placement) in one run: the pipelined step of the rewritten
+    graph is faster than the baseline step, within its bound, and has fewer MACs than
+    the dropout-free, skip-free pipelined step."""
+    run = ROOT / "configs" / "runs" / "mlp_dropout.yaml"
+    both = "approximate_dropout: {rate: 0.5, pattern: row}, gradient_skipping: {skip_fraction: 0.3}"
+    sets = ["batch_size=128", "processors=3"]
+    composed = simulate_training(
+        load_inputs(
+            run,
+            parse_sets(
+                [
+                    *sets,
+                    f"run.techniques={{{both}, optimizer_fusion: {{mode: backward}}, pipedream: {{}}}}",
+                ]
+            ),
+        )
+    )
+    plain = simulate_training(
+        load_inputs(run, parse_sets([*sets, "run.techniques={pipedream: {}}"]))
+    )
+    report = composed.training
+    assert report is not None
+    assert 1 < report["speedup"] <= report["speedup_bound"]
+    macs = {
+        name: int(result.steps["pipedream"].trace.costs.macs.sum())
+        for name, result in (("composed", composed), ("plain", plain))
+    }
+    assert macs["composed"] < macs["plain"]
