@@ -592,26 +592,30 @@ class LayerPipe(Schedule):
 
         Each layer's delay is its one-mini-batch latency in periods plus a margin
         for a full pipeline's queueing: ``delay_margin``, or with ``auto`` the
-        first of 0, 1, 2, 4, 8, ... (up to the processor count plus one) at which
-        the steady period is within 0.5 % of its bounds (the busiest processor's
-        load, DRAM, links), or the best before the period stops improving by
-        0.5 %.  (A larger margin keeps more weight versions.)
+        first of 0, 1, 2, 4, ..., 32 at which the steady period is within 0.5 %
+        of its bounds (the busiest processor's load, DRAM, links), or the best
+        before the period stops improving by 0.5 %.  (A larger margin keeps more
+        weight versions.)  No delay exceeds ``P`` mini-batches, PipeDream's
+        deepest (its first stage's), so no weight is staler than PipeDream's.
+        Unless ``mini_batches`` is set, a layout is measured
+        over ``max(3 P + 2, 2 D + 2)`` mini-batches for its deepest delay ``D``.
         """
         alone = self.layout(ctx, step, plan)
         processors = self.processors(ctx)
         margin = self.layerpipe.delay_margin
-        if margin == "auto":
-            margins = [
-                0,
-                *(2**k for k in range(processors.bit_length() + 1) if 2**k <= processors + 1),
-            ]
-        else:
-            margins = [margin]
-        count = self.mini_batches(processors)
+        margins = [0, 1, 2, 4, 8, 16, 32] if margin == "auto" else [margin]
         best: tuple[float, OpGraph, TaskLayout] | None = None
+        tried: list[dict[str, int]] = []
         for extra in margins:
-            layout = dataclasses.replace(
-                alone, delays={layer: d + extra for layer, d in alone.delays.items()}
+            # At most P mini-batches in flight: no staler than PipeDream's first stage.
+            delays = {layer: min(d + extra, processors) for layer, d in alone.delays.items()}
+            if delays in tried:
+                break
+            tried.append(delays)
+            layout = dataclasses.replace(alone, delays=delays)
+            # Enough mini-batches to fill a pipeline this deep twice over.
+            count = self.settings.mini_batches or max(
+                3 * processors + 2, 2 * max(delays.values(), default=1) + 2
             )
             graph, period = self.measure(
                 ctx, functools.partial(self.build_tasks, ctx, layout), count
