@@ -174,17 +174,22 @@ class RunResult:
         stashed = graph.stashed
         sizes: dict[str, int] = {}
         write = read = 0
+        ifmap_reads, filter_reads = (
+            c.dram_ifmap_read_bytes.tolist(),
+            c.dram_filter_read_bytes.tolist(),
+        )
+        ofmap_writes = c.dram_ofmap_write_bytes.tolist()
         for op in graph.ops:
             i = op.op_id
             backward = op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
             if isinstance(op, GemmOp):
-                for t, dram in ((op.a, c.dram_ifmap_read_bytes), (op.b, c.dram_filter_read_bytes)):
+                for t, dram in ((op.a, ifmap_reads), (op.b, filter_reads)):
                     if t.name in stashed:
                         sizes[t.name] = t.bytes
                         if backward:
                             read += int(dram[i])
                 if op.phase is Phase.FWD and op.c.name in stashed:
-                    write += int(c.dram_ofmap_write_bytes[i])
+                    write += int(ofmap_writes[i])
             elif isinstance(op, VectorOp):
                 for acc in op.reads:
                     if acc.tensor.name in stashed:
@@ -357,7 +362,11 @@ class RunResult:
     def layer_rows(self) -> list[dict[str, Any]]:
         """One ``layers.csv`` row per layer, in order of first appearance."""
         trace, c = self.trace, self.trace.costs
-        op_pj = self.energy.op_pj
+        op_pj = self.energy.op_pj.tolist()
+        start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
+        macs_of, vector_ops = c.macs.tolist(), c.vector_ops.tolist()
+        stalls = trace.stall_cycles.tolist()
+        reads, writes = c.dram_read_bytes.tolist(), c.dram_ofmap_write_bytes.tolist()
         params: dict[str, int] = {}
         for p in self.graph.parameters:
             params[p.layer] = params.get(p.layer, 0) + p.weight.elements
@@ -370,9 +379,9 @@ class RunResult:
                 {col: 0 for col in LAYER_COLUMNS}
                 | {"layer": op.layer, "params": params.get(op.layer, 0)},
             )
-            duration = int(trace.end_cycle[i] - trace.start_cycle[i])
+            duration = int(end[i] - start[i])
             row["ops"] += 1
-            macs = int(c.macs[i])
+            macs = int(macs_of[i])
             if op.phase is Phase.FWD:
                 row["fwd_macs"] += macs
                 row["fwd_busy_cycles"] += duration
@@ -390,10 +399,10 @@ class RunResult:
                 row["aux_busy_cycles"] += duration
             else:
                 row["update_busy_cycles"] += duration
-            row["vector_ops"] += int(c.vector_ops[i])
-            row["stall_cycles"] += int(trace.stall_cycles[i])
-            row["dram_read_bytes"] += int(c.dram_read_bytes[i])
-            row["dram_write_bytes"] += int(c.dram_ofmap_write_bytes[i])
+            row["vector_ops"] += int(vector_ops[i])
+            row["stall_cycles"] += int(stalls[i])
+            row["dram_read_bytes"] += int(reads[i])
+            row["dram_write_bytes"] += int(writes[i])
             row["energy_pj"] += float(op_pj[i])
         for row in rows.values():
             row["energy_pj"] = round(row["energy_pj"], 3)
