@@ -244,12 +244,13 @@ def shifted(op: Op, offset: int) -> Op:
     """``op`` with its id and every reference moved by ``offset`` (``op`` itself for 0)."""
     if not offset:
         return op
+    add = offset.__add__
     return replaced(
         op,
         op_id=op.op_id + offset,
-        deps=tuple(d + offset for d in op.deps),
-        sources=tuple(tuple(s + offset for s in g) for g in op.sources),
-        after=tuple(a + offset for a in op.after),
+        deps=tuple(map(add, op.deps)),
+        sources=tuple(tuple(map(add, g)) for g in op.sources),
+        after=tuple(map(add, op.after)),
     )
 
 

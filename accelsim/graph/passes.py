@@ -221,12 +221,12 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     ops: list[Op] = []
     processor: list[int] = []
     priority: list[int] = []
-    ids: dict[int, tuple[int, ...]] = {}
+    new_id: list[int] = []  # old op id -> new (this pass only inserts ops)
     sent: dict[tuple[str, int, int], int] = {}
     for op in graph.ops:
         here = graph.processor[op.op_id]
-        sources = [tuple(new for old in g for new in ids[old]) for g in op.sources]
-        ordered = {new for old in op.after for new in ids[old]}
+        sources = [tuple([new_id[old] for old in g]) for g in op.sources]
+        ordered = {new_id[old] for old in op.after}
         deps = set(ordered)
         for access, producers in zip(queries.reads_of(op), sources, strict=False):
             remote: dict[int, list[int]] = {}
@@ -247,22 +247,26 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
                 deps.add(sent[key])
         new_op: Op
         if not isinstance(op, (CommOp, TransferOp)) and op.sources:
-            changes = {
-                "op_id": len(ops),
-                "deps": tuple(sorted(deps)),
-                "sources": tuple(sources),
-                "after": tuple(sorted({n for o in op.after for n in ids[o]})),
-            }
+            op_id, links = len(ops), (tuple(sorted(deps)), tuple(sources), tuple(sorted(ordered)))
             # Most ops of a placed graph keep their links: reuse them, they are immutable.
-            unchanged = all(getattr(op, k) == v for k, v in changes.items())
-            new_op = op if unchanged else replaced(op, **changes)
+            if op_id == op.op_id and links == (op.deps, op.sources, op.after):
+                new_op = op
+            else:
+                new_op = replaced(op, op_id=op_id, deps=links[0], sources=links[1], after=links[2])
         else:
-            new_op = _relink(op, len(ops), ids)
-        ids[op.op_id] = (len(ops),)
+            new_op = replaced(
+                op,
+                op_id=len(ops),
+                deps=tuple(sorted({new_id[old] for old in op.deps})),
+                sources=tuple(tuple([new_id[old] for old in g]) for g in op.sources),
+                after=tuple(sorted({new_id[old] for old in op.after})),
+            )
+        new_id.append(len(ops))
         ops.append(new_op)
         processor.append(here)
         if graph.priority:
             priority.append(graph.priority[op.op_id])
+    ids = {old: (new,) for old, new in enumerate(new_id)}
     return _graph(ops, processor, graph.on_chip, _parameters(graph.parameters, ids), priority)
 
 
