@@ -100,17 +100,23 @@ def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
     if not prefix:
         return dataclasses.replace(graph, ops=tuple(replaced(o, tag=tag) for o in graph.ops))
 
-    copies: dict[Tensor, Tensor] = {}
+    # One copy per tensor and per access object: ops share them, and copies cost.
+    # Keyed by identity (hashing a tensor hashes all its fields); equal objects
+    # that are not the same get equal copies.
+    copies: dict[int, Tensor] = {}
+    access_copies: dict[int, Access] = {}
 
     def t(tensor: Tensor) -> Tensor:
-        # One copy per tensor: ops share their tensors, and copies cost.
-        copy = copies.get(tensor)
+        copy = copies.get(id(tensor))
         if copy is None:
-            copy = copies[tensor] = replaced(tensor, name=prefix + tensor.name)
+            copy = copies[id(tensor)] = replaced(tensor, name=prefix + tensor.name)
         return copy
 
     def a(access: Access) -> Access:
-        return Access(t(access.tensor), access.elements)
+        copy = access_copies.get(id(access))
+        if copy is None:
+            copy = access_copies[id(access)] = Access(t(access.tensor), access.elements)
+        return copy
 
     def renamed(op: Op) -> Op:
         if isinstance(op, GemmOp):
