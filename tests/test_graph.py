@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,7 @@ from accelsim.config.run import PsumPolicy
 from accelsim.errors import SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp
+from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp, replaced
 from accelsim.mapping.schedule import FoldSchedule, schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing.costs import OpCosts, op_costs
@@ -113,3 +115,22 @@ def test_fold_masks_scale_compute_macs_and_sram_but_not_dram() -> None:
     assert int(half.dram_read_bytes[0]) == int(whole.dram_read_bytes[0]) > 0
     with pytest.raises(SimulationError, match=r"fold mask of op 0 is \(2, 2\), expected \(4, 4\)"):
         full.with_masks({0: np.ones((2, 2), bool)})
+
+
+def test_replaced_copies_like_dataclasses_replace() -> None:
+    graph = chain()
+    gemm, vector = graph.ops[0], graph.ops[1]
+    for op, changes in (
+        (gemm, {"op_id": 7, "deps": (3,), "tag": Tag(replica=2)}),
+        (vector, {"name": "v9"}),
+        (gemm.a, {"name": "p1/x"}),
+        (gemm, {}),
+    ):
+        copy = replaced(op, **changes)
+        assert copy == dataclasses.replace(op, **changes)
+        assert type(copy) is type(op) and copy is not op
+    assert gemm.op_id == 0  # the original is left alone
+    with pytest.raises(TypeError, match="GemmOp has no field mm"):
+        replaced(gemm, mm=3)
+    with pytest.raises(TypeError, match=r"would skip OpGraph\.__post_init__"):
+        replaced(graph, ops=())

@@ -19,7 +19,12 @@ def step_totals(graph: OpGraph) -> dict[str, int]:
     """MACs, vector ops and bytes read and written by the ops of ``graph`` (exact ints)."""
     macs = sum(op.macs for op in graph.ops if isinstance(op, GemmOp))
     vector_ops = sum(op.vector_ops for op in graph.ops if isinstance(op, VectorOp))
-    moved = sum(a.bytes for op in graph.ops for a in (*reads_of(op), *writes_of(op)))
+    moved = 0
+    for op in graph.ops:
+        for access in reads_of(op):
+            moved += access.bytes
+        for access in writes_of(op):
+            moved += access.bytes
     return {"MACs": macs, "vector ops": vector_ops, "bytes read and written": moved}
 
 

@@ -8,7 +8,6 @@ travels by transfers that :func:`~accelsim.graph.passes.insert_transfers` adds.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 
 from accelsim.config.hardware import WordBytesSpec
@@ -26,6 +25,7 @@ from accelsim.graph.ops import (
     Tensor,
     TensorKind,
     VectorOp,
+    replaced,
     whole,
 )
 
@@ -107,7 +107,7 @@ class GraphBuilder:
         """Make an op also wait for earlier ops ``deps`` (e.g. a schedule's ordering)."""
         op = self.ops[op_id]
         extra = {d for d in deps if d < op_id}
-        self.ops[op_id] = dataclasses.replace(
+        self.ops[op_id] = replaced(
             op,
             deps=tuple(sorted(set(op.deps) | extra)),
             after=tuple(sorted(set(op.after) | extra)),
@@ -241,13 +241,16 @@ class GraphBuilder:
 
 
 def shifted(op: Op, offset: int) -> Op:
-    """``op`` with its id and every reference moved by ``offset``."""
-    return dataclasses.replace(
+    """``op`` with its id and every reference moved by ``offset`` (``op`` itself for 0)."""
+    if not offset:
+        return op
+    add = offset.__add__
+    return replaced(
         op,
         op_id=op.op_id + offset,
-        deps=tuple(d + offset for d in op.deps),
-        sources=tuple(tuple(s + offset for s in g) for g in op.sources),
-        after=tuple(a + offset for a in op.after),
+        deps=tuple(map(add, op.deps)),
+        sources=tuple(tuple(map(add, g)) for g in op.sources),
+        after=tuple(map(add, op.after)),
     )
 
 

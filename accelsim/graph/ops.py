@@ -20,8 +20,11 @@ pass ever parses a name.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, TypeVar
 
 
 class Phase(str, Enum):
@@ -263,5 +266,55 @@ class OpGraph:
         if self.priority and len(self.priority) != len(self.ops):
             raise ValueError("one priority per op is required")
         for i, op in enumerate(self.ops):
-            if op.op_id != i or any(not 0 <= d < i for d in op.deps):
+            deps = op.deps
+            if op.op_id != i or (deps and (min(deps) < 0 or max(deps) >= i)):
                 raise ValueError(f"op {op.name} is out of program order")
+
+
+_D = TypeVar("_D")
+
+# Per dataclass: a function that copies an instance with changes, and its field names.
+_COPIERS: dict[type, tuple[Callable[[Any, dict[str, Any]], Any], frozenset[str]]] = {}
+
+
+def _copier(cls: type) -> tuple[Callable[[Any, dict[str, Any]], Any], frozenset[str]]:
+    """Generate ``cls``'s copy function, one statement per field (as ``dataclasses``
+    generates ``__init__``): a loop over the fields costs half as much again."""
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"replaced() would skip {cls.__name__}.__post_init__")
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    lines = [
+        "def copy(obj, changes):",
+        "    new = new_object(cls)",
+        *(f"    set_field(new, {name!r}, obj.{name})" for name in names),
+        "    for name, value in changes.items():",
+        "        set_field(new, name, value)",
+        "    return new",
+    ]
+    scope: dict[str, Any] = {"new_object": object.__new__, "set_field": object.__setattr__}
+    scope["cls"] = cls
+    exec("\n".join(lines), scope)  # the code is made from the class's own field names
+    return scope["copy"], frozenset(names)
+
+
+def replaced(obj: _D, **changes: Any) -> _D:
+    """``dataclasses.replace(obj, **changes)`` for the frozen ops, tensors and
+    parameters, at about a third of its cost: the passes copy every op of graphs
+    of hundreds of thousands of ops.
+
+    The copy is made field by field without calling ``__init__``, so it is only
+    for dataclasses without ``__post_init__`` (which would be skipped).
+
+    Raises:
+        TypeError: for a field ``obj`` does not have, or a class with ``__post_init__``.
+    """
+    cls = type(obj)
+    found = _COPIERS.get(cls)
+    if found is None:
+        found = _COPIERS[cls] = _copier(cls)
+    copy, known = found
+    if not changes.keys() <= known:
+        unknown = ", ".join(sorted(changes.keys() - known))
+        raise TypeError(f"{cls.__name__} has no field {unknown}")
+    new: _D = copy(obj, changes)
+    return new

@@ -29,6 +29,7 @@ from accelsim.graph.ops import (
     Tensor,
     TransferOp,
     VectorOp,
+    replaced,
 )
 
 # old op id -> the ids that replace it (none when it was dropped, two when split)
@@ -44,7 +45,7 @@ def _relink(op: AnyOp, op_id: int, ids: IdMap) -> AnyOp:
     def mapped(group: Iterable[int]) -> tuple[int, ...]:
         return tuple(new for old in group for new in ids.get(old, ()))
 
-    return dataclasses.replace(
+    return replaced(
         op,
         op_id=op_id,
         deps=tuple(sorted(set(mapped(op.deps)))),
@@ -58,7 +59,7 @@ def _parameters(parameters: Iterable[Parameter], ids: IdMap) -> tuple[Parameter,
     out = []
     for p in parameters:
         new = ids.get(p.grad_op, ()) if p.grad_op >= 0 else ()
-        out.append(dataclasses.replace(p, grad_op=new[-1] if new else -1))
+        out.append(replaced(p, grad_op=new[-1] if new else -1))
     return tuple(out)
 
 
@@ -97,34 +98,36 @@ def concat(graphs: Sequence[OpGraph]) -> OpGraph:
 def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
     """A copy of ``graph`` tagged ``tag`` whose tensor names start with ``prefix``."""
     if not prefix:
-        return dataclasses.replace(
-            graph, ops=tuple(dataclasses.replace(o, tag=tag) for o in graph.ops)
-        )
+        return dataclasses.replace(graph, ops=tuple(replaced(o, tag=tag) for o in graph.ops))
 
-    copies: dict[Tensor, Tensor] = {}
+    # One copy per tensor and per access object: ops share them, and copies cost.
+    # Keyed by identity (hashing a tensor hashes all its fields); equal objects
+    # that are not the same get equal copies.
+    copies: dict[int, Tensor] = {}
+    access_copies: dict[int, Access] = {}
 
     def t(tensor: Tensor) -> Tensor:
-        # One copy per tensor: ops share their tensors, and copies cost.
-        copy = copies.get(tensor)
+        copy = copies.get(id(tensor))
         if copy is None:
-            copy = copies[tensor] = dataclasses.replace(tensor, name=prefix + tensor.name)
+            copy = copies[id(tensor)] = replaced(tensor, name=prefix + tensor.name)
         return copy
 
     def a(access: Access) -> Access:
-        return Access(t(access.tensor), access.elements)
+        copy = access_copies.get(id(access))
+        if copy is None:
+            copy = access_copies[id(access)] = Access(t(access.tensor), access.elements)
+        return copy
 
     def renamed(op: Op) -> Op:
         if isinstance(op, GemmOp):
-            return dataclasses.replace(op, a=t(op.a), b=t(op.b), c=t(op.c), tag=tag)
+            return replaced(op, a=t(op.a), b=t(op.b), c=t(op.c), tag=tag)
         if isinstance(op, VectorOp):
             reads, writes = tuple(map(a, op.reads)), tuple(map(a, op.writes))
-            return dataclasses.replace(op, reads=reads, writes=writes, tag=tag)
-        return dataclasses.replace(op, tensor=t(op.tensor), tag=tag)
+            return replaced(op, reads=reads, writes=writes, tag=tag)
+        return replaced(op, tensor=t(op.tensor), tag=tag)
 
     ops = [renamed(op) for op in graph.ops]
-    parameters = [
-        dataclasses.replace(p, weight=t(p.weight), gradient=t(p.gradient)) for p in graph.parameters
-    ]
+    parameters = [replaced(p, weight=t(p.weight), gradient=t(p.gradient)) for p in graph.parameters]
     return _graph(
         ops, graph.processor, {prefix + n for n in graph.on_chip}, parameters, graph.priority
     )
@@ -204,9 +207,7 @@ def split_gemms(graph: OpGraph, rule: SplitRule) -> OpGraph:
         for rows, where, suffix in parts:
             a_part = min(rows * op.k, max(1, op.a_elements * rows // op.m))
             ops.append(
-                dataclasses.replace(
-                    base, op_id=len(ops), name=op.name + suffix, m=rows, a_elements=a_part
-                )
+                replaced(base, op_id=len(ops), name=op.name + suffix, m=rows, a_elements=a_part)
             )
             processor.append(where)
     return _graph(ops, processor, graph.on_chip, _parameters(graph.parameters, ids), ())
@@ -226,12 +227,12 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     ops: list[Op] = []
     processor: list[int] = []
     priority: list[int] = []
-    ids: dict[int, tuple[int, ...]] = {}
+    new_id: list[int] = []  # old op id -> new (this pass only inserts ops)
     sent: dict[tuple[str, int, int], int] = {}
     for op in graph.ops:
         here = graph.processor[op.op_id]
-        sources = [tuple(new for old in g for new in ids[old]) for g in op.sources]
-        ordered = {new for old in op.after for new in ids[old]}
+        sources = [tuple([new_id[old] for old in g]) for g in op.sources]
+        ordered = {new_id[old] for old in op.after}
         deps = set(ordered)
         for access, producers in zip(queries.reads_of(op), sources, strict=False):
             remote: dict[int, list[int]] = {}
@@ -252,20 +253,26 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
                 deps.add(sent[key])
         new_op: Op
         if not isinstance(op, (CommOp, TransferOp)) and op.sources:
-            new_op = dataclasses.replace(
+            op_id, links = len(ops), (tuple(sorted(deps)), tuple(sources), tuple(sorted(ordered)))
+            # Most ops of a placed graph keep their links: reuse them, they are immutable.
+            if op_id == op.op_id and links == (op.deps, op.sources, op.after):
+                new_op = op
+            else:
+                new_op = replaced(op, op_id=op_id, deps=links[0], sources=links[1], after=links[2])
+        else:
+            new_op = replaced(
                 op,
                 op_id=len(ops),
-                deps=tuple(sorted(deps)),
-                sources=tuple(sources),
-                after=tuple(sorted({n for o in op.after for n in ids[o]})),
+                deps=tuple(sorted({new_id[old] for old in op.deps})),
+                sources=tuple(tuple([new_id[old] for old in g]) for g in op.sources),
+                after=tuple(sorted({new_id[old] for old in op.after})),
             )
-        else:
-            new_op = _relink(op, len(ops), ids)
-        ids[op.op_id] = (len(ops),)
+        new_id.append(len(ops))
         ops.append(new_op)
         processor.append(here)
         if graph.priority:
             priority.append(graph.priority[op.op_id])
+    ids = {old: (new,) for old, new in enumerate(new_id)}
     return _graph(ops, processor, graph.on_chip, _parameters(graph.parameters, ids), priority)
 
 

@@ -174,17 +174,22 @@ class RunResult:
         stashed = graph.stashed
         sizes: dict[str, int] = {}
         write = read = 0
+        ifmap_reads, filter_reads = (
+            c.dram_ifmap_read_bytes.tolist(),
+            c.dram_filter_read_bytes.tolist(),
+        )
+        ofmap_writes = c.dram_ofmap_write_bytes.tolist()
         for op in graph.ops:
             i = op.op_id
             backward = op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
             if isinstance(op, GemmOp):
-                for t, dram in ((op.a, c.dram_ifmap_read_bytes), (op.b, c.dram_filter_read_bytes)):
+                for t, dram in ((op.a, ifmap_reads), (op.b, filter_reads)):
                     if t.name in stashed:
                         sizes[t.name] = t.bytes
                         if backward:
                             read += int(dram[i])
                 if op.phase is Phase.FWD and op.c.name in stashed:
-                    write += int(c.dram_ofmap_write_bytes[i])
+                    write += int(ofmap_writes[i])
             elif isinstance(op, VectorOp):
                 for acc in op.reads:
                     if acc.tensor.name in stashed:
@@ -288,67 +293,80 @@ class RunResult:
     def op_rows(self) -> list[dict[str, Any]]:
         """One ``ops.csv`` row per op."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
-        op_pj = self.energy.op_pj
+        # Python lists: indexing them per op is much cheaper than indexing arrays.
+        op_pj = self.energy.op_pj.tolist()
+        start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
+        processor, stalls = trace.processor.tolist(), trace.stall_cycles.tolist()
+        units, compute = c.unit.tolist(), c.compute_cycles.tolist()
+        macs, vector_ops, folds = c.macs.tolist(), c.vector_ops.tolist(), c.folds.tolist()
+        efficiency = c.mapping_efficiency.tolist()
+        counts = [
+            (column, array.tolist())
+            for column, array in (
+                ("sram_read_ifmap_bytes", c.sram_ifmap_read_bytes),
+                ("sram_read_filter_bytes", c.sram_filter_read_bytes),
+                ("sram_read_ofmap_bytes", c.sram_ofmap_read_bytes),
+                ("sram_write_ifmap_bytes", c.sram_ifmap_write_bytes),
+                ("sram_write_filter_bytes", c.sram_filter_write_bytes),
+                ("sram_write_ofmap_bytes", c.sram_ofmap_write_bytes),
+                ("dram_read_ifmap_bytes", c.dram_ifmap_read_bytes),
+                ("dram_read_filter_bytes", c.dram_filter_read_bytes),
+                ("dram_read_ofmap_bytes", c.dram_ofmap_read_bytes),
+                ("dram_write_ofmap_bytes", c.dram_ofmap_write_bytes),
+                ("interconnect_bytes", c.interconnect_bytes),
+            )
+        ]
         pes = {c.unit_names.index(a.name): a.pes for a in c.arrays}
+        lanes = hw.vector_unit.lanes
+        kinds = {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm", TransferOp: "transfer"}
         rows = []
         for op in self.graph.ops:
             i = op.op_id
-            duration = int(trace.end_cycle[i] - trace.start_cycle[i])
-            unit = int(c.unit[i])
+            duration = int(end[i] - start[i])
+            unit = int(units[i])
             if unit in pes:
-                util = int(c.macs[i]) / (pes[unit] * max(duration, 1))
+                util = int(macs[i]) / (pes[unit] * max(duration, 1))
             elif unit == UNIT_VECTOR:
-                util = int(c.vector_ops[i]) / (hw.vector_unit.lanes * max(duration, 1))
+                util = int(vector_ops[i]) / (lanes * max(duration, 1))
             else:
                 util = 0.0
             gemm = op if isinstance(op, GemmOp) else None
-            rows.append(
-                {
-                    "op_id": i,
-                    "name": op.name,
-                    "layer": op.layer,
-                    "phase": op.phase.value,
-                    "kind": {
-                        GemmOp: "gemm",
-                        VectorOp: "vector",
-                        CommOp: "comm",
-                        TransferOp: "transfer",
-                    }[type(op)],
-                    "m": gemm.m if gemm else "",
-                    "n": gemm.n if gemm else "",
-                    "k": gemm.k if gemm else "",
-                    "count": gemm.count if gemm else "",
-                    "processor": int(trace.processor[i]),
-                    "unit": c.unit_names[unit],
-                    "start_cycle": int(trace.start_cycle[i]),
-                    "end_cycle": int(trace.end_cycle[i]),
-                    "compute_cycles": int(c.compute_cycles[i]) if unit != UNIT_COMM else 0,
-                    "stall_cycles": int(trace.stall_cycles[i]),
-                    "utilization": round(util, 6),
-                    "macs": int(c.macs[i]),
-                    "vector_ops": int(c.vector_ops[i]),
-                    "folds": int(c.folds[i]),
-                    "mapping_efficiency": round(float(c.mapping_efficiency[i]), 6),
-                    "sram_read_ifmap_bytes": int(c.sram_ifmap_read_bytes[i]),
-                    "sram_read_filter_bytes": int(c.sram_filter_read_bytes[i]),
-                    "sram_read_ofmap_bytes": int(c.sram_ofmap_read_bytes[i]),
-                    "sram_write_ifmap_bytes": int(c.sram_ifmap_write_bytes[i]),
-                    "sram_write_filter_bytes": int(c.sram_filter_write_bytes[i]),
-                    "sram_write_ofmap_bytes": int(c.sram_ofmap_write_bytes[i]),
-                    "dram_read_ifmap_bytes": int(c.dram_ifmap_read_bytes[i]),
-                    "dram_read_filter_bytes": int(c.dram_filter_read_bytes[i]),
-                    "dram_read_ofmap_bytes": int(c.dram_ofmap_read_bytes[i]),
-                    "dram_write_ofmap_bytes": int(c.dram_ofmap_write_bytes[i]),
-                    "interconnect_bytes": int(c.interconnect_bytes[i]),
-                    "energy_pj": round(float(op_pj[i]), 3),
-                }
-            )
+            row = {
+                "op_id": i,
+                "name": op.name,
+                "layer": op.layer,
+                "phase": op.phase.value,
+                "kind": kinds[type(op)],
+                "m": gemm.m if gemm else "",
+                "n": gemm.n if gemm else "",
+                "k": gemm.k if gemm else "",
+                "count": gemm.count if gemm else "",
+                "processor": int(processor[i]),
+                "unit": c.unit_names[unit],
+                "start_cycle": int(start[i]),
+                "end_cycle": int(end[i]),
+                "compute_cycles": int(compute[i]) if unit != UNIT_COMM else 0,
+                "stall_cycles": int(stalls[i]),
+                "utilization": round(util, 6),
+                "macs": int(macs[i]),
+                "vector_ops": int(vector_ops[i]),
+                "folds": int(folds[i]),
+                "mapping_efficiency": round(float(efficiency[i]), 6),
+            }
+            for column, values in counts:
+                row[column] = int(values[i])
+            row["energy_pj"] = round(float(op_pj[i]), 3)
+            rows.append(row)
         return rows
 
     def layer_rows(self) -> list[dict[str, Any]]:
         """One ``layers.csv`` row per layer, in order of first appearance."""
         trace, c = self.trace, self.trace.costs
-        op_pj = self.energy.op_pj
+        op_pj = self.energy.op_pj.tolist()
+        start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
+        macs_of, vector_ops = c.macs.tolist(), c.vector_ops.tolist()
+        stalls = trace.stall_cycles.tolist()
+        reads, writes = c.dram_read_bytes.tolist(), c.dram_ofmap_write_bytes.tolist()
         params: dict[str, int] = {}
         for p in self.graph.parameters:
             params[p.layer] = params.get(p.layer, 0) + p.weight.elements
@@ -361,9 +379,9 @@ class RunResult:
                 {col: 0 for col in LAYER_COLUMNS}
                 | {"layer": op.layer, "params": params.get(op.layer, 0)},
             )
-            duration = int(trace.end_cycle[i] - trace.start_cycle[i])
+            duration = int(end[i] - start[i])
             row["ops"] += 1
-            macs = int(c.macs[i])
+            macs = int(macs_of[i])
             if op.phase is Phase.FWD:
                 row["fwd_macs"] += macs
                 row["fwd_busy_cycles"] += duration
@@ -381,10 +399,10 @@ class RunResult:
                 row["aux_busy_cycles"] += duration
             else:
                 row["update_busy_cycles"] += duration
-            row["vector_ops"] += int(c.vector_ops[i])
-            row["stall_cycles"] += int(trace.stall_cycles[i])
-            row["dram_read_bytes"] += int(c.dram_read_bytes[i])
-            row["dram_write_bytes"] += int(c.dram_ofmap_write_bytes[i])
+            row["vector_ops"] += int(vector_ops[i])
+            row["stall_cycles"] += int(stalls[i])
+            row["dram_read_bytes"] += int(reads[i])
+            row["dram_write_bytes"] += int(writes[i])
             row["energy_pj"] += float(op_pj[i])
         for row in rows.values():
             row["energy_pj"] = round(row["energy_pj"], 3)

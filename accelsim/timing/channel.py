@@ -13,6 +13,7 @@ engine, :mod:`accelsim.timing.compiled`, does the same arithmetic).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import simpy
 
@@ -42,3 +43,28 @@ class Channel:
         """Queue a transfer; the returned event fires when its data has arrived."""
         arrival = self.reserve(n_bytes)
         return self.env.timeout(arrival - int(self.env.now))
+
+
+def reserve_all(channels: Sequence[Channel], n_bytes: int) -> int:
+    """Reserve ``n_bytes`` on each channel in turn; returns the last arrival cycle.
+
+    The same as ``max(c.reserve(n_bytes) for c in channels)`` (a channel listed
+    twice is reserved twice, one transfer after the other), inlined because a
+    ring all-reduce step reserves every participant's channel.
+    """
+    if not channels:
+        raise ValueError("reserve_all needs at least one channel")
+    now = int(channels[0].env.now)
+    arrival = 0
+    bandwidth = math.nan
+    busy = 0
+    for channel in channels:
+        if channel.bytes_per_cycle != bandwidth:
+            bandwidth = channel.bytes_per_cycle
+            busy = math.ceil(n_bytes / bandwidth)
+        free_at = channel.free_at
+        free_at = (free_at if free_at > now else now) + busy
+        channel.free_at = free_at
+        if free_at + channel.latency > arrival:
+            arrival = free_at + channel.latency
+    return arrival

@@ -129,7 +129,9 @@ def op_costs(
             z["sram_ofmap_write_bytes"][i] = sum(a.bytes for a in op.writes)
             z["dram_ifmap_read_bytes"][i] = read_bytes
             z["dram_ofmap_write_bytes"][i] = sum(a.bytes for a in writes)
-            chunks = int(_chunks(z["compute_cycles"][i : i + 1], chunks_per_op)[0])
+            # _chunks of one op, in scalars (np.clip per op costs more than the rest).
+            groups = -(-int(z["compute_cycles"][i]) // MIN_CHUNK_CYCLES)
+            chunks = min(max(groups, 1), chunks_per_op)
             z["chunks"][i] = chunks
             z["prologue_bytes"][i] = read_bytes // chunks
             z["epilogue_bytes"][i] = int(z["dram_ofmap_write_bytes"][i]) // chunks

@@ -38,7 +38,7 @@ import simpy
 from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
-from accelsim.timing.channel import Channel
+from accelsim.timing.channel import Channel, reserve_all
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -186,10 +186,12 @@ class _Engine:
         procs = len(op.participants)
         size = op.tensor.bytes
         chunk = -(-size // procs)
-        yield from self._join(max(self.dram[p].reserve(size) for p in op.participants))
+        drams = [self.dram[p] for p in op.participants]
+        links = [self.links[p] for p in op.participants]
+        yield from self._join(reserve_all(drams, size))
         for _ in range(2 * (procs - 1)):
-            yield from self._join(max(self.links[p].reserve(chunk) for p in op.participants))
-        yield from self._join(max(self.dram[p].reserve(size) for p in op.participants))
+            yield from self._join(reserve_all(links, chunk))
+        yield from self._join(reserve_all(drams, size))
         self._finish(i)
 
 
