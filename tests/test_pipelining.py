@@ -1,4 +1,4 @@
-"""Pipeline schedules (techniques/pipelining.py): GPipe, PipeDream, LayerPipe."""
+"""Pipeline schedules (techniques/pipelining.py, layerpipe.py): GPipe, PipeDream, LayerPipe."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "gradient_skipping": ("gradient_skipping", "GradientSkipping"),
     "gpipe": ("pipelining", "GPipe"),
     "pipedream": ("pipelining", "PipeDream"),
-    "layerpipe": ("pipelining", "LayerPipe"),
+    "layerpipe": ("layerpipe", "LayerPipe"),
     "optimizer_fusion": ("optimizer_fusion", "OptimizerFusion"),
     "approximate_dropout": ("approximate_dropout", "ApproximateDropout"),
 }

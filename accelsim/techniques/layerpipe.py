@@ -1,0 +1,401 @@
+"""LayerPipe (Unnikrishnan and Parhi, ICCAD 2021; LayerPipe2, arXiv 2512.08160).
+
+``placement: tasks`` (the default) places every layer's forward, input
+gradient (or its two row halves), weight gradient and update as separate tasks
+on any processor (:mod:`accelsim.techniques.task_placement`), with per-layer
+weight delays of at most ``P`` mini-batches, and falls back to PipeDream's
+schedule on the same partition when that comes out faster.  ``placement:
+stages`` keeps PipeDream's contiguous partition and 1F1B order, defers each
+layer's dW behind the activation-gradient chain and splits the dX work of each
+stage's first layer with the previous stage.  Weights are delayed by ``2 S(l)``
+half-steps: ``S(l)`` stashed versions per layer, or one extra buffer with
+LayerPipe2's moving-average reconstruction (``weights: ema``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from accelsim.config.base import NonNegativeInt, Spec
+from accelsim.config.hardware import DramSharing
+from accelsim.graph import passes
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tag
+from accelsim.lowering.optimizer import add_updates
+from accelsim.mapping import placement
+from accelsim.mapping.placement import StepGraph
+from accelsim.report.result import RunResult
+from accelsim.techniques.base import TechniqueContext
+from accelsim.techniques.pipeline_graph import (
+    SplitShares,
+    accumulate_gradients,
+    copy_step,
+    stage_sinks,
+)
+from accelsim.techniques.pipeline_plan import Plan
+from accelsim.techniques.pipelining import Fraction, PipelineConfig, Schedule
+from accelsim.techniques.task_placement import (
+    TaskKey,
+    activation_groups,
+    assign,
+    dram_cycles,
+    loads,
+    measure_tasks,
+    task_of,
+)
+
+
+class WeightVersions(str, Enum):
+    STASH = "stash"
+    EMA = "ema"
+
+
+class TaskPlacement(str, Enum):
+    TASKS = "tasks"
+    STAGES = "stages"
+
+
+class DxSplit(str, Enum):
+    ROWS = "rows"
+    ACTIVATION = "activation"
+    NONE = "none"
+
+
+class LayerPipeConfig(PipelineConfig):
+    """LayerPipe.
+
+    ``placement``: ``tasks`` places every layer's forward, input-gradient,
+    weight-gradient and update tasks freely on the processors (the paper's
+    model; ``stages`` may then exceed the layer count); ``stages`` keeps every
+    task of a layer on its contiguous stage, with the inter-layer split below.
+    ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into two tasks
+    (``split`` of them in the first, ``balance``: half); ``activation`` runs
+    ``Wᵀδ`` as layer ``l``'s dX task and the element-wise ``⊙ f'`` (the backward
+    of the vector layers below it) with layer ``l - 1``'s; ``none`` keeps dX whole.
+    ``split`` (``stages``): the share of a stage's first layer's dX work done by
+    the previous stage, or ``balance`` to move as much as evens out the two
+    stages' costs (at most all of it) [D].  ``weights``: how delayed weights are
+    kept."""
+
+    placement: Annotated[TaskPlacement, Field(strict=False)] = TaskPlacement.TASKS
+    dx_split: Annotated[DxSplit, Field(strict=False)] = DxSplit.ROWS
+    split: Fraction | Literal["balance"] = "balance"
+    weights: Annotated[WeightVersions, Field(strict=False)] = WeightVersions.STASH
+    delay_margin: NonNegativeInt | Literal["auto"] = "auto"
+
+
+@dataclass(frozen=True)
+class TaskLayout:
+    """LayerPipe's free placement: the step graph of one micro-batch, every task's
+    processor, every trained layer's weight delay in mini-batches (``S(l) + 1``), and
+    the busiest unit's load of every processor per mini-batch."""
+
+    step: OpGraph
+    where: Mapping[TaskKey, int]
+    delays: Mapping[str, int]
+    loads: list[int]
+
+
+class LayerPipe(Schedule):
+    """LayerPipe: dW off the critical path, dX split across consecutive stages."""
+
+    name = "layerpipe"
+    Config = LayerPipeConfig
+    one_task_backward = False
+
+    def __init__(self, config: Spec, source: str) -> None:
+        super().__init__(config, source)
+        self._layouts: dict[int, tuple[OpGraph, TaskLayout]] = {}
+
+    @property
+    def layerpipe(self) -> LayerPipeConfig:
+        assert isinstance(self.config, LayerPipeConfig)
+        return self.config
+
+    def shares(self, plan: Plan, base: RunResult) -> dict[str, tuple[float, int]]:
+        """The share of each stage's first layer's dX rows done by the previous stage."""
+        stage_cost = [0] * plan.stages
+        for name, cost in zip(plan.stage_of, plan.costs, strict=True):
+            stage_cost[plan.stage_of[name]] += cost
+        dx_cycles: dict[str, int] = {}
+        for op in base.graph.ops:
+            if op.phase is Phase.BWD_INPUT and isinstance(op, GemmOp):
+                span = int(base.trace.end_cycle[op.op_id] - base.trace.start_cycle[op.op_id])
+                dx_cycles[op.layer] = dx_cycles.get(op.layer, 0) + span
+        shares: dict[str, tuple[float, int]] = {}
+        for stage, name in plan.first_of().items():
+            if stage == 0 or not dx_cycles.get(name):
+                continue
+            if self.layerpipe.split == "balance":
+                gap = stage_cost[stage] - stage_cost[stage - 1]
+                share = min(1.0, max(0.0, gap / (2 * dx_cycles[name])))
+            else:
+                share = float(self.layerpipe.split)
+            if share > 0:
+                shares[name] = (share, stage - 1)
+        return shares
+
+    def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
+        """LayerPipe's placement: free tasks, or the fastest of the stage options (also
+        on one processor, where either is the baseline step).
+
+        With ``placement: tasks`` PipeDream's own schedule on the same partition
+        is simulated too, and kept when the free placement's list scheduling
+        comes out slower (the report's ``placement`` says which ran), so
+        LayerPipe is never slower than PipeDream.
+
+        With ``placement: stages`` the candidates are the inter-layer split with
+        dW deferred, dW deferred alone, the plain 1F1B order, and PipeDream's own
+        (1F1B, each stage's input gradient sent when its backward is done); each
+        is simulated and the one with the shortest steady state is kept, so on the
+        same partition LayerPipe is never slower than PipeDream.
+        """
+        plan = self.plan(ctx, base)
+        if self.layerpipe.placement is TaskPlacement.TASKS and self.processors(ctx) > 1:
+            graph, period = self.place_tasks(ctx, step, plan)
+            fallback, fallback_period = self.measure(
+                ctx,
+                functools.partial(self.build, ctx, step, plan, None, False, True),
+                self.mini_batches(plan.stages),
+            )
+            return graph if period <= fallback_period else fallback
+        shares = self.shares(plan, base)
+        candidates: list[tuple[SplitShares | None, bool, bool]] = [
+            (None, True, False),
+            (None, False, False),
+            (None, False, True),
+        ]
+        if shares:
+            candidates.insert(0, (shares, True, False))
+        best: tuple[float, OpGraph] | None = None
+        for split, defer, send_after in candidates:
+            graph, period = self.measure(
+                ctx,
+                functools.partial(self.build, ctx, step, plan, split, defer, send_after),
+                self.mini_batches(plan.stages),
+            )
+            if best is None or period < best[0]:
+                best = (period, graph)
+        assert best is not None
+        return best[1]
+
+    def place_tasks(
+        self, ctx: TechniqueContext, step: StepGraph, plan: Plan
+    ) -> tuple[OpGraph, float]:
+        """The free task placement, with the weight delays it needs, and its period.
+
+        Each layer's delay is its one-mini-batch latency in periods plus a margin
+        for a full pipeline's queueing: ``delay_margin``, or with ``auto`` the
+        first of 0, 1, 2, 4, ..., 32 at which the steady period is within 0.5 %
+        of its bounds (the busiest processor's load, DRAM, links), or the best
+        before the period stops improving by 0.5 %.  (A larger margin keeps more
+        weight versions.)  No delay exceeds ``P`` mini-batches, PipeDream's
+        deepest (its first stage's), so no weight is staler than PipeDream's.
+        Unless ``mini_batches`` is set, a layout is measured
+        over ``max(3 P + 2, 2 D + 2)`` mini-batches for its deepest delay ``D``.
+        """
+        alone = self.layout(ctx, step, plan)
+        processors = self.processors(ctx)
+        margin = self.layerpipe.delay_margin
+        margins = [0, 1, 2, 4, 8, 16, 32] if margin == "auto" else [margin]
+        best: tuple[float, OpGraph, TaskLayout] | None = None
+        tried: list[dict[str, int]] = []
+        for extra in margins:
+            # At most P mini-batches in flight: no staler than PipeDream's first stage.
+            delays = {layer: min(d + extra, processors) for layer, d in alone.delays.items()}
+            if delays in tried:
+                break
+            tried.append(delays)
+            layout = dataclasses.replace(alone, delays=delays)
+            # Enough mini-batches to fill a pipeline this deep twice over.
+            count = self.settings.mini_batches or max(
+                3 * processors + 2, 2 * max(delays.values(), default=1) + 2
+            )
+            graph, period = self.measure(
+                ctx, functools.partial(self.build_tasks, ctx, layout), count
+            )
+            if best is not None and period > 0.995 * best[0]:
+                break
+            best = (period, graph, layout)
+            bound = max(max(alone.loads), *ctx.simulate(graph).cycle_bounds(count).values())
+            if period <= 1.005 * bound:
+                break
+        assert best is not None
+        self._layouts[id(best[1])] = (best[1], best[2])
+        return best[1], best[0]
+
+    def processors(self, ctx: TechniqueContext) -> int:
+        """Processors the free task placement uses (not capped at the layer count)."""
+        return self.settings.stages or ctx.hardware.processors
+
+    def layout(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> TaskLayout:
+        """Every task's processor and every layer's weight delay.
+
+        The tasks' costs come from the step simulated on one processor.  The
+        candidates are the list scheduler's placement of the tasks (with the dX
+        GEMMs split as ``dx_split`` says, and without the split, which costs a
+        second pipeline fill on the array), and the partition's stages (every
+        task on its layer's stage); each is rated by the larger of its busiest
+        processor's busiest unit and its DRAM time (the shared channel's, or the
+        busiest processor's own), and the first of them, in that order, within
+        1 % of the best is kept (the busiest unit's load ignores what the array
+        and the vector unit cannot overlap, so a split that saves less is not
+        worth its second pipeline fill; and each half of a split dX GEMM reads
+        the whole weights).
+
+        The delay of layer ``l`` here is the number of periods (at least one)
+        its mini-batch spends between the start of its forward and the end of
+        its update (or, without weights, of its backward: how long it keeps its
+        activations) when one mini-batch runs alone on the placement, with the
+        period estimated by the candidate's rating; :meth:`place_tasks` adds the
+        margin a full pipeline's queueing needs.
+        """
+        whole = step(ctx.run.batch_size // self.settings.micro_batches)
+        processors = self.processors(ctx)
+        link = ctx.hardware.interconnect.bandwidth_bytes_per_cycle
+        bandwidth = ctx.hardware.dram.bandwidth_bytes_per_cycle
+        shared = ctx.hardware.dram.sharing is DramSharing.SHARED
+        split = self.layerpipe.split
+        share = 0.5 if split == "balance" else float(split)
+        steps = [whole]
+        if self.layerpipe.dx_split is DxSplit.ROWS and share > 0:
+            steps.append(
+                passes.split_gemms(
+                    whole, lambda op: (share, 0) if op.phase is Phase.BWD_INPUT else None
+                )
+            )
+        candidates: list[tuple[float, OpGraph, dict[TaskKey, int], list[int]]] = []
+        for one in steps:
+            single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
+            costs = measure_tasks(ctx.simulate(single))
+            groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
+            free = assign(costs, processors, link, groups, 0.0 if shared else bandwidth)
+            staged = {task: plan.stage_of.get(task[0], 0) for task in free}
+            for where in (free, staged):
+                load = loads(costs, where, processors)
+                dram = dram_cycles(costs, where, processors, bandwidth, shared)
+                candidates.append((max(*load, dram), one, where, load))
+        least = min(c[0] for c in candidates)
+        busiest, one, where, load = next(c for c in candidates if c[0] <= 1.01 * least)
+        busiest = max(busiest, 1)
+        alone = TaskLayout(one, where, {}, load)
+        run = ctx.simulate(self.build_tasks(ctx, alone, 1))
+        trace = run.trace
+        began: dict[str, int] = {}
+        ended: dict[str, int] = {}
+        for op in run.graph.ops:
+            if op.phase is Phase.FWD:
+                start = int(trace.start_cycle[op.op_id])
+                began[op.layer] = min(began.get(op.layer, start), start)
+            else:
+                ended[op.layer] = max(ended.get(op.layer, 0), int(trace.end_cycle[op.op_id]))
+        delays = {
+            layer: max(1, math.ceil((end - began.get(layer, 0)) / busiest))
+            for layer, end in ended.items()
+        }
+        return TaskLayout(one, where, delays, alone.loads)
+
+    def build_tasks(self, ctx: TechniqueContext, layout: TaskLayout, mini_batches: int) -> OpGraph:
+        """The graph of ``mini_batches`` mini-batches with every task on its own processor.
+
+        A layer's update waits for its gradient, for its dX (which reads the old
+        weights) and for the whole backward pass of the mini-batch on the update's
+        processor; the forward of mini-batch ``j`` waits for the update of
+        mini-batch ``j - (S(l) + 1)`` (the layout's delays).  Each unit runs the
+        oldest mini-batch's ready work first, in program order.
+        """
+        one, where = layout.step, layout.where
+
+        def on(op: Op) -> int:
+            return where[task_of(op)]
+
+        builder = GraphBuilder(ctx.hardware.word_bytes)
+        priority: list[int] = []
+        updates: dict[tuple[int, str], list[int]] = {}
+        first: list[Parameter] = []
+        for j in range(mini_batches):
+            start = len(builder.ops)
+            copies = [
+                copy_step(builder, one, Tag(mini_batch=j, micro_batch=i), on)
+                for i in range(self.settings.micro_batches)
+            ]
+            first = first or copies[0]
+            dw_on = {p.layer: where.get((p.layer, "dw"), 0) for p in copies[0]}
+            ready = accumulate_gradients(builder, copies, dw_on, Tag(mini_batch=j))
+            backward_done = stage_sinks(builder, start)
+            reads_weights: dict[str, list[int]] = {}
+            for i in range(start, len(builder.ops)):
+                op = builder.ops[i]
+                if op.phase is Phase.BWD_INPUT and isinstance(op, GemmOp):
+                    reads_weights.setdefault(op.layer, []).append(i)
+            for p, param in enumerate(copies[0]):
+                home = on_update(where, param)
+                after = [*backward_done.get(home, ()), *reads_weights.get(param.layer, ())]
+                for op_id in add_updates(
+                    builder,
+                    [param],
+                    ctx.run.optimizer,
+                    after=after,
+                    gradient_ready={param.weight.name: ready[p]},
+                    tag=Tag(mini_batch=j),
+                ):
+                    builder.processor[op_id] = home
+                    updates.setdefault((j, param.layer), []).append(op_id)
+            for op_id in range(start, len(builder.ops)):
+                op = builder.ops[op_id]
+                earlier = j - layout.delays.get(op.layer, 1)
+                if op.phase is Phase.FWD and earlier >= 0:
+                    builder.add_dependencies(op_id, updates.get((earlier, op.layer), ()))
+                priority.append(j)
+        return passes.insert_transfers(builder.build(first, priority=priority))
+
+    def weight_versions(self, stage: int, plan: Plan) -> int:
+        return self.kept(plan.stages - 1 - stage)  # S(l); delay 2 S(l) half-steps
+
+    def kept(self, downstream: int) -> int:
+        """Extra weight copies of a layer ``S(l) = downstream`` stages from the end:
+        ``S(l)`` stashed versions, or one buffer for the moving average."""
+        if self.layerpipe.weights is WeightVersions.EMA:
+            return min(1, downstream)
+        return downstream
+
+    def _layout(self, run: RunResult) -> TaskLayout | None:
+        found = self._layouts.get(id(run.graph))
+        return found[1] if found is not None and found[0] is run.graph else None
+
+    def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
+        layout = self._layout(run)
+        if layout is None:
+            return super().layer_delays(plan, run)
+        return {
+            layer: (layout.delays.get(layer, 1), self.kept(layout.delays.get(layer, 1) - 1))
+            for layer in plan.stage_of
+        }
+
+    def placement_report(self, run: RunResult) -> dict[str, Any]:
+        layout = self._layout(run)
+        if layout is None:
+            return {"placement": TaskPlacement.STAGES.value}
+        tasks: dict[int, list[str]] = {}
+        for (layer, role), p in sorted(layout.where.items()):
+            tasks.setdefault(p, []).append(f"{layer}:{role}")
+        return {
+            "placement": TaskPlacement.TASKS.value,
+            "dx_split_rows": any(role.startswith("dx.part") for _, role in layout.where),
+            "task_loads_cycles": layout.loads,
+            "weight_delay_minibatches": dict(layout.delays),
+            "tasks_per_processor": {str(p): names for p, names in sorted(tasks.items())},
+        }
+
+
+def on_update(where: Mapping[TaskKey, int], param: Parameter) -> int:
+    """The processor of a parameter's update task."""
+    return where.get((param.layer, "update"), where.get((param.layer, "dw"), 0))

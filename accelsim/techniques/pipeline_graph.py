@@ -1,0 +1,168 @@
+"""Graph-building pieces the pipeline schedules share: copying a step for a
+(mini-batch, micro-batch), summing micro-batch gradients, a stage's backward
+sinks, PipeDream's send-after-backward ordering, and the updates (with the
+all-reduce among a replicated stage's replicas) after a round of mini-batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from accelsim.config.run import OptimizerSpec
+from accelsim.graph import passes
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import Access, Op, OpGraph, Parameter, Phase, Tag, TensorKind
+from accelsim.graph.queries import BACKWARD
+from accelsim.lowering.optimizer import add_updates
+
+SplitShares = Mapping[str, tuple[float, int]]
+"""Layers whose dX GEMMs are split: the share of rows moved and the processor."""
+
+
+def copy_step(
+    builder: GraphBuilder,
+    one: OpGraph,
+    tag: Tag,
+    where: Callable[[Op], int],
+    shares: SplitShares | None = None,
+) -> list[Parameter]:
+    """Append micro-batch ``tag``'s copy of the step, each op on the processor ``where``
+    gives it; its trained parameters."""
+    graph = passes.place(
+        passes.instantiate(one, tag, f"b{tag.mini_batch}m{tag.micro_batch}/"), where
+    )
+    if shares:
+        graph = passes.split_gemms(
+            graph,
+            lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
+        )
+    offset = builder.append_graph(graph)
+    return [
+        dataclasses.replace(p, grad_op=p.grad_op + offset)
+        for p in graph.parameters
+        if p.grad_op >= 0
+    ]
+
+
+def accumulate_gradients(
+    builder: GraphBuilder, copies: list[list[Parameter]], stage_of: Mapping[str, int], tag: Tag
+) -> list[int]:
+    """Sum each parameter's gradient over the micro-batches; the op that finishes it."""
+    if len(copies) == 1:
+        return [p.grad_op for p in copies[0]]
+    ready = []
+    for p, first in enumerate(copies[0]):
+        parts = [c[p].gradient for c in copies]
+        total = builder.tensor(
+            f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.update_elements
+        )
+        op = builder.vector(
+            f"{first.weight.name}.grad_sum",
+            first.layer,
+            Phase.BWD_WEIGHT,
+            total.elements,
+            len(parts) - 1,
+            [Access(part, total.elements) for part in parts],
+            [total],
+            tag=tag,
+        )
+        builder.processor[op] = stage_of[first.layer]
+        ready.append(op)
+    return ready
+
+
+def by_layer(processor_of: Mapping[str, int]) -> Callable[[Op], int]:
+    """Placement of ops by their layer."""
+    return lambda op: processor_of[op.layer]
+
+
+@dataclass(frozen=True)
+class Done:
+    """A processor's finished backward pass of mini-batch ``j``: its parameters with the
+    ops that make their gradients, and its backward sinks."""
+
+    j: int
+    processor: int
+    params: list[tuple[Parameter, int]]
+    sinks: tuple[int, ...]
+
+
+def add_round_updates(
+    builder: GraphBuilder,
+    done: list[Done],
+    optimizer: OptimizerSpec,
+    updates: dict[tuple[int, int], list[int]],
+) -> None:
+    """The updates after a round of a stage's mini-batches, one per replica.
+
+    With one replica each mini-batch's gradients update the weights right after
+    its stage's backward pass.  Replicas (PipeDream's data-parallel stages)
+    all-reduce each parameter's gradients of the round first, then each updates
+    its own copy of the weights.
+    """
+    procs = tuple(d.processor for d in done)
+    for p, (param, grad) in enumerate(done[0].params):
+        ready = grad
+        if len(done) > 1:
+            name = param.weight.name.split("/", 1)[-1]
+            total = builder.tensor(
+                f"b{done[0].j}/{name}.allreduce", param.gradient.kind, param.gradient.elements
+            )
+            ready = builder.allreduce(
+                f"b{done[0].j}/{name}.allreduce",
+                param.layer,
+                total,
+                procs,
+                [d.params[p][1] for d in done],
+            )
+            builder.processor[ready] = procs[0]
+        for d in done:
+            mine = d.params[p][0]
+            for op in add_updates(
+                builder,
+                [mine],
+                optimizer,
+                after=d.sinks,
+                gradient_ready={mine.weight.name: ready},
+                tag=Tag(mini_batch=d.j),
+            ):
+                builder.processor[op] = d.processor
+                updates.setdefault((d.j, d.processor), []).append(op)
+
+
+def send_after_backward(
+    builder: GraphBuilder, start: int, backward_done: Mapping[int, tuple[int, ...]]
+) -> None:
+    """Backward ops since ``start`` that read a gradient made on another stage wait for
+    that stage's whole backward pass: a stage sends its input gradient when its
+    backward is done (the transfer then waits too)."""
+    for i in range(start, len(builder.ops)):
+        op = builder.ops[i]
+        if op.phase not in BACKWARD:
+            continue
+        here = builder.processor[i]
+        senders = {
+            builder.processor[p]
+            for group in op.sources
+            for p in group
+            if builder.processor[p] != here and builder.ops[p].phase in BACKWARD
+        }
+        for sender in senders:
+            builder.add_dependencies(i, backward_done.get(sender, ()))
+
+
+def stage_sinks(builder: GraphBuilder, start: int) -> dict[int, tuple[int, ...]]:
+    """Per processor, the backward ops since ``start`` that no later one there waits for.
+
+    Updating a stage's weights after these is updating after its whole backward
+    pass, as the baseline step does.
+    """
+    backward = [i for i in range(start, len(builder.ops)) if builder.ops[i].phase in BACKWARD]
+    used = {d for i in backward for d in builder.ops[i].deps}
+    sinks: dict[int, list[int]] = {}
+    for i in backward:
+        if i not in used:
+            sinks.setdefault(builder.processor[i], []).append(i)
+    return {stage: tuple(ids) for stage, ids in sinks.items()}
