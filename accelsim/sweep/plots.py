@@ -226,8 +226,8 @@ def _technique(rows: Sequence[Row]) -> bool:
 
 
 def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
-    """The technique's speedup (x) when every point has one, else step time (ms), over
-    the two axes that vary.
+    """The technique's speedup (x, each cell with the bound it allows) when every point
+    has one, else step time (ms), over the two axes that vary.
 
     Raises:
         InputError: unless exactly two axes vary among the rows.
@@ -245,9 +245,13 @@ def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
     ys = list(dict.fromkeys(str(r.get(y_key)) for r in rows))
     technique = _technique(rows)
     grid = [[math.nan] * len(xs) for _ in ys]
+    labels = [[""] * len(xs) for _ in ys]
     for r in rows:
-        value = float(r["speedup"]) if technique else _ms(r)
-        grid[ys.index(str(r.get(y_key)))][xs.index(str(r.get(x_key)))] = value
+        i, j = ys.index(str(r.get(y_key))), xs.index(str(r.get(x_key)))
+        grid[i][j] = float(r["speedup"]) if technique else _ms(r)
+        labels[i][j] = f"{grid[i][j]:.3g}"
+        if technique and r.get("speedup_bound") is not None:
+            labels[i][j] += f"\n(at most {float(r['speedup_bound']):.3g})"
     fig = _figure(max(8.0, 1.0 * len(xs) + 3), max(4.0, 0.6 * len(ys) + 2))
     ax = fig.subplots()
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
@@ -257,7 +261,7 @@ def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
         for j, value in enumerate(line):
             if math.isfinite(value):
                 colour = "black" if value > middle else "white"
-                ax.text(j, i, f"{value:.3g}", ha="center", va="center", color=colour)
+                ax.text(j, i, labels[i][j], ha="center", va="center", color=colour)
     ax.set_xticks(range(len(xs)), xs)
     ax.set_yticks(range(len(ys)), ys)
     ax.set_xlabel(axis_name(rows, axes, x_key))
@@ -307,8 +311,8 @@ def plot_pareto(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
 def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, title: str) -> Any:
     """Speedup along a numeric axis, one labelled line per combination of the other
     varying axes: the technique's own speedup when every point reports one (a
-    pipeline's over one processor, say), else the step time's over the axis's
-    smallest value.
+    pipeline's over one processor, say; dotted beside it, the bound it allows),
+    else the step time's over the axis's smallest value.
 
     Raises:
         InputError: when no numeric axis varies (or ``x_key`` is not one).
@@ -338,6 +342,14 @@ def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, ti
             color=colour,
             label=name,
         )
+        if technique and all(r.get("speedup_bound") is not None for r in members):
+            ax.plot(
+                [float(r[key]) for r in members],
+                [float(r["speedup_bound"]) for r in members],
+                linestyle=":",
+                color=colour,
+                label=f"{name}: bound",
+            )
     if all(isinstance(r[key], int) for r in rows):
         from matplotlib.ticker import MaxNLocator
 
