@@ -1,0 +1,160 @@
+"""Approximate random dropout's graph rewrite: the plan drawn for a run, GEMMs shrunk
+to the kept rows (row patterns and feature maps), conventional dropout ops scaled
+to the kept units, the optimizer update of dropped rows skipped (``skip_updates``),
+and the vector-unit work of generating patterns and scoring feature maps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.graph import passes
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import (
+    Access,
+    GemmOp,
+    Op,
+    OpGraph,
+    Parameter,
+    ParamKind,
+    Phase,
+    TensorKind,
+    VectorOp,
+)
+from accelsim.lowering.shapes import LayerInfo
+from accelsim.techniques.dropout_sites import Shrink, Site, TileWeight, shrunk_dims
+
+PATTERN_OPS = 2  # per unit and step: a modulo compare and an index compaction [D]
+SCORE_OPS = 2  # per input element: |x| and an add into its map's sum [D]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything drawn for a run: sites, per-step patterns and kept counts."""
+
+    sites: tuple[Site, ...]
+    not_compacted: tuple[str, ...]
+    convs: tuple[LayerInfo, ...]
+    conv_kept: tuple[int, ...]
+    shrinks: Mapping[tuple[str, Phase], list[Shrink]]
+    tiles: Mapping[str, TileWeight]
+    kept: np.ndarray  # [step, site]: kept units (row sites, then convs)
+    patterns: dict[str, np.ndarray]  # period/offset/keep [step, site] (row or tile sites)
+    search_error: tuple[float, ...]
+    sensitivity_kept: Mapping[str, float]
+    tile: tuple[int, int]
+    compact: bool  # row patterns: dropped neurons' elements disappear too
+
+
+def shrunk_op(op: Op, plan: Plan, kept: np.ndarray) -> Op:
+    """``op`` with the dimensions and element counts of step ``kept``'s patterns."""
+    if isinstance(op, GemmOp):
+        shrinks = plan.shrinks.get((op.layer, op.phase))
+        if not shrinks:
+            return op
+        d = shrunk_dims(op, shrinks, kept)
+        a = op.a_elements * d["m"] * d["k"] // (op.m * op.k)
+        b = op.b_elements * d["k"] * d["n"] // (op.k * op.n)
+        return dataclasses.replace(op, m=d["m"], n=d["n"], k=d["k"], a_elements=a, b_elements=b)
+    if not isinstance(op, VectorOp):
+        return op
+    for i, site in enumerate(plan.sites):
+        if op.layer == site.dropout:
+            return _dropout_op(op, site, plan, int(kept[i]))
+        if plan.compact and (op.layer in site.chain or op.layer == site.producer):
+            return _scaled(op, int(kept[i]), site.units)
+    return op
+
+
+def _scaled(op: VectorOp, kept: int, units: int) -> VectorOp:
+    def acc(a: Access) -> Access:
+        return Access(a.tensor, a.elements * kept // units)
+
+    return dataclasses.replace(
+        op,
+        elements=op.elements * kept // units,
+        reads=tuple(map(acc, op.reads)),
+        writes=tuple(map(acc, op.writes)),
+    )
+
+
+def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int) -> VectorOp:
+    """A dropout layer's op without its element mask: a scale by ``1 / (1 - p)`` of the
+    kept elements (forward) or of their gradients (backward)."""
+    mask = f"{site.dropout}.mask"
+    op = dataclasses.replace(
+        op,
+        ops_per_element=1,
+        reads=tuple(a for a in op.reads if a.tensor.name != mask),
+        writes=tuple(a for a in op.writes if a.tensor.name != mask),
+        sources=tuple(
+            s for a, s in zip(op.reads, op.sources, strict=False) if a.tensor.name != mask
+        ),
+    )
+    return _scaled(op, kept, site.units) if plan.compact else op
+
+
+def skipped_update(p: Parameter, plan: Plan, kept: np.ndarray) -> Parameter:
+    """A parameter whose update only touches the rows and columns its step keeps."""
+    fraction = 1.0
+    for i, site in enumerate(plan.sites):
+        share = int(kept[i]) / site.units
+        if p.layer == site.producer:
+            fraction *= share
+        elif p.layer in site.consumers and p.kind is ParamKind.WEIGHT:
+            # each input feature owns one weight per output row
+            fraction *= 1 - (site.units - int(kept[i])) * p.rows / p.weight.elements
+    if fraction == 1.0:
+        return p
+    elements = max(1, round(p.weight.elements * fraction))
+    return dataclasses.replace(
+        p,
+        weight=dataclasses.replace(p.weight, elements=elements),
+        gradient=dataclasses.replace(p.gradient, elements=elements),
+    )
+
+
+def add_aux(graph: OpGraph, plan: Plan, words: WordBytesSpec, tile: tuple[int, int]) -> OpGraph:
+    """Pattern generation after each dropout layer's forward op, and sensitivity scoring
+    after each dropped conv's forward op (it picks the maps of the next step)."""
+    units = {}
+    for site in plan.sites:
+        if plan.tiles:
+            w = plan.tiles[site.consumers[0]]
+            units[site.dropout] = -(-w.part // tile[0]) * -(-w.w_out // tile[1])
+        else:
+            units[site.dropout] = site.units
+    convs = {info.layer.name: info for info in plan.convs}
+    first_fwd: set[int] = set()
+    seen: set[str] = set()
+    for op in graph.ops:
+        if op.phase is Phase.FWD and op.layer not in seen:
+            seen.add(op.layer)
+            first_fwd.add(op.op_id)
+
+    def emit(builder: GraphBuilder, op: Op) -> None:
+        if op.op_id not in first_fwd:
+            return
+        if op.layer in units:
+            index = builder.tensor(f"{op.layer}.pattern", TensorKind.ACTIVATION, units[op.layer])
+            builder.vector(
+                f"{op.layer}.pattern",
+                op.layer,
+                Phase.AUX,
+                units[op.layer],
+                PATTERN_OPS,
+                [],
+                [index],
+            )
+        info = convs.get(op.layer)
+        if info is not None and isinstance(op, GemmOp):
+            builder.vector(
+                f"{op.layer}.score", op.layer, Phase.AUX, op.a.elements, SCORE_OPS, [op.a], []
+            )
+
+    rewritten, _ = passes.rewrite(graph, words, emit_after=emit)
+    return rewritten
