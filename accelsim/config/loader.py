@@ -23,6 +23,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
 from accelsim.config.suite import SuiteSpec
 from accelsim.config.validate import join_path, suggest, validate_data
+from accelsim.config.yaml_limits import MAX_DEPTH, flow_depth, size_problem
 from accelsim.errors import ConfigError, InputError, Problem
 
 M = TypeVar("M", bound=BaseModel)
@@ -96,7 +97,7 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
         copy: dict[str, Any] = _deep_copy(cached)
         return copy
     text = read_text(path, error, name)
-    if _flow_depth(text) > MAX_DEPTH:
+    if flow_depth(text) > MAX_DEPTH:
         raise error.single(name, "", f"invalid YAML: nested deeper than {MAX_DEPTH} levels")
     data = _parse(text, name, error)
     if key is not None:
@@ -128,65 +129,14 @@ def _parse(text: str, name: str, error: type[InputError]) -> dict[str, Any]:
         raise error.single(
             name, "", f"invalid YAML: nested deeper than {MAX_DEPTH} levels"
         ) from None
-    size_problem = _size_problem(data)
-    if size_problem:
-        raise error.single(name, "", size_problem)
+    too_big = size_problem(data)
+    if too_big:
+        raise error.single(name, "", too_big)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise error.single(name, "", "expected a mapping at the top level", type(data).__name__)
     return data
-
-
-MAX_DEPTH = 64
-"""Deepest nesting of mappings and lists in an input (the shipped files use 5)."""
-MAX_NODES = 200_000
-"""Most values in an input, aliases expanded (the biggest shipped file has about 6,000)."""
-
-
-# Quoted scalars and comments, whose brackets do not nest anything.  As in YAML, a
-# quote starts a scalar only at the start of a token (so "don't" quotes nothing)
-# and "#" starts a comment only after white space.
-_NOT_FLOW = re.compile(
-    r"""(?:^|(?<=[\s\[{,:]))(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*')|(?:^|(?<=\s))#[^\n]*""",
-    re.MULTILINE,
-)
-
-
-def _flow_depth(text: str) -> int:
-    """How deep ``[...]`` and ``{...}`` nest in ``text`` (an upper bound for YAML).
-
-    PyYAML's scanner takes time quadratic in this depth (900 levels take two
-    seconds, 10,000 minutes), so a deep text is refused before it is parsed.
-    """
-    brackets = re.sub(r"[^\[\]{}]", "", _NOT_FLOW.sub("", text))
-    depth = deepest = 0
-    for char in brackets:
-        depth = depth + 1 if char in "[{" else max(0, depth - 1)
-        deepest = max(deepest, depth)
-    return deepest
-
-
-def _size_problem(data: Any) -> str:
-    """Why ``data`` is too deep or, with YAML aliases expanded, too big; empty if neither.
-
-    An alias is a reference to another node, so a few lines can stand for
-    billions of values (a "billion laughs" file) or for a cycle; the count
-    follows every reference and stops at the first limit.
-    """
-    nodes = 0
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_NODES:
-            return f"more than {MAX_NODES:,} values once YAML aliases are expanded"
-        if isinstance(value, dict | list):
-            if depth > MAX_DEPTH:
-                return f"nested deeper than {MAX_DEPTH} levels"
-            children = value.values() if isinstance(value, dict) else value
-            stack.extend((child, depth + 1) for child in children)
-    return ""
 
 
 def parse_value(text: str) -> Any:
@@ -195,13 +145,13 @@ def parse_value(text: str) -> Any:
     Raises:
         ConfigError: for a value too deep or too big (see :data:`MAX_DEPTH`).
     """
-    if _flow_depth(text) > MAX_DEPTH:
+    if flow_depth(text) > MAX_DEPTH:
         raise ConfigError.single(CLI_SOURCE, "", f"nested deeper than {MAX_DEPTH} levels", text)
     try:
         value = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError:
         return text
-    problem = _size_problem(value)
+    problem = size_problem(value)
     if problem:
         raise ConfigError.single(CLI_SOURCE, "", problem, text)
     return value
