@@ -54,3 +54,24 @@ def test_nothing_is_blocked_when_the_probe_already_ran() -> None:
         " and sys.modules[numba_setup.BLAS_PROBE] is None"
     )
     assert out == {"same": True, "blocked": False}
+
+
+def test_a_compiled_run_loads_one_cached_overload() -> None:
+    run = (
+        "import accelsim\n"
+        "accelsim.simulate('configs/runs/smoke.yaml', overrides=['timing.engine=compiled'])\n"
+    )
+    fresh(run)  # compiles the loop into the on-disk cache if it is not there yet
+    out = fresh(
+        "from numba.core import caching\n"
+        "loaded = []\n"
+        "original = caching.Cache.load_overload\n"
+        "def load(self, sig, target):\n"
+        "    found = original(self, sig, target)\n"
+        "    loaded.append([self._name.split()[1], found is not None])\n"
+        "    return found\n"
+        "caching.Cache.load_overload = load\n"
+        f"{run}"
+        "out['loaded'] = loaded"
+    )
+    assert out == {"loaded": [["run_events", True]]}
