@@ -36,6 +36,8 @@ def _import_array_math_unprobed() -> None:
     sys.modules[BLAS_PROBE] = None  # type: ignore[assignment]
     try:
         import numba.np.arraymath  # noqa: F401  (the probe runs here, once)
+    except ImportError:  # a Numba laid out otherwise: it loads as it would without this
+        pass
     finally:
         if sys.modules.get(BLAS_PROBE, ()) is None:
             del sys.modules[BLAS_PROBE]
