@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def fresh(code: str) -> dict[str, object]:
     """Run ``code`` in a fresh interpreter; it leaves its answer in ``out``."""
     script = f"import json, sys\nout = {{}}\n{code}\nprint(json.dumps(out))"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ACCELSIM_KERNELS": "auto"}
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env
     )
