@@ -18,8 +18,8 @@ end to end as ``accelsim sweep --jobs <cores>`` in a fresh process.
 
 ``--vs-scalesim`` times SCALE-Sim 3.0.0 (its CLI, in the interpreter that
 ``scripts/validate_scalesim.py`` uses) and accelsim on the same forward layers
-(AlexNet and ResNet-18 conv layers from configs/validation/, 32x32 and 128x128
-output stationary), with the runs of both interleaved, and prints medians, the
+(AlexNet and ResNet-18 conv layers from configs/validation/, 32x32 and 128x128,
+output and weight stationary), with the runs of both interleaved, and prints medians, the
 ratios and both peak RSS figures; see ``vs_scalesim`` for what is timed.
 
 ``--engines`` times the two event engines in-process on the distinct steps of
@@ -32,6 +32,7 @@ engine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import statistics
@@ -69,6 +70,9 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
           "workload=../../workloads/lstm_ptb.yaml", "--set", "batch_size=64", "--set",
           "run.techniques.approximate_dropout={pattern: tile, tile: {rows: 32, cols: 32}}"],
          {"ACCELSIM_KERNELS": "numpy"}),
+        ("MLP PipeDream, 4 processors, 384 mini-batches",
+         [*accelsim, "run", "configs/runs/mlp.yaml", "--out", out, "--force", "--set",
+          "processors=4", "--set", "run.techniques={pipedream: {mini_batches: 384}}"], {}),
         ("ResNet-18 data-parallel, P = 256, batch 256",
          [*resnet18, "--set", "processors=256", "--set", "assignment=data_parallel",
           "--set", "batch_size=256"], {}),
@@ -118,7 +122,8 @@ def main() -> int:
         "--scalesim-python", help="python with scalesim 3.0.0 (see validate_scalesim.py)"
     )
     parser.add_argument(
-        "--only", help="--vs-scalesim: comma-separated subset, e.g. alexnet-32x32,resnet18-128x128"
+        "--only",
+        help="--vs-scalesim: comma-separated subset, e.g. alexnet-32x32,resnet18-128x128-ws",
     )
     parser.add_argument("--sweep", action="store_true", help="time design-point sweeps")
     parser.add_argument(
@@ -226,8 +231,8 @@ ENGINE_CASES = (
     ("ResNet-18 step, batch 32", "configs/runs/default.yaml", []),
     ("BERT-base step, batch 32", "configs/runs/default.yaml",
      ["workload=../../workloads/bert_base.yaml"]),
-    ("MLP PipeDream, 4 stages, 192 and 384 mini-batches", "configs/runs/mlp.yaml",
-     ["processors=4", "run.techniques={pipedream: {mini_batches: 192}}"]),
+    ("MLP PipeDream, 4 stages, 384 and 768 mini-batches", "configs/runs/mlp.yaml",
+     ["processors=4", "run.techniques={pipedream: {mini_batches: 384}}"]),
     ("MLP data-parallel, P = 64, batch 256", "configs/runs/mlp.yaml",
      ["processors=64", "assignment=data_parallel", "batch_size=256"]),
 )  # fmt: skip
@@ -283,8 +288,9 @@ def engines(runs: int) -> int:
 
 
 VS_WORKLOADS = (("AlexNet", "alexnet_conv.csv"), ("ResNet-18", "resnet18_conv.csv"))
-# (rows, cols, SRAM kB per buffer); output stationary as scale.cfg.
+# (rows, cols, SRAM kB per buffer), each output and weight stationary.
 VS_ARRAYS = ((32, 32, 64), (128, 128, 512))
+VS_DATAFLOWS = ("os", "ws")
 
 
 def _harness():  # type: ignore[no-untyped-def]
@@ -318,7 +324,7 @@ def timed_capture(argv: list[str], cwd: Path) -> tuple[float, int, str]:
 def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int:
     """SCALE-Sim 3.0.0 vs accelsim on the same forward layers, same machine.
 
-    Per workload and array, each run (interleaved, in this order) times:
+    Per workload, array and dataflow, each run (interleaved, in this order) times:
     * SCALE-Sim: ``python -m scalesim.scale`` on the topology file, CALC mode,
       one process for all layers (its output directory is deleted after each run);
     * accelsim: ``accelsim layer --topology FILE --convention scalesim --json``,
@@ -342,7 +348,7 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
         f"SCALE-Sim python: {python}; {runs} interleaved runs, medians"
     )
     header = (
-        f"{'workload':10} {'array':8} {'layers':>6} {'SCALE-Sim s':>11} {'RSS MiB':>7} "
+        f"{'workload':10} {'array':8} {'flow':4} {'layers':>6} {'SCALE-Sim s':>11} {'RSS MiB':>7} "
         f"{'accelsim s':>10} {'RSS MiB':>7} {'accelsim sim ms':>15} {'ratio':>9} "
         f"{'ratio sim':>9} {'cycles':>9}"
     )
@@ -353,24 +359,25 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
         for workload, topo_name in VS_WORKLOADS:
             topo = ROOT / "configs" / "validation" / topo_name
             layers = vs.read_topology(topo)
-            for rows, cols, kb in VS_ARRAYS:
-                key = f"{topo_name.split('_')[0]}-{rows}x{cols}"
-                if wanted is not None and key not in wanted:
+            for (rows, cols, kb), flow in itertools.product(VS_ARRAYS, VS_DATAFLOWS):
+                key = f"{topo_name.split('_')[0]}-{rows}x{cols}-{flow}"
+                if wanted is not None and not {key, key.removesuffix(f"-{flow}")} & wanted:
                     continue
-                hw = vs.Hardware(rows, cols, "os", kb, kb, kb, 64)
+                hw = vs.Hardware(rows, cols, flow, kb, kb, kb, 64)
                 work = Path(tmp) / key
                 work.mkdir()
                 ss_argv = [str(python), *vs.write_scalesim_inputs(work, hw, layers, "CALC")]
                 hw_yaml = work / "hw.yaml"
                 base = (ROOT / "configs" / "hardware" / "scalesim.yaml").read_text()
                 hw_yaml.write_text(
-                    base.replace("{rows: 32, cols: 32,", f"{{rows: {rows}, cols: {cols},")
+                    base.replace("{rows: 32, cols: 32, dataflow: os,",
+                                 f"{{rows: {rows}, cols: {cols}, dataflow: {flow},")
                     .replace("ifmap_kib: 64, filter_kib: 64, ofmap_kib: 64",
                              f"ifmap_kib: {kb}, filter_kib: {kb}, ofmap_kib: {kb}")
                 )  # fmt: skip
                 sim_argv = [
                     sys.executable, str(ROOT / "scripts" / "validate_scalesim.py"),
-                    "--accelsim-only", "--array", f"{rows}x{cols}", "--dataflow", "os",
+                    "--accelsim-only", "--array", f"{rows}x{cols}", "--dataflow", flow,
                     "--sram-kb", str(kb), "--topology", str(topo),
                 ]  # fmt: skip
                 cli_argv = [
@@ -405,8 +412,8 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
                 failures += not same
                 ss, one, sim = (statistics.median(x) for x in (ss_t, one_t, sim_t))
                 print(
-                    f"{workload:10} {rows}x{cols:<5} {len(layers):6d} {ss:11.2f} {ss_rss:7d} "
-                    f"{one:10.3f} {one_rss:7d} {sim * 1e3:15.2f} {ss / one:8.0f}x "
+                    f"{workload:10} {rows}x{cols:<5} {flow:4} {len(layers):6d} {ss:11.2f} "
+                    f"{ss_rss:7d} {one:10.3f} {one_rss:7d} {sim * 1e3:15.2f} {ss / one:8.0f}x "
                     f"{ss / sim:8.0f}x {'identical' if same else 'DIFFER':>9}",
                     flush=True,
                 )

@@ -30,7 +30,7 @@ ORDER = [
 ]
 ONLY_IN = {
     "yaml": {"config/loader.py"},
-    "numba": {"timing/kernels.py", "timing/event_loop.py"},
+    "numba": {"timing/numba_setup.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
     "matplotlib": {"report/plots.py", "sweep/plots.py"},
 }

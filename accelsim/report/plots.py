@@ -10,6 +10,25 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _save(fig: Figure, png_path: Path, dpi: int) -> None:
+    """Write ``fig`` to ``png_path`` as a PNG of ``dpi`` dots per inch, drawn once.
+
+    The same file as ``fig.savefig(png_path, dpi=dpi)``, which with a layout
+    engine draws the figure twice (once only to lay it out, then to render it);
+    the canvas's own ``print_png`` lays out and renders in one draw, and writes
+    the pixels as ``savefig`` does (``tests/test_plots.py``).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    fig.set_dpi(dpi)
+    canvas.print_png(png_path)
 
 
 def plot_suite(csv_path: Path, png_path: Path, title: str) -> None:
@@ -41,7 +60,7 @@ def plot_suite(csv_path: Path, png_path: Path, title: str) -> None:
     share_ax.set_ylim(0, 100)
     share_ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     share_ax.tick_params(axis="x", labelrotation=45)
-    fig.savefig(png_path, dpi=110)
+    _save(fig, png_path, dpi=110)
 
 
 def plot_speedup(csv_path: Path, png_path: Path, title: str) -> None:
@@ -68,7 +87,7 @@ def plot_speedup(csv_path: Path, png_path: Path, title: str) -> None:
         ax.set_ylabel(label)
         ax.legend(fontsize="small")
     axes[-1].tick_params(axis="x", labelrotation=45)
-    fig.savefig(png_path, dpi=110)
+    _save(fig, png_path, dpi=110)
 
 
 def plot_sensitivity(csv_path: Path, png_path: Path, title: str) -> None:
@@ -102,7 +121,7 @@ def plot_sensitivity(csv_path: Path, png_path: Path, title: str) -> None:
         twin.set_ylabel("suite-mean energy reduction (%)")
         ax.legend(loc="upper left", fontsize="small")
         twin.legend(loc="lower right", fontsize="small")
-    fig.savefig(png_path, dpi=110)
+    _save(fig, png_path, dpi=110)
 
 
 PHASE_COLOURS = {
@@ -148,7 +167,7 @@ def plot_gantt(ops_csv: Path, png_path: Path, title: str) -> None:
         bbox_to_anchor=(1.0, 1.0),
         fontsize="small",
     )
-    fig.savefig(png_path, dpi=110)
+    _save(fig, png_path, dpi=110)
 
 
 def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
@@ -198,7 +217,7 @@ def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
         ratio_ax.set_xlabel("processors")
         ratio_ax.set_ylabel("LayerPipe speedup / PipeDream speedup")
         ratio_ax.legend(fontsize="small")
-    fig.savefig(png_path, dpi=110)
+    _save(fig, png_path, dpi=110)
 
 
 def plot_dropout_sweep(csv_path: Path, png_path: Path, title: str) -> None:
@@ -241,4 +260,4 @@ def plot_dropout_sweep(csv_path: Path, png_path: Path, title: str) -> None:
     energy_ax.set_xlabel("dropout rate")
     energy_ax.set_ylabel("energy reduction (%)")
     speed_ax.legend(fontsize="x-small", ncol=2)
-    fig.savefig(png_path, dpi=120)
+    _save(fig, png_path, dpi=120)

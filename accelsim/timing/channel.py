@@ -33,24 +33,26 @@ class Channel:
         self.latency = latency
         self.free_at = 0
 
-    def reserve(self, n_bytes: int) -> int:
-        """Queue ``n_bytes`` now, without an event; returns the cycle the data arrives."""
-        start = max(int(self.env.now), self.free_at)
-        self.free_at = start + math.ceil(n_bytes / self.bytes_per_cycle)
-        return self.free_at + self.latency
-
     def transfer(self, n_bytes: int) -> simpy.Timeout:
-        """Queue a transfer; the returned event fires when its data has arrived."""
-        arrival = self.reserve(n_bytes)
-        return self.env.timeout(arrival - int(self.env.now))
+        """Queue a transfer; the returned event fires when its data has arrived.
+
+        The transfer starts when the channel is free (now, or when the transfers
+        queued before it are done), holds it ``ceil(n_bytes / bytes_per_cycle)``
+        cycles and arrives ``latency`` cycles later.
+        """
+        now = int(self.env.now)
+        free_at = self.free_at
+        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / self.bytes_per_cycle)
+        self.free_at = free_at
+        return self.env.timeout(free_at + self.latency - now)
 
 
 def reserve_all(channels: Sequence[Channel], n_bytes: int) -> int:
     """Reserve ``n_bytes`` on each channel in turn; returns the last arrival cycle.
 
-    The same as ``max(c.reserve(n_bytes) for c in channels)`` (a channel listed
-    twice is reserved twice, one transfer after the other), inlined because a
-    ring all-reduce step reserves every participant's channel.
+    Each channel is queued as by :meth:`Channel.transfer`, without an event (a
+    channel listed twice is reserved twice, one transfer after the other); a
+    ring all-reduce step reserves every participant's channel this way.
     """
     if not channels:
         raise ValueError("reserve_all needs at least one channel")

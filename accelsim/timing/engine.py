@@ -45,12 +45,6 @@ from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 Process = Generator[simpy.Event, object, None]
 
 
-def _part(total: int, parts: int, j: int) -> int:
-    """The ``j``-th of ``parts`` near-equal integer parts of ``total``."""
-    q, r = divmod(total, parts)
-    return q + (1 if j < r else 0)
-
-
 class _Engine:
     def __init__(self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> None:
         self.graph = graph
@@ -149,12 +143,16 @@ class _Engine:
         rest, behind = reads - prologue, writes - epilogue
         if prologue:
             yield dram.transfer(prologue)
+        # Near-equal integer parts: group j gets q, plus 1 while j < r, of (q, r) = divmod.
+        compute_q, compute_r = divmod(compute, chunks)
+        fetch_q, fetch_r = divmod(rest, chunks - 1) if chunks > 1 else (0, 0)
+        drain_q, drain_r = divmod(behind, chunks)
         drains = []
         for j in range(chunks):
-            fetch_bytes = _part(rest, chunks - 1, j) if j + 1 < chunks else 0
+            fetch_bytes = fetch_q + (j < fetch_r) if j + 1 < chunks else 0
             fetch = dram.transfer(fetch_bytes) if fetch_bytes else None
-            yield env.timeout(_part(compute, chunks, j))
-            drain_bytes = _part(behind, chunks, j)
+            yield env.timeout(compute_q + (j < compute_r))
+            drain_bytes = drain_q + (j < drain_r)
             if drain_bytes:
                 drains.append(dram.transfer(drain_bytes))
             if fetch is not None:

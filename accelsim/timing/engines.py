@@ -1,9 +1,11 @@
 """Which event engine runs a step: the SimPy reference or the compiled twin.
 
 Both give the same :class:`~accelsim.timing.trace.Trace` (``tests/test_compiled.py``).
-The compiled engine is 60-80x faster per event, but a process pays about 0.6 s
-to load Numba and the cached loop (and about 6 s once, to compile it when no
-cache exists), while a ResNet-18 step is about 5,000 events, 10 ms of SimPy.
+The compiled engine is 60-80x faster per event, but a process pays about 0.4 s
+to load Numba and the cached loop (importing Numba, its CPU target's set-up and
+the one cached overload of the loop; :mod:`accelsim.timing.numba_setup` keeps
+SciPy out of it), and about 6 s once, to compile the loop when no cache
+exists, while a ResNet-18 step is about 5,000 events, 8 ms of SimPy.
 ``auto`` therefore decides like :mod:`accelsim.timing.backend`: SimPy until the
 events simulated in this process would have paid for loading Numba, and only
 when the compiled loop is cached on disk (never a compile in a user's run); the
@@ -37,9 +39,9 @@ from accelsim.timing.flat import fingerprint, flatten
 from accelsim.timing.trace import Trace, build_trace
 
 # SimPy events that cost about as much as loading Numba and the cached loop
-# (~0.6 s at ~2 us per event on the 2-core reference machine), and the events
+# (~0.4 s at ~1.65 us per event on the 2-core reference machine), and the events
 # an op costs besides its tile groups (get, put, prologue, join, drains).
-BREAK_EVEN_EVENTS = 300_000
+BREAK_EVEN_EVENTS = 250_000
 EVENTS_PER_OP = 5
 EVENTS_PER_CHUNK = 3
 

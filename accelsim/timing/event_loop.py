@@ -28,10 +28,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from accelsim.errors import MAX_COUNT
 from accelsim.timing.flat import KIND_TRANSFER, KIND_UNIT
+from accelsim.timing.numba_setup import njit
 
 # Event kinds.
 INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC = range(8)

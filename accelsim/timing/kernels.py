@@ -18,9 +18,9 @@ Compute cycles per fold (``R x C`` array, ``T`` streamed):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from accelsim.timing.closed_form import OS, SCALESIM, WS
+from accelsim.timing.numba_setup import njit
 
 
 @njit(cache=True)
