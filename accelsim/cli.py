@@ -22,60 +22,24 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeAlias
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from accelsim import __version__, cli_sweep
 from accelsim.config.base import MAX_INT, Convention
-from accelsim.config.loader import (
-    Override,
-    display_path,
-    load_energy,
-    load_hardware,
-    parse_sets,
-    read_yaml,
-)
-from accelsim.config.run import AssignmentPolicy, PsumPolicy
-from accelsim.driver.inputs import (
-    RunInputs,
-    load_inputs,
-    resolved_config,
-    suite_entries,
-    suite_inputs,
-)
-from accelsim.driver.layer import (
-    conv_gemm,
-    gemm_for,
-    gemm_problems,
-    simulate_layer,
-    topology_gemm,
-)
-from accelsim.driver.run import simulate_training
-from accelsim.energy.model import check_table
+from accelsim.config.files import display_path
+from accelsim.config.run import PsumPolicy
 from accelsim.errors import InputError, LimitError, OutputError
 from accelsim.graph.ops import Phase
-from accelsim.lowering.infer import load_model
-from accelsim.lowering.stats import model_stats
-from accelsim.report.console import (
-    layer_table,
-    models_table,
-    suite_table,
-    summary_table,
-    topology_table,
-    training_table,
-)
-from accelsim.report.plots import plot_gantt, plot_speedup, plot_suite
-from accelsim.report.suite import suite_columns, suite_row
-from accelsim.report.writer import (
-    check_writable,
-    run_directory,
-    staged_directory,
-    write_csv,
-    write_run_files,
-)
 from accelsim.resources import bundled_path, data_dir
-from accelsim.workload.topology import read_topology
+
+if TYPE_CHECKING:
+    from accelsim.config.energy import EnergyTable
+    from accelsim.config.hardware import HardwareSpec
+    from accelsim.config.loader import Override
+    from accelsim.driver.inputs import RunInputs
+
+# Each command imports what it uses when it runs, so that a command loads none of
+# what only another one needs (``tests/test_startup.py``).
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 EXIT_SIGNAL = 128
@@ -330,16 +294,24 @@ def _silence_stdout() -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from accelsim.config.loader import parse_sets
+    from accelsim.driver.inputs import load_inputs, resolved_config
+    from accelsim.driver.run import simulate_training
+    from accelsim.report import writer
+    from accelsim.report.console import summary_table, training_table
+
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
-    directory = run_directory(args.out, inputs.run.name)
-    check_writable(directory, args.force)
+    directory = writer.run_directory(args.out, inputs.run.name)
+    writer.check_writable(directory, args.force)
     result = simulate_training(inputs)
-    with staged_directory(directory, args.force) as staging:
-        write_run_files(staging, result, resolved_config(inputs))
+    with writer.staged_directory(directory, args.force) as staging:
+        writer.write_run_files(staging, result, resolved_config(inputs))
         if args.gantt:
+            from accelsim.report import plots
+
             for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
                 kind = "base step" if step_dir == staging else f"{step_dir.name} step"
-                plot_gantt(
+                plots.plot_gantt(
                     step_dir / "ops.csv",
                     step_dir / "gantt.png",
                     f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
@@ -362,6 +334,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _one_of_many(inputs: RunInputs) -> bool:
     """Whether the step runs on one of several processors (and nothing places it)."""
+    from accelsim.config.run import AssignmentPolicy
+
     return inputs.hardware.processors > 1 and inputs.run.assignment is AssignmentPolicy.SINGLE
 
 
@@ -373,6 +347,16 @@ def _names(text: str) -> list[str]:
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from accelsim.config.loader import parse_sets
+    from accelsim.driver.inputs import resolved_config, suite_entries, suite_inputs
+    from accelsim.driver.run import simulate_training
+    from accelsim.report.console import suite_table
+    from accelsim.report.plots import plot_speedup, plot_suite
+    from accelsim.report.suite import suite_columns, suite_row
+    from accelsim.report.writer import run_directory, staged_directory, write_csv, write_run_files
+
     sets = parse_sets(args.sets)
     entries = suite_entries(args.suite, args.models)
     inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
@@ -401,6 +385,11 @@ def _cmd_suite(args: argparse.Namespace) -> int:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    from accelsim.driver.inputs import suite_entries
+    from accelsim.lowering.infer import load_model
+    from accelsim.lowering.stats import model_stats
+    from accelsim.report.console import models_table
+
     stats = []
     for entry in suite_entries(args.suite):
         stats.append(model_stats(*load_model(entry.workload_path)))
@@ -412,12 +401,18 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _hardware_sets(sets: list[Override]) -> list[Override]:
+    from accelsim.config.loader import Override
+
     return [
         Override(o.key.removeprefix("hardware."), o.value, o.source, o.source_path) for o in sets
     ]
 
 
 def _cmd_layer(args: argparse.Namespace) -> int:
+    from accelsim.config.loader import load_energy, load_hardware, parse_sets
+    from accelsim.driver.layer import conv_gemm, gemm_for, gemm_problems, simulate_layer
+    from accelsim.energy.model import check_table
+
     hw = load_hardware(args.hardware, _hardware_sets(parse_sets(args.sets)))
     table = load_energy(args.energy)
     check_table(table, hw, display_path(args.energy))
@@ -425,21 +420,7 @@ def _cmd_layer(args: argparse.Namespace) -> int:
     convention = Convention(args.convention)
     psums = PsumPolicy(args.psums)
     if args.topology:
-        rows = read_topology(args.topology)
-        gemms = [topology_gemm(row, phase, convention) for row in rows]
-        problems = [
-            p
-            for row, gemm in zip(rows, gemms, strict=True)
-            for p in gemm_problems(gemm, display_path(args.topology), row.name)
-        ]
-        if problems:
-            raise InputError(problems)
-        records = [
-            {"layer": row.name, **simulate_layer(hw, table, gemm, phase, convention, psums)}
-            for row, gemm in zip(rows, gemms, strict=True)
-        ]
-        print(json.dumps(records, indent=2) if args.json else topology_table(records))
-        return EXIT_OK
+        return _layer_topology(args, hw, table, phase, convention, psums)
     if args.gemm:
         m, n, k = args.gemm
         gemm = gemm_for(m, n, k, phase)
@@ -454,7 +435,46 @@ def _cmd_layer(args: argparse.Namespace) -> int:
     if problems:
         raise InputError(problems)
     record = simulate_layer(hw, table, gemm, phase, convention, psums)
-    print(json.dumps(record, indent=2) if args.json else layer_table(record))
+    if args.json:
+        print(json.dumps(record, indent=2))
+    else:
+        from accelsim.report.console import layer_table
+
+        print(layer_table(record))
+    return EXIT_OK
+
+
+def _layer_topology(
+    args: argparse.Namespace,
+    hw: HardwareSpec,
+    table: EnergyTable,
+    phase: Phase,
+    convention: Convention,
+    psums: PsumPolicy,
+) -> int:
+    """``accelsim layer --topology``: every row of a SCALE-Sim topology file."""
+    from accelsim.driver.layer import gemm_problems, simulate_layer, topology_gemm
+    from accelsim.workload.topology import read_topology
+
+    rows = read_topology(args.topology)
+    gemms = [topology_gemm(row, phase, convention) for row in rows]
+    problems = [
+        p
+        for row, gemm in zip(rows, gemms, strict=True)
+        for p in gemm_problems(gemm, display_path(args.topology), row.name)
+    ]
+    if problems:
+        raise InputError(problems)
+    records = [
+        {"layer": row.name, **simulate_layer(hw, table, gemm, phase, convention, psums)}
+        for row, gemm in zip(rows, gemms, strict=True)
+    ]
+    if args.json:
+        print(json.dumps(records, indent=2))
+    else:
+        from accelsim.report.console import topology_table
+
+        print(topology_table(records))
     return EXIT_OK
 
 
@@ -471,6 +491,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_file(path: Path) -> str:
+    from accelsim.config.loader import load_energy, load_hardware, read_yaml
+    from accelsim.driver.inputs import load_inputs
+    from accelsim.lowering.infer import load_model
+
     data: dict[str, Any] = read_yaml(path)
     if "layers" in data:
         workload, _ = load_model(path)

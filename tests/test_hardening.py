@@ -43,7 +43,7 @@ from accelsim.errors import (
     SimulationError,
 )
 from accelsim.graph.ops import Phase
-from accelsim.report import staging
+from accelsim.report import plots, staging, writer
 from accelsim.report.result import RunResult
 from accelsim.report.staging import child_directory, rename_noreplace, staged_directory
 
@@ -229,7 +229,7 @@ def test_gantt_is_drawn_in_staging_and_a_failure_leaves_nothing(
         png.write_bytes(b"\x89PNG trunc")
         raise OSError(errno.ENOSPC, "No space left on device", str(png))
 
-    monkeypatch.setattr(cli, "plot_gantt", full_disk)
+    monkeypatch.setattr(plots, "plot_gantt", full_disk)
     code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path, "--gantt")
     assert code == cli.EXIT_INPUT
     assert "No space left on device" in err and "Traceback" not in err
@@ -250,14 +250,14 @@ def test_a_signal_removes_staging_keeps_the_old_run_and_exits_128_plus_n(
 ) -> None:
     assert run_cli(capsys, "run", SMOKE, "--out", tmp_path)[0] == cli.EXIT_OK
     before = snapshot(tmp_path / "smoke")
-    write = cli.write_run_files
+    write = writer.write_run_files
 
     def interrupted(directory: Path, *args: Any) -> None:
         write(directory, *args)
         os.kill(os.getpid(), signum)
         time.sleep(5)  # the handler interrupts this
 
-    monkeypatch.setattr(cli, "write_run_files", interrupted)
+    monkeypatch.setattr(writer, "write_run_files", interrupted)
     started = time.perf_counter()
     code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path, "--force")
     assert time.perf_counter() - started < 4

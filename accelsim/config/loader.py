@@ -8,23 +8,25 @@ once and reports every problem as ``file: key.path: problem (got value)``.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel
 
 from accelsim.config.energy import EnergyTable
+from accelsim.config.files import display_path as display_path
 from accelsim.config.files import read_text
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
-from accelsim.config.suite import SuiteSpec
 from accelsim.config.validate import join_path, suggest, validate_data
 from accelsim.config.yaml_limits import MAX_DEPTH, flow_depth, size_problem
 from accelsim.errors import ConfigError, InputError, Problem
+
+if TYPE_CHECKING:
+    from accelsim.config.suite import SuiteSpec
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -68,15 +70,6 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 # (about 6x faster on the workload files) when PyYAML was built with it.
 _StrictLoader = _strict(yaml.SafeLoader)
 _FastLoader = _strict(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def display_path(path: Path) -> str:
-    """Show ``path`` relative to the working directory when it lies below it."""
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if relative.startswith("..") else relative
 
 
 def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, Any]:
@@ -348,6 +341,8 @@ def load_hardware(path: Path, overrides: list[Override] | None = None) -> Hardwa
 
 def load_suite(path: Path) -> SuiteSpec:
     """Load and validate a suite file."""
+    from accelsim.config.suite import SuiteSpec
+
     return validate_data(SuiteSpec, read_yaml(path), display_path(path))
 
 
