@@ -96,6 +96,10 @@ class EngineKind(str, Enum):
     COMPILED = "compiled"
 
 
+DEFAULT_CHUNKS_PER_OP = 8
+"""Tile groups per op unless a run file sets ``timing.chunks_per_op``."""
+
+
 class TimingSpec(Spec):
     """Timing convention, partial-sum tiling, engine granularity and engine.
 
@@ -105,7 +109,7 @@ class TimingSpec(Spec):
 
     convention: ConventionField = Convention.ACCELSIM
     psums: Annotated[PsumPolicy, Field(strict=False)] = PsumPolicy.CHUNK
-    chunks_per_op: Annotated[int, Field(gt=0, le=4096)] = 8
+    chunks_per_op: Annotated[int, Field(gt=0, le=4096)] = DEFAULT_CHUNKS_PER_OP
     engine: Annotated[EngineKind, Field(strict=False)] = EngineKind.AUTO
 
 

@@ -9,7 +9,7 @@ from accelsim._version import __version__
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import PsumPolicy, TimingSpec
+from accelsim.config.run import DEFAULT_CHUNKS_PER_OP, PsumPolicy
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import MAX_COUNT, Problem
 from accelsim.graph.builder import GraphBuilder
@@ -155,7 +155,7 @@ def simulate_layer(
     """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
     graph = layer_graph(hw, gemm, phase)
     fold_schedule = schedule(graph, (main_array(hw),))
-    costs = op_costs(graph, fold_schedule, hw, convention, psums, TimingSpec().chunks_per_op)
+    costs = op_costs(graph, fold_schedule, hw, convention, psums, DEFAULT_CHUNKS_PER_OP)
     trace = simulate_single_op(graph, costs, hw)
     energy = estimate_energy(trace, hw, table)
     op = graph.ops[0]
