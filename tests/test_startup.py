@@ -6,6 +6,7 @@ everything already.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import accelsim
+from accelsim import cli
 from accelsim.techniques.registry import REGISTRY, technique_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,3 +126,22 @@ def test_registry_names_match_the_classes() -> None:
         cls = technique_class(name)
         assert cls is not None and cls.name == name
     assert technique_class("dropout") is None
+
+
+LAYER = ["layer", "--hardware", "configs/hardware/default.yaml", "--gemm", "8", "8", "8"]
+
+
+def test_the_process_command_freezes_what_is_left_for_a_quick_exit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    gc.unfreeze()
+    assert cli.main(LAYER) == 0
+    assert gc.get_freeze_count() == 0  # a caller in Python keeps its collector
+    monkeypatch.setattr(sys, "argv", ["accelsim", *LAYER])
+    try:
+        assert cli.main() == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    capsys.readouterr()
