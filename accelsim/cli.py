@@ -24,10 +24,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from accelsim import __version__, cli_sweep
-from accelsim.config.base import MAX_INT, Convention
-from accelsim.config.run import PsumPolicy
 from accelsim.errors import InputError, LimitError, OutputError
-from accelsim.graph.ops import Phase
 from accelsim.resources import bundled_path, data_dir
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
@@ -52,6 +49,8 @@ COMMANDS = {
 
 
 def _positive(text: str) -> int:
+    from accelsim.config.base import MAX_INT
+
     try:
         value = int(text)
     except ValueError:
@@ -128,6 +127,10 @@ def _add_run(sub: Subparsers) -> None:
 
 
 def _add_layer(sub: Subparsers) -> None:
+    from accelsim.config.base import Convention
+    from accelsim.config.run import PsumPolicy
+    from accelsim.graph.ops import Phase
+
     layer = sub.add_parser("layer", help="simulate one GEMM or conv layer (SCALE-Sim style)")
     layer.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML")
     layer.add_argument(
@@ -262,12 +265,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     process ends after it (see :func:`_fewer_collections`); with ``argv`` (a
     caller in Python) nothing outlives the call.
     """
-    args = build_parser().parse_args(argv)
-    module, name = COMMANDS[args.command]
-    handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), name)
+    # Parsing builds the parser, which imports pydantic: collect less from the start.
+    with _fewer_collections(process_ends=argv is None):
+        args = build_parser().parse_args(argv)
+        module, name = COMMANDS[args.command]
+        command = getattr(importlib.import_module(module), name)
+        return _run(command, args)
+
+
+def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run ``command``, mapping what it raises to a message and an exit code."""
     try:
-        with _signals_interrupt(), _fewer_collections(process_ends=argv is None):
-            return handler(args)
+        with _signals_interrupt():
+            return command(args)
     except _Interrupted as exc:
         name = signal.Signals(exc.signum).name
         print(f"accelsim: stopped by {name}; unfinished results removed", file=sys.stderr)
