@@ -59,4 +59,6 @@ def test_clean_modified_staged_and_untracked(repo: Path) -> None:
 def test_this_checkout_agrees_with_the_two_commands() -> None:
     if not (_SOURCE / ".git").exists():
         pytest.skip("not a source checkout")
-    assert git_commit() == two_commands(_SOURCE)
+    # git_commit() is this checkout's, looked up once per process (the tree may change since).
+    assert git_commit() is not None
+    assert checkout_commit(_SOURCE) == two_commands(_SOURCE)
