@@ -128,7 +128,7 @@ def _add_run(sub: Subparsers) -> None:
 
 def _add_layer(sub: Subparsers) -> None:
     from accelsim.config.base import Convention
-    from accelsim.config.run import PsumPolicy
+    from accelsim.config.enums import PsumPolicy
     from accelsim.graph.ops import Phase
 
     layer = sub.add_parser("layer", help="simulate one GEMM or conv layer (SCALE-Sim style)")

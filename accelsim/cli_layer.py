@@ -12,10 +12,10 @@ import json
 
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
+from accelsim.config.enums import PsumPolicy
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import Override, load_energy, load_hardware, parse_sets
-from accelsim.config.run import PsumPolicy
 from accelsim.driver.layer import (
     conv_gemm,
     gemm_for,

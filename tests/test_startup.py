@@ -68,6 +68,8 @@ LAYER_NEVER = {
     "simpy",
     "tqdm",
     "accelsim.api",
+    "accelsim.config.run",
+    "accelsim.config.run_file",
     "accelsim.driver.inputs",
     "accelsim.driver.run",
     "accelsim.driver.bench",

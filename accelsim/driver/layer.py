@@ -8,8 +8,8 @@ from typing import Any
 from accelsim._version import __version__
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
+from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, PsumPolicy
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import DEFAULT_CHUNKS_PER_OP, PsumPolicy
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import MAX_COUNT, Problem
 from accelsim.graph.builder import GraphBuilder
