@@ -26,68 +26,118 @@ Also public, for the scripts in ``scripts/``:
 * engines: :func:`benchmark_engines` (the SimPy and compiled event engines on the
   steps of a run, as :class:`EngineTiming`).
 
-``import accelsim`` imports neither matplotlib, numba, simpy nor any technique
-(``tests/test_startup.py``): :func:`write_dropout_distribution` and the sweep
-names load their modules when first used.
+``import accelsim`` imports none of them: each public name loads its module the
+first time it is used (PEP 562), so ``import accelsim`` costs little more than the
+interpreter, and a program pays only for what it calls (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelsim._version import __version__
-from accelsim.api import hardware_from_data, simulate
-from accelsim.config.base import Convention
-from accelsim.config.loader import load_energy, parse_sets, read_yaml
-from accelsim.driver.bench import EngineTiming, benchmark_engines
-from accelsim.driver.inputs import (
-    RunInputs,
-    SuiteEntry,
-    load_inputs,
-    resolved_config,
-    suite_entries,
-    suite_inputs,
-)
-from accelsim.driver.layer import simulate_layer, topology_gemm
-from accelsim.driver.run import simulate_run, simulate_training
-from accelsim.errors import (
-    AccelsimError,
-    ConfigError,
-    InputError,
-    OutputError,
-    SimulationError,
-    WorkloadError,
-)
-from accelsim.graph.ops import Phase
-from accelsim.report.plots import (
-    plot_dropout_sweep,
-    plot_pipeline_sweep,
-    plot_sensitivity,
-    plot_speedup,
-)
-from accelsim.report.result import RunResult, TrainingResult
-from accelsim.report.suite import suite_columns, suite_row
-from accelsim.report.writer import write_csv, write_run
-from accelsim.timing.dropout_folds import benchmark_dropout_folds
-from accelsim.workload.topology import TopologyLayer, read_topology
 
-# Public names whose modules load on first use: name -> (module, attribute).
-_LAZY = {
+if TYPE_CHECKING:
+    from accelsim.api import hardware_from_data, simulate
+    from accelsim.config.base import Convention
+    from accelsim.config.loader import load_energy, parse_sets, read_yaml
+    from accelsim.driver.bench import EngineTiming, benchmark_engines
+    from accelsim.driver.inputs import (
+        RunInputs,
+        SuiteEntry,
+        load_inputs,
+        resolved_config,
+        suite_entries,
+        suite_inputs,
+    )
+    from accelsim.driver.layer import simulate_layer, topology_gemm
+    from accelsim.driver.run import simulate_run, simulate_training
+    from accelsim.errors import (
+        AccelsimError,
+        ConfigError,
+        InputError,
+        OutputError,
+        SimulationError,
+        WorkloadError,
+    )
+    from accelsim.graph.ops import Phase
+    from accelsim.report.plots import (
+        plot_dropout_sweep,
+        plot_pipeline_sweep,
+        plot_sensitivity,
+        plot_speedup,
+    )
+    from accelsim.report.result import RunResult, TrainingResult
+    from accelsim.report.suite import suite_columns, suite_row
+    from accelsim.report.writer import write_csv, write_run
+    from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
+    from accelsim.techniques.dropout_patterns import (
+        write_distribution as write_dropout_distribution,
+    )
+    from accelsim.timing.dropout_folds import benchmark_dropout_folds
+    from accelsim.workload.topology import TopologyLayer, read_topology
+
+# Every public name but __version__, by the module that defines it; each module
+# loads when one of its names is first used.
+_MODULES = {
+    "accelsim.api": ("hardware_from_data", "simulate"),
+    "accelsim.config.base": ("Convention",),
+    "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
+    "accelsim.driver.bench": ("EngineTiming", "benchmark_engines"),
+    "accelsim.driver.inputs": (
+        "RunInputs",
+        "SuiteEntry",
+        "load_inputs",
+        "resolved_config",
+        "suite_entries",
+        "suite_inputs",
+    ),
+    "accelsim.driver.layer": ("simulate_layer", "topology_gemm"),
+    "accelsim.driver.run": ("simulate_run", "simulate_training"),
+    "accelsim.errors": (
+        "AccelsimError",
+        "ConfigError",
+        "InputError",
+        "OutputError",
+        "SimulationError",
+        "WorkloadError",
+    ),
+    "accelsim.graph.ops": ("Phase",),
+    "accelsim.report.plots": (
+        "plot_dropout_sweep",
+        "plot_pipeline_sweep",
+        "plot_sensitivity",
+        "plot_speedup",
+    ),
+    "accelsim.report.result": ("RunResult", "TrainingResult"),
+    "accelsim.report.suite": ("suite_columns", "suite_row"),
+    "accelsim.report.writer": ("write_csv", "write_run"),
+    "accelsim.sweep": ("DaskExecutor", "Executor", "PoolExecutor", "plan_sweep", "run_sweep"),
+    "accelsim.timing.dropout_folds": ("benchmark_dropout_folds",),
+    "accelsim.workload.topology": ("TopologyLayer", "read_topology"),
+}
+# Public names defined under another name: public name -> (module, attribute).
+_RENAMED = {
     "write_dropout_distribution": ("accelsim.techniques.dropout_patterns", "write_distribution"),
-    "DaskExecutor": ("accelsim.sweep", "DaskExecutor"),
-    "Executor": ("accelsim.sweep", "Executor"),
-    "PoolExecutor": ("accelsim.sweep", "PoolExecutor"),
-    "plan_sweep": ("accelsim.sweep", "plan_sweep"),
-    "run_sweep": ("accelsim.sweep", "run_sweep"),
+}
+_LAZY = {
+    **{name: (module, name) for module, names in _MODULES.items() for name in names},
+    **_RENAMED,
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module, attribute = _LAZY[name]
-        return getattr(importlib.import_module(module), attribute)
-    raise AttributeError(f"module 'accelsim' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'accelsim' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # later uses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -12,70 +12,20 @@ signal`` with one line; a closed stdout (``| head``) exits 141 silently.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
-import json
+import importlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeAlias
-
-from tqdm import tqdm
+from typing import TypeAlias
 
 from accelsim import __version__, cli_sweep
-from accelsim.config.base import MAX_INT, Convention
-from accelsim.config.loader import (
-    Override,
-    display_path,
-    load_energy,
-    load_hardware,
-    parse_sets,
-    read_yaml,
-)
-from accelsim.config.run import AssignmentPolicy, PsumPolicy
-from accelsim.driver.inputs import (
-    RunInputs,
-    load_inputs,
-    resolved_config,
-    suite_entries,
-    suite_inputs,
-)
-from accelsim.driver.layer import (
-    conv_gemm,
-    gemm_for,
-    gemm_problems,
-    simulate_layer,
-    topology_gemm,
-)
-from accelsim.driver.run import simulate_training
-from accelsim.energy.model import check_table
 from accelsim.errors import InputError, LimitError, OutputError
-from accelsim.graph.ops import Phase
-from accelsim.lowering.infer import load_model
-from accelsim.lowering.stats import model_stats
-from accelsim.report.console import (
-    layer_table,
-    models_table,
-    suite_table,
-    summary_table,
-    topology_table,
-    training_table,
-)
-from accelsim.report.plots import plot_gantt, plot_speedup, plot_suite
-from accelsim.report.suite import suite_columns, suite_row
-from accelsim.report.writer import (
-    check_writable,
-    run_directory,
-    staged_directory,
-    write_csv,
-    write_run_files,
-)
 from accelsim.resources import bundled_path, data_dir
-from accelsim.workload.topology import read_topology
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 EXIT_SIGNAL = 128
@@ -84,9 +34,23 @@ SIGPIPE = 13
 CONFIGS = data_dir() / "configs"
 DEFAULT_ENERGY = CONFIGS / "energy" / "horowitz45.yaml"
 DEFAULT_SUITE = CONFIGS / "suites" / "default.yaml"
+# The module and function of each command, imported when that command runs, so that
+# a command loads none of what only another one needs (``tests/test_startup.py``).
+COMMANDS = {
+    "run": ("accelsim.cli_run", "cmd_run"),
+    "layer": ("accelsim.cli_layer", "cmd_layer"),
+    "suite": ("accelsim.cli_run", "cmd_suite"),
+    "models": ("accelsim.cli_run", "cmd_models"),
+    "check": ("accelsim.cli_run", "cmd_check"),
+    "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
+    "collect": ("accelsim.cli_sweep", "cmd_collect"),
+    "plot": ("accelsim.cli_sweep", "cmd_plot"),
+}
 
 
 def _positive(text: str) -> int:
+    from accelsim.config.base import MAX_INT
+
     try:
         value = int(text)
     except ValueError:
@@ -163,6 +127,10 @@ def _add_run(sub: Subparsers) -> None:
 
 
 def _add_layer(sub: Subparsers) -> None:
+    from accelsim.config.base import Convention
+    from accelsim.config.enums import PsumPolicy
+    from accelsim.graph.ops import Phase
+
     layer = sub.add_parser("layer", help="simulate one GEMM or conv layer (SCALE-Sim style)")
     layer.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML")
     layer.add_argument(
@@ -270,31 +238,46 @@ GC_ALLOCATIONS = 100_000
 
 
 @contextmanager
-def _fewer_collections() -> Iterator[None]:
+def _fewer_collections(process_ends: bool) -> Iterator[None]:
+    """Collect young objects less often while a command runs.
+
+    When the process ends with the command (``process_ends``), the objects left
+    are frozen (:func:`gc.freeze`) instead of collected: the interpreter's exit
+    would otherwise traverse every one of them (pydantic's schemas, numpy's and
+    the step's objects), 50-100 ms after a run on the reference machine, to free
+    memory the operating system takes back anyway.  Output files are closed by
+    then and the standard streams are still flushed at exit.
+    """
     threshold = gc.get_threshold()
     gc.set_threshold(GC_ALLOCATIONS, *threshold[1:])
     try:
         yield
     finally:
+        if process_ends:
+            gc.freeze()
         gc.set_threshold(*threshold)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``accelsim`` console script."""
-    args = build_parser().parse_args(argv)
-    handler = {
-        "run": _cmd_run,
-        "layer": _cmd_layer,
-        "suite": _cmd_suite,
-        "models": _cmd_models,
-        "check": _cmd_check,
-        "sweep": cli_sweep.cmd_sweep,
-        "collect": cli_sweep.cmd_collect,
-        "plot": cli_sweep.cmd_plot,
-    }[args.command]
+    """Entry point of the ``accelsim`` console script and ``python -m accelsim``.
+
+    Without ``argv`` the command is the process's own (``sys.argv``) and the
+    process ends after it (see :func:`_fewer_collections`); with ``argv`` (a
+    caller in Python) nothing outlives the call.
+    """
+    # Parsing builds the parser, which imports pydantic: collect less from the start.
+    with _fewer_collections(process_ends=argv is None):
+        args = build_parser().parse_args(argv)
+        module, name = COMMANDS[args.command]
+        command = getattr(importlib.import_module(module), name)
+        return _run(command, args)
+
+
+def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run ``command``, mapping what it raises to a message and an exit code."""
     try:
-        with _signals_interrupt(), _fewer_collections():
-            return handler(args)
+        with _signals_interrupt():
+            return command(args)
     except _Interrupted as exc:
         name = signal.Signals(exc.signum).name
         print(f"accelsim: stopped by {name}; unfinished results removed", file=sys.stderr)
@@ -329,165 +312,8 @@ def _silence_stdout() -> None:
         pass
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    inputs = load_inputs(args.run_file, parse_sets(args.sets))
-    directory = run_directory(args.out, inputs.run.name)
-    check_writable(directory, args.force)
-    result = simulate_training(inputs)
-    with staged_directory(directory, args.force) as staging:
-        write_run_files(staging, result, resolved_config(inputs))
-        if args.gantt:
-            for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
-                kind = "base step" if step_dir == staging else f"{step_dir.name} step"
-                plot_gantt(
-                    step_dir / "ops.csv",
-                    step_dir / "gantt.png",
-                    f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
-                )
-    if result.training is not None:
-        # The technique's steps and speedup lead; the baseline is what they compare to.
-        print(training_table(result.training))
-        print("\nbaseline step (no technique applied):")
-    elif _one_of_many(inputs):
-        print(
-            f"accelsim: warning: {inputs.hardware.processors} processors, but the single"
-            " assignment runs the step on processor 0; set assignment=data_parallel"
-            " or a pipeline technique to use them",
-            file=sys.stderr,
-        )
-    print(summary_table(result.base.summary()))
-    print(f"wrote {display_path(directory)}/")
-    return EXIT_OK
-
-
-def _one_of_many(inputs: RunInputs) -> bool:
-    """Whether the step runs on one of several processors (and nothing places it)."""
-    return inputs.hardware.processors > 1 and inputs.run.assignment is AssignmentPolicy.SINGLE
-
-
 def _names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated model names (got {text!r})")
     return names
-
-
-def _cmd_suite(args: argparse.Namespace) -> int:
-    sets = parse_sets(args.sets)
-    entries = suite_entries(args.suite, args.models)
-    inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
-    target = run_directory(args.out, inputs[0].run.name)
-    rows = []
-    with (
-        staged_directory(target, args.force) as staging,
-        tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
-    ):
-        for entry, model_inputs in zip(entries, inputs, strict=True):
-            bar.set_postfix_str(entry.name)
-            result = simulate_training(model_inputs)
-            write_run_files(
-                run_directory(staging, entry.name), result, resolved_config(model_inputs)
-            )
-            rows.append(suite_row(entry.name, result))
-            bar.update(1)
-        write_csv(staging / "suite.csv", suite_columns(rows), rows)
-        title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
-        plot_suite(staging / "suite.csv", staging / "suite.png", title)
-        if any("speedup" in row for row in rows):
-            plot_speedup(staging / "suite.csv", staging / "suite_speedup.png", title)
-    print(suite_table(rows))
-    print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
-    return EXIT_OK
-
-
-def _cmd_models(args: argparse.Namespace) -> int:
-    stats = []
-    for entry in suite_entries(args.suite):
-        stats.append(model_stats(*load_model(entry.workload_path)))
-    if args.json:
-        print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
-    else:
-        print(models_table(stats))
-    return EXIT_OK
-
-
-def _hardware_sets(sets: list[Override]) -> list[Override]:
-    return [
-        Override(o.key.removeprefix("hardware."), o.value, o.source, o.source_path) for o in sets
-    ]
-
-
-def _cmd_layer(args: argparse.Namespace) -> int:
-    hw = load_hardware(args.hardware, _hardware_sets(parse_sets(args.sets)))
-    table = load_energy(args.energy)
-    check_table(table, hw, display_path(args.energy))
-    phase = Phase(args.phase)
-    convention = Convention(args.convention)
-    psums = PsumPolicy(args.psums)
-    if args.topology:
-        rows = read_topology(args.topology)
-        gemms = [topology_gemm(row, phase, convention) for row in rows]
-        problems = [
-            p
-            for row, gemm in zip(rows, gemms, strict=True)
-            for p in gemm_problems(gemm, display_path(args.topology), row.name)
-        ]
-        if problems:
-            raise InputError(problems)
-        records = [
-            {"layer": row.name, **simulate_layer(hw, table, gemm, phase, convention, psums)}
-            for row, gemm in zip(rows, gemms, strict=True)
-        ]
-        print(json.dumps(records, indent=2) if args.json else topology_table(records))
-        return EXIT_OK
-    if args.gemm:
-        m, n, k = args.gemm
-        gemm = gemm_for(m, n, k, phase)
-    else:
-        h, w, r, s, c, k, stride = args.conv
-        if r > h or s > w:
-            raise InputError.single(
-                "--conv", "R S", "filter larger than the padded ifmap", [h, w, r, s]
-            )
-        gemm = conv_gemm(h, w, r, s, c, k, stride, phase, convention)
-    problems = gemm_problems(gemm, "--gemm" if args.gemm else "--conv")
-    if problems:
-        raise InputError(problems)
-    record = simulate_layer(hw, table, gemm, phase, convention, psums)
-    print(json.dumps(record, indent=2) if args.json else layer_table(record))
-    return EXIT_OK
-
-
-def _cmd_check(args: argparse.Namespace) -> int:
-    problems = []
-    for path in args.files:
-        try:
-            print(f"{display_path(path)}: ok ({_check_file(path)})")
-        except InputError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise InputError(problems)
-    return EXIT_OK
-
-
-def _check_file(path: Path) -> str:
-    data: dict[str, Any] = read_yaml(path)
-    if "layers" in data:
-        workload, _ = load_model(path)
-        return f"workload '{workload.name}', {len(workload.layers)} layers"
-    if "array" in data:
-        return f"hardware '{load_hardware(path).name}'"
-    if "mac_pj" in data:
-        return f"energy table '{load_energy(path).name}'"
-    if "workload" in data or "hardware" in data:
-        inputs = load_inputs(path)
-        return f"run '{inputs.run.name}' with all referenced files"
-    if "base" in data:
-        plan = cli_sweep.check_sweep(path)
-        return f"sweep '{plan.name}', {len(plan.points)} points, each with all its files"
-    raise InputError.single(
-        display_path(path),
-        "",
-        "not a hardware, energy, workload, run or sweep"
-        " file (no 'array', 'mac_pj', 'layers', 'workload' or 'base' key)",
-    )

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelsim.config.loader import display_path
+from accelsim.config.files import display_path
 from accelsim.resources import bundled_path
 
 if TYPE_CHECKING:

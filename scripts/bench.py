@@ -83,6 +83,11 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
         ("ResNet-18 convs, 32x32 OS (layer --topology)",
          [*accelsim, "layer", "--hardware", "configs/hardware/scalesim.yaml", "--topology",
           "configs/validation/resnet18_conv.csv", "--convention", "scalesim", "--json"], {}),
+        ("one GEMM (layer --gemm 64 128 256 --json; target 0.2 s)",
+         [*accelsim, "layer", "--hardware", "configs/hardware/default.yaml", "--gemm", "64",
+          "128", "256", "--json"], {}),
+        ("start-up floor: python, numpy, yaml, pydantic (no accelsim)",
+         [sys.executable, "-c", "import numpy, yaml, pydantic"], {}),
     ]  # fmt: skip
 
 

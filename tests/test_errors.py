@@ -22,9 +22,9 @@ from accelsim.config.loader import (
     display_path,
     load_energy,
     load_hardware,
-    load_run_file,
     parse_sets,
 )
+from accelsim.config.run_file import load_run_file
 from accelsim.driver.inputs import load_inputs
 from accelsim.errors import ConfigError, InputError, WorkloadError
 from accelsim.lowering.infer import load_model

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 import accelsim
 from accelsim import cli
 from accelsim.config.base import Convention
+from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import load_energy, load_hardware, parse_sets
 from accelsim.driver.inputs import load_inputs
@@ -43,7 +44,7 @@ from accelsim.errors import (
     SimulationError,
 )
 from accelsim.graph.ops import Phase
-from accelsim.report import staging
+from accelsim.report import plots, staging, writer
 from accelsim.report.result import RunResult
 from accelsim.report.staging import child_directory, rename_noreplace, staged_directory
 
@@ -91,7 +92,7 @@ def test_suite_model_names_cannot_leave_out(
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, "suite", SMOKE, "--suite", suite, "--out", out)
     assert code == cli.EXIT_INPUT
-    assert err.startswith(f"{cli.display_path(suite)}: models[0].name: ")
+    assert err.startswith(f"{display_path(suite)}: models[0].name: ")
     assert len(err.splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["suite.yaml"]
 
@@ -229,7 +230,7 @@ def test_gantt_is_drawn_in_staging_and_a_failure_leaves_nothing(
         png.write_bytes(b"\x89PNG trunc")
         raise OSError(errno.ENOSPC, "No space left on device", str(png))
 
-    monkeypatch.setattr(cli, "plot_gantt", full_disk)
+    monkeypatch.setattr(plots, "plot_gantt", full_disk)
     code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path, "--gantt")
     assert code == cli.EXIT_INPUT
     assert "No space left on device" in err and "Traceback" not in err
@@ -250,14 +251,14 @@ def test_a_signal_removes_staging_keeps_the_old_run_and_exits_128_plus_n(
 ) -> None:
     assert run_cli(capsys, "run", SMOKE, "--out", tmp_path)[0] == cli.EXIT_OK
     before = snapshot(tmp_path / "smoke")
-    write = cli.write_run_files
+    write = writer.write_run_files
 
     def interrupted(directory: Path, *args: Any) -> None:
         write(directory, *args)
         os.kill(os.getpid(), signum)
         time.sleep(5)  # the handler interrupts this
 
-    monkeypatch.setattr(cli, "write_run_files", interrupted)
+    monkeypatch.setattr(writer, "write_run_files", interrupted)
     started = time.perf_counter()
     code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path, "--force")
     assert time.perf_counter() - started < 4
@@ -526,7 +527,7 @@ def test_yaml_bombs_and_deep_nesting_are_rejected(
     code, _, err = run_cli(capsys, "check", path)
     assert time.perf_counter() - started < 2
     assert code == cli.EXIT_INPUT
-    assert err == f"{cli.display_path(path)}: {message}\n"
+    assert err == f"{display_path(path)}: {message}\n"
 
 
 def test_deep_set_values_are_rejected() -> None:
@@ -549,7 +550,7 @@ def test_files_that_are_not_regular_text_are_rejected(
         (huge, "larger than 16 MiB, not an input file"),
     ]:
         code, _, err = run_cli(capsys, "check", path)
-        assert (code, err) == (cli.EXIT_INPUT, f"{cli.display_path(path)}: {message}\n")
+        assert (code, err) == (cli.EXIT_INPUT, f"{display_path(path)}: {message}\n")
     code, _, err = run_cli(capsys, "layer", "--hardware", SCALESIM_HW, "--topology", binary)
     assert (code, err) == (
         cli.EXIT_INPUT,
@@ -564,7 +565,7 @@ def test_files_that_are_not_regular_text_are_rejected(
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(ADAGP_RUN, sets)
     assert [str(p) for p in excinfo.value.problems] == [
-        f"{cli.display_path(ADAGP_RUN)}: techniques.gradient_prediction.schedule.error_trace:"
+        f"{display_path(ADAGP_RUN)}: techniques.gradient_prediction.schedule.error_trace:"
         f" not a UTF-8 text file (byte 6 cannot be decoded) (got '{binary}')"
     ]
 

@@ -26,6 +26,8 @@ ORDER = [
     "sweep",
     "api",
     "cli_sweep",
+    "cli_run",
+    "cli_layer",
     "cli",
 ]
 ONLY_IN = {

@@ -1,4 +1,4 @@
-"""A lean start-up: what ``import accelsim`` and a plain run do not load.
+"""A lean start-up: what ``import accelsim`` and each command do not load.
 
 Each check runs in a fresh interpreter, since the test process has loaded
 everything already.
@@ -6,6 +6,7 @@ everything already.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import accelsim
+from accelsim import cli
 from accelsim.techniques.registry import REGISTRY, technique_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +33,74 @@ def loaded_after(code: str) -> set[str]:
     )
     assert result.returncode == 0, result.stderr
     return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+def after_command(*argv: str) -> set[str]:
+    """The modules a fresh interpreter has loaded after ``accelsim ARGV`` succeeded."""
+    return loaded_after(f"from accelsim import cli\nassert cli.main({list(argv)!r}) == 0")
+
+
+def test_import_accelsim_loads_only_the_version() -> None:
+    loaded = loaded_after("import accelsim")
+    assert {m for m in loaded if m.startswith("accelsim")} == {"accelsim", "accelsim._version"}
+    assert not loaded & {"numpy", "pydantic", "yaml", "simpy", *HEAVY}
+
+
+def test_every_public_name_loads_on_first_use() -> None:
+    assert {*accelsim._LAZY, "__version__"} == set(accelsim.__all__)
+    assert set(accelsim.__all__) <= set(dir(accelsim))
+    for name in accelsim.__all__:
+        assert getattr(accelsim, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        accelsim.nothing  # noqa: B018
+
+
+def test_python_m_accelsim_imports_only_the_command_line() -> None:
+    loaded = loaded_after(
+        "import runpy, sys\nsys.argv = ['accelsim', '--help']\ntry:\n    runpy.run_module('accelsim', run_name='__main__')\nexcept SystemExit:\n    pass"
+    )
+    assert "accelsim.cli" in loaded
+    assert not loaded & {"accelsim.api", "accelsim.driver.inputs", "numpy", "simpy", *HEAVY}
+
+
+LAYER_NEVER = {
+    *HEAVY,
+    "simpy",
+    "tqdm",
+    "accelsim.api",
+    "accelsim.config.run",
+    "accelsim.config.run_file",
+    "accelsim.driver.inputs",
+    "accelsim.driver.run",
+    "accelsim.driver.bench",
+    "accelsim.lowering.rules",
+    "accelsim.report.plots",
+    "accelsim.sweep",
+    "accelsim.timing.engine",
+    "accelsim.timing.engines",
+    "accelsim.workload.model",
+}
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ["--gemm", "64", "128", "256", "--json"],
+        ["--conv", "58", "58", "3", "3", "64", "64", "1", "--phase", "bwd_weight"],
+        ["--topology", "configs/validation/ci_small_conv.csv", "--json"],
+    ],
+)
+def test_layer_loads_no_engine_technique_run_driver_or_sweep(shape: list[str]) -> None:
+    loaded = after_command("layer", "--hardware", "configs/hardware/default.yaml", *shape)
+    assert not loaded & LAYER_NEVER
+    assert not {m for m in loaded if m.startswith("accelsim.techniques")}
+
+
+def test_run_loads_no_plots_sweep_progress_bar_or_unused_technique(tmp_path: Path) -> None:
+    loaded = after_command("run", "configs/runs/smoke.yaml", "--out", str(tmp_path))
+    assert "simpy" in loaded
+    assert not loaded & {*HEAVY, *TECHNIQUE_MODULES, "tqdm", "accelsim.sweep", "accelsim.api"}
+    assert not loaded & {"accelsim.report.plots", "accelsim.timing.compiled"}
 
 
 @pytest.mark.parametrize("code", ["import accelsim", "import accelsim.cli"])
@@ -57,3 +128,22 @@ def test_registry_names_match_the_classes() -> None:
         cls = technique_class(name)
         assert cls is not None and cls.name == name
     assert technique_class("dropout") is None
+
+
+LAYER = ["layer", "--hardware", "configs/hardware/default.yaml", "--gemm", "8", "8", "8"]
+
+
+def test_the_process_command_freezes_what_is_left_for_a_quick_exit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    gc.unfreeze()
+    assert cli.main(LAYER) == 0
+    assert gc.get_freeze_count() == 0  # a caller in Python keeps its collector
+    monkeypatch.setattr(sys, "argv", ["accelsim", *LAYER])
+    try:
+        assert cli.main() == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    capsys.readouterr()

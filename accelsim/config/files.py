@@ -3,7 +3,8 @@
 Every input file (YAML, topology CSV, trace CSV) is read through
 :func:`read_text`: a FIFO would block forever, ``/dev/zero`` would exhaust
 memory and a binary file would fail to decode, so each is rejected with one
-``file: problem`` line before anything is read.
+``file: problem`` line before anything is read.  :func:`display_path` is how
+messages name a file.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from accelsim.errors import InputError
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 """Largest input file read (16 MiB; the biggest shipped file is under 40 KiB)."""
+
+
+def display_path(path: Path) -> str:
+    """Show ``path`` relative to the working directory when it lies below it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def read_text(path: Path, error: type[InputError], name: str, where: str = "") -> str:

@@ -8,28 +8,28 @@ once and reports every problem as ``file: key.path: problem (got value)``.
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel
 
 from accelsim.config.energy import EnergyTable
+from accelsim.config.files import display_path as display_path
 from accelsim.config.files import read_text
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import RunSpec
-from accelsim.config.suite import SuiteSpec
-from accelsim.config.validate import join_path, suggest, validate_data
+from accelsim.config.validate import suggest, validate_data
 from accelsim.config.yaml_limits import MAX_DEPTH, flow_depth, size_problem
 from accelsim.errors import ConfigError, InputError, Problem
+
+if TYPE_CHECKING:
+    from accelsim.config.suite import SuiteSpec
 
 M = TypeVar("M", bound=BaseModel)
 
 CLI_SOURCE = "--set"
-SECTIONS = ("hardware", "workload", "energy")
 
 
 def _strict(base: Any) -> Any:
@@ -68,15 +68,6 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 # (about 6x faster on the workload files) when PyYAML was built with it.
 _StrictLoader = _strict(yaml.SafeLoader)
 _FastLoader = _strict(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def display_path(path: Path) -> str:
-    """Show ``path`` relative to the working directory when it lies below it."""
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if relative.startswith("..") else relative
 
 
 def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, Any]:
@@ -348,6 +339,8 @@ def load_hardware(path: Path, overrides: list[Override] | None = None) -> Hardwa
 
 def load_suite(path: Path) -> SuiteSpec:
     """Load and validate a suite file."""
+    from accelsim.config.suite import SuiteSpec
+
     return validate_data(SuiteSpec, read_yaml(path), display_path(path))
 
 
@@ -356,101 +349,6 @@ def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTa
     return validate_with_overrides(
         EnergyTable, read_yaml(path), display_path(path), overrides or []
     )
-
-
-@dataclass(frozen=True)
-class RunFile:
-    """A validated run file: its settings and the files it references.
-
-    ``overrides`` holds, per referenced file (``hardware``, ``energy``,
-    ``workload``), the run file's own overrides followed by the command line's.
-    """
-
-    path: Path
-    run: RunSpec
-    hardware_path: Path
-    energy_path: Path
-    workload_path: Path
-    overrides: dict[str, list[Override]] = field(default_factory=dict)
-
-
-def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
-    """Send each ``--set`` key to the run file or to one of the referenced files.
-
-    A key may name its target explicitly (``hardware.array.rows``,
-    ``run.batch_size``); a bare key goes to the run file when its first segment
-    is a run-file key, else to the hardware file when it is a hardware key.
-    """
-    routed: dict[str, list[Override]] = {"run": [], **{s: [] for s in SECTIONS}}
-    run_keys = set(RunSpec.model_fields)
-    hardware_keys = set(HardwareSpec.model_fields)
-    for item in sets:
-        head, _, rest = item.key.partition(".")
-        head = head.split("[")[0]
-        if head == "overrides":
-            raise ConfigError.single(
-                item.source,
-                item.source_path,
-                f"set the target directly, e.g. --set {rest or 'hardware.array.rows'}=...",
-                item.value,
-            )
-        if head in ("run", *SECTIONS) and rest:
-            routed[head].append(Override(rest, item.value, item.source, item.source_path))
-        elif head in run_keys:
-            routed["run"].append(item)
-        elif head in hardware_keys:
-            routed["hardware"].append(item)
-        else:
-            choices = sorted(run_keys | hardware_keys | {f"{s}." for s in ("run", *SECTIONS)})
-            raise ConfigError.single(
-                item.source, item.source_path, "unknown key; " + suggest(head, choices), item.value
-            )
-    return routed
-
-
-def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
-    """Load and validate a run file; check that the files it references exist.
-
-    Args:
-        path: The run YAML file.
-        sets: Command-line overrides (see :func:`route_sets`).
-
-    Raises:
-        ConfigError: listing every problem of the run file, including each
-            referenced file that does not exist (at its ``hardware``,
-            ``energy`` or ``workload`` key).
-    """
-    routed = route_sets(sets or [])
-    name = display_path(path)
-    run = validate_with_overrides(RunSpec, read_yaml(path), name, routed["run"])
-    overrides = _run_file_overrides(run, name)
-    for section in SECTIONS:
-        overrides[section].extend(routed[section])
-    paths = {section: path.parent / getattr(run, section) for section in SECTIONS}
-    missing = [
-        Problem(name, section, "file not found", getattr(run, section))
-        for section, target in paths.items()
-        if not target.is_file()
-    ]
-    if missing:
-        raise ConfigError(missing)
-    return RunFile(path, run, paths["hardware"], paths["energy"], paths["workload"], overrides)
-
-
-def _run_file_overrides(run: RunSpec, name: str) -> dict[str, list[Override]]:
-    """Split the run file's ``overrides`` by the file they target."""
-    by_section: dict[str, list[Override]] = {s: [] for s in SECTIONS}
-    for key, value in run.overrides.items():
-        head, _, rest = key.partition(".")
-        if head not in SECTIONS or not rest:
-            raise ConfigError.single(
-                name,
-                join_path("overrides", key),
-                "override keys start with " + ", ".join(f"'{s}.'" for s in SECTIONS),
-                value,
-            )
-        by_section[head].append(Override(rest, value, name, join_path("overrides", key)))
-    return by_section
 
 
 def dump_yaml(data: Any) -> str:

@@ -6,7 +6,6 @@ relative to itself and may override any of their fields with dotted keys.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -21,56 +20,12 @@ from accelsim.config.base import (
     PositiveInt,
     Spec,
 )
-
-
-class OptimizerKind(str, Enum):
-    """Optimizer; each keeps ``state_tensors`` extra tensors per parameter."""
-
-    SGD = "sgd"
-    MOMENTUM = "momentum"
-    ADAM = "adam"
-
-    @property
-    def state_tensors(self) -> int:
-        return {"sgd": 0, "momentum": 1, "adam": 2}[self.value]
-
-    @property
-    def ops_per_element(self) -> int:
-        # SGD: w -= lr*g (mul+sub).  Momentum: v = mu*v + g; w -= lr*v (4 ops).
-        # Adam: two moment updates, bias correction, sqrt, divide, axpy (~13 ops).
-        return {"sgd": 2, "momentum": 4, "adam": 13}[self.value]
-
-
-class StridedDx(str, Enum):
-    """How the input gradient of a strided conv is computed.
-
-    ``skip_zeros`` decomposes the transposed conv into stride-phase sub-convs
-    that never multiply the inserted zeros (MACs equal the forward MACs);
-    ``zero_insert`` runs one dense conv over the zero-inserted output gradient.
-    """
-
-    SKIP_ZEROS = "skip_zeros"
-    ZERO_INSERT = "zero_insert"
-
-
-class AssignmentPolicy(str, Enum):
-    """How ops are placed on processors."""
-
-    SINGLE = "single"
-    DATA_PARALLEL = "data_parallel"
-
-
-class PsumPolicy(str, Enum):
-    """What ws and is do with partial sums (os keeps them in the PEs).
-
-    ``chunk`` streams the moving dimension in chunks whose partial sums fit in
-    the ofmap buffer, so they never leave the chip; ``spill`` streams it whole,
-    so partial sums that do not fit go to DRAM after every row fold and are
-    read back.
-    """
-
-    CHUNK = "chunk"
-    SPILL = "spill"
+from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP as DEFAULT_CHUNKS_PER_OP
+from accelsim.config.enums import AssignmentPolicy as AssignmentPolicy
+from accelsim.config.enums import EngineKind as EngineKind
+from accelsim.config.enums import OptimizerKind as OptimizerKind
+from accelsim.config.enums import PsumPolicy as PsumPolicy
+from accelsim.config.enums import StridedDx as StridedDx
 
 
 class OptimizerSpec(Spec):
@@ -79,21 +34,6 @@ class OptimizerSpec(Spec):
 
     kind: Annotated[OptimizerKind, Field(strict=False)] = OptimizerKind.SGD
     clip_global_norm: PositiveFloat | None = None
-
-
-class EngineKind(str, Enum):
-    """Which event engine runs a step; both give the same trace.
-
-    ``simpy`` is the readable reference (:mod:`accelsim.timing.engine`);
-    ``compiled`` runs the same events in a Numba loop
-    (:mod:`accelsim.timing.compiled`); ``auto`` picks the compiled engine when
-    its cached compilation is on disk and the step is large enough to pay for
-    loading Numba (:mod:`accelsim.timing.engines`).
-    """
-
-    AUTO = "auto"
-    SIMPY = "simpy"
-    COMPILED = "compiled"
 
 
 class TimingSpec(Spec):
@@ -105,7 +45,7 @@ class TimingSpec(Spec):
 
     convention: ConventionField = Convention.ACCELSIM
     psums: Annotated[PsumPolicy, Field(strict=False)] = PsumPolicy.CHUNK
-    chunks_per_op: Annotated[int, Field(gt=0, le=4096)] = 8
+    chunks_per_op: Annotated[int, Field(gt=0, le=4096)] = DEFAULT_CHUNKS_PER_OP
     engine: Annotated[EngineKind, Field(strict=False)] = EngineKind.AUTO
 
 

@@ -8,7 +8,6 @@ close-match suggestions for unknown keys and unknown layer kinds.
 
 from __future__ import annotations
 
-import difflib
 import types
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
@@ -88,6 +87,8 @@ def join_path(prefix: str, part: str | int) -> str:
 
 def suggest(name: str, choices: list[str]) -> str:
     """Return a ``did you mean`` hint (or the list of choices) for an unknown name."""
+    import difflib  # only on bad input: no command pays for it otherwise
+
     close = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
     if close:
         return "did you mean " + " or ".join(repr(c) for c in close) + "?"

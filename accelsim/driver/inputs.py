@@ -16,16 +16,15 @@ from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import (
     Override,
-    RunFile,
     display_path,
     dump_yaml,
     load_energy,
     load_hardware,
-    load_run_file,
     load_suite,
     read_yaml,
 )
 from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.config.run_file import RunFile, load_run_file
 from accelsim.config.validate import suggest
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError

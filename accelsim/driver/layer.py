@@ -8,17 +8,17 @@ from typing import Any
 from accelsim._version import __version__
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
+from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, PsumPolicy
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import PsumPolicy, TimingSpec
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import MAX_COUNT, Problem
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import Phase, TensorKind
-from accelsim.lowering.rules.conv import conv_gemm_dims
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, TensorKind
+from accelsim.lowering.conv_dims import conv_gemm_dims
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing.costs import op_costs
-from accelsim.timing.engines import simulate
+from accelsim.timing.single_op import simulate_single_op
 from accelsim.workload.topology import TopologyLayer
 
 
@@ -116,15 +116,8 @@ def gemm_problems(gemm: LayerGemm, source: str, where: str = "") -> list[Problem
     ]
 
 
-def simulate_layer(
-    hw: HardwareSpec,
-    table: EnergyTable,
-    gemm: LayerGemm,
-    phase: Phase,
-    convention: Convention,
-    psums: PsumPolicy = PsumPolicy.CHUNK,
-) -> dict[str, Any]:
-    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
+def layer_graph(hw: HardwareSpec, gemm: LayerGemm, phase: Phase) -> OpGraph:
+    """The step of one layer query: the GEMM alone, its operands typed by ``phase``."""
     builder = GraphBuilder(hw.word_bytes)
     kinds = {
         Phase.FWD: (TensorKind.ACTIVATION, TensorKind.WEIGHT, TensorKind.ACTIVATION),
@@ -148,11 +141,26 @@ def simulate_layer(
         a_elements=gemm.a_elements,
         b_elements=gemm.b_elements,
     )
-    graph = builder.build()
+    return builder.build()
+
+
+def simulate_layer(
+    hw: HardwareSpec,
+    table: EnergyTable,
+    gemm: LayerGemm,
+    phase: Phase,
+    convention: Convention,
+    psums: PsumPolicy = PsumPolicy.CHUNK,
+) -> dict[str, Any]:
+    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
+    graph = layer_graph(hw, gemm, phase)
     fold_schedule = schedule(graph, (main_array(hw),))
-    costs = op_costs(graph, fold_schedule, hw, convention, psums, TimingSpec().chunks_per_op)
-    trace = simulate(graph, costs, hw)
+    costs = op_costs(graph, fold_schedule, hw, convention, psums, DEFAULT_CHUNKS_PER_OP)
+    trace = simulate_single_op(graph, costs, hw)
     energy = estimate_energy(trace, hw, table)
+    op = graph.ops[0]
+    assert isinstance(op, GemmOp)
+    a, b, c = op.a, op.b, op.c
     rows, cols = hw.array.rows, hw.array.cols
     compute = int(costs.compute_cycles[0])
     total = trace.total_cycles

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelsim.lowering.stats import ModelStats
 from accelsim.report.summary import StepSummary
 from accelsim.units import bytes_to_gb, pj_to_mj
+
+if TYPE_CHECKING:
+    from accelsim.lowering.stats import ModelStats
 
 
 def _rows(rows: list[tuple[str, str]]) -> str:

@@ -18,8 +18,8 @@ from functools import cached_property
 import numpy as np
 
 from accelsim.config.base import Convention
+from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import PsumPolicy
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
 from accelsim.mapping.units import ArrayUnit

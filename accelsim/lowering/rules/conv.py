@@ -5,6 +5,7 @@ from __future__ import annotations
 from accelsim.config.run import StridedDx
 from accelsim.graph.ops import ParamKind, Phase, Tensor
 from accelsim.lowering.context import StepContext
+from accelsim.lowering.conv_dims import conv_gemm_dims
 from accelsim.lowering.rules.base import LayerRule, register
 from accelsim.lowering.shapes import (
     LayerInfo,
@@ -52,33 +53,6 @@ def strided_dx_shapes(
                 key = (pos_r * pos_c, taps_r * taps_c)
                 shapes[key] = shapes.get(key, 0) + 1
     return [(pos, taps, mult) for (pos, taps), mult in sorted(shapes.items(), reverse=True)]
-
-
-def conv_gemm_dims(
-    phase: Phase,
-    batch: int,
-    channels: tuple[int, int],
-    size: tuple[int, int, int, int],
-    kernel: tuple[int, int],
-    groups: int = 1,
-) -> tuple[int, int, int]:
-    """``(m, n, k)`` of one of a convolution's ``groups`` GEMMs in ``phase`` (im2col).
-
-    Args:
-        channels: Input and output channels ``(C, K)``.
-        size: Input and output sizes ``(H, W, P, Q)``.
-        kernel: Filter size ``(R, S)``.
-
-    ``dX`` is the dense transposed convolution (stride 1, or zero-inserted);
-    :func:`strided_dx_shapes` splits a strided one.
-    """
-    (c, k_out), (h, w, p, q), (r, s) = channels, size, kernel
-    cg, kg = c // groups, k_out // groups
-    if phase is Phase.FWD:
-        return batch * p * q, kg, cg * r * s
-    if phase is Phase.BWD_INPUT:
-        return batch * h * w, cg, kg * r * s
-    return kg, cg * r * s, batch * p * q
 
 
 @register

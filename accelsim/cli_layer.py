@@ -1,0 +1,101 @@
+"""``accelsim layer``: one GEMM or convolution, SCALE-Sim style (part of :mod:`accelsim.cli`).
+
+Loaded only for this command: it needs the hardware and energy specs, the fold
+schedule and the closed forms, but no event engine, workload, run driver or
+technique (``tests/test_startup.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from accelsim.config.base import Convention
+from accelsim.config.energy import EnergyTable
+from accelsim.config.enums import PsumPolicy
+from accelsim.config.files import display_path
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.loader import Override, load_energy, load_hardware, parse_sets
+from accelsim.driver.layer import (
+    conv_gemm,
+    gemm_for,
+    gemm_problems,
+    simulate_layer,
+    topology_gemm,
+)
+from accelsim.energy.model import check_table
+from accelsim.errors import InputError
+from accelsim.graph.ops import Phase
+from accelsim.workload.topology import read_topology
+
+EXIT_OK = 0
+
+
+def _hardware_sets(sets: list[Override]) -> list[Override]:
+    return [
+        Override(o.key.removeprefix("hardware."), o.value, o.source, o.source_path) for o in sets
+    ]
+
+
+def cmd_layer(args: argparse.Namespace) -> int:
+    """``accelsim layer``: one GEMM or conv, or every row of a topology file."""
+    hw = load_hardware(args.hardware, _hardware_sets(parse_sets(args.sets)))
+    table = load_energy(args.energy)
+    check_table(table, hw, display_path(args.energy))
+    phase = Phase(args.phase)
+    convention = Convention(args.convention)
+    psums = PsumPolicy(args.psums)
+    if args.topology:
+        return _layer_topology(args, hw, table, phase, convention, psums)
+    if args.gemm:
+        m, n, k = args.gemm
+        gemm = gemm_for(m, n, k, phase)
+    else:
+        h, w, r, s, c, k, stride = args.conv
+        if r > h or s > w:
+            raise InputError.single(
+                "--conv", "R S", "filter larger than the padded ifmap", [h, w, r, s]
+            )
+        gemm = conv_gemm(h, w, r, s, c, k, stride, phase, convention)
+    problems = gemm_problems(gemm, "--gemm" if args.gemm else "--conv")
+    if problems:
+        raise InputError(problems)
+    record = simulate_layer(hw, table, gemm, phase, convention, psums)
+    if args.json:
+        print(json.dumps(record, indent=2))
+    else:
+        from accelsim.report.console import layer_table  # not needed for --json
+
+        print(layer_table(record))
+    return EXIT_OK
+
+
+def _layer_topology(
+    args: argparse.Namespace,
+    hw: HardwareSpec,
+    table: EnergyTable,
+    phase: Phase,
+    convention: Convention,
+    psums: PsumPolicy,
+) -> int:
+    """``accelsim layer --topology``: every row of a SCALE-Sim topology file."""
+    rows = read_topology(args.topology)
+    gemms = [topology_gemm(row, phase, convention) for row in rows]
+    problems = [
+        p
+        for row, gemm in zip(rows, gemms, strict=True)
+        for p in gemm_problems(gemm, display_path(args.topology), row.name)
+    ]
+    if problems:
+        raise InputError(problems)
+    records = [
+        {"layer": row.name, **simulate_layer(hw, table, gemm, phase, convention, psums)}
+        for row, gemm in zip(rows, gemms, strict=True)
+    ]
+    if args.json:
+        print(json.dumps(records, indent=2))
+    else:
+        from accelsim.report.console import topology_table  # not needed for --json
+
+        print(topology_table(records))
+    return EXIT_OK

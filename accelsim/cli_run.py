@@ -1,0 +1,167 @@
+"""``accelsim run | suite | models | check`` (part of :mod:`accelsim.cli`).
+
+Loaded only for these commands; each imports what it uses when it runs (``run``
+no plots unless ``--gantt``, no progress bar), so that a command loads none of
+what only another one needs (``tests/test_startup.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accelsim import cli_sweep
+from accelsim.config.files import display_path
+from accelsim.errors import InputError
+
+if TYPE_CHECKING:
+    from accelsim.driver.inputs import RunInputs
+
+EXIT_OK = 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``accelsim run``: one training step of a run file, into a run directory."""
+    from accelsim.config.loader import parse_sets
+    from accelsim.driver.inputs import load_inputs, resolved_config
+    from accelsim.driver.run import simulate_training
+    from accelsim.report import writer
+    from accelsim.report.console import summary_table, training_table
+
+    inputs = load_inputs(args.run_file, parse_sets(args.sets))
+    directory = writer.run_directory(args.out, inputs.run.name)
+    writer.check_writable(directory, args.force)
+    result = simulate_training(inputs)
+    with writer.staged_directory(directory, args.force) as staging:
+        writer.write_run_files(staging, result, resolved_config(inputs))
+        if args.gantt:
+            from accelsim.report import plots
+
+            for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
+                kind = "base step" if step_dir == staging else f"{step_dir.name} step"
+                plots.plot_gantt(
+                    step_dir / "ops.csv",
+                    step_dir / "gantt.png",
+                    f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
+                )
+    if result.training is not None:
+        # The technique's steps and speedup lead; the baseline is what they compare to.
+        print(training_table(result.training))
+        print("\nbaseline step (no technique applied):")
+    elif _one_of_many(inputs):
+        print(
+            f"accelsim: warning: {inputs.hardware.processors} processors, but the single"
+            " assignment runs the step on processor 0; set assignment=data_parallel"
+            " or a pipeline technique to use them",
+            file=sys.stderr,
+        )
+    print(summary_table(result.base.summary()))
+    print(f"wrote {display_path(directory)}/")
+    return EXIT_OK
+
+
+def _one_of_many(inputs: RunInputs) -> bool:
+    """Whether the step runs on one of several processors (and nothing places it)."""
+    from accelsim.config.run import AssignmentPolicy
+
+    return inputs.hardware.processors > 1 and inputs.run.assignment is AssignmentPolicy.SINGLE
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    """``accelsim suite``: one training step of every model of a suite."""
+    from tqdm import tqdm
+
+    from accelsim.config.loader import parse_sets
+    from accelsim.driver.inputs import resolved_config, suite_entries, suite_inputs
+    from accelsim.driver.run import simulate_training
+    from accelsim.report.console import suite_table
+    from accelsim.report.plots import plot_speedup, plot_suite
+    from accelsim.report.suite import suite_columns, suite_row
+    from accelsim.report.writer import run_directory, staged_directory, write_csv, write_run_files
+
+    sets = parse_sets(args.sets)
+    entries = suite_entries(args.suite, args.models)
+    inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
+    target = run_directory(args.out, inputs[0].run.name)
+    rows = []
+    with (
+        staged_directory(target, args.force) as staging,
+        tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
+    ):
+        for entry, model_inputs in zip(entries, inputs, strict=True):
+            bar.set_postfix_str(entry.name)
+            result = simulate_training(model_inputs)
+            write_run_files(
+                run_directory(staging, entry.name), result, resolved_config(model_inputs)
+            )
+            rows.append(suite_row(entry.name, result))
+            bar.update(1)
+        write_csv(staging / "suite.csv", suite_columns(rows), rows)
+        title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
+        plot_suite(staging / "suite.csv", staging / "suite.png", title)
+        if any("speedup" in row for row in rows):
+            plot_speedup(staging / "suite.csv", staging / "suite_speedup.png", title)
+    print(suite_table(rows))
+    print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """``accelsim models``: the models of a suite with their sizes."""
+    from accelsim.driver.inputs import suite_entries
+    from accelsim.lowering.infer import load_model
+    from accelsim.lowering.stats import model_stats
+    from accelsim.report.console import models_table
+
+    stats = []
+    for entry in suite_entries(args.suite):
+        stats.append(model_stats(*load_model(entry.workload_path)))
+    if args.json:
+        print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
+    else:
+        print(models_table(stats))
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """``accelsim check``: validate config files without simulating."""
+    problems = []
+    for path in args.files:
+        try:
+            print(f"{display_path(path)}: ok ({_check_file(path)})")
+        except InputError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(problems)
+    return EXIT_OK
+
+
+def _check_file(path: Path) -> str:
+    from accelsim.config.loader import load_energy, load_hardware, read_yaml
+    from accelsim.driver.inputs import load_inputs
+    from accelsim.lowering.infer import load_model
+
+    data: dict[str, Any] = read_yaml(path)
+    if "layers" in data:
+        workload, _ = load_model(path)
+        return f"workload '{workload.name}', {len(workload.layers)} layers"
+    if "array" in data:
+        return f"hardware '{load_hardware(path).name}'"
+    if "mac_pj" in data:
+        return f"energy table '{load_energy(path).name}'"
+    if "workload" in data or "hardware" in data:
+        inputs = load_inputs(path)
+        return f"run '{inputs.run.name}' with all referenced files"
+    if "base" in data:
+        plan = cli_sweep.check_sweep(path)
+        return f"sweep '{plan.name}', {len(plan.points)} points, each with all its files"
+    raise InputError.single(
+        display_path(path),
+        "",
+        "not a hardware, energy, workload, run or sweep"
+        " file (no 'array', 'mac_pj', 'layers', 'workload' or 'base' key)",
+    )

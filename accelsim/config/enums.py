@@ -1,0 +1,79 @@
+"""The run settings that the simulator reads after loading, as plain enums.
+
+Kept apart from the pydantic specs of :mod:`accelsim.config.run` (which re-exports
+them) so that code that only reads a setting, and ``accelsim layer``, which
+validates no run file, do not load those specs.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class OptimizerKind(str, Enum):
+    """Optimizer; each keeps ``state_tensors`` extra tensors per parameter."""
+
+    SGD = "sgd"
+    MOMENTUM = "momentum"
+    ADAM = "adam"
+
+    @property
+    def state_tensors(self) -> int:
+        return {"sgd": 0, "momentum": 1, "adam": 2}[self.value]
+
+    @property
+    def ops_per_element(self) -> int:
+        # SGD: w -= lr*g (mul+sub).  Momentum: v = mu*v + g; w -= lr*v (4 ops).
+        # Adam: two moment updates, bias correction, sqrt, divide, axpy (~13 ops).
+        return {"sgd": 2, "momentum": 4, "adam": 13}[self.value]
+
+
+class StridedDx(str, Enum):
+    """How the input gradient of a strided conv is computed.
+
+    ``skip_zeros`` decomposes the transposed conv into stride-phase sub-convs
+    that never multiply the inserted zeros (MACs equal the forward MACs);
+    ``zero_insert`` runs one dense conv over the zero-inserted output gradient.
+    """
+
+    SKIP_ZEROS = "skip_zeros"
+    ZERO_INSERT = "zero_insert"
+
+
+class AssignmentPolicy(str, Enum):
+    """How ops are placed on processors."""
+
+    SINGLE = "single"
+    DATA_PARALLEL = "data_parallel"
+
+
+class PsumPolicy(str, Enum):
+    """What ws and is do with partial sums (os keeps them in the PEs).
+
+    ``chunk`` streams the moving dimension in chunks whose partial sums fit in
+    the ofmap buffer, so they never leave the chip; ``spill`` streams it whole,
+    so partial sums that do not fit go to DRAM after every row fold and are
+    read back.
+    """
+
+    CHUNK = "chunk"
+    SPILL = "spill"
+
+
+class EngineKind(str, Enum):
+    """Which event engine runs a step; both give the same trace.
+
+    ``simpy`` is the readable reference (:mod:`accelsim.timing.engine`);
+    ``compiled`` runs the same events in a Numba loop
+    (:mod:`accelsim.timing.compiled`); ``auto`` picks the compiled engine when
+    its cached compilation is on disk and the step is large enough to pay for
+    loading Numba (:mod:`accelsim.timing.engines`).
+    """
+
+    AUTO = "auto"
+    SIMPY = "simpy"
+    COMPILED = "compiled"
+
+
+DEFAULT_CHUNKS_PER_OP = 8
+"""Tile groups per op unless a run file sets ``timing.chunks_per_op``."""

@@ -1,0 +1,95 @@
+"""The timing of a step of one op, without an event engine (``accelsim layer``).
+
+A lone GEMM or vector op has no dependencies, no other op on its unit and no
+other traffic on its DRAM channel, so the events of the SimPy engine
+(:mod:`accelsim.timing.engine`) happen in an order known in advance: the
+prologue arrives, then each tile group computes while the next one is fetched
+and its outputs drain behind it, then the epilogue drains.  :func:`simulate_single_op`
+does that arithmetic directly (the same channel arithmetic as
+:class:`~accelsim.timing.channel.Channel`), so a single-layer query loads neither
+SimPy nor Numba.  ``tests/test_timing.py`` checks it against the SimPy engine on
+random GEMMs and hardware.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.errors import MAX_COUNT, LimitError
+from accelsim.graph.ops import CommOp, OpGraph, TransferOp
+from accelsim.timing.costs import OpCosts
+from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
+
+ENGINE_NAME = "single_op"
+"""What the trace names as its engine: no events are simulated."""
+
+
+class _Dram:
+    """One first-come-first-served DRAM channel, as :class:`~accelsim.timing.channel.Channel`."""
+
+    def __init__(self, bytes_per_cycle: float, latency: int) -> None:
+        self.bytes_per_cycle = bytes_per_cycle
+        self.latency = latency
+        self.free_at = 0
+
+    def reserve(self, now: int, n_bytes: int) -> int:
+        """Queue ``n_bytes`` at cycle ``now``; returns the cycle the data arrives."""
+        start = max(now, self.free_at)
+        self.free_at = start + math.ceil(n_bytes / self.bytes_per_cycle)
+        return self.free_at + self.latency
+
+
+def _part(total: int, parts: int, j: int) -> int:
+    """The ``j``-th of ``parts`` near-equal integer parts of ``total``."""
+    q, r = divmod(total, parts)
+    return q + (1 if j < r else 0)
+
+
+def single_op_cycles(costs: OpCosts, hw: HardwareSpec) -> int:
+    """The cycle the only op of ``costs`` ends when it starts at cycle 0 on processor 0.
+
+    Raises:
+        LimitError: if that is more than :data:`~accelsim.errors.MAX_COUNT` cycles.
+    """
+    dram = _Dram(hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+    chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0])
+    reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
+    prologue = reads if chunks == 1 else min(reads, int(costs.prologue_bytes[0]))
+    epilogue = min(writes, int(costs.epilogue_bytes[0]))
+    rest, behind = reads - prologue, writes - epilogue
+    now = dram.reserve(0, prologue) if prologue else 0
+    drains = []
+    for j in range(chunks):
+        fetch_bytes = _part(rest, chunks - 1, j) if j + 1 < chunks else 0
+        fetched = dram.reserve(now, fetch_bytes) if fetch_bytes else now
+        now += _part(compute, chunks, j)
+        drain_bytes = _part(behind, chunks, j)
+        if drain_bytes:
+            drains.append(dram.reserve(now, drain_bytes))
+        now = max(now, fetched)
+    if epilogue:
+        drains.append(dram.reserve(now, epilogue))
+    end = max([now, *drains])
+    if end > MAX_COUNT:
+        raise LimitError(LIMIT_MESSAGE)
+    return end
+
+
+def simulate_single_op(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trace:
+    """The :class:`Trace` the SimPy engine gives a graph of one GEMM or vector op
+    (with ``events`` 0 and engine :data:`ENGINE_NAME`: nothing was simulated).
+
+    Raises:
+        ValueError: if the graph is not one such op on processor 0.
+        LimitError: if the op takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
+    """
+    if len(graph.ops) != 1 or graph.processor[0] != 0:
+        raise ValueError("simulate_single_op needs a graph of one op on processor 0")
+    if isinstance(graph.ops[0], TransferOp | CommOp):
+        raise ValueError("simulate_single_op needs a GEMM or vector op")
+    start = np.zeros(1, np.int64)
+    end = np.array([single_op_cycles(costs, hw)], np.int64)
+    return build_trace(graph, costs, hw.processors, start, end, 0, ENGINE_NAME)

@@ -1,0 +1,114 @@
+"""The single-op timing of ``accelsim layer`` is the SimPy engine's, without SimPy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelsim.config.base import Convention
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import PsumPolicy
+from accelsim.driver.layer import LayerGemm, conv_gemm, gemm_for, layer_graph
+from accelsim.errors import MAX_COUNT, LimitError
+from accelsim.graph.ops import Phase
+from accelsim.mapping.schedule import schedule
+from accelsim.mapping.units import main_array
+from accelsim.timing import engine
+from accelsim.timing.costs import OpCosts, op_costs
+from accelsim.timing.single_op import ENGINE_NAME, simulate_single_op, single_op_cycles
+from tests.conftest import make_hw
+
+PHASES = [Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT]
+
+
+def layer_costs(
+    hw: HardwareSpec,
+    gemm: LayerGemm,
+    phase: Phase,
+    convention: Convention,
+    psums: PsumPolicy,
+    chunks_per_op: int,
+) -> tuple[object, OpCosts]:
+    graph = layer_graph(hw, gemm, phase)
+    costs = op_costs(
+        graph, schedule(graph, (main_array(hw),)), hw, convention, psums, chunks_per_op
+    )
+    return graph, costs
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    mnk=st.tuples(*[st.integers(1, 3000)] * 3),
+    phase=st.sampled_from(PHASES),
+    convention=st.sampled_from(list(Convention)),
+    psums=st.sampled_from(list(PsumPolicy)),
+    chunks_per_op=st.sampled_from([1, 2, 3, 8, 64]),
+    array=st.tuples(st.sampled_from([4, 16, 128]), st.sampled_from([4, 32, 128])),
+    dataflow=st.sampled_from(["os", "ws", "is"]),
+    kib=st.sampled_from([64, 256, 4096]),
+    bandwidth=st.sampled_from([0.5, 3, 128, math.inf]),
+    latency=st.sampled_from([0, 1, 100, 777]),
+    sharing=st.sampled_from(["shared", "per_processor"]),
+)
+def test_a_lone_gemm_times_as_in_the_simpy_engine(
+    mnk: tuple[int, int, int],
+    phase: Phase,
+    convention: Convention,
+    psums: PsumPolicy,
+    chunks_per_op: int,
+    array: tuple[int, int],
+    dataflow: str,
+    kib: float,
+    bandwidth: float,
+    latency: int,
+    sharing: str,
+) -> None:
+    hw = make_hw(
+        **{
+            "array.rows": array[0],
+            "array.cols": array[1],
+            "array.dataflow": dataflow,
+            "buffers.ifmap_kib": kib,
+            "buffers.filter_kib": kib,
+            "buffers.ofmap_kib": kib,
+            "dram.bandwidth_bytes_per_cycle": bandwidth,
+            "dram.latency_cycles": latency,
+            "dram.sharing": sharing,
+        }
+    )
+    gemm = gemm_for(*mnk, phase)
+    graph, costs = layer_costs(hw, gemm, phase, convention, psums, chunks_per_op)
+    reference = engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
+    trace = simulate_single_op(graph, costs, hw)  # type: ignore[arg-type]
+    assert trace.total_cycles == reference.total_cycles
+    np.testing.assert_array_equal(trace.start_cycle, reference.start_cycle)
+    np.testing.assert_array_equal(trace.end_cycle, reference.end_cycle)
+    np.testing.assert_array_equal(trace.stall_cycles, reference.stall_cycles)
+    assert (trace.engine, trace.events) == (ENGINE_NAME, 0)
+
+
+def test_a_conv_with_many_tile_groups_and_stalls_matches() -> None:
+    hw = make_hw(**{"dram.bandwidth_bytes_per_cycle": 2, "array.dataflow": "os"})
+    gemm = conv_gemm(58, 58, 3, 3, 64, 64, 1, Phase.FWD, Convention.ACCELSIM)
+    graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 64)
+    assert int(costs.chunks[0]) > 1
+    reference = engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
+    trace = simulate_single_op(graph, costs, hw)  # type: ignore[arg-type]
+    assert int(reference.stall_cycles[0]) > 0
+    assert trace.total_cycles == reference.total_cycles
+
+
+def test_too_many_cycles_is_the_engines_limit_error() -> None:
+    hw = make_hw(**{"dram.bandwidth_bytes_per_cycle": 0.001})
+    gemm = gemm_for(2**20, 2**20, 2**12, Phase.FWD)
+    graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.SPILL, 8)
+    with pytest.raises(LimitError) as simpy_error:
+        engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
+    with pytest.raises(LimitError) as error:
+        single_op_cycles(costs, hw)
+    assert str(error.value) == str(simpy_error.value)
+    assert f"{MAX_COUNT:.3g}" in str(error.value)
