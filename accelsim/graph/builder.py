@@ -67,6 +67,15 @@ class GraphBuilder:
             name = access.tensor.name
             self._producers[name] = (*self._producers.get(name, ()), op.op_id)
 
+    def append_ops(
+        self, ops: Sequence[Op], processor: Sequence[int], on_chip: Iterable[str]
+    ) -> None:
+        """Append ops made elsewhere, numbered from ``len(ops)`` already, on the
+        processors ``processor``, with the names of the tensors they keep on chip."""
+        for op, where in zip(ops, processor, strict=True):
+            self.append(op, where)
+        self._on_chip.update(on_chip)
+
     def append_graph(self, graph: OpGraph) -> int:
         """Append every op of ``graph`` (on its processors); returns the id offset."""
         offset = len(self.ops)

@@ -27,23 +27,29 @@ def copy_step(
     tag: Tag,
     where: Callable[[Op], int],
     shares: SplitShares | None = None,
+    copies: passes.Relabel | None = None,
 ) -> list[Parameter]:
     """Append micro-batch ``tag``'s copy of the step, each op on the processor ``where``
-    gives it; its trained parameters."""
-    graph = passes.place(
-        passes.instantiate(one, tag, f"b{tag.mini_batch}m{tag.micro_batch}/"), where
-    )
+    gives it; its trained parameters.
+
+    ``copies`` (``passes.Relabel(one.ops, one.parameters)``, made once for the many
+    copies of a step) copies each op once, at its place in the builder; split GEMMs
+    (``shares``) take the passes one after another.
+    """
+    prefix = f"b{tag.mini_batch}m{tag.micro_batch}/"
     if shares:
         graph = passes.split_gemms(
-            graph,
+            passes.place(passes.instantiate(one, tag, prefix), where),
             lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
         )
-    offset = builder.append_graph(graph)
-    return [
-        dataclasses.replace(p, grad_op=p.grad_op + offset)
-        for p in graph.parameters
-        if p.grad_op >= 0
-    ]
+        offset = builder.append_graph(graph)
+        parameters = [dataclasses.replace(p, grad_op=p.grad_op + offset) for p in graph.parameters]
+    else:
+        copy = copies if copies is not None else passes.Relabel(one.ops, one.parameters)
+        start = len(builder.ops)
+        ops, parameters = copy(tag, prefix.__add__, range(start, start + len(one.ops)))
+        builder.append_ops(ops, [where(op) for op in ops], [prefix + n for n in one.on_chip])
+    return [p for p in parameters if p.grad_op >= 0]
 
 
 def accumulate_gradients(

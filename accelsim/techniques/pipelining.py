@@ -63,7 +63,7 @@ from accelsim.techniques.pipeline_report import pipeline_report, steady_state
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
 
-MAX_MINI_BATCHES = 256
+MAX_MINI_BATCHES = 4096
 
 
 class PipelineConfig(Spec):
@@ -257,6 +257,7 @@ class Schedule(Technique):
         """
         cfg = self.settings
         one = step(ctx.run.batch_size // cfg.micro_batches)
+        relabel = passes.Relabel(one.ops, one.parameters)
         builder = GraphBuilder(ctx.hardware.word_bytes)
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
@@ -265,10 +266,8 @@ class Schedule(Technique):
         for j in range(mini_batches):
             start = len(builder.ops)
             on = {layer: plan.processor(stage, j) for layer, stage in plan.stage_of.items()}
-            copies = [
-                copy_step(builder, one, Tag(mini_batch=j, micro_batch=i), by_layer(on), shares)
-                for i in range(cfg.micro_batches)
-            ]
+            tags = [Tag(mini_batch=j, micro_batch=i) for i in range(cfg.micro_batches)]
+            copies = [copy_step(builder, one, t, by_layer(on), shares, relabel) for t in tags]
             first = first or copies[0]
             ready = accumulate_gradients(builder, copies, on, Tag(mini_batch=j))
             backward_done = stage_sinks(builder, start)
