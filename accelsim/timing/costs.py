@@ -115,27 +115,10 @@ def op_costs(
         if len(table):
             _cost_gemms(z, table, names.index(table.unit.name), conv, psums, chunks_per_op)
 
-    lanes = hw.vector_unit.lanes
+    _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op)
     for op in graph.ops:
         i = op.op_id
-        if isinstance(op, VectorOp):
-            z["unit"][i] = UNIT_VECTOR
-            z["vector_ops"][i] = op.vector_ops
-            z["compute_cycles"][i] = -(-op.vector_ops // lanes)
-            reads = [a for a in op.reads if a.tensor.name not in graph.on_chip]
-            writes = [a for a in op.writes if a.tensor.name not in graph.on_chip]
-            read_bytes = sum(a.bytes for a in reads)
-            z["sram_ofmap_read_bytes"][i] = sum(a.bytes for a in op.reads)
-            z["sram_ofmap_write_bytes"][i] = sum(a.bytes for a in op.writes)
-            z["dram_ifmap_read_bytes"][i] = read_bytes
-            z["dram_ofmap_write_bytes"][i] = sum(a.bytes for a in writes)
-            # _chunks of one op, in scalars (np.clip per op costs more than the rest).
-            groups = -(-int(z["compute_cycles"][i]) // MIN_CHUNK_CYCLES)
-            chunks = min(max(groups, 1), chunks_per_op)
-            z["chunks"][i] = chunks
-            z["prologue_bytes"][i] = read_bytes // chunks
-            z["epilogue_bytes"][i] = int(z["dram_ofmap_write_bytes"][i]) // chunks
-        elif isinstance(op, CommOp):
+        if isinstance(op, CommOp):
             procs = len(op.participants)
             z["unit"][i] = UNIT_COMM
             z["interconnect_bytes"][i] = 2 * (procs - 1) * -(-op.tensor.bytes // procs) * procs
@@ -147,6 +130,42 @@ def op_costs(
             z["interconnect_bytes"][i] = op.bytes
             z["chunks"][i] = 1
     return OpCosts(**z, unit_names=names, arrays=arrays)
+
+
+def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int) -> None:
+    """Fill the cost arrays of the vector ops: the sums per op in Python ints, the
+    rest a column at a time."""
+    on_chip = graph.on_chip
+    index: list[int] = []
+    columns: list[tuple[int, int, int, int, int]] = []
+    for op in graph.ops:
+        if isinstance(op, VectorOp):
+            index.append(op.op_id)
+            columns.append(
+                (
+                    op.vector_ops,
+                    sum(a.bytes for a in op.reads),
+                    sum(a.bytes for a in op.writes),
+                    sum(a.bytes for a in op.reads if a.tensor.name not in on_chip),
+                    sum(a.bytes for a in op.writes if a.tensor.name not in on_chip),
+                )
+            )
+    if not index:
+        return
+    idx = np.asarray(index, np.int64)
+    vector_ops, sram_reads, sram_writes, dram_reads, dram_writes = np.asarray(columns, np.int64).T
+    compute = -(-vector_ops // lanes)
+    chunks = _chunks(compute, chunks_per_op)
+    z["unit"][idx] = UNIT_VECTOR
+    z["vector_ops"][idx] = vector_ops
+    z["compute_cycles"][idx] = compute
+    z["sram_ofmap_read_bytes"][idx] = sram_reads
+    z["sram_ofmap_write_bytes"][idx] = sram_writes
+    z["dram_ifmap_read_bytes"][idx] = dram_reads
+    z["dram_ofmap_write_bytes"][idx] = dram_writes
+    z["chunks"][idx] = chunks
+    z["prologue_bytes"][idx] = dram_reads // chunks
+    z["epilogue_bytes"][idx] = dram_writes // chunks
 
 
 def unit_costs(
