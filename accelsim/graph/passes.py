@@ -303,6 +303,12 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     )
 
 
+def settled(op: Op) -> bool:
+    """Whether :func:`insert_transfers` leaves ``op`` as it is when every op it reads
+    from is on its processor and no transfer comes before it."""
+    return _relinked(op, op.op_id, op.sources, op.after, _kept_deps(op)) is op
+
+
 def _relinked(
     op: Op,
     op_id: int,

@@ -139,6 +139,13 @@ def data_parallel(
         ),
         parameters=tuple(parameters),
     )
+    if all(r.settled for r in replicas) and all(
+        map(passes.settled, ops[reduced_at : updates_at[0]])
+    ):
+        # A replica's ops read only what its own ops make, on its processor: the
+        # transfers pass would keep every op (the copies' links are the settled
+        # links of the replica's ops, moved in order).
+        return graph
     return passes.insert_transfers(graph)
 
 
@@ -159,7 +166,9 @@ class _Replica:
     :func:`~accelsim.lowering.optimizer.add_updates` makes them for the replica
     whose tensor names start with ``prefix``, at local ids: its step ``0..n-1``,
     ``allreduces`` (stand-ins: no participants yet) ``n..n+k-1``, then the updates.
-    ``stashed`` are the activations its step and updates stash, with ``prefix``.
+    ``stashed`` are the activations its step and updates stash, with ``prefix``;
+    ``settled`` says whether the transfers pass keeps all its ops as they are
+    (:func:`~accelsim.graph.passes.settled`).
     """
 
     step: OpGraph
@@ -168,6 +177,7 @@ class _Replica:
     allreduces: tuple[CommOp, ...]
     updates: tuple[Op, ...]
     stashed: frozenset[str]
+    settled: bool
     copy: passes.Relabel
     copy_updates: passes.Relabel
 
@@ -207,6 +217,7 @@ class _Replica:
             allreduces=allreduces,
             updates=updates,
             stashed=queries.stashed(builder.ops),
+            settled=all(map(passes.settled, (*ops, *updates))),
             copy=copy,
             copy_updates=passes.Relabel(updates),
         )

@@ -164,14 +164,15 @@ class RunResult:
     def step_summary(self) -> StepSummary:
         """The whole-step numbers (schema version :data:`SCHEMA_VERSION`)."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
-        phases = np.array([op.phase.value for op in self.graph.ops])
+        codes = {p: i for i, p in enumerate(Phase)}
+        phases = np.fromiter((codes[op.phase] for op in self.graph.ops), np.int64, len(c.macs))
 
         def phase_macs(phase: Phase) -> int:
-            return int(c.macs[phases == phase.value].sum())
+            return int(c.macs[phases == codes[phase]].sum())
 
         array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
-        by_phase = {p.value: float(op_pj[phases == p.value].sum()) for p in Phase}
+        by_phase = {p.value: float(op_pj[phases == codes[p]].sum()) for p in Phase}
         by_phase["static"] = self.energy.static_pj
         array_stall = int(trace.stall_cycles[array].sum())
         # Stalls are a share of each processor's step: their mean over the used ones.
