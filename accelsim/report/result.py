@@ -9,7 +9,6 @@ The whole-step numbers are a typed :class:`~accelsim.report.summary.StepSummary`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,13 +239,16 @@ class RunResult:
         """The ``summary.json`` record: :meth:`step_summary` as a dict."""
         return self.step_summary().to_dict()
 
-    def op_table(self) -> Iterator[tuple[Any, ...]]:
-        """The ``ops.csv`` rows as tuples, values in :data:`OP_COLUMNS` order."""
-        return tables.op_rows(self.graph, self.trace, self.energy.op_pj, self.hardware)
+    def ops_csv(self) -> str:
+        """The text of ``ops.csv``: the header, then one row per op."""
+        return tables.ops_csv(
+            tables.op_columns(self.graph, self.trace, self.energy.op_pj, self.hardware)
+        )
 
     def op_rows(self) -> list[dict[str, Any]]:
         """One ``ops.csv`` row per op."""
-        return [dict(zip(OP_COLUMNS, row, strict=True)) for row in self.op_table()]
+        rows = tables.op_rows(self.graph, self.trace, self.energy.op_pj, self.hardware)
+        return [dict(zip(OP_COLUMNS, row, strict=True)) for row in rows]
 
     def layer_rows(self) -> list[dict[str, Any]]:
         """One ``layers.csv`` row per layer, in order of first appearance."""

@@ -9,7 +9,9 @@ the exact integers, rounded by Python's ``round``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import csv
+import io
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -82,6 +84,39 @@ def op_rows(
     graph: OpGraph, trace: Trace, op_pj: np.ndarray, hw: HardwareSpec
 ) -> Iterator[tuple[Any, ...]]:
     """The rows of ``ops.csv``, one per op, values in :data:`OP_COLUMNS` order."""
+    return zip(*op_columns(graph, trace, op_pj, hw), strict=True)
+
+
+def ops_csv(columns: Sequence[Sequence[Any]]) -> str:
+    """The text :func:`csv.writer` writes for the header :data:`OP_COLUMNS` and the rows
+    of ``columns`` (:func:`op_columns`), made a column at a time.
+
+    Each distinct string is quoted as the writer quotes it and each distinct integer
+    formatted once; floats print as ``repr``, as the writer prints them.  The
+    columns hold one type each (an integer or ``""`` in a GEMM's shape).
+    """
+    text: list[list[str]] = []
+    for values in columns:
+        if values and isinstance(values[0], float):
+            text.append(list(map(repr, values)))
+            continue
+        memo = {v: _quoted(v) if isinstance(v, str) else str(v) for v in set(values)}
+        text.append(list(map(memo.__getitem__, values)))
+    header = ",".join(map(_quoted, OP_COLUMNS))
+    return "\n".join((header, *map(",".join, zip(*text, strict=True)), ""))
+
+
+def _quoted(value: str) -> str:
+    """``value`` as :func:`csv.writer` writes it in a row of several fields."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow((value, ""))
+    return buffer.getvalue()[:-2]  # the empty second field, then the line end
+
+
+def op_columns(
+    graph: OpGraph, trace: Trace, op_pj: np.ndarray, hw: HardwareSpec
+) -> list[Sequence[Any]]:
+    """The columns of ``ops.csv`` in :data:`OP_COLUMNS` order, one value per op."""
     c = trace.costs
     ops = graph.ops
     start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
@@ -99,8 +134,8 @@ def op_rows(
         for u, d, m, v in zip(units, durations, macs, vector_ops, strict=True)
     ]
     gemms = [op if isinstance(op, GemmOp) else None for op in ops]
-    columns: list[Any] = [
-        range(len(ops)),
+    return [
+        list(range(len(ops))),
         [op.name for op in ops],
         [op.layer for op in ops],
         [_PHASES[op.phase] for op in ops],
@@ -138,7 +173,6 @@ def op_rows(
         ),
         [round(x, 3) for x in op_pj.tolist()],
     ]
-    return zip(*columns, strict=True)
 
 
 def layer_rows(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> list[dict[str, Any]]:

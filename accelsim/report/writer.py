@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim._version import __version__
-from accelsim.report.result import LAYER_COLUMNS, OP_COLUMNS, RunResult, TrainingResult
+from accelsim.report.result import LAYER_COLUMNS, RunResult, TrainingResult
 from accelsim.report.staging import check_writable, child_directory, staged_directory
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "run_directory",
     "staged_directory",
     "write_csv",
-    "write_rows",
     "write_run",
     "write_run_files",
 ]
@@ -38,14 +37,6 @@ def run_directory(out: Path, name: str) -> Path:
         OutputError: for a name that is not one plain path component.
     """
     return child_directory(out, name)
-
-
-def write_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Write ``rows`` (values in ``columns`` order) as CSV with a header of ``columns``."""
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
@@ -68,7 +59,10 @@ def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]
             raise ValueError(f"dict contains fields not in fieldnames: {names}")
         return [row.get(name, "") for name in fields]
 
-    write_rows(path, fields, map(values, rows))
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(fields)
+        writer.writerows(map(values, rows))
 
 
 def write_run_files(
@@ -88,7 +82,8 @@ def write_run_files(
         f"# written by accelsim {__version__}\n{resolved_config}", encoding="utf-8"
     )
     base = result.base if isinstance(result, TrainingResult) else result
-    write_rows(directory / "ops.csv", OP_COLUMNS, base.op_table())
+    with (directory / "ops.csv").open("w", newline="", encoding="utf-8") as handle:
+        handle.write(base.ops_csv())
     write_csv(directory / "layers.csv", LAYER_COLUMNS, base.layer_rows())
     (directory / "summary.json").write_text(
         json.dumps(result.summary(), indent=2, allow_nan=False) + "\n", encoding="utf-8"
