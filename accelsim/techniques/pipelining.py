@@ -312,24 +312,28 @@ class Schedule(Technique):
         order.
         """
         stage_of = plan.stage_of_processor()
-        for op_id in range(start, len(builder.ops)):
-            op = builder.ops[op_id]
-            proc = builder.processor[op_id]
+        # Per stage: the mini-batch whose update its forward waits for (the processor's
+        # own, ``lag`` back), and the schedule positions of its forward and backward.
+        earlier, rank = {}, {}
+        for stage in set(stage_of):
+            copies = plan.copies(stage)
+            earlier[stage] = j - copies * -(-self.in_flight(stage, plan) // copies)
+            for backward in (False, True):
+                rank[stage, backward] = self.position(stage, plan, j, backward)
+        ops, processor = builder.ops, builder.processor
+        for op_id in range(start, len(ops)):
+            op = ops[op_id]
+            proc = processor[op_id]
             stage = stage_of[proc]
             backward = op.phase not in (Phase.FWD, Phase.AUX)
             entry = op.phase is Phase.FWD and not any(
-                d >= start and builder.ops[d].phase is Phase.FWD and builder.processor[d] == proc
-                for d in op.deps
+                d >= start and ops[d].phase is Phase.FWD and processor[d] == proc for d in op.deps
             )
-            # The update this processor made after its own mini-batch ``lag`` back.
-            copies = plan.copies(stage)
-            earlier = j - copies * -(-self.in_flight(stage, plan) // copies)
-            if entry and earlier >= 0:
-                builder.add_dependencies(op_id, updates.get((earlier, proc), ()))
-            rank = self.position(stage, plan, j, backward)
+            if entry and earlier[stage] >= 0:
+                builder.add_dependencies(op_id, updates.get((earlier[stage], proc), ()))
             # dW yields to dX only where dX feeds an upstream stage.
             later = defer and op.phase is Phase.BWD_WEIGHT and stage > 0
-            priority.append(2 * rank + int(later))
+            priority.append(2 * rank[stage, backward] + int(later))
 
     def step_cost(self, result: RunResult) -> StepCost:
         """One mini-batch in steady state: its interval, and the energy and DRAM traffic
