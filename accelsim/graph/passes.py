@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
@@ -88,6 +89,9 @@ _COPY_TENSOR_OP: dict[type, Callable[..., Op]] = {
     cls: copier(cls, (*_LINKS, "tensor")) for cls in (CommOp, TransferOp)
 }
 _COPY_TENSOR = copier(Tensor, ("name",))
+_COPY_LINKS: dict[type, Callable[..., Op]] = {
+    cls: copier(cls, _LINKS[:4]) for cls in (GemmOp, VectorOp, CommOp, TransferOp)
+}
 _COPY_PARAMETER = copier(Parameter, ("weight", "gradient", "grad_op"))
 
 
@@ -319,14 +323,14 @@ def _relinked(
     """``op`` numbered ``op_id`` with those links, ``deps`` and ``after`` sorted without
     repeats (``deps`` by default: ``after`` and every producer in ``sources``); itself
     when they do not change, since ops are immutable."""
-    ordered = tuple(sorted(set(after)))
+    ordered = tuple(sorted(set(after))) if after else ()
     if deps is None:
-        waits = tuple(sorted({*ordered, *(x for g in sources for x in g)}))
+        waits = tuple(sorted({*ordered, *itertools.chain.from_iterable(sources)}))
     else:
         waits = tuple(sorted(set(deps)))
     if op_id == op.op_id and (waits, ordered) == (op.deps, op.after) and sources == op.sources:
         return op
-    return replaced(op, op_id=op_id, deps=waits, sources=tuple(sources), after=ordered)
+    return _COPY_LINKS[type(op)](op, op_id, waits, tuple(sources), ordered)
 
 
 def _kept_deps(op: Op) -> Iterable[int] | None:
