@@ -127,30 +127,32 @@ class RunResult:
             c.dram_filter_read_bytes.tolist(),
         )
         ofmap_writes = c.dram_ofmap_write_bytes.tolist()
-        for op in graph.ops:
-            i = op.op_id
-            backward = op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        on_chip_names = graph.on_chip
+        backward_phases = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        rows = zip(graph.ops, ifmap_reads, filter_reads, ofmap_writes, strict=True)
+        for op, ifmap_read, filter_read, ofmap_write in rows:
+            phase = op.phase
             if isinstance(op, GemmOp):
-                for t, dram in ((op.a, ifmap_reads), (op.b, filter_reads)):
+                for t, dram in ((op.a, ifmap_read), (op.b, filter_read)):
                     if t.name in stashed:
                         sizes[t.name] = t.bytes
-                        if backward:
-                            read += int(dram[i])
-                if op.phase is Phase.FWD and op.c.name in stashed:
-                    write += int(ofmap_writes[i])
+                        if phase in backward_phases:
+                            read += dram
+                if phase is Phase.FWD and op.c.name in stashed:
+                    write += ofmap_write
             elif isinstance(op, VectorOp):
+                backward = phase in backward_phases
                 for acc in op.reads:
-                    if acc.tensor.name in stashed:
-                        sizes[acc.tensor.name] = acc.tensor.bytes
-                        if backward and acc.tensor.name not in graph.on_chip:
+                    name = acc.tensor.name
+                    if name in stashed:
+                        sizes[name] = acc.tensor.bytes
+                        if backward and name not in on_chip_names:
                             read += acc.bytes
-                for acc in op.writes:
-                    if (
-                        op.phase is Phase.FWD
-                        and acc.tensor.name in stashed
-                        and acc.tensor.name not in graph.on_chip
-                    ):
-                        write += acc.bytes
+                if phase is Phase.FWD:
+                    for acc in op.writes:
+                        name = acc.tensor.name
+                        if name in stashed and name not in on_chip_names:
+                            write += acc.bytes
         on_chip = sum(b for name, b in sizes.items() if name in graph.on_chip)
         return StashSummary(
             tensors=len(sizes),

@@ -140,16 +140,19 @@ def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_p
     columns: list[tuple[int, int, int, int, int]] = []
     for op in graph.ops:
         if isinstance(op, VectorOp):
+            sram_read = sram_write = dram_read = dram_write = 0
+            for a in op.reads:
+                size = a.elements * a.tensor.word_bytes
+                sram_read += size
+                if a.tensor.name not in on_chip:
+                    dram_read += size
+            for a in op.writes:
+                size = a.elements * a.tensor.word_bytes
+                sram_write += size
+                if a.tensor.name not in on_chip:
+                    dram_write += size
             index.append(op.op_id)
-            columns.append(
-                (
-                    op.vector_ops,
-                    sum(a.bytes for a in op.reads),
-                    sum(a.bytes for a in op.writes),
-                    sum(a.bytes for a in op.reads if a.tensor.name not in on_chip),
-                    sum(a.bytes for a in op.writes if a.tensor.name not in on_chip),
-                )
-            )
+            columns.append((op.vector_ops, sram_read, sram_write, dram_read, dram_write))
     if not index:
         return
     idx = np.asarray(index, np.int64)
