@@ -99,9 +99,9 @@ class Relabel:
     """Copies of one step's ops and parameters for other copies of the step (replicas,
     mini-batches), each op copied once: tagged, its tensors renamed, its ids moved.
 
-    Made once per step: it finds the step's distinct tensor and access objects (by
-    identity: ops share them, and hashing a tensor hashes all its fields), so that
-    each copy makes one of each and its ops share them as the step's do.
+    Made once per step: it finds the step's distinct tensor objects (by identity: ops
+    share them, and hashing a tensor hashes all its fields) and accesses (equal ones
+    are one), so that each copy makes one of each, shared by its ops.
     """
 
     def __init__(self, ops: Sequence[Op], parameters: Sequence[Parameter] = ()) -> None:
@@ -110,7 +110,7 @@ class Relabel:
         self._tensors: list[Tensor] = []
         self._accesses: list[tuple[int, int]] = []  # (tensor index, elements)
         tensor_index: dict[int, int] = {}
-        access_index: dict[int, int] = {}
+        access_index: dict[tuple[int, int], int] = {}
 
         def t(tensor: Tensor) -> int:
             i = tensor_index.get(id(tensor))
@@ -120,10 +120,11 @@ class Relabel:
             return i
 
         def a(access: Access) -> int:
-            i = access_index.get(id(access))
+            key = (t(access.tensor), access.elements)
+            i = access_index.get(key)
             if i is None:
-                i = access_index[id(access)] = len(self._accesses)
-                self._accesses.append((t(access.tensor), access.elements))
+                i = access_index[key] = len(self._accesses)
+                self._accesses.append(key)
             return i
 
         # per op: GEMM (a, b, c), vector ((reads...), (writes...)) or comm/transfer tensor
