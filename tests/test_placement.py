@@ -7,10 +7,12 @@ import pytest
 
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
+from accelsim.driver.limits import step_totals
 from accelsim.driver.run import _Run
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import OpGraph, Tag, replaced
+from accelsim.graph.ops import GemmOp, OpGraph, Tag, VectorOp, replaced
+from accelsim.graph.queries import reads_of, writes_of
 from accelsim.lowering.optimizer import add_updates
 from accelsim.lowering.step import backward_sinks
 from accelsim.mapping import placement
@@ -97,3 +99,23 @@ def test_data_parallel_equals_the_composed_passes(
     for mine, theirs in zip(built.ops, expected.ops, strict=True):
         assert mine == theirs
     assert built == expected
+
+
+def test_step_totals_are_the_sums_over_reads_and_writes() -> None:
+    graphs = []
+    for sets in (
+        ["processors=3", "assignment=data_parallel"],
+        ["processors=3", "run.techniques={pipedream: {mini_batches: 7}}"],
+    ):
+        run = _Run(load_inputs(MLP, parse_sets(sets)))
+        base = run.simulate(run.placed(BASE, None), BASE)
+        graphs.append(base.graph if run.placer is None else run.placed("pipedream", base))
+    # GEMMs, vector ops, all-reduces and transfers
+    assert len({type(op) for graph in graphs for op in graph.ops}) == 4
+    for graph in graphs:
+        moved = sum(a.bytes for op in graph.ops for a in (*reads_of(op), *writes_of(op)))
+        assert step_totals(graph) == {
+            "MACs": sum(op.macs for op in graph.ops if isinstance(op, GemmOp)),
+            "vector ops": sum(op.vector_ops for op in graph.ops if isinstance(op, VectorOp)),
+            "bytes read and written": moved,
+        }
