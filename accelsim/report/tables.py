@@ -91,19 +91,32 @@ def ops_csv(columns: Sequence[Sequence[Any]]) -> str:
     """The text :func:`csv.writer` writes for the header :data:`OP_COLUMNS` and the rows
     of ``columns`` (:func:`op_columns`), made a column at a time.
 
-    Each distinct string is quoted as the writer quotes it and each distinct integer
-    formatted once; floats print as ``repr``, as the writer prints them.  The
-    columns hold one type each (an integer or ``""`` in a GEMM's shape).
+    Each distinct string is quoted as the writer quotes it and each distinct number
+    formatted once (floats as ``repr``, as the writer prints them).  The columns
+    hold one type each: strings, integers (or ``""`` in a GEMM's shape), or floats.
     """
-    text: list[list[str]] = []
-    for values in columns:
-        if values and isinstance(values[0], float):
-            text.append(list(map(repr, values)))
-            continue
-        memo = {v: _quoted(v) if isinstance(v, str) else str(v) for v in set(values)}
-        text.append(list(map(memo.__getitem__, values)))
+    text = [_formatted(values) for values in columns]
     header = ",".join(map(_quoted, OP_COLUMNS))
     return "\n".join((header, *map(",".join, zip(*text, strict=True)), ""))
+
+
+def _formatted(values: Sequence[Any]) -> list[str]:
+    """One column's values as the CSV writer prints them.
+
+    A value that repeats is formatted once: equal values print alike, but for
+    ``0.0`` and ``-0.0`` (and NaN, unequal to itself), so a float column with
+    either prints value by value.
+    """
+    distinct = set(values)
+    floats = bool(values) and isinstance(values[0], float)
+    if floats and (0.0 in distinct or any(v != v for v in distinct)):
+        return list(map(repr, values))
+    if 2 * len(distinct) > len(values) and not isinstance(values[0], str):
+        return list(map(repr if floats else str, values))  # mostly distinct numbers
+    memo = {
+        v: _quoted(v) if isinstance(v, str) else repr(v) if floats else str(v) for v in distinct
+    }
+    return list(map(memo.__getitem__, values))
 
 
 def _quoted(value: str) -> str:
