@@ -139,34 +139,39 @@ class Relabel:
         self._param_refs = [(t(p.weight), t(p.gradient)) for p in parameters]
 
     def __call__(
-        self, tag: Tag, rename: Callable[[str], str], ids: Sequence[int]
+        self, tag: Tag | Callable[[Tag], Tag], rename: Callable[[str], str], ids: Sequence[int]
     ) -> tuple[list[Op], list[Parameter]]:
-        """The copies: ops tagged ``tag``, every tensor renamed by ``rename``, and every
-        op id (an op's own, those it waits for, a parameter's ``grad_op``) mapped from
-        ``old`` to ``ids[old]``, which must keep their order (sorted ``deps`` stay
-        sorted)."""
+        """The copies: ops tagged ``tag`` (or ``tag`` of their tag), every tensor renamed
+        by ``rename``, and every op id (an op's own, those it waits for, a parameter's
+        ``grad_op``) mapped from ``old`` to ``ids[old]``, which must keep their order
+        (sorted ``deps`` stay sorted)."""
         tensors = [_COPY_TENSOR(x, rename(x.name)) for x in self._tensors]
         accesses = [Access(tensors[i], elements) for i, elements in self._accesses]
+        old_tags = {op.tag for op in self.ops}
+        tags = (
+            dict.fromkeys(old_tags, tag) if isinstance(tag, Tag) else {t: tag(t) for t in old_tags}
+        )
         out: list[Op] = []
         for op, refs in zip(self.ops, self._refs, strict=True):
             op_id = ids[op.op_id]
+            new_tag = tags[op.tag]
             deps = tuple([ids[d] for d in op.deps])
             sources = tuple([tuple([ids[x] for x in g]) for g in op.sources])
             after = tuple([ids[d] for d in op.after]) if op.after else ()
             if isinstance(refs, int):
                 copy = _COPY_TENSOR_OP[type(op)]
-                out.append(copy(op, op_id, deps, sources, after, tag, tensors[refs]))
+                out.append(copy(op, op_id, deps, sources, after, new_tag, tensors[refs]))
             elif len(refs) == 3:
                 a, b, c = refs
                 out.append(
                     _COPY_GEMM(
-                        op, op_id, deps, sources, after, tag, tensors[a], tensors[b], tensors[c]
+                        op, op_id, deps, sources, after, new_tag, tensors[a], tensors[b], tensors[c]
                     )
                 )
             else:
                 reads = tuple([accesses[i] for i in refs[0]])
                 writes = tuple([accesses[i] for i in refs[1]])
-                out.append(_COPY_VECTOR(op, op_id, deps, sources, after, tag, reads, writes))
+                out.append(_COPY_VECTOR(op, op_id, deps, sources, after, new_tag, reads, writes))
         parameters = [
             _COPY_PARAMETER(p, tensors[w], tensors[g], ids[p.grad_op] if p.grad_op >= 0 else -1)
             for p, (w, g) in zip(self.parameters, self._param_refs, strict=True)

@@ -54,6 +54,7 @@ from accelsim.techniques.pipeline_graph import (
     add_round_updates,
     by_layer,
     copy_step,
+    repeat_last_block,
     send_after_backward,
     stage_sinks,
 )
@@ -257,7 +258,40 @@ class Schedule(Technique):
             defer: Whether dW yields to dX on stages that send dX upstream.
             send_after: Whether a stage sends its input gradient only when its
                 whole backward pass is done (PipeDream), or as soon as it is made.
+
+        Without replicated stages or split GEMMs, every mini-batch from
+        :meth:`steady_from` on is the one before it moved by a block: those
+        are copies of the first one (:func:`repeat_last_block`, which checks it).
         """
+        steady = (
+            self.steady_from(plan)
+            if not shares and plan.stages == len(plan.stage_of_processor())
+            else None
+        )
+        if steady is not None and steady + 1 < mini_batches:
+            head = self._build(ctx, step, plan, shares, defer, send_after, steady + 1)
+            graph = repeat_last_block(head, mini_batches)
+            if graph is not None:
+                return graph
+        return self._build(ctx, step, plan, shares, defer, send_after, mini_batches)
+
+    def steady_from(self, plan: Plan) -> int:
+        """The first mini-batch whose block, and the one before it, have every
+        weight-version dependency and a schedule position linear in the mini-batch
+        (without replicated stages)."""
+        return 1 + max(self.in_flight(stage, plan) for stage in range(plan.stages))
+
+    def _build(
+        self,
+        ctx: TechniqueContext,
+        step: StepGraph,
+        plan: Plan,
+        shares: SplitShares | None,
+        defer: bool,
+        send_after: bool,
+        mini_batches: int,
+    ) -> OpGraph:
+        """:meth:`build`, one mini-batch after another."""
         cfg = self.settings
         one = step(ctx.run.batch_size // cfg.micro_batches)
         relabel = passes.Relabel(one.ops, one.parameters)
