@@ -116,19 +116,7 @@ def op_costs(
             _cost_gemms(z, table, names.index(table.unit.name), conv, psums, chunks_per_op)
 
     _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op)
-    for op in graph.ops:
-        i = op.op_id
-        if isinstance(op, CommOp):
-            procs = len(op.participants)
-            z["unit"][i] = UNIT_COMM
-            z["interconnect_bytes"][i] = 2 * (procs - 1) * -(-op.tensor.bytes // procs) * procs
-            z["dram_ifmap_read_bytes"][i] = procs * op.tensor.bytes
-            z["dram_ofmap_write_bytes"][i] = procs * op.tensor.bytes
-            z["chunks"][i] = 1
-        elif isinstance(op, TransferOp):
-            z["unit"][i] = UNIT_COMM
-            z["interconnect_bytes"][i] = op.bytes
-            z["chunks"][i] = 1
+    _cost_links(z, graph)
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
@@ -169,6 +157,32 @@ def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_p
     z["chunks"][idx] = chunks
     z["prologue_bytes"][idx] = dram_reads // chunks
     z["epilogue_bytes"][idx] = dram_writes // chunks
+
+
+def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
+    """Fill the cost arrays of the all-reduces and transfers (in Python ints, then a
+    column at a time)."""
+    index: list[int] = []
+    columns: list[tuple[int, int, int]] = []  # link bytes, DRAM bytes read and written
+    for op in graph.ops:
+        if isinstance(op, CommOp):
+            procs, size = len(op.participants), op.tensor.bytes
+            index.append(op.op_id)
+            columns.append(
+                (2 * (procs - 1) * -(-size // procs) * procs, procs * size, procs * size)
+            )
+        elif isinstance(op, TransferOp):
+            index.append(op.op_id)
+            columns.append((op.bytes, 0, 0))
+    if not index:
+        return
+    idx = np.asarray(index, np.int64)
+    link, dram_read, dram_write = np.asarray(columns, np.int64).T
+    z["unit"][idx] = UNIT_COMM
+    z["interconnect_bytes"][idx] = link
+    z["dram_ifmap_read_bytes"][idx] = dram_read
+    z["dram_ofmap_write_bytes"][idx] = dram_write
+    z["chunks"][idx] = 1
 
 
 def unit_costs(
