@@ -408,7 +408,7 @@ def test_a_utilization_outside_0_1_is_never_reported(monkeypatch: pytest.MonkeyP
         ),
         (
             "techniques={gpipe: {mini_batches: 1000000}}",
-            "techniques.gpipe.mini_batches: input should be less than or equal to 256",
+            "techniques.gpipe.mini_batches: input should be less than or equal to 1024",
         ),
     ],
 )

@@ -11,20 +11,27 @@ whose simulated time exceeds it stops the engine (:mod:`accelsim.timing.engine`)
 from __future__ import annotations
 
 from accelsim.errors import MAX_COUNT, Problem
-from accelsim.graph.ops import GemmOp, OpGraph, VectorOp
-from accelsim.graph.queries import reads_of, writes_of
+from accelsim.graph.ops import GemmOp, OpGraph, TransferOp, VectorOp
 
 
 def step_totals(graph: OpGraph) -> dict[str, int]:
-    """MACs, vector ops and bytes read and written by the ops of ``graph`` (exact ints)."""
-    macs = sum(op.macs for op in graph.ops if isinstance(op, GemmOp))
-    vector_ops = sum(op.vector_ops for op in graph.ops if isinstance(op, VectorOp))
-    moved = 0
+    """MACs, vector ops and bytes read and written by the ops of ``graph`` (exact ints):
+    the bytes of :func:`~accelsim.graph.queries.reads_of` and
+    :func:`~accelsim.graph.queries.writes_of`, summed without making their accesses."""
+    macs = vector_ops = moved = 0
     for op in graph.ops:
-        for access in reads_of(op):
-            moved += access.bytes
-        for access in writes_of(op):
-            moved += access.bytes
+        if isinstance(op, GemmOp):
+            macs += op.m * op.n * op.k * op.count
+            per_gemm = op.a_elements * op.a.word_bytes + op.b_elements * op.b.word_bytes
+            moved += (per_gemm + op.m * op.n * op.c.word_bytes) * op.count
+        elif isinstance(op, VectorOp):
+            vector_ops += op.elements * op.ops_per_element
+            for access in (*op.reads, *op.writes):
+                moved += access.elements * access.tensor.word_bytes
+        elif isinstance(op, TransferOp):
+            moved += op.elements * op.tensor.word_bytes
+        else:  # an all-reduce reads and writes its whole tensor
+            moved += 2 * op.tensor.elements * op.tensor.word_bytes
     return {"MACs": macs, "vector ops": vector_ops, "bytes read and written": moved}
 
 

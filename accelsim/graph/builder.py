@@ -40,6 +40,12 @@ class GraphBuilder:
 
     def __init__(self, words: WordBytesSpec, tag: Tag = ROOT, on_chip: Iterable[str] = ()) -> None:
         self.words = words
+        self._word_bytes = {
+            TensorKind.ACTIVATION: words.activations,
+            TensorKind.WEIGHT: words.weights,
+            TensorKind.GRADIENT: words.gradients,
+            TensorKind.OPTIMIZER_STATE: words.optimizer_state,
+        }
         self.tag = tag
         self.ops: list[Op] = []
         self.processor: list[int] = []
@@ -67,6 +73,15 @@ class GraphBuilder:
             name = access.tensor.name
             self._producers[name] = (*self._producers.get(name, ()), op.op_id)
 
+    def append_ops(
+        self, ops: Sequence[Op], processor: Sequence[int], on_chip: Iterable[str]
+    ) -> None:
+        """Append ops made elsewhere, numbered from ``len(ops)`` already, on the
+        processors ``processor``, with the names of the tensors they keep on chip."""
+        for op, where in zip(ops, processor, strict=True):
+            self.append(op, where)
+        self._on_chip.update(on_chip)
+
     def append_graph(self, graph: OpGraph) -> int:
         """Append every op of ``graph`` (on its processors); returns the id offset."""
         offset = len(self.ops)
@@ -78,13 +93,7 @@ class GraphBuilder:
     # -- tensors -------------------------------------------------------------------------
     def tensor(self, name: str, kind: TensorKind, elements: int) -> Tensor:
         """Create a tensor whose word size follows its class."""
-        word = {
-            TensorKind.ACTIVATION: self.words.activations,
-            TensorKind.WEIGHT: self.words.weights,
-            TensorKind.GRADIENT: self.words.gradients,
-            TensorKind.OPTIMIZER_STATE: self.words.optimizer_state,
-        }[kind]
-        return Tensor(name, kind, elements, word)
+        return Tensor(name, kind, elements, self._word_bytes[kind])
 
     def keep_on_chip(self, tensor: Tensor) -> Tensor:
         """Declare that ``tensor`` never travels to DRAM (it is read as it is produced)."""

@@ -1,7 +1,7 @@
 """Graph-to-graph passes: every one returns a renumbered graph with its stash recomputed.
 
-* :func:`concat` appends graphs (replicas, mini-batches) into one;
-* :func:`instantiate` makes a tagged copy of a step with its own tensor names;
+* :func:`instantiate` makes a tagged copy of a step with its own tensor names
+  (:class:`Relabel`: copies of its ops at other ids, for replicas and mini-batches);
 * :func:`rewrite` drops ops and emits new ones after chosen ops (what
   techniques use);
 * :func:`place` puts ops on processors, :func:`split_gemms` shares a GEMM's
@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
-from accelsim.graph.builder import GraphBuilder, shifted
+from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     Access,
     CommOp,
@@ -29,6 +30,7 @@ from accelsim.graph.ops import (
     Tensor,
     TransferOp,
     VectorOp,
+    copier,
     replaced,
 )
 
@@ -80,54 +82,110 @@ def _graph(
     )
 
 
-def concat(graphs: Sequence[OpGraph]) -> OpGraph:
-    """The graphs one after another in program order, with the first one's parameters."""
-    ops: list[Op] = []
-    processor: list[int] = []
-    priority: list[int] = []
-    for g in graphs:
-        offset = len(ops)
-        ops.extend(shifted(op, offset) for op in g.ops)
-        processor.extend(g.processor)
-        priority.extend(g.priority)
-    on_chip = {name for g in graphs for name in g.on_chip}
-    keep = priority if len(priority) == len(ops) else ()
-    return _graph(ops, processor, on_chip, graphs[0].parameters, keep)
+_LINKS = ("op_id", "deps", "sources", "after", "tag")
+_COPY_GEMM = copier(GemmOp, (*_LINKS, "a", "b", "c"))
+_COPY_VECTOR = copier(VectorOp, (*_LINKS, "reads", "writes"))
+_COPY_TENSOR_OP: dict[type, Callable[..., Op]] = {
+    cls: copier(cls, (*_LINKS, "tensor")) for cls in (CommOp, TransferOp)
+}
+_COPY_TENSOR = copier(Tensor, ("name",))
+_COPY_LINKS: dict[type, Callable[..., Op]] = {
+    cls: copier(cls, _LINKS[:4]) for cls in (GemmOp, VectorOp, CommOp, TransferOp)
+}
+_COPY_PARAMETER = copier(Parameter, ("weight", "gradient", "grad_op"))
+
+
+class Relabel:
+    """Copies of one step's ops and parameters for other copies of the step (replicas,
+    mini-batches), each op copied once: tagged, its tensors renamed, its ids moved.
+
+    Made once per step: it finds the step's distinct tensor objects (by identity: ops
+    share them, and hashing a tensor hashes all its fields) and accesses (equal ones
+    are one), so that each copy makes one of each, shared by its ops.
+    """
+
+    def __init__(self, ops: Sequence[Op], parameters: Sequence[Parameter] = ()) -> None:
+        self.ops = ops
+        self.parameters = parameters
+        self._tensors: list[Tensor] = []
+        self._accesses: list[tuple[int, int]] = []  # (tensor index, elements)
+        tensor_index: dict[int, int] = {}
+        access_index: dict[tuple[int, int], int] = {}
+
+        def t(tensor: Tensor) -> int:
+            i = tensor_index.get(id(tensor))
+            if i is None:
+                i = tensor_index[id(tensor)] = len(self._tensors)
+                self._tensors.append(tensor)
+            return i
+
+        def a(access: Access) -> int:
+            key = (t(access.tensor), access.elements)
+            i = access_index.get(key)
+            if i is None:
+                i = access_index[key] = len(self._accesses)
+                self._accesses.append(key)
+            return i
+
+        # per op: GEMM (a, b, c), vector ((reads...), (writes...)) or comm/transfer tensor
+        self._refs: list[tuple[int, int, int] | tuple[tuple[int, ...], tuple[int, ...]] | int] = []
+        for op in ops:
+            if isinstance(op, GemmOp):
+                self._refs.append((t(op.a), t(op.b), t(op.c)))
+            elif isinstance(op, VectorOp):
+                self._refs.append((tuple(map(a, op.reads)), tuple(map(a, op.writes))))
+            else:
+                self._refs.append(t(op.tensor))
+        self._param_refs = [(t(p.weight), t(p.gradient)) for p in parameters]
+
+    def __call__(
+        self, tag: Tag | Callable[[Tag], Tag], rename: Callable[[str], str], ids: Sequence[int]
+    ) -> tuple[list[Op], list[Parameter]]:
+        """The copies: ops tagged ``tag`` (or ``tag`` of their tag), every tensor renamed
+        by ``rename``, and every op id (an op's own, those it waits for, a parameter's
+        ``grad_op``) mapped from ``old`` to ``ids[old]``, which must keep their order
+        (sorted ``deps`` stay sorted)."""
+        tensors = [_COPY_TENSOR(x, rename(x.name)) for x in self._tensors]
+        accesses = [Access(tensors[i], elements) for i, elements in self._accesses]
+        old_tags = {op.tag for op in self.ops}
+        tags = (
+            dict.fromkeys(old_tags, tag) if isinstance(tag, Tag) else {t: tag(t) for t in old_tags}
+        )
+        out: list[Op] = []
+        for op, refs in zip(self.ops, self._refs, strict=True):
+            op_id = ids[op.op_id]
+            new_tag = tags[op.tag]
+            deps = tuple([ids[d] for d in op.deps])
+            sources = tuple([tuple([ids[x] for x in g]) for g in op.sources])
+            after = tuple([ids[d] for d in op.after]) if op.after else ()
+            if isinstance(refs, int):
+                copy = _COPY_TENSOR_OP[type(op)]
+                out.append(copy(op, op_id, deps, sources, after, new_tag, tensors[refs]))
+            elif len(refs) == 3:
+                a, b, c = refs
+                out.append(
+                    _COPY_GEMM(
+                        op, op_id, deps, sources, after, new_tag, tensors[a], tensors[b], tensors[c]
+                    )
+                )
+            else:
+                reads = tuple([accesses[i] for i in refs[0]])
+                writes = tuple([accesses[i] for i in refs[1]])
+                out.append(_COPY_VECTOR(op, op_id, deps, sources, after, new_tag, reads, writes))
+        parameters = [
+            _COPY_PARAMETER(p, tensors[w], tensors[g], ids[p.grad_op] if p.grad_op >= 0 else -1)
+            for p, (w, g) in zip(self.parameters, self._param_refs, strict=True)
+        ]
+        return out, parameters
 
 
 def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
     """A copy of ``graph`` tagged ``tag`` whose tensor names start with ``prefix``."""
     if not prefix:
         return dataclasses.replace(graph, ops=tuple(replaced(o, tag=tag) for o in graph.ops))
-
-    # One copy per tensor and per access object: ops share them, and copies cost.
-    # Keyed by identity (hashing a tensor hashes all its fields); equal objects
-    # that are not the same get equal copies.
-    copies: dict[int, Tensor] = {}
-    access_copies: dict[int, Access] = {}
-
-    def t(tensor: Tensor) -> Tensor:
-        copy = copies.get(id(tensor))
-        if copy is None:
-            copy = copies[id(tensor)] = replaced(tensor, name=prefix + tensor.name)
-        return copy
-
-    def a(access: Access) -> Access:
-        copy = access_copies.get(id(access))
-        if copy is None:
-            copy = access_copies[id(access)] = Access(t(access.tensor), access.elements)
-        return copy
-
-    def renamed(op: Op) -> Op:
-        if isinstance(op, GemmOp):
-            return replaced(op, a=t(op.a), b=t(op.b), c=t(op.c), tag=tag)
-        if isinstance(op, VectorOp):
-            reads, writes = tuple(map(a, op.reads)), tuple(map(a, op.writes))
-            return replaced(op, reads=reads, writes=writes, tag=tag)
-        return replaced(op, tensor=t(op.tensor), tag=tag)
-
-    ops = [renamed(op) for op in graph.ops]
-    parameters = [replaced(p, weight=t(p.weight), gradient=t(p.gradient)) for p in graph.parameters]
+    ops, parameters = Relabel(graph.ops, graph.parameters)(
+        tag, prefix.__add__, range(len(graph.ops))
+    )
     return _graph(
         ops, graph.processor, {prefix + n for n in graph.on_chip}, parameters, graph.priority
     )
@@ -223,57 +281,110 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     schedule that sends a stage's output when the stage is done says so that
     way).  An op then waits for its local producers, its transfers and its
     ``after`` dependencies.
+
+    The stash is the graph's: a transfer has its reader's phase and tensor.
     """
     ops: list[Op] = []
     processor: list[int] = []
     priority: list[int] = []
     new_id: list[int] = []  # old op id -> new (this pass only inserts ops)
     sent: dict[tuple[str, int, int], int] = {}
+    placed = graph.processor
     for op in graph.ops:
-        here = graph.processor[op.op_id]
-        sources = [tuple([new_id[old] for old in g]) for g in op.sources]
-        ordered = {new_id[old] for old in op.after}
-        deps = set(ordered)
-        for access, producers in zip(queries.reads_of(op), sources, strict=False):
-            remote: dict[int, list[int]] = {}
-            for producer in producers:
-                if processor[producer] == here:
-                    deps.add(producer)
-                else:
-                    remote.setdefault(processor[producer], []).append(producer)
-            for source, made_by in remote.items():
-                key = (access.tensor.name, source, here)
-                if key not in sent:
-                    sent[key] = len(ops)
-                    waits = [d for d in ordered if processor[d] == source]
-                    ops.append(_transfer(len(ops), op, access, source, here, made_by, waits))
-                    processor.append(source)
-                    if graph.priority:
-                        priority.append(graph.priority[op.op_id])
-                deps.add(sent[key])
-        new_op: Op
-        if not isinstance(op, (CommOp, TransferOp)) and op.sources:
-            op_id, links = len(ops), (tuple(sorted(deps)), tuple(sources), tuple(sorted(ordered)))
-            # Most ops of a placed graph keep their links: reuse them, they are immutable.
-            if op_id == op.op_id and links == (op.deps, op.sources, op.after):
-                new_op = op
-            else:
-                new_op = replaced(op, op_id=op_id, deps=links[0], sources=links[1], after=links[2])
+        here = placed[op.op_id]
+        if len(ops) == op.op_id and all(placed[x] == here for g in op.sources for x in g):
+            # No transfer before it and none for it: its ids stay.
+            new_op = _relinked(op, op.op_id, op.sources, op.after, _kept_deps(op))
         else:
-            new_op = replaced(
-                op,
-                op_id=len(ops),
-                deps=tuple(sorted({new_id[old] for old in op.deps})),
-                sources=tuple(tuple([new_id[old] for old in g]) for g in op.sources),
-                after=tuple(sorted({new_id[old] for old in op.after})),
-            )
+            new_op = _with_transfers(op, here, new_id, ops, processor, sent, graph, priority)
         new_id.append(len(ops))
         ops.append(new_op)
         processor.append(here)
         if graph.priority:
             priority.append(graph.priority[op.op_id])
     ids = {old: (new,) for old, new in enumerate(new_id)}
-    return _graph(ops, processor, graph.on_chip, _parameters(graph.parameters, ids), priority)
+    return OpGraph(
+        ops=tuple(ops),
+        processor=tuple(processor),
+        on_chip=graph.on_chip,
+        stashed=graph.stashed,
+        parameters=_parameters(graph.parameters, ids),
+        priority=tuple(priority),
+    )
+
+
+def settled(op: Op) -> bool:
+    """Whether :func:`insert_transfers` leaves ``op`` as it is when every op it reads
+    from is on its processor and no transfer comes before it."""
+    return _relinked(op, op.op_id, op.sources, op.after, _kept_deps(op)) is op
+
+
+def _relinked(
+    op: Op,
+    op_id: int,
+    sources: Sequence[tuple[int, ...]],
+    after: Iterable[int],
+    deps: Iterable[int] | None = None,
+) -> Op:
+    """``op`` numbered ``op_id`` with those links, ``deps`` and ``after`` sorted without
+    repeats (``deps`` by default: ``after`` and every producer in ``sources``); itself
+    when they do not change, since ops are immutable."""
+    ordered = tuple(sorted(set(after))) if after else ()
+    if deps is None:
+        waits = tuple(sorted({*ordered, *itertools.chain.from_iterable(sources)}))
+    else:
+        waits = tuple(sorted(set(deps)))
+    if op_id == op.op_id and (waits, ordered) == (op.deps, op.after) and sources == op.sources:
+        return op
+    return _COPY_LINKS[type(op)](op, op_id, waits, tuple(sources), ordered)
+
+
+def _kept_deps(op: Op) -> Iterable[int] | None:
+    """What a comm or transfer op, or one reading nothing made in the graph, waits for
+    (the ops it waited for); None for others, which wait for ``after`` and producers."""
+    return op.deps if isinstance(op, (CommOp, TransferOp)) or not op.sources else None
+
+
+def _with_transfers(
+    op: Op,
+    here: int,
+    new_id: list[int],
+    ops: list[Op],
+    processor: list[int],
+    sent: dict[tuple[str, int, int], int],
+    graph: OpGraph,
+    priority: list[int],
+) -> Op:
+    """``op`` renumbered after the ops so far, with the transfers it needs appended first.
+
+    A comm or transfer op, or one that reads nothing made in the graph, keeps what it
+    waited for; another waits for its ``after``, its local producers and its transfers.
+    """
+    sources = tuple([tuple([new_id[old] for old in g]) for g in op.sources])
+    ordered = [new_id[old] for old in op.after]
+    if _kept_deps(op) is not None:
+        return _relinked(op, len(ops), sources, ordered, [new_id[old] for old in op.deps])
+    if all(processor[x] == here for g in sources for x in g):
+        return _relinked(op, len(ops), sources, ordered)
+    deps = set(ordered)
+    for access, producers in zip(queries.reads_of(op), sources, strict=False):
+        remote: dict[int, list[int]] = {}
+        for producer in producers:
+            if processor[producer] == here:
+                deps.add(producer)
+            else:
+                remote.setdefault(processor[producer], []).append(producer)
+        for source, made_by in remote.items():
+            key = (access.tensor.name, source, here)
+            if key not in sent:
+                sent[key] = len(ops)
+                waits = [d for d in set(ordered) if processor[d] == source]
+                ops.append(_transfer(len(ops), op, access, source, here, made_by, waits))
+                processor.append(source)
+                if graph.priority:
+                    priority.append(graph.priority[op.op_id])
+            deps.add(sent[key])
+    return _relinked(op, len(ops), sources, ordered, deps)
 
 
 def _transfer(

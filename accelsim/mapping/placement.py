@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from typing_extensions import assert_never
 
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import AssignmentPolicy, OptimizerSpec
-from accelsim.graph import passes
+from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import OpGraph, Parameter, Tag
+from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, Tag, replaced
 from accelsim.lowering.optimizer import add_updates
 from accelsim.lowering.step import backward_sinks
 
@@ -46,13 +47,6 @@ def trained(graph: OpGraph) -> OpGraph:
     return dataclasses.replace(
         graph, parameters=tuple(p for p in graph.parameters if p.grad_op >= 0)
     )
-
-
-def _shifted(parameters: Sequence[Parameter], offset: int) -> list[Parameter]:
-    return [
-        dataclasses.replace(p, grad_op=p.grad_op + offset) if p.grad_op >= 0 else p
-        for p in parameters
-    ]
 
 
 def place(
@@ -87,28 +81,143 @@ def single(graph: OpGraph, optimizer: OptimizerSpec, words: WordBytesSpec) -> Op
 def data_parallel(
     step: StepGraph, batch: int, processors: int, optimizer: OptimizerSpec, words: WordBytesSpec
 ) -> OpGraph:
-    """One replica per processor, gradients all-reduced, then every replica's updates."""
-    replicas = [
-        passes.instantiate(step(local), Tag(replica=p), f"p{p}/" if processors > 1 else "")
-        for p, local in enumerate(split_batch(batch, processors))
-    ]
-    offsets = list(itertools.accumulate((len(r.ops) for r in replicas[:-1]), initial=0))
-    params = [_shifted(r.parameters, o) for r, o in zip(replicas, offsets, strict=True)]
-    builder = GraphBuilder.extending(passes.concat(replicas), words)
-    ready: dict[str, int] = {}
-    if processors > 1:
-        for j, param in enumerate(params[0]):
-            if param.grad_op < 0:
-                continue
-            name = param.weight.name.removeprefix("p0/")
+    """One replica per processor, gradients all-reduced, then every replica's updates.
+
+    Program order: every replica's step, one all-reduce per trained parameter, every
+    replica's updates.  Replicas of the same local batch are one graph under other
+    tensor names, so each local batch's replica is built once (:class:`_Replica`) and
+    every op is copied once per replica, renamed and at its final ids.
+    """
+    sizes = split_batch(batch, processors)
+    prefixes = [f"p{p}/" if processors > 1 else "" for p in range(processors)]
+    made: dict[int, _Replica] = {}
+    for p, local in enumerate(sizes):
+        if local not in made:
+            made[local] = _Replica.build(step(local), prefixes[p], p, optimizer, words, processors)
+    replicas = [made[local] for local in sizes]
+    starts = list(itertools.accumulate((len(r.step.ops) for r in replicas), initial=0))
+    reduced_at = starts[-1]
+    updates_at = list(
+        itertools.accumulate(
+            (len(r.updates) for r in replicas), initial=reduced_at + len(replicas[0].allreduces)
+        )
+    )
+    ops: list[Op] = []
+    parameters: list[Parameter] = []
+    for p, r in enumerate(replicas):
+        ids = range(starts[p], starts[p + 1])
+        copies, params = r.copy(Tag(replica=p), prefixes[p].__add__, ids)
+        ops += copies
+        if p == 0:  # the graph's parameters are the first replica's (one copy of the weights)
+            parameters = [q for q in params if q.grad_op >= 0]
+    gradients = [[starts[p] + g for g in r.gradient_ops] for p, r in enumerate(replicas)]
+    everyone = tuple(range(processors))
+    for j, stand_in in enumerate(replicas[0].allreduces):
+        order = tuple(sorted({grads[j] for grads in gradients}))
+        ops.append(
+            replaced(stand_in, op_id=len(ops), participants=everyone, deps=order, after=order)
+        )
+    for p, r in enumerate(replicas):
+        n, k = len(r.step.ops), len(r.allreduces)
+        update_ids = [
+            *range(starts[p], starts[p] + n),
+            *range(reduced_at, reduced_at + k),
+            *range(updates_at[p], updates_at[p + 1]),
+        ]
+        rename = _renaming(r.prefix, prefixes[p])
+        ops += r.copy_updates(Tag(replica=p), rename, update_ids)[0]
+    graph = OpGraph(
+        ops=tuple(ops),
+        processor=tuple(op.tag.replica for op in ops),
+        on_chip=frozenset(
+            prefix + n for r, prefix in zip(replicas, prefixes, strict=True) for n in r.step.on_chip
+        ),
+        stashed=frozenset(
+            _renaming(r.prefix, prefix)(name)
+            for r, prefix in zip(replicas, prefixes, strict=True)
+            for name in r.stashed
+        ),
+        parameters=tuple(parameters),
+    )
+    if all(r.settled for r in replicas) and all(
+        map(passes.settled, ops[reduced_at : updates_at[0]])
+    ):
+        # A replica's ops read only what its own ops make, on its processor: the
+        # transfers pass would keep every op (the copies' links are the settled
+        # links of the replica's ops, moved in order).
+        return graph
+    return passes.insert_transfers(graph)
+
+
+def _renaming(old: str, new: str) -> Callable[[str], str]:
+    """Tensor names of the replica whose names start with ``old`` for the one with ``new``
+    (names without the prefix, such as ``grad_norm``, are the same in every replica)."""
+    if old == new:
+        return str
+    cut = len(old)
+    return lambda name: new + name[cut:] if name.startswith(old) else name
+
+
+@dataclass(frozen=True)
+class _Replica:
+    """The replica of one local batch, built once for a data-parallel step.
+
+    ``updates`` are the replica's update ops as
+    :func:`~accelsim.lowering.optimizer.add_updates` makes them for the replica
+    whose tensor names start with ``prefix``, at local ids: its step ``0..n-1``,
+    ``allreduces`` (stand-ins: no participants yet) ``n..n+k-1``, then the updates.
+    ``stashed`` are the activations its step and updates stash, with ``prefix``;
+    ``settled`` says whether the transfers pass keeps all its ops as they are
+    (:func:`~accelsim.graph.passes.settled`).
+    """
+
+    step: OpGraph
+    prefix: str
+    gradient_ops: tuple[int, ...]
+    allreduces: tuple[CommOp, ...]
+    updates: tuple[Op, ...]
+    stashed: frozenset[str]
+    settled: bool
+    copy: passes.Relabel
+    copy_updates: passes.Relabel
+
+    @classmethod
+    def build(
+        cls,
+        step: OpGraph,
+        prefix: str,
+        replica: int,
+        optimizer: OptimizerSpec,
+        words: WordBytesSpec,
+        processors: int,
+    ) -> _Replica:
+        tag = Tag(replica=replica)
+        copy = passes.Relabel(step.ops, step.parameters)
+        ops, params = copy(tag, prefix.__add__, range(len(step.ops)))
+        builder = GraphBuilder(words, on_chip={prefix + n for n in step.on_chip})
+        for op in ops:
+            builder.append(op, 0)
+        sinks = backward_sinks(builder.build())
+        trained = [p for p in params if p.grad_op >= 0]
+        ready: dict[str, int] = {}
+        for param in trained if processors > 1 else ():
+            name = param.weight.name.removeprefix(prefix)
             tensor = builder.tensor(f"{name}.allreduce", param.gradient.kind, param.update_elements)
-            after = [replica[j].grad_op for replica in params]
-            op = builder.allreduce(
-                f"{name}.allreduce", param.layer, tensor, tuple(range(processors)), after
+            ready[param.weight.name] = builder.allreduce(
+                f"{name}.allreduce", param.layer, tensor, (), [param.grad_op]
             )
-            ready.update({replica[j].weight.name: op for replica in params})
-    for p, (replica, offset) in enumerate(zip(replicas, offsets, strict=True)):
-        sinks = [s + offset for s in backward_sinks(replica)]
-        add_updates(builder, params[p], optimizer, sinks, ready, Tag(replica=p))
-    placed = passes.place(builder.build(params[0]), lambda op: op.tag.replica)
-    return passes.insert_transfers(trained(placed))
+        add_updates(builder, params, optimizer, sinks, ready, tag)
+        n, k = len(ops), len(ready)
+        allreduces = tuple(op for op in builder.ops[n : n + k] if isinstance(op, CommOp))
+        updates = tuple(builder.ops[n + k :])
+        return cls(
+            step=step,
+            prefix=prefix,
+            gradient_ops=tuple(p.grad_op for p in trained),
+            allreduces=allreduces,
+            updates=updates,
+            stashed=queries.stashed(builder.ops),
+            settled=all(map(passes.settled, (*ops, *updates))),
+            copy=copy,
+            copy_updates=passes.Relabel(updates),
+        )

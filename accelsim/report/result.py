@@ -16,8 +16,9 @@ import numpy as np
 
 from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
-from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, VectorOp
 from accelsim.provenance import git_commit, version
+from accelsim.report import tables
 from accelsim.report.summary import (
     SCHEMA_VERSION,
     DesignKnobs,
@@ -27,64 +28,11 @@ from accelsim.report.summary import (
     StashSummary,
     StepSummary,
 )
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
+from accelsim.report.tables import LAYER_COLUMNS as LAYER_COLUMNS
+from accelsim.report.tables import OP_COLUMNS as OP_COLUMNS
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
-
-OP_COLUMNS = (
-    "op_id",
-    "name",
-    "layer",
-    "phase",
-    "kind",
-    "m",
-    "n",
-    "k",
-    "count",
-    "processor",
-    "unit",
-    "start_cycle",
-    "end_cycle",
-    "compute_cycles",
-    "stall_cycles",
-    "utilization",
-    "macs",
-    "vector_ops",
-    "folds",
-    "mapping_efficiency",
-    "sram_read_ifmap_bytes",
-    "sram_read_filter_bytes",
-    "sram_read_ofmap_bytes",
-    "sram_write_ifmap_bytes",
-    "sram_write_filter_bytes",
-    "sram_write_ofmap_bytes",
-    "dram_read_ifmap_bytes",
-    "dram_read_filter_bytes",
-    "dram_read_ofmap_bytes",
-    "dram_write_ofmap_bytes",
-    "interconnect_bytes",
-    "energy_pj",
-)
-
-LAYER_COLUMNS = (
-    "layer",
-    "ops",
-    "params",
-    "fwd_macs",
-    "bwd_input_macs",
-    "bwd_weight_macs",
-    "aux_macs",
-    "vector_ops",
-    "fwd_busy_cycles",
-    "bwd_busy_cycles",
-    "update_busy_cycles",
-    "aux_busy_cycles",
-    "stall_cycles",
-    "dram_read_bytes",
-    "dram_write_bytes",
-    "stash_bytes",
-    "energy_pj",
-)
 
 
 @dataclass(frozen=True)
@@ -179,30 +127,32 @@ class RunResult:
             c.dram_filter_read_bytes.tolist(),
         )
         ofmap_writes = c.dram_ofmap_write_bytes.tolist()
-        for op in graph.ops:
-            i = op.op_id
-            backward = op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        on_chip_names = graph.on_chip
+        backward_phases = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        rows = zip(graph.ops, ifmap_reads, filter_reads, ofmap_writes, strict=True)
+        for op, ifmap_read, filter_read, ofmap_write in rows:
+            phase = op.phase
             if isinstance(op, GemmOp):
-                for t, dram in ((op.a, ifmap_reads), (op.b, filter_reads)):
+                for t, dram in ((op.a, ifmap_read), (op.b, filter_read)):
                     if t.name in stashed:
                         sizes[t.name] = t.bytes
-                        if backward:
-                            read += int(dram[i])
-                if op.phase is Phase.FWD and op.c.name in stashed:
-                    write += int(ofmap_writes[i])
+                        if phase in backward_phases:
+                            read += dram
+                if phase is Phase.FWD and op.c.name in stashed:
+                    write += ofmap_write
             elif isinstance(op, VectorOp):
+                backward = phase in backward_phases
                 for acc in op.reads:
-                    if acc.tensor.name in stashed:
-                        sizes[acc.tensor.name] = acc.tensor.bytes
-                        if backward and acc.tensor.name not in graph.on_chip:
+                    name = acc.tensor.name
+                    if name in stashed:
+                        sizes[name] = acc.tensor.bytes
+                        if backward and name not in on_chip_names:
                             read += acc.bytes
-                for acc in op.writes:
-                    if (
-                        op.phase is Phase.FWD
-                        and acc.tensor.name in stashed
-                        and acc.tensor.name not in graph.on_chip
-                    ):
-                        write += acc.bytes
+                if phase is Phase.FWD:
+                    for acc in op.writes:
+                        name = acc.tensor.name
+                        if name in stashed and name not in on_chip_names:
+                            write += acc.bytes
         on_chip = sum(b for name, b in sizes.items() if name in graph.on_chip)
         return StashSummary(
             tensors=len(sizes),
@@ -215,14 +165,15 @@ class RunResult:
     def step_summary(self) -> StepSummary:
         """The whole-step numbers (schema version :data:`SCHEMA_VERSION`)."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
-        phases = np.array([op.phase.value for op in self.graph.ops])
+        codes = {p: i for i, p in enumerate(Phase)}
+        phases = np.fromiter((codes[op.phase] for op in self.graph.ops), np.int64, len(c.macs))
 
         def phase_macs(phase: Phase) -> int:
-            return int(c.macs[phases == phase.value].sum())
+            return int(c.macs[phases == codes[phase]].sum())
 
         array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
-        by_phase = {p.value: float(op_pj[phases == p.value].sum()) for p in Phase}
+        by_phase = {p.value: float(op_pj[phases == codes[p]].sum()) for p in Phase}
         by_phase["static"] = self.energy.static_pj
         array_stall = int(trace.stall_cycles[array].sum())
         # Stalls are a share of each processor's step: their mean over the used ones.
@@ -290,123 +241,20 @@ class RunResult:
         """The ``summary.json`` record: :meth:`step_summary` as a dict."""
         return self.step_summary().to_dict()
 
+    def ops_csv(self) -> str:
+        """The text of ``ops.csv``: the header, then one row per op."""
+        return tables.ops_csv(
+            tables.op_columns(self.graph, self.trace, self.energy.op_pj, self.hardware)
+        )
+
     def op_rows(self) -> list[dict[str, Any]]:
         """One ``ops.csv`` row per op."""
-        hw, trace, c = self.hardware, self.trace, self.trace.costs
-        # Python lists: indexing them per op is much cheaper than indexing arrays.
-        op_pj = self.energy.op_pj.tolist()
-        start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
-        processor, stalls = trace.processor.tolist(), trace.stall_cycles.tolist()
-        units, compute = c.unit.tolist(), c.compute_cycles.tolist()
-        macs, vector_ops, folds = c.macs.tolist(), c.vector_ops.tolist(), c.folds.tolist()
-        efficiency = c.mapping_efficiency.tolist()
-        counts = [
-            (column, array.tolist())
-            for column, array in (
-                ("sram_read_ifmap_bytes", c.sram_ifmap_read_bytes),
-                ("sram_read_filter_bytes", c.sram_filter_read_bytes),
-                ("sram_read_ofmap_bytes", c.sram_ofmap_read_bytes),
-                ("sram_write_ifmap_bytes", c.sram_ifmap_write_bytes),
-                ("sram_write_filter_bytes", c.sram_filter_write_bytes),
-                ("sram_write_ofmap_bytes", c.sram_ofmap_write_bytes),
-                ("dram_read_ifmap_bytes", c.dram_ifmap_read_bytes),
-                ("dram_read_filter_bytes", c.dram_filter_read_bytes),
-                ("dram_read_ofmap_bytes", c.dram_ofmap_read_bytes),
-                ("dram_write_ofmap_bytes", c.dram_ofmap_write_bytes),
-                ("interconnect_bytes", c.interconnect_bytes),
-            )
-        ]
-        pes = {c.unit_names.index(a.name): a.pes for a in c.arrays}
-        lanes = hw.vector_unit.lanes
-        kinds = {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm", TransferOp: "transfer"}
-        rows = []
-        for op in self.graph.ops:
-            i = op.op_id
-            duration = int(end[i] - start[i])
-            unit = int(units[i])
-            if unit in pes:
-                util = int(macs[i]) / (pes[unit] * max(duration, 1))
-            elif unit == UNIT_VECTOR:
-                util = int(vector_ops[i]) / (lanes * max(duration, 1))
-            else:
-                util = 0.0
-            gemm = op if isinstance(op, GemmOp) else None
-            row = {
-                "op_id": i,
-                "name": op.name,
-                "layer": op.layer,
-                "phase": op.phase.value,
-                "kind": kinds[type(op)],
-                "m": gemm.m if gemm else "",
-                "n": gemm.n if gemm else "",
-                "k": gemm.k if gemm else "",
-                "count": gemm.count if gemm else "",
-                "processor": int(processor[i]),
-                "unit": c.unit_names[unit],
-                "start_cycle": int(start[i]),
-                "end_cycle": int(end[i]),
-                "compute_cycles": int(compute[i]) if unit != UNIT_COMM else 0,
-                "stall_cycles": int(stalls[i]),
-                "utilization": round(util, 6),
-                "macs": int(macs[i]),
-                "vector_ops": int(vector_ops[i]),
-                "folds": int(folds[i]),
-                "mapping_efficiency": round(float(efficiency[i]), 6),
-            }
-            for column, values in counts:
-                row[column] = int(values[i])
-            row["energy_pj"] = round(float(op_pj[i]), 3)
-            rows.append(row)
-        return rows
+        rows = tables.op_rows(self.graph, self.trace, self.energy.op_pj, self.hardware)
+        return [dict(zip(OP_COLUMNS, row, strict=True)) for row in rows]
 
     def layer_rows(self) -> list[dict[str, Any]]:
         """One ``layers.csv`` row per layer, in order of first appearance."""
-        trace, c = self.trace, self.trace.costs
-        op_pj = self.energy.op_pj.tolist()
-        start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
-        macs_of, vector_ops = c.macs.tolist(), c.vector_ops.tolist()
-        stalls = trace.stall_cycles.tolist()
-        reads, writes = c.dram_read_bytes.tolist(), c.dram_ofmap_write_bytes.tolist()
-        params: dict[str, int] = {}
-        for p in self.graph.parameters:
-            params[p.layer] = params.get(p.layer, 0) + p.weight.elements
-        stashed = self.graph.stashed
-        rows: dict[str, dict[str, Any]] = {}
-        for op in self.graph.ops:
-            i = op.op_id
-            row = rows.setdefault(
-                op.layer,
-                {col: 0 for col in LAYER_COLUMNS}
-                | {"layer": op.layer, "params": params.get(op.layer, 0)},
-            )
-            duration = int(end[i] - start[i])
-            row["ops"] += 1
-            macs = int(macs_of[i])
-            if op.phase is Phase.FWD:
-                row["fwd_macs"] += macs
-                row["fwd_busy_cycles"] += duration
-                if isinstance(op, GemmOp) and op.c.name in stashed:
-                    row["stash_bytes"] += op.c.bytes
-                elif isinstance(op, VectorOp):
-                    row["stash_bytes"] += sum(
-                        a.bytes for a in op.writes if a.tensor.name in stashed
-                    )
-            elif op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT):
-                row[f"{op.phase.value}_macs"] += macs
-                row["bwd_busy_cycles"] += duration
-            elif op.phase is Phase.AUX:
-                row["aux_macs"] += macs
-                row["aux_busy_cycles"] += duration
-            else:
-                row["update_busy_cycles"] += duration
-            row["vector_ops"] += int(vector_ops[i])
-            row["stall_cycles"] += int(stalls[i])
-            row["dram_read_bytes"] += int(reads[i])
-            row["dram_write_bytes"] += int(writes[i])
-            row["energy_pj"] += float(op_pj[i])
-        for row in rows.values():
-            row["energy_pj"] = round(row["energy_pj"], 3)
-        return list(rows.values())
+        return tables.layer_rows(self.graph, self.trace, self.energy.op_pj)
 
 
 @dataclass(frozen=True)

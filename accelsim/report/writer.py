@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim._version import __version__
-from accelsim.report.result import LAYER_COLUMNS, OP_COLUMNS, RunResult, TrainingResult
+from accelsim.report.result import LAYER_COLUMNS, RunResult, TrainingResult
 from accelsim.report.staging import check_writable, child_directory, staged_directory
 
 __all__ = [
@@ -82,7 +82,8 @@ def write_run_files(
         f"# written by accelsim {__version__}\n{resolved_config}", encoding="utf-8"
     )
     base = result.base if isinstance(result, TrainingResult) else result
-    write_csv(directory / "ops.csv", OP_COLUMNS, base.op_rows())
+    with (directory / "ops.csv").open("w", newline="", encoding="utf-8") as handle:
+        handle.write(base.ops_csv())
     write_csv(directory / "layers.csv", LAYER_COLUMNS, base.layer_rows())
     (directory / "summary.json").write_text(
         json.dumps(result.summary(), indent=2, allow_nan=False) + "\n", encoding="utf-8"

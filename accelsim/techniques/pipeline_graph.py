@@ -7,17 +7,28 @@ all-reduce among a replicated stage's replicas) after a round of mini-batches.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelsim.config.run import OptimizerSpec
-from accelsim.graph import passes
+from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import Access, Op, OpGraph, Parameter, Phase, Tag, TensorKind
+from accelsim.graph.ops import (
+    Access,
+    Op,
+    OpGraph,
+    Parameter,
+    Phase,
+    Tag,
+    TensorKind,
+    replaced,
+)
 from accelsim.graph.queries import BACKWARD
 from accelsim.lowering.optimizer import add_updates
 
 SplitShares = Mapping[str, tuple[float, int]]
+_COPY_PREFIX = re.compile(r"b\d+m\d+/")  # copy_step's tensor prefix
 """Layers whose dX GEMMs are split: the share of rows moved and the processor."""
 
 
@@ -27,23 +38,29 @@ def copy_step(
     tag: Tag,
     where: Callable[[Op], int],
     shares: SplitShares | None = None,
+    copies: passes.Relabel | None = None,
 ) -> list[Parameter]:
     """Append micro-batch ``tag``'s copy of the step, each op on the processor ``where``
-    gives it; its trained parameters."""
-    graph = passes.place(
-        passes.instantiate(one, tag, f"b{tag.mini_batch}m{tag.micro_batch}/"), where
-    )
+    gives it; its trained parameters.
+
+    ``copies`` (``passes.Relabel(one.ops, one.parameters)``, made once for the many
+    copies of a step) copies each op once, at its place in the builder; split GEMMs
+    (``shares``) take the passes one after another.
+    """
+    prefix = f"b{tag.mini_batch}m{tag.micro_batch}/"
     if shares:
         graph = passes.split_gemms(
-            graph,
+            passes.place(passes.instantiate(one, tag, prefix), where),
             lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
         )
-    offset = builder.append_graph(graph)
-    return [
-        dataclasses.replace(p, grad_op=p.grad_op + offset)
-        for p in graph.parameters
-        if p.grad_op >= 0
-    ]
+        offset = builder.append_graph(graph)
+        parameters = [dataclasses.replace(p, grad_op=p.grad_op + offset) for p in graph.parameters]
+    else:
+        copy = copies if copies is not None else passes.Relabel(one.ops, one.parameters)
+        start = len(builder.ops)
+        ops, parameters = copy(tag, prefix.__add__, range(start, start + len(one.ops)))
+        builder.append_ops(ops, [where(op) for op in ops], [prefix + n for n in one.on_chip])
+    return [p for p in parameters if p.grad_op >= 0]
 
 
 def accumulate_gradients(
@@ -166,3 +183,72 @@ def stage_sinks(builder: GraphBuilder, start: int) -> dict[int, tuple[int, ...]]
         if i not in used:
             sinks.setdefault(builder.processor[i], []).append(i)
     return {stage: tuple(ids) for stage, ids in sinks.items()}
+
+
+def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
+    """``graph`` (a schedule's mini-batches ``0..J``, transfers inserted) extended to
+    ``mini_batches`` by copies of its last mini-batch's block; None unless that block
+    is the one before it moved by one block.
+
+    A block is a mini-batch's ops (its copies of the step, gradient sums, updates
+    and transfers), contiguous in program order.  A copy for mini-batch ``j`` has
+    the last block's ops renamed (``bJm``... to ``bjm``...), retagged, every id
+    they refer to (their own, and earlier blocks') moved by ``j - J`` blocks, and
+    priorities moved as the last two blocks' differ.
+    """
+    ops = graph.ops
+    last = ops[-1].tag.mini_batch
+    if last < 1:
+        return None
+    begins = [i for i in range(1, len(ops)) if ops[i].tag.mini_batch != ops[i - 1].tag.mini_batch]
+    size = len(ops) - begins[-1] if begins else 0
+    if len(begins) < 2 or begins[-1] - begins[-2] != size:
+        return None
+    block = ops[begins[-1] :]
+    if any(_COPY_PREFIX.match(op.layer) for op in ops):
+        return None  # a layer named like a copy's prefix: names would be ambiguous
+    earlier = _moved(passes.Relabel(ops[begins[-2] : begins[-1]]), last - 1, last, size, ops)
+    if tuple(earlier) != block:
+        return None
+    priority = graph.priority[begins[-1] :]
+    before = graph.priority[begins[-2] : begins[-1]]
+    step = [now - then for then, now in zip(before, priority, strict=True)]
+    relabel = passes.Relabel(block)
+    new_ops, new_priority = list(ops), list(graph.priority)
+    stashed, on_chip = set(graph.stashed), set(graph.on_chip)
+    mine = queries.stashed(block)
+    kept = [n for n in graph.on_chip if n.startswith(f"b{last}m")]
+    for j in range(last + 1, mini_batches):
+        rename = _renaming(last, j)
+        new_ops += _moved(relabel, last, j, (j - last) * size, ops)
+        new_priority += [p + (j - last) * d for p, d in zip(priority, step, strict=True)]
+        stashed.update(map(rename, mine))
+        on_chip.update(map(rename, kept))
+    processor = graph.processor[begins[-1] :]
+    return OpGraph(
+        ops=tuple(new_ops),
+        processor=graph.processor + processor * (mini_batches - last - 1),
+        on_chip=frozenset(on_chip),
+        stashed=frozenset(stashed),
+        parameters=graph.parameters,
+        priority=tuple(new_priority),
+    )
+
+
+def _moved(relabel: passes.Relabel, old: int, new: int, by: int, ops: Sequence[Op]) -> list[Op]:
+    """Mini-batch ``old``'s ops (``relabel``'s) for mini-batch ``new``, ids moved ``by``;
+    an op named after a tensor (a transfer, a gradient sum) follows the tensor."""
+    rename = _renaming(old, new)
+    moved, _ = relabel(lambda tag: replaced(tag, mini_batch=new), rename, range(by, by + len(ops)))
+    return [
+        op if _COPY_PREFIX.match(op.name) is None else replaced(op, name=rename(op.name))
+        for op in moved
+    ]
+
+
+def _renaming(old: int, new: int) -> Callable[[str], str]:
+    """Names of mini-batch ``old``'s copies (``b<old>m<i>/...``, and the ops named after
+    their tensors) for mini-batch ``new``'s."""
+    pattern = re.compile(rf"b{old}m\d+/")
+    before, after = f"b{old}m", f"b{new}m"
+    return lambda name: after + name[len(before) :] if pattern.match(name) else name

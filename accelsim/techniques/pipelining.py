@@ -54,6 +54,7 @@ from accelsim.techniques.pipeline_graph import (
     add_round_updates,
     by_layer,
     copy_step,
+    repeat_last_block,
     send_after_backward,
     stage_sinks,
 )
@@ -63,7 +64,10 @@ from accelsim.techniques.pipeline_report import pipeline_report, steady_state
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
 
-MAX_MINI_BATCHES = 256
+# A schedule simulates graphs of M and 2M mini-batches, each a copy of the step
+# graph; events and graph size grow linearly in M (tests/test_compiled.py), so the cap
+# bounds memory the way ``processors``' 1,024 does (a copy of the step per processor).
+MAX_MINI_BATCHES = 1024
 
 
 class PipelineConfig(Spec):
@@ -254,9 +258,43 @@ class Schedule(Technique):
             defer: Whether dW yields to dX on stages that send dX upstream.
             send_after: Whether a stage sends its input gradient only when its
                 whole backward pass is done (PipeDream), or as soon as it is made.
+
+        Without replicated stages or split GEMMs, every mini-batch from
+        :meth:`steady_from` on is the one before it moved by a block: those
+        are copies of the first one (:func:`repeat_last_block`, which checks it).
         """
+        steady = (
+            self.steady_from(plan)
+            if not shares and plan.stages == len(plan.stage_of_processor())
+            else None
+        )
+        if steady is not None and steady + 1 < mini_batches:
+            head = self._build(ctx, step, plan, shares, defer, send_after, steady + 1)
+            graph = repeat_last_block(head, mini_batches)
+            if graph is not None:
+                return graph
+        return self._build(ctx, step, plan, shares, defer, send_after, mini_batches)
+
+    def steady_from(self, plan: Plan) -> int:
+        """The first mini-batch whose block, and the one before it, have every
+        weight-version dependency and a schedule position linear in the mini-batch
+        (without replicated stages)."""
+        return 1 + max(self.in_flight(stage, plan) for stage in range(plan.stages))
+
+    def _build(
+        self,
+        ctx: TechniqueContext,
+        step: StepGraph,
+        plan: Plan,
+        shares: SplitShares | None,
+        defer: bool,
+        send_after: bool,
+        mini_batches: int,
+    ) -> OpGraph:
+        """:meth:`build`, one mini-batch after another."""
         cfg = self.settings
         one = step(ctx.run.batch_size // cfg.micro_batches)
+        relabel = passes.Relabel(one.ops, one.parameters)
         builder = GraphBuilder(ctx.hardware.word_bytes)
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
@@ -265,10 +303,8 @@ class Schedule(Technique):
         for j in range(mini_batches):
             start = len(builder.ops)
             on = {layer: plan.processor(stage, j) for layer, stage in plan.stage_of.items()}
-            copies = [
-                copy_step(builder, one, Tag(mini_batch=j, micro_batch=i), by_layer(on), shares)
-                for i in range(cfg.micro_batches)
-            ]
+            tags = [Tag(mini_batch=j, micro_batch=i) for i in range(cfg.micro_batches)]
+            copies = [copy_step(builder, one, t, by_layer(on), shares, relabel) for t in tags]
             first = first or copies[0]
             ready = accumulate_gradients(builder, copies, on, Tag(mini_batch=j))
             backward_done = stage_sinks(builder, start)
@@ -310,24 +346,28 @@ class Schedule(Technique):
         order.
         """
         stage_of = plan.stage_of_processor()
-        for op_id in range(start, len(builder.ops)):
-            op = builder.ops[op_id]
-            proc = builder.processor[op_id]
+        # Per stage: the mini-batch whose update its forward waits for (the processor's
+        # own, ``lag`` back), and the schedule positions of its forward and backward.
+        earlier, rank = {}, {}
+        for stage in set(stage_of):
+            copies = plan.copies(stage)
+            earlier[stage] = j - copies * -(-self.in_flight(stage, plan) // copies)
+            for backward in (False, True):
+                rank[stage, backward] = self.position(stage, plan, j, backward)
+        ops, processor = builder.ops, builder.processor
+        for op_id in range(start, len(ops)):
+            op = ops[op_id]
+            proc = processor[op_id]
             stage = stage_of[proc]
             backward = op.phase not in (Phase.FWD, Phase.AUX)
             entry = op.phase is Phase.FWD and not any(
-                d >= start and builder.ops[d].phase is Phase.FWD and builder.processor[d] == proc
-                for d in op.deps
+                d >= start and ops[d].phase is Phase.FWD and processor[d] == proc for d in op.deps
             )
-            # The update this processor made after its own mini-batch ``lag`` back.
-            copies = plan.copies(stage)
-            earlier = j - copies * -(-self.in_flight(stage, plan) // copies)
-            if entry and earlier >= 0:
-                builder.add_dependencies(op_id, updates.get((earlier, proc), ()))
-            rank = self.position(stage, plan, j, backward)
+            if entry and earlier[stage] >= 0:
+                builder.add_dependencies(op_id, updates.get((earlier[stage], proc), ()))
             # dW yields to dX only where dX feeds an upstream stage.
             later = defer and op.phase is Phase.BWD_WEIGHT and stage > 0
-            priority.append(2 * rank + int(later))
+            priority.append(2 * rank[stage, backward] + int(later))
 
     def step_cost(self, result: RunResult) -> StepCost:
         """One mini-batch in steady state: its interval, and the energy and DRAM traffic

@@ -115,38 +115,74 @@ def op_costs(
         if len(table):
             _cost_gemms(z, table, names.index(table.unit.name), conv, psums, chunks_per_op)
 
-    lanes = hw.vector_unit.lanes
-    for op in graph.ops:
-        i = op.op_id
-        if isinstance(op, VectorOp):
-            z["unit"][i] = UNIT_VECTOR
-            z["vector_ops"][i] = op.vector_ops
-            z["compute_cycles"][i] = -(-op.vector_ops // lanes)
-            reads = [a for a in op.reads if a.tensor.name not in graph.on_chip]
-            writes = [a for a in op.writes if a.tensor.name not in graph.on_chip]
-            read_bytes = sum(a.bytes for a in reads)
-            z["sram_ofmap_read_bytes"][i] = sum(a.bytes for a in op.reads)
-            z["sram_ofmap_write_bytes"][i] = sum(a.bytes for a in op.writes)
-            z["dram_ifmap_read_bytes"][i] = read_bytes
-            z["dram_ofmap_write_bytes"][i] = sum(a.bytes for a in writes)
-            # _chunks of one op, in scalars (np.clip per op costs more than the rest).
-            groups = -(-int(z["compute_cycles"][i]) // MIN_CHUNK_CYCLES)
-            chunks = min(max(groups, 1), chunks_per_op)
-            z["chunks"][i] = chunks
-            z["prologue_bytes"][i] = read_bytes // chunks
-            z["epilogue_bytes"][i] = int(z["dram_ofmap_write_bytes"][i]) // chunks
-        elif isinstance(op, CommOp):
-            procs = len(op.participants)
-            z["unit"][i] = UNIT_COMM
-            z["interconnect_bytes"][i] = 2 * (procs - 1) * -(-op.tensor.bytes // procs) * procs
-            z["dram_ifmap_read_bytes"][i] = procs * op.tensor.bytes
-            z["dram_ofmap_write_bytes"][i] = procs * op.tensor.bytes
-            z["chunks"][i] = 1
-        elif isinstance(op, TransferOp):
-            z["unit"][i] = UNIT_COMM
-            z["interconnect_bytes"][i] = op.bytes
-            z["chunks"][i] = 1
+    _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op)
+    _cost_links(z, graph)
     return OpCosts(**z, unit_names=names, arrays=arrays)
+
+
+def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int) -> None:
+    """Fill the cost arrays of the vector ops: the sums per op in Python ints, the
+    rest a column at a time."""
+    on_chip = graph.on_chip
+    index: list[int] = []
+    columns: list[tuple[int, int, int, int, int]] = []
+    for op in graph.ops:
+        if isinstance(op, VectorOp):
+            sram_read = sram_write = dram_read = dram_write = 0
+            for a in op.reads:
+                size = a.elements * a.tensor.word_bytes
+                sram_read += size
+                if a.tensor.name not in on_chip:
+                    dram_read += size
+            for a in op.writes:
+                size = a.elements * a.tensor.word_bytes
+                sram_write += size
+                if a.tensor.name not in on_chip:
+                    dram_write += size
+            index.append(op.op_id)
+            columns.append((op.vector_ops, sram_read, sram_write, dram_read, dram_write))
+    if not index:
+        return
+    idx = np.asarray(index, np.int64)
+    vector_ops, sram_reads, sram_writes, dram_reads, dram_writes = np.asarray(columns, np.int64).T
+    compute = -(-vector_ops // lanes)
+    chunks = _chunks(compute, chunks_per_op)
+    z["unit"][idx] = UNIT_VECTOR
+    z["vector_ops"][idx] = vector_ops
+    z["compute_cycles"][idx] = compute
+    z["sram_ofmap_read_bytes"][idx] = sram_reads
+    z["sram_ofmap_write_bytes"][idx] = sram_writes
+    z["dram_ifmap_read_bytes"][idx] = dram_reads
+    z["dram_ofmap_write_bytes"][idx] = dram_writes
+    z["chunks"][idx] = chunks
+    z["prologue_bytes"][idx] = dram_reads // chunks
+    z["epilogue_bytes"][idx] = dram_writes // chunks
+
+
+def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
+    """Fill the cost arrays of the all-reduces and transfers (in Python ints, then a
+    column at a time)."""
+    index: list[int] = []
+    columns: list[tuple[int, int, int]] = []  # link bytes, DRAM bytes read and written
+    for op in graph.ops:
+        if isinstance(op, CommOp):
+            procs, size = len(op.participants), op.tensor.bytes
+            index.append(op.op_id)
+            columns.append(
+                (2 * (procs - 1) * -(-size // procs) * procs, procs * size, procs * size)
+            )
+        elif isinstance(op, TransferOp):
+            index.append(op.op_id)
+            columns.append((op.bytes, 0, 0))
+    if not index:
+        return
+    idx = np.asarray(index, np.int64)
+    link, dram_read, dram_write = np.asarray(columns, np.int64).T
+    z["unit"][idx] = UNIT_COMM
+    z["interconnect_bytes"][idx] = link
+    z["dram_ifmap_read_bytes"][idx] = dram_read
+    z["dram_ofmap_write_bytes"][idx] = dram_write
+    z["chunks"][idx] = 1
 
 
 def unit_costs(

@@ -11,6 +11,7 @@ same fingerprint have the same timing, whatever their names or energy costs.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,15 +73,9 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
     kind = np.zeros(n_ops, np.int64)
     where = np.asarray(graph.processor, np.int64).copy()
     link_bytes = np.zeros(n_ops, np.int64)
-    part_ptr = np.zeros(n_ops + 1, np.int64)
+    taking_part = np.zeros(n_ops, np.int64)
     participants: list[int] = []
-    deps = np.zeros(n_ops, np.int64)
-    succ_lists: list[list[int]] = [[] for _ in range(n_ops)]
-    for op in ops:
-        i = op.op_id
-        deps[i] = len(op.deps)
-        for d in op.deps:
-            succ_lists[d].append(i)
+    for i, op in enumerate(ops):
         if isinstance(op, TransferOp):
             kind[i] = KIND_TRANSFER
             where[i] = op.source
@@ -88,16 +83,23 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
         elif isinstance(op, CommOp):
             kind[i] = KIND_COMM
             link_bytes[i] = op.tensor.bytes
+            taking_part[i] = len(op.participants)
             participants.extend(op.participants)
-        part_ptr[i + 1] = len(participants)
+    part_ptr = np.zeros(n_ops + 1, np.int64)
+    np.cumsum(taking_part, out=part_ptr[1:])
+    deps = np.fromiter(map(len, (op.deps for op in ops)), np.int64, n_ops)
+    # Successors of each op in program order: the edges sorted stably by their source.
+    sources = np.fromiter(
+        itertools.chain.from_iterable(op.deps for op in ops), np.int64, int(deps.sum())
+    )
+    succ_idx = np.repeat(np.arange(n_ops, dtype=np.int64), deps)[np.argsort(sources, kind="stable")]
+    succ_ptr = np.zeros(n_ops + 1, np.int64)
+    np.cumsum(np.bincount(sources, minlength=n_ops), out=succ_ptr[1:])
     unit_slot = np.where(unit > UNIT_COMM, unit - 1, unit)
     store = np.where(kind == KIND_UNIT, where * n_units + unit_slot, -1).astype(np.int64)
     n_stores = processors * n_units
     per_store = np.bincount(store[store >= 0], minlength=n_stores)
     store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
-    succ_ptr = np.zeros(n_ops + 1, np.int64)
-    succ_ptr[1:] = np.cumsum([len(s) for s in succ_lists])
-    succ_idx = np.fromiter((s for lst in succ_lists for s in lst), np.int64, int(succ_ptr[-1]))
     shared = hw.dram.sharing is not DramSharing.PER_PROCESSOR
     return FlatStep(
         kind=kind,

@@ -1,0 +1,258 @@
+"""The per-op and per-layer tables of a simulated step (``ops.csv``, ``layers.csv``).
+
+Built a column at a time from the cost and trace arrays (``tolist`` once, then
+plain Python numbers), so graphs of hundreds of thousands of ops cost little to
+report: a row is a ``zip`` of the columns.  Every value is the Python ``int``,
+``float`` or ``str`` the CSV writer prints; ratios are Python's true division of
+the exact integers, rounded by Python's ``round``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
+from accelsim.timing.costs import UNIT_COMM, UNIT_VECTOR
+from accelsim.timing.trace import Trace
+
+OP_COLUMNS = (
+    "op_id",
+    "name",
+    "layer",
+    "phase",
+    "kind",
+    "m",
+    "n",
+    "k",
+    "count",
+    "processor",
+    "unit",
+    "start_cycle",
+    "end_cycle",
+    "compute_cycles",
+    "stall_cycles",
+    "utilization",
+    "macs",
+    "vector_ops",
+    "folds",
+    "mapping_efficiency",
+    "sram_read_ifmap_bytes",
+    "sram_read_filter_bytes",
+    "sram_read_ofmap_bytes",
+    "sram_write_ifmap_bytes",
+    "sram_write_filter_bytes",
+    "sram_write_ofmap_bytes",
+    "dram_read_ifmap_bytes",
+    "dram_read_filter_bytes",
+    "dram_read_ofmap_bytes",
+    "dram_write_ofmap_bytes",
+    "interconnect_bytes",
+    "energy_pj",
+)
+
+LAYER_COLUMNS = (
+    "layer",
+    "ops",
+    "params",
+    "fwd_macs",
+    "bwd_input_macs",
+    "bwd_weight_macs",
+    "aux_macs",
+    "vector_ops",
+    "fwd_busy_cycles",
+    "bwd_busy_cycles",
+    "update_busy_cycles",
+    "aux_busy_cycles",
+    "stall_cycles",
+    "dram_read_bytes",
+    "dram_write_bytes",
+    "stash_bytes",
+    "energy_pj",
+)
+
+_KINDS = {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm", TransferOp: "transfer"}
+_PHASES = {p: p.value for p in Phase}
+
+
+def op_rows(
+    graph: OpGraph, trace: Trace, op_pj: np.ndarray, hw: HardwareSpec
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``ops.csv``, one per op, values in :data:`OP_COLUMNS` order."""
+    return zip(*op_columns(graph, trace, op_pj, hw), strict=True)
+
+
+def ops_csv(columns: Sequence[Sequence[Any]]) -> str:
+    """The text :func:`csv.writer` writes for the header :data:`OP_COLUMNS` and the rows
+    of ``columns`` (:func:`op_columns`), made a column at a time.
+
+    Each distinct string is quoted as the writer quotes it and each distinct number
+    formatted once (floats as ``repr``, as the writer prints them).  The columns
+    hold one type each: strings, integers (or ``""`` in a GEMM's shape), or floats.
+    """
+    text = [_formatted(values) for values in columns]
+    header = ",".join(map(_quoted, OP_COLUMNS))
+    return "\n".join((header, *map(",".join, zip(*text, strict=True)), ""))
+
+
+def _formatted(values: Sequence[Any]) -> list[str]:
+    """One column's values as the CSV writer prints them.
+
+    A value that repeats is formatted once: equal values print alike, but for
+    ``0.0`` and ``-0.0`` (and NaN, unequal to itself), so a float column with
+    either prints value by value.
+    """
+    distinct = set(values)
+    floats = bool(values) and isinstance(values[0], float)
+    if floats and (0.0 in distinct or any(v != v for v in distinct)):
+        return list(map(repr, values))
+    if 2 * len(distinct) > len(values) and not isinstance(values[0], str):
+        return list(map(repr if floats else str, values))  # mostly distinct numbers
+    memo = {
+        v: _quoted(v) if isinstance(v, str) else repr(v) if floats else str(v) for v in distinct
+    }
+    return list(map(memo.__getitem__, values))
+
+
+def _quoted(value: str) -> str:
+    """``value`` as :func:`csv.writer` writes it in a row of several fields."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow((value, ""))
+    return buffer.getvalue()[:-2]  # the empty second field, then the line end
+
+
+def op_columns(
+    graph: OpGraph, trace: Trace, op_pj: np.ndarray, hw: HardwareSpec
+) -> list[Sequence[Any]]:
+    """The columns of ``ops.csv`` in :data:`OP_COLUMNS` order, one value per op."""
+    c = trace.costs
+    ops = graph.ops
+    start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
+    durations = [max(e - s, 1) for s, e in zip(start, end, strict=True)]
+    units = c.unit.tolist()
+    macs, vector_ops = c.macs.tolist(), c.vector_ops.tolist()
+    pes = {c.unit_names.index(a.name): a.pes for a in c.arrays}
+    lanes = hw.vector_unit.lanes
+    utilization = [
+        round(m / (pes[u] * d), 6)
+        if u in pes
+        else round(v / (lanes * d), 6)
+        if u == UNIT_VECTOR
+        else 0.0
+        for u, d, m, v in zip(units, durations, macs, vector_ops, strict=True)
+    ]
+    gemms = [op if isinstance(op, GemmOp) else None for op in ops]
+    return [
+        list(range(len(ops))),
+        [op.name for op in ops],
+        [op.layer for op in ops],
+        [_PHASES[op.phase] for op in ops],
+        [_KINDS[type(op)] for op in ops],
+        [g.m if g else "" for g in gemms],
+        [g.n if g else "" for g in gemms],
+        [g.k if g else "" for g in gemms],
+        [g.count if g else "" for g in gemms],
+        trace.processor.tolist(),
+        [c.unit_names[u] for u in units],
+        start,
+        end,
+        np.where(c.unit != UNIT_COMM, c.compute_cycles, 0).tolist(),
+        trace.stall_cycles.tolist(),
+        utilization,
+        macs,
+        vector_ops,
+        c.folds.tolist(),
+        [round(x, 6) for x in c.mapping_efficiency.tolist()],
+        *(
+            array.tolist()
+            for array in (
+                c.sram_ifmap_read_bytes,
+                c.sram_filter_read_bytes,
+                c.sram_ofmap_read_bytes,
+                c.sram_ifmap_write_bytes,
+                c.sram_filter_write_bytes,
+                c.sram_ofmap_write_bytes,
+                c.dram_ifmap_read_bytes,
+                c.dram_filter_read_bytes,
+                c.dram_ofmap_read_bytes,
+                c.dram_ofmap_write_bytes,
+                c.interconnect_bytes,
+            )
+        ),
+        [round(x, 3) for x in op_pj.tolist()],
+    ]
+
+
+def layer_rows(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> list[dict[str, Any]]:
+    """One ``layers.csv`` row per layer, in order of first appearance.
+
+    Sums are exact (``int64`` for counts, energies added in op order as Python adds
+    them)."""
+    c = trace.costs
+    ops = graph.ops
+    order: dict[str, int] = {}
+    layer = np.array([order.setdefault(op.layer, len(order)) for op in ops], np.int64)
+    phase = np.array([_PHASE_CODE[op.phase] for op in ops], np.int64)
+    durations = trace.end_cycle - trace.start_cycle
+
+    def total(values: np.ndarray, where: np.ndarray | None = None) -> list[Any]:
+        out = np.zeros(len(order), values.dtype)
+        if where is None:
+            np.add.at(out, layer, values)
+        else:
+            np.add.at(out, layer[where], values[where])
+        return out.tolist()  # type: ignore[no-any-return]
+
+    fwd, aux = phase == _PHASE_CODE[Phase.FWD], phase == _PHASE_CODE[Phase.AUX]
+    bwd_input, bwd_weight = (phase == _PHASE_CODE[p] for p in (Phase.BWD_INPUT, Phase.BWD_WEIGHT))
+    columns = {
+        "ops": np.bincount(layer, minlength=len(order)).tolist(),
+        "fwd_macs": total(c.macs, fwd),
+        "bwd_input_macs": total(c.macs, bwd_input),
+        "bwd_weight_macs": total(c.macs, bwd_weight),
+        "aux_macs": total(c.macs, aux),
+        "vector_ops": total(c.vector_ops),
+        "fwd_busy_cycles": total(durations, fwd),
+        "bwd_busy_cycles": total(durations, bwd_input | bwd_weight),
+        "update_busy_cycles": total(durations, ~(fwd | aux | bwd_input | bwd_weight)),
+        "aux_busy_cycles": total(durations, aux),
+        "stall_cycles": total(trace.stall_cycles),
+        "dram_read_bytes": total(c.dram_read_bytes),
+        "dram_write_bytes": total(c.dram_ofmap_write_bytes),
+        "stash_bytes": _stash_bytes(graph, len(order), layer),
+        "energy_pj": [round(x, 3) for x in total(op_pj)],
+    }
+    params = dict.fromkeys(order, 0)
+    for p in graph.parameters:
+        if p.layer in params:
+            params[p.layer] += p.weight.elements
+    rows = []
+    for name, i in order.items():
+        row: dict[str, Any] = {"layer": name, "ops": columns["ops"][i], "params": params[name]}
+        for column in LAYER_COLUMNS[3:]:
+            row[column] = columns[column][i]
+        rows.append(row)
+    return rows
+
+
+_PHASE_CODE = {p: i for i, p in enumerate(Phase)}
+
+
+def _stash_bytes(graph: OpGraph, layers: int, layer: np.ndarray) -> list[int]:
+    """Per layer, the bytes its forward ops write into stashed activations."""
+    stashed = graph.stashed
+    out = [0] * layers
+    for op, i in zip(graph.ops, layer.tolist(), strict=True):
+        if op.phase is not Phase.FWD:
+            continue
+        if isinstance(op, GemmOp):
+            if op.c.name in stashed:
+                out[i] += op.c.bytes
+        elif isinstance(op, VectorOp):
+            out[i] += sum(a.bytes for a in op.writes if a.tensor.name in stashed)
+    return out
