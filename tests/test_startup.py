@@ -101,6 +101,9 @@ def test_run_loads_no_plots_sweep_progress_bar_or_unused_technique(tmp_path: Pat
     assert "simpy" in loaded
     assert not loaded & {*HEAVY, *TECHNIQUE_MODULES, "tqdm", "accelsim.sweep", "accelsim.api"}
     assert not loaded & {"accelsim.report.plots", "accelsim.timing.compiled"}
+    # numpy loads these on first use: a run without techniques draws no random
+    # numbers, and counting processors needs no masked arrays.
+    assert not loaded & {"numpy.random", "numpy.ma"}
 
 
 @pytest.mark.parametrize("code", ["import accelsim", "import accelsim.cli"])

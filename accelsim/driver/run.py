@@ -136,11 +136,12 @@ def simulate_graph(
         raise ConfigError(problems)
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
     folds = schedule(graph, (main_array(hw), *extra_arrays))
-    rng = np.random.default_rng(run.seed)
-    for technique in techniques:
-        masks = technique.mask_tiles(graph, folds, rng)
-        if masks:
-            folds = folds.with_masks(masks)
+    if techniques:  # numpy.random loads on first use: only runs with techniques pay for it
+        rng = np.random.default_rng(run.seed)
+        for technique in techniques:
+            masks = technique.mask_tiles(graph, folds, rng)
+            if masks:
+                folds = folds.with_masks(masks)
     costs = op_costs(
         graph, folds, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op
     )

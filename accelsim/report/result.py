@@ -10,6 +10,7 @@ The whole-step numbers are a typed :class:`~accelsim.report.summary.StepSummary`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -163,7 +164,15 @@ class RunResult:
         )
 
     def step_summary(self) -> StepSummary:
-        """The whole-step numbers (schema version :data:`SCHEMA_VERSION`)."""
+        """The whole-step numbers (schema version :data:`SCHEMA_VERSION`).
+
+        Worked out once per result (``summary.json`` and the printed table both
+        need them; a big step's stash pass alone takes a tenth of a second).
+        """
+        return self._step_summary
+
+    @cached_property
+    def _step_summary(self) -> StepSummary:
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         codes = {p: i for i, p in enumerate(Phase)}
         phases = np.fromiter((codes[op.phase] for op in self.graph.ops), np.int64, len(c.macs))
@@ -177,7 +186,7 @@ class RunResult:
         by_phase["static"] = self.energy.static_pj
         array_stall = int(trace.stall_cycles[array].sum())
         # Stalls are a share of each processor's step: their mean over the used ones.
-        used = max(1, len(np.unique(trace.processor[array])))
+        used = max(1, len(set(trace.processor[array].tolist())))  # np.unique would load numpy.ma
         dram_read, dram_write = c.dram_read_bytes.sum(), c.dram_ofmap_write_bytes.sum()
         return StepSummary(
             schema_version=SCHEMA_VERSION,
