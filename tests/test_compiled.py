@@ -220,6 +220,22 @@ def test_auto_picks_simpy_for_small_steps_until_loading_numba_pays(
     assert engines.choose(EngineKind.SIMPY, c) is EngineKind.SIMPY
 
 
+def test_auto_counts_the_events_a_caller_says_follow(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = costs([UNIT_ARRAY], chunks=[4])
+    events = engines.estimated_events(c)  # 17
+    monkeypatch.setattr(engines, "compiled_cached", lambda: True)
+    monkeypatch.delitem(sys.modules, "numba", raising=False)
+    # One step short of the break-even alone; with twice as many to follow, over it.
+    monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - events - 1)
+    with engines.followed_by(2.0):
+        assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
+    assert engines._Budget.following == 0.0
+    assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+    monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - 3 * events - 1)
+    with engines.followed_by(2.0):
+        assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+
+
 def test_trace_names_its_engine() -> None:
     graph = OpGraph(ops=(gemm(0),), processor=(0,))
     c = costs([UNIT_ARRAY], compute=[10])

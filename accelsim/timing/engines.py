@@ -8,7 +8,8 @@ SciPy out of it), and about 6 s once, to compile the loop when no cache
 exists, while a ResNet-18 step is about 5,000 events, 8 ms of SimPy.
 ``auto`` therefore decides like :mod:`accelsim.timing.backend`: SimPy until the
 events simulated in this process would have paid for loading Numba, and only
-when the compiled loop is cached on disk (never a compile in a user's run); the
+when the compiled loop is cached on disk (never a compile in a user's run),
+counting the events a caller says will follow (:func:`followed_by`); the
 compiled engine once Numba is loaded anyway.  Neither engine is imported before
 it runs.
 
@@ -50,9 +51,11 @@ MEMO_STEPS = 128
 
 
 class _Budget:
-    """Events simulated with SimPy so far in this process (``auto``)."""
+    """Events simulated with SimPy so far in this process (``auto``), and the
+    multiple of a step's events its caller said will follow it (:func:`followed_by`)."""
 
     spent_events = 0
+    following = 0.0
 
 
 class _Memo:
@@ -85,6 +88,20 @@ def recorded_steps() -> Iterator[list[Step]]:
         _Recorder.steps = outer
 
 
+@contextmanager
+def followed_by(factor: float) -> Iterator[None]:
+    """Inside the block, ``auto`` knows that about ``factor`` times a step's events
+    will be simulated right after it (a pipeline schedule's ``2M``-mini-batch graph
+    after its ``M`` one): it counts them towards the break-even, so it loads Numba
+    for the first step already when the two together would pay for it, instead
+    of running the first in SimPy and loading Numba for the second anyway."""
+    outer, _Budget.following = _Budget.following, factor
+    try:
+        yield
+    finally:
+        _Budget.following = outer
+
+
 def estimated_events(costs: OpCosts) -> int:
     """About how many events a step of these costs takes (tile groups dominate)."""
     return EVENTS_PER_OP * len(costs.unit) + EVENTS_PER_CHUNK * int(costs.chunks.sum())
@@ -112,7 +129,8 @@ def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
     if "numba" in sys.modules and compiled_cached():
         return EngineKind.COMPILED
     events = estimated_events(costs)
-    if _Budget.spent_events + events >= BREAK_EVEN_EVENTS and compiled_cached():
+    ahead = int(events * _Budget.following)
+    if _Budget.spent_events + events + ahead >= BREAK_EVEN_EVENTS and compiled_cached():
         return EngineKind.COMPILED
     _Budget.spent_events += events
     return EngineKind.SIMPY
