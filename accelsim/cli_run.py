@@ -79,32 +79,36 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from accelsim.driver.inputs import resolved_config, suite_entries, suite_inputs
     from accelsim.driver.run import simulate_training
     from accelsim.report.console import suite_table
-    from accelsim.report.plots import plot_speedup, plot_suite
+    from accelsim.report.plot_worker import PlotWorker
     from accelsim.report.suite import suite_columns, suite_row
     from accelsim.report.writer import run_directory, staged_directory, write_csv, write_run_files
 
     sets = parse_sets(args.sets)
-    entries = suite_entries(args.suite, args.models)
-    inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
-    target = run_directory(args.out, inputs[0].run.name)
-    rows = []
-    with (
-        staged_directory(target, args.force) as staging,
-        tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
-    ):
-        for entry, model_inputs in zip(entries, inputs, strict=True):
-            bar.set_postfix_str(entry.name)
-            result = simulate_training(model_inputs)
-            write_run_files(
-                run_directory(staging, entry.name), result, resolved_config(model_inputs)
-            )
-            rows.append(suite_row(entry.name, result))
-            bar.update(1)
-        write_csv(staging / "suite.csv", suite_columns(rows), rows)
-        title = f"{inputs[0].run.name}: {inputs[0].hardware.name}, batch {inputs[0].run.batch_size}"
-        plot_suite(staging / "suite.csv", staging / "suite.png", title)
-        if any("speedup" in row for row in rows):
-            plot_speedup(staging / "suite.csv", staging / "suite_speedup.png", title)
+    # Forked first (before tqdm starts a thread): the child loads matplotlib meanwhile.
+    with PlotWorker() as plotter:
+        entries = suite_entries(args.suite, args.models)
+        inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
+        target = run_directory(args.out, inputs[0].run.name)
+        rows = []
+        with (
+            staged_directory(target, args.force) as staging,
+            tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
+        ):
+            for entry, model_inputs in zip(entries, inputs, strict=True):
+                bar.set_postfix_str(entry.name)
+                result = simulate_training(model_inputs)
+                write_run_files(
+                    run_directory(staging, entry.name), result, resolved_config(model_inputs)
+                )
+                rows.append(suite_row(entry.name, result))
+                bar.update(1)
+            write_csv(staging / "suite.csv", suite_columns(rows), rows)
+            first = inputs[0]
+            title = f"{first.run.name}: {first.hardware.name}, batch {first.run.batch_size}"
+            plotter.draw("suite", staging / "suite.csv", staging / "suite.png", title)
+            if any("speedup" in row for row in rows):
+                plotter.draw("speedup", staging / "suite.csv", staging / "suite_speedup.png", title)
+            plotter.finish()
     print(suite_table(rows))
     print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
     return EXIT_OK
