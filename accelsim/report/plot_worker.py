@@ -8,10 +8,10 @@ entered; the child imports :mod:`accelsim.report.plots` and draws a small
 throw-away figure (which loads the fonts) while the parent simulates, then
 waits for what to draw.  :meth:`PlotWorker.draw` only records a figure;
 :meth:`PlotWorker.finish` hands the recorded figures to the child and waits for
-it.  A figure the child did not report as drawn (no fork, one core, the child
-died, the plot raised) is drawn by the parent in-process, so an error in a
-plot surfaces exactly as without the worker, and the files are the same either
-way (``tests/test_plot_worker.py``).
+it.  A figure the child did not report as drawn (no fork, one core, other
+threads running, the child died, the plot raised) is drawn by the parent
+in-process, so an error in a plot surfaces exactly as without the worker, and
+the files are the same either way (``tests/test_plot_worker.py``).
 
 The child never returns into the caller's code: it ends with :func:`os._exit`
 (no ``atexit`` handlers, no flushing of the parent's buffered output), takes
@@ -27,6 +27,7 @@ import io
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -57,7 +58,9 @@ class PlotWorker:
         self._figures: list[tuple[str, str, str, str]] = []
 
     def __enter__(self) -> PlotWorker:
-        if hasattr(os, "fork") and _cores() >= 2:
+        # Forking a process that runs other threads is unsafe (a lock one of them
+        # holds stays held in the child): then the parent draws.
+        if hasattr(os, "fork") and _cores() >= 2 and threading.active_count() == 1:
             self._fork()
         return self
 
