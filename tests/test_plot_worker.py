@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,16 @@ def test_leaving_early_ends_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unknown_figure_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown figure 'pie'"):
         plot_worker.PlotWorker().draw("pie", Path("a.csv"), Path("a.png"), "t")
+
+
+def test_no_fork_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plot_worker, "_cores", lambda: 2)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        with plot_worker.PlotWorker() as worker:
+            assert worker._pid is None
+    finally:
+        stop.set()
+        thread.join()
