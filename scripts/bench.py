@@ -2,8 +2,10 @@
 """Time whole accelsim commands and print a table (median of several runs).
 
 Each command runs in a fresh process, exactly as a user would run it, after one
-untimed warm-up run that fills Numba's on-disk cache.  Peak RSS is the child's
-maximum resident set size.
+untimed warm-up run that fills Numba's on-disk cache and Python's bytecode
+cache (``PYTHONDONTWRITEBYTECODE`` is dropped for the children).  Peak RSS is
+the child's maximum resident set size.  The last row, the interpreter alone,
+says how fast the machine was.
 
     python scripts/bench.py            # default set, 5 runs each
     python scripts/bench.py --runs 9
@@ -76,9 +78,6 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
         ("ResNet-18 data-parallel, P = 256, batch 256",
          [*resnet18, "--set", "processors=256", "--set", "assignment=data_parallel",
           "--set", "batch_size=256"], {}),
-        ("MLP PipeDream, 4 processors, 384 mini-batches",
-         [*accelsim, "run", "configs/runs/mlp.yaml", "--out", out, "--force", "--set",
-          "processors=4", "--set", "run.techniques={pipedream: {mini_batches: 384}}"], {}),
         ("ResNet-34 LayerPipe, 9 processors, per-processor DRAM",
          [*accelsim, "run", "configs/experiments/pipeline.yaml", "--out", out, "--force",
           "--set", "workload=../../workloads/resnet34.yaml", "--set", "processors=9",
@@ -91,7 +90,18 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
           "128", "256", "--json"], {}),
         ("start-up floor: python, numpy, yaml, pydantic (no accelsim)",
          [sys.executable, "-c", "import numpy, yaml, pydantic"], {}),
+        ("the interpreter alone (python -c pass), the machine's speed",
+         [sys.executable, "-c", "pass"], {}),
     ]  # fmt: skip
+
+
+def child_environment(extra: dict[str, str]) -> dict[str, str]:
+    """This environment with ``extra``, less ``PYTHONDONTWRITEBYTECODE``: a command
+    runs with Python's bytecode cache, as an installed accelsim does (without it,
+    every process compiles each module it imports from source, about a third of
+    their import time)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **extra}
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
@@ -102,7 +112,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, **env},
+        env=child_environment(env),
     )
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
@@ -147,7 +157,8 @@ def main() -> int:
     args.runs = args.runs or 5
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, {platform.system()} {platform.release()}"
+        f"{platform.python_version()}, {platform.system()} {platform.release()}; "
+        "Python's bytecode cache on"
     )
     print(f"{'command':52} {'median s':>9} {'min s':>7} {'max s':>7} {'peak RSS MiB':>13}")
     with tempfile.TemporaryDirectory() as out:
@@ -319,7 +330,7 @@ def timed_capture(argv: list[str], cwd: Path) -> tuple[float, int, str]:
     # Files, not pipes: SCALE-Sim's progress bars would fill a pipe and block it.
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err)
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, env=child_environment({}))
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - start
         if os.waitstatus_to_exitcode(status) != 0:
