@@ -23,7 +23,6 @@ the parent died.  Leaving the ``with`` block kills a child still running.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
@@ -142,7 +141,7 @@ def _serve(requests_fd: int, answers_fd: int) -> None:
     for name in _SIGNALS:
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
-    _warm_up()
+    plots.warm_up()
     with os.fdopen(requests_fd, encoding="utf-8") as requests:
         text = requests.read()
     figures = json.loads(text) if text else []
@@ -154,17 +153,3 @@ def _serve(requests_fd: int, answers_fd: int) -> None:
                 continue
             answers.write(f"{index}\n")
             answers.flush()
-
-
-def _warm_up() -> None:
-    """Draw a small figure with a log axis and a title: loads fonts and text caches."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(2, 2), layout="constrained")
-    ax = fig.subplots()
-    ax.bar(["a", "b"], [1.0, 100.0])
-    ax.set_yscale("log")
-    ax.set_ylabel("warm-up")
-    fig.suptitle("warm-up")
-    FigureCanvasAgg(fig).print_png(io.BytesIO())

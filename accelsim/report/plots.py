@@ -8,6 +8,7 @@ pyplot state.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,22 @@ def _save(fig: Figure, png_path: Path, dpi: int) -> None:
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     fig.set_dpi(dpi)
     canvas.print_png(png_path)
+
+
+def warm_up() -> None:
+    """Draw a small figure with a log axis and a title, to nowhere: loads matplotlib,
+    its fonts and its text caches (what :mod:`accelsim.report.plot_worker`'s child
+    does while the parent simulates)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2, 2), layout="constrained")
+    ax = fig.subplots()
+    ax.bar(["a", "b"], [1.0, 100.0])
+    ax.set_yscale("log")
+    ax.set_ylabel("warm-up")
+    fig.suptitle("warm-up")
+    FigureCanvasAgg(fig).print_png(io.BytesIO())
 
 
 def plot_suite(csv_path: Path, png_path: Path, title: str) -> None:
