@@ -318,13 +318,14 @@ class LayerPipe(Schedule):
             return where[task_of(op)]
 
         builder = GraphBuilder(ctx.hardware.word_bytes)
+        relabel = passes.Relabel(one.ops, one.parameters)  # one copier for every copy
         priority: list[int] = []
         updates: dict[tuple[int, str], list[int]] = {}
         first: list[Parameter] = []
         for j in range(mini_batches):
             start = len(builder.ops)
             copies = [
-                copy_step(builder, one, Tag(mini_batch=j, micro_batch=i), on)
+                copy_step(builder, one, Tag(mini_batch=j, micro_batch=i), on, copies=relabel)
                 for i in range(self.settings.micro_batches)
             ]
             first = first or copies[0]
