@@ -267,9 +267,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     # Parsing builds the parser, which imports pydantic: collect less from the start.
     with _fewer_collections(process_ends=argv is None):
-        args = build_parser().parse_args(argv)
-        module, name = COMMANDS[args.command]
-        command = getattr(importlib.import_module(module), name)
+        try:
+            args = build_parser().parse_args(argv)
+            module, name = COMMANDS[args.command]
+            command = getattr(importlib.import_module(module), name)
+        except KeyboardInterrupt:
+            # Ctrl-C while pydantic, NumPy and the command's modules load (before the
+            # command's own handlers): nothing is written yet, so one line suffices.
+            print("accelsim: stopped by SIGINT", file=sys.stderr)
+            return EXIT_SIGNAL + signal.SIGINT
         return _run(command, args)
 
 

@@ -273,6 +273,19 @@ def test_a_signal_removes_staging_keeps_the_old_run_and_exits_128_plus_n(
     assert signal.getsignal(signal.SIGTERM) is not cli._on_signal
 
 
+def test_ctrl_c_while_the_command_loads_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # as Ctrl-C during pydantic's or NumPy's import
+
+    monkeypatch.setattr(cli.importlib, "import_module", interrupted)
+    code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path)
+    assert (code, out) == (130, "")
+    assert err.splitlines() == ["accelsim: stopped by SIGINT"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     topology = tmp_path / "many.csv"
     # About 900 bytes of JSON per row: 160 rows overflow the 64 KiB pipe buffer.
