@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 import accelsim
 from accelsim import cli
+from accelsim.config.base import Spec
 from accelsim.techniques.registry import REGISTRY, technique_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,3 +152,20 @@ def test_the_process_command_freezes_what_is_left_for_a_quick_exit(
     finally:
         gc.unfreeze()
     capsys.readouterr()
+
+
+def test_the_benchmark_floor_builds_its_model_as_accelsim_builds_specs() -> None:
+    """``scripts/startup_floor.py`` stands for what any validated command pays: it
+    loads no accelsim module, configures its model as :class:`Spec` does and
+    collects garbage as the command line does."""
+    floor = str(ROOT / "scripts" / "startup_floor.py")
+    loaded = loaded_after(f"import runpy\nrunpy.run_path({floor!r})")
+    assert not {m for m in loaded if m.split(".")[0] == "accelsim"}
+    threshold = gc.get_threshold()
+    try:
+        namespace = runpy.run_path(floor)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+    assert namespace["Array"].model_config == Spec.model_config
+    assert namespace["GC_ALLOCATIONS"] == cli.GC_ALLOCATIONS
