@@ -4,7 +4,7 @@
 Each command runs in a fresh process, exactly as a user would run it, after one
 untimed warm-up run that fills Numba's on-disk cache and Python's bytecode
 cache (``PYTHONDONTWRITEBYTECODE`` is dropped for the children).  Peak RSS is
-the child's maximum resident set size.  The last two rows bound the others: the
+the child's maximum resident set size.  The last two rows are references: the
 start-up floor (``scripts/startup_floor.py``: NumPy, PyYAML and one pydantic
 model validated, no accelsim code) is what any command that validates a file
 pays first, and the interpreter alone says how fast the machine was.
@@ -24,7 +24,7 @@ end to end as ``accelsim sweep --jobs <cores>`` in a fresh process.
 ``scripts/validate_scalesim.py`` uses) and accelsim on the same forward layers
 (AlexNet and ResNet-18 conv layers from configs/validation/, 32x32 and 128x128,
 output and weight stationary), with the runs of both interleaved, and prints medians, the
-ratios, the ratio's bound at the start-up floor and both peak RSS figures; see
+ratios, the ratio at the start-up floor and both peak RSS figures; see
 ``vs_scalesim`` for what is timed.
 
 ``--engines`` times the two event engines in-process on the distinct steps of
@@ -362,9 +362,11 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
       after it up to 3 times slower);
     * accelsim's in-process simulation time of all rows (warm), from
       ``scripts/validate_scalesim.py --accelsim-only``;
-    The start-up floor (``scripts/startup_floor.py``) is what no command that
-    validates its files with pydantic can go under, so SCALE-Sim's time over it
-    bounds the whole-command ratio (``bound``).
+    The start-up floor (``scripts/startup_floor.py``) is what every command that
+    validates its files with pydantic pays, so SCALE-Sim's time over it (``at floor``)
+    is the most such a command can reach: an estimate, since both are medians of a
+    few runs on a machine whose speed drifts (a median of accelsim's can come out a
+    few per cent under the floor's).
     Compute cycles of every layer are compared (SCALE-Sim ``Total Cycles - Stall
     Cycles`` vs accelsim).
     """
@@ -385,7 +387,7 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
     header = (
         f"{'workload':10} {'array':8} {'flow':4} {'layers':>6} {'SCALE-Sim s':>11} {'RSS MiB':>7} "
         f"{'accelsim s':>10} {'RSS MiB':>7} {'accelsim sim ms':>15} {'floor s':>7} "
-        f"{'ratio':>9} {'bound':>9} {'ratio sim':>9} {'cycles':>9}"
+        f"{'ratio':>9} {'at floor':>9} {'ratio sim':>9} {'cycles':>9}"
     )
     print(header)
     wanted = {w.strip() for w in only.split(",")} if only else None
@@ -460,8 +462,8 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
                     flush=True,
                 )
     print(
-        "ratio = SCALE-Sim / accelsim, whole commands; bound = SCALE-Sim / start-up floor, "
-        "the most any validated command could reach; ratio sim = SCALE-Sim whole command / "
+        "ratio = SCALE-Sim / accelsim, whole commands; at floor = SCALE-Sim / start-up floor, "
+        "the most a validated command can reach; ratio sim = SCALE-Sim whole command / "
         "accelsim in-process simulation time of all rows (warm)"
     )
     return 1 if failures else 0
