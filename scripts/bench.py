@@ -358,8 +358,8 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
     * accelsim: ``accelsim layer --topology FILE --convention scalesim --json``,
       one process for all layers (start-up plus simulation), :data:`SHORT_RUNS`
       times, each followed by the start-up floor, after one untimed run of both
-      (SCALE-Sim's gigabytes evict the page cache, which made the first command
-      after it up to 3 times slower);
+      (the first command after a SCALE-Sim run of gigabytes was up to 3 times
+      slower in an earlier measurement, for a reason not established);
     * accelsim's in-process simulation time of all rows (warm), from
       ``scripts/validate_scalesim.py --accelsim-only``;
     The start-up floor (``scripts/startup_floor.py``) is what every command that
@@ -439,7 +439,7 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
                             int(r["Total Cycles"]) - int(r["Stall Cycles"]) for r in report
                         ]
                     shutil.rmtree(work / "out")
-                    # SCALE-Sim's gigabytes evict the page cache: refill it untimed.
+                    # The first commands after SCALE-Sim's gigabytes ran slow: untimed.
                     timed_capture(cli_argv, ROOT)
                     timed_capture(FLOOR, ROOT)
                     for _ in range(SHORT_RUNS):
