@@ -361,7 +361,8 @@ def vs_scalesim(runs: int, scalesim_python: str | None, only: str | None) -> int
       (the first command after a SCALE-Sim run of gigabytes was up to 3 times
       slower in an earlier measurement, for a reason not established);
     * accelsim's in-process simulation time of all rows (warm), from
-      ``scripts/validate_scalesim.py --accelsim-only``;
+      ``scripts/validate_scalesim.py --accelsim-only``.
+
     The start-up floor (``scripts/startup_floor.py``) is what every command that
     validates its files with pydantic pays, so SCALE-Sim's time over it (``at floor``)
     is the most such a command can reach: an estimate, since both are medians of a
