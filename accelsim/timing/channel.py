@@ -7,19 +7,50 @@ requested before it and completes after the access latency, so its arrival
 cycle is known when it is requested: :meth:`Channel.transfer` is one SimPy
 timeout to that cycle.  Contention is therefore decided by the order in which
 the simulation issues requests, with one event per transfer (the compiled
-engine, :mod:`accelsim.timing.compiled`, does the same arithmetic).
+engine, :mod:`accelsim.timing.compiled`, does the same arithmetic).  The
+arithmetic itself (:class:`Fifo`) needs no SimPy: :mod:`accelsim.timing.single_op`
+uses it to time a lone op without an engine.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import simpy
+if TYPE_CHECKING:
+    import simpy
 
 
-class Channel:
-    """A FIFO channel of ``bytes_per_cycle`` bandwidth and ``latency`` cycles.
+class Fifo:
+    """The reservations of a FIFO channel of ``bytes_per_cycle`` bandwidth and
+    ``latency`` cycles, in cycles, without an event.
+
+    Args:
+        bytes_per_cycle: Bandwidth; ``inf`` makes transfers take only the latency.
+        latency: Cycles from the end of a transfer to the data being usable.
+    """
+
+    def __init__(self, bytes_per_cycle: float, latency: int) -> None:
+        self.bytes_per_cycle = bytes_per_cycle
+        self.latency = latency
+        self.free_at = 0
+
+    def reserve(self, now: int, n_bytes: int) -> int:
+        """Queue ``n_bytes`` at cycle ``now``; the cycle its data arrives.
+
+        The transfer starts when the channel is free (now, or when the transfers
+        queued before it are done), holds it ``ceil(n_bytes / bytes_per_cycle)``
+        cycles and arrives ``latency`` cycles later.
+        """
+        free_at = self.free_at
+        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / self.bytes_per_cycle)
+        self.free_at = free_at
+        return free_at + self.latency
+
+
+class Channel(Fifo):
+    """A :class:`Fifo` channel in a SimPy simulation.
 
     Args:
         env: The simulation environment.
@@ -28,29 +59,20 @@ class Channel:
     """
 
     def __init__(self, env: simpy.Environment, bytes_per_cycle: float, latency: int) -> None:
+        super().__init__(bytes_per_cycle, latency)
         self.env = env
-        self.bytes_per_cycle = bytes_per_cycle
-        self.latency = latency
-        self.free_at = 0
 
     def transfer(self, n_bytes: int) -> simpy.Timeout:
-        """Queue a transfer; the returned event fires when its data has arrived.
-
-        The transfer starts when the channel is free (now, or when the transfers
-        queued before it are done), holds it ``ceil(n_bytes / bytes_per_cycle)``
-        cycles and arrives ``latency`` cycles later.
-        """
+        """Queue a transfer now (:meth:`Fifo.reserve`); the returned event fires
+        when its data has arrived."""
         now = int(self.env.now)
-        free_at = self.free_at
-        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / self.bytes_per_cycle)
-        self.free_at = free_at
-        return self.env.timeout(free_at + self.latency - now)
+        return self.env.timeout(self.reserve(now, n_bytes) - now)
 
 
 def reserve_all(channels: Sequence[Channel], n_bytes: int) -> int:
     """Reserve ``n_bytes`` on each channel in turn; returns the last arrival cycle.
 
-    Each channel is queued as by :meth:`Channel.transfer`, without an event (a
+    Each channel is queued as by :meth:`Fifo.reserve`, without an event (a
     channel listed twice is reserved twice, one transfer after the other); a
     ring all-reduce step reserves every participant's channel this way.
     """

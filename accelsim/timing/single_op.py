@@ -5,41 +5,25 @@ other traffic on its DRAM channel, so the events of the SimPy engine
 (:mod:`accelsim.timing.engine`) happen in an order known in advance: the
 prologue arrives, then each tile group computes while the next one is fetched
 and its outputs drain behind it, then the epilogue drains.  :func:`simulate_single_op`
-does that arithmetic directly (the same channel arithmetic as
-:class:`~accelsim.timing.channel.Channel`), so a single-layer query loads neither
-SimPy nor Numba.  ``tests/test_timing.py`` checks it against the SimPy engine on
+does that arithmetic directly (on a :class:`~accelsim.timing.channel.Fifo`, the
+reservations of the engine's DRAM channel), so a single-layer query loads neither
+SimPy nor Numba.  ``tests/test_single_op.py`` checks it against the SimPy engine on
 random GEMMs and hardware.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
+from accelsim.timing.channel import Fifo
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 ENGINE_NAME = "single_op"
 """What the trace names as its engine: no events are simulated."""
-
-
-class _Dram:
-    """One first-come-first-served DRAM channel, as :class:`~accelsim.timing.channel.Channel`."""
-
-    def __init__(self, bytes_per_cycle: float, latency: int) -> None:
-        self.bytes_per_cycle = bytes_per_cycle
-        self.latency = latency
-        self.free_at = 0
-
-    def reserve(self, now: int, n_bytes: int) -> int:
-        """Queue ``n_bytes`` at cycle ``now``; returns the cycle the data arrives."""
-        start = max(now, self.free_at)
-        self.free_at = start + math.ceil(n_bytes / self.bytes_per_cycle)
-        return self.free_at + self.latency
 
 
 def _part(total: int, parts: int, j: int) -> int:
@@ -54,7 +38,7 @@ def single_op_cycles(costs: OpCosts, hw: HardwareSpec) -> int:
     Raises:
         LimitError: if that is more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    dram = _Dram(hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+    dram = Fifo(hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
     chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0])
     reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
     prologue = reads if chunks == 1 else min(reads, int(costs.prologue_bytes[0]))
