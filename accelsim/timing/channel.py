@@ -79,16 +79,4 @@ def reserve_all(channels: Sequence[Channel], n_bytes: int) -> int:
     if not channels:
         raise ValueError("reserve_all needs at least one channel")
     now = int(channels[0].env.now)
-    arrival = 0
-    bandwidth = math.nan
-    busy = 0
-    for channel in channels:
-        if channel.bytes_per_cycle != bandwidth:
-            bandwidth = channel.bytes_per_cycle
-            busy = math.ceil(n_bytes / bandwidth)
-        free_at = channel.free_at
-        free_at = (free_at if free_at > now else now) + busy
-        channel.free_at = free_at
-        if free_at + channel.latency > arrival:
-            arrival = free_at + channel.latency
-    return arrival
+    return max([channel.reserve(now, n_bytes) for channel in channels])
