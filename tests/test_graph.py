@@ -88,17 +88,20 @@ def test_instantiate_renames_tensors_and_tags_ops() -> None:
 
 def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:
     step = chain()
-    ops, params = passes.Relabel(step.ops)(Tag(replica=1), "p1/".__add__, range(3, 6))
+    copy = passes.copied_as("p1/", Tag(replica=1))
+    ops, params = passes.Relabel(step.ops)(Tag(replica=1), copy, range(3, 6))
     assert [op.op_id for op in ops] == [3, 4, 5]
     assert [op.deps for op in ops] == [(), (3,), (4,)]
     g0, v1, g2 = ops
     assert isinstance(g0, GemmOp) and isinstance(g2, GemmOp) and params == []
     assert g2.sources == ((4,), ()) and {op.tag for op in ops} == {Tag(replica=1)}
     assert (g0.a.name, g0.c.name, g2.a.name) == ("p1/x", "p1/y", "p1/z")
+    # a copy's tensors know their copy and their name in the step
+    assert (g0.a.tag, g0.a.local, g0.a.step_name) == (Tag(replica=1), "x", "x")
     # the copies share tensors as the step's ops do
     assert g2.b is g0.a and v1.reads[0].tensor is g0.c
     # moved back, they are the step's instantiated copy
-    back, _ = passes.Relabel(ops)(Tag(replica=1), str, [-1, -1, -1, 0, 1, 2])
+    back, _ = passes.Relabel(ops)(Tag(replica=1), lambda x: x, [-1, -1, -1, 0, 1, 2])
     assert tuple(back) == passes.instantiate(step, Tag(replica=1), "p1/").ops
 
 

@@ -46,8 +46,10 @@ def composed(step: placement.StepGraph, batch: int, processors: int, run: _Run) 
     for j, param in enumerate(params[0] if processors > 1 else ()):
         if param.grad_op < 0:
             continue
-        name = param.weight.name.removeprefix("p0/")
-        tensor = builder.tensor(f"{name}.allreduce", param.gradient.kind, param.update_elements)
+        name = param.weight.step_name
+        tensor = builder.tensor(
+            f"{name}.allreduce", param.gradient.kind, param.update_elements, name
+        )
         after = [replica[j].grad_op for replica in params]
         op = builder.allreduce(
             f"{name}.allreduce", param.layer, tensor, tuple(range(processors)), after

@@ -8,11 +8,13 @@ travels by transfers that :func:`~accelsim.graph.passes.insert_transfers` adds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
 from accelsim.graph.ops import (
+    CORE,
     ROOT,
     Access,
     CommOp,
@@ -36,10 +38,15 @@ class GraphBuilder:
     Args:
         words: Word size of each tensor class.
         tag: The tag of the ops it emits (which replica, mini-batch, micro-batch).
+
+    Attributes:
+        owner: The owner of the ops it emits (:data:`~accelsim.graph.ops.CORE`, or the
+            technique emitting them).
     """
 
     def __init__(self, words: WordBytesSpec, tag: Tag = ROOT, on_chip: Iterable[str] = ()) -> None:
         self.words = words
+        self.owner = CORE
         self._word_bytes = {
             TensorKind.ACTIVATION: words.activations,
             TensorKind.WEIGHT: words.weights,
@@ -59,6 +66,15 @@ class GraphBuilder:
         for op in graph.ops:
             builder.append(op, graph.processor[op.op_id])
         return builder
+
+    @contextmanager
+    def owned_by(self, owner: str) -> Iterator[None]:
+        """Emit the ops of the ``with`` block as ``owner``'s (a technique's)."""
+        before, self.owner = self.owner, owner
+        try:
+            yield
+        finally:
+            self.owner = before
 
     def append(self, op: Op, processor: int) -> None:
         """Append an op made elsewhere, numbered ``len(ops)`` already.
@@ -91,9 +107,19 @@ class GraphBuilder:
         return offset
 
     # -- tensors -------------------------------------------------------------------------
-    def tensor(self, name: str, kind: TensorKind, elements: int) -> Tensor:
-        """Create a tensor whose word size follows its class."""
-        return Tensor(name, kind, elements, self._word_bytes[kind])
+    def tensor(self, name: str, kind: TensorKind, elements: int, parameter: str = "") -> Tensor:
+        """Create a tensor whose word size follows its class (``parameter``: the
+        weight it belongs to, see :class:`~accelsim.graph.ops.Tensor`)."""
+        return Tensor(name, kind, elements, self._word_bytes[kind], parameter=parameter)
+
+    def derived(self, of: Tensor, suffix: str, kind: TensorKind, elements: int) -> Tensor:
+        """A tensor named after ``of`` (``of``'s name and ``suffix``), in the same copy
+        of the step and of the same parameter: a weight's optimizer state, a
+        gradient's sum over micro-batches or its all-reduced total."""
+        local = of.local + suffix if of.local else ""
+        return Tensor(
+            of.name + suffix, kind, elements, self._word_bytes[kind], of.tag, local, of.parameter
+        )
 
     def keep_on_chip(self, tensor: Tensor) -> Tensor:
         """Declare that ``tensor`` never travels to DRAM (it is read as it is produced)."""
@@ -178,6 +204,7 @@ class GraphBuilder:
             unit=unit,
             sources=sources,
             tag=self.tag,
+            owner=self.owner,
         )
         return self._emit(op, (c,), partial)
 
@@ -211,6 +238,7 @@ class GraphBuilder:
             sources=sources,
             after=order,
             tag=self.tag if tag is None else tag,
+            owner=self.owner,
         )
         return self._emit(op, (w.tensor for w in write_acc), False)
 
@@ -234,6 +262,7 @@ class GraphBuilder:
             deps=order,
             after=order,
             tag=self.tag,
+            owner=self.owner,
         )
         return self._emit(op, (tensor,), False)
 

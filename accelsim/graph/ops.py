@@ -14,8 +14,10 @@ Every op records why it waits:
   processor, and the transfers that bring the others' data
   (:func:`~accelsim.graph.passes.insert_transfers`).
 
-``tag`` says which replica, mini-batch and micro-batch the op belongs to, so no
-pass ever parses a name.
+``tag`` says which replica, mini-batch and micro-batch the op belongs to, and
+``owner`` which technique added it, so no pass ever parses a name or infers who
+made an op from its phase.  Tensors carry the same ``tag``, the name they have in
+one copy of the step (``local``) and the parameter they belong to.
 """
 
 from __future__ import annotations
@@ -60,6 +62,14 @@ class Tag:
 
 ROOT = Tag()
 
+CORE = ""
+"""The ``owner`` of the step's own ops: lowering, placement, the optimizer and the
+transfers they need.  An op a technique adds has the technique's registered name."""
+
+
+WHOLE = -1
+"""``GemmOp.part`` of a GEMM that is not split."""
+
 
 class TensorKind(str, Enum):
     """Tensor class; sets the word size (see ``HardwareSpec.word_bytes``)."""
@@ -72,16 +82,31 @@ class TensorKind(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """A named tensor: its element count (whole batch) and word size."""
+    """A named tensor: its element count (whole batch) and word size.
+
+    ``tag`` is the copy of the step it belongs to (a replica, a mini-batch and
+    micro-batch), ``local`` its name in that copy ("" for a tensor that is not a
+    copy: its ``name`` is its name in the step), and ``parameter`` the name in the
+    step of the weight whose weight, gradient, buffered copy or optimizer state it
+    is ("" for any other tensor).
+    """
 
     name: str
     kind: TensorKind
     elements: int
     word_bytes: int
+    tag: Tag = ROOT
+    local: str = ""
+    parameter: str = ""
 
     @property
     def bytes(self) -> int:
         return self.elements * self.word_bytes
+
+    @property
+    def step_name(self) -> str:
+        """Its name in the step it was copied from (its ``name`` when it is no copy)."""
+        return self.local or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +132,10 @@ class GemmOp:
 
     ``a_elements`` and ``b_elements`` are the unique elements each GEMM reads
     from its operand tensors: less than ``m*k`` when A is an im2col view of a
-    feature map, whose windows overlap.  ``unit`` names the array it runs on.
+    feature map, whose windows overlap.  ``unit`` names the array it runs on;
+    ``part`` is which share of a GEMM whose rows are split between two processors
+    it is (:func:`~accelsim.graph.passes.split_gemms`: 0 the moved rows, 1 the rest,
+    :data:`WHOLE` for an unsplit GEMM).
     """
 
     op_id: int
@@ -128,6 +156,8 @@ class GemmOp:
     sources: tuple[tuple[int, ...], ...] = ()
     after: tuple[int, ...] = ()
     tag: Tag = ROOT
+    owner: str = CORE
+    part: int = WHOLE
 
     @property
     def macs(self) -> int:
@@ -150,6 +180,7 @@ class VectorOp:
     sources: tuple[tuple[int, ...], ...] = ()
     after: tuple[int, ...] = ()
     tag: Tag = ROOT
+    owner: str = CORE
 
     @property
     def vector_ops(self) -> int:
@@ -170,6 +201,7 @@ class CommOp:
     sources: tuple[tuple[int, ...], ...] = ()
     after: tuple[int, ...] = ()
     tag: Tag = ROOT
+    owner: str = CORE
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +220,7 @@ class TransferOp:
     sources: tuple[tuple[int, ...], ...] = ()
     after: tuple[int, ...] = ()
     tag: Tag = ROOT
+    owner: str = CORE
 
     @property
     def bytes(self) -> int:
@@ -220,7 +253,8 @@ class Parameter:
     while no op computes the gradient.  ``updated_elements`` is how many of its
     elements the optimizer updates (-1: all; fewer when a technique skips groups),
     ``monitor_groups`` the parameter groups whose convergence the update monitors
-    (0: none), and ``update`` when the update runs.
+    (0: none) for the technique ``monitor_owner`` (which owns the monitor's op), and
+    ``update`` when the update runs.
     """
 
     layer: str
@@ -232,6 +266,7 @@ class Parameter:
     updated_elements: int = -1
     monitor_groups: int = 0
     update: UpdateTiming = UpdateTiming.EAGER
+    monitor_owner: str = CORE
 
     @property
     def update_elements(self) -> int:

@@ -20,6 +20,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
+    CORE,
     Access,
     CommOp,
     GemmOp,
@@ -88,16 +89,41 @@ _COPY_VECTOR = copier(VectorOp, (*_LINKS, "reads", "writes"))
 _COPY_TENSOR_OP: dict[type, Callable[..., Op]] = {
     cls: copier(cls, (*_LINKS, "tensor")) for cls in (CommOp, TransferOp)
 }
-_COPY_TENSOR = copier(Tensor, ("name",))
+_COPY_TENSOR = copier(Tensor, ("name", "tag", "local"))
 _COPY_LINKS: dict[type, Callable[..., Op]] = {
     cls: copier(cls, _LINKS[:4]) for cls in (GemmOp, VectorOp, CommOp, TransferOp)
 }
 _COPY_PARAMETER = copier(Parameter, ("weight", "gradient", "grad_op"))
 
 
+TensorMap = Callable[[Tensor], Tensor]
+"""What a copy of a step makes of each of its tensors."""
+
+
+def copied_as(prefix: str, tag: Tag) -> TensorMap:
+    """A step's tensors in its copy ``tag``: tagged ``tag`` and named ``prefix`` and their
+    name, which stays their ``local`` name; without a prefix the copy uses the step's
+    own tensors."""
+    if not prefix:
+        return lambda x: x
+    return lambda x: _COPY_TENSOR(x, prefix + x.name, tag, x.local or x.name)
+
+
+def recopied(tag: Callable[[Tag], Tag | None], prefix: Callable[[Tag], str]) -> TensorMap:
+    """Tensors of one copy of a step (those whose ``tag`` maps to a tag) in another:
+    retagged and named ``prefix(new tag)`` and their ``local`` name; every other
+    tensor (one that is no copy, or of another copy) stays as it is."""
+
+    def move(x: Tensor) -> Tensor:
+        new = tag(x.tag) if x.local else None
+        return x if new is None else _COPY_TENSOR(x, prefix(new) + x.local, new, x.local)
+
+    return move
+
+
 class Relabel:
     """Copies of one step's ops and parameters for other copies of the step (replicas,
-    mini-batches), each op copied once: tagged, its tensors renamed, its ids moved.
+    mini-batches), each op copied once: tagged, its tensors copied, its ids moved.
 
     Made once per step: it finds the step's distinct tensor objects (by identity: ops
     share them, and hashing a tensor hashes all its fields) and accesses (equal ones
@@ -139,13 +165,14 @@ class Relabel:
         self._param_refs = [(t(p.weight), t(p.gradient)) for p in parameters]
 
     def __call__(
-        self, tag: Tag | Callable[[Tag], Tag], rename: Callable[[str], str], ids: Sequence[int]
+        self, tag: Tag | Callable[[Tag], Tag], copy_tensor: TensorMap, ids: Sequence[int]
     ) -> tuple[list[Op], list[Parameter]]:
-        """The copies: ops tagged ``tag`` (or ``tag`` of their tag), every tensor renamed
-        by ``rename``, and every op id (an op's own, those it waits for, a parameter's
-        ``grad_op``) mapped from ``old`` to ``ids[old]``, which must keep their order
-        (sorted ``deps`` stay sorted)."""
-        tensors = [_COPY_TENSOR(x, rename(x.name)) for x in self._tensors]
+        """The copies: ops tagged ``tag`` (or ``tag`` of their tag), every tensor
+        replaced by ``copy_tensor`` of it (:func:`copied_as`, :func:`recopied`), and every op id
+        (an op's own, those it waits for, a parameter's ``grad_op``) mapped from
+        ``old`` to ``ids[old]``, which must keep their order (sorted ``deps`` stay
+        sorted)."""
+        tensors = [copy_tensor(x) for x in self._tensors]
         accesses = [Access(tensors[i], elements) for i, elements in self._accesses]
         old_tags = {op.tag for op in self.ops}
         tags = (
@@ -184,7 +211,7 @@ def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
     if not prefix:
         return dataclasses.replace(graph, ops=tuple(replaced(o, tag=tag) for o in graph.ops))
     ops, parameters = Relabel(graph.ops, graph.parameters)(
-        tag, prefix.__add__, range(len(graph.ops))
+        tag, copied_as(prefix, tag), range(len(graph.ops))
     )
     return _graph(
         ops, graph.processor, {prefix + n for n in graph.on_chip}, parameters, graph.priority
@@ -200,6 +227,7 @@ def rewrite(
     drop: Callable[[Op], bool] = lambda op: False,
     emit_after: EmitAfter | None = None,
     emit_before: EmitAfter | None = None,
+    owner: str = CORE,
 ) -> tuple[OpGraph, dict[int, tuple[int, ...]]]:
     """Drop the ops ``drop`` selects and let ``emit_after`` add ops after each kept op.
 
@@ -207,7 +235,8 @@ def rewrite(
     builder positioned right after its renumbered copy, whose producer table
     covers every op so far, and emits into it; ``emit_before`` likewise, right
     before the copy (which does not wait for what it emits).  Ops that waited
-    for a dropped op no longer wait for it.
+    for a dropped op no longer wait for it.  The ops emitted are ``owner``'s (the
+    technique rewriting the graph); the kept ones keep their owners.
 
     Returns:
         The new graph (parameters' ``grad_op`` remapped, -1 where dropped) and
@@ -217,17 +246,18 @@ def rewrite(
         raise ValueError("rewrite runs before a schedule sets priorities")
     builder = GraphBuilder(words, on_chip=graph.on_chip)
     ids: dict[int, tuple[int, ...]] = {}
-    for op in graph.ops:
-        if drop(op):
-            ids[op.op_id] = ()
-            continue
-        if emit_before is not None:
-            emit_before(builder, op)
-        new = _relink(op, len(builder.ops), ids)
-        builder.append(new, graph.processor[op.op_id])
-        ids[op.op_id] = (new.op_id,)
-        if emit_after is not None:
-            emit_after(builder, op)
+    with builder.owned_by(owner):
+        for op in graph.ops:
+            if drop(op):
+                ids[op.op_id] = ()
+                continue
+            if emit_before is not None:
+                emit_before(builder, op)
+            new = _relink(op, len(builder.ops), ids)
+            builder.append(new, graph.processor[op.op_id])
+            ids[op.op_id] = (new.op_id,)
+            if emit_after is not None:
+                emit_after(builder, op)
     return builder.build(_parameters(graph.parameters, ids)), ids
 
 
@@ -243,9 +273,10 @@ def split_gemms(graph: OpGraph, rule: SplitRule) -> OpGraph:
     """Share GEMMs' rows between two processors.
 
     Where ``rule(op)`` gives ``(fraction, processor)``, the GEMM becomes two:
-    ``.part0`` with that fraction of the rows (at least one, at most all but one)
-    on ``processor``, then ``.part1`` with the rest where it was; both write the
-    output piecewise, and ops reading it wait for both.
+    part 0 (``GemmOp.part``, named ``.part0``) with that fraction of the rows (at
+    least one, at most all but one) on ``processor``, then part 1 (``.part1``) with
+    the rest where it was; both write the output piecewise, and ops reading it wait
+    for both.
     """
     ops: list[Op] = []
     processor: list[int] = []
@@ -259,13 +290,20 @@ def split_gemms(graph: OpGraph, rule: SplitRule) -> OpGraph:
             continue
         fraction, other = share
         moved = min(op.m - 1, max(1, round(fraction * op.m)))
-        parts = ((moved, other, ".part0"), (op.m - moved, graph.processor[op.op_id], ".part1"))
+        parts = ((moved, other), (op.m - moved, graph.processor[op.op_id]))
         base = _relink(op, len(ops), ids)
         ids[op.op_id] = (len(ops), len(ops) + 1)
-        for rows, where, suffix in parts:
+        for part, (rows, where) in enumerate(parts):
             a_part = min(rows * op.k, max(1, op.a_elements * rows // op.m))
             ops.append(
-                replaced(base, op_id=len(ops), name=op.name + suffix, m=rows, a_elements=a_part)
+                replaced(
+                    base,
+                    op_id=len(ops),
+                    name=f"{op.name}.part{part}",
+                    m=rows,
+                    a_elements=a_part,
+                    part=part,
+                )
             )
             processor.append(where)
     return _graph(ops, processor, graph.on_chip, _parameters(graph.parameters, ids), ())
@@ -282,7 +320,9 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     way).  An op then waits for its local producers, its transfers and its
     ``after`` dependencies.
 
-    The stash is the graph's: a transfer has its reader's phase and tensor.
+    The stash is the graph's: a transfer has its reader's phase, tag, owner and
+    tensor, and is named after the tensor's name in the step (``Tensor.step_name``)
+    and its destination.
     """
     ops: list[Op] = []
     processor: list[int] = []
@@ -398,7 +438,7 @@ def _transfer(
 ) -> TransferOp:
     return TransferOp(
         op_id=op_id,
-        name=f"{access.tensor.name}.to_p{destination}",
+        name=f"{access.tensor.step_name}.to_p{destination}",
         layer=reader.layer,
         phase=reader.phase,
         tensor=access.tensor,
@@ -409,4 +449,5 @@ def _transfer(
         sources=(tuple(producers),),
         after=tuple(sorted(waits)),
         tag=reader.tag,
+        owner=reader.owner,
     )

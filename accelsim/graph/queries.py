@@ -52,6 +52,17 @@ def stashed(ops: Iterable[Op]) -> frozenset[str]:
     )
 
 
+def stashed_tensors(ops: Iterable[Op]) -> list[Tensor]:
+    """The tensors :func:`stashed` names, each once, in the order backward first reads them."""
+    found: dict[str, Tensor] = {}
+    for op in ops:
+        if op.phase in BACKWARD:
+            for a in reads_of(op):
+                if a.tensor.kind is TensorKind.ACTIVATION:
+                    found.setdefault(a.tensor.name, a.tensor)
+    return list(found.values())
+
+
 def sinks(ops: Sequence[Op], start: int) -> tuple[int, ...]:
     """Ops from ``start`` on that no later op from ``start`` on waits for."""
     used = {d for op in ops[start:] for d in op.deps}

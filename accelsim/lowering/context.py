@@ -42,8 +42,9 @@ class StepContext:
     # -- parameters ----------------------------------------------------------------------
     def param(self, layer: str, suffix: str, elements: int, kind: ParamKind, rows: int) -> Tensor:
         """Create a trainable tensor ``layer.suffix`` and its gradient ``layer.dsuffix``."""
-        weight = self.t(f"{layer}.{suffix}", TensorKind.WEIGHT, elements)
-        grad = self.t(f"{layer}.d{suffix}", TensorKind.GRADIENT, elements)
+        name = f"{layer}.{suffix}"
+        weight = self.b.tensor(name, TensorKind.WEIGHT, elements, parameter=name)
+        grad = self.b.tensor(f"{layer}.d{suffix}", TensorKind.GRADIENT, elements, parameter=name)
         self.param_index[weight.name] = len(self.params)
         self.params.append(Parameter(layer, weight, grad, -1, kind, rows))
         return weight

@@ -17,7 +17,8 @@ groups shrinks it), and a parameter with ``monitor_groups`` also pays a
 convergence monitor: ``MONITOR_OPS_PER_ELEMENT`` more ops per updated element in
 the update, then one small op per parameter folding the per-group norms into an
 exponential moving average (``MONITOR_OPS_PER_GROUP`` ops per group, the EMA
-kept as an optimizer-state tensor of one value per group).
+kept as an optimizer-state tensor of one value per group); that op is owned by
+the technique that asked for the monitor (``Parameter.monitor_owner``).
 
 Global-norm gradient clipping (``clip_global_norm``) adds one op reading every
 gradient (square and accumulate) that all updates wait for, and one op per
@@ -57,7 +58,8 @@ BUFFERED = "@buffer"
 def buffered(weight: Tensor) -> Tensor:
     """The copy of ``weight`` that an array's buffer holds: reads of it cost no DRAM
     traffic when the graph keeps it on chip (its name is in ``on_chip``)."""
-    return dataclasses.replace(weight, name=weight.name + BUFFERED)
+    local = weight.local + BUFFERED if weight.local else ""
+    return dataclasses.replace(weight, name=weight.name + BUFFERED, local=local)
 
 
 def update_op(
@@ -80,14 +82,14 @@ def update_op(
     kind = optimizer.kind
     elements = p.update_elements
     states = [
-        builder.tensor(f"{p.weight.name}.state{j}", TensorKind.OPTIMIZER_STATE, p.weight.elements)
+        builder.derived(p.weight, f".state{j}", TensorKind.OPTIMIZER_STATE, p.weight.elements)
         for j in range(kind.state_tensors)
     ]
     ops = kind.ops_per_element
     ops += MONITOR_OPS_PER_ELEMENT if p.monitor_groups else 0
     ops += CLIP_SCALE_OPS_PER_ELEMENT if clipped else 0
     weight = weight_read if weight_read is not None else p.weight
-    short = p.weight.name.rpartition("/")[2]
+    short = p.weight.step_name
     update = builder.vector(
         f"{short}.update",
         p.layer,
@@ -101,18 +103,19 @@ def update_op(
     )
     if not p.monitor_groups:
         return [update]
-    ema = builder.tensor(f"{p.weight.name}.ema", TensorKind.OPTIMIZER_STATE, p.monitor_groups)
-    monitor = builder.vector(
-        f"{short}.monitor",
-        p.layer,
-        Phase.UPDATE,
-        p.monitor_groups,
-        MONITOR_OPS_PER_GROUP,
-        reads=[ema],
-        writes=[ema],
-        after=(update,),
-        tag=tag,
-    )
+    ema = builder.derived(p.weight, ".ema", TensorKind.OPTIMIZER_STATE, p.monitor_groups)
+    with builder.owned_by(p.monitor_owner):
+        monitor = builder.vector(
+            f"{short}.monitor",
+            p.layer,
+            Phase.UPDATE,
+            p.monitor_groups,
+            MONITOR_OPS_PER_GROUP,
+            reads=[ema],
+            writes=[ema],
+            after=(update,),
+            tag=tag,
+        )
     return [update, monitor]
 
 

@@ -29,7 +29,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import AssignmentPolicy, OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, Tag, replaced
+from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, Tag, Tensor, replaced
 from accelsim.lowering.optimizer import add_updates
 from accelsim.lowering.step import backward_sinks
 
@@ -106,7 +106,7 @@ def data_parallel(
     parameters: list[Parameter] = []
     for p, r in enumerate(replicas):
         ids = range(starts[p], starts[p + 1])
-        copies, params = r.copy(Tag(replica=p), prefixes[p].__add__, ids)
+        copies, params = r.copy(Tag(replica=p), passes.copied_as(prefixes[p], Tag(replica=p)), ids)
         ops += copies
         if p == 0:  # the graph's parameters are the first replica's (one copy of the weights)
             parameters = [q for q in params if q.grad_op >= 0]
@@ -124,8 +124,7 @@ def data_parallel(
             *range(reduced_at, reduced_at + k),
             *range(updates_at[p], updates_at[p + 1]),
         ]
-        rename = _renaming(r.prefix, prefixes[p])
-        ops += r.copy_updates(Tag(replica=p), rename, update_ids)[0]
+        ops += r.copy_updates(Tag(replica=p), _into(p, prefixes[p]), update_ids)[0]
     graph = OpGraph(
         ops=tuple(ops),
         processor=tuple(op.tag.replica for op in ops),
@@ -133,9 +132,7 @@ def data_parallel(
             prefix + n for r, prefix in zip(replicas, prefixes, strict=True) for n in r.step.on_chip
         ),
         stashed=frozenset(
-            _renaming(r.prefix, prefix)(name)
-            for r, prefix in zip(replicas, prefixes, strict=True)
-            for name in r.stashed
+            _into(p, prefixes[p])(t).name for p, r in enumerate(replicas) for t in r.stashed
         ),
         parameters=tuple(parameters),
     )
@@ -149,13 +146,13 @@ def data_parallel(
     return passes.insert_transfers(graph)
 
 
-def _renaming(old: str, new: str) -> Callable[[str], str]:
-    """Tensor names of the replica whose names start with ``old`` for the one with ``new``
-    (names without the prefix, such as ``grad_norm``, are the same in every replica)."""
-    if old == new:
-        return str
-    cut = len(old)
-    return lambda name: new + name[cut:] if name.startswith(old) else name
+def _into(replica: int, prefix: str) -> passes.TensorMap:
+    """A replica's tensors (the copies of the step's, and the states and sums named
+    after them) in replica ``replica``, whose names start with ``prefix``; tensors of
+    no replica, such as ``grad_norm`` and the all-reduced gradients, are every
+    replica's."""
+    tag = Tag(replica=replica)
+    return passes.recopied(lambda _: tag, lambda _: prefix)
 
 
 @dataclass(frozen=True)
@@ -166,7 +163,7 @@ class _Replica:
     :func:`~accelsim.lowering.optimizer.add_updates` makes them for the replica
     whose tensor names start with ``prefix``, at local ids: its step ``0..n-1``,
     ``allreduces`` (stand-ins: no participants yet) ``n..n+k-1``, then the updates.
-    ``stashed`` are the activations its step and updates stash, with ``prefix``;
+    ``stashed`` are the activations its step and updates stash (its copies);
     ``settled`` says whether the transfers pass keeps all its ops as they are
     (:func:`~accelsim.graph.passes.settled`).
     """
@@ -176,7 +173,7 @@ class _Replica:
     gradient_ops: tuple[int, ...]
     allreduces: tuple[CommOp, ...]
     updates: tuple[Op, ...]
-    stashed: frozenset[str]
+    stashed: tuple[Tensor, ...]
     settled: bool
     copy: passes.Relabel
     copy_updates: passes.Relabel
@@ -193,7 +190,7 @@ class _Replica:
     ) -> _Replica:
         tag = Tag(replica=replica)
         copy = passes.Relabel(step.ops, step.parameters)
-        ops, params = copy(tag, prefix.__add__, range(len(step.ops)))
+        ops, params = copy(tag, passes.copied_as(prefix, tag), range(len(step.ops)))
         builder = GraphBuilder(words, on_chip={prefix + n for n in step.on_chip})
         for op in ops:
             builder.append(op, 0)
@@ -201,8 +198,10 @@ class _Replica:
         trained = [p for p in params if p.grad_op >= 0]
         ready: dict[str, int] = {}
         for param in trained if processors > 1 else ():
-            name = param.weight.name.removeprefix(prefix)
-            tensor = builder.tensor(f"{name}.allreduce", param.gradient.kind, param.update_elements)
+            name = param.weight.step_name
+            tensor = builder.tensor(
+                f"{name}.allreduce", param.gradient.kind, param.update_elements, name
+            )
             ready[param.weight.name] = builder.allreduce(
                 f"{name}.allreduce", param.layer, tensor, (), [param.grad_op]
             )
@@ -216,7 +215,7 @@ class _Replica:
             gradient_ops=tuple(p.grad_op for p in trained),
             allreduces=allreduces,
             updates=updates,
-            stashed=queries.stashed(builder.ops),
+            stashed=tuple(queries.stashed_tensors(builder.ops)),
             settled=all(map(passes.settled, (*ops, *updates))),
             copy=copy,
             copy_updates=passes.Relabel(updates),

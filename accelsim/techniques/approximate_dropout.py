@@ -341,7 +341,9 @@ class ApproximateDropout(Technique):
         if self.settings.skip_updates and self.settings.pattern is Pattern.ROW:
             parameters = tuple(skipped_update(p, plan, kept) for p in parameters)
         shrunk = dataclasses.replace(graph, ops=ops, parameters=parameters)
-        return add_aux(shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware))
+        return add_aux(
+            shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware), self.name
+        )
 
     def mask_tiles(
         self, graph: OpGraph, schedule: FoldSchedule, rng: np.random.Generator

@@ -118,9 +118,12 @@ def skipped_update(p: Parameter, plan: Plan, kept: np.ndarray) -> Parameter:
     )
 
 
-def add_aux(graph: OpGraph, plan: Plan, words: WordBytesSpec, tile: tuple[int, int]) -> OpGraph:
+def add_aux(
+    graph: OpGraph, plan: Plan, words: WordBytesSpec, tile: tuple[int, int], owner: str
+) -> OpGraph:
     """Pattern generation after each dropout layer's forward op, and sensitivity scoring
-    after each dropped conv's forward op (it picks the maps of the next step)."""
+    after each dropped conv's forward op (it picks the maps of the next step): ops of
+    the technique ``owner``."""
     units = {}
     for site in plan.sites:
         if plan.tiles:
@@ -156,5 +159,5 @@ def add_aux(graph: OpGraph, plan: Plan, words: WordBytesSpec, tile: tuple[int, i
                 f"{op.layer}.score", op.layer, Phase.AUX, op.a.elements, SCORE_OPS, [op.a], []
             )
 
-    rewritten, _ = passes.rewrite(graph, words, emit_after=emit)
+    rewritten, _ = passes.rewrite(graph, words, emit_after=emit, owner=owner)
     return rewritten

@@ -208,9 +208,11 @@ class _Rewrite:
                         builder, self.view(layer), parameter, predicted, acts, *shape
                     )
 
-    def apply(self, graph: OpGraph, words: WordBytesSpec) -> OpGraph:
+    def apply(self, graph: OpGraph, words: WordBytesSpec, owner: str) -> OpGraph:
+        """``graph`` with the predictor's ops (``owner``'s) added, and in a GP step
+        without its backward pass."""
         drop = (lambda op: op.phase in queries.BACKWARD) if self.gp else (lambda op: False)
-        rewritten, _ = passes.rewrite(graph, words, drop, self.emit)
+        rewritten, _ = passes.rewrite(graph, words, drop, self.emit, owner=owner)
         if not self.gp:
             return rewritten
         parameters = []
@@ -286,7 +288,7 @@ class GradientPrediction(Technique):
         predictor = Predictor(cfg.network, unit, self.storage(graph, ctx.hardware))
         infos = {info.layer.name: info for info in ctx.infos}
         return _Rewrite(graph, predictor, infos, gp=kind == "gp").apply(
-            graph, ctx.hardware.word_bytes
+            graph, ctx.hardware.word_bytes, self.name
         )
 
     def training(
@@ -329,8 +331,8 @@ class GradientPrediction(Technique):
             - totals["dram_bytes"]["technique"] / totals["dram_bytes"]["baseline"],
             "predictor": {
                 "storage": self.storage(base.graph, ctx.hardware).report(),
-                "bp": _predictor_use(bp, placement, base.total_cycles),
-                "gp": _predictor_use(gp, placement),
+                "bp": _predictor_use(bp, self.name, placement, base.total_cycles),
+                "gp": _predictor_use(gp, self.name, placement),
                 "layers": [
                     predictor_layer_cost(
                         self.settings.network, layers[p.layer], p, ctx.run.batch_size
@@ -355,22 +357,23 @@ class GradientPrediction(Technique):
 
 
 def _predictor_use(
-    step: SimulatedStep, placement: Placement, base_cycles: int | None = None
+    step: SimulatedStep, owner: str, placement: Placement, base_cycles: int | None = None
 ) -> dict[str, Any]:
     """Predictor MACs, array busy time, energy and (for BP) how much of it is hidden.
 
-    MACs, busy time and energy are those of the whole simulated step graph (every
-    mini-batch of a pipeline); the overhead compares one step's cost with the
-    baseline step's cycles.
+    The predictor's ops are those ``owner`` (ADA-GP) added, none of another
+    technique's.  MACs, busy time and energy are those of the whole simulated step
+    graph (every mini-batch of a pipeline); the overhead compares one step's cost
+    with the baseline step's cycles.
     """
     result = step.result
     c = result.trace.costs
-    aux = [op.phase is Phase.AUX for op in result.graph.ops]
+    aux = [op.owner == owner for op in result.graph.ops]
     durations = result.trace.end_cycle - result.trace.start_cycle
     busy = sum(
         int(durations[op.op_id])
         for op in result.graph.ops
-        if op.phase is Phase.AUX and isinstance(op, GemmOp)
+        if op.owner == owner and isinstance(op, GemmOp)
     )
     use: dict[str, Any] = {
         "macs": int(sum(int(m) for m, a in zip(c.macs, aux, strict=True) if a)),

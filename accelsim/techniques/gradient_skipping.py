@@ -148,6 +148,7 @@ def skip_groups(
                 new,
                 updated_elements=k.updated_elements,
                 monitor_groups=k.kept,
+                monitor_owner=GradientSkipping.name,
             )
         )
     return dataclasses.replace(rewritten, ops=tuple(ops), parameters=tuple(parameters))
@@ -412,6 +413,6 @@ def gemm_macs(result: RunResult) -> dict[str, int]:
     for p in result.graph.parameters:
         if p.monitor_groups and p.grad_op >= 0:
             by["monitor_vector_ops"] += MONITOR_OPS_PER_ELEMENT * p.update_elements
-    monitors = [op for op in result.graph.ops if op.name.endswith(".monitor")]
+    monitors = [op for op in result.graph.ops if op.owner == GradientSkipping.name]
     by["monitor_vector_ops"] += sum(int(costs.vector_ops[op.op_id]) for op in monitors)
     return by

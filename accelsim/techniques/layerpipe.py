@@ -330,7 +330,7 @@ class LayerPipe(Schedule):
             ]
             first = first or copies[0]
             dw_on = {p.layer: where.get((p.layer, "dw"), 0) for p in copies[0]}
-            ready = accumulate_gradients(builder, copies, dw_on, Tag(mini_batch=j))
+            ready = accumulate_gradients(builder, copies, dw_on, Tag(mini_batch=j), self.name)
             backward_done = stage_sinks(builder, start)
             reads_weights: dict[str, list[int]] = {}
             for i in range(start, len(builder.ops)):

@@ -7,8 +7,7 @@ all-reduce among a replicated stage's replicas) after a round of mini-batches.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from accelsim.config.run import OptimizerSpec
@@ -28,8 +27,12 @@ from accelsim.graph.queries import BACKWARD
 from accelsim.lowering.optimizer import add_updates
 
 SplitShares = Mapping[str, tuple[float, int]]
-_COPY_PREFIX = re.compile(r"b\d+m\d+/")  # copy_step's tensor prefix
 """Layers whose dX GEMMs are split: the share of rows moved and the processor."""
+
+
+def copy_prefix(tag: Tag) -> str:
+    """The start of the names of micro-batch ``tag``'s tensors (``b<mini-batch>m<micro>/``)."""
+    return f"b{tag.mini_batch}m{tag.micro_batch}/"
 
 
 def copy_step(
@@ -47,7 +50,7 @@ def copy_step(
     copies of a step) copies each op once, at its place in the builder; split GEMMs
     (``shares``) take the passes one after another.
     """
-    prefix = f"b{tag.mini_batch}m{tag.micro_batch}/"
+    prefix = copy_prefix(tag)
     if shares:
         graph = passes.split_gemms(
             passes.place(passes.instantiate(one, tag, prefix), where),
@@ -58,33 +61,41 @@ def copy_step(
     else:
         copy = copies if copies is not None else passes.Relabel(one.ops, one.parameters)
         start = len(builder.ops)
-        ops, parameters = copy(tag, prefix.__add__, range(start, start + len(one.ops)))
+        ops, parameters = copy(
+            tag, passes.copied_as(prefix, tag), range(start, start + len(one.ops))
+        )
         builder.append_ops(ops, [where(op) for op in ops], [prefix + n for n in one.on_chip])
     return [p for p in parameters if p.grad_op >= 0]
 
 
 def accumulate_gradients(
-    builder: GraphBuilder, copies: list[list[Parameter]], stage_of: Mapping[str, int], tag: Tag
+    builder: GraphBuilder,
+    copies: list[list[Parameter]],
+    stage_of: Mapping[str, int],
+    tag: Tag,
+    owner: str,
 ) -> list[int]:
-    """Sum each parameter's gradient over the micro-batches; the op that finishes it."""
+    """Sum each parameter's gradient over the micro-batches (ops of the schedule
+    ``owner``); the op that finishes it."""
     if len(copies) == 1:
         return [p.grad_op for p in copies[0]]
     ready = []
     for p, first in enumerate(copies[0]):
         parts = [c[p].gradient for c in copies]
-        total = builder.tensor(
-            f"{first.weight.name}.grad_sum", TensorKind.GRADIENT, first.update_elements
+        total = builder.derived(
+            first.weight, ".grad_sum", TensorKind.GRADIENT, first.update_elements
         )
-        op = builder.vector(
-            f"{first.weight.name}.grad_sum",
-            first.layer,
-            Phase.BWD_WEIGHT,
-            total.elements,
-            len(parts) - 1,
-            [Access(part, total.elements) for part in parts],
-            [total],
-            tag=tag,
-        )
+        with builder.owned_by(owner):
+            op = builder.vector(
+                f"{first.weight.step_name}.grad_sum",
+                first.layer,
+                Phase.BWD_WEIGHT,
+                total.elements,
+                len(parts) - 1,
+                [Access(part, total.elements) for part in parts],
+                [total],
+                tag=tag,
+            )
         builder.processor[op] = stage_of[first.layer]
         ready.append(op)
     return ready
@@ -111,29 +122,34 @@ def add_round_updates(
     done: list[Done],
     optimizer: OptimizerSpec,
     updates: dict[tuple[int, int], list[int]],
+    owner: str,
 ) -> None:
     """The updates after a round of a stage's mini-batches, one per replica.
 
     With one replica each mini-batch's gradients update the weights right after
     its stage's backward pass.  Replicas (PipeDream's data-parallel stages)
-    all-reduce each parameter's gradients of the round first, then each updates
-    its own copy of the weights.
+    all-reduce each parameter's gradients of the round first (ops of the schedule
+    ``owner``), then each updates its own copy of the weights.
     """
     procs = tuple(d.processor for d in done)
     for p, (param, grad) in enumerate(done[0].params):
         ready = grad
         if len(done) > 1:
-            name = param.weight.name.split("/", 1)[-1]
+            name = param.weight.step_name
             total = builder.tensor(
-                f"b{done[0].j}/{name}.allreduce", param.gradient.kind, param.gradient.elements
-            )
-            ready = builder.allreduce(
                 f"b{done[0].j}/{name}.allreduce",
-                param.layer,
-                total,
-                procs,
-                [d.params[p][1] for d in done],
+                param.gradient.kind,
+                param.gradient.elements,
+                name,
             )
+            with builder.owned_by(owner):
+                ready = builder.allreduce(
+                    f"b{done[0].j}/{name}.allreduce",
+                    param.layer,
+                    total,
+                    procs,
+                    [d.params[p][1] for d in done],
+                )
             builder.processor[ready] = procs[0]
         for d in done:
             mine = d.params[p][0]
@@ -192,9 +208,10 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
 
     A block is a mini-batch's ops (its copies of the step, gradient sums, updates
     and transfers), contiguous in program order.  A copy for mini-batch ``j`` has
-    the last block's ops renamed (``bJm``... to ``bjm``...), retagged, every id
-    they refer to (their own, and earlier blocks') moved by ``j - J`` blocks, and
-    priorities moved as the last two blocks' differ.
+    the last block's ops retagged, its tensors (those tagged with mini-batch ``J``)
+    copied for ``j`` (:func:`copy_prefix`), every id they refer to (their own, and
+    earlier blocks') moved by ``j - J`` blocks, and priorities moved as the last two
+    blocks' differ.
     """
     ops = graph.ops
     last = ops[-1].tag.mini_batch
@@ -205,9 +222,7 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     if len(begins) < 2 or begins[-1] - begins[-2] != size:
         return None
     block = ops[begins[-1] :]
-    if any(_COPY_PREFIX.match(op.layer) for op in ops):
-        return None  # a layer named like a copy's prefix: names would be ambiguous
-    earlier = _moved(passes.Relabel(ops[begins[-2] : begins[-1]]), last - 1, last, size, ops)
+    earlier = _moved(passes.Relabel(ops[begins[-2] : begins[-1]]), last - 1, last, size, len(ops))
     if tuple(earlier) != block:
         return None
     priority = graph.priority[begins[-1] :]
@@ -216,14 +231,16 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     relabel = passes.Relabel(block)
     new_ops, new_priority = list(ops), list(graph.priority)
     stashed, on_chip = set(graph.stashed), set(graph.on_chip)
-    mine = queries.stashed(block)
-    kept = [n for n in graph.on_chip if n.startswith(f"b{last}m")]
+    own = [t for t in queries.tensors(block).values() if t.local and t.tag.mini_batch == last]
+    stashed_names = queries.stashed(block)
+    mine = [t for t in own if t.name in stashed_names]
+    kept = [t for t in own if t.name in graph.on_chip]
     for j in range(last + 1, mini_batches):
-        rename = _renaming(last, j)
-        new_ops += _moved(relabel, last, j, (j - last) * size, ops)
+        copy = _copied(last, j)
+        new_ops += _moved(relabel, last, j, (j - last) * size, len(ops))
         new_priority += [p + (j - last) * d for p, d in zip(priority, step, strict=True)]
-        stashed.update(map(rename, mine))
-        on_chip.update(map(rename, kept))
+        stashed.update(copy(t).name for t in mine)
+        on_chip.update(copy(t).name for t in kept)
     processor = graph.processor[begins[-1] :]
     return OpGraph(
         ops=tuple(new_ops),
@@ -235,20 +252,17 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     )
 
 
-def _moved(relabel: passes.Relabel, old: int, new: int, by: int, ops: Sequence[Op]) -> list[Op]:
-    """Mini-batch ``old``'s ops (``relabel``'s) for mini-batch ``new``, ids moved ``by``;
-    an op named after a tensor (a transfer, a gradient sum) follows the tensor."""
-    rename = _renaming(old, new)
-    moved, _ = relabel(lambda tag: replaced(tag, mini_batch=new), rename, range(by, by + len(ops)))
-    return [
-        op if _COPY_PREFIX.match(op.name) is None else replaced(op, name=rename(op.name))
-        for op in moved
-    ]
+def _moved(relabel: passes.Relabel, old: int, new: int, by: int, ops: int) -> list[Op]:
+    """Mini-batch ``old``'s ops (``relabel``'s, in a graph of ``ops`` ops) for mini-batch
+    ``new``, ids moved ``by``."""
+    moved, _ = relabel(
+        lambda tag: replaced(tag, mini_batch=new), _copied(old, new), range(by, by + ops)
+    )
+    return moved
 
 
-def _renaming(old: int, new: int) -> Callable[[str], str]:
-    """Names of mini-batch ``old``'s copies (``b<old>m<i>/...``, and the ops named after
-    their tensors) for mini-batch ``new``'s."""
-    pattern = re.compile(rf"b{old}m\d+/")
-    before, after = f"b{old}m", f"b{new}m"
-    return lambda name: after + name[len(before) :] if pattern.match(name) else name
+def _copied(old: int, new: int) -> passes.TensorMap:
+    """Mini-batch ``old``'s tensors as mini-batch ``new``'s."""
+    return passes.recopied(
+        lambda tag: replaced(tag, mini_batch=new) if tag.mini_batch == old else None, copy_prefix
+    )

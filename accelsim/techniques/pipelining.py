@@ -308,7 +308,7 @@ class Schedule(Technique):
             tags = [Tag(mini_batch=j, micro_batch=i) for i in range(cfg.micro_batches)]
             copies = [copy_step(builder, one, t, by_layer(on), shares, relabel) for t in tags]
             first = first or copies[0]
-            ready = accumulate_gradients(builder, copies, on, Tag(mini_batch=j))
+            ready = accumulate_gradients(builder, copies, on, Tag(mini_batch=j), self.name)
             backward_done = stage_sinks(builder, start)
             if send_after:
                 send_after_backward(builder, start, backward_done)
@@ -323,7 +323,7 @@ class Schedule(Technique):
                 proc = plan.processor(stage, j)
                 done.append(Done(j, proc, params, backward_done.get(proc, ())))
                 if len(done) == copies_of or j == mini_batches - 1:
-                    add_round_updates(builder, done, ctx.run.optimizer, updates)
+                    add_round_updates(builder, done, ctx.run.optimizer, updates, self.name)
                     done.clear()
             self._order(builder, start, j, plan, updates, priority, defer)
         # The graph's parameters are the first micro-batch's: one copy of the weights.

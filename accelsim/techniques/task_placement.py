@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, VectorOp
+from accelsim.graph.ops import WHOLE, GemmOp, Op, OpGraph, Phase, VectorOp
 from accelsim.graph.queries import reads_of
 from accelsim.report.result import RunResult
 from accelsim.timing.costs import UNIT_ARRAY
@@ -36,10 +36,8 @@ _ROLE = {
 def task_of(op: Op) -> TaskKey:
     """The task an op belongs to: its layer and role (split dX GEMMs by part)."""
     role = _ROLE[op.phase]
-    if role == "dx" and isinstance(op, GemmOp):
-        for part in (".part0", ".part1"):
-            if op.name.endswith(part):
-                role += part
+    if role == "dx" and isinstance(op, GemmOp) and op.part != WHOLE:
+        role += f".part{op.part}"
     return (op.layer, role)
 
 
