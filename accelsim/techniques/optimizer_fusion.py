@@ -44,6 +44,7 @@ from accelsim.errors import Problem
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
+    CORE,
     Access,
     GemmOp,
     Op,
@@ -55,7 +56,7 @@ from accelsim.graph.ops import (
     UpdateTiming,
     VectorOp,
 )
-from accelsim.lowering.optimizer import BUFFERED, buffered, update_op
+from accelsim.lowering.optimizer import buffered, update_op
 from accelsim.mapping.residency import gradient_stays, weight_stays
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
@@ -143,31 +144,31 @@ def derived_parameter_bytes(
 
 
 def parameter_dram_bytes(result: RunResult) -> int:
-    """The DRAM bytes of one simulated step spent on the parameters: weights (and their
-    buffered copies), their gradients and optimizer states, without activations and
-    activation gradients.  Replicas and pipeline copies count alike."""
+    """The DRAM bytes of one simulated step spent on the parameters: their weights (and
+    buffered copies), gradients and optimizer states (``Tensor.parameter``, and the
+    optimizer's other state such as the clipping norm), without activations and
+    activation gradients.  Replicas and pipeline copies count alike; the ops of other
+    techniques (a gradient predictor's own weights and state) do not count."""
     graph, costs = result.graph, result.trace.costs
-
-    def base(name: str) -> str:
-        return name.rpartition("/")[2].removesuffix(BUFFERED)
-
-    own = {base(t.name) for p in graph.parameters for t in (p.weight, p.gradient)}
+    mine = (CORE, OptimizerFusion.name)
 
     def counted(t: Tensor) -> bool:
         if t.name in graph.on_chip:
             return False
-        return t.kind is TensorKind.OPTIMIZER_STATE or base(t.name) in own
+        return bool(t.parameter) or t.kind is TensorKind.OPTIMIZER_STATE
 
     total = 0
     for op in graph.ops:
         i = op.op_id
+        if op.owner not in mine:
+            continue
         if isinstance(op, GemmOp):
             operands = (
                 (op.a, costs.dram_ifmap_read_bytes[i]),
                 (op.b, costs.dram_filter_read_bytes[i]),
                 (op.c, costs.dram_ofmap_read_bytes[i] + costs.dram_ofmap_write_bytes[i]),
             )
-            total += sum(int(b) for t, b in operands if base(t.name) in own)
+            total += sum(int(b) for t, b in operands if t.parameter)
         elif isinstance(op, VectorOp):
             total += sum(a.bytes for a in (*op.reads, *op.writes) if counted(a.tensor))
     return total
@@ -357,7 +358,9 @@ def forward_fused(graph: OpGraph, hw: HardwareSpec, optimizer: OptimizerSpec) ->
             clipped = optimizer.clip_global_norm is not None
             updates[p.weight.name] = update_op(builder, p, optimizer, (), clipped=clipped)[0]
 
-    rewritten, ids = passes.rewrite(graph, hw.word_bytes, emit_before=emit)
+    rewritten, ids = passes.rewrite(
+        graph, hw.word_bytes, emit_before=emit, owner=OptimizerFusion.name
+    )
     resident = {
         name: buffered(trained[name].weight)
         for name in updates
