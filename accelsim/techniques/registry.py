@@ -13,15 +13,20 @@ from accelsim.config.validate import join_path, suggest, validate_data
 from accelsim.errors import ConfigError, Problem
 from accelsim.techniques.base import Technique
 
-# name -> (module under accelsim.techniques, class)
+# name -> (module under accelsim.techniques, class), in the order techniques compose:
+# a run's techniques are kept in this order whatever order its file lists them in, so
+# the order of the file never changes a number.  Rewrites then run by RewritePhase
+# (work removed, then added, then fused), and within a phase in this order:
+# approximate dropout before gradient skipping, so skipping draws its groups from
+# those the step's dropout pattern kept (a dropped neuron has no gradient to skip).
 REGISTRY: dict[str, tuple[str, str]] = {
-    "gradient_prediction": ("gradient_prediction", "GradientPrediction"),
+    "approximate_dropout": ("approximate_dropout", "ApproximateDropout"),
     "gradient_skipping": ("gradient_skipping", "GradientSkipping"),
+    "gradient_prediction": ("gradient_prediction", "GradientPrediction"),
+    "optimizer_fusion": ("optimizer_fusion", "OptimizerFusion"),
     "gpipe": ("pipelining", "GPipe"),
     "pipedream": ("pipelining", "PipeDream"),
     "layerpipe": ("layerpipe", "LayerPipe"),
-    "optimizer_fusion": ("optimizer_fusion", "OptimizerFusion"),
-    "approximate_dropout": ("approximate_dropout", "ApproximateDropout"),
 }
 
 
@@ -35,7 +40,8 @@ def technique_class(name: str) -> type[Technique] | None:
 
 
 def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> list[Technique]:
-    """Instantiate the techniques a run file enables, in the order it lists them.
+    """Instantiate the techniques a run file enables, in :data:`REGISTRY` order (the
+    order they compose in, whatever order the file lists them in).
 
     Raises:
         ConfigError: for unknown names (listing the registered ones), invalid
@@ -71,7 +77,8 @@ def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> li
             )
     if problems:
         raise ConfigError(problems)
-    return techniques
+    order = list(REGISTRY)
+    return sorted(techniques, key=lambda t: order.index(t.name))
 
 
 def compose_problems(techniques: list[Technique], file: str) -> list[Problem]:
