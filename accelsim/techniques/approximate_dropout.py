@@ -175,6 +175,7 @@ class ApproximateDropout(Technique):
                     cfg.pattern.value,
                 )
             )
+        problems += self._grouped_tiles(load, sites)
         try:
             if cfg.distribution is not None:
                 rate, _ = self._distribution(load.run_file)
@@ -193,6 +194,32 @@ class ApproximateDropout(Technique):
         except ConfigError as exc:
             problems += exc.problems
         return problems
+
+    def _grouped_tiles(self, load: LoadContext, sites: Sequence[Site]) -> list[Problem]:
+        """Tile patterns cannot compose with a technique that packs the weight
+        gradients of their consumers (:meth:`Technique.packed_weight_gradients`): a
+        tile pattern skips the folds of a weight's tiles in the weight's own index
+        space, and packing moves the kept rows or columns of its gradient GEMM
+        together, so that GEMM's folds no longer line up with tiles."""
+        if self.settings.pattern is not Pattern.TILE:
+            return []
+        consumers = [c for site in sites for c in site.consumers]
+        for other in load.techniques:
+            packed = other.packed_weight_gradients(load)
+            clash = [c for c in consumers if c in packed]
+            if clash:
+                return [
+                    Problem(
+                        self.source,
+                        self.where("pattern"),
+                        f"tile patterns skip folds of {clash[0]}'s weight by its tiles, and"
+                        f" {other.name} packs the rows or columns of that weight's gradient,"
+                        " so its folds no longer line up with tiles; use pattern: row"
+                        f" (or leave {clash[0]} to {other.name})",
+                        self.settings.pattern.value,
+                    )
+                ]
+        return []
 
     def _distribution(self, run_file: Path) -> tuple[float, np.ndarray]:
         assert self.settings.distribution is not None

@@ -165,6 +165,12 @@ class Technique:
         """Problems of this configuration with this run, hardware and workload."""
         return []
 
+    def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
+        """Layers whose weight-gradient GEMM this technique packs (drops rows or
+        columns of and moves the kept ones together): a technique that indexes that
+        GEMM by the weight's own rows and columns cannot compose with it there."""
+        return frozenset()
+
     def add_components(self, hw: HardwareSpec) -> Sequence[ArrayUnit]:
         """Array units to add to every processor."""
         return ()

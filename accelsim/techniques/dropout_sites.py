@@ -63,6 +63,20 @@ class Shrink:
     part: int
     unit: int = 1
 
+    def scaled(self, dim: int, kept: int) -> int:
+        """``dim`` with the site's share scaled from ``part`` to ``kept`` units.
+
+        The site's share is the first ``part * unit`` of the dimension (an LSTM's
+        ``[x, h]`` puts its recurrent inputs after it), or all of it when another
+        technique has already compacted the dimension.  The share scales
+        proportionally, rounded up (a share that is not empty keeps at least one
+        element): an uncompacted share becomes exactly ``kept * unit``, and a
+        compacted one keeps the same proportion of what is left, so compacting
+        twice gives the same size in either order, to rounding.
+        """
+        share = min(dim, self.part * self.unit)
+        return dim - share - (-share * kept // self.part)
+
 
 def find_sites(infos: Sequence[LayerInfo], rate: float | None) -> tuple[list[Site], list[str]]:
     """Compactable dropout sites, and the dropout layers that are not (a consumer
@@ -223,8 +237,9 @@ def tile_geometry(op: GemmOp, w: TileWeight | None, dataflow: Dataflow) -> tuple
 
 
 def shrunk_dims(op: GemmOp, shrinks: Sequence[Shrink], kept: np.ndarray) -> dict[str, int]:
-    """The op's ``m``, ``n``, ``k`` with its shrinks applied at ``kept`` units per site."""
+    """The op's ``m``, ``n``, ``k`` with its shrinks applied at ``kept`` units per site
+    (:meth:`Shrink.scaled`)."""
     dims = {"m": op.m, "n": op.n, "k": op.k}
     for s in shrinks:
-        dims[s.dim] -= (s.part - int(kept[s.site])) * s.unit
+        dims[s.dim] = s.scaled(dims[s.dim], int(kept[s.site]))
     return dims

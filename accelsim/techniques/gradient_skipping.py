@@ -58,6 +58,7 @@ from accelsim.errors import ConfigError, Problem
 from accelsim.graph import passes, queries
 from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase
 from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT
+from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
@@ -71,7 +72,6 @@ from accelsim.techniques.base import (
     TechniqueContext,
 )
 from accelsim.techniques.plan import read_trace, synthetic_decay, whole_training
-from accelsim.workload import model as wm
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
@@ -191,17 +191,13 @@ def skipped_count(fraction: float, groups: int) -> int:
 
 
 def _column_width(p: Parameter, op: GemmOp, info: LayerInfo) -> int | None:
-    """Columns of the ``dW`` GEMM per input channel (None: not a grouped weight)."""
+    """Columns of the ``dW`` GEMM per input channel, from the layer's rule (None: not a
+    grouped weight).  The groups are counted on the GEMM as it is now, which another
+    technique may already have compacted (approximate dropout's kept inputs)."""
     if p.kind is not ParamKind.WEIGHT or op.c.name != p.gradient.name:
         return None
-    layer = info.layer
-    if isinstance(layer, wm.Conv2d):
-        channels = info.in_shapes[0].dims[0] // layer.groups
-    elif isinstance(layer, wm.Linear):
-        channels = info.in_shapes[0].dims[-1]
-    else:
-        return None
-    return op.n // channels if op.n % channels == 0 else None
+    width = rule_for(info.layer).dw_columns_per_input(info)
+    return width if width is not None and op.n % width == 0 else None
 
 
 def _live(graph: OpGraph, grad_ops: set[int], keep_dx: bool) -> set[int]:
@@ -258,6 +254,19 @@ class GradientSkipping(Technique):
             except ConfigError as exc:
                 problems += exc.problems
         return problems
+
+    def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
+        """``filter`` and ``row`` grouping pack the kept rows or columns of every grouped
+        weight's gradient GEMM (``layer`` grouping drops whole GEMMs)."""
+        cfg = self.settings
+        if cfg.grouping is Grouping.LAYER or cfg.skip_fraction == 0:
+            return frozenset()
+        return frozenset(
+            info.layer.name
+            for info in load.infos
+            if rule_for(info.layer).has_params
+            and rule_for(info.layer).dw_columns_per_input(info) is not None
+        )
 
     def fraction(self, kind: str) -> float:
         """The share of groups a step of ``kind`` skips."""

@@ -43,6 +43,16 @@ class LayerRule(ABC):
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         """Emit the backward ops, given the output gradient ``g`` (None for a loss)."""
 
+    def dw_columns_per_input(self, info: LayerInfo) -> int | None:
+        """How many columns of the weight-gradient GEMM each input channel (or input
+        feature) owns, so that its columns group by input; None when the weight's
+        gradient does not group that way (recurrent, attention and embedding weights).
+
+        Its rows are the output channels.  A technique that groups the weight by
+        input reads the group count off the current GEMM: its columns over this.
+        """
+        return None
+
 
 REGISTRY: dict[str, LayerRule] = {}
 

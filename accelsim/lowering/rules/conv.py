@@ -104,6 +104,12 @@ class ConvRule(LayerRule):
         if layer.bias:
             ctx.param(layer.name, "b", k_out, ParamKind.BIAS, k_out)
 
+    def dw_columns_per_input(self, info: LayerInfo) -> int | None:
+        """dW is ``(K/g) x (C/g . R . S)``: an input channel owns its ``R . S`` taps."""
+        assert isinstance(info.layer, wm.Conv2d)
+        r, s = pair(info.layer.kernel)
+        return r * s
+
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         layer, n, b = info.layer, ctx.n, ctx.b
         assert isinstance(layer, wm.Conv2d) and g is not None

@@ -45,6 +45,10 @@ class LinearRule(LayerRule):
         if layer.bias:
             ctx.param(layer.name, "b", out, ParamKind.BIAS, out)
 
+    def dw_columns_per_input(self, info: LayerInfo) -> int | None:
+        """dW is ``out x in``: an input feature owns one column."""
+        return 1
+
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         layer, b = info.layer, ctx.b
         assert isinstance(layer, wm.Linear) and g is not None
