@@ -102,3 +102,10 @@ class OutputError(AccelsimError):
 
 class SimulationError(AccelsimError):
     """The engine reached an inconsistent state: an internal bug, not bad input."""
+
+
+class GraphError(SimulationError):
+    """A technique's rewrite left an ill-formed step graph
+    (:func:`accelsim.graph.check.graph_problems`): a bug, or a combination of
+    techniques their checks should have refused; the message names the technique
+    and the step kind."""

@@ -15,8 +15,10 @@ import numpy as np
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
-from accelsim.errors import ConfigError, LimitError, SimulationError
+from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
+from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import OpGraph
+from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
 from accelsim.mapping.residency import keep_stash_on_chip
@@ -77,6 +79,13 @@ class _Run:
                 return graph
             for technique in self.rewriters:
                 graph = technique.rewrite_graph(graph, kind, self.ctx)
+                problems = graph_problems(graph, (INPUT_NAME,))
+                if problems:
+                    raise GraphError(
+                        f"techniques.{technique.name} made an ill-formed {kind!r} step"
+                        f" graph: {'; '.join(problems[:3])}"
+                        + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+                    )
             return graph
 
         return make

@@ -173,16 +173,21 @@ class _Rewrite:
                 self.predicted_params.setdefault(p.layer, []).append(p)
         self.last_forward: dict[str, int] = {}
         self.last_backward: dict[str, int] = {}
+        self.forward_writes: dict[str, list[Tensor]] = {}
         for op in graph.ops:
             if op.phase is Phase.FWD:
                 self.last_forward[op.layer] = op.op_id
+                self.forward_writes.setdefault(op.layer, []).extend(
+                    a.tensor for a in queries.writes_of(op)
+                )
             elif op.phase in queries.BACKWARD:
                 self.last_backward[op.layer] = op.op_id
         self.pending: dict[str, tuple[Tensor, list[Tensor]]] = {}
         self.gradients: dict[str, tuple[Tensor, int]] = {}
 
     def view(self, layer: str) -> LayerOutput:
-        return LayerOutput(self.infos[layer], self.tensors[f"{layer}.out"])
+        made = tuple(self.forward_writes.get(layer, ()))
+        return LayerOutput(self.infos[layer], self.tensors[f"{layer}.out"], made)
 
     def emit(self, builder: GraphBuilder, op: Op) -> None:
         """After a layer's forward ops: inference; after its backward ops (BP): training."""

@@ -145,11 +145,14 @@ class PredictorStorage:
 
 @dataclass(frozen=True)
 class LayerOutput:
-    """A layer whose weights are predicted, as the predictor sees it: its shapes and
-    the output tensor it reads."""
+    """A layer whose weights are predicted, as the predictor sees it: its shapes, the
+    output tensor it reads, and the tensors the layer's forward ops write (its output,
+    or the parts its output is a view of, such as an LSTM's hidden state at each
+    step): the predictor starts when they are all made."""
 
     info: LayerInfo
     output: Tensor
+    made: tuple[Tensor, ...]
 
 
 class Predictor:
@@ -186,7 +189,7 @@ class Predictor:
                 f"{view.output.name}.to_predictor", TensorKind.ACTIVATION, view.output.elements
             )
         )
-        builder.alias(fresh, [view.output])
+        builder.alias(fresh, view.made)
         builder.vector(
             f"{tag}.average", layer, Phase.AUX, view.output.elements, 1, [fresh], [sample]
         )
