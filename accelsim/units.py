@@ -28,3 +28,8 @@ def pj_to_mj(energy_pj: float) -> float:
 def bytes_to_gb(n_bytes: float) -> float:
     """Convert bytes to decimal gigabytes."""
     return n_bytes / 1e9
+
+
+def bytes_to_mb(n_bytes: float) -> float:
+    """Convert bytes to decimal megabytes."""
+    return n_bytes / 1e6

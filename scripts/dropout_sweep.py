@@ -61,20 +61,20 @@ def main() -> int:
                     result = simulate_training(load_inputs(RUN, parse_sets(sets)))
                     report = result.training
                     assert report is not None
-                    kind = next(iter(report["per_step"]))
-                    cycles = report["per_step"][kind]["cycles"]
+                    section = report.sections["approximate_dropout"].details
+                    cycles = next(iter(section["by_kind"].values()))["per_step"]["cycles"]
                     row = {
                         "model": model,
                         "pattern": pattern,
                         "batch": batch,
                         "rate": rate,
-                        "speedup": report["speedup"],
-                        "speedup_bound": report["speedup_bound"],
-                        "binding_bound": report["binding_bound"],
+                        "speedup": report.speedup,
+                        "speedup_bound": report.speedup_bound,
+                        "binding_bound": report.binding_bound,
                         "cycles_std_fraction": cycles["std"] / cycles["mean"],
-                        "energy_reduction": report["energy_reduction"],
-                        "dram_reduction": report["dram_reduction"],
-                        "skipped_mac_fraction": report["skipped_mac_fraction"],
+                        "energy_reduction": report.energy_reduction,
+                        "dram_reduction": report.dram_reduction,
+                        "skipped_mac_fraction": section["skipped_mac_fraction"],
                     }
                     rows.append(row)
                     print(

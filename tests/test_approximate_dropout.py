@@ -18,7 +18,7 @@ from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.approximate_dropout import ApproximateDropout
-from accelsim.techniques.base import TechniqueContext
+from accelsim.techniques.base import StepCost, TechniqueContext
 from accelsim.techniques.dropout_patterns import (
     PatternFamily,
     project_simplex,
@@ -147,14 +147,15 @@ def test_row_pattern_skips_whole_folds_by_hand(tmp_path: Path) -> None:
     # fc3: 1024 kept inputs; dX columns 1024
     op, macs, folds = gemm(result, "fc3.fwd")
     assert (op.k, macs, folds) == (1024, b * 10 * 1024, 8)
-    report = result.training
-    assert report is not None
+    training = result.training
+    assert training is not None
+    report = training.sections[KIND].details
     assert report["skipped_mac_fraction"] == pytest.approx(
         report["skipped_macs"] / int(result.base.trace.costs.macs.sum())
     )
     # every step draws period 2: no spread
-    assert report["per_step"][KIND]["cycles"]["std"] == 0
-    assert report["speedup"] <= report["speedup_bound"]
+    assert report["by_kind"][KIND]["per_step"]["cycles"]["std"] == 0
+    assert training.speedup <= training.speedup_bound
 
 
 def test_row_pattern_folds_follow_the_drawn_kept_counts() -> None:
@@ -162,8 +163,8 @@ def test_row_pattern_folds_follow_the_drawn_kept_counts() -> None:
         "batch_size=128",
         "run.techniques.approximate_dropout={rate: 0.3, steps: 40}",
     )
-    report = result.training
-    assert report is not None
+    assert result.training is not None
+    report = result.training.sections[KIND].details
     sites = {s["dropout"]: s for s in report["sites"]}
     assert set(sites) == {"drop1", "drop2"}
     op, macs, folds = gemm(result, "fc2.fwd")
@@ -172,8 +173,9 @@ def test_row_pattern_folds_follow_the_drawn_kept_counts() -> None:
     assert macs == 128 * k1 * k2
     # step 0's kept counts are within the patterns' range and vary over the steps
     assert 0.5 * 2048 <= k1 <= 0.8 * 2048
-    assert report["per_step"][KIND]["cycles"]["std"] > 0
-    assert report["per_step"][KIND]["cycles"]["min"] <= report["steps"][KIND]["cycles"]
+    per_step = report["by_kind"][KIND]["per_step"]["cycles"]
+    assert per_step["std"] > 0
+    assert per_step["min"] <= result.training.steps[KIND].cycles <= per_step["max"]
 
 
 def test_tile_pattern_skips_folds_whose_tiles_are_all_dropped(tmp_path: Path) -> None:
@@ -209,9 +211,10 @@ def test_element_pattern_is_the_baseline_exactly() -> None:
     assert step.dram_bytes == base.dram_bytes
     np.testing.assert_array_equal(step.trace.costs.macs, base.trace.costs.macs)
     report = result.training
-    assert report is not None and report["speedup"] == 1.0
-    assert report["energy_reduction"] == report["dram_reduction"] == 0.0
-    assert report["skipped_macs"] == report["skipped_folds"] == 0.0
+    assert report is not None and report.speedup == 1.0
+    assert report.energy_reduction == report.dram_reduction == 0.0
+    details = report.sections[KIND].details
+    assert details["skipped_macs"] == details["skipped_folds"] == 0.0
 
 
 @pytest.mark.parametrize("pattern", ["row", "tile"])
@@ -227,7 +230,14 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
     technique = inputs.techniques[0]
     assert isinstance(technique, ApproximateDropout)
     ctx = TechniqueContext(
-        inputs.run, RUN, inputs.hardware, inputs.workload, inputs.infos, (), lambda g: result.base
+        inputs.run,
+        RUN,
+        inputs.hardware,
+        inputs.workload,
+        inputs.infos,
+        (),
+        lambda g: result.base,
+        lambda kind, replace: StepCost.of(result.base),
     )
     gemms = [o for o in result.base.graph.ops if isinstance(o, GemmOp)]
     plan = technique.plan(ctx, gemms)
@@ -244,11 +254,11 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
         mine = by_name[result.base.graph.ops[op_id].name]
         for field in ("macs", "folds", "compute_cycles", "dram_filter_read_bytes"):
             assert counts.costs[field][0, j] == getattr(step.trace.costs, field)[mine], field
-    report = result.training
-    assert report is not None
+    assert result.training is not None
+    report = result.training.sections[KIND].details
     skipped = result.base.trace.costs.macs[counts.op_ids] - counts.costs["macs"]
     assert report["skipped_macs"] == pytest.approx(skipped.sum(axis=1).mean())
-    cycles = report["per_step"][KIND]["cycles"]
+    cycles = report["by_kind"][KIND]["per_step"]["cycles"]
     assert cycles["min"] <= step.total_cycles <= cycles["max"]
     assert cycles["std"] > 0
     layers = report["layers"]
@@ -270,7 +280,7 @@ def test_lstm_consumers_shrink_only_their_input_part(tmp_path: Path) -> None:
     assert gemm(result, "decoder.fwd")[0].k == 325
     assert gemm(result, "rnn.l0.fwd.t0")[0].k == 325 + 650
     report = result.training
-    assert report is not None and report["speedup"] > 1
+    assert report is not None and report.speedup > 1
 
 
 @pytest.mark.parametrize("model", ["resnet18", "vgg16"])
@@ -283,7 +293,7 @@ def test_feature_map_dropping_shrinks_conv_reductions(model: str) -> None:
     )
     report = result.training
     assert report is not None
-    maps = report["feature_maps"]
+    maps = report.sections[KIND].details["feature_maps"]
     assert len(maps) >= 10
     for layer, row in maps.items():
         assert row["kept"] == row["channels"] - int(0.25 * row["channels"])
@@ -294,15 +304,15 @@ def test_feature_map_dropping_shrinks_conv_reductions(model: str) -> None:
         assert fwd.k * row["channels"] == base.k * row["kept"]
     scores = [o for o in result.steps[KIND].graph.ops if o.name.endswith(".score")]
     assert len(scores) == len(maps) and all(o.phase is Phase.AUX for o in scores)
-    assert 1 < report["speedup"] <= report["speedup_bound"]
+    assert 1 < report.speedup <= report.speedup_bound
 
 
 def test_composes_with_adagp_and_a_pipeline(tmp_path: Path) -> None:
     mine = f"approximate_dropout: {{distribution: {period_two(tmp_path)}}}"
     adagp = run(f"run.techniques={{{mine}, gradient_prediction: {{}}}}")
     assert adagp.training is not None
-    section = adagp.training["composed"][KIND]
-    assert set(section["per_step"]) == {"bp", "gp"}
+    section = adagp.training.sections[KIND].details
+    assert set(section["by_kind"]) == {"bp", "gp"}
     for kind in ("bp", "gp"):
         assert gemm(adagp, "fc2.fwd", kind)[0].k == 1024
     assert not any(o.phase is Phase.BWD_INPUT for o in adagp.steps["gp"].graph.ops)
@@ -311,12 +321,11 @@ def test_composes_with_adagp_and_a_pipeline(tmp_path: Path) -> None:
     fc2 = [o for o in graph.ops if isinstance(o, GemmOp) and o.layer == "fc2"]
     assert len(fc2) > 3 and all(2048 not in (o.m, o.n, o.k) for o in fc2)
     assert len({graph.processor[o.op_id] for o in graph.ops}) == 3
-    assert piped.training is not None
-    section = piped.training  # listed first, it leads; the pipeline's section is composed
-    assert section["technique"] == KIND and "pipedream" in section["composed"]
-    pipelined = section["steps"]["pipedream"]
-    assert pipelined["cycles"] >= pipelined["bound_cycles"]
-    assert section["speedup"] > 1
+    report = piped.training
+    assert report is not None and report.techniques == (KIND, "pipedream")
+    pipelined = report.steps["pipedream"]
+    assert pipelined.cycles >= pipelined.bound_cycles
+    assert report.speedup > 1
 
 
 def test_skip_updates_shrinks_the_optimizer_updates(tmp_path: Path) -> None:
@@ -409,7 +418,7 @@ def test_feature_map_scores_from_a_trace(tmp_path: Path) -> None:
     ]
     result = run(*sets, path=ROOT / "configs" / "runs" / "default.yaml")
     assert result.training is not None
-    maps = result.training["feature_maps"]
+    maps = result.training.sections[KIND].details["feature_maps"]
     assert set(maps) == {"c3", "c5"}
     assert maps["c3"]["kept"] == 3 and maps["c3"]["sensitivity_kept"] == pytest.approx(15 / 21)
     assert maps["c5"]["kept"] == 8 and maps["c5"]["sensitivity_kept"] == pytest.approx(100 / 136)

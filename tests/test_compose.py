@@ -35,22 +35,22 @@ def test_adagp_step_kinds_run_under_a_pipeline_schedule() -> None:
     result = composed()
     assert set(result.steps) == {"bp", "gp"}
     report = result.training
-    assert report is not None and report["technique"] == "gradient_prediction"
-    pipeline = report["composed"]["pipedream"]["step_kinds"]
+    assert report is not None and report.techniques == ("gradient_prediction", "pipedream")
+    pipeline = report.sections["pipedream"].details["step_kinds"]
     for kind, step in result.steps.items():
         # every stage works, and the step is 3 S + 2 = 11 pipelined mini-batches of the
         # kind's graph
         assert set(step.trace.processor.tolist()) == {0, 1, 2}
         assert {op.tag.mini_batch for op in step.graph.ops} == set(range(11))
         steady = pipeline[kind]["steady_cycles_per_minibatch"]
-        assert report["steps"][kind]["cycles"] == steady
+        assert report.steps[kind].cycles == steady
         assert steady >= pipeline[kind]["binding_bound_cycles"]
     # a pipelined kind's cost is bounded per mini-batch, and so is the training speedup
     for kind in ("bp", "gp"):
-        cost = report["steps"][kind]
-        assert cost["cycles"] >= cost["bound_cycles"]
-        assert cost["bound_cycles"] == pipeline[kind]["binding_bound_cycles"]
-    assert report["speedup"] <= report["speedup_bound"]
+        cost = report.steps[kind]
+        assert cost.cycles >= cost.bound_cycles
+        assert cost.bound_cycles == pipeline[kind]["binding_bound_cycles"]
+    assert report.speedup <= report.speedup_bound
     gp = result.steps["gp"]
     assert not any(op.phase in BACKWARD for op in gp.graph.ops)
     assert any(op.phase is Phase.AUX for op in gp.graph.ops)
@@ -63,7 +63,7 @@ def test_pipelined_steps_respect_the_busiest_processor_bound() -> None:
     result = composed()
     assert result.training is not None
     for kind, step in result.steps.items():
-        steady = result.training["steps"][kind]["cycles"]
+        steady = result.training.steps[kind].cycles
         for unit in (UNIT_ARRAY, UNIT_VECTOR):
             per_minibatch = step.trace.busy_cycles(unit).max() / 11
             assert steady >= per_minibatch, (kind, unit)
@@ -75,11 +75,11 @@ def test_a_pipelined_gp_step_beats_a_pipelined_bp_step() -> None:
         load_inputs(MLP, parse_sets(["run.techniques={gradient_prediction: {}}"]))
     )
     assert result.training is not None and single.training is not None
-    steps = result.training["steps"]
-    assert steps["gp"]["cycles"] < steps["bp"]["cycles"]
+    steps = result.training.steps
+    assert steps["gp"].cycles < steps["bp"].cycles
     # on three stages each kind's steady interval is shorter than the one-processor step
     for kind in ("bp", "gp"):
-        assert steps[kind]["cycles"] < single.training["steps"][kind]["cycles"]
+        assert steps[kind].cycles < single.training.steps[kind].cycles
 
 
 def test_check_rejects_technique_errors_before_simulating(tmp_path: Path) -> None:
@@ -181,7 +181,7 @@ def test_dropout_skipping_fusion_and_a_pipeline_in_one_run() -> None:
     )
     report = composed.training
     assert report is not None
-    assert 1 < report["speedup"] <= report["speedup_bound"]
+    assert 1 < report.speedup <= report.speedup_bound
     macs = {
         name: int(result.steps["pipedream"].trace.costs.macs.sum())
         for name, result in (("composed", composed), ("plain", plain))

@@ -17,6 +17,7 @@ from accelsim.techniques.gradient_prediction import Policy, ScheduleSpec, gp_fra
 from tests.conftest import ROOT
 
 GP = "run.techniques.gradient_prediction"
+NAME = "gradient_prediction"
 
 
 def run_file(tmp_path: Path, workload: str = "resnet18", **technique: Any) -> Path:
@@ -90,7 +91,8 @@ def test_predictor_macs_match_a_hand_count(tmp_path: Path) -> None:
     assert aux_macs(result.base, "fc") == 0
     # The per-layer closed form in the training report agrees with the ops.
     assert result.training is not None
-    report = {r["parameter"]: r for r in result.training["predictor"]["layers"]}
+    predictor = result.training.sections[NAME].details["predictor"]
+    report = {r["parameter"]: r for r in predictor["layers"]}
     assert report["layer1.0.conv1.W"]["forward_macs"] == conv_layer
     assert report["fc.W"]["training_macs"] == 2 * fc_layer - 1000 * 1 * 64
     assert (
@@ -103,17 +105,17 @@ def test_predictor_macs_match_a_hand_count(tmp_path: Path) -> None:
 def test_gp_fraction_zero_is_never_faster(tmp_path: Path) -> None:
     result = train(run_file(tmp_path, schedule={"policy": "fixed", "gp_fraction": 0.0}))
     t = result.training
-    assert t is not None and t["gp_fraction"] == 0.0
-    assert t["speedup"] <= 1.0
-    assert t["speedup"] == pytest.approx(t["steps"]["base"]["cycles"] / t["steps"]["bp"]["cycles"])
+    assert t is not None and t.sections[NAME].details["gp_fraction"] == 0.0
+    assert t.speedup <= 1.0
+    assert t.speedup == pytest.approx(t.steps["base"].cycles / t.steps["bp"].cycles)
 
 
 def test_gp_fraction_one_gives_the_gp_step_bound(tmp_path: Path) -> None:
     schedule = {"policy": "fixed", "gp_fraction": 1.0, "warmup_epochs": 0}
     t = train(run_file(tmp_path, schedule=schedule)).training
-    assert t is not None and t["gp_fraction"] == 1.0
-    assert t["speedup"] == pytest.approx(t["steps"]["base"]["cycles"] / t["steps"]["gp"]["cycles"])
-    assert t["speedup"] > 1.0
+    assert t is not None and t.sections[NAME].details["gp_fraction"] == 1.0
+    assert t.speedup == pytest.approx(t.steps["base"].cycles / t.steps["gp"].cycles)
+    assert t.speedup > 1.0
 
 
 @pytest.mark.parametrize("workload", ["mlp", "resnet18"])
@@ -146,15 +148,13 @@ def test_composes_with_data_parallel(tmp_path: Path) -> None:
     assert predictor_procs == {0, 1}
     t = result.training
     assert t is not None
-    cycles = {kind: step["cycles"] for kind, step in t["steps"].items()}
+    cycles = {kind: step.cycles for kind, step in t.steps.items()}
     # A BP step is the baseline step plus training the predictor on each replica.
     assert cycles["bp"] > cycles["base"]
     # The speedup weighs the BP and GP steps by the share of GP batches.
-    f = t["gp_fraction"]
+    f = t.sections[NAME].details["gp_fraction"]
     assert 0 < f < 1
-    assert t["speedup"] == pytest.approx(
-        cycles["base"] / ((1 - f) * cycles["bp"] + f * cycles["gp"])
-    )
+    assert t.speedup == pytest.approx(cycles["base"] / ((1 - f) * cycles["bp"] + f * cycles["gp"]))
 
 
 def test_adaptive_schedule_follows_the_error() -> None:
@@ -182,7 +182,8 @@ def test_error_trace_drives_the_schedule(tmp_path: Path) -> None:
     }
     t = train(run_file(tmp_path, schedule=schedule)).training
     assert t is not None
-    assert t["gp_fraction_by_epoch"][:4] == [0.5, 1.0, 0.5, 1.0]
+    assert t.sections[NAME].details["gp_fraction_by_epoch"][:4] == [0.5, 1.0, 0.5, 1.0]
+    assert [epoch["gp"] for epoch in t.plan.shares[:4]] == [0.5, 1.0, 0.5, 1.0]
     trace.write_text("epoch,batch,predictor_error\n0,0,0.1\n", encoding="utf-8")
     with pytest.raises(
         ConfigError,
@@ -222,7 +223,7 @@ def test_predictor_weight_sram_keeps_what_fits(tmp_path: Path) -> None:
     with bf16 weight and two fp32 Adam states: 10 B per weight."""
     small = train(run_file(tmp_path))
     assert small.training is not None
-    storage = small.training["predictor"]["storage"]
+    storage = small.training.sections[NAME].details["predictor"]["storage"]
     assert storage["footprint_bytes"] == (576 + 36_864 + 4_718_592) * 10
     assert storage["sram_bytes"] == 2048 * 1024
     assert storage["resident"] == ["predictor.conv0.W", "predictor.conv1.W"]
@@ -230,8 +231,8 @@ def test_predictor_weight_sram_keeps_what_fits(tmp_path: Path) -> None:
     big = train(run_file(tmp_path, array={"weights_kib": 65536}))
     none = train(run_file(tmp_path, array={"weights_kib": 0}))
     assert big.training is not None and none.training is not None
-    assert big.training["predictor"]["storage"]["streamed"] == []
-    assert none.training["predictor"]["storage"]["resident"] == []
+    assert big.training.sections[NAME].details["predictor"]["storage"]["streamed"] == []
+    assert none.training.sections[NAME].details["predictor"]["storage"]["resident"] == []
     # Resident weights and state stop streaming: less DRAM traffic in both step kinds,
     # the same MACs.
     for kind in ("bp", "gp"):
@@ -248,11 +249,11 @@ def test_speedup_never_beats_its_bound(tmp_path: Path) -> None:
     report = result.training
     assert report is not None
     for kind in ("base", "bp", "gp"):
-        step = report["steps"][kind]
-        assert step["cycles"] >= step["bound_cycles"] > 0
-    assert report["binding_bound"] == (
-        f"BP {report['steps']['bp']['binding_bound']}, GP {report['steps']['gp']['binding_bound']}"
+        step = report.steps[kind]
+        assert step.cycles >= step.bound_cycles > 0
+    assert report.binding_bound == (
+        f"bp {report.steps['bp'].binding_bound}, gp {report.steps['gp'].binding_bound}"
     )
-    assert 0 < report["speedup"] <= report["speedup_bound"]
+    assert 0 < report.speedup <= report.speedup_bound
     # the bound adds up the per-step bounds as the cycles add up the steps
-    assert report["bound_cycles"]["technique"] <= report["cycles"]["technique"]
+    assert report.totals["bound_cycles"].technique <= report.totals["cycles"].technique

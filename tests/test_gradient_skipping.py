@@ -83,7 +83,7 @@ def test_skipping_nothing_is_the_baseline_byte_for_byte(tmp_path: Path) -> None:
     assert step.layer_rows() == base.layer_rows()
     summary = {k: v for k, v in step.summary().items() if k not in ("settings", "step")}
     assert summary == {k: v for k, v in base.summary().items() if k not in ("settings", "step")}
-    assert result.training is not None and result.training["speedup"] == 1.0
+    assert result.training is not None and result.training.speedup == 1.0
 
 
 def test_filter_groups_scale_dw_macs_exactly_and_leave_dx(tmp_path: Path) -> None:
@@ -164,14 +164,15 @@ def test_data_parallel_reduces_only_the_kept_gradients(tmp_path: Path) -> None:
 
 def test_training_report_bounds_and_upper_bound(tmp_path: Path) -> None:
     result = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.5}}}}"))
-    report = result.training
-    assert report is not None
-    assert 1 < report["speedup"] <= report["speedup_bound"]
+    training = result.training
+    assert training is not None
+    report = training.sections[GS].details
+    assert 1 < training.speedup <= training.speedup_bound
     assert report["by_kind"][GS]["dw_macs"] * 2 == report["base_macs"]["dw_macs"]
     upper, dx_kept = report["upper_bound"], report["upper_bound_dx_kept"]
-    assert upper["speedup"] > dx_kept["speedup"] > report["speedup"]
-    assert upper["step"]["cycles"] >= upper["step"]["bound_cycles"]
-    assert upper["step"]["cycles"] < dx_kept["step"]["cycles"] < result.base.total_cycles
+    assert upper["speedup"] > dx_kept["speedup"] > training.speedup
+    assert upper["steps"][GS]["cycles"] >= upper["steps"][GS]["bound_cycles"]
+    assert upper["steps"][GS]["cycles"] < dx_kept["steps"][GS]["cycles"] < result.base.total_cycles
 
 
 def test_trace_schedule_interpolates_between_levels(tmp_path: Path) -> None:
@@ -183,19 +184,20 @@ def test_trace_schedule_interpolates_between_levels(tmp_path: Path) -> None:
         extra="training: {epochs: 3, batches_per_epoch: 10}",
     )
     result = train(path)
-    report = result.training
-    assert report is not None
+    training = result.training
+    assert training is not None
+    report = training.sections[GS].details
     assert set(result.steps) == {"skip_0", "skip_1", "skip_2"}
     # p = clip((0.5 - m) / 0.5, 0, 0.8) with m = 1.0, 0.2 (mean), 0.0
     assert report["skip_fraction_by_epoch"] == pytest.approx([0.0, 0.6, 0.8])
     # levels 0, 0.4, 0.8: epoch 1 is half way between 0.4 and 0.8
-    assert report["kinds_by_epoch"][1] == pytest.approx({"skip_1": 0.5, "skip_2": 0.5})
-    cycles = {k: s["cycles"] for k, s in report["steps"].items()}
+    assert training.plan.shares[1] == pytest.approx({"skip_1": 0.5, "skip_2": 0.5})
+    cycles = {k: s.cycles for k, s in training.steps.items()}
     assert report["cycles_by_epoch"][1] == pytest.approx(
         10 * (cycles["skip_1"] + cycles["skip_2"]) / 2
     )
     assert cycles["skip_0"] > cycles["skip_1"] > cycles["skip_2"]
-    assert sum(report["cycles_by_epoch"]) == pytest.approx(report["cycles"]["technique"])
+    assert sum(report["cycles_by_epoch"]) == pytest.approx(training.totals["cycles"].technique)
 
 
 def test_synthetic_schedule_rises_with_convergence() -> None:

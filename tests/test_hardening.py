@@ -688,7 +688,7 @@ def test_a_technique_run_leads_with_the_technique(
     code, out, _ = run_cli(capsys, "run", SMOKE, "--out", tmp_path, *sets)
     assert code == cli.EXIT_OK
     lines = out.splitlines()
-    assert lines[0].split() == ["technique", "layerpipe"]
+    assert lines[0].split() == ["techniques", "layerpipe"]
     baseline = lines.index("baseline step (no technique applied):")
     assert any(s.startswith("speedup") for s in lines[:baseline])
     assert lines[baseline + 1].startswith("run ")

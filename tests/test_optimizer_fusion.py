@@ -195,8 +195,9 @@ def test_composes_with_skipping_adagp_and_pipedream(tmp_path: Path) -> None:
     result = train(tiny_run(tmp_path, techniques, "momentum"), "processors=2")
     report = result.training
     assert report is not None and set(result.steps) == {"bp", "gp"}
-    assert set(report["composed"]) == {"gradient_skipping", OF, "pipedream"}
-    assert report["speedup"] <= report["speedup_bound"]
+    assert report.techniques == ("gradient_skipping", "gradient_prediction", OF, "pipedream")
+    assert set(report.sections) == set(report.techniques)
+    assert report.speedup <= report.speedup_bound
     bp = result.steps["bp"]
     (dw,) = [op for op in bp.graph.ops if op.name == "fc2.dw" and op.tag.mini_batch == 0]
     assert isinstance(dw, GemmOp) and dw.m == 128  # half of fc2's 256 rows
@@ -220,7 +221,7 @@ def test_forward_fusion_updates_only_the_kept_groups(tmp_path: Path) -> None:
     # skipping's monitor rides along the fused update: Adam's 13 ops and 4 more
     assert update.ops_per_element == 13 + 4
     report = result.training
-    assert report is not None and report["composed"][OF]["mode"] == "forward"
+    assert report is not None and report.sections[OF].details["mode"] == "forward"
 
 
 def test_forward_fusion_keeps_clipping(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,21 @@ def run_file(tmp_path: Path, workload: str, batch: int = 16) -> Path:
     return path
 
 
+def pipeline(result: TrainingResult) -> dict[str, Any]:
+    """The placing technique's section of a run's training report, with the run's
+    speedup, bound and binding resource: one step kind, placed by that technique."""
+    training = result.training
+    assert training is not None
+    (name,) = [t for t in training.techniques if t in ("gpipe", "pipedream", "layerpipe")]
+    return {
+        **training.sections[name].details,
+        "technique": name,
+        "speedup": training.speedup,
+        "speedup_bound": training.speedup_bound,
+        "binding_bound": training.binding_bound,
+    }
+
+
 def train(path: Path, processors: int, technique: str) -> TrainingResult:
     sets = [f"processors={processors}", f"run.techniques={{{technique}}}"]
     return simulate_training(load_inputs(path, parse_sets(sets)))
@@ -53,7 +69,7 @@ def test_partition_minimises_the_bottleneck() -> None:
 @pytest.mark.parametrize("workload", ["mlp", "resnet18"])
 def test_one_stage_is_the_baseline_step(tmp_path: Path, schedule: str, workload: str) -> None:
     result = train(run_file(tmp_path, workload), 1, f"{schedule}: {{micro_batches: 1}}")
-    report = result.training
+    report = pipeline(result)
     assert report is not None
     assert report["steady_cycles_per_minibatch"] == result.base.total_cycles
     assert report["speedup"] == 1.0
@@ -82,8 +98,8 @@ def test_layerpipe_is_never_slower_than_pipedream(
     path = run_file(tmp_path, workload, batch=32)
     """On PipeDream's partition (``placement: stages``) LayerPipe keeps the fastest of
     its options, which include 1F1B with each dX sent as soon as it is made."""
-    pipedream = train(path, processors, "pipedream: {}").training
-    layerpipe = train(path, processors, "layerpipe: {placement: stages}").training
+    pipedream = pipeline(train(path, processors, "pipedream: {}"))
+    layerpipe = pipeline(train(path, processors, "layerpipe: {placement: stages}"))
     assert pipedream is not None and layerpipe is not None
     assert layerpipe["partition"] == pipedream["partition"]
     assert layerpipe["steady_cycles_per_minibatch"] <= pipedream["steady_cycles_per_minibatch"]
@@ -101,7 +117,7 @@ def test_layerpipe_is_never_slower_than_pipedream(
 def test_communication_is_the_tensors_crossing_stage_boundaries(tmp_path: Path) -> None:
     # MLP 784-2048-2048-10 on 3 stages, batch 16, bf16 activations and gradients.
     result = train(run_file(tmp_path, "mlp"), 3, "pipedream: {mini_batches: 7}")
-    report = result.training
+    report = pipeline(result)
     assert report is not None
     # fc2 costs more than all the other layers together, so the only optimal
     # partition gives it a stage alone: fc1 relu1 | fc2 | relu2 fc3 loss.
@@ -116,10 +132,10 @@ def test_communication_is_the_tensors_crossing_stage_boundaries(tmp_path: Path) 
 def test_memory_and_delays_per_schedule(tmp_path: Path) -> None:
     path = run_file(tmp_path, "resnet18")
     reports = {
-        "gpipe": train(path, 4, "gpipe: {micro_batches: 4}").training,
-        "pipedream": train(path, 4, "pipedream: {}").training,
-        "layerpipe": train(path, 4, "layerpipe: {placement: stages}").training,
-        "layerpipe_ema": train(path, 4, "layerpipe: {placement: stages, weights: ema}").training,
+        "gpipe": pipeline(train(path, 4, "gpipe: {micro_batches: 4}")),
+        "pipedream": pipeline(train(path, 4, "pipedream: {}")),
+        "layerpipe": pipeline(train(path, 4, "layerpipe: {placement: stages}")),
+        "layerpipe_ema": pipeline(train(path, 4, "layerpipe: {placement: stages, weights: ema}")),
     }
     versions = {k: [p["weight_versions"] for p in r["processors"]] for k, r in reports.items()}
     assert versions["gpipe"] == [0, 0, 0, 0]
@@ -136,7 +152,7 @@ def test_weight_stash_is_the_stage_weights_times_versions(tmp_path: Path) -> Non
     path = run_file(tmp_path, "resnet18")
     inputs = load_inputs(path, parse_sets(["processors=4", "run.techniques={pipedream: {}}"]))
     result = simulate_training(inputs)
-    report = result.training
+    report = pipeline(result)
     assert report is not None
     weights: dict[str, int] = {}
     for p in result.base.graph.parameters:
@@ -216,9 +232,9 @@ def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
     for step_dir in (run_dir, run_dir / "steps" / "pipedream"):
         assert (step_dir / "gantt.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["training"]["technique"] == "pipedream"
-    assert summary["training"]["stages"] == 2
-    assert "steady_cycles_per_minibatch" in done.stdout
+    assert summary["training"]["techniques"] == ["pipedream"]
+    assert summary["training"]["sections"]["pipedream"]["stages"] == 2
+    assert "steady period" in done.stdout and "stash per processor" in done.stdout
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
@@ -232,7 +248,9 @@ def test_no_period_beats_its_bounds(
     what the binding bound allows."""
     sets = [f"processors={processors}", f"dram.sharing={sharing}"]
     sets.append(f"run.techniques={{{schedule}: {{}}}}")
-    report = simulate_training(load_inputs(run_file(tmp_path, workload), parse_sets(sets))).training
+    report = pipeline(
+        simulate_training(load_inputs(run_file(tmp_path, workload), parse_sets(sets)))
+    )
     assert report is not None
     bounds = report["period_bounds_cycles"]
     assert set(bounds) == {"dram", "interconnect", "compute"}
@@ -249,8 +267,8 @@ def test_speedup_does_not_depend_on_the_mini_batches_simulated(
     """Doubling the simulated mini-batches moves the speedup by less than 2 %:
     the period is a steady-state figure, not an average over fill and drain."""
     path = run_file(tmp_path, "resnet18")
-    default = train(path, 4, f"{schedule}: {{}}").training
-    doubled = train(path, 4, f"{schedule}: {{mini_batches: 28}}").training
+    default = pipeline(train(path, 4, f"{schedule}: {{}}"))
+    doubled = pipeline(train(path, 4, f"{schedule}: {{mini_batches: 28}}"))
     assert default is not None and doubled is not None
     assert default["mini_batches_simulated"] == 14
     assert doubled["speedup"] == pytest.approx(default["speedup"], rel=0.02)
@@ -279,7 +297,7 @@ def test_linear5_free_tasks_beat_a_contiguous_partition_beyond_five_processors()
     gains = {}
     for processors in (5, 9):
         sets = parse_sets([f"processors={processors}", "run.techniques={pipedream: {}}"])
-        report = simulate_training(load_inputs(run, sets)).training
+        report = pipeline(simulate_training(load_inputs(run, sets)))
         assert report is not None
         gains[processors] = report["task_bounds"]["gain"]
     # on five processors one stage holds a layer and the loss; on nine, four are idle
@@ -298,8 +316,8 @@ def test_free_tasks_use_more_processors_than_layers() -> None:
     """Five equal linear layers (and the loss) on 9 processors: PipeDream has at most one
     stage per layer, 6, and a period of the costliest layer (its forward, dX and dW);
     LayerPipe's free tasks spread over all 9 and beat it by the task model's margin."""
-    pipedream = train_linear5(9, "pipedream: {}").training
-    layerpipe = train_linear5(9, "layerpipe: {}").training
+    pipedream = pipeline(train_linear5(9, "pipedream: {}"))
+    layerpipe = pipeline(train_linear5(9, "layerpipe: {}"))
     assert pipedream is not None and layerpipe is not None
     assert pipedream["stages"] == 6
     assert layerpipe["placement"] == "tasks"
@@ -317,7 +335,7 @@ def test_free_tasks_split_dx_and_run_dx_and_dw_apart() -> None:
     """With ``dx_split: rows`` a dX GEMM's two halves are separate tasks, and a layer's dX
     and dW may run on different processors at once."""
     result = train_linear5(9, "layerpipe: {dx_split: rows}")
-    report = result.training
+    report = pipeline(result)
     assert report is not None and report["dx_split_rows"]
     graph = result.steps["layerpipe"].graph
     where: dict[tuple[str, str], set[int]] = {}
@@ -338,7 +356,7 @@ def test_free_tasks_activation_reading_runs_f_prime_below(tmp_path: Path) -> Non
     sets = ["processors=3", "dram.sharing=per_processor"]
     sets.append("run.techniques={layerpipe: {dx_split: activation}}")
     result = simulate_training(load_inputs(run_file(tmp_path, "mlp", batch=256), parse_sets(sets)))
-    report = result.training
+    report = pipeline(result)
     assert report is not None and not report["dx_split_rows"]
     tasks = {task: int(p) for p, names in report["tasks_per_processor"].items() for task in names}
     assert tasks["relu2:dx"] == tasks[next(t for t in ("fc2:dx", "fc2:dw") if t in tasks)]
@@ -351,7 +369,7 @@ def test_free_tasks_weight_stash_is_weights_times_their_delay() -> None:
     average, one buffer."""
     for weights, kept in (("stash", lambda d: d - 1), ("ema", lambda d: min(1, d - 1))):
         result = train_linear5(7, f"layerpipe: {{weights: {weights}}}")
-        report = result.training
+        report = pipeline(result)
         assert report is not None
         graph = result.steps["layerpipe"].graph
         home = {}
@@ -383,14 +401,14 @@ def test_pipedream_replicates_stages_with_an_allreduce() -> None:
     mini-batches and all-reduce their gradients over the replicas."""
     plain = train_linear5(9, "pipedream: {}")
     replicated = train_linear5(9, "pipedream: {replicate: true}")
-    report = replicated.training
-    assert plain.training is not None and report is not None
+    report = pipeline(replicated)
+    assert plain.training is not None
     copies = [row["replicas"] for row in report["partition"]]
     assert sum(copies) <= 9 and max(copies) > 1
     graph = replicated.steps["pipedream"].graph
     reduces = [op for op in graph.ops if isinstance(op, CommOp)]
     assert reduces and {len(op.participants) for op in reduces} <= set(copies) - {1}
-    assert report["speedup"] > 1.3 * plain.training["speedup"]
+    assert report["speedup"] > 1.3 * plain.training.speedup
     assert report["speedup"] <= report["speedup_bound"]
     # Each replica keeps its own weight versions.
     assert sum(p["weight_stash_bytes"] > 0 for p in report["processors"]) > len(copies) - 1
@@ -422,8 +440,8 @@ def test_free_tasks_fall_back_to_pipedream_when_slower(tmp_path: Path) -> None:
     """On the small MLP (batch 64, 3 processors, shared DRAM) the list scheduler's
     placement is slower than PipeDream's schedule, which LayerPipe then keeps."""
     path = run_file(tmp_path, "mlp", batch=64)
-    pipedream = train(path, 3, "pipedream: {}").training
-    layerpipe = train(path, 3, "layerpipe: {}").training
+    pipedream = pipeline(train(path, 3, "pipedream: {}"))
+    layerpipe = pipeline(train(path, 3, "layerpipe: {}"))
     assert pipedream is not None and layerpipe is not None
     assert layerpipe["placement"] == "stages"
     assert layerpipe["steady_cycles_per_minibatch"] == pipedream["steady_cycles_per_minibatch"]

@@ -208,14 +208,19 @@ def test_from_dict_reads_summary_json_back(tmp_path: Path) -> None:
     assert read.to_dict() == summary.to_dict()
 
 
-def test_training_section_stays_the_techniques_dict(tmp_path: Path) -> None:
-    """A technique's report follows the step summary under ``training``; extra units and
-    energy components are keys of the mappings; each step kind round-trips."""
+def test_training_section_is_the_training_report(tmp_path: Path) -> None:
+    """The training report follows the step summary under ``training``: its shared
+    numbers, then each technique's section; extra units and energy components are keys
+    of the mappings; each step kind round-trips."""
     result = gradient_prediction()
     assert result.training is not None
     written = json.loads(written_summary(result, tmp_path))
     assert list(written) == [*result.base.step_summary().to_dict(), "training"]
-    assert written["training"] == json.loads(json.dumps(result.training))
+    training = written["training"]
+    assert training == json.loads(json.dumps(result.training.to_dict()))
+    assert list(training)[:3] == ["techniques", "epochs", "batches_per_epoch"]
+    assert training["speedup"] == result.training.speedup
+    assert list(training["sections"]) == ["gradient_prediction"]
     assert StepSummary.from_dict(written) == result.base.step_summary()
     for kind, step in result.steps.items():
         summary = step.step_summary()

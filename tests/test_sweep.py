@@ -447,8 +447,8 @@ def test_technique_axes_carry_the_technique_report(tmp_path: Path) -> None:
         assert training is not None
         assert row["techniques"] == "gradient_prediction"
         assert row[f"{gp}.schedule.gp_fraction"] == fraction
-        assert row["speedup"] == training["speedup"] <= row["speedup_bound"]
-        assert row["binding_bound"] == training["binding_bound"]
+        assert row["speedup"] == training.speedup <= row["speedup_bound"]
+        assert row["binding_bound"] == training.binding_bound
         assert "note" not in row
     assert rows[1]["speedup"] > rows[0]["speedup"]
     assert main(["plot", str(directory), "--kind", "speedup"]) == 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -21,16 +20,20 @@ from accelsim.graph.ops import OpGraph
 from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
+from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import ArrayUnit, main_array
 from accelsim.report.result import RunResult, TrainingResult
+from accelsim.report.training import TrainingReport
 from accelsim.techniques.base import (
     BASE,
+    Rewrite,
     SimulatedStep,
     StepCost,
     Technique,
     TechniqueContext,
+    TrainingPlan,
 )
 from accelsim.timing.costs import op_costs
 from accelsim.timing.engines import simulate
@@ -44,6 +47,7 @@ class _Run:
         self.extra = inputs.extra_arrays
         self._simulated: dict[int, tuple[OpGraph, RunResult]] = {}
         self._lowered: dict[int, OpGraph] = {}
+        self.base: RunResult | None = None
         self.ctx = TechniqueContext(
             inputs.run,
             inputs.run_file.path,
@@ -52,7 +56,9 @@ class _Run:
             inputs.infos,
             self.extra,
             lambda graph: self.simulate(graph, "candidate"),
+            self.cost_of,
         )
+        # inputs.techniques are in the order they compose (techniques/registry.py)
         ordered = sorted(enumerate(inputs.techniques), key=lambda it: (it[1].rewrite_phase, it[0]))
         self.rewriters = [t for _, t in ordered]
         self.placer = next((t for t in inputs.techniques if t.places()), None)
@@ -70,15 +76,22 @@ class _Run:
             )
         return self._lowered[batch]
 
-    def step_graph(self, kind: str) -> placement.StepGraph:
-        """Makes one replica's step graph of ``kind`` for a batch size."""
+    def step_graph(self, kind: str, replace: Mapping[str, Rewrite] | None = None) -> StepGraph:
+        """Makes one replica's step graph of ``kind`` for a batch size: the lowered step
+        rewritten by every technique (or, for a technique named in ``replace``, by the
+        pass given for it), each rewrite checked (:func:`graph_problems`)."""
+        swap = replace or {}
 
         def make(batch: int) -> OpGraph:
             graph = self.lowered(batch)
             if kind == BASE:
                 return graph
             for technique in self.rewriters:
-                graph = technique.rewrite_graph(graph, kind, self.ctx)
+                rewrite = swap.get(technique.name)
+                if rewrite is None:
+                    graph = technique.rewrite_graph(graph, kind, self.ctx)
+                else:
+                    graph = rewrite(graph)
                 problems = graph_problems(graph, (INPUT_NAME,))
                 if problems:
                     raise GraphError(
@@ -92,13 +105,35 @@ class _Run:
 
     def placed(self, kind: str, base: RunResult | None) -> OpGraph:
         """The step of ``kind`` on the processors, with its optimizer updates."""
+        return self.place(self.step_graph(kind), base)
+
+    def place(self, step: StepGraph, base: RunResult | None) -> OpGraph:
+        """A step graph on the processors, with its optimizer updates: placed by the
+        placing technique (given the baseline it balances on), or by ``assignment``."""
         run, hw = self.inputs.run, self.inputs.hardware
-        step = self.step_graph(kind)
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
         return placement.place(
             run.assignment, step, run.batch_size, hw.processors, run.optimizer, hw.word_bytes
         )
+
+    def step(self, kind: str, result: RunResult, base: RunResult) -> SimulatedStep:
+        """A simulated graph of ``kind`` and what one step of it costs: the placer's
+        steady state, or its totals, then each technique's expected cost."""
+        cost = self.placer.step_cost(result) if self.placer is not None else StepCost.of(result)
+        step = SimulatedStep(result, cost)
+        for technique in self.inputs.techniques:
+            step = SimulatedStep(result, technique.expected_cost(self.ctx, base, kind, step))
+        return step
+
+    def cost_of(self, kind: str, replace: Mapping[str, Rewrite]) -> StepCost:
+        """``TechniqueContext.cost_of``: a step of ``kind`` with the rewrites of the
+        techniques ``replace`` names replaced, placed, simulated and costed as the
+        run's own steps are (after the baseline)."""
+        if self.base is None:
+            raise SimulationError("a step's variant is costed before the baseline step")
+        result = self.simulate(self.place(self.step_graph(kind, replace), self.base), kind)
+        return self.step(kind, result, self.base).cost
 
     def forget(self) -> None:
         """Drop the simulated graphs kept for reuse (a placement's candidates)."""
@@ -192,19 +227,20 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     Step kinds are those of the technique that defines kinds (ADA-GP's ``bp``
     and ``gp``), each rewritten by every technique and placed by the placing
     technique if there is one; without kinds, a technique that rewrites or
-    places runs one step kind named after it.
+    places runs one step kind named after it (the first such, in the order
+    techniques compose).  The training report's shared numbers are computed once,
+    for these composed steps.
     """
     sim = _Run(inputs)
     base = sim.simulate(sim.placed(BASE, None), BASE)
+    sim.base = base
     if not inputs.techniques:
         return TrainingResult(base, {}, None)
-    kinds = _kinds(inputs.techniques)
     steps: dict[str, SimulatedStep] = {}
-    for kind in kinds:
+    for kind in _kinds(inputs.techniques):
         result = sim.simulate(sim.placed(kind, base), kind)
         sim.forget()
-        cost = sim.placer.step_cost(result) if sim.placer is not None else StepCost.of(result)
-        steps[kind] = SimulatedStep(result, cost)
+        steps[kind] = sim.step(kind, result, base)
     report = _report(inputs.techniques, sim.ctx, base, steps)
     return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
 
@@ -222,16 +258,18 @@ def _report(
     ctx: TechniqueContext,
     base: RunResult,
     steps: Mapping[str, SimulatedStep],
-) -> dict[str, Any] | None:
-    """The training report: each technique's section; the one defining step kinds leads."""
-    sections: list[dict[str, Any]] = []
-    for t in sorted(techniques, key=lambda t: not t.step_kinds()):
-        section = t.training(ctx, base, steps)
-        if section is not None:
-            sections.append(section)
-    if not sections:
-        return None
-    report = sections[0]
-    for extra in sections[1:]:
-        report.setdefault("composed", {})[extra["technique"]] = extra
-    return report
+) -> TrainingReport:
+    """The training report: the steps' costs shared out over training by the plan of the
+    technique that defines step kinds (or every step of the one kind), and each
+    technique's section."""
+    training = ctx.run.training
+    definer = next((t for t in techniques if t.step_kinds()), None)
+    if definer is not None:
+        shares = definer.kind_shares(ctx)
+    else:
+        (kind,) = steps
+        shares = [{kind: 1.0}] * training.epochs
+    plan = TrainingPlan(training.epochs, training.batches_per_epoch, tuple(shares))
+    sections = [s for t in techniques if (s := t.training(ctx, base, steps, plan)) is not None]
+    costs = {BASE: StepCost.of(base), **{kind: s.cost for kind, s in steps.items()}}
+    return TrainingReport.of([t.name for t in techniques], plan, costs, sections)

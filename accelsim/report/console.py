@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from accelsim.report.summary import StepSummary
+from accelsim.report.training import BASE, TrainingReport
 from accelsim.units import bytes_to_gb, pj_to_mj
 
 if TYPE_CHECKING:
@@ -130,44 +131,36 @@ def suite_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _composed(section: dict[str, Any]) -> str:
-    kinds = section.get("step_kinds")
-    if kinds is None:
-        return "as reported in summary.json"
-    return "placed by it; cycles are its steady state per mini-batch"
-
-
-def training_table(training: dict[str, Any]) -> str:
-    """A technique's report against the baseline: step kinds, its numbers, speedup."""
-    steps = training["steps"]
-    base = steps["base"]["cycles"]
-    rows = [("technique", str(training["technique"]))]
-    if "note" in training:
-        rows.append(("  note", str(training["note"])))
+def training_table(training: TrainingReport) -> str:
+    """A run's techniques against the baseline: each step kind's cost, each technique's
+    own lines, the whole-training speedup beside its bound, the reductions, the
+    notes and the warnings."""
+    base = training.steps[BASE].cycles
+    rows = [("techniques", " + ".join(training.techniques))]
     rows += [
-        ("  composed with", f"{name}: each step kind {_composed(section)}")
-        for name, section in training.get("composed", {}).items()
+        (f"  {kind} step", f"{cost.cycles:,.0f} cycles ({cost.cycles / base:.3f} x base)")
+        for kind, cost in training.steps.items()
     ]
-    rows += [
-        (f"  {kind} step", f"{step['cycles']:,.0f} cycles ({step['cycles'] / base:.3f} x base)")
-        for kind, step in steps.items()
-    ]
-    headline = ("speedup", "energy_reduction", "dram_reduction", "speedup_bound")
-    rows += [
-        (f"  {k}", f"{v:,.3f}" if isinstance(v, float) else f"{v:,}")
-        for k, v in training.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and k not in headline
-    ]
-    speedup = f"{training['speedup']:.3f} x"
-    if "speedup_bound" in training:
-        speedup += (
-            f"  (at most {training['speedup_bound']:.3f} x: {training['binding_bound']} bound)"
+    if training.plan.epochs > 1 or training.plan.batches_per_epoch > 1:
+        rows.append(
+            (
+                "  training",
+                f"{training.plan.epochs:,} epochs of {training.plan.batches_per_epoch:,} steps",
+            )
         )
-    rows.append(("speedup", speedup))
-    if "energy_reduction" in training:
-        rows.append(("energy reduction", f"{training['energy_reduction'] * 100:.1f} %"))
-    if "dram_reduction" in training:
-        rows.append(("DRAM reduction", f"{training['dram_reduction'] * 100:.1f} %"))
+    for section in training.sections.values():
+        rows += [(f"  {label}", value) for label, value in section.lines]
+    rows += [("  note", note) for note in training.notes]
+    rows += [
+        (
+            "speedup",
+            f"{training.speedup:.3f} x  (at most {training.speedup_bound:.3f} x:"
+            f" {training.binding_bound} bound)",
+        ),
+        ("energy reduction", f"{training.energy_reduction * 100:.1f} %"),
+        ("DRAM reduction", f"{training.dram_reduction * 100:.1f} %"),
+    ]
+    rows += [("warning", warning) for warning in training.warnings]
     return _rows(rows)
 
 

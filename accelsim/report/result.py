@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from accelsim.report.tables import OP_COLUMNS as OP_COLUMNS
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
+
+if TYPE_CHECKING:
+    from accelsim.report.training import TrainingReport
 
 
 @dataclass(frozen=True)
@@ -268,28 +271,21 @@ class RunResult:
 
 @dataclass(frozen=True)
 class TrainingResult:
-    """The baseline step, each step kind a technique defines, and its training report.
-
-    ``training`` (None without such a technique) carries at least ``speedup``,
-    ``energy_reduction``, ``dram_reduction`` (whole training against the
-    baseline) and ``steps`` (per step kind: ``cycles``, ``energy_pj``,
-    ``dram_bytes``), plus whatever the technique adds.
-    """
+    """The baseline step, each step kind the run's techniques simulate, and their
+    training report (:class:`~accelsim.report.training.TrainingReport`; None for a
+    run without techniques)."""
 
     base: RunResult
     steps: dict[str, RunResult]
-    training: dict[str, Any] | None
+    training: TrainingReport | None
 
     def summary(self) -> dict[str, Any]:
-        """The baseline step's summary, with the training report when there is one.
-
-        The report goes under ``training``, after the keys of
-        :meth:`accelsim.report.summary.StepSummary.to_dict`: it is the techniques'
-        part of ``summary.json`` and stays an untyped dict.
-        """
+        """The baseline step's summary, with the training report when there is one
+        (under ``training``, after the keys of
+        :meth:`accelsim.report.summary.StepSummary.to_dict`)."""
         summary = self.base.summary()
         if self.training is not None:
-            summary["training"] = self.training
+            summary["training"] = self.training.to_dict()
         return summary
 
     def to_dict(self) -> dict[str, Any]:

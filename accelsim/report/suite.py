@@ -38,9 +38,10 @@ def suite_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
 def suite_row(model: str, result: TrainingResult) -> dict[str, Any]:
     """The ``suite.csv`` row of one model: its baseline step, and the training report if any.
 
-    A training report adds the whole-training ``speedup``, ``energy_reduction``
-    and ``dram_reduction``, each step kind's cycles, and the report's other
-    top-level numbers (e.g. ``gp_fraction``).
+    A training report adds its scalars (:meth:`~accelsim.report.training.TrainingReport.flat`):
+    the whole-training ``speedup`` with its bound, ``energy_reduction`` and
+    ``dram_reduction``, each step kind's cycles, and each technique's own
+    top-level numbers and words (e.g. ``gp_fraction``).
     """
     s = result.base.step_summary()
     row: dict[str, Any] = {
@@ -60,12 +61,6 @@ def suite_row(model: str, result: TrainingResult) -> dict[str, Any]:
         "energy_pj": round(s.energy_pj.total, 3),
         **{f"energy_{k}_pj": round(v, 3) for k, v in s.energy_pj.by_component.items()},
     }
-    training = result.training
-    if training is not None:
-        row |= {
-            key: value
-            for key, value in training.items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
-        }
-        row |= {f"{kind}_step_cycles": step["cycles"] for kind, step in training["steps"].items()}
+    if result.training is not None:
+        row |= result.training.flat()
     return row

@@ -43,30 +43,24 @@ class PointOutcome:
 
 
 def point_record(result: TrainingResult) -> dict[str, Any]:
-    """The flat record of one point: design knobs, the technique(s) and the run's
-    settings, then :func:`~accelsim.report.suite.suite_row`'s numbers."""
+    """The flat record of one point: design knobs, the techniques (``+``-joined, in the
+    order they compose; ``none``) and the run's settings, then
+    :func:`~accelsim.report.suite.suite_row`'s numbers and the training report's
+    scalars."""
     summary = result.base.step_summary()
-    training = result.training or {}
-    technique = training.get("technique")
     row = suite_row("", result)
     row.pop("model")
     row.pop("batch_size")
-    # The technique's named results (e.g. its binding bound), not its prose note.
-    labels = {k: v for k, v in training.items() if isinstance(v, str) and k not in _NOT_RECORDED}
     return {
         "workload": summary.workload,
         "hardware": summary.hardware,
         **summary.design.to_dict(),
-        "techniques": str(technique) if technique else "none",
+        "techniques": row.pop("techniques", "none"),
         **{k: v for k, v in summary.settings.items() if k != "step"},
         **row,
         "array_stall_cycles": summary.array_stall_cycles,
         "interconnect_bytes": summary.interconnect_bytes,
-        **labels,
     }
-
-
-_NOT_RECORDED = frozenset({"technique", "note"})
 
 
 def run_point(task: PointTask) -> PointOutcome:

@@ -58,9 +58,12 @@ from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
     LoadContext,
     RewritePhase,
+    Section,
     SimulatedStep,
+    StepCost,
     Technique,
     TechniqueContext,
+    TrainingPlan,
 )
 from accelsim.techniques.dropout_patterns import PatternFamily, load_distribution, search
 from accelsim.techniques.dropout_rewrite import Plan, add_aux, shrunk_op, skipped_update
@@ -75,7 +78,15 @@ from accelsim.techniques.dropout_sites import (
     tile_geometry,
     tile_weights,
 )
-from accelsim.techniques.dropout_steps import StepPlan, step_report
+from accelsim.techniques.dropout_steps import (
+    StepCounts,
+    StepPlan,
+    count_steps,
+    expected,
+    skipped_report,
+    spread,
+    step_costs,
+)
 from accelsim.timing.dropout_folds import surviving_folds
 
 Rate = Annotated[float, Field(ge=0, lt=1)]
@@ -134,6 +145,8 @@ class ApproximateDropout(Technique):
         super().__init__(config, source)
         self._plans: dict[tuple[str, int], Plan] = {}
         self._current: Plan | None = None  # the plan of the graph being simulated
+        self._counted: tuple[RunResult, StepCounts] | None = None
+        self._per_step: dict[int, tuple[RunResult, dict[str, np.ndarray]]] = {}
 
     @property
     def settings(self) -> ApproximateDropoutConfig:
@@ -411,26 +424,58 @@ class ApproximateDropout(Technique):
                 )
         return masks
 
-    def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
-    ) -> dict[str, Any]:
+    def _step_plan(self, ctx: TechniqueContext, base: RunResult) -> StepPlan:
         gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
         plan = self.plan(ctx, gemms)
-        step_plan = StepPlan(
-            plan.shrinks,
-            plan.tiles,
-            plan.kept,
-            plan.patterns,
-            self.tile_size(ctx.hardware),
+        return StepPlan(
+            plan.shrinks, plan.tiles, plan.kept, plan.patterns, self.tile_size(ctx.hardware)
         )
-        report = step_report(ctx, base, steps, step_plan)
+
+    def _counts(self, ctx: TechniqueContext, base: RunResult) -> StepCounts:
+        """Every drawn step's GEMMs, counted once per baseline."""
+        if self._counted is None or self._counted[0] is not base:
+            self._counted = (base, count_steps(ctx, base, self._step_plan(ctx, base)))
+        return self._counted[1]
+
+    def _drawn(
+        self, ctx: TechniqueContext, base: RunResult, step: SimulatedStep
+    ) -> dict[str, np.ndarray]:
+        """The cost of each drawn step around the simulated ``step`` (once per step)."""
+        found = self._per_step.get(id(step.result))
+        if found is None or found[0] is not step.result:
+            found = (step.result, step_costs(ctx, base, step, self._counts(ctx, base)))
+            self._per_step[id(step.result)] = found
+        return found[1]
+
+    def expected_cost(
+        self, ctx: TechniqueContext, base: RunResult, kind: str, step: SimulatedStep
+    ) -> StepCost:
+        """The mean over the ``steps`` drawn steps (the engine simulates step 0's)."""
+        return expected(self._drawn(ctx, base, step), step.cost.binding_bound)
+
+    def training(
+        self,
+        ctx: TechniqueContext,
+        base: RunResult,
+        steps: Mapping[str, SimulatedStep],
+        plan: TrainingPlan,
+    ) -> Section:
+        gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
+        drawn = self.plan(ctx, gemms)
         cfg = self.settings
-        return {
-            "technique": self.name,
+        skipped = skipped_report(base, self._counts(ctx, base))
+        details = {
             "pattern": cfg.pattern.value,
             "steps_drawn": cfg.steps,
             "batch_size": ctx.run.batch_size,
-            **report,
+            "by_kind": {
+                kind: {
+                    "simulated_cycles": step.result.total_cycles,
+                    "per_step": spread(self._drawn(ctx, base, step)),
+                }
+                for kind, step in steps.items()
+            },
+            **skipped,
             "sites": [
                 {
                     "dropout": s.dropout,
@@ -438,18 +483,28 @@ class ApproximateDropout(Technique):
                     "units": s.units,
                     "producer": s.producer,
                     "consumers": list(s.consumers),
-                    "kept_mean": float(plan.kept[:, i].mean()),
-                    "search_max_error": plan.search_error[i],
+                    "kept_mean": float(drawn.kept[:, i].mean()),
+                    "search_max_error": drawn.search_error[i],
                 }
-                for i, s in enumerate(plan.sites)
+                for i, s in enumerate(drawn.sites)
             ],
-            "not_compacted": list(plan.not_compacted),
+            "not_compacted": list(drawn.not_compacted),
             "feature_maps": {
                 info.layer.name: {
                     "channels": info.in_shapes[0].dims[0],
-                    "kept": plan.conv_kept[j],
-                    "sensitivity_kept": plan.sensitivity_kept[info.layer.name],
+                    "kept": drawn.conv_kept[j],
+                    "sensitivity_kept": drawn.sensitivity_kept[info.layer.name],
                 }
-                for j, info in enumerate(plan.convs)
+                for j, info in enumerate(drawn.convs)
             },
         }
+        lines = (
+            ("steps drawn", f"{cfg.steps:,} ({cfg.pattern.value} patterns)"),
+            (
+                "MACs skipped",
+                f"{skipped['skipped_macs']:,.0f} per step"
+                f" ({skipped['skipped_mac_fraction'] * 100:.1f} % of the baseline's),"
+                f" {skipped['skipped_folds']:,.1f} folds",
+            ),
+        )
+        return Section(self.name, details, lines)

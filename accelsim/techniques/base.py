@@ -22,10 +22,18 @@ optional, which the driver (:mod:`accelsim.driver`) calls in this order:
   (extra unit energy, say);
 * :meth:`Technique.step_cost`: what one training step of a placed graph costs
   (the placing technique's: a pipeline's steady state per mini-batch);
-* :meth:`Technique.training`: its section of the training report, from the
-  simulated steps (see :mod:`accelsim.techniques.plan`).
+* :meth:`Technique.expected_cost`: that cost corrected for what the one
+  simulated step does not show (approximate dropout's mean over its drawn
+  patterns);
+* :meth:`Technique.kind_shares`: the share of each epoch's steps that are of each
+  kind (the technique that defines step kinds);
+* :meth:`Technique.training`: its section of the training report
+  (:class:`~accelsim.report.training.Section`); the shared numbers (totals,
+  speedup, bound, reductions) are the driver's, computed once for the composed
+  steps (:class:`~accelsim.report.training.TrainingReport`).
 
-Techniques declare the ones they cannot be combined with in ``conflicts``.
+Techniques declare the ones they cannot be combined with in ``conflicts``, and
+the weight gradients they pack in :meth:`Technique.packed_weight_gradients`.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,9 +56,24 @@ from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
+from accelsim.report.training import BASE, Section, StepCost, TrainingPlan
 from accelsim.workload.model import Workload
 
-BASE = "base"
+__all__ = [
+    "BASE",
+    "LoadContext",
+    "Rewrite",
+    "RewritePhase",
+    "Section",
+    "SimulatedStep",
+    "StepCost",
+    "Technique",
+    "TechniqueContext",
+    "TrainingPlan",
+]
+
+Rewrite = Callable[[OpGraph], OpGraph]
+"""A graph-to-graph pass in place of a technique's rewrite (``TechniqueContext.cost_of``)."""
 
 
 class RewritePhase(IntEnum):
@@ -60,46 +83,6 @@ class RewritePhase(IntEnum):
     PRUNE = 0
     AUGMENT = 1
     FUSE = 2
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """What one training step of a kind costs: cycles, energy and DRAM bytes, and the
-    lower bound on its cycles with the resource that sets it."""
-
-    cycles: float
-    energy_pj: float
-    dram_bytes: float
-    bound_cycles: float
-    binding_bound: str
-
-    @classmethod
-    def of(cls, result: RunResult) -> StepCost:
-        """A step simulated on its own: its totals."""
-        bounds = result.cycle_bounds()
-        binding = max(bounds, key=lambda k: bounds[k])
-        return cls(
-            result.total_cycles,
-            result.energy.total_pj,
-            result.dram_bytes,
-            bounds[binding],
-            binding,
-        )
-
-    @classmethod
-    def per(
-        cls, result: RunResult, cycles: float, bounds: Mapping[str, float], repeats: int
-    ) -> StepCost:
-        """One of ``repeats`` identical parts of ``result`` (a pipeline's mini-batch)
-        taking ``cycles``, with the cycle ``bounds`` of one part."""
-        binding = max(bounds, key=lambda k: bounds[k])
-        return cls(
-            cycles,
-            result.energy.total_pj / repeats,
-            result.dram_bytes / repeats,
-            bounds[binding],
-            binding,
-        )
 
 
 @dataclass(frozen=True)
@@ -121,6 +104,10 @@ class TechniqueContext:
     Attributes:
         simulate: Simulates a placed graph on the run's hardware (results are
             cached, so simulating the same graph object again costs nothing).
+        cost_of: What one step of a kind costs when some techniques' rewrites are
+            replaced (by name) by other passes, everything else as in the run: the
+            same other rewrites, placement and cost (a technique's bound on the
+            composed step, such as "gradient skipping skips everything").
     """
 
     run: RunSpec
@@ -130,6 +117,7 @@ class TechniqueContext:
     infos: tuple[LayerInfo, ...]
     extra_arrays: tuple[ArrayUnit, ...]
     simulate: Callable[[OpGraph], RunResult]
+    cost_of: Callable[[str, Mapping[str, Rewrite]], StepCost]
 
 
 @dataclass(frozen=True)
@@ -209,8 +197,25 @@ class Technique:
         """What one training step of a graph this technique placed costs."""
         return StepCost.of(result)
 
+    def expected_cost(
+        self, ctx: TechniqueContext, base: RunResult, kind: str, step: SimulatedStep
+    ) -> StepCost:
+        """What one step of ``kind`` costs on average, when the simulated step (its cost
+        ``step.cost``) stands for many that differ."""
+        return step.cost
+
+    def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
+        """Per epoch, the share of its steps of each kind this technique defines
+        (:meth:`step_kinds`), summing to 1."""
+        raise NotImplementedError
+
     def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
-    ) -> dict[str, Any] | None:
-        """Its section of the training report, from the baseline and the simulated steps."""
+        self,
+        ctx: TechniqueContext,
+        base: RunResult,
+        steps: Mapping[str, SimulatedStep],
+        plan: TrainingPlan,
+    ) -> Section | None:
+        """Its section of the training report, from the baseline, the simulated steps
+        (with their expected costs) and the run's training plan."""
         return None

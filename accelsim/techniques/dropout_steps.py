@@ -18,7 +18,11 @@ A step's cost is the simulated step's, scaled around it [D]:
   priced at the baseline step's energy per count, plus static energy for the
   change of cycles.
 
-Step 0's cost is the simulated one exactly.
+Step 0's cost is the simulated one exactly.  Composed with other techniques
+(gradient skipping, ADA-GP, a pipeline schedule), the simulated step is the
+composed one and the steps are counted on the baseline's GEMMs that the composed
+step still runs: each drawn step's change is applied to the composed step as the
+same ratio [D].
 """
 
 from __future__ import annotations
@@ -259,31 +263,26 @@ def _spread(values: np.ndarray) -> dict[str, float]:
     }
 
 
-def step_report(
-    ctx: TechniqueContext,
-    base: RunResult,
-    steps: Mapping[str, SimulatedStep],
-    plan: StepPlan,
-) -> dict[str, Any]:
-    """Per kind: per-step mean and spread of cycles and energy; the speedup over
-    conventional dropout with its bound; skipped MACs and folds per layer."""
-    counts = count_steps(ctx, base, plan)
-    base_cost = StepCost.of(base)
+def expected(costs: Mapping[str, np.ndarray], binding: str) -> StepCost:
+    """The mean step of the drawn steps whose costs are ``costs`` (:func:`step_costs`)."""
+    return StepCost(
+        _mean(costs["cycles"]),
+        _mean(costs["energy_pj"]),
+        _mean(costs["dram_bytes"]),
+        _mean(costs["bound_cycles"]),
+        binding,
+    )
+
+
+def spread(costs: Mapping[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Mean, spread and range over the drawn steps of their cycles and energy."""
+    return {"cycles": _spread(costs["cycles"]), "energy_pj": _spread(costs["energy_pj"])}
+
+
+def skipped_report(base: RunResult, counts: StepCounts) -> dict[str, Any]:
+    """MACs and folds the drawn steps skip against conventional dropout (the baseline
+    step), in all and per layer: means over the steps."""
     bc = base.trace.costs
-    kinds: dict[str, Any] = {}
-    for kind, step in steps.items():
-        sc = step_costs(ctx, base, step, counts)
-        kinds[kind] = {
-            "cycles": _mean(sc["cycles"]),
-            "energy_pj": _mean(sc["energy_pj"]),
-            "dram_bytes": _mean(sc["dram_bytes"]),
-            "bound_cycles": _mean(sc["bound_cycles"]),
-            "binding_bound": step.cost.binding_bound,
-            "simulated_cycles": step.cost.cycles,
-            "per_step": {"cycles": _spread(sc["cycles"]), "energy_pj": _spread(sc["energy_pj"])},
-            "speedup": base_cost.cycles / _mean(sc["cycles"]),
-            "speedup_bound": base_cost.cycles / _mean(sc["bound_cycles"]),
-        }
     skipped_macs = bc.macs[counts.op_ids][None, :] - counts.costs["macs"]
     skipped_folds = bc.folds[counts.op_ids][None, :] - counts.costs["folds"]
     gemm_energy = _gemm_energy(base, counts.op_ids, counts.costs)
@@ -300,20 +299,7 @@ def step_report(
             "gemm_compute_cycles": _spread(counts.costs["compute_cycles"][:, mine].sum(axis=1)),
             "gemm_energy_pj": _spread(gemm_energy[:, mine].sum(axis=1)),
         }
-    kind, first = next(iter(kinds.items()))
-    steps_out: dict[str, Any] = {"base": dataclasses.asdict(base_cost)}
-    steps_out.update(
-        {k: {key: v for key, v in r.items() if key != "per_step"} for k, r in kinds.items()}
-    )
     return {
-        "steps": steps_out,
-        "per_step": {k: r["per_step"] for k, r in kinds.items()},
-        "speedup_kind": kind,  # the step kind the top-level numbers are of
-        "speedup": first["speedup"],
-        "speedup_bound": first["speedup_bound"],
-        "binding_bound": first["binding_bound"],
-        "energy_reduction": 1 - first["energy_pj"] / base_cost.energy_pj,
-        "dram_reduction": 1 - first["dram_bytes"] / base_cost.dram_bytes,
         "skipped_macs": float(skipped_macs.sum(axis=1).mean()),
         "skipped_mac_fraction": float(skipped_macs.sum(axis=1).mean() / max(int(bc.macs.sum()), 1)),
         "skipped_folds": float(skipped_folds.sum(axis=1).mean()),

@@ -70,12 +70,13 @@ from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
     LoadContext,
+    Section,
     SimulatedStep,
-    StepCost,
     Technique,
     TechniqueContext,
+    TrainingPlan,
 )
-from accelsim.techniques.plan import read_trace, synthetic_decay, whole_training
+from accelsim.techniques.plan import read_trace, synthetic_decay
 from accelsim.techniques.predictor import (
     LayerOutput,
     Predictor,
@@ -296,48 +297,43 @@ class GradientPrediction(Technique):
             graph, ctx.hardware.word_bytes, self.name
         )
 
+    def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
+        """Per epoch, the GP share the schedule gives (BP the rest)."""
+        errors = self._errors(ctx.run_file, ctx.run.training.epochs)
+        fractions = gp_fractions(self.settings.schedule, ctx.run.training.epochs, errors)
+        return [{"bp": 1 - g, "gp": g} for g in fractions]
+
     def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
-    ) -> dict[str, Any]:
-        epochs = ctx.run.training.epochs
-        batches = ctx.run.training.batches_per_epoch
-        errors = self._errors(ctx.run_file, epochs)
-        fractions = gp_fractions(self.settings.schedule, epochs, errors)
+        self,
+        ctx: TechniqueContext,
+        base: RunResult,
+        steps: Mapping[str, SimulatedStep],
+        plan: TrainingPlan,
+    ) -> Section:
+        fractions = [epoch["gp"] for epoch in plan.shares]
         bp, gp = steps["bp"], steps["gp"]
-        costs = {"base": StepCost.of(base), "bp": bp.cost, "gp": gp.cost}
-        totals = whole_training(costs, [{"bp": 1 - g, "gp": g} for g in fractions], batches)
         layers = {info.layer.name: info for info in ctx.infos}
         placement = self.settings.placement
-        note = {}
+        notes: tuple[str, ...] = ()
         if not any(fractions):
             warmup = self.settings.schedule.warmup_epochs
-            note["note"] = (
-                f"no GP step runs: the {epochs} epoch(s) trained are all BP (warm-up of"
+            notes = (
+                f"no GP step runs: the {plan.epochs} epoch(s) trained are all BP (warm-up of"
                 f" {warmup} epochs, or the schedule never chose GP), so the speedup is the"
-                " predictor's overhead on BP steps; set training.epochs (the paper trains 90)"
+                " predictor's overhead on BP steps; set training.epochs (the paper trains 90)",
             )
-        return {
-            "technique": self.name,
-            **note,
-            "epochs": epochs,
-            "batches_per_epoch": batches,
+        use = {
+            "bp": _predictor_use(bp, self.name, placement, base.total_cycles),
+            "gp": _predictor_use(gp, self.name, placement),
+        }
+        details = {
             "policy": self.settings.schedule.policy.value,
             "placement": placement.value,
-            "steps": {kind: dataclasses.asdict(cost) for kind, cost in costs.items()},
-            "gp_fraction": sum(fractions) / epochs,
+            "gp_fraction": sum(fractions) / plan.epochs,
             "gp_fraction_by_epoch": fractions,
-            **totals,
-            "speedup": totals["cycles"]["baseline"] / totals["cycles"]["technique"],
-            "speedup_bound": totals["cycles"]["baseline"] / totals["bound_cycles"]["technique"],
-            "binding_bound": f"BP {bp.cost.binding_bound}, GP {gp.cost.binding_bound}",
-            "energy_reduction": 1
-            - totals["energy_pj"]["technique"] / totals["energy_pj"]["baseline"],
-            "dram_reduction": 1
-            - totals["dram_bytes"]["technique"] / totals["dram_bytes"]["baseline"],
             "predictor": {
                 "storage": self.storage(base.graph, ctx.hardware).report(),
-                "bp": _predictor_use(bp, self.name, placement, base.total_cycles),
-                "gp": _predictor_use(gp, self.name, placement),
+                **use,
                 "layers": [
                     predictor_layer_cost(
                         self.settings.network, layers[p.layer], p, ctx.run.batch_size
@@ -347,6 +343,15 @@ class GradientPrediction(Technique):
                 ],
             },
         }
+        lines = (
+            ("GP share", f"{details['gp_fraction']:.3f} of the steps ({details['policy']})"),
+            (
+                "predictor on BP",
+                f"{use['bp']['overhead_fraction'] * 100:+.1f} % cycles over the baseline step,"
+                f" {use['bp']['hidden_fraction'] * 100:.0f} % of its array time hidden",
+            ),
+        )
+        return Section(self.name, details, lines, notes)
 
     def _errors(self, run_file: Path, epochs: int) -> list[float]:
         schedule = self.settings.schedule

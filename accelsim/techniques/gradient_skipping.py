@@ -60,18 +60,19 @@ from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase
 from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo
-from accelsim.lowering.step import lower
-from accelsim.mapping import placement
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
+    BASE,
     LoadContext,
     RewritePhase,
+    Section,
     SimulatedStep,
     StepCost,
     Technique,
     TechniqueContext,
+    TrainingPlan,
 )
-from accelsim.techniques.plan import read_trace, synthetic_decay, whole_training
+from accelsim.techniques.plan import read_trace, synthetic_decay
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
@@ -305,11 +306,9 @@ class GradientSkipping(Technique):
         tau = cfg.threshold
         return [min(cfg.max_skip, max(0.0, (tau - m) / tau)) for m in self.metric(run_file, epochs)]
 
-    def shares(self, skip: Sequence[float], kind: str) -> list[dict[str, float]]:
-        """Per epoch, the share of each step kind (``kind``: the one kind of a fixed
-        skip fraction)."""
-        if self.settings.skip_fraction is not None:
-            return [{kind: 1.0} for _ in skip]
+    def shares(self, skip: Sequence[float]) -> list[dict[str, float]]:
+        """Per epoch, the shares of the two skip levels (step kinds) around its skip
+        probability, the cost taken as linear between levels."""
         levels = self.levels()
         step = levels[1] - levels[0] if len(levels) > 1 else 1.0
         out = []
@@ -319,95 +318,91 @@ class GradientSkipping(Technique):
             out.append({f"skip_{j}": 1 - upper, f"skip_{j + 1}": upper})
         return out
 
-    def bound(self, ctx: TechniqueContext, keep_dx: bool) -> StepCost:
-        """The step with every weight gradient and update skipped (and so the whole
-        ``dX`` chain, unless ``keep_dx``), placed by the run's ``assignment``."""
-        run, hw = ctx.run, ctx.hardware
+    def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
+        """Per epoch, the two skip levels around its skip probability (the trace-driven
+        schedule, whose levels are the step kinds)."""
+        return self.shares(self.skip_by_epoch(ctx.run_file, ctx.run.training.epochs))
+
+    def bounds(
+        self, ctx: TechniqueContext, kinds: Sequence[str], keep_dx: bool
+    ) -> dict[str, StepCost]:
+        """Per step kind, the composed step with every weight gradient and update
+        skipped (and so the whole ``dX`` chain, unless ``keep_dx``), the other
+        techniques' rewrites, placement and costs as in the run.  When this technique
+        defines the kinds they differ only in what it skips, so the first kind's bound
+        serves every kind."""
         infos = {info.layer.name: info for info in ctx.infos}
+        words = ctx.hardware.word_bytes
 
-        def step(batch: int) -> OpGraph:
-            graph = lower(ctx.infos, ctx.workload, batch, hw.word_bytes, run.lowering.strided_dx)
-            return skip_groups(graph, 1.0, Grouping.LAYER, infos, hw.word_bytes, keep_dx)
+        def everything(graph: OpGraph) -> OpGraph:
+            return skip_groups(graph, 1.0, Grouping.LAYER, infos, words, keep_dx)
 
-        graph = placement.place(
-            run.assignment, step, run.batch_size, hw.processors, run.optimizer, hw.word_bytes
-        )
-        return StepCost.of(ctx.simulate(graph))
+        own = bool(self.step_kinds())
+        costs: dict[str, StepCost] = {}
+        for kind in kinds:
+            costs[kind] = (
+                costs[kinds[0]] if own and costs else ctx.cost_of(kind, {self.name: everything})
+            )
+        return costs
 
     def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
-    ) -> dict[str, Any]:
-        epochs = ctx.run.training.epochs
-        batches = ctx.run.training.batches_per_epoch
-        skip = self.skip_by_epoch(ctx.run_file, epochs)
-        costs = {"base": StepCost.of(base), **{k: s.cost for k, s in steps.items()}}
-        report: dict[str, Any] = {
-            "technique": self.name,
-            "grouping": self.settings.grouping.value,
-            "schedule": "fixed" if self.settings.skip_fraction is not None else "trace",
-            "epochs": epochs,
-            "batches_per_epoch": batches,
-            "steps": {kind: dataclasses.asdict(cost) for kind, cost in costs.items()},
+        self,
+        ctx: TechniqueContext,
+        base: RunResult,
+        steps: Mapping[str, SimulatedStep],
+        plan: TrainingPlan,
+    ) -> Section:
+        cfg = self.settings
+        own = bool(self.step_kinds())
+        skip = self.skip_by_epoch(ctx.run_file, plan.epochs)
+        details: dict[str, Any] = {
+            "grouping": cfg.grouping.value,
+            "schedule": "fixed" if cfg.skip_fraction is not None else "trace",
+            "skip_fraction": sum(skip) / plan.epochs,
             "by_kind": {
-                kind: {
-                    "skip_fraction": self.fraction(kind),
-                    "speedup": base.total_cycles / s.cost.cycles,
-                    **gemm_macs(s.result),
-                }
+                kind: {"skip_fraction": self.fraction(kind), **gemm_macs(s.result)}
                 for kind, s in steps.items()
             },
             "base_macs": gemm_macs(base),
         }
-        if self.settings.skip_fraction is not None and len(steps) > 1:
-            report["note"] = (
-                "every step kind skips the fixed fraction; whole-training totals are in the"
-                " section of the technique that defines the kinds"
-            )
-            return report
-        shares = self.shares(skip, next(iter(steps)))
-        totals = whole_training(costs, shares, batches)
-        bounds = {
-            "upper_bound": (
-                self.bound(ctx, keep_dx=False),
+        if own:
+            details["skip_fraction_by_epoch"] = skip
+            details["cycles_by_epoch"] = [
+                plan.batches_per_epoch * sum(share * steps[k].cost.cycles for k, share in e.items())
+                for e in plan.shares
+            ]
+        base_cost = StepCost.of(base)
+        lines = [
+            ("skip share", f"{details['skip_fraction']:.3f} of the groups ({cfg.grouping.value})")
+        ]
+        for key, keep_dx, what in (
+            (
+                "upper_bound",
+                False,
                 "every weight gradient and update skipped, so no dX is needed either: the"
                 " forward pass and the loss (the most any grouping can give)",
             ),
-            "upper_bound_dx_kept": (
-                self.bound(ctx, keep_dx=True),
+            (
+                "upper_bound_dx_kept",
+                True,
                 "every weight gradient and update skipped, dX still computed (the most"
                 " filter and row grouping give while every layer keeps a group)",
             ),
-        }
-        per_epoch = [
-            batches * sum(share * costs[k].cycles for k, share in epoch.items()) for epoch in shares
+        ):
+            bound = self.bounds(ctx, list(steps), keep_dx)
+            cycles = plan.totals({BASE: base_cost, **bound})["cycles"]
+            speedup = cycles.baseline / cycles.technique
+            details[key] = {
+                "note": what + "; with the run's other techniques and placement",
+                "steps": {kind: dataclasses.asdict(cost) for kind, cost in bound.items()},
+                "speedup": speedup,
+            }
+            details[f"{key}_speedup"] = speedup
+        lines += [
+            ("nothing trains", f"{details['upper_bound_speedup']:.3f} x at most"),
+            ("dX kept", f"{details['upper_bound_dx_kept_speedup']:.3f} x at most"),
         ]
-        return {
-            **report,
-            "skip_fraction": sum(skip) / epochs,
-            "skip_fraction_by_epoch": skip,
-            "kinds_by_epoch": shares,
-            "cycles_by_epoch": per_epoch,
-            **totals,
-            "speedup": totals["cycles"]["baseline"] / totals["cycles"]["technique"],
-            "speedup_bound": totals["cycles"]["baseline"] / totals["bound_cycles"]["technique"],
-            "binding_bound": ", ".join(f"{k} {s.cost.binding_bound}" for k, s in steps.items()),
-            "energy_reduction": 1
-            - totals["energy_pj"]["technique"] / totals["energy_pj"]["baseline"],
-            "dram_reduction": 1
-            - totals["dram_bytes"]["technique"] / totals["dram_bytes"]["baseline"],
-            **{
-                key: {
-                    "note": note + "; placed by the run's assignment",
-                    "step": dataclasses.asdict(cost),
-                    "speedup": base.total_cycles / cost.cycles,
-                }
-                for key, (cost, note) in bounds.items()
-            },
-            **{
-                f"{key}_speedup": base.total_cycles / cost.cycles
-                for key, (cost, _) in bounds.items()
-            },
-        }
+        return Section(self.name, details, tuple(lines))
 
 
 def gemm_macs(result: RunResult) -> dict[str, int]:

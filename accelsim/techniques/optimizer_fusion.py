@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -63,12 +63,12 @@ from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
     LoadContext,
     RewritePhase,
+    Section,
     SimulatedStep,
-    StepCost,
     Technique,
     TechniqueContext,
+    TrainingPlan,
 )
-from accelsim.techniques.plan import whole_training
 
 
 class FusionMode(str, Enum):
@@ -246,60 +246,44 @@ class OptimizerFusion(Technique):
                 return forward_fused(graph, ctx.hardware, ctx.run.optimizer)
 
     def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
-    ) -> dict[str, Any]:
-        epochs = ctx.run.training.epochs
-        batches = ctx.run.training.batches_per_epoch
+        self,
+        ctx: TechniqueContext,
+        base: RunResult,
+        steps: Mapping[str, SimulatedStep],
+        plan: TrainingPlan,
+    ) -> Section:
         optimizer = ctx.run.optimizer.kind
         mode = self.settings.mode
-        costs = {"base": StepCost.of(base), **{k: s.cost for k, s in steps.items()}}
-        params = sum(p.update_elements for p in base.graph.parameters)
         exposed = exposed_update_cycles(base)
-        per_kind = {
-            kind: {
-                "speedup": base.total_cycles / step.cost.cycles,
-                "cycles_saved_fraction": 1 - step.cost.cycles / base.total_cycles,
-                "energy_saved_fraction": 1 - step.cost.energy_pj / base.energy.total_pj,
-                "parameter_dram_bytes": parameter_dram_bytes(step.result),
-            }
-            for kind, step in steps.items()
-        }
-        report: dict[str, Any] = {
-            "technique": self.name,
+        share = exposed / max(base.total_cycles, 1)
+        details = {
             "mode": mode.value,
             "optimizer": optimizer.value,
-            "epochs": epochs,
-            "batches_per_epoch": batches,
-            "steps": {kind: dataclasses.asdict(cost) for kind, cost in costs.items()},
-            "parameters": params,
+            "parameters": sum(p.update_elements for p in base.graph.parameters),
             "base_exposed_update_cycles": exposed,
-            "base_exposed_update_share": exposed / max(base.total_cycles, 1),
+            "base_exposed_update_share": share,
             "base_parameter_dram_bytes": parameter_dram_bytes(base),
             "derived_parameter_dram_bytes": {
                 m.value: derived_parameter_bytes(base.graph, m, optimizer, ctx.hardware)
                 for m in FusionMode
             },
-            "by_kind": per_kind,
+            "by_kind": {
+                kind: {
+                    "cycles_saved_fraction": 1 - step.cost.cycles / base.total_cycles,
+                    "energy_saved_fraction": 1 - step.cost.energy_pj / base.energy.total_pj,
+                    "parameter_dram_bytes": parameter_dram_bytes(step.result),
+                }
+                for kind, step in steps.items()
+            },
         }
-        if len(steps) > 1:
-            report["note"] = (
-                "every step kind is fused; whole-training totals are in the section of the"
-                " technique that defines the kinds"
-            )
-            return report
-        (kind,) = steps
-        totals = whole_training(costs, [{kind: 1.0}] * epochs, batches)
-        return {
-            **report,
-            **totals,
-            "speedup": totals["cycles"]["baseline"] / totals["cycles"]["technique"],
-            "speedup_bound": totals["cycles"]["baseline"] / totals["bound_cycles"]["technique"],
-            "binding_bound": ", ".join(f"{k} {s.cost.binding_bound}" for k, s in steps.items()),
-            "energy_reduction": 1
-            - totals["energy_pj"]["technique"] / totals["energy_pj"]["baseline"],
-            "dram_reduction": 1
-            - totals["dram_bytes"]["technique"] / totals["dram_bytes"]["baseline"],
-        }
+        lines = (
+            (
+                "exposed update",
+                f"{share * 100:.1f} % of the baseline step"
+                f" ({mode.value} fusion, {optimizer.value})",
+            ),
+        )
+        return Section(self.name, details, lines)
 
 
 def _weight_readers(graph: OpGraph) -> dict[str, list[Op]]:

@@ -42,10 +42,12 @@ from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
     LoadContext,
+    Section,
     SimulatedStep,
     StepCost,
     Technique,
     TechniqueContext,
+    TrainingPlan,
 )
 from accelsim.techniques.pipeline_graph import (
     Done,
@@ -61,6 +63,7 @@ from accelsim.techniques.pipeline_graph import (
 from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
 from accelsim.techniques.pipeline_report import pipeline_report, steady_state
 from accelsim.timing.engines import followed_by
+from accelsim.units import bytes_to_mb
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
@@ -378,18 +381,39 @@ class Schedule(Technique):
         return StepCost.per(result, self.period(result), result.cycle_bounds(count), count)
 
     def training(
-        self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
-    ) -> dict[str, Any]:
-        plan = self.plan(ctx, base)
-        if self.name in steps:
-            return pipeline_report(self, plan, ctx, base, steps[self.name].result)
-        return {
-            "technique": self.name,
-            "step_kinds": {
-                kind: pipeline_report(self, plan, ctx, base, step.result)
-                for kind, step in steps.items()
-            },
+        self,
+        ctx: TechniqueContext,
+        base: RunResult,
+        steps: Mapping[str, SimulatedStep],
+        plan: TrainingPlan,
+    ) -> Section:
+        partition = self.plan(ctx, base)
+        reports = {
+            kind: pipeline_report(self, partition, ctx, base, step.result)
+            for kind, step in steps.items()
         }
+        lines = []
+        for kind, report in reports.items():
+            label = "" if len(reports) == 1 else f" ({kind})"
+            stash = ", ".join(
+                f"p{row['processor']} "
+                f"{bytes_to_mb(row['activation_stash_bytes'] + row['weight_stash_bytes']):,.1f}"
+                for row in report["processors"]
+            )
+            lines += [
+                (
+                    f"steady period{label}",
+                    f"{report['steady_cycles_per_minibatch']:,.0f} cycles per mini-batch on"
+                    f" {report['stages']} stages",
+                ),
+                (f"stash per processor{label}", f"{stash} MB (activations and weight versions)"),
+            ]
+        if self.name in steps:
+            shared = ("technique", "steps", "speedup", "speedup_bound", "binding_bound")
+            details = {k: v for k, v in reports[self.name].items() if k not in shared}
+        else:
+            details = {"step_kinds": reports}
+        return Section(self.name, details, tuple(lines))
 
     def weight_versions(self, stage: int, plan: Plan) -> int:
         """Extra weight copies each processor of ``stage`` keeps for delayed backward

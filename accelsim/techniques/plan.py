@@ -2,8 +2,9 @@
 
 A technique whose effect changes over training (ADA-GP's share of GP steps,
 convergence-aware skipping's share of skipped groups) turns a per-epoch signal
-into per-epoch shares of step kinds, and the whole-training totals follow from
-what one step of each kind costs.  The signal comes from a trace (a CSV of a real
+into per-epoch shares of step kinds (``Technique.kind_shares``), and the
+whole-training totals follow from what one step of each kind costs
+(:class:`~accelsim.report.training.TrainingPlan`).  The signal comes from a trace (a CSV of a real
 training run) or a documented synthetic curve; the simulator trains nothing.
 """
 
@@ -12,14 +13,10 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from accelsim.config.files import read_text
 from accelsim.errors import ConfigError
-from accelsim.techniques.base import StepCost
-
-METRICS = ("cycles", "energy_pj", "dram_bytes", "bound_cycles")
 
 
 def synthetic_decay(floor: float, decay_epochs: float, epochs: int) -> list[float]:
@@ -63,34 +60,3 @@ def read_trace(path: Path, column: str, epochs: int, source: str, where: str) ->
             str(path),
         )
     return [sum(sums[e]) / len(sums[e]) for e in range(epochs)]
-
-
-def whole_training(
-    costs: Mapping[str, StepCost],
-    shares: Sequence[Mapping[str, float]],
-    batches_per_epoch: int,
-    baseline: str = "base",
-) -> dict[str, dict[str, float]]:
-    """Whole-training totals per metric: the baseline's and the technique's.
-
-    ``bound_cycles`` sums each step's lower bound on its cycles, so the baseline's
-    total cycles over the technique's ``bound_cycles`` is the most the technique
-    can speed training up by.
-
-    Args:
-        costs: What one step of each kind costs, the baseline's included.
-        shares: Per epoch, the share of each step kind (summing to 1).
-        batches_per_epoch: Steps per epoch.
-    """
-    epochs = len(shares)
-    totals = {}
-    for metric in METRICS:
-        per_step = {kind: getattr(cost, metric) for kind, cost in costs.items()}
-        technique = batches_per_epoch * sum(
-            sum(share * per_step[kind] for kind, share in epoch.items()) for epoch in shares
-        )
-        totals[metric] = {
-            "baseline": epochs * batches_per_epoch * per_step[baseline],
-            "technique": technique,
-        }
-    return totals
