@@ -215,7 +215,10 @@ class Predictor:
             )
             x = y
             activations.append(y)
-        predicted = builder.tensor(f"{tag}.gradient", TensorKind.GRADIENT, k * o)
+        # the parameter's gradient, predicted (a GP step updates the weight with it)
+        predicted = builder.tensor(
+            f"{tag}.gradient", TensorKind.GRADIENT, k * o, parameter.weight.step_name
+        )
         op = builder.gemm(
             f"{tag}.fc.fwd",
             layer,
