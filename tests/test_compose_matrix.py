@@ -1,0 +1,115 @@
+"""Techniques compose whatever order the run file lists them in: every pair (and, marked
+slow, every triple and the four together) of ADA-GP, approximate dropout (row, tile and
+feature-map patterns), gradient skipping (filter, row and layer grouping) and optimizer
+fusion (forward, backward), in both orders, on the dropout MLP, the LSTM and ResNet-18,
+gives the same ``summary.json`` numbers, or the same refusal where a combination is
+declared impossible."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelsim.config.loader import parse_sets
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_training
+from accelsim.errors import ConfigError
+from tests.conftest import ROOT
+
+RUNS = ROOT / "configs" / "runs"
+MODELS = {
+    "mlp": (RUNS / "mlp_dropout.yaml", ["batch_size=32"]),
+    "lstm": (RUNS / "mlp.yaml", ["workload=../../workloads/lstm_ptb.yaml", "batch_size=4"]),
+    "resnet18": (RUNS / "default.yaml", ["batch_size=2"]),
+}
+GROUPS: dict[str, dict[str, str]] = {
+    "adagp": {"adagp": "gradient_prediction: {}"},
+    "dropout": {
+        "row": "approximate_dropout: {rate: 0.5, pattern: row, steps: 20}",
+        "tile": "approximate_dropout: {rate: 0.5, pattern: tile, steps: 20}",
+        "maps": "approximate_dropout: {pattern: element, feature_maps: {rate: 0.5}}",
+    },
+    "skipping": {
+        g: f"gradient_skipping: {{grouping: {g}, skip_fraction: 0.5}}"
+        for g in ("filter", "row", "layer")
+    },
+    "fusion": {m: f"optimizer_fusion: {{mode: {m}}}" for m in ("forward", "backward")},
+}
+# What refuses a combination: row and tile patterns need a dropout layer; tile patterns
+# cannot share a weight with filter or row skipping, which packs its gradient.
+REFUSALS = ("has no dropout layer", "tile patterns skip folds")
+
+
+def combinations(size: int) -> list[tuple[str, ...]]:
+    """Every choice of one variant from each of ``size`` different techniques."""
+    out = []
+    for groups in itertools.combinations(GROUPS.values(), size):
+        out += list(itertools.product(*(g.values() for g in groups)))
+    return out
+
+
+def outcome(model: str, techniques: tuple[str, ...]) -> tuple[str, Any]:
+    """The run's summaries (the baseline's with the training report, then each step
+    kind's), or the refusal, for ``techniques`` listed in that order."""
+    run_file, sets = MODELS[model]
+    inputs_sets = [*sets, f"run.techniques={{{', '.join(techniques)}}}"]
+    try:
+        result = simulate_training(load_inputs(Path(run_file), parse_sets(inputs_sets)))
+    except ConfigError as exc:
+        return "refused", str(exc)
+    assert result.training is not None
+    assert result.training.speedup <= result.training.speedup_bound
+    steps = {kind: step.summary() for kind, step in result.steps.items()}
+    return "ran", (result.summary(), steps)
+
+
+def same_both_ways(model: str, techniques: tuple[str, ...]) -> None:
+    first = outcome(model, techniques)
+    second = outcome(model, techniques[::-1])
+    assert first == second
+    if first[0] == "refused":
+        assert any(reason in first[1] for reason in REFUSALS), first[1]
+
+
+@pytest.mark.parametrize("techniques", combinations(2), ids="+".join)
+def test_every_pair_composes_in_either_order_on_the_mlp(techniques: tuple[str, ...]) -> None:
+    same_both_ways("mlp", techniques)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["lstm", "resnet18"])
+@pytest.mark.parametrize("techniques", combinations(2), ids="+".join)
+def test_every_pair_composes_in_either_order(model: str, techniques: tuple[str, ...]) -> None:
+    same_both_ways(model, techniques)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("techniques", combinations(3) + combinations(4), ids="+".join)
+def test_every_triple_and_all_four_compose_in_either_order(
+    model: str, techniques: tuple[str, ...]
+) -> None:
+    same_both_ways(model, techniques)
+
+
+def test_the_four_together_on_the_mlp_in_two_orders() -> None:
+    """The four techniques in one run, listed forwards and backwards (the slow test above
+    runs every combination of their variants)."""
+    techniques = (
+        GROUPS["adagp"]["adagp"],
+        GROUPS["dropout"]["row"],
+        GROUPS["skipping"]["row"],
+        GROUPS["fusion"]["backward"],
+    )
+    kind, (summary, steps) = outcome("mlp", techniques)
+    assert kind == "ran" and set(steps) == {"bp", "gp"}
+    assert summary["training"]["techniques"] == [
+        "approximate_dropout",
+        "gradient_skipping",
+        "gradient_prediction",
+        "optimizer_fusion",
+    ]
+    assert outcome("mlp", techniques[::-1]) == (kind, (summary, steps))

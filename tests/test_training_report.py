@@ -1,0 +1,64 @@
+"""The typed training report: whole-training totals by hand, the scalars of a CSV row."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelsim.report.training import (
+    BASE,
+    Section,
+    StepCost,
+    Totals,
+    TrainingPlan,
+    TrainingReport,
+)
+
+
+def cost(cycles: float, bound: float, binding: str = "dram") -> StepCost:
+    return StepCost(cycles, 10 * cycles, 2 * cycles, bound, binding)
+
+
+def report() -> TrainingReport:
+    """Two epochs of 5 steps: the first all BP, the second a quarter GP."""
+    plan = TrainingPlan(2, 5, ({"bp": 1.0, "gp": 0.0}, {"bp": 0.75, "gp": 0.25}))
+    steps = {BASE: cost(100, 80), "bp": cost(120, 90), "gp": cost(40, 30, "compute")}
+    sections = [
+        Section("a", {"epochs": 3, "share": 0.5, "table": [1, 2], "note": "x"}, notes=("n",)),
+        Section("b", {"share": 0.25, "speedup": 9.0}, warnings=("clamped",)),
+    ]
+    return TrainingReport.of(("a", "b"), plan, steps, sections)
+
+
+def test_totals_speedup_bound_and_reductions_by_hand() -> None:
+    r = report()
+    # technique: 5 x (120) + 5 x (0.75 x 120 + 0.25 x 40) = 600 + 500 = 1,100 cycles
+    assert r.totals["cycles"] == Totals(2 * 5 * 100, 1100)
+    # bounds: 5 x 90 + 5 x (0.75 x 90 + 0.25 x 30) = 450 + 375 = 825
+    assert r.totals["bound_cycles"] == Totals(2 * 5 * 80, 825)
+    assert r.speedup == pytest.approx(1000 / 1100)
+    assert r.speedup_bound == pytest.approx(1000 / 825)
+    assert r.energy_reduction == pytest.approx(1 - 11_000 / 10_000)
+    assert r.dram_reduction == pytest.approx(1 - 2200 / 2000)
+    assert r.binding_bound == "bp dram, gp compute"
+    assert r.notes == ("a: n",) and r.warnings == ("b: clamped",)
+
+
+def test_flat_rows_name_clashing_scalars_after_their_technique() -> None:
+    row = report().flat()
+    assert row["techniques"] == "a+b"
+    assert row["bp_step_cycles"] == 120 and row["base_step_cycles"] == 100
+    # a's "epochs" and "note" are its own; "share" is in both sections; b's "speedup"
+    # would hide the run's
+    assert row["epochs"] == 3 and row["note"] == "x"
+    assert row["a.share"] == 0.5 and row["b.share"] == 0.25
+    assert row["speedup"] == pytest.approx(1000 / 1100) and row["b.speedup"] == 9.0
+    assert "table" not in row and "a.table" not in row
+
+
+def test_to_dict_puts_the_shared_numbers_first_and_the_sections_last() -> None:
+    d = report().to_dict()
+    assert list(d)[:5] == ["techniques", "epochs", "batches_per_epoch", "steps", "kinds_by_epoch"]
+    assert list(d)[-1] == "sections"
+    assert d["cycles"] == {"baseline": 1000, "technique": 1100}
+    assert d["sections"]["a"]["notes"] == ["n"] and d["sections"]["b"]["warnings"] == ["clamped"]
+    assert d["warnings"] == ["b: clamped"]
