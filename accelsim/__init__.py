@@ -3,7 +3,9 @@
 The public API: :func:`simulate` a run file in one call, or follow the data flow
 step by step: :func:`load_inputs`, :func:`simulate_training`, :func:`write_run`
 (with :func:`resolved_config`, the ``resolved_config.yaml`` text). Results are a
-:class:`TrainingResult` (``to_dict()``, ``to_records()``).
+:class:`TrainingResult` (``to_dict()``, ``to_records()``), whose ``training`` is
+the techniques' :class:`TrainingReport` (a :class:`StepCost` per step kind, each
+technique's :class:`Section`).
 
 Also public, for the scripts in ``scripts/``:
 
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from accelsim.errors import (
         AccelsimError,
         ConfigError,
+        GraphError,
         InputError,
         OutputError,
         SimulationError,
@@ -70,6 +73,7 @@ if TYPE_CHECKING:
     )
     from accelsim.report.result import RunResult, TrainingResult
     from accelsim.report.suite import suite_columns, suite_row
+    from accelsim.report.training import Section, StepCost, TrainingReport
     from accelsim.report.writer import write_csv, write_run
     from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
     from accelsim.techniques.dropout_patterns import (
@@ -98,6 +102,7 @@ _MODULES = {
     "accelsim.errors": (
         "AccelsimError",
         "ConfigError",
+        "GraphError",
         "InputError",
         "OutputError",
         "SimulationError",
@@ -112,6 +117,7 @@ _MODULES = {
     ),
     "accelsim.report.result": ("RunResult", "TrainingResult"),
     "accelsim.report.suite": ("suite_columns", "suite_row"),
+    "accelsim.report.training": ("Section", "StepCost", "TrainingReport"),
     "accelsim.report.writer": ("write_csv", "write_run"),
     "accelsim.sweep": ("DaskExecutor", "Executor", "PoolExecutor", "plan_sweep", "run_sweep"),
     "accelsim.timing.dropout_folds": ("benchmark_dropout_folds",),
@@ -147,15 +153,19 @@ __all__ = [
     "DaskExecutor",
     "EngineTiming",
     "Executor",
+    "GraphError",
     "InputError",
     "OutputError",
     "Phase",
     "PoolExecutor",
     "RunInputs",
     "RunResult",
+    "Section",
     "SimulationError",
+    "StepCost",
     "SuiteEntry",
     "TopologyLayer",
+    "TrainingReport",
     "TrainingResult",
     "WorkloadError",
     "__version__",
