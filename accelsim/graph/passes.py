@@ -113,10 +113,19 @@ def recopied(tag: Callable[[Tag], Tag | None], prefix: Callable[[Tag], str]) -> 
     """Tensors of one copy of a step (those whose ``tag`` maps to a tag) in another:
     retagged and named ``prefix(new tag)`` and their ``local`` name; every other
     tensor (one that is no copy, or of another copy) stays as it is."""
+    # id of a copy's tag (one object per copy, alive in its tensors) -> new tag and prefix
+    moves: dict[int, tuple[Tag, str] | None] = {}
 
     def move(x: Tensor) -> Tensor:
-        new = tag(x.tag) if x.local else None
-        return x if new is None else _COPY_TENSOR(x, prefix(new) + x.local, new, x.local)
+        local = x.local
+        if not local:
+            return x
+        key = id(x.tag)
+        if key not in moves:
+            new = tag(x.tag)
+            moves[key] = None if new is None else (new, prefix(new))
+        found = moves[key]
+        return x if found is None else _COPY_TENSOR(x, found[1] + local, found[0], local)
 
     return move
 
