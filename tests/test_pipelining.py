@@ -427,3 +427,40 @@ def test_free_tasks_fall_back_to_pipedream_when_slower(tmp_path: Path) -> None:
     assert pipedream is not None and layerpipe is not None
     assert layerpipe["placement"] == "stages"
     assert layerpipe["steady_cycles_per_minibatch"] == pipedream["steady_cycles_per_minibatch"]
+
+
+@pytest.mark.parametrize("processors", [2, 3, 4, 5, 6])
+def test_replicated_pipedream_reports_the_measured_period(tmp_path: Path, processors: int) -> None:
+    """With a DRAM channel per processor the all-reduces' bytes count on every replica's
+    own channel, so no (correct) bound rises above the measured period and the report's
+    period is the measured one (it was clamped up to a bound that charged a whole
+    all-reduce to one processor: 3.20x printed at P = 5 for 3.76x measured)."""
+    sets = [f"processors={processors}", "dram.sharing=per_processor"]
+    sets.append("run.techniques={pipedream: {replicate: true}}")
+    inputs = load_inputs(run_file(tmp_path, "mlp", batch=32), parse_sets(sets))
+    report = simulate_training(inputs).training
+    assert report is not None
+    assert not report["clamped"] and report["warnings"] == []
+    assert report["steady_cycles_per_minibatch"] == report["measured_cycles_per_minibatch"]
+    assert report["steady_cycles_per_minibatch"] >= report["binding_bound_cycles"]
+    assert report["speedup"] <= report["speedup_bound"]
+
+
+def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
+    """Replicated PipeDream on the MLP, P = 4, one shared channel: the makespan difference
+    of 14 and 28 mini-batches comes out 0.61 % under the DRAM bound (the shorter run's
+    drain leaves the channel idle longer), so the period is the bound, and the report
+    says so beside the measured figure."""
+    sets = parse_sets(["processors=4", "run.techniques={pipedream: {replicate: true}}"])
+    report = simulate_training(load_inputs(run_file(tmp_path, "mlp", batch=32), sets)).training
+    assert report is not None
+    assert report["clamped"]
+    assert report["binding_bound"] == "dram"
+    assert report["steady_cycles_per_minibatch"] == report["binding_bound_cycles"]
+    assert report["measured_cycles_per_minibatch"] < report["steady_cycles_per_minibatch"]
+    assert report["warnings"] == [
+        "steady period clamped to the dram bound, 1,041,018 cycles per mini-batch: the"
+        " measured period, 1,034,632, is 0.61 % below it (two finite runs drained"
+        " differently); the speedup is taken at the bound"
+    ]
+    assert report["speedup"] == report["speedup_bound"]

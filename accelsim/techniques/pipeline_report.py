@@ -170,21 +170,35 @@ def _processor_rows(
     return rows
 
 
+def _clamp_warning(binding: str, steady: float, measured: float) -> str:
+    """What the report says when the period was raised to a lower bound."""
+    return (
+        f"steady period clamped to the {binding} bound, {steady:,.0f} cycles per mini-batch:"
+        f" the measured period, {measured:,.0f}, is {(1 - measured / steady) * 100:.2f} %"
+        " below it (two finite runs drained differently); the speedup is taken at the bound"
+    )
+
+
 def pipeline_report(
     schedule: Schedule, plan: Plan, ctx: TechniqueContext, base: RunResult, run: RunResult
 ) -> dict[str, Any]:
     """Steady period, bounds, per-processor use and memory of a simulated pipeline.
 
-    The steady period comes from ``Schedule.measure``; the warm-up is what the
+    The steady period comes from ``Schedule.measure``: the measured period, or the
+    binding lower bound when the measured one falls below it, in which case
+    ``clamped`` is true and ``warnings`` says by how much; the warm-up is what the
     first mini-batch took beyond one period, the flush what the last one spent in
     the pipeline beyond it.  Busy, stall and idle time and utilization are per
     processor's array over the window in which the pipeline is full.
     """
     state = steady_state(run)
     steady, done, count = schedule.period(run), state.done, state.mini_batches
+    measured = schedule.period(run, measured=True)
     lo, hi = done[state.first], done[state.last]
     bounds = run.cycle_bounds(count)
     binding = max(bounds, key=lambda k: bounds[k])
+    clamped = steady > measured
+    warnings = [_clamp_warning(binding, steady, measured)] if clamped else []
     return {
         "technique": schedule.name,
         "stages": plan.stages,
@@ -194,7 +208,9 @@ def pipeline_report(
         "steady_window_cycles": hi - lo,
         "partition": _partition_rows(plan),
         "steady_cycles_per_minibatch": steady,
-        "measured_cycles_per_minibatch": schedule.period(run, measured=True),
+        "measured_cycles_per_minibatch": measured,
+        "clamped": clamped,
+        "warnings": warnings,
         "period_bounds_cycles": bounds,
         "binding_bound": binding,
         "binding_bound_cycles": bounds[binding],

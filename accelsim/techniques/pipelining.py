@@ -383,12 +383,17 @@ class Schedule(Technique):
         plan = self.plan(ctx, base)
         if self.name in steps:
             return pipeline_report(self, plan, ctx, base, steps[self.name].result)
+        kinds = {
+            kind: pipeline_report(self, plan, ctx, base, step.result)
+            for kind, step in steps.items()
+        }
         return {
             "technique": self.name,
-            "step_kinds": {
-                kind: pipeline_report(self, plan, ctx, base, step.result)
-                for kind, step in steps.items()
-            },
+            "step_kinds": kinds,
+            "clamped": any(report["clamped"] for report in kinds.values()),
+            "warnings": [
+                f"{kind}: {w}" for kind, report in kinds.items() for w in report["warnings"]
+            ],
         }
 
     def weight_versions(self, stage: int, plan: Plan) -> int:
