@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,8 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, TransferOp, VectorOp
-from accelsim.report.result import TrainingResult
+from accelsim.report.result import RunResult, TrainingResult
+from accelsim.techniques import pipelining
 from accelsim.techniques.pipeline_plan import partition, replicated_partition, task_bounds
 from tests.conftest import ROOT
 
@@ -464,3 +466,53 @@ def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
         " differently); the speedup is taken at the bound"
     ]
     assert report["speedup"] == report["speedup_bound"]
+
+
+def test_each_step_kind_is_split_on_its_own_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADA-GP's GP step is the forward pass (with the predictor), its BP step the whole
+    step with the predictor's training: each is split into stages on its own layer
+    costs, from its step graph simulated on one processor.  Split on the baseline
+    step's costs instead (forward, backward and update), ResNet-18's GP stages are far
+    from even. ResNet-18, batch 32, P = 4, a DRAM channel per processor."""
+    sets = [
+        "processors=4",
+        "dram.sharing=per_processor",
+        "run.techniques={gradient_prediction: {}, pipedream: {}}",
+    ]
+    path = run_file(tmp_path, "resnet18", batch=32)
+
+    def kinds() -> dict[str, Any]:
+        report = simulate_training(load_inputs(path, parse_sets(sets))).training
+        assert report is not None
+        section: dict[str, Any] = report["composed"]["pipedream"]["step_kinds"]
+        return section
+
+    own = kinds()
+
+    def baseline_costs(
+        self: pipelining.Schedule, ctx: object, step: object, base: RunResult
+    ) -> tuple[RunResult, bool]:
+        return base, False
+
+    monkeypatch.setattr(pipelining.Schedule, "single_step", baseline_costs)
+    before = kinds()
+    assert {k: r["balanced_on"] for k, r in own.items()} == {"bp": "own_step", "gp": "own_step"}
+    assert {r["balanced_on"] for r in before.values()} == {"baseline_step"}
+    speedups = {k: round(own[k]["speedup"], 2) for k in own}
+    assert speedups == {"bp": 2.52, "gp": 10.08}
+    assert {k: round(before[k]["speedup"], 2) for k in before} == {"bp": 1.74, "gp": 6.18}
+    for report in (*own.values(), *before.values()):
+        assert report["speedup"] <= report["speedup_bound"]
+    # The GP step's layer costs are its forward pass's: less than half the step's.
+    gp, bp = own["gp"]["partition"], own["bp"]["partition"]
+    assert 2 * sum(s["cost_cycles"] for s in gp) < sum(s["cost_cycles"] for s in bp)
+
+
+def test_a_plain_schedule_is_split_on_the_baseline_step(tmp_path: Path) -> None:
+    """Without a rewriting technique a step kind's graph is the baseline step's, whose
+    simulated costs are reused."""
+    report = train(run_file(tmp_path, "mlp"), 3, "pipedream: {}").training
+    assert report is not None
+    assert report["balanced_on"] == "baseline_step"

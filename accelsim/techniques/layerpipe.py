@@ -41,6 +41,7 @@ from accelsim.techniques.pipeline_graph import (
     stage_sinks,
 )
 from accelsim.techniques.pipeline_plan import Plan
+from accelsim.techniques.pipeline_report import Placed
 from accelsim.techniques.pipelining import Fraction, PipelineConfig, Schedule
 from accelsim.techniques.task_placement import (
     TaskKey,
@@ -120,15 +121,16 @@ class LayerPipe(Schedule):
         assert isinstance(self.config, LayerPipeConfig)
         return self.config
 
-    def shares(self, plan: Plan, base: RunResult) -> dict[str, tuple[float, int]]:
-        """The share of each stage's first layer's dX rows done by the previous stage."""
+    def shares(self, plan: Plan, single: RunResult) -> dict[str, tuple[float, int]]:
+        """The share of each stage's first layer's dX rows done by the previous stage
+        (from the dX GEMMs' times in ``single``, the step the plan was balanced on)."""
         stage_cost = [0] * plan.stages
         for name, cost in zip(plan.stage_of, plan.costs, strict=True):
             stage_cost[plan.stage_of[name]] += cost
         dx_cycles: dict[str, int] = {}
-        for op in base.graph.ops:
+        for op in single.graph.ops:
             if op.phase is Phase.BWD_INPUT and isinstance(op, GemmOp):
-                span = int(base.trace.end_cycle[op.op_id] - base.trace.start_cycle[op.op_id])
+                span = int(single.trace.end_cycle[op.op_id] - single.trace.start_cycle[op.op_id])
                 dx_cycles[op.layer] = dx_cycles.get(op.layer, 0) + span
         shares: dict[str, tuple[float, int]] = {}
         for stage, name in plan.first_of().items():
@@ -158,7 +160,9 @@ class LayerPipe(Schedule):
         is simulated and the one with the shortest steady state is kept, so on the
         same partition LayerPipe is never slower than PipeDream.
         """
-        plan = self.plan(ctx, base)
+        single, own = self.single_step(ctx, step, base)
+        plan = self.plan(ctx, single)
+        placed = Placed(plan, single, own)
         if self.layerpipe.placement is TaskPlacement.TASKS and self.processors(ctx) > 1:
             graph, period = self.place_tasks(ctx, step, plan)
             fallback, fallback_period = self.measure(
@@ -166,8 +170,8 @@ class LayerPipe(Schedule):
                 functools.partial(self.build, ctx, step, plan, None, False, True),
                 self.mini_batches(plan.stages),
             )
-            return graph if period <= fallback_period else fallback
-        shares = self.shares(plan, base)
+            return self.remember(graph if period <= fallback_period else fallback, placed)
+        shares = self.shares(plan, single)
         candidates: list[tuple[SplitShares | None, bool, bool]] = [
             (None, True, False),
             (None, False, False),
@@ -185,7 +189,7 @@ class LayerPipe(Schedule):
             if best is None or period < best[0]:
                 best = (period, graph)
         assert best is not None
-        return best[1]
+        return self.remember(best[1], placed)
 
     def place_tasks(
         self, ctx: TechniqueContext, step: StepGraph, plan: Plan

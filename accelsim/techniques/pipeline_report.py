@@ -53,6 +53,23 @@ class SteadyState:
         return len(self.done)
 
 
+@dataclass(frozen=True)
+class Placed:
+    """How a schedule placed a step kind.
+
+    Attributes:
+        plan: The partition into stages.
+        single: The step simulated on one processor whose layer costs the partition
+            was balanced on (and the task model read).
+        own: Whether ``single`` is the kind's own step graph; if not, it is the
+            baseline step, which that graph equals.
+    """
+
+    plan: Plan
+    single: RunResult
+    own: bool
+
+
 def steady_state(run: RunResult) -> SteadyState:
     """The completions of a simulated pipeline and the window in which it is full.
 
@@ -76,7 +93,7 @@ def count_all(run: RunResult) -> int:
     return 1 + max(op.tag.mini_batch for op in run.graph.ops)
 
 
-def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
+def _tasks(single: RunResult) -> dict[str, dict[str, int]]:
     """Per layer, its forward, input-gradient, weight-gradient and update tasks' cycles."""
     names = {
         Phase.FWD.value: "fwd",
@@ -86,7 +103,7 @@ def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
     }
     return {
         layer: {names[phase]: cycles for phase, cycles in by.items()}
-        for layer, by in base.layer_phase_cycles().items()
+        for layer, by in single.layer_phase_cycles().items()
     }
 
 
@@ -180,7 +197,7 @@ def _clamp_warning(binding: str, steady: float, measured: float) -> str:
 
 
 def pipeline_report(
-    schedule: Schedule, plan: Plan, ctx: TechniqueContext, base: RunResult, run: RunResult
+    schedule: Schedule, placed: Placed, ctx: TechniqueContext, base: RunResult, run: RunResult
 ) -> dict[str, Any]:
     """Steady period, bounds, per-processor use and memory of a simulated pipeline.
 
@@ -191,6 +208,7 @@ def pipeline_report(
     the pipeline beyond it.  Busy, stall and idle time and utilization are per
     processor's array over the window in which the pipeline is full.
     """
+    plan = placed.plan
     state = steady_state(run)
     steady, done, count = schedule.period(run), state.done, state.mini_batches
     measured = schedule.period(run, measured=True)
@@ -207,6 +225,7 @@ def pipeline_report(
         "steady_window": [state.first, state.last],
         "steady_window_cycles": hi - lo,
         "partition": _partition_rows(plan),
+        "balanced_on": "own_step" if placed.own else "baseline_step",
         "steady_cycles_per_minibatch": steady,
         "measured_cycles_per_minibatch": measured,
         "clamped": clamped,
@@ -220,7 +239,7 @@ def pipeline_report(
         "single_processor_cycles": base.total_cycles,
         "speedup": base.total_cycles / steady,
         "speedup_bound": base.total_cycles / max(bounds[binding], 1e-9),
-        "task_bounds": task_bounds(_tasks(base), ctx.hardware.processors),
+        "task_bounds": task_bounds(_tasks(placed.single), ctx.hardware.processors),
         "steps": {
             "base": {"cycles": base.total_cycles},
             schedule.name: {"cycles": steady},

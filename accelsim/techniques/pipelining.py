@@ -38,6 +38,7 @@ from accelsim.errors import Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import OpGraph, Parameter, Phase, Tag
+from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
@@ -59,7 +60,7 @@ from accelsim.techniques.pipeline_graph import (
     stage_sinks,
 )
 from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
-from accelsim.techniques.pipeline_report import pipeline_report, steady_state
+from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.timing.engines import followed_by
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
@@ -106,6 +107,7 @@ class Schedule(Technique):
         super().__init__(config, source)
         self._plans: dict[int, tuple[RunResult, Plan]] = {}
         self._periods: dict[int, tuple[object, float, float]] = {}
+        self._placed: dict[int, tuple[object, Placed]] = {}
 
     @property
     def settings(self) -> PipelineConfig:
@@ -179,31 +181,67 @@ class Schedule(Technique):
             return warm + 2 * j
         return j if j < warm else warm + 2 * (j - warm) + 1
 
-    def plan(self, ctx: TechniqueContext, base: RunResult) -> Plan:
-        """The partition, balanced on the baseline step (computed once per baseline).
+    def single_step(
+        self, ctx: TechniqueContext, step: StepGraph, base: RunResult
+    ) -> tuple[RunResult, bool]:
+        """The step on one processor whose layer costs balance a step kind's stages, and
+        whether it is the kind's own.
 
-        A layer's cost is the time its ops kept the single-processor baseline's
-        units busy (forward, backward and update).
+        The kind's own step graph (what the rewriting techniques made of it, an
+        ADA-GP prediction step's forward pass, say) with its updates on processor 0,
+        simulated; or ``base`` itself when that graph is the baseline step's (no
+        technique rewrote it), which then costs no simulation.
         """
-        cached = self._plans.get(id(base))
-        if cached is not None and cached[0] is base:
+        batch, hw = ctx.run.batch_size, ctx.hardware
+        graph = placement.single(step(batch), ctx.run.optimizer, hw.word_bytes)
+        if graph.ops == base.graph.ops:
+            return base, False
+        return ctx.simulate(graph), True
+
+    def plan(self, ctx: TechniqueContext, single: RunResult) -> Plan:
+        """The partition, balanced on the step ``single`` simulated on one processor
+        (computed once per such step).
+
+        A layer's cost is the time its ops kept that step's units busy (forward,
+        backward and update).
+        """
+        cached = self._plans.get(id(single))
+        if cached is not None and cached[0] is single:
             return cached[1]
         names = [info.layer.name for info in ctx.infos]
         stages = min(self.settings.stages or ctx.hardware.processors, len(names))
-        busy = base.layer_busy_cycles()
+        busy = single.layer_busy_cycles()
         costs = [busy.get(n, 0) for n in names]
         plan = Plan(stages, dict(zip(names, partition(costs, stages), strict=True)), costs)
-        self._plans[id(base)] = (base, plan)
+        self._plans[id(single)] = (single, plan)
         return plan
 
     def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
-        plan = self.plan(ctx, base)
+        single, own = self.single_step(ctx, step, base)
+        plan = self.plan(ctx, single)
         defer = not self.one_task_backward
-        return self.measure(
+        graph = self.measure(
             ctx,
             lambda count: self.build(ctx, step, plan, None, defer, self.send_after_backward, count),
             self.mini_batches(len(plan.stage_of_processor())),
         )[0]
+        return self.remember(graph, Placed(plan, single, own))
+
+    def remember(self, graph: OpGraph, placed: Placed) -> OpGraph:
+        """``graph``, recorded as placed by ``placed`` (the report reads it back)."""
+        self._placed[id(graph.ops)] = (graph.ops, placed)
+        return graph
+
+    def placed(self, result: RunResult) -> Placed:
+        """How this schedule placed the step kind simulated in ``result``.
+
+        Raises:
+            SimulationError: for a result of a graph this schedule did not place.
+        """
+        found = self._placed.get(id(result.graph.ops))
+        if found is None or found[0] is not result.graph.ops:
+            raise SimulationError(f"{self.name}: no placement recorded for this simulated graph")
+        return found[1]
 
     def measure(
         self, ctx: TechniqueContext, build: Callable[[int], OpGraph], count: int
@@ -380,11 +418,11 @@ class Schedule(Technique):
     def training(
         self, ctx: TechniqueContext, base: RunResult, steps: Mapping[str, SimulatedStep]
     ) -> dict[str, Any]:
-        plan = self.plan(ctx, base)
         if self.name in steps:
-            return pipeline_report(self, plan, ctx, base, steps[self.name].result)
+            run = steps[self.name].result
+            return pipeline_report(self, self.placed(run), ctx, base, run)
         kinds = {
-            kind: pipeline_report(self, plan, ctx, base, step.result)
+            kind: pipeline_report(self, self.placed(step.result), ctx, base, step.result)
             for kind, step in steps.items()
         }
         return {
@@ -443,22 +481,22 @@ class PipeDream(Schedule):
     Config = PipeDreamConfig
     send_after_backward = True
 
-    def plan(self, ctx: TechniqueContext, base: RunResult) -> Plan:
+    def plan(self, ctx: TechniqueContext, single: RunResult) -> Plan:
         """With ``replicate``, PipeDream's partitioner: stages and their replicas chosen
         together, a replicated stage costing its layers' time over its replicas plus
         the ring all-reduce of their gradients (both DRAM passes and
         ``2 (r - 1)`` link steps of ``1/r`` of the bytes, with latencies)."""
         assert isinstance(self.config, PipeDreamConfig)
         if not self.config.replicate:
-            return super().plan(ctx, base)
-        cached = self._plans.get(id(base))
-        if cached is not None and cached[0] is base:
+            return super().plan(ctx, single)
+        cached = self._plans.get(id(single))
+        if cached is not None and cached[0] is single:
             return cached[1]
         names = [info.layer.name for info in ctx.infos]
-        busy = base.layer_busy_cycles()
+        busy = single.layer_busy_cycles()
         costs = [busy.get(n, 0) for n in names]
         gradients: dict[str, int] = {}
-        for param in base.graph.parameters:
+        for param in single.graph.parameters:
             gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
         hw = ctx.hardware
         link, dram = hw.interconnect, hw.dram
@@ -476,5 +514,5 @@ class PipeDream(Schedule):
             allreduce,
         )
         plan = Plan(len(replicas), dict(zip(names, stages, strict=True)), costs, tuple(replicas))
-        self._plans[id(base)] = (base, plan)
+        self._plans[id(single)] = (single, plan)
         return plan
