@@ -516,3 +516,20 @@ def test_a_plain_schedule_is_split_on_the_baseline_step(tmp_path: Path) -> None:
     report = train(run_file(tmp_path, "mlp"), 3, "pipedream: {}").training
     assert report is not None
     assert report["balanced_on"] == "baseline_step"
+
+
+def test_free_tasks_are_reported_with_an_on_chip_stash(tmp_path: Path) -> None:
+    """With ``stash_kib`` the simulated graph is a copy with some stash kept on chip;
+    the report still finds the free placement's layout (it read PipeDream's stages
+    instead: placement ``stages`` and their weight versions)."""
+    sets = ["processors=3", "dram.sharing=per_processor", "run.techniques={layerpipe: {}}"]
+    path = run_file(tmp_path, "mlp", batch=128)
+    reports = [
+        simulate_training(load_inputs(path, parse_sets([*sets, f"buffers.stash_kib={kib}"])))
+        for kib in (0, 512)
+    ]
+    without, with_stash = (r.training for r in reports)
+    assert without is not None and with_stash is not None
+    assert without["placement"] == with_stash["placement"] == "tasks"
+    keys = ("weight_delay_minibatches", "tasks_per_processor")
+    assert {k: with_stash[k] for k in keys} == {k: without[k] for k in keys}

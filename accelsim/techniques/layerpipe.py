@@ -114,7 +114,7 @@ class LayerPipe(Schedule):
 
     def __init__(self, config: Spec, source: str) -> None:
         super().__init__(config, source)
-        self._layouts: dict[int, tuple[OpGraph, TaskLayout]] = {}
+        self._layouts: dict[int, tuple[object, TaskLayout]] = {}
 
     @property
     def layerpipe(self) -> LayerPipeConfig:
@@ -233,7 +233,7 @@ class LayerPipe(Schedule):
             if period <= 1.005 * bound:
                 break
         assert best is not None
-        self._layouts[id(best[1])] = (best[1], best[2])
+        self._layouts[id(best[1].ops)] = (best[1].ops, best[2])
         return best[1], best[0]
 
     def processors(self, ctx: TechniqueContext) -> int:
@@ -373,8 +373,9 @@ class LayerPipe(Schedule):
         return downstream
 
     def _layout(self, run: RunResult) -> TaskLayout | None:
-        found = self._layouts.get(id(run.graph))
-        return found[1] if found is not None and found[0] is run.graph else None
+        # By the ops: the simulated graph may be a copy with more tensors kept on chip.
+        found = self._layouts.get(id(run.graph.ops))
+        return found[1] if found is not None and found[0] is run.graph.ops else None
 
     def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
         layout = self._layout(run)
