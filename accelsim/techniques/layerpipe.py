@@ -170,7 +170,7 @@ class LayerPipe(Schedule):
                 functools.partial(self.build, ctx, step, plan, None, False, True),
                 self.mini_batches(plan.stages),
             )
-            return self.remember(graph if period <= fallback_period else fallback, placed)
+            return self.remember(ctx, graph if period <= fallback_period else fallback, placed)
         shares = self.shares(plan, single)
         candidates: list[tuple[SplitShares | None, bool, bool]] = [
             (None, True, False),
@@ -189,7 +189,7 @@ class LayerPipe(Schedule):
             if best is None or period < best[0]:
                 best = (period, graph)
         assert best is not None
-        return self.remember(best[1], placed)
+        return self.remember(ctx, best[1], placed)
 
     def place_tasks(
         self, ctx: TechniqueContext, step: StepGraph, plan: Plan
@@ -226,14 +226,15 @@ class LayerPipe(Schedule):
             graph, period = self.measure(
                 ctx, functools.partial(self.build_tasks, ctx, layout), count
             )
-            if best is not None and period > 0.995 * best[0]:
+            self._layouts[id(graph.ops)] = (graph.ops, layout)
+            # A larger margin keeps more versions: never one whose stashes do not fit.
+            if best is not None and (period > 0.995 * best[0] or not self.fits(ctx, plan, graph)):
                 break
             best = (period, graph, layout)
             bound = max(max(alone.loads), *ctx.simulate(graph).cycle_bounds(count).values())
             if period <= 1.005 * bound:
                 break
         assert best is not None
-        self._layouts[id(best[1].ops)] = (best[1].ops, best[2])
         return best[1], best[0]
 
     def processors(self, ctx: TechniqueContext) -> int:
@@ -372,22 +373,22 @@ class LayerPipe(Schedule):
             return min(1, downstream)
         return downstream
 
-    def _layout(self, run: RunResult) -> TaskLayout | None:
+    def _layout(self, graph: OpGraph) -> TaskLayout | None:
         # By the ops: the simulated graph may be a copy with more tensors kept on chip.
-        found = self._layouts.get(id(run.graph.ops))
-        return found[1] if found is not None and found[0] is run.graph.ops else None
+        found = self._layouts.get(id(graph.ops))
+        return found[1] if found is not None and found[0] is graph.ops else None
 
-    def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
-        layout = self._layout(run)
+    def layer_delays(self, plan: Plan, graph: OpGraph) -> dict[str, tuple[int, int]]:
+        layout = self._layout(graph)
         if layout is None:
-            return super().layer_delays(plan, run)
+            return super().layer_delays(plan, graph)
         return {
             layer: (layout.delays.get(layer, 1), self.kept(layout.delays.get(layer, 1) - 1))
             for layer in plan.stage_of
         }
 
     def placement_report(self, run: RunResult) -> dict[str, Any]:
-        layout = self._layout(run)
+        layout = self._layout(run.graph)
         if layout is None:
             return {"placement": TaskPlacement.STAGES.value}
         tasks: dict[int, list[str]] = {}

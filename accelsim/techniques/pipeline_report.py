@@ -1,4 +1,5 @@
-"""What a simulated pipeline schedule achieved: steady state, warm-up, flush, per-processor use.
+"""What a simulated pipeline schedule achieved: steady state, warm-up, flush, per-processor use
+and memory.
 
 The steady period is the cost of one more mini-batch in a full pipeline, measured
 from the makespans of ``M`` and ``2M`` mini-batches (``Schedule.measure``); beside
@@ -11,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from accelsim.graph.ops import GemmOp, Phase, Tag, VectorOp
-from accelsim.graph.queries import writes_of
+from accelsim.config.hardware import HardwareSpec
+from accelsim.graph.ops import GemmOp, Phase, VectorOp
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import TechniqueContext
+from accelsim.techniques.pipeline_memory import ProcessorMemory, channels, overflow
 from accelsim.techniques.pipeline_plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
 
@@ -127,46 +129,15 @@ def _partition_rows(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _processor_rows(
-    schedule: Schedule, plan: Plan, run: RunResult, window: tuple[int, int]
+    run: RunResult, memory: list[ProcessorMemory], window: tuple[int, int]
 ) -> list[dict[str, Any]]:
     """Per processor: its array's busy, stall and idle time and utilization over the
-    full-pipeline ``window``, and the activations and weight versions it keeps.
-
-    A layer's stashed activations count on the processor of the forward op that
-    writes them, times the mini-batches the layer keeps in flight there; its
-    weight versions on every processor that runs its forward (each replica of a
-    replicated stage keeps its own).
-    """
-    trace, c, graph, hw = run.trace, run.trace.costs, run.graph, run.hardware
-    processors = 1 + max(graph.processor)
-    delays = schedule.layer_delays(plan, run)
+    full-pipeline ``window``, and what it keeps in DRAM (``memory``)."""
+    trace, c, hw = run.trace, run.trace.costs, run.hardware
     lo, hi = window
     span = max(hi - lo, 1)
-    work = [op for op in graph.ops if op.phase is Phase.FWD and isinstance(op, (GemmOp, VectorOp))]
-    # Every processor's first mini-batch (a replica of a stage starts later).
-    first = [count_all(run)] * processors
-    for op in work:
-        p = graph.processor[op.op_id]
-        first[p] = min(first[p], op.tag.mini_batch)
-    stash = [0] * processors
-    homes: dict[str, set[int]] = {}
-    for op in work:
-        p = graph.processor[op.op_id]
-        if op.tag != Tag(mini_batch=first[p], micro_batch=0):
-            continue
-        homes.setdefault(op.layer, set()).add(p)
-        for access in writes_of(op):
-            if access.tensor.name in graph.stashed:
-                stash[p] += access.tensor.bytes * delays[op.layer][0]
-    weight_bytes = [0] * processors
-    versions = [0] * processors
-    for parameter in graph.parameters:
-        kept = delays[parameter.layer][1]
-        for p in homes.get(parameter.layer, ()):
-            weight_bytes[p] += parameter.weight.bytes * kept
-            versions[p] = max(versions[p], kept)
     rows = []
-    for p in range(processors):
+    for p, kept in enumerate(memory):
         mine = (trace.processor == p) & (c.unit == UNIT_ARRAY)
         starts, ends = trace.start_cycle[mine], trace.end_cycle[mine]
         inside = (starts >= lo) & (ends <= hi)
@@ -179,12 +150,30 @@ def _processor_rows(
                 "idle_cycles": max(span - busy, 0),
                 "utilization": int(c.macs[mine][inside].sum())
                 / (hw.array.rows * hw.array.cols * span),
-                "activation_stash_bytes": stash[p],
-                "weight_versions": versions[p],
-                "weight_stash_bytes": weight_bytes[p],
+                "activation_stash_bytes": kept.activation_stash_bytes,
+                "weight_versions": kept.weight_versions,
+                "weight_stash_bytes": kept.weight_stash_bytes,
+                "parameter_bytes": kept.parameter_bytes,
+                "footprint_bytes": kept.footprint_bytes,
             }
         )
     return rows
+
+
+def _memory_report(memory: list[ProcessorMemory], hw: HardwareSpec) -> dict[str, Any]:
+    """The DRAM channels' capacity and what each holds."""
+    return {
+        "sharing": hw.dram.sharing.value,
+        "capacity_bytes": hw.dram.capacity_bytes,
+        "channels": [
+            {
+                "processors": list(c.processors),
+                "footprint_bytes": c.footprint_bytes,
+                "fits": c.fits,
+            }
+            for c in channels(memory, hw)
+        ],
+    }
 
 
 def _clamp_warning(binding: str, steady: float, measured: float) -> str:
@@ -217,6 +206,10 @@ def pipeline_report(
     binding = max(bounds, key=lambda k: bounds[k])
     clamped = steady > measured
     warnings = [_clamp_warning(binding, steady, measured)] if clamped else []
+    memory = schedule.memory(ctx, plan, run.graph)
+    problem = overflow(memory, run.hardware)
+    if problem is not None:
+        warnings.append(f"does not fit in DRAM: {problem}")
     return {
         "technique": schedule.name,
         "stages": plan.stages,
@@ -244,6 +237,8 @@ def pipeline_report(
             "base": {"cycles": base.total_cycles},
             schedule.name: {"cycles": steady},
         },
-        "processors": _processor_rows(schedule, plan, run, (lo, hi)),
+        "processors": _processor_rows(run, memory, (lo, hi)),
+        "fits": problem is None,
+        "memory": _memory_report(memory, run.hardware),
         **schedule.placement_report(run),
     }

@@ -34,7 +34,8 @@ import numpy as np
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
-from accelsim.errors import Problem, SimulationError
+from accelsim.config.run import OnCapacity
+from accelsim.errors import ConfigError, Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import OpGraph, Parameter, Phase, Tag
@@ -59,6 +60,7 @@ from accelsim.techniques.pipeline_graph import (
     send_after_backward,
     stage_sinks,
 )
+from accelsim.techniques.pipeline_memory import ProcessorMemory, overflow, processor_memory
 from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
 from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.timing.engines import followed_by
@@ -225,12 +227,37 @@ class Schedule(Technique):
             lambda count: self.build(ctx, step, plan, None, defer, self.send_after_backward, count),
             self.mini_batches(len(plan.stage_of_processor())),
         )[0]
-        return self.remember(graph, Placed(plan, single, own))
+        return self.remember(ctx, graph, Placed(plan, single, own))
 
-    def remember(self, graph: OpGraph, placed: Placed) -> OpGraph:
-        """``graph``, recorded as placed by ``placed`` (the report reads it back)."""
+    def remember(self, ctx: TechniqueContext, graph: OpGraph, placed: Placed) -> OpGraph:
+        """``graph``, recorded as placed by ``placed`` (the report reads it back), once
+        its DRAM footprint is known to fit (or the run asked only to report it).
+
+        Raises:
+            ConfigError: with ``on_capacity: error``, when a processor's (or the shared
+                channel's) footprint exceeds ``hardware.dram.capacity_gib``; blamed on
+                the run file, which puts the schedule on that hardware.
+        """
+        problem = overflow(self.memory(ctx, placed.plan, graph), ctx.hardware)
+        if problem is not None and ctx.run.on_capacity is OnCapacity.ERROR:
+            raise ConfigError.single(
+                self.source,
+                "hardware.dram.capacity_gib",
+                f"{self.name}: {problem}; set on_capacity: report to simulate it anyway",
+                ctx.hardware.dram.capacity_gib,
+            )
         self._placed[id(graph.ops)] = (graph.ops, placed)
         return graph
+
+    def memory(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> list[ProcessorMemory]:
+        """What each processor of ``graph``, placed on ``plan``, keeps in DRAM."""
+        return processor_memory(
+            graph, self.layer_delays(plan, graph), ctx.run.optimizer.kind, ctx.hardware
+        )
+
+    def fits(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> bool:
+        """Whether every DRAM channel holds what ``graph``'s processors keep in it."""
+        return overflow(self.memory(ctx, plan, graph), ctx.hardware) is None
 
     def placed(self, result: RunResult) -> Placed:
         """How this schedule placed the step kind simulated in ``result``.
@@ -429,6 +456,7 @@ class Schedule(Technique):
             "technique": self.name,
             "step_kinds": kinds,
             "clamped": any(report["clamped"] for report in kinds.values()),
+            "fits": all(report["fits"] for report in kinds.values()),
             "warnings": [
                 f"{kind}: {w}" for kind, report in kinds.items() for w in report["warnings"]
             ],
@@ -439,9 +467,9 @@ class Schedule(Technique):
         passes: one per mini-batch of its own in flight, less the current one."""
         return -(-self.in_flight(stage, plan) // plan.copies(stage)) - 1
 
-    def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
-        """Per layer of a simulated graph of this schedule: the (micro-)batches whose
-        activations it keeps, and its extra weight versions."""
+    def layer_delays(self, plan: Plan, graph: OpGraph) -> dict[str, tuple[int, int]]:
+        """Per layer of a graph of this schedule: the (micro-)batches whose activations
+        it keeps, and its extra weight versions."""
         out = {}
         for layer, stage in plan.stage_of.items():
             in_flight = (
