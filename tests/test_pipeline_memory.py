@@ -23,14 +23,15 @@ FC1 = 784 * 2048 + 2048  # 1,607,680 elements
 FC2 = 2048 * 2048 + 2048  # 4,196,352
 FC3 = 2048 * 10 + 10  # 20,490
 # Stage s of 3 keeps 3 - s mini-batches in flight and 2 - s extra weight versions.
-# Stashed activations written by a forward op: relu1.out (16 x 2048 x 2 B) on stage 0,
-# three in flight; relu2.out and the loss's probabilities (16 x 10 x 2 B) on stage 2.
+# Stashed activations: the input samples (16 x 784 x 2 B, read by fc1's dW) and
+# relu1.out (16 x 2048 x 2 B) on stage 0, three in flight; relu2.out and the loss's
+# probabilities (16 x 10 x 2 B) on stage 2.
 EXPECTED = [
     {
         "parameter_bytes": 8 * FC1,
         "weight_versions": 2,
         "weight_stash_bytes": 2 * 2 * FC1,
-        "activation_stash_bytes": 3 * 16 * 2048 * 2,
+        "activation_stash_bytes": 3 * (16 * 784 * 2 + 16 * 2048 * 2),
     },
     {
         "parameter_bytes": 8 * FC2,
@@ -94,11 +95,11 @@ def test_a_schedule_that_does_not_fit_is_refused(tmp_path: Path) -> None:
 
 
 def test_one_shared_channel_holds_every_processor(tmp_path: Path) -> None:
-    """Shared DRAM: the three processors' 61,682,064 B (58.8 MiB) against 0.05 GiB
+    """Shared DRAM: the three processors' 61,757,328 B (58.9 MiB) against 0.05 GiB
     (51.2 MiB), though each alone would fit."""
     with pytest.raises(
         ConfigError,
-        match=r"pipedream: processors 0-2, sharing one channel, need 58\.8 MiB of DRAM"
+        match=r"pipedream: processors 0-2, sharing one channel, need 58\.9 MiB of DRAM"
         r" \(weights, gradients and optimizer state 44\.4 MiB, weight versions 14\.1 MiB,"
         r" stashed activations 0\.3 MiB\), more than the 51\.2 MiB of its channel",
     ):

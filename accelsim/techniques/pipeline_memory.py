@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from accelsim.config.hardware import GIB_BYTES, DramSharing, HardwareSpec
 from accelsim.config.run import OptimizerKind
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Tag, VectorOp
-from accelsim.graph.queries import writes_of
+from accelsim.graph.queries import reads_of, writes_of
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class ProcessorMemory:
         weight_versions: The most extra weight versions any of its layers keeps.
         weight_stash_bytes: Those versions' bytes (``sum |W_l|`` times versions over
             the layers whose forward runs here).
-        activation_stash_bytes: The activations its forward ops stash, times the
+        activation_stash_bytes: The activations its forward ops stash (and the
+            step's input samples, when a backward op reads them), times the
             mini-batches (or micro-batches) each layer keeps in flight.
     """
 
@@ -74,7 +75,8 @@ def processor_memory(
         hw: Word sizes (optimizer state) and the processors.
 
     A layer's stashed activations count on the processor of the forward op that
-    writes them (its first mini-batch's first micro-batch there), times the
+    writes them (or, for the step's input, first reads it; its first mini-batch's
+    first micro-batch there), times the
     mini-batches the layer keeps in flight; its weight versions on every processor
     that runs its forward; its parameters on every processor that updates it.
     """
@@ -85,15 +87,21 @@ def processor_memory(
     for op in work:
         p = graph.processor[op.op_id]
         first[p] = min(first[p], op.tag.mini_batch)
+    # The step's inputs (the samples) are stashed too when a backward op reads them.
+    made = {access.tensor.name for op in graph.ops for access in writes_of(op)}
     stash = [0] * processors
+    counted: set[str] = set()
     homes: dict[str, set[int]] = {}
     for op in work:
         p = graph.processor[op.op_id]
         if op.tag != Tag(mini_batch=first[p], micro_batch=0):
             continue
         homes.setdefault(op.layer, set()).add(p)
-        for access in writes_of(op):
-            if access.tensor.name in graph.stashed:
+        inputs = [a for a in reads_of(op) if a.tensor.name not in made]
+        for access in (*writes_of(op), *inputs):
+            name = access.tensor.name
+            if name in graph.stashed and name not in counted:
+                counted.add(name)
                 stash[p] += access.tensor.bytes * delays[op.layer][0]
     updaters: dict[str, set[int]] = {}
     for update in graph.ops:
