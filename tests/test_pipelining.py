@@ -223,7 +223,9 @@ def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
     assert "steady_cycles_per_minibatch" in done.stdout
 
 
-@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize(
+    "schedule", [*(f"{s}: {{}}" for s in SCHEDULES), "pipedream: {replicate: true}"]
+)
 @pytest.mark.parametrize(("workload", "processors"), [("mlp", 3), ("resnet18", 4)])
 @pytest.mark.parametrize("sharing", ["shared", "per_processor"])
 def test_no_period_beats_its_bounds(
@@ -233,7 +235,7 @@ def test_no_period_beats_its_bounds(
     processor has its own), link time and busiest unit's work, and the speedup at most
     what the binding bound allows."""
     sets = [f"processors={processors}", f"dram.sharing={sharing}"]
-    sets.append(f"run.techniques={{{schedule}: {{}}}}")
+    sets.append(f"run.techniques={{{schedule}}}")
     report = simulate_training(load_inputs(run_file(tmp_path, workload), parse_sets(sets))).training
     assert report is not None
     bounds = report["period_bounds_cycles"]
@@ -244,15 +246,20 @@ def test_no_period_beats_its_bounds(
     assert report["speedup"] <= report["speedup_bound"]
 
 
-@pytest.mark.parametrize("schedule", ["pipedream", "layerpipe"])
+@pytest.mark.parametrize(
+    ("schedule", "options"), [("pipedream", []), ("layerpipe", ["placement: tasks"])]
+)
 def test_speedup_does_not_depend_on_the_mini_batches_simulated(
-    tmp_path: Path, schedule: str
+    tmp_path: Path, schedule: str, options: list[str]
 ) -> None:
     """Doubling the simulated mini-batches moves the speedup by less than 2 %:
-    the period is a steady-state figure, not an average over fill and drain."""
+    the period is a steady-state figure, not an average over fill and drain.
+    (LayerPipe's stage options are built as PipeDream's are; its free placement is
+    its own.)"""
     path = run_file(tmp_path, "resnet18")
-    default = train(path, 4, f"{schedule}: {{}}").training
-    doubled = train(path, 4, f"{schedule}: {{mini_batches: 28}}").training
+    default = train(path, 4, f"{schedule}: {{{', '.join(options)}}}").training
+    longer = ", ".join([*options, "mini_batches: 28"])
+    doubled = train(path, 4, f"{schedule}: {{{longer}}}").training
     assert default is not None and doubled is not None
     assert default["mini_batches_simulated"] == 14
     assert doubled["speedup"] == pytest.approx(default["speedup"], rel=0.02)
@@ -315,23 +322,26 @@ def test_free_tasks_use_more_processors_than_layers() -> None:
     assert layerpipe["steady_cycles_per_minibatch"] <= 1.005 * max(layerpipe["task_loads_cycles"])
 
 
-def test_free_tasks_split_dx_and_run_dx_and_dw_apart() -> None:
-    """With ``dx_split: rows`` a dX GEMM's two halves are separate tasks, and a layer's dX
-    and dW may run on different processors at once."""
-    result = train_linear5(9, "layerpipe: {dx_split: rows}")
-    report = result.training
+def test_free_tasks_stay_near_their_stage_and_split_dx_with_the_previous_one() -> None:
+    """Five equal linear layers and the loss on 8 processors, free placement: the six
+    stages are one layer each.  With ``dx_split: rows`` (kept here) a dX GEMM's moved
+    rows run on the previous stage's processor; every other task runs within one stage
+    of its layer's (``reach: 1``) or on processors 6 and 7, which have no stage.  A
+    layer's dX and dW may run on different processors at once."""
+    report = train_linear5(8, "layerpipe: {placement: tasks}").training
     assert report is not None and report["dx_split_rows"]
-    graph = result.steps["layerpipe"].graph
-    where: dict[tuple[str, str], set[int]] = {}
-    for op in graph.ops:
-        if isinstance(op, GemmOp) and op.tag.mini_batch == 0:
-            role = op.phase.value + (".part" if ".part" in op.name else "")
-            where.setdefault((op.layer, role), set()).add(graph.processor[op.op_id])
-    assert any(len(where.get((f"fc{i}", "bwd_input.part"), ())) == 2 for i in range(2, 6))
-    assert any(
-        where[(f"fc{i}", "bwd_weight")] != where.get((f"fc{i}", "bwd_input.part"), set())
-        for i in range(2, 6)
-    )
+    order = ["fc1", "fc2", "fc3", "fc4", "fc5", "loss"]
+    assert [row["first_layer"] for row in report["partition"]] == order
+    where = {task: int(p) for p, names in report["tasks_per_processor"].items() for task in names}
+    for task, p in where.items():
+        layer, role = task.split(":")
+        stage = order.index(layer)
+        if role == "dx.part0":
+            assert p == max(stage - 1, 0), task
+        else:
+            assert abs(p - stage) <= 1 or p >= 6, task
+    assert any(where.get(f"fc{i}:dx.part0") != where.get(f"fc{i}:dx.part1") for i in range(2, 6))
+    assert any(where[f"fc{i}:dw"] != where.get(f"fc{i}:dx.part1") for i in range(2, 6))
 
 
 def test_free_tasks_activation_reading_runs_f_prime_below(tmp_path: Path) -> None:
@@ -420,15 +430,57 @@ def test_pipedream_sends_a_stage_gradient_when_its_backward_is_done(tmp_path: Pa
         assert int(trace.start_cycle[transfer.op_id]) >= max(backward_ends)
 
 
-def test_free_tasks_fall_back_to_pipedream_when_slower(tmp_path: Path) -> None:
-    """On the small MLP (batch 64, 3 processors, shared DRAM) the list scheduler's
-    placement is slower than PipeDream's schedule, which LayerPipe then keeps."""
+def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
+    """The default (``placement: best``) simulates the free task placement and the stage
+    options, PipeDream's own order among them, and keeps the shortest period; the report
+    names the winner and lists every candidate's period.  On the small MLP (batch 64,
+    3 processors, shared DRAM) PipeDream's own order wins."""
     path = run_file(tmp_path, "mlp", batch=64)
     pipedream = train(path, 3, "pipedream: {}").training
     layerpipe = train(path, 3, "layerpipe: {}").training
     assert pipedream is not None and layerpipe is not None
-    assert layerpipe["placement"] == "stages"
-    assert layerpipe["steady_cycles_per_minibatch"] == pipedream["steady_cycles_per_minibatch"]
+    assert (layerpipe["placement"], layerpipe["candidate"]) == ("stages", "pipedream")
+    tried = layerpipe["candidates"]
+    assert [(c["placement"], c["candidate"]) for c in tried] == [
+        ("tasks", "free"),
+        ("stages", "split_dx_defer_dw"),
+        ("stages", "defer_dw"),
+        ("stages", "one_f_one_b"),
+        ("stages", "pipedream"),
+    ]
+    assert all(c["fits"] for c in tried)
+    periods = [c["steady_cycles_per_minibatch"] for c in tried]
+    assert layerpipe["steady_cycles_per_minibatch"] == min(periods) == periods[-1]
+    assert periods[-1] == pipedream["steady_cycles_per_minibatch"]
+
+
+@pytest.mark.parametrize(
+    ("workload", "processors", "winner", "gain"),
+    [
+        # ResNet-18: the inter-layer dX split with dW deferred, on PipeDream's stages.
+        ("resnet18", 5, ("stages", "split_dx_defer_dw"), 1.074),
+        # The MLP: its 2048x2048 layer's tasks spread over the processors.
+        ("mlp", 3, ("tasks", "free"), 1.538),
+    ],
+)
+def test_layerpipe_default_tries_both_placements(
+    tmp_path: Path, workload: str, processors: int, winner: tuple[str, str], gain: float
+) -> None:
+    """Batch 32, a DRAM channel per processor: each kind of placement wins somewhere,
+    and LayerPipe is never slower than PipeDream."""
+    path = run_file(tmp_path, workload, batch=32)
+    sets = [f"processors={processors}", "dram.sharing=per_processor"]
+    reports = [
+        simulate_training(
+            load_inputs(path, parse_sets([*sets, f"run.techniques={{{technique}: {{}}}}"]))
+        ).training
+        for technique in ("pipedream", "layerpipe")
+    ]
+    pipedream, layerpipe = reports
+    assert pipedream is not None and layerpipe is not None
+    assert (layerpipe["placement"], layerpipe["candidate"]) == winner
+    assert round(layerpipe["speedup"] / pipedream["speedup"], 3) == gain
+    assert layerpipe["speedup"] <= layerpipe["speedup_bound"]
 
 
 @pytest.mark.parametrize("processors", [2, 3, 4, 5, 6])
