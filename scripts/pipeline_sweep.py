@@ -15,7 +15,9 @@ configs/experiments/linear5.yaml``).
 For every model, schedule and processor count it simulates the pipeline
 (``configs/experiments/pipeline.yaml``) and records the steady-state speedup
 over one processor running the baseline step, with the bound on it (the
-period's binding lower bound: DRAM, interconnect or the busiest unit).
+period's binding lower bound: DRAM, interconnect or the busiest unit), whether
+the period was clamped to that bound, LayerPipe's winning placement and
+candidate, and the fullest DRAM channel's footprint.
 ``--dram`` chooses whether the processors share one DRAM channel or each has
 its own.  Writes ``sweep.csv`` and ``speedup.png`` (geometric-mean speedup
 against P per schedule, and LayerPipe over PipeDream with the paper's +25 %
@@ -109,6 +111,12 @@ def main() -> int:
                         "binding_bound": report["binding_bound"],
                         "task_gain": report["task_bounds"]["gain"],
                         "interconnect_bytes": report["interconnect_bytes_per_minibatch"],
+                        "placement": report.get("placement", ""),
+                        "candidate": report.get("candidate", ""),
+                        "clamped": report["clamped"],
+                        "footprint_bytes": max(
+                            c["footprint_bytes"] for c in report["memory"]["channels"]
+                        ),
                     }
                 )
             print(
