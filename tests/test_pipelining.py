@@ -12,7 +12,8 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, TransferOp, VectorOp
-from accelsim.report.result import TrainingResult
+from accelsim.report.result import RunResult, TrainingResult
+from accelsim.techniques import pipelining
 from accelsim.techniques.pipeline_plan import partition, replicated_partition, task_bounds
 from tests.conftest import ROOT
 
@@ -50,6 +51,7 @@ def pipeline(result: TrainingResult) -> dict[str, Any]:
         "speedup": training.speedup,
         "speedup_bound": training.speedup_bound,
         "binding_bound": training.binding_bound,
+        "warnings": list(training.sections[name].warnings),
     }
 
 
@@ -237,7 +239,9 @@ def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
     assert "steady period" in done.stdout and "stash per processor" in done.stdout
 
 
-@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize(
+    "schedule", [*(f"{s}: {{}}" for s in SCHEDULES), "pipedream: {replicate: true}"]
+)
 @pytest.mark.parametrize(("workload", "processors"), [("mlp", 3), ("resnet18", 4)])
 @pytest.mark.parametrize("sharing", ["shared", "per_processor"])
 def test_no_period_beats_its_bounds(
@@ -247,7 +251,7 @@ def test_no_period_beats_its_bounds(
     processor has its own), link time and busiest unit's work, and the speedup at most
     what the binding bound allows."""
     sets = [f"processors={processors}", f"dram.sharing={sharing}"]
-    sets.append(f"run.techniques={{{schedule}: {{}}}}")
+    sets.append(f"run.techniques={{{schedule}}}")
     report = pipeline(
         simulate_training(load_inputs(run_file(tmp_path, workload), parse_sets(sets)))
     )
@@ -260,15 +264,20 @@ def test_no_period_beats_its_bounds(
     assert report["speedup"] <= report["speedup_bound"]
 
 
-@pytest.mark.parametrize("schedule", ["pipedream", "layerpipe"])
+@pytest.mark.parametrize(
+    ("schedule", "options"), [("pipedream", []), ("layerpipe", ["placement: tasks"])]
+)
 def test_speedup_does_not_depend_on_the_mini_batches_simulated(
-    tmp_path: Path, schedule: str
+    tmp_path: Path, schedule: str, options: list[str]
 ) -> None:
     """Doubling the simulated mini-batches moves the speedup by less than 2 %:
-    the period is a steady-state figure, not an average over fill and drain."""
+    the period is a steady-state figure, not an average over fill and drain.
+    (LayerPipe's stage options are built as PipeDream's are; its free placement is
+    its own.)"""
     path = run_file(tmp_path, "resnet18")
-    default = pipeline(train(path, 4, f"{schedule}: {{}}"))
-    doubled = pipeline(train(path, 4, f"{schedule}: {{mini_batches: 28}}"))
+    default = pipeline(train(path, 4, f"{schedule}: {{{', '.join(options)}}}"))
+    longer = ", ".join([*options, "mini_batches: 28"])
+    doubled = pipeline(train(path, 4, f"{schedule}: {{{longer}}}"))
     assert default is not None and doubled is not None
     assert default["mini_batches_simulated"] == 14
     assert doubled["speedup"] == pytest.approx(default["speedup"], rel=0.02)
@@ -331,23 +340,26 @@ def test_free_tasks_use_more_processors_than_layers() -> None:
     assert layerpipe["steady_cycles_per_minibatch"] <= 1.005 * max(layerpipe["task_loads_cycles"])
 
 
-def test_free_tasks_split_dx_and_run_dx_and_dw_apart() -> None:
-    """With ``dx_split: rows`` a dX GEMM's two halves are separate tasks, and a layer's dX
-    and dW may run on different processors at once."""
-    result = train_linear5(9, "layerpipe: {dx_split: rows}")
-    report = pipeline(result)
+def test_free_tasks_stay_near_their_stage_and_split_dx_with_the_previous_one() -> None:
+    """Five equal linear layers and the loss on 8 processors, free placement: the six
+    stages are one layer each.  With ``dx_split: rows`` (kept here) a dX GEMM's moved
+    rows run on the previous stage's processor; every other task runs within one stage
+    of its layer's (``reach: 1``) or on processors 6 and 7, which have no stage.  A
+    layer's dX and dW may run on different processors at once."""
+    report = pipeline(train_linear5(8, "layerpipe: {placement: tasks}"))
     assert report is not None and report["dx_split_rows"]
-    graph = result.steps["layerpipe"].graph
-    where: dict[tuple[str, str], set[int]] = {}
-    for op in graph.ops:
-        if isinstance(op, GemmOp) and op.tag.mini_batch == 0:
-            role = op.phase.value + (".part" if ".part" in op.name else "")
-            where.setdefault((op.layer, role), set()).add(graph.processor[op.op_id])
-    assert any(len(where.get((f"fc{i}", "bwd_input.part"), ())) == 2 for i in range(2, 6))
-    assert any(
-        where[(f"fc{i}", "bwd_weight")] != where.get((f"fc{i}", "bwd_input.part"), set())
-        for i in range(2, 6)
-    )
+    order = ["fc1", "fc2", "fc3", "fc4", "fc5", "loss"]
+    assert [row["first_layer"] for row in report["partition"]] == order
+    where = {task: int(p) for p, names in report["tasks_per_processor"].items() for task in names}
+    for task, p in where.items():
+        layer, role = task.split(":")
+        stage = order.index(layer)
+        if role == "dx.part0":
+            assert p == max(stage - 1, 0), task
+        else:
+            assert abs(p - stage) <= 1 or p >= 6, task
+    assert any(where.get(f"fc{i}:dx.part0") != where.get(f"fc{i}:dx.part1") for i in range(2, 6))
+    assert any(where[f"fc{i}:dw"] != where.get(f"fc{i}:dx.part1") for i in range(2, 6))
 
 
 def test_free_tasks_activation_reading_runs_f_prime_below(tmp_path: Path) -> None:
@@ -436,12 +448,160 @@ def test_pipedream_sends_a_stage_gradient_when_its_backward_is_done(tmp_path: Pa
         assert int(trace.start_cycle[transfer.op_id]) >= max(backward_ends)
 
 
-def test_free_tasks_fall_back_to_pipedream_when_slower(tmp_path: Path) -> None:
-    """On the small MLP (batch 64, 3 processors, shared DRAM) the list scheduler's
-    placement is slower than PipeDream's schedule, which LayerPipe then keeps."""
+def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
+    """The default (``placement: best``) simulates the free task placement and the stage
+    options, PipeDream's own order among them, and keeps the shortest period; the report
+    names the winner and lists every candidate's period.  On the small MLP (batch 64,
+    3 processors, shared DRAM) PipeDream's own order wins."""
     path = run_file(tmp_path, "mlp", batch=64)
     pipedream = pipeline(train(path, 3, "pipedream: {}"))
     layerpipe = pipeline(train(path, 3, "layerpipe: {}"))
     assert pipedream is not None and layerpipe is not None
-    assert layerpipe["placement"] == "stages"
-    assert layerpipe["steady_cycles_per_minibatch"] == pipedream["steady_cycles_per_minibatch"]
+    assert (layerpipe["placement"], layerpipe["candidate"]) == ("stages", "pipedream")
+    tried = layerpipe["candidates"]
+    assert [(c["placement"], c["candidate"]) for c in tried] == [
+        ("tasks", "free"),
+        ("stages", "split_dx_defer_dw"),
+        ("stages", "defer_dw"),
+        ("stages", "one_f_one_b"),
+        ("stages", "pipedream"),
+    ]
+    assert all(c["fits"] for c in tried)
+    periods = [c["steady_cycles_per_minibatch"] for c in tried]
+    assert layerpipe["steady_cycles_per_minibatch"] == min(periods) == periods[-1]
+    assert periods[-1] == pipedream["steady_cycles_per_minibatch"]
+
+
+@pytest.mark.parametrize(
+    ("workload", "processors", "winner", "gain"),
+    [
+        # ResNet-18: the inter-layer dX split with dW deferred, on PipeDream's stages.
+        ("resnet18", 5, ("stages", "split_dx_defer_dw"), 1.074),
+        # The MLP: its 2048x2048 layer's tasks spread over the processors.
+        ("mlp", 3, ("tasks", "free"), 1.538),
+    ],
+)
+def test_layerpipe_default_tries_both_placements(
+    tmp_path: Path, workload: str, processors: int, winner: tuple[str, str], gain: float
+) -> None:
+    """Batch 32, a DRAM channel per processor: each kind of placement wins somewhere,
+    and LayerPipe is never slower than PipeDream."""
+    path = run_file(tmp_path, workload, batch=32)
+    sets = [f"processors={processors}", "dram.sharing=per_processor"]
+    reports = [
+        pipeline(
+            simulate_training(
+                load_inputs(path, parse_sets([*sets, f"run.techniques={{{technique}: {{}}}}"]))
+            )
+        )
+        for technique in ("pipedream", "layerpipe")
+    ]
+    pipedream, layerpipe = reports
+    assert pipedream is not None and layerpipe is not None
+    assert (layerpipe["placement"], layerpipe["candidate"]) == winner
+    assert round(layerpipe["speedup"] / pipedream["speedup"], 3) == gain
+    assert layerpipe["speedup"] <= layerpipe["speedup_bound"]
+
+
+@pytest.mark.parametrize("processors", [2, 3, 4, 5, 6])
+def test_replicated_pipedream_reports_the_measured_period(tmp_path: Path, processors: int) -> None:
+    """With a DRAM channel per processor the all-reduces' bytes count on every replica's
+    own channel, so no (correct) bound rises above the measured period and the report's
+    period is the measured one (it was clamped up to a bound that charged a whole
+    all-reduce to one processor: 3.20x printed at P = 5 for 3.76x measured)."""
+    sets = [f"processors={processors}", "dram.sharing=per_processor"]
+    sets.append("run.techniques={pipedream: {replicate: true}}")
+    inputs = load_inputs(run_file(tmp_path, "mlp", batch=32), parse_sets(sets))
+    report = pipeline(simulate_training(inputs))
+    assert report is not None
+    assert not report["clamped"] and report["warnings"] == []
+    assert report["steady_cycles_per_minibatch"] == report["measured_cycles_per_minibatch"]
+    assert report["steady_cycles_per_minibatch"] >= report["binding_bound_cycles"]
+    assert report["speedup"] <= report["speedup_bound"]
+
+
+def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
+    """Replicated PipeDream on the MLP, P = 4, one shared channel: the makespan difference
+    of 14 and 28 mini-batches comes out 0.61 % under the DRAM bound (the shorter run's
+    drain leaves the channel idle longer), so the period is the bound, and the report
+    says so beside the measured figure."""
+    sets = parse_sets(["processors=4", "run.techniques={pipedream: {replicate: true}}"])
+    report = pipeline(simulate_training(load_inputs(run_file(tmp_path, "mlp", batch=32), sets)))
+    assert report is not None
+    assert report["clamped"]
+    assert report["binding_bound"] == "dram"
+    assert report["steady_cycles_per_minibatch"] == report["binding_bound_cycles"]
+    assert report["measured_cycles_per_minibatch"] < report["steady_cycles_per_minibatch"]
+    assert report["warnings"] == [
+        "steady period clamped to the dram bound, 1,041,018 cycles per mini-batch: the"
+        " measured period, 1,034,632, is 0.61 % below it (two finite runs drained"
+        " differently); the speedup is taken at the bound"
+    ]
+    assert report["speedup"] == report["speedup_bound"]
+
+
+def test_each_step_kind_is_split_on_its_own_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADA-GP's GP step is the forward pass (with the predictor), its BP step the whole
+    step with the predictor's training: each is split into stages on its own layer
+    costs, from its step graph simulated on one processor.  Split on the baseline
+    step's costs instead (forward, backward and update), ResNet-18's GP stages are far
+    from even. ResNet-18, batch 32, P = 4, a DRAM channel per processor."""
+    sets = [
+        "processors=4",
+        "dram.sharing=per_processor",
+        "run.techniques={gradient_prediction: {}, pipedream: {}}",
+    ]
+    path = run_file(tmp_path, "resnet18", batch=32)
+
+    def kinds() -> dict[str, Any]:
+        report = pipeline(simulate_training(load_inputs(path, parse_sets(sets))))
+        assert report is not None
+        section: dict[str, Any] = report["step_kinds"]
+        return section
+
+    own = kinds()
+
+    def baseline_costs(
+        self: pipelining.Schedule, ctx: object, step: object, base: RunResult
+    ) -> tuple[RunResult, bool]:
+        return base, False
+
+    monkeypatch.setattr(pipelining.Schedule, "single_step", baseline_costs)
+    before = kinds()
+    assert {k: r["balanced_on"] for k, r in own.items()} == {"bp": "own_step", "gp": "own_step"}
+    assert {r["balanced_on"] for r in before.values()} == {"baseline_step"}
+    speedups = {k: round(own[k]["speedup"], 2) for k in own}
+    assert speedups == {"bp": 2.52, "gp": 10.08}
+    assert {k: round(before[k]["speedup"], 2) for k in before} == {"bp": 1.74, "gp": 6.18}
+    for report in (*own.values(), *before.values()):
+        assert report["speedup"] <= report["speedup_bound"]
+    # The GP step's layer costs are its forward pass's: less than half the step's.
+    gp, bp = own["gp"]["partition"], own["bp"]["partition"]
+    assert 2 * sum(s["cost_cycles"] for s in gp) < sum(s["cost_cycles"] for s in bp)
+
+
+def test_a_plain_schedule_is_split_on_the_baseline_step(tmp_path: Path) -> None:
+    """Without a rewriting technique a step kind's graph is the baseline step's, whose
+    simulated costs are reused."""
+    report = pipeline(train(run_file(tmp_path, "mlp"), 3, "pipedream: {}"))
+    assert report is not None
+    assert report["balanced_on"] == "baseline_step"
+
+
+def test_free_tasks_are_reported_with_an_on_chip_stash(tmp_path: Path) -> None:
+    """With ``stash_kib`` the simulated graph is a copy with some stash kept on chip;
+    the report still finds the free placement's layout (it read PipeDream's stages
+    instead: placement ``stages`` and their weight versions)."""
+    sets = ["processors=3", "dram.sharing=per_processor", "run.techniques={layerpipe: {}}"]
+    path = run_file(tmp_path, "mlp", batch=128)
+    reports = [
+        simulate_training(load_inputs(path, parse_sets([*sets, f"buffers.stash_kib={kib}"])))
+        for kib in (0, 512)
+    ]
+    without, with_stash = (pipeline(r) for r in reports)
+    assert without is not None and with_stash is not None
+    assert without["placement"] == with_stash["placement"] == "tasks"
+    keys = ("weight_delay_minibatches", "tasks_per_processor")
+    assert {k: with_stash[k] for k in keys} == {k: without[k] for k in keys}

@@ -86,19 +86,35 @@ class DramSharing(str, Enum):
     PER_PROCESSOR = "per_processor"
 
 
+GIB_BYTES = 2**30
+DEFAULT_DRAM_CAPACITY_GIB = 16.0
+"""16 GiB per channel: what a 128-bit LPDDR5 interface of the default's bandwidth
+class carries (NVIDIA Jetson Orin NX 16GB: 128-bit LPDDR5, 102.4 GB/s, 16 GB)."""
+
+
 class DramSpec(Spec):
     """Off-chip memory. Use ``.inf`` for ideal bandwidth.
 
     ``sharing`` is ``shared`` (default: one channel for all processors, whose
     transfers queue on it) or ``per_processor`` (each processor has its own
-    local channel, as in a multi-chip system).  ``bandwidth_bytes_per_cycle``
-    and ``latency_cycles`` describe one channel, so with ``per_processor`` the
-    aggregate bandwidth is ``processors`` times the configured one.
+    local channel, as in a multi-chip system).  ``bandwidth_bytes_per_cycle``,
+    ``latency_cycles`` and ``capacity_gib`` describe one channel, so with
+    ``per_processor`` the aggregate bandwidth and capacity are ``processors``
+    times the configured ones.
     """
 
     bandwidth_bytes_per_cycle: Bandwidth
     latency_cycles: NonNegativeInt = 0
     sharing: Annotated[DramSharing, Field(strict=False)] = DramSharing.SHARED
+    capacity_gib: Annotated[float, Field(gt=0, le=2**30, allow_inf_nan=False)] = Field(
+        default=DEFAULT_DRAM_CAPACITY_GIB,
+        description="Capacity of one channel in GiB: what the processors it serves may keep"
+        " in DRAM (a pipeline schedule's weights, optimizer state and stashes must fit).",
+    )
+
+    @property
+    def capacity_bytes(self) -> int:
+        return int(self.capacity_gib * GIB_BYTES)
 
 
 class InterconnectSpec(Spec):

@@ -6,6 +6,7 @@ relative to itself and may override any of their fields with dotted keys.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -64,6 +65,13 @@ class TrainingSpec(Spec):
     batches_per_epoch: PositiveInt = 1
 
 
+class OnCapacity(str, Enum):
+    """What a run does when a schedule's DRAM footprint exceeds a channel's capacity."""
+
+    ERROR = "error"
+    REPORT = "report"
+
+
 class RunSpec(Spec):
     """A run file, before the files it references are loaded."""
 
@@ -82,3 +90,9 @@ class RunSpec(Spec):
     training: TrainingSpec = Field(default_factory=TrainingSpec)
     techniques: dict[Name, dict[str, Any] | None] = Field(default_factory=dict)
     seed: NonNegativeInt = 0
+    on_capacity: Annotated[OnCapacity, Field(strict=False)] = Field(
+        default=OnCapacity.ERROR,
+        description="When a pipeline schedule's DRAM footprint exceeds a channel's"
+        " hardware.dram.capacity_gib: refuse the run (error) or simulate it and report"
+        " it as not fitting (report).",
+    )

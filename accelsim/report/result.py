@@ -17,7 +17,7 @@ import numpy as np
 
 from accelsim.config.hardware import DramSharing, HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
-from accelsim.graph.ops import GemmOp, OpGraph, Phase, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables
 from accelsim.report.summary import (
@@ -70,17 +70,32 @@ class RunResult:
         the busiest link's bytes over the link bandwidth, and the busiest unit's
         compute cycles.  A pipeline of ``repeats`` mini-batches bounds its period
         by these over ``repeats``.
+
+        Each op's bytes count on its processor's channel and link, except an
+        all-reduce's: as the engine charges them, each of its ``r`` participants
+        moves the tensor through its own channel twice (``2 size``) and sends
+        ``2 (r - 1)`` chunks of ``ceil(size / r)`` over its own link.
         """
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
+        channels = np.zeros(hw.processors)
+        np.add.at(channels, trace.processor, per_op)
+        links = np.zeros(hw.processors)
+        np.add.at(links, trace.processor, c.interconnect_bytes)
+        for i in np.flatnonzero(c.unit == UNIT_COMM).tolist():
+            op = self.graph.ops[i]
+            if not isinstance(op, CommOp):
+                continue
+            first, size, procs = int(trace.processor[i]), op.tensor.bytes, len(op.participants)
+            channels[first] -= per_op[i]
+            links[first] -= c.interconnect_bytes[i]
+            for p in op.participants:
+                channels[p] += 2 * size
+                links[p] += 2 * (procs - 1) * -(-size // procs)
         if hw.dram.sharing is DramSharing.PER_PROCESSOR:
-            channels = np.zeros(hw.processors)
-            np.add.at(channels, trace.processor, per_op)
             dram = float(channels.max())
         else:
             dram = float(per_op.sum())
-        links = np.zeros(hw.processors)
-        np.add.at(links, trace.processor, c.interconnect_bytes)
         compute = 0.0
         for unit in range(len(c.unit_names)):
             if unit == UNIT_COMM:

@@ -1,15 +1,17 @@
 """LayerPipe (Unnikrishnan and Parhi, ICCAD 2021; LayerPipe2, arXiv 2512.08160).
 
-``placement: tasks`` (the default) places every layer's forward, input
-gradient (or its two row halves), weight gradient and update as separate tasks
-on any processor (:mod:`accelsim.techniques.task_placement`), with per-layer
-weight delays of at most ``P`` mini-batches, and falls back to PipeDream's
-schedule on the same partition when that comes out faster.  ``placement:
-stages`` keeps PipeDream's contiguous partition and 1F1B order, defers each
-layer's dW behind the activation-gradient chain and splits the dX work of each
-stage's first layer with the previous stage.  Weights are delayed by ``2 S(l)``
-half-steps: ``S(l)`` stashed versions per layer, or one extra buffer with
-LayerPipe2's moving-average reconstruction (``weights: ema``).
+``placement: tasks`` places every layer's forward, input gradient (or its two
+row halves, the first on the previous stage's processor), weight gradient and
+update as separate tasks on the processors within ``reach`` stages of the
+layer's own (:mod:`accelsim.techniques.task_placement`), with per-layer weight
+delays of at most ``P`` mini-batches.  ``placement: stages`` keeps PipeDream's
+contiguous partition and 1F1B order, defers each layer's dW behind the
+activation-gradient chain and splits the dX work of each stage's first layer
+with the previous stage; it simulates its options, PipeDream's own order among
+them.  ``placement: best`` (the default) simulates both and keeps the faster.
+Weights are delayed by ``2 S(l)`` half-steps: ``S(l)`` stashed versions per
+layer, or one extra buffer with LayerPipe2's moving-average reconstruction
+(``weights: ema``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pydantic import Field
 
 from accelsim.config.base import NonNegativeInt, Spec
 from accelsim.config.hardware import DramSharing
+from accelsim.errors import SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tag
@@ -41,8 +44,10 @@ from accelsim.techniques.pipeline_graph import (
     stage_sinks,
 )
 from accelsim.techniques.pipeline_plan import Plan
+from accelsim.techniques.pipeline_report import Placed
 from accelsim.techniques.pipelining import Fraction, PipelineConfig, Schedule
 from accelsim.techniques.task_placement import (
+    MOVED_DX,
     TaskKey,
     activation_groups,
     assign,
@@ -59,6 +64,7 @@ class WeightVersions(str, Enum):
 
 
 class TaskPlacement(str, Enum):
+    BEST = "best"
     TASKS = "tasks"
     STAGES = "stages"
 
@@ -73,23 +79,42 @@ class LayerPipeConfig(PipelineConfig):
     """LayerPipe.
 
     ``placement``: ``tasks`` places every layer's forward, input-gradient,
-    weight-gradient and update tasks freely on the processors (the paper's
-    model; ``stages`` may then exceed the layer count); ``stages`` keeps every
-    task of a layer on its contiguous stage, with the inter-layer split below.
-    ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into two tasks
-    (``split`` of them in the first, ``balance``: half); ``activation`` runs
-    ``Wᵀδ`` as layer ``l``'s dX task and the element-wise ``⊙ f'`` (the backward
-    of the vector layers below it) with layer ``l - 1``'s; ``none`` keeps dX whole.
-    ``split`` (``stages``): the share of a stage's first layer's dX work done by
-    the previous stage, or ``balance`` to move as much as evens out the two
-    stages' costs (at most all of it) [D].  ``weights``: how delayed weights are
-    kept."""
+    weight-gradient and update tasks freely on the processors within ``reach``
+    stages of the layer's own (the paper's model; ``stages`` may then exceed the
+    layer count, and processors beyond the layer count take any task);
+    ``stages`` keeps every task of a layer on its contiguous stage, with the
+    inter-layer split below; ``best`` (the default) tries both and keeps the
+    faster.  ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into
+    two tasks (``split`` of them in the first, ``balance``: half), the first on
+    the previous stage's processor; ``activation`` runs ``Wᵀδ`` as layer ``l``'s
+    dX task and the element-wise ``⊙ f'`` (the backward of the vector layers
+    below it) with layer ``l - 1``'s; ``none`` keeps dX whole.  ``split``
+    (``stages``): the share of a stage's first layer's dX work done by the
+    previous stage, or ``balance`` to move as much as evens out the two stages'
+    costs (at most all of it) [D].  ``weights``: how delayed weights are kept."""
 
-    placement: Annotated[TaskPlacement, Field(strict=False)] = TaskPlacement.TASKS
+    placement: Annotated[TaskPlacement, Field(strict=False)] = TaskPlacement.BEST
     dx_split: Annotated[DxSplit, Field(strict=False)] = DxSplit.ROWS
     split: Fraction | Literal["balance"] = "balance"
     weights: Annotated[WeightVersions, Field(strict=False)] = WeightVersions.STASH
     delay_margin: NonNegativeInt | Literal["auto"] = "auto"
+    reach: NonNegativeInt | None = Field(
+        default=1,
+        description="With the free task placement: how many stages away from its layer's"
+        " stage a task may run (besides processors with no stage, when there are more"
+        " processors than layers); null: anywhere.",
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One placement LayerPipe simulated: which (``tasks`` or ``stages``), its name, its
+    steady period and whether its DRAM footprint fits."""
+
+    placement: TaskPlacement
+    name: str
+    period: float
+    fits: bool
 
 
 @dataclass(frozen=True)
@@ -113,22 +138,24 @@ class LayerPipe(Schedule):
 
     def __init__(self, config: Spec, source: str) -> None:
         super().__init__(config, source)
-        self._layouts: dict[int, tuple[OpGraph, TaskLayout]] = {}
+        self._layouts: dict[int, tuple[object, TaskLayout]] = {}
+        self._chosen: dict[int, tuple[object, Candidate, list[Candidate]]] = {}
 
     @property
     def layerpipe(self) -> LayerPipeConfig:
         assert isinstance(self.config, LayerPipeConfig)
         return self.config
 
-    def shares(self, plan: Plan, base: RunResult) -> dict[str, tuple[float, int]]:
-        """The share of each stage's first layer's dX rows done by the previous stage."""
+    def shares(self, plan: Plan, single: RunResult) -> dict[str, tuple[float, int]]:
+        """The share of each stage's first layer's dX rows done by the previous stage
+        (from the dX GEMMs' times in ``single``, the step the plan was balanced on)."""
         stage_cost = [0] * plan.stages
         for name, cost in zip(plan.stage_of, plan.costs, strict=True):
             stage_cost[plan.stage_of[name]] += cost
         dx_cycles: dict[str, int] = {}
-        for op in base.graph.ops:
+        for op in single.graph.ops:
             if op.phase is Phase.BWD_INPUT and isinstance(op, GemmOp):
-                span = int(base.trace.end_cycle[op.op_id] - base.trace.start_cycle[op.op_id])
+                span = int(single.trace.end_cycle[op.op_id] - single.trace.start_cycle[op.op_id])
                 dx_cycles[op.layer] = dx_cycles.get(op.layer, 0) + span
         shares: dict[str, tuple[float, int]] = {}
         for stage, name in plan.first_of().items():
@@ -144,48 +171,54 @@ class LayerPipe(Schedule):
         return shares
 
     def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
-        """LayerPipe's placement: free tasks, or the fastest of the stage options (also
-        on one processor, where either is the baseline step).
+        """LayerPipe's placement: the fastest of the free task placement and the stage
+        options (``placement`` may keep to one kind), each simulated.
 
-        With ``placement: tasks`` PipeDream's own schedule on the same partition
-        is simulated too, and kept when the free placement's list scheduling
-        comes out slower (the report's ``placement`` says which ran), so
-        LayerPipe is never slower than PipeDream.
-
-        With ``placement: stages`` the candidates are the inter-layer split with
+        The stage options, on PipeDream's partition, are the inter-layer split with
         dW deferred, dW deferred alone, the plain 1F1B order, and PipeDream's own
-        (1F1B, each stage's input gradient sent when its backward is done); each
-        is simulated and the one with the shortest steady state is kept, so on the
-        same partition LayerPipe is never slower than PipeDream.
+        (1F1B, each stage's input gradient sent when its backward is done), so with
+        them LayerPipe is never slower than PipeDream on the same partition.  On one
+        processor every option is the baseline step.  Ties go to the earlier
+        option, the free placement first.
         """
-        plan = self.plan(ctx, base)
-        if self.layerpipe.placement is TaskPlacement.TASKS and self.processors(ctx) > 1:
+        single, own = self.single_step(ctx, step, base)
+        plan = self.plan(ctx, single)
+        tried: list[tuple[Candidate, OpGraph]] = []
+        placement = self.layerpipe.placement
+        free = self.processors(ctx) > 1
+        if placement is not TaskPlacement.STAGES and free:
             graph, period = self.place_tasks(ctx, step, plan)
-            fallback, fallback_period = self.measure(
-                ctx,
-                functools.partial(self.build, ctx, step, plan, None, False, True),
-                self.mini_batches(plan.stages),
-            )
-            return graph if period <= fallback_period else fallback
-        shares = self.shares(plan, base)
-        candidates: list[tuple[SplitShares | None, bool, bool]] = [
-            (None, True, False),
-            (None, False, False),
-            (None, False, True),
+            fits = self.fits(ctx, plan, graph)
+            tried.append((Candidate(TaskPlacement.TASKS, "free", period, fits), graph))
+        if placement is not TaskPlacement.TASKS or not free:
+            tried += self.stage_candidates(ctx, step, plan, single)
+        # A placement whose stashes fit in DRAM beats any that does not.
+        best, graph = min(tried, key=lambda t: (not t[0].fits, t[0].period))
+        self._chosen[id(graph.ops)] = (graph.ops, best, [c for c, _ in tried])
+        return self.remember(ctx, graph, Placed(plan, single, own))
+
+    def stage_candidates(
+        self, ctx: TechniqueContext, step: StepGraph, plan: Plan, single: RunResult
+    ) -> list[tuple[Candidate, OpGraph]]:
+        """The stage options on ``plan``, each simulated, with their graphs."""
+        shares = self.shares(plan, single)
+        options: list[tuple[str, SplitShares | None, bool, bool]] = [
+            ("defer_dw", None, True, False),
+            ("one_f_one_b", None, False, False),
+            ("pipedream", None, False, True),
         ]
         if shares:
-            candidates.insert(0, (shares, True, False))
-        best: tuple[float, OpGraph] | None = None
-        for split, defer, send_after in candidates:
+            options.insert(0, ("split_dx_defer_dw", shares, True, False))
+        tried = []
+        for name, split, defer, send_after in options:
             graph, period = self.measure(
                 ctx,
                 functools.partial(self.build, ctx, step, plan, split, defer, send_after),
                 self.mini_batches(plan.stages),
             )
-            if best is None or period < best[0]:
-                best = (period, graph)
-        assert best is not None
-        return best[1]
+            fits = self.fits(ctx, plan, graph)
+            tried.append((Candidate(TaskPlacement.STAGES, name, period, fits), graph))
+        return tried
 
     def place_tasks(
         self, ctx: TechniqueContext, step: StepGraph, plan: Plan
@@ -222,14 +255,15 @@ class LayerPipe(Schedule):
             graph, period = self.measure(
                 ctx, functools.partial(self.build_tasks, ctx, layout), count
             )
-            if best is not None and period > 0.995 * best[0]:
+            self._layouts[id(graph.ops)] = (graph.ops, layout)
+            # A larger margin keeps more versions: never one whose stashes do not fit.
+            if best is not None and (period > 0.995 * best[0] or not self.fits(ctx, plan, graph)):
                 break
             best = (period, graph, layout)
             bound = max(max(alone.loads), *ctx.simulate(graph).cycle_bounds(count).values())
             if period <= 1.005 * bound:
                 break
         assert best is not None
-        self._layouts[id(best[1])] = (best[1], best[2])
         return best[1], best[0]
 
     def processors(self, ctx: TechniqueContext) -> int:
@@ -243,7 +277,10 @@ class LayerPipe(Schedule):
         candidates are the list scheduler's placement of the tasks (with the dX
         GEMMs split as ``dx_split`` says, and without the split, which costs a
         second pipeline fill on the array), and the partition's stages (every
-        task on its layer's stage); each is rated by the larger of its busiest
+        task on its layer's stage); in both, the moved rows of a split dX GEMM run
+        on the previous stage's processor, and the list scheduler puts any other
+        task within ``reach`` stages of its layer's or on a processor with no
+        stage.  Each is rated by the larger of its busiest
         processor's busiest unit and its DRAM time (the shared channel's, or the
         busiest processor's own), and the first of them, in that order, within
         1 % of the best is kept (the busiest unit's load ignores what the array
@@ -272,13 +309,30 @@ class LayerPipe(Schedule):
                     whole, lambda op: (share, 0) if op.phase is Phase.BWD_INPUT else None
                 )
             )
+        reach = self.layerpipe.reach
+
+        def near(task: TaskKey) -> list[int]:
+            """Where a task may run: the moved rows of a split dX on the previous
+            stage's processor; the rest within ``reach`` of the layer's stage, or on a
+            processor that has no stage (more processors than layers)."""
+            home = plan.stage_of.get(task[0], 0)
+            if task[1] == MOVED_DX:
+                return [max(home - 1, 0)]
+            if reach is None:
+                return list(range(processors))
+            window = range(max(home - reach, 0), min(home + reach + 1, plan.stages))
+            return [*window, *range(plan.stages, processors)]
+
         candidates: list[tuple[float, OpGraph, dict[TaskKey, int], list[int]]] = []
         for one in steps:
             single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
             costs = measure_tasks(ctx.simulate(single))
             groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
-            free = assign(costs, processors, link, groups, 0.0 if shared else bandwidth)
-            staged = {task: plan.stage_of.get(task[0], 0) for task in free}
+            free = assign(costs, processors, link, groups, 0.0 if shared else bandwidth, near)
+            staged = {
+                task: near(task)[0] if task[1] == MOVED_DX else plan.stage_of.get(task[0], 0)
+                for task in free
+            }
             for where in (free, staged):
                 load = loads(costs, where, processors)
                 dram = dram_cycles(costs, where, processors, bandwidth, shared)
@@ -368,28 +422,47 @@ class LayerPipe(Schedule):
             return min(1, downstream)
         return downstream
 
-    def _layout(self, run: RunResult) -> TaskLayout | None:
-        found = self._layouts.get(id(run.graph))
-        return found[1] if found is not None and found[0] is run.graph else None
+    def _layout(self, graph: OpGraph) -> TaskLayout | None:
+        # By the ops: the simulated graph may be a copy with more tensors kept on chip.
+        found = self._layouts.get(id(graph.ops))
+        return found[1] if found is not None and found[0] is graph.ops else None
 
-    def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
-        layout = self._layout(run)
+    def layer_delays(self, plan: Plan, graph: OpGraph) -> dict[str, tuple[int, int]]:
+        layout = self._layout(graph)
         if layout is None:
-            return super().layer_delays(plan, run)
+            return super().layer_delays(plan, graph)
         return {
             layer: (layout.delays.get(layer, 1), self.kept(layout.delays.get(layer, 1) - 1))
             for layer in plan.stage_of
         }
 
     def placement_report(self, run: RunResult) -> dict[str, Any]:
-        layout = self._layout(run)
+        """The winning placement (``placement``, ``candidate``), every option tried with
+        its steady period (``candidates``), and the free placement's tasks when it won."""
+        found = self._chosen.get(id(run.graph.ops))
+        if found is None or found[0] is not run.graph.ops:
+            raise SimulationError(f"{self.name}: no placement recorded for this simulated graph")
+        chosen = {
+            "placement": found[1].placement.value,
+            "candidate": found[1].name,
+            "candidates": [
+                {
+                    "placement": c.placement.value,
+                    "candidate": c.name,
+                    "steady_cycles_per_minibatch": c.period,
+                    "fits": c.fits,
+                }
+                for c in found[2]
+            ],
+        }
+        layout = self._layout(run.graph)
         if layout is None:
-            return {"placement": TaskPlacement.STAGES.value}
+            return chosen
         tasks: dict[int, list[str]] = {}
         for (layer, role), p in sorted(layout.where.items()):
             tasks.setdefault(p, []).append(f"{layer}:{role}")
         return {
-            "placement": TaskPlacement.TASKS.value,
+            **chosen,
             "dx_split_rows": any(role.startswith("dx.part") for _, role in layout.where),
             "task_loads_cycles": layout.loads,
             "weight_delay_minibatches": dict(layout.delays),

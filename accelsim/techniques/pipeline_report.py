@@ -1,4 +1,5 @@
-"""What a simulated pipeline schedule achieved: steady state, warm-up, flush, per-processor use.
+"""What a simulated pipeline schedule achieved: steady state, warm-up, flush, per-processor use
+and memory.
 
 The steady period is the cost of one more mini-batch in a full pipeline, measured
 from the makespans of ``M`` and ``2M`` mini-batches (``Schedule.measure``); beside
@@ -11,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from accelsim.graph.ops import GemmOp, Phase, Tag, VectorOp
-from accelsim.graph.queries import writes_of
+from accelsim.config.hardware import HardwareSpec
+from accelsim.graph.ops import GemmOp, Phase, VectorOp
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import TechniqueContext
+from accelsim.techniques.pipeline_memory import ProcessorMemory, channels, overflow
 from accelsim.techniques.pipeline_plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
 
@@ -53,6 +55,23 @@ class SteadyState:
         return len(self.done)
 
 
+@dataclass(frozen=True)
+class Placed:
+    """How a schedule placed a step kind.
+
+    Attributes:
+        plan: The partition into stages.
+        single: The step simulated on one processor whose layer costs the partition
+            was balanced on (and the task model read).
+        own: Whether ``single`` is the kind's own step graph; if not, it is the
+            baseline step, which that graph equals.
+    """
+
+    plan: Plan
+    single: RunResult
+    own: bool
+
+
 def steady_state(run: RunResult) -> SteadyState:
     """The completions of a simulated pipeline and the window in which it is full.
 
@@ -76,7 +95,7 @@ def count_all(run: RunResult) -> int:
     return 1 + max(op.tag.mini_batch for op in run.graph.ops)
 
 
-def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
+def _tasks(single: RunResult) -> dict[str, dict[str, int]]:
     """Per layer, its forward, input-gradient, weight-gradient and update tasks' cycles."""
     names = {
         Phase.FWD.value: "fwd",
@@ -86,7 +105,7 @@ def _tasks(base: RunResult) -> dict[str, dict[str, int]]:
     }
     return {
         layer: {names[phase]: cycles for phase, cycles in by.items()}
-        for layer, by in base.layer_phase_cycles().items()
+        for layer, by in single.layer_phase_cycles().items()
     }
 
 
@@ -110,46 +129,15 @@ def _partition_rows(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _processor_rows(
-    schedule: Schedule, plan: Plan, run: RunResult, window: tuple[int, int]
+    run: RunResult, memory: list[ProcessorMemory], window: tuple[int, int]
 ) -> list[dict[str, Any]]:
     """Per processor: its array's busy, stall and idle time and utilization over the
-    full-pipeline ``window``, and the activations and weight versions it keeps.
-
-    A layer's stashed activations count on the processor of the forward op that
-    writes them, times the mini-batches the layer keeps in flight there; its
-    weight versions on every processor that runs its forward (each replica of a
-    replicated stage keeps its own).
-    """
-    trace, c, graph, hw = run.trace, run.trace.costs, run.graph, run.hardware
-    processors = 1 + max(graph.processor)
-    delays = schedule.layer_delays(plan, run)
+    full-pipeline ``window``, and what it keeps in DRAM (``memory``)."""
+    trace, c, hw = run.trace, run.trace.costs, run.hardware
     lo, hi = window
     span = max(hi - lo, 1)
-    work = [op for op in graph.ops if op.phase is Phase.FWD and isinstance(op, (GemmOp, VectorOp))]
-    # Every processor's first mini-batch (a replica of a stage starts later).
-    first = [count_all(run)] * processors
-    for op in work:
-        p = graph.processor[op.op_id]
-        first[p] = min(first[p], op.tag.mini_batch)
-    stash = [0] * processors
-    homes: dict[str, set[int]] = {}
-    for op in work:
-        p = graph.processor[op.op_id]
-        if op.tag != Tag(mini_batch=first[p], micro_batch=0):
-            continue
-        homes.setdefault(op.layer, set()).add(p)
-        for access in writes_of(op):
-            if access.tensor.name in graph.stashed:
-                stash[p] += access.tensor.bytes * delays[op.layer][0]
-    weight_bytes = [0] * processors
-    versions = [0] * processors
-    for parameter in graph.parameters:
-        kept = delays[parameter.layer][1]
-        for p in homes.get(parameter.layer, ()):
-            weight_bytes[p] += parameter.weight.bytes * kept
-            versions[p] = max(versions[p], kept)
     rows = []
-    for p in range(processors):
+    for p, kept in enumerate(memory):
         mine = (trace.processor == p) & (c.unit == UNIT_ARRAY)
         starts, ends = trace.start_cycle[mine], trace.end_cycle[mine]
         inside = (starts >= lo) & (ends <= hi)
@@ -162,29 +150,66 @@ def _processor_rows(
                 "idle_cycles": max(span - busy, 0),
                 "utilization": int(c.macs[mine][inside].sum())
                 / (hw.array.rows * hw.array.cols * span),
-                "activation_stash_bytes": stash[p],
-                "weight_versions": versions[p],
-                "weight_stash_bytes": weight_bytes[p],
+                "activation_stash_bytes": kept.activation_stash_bytes,
+                "weight_versions": kept.weight_versions,
+                "weight_stash_bytes": kept.weight_stash_bytes,
+                "parameter_bytes": kept.parameter_bytes,
+                "footprint_bytes": kept.footprint_bytes,
             }
         )
     return rows
 
 
+def _memory_report(memory: list[ProcessorMemory], hw: HardwareSpec) -> dict[str, Any]:
+    """The DRAM channels' capacity and what each holds."""
+    return {
+        "sharing": hw.dram.sharing.value,
+        "capacity_bytes": hw.dram.capacity_bytes,
+        "channels": [
+            {
+                "processors": list(c.processors),
+                "footprint_bytes": c.footprint_bytes,
+                "fits": c.fits,
+            }
+            for c in channels(memory, hw)
+        ],
+    }
+
+
+def _clamp_warning(binding: str, steady: float, measured: float) -> str:
+    """What the report says when the period was raised to a lower bound."""
+    return (
+        f"steady period clamped to the {binding} bound, {steady:,.0f} cycles per mini-batch:"
+        f" the measured period, {measured:,.0f}, is {(1 - measured / steady) * 100:.2f} %"
+        " below it (two finite runs drained differently); the speedup is taken at the bound"
+    )
+
+
 def pipeline_report(
-    schedule: Schedule, plan: Plan, ctx: TechniqueContext, base: RunResult, run: RunResult
+    schedule: Schedule, placed: Placed, ctx: TechniqueContext, base: RunResult, run: RunResult
 ) -> dict[str, Any]:
     """Steady period, bounds, per-processor use and memory of a simulated pipeline.
 
-    The steady period comes from ``Schedule.measure``; the warm-up is what the
+    The steady period comes from ``Schedule.measure``: the measured period, or the
+    binding lower bound when the measured one falls below it, in which case
+    ``clamped`` is true and ``warnings`` says by how much; the warm-up is what the
     first mini-batch took beyond one period, the flush what the last one spent in
     the pipeline beyond it.  Busy, stall and idle time and utilization are per
     processor's array over the window in which the pipeline is full.
     """
+    plan = placed.plan
     state = steady_state(run)
     steady, done, count = schedule.period(run), state.done, state.mini_batches
+    measured = schedule.period(run, measured=True)
     lo, hi = done[state.first], done[state.last]
     bounds = run.cycle_bounds(count)
     binding = max(bounds, key=lambda k: bounds[k])
+    clamped = steady > measured
+    warnings = [_clamp_warning(binding, steady, measured)] if clamped else []
+    memory = schedule.memory(ctx, plan, run.graph)
+    problem = overflow(memory, run.hardware)
+    if problem is not None:
+        warnings.append(f"does not fit in DRAM: {problem}")
     return {
         "technique": schedule.name,
         "stages": plan.stages,
@@ -193,8 +218,11 @@ def pipeline_report(
         "steady_window": [state.first, state.last],
         "steady_window_cycles": hi - lo,
         "partition": _partition_rows(plan),
+        "balanced_on": "own_step" if placed.own else "baseline_step",
         "steady_cycles_per_minibatch": steady,
-        "measured_cycles_per_minibatch": schedule.period(run, measured=True),
+        "measured_cycles_per_minibatch": measured,
+        "clamped": clamped,
+        "warnings": warnings,
         "period_bounds_cycles": bounds,
         "binding_bound": binding,
         "binding_bound_cycles": bounds[binding],
@@ -204,11 +232,13 @@ def pipeline_report(
         "single_processor_cycles": base.total_cycles,
         "speedup": base.total_cycles / steady,
         "speedup_bound": base.total_cycles / max(bounds[binding], 1e-9),
-        "task_bounds": task_bounds(_tasks(base), ctx.hardware.processors),
+        "task_bounds": task_bounds(_tasks(placed.single), ctx.hardware.processors),
         "steps": {
             "base": {"cycles": base.total_cycles},
             schedule.name: {"cycles": steady},
         },
-        "processors": _processor_rows(schedule, plan, run, (lo, hi)),
+        "processors": _processor_rows(run, memory, (lo, hi)),
+        "fits": problem is None,
+        "memory": _memory_report(memory, run.hardware),
         **schedule.placement_report(run),
     }

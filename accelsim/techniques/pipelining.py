@@ -34,10 +34,12 @@ import numpy as np
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
-from accelsim.errors import Problem, SimulationError
+from accelsim.config.run import OnCapacity
+from accelsim.errors import ConfigError, Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import OpGraph, Parameter, Phase, Tag
+from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import (
@@ -60,10 +62,11 @@ from accelsim.techniques.pipeline_graph import (
     send_after_backward,
     stage_sinks,
 )
+from accelsim.techniques.pipeline_memory import ProcessorMemory, overflow, processor_memory
 from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
-from accelsim.techniques.pipeline_report import pipeline_report, steady_state
+from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.timing.engines import followed_by
-from accelsim.units import bytes_to_mb
+from accelsim.units import bytes_to_gb, bytes_to_mb
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
@@ -109,6 +112,7 @@ class Schedule(Technique):
         super().__init__(config, source)
         self._plans: dict[int, tuple[RunResult, Plan]] = {}
         self._periods: dict[int, tuple[object, float, float]] = {}
+        self._placed: dict[int, tuple[object, Placed]] = {}
 
     @property
     def settings(self) -> PipelineConfig:
@@ -182,31 +186,92 @@ class Schedule(Technique):
             return warm + 2 * j
         return j if j < warm else warm + 2 * (j - warm) + 1
 
-    def plan(self, ctx: TechniqueContext, base: RunResult) -> Plan:
-        """The partition, balanced on the baseline step (computed once per baseline).
+    def single_step(
+        self, ctx: TechniqueContext, step: StepGraph, base: RunResult
+    ) -> tuple[RunResult, bool]:
+        """The step on one processor whose layer costs balance a step kind's stages, and
+        whether it is the kind's own.
 
-        A layer's cost is the time its ops kept the single-processor baseline's
-        units busy (forward, backward and update).
+        The kind's own step graph (what the rewriting techniques made of it, an
+        ADA-GP prediction step's forward pass, say) with its updates on processor 0,
+        simulated; or ``base`` itself when that graph is the baseline step's (no
+        technique rewrote it), which then costs no simulation.
         """
-        cached = self._plans.get(id(base))
-        if cached is not None and cached[0] is base:
+        batch, hw = ctx.run.batch_size, ctx.hardware
+        graph = placement.single(step(batch), ctx.run.optimizer, hw.word_bytes)
+        if graph.ops == base.graph.ops:
+            return base, False
+        return ctx.simulate(graph), True
+
+    def plan(self, ctx: TechniqueContext, single: RunResult) -> Plan:
+        """The partition, balanced on the step ``single`` simulated on one processor
+        (computed once per such step).
+
+        A layer's cost is the time its ops kept that step's units busy (forward,
+        backward and update).
+        """
+        cached = self._plans.get(id(single))
+        if cached is not None and cached[0] is single:
             return cached[1]
         names = [info.layer.name for info in ctx.infos]
         stages = min(self.settings.stages or ctx.hardware.processors, len(names))
-        busy = base.layer_busy_cycles()
+        busy = single.layer_busy_cycles()
         costs = [busy.get(n, 0) for n in names]
         plan = Plan(stages, dict(zip(names, partition(costs, stages), strict=True)), costs)
-        self._plans[id(base)] = (base, plan)
+        self._plans[id(single)] = (single, plan)
         return plan
 
     def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
-        plan = self.plan(ctx, base)
+        single, own = self.single_step(ctx, step, base)
+        plan = self.plan(ctx, single)
         defer = not self.one_task_backward
-        return self.measure(
+        graph = self.measure(
             ctx,
             lambda count: self.build(ctx, step, plan, None, defer, self.send_after_backward, count),
             self.mini_batches(len(plan.stage_of_processor())),
         )[0]
+        return self.remember(ctx, graph, Placed(plan, single, own))
+
+    def remember(self, ctx: TechniqueContext, graph: OpGraph, placed: Placed) -> OpGraph:
+        """``graph``, recorded as placed by ``placed`` (the report reads it back), once
+        its DRAM footprint is known to fit (or the run asked only to report it).
+
+        Raises:
+            ConfigError: with ``on_capacity: error``, when a processor's (or the shared
+                channel's) footprint exceeds ``hardware.dram.capacity_gib``; blamed on
+                the run file, which puts the schedule on that hardware.
+        """
+        problem = overflow(self.memory(ctx, placed.plan, graph), ctx.hardware)
+        if problem is not None and ctx.run.on_capacity is OnCapacity.ERROR:
+            raise ConfigError.single(
+                self.source,
+                "hardware.dram.capacity_gib",
+                f"{self.name}: {problem}; set on_capacity: report to simulate it anyway",
+                ctx.hardware.dram.capacity_gib,
+            )
+        self._placed[id(graph.ops)] = (graph.ops, placed)
+        return graph
+
+    def memory(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> list[ProcessorMemory]:
+        """What each processor of ``graph``, placed on ``plan``, keeps in DRAM."""
+        return processor_memory(
+            graph, self.layer_delays(plan, graph), ctx.run.optimizer.kind, ctx.hardware
+        )
+
+    def fits(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> bool:
+        """Whether every DRAM channel holds what ``graph``'s processors keep in it."""
+        return overflow(self.memory(ctx, plan, graph), ctx.hardware) is None
+
+    def placed(self, result: RunResult) -> Placed:
+        """How this schedule placed the step kind simulated in ``result``.
+
+        Raises:
+            SimulationError: for a result of a graph this schedule did not place.
+        """
+        found = self._placed.get(id(result.graph.ops))
+        if found is None or found[0] is not result.graph.ops:
+            raise SimulationError(f"{self.name}: no placement recorded for this simulated graph")
+        return found[1]
 
     def measure(
         self, ctx: TechniqueContext, build: Callable[[int], OpGraph], count: int
@@ -387,9 +452,8 @@ class Schedule(Technique):
         steps: Mapping[str, SimulatedStep],
         plan: TrainingPlan,
     ) -> Section:
-        partition = self.plan(ctx, base)
         reports = {
-            kind: pipeline_report(self, partition, ctx, base, step.result)
+            kind: pipeline_report(self, self.placed(step.result), ctx, base, step.result)
             for kind, step in steps.items()
         }
         lines = []
@@ -400,29 +464,49 @@ class Schedule(Technique):
                 f"{bytes_to_mb(row['activation_stash_bytes'] + row['weight_stash_bytes']):,.1f}"
                 for row in report["processors"]
             )
+            fullest = max(report["memory"]["channels"], key=lambda c: c["footprint_bytes"])
             lines += [
                 (
                     f"steady period{label}",
                     f"{report['steady_cycles_per_minibatch']:,.0f} cycles per mini-batch on"
-                    f" {report['stages']} stages",
+                    f" {report['stages']} stages"
+                    + (" (clamped to its bound)" if report["clamped"] else ""),
                 ),
                 (f"stash per processor{label}", f"{stash} MB (activations and weight versions)"),
+                (
+                    f"DRAM footprint{label}",
+                    f"{bytes_to_gb(fullest['footprint_bytes']):,.3f} GB in the fullest channel"
+                    f" of {bytes_to_gb(report['memory']['capacity_bytes']):,.3f} GB"
+                    + ("" if report["fits"] else ": does NOT fit"),
+                ),
             ]
+        warnings = tuple(
+            w if len(reports) == 1 else f"{kind}: {w}"
+            for kind, report in reports.items()
+            for w in report["warnings"]
+        )
         if self.name in steps:
-            shared = ("technique", "steps", "speedup", "speedup_bound", "binding_bound")
+            shared = ("technique", "steps", "speedup", "speedup_bound", "binding_bound", "warnings")
             details = {k: v for k, v in reports[self.name].items() if k not in shared}
         else:
-            details = {"step_kinds": reports}
-        return Section(self.name, details, tuple(lines))
+            details = {
+                "step_kinds": {
+                    kind: {k: v for k, v in r.items() if k not in ("technique", "warnings")}
+                    for kind, r in reports.items()
+                },
+                "clamped": any(r["clamped"] for r in reports.values()),
+                "fits": all(r["fits"] for r in reports.values()),
+            }
+        return Section(self.name, details, tuple(lines), warnings=warnings)
 
     def weight_versions(self, stage: int, plan: Plan) -> int:
         """Extra weight copies each processor of ``stage`` keeps for delayed backward
         passes: one per mini-batch of its own in flight, less the current one."""
         return -(-self.in_flight(stage, plan) // plan.copies(stage)) - 1
 
-    def layer_delays(self, plan: Plan, run: RunResult) -> dict[str, tuple[int, int]]:
-        """Per layer of a simulated graph of this schedule: the (micro-)batches whose
-        activations it keeps, and its extra weight versions."""
+    def layer_delays(self, plan: Plan, graph: OpGraph) -> dict[str, tuple[int, int]]:
+        """Per layer of a graph of this schedule: the (micro-)batches whose activations
+        it keeps, and its extra weight versions."""
         out = {}
         for layer, stage in plan.stage_of.items():
             in_flight = (
@@ -462,22 +546,22 @@ class PipeDream(Schedule):
     Config = PipeDreamConfig
     send_after_backward = True
 
-    def plan(self, ctx: TechniqueContext, base: RunResult) -> Plan:
+    def plan(self, ctx: TechniqueContext, single: RunResult) -> Plan:
         """With ``replicate``, PipeDream's partitioner: stages and their replicas chosen
         together, a replicated stage costing its layers' time over its replicas plus
         the ring all-reduce of their gradients (both DRAM passes and
         ``2 (r - 1)`` link steps of ``1/r`` of the bytes, with latencies)."""
         assert isinstance(self.config, PipeDreamConfig)
         if not self.config.replicate:
-            return super().plan(ctx, base)
-        cached = self._plans.get(id(base))
-        if cached is not None and cached[0] is base:
+            return super().plan(ctx, single)
+        cached = self._plans.get(id(single))
+        if cached is not None and cached[0] is single:
             return cached[1]
         names = [info.layer.name for info in ctx.infos]
-        busy = base.layer_busy_cycles()
+        busy = single.layer_busy_cycles()
         costs = [busy.get(n, 0) for n in names]
         gradients: dict[str, int] = {}
-        for param in base.graph.parameters:
+        for param in single.graph.parameters:
             gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
         hw = ctx.hardware
         link, dram = hw.interconnect, hw.dram
@@ -495,5 +579,5 @@ class PipeDream(Schedule):
             allreduce,
         )
         plan = Plan(len(replicas), dict(zip(names, stages, strict=True)), costs, tuple(replicas))
-        self._plans[id(base)] = (base, plan)
+        self._plans[id(single)] = (single, plan)
         return plan

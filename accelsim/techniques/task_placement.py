@@ -13,7 +13,7 @@ dependencies and the weight-delay rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelsim.graph.ops import WHOLE, GemmOp, Op, OpGraph, Phase, VectorOp
@@ -22,6 +22,7 @@ from accelsim.report.result import RunResult
 from accelsim.timing.costs import UNIT_ARRAY
 
 TaskKey = tuple[str, str]  # (layer, task)
+MOVED_DX = "dx.part0"  # a split dX GEMM's moved rows (passes.split_gemms' first part)
 
 _ROLE = {
     Phase.FWD: "fwd",
@@ -106,6 +107,7 @@ def assign(
     link_bytes_per_cycle: float,
     groups: Iterable[set[TaskKey]] = (),
     dram_bytes_per_cycle: float = 0.0,
+    allowed: Callable[[TaskKey], Sequence[int]] | None = None,
 ) -> dict[TaskKey, int]:
     """Every task's processor: longest group first, each where it finishes soonest.
 
@@ -114,7 +116,8 @@ def assign(
     the group added, plus the cycles to move the bytes it exchanges with tasks
     already placed on other processors over one link.  Ties go to the
     lowest processor.  Tasks in one group share a processor; every other task is
-    a group of its own.
+    a group of its own.  ``allowed`` gives the processors a task may run on (all
+    by default); a group goes where all its tasks may, or where its first may.
     """
     tasks = set(costs.array_cycles) | set(costs.vector_cycles)
     member: dict[TaskKey, int] = {}
@@ -160,13 +163,24 @@ def assign(
             )
             return max(array[p] + a, vector[p] + v, dram[p] + d) + moved / link_bytes_per_cycle
 
-        best = min(range(processors), key=lambda p: (finish(p), p))
+        best = min(_places(unit, processors, allowed), key=lambda p: (finish(p), p))
         array[best] += a
         vector[best] += v
         dram[best] += d
         for t in unit:
             where[t] = best
     return where
+
+
+def _places(
+    unit: set[TaskKey], processors: int, allowed: Callable[[TaskKey], Sequence[int]] | None
+) -> Sequence[int]:
+    """The processors a group of tasks may run on."""
+    if allowed is None:
+        return range(processors)
+    members = sorted(unit)
+    common = set(allowed(members[0])).intersection(*(allowed(t) for t in members[1:]))
+    return sorted(common) or allowed(members[0])
 
 
 def dram_cycles(
