@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
+from accelsim.config.hardware import GIB_BYTES
 from accelsim.config.run import OnCapacity
 from accelsim.errors import ConfigError, Problem, SimulationError
 from accelsim.graph import passes
@@ -66,7 +67,7 @@ from accelsim.techniques.pipeline_memory import ProcessorMemory, overflow, proce
 from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
 from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.timing.engines import followed_by
-from accelsim.units import bytes_to_gb, bytes_to_mb
+from accelsim.units import bytes_to_mb
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
@@ -475,8 +476,8 @@ class Schedule(Technique):
                 (f"stash per processor{label}", f"{stash} MB (activations and weight versions)"),
                 (
                     f"DRAM footprint{label}",
-                    f"{bytes_to_gb(fullest['footprint_bytes']):,.3f} GB in the fullest channel"
-                    f" of {bytes_to_gb(report['memory']['capacity_bytes']):,.3f} GB"
+                    f"{fullest['footprint_bytes'] / GIB_BYTES:,.3f} GiB in the fullest channel"
+                    f" of {report['memory']['capacity_bytes'] / GIB_BYTES:,.3f} GiB"
                     + ("" if report["fits"] else ": does NOT fit"),
                 ),
             ]
