@@ -8,6 +8,7 @@ in this process, the few that need a real SIGKILL or a real ``/dev/full`` run on
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from accelsim import cli
 from accelsim.errors import OutputError
 from accelsim.report import staging
 from accelsim.report.staging import staged_file
+from accelsim.report.summary import DesignKnobs
 from accelsim.sweep import Executor, plan_sweep, run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,3 +186,17 @@ def test_staged_file_writes_devices_directly_and_refuses_what_it_cannot_replace(
         path.write_text("new")
     assert new.read_text() == "new"
     assert new.stat().st_mode & 0o777 == 0o666 & ~staging._umask()
+
+
+# ---- 6. ideal memory in summary.json
+
+
+def test_design_knobs_round_trip_ideal_memory() -> None:
+    knobs = DesignKnobs(8, 8, "os", 1.0, 1.0, 1.0, 0.0, float("inf"), 0, 1, 100.0, 1)
+    record = knobs.to_dict()
+    assert list(record)[7:10] == [
+        "dram_bandwidth_bytes_per_cycle",
+        "dram_ideal",
+        "dram_latency_cycles",
+    ]
+    assert DesignKnobs.from_dict(json.loads(json.dumps(record, allow_nan=False))) == knobs
