@@ -8,12 +8,16 @@ in this process, the few that need a real SIGKILL or a real ``/dev/full`` run on
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +26,8 @@ from accelsim.errors import OutputError
 from accelsim.report import staging
 from accelsim.report.staging import staged_file
 from accelsim.report.summary import DesignKnobs
-from accelsim.sweep import Executor, plan_sweep, run_sweep
+from accelsim.sweep import Executor, Store, plan_sweep, run_sweep
+from accelsim.sweep import points as sweep_points
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "configs" / "runs" / "smoke.yaml"
@@ -200,3 +205,516 @@ def test_design_knobs_round_trip_ideal_memory() -> None:
         "dram_latency_cycles",
     ]
     assert DesignKnobs.from_dict(json.loads(json.dumps(record, allow_nan=False))) == knobs
+
+
+# ---- 2. nothing deleted through a symbolic link; clean-up of proven entries only
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A directory whose hidden entries a sweep must never touch."""
+    victim = tmp_path / "victim"
+    (victim / ".ssh").mkdir(parents=True)
+    (victim / ".ssh" / "id").write_text("key")
+    (victim / ".git").mkdir()
+    (victim / "points" / ".hidden").mkdir(parents=True)
+    return victim
+
+
+@pytest.mark.parametrize("link", ["points", "sweep directory"])
+def test_a_symlinked_sweep_directory_or_points_is_refused(
+    tmp_path: Path, victim: Path, capsys: pytest.CaptureFixture[str], link: str
+) -> None:
+    out = tmp_path / "out"
+    if link == "points":
+        (out / "arrays").mkdir(parents=True)
+        (out / "arrays" / "points").symlink_to(victim)
+        where, what = out / "arrays" / "points", "the sweep's points/"
+    else:
+        out.mkdir()
+        (out / "arrays").symlink_to(victim)
+        where, what = out / "arrays", "a sweep directory"
+    before = tree(victim)
+    code, stdout, err = run_cli(capsys, "sweep", sweep_file(tmp_path), "--out", out, "--jobs", 1)
+    assert (code, stdout) == (cli.EXIT_INPUT, "")
+    assert messages(err)[-1] == (
+        f"{where}: a symbolic link or a file, not {what}; a sweep writes (and deletes) only in"
+        " directories it made: move it away or choose another --out"
+    )
+    assert tree(victim) == before
+    assert not (out / "arrays" / "store.sqlite").exists()
+
+
+def test_clean_up_removes_only_entries_it_can_prove_it_made(
+    swept: Path, tmp_path: Path, victim: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = copy_sweep(swept, tmp_path / "out" / "arrays")
+    points = sweep / "points"
+    ours, other = "0123456789abcdef" * 2, "fedcba9876543210" * 2
+    made = points / f".accelsim-point.{ours}.{'a' * 16}"
+    made.mkdir()
+    (made / "summary.json").write_text("{")
+    foreign = points / f".accelsim-point.{other}.{'b' * 16}"  # a token the store lacks
+    foreign.mkdir()
+    (foreign / "summary.json").write_text("{")
+    (points / f".accelsim-old.{ours}.{'c' * 16}").symlink_to(victim)
+    mixed = points / f".accelsim-point.{ours}.{'d' * 16}"
+    (mixed / "sub").mkdir(parents=True)
+    (mixed / "point.json").write_text("{}")
+    (points / ".hidden").mkdir()
+    with sqlite3.connect(sweep / "store.sqlite") as db:
+        db.execute("INSERT INTO staging VALUES (?, 0)", [ours])
+    victims = tree(victim)
+    code, out, _ = run_cli(capsys, "sweep", sweep_file(tmp_path), "--out", tmp_path / "out")
+    assert code == cli.EXIT_OK and "4 already stored, 0 run" in out
+    assert hidden(points) == sorted(
+        [".hidden", foreign.name, mixed.name, f".accelsim-old.{ours}.{'c' * 16}"]
+    )
+    assert tree(mixed) == {"sub": "dir"}  # a point's own file removed, the rest kept
+    assert tree(victim) == victims
+    with Store(sweep) as store:
+        assert store.staging_tokens() == {ours}  # entries left: tried again next time
+
+
+def test_a_point_directory_that_is_a_link_is_never_replaced(
+    tmp_path: Path, victim: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = sweep_file(tmp_path)
+    plan = plan_sweep(path)
+    first = plan.points[0].task.identity
+    points = tmp_path / "out" / "arrays" / "points"
+    points.mkdir(parents=True)
+    (points / first).symlink_to(victim)
+    before = tree(victim)
+    code, _, err = run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1)
+    assert code == cli.EXIT_INPUT
+    assert messages(err)[-1].startswith(
+        f"{points / first}: a symbolic link or a file, not a point directory;"
+    )
+    assert tree(victim) == before and (points / first).is_symlink()
+
+
+def test_a_point_killed_mid_write_is_cleaned_up_by_the_next_sweep(tmp_path: Path) -> None:
+    """SIGKILL while the second point is written: its staging directory stays, named
+    with the token the store recorded; the next sweep removes it and stores every point."""
+    path = sweep_file(tmp_path)
+    out = tmp_path / "out"
+    driver = (
+        "import os, signal, sys\n"
+        "from accelsim import cli\n"
+        "from accelsim.sweep import points\n"
+        "commit, calls = points.PointsDirectory._commit, []\n"
+        "def dying(self, staging, identity):\n"
+        "    calls.append(identity)\n"
+        "    if len(calls) == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    commit(self, staging, identity)\n"
+        "points.PointsDirectory._commit = dying\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", driver, "sweep", str(path), "--out", str(out), "--jobs", "1"],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    sweep = out / "arrays"
+    with Store(sweep) as store:
+        (token,) = store.staging_tokens()
+        assert len(store.rows()) == 1
+    (left,) = hidden(sweep / "points")
+    assert left.startswith(f".accelsim-point.{token}.")
+    assert sorted(p.name for p in (sweep / "points" / left).iterdir()) == [
+        "point.json",
+        "summary.json",
+    ]
+    report = run_sweep(plan_sweep(path), out, Executor())
+    assert (report.skipped, report.ran) == (1, 3)
+    assert hidden(sweep / "points") == []
+    with Store(sweep) as store:
+        assert store.staging_tokens() == set()
+        assert len(store.rows()) == 4
+
+
+# ---- 4. read-only commands change nothing and read read-only stores
+
+
+def test_collect_and_plot_refuse_a_foreign_sqlite_file_and_leave_it_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "foreign"
+    directory.mkdir()
+    store = directory / "store.sqlite"
+    with sqlite3.connect(store) as db:
+        db.execute("CREATE TABLE t (x)")
+    db.close()
+    before = tree(directory)
+    for args in (["collect", directory], ["plot", directory, "--kind", "energy"]):
+        code, out, err = run_cli(capsys, *args)
+        assert (code, out) == (cli.EXIT_INPUT, "")
+        assert err == f"{store}: not a sweep store: an SQLite database with tables 't'\n"
+    assert tree(directory) == before
+    code, _, err = run_cli(capsys, "collect", tmp_path)
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{tmp_path}: not a sweep output directory (no store.sqlite)\n",
+    )
+
+
+def test_collect_does_not_change_the_store(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = copy_sweep(swept, tmp_path / "arrays")
+    store = sweep / "store.sqlite"
+    before, stamp = store.read_bytes(), store.stat().st_mtime_ns
+    assert run_cli(capsys, "collect", sweep)[0] == cli.EXIT_OK
+    assert run_cli(capsys, "plot", sweep, "--kind", "pareto")[0] == cli.EXIT_OK
+    assert (store.read_bytes(), store.stat().st_mtime_ns) == (before, stamp)
+    assert (sweep / "store.sqlite-wal").stat().st_size == 0  # nothing written to the log
+
+
+def _make_read_only(paths: list[Path]) -> bool:
+    """Make ``paths`` unwritable for this user (chmod, or chattr +i as root); whether it could."""
+    if os.geteuid() != 0:
+        for path in paths:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        return True
+    done = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def _make_writable(paths: list[Path]) -> None:
+    if os.geteuid() != 0:
+        for path in paths:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    else:
+        subprocess.run(["chattr", "-i", *map(str, paths)], check=False)
+
+
+def test_a_store_the_user_cannot_write_still_collects_and_plots(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = copy_sweep(swept, tmp_path / "arrays")
+    expected = run_cli(capsys, "collect", swept)[1]
+    locked = [sweep / "store.sqlite", sweep]
+    try:
+        if not _make_read_only(locked):
+            pytest.skip("cannot make a file read-only here (no chattr as root)")
+        code, out, err = run_cli(capsys, "collect", sweep)
+        assert (code, out, err) == (cli.EXIT_OK, expected, "")
+        figure = tmp_path / "energy.png"
+        code, out, _ = run_cli(capsys, "plot", sweep, "--kind", "energy", "--output", figure)
+        assert code == cli.EXIT_OK and figure.read_bytes().startswith(b"\x89PNG")
+        code, _, err = run_cli(capsys, "sweep", sweep_file(tmp_path), "--out", tmp_path)
+        assert code == cli.EXIT_INPUT
+        assert messages(err)[-1].startswith(f"{sweep / 'store.sqlite'}: cannot write")
+    finally:
+        _make_writable(locked)
+    assert sorted(p.name for p in sweep.iterdir()) == ["points", "store.sqlite"]
+
+
+# ---- 5. and 9. a damaged or altered store is exit 2, reported, unchanged
+
+
+def _scramble_points_root(store: Path) -> None:
+    """600 bytes of the points table's root page scrambled (as ``dd`` would)."""
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'points'").fetchone()
+        (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    with store.open("r+b") as handle:
+        handle.seek((root - 1) * size)
+        handle.write(bytes((i * 97 + 13) % 251 for i in range(600)))
+
+
+def test_a_damaged_store_is_reported_with_what_can_be_recovered(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = copy_sweep(swept, tmp_path / "out" / "arrays")
+    _scramble_points_root(sweep / "store.sqlite")
+    before = tree(sweep)
+    for args in (
+        ["sweep", sweep_file(tmp_path), "--out", tmp_path / "out", "--jobs", 1],
+        ["collect", sweep],
+        ["plot", sweep, "--kind", "energy"],
+    ):
+        code, out, err = run_cli(capsys, *args)
+        assert (code, out) == (cli.EXIT_INPUT, ""), args
+        (line,) = messages(err)
+        assert line.startswith(f"{sweep / 'store.sqlite'}: damaged sweep store (")
+        assert line.endswith(
+            "); nothing was changed. 0 point rows are still readable and 4 finished points are"
+            " intact in points/: move store.sqlite aside and run the sweep again to rebuild it"
+            " (the points are recomputed), or salvage rows with sqlite3's .recover"
+        )
+        assert tree(sweep) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            "UPDATE meta SET value = '{bad' WHERE key = 'axes'",
+            "meta 'axes': not JSON (got '{bad')",
+        ),
+        (
+            "UPDATE meta SET value = '\"x\"' WHERE key = 'axes'",
+            "meta 'axes': not a list of axis keys (got 'x')",
+        ),
+        (
+            "ALTER TABLE points DROP COLUMN status",
+            "table 'points' lacks column 'status'; a sweep store has always had it: the file"
+            " was changed outside accelsim",
+        ),
+        (
+            "DROP TABLE meta",
+            "not a sweep store: an SQLite database with tables 'points', 'staging'",
+        ),
+        (
+            "CREATE TABLE other (x)",
+            "not a sweep store: an SQLite database with tables 'meta', 'other', 'points',"
+            " 'staging'",
+        ),
+    ],
+    ids=["meta-json", "meta-axes", "missing-column", "no-meta", "foreign-table"],
+)
+def test_an_altered_store_is_exit_2_for_every_command(
+    swept: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    change: str,
+    message: str,
+) -> None:
+    sweep = copy_sweep(swept, tmp_path / "out" / "arrays")
+    with sqlite3.connect(sweep / "store.sqlite") as db:
+        db.execute(change)
+    db.close()
+    before = tree(sweep)
+    for args in (
+        ["sweep", sweep_file(tmp_path), "--out", tmp_path / "out", "--jobs", 1],
+        ["collect", sweep],
+        ["plot", sweep, "--kind", "energy"],
+    ):
+        code, out, err = run_cli(capsys, *args)
+        assert (code, out, err) == (
+            cli.EXIT_INPUT,
+            "",
+            f"{sweep / 'store.sqlite'}: {message}\n",
+        ), args
+    assert tree(sweep) == before
+
+
+def test_a_row_whose_json_is_bad_is_named(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = copy_sweep(swept, tmp_path / "arrays")
+    with sqlite3.connect(sweep / "store.sqlite") as db:
+        (identity,) = db.execute("SELECT identity FROM points WHERE point = 2").fetchone()
+        db.execute("UPDATE points SET extra = '[1' WHERE point = 2")
+    db.close()
+    code, _, err = run_cli(capsys, "collect", sweep)
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{sweep / 'store.sqlite'}: point {identity!r}: column 'extra' is not a JSON object"
+        " (got '[1')\n",
+    )
+
+
+# ---- 15. a failed point write leaves no staging directory
+
+
+def test_a_failed_point_write_leaves_no_staging_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = sweep_file(tmp_path)
+    fill, calls = sweep_points.PointsDirectory._fill, []
+
+    def full_disk(self: Any, staging_name: str, files: Any) -> None:
+        calls.append(staging_name)
+        if len(calls) == 3:
+            fill(self, staging_name, {"summary.json": files["summary.json"]})
+            raise OSError(errno.ENOSPC, "No space left on device")
+        fill(self, staging_name, files)
+
+    monkeypatch.setattr(sweep_points.PointsDirectory, "_fill", full_disk)
+    plan = plan_sweep(path)
+    with pytest.raises(OutputError) as excinfo:
+        run_sweep(plan, tmp_path / "out", Executor())
+    third = plan.points[2].task.identity
+    points = tmp_path / "out" / "arrays" / "points"
+    assert str(excinfo.value) == (
+        f"{points / third}: cannot write the point's results: No space left on device"
+    )
+    assert hidden(points) == []
+    assert sorted(p.name for p in points.iterdir()) == sorted(
+        p.task.identity for p in plan.points[:2]
+    )
+    monkeypatch.setattr(sweep_points.PointsDirectory, "_fill", fill)
+    report = run_sweep(plan, tmp_path / "out", Executor())
+    assert (report.skipped, report.ran) == (2, 2)
+
+
+# ---- 16. a stored column an axis differs from only in letter case
+
+
+def test_an_axis_a_stored_column_differs_from_only_in_case_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    first, renamed = "workload.layers[fc1].out_features", "workload.layers[FC1].out_features"
+    run_sweep(plan_sweep(sweep_file(tmp_path, f"grid:\n  {first}: [8]\n")), out, Executor())
+    workload = tmp_path / "mlp.yaml"
+    workload.write_text(MLP.read_text().replace("fc1", "FC1"), encoding="utf-8")
+    second = sweep_file(tmp_path, f"set: {{workload: {workload}}}\ngrid:\n  {renamed}: [16]\n")
+    before = tree(out)
+    code, _, err = run_cli(capsys, "sweep", second, "--out", out, "--jobs", 1)
+    assert code == cli.EXIT_INPUT
+    assert messages(err)[-1] == (
+        f"{out / 'arrays' / 'store.sqlite'}: axis '{renamed}' would share column"
+        f" '{first}' (SQLite ignores letter case in column names); rename the axis or write"
+        " the sweep to another --out"
+    )
+    assert tree(out) == before
+
+
+# ---- campaigns (slow): random damage, SIGKILL at every step of a point's write
+
+
+@pytest.mark.slow
+def test_forty_scrambled_stores_are_reported_or_read_back_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """600 random bytes at a random offset of a 64-point store, 40 times (seeded): every
+    command exits 0 with the rows of the undamaged store (the bytes fell where SQLite
+    keeps nothing) or 2 with the file unchanged; never 1."""
+    import random
+
+    grid = "grid:\n  array.rows: [8, 16, 24, 32]\n  array.cols: [8, 16, 24, 32]\n"
+    path = sweep_file(tmp_path, grid + "  array.dataflow: [os, ws]\n  batch_size: [1, 2]\n")
+    out = tmp_path / "out"
+    assert run_sweep(plan_sweep(path), out, Executor()).ran == 64
+    sweep = out / "arrays"
+    store = sweep / "store.sqlite"
+    pristine = store.read_bytes()
+    expected = run_cli(capsys, "collect", sweep)[1]
+    outcomes = {"reported": 0, "harmless": 0}
+    for seed in range(40):
+        rng = random.Random(seed)
+        offset = rng.randrange(len(pristine) - 600)
+        damaged = bytearray(pristine)
+        damaged[offset : offset + 600] = rng.randbytes(600)
+        for index in INDEX_FILES:
+            (sweep / index).unlink(missing_ok=True)
+        store.write_bytes(bytes(damaged))
+        codes = set()
+        for args in (["collect", sweep], ["sweep", path, "--out", out, "--jobs", 1]):
+            code, stdout, err = run_cli(capsys, *args)
+            codes.add(code)
+            if code == cli.EXIT_INPUT:
+                assert store.read_bytes() == damaged, (seed, args)
+                reported = messages(err)[-1].removeprefix(f"{store}: ")
+                assert reported.startswith(
+                    ("damaged sweep store (", "not a sweep store: not an SQLite database")
+                ), (seed, err)
+            elif args[0] == "collect":
+                assert (code, stdout) == (cli.EXIT_OK, expected), (seed, err)
+        assert codes in ({cli.EXIT_OK}, {cli.EXIT_INPUT}), (seed, codes)
+        outcomes["reported" if cli.EXIT_INPUT in codes else "harmless"] += 1
+    assert outcomes["reported"] >= 20, outcomes
+
+
+KILLER = """
+import os, signal, sys
+from accelsim import cli
+from accelsim.sweep import points, store
+site, when = sys.argv[1], int(sys.argv[2])
+count = [0]
+def due():
+    count[0] += 1
+    if count[0] == when:
+        os.kill(os.getpid(), signal.SIGKILL)
+fill, commit, add, rename = (
+    points.PointsDirectory._fill, points.PointsDirectory._commit, store.Store.add, os.rename
+)
+def half_filled(self, staging, files):
+    fill(self, staging, dict(list(files.items())[:1]))
+    due()
+    fill(self, staging, dict(list(files.items())[1:]))
+def before_rename(self, staging, identity):
+    due()
+    commit(self, staging, identity)
+def before_row(self, point):
+    due()
+    add(self, point)
+def mid_replace(source, target, **kwargs):
+    rename(source, target, **kwargs)
+    if str(target).startswith(".accelsim-old."):
+        due()
+patch = {"fill": ("_fill", half_filled), "rename": ("_commit", before_rename)}
+if site in patch:
+    setattr(points.PointsDirectory, *patch[site])
+elif site == "row":
+    store.Store.add = before_row
+else:
+    os.rename = mid_replace
+sys.exit(cli.main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_at_every_step_of_a_point_write_resumes_whole(tmp_path: Path) -> None:
+    """SIGKILL while a point's files are half written, before the rename, between the rename
+    and the row's commit, and while a directory of the point left by such a kill is being
+    replaced: each time the next sweep leaves no hidden entry, forgets the token and gives
+    the store and points/ of an uninterrupted sweep."""
+    path = sweep_file(tmp_path, "grid:\n  array.rows: [8, 16, 24]\n  array.cols: [8, 16]\n")
+    reference = run_sweep(plan_sweep(path), tmp_path / "reference", Executor()).directory
+    out = tmp_path / "out"
+    sweep = out / "arrays"
+    args = ["sweep", str(path), "--out", str(out), "--jobs", "1"]
+    rounds = [[("fill", 2)], [("rename", 3)], [("row", 4)], [("row", 2), ("replace", 1)]]
+    for kills in rounds:
+        shutil.rmtree(out, ignore_errors=True)
+        for site, when in kills:
+            killed = subprocess.run(
+                [sys.executable, "-c", KILLER, site, str(when), *args],
+                capture_output=True,
+                check=False,
+                timeout=120,
+            )
+            assert killed.returncode == -signal.SIGKILL, (site, killed.stderr)
+            with Store(sweep) as store:
+                assert store.integrity() == "ok"
+                rows = len(store.rows())
+            left = hidden(sweep / "points")
+            shown = [p for p in (sweep / "points").iterdir() if not p.name.startswith(".")]
+            if site == "row":  # the point's directory is in place, its row is not
+                assert (left, len(shown)) == ([], rows + 1)
+            else:  # the point being written (and the directory being replaced) stay aside
+                kinds = {"fill": [".accelsim-point"], "rename": [".accelsim-point"]}
+                expected = kinds.get(site, [".accelsim-old", ".accelsim-point"])
+                assert [name.rsplit(".", 2)[0] for name in left] == expected, left
+        report = run_sweep(plan_sweep(path), out, Executor())
+        assert report.failed == 0
+        assert hidden(sweep / "points") == [], kills
+        with Store(sweep) as store:
+            assert store.staging_tokens() == set()
+        assert _results(sweep) == _results(reference), kills
+
+
+def _results(sweep: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A sweep's rows and point files, without what depends on the process (timings, and
+    ``engine``: ``timing.engine: auto`` picks it by what the process simulated before)."""
+    process = ("wall_seconds", "finished_at", "worker", "engine")
+    with Store(sweep) as store:
+        rows = [{k: v for k, v in r.items() if k not in process} for r in store.rows()]
+    files: dict[str, Any] = {}
+    for name, content in tree(sweep / "points").items():
+        if name.endswith("summary.json"):
+            summary = json.loads(content)
+            summary.pop("engine")
+            files[name] = summary
+        else:
+            files[name] = content
+    return rows, files
