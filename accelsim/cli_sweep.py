@@ -64,6 +64,13 @@ def add_commands(sub: Subparsers) -> None:
     sweep.add_argument(
         "--retry-failed", action="store_true", help="run the points that failed before again"
     )
+    sweep.add_argument(
+        "--max-points",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="allow up to N points (default: 10,000)",
+    )
     collect = sub.add_parser("collect", help="export a sweep's store as one flat table")
     collect.add_argument("directory", type=Path, help="the sweep's output directory")
     output = collect.add_mutually_exclusive_group()
@@ -111,8 +118,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plan_sweep,
         run_sweep,
     )
+    from accelsim.sweep.plan import MAX_POINTS
 
-    plan = plan_sweep(args.sweep_file)
+    plan = plan_sweep(args.sweep_file, args.max_points or MAX_POINTS)
     todo = pending_points(plan, args.out, args.retry_failed)
     executor: Executor
     if args.scheduler is not None or args.dask_workers is not None:

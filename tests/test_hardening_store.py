@@ -16,18 +16,20 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from accelsim import cli
-from accelsim.errors import OutputError
+from accelsim.errors import ConfigError, OutputError
 from accelsim.report import staging
 from accelsim.report.staging import staged_file
 from accelsim.report.summary import DesignKnobs
 from accelsim.sweep import Executor, Store, plan_sweep, run_sweep
 from accelsim.sweep import points as sweep_points
+from accelsim.sweep.plan import MAX_POINTS
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "configs" / "runs" / "smoke.yaml"
@@ -718,3 +720,98 @@ def _results(sweep: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         else:
             files[name] = content
     return rows, files
+
+
+# ---- 12. sweep names follow the run-name rule
+
+
+@pytest.mark.parametrize("name", ['"a\\0b"', '"a\\nb"', ".accelsim-x", "a b", "x" * 201])
+def test_sweep_names_follow_the_run_name_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = tmp_path / "sw.yaml"
+    path.write_text(f"name: {name}\nbase: {SMOKE}\n{FOUR}", encoding="utf-8")
+    code, out, err = run_cli(capsys, "sweep", path, "--out", tmp_path / "out")
+    assert (code, out) == (cli.EXIT_INPUT, "")
+    (line,) = err.splitlines()
+    assert line.startswith(f"{path}: name: string should")
+    assert not (tmp_path / "out").exists()
+
+
+# ---- 16. axes SQLite cannot tell apart
+
+
+def test_axes_differing_only_in_letter_case_are_refused_at_plan_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = "workload.layers[fc1].out_features"
+    path = sweep_file(tmp_path, f"grid:\n  {key}: [8]\n  {key.upper()}: [16]\n")
+    code, out, err = run_cli(capsys, "check", path)
+    assert (code, out) == (cli.EXIT_INPUT, "")
+    assert err == (
+        f"{path}: grid.{key.upper()}: differs from axis '{key}' only in letter case, which the"
+        f" store's columns do not tell apart (got '{key.upper()}')\n"
+    )
+
+
+# ---- 18. a cap on the number of points, counted before expanding
+
+
+def test_a_million_point_grid_is_refused_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    values = ", ".join(str(v) for v in range(1, 101))
+    path = sweep_file(
+        tmp_path,
+        f"grid:\n  array.rows: [{values}]\n  array.cols: [{values}]\n  batch_size: [{values}]\n",
+    )
+    message = (
+        f"{path}: 1,000,000 points (the product of the axes' lengths, before exclude) exceed the"
+        " limit of 10,000; split the sweep, or raise the limit with accelsim sweep --max-points N\n"
+    )
+    for args in (["sweep", path, "--out", tmp_path / "out"], ["check", path]):
+        started = time.perf_counter()
+        code, out, err = run_cli(capsys, *args)
+        assert time.perf_counter() - started < 2
+        assert (code, out, err) == (cli.EXIT_INPUT, "", message)
+    assert not (tmp_path / "out").exists()
+
+
+def test_max_points_sets_the_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = sweep_file(tmp_path, FOUR + "exclude:\n  - {array.rows: 8, array.dataflow: ws}\n")
+    code, _, err = run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--max-points", 3)
+    assert code == cli.EXIT_INPUT
+    assert (
+        "4 points (the product of the axes' lengths, before exclude) exceed the limit of 3" in err
+    )
+    code, out, _ = run_cli(
+        capsys, "sweep", path, "--out", tmp_path / "out", "--max-points", 4, "--jobs", 1
+    )
+    assert code == cli.EXIT_OK and "3 points, 0 already stored, 3 run" in out
+    with pytest.raises(ConfigError, match="exceed the limit of 2"):
+        plan_sweep(path, max_points=2)
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "--help"])
+    assert f"allow up to N points (default: {MAX_POINTS:,})" in capsys.readouterr().out
+
+
+# ---- 15. the same record from any working directory
+
+
+def test_points_record_the_same_thing_from_any_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = sweep_file(tmp_path / "sweeps" / "sub")
+    stores = []
+    for where in (tmp_path / "sweeps", tmp_path):
+        monkeypatch.chdir(where)
+        out = tmp_path / f"out-{where.name}"
+        run_sweep(plan_sweep(Path(os.path.relpath(path))), out, Executor())
+        stores.append(out / "arrays")
+    first, second = (tree(s / "points") for s in stores)
+    assert first == second
+    point = json.loads(next(iter(stores[0].glob("points/*/point.json"))).read_text())
+    assert {s[2] for s in point["sets"]} == {str(path.resolve())}
+    for store in stores:
+        with Store(store) as opened:
+            assert opened.meta()["sweep_file"] == str(path.resolve())
