@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from accelsim import cli
+from accelsim import cli, cli_run, cli_sweep
 from accelsim.errors import ConfigError, OutputError
 from accelsim.report import staging
 from accelsim.report.staging import staged_file
-from accelsim.report.summary import DesignKnobs
+from accelsim.report.summary import DesignKnobs, StepSummary
 from accelsim.sweep import Executor, Store, plan_sweep, run_sweep
 from accelsim.sweep import points as sweep_points
 from accelsim.sweep.plan import MAX_POINTS
@@ -815,3 +815,369 @@ def test_points_record_the_same_thing_from_any_working_directory(
     for store in stores:
         with Store(store) as opened:
             assert opened.meta()["sweep_file"] == str(path.resolve())
+
+
+# ---- 1. no output onto a sweep's own files; output files staged
+
+
+def test_collect_and_plot_refuse_to_write_onto_a_sweeps_own_files(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = copy_sweep(swept, tmp_path / "arrays")
+    (tmp_path / "link.csv").symlink_to(sweep / "store.sqlite")
+    before = tree(sweep)
+    targets = [
+        sweep / "store.sqlite",
+        sweep / "store.sqlite-wal",
+        sweep / "points" / "x.csv",
+        tmp_path / "link.csv",
+        tmp_path / "arrays" / ".." / "arrays" / "store.sqlite",
+    ]
+    shown = cli_sweep.display_path(sweep)
+    for target in targets:
+        code, out, err = run_cli(capsys, "collect", sweep, "--csv", target)
+        assert (code, out) == (cli.EXIT_INPUT, "")
+        assert err == (
+            f"--csv: a file of the sweep in {shown} (its store or points/); write elsewhere"
+            f" (got {str(target)!r})\n"
+        )
+    code, _, err = run_cli(capsys, "plot", sweep, "--kind", "energy", "--output", sweep / "points")
+    assert code == cli.EXIT_INPUT and err.startswith(f"--output: a file of the sweep in {shown}")
+    assert tree(sweep) == before
+
+
+def test_collect_writes_beside_the_store_and_through_a_link(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CSV inside the sweep directory that is not the sweep's own is fine; a link to a
+    file of ours is followed (the file it names is replaced, keeping its permissions)."""
+    sweep = copy_sweep(swept, tmp_path / "arrays")
+    code, out, _ = run_cli(capsys, "collect", sweep, "--csv", sweep / "table.csv")
+    assert code == cli.EXIT_OK and out.startswith("wrote ")
+    table = (sweep / "table.csv").read_text()
+    real = tmp_path / "real.csv"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    (tmp_path / "link.csv").symlink_to(real)
+    assert run_cli(capsys, "collect", sweep, "--csv", tmp_path / "link.csv")[0] == cli.EXIT_OK
+    assert (tmp_path / "link.csv").is_symlink()
+    assert real.read_text() == table
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_interrupted_collect_leaves_the_earlier_csv_whole(
+    swept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "table.csv"
+    target.write_text("the earlier table\n")
+
+    def interrupted(handle: Any, columns: list[str], cells: list[dict[str, Any]]) -> None:
+        handle.write("point,half a row")
+        handle.flush()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+
+    monkeypatch.setattr(cli_sweep, "_write_table", interrupted)
+    code, out, err = run_cli(capsys, "collect", swept, "--csv", target)
+    assert (code, out) == (128 + signal.SIGTERM, "")
+    assert err == "accelsim: stopped by SIGTERM; unfinished results removed\n"
+    assert target.read_text() == "the earlier table\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]
+
+
+def test_a_failed_plot_leaves_the_earlier_figure_whole(
+    swept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figure = tmp_path / "energy.png"
+    figure.write_bytes(b"the earlier figure")
+
+    def full_disk(*args: Any) -> None:
+        args[4].write_bytes(b"\x89PNG trunc")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("accelsim.sweep.plots.draw", full_disk)
+    code, out, err = run_cli(capsys, "plot", swept, "--kind", "energy", "--output", figure)
+    assert (code, out) == (cli.EXIT_INPUT, "")
+    assert err == f"{figure}: cannot write: No space left on device\n"
+    assert figure.read_bytes() == b"the earlier figure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["energy.png"]
+
+
+# ---- 6. ideal memory in every JSON file
+
+
+def _strict(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"non-finite {constant} in JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_ideal_memory_is_null_and_flagged_in_every_json_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ideal = ["--set", "dram.bandwidth_bytes_per_cycle=.inf"]
+    assert run_cli(capsys, "run", SMOKE, "--out", tmp_path, *ideal)[0] == cli.EXIT_OK
+    summary = _strict((tmp_path / "smoke" / "summary.json").read_text())
+    design = summary["design"]
+    assert (design["dram_bandwidth_bytes_per_cycle"], design["dram_ideal"]) == (None, True)
+    assert StepSummary.from_dict(summary).design.dram_bandwidth_bytes_per_cycle == float("inf")
+    models = ["--models", "mlp", "--out", tmp_path / "suite"]
+    assert run_cli(capsys, "suite", SMOKE, *models, *ideal)[0] == cli.EXIT_OK
+    _strict((tmp_path / "suite" / "smoke" / "mlp" / "summary.json").read_text())
+    path = sweep_file(tmp_path, "grid:\n  dram.bandwidth_bytes_per_cycle: [.inf, 8]\n")
+    assert run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1)[0] == 0
+    sweep = tmp_path / "out" / "arrays"
+    for file in sweep.glob("points/*/*.json"):
+        _strict(file.read_text())
+    with sqlite3.connect(f"file:{sweep / 'store.sqlite'}?mode=ro", uri=True) as db:
+        for (text,) in [
+            *db.execute("SELECT value FROM meta"),
+            *db.execute("SELECT extra FROM points"),
+        ]:
+            _strict(text)
+        labels = [row[0] for row in db.execute("SELECT label FROM points ORDER BY point")]
+    db.close()
+    assert labels == ["dram.bandwidth_bytes_per_cycle=.inf", "dram.bandwidth_bytes_per_cycle=8"]
+    code, out, _ = run_cli(capsys, "collect", sweep, "--json")
+    rows = _strict(out)
+    assert [
+        (r["dram.bandwidth_bytes_per_cycle"], r["dram_bandwidth_bytes_per_cycle"], r["dram_ideal"])
+        for r in rows
+    ] == [(".inf", None, True), (8, 8.0, False)]
+    code, _, _ = run_cli(
+        capsys, "plot", sweep, "--kind", "energy", "--where", "dram.bandwidth_bytes_per_cycle=.inf"
+    )
+    assert code == cli.EXIT_OK
+
+
+# ---- 8. and 11. outputs that cannot be written, and what plot writes
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("/dev/full", "/dev/full: cannot write: No space left on device"),
+        ("DIR", "DIR: cannot write: is a directory"),
+        ("FILE/x", "FILE/x: cannot write: Not a directory"),
+    ],
+)
+def test_outputs_that_cannot_be_written_are_exit_2(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, message: str
+) -> None:
+    if target == "/dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    (tmp_path / "FILE").write_text("a file")
+    target = target.replace("DIR", str(tmp_path)).replace("FILE", str(tmp_path / "FILE"))
+    message = message.replace("DIR", str(tmp_path)).replace("FILE", str(tmp_path / "FILE"))
+    before = tree(tmp_path)
+    code, out, err = run_cli(capsys, "collect", swept, "--csv", target)
+    assert (code, out, err) == (cli.EXIT_INPUT, "", message + "\n")
+    code, out, err = run_cli(capsys, "plot", swept, "--kind", "energy", "--output", target)
+    assert (code, out, err) == (cli.EXIT_INPUT, "", message + "\n")
+    assert tree(tmp_path) == before
+    assert not Path("/dev/full.png").exists()
+
+
+def test_an_empty_output_path_is_a_usage_error(
+    swept: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args in (
+        ["collect", swept, "--csv", ""],
+        ["plot", swept, "--kind", "energy", "--output", ""],
+    ):
+        with pytest.raises(SystemExit) as excinfo:
+            cli.main([str(a) for a in args])
+        assert excinfo.value.code == cli.EXIT_INPUT
+        assert "expected a file path (got '')" in capsys.readouterr().err
+
+
+def test_a_full_disk_under_collect_keeps_the_earlier_file(
+    swept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "table.csv"
+    target.write_text("earlier")
+
+    def full(handle: Any, *args: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cli_sweep, "_write_table", full)
+    code, _, err = run_cli(capsys, "collect", swept, "--csv", target)
+    assert (code, err) == (cli.EXIT_INPUT, f"{target}: cannot write: No space left on device\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]
+    assert target.read_text() == "earlier"
+
+
+@pytest.mark.parametrize(
+    ("output", "fmt", "written", "magic"),
+    [
+        ("figure", None, "figure", b"\x89PNG"),
+        ("figure", "svg", "figure", b"<?xml"),
+        ("figure.PDF", None, "figure.PDF", b"%PDF"),
+        ("figure.svg", "svg", "figure.svg", b"<?xml"),
+    ],
+)
+def test_plot_writes_exactly_the_output_it_names(
+    swept: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    output: str,
+    fmt: str | None,
+    written: str,
+    magic: bytes,
+) -> None:
+    extra = [] if fmt is None else ["--format", fmt]
+    path = tmp_path / output
+    code, out, err = run_cli(capsys, "plot", swept, "--kind", "energy", "--output", path, *extra)
+    assert (code, out, err) == (cli.EXIT_OK, f"wrote {path}\n", "")
+    assert [p.name for p in tmp_path.iterdir()] == [written]
+    assert (tmp_path / written).read_bytes().startswith(magic)
+
+
+@pytest.mark.parametrize(
+    ("output", "fmt", "message"),
+    [
+        ("figure.jpg", None, "--output: unknown suffix '.jpg'; the formats are png, pdf, svg"),
+        ("figure.png", "pdf", "--output: its suffix contradicts --format pdf"),
+    ],
+)
+def test_plot_refuses_contradictory_outputs(
+    swept: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    output: str,
+    fmt: str | None,
+    message: str,
+) -> None:
+    extra = [] if fmt is None else ["--format", fmt]
+    path = tmp_path / output
+    code, out, err = run_cli(capsys, "plot", swept, "--kind", "energy", "--output", path, *extra)
+    assert (code, out, err) == (cli.EXIT_INPUT, "", f"{message} (got {str(path)!r})\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- 10. a stdout that cannot be written
+
+
+class FullStdout:
+    """A buffered stdout on a full device: writes are buffered, a flush of them fails."""
+
+    def __init__(self) -> None:
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_stdout_after_the_results_says_they_are_safe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = sweep_file(tmp_path)
+    sweep = tmp_path / "out" / "arrays"
+    cases = [
+        (
+            ["sweep", path, "--out", tmp_path / "out", "--jobs", 1],
+            f"; the results are complete in {sweep}",
+        ),
+        (["run", SMOKE, "--out", tmp_path], f"; the results are complete in {tmp_path / 'smoke'}"),
+        (["collect", sweep], ""),
+        (
+            ["collect", sweep, "--csv", tmp_path / "t.csv"],
+            f"; the results are complete in {tmp_path / 't.csv'}",
+        ),
+    ]
+    for args, safe in cases:
+        monkeypatch.setattr(sys, "stdout", FullStdout())
+        code = cli.main([str(a) for a in args])
+        err = capsys.readouterr().err
+        assert code == cli.EXIT_INPUT, args
+        assert messages(err)[-1] == f"<stdout>: cannot print: No space left on device{safe}"
+    with Store(sweep) as store:
+        assert len(store.rows()) == 4
+    assert (tmp_path / "smoke" / "summary.json").is_file() and (tmp_path / "t.csv").is_file()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_sweep_into_dev_full_exits_2_with_its_results(tmp_path: Path) -> None:
+    path = sweep_file(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "accelsim",
+                "sweep",
+                str(path),
+                "--out",
+                str(tmp_path),
+                "--jobs",
+                "1",
+            ],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    assert done.returncode == cli.EXIT_INPUT
+    assert messages(done.stderr)[-1] == (
+        f"<stdout>: cannot print: No space left on device; the results are complete in"
+        f" {tmp_path / 'arrays'}"
+    )
+    with Store(tmp_path / "arrays") as store:
+        assert len(store.rows()) == 4
+
+
+# ---- 15. long paths cut in messages
+
+
+def test_long_paths_are_cut_in_messages(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = tmp_path / ("d" * 4200)
+    for args in (
+        ["run", SMOKE, "--out", long],
+        ["sweep", sweep_file(tmp_path), "--out", long],
+        ["collect", swept, "--csv", long / "x.csv"],
+        ["plot", swept, "--kind", "energy", "--output", long / "x.png"],
+    ):
+        code, _, err = run_cli(capsys, *args)
+        assert code == cli.EXIT_INPUT, args
+        (line,) = messages(err)
+        assert "... (4," in line and line.endswith("File name too long"), line
+        assert len(line) < 300, args
+
+
+# ---- 16. suite model names that are the suite's files
+
+
+def test_suite_model_names_that_are_the_suites_files_are_refused_before_simulating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: s\nmodels:\n"
+        + "".join(
+            f"  - {{name: {n}, workload: {MLP}}}\n" for n in ("mlp", "suite.csv", "Suite.PNG")
+        ),
+        encoding="utf-8",
+    )
+
+    def never(*args: Any) -> None:
+        pytest.fail("simulated before the names were checked")
+
+    monkeypatch.setattr("accelsim.driver.run.simulate_training", never)
+    code, out, err = run_cli(capsys, "suite", SMOKE, "--suite", suite, "--out", tmp_path / "out")
+    files = ", ".join(cli_run.SUITE_FILES)
+    assert (code, out) == (cli.EXIT_INPUT, "")
+    assert err.splitlines() == [
+        f"{suite}: models[1].name: is the name of a file the suite writes ({files}) (got 'suite.csv')",
+        f"{suite}: models[2].name: is the name of a file the suite writes ({files}) (got 'Suite.PNG')",
+    ]
+    assert not (tmp_path / "out").exists()
