@@ -50,8 +50,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 )
     if result.training is not None:
         # The technique's steps and speedup lead; the baseline is what they compare to.
-        print(training_table(result.training))
-        print("\nbaseline step (no technique applied):")
+        with cli_sweep.printing(directory):
+            print(training_table(result.training))
+            print("\nbaseline step (no technique applied):")
     elif _one_of_many(inputs):
         print(
             f"accelsim: warning: {inputs.hardware.processors} processors, but the single"
@@ -59,8 +60,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             " or a pipeline technique to use them",
             file=sys.stderr,
         )
-    print(summary_table(result.base.summary()))
-    print(f"wrote {display_path(directory)}/")
+    with cli_sweep.printing(directory):
+        print(summary_table(result.base.summary()))
+        print(f"wrote {display_path(directory)}/")
     return EXIT_OK
 
 
@@ -87,6 +89,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     # Forked first (before tqdm starts a thread): the child loads matplotlib meanwhile.
     with PlotWorker() as plotter:
         entries = suite_entries(args.suite, args.models)
+        _no_suite_file_names(args.suite, [entry.name for entry in entries])
         inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
         target = run_directory(args.out, inputs[0].run.name)
         rows = []
@@ -102,16 +105,48 @@ def cmd_suite(args: argparse.Namespace) -> int:
                 )
                 rows.append(suite_row(entry.name, result))
                 bar.update(1)
-            write_csv(staging / "suite.csv", suite_columns(rows), rows)
+            table, figure, speedup = (staging / name for name in SUITE_FILES)
+            write_csv(table, suite_columns(rows), rows)
             first = inputs[0]
             title = f"{first.run.name}: {first.hardware.name}, batch {first.run.batch_size}"
-            plotter.draw("suite", staging / "suite.csv", staging / "suite.png", title)
+            plotter.draw("suite", table, figure, title)
             if any("speedup" in row for row in rows):
-                plotter.draw("speedup", staging / "suite.csv", staging / "suite_speedup.png", title)
+                plotter.draw("speedup", table, speedup, title)
             plotter.finish()
-    print(suite_table(rows))
-    print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
+    with cli_sweep.printing(target):
+        print(suite_table(rows))
+        print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
     return EXIT_OK
+
+
+SUITE_FILES = ("suite.csv", "suite.png", "suite_speedup.png")
+"""The files ``accelsim suite`` writes beside the models' directories."""
+
+
+def _no_suite_file_names(suite: Path, names: list[str]) -> None:
+    """Refuse, before simulating, model names that are the suite's own file names (in any
+    letter case, for case-insensitive file systems).
+
+    Raises:
+        InputError: naming each such model at its key in the suite file.
+    """
+    from accelsim.driver.inputs import suite_entries
+    from accelsim.errors import Problem
+
+    reserved = {name.lower() for name in SUITE_FILES}
+    order = [entry.name for entry in suite_entries(suite)]
+    problems = [
+        Problem(
+            display_path(suite),
+            f"models[{order.index(name)}].name",
+            f"is the name of a file the suite writes ({', '.join(SUITE_FILES)})",
+            name,
+        )
+        for name in names
+        if name.lower() in reserved
+    ]
+    if problems:
+        raise InputError(problems)
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -2,20 +2,26 @@
 
 Part of the command line (:mod:`accelsim.cli` registers these subcommands and
 maps their exceptions to exit codes); like it, it prints.  ``accelsim sweep``
-exits with code 3 when a point failed (every other point is stored).
+exits with code 3 when a point failed (every other point is stored).  Output
+files are staged (:func:`accelsim.report.staging.staged_file`) and never written
+onto a sweep's own files; a stdout that cannot be written is an
+:class:`~accelsim.errors.OutputError` (exit 2) that says whether the results are
+safe (:func:`printing`).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelsim.config.files import display_path
+from accelsim.errors import InputError, OutputError
 from accelsim.resources import bundled_path
 
 if TYPE_CHECKING:
@@ -24,6 +30,48 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 EXIT_OK, EXIT_FAILED_POINTS = 0, 3
+
+
+@contextmanager
+def printing(results: Path | None = None) -> Iterator[None]:
+    """Print the command's report inside the block, then flush stdout.
+
+    A stdout that cannot be written (a full disk, ``> /dev/full``) becomes an
+    :class:`OutputError` saying, when ``results`` were written before, that they are
+    complete; a closed pipe (``| head``) stays a :class:`BrokenPipeError`.
+    """
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        safe = f"; the results are complete in {display_path(results)}" if results else ""
+        raise OutputError(f"<stdout>: cannot print: {exc.strerror or exc}{safe}") from None
+
+
+def _output_file(text: str) -> Path:
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file path (got '')")
+    return Path(text)
+
+
+def _not_a_sweep_file(path: Path, option: str) -> None:
+    """Refuse an output path that is a sweep's own file (its store or ``points/``).
+
+    Raises:
+        InputError: naming the option and the sweep directory.
+    """
+    from accelsim.sweep.store import sweep_owning
+
+    owner = sweep_owning(path)
+    if owner is not None:
+        raise InputError.single(
+            option,
+            "",
+            f"a file of the sweep in {display_path(owner)} (its store or points/); write elsewhere",
+            str(path),
+        )
 
 
 def _positive(text: str) -> int:
@@ -64,11 +112,21 @@ def add_commands(sub: Subparsers) -> None:
     sweep.add_argument(
         "--retry-failed", action="store_true", help="run the points that failed before again"
     )
+    sweep.add_argument(
+        "--max-points",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="allow up to N points (default: 10,000)",
+    )
     collect = sub.add_parser("collect", help="export a sweep's store as one flat table")
     collect.add_argument("directory", type=Path, help="the sweep's output directory")
     output = collect.add_mutually_exclusive_group()
     output.add_argument(
-        "--csv", type=Path, metavar="FILE", help="write CSV to FILE (default: CSV to stdout)"
+        "--csv",
+        type=_output_file,
+        metavar="FILE",
+        help="write CSV to FILE (default: CSV to stdout)",
     )
     output.add_argument("--json", action="store_true", help="print one JSON list")
     plot = sub.add_parser("plot", help="draw a sweep's speedup, energy, heatmap, Pareto or scaling")
@@ -87,9 +145,16 @@ def add_commands(sub: Subparsers) -> None:
         help="only the points with this axis value (repeatable)",
     )
     plot.add_argument("--x", dest="x_key", metavar="KEY", help="scaling: the numeric axis")
-    plot.add_argument("--format", choices=["png", "pdf", "svg"], default="png")
     plot.add_argument(
-        "--output", type=Path, metavar="FILE", help="default: DIR/plots/<kind>.<format>"
+        "--format",
+        choices=["png", "pdf", "svg"],
+        help="default: --output's suffix, else png",
+    )
+    plot.add_argument(
+        "--output",
+        type=_output_file,
+        metavar="FILE",
+        help="exactly this file (default: DIR/plots/<kind>.<format>)",
     )
 
 
@@ -111,8 +176,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plan_sweep,
         run_sweep,
     )
+    from accelsim.sweep.plan import MAX_POINTS
 
-    plan = plan_sweep(args.sweep_file)
+    plan = plan_sweep(args.sweep_file, args.max_points or MAX_POINTS)
     todo = pending_points(plan, args.out, args.retry_failed)
     executor: Executor
     if args.scheduler is not None or args.dask_workers is not None:
@@ -135,43 +201,54 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         report = run_sweep(plan, args.out, executor, args.retry_failed, on_point)
     for failure in failures:
         print(f"failed: {failure}", file=sys.stderr)
-    print(
-        f"{plan.name}: {report.points} points, {report.skipped} already stored, "
-        f"{report.ran} run ({report.failed} failed) in {report.seconds:.1f} s "
-        f"({executor.description})"
-    )
-    print(f"wrote {display_path(report.directory)}/: store.sqlite, points/")
+    with printing(report.directory):
+        print(
+            f"{plan.name}: {report.points} points, {report.skipped} already stored, "
+            f"{report.ran} run ({report.failed} failed) in {report.seconds:.1f} s "
+            f"({executor.description})"
+        )
+        print(f"wrote {display_path(report.directory)}/: store.sqlite, points/")
     return EXIT_FAILED_POINTS if report.failed else EXIT_OK
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    from accelsim.report.staging import staged_file
     from accelsim.sweep.collect import collect
+    from accelsim.sweep.store import dumps
 
+    if args.csv is not None:
+        _not_a_sweep_file(args.csv, "--csv")
     columns, rows = collect(args.directory)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        with printing():
+            print(dumps(rows, indent=2))
         return EXIT_OK
-    cells = [
-        {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in r.items()} for r in rows
-    ]
+    cells = [{k: dumps(v) if isinstance(v, list | dict) else v for k, v in r.items()} for r in rows]
     if args.csv is None:
-        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(cells)
+        with printing():
+            _write_table(sys.stdout, columns, cells)
         return EXIT_OK
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with args.csv.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(cells)
-    print(f"wrote {display_path(args.csv)}: {len(rows)} points, {len(columns)} columns")
+    with staged_file(args.csv) as staged, staged.open("w", newline="", encoding="utf-8") as handle:
+        _write_table(handle, columns, cells)
+    with printing(args.csv):
+        print(f"wrote {display_path(args.csv)}: {len(rows)} points, {len(columns)} columns")
     return EXIT_OK
 
 
-def cmd_plot(args: argparse.Namespace) -> int:
-    from accelsim.sweep.collect import collect, open_store
-    from accelsim.sweep.plots import PlotKind, draw, parse_assignment, select
+def _write_table(handle: Any, columns: list[str], cells: list[dict[str, Any]]) -> None:
+    writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(cells)
 
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from accelsim.report.staging import staged_file
+    from accelsim.sweep.collect import collect, open_store
+    from accelsim.sweep.plots import PlotKind, draw, output_path, parse_assignment, select
+
+    kind = PlotKind(args.kind)
+    path, fmt = output_path(args.directory, kind, args.output, args.format)
+    _not_a_sweep_file(path, "--output")
     with open_store(args.directory) as store:
         meta = store.meta()
     axes: list[str] = meta.get("axes", [])
@@ -179,9 +256,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     where = [parse_assignment(w, "--where") for w in args.where]
     baseline = None if args.baseline is None else parse_assignment(args.baseline, "--baseline")
     chosen = select(rows, axes, where)
-    kind = PlotKind(args.kind)
-    path = args.output or args.directory / "plots" / f"{kind.value}.{args.format}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    draw(kind, str(meta.get("name", args.directory.name)), chosen, axes, path, baseline, args.x_key)
-    print(f"wrote {display_path(path)}")
+    name = str(meta.get("name", args.directory.name))
+    with staged_file(path) as staged:
+        draw(kind, name, chosen, axes, staged, baseline, args.x_key, fmt)
+    with printing(path):
+        print(f"wrote {display_path(path)}")
     return EXIT_OK

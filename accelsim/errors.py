@@ -39,15 +39,21 @@ class Problem:
         where = f"{self.file}: {self.path}" if self.path else self.file
         text = f"{_printable(where)}: {_printable(self.message)}"
         if self.value is not _NO_VALUE:
-            shown = _printable(repr(self.value))
-            if len(shown) > MAX_SHOWN:
-                shown = f"{shown[:MAX_SHOWN]}... ({len(shown):,} characters)"
-            text += f" (got {shown})"
+            text += f" (got {shown(repr(self.value))})"
         return text
 
 
 MAX_SHOWN = 200
-"""Characters of an offending value a message shows."""
+"""Characters of an offending value (or a path) a message shows."""
+
+
+def shown(text: str) -> str:
+    """``text`` as a message shows it: control characters escaped, cut to :data:`MAX_SHOWN`
+    characters (saying how long it was)."""
+    text = _printable(text)
+    if len(text) > MAX_SHOWN:
+        text = f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
+    return text
 
 
 def _printable(text: str) -> str:

@@ -12,9 +12,19 @@ The guarantees, for every directory accelsim writes (a run, a suite):
   (``renameat2(RENAME_NOREPLACE)`` on Linux; elsewhere ``rename``, which
   never replaces a non-empty directory, after an existence check).  Of two
   runs racing for one name, exactly one succeeds.
-* With ``force`` the old directory is renamed aside, the new one renamed in,
-  and only then is the old one deleted; SIGINT, SIGTERM and SIGHUP are held
-  back during these steps, so a signal cannot leave neither of them.
+* With ``force`` the old directory is renamed aside
+  (``.accelsim-old.<token>.<name>``), the new one renamed in, and only then is
+  the old one renamed to ``.accelsim-del.<token>`` and deleted; SIGINT, SIGTERM
+  and SIGHUP are held back during these steps, so a signal cannot leave neither
+  of them.  A SIGKILL between the steps leaves the old directory aside: the
+  next write of the same name puts it back (the new one was never committed)
+  or finishes deleting it (it was).
+* A single output file (:func:`staged_file`: ``collect --csv``, ``plot``) is
+  written to a hidden temporary file beside it and renamed onto it when
+  complete, so an interrupted write never truncates the earlier file.
+
+Staging entries are ``.accelsim-new.<name>.<random>``; messages show paths cut
+to :data:`accelsim.errors.MAX_SHOWN` characters.
 """
 
 from __future__ import annotations
@@ -22,9 +32,11 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 import secrets
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -33,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.config.base import MAX_NAME_CHARS, NAME_PATTERN
-from accelsim.errors import OutputError
+from accelsim.errors import OutputError, shown
 
 PREFIX = ".accelsim-"
-"""Start of the name of every staging directory and of an old directory being deleted."""
+"""Start of the name of every staging entry and of an old directory set aside or being deleted."""
+NEW, OLD, DELETED = f"{PREFIX}new.", f"{PREFIX}old.", f"{PREFIX}del."
+_ASIDE = re.compile(rf"{re.escape(OLD)}[0-9a-f]{{16}}\.(.+)", re.DOTALL)
 
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100
@@ -61,7 +75,7 @@ def child_directory(parent: Path, name: str) -> Path:
     """
     if len(name) > MAX_NAME_CHARS or not NAME_PATTERN.fullmatch(name):
         raise OutputError(
-            f"{parent}: cannot write results for {name[:MAX_NAME_CHARS]!r}: a run or model"
+            f"{shown(str(parent))}: cannot write results for {shown(repr(name))}: a run or model"
             f" name is 1 to {MAX_NAME_CHARS} letters, digits, '.', '_' or '-', starting with a"
             " letter or digit"
         )
@@ -71,20 +85,79 @@ def child_directory(parent: Path, name: str) -> Path:
 def check_writable(directory: Path, force: bool) -> None:
     """Refuse early to overwrite an existing directory unless ``force``.
 
-    The commit checks again (a concurrent run may create it meanwhile).
+    First puts back an earlier run that a killed forced commit left aside (see
+    :func:`recover`).  The commit checks again (a concurrent run may create the
+    directory meanwhile).
 
     Raises:
         OutputError: if ``directory`` exists and ``force`` is false.
     """
+    restored = recover(directory)
     if os.path.lexists(directory) and not force:
-        raise _exists(directory)
+        raise _exists(directory, restored)
 
 
-def _exists(directory: Path) -> OutputError:
+def _exists(directory: Path, restored: str | None = None) -> OutputError:
+    put_back = (
+        f" (put back from {shown(restored)}, where a killed 'run --force' had moved it)"
+        if restored
+        else ""
+    )
     return OutputError(
-        f"{directory}: run directory exists; pass --force to overwrite it"
+        f"{shown(str(directory))}: run directory exists{put_back}; pass --force to overwrite it"
         " or --out to write elsewhere"
     )
+
+
+def recover(target: Path) -> str | None:
+    """Finish what a forced commit killed between its renames (SIGKILL, power cut) left.
+
+    A directory ``.accelsim-old.<token>.<name>`` beside ``target`` is the
+    earlier ``target``, set aside.  If ``target`` is missing, the new directory
+    was never committed: the earlier one is renamed back (one of them, should
+    there be several; the others stay).  If ``target`` exists, the new one was
+    committed and the earlier one is deleted, as the forced commit would have
+    done.  Only real directories of that name are touched (a symbolic link is
+    left alone).
+
+    Returns:
+        The name of the directory put back, or None.
+
+    Raises:
+        OutputError: when the earlier directory cannot be put back.
+    """
+    try:
+        names = sorted(os.listdir(target.parent))
+    except OSError:
+        return None
+    committed, restored = os.path.lexists(target), None
+    for name in names:
+        match = _ASIDE.fullmatch(name)
+        aside = target.parent / name
+        if match is None or match.group(1) != target.name or not _is_directory(aside):
+            continue
+        if committed:
+            _discard(aside)
+            continue
+        if restored is not None:
+            continue
+        try:
+            rename_noreplace(aside, target)
+        except OSError as exc:
+            raise OutputError(
+                f"{shown(str(aside))}: holds the earlier {target.name!r}, set aside by a killed"
+                f" 'run --force', and cannot be put back: {exc.strerror}"
+            ) from None
+        restored = name
+    return restored
+
+
+def _is_directory(path: Path) -> bool:
+    """Whether ``path`` is a directory itself (not a symbolic link to one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -102,19 +175,78 @@ def staged_directory(target: Path, force: bool) -> Iterator[Path]:
     check_writable(target, force)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{target.name[:32]}.", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=f"{NEW}{target.name[:32]}.", dir=target.parent))
         staging.chmod(0o777 & ~_umask())
     except OSError as exc:
-        raise OutputError(f"{target.parent}: cannot create the results directory: {exc}") from None
+        raise OutputError(
+            f"{shown(str(target.parent))}: cannot create the results directory: {_reason(exc)}"
+        ) from None
     try:
         yield staging
         with _signals_held():
             _commit(staging, target, force)
     except OSError as exc:
-        raise OutputError(f"{target}: cannot write results: {exc}") from None
+        raise OutputError(f"{shown(str(target))}: cannot write results: {_reason(exc)}") from None
     finally:
         if os.path.lexists(staging):
             shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def staged_file(target: Path) -> Iterator[Path]:
+    """Yield the path to write ``target``'s new content to; put it in place when the block ends.
+
+    For a regular file (or a new one) that is a hidden temporary file beside it
+    (beside the file a symbolic link names), renamed onto it only when the block
+    completes, keeping an existing file's permissions: a failure, an exception or
+    a signal leaves the earlier file as it was and removes the temporary file.
+    A device or pipe (``/dev/stdout``) is written directly.  Missing parent
+    directories are created.
+
+    Raises:
+        OutputError: if ``target`` is a directory or a read-only file, or cannot be written
+            (the path and the reason).
+    """
+    where = shown(str(target))
+    try:
+        existing: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        existing = None
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise OutputError(f"{where}: cannot write: is a directory")
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        try:
+            yield target
+        except OSError as exc:
+            raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
+        return
+    if existing is not None and not os.access(target, os.W_OK):
+        raise OutputError(f"{where}: cannot write: the file is read-only")
+    real = Path(os.path.realpath(target))
+    mode = 0o666 & ~_umask() if existing is None else stat.S_IMODE(existing.st_mode)
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f"{NEW}{real.name[:32]}.", dir=real.parent)
+        os.close(handle)
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.chmod(temporary, mode)
+        os.replace(temporary, real)
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def _reason(exc: OSError) -> str:
+    """What went wrong, without the path (messages show it once, cut)."""
+    return exc.strerror or str(exc)
 
 
 def _commit(staging: Path, target: Path, force: bool) -> None:
@@ -128,7 +260,7 @@ def _commit(staging: Path, target: Path, force: bool) -> None:
         except FileExistsError:
             if not force:
                 raise _exists(target) from None
-        aside = target.parent / f"{PREFIX}old-{secrets.token_hex(8)}"
+        aside = target.parent / f"{OLD}{secrets.token_hex(8)}.{target.name}"
         try:
             os.rename(target, aside)
         except FileNotFoundError:
@@ -136,14 +268,25 @@ def _commit(staging: Path, target: Path, force: bool) -> None:
         try:
             rename_noreplace(staging, target)
         except FileExistsError:
-            shutil.rmtree(aside, ignore_errors=True)
+            _discard(aside)
             continue
         except OSError:
             os.rename(aside, target)
             raise
-        _remove(aside)
+        _discard(aside)
         return
-    raise OutputError(f"{target}: other runs kept replacing it; not written")
+    raise OutputError(f"{shown(str(target))}: other runs kept replacing it; not written")
+
+
+def _discard(aside: Path) -> None:
+    """Delete a replaced directory set aside: renamed to ``.accelsim-del.<token>`` first, so a
+    half-deleted one is never taken for an earlier run to put back."""
+    doomed = aside.parent / f"{DELETED}{secrets.token_hex(8)}"
+    try:
+        os.rename(aside, doomed)
+    except FileNotFoundError:
+        return
+    _remove(doomed)
 
 
 def _remove(path: Path) -> None:

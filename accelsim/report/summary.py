@@ -27,6 +27,7 @@ energy components (e.g. ``predictor_mac``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
@@ -159,13 +160,18 @@ class EnergySummary:
         )
 
 
+_BANDWIDTH, _IDEAL = "dram_bandwidth_bytes_per_cycle", "dram_ideal"
+
+
 @dataclass(frozen=True)
 class DesignKnobs:
     """The design point as numbers: what a sweep varies and a plot puts on an axis.
 
     ``dataflow`` is the array's (``os``, ``ws`` or ``is``); buffer sizes are KiB
     per processor; the DRAM figures are the channel's (per processor with
-    ``dram.sharing: per_processor``).
+    ``dram.sharing: per_processor``).  Ideal memory (``.inf`` bandwidth) is
+    written as a ``null`` bandwidth and ``dram_ideal: true``, since strict JSON
+    has no infinity; ``dram_ideal`` is false otherwise.
     """
 
     rows: int
@@ -182,10 +188,18 @@ class DesignKnobs:
     batch_size: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            data[f.name] = getattr(self, f.name)
+            if f.name == _BANDWIDTH:
+                ideal = math.isinf(self.dram_bandwidth_bytes_per_cycle)
+                data[_BANDWIDTH] = None if ideal else self.dram_bandwidth_bytes_per_cycle
+                data[_IDEAL] = ideal
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DesignKnobs:
+        ideal = _check(data.get(_IDEAL, False), _IDEAL, bool)
         return cls(
             rows=_get(data, "rows", int),
             cols=_get(data, "cols", int),
@@ -194,7 +208,7 @@ class DesignKnobs:
             filter_kib=_get(data, "filter_kib", float),
             ofmap_kib=_get(data, "ofmap_kib", float),
             stash_kib=_get(data, "stash_kib", float),
-            dram_bandwidth_bytes_per_cycle=_get(data, "dram_bandwidth_bytes_per_cycle", float),
+            dram_bandwidth_bytes_per_cycle=math.inf if ideal else _get(data, _BANDWIDTH, float),
             dram_latency_cycles=_get(data, "dram_latency_cycles", int),
             processors=_get(data, "processors", int),
             clock_mhz=_get(data, "clock_mhz", float),

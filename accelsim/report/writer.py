@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from accelsim._version import __version__
 from accelsim.report.result import LAYER_COLUMNS, RunResult, TrainingResult
@@ -25,6 +25,7 @@ __all__ = [
     "run_directory",
     "staged_directory",
     "write_csv",
+    "write_csv_rows",
     "write_run",
     "write_run_files",
 ]
@@ -40,7 +41,14 @@ def run_directory(out: Path, name: str) -> Path:
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
-    """Write ``rows`` as CSV with a header of ``columns``.
+    """Write ``rows`` as CSV with a header of ``columns`` into the file ``path``
+    (see :func:`write_csv_rows`)."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        write_csv_rows(handle, columns, rows)
+
+
+def write_csv_rows(handle: IO[str], columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    """Write ``rows`` as CSV with a header of ``columns`` to the open text file ``handle``.
 
     As :class:`csv.DictWriter` would: a missing column is empty, a key that is
     not a column is a ``ValueError``; rows with exactly the columns (all of ours)
@@ -59,10 +67,9 @@ def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]
             raise ValueError(f"dict contains fields not in fieldnames: {names}")
         return [row.get(name, "") for name in fields]
 
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(fields)
-        writer.writerows(map(values, rows))
+    writer = csv.writer(handle, lineterminator="\n")
+    writer.writerow(fields)
+    writer.writerows(map(values, rows))
 
 
 def write_run_files(

@@ -5,23 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelsim.errors import InputError
-from accelsim.sweep.store import STORE_NAME, TIMING_COLUMNS, Store
+from accelsim.sweep.store import TIMING_COLUMNS, Store
 
 # Bookkeeping columns, moved after the numbers.
 _TRAILING = ("status", "error", "label", "identity")
 
 
 def open_store(directory: Path) -> Store:
-    """The store of a sweep output directory.
+    """The store of a sweep output directory, opened read-only.
 
     Raises:
-        InputError: when ``directory`` holds no sweep store.
+        InputError: when ``directory`` holds no sweep store, or a damaged one.
     """
-    if not (directory / STORE_NAME).is_file():
-        raise InputError.single(
-            str(directory), "", f"not a sweep output directory (no {STORE_NAME})"
-        )
     return Store(directory)
 
 
@@ -32,6 +27,9 @@ def collect(directory: Path) -> tuple[list[str], list[dict[str, Any]]]:
     knobs, the run's settings and metrics (cycles, time, utilization, stalls,
     DRAM bytes, energy in all and by component, technique metrics), then
     ``status``, ``error``, ``label``, ``identity`` and the timings.
+
+    Raises:
+        InputError: when ``directory`` holds no sweep store, or a damaged one.
     """
     with open_store(directory) as store:
         axes: list[str] = store.meta().get("axes", [])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,11 @@ from accelsim.driver.inputs import (
 from accelsim.errors import ConfigError, InputError, Problem
 from accelsim.provenance import version
 from accelsim.sweep.spec import MODEL_AXIS, SweepSpec
+from accelsim.sweep.store import strict
+
+MAX_POINTS = 10_000
+"""Most points a sweep may have unless the caller raises it (``accelsim sweep --max-points``):
+planning validates every point (about 1 to 3 ms each), before anything is simulated."""
 
 # Run-file keys that name things rather than set them: two points that differ only
 # here simulate the same thing (the referenced files' contents are hashed instead).
@@ -95,12 +101,20 @@ def identity(inputs: RunInputs) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def plan_sweep(path: Path) -> SweepPlan:
+def plan_sweep(path: Path, max_points: int = MAX_POINTS) -> SweepPlan:
     """Expand and validate every point of a sweep file.
 
+    Each point's overrides name the sweep file by its resolved path, so a point
+    records the same thing whatever the working directory.
+
+    Args:
+        path: The sweep file.
+        max_points: The most points the sweep may have (before ``exclude``), checked
+            before any point is expanded.
+
     Raises:
-        ConfigError: for a bad sweep file, or listing every problem of every
-            point (each once, in sweep order).
+        ConfigError: for a bad sweep file or one of more than ``max_points`` points, or
+            listing every problem of every point (each once, in sweep order).
     """
     spec = load_sweep(path)
     source = display_path(path)
@@ -108,6 +122,19 @@ def plan_sweep(path: Path) -> SweepPlan:
     if not base.is_file():
         raise ConfigError.single(source, "base", "file not found", spec.base)
     models = _models(spec, path, source)
+    count = math.prod(
+        [len(models) or 1, *map(len, spec.grid.values())]
+        + [len(next(iter(group.values()))) for group in spec.zip]
+    )
+    if count > max_points:
+        raise ConfigError.single(
+            source,
+            "",
+            f"{count:,} points (the product of the axes' lengths, before exclude) exceed"
+            f" the limit of {max_points:,}; split the sweep, or raise the limit with"
+            " accelsim sweep --max-points N",
+        )
+    resolved = str(path.resolve())
     fixed = [Override(k, v, source, f"set.{k}") for k, v in spec.set.items()]
     problems: list[Problem] = []
     points: list[Point] = []
@@ -136,7 +163,10 @@ def plan_sweep(path: Path) -> SweepPlan:
             index,
             label,
             str(base.resolve()),
-            tuple((o.key, o.value, o.source, o.source_path) for o in final),
+            tuple(
+                (o.key, o.value, resolved if o.source == source else o.source, o.source_path)
+                for o in final
+            ),
             spec.layers,
         )
         points.append(Point(dict(axes), task))
@@ -153,7 +183,9 @@ def _depth(item: Override) -> int:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    """An axis value as a label shows it (``.inf`` as YAML spells it)."""
+    shown = strict(value)
+    return shown if isinstance(shown, str) else json.dumps(shown)
 
 
 def _models(spec: SweepSpec, path: Path, source: str) -> dict[str, Path]:

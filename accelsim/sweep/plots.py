@@ -31,6 +31,42 @@ class PlotKind(str, Enum):
     SCALING = "scaling"
 
 
+FORMATS = ("png", "pdf", "svg")
+"""The formats ``accelsim plot`` writes."""
+
+
+def output_path(
+    directory: Path, kind: PlotKind, output: Path | None, fmt: str | None
+) -> tuple[Path, str]:
+    """Where ``accelsim plot`` writes, and in which format.
+
+    Without ``output``: ``directory/plots/<kind>.<fmt>`` (png by default).  With it,
+    exactly ``output``: in the format its suffix names, or without a suffix in ``fmt``
+    (png by default).
+
+    Raises:
+        InputError: for a suffix that is not a format's, or that contradicts ``fmt``.
+    """
+    if output is None:
+        fmt = fmt or FORMATS[0]
+        return directory / "plots" / f"{kind.value}.{fmt}", fmt
+    suffix = output.suffix.lower().removeprefix(".")
+    if not suffix:
+        return output, fmt or FORMATS[0]
+    if suffix not in FORMATS:
+        raise InputError.single(
+            "--output",
+            "",
+            f"unknown suffix '.{suffix}'; the formats are {', '.join(FORMATS)}",
+            str(output),
+        )
+    if fmt is not None and fmt != suffix:
+        raise InputError.single(
+            "--output", "", f"its suffix contradicts --format {fmt}", str(output)
+        )
+    return output, suffix
+
+
 def parse_assignment(text: str, option: str) -> tuple[str, Any]:
     """``KEY=VALUE`` of ``--baseline`` or ``--where``, the value read as YAML.
 
@@ -369,9 +405,10 @@ def draw(
     path: Path,
     baseline: tuple[str, Any] | None = None,
     x_key: str | None = None,
+    fmt: str = FORMATS[0],
 ) -> None:
-    """Draw ``kind`` of the (already selected) ``rows`` into ``path`` (format from
-    its suffix)."""
+    """Draw ``kind`` of the (already selected) ``rows`` into ``path`` in format ``fmt``
+    (whatever ``path``'s suffix)."""
     what = {
         PlotKind.SPEEDUP: (
             f"speedup over {baseline[0]}={baseline[1]}"
@@ -392,4 +429,4 @@ def draw(
         PlotKind.SCALING: lambda: plot_scaling(rows, axes, x_key, title),
     }
     fig = makers[kind]()
-    fig.savefig(path, dpi=150)
+    fig.savefig(path, dpi=150, format=fmt)

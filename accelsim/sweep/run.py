@@ -1,31 +1,33 @@
 """Run a planned sweep into its output directory, resuming where a previous run stopped.
 
 ``<out>/<name>/`` holds ``store.sqlite`` (see :mod:`accelsim.sweep.store`) and
-``points/<identity>/`` with each finished point's ``summary.json`` (and
-``layers.csv`` when the sweep asks for it).  A point's directory is complete
-before its row is committed, and a point with a row is never run again (a
-failed one only with ``retry_failed``).  A point simulated by a worker that runs
-another accelsim version (a cluster machine not upgraded) is recorded as failed.
+``points/<identity>/`` with each finished point's ``summary.json`` and
+``point.json`` (and ``layers.csv`` when the sweep asks for it), written by
+:mod:`accelsim.sweep.points`.  A point's directory is complete before its row is
+committed, and a point with a row is never run again (a failed one only with
+``retry_failed``).  A point simulated by a worker that runs another accelsim
+version (a cluster machine not upgraded) is recorded as failed.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
+import os
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from typing import IO, Any
 
-from accelsim.config.loader import display_path
-from accelsim.errors import OutputError
 from accelsim.provenance import git_commit, version
 from accelsim.report.result import LAYER_COLUMNS
-from accelsim.report.writer import write_csv
+from accelsim.report.staging import child_directory
+from accelsim.report.writer import write_csv_rows
 from accelsim.sweep.executors import Executor, chunked
 from accelsim.sweep.plan import SweepPlan
-from accelsim.sweep.store import POINTS_DIR, Store, StoredPoint
+from accelsim.sweep.points import PointsDirectory, Writer, sweep_root
+from accelsim.sweep.store import STORE_NAME, Store, StoredPoint, dumps
 from accelsim.sweep.worker import PointOutcome
 
 
@@ -42,13 +44,26 @@ class SweepReport:
 
 
 def sweep_directory(out: Path, name: str) -> Path:
-    """The output directory of sweep ``name`` below ``out``."""
-    return out / name
+    """The output directory of sweep ``name`` below ``out``.
+
+    Raises:
+        OutputError: for a name that is not one plain path component.
+    """
+    return child_directory(out, name)
 
 
 def pending_points(plan: SweepPlan, out: Path, retry_failed: bool = False) -> int:
-    """How many of ``plan``'s points a run would simulate (for a progress bar)."""
-    with Store(sweep_directory(out, plan.name)) as store:
+    """How many of ``plan``'s points a run would simulate (for a progress bar).
+
+    Reads the store, if there is one, without changing it.
+
+    Raises:
+        InputError: for a damaged store, or a file in its place that is not one.
+    """
+    directory = sweep_directory(out, plan.name)
+    if not os.path.lexists(directory / STORE_NAME):
+        return len(plan.points)
+    with Store(directory) as store:
         done = store.finished(include_failed=not retry_failed)
     return sum(p.task.identity not in done for p in plan.points)
 
@@ -63,61 +78,36 @@ def run_sweep(
     """Simulate every point of ``plan`` that is not stored yet, committing each as it ends.
 
     Raises:
-        OutputError: when the directory or the store cannot be written.
+        InputError: for a damaged store, or a file in its place that is not one.
+        OutputError: when the directory or the store cannot be written, or the sweep
+            directory or its ``points/`` is a symbolic link.
     """
     started = time.perf_counter()
     directory = sweep_directory(out, plan.name)
-    with Store(directory) as store:
-        axes = {k: [p.axes[k] for p in plan.points] for k in plan.axes()}
-        store.prepare(
-            {
-                "name": plan.name,
-                "description": plan.spec.description,
-                "sweep_file": display_path(plan.path),
-                "sweep": plan.spec.model_dump(mode="json"),
-                "axes": plan.axes(),
-                "accelsim_version": version(),
-                "git_commit": git_commit(),
-            },
-            axes,
-        )
+    sweep_root(directory)
+    token = secrets.token_hex(16)
+    with PointsDirectory(directory, token) as points, Store(directory, write=True) as store:
+        store.prepare(_meta(plan), {k: [p.axes[k] for p in plan.points] for k in plan.axes()})
         done = store.finished(include_failed=not retry_failed)
         pending = [p for p in plan.points if p.task.identity not in done]
-        by_identity = {p.task.identity: p for p in plan.points}
-        points_dir = directory / POINTS_DIR
-        _remove_partial(points_dir)
+        # What killed sweeps left in points/, then this process's token, before any entry.
+        stale = store.staging_tokens()
+        store.forget_tokens(stale - points.clean(stale))
+        store.record_token(token, time.time())
+        axes = {p.task.identity: p.axes for p in plan.points}
         ran = failed = 0
         for outcomes in executor.run(chunked([p.task for p in pending], executor.workers)):
-            for outcome in outcomes:
-                if outcome.accelsim_version != version():
-                    outcome = replace(
-                        outcome,
-                        status="failed",
-                        error=f"worker {outcome.worker} runs accelsim "
-                        f"{outcome.accelsim_version}, this sweep {version()}",
-                        record={},
-                    )
+            for outcome in map(_same_version, outcomes):
                 if outcome.status == "ok":
-                    _write_point(points_dir, outcome)
+                    points.write(outcome.task.identity, _point_files(outcome))
                 else:
                     failed += 1
-                store.add(
-                    StoredPoint(
-                        identity=outcome.task.identity,
-                        point=outcome.task.index,
-                        label=outcome.task.label,
-                        status=outcome.status,
-                        error=outcome.error,
-                        axes=by_identity[outcome.task.identity].axes,
-                        record=outcome.record,
-                        wall_seconds=outcome.wall_seconds,
-                        finished_at=time.time(),
-                        worker=outcome.worker,
-                    )
-                )
+                store.add(_stored(outcome, axes[outcome.task.identity]))
                 ran += 1
                 if on_point is not None:
                     on_point(outcome)
+        if not points.clean({token}):
+            store.forget_tokens([token])
     return SweepReport(
         directory,
         len(plan.points),
@@ -128,28 +118,61 @@ def run_sweep(
     )
 
 
-def _remove_partial(points_dir: Path) -> None:
-    """Remove the half-written point directories a killed sweep left behind."""
-    if points_dir.is_dir():
-        for entry in points_dir.glob(".*"):
-            shutil.rmtree(entry, ignore_errors=True)
+def _meta(plan: SweepPlan) -> dict[str, Any]:
+    """What the store's ``meta`` table records (the sweep file by its resolved path)."""
+    return {
+        "name": plan.name,
+        "description": plan.spec.description,
+        "sweep_file": str(plan.path.resolve()),
+        "sweep": plan.spec.model_dump(),
+        "axes": plan.axes(),
+        "accelsim_version": version(),
+        "git_commit": git_commit(),
+    }
 
 
-def _write_point(points_dir: Path, outcome: PointOutcome) -> None:
-    """Write a point's files into a hidden sibling, then move it into place."""
-    target = points_dir / outcome.task.identity
-    try:
-        points_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=points_dir))
-        (staging / "summary.json").write_text(outcome.summary_json, encoding="utf-8")
-        point = {"label": outcome.task.label, "sets": outcome.task.sets}
-        (staging / "point.json").write_text(
-            json.dumps(point, indent=2, default=str) + "\n", encoding="utf-8"
+def _same_version(outcome: PointOutcome) -> PointOutcome:
+    """``outcome``, failed if a worker of another accelsim version simulated it."""
+    if outcome.accelsim_version == version():
+        return outcome
+    return replace(
+        outcome,
+        status="failed",
+        error=f"worker {outcome.worker} runs accelsim {outcome.accelsim_version},"
+        f" this sweep {version()}",
+        record={},
+    )
+
+
+def _stored(outcome: PointOutcome, axes: Mapping[str, Any]) -> StoredPoint:
+    return StoredPoint(
+        identity=outcome.task.identity,
+        point=outcome.task.index,
+        label=outcome.task.label,
+        status=outcome.status,
+        error=outcome.error,
+        axes=axes,
+        record=outcome.record,
+        wall_seconds=outcome.wall_seconds,
+        finished_at=time.time(),
+        worker=outcome.worker,
+    )
+
+
+def _point_files(outcome: PointOutcome) -> dict[str, Writer]:
+    """A point's files: ``summary.json``, ``point.json`` (its label and overrides, each
+    with the sweep file's resolved path) and, if asked for, ``layers.csv``."""
+    point = {"label": outcome.task.label, "sets": outcome.task.sets}
+    files: dict[str, Writer] = {
+        "summary.json": partial(_write_text, outcome.summary_json),
+        "point.json": partial(_write_text, dumps(point, indent=2, default=str) + "\n"),
+    }
+    if outcome.task.layers:
+        files["layers.csv"] = partial(
+            write_csv_rows, columns=LAYER_COLUMNS, rows=outcome.layer_rows
         )
-        if outcome.task.layers:
-            write_csv(staging / "layers.csv", LAYER_COLUMNS, outcome.layer_rows)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except OSError as exc:
-        raise OutputError(f"{target}: cannot write the point's results: {exc}") from None
+    return files
+
+
+def _write_text(text: str, handle: IO[str]) -> Any:
+    return handle.write(text)

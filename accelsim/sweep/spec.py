@@ -10,7 +10,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from accelsim.config.base import Name, RuleViolation, Spec
+from accelsim.config.base import Name, PathName, RuleViolation, Spec
+from accelsim.sweep.store import column_key
 
 # The axis a suite adds: one point per model, named as in the suite file.
 MODEL_AXIS = "model"
@@ -24,10 +25,12 @@ class SweepSpec(Spec):
     lists); ``suite`` (optionally narrowed by ``models``) adds a ``model`` axis
     first.  ``set`` fixes keys for every point; a point that matches every key of
     one ``exclude`` entry is dropped.  ``layers`` also keeps each point's
-    ``layers.csv``.
+    ``layers.csv``.  ``name`` follows the rule of run names (it names a directory);
+    two axes may not differ only in letter case (the store's SQLite columns would
+    not tell them apart).
     """
 
-    name: Name
+    name: PathName
     description: str = ""
     base: Name
     suite: Name | None = None
@@ -42,9 +45,8 @@ class SweepSpec(Spec):
     def _axes(self) -> SweepSpec:
         if self.models is not None and self.suite is None:
             raise RuleViolation("models", "needs a suite to choose from", self.models)
-        if self.name in (".", "..") or "/" in self.name:
-            raise RuleViolation("name", "must be a plain directory name", self.name)
         seen: set[str] = {MODEL_AXIS} if self.suite is not None else set()
+        columns = {column_key(key): key for key in seen}
         groups = [("grid", {k: v}) for k, v in self.grid.items()]
         groups += [(f"zip[{i}]", group) for i, group in enumerate(self.zip)]
         for where, group in groups:
@@ -60,6 +62,14 @@ class SweepSpec(Spec):
                     raise RuleViolation(f"{where}.{key}", "axis given twice", key)
                 if key in self.set:
                     raise RuleViolation(f"{where}.{key}", "also fixed by 'set'", key)
+                other = columns.setdefault(column_key(key), key)
+                if other != key:
+                    raise RuleViolation(
+                        f"{where}.{key}",
+                        f"differs from axis '{other}' only in letter case, which the store's"
+                        " columns do not tell apart",
+                        key,
+                    )
                 seen.add(key)
         for i, entry in enumerate(self.exclude):
             for key in entry:

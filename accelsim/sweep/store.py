@@ -5,24 +5,47 @@ axis values (a column per axis key, named exactly as the key), the design
 knobs and headline metrics as typed columns, the rest of its flat record
 (energy by component, technique metrics) as JSON, its status (``ok`` or
 ``failed``), error message and timings.  Table ``meta`` holds the sweep's
-name, file and axes.  Only the sweep's own process writes; each point is one
-transaction, so a killed sweep loses at most the points it had not committed.
+name, file and axes; table ``staging`` the token of every sweep process that
+wrote into ``points/`` (its staging entries carry it, see
+:mod:`accelsim.sweep.points`).  Only the sweep's own process writes; each point
+is one transaction, so a killed sweep loses at most the points it had not
+committed.
+
+Every open checks the database (SQLite's ``quick_check`` and the schema) before
+anything reads or writes it, so a damaged store or a file that is not a store is
+reported (exit 2) and left as it was.  Readers (``collect``, ``plot``) open it
+read-only.  JSON is strict: a non-finite number (an axis value ``.inf``) is
+stored as its YAML spelling, the string ``".inf"``.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sqlite3
+import stat
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelsim.errors import OutputError
+from accelsim.errors import InputError, OutputError, shown
 
 STORE_NAME = "store.sqlite"
 POINTS_DIR = "points"
+OWNED_NAMES = (
+    STORE_NAME,
+    f"{STORE_NAME}-wal",
+    f"{STORE_NAME}-shm",
+    f"{STORE_NAME}-journal",
+    POINTS_DIR,
+)
+"""Entries of a sweep directory that belong to the sweep (no command writes onto them)."""
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 # (column, SQLite type): the design knobs (summary.json ``design``) then the metrics.
 KNOB_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -70,6 +93,9 @@ TIMING_COLUMNS: tuple[tuple[str, str], ...] = (
     ("worker", "TEXT"),
 )
 EXTRA_COLUMN = "extra"
+# Columns every version of the store has had: a store without one is not readable.
+_REQUIRED = (*(name for name, _ in STATUS_COLUMNS), EXTRA_COLUMN)
+_TABLES = {"meta", "points", "staging"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +118,28 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def column_key(name: str) -> str:
+    """``name`` as SQLite compares column names: ASCII letters in lower case."""
+    return "".join(c.lower() if "A" <= c <= "Z" else c for c in name)
+
+
+def strict(value: Any) -> Any:
+    """``value`` with every non-finite number as its YAML spelling (``.inf``, ``-.inf``,
+    ``.nan``), so that it can be written as strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    if isinstance(value, Mapping):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """``value`` as strict JSON (see :func:`strict`)."""
+    return json.dumps(strict(value), allow_nan=False, **options)
+
+
 def _sql_type(values: Iterable[Any]) -> str:
     kinds = {type(v) for v in values}
     if kinds <= {int}:
@@ -105,28 +153,166 @@ def _cell(value: Any) -> Any:
     """A value as a column holds it (lists and mappings as JSON text)."""
     if value is None or isinstance(value, int | float | str):
         return value
-    return json.dumps(value, sort_keys=True)
+    return dumps(value, sort_keys=True)
+
+
+def sweep_owning(path: Path) -> Path | None:
+    """The sweep directory whose own file ``path`` is (its store, the store's journal files,
+    ``points/`` or anything in it), after following symbolic links; None for any other path."""
+    real = Path(os.path.realpath(path))
+    for entry in (real, *real.parents):
+        directory = entry.parent
+        if entry.name in OWNED_NAMES and (directory / STORE_NAME).is_file():
+            return directory
+    return None
 
 
 class Store:
     """The SQLite store of one sweep directory.
 
+    Args:
+        directory: The sweep's output directory.
+        write: Open for the sweep to write (creating the store if there is none);
+            otherwise read-only (``collect``, ``plot``): the file is never
+            changed, and a store the user may read but not write can be read.
+
     Raises:
-        OutputError: when the database cannot be opened or written.
+        InputError: for a file that is not a sweep store, or a damaged one
+            (with what can still be recovered).
+        OutputError: when the store cannot be opened or created.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, write: bool = False) -> None:
         self.directory = directory
         self.path = directory / STORE_NAME
+        self._shown = shown(str(self.path))
+        self._use = "write" if write else "read"
+        self._db = self._connect(write)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # WAL with synchronous=NORMAL survives a killed process (not a power cut).
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-        except (OSError, sqlite3.Error) as exc:
-            raise OutputError(f"{self.path}: cannot open the sweep store: {exc}") from None
+            self._tables = self._check(write)
+            self._meta = self._read_meta()
+            if write:
+                # WAL with synchronous=NORMAL survives a killed process (not a power cut).
+                self._write("PRAGMA journal_mode=WAL", [])
+                self._write("PRAGMA synchronous=NORMAL", [])
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _connect(self, write: bool) -> sqlite3.Connection:
+        # The sweep writes only a store of its own, never through a symbolic link.
+        try:
+            info: os.stat_result | None = os.lstat(self.path) if write else os.stat(self.path)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            raise OutputError(
+                f"{self._shown}: cannot open the sweep store: {_reason(exc)}"
+            ) from None
+        if info is None and not write:
+            raise InputError.single(
+                shown(str(self.directory)), "", f"not a sweep output directory (no {STORE_NAME})"
+            )
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+            raise self._problem(f"not a sweep store: {kind}")
+        if info is not None and info.st_size > 0:
+            self._check_header()
+        try:
+            db = (
+                sqlite3.connect(self.path, isolation_level=None) if write else _read_only(self.path)
+            )
+        except sqlite3.OperationalError as exc:
+            raise OutputError(f"{self._shown}: cannot open the sweep store: {exc}") from None
+        except sqlite3.Error as exc:
+            raise self._damaged([str(exc)], None) from None
+        db.text_factory = _utf8
+        return db
+
+    def _check_header(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                header = handle.read(len(_SQLITE_HEADER))
+        except OSError as exc:
+            raise OutputError(
+                f"{self._shown}: cannot read the sweep store: {_reason(exc)}"
+            ) from None
+        if header != _SQLITE_HEADER:
+            raise self._problem(
+                "not a sweep store: not an SQLite database (another file, or its first page"
+                " is damaged)"
+            )
+
+    def _check(self, write: bool) -> dict[str, set[str]]:
+        """The store's tables and their columns, after checking the database and its schema."""
+        problems = [str(row[0]) for row in self._read("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise self._damaged(problems, self._db)
+        tables = self._schema()
+        names = sorted(tables)
+        if not names and not write:
+            raise self._problem("not a sweep store yet: an empty database")
+        if set(names) - _TABLES or (names and "meta" not in names):
+            listed = ", ".join(shown(repr(n)) for n in names)
+            raise self._problem(f"not a sweep store: an SQLite database with tables {listed}")
+        if tables.get("meta", {"key", "value"}) != {"key", "value"}:
+            raise self._problem("not a sweep store: table 'meta' lacks columns key, value")
+        missing = [c for c in _REQUIRED if "points" in tables and c not in tables["points"]]
+        if missing:
+            raise self._problem(
+                f"table 'points' lacks column {', '.join(repr(c) for c in missing)}; a sweep"
+                " store has always had it: the file was changed outside accelsim"
+            )
+        return tables
+
+    def _schema(self) -> dict[str, set[str]]:
+        """Each table's name and columns."""
+        names = [
+            str(row[0]) for row in self._read("SELECT name FROM sqlite_master WHERE type = 'table'")
+        ]
+        return {
+            name: {str(row[1]) for row in self._read(f"PRAGMA table_info({_quote(name)})")}
+            for name in names
+        }
+
+    def _read_meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {}
+        if "meta" not in self._tables:
+            return meta
+        for key, value in self._read("SELECT key, value FROM meta"):
+            try:
+                meta[str(key)] = json.loads(value)
+            except (TypeError, json.JSONDecodeError):
+                raise self._problem(f"meta '{key}': not JSON (got {shown(repr(value))})") from None
+        axes = meta.get("axes", [])
+        if not isinstance(axes, list) or not all(isinstance(a, str) for a in axes):
+            raise self._problem(f"meta 'axes': not a list of axis keys (got {shown(repr(axes))})")
+        return meta
+
+    def _problem(self, message: str) -> InputError:
+        return InputError.single(self._shown, "", message)
+
+    def _damaged(self, problems: Sequence[str], db: sqlite3.Connection | None) -> InputError:
+        """The report of a damaged store: what SQLite found and what can be recovered
+        (the rows ``db`` can still read, the points' files)."""
+        rows = 0
+        try:
+            for _ in db.execute("SELECT * FROM points") if db is not None else ():
+                rows += 1
+        except (sqlite3.Error, UnicodeDecodeError):
+            pass
+        points = self.directory / POINTS_DIR
+        intact = sum(1 for p in points.glob("*/summary.json")) if points.is_dir() else 0
+        # quick_check heads its list with "*** in database main ***" lines.
+        found = [line for p in problems for line in p.splitlines() if not line.startswith("***")]
+        more = f", and {len(found) - 1:,} more" if len(found) > 1 else ""
+        return self._problem(
+            f"damaged sweep store ({shown(found[0] if found else 'unreadable')}{more});"
+            f" nothing was changed. {rows:,} point rows are still readable and {intact:,}"
+            f" finished points are intact in {POINTS_DIR}/: move {STORE_NAME} aside and run the"
+            " sweep again to rebuild it (the points are recomputed), or salvage rows with"
+            " sqlite3's .recover"
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -138,10 +324,14 @@ class Store:
         self.close()
 
     def prepare(self, meta: Mapping[str, Any], axes: Mapping[str, Sequence[Any]]) -> None:
-        """Record the sweep's ``meta`` and make sure every column exists.
+        """Record the sweep's ``meta`` and make sure every table and column exists.
 
         ``axes`` maps each axis key to its values (for the column's type); an axis
         that names a knob or metric column shares that column.
+
+        Raises:
+            OutputError: for an axis whose column name SQLite takes for another column's
+                (they differ only in letter case), or when the store cannot be written.
         """
         fixed = {name for name, _ in (*STATUS_COLUMNS, *KNOB_COLUMNS, *METRIC_COLUMNS)}
         axis_columns = [(k, _sql_type(v)) for k, v in axes.items() if k not in fixed]
@@ -153,37 +343,68 @@ class Store:
             (EXTRA_COLUMN, "TEXT"),
             *TIMING_COLUMNS,
         ]
+        have = {column_key(c): c for c in self._tables.get("points", set())}
+        for name, _ in columns:
+            other = have.get(column_key(name), name)
+            if other != name:
+                raise OutputError(
+                    f"{self._shown}: axis {shown(repr(name))} would share column"
+                    f" {shown(repr(other))} (SQLite ignores letter case in column names);"
+                    " rename the axis or write the sweep to another --out"
+                )
         try:
             with closing(self._db.cursor()) as cur:
                 cur.execute("BEGIN IMMEDIATE")
+                cur.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+                cur.execute(
+                    "CREATE TABLE IF NOT EXISTS staging (token TEXT PRIMARY KEY, started_at REAL)"
+                )
                 cur.execute(
                     "CREATE TABLE IF NOT EXISTS points ("
                     + ", ".join(f"{_quote(n)} {t}" for n, t in columns)
                     + ")"
                 )
-                have = {row[1] for row in cur.execute("PRAGMA table_info(points)")}
+                present = {row[1] for row in cur.execute("PRAGMA table_info(points)")}
                 for name, kind in columns:  # new axes, or a store of an older version
-                    if name not in have:
+                    if name not in present:
                         cur.execute(f"ALTER TABLE points ADD COLUMN {_quote(name)} {kind}")
                 cur.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                    [(k, json.dumps(v)) for k, v in meta.items()],
+                    [(k, dumps(v)) for k, v in meta.items()],
                 )
                 cur.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise OutputError(f"{self.path}: cannot write the sweep store: {exc}") from None
+            raise OutputError(f"{self._shown}: cannot write the sweep store: {exc}") from None
+        self._tables = self._schema()
+        self._meta = {**self._meta, **strict(dict(meta))}
 
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+        """The sweep's name, file, spec, axes, version and commit, as recorded."""
+        return dict(self._meta)
 
     def finished(self, include_failed: bool = True) -> set[str]:
         """Identities of the stored points (``ok`` only unless ``include_failed``)."""
-        if not self._has_points():
+        if "points" not in self._tables:
             return set()
         query = "SELECT identity FROM points"
         if not include_failed:
             query += " WHERE status = 'ok'"
-        return {row[0] for row in self._db.execute(query)}
+        return {row[0] for row in self._read(query)}
+
+    def staging_tokens(self) -> set[str]:
+        """The tokens of the sweep processes that may have left staging entries in ``points/``."""
+        if "staging" not in self._tables:
+            return set()
+        return {str(row[0]) for row in self._read("SELECT token FROM staging")}
+
+    def record_token(self, token: str, started_at: float) -> None:
+        """Record this process's token before it makes any staging entry."""
+        self._write("INSERT INTO staging VALUES (?, ?)", [token, started_at])
+
+    def forget_tokens(self, tokens: Iterable[str]) -> None:
+        """Drop tokens whose staging entries are all gone."""
+        for token in tokens:
+            self._write("DELETE FROM staging WHERE token = ?", [token])
 
     def add(self, point: StoredPoint) -> None:
         """Insert (or replace) one finished point in its own transaction."""
@@ -199,7 +420,7 @@ class Store:
             row[name] = _cell(record.pop(name, None))
         for key, value in point.axes.items():
             row.setdefault(key, _cell(value))
-        row[EXTRA_COLUMN] = json.dumps(record)
+        row[EXTRA_COLUMN] = dumps(record)
         row |= {
             "wall_seconds": point.wall_seconds,
             "finished_at": point.finished_at,
@@ -207,37 +428,91 @@ class Store:
         }
         names = ", ".join(_quote(k) for k in row)
         marks = ", ".join("?" for _ in row)
-        try:
-            self._db.execute(
-                f"INSERT OR REPLACE INTO points ({names}) VALUES ({marks})", list(row.values())
-            )
-        except sqlite3.Error as exc:
-            raise OutputError(f"{self.path}: cannot write the sweep store: {exc}") from None
+        self._write(f"INSERT OR REPLACE INTO points ({names}) VALUES ({marks})", list(row.values()))
 
     def rows(self) -> list[dict[str, Any]]:
         """Every stored point as one flat record, in sweep order.
 
         The ``extra`` JSON is spread into the record (after the typed columns);
         timings stay last.
+
+        Raises:
+            InputError: for a row whose ``extra`` column is not a JSON object.
         """
-        if not self._has_points():
+        if "points" not in self._tables:
             return []
-        cursor = self._db.execute("SELECT * FROM points ORDER BY point, identity")
-        names = [d[0] for d in cursor.description]
+        names, values_of_rows = self._read_with_names(
+            "SELECT * FROM points ORDER BY point, identity"
+        )
         timing = {name for name, _ in TIMING_COLUMNS}
         result = []
-        for values in cursor:
+        for values in values_of_rows:
             raw = dict(zip(names, values, strict=True))
             record = {k: v for k, v in raw.items() if k != EXTRA_COLUMN and k not in timing}
-            record |= json.loads(raw[EXTRA_COLUMN] or "{}")
+            try:
+                extra = json.loads(raw[EXTRA_COLUMN] or "{}")
+            except (TypeError, json.JSONDecodeError):
+                extra = None
+            if not isinstance(extra, dict):
+                raise self._problem(
+                    f"point {shown(repr(raw['identity']))}: column '{EXTRA_COLUMN}' is not a JSON"
+                    f" object (got {shown(repr(raw[EXTRA_COLUMN]))})"
+                )
+            record |= extra
             record |= {k: raw[k] for k in names if k in timing}
             result.append(record)
         return result
 
     def integrity(self) -> str:
         """SQLite's own integrity check: ``ok`` for a sound database."""
-        return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
+        return str(self._read("PRAGMA integrity_check")[0][0])
 
-    def _has_points(self) -> bool:
-        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'points'"
-        return self._db.execute(query).fetchone() is not None
+    def _read(self, query: str) -> list[Any]:
+        """Every row ``query`` gives; a database error is reported as damage."""
+        return self._read_with_names(query)[1]
+
+    def _read_with_names(self, query: str) -> tuple[list[str], list[Any]]:
+        try:
+            cursor = self._db.execute(query)
+            return [d[0] for d in cursor.description or ()], cursor.fetchall()
+        except sqlite3.OperationalError as exc:  # locked, read-only, cannot open, I/O
+            raise OutputError(f"{self._shown}: cannot {self._use} the sweep store: {exc}") from None
+        except sqlite3.Error as exc:  # malformed, not a database
+            raise self._damaged([str(exc)], self._db) from None
+        except UnicodeDecodeError:  # a scrambled text value, which quick_check does not see
+            raise self._damaged(["a text value is not UTF-8"], self._db) from None
+
+    def _write(self, statement: str, values: Sequence[Any]) -> None:
+        try:
+            self._db.execute(statement, values)
+        except sqlite3.Error as exc:
+            raise OutputError(f"{self._shown}: cannot write the sweep store: {exc}") from None
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _utf8(data: bytes) -> str:
+    """A text value; one that is not UTF-8 raises :class:`UnicodeDecodeError` (damage)."""
+    return data.decode("utf-8")
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot change the database (``mode=ro``).
+
+    A WAL database needs its ``-shm`` file, which SQLite creates beside it; in a
+    directory the user cannot write, and with no ``-wal`` file left (no sweep
+    running, none killed with uncommitted pages), the database file alone is the
+    whole store and is opened as immutable.
+    """
+    uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro"
+    db = sqlite3.connect(uri, uri=True)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if os.path.lexists(f"{path}-wal"):
+            raise
+    return sqlite3.connect(f"{uri}&immutable=1", uri=True)

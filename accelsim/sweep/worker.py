@@ -74,7 +74,7 @@ def run_point(task: PointTask) -> PointOutcome:
             "ok",
             None,
             point_record(result),
-            json.dumps(result.summary(), indent=2) + "\n",
+            json.dumps(result.summary(), indent=2, allow_nan=False) + "\n",
             tuple(result.base.layer_rows()) if task.layers else (),
         )
     except AccelsimError as exc:
