@@ -4,7 +4,8 @@ collect | plot`` (:mod:`accelsim.cli_sweep`).
 With :mod:`accelsim.cli_sweep`, the only module that prints or exits.  Bad input (any
 :class:`~accelsim.errors.InputError`, an existing run directory) exits with
 code 2 and one line per problem, ``file: key.path: problem (got value)``;
-an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` for tracebacks.
+an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` (or ``true``,
+``yes``) for tracebacks.
 SIGINT, SIGTERM and SIGHUP remove unfinished results and exit ``128 +
 signal`` with one line; a closed stdout (``| head``) exits 141 silently.
 """
@@ -301,13 +302,23 @@ def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace)
         print(f"accelsim: {exc}" if isinstance(exc, LimitError) else exc, file=sys.stderr)
         return EXIT_INPUT
     except Exception as exc:
-        if os.environ.get("ACCELSIM_DEBUG"):
+        if debugging():
             raise
         print(f"accelsim: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print(
             "accelsim: rerun with ACCELSIM_DEBUG=1 for a traceback and report it", file=sys.stderr
         )
         return EXIT_INTERNAL
+
+
+DEBUG_VALUES = ("1", "true", "yes")
+"""Values of ``ACCELSIM_DEBUG`` (any letter case) that turn tracebacks on; ``0``,
+``false``, ``no`` or an empty value keep them off."""
+
+
+def debugging() -> bool:
+    """Whether ``ACCELSIM_DEBUG`` asks for tracebacks of internal errors."""
+    return os.environ.get("ACCELSIM_DEBUG", "").strip().lower() in DEBUG_VALUES
 
 
 def _silence_stdout() -> None:

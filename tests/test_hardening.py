@@ -10,6 +10,7 @@ process (a FIFO that could block, a closed pipe) run one.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
@@ -787,3 +788,37 @@ def test_the_documented_bandwidth_anomaly_is_a_scheduling_order_change() -> None
     assert sorted(order[0]) == sorted(order[1])
     # Each op's compute is unchanged; only waiting differs.
     assert (slow.trace.costs.compute_cycles == fast.trace.costs.compute_cycles).all()
+
+
+# ---- issue 23: input and blame
+
+
+def _internal_error(_args: object) -> int:
+    raise RuntimeError("a bug")
+
+
+@pytest.mark.parametrize(
+    ("value", "traceback"),
+    [
+        ("0", False),
+        ("", False),
+        ("no", False),
+        ("false", False),
+        ("1", True),
+        ("TRUE", True),
+        ("yes", True),
+    ],
+)
+def test_only_a_truthy_accelsim_debug_shows_tracebacks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str, traceback: bool
+) -> None:
+    monkeypatch.setenv("ACCELSIM_DEBUG", value)
+    if traceback:
+        with pytest.raises(RuntimeError, match="a bug"):
+            cli._run(_internal_error, argparse.Namespace())
+        return
+    assert cli._run(_internal_error, argparse.Namespace()) == cli.EXIT_INTERNAL
+    assert capsys.readouterr().err == (
+        "accelsim: internal error: RuntimeError: a bug\n"
+        "accelsim: rerun with ACCELSIM_DEBUG=1 for a traceback and report it\n"
+    )
