@@ -39,6 +39,7 @@ from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.errors import (
     MAX_COUNT,
     ConfigError,
+    InputError,
     LimitError,
     OutputError,
     Problem,
@@ -822,3 +823,67 @@ def test_only_a_truthy_accelsim_debug_shows_tracebacks(
         "accelsim: internal error: RuntimeError: a bug\n"
         "accelsim: rerun with ACCELSIM_DEBUG=1 for a traceback and report it\n"
     )
+
+
+DEEP_KEY = ".".join(["a"] * 1000)
+
+
+def write_yaml(path: Path, data: object) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def deep_key_inputs(tmp_path: Path, where: str) -> tuple[list[object], str, str]:
+    """``accelsim`` arguments that write :data:`DEEP_KEY` in ``where``, the file
+    blamed and the key as written there."""
+    run = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    run.update(hardware=str(SCALESIM_HW), workload=str(MLP), energy=str(HOROWITZ))
+    if where == "overrides":
+        run["overrides"] = {f"hardware.{DEEP_KEY}": 1}
+        path = write_yaml(tmp_path / "run.yaml", run)
+        return ["run", path], display_path(path), f"overrides.hardware.{DEEP_KEY}"
+    if where == "variant":
+        workload = yaml.safe_load(MLP.read_text(encoding="utf-8"))
+        workload["variants"] = {"deep": {"overrides": {DEEP_KEY: 1}}}
+        run.update(workload=str(write_yaml(tmp_path / "mlp.yaml", workload)))
+        run["workload_variant"] = "deep"
+        path = write_yaml(tmp_path / "run.yaml", run)
+        return (
+            ["run", path],
+            display_path(tmp_path / "mlp.yaml"),
+            f"variants.deep.overrides.{DEEP_KEY}",
+        )
+    if where == "sweep":
+        base = write_yaml(tmp_path / "run.yaml", run)
+        sweep = {"name": "deep", "base": str(base), "grid": {f"hardware.{DEEP_KEY}": [1, 2]}}
+        path = write_yaml(tmp_path / "sweep.yaml", sweep)
+        return ["check", path], display_path(path), f"grid.hardware.{DEEP_KEY}"
+    return ["run", SMOKE, "--set", f"{where}{DEEP_KEY}=1"], "--set", f"{where}{DEEP_KEY}"
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["", "hardware.", "workload.layers[fc1].", "run.techniques.", "overrides", "variant", "sweep"],
+)
+def test_a_key_of_a_thousand_parts_is_refused_where_it_was_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    args, file, key = deep_key_inputs(tmp_path, where)
+    out_args = ["--out", tmp_path / "out"] if args[0] == "run" else []
+    code, out, err = run_cli(capsys, *args, *out_args)
+    shown = repr(key)[:200]
+    assert (code, out) == (cli.EXIT_INPUT, "")
+    assert err == (
+        f"{file}: key nested deeper than 64 levels"
+        f" (got {shown}... ({len(repr(key)):,} characters))\n"
+    )
+
+
+def test_keys_of_64_parts_and_values_64_levels_deep_load_or_fail_cleanly() -> None:
+    value = "{a: " * 63 + "1" + "}" * 63
+    for prefix in ("hardware", "workload", "run.techniques.gpipe"):
+        parts = 64 - len(prefix.split("."))
+        with pytest.raises(InputError, match="unknown key"):
+            load_inputs(SMOKE, parse_sets([f"{prefix}.{'.'.join(['a'] * parts)}={value}"]))
+    with pytest.raises(ConfigError, match="key nested deeper than 64 levels"):
+        parse_sets([".".join(["a"] * 65) + "=1"])

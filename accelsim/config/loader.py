@@ -9,7 +9,7 @@ once and reports every problem as ``file: key.path: problem (got value)``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -149,13 +149,32 @@ def parse_value(text: str) -> Any:
 
 
 @dataclass(frozen=True)
+class _Named:
+    """A list element addressed by its ``name`` key."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class Override:
-    """One dotted-key override and where it came from (for error messages)."""
+    """One dotted-key override and where it came from (for error messages).
+
+    The key is parsed when the override is made, so a malformed key, or one
+    nested deeper than :data:`MAX_DEPTH` levels, is refused where it was written
+    whichever input it comes from.
+
+    Raises:
+        ConfigError: at ``source`` for a malformed or too deep key.
+    """
 
     key: str
     value: Any
     source: str
     source_path: str
+    parts: tuple[str | int | _Named, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parts", tuple(_split_key(self)))
 
 
 def parse_sets(items: list[str]) -> list[Override]:
@@ -182,7 +201,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[Override]) -> dict[str
     """
     result: dict[str, Any] = _deep_copy(data)
     for item in overrides:
-        _set(result, item, _split_key(item))
+        _set(result, item, item.parts)
     return result
 
 
@@ -190,7 +209,7 @@ def canonical_key(data: dict[str, Any], item: Override) -> str:
     """``item.key`` with list elements named by index, as validation reports them."""
     key = ""
     target: Any = data
-    for part in _split_key(item):
+    for part in item.parts:
         if isinstance(part, str):
             key = f"{key}.{part}" if key else part
             target = target.get(part) if isinstance(target, dict) else None
@@ -204,7 +223,7 @@ def canonical_key(data: dict[str, Any], item: Override) -> str:
     return key
 
 
-def _set(data: dict[str, Any], item: Override, parts: list[str | int | _Named]) -> None:
+def _set(data: dict[str, Any], item: Override, parts: tuple[str | int | _Named, ...]) -> None:
     target: Any = data
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
@@ -223,13 +242,6 @@ def _set(data: dict[str, Any], item: Override, parts: list[str | int | _Named]) 
                 target = target.setdefault(part, {})
         else:
             raise ConfigError.single(item.source, item.source_path, "no such key", item.value)
-
-
-@dataclass(frozen=True)
-class _Named:
-    """A list element addressed by its ``name`` key."""
-
-    name: str
 
 
 def _index(target: list[Any], part: int | str | _Named, item: Override) -> int:
@@ -257,11 +269,25 @@ _INDEX = re.compile(r"-?[0-9]+")
 
 
 def _split_key(item: Override) -> list[str | int | _Named]:
-    """Split ``a.b[3].c[fc.1].d`` into ``['a', 'b', 3, 'c', _Named('fc.1'), 'd']``."""
+    """Split ``a.b[3].c[fc.1].d`` into ``['a', 'b', 3, 'c', _Named('fc.1'), 'd']``.
+
+    The one parser of dotted keys (``--set``, a run file's ``overrides``, a sweep's
+    axes and ``set``, a workload variant's ``overrides``): :class:`Override` calls it.
+
+    Raises:
+        ConfigError: for a malformed key, or one of more than :data:`MAX_DEPTH`
+            parts (reported with the key as written, at the place that wrote it).
+    """
     parts: list[str | int | _Named] = []
     key = item.key
     pos = 0
     while pos < len(key):
+        if len(parts) == MAX_DEPTH:
+            # Each part is a level of nesting: a key of 1,000 parts made every
+            # recursive walk of the data (validation, copies) overflow the stack.
+            raise ConfigError.single(
+                item.source, "", f"key nested deeper than {MAX_DEPTH} levels", item.source_path
+            )
         if key[pos] == "[":
             close = key.find("]", pos)
             inner = key[pos + 1 : close] if close > 0 else ""
