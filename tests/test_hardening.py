@@ -887,3 +887,47 @@ def test_keys_of_64_parts_and_values_64_levels_deep_load_or_fail_cleanly() -> No
             load_inputs(SMOKE, parse_sets([f"{prefix}.{'.'.join(['a'] * parts)}={value}"]))
     with pytest.raises(ConfigError, match="key nested deeper than 64 levels"):
         parse_sets([".".join(["a"] * 65) + "=1"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "kernel", "padding", "refused"),
+    [
+        ("maxpool", 3, 1, False),
+        ("maxpool", 3, 2, True),
+        ("maxpool", 2, 1, False),
+        ("maxpool", 1, 1, True),
+        ("maxpool", [3, 5], [1, 2], False),
+        ("maxpool", [3, 5], [2, 2], True),
+        ("avgpool", 4, 3, True),
+    ],
+)
+def test_pool_padding_follows_pytorchs_rule(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    kind: str,
+    kernel: int | list[int],
+    padding: int | list[int],
+    refused: bool,
+) -> None:
+    """PyTorch's pool2d_shape_check: padding <= kernel // 2 in each dimension."""
+    pool = {"name": "pool", "kind": kind, "kernel": kernel, "padding": padding}
+    workload = {
+        "name": "w",
+        "input": {"kind": "image", "channels": 1, "height": 8, "width": 8},
+        "layers": [
+            pool,
+            {"name": "flat", "kind": "flatten"},
+            {"name": "loss", "kind": "cross_entropy"},
+        ],
+    }
+    path = write_yaml(tmp_path / "w.yaml", workload)
+    code, _, err = run_cli(capsys, "check", path)
+    if not refused:
+        assert (code, err) == (cli.EXIT_OK, "")
+        return
+    k = kernel if isinstance(kernel, list) else [kernel, kernel]
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{display_path(path)}: layers[0].padding: more than half the {k[0]}x{k[1]} kernel"
+        f" (at most {k[0] // 2}x{k[1] // 2}, as PyTorch requires) (got {padding})\n",
+    )
