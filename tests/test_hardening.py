@@ -580,7 +580,7 @@ def test_files_that_are_not_regular_text_are_rejected(
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(ADAGP_RUN, sets)
     assert [str(p) for p in excinfo.value.problems] == [
-        f"{display_path(ADAGP_RUN)}: techniques.gradient_prediction.schedule.error_trace:"
+        "--set: techniques.gradient_prediction.schedule.error_trace:"
         f" not a UTF-8 text file (byte 6 cannot be decoded) (got '{binary}')"
     ]
 
@@ -887,6 +887,174 @@ def test_keys_of_64_parts_and_values_64_levels_deep_load_or_fail_cleanly() -> No
             load_inputs(SMOKE, parse_sets([f"{prefix}.{'.'.join(['a'] * parts)}={value}"]))
     with pytest.raises(ConfigError, match="key nested deeper than 64 levels"):
         parse_sets([".".join(["a"] * 65) + "=1"])
+
+
+MLP_SHOWN = display_path(SMOKE.parent / "../../workloads/mlp.yaml")
+TECHNIQUES = "approximate_dropout, gpipe, gradient_prediction, gradient_skipping, layerpipe"
+HARDWARE_KEYS = (
+    "array, buffers, clock_mhz, description, dram, interconnect, name, processors,"
+    " vector_unit, word_bytes"
+)
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (
+            ["techniques.gpipe.bogus=1"],
+            "techniques.gpipe.bogus: unknown key; expected one of: micro_batches,"
+            " mini_batches, stages (got 1)",
+        ),
+        (
+            ["run.techniques.gpipe.mini_batches=0"],
+            "run.techniques.gpipe.mini_batches: input should be greater than 0 (got 0)",
+        ),
+        (
+            ["techniques={gpipe: {stages: 0}}"],
+            "techniques.gpipe.stages: input should be greater than 0 (got 0)",
+        ),
+        (
+            ["techniques.nosuch={}"],
+            f"techniques.nosuch: unknown technique; expected one of: {TECHNIQUES},"
+            " optimizer_fusion, pipedream (got 'nosuch')",
+        ),
+        (
+            ["run.techniques.gradient_prediction.schedule.error_trace=nowhere.csv"],
+            "run.techniques.gradient_prediction.schedule.error_trace: file not found"
+            f" (got '{SMOKE.parent / 'nowhere.csv'}')",
+        ),
+        (
+            ["techniques.approximate_dropout.max_period=16"],
+            "techniques.approximate_dropout.pattern: the workload has no dropout layer a row"
+            " pattern can compact (set feature_maps.rate for a CNN) (got 'row')",
+        ),
+        (
+            ["workload_variant=nope"],
+            f"workload_variant: unknown workload variant; {MLP_SHOWN} defines no variants"
+            " (got 'nope')",
+        ),
+        (
+            ["processors=4", "assignment=data_parallel", "batch_size=2"],
+            "batch_size: data_parallel needs at least one sample per processor (4) (got 2)",
+        ),
+        (["workload=nope.yaml"], "workload: file not found (got 'nope.yaml')"),
+        (
+            ["hardware.bogus.x=1"],
+            f"hardware.bogus: unknown key; expected one of: {HARDWARE_KEYS} (got {{'x': 1}})",
+        ),
+        (
+            ["array.bogus.x=1"],
+            "array.bogus: unknown key; expected one of: cols, dataflow, precision, rows"
+            " (got {'x': 1})",
+        ),
+        (
+            ["workload.bogus.x=1"],
+            "workload.bogus: unknown key; expected one of: description, input, layers, name,"
+            " source, variants (got {'x': 1})",
+        ),
+        (
+            ["workload.layers[fc1].bogus.x=1"],
+            "workload.layers[fc1].bogus: unknown key; expected one of: bias, inputs, kind,"
+            " name, out_features (got {'x': 1})",
+        ),
+        (
+            ["workload.layers[fc3].inputs=[fc1, relu1]"],
+            "workload.layers[fc3].inputs: linear takes exactly one input (got 2)",
+        ),
+        (
+            ["energy.bogus.x=1"],
+            "energy.bogus: unknown key; expected one of: dram_read_pj_per_bit,"
+            " dram_write_pj_per_bit, interconnect_pj_per_bit, mac_pj, name, sources, sram,"
+            " static, unit, vector_op_pj (got {'x': 1})",
+        ),
+        (
+            ["optimizer.bogus.x=1"],
+            "optimizer.bogus: unknown key; expected one of: clip_global_norm, kind (got {'x': 1})",
+        ),
+        (
+            ["run.overrides={hardware.bogus.y: 1}"],
+            f"run.overrides.hardware.bogus: unknown key; expected one of: {HARDWARE_KEYS}"
+            " (got {'y': 1})",
+        ),
+    ],
+)
+def test_a_set_value_is_blamed_on_set_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sets: list[str], message: str
+) -> None:
+    args = [a for s in sets for a in ("--set", s)]
+    code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path, *args)
+    assert (code, out, err) == (cli.EXIT_INPUT, "", f"--set: {message}\n")
+
+
+def test_a_set_shape_problem_is_blamed_on_set_key() -> None:
+    with pytest.raises(InputError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(["workload.layers[maxpool].padding=2"]))
+    assert [str(p) for p in excinfo.value.problems] == [
+        "--set: workload.layers[maxpool].padding: more than half the 3x3 kernel (at most 1x1,"
+        " as PyTorch requires) (got 2)"
+    ]
+
+
+@pytest.mark.parametrize("key", ["hardware.bogus.x", "bogus.x"])
+def test_a_layer_set_value_is_blamed_on_set_key(
+    capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    code, _, err = run_cli(
+        capsys, "layer", "--hardware", SCALESIM_HW, "--gemm", 8, 8, 8, "--set", f"{key}=1"
+    )
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"--set: {key.removesuffix('.x')}: unknown key; expected one of: {HARDWARE_KEYS}"
+        " (got {'x': 1})\n",
+    )
+
+
+def test_values_the_files_wrote_stay_blamed_on_the_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    run.update(hardware=str(SCALESIM_HW), workload=str(MLP), energy=str(HOROWITZ))
+    run["overrides"] = {"hardware.bogus.x": 1}
+    run["techniques"] = {"gpipe": {"stages": 0}}
+    path = write_yaml(tmp_path / "run.yaml", run)
+    code, _, err = run_cli(capsys, "check", path)
+    shown = display_path(path)
+    assert (code, err.splitlines()) == (
+        cli.EXIT_INPUT,
+        [
+            f"{shown}: overrides.hardware.bogus: unknown key; expected one of: {HARDWARE_KEYS}"
+            " (got {'x': 1})"
+        ],
+    )
+    del run["overrides"]
+    write_yaml(path, run)
+    code, _, err = run_cli(capsys, "check", path)
+    assert err == f"{shown}: techniques.gpipe.stages: input should be greater than 0 (got 0)\n"
+    sweep = {"name": "s", "base": str(path), "grid": {"techniques.gpipe.stages": [0]}}
+    run["techniques"] = {}
+    write_yaml(path, run)
+    sweep_path = write_yaml(tmp_path / "sweep.yaml", sweep)
+    code, _, err = run_cli(capsys, "check", sweep_path)
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{display_path(sweep_path)}: grid.techniques.gpipe.stages: input should be greater"
+        " than 0 (got 0)\n",
+    )
+
+
+@pytest.mark.parametrize("command", ["suite", "models"])
+def test_a_suite_entrys_missing_workload_is_blamed_on_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    models = [{"name": "mlp", "workload": str(MLP)}, {"name": "gone", "workload": "../x.yaml"}]
+    suite = write_yaml(tmp_path / "suite.yaml", {"name": "s", "models": models})
+    args = [SMOKE, "--out", tmp_path / "out"] if command == "suite" else []
+    code, out, err = run_cli(capsys, command, *args, "--suite", suite)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        f"{display_path(suite)}: models[1].workload: file not found (got '../x.yaml')\n",
+    )
 
 
 @pytest.mark.parametrize(

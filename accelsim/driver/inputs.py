@@ -88,14 +88,17 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
     chosen = (
         None
         if variant is None
-        else Override("workload_variant", variant, display_path(run_file.path), "workload_variant")
+        else Override("workload_variant", variant, *run_file.origins.locate("workload_variant"))
     )
     model = attempt(lambda p, o: load_model(p, o, chosen), run_file.workload_path, "workload")
     if errors or hardware is None or energy is None or model is None:
         raise type(errors[0])([p for e in errors for p in e.problems])
     workload, infos = model
     source = display_path(run_file.path)
-    techniques = load_techniques(run_file.run.techniques, source)
+    try:
+        techniques = load_techniques(run_file.run.techniques, source)
+    except ConfigError as exc:
+        raise ConfigError(run_file.origins.blame(exc.problems)) from None
     load = LoadContext(run_file.run, run_file.path, hardware, tuple(infos), tuple(techniques))
     problems = [
         *_run_problems(run_file.run, hardware, source),
@@ -103,7 +106,9 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
         *(p for t in techniques for p in t.validate(load)),
     ]
     if problems:
-        raise ConfigError(problems)
+        # Checked after the run file's own validation: blamed the same way, on
+        # the place that wrote each value (``--set KEY`` or the run file).
+        raise ConfigError(run_file.origins.blame(problems))
     inputs = RunInputs(run_file, hardware, energy, workload, tuple(infos), tuple(techniques))
     check_table(energy, hardware, display_path(run_file.energy_path), inputs.extra_arrays)
     return inputs
