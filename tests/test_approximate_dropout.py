@@ -438,4 +438,7 @@ def test_feature_map_scores_from_a_trace(tmp_path: Path) -> None:
         "--set",
         "run.techniques.approximate_dropout.feature_maps.scores",
     )
-    assert "no score for every input map of c3" in problem.message
+    assert problem.message == (
+        "no score for input map 1 of c3 (it has 6; every input map of every droppable"
+        " convolution needs one)"
+    )

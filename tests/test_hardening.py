@@ -648,10 +648,11 @@ def test_a_non_finite_error_trace_value_is_rejected(tmp_path: Path, bad: str) ->
     key = "techniques.gradient_prediction.schedule.error_trace"
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(ADAGP_RUN, adagp_sets(f"{key}={trace}"))
-    (problem,) = excinfo.value.problems
-    assert problem.message == (
-        "line 3: expected columns epoch, batch, predictor_error with finite numbers"
-    )
+    # A bad row is blamed on the trace file, at its line.
+    assert [str(p) for p in excinfo.value.problems] == [
+        f"{display_path(trace)}: line 3: predictor_error: expected a finite number >= 0"
+        f" (got '{bad}')"
+    ]
 
 
 # --------------------------------------------------------------------------- honest output
@@ -1099,3 +1100,180 @@ def test_pool_padding_follows_pytorchs_rule(
         f"{display_path(path)}: layers[0].padding: more than half the {k[0]}x{k[1]} kernel"
         f" (at most {k[0] // 2}x{k[1] // 2}, as PyTorch requires) (got {padding})\n",
     )
+
+
+def lenet_scores(extra: str) -> str:
+    """A complete LeNet-5 score file (c3: 6 maps, c5: 16) followed by ``extra`` rows."""
+    rows = ["layer,channel,score"]
+    rows += [f"c3,{c},{c + 1}" for c in range(6)] + [f"c5,{c},1" for c in range(16)]
+    return "\n".join(rows) + "\n" + extra
+
+
+@pytest.mark.parametrize(
+    ("text", "problems"),
+    [
+        (
+            lenet_scores("c3,0,1\n"),
+            ["line 24: a second score for c3 channel 0 (the first is line 2) (got 1.0)"],
+        ),
+        (
+            lenet_scores("c3,0,9\n"),
+            ["line 24: a second score for c3 channel 0 (the first is line 2) (got 9.0)"],
+        ),
+        (
+            lenet_scores("c3,-1,1\n"),
+            ["line 24: channel: expected an input map of c3, 0 to 5 (got '-1')"],
+        ),
+        (
+            lenet_scores("c5,16,1\n"),
+            ["line 24: channel: expected an input map of c5, 0 to 15 (got '16')"],
+        ),
+        (
+            lenet_scores("c9,0,1\nc1,0,1\n"),
+            [
+                "line 24: layer: not a convolution whose input maps may be dropped; expected one"
+                " of: c3, c5 (got 'c9')",
+                "line 25: layer: not a convolution whose input maps may be dropped; expected one"
+                " of: c3, c5 (got 'c1')",
+            ],
+        ),
+        (
+            lenet_scores("c5,3,nan\nc5,4,-2\n"),
+            [
+                "line 24: score: expected a finite number >= 0 (got 'nan')",
+                "line 25: score: expected a finite number >= 0 (got '-2')",
+            ],
+        ),
+        (
+            "layer,chan,score\nc3,0,1\n",
+            [
+                "line 1: expected a header line naming the columns layer, channel, score (got 'layer,chan,score')"
+            ],
+        ),
+        (
+            "layer,channel,score\n"
+            + "".join(f"c3,{c},0\n" for c in range(6))
+            + "".join(f"c5,{c},1\n" for c in range(16)),
+            ["every score of c3 is 0: its maps cannot be ranked"],
+        ),
+    ],
+    ids=[
+        "duplicate",
+        "conflicting",
+        "channel-1",
+        "channel-past",
+        "unknown-layer",
+        "scores",
+        "header",
+        "all-zero",
+    ],
+)
+def test_dropout_score_rows_are_checked_and_blamed_on_the_file(
+    tmp_path: Path, text: str, problems: list[str] | None
+) -> None:
+    scores = tmp_path / "scores.csv"
+    scores.write_text(text, encoding="utf-8")
+    technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
+    sets = [
+        "workload=../../workloads/lenet5.yaml",
+        f"run.techniques.approximate_dropout={technique}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    shown = display_path(scores)
+    assert [str(p) for p in excinfo.value.problems] == [f"{shown}: {p}" for p in problems]
+
+
+def test_a_short_score_file_is_blamed_on_the_key_that_names_it(tmp_path: Path) -> None:
+    scores = tmp_path / "scores.csv"
+    scores.write_text("layer,channel,score\nc3,0,1\n", encoding="utf-8")
+    technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
+    sets = [
+        "workload=../../workloads/lenet5.yaml",
+        f"run.techniques.approximate_dropout={technique}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    assert [str(p) for p in excinfo.value.problems] == [
+        "--set: run.techniques.approximate_dropout.feature_maps.scores: no score for input map 1"
+        " of c3 (it has 6; every input map of every droppable convolution needs one)"
+        f" (got '{scores}')"
+    ]
+
+
+@pytest.mark.parametrize("model", ["mlp", "lstm_ptb", "bert_base"])
+def test_feature_maps_need_a_droppable_convolution(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str
+) -> None:
+    sets = [
+        f"workload=../../workloads/{model}.yaml",
+        "run.techniques.approximate_dropout={pattern: element, feature_maps: {rate: 0.5}}",
+    ]
+    args = [a for s in sets for a in ("--set", s)]
+    code, out, err = run_cli(capsys, "run", DEFAULT_RUN, "--out", tmp_path, *args)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        "--set: run.techniques.approximate_dropout.feature_maps.rate: the workload has no"
+        " convolution whose input maps may be dropped (ungrouped, fed by another layer, with two"
+        " or more input maps) (got 0.5)\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "problems"),
+    [
+        ("1,1,-0.2\n", ["line 5: {column}: expected a finite number >= 0 (got '-0.2')"]),
+        (
+            "99999999,0,0.1\n-1,0,0.1\n",
+            [
+                "line 5: epoch: expected a whole number from 0 to 99,999 (got '99999999')",
+                "line 6: epoch: expected a whole number from 0 to 99,999 (got '-1')",
+            ],
+        ),
+        ("1,-3,0.1\n", ["line 5: batch: expected a whole number >= 0 (got '-3')"]),
+        (
+            "1,0,0.9\n",
+            ["line 5: a second row for epoch 1, batch 0 (the first is line 3) (got '0.9')"],
+        ),
+    ],
+    ids=["negative", "epoch", "batch", "duplicate"],
+)
+@pytest.mark.parametrize(
+    ("technique", "key", "column"),
+    [
+        ("gradient_prediction", "schedule.error_trace", "predictor_error"),
+        ("gradient_skipping", "update_trace", "update_ratio"),
+    ],
+)
+def test_trace_rows_are_checked_and_blamed_on_the_file(
+    tmp_path: Path, rows: str, problems: list[str], technique: str, key: str, column: str
+) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(f"epoch,batch,{column}\n0,0,0.5\n1,0,0.4\n2,0,0.3\n{rows}", encoding="utf-8")
+    sets = [
+        "workload=../../workloads/mlp.yaml",
+        "training.epochs=3",
+        f"run.techniques.{technique}.{key}={trace}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    shown = display_path(trace)
+    assert [str(p) for p in excinfo.value.problems] == [
+        f"{shown}: {p.format(column=column)}" for p in problems
+    ]
+
+
+def test_a_trace_header_without_the_column_is_refused(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("epoch,batch,error\n0,0,0.5\n", encoding="utf-8")
+    sets = [
+        "workload=../../workloads/mlp.yaml",
+        f"run.techniques.gradient_skipping.update_trace={trace}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    assert [str(p) for p in excinfo.value.problems] == [
+        f"{display_path(trace)}: line 1: expected a header line naming the columns epoch,"
+        " update_ratio (got 'epoch,batch,error')"
+    ]
