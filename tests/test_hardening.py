@@ -1277,3 +1277,44 @@ def test_a_trace_header_without_the_column_is_refused(tmp_path: Path) -> None:
         f"{display_path(trace)}: line 1: expected a header line naming the columns epoch,"
         " update_ratio (got 'epoch,batch,error')"
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            "base: &b {rows: 32, cols: 32}\nname: m\narray:\n  <<: *b\n  rows: 64\n",
+            "line 4, column 3",
+        ),
+        ("name: m\narray: {<<: {rows: 3}}\n", "line 2, column 9"),
+    ],
+)
+def test_yaml_merge_keys_are_refused_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, where: str
+) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, _, err = run_cli(capsys, "check", path)
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{display_path(path)}: {where}: invalid YAML: merge keys (<<) are not supported:"
+        " write the keys out, or put shared settings in one file and change them with"
+        " overrides\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (
+            "{<<: {rows: 3}}",
+            "merge keys (<<) are not supported: write the keys out, or put"
+            " shared settings in one file and change them with overrides",
+        ),
+        ("{rows: 3, rows: 4}", "duplicate key 'rows'"),
+    ],
+)
+def test_set_values_with_keys_a_file_may_not_hold_are_refused(value: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        parse_sets([f"array={value}"])
+    assert str(excinfo.value) == f"--set: array: invalid YAML: {problem} (got {value!r})"

@@ -46,9 +46,23 @@ def _strict(base: Any) -> Any:
     return loader
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == MERGE_TAG:
+            # A merge key writes keys a second time and lets the later value win
+            # silently, which duplicate keys may not; and its copies are made before
+            # the size cap can count them.
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "merge keys (<<) are not supported: write the keys out, or put shared"
+                " settings in one file and change them with overrides",
+                key_node.start_mark,
+            )
         key = loader.construct_object(key_node, deep=deep)
         if not isinstance(key, str | int | float | bool) and key is not None:
             raise yaml.constructor.ConstructorError(
@@ -132,15 +146,19 @@ def _parse(text: str, name: str, error: type[InputError]) -> dict[str, Any]:
 
 
 def parse_value(text: str) -> Any:
-    """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str).
+    """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str); text
+    that is not YAML (``a: b: c``) is the string itself.
 
     Raises:
-        ConfigError: for a value too deep or too big (see :data:`MAX_DEPTH`).
+        ConfigError: for a value too deep or too big (see :data:`MAX_DEPTH`), or a
+            mapping whose keys the files may not hold either (a duplicate or merge key).
     """
     if flow_depth(text) > MAX_DEPTH:
         raise ConfigError.single(CLI_SOURCE, "", f"nested deeper than {MAX_DEPTH} levels", text)
     try:
         value = yaml.load(text, Loader=_StrictLoader)
+    except yaml.constructor.ConstructorError as exc:
+        raise ConfigError.single(CLI_SOURCE, "", f"invalid YAML: {exc.problem}", text) from None
     except yaml.YAMLError:
         return text
     problem = size_problem(value)
@@ -161,7 +179,13 @@ def parse_sets(items: list[str]) -> list[Override]:
             raise ConfigError.single(
                 CLI_SOURCE, "", "the key holds a control character (newline, NUL, ...)", key
             )
-        overrides.append(Override(key, parse_value(value.strip()), CLI_SOURCE, key))
+        try:
+            parsed = parse_value(value.strip())
+        except ConfigError as exc:
+            # Blamed on --set KEY, where the value was written.
+            problems = [Problem(CLI_SOURCE, key, p.message, p.value) for p in exc.problems]
+            raise ConfigError(problems) from None
+        overrides.append(Override(key, parsed, CLI_SOURCE, key))
     return overrides
 
 
