@@ -1318,3 +1318,35 @@ def test_set_values_with_keys_a_file_may_not_hold_are_refused(value: str, proble
     with pytest.raises(ConfigError) as excinfo:
         parse_sets([f"array={value}"])
     assert str(excinfo.value) == f"--set: array: invalid YAML: {problem} (got {value!r})"
+
+
+def test_check_accepts_suite_files_and_checks_what_they_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = REPO / "configs" / "suites" / "default.yaml"
+    sweep = REPO / "configs" / "sweeps" / "arrays.yaml"
+    code, out, err = run_cli(capsys, "check", suite, sweep)
+    assert (code, err) == (cli.EXIT_OK, "")
+    assert out.splitlines() == [
+        f"{display_path(suite)}: ok (suite 'fourteen', 14 models, each with its workload)",
+        f"{display_path(sweep)}: ok (sweep 'arrays', 4 points, each with all its files)",
+    ]
+    workload = yaml.safe_load(MLP.read_text(encoding="utf-8"))
+    workload["layers"][0]["out_features"] = 0
+    bad = write_yaml(tmp_path / "bad.yaml", workload)
+    models = [{"name": "bad", "workload": "bad.yaml"}, {"name": "gone", "workload": "gone.yaml"}]
+    path = write_yaml(tmp_path / "suite.yaml", {"name": "s", "models": models})
+    code, out, err = run_cli(capsys, "check", path)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        f"{display_path(path)}: models[1].workload: file not found (got 'gone.yaml')\n",
+    )
+    models.pop()
+    write_yaml(path, {"name": "s", "models": models})
+    code, out, err = run_cli(capsys, "check", path)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        f"{display_path(bad)}: layers[0].out_features: input should be greater than 0 (got 0)\n",
+    )

@@ -170,6 +170,25 @@ def suite_entries(suite_path: Path, selected: list[str] | None = None) -> list[S
     return [e for e in entries if e.name in selected]
 
 
+def suite_models(suite_path: Path) -> list[tuple[Workload, list[LayerInfo]]]:
+    """Every model of a suite file loaded and its shapes inferred, in suite order.
+
+    Raises:
+        InputError: for a bad suite file, or listing the problems of every model's
+            workload file at once.
+    """
+    models = []
+    errors: list[InputError] = []
+    for entry in suite_entries(suite_path):
+        try:
+            models.append(load_model(entry.workload_path))
+        except InputError as exc:
+            errors.append(exc)
+    if errors:
+        raise type(errors[0])([p for e in errors for p in e.problems])
+    return models
+
+
 def suite_inputs(run_path: Path, entry: SuiteEntry, sets: list[Override]) -> RunInputs:
     """Load the run file with its workload replaced by ``entry``'s.
 
