@@ -1350,3 +1350,84 @@ def test_check_accepts_suite_files_and_checks_what_they_name(
         "",
         f"{display_path(bad)}: layers[0].out_features: input should be greater than 0 (got 0)\n",
     )
+
+
+HOSTILE = "x\x1b]0;pwned\x07\x1b[2J\x1b[31m\u2028red"
+HOSTILE_SHOWN = "x\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31m\\u2028red"
+
+
+def hostile_run(tmp_path: Path) -> Path:
+    """A run whose hardware and workload names would drive a terminal."""
+    hardware = yaml.safe_load(SCALESIM_HW.read_text(encoding="utf-8"))
+    hardware["name"] = HOSTILE
+    workload = yaml.safe_load(MLP.read_text(encoding="utf-8"))
+    workload["name"] = HOSTILE
+    run = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    run.update(
+        hardware=str(write_yaml(tmp_path / "hw.yaml", hardware)),
+        workload=str(write_yaml(tmp_path / "wl.yaml", workload)),
+        energy=str(HOROWITZ),
+    )
+    return write_yaml(tmp_path / "run.yaml", run)
+
+
+def no_control_characters(text: str) -> bool:
+    return all(c.isprintable() or c in "\n\t" for c in text)
+
+
+def test_names_and_paths_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = hostile_run(tmp_path)
+    out_dir = tmp_path / "o\x1b[2J"
+    code, out, err = run_cli(capsys, "run", run, "--out", out_dir)
+    assert (code, err) == (cli.EXIT_OK, "")
+    assert no_control_characters(out)
+    assert f"smoke: {HOSTILE_SHOWN} on {HOSTILE_SHOWN} (1 x 32x32 os), batch 4" in out
+    assert out.endswith(f"wrote {display_path(out_dir)}/smoke/\n".replace("\x1b", "\\x1b"))
+    summary = json.loads((out_dir / "smoke" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["hardware"] == HOSTILE  # files keep the name as it is
+    code, out, err = run_cli(capsys, "run", run, "--out", out_dir)
+    assert code == cli.EXIT_INPUT and no_control_characters(err) and "o\\x1b[2J" in err
+    code, out, err = run_cli(capsys, "check", tmp_path / "hw.yaml", tmp_path / "wl.yaml")
+    assert (code, err) == (cli.EXIT_OK, "")
+    assert out.splitlines() == [
+        f"{display_path(tmp_path / 'hw.yaml')}: ok (hardware '{HOSTILE_SHOWN}')",
+        f"{display_path(tmp_path / 'wl.yaml')}: ok (workload '{HOSTILE_SHOWN}', 6 layers)",
+    ]
+
+
+def test_sweep_tables_and_collected_csv_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = {"name": "s", "base": str(hostile_run(tmp_path)), "grid": {"batch_size": [1, 2]}}
+    path = write_yaml(tmp_path / "sweep.yaml", sweep)
+    code, out, err = run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1)
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert all(c.isprintable() or c in "\n\t\r" for c in err)  # the progress bar redraws
+    code, out, _ = run_cli(capsys, "collect", tmp_path / "out" / "s")
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert out.count(f",{HOSTILE_SHOWN},") == 2
+    code, out, _ = run_cli(capsys, "collect", tmp_path / "out" / "s", "--json")
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert [row["hardware"] for row in json.loads(out)] == [HOSTILE, HOSTILE]
+    csv_file = tmp_path / "s.csv"
+    code, out, _ = run_cli(capsys, "collect", tmp_path / "out" / "s", "--csv", csv_file)
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert csv_file.read_text(encoding="utf-8").count(f",{HOSTILE},") == 2
+
+
+def test_topology_layer_names_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topology = tmp_path / "t.csv"
+    topology.write_text("name,M,N,K\nbad\x1b[2Jname,8,8,8\n", encoding="utf-8")
+    code, out, _ = run_cli(capsys, "layer", "--hardware", SCALESIM_HW, "--topology", topology)
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert out.splitlines()[1].startswith("bad\\x1b[2Jname ")
+
+
+def test_escaping_keeps_newlines_tabs_and_only_on_stderr_carriage_returns() -> None:
+    assert cli.escaped("a\tb\nc\x1b\rd\x00") == "a\tb\nc\\x1b\\rd\\x00"
+    assert cli.escaped("\r50%|##", keep="\n\t\r") == "\r50%|##"
+    assert cli.escaped("é ü 日本") == "é ü 日本"
