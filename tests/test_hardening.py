@@ -969,6 +969,11 @@ HARDWARE_KEYS = (
             " static, unit, vector_op_pj (got {'x': 1})",
         ),
         (
+            ["energy.mac_pj={fp32: 1.0}"],
+            "energy.mac_pj: no entry for the array precision of hardware 'scalesim-32x32'"
+            " (got 'int8')",
+        ),
+        (
             ["optimizer.bogus.x=1"],
             "optimizer.bogus: unknown key; expected one of: clip_global_norm, kind (got {'x': 1})",
         ),

@@ -252,9 +252,14 @@ def load_suite(path: Path) -> SuiteSpec:
 
 def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTable:
     """Load and validate an energy table file, with optional overrides."""
-    return validate_with_overrides(
-        EnergyTable, read_yaml(path), display_path(path), overrides or []
-    )
+    table, _ = load_energy_with_origins(path, overrides or [])
+    return table
+
+
+def load_energy_with_origins(path: Path, overrides: list[Override]) -> tuple[EnergyTable, Origins]:
+    """:func:`load_energy`, and the :class:`Origins` that blame a later problem (a
+    precision the hardware uses and the table lacks) where its value was written."""
+    return validate_with_origins(EnergyTable, read_yaml(path), display_path(path), overrides)
 
 
 def dump_yaml(data: Any) -> str:

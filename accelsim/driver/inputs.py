@@ -18,7 +18,7 @@ from accelsim.config.loader import (
     Override,
     display_path,
     dump_yaml,
-    load_energy,
+    load_energy_with_origins,
     load_hardware,
     load_suite,
     read_yaml,
@@ -83,7 +83,7 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
             return None
 
     hardware = attempt(load_hardware, run_file.hardware_path, "hardware")
-    energy = attempt(load_energy, run_file.energy_path, "energy")
+    priced = attempt(load_energy_with_origins, run_file.energy_path, "energy")
     variant = run_file.run.workload_variant
     chosen = (
         None
@@ -91,8 +91,9 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
         else Override("workload_variant", variant, *run_file.origins.locate("workload_variant"))
     )
     model = attempt(lambda p, o: load_model(p, o, chosen), run_file.workload_path, "workload")
-    if errors or hardware is None or energy is None or model is None:
+    if errors or hardware is None or priced is None or model is None:
         raise type(errors[0])([p for e in errors for p in e.problems])
+    energy, energy_origins = priced
     workload, infos = model
     source = display_path(run_file.path)
     try:
@@ -110,7 +111,10 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
         # the place that wrote each value (``--set KEY`` or the run file).
         raise ConfigError(run_file.origins.blame(problems))
     inputs = RunInputs(run_file, hardware, energy, workload, tuple(infos), tuple(techniques))
-    check_table(energy, hardware, display_path(run_file.energy_path), inputs.extra_arrays)
+    try:
+        check_table(energy, hardware, display_path(run_file.energy_path), inputs.extra_arrays)
+    except ConfigError as exc:
+        raise ConfigError(energy_origins.blame(exc.problems)) from None
     return inputs
 
 
