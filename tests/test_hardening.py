@@ -26,6 +26,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tqdm import tqdm
 
 import accelsim
 from accelsim import cli
@@ -1403,8 +1404,11 @@ def test_names_and_paths_are_printed_escaped(
 
 
 def test_sweep_tables_and_collected_csv_are_printed_escaped(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # No progress-bar monitor thread may outlive the test: PlotWorker forks only
+    # in a process without other threads (tests/test_plot_worker.py).
+    monkeypatch.setattr(tqdm, "monitor_interval", 0)
     sweep = {"name": "s", "base": str(hostile_run(tmp_path)), "grid": {"batch_size": [1, 2]}}
     path = write_yaml(tmp_path / "sweep.yaml", sweep)
     code, out, err = run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1)
