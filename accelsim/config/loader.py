@@ -1,9 +1,10 @@
 """YAML files -> validated specs.
 
-The only place (with :mod:`accelsim.workload.loader`) that imports ``yaml``.
-It reads files strictly (duplicate keys are errors), applies dotted-key
-overrides from a run file or from ``--set`` on the command line, validates
-once and reports every problem as ``file: key.path: problem (got value)``.
+The only place that imports ``yaml``.  It reads files strictly (duplicate and
+merge keys are errors), applies dotted-key overrides from a run file or from
+``--set`` on the command line (:mod:`accelsim.config.overrides`), validates once
+and reports every problem as ``file: key.path: problem (got value)``, blamed where
+the value was written.
 """
 
 from __future__ import annotations
