@@ -4,7 +4,8 @@ collect | plot`` (:mod:`accelsim.cli_sweep`).
 With :mod:`accelsim.cli_sweep`, the only module that prints or exits.  Bad input (any
 :class:`~accelsim.errors.InputError`, an existing run directory) exits with
 code 2 and one line per problem, ``file: key.path: problem (got value)``;
-an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` for tracebacks.
+an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` (or ``true``,
+``yes``) for tracebacks.
 SIGINT, SIGTERM and SIGHUP remove unfinished results and exit ``128 +
 signal`` with one line; a closed stdout (``| head``) exits 141 silently.
 """
@@ -21,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TextIO, TypeAlias, cast
 
 from accelsim import __version__, cli_sweep
 from accelsim.errors import InputError, LimitError, OutputError
@@ -258,6 +259,50 @@ def _fewer_collections(process_ends: bool) -> Iterator[None]:
         gc.set_threshold(*threshold)
 
 
+def escaped(text: str, keep: str = "\n\t") -> str:
+    """``text`` with every non-printable character but those in ``keep`` escaped
+    (``\x1b``, ``\x07``, ``\u2028``), as error messages show them."""
+    if text.isprintable():
+        return text
+    return "\n".join(
+        line
+        if line.isprintable()
+        else "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in line)
+        for line in text.split("\n")
+    )
+
+
+class _Escaping:
+    """A text stream that writes ``stream`` with :func:`escaped` text (other attributes
+    are the stream's): what accelsim prints cannot drive the terminal (set its title,
+    clear its screen), whatever names the inputs hold."""
+
+    def __init__(self, stream: TextIO, keep: str) -> None:
+        self._stream = stream
+        self._keep = keep
+
+    def write(self, text: str) -> int:
+        self._stream.write(escaped(text, self._keep))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _escaped_output() -> Iterator[None]:
+    """Escape control characters in everything printed while a command runs: tables,
+    ``wrote ...`` lines, CSV and warnings on stdout, messages on stderr.  Newlines and
+    tabs are kept, and on stderr the carriage returns that redraw a progress bar."""
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, _Escaping(stdout, "\n\t"))
+    sys.stderr = cast(TextIO, _Escaping(stderr, "\n\t\r"))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``accelsim`` console script and ``python -m accelsim``.
 
@@ -266,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     caller in Python) nothing outlives the call.
     """
     # Parsing builds the parser, which imports pydantic: collect less from the start.
-    with _fewer_collections(process_ends=argv is None):
+    with _fewer_collections(process_ends=argv is None), _escaped_output():
         try:
             args = build_parser().parse_args(argv)
             module, name = COMMANDS[args.command]
@@ -301,13 +346,23 @@ def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace)
         print(f"accelsim: {exc}" if isinstance(exc, LimitError) else exc, file=sys.stderr)
         return EXIT_INPUT
     except Exception as exc:
-        if os.environ.get("ACCELSIM_DEBUG"):
+        if debugging():
             raise
         print(f"accelsim: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print(
             "accelsim: rerun with ACCELSIM_DEBUG=1 for a traceback and report it", file=sys.stderr
         )
         return EXIT_INTERNAL
+
+
+DEBUG_VALUES = ("1", "true", "yes")
+"""Values of ``ACCELSIM_DEBUG`` (any letter case) that turn tracebacks on; ``0``,
+``false``, ``no`` or an empty value keep them off."""
+
+
+def debugging() -> bool:
+    """Whether ``ACCELSIM_DEBUG`` asks for tracebacks of internal errors."""
+    return os.environ.get("ACCELSIM_DEBUG", "").strip().lower() in DEBUG_VALUES
 
 
 def _silence_stdout() -> None:

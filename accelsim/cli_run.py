@@ -151,14 +151,11 @@ def _no_suite_file_names(suite: Path, names: list[str]) -> None:
 
 def cmd_models(args: argparse.Namespace) -> int:
     """``accelsim models``: the models of a suite with their sizes."""
-    from accelsim.driver.inputs import suite_entries
-    from accelsim.lowering.infer import load_model
+    from accelsim.driver.inputs import suite_models
     from accelsim.lowering.stats import model_stats
     from accelsim.report.console import models_table
 
-    stats = []
-    for entry in suite_entries(args.suite):
-        stats.append(model_stats(*load_model(entry.workload_path)))
+    stats = [model_stats(workload, infos) for workload, infos in suite_models(args.suite)]
     if args.json:
         print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
     else:
@@ -198,9 +195,15 @@ def _check_file(path: Path) -> str:
     if "base" in data:
         plan = cli_sweep.check_sweep(path)
         return f"sweep '{plan.name}', {len(plan.points)} points, each with all its files"
+    if "models" in data:
+        from accelsim.config.loader import load_suite
+        from accelsim.driver.inputs import suite_models
+
+        models = suite_models(path)
+        return f"suite '{load_suite(path).name}', {len(models)} models, each with its workload"
     raise InputError.single(
         display_path(path),
         "",
-        "not a hardware, energy, workload, run or sweep"
-        " file (no 'array', 'mac_pj', 'layers', 'workload' or 'base' key)",
+        "not a hardware, energy, workload, run, sweep or suite file"
+        " (no 'array', 'mac_pj', 'layers', 'workload', 'base' or 'models' key)",
     )

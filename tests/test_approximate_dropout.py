@@ -348,18 +348,21 @@ def test_skip_updates_shrinks_the_optimizer_updates(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("override", "path", "message"),
     [
-        ("rate=1.0", "techniques.approximate_dropout.rate", "less than 1"),
-        ("rate=-0.1", "techniques.approximate_dropout.rate", "greater than or equal to 0"),
-        ("pattern=diagonal", "techniques.approximate_dropout.pattern", "'element', 'row' or"),
-        ("tile={rows: 0}", "techniques.approximate_dropout.tile.rows", "greater than 0"),
-        ("rate=0.02", "techniques.approximate_dropout.rate", "out of reach"),
+        ("rate=1.0", "run.techniques.approximate_dropout.rate", "less than 1"),
+        ("rate=-0.1", "run.techniques.approximate_dropout.rate", "greater than or equal to 0"),
+        ("pattern=diagonal", "run.techniques.approximate_dropout.pattern", "'element', 'row' or"),
+        ("tile={rows: 0}", "run.techniques.approximate_dropout.tile.rows", "greater than 0"),
+        ("rate=0.02", "run.techniques.approximate_dropout.rate", "out of reach"),
     ],
 )
 def test_bad_options_are_config_errors(override: str, path: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_inputs(RUN, parse_sets([f"run.techniques.approximate_dropout.{override}"]))
     problems = info.value.problems
-    assert any(p.path == path and message in p.message for p in problems), problems
+    # Blamed on the --set that wrote the value, as it was written.
+    assert any((p.file, p.path) == ("--set", path) and message in p.message for p in problems), (
+        problems
+    )
 
 
 def test_a_distribution_for_another_rate_is_rejected(tmp_path: Path) -> None:
@@ -370,7 +373,10 @@ def test_a_distribution_for_another_rate_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_inputs(RUN, parse_sets(sets))
     (problem,) = info.value.problems
-    assert problem.path == "techniques.approximate_dropout.distribution"
+    assert (problem.file, problem.path) == (
+        "--set",
+        "run.techniques.approximate_dropout.distribution",
+    )
     assert problem.message == "is for rate 0.5, but drop1 drops at 0.3"
 
 
@@ -428,5 +434,11 @@ def test_feature_map_scores_from_a_trace(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_inputs(ROOT / "configs" / "runs" / "default.yaml", parse_sets(sets))
     (problem,) = info.value.problems
-    assert problem.path == "techniques.approximate_dropout.feature_maps.scores"
-    assert "no score for every input map of c3" in problem.message
+    assert (problem.file, problem.path) == (
+        "--set",
+        "run.techniques.approximate_dropout.feature_maps.scores",
+    )
+    assert problem.message == (
+        "no score for input map 1 of c3 (it has 6; every input map of every droppable"
+        " convolution needs one)"
+    )

@@ -38,9 +38,14 @@ GROUPS: dict[str, dict[str, str]] = {
     },
     "fusion": {m: f"optimizer_fusion: {{mode: {m}}}" for m in ("forward", "backward")},
 }
-# What refuses a combination: row and tile patterns need a dropout layer; tile patterns
-# cannot share a weight with filter or row skipping, which packs its gradient.
-REFUSALS = ("has no dropout layer", "tile patterns skip folds")
+# What refuses a combination: row and tile patterns need a dropout layer, feature maps a
+# droppable convolution (the MLP and the LSTM have none); tile patterns cannot share a
+# weight with filter or row skipping, which packs its gradient.
+REFUSALS = (
+    "has no dropout layer",
+    "has no convolution whose input maps may be dropped",
+    "tile patterns skip folds",
+)
 
 
 def combinations(size: int) -> list[tuple[str, ...]]:

@@ -10,6 +10,7 @@ process (a FIFO that could block, a closed pipe) run one.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
@@ -25,6 +26,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tqdm import tqdm
 
 import accelsim
 from accelsim import cli
@@ -38,6 +40,7 @@ from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.errors import (
     MAX_COUNT,
     ConfigError,
+    InputError,
     LimitError,
     OutputError,
     Problem,
@@ -578,7 +581,7 @@ def test_files_that_are_not_regular_text_are_rejected(
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(ADAGP_RUN, sets)
     assert [str(p) for p in excinfo.value.problems] == [
-        f"{display_path(ADAGP_RUN)}: techniques.gradient_prediction.schedule.error_trace:"
+        "--set: techniques.gradient_prediction.schedule.error_trace:"
         f" not a UTF-8 text file (byte 6 cannot be decoded) (got '{binary}')"
     ]
 
@@ -646,10 +649,11 @@ def test_a_non_finite_error_trace_value_is_rejected(tmp_path: Path, bad: str) ->
     key = "techniques.gradient_prediction.schedule.error_trace"
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(ADAGP_RUN, adagp_sets(f"{key}={trace}"))
-    (problem,) = excinfo.value.problems
-    assert problem.message == (
-        "line 3: expected columns epoch, batch, predictor_error with finite numbers"
-    )
+    # A bad row is blamed on the trace file, at its line.
+    assert [str(p) for p in excinfo.value.problems] == [
+        f"{display_path(trace)}: line 3: predictor_error: expected a finite number >= 0"
+        f" (got '{bad}')"
+    ]
 
 
 # --------------------------------------------------------------------------- honest output
@@ -787,3 +791,652 @@ def test_the_documented_bandwidth_anomaly_is_a_scheduling_order_change() -> None
     assert sorted(order[0]) == sorted(order[1])
     # Each op's compute is unchanged; only waiting differs.
     assert (slow.trace.costs.compute_cycles == fast.trace.costs.compute_cycles).all()
+
+
+# ---- issue 23: input and blame
+
+
+def _internal_error(_args: object) -> int:
+    raise RuntimeError("a bug")
+
+
+@pytest.mark.parametrize(
+    ("value", "traceback"),
+    [
+        ("0", False),
+        ("", False),
+        ("no", False),
+        ("false", False),
+        ("1", True),
+        ("TRUE", True),
+        ("yes", True),
+    ],
+)
+def test_only_a_truthy_accelsim_debug_shows_tracebacks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str, traceback: bool
+) -> None:
+    monkeypatch.setenv("ACCELSIM_DEBUG", value)
+    if traceback:
+        with pytest.raises(RuntimeError, match="a bug"):
+            cli._run(_internal_error, argparse.Namespace())
+        return
+    assert cli._run(_internal_error, argparse.Namespace()) == cli.EXIT_INTERNAL
+    assert capsys.readouterr().err == (
+        "accelsim: internal error: RuntimeError: a bug\n"
+        "accelsim: rerun with ACCELSIM_DEBUG=1 for a traceback and report it\n"
+    )
+
+
+DEEP_KEY = ".".join(["a"] * 1000)
+
+
+def write_yaml(path: Path, data: object) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def deep_key_inputs(tmp_path: Path, where: str) -> tuple[list[object], str, str]:
+    """``accelsim`` arguments that write :data:`DEEP_KEY` in ``where``, the file
+    blamed and the key as written there."""
+    run = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    run.update(hardware=str(SCALESIM_HW), workload=str(MLP), energy=str(HOROWITZ))
+    if where == "overrides":
+        run["overrides"] = {f"hardware.{DEEP_KEY}": 1}
+        path = write_yaml(tmp_path / "run.yaml", run)
+        return ["run", path], display_path(path), f"overrides.hardware.{DEEP_KEY}"
+    if where == "variant":
+        workload = yaml.safe_load(MLP.read_text(encoding="utf-8"))
+        workload["variants"] = {"deep": {"overrides": {DEEP_KEY: 1}}}
+        run.update(workload=str(write_yaml(tmp_path / "mlp.yaml", workload)))
+        run["workload_variant"] = "deep"
+        path = write_yaml(tmp_path / "run.yaml", run)
+        return (
+            ["run", path],
+            display_path(tmp_path / "mlp.yaml"),
+            f"variants.deep.overrides.{DEEP_KEY}",
+        )
+    if where == "sweep":
+        base = write_yaml(tmp_path / "run.yaml", run)
+        sweep = {"name": "deep", "base": str(base), "grid": {f"hardware.{DEEP_KEY}": [1, 2]}}
+        path = write_yaml(tmp_path / "sweep.yaml", sweep)
+        return ["check", path], display_path(path), f"grid.hardware.{DEEP_KEY}"
+    return ["run", SMOKE, "--set", f"{where}{DEEP_KEY}=1"], "--set", f"{where}{DEEP_KEY}"
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["", "hardware.", "workload.layers[fc1].", "run.techniques.", "overrides", "variant", "sweep"],
+)
+def test_a_key_of_a_thousand_parts_is_refused_where_it_was_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    args, file, key = deep_key_inputs(tmp_path, where)
+    out_args = ["--out", tmp_path / "out"] if args[0] == "run" else []
+    code, out, err = run_cli(capsys, *args, *out_args)
+    shown = repr(key)[:200]
+    assert (code, out) == (cli.EXIT_INPUT, "")
+    assert err == (
+        f"{file}: key nested deeper than 64 levels"
+        f" (got {shown}... ({len(repr(key)):,} characters))\n"
+    )
+
+
+def test_keys_of_64_parts_and_values_64_levels_deep_load_or_fail_cleanly() -> None:
+    value = "{a: " * 63 + "1" + "}" * 63
+    for prefix in ("hardware", "workload", "run.techniques.gpipe"):
+        parts = 64 - len(prefix.split("."))
+        with pytest.raises(InputError, match="unknown key"):
+            load_inputs(SMOKE, parse_sets([f"{prefix}.{'.'.join(['a'] * parts)}={value}"]))
+    with pytest.raises(ConfigError, match="key nested deeper than 64 levels"):
+        parse_sets([".".join(["a"] * 65) + "=1"])
+
+
+MLP_SHOWN = display_path(SMOKE.parent / "../../workloads/mlp.yaml")
+TECHNIQUES = "approximate_dropout, gpipe, gradient_prediction, gradient_skipping, layerpipe"
+HARDWARE_KEYS = (
+    "array, buffers, clock_mhz, description, dram, interconnect, name, processors,"
+    " vector_unit, word_bytes"
+)
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (
+            ["techniques.gpipe.bogus=1"],
+            "techniques.gpipe.bogus: unknown key; expected one of: micro_batches,"
+            " mini_batches, stages (got 1)",
+        ),
+        (
+            ["run.techniques.gpipe.mini_batches=0"],
+            "run.techniques.gpipe.mini_batches: input should be greater than 0 (got 0)",
+        ),
+        (
+            ["techniques={gpipe: {stages: 0}}"],
+            "techniques.gpipe.stages: input should be greater than 0 (got 0)",
+        ),
+        (
+            ["techniques.nosuch={}"],
+            f"techniques.nosuch: unknown technique; expected one of: {TECHNIQUES},"
+            " optimizer_fusion, pipedream (got 'nosuch')",
+        ),
+        (
+            ["run.techniques.gradient_prediction.schedule.error_trace=nowhere.csv"],
+            "run.techniques.gradient_prediction.schedule.error_trace: file not found"
+            f" (got '{SMOKE.parent / 'nowhere.csv'}')",
+        ),
+        (
+            ["techniques.approximate_dropout.max_period=16"],
+            "techniques.approximate_dropout.pattern: the workload has no dropout layer a row"
+            " pattern can compact (set feature_maps.rate for a CNN) (got 'row')",
+        ),
+        (
+            ["workload_variant=nope"],
+            f"workload_variant: unknown workload variant; {MLP_SHOWN} defines no variants"
+            " (got 'nope')",
+        ),
+        (
+            ["processors=4", "assignment=data_parallel", "batch_size=2"],
+            "batch_size: data_parallel needs at least one sample per processor (4) (got 2)",
+        ),
+        (["workload=nope.yaml"], "workload: file not found (got 'nope.yaml')"),
+        (
+            ["hardware.bogus.x=1"],
+            f"hardware.bogus: unknown key; expected one of: {HARDWARE_KEYS} (got {{'x': 1}})",
+        ),
+        (
+            ["array.bogus.x=1"],
+            "array.bogus: unknown key; expected one of: cols, dataflow, precision, rows"
+            " (got {'x': 1})",
+        ),
+        (
+            ["workload.bogus.x=1"],
+            "workload.bogus: unknown key; expected one of: description, input, layers, name,"
+            " source, variants (got {'x': 1})",
+        ),
+        (
+            ["workload.layers[fc1].bogus.x=1"],
+            "workload.layers[fc1].bogus: unknown key; expected one of: bias, inputs, kind,"
+            " name, out_features (got {'x': 1})",
+        ),
+        (
+            ["workload.layers[fc3].inputs=[fc1, relu1]"],
+            "workload.layers[fc3].inputs: linear takes exactly one input (got 2)",
+        ),
+        (
+            ["energy.bogus.x=1"],
+            "energy.bogus: unknown key; expected one of: dram_read_pj_per_bit,"
+            " dram_write_pj_per_bit, interconnect_pj_per_bit, mac_pj, name, sources, sram,"
+            " static, unit, vector_op_pj (got {'x': 1})",
+        ),
+        (
+            ["energy.mac_pj={fp32: 1.0}"],
+            "energy.mac_pj: no entry for the array precision of hardware 'scalesim-32x32'"
+            " (got 'int8')",
+        ),
+        (
+            ["optimizer.bogus.x=1"],
+            "optimizer.bogus: unknown key; expected one of: clip_global_norm, kind (got {'x': 1})",
+        ),
+        (
+            ["run.overrides={hardware.bogus.y: 1}"],
+            f"run.overrides.hardware.bogus: unknown key; expected one of: {HARDWARE_KEYS}"
+            " (got {'y': 1})",
+        ),
+    ],
+)
+def test_a_set_value_is_blamed_on_set_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sets: list[str], message: str
+) -> None:
+    args = [a for s in sets for a in ("--set", s)]
+    code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path, *args)
+    assert (code, out, err) == (cli.EXIT_INPUT, "", f"--set: {message}\n")
+
+
+def test_a_set_shape_problem_is_blamed_on_set_key() -> None:
+    with pytest.raises(InputError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(["workload.layers[maxpool].padding=2"]))
+    assert [str(p) for p in excinfo.value.problems] == [
+        "--set: workload.layers[maxpool].padding: more than half the 3x3 kernel (at most 1x1,"
+        " as PyTorch requires) (got 2)"
+    ]
+
+
+@pytest.mark.parametrize("key", ["hardware.bogus.x", "bogus.x"])
+def test_a_layer_set_value_is_blamed_on_set_key(
+    capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    code, _, err = run_cli(
+        capsys, "layer", "--hardware", SCALESIM_HW, "--gemm", 8, 8, 8, "--set", f"{key}=1"
+    )
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"--set: {key.removesuffix('.x')}: unknown key; expected one of: {HARDWARE_KEYS}"
+        " (got {'x': 1})\n",
+    )
+
+
+def test_values_the_files_wrote_stay_blamed_on_the_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    run.update(hardware=str(SCALESIM_HW), workload=str(MLP), energy=str(HOROWITZ))
+    run["overrides"] = {"hardware.bogus.x": 1}
+    run["techniques"] = {"gpipe": {"stages": 0}}
+    path = write_yaml(tmp_path / "run.yaml", run)
+    code, _, err = run_cli(capsys, "check", path)
+    shown = display_path(path)
+    assert (code, err.splitlines()) == (
+        cli.EXIT_INPUT,
+        [
+            f"{shown}: overrides.hardware.bogus: unknown key; expected one of: {HARDWARE_KEYS}"
+            " (got {'x': 1})"
+        ],
+    )
+    del run["overrides"]
+    write_yaml(path, run)
+    code, _, err = run_cli(capsys, "check", path)
+    assert err == f"{shown}: techniques.gpipe.stages: input should be greater than 0 (got 0)\n"
+    sweep = {"name": "s", "base": str(path), "grid": {"techniques.gpipe.stages": [0]}}
+    run["techniques"] = {}
+    write_yaml(path, run)
+    sweep_path = write_yaml(tmp_path / "sweep.yaml", sweep)
+    code, _, err = run_cli(capsys, "check", sweep_path)
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{display_path(sweep_path)}: grid.techniques.gpipe.stages: input should be greater"
+        " than 0 (got 0)\n",
+    )
+
+
+@pytest.mark.parametrize("command", ["suite", "models"])
+def test_a_suite_entrys_missing_workload_is_blamed_on_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    models = [{"name": "mlp", "workload": str(MLP)}, {"name": "gone", "workload": "../x.yaml"}]
+    suite = write_yaml(tmp_path / "suite.yaml", {"name": "s", "models": models})
+    args = [SMOKE, "--out", tmp_path / "out"] if command == "suite" else []
+    code, out, err = run_cli(capsys, command, *args, "--suite", suite)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        f"{display_path(suite)}: models[1].workload: file not found (got '../x.yaml')\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "kernel", "padding", "refused"),
+    [
+        ("maxpool", 3, 1, False),
+        ("maxpool", 3, 2, True),
+        ("maxpool", 2, 1, False),
+        ("maxpool", 1, 1, True),
+        ("maxpool", [3, 5], [1, 2], False),
+        ("maxpool", [3, 5], [2, 2], True),
+        ("avgpool", 4, 3, True),
+    ],
+)
+def test_pool_padding_follows_pytorchs_rule(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    kind: str,
+    kernel: int | list[int],
+    padding: int | list[int],
+    refused: bool,
+) -> None:
+    """PyTorch's pool2d_shape_check: padding <= kernel // 2 in each dimension."""
+    pool = {"name": "pool", "kind": kind, "kernel": kernel, "padding": padding}
+    workload = {
+        "name": "w",
+        "input": {"kind": "image", "channels": 1, "height": 8, "width": 8},
+        "layers": [
+            pool,
+            {"name": "flat", "kind": "flatten"},
+            {"name": "loss", "kind": "cross_entropy"},
+        ],
+    }
+    path = write_yaml(tmp_path / "w.yaml", workload)
+    code, _, err = run_cli(capsys, "check", path)
+    if not refused:
+        assert (code, err) == (cli.EXIT_OK, "")
+        return
+    k = kernel if isinstance(kernel, list) else [kernel, kernel]
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{display_path(path)}: layers[0].padding: more than half the {k[0]}x{k[1]} kernel"
+        f" (at most {k[0] // 2}x{k[1] // 2}, as PyTorch requires) (got {padding})\n",
+    )
+
+
+def lenet_scores(extra: str) -> str:
+    """A complete LeNet-5 score file (c3: 6 maps, c5: 16) followed by ``extra`` rows."""
+    rows = ["layer,channel,score"]
+    rows += [f"c3,{c},{c + 1}" for c in range(6)] + [f"c5,{c},1" for c in range(16)]
+    return "\n".join(rows) + "\n" + extra
+
+
+@pytest.mark.parametrize(
+    ("text", "problems"),
+    [
+        (
+            lenet_scores("c3,0,1\n"),
+            ["line 24: a second score for c3 channel 0 (the first is line 2) (got 1.0)"],
+        ),
+        (
+            lenet_scores("c3,0,9\n"),
+            ["line 24: a second score for c3 channel 0 (the first is line 2) (got 9.0)"],
+        ),
+        (
+            lenet_scores("c3,-1,1\n"),
+            ["line 24: channel: expected an input map of c3, 0 to 5 (got '-1')"],
+        ),
+        (
+            lenet_scores("c5,16,1\n"),
+            ["line 24: channel: expected an input map of c5, 0 to 15 (got '16')"],
+        ),
+        (
+            lenet_scores("c9,0,1\nc1,0,1\n"),
+            [
+                "line 24: layer: not a convolution whose input maps may be dropped; expected one"
+                " of: c3, c5 (got 'c9')",
+                "line 25: layer: not a convolution whose input maps may be dropped; expected one"
+                " of: c3, c5 (got 'c1')",
+            ],
+        ),
+        (
+            lenet_scores("c5,3,nan\nc5,4,-2\n"),
+            [
+                "line 24: score: expected a finite number >= 0 (got 'nan')",
+                "line 25: score: expected a finite number >= 0 (got '-2')",
+            ],
+        ),
+        (
+            "layer,chan,score\nc3,0,1\n",
+            [
+                "line 1: expected a header line naming the columns layer, channel, score (got 'layer,chan,score')"
+            ],
+        ),
+        (
+            "layer,channel,score\n"
+            + "".join(f"c3,{c},0\n" for c in range(6))
+            + "".join(f"c5,{c},1\n" for c in range(16)),
+            ["every score of c3 is 0: its maps cannot be ranked"],
+        ),
+    ],
+    ids=[
+        "duplicate",
+        "conflicting",
+        "channel-1",
+        "channel-past",
+        "unknown-layer",
+        "scores",
+        "header",
+        "all-zero",
+    ],
+)
+def test_dropout_score_rows_are_checked_and_blamed_on_the_file(
+    tmp_path: Path, text: str, problems: list[str] | None
+) -> None:
+    scores = tmp_path / "scores.csv"
+    scores.write_text(text, encoding="utf-8")
+    technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
+    sets = [
+        "workload=../../workloads/lenet5.yaml",
+        f"run.techniques.approximate_dropout={technique}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    shown = display_path(scores)
+    assert [str(p) for p in excinfo.value.problems] == [f"{shown}: {p}" for p in problems]
+
+
+def test_a_short_score_file_is_blamed_on_the_key_that_names_it(tmp_path: Path) -> None:
+    scores = tmp_path / "scores.csv"
+    scores.write_text("layer,channel,score\nc3,0,1\n", encoding="utf-8")
+    technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
+    sets = [
+        "workload=../../workloads/lenet5.yaml",
+        f"run.techniques.approximate_dropout={technique}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    assert [str(p) for p in excinfo.value.problems] == [
+        "--set: run.techniques.approximate_dropout.feature_maps.scores: no score for input map 1"
+        " of c3 (it has 6; every input map of every droppable convolution needs one)"
+        f" (got '{scores}')"
+    ]
+
+
+@pytest.mark.parametrize("model", ["mlp", "lstm_ptb", "bert_base"])
+def test_feature_maps_need_a_droppable_convolution(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str
+) -> None:
+    sets = [
+        f"workload=../../workloads/{model}.yaml",
+        "run.techniques.approximate_dropout={pattern: element, feature_maps: {rate: 0.5}}",
+    ]
+    args = [a for s in sets for a in ("--set", s)]
+    code, out, err = run_cli(capsys, "run", DEFAULT_RUN, "--out", tmp_path, *args)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        "--set: run.techniques.approximate_dropout.feature_maps.rate: the workload has no"
+        " convolution whose input maps may be dropped (ungrouped, fed by another layer, with two"
+        " or more input maps) (got 0.5)\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "problems"),
+    [
+        ("1,1,-0.2\n", ["line 5: {column}: expected a finite number >= 0 (got '-0.2')"]),
+        (
+            "99999999,0,0.1\n-1,0,0.1\n",
+            [
+                "line 5: epoch: expected a whole number from 0 to 99,999 (got '99999999')",
+                "line 6: epoch: expected a whole number from 0 to 99,999 (got '-1')",
+            ],
+        ),
+        ("1,-3,0.1\n", ["line 5: batch: expected a whole number >= 0 (got '-3')"]),
+        (
+            "1,0,0.9\n",
+            ["line 5: a second row for epoch 1, batch 0 (the first is line 3) (got '0.9')"],
+        ),
+    ],
+    ids=["negative", "epoch", "batch", "duplicate"],
+)
+@pytest.mark.parametrize(
+    ("technique", "key", "column"),
+    [
+        ("gradient_prediction", "schedule.error_trace", "predictor_error"),
+        ("gradient_skipping", "update_trace", "update_ratio"),
+    ],
+)
+def test_trace_rows_are_checked_and_blamed_on_the_file(
+    tmp_path: Path, rows: str, problems: list[str], technique: str, key: str, column: str
+) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(f"epoch,batch,{column}\n0,0,0.5\n1,0,0.4\n2,0,0.3\n{rows}", encoding="utf-8")
+    sets = [
+        "workload=../../workloads/mlp.yaml",
+        "training.epochs=3",
+        f"run.techniques.{technique}.{key}={trace}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    shown = display_path(trace)
+    assert [str(p) for p in excinfo.value.problems] == [
+        f"{shown}: {p.format(column=column)}" for p in problems
+    ]
+
+
+def test_a_trace_header_without_the_column_is_refused(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("epoch,batch,error\n0,0,0.5\n", encoding="utf-8")
+    sets = [
+        "workload=../../workloads/mlp.yaml",
+        f"run.techniques.gradient_skipping.update_trace={trace}",
+    ]
+    with pytest.raises(ConfigError) as excinfo:
+        load_inputs(DEFAULT_RUN, parse_sets(sets))
+    assert [str(p) for p in excinfo.value.problems] == [
+        f"{display_path(trace)}: line 1: expected a header line naming the columns epoch,"
+        " update_ratio (got 'epoch,batch,error')"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            "base: &b {rows: 32, cols: 32}\nname: m\narray:\n  <<: *b\n  rows: 64\n",
+            "line 4, column 3",
+        ),
+        ("name: m\narray: {<<: {rows: 3}}\n", "line 2, column 9"),
+    ],
+)
+def test_yaml_merge_keys_are_refused_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, where: str
+) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, _, err = run_cli(capsys, "check", path)
+    assert (code, err) == (
+        cli.EXIT_INPUT,
+        f"{display_path(path)}: {where}: invalid YAML: merge keys (<<) are not supported:"
+        " write the keys out, or put shared settings in one file and change them with"
+        " overrides\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (
+            "{<<: {rows: 3}}",
+            "merge keys (<<) are not supported: write the keys out, or put"
+            " shared settings in one file and change them with overrides",
+        ),
+        ("{rows: 3, rows: 4}", "duplicate key 'rows'"),
+    ],
+)
+def test_set_values_with_keys_a_file_may_not_hold_are_refused(value: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        parse_sets([f"array={value}"])
+    assert str(excinfo.value) == f"--set: array: invalid YAML: {problem} (got {value!r})"
+
+
+def test_check_accepts_suite_files_and_checks_what_they_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = REPO / "configs" / "suites" / "default.yaml"
+    sweep = REPO / "configs" / "sweeps" / "arrays.yaml"
+    code, out, err = run_cli(capsys, "check", suite, sweep)
+    assert (code, err) == (cli.EXIT_OK, "")
+    assert out.splitlines() == [
+        f"{display_path(suite)}: ok (suite 'fourteen', 14 models, each with its workload)",
+        f"{display_path(sweep)}: ok (sweep 'arrays', 4 points, each with all its files)",
+    ]
+    workload = yaml.safe_load(MLP.read_text(encoding="utf-8"))
+    workload["layers"][0]["out_features"] = 0
+    bad = write_yaml(tmp_path / "bad.yaml", workload)
+    models = [{"name": "bad", "workload": "bad.yaml"}, {"name": "gone", "workload": "gone.yaml"}]
+    path = write_yaml(tmp_path / "suite.yaml", {"name": "s", "models": models})
+    code, out, err = run_cli(capsys, "check", path)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        f"{display_path(path)}: models[1].workload: file not found (got 'gone.yaml')\n",
+    )
+    models.pop()
+    write_yaml(path, {"name": "s", "models": models})
+    code, out, err = run_cli(capsys, "check", path)
+    assert (code, out, err) == (
+        cli.EXIT_INPUT,
+        "",
+        f"{display_path(bad)}: layers[0].out_features: input should be greater than 0 (got 0)\n",
+    )
+
+
+HOSTILE = "x\x1b]0;pwned\x07\x1b[2J\x1b[31m\u2028red"
+HOSTILE_SHOWN = "x\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31m\\u2028red"
+
+
+def hostile_run(tmp_path: Path) -> Path:
+    """A run whose hardware and workload names would drive a terminal."""
+    hardware = yaml.safe_load(SCALESIM_HW.read_text(encoding="utf-8"))
+    hardware["name"] = HOSTILE
+    workload = yaml.safe_load(MLP.read_text(encoding="utf-8"))
+    workload["name"] = HOSTILE
+    run = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    run.update(
+        hardware=str(write_yaml(tmp_path / "hw.yaml", hardware)),
+        workload=str(write_yaml(tmp_path / "wl.yaml", workload)),
+        energy=str(HOROWITZ),
+    )
+    return write_yaml(tmp_path / "run.yaml", run)
+
+
+def no_control_characters(text: str) -> bool:
+    return all(c.isprintable() or c in "\n\t" for c in text)
+
+
+def test_names_and_paths_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = hostile_run(tmp_path)
+    out_dir = tmp_path / "o\x1b[2J"
+    code, out, err = run_cli(capsys, "run", run, "--out", out_dir)
+    assert (code, err) == (cli.EXIT_OK, "")
+    assert no_control_characters(out)
+    assert f"smoke: {HOSTILE_SHOWN} on {HOSTILE_SHOWN} (1 x 32x32 os), batch 4" in out
+    assert out.endswith(f"wrote {display_path(out_dir)}/smoke/\n".replace("\x1b", "\\x1b"))
+    summary = json.loads((out_dir / "smoke" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["hardware"] == HOSTILE  # files keep the name as it is
+    code, out, err = run_cli(capsys, "run", run, "--out", out_dir)
+    assert code == cli.EXIT_INPUT and no_control_characters(err) and "o\\x1b[2J" in err
+    code, out, err = run_cli(capsys, "check", tmp_path / "hw.yaml", tmp_path / "wl.yaml")
+    assert (code, err) == (cli.EXIT_OK, "")
+    assert out.splitlines() == [
+        f"{display_path(tmp_path / 'hw.yaml')}: ok (hardware '{HOSTILE_SHOWN}')",
+        f"{display_path(tmp_path / 'wl.yaml')}: ok (workload '{HOSTILE_SHOWN}', 6 layers)",
+    ]
+
+
+def test_sweep_tables_and_collected_csv_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No progress-bar monitor thread may outlive the test: PlotWorker forks only
+    # in a process without other threads (tests/test_plot_worker.py).
+    monkeypatch.setattr(tqdm, "monitor_interval", 0)
+    sweep = {"name": "s", "base": str(hostile_run(tmp_path)), "grid": {"batch_size": [1, 2]}}
+    path = write_yaml(tmp_path / "sweep.yaml", sweep)
+    code, out, err = run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1)
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert all(c.isprintable() or c in "\n\t\r" for c in err)  # the progress bar redraws
+    code, out, _ = run_cli(capsys, "collect", tmp_path / "out" / "s")
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert out.count(f",{HOSTILE_SHOWN},") == 2
+    code, out, _ = run_cli(capsys, "collect", tmp_path / "out" / "s", "--json")
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert [row["hardware"] for row in json.loads(out)] == [HOSTILE, HOSTILE]
+    csv_file = tmp_path / "s.csv"
+    code, out, _ = run_cli(capsys, "collect", tmp_path / "out" / "s", "--csv", csv_file)
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert csv_file.read_text(encoding="utf-8").count(f",{HOSTILE},") == 2
+
+
+def test_topology_layer_names_are_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topology = tmp_path / "t.csv"
+    topology.write_text("name,M,N,K\nbad\x1b[2Jname,8,8,8\n", encoding="utf-8")
+    code, out, _ = run_cli(capsys, "layer", "--hardware", SCALESIM_HW, "--topology", topology)
+    assert code == cli.EXIT_OK and no_control_characters(out)
+    assert out.splitlines()[1].startswith("bad\\x1b[2Jname ")
+
+
+def test_escaping_keeps_newlines_tabs_and_only_on_stderr_carriage_returns() -> None:
+    assert cli.escaped("a\tb\nc\x1b\rd\x00") == "a\tb\nc\\x1b\\rd\\x00"
+    assert cli.escaped("\r50%|##", keep="\n\t\r") == "\r50%|##"
+    assert cli.escaped("é ü 日本") == "é ü 日本"

@@ -1,15 +1,15 @@
 """YAML files -> validated specs.
 
-The only place (with :mod:`accelsim.workload.loader`) that imports ``yaml``.
-It reads files strictly (duplicate keys are errors), applies dotted-key
-overrides from a run file or from ``--set`` on the command line, validates
-once and reports every problem as ``file: key.path: problem (got value)``.
+The only place that imports ``yaml``.  It reads files strictly (duplicate and
+merge keys are errors), applies dotted-key overrides from a run file or from
+``--set`` on the command line (:mod:`accelsim.config.overrides`), validates once
+and reports every problem as ``file: key.path: problem (got value)``, blamed where
+the value was written.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,7 +20,9 @@ from accelsim.config.energy import EnergyTable
 from accelsim.config.files import display_path as display_path
 from accelsim.config.files import read_text
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.validate import suggest, validate_data
+from accelsim.config.overrides import Origins, deep_copy, merge
+from accelsim.config.overrides import Override as Override
+from accelsim.config.validate import validate_data
 from accelsim.config.yaml_limits import MAX_DEPTH, flow_depth, size_problem
 from accelsim.errors import ConfigError, InputError, Problem
 
@@ -45,9 +47,23 @@ def _strict(base: Any) -> Any:
     return loader
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == MERGE_TAG:
+            # A merge key writes keys a second time and lets the later value win
+            # silently, which duplicate keys may not; and its copies are made before
+            # the size cap can count them.
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "merge keys (<<) are not supported: write the keys out, or put shared"
+                " settings in one file and change them with overrides",
+                key_node.start_mark,
+            )
         key = loader.construct_object(key_node, deep=deep)
         if not isinstance(key, str | int | float | bool) and key is not None:
             raise yaml.constructor.ConstructorError(
@@ -85,7 +101,7 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
         key = None  # read_text says why
     cached = _PARSED.get(key) if key is not None else None
     if cached is not None:
-        copy: dict[str, Any] = _deep_copy(cached)
+        copy: dict[str, Any] = deep_copy(cached)
         return copy
     text = read_text(path, error, name)
     if flow_depth(text) > MAX_DEPTH:
@@ -95,7 +111,7 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
         _PARSED[key] = data
-    fresh: dict[str, Any] = _deep_copy(data)
+    fresh: dict[str, Any] = deep_copy(data)
     return fresh
 
 
@@ -131,31 +147,25 @@ def _parse(text: str, name: str, error: type[InputError]) -> dict[str, Any]:
 
 
 def parse_value(text: str) -> Any:
-    """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str).
+    """Parse a ``--set`` value the way YAML would (``64`` -> int, ``ws`` -> str); text
+    that is not YAML (``a: b: c``) is the string itself.
 
     Raises:
-        ConfigError: for a value too deep or too big (see :data:`MAX_DEPTH`).
+        ConfigError: for a value too deep or too big (see :data:`MAX_DEPTH`), or a
+            mapping whose keys the files may not hold either (a duplicate or merge key).
     """
     if flow_depth(text) > MAX_DEPTH:
         raise ConfigError.single(CLI_SOURCE, "", f"nested deeper than {MAX_DEPTH} levels", text)
     try:
         value = yaml.load(text, Loader=_StrictLoader)
+    except yaml.constructor.ConstructorError as exc:
+        raise ConfigError.single(CLI_SOURCE, "", f"invalid YAML: {exc.problem}", text) from None
     except yaml.YAMLError:
         return text
     problem = size_problem(value)
     if problem:
         raise ConfigError.single(CLI_SOURCE, "", problem, text)
     return value
-
-
-@dataclass(frozen=True)
-class Override:
-    """One dotted-key override and where it came from (for error messages)."""
-
-    key: str
-    value: Any
-    source: str
-    source_path: str
 
 
 def parse_sets(items: list[str]) -> list[Override]:
@@ -170,125 +180,34 @@ def parse_sets(items: list[str]) -> list[Override]:
             raise ConfigError.single(
                 CLI_SOURCE, "", "the key holds a control character (newline, NUL, ...)", key
             )
-        overrides.append(Override(key, parse_value(value.strip()), CLI_SOURCE, key))
+        try:
+            parsed = parse_value(value.strip())
+        except ConfigError as exc:
+            # Blamed on --set KEY, where the value was written.
+            problems = [Problem(CLI_SOURCE, key, p.message, p.value) for p in exc.problems]
+            raise ConfigError(problems) from None
+        overrides.append(Override(key, parsed, CLI_SOURCE, key))
     return overrides
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[Override]) -> dict[str, Any]:
-    """Return a copy of ``data`` with each dotted key set to its value.
+def validate_with_origins(
+    model: type[M],
+    data: dict[str, Any],
+    file: str,
+    overrides: list[Override],
+    error: type[InputError] = ConfigError,
+) -> tuple[M, Origins]:
+    """Apply overrides and validate; return the spec and where each value came from.
 
-    List elements are addressed by index, ``layers[2].kernel``, or, in a list of
-    named mappings, by name, ``layers[fc].out_features`` (names may contain dots).
+    A problem at a key that an override set, or inside a mapping it made, is
+    reported against the override (``--set KEY`` or ``run.yaml: overrides.KEY``),
+    not the file; the :class:`Origins` blame later problems the same way.
     """
-    result: dict[str, Any] = _deep_copy(data)
-    for item in overrides:
-        _set(result, item, _split_key(item))
-    return result
-
-
-def canonical_key(data: dict[str, Any], item: Override) -> str:
-    """``item.key`` with list elements named by index, as validation reports them."""
-    key = ""
-    target: Any = data
-    for part in _split_key(item):
-        if isinstance(part, str):
-            key = f"{key}.{part}" if key else part
-            target = target.get(part) if isinstance(target, dict) else None
-        elif isinstance(target, list):
-            index = _index(target, part, item)
-            key = f"{key}[{index}]"
-            target = target[index]
-        else:
-            key = f"{key}[{part.name if isinstance(part, _Named) else part}]"
-            target = None
-    return key
-
-
-def _set(data: dict[str, Any], item: Override, parts: list[str | int | _Named]) -> None:
-    target: Any = data
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if isinstance(part, (int, _Named)):
-            if not isinstance(target, list):
-                raise ConfigError.single(item.source, item.source_path, "not a list", item.value)
-            index = _index(target, part, item)
-            if last:
-                target[index] = item.value
-            else:
-                target = target[index]
-        elif isinstance(target, dict):
-            if last:
-                target[part] = item.value
-            else:
-                target = target.setdefault(part, {})
-        else:
-            raise ConfigError.single(item.source, item.source_path, "no such key", item.value)
-
-
-@dataclass(frozen=True)
-class _Named:
-    """A list element addressed by its ``name`` key."""
-
-    name: str
-
-
-def _index(target: list[Any], part: int | str | _Named, item: Override) -> int:
-    if isinstance(part, int):
-        if not -len(target) <= part < len(target):
-            raise ConfigError.single(
-                item.source, item.source_path, "no such list element", item.value
-            )
-        return part % len(target)
-    name = part.name if isinstance(part, _Named) else part
-    names = [e.get("name") for e in target if isinstance(e, dict)]
-    for index, element in enumerate(target):
-        if isinstance(element, dict) and element.get("name") == name:
-            return index
-    raise ConfigError.single(
-        item.source,
-        item.source_path,
-        "no list element of that name; " + suggest(name, [str(n) for n in names]),
-        item.value,
-    )
-
-
-# ASCII digits only: str.isdigit() also accepts '²', which int() rejects.
-_INDEX = re.compile(r"-?[0-9]+")
-
-
-def _split_key(item: Override) -> list[str | int | _Named]:
-    """Split ``a.b[3].c[fc.1].d`` into ``['a', 'b', 3, 'c', _Named('fc.1'), 'd']``."""
-    parts: list[str | int | _Named] = []
-    key = item.key
-    pos = 0
-    while pos < len(key):
-        if key[pos] == "[":
-            close = key.find("]", pos)
-            inner = key[pos + 1 : close] if close > 0 else ""
-            if not inner:
-                raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
-            parts.append(int(inner) if _INDEX.fullmatch(inner) else _Named(inner))
-            pos = close + 1
-            if pos < len(key) and key[pos] == ".":
-                pos += 1
-            continue
-        end = min((i for i in (key.find(".", pos), key.find("[", pos)) if i >= 0), default=len(key))
-        name = key[pos:end]
-        if not name:
-            raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
-        parts.append(name)
-        pos = end + 1 if end < len(key) and key[end] == "." else end
-    if not parts or key.endswith("."):
-        raise ConfigError.single(item.source, item.source_path, "malformed key", item.key)
-    return parts
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
+    merged, origins = merge(data, file, overrides)
+    try:
+        return validate_data(model, merged, file, error=error), origins
+    except InputError as exc:
+        raise type(exc)(origins.blame(exc.problems)) from None
 
 
 def validate_with_overrides(
@@ -298,36 +217,10 @@ def validate_with_overrides(
     overrides: list[Override],
     error: type[InputError] = ConfigError,
 ) -> M:
-    """Apply overrides, validate, and blame each problem on its true source.
-
-    A problem at a key that an override set is reported against the override
-    (``--set key`` or ``run.yaml: overrides.hardware.key``), not the file.
-    """
-    merged = apply_overrides(data, overrides)
-    try:
-        return validate_data(model, merged, file, error=error)
-    except InputError as exc:
-        by_key = {canonical_key(merged, o): o for o in overrides}
-        problems = []
-        for problem in exc.problems:
-            match = next(
-                (
-                    (k, o)
-                    for k, o in by_key.items()
-                    if problem.path == k or problem.path.startswith((k + ".", k + "["))
-                ),
-                None,
-            )
-            if match is not None:
-                key, origin = match
-                problem = Problem(
-                    origin.source,
-                    origin.source_path + problem.path[len(key) :],
-                    problem.message,
-                    problem.value,
-                )
-            problems.append(problem)
-        raise type(exc)(problems) from None
+    """Apply overrides and validate, blaming each problem on its true source
+    (see :func:`validate_with_origins`)."""
+    spec, _ = validate_with_origins(model, data, file, overrides, error)
+    return spec
 
 
 def load_hardware(path: Path, overrides: list[Override] | None = None) -> HardwareSpec:
@@ -338,17 +231,36 @@ def load_hardware(path: Path, overrides: list[Override] | None = None) -> Hardwa
 
 
 def load_suite(path: Path) -> SuiteSpec:
-    """Load and validate a suite file."""
+    """Load and validate a suite file; check that the workload files it names exist.
+
+    Raises:
+        ConfigError: listing every problem, a missing workload file at its model's
+            ``models[i].workload`` key (paths are relative to the suite file).
+    """
     from accelsim.config.suite import SuiteSpec
 
-    return validate_data(SuiteSpec, read_yaml(path), display_path(path))
+    name = display_path(path)
+    suite = validate_data(SuiteSpec, read_yaml(path), name)
+    missing = [
+        Problem(name, f"models[{i}].workload", "file not found", model.workload)
+        for i, model in enumerate(suite.models)
+        if not (path.parent / model.workload).is_file()
+    ]
+    if missing:
+        raise ConfigError(missing)
+    return suite
 
 
 def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTable:
     """Load and validate an energy table file, with optional overrides."""
-    return validate_with_overrides(
-        EnergyTable, read_yaml(path), display_path(path), overrides or []
-    )
+    table, _ = load_energy_with_origins(path, overrides or [])
+    return table
+
+
+def load_energy_with_origins(path: Path, overrides: list[Override]) -> tuple[EnergyTable, Origins]:
+    """:func:`load_energy`, and the :class:`Origins` that blame a later problem (a
+    precision the hardware uses and the table lacks) where its value was written."""
+    return validate_with_origins(EnergyTable, read_yaml(path), display_path(path), overrides)
 
 
 def dump_yaml(data: Any) -> str:

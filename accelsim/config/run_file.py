@@ -9,7 +9,8 @@ from pathlib import Path
 
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.loader import Override, read_yaml, validate_with_overrides
+from accelsim.config.loader import Override, read_yaml, validate_with_origins
+from accelsim.config.overrides import Origins
 from accelsim.config.run import RunSpec
 from accelsim.config.validate import join_path, suggest
 from accelsim.errors import ConfigError, Problem
@@ -22,7 +23,10 @@ class RunFile:
     """A validated run file: its settings and the files it references.
 
     ``overrides`` holds, per referenced file (``hardware``, ``energy``,
-    ``workload``), the run file's own overrides followed by the command line's.
+    ``workload``), the run file's own overrides followed by the command line's;
+    ``origins`` says which of the run file's settings an override wrote, so that
+    every later problem with them (techniques, the run's own rules) is blamed where
+    the user wrote the value.
     """
 
     path: Path
@@ -30,6 +34,7 @@ class RunFile:
     hardware_path: Path
     energy_path: Path
     workload_path: Path
+    origins: Origins
     overrides: dict[str, list[Override]] = field(default_factory=dict)
 
 
@@ -81,8 +86,8 @@ def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
     """
     routed = route_sets(sets or [])
     name = display_path(path)
-    run = validate_with_overrides(RunSpec, read_yaml(path), name, routed["run"])
-    overrides = _run_file_overrides(run, name)
+    run, origins = validate_with_origins(RunSpec, read_yaml(path), name, routed["run"])
+    overrides = _run_file_overrides(run, origins)
     for section in SECTIONS:
         overrides[section].extend(routed[section])
     paths = {section: path.parent / getattr(run, section) for section in SECTIONS}
@@ -92,21 +97,25 @@ def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
         if not target.is_file()
     ]
     if missing:
-        raise ConfigError(missing)
-    return RunFile(path, run, paths["hardware"], paths["energy"], paths["workload"], overrides)
+        raise ConfigError(origins.blame(missing))
+    return RunFile(
+        path, run, paths["hardware"], paths["energy"], paths["workload"], origins, overrides
+    )
 
 
-def _run_file_overrides(run: RunSpec, name: str) -> dict[str, list[Override]]:
-    """Split the run file's ``overrides`` by the file they target."""
+def _run_file_overrides(run: RunSpec, origins: Origins) -> dict[str, list[Override]]:
+    """Split the run file's ``overrides`` by the file they target (each blamed where
+    it was written: the run file, or a ``--set run.overrides...``)."""
     by_section: dict[str, list[Override]] = {s: [] for s in SECTIONS}
     for key, value in run.overrides.items():
+        source, where = origins.locate(join_path("overrides", key))
         head, _, rest = key.partition(".")
         if head not in SECTIONS or not rest:
             raise ConfigError.single(
-                name,
-                join_path("overrides", key),
+                source,
+                where,
                 "override keys start with " + ", ".join(f"'{s}.'" for s in SECTIONS),
                 value,
             )
-        by_section[head].append(Override(rest, value, name, join_path("overrides", key)))
+        by_section[head].append(Override(rest, value, source, where))
     return by_section

@@ -18,7 +18,7 @@ from accelsim.config.loader import (
     Override,
     display_path,
     dump_yaml,
-    load_energy,
+    load_energy_with_origins,
     load_hardware,
     load_suite,
     read_yaml,
@@ -83,19 +83,23 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
             return None
 
     hardware = attempt(load_hardware, run_file.hardware_path, "hardware")
-    energy = attempt(load_energy, run_file.energy_path, "energy")
+    priced = attempt(load_energy_with_origins, run_file.energy_path, "energy")
     variant = run_file.run.workload_variant
     chosen = (
         None
         if variant is None
-        else Override("workload_variant", variant, display_path(run_file.path), "workload_variant")
+        else Override("workload_variant", variant, *run_file.origins.locate("workload_variant"))
     )
     model = attempt(lambda p, o: load_model(p, o, chosen), run_file.workload_path, "workload")
-    if errors or hardware is None or energy is None or model is None:
+    if errors or hardware is None or priced is None or model is None:
         raise type(errors[0])([p for e in errors for p in e.problems])
+    energy, energy_origins = priced
     workload, infos = model
     source = display_path(run_file.path)
-    techniques = load_techniques(run_file.run.techniques, source)
+    try:
+        techniques = load_techniques(run_file.run.techniques, source)
+    except ConfigError as exc:
+        raise ConfigError(run_file.origins.blame(exc.problems)) from None
     load = LoadContext(run_file.run, run_file.path, hardware, tuple(infos), tuple(techniques))
     problems = [
         *_run_problems(run_file.run, hardware, source),
@@ -103,9 +107,14 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
         *(p for t in techniques for p in t.validate(load)),
     ]
     if problems:
-        raise ConfigError(problems)
+        # Checked after the run file's own validation: blamed the same way, on
+        # the place that wrote each value (``--set KEY`` or the run file).
+        raise ConfigError(run_file.origins.blame(problems))
     inputs = RunInputs(run_file, hardware, energy, workload, tuple(infos), tuple(techniques))
-    check_table(energy, hardware, display_path(run_file.energy_path), inputs.extra_arrays)
+    try:
+        check_table(energy, hardware, display_path(run_file.energy_path), inputs.extra_arrays)
+    except ConfigError as exc:
+        raise ConfigError(energy_origins.blame(exc.problems)) from None
     return inputs
 
 
@@ -163,6 +172,25 @@ def suite_entries(suite_path: Path, selected: list[str] | None = None) -> list[S
             [Problem("--models", "", "unknown model; " + suggest(n, known), n) for n in unknown]
         )
     return [e for e in entries if e.name in selected]
+
+
+def suite_models(suite_path: Path) -> list[tuple[Workload, list[LayerInfo]]]:
+    """Every model of a suite file loaded and its shapes inferred, in suite order.
+
+    Raises:
+        InputError: for a bad suite file, or listing the problems of every model's
+            workload file at once.
+    """
+    models = []
+    errors: list[InputError] = []
+    for entry in suite_entries(suite_path):
+        try:
+            models.append(load_model(entry.workload_path))
+        except InputError as exc:
+            errors.append(exc)
+    if errors:
+        raise type(errors[0])([p for e in errors for p in e.problems])
+    return models
 
 
 def suite_inputs(run_path: Path, entry: SuiteEntry, sets: list[Override]) -> RunInputs:

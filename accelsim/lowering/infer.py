@@ -16,7 +16,7 @@ from accelsim.errors import Problem, WorkloadError
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import INPUT_NAME, LayerInfo, Shape, ShapeProblem, input_shape
 from accelsim.workload import model as wm
-from accelsim.workload.loader import load_workload
+from accelsim.workload.loader import load_workload_with_origins
 
 
 def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
@@ -128,5 +128,8 @@ def load_model(
     Raises:
         WorkloadError: for schema problems or shape inconsistencies.
     """
-    workload = load_workload(path, overrides, variant)
-    return workload, infer_shapes(workload, display_path(path))
+    workload, origins = load_workload_with_origins(path, overrides, variant)
+    try:
+        return workload, infer_shapes(workload, display_path(path))
+    except WorkloadError as exc:
+        raise WorkloadError(origins.blame(exc.problems)) from None

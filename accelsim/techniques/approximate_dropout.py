@@ -32,8 +32,8 @@ sensitivity scores [D].
 
 from __future__ import annotations
 
-import csv
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from functools import cached_property
@@ -45,6 +45,7 @@ from pydantic import Field
 
 from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
 from accelsim.config.hardware import HardwareSpec
+from accelsim.config.validate import suggest
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import (
     GemmOp,
@@ -87,6 +88,7 @@ from accelsim.techniques.dropout_steps import (
     spread,
     step_costs,
 )
+from accelsim.techniques.plan import cell, read_csv
 from accelsim.timing.dropout_folds import surviving_folds
 
 Rate = Annotated[float, Field(ge=0, lt=1)]
@@ -188,6 +190,16 @@ class ApproximateDropout(Technique):
                     cfg.pattern.value,
                 )
             )
+        if cfg.feature_maps.rate and not droppable_convs(load.infos, INPUT_NAME):
+            problems.append(
+                Problem(
+                    self.source,
+                    self.where("feature_maps.rate"),
+                    "the workload has no convolution whose input maps may be dropped"
+                    " (ungrouped, fed by another layer, with two or more input maps)",
+                    cfg.feature_maps.rate,
+                )
+            )
         problems += self._grouped_tiles(load, sites)
         try:
             if cfg.distribution is not None:
@@ -203,7 +215,7 @@ class ApproximateDropout(Technique):
                     if cfg.pattern is not Pattern.ELEMENT and abs(site.rate - rate) > 1e-9
                 ]
             if cfg.feature_maps.scores is not None:
-                self._scores(load.run_file, droppable_convs(load.infos, INPUT_NAME), 0)
+                self._scores(load.run_file, load.infos, 0)
         except ConfigError as exc:
             problems += exc.problems
         return problems
@@ -244,37 +256,96 @@ class ApproximateDropout(Technique):
         )
 
     def _scores(
-        self, run_file: Path, convs: Sequence[LayerInfo], seed: int
+        self, run_file: Path, infos: Sequence[LayerInfo], seed: int
     ) -> dict[str, np.ndarray]:
-        """Sensitivity of every input map of each conv: from the trace or synthetic."""
+        """Sensitivity of every input map of each droppable conv: from the file or synthetic.
+
+        Every row of the file names a droppable convolution, one of its input maps
+        once, and a finite score >= 0; each conv has a score for every map, not all 0.
+
+        Raises:
+            ConfigError: at ``feature_maps.scores`` for a file that cannot be read or
+                leaves a map without a score; in the file, each bad row at its line.
+        """
         path = self.settings.feature_maps.scores
-        channels = {i.layer.name: i.in_shapes[0].dims[0] for i in convs}
+        channels = {
+            i.layer.name: i.in_shapes[0].dims[0] for i in droppable_convs(infos, INPUT_NAME)
+        }
         if path is None:
             rng = np.random.default_rng(seed)
             return {name: rng.lognormal(0.0, 1.0, c) for name, c in channels.items()}
         where = self.where("feature_maps.scores")
-        scores = {name: np.full(c, np.nan) for name, c in channels.items()}
-        try:
-            with (run_file.parent / path).open(encoding="utf-8", newline="") as handle:
-                rows = list(csv.DictReader(handle))
-        except OSError as exc:
-            raise ConfigError.single(
-                self.source, where, f"cannot read the scores: {exc.strerror}", path
-            ) from None
-        for line, row in enumerate(rows, start=2):
-            try:
-                layer, channel, score = row["layer"], int(row["channel"]), float(row["score"])
-            except (KeyError, TypeError, ValueError):
-                raise ConfigError.single(
-                    self.source, where, f"line {line}: expected layer, channel, score", path
-                ) from None
-            if layer in scores and 0 <= channel < scores[layer].shape[0]:
-                scores[layer][channel] = score
-        missing = [name for name, s in scores.items() if np.isnan(s).any()]
-        if missing:
-            raise ConfigError.single(
-                self.source, where, f"no score for every input map of {missing[0]}", path
+        name, rows = read_csv(
+            run_file.parent / path, ("layer", "channel", "score"), self.source, where
+        )
+        scores = {layer: np.full(c, np.nan) for layer, c in channels.items()}
+        first: dict[tuple[str, int], int] = {}
+        problems: list[Problem] = []
+        for line, row in rows:
+            layer = (row.get("layer") or "").strip()
+            if layer not in scores:
+                problems.append(
+                    Problem(
+                        name,
+                        f"line {line}",
+                        "layer: not a convolution whose input maps may be dropped; "
+                        + (suggest(layer, list(scores)) if scores else "the workload has none"),
+                        layer,
+                    )
+                )
+                continue
+            maps = scores[layer].shape[0]
+            channel = cell(
+                name,
+                line,
+                row,
+                "channel",
+                int,
+                range(maps).__contains__,
+                f"an input map of {layer}, 0 to {maps - 1}",
+                problems,
             )
+            score = cell(
+                name,
+                line,
+                row,
+                "score",
+                float,
+                lambda v: math.isfinite(v) and v >= 0,
+                "a finite number >= 0",
+                problems,
+            )
+            if channel is None or score is None:
+                continue
+            earlier = first.setdefault((layer, channel), line)
+            if earlier != line:
+                problems.append(
+                    Problem(
+                        name,
+                        f"line {line}",
+                        f"a second score for {layer} channel {channel}"
+                        f" (the first is line {earlier})",
+                        score,
+                    )
+                )
+                continue
+            scores[layer][channel] = score
+        if problems:
+            raise ConfigError(problems)
+        for layer, s in scores.items():
+            if np.isnan(s).any():
+                raise ConfigError.single(
+                    self.source,
+                    where,
+                    f"no score for input map {int(np.isnan(s).argmax())} of {layer}"
+                    f" (it has {s.shape[0]}; every input map of every droppable"
+                    " convolution needs one)",
+                    path,
+                )
+            if not s.any():
+                raise ConfigError.single(
+                    name, "", f"every score of {layer} is 0: its maps cannot be ranked"
+                )
         return scores
 
     def plan(self, ctx: TechniqueContext, gemms: Sequence[GemmOp]) -> Plan:
@@ -312,7 +383,7 @@ class ApproximateDropout(Technique):
                 if cfg.pattern is Pattern.ROW
                 else site.units
             )
-        scores = self._scores(ctx.run_file, convs, ctx.run.seed)
+        scores = self._scores(ctx.run_file, ctx.infos, ctx.run.seed)
         conv_kept = []
         sensitivity = {}
         for j, info in enumerate(convs):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accelsim.config.loader import Override, display_path, read_yaml, validate_with_overrides
+from accelsim.config.loader import Override, display_path, read_yaml, validate_with_origins
+from accelsim.config.overrides import Origins
 from accelsim.config.validate import join_path, suggest
 from accelsim.errors import WorkloadError
 from accelsim.workload.model import Workload
@@ -27,13 +28,19 @@ def load_workload(
         WorkloadError: for an unknown variant (blamed on where it was chosen),
             and schema problems, each at its key path.
     """
+    workload, _ = load_workload_with_origins(path, overrides, variant)
+    return workload
+
+
+def load_workload_with_origins(
+    path: Path, overrides: list[Override] | None = None, variant: Override | None = None
+) -> tuple[Workload, Origins]:
+    """:func:`load_workload`, and the :class:`~accelsim.config.overrides.Origins` that
+    blame a later problem (a shape) on the override that wrote the value."""
     name = display_path(path)
     data = read_yaml(path, WorkloadError)
     chosen = [] if variant is None else _variant_overrides(data, name, variant)
-    workload = validate_with_overrides(
-        Workload, data, name, chosen + (overrides or []), WorkloadError
-    )
-    return workload
+    return validate_with_origins(Workload, data, name, chosen + (overrides or []), WorkloadError)
 
 
 def _variant_overrides(data: dict[str, object], name: str, variant: Override) -> list[Override]:

@@ -61,8 +61,18 @@ class PoolRule(LayerRule):
             return Shape(Layout.FEATURES, (x.dims[0],))
         assert isinstance(layer, (wm.MaxPool, wm.AvgPool))
         c, h, w = x.dims
+        kernel, padding = pair(layer.kernel), pair(layer.padding)
+        # PyTorch's pool2d_shape_check (max and average pooling): a window must
+        # cover at least one input element, so padding <= kernel // 2 per dimension.
+        if any(pad > k // 2 for pad, k in zip(padding, kernel, strict=True)):
+            raise ShapeProblem(
+                "padding",
+                f"more than half the {kernel[0]}x{kernel[1]} kernel (at most"
+                f" {kernel[0] // 2}x{kernel[1] // 2}, as PyTorch requires)",
+                layer.padding,
+            )
         stride = pair(layer.stride if layer.stride is not None else layer.kernel)
-        p, q = conv_output_hw(h, w, pair(layer.kernel), stride, pair(layer.padding))
+        p, q = conv_output_hw(h, w, kernel, stride, padding)
         if p < 1 or q < 1:
             raise ShapeProblem("kernel", f"larger than the padded {h}x{w} input", layer.kernel)
         return Shape(Layout.CHW, (c, p, q))
