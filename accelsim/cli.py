@@ -102,7 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
         "files",
         type=bundled_path,
         nargs="+",
-        help="hardware, energy, workload, run or sweep YAML files",
+        help="hardware, energy, workload, run, suite or sweep YAML files",
+    )
+    check.add_argument(
+        "--max-points",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="allow a sweep file up to N points (default: 10,000)",
     )
     cli_sweep.add_commands(sub)
     return parser

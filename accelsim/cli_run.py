@@ -168,7 +168,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     problems = []
     for path in args.files:
         try:
-            print(f"{display_path(path)}: ok ({_check_file(path)})")
+            print(f"{display_path(path)}: ok ({_check_file(path, args.max_points)})")
         except InputError as exc:
             problems.extend(exc.problems)
     if problems:
@@ -176,7 +176,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_file(path: Path) -> str:
+def _check_file(path: Path, max_points: int | None = None) -> str:
     from accelsim.config.loader import load_energy, load_hardware, read_yaml
     from accelsim.driver.inputs import load_inputs
     from accelsim.lowering.infer import load_model
@@ -193,7 +193,7 @@ def _check_file(path: Path) -> str:
         inputs = load_inputs(path)
         return f"run '{inputs.run.name}' with all referenced files"
     if "base" in data:
-        plan = cli_sweep.check_sweep(path)
+        plan = cli_sweep.check_sweep(path, max_points)
         return f"sweep '{plan.name}', {len(plan.points)} points, each with all its files"
     if "models" in data:
         from accelsim.config.loader import load_suite

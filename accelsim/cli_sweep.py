@@ -158,11 +158,13 @@ def add_commands(sub: Subparsers) -> None:
     )
 
 
-def check_sweep(path: Path) -> SweepPlan:
-    """Validate every point of a sweep file (for ``accelsim check``)."""
+def check_sweep(path: Path, max_points: int | None = None) -> SweepPlan:
+    """Validate every point of a sweep file of at most ``max_points`` points (default
+    :data:`~accelsim.sweep.plan.MAX_POINTS`) for ``accelsim check``."""
     from accelsim.sweep import plan_sweep
+    from accelsim.sweep.plan import MAX_POINTS
 
-    return plan_sweep(path)
+    return plan_sweep(path, max_points or MAX_POINTS)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

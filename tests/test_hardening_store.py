@@ -767,7 +767,8 @@ def test_a_million_point_grid_is_refused_at_once(
     )
     message = (
         f"{path}: 1,000,000 points (the product of the axes' lengths, before exclude) exceed the"
-        " limit of 10,000; split the sweep, or raise the limit with accelsim sweep --max-points N\n"
+        " limit of 10,000; split the sweep, or raise the limit with --max-points N (accelsim"
+        " sweep and accelsim check)\n"
     )
     for args in (["sweep", path, "--out", tmp_path / "out"], ["check", path]):
         started = time.perf_counter()
@@ -790,6 +791,10 @@ def test_max_points_sets_the_limit(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == cli.EXIT_OK and "3 points, 0 already stored, 3 run" in out
     with pytest.raises(ConfigError, match="exceed the limit of 2"):
         plan_sweep(path, max_points=2)
+    code, _, err = run_cli(capsys, "check", path, "--max-points", 3)
+    assert code == cli.EXIT_INPUT and "exceed the limit of 3" in err
+    code, out, _ = run_cli(capsys, "check", path, "--max-points", 4)
+    assert code == cli.EXIT_OK and "3 points, each with all its files" in out
     with pytest.raises(SystemExit):
         cli.main(["sweep", "--help"])
     assert f"allow up to N points (default: {MAX_POINTS:,})" in capsys.readouterr().out

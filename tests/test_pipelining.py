@@ -605,3 +605,28 @@ def test_free_tasks_are_reported_with_an_on_chip_stash(tmp_path: Path) -> None:
     assert without["placement"] == with_stash["placement"] == "tasks"
     keys = ("weight_delay_minibatches", "tasks_per_processor")
     assert {k: with_stash[k] for k in keys} == {k: without[k] for k in keys}
+
+
+def test_deep_pipelines_stay_within_the_mini_batch_limit(tmp_path: Path) -> None:
+    """The default ``3 S + 2`` mini-batches is capped at the limit of 1,024, and a pipeline
+    too deep to fill and measure within it (``2 S + 1`` for stages, ``2 P + 2`` for
+    LayerPipe's free tasks) is refused at load time."""
+    schedule = pipelining.PipeDream(pipelining.PipeDreamConfig(), "run.yaml")
+    assert schedule.mini_batches(300) == 902 and schedule.mini_batches(400) == 1024
+    path = run_file(tmp_path, "mlp")
+    for technique, processors, stages, needed, deepest in (
+        ("pipedream", 600, 6, None, None),  # six layers: six stages, however many processors
+        ("layerpipe", 512, 512, 1026, 511),  # free tasks use every processor
+        ("layerpipe", 511, 511, None, None),
+    ):
+        sets = parse_sets([f"processors={processors}", f"run.techniques={{{technique}: {{}}}}"])
+        if needed is None:
+            load_inputs(path, sets)
+            continue
+        with pytest.raises(ConfigError) as excinfo:
+            load_inputs(path, sets)
+        assert str(excinfo.value) == (
+            f"--set: run.techniques.{technique}.stages: {stages} stages need {needed}"
+            " mini-batches to fill and measure a steady state, more than the limit of"
+            f" 1,024; set stages to at most {deepest} (got {stages})"
+        )

@@ -132,7 +132,7 @@ def plan_sweep(path: Path, max_points: int = MAX_POINTS) -> SweepPlan:
             "",
             f"{count:,} points (the product of the axes' lengths, before exclude) exceed"
             f" the limit of {max_points:,}; split the sweep, or raise the limit with"
-            " accelsim sweep --max-points N",
+            " --max-points N (accelsim sweep and accelsim check)",
         )
     resolved = str(path.resolve())
     fixed = [Override(k, v, source, f"set.{k}") for k, v in spec.set.items()]

@@ -36,7 +36,7 @@ from accelsim.lowering.optimizer import add_updates
 from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
-from accelsim.techniques.base import TechniqueContext
+from accelsim.techniques.base import LoadContext, TechniqueContext
 from accelsim.techniques.pipeline_graph import (
     SplitShares,
     accumulate_gradients,
@@ -45,7 +45,7 @@ from accelsim.techniques.pipeline_graph import (
 )
 from accelsim.techniques.pipeline_plan import Plan
 from accelsim.techniques.pipeline_report import Placed
-from accelsim.techniques.pipelining import Fraction, PipelineConfig, Schedule
+from accelsim.techniques.pipelining import MAX_MINI_BATCHES, Fraction, PipelineConfig, Schedule
 from accelsim.techniques.task_placement import (
     MOVED_DX,
     TaskKey,
@@ -249,8 +249,9 @@ class LayerPipe(Schedule):
             tried.append(delays)
             layout = dataclasses.replace(alone, delays=delays)
             # Enough mini-batches to fill a pipeline this deep twice over.
-            count = self.settings.mini_batches or max(
-                3 * processors + 2, 2 * max(delays.values(), default=1) + 2
+            count = self.settings.mini_batches or min(
+                max(3 * processors + 2, 2 * max(delays.values(), default=1) + 2),
+                MAX_MINI_BATCHES,
             )
             graph, period = self.measure(
                 ctx, functools.partial(self.build_tasks, ctx, layout), count
@@ -269,6 +270,20 @@ class LayerPipe(Schedule):
     def processors(self, ctx: TechniqueContext) -> int:
         """Processors the free task placement uses (not capped at the layer count)."""
         return self.settings.stages or ctx.hardware.processors
+
+    def depth(self, load: LoadContext) -> tuple[int, int]:
+        """The free task placement spans every processor ``P`` (not capped at the layer
+        count) with delays of up to ``P`` mini-batches, measured over at least
+        ``2 P + 2``; the stage options as a schedule's."""
+        if self.layerpipe.placement is TaskPlacement.STAGES:
+            return super().depth(load)
+        processors = self.settings.stages or load.hardware.processors
+        return processors, 2 * processors + 2
+
+    def deepest(self) -> int:
+        if self.layerpipe.placement is TaskPlacement.STAGES:
+            return super().deepest()
+        return (MAX_MINI_BATCHES - 2) // 2
 
     def layout(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> TaskLayout:
         """Every task's processor and every layer's weight delay.

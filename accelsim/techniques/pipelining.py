@@ -127,21 +127,43 @@ class Schedule(Technique):
         return True
 
     def mini_batches(self, stages: int) -> int:
-        """Mini-batches to simulate on ``stages`` stages."""
-        return self.settings.mini_batches or 3 * stages + 2
+        """Mini-batches to simulate on ``stages`` stages: ``3 S + 2`` by default, at most
+        :data:`MAX_MINI_BATCHES` (``validate`` keeps ``2 S + 1`` within it)."""
+        return self.settings.mini_batches or min(3 * stages + 2, MAX_MINI_BATCHES)
+
+    def depth(self, load: LoadContext) -> tuple[int, int]:
+        """How deep the pipeline is (its stages) and the fewest mini-batches that fill
+        it and measure a steady state (``2 S + 1``)."""
+        stages = min(self.settings.stages or load.hardware.processors, len(load.infos))
+        return stages, 2 * stages + 1
+
+    def deepest(self) -> int:
+        """The most stages whose fill fits in :data:`MAX_MINI_BATCHES` mini-batches."""
+        return (MAX_MINI_BATCHES - 1) // 2
 
     def validate(self, load: LoadContext) -> list[Problem]:
         cfg, processors, batch = self.settings, load.hardware.processors, load.run.batch_size
         problems = []
-        stages = min(cfg.stages or processors, len(load.infos))
-        if cfg.mini_batches is not None and cfg.mini_batches < 2 * stages + 1:
+        stages, needed = self.depth(load)
+        if cfg.mini_batches is not None and cfg.mini_batches < needed:
             problems.append(
                 Problem(
                     self.source,
                     self.where("mini_batches"),
                     f"too few to fill {stages} stages and measure a steady state"
-                    f" (needs >= {2 * stages + 1})",
+                    f" (needs >= {needed})",
                     cfg.mini_batches,
+                )
+            )
+        if cfg.mini_batches is None and needed > MAX_MINI_BATCHES:
+            problems.append(
+                Problem(
+                    self.source,
+                    self.where("stages"),
+                    f"{stages} stages need {needed} mini-batches to fill and measure a steady"
+                    f" state, more than the limit of {MAX_MINI_BATCHES:,}; set stages to at"
+                    f" most {self.deepest()}",
+                    stages,
                 )
             )
         if cfg.stages is not None and cfg.stages > processors:
