@@ -609,14 +609,14 @@ def test_free_tasks_are_reported_with_an_on_chip_stash(tmp_path: Path) -> None:
 
 def test_deep_pipelines_stay_within_the_mini_batch_limit(tmp_path: Path) -> None:
     """The default ``3 S + 2`` mini-batches is capped at the limit of 1,024, and a pipeline
-    too deep to fill and measure within it (``2 S + 1`` for stages, ``2 P + 2`` for
-    LayerPipe's free tasks) is refused at load time."""
+    too deep to fill and measure within it (``2 S + 1`` for ``S`` stages, or ``P``
+    processors for LayerPipe's free tasks) is refused at load time."""
     schedule = pipelining.PipeDream(pipelining.PipeDreamConfig(), "run.yaml")
     assert schedule.mini_batches(300) == 902 and schedule.mini_batches(400) == 1024
     path = run_file(tmp_path, "mlp")
     for technique, processors, stages, needed, deepest in (
         ("pipedream", 600, 6, None, None),  # six layers: six stages, however many processors
-        ("layerpipe", 512, 512, 1026, 511),  # free tasks use every processor
+        ("layerpipe", 512, 512, 1025, 511),  # free tasks use every processor
         ("layerpipe", 511, 511, None, None),
     ):
         sets = parse_sets([f"processors={processors}", f"run.techniques={{{technique}: {{}}}}"])

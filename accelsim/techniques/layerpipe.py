@@ -273,17 +273,13 @@ class LayerPipe(Schedule):
 
     def depth(self, load: LoadContext) -> tuple[int, int]:
         """The free task placement spans every processor ``P`` (not capped at the layer
-        count) with delays of up to ``P`` mini-batches, measured over at least
-        ``2 P + 2``; the stage options as a schedule's."""
+        count): ``2 P + 1`` mini-batches fill it (its delays are at most ``P``, and
+        ``2 P + 2`` of them still fit in the limit); the stage options as a
+        schedule's."""
         if self.layerpipe.placement is TaskPlacement.STAGES:
             return super().depth(load)
         processors = self.settings.stages or load.hardware.processors
-        return processors, 2 * processors + 2
-
-    def deepest(self) -> int:
-        if self.layerpipe.placement is TaskPlacement.STAGES:
-            return super().deepest()
-        return (MAX_MINI_BATCHES - 2) // 2
+        return processors, 2 * processors + 1
 
     def layout(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> TaskLayout:
         """Every task's processor and every layer's weight delay.
