@@ -56,6 +56,7 @@ from accelsim.lowering.shapes import INPUT_NAME, LayerInfo
 from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import MAIN_ARRAY
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
     RewritePhase,
@@ -67,7 +68,14 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.techniques.dropout_patterns import PatternFamily, load_distribution, search
-from accelsim.techniques.dropout_rewrite import Plan, add_aux, shrunk_op, skipped_update
+from accelsim.techniques.dropout_rewrite import (
+    PATTERN_OPS,
+    SCORE_OPS,
+    Plan,
+    add_aux,
+    shrunk_op,
+    skipped_update,
+)
 from accelsim.techniques.dropout_sites import (
     Shrink,
     Site,
@@ -89,9 +97,27 @@ from accelsim.techniques.dropout_steps import (
     step_costs,
 )
 from accelsim.techniques.plan import cell, read_csv
+from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.dropout_folds import surviving_folds
 
 Rate = Annotated[float, Field(ge=0, lt=1)]
+
+_SEARCH = "our choice: the SGD search's settings"
+DEFAULTS: dict[str, Origin] = {
+    "rate": (Source.RUN, "none: each dropout layer's own rate, from the workload"),
+    "pattern": (Source.RECALLED, "row and tile patterns of Song et al., recalled"),
+    "tile.rows": (Source.OURS, "none: the main array's rows, so tiles align with folds"),
+    "tile.cols": (Source.OURS, "none: the main array's columns, so tiles align with folds"),
+    "steps": (Source.OURS, "our choice: steps drawn for the mean and spread"),
+    "max_period": (Source.OURS, "our choice: the pattern family's longest period"),
+    "distribution": (Source.OURS, "none: the distribution our SGD search finds"),
+    "skip_updates": (Source.OURS, "our choice: dropped rows are still updated"),
+    "search_iterations": (Source.OURS, _SEARCH),
+    "feature_maps.rate": (Source.OURS, "our choice: off"),
+    "feature_maps.scores": (Source.OURS, "none: log-normal sensitivity scores, our choice"),
+    "search_seed": (Source.OURS, _SEARCH),
+}
+"""Where each setting's default comes from (``../shared/techniques.md`` section 4)."""
 
 
 class Pattern(str, Enum):
@@ -154,6 +180,9 @@ class ApproximateDropout(Technique):
     def settings(self) -> ApproximateDropoutConfig:
         assert isinstance(self.config, ApproximateDropoutConfig)
         return self.config
+
+    def defaults(self) -> dict[str, Origin]:
+        return DEFAULTS
 
     @cached_property
     def family(self) -> PatternFamily:
@@ -578,4 +607,17 @@ class ApproximateDropout(Technique):
                 f" {skipped['skipped_folds']:,.1f} folds",
             ),
         )
-        return Section(self.name, details, lines)
+        return Section(
+            self.name,
+            details,
+            lines,
+            inputs=inputs(
+                cfg,
+                self.defaults(),
+                traces=("feature_maps.scores",),
+                constants={
+                    "pattern_ops_per_unit": (PATTERN_OPS, (Source.OURS, "our choice")),
+                    "score_ops_per_element": (SCORE_OPS, (Source.OURS, "our choice")),
+                },
+            ),
+        )

@@ -57,6 +57,7 @@ from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import BASE, Section, StepCost, TrainingPlan
+from accelsim.techniques.provenance import Origin
 from accelsim.workload.model import Workload
 
 __all__ = [
@@ -152,6 +153,11 @@ class Technique:
     def validate(self, load: LoadContext) -> list[Problem]:
         """Problems of this configuration with this run, hardware and workload."""
         return []
+
+    def defaults(self) -> Mapping[str, Origin]:
+        """Where the default of each of its settings comes from, by dotted key (the
+        provenance its report states: :mod:`accelsim.techniques.provenance`)."""
+        return {}
 
     def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
         """Layers whose weight-gradient GEMM this technique packs (drops rows or

@@ -57,10 +57,11 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph import passes, queries
 from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase
-from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT
+from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT, MONITOR_OPS_PER_GROUP
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     BASE,
     LoadContext,
@@ -73,8 +74,26 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.techniques.plan import read_trace, synthetic_decay
+from accelsim.techniques.provenance import Origin, inputs
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
+
+_OURS = "our model: the paper's abstract gives no rule or number"
+_CURVE = "our synthetic curve floor + (1 - floor) exp(-epoch / decay_epochs)"
+DEFAULTS: dict[str, Origin] = {
+    "grouping": (
+        Source.RECALLED,
+        "groups of semantically related parameters [S]; filter groups, recalled",
+    ),
+    "skip_fraction": (Source.OURS, "none: the trace-driven schedule, our model"),
+    "update_trace": (Source.OURS, "none: " + _CURVE),
+    "threshold": (Source.OURS, _OURS),
+    "max_skip": (Source.OURS, _OURS),
+    "floor": (Source.OURS, _CURVE),
+    "decay_epochs": (Source.OURS, _CURVE),
+    "levels": (Source.OURS, "our choice: skip levels simulated between 0 and max_skip"),
+}
+"""Where each setting's default comes from (``../shared/techniques.md`` section 5)."""
 
 
 class Grouping(str, Enum):
@@ -226,6 +245,9 @@ class GradientSkipping(Technique):
     def settings(self) -> GradientSkippingConfig:
         assert isinstance(self.config, GradientSkippingConfig)
         return self.config
+
+    def defaults(self) -> dict[str, Origin]:
+        return DEFAULTS
 
     def levels(self) -> list[float]:
         """The skip fraction of each step kind of the trace-driven schedule."""
@@ -402,7 +424,20 @@ class GradientSkipping(Technique):
             ("nothing trains", f"{details['upper_bound_speedup']:.3f} x at most"),
             ("dX kept", f"{details['upper_bound_dx_kept_speedup']:.3f} x at most"),
         ]
-        return Section(self.name, details, tuple(lines))
+        return Section(
+            self.name,
+            details,
+            tuple(lines),
+            inputs=inputs(
+                self.settings,
+                self.defaults(),
+                traces=("update_trace",),
+                constants={
+                    "monitor_ops_per_element": (MONITOR_OPS_PER_ELEMENT, (Source.OURS, _OURS)),
+                    "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, _OURS)),
+                },
+            ),
+        )
 
 
 def gemm_macs(result: RunResult) -> dict[str, int]:

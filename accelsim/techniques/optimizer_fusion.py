@@ -60,6 +60,7 @@ from accelsim.lowering.optimizer import buffered, update_op
 from accelsim.mapping.residency import gradient_stays, weight_stays
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
     RewritePhase,
@@ -69,12 +70,22 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
+from accelsim.techniques.provenance import Origin, inputs
 
 
 class FusionMode(str, Enum):
     UNFUSED = "unfused"
     FORWARD = "forward"
     BACKWARD = "backward"
+
+
+DEFAULTS: dict[str, Origin] = {
+    "mode": (
+        Source.OURS,
+        "our choice of the paper's two orders [S]: backward (forward is the other)",
+    ),
+}
+"""Where each setting's default comes from (``../shared/techniques.md`` section 6)."""
 
 
 class OptimizerFusionConfig(Spec):
@@ -196,6 +207,9 @@ class OptimizerFusion(Technique):
         assert isinstance(self.config, OptimizerFusionConfig)
         return self.config
 
+    def defaults(self) -> dict[str, Origin]:
+        return DEFAULTS
+
     def validate(self, load: LoadContext) -> list[Problem]:
         mode = self.settings.mode
         problems = []
@@ -283,7 +297,7 @@ class OptimizerFusion(Technique):
                 f" ({mode.value} fusion, {optimizer.value})",
             ),
         )
-        return Section(self.name, details, lines)
+        return Section(self.name, details, lines, inputs=inputs(self.settings, self.defaults()))
 
 
 def _weight_readers(graph: OpGraph) -> dict[str, list[Op]]:
