@@ -237,7 +237,7 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     if not inputs.techniques:
         return TrainingResult(base, {}, None)
     steps: dict[str, SimulatedStep] = {}
-    for kind in _kinds(inputs.techniques):
+    for kind in _kinds(inputs.techniques, sim.ctx):
         result = sim.simulate(sim.placed(kind, base), kind)
         sim.forget()
         steps[kind] = sim.step(kind, result, base)
@@ -245,10 +245,10 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
 
 
-def _kinds(techniques: tuple[Technique, ...]) -> list[str]:
+def _kinds(techniques: tuple[Technique, ...], ctx: TechniqueContext) -> list[str]:
     for t in techniques:
-        if t.step_kinds():
-            return list(t.step_kinds())
+        if t.defines_kinds():
+            return list(t.step_kinds(ctx))
     names = [t.name for t in techniques if t.places()] or [techniques[0].name]
     return names
 
@@ -263,7 +263,7 @@ def _report(
     technique that defines step kinds (or every step of the one kind), and each
     technique's section."""
     training = ctx.run.training
-    definer = next((t for t in techniques if t.step_kinds()), None)
+    definer = next((t for t in techniques if t.defines_kinds()), None)
     if definer is not None:
         shares = definer.kind_shares(ctx)
     else:

@@ -229,10 +229,11 @@ class TrainingReport:
 
     @property
     def binding_bound(self) -> str:
-        """The resource that bounds each step kind (named per kind when there are several)."""
+        """The resource that bounds every step kind, or each kind's when they differ."""
         kinds = {kind: cost for kind, cost in self.steps.items() if kind != BASE}
-        if len(kinds) == 1:
-            return next(iter(kinds.values())).binding_bound
+        binding = {cost.binding_bound for cost in kinds.values()}
+        if len(binding) == 1:
+            return binding.pop()
         return ", ".join(f"{kind} {cost.binding_bound}" for kind, cost in kinds.items())
 
     @property

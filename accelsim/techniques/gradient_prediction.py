@@ -308,7 +308,10 @@ class GradientPrediction(Technique):
         sizes = (kib_to_bytes(a.ifmap_kib), kib_to_bytes(a.filter_kib), kib_to_bytes(a.ofmap_kib))
         return (ArrayUnit(PREDICTOR, spec, *sizes),)
 
-    def step_kinds(self) -> Sequence[str]:
+    def defines_kinds(self) -> bool:
+        return True
+
+    def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
         return ("bp", "gp")
 
     def storage(self, graph: OpGraph, hw: HardwareSpec) -> PredictorStorage:
