@@ -976,7 +976,7 @@ HARDWARE_KEYS = (
         ),
         (
             ["optimizer.bogus.x=1"],
-            "optimizer.bogus: unknown key; expected one of: clip_global_norm, kind (got {'x': 1})",
+            "optimizer.bogus: unknown key; expected one of: clip_global_norm, kind, master_weights (got {'x': 1})",
         ),
         (
             ["run.overrides={hardware.bogus.y: 1}"],

@@ -28,6 +28,15 @@ class OptimizerKind(str, Enum):
         return {"sgd": 2, "momentum": 4, "adam": 13}[self.value]
 
 
+class MasterWeights(str, Enum):
+    """Whether the optimizer keeps an fp32 master copy of every weight: the update
+    reads and writes the master (an optimizer-state tensor) and writes the array's
+    bf16 weight from it."""
+
+    NONE = "none"
+    FP32 = "fp32"
+
+
 class StridedDx(str, Enum):
     """How the input gradient of a strided conv is computed.
 

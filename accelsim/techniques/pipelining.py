@@ -289,7 +289,7 @@ class Schedule(Technique):
     def memory(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> list[ProcessorMemory]:
         """What each processor of ``graph``, placed on ``plan``, keeps in DRAM."""
         return processor_memory(
-            graph, self.layer_delays(plan, graph), ctx.run.optimizer.kind, ctx.hardware
+            graph, self.layer_delays(plan, graph), ctx.run.optimizer, ctx.hardware
         )
 
     def fits(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> bool:
