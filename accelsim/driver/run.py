@@ -36,7 +36,7 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.timing.costs import op_costs
-from accelsim.timing.engines import simulate
+from accelsim.timing.tile_groups import simulate_grouped as simulate
 
 
 class _Run:
