@@ -107,6 +107,22 @@ def test_the_energy_saved_is_the_dram_energy_of_the_bytes_saved() -> None:
         assert after[key] == pytest.approx(before[key])
 
 
+def test_a_vector_op_giving_tiles_to_another_writes_nothing() -> None:
+    """A chain of vector ops: norm reads x from DRAM and its output, read only by relu,
+    never leaves the chip."""
+    hw = make_hw(**SMALL)
+    b = GraphBuilder(hw.word_bytes)
+    x, y, z = (b.tensor(n, TensorKind.ACTIVATION, 1024) for n in "xyz")
+    norm = b.vector("norm", "l0", Phase.FWD, 1024, 6, [x], [y])
+    relu = b.vector("relu", "l1", Phase.FWD, 1024, 1, [y], [z])
+    b.take_tiles(relu, y, norm)
+    c = counts(run(b.build(), hw))
+    assert c["dram_ifmap_read_bytes"] == [2048, 0]
+    assert c["dram_ofmap_write_bytes"] == [0, 2048]
+    assert c["sram_ofmap_write_bytes"] == [2048, 2048]
+    assert c["sram_ofmap_read_bytes"] == [2048, 2048]
+
+
 def test_a_second_reader_from_dram_keeps_the_write() -> None:
     graph, hw = chain((True, False))
     b = GraphBuilder.extending(graph, hw.word_bytes)

@@ -135,6 +135,7 @@ def _cost_vectors(
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
     elsewhere: dict[int, tuple[int, int]] = {}  # op -> SRAM reads of ifmap, filter tiles
+    saves = bool(reuse.unwritten)
     for op in graph.ops:
         if isinstance(op, VectorOp):
             sram_read = sram_write = dram_read = dram_write = 0
@@ -156,7 +157,7 @@ def _cost_vectors(
                 size = a.elements * a.tensor.word_bytes
                 sram_write += size
                 name = a.tensor.name
-                if name not in on_chip and (not tiled or reuse.writes_dram(op.op_id, name)):
+                if name not in on_chip and (not saves or reuse.writes_dram(op.op_id, name)):
                     dram_write += size
             index.append(op.op_id)
             columns.append((op.vector_ops, sram_read, sram_write, dram_read, dram_write))

@@ -3,9 +3,13 @@
 A consumer of a tile stream takes each tile right after its source has made (or
 loaded) it, so it cannot wait for the whole source as for a data dependency.  The
 engines are left as they are: they simulate a contracted graph in which each group
-(:func:`~accelsim.graph.queries.tile_groups`) is one op, at its first op's place in
-program order, waiting for everything its members wait for outside the group, and
-every op that waits for a member waits for it.  The group runs on its lead unit (the
+(:func:`~accelsim.graph.queries.tile_groups`) is one op, with its first op's
+priority, waiting for everything its members wait for outside the group, and every
+op that waits for a member waits for it.  The contracted ops keep their program
+order, except that an op a group waits for which came after the group's first op (a
+transfer that placement put right before the member reading it) moves before the
+group; every op keeps its priority, so the engines pick among ready ops as in the
+graph.  The group runs on its lead unit (the
 array of its first GEMM; the first op's unit when it has none), and its costs
 combine its members':
 
@@ -34,6 +38,7 @@ slower epilogue), and busy time per unit adds up.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import numpy as np
@@ -54,9 +59,8 @@ def simulate_grouped(
     """:func:`~accelsim.timing.engines.simulate` with every tile group run as one op.
 
     Raises:
-        SimulationError: if a group's ops are on several processors or a member waits
-            for an op after the group's first (:func:`~accelsim.graph.check.tile_problems`),
-            or some op can never run.
+        SimulationError: if a group's ops are on several processors or wait for an op
+            that waits for them, or some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
     groups = queries.tile_groups(graph)
@@ -93,8 +97,7 @@ def _contract(
     groups: Sequence[tuple[int, ...]],
     leads: Sequence[int],
 ) -> tuple[tuple[OpGraph, OpCosts], list[int]]:
-    """The graph with each group one op at its first op's place, its costs, and each
-    old op's new id."""
+    """The graph with each group one op, its costs, and each old op's new id."""
     n_ops = len(graph.ops)
     first = list(range(n_ops))
     for group in groups:
@@ -106,34 +109,59 @@ def _contract(
             )
         for i in group[1:]:
             first[i] = group[0]
-    for group in groups:
-        for i in group:
-            late = [d for d in graph.ops[i].deps if first[d] > group[0]]
-            if late:
-                raise SimulationError(
-                    f"{graph.ops[i].name} runs in one op with {graph.ops[group[0]].name} but"
-                    f" waits for {graph.ops[late[0]].name}, which comes after it"
-                )
-    kept = [i for i in range(n_ops) if first[i] == i]
-    position = {old: new for new, old in enumerate(kept)}
-    new_id = [position[first[i]] for i in range(n_ops)]
-    waits: dict[int, set[int]] = {}
-    for group in groups:
-        waits[group[0]] = {new_id[d] for i in group for d in graph.ops[i].deps} - {new_id[group[0]]}
+    waits: dict[int, set[int]] = {}  # kept op -> the kept ops it waits for
+    for op in graph.ops:
+        here = first[op.op_id]
+        waits.setdefault(here, set()).update(first[d] for d in op.deps)
+    for here, found in waits.items():
+        found.discard(here)
+    order = _program_order(graph, waits)
+    new_id_of = {old: new for new, old in enumerate(order)}
+    new_id = [new_id_of[first[i]] for i in range(n_ops)]
     ops = []
-    for new, old in enumerate(kept):
-        op = graph.ops[old]
-        found = waits.get(old)
-        deps = sorted(found) if found is not None else sorted({new_id[d] for d in op.deps})
-        ops.append(replaced(op, op_id=new, deps=tuple(deps), sources=(), after=()))
+    for new, old in enumerate(order):
+        deps = tuple(sorted(new_id_of[d] for d in waits[old]))
+        ops.append(replaced(graph.ops[old], op_id=new, deps=deps, sources=(), after=()))
+    priority = graph.priority or range(n_ops)
     contracted = OpGraph(
         ops=tuple(ops),
-        processor=tuple(graph.processor[i] for i in kept),
+        processor=tuple(graph.processor[i] for i in order),
         on_chip=graph.on_chip,
         stashed=graph.stashed,
-        priority=tuple(graph.priority[i] for i in kept) if graph.priority else (),
+        priority=tuple(priority[i] for i in order),
     )
-    return (contracted, _fused_costs(costs, kept, groups, leads, new_id)), new_id
+    return (contracted, _fused_costs(costs, order, groups, leads, new_id)), new_id
+
+
+def _program_order(graph: OpGraph, waits: dict[int, set[int]]) -> list[int]:
+    """The kept ops (``waits``' keys) in program order, except that an op moves after
+    what it waits for (a topological order, earliest op first).
+
+    Raises:
+        SimulationError: if a group waits for an op that waits for it.
+    """
+    pending = {op: len(found) for op, found in waits.items()}
+    after: dict[int, list[int]] = {}
+    for op, found in waits.items():
+        for d in found:
+            after.setdefault(d, []).append(op)
+    ready = [op for op, n in pending.items() if n == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        op = heapq.heappop(ready)
+        order.append(op)
+        for s in after.get(op, ()):
+            pending[s] -= 1
+            if pending[s] == 0:
+                heapq.heappush(ready, s)
+    if len(order) < len(pending):
+        stuck = min(op for op, n in pending.items() if n > 0)
+        raise SimulationError(
+            f"{graph.ops[stuck].name} and the ops taking its tiles wait for an op that"
+            " waits for them"
+        )
+    return order
 
 
 def _fused_costs(
