@@ -11,7 +11,7 @@ import pytest
 from accelsim.config.enums import EpilogueFusion
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
-from accelsim.driver.run import simulate_run
+from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph import queries
 from accelsim.graph.check import graph_problems
@@ -200,3 +200,30 @@ def test_the_option_is_validated(tmp_path: Path) -> None:
         load_inputs(
             ROOT / "configs/runs/default.yaml", parse_sets(["lowering.fuse_epilogues=some"])
         )
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["processors=2", "assignment=data_parallel"],
+        ["processors=2", "run.techniques={gpipe: {micro_batches: 2}}"],
+        ["run.techniques={optimizer_fusion: {mode: backward}, gradient_prediction: {}}"],
+    ],
+)
+def test_fused_steps_place_and_time_alike_in_both_engines(sets: list[str]) -> None:
+    """Placement copies and splits fused steps (a stream between stages ends at its
+    transfer) and both engines time the contracted groups alike."""
+    summaries = []
+    for engine in ("simpy", "compiled"):
+        common = ["batch_size=2", "workload_variant=cifar10", "lowering.fuse_epilogues=all"]
+        inputs = load_inputs(
+            ROOT / "configs/runs/default.yaml",
+            parse_sets([*common, *sets, f"timing.engine={engine}"]),
+        )
+        result = simulate_training(inputs)
+        summary = result.summary()
+        assert summary.pop("engine") == engine
+        summaries.append(summary)
+        graphs = [result.base.graph, *(r.graph for r in result.steps.values())]
+        assert all(queries.tile_streams(g) for g in graphs)
+    assert summaries[0] == summaries[1]

@@ -11,8 +11,11 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import load_energy
 from accelsim.config.run import Convention, EngineKind, PsumPolicy
 from accelsim.energy.model import estimate_energy
+from accelsim.errors import SimulationError
+from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import OpGraph, Phase, TensorKind
+from accelsim.graph.check import tile_problems
+from accelsim.graph.ops import Access, OpGraph, Phase, TensorKind
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.tile_reuse import Buffer, tile_reuse
 from accelsim.mapping.units import main_array
@@ -214,3 +217,41 @@ def test_both_engines_time_tile_groups_alike() -> None:
     assert simpy.trace.start_cycle.tolist() == compiled.trace.start_cycle.tolist()
     assert simpy.trace.end_cycle.tolist() == compiled.trace.end_cycle.tolist()
     assert simpy.trace.busy_cycles(1).tolist() == [int(simpy.trace.costs.compute_cycles[1])]
+
+
+def test_a_transfer_placed_inside_a_group_runs_before_it() -> None:
+    """On two processors: v1 (p1) makes s, g0 (p0) makes y, add (p0) takes y's tiles
+    from g0 and reads s.  The transfer of s lands between g0 and add; the group waits
+    for it, so it runs first."""
+    hw = make_hw(**SMALL, processors=2, **FREE)
+    b = GraphBuilder(hw.word_bytes)
+    x, w = b.tensor("x", TensorKind.ACTIVATION, 64 * 32), b.tensor("w", TensorKind.WEIGHT, 512)
+    y, s, z = (b.tensor(n, TensorKind.ACTIVATION, 64 * 16) for n in "ysz")
+    b.vector("v1", "l1", Phase.FWD, 1024, 1, [Access(x, 1024)], [s])
+    g0 = b.gemm("g0", "l0", Phase.FWD, 64, 16, 32, 1, x, w, y)
+    add = b.vector("add", "l2", Phase.FWD, 1024, 1, [y, s], [z])
+    b.take_tiles(add, y, g0)
+    placed = passes.insert_transfers(passes.place(b.build(), lambda op: int(op.name == "v1")))
+    assert [op.name for op in placed.ops] == ["v1", "g0", "s.to_p0", "add"]
+    assert queries.tile_groups(placed) == ((1, 3),)
+    trace = run(placed, hw).trace
+    transfer_end = int(trace.end_cycle[2])
+    assert int(trace.start_cycle[1]) == transfer_end  # the group starts when s has arrived
+    assert int(trace.end_cycle[3]) == int(trace.end_cycle[1])
+
+
+def test_a_group_waiting_for_an_op_that_waits_for_it_is_refused() -> None:
+    hw = make_hw(**SMALL)
+    b = GraphBuilder(hw.word_bytes)
+    x, w = b.tensor("x", TensorKind.ACTIVATION, 64 * 32), b.tensor("w", TensorKind.WEIGHT, 512)
+    y, q, z = (b.tensor(n, TensorKind.ACTIVATION, 64 * 16) for n in "yqz")
+    g0 = b.gemm("g0", "l0", Phase.FWD, 64, 16, 32, 1, x, w, y)
+    b.vector("x1", "l1", Phase.FWD, 1024, 1, [y], [q])  # reads all of y: after g0
+    add = b.vector("add", "l2", Phase.FWD, 1024, 1, [y, q], [z])
+    b.take_tiles(add, y, g0)
+    graph = b.build()
+    assert tile_problems(graph) == [
+        "add runs in one op with g0 but waits for x1, which comes after it"
+    ]
+    with pytest.raises(SimulationError, match="g0 and the ops taking its tiles wait for an op"):
+        run(graph, hw)
