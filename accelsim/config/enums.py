@@ -49,6 +49,21 @@ class StridedDx(str, Enum):
     ZERO_INSERT = "zero_insert"
 
 
+class EpilogueFusion(str, Enum):
+    """Which vector ops take their input tile by tile, on chip, from the op producing it
+    (:mod:`accelsim.lowering.epilogues`).
+
+    ``none``: every vector op streams its tensors through DRAM; ``elementwise``:
+    activations and their derivatives, residual adds and gradient sums, dropout and
+    bias gradients; ``all``: batchnorm too, as if its per-channel statistics were
+    known before its input arrives (running statistics).
+    """
+
+    NONE = "none"
+    ELEMENTWISE = "elementwise"
+    ALL = "all"
+
+
 class AssignmentPolicy(str, Enum):
     """How ops are placed on processors."""
 

@@ -24,6 +24,7 @@ from accelsim.config.base import (
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP as DEFAULT_CHUNKS_PER_OP
 from accelsim.config.enums import AssignmentPolicy as AssignmentPolicy
 from accelsim.config.enums import EngineKind as EngineKind
+from accelsim.config.enums import EpilogueFusion as EpilogueFusion
 from accelsim.config.enums import MasterWeights as MasterWeights
 from accelsim.config.enums import OptimizerKind as OptimizerKind
 from accelsim.config.enums import PsumPolicy as PsumPolicy
@@ -66,6 +67,14 @@ class TimingSpec(Spec):
 
 class LoweringSpec(Spec):
     strided_dx: Annotated[StridedDx, Field(strict=False)] = StridedDx.SKIP_ZEROS
+    fuse_epilogues: Annotated[EpilogueFusion, Field(strict=False)] = Field(
+        default=EpilogueFusion.NONE,
+        description="Which vector ops take their input tile by tile, on chip, from the"
+        " op producing it (a GEMM's output tile before it leaves the chip): none,"
+        " elementwise (activations and their derivatives, residual adds, gradient sums,"
+        " dropout, bias gradients) or all (batchnorm too, with its statistics known"
+        " before its input arrives, as with running statistics).",
+    )
 
 
 MAX_EPOCHS = 100_000

@@ -11,12 +11,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from accelsim.config.enums import EpilogueFusion
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import OpGraph
+from accelsim.lowering.epilogues import fuse_epilogues
 from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
@@ -36,7 +38,7 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.timing.costs import op_costs
-from accelsim.timing.engines import simulate
+from accelsim.timing.tile_groups import simulate_grouped as simulate
 
 
 class _Run:
@@ -79,13 +81,16 @@ class _Run:
     def step_graph(self, kind: str, replace: Mapping[str, Rewrite] | None = None) -> StepGraph:
         """Makes one replica's step graph of ``kind`` for a batch size: the lowered step
         rewritten by every technique (or, for a technique named in ``replace``, by the
-        pass given for it), each rewrite checked (:func:`graph_problems`)."""
+        pass given for it), each rewrite checked (:func:`graph_problems`), then its
+        epilogues fused (``lowering.fuse_epilogues``, after every rewrite, as a
+        compiler fuses the graph it is given)."""
         swap = replace or {}
+        fusion = self.inputs.run.lowering.fuse_epilogues
 
         def make(batch: int) -> OpGraph:
             graph = self.lowered(batch)
             if kind == BASE:
-                return graph
+                return fuse_epilogues(graph, fusion)
             for technique in self.rewriters:
                 rewrite = swap.get(technique.name)
                 if rewrite is None:
@@ -99,7 +104,7 @@ class _Run:
                         f" graph: {'; '.join(problems[:3])}"
                         + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
                     )
-            return graph
+            return fuse_epilogues(graph, fusion)
 
         return make
 
@@ -204,6 +209,11 @@ def simulate_graph(
         "workload_variant": run.workload_variant or "",
         "engine": trace.engine,
     }
+    fusion = run.lowering.fuse_epilogues
+    if (
+        fusion is not EpilogueFusion.NONE
+    ):  # recorded when set, so default summaries stay as they were
+        settings["fuse_epilogues"] = fusion.value
     result = RunResult(
         run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy
     )
