@@ -7,7 +7,9 @@ run's techniques define, and assembles the training report.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -66,15 +68,15 @@ class _Run:
         self.placer = next((t for t in inputs.techniques if t.places()), None)
 
     def lowered(self, batch: int) -> OpGraph:
-        """One replica's step at ``batch`` samples, lowered once per run."""
+        """One replica's step at ``batch`` samples, lowered once per run (and reused by
+        the process's next runs of the same workload objects, :func:`_reused`)."""
         if batch not in self._lowered:
             inputs = self.inputs
-            self._lowered[batch] = lower(
-                inputs.infos,
-                inputs.workload,
-                batch,
-                inputs.hardware.word_bytes,
-                inputs.run.lowering.strided_dx,
+            words, strided = inputs.hardware.word_bytes, inputs.run.lowering.strided_dx
+            self._lowered[batch] = _reused(
+                ("lowered", batch, words, strided),
+                (inputs.infos, inputs.workload),
+                lambda: lower(inputs.infos, inputs.workload, batch, words, strided),
             )
         return self._lowered[batch]
 
@@ -109,8 +111,24 @@ class _Run:
         return make
 
     def placed(self, kind: str, base: RunResult | None) -> OpGraph:
-        """The step of ``kind`` on the processors, with its optimizer updates."""
-        return self.place(self.step_graph(kind), base)
+        """The step of ``kind`` on the processors, with its optimizer updates (the
+        baseline's reused, :func:`_reused`, as it depends on no technique)."""
+        if kind != BASE or (self.placer is not None and base is not None):
+            return self.place(self.step_graph(kind), base)
+        inputs = self.inputs
+        run, hw = inputs.run, inputs.hardware
+        key = (
+            "placed",
+            run.batch_size,
+            hw.word_bytes,
+            run.lowering.strided_dx,
+            run.assignment,
+            hw.processors,
+            run.optimizer,
+        )
+        return _reused(
+            key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
+        )
 
     def place(self, step: StepGraph, base: RunResult | None) -> OpGraph:
         """A step graph on the processors, with its optimizer updates: placed by the
@@ -160,6 +178,39 @@ class _Run:
             result = simulate_graph(self.inputs, graph, step, self.extra, self.inputs.techniques)
         self._simulated[id(graph)] = (graph, result)
         return result
+
+
+REUSED_GRAPHS = 16
+"""Lowered and placed baseline graphs a process keeps for its next runs."""
+
+
+class _Reused:
+    """The graphs :func:`_reused` keeps (least recently used dropped first), with the
+    objects whose identity their keys hold."""
+
+    graphs: ClassVar[OrderedDict[Hashable, tuple[tuple[object, ...], OpGraph]]] = OrderedDict()
+
+
+def _reused(
+    key: tuple[Hashable, ...], sources: tuple[object, ...], make: Callable[[], OpGraph]
+) -> OpGraph:
+    """The graph ``make()`` gives, made once per ``key`` and the identity of ``sources``
+    (a run's workload and layer shapes): the points of a sweep that a worker loads
+    through one :class:`~accelsim.driver.inputs.InputCache` share these objects when
+    they share the workload, so a point that differs only in hardware that the graph
+    does not depend on (``key`` holds every setting it does) reuses it.  Graphs are
+    immutable; a run never changes one it is given."""
+    full = (*key, *map(id, sources))
+    graphs = _Reused.graphs
+    known = graphs.get(full)
+    if known is not None:
+        graphs.move_to_end(full)
+        return known[1]
+    graph = make()
+    graphs[full] = (sources, graph)  # holding the sources keeps their ids unique
+    if len(graphs) > REUSED_GRAPHS:
+        graphs.popitem(last=False)
+    return graph
 
 
 def simulate_graph(
