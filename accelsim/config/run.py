@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from accelsim.config.base import (
     Convention,
@@ -19,6 +19,7 @@ from accelsim.config.base import (
     PathName,
     PositiveFloat,
     PositiveInt,
+    RuleViolation,
     Spec,
 )
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP as DEFAULT_CHUNKS_PER_OP
@@ -38,7 +39,7 @@ class OptimizerSpec(Spec):
 
 
 class TimingSpec(Spec):
-    """Timing convention, partial-sum tiling, engine granularity and engine.
+    """Timing convention, partial-sum tiling, fold pipelining, engine granularity and engine.
 
     ``chunks_per_op`` bounds the number of tile groups (and so engine events) per
     op; with one processor the result does not depend on it.
@@ -46,8 +47,27 @@ class TimingSpec(Spec):
 
     convention: ConventionField = Convention.ACCELSIM
     psums: Annotated[PsumPolicy, Field(strict=False)] = PsumPolicy.CHUNK
+    fold_overlap: bool = Field(
+        default=False,
+        description="Pipeline a GEMM's folds: the next fold's stationary operand loads"
+        " (or, output stationary, the last fold's outputs drain) while the current fold"
+        " streams, so an op of F folds takes (F - 1) * max(T, R) + 2R + C + T - 2"
+        " compute cycles instead of F * (2R + C + T - 2).  Only with convention"
+        " accelsim: SCALE-Sim 3.0.0 never overlaps folds.",
+    )
     chunks_per_op: Annotated[int, Field(gt=0, le=4096)] = DEFAULT_CHUNKS_PER_OP
     engine: Annotated[EngineKind, Field(strict=False)] = EngineKind.AUTO
+
+    @model_validator(mode="after")
+    def _check_fold_overlap(self) -> TimingSpec:
+        if self.fold_overlap and self.convention is Convention.SCALESIM:
+            raise RuleViolation(
+                "fold_overlap",
+                "needs convention: accelsim (the scalesim convention reproduces"
+                " SCALE-Sim 3.0.0, which runs every fold's fill and drain)",
+                self.fold_overlap,
+            )
+        return self
 
 
 class LoweringSpec(Spec):

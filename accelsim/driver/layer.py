@@ -151,11 +151,24 @@ def simulate_layer(
     phase: Phase,
     convention: Convention,
     psums: PsumPolicy = PsumPolicy.CHUNK,
+    fold_overlap: bool = False,
 ) -> dict[str, Any]:
-    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
+    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record.
+
+    Raises:
+        ValueError: if ``fold_overlap`` is asked of the scalesim convention.
+    """
     graph = layer_graph(hw, gemm, phase)
     fold_schedule = schedule(graph, (main_array(hw),))
-    costs = op_costs(graph, fold_schedule, hw, convention, psums, DEFAULT_CHUNKS_PER_OP)
+    costs = op_costs(
+        graph,
+        fold_schedule,
+        hw,
+        convention,
+        psums,
+        DEFAULT_CHUNKS_PER_OP,
+        fold_overlap=fold_overlap,
+    )
     trace = simulate_single_op(graph, costs, hw)
     energy = estimate_energy(trace, hw, table)
     op = graph.ops[0]
@@ -170,6 +183,7 @@ def simulate_layer(
         "phase": phase.value,
         "convention": convention.value,
         "psums": psums.value,
+        "fold_overlap": fold_overlap,
         "array": {"rows": rows, "cols": cols, "dataflow": hw.array.dataflow.value},
         "m": gemm.m,
         "n": gemm.n,
