@@ -76,4 +76,8 @@ class EngineKind(str, Enum):
 
 
 DEFAULT_CHUNKS_PER_OP = 8
-"""Tile groups per op unless a run file sets ``timing.chunks_per_op``."""
+"""Tile groups per op at most unless a run file sets ``timing.chunks_per_op``."""
+
+DEFAULT_GROUP_CYCLES: int | None = None
+"""Longest tile group in cycles unless a run file sets ``timing.group_cycles``;
+``None`` cuts each op into groups by the per-op rule (:mod:`accelsim.timing.costs`)."""

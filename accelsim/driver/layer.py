@@ -8,7 +8,7 @@ from typing import Any
 from accelsim._version import __version__
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
-from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, PsumPolicy
+from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, DEFAULT_GROUP_CYCLES, PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import MAX_COUNT, Problem
@@ -168,6 +168,7 @@ def simulate_layer(
         psums,
         DEFAULT_CHUNKS_PER_OP,
         fold_overlap=fold_overlap,
+        group_cycles=DEFAULT_GROUP_CYCLES,
     )
     trace = simulate_single_op(graph, costs, hw)
     energy = estimate_energy(trace, hw, table)

@@ -195,6 +195,7 @@ def simulate_graph(
         timing.psums,
         timing.chunks_per_op,
         fold_overlap=timing.fold_overlap,
+        group_cycles=timing.group_cycles,
     )
     try:
         trace = simulate(graph, costs, hw, run.timing.engine)

@@ -26,17 +26,19 @@ from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM, op_cycles
+from accelsim.timing.groups import busy_cycles, tile_groups
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")
 
-# Ops shorter than this many cycles per tile group use fewer groups: the
-# overlap of their traffic is then resolved at a finer grain than it matters.
+# The per-op rule (``timing.group_cycles: null``): ops shorter than this many
+# compute cycles per tile group use fewer groups.
 MIN_CHUNK_CYCLES = 2048
 
 
 def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = None) -> np.ndarray:
-    """Tile groups per op: at most ``chunks_per_op``, ``limit`` and one per ``MIN_CHUNK_CYCLES``."""
+    """Tile groups per op by the per-op rule: at most ``chunks_per_op``, ``limit`` and
+    one per ``MIN_CHUNK_CYCLES`` of compute."""
     chunks: np.ndarray = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
     return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
 
@@ -98,12 +100,17 @@ def op_costs(
     chunks_per_op: int,
     *,
     fold_overlap: bool = False,
+    group_cycles: int | None = None,
 ) -> OpCosts:
     """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``hw``.
 
     ``convention`` picks the closed forms, ``psums`` the partial-sum tiling and
     ``fold_overlap`` whether a GEMM's folds pipeline (accelsim convention only).
-    The schedule's first unit is the main array.
+    The schedule's first unit is the main array.  Array and vector ops are cut into
+    tile groups of at most ``group_cycles`` cycles, uniform over the step
+    (:mod:`accelsim.timing.groups`), or, with ``None``, by the per-op rule (at most
+    ``chunks_per_op`` groups of at least ``MIN_CHUNK_CYCLES`` compute cycles, a GEMM's
+    at most one per fold); at most ``chunks_per_op`` either way.
 
     Raises:
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
@@ -125,7 +132,24 @@ def op_costs(
 
     _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op)
     _cost_links(z, graph)
+    if group_cycles is not None:
+        _regroup(z, hw.dram.bandwidth_bytes_per_cycle, group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
+
+
+def _regroup(
+    z: dict[str, np.ndarray], bytes_per_cycle: float, group_cycles: int, chunks_per_op: int
+) -> None:
+    """Cut the array and vector ops into tile groups uniform over the step: the
+    groups, and a vector op's prologue and epilogue (one group's traffic)."""
+    units = z["unit"] != UNIT_COMM
+    reads = z["dram_ifmap_read_bytes"] + z["dram_filter_read_bytes"] + z["dram_ofmap_read_bytes"]
+    writes = z["dram_ofmap_write_bytes"]
+    busy = busy_cycles(z["compute_cycles"][units], (reads + writes)[units], bytes_per_cycle)
+    z["chunks"][units] = tile_groups(busy, group_cycles, chunks_per_op)
+    vector = z["unit"] == UNIT_VECTOR
+    z["prologue_bytes"][vector] = reads[vector] // z["chunks"][vector]
+    z["epilogue_bytes"][vector] = writes[vector] // z["chunks"][vector]
 
 
 def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int) -> None:
