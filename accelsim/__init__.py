@@ -26,7 +26,10 @@ Also public, for the scripts in ``scripts/``:
   on an :class:`Executor` (in-process), :class:`PoolExecutor` or
   :class:`DaskExecutor`;
 * engines: :func:`benchmark_engines` (the SimPy and compiled event engines on the
-  steps of a run, as :class:`EngineTiming`).
+  steps of a run, as :class:`EngineTiming`);
+* documentation: :func:`config_reference` (every key of every input file, with its
+  type, unit, default, bounds and description, as Markdown) and
+  :func:`provenance_reference` (where each default of a technique comes from).
 
 ``import accelsim`` imports none of them: each public name loads its module the
 first time it is used (PEP 562), so ``import accelsim`` costs little more than the
@@ -75,6 +78,7 @@ if TYPE_CHECKING:
     from accelsim.report.suite import suite_columns, suite_row
     from accelsim.report.training import Section, StepCost, TrainingReport
     from accelsim.report.writer import write_csv, write_run
+    from accelsim.spec_reference import config_reference, provenance_reference
     from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
     from accelsim.techniques.dropout_patterns import (
         write_distribution as write_dropout_distribution,
@@ -119,6 +123,7 @@ _MODULES = {
     "accelsim.report.suite": ("suite_columns", "suite_row"),
     "accelsim.report.training": ("Section", "StepCost", "TrainingReport"),
     "accelsim.report.writer": ("write_csv", "write_run"),
+    "accelsim.spec_reference": ("config_reference", "provenance_reference"),
     "accelsim.sweep": ("DaskExecutor", "Executor", "PoolExecutor", "plan_sweep", "run_sweep"),
     "accelsim.timing.dropout_folds": ("benchmark_dropout_folds",),
     "accelsim.workload.topology": ("TopologyLayer", "read_topology"),
@@ -171,6 +176,7 @@ __all__ = [
     "__version__",
     "benchmark_dropout_folds",
     "benchmark_engines",
+    "config_reference",
     "hardware_from_data",
     "load_energy",
     "load_inputs",
@@ -180,6 +186,7 @@ __all__ = [
     "plot_pipeline_sweep",
     "plot_sensitivity",
     "plot_speedup",
+    "provenance_reference",
     "read_topology",
     "read_yaml",
     "resolved_config",

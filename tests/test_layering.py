@@ -24,6 +24,7 @@ ORDER = [
     "techniques",
     "driver",
     "sweep",
+    "spec_reference",
     "api",
     "cli_sweep",
     "cli_run",

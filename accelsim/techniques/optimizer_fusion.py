@@ -91,7 +91,12 @@ DEFAULTS: dict[str, Origin] = {
 class OptimizerFusionConfig(Spec):
     """``techniques.optimizer_fusion`` in a run file."""
 
-    mode: Annotated[FusionMode, Field(strict=False)] = FusionMode.BACKWARD
+    mode: Annotated[FusionMode, Field(strict=False)] = Field(
+        default=FusionMode.BACKWARD,
+        description="unfused (updates after the whole backward pass), backward (each"
+        " layer's update as soon as its gradient is final) or forward (each update just"
+        " before the layer's next forward, with the previous step's gradient).",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

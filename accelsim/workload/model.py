@@ -15,6 +15,7 @@ from pydantic import Field
 
 from accelsim.config.base import Name, PositiveInt, Spec
 
+KIND = "Which kind of input or layer this entry is."
 NonNegative = Annotated[int, Field(ge=0)]
 Pair = PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
 PairOrZero = NonNegative | Annotated[list[NonNegative], Field(min_length=2, max_length=2)]
@@ -28,71 +29,83 @@ def pair(value: int | list[int]) -> tuple[int, int]:
 
 
 class ImageInput(Spec):
-    kind: Literal["image"]
-    channels: PositiveInt
-    height: PositiveInt
-    width: PositiveInt
+    kind: Literal["image"] = Field(description=KIND)
+    channels: PositiveInt = Field(description="Channels of each sample's image.")
+    height: PositiveInt = Field(description="Height of each sample's image, in pixels.")
+    width: PositiveInt = Field(description="Width of each sample's image, in pixels.")
 
 
 class VectorInput(Spec):
-    kind: Literal["vector"]
-    features: PositiveInt
+    kind: Literal["vector"] = Field(description=KIND)
+    features: PositiveInt = Field(description="Features of each sample.")
 
 
 class TokenInput(Spec):
-    kind: Literal["tokens"]
-    length: PositiveInt
+    kind: Literal["tokens"] = Field(description=KIND)
+    length: PositiveInt = Field(description="Tokens of each sample's sequence.")
 
 
 InputSpec = Annotated[ImageInput | VectorInput | TokenInput, Field(discriminator="kind")]
 
 
 class LayerBase(Spec):
-    name: Name
-    inputs: list[Name] | None = None
+    """What every layer has: a unique name and the layers it reads."""
+
+    name: Name = Field(description="The layer's name, unique in the workload.")
+    inputs: list[Name] | None = Field(
+        default=None, description="The layers it reads; null: the previous layer."
+    )
 
 
 class Conv2d(LayerBase):
-    kind: Literal["conv2d"]
-    out_channels: PositiveInt
-    kernel: Pair
-    stride: Pair = 1
-    padding: PairOrZero = 0
-    dilation: Pair = 1
-    groups: PositiveInt = 1
-    bias: bool = False
+    kind: Literal["conv2d"] = Field(description=KIND)
+    out_channels: PositiveInt = Field(description="Filters (output channels).")
+    kernel: Pair = Field(description="Filter size: an int or [height, width].")
+    stride: Pair = Field(default=1, description="Stride: an int or [height, width].")
+    padding: PairOrZero = Field(default=0, description="Zero padding: an int or [height, width].")
+    dilation: Pair = Field(default=1, description="Dilation: an int or [height, width].")
+    groups: PositiveInt = Field(
+        default=1, description="Groups; equal to the input channels for a depthwise convolution."
+    )
+    bias: bool = Field(default=False, description="Whether the convolution has a bias.")
 
 
 class Linear(LayerBase):
-    kind: Literal["linear"]
-    out_features: PositiveInt
-    bias: bool = True
+    kind: Literal["linear"] = Field(description=KIND)
+    out_features: PositiveInt = Field(
+        description="Output features (per token of a sequence input)."
+    )
+    bias: bool = Field(default=True, description="Whether the layer has a bias.")
 
 
 class MaxPool(LayerBase):
-    kind: Literal["maxpool"]
-    kernel: Pair
-    stride: Pair | None = None
-    padding: PairOrZero = 0
+    kind: Literal["maxpool"] = Field(description=KIND)
+    kernel: Pair = Field(description="Window size: an int or [height, width].")
+    stride: Pair | None = Field(default=None, description="Stride; null: the kernel.")
+    padding: PairOrZero = Field(
+        default=0, description="Padding, at most half the kernel in each dimension."
+    )
 
 
 class AvgPool(LayerBase):
-    kind: Literal["avgpool"]
-    kernel: Pair
-    stride: Pair | None = None
-    padding: PairOrZero = 0
+    kind: Literal["avgpool"] = Field(description=KIND)
+    kernel: Pair = Field(description="Window size: an int or [height, width].")
+    stride: Pair | None = Field(default=None, description="Stride; null: the kernel.")
+    padding: PairOrZero = Field(
+        default=0, description="Padding, at most half the kernel in each dimension."
+    )
 
 
 class GlobalAvgPool(LayerBase):
-    kind: Literal["global_avgpool"]
+    kind: Literal["global_avgpool"] = Field(description=KIND)
 
 
 class BatchNorm(LayerBase):
-    kind: Literal["batchnorm"]
+    kind: Literal["batchnorm"] = Field(description=KIND)
 
 
 class LayerNorm(LayerBase):
-    kind: Literal["layernorm"]
+    kind: Literal["layernorm"] = Field(description=KIND)
 
 
 class ActivationFunction(str, Enum):
@@ -134,65 +147,69 @@ class ActivationFunction(str, Enum):
 
 
 class Activation(LayerBase):
-    kind: Literal["activation"]
-    function: Annotated[ActivationFunction, Field(strict=False)]
+    kind: Literal["activation"] = Field(description=KIND)
+    function: Annotated[ActivationFunction, Field(strict=False)] = Field(
+        description="The element-wise function."
+    )
 
 
 class Add(LayerBase):
-    kind: Literal["add"]
+    kind: Literal["add"] = Field(description=KIND)
 
 
 class Concat(LayerBase):
-    kind: Literal["concat"]
+    kind: Literal["concat"] = Field(description=KIND)
 
 
 class Flatten(LayerBase):
-    kind: Literal["flatten"]
+    kind: Literal["flatten"] = Field(description=KIND)
 
 
 class Softmax(LayerBase):
-    kind: Literal["softmax"]
+    kind: Literal["softmax"] = Field(description=KIND)
 
 
 class Dropout(LayerBase):
     """Random dropout at ``rate``: a mask is drawn, applied, and kept for backward."""
 
-    kind: Literal["dropout"]
-    rate: Annotated[float, Field(ge=0, lt=1)]
+    kind: Literal["dropout"] = Field(description=KIND)
+    rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of elements dropped.")
 
 
 class TokenSelect(LayerBase):
     """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
 
-    kind: Literal["token_select"]
-    index: Annotated[int, Field(ge=0)] = 0
+    kind: Literal["token_select"] = Field(description=KIND)
+    index: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="The token kept (0: the first, BERT's [CLS])."
+    )
 
 
 class CrossEntropy(LayerBase):
     """Softmax plus negative log-likelihood; the loss that starts the backward pass."""
 
-    kind: Literal["cross_entropy"]
+    kind: Literal["cross_entropy"] = Field(description=KIND)
 
 
 class Embedding(LayerBase):
-    kind: Literal["embedding"]
-    num_embeddings: PositiveInt
-    embedding_dim: PositiveInt
+    kind: Literal["embedding"] = Field(description=KIND)
+    num_embeddings: PositiveInt = Field(description="Rows of the table (the vocabulary).")
+    embedding_dim: PositiveInt = Field(description="Width of each embedding vector.")
 
 
 class Lstm(LayerBase):
     """One LSTM layer, unrolled over the sequence (stack entries for depth)."""
 
-    kind: Literal["lstm"]
-    hidden_size: PositiveInt
+    kind: Literal["lstm"] = Field(description=KIND)
+    hidden_size: PositiveInt = Field(description="Hidden state size.")
 
 
 class Attention(LayerBase):
     """Multi-head self-attention: QKV projection, per-head QK^T and AV, output projection."""
 
-    kind: Literal["attention"]
-    heads: PositiveInt
-    bias: bool = True
+    kind: Literal["attention"] = Field(description=KIND)
+    heads: PositiveInt = Field(description="Attention heads; they divide the model width.")
+    bias: bool = Field(default=True, description="Whether the projections have biases.")
 
 
 Layer = Annotated[
@@ -225,16 +242,25 @@ class VariantSpec(Spec):
     ``layers[fc].out_features``; a run file selects it by ``workload_variant``.
     """
 
-    description: str = ""
-    overrides: dict[str, Any] = Field(min_length=1)
+    description: str = Field(default="", description="Free text.")
+    overrides: dict[str, Any] = Field(
+        min_length=1,
+        description="Dotted keys of the workload file and their values: input.height: 32,"
+        " layers[fc].out_features: 10.",
+    )
 
 
 class Workload(Spec):
     """A model: its input per sample and its layers in execution order."""
 
-    name: Name
-    description: str = ""
-    source: str = ""
-    input: InputSpec
-    layers: list[Layer] = Field(min_length=1)
-    variants: dict[Name, VariantSpec] = Field(default_factory=dict)
+    name: Name = Field(description="The model's name.")
+    description: str = Field(default="", description="Free text.")
+    source: str = Field(default="", description="Where the layer table comes from.")
+    input: InputSpec = Field(description="One sample's input: image, vector or tokens.")
+    layers: list[Layer] = Field(
+        min_length=1, description="The layers in execution order; one cross_entropy ends them."
+    )
+    variants: dict[Name, VariantSpec] = Field(
+        default_factory=dict,
+        description="Named variants (e.g. cifar10), chosen by a run's workload_variant.",
+    )

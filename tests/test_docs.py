@@ -1,0 +1,87 @@
+"""The tutorial of docs/getting-started.md runs as written, and says what it shows.
+
+Marked ``docs`` (``python -m pytest -m docs``, run by ``.ci/run``): it runs every block
+of the page through ``scripts/mkdocs_hooks.py``, the runner the site's build uses for
+the figures it shows, in a fresh directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.docs
+
+
+def _hooks():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[object, str]]]:
+    workdir = tmp_path_factory.mktemp("tutorial")
+    return workdir, _hooks().run_tutorial(workdir)
+
+
+def test_every_block_runs_and_the_files_it_names_are_written(
+    tutorial: tuple[Path, list[tuple[object, str]]],
+) -> None:
+    workdir, outputs = tutorial
+    blocks = [block for block, _ in outputs]
+    assert [b.title for b in blocks if b.title] == [
+        "my_study/cnn.yaml",
+        "my_study/run.yaml",
+        "my_study/sweep.yaml",
+    ]
+    for name in ("small_cnn", "small_cnn_os", "small_cnn_adagp"):
+        assert (workdir / "my_study" / "results" / name / "summary.json").is_file()
+    assert (workdir / "my_study" / "arrays.csv").read_text().count("\n") == 1 + 18
+
+
+def test_the_prose_about_the_first_step_holds(
+    tutorial: tuple[Path, list[tuple[object, str]]],
+) -> None:
+    """ "About 5 % busy ... most of its energy in DRAM."""
+    workdir, _ = tutorial
+    summary = json.loads((workdir / "my_study/results/small_cnn/summary.json").read_text())
+    assert 0.045 <= summary["utilization"] <= 0.055
+    energy = summary["energy_pj"]
+    assert energy["by_component"]["dram"] > energy["total"] / 2
+
+
+def test_the_comparison_prints_each_technique_within_its_bound(
+    tutorial: tuple[Path, list[tuple[object, str]]],
+) -> None:
+    _, outputs = tutorial
+    printed = next(out for block, out in outputs if block.language == "python")
+    rows = printed.splitlines()[1:]
+    assert [row[:20].strip() for row in rows] == [
+        "ADA-GP",
+        "gradient skipping",
+        "optimizer fusion",
+        "ADA-GP + fusion",
+    ]
+    for row in rows:
+        speedup, bound = (float(cell.rstrip("x")) for cell in row[20:].split()[:2])
+        assert 1.0 <= speedup <= bound
+
+
+def test_the_figures_shown_are_drawn(tutorial: tuple[Path, list[tuple[object, str]]]) -> None:
+    workdir, _ = tutorial
+    shown = _hooks().figures()
+    assert shown == ["my_study/heatmap.png", "my_study/pareto.png"]
+    for name in shown:
+        assert (workdir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
