@@ -55,12 +55,12 @@ UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
 
 # The files, each with the spec that validates it and where its keys start.
 FILES: tuple[tuple[str, str, type[Spec]], ...] = (
-    ("Run file", "`configs/runs/*.yaml`", RunSpec),
-    ("Hardware file", "`configs/hardware/*.yaml`", HardwareSpec),
-    ("Energy table", "`configs/energy/*.yaml`", EnergyTable),
-    ("Workload file", "`workloads/*.yaml`", Workload),
-    ("Suite file", "`configs/suites/*.yaml`", SuiteSpec),
-    ("Sweep file", "`configs/sweeps/*.yaml`", SweepSpec),
+    ("Run file", "in `configs/runs/*.yaml`", RunSpec),
+    ("Hardware file", "in `configs/hardware/*.yaml`", HardwareSpec),
+    ("Energy table", "in `configs/energy/*.yaml`", EnergyTable),
+    ("Workload file", "in `workloads/*.yaml`", Workload),
+    ("Suite file", "in `configs/suites/*.yaml`", SuiteSpec),
+    ("Sweep file", "in `configs/sweeps/*.yaml`", SweepSpec),
 )
 
 
@@ -242,6 +242,14 @@ def field_rows(model: type[BaseModel], prefix: str = "") -> Iterator[FieldRow]:
             yield from field_rows(nested[0], f"{key}.")
 
 
+def _label(spec: type[BaseModel]) -> str:
+    """How a table of one member of a list or union is titled: its ``kind``, or its name."""
+    kind = spec.model_fields.get("kind")
+    if kind is not None and get_origin(kind.annotation) is Literal:
+        return f"`kind: {get_args(kind.annotation)[0]}`"
+    return spec.__name__
+
+
 def _tables(
     title: str, where: str, root: type[BaseModel], prefix: str
 ) -> Iterator[tuple[str, str, type[BaseModel], str]]:
@@ -261,7 +269,7 @@ def _tables(
                 seen.add(spec)
                 pending.append(spec)
                 if spec in separate:
-                    yield f"{title}: {spec.__name__}", f"`{name}` entries", spec, ""
+                    yield f"{title}: {_label(spec)}", f"as an entry of `{name}`", spec, ""
 
 
 def spec_tables() -> Iterator[tuple[str, str, type[BaseModel], str]]:
@@ -276,7 +284,12 @@ def spec_tables() -> Iterator[tuple[str, str, type[BaseModel], str]]:
     for name in REGISTRY:
         cls = technique_class(name)
         assert cls is not None
-        yield from _tables(f"Technique `{name}`", "a run file", cls.Config, f"techniques.{name}.")
+        yield from _tables(
+            f"Technique `{name}`",
+            f"in a run file, under `techniques.{name}`",
+            cls.Config,
+            f"techniques.{name}.",
+        )
 
 
 def all_rows() -> Iterator[FieldRow]:
@@ -323,7 +336,10 @@ def config_reference() -> str:
     sections: list[str] = []
     for title, where, model, prefix in spec_tables():
         doc = (model.__doc__ or "").strip().split("\n\n")[0]
-        intro = f"Written in {where}." + (f" {' '.join(doc.split())}" if doc else "")
+        doc = " ".join(doc.replace("``", "`").split())
+        if doc.startswith("`techniques."):
+            doc = ""
+        intro = f"Written {where}." + (f" {doc}" if doc else "")
         rows = list(field_rows(model, prefix))
         sections.append(f"## {title}\n\n{intro}\n\n{_table(rows)}\n")
     return "\n".join(sections)

@@ -87,7 +87,7 @@ def test_markdown_has_a_section_per_file_layer_kind_and_technique() -> None:
         "## Run file",
         "## Hardware file",
         "## Energy table",
-        "## Workload file: Conv2d",
+        "## Workload file: `kind: conv2d`",
         "## Sweep file",
         "## Technique `layerpipe`",
     ):
