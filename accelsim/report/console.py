@@ -109,6 +109,13 @@ def models_table(stats: Sequence[ModelStats]) -> str:
     return "\n".join(lines)
 
 
+def workload_notes(source: str, notes: Sequence[str]) -> str:
+    """Where a workload comes from and what it assumes, a note per line."""
+    lines = [f"workload from {source or 'its file'}, assuming:"]
+    lines.extend(f"  - {note}" for note in notes)
+    return "\n".join(lines)
+
+
 def suite_table(rows: Sequence[dict[str, Any]]) -> str:
     """One line per model of a suite run, plus the suite total."""
     header = (
