@@ -264,11 +264,15 @@ def _row_layer(row: TopologyLayer) -> tuple[tuple[int, ...], dict[str, Any], tup
     return (c, h, w), conv, (nf, (h - r) // stride + 1, (w - s) // stride + 1)
 
 
+_ADDED_KINDS = ("bridge", "flatten", "cross_entropy")
+"""The kinds of the layers :func:`topology_table` adds to the rows' own."""
+
+
 def _check_names(rows: list[TopologyLayer], layers: list[dict[str, Any]], file: str) -> None:
     """Refuse a row named like an earlier row, a layer the table adds, or the input."""
     seen = {"input"}
     problems = []
-    added = {layer["name"] for layer in layers} - {row.name for row in rows}
+    added = {layer["name"] for layer in layers if layer["kind"] in _ADDED_KINDS}
     for row in rows:
         if row.name in seen or row.name in added:
             problems.append(
