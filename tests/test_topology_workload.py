@@ -349,3 +349,13 @@ def test_shipped_bert_layer_topology() -> None:
     assert stats.params == weights == 7_077_888
     assert stats.forward_macs == 128 * weights
     assert stats.training_macs == 2 * 128 * weights + 128 * (weights - 768 * 2304)
+
+
+def test_a_suite_model_may_be_a_topology(tmp_path: Path) -> None:
+    """A suite drops a ``workload_variant`` its topology model does not define."""
+    from accelsim.config.loader import parse_sets
+    from accelsim.driver.inputs import SuiteEntry, suite_inputs
+
+    path = _write(tmp_path, "gemms.csv", GEMM_CSV)
+    inputs = suite_inputs(SMOKE, SuiteEntry("g", path), parse_sets(["workload_variant=cifar10"]))
+    assert (inputs.workload.name, inputs.run.workload_variant) == ("gemms", None)
