@@ -196,7 +196,7 @@ def _workload_models(files: list[Path], as_json: bool) -> int:
                 "file": display_path(path),
                 **dataclasses.asdict(s),
                 "source": workload.source,
-                "notes": workload.notes,
+                "notes": workload.notes or [],
             }
             for (path, workload, _), s in zip(models, stats, strict=True)
         ]

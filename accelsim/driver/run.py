@@ -285,7 +285,7 @@ def simulate_graph(
         trace,
         energy,
         workload.source,
-        tuple(workload.notes),
+        tuple(workload.notes or ()),
     )
     for technique in techniques:
         result = technique.adjust_counters(result)

@@ -252,8 +252,9 @@ class Workload(Spec):
     input: InputSpec
     layers: list[Layer] = Field(min_length=1)
     variants: dict[Name, VariantSpec] = Field(default_factory=dict)
-    notes: list[str] = Field(
-        default_factory=list,
+    notes: list[str] | None = Field(
+        default=None,
         description="what the table assumes beyond its layers (an imported file's"
-        " simplifications); printed with a run's results",
+        " simplifications); printed with a run's results.  None when there are none,"
+        " so that a table without them dumps (and identifies sweep points) as before",
     )
