@@ -167,7 +167,12 @@ def test_run_prints_and_records_the_assumptions(
 
 
 def test_yaml_runs_record_no_workload_provenance() -> None:
+    """A table without notes records none: its summary, resolved configuration and sweep
+    identity stay as they were."""
+    from accelsim.driver.inputs import load_inputs, resolved_data
+
     assert "workload_provenance" not in simulate(SMOKE).summary()
+    assert "notes" not in resolved_data(load_inputs(SMOKE))["workload"]
 
 
 def test_models_file_summarises_one_workload(
