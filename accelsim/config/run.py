@@ -177,7 +177,10 @@ class RunSpec(Spec):
     name: PathName = Field(description="The run's name: its directory under --out.")
     description: str = Field(default="", description="Free text.")
     hardware: Name = Field(description="The hardware file, relative to the run file.")
-    workload: Name = Field(description="The workload file, relative to the run file.")
+    workload: Name = Field(
+        description="The workload file, relative to the run file: a layer table (.yaml) or a"
+        " SCALE-Sim topology (.csv)."
+    )
     workload_variant: Name | None = Field(
         default=None, description="One of the workload's variants (e.g. cifar10), or null."
     )

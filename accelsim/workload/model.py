@@ -165,6 +165,19 @@ class Flatten(LayerBase):
     kind: Literal["flatten"] = Field(description=KIND)
 
 
+class Bridge(LayerBase):
+    """Its input handed on as a tensor of ``shape``, of any size, at no cost: it stands
+    for what the table leaves out between two layers (padding, pooling, residual
+    adds), as between the rows of a SCALE-Sim topology.  Three sizes are a feature
+    map (channels, height, width), two a sequence (tokens, features), one a feature
+    vector."""
+
+    kind: Literal["bridge"] = Field(description=KIND)
+    shape: Annotated[list[PositiveInt], Field(min_length=1, max_length=3)] = Field(
+        description="The per-sample shape the next layer sees."
+    )
+
+
 class Softmax(LayerBase):
     kind: Literal["softmax"] = Field(description=KIND)
 
@@ -224,6 +237,7 @@ Layer = Annotated[
     | Add
     | Concat
     | Flatten
+    | Bridge
     | Softmax
     | Dropout
     | TokenSelect
@@ -263,4 +277,10 @@ class Workload(Spec):
     variants: dict[Name, VariantSpec] = Field(
         default_factory=dict,
         description="Named variants (e.g. cifar10), chosen by a run's workload_variant.",
+    )
+    notes: list[str] | None = Field(
+        default=None,
+        description="What the table assumes beyond its layers (an imported file's"
+        " simplifications), printed with a run's results; null when there are none (a"
+        " table without notes resolves and identifies sweep points without the key).",
     )
