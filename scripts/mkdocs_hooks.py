@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -48,35 +47,49 @@ class Block(NamedTuple):
     text: str
 
 
-def tutorial_blocks(page: Path = TUTORIAL) -> list[Block]:
-    """The fenced blocks of ``page`` in order."""
+def tutorial_blocks(page: Path = TUTORIAL, section: str = "") -> list[Block]:
+    """The fenced blocks of ``page`` in order, or of its ``## section`` only."""
+    text = page.read_text(encoding="utf-8")
+    if section:
+        text = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     blocks = []
-    for match in FENCE.finditer(page.read_text(encoding="utf-8")):
+    for match in FENCE.finditer(text):
         title = TITLE.search(match.group(2))
         blocks.append(Block(match.group(1), title.group(1) if title else "", match.group(3)))
     return blocks
 
 
 def commands(block: Block) -> list[str]:
-    """The shell commands of a ``bash`` block, continuation lines joined, comments dropped."""
+    """The shell commands of a ``bash`` block, continuation lines joined, comment lines
+    dropped."""
     joined = block.text.replace("\\\n", " ")
-    return [
-        line.strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")
-    ]
+    return [line.strip() for line in joined.splitlines() if line.strip() and line[0] != "#"]
 
 
-def _environment() -> dict[str, str]:
+def _environment(bin_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
+    env["PATH"] = os.pathsep.join((str(bin_dir), env.get("PATH", "")))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     env["MPLBACKEND"] = "Agg"
     return env
 
 
-def _run(argv: list[str], workdir: Path, what: str) -> str:
+def _commands_bin(directory: Path) -> Path:
+    """A directory whose ``accelsim`` and ``python`` run this interpreter, so that the
+    page's commands run this checkout's code whatever is installed."""
+    directory.mkdir(exist_ok=True)
+    for name, argv in (("accelsim", f"{sys.executable} -m accelsim"), ("python", sys.executable)):
+        script = directory / name
+        script.write_text(f'#!/bin/sh\nexec {argv} "$@"\n', encoding="utf-8")
+        script.chmod(0o755)
+    return directory
+
+
+def _run(argv: list[str], workdir: Path, bin_dir: Path, what: str) -> str:
     result = subprocess.run(
         argv,
         cwd=workdir,
-        env=_environment(),
+        env=_environment(bin_dir),
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
@@ -87,11 +100,17 @@ def _run(argv: list[str], workdir: Path, what: str) -> str:
     return result.stdout
 
 
-def run_tutorial(workdir: Path, page: Path = TUTORIAL) -> list[tuple[Block, str]]:
-    """Run every block of the tutorial in ``workdir``, in order; each block with its output.
+def run_tutorial(
+    workdir: Path, page: Path = TUTORIAL, section: str = ""
+) -> list[tuple[Block, str]]:
+    """Run every block of the tutorial (or of one ``## section`` of ``page``) in
+    ``workdir``, in order; each block with its output.
 
-    ``accelsim`` and ``python`` at the start of a command run as this interpreter's
-    ``python -m accelsim`` and ``python``, with this checkout first on the path.
+    Titled blocks are written to the files they name; each command of a ``bash`` block
+    runs in ``bash`` (globs, quotes and comments as a user's shell has them) and each
+    ``python`` block in ``python -c``, with ``accelsim`` and ``python`` this
+    interpreter and this checkout first on the path.  ``workdir`` gets links to the
+    checkout's ``configs`` and ``workloads``.
 
     Raises:
         RuntimeError: a command or a Python block exits with an error.
@@ -99,27 +118,24 @@ def run_tutorial(workdir: Path, page: Path = TUTORIAL) -> list[tuple[Block, str]
     for name in ("configs", "workloads"):
         if not (workdir / name).exists():
             (workdir / name).symlink_to((ROOT / name).resolve())
-    outputs = []
-    for block in tutorial_blocks(page):
-        if block.title:
-            target = workdir / block.title
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(block.text, encoding="utf-8")
-            outputs.append((block, ""))
-        elif block.language == "bash":
-            printed = []
-            for command in commands(block):
-                argv = shlex.split(command)
-                if argv[0] == "accelsim":
-                    argv = [sys.executable, "-m", "accelsim", *argv[1:]]
-                elif argv[0] == "python":
-                    argv = [sys.executable, *argv[1:]]
-                printed.append(_run(argv, workdir, command))
-            outputs.append((block, "".join(printed)))
-        elif block.language == "python":
-            outputs.append(
-                (block, _run([sys.executable, "-c", block.text], workdir, "python block"))
-            )
+    with tempfile.TemporaryDirectory(prefix="accelsim-bin-") as directory:
+        bin_dir = _commands_bin(Path(directory))
+        outputs = []
+        for block in tutorial_blocks(page, section):
+            if block.title:
+                target = workdir / block.title
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(block.text, encoding="utf-8")
+                outputs.append((block, ""))
+            elif block.language == "bash":
+                printed = [
+                    _run(["bash", "-e", "-o", "pipefail", "-c", command], workdir, bin_dir, command)
+                    for command in commands(block)
+                ]
+                outputs.append((block, "".join(printed)))
+            elif block.language == "python":
+                code = [sys.executable, "-c", block.text]
+                outputs.append((block, _run(code, workdir, bin_dir, "python block")))
     return outputs
 
 
