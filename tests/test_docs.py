@@ -85,3 +85,21 @@ def test_the_figures_shown_are_drawn(tutorial: tuple[Path, list[tuple[object, st
     assert shown == ["my_study/heatmap.png", "my_study/pareto.png"]
     for name in shown:
         assert (workdir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_python_api_guide_runs_as_written(tmp_path: Path) -> None:
+    outputs = _hooks().run_tutorial(tmp_path, ROOT / "docs" / "guides" / "python-api.md")
+    printed = [out for block, out in outputs if block.language == "python"]
+    assert len(printed) == 5
+    one_call, _, sweep, layers, errors = printed
+    assert [line.split()[0] for line in one_call.splitlines()[1:]] == ["base", "bp", "gp"]
+    assert (tmp_path / "results" / "mlp_default" / "summary.json").is_file()
+    assert sweep.split()[:3] == ["4", "0", "0"]
+    assert [line.split()[0] for line in layers.splitlines()] == [
+        "Conv1",
+        "Conv2",
+        "Conv3",
+        "Conv4",
+        "Conv5",
+    ]
+    assert errors == "--set: array.dataflow: input should be 'os', 'ws' or 'is' (got 'WS')\n"
