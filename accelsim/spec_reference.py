@@ -141,11 +141,17 @@ def type_name(annotation: Any) -> str:
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return "one of " + ", ".join(f"`{m.value}`" for m in annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return "mapping (below)"
-    if annotation is Any:
-        return "any"
-    return getattr(annotation, "__name__", str(annotation))
+        return "mapping"
+    return _PLAIN.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
+
+_PLAIN: dict[Any, str] = {
+    int: "integer",
+    float: "number",
+    str: "string",
+    bool: "true or false",
+    Any: "any",
+}
 
 _BOUND_SYMBOLS = (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤"))
 
@@ -181,7 +187,7 @@ def default_of(info: FieldInfo) -> str:
     else:
         value = info.default
     if isinstance(value, BaseModel):
-        return "(the defaults below)"
+        return "its keys' defaults"
     if isinstance(value, Enum):
         return f"`{value.value}`"
     if value is None:

@@ -64,7 +64,7 @@ def test_rows_give_type_unit_default_and_bounds() -> None:
     rows = {row.key: row for row in all_rows()}
     latency = rows["dram.latency_cycles"]
     assert (latency.type, latency.unit, latency.default, latency.bounds) == (
-        "int",
+        "integer",
         "cycles",
         "`0`",
         "≥ 0, ≤ 2,147,483,647",
@@ -76,9 +76,9 @@ def test_rows_give_type_unit_default_and_bounds() -> None:
         "≥ 0.001",
     )
     assert rows["array.dataflow"].type == "one of `os`, `ws`, `is`"
-    assert rows["timing.group_cycles"].type == "int or null"
+    assert rows["timing.group_cycles"].type == "integer or null"
     assert rows["techniques.gpipe.micro_batches"].default == "`4`"
-    assert rows["techniques.layerpipe.delay_margin"].type == "int or `auto`"
+    assert rows["techniques.layerpipe.delay_margin"].type == "integer or `auto`"
 
 
 def test_markdown_has_a_section_per_file_layer_kind_and_technique() -> None:
