@@ -765,7 +765,7 @@ ANOMALY = [
 
 
 def test_the_documented_bandwidth_anomaly_is_a_scheduling_order_change() -> None:
-    """README, "Reliability": doubling the bandwidth slows this step by 3.0 %.
+    """docs/reliability.md: doubling the bandwidth slows this step by 3.0 %.
 
     No transfer takes longer; the greedy, in-program-order vector unit takes the
     weight updates in another order once the all-reduces finish in another order

@@ -23,7 +23,7 @@ optimizer run on the processor's vector unit.
 
 Provenance of the defaults ([S] the paper's abstract, [R] a third-party
 re-implementation's report, ``k3shavkish0re/ADAGP``, [D] our choice); see
-``../shared/techniques.md`` section 2 and the README:
+``../shared/techniques.md`` section 2 and docs/techniques/gradient-prediction.md:
 
 * tensor reorganisation, one predictor sample per output channel [R];
 * pooling to 4x4, 2 conv layers of 64 channels (3x3), one FC layer sized for the

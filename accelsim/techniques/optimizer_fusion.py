@@ -20,9 +20,9 @@ and overlaps the update (vector unit) with the GEMMs (array).  Modes:
 
 Per parameter and step, with ``k`` optimizer-state tensors (SGD 0, momentum 1,
 Adam 2) and everything fitting on chip, the DRAM accesses are (see
-:func:`derived_accesses` and the README's table): unfused ``W`` 4, ``g`` 2,
-state ``2k``; backward ``W`` 3, ``g`` 0, state ``2k``; forward ``W`` 3, ``g`` 2,
-state ``2k`` (6 + 2k, 3 + 2k and 5 + 2k in all).
+:func:`derived_accesses` and the table in docs/techniques/optimizer-fusion.md):
+unfused ``W`` 4, ``g`` 2, state ``2k``; backward ``W`` 3, ``g`` 0, state ``2k``;
+forward ``W`` 3, ``g`` 2, state ``2k`` (6 + 2k, 3 + 2k and 5 + 2k in all).
 
 Backward fusion needs each gradient final on its own, so global-norm clipping
 (all gradients first) and gradient accumulation over micro-batches forbid it.

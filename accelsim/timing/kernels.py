@@ -12,8 +12,8 @@ Compute cycles per fold (``R x C`` array, ``T`` streamed):
 * accelsim: ``2R + C + T - 2`` for every dataflow (stationary-operand or
   output fill of R cycles, R+C-2 skew, T streamed), folds not overlapped;
   with fold overlap (``timing.fold_overlap``), the folds of an op pipeline:
-  ``F`` folds take ``(F - 1) * max(T, R) + 2R + C + T - 2`` (the README's
-  timing conventions derive it per dataflow);
+  ``F`` folds take ``(F - 1) * max(T, R) + 2R + C + T - 2`` (docs/model/timing.md
+  derives it per dataflow);
 * scalesim (SCALE-Sim 3.0.0): ``R + C + T - 2`` for os, ``2R + C + T - 2`` for
   ws and is, and the layer total is ``folds * per_fold - 1``; folds never
   overlap.
