@@ -17,19 +17,22 @@ machine:
   each a reservation on every participant's channel, one event to the last
   arrival and a join event.
 
-A channel reservation starts at ``max(now, free_at)``, holds the channel for
-``ceil(bytes / bandwidth)`` cycles and arrives ``latency`` cycles later
-(:class:`accelsim.timing.channel.Channel`).  Events that change nothing (a
+DRAM is the :class:`~accelsim.timing.memory.Memory` of each processor described as
+arrays (:class:`~accelsim.timing.memory.MemoryLayout`: channels, and how a memory
+of several cuts its transfers over them).  A channel reservation starts at
+``max(now, free_at)``, holds the channel for ``ceil(bytes / bandwidth)`` cycles
+and arrives ``latency`` cycles later, as :class:`~accelsim.timing.memory.FifoMemory`
+books it; links are such channels too.  Events that change nothing (a
 transfer's or all-reduce's process ending) are counted but not queued.
 
 :func:`run_events` pops events, dispatches ready ops and queues what its
 helpers ask for; each helper does one of the things above: the event heap
 (:func:`_push`, :func:`_pop`), the units' stores (:func:`_put`, :func:`_take`),
 the unit state machine (:func:`_unit_step`: it says what the unit asks for, DRAM
-transfers and wake-ups, in the order the SimPy process asks), the channel
-reservations (:func:`_reserve`), the transfers' and all-reduces' stages
-(:func:`_process_start`, :func:`_process_step`) and the release of an op's
-successors (:func:`_release`).
+transfers and wake-ups, in the order the SimPy process asks), the memory and
+channel reservations (:func:`_dram_reserve`, :func:`_reserve`), the transfers'
+and all-reduces' stages (:func:`_process_start`, :func:`_process_step`) and the
+release of an op's successors (:func:`_release`).
 
 The helpers are as fast as the single loop they were split from (paired runs,
 README "Event engines and scaling") because of three choices, each measured:
@@ -255,6 +258,46 @@ def _reserve(free_at: np.ndarray, channel: int, now: int, n_bytes: int, bandwidt
 
 
 @_helper
+def _dram_reserve(
+    m: int,
+    now: int,
+    n_bytes: int,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+) -> int:
+    """Book ``n_bytes`` on DRAM memory ``m`` (:class:`accelsim.timing.memory.MemoryLayout`)
+    at cycle ``now``; returns the cycle they have left it (they arrive a latency later).
+
+    A memory of one channel books them there.  Over several channels they are cut
+    into blocks of ``block_bytes[m]`` (the last one short), dealt out in turn from
+    the channel after the one that took the memory's previous last block
+    (``cursor[m]``), and each channel books its share.
+    """
+    first = channel_ptr[m]
+    count = channel_ptr[m + 1] - first
+    if count == 1:
+        return _reserve(channel_free, first, now, n_bytes, channel_bandwidth[first])
+    block = block_bytes[m]
+    blocks = (n_bytes + block - 1) // block
+    each = blocks // count
+    more = blocks - each * count  # the first `more` channels from the cursor get one more
+    last = (blocks - 1) % count  # the channel (from the cursor) of the last, short block
+    short = blocks * block - n_bytes
+    k = cursor[m]
+    end = now
+    for j in range(count):
+        share = (each + (1 if j < more else 0)) * block - (short if j == last else 0)
+        if share > 0:
+            c = first + (k + j) % count
+            end = max(end, _reserve(channel_free, c, now, share, channel_bandwidth[c]))
+    cursor[m] = (k + blocks) % count
+    return end
+
+
+@_helper
 def _part(total: int, parts: int, j: int) -> int:
     """The ``j``-th of ``parts`` near-equal integer parts of ``total``."""
     q = total // parts
@@ -371,9 +414,12 @@ def _process_start(
     link_bytes: np.ndarray,
     part_ptr: np.ndarray,
     part_idx: np.ndarray,
-    dram_channel: np.ndarray,
-    dram_free: np.ndarray,
-    dram_bandwidth: float,
+    memory_of: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
     dram_latency: int,
     link_free: np.ndarray,
     link_bandwidth: float,
@@ -386,7 +432,10 @@ def _process_start(
         return _reserve(link_free, processor[op], now, size, link_bandwidth) + link_latency
     t = 0
     for k in range(part_ptr[op], part_ptr[op + 1]):
-        a = _reserve(dram_free, dram_channel[part_idx[k]], now, size, dram_bandwidth)
+        a = _dram_reserve(
+            memory_of[part_idx[k]], now, size, channel_ptr, channel_bandwidth, channel_free,
+            block_bytes, cursor,
+        )  # fmt: skip
         t = max(t, a + dram_latency)
     return t
 
@@ -400,9 +449,12 @@ def _process_step(
     stage: np.ndarray,
     part_ptr: np.ndarray,
     part_idx: np.ndarray,
-    dram_channel: np.ndarray,
-    dram_free: np.ndarray,
-    dram_bandwidth: float,
+    memory_of: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
     dram_latency: int,
     link_free: np.ndarray,
     link_bandwidth: float,
@@ -433,7 +485,11 @@ def _process_step(
             per = (size + procs - 1) // procs
             a = _reserve(link_free, p, now, per, link_bandwidth) + link_latency
         else:
-            a = _reserve(dram_free, dram_channel[p], now, size, dram_bandwidth) + dram_latency
+            a = _dram_reserve(
+                memory_of[p], now, size, channel_ptr, channel_bandwidth, channel_free,
+                block_bytes, cursor,
+            )  # fmt: skip
+            a += dram_latency
         t = max(t, a)
     return t
 
@@ -481,11 +537,12 @@ def run_events(
     waiting: np.ndarray,
     store_base: np.ndarray,
     n_stores: int,
-    dram_channel: np.ndarray,
-    n_dram: int,
-    n_links: int,
-    dram_bandwidth: float,
+    memory_of: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    block_bytes: np.ndarray,
     dram_latency: int,
+    n_links: int,
     link_bandwidth: float,
     link_latency: int,
     heap_capacity: int,
@@ -493,7 +550,8 @@ def run_events(
     """Run every op; returns ``(start, end, events, status)`` (cycles -1 if never run).
 
     The arrays are those of :class:`accelsim.timing.flat.FlatStep` (``processor``
-    is its ``where``; ``waiting``, its ``deps``, is modified).  ``status`` is
+    is its ``where``; ``waiting``, its ``deps``, is modified), the DRAM those of its
+    :class:`~accelsim.timing.memory.MemoryLayout`.  ``status`` is
     :data:`OVER_LIMIT` if an op ended after :data:`~accelsim.errors.MAX_COUNT`
     cycles (the loop stops there).
     """
@@ -507,7 +565,8 @@ def run_events(
     s_prio = np.empty(max(n_ops, 1), np.int64)
     s_op = np.empty(max(n_ops, 1), np.int64)
     s_size = np.zeros(n_stores, np.int64)
-    dram_free = np.zeros(n_dram, np.int64)
+    channel_free = np.zeros(channel_bandwidth.shape[0], np.int64)
+    cursor = np.zeros(block_bytes.shape[0], np.int64)  # a memory's next channel
     link_free = np.zeros(n_links, np.int64)
     units = np.zeros((n_stores, UNIT_COLUMNS), np.int64)
     units[:, U_PHASE] = IDLE
@@ -559,15 +618,17 @@ def run_events(
         elif ev_kind == INIT_PROC:
             start[arg] = now
             t = _process_start(
-                arg, now, kind, processor, link_bytes, part_ptr, part_idx, dram_channel,
-                dram_free, dram_bandwidth, dram_latency, link_free, link_bandwidth, link_latency,
+                arg, now, kind, processor, link_bytes, part_ptr, part_idx, memory_of,
+                channel_ptr, channel_bandwidth, channel_free, block_bytes, cursor, dram_latency,
+                link_free, link_bandwidth, link_latency,
             )  # fmt: skip
             size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, PROC, arg)
             seq += 1
         elif ev_kind == PROC:
             t = _process_step(
-                arg, now, kind, link_bytes, stage, part_ptr, part_idx, dram_channel, dram_free,
-                dram_bandwidth, dram_latency, link_free, link_bandwidth, link_latency,
+                arg, now, kind, link_bytes, stage, part_ptr, part_idx, memory_of, channel_ptr,
+                channel_bandwidth, channel_free, block_bytes, cursor, dram_latency, link_free,
+                link_bandwidth, link_latency,
             )  # fmt: skip
             if t >= 0:
                 size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, PROC, arg)
@@ -580,11 +641,15 @@ def run_events(
                 ev_kind, arg, now, chunks, compute, reads, writes, prologue_bytes,
                 epilogue_bytes, units, start, asks,
             )  # fmt: skip
-            channel = dram_channel[processor[units[arg, U_CURRENT]]]
+            m = memory_of[processor[units[arg, U_CURRENT]]]
             for a in range(n):  # what the unit asked for, in order
                 t = asks[a, 1]
                 if asks[a, 0] == ASK_DRAM:
-                    t = _reserve(dram_free, channel, now, t, dram_bandwidth) + dram_latency
+                    t = _dram_reserve(
+                        m, now, t, channel_ptr, channel_bandwidth, channel_free, block_bytes,
+                        cursor,
+                    )  # fmt: skip
+                    t += dram_latency
                 size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, asks[a, 2], arg)
                 seq += 1
         if finished >= 0:

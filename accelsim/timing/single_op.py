@@ -5,10 +5,10 @@ other traffic on its DRAM channel, so the events of the SimPy engine
 (:mod:`accelsim.timing.engine`) happen in an order known in advance: the
 prologue arrives, then each tile group computes while the next one is fetched
 and its outputs drain behind it, then the epilogue drains.  :func:`simulate_single_op`
-does that arithmetic directly (on a :class:`~accelsim.timing.channel.Fifo`, the
-reservations of the engine's DRAM channel), so a single-layer query loads neither
-SimPy nor Numba.  ``tests/test_single_op.py`` checks it against the SimPy engine on
-random GEMMs and hardware.
+does that arithmetic directly (on the processor's DRAM
+:class:`~accelsim.timing.memory.Memory`, as the engine books it), so a
+single-layer query loads neither SimPy nor Numba.  ``tests/test_single_op.py``
+checks it against the SimPy engine on random GEMMs and hardware.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
-from accelsim.timing.channel import Fifo
 from accelsim.timing.costs import OpCosts
+from accelsim.timing.memory import DEFAULT_STREAM, dram_memories
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 ENGINE_NAME = "single_op"
@@ -38,24 +38,25 @@ def single_op_cycles(costs: OpCosts, hw: HardwareSpec) -> int:
     Raises:
         LimitError: if that is more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    dram = Fifo(hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+    dram = dram_memories(hw)[0]
+    reads_stream = writes_stream = DEFAULT_STREAM
     chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0])
     reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
     prologue = reads if chunks == 1 else min(reads, int(costs.prologue_bytes[0]))
     epilogue = min(writes, int(costs.epilogue_bytes[0]))
     rest, behind = reads - prologue, writes - epilogue
-    now = dram.reserve(0, prologue) if prologue else 0
+    now = dram.reserve(0, prologue, reads_stream) if prologue else 0
     drains = []
     for j in range(chunks):
         fetch_bytes = _part(rest, chunks - 1, j) if j + 1 < chunks else 0
-        fetched = dram.reserve(now, fetch_bytes) if fetch_bytes else now
+        fetched = dram.reserve(now, fetch_bytes, reads_stream) if fetch_bytes else now
         now += _part(compute, chunks, j)
         drain_bytes = _part(behind, chunks, j)
         if drain_bytes:
-            drains.append(dram.reserve(now, drain_bytes))
+            drains.append(dram.reserve(now, drain_bytes, writes_stream))
         now = max(now, fetched)
     if epilogue:
-        drains.append(dram.reserve(now, epilogue))
+        drains.append(dram.reserve(now, epilogue, writes_stream))
     end = max([now, *drains])
     if end > MAX_COUNT:
         raise LimitError(LIMIT_MESSAGE)
