@@ -80,12 +80,14 @@ def gemm(op_id: int, *deps: int) -> GemmOp:
     )
 
 
-def vector(op_id: int, *deps: int, elements: int = 1, reads=(), writes=()) -> VectorOp:
+def vector(
+    op_id: int, *deps: int, elements: int = 1, reads=(), writes=(), phase: Phase = Phase.FWD
+) -> VectorOp:
     return VectorOp(
         op_id=op_id,
         name=f"v{op_id}",
         layer="l",
-        phase=Phase.FWD,
+        phase=phase,
         elements=elements,
         ops_per_element=1,
         reads=tuple(reads),

@@ -9,19 +9,39 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
+from hypothesis import given, settings
 
+from accelsim.config.hardware import DramArbitration, HardwareSpec
+from accelsim.errors import ConfigError
+from accelsim.graph.ops import Access, CommOp, OpGraph, Phase, Tensor, TensorKind
+from accelsim.timing import compiled, engine
+from accelsim.timing import memory as memory_module
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
+from accelsim.timing.flat import flatten
 from accelsim.timing.memory import (
+    BACKGROUND,
     DEFAULT_STREAM,
+    FOREGROUND,
+    SLICE_CYCLES,
     FifoMemory,
+    Memory,
+    Stream,
+    StreamClass,
     dram_capacity_bytes,
     dram_memories,
     link_memories,
     memory_layout,
+    slice_bytes,
 )
-from tests.test_engine import hw
+from accelsim.timing.single_op import simulate_single_op
+from accelsim.timing.streams import STREAMS, op_streams
+from tests.test_compiled import problems
+from tests.test_engine import W, Y, costs, gemm, hw, vector
 
 PACKAGE = Path(__file__).resolve().parents[1] / "accelsim"
 
@@ -89,3 +109,227 @@ def test_only_the_memory_module_turns_a_bandwidth_into_time() -> None:
         if _reads_bandwidth(path)
     }
     assert readers == {"timing/memory.py", "report/result.py"}
+
+
+# -- streams ------------------------------------------------------------------------------
+
+
+def test_every_op_has_the_stream_of_what_it_moves() -> None:
+    # A forward GEMM reads its activation (the bigger operand from DRAM) and writes
+    # a stashed activation; the dX GEMM reads the stash back; an update is the
+    # optimizer stream; an all-reduce moves gradients.
+    grad = Tensor("dw", TensorKind.GRADIENT, 1000, 2)
+    y = Tensor("y", TensorKind.ACTIVATION, 1000, 2)
+    ops = (
+        replace(gemm(0), c=y),
+        replace(gemm(1, 0), phase=Phase.BWD_INPUT, a=y),
+        vector(2, 1, phase=Phase.UPDATE, reads=[Access(W, 1000)], writes=[Access(W, 1000)]),
+        CommOp(3, "ar", "l", Phase.COMM, grad, (0,), (2,)),
+        replace(vector(4, reads=[Access(Y, 1000)]), phase=Phase.AUX, owner="some_technique"),
+    )
+    graph = OpGraph(ops=ops, processor=(0,) * 5, stashed=frozenset({"y"}))
+    c = costs(
+        [UNIT_ARRAY, UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM, UNIT_VECTOR], reads=[10, 10, 0, 0, 0]
+    )
+    c = replace(c, dram_filter_read_bytes=np.array([4, 4, 0, 0, 0]))
+    reads, writes = op_streams(graph, c)
+    assert [StreamClass(k).name for k in reads] == [
+        "ACTIVATION", "STASH", "OPTIMIZER", "GRADIENT", "TECHNIQUE"
+    ]  # fmt: skip
+    assert [StreamClass(k).name for k in writes][:4] == [
+        "STASH",
+        "ACTIVATION",
+        "OPTIMIZER",
+        "GRADIENT",
+    ]
+    assert [STREAMS[k].priority for k in reads] == [
+        FOREGROUND,
+        FOREGROUND,
+        BACKGROUND,
+        FOREGROUND,
+        FOREGROUND,
+    ]
+
+
+def test_a_technique_with_its_own_array_is_the_predictor_stream() -> None:
+    predictor = replace(gemm(0), phase=Phase.AUX, owner="ada", unit="predictor")
+    helper = replace(vector(1), phase=Phase.AUX, owner="ada")
+    graph = OpGraph(ops=(predictor, helper), processor=(0, 0))
+    reads, _ = op_streams(graph, costs([UNIT_ARRAY, UNIT_VECTOR]))
+    assert [StreamClass(k) for k in reads] == [StreamClass.PREDICTOR, StreamClass.PREDICTOR]
+
+
+# -- arbitration, one transfer at a time ------------------------------------------------------
+
+BACK, FRONT = STREAMS[StreamClass.OPTIMIZER], STREAMS[StreamClass.ACTIVATION]
+
+
+def test_fcfs_books_every_stream_whole() -> None:
+    memory = FifoMemory(10, 5)
+    assert memory.portion(1000, BACK) == memory.portion(1000, FRONT) == 1000
+
+
+def test_priority_books_a_background_stream_a_slice_at_a_time() -> None:
+    # 10 B/cycle, latency 5, slices of 200 B.  A background transfer of 500 B at 0:
+    # slice 1 holds 0..20; at 20 (it has left) slice 2, 20..40; at 40 the last 100 B,
+    # 40..50, arrive 55.  A foreground 100 B requested at 25 goes behind slice 2 only,
+    # 40..50, arrives 55, and pushes the last slice to 50..60, arriving 65.
+    memory = FifoMemory(10, 5, slice_bytes=200)
+    assert memory.portion(500, BACK) == 200
+    assert memory.portion(500, FRONT) == 500
+    assert memory.reserve(0, 200, BACK) == 25
+    assert memory.reserve(20, memory.portion(300, BACK), BACK) == 45
+    assert memory.reserve(25, 100, FRONT) == 55
+    assert memory.reserve(40, memory.portion(100, BACK), BACK) == 65
+
+
+def test_the_slice_is_256_cycles_of_bandwidth_with_priority_only() -> None:
+    assert SLICE_CYCLES == 256
+    assert slice_bytes(DramArbitration.FCFS, 128) == 0
+    assert slice_bytes(DramArbitration.PRIORITY, 128) == 32768
+    assert slice_bytes(DramArbitration.PRIORITY, 0.5) == 128
+    assert slice_bytes(DramArbitration.PRIORITY, 0.001) == 1
+    assert slice_bytes(DramArbitration.PRIORITY, math.inf) == 0  # transfers take no time
+    priority = dram_memories(hw("dram.arbitration=priority"))[0]
+    assert priority.portion(10**6, BACK) == 32768
+
+
+# -- the same transfers through the engines -----------------------------------------------
+
+# An optimizer update (background) reads 1000 B at cycle 0; the array computes 10
+# cycles, then a forward GEMM reads 100 B.  DRAM 1 B/cycle (priority slices of
+# 256 B), latency 10.
+SCENARIO = OpGraph(
+    ops=(vector(0, phase=Phase.UPDATE), gemm(1), gemm(2, 1)),
+    processor=(0, 0, 0),
+)
+SCENARIO_COSTS = costs(
+    [UNIT_VECTOR, UNIT_ARRAY, UNIT_ARRAY], compute=[0, 10, 0], reads=[1000, 0, 100]
+)
+
+
+def both_engines(graph: OpGraph, c: OpCosts, spec: HardwareSpec) -> tuple[list[int], int]:
+    """End cycles and event count, the same from both engines (asserted)."""
+    reference = engine.simulate(graph, c, spec)
+    fast = compiled.simulate(graph, c, flatten(graph, c, spec))
+    assert fast.end_cycle.tolist() == reference.end_cycle.tolist()
+    assert (fast.events, fast.start_cycle.tolist()) == (
+        reference.events,
+        reference.start_cycle.tolist(),
+    )
+    return reference.end_cycle.tolist(), reference.events
+
+
+FCFS_EVENTS = 13  # what the fcfs run takes (checked below)
+
+
+@pytest.mark.parametrize(
+    ("arbitration", "ends", "events"),
+    [
+        # fcfs: the update's 1000 B hold 0..1000 and arrive 1010; the GEMM's 100 B,
+        # requested at 10, queue behind them, 1000..1100, and arrive 1110.
+        ("fcfs", [1010, 10, 1110], FCFS_EVENTS),
+        # priority: the update books 256 B, 0..256.  The GEMM's 100 B at 10 go behind
+        # that slice only: 256..356, arrive 366.  At 256 the update books its next
+        # slice behind them, 356..612; then 612..868; the last 232 B 868..1100,
+        # arriving 1110.  Three more events: one per slice after the first.
+        ("priority", [1110, 10, 366], FCFS_EVENTS + 3),
+    ],
+)
+def test_priority_lets_the_foreground_transfer_pass(
+    arbitration: str, ends: list[int], events: int
+) -> None:
+    spec = hw(
+        "dram.bandwidth_bytes_per_cycle=1",
+        "dram.latency_cycles=10",
+        f"dram.arbitration={arbitration}",
+    )
+    assert both_engines(SCENARIO, SCENARIO_COSTS, spec) == (ends, events)
+
+
+@pytest.mark.parametrize("arbitration", ["fcfs", "priority"])
+def test_a_lone_op_times_the_same_without_an_engine(arbitration: str) -> None:
+    # The GEMM alone (foreground) under either arbitration: 100 B at 0, 0..100,
+    # arrive 110; single_op books it as the engines do.
+    spec = hw(
+        "dram.bandwidth_bytes_per_cycle=1",
+        "dram.latency_cycles=10",
+        f"dram.arbitration={arbitration}",
+    )
+    graph = OpGraph(ops=(gemm(0),), processor=(0,))
+    c = costs([UNIT_ARRAY], compute=[0], reads=[100])
+    assert both_engines(graph, c, spec)[0] == [110]
+    assert simulate_single_op(graph, c, spec).end_cycle.tolist() == [110]
+
+
+def test_a_lone_background_op_needs_an_engine_under_priority() -> None:
+    # 1000 B at 1 B/cycle, latency 0: four slices back to back, 0..1000.
+    spec = hw(
+        "dram.bandwidth_bytes_per_cycle=1", "dram.latency_cycles=0", "dram.arbitration=priority"
+    )
+    graph = OpGraph(ops=(vector(0, phase=Phase.UPDATE),), processor=(0,))
+    c = costs([UNIT_VECTOR], compute=[0], reads=[1000])
+    assert both_engines(graph, c, spec)[0] == [1000]
+    with pytest.raises(ValueError, match="optimizer transfers are booked a slice at a time"):
+        simulate_single_op(graph, c, spec)
+    fcfs = hw("dram.bandwidth_bytes_per_cycle=1", "dram.latency_cycles=0")
+    assert simulate_single_op(graph, c, fcfs).end_cycle.tolist() == [1000]
+
+
+# -- conservation -------------------------------------------------------------------------
+
+
+class Recording(FifoMemory):
+    """A FIFO memory that records every booking as ``(start, end, bytes)``."""
+
+    def __init__(self, inner: FifoMemory) -> None:
+        super().__init__(
+            inner.bytes_per_cycle, inner.latency_cycles, inner.capacity_bytes, inner.slice_bytes
+        )
+        self.booked: list[tuple[int, int, int]] = []
+
+    def reserve(self, now: int, n_bytes: int, stream: Stream) -> int:
+        start = max(now, self.free_at)
+        arrival = super().reserve(now, n_bytes, stream)
+        self.booked.append((start, self.free_at, n_bytes))
+        return arrival
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(problem=problems())
+def test_no_memory_moves_more_than_its_bandwidth(
+    problem: tuple[OpGraph, OpCosts, HardwareSpec],
+) -> None:
+    # Under both arbitrations every booking holds a channel alone: bookings never
+    # overlap, each holds it ceil(bytes / bandwidth) cycles, so the bytes over the
+    # bandwidth never exceed the time the channel is busy.
+    graph, c, spec = problem
+    made: list[Recording] = []
+
+    def recording(hw_spec: HardwareSpec) -> tuple[Memory, ...]:
+        memories = memory_module.dram_memories(hw_spec)
+        wrapped = {id(m): Recording(m) for m in memories}  # type: ignore[arg-type]
+        made.extend(wrapped.values())
+        return tuple(wrapped[id(m)] for m in memories)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "dram_memories", recording)
+        engine.simulate(graph, c, spec)
+    for memory in made:
+        busy = 0
+        last_end = 0
+        for start, end, n_bytes in memory.booked:
+            assert start >= last_end  # one booking at a time
+            assert end - start == math.ceil(n_bytes / memory.bytes_per_cycle)
+            busy += end - start
+            last_end = max(last_end, end)
+        moved = sum(n for _, _, n in memory.booked)
+        assert moved / memory.bytes_per_cycle <= busy + 1e-9
+
+
+def test_a_bad_arbitration_is_refused_where_it_was_written() -> None:
+    with pytest.raises(
+        ConfigError, match=r"dram\.arbitration: input should be 'fcfs' or 'priority' \(got 'lifo'\)"
+    ):
+        hw("dram.arbitration=lifo")
+    assert hw().dram.arbitration is DramArbitration.FCFS

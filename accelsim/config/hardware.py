@@ -86,6 +86,13 @@ class DramSharing(str, Enum):
     PER_PROCESSOR = "per_processor"
 
 
+class DramArbitration(str, Enum):
+    """How a DRAM memory orders the transfers of different streams."""
+
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+
+
 GIB_BYTES = 2**30
 DEFAULT_DRAM_CAPACITY_GIB = 16.0
 """16 GiB per channel: what a 128-bit LPDDR5 interface of the default's bandwidth
@@ -100,7 +107,8 @@ class DramSpec(Spec):
     local channel, as in a multi-chip system).  ``bandwidth_bytes_per_cycle``,
     ``latency_cycles`` and ``capacity_gib`` describe one channel, so with
     ``per_processor`` the aggregate bandwidth and capacity are ``processors``
-    times the configured ones.
+    times the configured ones.  ``arbitration`` orders the transfers of different
+    streams (:mod:`accelsim.timing.memory`).
     """
 
     bandwidth_bytes_per_cycle: Bandwidth
@@ -111,6 +119,17 @@ class DramSpec(Spec):
         description="Capacity of one channel in GiB: what the processors it serves may keep"
         " in DRAM (a pipeline schedule's weights, optimizer state and stashes must fit).",
     )
+
+    arbitration: Annotated[
+        DramArbitration,
+        Field(
+            strict=False,
+            description="fcfs: transfers are served in the order they are requested, whatever"
+            " they move; priority: background streams (the optimizer update's) are booked a"
+            " slice at a time, each when the previous one has left the memory, so the other"
+            " streams' transfers requested meanwhile go first.",
+        ),
+    ] = DramArbitration.FCFS
 
     @property
     def capacity_bytes(self) -> int:

@@ -41,7 +41,8 @@ from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
-from accelsim.timing.memory import DEFAULT_STREAM, dram_memories, link_memories
+from accelsim.timing.memory import DEFAULT_STREAM, Stream, StreamClass, dram_memories, link_memories
+from accelsim.timing.streams import STREAMS, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 Process = Generator[simpy.Event, object, None]
@@ -64,6 +65,10 @@ class _Engine:
         self.prologue = costs.prologue_bytes.tolist()
         self.epilogue = costs.epilogue_bytes.tolist()
         self.priority = list(graph.priority) if graph.priority else list(range(len(graph.ops)))
+        # The stream of each op's DRAM reads and writes.
+        read_classes, write_classes = op_streams(graph, costs)
+        self.read_stream: list[Stream] = [STREAMS[c] for c in read_classes.tolist()]
+        self.write_stream: list[Stream] = [STREAMS[c] for c in write_classes.tolist()]
         n_ops = len(graph.ops)
         self.start = [-1] * n_ops
         self.end = [-1] * n_ops
@@ -125,7 +130,7 @@ class _Engine:
 
     def _op_proc(self, i: int) -> Process:
         env, dram = self.env, self.dram[self.graph.processor[i]]
-        reads_stream = writes_stream = DEFAULT_STREAM
+        reads_stream, writes_stream = self.read_stream[i], self.write_stream[i]
         self.start[i] = int(env.now)
         chunks, compute = self.chunks[i], self.compute[i]
         reads, writes = self.reads[i], self.writes[i]
@@ -177,10 +182,10 @@ class _Engine:
         chunk = -(-size // procs)
         drams = [self.dram[p] for p in op.participants]
         links = [self.links[p] for p in op.participants]
-        stream = DEFAULT_STREAM
+        stream = STREAMS[StreamClass.GRADIENT]
         yield from self._join(reserve_all(int(self.env.now), drams, size, stream))
         for _ in range(2 * (procs - 1)):
-            yield from self._join(reserve_all(int(self.env.now), links, chunk, stream))
+            yield from self._join(reserve_all(int(self.env.now), links, chunk, DEFAULT_STREAM))
         yield from self._join(reserve_all(int(self.env.now), drams, size, stream))
         self._finish(i)
 

@@ -15,7 +15,11 @@ machine:
 * a transfer reserves its source's link and finishes when the data arrives;
 * an all-reduce runs its DRAM read, ``2(P - 1)`` ring steps and DRAM write,
   each a reservation on every participant's channel, one event to the last
-  arrival and a join event.
+  arrival and a join event;
+* a transfer that its memory books a slice at a time (a background stream under
+  ``priority`` arbitration) is a SLICE event when each slice has left the
+  memory, where the next is booked, and the unit's event when the last arrives
+  (:class:`accelsim.timing.channel.SlicedTransfer`).
 
 DRAM is the :class:`~accelsim.timing.memory.Memory` of each processor described as
 arrays (:class:`~accelsim.timing.memory.MemoryLayout`: channels, and how a memory
@@ -30,8 +34,9 @@ helpers ask for; each helper does one of the things above: the event heap
 (:func:`_push`, :func:`_pop`), the units' stores (:func:`_put`, :func:`_take`),
 the unit state machine (:func:`_unit_step`: it says what the unit asks for, DRAM
 transfers and wake-ups, in the order the SimPy process asks), the memory and
-channel reservations (:func:`_dram_reserve`, :func:`_reserve`), the transfers'
-and all-reduces' stages (:func:`_process_start`, :func:`_process_step`) and the
+channel reservations (:func:`_dram_reserve`, :func:`_reserve`; a unit's, slice
+by slice when its memory says so: :func:`_book`, :func:`_book_slice`), the
+transfers' and all-reduces' stages (:func:`_process_start`, :func:`_process_step`) and the
 release of an op's successors (:func:`_release`).
 
 The helpers are as fast as the single loop they were split from (paired runs,
@@ -59,7 +64,7 @@ from accelsim.timing.flat import KIND_TRANSFER, KIND_UNIT
 from accelsim.timing.numba_setup import njit
 
 # Event kinds.
-INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC = range(8)
+INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE = range(9)
 # Unit phases.
 IDLE, GOT, AFTER_PROLOGUE, AFTER_COMPUTE, WAIT_FETCH, WAIT_DRAINS = range(6)
 URGENT, NORMAL = 0, 1
@@ -84,6 +89,9 @@ UNIT_COLUMNS = 9
 # event)`` an event at that cycle.  A step asks for at most three things.
 ASK_DRAM, ASK_AT = 0, 1
 MAX_ASKS = 3
+# Columns of a sliced transfer's state (:func:`_book`): one row per transfer in flight.
+C_LEFT, C_MEMORY, C_EVENT, C_UNIT = range(4)
+BACKGROUND = 1  # accelsim.timing.memory.BACKGROUND
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 # ``_nrt`` is Numba's switch for its reference counting (``NRT``); it is not in
@@ -302,6 +310,76 @@ def _part(total: int, parts: int, j: int) -> int:
     """The ``j``-th of ``parts`` near-equal integer parts of ``total``."""
     q = total // parts
     return q + (1 if j < total - q * parts else 0)
+
+
+@_helper
+def _book(
+    unit: int,
+    event: int,
+    m: int,
+    now: int,
+    n_bytes: int,
+    background: bool,
+    slice_bytes: np.ndarray,
+    chains: np.ndarray,
+    free_chains: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+    dram_latency: int,
+) -> tuple[int, int, int]:
+    """Book a unit's DRAM transfer of ``n_bytes`` on memory ``m``; returns the event to
+    queue, ``(cycle, kind, arg)``: the unit's ``event`` when the data arrives, or,
+    when the memory books this background stream a slice at a time, a SLICE event
+    when the first slice has left the memory (the transfer's state in a free row
+    of ``chains``; ``free_chains[0]`` counts the free rows listed after it)."""
+    part = n_bytes
+    if background and 0 < slice_bytes[m] < n_bytes:
+        part = slice_bytes[m]
+    leaves = _dram_reserve(
+        m, now, part, channel_ptr, channel_bandwidth, channel_free, block_bytes, cursor
+    )
+    if part == n_bytes:
+        return leaves + dram_latency, event, unit
+    row = free_chains[free_chains[0]]
+    free_chains[0] -= 1
+    chains[row, C_LEFT] = n_bytes - part
+    chains[row, C_MEMORY] = m
+    chains[row, C_EVENT] = event
+    chains[row, C_UNIT] = unit
+    return leaves, SLICE, row
+
+
+@_helper
+def _book_slice(
+    row: int,
+    now: int,
+    slice_bytes: np.ndarray,
+    chains: np.ndarray,
+    free_chains: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+    dram_latency: int,
+) -> tuple[int, int, int]:
+    """The previous slice of sliced transfer ``row`` has left its memory: book the
+    next; returns the event to queue, as :func:`_book` (the unit's event when this
+    was the last slice, which frees the row)."""
+    m = chains[row, C_MEMORY]
+    part = min(chains[row, C_LEFT], slice_bytes[m])
+    leaves = _dram_reserve(
+        m, now, part, channel_ptr, channel_bandwidth, channel_free, block_bytes, cursor
+    )
+    chains[row, C_LEFT] -= part
+    if chains[row, C_LEFT] > 0:
+        return leaves, SLICE, row
+    free_chains[0] += 1
+    free_chains[free_chains[0]] = row
+    return leaves + dram_latency, chains[row, C_EVENT], chains[row, C_UNIT]
 
 
 # -- the unit state machine ----------------------------------------------------------------
@@ -537,21 +615,28 @@ def run_events(
     waiting: np.ndarray,
     store_base: np.ndarray,
     n_stores: int,
+    read_stream: np.ndarray,
+    write_stream: np.ndarray,
+    stream_priority: np.ndarray,
     memory_of: np.ndarray,
     channel_ptr: np.ndarray,
     channel_bandwidth: np.ndarray,
     block_bytes: np.ndarray,
+    slice_bytes: np.ndarray,
     dram_latency: int,
     n_links: int,
     link_bandwidth: float,
     link_latency: int,
     heap_capacity: int,
+    chain_capacity: int,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Run every op; returns ``(start, end, events, status)`` (cycles -1 if never run).
 
     The arrays are those of :class:`accelsim.timing.flat.FlatStep` (``processor``
     is its ``where``; ``waiting``, its ``deps``, is modified), the DRAM those of its
-    :class:`~accelsim.timing.memory.MemoryLayout`.  ``status`` is
+    :class:`~accelsim.timing.memory.MemoryLayout`, ``stream_priority`` the priority
+    of each stream class.  ``chain_capacity`` bounds the sliced transfers in
+    flight (at most one per unit's fetch and drains).  ``status`` is
     :data:`OVER_LIMIT` if an op ended after :data:`~accelsim.errors.MAX_COUNT`
     cycles (the loop stops there).
     """
@@ -572,6 +657,9 @@ def run_events(
     units[:, U_PHASE] = IDLE
     units[:, U_CURRENT] = -1
     asks = np.zeros((MAX_ASKS, 3), np.int64)
+    chains = np.zeros((max(chain_capacity, 1), 4), np.int64)
+    free_chains = np.arange(max(chain_capacity, 1) + 1, dtype=np.int64) - 1
+    free_chains[0] = max(chain_capacity, 1)
     stage = np.zeros(n_ops, np.int64)  # all-reduce stage
     seq = 0
     size = 0
@@ -636,21 +724,30 @@ def run_events(
             else:
                 finished = arg
                 events += 1  # the process ends
+        elif ev_kind == SLICE:
+            t, event, target = _book_slice(
+                arg, now, slice_bytes, chains, free_chains, channel_ptr, channel_bandwidth,
+                channel_free, block_bytes, cursor, dram_latency,
+            )  # fmt: skip
+            size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, event, target)
+            seq += 1
         else:
             finished, n = _unit_step(
                 ev_kind, arg, now, chunks, compute, reads, writes, prologue_bytes,
                 epilogue_bytes, units, start, asks,
             )  # fmt: skip
-            m = memory_of[processor[units[arg, U_CURRENT]]]
+            op = units[arg, U_CURRENT]
+            m = memory_of[processor[op]]
             for a in range(n):  # what the unit asked for, in order
-                t = asks[a, 1]
+                t, event, target = asks[a, 1], asks[a, 2], arg
                 if asks[a, 0] == ASK_DRAM:
-                    t = _dram_reserve(
-                        m, now, t, channel_ptr, channel_bandwidth, channel_free, block_bytes,
-                        cursor,
+                    stream = write_stream[op] if event == DRAIN else read_stream[op]
+                    t, event, target = _book(
+                        arg, event, m, now, t, stream_priority[stream] == BACKGROUND,
+                        slice_bytes, chains, free_chains, channel_ptr, channel_bandwidth,
+                        channel_free, block_bytes, cursor, dram_latency,
                     )  # fmt: skip
-                    t += dram_latency
-                size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, asks[a, 2], arg)
+                size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, event, target)
                 seq += 1
         if finished >= 0:
             if now > MAX_COUNT:

@@ -22,6 +22,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.memory import MemoryLayout, dram_memories, link_memory, memory_layout
+from accelsim.timing.streams import op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
 
@@ -36,7 +37,10 @@ class FlatStep:
     tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``;
     successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]`` and ``deps`` counts
     each op's dependencies; ``store_base`` is where each store's heap starts in
-    one array of ``len(ops)`` slots; ``dram`` is each processor's memory.
+    one array of ``len(ops)`` slots; ``dram`` is each processor's memory, and
+    ``read_stream`` and ``write_stream`` the stream class of each op's DRAM reads
+    and writes (all 0 when no memory's arbitration looks at streams, so that
+    steps that differ only in their streams share a fingerprint then).
     """
 
     kind: np.ndarray
@@ -56,6 +60,8 @@ class FlatStep:
     succ_idx: np.ndarray
     deps: np.ndarray
     store_base: np.ndarray
+    read_stream: np.ndarray
+    write_stream: np.ndarray
     dram: MemoryLayout
     n_stores: int
     processors: int
@@ -100,6 +106,11 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
     n_stores = processors * n_units
     per_store = np.bincount(store[store >= 0], minlength=n_stores)
     store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
+    dram = memory_layout(dram_memories(hw))
+    if dram.sliced:
+        read_stream, write_stream = op_streams(graph, costs)
+    else:
+        read_stream = write_stream = np.zeros(n_ops, np.int64)
     link = link_memory(hw.interconnect)
     (link_bandwidth,) = link.channels().bandwidths
     return FlatStep(
@@ -120,7 +131,9 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
         succ_idx=succ_idx,
         deps=deps,
         store_base=store_base,
-        dram=memory_layout(dram_memories(hw)),
+        read_stream=read_stream,
+        write_stream=write_stream,
+        dram=dram,
         n_stores=n_stores,
         processors=processors,
         link_bandwidth=float(link_bandwidth),
