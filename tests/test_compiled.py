@@ -55,7 +55,7 @@ GRAD = Tensor("dw", TensorKind.GRADIENT, 1000, 2)
 def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
     """A random DAG of array, extra-array, vector (some of them updates: the background
     stream), transfer and all-reduce ops with random costs, processors, priorities,
-    DRAM sharing and arbitration, bandwidths and latencies."""
+    DRAM sharing, arbitration and channels, bandwidths and latencies."""
     procs = draw(st.integers(1, 4))
     n = draw(st.integers(1, 24))
     ops: list[Any] = []
@@ -107,6 +107,7 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
         f"processors={procs}",
         f"dram.sharing={draw(st.sampled_from(['shared', 'per_processor']))}",
         f"dram.arbitration={draw(st.sampled_from(['fcfs', 'priority']))}",
+        f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}",
         f"dram.bandwidth_bytes_per_cycle={bandwidth}",
         f"dram.latency_cycles={draw(st.integers(0, 300))}",
         f"interconnect.bandwidth_bytes_per_cycle={draw(st.sampled_from(['1.5', '16', '64']))}",

@@ -23,6 +23,7 @@ from accelsim.timing import compiled, engine
 from accelsim.timing import memory as memory_module
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.flat import flatten
+from accelsim.timing.interleaved import InterleavedMemory
 from accelsim.timing.memory import (
     BACKGROUND,
     DEFAULT_STREAM,
@@ -58,6 +59,54 @@ def test_a_fifo_memory_books_in_request_order() -> None:
     assert memory.free_at == 101
 
 
+def test_an_interleaved_memory_deals_blocks_to_its_channels_in_turn() -> None:
+    # Two channels of 1 B/cycle, latency 10, blocks of 256 B.  1000 B at 0 are four
+    # blocks (the last 232 B), two each: channel 0 0..512, channel 1 0..488, arrive
+    # 522.  100 B at 10, one block from channel 0: 512..612, arrive 622.  300 B at 20,
+    # a block from channel 1, 488..744, and 44 B on channel 0, 612..656: arrive 754.
+    memory = InterleavedMemory(2, 1, 10, 0)
+    assert [memory.reserve(t, b, DEFAULT_STREAM) for t, b in ((0, 1000), (10, 100), (20, 300))] == [
+        522,
+        622,
+        754,
+    ]
+    assert ([lane.free_at for lane in memory.lanes], memory.cursor) == ([656, 744], 1)
+    # Four channels: 1000 B at 0 are a block on each (232 B on channel 3), 0..256,
+    # arrive 266; 100 B at 10 on channel 0, 256..356, arrive 366; 600 B at 20 are
+    # blocks on channels 1 and 2, 256..512, and 88 B on channel 3, 232..320: arrive 522.
+    memory = InterleavedMemory(4, 1, 10, 0)
+    assert [memory.reserve(t, b, DEFAULT_STREAM) for t, b in ((0, 1000), (10, 100), (20, 600))] == [
+        266,
+        366,
+        522,
+    ]
+    assert ([lane.free_at for lane in memory.lanes], memory.cursor) == ([356, 512, 512, 320], 0)
+
+
+def test_an_interleaved_memory_is_the_sum_of_its_channels() -> None:
+    memory = dram_memories(hw("dram.channels=4", "dram.capacity_gib=2"))[0]
+    assert isinstance(memory, InterleavedMemory)
+    assert memory.bound(5120) == 10.0  # 4 x 128 B/cycle
+    assert memory.capacity_bytes == 4 * 2 * 2**30
+    assert dram_capacity_bytes(hw("dram.channels=4")) == 4 * 16 * 2**30
+    assert memory.latency_cycles == 100
+    assert memory.shares(1000) == [256, 256, 256, 232]
+    assert memory.shares(300) == [256, 44, 0, 0]
+    priority = dram_memories(hw("dram.channels=4", "dram.arbitration=priority"))[0]
+    assert priority.portion(10**6, STREAMS[StreamClass.OPTIMIZER]) == 4 * 32768
+    with pytest.raises(ValueError, match="at least two channels"):
+        InterleavedMemory(1, 128, 100, 0)
+
+
+def test_a_bad_channel_count_is_refused_where_it_was_written() -> None:
+    with pytest.raises(
+        ConfigError, match=r"dram\.channels: input should be greater than 0 \(got 0\)"
+    ):
+        hw("dram.channels=0")
+    assert hw().dram.channels == 1
+    assert isinstance(dram_memories(hw())[0], FifoMemory)
+
+
 def test_the_bound_is_bytes_over_bandwidth_for_numbers_and_arrays() -> None:
     memory = FifoMemory(128, 100)
     assert memory.bound(1280) == 10.0
@@ -85,6 +134,12 @@ def test_the_compiled_engine_gets_the_memories_as_arrays() -> None:
     layout = memory_layout(dram_memories(hw("processors=2", "dram.sharing=per_processor")))
     assert layout.memory_of.tolist() == [0, 1]
     assert layout.channel_ptr.tolist() == [0, 1, 2]
+    layout = memory_layout(
+        dram_memories(hw("processors=2", "dram.sharing=per_processor", "dram.channels=3"))
+    )
+    assert layout.channel_ptr.tolist() == [0, 3, 6]
+    assert layout.channel_bandwidth.tolist() == [128.0] * 6
+    assert layout.block_bytes.tolist() == [256, 256]
 
 
 def test_capacity_is_one_memorys() -> None:
@@ -196,16 +251,24 @@ def test_the_slice_is_256_cycles_of_bandwidth_with_priority_only() -> None:
 
 # -- the same transfers through the engines -----------------------------------------------
 
-# An optimizer update (background) reads 1000 B at cycle 0; the array computes 10
-# cycles, then a forward GEMM reads 100 B.  DRAM 1 B/cycle (priority slices of
-# 256 B), latency 10.
-SCENARIO = OpGraph(
-    ops=(vector(0, phase=Phase.UPDATE), gemm(1), gemm(2, 1)),
-    processor=(0, 0, 0),
-)
-SCENARIO_COSTS = costs(
-    [UNIT_VECTOR, UNIT_ARRAY, UNIT_ARRAY], compute=[0, 10, 0], reads=[1000, 0, 100]
-)
+# Three transfers: an optimizer update (background) reads U B at cycle 0; the array
+# computes 10 cycles, then a forward GEMM reads 100 B and, once they are in, writes
+# 300 B.  DRAM of C channels of 1 B/cycle each (priority slices of 256 C B, interleave
+# blocks of 256 B), latency 10.
+
+
+def scenario(update_bytes: int) -> tuple[OpGraph, OpCosts]:
+    graph = OpGraph(
+        ops=(vector(0, phase=Phase.UPDATE), gemm(1), gemm(2, 1)),
+        processor=(0, 0, 0),
+    )
+    c = costs(
+        [UNIT_VECTOR, UNIT_ARRAY, UNIT_ARRAY],
+        compute=[0, 10, 0],
+        reads=[update_bytes, 0, 100],
+        writes=[0, 0, 300],
+    )
+    return graph, c
 
 
 def both_engines(graph: OpGraph, c: OpCosts, spec: HardwareSpec) -> tuple[list[int], int]:
@@ -220,46 +283,84 @@ def both_engines(graph: OpGraph, c: OpCosts, spec: HardwareSpec) -> tuple[list[i
     return reference.end_cycle.tolist(), reference.events
 
 
-FCFS_EVENTS = 13  # what the fcfs run takes (checked below)
+FCFS_EVENTS = 15  # what an fcfs run takes; priority adds one per slice after the first
 
 
 @pytest.mark.parametrize(
-    ("arbitration", "ends", "events"),
+    ("channels", "update_bytes", "arbitration", "ends", "slices"),
     [
-        # fcfs: the update's 1000 B hold 0..1000 and arrive 1010; the GEMM's 100 B,
-        # requested at 10, queue behind them, 1000..1100, and arrive 1110.
-        ("fcfs", [1010, 10, 1110], FCFS_EVENTS),
-        # priority: the update books 256 B, 0..256.  The GEMM's 100 B at 10 go behind
-        # that slice only: 256..356, arrive 366.  At 256 the update books its next
-        # slice behind them, 356..612; then 612..868; the last 232 B 868..1100,
-        # arriving 1110.  Three more events: one per slice after the first.
-        ("priority", [1110, 10, 366], FCFS_EVENTS + 3),
+        # One channel, fcfs: the update's 1000 B hold 0..1000 and arrive 1010; the
+        # GEMM's 100 B, requested at 10, queue behind them, 1000..1100, arrive 1110;
+        # its 300 B written at 1110 hold 1110..1410 and arrive 1420.
+        (1, 1000, "fcfs", [1010, 10, 1420], 1),
+        # One channel, priority: the update books 256 B, 0..256.  The read at 10 goes
+        # behind that slice only, 256..356, arrives 366.  At 256 the update's next
+        # slice goes behind it, 356..612; the write at 366, 612..912, arrives 922; the
+        # update's third slice at 612, 912..1168; its last 232 B at 1168, 1168..1400,
+        # arrive 1410.
+        (1, 1000, "priority", [1410, 10, 922], 4),
+        # Two channels, fcfs: the update's four blocks (the last 232 B) go two to each
+        # channel, 0..512 and 0..488, arrive 522.  The read's one block takes channel
+        # 0 after them, 512..612, arrives 622; the write at 622 is a block on channel
+        # 1, 622..878, and 44 B on channel 0, 622..666: arrives 888.
+        (2, 1000, "fcfs", [522, 10, 888], 1),
+        # Two channels, priority (slices of 512 B): the update's first slice, a block
+        # each, 0..256.  The read at 10: channel 0, 256..356, arrives 366.  At 256 the
+        # update's last 488 B: a block on channel 1, 256..512, 232 B on channel 0,
+        # 356..588, arrive 598.  The write at 366: a block on channel 1, 512..768,
+        # 44 B on channel 0, 588..632: arrives 778.
+        (2, 1000, "priority", [598, 10, 778], 2),
+        # Four channels, fcfs: the update's 3000 B are 12 blocks (the last 184 B), three
+        # on each channel: 0..768 (channel 3: 0..696), arrive 778.  The read: channel
+        # 0, 768..868, arrives 878; the write at 878: a block on channel 1, 878..1134,
+        # 44 B on channel 2, 878..922: arrives 1144.
+        (4, 3000, "fcfs", [778, 10, 1144], 1),
+        # Four channels, priority (slices of 1024 B): the first slice, a block each,
+        # 0..256.  The read: channel 0, 256..356, arrives 366.  At 256 the second
+        # slice from channel 1: channels 1-3 256..512, channel 0 356..612.  The write
+        # at 366: channel 1 512..768, 44 B on channel 2 512..556: arrives 778.  At 612
+        # the last 952 B from channel 3: channel 3 612..868, channel 0 612..868,
+        # channel 1 768..1024, 184 B on channel 2 612..796: arrive 1034.
+        (4, 3000, "priority", [1034, 10, 778], 3),
     ],
 )
-def test_priority_lets_the_foreground_transfer_pass(
-    arbitration: str, ends: list[int], events: int
+def test_three_transfers_through_both_engines(
+    channels: int, update_bytes: int, arbitration: str, ends: list[int], slices: int
 ) -> None:
     spec = hw(
         "dram.bandwidth_bytes_per_cycle=1",
         "dram.latency_cycles=10",
+        f"dram.channels={channels}",
         f"dram.arbitration={arbitration}",
     )
-    assert both_engines(SCENARIO, SCENARIO_COSTS, spec) == (ends, events)
+    graph, c = scenario(update_bytes)
+    assert both_engines(graph, c, spec) == (ends, FCFS_EVENTS + slices - 1)
 
 
 @pytest.mark.parametrize("arbitration", ["fcfs", "priority"])
-def test_a_lone_op_times_the_same_without_an_engine(arbitration: str) -> None:
-    # The GEMM alone (foreground) under either arbitration: 100 B at 0, 0..100,
-    # arrive 110; single_op books it as the engines do.
+@pytest.mark.parametrize(
+    ("channels", "end"),
+    [
+        (1, 610),  # 600 B at 0: 0..600, arrive 610
+        (2, 354),  # blocks of 256, 256 and 88 B: channel 0 holds 344 B, channel 1 256 B
+        (4, 266),  # a block on each of channels 0 and 1, 88 B on channel 2
+    ],
+)
+def test_a_lone_op_times_the_same_without_an_engine(
+    arbitration: str, channels: int, end: int
+) -> None:
+    # The GEMM alone (foreground) reads 600 B under either arbitration; single_op
+    # books it as the engines do.
     spec = hw(
         "dram.bandwidth_bytes_per_cycle=1",
         "dram.latency_cycles=10",
+        f"dram.channels={channels}",
         f"dram.arbitration={arbitration}",
     )
     graph = OpGraph(ops=(gemm(0),), processor=(0,))
-    c = costs([UNIT_ARRAY], compute=[0], reads=[100])
-    assert both_engines(graph, c, spec)[0] == [110]
-    assert simulate_single_op(graph, c, spec).end_cycle.tolist() == [110]
+    c = costs([UNIT_ARRAY], compute=[0], reads=[600])
+    assert both_engines(graph, c, spec)[0] == [end]
+    assert simulate_single_op(graph, c, spec).end_cycle.tolist() == [end]
 
 
 def test_a_lone_background_op_needs_an_engine_under_priority() -> None:
@@ -300,16 +401,26 @@ class Recording(FifoMemory):
 def test_no_memory_moves_more_than_its_bandwidth(
     problem: tuple[OpGraph, OpCosts, HardwareSpec],
 ) -> None:
-    # Under both arbitrations every booking holds a channel alone: bookings never
-    # overlap, each holds it ceil(bytes / bandwidth) cycles, so the bytes over the
+    # Under both arbitrations and with any number of channels every booking holds a
+    # channel alone: bookings never overlap, each holds it ceil(bytes / bandwidth) cycles, so the bytes over the
     # bandwidth never exceed the time the channel is busy.
     graph, c, spec = problem
     made: list[Recording] = []
 
     def recording(hw_spec: HardwareSpec) -> tuple[Memory, ...]:
+        # A FIFO memory is wrapped whole; an interleaved one gets its channels wrapped.
         memories = memory_module.dram_memories(hw_spec)
-        wrapped = {id(m): Recording(m) for m in memories}  # type: ignore[arg-type]
-        made.extend(wrapped.values())
+        wrapped: dict[int, Memory] = {}
+        for memory in memories:
+            if id(memory) in wrapped:
+                continue
+            if isinstance(memory, InterleavedMemory):
+                memory.lanes = [Recording(lane) for lane in memory.lanes]
+                made.extend(memory.lanes)  # type: ignore[arg-type]
+                wrapped[id(memory)] = memory
+            else:
+                wrapped[id(memory)] = Recording(memory)  # type: ignore[arg-type]
+                made.append(wrapped[id(memory)])  # type: ignore[arg-type]
         return tuple(wrapped[id(m)] for m in memories)
 
     with pytest.MonkeyPatch.context() as patch:

@@ -31,6 +31,9 @@ from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
 """Most processors: every one holds its own copy of the step graph."""
+MAX_DRAM_CHANNELS = 256
+"""Most DRAM channels per memory (eight HBM3 stacks of 32 pseudo-channels): every
+DRAM transfer is booked on each of them."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
 
 
@@ -108,7 +111,9 @@ class DramSpec(Spec):
     ``latency_cycles`` and ``capacity_gib`` describe one channel, so with
     ``per_processor`` the aggregate bandwidth and capacity are ``processors``
     times the configured ones.  ``arbitration`` orders the transfers of different
-    streams (:mod:`accelsim.timing.memory`).
+    streams (:mod:`accelsim.timing.memory`).  ``channels`` makes each memory that
+    many independent channels of the bandwidth, latency and capacity above, with
+    addresses interleaved over them (:mod:`accelsim.timing.interleaved`).
     """
 
     bandwidth_bytes_per_cycle: Bandwidth
@@ -120,6 +125,12 @@ class DramSpec(Spec):
         " in DRAM (a pipeline schedule's weights, optimizer state and stashes must fit).",
     )
 
+    channels: Annotated[int, Field(gt=0, le=MAX_DRAM_CHANNELS)] = Field(
+        default=1,
+        description="Independent channels per memory (HBM pseudo-channels), each of the"
+        " bandwidth, latency and capacity above, with transfers interleaved over them in"
+        " 256-byte blocks; 1 is one first-come-first-served channel.",
+    )
     arbitration: Annotated[
         DramArbitration,
         Field(

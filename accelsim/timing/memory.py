@@ -202,8 +202,19 @@ def slice_bytes(arbitration: DramArbitration, bytes_per_cycle: float) -> int:
 
 
 def dram_memory(spec: DramSpec) -> Memory:
-    """One DRAM memory as ``spec`` describes it."""
-    bandwidth = spec.bandwidth_bytes_per_cycle
+    """One DRAM memory as ``spec`` describes it: a :class:`FifoMemory`, or with
+    ``channels`` above one an :class:`~accelsim.timing.interleaved.InterleavedMemory`."""
+    bandwidth, channels = spec.bandwidth_bytes_per_cycle, spec.channels
+    if channels > 1:
+        from accelsim.timing.interleaved import InterleavedMemory
+
+        return InterleavedMemory(
+            channels,
+            bandwidth,
+            spec.latency_cycles,
+            spec.capacity_bytes,
+            slice_bytes(spec.arbitration, channels * bandwidth),
+        )
     return FifoMemory(
         bandwidth,
         spec.latency_cycles,
