@@ -37,7 +37,7 @@ def main() -> int:
     parser.add_argument("--batches", default="128,1024", help="MLP batch sizes")
     parser.add_argument("--lstm-batches", default="16,64", help="LSTM batch sizes (sequences)")
     parser.add_argument("--models", default="mlp,lstm")
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=100, help="the fewest steps drawn")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "dropout")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -75,15 +75,16 @@ def main() -> int:
                         "energy_reduction": report.energy_reduction,
                         "dram_reduction": report.dram_reduction,
                         "skipped_mac_fraction": section["skipped_mac_fraction"],
+                        "steps_drawn": section["steps_drawn"],
                     }
                     rows.append(row)
                     print(
                         f"{model:6} {pattern:8} {batch:>6} {rate:>5.1f} {row['speedup']:>7.3f}x"
                         f" {row['speedup_bound']:>7.3f}x"
                         f" {100 * cycles['std'] / cycles['mean']:>9.2f}"
-                        f" {100 * report['energy_reduction']:>9.1f}"
-                        f" {100 * report['dram_reduction']:>8.1f}"
-                        f" {100 * report['skipped_mac_fraction']:>8.1f}"
+                        f" {100 * row['energy_reduction']:>9.1f}"
+                        f" {100 * row['dram_reduction']:>8.1f}"
+                        f" {100 * row['skipped_mac_fraction']:>8.1f}"
                         f" {time.perf_counter() - start:>6.1f}",
                         flush=True,
                     )

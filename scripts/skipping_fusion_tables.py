@@ -5,7 +5,9 @@
 
 Set-up: ``configs/runs/default.yaml`` (default accelerator, batch 32) with the
 workload replaced by each of four models.  Skipping: momentum, 90 epochs, the
-synthetic convergence curve and each grouping, plus a fixed skip fraction of 0.5.
+monitor's decisions on our synthetic per-layer statistics with each grouping, plus
+a fixed skip fraction of 0.5; then the speedup (and the share of groups skipped)
+against the monitor's threshold.
 Fusion: SGD, momentum and Adam, each fused mode against the unfused step.
 Prints Markdown tables.
 """
@@ -56,6 +58,27 @@ def skipping() -> None:
             )
 
 
+def thresholds() -> None:
+    """Speedup against the monitor's threshold, per grouping, on ResNet-18 and the MLP."""
+    print("| model | grouping | " + " | ".join(f"threshold {t}" for t in THRESHOLDS) + " |")
+    print("|---|---|" + "---|" * len(THRESHOLDS))
+    for model in ("resnet18", "mlp"):
+        for grouping in ("filter", "row", "layer"):
+            cells = []
+            for threshold in THRESHOLDS:
+                t = train(
+                    model,
+                    "run.training={epochs: 90, batches_per_epoch: 1000}",
+                    f"run.techniques={{gradient_skipping: {{grouping: {grouping},"
+                    f" threshold: {threshold}}}}}",
+                )
+                cells.append(f"{t['speedup']:.2f}x ({t['skip_fraction']:.2f})")
+            print(f"| {model} | {grouping} | {' | '.join(cells)} |")
+
+
+THRESHOLDS = (0.1, 0.2, 0.3, 0.5, 0.7)
+
+
 def fusion() -> None:
     print(
         "| model | optimizer | exposed update | backward: time saved (bound) | energy"
@@ -84,5 +107,7 @@ def fusion() -> None:
 
 if __name__ == "__main__":
     skipping()
+    print()
+    thresholds()
     print()
     fusion()

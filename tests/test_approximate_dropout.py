@@ -442,3 +442,25 @@ def test_feature_map_scores_from_a_trace(tmp_path: Path) -> None:
         "no score for input map 1 of c3 (it has 6; every input map of every droppable"
         " convolution needs one)"
     )
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.5])
+def test_enough_steps_are_drawn_for_the_kept_share(rate: float) -> None:
+    """Steps are drawn (100, doubling) until every site's mean kept share is within 0.5 %
+    of its expectation under the pattern distribution; with a loose tolerance the first
+    100 suffice."""
+    result = run("batch_size=64", f"run.techniques.approximate_dropout={{rate: {rate}}}")
+    assert result.training is not None
+    report = result.training.sections[KIND].details
+    steps = report["steps_drawn"]
+    assert steps in {100 * 2**j for j in range(8)}
+    for site in report["sites"]:
+        expected, drawn = site["kept_share_expected"], site["kept_share_drawn"]
+        assert expected == pytest.approx(1 - rate, abs=0.02)
+        assert abs(drawn - expected) <= 0.005 * expected
+    loose = run(
+        "batch_size=64",
+        f"run.techniques.approximate_dropout={{rate: {rate}, kept_tolerance: 1.0}}",
+    )
+    assert loose.training is not None
+    assert loose.training.sections[KIND].details["steps_drawn"] == 100

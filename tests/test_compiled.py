@@ -214,14 +214,18 @@ def test_auto_picks_simpy_for_small_steps_until_loading_numba_pays(
 ) -> None:
     c = costs([UNIT_ARRAY], chunks=[4])
     assert engines.estimated_events(c) == engines.EVENTS_PER_OP + 4 * engines.EVENTS_PER_CHUNK
-    monkeypatch.setattr(engines, "compiled_cached", lambda: True)
+    monkeypatch.setattr(engines._Budget, "compiled", True)  # cached on disk
     monkeypatch.delitem(sys.modules, "numba", raising=False)
     monkeypatch.setattr(engines._Budget, "spent_events", 0)
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
     monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS)
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
-    monkeypatch.setattr(engines, "compiled_cached", lambda: False)
-    assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY  # never compile in a run
+    # Without a cache, only work that pays for compiling the loop compiles it.
+    monkeypatch.setattr(engines._Budget, "compiled", False)
+    assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+    monkeypatch.setattr(engines._Budget, "spent_events", engines.COMPILE_EVENTS)
+    assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
+    assert engines._Budget.compiled is True  # compiled (and cached) by that step
     assert engines.choose(EngineKind.COMPILED, c) is EngineKind.COMPILED
     assert engines.choose(EngineKind.SIMPY, c) is EngineKind.SIMPY
 
@@ -229,7 +233,7 @@ def test_auto_picks_simpy_for_small_steps_until_loading_numba_pays(
 def test_auto_counts_the_events_a_caller_says_follow(monkeypatch: pytest.MonkeyPatch) -> None:
     c = costs([UNIT_ARRAY], chunks=[4])
     events = engines.estimated_events(c)  # 17
-    monkeypatch.setattr(engines, "compiled_cached", lambda: True)
+    monkeypatch.setattr(engines._Budget, "compiled", True)
     monkeypatch.delitem(sys.modules, "numba", raising=False)
     # One step short of the break-even alone; with twice as many to follow, over it.
     monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - events - 1)
@@ -240,6 +244,27 @@ def test_auto_counts_the_events_a_caller_says_follow(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - 3 * events - 1)
     with engines.followed_by(2.0):
         assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+    # A sweep worker's remaining points: the first point already pays for a compile.
+    monkeypatch.setattr(engines._Budget, "compiled", False)
+    monkeypatch.setattr(engines._Budget, "spent_events", 0)
+    with engines.followed_by(engines.COMPILE_EVENTS // events):
+        assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
+
+
+def test_auto_looks_for_the_cache_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    looks: list[int] = []
+
+    def cached() -> bool:
+        looks.append(1)
+        return False
+
+    monkeypatch.setattr(engines, "compiled_cached", cached)
+    monkeypatch.setattr(engines._Budget, "compiled", None)
+    monkeypatch.setattr(engines._Budget, "spent_events", 0)
+    c = costs([UNIT_ARRAY], chunks=[4])
+    for _ in range(3):
+        assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+    assert looks == [1]
 
 
 def test_trace_names_its_engine() -> None:

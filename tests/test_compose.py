@@ -133,7 +133,10 @@ class _Kinds(Technique):
     name = "kinds"
     Config = Spec
 
-    def step_kinds(self) -> tuple[str, ...]:
+    def defines_kinds(self) -> bool:
+        return True
+
+    def step_kinds(self, ctx: object) -> tuple[str, ...]:
         return ("a", "b")
 
 

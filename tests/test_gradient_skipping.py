@@ -15,7 +15,7 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase, VectorOp
 from accelsim.report.result import RunResult, TrainingResult
-from accelsim.techniques.gradient_skipping import GradientSkipping, GradientSkippingConfig
+from accelsim.techniques.skip_schedule import RECHECK, schedule, synthetic_statistics
 from tests.conftest import ROOT
 
 GS = "gradient_skipping"
@@ -175,39 +175,93 @@ def test_training_report_bounds_and_upper_bound(tmp_path: Path) -> None:
     assert upper["steps"][GS]["cycles"] < dx_kept["steps"][GS]["cycles"] < result.base.total_cycles
 
 
-def test_trace_schedule_interpolates_between_levels(tmp_path: Path) -> None:
-    trace = tmp_path / "ratio.csv"
-    trace.write_text("epoch,batch,update_ratio\n0,0,1.0\n1,0,0.3\n1,1,0.1\n2,0,0.0\n")
+def test_the_monitor_decides_per_layer_from_a_trace_by_hand(tmp_path: Path) -> None:
+    """Groups alike (no spread), threshold 0.5, halves (levels 2), a re-check every 4th
+    step.  fc1's statistic falls below the threshold in epoch 1, fc2's in epoch 2, fc3's
+    never: epoch 0 runs only re-check steps; epoch 1 skips all of fc1's groups in 3/4
+    of its steps, epoch 2 fc1's and fc2's."""
+    rows = {"fc1": (1.0, 0.2, 0.1), "fc2": (1.0, 1.0, 0.2), "fc3": (1.0, 1.0, 1.0)}
+    (tmp_path / "stats.csv").write_text(
+        "layer,epoch,statistic\n"
+        + "".join(f"{layer},{e},{v}\n" for layer, vs in rows.items() for e, v in enumerate(vs)),
+        encoding="utf-8",
+    )
     path = tiny_run(
         tmp_path,
-        f"{{{GS}: {{update_trace: ratio.csv, threshold: 0.5, max_skip: 0.8, levels: 2}}}}",
+        f"{{{GS}: {{update_trace: stats.csv, group_spread: 0, levels: 2, recheck_iterations: 4}}}}",
         extra="training: {epochs: 3, batches_per_epoch: 10}",
     )
     result = train(path)
     training = result.training
     assert training is not None
-    report = training.sections[GS].details
-    assert set(result.steps) == {"skip_0", "skip_1", "skip_2"}
-    # p = clip((0.5 - m) / 0.5, 0, 0.8) with m = 1.0, 0.2 (mean), 0.0
-    assert report["skip_fraction_by_epoch"] == pytest.approx([0.0, 0.6, 0.8])
-    # levels 0, 0.4, 0.8: epoch 1 is half way between 0.4 and 0.8
-    assert training.plan.shares[1] == pytest.approx({"skip_1": 0.5, "skip_2": 0.5})
-    cycles = {k: s.cycles for k, s in training.steps.items()}
-    assert report["cycles_by_epoch"][1] == pytest.approx(
-        10 * (cycles["skip_1"] + cycles["skip_2"]) / 2
+    assert set(result.steps) == {"recheck", "skip_1", "skip_2"}
+    assert training.plan.shares == (
+        {"recheck": 1.0},
+        {"skip_1": 0.75, "recheck": 0.25},
+        {"skip_2": 0.75, "recheck": 0.25},
     )
-    assert cycles["skip_0"] > cycles["skip_1"] > cycles["skip_2"]
+    report = training.sections[GS].details
+    assert report["layers"] == {
+        "fc1": {"groups": 512, "skip_fraction": 0.5, "first_epoch": 1},
+        "fc2": {"groups": 256, "skip_fraction": 0.25, "first_epoch": 2},
+        "fc3": {"groups": 10, "skip_fraction": 0.0, "first_epoch": None},
+    }
+    groups = 512 + 256 + 10
+    assert report["skip_fraction"] == pytest.approx(0.75 * (512 + 768) / groups / 3)
+    # dW MACs: fc1 256 x 512, fc2 512 x 256, fc3 256 x 10, each over the batch
+    dw = {"fc1": 512 * 256 * BATCH, "fc2": 256 * 512 * BATCH, "fc3": 10 * 256 * BATCH}
+    by_kind = report["by_kind"]
+    assert by_kind["recheck"]["dw_macs"] == sum(dw.values())
+    assert by_kind["skip_1"]["dw_macs"] == dw["fc2"] + dw["fc3"]
+    assert by_kind["skip_2"]["dw_macs"] == dw["fc3"]
+    # the re-check step computes and monitors every group
+    assert by_kind["recheck"]["monitor_vector_ops"] > 0
+    cycles = {k: s.cycles for k, s in training.steps.items()}
+    assert cycles["recheck"] > cycles["skip_1"] > cycles["skip_2"]
+    assert report["cycles_by_epoch"][1] == pytest.approx(
+        10 * (0.75 * cycles["skip_1"] + 0.25 * cycles["recheck"])
+    )
     assert sum(report["cycles_by_epoch"]) == pytest.approx(training.totals["cycles"].technique)
 
 
-def test_synthetic_schedule_rises_with_convergence() -> None:
-    technique = GradientSkipping(GradientSkippingConfig(), "run.yaml")
-    skip = technique.skip_by_epoch(Path("run.yaml"), 30)
-    assert skip[0] == 0.0
-    assert all(a <= b for a, b in itertools.pairwise(skip))
-    # m(8) = 0.05 + 0.95 / e; p = (0.5 - m) / 0.5; never above max_skip
-    assert skip[8] == pytest.approx((0.5 - 0.05 - 0.95 * math.exp(-1)) / 0.5)
-    assert max(technique.skip_by_epoch(Path("run.yaml"), 200)) == pytest.approx(0.9)
+def test_synthetic_statistics_skip_earlier_layers_first() -> None:
+    layers = ["a", "b", "c"]
+    stats = synthetic_statistics(layers, 0.05, 8.0, 40)
+    # decay times 4, 8 and 12 epochs for depths 0, 0.5 and 1
+    assert stats["a"][4] == pytest.approx(0.05 + 0.95 * math.exp(-1))
+    assert stats["c"][12] == pytest.approx(0.05 + 0.95 * math.exp(-1))
+    decided = schedule(stats, {"a": 64, "b": 64, "c": 64}, 0.5, 0.5, 10, 4, seed=0)
+    # the epoch from which half a layer's groups are below the threshold
+    firsts = [
+        next(e for e, share in enumerate(decided.below) if share[layer] >= 0.5) for layer in layers
+    ]
+    assert firsts == sorted(firsts) and firsts[0] < firsts[2]
+    for layer in layers:
+        below = [share[layer] for share in decided.below]
+        assert all(x <= y for x, y in itertools.pairwise(below))
+    # re-checks cap every layer's skipped share at 1 - 1/10 of its groups
+    last = decided.shares[-1]
+    assert last[RECHECK] == pytest.approx(0.1)
+
+
+def test_a_statistics_trace_is_checked_row_by_row(tmp_path: Path) -> None:
+    (tmp_path / "stats.csv").write_text(
+        "layer,epoch,statistic\nfc1,0,0.3\nfc9,0,0.3\nfc2,0,-1\nfc1,0,0.2\n",
+        encoding="utf-8",
+    )
+    path = tiny_run(tmp_path, f"{{{GS}: {{update_trace: stats.csv}}}}")
+    with pytest.raises(ConfigError) as err:
+        load_inputs(path)
+    assert [str(p) for p in err.value.problems] == [
+        f"{tmp_path / 'stats.csv'}: line 3: layer: expected a layer with grouped weights"
+        " (got 'fc9')",
+        f"{tmp_path / 'stats.csv'}: line 4: statistic: expected a finite number >= 0 (got '-1')",
+        f"{tmp_path / 'stats.csv'}: line 5: a second row for fc1, epoch 0 (the first is"
+        " line 2) (got 0.2)",
+    ]
+    (tmp_path / "stats.csv").write_text("layer,epoch,statistic\nfc1,0,0.3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"update_trace: no statistic for fc2 at epoch 0"):
+        load_inputs(path)
 
 
 @pytest.mark.parametrize(

@@ -976,7 +976,7 @@ HARDWARE_KEYS = (
         ),
         (
             ["optimizer.bogus.x=1"],
-            "optimizer.bogus: unknown key; expected one of: clip_global_norm, kind (got {'x': 1})",
+            "optimizer.bogus: unknown key; expected one of: clip_global_norm, kind, master_weights (got {'x': 1})",
         ),
         (
             ["run.overrides={hardware.bogus.y: 1}"],
@@ -1247,10 +1247,8 @@ def test_feature_maps_need_a_droppable_convolution(
 )
 @pytest.mark.parametrize(
     ("technique", "key", "column"),
-    [
-        ("gradient_prediction", "schedule.error_trace", "predictor_error"),
-        ("gradient_skipping", "update_trace", "update_ratio"),
-    ],
+    # gradient skipping's per-layer statistics: tests/test_gradient_skipping.py
+    [("gradient_prediction", "schedule.error_trace", "predictor_error")],
 )
 def test_trace_rows_are_checked_and_blamed_on_the_file(
     tmp_path: Path, rows: str, problems: list[str], technique: str, key: str, column: str
@@ -1280,8 +1278,8 @@ def test_a_trace_header_without_the_column_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as excinfo:
         load_inputs(DEFAULT_RUN, parse_sets(sets))
     assert [str(p) for p in excinfo.value.problems] == [
-        f"{display_path(trace)}: line 1: expected a header line naming the columns epoch,"
-        " update_ratio (got 'epoch,batch,error')"
+        f"{display_path(trace)}: line 1: expected a header line naming the columns layer,"
+        " epoch, statistic (got 'epoch,batch,error')"
     ]
 
 

@@ -40,7 +40,7 @@ from accelsim.timing.memory import (
     slice_bytes,
 )
 from accelsim.timing.single_op import simulate_single_op
-from accelsim.timing.streams import STREAMS, op_streams
+from accelsim.timing.streams import STREAMS, group_stream, op_streams
 from tests.test_compiled import problems
 from tests.test_engine import W, Y, costs, gemm, hw, vector
 
@@ -212,6 +212,15 @@ def test_a_technique_with_its_own_array_is_the_predictor_stream() -> None:
     graph = OpGraph(ops=(predictor, helper), processor=(0, 0))
     reads, _ = op_streams(graph, costs([UNIT_ARRAY, UNIT_VECTOR]))
     assert [StreamClass(k) for k in reads] == [StreamClass.PREDICTOR, StreamClass.PREDICTOR]
+
+
+def test_a_fused_ops_transfers_are_of_the_member_moving_most_foreground_first() -> None:
+    classes = np.array([StreamClass.ACTIVATION, StreamClass.STASH, StreamClass.OPTIMIZER])
+    moved = np.array([10, 30, 100])
+    assert group_stream(classes, moved, (0, 1, 2)) == StreamClass.STASH  # the update yields
+    assert group_stream(classes, moved, (0, 2)) == StreamClass.ACTIVATION
+    assert group_stream(classes, moved, (2,)) == StreamClass.OPTIMIZER
+    assert group_stream(classes, np.array([30, 30, 0]), (0, 1)) == StreamClass.ACTIVATION  # tie
 
 
 # -- arbitration, one transfer at a time ------------------------------------------------------

@@ -19,6 +19,7 @@ from accelsim.techniques.optimizer_fusion import (
     derived_accesses,
     parameter_dram_bytes,
 )
+from tests.conftest import make_hw
 from tests.test_gradient_skipping import tiny_run, train
 
 OF = "optimizer_fusion"
@@ -233,3 +234,32 @@ def test_forward_fusion_keeps_clipping(tmp_path: Path) -> None:
     update = by_name(step, "fc2.W.update")
     assert isinstance(update, VectorOp) and update.ops_per_element == 2 + 1
     assert update.op_id < by_name(step, "fc2.fwd").op_id < norm.op_id
+
+
+@pytest.mark.parametrize("mode", ["unfused", "backward", "forward"])
+def test_fp32_master_weights_by_hand(tmp_path: Path, mode: str) -> None:
+    """With fp32 masters (momentum) the update reads and writes the master (4 B) and the
+    momentum (4 B), reads g (2 B) and writes the bf16 W (2 B): a weight matrix read by
+    its forward and dX GEMMs costs 2 + 2 + 2 (W), 2 + 2 (g), 8 + 8 (states) = 26 B
+    unfused; backward fusion keeps g on chip but has no W read to serve from dX's copy
+    (22 B); forward fusion serves the forward GEMM's read from the update's W (24 B)."""
+    _, step = fused(tmp_path, mode, "momentum, master_weights: fp32")
+    per = {"unfused": 26, "backward": 22, "forward": 24}[mode]
+    assert (
+        derived_accesses(FusionMode(mode), OptimizerKind.MOMENTUM, master=True).bytes_per_element(
+            make_hw()
+        )
+        == per
+    )
+    expected = 0
+    for elements, fwd, dx in WEIGHTS:
+        w = fwd + dx + 1 - (fwd if mode == "forward" else 0)
+        g = 0 if mode == "backward" else 2
+        expected += elements * (w * WORD_W + g * WORD_G + 4 * WORD_STATE)
+    expected += BIASES * (WORD_W + (0 if mode == "backward" else 2) * WORD_G + 4 * WORD_STATE)
+    assert parameter_dram_bytes(step) == expected
+    update = by_name(step, "fc2.W.update")
+    assert isinstance(update, VectorOp)
+    assert [a.tensor.name for a in update.reads] == ["fc2.W.master", "fc2.dW", "fc2.W.state0"]
+    assert [a.tensor.name for a in update.writes] == ["fc2.W", "fc2.W.master", "fc2.W.state0"]
+    assert update.ops_per_element == 4 + 1  # momentum, and the cast to bf16

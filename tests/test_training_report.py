@@ -40,6 +40,8 @@ def test_totals_speedup_bound_and_reductions_by_hand() -> None:
     assert r.energy_reduction == pytest.approx(1 - 11_000 / 10_000)
     assert r.dram_reduction == pytest.approx(1 - 2200 / 2000)
     assert r.binding_bound == "bp dram, gp compute"
+    same = TrainingReport.of(("a",), r.plan, {**r.steps, "gp": cost(40, 30)}, [])
+    assert same.binding_bound == "dram"
     assert r.notes == ("a: n",) and r.warnings == ("b: clamped",)
 
 

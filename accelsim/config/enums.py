@@ -28,6 +28,15 @@ class OptimizerKind(str, Enum):
         return {"sgd": 2, "momentum": 4, "adam": 13}[self.value]
 
 
+class MasterWeights(str, Enum):
+    """Whether the optimizer keeps an fp32 master copy of every weight: the update
+    reads and writes the master (an optimizer-state tensor) and writes the array's
+    bf16 weight from it."""
+
+    NONE = "none"
+    FP32 = "fp32"
+
+
 class StridedDx(str, Enum):
     """How the input gradient of a strided conv is computed.
 
@@ -38,6 +47,21 @@ class StridedDx(str, Enum):
 
     SKIP_ZEROS = "skip_zeros"
     ZERO_INSERT = "zero_insert"
+
+
+class EpilogueFusion(str, Enum):
+    """Which vector ops take their input tile by tile, on chip, from the op producing it
+    (:mod:`accelsim.lowering.epilogues`).
+
+    ``none``: every vector op streams its tensors through DRAM; ``elementwise``:
+    activations and their derivatives, residual adds and gradient sums, dropout and
+    bias gradients; ``all``: batchnorm too, as if its per-channel statistics were
+    known before its input arrives (running statistics).
+    """
+
+    NONE = "none"
+    ELEMENTWISE = "elementwise"
+    ALL = "all"
 
 
 class AssignmentPolicy(str, Enum):

@@ -24,6 +24,8 @@ from accelsim.config.base import (
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP as DEFAULT_CHUNKS_PER_OP
 from accelsim.config.enums import AssignmentPolicy as AssignmentPolicy
 from accelsim.config.enums import EngineKind as EngineKind
+from accelsim.config.enums import EpilogueFusion as EpilogueFusion
+from accelsim.config.enums import MasterWeights as MasterWeights
 from accelsim.config.enums import OptimizerKind as OptimizerKind
 from accelsim.config.enums import PsumPolicy as PsumPolicy
 from accelsim.config.enums import StridedDx as StridedDx
@@ -35,6 +37,19 @@ class OptimizerSpec(Spec):
 
     kind: Annotated[OptimizerKind, Field(strict=False)] = OptimizerKind.SGD
     clip_global_norm: PositiveFloat | None = None
+    master_weights: Annotated[MasterWeights, Field(strict=False)] = Field(
+        default=MasterWeights.NONE,
+        description="fp32: the optimizer keeps an fp32 master copy of every weight"
+        " (hardware.word_bytes.optimizer_state per element), which the update reads and"
+        " writes before writing the bf16 weight the array uses; none: the update works on"
+        " the weight itself.",
+    )
+
+    @property
+    def state_tensors(self) -> int:
+        """Tensors the optimizer keeps per parameter besides it and its gradient: the
+        kind's states, and the master copy."""
+        return self.kind.state_tensors + (self.master_weights is MasterWeights.FP32)
 
 
 class TimingSpec(Spec):
@@ -52,6 +67,14 @@ class TimingSpec(Spec):
 
 class LoweringSpec(Spec):
     strided_dx: Annotated[StridedDx, Field(strict=False)] = StridedDx.SKIP_ZEROS
+    fuse_epilogues: Annotated[EpilogueFusion, Field(strict=False)] = Field(
+        default=EpilogueFusion.NONE,
+        description="Which vector ops take their input tile by tile, on chip, from the"
+        " op producing it (a GEMM's output tile before it leaves the chip): none,"
+        " elementwise (activations and their derivatives, residual adds, gradient sums,"
+        " dropout, bias gradients) or all (batchnorm too, with its statistics known"
+        " before its input arrives, as with running statistics).",
+    )
 
 
 MAX_EPOCHS = 100_000

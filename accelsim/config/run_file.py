@@ -4,8 +4,10 @@ no run file, ``accelsim layer``, loads alone)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
@@ -36,6 +38,12 @@ class RunFile:
     workload_path: Path
     origins: Origins
     overrides: dict[str, list[Override]] = field(default_factory=dict)
+
+    def with_sets(self, routed: Mapping[str, list[Override]]) -> RunFile:
+        """This run file with the overrides :func:`route_sets` sent to each referenced
+        file after its own (``routed["run"]`` is already applied)."""
+        overrides = {s: [*self.overrides[s], *routed[s]] for s in SECTIONS}
+        return replace(self, overrides=overrides)
 
 
 def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
@@ -85,11 +93,19 @@ def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
             ``energy`` or ``workload`` key).
     """
     routed = route_sets(sets or [])
+    return read_run_file(path, read_yaml(path), routed["run"]).with_sets(routed)
+
+
+def read_run_file(path: Path, data: dict[str, Any], sets: list[Override]) -> RunFile:
+    """A run file from its parsed ``data`` and the overrides routed to it, with only its
+    own ``overrides`` for the files it references (see :meth:`RunFile.with_sets`).
+
+    Raises:
+        ConfigError: as :func:`load_run_file`.
+    """
     name = display_path(path)
-    run, origins = validate_with_origins(RunSpec, read_yaml(path), name, routed["run"])
+    run, origins = validate_with_origins(RunSpec, data, name, sets)
     overrides = _run_file_overrides(run, origins)
-    for section in SECTIONS:
-        overrides[section].extend(routed[section])
     paths = {section: path.parent / getattr(run, section) for section in SECTIONS}
     missing = [
         Problem(name, section, "file not found", getattr(run, section))

@@ -7,16 +7,20 @@ run's techniques define, and assembles the training report.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
+from accelsim.config.enums import EpilogueFusion
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import OpGraph
+from accelsim.lowering.epilogues import fuse_epilogues
 from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
@@ -36,7 +40,7 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.timing.costs import op_costs
-from accelsim.timing.engines import simulate
+from accelsim.timing.tile_groups import simulate_grouped as simulate
 
 
 class _Run:
@@ -64,28 +68,31 @@ class _Run:
         self.placer = next((t for t in inputs.techniques if t.places()), None)
 
     def lowered(self, batch: int) -> OpGraph:
-        """One replica's step at ``batch`` samples, lowered once per run."""
+        """One replica's step at ``batch`` samples, lowered once per run (and reused by
+        the process's next runs of the same workload objects, :func:`_reused`)."""
         if batch not in self._lowered:
             inputs = self.inputs
-            self._lowered[batch] = lower(
-                inputs.infos,
-                inputs.workload,
-                batch,
-                inputs.hardware.word_bytes,
-                inputs.run.lowering.strided_dx,
+            words, strided = inputs.hardware.word_bytes, inputs.run.lowering.strided_dx
+            self._lowered[batch] = _reused(
+                ("lowered", batch, words, strided),
+                (inputs.infos, inputs.workload),
+                lambda: lower(inputs.infos, inputs.workload, batch, words, strided),
             )
         return self._lowered[batch]
 
     def step_graph(self, kind: str, replace: Mapping[str, Rewrite] | None = None) -> StepGraph:
         """Makes one replica's step graph of ``kind`` for a batch size: the lowered step
         rewritten by every technique (or, for a technique named in ``replace``, by the
-        pass given for it), each rewrite checked (:func:`graph_problems`)."""
+        pass given for it), each rewrite checked (:func:`graph_problems`), then its
+        epilogues fused (``lowering.fuse_epilogues``, after every rewrite, as a
+        compiler fuses the graph it is given)."""
         swap = replace or {}
+        fusion = self.inputs.run.lowering.fuse_epilogues
 
         def make(batch: int) -> OpGraph:
             graph = self.lowered(batch)
             if kind == BASE:
-                return graph
+                return fuse_epilogues(graph, fusion)
             for technique in self.rewriters:
                 rewrite = swap.get(technique.name)
                 if rewrite is None:
@@ -99,13 +106,29 @@ class _Run:
                         f" graph: {'; '.join(problems[:3])}"
                         + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
                     )
-            return graph
+            return fuse_epilogues(graph, fusion)
 
         return make
 
     def placed(self, kind: str, base: RunResult | None) -> OpGraph:
-        """The step of ``kind`` on the processors, with its optimizer updates."""
-        return self.place(self.step_graph(kind), base)
+        """The step of ``kind`` on the processors, with its optimizer updates (the
+        baseline's reused, :func:`_reused`, as it depends on no technique)."""
+        if kind != BASE or (self.placer is not None and base is not None):
+            return self.place(self.step_graph(kind), base)
+        inputs = self.inputs
+        run, hw = inputs.run, inputs.hardware
+        key = (
+            "placed",
+            run.batch_size,
+            hw.word_bytes,
+            run.lowering.strided_dx,
+            run.assignment,
+            hw.processors,
+            run.optimizer,
+        )
+        return _reused(
+            key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
+        )
 
     def place(self, step: StepGraph, base: RunResult | None) -> OpGraph:
         """A step graph on the processors, with its optimizer updates: placed by the
@@ -157,6 +180,39 @@ class _Run:
         return result
 
 
+REUSED_GRAPHS = 16
+"""Lowered and placed baseline graphs a process keeps for its next runs."""
+
+
+class _Reused:
+    """The graphs :func:`_reused` keeps (least recently used dropped first), with the
+    objects whose identity their keys hold."""
+
+    graphs: ClassVar[OrderedDict[Hashable, tuple[tuple[object, ...], OpGraph]]] = OrderedDict()
+
+
+def _reused(
+    key: tuple[Hashable, ...], sources: tuple[object, ...], make: Callable[[], OpGraph]
+) -> OpGraph:
+    """The graph ``make()`` gives, made once per ``key`` and the identity of ``sources``
+    (a run's workload and layer shapes): the points of a sweep that a worker loads
+    through one :class:`~accelsim.driver.inputs.InputCache` share these objects when
+    they share the workload, so a point that differs only in hardware that the graph
+    does not depend on (``key`` holds every setting it does) reuses it.  Graphs are
+    immutable; a run never changes one it is given."""
+    full = (*key, *map(id, sources))
+    graphs = _Reused.graphs
+    known = graphs.get(full)
+    if known is not None:
+        graphs.move_to_end(full)
+        return known[1]
+    graph = make()
+    graphs[full] = (sources, graph)  # holding the sources keeps their ids unique
+    if len(graphs) > REUSED_GRAPHS:
+        graphs.popitem(last=False)
+    return graph
+
+
 def simulate_graph(
     inputs: RunInputs,
     graph: OpGraph,
@@ -204,6 +260,11 @@ def simulate_graph(
         "workload_variant": run.workload_variant or "",
         "engine": trace.engine,
     }
+    fusion = run.lowering.fuse_epilogues
+    if (
+        fusion is not EpilogueFusion.NONE
+    ):  # recorded when set, so default summaries stay as they were
+        settings["fuse_epilogues"] = fusion.value
     result = RunResult(
         run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy
     )
@@ -237,7 +298,7 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     if not inputs.techniques:
         return TrainingResult(base, {}, None)
     steps: dict[str, SimulatedStep] = {}
-    for kind in _kinds(inputs.techniques):
+    for kind in _kinds(inputs.techniques, sim.ctx):
         result = sim.simulate(sim.placed(kind, base), kind)
         sim.forget()
         steps[kind] = sim.step(kind, result, base)
@@ -245,10 +306,10 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
 
 
-def _kinds(techniques: tuple[Technique, ...]) -> list[str]:
+def _kinds(techniques: tuple[Technique, ...], ctx: TechniqueContext) -> list[str]:
     for t in techniques:
-        if t.step_kinds():
-            return list(t.step_kinds())
+        if t.defines_kinds():
+            return list(t.step_kinds(ctx))
     names = [t.name for t in techniques if t.places()] or [techniques[0].name]
     return names
 
@@ -263,7 +324,7 @@ def _report(
     technique that defines step kinds (or every step of the one kind), and each
     technique's section."""
     training = ctx.run.training
-    definer = next((t for t in techniques if t.step_kinds()), None)
+    definer = next((t for t in techniques if t.defines_kinds()), None)
     if definer is not None:
         shares = definer.kind_shares(ctx)
     else:

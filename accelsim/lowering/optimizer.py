@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from accelsim.config.run import OptimizerSpec
+from accelsim.config.run import MasterWeights, OptimizerSpec
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     Access,
@@ -48,6 +48,8 @@ from accelsim.graph.queries import reads_of
 MONITOR_OPS_PER_ELEMENT = 4
 # ratio of the group norms, and the EMA (multiply, fused multiply-add) [D].
 MONITOR_OPS_PER_GROUP = 3
+# the fp32 master weight rounded to the array's word [D].
+MASTER_CAST_OPS_PER_ELEMENT = 1
 # the square and the sum of the global gradient norm, then the scaling [D].
 CLIP_NORM_OPS_PER_ELEMENT = 2
 CLIP_SCALE_OPS_PER_ELEMENT = 1
@@ -74,7 +76,9 @@ def update_op(
     """One parameter's update (and its monitor, if any) after the ops in ``after``.
 
     ``weight_read`` is the tensor the update reads the weight from (default: the
-    weight in DRAM).
+    weight in DRAM).  With fp32 master weights (``optimizer.master_weights``) the
+    update reads and writes the master copy, an optimizer-state tensor, instead,
+    and writes the weight from it (one more op per element, the cast).
 
     Returns:
         The update op, then the monitor op if the parameter is monitored.
@@ -89,6 +93,11 @@ def update_op(
     ops += MONITOR_OPS_PER_ELEMENT if p.monitor_groups else 0
     ops += CLIP_SCALE_OPS_PER_ELEMENT if clipped else 0
     weight = weight_read if weight_read is not None else p.weight
+    if optimizer.master_weights is MasterWeights.FP32:
+        master = builder.derived(p.weight, ".master", TensorKind.OPTIMIZER_STATE, p.weight.elements)
+        weight = master
+        states = [master, *states]
+        ops += MASTER_CAST_OPS_PER_ELEMENT
     short = p.weight.step_name
     update = builder.vector(
         f"{short}.update",
@@ -96,7 +105,7 @@ def update_op(
         Phase.UPDATE,
         elements,
         ops,
-        reads=[Access(t, elements) for t in (weight, p.gradient, *states)],
+        reads=[Access(t, elements) for t in dict.fromkeys((weight, p.gradient, *states))],
         writes=[Access(t, elements) for t in (p.weight, *states)],
         after=after,
         tag=tag,

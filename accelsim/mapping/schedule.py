@@ -2,8 +2,10 @@
 
 For each array unit, one row per GEMM op that runs on it: its ``(Sr, Sc, T)``
 mapping (see :mod:`accelsim.mapping.dataflow`), its row and column folds, its
-shape, its operand footprints and word sizes, and whether each operand stays on
-chip.  A technique may mask folds (``mask_tiles``): a GEMM's mask has one entry
+shape, its operand footprints and word sizes, whether each operand stays on
+chip, and which operands resident tile streams serve
+(:mod:`accelsim.mapping.tile_reuse`, whose result the schedule keeps for the vector
+ops too).  A technique may mask folds (``mask_tiles``): a GEMM's mask has one entry
 per ``(row fold, column fold)``, false for a fold that is skipped in every one of
 its ``count`` GEMMs.  Timing (:mod:`accelsim.timing.costs`) consumes the
 schedule and never maps anything itself.
@@ -20,6 +22,7 @@ import numpy as np
 from accelsim.errors import SimulationError
 from accelsim.graph.ops import GemmOp, OpGraph
 from accelsim.mapping.dataflow import DATAFLOW_CODE, array_dims
+from accelsim.mapping.tile_reuse import NO_REUSE, TileReuse, tile_reuse
 from accelsim.mapping.units import ArrayUnit
 
 
@@ -48,6 +51,10 @@ class UnitSchedule:
     b_on_chip: np.ndarray  # bool
     c_on_chip: np.ndarray  # bool
     active_folds: np.ndarray  # folds that run, per GEMM of the op (all unless masked)
+    # bool: a resident tile stream serves the first pass over A (B) / saves C's write
+    a_tiled: np.ndarray
+    b_tiled: np.ndarray
+    c_unwritten: np.ndarray
 
     def __len__(self) -> int:
         return int(self.op_index.shape[0])
@@ -59,6 +66,7 @@ class FoldSchedule:
 
     units: tuple[UnitSchedule, ...]
     masks: Mapping[int, np.ndarray] = field(default_factory=dict)
+    reuse: TileReuse = NO_REUSE
 
     def with_masks(self, masks: Mapping[int, np.ndarray]) -> FoldSchedule:
         """The schedule with fold masks (by op id) applied.
@@ -81,11 +89,12 @@ class FoldSchedule:
                     )
                 active[j] = int(np.count_nonzero(mask))
             units.append(dataclasses.replace(unit, active_folds=active))
-        return FoldSchedule(tuple(units), merged)
+        return FoldSchedule(tuple(units), merged, self.reuse)
 
 
-def schedule_unit(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
-    """The :class:`UnitSchedule` of the GEMM ops of ``graph`` that run on ``unit``."""
+def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) -> UnitSchedule:
+    """The :class:`UnitSchedule` of the GEMM ops of ``graph`` that run on ``unit``, with
+    the tile streams ``reuse`` keeps on chip."""
     dataflow = unit.array.dataflow
     gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit.name]
     dims = [array_dims(dataflow, op.m, op.n, op.k) for op in gemms]
@@ -122,6 +131,9 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
         b_on_chip=flags([op.b.name in on_chip for op in gemms]),
         c_on_chip=flags([op.c.name in on_chip for op in gemms]),
         active_folds=row_folds * col_folds,
+        a_tiled=flags([reuse.takes(op.op_id, 0) is not None for op in gemms]),
+        b_tiled=flags([reuse.takes(op.op_id, 1) is not None for op in gemms]),
+        c_unwritten=flags([not reuse.writes_dram(op.op_id, op.c.name) for op in gemms]),
     )
 
 
@@ -134,4 +146,5 @@ def schedule(graph: OpGraph, units: Sequence[ArrayUnit]) -> FoldSchedule:
     unknown = {op.unit for op in graph.ops if isinstance(op, GemmOp)} - {u.name for u in units}
     if unknown:
         raise SimulationError(f"GEMMs name array units that do not exist: {sorted(unknown)}")
-    return FoldSchedule(tuple(schedule_unit(graph, u) for u in units))
+    reuse = tile_reuse(graph, units)
+    return FoldSchedule(tuple(schedule_unit(graph, u, reuse) for u in units), {}, reuse)

@@ -150,6 +150,8 @@ def training_table(training: TrainingReport) -> str:
         )
     for section in training.sections.values():
         rows += [(f"  {label}", value) for label, value in section.lines]
+        if section.inputs:
+            rows.append((f"  {section.technique} inputs", section.provenance()))
     rows += [("  note", note) for note in training.notes]
     rows += [
         (

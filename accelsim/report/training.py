@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from accelsim.report.result import RunResult
@@ -107,6 +108,28 @@ class TrainingPlan:
         return totals
 
 
+class Source(str, Enum):
+    """Where an input of a technique's model comes from."""
+
+    PAPER = "paper"  # stated in the technique's paper (as far as we could read it)
+    REIMPLEMENTATION = "reimplementation"  # a third-party re-implementation's report
+    RECALLED = "recalled"  # recalled from the paper, not verified: kept configurable
+    OURS = "ours"  # accelsim's own choice, documented as such
+    TRACE = "trace"  # read from a trace of a real training run the run names
+    RUN = "run"  # set in the run file (or with --set, or in the workload)
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a technique's model: its key, its value in this run, where it
+    comes from and on what basis."""
+
+    key: str
+    value: Any
+    source: Source
+    basis: str
+
+
 @dataclass(frozen=True)
 class Section:
     """One technique's own part of a training report.
@@ -117,6 +140,7 @@ class Section:
         lines: What ``accelsim run`` prints of it, as (label, value) pairs.
         notes: Remarks on how to read its numbers.
         warnings: What a reader must not miss (a figure clamped to a bound, say).
+        inputs: Every input of its model with where it comes from (its provenance).
     """
 
     technique: str
@@ -124,6 +148,35 @@ class Section:
     lines: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    inputs: tuple[Input, ...] = ()
+
+    def provenance(self) -> str:
+        """Its inputs' keys by source, in one line: what comes from the paper, from a
+        trace, what is our choice and what the run set (keys of one group written
+        once: ``array.{rows, cols}``)."""
+        parts = []
+        for source in Source:
+            keys = [i.key for i in self.inputs if i.source is source]
+            if keys:
+                parts.append(f"{source.value}: {_grouped(keys)}")
+        return "; ".join(parts)
+
+
+def _grouped(keys: Sequence[str]) -> str:
+    """``keys`` joined, those under one group (``a.b``, ``a.c``) as ``a.{b, c}``."""
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        head, dot, tail = key.partition(".")
+        groups.setdefault(head if dot else key, []).append(tail if dot else "")
+    words = []
+    for head, tails in groups.items():
+        if tails == [""]:
+            words.append(head)
+        elif len(tails) == 1:
+            words.append(f"{head}.{tails[0]}")
+        else:
+            words.append(f"{head}.{{{', '.join(tails)}}}")
+    return ", ".join(words)
 
 
 @dataclass(frozen=True)
@@ -176,10 +229,11 @@ class TrainingReport:
 
     @property
     def binding_bound(self) -> str:
-        """The resource that bounds each step kind (named per kind when there are several)."""
+        """The resource that bounds every step kind, or each kind's when they differ."""
         kinds = {kind: cost for kind, cost in self.steps.items() if kind != BASE}
-        if len(kinds) == 1:
-            return next(iter(kinds.values())).binding_bound
+        binding = {cost.binding_bound for cost in kinds.values()}
+        if len(binding) == 1:
+            return binding.pop()
         return ", ".join(f"{kind} {cost.binding_bound}" for kind, cost in kinds.items())
 
     @property
@@ -225,6 +279,21 @@ class TrainingReport:
                     **s.details,
                     **({"notes": list(s.notes)} if s.notes else {}),
                     **({"warnings": list(s.warnings)} if s.warnings else {}),
+                    **(
+                        {
+                            "inputs": [
+                                {
+                                    "key": i.key,
+                                    "value": i.value,
+                                    "source": i.source.value,
+                                    "basis": i.basis,
+                                }
+                                for i in s.inputs
+                            ]
+                        }
+                        if s.inputs
+                        else {}
+                    ),
                 }
                 for name, s in self.sections.items()
             },

@@ -42,9 +42,13 @@ class Executor(AbstractContextManager["Executor"]):
     workers = 1
     description = "in-process"
 
-    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
+    def run(
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+    ) -> Iterator[list[PointOutcome]]:
+        """Each chunk's outcomes, as chunks end; ``following``: about how many points
+        each worker runs in all (see :func:`~accelsim.sweep.worker.run_chunk`)."""
         for chunk in chunks:
-            yield run_chunk(chunk)
+            yield run_chunk(chunk, following)
 
     def __exit__(self, *exc: object) -> None:
         return None
@@ -86,8 +90,10 @@ class PoolExecutor(Executor):
         self.workers = self.jobs
         self.description = f"process pool, {self.jobs} workers"
 
-    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
-        futures = [self._pool.submit(run_chunk, list(chunk)) for chunk in chunks]
+    def run(
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+    ) -> Iterator[list[PointOutcome]]:
+        futures = [self._pool.submit(run_chunk, list(chunk), following) for chunk in chunks]
         for future in as_completed(futures):
             yield future.result()
 
@@ -133,8 +139,12 @@ class DaskExecutor(Executor):
             self.description = f"Dask scheduler {address}"
         self.workers = max(1, len(self._client.scheduler_info().get("workers", {})))
 
-    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
-        futures = self._client.map(run_chunk, [list(c) for c in chunks], pure=False)
+    def run(
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+    ) -> Iterator[list[PointOutcome]]:
+        futures = self._client.map(
+            run_chunk, [list(c) for c in chunks], [following] * len(chunks), pure=False
+        )
         for future in self._distributed.as_completed(futures):
             result: list[PointOutcome] = future.result()
             yield result

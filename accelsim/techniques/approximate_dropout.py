@@ -56,6 +56,7 @@ from accelsim.lowering.shapes import INPUT_NAME, LayerInfo
 from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import MAIN_ARRAY
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
     RewritePhase,
@@ -67,7 +68,14 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.techniques.dropout_patterns import PatternFamily, load_distribution, search
-from accelsim.techniques.dropout_rewrite import Plan, add_aux, shrunk_op, skipped_update
+from accelsim.techniques.dropout_rewrite import (
+    PATTERN_OPS,
+    SCORE_OPS,
+    Plan,
+    add_aux,
+    shrunk_op,
+    skipped_update,
+)
 from accelsim.techniques.dropout_sites import (
     Shrink,
     Site,
@@ -89,9 +97,33 @@ from accelsim.techniques.dropout_steps import (
     step_costs,
 )
 from accelsim.techniques.plan import cell, read_csv
+from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.dropout_folds import surviving_folds
 
 Rate = Annotated[float, Field(ge=0, lt=1)]
+MAX_STEPS = 12_800
+"""The most steps a run draws (``steps`` doubled until the kept shares are near)."""
+
+_SEARCH = "our choice: the SGD search's settings"
+DEFAULTS: dict[str, Origin] = {
+    "rate": (Source.RUN, "none: each dropout layer's own rate, from the workload"),
+    "pattern": (Source.RECALLED, "row and tile patterns of Song et al., recalled"),
+    "tile.rows": (Source.OURS, "none: the main array's rows, so tiles align with folds"),
+    "tile.cols": (Source.OURS, "none: the main array's columns, so tiles align with folds"),
+    "steps": (Source.OURS, "our choice: the fewest steps drawn for the mean and spread"),
+    "kept_tolerance": (
+        Source.OURS,
+        "our choice: the mean kept share within 0.5 % of its expectation",
+    ),
+    "max_period": (Source.OURS, "our choice: the pattern family's longest period"),
+    "distribution": (Source.OURS, "none: the distribution our SGD search finds"),
+    "skip_updates": (Source.OURS, "our choice: dropped rows are still updated"),
+    "search_iterations": (Source.OURS, _SEARCH),
+    "feature_maps.rate": (Source.OURS, "our choice: off"),
+    "feature_maps.scores": (Source.OURS, "none: log-normal sensitivity scores, our choice"),
+    "search_seed": (Source.OURS, _SEARCH),
+}
+"""Where each setting's default comes from (``../shared/techniques.md`` section 4)."""
 
 
 class Pattern(str, Enum):
@@ -128,6 +160,11 @@ class ApproximateDropoutConfig(Spec):
     pattern: Annotated[Pattern, Field(strict=False)] = Pattern.ROW
     tile: TileSpec = Field(default_factory=TileSpec)
     steps: PositiveInt = 100
+    kept_tolerance: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.005,
+        description="Draw steps (from steps, doubling, at most 12,800) until every site's"
+        " mean kept share of its units (or tiles) is within this share of its expectation.",
+    )
     max_period: Annotated[int, Field(ge=2, le=64)] = 16
     distribution: str | None = None
     skip_updates: bool = False
@@ -154,6 +191,9 @@ class ApproximateDropout(Technique):
     def settings(self) -> ApproximateDropoutConfig:
         assert isinstance(self.config, ApproximateDropoutConfig)
         return self.config
+
+    def defaults(self) -> dict[str, Origin]:
+        return DEFAULTS
 
     @cached_property
     def family(self) -> PatternFamily:
@@ -363,23 +403,33 @@ class ApproximateDropout(Technique):
             found, not_compacted = find_sites(ctx.infos, cfg.rate)
             sites = [s for s in found if s.rate > 0]
         convs = droppable_convs(ctx.infos, INPUT_NAME) if cfg.feature_maps.rate else []
-        rng = np.random.default_rng(ctx.run.seed)
+        tiles = tile_weights(sites, infos) if cfg.pattern is Pattern.TILE else {}
+        chances = [self._probabilities(ctx, site, i, tiles) for i, site in enumerate(sites)]
+        errors = [error for _, error, _ in chances]
+        expected = [float(q @ share) for q, _, share in chances]
         steps = cfg.steps
+        while True:  # enough steps that each site's mean kept share is near its expectation
+            rng = np.random.default_rng(ctx.run.seed)
+            drawn = [rng.choice(len(self.family), size=steps, p=q) for q, _, _ in chances]
+            means = [
+                float(share[d].mean()) for d, (_, _, share) in zip(drawn, chances, strict=True)
+            ]
+            near = all(
+                abs(m - e) <= cfg.kept_tolerance * e for m, e in zip(means, expected, strict=True)
+            )
+            if near or steps >= MAX_STEPS:
+                break
+            steps = min(2 * steps, MAX_STEPS)
         periods = np.empty((steps, len(sites)), np.int64)
         offsets = np.empty((steps, len(sites)), np.int64)
         keeps = np.empty((steps, len(sites)), bool)
         kept = np.empty((steps, len(sites) + len(convs)), np.int64)
-        tiles = tile_weights(sites, infos) if cfg.pattern is Pattern.TILE else {}
-        errors = []
         for i, site in enumerate(sites):
-            q, error = self._probabilities(ctx, site, i, tiles)
-            errors.append(error)
-            drawn = rng.choice(len(self.family), size=steps, p=q)
-            periods[:, i] = self.family.period[drawn]
-            offsets[:, i] = self.family.offset[drawn]
-            keeps[:, i] = self.family.keep[drawn]
+            periods[:, i] = self.family.period[drawn[i]]
+            offsets[:, i] = self.family.offset[drawn[i]]
+            keeps[:, i] = self.family.keep[drawn[i]]
             kept[:, i] = (
-                self.family.kept_rows(drawn, site.units)
+                self.family.kept_rows(drawn[i], site.units)
                 if cfg.pattern is Pattern.ROW
                 else site.units
             )
@@ -408,6 +458,7 @@ class ApproximateDropout(Technique):
             kept,
             {"period": periods, "offset": offsets, "keep": keeps},
             tuple(errors),
+            tuple(zip(expected, means, strict=True)),
             sensitivity,
             self.tile_size(ctx.hardware),
             cfg.pattern is Pattern.ROW,
@@ -418,9 +469,10 @@ class ApproximateDropout(Technique):
 
     def _probabilities(
         self, ctx: TechniqueContext, site: Site, index: int, tiles: Mapping[str, TileWeight]
-    ) -> tuple[np.ndarray, float]:
-        """The site's pattern distribution (from the file or the search) and its worst
-        per-unit deviation from the site's rate."""
+    ) -> tuple[np.ndarray, float, np.ndarray]:
+        """The site's pattern distribution (from the file or the search), its worst
+        per-unit deviation from the site's rate, and the share of units (or tiles)
+        each pattern keeps."""
         cfg = self.settings
         if cfg.pattern is Pattern.TILE:
             tr, tc = self.tile_size(ctx.hardware)
@@ -435,7 +487,8 @@ class ApproximateDropout(Technique):
                 drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index
             ).probabilities
         q = q / q.sum()
-        return q, float(np.abs(q @ drops - site.rate).max())
+        kept_share: np.ndarray = 1 - drops.mean(axis=1)
+        return q, float(np.abs(q @ drops - site.rate).max()), kept_share
 
     def tile_size(self, hw: HardwareSpec) -> tuple[int, int]:
         t = self.settings.tile
@@ -537,7 +590,7 @@ class ApproximateDropout(Technique):
         skipped = skipped_report(base, self._counts(ctx, base))
         details = {
             "pattern": cfg.pattern.value,
-            "steps_drawn": cfg.steps,
+            "steps_drawn": int(drawn.kept.shape[0]),
             "batch_size": ctx.run.batch_size,
             "by_kind": {
                 kind: {
@@ -555,6 +608,8 @@ class ApproximateDropout(Technique):
                     "producer": s.producer,
                     "consumers": list(s.consumers),
                     "kept_mean": float(drawn.kept[:, i].mean()),
+                    "kept_share_expected": drawn.kept_share[i][0],
+                    "kept_share_drawn": drawn.kept_share[i][1],
                     "search_max_error": drawn.search_error[i],
                 }
                 for i, s in enumerate(drawn.sites)
@@ -569,8 +624,19 @@ class ApproximateDropout(Technique):
                 for j, info in enumerate(drawn.convs)
             },
         }
+        warnings = tuple(
+            f"{site.dropout}: the mean kept share of {drawn.kept.shape[0]:,} drawn steps,"
+            f" {got:.4f}, is {abs(got - want) / want * 100:.2f} % from its expectation {want:.4f}"
+            " (more than kept_tolerance); the report is of the drawn steps"
+            for site, (want, got) in zip(drawn.sites, drawn.kept_share, strict=True)
+            if abs(got - want) > cfg.kept_tolerance * want
+        )
         lines = (
-            ("steps drawn", f"{cfg.steps:,} ({cfg.pattern.value} patterns)"),
+            (
+                "steps drawn",
+                f"{drawn.kept.shape[0]:,} ({cfg.pattern.value} patterns; kept shares within"
+                f" {cfg.kept_tolerance * 100:g} % of their expectation)",
+            ),
             (
                 "MACs skipped",
                 f"{skipped['skipped_macs']:,.0f} per step"
@@ -578,4 +644,18 @@ class ApproximateDropout(Technique):
                 f" {skipped['skipped_folds']:,.1f} folds",
             ),
         )
-        return Section(self.name, details, lines)
+        return Section(
+            self.name,
+            details,
+            lines,
+            warnings=warnings,
+            inputs=inputs(
+                cfg,
+                self.defaults(),
+                traces=("feature_maps.scores",),
+                constants={
+                    "pattern_ops_per_unit": (PATTERN_OPS, (Source.OURS, "our choice")),
+                    "score_ops_per_element": (SCORE_OPS, (Source.OURS, "our choice")),
+                },
+            ),
+        )

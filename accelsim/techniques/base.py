@@ -8,8 +8,9 @@ optional, which the driver (:mod:`accelsim.driver`) calls in this order:
   and run, so ``accelsim check`` rejects a bad configuration before anything is
   simulated;
 * :meth:`Technique.add_components`: extra array units per processor;
-* :meth:`Technique.step_kinds`: the kinds of training step the technique splits
-  training into (ADA-GP's BP and GP steps); at most one technique defines them;
+* :meth:`Technique.defines_kinds` and :meth:`Technique.step_kinds`: the kinds of
+  training step the technique splits training into (ADA-GP's BP and GP steps,
+  gradient skipping's skip sets); at most one technique defines them;
 * :meth:`Technique.rewrite_graph`: a graph-to-graph pass on one replica's step
   graph of each step kind, run in :class:`RewritePhase` order and in run-file
   order within a phase;
@@ -57,6 +58,7 @@ from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import BASE, Section, StepCost, TrainingPlan
+from accelsim.techniques.provenance import Origin
 from accelsim.workload.model import Workload
 
 __all__ = [
@@ -153,6 +155,11 @@ class Technique:
         """Problems of this configuration with this run, hardware and workload."""
         return []
 
+    def defaults(self) -> Mapping[str, Origin]:
+        """Where the default of each of its settings comes from, by dotted key (the
+        provenance its report states: :mod:`accelsim.techniques.provenance`)."""
+        return {}
+
     def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
         """Layers whose weight-gradient GEMM this technique packs (drops rows or
         columns of and moves the kept ones together): a technique that indexes that
@@ -163,9 +170,15 @@ class Technique:
         """Array units to add to every processor."""
         return ()
 
-    def step_kinds(self) -> Sequence[str]:
-        """Named kinds of training step to simulate besides the baseline step."""
-        return ()
+    def defines_kinds(self) -> bool:
+        """Whether it splits training into kinds of step of its own (:meth:`step_kinds`);
+        at most one technique of a run may."""
+        return False
+
+    def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
+        """The kinds of training step to simulate besides the baseline step (for a
+        technique that :meth:`defines_kinds`)."""
+        raise NotImplementedError
 
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
         """The step graph of ``kind`` with this technique applied."""

@@ -45,6 +45,7 @@ class Plan:
     kept: np.ndarray  # [step, site]: kept units (row sites, then convs)
     patterns: dict[str, np.ndarray]  # period/offset/keep [step, site] (row or tile sites)
     search_error: tuple[float, ...]
+    kept_share: tuple[tuple[float, float], ...]  # per site: expected and drawn mean
     sensitivity_kept: Mapping[str, float]
     tile: tuple[int, int]
     compact: bool  # row patterns: dropped neurons' elements disappear too

@@ -36,6 +36,7 @@ import numpy as np
 
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.mapping.schedule import UnitSchedule, schedule_unit
+from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import SimulatedStep, StepCost, TechniqueContext
@@ -79,7 +80,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     """Dims, surviving folds, cycles, MACs, SRAM and DRAM bytes of every step's GEMMs."""
     hw = ctx.hardware
     unit = main_array(hw)
-    table = schedule_unit(base.graph, unit)
+    table = schedule_unit(base.graph, unit, tile_reuse(base.graph, (unit, *ctx.extra_arrays)))
     dataflow = unit.array.dataflow
     rows_mapped, cols_mapped = MAPPED[dataflow]
     picked: list[int] = []
@@ -162,6 +163,8 @@ def _flat_table(
         a_word=rep(table.a_word), b_word=rep(table.b_word), c_word=rep(table.c_word),
         a_on_chip=rep(table.a_on_chip), b_on_chip=rep(table.b_on_chip),
         c_on_chip=rep(table.c_on_chip),
+        a_tiled=rep(table.a_tiled), b_tiled=rep(table.b_tiled),
+        c_unwritten=rep(table.c_unwritten),
         active_folds=active.reshape(-1),
     )  # fmt: skip
 

@@ -68,6 +68,7 @@ from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tensor
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
     Section,
@@ -78,6 +79,7 @@ from accelsim.techniques.base import (
 )
 from accelsim.techniques.plan import read_trace, synthetic_decay
 from accelsim.techniques.predictor import (
+    MSE_OPS,
     LayerOutput,
     Predictor,
     PredictorNetSpec,
@@ -85,10 +87,40 @@ from accelsim.techniques.predictor import (
     predicted_shape,
     predictor_layer_cost,
 )
+from accelsim.techniques.provenance import Origin, inputs
 from accelsim.units import kib_to_bytes
 
 PREDICTOR = "predictor"
 Fraction = Annotated[float, Field(ge=0, le=1)]
+
+_REIMPL = "TAMU CSCE-614 re-implementation report (k3shavkish0re/ADAGP), not the paper"
+_OUR_ARRAY = "our choice: a quarter of the default main array's PEs, bf16, WS"
+_OUR_SCHEDULE = "our choice: the paper's adaptive rule is not available to us"
+DEFAULTS: dict[str, Origin] = {
+    "placement": (Source.RECALLED, "a predictor unit beside the main array, recalled"),
+    **{
+        f"array.{key}": (Source.OURS, _OUR_ARRAY)
+        for key in ("rows", "cols", "dataflow", "precision", "ifmap_kib", "filter_kib")
+    },
+    "array.ofmap_kib": (Source.OURS, _OUR_ARRAY),
+    "array.weights_kib": (Source.OURS, "our choice: 2 MiB of predictor weight SRAM"),
+    "network.pool": (Source.REIMPLEMENTATION, _REIMPL + ": pool to 4x4"),
+    "network.conv_layers": (Source.REIMPLEMENTATION, _REIMPL + ": 2-4 conv layers"),
+    "network.channels": (Source.REIMPLEMENTATION, _REIMPL + ": 64 channels"),
+    "schedule.warmup_epochs": (Source.REIMPLEMENTATION, _REIMPL + ": 5 warm-up epochs"),
+    "schedule.policy": (Source.PAPER, "the paper adapts when and how long prediction is used"),
+    **{
+        f"schedule.{key}": (Source.OURS, _OUR_SCHEDULE)
+        for key in ("gp_fraction", "start", "step", "minimum", "maximum", "error_threshold")
+    },
+    "schedule.error_trace": (
+        Source.OURS,
+        "none: our synthetic predictor error floor + (1 - floor) exp(-epoch / decay_epochs)",
+    ),
+    "schedule.floor": (Source.OURS, "our synthetic error curve"),
+    "schedule.decay_epochs": (Source.OURS, "our synthetic error curve"),
+}
+"""Where each setting's default comes from (``../shared/techniques.md`` section 2)."""
 
 
 class Placement(str, Enum):
@@ -241,6 +273,9 @@ class GradientPrediction(Technique):
         assert isinstance(self.config, GradientPredictionConfig)
         return self.config
 
+    def defaults(self) -> dict[str, Origin]:
+        return DEFAULTS
+
     def validate(self, load: LoadContext) -> list[Problem]:
         cfg = self.settings
         problems = []
@@ -273,7 +308,10 @@ class GradientPrediction(Technique):
         sizes = (kib_to_bytes(a.ifmap_kib), kib_to_bytes(a.filter_kib), kib_to_bytes(a.ofmap_kib))
         return (ArrayUnit(PREDICTOR, spec, *sizes),)
 
-    def step_kinds(self) -> Sequence[str]:
+    def defines_kinds(self) -> bool:
+        return True
+
+    def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
         return ("bp", "gp")
 
     def storage(self, graph: OpGraph, hw: HardwareSpec) -> PredictorStorage:
@@ -351,7 +389,21 @@ class GradientPrediction(Technique):
                 f" {use['bp']['hidden_fraction'] * 100:.0f} % of its array time hidden",
             ),
         )
-        return Section(self.name, details, lines, notes)
+        return Section(
+            self.name,
+            details,
+            lines,
+            notes,
+            inputs=inputs(
+                self.settings,
+                self.defaults(),
+                traces=("schedule.error_trace",),
+                constants={
+                    "predictor_loss_ops": (MSE_OPS, (Source.REIMPLEMENTATION, _REIMPL + ": MSE")),
+                    "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, _REIMPL)),
+                },
+            ),
+        )
 
     def _errors(self, run_file: Path, epochs: int) -> list[float]:
         schedule = self.settings.schedule

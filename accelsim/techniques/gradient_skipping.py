@@ -30,15 +30,12 @@ trained is dead and is removed, with the activations it would have stashed.
 Biases, norm parameters, embeddings, recurrent and attention weights are not
 grouped under ``filter`` and ``row`` (they train every step).
 
-Over training, the skip probability of an epoch follows the monitored metric
-``m``: ``p = clip((threshold - m) / threshold, 0, max_skip)`` [D, from the notes'
-simulator model].  ``m`` per epoch comes from a CSV trace (``epoch,batch,
-update_ratio``) or the synthetic ``floor + (1 - floor) * exp(-epoch /
-decay_epochs)`` (in units of its epoch-0 value) [D].  A fixed ``skip_fraction``
-replaces the schedule.  The trace-driven schedule simulates ``levels + 1`` skip
-levels evenly spaced in ``[0, max_skip]`` as step kinds and splits each epoch
-between the two levels around its ``p`` (the cost is taken as linear between
-levels).
+Over training, per-layer and per-group decisions (:mod:`accelsim.techniques.skip_schedule`):
+a group skips while its monitored average is below ``threshold``, every
+``recheck_iterations``-th step re-checks every group, and the statistics come
+from a per-layer trace (CSV ``layer,epoch,statistic``) or our synthetic curve.  A
+fixed ``skip_fraction`` replaces the schedule: every step skips that share of
+every grouped weight's groups (``layer``: of the layers, earliest first).
 """
 
 from __future__ import annotations
@@ -57,10 +54,12 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph import passes, queries
 from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase
-from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT
+from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT, MONITOR_OPS_PER_GROUP
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo
+from accelsim.lowering.step import lower
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     BASE,
     LoadContext,
@@ -72,9 +71,33 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
-from accelsim.techniques.plan import read_trace, synthetic_decay
+from accelsim.techniques.provenance import Origin, inputs
+from accelsim.techniques.skip_schedule import (
+    SkipSchedule,
+    read_statistics,
+    schedule,
+    synthetic_statistics,
+)
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
+
+_OURS = "our model: the paper's abstract gives no rule or number"
+_CURVE = "our synthetic curve: floor + (1 - floor) exp(-epoch / (decay_epochs (0.5 + depth)))"
+DEFAULTS: dict[str, Origin] = {
+    "grouping": (
+        Source.RECALLED,
+        "groups of semantically related parameters [S]; filter groups, recalled",
+    ),
+    "skip_fraction": (Source.OURS, "none: the monitor decides, our model"),
+    "update_trace": (Source.OURS, "none: " + _CURVE),
+    "threshold": (Source.OURS, _OURS),
+    "group_spread": (Source.OURS, _OURS + ": groups' averages log-normal around the layer's"),
+    "recheck_iterations": (Source.OURS, _OURS),
+    "floor": (Source.OURS, _CURVE),
+    "decay_epochs": (Source.OURS, _CURVE + "; earlier layers converge first, recalled"),
+    "levels": (Source.OURS, "our choice: skipped shares rounded to quarters"),
+}
+"""Where each setting's default comes from (``../shared/techniques.md`` section 5)."""
 
 
 class Grouping(str, Enum):
@@ -84,22 +107,53 @@ class Grouping(str, Enum):
 
 
 class GradientSkippingConfig(Spec):
-    """``techniques.gradient_skipping`` in a run file.
+    """``techniques.gradient_skipping`` in a run file."""
 
-    ``skip_fraction`` set: every step skips that share of the groups.  Unset: the
-    trace-driven schedule (``update_trace``, a CSV relative to the run file, or
-    the synthetic curve ``floor``, ``decay_epochs``), with ``threshold`` and
-    ``max_skip``, simulated at ``levels + 1`` skip levels.
-    """
-
-    grouping: Annotated[Grouping, Field(strict=False)] = Grouping.FILTER
-    skip_fraction: Fraction | None = None
-    update_trace: str | None = None
-    threshold: PositiveFloat = 0.5
-    max_skip: Fraction = 0.9
-    floor: Fraction = 0.05
-    decay_epochs: PositiveFloat = 8.0
-    levels: PositiveInt = 4
+    grouping: Annotated[Grouping, Field(strict=False)] = Field(
+        default=Grouping.FILTER,
+        description="A group of related parameters: a filter (output channel), a row (input"
+        " channel) or a whole layer.",
+    )
+    skip_fraction: Fraction | None = Field(
+        default=None,
+        description="A fixed share of every grouped weight's groups skipped in every step;"
+        " unset: the monitor's decisions over training (threshold, statistics).",
+    )
+    update_trace: str | None = Field(
+        default=None,
+        description="CSV of layer,epoch,statistic (relative to the run file): each layer's"
+        " mean monitored |dw| / |w| per epoch, in the units of threshold, measured in a"
+        " real training run; unset: the synthetic curve (floor, decay_epochs).",
+    )
+    threshold: PositiveFloat = Field(
+        default=0.5,
+        description="A group skips while its monitored |dw| / |w| average is below this.",
+    )
+    group_spread: Annotated[float, Field(ge=0, le=10)] = Field(
+        default=0.5,
+        description="Log-normal spread of a group's average around its layer's (sigma of"
+        " its logarithm); 0: every group of a layer alike.",
+    )
+    recheck_iterations: Annotated[int, Field(ge=1, le=10**6)] = Field(
+        default=10,
+        description="Every this many steps every group is computed and re-checked (1:"
+        " every step, so nothing is ever skipped).",
+    )
+    floor: Fraction = Field(
+        default=0.05,
+        description="Synthetic curve: the statistic a layer settles to, in units of its"
+        " epoch-0 value.",
+    )
+    decay_epochs: PositiveFloat = Field(
+        default=8.0,
+        description="Synthetic curve: the decay time, in epochs, of the layer half way"
+        " down the network (earlier layers decay faster).",
+    )
+    levels: PositiveInt = Field(
+        default=4,
+        description="Each layer's skipped share is rounded to a multiple of 1 / levels,"
+        " so that epochs share simulated step kinds.",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,13 +170,15 @@ class _Kept:
 
 def skip_groups(
     graph: OpGraph,
-    fraction: float,
+    fraction: float | Mapping[str, float],
     grouping: Grouping,
     infos: Mapping[str, LayerInfo],
     words: WordBytesSpec,
     keep_dx: bool = False,
 ) -> OpGraph:
-    """``graph`` with ``fraction`` of its parameter groups' weight gradients skipped.
+    """``graph`` with ``fraction`` of its parameter groups' weight gradients skipped
+    (one share for every layer, or a share per layer; a layer missing from the
+    mapping skips nothing).
 
     Kept groups are monitored; the backward ops nothing trained needs any more
     are removed (but every ``dX`` op stays if ``keep_dx``).
@@ -156,13 +212,23 @@ def skip_groups(
 
 
 def _plan(
-    graph: OpGraph, fraction: float, grouping: Grouping, infos: Mapping[str, LayerInfo]
+    graph: OpGraph,
+    fraction: float | Mapping[str, float],
+    grouping: Grouping,
+    infos: Mapping[str, LayerInfo],
 ) -> dict[str, _Kept]:
     trained = [p for p in graph.parameters if p.grad_op >= 0]
     plan = {p.weight.name: _Kept(None, 0, 0, 0) for p in graph.parameters}
+
+    def share(layer: str) -> float:
+        return fraction.get(layer, 0.0) if isinstance(fraction, Mapping) else fraction
+
     if grouping is Grouping.LAYER:
         layers = list(dict.fromkeys(p.layer for p in trained))
-        skipped = set(layers[: skipped_count(fraction, len(layers))])
+        if isinstance(fraction, Mapping):
+            skipped = {layer for layer in layers if share(layer) >= 0.5}
+        else:
+            skipped = set(layers[: skipped_count(fraction, len(layers))])
         for p in trained:
             keep = 0 if p.layer in skipped else 1
             plan[p.weight.name] = _Kept(None, 1, keep, p.update_elements * keep)
@@ -174,7 +240,7 @@ def _plan(
             plan[p.weight.name] = _Kept(None, 0, -1, p.update_elements)
             continue
         groups = op.m if grouping is Grouping.FILTER else op.n // width
-        keep = groups - skipped_count(fraction, groups)
+        keep = groups - skipped_count(share(p.layer), groups)
         gemm = None
         if 0 < keep < groups and grouping is Grouping.FILTER:
             gemm = dataclasses.replace(op, m=keep, a_elements=op.a_elements * keep // groups)
@@ -184,6 +250,20 @@ def _plan(
         updated = p.update_elements * keep // groups
         plan[p.weight.name] = _Kept(gemm, groups * op.count, keep * op.count, updated)
     return plan
+
+
+def grouped_layers(infos: Sequence[LayerInfo], grouping: Grouping) -> list[str]:
+    """The layers whose parameters ``grouping`` groups, in network order: those whose
+    weight gradient groups by input (a conv's, a linear layer's) for ``filter`` and
+    ``row``, every layer with parameters for ``layer``."""
+    out = []
+    for info in infos:
+        rule = rule_for(info.layer)
+        if rule.has_params and (
+            grouping is Grouping.LAYER or rule.dw_columns_per_input(info) is not None
+        ):
+            out.append(info.layer.name)
+    return out
 
 
 def skipped_count(fraction: float, groups: int) -> int:
@@ -222,20 +302,23 @@ class GradientSkipping(Technique):
     Config = GradientSkippingConfig
     rewrite_phase = RewritePhase.PRUNE
 
+    def __init__(self, config: Spec, source: str) -> None:
+        super().__init__(config, source)
+        self._schedule: SkipSchedule | None = None
+
     @property
     def settings(self) -> GradientSkippingConfig:
         assert isinstance(self.config, GradientSkippingConfig)
         return self.config
 
-    def levels(self) -> list[float]:
-        """The skip fraction of each step kind of the trace-driven schedule."""
-        cfg = self.settings
-        return [cfg.max_skip * j / cfg.levels for j in range(cfg.levels + 1)]
+    def defaults(self) -> dict[str, Origin]:
+        return DEFAULTS
 
-    def step_kinds(self) -> Sequence[str]:
-        if self.settings.skip_fraction is not None:
-            return ()
-        return [f"skip_{j}" for j in range(self.settings.levels + 1)]
+    def defines_kinds(self) -> bool:
+        return self.settings.skip_fraction is None
+
+    def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
+        return list(self.schedule(ctx).kinds)
 
     def validate(self, load: LoadContext) -> list[Problem]:
         cfg = self.settings
@@ -251,7 +334,11 @@ class GradientSkipping(Technique):
             )
         if cfg.skip_fraction is None:
             try:
-                self.metric(load.run_file, load.run.training.epochs)
+                self.statistics(
+                    load.run_file,
+                    grouped_layers(load.infos, cfg.grouping),
+                    load.run.training.epochs,
+                )
             except ConfigError as exc:
                 problems += exc.problems
         return problems
@@ -262,66 +349,71 @@ class GradientSkipping(Technique):
         cfg = self.settings
         if cfg.grouping is Grouping.LAYER or cfg.skip_fraction == 0:
             return frozenset()
-        return frozenset(
-            info.layer.name
-            for info in load.infos
-            if rule_for(info.layer).has_params
-            and rule_for(info.layer).dw_columns_per_input(info) is not None
-        )
+        return frozenset(grouped_layers(load.infos, cfg.grouping))
 
-    def fraction(self, kind: str) -> float:
-        """The share of groups a step of ``kind`` skips."""
-        cfg = self.settings
-        if cfg.skip_fraction is not None:
-            return cfg.skip_fraction
-        if kind.startswith("skip_"):
-            return self.levels()[int(kind.removeprefix("skip_"))]
-        return 0.0
-
-    def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
-        fraction = self.fraction(kind)
-        if self.settings.skip_fraction == 0:
-            return graph
-        infos = {info.layer.name: info for info in ctx.infos}
-        return skip_groups(graph, fraction, self.settings.grouping, infos, ctx.hardware.word_bytes)
-
-    def metric(self, run_file: Path, epochs: int) -> list[float]:
-        """The monitored ``|dw| / |w|`` per epoch: the trace's, or the synthetic curve."""
+    def statistics(
+        self, run_file: Path, layers: Sequence[str], epochs: int
+    ) -> dict[str, list[float]]:
+        """Each grouped layer's monitored statistic per epoch: the trace's, or ours."""
         cfg = self.settings
         if cfg.update_trace is None:
-            return synthetic_decay(cfg.floor, cfg.decay_epochs, epochs)
-        return read_trace(
+            return synthetic_statistics(layers, cfg.floor, cfg.decay_epochs, epochs)
+        return read_statistics(
             run_file.parent / cfg.update_trace,
-            "update_ratio",
+            layers,
             epochs,
             self.source,
             self.where("update_trace"),
         )
 
-    def skip_by_epoch(self, run_file: Path, epochs: int) -> list[float]:
-        """The skip probability of each epoch."""
+    def schedule(self, ctx: TechniqueContext) -> SkipSchedule:
+        """The run's decisions: which groups skip in each epoch (computed once)."""
+        if self._schedule is None:
+            cfg = self.settings
+            infos = {info.layer.name: info for info in ctx.infos}
+            one = lower(
+                ctx.infos, ctx.workload, 1, ctx.hardware.word_bytes, ctx.run.lowering.strided_dx
+            )
+            kept = _plan(one, 0.0, cfg.grouping, infos)
+            layers = grouped_layers(ctx.infos, cfg.grouping)
+            groups = dict.fromkeys(layers, 1)
+            for p in one.parameters:
+                if p.layer in groups and kept[p.weight.name].kept >= 0:
+                    groups[p.layer] = max(groups[p.layer], kept[p.weight.name].groups)
+            stats = self.statistics(ctx.run_file, layers, ctx.run.training.epochs)
+            self._schedule = schedule(
+                stats,
+                groups,
+                cfg.threshold,
+                cfg.group_spread,
+                cfg.recheck_iterations,
+                cfg.levels,
+                ctx.run.seed,
+            )
+        return self._schedule
+
+    def shares_of(self, kind: str, ctx: TechniqueContext) -> float | Mapping[str, float]:
+        """The share of groups a step of ``kind`` skips: the fixed one, or per layer."""
         cfg = self.settings
         if cfg.skip_fraction is not None:
-            return [cfg.skip_fraction] * epochs
-        tau = cfg.threshold
-        return [min(cfg.max_skip, max(0.0, (tau - m) / tau)) for m in self.metric(run_file, epochs)]
+            return cfg.skip_fraction
+        return self.schedule(ctx).kinds.get(kind, {})
 
-    def shares(self, skip: Sequence[float]) -> list[dict[str, float]]:
-        """Per epoch, the shares of the two skip levels (step kinds) around its skip
-        probability, the cost taken as linear between levels."""
-        levels = self.levels()
-        step = levels[1] - levels[0] if len(levels) > 1 else 1.0
-        out = []
-        for p in skip:
-            j = min(int(p / step) if step else 0, len(levels) - 2)
-            upper = (p - levels[j]) / step if step else 0.0
-            out.append({f"skip_{j}": 1 - upper, f"skip_{j + 1}": upper})
-        return out
+    def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
+        if self.settings.skip_fraction == 0:
+            return graph
+        infos = {info.layer.name: info for info in ctx.infos}
+        return skip_groups(
+            graph,
+            self.shares_of(kind, ctx),
+            self.settings.grouping,
+            infos,
+            ctx.hardware.word_bytes,
+        )
 
     def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
-        """Per epoch, the two skip levels around its skip probability (the trace-driven
-        schedule, whose levels are the step kinds)."""
-        return self.shares(self.skip_by_epoch(ctx.run_file, ctx.run.training.epochs))
+        """Per epoch, its skip set's kind and the re-check steps."""
+        return [dict(epoch) for epoch in self.schedule(ctx).shares]
 
     def bounds(
         self, ctx: TechniqueContext, kinds: Sequence[str], keep_dx: bool
@@ -337,7 +429,7 @@ class GradientSkipping(Technique):
         def everything(graph: OpGraph) -> OpGraph:
             return skip_groups(graph, 1.0, Grouping.LAYER, infos, words, keep_dx)
 
-        own = bool(self.step_kinds())
+        own = self.defines_kinds()
         costs: dict[str, StepCost] = {}
         for kind in kinds:
             costs[kind] = (
@@ -353,24 +445,38 @@ class GradientSkipping(Technique):
         plan: TrainingPlan,
     ) -> Section:
         cfg = self.settings
-        own = bool(self.step_kinds())
-        skip = self.skip_by_epoch(ctx.run_file, plan.epochs)
+        own = self.defines_kinds()
         details: dict[str, Any] = {
             "grouping": cfg.grouping.value,
-            "schedule": "fixed" if cfg.skip_fraction is not None else "trace",
-            "skip_fraction": sum(skip) / plan.epochs,
+            "schedule": "fixed" if cfg.skip_fraction is not None else "monitor",
+        }
+        decided = self.schedule(ctx) if own else None
+
+        def share(kind: str) -> float:
+            if decided is None:
+                return float(cfg.skip_fraction or 0.0)
+            return _mean_share(decided.kinds[kind], decided.groups)
+
+        if decided is not None:
+            by_epoch = [sum(w * share(k) for k, w in e.items()) for e in plan.shares]
+            details |= {
+                "skip_fraction": sum(by_epoch) / plan.epochs,
+                "skip_fraction_by_epoch": by_epoch,
+                "cycles_by_epoch": [
+                    plan.batches_per_epoch * sum(w * steps[k].cost.cycles for k, w in e.items())
+                    for e in plan.shares
+                ],
+                "layers": _layer_report(decided, plan),
+            }
+        else:
+            details["skip_fraction"] = cfg.skip_fraction
+        details |= {
             "by_kind": {
-                kind: {"skip_fraction": self.fraction(kind), **gemm_macs(s.result)}
+                kind: {"skip_fraction": share(kind), **gemm_macs(s.result)}
                 for kind, s in steps.items()
             },
             "base_macs": gemm_macs(base),
         }
-        if own:
-            details["skip_fraction_by_epoch"] = skip
-            details["cycles_by_epoch"] = [
-                plan.batches_per_epoch * sum(share * steps[k].cost.cycles for k, share in e.items())
-                for e in plan.shares
-            ]
         base_cost = StepCost.of(base)
         lines = [
             ("skip share", f"{details['skip_fraction']:.3f} of the groups ({cfg.grouping.value})")
@@ -402,7 +508,43 @@ class GradientSkipping(Technique):
             ("nothing trains", f"{details['upper_bound_speedup']:.3f} x at most"),
             ("dX kept", f"{details['upper_bound_dx_kept_speedup']:.3f} x at most"),
         ]
-        return Section(self.name, details, tuple(lines))
+        return Section(
+            self.name,
+            details,
+            tuple(lines),
+            inputs=inputs(
+                self.settings,
+                self.defaults(),
+                traces=("update_trace",),
+                constants={
+                    "monitor_ops_per_element": (MONITOR_OPS_PER_ELEMENT, (Source.OURS, _OURS)),
+                    "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, _OURS)),
+                },
+            ),
+        )
+
+
+def _mean_share(shares: Mapping[str, float], groups: Mapping[str, int]) -> float:
+    """The share of all groups that per-layer ``shares`` skip."""
+    total = sum(groups.values())
+    return sum(shares.get(layer, 0.0) * n for layer, n in groups.items()) / max(total, 1)
+
+
+def _layer_report(decided: SkipSchedule, plan: TrainingPlan) -> dict[str, dict[str, Any]]:
+    """Per grouped layer: its groups, the share of them it skips over training (re-checks
+    counted), and the first epoch it skips any."""
+    out = {}
+    for layer, n in decided.groups.items():
+        by_epoch = [
+            sum(w * decided.kinds[k].get(layer, 0.0) for k, w in e.items()) for e in plan.shares
+        ]
+        first = next((e for e, v in enumerate(by_epoch) if v > 0), None)
+        out[layer] = {
+            "groups": n,
+            "skip_fraction": sum(by_epoch) / max(len(by_epoch), 1),
+            "first_epoch": first,
+        }
+    return out
 
 
 def gemm_macs(result: RunResult) -> dict[str, int]:

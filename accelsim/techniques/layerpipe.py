@@ -36,6 +36,7 @@ from accelsim.lowering.optimizer import add_updates
 from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import LoadContext, TechniqueContext
 from accelsim.techniques.pipeline_graph import (
     SplitShares,
@@ -46,6 +47,7 @@ from accelsim.techniques.pipeline_graph import (
 from accelsim.techniques.pipeline_plan import Plan
 from accelsim.techniques.pipeline_report import Placed
 from accelsim.techniques.pipelining import MAX_MINI_BATCHES, Fraction, PipelineConfig, Schedule
+from accelsim.techniques.provenance import Origin
 from accelsim.techniques.task_placement import (
     MOVED_DX,
     TaskKey,
@@ -271,6 +273,20 @@ class LayerPipe(Schedule):
     def processors(self, ctx: TechniqueContext) -> int:
         """Processors the free task placement uses (not capped at the layer count)."""
         return self.settings.stages or ctx.hardware.processors
+
+    def defaults(self) -> dict[str, Origin]:
+        return {
+            **super().defaults(),
+            "placement": (Source.OURS, "our choice: the faster of the free tasks and stages"),
+            "dx_split": (Source.RECALLED, "the dX split across consecutive stages, recalled"),
+            "split": (Source.OURS, "our choice: move what evens out the two stages"),
+            "weights": (
+                Source.PAPER,
+                "S(l) stashed versions for the delay of 2 S(l) half-steps (LayerPipe2)",
+            ),
+            "delay_margin": (Source.OURS, "our choice: the least margin near the bound"),
+            "reach": (Source.OURS, "our choice: a task within one stage of its layer's"),
+        }
 
     def depth(self, load: LoadContext) -> tuple[int, int]:
         """The free task placement spans every processor ``P`` (not capped at the layer

@@ -39,7 +39,7 @@ from pydantic import Field
 
 from accelsim.config.base import Spec
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import OptimizerKind, OptimizerSpec
+from accelsim.config.run import MasterWeights, OptimizerKind, OptimizerSpec
 from accelsim.errors import Problem
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
@@ -60,6 +60,7 @@ from accelsim.lowering.optimizer import buffered, update_op
 from accelsim.mapping.residency import gradient_stays, weight_stays
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
     RewritePhase,
@@ -69,12 +70,22 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
+from accelsim.techniques.provenance import Origin, inputs
 
 
 class FusionMode(str, Enum):
     UNFUSED = "unfused"
     FORWARD = "forward"
     BACKWARD = "backward"
+
+
+DEFAULTS: dict[str, Origin] = {
+    "mode": (
+        Source.OURS,
+        "our choice of the paper's two orders [S]: backward (forward is the other)",
+    ),
+}
+"""Where each setting's default comes from (``../shared/techniques.md`` section 6)."""
 
 
 class OptimizerFusionConfig(Spec):
@@ -101,7 +112,11 @@ class Accesses:
 
 
 def derived_accesses(
-    mode: FusionMode, optimizer: OptimizerKind, forward_reads: int = 1, dx_reads: int = 1
+    mode: FusionMode,
+    optimizer: OptimizerKind,
+    forward_reads: int = 1,
+    dx_reads: int = 1,
+    master: bool = False,
 ) -> Accesses:
     """DRAM accesses per element of a parameter and step when everything fits on chip.
 
@@ -111,13 +126,15 @@ def derived_accesses(
     update reads W, g and the states and writes W and the states; ``dW`` writes
     g.  Backward fusion keeps g on chip and serves the update's read of W from
     the ``dX`` GEMM's copy; forward fusion serves the forward GEMM's read of W
-    from the update's copy.
+    from the update's copy.  With fp32 ``master`` weights the update reads and
+    writes the master (a state) instead of reading W, so backward fusion has no W
+    read to serve.
     """
-    k = optimizer.state_tensors
-    weight = forward_reads + dx_reads + 2
+    k = optimizer.state_tensors + int(master)
+    weight = forward_reads + dx_reads + (1 if master else 2)
     gradient = 2
     if mode is FusionMode.BACKWARD:
-        weight -= min(dx_reads, 1)
+        weight -= 0 if master else min(dx_reads, 1)
         gradient = 0
     elif mode is FusionMode.FORWARD:
         weight -= min(forward_reads, 1)
@@ -125,7 +142,7 @@ def derived_accesses(
 
 
 def derived_parameter_bytes(
-    graph: OpGraph, mode: FusionMode, optimizer: OptimizerKind, hw: HardwareSpec
+    graph: OpGraph, mode: FusionMode, optimizer: OptimizerSpec, hw: HardwareSpec
 ) -> int:
     """The parameters' DRAM bytes per step of ``graph`` (a baseline step) in ``mode``,
     from :func:`derived_accesses` and each weight's GEMM readers."""
@@ -138,7 +155,8 @@ def derived_parameter_bytes(
         ]
         forward = sum(1 for op in readers if op.phase is Phase.FWD)
         dx = sum(1 for op in readers if op.phase is Phase.BWD_INPUT)
-        accesses = derived_accesses(mode, optimizer, forward, dx)
+        master = optimizer.master_weights is MasterWeights.FP32
+        accesses = derived_accesses(mode, optimizer.kind, forward, dx, master)
         total += p.update_elements * accesses.bytes_per_element(hw)
     return total
 
@@ -195,6 +213,9 @@ class OptimizerFusion(Technique):
     def settings(self) -> OptimizerFusionConfig:
         assert isinstance(self.config, OptimizerFusionConfig)
         return self.config
+
+    def defaults(self) -> dict[str, Origin]:
+        return DEFAULTS
 
     def validate(self, load: LoadContext) -> list[Problem]:
         mode = self.settings.mode
@@ -256,34 +277,55 @@ class OptimizerFusion(Technique):
         mode = self.settings.mode
         exposed = exposed_update_cycles(base)
         share = exposed / max(base.total_cycles, 1)
+        params = sum(p.update_elements for p in base.graph.parameters)
+        derived = {
+            m.value: derived_parameter_bytes(base.graph, m, ctx.run.optimizer, ctx.hardware)
+            for m in FusionMode
+        }
+        # a whole pipeline's graph holds several steps: per step, as its cost is
+        simulated = {
+            kind: parameter_dram_bytes(step.result)
+            * step.cost.dram_bytes
+            / max(step.result.dram_bytes, 1)
+            for kind, step in steps.items()
+        }
         details = {
             "mode": mode.value,
             "optimizer": optimizer.value,
-            "parameters": sum(p.update_elements for p in base.graph.parameters),
+            "master_weights": ctx.run.optimizer.master_weights.value,
+            "parameters": params,
             "base_exposed_update_cycles": exposed,
             "base_exposed_update_share": share,
             "base_parameter_dram_bytes": parameter_dram_bytes(base),
-            "derived_parameter_dram_bytes": {
-                m.value: derived_parameter_bytes(base.graph, m, optimizer, ctx.hardware)
-                for m in FusionMode
-            },
+            "derived_parameter_dram_bytes": derived,
+            "derived_bytes_per_parameter": {m: b / max(params, 1) for m, b in derived.items()},
             "by_kind": {
                 kind: {
                     "cycles_saved_fraction": 1 - step.cost.cycles / base.total_cycles,
                     "energy_saved_fraction": 1 - step.cost.energy_pj / base.energy.total_pj,
-                    "parameter_dram_bytes": parameter_dram_bytes(step.result),
+                    "parameter_dram_bytes": simulated[kind],
+                    "bytes_per_parameter": simulated[kind] / max(params, 1),
                 }
                 for kind, step in steps.items()
             },
         }
+        per = ", ".join(f"{m} {b / max(params, 1):.1f}" for m, b in derived.items())
         lines = (
             (
                 "exposed update",
                 f"{share * 100:.1f} % of the baseline step"
                 f" ({mode.value} fusion, {optimizer.value})",
             ),
+            *(
+                (
+                    f"parameter traffic{'' if len(steps) == 1 else f' ({kind})'}",
+                    f"{b / max(params, 1):.1f} B per parameter simulated; if everything fits"
+                    f" on chip: {per}",
+                )
+                for kind, b in simulated.items()
+            ),
         )
-        return Section(self.name, details, lines)
+        return Section(self.name, details, lines, inputs=inputs(self.settings, self.defaults()))
 
 
 def _weight_readers(graph: OpGraph) -> dict[str, list[Op]]:

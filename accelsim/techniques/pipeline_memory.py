@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from accelsim.config.hardware import GIB_BYTES, DramSharing, HardwareSpec
-from accelsim.config.run import OptimizerKind
+from accelsim.config.run import OptimizerSpec
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Tag, VectorOp
 from accelsim.graph.queries import reads_of, writes_of
 from accelsim.timing.memory import dram_capacity_bytes
@@ -63,7 +63,7 @@ class Channel:
 def processor_memory(
     graph: OpGraph,
     delays: Mapping[str, tuple[int, int]],
-    optimizer: OptimizerKind,
+    optimizer: OptimizerSpec,
     hw: HardwareSpec,
 ) -> list[ProcessorMemory]:
     """Per processor of a pipeline's graph, what it keeps in DRAM.

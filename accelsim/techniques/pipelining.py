@@ -43,6 +43,7 @@ from accelsim.graph.ops import OpGraph, Parameter, Phase, Tag
 from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
+from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
     Section,
@@ -66,6 +67,7 @@ from accelsim.techniques.pipeline_graph import (
 from accelsim.techniques.pipeline_memory import ProcessorMemory, overflow, processor_memory
 from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
 from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
+from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.engines import followed_by
 from accelsim.timing.memory import dram_memories, link_memories
 from accelsim.units import bytes_to_mb
@@ -131,6 +133,15 @@ class Schedule(Technique):
         """Mini-batches to simulate on ``stages`` stages: ``3 S + 2`` by default, at most
         :data:`MAX_MINI_BATCHES` (``validate`` keeps ``2 S + 1`` within it)."""
         return self.settings.mini_batches or min(3 * stages + 2, MAX_MINI_BATCHES)
+
+    def defaults(self) -> dict[str, Origin]:
+        """Where each setting's default comes from (its report's inputs)."""
+        table: dict[str, Origin] = {
+            "stages": (Source.OURS, "none: one stage per processor"),
+            "micro_batches": (Source.OURS, "our choice: one micro-batch per mini-batch"),
+            "mini_batches": (Source.OURS, "none: 3 S + 2, enough to measure a steady state"),
+        }
+        return table
 
     def depth(self, load: LoadContext) -> tuple[int, int]:
         """How deep the pipeline is (its stages) and the fewest mini-batches that fill
@@ -279,7 +290,7 @@ class Schedule(Technique):
     def memory(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> list[ProcessorMemory]:
         """What each processor of ``graph``, placed on ``plan``, keeps in DRAM."""
         return processor_memory(
-            graph, self.layer_delays(plan, graph), ctx.run.optimizer.kind, ctx.hardware
+            graph, self.layer_delays(plan, graph), ctx.run.optimizer, ctx.hardware
         )
 
     def fits(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> bool:
@@ -521,7 +532,13 @@ class Schedule(Technique):
                 "clamped": any(r["clamped"] for r in reports.values()),
                 "fits": all(r["fits"] for r in reports.values()),
             }
-        return Section(self.name, details, tuple(lines), warnings=warnings)
+        return Section(
+            self.name,
+            details,
+            tuple(lines),
+            warnings=warnings,
+            inputs=inputs(self.settings, self.defaults()),
+        )
 
     def weight_versions(self, stage: int, plan: Plan) -> int:
         """Extra weight copies each processor of ``stage`` keeps for delayed backward
@@ -553,6 +570,15 @@ class GPipe(Schedule):
     Config = GPipeConfig
     synchronous = True
 
+    def defaults(self) -> dict[str, Origin]:
+        return {
+            **super().defaults(),
+            "micro_batches": (
+                Source.OURS,
+                "our choice: 4 micro-batches (GPipe splits each mini-batch into several)",
+            ),
+        }
+
     def in_flight(self, stage: int, plan: Plan) -> int:
         return 1
 
@@ -569,6 +595,15 @@ class PipeDream(Schedule):
     name = "pipedream"
     Config = PipeDreamConfig
     send_after_backward = True
+
+    def defaults(self) -> dict[str, Origin]:
+        return {
+            **super().defaults(),
+            "replicate": (
+                Source.OURS,
+                "our choice: off (PipeDream's partitioner may replicate stages, recalled)",
+            ),
+        }
 
     def plan(self, ctx: TechniqueContext, single: RunResult) -> Plan:
         """With ``replicate``, PipeDream's partitioner: stages and their replicas chosen

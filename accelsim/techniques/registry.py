@@ -86,7 +86,7 @@ def compose_problems(techniques: list[Technique], file: str) -> list[Problem]:
     that place the step on processors."""
     problems = []
     for what, owners in (
-        ("define their own step kinds", [t.name for t in techniques if t.step_kinds()]),
+        ("define their own step kinds", [t.name for t in techniques if t.defines_kinds()]),
         ("place the step on processors", [t.name for t in techniques if t.places()]),
     ):
         if len(owners) > 1:

@@ -6,8 +6,11 @@ GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 are costed here.  A fold that a mask skips costs nothing: a masked GEMM's
 compute cycles, MACs and SRAM accesses scale with its running folds, while its
 DRAM traffic stays that of the whole operands (a technique that also shrinks
-what is fetched rewrites the GEMM itself).  The event engine then turns costs
-into time, adding the stalls that DRAM and interconnect contention cause.
+what is fetched rewrites the GEMM itself).  A resident tile stream
+(:mod:`accelsim.mapping.tile_reuse`) takes its tensor's DRAM read off its consumer
+and, when no reader needs DRAM, the write off its producer; the SRAM accesses stay.
+The event engine then turns costs into time, adding the stalls that DRAM and
+interconnect contention cause.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
+from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM
@@ -115,29 +119,45 @@ def op_costs(
         if len(table):
             _cost_gemms(z, table, names.index(table.unit.name), conv, psums, chunks_per_op)
 
-    _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op)
+    _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op, schedule.reuse)
     _cost_links(z, graph)
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
-def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int) -> None:
+def _cost_vectors(
+    z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int, reuse: TileReuse
+) -> None:
     """Fill the cost arrays of the vector ops: the sums per op in Python ints, the
-    rest a column at a time."""
+    rest a column at a time.  A read a resident tile stream serves costs no DRAM
+    traffic and reads the buffer the tile is in; a write ``reuse`` saves does not
+    reach DRAM."""
     on_chip = graph.on_chip
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
+    elsewhere: dict[int, tuple[int, int]] = {}  # op -> SRAM reads of ifmap, filter tiles
+    saves = bool(reuse.unwritten)
     for op in graph.ops:
         if isinstance(op, VectorOp):
             sram_read = sram_write = dram_read = dram_write = 0
-            for a in op.reads:
+            tiled = bool(op.tile_sources)
+            for j, a in enumerate(op.reads):
                 size = a.elements * a.tensor.word_bytes
-                sram_read += size
-                if a.tensor.name not in on_chip:
-                    dram_read += size
+                buffer = reuse.takes(op.op_id, j) if tiled else None
+                if buffer is None:
+                    sram_read += size
+                    if a.tensor.name not in on_chip:
+                        dram_read += size
+                elif buffer is Buffer.OFMAP:
+                    sram_read += size
+                else:
+                    ifmap, filt = elsewhere.get(op.op_id, (0, 0))
+                    is_ifmap = buffer is Buffer.IFMAP
+                    elsewhere[op.op_id] = (ifmap + size * is_ifmap, filt + size * (not is_ifmap))
             for a in op.writes:
                 size = a.elements * a.tensor.word_bytes
                 sram_write += size
-                if a.tensor.name not in on_chip:
+                name = a.tensor.name
+                if name not in on_chip and (not saves or reuse.writes_dram(op.op_id, name)):
                     dram_write += size
             index.append(op.op_id)
             columns.append((op.vector_ops, sram_read, sram_write, dram_read, dram_write))
@@ -150,6 +170,9 @@ def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_p
     z["unit"][idx] = UNIT_VECTOR
     z["vector_ops"][idx] = vector_ops
     z["compute_cycles"][idx] = compute
+    for i, (ifmap, filt) in elsewhere.items():
+        z["sram_ifmap_read_bytes"][i] = ifmap
+        z["sram_filter_read_bytes"][i] = filt
     z["sram_ofmap_read_bytes"][idx] = sram_reads
     z["sram_ofmap_write_bytes"][idx] = sram_writes
     z["dram_ifmap_read_bytes"][idx] = dram_reads
@@ -241,6 +264,9 @@ def _cost_gemms(
         conv,
         psums is PsumPolicy.CHUNK,
     )
+    fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
+    if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
+        a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
     macs = table.m * table.n * table.k * table.count
     if _any_masked(table):
         cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
@@ -255,8 +281,8 @@ def _cost_gemms(
     z["sram_filter_read_bytes"][idx] = flr * table.b_word
     z["sram_ofmap_read_bytes"][idx] = ofr * table.c_word
     z["sram_ofmap_write_bytes"][idx] = ofw * table.c_word
-    z["sram_ifmap_write_bytes"][idx] = a_rd * table.a_word
-    z["sram_filter_write_bytes"][idx] = b_rd * table.b_word
+    z["sram_ifmap_write_bytes"][idx] = fill_a * table.a_word
+    z["sram_filter_write_bytes"][idx] = fill_b * table.b_word
     z["dram_ifmap_read_bytes"][idx] = a_rd * table.a_word
     z["dram_filter_read_bytes"][idx] = b_rd * table.b_word
     z["dram_ofmap_read_bytes"][idx] = c_rd * table.c_word
@@ -267,6 +293,19 @@ def _cost_gemms(
     )
     z["epilogue_bytes"][idx] = np.minimum(c_wr, tile) * table.c_word
     z["chunks"][idx] = _chunks(cycles, chunks_per_op, folds)
+
+
+def _tiled(
+    table: UnitSchedule, a_rd: np.ndarray, b_rd: np.ndarray, c_wr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DRAM words without what resident tile streams serve: the first pass over a
+    streamed operand (its footprint, per GEMM), the final write of an output that no
+    reader takes from DRAM (``m x n``, per GEMM; partial sums that spill still go)."""
+    count = table.count
+    a_off = np.where(table.a_tiled, np.minimum(a_rd, table.a_footprint * count), 0)
+    b_off = np.where(table.b_tiled, np.minimum(b_rd, table.b_footprint * count), 0)
+    c_off = np.where(table.c_unwritten, np.minimum(c_wr, table.m * table.n * count), 0)
+    return a_rd - a_off, b_rd - b_off, c_wr - c_off
 
 
 def _any_masked(table: UnitSchedule) -> bool:

@@ -42,14 +42,16 @@ from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.memory import DEFAULT_STREAM, Stream, StreamClass, dram_memories, link_memories
-from accelsim.timing.streams import STREAMS, op_streams
+from accelsim.timing.streams import STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 Process = Generator[simpy.Event, object, None]
 
 
 class _Engine:
-    def __init__(self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> None:
+    def __init__(
+        self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None
+    ) -> None:
         self.graph = graph
         self.env = simpy.Environment()
         # Each processor's DRAM memory (the same object for all when shared) and link.
@@ -66,7 +68,7 @@ class _Engine:
         self.epilogue = costs.epilogue_bytes.tolist()
         self.priority = list(graph.priority) if graph.priority else list(range(len(graph.ops)))
         # The stream of each op's DRAM reads and writes.
-        read_classes, write_classes = op_streams(graph, costs)
+        read_classes, write_classes = streams if streams is not None else op_streams(graph, costs)
         self.read_stream: list[Stream] = [STREAMS[c] for c in read_classes.tolist()]
         self.write_stream: list[Stream] = [STREAMS[c] for c in write_classes.tolist()]
         n_ops = len(graph.ops)
@@ -190,11 +192,14 @@ class _Engine:
         self._finish(i)
 
 
-def simulate(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trace:
-    """Run ``graph`` with ``costs`` on ``hw`` and return the :class:`Trace`.
+def simulate(
+    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None = None
+) -> Trace:
+    """Run ``graph`` with ``costs`` on ``hw`` and return the :class:`Trace`; its ops'
+    transfers are of ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`').
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    return _Engine(graph, costs, hw).run()
+    return _Engine(graph, costs, hw, streams).run()

@@ -22,7 +22,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.memory import MemoryLayout, dram_memories, link_memory, memory_layout
-from accelsim.timing.streams import op_streams
+from accelsim.timing.streams import Streams, op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
 
@@ -69,8 +69,11 @@ class FlatStep:
     link_latency: int
 
 
-def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
-    """The arrays of ``graph`` with ``costs`` on ``hw``."""
+def flatten(
+    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None = None
+) -> FlatStep:
+    """The arrays of ``graph`` with ``costs`` on ``hw``, its ops' transfers of
+    ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`')."""
     ops = graph.ops
     n_ops = len(ops)
     processors = hw.processors
@@ -108,7 +111,7 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
     store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
     dram = memory_layout(dram_memories(hw))
     if dram.sliced:
-        read_stream, write_stream = op_streams(graph, costs)
+        read_stream, write_stream = streams if streams is not None else op_streams(graph, costs)
     else:
         read_stream = write_stream = np.zeros(n_ops, np.int64)
     link = link_memory(hw.interconnect)

@@ -26,6 +26,8 @@ them (a technique's auxiliary work feeds the ops after it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from accelsim.graph.ops import (
@@ -52,6 +54,10 @@ PRIORITY: dict[StreamClass, int] = {kind: FOREGROUND for kind in StreamClass} | 
 STREAMS: tuple[Stream, ...] = tuple(Stream(kind, PRIORITY[kind]) for kind in StreamClass)
 """The stream of each class, indexed by class."""
 
+Streams = tuple[np.ndarray, np.ndarray]
+"""The stream class of each op's DRAM reads and of its DRAM writes (int64 arrays of
+:class:`StreamClass` values), as :func:`op_streams` gives them."""
+
 STREAM_PRIORITY = np.asarray([PRIORITY[kind] for kind in StreamClass], np.int64)
 """:data:`PRIORITY` as an array indexed by class, for the compiled engine."""
 
@@ -63,7 +69,7 @@ _KIND = {
 }
 
 
-def op_streams(graph: OpGraph, costs: OpCosts) -> tuple[np.ndarray, np.ndarray]:
+def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
     """The stream class of each op's DRAM reads and of its DRAM writes (int64 arrays
     of :class:`StreamClass` values)."""
     n_ops = len(graph.ops)
@@ -102,3 +108,13 @@ def op_streams(graph: OpGraph, costs: OpCosts) -> tuple[np.ndarray, np.ndarray]:
                     most = max(moved, key=lambda access: access.bytes).tensor
                     out[i] = kind_of(most, phase, read)
     return reads, writes
+
+
+def group_stream(classes: np.ndarray, moved: np.ndarray, members: Sequence[int]) -> int:
+    """The stream class of a fused op's transfers (a tile group run as one op,
+    :mod:`accelsim.timing.tile_groups`), which carry its ``members``' bytes at once:
+    the class (``classes[i]``) of the member moving the most bytes (``moved[i]``),
+    a foreground member's before any background one's (the group's foreground ops
+    wait for the transfer), the first of ties."""
+    best = min(members, key=lambda i: (PRIORITY[StreamClass(int(classes[i]))], -moved[i], i))
+    return int(classes[best])

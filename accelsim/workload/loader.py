@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from accelsim.config.loader import Override, display_path, read_yaml, validate_with_origins
 from accelsim.config.overrides import Origins
@@ -33,12 +34,17 @@ def load_workload(
 
 
 def load_workload_with_origins(
-    path: Path, overrides: list[Override] | None = None, variant: Override | None = None
+    path: Path,
+    overrides: list[Override] | None = None,
+    variant: Override | None = None,
+    data: dict[str, Any] | None = None,
 ) -> tuple[Workload, Origins]:
     """:func:`load_workload`, and the :class:`~accelsim.config.overrides.Origins` that
-    blame a later problem (a shape) on the override that wrote the value."""
+    blame a later problem (a shape) on the override that wrote the value (``data``: the
+    file already parsed, by :func:`~accelsim.config.loader.read_yaml`)."""
     name = display_path(path)
-    data = read_yaml(path, WorkloadError)
+    if data is None:
+        data = read_yaml(path, WorkloadError)
     chosen = [] if variant is None else _variant_overrides(data, name, variant)
     return validate_with_origins(Workload, data, name, chosen + (overrides or []), WorkloadError)
 
