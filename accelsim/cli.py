@@ -179,6 +179,11 @@ def _add_layer(sub: Subparsers) -> None:
         default=PsumPolicy.CHUNK.value,
         help="ws/is partial sums: chunk the stream so they fit, or spill",
     )
+    layer.add_argument(
+        "--fold-overlap",
+        action="store_true",
+        help="pipeline the folds: fill and drain once per layer (accelsim convention only)",
+    )
     layer.add_argument("--json", action="store_true", help="print one JSON object")
 
 

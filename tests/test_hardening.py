@@ -765,7 +765,7 @@ ANOMALY = [
 
 
 def test_the_documented_bandwidth_anomaly_is_a_scheduling_order_change() -> None:
-    """README, "Reliability": doubling the bandwidth slows this step by 2.6 %.
+    """README, "Reliability": doubling the bandwidth slows this step by 3.0 %.
 
     No transfer takes longer; the greedy, in-program-order vector unit takes the
     weight updates in another order once the all-reduces finish in another order
@@ -777,7 +777,7 @@ def test_the_documented_bandwidth_anomaly_is_a_scheduling_order_change() -> None
         )
         for bw in (1024, 2048)
     )
-    assert (slow.total_cycles, fast.total_cycles) == (28_089_535, 28_822_057)
+    assert (slow.total_cycles, fast.total_cycles) == (27_956_305, 28_801_835)
     updates = [
         i
         for i, op in enumerate(slow.graph.ops)

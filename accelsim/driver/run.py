@@ -242,8 +242,16 @@ def simulate_graph(
             masks = technique.mask_tiles(graph, folds, rng)
             if masks:
                 folds = folds.with_masks(masks)
+    timing = run.timing
     costs = op_costs(
-        graph, folds, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op
+        graph,
+        folds,
+        hw,
+        timing.convention,
+        timing.psums,
+        timing.chunks_per_op,
+        fold_overlap=timing.fold_overlap,
+        group_cycles=timing.group_cycles,
     )
     try:
         trace = simulate(graph, costs, hw, run.timing.engine)
@@ -257,6 +265,7 @@ def simulate_graph(
         "optimizer": run.optimizer.kind.value,
         "strided_dx": run.lowering.strided_dx.value,
         "psums": run.timing.psums.value,
+        "fold_overlap": "true" if run.timing.fold_overlap else "false",
         "workload_variant": run.workload_variant or "",
         "engine": trace.engine,
     }

@@ -10,7 +10,7 @@ reads such a record back.
 Two parts of ``summary.json`` are deliberately not typed here:
 
 * the run's *settings* (``step``, ``convention``, ``assignment``,
-  ``optimizer``, ``strided_dx``, ``psums``, ``workload_variant``, ``engine``:
+  ``optimizer``, ``strided_dx``, ``psums``, ``fold_overlap``, ``workload_variant``, ``engine``:
   which event engine ran the step, as the driver records them) are a
   ``str -> str`` mapping, spread into the top level of the record right after
   ``array``;

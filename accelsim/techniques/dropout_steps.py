@@ -128,7 +128,14 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         active = (-(-sr // unit.array.rows)) * (-(-sc // unit.array.cols))
     flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), active)
     run = ctx.run
-    costs = unit_costs(flat, run.timing.convention, run.timing.psums, run.timing.chunks_per_op)
+    timing = run.timing
+    costs = unit_costs(
+        flat,
+        timing.convention,
+        timing.psums,
+        timing.chunks_per_op,
+        fold_overlap=timing.fold_overlap,
+    )
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]
     layers = tuple(base.graph.ops[i].layer for i in op_ids.tolist())

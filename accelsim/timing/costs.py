@@ -3,10 +3,11 @@
 GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 :mod:`accelsim.timing.backend`) over the graph's
 :class:`~accelsim.mapping.schedule.FoldSchedule`; vector and communication ops
-are costed here.  A fold that a mask skips costs nothing: a masked GEMM's
-compute cycles, MACs and SRAM accesses scale with its running folds, while its
-DRAM traffic stays that of the whole operands (a technique that also shrinks
-what is fetched rewrites the GEMM itself).  A resident tile stream
+are costed here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
+and SRAM accesses scale with its running folds and its compute cycles are those
+of its running folds alone (pipelined, with fold overlap), while its DRAM
+traffic stays that of the whole operands (a technique that also shrinks what is
+fetched rewrites the GEMM itself).  A resident tile stream
 (:mod:`accelsim.mapping.tile_reuse`) takes its tensor's DRAM read off its consumer
 and, when no reader needs DRAM, the write off its producer; the SRAM accesses stay.
 The event engine then turns costs into time, adding the stalls that DRAM and
@@ -28,18 +29,21 @@ from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
-from accelsim.timing.closed_form import ACCELSIM, SCALESIM
+from accelsim.timing.closed_form import ACCELSIM, SCALESIM, op_cycles
+from accelsim.timing.groups import busy_cycles, tile_groups
+from accelsim.timing.memory import Memory, dram_memory
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")
 
-# Ops shorter than this many cycles per tile group use fewer groups: the
-# overlap of their traffic is then resolved at a finer grain than it matters.
+# The per-op rule (``timing.group_cycles: null``): ops shorter than this many
+# compute cycles per tile group use fewer groups.
 MIN_CHUNK_CYCLES = 2048
 
 
 def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = None) -> np.ndarray:
-    """Tile groups per op: at most ``chunks_per_op``, ``limit`` and one per ``MIN_CHUNK_CYCLES``."""
+    """Tile groups per op by the per-op rule: at most ``chunks_per_op``, ``limit`` and
+    one per ``MIN_CHUNK_CYCLES`` of compute."""
     chunks: np.ndarray = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
     return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
 
@@ -99,12 +103,24 @@ def op_costs(
     convention: Convention,
     psums: PsumPolicy,
     chunks_per_op: int,
+    *,
+    fold_overlap: bool = False,
+    group_cycles: int | None = None,
 ) -> OpCosts:
     """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``hw``.
 
-    ``convention`` picks the closed forms and ``psums`` the partial-sum tiling.
-    The schedule's first unit is the main array.
+    ``convention`` picks the closed forms, ``psums`` the partial-sum tiling and
+    ``fold_overlap`` whether a GEMM's folds pipeline (accelsim convention only).
+    The schedule's first unit is the main array.  Array and vector ops are cut into
+    tile groups of at most ``group_cycles`` cycles, uniform over the step
+    (:mod:`accelsim.timing.groups`), or, with ``None``, by the per-op rule (at most
+    ``chunks_per_op`` groups of at least ``MIN_CHUNK_CYCLES`` compute cycles, a GEMM's
+    at most one per fold); at most ``chunks_per_op`` either way.
+
+    Raises:
+        ValueError: if ``fold_overlap`` is asked of the scalesim convention.
     """
+    conv = _convention_code(convention, fold_overlap)
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
@@ -114,14 +130,29 @@ def op_costs(
         if f.type == "np.ndarray"
     }
     z["mapping_efficiency"] = np.zeros(n_ops, np.float64)
-    conv = SCALESIM if convention is Convention.SCALESIM else ACCELSIM
     for table in schedule.units:
         if len(table):
-            _cost_gemms(z, table, names.index(table.unit.name), conv, psums, chunks_per_op)
+            index = names.index(table.unit.name)
+            _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap)
 
     _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op, schedule.reuse)
     _cost_links(z, graph)
+    if group_cycles is not None:
+        _regroup(z, dram_memory(hw.dram), group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
+
+
+def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_per_op: int) -> None:
+    """Cut the array and vector ops into tile groups uniform over the step: the
+    groups, and a vector op's prologue and epilogue (one group's traffic)."""
+    units = z["unit"] != UNIT_COMM
+    reads = z["dram_ifmap_read_bytes"] + z["dram_filter_read_bytes"] + z["dram_ofmap_read_bytes"]
+    writes = z["dram_ofmap_write_bytes"]
+    busy = busy_cycles(z["compute_cycles"][units], (reads + writes)[units], dram)
+    z["chunks"][units] = tile_groups(busy, group_cycles, chunks_per_op)
+    vector = z["unit"] == UNIT_VECTOR
+    z["prologue_bytes"][vector] = reads[vector] // z["chunks"][vector]
+    z["epilogue_bytes"][vector] = writes[vector] // z["chunks"][vector]
 
 
 def _cost_vectors(
@@ -208,19 +239,37 @@ def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
     z["chunks"][idx] = 1
 
 
+def _convention_code(convention: Convention, fold_overlap: bool) -> int:
+    """The closed forms' code of ``convention``, which must allow ``fold_overlap``."""
+    if convention is Convention.SCALESIM:
+        if fold_overlap:
+            raise ValueError("fold overlap needs the accelsim convention")
+        return SCALESIM
+    return ACCELSIM
+
+
 def unit_costs(
-    table: UnitSchedule, convention: Convention, psums: PsumPolicy, chunks_per_op: int
+    table: UnitSchedule,
+    convention: Convention,
+    psums: PsumPolicy,
+    chunks_per_op: int,
+    *,
+    fold_overlap: bool = False,
 ) -> dict[str, np.ndarray]:
     """Costs of the GEMMs of ``table`` (whose ``op_index`` is ``0..len - 1``), by
-    :class:`OpCosts` field: the same closed forms and fold masking as :func:`op_costs`."""
+    :class:`OpCosts` field: the same closed forms and fold masking as :func:`op_costs`.
+
+    Raises:
+        ValueError: if ``fold_overlap`` is asked of the scalesim convention.
+    """
+    conv = _convention_code(convention, fold_overlap)
     z = {
         name: np.zeros(len(table), np.int64)
         for name, f in OpCosts.__dataclass_fields__.items()
         if f.type == "np.ndarray"
     }
     z["mapping_efficiency"] = np.zeros(len(table), np.float64)
-    conv = SCALESIM if convention is Convention.SCALESIM else ACCELSIM
-    _cost_gemms(z, table, 0, conv, psums, chunks_per_op)
+    _cost_gemms(z, table, 0, conv, psums, chunks_per_op, fold_overlap)
     return z
 
 
@@ -231,13 +280,14 @@ def _cost_gemms(
     conv: int,
     psums: PsumPolicy,
     chunks_per_op: int,
+    fold_overlap: bool,
 ) -> None:
     """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``."""
     idx, unit = table.op_index, table.unit
     rows, cols = unit.array.rows, unit.array.cols
     kernels = backend.kernels_for(len(idx))
     fr, fc, folds, cycles = kernels.fold_cycles(
-        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv
+        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv, fold_overlap
     )
     ifr, flr, ofr, ofw = kernels.sram_counts(
         table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
@@ -270,7 +320,7 @@ def _cost_gemms(
     macs = table.m * table.n * table.k * table.count
     if _any_masked(table):
         cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
-            table, conv, cycles, folds, macs, (ifr, flr, ofr, ofw)
+            table, conv, fold_overlap, macs, (ifr, flr, ofr, ofw)
         )
     z["unit"][idx] = unit_index
     z["compute_cycles"][idx] = cycles
@@ -316,16 +366,15 @@ def _any_masked(table: UnitSchedule) -> bool:
 def _masked(
     table: UnitSchedule,
     conv: int,
-    cycles: np.ndarray,
-    folds: np.ndarray,
+    fold_overlap: bool,
     macs: np.ndarray,
     sram: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
-    """Costs with only the running folds: every fold of a GEMM costs the same cycles."""
-    offset = 1 if conv == SCALESIM else 0  # SCALE-Sim counts one cycle fewer per op
-    per_fold = (cycles + offset) // folds
+    """Costs with only the running folds: the op's cycles are those of an op of that
+    many folds (with fold overlap, the running folds pipeline back to back)."""
+    unit = table.unit.array
     running = table.active_folds * table.count
     per_gemm = table.row_folds * table.col_folds  # the schedule's folds, all running
     scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
-    new_cycles = np.where(running > 0, running * per_fold - offset, 0)
-    return new_cycles, running, scaled[0], scaled[1:]
+    cycles = op_cycles(table.dataflow, table.t, running, unit.rows, unit.cols, conv, fold_overlap)
+    return cycles, running, scaled[0], scaled[1:]

@@ -11,8 +11,12 @@ Compute cycles per fold (``R x C`` array, ``T`` streamed):
 
 * accelsim: ``2R + C + T - 2`` for every dataflow (stationary-operand or
   output fill of R cycles, R+C-2 skew, T streamed), folds not overlapped;
+  with fold overlap (``timing.fold_overlap``), the folds of an op pipeline:
+  ``F`` folds take ``(F - 1) * max(T, R) + 2R + C + T - 2`` (the README's
+  timing conventions derive it per dataflow);
 * scalesim (SCALE-Sim 3.0.0): ``R + C + T - 2`` for os, ``2R + C + T - 2`` for
-  ws and is, and the layer total is ``folds * per_fold - 1``.
+  ws and is, and the layer total is ``folds * per_fold - 1``; folds never
+  overlap.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ def fold_cycles(
     rows: int,
     cols: int,
     convention: int,
+    overlap: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Folds and compute cycles of each GEMM.
+    """Folds and compute cycles of each GEMM; ``overlap`` pipelines its folds
+    (accelsim convention only).
 
     Returns:
         ``(row_folds, col_folds, folds, compute_cycles)``; ``folds`` includes
@@ -53,7 +59,12 @@ def fold_cycles(
         folds[i] = fr * fc * count[i]
         fill = rows if (convention == SCALESIM and dataflow[i] == OS) else 2 * rows
         per_fold = fill + cols + t[i] - 2
-        cycles[i] = folds[i] * per_fold - (1 if convention == SCALESIM else 0)
+        if convention == SCALESIM:
+            cycles[i] = folds[i] * per_fold - 1
+        elif overlap:
+            cycles[i] = (folds[i] - 1) * max(t[i], rows) + per_fold
+        else:
+            cycles[i] = folds[i] * per_fold
     return row_folds, col_folds, folds, cycles
 
 
