@@ -21,6 +21,7 @@ from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables
 from accelsim.report.summary import (
+    PROVENANCE_KEY,
     SCHEMA_VERSION,
     DesignKnobs,
     DramBytes,
@@ -52,6 +53,8 @@ class RunResult:
     graph: OpGraph
     trace: Trace
     energy: EnergyBreakdown
+    workload_source: str = ""
+    workload_notes: tuple[str, ...] = ()
 
     @property
     def total_cycles(self) -> int:
@@ -266,8 +269,16 @@ class RunResult:
         )
 
     def summary(self) -> dict[str, Any]:
-        """The ``summary.json`` record: :meth:`step_summary` as a dict."""
-        return self.step_summary().to_dict()
+        """The ``summary.json`` record: :meth:`step_summary` as a dict, and, for a
+        workload with ``notes`` (an imported one's assumptions), its source and notes
+        under ``workload_provenance``."""
+        record = self.step_summary().to_dict()
+        if self.workload_notes:
+            record[PROVENANCE_KEY] = {
+                "source": self.workload_source,
+                "notes": list(self.workload_notes),
+            }
+        return record
 
     def ops_csv(self) -> str:
         """The text of ``ops.csv``: the header, then one row per op."""
