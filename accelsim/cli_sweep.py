@@ -129,10 +129,15 @@ def add_commands(sub: Subparsers) -> None:
         help="write CSV to FILE (default: CSV to stdout)",
     )
     output.add_argument("--json", action="store_true", help="print one JSON list")
-    plot = sub.add_parser("plot", help="draw a sweep's speedup, energy, heatmap, Pareto or scaling")
+    plot = sub.add_parser(
+        "plot", help="draw a sweep's speedup, technique, energy, heatmap, Pareto or scaling figure"
+    )
     plot.add_argument("directory", type=Path, help="the sweep's output directory")
     plot.add_argument(
-        "--kind", required=True, choices=["speedup", "energy", "heatmap", "pareto", "scaling"]
+        "--kind",
+        required=True,
+        choices=["speedup", "technique", "energy", "heatmap", "pareto", "scaling"],
+        help="technique: speedup and energy saving of the sweep's technique per model",
     )
     plot.add_argument(
         "--baseline", metavar="KEY=VALUE", help="speedup: the axis value to compare against"
@@ -144,17 +149,31 @@ def add_commands(sub: Subparsers) -> None:
         metavar="KEY=VALUE",
         help="only the points with this axis value (repeatable)",
     )
-    plot.add_argument("--x", dest="x_key", metavar="KEY", help="scaling: the numeric axis")
     plot.add_argument(
-        "--format",
-        choices=["png", "pdf", "svg"],
-        help="default: --output's suffix, else png",
+        "--by",
+        metavar="KEY",
+        help="speedup, technique: the axis whose values group the bars (default: the model)",
     )
+    plot.add_argument("--x", dest="x_key", metavar="KEY", help="scaling: the numeric axis")
+    add_figure_options(plot, "--output's suffix, else png")
     plot.add_argument(
         "--output",
         type=_output_file,
         metavar="FILE",
         help="exactly this file (default: DIR/plots/<kind>.<format>)",
+    )
+
+
+def add_figure_options(parser: argparse.ArgumentParser, format_default: str) -> None:
+    """``--format`` and ``--size`` of a command that draws figures."""
+    parser.add_argument(
+        "--format", choices=["png", "pdf", "svg"], help=f"figure format (default: {format_default})"
+    )
+    parser.add_argument(
+        "--size",
+        choices=["column", "page"],
+        default="page",
+        help="printed width: one column (3.5 in) or the page (7.16 in)",
     )
 
 
@@ -244,9 +263,10 @@ def _write_table(handle: Any, columns: list[str], cells: list[dict[str, Any]]) -
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from accelsim.report.figure import FigureSize
     from accelsim.report.staging import staged_file
     from accelsim.sweep.collect import collect, open_store
-    from accelsim.sweep.plots import PlotKind, draw, output_path, parse_assignment, select
+    from accelsim.sweep.plots import Figure, PlotKind, draw, output_path, parse_assignment, select
 
     kind = PlotKind(args.kind)
     path, fmt = output_path(args.directory, kind, args.output, args.format)
@@ -259,8 +279,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     baseline = None if args.baseline is None else parse_assignment(args.baseline, "--baseline")
     chosen = select(rows, axes, where)
     name = str(meta.get("name", args.directory.name))
+    figure = Figure(
+        kind, name, chosen, axes, where, baseline, args.x_key, args.by, FigureSize(args.size)
+    )
     with staged_file(path) as staged:
-        draw(kind, name, chosen, axes, staged, baseline, args.x_key, fmt)
+        draw(figure, staged, fmt)
     with printing(path):
         print(f"wrote {display_path(path)}")
     return EXIT_OK

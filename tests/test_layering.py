@@ -34,7 +34,12 @@ ONLY_IN = {
     "yaml": {"config/loader.py"},
     "numba": {"timing/numba_setup.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
-    "matplotlib": {"report/plots.py", "sweep/plots.py"},
+    "matplotlib": {
+        "report/figure.py",
+        "report/plots.py",
+        "sweep/plots.py",
+        "sweep/plot_bars.py",
+    },
 }
 
 
