@@ -201,6 +201,7 @@ def _add_suite(sub: Subparsers) -> None:
         help="only these models of the suite",
     )
     _add_output(suite)
+    cli_sweep.add_figure_options(suite, "png")
     _add_sets(suite, "override a field for every model (as for run)")
 
 

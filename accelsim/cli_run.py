@@ -19,6 +19,7 @@ from accelsim.config.files import display_path
 from accelsim.errors import InputError
 
 if TYPE_CHECKING:
+    from accelsim.config.hardware import HardwareSpec
     from accelsim.driver.inputs import RunInputs
 
 EXIT_OK = 0
@@ -33,7 +34,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from accelsim.report.console import summary_table, training_table
 
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
-    directory = writer.run_directory(args.out, inputs.run.name)
+    name = run_directory_name(inputs)
+    directory = writer.run_directory(args.out, name)
     writer.check_writable(directory, args.force)
     result = simulate_training(inputs)
     with writer.staged_directory(directory, args.force) as staging:
@@ -46,7 +48,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 plots.plot_gantt(
                     step_dir / "ops.csv",
                     step_dir / "gantt.png",
-                    f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
+                    f"{name}: {kind} on {hardware_text(inputs.hardware)}",
+                    inputs.hardware.dram.bandwidth_bytes_per_cycle,
+                    _dram_channels(inputs),
                 )
     if result.training is not None:
         # The technique's steps and speedup lead; the baseline is what they compare to.
@@ -66,6 +70,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_directory_name(inputs: RunInputs) -> str:
+    """The run's directory below ``--out``: its workload, name and techniques."""
+    from accelsim.report.writer import run_directory_name as name
+
+    techniques = [t.name for t in inputs.techniques]
+    return name(inputs.run.name, inputs.workload.name, inputs.run.workload_variant, techniques)
+
+
+def suite_directory_name(inputs: RunInputs) -> str:
+    """A suite's directory below ``--out``: the run's name and its techniques."""
+    techniques = "-".join(t.name for t in inputs.techniques)
+    return f"{inputs.run.name}_{techniques}" if techniques else inputs.run.name
+
+
+def hardware_text(hw: HardwareSpec) -> str:
+    """The hardware as its numbers say (never a preset's name, which overrides outdate):
+    ``4 x 64x64 ws, DRAM 128 B/cycle``."""
+    array = f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}"
+    machine = array if hw.processors == 1 else f"{hw.processors} x {array}"
+    bandwidth = hw.dram.bandwidth_bytes_per_cycle
+    dram = "ideal DRAM" if bandwidth == float("inf") else f"DRAM {bandwidth:g} B/cycle"
+    return f"{machine}, {dram}"
+
+
+def _dram_channels(inputs: RunInputs) -> int:
+    from accelsim.config.hardware import DramSharing
+
+    per_processor = inputs.hardware.dram.sharing is DramSharing.PER_PROCESSOR
+    return inputs.hardware.processors if per_processor else 1
+
+
 def _one_of_many(inputs: RunInputs) -> bool:
     """Whether the step runs on one of several processors (and nothing places it)."""
     from accelsim.config.run import AssignmentPolicy
@@ -80,7 +115,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from accelsim.config.loader import parse_sets
     from accelsim.driver.inputs import resolved_config, suite_entries, suite_inputs
     from accelsim.driver.run import simulate_training
-    from accelsim.report.console import suite_table
+    from accelsim.report.console import suite_table, suite_training_table
+    from accelsim.report.figure import FigureSize
     from accelsim.report.plot_worker import PlotWorker
     from accelsim.report.suite import suite_columns, suite_row
     from accelsim.report.writer import run_directory, staged_directory, write_csv, write_run_files
@@ -91,7 +127,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
         entries = suite_entries(args.suite, args.models)
         _no_suite_file_names(args.suite, [entry.name for entry in entries])
         inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
-        target = run_directory(args.out, inputs[0].run.name)
+        target = run_directory(args.out, suite_directory_name(inputs[0]))
         rows = []
         with (
             staged_directory(target, args.force) as staging,
@@ -105,22 +141,37 @@ def cmd_suite(args: argparse.Namespace) -> int:
                 )
                 rows.append(suite_row(entry.name, result))
                 bar.update(1)
-            table, figure, speedup = (staging / name for name in SUITE_FILES)
+            table = staging / SUITE_TABLE
             write_csv(table, suite_columns(rows), rows)
             first = inputs[0]
-            title = f"{first.run.name}: {first.hardware.name}, batch {first.run.batch_size}"
-            plotter.draw("suite", table, figure, title)
-            if any("speedup" in row for row in rows):
-                plotter.draw("speedup", table, speedup, title)
+            setup = f"{hardware_text(first.hardware)}, batch {first.run.batch_size}"
+            fmt, size = args.format or "png", FigureSize(args.size)
+            plotter.draw(
+                "suite", table, staging / f"suite.{fmt}", f"{first.run.name}: {setup}", fmt, size
+            )
+            training = first.run.techniques
+            if training:
+                title = (
+                    f"{first.run.name}: {' + '.join(training)} against the baseline,"
+                    f" whole training\n{setup}"
+                )
+                plotter.draw("speedup", table, staging / f"suite_speedup.{fmt}", title, fmt, size)
             plotter.finish()
     with cli_sweep.printing(target):
+        if first.run.techniques:
+            print(suite_training_table(rows))
+            print("\nbaseline steps (no technique applied):")
         print(suite_table(rows))
         print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
     return EXIT_OK
 
 
-SUITE_FILES = ("suite.csv", "suite.png", "suite_speedup.png")
-"""The files ``accelsim suite`` writes beside the models' directories."""
+SUITE_TABLE = "suite.csv"
+SUITE_FILES = (
+    SUITE_TABLE,
+    *(f"{name}.{fmt}" for name in ("suite", "suite_speedup") for fmt in ("png", "pdf", "svg")),
+)
+"""The files ``accelsim suite`` may write beside the models' directories."""
 
 
 def _no_suite_file_names(suite: Path, names: list[str]) -> None:

@@ -38,7 +38,7 @@ ONLY_IN = {
         "report/figure.py",
         "report/plots.py",
         "sweep/plots.py",
-        "sweep/plot_bars.py",
+        "report/bars.py",
     },
 }
 

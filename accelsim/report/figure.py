@@ -132,19 +132,26 @@ def spans_decades(values: Sequence[float]) -> bool:
 
 
 def log_if_decades(ax: Axes, values: Sequence[float], axis: str = "y") -> bool:
-    """Put ``ax``'s ``axis`` on a log scale when ``values`` span decades; whether it did."""
+    """Put ``ax``'s ``axis`` on a log scale when ``values`` span decades; whether it did.
+
+    Its ticks read as plain numbers (``2``, ``10``, ``50``, not ``2 x 10^0``): the
+    powers of ten and, between them, the 2s and 5s.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     if not spans_decades(values):
         return False
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    scale = ax.yaxis if axis == "y" else ax.xaxis
+    scale.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+    scale.set_major_formatter(FuncFormatter(_plain))
+    scale.set_minor_formatter(FuncFormatter(_plain))
     return True
 
 
-def geometric_mean(values: Sequence[float]) -> float:
-    """The geometric mean of the positive finite ``values`` (NaN when there are none)."""
-    positive = [v for v in values if v > 0 and math.isfinite(v)]
-    if not positive:
-        return math.nan
-    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+def _plain(value: float, _position: object = None) -> str:
+    """A tick value as a plain number, thousands separated: ``0.5``, ``20``, ``5,000``."""
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
 
 def save(fig: Figure, path: Path, fmt: str) -> None:

@@ -5,7 +5,7 @@ drawn and the filters that chose them (:mod:`accelsim.sweep.labels`); there is
 one y axis per panel, each meaning keeps one colour, data spanning decades get
 a log axis, and figures are sized and typeset for print
 (:mod:`accelsim.report.figure`).  The bar figures are in
-:mod:`accelsim.sweep.plot_bars`.  matplotlib is imported lazily.
+:mod:`accelsim.report.bars`.  matplotlib is imported lazily.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from typing import Any
 
 from accelsim.config.loader import parse_value
 from accelsim.errors import InputError
+from accelsim.report import bars
 from accelsim.report.figure import (
     FORMATS,
     FigureSize,
-    geometric_mean,
     log_if_decades,
     new_figure,
     save,
     spans_decades,
     styled,
 )
-from accelsim.sweep import plot_bars
+from accelsim.report.means import geometric_mean, saving_mean
 from accelsim.sweep.labels import Row, axis_title, title, value_text, values_text
 
 
@@ -190,9 +190,22 @@ class Figure:
         return varying(self.rows, self.axes)
 
 
-def _bar_layout(fig: Figure, exclude: Sequence[str] = ()) -> plot_bars.Grouping:
+@dataclass(frozen=True)
+class _Layout:
+    """The bars of a sweep: groups by the ``by`` axis, series by the ``series`` axes."""
+
+    by: str
+    series: tuple[str, ...]
+    grouping: bars.Grouping
+
+    def of(self, row: Row) -> tuple[str, str]:
+        """The group and the series of ``row``."""
+        return value_text(row.get(self.by)), values_text(row, self.series)
+
+
+def _bar_layout(fig: Figure, exclude: Sequence[str] = ()) -> _Layout:
     """Groups by ``--by`` (default: the model, else the first varying axis), series by
-    the other varying axes.
+    the other varying axes (``exclude`` first).
 
     Raises:
         InputError: for a ``--by`` that is not a varying axis.
@@ -206,8 +219,12 @@ def _bar_layout(fig: Figure, exclude: Sequence[str] = ()) -> plot_bars.Grouping:
         by = fig.by
     else:
         by = next((a for a in ("model", "workload") if a in keys), keys[0] if keys else "")
-    series = [a for a in keys if a != by]
-    return plot_bars.grouping(fig.rows, by, [*exclude, *series])
+    series = (*exclude, *(a for a in keys if a != by))
+    groups = dict.fromkeys(value_text(r.get(by)) for r in fig.rows)
+    names = dict.fromkeys(values_text(r, series) for r in fig.rows)
+    titles = ", ".join(axis_title(a) for a in series)
+    grouping = bars.Grouping(tuple(groups), tuple(names), axis_title(by), titles)
+    return _Layout(by, series, grouping)
 
 
 def plot_technique(fig: Figure) -> Any:
@@ -225,18 +242,21 @@ def plot_technique(fig: Figure) -> Any:
     panels = [_panel(fig.rows, layout, "speedup", "speedup (x)", "speedup_bound")]
     if all(r.get("energy_reduction") is not None for r in fig.rows):
         panels.append(_panel(fig.rows, layout, "energy_reduction", "energy saving (%)"))
-    plot_bars.check_bars(
-        fig.kind.value, (len(layout.groups) + 1) * len(layout.names), fig.size, fig.varying()
+    bars.check_bars(
+        fig.kind.value,
+        (len(layout.grouping.groups) + 1) * len(layout.grouping.names),
+        fig.size,
+        fig.varying(),
     )
     what = "the technique's whole-training speedup" + (
         " and energy saving" if len(panels) == 2 else ""
     )
-    return plot_bars.draw_panels(layout, panels, fig.size, fig.title(what))
+    return bars.draw_panels(layout.grouping, panels, fig.size, fig.title(what))
 
 
 def _panel(
-    rows: Sequence[Row], layout: plot_bars.Grouping, key: str, ylabel: str, bound: str = ""
-) -> plot_bars.Panel:
+    rows: Sequence[Row], layout: _Layout, key: str, ylabel: str, bound: str = ""
+) -> bars.Panel:
     values: dict[tuple[str, str], float] = {}
     bounds: dict[tuple[str, str], float] = {}
     for r in rows:
@@ -245,8 +265,8 @@ def _panel(
         if bound and r.get(bound) is not None:
             bounds[place] = float(r[bound])
     if key == "energy_reduction":
-        return plot_bars.Panel(ylabel, values, bounds, plot_bars.saving_mean, 0.0, percent=True)
-    return plot_bars.Panel(ylabel, values, bounds, geometric_mean, 1.0)
+        return bars.Panel(ylabel, values, bounds, saving_mean, 0.0, percent=True)
+    return bars.Panel(ylabel, values, bounds, geometric_mean, 1.0)
 
 
 def plot_speedup(fig: Figure) -> Any:
@@ -281,21 +301,26 @@ def plot_speedup(fig: Figure) -> Any:
             match = base.get(values_text(r, others))
             if match is not None:
                 values[layout.of(r)] = _ms(match) / _ms(r)
-        panel = plot_bars.Panel("speedup (x)", values, {}, geometric_mean, 1.0)
+        panel = bars.Panel("speedup (x)", values, {}, geometric_mean, 1.0)
         what = f"{_step(fig.rows)} speedup over {axis_title(key)} = {value_text(value)}"
-    plot_bars.check_bars(
-        fig.kind.value, (len(layout.groups) + 1) * len(layout.names), fig.size, fig.varying()
+    bars.check_bars(
+        fig.kind.value,
+        (len(layout.grouping.groups) + 1) * len(layout.grouping.names),
+        fig.size,
+        fig.varying(),
     )
-    return plot_bars.draw_panels(layout, [panel], fig.size, fig.title(what))
+    return bars.draw_panels(layout.grouping, [panel], fig.size, fig.title(what))
 
 
 def plot_energy(fig: Figure) -> Any:
     """Step energy per point stacked by component (mJ)."""
     keys = fig.varying()
-    plot_bars.check_bars(fig.kind.value, len(fig.rows), fig.size, keys)
+    bars.check_bars(fig.kind.value, len(fig.rows), fig.size, keys)
     step = _step(fig.rows)
     what = f"{step} energy by component"
-    return plot_bars.energy_stacks(fig.rows, keys, fig.size, fig.title(what), step)
+    ticks = [values_text(r, keys) for r in fig.rows]
+    xlabel = ", ".join(axis_title(k) for k in keys) or "point"
+    return bars.energy_stacks(fig.rows, ticks, xlabel, fig.size, fig.title(what), step)
 
 
 def plot_heatmap(fig: Figure) -> Any:
@@ -395,7 +420,7 @@ def plot_pareto(fig: Figure) -> Any:
     step = _step(rows)
     ax.set_xlabel(f"{step} time (ms)")
     ax.set_ylabel(f"{step} energy (mJ)")
-    ax.legend(loc="upper right")
+    ax.legend(loc="best")
     _number_points(figure, ax, [points[i] for i in named])
     key_ax.axis("off")
     header = "Pareto-optimal points" + (f":\n{', '.join(axis_title(k) for k in keys)}"

@@ -1,17 +1,17 @@
-"""Grouped bar figures of a sweep: speedups, a technique's speedup and energy saving,
-energy by component.
+"""Grouped bar figures: speedups, a technique's speedup and energy saving, energy by
+component (``accelsim plot`` and ``accelsim suite``).
 
-Bars are grouped by one axis (``--by``: the model by default), one bar per
-combination of the other varying axes in each group, each colour one
-combination; ratio panels end with a geometric-mean group, named so.  A figure
-never draws more bars than its width shows legibly (:attr:`FigureSize.max_bars`):
-past that it is refused with the axes to filter by, not drawn illegibly.
+Bars are grouped by one axis (the model, say), one bar per series (a combination
+of the other axes) in each group, each colour one series; ratio panels end with
+a geometric-mean group, named so.  A figure never draws more bars than its width
+shows legibly (:attr:`FigureSize.max_bars`): past that it is refused with the
+axes to filter by, not drawn illegibly.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +20,10 @@ from accelsim.report.figure import (
     ENERGY_COLOURS,
     FigureSize,
     energy_colour,
-    geometric_mean,
     log_if_decades,
     new_figure,
     spans_decades,
 )
-from accelsim.sweep.labels import Row, axis_title, value_text, values_text
 
 MEAN_LABEL = "geometric mean"
 """The tick of the group of geometric means."""
@@ -33,30 +31,19 @@ MEAN_LABEL = "geometric mean"
 
 @dataclass(frozen=True)
 class Grouping:
-    """How a bar figure lays out its points.
+    """How a bar figure lays out its values.
 
     Attributes:
-        by: The axis whose values are the groups (tick labels).
-        series: The other varying axes, whose combinations are the bars of a group.
-        groups: The ``by`` values, in sweep order, as tick labels.
-        names: Each combination of the ``series`` axes, in sweep order, as legend entries.
+        groups: The groups, in order, as tick labels.
+        names: The series, in order, as legend entries.
+        by_title: What the groups are (the x axis label).
+        series_title: What the series are (the legend's title; empty for none).
     """
 
-    by: str
-    series: tuple[str, ...]
     groups: tuple[str, ...]
     names: tuple[str, ...]
-
-    def of(self, row: Row) -> tuple[str, str]:
-        """The group and the series of ``row``."""
-        return value_text(row.get(self.by)), values_text(row, self.series)
-
-
-def grouping(rows: Sequence[Row], by: str, series: Sequence[str]) -> Grouping:
-    """Groups by ``by`` and series by ``series`` over ``rows``, each in sweep order."""
-    groups = dict.fromkeys(value_text(r.get(by)) for r in rows)
-    names = dict.fromkeys(values_text(r, series) for r in rows)
-    return Grouping(by, tuple(series), tuple(groups), tuple(names))
+    by_title: str
+    series_title: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,11 +66,6 @@ class Panel:
     mean: Callable[[Sequence[float]], float] | None
     reference: float
     percent: bool = False
-
-
-def saving_mean(fractions: Sequence[float]) -> float:
-    """The saving of the geometric mean of the cost ratios ``1 - fraction``."""
-    return 1.0 - geometric_mean([1.0 - f for f in fractions])
 
 
 def check_bars(kind: str, count: int, size: FigureSize, axes: Sequence[str]) -> None:
@@ -143,7 +125,7 @@ def draw_panels(layout: Grouping, panels: Sequence[Panel], size: FigureSize, tit
                     linewidths=1.2,
                     color="black",
                     zorder=3,
-                    label="bound" if i == 0 else None,
+                    label="speedup bound" if i == 0 else None,
                 )
         ax.axhline(scale * panel.reference, color="black", linewidth=0.6)
         ax.set_ylabel(panel.ylabel)
@@ -152,7 +134,7 @@ def draw_panels(layout: Grouping, panels: Sequence[Panel], size: FigureSize, tit
     last = axes[-1]
     last.set_xticks(range(len(ticks)), ticks, rotation=45 if count > 12 else 0, ha="right"
                     if count > 12 else "center")  # fmt: skip
-    last.set_xlabel(axis_title(layout.by))
+    last.set_xlabel(layout.by_title)
     _legend(axes[0], layout)
     fig.suptitle(title)
     return fig
@@ -161,12 +143,12 @@ def draw_panels(layout: Grouping, panels: Sequence[Panel], size: FigureSize, tit
 def _legend(ax: Any, layout: Grouping) -> None:
     """The series (and the bound marker) in one legend above the panels."""
     handles, labels = ax.get_legend_handles_labels()
-    if len(labels) < 2 and not layout.series:
+    if not labels or (labels == list(layout.names) and len(labels) < 2 and not layout.series_title):
         return
     ax.legend(
         handles,
         labels,
-        title=", ".join(axis_title(a) for a in layout.series) or None,
+        title=layout.series_title or None,
         loc="lower center",
         bbox_to_anchor=(0.5, 1.0),
         ncols=min(len(labels), 6),
@@ -175,14 +157,19 @@ def _legend(ax: Any, layout: Grouping) -> None:
 
 
 def energy_stacks(
-    rows: Sequence[Row], keys: Sequence[str], size: FigureSize, title: str, step: str
+    rows: Sequence[Mapping[str, Any]],
+    ticks: Sequence[str],
+    xlabel: str,
+    size: FigureSize,
+    title: str,
+    step: str,
 ) -> Any:
-    """Step energy per point stacked by component (mJ), one colour per component; when the
-    totals span decades, the total on a log axis above each component's share instead."""
+    """Step energy per row stacked by component (mJ, from the rows' ``energy_pj`` and
+    ``energy_<component>_pj``), one colour per component; when the totals span decades,
+    the total on a log axis above each component's share instead."""
     present = {k for r in rows for k in r if k.startswith("energy_") and k.endswith("_pj")}
     components = [f"energy_{c}_pj" for c in ENERGY_COLOURS if f"energy_{c}_pj" in present]
     components += sorted(present - {"energy_pj", *components})
-    ticks = [values_text(r, keys) for r in rows]
     totals = [float(r["energy_pj"]) / 1e9 for r in rows]
     split = spans_decades(totals)
     fig = new_figure(size, size.height_in(2 if split else 1))
@@ -190,7 +177,7 @@ def energy_stacks(
     xs = range(len(rows))
     if split:
         axes[0].bar(xs, totals, color="0.35")
-        axes[0].set_yscale("log")
+        log_if_decades(axes[0], totals)
         axes[0].set_ylabel(f"{step} energy (mJ)")
     stack = axes[-1]
     bottom = [0.0] * len(rows)
@@ -204,7 +191,7 @@ def energy_stacks(
     stack.set_ylabel(f"share of {step} energy (%)" if split else f"{step} energy (mJ)")
     stack.set_xticks(xs, ticks, rotation=45 if len(rows) > 8 else 0,
                      ha="right" if len(rows) > 8 else "center")  # fmt: skip
-    stack.set_xlabel(", ".join(axis_title(k) for k in keys) or "point")
+    stack.set_xlabel(xlabel)
     handles, labels = stack.get_legend_handles_labels()
     stack.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(title)
