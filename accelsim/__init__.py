@@ -5,7 +5,9 @@ step by step: :func:`load_inputs`, :func:`simulate_training`, :func:`write_run`
 (with :func:`resolved_config`, the ``resolved_config.yaml`` text). Results are a
 :class:`TrainingResult` (``to_dict()``, ``to_records()``), whose ``training`` is
 the techniques' :class:`TrainingReport` (a :class:`StepCost` per step kind, each
-technique's :class:`Section`).
+technique's :class:`Section`).  For notebooks, :func:`load_sweep` reads a sweep's
+points as a pandas DataFrame (units in ``attrs["units"]``) and :func:`load_run` a
+run directory's summary and tables (:class:`RunTables`).
 
 Also public, for the scripts in ``scripts/``:
 
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from accelsim._version import __version__
 
 if TYPE_CHECKING:
-    from accelsim.api import hardware_from_data, simulate
+    from accelsim.api import RunTables, hardware_from_data, load_run, load_sweep, simulate
     from accelsim.config.base import Convention
     from accelsim.config.loader import load_energy, parse_sets, read_yaml
     from accelsim.driver.bench import EngineTiming, benchmark_engines
@@ -85,7 +87,7 @@ if TYPE_CHECKING:
 # Every public name but __version__, by the module that defines it; each module
 # loads when one of its names is first used.
 _MODULES = {
-    "accelsim.api": ("hardware_from_data", "simulate"),
+    "accelsim.api": ("RunTables", "hardware_from_data", "load_run", "load_sweep", "simulate"),
     "accelsim.config.base": ("Convention",),
     "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
     "accelsim.driver.bench": ("EngineTiming", "benchmark_engines"),
@@ -160,6 +162,7 @@ __all__ = [
     "PoolExecutor",
     "RunInputs",
     "RunResult",
+    "RunTables",
     "Section",
     "SimulationError",
     "StepCost",
@@ -174,6 +177,8 @@ __all__ = [
     "hardware_from_data",
     "load_energy",
     "load_inputs",
+    "load_run",
+    "load_sweep",
     "parse_sets",
     "plan_sweep",
     "plot_dropout_sweep",

@@ -43,6 +43,7 @@ COMMANDS = {
     "suite": ("accelsim.cli_run", "cmd_suite"),
     "models": ("accelsim.cli_run", "cmd_models"),
     "check": ("accelsim.cli_run", "cmd_check"),
+    "init": ("accelsim.cli_run", "cmd_init"),
     "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
     "collect": ("accelsim.cli_sweep", "cmd_collect"),
     "plot": ("accelsim.cli_sweep", "cmd_plot"),
@@ -111,6 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="allow a sweep file up to N points (default: 10,000)",
     )
+    init = sub.add_parser(
+        "init",
+        help="copy the bundled configs and workloads into a new project directory",
+        description="Copy the bundled configs/ and workloads/ into DIR (made if missing),"
+        " side by side, so the copied run, sweep and suite files name the copies; edit"
+        " them and run from DIR. Example: accelsim init myproject && cd myproject &&"
+        " accelsim run configs/runs/default.yaml",
+    )
+    init.add_argument("directory", type=Path, help="the project directory")
     cli_sweep.add_commands(sub)
     return parser
 

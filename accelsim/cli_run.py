@@ -214,6 +214,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    """``accelsim init DIR``: a project directory with copies of the bundled inputs."""
+    from accelsim.resources import copy_bundled
+
+    configs, workloads = copy_bundled(args.directory)
+    runs = sorted(p.name for p in (configs / "runs").glob("*.yaml"))
+    models = len(list(workloads.glob("*.yaml")))
+    shown = display_path(args.directory)
+    print(f"wrote {shown}/: configs/ ({len(runs)} run files), workloads/ ({models} models)")
+    print(f"next: cd {shown} && accelsim run configs/runs/default.yaml")
+    return EXIT_OK
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """``accelsim check``: validate config files without simulating."""
     problems = []

@@ -34,6 +34,7 @@ ONLY_IN = {
     "yaml": {"config/loader.py"},
     "numba": {"timing/numba_setup.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
+    "pandas": {"api.py"},
     "matplotlib": {
         "report/figure.py",
         "report/plots.py",
