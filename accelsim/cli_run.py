@@ -1,8 +1,8 @@
-"""``accelsim run | suite | models | check`` (part of :mod:`accelsim.cli`).
+"""``accelsim run | suite | models | init | check`` (part of :mod:`accelsim.cli`).
 
 Loaded only for these commands; each imports what it uses when it runs (``run``
-no plots unless ``--gantt``, no progress bar), so that a command loads none of
-what only another one needs (``tests/test_startup.py``).
+no plots unless ``--gantt``, no progress bar unless it runs for over 2 s), so that
+a command loads none of what only another one needs (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,21 +40,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     name = run_directory_name(inputs)
     directory = writer.run_directory(args.out, name)
     writer.check_writable(directory, args.force)
-    result = simulate_training(inputs)
-    with writer.staged_directory(directory, args.force) as staging:
-        writer.write_run_files(staging, result, resolved_config(inputs))
-        if args.gantt:
-            from accelsim.report import plots
+    with slow_progress(name) as tell:
+        result = simulate_training(inputs, tell)
+        with writer.staged_directory(directory, args.force) as staging:
+            tell("writing the result files")
+            writer.write_run_files(staging, result, resolved_config(inputs))
+            if args.gantt:
+                from accelsim.report import plots
 
-            for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
-                kind = "base step" if step_dir == staging else f"{step_dir.name} step"
-                plots.plot_gantt(
-                    step_dir / "ops.csv",
-                    step_dir / "gantt.png",
-                    f"{name}: {kind} on {hardware_text(inputs.hardware)}",
-                    inputs.hardware.dram.bandwidth_bytes_per_cycle,
-                    _dram_channels(inputs),
-                )
+                for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
+                    kind = "base step" if step_dir == staging else f"{step_dir.name} step"
+                    tell(f"drawing the {kind}'s Gantt chart")
+                    plots.plot_gantt(
+                        step_dir / "ops.csv",
+                        step_dir / "gantt.png",
+                        f"{name}: {kind} on {hardware_text(inputs.hardware)}",
+                        inputs.hardware.dram.bandwidth_bytes_per_cycle,
+                        _dram_channels(inputs),
+                    )
     if result.training is not None:
         # The technique's steps and speedup lead; the baseline is what they compare to.
         with cli_sweep.printing(directory):
@@ -68,6 +74,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(summary_table(result.base.summary()))
         print(f"wrote {display_path(directory)}/")
     return EXIT_OK
+
+
+PROGRESS_DELAY_S = 2.0
+"""Seconds a command runs before its progress bar appears (quick runs print none)."""
+
+
+@contextmanager
+def slow_progress(name: str) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr for one run, from the first stage that starts after
+    :data:`PROGRESS_DELAY_S`: each call of the function yielded starts a stage (a
+    simulation, a file, a figure), counted and named, with the time elapsed.  A
+    quicker run prints nothing and never imports tqdm."""
+    started = time.monotonic()
+    count = 0
+    bar: Any = None
+
+    def tell(stage: str) -> None:
+        nonlocal count, bar
+        count += 1
+        if bar is None:
+            if time.monotonic() - started < PROGRESS_DELAY_S:
+                return
+            from tqdm import tqdm
+
+            # A delay keeps tqdm from drawing before its clock is set back to the start.
+            bar = tqdm(desc=name, unit=" stages", file=sys.stderr, initial=count - 1, delay=1e-3)
+            bar.start_t -= time.monotonic() - started
+        bar.set_postfix_str(stage, refresh=False)
+        bar.update(1)
+
+    try:
+        yield tell
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def run_directory_name(inputs: RunInputs) -> str:

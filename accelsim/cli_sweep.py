@@ -189,6 +189,7 @@ def check_sweep(path: Path, max_points: int | None = None) -> SweepPlan:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from accelsim.errors import ClusterError
     from accelsim.sweep import (
         DaskExecutor,
         Executor,
@@ -196,6 +197,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         pending_points,
         plan_sweep,
         run_sweep,
+        sweep_directory,
     )
     from accelsim.sweep.plan import MAX_POINTS
 
@@ -219,7 +221,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 failures.append(f"{outcome.task.label}: {outcome.error}")
             bar.update(1)
 
-        report = run_sweep(plan, args.out, executor, args.retry_failed, on_point)
+        try:
+            report = run_sweep(plan, args.out, executor, args.retry_failed, on_point)
+        except ClusterError as exc:
+            bar.close()
+            directory = sweep_directory(args.out, plan.name)
+            print(
+                f"accelsim: {exc}; the {bar.n} points finished are stored in"
+                f" {display_path(directory)}/: start workers and rerun the same command"
+                " to resume",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED_POINTS
     for failure in failures:
         print(f"failed: {failure}", file=sys.stderr)
     with printing(report.directory):

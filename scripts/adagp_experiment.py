@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "configs" / "experiments" / "adagp" / "run.yaml"
 SUITE = ROOT / "configs" / "suites" / "default.yaml"
@@ -29,12 +31,17 @@ NOT_CNN = frozenset({"mlp", "lstm_ptb", "bert_base"})
 
 
 def run_suite(models: list[str] | None, sets: list[str]) -> list[dict[str, object]]:
+    """One suite row per model, with a progress bar on stderr naming the settings."""
     from accelsim import parse_sets, simulate_training, suite_entries, suite_inputs, suite_row
 
     rows = []
-    for entry in suite_entries(SUITE, models):
-        result = simulate_training(suite_inputs(RUN, entry, parse_sets(sets)))
-        rows.append(suite_row(entry.name, result))
+    entries = suite_entries(SUITE, models)
+    changed = ", ".join(s.removeprefix(f"{GP}.") for s in sets) or "defaults"
+    with tqdm(entries, desc=changed[-60:], unit="model", file=sys.stderr, leave=False) as bar:
+        for entry in bar:
+            bar.set_postfix_str(entry.name)
+            result = simulate_training(suite_inputs(RUN, entry, parse_sets(sets)))
+            rows.append(suite_row(entry.name, result))
     return rows
 
 

@@ -313,7 +313,7 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
 
 
 def test_a_step_whose_counts_overflow_is_rejected_naming_batch_size() -> None:
-    sets = parse_sets(["workload=../../workloads/vgg16.yaml", "batch_size=200000000"])
+    sets = parse_sets(["workload=workloads/vgg16.yaml", "batch_size=200000000"])
     with pytest.raises(ConfigError) as excinfo:
         simulate_training(load_inputs(DEFAULT_RUN, sets))
     first = excinfo.value.problems[0]
@@ -574,7 +574,7 @@ def test_files_that_are_not_regular_text_are_rejected(
     )
     sets = parse_sets(
         [
-            "workload=../../../workloads/mlp.yaml",
+            "workload=workloads/mlp.yaml",
             f"techniques.gradient_prediction.schedule.error_trace={binary}",
         ]
     )
@@ -627,7 +627,7 @@ def test_messages_stay_on_one_line_and_short() -> None:
 
 
 def adagp_sets(*extra: str) -> list[Any]:
-    return parse_sets(["workload=../../../workloads/mlp.yaml", "training.epochs=3", *extra])
+    return parse_sets(["workload=workloads/mlp.yaml", "training.epochs=3", *extra])
 
 
 def test_schedule_minimum_above_maximum_is_rejected() -> None:
@@ -732,8 +732,8 @@ def test_more_dram_bandwidth_never_slows_a_shipped_preset(
     hardware: str, model: str, batch: int, processors: int, optimizer: str, bandwidth: int
 ) -> None:
     sets = [
-        f"workload=../../workloads/{model}.yaml",
-        f"hardware=../hardware/{hardware}.yaml",
+        f"workload=workloads/{model}.yaml",
+        f"hardware=configs/hardware/{hardware}.yaml",
         f"batch_size={max(batch, processors)}",
         f"processors={processors}",
         f"assignment={'data_parallel' if processors > 1 else 'single'}",
@@ -749,8 +749,8 @@ def test_more_dram_bandwidth_never_slows_a_shipped_preset(
 
 
 ANOMALY = [
-    "workload=../../workloads/lstm_ptb.yaml",
-    "hardware=../hardware/eyeriss.yaml",
+    "workload=workloads/lstm_ptb.yaml",
+    "hardware=configs/hardware/eyeriss.yaml",
     "array.rows=128",
     "array.cols=256",
     "buffers.ifmap_kib=4096",
@@ -1181,7 +1181,7 @@ def test_dropout_score_rows_are_checked_and_blamed_on_the_file(
     scores.write_text(text, encoding="utf-8")
     technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
     sets = [
-        "workload=../../workloads/lenet5.yaml",
+        "workload=workloads/lenet5.yaml",
         f"run.techniques.approximate_dropout={technique}",
     ]
     with pytest.raises(ConfigError) as excinfo:
@@ -1195,7 +1195,7 @@ def test_a_short_score_file_is_blamed_on_the_key_that_names_it(tmp_path: Path) -
     scores.write_text("layer,channel,score\nc3,0,1\n", encoding="utf-8")
     technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
     sets = [
-        "workload=../../workloads/lenet5.yaml",
+        "workload=workloads/lenet5.yaml",
         f"run.techniques.approximate_dropout={technique}",
     ]
     with pytest.raises(ConfigError) as excinfo:
@@ -1212,7 +1212,7 @@ def test_feature_maps_need_a_droppable_convolution(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str
 ) -> None:
     sets = [
-        f"workload=../../workloads/{model}.yaml",
+        f"workload=workloads/{model}.yaml",
         "run.techniques.approximate_dropout={pattern: element, feature_maps: {rate: 0.5}}",
     ]
     args = [a for s in sets for a in ("--set", s)]
@@ -1256,7 +1256,7 @@ def test_trace_rows_are_checked_and_blamed_on_the_file(
     trace = tmp_path / "trace.csv"
     trace.write_text(f"epoch,batch,{column}\n0,0,0.5\n1,0,0.4\n2,0,0.3\n{rows}", encoding="utf-8")
     sets = [
-        "workload=../../workloads/mlp.yaml",
+        "workload=workloads/mlp.yaml",
         "training.epochs=3",
         f"run.techniques.{technique}.{key}={trace}",
     ]
@@ -1272,7 +1272,7 @@ def test_a_trace_header_without_the_column_is_refused(tmp_path: Path) -> None:
     trace = tmp_path / "trace.csv"
     trace.write_text("epoch,batch,error\n0,0,0.5\n", encoding="utf-8")
     sets = [
-        "workload=../../workloads/mlp.yaml",
+        "workload=workloads/mlp.yaml",
         f"run.techniques.gradient_skipping.update_trace={trace}",
     ]
     with pytest.raises(ConfigError) as excinfo:

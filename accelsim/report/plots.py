@@ -308,6 +308,8 @@ def plot_pipeline_sweep(
 def _pipeline_sweep(
     rows: list[dict[str, str]], path: Path, title: str, fmt: str, size: FigureSize
 ) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     counts = sorted({int(r["processors"]) for r in rows})
     schedules = list(dict.fromkeys(r["schedule"] for r in rows))
     models = sorted({r["model"] for r in rows})
@@ -321,6 +323,8 @@ def _pipeline_sweep(
         mean_ax.plot(counts, mean, "o-", label=schedule)
     mean_ax.plot(counts, counts, ":", color="gray", label="linear")
     mean_ax.set_xlabel("processors")
+    for ax in (mean_ax, ratio_ax):  # processor counts are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     mean_ax.set_ylabel("geometric-mean speedup over one processor (x)")
     mean_ax.legend()
     if {"layerpipe", "pipedream"} <= set(schedules):
