@@ -101,13 +101,15 @@ def add_commands(sub: Subparsers) -> None:
     )
     cluster = sweep.add_mutually_exclusive_group()
     cluster.add_argument(
-        "--scheduler", metavar="ADDRESS", help="run on a Dask scheduler, e.g. tcp://host:8786"
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on a Dask scheduler, e.g. tcp://host:8786 (default: a local process pool)",
     )
     cluster.add_argument(
         "--dask-workers",
         type=_positive,
         metavar="N",
-        help="run on a local Dask cluster of N worker processes",
+        help="run on a local Dask cluster of N worker processes (default: no Dask)",
     )
     sweep.add_argument(
         "--retry-failed", action="store_true", help="run the points that failed before again"
@@ -140,7 +142,10 @@ def add_commands(sub: Subparsers) -> None:
         help="technique: speedup and energy saving of the sweep's technique per model",
     )
     plot.add_argument(
-        "--baseline", metavar="KEY=VALUE", help="speedup: the axis value to compare against"
+        "--baseline",
+        metavar="KEY=VALUE",
+        help="speedup: the axis value to compare against (default: none, the technique's"
+        " own speedup)",
     )
     plot.add_argument(
         "--where",
@@ -154,7 +159,12 @@ def add_commands(sub: Subparsers) -> None:
         metavar="KEY",
         help="speedup, technique: the axis whose values group the bars (default: the model)",
     )
-    plot.add_argument("--x", dest="x_key", metavar="KEY", help="scaling: the numeric axis")
+    plot.add_argument(
+        "--x",
+        dest="x_key",
+        metavar="KEY",
+        help="scaling: the numeric axis (default: the first varying one)",
+    )
     add_figure_options(plot, "--output's suffix, else png")
     plot.add_argument(
         "--output",

@@ -143,8 +143,18 @@ def resolved_data(inputs: RunInputs) -> dict[str, Any]:
 
 
 def resolved_config(inputs: RunInputs) -> str:
-    """YAML of every input after overrides: enough to repeat the run."""
-    return dump_yaml(resolved_data(inputs))
+    """YAML of every input after overrides: enough to repeat the run.
+
+    Each technique's section lists every one of its settings, the defaults included
+    (``gradient_prediction: {}`` becomes its whole configuration), in the order the
+    run names them.  (A sweep point's identity hashes :func:`resolved_data`, which
+    keeps the sections as written, so it does not change with a technique's
+    defaults' spelling.)
+    """
+    data = resolved_data(inputs)
+    configs = {t.name: t.config.model_dump(mode="json") for t in inputs.techniques}
+    data["run"]["techniques"] = {name: configs[name] for name in inputs.run.techniques}
+    return dump_yaml(data)
 
 
 @dataclass(frozen=True)
