@@ -225,3 +225,35 @@ def test_quick_start_runs_no_longer_overwrite_each_other(tmp_path: Path) -> None
         "mlp_smoke",
         "mlp_smoke_gradient_prediction",
     ]
+
+
+def test_pareto_numbers_sit_inside_the_axes_clear_of_each_other(sweep: Path) -> None:
+    """A crowded front (the 12 points copied 50 times with scattered times and energies):
+    every number inside the axes and overlapping no other number."""
+    import random
+
+    from accelsim.sweep.collect import collect
+    from accelsim.sweep.plots import Figure, PlotKind, plot_pareto
+
+    _, rows = collect(sweep)
+    scatter = random.Random(1)
+    crowded = []
+    for i in range(600):
+        row = dict(rows[i % len(rows)])
+        row["array.rows"] = i
+        row["seconds"] *= 0.5 + scatter.random()
+        row["energy_pj"] *= 0.5 + scatter.random()
+        crowded.append(row)
+    axes = ["model", "array.rows", "dram.bandwidth_bytes_per_cycle"]
+    for size in FigureSize:
+        with figure.styled():
+            fig = plot_pareto(Figure(PlotKind.PARETO, "gp", crowded, axes, size=size))
+            renderer = fig.canvas.get_renderer()
+            fig.draw_without_rendering()
+            (ax, _) = fig.axes
+            frame = ax.get_window_extent(renderer)
+            boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        assert len(boxes) >= 4, size
+        for i, box in enumerate(boxes):
+            assert frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1), size
+            assert not any(box.overlaps(other) for other in boxes[i + 1 :]), size
