@@ -18,6 +18,8 @@ Also public, for the scripts in ``scripts/``:
   :func:`suite_columns`, :func:`write_csv`;
 * single layers: :func:`read_topology`, :class:`TopologyLayer`,
   :func:`topology_gemm`, :func:`simulate_layer`, :class:`Phase`;
+* means of ratios: :func:`geometric_mean` (speedups), :func:`saving_mean` (savings,
+  through their cost ratios);
 * plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
   :func:`plot_pipeline_sweep`, :func:`plot_dropout_sweep` (matplotlib is imported
   only when one is called);
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
         WorkloadError,
     )
     from accelsim.graph.ops import Phase
+    from accelsim.report.means import geometric_mean, saving_mean
     from accelsim.report.plots import (
         plot_dropout_sweep,
         plot_pipeline_sweep,
@@ -111,6 +114,7 @@ _MODULES = {
         "WorkloadError",
     ),
     "accelsim.graph.ops": ("Phase",),
+    "accelsim.report.means": ("geometric_mean", "saving_mean"),
     "accelsim.report.plots": (
         "plot_dropout_sweep",
         "plot_pipeline_sweep",
@@ -174,6 +178,7 @@ __all__ = [
     "__version__",
     "benchmark_dropout_folds",
     "benchmark_engines",
+    "geometric_mean",
     "hardware_from_data",
     "load_energy",
     "load_inputs",
@@ -189,6 +194,7 @@ __all__ = [
     "read_yaml",
     "resolved_config",
     "run_sweep",
+    "saving_mean",
     "simulate",
     "simulate_layer",
     "simulate_run",
