@@ -90,7 +90,7 @@ def main() -> int:
 
     rows = run_suite(models, base_sets)
     write_csv(args.out / "suite.csv", suite_columns(rows), rows)
-    title = f"ADA-GP, {RUN.relative_to(ROOT)}"
+    title = f"ADA-GP against the baseline, whole training, batch {rows[0]['batch_size']}"
     plot_speedup(args.out / "suite.csv", args.out / "speedup.png", title)
     print(
         f"{'model':14} {'T_base':>14} {'T_BP/T_base':>12} {'T_GP/T_base':>12} {'GP share':>9} "

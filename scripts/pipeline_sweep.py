@@ -145,7 +145,7 @@ def main() -> int:
     plot_pipeline_sweep(
         args.out / "sweep.csv",
         args.out / "speedup.png",
-        f"pipeline schedules, {args.run.stem}, DRAM {args.dram}",
+        f"pipeline schedules against one processor, DRAM {args.dram.replace('_', ' ')}",
     )
     _table(rows, schedules, args.max_processors, args.dram)
     print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
