@@ -260,10 +260,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     from accelsim.resources import copy_bundled
 
     configs, workloads = copy_bundled(args.directory)
-    runs = sorted(p.name for p in (configs / "runs").glob("*.yaml"))
+    runs = len(list((configs / "runs").glob("*.yaml")))
     models = len(list(workloads.glob("*.yaml")))
     shown = display_path(args.directory)
-    print(f"wrote {shown}/: configs/ ({len(runs)} run files), workloads/ ({models} models)")
+    print(f"wrote {shown}/: configs/ ({runs} run files), workloads/ ({models} models)")
     print(f"next: cd {shown} && accelsim run configs/runs/default.yaml")
     return EXIT_OK
 
