@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "configs" / "runs" / "mlp_dropout.yaml"
 MODELS = {"mlp": "mlp_dropout", "lstm": "lstm_ptb"}
@@ -46,14 +48,22 @@ def main() -> int:
         f"{'model':6} {'pattern':8} {'batch':>6} {'rate':>5} {'speedup':>8} {'bound':>8}"
         f" {'cyc std %':>9} {'energy -%':>9} {'DRAM -%':>8} {'MACs -%':>8} {'s':>6}"
     )
-    for model in args.models.split(","):
-        batches = args.batches if model == "mlp" else args.lstm_batches
-        for pattern in args.patterns.split(","):
-            for batch in (int(b) for b in batches.split(",")):
-                for rate in (float(r) for r in args.rates.split(",")):
+    models, patterns = args.models.split(","), args.patterns.split(",")
+    rates = [float(r) for r in args.rates.split(",")]
+    batch_lists = {
+        m: [int(b) for b in (args.batches if m == "mlp" else args.lstm_batches).split(",")]
+        for m in models
+    }
+    runs = sum(len(b) for b in batch_lists.values()) * len(patterns) * len(rates)
+    bar = tqdm(total=runs, desc="dropout sweep", unit="run", file=sys.stderr)
+    for model in models:
+        for pattern in patterns:
+            for batch in batch_lists[model]:
+                for rate in rates:
+                    bar.set_postfix_str(f"{model}, {pattern}, batch {batch}, rate {rate}")
                     start = time.perf_counter()
                     sets = [
-                        f"workload=../../workloads/{MODELS[model]}.yaml",
+                        f"workload=workloads/{MODELS[model]}.yaml",
                         f"batch_size={batch}",
                         f"run.techniques.approximate_dropout={{rate: {rate},"
                         f" pattern: {pattern}, steps: {args.steps}}}",
@@ -78,7 +88,8 @@ def main() -> int:
                         "steps_drawn": section["steps_drawn"],
                     }
                     rows.append(row)
-                    print(
+                    bar.update(1)
+                    tqdm.write(
                         f"{model:6} {pattern:8} {batch:>6} {rate:>5.1f} {row['speedup']:>7.3f}x"
                         f" {row['speedup_bound']:>7.3f}x"
                         f" {100 * cycles['std'] / cycles['mean']:>9.2f}"
@@ -86,8 +97,9 @@ def main() -> int:
                         f" {100 * row['dram_reduction']:>8.1f}"
                         f" {100 * row['skipped_mac_fraction']:>8.1f}"
                         f" {time.perf_counter() - start:>6.1f}",
-                        flush=True,
+                        file=sys.stdout,
                     )
+    bar.close()
     csv_path = args.out / "sweep.csv"
     write_csv(csv_path, list(rows[0]), rows)
     plot_dropout_sweep(csv_path, args.out / "sweep.png", "Approximate random dropout")

@@ -25,7 +25,7 @@ MODELS = ("resnet18", "vgg16", "alexnet", "mlp")
 def train(model: str, *sets: str) -> dict[str, Any]:
     from accelsim import load_inputs, parse_sets, simulate_training
 
-    sets = (f"run.workload=../../workloads/{model}.yaml", *sets)
+    sets = (f"run.workload=workloads/{model}.yaml", *sets)
     report = simulate_training(load_inputs(RUN, parse_sets(list(sets)))).training
     assert report is not None
     return report.flat()

@@ -271,7 +271,7 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
 
 def test_lstm_consumers_shrink_only_their_input_part(tmp_path: Path) -> None:
     result = run(
-        "workload=../../workloads/lstm_ptb.yaml",
+        "workload=workloads/lstm_ptb.yaml",
         "batch_size=8",
         f"run.techniques.approximate_dropout={{steps: 4, distribution: {period_two(tmp_path)}}}",
     )
@@ -286,7 +286,7 @@ def test_lstm_consumers_shrink_only_their_input_part(tmp_path: Path) -> None:
 @pytest.mark.parametrize("model", ["resnet18", "vgg16"])
 def test_feature_map_dropping_shrinks_conv_reductions(model: str) -> None:
     result = run(
-        f"workload=../../workloads/{model}.yaml",
+        f"workload=workloads/{model}.yaml",
         "batch_size=2",
         "run.techniques.approximate_dropout={pattern: element, feature_maps: {rate: 0.25}}",
         path=ROOT / "configs" / "runs" / "default.yaml",
@@ -418,7 +418,7 @@ def test_feature_map_scores_from_a_trace(tmp_path: Path) -> None:
     scores.write_text("\n".join(lines) + "\n", encoding="utf-8")
     technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
     sets = [
-        "workload=../../workloads/lenet5.yaml",
+        "workload=workloads/lenet5.yaml",
         "batch_size=4",
         f"run.techniques.approximate_dropout={technique}",
     ]
