@@ -105,35 +105,6 @@ def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:
     assert tuple(back) == passes.instantiate(step, Tag(replica=1), "p1/").ops
 
 
-def test_fold_masks_scale_compute_macs_and_sram_but_not_dram() -> None:
-    hw = make_hw(**{"array.rows": 8, "array.cols": 8})
-    b = GraphBuilder(hw.word_bytes)
-    a = b.tensor("a", TensorKind.ACTIVATION, 64 * 32)
-    w = b.tensor("w", TensorKind.WEIGHT, 32 * 32)
-    c = b.tensor("c", TensorKind.ACTIVATION, 64 * 32)
-    b.gemm("g", "l", Phase.FWD, 64, 32, 32, 1, a, w, c)
-    graph = b.build()
-    full = schedule(graph, (main_array(hw),))
-    unit = full.units[0]
-    # ws: Sr = k = 32 -> 4 row folds, Sc = n = 32 -> 4 column folds
-    assert (int(unit.row_folds[0]), int(unit.col_folds[0])) == (4, 4)
-    mask = np.ones((4, 4), bool)
-    mask[:, :2] = False  # half the folds skipped
-    masked = full.with_masks({0: mask})
-
-    def cost(folds: FoldSchedule) -> OpCosts:
-        return op_costs(graph, folds, hw, Convention.ACCELSIM, PsumPolicy.CHUNK, 8)
-
-    whole, half = cost(full), cost(masked)
-    per_fold = 2 * 8 + 8 + 64 - 2  # 2 rows + cols + T - 2, T = m = 64
-    assert int(whole.compute_cycles[0]) == 16 * per_fold
-    assert int(half.compute_cycles[0]) == 8 * per_fold
-    assert int(half.macs[0]) * 2 == int(whole.macs[0]) == 64 * 32 * 32
-    assert int(half.dram_read_bytes[0]) == int(whole.dram_read_bytes[0]) > 0
-    with pytest.raises(SimulationError, match=r"fold mask of op 0 is \(2, 2\), expected \(4, 4\)"):
-        full.with_masks({0: np.ones((2, 2), bool)})
-
-
 def test_replaced_copies_like_dataclasses_replace() -> None:
     graph = chain()
     gemm, vector = graph.ops[0], graph.ops[1]

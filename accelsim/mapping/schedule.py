@@ -7,8 +7,11 @@ chip, and which operands resident tile streams serve
 (:mod:`accelsim.mapping.tile_reuse`, whose result the schedule keeps for the vector
 ops too).  A technique may mask folds (``mask_tiles``): a GEMM's mask has one entry
 per ``(row fold, column fold)``, false for a fold that is skipped in every one of
-its ``count`` GEMMs.  Timing (:mod:`accelsim.timing.costs`) consumes the
-schedule and never maps anything itself.
+its ``count`` GEMMs.  The schedule keeps what the running folds use
+(:func:`fold_use`): how many run, the share of each operand's blocks they touch,
+and the partial-sum round trips of each column block, so that timing charges a
+masked GEMM's DRAM traffic by its operands' reuse.  Timing
+(:mod:`accelsim.timing.costs`) consumes the schedule and never maps anything itself.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ class UnitSchedule:
     b_on_chip: np.ndarray  # bool
     c_on_chip: np.ndarray  # bool
     active_folds: np.ndarray  # folds that run, per GEMM of the op (all unless masked)
+    # what the running folds use (fold_use), in elements of Sr and Sc per GEMM:
+    run_area: np.ndarray  # sum of running folds' e_i * f_j (a stationary operand's tiles)
+    run_rows: np.ndarray  # sum of running folds' e_i (a row-blocked operand, per pass)
+    run_cols: np.ndarray  # sum of running folds' f_j (a column-blocked operand, per pass)
+    any_rows: np.ndarray  # sum of e_i of row folds with a running fold (read once)
+    any_cols: np.ndarray  # sum of f_j of column folds with a running fold (read once)
+    spill_cols: np.ndarray  # sum over column folds of f_j * (running row folds - 1, >= 0)
     # bool: a resident tile stream serves the first pass over A (B) / saves C's write
     a_tiled: np.ndarray
     b_tiled: np.ndarray
@@ -77,7 +87,8 @@ class FoldSchedule:
         merged = {**self.masks, **masks}
         units = []
         for unit in self.units:
-            active = unit.active_folds.copy()
+            use = {name: getattr(unit, name).copy() for name in USE_FIELDS}
+            rows, cols = unit.unit.array.rows, unit.unit.array.cols
             for j, op_id in enumerate(unit.op_index.tolist()):
                 mask = merged.get(op_id)
                 if mask is None:
@@ -87,9 +98,52 @@ class FoldSchedule:
                     raise SimulationError(
                         f"fold mask of op {op_id} is {mask.shape}, expected {shape}"
                     )
-                active[j] = int(np.count_nonzero(mask))
-            units.append(dataclasses.replace(unit, active_folds=active))
+                got = fold_use(mask, int(unit.sr[j]), int(unit.sc[j]), rows, cols)
+                for name, value in zip(USE_FIELDS, got.tolist(), strict=True):
+                    use[name][j] = value
+            units.append(dataclasses.replace(unit, **use))
         return FoldSchedule(tuple(units), merged, self.reuse)
+
+
+USE_FIELDS = (
+    "active_folds",
+    "run_area",
+    "run_rows",
+    "run_cols",
+    "any_rows",
+    "any_cols",
+    "spill_cols",
+)
+"""The :class:`UnitSchedule` fields :func:`fold_use` gives, in its order."""
+
+
+def extents(size: int, block: int) -> np.ndarray:
+    """The lengths of the folds that cut ``size`` into blocks of ``block``."""
+    folds = -(-size // block)
+    lengths: np.ndarray = np.minimum(block, size - block * np.arange(folds, dtype=np.int64))
+    return lengths
+
+
+def fold_use(mask: np.ndarray, sr: int, sc: int, rows: int, cols: int) -> np.ndarray:
+    """What the running folds of ``mask`` (row folds x column folds, true: runs) of a
+    GEMM with array-mapped dimensions ``sr`` x ``sc`` on a ``rows`` x ``cols`` array
+    use, as :data:`USE_FIELDS` (``e_i``, ``f_j``: the lengths of row fold ``i`` and
+    column fold ``j``, :func:`extents`)."""
+    e, f = extents(sr, rows), extents(sc, cols)
+    run = mask.astype(np.int64)
+    per_row, per_col = run.sum(axis=1), run.sum(axis=0)
+    return np.array(
+        [
+            run.sum(),
+            e @ run @ f,
+            per_row @ e,
+            per_col @ f,
+            (per_row > 0) @ e,
+            (per_col > 0) @ f,
+            np.maximum(per_col - 1, 0) @ f,
+        ],
+        np.int64,
+    )
 
 
 def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) -> UnitSchedule:
@@ -109,12 +163,13 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) 
     rows, cols = unit.array.rows, unit.array.cols
     row_folds = ints([-(-d[0] // rows) for d in dims])
     col_folds = ints([-(-d[1] // cols) for d in dims])
+    sr, sc = ints([d[0] for d in dims]), ints([d[1] for d in dims])
     return UnitSchedule(
         unit=unit,
         op_index=ints([op.op_id for op in gemms]),
         dataflow=ints([DATAFLOW_CODE[dataflow]] * len(gemms)),
-        sr=ints([d[0] for d in dims]),
-        sc=ints([d[1] for d in dims]),
+        sr=sr,
+        sc=sc,
         t=ints([d[2] for d in dims]),
         row_folds=row_folds,
         col_folds=col_folds,
@@ -131,6 +186,12 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) 
         b_on_chip=flags([op.b.name in on_chip for op in gemms]),
         c_on_chip=flags([op.c.name in on_chip for op in gemms]),
         active_folds=row_folds * col_folds,
+        run_area=sr * sc,
+        run_rows=col_folds * sr,
+        run_cols=row_folds * sc,
+        any_rows=sr,
+        any_cols=sc,
+        spill_cols=(row_folds - 1) * sc,
         a_tiled=flags([reuse.takes(op.op_id, 0) is not None for op in gemms]),
         b_tiled=flags([reuse.takes(op.op_id, 1) is not None for op in gemms]),
         c_unwritten=flags([not reuse.writes_dram(op.op_id, op.c.name) for op in gemms]),

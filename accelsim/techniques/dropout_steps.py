@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.graph.ops import GemmOp, Phase
-from accelsim.mapping.schedule import UnitSchedule, schedule_unit
+from accelsim.mapping.schedule import USE_FIELDS, UnitSchedule, schedule_unit
 from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
@@ -122,10 +122,13 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     }  # fmt: skip
     site = np.asarray([x[2].site if x else -1 for x in geometry], np.int64)
     if plan.tiles:
-        active = count_surviving(fields, plan.patterns, site)
+        use = count_surviving(fields, plan.patterns, site)
     else:
-        active = (-(-sr // unit.array.rows)) * (-(-sc // unit.array.cols))
-    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), active)
+        fr, fc = -(-sr // rows), -(-sc // cols)
+        use = np.stack(
+            [fr * fc, sr * sc, fc * sr, fr * sc, sr, sc, (fr - 1) * sc], axis=-1
+        )  # every fold runs (schedule_unit's unmasked use)
+    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), use)
     run = ctx.run
     timing = run.timing
     costs = unit_costs(
@@ -146,9 +149,10 @@ def _flat_table(
     idx: np.ndarray,
     steps: int,
     dims: tuple[np.ndarray, ...],
-    active: np.ndarray,
+    use: np.ndarray,
 ) -> UnitSchedule:
-    """The rows ``idx`` of ``table`` repeated for every step with that step's dims."""
+    """The rows ``idx`` of ``table`` repeated for every step with that step's dims and
+    what its running folds use (``[step, gemm, field]``, :data:`USE_FIELDS`)."""
     m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
 
     def rep(a: np.ndarray) -> np.ndarray:
@@ -171,7 +175,7 @@ def _flat_table(
         c_on_chip=rep(table.c_on_chip),
         a_tiled=rep(table.a_tiled), b_tiled=rep(table.b_tiled),
         c_unwritten=rep(table.c_unwritten),
-        active_folds=active.reshape(-1),
+        **{name: use[:, :, i].reshape(-1) for i, name in enumerate(USE_FIELDS)},
     )  # fmt: skip
 
 

@@ -5,9 +5,13 @@ GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 :class:`~accelsim.mapping.schedule.FoldSchedule`; vector and communication ops
 are costed here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
 and SRAM accesses scale with its running folds and its compute cycles are those
-of its running folds alone (pipelined, with fold overlap), while its DRAM
-traffic stays that of the whole operands (a technique that also shrinks what is
-fetched rewrites the GEMM itself).  A resident tile stream
+of its running folds alone (pipelined, with fold overlap).  Its DRAM traffic
+follows its operands' reuse (:func:`_masked_dram`): a stationary operand's tile
+is fetched for a running fold only; an operand fetched once needs the blocks some
+running fold touches; one fetched once per pass over the other dimension's folds
+needs, in each pass, the blocks of that pass's running folds; the output is
+written whole, and partial sums that spill make one round trip per running row
+fold after the first of their column block.  A resident tile stream
 (:mod:`accelsim.mapping.tile_reuse`) takes its tensor's DRAM read off its consumer
 and, when no reader needs DRAM, the write off its producer; the SRAM accesses stay.
 The event engine then turns costs into time, adding the stalls that DRAM and
@@ -29,7 +33,7 @@ from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
-from accelsim.timing.closed_form import ACCELSIM, SCALESIM, op_cycles
+from accelsim.timing.closed_form import ACCELSIM, IS, SCALESIM, WS, op_cycles
 from accelsim.timing.groups import busy_cycles, tile_groups
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
@@ -315,14 +319,15 @@ def _cost_gemms(
         conv,
         psums is PsumPolicy.CHUNK,
     )
-    fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
-    if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
-        a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
     macs = table.m * table.n * table.k * table.count
     if _any_masked(table):
         cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
             table, conv, fold_overlap, macs, (ifr, flr, ofr, ofw)
         )
+        a_rd, b_rd, c_rd, c_wr = _masked_dram(table, a_rd, b_rd, c_rd, c_wr)
+    fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
+    if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
+        a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
     z["unit"][idx] = unit_index
     z["compute_cycles"][idx] = cycles
     z["macs"][idx] = macs
@@ -379,3 +384,70 @@ def _masked(
     scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
     cycles = op_cycles(table.dataflow, table.t, running, unit.rows, unit.cols, conv, fold_overlap)
     return cycles, running, scaled[0], scaled[1:]
+
+
+def _masked_dram(
+    table: UnitSchedule, a_rd: np.ndarray, b_rd: np.ndarray, c_rd: np.ndarray, c_wr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """DRAM words of masked GEMMs from what their running folds use (the schedule's
+    :func:`~accelsim.mapping.schedule.fold_use`), operand by operand.
+
+    The unmasked closed form reads an operand ``p`` times its footprint (``p`` passes:
+    once, once per fold of the other dimension, once per partial-sum chunk).  By
+    dataflow, an operand is either *stationary* (a fold holds tile ``(i, j)`` of it:
+    ws B, is A), *row-blocked* (a fold reads its row fold's slice: os A, ws A, is B)
+    or *column-blocked* (os B).  Masked:
+
+    * stationary: ``p`` times the running folds' share of the tiles' area;
+    * row-blocked, read once (``p = 1``): the share of row folds some running fold
+      needs; read per column-fold pass: in each pass, its running folds' slices
+      (``p / fc`` of the running folds' row lengths over ``Sr``);
+    * column-blocked: likewise with columns (passes per row fold);
+    * the output: written whole once (a column block with no running fold still
+      writes its zeros or bias); written per row fold (spilled partial sums,
+      SCALE-Sim's ws and is), one write per running row fold of its column block
+      and at least one, and one read back per running row fold after the first.
+    """
+    count = table.count
+    sr, sc = table.sr, table.sc
+    fr, fc = table.row_folds, table.col_folds
+    area = sr * sc
+    dataflow = table.dataflow
+
+    def passes(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
+        whole = footprint * count
+        p: np.ndarray = np.where(whole > 0, words // np.maximum(whole, 1), 0)
+        return p
+
+    def stationary(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
+        fetched: np.ndarray = footprint * count * passes(words, footprint) * table.run_area // area
+        return fetched
+
+    def blocked(words: np.ndarray, footprint: np.ndarray, by_rows: bool) -> np.ndarray:
+        p = passes(words, footprint)
+        size, other = (sr, fc) if by_rows else (sc, fr)
+        run, need = (table.run_rows, table.any_rows) if by_rows else (table.run_cols, table.any_cols)
+        whole = footprint * count
+        fetched: np.ndarray = np.where(
+            p <= 1, p * whole * need // size, whole * p * run // (other * size)
+        )
+        return fetched
+
+    a = np.where(
+        dataflow == IS,
+        stationary(a_rd, table.a_footprint),
+        blocked(a_rd, table.a_footprint, by_rows=True),
+    )
+    b = np.where(
+        dataflow == WS,
+        stationary(b_rd, table.b_footprint),
+        np.where(
+            dataflow == IS,
+            blocked(b_rd, table.b_footprint, by_rows=True),
+            blocked(b_rd, table.b_footprint, by_rows=False),
+        ),
+    )
+    mn = table.m * table.n * count
+    c_r = np.where(c_rd > 0, mn * table.spill_cols // sc, 0)
+    c_w = np.where(c_wr > mn, mn * (table.spill_cols + sc) // sc, c_wr)
+    return a, b, c_r, c_w

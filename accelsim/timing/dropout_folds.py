@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from accelsim.mapping.schedule import USE_FIELDS, fold_use
 from accelsim.timing import backend
 
 NONE, W_IN, W_OUT = 0, 1, 2  # what an array-mapped dimension of a GEMM is
@@ -82,7 +83,9 @@ def surviving_folds(
 def count_surviving(
     gemms: dict[str, np.ndarray], patterns: dict[str, np.ndarray], site: np.ndarray
 ) -> np.ndarray:
-    """Surviving folds ``[step, gemm]`` (per GEMM of a batched op).
+    """What the surviving folds use, ``[step, gemm, field]`` (per GEMM of a batched op;
+    the fields of :data:`accelsim.mapping.schedule.USE_FIELDS`, the surviving folds
+    first).
 
     Args:
         gemms: Per-GEMM int64 arrays ``sr, sc, rows, cols, sr_is, sc_is, w_in,
@@ -120,14 +123,14 @@ def count_surviving_numpy(
 ) -> np.ndarray:
     """:func:`count_surviving` with the NumPy reference, fold mask by fold mask."""
     steps = patterns["period"].shape[0]
-    out = np.empty((steps, site.shape[0]), np.int64)
+    out = np.empty((steps, site.shape[0], len(USE_FIELDS)), np.int64)
     for g in range(site.shape[0]):
         sr, sc, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc = (
             int(gemms[k][g]) for k in FIELDS
         )
         for s in range(steps):
             if site[g] < 0:
-                out[s, g] = -(-sr // rows) * -(-sc // cols)
+                out[s, g] = fold_use(np.ones((-(-sr // rows), -(-sc // cols)), bool), sr, sc, rows, cols)
                 continue
             pattern = (
                 int(patterns["period"][s, site[g]]),
@@ -137,7 +140,7 @@ def count_surviving_numpy(
             mask = surviving_folds(
                 sr, sc, rows, cols, sr_is, sc_is, w_in, w_out, part, (tr, tc), pattern
             )
-            out[s, g] = int(mask.sum())
+            out[s, g] = fold_use(mask, sr, sc, rows, cols)
     return out
 
 

@@ -244,26 +244,26 @@ def surviving_folds(
     offset: np.ndarray,
     keep: np.ndarray,
 ) -> np.ndarray:
-    """Surviving folds ``[step, gemm]`` of GEMMs whose weight tiles a dropout pattern
-    drops: steps x GEMMs x folds x the tiles of each fold.  See
-    :mod:`accelsim.timing.dropout_folds` (its NumPy reference); ``W_IN`` and ``W_OUT``
-    there are 1 and 2."""
+    """What the surviving folds use, ``[step, gemm, field]`` (the fields of
+    :data:`accelsim.mapping.schedule.USE_FIELDS`, the first being the surviving
+    folds), of GEMMs whose weight tiles a dropout pattern drops: steps x GEMMs x
+    folds x the tiles of each fold.  See :mod:`accelsim.timing.dropout_folds` (its
+    NumPy reference); ``W_IN`` and ``W_OUT`` there are 1 and 2."""
     steps = period.shape[0]
     n = sr.shape[0]
-    out = np.empty((steps, n), np.int64)
+    out = np.empty((steps, n, 7), np.int64)
     for s in range(steps):
         for g in range(n):
             fr = (sr[g] + rows[g] - 1) // rows[g]
             fc = (sc[g] + cols[g] - 1) // cols[g]
-            if site[g] < 0:
-                out[s, g] = fr * fc
-                continue
-            d = period[s, site[g]]
-            o = offset[s, site[g]]
-            k = keep[s, site[g]] != 0
+            per_row = np.zeros(fr, np.int64)
+            per_col = np.zeros(fc, np.int64)
+            d = period[s, max(site[g], 0)]
+            o = offset[s, max(site[g], 0)]
+            k = keep[s, max(site[g], 0)] != 0
             tr = tile_rows[g]
             tc = tile_cols[g]
-            alive = 0
+            area = 0
             for i in range(fr):
                 r_lo = i * rows[g]
                 r_hi = min(r_lo + rows[g], sr[g])
@@ -279,18 +279,42 @@ def surviving_folds(
                         in_lo, in_hi = c_lo, c_hi
                     elif sc_is[g] == 2:
                         out_lo, out_hi = c_lo, c_hi
-                    if in_hi > part[g]:
-                        alive += 1
-                        continue
-                    runs = False
-                    for r in range(in_lo // tr, (in_hi - 1) // tr + 1):
-                        for c in range(out_lo // tc, (out_hi - 1) // tc + 1):
-                            if ((r + c) % d == o) == k:
-                                runs = True
+                    runs = site[g] < 0 or in_hi > part[g]
+                    if not runs:
+                        for r in range(in_lo // tr, (in_hi - 1) // tr + 1):
+                            for c in range(out_lo // tc, (out_hi - 1) // tc + 1):
+                                if ((r + c) % d == o) == k:
+                                    runs = True
+                                    break
+                            if runs:
                                 break
-                        if runs:
-                            break
                     if runs:
-                        alive += 1
-            out[s, g] = alive
+                        per_row[i] += 1
+                        per_col[j] += 1
+                        area += (r_hi - r_lo) * (c_hi - c_lo)
+            alive = 0
+            run_rows = 0
+            any_rows = 0
+            for i in range(fr):
+                e = min(rows[g], sr[g] - i * rows[g])
+                alive += per_row[i]
+                run_rows += per_row[i] * e
+                if per_row[i] > 0:
+                    any_rows += e
+            run_cols = 0
+            any_cols = 0
+            spill = 0
+            for j in range(fc):
+                f = min(cols[g], sc[g] - j * cols[g])
+                run_cols += per_col[j] * f
+                if per_col[j] > 0:
+                    any_cols += f
+                    spill += (per_col[j] - 1) * f
+            out[s, g, 0] = alive
+            out[s, g, 1] = area
+            out[s, g, 2] = run_rows
+            out[s, g, 3] = run_cols
+            out[s, g, 4] = any_rows
+            out[s, g, 5] = any_cols
+            out[s, g, 6] = spill
     return out
