@@ -55,11 +55,12 @@ def words(c: OpCosts) -> tuple[int, int, int, int]:
 
 
 def test_fold_use_counts_by_hand() -> None:
-    # Sr = 12 on 8 rows: row folds of 8 and 4; Sc = 16: column folds of 8 and 8
-    use = fold_use(ONE_SKIPPED, 12, 16, 8, 8)
-    # folds, area 8*8 + 4*8 + 4*8, rows 8 + 4 + 4, cols 8 + 8 + 8, any rows 12,
-    # any cols 16, spill: column 0 has 2 running row folds (1 round trip of 8)
-    assert use.tolist() == [3, 128, 16, 24, 12, 16, 8]
+    # Sr = 12 on 8 rows: row folds of 8 and 4; Sc = 16: column folds of 8 and 8; T = 5
+    use = fold_use(ONE_SKIPPED, 12, 16, 5, 8, 8)
+    # folds 3, stream 3 x 5, work 128 x 5, area 8*8 + 4*8 + 4*8, rows (8 + 4 + 4) x 5,
+    # cols (8 + 8 + 8) x 5, any rows 12 x 5, any cols 16 x 5, spill: column 0 has 2
+    # running row folds (1 round trip of 8 columns x 5)
+    assert use.tolist() == [3, 15, 640, 128, 80, 120, 60, 80, 40]
 
 
 def test_masked_folds_scale_compute_macs_and_sram() -> None:

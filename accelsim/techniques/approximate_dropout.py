@@ -98,7 +98,7 @@ from accelsim.techniques.dropout_steps import (
 )
 from accelsim.techniques.plan import cell, read_csv
 from accelsim.techniques.provenance import Origin, inputs
-from accelsim.timing.dropout_folds import surviving_folds
+from accelsim.timing.dropout_folds import compacted_use
 
 Rate = Annotated[float, Field(ge=0, lt=1)]
 MAX_STEPS = 12_800
@@ -241,6 +241,19 @@ class ApproximateDropout(Technique):
                 )
             )
         problems += self._grouped_tiles(load, sites)
+        side = min(load.hardware.array.rows, load.hardware.array.cols)
+        for key in ("rows", "cols"):
+            size = getattr(cfg.tile, key)
+            if size is not None and size > side:
+                problems.append(
+                    Problem(
+                        self.source,
+                        self.where(f"tile.{key}"),
+                        f"a tile must fit in one fold: at most the array's smaller side,"
+                        f" {side}",
+                        size,
+                    )
+                )
         try:
             if cfg.distribution is not None:
                 rate, _ = self._distribution(load.run_file)
@@ -515,7 +528,7 @@ class ApproximateDropout(Technique):
         plan = self._current
         if self.settings.pattern is not Pattern.TILE or plan is None:
             return {}
-        masks = {}
+        uses = {}
         for unit in schedule.units:
             if unit.unit.name != MAIN_ARRAY:
                 continue
@@ -533,9 +546,10 @@ class ApproximateDropout(Technique):
                     int(plan.patterns["offset"][0, w.site]),
                     bool(plan.patterns["keep"][0, w.site]),
                 )
-                masks[op_id] = surviving_folds(
+                uses[op_id] = compacted_use(
                     int(unit.sr[j]),
                     int(unit.sc[j]),
+                    int(unit.t[j]),
                     rows,
                     cols,
                     sr_is,
@@ -546,7 +560,7 @@ class ApproximateDropout(Technique):
                     plan.tile,
                     pattern,
                 )
-        return masks
+        return uses
 
     def _step_plan(self, ctx: TechniqueContext, base: RunResult) -> StepPlan:
         gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]

@@ -3,9 +3,10 @@
 The engine simulates one step (step 0's patterns).  Every other drawn step
 changes only the GEMMs its patterns touch, so each of them is counted here,
 fold by fold, on the baseline step's schedule: its dimensions after compaction,
-its surviving folds under tile masks (:func:`accelsim.timing.dropout_folds.count_surviving`,
-the Numba kernel when it pays), then compute cycles, MACs, SRAM and DRAM bytes
-with the same closed forms and fold masking as the engine
+what its folds use under tile patterns, compacted per column block
+(:func:`accelsim.timing.dropout_folds.count_surviving`, the Numba kernel when it
+pays), then compute cycles, MACs, SRAM and DRAM bytes with the same closed forms
+and fold use as the engine
 (:func:`accelsim.timing.costs.unit_costs`).
 
 A step's cost is the simulated step's, scaled around it [D]:
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.graph.ops import GemmOp, Phase
-from accelsim.mapping.schedule import USE_FIELDS, UnitSchedule, schedule_unit
+from accelsim.mapping.schedule import USE_FIELDS, UnitSchedule, schedule_unit, whole_use
 from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
@@ -110,7 +111,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     rows, cols = unit.array.rows, unit.array.cols
     # tile patterns leave the dims alone: step 0's are every step's
     fields = {
-        "sr": sr[0], "sc": sc[0],
+        "sr": sr[0], "sc": sc[0], "t": t[0],
         "rows": np.full(g, rows, np.int64), "cols": np.full(g, cols, np.int64),
         "sr_is": np.asarray([x[0] if x else 0 for x in geometry], np.int64),
         "sc_is": np.asarray([x[1] if x else 0 for x in geometry], np.int64),
@@ -124,10 +125,8 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     if plan.tiles:
         use = count_surviving(fields, plan.patterns, site)
     else:
-        fr, fc = -(-sr // rows), -(-sc // cols)
-        use = np.stack(
-            [fr * fc, sr * sc, fc * sr, fr * sc, sr, sc, (fr - 1) * sc], axis=-1
-        )  # every fold runs (schedule_unit's unmasked use)
+        whole = whole_use(sr, sc, t, rows, cols)
+        use = np.stack([whole[name] for name in USE_FIELDS], axis=-1)
     flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), use)
     run = ctx.run
     timing = run.timing

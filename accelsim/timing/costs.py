@@ -29,7 +29,7 @@ from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
-from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
+from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
@@ -365,8 +365,10 @@ def _tiled(
 
 
 def _any_masked(table: UnitSchedule) -> bool:
-    """Whether a fold mask skips any fold of the GEMMs in ``table``."""
-    return bool((table.active_folds != table.row_folds * table.col_folds).any())
+    """Whether a technique skipped or compacted any fold of the GEMMs in ``table``."""
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    whole = whole_use(table.sr, table.sc, table.t, rows, cols)
+    return any(bool((getattr(table, name) != value).any()) for name, value in whole.items())
 
 
 def _masked(
@@ -377,12 +379,14 @@ def _masked(
     sram: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """Costs with only the running folds: the op's cycles are those of an op of that
-    many folds (with fold overlap, the running folds pipeline back to back)."""
+    many folds streaming their mean stream length (with fold overlap, the running
+    folds pipeline back to back); MACs and SRAM accesses scale with their work."""
     unit = table.unit.array
     running = table.active_folds * table.count
-    per_gemm = table.row_folds * table.col_folds  # the schedule's folds, all running
-    scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
-    cycles = op_cycles(table.dataflow, table.t, running, unit.rows, unit.cols, conv, fold_overlap)
+    whole = table.sr * table.sc * table.t  # the work of all folds
+    scaled = tuple(_share(x, table.work, whole) for x in (macs, *sram))
+    stream = -(-table.stream // np.maximum(table.active_folds, 1))  # the running folds' mean
+    cycles = op_cycles(table.dataflow, stream, running, unit.rows, unit.cols, conv, fold_overlap)
     return cycles, running, scaled[0], scaled[1:]
 
 
@@ -409,6 +413,7 @@ def _masked_dram(
       and at least one, and one read back per running row fold after the first.
     """
     count = table.count
+    t = table.t
     sr, sc = table.sr, table.sc
     fr, fc = table.row_folds, table.col_folds
     area = sr * sc
@@ -420,16 +425,15 @@ def _masked_dram(
         return p
 
     def stationary(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
-        fetched: np.ndarray = footprint * count * passes(words, footprint) * table.run_area // area
-        return fetched
+        return _share(footprint * count * passes(words, footprint), table.run_area, area)
 
     def blocked(words: np.ndarray, footprint: np.ndarray, by_rows: bool) -> np.ndarray:
         p = passes(words, footprint)
-        size, other = (sr, fc) if by_rows else (sc, fr)
+        size, other = (sr * t, fc) if by_rows else (sc * t, fr)
         run, need = (table.run_rows, table.any_rows) if by_rows else (table.run_cols, table.any_cols)
         whole = footprint * count
         fetched: np.ndarray = np.where(
-            p <= 1, p * whole * need // size, whole * p * run // (other * size)
+            p <= 1, _share(p * whole, need, size), _share(whole * p, run, other * size)
         )
         return fetched
 
@@ -448,6 +452,13 @@ def _masked_dram(
         ),
     )
     mn = table.m * table.n * count
-    c_r = np.where(c_rd > 0, mn * table.spill_cols // sc, 0)
-    c_w = np.where(c_wr > mn, mn * (table.spill_cols + sc) // sc, c_wr)
+    c_r = np.where(c_rd > 0, _share(mn, table.spill_cols, sc * t), 0)
+    c_w = np.where(c_wr > mn, _share(mn, table.spill_cols + sc * t, sc * t), c_wr)
     return a, b, c_r, c_w
+
+
+def _share(x: np.ndarray, part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """``x * part / whole`` rounded to the nearest count (in floating point: the product
+    of two counts of a large GEMM overflows int64)."""
+    out: np.ndarray = np.rint(x * (part / np.maximum(whole, 1))).astype(np.int64)
+    return out
