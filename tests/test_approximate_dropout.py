@@ -270,7 +270,7 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
     counts = count_steps(
         ctx,
         result.base,
-        StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.patterns, plan.tile),
+        StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, plan.tile),
     )
     # row: fc1's fwd and dW (it has no dX), fc2's and fc3's three; tile: the consumers'
     assert counts.steps == 100 and len(counts.op_ids) == {"row": 8, "tile": 6}[pattern]
@@ -368,7 +368,33 @@ def test_skip_updates_shrinks_the_optimizer_updates(tmp_path: Path) -> None:
 
     assert update_ops(skipped) < update_ops(plain)
     fc2 = next(p for p in skipped.steps[KIND].graph.parameters if p.layer == "fc2")
-    assert fc2.weight.elements * 4 == 2048 * 2048
+    # half of fc2's rows (its outputs) are dropped; its inputs, every second element of
+    # each row, move whole 64 B bursts (32 bf16 weights, every one holding kept ones)
+    assert fc2.weight.elements * 2 == 2048 * 2048
+    coarse = run(
+        "batch_size=16",
+        dist,
+        "run.techniques.approximate_dropout.skip_updates=true",
+        "hardware.dram.burst_bytes=2",
+    )
+    fc2 = next(p for p in coarse.steps[KIND].graph.parameters if p.layer == "fc2")
+    assert fc2.weight.elements * 4 == 2048 * 2048  # one-weight bursts: a quarter
+
+
+def test_row_patterns_fetch_a_reader_weight_in_whole_bursts(tmp_path: Path) -> None:
+    """Period 2: fc2 keeps 1024 of its 2048 inputs, every second one."""
+    dist = f"run.techniques.approximate_dropout.distribution={period_two(tmp_path)}"
+    mib = 1 << 20
+    for burst, weight in ((64, 4 * mib), (4, 4 * mib), (2, 2 * mib)):
+        result = run("batch_size=256", dist, f"hardware.dram.burst_bytes={burst}")
+        op = gemm(result, "fc2.fwd")[0]
+        assert (op.k, op.n) == (1024, 1024)  # compacted rows and columns compute
+        # of the 2048 x 2048 weight, the 1024 kept rows (outputs, 4 KiB each, whole
+        # bursts) and, of each, the bursts holding a kept input: all but with one-word
+        # (2 B) bursts
+        assert op.b_elements * 2 == weight
+        costs = result.steps[KIND].trace.costs
+        assert int(costs.dram_filter_read_bytes[op.op_id]) == weight
 
 
 @pytest.mark.parametrize(

@@ -437,22 +437,24 @@ class ApproximateDropout(Technique):
         offsets = np.empty((steps, len(sites)), np.int64)
         keeps = np.empty((steps, len(sites)), bool)
         kept = np.empty((steps, len(sites) + len(convs)), np.int64)
+        per_burst = max(1, ctx.hardware.dram.burst_bytes // ctx.hardware.word_bytes.weights)
+        fetched = np.empty_like(kept)
         for i, site in enumerate(sites):
             periods[:, i] = self.family.period[drawn[i]]
             offsets[:, i] = self.family.offset[drawn[i]]
             keeps[:, i] = self.family.keep[drawn[i]]
-            kept[:, i] = (
-                self.family.kept_rows(drawn[i], site.units)
-                if cfg.pattern is Pattern.ROW
-                else site.units
-            )
+            if cfg.pattern is Pattern.ROW:
+                kept[:, i] = self.family.kept_rows(drawn[i], site.units)
+                fetched[:, i] = self.family.burst_rows(site.units, per_burst)[drawn[i]]
+            else:
+                kept[:, i] = fetched[:, i] = site.units
         scores = self._scores(ctx.run_file, ctx.infos, ctx.run.seed)
         conv_kept = []
         sensitivity = {}
         for j, info in enumerate(convs):
             s = scores[info.layer.name]
             dropped = int(cfg.feature_maps.rate * s.shape[0])
-            kept[:, len(sites) + j] = s.shape[0] - dropped
+            kept[:, len(sites) + j] = fetched[:, len(sites) + j] = s.shape[0] - dropped
             conv_kept.append(s.shape[0] - dropped)
             order = np.sort(s)
             sensitivity[info.layer.name] = float(order[dropped:].sum() / order.sum())
@@ -469,6 +471,7 @@ class ApproximateDropout(Technique):
             shrinks,
             tiles,
             kept,
+            fetched,
             {"period": periods, "offset": offsets, "keep": keeps},
             tuple(errors),
             tuple(zip(expected, means, strict=True)),
@@ -513,10 +516,10 @@ class ApproximateDropout(Technique):
         if not plan.sites and not plan.convs:
             return graph
         kept = plan.kept[0]
-        ops = tuple(shrunk_op(op, plan, kept) for op in graph.ops)
+        ops = tuple(shrunk_op(op, plan, kept, plan.fetched[0]) for op in graph.ops)
         parameters = graph.parameters
         if self.settings.skip_updates and self.settings.pattern is Pattern.ROW:
-            parameters = tuple(skipped_update(p, plan, kept) for p in parameters)
+            parameters = tuple(skipped_update(p, plan, kept, plan.fetched[0]) for p in parameters)
         shrunk = dataclasses.replace(graph, ops=ops, parameters=parameters)
         return add_aux(
             shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware), self.name
@@ -566,7 +569,12 @@ class ApproximateDropout(Technique):
         gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
         plan = self.plan(ctx, gemms)
         return StepPlan(
-            plan.shrinks, plan.tiles, plan.kept, plan.patterns, self.tile_size(ctx.hardware)
+            plan.shrinks,
+            plan.tiles,
+            plan.kept,
+            plan.fetched,
+            plan.patterns,
+            self.tile_size(ctx.hardware),
         )
 
     def _counts(self, ctx: TechniqueContext, base: RunResult) -> StepCounts:

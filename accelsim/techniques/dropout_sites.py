@@ -62,6 +62,7 @@ class Shrink:
     site: int
     part: int
     unit: int = 1
+    contiguous: bool = False  # the dimension is contiguous in the weight B (in DRAM)
 
     def scaled(self, dim: int, kept: int) -> int:
         """``dim`` with the site's share scaled from ``part`` to ``kept`` units.
@@ -146,11 +147,12 @@ def row_shrinks(
             add(site.producer, Phase.BWD_INPUT, Shrink("k", i, n))
             add(site.producer, Phase.BWD_WEIGHT, Shrink("m", i, n))
         for c in site.consumers:
-            add(c, Phase.FWD, Shrink("k", i, n))
+            # a reader's weight is kept as [outputs][inputs]: the inputs are contiguous
+            add(c, Phase.FWD, Shrink("k", i, n, contiguous=True))
             add(c, Phase.BWD_WEIGHT, Shrink("n", i, n))
             mine = [op for op in gemms if op.layer == c]
             if not isinstance(infos[c].layer, wm.Lstm) or lstm_wants_x(infos[c], mine):
-                add(c, Phase.BWD_INPUT, Shrink("n", i, n))
+                add(c, Phase.BWD_INPUT, Shrink("n", i, n, contiguous=True))
     return out
 
 
@@ -236,10 +238,14 @@ def tile_geometry(op: GemmOp, w: TileWeight | None, dataflow: Dataflow) -> tuple
     return roles.get(rows, NONE), roles.get(cols, NONE)
 
 
-def shrunk_dims(op: GemmOp, shrinks: Sequence[Shrink], kept: np.ndarray) -> dict[str, int]:
+def shrunk_dims(
+    op: GemmOp, shrinks: Sequence[Shrink], kept: np.ndarray, fetched: np.ndarray | None = None
+) -> dict[str, int]:
     """The op's ``m``, ``n``, ``k`` with its shrinks applied at ``kept`` units per site
-    (:meth:`Shrink.scaled`)."""
+    (:meth:`Shrink.scaled`); with ``fetched``, a dimension contiguous in the weight
+    takes the units its DRAM bursts move instead (the extent of B that is fetched)."""
     dims = {"m": op.m, "n": op.n, "k": op.k}
     for s in shrinks:
-        dims[s.dim] = s.scaled(dims[s.dim], int(kept[s.site]))
+        units = fetched if fetched is not None and s.contiguous else kept
+        dims[s.dim] = s.scaled(dims[s.dim], int(units[s.site]))
     return dims

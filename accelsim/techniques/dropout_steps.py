@@ -62,6 +62,7 @@ class StepPlan:
     shrinks: Mapping[tuple[str, Phase], list[Shrink]]
     tiles: Mapping[str, TileWeight]
     kept: np.ndarray
+    fetched: np.ndarray  # units a gather along a weight's contiguous dimension moves
     patterns: dict[str, np.ndarray]
     tile: tuple[int, int]
 
@@ -85,6 +86,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     rows_mapped, cols_mapped = MAPPED[dataflow]
     picked: list[int] = []
     dims: list[np.ndarray] = []
+    b_dims: list[np.ndarray] = []  # k and n of the B operand's fetched extent
     geometry: list[tuple[int, int, TileWeight] | None] = []
     steps = plan.kept.shape[0]
     for j, op_id in enumerate(table.op_index.tolist()):
@@ -100,11 +102,14 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
             [[*shrunk_dims(op, shrinks, plan.kept[s]).values()] for s in range(steps)]
         )
         dims.append(per_step)
+        fetched = [shrunk_dims(op, shrinks, plan.kept[s], plan.fetched[s]) for s in range(steps)]
+        b_dims.append(np.array([[d["k"], d["n"]] for d in fetched]))
         geometry.append(None if geo is None or w is None else (*geo, w))
     g = len(picked)
     idx = np.asarray(picked, np.int64)
     mnk = np.stack(dims, axis=1) if dims else np.zeros((steps, 0, 3), np.int64)
     m, n, k = (mnk[:, :, i].astype(np.int64) for i in range(3))
+    b_kn = np.stack(b_dims, axis=1) if b_dims else np.zeros((steps, 0, 2), np.int64)
     named = {"m": m, "n": n, "k": k}
     sr, sc = named[rows_mapped], named[cols_mapped]
     t = named[({"m", "n", "k"} - {rows_mapped, cols_mapped}).pop()]
@@ -127,7 +132,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     else:
         whole = whole_use(sr, sc, t, rows, cols)
         use = np.stack([whole[name] for name in USE_FIELDS], axis=-1)
-    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), use)
+    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), b_kn, use)
     run = ctx.run
     timing = run.timing
     costs = unit_costs(
@@ -148,11 +153,14 @@ def _flat_table(
     idx: np.ndarray,
     steps: int,
     dims: tuple[np.ndarray, ...],
+    b_kn: np.ndarray,
     use: np.ndarray,
 ) -> UnitSchedule:
-    """The rows ``idx`` of ``table`` repeated for every step with that step's dims and
-    what its running folds use (``[step, gemm, field]``, :data:`USE_FIELDS`)."""
+    """The rows ``idx`` of ``table`` repeated for every step with that step's dims, B's
+    fetched ``k x n`` extent (``[step, gemm, 2]``) and what its running folds use
+    (``[step, gemm, field]``, :data:`USE_FIELDS`)."""
     m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
+    b_k, b_n = b_kn[:, :, 0].reshape(-1), b_kn[:, :, 1].reshape(-1)
 
     def rep(a: np.ndarray) -> np.ndarray:
         return np.tile(a[idx], steps)
@@ -168,7 +176,7 @@ def _flat_table(
         m=m, n=n, k=k,
         count=rep(table.count),
         a_footprint=rep(table.a_footprint) * m * k // (m0 * k0),
-        b_footprint=rep(table.b_footprint) * k * n // (k0 * n0),
+        b_footprint=rep(table.b_footprint) * b_k * b_n // (k0 * n0),
         a_word=rep(table.a_word), b_word=rep(table.b_word), c_word=rep(table.c_word),
         a_on_chip=rep(table.a_on_chip), b_on_chip=rep(table.b_on_chip),
         c_on_chip=rep(table.c_on_chip),
