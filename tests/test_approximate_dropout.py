@@ -521,3 +521,28 @@ def test_enough_steps_are_drawn_for_the_kept_share(rate: float) -> None:
     )
     assert loose.training is not None
     assert loose.training.sections[KIND].details["steps_drawn"] == 100
+
+
+@pytest.mark.parametrize(
+    ("sets", "binding"),
+    [
+        (("run.techniques.approximate_dropout.pattern=row",), "dram"),
+        (("run.techniques.approximate_dropout.pattern=tile",), "dram"),
+        (("run.techniques.approximate_dropout={rate: 0.5, pattern: tile, tile: {rows: 32,"
+          " cols: 32}}",), "dram"),  # fmt: skip
+        (("run.techniques.approximate_dropout.pattern=tile",
+          "hardware.dram.bandwidth_bytes_per_cycle=.inf"), "compute"),  # fmt: skip
+        (("workload=../../workloads/lstm_ptb.yaml", "batch_size=16",
+          "run.techniques.approximate_dropout.pattern=tile"), "dram"),  # fmt: skip
+    ],
+)
+def test_every_speedup_keeps_its_binding_bound(sets: tuple[str, ...], binding: str) -> None:
+    """The speedup over conventional dropout never beats the baseline's cycles over the
+    mean drawn step's bound (the larger of its DRAM traffic and its busiest unit)."""
+    result = run("batch_size=256", *sets)
+    report = result.training
+    assert report is not None
+    assert 1 < report.speedup <= report.speedup_bound
+    assert report.binding_bound == binding
+    step = report.steps[KIND]
+    assert step.cycles >= step.bound_cycles

@@ -597,7 +597,7 @@ class ApproximateDropout(Technique):
         self, ctx: TechniqueContext, base: RunResult, kind: str, step: SimulatedStep
     ) -> StepCost:
         """The mean over the ``steps`` drawn steps (the engine simulates step 0's)."""
-        return expected(self._drawn(ctx, base, step), step.cost.binding_bound)
+        return expected(self._drawn(ctx, base, step))
 
     def training(
         self,

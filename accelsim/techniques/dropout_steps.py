@@ -14,7 +14,10 @@ A step's cost is the simulated step's, scaled around it [D]:
 * cycles by the ratio of the step's summed per-op roofline time
   (``max(compute, DRAM bytes / bandwidth)`` of every op) to step 0's, never less
   than its bound;
-* its bound by the ratio of its binding resource (DRAM bytes or array compute);
+* its bound is the larger of the simulated step's DRAM-traffic bound scaled by the
+  step's DRAM bytes and its busiest-unit bound with the array's compute scaled by
+  the step's (the interconnect's unchanged): the binding one of the two may
+  change from step to step, and the report names the one binding on average;
 * energy by the change of each affected GEMM's MAC, SRAM and DRAM counts, each
   priced at the baseline step's energy per count, plus static energy for the
   change of cycles.
@@ -48,7 +51,7 @@ from accelsim.techniques.dropout_sites import (
     shrunk_dims,
     tile_geometry,
 )
-from accelsim.timing.costs import UNIT_ARRAY, unit_costs
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, unit_costs
 from accelsim.timing.dropout_folds import count_surviving
 
 SRAM = ("ifmap", "filter", "ofmap")
@@ -246,8 +249,11 @@ def step_costs(
     compute = bc.compute_cycles[on_array].sum() + c["compute_cycles"].sum(axis=1)
     cost: StepCost = step.cost
     cycles = cost.cycles * time / time[0]
-    ratio = {"dram": dram / dram[0], "compute": compute / compute[0]}
-    bound = cost.bound_cycles * ratio.get(cost.binding_bound, np.ones_like(time))
+    bounds = _bounds(step.result, compute / compute[0], dram / dram[0])
+    # a placer's bound is per part of its step (a pipeline's mini-batch): scale alike
+    simulated = bounds[cost.binding_bound][0]
+    scale = cost.bound_cycles / simulated if simulated else 1.0
+    bound = np.max(np.stack(list(bounds.values())), axis=0) * scale
     cycles = np.maximum(cycles, bound)
     gemm_energy = _gemm_energy(base, ids, c)
     energy = cost.energy_pj + (gemm_energy - gemm_energy[0]).sum(axis=1)
@@ -256,7 +262,36 @@ def step_costs(
         step.result.energy.static_pj / max(step.result.total_cycles, 1) * (cycles - cost.cycles)
     )
     dram_bytes = cost.dram_bytes + (_dram(c) - _dram(c)[0]).sum(axis=1)
-    return {"cycles": cycles, "bound_cycles": bound, "energy_pj": energy, "dram_bytes": dram_bytes}
+    return {
+        "cycles": cycles,
+        "bound_cycles": bound,
+        "energy_pj": energy,
+        "dram_bytes": dram_bytes,
+        **{f"bound_{name}": value * scale for name, value in bounds.items()},
+    }
+
+
+def _bounds(result: RunResult, array: np.ndarray, dram: np.ndarray) -> dict[str, np.ndarray]:
+    """Per drawn step, the cycle bounds of :meth:`RunResult.cycle_bounds` of the simulated
+    ``result``: DRAM traffic scaled by the step's ``dram`` ratio; the busiest unit, the
+    main array's compute scaled by the step's ``array`` ratio against every other unit's
+    (busiest processor each); the interconnect's as simulated."""
+    simulated = result.cycle_bounds()
+    c, processors = result.trace.costs, result.hardware.processors
+    busiest = {}
+    for unit in range(len(c.unit_names)):
+        if unit == UNIT_COMM:
+            continue
+        work = np.zeros(processors)
+        mine = c.unit == unit
+        np.add.at(work, result.trace.processor[mine], c.compute_cycles[mine])
+        busiest[unit] = float(work.max())
+    others = max((v for u, v in busiest.items() if u != UNIT_ARRAY), default=0.0)
+    return {
+        "dram": simulated["dram"] * dram,
+        "interconnect": np.full_like(dram, simulated["interconnect"]),
+        "compute": np.maximum(busiest[UNIT_ARRAY] * array, others),
+    }
 
 
 _FIELDS = (
@@ -284,14 +319,16 @@ def _spread(values: np.ndarray) -> dict[str, float]:
     }
 
 
-def expected(costs: Mapping[str, np.ndarray], binding: str) -> StepCost:
-    """The mean step of the drawn steps whose costs are ``costs`` (:func:`step_costs`)."""
+def expected(costs: Mapping[str, np.ndarray]) -> StepCost:
+    """The mean step of the drawn steps whose costs are ``costs`` (:func:`step_costs`),
+    its bound binding where the mean of the per-step bounds is largest."""
+    means = {name: _mean(costs[f"bound_{name}"]) for name in ("dram", "interconnect", "compute")}
     return StepCost(
         _mean(costs["cycles"]),
         _mean(costs["energy_pj"]),
         _mean(costs["dram_bytes"]),
         _mean(costs["bound_cycles"]),
-        binding,
+        max(means, key=lambda name: means[name]),
     )
 
 
