@@ -16,6 +16,7 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Phase
+from accelsim.mapping.schedule import fold_use
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.approximate_dropout import ApproximateDropout
 from accelsim.techniques.base import StepCost, TechniqueContext
@@ -27,7 +28,6 @@ from accelsim.techniques.dropout_patterns import (
 )
 from accelsim.techniques.dropout_steps import StepPlan, count_steps
 from accelsim.timing import kernels
-from accelsim.mapping.schedule import fold_use
 from accelsim.timing.dropout_folds import NONE, W_IN, W_OUT, compacted_use
 from tests.conftest import ROOT
 
@@ -528,12 +528,28 @@ def test_enough_steps_are_drawn_for_the_kept_share(rate: float) -> None:
     [
         (("run.techniques.approximate_dropout.pattern=row",), "dram"),
         (("run.techniques.approximate_dropout.pattern=tile",), "dram"),
-        (("run.techniques.approximate_dropout={rate: 0.5, pattern: tile, tile: {rows: 32,"
-          " cols: 32}}",), "dram"),  # fmt: skip
-        (("run.techniques.approximate_dropout.pattern=tile",
-          "hardware.dram.bandwidth_bytes_per_cycle=.inf"), "compute"),  # fmt: skip
-        (("workload=../../workloads/lstm_ptb.yaml", "batch_size=16",
-          "run.techniques.approximate_dropout.pattern=tile"), "dram"),  # fmt: skip
+        (
+            (
+                "run.techniques.approximate_dropout.tile={rows: 32, cols: 32}",
+                "run.techniques.approximate_dropout.pattern=tile",
+            ),
+            "dram",
+        ),
+        (
+            (
+                "run.techniques.approximate_dropout.pattern=tile",
+                "hardware.dram.bandwidth_bytes_per_cycle=.inf",
+            ),
+            "compute",
+        ),
+        (
+            (
+                "workload=../../workloads/lstm_ptb.yaml",
+                "batch_size=16",
+                "run.techniques.approximate_dropout.pattern=tile",
+            ),
+            "dram",
+        ),
     ],
 )
 def test_every_speedup_keeps_its_binding_bound(sets: tuple[str, ...], binding: str) -> None:

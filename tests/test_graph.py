@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
-from accelsim.config.base import Convention
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.config.run import PsumPolicy
-from accelsim.errors import SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp, replaced
-from accelsim.mapping.schedule import FoldSchedule, schedule
-from accelsim.mapping.units import main_array
-from accelsim.timing.costs import OpCosts, op_costs
-from tests.conftest import make_hw
 
 WORDS = WordBytesSpec()
 

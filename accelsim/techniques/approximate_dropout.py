@@ -9,10 +9,12 @@ disappear:
 * ``pattern: row`` drops neurons (period and offset over the neuron index); the
   kept neurons are compacted, so the producer's and consumers' GEMMs shrink to
   the kept count and the array runs ``ceil(k n / C)`` folds
-  (:mod:`accelsim.techniques.dropout_sites`);
+  (:mod:`accelsim.techniques.dropout_sites`); a consumer's weight is gathered
+  along its contiguous dimension in whole DRAM bursts (``dram.burst_bytes``);
 * ``pattern: tile`` drops tiles of the consumers' weights (DropConnect on
-  blocks); a fold is skipped only if every tile it touches is dropped
-  (:mod:`accelsim.timing.dropout_folds`); the weight still streams whole from DRAM;
+  blocks); the surviving tiles are compacted per column block
+  (:mod:`accelsim.timing.dropout_folds`), and what the GEMM fetches from DRAM
+  follows its running folds (:func:`accelsim.timing.costs.op_costs`);
 * ``pattern: element`` is conventional dropout: the baseline step, exactly;
 * ``feature_maps.rate`` drops each convolution's least sensitive input maps
   (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``.
@@ -249,8 +251,7 @@ class ApproximateDropout(Technique):
                     Problem(
                         self.source,
                         self.where(f"tile.{key}"),
-                        f"a tile must fit in one fold: at most the array's smaller side,"
-                        f" {side}",
+                        f"a tile must fit in one fold: at most the array's smaller side, {side}",
                         size,
                     )
                 )

@@ -164,6 +164,7 @@ def _flat_table(
     (``[step, gemm, field]``, :data:`USE_FIELDS`)."""
     m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
     b_k, b_n = b_kn[:, :, 0].reshape(-1), b_kn[:, :, 1].reshape(-1)
+    uses: dict[str, Any] = {name: use[:, :, i].reshape(-1) for i, name in enumerate(USE_FIELDS)}
 
     def rep(a: np.ndarray) -> np.ndarray:
         return np.tile(a[idx], steps)
@@ -185,7 +186,7 @@ def _flat_table(
         c_on_chip=rep(table.c_on_chip),
         a_tiled=rep(table.a_tiled), b_tiled=rep(table.b_tiled),
         c_unwritten=rep(table.c_unwritten),
-        **{name: use[:, :, i].reshape(-1) for i, name in enumerate(USE_FIELDS)},
+        **uses,
     )  # fmt: skip
 
 

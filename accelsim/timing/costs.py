@@ -399,13 +399,14 @@ def _masked_dram(
     The unmasked closed form reads an operand ``p`` times its footprint (``p`` passes:
     once, once per fold of the other dimension, once per partial-sum chunk).  By
     dataflow, an operand is either *stationary* (a fold holds tile ``(i, j)`` of it:
-    ws B, is A), *row-blocked* (a fold reads its row fold's slice: os A, ws A, is B)
-    or *column-blocked* (os B).  Masked:
+    ws B, is A), *row-blocked* (a fold reads its rows' slice over its stream: os A,
+    ws A, is B) or *column-blocked* (os B).  Masked:
 
     * stationary: ``p`` times the running folds' share of the tiles' area;
-    * row-blocked, read once (``p = 1``): the share of row folds some running fold
-      needs; read per column-fold pass: in each pass, its running folds' slices
-      (``p / fc`` of the running folds' row lengths over ``Sr``);
+    * row-blocked, read once (``p = 1``): the share of (row, stream position) pairs
+      some running fold needs; read once per column-fold pass: in each pass, what
+      its running folds read (``p / fc`` of their summed rows x stream over
+      ``Sr x T``);
     * column-blocked: likewise with columns (passes per row fold);
     * the output: written whole once (a column block with no running fold still
       writes its zeros or bias); written per row fold (spilled partial sums,
@@ -430,7 +431,10 @@ def _masked_dram(
     def blocked(words: np.ndarray, footprint: np.ndarray, by_rows: bool) -> np.ndarray:
         p = passes(words, footprint)
         size, other = (sr * t, fc) if by_rows else (sc * t, fr)
-        run, need = (table.run_rows, table.any_rows) if by_rows else (table.run_cols, table.any_cols)
+        if by_rows:
+            run, need = table.run_rows, table.any_rows
+        else:
+            run, need = table.run_cols, table.any_cols
         whole = footprint * count
         fetched: np.ndarray = np.where(
             p <= 1, _share(p * whole, need, size), _share(whole * p, run, other * size)
