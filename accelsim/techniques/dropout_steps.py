@@ -48,7 +48,7 @@ from accelsim.techniques.dropout_sites import (
     MAPPED,
     Shrink,
     TileWeight,
-    shrunk_dims,
+    shrunk_steps,
     tile_geometry,
 )
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, unit_costs
@@ -102,12 +102,10 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         if not shrinks and geo is None:
             continue
         picked.append(j)
-        per_step = np.array(
-            [[*shrunk_dims(op, shrinks, plan.kept[s]).values()] for s in range(steps)]
-        )
-        dims.append(per_step)
-        fetched = [shrunk_dims(op, shrinks, plan.kept[s], plan.fetched[s]) for s in range(steps)]
-        b_dims.append(np.array([[d["k"], d["n"]] for d in fetched]))
+        shrunk = shrunk_steps(op, shrinks, plan.kept)
+        dims.append(np.stack([shrunk["m"], shrunk["n"], shrunk["k"]], axis=1))
+        fetched = shrunk_steps(op, shrinks, plan.kept, plan.fetched)
+        b_dims.append(np.stack([fetched["k"], fetched["n"]], axis=1))
         geometry.append(None if geo is None or w is None else (*geo, w))
     g = len(picked)
     idx = np.asarray(picked, np.int64)
@@ -131,11 +129,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         "tile_cols": np.full(g, plan.tile[1], np.int64),
     }  # fmt: skip
     site = np.asarray([x[2].site if x else -1 for x in geometry], np.int64)
-    if plan.tiles:
-        use = count_surviving(fields, plan.patterns, site)
-    else:
-        whole = whole_use(sr, sc, t, rows, cols)
-        use = np.stack([whole[name] for name in USE_FIELDS], axis=-1)
+    use = count_surviving(fields, plan.patterns, site) if plan.tiles else None
     flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), b_kn, use)
     run = ctx.run
     timing = run.timing
@@ -158,19 +152,23 @@ def _flat_table(
     steps: int,
     dims: tuple[np.ndarray, ...],
     b_kn: np.ndarray,
-    use: np.ndarray,
+    use: np.ndarray | None,
 ) -> UnitSchedule:
     """The rows ``idx`` of ``table`` repeated for every step with that step's dims, B's
     fetched ``k x n`` extent (``[step, gemm, 2]``) and what its running folds use
-    (``[step, gemm, field]``, :data:`USE_FIELDS`)."""
+    (``[step, gemm, field]``, :data:`USE_FIELDS`; None: all of them run)."""
     m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
     b_k, b_n = b_kn[:, :, 0].reshape(-1), b_kn[:, :, 1].reshape(-1)
-    uses: dict[str, Any] = {name: use[:, :, i].reshape(-1) for i, name in enumerate(USE_FIELDS)}
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    uses: dict[str, Any] = (
+        whole_use(sr, sc, t, rows, cols)
+        if use is None
+        else {name: use[:, :, i].reshape(-1) for i, name in enumerate(USE_FIELDS)}
+    )
 
     def rep(a: np.ndarray) -> np.ndarray:
         return np.tile(a[idx], steps)
 
-    rows, cols = table.unit.array.rows, table.unit.array.cols
     m0, n0, k0 = rep(table.m), rep(table.n), rep(table.k)
     return dataclasses.replace(
         table,
