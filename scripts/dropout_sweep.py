@@ -2,14 +2,15 @@
 """Sweep approximate random dropout: rate 0.3-0.7, pattern, batch, on the MLP and LSTM.
 
     python scripts/dropout_sweep.py [--rates 0.3,0.4,0.5,0.6,0.7] \
-        [--patterns element,row,tile] [--batches 128,1024] [--steps 100] \
+        [--patterns element,row,tile,tile32] [--batches 128,1024] [--steps 100] \
         [--out results/dropout]
 
 For every model (``mlp_dropout``: 784-2048-2048-10 with dropout after each hidden
 ReLU; ``lstm_ptb``: the two-layer 650-unit PTB LSTM, dropout on its three
 non-recurrent connections), pattern, batch size and rate, it simulates
 ``configs/runs/mlp_dropout.yaml`` with the technique's ``rate`` set for every
-dropout layer and records the speedup over conventional (element-wise) dropout
+dropout layer (``tileN``: tile patterns with N x N tiles; ``tile``: tiles of the
+array's size) and records the speedup over conventional (element-wise) dropout
 at the same rate, its bound, the per-step spread of cycles, and the energy and
 DRAM reductions.  Writes ``sweep.csv`` and ``sweep.png`` and prints the table the
 README quotes.  The LSTM runs batch 64 sequences (of 35 tokens) where the MLP
@@ -35,7 +36,7 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rates", default="0.3,0.4,0.5,0.6,0.7")
-    parser.add_argument("--patterns", default="element,row,tile")
+    parser.add_argument("--patterns", default="element,row,tile,tile32")
     parser.add_argument("--batches", default="128,1024", help="MLP batch sizes")
     parser.add_argument("--lstm-batches", default="16,64", help="LSTM batch sizes (sequences)")
     parser.add_argument("--models", default="mlp,lstm")
@@ -62,11 +63,13 @@ def main() -> int:
                 for rate in rates:
                     bar.set_postfix_str(f"{model}, {pattern}, batch {batch}, rate {rate}")
                     start = time.perf_counter()
+                    size = pattern.removeprefix("tile") if pattern.startswith("tile") else ""
+                    tile = f", tile: {{rows: {size}, cols: {size}}}" if size else ""
                     sets = [
                         f"workload=workloads/{MODELS[model]}.yaml",
                         f"batch_size={batch}",
                         f"run.techniques.approximate_dropout={{rate: {rate},"
-                        f" pattern: {pattern}, steps: {args.steps}}}",
+                        f" pattern: {'tile' if size else pattern}, steps: {args.steps}{tile}}}",
                     ]
                     result = simulate_training(load_inputs(RUN, parse_sets(sets)))
                     report = result.training

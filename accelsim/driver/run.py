@@ -246,9 +246,9 @@ def simulate_graph(
     if techniques:  # numpy.random loads on first use: only runs with techniques pay for it
         rng = np.random.default_rng(run.seed)
         for technique in techniques:
-            masks = technique.mask_tiles(graph, folds, rng)
-            if masks:
-                folds = folds.with_masks(masks)
+            uses = technique.mask_tiles(graph, folds, rng)
+            if uses:
+                folds = folds.with_uses(uses)
     timing = run.timing
     costs = op_costs(
         graph,
