@@ -367,3 +367,21 @@ def test_fp32_master_weights_by_hand(tmp_path: Path, mode: str) -> None:
     assert [a.tensor.name for a in update.reads] == ["fc2.W.master", "fc2.dW", "fc2.W.state0"]
     assert [a.tensor.name for a in update.writes] == ["fc2.W", "fc2.W.master", "fc2.W.state0"]
     assert update.ops_per_element == 4 + 1  # momentum, and the cast to bf16
+
+
+def test_weight_tiles_from_dram_leave_dx_on_its_own(tmp_path: Path) -> None:
+    """``weight_tiles: dram``: the update takes only g's tiles and reads W from DRAM, so
+    dX is no member of its group and the W read costs 2 B per element again."""
+    path = tiny_run(tmp_path, f"{{{OF}: {{mode: backward, weight_tiles: dram}}}}", "momentum")
+    result = train(path)
+    step = result.steps[OF]
+    update, dx, dw = (by_name(step, n) for n in ("fc2.W.update", "fc2.dx", "fc2.dw"))
+    assert update.tile_sources == (NO_TILES, dw.op_id, NO_TILES)
+    assert (dw.op_id, update.op_id) in queries.tile_groups(step.graph)
+    assert int(step.trace.costs.dram_read_bytes[update.op_id]) == 512 * 256 * (WORD_W + 4)
+    derived = derived_traffic(
+        result.base, step, FusionMode.BACKWARD, OptimizerSpec(kind="momentum")
+    )
+    assert derived.dram_bytes == parameter_dram_bytes(step)
+    assert derived.weight_in_dram == derived.updated_elements
+    assert dx.op_id not in {i for g in queries.tile_groups(step.graph) for i in g}

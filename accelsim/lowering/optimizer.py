@@ -191,8 +191,9 @@ def fuse_backward_update(
 ) -> None:
     """Declare the tile streams of a backward-fused update: the gradient's tiles from
     ``ready`` when it is the op making the gradient (a GEMM or vector op writing all of
-    it), the weight's from the last of its ``readers`` when that is a ``dX`` GEMM and the
-    update reads the weight (no fp32 master).  The update reads all of both.  The
+    it), the weight's from the last of its ``readers`` when that is a ``dX`` GEMM, the
+    update reads the weight (no fp32 master) and the parameter shares its tiles
+    (``Parameter.shares_weight_tiles``).  The update reads all of both.  The
     update, ``dX`` and ``dW`` then run as one op, so every other op the update waits
     for must come before the first of them; streams that would break this (a
     weight tile that would wait for an all-reduce) are not declared."""
@@ -208,7 +209,12 @@ def fuse_backward_update(
         ):
             sources[p.gradient.name] = ready
     last = builder.ops[readers[-1]] if readers else None
-    if p.weight.name in names and isinstance(last, GemmOp) and last.phase is Phase.BWD_INPUT:
+    if (
+        p.shares_weight_tiles
+        and p.weight.name in names
+        and isinstance(last, GemmOp)
+        and last.phase is Phase.BWD_INPUT
+    ):
         sources[p.weight.name] = last.op_id
     while sources:
         first = min(sources.values())

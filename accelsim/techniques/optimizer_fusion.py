@@ -89,14 +89,35 @@ DEFAULTS: dict[str, Origin] = {
         Source.OURS,
         "our choice of the paper's two orders [S]: backward (forward is the other)",
     ),
+    "weight_tiles": (
+        Source.OURS,
+        "our choice: the weight tile dX loaded serves the update (the audit's tile-fused"
+        " count); dram is the other",
+    ),
 }
 """Where each setting's default comes from (``../shared/techniques.md`` section 6)."""
+
+
+class WeightTiles(str, Enum):
+    """Where a backward-fused update reads the weight from."""
+
+    DX = "dx"  # the tiles the dX GEMM loaded: dX, dW and the update run as one op
+    DRAM = "dram"  # DRAM: dX runs on its own, its consumers need not wait for dW
 
 
 class OptimizerFusionConfig(Spec):
     """``techniques.optimizer_fusion`` in a run file."""
 
     mode: Annotated[FusionMode, Field(strict=False)] = FusionMode.BACKWARD
+    weight_tiles: Annotated[
+        WeightTiles,
+        Field(
+            strict=False,
+            description="backward mode: dx takes the weight's tiles from the dX GEMM's"
+            " filter buffer (no second read of W; dX, dW and the update run as one op);"
+            " dram reads W from DRAM (dX runs on its own, so its consumers overlap dW)",
+        ),
+    ] = WeightTiles.DX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +143,7 @@ def derived_accesses(
     forward_reads: int = 1,
     dx_reads: int = 1,
     master: bool = False,
+    weight_from_dx: bool = True,
 ) -> Accesses:
     """DRAM accesses per element of a parameter and step when every tile stays on chip
     and every GEMM passes once over the weight.
@@ -134,13 +156,14 @@ def derived_accesses(
     and W's from the ``dX`` GEMM's filter buffer; forward fusion serves the forward
     GEMM's read of W from the update's tiles.  With fp32 ``master`` weights the
     update reads and writes the master (a state) instead of reading W, so backward
-    fusion has no W read to serve.
+    fusion has no W read to serve; nor has it with ``weight_from_dx`` false
+    (``weight_tiles: dram``).
     """
     k = optimizer.state_tensors + int(master)
     weight = forward_reads + dx_reads + (1 if master else 2)
     gradient = 2
     if mode is FusionMode.BACKWARD:
-        weight -= 0 if master else min(dx_reads, 1)
+        weight -= min(dx_reads, 1) if weight_from_dx and not master else 0
         gradient = 0
     elif mode is FusionMode.FORWARD:
         weight -= min(forward_reads, 1)
@@ -148,7 +171,11 @@ def derived_accesses(
 
 
 def ideal_bytes_per_parameter(
-    graph: OpGraph, mode: FusionMode, optimizer: OptimizerSpec, hw: HardwareSpec
+    graph: OpGraph,
+    mode: FusionMode,
+    optimizer: OptimizerSpec,
+    hw: HardwareSpec,
+    weight_tiles: WeightTiles = WeightTiles.DX,
 ) -> float:
     """DRAM bytes per parameter of a step of ``graph`` (a baseline step) in ``mode`` by
     :func:`derived_accesses`, from each weight's GEMM readers: every tile on chip,
@@ -159,7 +186,8 @@ def ideal_bytes_per_parameter(
         readers = [op for op in graph.ops if isinstance(op, GemmOp) and _reads(op, p.weight)]
         forward = sum(1 for op in readers if op.phase is Phase.FWD)
         dx = sum(1 for op in readers if op.phase is Phase.BWD_INPUT)
-        accesses = derived_accesses(mode, optimizer.kind, forward, dx, master)
+        shared = weight_tiles is WeightTiles.DX
+        accesses = derived_accesses(mode, optimizer.kind, forward, dx, master, shared)
         total += p.update_elements * accesses.bytes_per_element(hw)
         params += p.update_elements
     return total / max(params, 1)
@@ -397,7 +425,7 @@ class OptimizerFusion(Technique):
             case FusionMode.UNFUSED:
                 return graph
             case FusionMode.BACKWARD:
-                return backward_fused(graph)
+                return backward_fused(graph, self.settings.weight_tiles)
             case FusionMode.FORWARD:
                 return forward_fused(graph, ctx.hardware, ctx.run.optimizer)
 
@@ -414,7 +442,9 @@ class OptimizerFusion(Technique):
         share = exposed / max(base.total_cycles, 1)
         params = sum(p.update_elements for p in base.graph.parameters)
         ideal = {
-            m.value: ideal_bytes_per_parameter(base.graph, m, optimizer, ctx.hardware)
+            m.value: ideal_bytes_per_parameter(
+                base.graph, m, optimizer, ctx.hardware, self.settings.weight_tiles
+            )
             for m in FusionMode
         }
         by_kind = {}
@@ -469,6 +499,7 @@ class OptimizerFusion(Technique):
         lines.append(("if every tile fits, one pass per GEMM", f"{per} B per parameter"))
         details = {
             "mode": mode.value,
+            "weight_tiles": self.settings.weight_tiles.value,
             "optimizer": optimizer.kind.value,
             "master_weights": optimizer.master_weights.value,
             "parameters": params,
@@ -493,12 +524,16 @@ class OptimizerFusion(Technique):
         )
 
 
-def backward_fused(graph: OpGraph) -> OpGraph:
+def backward_fused(graph: OpGraph, weight_tiles: WeightTiles = WeightTiles.DX) -> OpGraph:
     """Every trained parameter updated as soon as it can be: placement's
     :func:`~accelsim.lowering.optimizer.add_updates` runs each update right after its
-    final ``dW`` tile, taking the gradient's and the weight's tiles on chip."""
+    final ``dW`` tile, taking the gradient's tiles on chip, and the weight's from
+    ``dX`` with ``weight_tiles: dx``."""
+    shares = weight_tiles is WeightTiles.DX
     parameters = tuple(
-        dataclasses.replace(p, update=UpdateTiming.BACKWARD) if p.grad_op >= 0 else p
+        dataclasses.replace(p, update=UpdateTiming.BACKWARD, shares_weight_tiles=shares)
+        if p.grad_op >= 0
+        else p
         for p in graph.parameters
     )
     return dataclasses.replace(graph, parameters=parameters)
