@@ -118,7 +118,7 @@ class Tensor:
     ``tag`` is the copy of the step it belongs to (a replica, a mini-batch and
     micro-batch), ``local`` its name in that copy ("" for a tensor that is not a
     copy: its ``name`` is its name in the step), and ``parameter`` the name in the
-    step of the weight whose weight, gradient, buffered copy or optimizer state it
+    step of the weight whose weight, gradient or optimizer state it
     is ("" for any other tensor).
     """
 
