@@ -253,6 +253,7 @@ class DerivedTraffic:
         weight_in_dram: The elements whose update reads the weight from DRAM
             although the mode could serve it (no ``dX`` GEMM to take it from, the
             tiles do not fit); fp32 masters are not counted (there is no read).
+        replicas: The data-parallel replicas the step updates (each its own copy).
     """
 
     dram_bytes: int
@@ -260,6 +261,7 @@ class DerivedTraffic:
     updated_elements: int
     gradient_in_dram: int
     weight_in_dram: int
+    replicas: int
 
 
 def derived_traffic(
@@ -305,12 +307,14 @@ def derived_traffic(
     clipped = optimizer.clip_global_norm is not None
     per_update = 0
     elements = gradient_in_dram = weight_in_dram = 0
+    replicas = set()
     for op in graph.ops:
         if not (op.owner in MINE and isinstance(op, VectorOp) and op.phase is Phase.UPDATE):
             continue
         weights = [a.tensor for a in op.writes if a.tensor.kind is TensorKind.WEIGHT]
         if not weights:
             continue  # the clipping norm, a monitor
+        replicas.add(op.tag.replica)
         e = op.elements
         gradient = next(a.tensor for a in op.reads if a.tensor.kind is TensorKind.GRADIENT)
         weight_read = any(a.tensor.kind is TensorKind.WEIGHT for a in op.reads)
@@ -330,6 +334,7 @@ def derived_traffic(
         elements,
         gradient_in_dram,
         weight_in_dram,
+        max(len(replicas), 1),
     )
 
 
@@ -456,10 +461,11 @@ class OptimizerFusion(Technique):
             )
         ]
         for kind, step in steps.items():
-            # a whole pipeline's graph holds several steps: per step, as its cost is
-            per_step = step.cost.dram_bytes / max(step.result.dram_bytes, 1)
-            simulated = parameter_dram_bytes(step.result) * per_step
             derived = derived_traffic(base, step.result, mode, optimizer)
+            # a whole pipeline's graph holds several steps: per step, as its cost is;
+            # each data-parallel replica updates its own copy: per replica
+            per_step = step.cost.dram_bytes / max(step.result.dram_bytes, 1) / derived.replicas
+            simulated = parameter_dram_bytes(step.result) * per_step
             updated = max(derived.updated_elements, 1)  # every replica's, mini-batch's
             in_dram = derived.gradient_in_dram / updated
             speedup = base.total_cycles / max(step.cost.cycles, 1)
@@ -470,6 +476,7 @@ class OptimizerFusion(Technique):
                 "speedup": speedup,
                 "speedup_bound": bound,
                 "binding_bound": step.cost.binding_bound,
+                "replicas": derived.replicas,
                 "parameter_dram_bytes": simulated,
                 "bytes_per_parameter": simulated / max(params, 1),
                 "derived_parameter_dram_bytes": derived.dram_bytes * per_step,
@@ -489,14 +496,17 @@ class OptimizerFusion(Technique):
             lines.append(
                 (
                     f"parameter traffic{at}",
-                    f"{simulated / max(params, 1):.2f} B per parameter simulated,"
+                    f"{simulated / max(params, 1):.2f} B per parameter"
+                    f"{' and replica' if derived.replicas > 1 else ''} simulated,"
                     f" {derived.dram_bytes * per_step / max(params, 1):.2f} derived"
                     f" (gradient through DRAM for {in_dram * 100:.1f} % of the updated"
                     " elements)",
                 )
             )
         per = ", ".join(f"{m} {b:.1f}" for m, b in ideal.items())
-        lines.append(("if every tile fits, one pass per GEMM", f"{per} B per parameter"))
+        lines.append(
+            ("ideal traffic", f"{per} B per parameter (every tile fits, one pass per GEMM)")
+        )
         details = {
             "mode": mode.value,
             "weight_tiles": self.settings.weight_tiles.value,
