@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from accelsim.config.run import MasterWeights, OptimizerSpec
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
+    NO_TILES,
     Access,
     GemmOp,
     Op,
@@ -48,7 +49,7 @@ from accelsim.graph.ops import (
     UpdateTiming,
     VectorOp,
 )
-from accelsim.graph.queries import reads_of, writes_of
+from accelsim.graph.queries import reads_of, tile_sources, writes_of
 
 # |dw| and |w| (abs), and their two sums per group, fused into the update [D].
 MONITOR_OPS_PER_ELEMENT = 4
@@ -174,12 +175,15 @@ def add_updates(
         )
         barrier = (*barrier, norm_op)
     ids = [norm_op] if clip else []
+    groups = (
+        _Groups(builder.ops) if any(p.update is UpdateTiming.BACKWARD for p in placed) else None
+    )
     for p in placed:
         ready = ready_of[p.weight.name]
-        if p.update is UpdateTiming.BACKWARD:
+        if groups is not None and p.update is UpdateTiming.BACKWARD:
             readers = _readers(builder.ops, p.weight.name)
             made = update_op(builder, p, optimizer, (*readers, ready), tag, clip)
-            fuse_backward_update(builder, p, made[0], ready, readers)
+            fuse_backward_update(builder, groups, p, made[0], ready, readers)
         else:
             made = update_op(builder, p, optimizer, (*barrier, ready), tag, clip)
         ids += made
@@ -187,16 +191,23 @@ def add_updates(
 
 
 def fuse_backward_update(
-    builder: GraphBuilder, p: Parameter, update: int, ready: int, readers: Sequence[int]
+    builder: GraphBuilder,
+    groups: _Groups,
+    p: Parameter,
+    update: int,
+    ready: int,
+    readers: Sequence[int],
 ) -> None:
     """Declare the tile streams of a backward-fused update: the gradient's tiles from
     ``ready`` when it is the op making the gradient (a GEMM or vector op writing all of
     it), the weight's from the last of its ``readers`` when that is a ``dX`` GEMM, the
     update reads the weight (no fp32 master) and the parameter shares its tiles
     (``Parameter.shares_weight_tiles``).  The update reads all of both.  The
-    update, ``dX`` and ``dW`` then run as one op, so every other op the update waits
-    for must come before the first of them; streams that would break this (a
-    weight tile that would wait for an all-reduce) are not declared."""
+    update, ``dX`` and ``dW`` then run as one op (with the ``groups`` they are in), so
+    every op a member waits for must be a member or come before the first of them;
+    streams that would break this (a weight tile that would wait for an all-reduce,
+    or for the later time steps of a recurrent layer's ``dW``) are not declared,
+    the weight's first."""
     op = builder.ops[update]
     assert isinstance(op, VectorOp)
     names = {a.tensor.name for a in op.reads if a.elements == a.tensor.elements}
@@ -216,14 +227,49 @@ def fuse_backward_update(
         and last.phase is Phase.BWD_INPUT
     ):
         sources[p.weight.name] = last.op_id
-    while sources:
-        first = min(sources.values())
-        if all(d in sources.values() or d < first for d in op.deps):
-            break
+    while sources and not groups.runs_as_one(builder.ops, (update, *sources.values())):
         sources.pop(p.weight.name if p.weight.name in sources else p.gradient.name)
     for name, source in sources.items():
         tensor = p.gradient if name == p.gradient.name else p.weight
         builder.take_tiles(update, tensor, source)
+        groups.join(source, update)
+
+
+class _Groups:
+    """The groups of ops that tile streams link (as
+    :func:`~accelsim.graph.queries.tile_groups`), kept up to date as streams are
+    declared: each op's group, by its first op."""
+
+    def __init__(self, ops: Sequence[Op]) -> None:
+        self._members: dict[int, set[int]] = {}
+        self._first: dict[int, int] = {}
+        for op in ops:
+            for source in tile_sources(op):
+                if source != NO_TILES:
+                    self.join(source, op.op_id)
+
+    def first(self, i: int) -> int:
+        """The first op of ``i``'s group (``i`` when it is in none)."""
+        return self._first.get(i, i)
+
+    def join(self, a: int, b: int) -> None:
+        """Put ``a``'s and ``b``'s groups together."""
+        members = self.members(a) | self.members(b)
+        first = min(members)
+        self._members[first] = members
+        for i in members:
+            self._first[i] = first
+
+    def members(self, i: int) -> set[int]:
+        """The ops of ``i``'s group."""
+        return self._members.get(self.first(i), {i})
+
+    def runs_as_one(self, ops: Sequence[Op], linked: Iterable[int]) -> bool:
+        """Whether the groups of ``linked`` can run as one op: everything a member
+        waits for is a member or in a group starting before their first op."""
+        members = set().union(*(self.members(i) for i in linked))
+        first = min(members)
+        return all(d in members or self.first(d) < first for i in members for d in ops[i].deps)
 
 
 def _readers(ops: Sequence[Op], tensor: str) -> list[int]:
