@@ -31,6 +31,7 @@ from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM, op_cycles
 from accelsim.timing.groups import busy_cycles, tile_groups
+from accelsim.timing.memory import Memory, dram_memory
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")
@@ -137,19 +138,17 @@ def op_costs(
     _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op, schedule.reuse)
     _cost_links(z, graph)
     if group_cycles is not None:
-        _regroup(z, hw.dram.bandwidth_bytes_per_cycle, group_cycles, chunks_per_op)
+        _regroup(z, dram_memory(hw.dram), group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
-def _regroup(
-    z: dict[str, np.ndarray], bytes_per_cycle: float, group_cycles: int, chunks_per_op: int
-) -> None:
+def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_per_op: int) -> None:
     """Cut the array and vector ops into tile groups uniform over the step: the
     groups, and a vector op's prologue and epilogue (one group's traffic)."""
     units = z["unit"] != UNIT_COMM
     reads = z["dram_ifmap_read_bytes"] + z["dram_filter_read_bytes"] + z["dram_ofmap_read_bytes"]
     writes = z["dram_ofmap_write_bytes"]
-    busy = busy_cycles(z["compute_cycles"][units], (reads + writes)[units], bytes_per_cycle)
+    busy = busy_cycles(z["compute_cycles"][units], (reads + writes)[units], dram)
     z["chunks"][units] = tile_groups(busy, group_cycles, chunks_per_op)
     vector = z["unit"] == UNIT_VECTOR
     z["prologue_bytes"][vector] = reads[vector] // z["chunks"][vector]
