@@ -170,32 +170,23 @@ def _cost_vectors(
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
     elsewhere: dict[int, tuple[int, int]] = {}  # op -> SRAM reads of ifmap, filter tiles
-    saves = bool(reuse.unwritten)
     for op in graph.ops:
         if isinstance(op, VectorOp):
-            sram_read = sram_write = dram_read = dram_write = 0
+            sram_read = 0
             tiled = bool(op.tile_sources)
             for j, a in enumerate(op.reads):
                 size = a.elements * a.tensor.word_bytes
                 buffer = reuse.takes(op.op_id, j) if tiled else None
-                if buffer is None:
-                    sram_read += size
-                    if a.tensor.name not in on_chip:
-                        dram_read += size
-                elif buffer is Buffer.OFMAP:
+                if buffer is None or buffer is Buffer.OFMAP:
                     sram_read += size
                 else:
                     ifmap, filt = elsewhere.get(op.op_id, (0, 0))
                     is_ifmap = buffer is Buffer.IFMAP
                     elsewhere[op.op_id] = (ifmap + size * is_ifmap, filt + size * (not is_ifmap))
-            for a in op.writes:
-                size = a.elements * a.tensor.word_bytes
-                sram_write += size
-                name = a.tensor.name
-                if name not in on_chip and (not saves or reuse.writes_dram(op.op_id, name)):
-                    dram_write += size
+            sram_write = sum(a.elements * a.tensor.word_bytes for a in op.writes)
+            reads, writes = vector_dram_bytes(op, on_chip, reuse)
             index.append(op.op_id)
-            columns.append((op.vector_ops, sram_read, sram_write, dram_read, dram_write))
+            columns.append((op.vector_ops, sram_read, sram_write, sum(reads), sum(writes)))
     if not index:
         return
     idx = np.asarray(index, np.int64)
@@ -215,6 +206,29 @@ def _cost_vectors(
     z["chunks"][idx] = chunks
     z["prologue_bytes"][idx] = dram_reads // chunks
     z["epilogue_bytes"][idx] = dram_writes // chunks
+
+
+def vector_dram_bytes(
+    op: VectorOp, on_chip: frozenset[str], reuse: TileReuse
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The DRAM bytes of each read and each write of vector op ``op`` (what its costs
+    sum): none for a tensor kept on chip, a read a resident tile stream serves, or a
+    write ``reuse`` saves."""
+    tiled = bool(op.tile_sources)
+    reads = tuple(
+        0
+        if a.tensor.name in on_chip or (tiled and reuse.takes(op.op_id, j) is not None)
+        else a.elements * a.tensor.word_bytes
+        for j, a in enumerate(op.reads)
+    )
+    saves = bool(reuse.unwritten)
+    writes = tuple(
+        0
+        if a.tensor.name in on_chip or (saves and not reuse.writes_dram(op.op_id, a.tensor.name))
+        else a.elements * a.tensor.word_bytes
+        for a in op.writes
+    )
+    return reads, writes
 
 
 def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
