@@ -43,6 +43,7 @@ COMMANDS = {
     "suite": ("accelsim.cli_run", "cmd_suite"),
     "models": ("accelsim.cli_run", "cmd_models"),
     "check": ("accelsim.cli_run", "cmd_check"),
+    "init": ("accelsim.cli_run", "cmd_init"),
     "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
     "collect": ("accelsim.cli_sweep", "cmd_collect"),
     "plot": ("accelsim.cli_sweep", "cmd_plot"),
@@ -120,8 +121,77 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="allow a sweep file up to N points (default: 10,000)",
     )
+    init = sub.add_parser(
+        "init",
+        help="copy the bundled configs and workloads into a new project directory",
+        description="Copy the bundled configs/ and workloads/ into DIR (made if missing),"
+        " side by side, so the copied run, sweep and suite files name the copies; edit"
+        " them and run from DIR. Example: accelsim init myproject && cd myproject &&"
+        " accelsim run configs/runs/default.yaml",
+    )
+    init.add_argument("directory", type=Path, help="the project directory")
     cli_sweep.add_commands(sub)
+    for name, command in sub.choices.items():
+        command.formatter_class = DefaultsFormatter
+        command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
     return parser
+
+
+EXAMPLES = {
+    "run": [
+        "accelsim run configs/runs/default.yaml --force",
+        "accelsim run configs/runs/mlp.yaml --set batch_size=256 --set array.dataflow=os",
+        "accelsim run configs/runs/default.yaml --gantt --set processors=4 \\\n"
+        '      --set "run.techniques={layerpipe: {}}"',
+    ],
+    "layer": [
+        "accelsim layer --hardware configs/hardware/scalesim.yaml"
+        " --conv 227 227 11 11 3 96 4 --convention scalesim --json",
+        "accelsim layer --hardware configs/hardware/default.yaml --gemm 512 1024 768"
+        " --phase bwd_weight",
+    ],
+    "suite": [
+        "accelsim suite configs/runs/suite.yaml --models mlp,resnet18 --force",
+        'accelsim suite configs/runs/suite.yaml --set "run.techniques={gradient_prediction: {}}"'
+        " --format pdf --size column",
+    ],
+    "models": ["accelsim models", "accelsim models --json"],
+    "check": ["accelsim check configs/hardware/*.yaml workloads/*.yaml configs/sweeps/*.yaml"],
+    "init": ["accelsim init myproject && cd myproject && accelsim run configs/runs/default.yaml"],
+    "sweep": [
+        "accelsim sweep configs/sweeps/arrays.yaml --out results --jobs 2",
+        "accelsim sweep configs/sweeps/suite_design.yaml --dask-workers 4",
+    ],
+    "collect": [
+        "accelsim collect results/arrays --csv results/arrays.csv",
+        "accelsim collect results/arrays --json",
+    ],
+    "plot": [
+        "accelsim plot results/adagp --kind technique --format pdf --size column",
+        "accelsim plot results/suite_design --kind speedup --baseline array.dataflow=os"
+        " --where dram.bandwidth_bytes_per_cycle=128",
+        "accelsim plot results/arrays --kind heatmap",
+    ],
+}
+"""Examples that ``--help`` of each command ends with (each runs from a checkout, or
+from anywhere after an install, the bundled configs standing in)."""
+
+
+class DefaultsFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help`` text with every option's default (where its help does not give one
+    already) and the examples kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.required:
+            return text
+        if action.default is argparse.SUPPRESS:  # --help, --version
+            return text
+        if action.default is None or action.default == []:
+            return f"{text} (default: none)"
+        if action.default is False:
+            return f"{text} (default: off)"
+        return f"{text} (default: %(default)s)"
 
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -178,9 +248,13 @@ def _add_layer(sub: Subparsers) -> None:
         "--phase",
         choices=[p.value for p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT)],
         default="fwd",
+        help="which training GEMM: forward, input gradient (dX) or weight gradient (dW)",
     )
     layer.add_argument(
-        "--convention", choices=[c.value for c in Convention], default=Convention.ACCELSIM.value
+        "--convention",
+        choices=[c.value for c in Convention],
+        default=Convention.ACCELSIM.value,
+        help="timing convention: accelsim's, or SCALE-Sim 3.0.0's (exact compute cycles)",
     )
     layer.add_argument(
         "--psums",
@@ -212,9 +286,10 @@ def _add_suite(sub: Subparsers) -> None:
         type=_names,
         default=None,
         metavar="A,B,...",
-        help="only these models of the suite",
+        help="only these models of the suite (default: all of them)",
     )
     _add_output(suite)
+    cli_sweep.add_figure_options(suite, "png")
     _add_sets(suite, "override a field for every model (as for run)")
 
 

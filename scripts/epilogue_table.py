@@ -33,7 +33,7 @@ def main() -> int:
     for model in args.models.split(","):
         base = 0
         for mode in MODES:
-            sets = [f"run.workload=../../workloads/{model}.yaml", f"lowering.fuse_epilogues={mode}"]
+            sets = [f"run.workload=workloads/{model}.yaml", f"lowering.fuse_epilogues={mode}"]
             s = simulate_run(load_inputs(RUN, parse_sets(sets))).step_summary()
             base = base or s.total_cycles
             energy = s.energy_pj.total

@@ -35,7 +35,13 @@ ONLY_IN = {
     "yaml": {"config/loader.py"},
     "numba": {"timing/numba_setup.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
-    "matplotlib": {"report/plots.py", "sweep/plots.py"},
+    "pandas": {"api.py"},
+    "matplotlib": {
+        "report/figure.py",
+        "report/plots.py",
+        "sweep/plots.py",
+        "report/bars.py",
+    },
 }
 
 

@@ -230,7 +230,7 @@ def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "out" / "pipe"
+    run_dir = tmp_path / "out" / "mlp_pipe_pipedream"
     for step_dir in (run_dir, run_dir / "steps" / "pipedream"):
         assert (step_dir / "gantt.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -157,7 +157,7 @@ def test_run_prints_and_records_the_assumptions(
         "  - a GEMM row is a linear layer C[M x N] = A[M x K] . B[K x N]: B is a trained"
         " K x N weight, M counts rows per sample (times the batch)"
     ) in printed
-    summary = json.loads((out / "smoke" / "summary.json").read_text())
+    summary = json.loads((out / "gemms_smoke" / "summary.json").read_text())
     provenance = summary["workload_provenance"]
     assert provenance["source"] == f"SCALE-Sim topology {path} (gemm rows)"
     assert len(provenance["notes"]) == 5

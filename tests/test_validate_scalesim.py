@@ -246,3 +246,21 @@ def test_sweep_arrays_option() -> None:
     for bad in ("12x14", "12x14:0", "axb:3"):
         with pytest.raises(vs.HarnessError, match="--arrays"):
             vs.parse_arrays(bad)
+
+
+def test_each_scalesim_layer_is_counted_as_it_ends(tmp_path: Path) -> None:
+    """SCALE-Sim prints ``Running Layer N`` as each layer starts: a layer has ended when
+    the next starts or the process exits cleanly (a crash ends none)."""
+    ended: list[int] = []
+    script = "print('Running Layer 0'); print('Total cycles: 9'); print('Running Layer 1')"
+    code, output = vs.run_counting_layers(
+        [sys.executable, "-c", script], tmp_path, lambda: ended.append(len(ended))
+    )
+    assert (code, ended) == (0, [0, 1])
+    assert output == "Running Layer 0\nTotal cycles: 9\nRunning Layer 1\n"
+    crash = "import sys; print('Running Layer 0'); sys.exit('boom')"
+    ended.clear()
+    code, output = vs.run_counting_layers(
+        [sys.executable, "-c", crash], tmp_path, lambda: ended.append(len(ended))
+    )
+    assert (code, output, ended) == (1, "Running Layer 0\nboom\n", [])

@@ -154,6 +154,13 @@ class DramSpec(Spec):
         description="Capacity of one channel in GiB: what the processors it serves may keep"
         " in DRAM (a pipeline schedule's weights, optimizer state and stashes must fit).",
     )
+    burst_bytes: Annotated[int, Field(ge=1, le=4096, strict=True)] = Field(
+        default=64,
+        description="Bytes of one DRAM burst, the least a read or write moves: a gather"
+        " of scattered elements of a tensor kept in DRAM (approximate dropout's row"
+        " patterns on a weight's contiguous dimension) moves every burst it touches."
+        " Our choice: 64 B, a common DDR4/DDR5/LPDDR and HBM access granularity.",
+    )
 
     channels: Annotated[int, Field(gt=0, le=MAX_DRAM_CHANNELS)] = Field(
         default=1,

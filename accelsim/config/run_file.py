@@ -11,11 +11,12 @@ from typing import Any
 
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.loader import Override, read_yaml, validate_with_origins
+from accelsim.config.loader import CLI_SOURCE, Override, read_yaml, validate_with_origins
 from accelsim.config.overrides import Origins
 from accelsim.config.run import RunSpec
 from accelsim.config.validate import join_path, suggest
 from accelsim.errors import ConfigError, Problem
+from accelsim.resources import bundled_path
 
 SECTIONS = ("hardware", "workload", "energy")
 
@@ -93,6 +94,7 @@ def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
             ``energy`` or ``workload`` key).
     """
     routed = route_sets(sets or [])
+    path = bundled_path(path)
     return read_run_file(path, read_yaml(path), routed["run"]).with_sets(routed)
 
 
@@ -106,7 +108,7 @@ def read_run_file(path: Path, data: dict[str, Any], sets: list[Override]) -> Run
     name = display_path(path)
     run, origins = validate_with_origins(RunSpec, data, name, sets)
     overrides = _run_file_overrides(run, origins)
-    paths = {section: path.parent / getattr(run, section) for section in SECTIONS}
+    paths = {section: _referenced(path, run, origins, section) for section in SECTIONS}
     missing = [
         Problem(name, section, "file not found", getattr(run, section))
         for section, target in paths.items()
@@ -117,6 +119,17 @@ def read_run_file(path: Path, data: dict[str, Any], sets: list[Override]) -> Run
     return RunFile(
         path, run, paths["hardware"], paths["energy"], paths["workload"], origins, overrides
     )
+
+
+def _referenced(path: Path, run: RunSpec, origins: Origins, section: str) -> Path:
+    """The file a run's ``hardware``, ``energy`` or ``workload`` names: relative to the
+    working directory when the command line set it (``--set workload=FILE``, falling
+    back to the bundled ``configs/`` and ``workloads/``), else relative to the file
+    that wrote it (the run file, or a sweep file that resolved it already)."""
+    value: str = getattr(run, section)
+    if origins.locate(section)[0] == CLI_SOURCE:
+        return bundled_path(value)
+    return path.parent / value
 
 
 def _run_file_overrides(run: RunSpec, origins: Origins) -> dict[str, list[Override]]:

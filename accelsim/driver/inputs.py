@@ -33,6 +33,7 @@ from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.lowering.infer import load_model
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import ArrayUnit
+from accelsim.resources import bundled_path
 from accelsim.techniques.base import LoadContext, Technique
 from accelsim.techniques.registry import compose_problems, load_techniques
 from accelsim.workload.formats import read_table
@@ -141,6 +142,7 @@ class InputCache:
 
     def run_file(self, path: Path, sets: list[Override] | None = None) -> RunFile:
         """:func:`~accelsim.config.run_file.load_run_file` through this cache."""
+        path = bundled_path(path)
         routed = route_sets(sets or [])
         run_sets = routed["run"]
         read = self._once(
@@ -274,8 +276,18 @@ def resolved_data(inputs: RunInputs) -> dict[str, Any]:
 
 
 def resolved_config(inputs: RunInputs) -> str:
-    """YAML of every input after overrides: enough to repeat the run."""
-    return dump_yaml(resolved_data(inputs))
+    """YAML of every input after overrides: enough to repeat the run.
+
+    Each technique's section lists every one of its settings, the defaults included
+    (``gradient_prediction: {}`` becomes its whole configuration), in the order the
+    run names them.  (A sweep point's identity hashes :func:`resolved_data`, which
+    keeps the sections as written, so it does not change with a technique's
+    defaults' spelling.)
+    """
+    data = resolved_data(inputs)
+    configs = {t.name: t.config.model_dump(mode="json") for t in inputs.techniques}
+    data["run"]["techniques"] = {name: configs[name] for name in inputs.run.techniques}
+    return dump_yaml(data)
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,17 @@ from accelsim.techniques.base import (
 from accelsim.timing.costs import op_costs
 from accelsim.timing.tile_groups import simulate_grouped as simulate
 
+Progress = Callable[[str], None]
+"""Told before each simulation of a run what it simulates (``"gp step, 9,044 ops"``):
+a run may simulate many graphs (a placement's candidates) and take a while."""
+
 
 class _Run:
     """One run's simulations, sharing lowered steps and simulated graphs."""
 
-    def __init__(self, inputs: RunInputs) -> None:
+    def __init__(self, inputs: RunInputs, progress: Progress | None = None) -> None:
         self.inputs = inputs
+        self.progress = progress
         self.extra = inputs.extra_arrays
         self._simulated: dict[int, tuple[OpGraph, RunResult]] = {}
         self._lowered: dict[int, OpGraph] = {}
@@ -172,6 +177,8 @@ class _Run:
         if cached is not None and cached[0] is graph:
             result = cached[1]
             return dataclasses.replace(result, settings={**result.settings, "step": step})
+        if self.progress is not None:
+            self.progress(f"{step} step, {len(graph.ops):,} ops")
         if step == BASE:
             result = simulate_graph(self.inputs, graph, step)
         else:
@@ -239,9 +246,9 @@ def simulate_graph(
     if techniques:  # numpy.random loads on first use: only runs with techniques pay for it
         rng = np.random.default_rng(run.seed)
         for technique in techniques:
-            masks = technique.mask_tiles(graph, folds, rng)
-            if masks:
-                folds = folds.with_masks(masks)
+            uses = technique.mask_tiles(graph, folds, rng)
+            if uses:
+                folds = folds.with_uses(uses)
     timing = run.timing
     costs = op_costs(
         graph,
@@ -301,8 +308,9 @@ def simulate_run(inputs: RunInputs) -> RunResult:
     return sim.simulate(sim.placed(BASE, None), BASE)
 
 
-def simulate_training(inputs: RunInputs) -> TrainingResult:
-    """Simulate the baseline step and every step kind the run's techniques define.
+def simulate_training(inputs: RunInputs, progress: Progress | None = None) -> TrainingResult:
+    """Simulate the baseline step and every step kind the run's techniques define,
+    telling ``progress`` (if given) before each simulation what it simulates.
 
     Step kinds are those of the technique that defines kinds (ADA-GP's ``bp``
     and ``gp``), each rewritten by every technique and placed by the placing
@@ -311,7 +319,7 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     techniques compose).  The training report's shared numbers are computed once,
     for these composed steps.
     """
-    sim = _Run(inputs)
+    sim = _Run(inputs, progress)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:

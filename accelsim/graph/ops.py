@@ -118,7 +118,7 @@ class Tensor:
     ``tag`` is the copy of the step it belongs to (a replica, a mini-batch and
     micro-batch), ``local`` its name in that copy ("" for a tensor that is not a
     copy: its ``name`` is its name in the step), and ``parameter`` the name in the
-    step of the weight whose weight, gradient, buffered copy or optimizer state it
+    step of the weight whose weight, gradient or optimizer state it
     is ("" for any other tensor).
     """
 
@@ -307,8 +307,11 @@ class Parameter:
     while no op computes the gradient.  ``updated_elements`` is how many of its
     elements the optimizer updates (-1: all; fewer when a technique skips groups),
     ``monitor_groups`` the parameter groups whose convergence the update monitors
-    (0: none) for the technique ``monitor_owner`` (which owns the monitor's op), and
-    ``update`` when the update runs.
+    (0: none) for the technique ``monitor_owner`` (which owns the monitor's op),
+    ``update`` when the update runs, and ``shares_weight_tiles`` whether a
+    backward-fused update takes the weight's tiles from the ``dX`` GEMM that loaded
+    them (then ``dX``, ``dW`` and the update run as one op) or reads the weight from
+    DRAM (``dX`` runs on its own).
     """
 
     layer: str
@@ -321,6 +324,7 @@ class Parameter:
     monitor_groups: int = 0
     update: UpdateTiming = UpdateTiming.EAGER
     monitor_owner: str = CORE
+    shares_weight_tiles: bool = True
 
     @property
     def update_elements(self) -> int:

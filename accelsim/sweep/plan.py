@@ -26,6 +26,7 @@ from accelsim.config.validate import validate_data
 from accelsim.driver.inputs import InputCache, RunInputs, model_overrides, suite_entries
 from accelsim.errors import ConfigError, InputError, Problem
 from accelsim.provenance import version
+from accelsim.resources import bundled_path
 from accelsim.sweep.spec import MODEL_AXIS, SweepSpec
 from accelsim.sweep.store import strict
 
@@ -71,10 +72,11 @@ class Point:
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """A validated sweep: its spec, file and points in sweep order."""
+    """A validated sweep: its spec, file (``None`` for a sweep given as a mapping) and
+    points in sweep order."""
 
     spec: SweepSpec
-    path: Path
+    path: Path | None
     points: tuple[Point, ...]
 
     @property
@@ -148,27 +150,41 @@ def _workload_dumped(spec: BaseModel) -> Any:
     return spec.model_dump(mode="json", exclude_none=True)
 
 
-def plan_sweep(path: Path, max_points: int = MAX_POINTS) -> SweepPlan:
-    """Expand and validate every point of a sweep file.
+MAPPING_SOURCE = "<sweep>"
+"""How messages name a sweep given as a mapping rather than a file."""
 
-    Each point's overrides name the sweep file by its resolved path, so a point
-    records the same thing whatever the working directory.
+
+def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POINTS) -> SweepPlan:
+    """Expand and validate every point of a sweep file, or of a sweep given as a mapping
+    with a sweep file's keys.
+
+    A file's paths (``base``, ``suite``, a ``workload`` axis) are relative to the file;
+    a mapping's to the working directory.  Either way a ``configs/...`` or
+    ``workloads/...`` path found in neither place is the bundled file's, as on the
+    command line.  Each point's overrides name the sweep file by its resolved path,
+    so a point records the same thing whatever the working directory.
 
     Args:
-        path: The sweep file.
+        sweep: The sweep file, or its contents as a mapping.
         max_points: The most points the sweep may have (before ``exclude``), checked
             before any point is expanded.
 
     Raises:
-        ConfigError: for a bad sweep file or one of more than ``max_points`` points, or
+        ConfigError: for a bad sweep or one of more than ``max_points`` points, or
             listing every problem of every point (each once, in sweep order).
     """
-    spec = load_sweep(path)
-    source = display_path(path)
-    base = path.parent / spec.base
+    if isinstance(sweep, Mapping):
+        path, source = None, MAPPING_SOURCE
+        spec = validate_data(SweepSpec, dict(sweep), source)
+        directory, resolved = Path.cwd(), source
+    else:
+        path = bundled_path(sweep)
+        spec, source = load_sweep(path), display_path(path)
+        directory, resolved = path.parent, str(path.resolve())
+    base = _relative(directory, spec.base)
     if not base.is_file():
         raise ConfigError.single(source, "base", "file not found", spec.base)
-    models = _models(spec, path, source)
+    models = _models(spec, directory, source)
     count = math.prod(
         [len(models) or 1, *map(len, spec.grid.values())]
         + [len(next(iter(group.values()))) for group in spec.zip]
@@ -181,16 +197,17 @@ def plan_sweep(path: Path, max_points: int = MAX_POINTS) -> SweepPlan:
             f" the limit of {max_points:,}; split the sweep, or raise the limit with"
             " --max-points N (accelsim sweep and accelsim check)",
         )
-    resolved = str(path.resolve())
     base_file = str(base.resolve())
-    fixed = [Override(k, v, source, f"set.{k}") for k, v in spec.set.items()]
+    fixed = [
+        Override(k, _resolve(k, v, directory), source, f"set.{k}") for k, v in spec.set.items()
+    ]
     problems: list[Problem] = []
     points: list[Point] = []
     seen: dict[str, int] = {}
     cache = InputCache()
     identities = Identities()
     token = secrets.token_hex(8)
-    for axes, sets in _combinations(spec, path, source, models):
+    for axes, sets in _combinations(spec, directory, source, models):
         index = len(points)
         try:
             # A section is set before the keys inside it, whichever wrote it first.
@@ -240,11 +257,18 @@ def _text(value: Any) -> str:
     return shown if isinstance(shown, str) else json.dumps(shown)
 
 
-def _models(spec: SweepSpec, path: Path, source: str) -> dict[str, Path]:
+def _relative(directory: Path, name: str) -> Path:
+    """``name`` below ``directory``, else the bundled file of that name if there is one."""
+    path = directory / name
+    bundled = bundled_path(name)
+    return bundled if not path.exists() and bundled.is_absolute() else path
+
+
+def _models(spec: SweepSpec, directory: Path, source: str) -> dict[str, Path]:
     """The suite's models (name -> workload file), or none without a suite."""
     if spec.suite is None:
         return {}
-    suite_path = path.parent / spec.suite
+    suite_path = _relative(directory, spec.suite)
     try:
         entries = suite_entries(suite_path, spec.models)
     except InputError as exc:
@@ -258,7 +282,7 @@ def _models(spec: SweepSpec, path: Path, source: str) -> dict[str, Path]:
 
 
 def _combinations(
-    spec: SweepSpec, path: Path, source: str, models: Mapping[str, Path]
+    spec: SweepSpec, directory: Path, source: str, models: Mapping[str, Path]
 ) -> Iterator[tuple[dict[str, Any], list[Override]]]:
     """Each point's axis values and overrides, in sweep order, excludes dropped (each
     axis value's override made once)."""
@@ -268,7 +292,7 @@ def _combinations(
         dims.append([[(MODEL_AXIS, name, None)] for name in models])
 
     def item(key: str, value: Any, where: str) -> Item:
-        return key, value, Override(key, _resolve(key, value, path), source, where)
+        return key, value, Override(key, _resolve(key, value, directory), source, where)
 
     for key, values in spec.grid.items():
         dims.append([[item(key, v, f"grid.{key}")] for v in values])
@@ -285,8 +309,10 @@ def _combinations(
         yield axes, [made for _, _, made in items if made is not None]
 
 
-def _resolve(key: str, value: Any, path: Path) -> Any:
-    """A ``workload`` axis names files relative to the sweep file."""
-    if key in ("workload", "run.workload") and isinstance(value, str):
-        return str((path.parent / value).resolve())
+def _resolve(key: str, value: Any, directory: Path) -> Any:
+    """A ``workload``, ``hardware`` or ``energy`` value names a file relative to the
+    sweep file's ``directory`` (else a bundled one)."""
+    files = ("workload", "hardware", "energy")
+    if key in (*files, *(f"run.{f}" for f in files)) and isinstance(value, str):
+        return str(_relative(directory, value).resolve())
     return value

@@ -128,11 +128,12 @@ def run_sweep(
 
 
 def _meta(plan: SweepPlan) -> dict[str, Any]:
-    """What the store's ``meta`` table records (the sweep file by its resolved path)."""
+    """What the store's ``meta`` table records (the sweep file by its resolved path;
+    ``None`` for a sweep given as a mapping, whose contents ``sweep`` holds)."""
     return {
         "name": plan.name,
         "description": plan.spec.description,
-        "sweep_file": str(plan.path.resolve()),
+        "sweep_file": None if plan.path is None else str(plan.path.resolve()),
         "sweep": plan.spec.model_dump(),
         "axes": plan.axes(),
         "accelsim_version": version(),

@@ -75,6 +75,19 @@ from accelsim.units import bytes_to_mb
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
 
+INTERNAL_DETAILS = (
+    "mini_batches_simulated",
+    "steady_window_cycles",
+    "balanced_on",
+    "measured_cycles_per_minibatch",
+    "binding_bound_cycles",
+    "single_processor_cycles",
+)
+"""A pipeline report's details on how the period was measured (the mini-batches
+simulated, the window measured, the bound's and the baseline's cycles that
+``speedup_bound`` and ``base_step_cycles`` already give): in ``summary.json``, not
+in CSV rows."""
+
 # A schedule simulates graphs of M and 2M mini-batches, each a copy of the step
 # graph; events and graph size grow linearly in M (tests/test_compiled.py), so the cap
 # bounds memory the way ``processors``' 1,024 does (a copy of the step per processor).
@@ -555,6 +568,7 @@ class Schedule(Technique):
             tuple(lines),
             warnings=warnings,
             inputs=inputs(self.settings, self.defaults()),
+            internal=INTERNAL_DETAILS,
         )
 
     def weight_versions(self, stage: int, plan: Plan) -> int:

@@ -5,9 +5,13 @@ GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 :class:`~accelsim.mapping.schedule.FoldSchedule`; vector and communication ops
 are costed here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
 and SRAM accesses scale with its running folds and its compute cycles are those
-of its running folds alone (pipelined, with fold overlap), while its DRAM
-traffic stays that of the whole operands (a technique that also shrinks what is
-fetched rewrites the GEMM itself).  A resident tile stream
+of its running folds alone (pipelined, with fold overlap).  Its DRAM traffic
+follows its operands' reuse (:func:`_masked_dram`): a stationary operand's tile
+is fetched for a running fold only; an operand fetched once needs the blocks some
+running fold touches; one fetched once per pass over the other dimension's folds
+needs, in each pass, the blocks of that pass's running folds; the output is
+written whole, and partial sums that spill make one round trip per running row
+fold after the first of their column block.  A resident tile stream
 (:mod:`accelsim.mapping.tile_reuse`) takes its tensor's DRAM read off its consumer
 and, when no reader needs DRAM, the write off its producer; the SRAM accesses stay.
 The event engine then turns costs into time, adding the stalls that DRAM and
@@ -25,11 +29,11 @@ from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
-from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
+from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
-from accelsim.timing.closed_form import ACCELSIM, SCALESIM, op_cycles
+from accelsim.timing.closed_form import ACCELSIM, IS, SCALESIM, WS, op_cycles
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.memory import Memory, dram_memory
 
@@ -166,32 +170,23 @@ def _cost_vectors(
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
     elsewhere: dict[int, tuple[int, int]] = {}  # op -> SRAM reads of ifmap, filter tiles
-    saves = bool(reuse.unwritten)
     for op in graph.ops:
         if isinstance(op, VectorOp):
-            sram_read = sram_write = dram_read = dram_write = 0
+            sram_read = 0
             tiled = bool(op.tile_sources)
             for j, a in enumerate(op.reads):
                 size = a.elements * a.tensor.word_bytes
                 buffer = reuse.takes(op.op_id, j) if tiled else None
-                if buffer is None:
-                    sram_read += size
-                    if a.tensor.name not in on_chip:
-                        dram_read += size
-                elif buffer is Buffer.OFMAP:
+                if buffer is None or buffer is Buffer.OFMAP:
                     sram_read += size
                 else:
                     ifmap, filt = elsewhere.get(op.op_id, (0, 0))
                     is_ifmap = buffer is Buffer.IFMAP
                     elsewhere[op.op_id] = (ifmap + size * is_ifmap, filt + size * (not is_ifmap))
-            for a in op.writes:
-                size = a.elements * a.tensor.word_bytes
-                sram_write += size
-                name = a.tensor.name
-                if name not in on_chip and (not saves or reuse.writes_dram(op.op_id, name)):
-                    dram_write += size
+            sram_write = sum(a.elements * a.tensor.word_bytes for a in op.writes)
+            reads, writes = vector_dram_bytes(op, on_chip, reuse)
             index.append(op.op_id)
-            columns.append((op.vector_ops, sram_read, sram_write, dram_read, dram_write))
+            columns.append((op.vector_ops, sram_read, sram_write, sum(reads), sum(writes)))
     if not index:
         return
     idx = np.asarray(index, np.int64)
@@ -211,6 +206,29 @@ def _cost_vectors(
     z["chunks"][idx] = chunks
     z["prologue_bytes"][idx] = dram_reads // chunks
     z["epilogue_bytes"][idx] = dram_writes // chunks
+
+
+def vector_dram_bytes(
+    op: VectorOp, on_chip: frozenset[str], reuse: TileReuse
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The DRAM bytes of each read and each write of vector op ``op`` (what its costs
+    sum): none for a tensor kept on chip, a read a resident tile stream serves, or a
+    write ``reuse`` saves."""
+    tiled = bool(op.tile_sources)
+    reads = tuple(
+        0
+        if a.tensor.name in on_chip or (tiled and reuse.takes(op.op_id, j) is not None)
+        else a.elements * a.tensor.word_bytes
+        for j, a in enumerate(op.reads)
+    )
+    saves = bool(reuse.unwritten)
+    writes = tuple(
+        0
+        if a.tensor.name in on_chip or (saves and not reuse.writes_dram(op.op_id, a.tensor.name))
+        else a.elements * a.tensor.word_bytes
+        for a in op.writes
+    )
+    return reads, writes
 
 
 def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
@@ -314,14 +332,15 @@ def _cost_gemms(
         conv,
         psums is PsumPolicy.CHUNK,
     )
-    fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
-    if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
-        a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
     macs = table.m * table.n * table.k * table.count
     if _any_masked(table):
         cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
             table, conv, fold_overlap, macs, (ifr, flr, ofr, ofw)
         )
+        a_rd, b_rd, c_rd, c_wr = _masked_dram(table, a_rd, b_rd, c_rd, c_wr)
+    fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
+    if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
+        a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
     z["unit"][idx] = unit_index
     z["compute_cycles"][idx] = cycles
     z["macs"][idx] = macs
@@ -359,8 +378,10 @@ def _tiled(
 
 
 def _any_masked(table: UnitSchedule) -> bool:
-    """Whether a fold mask skips any fold of the GEMMs in ``table``."""
-    return bool((table.active_folds != table.row_folds * table.col_folds).any())
+    """Whether a technique skipped or compacted any fold of the GEMMs in ``table``."""
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    whole = whole_use(table.sr, table.sc, table.t, rows, cols)
+    return any(bool((getattr(table, name) != value).any()) for name, value in whole.items())
 
 
 def _masked(
@@ -371,10 +392,90 @@ def _masked(
     sram: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """Costs with only the running folds: the op's cycles are those of an op of that
-    many folds (with fold overlap, the running folds pipeline back to back)."""
+    many folds streaming their mean stream length (with fold overlap, the running
+    folds pipeline back to back); MACs and SRAM accesses scale with their work."""
     unit = table.unit.array
     running = table.active_folds * table.count
-    per_gemm = table.row_folds * table.col_folds  # the schedule's folds, all running
-    scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
-    cycles = op_cycles(table.dataflow, table.t, running, unit.rows, unit.cols, conv, fold_overlap)
+    whole = table.sr * table.sc * table.t  # the work of all folds
+    scaled = tuple(_share(x, table.work, whole) for x in (macs, *sram))
+    stream = -(-table.stream // np.maximum(table.active_folds, 1))  # the running folds' mean
+    cycles = op_cycles(table.dataflow, stream, running, unit.rows, unit.cols, conv, fold_overlap)
     return cycles, running, scaled[0], scaled[1:]
+
+
+def _masked_dram(
+    table: UnitSchedule, a_rd: np.ndarray, b_rd: np.ndarray, c_rd: np.ndarray, c_wr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """DRAM words of masked GEMMs from what their running folds use (the schedule's
+    :func:`~accelsim.mapping.schedule.fold_use`), operand by operand.
+
+    The unmasked closed form reads an operand ``p`` times its footprint (``p`` passes:
+    once, once per fold of the other dimension, once per partial-sum chunk).  By
+    dataflow, an operand is either *stationary* (a fold holds tile ``(i, j)`` of it:
+    ws B, is A), *row-blocked* (a fold reads its rows' slice over its stream: os A,
+    ws A, is B) or *column-blocked* (os B).  Masked:
+
+    * stationary: ``p`` times the running folds' share of the tiles' area;
+    * row-blocked, read once (``p = 1``): the share of (row, stream position) pairs
+      some running fold needs; read once per column-fold pass: in each pass, what
+      its running folds read (``p / fc`` of their summed rows x stream over
+      ``Sr x T``);
+    * column-blocked: likewise with columns (passes per row fold);
+    * the output: written whole once (a column block with no running fold still
+      writes its zeros or bias); written per row fold (spilled partial sums,
+      SCALE-Sim's ws and is), one write per running row fold of its column block
+      and at least one, and one read back per running row fold after the first.
+    """
+    count = table.count
+    t = table.t
+    sr, sc = table.sr, table.sc
+    fr, fc = table.row_folds, table.col_folds
+    area = sr * sc
+    dataflow = table.dataflow
+
+    def passes(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
+        whole = footprint * count
+        p: np.ndarray = np.where(whole > 0, words // np.maximum(whole, 1), 0)
+        return p
+
+    def stationary(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
+        return _share(footprint * count * passes(words, footprint), table.run_area, area)
+
+    def blocked(words: np.ndarray, footprint: np.ndarray, by_rows: bool) -> np.ndarray:
+        p = passes(words, footprint)
+        size, other = (sr * t, fc) if by_rows else (sc * t, fr)
+        if by_rows:
+            run, need = table.run_rows, table.any_rows
+        else:
+            run, need = table.run_cols, table.any_cols
+        whole = footprint * count
+        fetched: np.ndarray = np.where(
+            p <= 1, _share(p * whole, need, size), _share(whole * p, run, other * size)
+        )
+        return fetched
+
+    a = np.where(
+        dataflow == IS,
+        stationary(a_rd, table.a_footprint),
+        blocked(a_rd, table.a_footprint, by_rows=True),
+    )
+    b = np.where(
+        dataflow == WS,
+        stationary(b_rd, table.b_footprint),
+        np.where(
+            dataflow == IS,
+            blocked(b_rd, table.b_footprint, by_rows=True),
+            blocked(b_rd, table.b_footprint, by_rows=False),
+        ),
+    )
+    mn = table.m * table.n * count
+    c_r = np.where(c_rd > 0, _share(mn, table.spill_cols, sc * t), 0)
+    c_w = np.where(c_wr > mn, _share(mn, table.spill_cols + sc * t, sc * t), c_wr)
+    return a, b, c_r, c_w
+
+
+def _share(x: np.ndarray, part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """``x * part / whole`` rounded to the nearest count (in floating point: the product
+    of two counts of a large GEMM overflows int64)."""
+    out: np.ndarray = np.rint(x * (part / np.maximum(whole, 1))).astype(np.int64)
+    return out

@@ -231,6 +231,14 @@ def dram_memories(hw: HardwareSpec) -> tuple[Memory, ...]:
     return (dram_memory(hw.dram),) * hw.processors
 
 
+def dram_bandwidths(hw: HardwareSpec) -> tuple[float, ...]:
+    """Each distinct DRAM memory's bandwidth in bytes per cycle, all its channels
+    together: one per processor with ``per_processor`` sharing, one when they share
+    it (what a figure compares the traffic's demand with)."""
+    count = hw.processors if hw.dram.sharing is DramSharing.PER_PROCESSOR else 1
+    return (hw.dram.bandwidth_bytes_per_cycle * hw.dram.channels,) * count
+
+
 def link_memory(spec: InterconnectSpec) -> Memory:
     """One processor's outgoing interconnect link."""
     return FifoMemory(spec.bandwidth_bytes_per_cycle, spec.latency_cycles)
