@@ -130,9 +130,10 @@ class RunResult:
         return busy
 
     def utilization(self) -> float:
-        """Main-array MACs over the peak MACs of every main-array PE for the whole run."""
+        """Main-array MACs over the peak MACs of every main-array PE (all ``array.count``
+        arrays of every processor) for the whole run."""
         hw, c = self.hardware, self.trace.costs
-        peak = hw.array.rows * hw.array.cols * hw.processors * max(self.total_cycles, 1)
+        peak = hw.array.pes * hw.processors * max(self.total_cycles, 1)
         return float(c.macs[c.unit == UNIT_ARRAY].sum()) / peak
 
     def stash(self) -> StashSummary:

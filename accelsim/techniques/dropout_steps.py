@@ -47,7 +47,7 @@ from accelsim.techniques.dropout_sites import (
     shrunk_dims,
     tile_geometry,
 )
-from accelsim.timing.costs import UNIT_ARRAY, unit_costs
+from accelsim.timing.costs import UNIT_ARRAY, ChipOptions, unit_costs
 from accelsim.timing.dropout_folds import count_surviving
 
 SRAM = ("ifmap", "filter", "ofmap")
@@ -134,6 +134,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         timing.psums,
         timing.chunks_per_op,
         fold_overlap=timing.fold_overlap,
+        chip=ChipOptions.of(hw),
     )
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]

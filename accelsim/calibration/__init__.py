@@ -1,0 +1,1 @@
+"""Fitting a hardware file's physical parameters to measured GEMM latencies (``accelsim calibrate``)."""
