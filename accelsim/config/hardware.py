@@ -53,6 +53,13 @@ class ArraySpec(Spec):
         " it together from the shared buffers.",
     )
 
+    load_rows_per_cycle: Annotated[int, Field(gt=0, le=2**16)] = Field(
+        default=1,
+        description="Rows of the next stationary tile an array loads per cycle while a fold"
+        " streams (output stationary: rows of outputs it drains); with timing.fold_overlap"
+        " a later fold lasts max(T, ceil(rows / this)) cycles.",
+    )
+
     @property
     def pes(self) -> int:
         """Processing elements of all ``count`` arrays."""

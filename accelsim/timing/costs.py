@@ -354,8 +354,9 @@ def _gemm_columns(
     unit = table.unit
     rows, cols, count = unit.array.rows, unit.array.cols, unit.array.count
     kernels = backend.kernels_for(len(table))
+    load = unit.array.load_rows_per_cycle
     fr, fc, folds, cycles = kernels.fold_cycles(
-        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv, fold_overlap
+        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv, fold_overlap, load
     )
     ifr, flr, ofr, ofw = kernels.sram_counts(
         table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
@@ -392,7 +393,7 @@ def _gemm_columns(
 
         def cycles_of(t: np.ndarray, per_array: np.ndarray) -> np.ndarray:
             return op_cycles(
-                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap
+                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap, load
             )
 
         cut = split(table, count, cycles_of)
@@ -527,5 +528,14 @@ def _masked(
     per_gemm = table.row_folds * table.col_folds  # the schedule's folds, all running
     scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
     per_array = -(-table.active_folds // unit.count) * table.count  # dealt round-robin
-    cycles = op_cycles(table.dataflow, table.t, per_array, unit.rows, unit.cols, conv, fold_overlap)
+    cycles = op_cycles(
+        table.dataflow,
+        table.t,
+        per_array,
+        unit.rows,
+        unit.cols,
+        conv,
+        fold_overlap,
+        unit.load_rows_per_cycle,
+    )
     return cycles, running, scaled[0], scaled[1:]
