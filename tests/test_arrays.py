@@ -147,3 +147,15 @@ def test_load_rows_per_cycle_shortens_the_fold_switch(load: int, cycles: int) ->
     # max(T, ceil(128 / load)) after the first (382 + 10 cycles).
     hw = make_hw(**{"array.load_rows_per_cycle": load})
     assert int(costs_of(hw, 10, 128, 256, overlap=True).compute_cycles[0]) == cycles
+
+
+def test_new_settings_stay_out_of_dumps_at_their_defaults() -> None:
+    # resolved_config.yaml and sweep point identities of existing runs are unchanged
+    dumped = make_hw().model_dump(mode="json")
+    assert "count" not in dumped["array"] and "load_rows_per_cycle" not in dumped["array"]
+    assert "read_bandwidth_bytes_per_cycle" not in dumped["dram"]
+    assert "mapping" not in dumped and "timing" not in dumped
+    changed = with_chip(make_hw(**{"array.count": 2}), "best", 5).model_dump(mode="json")
+    assert changed["array"]["count"] == 2
+    assert changed["mapping"] == {"orientation": "best"}
+    assert changed["timing"] == {"op_overhead_cycles": 5}

@@ -114,7 +114,6 @@ def test_run_writes_the_four_result_files(
         "cols": 32,
         "dataflow": "os",
         "precision": "int8",
-        "count": 1,
     }
 
     layers_csv = (run_dir / "layers.csv").read_text(encoding="utf-8").splitlines()

@@ -149,8 +149,8 @@ def check_request(
                 Problem(
                     where,
                     f"--range {name}",
-                    f"must lie inside its physical range {p.low:.4g} to {p.high:.4g} {p.unit}"
-                    " and not be empty",
+                    f"must lie inside its physical range {p.low:.4g} to {p.high:.4g}"
+                    f"{' ' + p.unit if p.unit else ''} and not be empty",
                     [low, high],
                 )
             )

@@ -47,6 +47,7 @@ class ArraySpec(Spec):
     precision: PrecisionField = Precision.BF16
     count: Annotated[int, Field(gt=0, le=MAX_ARRAYS)] = Field(
         default=1,
+        exclude_if=lambda v: v == 1,
         description="Identical arrays in each processor. A GEMM's output tiles are dealt"
         " out among them (column folds round-robin, or the rows the array streams, or"
         " for output stationary the row folds, whichever finishes first) and they run"
@@ -55,6 +56,7 @@ class ArraySpec(Spec):
 
     load_rows_per_cycle: Annotated[int, Field(gt=0, le=2**16)] = Field(
         default=1,
+        exclude_if=lambda v: v == 1,
         description="Rows of the next stationary tile an array loads per cycle while a fold"
         " streams (output stationary: rows of outputs it drains); with timing.fold_overlap"
         " a later fold lasts max(T, ceil(rows / this)) cycles.",
@@ -137,10 +139,12 @@ class DramSpec(Spec):
 
     read_bandwidth_bytes_per_cycle: Bandwidth | None = Field(
         default=None,
+        exclude_if=lambda v: v is None,
         description="Bandwidth of one channel's reads (null: bandwidth_bytes_per_cycle).",
     )
     write_bandwidth_bytes_per_cycle: Bandwidth | None = Field(
         default=None,
+        exclude_if=lambda v: v is None,
         description="Bandwidth of one channel's writes (null: bandwidth_bytes_per_cycle).",
     )
 
@@ -238,8 +242,14 @@ class HardwareSpec(Spec):
     dram: DramSpec
     interconnect: InterconnectSpec
     word_bytes: WordBytesSpec = Field(default_factory=WordBytesSpec)
-    mapping: MappingSpec = Field(default_factory=MappingSpec)
-    timing: ChipTimingSpec = Field(default_factory=ChipTimingSpec)
+    # Settings added after the first release leave dumps (resolved_config.yaml, sweep
+    # point identities) unchanged while at their defaults.
+    mapping: MappingSpec = Field(
+        default_factory=MappingSpec, exclude_if=lambda v: v == MappingSpec()
+    )
+    timing: ChipTimingSpec = Field(
+        default_factory=ChipTimingSpec, exclude_if=lambda v: v == ChipTimingSpec()
+    )
 
     @model_validator(mode="after")
     def _check_tile_fits(self) -> HardwareSpec:
