@@ -8,23 +8,17 @@ forms, no event engine, workload, run driver or technique.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-
 import numpy as np
 
 from accelsim.calibration.fit import (
     Fit,
-    Parameter,
-    check_request,
+    calibrate,
     class_errors,
     file_values,
-    fit,
-    fitted_hardware,
-    parameters,
     physical,
 )
 from accelsim.calibration.measurements import Measurements, read_measurements
-from accelsim.calibration.model import compute_bound_us, engine_us, gemm_features, predict_us
+from accelsim.calibration.model import compute_bound_us, engine_us, predict_us
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
@@ -52,13 +46,14 @@ def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``accelsim calibrate MEASUREMENTS.csv --hardware HW.yaml --out FITTED.yaml``."""
     hw = load_hardware(args.hardware, parse_sets(args.sets))
-    names = [n for n in args.fit.split(",") if n] if args.fit else [p.name for p in parameters(hw)]
-    chosen = check_request(hw, names, _ranges(args.ranges), "calibrate")
     gemms = read_measurements(args.measurements, hw.array.precision.value)
     psums = PsumPolicy(args.psums)
-    features = gemm_features(hw, gemms, args.fold_overlap, psums)
-    result = fit(hw, features, gemms, chosen)
-    fitted = fitted_hardware(hw, result.values)
+    names = [n for n in args.fit.split(",") if n]
+    done = calibrate(
+        hw, gemms, fold_overlap=args.fold_overlap, psums=psums, names=names,
+        ranges=_ranges(args.ranges),
+    )  # fmt: skip
+    result, fitted, features = done.fit, done.fitted, done.features
     rows = {
         "file, closed form": predict_us(features, physical(hw, {})),
         "fitted, closed form": predict_us(features, physical(hw, result.values)),
@@ -69,7 +64,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"calibrate {display_path(args.hardware)} on {len(gemms)} GEMMs of"
         f" {display_path(args.measurements)} ({result.evaluations} evaluations)"
     )
-    print(_fit_table(hw, chosen, result))
+    print(_fit_table(hw, result))
     print(_error_table(rows, gemms))
     closest = float(np.min(rows["fitted file, accelsim layer"] / bound))
     print(f"closest to its compute bound (every PE busy at {fitted.clock_mhz:g} MHz): x{closest:.3f}")
@@ -97,11 +92,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _fit_table(hw: HardwareSpec, chosen: Sequence[Parameter], result: Fit) -> str:
+def _fit_table(hw: HardwareSpec, result: Fit) -> str:
     """The fitted parameters beside the file's values and their ranges."""
     before = file_values(hw)
     lines = [f"{'parameter':<22} {'file':>10} {'fitted':>10}   range"]
-    for p in chosen:
+    for p in result.parameters:
         lines.append(
             f"{p.name:<22} {before[p.name]:>10.4g} {result.values[p.name]:>10.4g}"
             f"   {p.low:.4g} to {p.high:.4g} {p.unit}"

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.calibration.measurements import SIZE_CLASSES, Measurements, mape, size_class
-from accelsim.calibration.model import GemmFeatures, Physical, predict_us
+from accelsim.calibration.model import GemmFeatures, Physical, gemm_features, predict_us
 from accelsim.calibration.optimize import minimize
+from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import InputError, Problem
 
@@ -110,8 +111,10 @@ def physical(hw: HardwareSpec, values: Mapping[str, float]) -> Physical:
 
 @dataclass(frozen=True)
 class Fit:
-    """A finished fit: the fitted values, the training error and where it stopped."""
+    """A finished fit: the parameters (with the ranges searched), the fitted values,
+    the training error and where it stopped."""
 
+    parameters: tuple[Parameter, ...]
     values: dict[str, float]
     training_mape: float
     evaluations: int
@@ -194,7 +197,7 @@ def fit(
         for p, x in zip(chosen, best.x, strict=True)
         if (x < edge and not p.natural_low) or (x > 1 - edge and not p.natural_high)
     )
-    return Fit(values(best.x), best.value, spent, at_bound)
+    return Fit(tuple(chosen), values(best.x), best.value, spent, at_bound)
 
 
 def class_errors(predicted: np.ndarray, gemms: Measurements) -> dict[str, tuple[int, float]]:
@@ -223,3 +226,34 @@ def fitted_hardware(hw: HardwareSpec, values: Mapping[str, float]) -> HardwareSp
         update={"op_overhead_cycles": math.floor(p.op_overhead_us * clock + 0.5)}
     )
     return hw.model_copy(update={"clock_mhz": round(clock, 3), "dram": dram, "timing": timing})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fit and what it was made from: the GEMMs costed once, the fitted file."""
+
+    features: GemmFeatures
+    fit: Fit
+    fitted: HardwareSpec
+
+
+def calibrate(
+    hw: HardwareSpec,
+    gemms: Measurements,
+    *,
+    fold_overlap: bool,
+    psums: PsumPolicy = PsumPolicy.CHUNK,
+    names: Sequence[str] = (),
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    where: str = "calibrate",
+) -> Calibration:
+    """Fit ``names`` (all four by default) of ``hw``'s parameters, searched in
+    ``ranges`` (their physical ranges by default), to ``gemms``.
+
+    Raises:
+        InputError: for a request :func:`check_request` refuses (named by ``where``).
+    """
+    chosen = check_request(hw, list(names) or [p.name for p in parameters(hw)], ranges or {}, where)
+    features = gemm_features(hw, gemms, fold_overlap, psums)
+    result = fit(hw, features, gemms, chosen)
+    return Calibration(features, result, fitted_hardware(hw, result.values))

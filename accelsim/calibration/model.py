@@ -164,7 +164,10 @@ def compute_bound_us(features: GemmFeatures, clock_mhz: float) -> np.ndarray:
 
 
 def engine_us(
-    hw: HardwareSpec, gemms: Measurements, fold_overlap: bool, psums: PsumPolicy
+    hw: HardwareSpec,
+    gemms: Measurements,
+    fold_overlap: bool,
+    psums: PsumPolicy = PsumPolicy.CHUNK,
 ) -> np.ndarray:
     """Each GEMM's latency as ``accelsim layer`` gives it on ``hw`` (its costs and the
     engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us."""
