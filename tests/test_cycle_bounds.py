@@ -7,6 +7,8 @@ import pytest
 
 from accelsim.config.loader import load_energy, load_hardware, parse_sets
 from accelsim.config.run import Convention, PsumPolicy
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_run
 from accelsim.energy.model import estimate_energy
 from accelsim.graph.ops import CommOp, OpGraph, Phase, Tensor, TensorKind
 from accelsim.mapping.schedule import schedule
@@ -75,3 +77,13 @@ def test_allreduce_bytes_count_on_every_participant(
     }
     assert max(run.cycle_bounds().values()) <= makespan
     assert run.cycle_bounds(4) == {k: v / 4 for k, v in run.cycle_bounds().items()}
+
+
+def test_reads_and_writes_bound_at_their_own_bandwidths() -> None:
+    sets = ["hardware.dram.read_bandwidth_bytes_per_cycle=256",
+            "hardware.dram.write_bandwidth_bytes_per_cycle=32"]  # fmt: skip
+    result = simulate_run(load_inputs(ROOT / "configs" / "runs" / "mlp.yaml", parse_sets(sets)))
+    c = result.trace.costs
+    reads, writes = int(c.dram_read_bytes.sum()), int(c.dram_ofmap_write_bytes.sum())
+    assert result.cycle_bounds()["dram"] == pytest.approx(reads / 256 + writes / 32)
+    assert result.total_cycles >= result.cycle_bounds()["dram"]

@@ -77,7 +77,12 @@ class RunResult:
         ``2 (r - 1)`` chunks of ``ceil(size / r)`` over its own link.
         """
         hw, trace, c = self.hardware, self.trace, self.trace.costs
-        per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
+        # DRAM in bytes over the one bandwidth, or in cycles when reads and writes
+        # have their own.
+        read_bw, write_bw = hw.dram.read_bytes_per_cycle, hw.dram.write_bytes_per_cycle
+        one = read_bw == write_bw
+        read_w, write_w, per = (1, 1, read_bw) if one else (1 / read_bw, 1 / write_bw, 1.0)
+        per_op = c.dram_read_bytes * read_w + c.dram_ofmap_write_bytes * write_w
         channels = np.zeros(hw.processors)
         np.add.at(channels, trace.processor, per_op)
         links = np.zeros(hw.processors)
@@ -90,7 +95,7 @@ class RunResult:
             channels[first] -= per_op[i]
             links[first] -= c.interconnect_bytes[i]
             for p in op.participants:
-                channels[p] += 2 * size
+                channels[p] += size * read_w + size * write_w
                 links[p] += 2 * (procs - 1) * -(-size // procs)
         if hw.dram.sharing is DramSharing.PER_PROCESSOR:
             dram = float(channels.max())
@@ -105,7 +110,7 @@ class RunResult:
             np.add.at(work, trace.processor[mine], c.compute_cycles[mine])
             compute = max(compute, float(work.max()))
         return {
-            "dram": dram / hw.dram.bandwidth_bytes_per_cycle / repeats,
+            "dram": dram / per / repeats,
             "interconnect": float(links.max())
             / hw.interconnect.bandwidth_bytes_per_cycle
             / repeats,

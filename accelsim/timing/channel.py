@@ -23,28 +23,36 @@ if TYPE_CHECKING:
 
 
 class Fifo:
-    """The reservations of a FIFO channel of ``bytes_per_cycle`` bandwidth and
-    ``latency`` cycles, in cycles, without an event.
+    """The reservations of a FIFO channel of ``bytes_per_cycle`` bandwidth (reads; writes
+    at ``write_bytes_per_cycle``, the same by default) and ``latency`` cycles, in cycles,
+    without an event.
 
     Args:
         bytes_per_cycle: Bandwidth; ``inf`` makes transfers take only the latency.
         latency: Cycles from the end of a transfer to the data being usable.
+        write_bytes_per_cycle: The writes' bandwidth (``None``: ``bytes_per_cycle``).
     """
 
-    def __init__(self, bytes_per_cycle: float, latency: int) -> None:
+    def __init__(
+        self, bytes_per_cycle: float, latency: int, write_bytes_per_cycle: float | None = None
+    ) -> None:
         self.bytes_per_cycle = bytes_per_cycle
+        self.write_bytes_per_cycle = (
+            bytes_per_cycle if write_bytes_per_cycle is None else write_bytes_per_cycle
+        )
         self.latency = latency
         self.free_at = 0
 
-    def reserve(self, now: int, n_bytes: int) -> int:
+    def reserve(self, now: int, n_bytes: int, write: bool = False) -> int:
         """Queue ``n_bytes`` at cycle ``now``; the cycle its data arrives.
 
         The transfer starts when the channel is free (now, or when the transfers
-        queued before it are done), holds it ``ceil(n_bytes / bytes_per_cycle)``
-        cycles and arrives ``latency`` cycles later.
+        queued before it are done), holds it ``ceil(n_bytes / bandwidth)`` cycles
+        (the writes' bandwidth for a ``write``) and arrives ``latency`` cycles later.
         """
+        bandwidth = self.write_bytes_per_cycle if write else self.bytes_per_cycle
         free_at = self.free_at
-        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / self.bytes_per_cycle)
+        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / bandwidth)
         self.free_at = free_at
         return free_at + self.latency
 
@@ -58,18 +66,24 @@ class Channel(Fifo):
         latency: Cycles from the end of a transfer to the data being usable.
     """
 
-    def __init__(self, env: simpy.Environment, bytes_per_cycle: float, latency: int) -> None:
-        super().__init__(bytes_per_cycle, latency)
+    def __init__(
+        self,
+        env: simpy.Environment,
+        bytes_per_cycle: float,
+        latency: int,
+        write_bytes_per_cycle: float | None = None,
+    ) -> None:
+        super().__init__(bytes_per_cycle, latency, write_bytes_per_cycle)
         self.env = env
 
-    def transfer(self, n_bytes: int) -> simpy.Timeout:
+    def transfer(self, n_bytes: int, write: bool = False) -> simpy.Timeout:
         """Queue a transfer now (:meth:`Fifo.reserve`); the returned event fires
         when its data has arrived."""
         now = int(self.env.now)
-        return self.env.timeout(self.reserve(now, n_bytes) - now)
+        return self.env.timeout(self.reserve(now, n_bytes, write) - now)
 
 
-def reserve_all(channels: Sequence[Channel], n_bytes: int) -> int:
+def reserve_all(channels: Sequence[Channel], n_bytes: int, write: bool = False) -> int:
     """Reserve ``n_bytes`` on each channel in turn; returns the last arrival cycle.
 
     Each channel is queued as by :meth:`Fifo.reserve`, without an event (a
@@ -79,4 +93,4 @@ def reserve_all(channels: Sequence[Channel], n_bytes: int) -> int:
     if not channels:
         raise ValueError("reserve_all needs at least one channel")
     now = int(channels[0].env.now)
-    return max([channel.reserve(now, n_bytes) for channel in channels])
+    return max([channel.reserve(now, n_bytes, write) for channel in channels])

@@ -57,6 +57,7 @@ def simulate(graph: OpGraph, costs: OpCosts, flat: FlatStep) -> Trace:
         f.n_dram,
         f.processors,
         f.dram_bandwidth,
+        f.dram_write_bandwidth,
         f.dram_latency,
         f.link_bandwidth,
         f.link_latency,

@@ -53,11 +53,18 @@ class _Engine:
         dram = hw.dram
         if dram.sharing is DramSharing.PER_PROCESSOR:
             self.dram = [
-                Channel(self.env, dram.bandwidth_bytes_per_cycle, dram.latency_cycles)
+                Channel(
+                    self.env,
+                    dram.read_bytes_per_cycle,
+                    dram.latency_cycles,
+                    dram.write_bytes_per_cycle,
+                )
                 for _ in range(hw.processors)
             ]
         else:
-            shared = Channel(self.env, dram.bandwidth_bytes_per_cycle, dram.latency_cycles)
+            shared = Channel(
+                self.env, dram.read_bytes_per_cycle, dram.latency_cycles, dram.write_bytes_per_cycle
+            )
             self.dram = [shared] * hw.processors
         link = hw.interconnect
         self.links = [
@@ -154,11 +161,11 @@ class _Engine:
             yield env.timeout(compute_q + (j < compute_r))
             drain_bytes = drain_q + (j < drain_r)
             if drain_bytes:
-                drains.append(dram.transfer(drain_bytes))
+                drains.append(dram.transfer(drain_bytes, write=True))
             if fetch is not None:
                 yield fetch
         if epilogue:
-            drains.append(dram.transfer(epilogue))
+            drains.append(dram.transfer(epilogue, write=True))
         if drains:
             yield env.all_of(drains)
         self._finish(i)
@@ -189,7 +196,7 @@ class _Engine:
         yield from self._join(reserve_all(drams, size))
         for _ in range(2 * (procs - 1)):
             yield from self._join(reserve_all(links, chunk))
-        yield from self._join(reserve_all(drams, size))
+        yield from self._join(reserve_all(drams, size, write=True))
         self._finish(i)
 
 

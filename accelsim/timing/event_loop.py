@@ -191,6 +191,7 @@ def run_events(
     n_dram: int,
     n_links: int,
     dram_bandwidth: float,
+    dram_write_bandwidth: float,
     dram_latency: int,
     link_bandwidth: float,
     link_latency: int,
@@ -323,7 +324,11 @@ def run_events(
                             a = _reserve(link_free, p, now, per, link_bandwidth) + link_latency
                         else:
                             a = _reserve(
-                                dram_free, dram_channel[p], now, link_bytes[op], dram_bandwidth
+                                dram_free,
+                                dram_channel[p],
+                                now,
+                                link_bytes[op],
+                                dram_write_bandwidth,
                             )
                             a += dram_latency
                         t = max(t, a)
@@ -368,7 +373,7 @@ def run_events(
                 n_chunks = chunks[op]
                 drain = _part(behind[st], n_chunks, chunk[st])
                 if drain:
-                    t = _reserve(dram_free, ch, now, drain, dram_bandwidth) + dram_latency
+                    t = _reserve(dram_free, ch, now, drain, dram_write_bandwidth) + dram_latency
                     size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, DRAIN, st)
                     seq += 1
                     drains[st] += 1
@@ -385,7 +390,7 @@ def run_events(
                     begin_chunk = True
                 else:
                     if epilogue[st]:
-                        t = _reserve(dram_free, ch, now, epilogue[st], dram_bandwidth)
+                        t = _reserve(dram_free, ch, now, epilogue[st], dram_write_bandwidth)
                         t += dram_latency
                         size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, DRAIN, st)
                         seq += 1

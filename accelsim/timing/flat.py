@@ -58,6 +58,7 @@ class FlatStep:
     n_dram: int
     processors: int
     dram_bandwidth: float
+    dram_write_bandwidth: float
     dram_latency: int
     link_bandwidth: float
     link_latency: int
@@ -123,7 +124,8 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
         n_stores=n_stores,
         n_dram=1 if shared else processors,
         processors=processors,
-        dram_bandwidth=float(hw.dram.bandwidth_bytes_per_cycle),
+        dram_bandwidth=float(hw.dram.read_bytes_per_cycle),
+        dram_write_bandwidth=float(hw.dram.write_bytes_per_cycle),
         dram_latency=int(hw.dram.latency_cycles),
         link_bandwidth=float(hw.interconnect.bandwidth_bytes_per_cycle),
         link_latency=int(hw.interconnect.latency_cycles),

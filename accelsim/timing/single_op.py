@@ -38,7 +38,7 @@ def single_op_cycles(costs: OpCosts, hw: HardwareSpec) -> int:
     Raises:
         LimitError: if that is more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    dram = Fifo(hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+    dram = Fifo(hw.dram.read_bytes_per_cycle, hw.dram.latency_cycles, hw.dram.write_bytes_per_cycle)
     chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0])
     reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
     prologue = reads if chunks == 1 else min(reads, int(costs.prologue_bytes[0]))
@@ -52,10 +52,10 @@ def single_op_cycles(costs: OpCosts, hw: HardwareSpec) -> int:
         now += _part(compute, chunks, j)
         drain_bytes = _part(behind, chunks, j)
         if drain_bytes:
-            drains.append(dram.reserve(now, drain_bytes))
+            drains.append(dram.reserve(now, drain_bytes, write=True))
         now = max(now, fetched)
     if epilogue:
-        drains.append(dram.reserve(now, epilogue))
+        drains.append(dram.reserve(now, epilogue, write=True))
     end = max([now, *drains])
     if end > MAX_COUNT:
         raise LimitError(LIMIT_MESSAGE)
