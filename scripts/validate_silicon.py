@@ -153,6 +153,24 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
         "",
         f"![predicted against measured]({figure})",
         "",
+        "## Notes",
+        "",
+        "- Two choices in the presets were made on this same training half, by the"
+        " held-out error of its halvings: `array.load_rows_per_cycle: 4` (among 1, 2, 4, 8;"
+        " v6e 18.2, 13.3, 12.0, 11.9 % through the fit's closed form) and four 256x256"
+        " arrays on v6e (Google's v6e page says two per TensorCore; two would need a"
+        " 3.5 GHz clock for the 918 TFLOP/s peak, and fit worse: 13.2 % against 12.0 %)."
+        " The halvings therefore measure the four fitted parameters, not those choices.",
+        "- The fitted read bandwidths exceed the HBM's (v6e 1,638 GB/s, v4 1,200 GB/s):"
+        " GEMMs launched again and again find operands on chip, which the model does"
+        " not hold; `accelsim calibrate` allows up to 4 times the file's bandwidth for"
+        " reads, and at most the file's for writes.",
+        "- What limits the fit: the per-op floor of about 1 us; thin GEMMs (M or N of a"
+        " few) whose weight tiles the arrays load faster than any one load rate says;"
+        " and one array efficiency for every size: the fit settles near 0.75, which"
+        " small and middle-sized GEMMs want, while the largest run closer to peak (the"
+        " calibrated v6e over-predicts GEMMs above 1e6 cycles by about 5 % at the median).",
+        "",
         "Time to regenerate: "
         + ", ".join(f"{r.name} {r.seconds:.0f} s" for r in results)
         + " (fits and every GEMM through the lone-op timing).",
