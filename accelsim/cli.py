@@ -196,7 +196,9 @@ def _add_calibrate(sub: Subparsers) -> None:
         "calibrate", help="fit a hardware file's physical parameters to measured GEMM latencies"
     )
     cal.add_argument(
-        "measurements", type=Path, help="CSV with columns M,N,K,dtype,latency_us (C = A[MxK].B[KxN])"
+        "measurements",
+        type=Path,
+        help="CSV with columns M,N,K,dtype,latency_us (C = A[MxK].B[KxN])",
     )
     cal.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML to fit")
     cal.add_argument("--out", type=Path, required=True, help="the fitted hardware YAML to write")

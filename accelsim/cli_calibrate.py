@@ -8,6 +8,7 @@ forms, no event engine, workload, run driver or technique.
 from __future__ import annotations
 
 import argparse
+
 import numpy as np
 
 from accelsim.calibration.fit import (
@@ -67,7 +68,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(_fit_table(hw, result))
     print(_error_table(rows, gemms))
     closest = float(np.min(rows["fitted file, accelsim layer"] / bound))
-    print(f"closest to its compute bound (every PE busy at {fitted.clock_mhz:g} MHz): x{closest:.3f}")
+    print(
+        f"closest to its compute bound (every PE busy at {fitted.clock_mhz:g} MHz): x{closest:.3f}"
+    )
     for name in result.at_bound:
         print(f"note: {name} ended on a bound of its range: the data would push it further")
     header = "".join(

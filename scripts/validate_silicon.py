@@ -23,7 +23,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Any
 
 import numpy as np
@@ -124,7 +123,9 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
     ]
     for r in results:
         counts = mape_by_size(r.before, r.gemms)
-        out.append(f"| **{r.name}** GEMMs | " + " | ".join(str(counts[c][0]) for c in CLASSES) + " |")
+        out.append(
+            f"| **{r.name}** GEMMs | " + " | ".join(str(counts[c][0]) for c in CLASSES) + " |"
+        )
         out.append(_row(f"{r.name} uncalibrated", counts))
         out.append(_row(f"{r.name} calibrated (training)", mape_by_size(r.after, r.gemms)))
         out.append(

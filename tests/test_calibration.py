@@ -128,7 +128,7 @@ def test_a_fit_improves_on_the_preset_and_stays_in_range(v4_fit) -> None:
 
 
 def test_a_calibrated_preset_never_beats_its_compute_bound(v4_fit) -> None:
-    hw, gemms, features, result = v4_fit
+    hw, gemms, _, result = v4_fit
     fitted = fitted_hardware(hw, result.values)
     rng = np.random.default_rng(0)
     dims = rng.integers(1, 8192, size=(3, 200))

@@ -91,7 +91,9 @@ def test_a_lone_gemm_times_as_in_the_simpy_engine(
     assert (trace.engine, trace.events) == (ENGINE_NAME, 0)
 
 
-@pytest.mark.parametrize(("read", "write"), [(64, 2), (2, 64), (float("inf"), 4), (8, float("inf"))])
+@pytest.mark.parametrize(
+    ("read", "write"), [(64, 2), (2, 64), (float("inf"), 4), (8, float("inf"))]
+)
 def test_reads_and_writes_at_their_own_bandwidths_match(read: float, write: float) -> None:
     hw = make_hw(**{"dram.read_bandwidth_bytes_per_cycle": read,
                     "dram.write_bandwidth_bytes_per_cycle": write})  # fmt: skip
@@ -109,9 +111,13 @@ def test_a_write_bound_gemm_takes_its_writes_over_the_write_bandwidth() -> None:
     hw = make_hw(**{"dram.latency_cycles": 0, "dram.read_bandwidth_bytes_per_cycle": 1024,
                     "dram.write_bandwidth_bytes_per_cycle": 16})  # fmt: skip
     gemm = gemm_for(4096, 128, 1, Phase.FWD)
-    graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 1)
+    _, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 1)
     reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
-    assert (reads, writes, int(costs.compute_cycles[0])) == (4096 * 2 + 128 * 2, 4096 * 128 * 2, 4478)
+    assert (reads, writes, int(costs.compute_cycles[0])) == (
+        4096 * 2 + 128 * 2,
+        4096 * 128 * 2,
+        4478,
+    )
     assert single_op_cycles(costs, hw) == -(-reads // 1024) + 4478 + writes // 16
 
 

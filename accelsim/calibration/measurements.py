@@ -80,7 +80,9 @@ def read_measurements(path: Path, dtype: str) -> Measurements:
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
-        raise InputError.single(name, "", f"missing columns {', '.join(missing)}", reader.fieldnames)
+        raise InputError.single(
+            name, "", f"missing columns {', '.join(missing)}", reader.fieldnames
+        )
     problems: list[Problem] = []
     rows: list[tuple[int, int, int, float]] = []
     for line, row in enumerate(reader, start=2):
@@ -107,7 +109,7 @@ def read_measurements(path: Path, dtype: str) -> Measurements:
                 Problem(name, f"{where}: dtype", f"the hardware computes in {dtype}", row["dtype"])
             )
         if len(dims) == 3 and math.isfinite(latency) and latency > 0:
-            rows.append((*dims, latency))
+            rows.append((dims[0], dims[1], dims[2], latency))
     if problems:
         raise InputError(problems)
     if not rows:

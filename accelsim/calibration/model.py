@@ -162,7 +162,6 @@ def compute_bound_us(features: GemmFeatures, clock_mhz: float) -> np.ndarray:
     return bound
 
 
-
 def engine_us(
     hw: HardwareSpec,
     gemms: Measurements,

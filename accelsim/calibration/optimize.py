@@ -77,9 +77,12 @@ def _simplex(
         order = np.argsort(values, kind="stable")
         simplex, values = simplex[order], values[order]
         centroid = simplex[:-1].mean(axis=0)
+        worst = simplex[-1].copy()
 
-        def trial(scale: float) -> np.ndarray:
-            point: np.ndarray = np.clip(centroid + scale * (simplex[-1] - centroid), 0.0, 1.0)
+        def trial(
+            scale: float, centroid: np.ndarray = centroid, worst: np.ndarray = worst
+        ) -> np.ndarray:
+            point: np.ndarray = np.clip(centroid + scale * (worst - centroid), 0.0, 1.0)
             return point
 
         reflected = trial(-REFLECT)

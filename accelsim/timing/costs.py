@@ -356,14 +356,23 @@ def _gemm_columns(
     kernels = backend.kernels_for(len(table))
     load = unit.array.load_rows_per_cycle
     fr, fc, folds, cycles = kernels.fold_cycles(
-        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv, fold_overlap, load
+        table.dataflow,
+        table.sr,
+        table.sc,
+        table.t,
+        table.count,
+        rows,
+        cols,
+        conv,
+        fold_overlap,
+        load,
     )
     ifr, flr, ofr, ofw = kernels.sram_counts(
         table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
     )
 
     def dram(row_folds: np.ndarray, col_folds: np.ndarray, width: int) -> tuple[np.ndarray, ...]:
-        return kernels.dram_words(
+        words: tuple[np.ndarray, ...] = kernels.dram_words(
             table.dataflow,
             table.m,
             table.n,
@@ -385,6 +394,7 @@ def _gemm_columns(
             conv,
             psums is PsumPolicy.CHUNK,
         )
+        return words
 
     if count == 1:
         a_rd, b_rd, c_rd, c_wr = dram(fr, fc, cols)
@@ -400,7 +410,9 @@ def _gemm_columns(
         cycles = cycles_of(cut.t, cut.folds)
         wide = dram(cut.dram_row_folds, cut.dram_col_folds, cols * count)
         narrow = dram(cut.dram_row_folds, cut.dram_col_folds, cols)
-        a_rd, b_rd, c_rd, c_wr = (np.where(cut.wide, w, n) for w, n in zip(wide, narrow))
+        a_rd, b_rd, c_rd, c_wr = (
+            np.where(cut.wide, w, n) for w, n in zip(wide, narrow, strict=True)
+        )
         ifr = np.where(table.dataflow == IS, ifr * cut.copies, ifr)
         flr = np.where(table.dataflow == WS, flr * cut.copies, flr)
         partial_sums = cut.partials * table.m * table.n * table.count
