@@ -946,7 +946,8 @@ HARDWARE_KEYS = (
         ),
         (
             ["array.bogus.x=1"],
-            "array.bogus: unknown key; expected one of: cols, dataflow, precision, rows"
+            "array.bogus: unknown key; expected one of: cols, count, dataflow, load_rows_per_cycle,"
+            " precision, rows"
             " (got {'x': 1})",
         ),
         (
