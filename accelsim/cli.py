@@ -91,12 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_layer(sub)
     _add_calibrate(sub)
     _add_suite(sub)
-    models = sub.add_parser("models", help="list the models of a suite with their sizes")
+    models = sub.add_parser("models", help="sizes of workload files, or of the models of a suite")
+    models.add_argument(
+        "files",
+        type=bundled_path,
+        nargs="*",
+        metavar="FILE",
+        help="workload files to summarise: YAML layer tables or SCALE-Sim topology CSVs"
+        " (none: the suite's models)",
+    )
     models.add_argument(
         "--suite",
         type=bundled_path,
-        default=DEFAULT_SUITE,
-        help="suite YAML (default: configs/suites/default.yaml)",
+        default=None,
+        help="suite YAML (default: configs/suites/default.yaml); not with FILE",
     )
     models.add_argument("--json", action="store_true", help="print one JSON list")
     check = sub.add_parser("check", help="validate config files without simulating")
@@ -104,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "files",
         type=bundled_path,
         nargs="+",
-        help="hardware, energy, workload, run, suite or sweep YAML files",
+        help="hardware, energy, workload, run, suite or sweep YAML files, or SCALE-Sim"
+        " topology CSVs",
     )
     check.add_argument(
         "--max-points",

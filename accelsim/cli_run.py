@@ -62,6 +62,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     with cli_sweep.printing(directory):
         print(summary_table(result.base.summary()))
+        if inputs.workload.notes:
+            from accelsim.report.console import workload_notes
+
+            print(workload_notes(inputs.workload.source, inputs.workload.notes))
         print(f"wrote {display_path(directory)}/")
     return EXIT_OK
 
@@ -150,16 +154,58 @@ def _no_suite_file_names(suite: Path, names: list[str]) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    """``accelsim models``: the models of a suite with their sizes."""
+    """``accelsim models``: the sizes of workload files, or of the models of a suite."""
     from accelsim.driver.inputs import suite_models
     from accelsim.lowering.stats import model_stats
     from accelsim.report.console import models_table
+    from accelsim.resources import data_dir
 
-    stats = [model_stats(workload, infos) for workload, infos in suite_models(args.suite)]
+    if args.files:
+        if args.suite is not None:
+            raise InputError.single("--suite", "", "give workload files or --suite, not both")
+        return _workload_models(args.files, args.json)
+    suite = args.suite or data_dir() / "configs" / "suites" / "default.yaml"
+    stats = [model_stats(workload, infos) for workload, infos in suite_models(suite)]
     if args.json:
         print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
     else:
         print(models_table(stats))
+    return EXIT_OK
+
+
+def _workload_models(files: list[Path], as_json: bool) -> int:
+    """``accelsim models FILE...``: each file's sizes, with the source and the notes of
+    a file that has them (a SCALE-Sim topology's assumptions)."""
+    from accelsim.lowering.infer import load_model
+    from accelsim.lowering.stats import model_stats
+    from accelsim.report.console import models_table, workload_notes
+
+    models = []
+    problems = []
+    for path in files:
+        try:
+            models.append((path, *load_model(path)))
+        except InputError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(problems)
+    stats = [model_stats(workload, infos) for _, workload, infos in models]
+    if as_json:
+        records = [
+            {
+                "file": display_path(path),
+                **dataclasses.asdict(s),
+                "source": workload.source,
+                "notes": workload.notes or [],
+            }
+            for (path, workload, _), s in zip(models, stats, strict=True)
+        ]
+        print(json.dumps(records, indent=2))
+        return EXIT_OK
+    print(models_table(stats))
+    for _, workload, _ in models:
+        if workload.notes:
+            print(f"\n{workload.name}: " + workload_notes(workload.source, workload.notes))
     return EXIT_OK
 
 
@@ -180,7 +226,11 @@ def _check_file(path: Path, max_points: int | None = None) -> str:
     from accelsim.config.loader import load_energy, load_hardware, read_yaml
     from accelsim.driver.inputs import load_inputs
     from accelsim.lowering.infer import load_model
+    from accelsim.workload.formats import reader_for
 
+    if reader_for(path) is not None:
+        workload, _ = load_model(path)
+        return f"workload '{workload.name}', {len(workload.layers)} layers"
     data: dict[str, Any] = read_yaml(path)
     if "layers" in data:
         workload, _ = load_model(path)

@@ -53,8 +53,9 @@ GRAD = Tensor("dw", TensorKind.GRADIENT, 1000, 2)
 
 @st.composite
 def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
-    """A random DAG of array, extra-array, vector, transfer and all-reduce ops with
-    random costs, processors, priorities, DRAM sharing, bandwidths and latencies."""
+    """A random DAG of array, extra-array, vector (some of them updates: the background
+    stream), transfer and all-reduce ops with random costs, processors, priorities,
+    DRAM sharing, arbitration and channels, bandwidths and latencies."""
     procs = draw(st.integers(1, 4))
     n = draw(st.integers(1, 24))
     ops: list[Any] = []
@@ -65,7 +66,9 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
     }
     for i in range(n):
         deps = tuple(sorted(draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else ()))
-        choice = draw(st.sampled_from(["array", "array", "extra", "vector", "transfer", "comm"]))
+        choice = draw(
+            st.sampled_from(["array", "array", "extra", "vector", "update", "transfer", "comm"])
+        )
         p = draw(st.integers(0, procs - 1))
         if choice == "transfer" and procs > 1:
             dest = (p + draw(st.integers(1, procs - 1))) % procs
@@ -79,8 +82,9 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
             op = CommOp(i, f"c{i}", "l", Phase.COMM, tensor, parts, deps)
             p = parts[0]
             unit = UNIT_COMM
-        elif choice == "vector":
-            op, unit = vector(i, *deps), UNIT_VECTOR
+        elif choice in ("vector", "update"):  # an update is the background stream
+            phase = Phase.UPDATE if choice == "update" else Phase.FWD
+            op, unit = vector(i, *deps, phase=phase), UNIT_VECTOR
         else:
             op, unit = gemm(i, *deps), (UNIT_ARRAY if choice == "array" else 3)
         ops.append(op)
@@ -102,6 +106,8 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
     sets = [
         f"processors={procs}",
         f"dram.sharing={draw(st.sampled_from(['shared', 'per_processor']))}",
+        f"dram.arbitration={draw(st.sampled_from(['fcfs', 'priority']))}",
+        f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}",
         f"dram.bandwidth_bytes_per_cycle={bandwidth}",
         f"dram.latency_cycles={draw(st.integers(0, 300))}",
         f"dram.write_bandwidth_bytes_per_cycle={draw(st.sampled_from(['1', '16', '.inf']))}",

@@ -87,3 +87,19 @@ def test_reads_and_writes_bound_at_their_own_bandwidths() -> None:
     reads, writes = int(c.dram_read_bytes.sum()), int(c.dram_ofmap_write_bytes.sum())
     assert result.cycle_bounds()["dram"] == pytest.approx(reads / 256 + writes / 32)
     assert result.total_cycles >= result.cycle_bounds()["dram"]
+
+
+def test_channels_divide_the_dram_bound_and_the_step_never_beats_it() -> None:
+    # The MLP step (batch 128, Adam) moves the same bytes over 1, 2 or 4 channels of
+    # 128 B/cycle: its DRAM bound is bytes / (channels x 128), and no step is shorter
+    # than its binding bound (so the speedup over one channel never beats it).
+    one = simulate_run(load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets([])))
+    for channels in (2, 4):
+        run = simulate_run(
+            load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets([f"dram.channels={channels}"]))
+        )
+        bounds = run.cycle_bounds()
+        assert run.dram_bytes == one.dram_bytes
+        assert bounds["dram"] == one.dram_bytes / (channels * 128)
+        assert run.total_cycles >= max(bounds.values())
+        assert run.total_cycles < one.total_cycles

@@ -208,11 +208,17 @@ def test_the_option_is_validated(tmp_path: Path) -> None:
         ["processors=2", "assignment=data_parallel"],
         ["processors=2", "run.techniques={gpipe: {micro_batches: 2}}"],
         ["run.techniques={optimizer_fusion: {mode: backward}, gradient_prediction: {}}"],
+        [
+            "dram.arbitration=priority",
+            "dram.channels=4",
+            "run.techniques={optimizer_fusion: {mode: backward}}",
+        ],
     ],
 )
 def test_fused_steps_place_and_time_alike_in_both_engines(sets: list[str]) -> None:
     """Placement copies and splits fused steps (a stream between stages ends at its
-    transfer) and both engines time the contracted groups alike."""
+    transfer) and both engines time the contracted groups alike, also with their
+    transfers in streams under priority arbitration on interleaved channels."""
     summaries = []
     for engine in ("simpy", "compiled"):
         common = ["batch_size=2", "workload_variant=cifar10", "lowering.fuse_epilogues=all"]

@@ -953,7 +953,7 @@ HARDWARE_KEYS = (
         (
             ["workload.bogus.x=1"],
             "workload.bogus: unknown key; expected one of: description, input, layers, name,"
-            " source, variants (got {'x': 1})",
+            " notes, source, variants (got {'x': 1})",
         ),
         (
             ["workload.layers[fc1].bogus.x=1"],

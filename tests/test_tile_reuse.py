@@ -20,7 +20,9 @@ from accelsim.mapping.schedule import schedule
 from accelsim.mapping.tile_reuse import Buffer, tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
+from accelsim.timing import tile_groups
 from accelsim.timing.costs import op_costs
+from accelsim.timing.memory import StreamClass
 from accelsim.timing.tile_groups import simulate_grouped
 from tests.conftest import ROOT, make_hw
 
@@ -255,3 +257,36 @@ def test_a_group_waiting_for_an_op_that_waits_for_it_is_refused() -> None:
     ]
     with pytest.raises(SimulationError, match="g0 and the ops taking its tiles wait for an op"):
         run(graph, hw)
+
+
+def test_a_groups_transfers_carry_the_streams_of_the_members_moving_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """g0 makes y, relu takes its tiles and writes z, which the backward g1 reads back
+    (a stash).  The group reads x, an activation, for g0, and writes z for relu (g0's
+    y never reaches DRAM): its reads are the activation stream, its writes the stash
+    stream, though its first op, g0, writes an activation."""
+    hw = make_hw(**SMALL, **{"dram.arbitration": "priority"})
+    b = GraphBuilder(hw.word_bytes)
+    x, w = b.tensor("x", TensorKind.ACTIVATION, 64 * 32), b.tensor("w", TensorKind.WEIGHT, 512)
+    y, z, dx = (b.tensor(n, TensorKind.ACTIVATION, 64 * 16) for n in ("y", "z", "dx"))
+    w1 = b.tensor("w1", TensorKind.WEIGHT, 16 * 16)
+    g0 = b.gemm("g0", "l0", Phase.FWD, 64, 16, 32, 1, x, w, y)
+    relu = b.vector("relu", "l1", Phase.FWD, 1024, 1, [y], [z])
+    b.gemm("g1", "l2", Phase.BWD_INPUT, 64, 16, 16, 1, z, w1, dx)
+    b.take_tiles(relu, y, g0)
+    graph = b.build()
+    seen: list[Any] = []
+    real = tile_groups.simulate
+
+    def spy(*args: Any) -> Any:
+        seen.append(args[4])
+        return real(*args)
+
+    monkeypatch.setattr(tile_groups, "simulate", spy)
+    simpy = run(graph, hw)
+    ((reads, writes),) = seen
+    assert [StreamClass(k).name for k in reads] == ["ACTIVATION", "STASH"]
+    assert [StreamClass(k).name for k in writes] == ["STASH", "ACTIVATION"]
+    compiled = run(graph, hw, EngineKind.COMPILED)
+    assert simpy.trace.end_cycle.tolist() == compiled.trace.end_cycle.tolist()

@@ -206,17 +206,18 @@ def test_topology_reader(tmp_path: Path) -> None:
         "\n"
     )
     layers = vs.read_topology(topo)
-    assert [(x.name, x.kind, x.dims) for x in layers] == [
-        ("a", "gemm", (7, 5, 3)),
-        ("b", "conv", (8, 8, 3, 3, 4, 8, 2)),
+    assert [(x.name, x.kind, x.dims, x.row) for x in layers] == [
+        ("a", "gemm", (7, 5, 3), 2),
+        ("b", "conv", (8, 8, 3, 3, 4, 8, 2), 3),
     ]
     shape = vs.scalesim_shape(layers[1])  # ceil output size: 4x4 windows, 8 channels x 4
     assert (shape.m, shape.n, shape.k, shape.ifmap_unique) == (16, 8, 36, 64 * 4)
     topo.write_text("h\nx, 1, 2,\n")
     with pytest.raises(
         WorkloadError,
-        match=r"t.csv: line 2: expected name,M,N,K or "
-        r"name,H,W,R,S,C,NF,stride \(got '2 numbers'\)",
+        match=r"t.csv: row 2: expected M, N, K \(GEMM\) or IFMAP Height, IFMAP Width, "
+        r"Filter Height, Filter Width, Channels, Num Filter, Strides \(conv\) after the name "
+        r"\(got '2 values'\)",
     ):
         vs.read_topology(topo)
 

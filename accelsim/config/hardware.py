@@ -33,6 +33,9 @@ MAX_PROCESSORS = 1024
 """Most processors: every one holds its own copy of the step graph."""
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
+MAX_DRAM_CHANNELS = 256
+"""Most DRAM channels per memory (eight HBM3 stacks of 32 pseudo-channels): every
+DRAM transfer is booked on each of them."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
 
 
@@ -111,6 +114,13 @@ class DramSharing(str, Enum):
     PER_PROCESSOR = "per_processor"
 
 
+class DramArbitration(str, Enum):
+    """How a DRAM memory orders the transfers of different streams."""
+
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+
+
 GIB_BYTES = 2**30
 DEFAULT_DRAM_CAPACITY_GIB = 16.0
 """16 GiB per channel: what a 128-bit LPDDR5 interface of the default's bandwidth
@@ -125,7 +135,10 @@ class DramSpec(Spec):
     local channel, as in a multi-chip system).  ``bandwidth_bytes_per_cycle``,
     ``latency_cycles`` and ``capacity_gib`` describe one channel, so with
     ``per_processor`` the aggregate bandwidth and capacity are ``processors``
-    times the configured ones.
+    times the configured ones.  ``arbitration`` orders the transfers of different
+    streams (:mod:`accelsim.timing.memory`).  ``channels`` makes each memory that
+    many independent channels of the bandwidth, latency and capacity above, with
+    addresses interleaved over them (:mod:`accelsim.timing.interleaved`).
     """
 
     bandwidth_bytes_per_cycle: Bandwidth
@@ -147,6 +160,22 @@ class DramSpec(Spec):
         exclude_if=lambda v: v is None,
         description="Bandwidth of one channel's writes (null: bandwidth_bytes_per_cycle).",
     )
+    channels: Annotated[int, Field(gt=0, le=MAX_DRAM_CHANNELS)] = Field(
+        default=1,
+        description="Independent channels per memory (HBM pseudo-channels), each of the"
+        " bandwidth, latency and capacity above, with transfers interleaved over them in"
+        " 256-byte blocks; 1 is one first-come-first-served channel.",
+    )
+    arbitration: Annotated[
+        DramArbitration,
+        Field(
+            strict=False,
+            description="fcfs: transfers are served in the order they are requested, whatever"
+            " they move; priority: background streams (the optimizer update's) are booked a"
+            " slice at a time, each when the previous one has left the memory, so the other"
+            " streams' transfers requested meanwhile go first.",
+        ),
+    ] = DramArbitration.FCFS
 
     @property
     def capacity_bytes(self) -> int:

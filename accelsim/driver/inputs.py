@@ -35,6 +35,7 @@ from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import ArrayUnit
 from accelsim.techniques.base import LoadContext, Technique
 from accelsim.techniques.registry import compose_problems, load_techniques
+from accelsim.workload.formats import read_table
 from accelsim.workload.model import Workload
 
 T = TypeVar("T")
@@ -148,24 +149,33 @@ class InputCache:
         )
         return read.with_sets(routed)
 
-    def data(self, path: Path, error: type[InputError] = ConfigError) -> dict[str, Any]:
+    def data(self, path: Path) -> dict[str, Any]:
         """:func:`~accelsim.config.loader.read_yaml`, once per file (callers must not
         change what it returns)."""
-        key = (path, error)
+        return self._read((path, ConfigError), lambda: read_yaml(path))
+
+    def workload_data(self, path: Path) -> dict[str, Any]:
+        """:func:`~accelsim.workload.formats.read_table` (a YAML layer table or another
+        workload file), once per file (callers must not change what it returns)."""
+        return self._read((path, WorkloadError), lambda: read_table(path))
+
+    def _read(
+        self, key: tuple[Path, type[InputError]], read: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
         if key not in self._files:
             try:
-                self._files[key] = read_yaml(path, error)
+                self._files[key] = read()
             except InputError as exc:
                 self._files[key] = exc
-        read = self._files[key]
-        if isinstance(read, InputError):
-            raise type(read)(read.problems)
-        return read
+        known = self._files[key]
+        if isinstance(known, InputError):
+            raise type(known)(known.problems)
+        return known
 
     def _model(
         self, path: Path, overrides: list[Override], variant: Override | None
     ) -> tuple[Workload, tuple[LayerInfo, ...]]:
-        workload, infos = load_model(path, overrides, variant, self.data(path, WorkloadError))
+        workload, infos = load_model(path, overrides, variant, self.workload_data(path))
         return workload, tuple(infos)
 
     def _once(self, key: Hashable, make: Callable[[], T]) -> T:
@@ -335,7 +345,7 @@ def model_overrides(
     files = cache or InputCache()
     workload = Override("workload", str(workload_path.resolve()), "suite", "workload")
     run = files.run_file(run_path, [*sets, workload]).run
-    variants = files.data(workload_path, WorkloadError).get("variants")
+    variants = files.workload_data(workload_path).get("variants")
     extra = [workload]
     if run.workload_variant is not None and not (
         isinstance(variants, dict) and run.workload_variant in variants

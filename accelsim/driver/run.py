@@ -274,8 +274,18 @@ def simulate_graph(
         fusion is not EpilogueFusion.NONE
     ):  # recorded when set, so default summaries stay as they were
         settings["fuse_epilogues"] = fusion.value
+    workload = inputs.workload
     result = RunResult(
-        run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy
+        run.name,
+        workload.name,
+        run.batch_size,
+        settings,
+        hw,
+        graph,
+        trace,
+        energy,
+        workload.source,
+        tuple(workload.notes or ()),
     )
     for technique in techniques:
         result = technique.adjust_counters(result)

@@ -95,17 +95,26 @@ def layer_table(record: dict[str, Any]) -> str:
 
 
 def models_table(stats: Sequence[ModelStats]) -> str:
-    """One line per model: input, parameters, MACs per sample, layer count."""
+    """One line per model: input, parameters, MACs per sample, layer count (the name
+    column at least 14 characters wide, wider for a longer name)."""
+    width = max([14, *(len(s.name) for s in stats)])
     header = (
-        f"{'model':<14} {'input':<22} {'params':>13} {'fwd MACs':>16} {'train MACs':>17} "
-        f"{'layers':>6}"
+        f"{'model':<{width}} {'input':<22} {'params':>13} {'fwd MACs':>16} "
+        f"{'train MACs':>17} {'layers':>6}"
     )
     lines = [header]
     for s in stats:
         lines.append(
-            f"{s.name:<14} {s.input:<22} {s.params:>13,} {s.forward_macs:>16,} "
+            f"{s.name:<{width}} {s.input:<22} {s.params:>13,} {s.forward_macs:>16,} "
             f"{s.training_macs:>17,} {s.layers:>6}"
         )
+    return "\n".join(lines)
+
+
+def workload_notes(source: str, notes: Sequence[str]) -> str:
+    """Where a workload comes from and what it assumes, a note per line."""
+    lines = [f"workload from {source or 'its file'}, assuming:"]
+    lines.extend(f"  - {note}" for note in notes)
     return "\n".join(lines)
 
 

@@ -49,6 +49,7 @@ from accelsim.techniques.dropout_sites import (
 )
 from accelsim.timing.costs import UNIT_ARRAY, ChipOptions, unit_costs
 from accelsim.timing.dropout_folds import count_surviving
+from accelsim.timing.memory import dram_memories
 
 SRAM = ("ifmap", "filter", "ofmap")
 
@@ -225,12 +226,14 @@ def step_costs(
     ids = counts.op_ids[keep]
     c = {name: v[:, keep] for name, v in counts.costs.items()}
     bc = base.trace.costs
-    bw = ctx.hardware.dram.bandwidth_bytes_per_cycle
+    dram_bound = dram_memories(ctx.hardware)[0].bound
     base_dram = bc.dram_read_bytes + bc.dram_ofmap_write_bytes
-    roofline = np.maximum(bc.compute_cycles, base_dram / bw)
+    roofline = np.maximum(bc.compute_cycles, dram_bound(base_dram))
     others = np.ones(len(base.graph.ops), bool)
     others[ids] = False
-    time = roofline[others].sum() + np.maximum(c["compute_cycles"], _dram(c) / bw).sum(axis=1)
+    time = roofline[others].sum() + np.maximum(c["compute_cycles"], dram_bound(_dram(c))).sum(
+        axis=1
+    )
     dram = base_dram[others].sum() + _dram(c).sum(axis=1)
     on_array = (bc.unit == UNIT_ARRAY) & others
     compute = bc.compute_cycles[on_array].sum() + c["compute_cycles"].sum(axis=1)

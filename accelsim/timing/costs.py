@@ -33,6 +33,7 @@ from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
 from accelsim.timing.closed_form import ACCELSIM, IS, OS, SCALESIM, WS, op_cycles
 from accelsim.timing.groups import busy_cycles, tile_groups
+from accelsim.timing.memory import Memory, dram_memory
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")
@@ -55,8 +56,7 @@ class ChipOptions:
 
     best_orientation: bool = False
     op_overhead_cycles: int = 0
-    read_bytes_per_cycle: float = float("inf")
-    write_bytes_per_cycle: float = float("inf")
+    memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
 
     @classmethod
     def of(cls, hw: HardwareSpec) -> ChipOptions:
@@ -64,21 +64,22 @@ class ChipOptions:
         return cls(
             best_orientation=hw.mapping.orientation is Orientation.BEST,
             op_overhead_cycles=hw.timing.op_overhead_cycles,
-            read_bytes_per_cycle=hw.dram.read_bytes_per_cycle,
-            write_bytes_per_cycle=hw.dram.write_bytes_per_cycle,
+            memory=dram_memory(hw.dram),
         )
 
     def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
         """How long GEMMs of these cost columns take alone, to first order: their
-        compute or their DRAM transfers, whichever is longer."""
+        compute or their DRAM reads and writes (the memory's bounds), whichever is
+        longer."""
+        if self.memory is None:
+            return columns["compute_cycles"]
         reads = (
             columns["dram_ifmap_read_bytes"]
             + columns["dram_filter_read_bytes"]
             + columns["dram_ofmap_read_bytes"]
         )
-        transfer = (
-            reads / self.read_bytes_per_cycle
-            + columns["dram_ofmap_write_bytes"] / self.write_bytes_per_cycle
+        transfer = self.memory.bound(reads) + self.memory.bound(
+            columns["dram_ofmap_write_bytes"], write=True
         )
         longer: np.ndarray = np.maximum(columns["compute_cycles"], transfer)
         return longer
@@ -177,19 +178,17 @@ def op_costs(
     )
     _cost_links(z, graph)
     if group_cycles is not None:
-        _regroup(z, hw.dram.bandwidth_bytes_per_cycle, group_cycles, chunks_per_op)
+        _regroup(z, dram_memory(hw.dram), group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
-def _regroup(
-    z: dict[str, np.ndarray], bytes_per_cycle: float, group_cycles: int, chunks_per_op: int
-) -> None:
+def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_per_op: int) -> None:
     """Cut the array and vector ops into tile groups uniform over the step: the
     groups, and a vector op's prologue and epilogue (one group's traffic)."""
     units = z["unit"] != UNIT_COMM
     reads = z["dram_ifmap_read_bytes"] + z["dram_filter_read_bytes"] + z["dram_ofmap_read_bytes"]
     writes = z["dram_ofmap_write_bytes"]
-    busy = busy_cycles(z["compute_cycles"][units], (reads + writes)[units], bytes_per_cycle)
+    busy = busy_cycles(z["compute_cycles"][units], (reads + writes)[units], dram)
     z["chunks"][units] = tile_groups(busy, group_cycles, chunks_per_op)
     vector = z["unit"] == UNIT_VECTOR
     z["prologue_bytes"][vector] = reads[vector] // z["chunks"][vector]

@@ -38,6 +38,7 @@ from accelsim.config.run import EngineKind
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.flat import fingerprint, flatten
+from accelsim.timing.streams import Streams
 from accelsim.timing.trace import Trace, build_trace
 
 # SimPy events that cost about as much as loading Numba and the cached loop
@@ -72,7 +73,7 @@ class _Memo:
     hits = 0
 
 
-Step = tuple[OpGraph, OpCosts, HardwareSpec]
+Step = tuple[OpGraph, OpCosts, HardwareSpec, Streams | None]
 
 
 class _Recorder:
@@ -83,8 +84,8 @@ class _Recorder:
 
 @contextmanager
 def recorded_steps() -> Iterator[list[Step]]:
-    """Collect ``(graph, costs, hardware)`` of every step simulated inside the block,
-    memoised ones included (for benchmarks of the engines)."""
+    """Collect ``(graph, costs, hardware, streams)`` of every step simulated inside the
+    block, memoised ones included (for benchmarks of the engines)."""
     steps: list[Step] = []
     outer, _Recorder.steps = _Recorder.steps, steps
     try:
@@ -146,19 +147,24 @@ def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
 
 
 def simulate(
-    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, kind: EngineKind = EngineKind.AUTO
+    graph: OpGraph,
+    costs: OpCosts,
+    hw: HardwareSpec,
+    kind: EngineKind = EngineKind.AUTO,
+    streams: Streams | None = None,
 ) -> Trace:
     """Run ``graph`` with ``costs`` on ``hw`` with the engine :func:`choose` picks
     (or reuse the timing of the same step simulated before); the trace names the
-    engine that ran it.
+    engine that ran it.  The ops' DRAM transfers are of ``streams`` (by default
+    :func:`~accelsim.timing.streams.op_streams`').
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
     if _Recorder.steps is not None:
-        _Recorder.steps.append((graph, costs, hw))
-    flat = flatten(graph, costs, hw)
+        _Recorder.steps.append((graph, costs, hw, streams))
+    flat = flatten(graph, costs, hw, streams)
     key = (fingerprint(flat), kind.value)
     known = _Memo.steps.get(key)
     if known is not None:
@@ -177,7 +183,7 @@ def simulate(
     else:
         from accelsim.timing import engine  # loads SimPy
 
-        trace = engine.simulate(graph, costs, hw)
+        trace = engine.simulate(graph, costs, hw, streams)
     _Memo.steps[key] = (
         trace.start_cycle.copy(),
         trace.end_cycle.copy(),

@@ -14,35 +14,32 @@ a point, away from where finer resolution goes (AlexNet 19.67 M cycles at 8 grou
 per op, 20.28 M at 4,096; the README's event engine section has the suite).
 
 :func:`tile_groups` instead cuts every op of a step into groups of one length in
-time, ``G`` cycles at most of compute and of DRAM transfer at the channel's
-bandwidth, whichever is longer: all ops then ask for the channel at the same
-resolution, and as ``G`` shrinks the step converges.  An op shorter than ``G``
-still gets up to :data:`MIN_GROUPS` groups, none shorter than ``G / MIN_GROUPS``
-cycles, so its own fetch and compute overlap.  ``G`` is ``group_cycles``, or longer
-for a step whose longest op would otherwise need more than ``chunks_per_op`` groups:
-every op of that step then gets the longer groups, so the resolution stays uniform
-and the events stay at most ``chunks_per_op`` groups per op, linear in the ops.
+time, ``G`` cycles at most of compute and of DRAM transfer at the memory's
+bandwidth (its :meth:`~accelsim.timing.memory.Memory.bound`), whichever is longer:
+all ops then ask for the channel at the same resolution, and as ``G`` shrinks the
+step converges.  An op shorter than ``G`` still gets up to :data:`MIN_GROUPS`
+groups, none shorter than ``G / MIN_GROUPS`` cycles, so its own fetch and compute
+overlap.  ``G`` is ``group_cycles``, or longer for a step whose longest op would
+otherwise need more than ``chunks_per_op`` groups: every op of that step then gets
+the longer groups, so the resolution stays uniform and the events stay at most
+``chunks_per_op`` groups per op, linear in the ops.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from accelsim.timing.memory import Memory
 
 MIN_GROUPS = 8
 """Groups an op shorter than the group length still gets, if each keeps at least
 ``1 / MIN_GROUPS`` of that length."""
 
 
-def busy_cycles(
-    compute_cycles: np.ndarray, dram_bytes: np.ndarray, bytes_per_cycle: float
-) -> np.ndarray:
-    """Each op's longer side: its compute cycles or its DRAM traffic's transfer cycles
-    on one channel of ``bytes_per_cycle`` (``inf``: no transfer time)."""
-    if math.isinf(bytes_per_cycle):
-        return compute_cycles.copy()
-    transfer = np.ceil(dram_bytes / bytes_per_cycle).astype(np.int64)
+def busy_cycles(compute_cycles: np.ndarray, dram_bytes: np.ndarray, dram: Memory) -> np.ndarray:
+    """Each op's longer side: its compute cycles or the fewest cycles its DRAM traffic
+    keeps ``dram`` busy (rounded up; none at an infinite bandwidth)."""
+    transfer = np.ceil(dram.bound(dram_bytes)).astype(np.int64)
     busy: np.ndarray = np.maximum(compute_cycles, transfer)
     return busy
 

@@ -22,6 +22,11 @@ combine its members':
 * DRAM reads and writes, prologue and epilogue: the members' sums, so the group's
   traffic overlaps its compute tile group by tile group as one op's does;
 * tile groups: the most any member has.
+* streams (:mod:`accelsim.timing.streams`): the group's transfers carry its members'
+  bytes at once, so they go through the processor's
+  :class:`~accelsim.timing.memory.Memory` with the stream of the member reading (for
+  its reads) or writing (for its writes) the most DRAM bytes, a foreground member's
+  before a background one's (:func:`~accelsim.timing.streams.group_stream`).
 
 The other unit's time inside a group is not booked in the engine, so another ready
 op may run on that unit beside it.  The forward and backward chains of a step are
@@ -50,6 +55,7 @@ from accelsim.graph import queries
 from accelsim.graph.ops import GemmOp, OpGraph, replaced
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.engines import simulate
+from accelsim.timing.streams import Streams, group_stream, op_streams
 from accelsim.timing.trace import Trace, build_trace
 
 
@@ -68,7 +74,8 @@ def simulate_grouped(
         return simulate(graph, costs, hw, kind)
     leads = tuple(_lead(graph, g) for g in groups)
     contracted, new_id = _contract(graph, costs, groups, leads)
-    inner = simulate(contracted[0], contracted[1], hw, kind)
+    fused_graph, fused_costs, streams = contracted
+    inner = simulate(fused_graph, fused_costs, hw, kind, streams)
     index = np.asarray(new_id, np.int64)
     start, end = inner.start_cycle[index], inner.end_cycle[index]
     compute = costs.compute_cycles
@@ -96,8 +103,9 @@ def _contract(
     costs: OpCosts,
     groups: Sequence[tuple[int, ...]],
     leads: Sequence[int],
-) -> tuple[tuple[OpGraph, OpCosts], list[int]]:
-    """The graph with each group one op, its costs, and each old op's new id."""
+) -> tuple[tuple[OpGraph, OpCosts, Streams], list[int]]:
+    """The graph with each group one op, its costs and streams, and each old op's new
+    id."""
     n_ops = len(graph.ops)
     first = list(range(n_ops))
     for group in groups:
@@ -130,7 +138,8 @@ def _contract(
         stashed=graph.stashed,
         priority=tuple(priority[i] for i in order),
     )
-    return (contracted, _fused_costs(costs, order, groups, leads, new_id)), new_id
+    fused = _fused_costs(costs, order, groups, leads, new_id)
+    return (contracted, fused, _fused_streams(graph, costs, order, groups, new_id)), new_id
 
 
 def _program_order(graph: OpGraph, waits: dict[int, set[int]]) -> list[int]:
@@ -162,6 +171,25 @@ def _program_order(graph: OpGraph, waits: dict[int, set[int]]) -> list[int]:
             " waits for them"
         )
     return order
+
+
+def _fused_streams(
+    graph: OpGraph,
+    costs: OpCosts,
+    kept: Sequence[int],
+    groups: Sequence[tuple[int, ...]],
+    new_id: Sequence[int],
+) -> Streams:
+    """Each kept op's streams: its own, a group's reads and writes those of the member
+    moving the most of them (:func:`~accelsim.timing.streams.group_stream`)."""
+    reads, writes = op_streams(graph, costs)
+    rows = np.asarray(kept, np.int64)
+    fused_reads, fused_writes = reads[rows], writes[rows]
+    for group in groups:
+        row = new_id[group[0]]
+        fused_reads[row] = group_stream(reads, costs.dram_read_bytes, group)
+        fused_writes[row] = group_stream(writes, costs.dram_ofmap_write_bytes, group)
+    return fused_reads, fused_writes
 
 
 def _fused_costs(
