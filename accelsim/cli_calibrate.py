@@ -79,7 +79,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             f"{display_path(args.hardware)} calibrated by accelsim calibrate on {len(gemms)}"
             f" GEMMs of {display_path(args.measurements)}",
             f"(fold overlap {'on' if args.fold_overlap else 'off'}, psums {psums.value}),"
-            f" training MAPE {result.training_mape:.1f} %; fitted:",
+            f" training MAPE {result.training_mape:.1f} % (the fit's closed form); fitted:",
             *(f"  {k} = {v:.6g}" for k, v in result.values.items()),
             *(
                 ["Use it with fold overlap (accelsim layer --fold-overlap; a run's"

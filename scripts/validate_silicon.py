@@ -113,7 +113,8 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
         " `tpu_v4.yaml`) as shipped: published figures and our assumptions, nothing fitted;",
         "- **calibrated**: `accelsim calibrate` on the whole training half, four physical"
         " parameters (a fixed cost per op, the array efficiency, the DRAM read and write"
-        " bandwidths), scored on the same half (training error);",
+        " bandwidths), scored on the same half (training error); the bundled"
+        " `tpu_v6e_calibrated.yaml` and `tpu_v4_calibrated.yaml` are these fits;",
         f"- **held out (halvings)**: {halvings} random halvings of the training half"
         f" (seed {seed}): fitted on one half, scored on the other; mean ± standard"
         " deviation.",

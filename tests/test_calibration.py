@@ -105,6 +105,11 @@ def test_the_fitted_file_holds_the_fitted_values() -> None:
     fitted = fitted_hardware(hw, values)
     assert fitted.clock_mhz == 840.0
     assert fitted.timing.op_overhead_cycles == 420  # 0.5 us at 840 MHz
+    # the HBM's 1,142.9 and the link's 285.7 B/cycle and 1,000 cycles at 1,050 MHz keep
+    # their rates and times at 840 MHz
+    assert fitted.dram.bandwidth_bytes_per_cycle == pytest.approx(1142.9 * 1.25, abs=1e-3)
+    assert fitted.interconnect.bandwidth_bytes_per_cycle == pytest.approx(285.7 * 1.25, abs=1e-3)
+    assert fitted.interconnect.latency_cycles == 800
     assert fitted.dram.read_bandwidth_bytes_per_cycle == pytest.approx(2400e3 / 840, abs=1e-3)
     assert fitted.dram.write_bandwidth_bytes_per_cycle == pytest.approx(600e3 / 840, abs=1e-3)
     assert physical(fitted, {}).clock_mhz == 840.0
@@ -144,6 +149,16 @@ def test_a_calibrated_preset_never_beats_its_compute_bound(v4_fit) -> None:
                                  fitted.clock_mhz)  # fmt: skip
         assert (predicted >= bound).all()
         assert float((predicted / bound).min()) < 1.2  # and the bound is reached closely
+
+
+@pytest.mark.parametrize("chip", ["v4", "v6e"])
+def test_the_shipped_calibrated_presets_never_beat_their_compute_bound(chip: str) -> None:
+    hw = load_hardware(HARDWARE / f"tpu_{chip}_calibrated.yaml")
+    gemms = read_measurements(SILICON / f"tpu_{chip}_gemm_train.csv", "bf16")
+    predicted = engine_us(hw, gemms, True)
+    bound = compute_bound_us(gemm_features(hw, gemms, True, PsumPolicy.CHUNK), hw.clock_mhz)
+    assert (predicted >= bound).all()
+    assert mape(predicted, gemms.latency_us) < 16  # as docs/validation.md reports
 
 
 def test_calibrate_writes_a_file_layer_uses(tmp_path, capsys) -> None:

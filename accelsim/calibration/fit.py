@@ -213,19 +213,38 @@ def class_errors(predicted: np.ndarray, gemms: Measurements) -> dict[str, tuple[
 
 
 def fitted_hardware(hw: HardwareSpec, values: Mapping[str, float]) -> HardwareSpec:
-    """``hw`` with the fitted ``values`` written into its fields."""
+    """``hw`` with the fitted ``values`` written into its fields.  A fitted efficiency
+    slows the clock; every other rate and latency keeps its time (bytes per second,
+    nanoseconds), so its per-cycle number scales with the clock."""
     p = physical(hw, values)
-    clock = p.clock_mhz
+    clock = round(p.clock_mhz, 3)
+    scale = hw.clock_mhz / clock
+
+    def cycles(n: int) -> int:
+        return math.floor(n / scale + 0.5)
+
     dram = hw.dram.model_copy(
         update={
+            "bandwidth_bytes_per_cycle": round(hw.dram.bandwidth_bytes_per_cycle * scale, 3),
+            "latency_cycles": cycles(hw.dram.latency_cycles),
             "read_bandwidth_bytes_per_cycle": round(p.read_gb_s * 1e3 / clock, 3),
             "write_bandwidth_bytes_per_cycle": round(p.write_gb_s * 1e3 / clock, 3),
+        }
+    )
+    link = hw.interconnect.model_copy(
+        update={
+            "bandwidth_bytes_per_cycle": round(
+                hw.interconnect.bandwidth_bytes_per_cycle * scale, 3
+            ),
+            "latency_cycles": cycles(hw.interconnect.latency_cycles),
         }
     )
     timing = hw.timing.model_copy(
         update={"op_overhead_cycles": math.floor(p.op_overhead_us * clock + 0.5)}
     )
-    return hw.model_copy(update={"clock_mhz": round(clock, 3), "dram": dram, "timing": timing})
+    return hw.model_copy(
+        update={"clock_mhz": clock, "dram": dram, "interconnect": link, "timing": timing}
+    )
 
 
 @dataclass(frozen=True)
