@@ -23,11 +23,13 @@ ORDER = [
     "report",
     "techniques",
     "driver",
+    "calibration",
     "sweep",
     "api",
     "cli_sweep",
     "cli_run",
     "cli_layer",
+    "cli_calibrate",
     "cli",
 ]
 ONLY_IN = {
