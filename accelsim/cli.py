@@ -146,6 +146,12 @@ EXAMPLES = {
         "accelsim run configs/runs/default.yaml --gantt --set processors=4 \\\n"
         '      --set "run.techniques={layerpipe: {}}"',
     ],
+    "calibrate": [
+        "accelsim calibrate configs/validation/silicon/tpu_v6e_gemm_train.csv"
+        " --hardware configs/hardware/tpu_v6e.yaml --out fitted.yaml --fold-overlap",
+        "accelsim calibrate my_gemms.csv --hardware configs/hardware/default.yaml"
+        " --out fitted.yaml --fit op_overhead_us,array_efficiency",
+    ],
     "layer": [
         "accelsim layer --hardware configs/hardware/scalesim.yaml"
         " --conv 227 227 11 11 3 96 4 --convention scalesim --json",
