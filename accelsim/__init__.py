@@ -31,6 +31,10 @@ Also public, for the scripts in ``scripts/``:
   :class:`DaskExecutor`;
 * engines: :func:`benchmark_engines` (the SimPy and compiled event engines on the
   steps of a run, as :class:`EngineTiming`);
+* calibration: :func:`read_measurements` (measured GEMM latencies),
+  :func:`calibrate` (``accelsim calibrate``'s fit, as a :class:`Calibration`),
+  :func:`gemm_latencies_us` (GEMMs timed as ``accelsim layer`` times them),
+  :func:`mape_by_size` (MAPE overall and per size class).
 * documentation: :func:`config_reference` (every key of every input file, with its
   type, unit, default, bounds and description, as Markdown) and
   :func:`provenance_reference` (where each default of a technique comes from).
@@ -49,6 +53,10 @@ from accelsim._version import __version__
 
 if TYPE_CHECKING:
     from accelsim.api import RunTables, hardware_from_data, load_run, load_sweep, simulate
+    from accelsim.calibration.fit import Calibration, calibrate
+    from accelsim.calibration.fit import class_errors as mape_by_size
+    from accelsim.calibration.measurements import read_measurements
+    from accelsim.calibration.model import engine_us as gemm_latencies_us
     from accelsim.config.base import Convention
     from accelsim.config.loader import load_energy, parse_sets, read_yaml
     from accelsim.driver.bench import EngineTiming, benchmark_engines
@@ -95,6 +103,8 @@ if TYPE_CHECKING:
 # loads when one of its names is first used.
 _MODULES = {
     "accelsim.api": ("RunTables", "hardware_from_data", "load_run", "load_sweep", "simulate"),
+    "accelsim.calibration.fit": ("Calibration", "calibrate"),
+    "accelsim.calibration.measurements": ("read_measurements",),
     "accelsim.config.base": ("Convention",),
     "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
     "accelsim.driver.bench": ("EngineTiming", "benchmark_engines"),
@@ -137,6 +147,8 @@ _MODULES = {
 # Public names defined under another name: public name -> (module, attribute).
 _RENAMED = {
     "write_dropout_distribution": ("accelsim.techniques.dropout_patterns", "write_distribution"),
+    "mape_by_size": ("accelsim.calibration.fit", "class_errors"),
+    "gemm_latencies_us": ("accelsim.calibration.model", "engine_us"),
 }
 _LAZY = {
     **{name: (module, name) for module, names in _MODULES.items() for name in names},
@@ -159,6 +171,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AccelsimError",
+    "Calibration",
     "ConfigError",
     "Convention",
     "DaskExecutor",
@@ -183,13 +196,16 @@ __all__ = [
     "__version__",
     "benchmark_dropout_folds",
     "benchmark_engines",
+    "calibrate",
     "config_reference",
+    "gemm_latencies_us",
     "geometric_mean",
     "hardware_from_data",
     "load_energy",
     "load_inputs",
     "load_run",
     "load_sweep",
+    "mape_by_size",
     "parse_sets",
     "plan_sweep",
     "plot_dropout_sweep",
@@ -197,6 +213,7 @@ __all__ = [
     "plot_sensitivity",
     "plot_speedup",
     "provenance_reference",
+    "read_measurements",
     "read_topology",
     "read_yaml",
     "resolved_config",

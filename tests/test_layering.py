@@ -23,12 +23,14 @@ ORDER = [
     "report",
     "techniques",
     "driver",
+    "calibration",
     "sweep",
     "spec_reference",
     "api",
     "cli_sweep",
     "cli_run",
     "cli_layer",
+    "cli_calibrate",
     "cli",
 ]
 ONLY_IN = {
