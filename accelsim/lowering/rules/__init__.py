@@ -1,6 +1,17 @@
 """One lowering rule per family of layer kinds, registered by kind (see :mod:`.base`)."""
 
-from accelsim.lowering.rules import attention, conv, dense, recurrent, vector
+from accelsim.lowering.rules import (
+    attention,
+    conv,
+    conv_transpose,
+    dense,
+    elementwise,
+    matmul,
+    norm,
+    recurrent,
+    resample,
+    vector,
+)
 from accelsim.lowering.rules.base import REGISTRY, LayerRule, register, rule_for
 
 __all__ = [
@@ -8,9 +19,14 @@ __all__ = [
     "LayerRule",
     "attention",
     "conv",
+    "conv_transpose",
     "dense",
+    "elementwise",
+    "matmul",
+    "norm",
     "recurrent",
     "register",
+    "resample",
     "rule_for",
     "vector",
 ]
