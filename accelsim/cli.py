@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeAlias, cast
 
-from accelsim import __version__, cli_sweep
+from accelsim import __version__, cli_import, cli_sweep
 from accelsim.errors import InputError, LimitError, OutputError
 from accelsim.resources import bundled_path, data_dir
 
@@ -43,6 +43,7 @@ COMMANDS = {
     "suite": ("accelsim.cli_run", "cmd_suite"),
     "models": ("accelsim.cli_run", "cmd_models"),
     "check": ("accelsim.cli_run", "cmd_check"),
+    "import": ("accelsim.cli_import", "cmd_import"),
     "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
     "collect": ("accelsim.cli_sweep", "cmd_collect"),
     "plot": ("accelsim.cli_sweep", "cmd_plot"),
@@ -112,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow a sweep file up to N points (default: 10,000)",
     )
     cli_sweep.add_commands(sub)
+    cli_import.add_command(sub)
     return parser
 
 

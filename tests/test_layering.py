@@ -17,6 +17,7 @@ ORDER = [
     "graph",
     "workload",
     "lowering",
+    "importer",
     "mapping",
     "timing",
     "energy",
@@ -25,6 +26,7 @@ ORDER = [
     "driver",
     "sweep",
     "api",
+    "cli_import",
     "cli_sweep",
     "cli_run",
     "cli_layer",
@@ -35,6 +37,8 @@ ONLY_IN = {
     "numba": {"timing/numba_setup.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
     "matplotlib": {"report/plots.py", "sweep/plots.py"},
+    "onnx": {"importer/onnx_graph.py", "importer/graph_view.py"},
+    "torch": {"importer/torch_source.py"},
 }
 
 

@@ -67,6 +67,12 @@ class Linear(LayerBase):
     kind: Literal["linear"]
     out_features: PositiveInt
     bias: bool = True
+    tied_to: Name | None = Field(
+        default=None,
+        description="An earlier embedding layer whose table is this layer's weight (tied"
+        " embeddings, as GPT-2's output layer): no parameter of its own; its weight"
+        " gradient is the table's, to which the embedding then adds its own",
+    )
 
 
 class MaxPool(LayerBase):

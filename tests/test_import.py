@@ -1,0 +1,277 @@
+"""``accelsim import``: ONNX graphs (the committed graph-only fixtures) -> layer tables.
+
+Every fixture is a torchvision or Hugging Face model (or our GPT-2) exported in
+training mode with random weights and its constants' data stripped
+(``scripts/export_onnx_fixtures.py``). Imported, each must have the hand table's
+parameters, forward MACs and training step (GEMMs and MACs per phase): they agree
+exactly. Needs only ``onnx``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnx")
+
+import onnx
+from onnx import TensorProto, helper
+
+import accelsim
+from accelsim import cli
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import StridedDx
+from accelsim.errors import WorkloadError
+from accelsim.graph.ops import GemmOp, VectorOp
+from accelsim.importer.model_import import import_model
+from accelsim.lowering.infer import infer_shapes, load_model
+from accelsim.lowering.stats import model_stats
+from accelsim.lowering.step import lower
+from accelsim.workload import model as wm
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "onnx"
+SUITE_MODELS = [
+    "alexnet",
+    "vgg13",
+    "vgg16",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "mobilenet_v2",
+    "densenet121",
+    "inception_v3",
+    "bert_base",
+]
+
+
+def _step(workload: wm.Workload) -> tuple[Counter[str], Counter[str]]:
+    """GEMMs and their MACs per phase of the lowered step at batch 1."""
+    infos = infer_shapes(workload, workload.name)
+    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    count: Counter[str] = Counter()
+    macs: Counter[str] = Counter()
+    for op in step.ops:
+        if isinstance(op, GemmOp):
+            count[op.phase.value] += 1
+            macs[op.phase.value] += op.macs
+    return count, macs
+
+
+@pytest.mark.parametrize("name", SUITE_MODELS)
+def test_imported_suite_model_matches_its_hand_table(name: str) -> None:
+    imported = import_model(FIXTURES / f"{name}.onnx.gz").workload
+    hand, hand_infos = load_model(REPO / "workloads" / f"{name}.yaml")
+    ours = model_stats(imported, infer_shapes(imported, name))
+    theirs = model_stats(hand, hand_infos)
+    assert ours.params == theirs.params
+    assert ours.forward_macs == theirs.forward_macs
+    assert ours.training_macs == theirs.training_macs
+    assert _step(imported) == _step(hand)
+
+
+def test_resnet18_counts_by_hand() -> None:
+    """torchvision's ResNet-18: 11,689,512 parameters, 1,814,073,344 forward MACs; 21
+    GEMMs forward (20 convs, the FC), 21 weight gradients, 26 input gradients (the
+    strided 3x3 convs' dX in four stride phases: 3 extra each, conv1's none)."""
+    workload = import_model(FIXTURES / "resnet18.onnx.gz").workload
+    stats = model_stats(workload, infer_shapes(workload, "resnet18"))
+    assert (stats.params, stats.forward_macs) == (11_689_512, 1_814_073_344)
+    count, _ = _step(workload)
+    assert count == Counter({"fwd": 21, "bwd_weight": 21, "bwd_input": 26})
+
+
+def test_imported_table_validates_like_a_hand_written_one(tmp_path: Path) -> None:
+    out = tmp_path / "resnet18.yaml"
+    result = import_model(FIXTURES / "resnet18.onnx.gz", out=out)
+    assert out.read_text() == result.text
+    loaded, _ = load_model(out)
+    assert loaded == result.workload
+    head = result.text.splitlines()
+    assert head[0] == (
+        f"# Imported by accelsim {accelsim.__version__} from resnet18.onnx.gz (ONNX, opset 20,"
+        " by pytorch 2.14.1)."
+    )
+    assert head[1] == (
+        "# Settings: input shape image 3x224x224 (from the graph); unsupported ops: error;"
+        " loss: cross_entropy."
+    )
+    assert "  - {name: layer1.0.add, kind: add, inputs: [layer1.0.bn2, maxpool]}" in head
+    assert head[-1] == "  - {name: loss, kind: cross_entropy}"
+
+
+def test_imported_resnet18_runs_to_the_hand_tables_cycles(tmp_path: Path) -> None:
+    out = tmp_path / "resnet18.yaml"
+    import_model(FIXTURES / "resnet18.onnx.gz", out=out)
+    settings = ["batch_size=2"]
+    imported = accelsim.simulate("configs/runs/default.yaml", [*settings, f"workload={out}"])
+    hand = accelsim.simulate("configs/runs/default.yaml", settings)
+    ours, theirs = imported.to_dict(), hand.to_dict()
+    assert ours["total_cycles"] == theirs["total_cycles"] == 4_511_931
+    for key in ("macs", "vector_ops", "dram_bytes", "energy_pj", "ops"):
+        assert ours[key] == theirs[key]
+
+
+def test_bert_attention_becomes_one_layer_per_block() -> None:
+    result = import_model(FIXTURES / "bert_base.onnx.gz")
+    attention = [x for x in result.workload.layers if isinstance(x, wm.Attention)]
+    assert [x.name for x in attention] == [
+        f"model.bert.encoder.layer.{i}.attention" for i in range(12)
+    ]
+    assert {(x.heads, x.bias, x.causal) for x in attention} == {(12, True, False)}
+    assert "#   - attention (12 heads, 21 nodes each; the dropout on its probabilities not" in (
+        result.text
+    )
+
+
+def test_gpt2_small_workload_is_the_fixtures_import() -> None:
+    """The shipped GPT-2 small is `accelsim import` of its fixture, unedited: causal
+    attention, the output layer tied to the token table, 124,439,808 parameters."""
+    shipped = REPO / "workloads" / "gpt2_small.yaml"
+    result = import_model(FIXTURES / "gpt2_small.onnx.gz", name="gpt2_small")
+    assert shipped.read_text() == result.text
+    workload = result.workload
+    stats = model_stats(workload, infer_shapes(workload, "gpt2_small"))
+    # Per token and block: Q, K, V, output 4 x 768^2, MLP 2 x 768 x 3072 = 7,077,888,
+    # x 12 blocks x 1,024 tokens; QK^T and AV 2 x 12 heads x 1,024^2 x 64 per block;
+    # the output layer 1,024 x 768 x 50,257.
+    assert stats.forward_macs == 7_077_888 * 12 * 1024 + 2 * 12 * 1024**2 * 64 * 12 + (
+        1024 * 768 * 50_257
+    )
+    # wte 50,257 x 768 + wpe 1,024 x 768 + 12 x 7,087,872 + ln_f 1,536; the head adds none.
+    assert stats.params == 38_597_376 + 786_432 + 12 * 7_087_872 + 1_536 == 124_439_808
+    head = workload.layers[-2]
+    assert isinstance(head, wm.Linear) and head.tied_to == "wte"
+    attention = [x for x in workload.layers if isinstance(x, wm.Attention)]
+    assert len(attention) == 12 and all(x.causal for x in attention)
+
+
+def test_gpt2_run_file_runs() -> None:
+    summary = accelsim.simulate("configs/runs/gpt2_small.yaml", ["batch_size=1"]).to_dict()
+    assert summary["parameters"] == 124_439_808
+    # Forward MACs of one 1,024-token sequence (test above), and dX and dW.
+    assert summary["macs"]["fwd"] == 145_824_153_600
+
+
+def _tiny_graph(op: str) -> onnx.ModelProto:
+    """input 1x3x8x8 -> Conv 3->4 3x3 pad 1 (named conv) -> ``op`` (named odd) ->
+    GlobalAveragePool -> Flatten -> Gemm 4->2."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv", pads=[1, 1, 1, 1]),
+        helper.make_node(op, ["c"], ["s"], name="/odd/" + op),
+        helper.make_node("GlobalAveragePool", ["s"], ["p"], name="/pool/GlobalAveragePool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="/Flatten"),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="/fc/Gemm", transB=1),
+    ]
+    inits = [
+        helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.0] * 108),
+        helper.make_tensor("fw", TensorProto.FLOAT, [2, 4], [0.0] * 8),
+        helper.make_tensor("fb", TensorProto.FLOAT, [2], [0.0] * 2),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def test_an_op_without_a_layer_kind_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.onnx"
+    onnx.save(_tiny_graph("Sin"), path)
+    with pytest.raises(WorkloadError) as caught:
+        import_model(path)
+    assert [str(p) for p in caught.value.problems] == [
+        f"{path}: nodes[/odd/Sin]: op type Sin has no layer kind; --unsupported vector maps it"
+        " to a generic vector op (got 'Sin')"
+    ]
+
+
+def test_unsupported_vector_sizes_the_op_from_its_shapes(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.onnx"
+    onnx.save(_tiny_graph("Sin"), path)
+    result = import_model(path, unsupported="vector")
+    odd = result.workload.layers[1]
+    assert odd == wm.VectorLayer(name="odd", kind="vector", op="Sin", layout="chw", shape=[4, 8, 8])
+    assert (
+        "#   - generic vector layers (an op per element; no layer kind of their own): odd (Sin)"
+        in (result.text.splitlines())
+    )
+    infos = infer_shapes(result.workload, "tiny")
+    step = lower(infos, result.workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    vector = [op for op in step.ops if isinstance(op, VectorOp) and op.layer == "odd"]
+    # One op per output element forward (4 x 8 x 8) and per input element backward.
+    assert sorted(op.elements for op in vector) == [256, 256]
+
+
+def test_cli_import_writes_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "alexnet.yaml"
+    model = str(FIXTURES / "alexnet.onnx.gz")
+    assert cli.main(["import", model, "--out", str(out)]) == cli.EXIT_OK
+    assert capsys.readouterr().out == (
+        f"wrote {out}: 22 layers, 61,100,840 parameters, 714,188,480 forward MACs per sample"
+        " (chw 3x224x224)\n"
+    )
+    assert cli.main(["check", str(out)]) == cli.EXIT_OK
+    assert cli.main(["import", model, "--out", str(out)]) == cli.EXIT_INPUT
+    assert capsys.readouterr().err == f"accelsim: {out} exists (use --force to replace it)\n"
+
+
+def test_tied_to_must_name_an_earlier_embedding_of_the_right_size() -> None:
+    workload = wm.Workload.model_validate(
+        {
+            "name": "tied",
+            "input": {"kind": "tokens", "length": 4},
+            "layers": [
+                {"name": "emb", "kind": "embedding", "num_embeddings": 10, "embedding_dim": 6},
+                {"name": "head", "kind": "linear", "out_features": 9, "tied_to": "emb"},
+                {"name": "loss", "kind": "cross_entropy"},
+            ],
+        }
+    )
+    with pytest.raises(WorkloadError) as caught:
+        infer_shapes(workload, "tied.yaml")
+    assert [str(p) for p in caught.value.problems] == [
+        "tied.yaml: layers[1].tied_to: the table is 10 x 6; this layer's weight is 9 x 6"
+        " (got 'emb')"
+    ]
+
+
+def test_a_tied_layer_uses_the_table_and_adds_its_gradient_first() -> None:
+    """Tokens 4 -> embedding 10 x 6 -> linear tied to it -> loss: one parameter (the
+    table, 60 elements); the linear's dW GEMM (10 x 6, over 4 tokens) writes the table's
+    gradient, and the embedding's scatter-add then reads it."""
+    workload = wm.Workload.model_validate(
+        {
+            "name": "tied",
+            "input": {"kind": "tokens", "length": 4},
+            "layers": [
+                {"name": "emb", "kind": "embedding", "num_embeddings": 10, "embedding_dim": 6},
+                {
+                    "name": "head",
+                    "kind": "linear",
+                    "out_features": 10,
+                    "bias": False,
+                    "tied_to": "emb",
+                },
+                {"name": "loss", "kind": "cross_entropy"},
+            ],
+        }
+    )
+    step = lower(infer_shapes(workload, "tied"), workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    (table,) = step.parameters
+    assert (table.weight.name, table.weight.elements) == ("emb.W", 60)
+    gemms = {op.name: op for op in step.ops if isinstance(op, GemmOp)}
+    assert gemms["head.fwd"].b is table.weight
+    dw = gemms["head.dw"]
+    assert (dw.m, dw.n, dw.k, dw.c) == (10, 6, 4, table.gradient)
+    scatter = step.ops[table.grad_op]
+    assert isinstance(scatter, VectorOp) and scatter.name == "emb.dw"
+    assert table.gradient in [access.tensor for access in scatter.reads]
+    assert dw.op_id in {i for ids in scatter.sources for i in ids}
