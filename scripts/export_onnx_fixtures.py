@@ -5,7 +5,7 @@ Run with a Python that has torch, torchvision and transformers (and accelsim):
     python scripts/export_onnx_fixtures.py [--out tests/fixtures/onnx] [--only resnet18 ...]
 
 Every model is built from its code with random weights (nothing is downloaded) and
-exported in training mode (:func:`accelsim.importer.torch_source.onnx_bytes`), then
+exported in training mode (:func:`accelsim.export_onnx`), then
 every constant of more than :data:`KEEP_ELEMENTS` elements loses its data (its
 dimensions stay: the importer reads only shapes) and the file is gzipped.
 """
@@ -25,7 +25,7 @@ import torch
 import torchvision
 from torch import nn
 
-from accelsim.importer.torch_source import onnx_bytes
+from accelsim import export_onnx
 
 KEEP_ELEMENTS = 64
 """Constants up to this size keep their values (scalars, shapes, dropout rates)."""
@@ -192,7 +192,7 @@ def main() -> None:
     torch.manual_seed(0)
     for name in args.only or list(MODELS):
         model, shape, tokens, built = MODELS[name]()
-        data = stripped(onnx_bytes(model, shape, tokens))
+        data = stripped(export_onnx(model, shape, tokens))
         model_proto = onnx.load_from_string(data)
         model_proto.doc_string = f"{built}; random weights, constant data stripped"
         path = args.out / f"{name}.onnx.gz"

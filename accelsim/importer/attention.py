@@ -95,11 +95,11 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         covered.append(node)
         tensor = acts[0]
     covered.append(scores)
-    probs = _single_reader(view, softmax.outputs[0])
+    probs = view.single_reader(softmax.outputs[0])
     dropout = probs is not None and probs.op == "Dropout"
     if probs is not None and dropout:
         covered.append(probs)
-        probs = _single_reader(view, probs.outputs[0])
+        probs = view.single_reader(probs.outputs[0])
     if probs is None or probs.op != "MatMul" or view.producer.get(probs.inputs[0]) not in covered:
         return None
     covered.append(probs)
@@ -145,11 +145,6 @@ def _heads(view: GraphView, scores: Node, q: _Linear) -> int | None:
     return dims[0] if len(dims) == 3 and dims[0] else None
 
 
-def _single_reader(view: GraphView, tensor: str) -> Node | None:
-    readers = view.consumers.get(tensor, [])
-    return readers[0] if len(readers) == 1 else None
-
-
 def _linear_above(
     view: GraphView, tensor: str, live: set[str], covered: list[Node]
 ) -> _Linear | None:
@@ -178,7 +173,7 @@ def _linear_below(
 ) -> _Linear | None:
     """The linear that reads ``tensor`` through views (each the only reader)."""
     while True:
-        node = _single_reader(view, tensor)
+        node = view.single_reader(tensor)
         if node is None:
             return None
         if node.op in VIEW_OPS:

@@ -84,20 +84,34 @@ class GraphView:
         """The constant a (transposed) constant is, None for other tensors."""
         return self.const_roots.get(tensor)
 
+    def values(self, tensor: str) -> list[float] | None:
+        """The values of a constant (flattened), or of a ``Concat`` of constants (as
+        PyTorch writes an upsample's scales); None for others or stripped data."""
+        proto = self.constants.get(tensor)
+        if proto is None:
+            node = self.producer.get(tensor)
+            if node is None or node.op != "Concat":
+                return None
+            parts = [self.values(t) for t in node.inputs]
+            return None if any(p is None for p in parts) else [v for p in parts for v in p or []]
+        array = const_array(proto)
+        return None if array is None else [float(v) for v in array.reshape(-1)]
+
     def scalar(self, tensor: str) -> float | None:
         """The value of a one-element constant, None for anything else."""
-        proto = self.constants.get(tensor)
-        if proto is None or int(np.prod(proto.dims)) != 1:
-            return None
-        values = const_array(proto)
-        return None if values is None else float(values.reshape(-1)[0])
+        values = self.values(tensor)
+        return values[0] if values is not None and len(values) == 1 else None
+
+    def single_reader(self, tensor: str) -> Node | None:
+        """The one node that reads ``tensor``, None when there are none or several."""
+        readers = self.consumers.get(tensor, [])
+        return readers[0] if len(readers) == 1 else None
 
     def bias_after(self, node: Node, width: int, is_activation: Any) -> Node | None:
         """The ``Add`` of a constant of ``width`` elements that alone reads ``node``'s output."""
-        readers = self.consumers.get(node.outputs[0], [])
-        if len(readers) != 1 or readers[0].op != "Add":
+        add = self.single_reader(node.outputs[0])
+        if add is None or add.op != "Add":
             return None
-        add = readers[0]
         others = [t for t in add.inputs if t != node.outputs[0]]
         if len(others) != 1 or is_activation(others[0]):
             return None

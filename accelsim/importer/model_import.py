@@ -94,6 +94,8 @@ def import_model(
         f"loss: {loss}",
     ]
     header = _header(origin, settings, table)
+    if model.doc_string:
+        header[1:1] = textwrap.wrap(f"The graph says: {model.doc_string}", 86)
     top = {
         "name": model_name,
         "description": f"{model_name}, imported from {origin}",

@@ -1,6 +1,7 @@
 """An ONNX graph -> the rows of a layer table (:class:`ImportedTable`).
 
-The only module that imports ``onnx``. It reads a graph exported in training mode
+With :mod:`accelsim.importer.graph_view`, the only module that imports ``onnx``.
+It reads a graph exported in training mode
 (batchnorm and dropout kept as ops), infers its shapes, and walks its nodes in order:
 
 * a node whose inputs are all constants or shapes (``Shape``, ``Constant``, the
@@ -13,8 +14,9 @@ The only module that imports ``onnx``. It reads a graph exported in training mod
 * self-attention (two linears' outputs multiplied, a softmax, the product with a
   third linear's output, and a fourth linear after it) is one ``attention`` layer
   (see :mod:`accelsim.importer.attention`);
-* every other op has one layer kind (:data:`KINDS`), or none: then it is an error,
-  or with ``unsupported="vector"`` a generic ``vector`` layer sized from its shapes.
+* every other op has a handler that writes its layer (``_Converter._handlers``), or
+  none, or a handler that declines the op's form: then it is an error, or with
+  ``unsupported="vector"`` a generic ``vector`` layer sized from its shapes.
 
 Shapes are per sample: the first dimension of every activation is the batch.
 """
@@ -132,6 +134,10 @@ def _with_shapes(
             )
         for dim, value in zip(dims, (1, *input_shape), strict=True):
             dim.dim_value = value
+        # Shapes recorded for the exported input size would contradict the new one.
+        del model.graph.value_info[:]
+        for output in model.graph.output:
+            output.type.tensor_type.ClearField("shape")
     elif dims and not dims[0].dim_value:
         dims[0].dim_value = 1
     if any(not d.dim_value for d in dims):
@@ -187,7 +193,7 @@ class _Converter:
                 continue
             handler = handlers.get(node.op)
             if handler is None or not handler(node, acts):
-                self._unsupported(node, acts)
+                self._unsupported(node, acts, known=handler is not None)
         if self.problems:
             raise WorkloadError(self.problems)
         if loss == "cross_entropy" and not any(x["kind"] == "cross_entropy" for x in self.layers):
@@ -255,14 +261,15 @@ class _Converter:
         self._emit(row, inputs, node.outputs[:1])
         return True
 
-    def _unsupported(self, node: Node, acts: list[str]) -> None:
+    def _unsupported(self, node: Node, acts: list[str], known: bool) -> None:
         if self.unsupported != "vector":
+            form = " in this form (attributes, constant operands or shapes)" if known else ""
             self.problems.append(
                 Problem(
                     self.source,
                     f"nodes[{node.name or node.index}]",
-                    f"op type {node.op} has no layer kind; --unsupported vector maps it to a"
-                    " generic vector op",
+                    f"op type {node.op} has no layer kind{form}; --unsupported vector maps it"
+                    " to a generic vector op",
                     node.op,
                 )
             )
@@ -293,7 +300,6 @@ class _Converter:
             "BatchNormalization": "batchnorm",
             "LayerNormalization": "layernorm",
             "RMSNormalization": "rmsnorm",
-            "GlobalAveragePool": "global_avgpool",
             "Softmax": "softmax",
         }
         handlers: dict[str, Callable[[Node, list[str]], bool]] = {
@@ -305,6 +311,7 @@ class _Converter:
             {
                 "Conv": self._conv,
                 "ConvTranspose": self._conv_transpose,
+                "GlobalAveragePool": self._global_pool,
                 "MaxPool": self._pool,
                 "AveragePool": self._pool,
                 "Clip": self._clip,
@@ -317,6 +324,7 @@ class _Converter:
                 "MatMul": self._matmul,
                 "Gather": self._gather,
                 "GroupNormalization": self._groupnorm,
+                "InstanceNormalization": self._instancenorm,
                 "Split": self._split,
                 "Resize": self._resize,
                 "SoftmaxCrossEntropyLoss": self._loss,
@@ -398,6 +406,14 @@ class _Converter:
         row: dict[str, Any] = {"kernel": _compact(kernel)}
         row.update(self._window_fields(node, pads, stride_default=_compact(kernel)))
         return self._layer(node, kind, acts[:1], **row)
+
+    def _global_pool(self, node: Node, acts: list[str]) -> bool:
+        """``global_avgpool`` (a vector) when only flattens read it, else an
+        ``adaptive_avgpool`` to 1 x 1 (a map, e.g. a squeeze-and-excitation gate's)."""
+        readers = self.view.consumers.get(node.outputs[0], [])
+        if readers and all(r.op in ("Flatten", "Reshape") for r in readers):
+            return self._layer(node, "global_avgpool", acts[:1])
+        return self._layer(node, "adaptive_avgpool", acts[:1], output=1)
 
     def _symmetric_pads(self, node: Node) -> list[int] | None:
         if node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
@@ -515,6 +531,34 @@ class _Converter:
             return self._layer(node, "token_select", acts, index=int(index))
         return False
 
+    def _instancenorm(self, node: Node, acts: list[str]) -> bool:
+        """PyTorch's group norm: a reshape to groups, ``InstanceNormalization``, a reshape
+        back and the per-channel scale and shift (a ``Mul`` and an ``Add`` of constants,
+        absorbed); a plain instance norm is a group norm of one channel per group."""
+        dims = self.dims(acts[0])
+        if len(dims) not in (2, 3) or not dims[0]:
+            return False
+        out = node.outputs[0]
+        reshape = self.view.single_reader(out)
+        if len(dims) == 2 and reshape is not None and reshape.op == "Reshape":
+            out = reshape.outputs[0]
+            self.skip.add(reshape.index)
+        for op in ("Mul", "Add"):
+            affine = self.view.single_reader(out)
+            others = [t for t in affine.inputs if t != out] if affine is not None else []
+            if (
+                affine is None
+                or affine.op != op
+                or len(others) != 1
+                or self.is_activation(others[0])
+            ):
+                break
+            self.skip.add(affine.index)
+            out = affine.outputs[0]
+        row = {"name": self._name(node), "kind": "groupnorm", "groups": dims[0]}
+        self._emit(row, acts[:1], (out,))
+        return True
+
     def _groupnorm(self, node: Node, acts: list[str]) -> bool:
         return self._layer(node, "groupnorm", acts[:1], groups=node.attr("num_groups", 1))
 
@@ -534,9 +578,15 @@ class _Converter:
         mode = mode.decode() if isinstance(mode, bytes) else mode
         modes = {"nearest": "nearest", "linear": "bilinear"}
         after = self.dims(node.outputs[0])
-        if mode not in modes or len(after) != 3:
+        scales = self.view.values(node.inputs[2]) if len(node.inputs) > 2 else None
+        if mode not in modes or len(self.dims(acts[0])) != 3:
             return False
-        return self._layer(node, "upsample", acts[:1], mode=modes[mode], size=list(after[1:]))
+        if len(after) == 3 and all(after):
+            return self._layer(node, "upsample", acts[:1], mode=modes[mode], size=list(after[1:]))
+        if scales is None or len(scales) != 4 or any(v != int(v) or v < 1 for v in scales[2:]):
+            return False
+        scale = _compact(scales[2:])
+        return self._layer(node, "upsample", acts[:1], mode=modes[mode], scale=scale)
 
     def _loss(self, node: Node, acts: list[str]) -> bool:
         return self._layer(node, "cross_entropy", acts[:1])
