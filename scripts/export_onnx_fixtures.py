@@ -7,7 +7,8 @@ Run with a Python that has torch, torchvision and transformers (and accelsim):
 Every model is built from its code with random weights (nothing is downloaded) and
 exported in training mode (:func:`accelsim.export_onnx`), then
 every constant of more than :data:`KEEP_ELEMENTS` elements loses its data (its
-dimensions stay: the importer reads only shapes) and the file is gzipped.
+dimensions stay: the importer reads only shapes), node metadata other than the module
+path is dropped, and the file is gzipped.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from accelsim import export_onnx
 
 KEEP_ELEMENTS = 64
 """Constants up to this size keep their values (scalars, shapes, dropout rates)."""
+NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+"""The one node metadata kept (the module path that names a layer); the exporter's
+stack traces and FX node texts are dropped."""
 
 
 def _bert() -> tuple[nn.Module, tuple[int, ...], bool, str]:
@@ -175,6 +179,10 @@ def stripped(data: bytes) -> bytes:
     tensors = list(model.graph.initializer) + [
         a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR
     ]
+    for node in model.graph.node:
+        kept = [p for p in node.metadata_props if p.key == NAME_SCOPES]
+        del node.metadata_props[:]
+        node.metadata_props.extend(kept)
     for tensor in tensors:
         if math.prod(tensor.dims) > KEEP_ELEMENTS:
             tensor.ClearField("raw_data")

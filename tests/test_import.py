@@ -94,7 +94,7 @@ def test_imported_table_validates_like_a_hand_written_one(tmp_path: Path) -> Non
     head = result.text.splitlines()
     assert head[:3] == [
         f"# Imported by accelsim {accelsim.__version__} from resnet18.onnx.gz (ONNX, opset 20,"
-        " by pytorch 2.14.1).",
+        " by pytorch 2.14.1+cu130).",
         "# The graph says: torchvision.models.resnet18(); random weights, constant data stripped",
         "# Settings: input shape image 3x224x224 (from the graph); unsupported ops: error;"
         " loss: cross_entropy.",
@@ -122,7 +122,7 @@ def test_bert_attention_becomes_one_layer_per_block() -> None:
         f"model.bert.encoder.layer.{i}.attention" for i in range(12)
     ]
     assert {(x.heads, x.bias, x.causal) for x in attention} == {(12, True, False)}
-    assert "#   - attention (12 heads, 21 nodes each; the dropout on its probabilities not" in (
+    assert "#   - attention (12 heads, 24 nodes each; the dropout on its probabilities not" in (
         result.text
     )
 

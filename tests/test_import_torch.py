@@ -105,9 +105,33 @@ def test_a_module_with_the_new_layer_kinds() -> None:
         ("up", "conv_transpose2d"),
         ("resize", "upsample"),
         ("pool", "global_avgpool"),
-        ("flatten", "flatten"),
+        ("view", "flatten"),
         ("fc", "linear"),
         ("loss", "cross_entropy"),
     ]
     stats = model_stats(result.workload, infer_shapes(result.workload, "small"))
     assert stats.params == sum(p.numel() for p in module.parameters())
+
+
+def test_a_torchscript_export_imports_alike(tmp_path: Path) -> None:
+    """PyTorch's older exporter (``dynamo=False``, training mode) writes other nodes
+    (``Flatten``, ``GlobalAveragePool``, a ``Gemm``) and names: the same table kinds and
+    sizes."""
+    import torchvision
+
+    module = torchvision.models.resnet18(weights=None).train()
+    exported = tmp_path / "resnet18.onnx"
+    torch.onnx.export(
+        module,
+        (torch.randn(1, 3, 224, 224),),
+        exported,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+        dynamo=False,
+        opset_version=20,
+    )
+    legacy = import_model(exported).workload
+    current = import_model(FIXTURES / "resnet18.onnx.gz").workload
+    assert [x.kind for x in legacy.layers] == [x.kind for x in current.layers]
+    ours, theirs = (model_stats(w, infer_shapes(w, "r")) for w in (legacy, current))
+    assert (ours.params, ours.training_macs) == (theirs.params, theirs.training_macs)

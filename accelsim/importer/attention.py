@@ -60,7 +60,7 @@ class _Linear:
 
 def match_attentions(view: GraphView) -> list[AttentionMatch]:
     """Every self-attention in ``view``."""
-    activations = _activations(view)
+    activations = view.live()
     found = []
     for node in view.nodes:
         if node.op == "Softmax":
@@ -68,14 +68,6 @@ def match_attentions(view: GraphView) -> list[AttentionMatch]:
             if match is not None:
                 found.append(match)
     return found
-
-
-def _activations(view: GraphView) -> set[str]:
-    live = {view.input_name}
-    for node in view.nodes:
-        if node.op not in ("Shape", "Size") and any(t in live for t in node.inputs):
-            live.update(node.outputs)
-    return live
 
 
 def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | None:

@@ -37,7 +37,7 @@ class GraphView:
         self.nodes = [
             Node(
                 i,
-                n.name,
+                _scoped_name(n),
                 n.op_type,
                 tuple(n.input),
                 tuple(n.output),
@@ -46,9 +46,12 @@ class GraphView:
             for i, n in enumerate(graph.node)
         ]
         self.constants: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
+        self.initializers = frozenset(self.constants)
         for node in self.nodes:
-            if node.op == "Constant" and "value" in node.attrs:
-                self.constants[node.outputs[0]] = node.attrs["value"]
+            if node.op == "Constant":
+                value = _constant_value(node)
+                if value is not None:
+                    self.constants[node.outputs[0]] = value
         self.const_shapes = {n: tuple(int(d) for d in t.dims) for n, t in self.constants.items()}
         self.const_roots = {name: name for name in self.constants}
         for node in self.nodes:
@@ -80,19 +83,40 @@ class GraphView:
         stripped), None for other tensors."""
         return self.const_shapes.get(tensor)
 
+    def live(self) -> set[str]:
+        """The tensors whose values depend on the model input's values."""
+        live = {self.input_name}
+        for node in self.nodes:
+            if node.op not in ("Shape", "Size") and any(t in live for t in self.value_inputs(node)):
+                live.update(node.outputs)
+        return live
+
+    @staticmethod
+    def value_inputs(node: Node) -> tuple[str, ...]:
+        """The inputs whose values the node's output depends on: all, but for
+        ``CastLike`` only the first (the second lends its type)."""
+        return node.inputs[:1] if node.op == "CastLike" else node.inputs
+
+    def is_parameter(self, node: Node, position: int) -> bool:
+        """Whether ``node``'s input at ``position`` is a parameter (an initializer): a
+        bias the exporter wrote as zeros it computed (``torch.export``'s) is none."""
+        return position < len(node.inputs) and node.inputs[position] in self.initializers
+
     def const_root(self, tensor: str) -> str | None:
         """The constant a (transposed) constant is, None for other tensors."""
         return self.const_roots.get(tensor)
 
     def values(self, tensor: str) -> list[float] | None:
-        """The values of a constant (flattened), or of a ``Concat`` of constants (as
-        PyTorch writes an upsample's scales); None for others or stripped data."""
+        """The values of a constant (flattened), of a ``Concat`` of constants (as
+        PyTorch writes an upsample's scales) or of a reshaped constant; None for others
+        or stripped data."""
         proto = self.constants.get(tensor)
         if proto is None:
             node = self.producer.get(tensor)
-            if node is None or node.op != "Concat":
+            if node is None or node.op not in RESHAPED | {"Concat"}:
                 return None
-            parts = [self.values(t) for t in node.inputs]
+            sources = node.inputs if node.op == "Concat" else node.inputs[:1]
+            parts = [self.values(t) for t in sources]
             return None if any(p is None for p in parts) else [v for p in parts for v in p or []]
         array = const_array(proto)
         return None if array is None else [float(v) for v in array.reshape(-1)]
@@ -103,8 +127,9 @@ class GraphView:
         return values[0] if values is not None and len(values) == 1 else None
 
     def single_reader(self, tensor: str) -> Node | None:
-        """The one node that reads ``tensor``, None when there are none or several."""
-        readers = self.consumers.get(tensor, [])
+        """The one node that reads ``tensor``'s values, None when there are none or
+        several (a ``CastLike`` that takes only its type does not count)."""
+        readers = [r for r in self.consumers.get(tensor, []) if tensor in self.value_inputs(r)]
         return readers[0] if len(readers) == 1 else None
 
     def bias_after(self, node: Node, width: int, is_activation: Any) -> Node | None:
@@ -140,6 +165,40 @@ class GraphView:
             " per sample",
             list(dims),
         )
+
+
+RESHAPED = frozenset({"Reshape", "Cast", "CastLike", "Identity", "Squeeze", "Unsqueeze"})
+"""Ops that keep a constant's values (in order) and change its shape or type."""
+
+NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+"""Node metadata of PyTorch's ``torch.export``-based exporter: the module path of the
+node, ``['', 'layer1', 'layer1.0', 'layer1.0.conv1', 'conv2d_1']``."""
+
+
+def _scoped_name(node: onnx.NodeProto) -> str:
+    """The node's name, or ``/layer1/layer1.0/layer1.0.conv1/conv2d_1`` from its module
+    path when the exporter recorded one (its own names are ``node_conv2d_1``)."""
+    for prop in node.metadata_props:
+        if prop.key == NAME_SCOPES:
+            scopes = [s.strip(" '") for s in prop.value.strip("[]").split(",")]
+            return "/" + "/".join(s for s in scopes if s)
+    return node.name
+
+
+def _constant_value(node: Node) -> onnx.TensorProto | None:
+    """A ``Constant`` node's tensor, from whichever attribute holds it."""
+    if "value" in node.attrs:
+        value: onnx.TensorProto = node.attrs["value"]
+        return value
+    for key, dtype in (
+        ("value_float", np.float32),
+        ("value_floats", np.float32),
+        ("value_int", np.int64),
+        ("value_ints", np.int64),
+    ):
+        if key in node.attrs:
+            return numpy_helper.from_array(np.array(node.attrs[key], dtype=dtype))
+    return None
 
 
 def const_array(tensor: onnx.TensorProto) -> np.ndarray[Any, Any] | None:

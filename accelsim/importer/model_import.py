@@ -81,7 +81,10 @@ def import_model(
         if input_shape is None:
             raise WorkloadError.single("module", "input_shape", "a module needs an input shape")
         model = onnx_graph.model_from_bytes(onnx_bytes(source, input_shape, tokens))
-        origin = f"PyTorch module {type(source).__module__}.{type(source).__qualname__}"
+        origin = (
+            f"PyTorch module {type(source).__module__}.{type(source).__qualname__},"
+            " exported in training mode by torch.onnx (torch.export-based)"
+        )
         label = type(source).__name__
         default_name = type(source).__name__.lower()
         shape = None

@@ -38,7 +38,17 @@ from accelsim.importer.attention import AttentionMatch, match_attentions
 from accelsim.importer.graph_view import GraphView, Node
 
 VIEWS = frozenset(
-    {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Cast", "Expand", "Flatten"}
+    {
+        "Reshape",
+        "Transpose",
+        "Squeeze",
+        "Unsqueeze",
+        "Identity",
+        "Cast",
+        "CastLike",
+        "Expand",
+        "Flatten",
+    }
 )
 """Ops that move no data in the layer table (``Flatten`` and reshapes to a vector
 become ``flatten`` layers)."""
@@ -170,7 +180,7 @@ class _Converter:
         self.names: set[str] = {"input"}
         self.skip: set[int] = set()
         self.attentions: dict[int, AttentionMatch] = {}
-        self.scope_counts = _scope_counts(view)
+        self.scope_ops = _scope_ops(view)
         self.attention_notes: dict[str, list[str]] = {}
         self.tables: dict[str, str] = {}
 
@@ -188,7 +198,7 @@ class _Converter:
             if self._is_embedding(node):
                 self._embedding(node)
                 continue
-            acts = [t for t in node.inputs if self.is_activation(t)]
+            acts = [t for t in self.view.value_inputs(node) if self.is_activation(t)]
             if not acts or node.op in SHAPE_OPS:
                 continue
             handler = handlers.get(node.op)
@@ -228,10 +238,13 @@ class _Converter:
         scope, leaf = _scope(node)
         if functional is None:
             functional = node.op in FUNCTIONAL
+        # The exporters number an op's calls (``Add_1``, ``add_3``): names are numbered
+        # per table instead, by ``_unique``.
+        op = re.sub(r"_\d+$", "", leaf).lower() or node.op.lower()
         if not scope:
-            base = leaf.lower() or node.op.lower()
-        elif functional or self.scope_counts.get(scope, 0) > 1:
-            base = f"{scope}.{leaf.lower()}"
+            base = op
+        elif functional or len(self.scope_ops.get(scope, ())) > 1:
+            base = f"{scope}.{op}"
         else:
             base = scope
         return self._unique(base)
@@ -312,6 +325,7 @@ class _Converter:
                 "Conv": self._conv,
                 "ConvTranspose": self._conv_transpose,
                 "GlobalAveragePool": self._global_pool,
+                "ReduceMean": self._reduce_mean,
                 "MaxPool": self._pool,
                 "AveragePool": self._pool,
                 "Clip": self._clip,
@@ -368,7 +382,7 @@ class _Converter:
             row["dilation"] = dilation
         if node.attr("group", 1) != 1:
             row["groups"] = node.attr("group", 1)
-        if len(node.inputs) > 2 and node.inputs[2]:
+        if self.view.is_parameter(node, 2):
             row["bias"] = True
         return self._layer(node, "conv2d", acts[:1], **row)
 
@@ -388,7 +402,7 @@ class _Converter:
             row["dilation"] = dilation
         if groups != 1:
             row["groups"] = groups
-        if len(node.inputs) > 2 and node.inputs[2]:
+        if self.view.is_parameter(node, 2):
             row["bias"] = True
         return self._layer(node, "conv_transpose2d", acts[:1], **row)
 
@@ -414,6 +428,19 @@ class _Converter:
         if readers and all(r.op in ("Flatten", "Reshape") for r in readers):
             return self._layer(node, "global_avgpool", acts[:1])
         return self._layer(node, "adaptive_avgpool", acts[:1], output=1)
+
+    def _reduce_mean(self, node: Node, acts: list[str]) -> bool:
+        """A mean over a map's height and width (``torch.mean(x, (2, 3))``, as the
+        ``torch.export``-based exporter writes an adaptive pool to 1 x 1) is a global pool."""
+        rank = len(self.view.dims(acts[0]))
+        axes = node.attr("axes", None)
+        if axes is None and len(node.inputs) > 1:
+            axes = self.view.values(node.inputs[1])
+        if rank != 4 or axes is None or sorted(int(a) % rank for a in axes) != [2, 3]:
+            return False
+        if not node.attr("keepdims", 1):
+            return self._layer(node, "global_avgpool", acts[:1])
+        return self._global_pool(node, acts)
 
     def _symmetric_pads(self, node: Node) -> list[int] | None:
         if node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
@@ -468,7 +495,7 @@ class _Converter:
         out = weight[0] if node.attr("transB", 0) else weight[1]
         name = self._name(node)
         row: dict[str, Any] = {"name": name, "kind": "linear", "out_features": out}
-        if not (len(node.inputs) > 2 and node.inputs[2]):
+        if not self.view.is_parameter(node, 2):
             row["bias"] = False
         row.update(self._weight_fields(name, node.inputs[1]))
         self._emit(row, acts, node.outputs[:1])
@@ -536,7 +563,12 @@ class _Converter:
         back and the per-channel scale and shift (a ``Mul`` and an ``Add`` of constants,
         absorbed); a plain instance norm is a group norm of one channel per group."""
         dims = self.dims(acts[0])
-        if len(dims) not in (2, 3) or not dims[0]:
+        groups = dims[0] if dims else 0
+        reshape_to = self.view.producer.get(acts[0])
+        if not groups and reshape_to is not None and reshape_to.op == "Reshape":
+            target = self.view.values(reshape_to.inputs[1]) or []
+            groups = int(target[1]) if len(target) == 3 and target[1] > 0 else 0
+        if len(dims) not in (2, 3) or not groups:
             return False
         out = node.outputs[0]
         reshape = self.view.single_reader(out)
@@ -555,7 +587,7 @@ class _Converter:
                 break
             self.skip.add(affine.index)
             out = affine.outputs[0]
-        row = {"name": self._name(node), "kind": "groupnorm", "groups": dims[0]}
+        row = {"name": self._name(node), "kind": "groupnorm", "groups": groups}
         self._emit(row, acts[:1], (out,))
         return True
 
@@ -617,14 +649,15 @@ def _scope(node: Node) -> tuple[str, str]:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", joined), parts[-1]
 
 
-def _scope_counts(view: GraphView) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def _scope_ops(view: GraphView) -> dict[str, set[str]]:
+    """The op types of the layer-making nodes of each module scope."""
+    ops: dict[str, set[str]] = {}
+    skipped = VIEWS | SHAPE_OPS | FUNCTIONAL
+    live = view.live()
     for node in view.nodes:
-        skipped = VIEWS | SHAPE_OPS | FUNCTIONAL | {"Constant"}
-        if node.op not in skipped:
-            scope = _scope(node)[0]
-            counts[scope] = counts.get(scope, 0) + 1
-    return counts
+        if node.op not in skipped and any(t in live for t in node.inputs):
+            ops.setdefault(_scope(node)[0], set()).add(node.op)
+    return ops
 
 
 def _compact(values: Any) -> Any:

@@ -1,14 +1,15 @@
 """A PyTorch ``nn.Module`` -> ONNX bytes, exported in training mode.
 
-The only module that imports ``torch``. It uses the TorchScript-based exporter
-(``torch.onnx.export(..., dynamo=False)`` with ``TrainingMode.TRAINING``): it
-keeps batch normalisation and dropout as ops and names every node after its module
-(``/layer1/layer1.0/conv1/Conv``). The ``torch.export``-based exporter folds both
-into the graph it traces, so a training step would lose them.
+The only module that imports ``torch``. It uses PyTorch's ``torch.export``-based ONNX
+exporter (``torch.onnx.export(..., dynamo=True, optimize=False)``) on the module in
+training mode: the graph keeps batch normalisation (with batch statistics) and dropout
+as ops, and each node records its module path, which names the layers. With the
+exporter's optimisation on, or from a module in eval mode, both would be folded away.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import warnings
@@ -45,22 +46,20 @@ def onnx_bytes(module: Any, input_shape: tuple[int, ...], tokens: bool = False) 
     copied = copy.deepcopy(module).train()
     shape = (1, *input_shape)
     example = torch.zeros(shape, dtype=torch.long) if tokens else torch.randn(shape)
-    buffer = io.BytesIO()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            torch.onnx.export(
+            program = torch.onnx.export(
                 copied,
                 (example,),
-                buffer,
-                training=torch.onnx.TrainingMode.TRAINING,
-                do_constant_folding=False,
-                dynamo=False,
+                dynamo=True,
+                optimize=False,
                 opset_version=OPSET,
                 input_names=["input"],
+                verbose=False,
             )
     except Exception as exc:
         raise WorkloadError.single(
             type(module).__name__, "", f"torch.onnx.export failed: {exc}"
         ) from None
-    return buffer.getvalue()
+    return bytes(program.model_proto.SerializeToString())
