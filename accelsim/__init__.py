@@ -5,7 +5,9 @@ step by step: :func:`load_inputs`, :func:`simulate_training`, :func:`write_run`
 (with :func:`resolved_config`, the ``resolved_config.yaml`` text). Results are a
 :class:`TrainingResult` (``to_dict()``, ``to_records()``), whose ``training`` is
 the techniques' :class:`TrainingReport` (a :class:`StepCost` per step kind, each
-technique's :class:`Section`).
+technique's :class:`Section`).  For notebooks, :func:`load_sweep` reads a sweep's
+points as a pandas DataFrame (units in ``attrs["units"]``) and :func:`load_run` a
+run directory's summary and tables (:class:`RunTables`).
 
 Also public, for the scripts in ``scripts/``:
 
@@ -16,6 +18,8 @@ Also public, for the scripts in ``scripts/``:
   :func:`suite_columns`, :func:`write_csv`;
 * single layers: :func:`read_topology`, :class:`TopologyLayer`,
   :func:`topology_gemm`, :func:`simulate_layer`, :class:`Phase`;
+* means of ratios: :func:`geometric_mean` (speedups), :func:`saving_mean` (savings,
+  through their cost ratios);
 * plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
   :func:`plot_pipeline_sweep`, :func:`plot_dropout_sweep` (matplotlib is imported
   only when one is called);
@@ -44,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from accelsim._version import __version__
 
 if TYPE_CHECKING:
-    from accelsim.api import hardware_from_data, simulate
+    from accelsim.api import RunTables, hardware_from_data, load_run, load_sweep, simulate
     from accelsim.config.base import Convention
     from accelsim.config.loader import load_energy, parse_sets, read_yaml
     from accelsim.driver.bench import EngineTiming, benchmark_engines
@@ -70,6 +74,7 @@ if TYPE_CHECKING:
     from accelsim.graph.ops import Phase
     from accelsim.importer.model_import import ImportResult, import_model
     from accelsim.importer.torch_source import onnx_bytes as export_onnx
+    from accelsim.report.means import geometric_mean, saving_mean
     from accelsim.report.plots import (
         plot_dropout_sweep,
         plot_pipeline_sweep,
@@ -90,7 +95,7 @@ if TYPE_CHECKING:
 # Every public name but __version__, by the module that defines it; each module
 # loads when one of its names is first used.
 _MODULES = {
-    "accelsim.api": ("hardware_from_data", "simulate"),
+    "accelsim.api": ("RunTables", "hardware_from_data", "load_run", "load_sweep", "simulate"),
     "accelsim.config.base": ("Convention",),
     "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
     "accelsim.driver.bench": ("EngineTiming", "benchmark_engines"),
@@ -115,6 +120,7 @@ _MODULES = {
     ),
     "accelsim.graph.ops": ("Phase",),
     "accelsim.importer.model_import": ("ImportResult", "import_model"),
+    "accelsim.report.means": ("geometric_mean", "saving_mean"),
     "accelsim.report.plots": (
         "plot_dropout_sweep",
         "plot_pipeline_sweep",
@@ -168,6 +174,7 @@ __all__ = [
     "PoolExecutor",
     "RunInputs",
     "RunResult",
+    "RunTables",
     "Section",
     "SimulationError",
     "StepCost",
@@ -180,10 +187,13 @@ __all__ = [
     "benchmark_dropout_folds",
     "benchmark_engines",
     "export_onnx",
+    "geometric_mean",
     "hardware_from_data",
     "import_model",
     "load_energy",
     "load_inputs",
+    "load_run",
+    "load_sweep",
     "parse_sets",
     "plan_sweep",
     "plot_dropout_sweep",
@@ -194,6 +204,7 @@ __all__ = [
     "read_yaml",
     "resolved_config",
     "run_sweep",
+    "saving_mean",
     "simulate",
     "simulate_layer",
     "simulate_run",

@@ -44,6 +44,7 @@ COMMANDS = {
     "models": ("accelsim.cli_run", "cmd_models"),
     "check": ("accelsim.cli_run", "cmd_check"),
     "import": ("accelsim.cli_import", "cmd_import"),
+    "init": ("accelsim.cli_run", "cmd_init"),
     "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
     "collect": ("accelsim.cli_sweep", "cmd_collect"),
     "plot": ("accelsim.cli_sweep", "cmd_plot"),
@@ -90,12 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_layer(sub)
     _add_suite(sub)
-    models = sub.add_parser("models", help="list the models of a suite with their sizes")
+    models = sub.add_parser("models", help="sizes of workload files, or of the models of a suite")
+    models.add_argument(
+        "files",
+        type=bundled_path,
+        nargs="*",
+        metavar="FILE",
+        help="workload files to summarise: YAML layer tables or SCALE-Sim topology CSVs"
+        " (none: the suite's models)",
+    )
     models.add_argument(
         "--suite",
         type=bundled_path,
-        default=DEFAULT_SUITE,
-        help="suite YAML (default: configs/suites/default.yaml)",
+        default=None,
+        help="suite YAML (default: configs/suites/default.yaml); not with FILE",
     )
     models.add_argument("--json", action="store_true", help="print one JSON list")
     check = sub.add_parser("check", help="validate config files without simulating")
@@ -103,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "files",
         type=bundled_path,
         nargs="+",
-        help="hardware, energy, workload, run, suite or sweep YAML files",
+        help="hardware, energy, workload, run, suite or sweep YAML files, or SCALE-Sim"
+        " topology CSVs",
     )
     check.add_argument(
         "--max-points",
@@ -112,9 +122,83 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="allow a sweep file up to N points (default: 10,000)",
     )
+    init = sub.add_parser(
+        "init",
+        help="copy the bundled configs and workloads into a new project directory",
+        description="Copy the bundled configs/ and workloads/ into DIR (made if missing),"
+        " side by side, so the copied run, sweep and suite files name the copies; edit"
+        " them and run from DIR. Example: accelsim init myproject && cd myproject &&"
+        " accelsim run configs/runs/default.yaml",
+    )
+    init.add_argument("directory", type=Path, help="the project directory")
     cli_sweep.add_commands(sub)
     cli_import.add_command(sub)
+    for name, command in sub.choices.items():
+        command.formatter_class = DefaultsFormatter
+        command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
     return parser
+
+
+EXAMPLES = {
+    "run": [
+        "accelsim run configs/runs/default.yaml --force",
+        "accelsim run configs/runs/mlp.yaml --set batch_size=256 --set array.dataflow=os",
+        "accelsim run configs/runs/default.yaml --gantt --set processors=4 \\\n"
+        '      --set "run.techniques={layerpipe: {}}"',
+    ],
+    "layer": [
+        "accelsim layer --hardware configs/hardware/scalesim.yaml"
+        " --conv 227 227 11 11 3 96 4 --convention scalesim --json",
+        "accelsim layer --hardware configs/hardware/default.yaml --gemm 512 1024 768"
+        " --phase bwd_weight",
+    ],
+    "suite": [
+        "accelsim suite configs/runs/suite.yaml --models mlp,resnet18 --force",
+        'accelsim suite configs/runs/suite.yaml --set "run.techniques={gradient_prediction: {}}"'
+        " --format pdf --size column",
+    ],
+    "models": ["accelsim models", "accelsim models --json"],
+    "check": ["accelsim check configs/hardware/*.yaml workloads/*.yaml configs/sweeps/*.yaml"],
+    "import": [
+        "accelsim import tests/fixtures/onnx/resnet18.onnx.gz --out resnet18_imported.yaml",
+        "accelsim import torchvision.models:resnet18 --input-shape 3x224x224 \\\n"
+        "      --out resnet18_imported.yaml --force --unsupported vector",
+    ],
+    "init": ["accelsim init myproject && cd myproject && accelsim run configs/runs/default.yaml"],
+    "sweep": [
+        "accelsim sweep configs/sweeps/arrays.yaml --out results --jobs 2",
+        "accelsim sweep configs/sweeps/suite_design.yaml --dask-workers 4",
+    ],
+    "collect": [
+        "accelsim collect results/arrays --csv results/arrays.csv",
+        "accelsim collect results/arrays --json",
+    ],
+    "plot": [
+        "accelsim plot results/adagp --kind technique --format pdf --size column",
+        "accelsim plot results/suite_design --kind speedup --baseline array.dataflow=os"
+        " --where dram.bandwidth_bytes_per_cycle=128",
+        "accelsim plot results/arrays --kind heatmap",
+    ],
+}
+"""Examples that ``--help`` of each command ends with (each runs from a checkout, or
+from anywhere after an install, the bundled configs standing in)."""
+
+
+class DefaultsFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help`` text with every option's default (where its help does not give one
+    already) and the examples kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.required:
+            return text
+        if action.default is argparse.SUPPRESS:  # --help, --version
+            return text
+        if action.default is None or action.default == []:
+            return f"{text} (default: none)"
+        if action.default is False:
+            return f"{text} (default: off)"
+        return f"{text} (default: %(default)s)"
 
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -171,15 +255,24 @@ def _add_layer(sub: Subparsers) -> None:
         "--phase",
         choices=[p.value for p in (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT)],
         default="fwd",
+        help="which training GEMM: forward, input gradient (dX) or weight gradient (dW)",
     )
     layer.add_argument(
-        "--convention", choices=[c.value for c in Convention], default=Convention.ACCELSIM.value
+        "--convention",
+        choices=[c.value for c in Convention],
+        default=Convention.ACCELSIM.value,
+        help="timing convention: accelsim's, or SCALE-Sim 3.0.0's (exact compute cycles)",
     )
     layer.add_argument(
         "--psums",
         choices=[p.value for p in PsumPolicy],
         default=PsumPolicy.CHUNK.value,
         help="ws/is partial sums: chunk the stream so they fit, or spill",
+    )
+    layer.add_argument(
+        "--fold-overlap",
+        action="store_true",
+        help="pipeline the folds: fill and drain once per layer (accelsim convention only)",
     )
     layer.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -200,9 +293,10 @@ def _add_suite(sub: Subparsers) -> None:
         type=_names,
         default=None,
         metavar="A,B,...",
-        help="only these models of the suite",
+        help="only these models of the suite (default: all of them)",
     )
     _add_output(suite)
+    cli_sweep.add_figure_options(suite, "png")
     _add_sets(suite, "override a field for every model (as for run)")
 
 

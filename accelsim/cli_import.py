@@ -41,13 +41,13 @@ def add_command(sub: Any) -> None:
         "--unsupported",
         choices=("error", "vector"),
         default="error",
-        help="an op without a layer kind: an error (default) or a generic vector layer",
+        help="an op without a layer kind: an error, or a generic vector layer",
     )
     imp.add_argument(
         "--loss",
         choices=("cross_entropy", "none"),
         default="cross_entropy",
-        help="append a cross_entropy loss when the graph has none (default)",
+        help="cross_entropy: append that loss when the graph has none; none: append nothing",
     )
     imp.add_argument("--force", action="store_true", help="replace an existing --out file")
 

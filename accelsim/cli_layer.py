@@ -45,6 +45,12 @@ def cmd_layer(args: argparse.Namespace) -> int:
     phase = Phase(args.phase)
     convention = Convention(args.convention)
     psums = PsumPolicy(args.psums)
+    if args.fold_overlap and convention is Convention.SCALESIM:
+        raise InputError.single(
+            "--fold-overlap",
+            "",
+            "needs --convention accelsim (SCALE-Sim 3.0.0 runs every fold's fill and drain)",
+        )
     if args.topology:
         return _layer_topology(args, hw, table, phase, convention, psums)
     if args.gemm:
@@ -60,7 +66,7 @@ def cmd_layer(args: argparse.Namespace) -> int:
     problems = gemm_problems(gemm, "--gemm" if args.gemm else "--conv")
     if problems:
         raise InputError(problems)
-    record = simulate_layer(hw, table, gemm, phase, convention, psums)
+    record = simulate_layer(hw, table, gemm, phase, convention, psums, args.fold_overlap)
     if args.json:
         print(json.dumps(record, indent=2))
     else:
@@ -89,7 +95,10 @@ def _layer_topology(
     if problems:
         raise InputError(problems)
     records = [
-        {"layer": row.name, **simulate_layer(hw, table, gemm, phase, convention, psums)}
+        {
+            "layer": row.name,
+            **simulate_layer(hw, table, gemm, phase, convention, psums, args.fold_overlap),
+        }
         for row, gemm in zip(rows, gemms, strict=True)
     ]
     if args.json:

@@ -1,8 +1,8 @@
-"""``accelsim run | suite | models | check`` (part of :mod:`accelsim.cli`).
+"""``accelsim run | suite | models | init | check`` (part of :mod:`accelsim.cli`).
 
 Loaded only for these commands; each imports what it uses when it runs (``run``
-no plots unless ``--gantt``, no progress bar), so that a command loads none of
-what only another one needs (``tests/test_startup.py``).
+no plots unless ``--gantt``, no progress bar unless it runs for over 2 s), so that
+a command loads none of what only another one needs (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +22,7 @@ from accelsim.config.files import display_path
 from accelsim.errors import InputError
 
 if TYPE_CHECKING:
+    from accelsim.config.hardware import HardwareSpec
     from accelsim.driver.inputs import RunInputs
 
 EXIT_OK = 0
@@ -33,21 +37,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     from accelsim.report.console import summary_table, training_table
 
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
-    directory = writer.run_directory(args.out, inputs.run.name)
+    name = run_directory_name(inputs)
+    directory = writer.run_directory(args.out, name)
     writer.check_writable(directory, args.force)
-    result = simulate_training(inputs)
-    with writer.staged_directory(directory, args.force) as staging:
-        writer.write_run_files(staging, result, resolved_config(inputs))
-        if args.gantt:
-            from accelsim.report import plots
+    with slow_progress(name) as tell:
+        result = simulate_training(inputs, tell)
+        with writer.staged_directory(directory, args.force) as staging:
+            tell("writing the result files")
+            writer.write_run_files(staging, result, resolved_config(inputs))
+            if args.gantt:
+                from accelsim.report import plots
 
-            for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
-                kind = "base step" if step_dir == staging else f"{step_dir.name} step"
-                plots.plot_gantt(
-                    step_dir / "ops.csv",
-                    step_dir / "gantt.png",
-                    f"{inputs.run.name}: {kind} on {inputs.hardware.name}",
-                )
+                for step_dir in (staging, *sorted((staging / "steps").glob("*"))):
+                    kind = "base step" if step_dir == staging else f"{step_dir.name} step"
+                    tell(f"drawing the {kind}'s Gantt chart")
+                    plots.plot_gantt(
+                        step_dir / "ops.csv",
+                        step_dir / "gantt.png",
+                        f"{name}: {kind} on {hardware_text(inputs.hardware)}",
+                        *_dram_bandwidth(inputs.hardware),
+                    )
     if result.training is not None:
         # The technique's steps and speedup lead; the baseline is what they compare to.
         with cli_sweep.printing(directory):
@@ -62,8 +71,81 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     with cli_sweep.printing(directory):
         print(summary_table(result.base.summary()))
+        if inputs.workload.notes:
+            from accelsim.report.console import workload_notes
+
+            print(workload_notes(inputs.workload.source, inputs.workload.notes))
         print(f"wrote {display_path(directory)}/")
     return EXIT_OK
+
+
+PROGRESS_DELAY_S = 2.0
+"""Seconds a command runs before its progress bar appears (quick runs print none)."""
+
+
+@contextmanager
+def slow_progress(name: str) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr for one run, from the first stage that starts after
+    :data:`PROGRESS_DELAY_S`: each call of the function yielded starts a stage (a
+    simulation, a file, a figure), counted and named, with the time elapsed.  A
+    quicker run prints nothing and never imports tqdm."""
+    started = time.monotonic()
+    count = 0
+    bar: Any = None
+
+    def tell(stage: str) -> None:
+        nonlocal count, bar
+        count += 1
+        if bar is None:
+            if time.monotonic() - started < PROGRESS_DELAY_S:
+                return
+            from tqdm import tqdm
+
+            # A delay keeps tqdm from drawing before its clock is set back to the start.
+            bar = tqdm(desc=name, unit=" stages", file=sys.stderr, initial=count - 1, delay=1e-3)
+            bar.start_t -= time.monotonic() - started
+        bar.set_postfix_str(stage, refresh=False)
+        bar.update(1)
+
+    try:
+        yield tell
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def run_directory_name(inputs: RunInputs) -> str:
+    """The run's directory below ``--out``: its workload, name and techniques."""
+    from accelsim.report.writer import run_directory_name as name
+
+    techniques = [t.name for t in inputs.techniques]
+    return name(inputs.run.name, inputs.workload.name, inputs.run.workload_variant, techniques)
+
+
+def suite_directory_name(inputs: RunInputs) -> str:
+    """A suite's directory below ``--out``: the run's name and its techniques."""
+    techniques = "-".join(t.name for t in inputs.techniques)
+    return f"{inputs.run.name}_{techniques}" if techniques else inputs.run.name
+
+
+def hardware_text(hw: HardwareSpec) -> str:
+    """The hardware as its numbers say (never a preset's name, which overrides outdate):
+    ``4 x 64x64 ws, DRAM 128 B/cycle`` (one memory's bandwidth, all its channels)."""
+    array = f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}"
+    machine = array if hw.processors == 1 else f"{hw.processors} x {array}"
+    from accelsim.timing.memory import dram_bandwidths
+
+    bandwidth = dram_bandwidths(hw)[0]
+    dram = "ideal DRAM" if bandwidth == float("inf") else f"DRAM {bandwidth:g} B/cycle"
+    return f"{machine}, {dram}"
+
+
+def _dram_bandwidth(hw: HardwareSpec) -> tuple[float, int]:
+    """A Gantt chart's DRAM rows: one memory's bandwidth and how many memories."""
+    from accelsim.timing.memory import dram_bandwidths
+
+    bandwidths = dram_bandwidths(hw)
+    return bandwidths[0], len(bandwidths)
 
 
 def _one_of_many(inputs: RunInputs) -> bool:
@@ -80,7 +162,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from accelsim.config.loader import parse_sets
     from accelsim.driver.inputs import resolved_config, suite_entries, suite_inputs
     from accelsim.driver.run import simulate_training
-    from accelsim.report.console import suite_table
+    from accelsim.report.console import suite_table, suite_training_table
+    from accelsim.report.figure import FigureSize
     from accelsim.report.plot_worker import PlotWorker
     from accelsim.report.suite import suite_columns, suite_row
     from accelsim.report.writer import run_directory, staged_directory, write_csv, write_run_files
@@ -91,7 +174,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
         entries = suite_entries(args.suite, args.models)
         _no_suite_file_names(args.suite, [entry.name for entry in entries])
         inputs = [suite_inputs(args.run_file, entry, sets) for entry in entries]
-        target = run_directory(args.out, inputs[0].run.name)
+        target = run_directory(args.out, suite_directory_name(inputs[0]))
         rows = []
         with (
             staged_directory(target, args.force) as staging,
@@ -105,22 +188,37 @@ def cmd_suite(args: argparse.Namespace) -> int:
                 )
                 rows.append(suite_row(entry.name, result))
                 bar.update(1)
-            table, figure, speedup = (staging / name for name in SUITE_FILES)
+            table = staging / SUITE_TABLE
             write_csv(table, suite_columns(rows), rows)
             first = inputs[0]
-            title = f"{first.run.name}: {first.hardware.name}, batch {first.run.batch_size}"
-            plotter.draw("suite", table, figure, title)
-            if any("speedup" in row for row in rows):
-                plotter.draw("speedup", table, speedup, title)
+            setup = f"{hardware_text(first.hardware)}, batch {first.run.batch_size}"
+            fmt, size = args.format or "png", FigureSize(args.size)
+            plotter.draw(
+                "suite", table, staging / f"suite.{fmt}", f"{first.run.name}: {setup}", fmt, size
+            )
+            training = first.run.techniques
+            if training:
+                title = (
+                    f"{first.run.name}: {' + '.join(training)} against the baseline,"
+                    f" whole training\n{setup}"
+                )
+                plotter.draw("speedup", table, staging / f"suite_speedup.{fmt}", title, fmt, size)
             plotter.finish()
     with cli_sweep.printing(target):
+        if first.run.techniques:
+            print(suite_training_table(rows))
+            print("\nbaseline steps (no technique applied):")
         print(suite_table(rows))
         print(f"wrote {display_path(target)}/: suite.csv, plots and one directory per model")
     return EXIT_OK
 
 
-SUITE_FILES = ("suite.csv", "suite.png", "suite_speedup.png")
-"""The files ``accelsim suite`` writes beside the models' directories."""
+SUITE_TABLE = "suite.csv"
+SUITE_FILES = (
+    SUITE_TABLE,
+    *(f"{name}.{fmt}" for name in ("suite", "suite_speedup") for fmt in ("png", "pdf", "svg")),
+)
+"""The files ``accelsim suite`` may write beside the models' directories."""
 
 
 def _no_suite_file_names(suite: Path, names: list[str]) -> None:
@@ -150,16 +248,71 @@ def _no_suite_file_names(suite: Path, names: list[str]) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    """``accelsim models``: the models of a suite with their sizes."""
+    """``accelsim models``: the sizes of workload files, or of the models of a suite."""
     from accelsim.driver.inputs import suite_models
     from accelsim.lowering.stats import model_stats
     from accelsim.report.console import models_table
+    from accelsim.resources import data_dir
 
-    stats = [model_stats(workload, infos) for workload, infos in suite_models(args.suite)]
+    if args.files:
+        if args.suite is not None:
+            raise InputError.single("--suite", "", "give workload files or --suite, not both")
+        return _workload_models(args.files, args.json)
+    suite = args.suite or data_dir() / "configs" / "suites" / "default.yaml"
+    stats = [model_stats(workload, infos) for workload, infos in suite_models(suite)]
     if args.json:
         print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
     else:
         print(models_table(stats))
+    return EXIT_OK
+
+
+def _workload_models(files: list[Path], as_json: bool) -> int:
+    """``accelsim models FILE...``: each file's sizes, with the source and the notes of
+    a file that has them (a SCALE-Sim topology's assumptions)."""
+    from accelsim.lowering.infer import load_model
+    from accelsim.lowering.stats import model_stats
+    from accelsim.report.console import models_table, workload_notes
+
+    models = []
+    problems = []
+    for path in files:
+        try:
+            models.append((path, *load_model(path)))
+        except InputError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(problems)
+    stats = [model_stats(workload, infos) for _, workload, infos in models]
+    if as_json:
+        records = [
+            {
+                "file": display_path(path),
+                **dataclasses.asdict(s),
+                "source": workload.source,
+                "notes": workload.notes or [],
+            }
+            for (path, workload, _), s in zip(models, stats, strict=True)
+        ]
+        print(json.dumps(records, indent=2))
+        return EXIT_OK
+    print(models_table(stats))
+    for _, workload, _ in models:
+        if workload.notes:
+            print(f"\n{workload.name}: " + workload_notes(workload.source, workload.notes))
+    return EXIT_OK
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """``accelsim init DIR``: a project directory with copies of the bundled inputs."""
+    from accelsim.resources import copy_bundled
+
+    configs, workloads = copy_bundled(args.directory)
+    runs = len(list((configs / "runs").glob("*.yaml")))
+    models = len(list(workloads.glob("*.yaml")))
+    shown = display_path(args.directory)
+    print(f"wrote {shown}/: configs/ ({runs} run files), workloads/ ({models} models)")
+    print(f"next: cd {shown} && accelsim run configs/runs/default.yaml")
     return EXIT_OK
 
 
@@ -180,7 +333,11 @@ def _check_file(path: Path, max_points: int | None = None) -> str:
     from accelsim.config.loader import load_energy, load_hardware, read_yaml
     from accelsim.driver.inputs import load_inputs
     from accelsim.lowering.infer import load_model
+    from accelsim.workload.formats import reader_for
 
+    if reader_for(path) is not None:
+        workload, _ = load_model(path)
+        return f"workload '{workload.name}', {len(workload.layers)} layers"
     data: dict[str, Any] = read_yaml(path)
     if "layers" in data:
         workload, _ = load_model(path)

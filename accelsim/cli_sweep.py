@@ -101,13 +101,15 @@ def add_commands(sub: Subparsers) -> None:
     )
     cluster = sweep.add_mutually_exclusive_group()
     cluster.add_argument(
-        "--scheduler", metavar="ADDRESS", help="run on a Dask scheduler, e.g. tcp://host:8786"
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on a Dask scheduler, e.g. tcp://host:8786 (default: a local process pool)",
     )
     cluster.add_argument(
         "--dask-workers",
         type=_positive,
         metavar="N",
-        help="run on a local Dask cluster of N worker processes",
+        help="run on a local Dask cluster of N worker processes (default: no Dask)",
     )
     sweep.add_argument(
         "--retry-failed", action="store_true", help="run the points that failed before again"
@@ -129,13 +131,21 @@ def add_commands(sub: Subparsers) -> None:
         help="write CSV to FILE (default: CSV to stdout)",
     )
     output.add_argument("--json", action="store_true", help="print one JSON list")
-    plot = sub.add_parser("plot", help="draw a sweep's speedup, energy, heatmap, Pareto or scaling")
+    plot = sub.add_parser(
+        "plot", help="draw a sweep's speedup, technique, energy, heatmap, Pareto or scaling figure"
+    )
     plot.add_argument("directory", type=Path, help="the sweep's output directory")
     plot.add_argument(
-        "--kind", required=True, choices=["speedup", "energy", "heatmap", "pareto", "scaling"]
+        "--kind",
+        required=True,
+        choices=["speedup", "technique", "energy", "heatmap", "pareto", "scaling"],
+        help="technique: speedup and energy saving of the sweep's technique per model",
     )
     plot.add_argument(
-        "--baseline", metavar="KEY=VALUE", help="speedup: the axis value to compare against"
+        "--baseline",
+        metavar="KEY=VALUE",
+        help="speedup: the axis value to compare against (default: none, the technique's"
+        " own speedup)",
     )
     plot.add_argument(
         "--where",
@@ -144,17 +154,36 @@ def add_commands(sub: Subparsers) -> None:
         metavar="KEY=VALUE",
         help="only the points with this axis value (repeatable)",
     )
-    plot.add_argument("--x", dest="x_key", metavar="KEY", help="scaling: the numeric axis")
     plot.add_argument(
-        "--format",
-        choices=["png", "pdf", "svg"],
-        help="default: --output's suffix, else png",
+        "--by",
+        metavar="KEY",
+        help="speedup, technique: the axis whose values group the bars (default: the model)",
     )
+    plot.add_argument(
+        "--x",
+        dest="x_key",
+        metavar="KEY",
+        help="scaling: the numeric axis (default: the first varying one)",
+    )
+    add_figure_options(plot, "--output's suffix, else png")
     plot.add_argument(
         "--output",
         type=_output_file,
         metavar="FILE",
         help="exactly this file (default: DIR/plots/<kind>.<format>)",
+    )
+
+
+def add_figure_options(parser: argparse.ArgumentParser, format_default: str) -> None:
+    """``--format`` and ``--size`` of a command that draws figures."""
+    parser.add_argument(
+        "--format", choices=["png", "pdf", "svg"], help=f"figure format (default: {format_default})"
+    )
+    parser.add_argument(
+        "--size",
+        choices=["column", "page"],
+        default="page",
+        help="printed width: one column (3.5 in) or the page (7.16 in)",
     )
 
 
@@ -170,6 +199,7 @@ def check_sweep(path: Path, max_points: int | None = None) -> SweepPlan:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from accelsim.errors import ClusterError
     from accelsim.sweep import (
         DaskExecutor,
         Executor,
@@ -177,6 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         pending_points,
         plan_sweep,
         run_sweep,
+        sweep_directory,
     )
     from accelsim.sweep.plan import MAX_POINTS
 
@@ -200,7 +231,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 failures.append(f"{outcome.task.label}: {outcome.error}")
             bar.update(1)
 
-        report = run_sweep(plan, args.out, executor, args.retry_failed, on_point)
+        try:
+            report = run_sweep(plan, args.out, executor, args.retry_failed, on_point)
+        except ClusterError as exc:
+            bar.close()
+            directory = sweep_directory(args.out, plan.name)
+            print(
+                f"accelsim: {exc}; the {bar.n} points finished are stored in"
+                f" {display_path(directory)}/: start workers and rerun the same command"
+                " to resume",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED_POINTS
     for failure in failures:
         print(f"failed: {failure}", file=sys.stderr)
     with printing(report.directory):
@@ -244,9 +286,10 @@ def _write_table(handle: Any, columns: list[str], cells: list[dict[str, Any]]) -
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from accelsim.report.figure import FigureSize
     from accelsim.report.staging import staged_file
     from accelsim.sweep.collect import collect, open_store
-    from accelsim.sweep.plots import PlotKind, draw, output_path, parse_assignment, select
+    from accelsim.sweep.plots import Figure, PlotKind, draw, output_path, parse_assignment, select
 
     kind = PlotKind(args.kind)
     path, fmt = output_path(args.directory, kind, args.output, args.format)
@@ -259,8 +302,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     baseline = None if args.baseline is None else parse_assignment(args.baseline, "--baseline")
     chosen = select(rows, axes, where)
     name = str(meta.get("name", args.directory.name))
+    figure = Figure(
+        kind, name, chosen, axes, where, baseline, args.x_key, args.by, FigureSize(args.size)
+    )
     with staged_file(path) as staged:
-        draw(kind, name, chosen, axes, staged, baseline, args.x_key, fmt)
+        draw(figure, staged, fmt)
     with printing(path):
         print(f"wrote {display_path(path)}")
     return EXIT_OK

@@ -106,6 +106,11 @@ class OutputError(AccelsimError):
     """Results cannot be written (e.g. the run directory exists without --force)."""
 
 
+class ClusterError(AccelsimError):
+    """A sweep's cluster cannot run its points (every Dask worker gone): the points
+    finished so far are stored, and the same command resumes once workers are back."""
+
+
 class SimulationError(AccelsimError):
     """The engine reached an inconsistent state: an internal bug, not bad input."""
 

@@ -17,8 +17,10 @@ pays first, and the interpreter alone says how fast the machine was.
 
 ``--sweep`` times design-point sweeps: points per second per core for ResNet-18
 and BERT-base training-step points in this process and through the process
-pool, and the 1,000-point ResNet-18 sweep (``configs/sweeps/resnet18_1000.yaml``)
-end to end as ``accelsim sweep --jobs <cores>`` in a fresh process.
+pool, planning 10,000 and 100,000 points, and the 1,000- and 10,000-point
+ResNet-18 sweeps (``configs/sweeps/resnet18_1000.yaml``, ``resnet18_10000.yaml``)
+end to end as ``accelsim sweep --jobs <cores>`` in a fresh process, each also as
+a multiple of one ``accelsim run configs/runs/default.yaml`` timed beside it.
 
 ``--vs-scalesim`` times SCALE-Sim 3.0.0 (its CLI, in the interpreter that
 ``scripts/validate_scalesim.py`` uses) and accelsim on the same forward layers
@@ -72,11 +74,11 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
          [*resnet18, "--set", "processors=4", "--set", "run.techniques={layerpipe: {}}"], {}),
         ("LSTM-PTB approx. dropout, 32x32 tiles, 100 steps",
          [*accelsim, "run", "configs/runs/mlp_dropout.yaml", "--out", out, "--force", "--set",
-          "workload=../../workloads/lstm_ptb.yaml", "--set", "batch_size=64", "--set",
+          "workload=workloads/lstm_ptb.yaml", "--set", "batch_size=64", "--set",
           "run.techniques.approximate_dropout={pattern: tile, tile: {rows: 32, cols: 32}}"], {}),
         ("  the same, ACCELSIM_KERNELS=numpy",
          [*accelsim, "run", "configs/runs/mlp_dropout.yaml", "--out", out, "--force", "--set",
-          "workload=../../workloads/lstm_ptb.yaml", "--set", "batch_size=64", "--set",
+          "workload=workloads/lstm_ptb.yaml", "--set", "batch_size=64", "--set",
           "run.techniques.approximate_dropout={pattern: tile, tile: {rows: 32, cols: 32}}"],
          {"ACCELSIM_KERNELS": "numpy"}),
         ("MLP PipeDream, 4 processors, 384 mini-batches",
@@ -87,7 +89,7 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
           "--set", "batch_size=256"], {}),
         ("ResNet-34 LayerPipe, 9 processors, per-processor DRAM",
          [*accelsim, "run", "configs/experiments/pipeline.yaml", "--out", out, "--force",
-          "--set", "workload=../../workloads/resnet34.yaml", "--set", "processors=9",
+          "--set", "workload=workloads/resnet34.yaml", "--set", "processors=9",
           "--set", "dram.sharing=per_processor", "--set", "run.techniques={layerpipe: {}}"], {}),
         ("ResNet-18 convs, 32x32 OS (layer --topology)",
          [*accelsim, "layer", "--hardware", "configs/hardware/scalesim.yaml", "--topology",
@@ -243,20 +245,55 @@ def sweep_speed(runs: int) -> int:
                 wall = statistics.median(walls)
                 rate = len(plan.points) / wall / workers
                 print(f"{label:34} {len(plan.points):6d} {name:>16} {wall:7.2f} {rate:14.1f}")
-        argv = [sys.executable, "-m", "accelsim", "sweep", "configs/sweeps/resnet18_1000.yaml",
-                "--jobs", str(cores)]  # fmt: skip
-        walls = [timed([*argv, "--out", str(Path(tmp) / f"big{i}")], {})[0] for i in range(runs)]
-        wall = statistics.median(walls)
+        plan_speed(tmp)
+        one = [sys.executable, "-m", "accelsim", "run", "configs/runs/default.yaml", "--out",
+               str(Path(tmp) / "one"), "--force"]  # fmt: skip
+        for points in (1000, 10000):
+            argv = [sys.executable, "-m", "accelsim", "sweep",
+                    f"configs/sweeps/resnet18_{points}.yaml", "--jobs", str(cores)]  # fmt: skip
+            walls, singles = [], []
+            for i in range(runs):  # interleaved with the single run it is compared with
+                walls.append(timed([*argv, "--out", str(Path(tmp) / f"big{points}-{i}")], {})[0])
+                singles.append(timed(one, {})[0])
+            wall, single = statistics.median(walls), statistics.median(singles)
+            print(
+                f"{f'ResNet-18 {points:,}-point sweep, end to end':34} {points:6d} "
+                f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {points / wall / cores:14.1f}"
+                f"   {wall / single:.0f}x one run ({single:.2f} s)"
+            )
+    return 0
+
+
+def plan_speed(tmp: str) -> None:
+    """Seconds to plan (expand, validate and name) 10,000 and 100,000 ResNet-18 points in
+    this process, each in a fresh process's state for the files it reads."""
+    import yaml
+
+    from accelsim import plan_sweep
+
+    grid = yaml.safe_load((ROOT / "configs" / "sweeps" / "resnet18_10000.yaml").read_text())
+    for points, extra in (
+        (10_000, {}),
+        (100_000, {"dram.latency_cycles": list(range(50, 150, 10))}),
+    ):
+        path = ROOT / "configs" / "sweeps" / f".bench-plan-{os.getpid()}.yaml"
+        path.write_text(yaml.safe_dump({**grid, "grid": {**grid["grid"], **extra}}))
+        try:
+            start = time.perf_counter()
+            plan = plan_sweep(path, max_points=points)
+            wall = time.perf_counter() - start
+        finally:
+            path.unlink()
         print(
-            f"{'ResNet-18 1,000-point sweep, end to end':34} {1000:6d} "
-            f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {1000 / wall / cores:14.1f}"
+            f"{f'plan {points:,} ResNet-18 points':34} {len(plan.points):6d} "
+            f"{'in-process':>16} {wall:7.2f} {len(plan.points) / wall:14.0f} (points/s)"
         )
 
 
 ENGINE_CASES = (
     ("ResNet-18 step, batch 32", "configs/runs/default.yaml", []),
     ("BERT-base step, batch 32", "configs/runs/default.yaml",
-     ["workload=../../workloads/bert_base.yaml"]),
+     ["workload=workloads/bert_base.yaml"]),
     ("MLP PipeDream, 4 stages, 384 and 768 mini-batches", "configs/runs/mlp.yaml",
      ["processors=4", "run.techniques={pipedream: {mini_batches: 384}}"]),
     ("MLP data-parallel, P = 64, batch 256", "configs/runs/mlp.yaml",

@@ -36,6 +36,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from tqdm import tqdm
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "configs" / "experiments" / "pipeline.yaml"
 SUITE = ROOT / "configs" / "suites" / "default.yaml"
@@ -84,9 +86,16 @@ def main() -> int:
         entries = suite_entries(SUITE, models)
     started = time.perf_counter()
     rows = []
+    bar = tqdm(
+        total=len(entries) * args.max_processors * len(schedules),
+        desc="pipeline sweep",
+        unit="run",
+        file=sys.stderr,
+    )
     for entry in entries:
         for processors in range(1, args.max_processors + 1):
             for schedule in schedules:
+                bar.set_postfix_str(f"{entry.name}, P={processors}, {schedule}")
                 technique, options = SCHEDULES[schedule]
                 if processors == 1:  # GPipe's micro-batches would change the step
                     options = ["micro_batches: 1", *options]
@@ -122,19 +131,21 @@ def main() -> int:
                         ),
                     }
                 )
-            print(
+                bar.update(1)
+            tqdm.write(
                 f"{entry.name:14} P={processors}: "
                 + ", ".join(
                     f"{r['schedule']} {r['speedup']:.2f}x" for r in rows[-len(schedules) :]
                 ),
-                flush=True,
+                file=sys.stdout,
             )
+    bar.close()
     columns = list(rows[0])
     write_csv(args.out / "sweep.csv", columns, rows)
     plot_pipeline_sweep(
         args.out / "sweep.csv",
         args.out / "speedup.png",
-        f"pipeline schedules, {args.run.stem}, DRAM {args.dram}",
+        f"pipeline schedules against one processor, DRAM {args.dram.replace('_', ' ')}",
     )
     _table(rows, schedules, args.max_processors, args.dram)
     print(f"wrote {args.out} in {time.perf_counter() - started:.0f} s")

@@ -391,10 +391,47 @@ def read_reports(run_dir: Path) -> list[dict[str, Any]]:
     return merged
 
 
+LAYER_STARTS = "Running Layer "
+"""How SCALE-Sim 3.0.0 starts each layer on stdout (``scalesim/simulator.py``)."""
+
+
+def run_counting_layers(
+    command: Sequence[str], cwd: Path, on_layer: Callable[[], None] | None = None
+) -> tuple[int, str]:
+    """Run ``command`` (a SCALE-Sim CLI) in ``cwd``, calling ``on_layer()`` as each layer
+    it simulates ends (the next one starting, or the process ending).
+
+    Returns its exit code and its stdout and stderr, interleaved.  Its output is read
+    as it comes (unbuffered), so a long layer shows as the one in progress.
+    """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    lines: list[str] = []
+    started = 0
+    with subprocess.Popen(
+        list(command), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env=env,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith(LAYER_STARTS):
+                if started and on_layer is not None:
+                    on_layer()
+                started += 1
+    if started and proc.returncode == 0 and on_layer is not None:
+        on_layer()
+    return proc.returncode, "".join(lines)
+
+
 def run_scalesim(
-    python: Path, hw: Hardware, layers: Sequence[Layer], mode: str = "CALC"
+    python: Path,
+    hw: Hardware,
+    layers: Sequence[Layer],
+    mode: str = "CALC",
+    on_layer: Callable[[], None] | None = None,
 ) -> tuple[list[dict[str, Any]], float]:
-    """Run SCALE-Sim (one subprocess per layer kind) in a temporary directory.
+    """Run SCALE-Sim (one subprocess per layer kind) in a temporary directory, calling
+    ``on_layer()`` as each layer ends.
 
     Returns the per-layer report rows in ``layers`` order and the wall seconds.
     """
@@ -408,13 +445,12 @@ def run_scalesim(
             work = Path(tmp)
             args = write_scalesim_inputs(work, hw, [layers[i] for i in picked], mode)
             start = time.perf_counter()
-            proc = subprocess.run([str(python), *args], cwd=work, capture_output=True, text=True)
+            code, output = run_counting_layers([str(python), *args], work, on_layer)
             seconds += time.perf_counter() - start
             run_dir = work / "out" / "run"
-            if proc.returncode != 0 or not (run_dir / "COMPUTE_REPORT.csv").exists():
+            if code != 0 or not (run_dir / "COMPUTE_REPORT.csv").exists():
                 raise HarnessError(
-                    f"SCALE-Sim failed ({hw.label()} {mode}, exit {proc.returncode}):\n"
-                    f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+                    f"SCALE-Sim failed ({hw.label()} {mode}, exit {code}):\n{output[-4000:]}"
                 )
             rows = read_reports(run_dir)
         if len(rows) != len(picked):
@@ -458,8 +494,11 @@ def accelsim_hardware(hw: Hardware) -> Any:
         raise HarnessError(f"accelsim rejects {hw.describe()}:\n{exc}") from exc
 
 
-def run_accelsim(hw: Hardware, layers: Sequence[Layer]) -> tuple[list[dict[str, Any]], float]:
-    """Simulate every layer with the library (scalesim convention, forward, batch 1)."""
+def run_accelsim(
+    hw: Hardware, layers: Sequence[Layer], on_layer: Callable[[], None] | None = None
+) -> tuple[list[dict[str, Any]], float]:
+    """Simulate every layer with the library (scalesim convention, forward, batch 1),
+    calling ``on_layer()`` as each ends."""
     from accelsim import Convention, Phase, load_energy, simulate_layer, topology_gemm
 
     spec = accelsim_hardware(hw)
@@ -469,6 +508,8 @@ def run_accelsim(hw: Hardware, layers: Sequence[Layer]) -> tuple[list[dict[str, 
     for layer in layers:
         gemm = topology_gemm(layer, Phase.FWD, Convention.SCALESIM)
         out.append(simulate_layer(spec, table, gemm, Phase.FWD, Convention.SCALESIM))
+        if on_layer is not None:
+            on_layer()
     return out, time.perf_counter() - start
 
 
@@ -725,18 +766,19 @@ def validate(
     user: bool = False,
     topologies: Iterable[str] = (),
     stage: Callable[[str], None] | None = None,
+    on_layer: Callable[[], None] | None = None,
 ) -> Outcome:
     """Run both simulators on ``layers`` and compare them; ``stage(name)`` is called as
-    each of the (two or three) runs starts."""
+    each of the (two or three) runs starts, ``on_layer()`` as each run's layer ends."""
     step = stage or (lambda name: None)
     step("accelsim")
-    acc, acc_seconds = run_accelsim(hw, layers)
+    acc, acc_seconds = run_accelsim(hw, layers, on_layer)
     step("SCALE-Sim CALC")
-    calc, ss_seconds = run_scalesim(python, hw, layers, "CALC")
+    calc, ss_seconds = run_scalesim(python, hw, layers, "CALC", on_layer)
     user_rows: list[dict[str, Any] | None] = [None] * len(layers)
     if user:
         step("SCALE-Sim USER")
-        got, extra = run_scalesim(python, hw, layers, "USER")
+        got, extra = run_scalesim(python, hw, layers, "USER", on_layer)
         user_rows = list(got)
         ss_seconds += extra
     comparisons = [
@@ -1048,9 +1090,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print()
             print(sweep_markdown(outcomes))
             total = sum(o.mismatches for o in outcomes)
-            layers = sum(len(o.comparisons) for o in outcomes)
+            compared = sum(len(o.comparisons) for o in outcomes)
             print(
-                f"SWEEP: {len(outcomes)} runs, {layers} layers compared, {total} mismatches"
+                f"SWEEP: {len(outcomes)} runs, {compared} layers compared, {total} mismatches"
                 + (
                     f" ({skipped} layer runs over --max-cycles {args.max_cycles} left out)"
                     if skipped
@@ -1074,18 +1116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return accelsim_only(hw, layers)
         python = resolve_scalesim_python(args.scalesim_python, args.setup)
         names = [Path(t).name for t in args.topology]
-        with tqdm(total=3 if args.user else 2, unit="run", file=sys.stderr) as bar:
-            started: list[str] = []
+        runs = 3 if args.user else 2
+        with tqdm(total=runs * len(layers), unit="layer", file=sys.stderr) as bar:
+            # One step per layer of each run (accelsim, SCALE-Sim CALC, USER), so a
+            # long SCALE-Sim run shows which of its layers it is at.
 
-            def stage(name: str) -> None:
-                """Count the run that ended (if any) and show the one starting."""
-                if started:
-                    bar.update(1)
-                started.append(name)
-                bar.set_description(name)
+            def layer_done() -> None:
+                bar.update(1)
 
-            outcome = validate(hw, layers, python, args.user, names, stage)
-            bar.update(1)
+            stage = bar.set_description
+            outcome = validate(hw, layers, python, args.user, names, stage, layer_done)
         print(
             f"hardware: {hw.describe()}; SCALE-Sim CALC mode{' + USER mode' if args.user else ''}"
         )

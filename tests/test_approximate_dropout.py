@@ -16,6 +16,7 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Phase
+from accelsim.mapping.schedule import fold_use
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.approximate_dropout import ApproximateDropout
 from accelsim.techniques.base import StepCost, TechniqueContext
@@ -27,7 +28,7 @@ from accelsim.techniques.dropout_patterns import (
 )
 from accelsim.techniques.dropout_steps import StepPlan, count_steps
 from accelsim.timing import kernels
-from accelsim.timing.dropout_folds import NONE, W_IN, W_OUT, surviving_folds
+from accelsim.timing.dropout_folds import NONE, W_IN, W_OUT, compacted_use
 from tests.conftest import ROOT
 
 RUN = ROOT / "configs" / "runs" / "mlp_dropout.yaml"
@@ -83,39 +84,45 @@ def test_kept_rows_match_the_drop_matrix() -> None:
 
 def test_numba_kernel_matches_the_numpy_reference() -> None:
     rng = np.random.default_rng(3)
-    g, steps = 12, 5
+    g, steps = 16, 5
     w_in = rng.integers(50, 700, g)
     w_out = rng.integers(20, 600, g)
-    roles = [(W_IN, W_OUT), (W_OUT, W_IN), (NONE, W_IN), (W_IN, NONE)]
-    pick = rng.integers(0, 4, g)
+    # (Sr, Sc, T): ws forward and dX, ws dW, os forward, os dW, is forward
+    roles = [(W_IN, W_OUT, NONE), (W_OUT, W_IN, NONE), (NONE, W_IN, W_OUT),
+             (NONE, W_OUT, W_IN), (W_OUT, W_IN, NONE), (W_IN, NONE, W_OUT)]  # fmt: skip
+    pick = rng.integers(0, len(roles), g)
+    pick[: len(roles)] = range(len(roles))
     sr_is = np.array([roles[i][0] for i in pick])
     sc_is = np.array([roles[i][1] for i in pick])
+    t_is = np.array([roles[i][2] for i in pick])
     batch = rng.integers(10, 300, g)
     dims = {W_IN: w_in, W_OUT: w_out, NONE: batch}
     sr = np.array([dims[r][j] for j, r in enumerate(sr_is)])
     sc = np.array([dims[c][j] for j, c in enumerate(sc_is)])
+    t = np.array([dims[x][j] for j, x in enumerate(t_is)])
     part = np.maximum(1, w_in - rng.integers(0, 40, g))
-    rows, cols = np.full(g, 32), np.full(g, 16)
-    tr, tc = rng.integers(4, 40, g), rng.integers(4, 40, g)
+    rows, cols = np.full(g, 32), np.full(g, 32)
+    tr, tc = rng.integers(4, 33, g), rng.integers(4, 33, g)
     site = rng.integers(-1, 3, g)
     period = rng.integers(2, 6, (steps, 3))
     offset = rng.integers(0, 2, (steps, 3))
     keep = rng.integers(0, 2, (steps, 3))
-    fast = kernels.surviving_folds(
-        sr, sc, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc, site, period, offset, keep
-    )
+    fast = kernels.compacted_use(
+        sr, sc, t, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc, site, period, offset,
+        keep,
+    )  # fmt: skip
     for s in range(steps):
         for j in range(g):
             if site[j] < 0:
-                expected = -(-sr[j] // 32) * -(-sc[j] // 16)
+                mask = np.ones((-(-sr[j] // 32), -(-sc[j] // 32)), bool)
+                expected = fold_use(mask, int(sr[j]), int(sc[j]), int(t[j]), 32, 32)
             else:
                 p = (int(period[s, site[j]]), int(offset[s, site[j]]), bool(keep[s, site[j]]))
-                mask = surviving_folds(
-                    int(sr[j]), int(sc[j]), 32, 16, int(sr_is[j]), int(sc_is[j]),
+                expected = compacted_use(
+                    int(sr[j]), int(sc[j]), int(t[j]), 32, 32, int(sr_is[j]), int(sc_is[j]),
                     int(w_in[j]), int(w_out[j]), int(part[j]), (int(tr[j]), int(tc[j])), p,
                 )  # fmt: skip
-                expected = int(mask.sum())
-            assert fast[s, j] == expected, (s, j)
+            assert fast[s, j].tolist() == expected.tolist(), (s, j)
 
 
 def period_two(tmp_path: Path) -> Path:
@@ -178,29 +185,48 @@ def test_row_pattern_folds_follow_the_drawn_kept_counts() -> None:
     assert per_step["min"] <= result.training.steps[KIND].cycles <= per_step["max"]
 
 
-def test_tile_pattern_skips_folds_whose_tiles_are_all_dropped(tmp_path: Path) -> None:
-    """128x128 tiles (one per fold), period 2: a checkerboard of dropped tiles."""
+def test_tile_patterns_compact_per_column_block_by_hand(tmp_path: Path) -> None:
+    """Period 2 (a checkerboard of dropped tiles) on the 128x128 ws array, batch 256."""
     dist = period_two(tmp_path)
     result = run(
         "batch_size=256",
         f"run.techniques.approximate_dropout={{pattern: tile, distribution: {dist}}}",
     )
+    mib = 1 << 20
+    # 128x128 tiles: each of fc2's 16 tile columns keeps 8 of its 16 tiles: 8 row folds
     for name in ("fc2.fwd", "fc2.dx"):
         op, macs, folds = gemm(result, name)
-        assert folds == 128  # half of the 16 x 16 folds
+        assert folds == 16 * 8
         assert macs * 2 == op.m * op.n * op.k
-    # dW streams the weight's output dimension: every fold touches both parities
-    assert gemm(result, "fc2.dw")[2] == gemm(result, "fc2.dw", "base")[2]
-    # fc3's weight is 16 x 1 tiles: every other row fold is dropped
+    # fc2.fwd reads half its 8 MiB weight (the kept tiles) and all of its 1 MiB input
+    # (read once: every input row is needed by some column block)
+    fwd = gemm(result, "fc2.fwd")[0].op_id
+    costs = result.steps[KIND].trace.costs
+    assert int(costs.dram_filter_read_bytes[fwd]) == 4 * mib
+    assert int(costs.dram_ifmap_read_bytes[fwd]) == mib
+    # dW streams the weight's output dimension: the same 2 x 16 folds, each streaming the
+    # 1024 kept positions of its tile column instead of 2048
+    op, macs, folds = gemm(result, "fc2.dw")
+    dw = op.op_id
+    assert folds == gemm(result, "fc2.dw", "base")[2] == 32
+    assert macs * 2 == op.m * op.n * op.k
+    per_fold = 2 * 128 + 128 - 2
+    assert int(costs.compute_cycles[dw]) == 32 * (per_fold + 1024)
+    base_dw = gemm(result, "fc2.dw", "base")[0].op_id
+    assert int(result.base.trace.costs.compute_cycles[base_dw]) == 32 * (per_fold + 2048)
+    # fc3's weight is 16 x 1 tiles: its one tile column keeps 8, in 8 row folds
     assert gemm(result, "fc3.fwd")[2] == 8
-    # tiles smaller than a fold: a 128x128 fold holds both parities, nothing is skipped
+    # 64x64 tiles: 32 tile columns, two to a 128-wide column block, gathered by parity;
+    # each block keeps 16 of 32 tile rows (1024 rows): 8 row folds, half of the 256
     small = run(
         "batch_size=256",
         f"run.techniques.approximate_dropout={{pattern: tile, distribution: {dist},"
         " tile: {rows: 64, cols: 64}}",
     )
-    for name in ("fc2.fwd", "fc2.dx", "fc3.fwd"):
-        assert gemm(small, name)[1:] == gemm(small, name, "base")[1:]
+    for name in ("fc2.fwd", "fc2.dx"):
+        op, macs, folds = gemm(small, name)
+        assert (folds, macs * 2) == (128, op.m * op.n * op.k)
+    assert gemm(small, "fc3.fwd")[2] == 8
 
 
 def test_element_pattern_is_the_baseline_exactly() -> None:
@@ -244,7 +270,7 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
     counts = count_steps(
         ctx,
         result.base,
-        StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.patterns, plan.tile),
+        StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, plan.tile),
     )
     # row: fc1's fwd and dW (it has no dX), fc2's and fc3's three; tile: the consumers'
     assert counts.steps == 100 and len(counts.op_ids) == {"row": 8, "tile": 6}[pattern]
@@ -271,7 +297,7 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
 
 def test_lstm_consumers_shrink_only_their_input_part(tmp_path: Path) -> None:
     result = run(
-        "workload=../../workloads/lstm_ptb.yaml",
+        "workload=workloads/lstm_ptb.yaml",
         "batch_size=8",
         f"run.techniques.approximate_dropout={{steps: 4, distribution: {period_two(tmp_path)}}}",
     )
@@ -286,7 +312,7 @@ def test_lstm_consumers_shrink_only_their_input_part(tmp_path: Path) -> None:
 @pytest.mark.parametrize("model", ["resnet18", "vgg16"])
 def test_feature_map_dropping_shrinks_conv_reductions(model: str) -> None:
     result = run(
-        f"workload=../../workloads/{model}.yaml",
+        f"workload=workloads/{model}.yaml",
         "batch_size=2",
         "run.techniques.approximate_dropout={pattern: element, feature_maps: {rate: 0.25}}",
         path=ROOT / "configs" / "runs" / "default.yaml",
@@ -342,7 +368,33 @@ def test_skip_updates_shrinks_the_optimizer_updates(tmp_path: Path) -> None:
 
     assert update_ops(skipped) < update_ops(plain)
     fc2 = next(p for p in skipped.steps[KIND].graph.parameters if p.layer == "fc2")
-    assert fc2.weight.elements * 4 == 2048 * 2048
+    # half of fc2's rows (its outputs) are dropped; its inputs, every second element of
+    # each row, move whole 64 B bursts (32 bf16 weights, every one holding kept ones)
+    assert fc2.weight.elements * 2 == 2048 * 2048
+    coarse = run(
+        "batch_size=16",
+        dist,
+        "run.techniques.approximate_dropout.skip_updates=true",
+        "hardware.dram.burst_bytes=2",
+    )
+    fc2 = next(p for p in coarse.steps[KIND].graph.parameters if p.layer == "fc2")
+    assert fc2.weight.elements * 4 == 2048 * 2048  # one-weight bursts: a quarter
+
+
+def test_row_patterns_fetch_a_reader_weight_in_whole_bursts(tmp_path: Path) -> None:
+    """Period 2: fc2 keeps 1024 of its 2048 inputs, every second one."""
+    dist = f"run.techniques.approximate_dropout.distribution={period_two(tmp_path)}"
+    mib = 1 << 20
+    for burst, weight in ((64, 4 * mib), (4, 4 * mib), (2, 2 * mib)):
+        result = run("batch_size=256", dist, f"hardware.dram.burst_bytes={burst}")
+        op = gemm(result, "fc2.fwd")[0]
+        assert (op.k, op.n) == (1024, 1024)  # compacted rows and columns compute
+        # of the 2048 x 2048 weight, the 1024 kept rows (outputs, 4 KiB each, whole
+        # bursts) and, of each, the bursts holding a kept input: all but with one-word
+        # (2 B) bursts
+        assert op.b_elements * 2 == weight
+        costs = result.steps[KIND].trace.costs
+        assert int(costs.dram_filter_read_bytes[op.op_id]) == weight
 
 
 @pytest.mark.parametrize(
@@ -353,6 +405,11 @@ def test_skip_updates_shrinks_the_optimizer_updates(tmp_path: Path) -> None:
         ("pattern=diagonal", "run.techniques.approximate_dropout.pattern", "'element', 'row' or"),
         ("tile={rows: 0}", "run.techniques.approximate_dropout.tile.rows", "greater than 0"),
         ("rate=0.02", "run.techniques.approximate_dropout.rate", "out of reach"),
+        (
+            "tile={cols: 256}",
+            "run.techniques.approximate_dropout.tile.cols",
+            "a tile must fit in one fold: at most the array's smaller side, 128",
+        ),
     ],
 )
 def test_bad_options_are_config_errors(override: str, path: str, message: str) -> None:
@@ -418,7 +475,7 @@ def test_feature_map_scores_from_a_trace(tmp_path: Path) -> None:
     scores.write_text("\n".join(lines) + "\n", encoding="utf-8")
     technique = f"{{pattern: element, feature_maps: {{rate: 0.5, scores: {scores}}}}}"
     sets = [
-        "workload=../../workloads/lenet5.yaml",
+        "workload=workloads/lenet5.yaml",
         "batch_size=4",
         f"run.techniques.approximate_dropout={technique}",
     ]
@@ -464,3 +521,44 @@ def test_enough_steps_are_drawn_for_the_kept_share(rate: float) -> None:
     )
     assert loose.training is not None
     assert loose.training.sections[KIND].details["steps_drawn"] == 100
+
+
+@pytest.mark.parametrize(
+    ("sets", "binding"),
+    [
+        (("run.techniques.approximate_dropout.pattern=row",), "dram"),
+        (("run.techniques.approximate_dropout.pattern=tile",), "dram"),
+        (
+            (
+                "run.techniques.approximate_dropout.tile={rows: 32, cols: 32}",
+                "run.techniques.approximate_dropout.pattern=tile",
+            ),
+            "dram",
+        ),
+        (
+            (
+                "run.techniques.approximate_dropout.pattern=tile",
+                "hardware.dram.bandwidth_bytes_per_cycle=.inf",
+            ),
+            "compute",
+        ),
+        (
+            (
+                "workload=../../workloads/lstm_ptb.yaml",
+                "batch_size=16",
+                "run.techniques.approximate_dropout.pattern=tile",
+            ),
+            "dram",
+        ),
+    ],
+)
+def test_every_speedup_keeps_its_binding_bound(sets: tuple[str, ...], binding: str) -> None:
+    """The speedup over conventional dropout never beats the baseline's cycles over the
+    mean drawn step's bound (the larger of its DRAM traffic and its busiest unit)."""
+    result = run("batch_size=256", *sets)
+    report = result.training
+    assert report is not None
+    assert 1 < report.speedup <= report.speedup_bound
+    assert report.binding_bound == binding
+    step = report.steps[KIND]
+    assert step.cycles >= step.bound_cycles

@@ -94,9 +94,9 @@ def test_run_writes_the_four_result_files(
 ) -> None:
     out, result = smoke_run
     assert result.returncode == 0, result.stderr
-    run_dir = out / "smoke"
+    run_dir = out / "mlp_smoke"
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(RUN_FILES)
-    assert [p.name for p in out.iterdir()] == ["smoke"]  # no staging leftovers
+    assert [p.name for p in out.iterdir()] == ["mlp_smoke"]  # no staging leftovers
 
     summary = read_summary(run_dir)
     assert summary["schema_version"] == 2
@@ -146,7 +146,7 @@ def test_run_directory_has_normal_permissions(
     assert result.returncode == 0, result.stderr
     reference = tmp_path / "made-by-mkdir"
     reference.mkdir()
-    assert (out / "smoke").stat().st_mode & 0o777 == reference.stat().st_mode & 0o777
+    assert (out / "mlp_smoke").stat().st_mode & 0o777 == reference.stat().st_mode & 0o777
 
 
 def test_rerun_without_force_refuses_and_keeps_everything(
@@ -154,8 +154,8 @@ def test_rerun_without_force_refuses_and_keeps_everything(
 ) -> None:
     out, first = smoke_run
     assert first.returncode == 0, first.stderr
-    run_dir = tmp_path / "smoke"
-    shutil.copytree(out / "smoke", run_dir)
+    run_dir = tmp_path / "mlp_smoke"
+    shutil.copytree(out / "mlp_smoke", run_dir)
     (run_dir / "my_notes.txt").write_text("keep me\n", encoding="utf-8")
     before = snapshot(tmp_path)
 
@@ -165,7 +165,7 @@ def test_rerun_without_force_refuses_and_keeps_everything(
     assert str(run_dir) in line
     assert "--force" in line
     assert snapshot(tmp_path) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["smoke"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp_smoke"]
     assert result.stdout == ""
 
 
@@ -174,24 +174,24 @@ def test_rerun_with_force_replaces_the_run(
 ) -> None:
     out, first = smoke_run
     assert first.returncode == 0, first.stderr
-    run_dir = tmp_path / "smoke"
-    shutil.copytree(out / "smoke", run_dir)
+    run_dir = tmp_path / "mlp_smoke"
+    shutil.copytree(out / "mlp_smoke", run_dir)
     (run_dir / "summary.json").write_text("{}", encoding="utf-8")
 
     result = accelsim("run", SMOKE, "--out", tmp_path, "--force")
 
     assert result.returncode == 0, result.stderr
-    assert read_summary(run_dir) == read_summary(out / "smoke")  # deterministic and rewritten
+    assert read_summary(run_dir) == read_summary(out / "mlp_smoke")  # deterministic and rewritten
     assert all((run_dir / name).is_file() for name in RUN_FILES)
 
 
 def test_set_batch_size(tmp_path: Path) -> None:
     result = accelsim("run", SMOKE, "--out", tmp_path, "--set", "batch_size=8")
     assert result.returncode == 0, result.stderr
-    summary = read_summary(tmp_path / "smoke")
+    summary = read_summary(tmp_path / "mlp_smoke")
     assert summary["batch_size"] == 8
     assert summary["macs"]["fwd"] == 8 * MLP_FWD_MACS_PER_SAMPLE
-    resolved = yaml.safe_load((tmp_path / "smoke" / "resolved_config.yaml").read_text())
+    resolved = yaml.safe_load((tmp_path / "mlp_smoke" / "resolved_config.yaml").read_text())
     assert resolved["run"]["batch_size"] == 8
 
 

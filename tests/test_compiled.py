@@ -53,8 +53,9 @@ GRAD = Tensor("dw", TensorKind.GRADIENT, 1000, 2)
 
 @st.composite
 def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
-    """A random DAG of array, extra-array, vector, transfer and all-reduce ops with
-    random costs, processors, priorities, DRAM sharing, bandwidths and latencies."""
+    """A random DAG of array, extra-array, vector (some of them updates: the background
+    stream), transfer and all-reduce ops with random costs, processors, priorities,
+    DRAM sharing, arbitration and channels, bandwidths and latencies."""
     procs = draw(st.integers(1, 4))
     n = draw(st.integers(1, 24))
     ops: list[Any] = []
@@ -65,7 +66,9 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
     }
     for i in range(n):
         deps = tuple(sorted(draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else ()))
-        choice = draw(st.sampled_from(["array", "array", "extra", "vector", "transfer", "comm"]))
+        choice = draw(
+            st.sampled_from(["array", "array", "extra", "vector", "update", "transfer", "comm"])
+        )
         p = draw(st.integers(0, procs - 1))
         if choice == "transfer" and procs > 1:
             dest = (p + draw(st.integers(1, procs - 1))) % procs
@@ -79,8 +82,9 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
             op = CommOp(i, f"c{i}", "l", Phase.COMM, tensor, parts, deps)
             p = parts[0]
             unit = UNIT_COMM
-        elif choice == "vector":
-            op, unit = vector(i, *deps), UNIT_VECTOR
+        elif choice in ("vector", "update"):  # an update is the background stream
+            phase = Phase.UPDATE if choice == "update" else Phase.FWD
+            op, unit = vector(i, *deps, phase=phase), UNIT_VECTOR
         else:
             op, unit = gemm(i, *deps), (UNIT_ARRAY if choice == "array" else 3)
         ops.append(op)
@@ -102,6 +106,8 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
     sets = [
         f"processors={procs}",
         f"dram.sharing={draw(st.sampled_from(['shared', 'per_processor']))}",
+        f"dram.arbitration={draw(st.sampled_from(['fcfs', 'priority']))}",
+        f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}",
         f"dram.bandwidth_bytes_per_cycle={bandwidth}",
         f"dram.latency_cycles={draw(st.integers(0, 300))}",
         f"interconnect.bandwidth_bytes_per_cycle={draw(st.sampled_from(['1.5', '16', '64']))}",
@@ -208,14 +214,18 @@ def test_auto_picks_simpy_for_small_steps_until_loading_numba_pays(
 ) -> None:
     c = costs([UNIT_ARRAY], chunks=[4])
     assert engines.estimated_events(c) == engines.EVENTS_PER_OP + 4 * engines.EVENTS_PER_CHUNK
-    monkeypatch.setattr(engines, "compiled_cached", lambda: True)
+    monkeypatch.setattr(engines._Budget, "compiled", True)  # cached on disk
     monkeypatch.delitem(sys.modules, "numba", raising=False)
     monkeypatch.setattr(engines._Budget, "spent_events", 0)
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
     monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS)
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
-    monkeypatch.setattr(engines, "compiled_cached", lambda: False)
-    assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY  # never compile in a run
+    # Without a cache, only work that pays for compiling the loop compiles it.
+    monkeypatch.setattr(engines._Budget, "compiled", False)
+    assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+    monkeypatch.setattr(engines._Budget, "spent_events", engines.COMPILE_EVENTS)
+    assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
+    assert engines._Budget.compiled is True  # compiled (and cached) by that step
     assert engines.choose(EngineKind.COMPILED, c) is EngineKind.COMPILED
     assert engines.choose(EngineKind.SIMPY, c) is EngineKind.SIMPY
 
@@ -223,7 +233,7 @@ def test_auto_picks_simpy_for_small_steps_until_loading_numba_pays(
 def test_auto_counts_the_events_a_caller_says_follow(monkeypatch: pytest.MonkeyPatch) -> None:
     c = costs([UNIT_ARRAY], chunks=[4])
     events = engines.estimated_events(c)  # 17
-    monkeypatch.setattr(engines, "compiled_cached", lambda: True)
+    monkeypatch.setattr(engines._Budget, "compiled", True)
     monkeypatch.delitem(sys.modules, "numba", raising=False)
     # One step short of the break-even alone; with twice as many to follow, over it.
     monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - events - 1)
@@ -234,6 +244,27 @@ def test_auto_counts_the_events_a_caller_says_follow(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - 3 * events - 1)
     with engines.followed_by(2.0):
         assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+    # A sweep worker's remaining points: the first point already pays for a compile.
+    monkeypatch.setattr(engines._Budget, "compiled", False)
+    monkeypatch.setattr(engines._Budget, "spent_events", 0)
+    with engines.followed_by(engines.COMPILE_EVENTS // events):
+        assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
+
+
+def test_auto_looks_for_the_cache_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    looks: list[int] = []
+
+    def cached() -> bool:
+        looks.append(1)
+        return False
+
+    monkeypatch.setattr(engines, "compiled_cached", cached)
+    monkeypatch.setattr(engines._Budget, "compiled", None)
+    monkeypatch.setattr(engines._Budget, "spent_events", 0)
+    c = costs([UNIT_ARRAY], chunks=[4])
+    for _ in range(3):
+        assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
+    assert looks == [1]
 
 
 def test_trace_names_its_engine() -> None:

@@ -22,7 +22,7 @@ from tests.conftest import ROOT
 RUNS = ROOT / "configs" / "runs"
 MODELS = {
     "mlp": (RUNS / "mlp_dropout.yaml", ["batch_size=32"]),
-    "lstm": (RUNS / "mlp.yaml", ["workload=../../workloads/lstm_ptb.yaml", "batch_size=4"]),
+    "lstm": (RUNS / "mlp.yaml", ["workload=workloads/lstm_ptb.yaml", "batch_size=4"]),
     "resnet18": (RUNS / "default.yaml", ["batch_size=2"]),
 }
 GROUPS: dict[str, dict[str, str]] = {

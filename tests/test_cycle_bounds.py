@@ -7,6 +7,8 @@ import pytest
 
 from accelsim.config.loader import load_energy, load_hardware, parse_sets
 from accelsim.config.run import Convention, PsumPolicy
+from accelsim.driver.inputs import load_inputs
+from accelsim.driver.run import simulate_run
 from accelsim.energy.model import estimate_energy
 from accelsim.graph.ops import CommOp, OpGraph, Phase, Tensor, TensorKind
 from accelsim.mapping.schedule import schedule
@@ -75,3 +77,19 @@ def test_allreduce_bytes_count_on_every_participant(
     }
     assert max(run.cycle_bounds().values()) <= makespan
     assert run.cycle_bounds(4) == {k: v / 4 for k, v in run.cycle_bounds().items()}
+
+
+def test_channels_divide_the_dram_bound_and_the_step_never_beats_it() -> None:
+    # The MLP step (batch 128, Adam) moves the same bytes over 1, 2 or 4 channels of
+    # 128 B/cycle: its DRAM bound is bytes / (channels x 128), and no step is shorter
+    # than its binding bound (so the speedup over one channel never beats it).
+    one = simulate_run(load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets([])))
+    for channels in (2, 4):
+        run = simulate_run(
+            load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets([f"dram.channels={channels}"]))
+        )
+        bounds = run.cycle_bounds()
+        assert run.dram_bytes == one.dram_bytes
+        assert bounds["dram"] == one.dram_bytes / (channels * 128)
+        assert run.total_cycles >= max(bounds.values())
+        assert run.total_cycles < one.total_cycles

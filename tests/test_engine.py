@@ -2,7 +2,7 @@
 
 Every expected number below is derived in a comment from the documented rules:
 
-* a :class:`Channel` transfer of ``b`` bytes requested at ``t`` starts at
+* a DRAM or link transfer (:class:`FifoMemory`) of ``b`` bytes requested at ``t`` starts at
   ``max(t, free_at)``, keeps the channel busy ``ceil(b / bandwidth)`` cycles and
   arrives ``latency`` cycles after that;
 * an op of ``chunks`` tile groups first waits for its prologue, then for each
@@ -38,9 +38,10 @@ from accelsim.graph.ops import (
     TransferOp,
     VectorOp,
 )
-from accelsim.timing.channel import Channel
+from accelsim.timing.channel import transfer
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.engine import simulate
+from accelsim.timing.memory import DEFAULT_STREAM, FifoMemory
 from accelsim.timing.trace import Trace
 
 DEFAULT_HW = Path(__file__).resolve().parents[1] / "configs" / "hardware" / "default.yaml"
@@ -79,12 +80,14 @@ def gemm(op_id: int, *deps: int) -> GemmOp:
     )
 
 
-def vector(op_id: int, *deps: int, elements: int = 1, reads=(), writes=()) -> VectorOp:
+def vector(
+    op_id: int, *deps: int, elements: int = 1, reads=(), writes=(), phase: Phase = Phase.FWD
+) -> VectorOp:
     return VectorOp(
         op_id=op_id,
         name=f"v{op_id}",
         layer="l",
-        phase=Phase.FWD,
+        phase=phase,
         elements=elements,
         ops_per_element=1,
         reads=tuple(reads),
@@ -462,14 +465,14 @@ def test_allreduce_waits_for_every_participants_gradient() -> None:
 
 
 def arrivals(
-    env: simpy.Environment, channel: Channel, requests: list[tuple[int, int]]
+    env: simpy.Environment, channel: FifoMemory, requests: list[tuple[int, int]]
 ) -> list[int]:
     """Arrival cycle of each ``(request cycle, bytes)`` transfer on ``channel``."""
     times = [-1] * len(requests)
 
     def request(i: int, at: int, n_bytes: int):
         yield env.timeout(at)
-        yield channel.transfer(n_bytes)
+        yield transfer(env, channel, n_bytes, DEFAULT_STREAM)
         times[i] = int(env.now)
 
     for i, (at, n_bytes) in enumerate(requests):
@@ -482,7 +485,7 @@ def test_channel_back_to_back() -> None:
     # 10 B/cycle, latency 5.  At 0: 100 B busy 0..10, arrives 15; 50 B queued
     # behind it, 10..15, arrives 20.  At 100 (idle again): 10 B 100..101, arrives 106.
     env = simpy.Environment()
-    channel = Channel(env, 10, 5)
+    channel = FifoMemory(10, 5)
     assert arrivals(env, channel, [(0, 100), (0, 50), (100, 10)]) == [15, 20, 106]
     assert channel.free_at == 101
 
@@ -492,13 +495,13 @@ def test_channel_latency_is_pipelined() -> None:
     # channel busy until 10 starts at once, even though the earlier data is still
     # in flight until 30.  10 B/cycle, latency 20: 100 B 0..10 -> 30; 1 B 12..13 -> 33.
     env = simpy.Environment()
-    channel = Channel(env, 10, 20)
+    channel = FifoMemory(10, 20)
     assert arrivals(env, channel, [(0, 100), (12, 1)]) == [30, 33]
 
 
 def test_channel_with_infinite_bandwidth_costs_only_latency() -> None:
     env = simpy.Environment()
-    channel = Channel(env, math.inf, 7)
+    channel = FifoMemory(math.inf, 7)
     assert arrivals(env, channel, [(0, 10**12), (0, 1), (3, 10**9)]) == [7, 7, 10]
     assert channel.free_at == 3  # never busy: free from the last request on
 
@@ -507,10 +510,10 @@ def test_channel_rounds_busy_cycles_up() -> None:
     # 64 B/cycle, latency 0: 2000 B -> ceil(31.25) = 32; 1 B -> 1; 64 B -> 1;
     # 65 B -> 2; all back to back from 0: 32, 33, 34, 36.
     env = simpy.Environment()
-    channel = Channel(env, 64, 0)
+    channel = FifoMemory(64, 0)
     assert arrivals(env, channel, [(0, 2000), (0, 1), (0, 64), (0, 65)]) == [32, 33, 34, 36]
     # Fractional bandwidths: 3 B at 0.5 B/cycle take 6 cycles; 1 B at 1.5 takes
     # ceil(0.67) = 1 and 4 B ceil(2.67) = 3.
     for bandwidth, n_bytes, cycles in ((0.5, 3, 6), (1.5, 1, 1), (1.5, 4, 3)):
         env = simpy.Environment()
-        assert arrivals(env, Channel(env, bandwidth, 0), [(0, n_bytes)]) == [cycles]
+        assert arrivals(env, FifoMemory(bandwidth, 0), [(0, n_bytes)]) == [cycles]

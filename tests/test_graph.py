@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
-from accelsim.config.base import Convention
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.config.run import PsumPolicy
-from accelsim.errors import SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp, replaced
-from accelsim.mapping.schedule import FoldSchedule, schedule
-from accelsim.mapping.units import main_array
-from accelsim.timing.costs import OpCosts, op_costs
-from tests.conftest import make_hw
 
 WORDS = WordBytesSpec()
 
@@ -103,35 +95,6 @@ def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:
     # moved back, they are the step's instantiated copy
     back, _ = passes.Relabel(ops)(Tag(replica=1), lambda x: x, [-1, -1, -1, 0, 1, 2])
     assert tuple(back) == passes.instantiate(step, Tag(replica=1), "p1/").ops
-
-
-def test_fold_masks_scale_compute_macs_and_sram_but_not_dram() -> None:
-    hw = make_hw(**{"array.rows": 8, "array.cols": 8})
-    b = GraphBuilder(hw.word_bytes)
-    a = b.tensor("a", TensorKind.ACTIVATION, 64 * 32)
-    w = b.tensor("w", TensorKind.WEIGHT, 32 * 32)
-    c = b.tensor("c", TensorKind.ACTIVATION, 64 * 32)
-    b.gemm("g", "l", Phase.FWD, 64, 32, 32, 1, a, w, c)
-    graph = b.build()
-    full = schedule(graph, (main_array(hw),))
-    unit = full.units[0]
-    # ws: Sr = k = 32 -> 4 row folds, Sc = n = 32 -> 4 column folds
-    assert (int(unit.row_folds[0]), int(unit.col_folds[0])) == (4, 4)
-    mask = np.ones((4, 4), bool)
-    mask[:, :2] = False  # half the folds skipped
-    masked = full.with_masks({0: mask})
-
-    def cost(folds: FoldSchedule) -> OpCosts:
-        return op_costs(graph, folds, hw, Convention.ACCELSIM, PsumPolicy.CHUNK, 8)
-
-    whole, half = cost(full), cost(masked)
-    per_fold = 2 * 8 + 8 + 64 - 2  # 2 rows + cols + T - 2, T = m = 64
-    assert int(whole.compute_cycles[0]) == 16 * per_fold
-    assert int(half.compute_cycles[0]) == 8 * per_fold
-    assert int(half.macs[0]) * 2 == int(whole.macs[0]) == 64 * 32 * 32
-    assert int(half.dram_read_bytes[0]) == int(whole.dram_read_bytes[0]) > 0
-    with pytest.raises(SimulationError, match=r"fold mask of op 0 is \(2, 2\), expected \(4, 4\)"):
-        full.with_masks({0: np.ones((2, 2), bool)})
 
 
 def test_replaced_copies_like_dataclasses_replace() -> None:

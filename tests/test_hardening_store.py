@@ -120,7 +120,7 @@ def test_a_run_force_killed_between_its_renames_is_put_back(
     """A real SIGKILL after the old run was renamed aside and before the new one was
     renamed in: the next run puts the old one back and says so."""
     assert run_cli(capsys, "run", SMOKE, "--out", tmp_path)[0] == cli.EXIT_OK
-    before = tree(tmp_path / "smoke")
+    before = tree(tmp_path / "mlp_smoke")
     driver = (
         "import os, signal, sys\n"
         "from accelsim import cli\n"
@@ -140,30 +140,32 @@ def test_a_run_force_killed_between_its_renames_is_put_back(
     )
     assert killed.returncode == -signal.SIGKILL
     (aside,) = [p.name for p in tmp_path.iterdir() if p.name.startswith(".accelsim-old.")]
-    assert not (tmp_path / "smoke").exists()
+    assert not (tmp_path / "mlp_smoke").exists()
     code, out, err = run_cli(capsys, "run", SMOKE, "--out", tmp_path)
     assert (code, out) == (cli.EXIT_INPUT, "")
     assert err == (
-        f"{tmp_path / 'smoke'}: run directory exists (put back from {aside}, where a killed"
+        f"{tmp_path / 'mlp_smoke'}: run directory exists (put back from {aside}, where a killed"
         " 'run --force' had moved it); pass --force to overwrite it or --out to write elsewhere\n"
     )
-    assert tree(tmp_path / "smoke") == before
+    assert tree(tmp_path / "mlp_smoke") == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".accelsim-old.")] == []
 
 
 def test_a_committed_forced_run_finishes_deleting_the_old_one(tmp_path: Path) -> None:
-    target = tmp_path / "smoke"
+    target = tmp_path / "mlp_smoke"
     target.mkdir()
     (target / "label.txt").write_text("new")
-    aside = tmp_path / ".accelsim-old.0123456789abcdef.smoke"
+    aside = tmp_path / ".accelsim-old.0123456789abcdef.mlp_smoke"
     aside.mkdir()
     (aside / "label.txt").write_text("old")
     other = tmp_path / ".accelsim-old.0123456789abcdef.other"
     other.mkdir()
-    linked = tmp_path / ".accelsim-old.fedcba9876543210.smoke"
+    linked = tmp_path / ".accelsim-old.fedcba9876543210.mlp_smoke"
     linked.symlink_to(other)
     assert staging.recover(target) is None
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([other.name, linked.name, "smoke"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [other.name, linked.name, "mlp_smoke"]
+    )
     assert (target / "label.txt").read_text() == "new"
 
 
@@ -897,8 +899,8 @@ def test_a_failed_plot_leaves_the_earlier_figure_whole(
     figure = tmp_path / "energy.png"
     figure.write_bytes(b"the earlier figure")
 
-    def full_disk(*args: Any) -> None:
-        args[4].write_bytes(b"\x89PNG trunc")
+    def full_disk(fig: object, path: Path, fmt: str) -> None:
+        path.write_bytes(b"\x89PNG trunc")
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("accelsim.sweep.plots.draw", full_disk)
@@ -924,7 +926,7 @@ def test_ideal_memory_is_null_and_flagged_in_every_json_file(
 ) -> None:
     ideal = ["--set", "dram.bandwidth_bytes_per_cycle=.inf"]
     assert run_cli(capsys, "run", SMOKE, "--out", tmp_path, *ideal)[0] == cli.EXIT_OK
-    summary = _strict((tmp_path / "smoke" / "summary.json").read_text())
+    summary = _strict((tmp_path / "mlp_smoke" / "summary.json").read_text())
     design = summary["design"]
     assert (design["dram_bandwidth_bytes_per_cycle"], design["dram_ideal"]) == (None, True)
     assert StepSummary.from_dict(summary).design.dram_bandwidth_bytes_per_cycle == float("inf")
@@ -1090,7 +1092,10 @@ def test_a_full_stdout_after_the_results_says_they_are_safe(
             ["sweep", path, "--out", tmp_path / "out", "--jobs", 1],
             f"; the results are complete in {sweep}",
         ),
-        (["run", SMOKE, "--out", tmp_path], f"; the results are complete in {tmp_path / 'smoke'}"),
+        (
+            ["run", SMOKE, "--out", tmp_path],
+            f"; the results are complete in {tmp_path / 'mlp_smoke'}",
+        ),
         (["collect", sweep], ""),
         (
             ["collect", sweep, "--csv", tmp_path / "t.csv"],
@@ -1105,7 +1110,7 @@ def test_a_full_stdout_after_the_results_says_they_are_safe(
         assert messages(err)[-1] == f"<stdout>: cannot print: No space left on device{safe}"
     with Store(sweep) as store:
         assert len(store.rows()) == 4
-    assert (tmp_path / "smoke" / "summary.json").is_file() and (tmp_path / "t.csv").is_file()
+    assert (tmp_path / "mlp_smoke" / "summary.json").is_file() and (tmp_path / "t.csv").is_file()
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")

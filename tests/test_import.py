@@ -9,6 +9,7 @@ exactly. Needs only ``onnx``.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -103,16 +104,80 @@ def test_imported_table_validates_like_a_hand_written_one(tmp_path: Path) -> Non
     assert head[-1] == "  - {name: loss, kind: cross_entropy}"
 
 
-def test_imported_resnet18_runs_to_the_hand_tables_cycles(tmp_path: Path) -> None:
+def test_imported_resnet18_runs_to_the_hand_tables_cycles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Imported to a file or read as the run's workload, ResNet-18 costs what the hand
+    table costs."""
     out = tmp_path / "resnet18.yaml"
     import_model(FIXTURES / "resnet18.onnx.gz", out=out)
     settings = ["batch_size=2"]
     imported = accelsim.simulate("configs/runs/default.yaml", [*settings, f"workload={out}"])
     hand = accelsim.simulate("configs/runs/default.yaml", settings)
     ours, theirs = imported.to_dict(), hand.to_dict()
-    assert ours["total_cycles"] == theirs["total_cycles"] == 4_511_931
+    assert ours["total_cycles"] == theirs["total_cycles"] == 4_438_025
     for key in ("macs", "vector_ops", "dram_bytes", "energy_pj", "ops"):
         assert ours[key] == theirs[key]
+    # The fixture itself as the workload, relative to the working directory.
+    monkeypatch.chdir(REPO)
+    fixture = "tests/fixtures/onnx/resnet18.onnx.gz"
+    run = ["run", "configs/runs/default.yaml", "--out", str(tmp_path / "runs")]
+    assert cli.main([*run, "--set", "batch_size=2", "--set", f"workload={fixture}"]) == 0
+    summary = json.loads((tmp_path / "runs" / "resnet18_default" / "summary.json").read_text())
+    for key in ("total_cycles", "macs", "vector_ops", "dram_bytes", "energy_pj", "ops"):
+        assert summary[key] == ours[key]
+    provenance = summary["workload_provenance"]
+    assert provenance["source"] == f"{ONNX_ORIGIN}, imported by accelsim {accelsim.__version__}"
+    assert provenance["notes"] == RESNET18_NOTES
+    assert f"workload from {provenance['source']}, assuming:" in capsys.readouterr().out
+
+
+ONNX_ORIGIN = "resnet18.onnx.gz (ONNX, opset 20, by pytorch 2.14.1+cu130)"
+RESNET18_NOTES = [
+    "imported as accelsim import does by default: input shape image 3x224x224 (from the"
+    " graph); unsupported ops: error; loss: cross_entropy",
+    "views (reshape, transpose, squeeze, cast) are not layers",
+    "loss: cross_entropy appended after the graph's output",
+]
+
+
+def test_models_reads_an_onnx_file_as_its_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "resnet18.yaml"
+    import_model(FIXTURES / "resnet18.onnx.gz", out=out)
+    monkeypatch.chdir(REPO)
+    fixture = "tests/fixtures/onnx/resnet18.onnx.gz"
+    assert cli.main(["models", fixture, str(out), "--json"]) == cli.EXIT_OK
+    direct, written = json.loads(capsys.readouterr().out)
+    keys = ("name", "input", "params", "forward_macs", "training_macs", "layers")
+    assert (
+        {k: direct[k] for k in keys}
+        == {k: written[k] for k in keys}
+        == {
+            "name": "resnet18",
+            "input": "chw 3x224x224",
+            "params": 11_689_512,
+            "forward_macs": 1_814_073_344,
+            "training_macs": 5_324_206_080,
+            "layers": 70,
+        }
+    )
+    assert direct["source"] == written["source"]
+    assert (direct["notes"], written["notes"]) == (RESNET18_NOTES, [])
+    assert cli.main(["check", fixture]) == cli.EXIT_OK
+    assert capsys.readouterr().out == f"{fixture}: ok (workload 'resnet18', 70 layers)\n"
+
+
+def test_an_unreadable_onnx_workload_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.ONNX.GZ"  # any letter case
+    bad.write_text("layers: []")
+    assert cli.main(["models", str(bad)]) == cli.EXIT_INPUT
+    assert capsys.readouterr().err == (
+        f"{bad}: not a readable ONNX file: Not a gzipped file (b'la')\n"
+    )
 
 
 def test_bert_attention_becomes_one_layer_per_block() -> None:

@@ -1,7 +1,8 @@
 """``accelsim import`` of PyTorch modules: needs torch, torchvision and transformers.
 
-Marked ``torch`` and skipped without them; run with the Python of an environment that
-has them (``python -m pytest -m torch tests/test_import_torch.py``).
+Marked ``torch``: left out of the default run (minutes), and skipped without them;
+select them with the Python of an environment that has them (``python -m pytest -m
+torch``).
 """
 
 from __future__ import annotations

@@ -36,9 +36,15 @@ ONLY_IN = {
     "yaml": {"config/loader.py"},
     "numba": {"timing/numba_setup.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
-    "matplotlib": {"report/plots.py", "sweep/plots.py"},
+    "pandas": {"api.py"},
     "onnx": {"importer/onnx_graph.py", "importer/graph_view.py"},
     "torch": {"importer/torch_source.py"},
+    "matplotlib": {
+        "report/figure.py",
+        "report/plots.py",
+        "sweep/plots.py",
+        "report/bars.py",
+    },
 }
 
 

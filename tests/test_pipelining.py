@@ -230,7 +230,7 @@ def test_cli_run_draws_a_gantt_chart_per_step(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "out" / "pipe"
+    run_dir = tmp_path / "out" / "mlp_pipe_pipedream"
     for step_dir in (run_dir, run_dir / "steps" / "pipedream"):
         assert (step_dir / "gantt.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -452,12 +452,12 @@ def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
     """The default (``placement: best``) simulates the free task placement and the stage
     options, PipeDream's own order among them, and keeps the shortest period; the report
     names the winner and lists every candidate's period.  On the small MLP (batch 64,
-    3 processors, shared DRAM) PipeDream's own order wins."""
+    3 processors, shared DRAM) the free task placement wins."""
     path = run_file(tmp_path, "mlp", batch=64)
     pipedream = pipeline(train(path, 3, "pipedream: {}"))
     layerpipe = pipeline(train(path, 3, "layerpipe: {}"))
     assert pipedream is not None and layerpipe is not None
-    assert (layerpipe["placement"], layerpipe["candidate"]) == ("stages", "pipedream")
+    assert (layerpipe["placement"], layerpipe["candidate"]) == ("tasks", "free")
     tried = layerpipe["candidates"]
     assert [(c["placement"], c["candidate"]) for c in tried] == [
         ("tasks", "free"),
@@ -468,7 +468,7 @@ def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
     ]
     assert all(c["fits"] for c in tried)
     periods = [c["steady_cycles_per_minibatch"] for c in tried]
-    assert layerpipe["steady_cycles_per_minibatch"] == min(periods) == periods[-1]
+    assert layerpipe["steady_cycles_per_minibatch"] == min(periods) == periods[0]
     assert periods[-1] == pipedream["steady_cycles_per_minibatch"]
 
 
@@ -476,9 +476,9 @@ def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
     ("workload", "processors", "winner", "gain"),
     [
         # ResNet-18: the inter-layer dX split with dW deferred, on PipeDream's stages.
-        ("resnet18", 5, ("stages", "split_dx_defer_dw"), 1.074),
+        ("resnet18", 5, ("stages", "split_dx_defer_dw"), 1.013),
         # The MLP: its 2048x2048 layer's tasks spread over the processors.
-        ("mlp", 3, ("tasks", "free"), 1.538),
+        ("mlp", 3, ("tasks", "free"), 1.444),
     ],
 )
 def test_layerpipe_default_tries_both_placements(
@@ -522,7 +522,7 @@ def test_replicated_pipedream_reports_the_measured_period(tmp_path: Path, proces
 
 def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
     """Replicated PipeDream on the MLP, P = 4, one shared channel: the makespan difference
-    of 14 and 28 mini-batches comes out 0.61 % under the DRAM bound (the shorter run's
+    of 14 and 28 mini-batches comes out 0.22 % under the DRAM bound (the shorter run's
     drain leaves the channel idle longer), so the period is the bound, and the report
     says so beside the measured figure."""
     sets = parse_sets(["processors=4", "run.techniques={pipedream: {replicate: true}}"])
@@ -534,7 +534,7 @@ def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
     assert report["measured_cycles_per_minibatch"] < report["steady_cycles_per_minibatch"]
     assert report["warnings"] == [
         "steady period clamped to the dram bound, 1,041,018 cycles per mini-batch: the"
-        " measured period, 1,034,632, is 0.61 % below it (two finite runs drained"
+        " measured period, 1,038,725, is 0.22 % below it (two finite runs drained"
         " differently); the speedup is taken at the bound"
     ]
     assert report["speedup"] == report["speedup_bound"]
@@ -573,8 +573,8 @@ def test_each_step_kind_is_split_on_its_own_costs(
     assert {k: r["balanced_on"] for k, r in own.items()} == {"bp": "own_step", "gp": "own_step"}
     assert {r["balanced_on"] for r in before.values()} == {"baseline_step"}
     speedups = {k: round(own[k]["speedup"], 2) for k in own}
-    assert speedups == {"bp": 2.52, "gp": 10.08}
-    assert {k: round(before[k]["speedup"], 2) for k in before} == {"bp": 1.74, "gp": 6.18}
+    assert speedups == {"bp": 1.91, "gp": 8.35}
+    assert {k: round(before[k]["speedup"], 2) for k in before} == {"bp": 1.75, "gp": 6.19}
     for report in (*own.values(), *before.values()):
         assert report["speedup"] <= report["speedup_bound"]
     # The GP step's layer costs are its forward pass's: less than half the step's.

@@ -8,10 +8,20 @@ import threading
 from pathlib import Path
 
 import pytest
+from tqdm import tqdm
 
 from accelsim.report import plot_worker, plots
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> None:
+    """End the monitor thread an earlier test's progress bar left running (it ends by
+    itself 10 s after the last bar closes): with a second thread the worker must not fork."""
+    if tqdm.monitor is not None:
+        tqdm.monitor.exit()
+    assert threading.active_count() == 1
 
 
 def suite_csv(path: Path) -> Path:

@@ -9,7 +9,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from accelsim.report import plots
+from accelsim.report import figure, plots
 
 
 def constrained_figure() -> Figure:
@@ -41,9 +41,12 @@ def draws(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 def test_save_writes_the_bytes_of_savefig_in_one_draw(tmp_path: Path, draws: list[object]) -> None:
-    constrained_figure().savefig(tmp_path / "savefig.png", dpi=110)
+    with figure.styled():
+        constrained_figure().savefig(tmp_path / "savefig.png", dpi=figure.PNG_DPI)
     assert len(draws) == 2  # lay out, then render
-    plots._save(constrained_figure(), tmp_path / "once.png", dpi=110)
+    with figure.styled():
+        once = constrained_figure()
+    figure.save(once, tmp_path / "once.png", "png")
     assert len(draws) == 3
     assert (tmp_path / "once.png").read_bytes() == (tmp_path / "savefig.png").read_bytes()
 

@@ -187,7 +187,7 @@ def run_in_processes(tmp_path: Path, hash_seeds: tuple[str | None, ...]) -> list
     for _, process in started:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr
-    return [out / "smoke" for out, _ in started]
+    return [out / "mlp_smoke" for out, _ in started]
 
 
 @pytest.mark.parametrize(

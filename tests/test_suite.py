@@ -56,7 +56,7 @@ def test_suite_writes_one_row_per_model_and_a_plot(tmp_path: Path) -> None:
         "workload_variant=cifar10",
     )
     assert done.returncode == 0, done.stderr
-    target = out / "resnet18_default"
+    target = out / "default"
     with (target / "suite.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert [r["model"] for r in rows] == ["mlp", "resnet18"]
@@ -89,7 +89,7 @@ def test_suite_inputs_replace_the_workload(tmp_path: Path) -> None:
     inputs = suite_inputs(RUN, entry, parse_sets(["workload_variant=cifar10"]))
     assert inputs.workload.name == "mlp"
     assert inputs.run.workload_variant is None
-    assert inputs.run.name == "resnet18_default"
+    assert inputs.run.name == "default"
 
 
 def test_models_json(tmp_path: Path) -> None:

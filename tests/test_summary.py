@@ -53,6 +53,7 @@ SMOKE_KEYS = [
     "optimizer",
     "strided_dx",
     "psums",
+    "fold_overlap",
     "workload_variant",
     "engine",
     "clock_mhz",

@@ -64,3 +64,16 @@ def test_to_dict_puts_the_shared_numbers_first_and_the_sections_last() -> None:
     assert d["cycles"] == {"baseline": 1000, "technique": 1100}
     assert d["sections"]["a"]["notes"] == ["n"] and d["sections"]["b"]["warnings"] == ["clamped"]
     assert d["warnings"] == ["b: clamped"]
+
+
+def test_flat_rows_round_cycles_and_leave_internal_details_out() -> None:
+    plan = TrainingPlan(1, 1, ({"p": 1.0},))
+    steps = {BASE: cost(101, 80), "p": cost(686_647.5, 30)}
+    details = {"stages": 2, "steady_cycles_per_minibatch": 686_647.5,
+               "warmup_cycles": 2.49, "mini_batches_simulated": 8, "gain": 1.25}  # fmt: skip
+    section = Section("p", details, internal=("mini_batches_simulated",))
+    row = TrainingReport.of(("p",), plan, steps, [section]).flat()
+    assert (row["p_step_cycles"], row["base_step_cycles"]) == (686_648, 101)
+    assert (row["steady_cycles_per_minibatch"], row["warmup_cycles"]) == (686_648, 2)
+    assert (row["stages"], row["gain"]) == (2, 1.25)
+    assert "mini_batches_simulated" not in row and "p.mini_batches_simulated" not in row

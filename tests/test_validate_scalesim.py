@@ -206,17 +206,18 @@ def test_topology_reader(tmp_path: Path) -> None:
         "\n"
     )
     layers = vs.read_topology(topo)
-    assert [(x.name, x.kind, x.dims) for x in layers] == [
-        ("a", "gemm", (7, 5, 3)),
-        ("b", "conv", (8, 8, 3, 3, 4, 8, 2)),
+    assert [(x.name, x.kind, x.dims, x.row) for x in layers] == [
+        ("a", "gemm", (7, 5, 3), 2),
+        ("b", "conv", (8, 8, 3, 3, 4, 8, 2), 3),
     ]
     shape = vs.scalesim_shape(layers[1])  # ceil output size: 4x4 windows, 8 channels x 4
     assert (shape.m, shape.n, shape.k, shape.ifmap_unique) == (16, 8, 36, 64 * 4)
     topo.write_text("h\nx, 1, 2,\n")
     with pytest.raises(
         WorkloadError,
-        match=r"t.csv: line 2: expected name,M,N,K or "
-        r"name,H,W,R,S,C,NF,stride \(got '2 numbers'\)",
+        match=r"t.csv: row 2: expected M, N, K \(GEMM\) or IFMAP Height, IFMAP Width, "
+        r"Filter Height, Filter Width, Channels, Num Filter, Strides \(conv\) after the name "
+        r"\(got '2 values'\)",
     ):
         vs.read_topology(topo)
 
@@ -245,3 +246,21 @@ def test_sweep_arrays_option() -> None:
     for bad in ("12x14", "12x14:0", "axb:3"):
         with pytest.raises(vs.HarnessError, match="--arrays"):
             vs.parse_arrays(bad)
+
+
+def test_each_scalesim_layer_is_counted_as_it_ends(tmp_path: Path) -> None:
+    """SCALE-Sim prints ``Running Layer N`` as each layer starts: a layer has ended when
+    the next starts or the process exits cleanly (a crash ends none)."""
+    ended: list[int] = []
+    script = "print('Running Layer 0'); print('Total cycles: 9'); print('Running Layer 1')"
+    code, output = vs.run_counting_layers(
+        [sys.executable, "-c", script], tmp_path, lambda: ended.append(len(ended))
+    )
+    assert (code, ended) == (0, [0, 1])
+    assert output == "Running Layer 0\nTotal cycles: 9\nRunning Layer 1\n"
+    crash = "import sys; print('Running Layer 0'); sys.exit('boom')"
+    ended.clear()
+    code, output = vs.run_counting_layers(
+        [sys.executable, "-c", crash], tmp_path, lambda: ended.append(len(ended))
+    )
+    assert (code, output, ended) == (1, "Running Layer 0\nboom\n", [])

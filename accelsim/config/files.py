@@ -9,6 +9,7 @@ messages name a file.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
@@ -21,11 +22,16 @@ MAX_INPUT_BYTES = 16 * 1024 * 1024
 
 def display_path(path: Path) -> str:
     """Show ``path`` relative to the working directory when it lies below it."""
+    return _display(str(path), os.getcwd())
+
+
+@functools.lru_cache(maxsize=256)
+def _display(path: str, cwd: str) -> str:
     try:
-        relative = os.path.relpath(path)
+        relative = os.path.relpath(path, cwd)
     except ValueError:
-        return str(path)
-    return str(path) if relative.startswith("..") else relative
+        return path
+    return path if relative.startswith("..") else relative
 
 
 def read_text(path: Path, error: type[InputError], name: str, where: str = "") -> str:

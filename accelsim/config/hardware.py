@@ -31,6 +31,9 @@ from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
 """Most processors: every one holds its own copy of the step graph."""
+MAX_DRAM_CHANNELS = 256
+"""Most DRAM channels per memory (eight HBM3 stacks of 32 pseudo-channels): every
+DRAM transfer is booked on each of them."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
 
 
@@ -86,6 +89,13 @@ class DramSharing(str, Enum):
     PER_PROCESSOR = "per_processor"
 
 
+class DramArbitration(str, Enum):
+    """How a DRAM memory orders the transfers of different streams."""
+
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+
+
 GIB_BYTES = 2**30
 DEFAULT_DRAM_CAPACITY_GIB = 16.0
 """16 GiB per channel: what a 128-bit LPDDR5 interface of the default's bandwidth
@@ -100,7 +110,10 @@ class DramSpec(Spec):
     local channel, as in a multi-chip system).  ``bandwidth_bytes_per_cycle``,
     ``latency_cycles`` and ``capacity_gib`` describe one channel, so with
     ``per_processor`` the aggregate bandwidth and capacity are ``processors``
-    times the configured ones.
+    times the configured ones.  ``arbitration`` orders the transfers of different
+    streams (:mod:`accelsim.timing.memory`).  ``channels`` makes each memory that
+    many independent channels of the bandwidth, latency and capacity above, with
+    addresses interleaved over them (:mod:`accelsim.timing.interleaved`).
     """
 
     bandwidth_bytes_per_cycle: Bandwidth
@@ -111,6 +124,30 @@ class DramSpec(Spec):
         description="Capacity of one channel in GiB: what the processors it serves may keep"
         " in DRAM (a pipeline schedule's weights, optimizer state and stashes must fit).",
     )
+    burst_bytes: Annotated[int, Field(ge=1, le=4096, strict=True)] = Field(
+        default=64,
+        description="Bytes of one DRAM burst, the least a read or write moves: a gather"
+        " of scattered elements of a tensor kept in DRAM (approximate dropout's row"
+        " patterns on a weight's contiguous dimension) moves every burst it touches."
+        " Our choice: 64 B, a common DDR4/DDR5/LPDDR and HBM access granularity.",
+    )
+
+    channels: Annotated[int, Field(gt=0, le=MAX_DRAM_CHANNELS)] = Field(
+        default=1,
+        description="Independent channels per memory (HBM pseudo-channels), each of the"
+        " bandwidth, latency and capacity above, with transfers interleaved over them in"
+        " 256-byte blocks; 1 is one first-come-first-served channel.",
+    )
+    arbitration: Annotated[
+        DramArbitration,
+        Field(
+            strict=False,
+            description="fcfs: transfers are served in the order they are requested, whatever"
+            " they move; priority: background streams (the optimizer update's) are booked a"
+            " slice at a time, each when the previous one has left the memory, so the other"
+            " streams' transfers requested meanwhile go first.",
+        ),
+    ] = DramArbitration.FCFS
 
     @property
     def capacity_bytes(self) -> int:

@@ -223,10 +223,13 @@ def validate_with_overrides(
     return spec
 
 
-def load_hardware(path: Path, overrides: list[Override] | None = None) -> HardwareSpec:
-    """Load and validate a hardware file, with optional overrides."""
+def load_hardware(
+    path: Path, overrides: list[Override] | None = None, data: dict[str, Any] | None = None
+) -> HardwareSpec:
+    """Load and validate a hardware file, with optional overrides (``data``: the file
+    already parsed, by :func:`read_yaml`)."""
     return validate_with_overrides(
-        HardwareSpec, read_yaml(path), display_path(path), overrides or []
+        HardwareSpec, read_yaml(path) if data is None else data, display_path(path), overrides or []
     )
 
 
@@ -257,10 +260,15 @@ def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTa
     return table
 
 
-def load_energy_with_origins(path: Path, overrides: list[Override]) -> tuple[EnergyTable, Origins]:
+def load_energy_with_origins(
+    path: Path, overrides: list[Override], data: dict[str, Any] | None = None
+) -> tuple[EnergyTable, Origins]:
     """:func:`load_energy`, and the :class:`Origins` that blame a later problem (a
-    precision the hardware uses and the table lacks) where its value was written."""
-    return validate_with_origins(EnergyTable, read_yaml(path), display_path(path), overrides)
+    precision the hardware uses and the table lacks) where its value was written
+    (``data``: the file already parsed, by :func:`read_yaml`)."""
+    if data is None:
+        data = read_yaml(path)
+    return validate_with_origins(EnergyTable, data, display_path(path), overrides)
 
 
 def dump_yaml(data: Any) -> str:

@@ -4,16 +4,19 @@ no run file, ``accelsim layer``, loads alone)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.loader import Override, read_yaml, validate_with_origins
+from accelsim.config.loader import CLI_SOURCE, Override, read_yaml, validate_with_origins
 from accelsim.config.overrides import Origins
 from accelsim.config.run import RunSpec
 from accelsim.config.validate import join_path, suggest
 from accelsim.errors import ConfigError, Problem
+from accelsim.resources import bundled_path
 
 SECTIONS = ("hardware", "workload", "energy")
 
@@ -36,6 +39,12 @@ class RunFile:
     workload_path: Path
     origins: Origins
     overrides: dict[str, list[Override]] = field(default_factory=dict)
+
+    def with_sets(self, routed: Mapping[str, list[Override]]) -> RunFile:
+        """This run file with the overrides :func:`route_sets` sent to each referenced
+        file after its own (``routed["run"]`` is already applied)."""
+        overrides = {s: [*self.overrides[s], *routed[s]] for s in SECTIONS}
+        return replace(self, overrides=overrides)
 
 
 def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
@@ -85,12 +94,21 @@ def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
             ``energy`` or ``workload`` key).
     """
     routed = route_sets(sets or [])
+    path = bundled_path(path)
+    return read_run_file(path, read_yaml(path), routed["run"]).with_sets(routed)
+
+
+def read_run_file(path: Path, data: dict[str, Any], sets: list[Override]) -> RunFile:
+    """A run file from its parsed ``data`` and the overrides routed to it, with only its
+    own ``overrides`` for the files it references (see :meth:`RunFile.with_sets`).
+
+    Raises:
+        ConfigError: as :func:`load_run_file`.
+    """
     name = display_path(path)
-    run, origins = validate_with_origins(RunSpec, read_yaml(path), name, routed["run"])
+    run, origins = validate_with_origins(RunSpec, data, name, sets)
     overrides = _run_file_overrides(run, origins)
-    for section in SECTIONS:
-        overrides[section].extend(routed[section])
-    paths = {section: path.parent / getattr(run, section) for section in SECTIONS}
+    paths = {section: _referenced(path, run, origins, section) for section in SECTIONS}
     missing = [
         Problem(name, section, "file not found", getattr(run, section))
         for section, target in paths.items()
@@ -101,6 +119,17 @@ def load_run_file(path: Path, sets: list[Override] | None = None) -> RunFile:
     return RunFile(
         path, run, paths["hardware"], paths["energy"], paths["workload"], origins, overrides
     )
+
+
+def _referenced(path: Path, run: RunSpec, origins: Origins, section: str) -> Path:
+    """The file a run's ``hardware``, ``energy`` or ``workload`` names: relative to the
+    working directory when the command line set it (``--set workload=FILE``, falling
+    back to the bundled ``configs/`` and ``workloads/``), else relative to the file
+    that wrote it (the run file, or a sweep file that resolved it already)."""
+    value: str = getattr(run, section)
+    if origins.locate(section)[0] == CLI_SOURCE:
+        return bundled_path(value)
+    return path.parent / value
 
 
 def _run_file_overrides(run: RunSpec, origins: Origins) -> dict[str, list[Override]]:

@@ -7,7 +7,8 @@ inputs before any simulation starts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,16 +24,19 @@ from accelsim.config.loader import (
     load_suite,
     read_yaml,
 )
+from accelsim.config.overrides import Origins
 from accelsim.config.run import AssignmentPolicy, RunSpec
-from accelsim.config.run_file import RunFile, load_run_file
+from accelsim.config.run_file import RunFile, read_run_file, route_sets
 from accelsim.config.validate import suggest
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.lowering.infer import load_model
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import ArrayUnit
+from accelsim.resources import bundled_path
 from accelsim.techniques.base import LoadContext, Technique
 from accelsim.techniques.registry import compose_problems, load_techniques
+from accelsim.workload.formats import read_table
 from accelsim.workload.model import Workload
 
 T = TypeVar("T")
@@ -72,35 +76,164 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
             workload problems found too).
         WorkloadError: when only the workload file has problems.
     """
-    run_file = load_run_file(path, sets)
-    errors: list[InputError] = []
+    return InputCache().load(path, sets)
 
-    def attempt(load: Callable[[Path, list[Override]], T], target: Path, section: str) -> T | None:
-        try:
-            return load(target, run_file.overrides[section])
-        except InputError as exc:
-            errors.append(exc)
-            return None
 
-    hardware = attempt(load_hardware, run_file.hardware_path, "hardware")
-    priced = attempt(load_energy_with_origins, run_file.energy_path, "energy")
-    variant = run_file.run.workload_variant
-    chosen = (
-        None
-        if variant is None
-        else Override("workload_variant", variant, *run_file.origins.locate("workload_variant"))
-    )
-    model = attempt(lambda p, o: load_model(p, o, chosen), run_file.workload_path, "workload")
-    if errors or hardware is None or priced is None or model is None:
-        raise type(errors[0])([p for e in errors for p in e.problems])
-    energy, energy_origins = priced
-    workload, infos = model
+CACHED_SECTIONS = 256
+"""Validated files an :class:`InputCache` keeps (least recently used dropped first)."""
+
+
+class InputCache:
+    """Loads runs, reading each file once and validating a file's data once per
+    distinct list of overrides (the last :data:`CACHED_SECTIONS` kept).
+
+    A sweep loads every point through one cache: its points share the base run
+    file and differ in a few keys, so a point of a hardware-only axis validates only
+    the hardware file's data again, and points that share a workload get the same
+    :class:`~accelsim.workload.model.Workload` and layer shapes (the same objects),
+    which lets :mod:`accelsim.driver.run` reuse their lowered step.  Files are read
+    at first use and taken as unchanged for the cache's life.  Loading through a
+    cache gives what :func:`load_inputs` gives, problems included.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[Path, type[InputError]], dict[str, Any] | InputError] = {}
+        self._sections: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def load(self, path: Path, sets: list[Override] | None = None) -> RunInputs:
+        """:func:`load_inputs` through this cache."""
+        run_file = self.run_file(path, sets)
+        errors: list[InputError] = []
+
+        def attempt(section: str, make: Callable[[list[Override]], T], *key: Hashable) -> T | None:
+            overrides = run_file.overrides[section]
+            try:
+                return self._once((section, *key, _key(overrides)), lambda: make(overrides))
+            except InputError as exc:
+                errors.append(exc)
+                return None
+
+        hw_path, energy_path = run_file.hardware_path, run_file.energy_path
+        hardware = attempt(
+            "hardware", lambda o: load_hardware(hw_path, o, self.data(hw_path)), hw_path
+        )
+        priced = attempt(
+            "energy",
+            lambda o: load_energy_with_origins(energy_path, o, self.data(energy_path)),
+            energy_path,
+        )
+        variant = run_file.run.workload_variant
+        chosen = (
+            None
+            if variant is None
+            else Override("workload_variant", variant, *run_file.origins.locate("workload_variant"))
+        )
+        model = attempt(
+            "workload",
+            lambda o: self._model(run_file.workload_path, o, chosen),
+            run_file.workload_path,
+            _key([] if chosen is None else [chosen]),
+        )
+        if errors or hardware is None or priced is None or model is None:
+            raise type(errors[0])([p for e in errors for p in e.problems])
+        energy, energy_origins = priced
+        workload, infos = model
+        return _checked(run_file, hardware, energy, energy_origins, workload, infos)
+
+    def run_file(self, path: Path, sets: list[Override] | None = None) -> RunFile:
+        """:func:`~accelsim.config.run_file.load_run_file` through this cache."""
+        path = bundled_path(path)
+        routed = route_sets(sets or [])
+        run_sets = routed["run"]
+        read = self._once(
+            ("run", path, _key(run_sets)),
+            lambda: read_run_file(path, self.data(path), run_sets),
+        )
+        return read.with_sets(routed)
+
+    def data(self, path: Path) -> dict[str, Any]:
+        """:func:`~accelsim.config.loader.read_yaml`, once per file (callers must not
+        change what it returns)."""
+        return self._read((path, ConfigError), lambda: read_yaml(path))
+
+    def workload_data(self, path: Path) -> dict[str, Any]:
+        """:func:`~accelsim.workload.formats.read_table` (a YAML layer table or another
+        workload file), once per file (callers must not change what it returns)."""
+        return self._read((path, WorkloadError), lambda: read_table(path))
+
+    def _read(
+        self, key: tuple[Path, type[InputError]], read: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
+        if key not in self._files:
+            try:
+                self._files[key] = read()
+            except InputError as exc:
+                self._files[key] = exc
+        known = self._files[key]
+        if isinstance(known, InputError):
+            raise type(known)(known.problems)
+        return known
+
+    def _model(
+        self, path: Path, overrides: list[Override], variant: Override | None
+    ) -> tuple[Workload, tuple[LayerInfo, ...]]:
+        workload, infos = load_model(path, overrides, variant, self.workload_data(path))
+        return workload, tuple(infos)
+
+    def _once(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()`` once per ``key`` (its :class:`InputError` too, raised again)."""
+        sections = self._sections
+        if key in sections:
+            sections.move_to_end(key)
+            made = sections[key]
+        else:
+            try:
+                made = make()
+            except InputError as exc:
+                made = exc
+            sections[key] = made
+            if len(sections) > CACHED_SECTIONS:
+                sections.popitem(last=False)
+        if isinstance(made, InputError):
+            raise type(made)(made.problems)
+        result: T = made
+        return result
+
+
+def _key(overrides: list[Override]) -> Hashable:
+    """What decides a file's data after ``overrides``: each override's key, value
+    (typed: ``1``, ``1.0`` and ``true`` differ) and where it was written."""
+    return tuple((o.key, _frozen(o.value), o.source, o.source_path) for o in overrides)
+
+
+def _frozen(value: Any) -> Hashable:
+    if isinstance(value, dict):
+        return ("{}", tuple((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[]", tuple(_frozen(v) for v in value))
+    return (type(value).__name__, value)
+
+
+def _checked(
+    run_file: RunFile,
+    hardware: HardwareSpec,
+    energy: EnergyTable,
+    energy_origins: Origins,
+    workload: Workload,
+    infos: tuple[LayerInfo, ...],
+) -> RunInputs:
+    """The run's inputs, its techniques loaded and every check across files made.
+
+    Raises:
+        ConfigError: for the techniques' settings, the run's rules with this hardware,
+            or an energy table that lacks a precision the hardware uses.
+    """
     source = display_path(run_file.path)
     try:
         techniques = load_techniques(run_file.run.techniques, source)
     except ConfigError as exc:
         raise ConfigError(run_file.origins.blame(exc.problems)) from None
-    load = LoadContext(run_file.run, run_file.path, hardware, tuple(infos), tuple(techniques))
+    load = LoadContext(run_file.run, run_file.path, hardware, infos, tuple(techniques))
     problems = [
         *_run_problems(run_file.run, hardware, source),
         *compose_problems(techniques, source),
@@ -110,7 +243,7 @@ def load_inputs(path: Path, sets: list[Override] | None = None) -> RunInputs:
         # Checked after the run file's own validation: blamed the same way, on
         # the place that wrote each value (``--set KEY`` or the run file).
         raise ConfigError(run_file.origins.blame(problems))
-    inputs = RunInputs(run_file, hardware, energy, workload, tuple(infos), tuple(techniques))
+    inputs = RunInputs(run_file, hardware, energy, workload, infos, tuple(techniques))
     try:
         check_table(energy, hardware, display_path(run_file.energy_path), inputs.extra_arrays)
     except ConfigError as exc:
@@ -143,8 +276,18 @@ def resolved_data(inputs: RunInputs) -> dict[str, Any]:
 
 
 def resolved_config(inputs: RunInputs) -> str:
-    """YAML of every input after overrides: enough to repeat the run."""
-    return dump_yaml(resolved_data(inputs))
+    """YAML of every input after overrides: enough to repeat the run.
+
+    Each technique's section lists every one of its settings, the defaults included
+    (``gradient_prediction: {}`` becomes its whole configuration), in the order the
+    run names them.  (A sweep point's identity hashes :func:`resolved_data`, which
+    keeps the sections as written, so it does not change with a technique's
+    defaults' spelling.)
+    """
+    data = resolved_data(inputs)
+    configs = {t.name: t.config.model_dump(mode="json") for t in inputs.techniques}
+    data["run"]["techniques"] = {name: configs[name] for name in inputs.run.techniques}
+    return dump_yaml(data)
 
 
 @dataclass(frozen=True)
@@ -202,15 +345,19 @@ def suite_inputs(run_path: Path, entry: SuiteEntry, sets: list[Override]) -> Run
     return load_inputs(run_path, model_overrides(run_path, entry.workload_path, sets))
 
 
-def model_overrides(run_path: Path, workload_path: Path, sets: list[Override]) -> list[Override]:
-    """``sets`` followed by the overrides that make ``workload_path`` the run's workload.
+def model_overrides(
+    run_path: Path, workload_path: Path, sets: list[Override], cache: InputCache | None = None
+) -> list[Override]:
+    """``sets`` followed by the overrides that make ``workload_path`` the run's workload
+    (files read through ``cache`` when given).
 
     A ``workload_variant`` the model does not define (a CIFAR variant for a
     language model, say) is dropped for that model.
     """
+    files = cache or InputCache()
     workload = Override("workload", str(workload_path.resolve()), "suite", "workload")
-    run = load_run_file(run_path, [*sets, workload]).run
-    variants = read_yaml(workload_path, WorkloadError).get("variants")
+    run = files.run_file(run_path, [*sets, workload]).run
+    variants = files.workload_data(workload_path).get("variants")
     extra = [workload]
     if run.workload_variant is not None and not (
         isinstance(variants, dict) and run.workload_variant in variants

@@ -8,7 +8,7 @@ from typing import Any
 from accelsim._version import __version__
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
-from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, PsumPolicy
+from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, DEFAULT_GROUP_CYCLES, PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import MAX_COUNT, Problem
@@ -151,11 +151,25 @@ def simulate_layer(
     phase: Phase,
     convention: Convention,
     psums: PsumPolicy = PsumPolicy.CHUNK,
+    fold_overlap: bool = False,
 ) -> dict[str, Any]:
-    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record."""
+    """Simulate one GEMM at batch 1 and return the ``accelsim layer --json`` record.
+
+    Raises:
+        ValueError: if ``fold_overlap`` is asked of the scalesim convention.
+    """
     graph = layer_graph(hw, gemm, phase)
     fold_schedule = schedule(graph, (main_array(hw),))
-    costs = op_costs(graph, fold_schedule, hw, convention, psums, DEFAULT_CHUNKS_PER_OP)
+    costs = op_costs(
+        graph,
+        fold_schedule,
+        hw,
+        convention,
+        psums,
+        DEFAULT_CHUNKS_PER_OP,
+        fold_overlap=fold_overlap,
+        group_cycles=DEFAULT_GROUP_CYCLES,
+    )
     trace = simulate_single_op(graph, costs, hw)
     energy = estimate_energy(trace, hw, table)
     op = graph.ops[0]
@@ -170,6 +184,7 @@ def simulate_layer(
         "phase": phase.value,
         "convention": convention.value,
         "psums": psums.value,
+        "fold_overlap": fold_overlap,
         "array": {"rows": rows, "cols": cols, "dataflow": hw.array.dataflow.value},
         "m": gemm.m,
         "n": gemm.n,

@@ -7,16 +7,20 @@ run's techniques define, and assembles the training report.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
+from accelsim.config.enums import EpilogueFusion
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import OpGraph
+from accelsim.lowering.epilogues import fuse_epilogues
 from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
@@ -36,14 +40,19 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.timing.costs import op_costs
-from accelsim.timing.engines import simulate
+from accelsim.timing.tile_groups import simulate_grouped as simulate
+
+Progress = Callable[[str], None]
+"""Told before each simulation of a run what it simulates (``"gp step, 9,044 ops"``):
+a run may simulate many graphs (a placement's candidates) and take a while."""
 
 
 class _Run:
     """One run's simulations, sharing lowered steps and simulated graphs."""
 
-    def __init__(self, inputs: RunInputs) -> None:
+    def __init__(self, inputs: RunInputs, progress: Progress | None = None) -> None:
         self.inputs = inputs
+        self.progress = progress
         self.extra = inputs.extra_arrays
         self._simulated: dict[int, tuple[OpGraph, RunResult]] = {}
         self._lowered: dict[int, OpGraph] = {}
@@ -64,28 +73,31 @@ class _Run:
         self.placer = next((t for t in inputs.techniques if t.places()), None)
 
     def lowered(self, batch: int) -> OpGraph:
-        """One replica's step at ``batch`` samples, lowered once per run."""
+        """One replica's step at ``batch`` samples, lowered once per run (and reused by
+        the process's next runs of the same workload objects, :func:`_reused`)."""
         if batch not in self._lowered:
             inputs = self.inputs
-            self._lowered[batch] = lower(
-                inputs.infos,
-                inputs.workload,
-                batch,
-                inputs.hardware.word_bytes,
-                inputs.run.lowering.strided_dx,
+            words, strided = inputs.hardware.word_bytes, inputs.run.lowering.strided_dx
+            self._lowered[batch] = _reused(
+                ("lowered", batch, words, strided),
+                (inputs.infos, inputs.workload),
+                lambda: lower(inputs.infos, inputs.workload, batch, words, strided),
             )
         return self._lowered[batch]
 
     def step_graph(self, kind: str, replace: Mapping[str, Rewrite] | None = None) -> StepGraph:
         """Makes one replica's step graph of ``kind`` for a batch size: the lowered step
         rewritten by every technique (or, for a technique named in ``replace``, by the
-        pass given for it), each rewrite checked (:func:`graph_problems`)."""
+        pass given for it), each rewrite checked (:func:`graph_problems`), then its
+        epilogues fused (``lowering.fuse_epilogues``, after every rewrite, as a
+        compiler fuses the graph it is given)."""
         swap = replace or {}
+        fusion = self.inputs.run.lowering.fuse_epilogues
 
         def make(batch: int) -> OpGraph:
             graph = self.lowered(batch)
             if kind == BASE:
-                return graph
+                return fuse_epilogues(graph, fusion)
             for technique in self.rewriters:
                 rewrite = swap.get(technique.name)
                 if rewrite is None:
@@ -99,13 +111,29 @@ class _Run:
                         f" graph: {'; '.join(problems[:3])}"
                         + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
                     )
-            return graph
+            return fuse_epilogues(graph, fusion)
 
         return make
 
     def placed(self, kind: str, base: RunResult | None) -> OpGraph:
-        """The step of ``kind`` on the processors, with its optimizer updates."""
-        return self.place(self.step_graph(kind), base)
+        """The step of ``kind`` on the processors, with its optimizer updates (the
+        baseline's reused, :func:`_reused`, as it depends on no technique)."""
+        if kind != BASE or (self.placer is not None and base is not None):
+            return self.place(self.step_graph(kind), base)
+        inputs = self.inputs
+        run, hw = inputs.run, inputs.hardware
+        key = (
+            "placed",
+            run.batch_size,
+            hw.word_bytes,
+            run.lowering.strided_dx,
+            run.assignment,
+            hw.processors,
+            run.optimizer,
+        )
+        return _reused(
+            key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
+        )
 
     def place(self, step: StepGraph, base: RunResult | None) -> OpGraph:
         """A step graph on the processors, with its optimizer updates: placed by the
@@ -149,12 +177,47 @@ class _Run:
         if cached is not None and cached[0] is graph:
             result = cached[1]
             return dataclasses.replace(result, settings={**result.settings, "step": step})
+        if self.progress is not None:
+            self.progress(f"{step} step, {len(graph.ops):,} ops")
         if step == BASE:
             result = simulate_graph(self.inputs, graph, step)
         else:
             result = simulate_graph(self.inputs, graph, step, self.extra, self.inputs.techniques)
         self._simulated[id(graph)] = (graph, result)
         return result
+
+
+REUSED_GRAPHS = 16
+"""Lowered and placed baseline graphs a process keeps for its next runs."""
+
+
+class _Reused:
+    """The graphs :func:`_reused` keeps (least recently used dropped first), with the
+    objects whose identity their keys hold."""
+
+    graphs: ClassVar[OrderedDict[Hashable, tuple[tuple[object, ...], OpGraph]]] = OrderedDict()
+
+
+def _reused(
+    key: tuple[Hashable, ...], sources: tuple[object, ...], make: Callable[[], OpGraph]
+) -> OpGraph:
+    """The graph ``make()`` gives, made once per ``key`` and the identity of ``sources``
+    (a run's workload and layer shapes): the points of a sweep that a worker loads
+    through one :class:`~accelsim.driver.inputs.InputCache` share these objects when
+    they share the workload, so a point that differs only in hardware that the graph
+    does not depend on (``key`` holds every setting it does) reuses it.  Graphs are
+    immutable; a run never changes one it is given."""
+    full = (*key, *map(id, sources))
+    graphs = _Reused.graphs
+    known = graphs.get(full)
+    if known is not None:
+        graphs.move_to_end(full)
+        return known[1]
+    graph = make()
+    graphs[full] = (sources, graph)  # holding the sources keeps their ids unique
+    if len(graphs) > REUSED_GRAPHS:
+        graphs.popitem(last=False)
+    return graph
 
 
 def simulate_graph(
@@ -183,11 +246,19 @@ def simulate_graph(
     if techniques:  # numpy.random loads on first use: only runs with techniques pay for it
         rng = np.random.default_rng(run.seed)
         for technique in techniques:
-            masks = technique.mask_tiles(graph, folds, rng)
-            if masks:
-                folds = folds.with_masks(masks)
+            uses = technique.mask_tiles(graph, folds, rng)
+            if uses:
+                folds = folds.with_uses(uses)
+    timing = run.timing
     costs = op_costs(
-        graph, folds, hw, run.timing.convention, run.timing.psums, run.timing.chunks_per_op
+        graph,
+        folds,
+        hw,
+        timing.convention,
+        timing.psums,
+        timing.chunks_per_op,
+        fold_overlap=timing.fold_overlap,
+        group_cycles=timing.group_cycles,
     )
     try:
         trace = simulate(graph, costs, hw, run.timing.engine)
@@ -201,11 +272,27 @@ def simulate_graph(
         "optimizer": run.optimizer.kind.value,
         "strided_dx": run.lowering.strided_dx.value,
         "psums": run.timing.psums.value,
+        "fold_overlap": "true" if run.timing.fold_overlap else "false",
         "workload_variant": run.workload_variant or "",
         "engine": trace.engine,
     }
+    fusion = run.lowering.fuse_epilogues
+    if (
+        fusion is not EpilogueFusion.NONE
+    ):  # recorded when set, so default summaries stay as they were
+        settings["fuse_epilogues"] = fusion.value
+    workload = inputs.workload
     result = RunResult(
-        run.name, inputs.workload.name, run.batch_size, settings, hw, graph, trace, energy
+        run.name,
+        workload.name,
+        run.batch_size,
+        settings,
+        hw,
+        graph,
+        trace,
+        energy,
+        workload.source,
+        tuple(workload.notes or ()),
     )
     for technique in techniques:
         result = technique.adjust_counters(result)
@@ -221,8 +308,9 @@ def simulate_run(inputs: RunInputs) -> RunResult:
     return sim.simulate(sim.placed(BASE, None), BASE)
 
 
-def simulate_training(inputs: RunInputs) -> TrainingResult:
-    """Simulate the baseline step and every step kind the run's techniques define.
+def simulate_training(inputs: RunInputs, progress: Progress | None = None) -> TrainingResult:
+    """Simulate the baseline step and every step kind the run's techniques define,
+    telling ``progress`` (if given) before each simulation what it simulates.
 
     Step kinds are those of the technique that defines kinds (ADA-GP's ``bp``
     and ``gp``), each rewritten by every technique and placed by the placing
@@ -231,7 +319,7 @@ def simulate_training(inputs: RunInputs) -> TrainingResult:
     techniques compose).  The training report's shared numbers are computed once,
     for these composed steps.
     """
-    sim = _Run(inputs)
+    sim = _Run(inputs, progress)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:

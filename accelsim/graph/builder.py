@@ -15,9 +15,11 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
 from accelsim.graph.ops import (
     CORE,
+    NO_TILES,
     ROOT,
     Access,
     CommOp,
+    Epilogue,
     GemmOp,
     Op,
     OpGraph,
@@ -138,6 +140,25 @@ class GraphBuilder:
         self._producers[tensor.name] = tuple(sorted(ids))
         return tensor
 
+    def take_tiles(self, consumer: int, tensor: Tensor, source: int) -> None:
+        """Declare that op ``consumer`` takes ``tensor`` tile by tile from op ``source``
+        (which writes it, or loads it into an array's buffer): a
+        :class:`~accelsim.graph.ops.TileStream`.  ``consumer`` must read ``tensor``
+        and already wait for ``source`` (:func:`~accelsim.graph.check.graph_problems`
+        checks the rest).
+
+        Raises:
+            ValueError: if ``consumer`` is not a GEMM or vector op reading ``tensor``.
+        """
+        op = self.ops[consumer]
+        reads = queries.reads_of(op)
+        index = next((i for i, a in enumerate(reads) if a.tensor.name == tensor.name), None)
+        if index is None or not isinstance(op, (GemmOp, VectorOp)):
+            raise ValueError(f"{op.name} reads no {tensor.name} it could take tiles of")
+        tiles = list(op.tile_sources or (NO_TILES,) * len(reads))
+        tiles[index] = source
+        self.ops[consumer] = replaced(op, tile_sources=tuple(tiles))
+
     def add_dependencies(self, op_id: int, deps: Iterable[int]) -> None:
         """Make an op also wait for earlier ops ``deps`` (e.g. a schedule's ordering)."""
         op = self.ops[op_id]
@@ -219,8 +240,10 @@ class GraphBuilder:
         writes: Sequence[Access | Tensor],
         after: Iterable[int] = (),
         tag: Tag | None = None,
+        epilogue: Epilogue = Epilogue.NONE,
     ) -> int:
-        """Add a vector-unit op; tensors given bare are accessed whole."""
+        """Add a vector-unit op; tensors given bare are accessed whole.  ``epilogue``
+        says whether it can consume an input tile by tile (:class:`Epilogue`)."""
         read_acc = tuple(r if isinstance(r, Access) else whole(r) for r in reads)
         write_acc = tuple(w if isinstance(w, Access) else whole(w) for w in writes)
         sources = self._sources(read_acc)
@@ -239,6 +262,7 @@ class GraphBuilder:
             after=order,
             tag=self.tag if tag is None else tag,
             owner=self.owner,
+            epilogue=epilogue,
         )
         return self._emit(op, (w.tensor for w in write_acc), False)
 
@@ -283,13 +307,17 @@ def shifted(op: Op, offset: int) -> Op:
     if not offset:
         return op
     add = offset.__add__
-    return replaced(
+    moved = replaced(
         op,
         op_id=op.op_id + offset,
         deps=tuple(map(add, op.deps)),
         sources=tuple(tuple(map(add, g)) for g in op.sources),
         after=tuple(map(add, op.after)),
     )
+    tiles = queries.tile_sources(op)
+    if not tiles:
+        return moved
+    return replaced(moved, tile_sources=tuple(s + offset if s != NO_TILES else s for s in tiles))
 
 
 def _union(groups: Iterable[Iterable[int]]) -> tuple[int, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from accelsim.graph import queries
-from accelsim.graph.ops import GemmOp, OpGraph, TensorKind, VectorOp
+from accelsim.graph.ops import NO_TILES, GemmOp, OpGraph, TensorKind, VectorOp
 
 SOURCE_KINDS = (TensorKind.WEIGHT, TensorKind.OPTIMIZER_STATE)
 """Tensors a step may read without producing them: weights and optimizer state (the
@@ -29,7 +29,8 @@ def graph_problems(graph: OpGraph, inputs: Iterable[str] = ()) -> list[str]:
       forward-fused update reads the previous step's gradient);
     * the stash is the activations the backward pass reads;
     * every parameter whose gradient an op makes names an op that writes it, and
-      updates at least one element.
+      updates at least one element;
+    * every tile stream is well formed (:func:`tile_problems`).
     """
     problems: list[str] = []
     given = frozenset(inputs)
@@ -73,4 +74,56 @@ def graph_problems(graph: OpGraph, inputs: Iterable[str] = ()) -> list[str]:
             )
         if p.update_elements < 1:
             problems.append(f"{p.weight.name} is trained but updates {p.update_elements} elements")
+    return problems + tile_problems(graph)
+
+
+def tile_problems(graph: OpGraph) -> list[str]:
+    """What is wrong with the tile streams of ``graph`` (empty when nothing is).
+
+    * an op that declares tile sources declares one per tensor it reads;
+    * a stream's source is an earlier GEMM or vector op on the same processor that
+      writes the tensor (its only producer) or reads it;
+    * a vector op takes the whole tensor;
+    * the ops a group of streams links can run as one op where its first op is: every
+      op a member waits for is in the group, or before its first op (or in a group
+      whose first op is).
+    """
+    problems: list[str] = []
+    ops = graph.ops
+    for op in ops:
+        tiles = queries.tile_sources(op)
+        if not tiles:
+            continue
+        reads = queries.reads_of(op)
+        if len(tiles) != len(reads):
+            problems.append(f"{op.name} declares {len(tiles)} tile sources for {len(reads)} reads")
+            continue
+        for i, source in enumerate(tiles):
+            if source == NO_TILES:
+                continue
+            access = reads[i]
+            name = access.tensor.name
+            if not 0 <= source < op.op_id or not isinstance(ops[source], (GemmOp, VectorOp)):
+                problems.append(f"{op.name} takes tiles of {name} from op {source}, not before it")
+                continue
+            src = ops[source]
+            writes = {a.tensor.name for a in queries.writes_of(src)}
+            if name in writes and op.sources[i] != (source,):
+                problems.append(f"{op.name} takes tiles of {name} from one of its producers")
+            elif name not in writes | {a.tensor.name for a in queries.reads_of(src)}:
+                problems.append(f"{op.name} takes tiles of {name} from {src.name}, which has none")
+            if isinstance(op, VectorOp) and access.elements != access.tensor.elements:
+                problems.append(f"{op.name} takes tiles of only part of {name}")
+            if graph.processor[source] != graph.processor[op.op_id]:
+                problems.append(f"{op.name} takes tiles of {name} from another processor")
+    groups = queries.tile_groups(graph)
+    first = {i: group[0] for group in groups for i in group}
+    for group in groups:
+        for i in group:
+            late = [d for d in ops[i].deps if first.get(d, d) > group[0]]
+            if late:
+                problems.append(
+                    f"{ops[i].name} runs in one op with {ops[group[0]].name} but waits for"
+                    f" {ops[late[0]].name}, which comes after it"
+                )
     return problems

@@ -18,6 +18,14 @@ Every op records why it waits:
 ``owner`` which technique added it, so no pass ever parses a name or infers who
 made an op from its phase.  Tensors carry the same ``tag``, the name they have in
 one copy of the step (``local``) and the parameter they belong to.
+
+A GEMM or vector op may also take a tensor it reads *tile by tile* from another op
+(``tile_sources``, one entry per read, :data:`NO_TILES` where it does not): from
+the op that writes it, as each output tile leaves that op, or from an op that
+loads it into an array's buffer, while the tile is still there.  Such a
+:class:`TileStream` keeps the tile on chip, whatever the tensor's size, when one
+tile fits (:mod:`accelsim.mapping.tile_reuse`), and the ops it links run as one
+fused op (:mod:`accelsim.timing.tile_groups`).
 """
 
 from __future__ import annotations
@@ -70,6 +78,29 @@ transfers they need.  An op a technique adds has the technique's registered name
 WHOLE = -1
 """``GemmOp.part`` of a GEMM that is not split."""
 
+NO_TILES = -1
+"""An entry of ``tile_sources`` for a read that takes no tile stream: the tensor
+comes from wherever it is (DRAM, or on chip when the graph keeps it there)."""
+
+
+class Epilogue(str, Enum):
+    """Whether a vector op can consume an input tile by tile, as the op producing it
+    emits the tiles (a fusion pass decides whether it does, see
+    :mod:`accelsim.lowering.epilogues`).
+
+    ``NONE``: it needs more than one tile at a time (pooling windows, softmax and
+    layernorm rows, the loss), or fusing it is not modelled (optimizer updates, an
+    LSTM cell, a technique's ops); ``ELEMENTWISE``: it works element by element
+    (an activation and its derivative, a residual add, a gradient sum, dropout) or
+    sums per channel (a bias gradient), so any tile order will do;
+    ``BATCHNORM``: batchnorm, element-wise once its per-channel statistics are
+    known before the tile arrives.
+    """
+
+    NONE = "none"
+    ELEMENTWISE = "elementwise"
+    BATCHNORM = "batchnorm"
+
 
 class TensorKind(str, Enum):
     """Tensor class; sets the word size (see ``HardwareSpec.word_bytes``)."""
@@ -87,7 +118,7 @@ class Tensor:
     ``tag`` is the copy of the step it belongs to (a replica, a mini-batch and
     micro-batch), ``local`` its name in that copy ("" for a tensor that is not a
     copy: its ``name`` is its name in the step), and ``parameter`` the name in the
-    step of the weight whose weight, gradient, buffered copy or optimizer state it
+    step of the weight whose weight, gradient or optimizer state it
     is ("" for any other tensor).
     """
 
@@ -135,7 +166,8 @@ class GemmOp:
     feature map, whose windows overlap.  ``unit`` names the array it runs on;
     ``part`` is which share of a GEMM whose rows are split between two processors
     it is (:func:`~accelsim.graph.passes.split_gemms`: 0 the moved rows, 1 the rest,
-    :data:`WHOLE` for an unsplit GEMM).
+    :data:`WHOLE` for an unsplit GEMM).  ``tile_sources`` is empty, or per operand
+    (A, B) the op whose tiles it takes on chip (:data:`NO_TILES`: none).
     """
 
     op_id: int
@@ -158,6 +190,7 @@ class GemmOp:
     tag: Tag = ROOT
     owner: str = CORE
     part: int = WHOLE
+    tile_sources: tuple[int, ...] = ()
 
     @property
     def macs(self) -> int:
@@ -166,7 +199,12 @@ class GemmOp:
 
 @dataclass(frozen=True, slots=True)
 class VectorOp:
-    """An element-wise or reduction op on the vector unit."""
+    """An element-wise or reduction op on the vector unit.
+
+    ``epilogue`` says whether it can consume an input tile by tile;
+    ``tile_sources`` is empty, or per read the op whose tiles it takes on chip
+    (:data:`NO_TILES`: none).
+    """
 
     op_id: int
     name: str
@@ -181,6 +219,8 @@ class VectorOp:
     after: tuple[int, ...] = ()
     tag: Tag = ROOT
     owner: str = CORE
+    epilogue: Epilogue = Epilogue.NONE
+    tile_sources: tuple[int, ...] = ()
 
     @property
     def vector_ops(self) -> int:
@@ -230,6 +270,20 @@ class TransferOp:
 Op = GemmOp | VectorOp | CommOp | TransferOp
 
 
+@dataclass(frozen=True, slots=True)
+class TileStream:
+    """Op ``consumer`` takes ``tensor``, its read number ``read`` (in
+    :func:`~accelsim.graph.queries.reads_of` order), tile by tile from op ``source``:
+    in the order ``source`` writes it (``source`` produces it) or loads it into an
+    array's buffer (``source`` reads it too).  Made from ``consumer.tile_sources``
+    by :func:`~accelsim.graph.queries.tile_streams`."""
+
+    consumer: int
+    read: int
+    tensor: Tensor
+    source: int
+
+
 class UpdateTiming(str, Enum):
     """When a parameter's optimizer update runs (optimizer fusion).
 
@@ -253,8 +307,11 @@ class Parameter:
     while no op computes the gradient.  ``updated_elements`` is how many of its
     elements the optimizer updates (-1: all; fewer when a technique skips groups),
     ``monitor_groups`` the parameter groups whose convergence the update monitors
-    (0: none) for the technique ``monitor_owner`` (which owns the monitor's op), and
-    ``update`` when the update runs.
+    (0: none) for the technique ``monitor_owner`` (which owns the monitor's op),
+    ``update`` when the update runs, and ``shares_weight_tiles`` whether a
+    backward-fused update takes the weight's tiles from the ``dX`` GEMM that loaded
+    them (then ``dX``, ``dW`` and the update run as one op) or reads the weight from
+    DRAM (``dX`` runs on its own).
     """
 
     layer: str
@@ -267,6 +324,7 @@ class Parameter:
     monitor_groups: int = 0
     update: UpdateTiming = UpdateTiming.EAGER
     monitor_owner: str = CORE
+    shares_weight_tiles: bool = True
 
     @property
     def update_elements(self) -> int:

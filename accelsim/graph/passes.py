@@ -21,6 +21,7 @@ from accelsim.graph import queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     CORE,
+    NO_TILES,
     Access,
     CommOp,
     GemmOp,
@@ -43,18 +44,30 @@ AnyOp = TypeVar("AnyOp", bound=GemmOp | VectorOp | CommOp | TransferOp)
 
 
 def _relink(op: AnyOp, op_id: int, ids: IdMap) -> AnyOp:
-    """``op`` renumbered to ``op_id`` with every reference mapped through ``ids``."""
+    """``op`` renumbered to ``op_id`` with every reference mapped through ``ids``.
+
+    A tile source that is gone, or was split in two, is no longer one: the tensor is
+    then read as it was before any stream (:data:`~accelsim.graph.ops.NO_TILES`)."""
 
     def mapped(group: Iterable[int]) -> tuple[int, ...]:
         return tuple(new for old in group for new in ids.get(old, ()))
 
-    return replaced(
+    new = replaced(
         op,
         op_id=op_id,
         deps=tuple(sorted(set(mapped(op.deps)))),
         sources=tuple(mapped(g) for g in op.sources),
         after=tuple(sorted(set(mapped(op.after)))),
     )
+    tiles = queries.tile_sources(op)
+    if not tiles:
+        return new
+    return replaced(new, tile_sources=tuple(_one(ids.get(s, ())) for s in tiles))
+
+
+def _one(ids: tuple[int, ...]) -> int:
+    """The one op an old tile source became, or :data:`NO_TILES`."""
+    return ids[0] if len(ids) == 1 else NO_TILES
 
 
 def _parameters(parameters: Iterable[Parameter], ids: IdMap) -> tuple[Parameter, ...]:
@@ -84,8 +97,8 @@ def _graph(
 
 
 _LINKS = ("op_id", "deps", "sources", "after", "tag")
-_COPY_GEMM = copier(GemmOp, (*_LINKS, "a", "b", "c"))
-_COPY_VECTOR = copier(VectorOp, (*_LINKS, "reads", "writes"))
+_COPY_GEMM = copier(GemmOp, (*_LINKS, "a", "b", "c", "tile_sources"))
+_COPY_VECTOR = copier(VectorOp, (*_LINKS, "reads", "writes", "tile_sources"))
 _COPY_TENSOR_OP: dict[type, Callable[..., Op]] = {
     cls: copier(cls, (*_LINKS, "tensor")) for cls in (CommOp, TransferOp)
 }
@@ -197,17 +210,21 @@ class Relabel:
             if isinstance(refs, int):
                 copy = _COPY_TENSOR_OP[type(op)]
                 out.append(copy(op, op_id, deps, sources, after, new_tag, tensors[refs]))
-            elif len(refs) == 3:
+                continue
+            assert isinstance(op, (GemmOp, VectorOp))
+            tiles = op.tile_sources
+            if tiles:
+                tiles = tuple([ids[s] if s != NO_TILES else s for s in tiles])
+            if len(refs) == 3:
                 a, b, c = refs
-                out.append(
-                    _COPY_GEMM(
-                        op, op_id, deps, sources, after, new_tag, tensors[a], tensors[b], tensors[c]
-                    )
-                )
+                x, y, z = tensors[a], tensors[b], tensors[c]
+                out.append(_COPY_GEMM(op, op_id, deps, sources, after, new_tag, x, y, z, tiles))
             else:
                 reads = tuple([accesses[i] for i in refs[0]])
                 writes = tuple([accesses[i] for i in refs[1]])
-                out.append(_COPY_VECTOR(op, op_id, deps, sources, after, new_tag, reads, writes))
+                out.append(
+                    _COPY_VECTOR(op, op_id, deps, sources, after, new_tag, reads, writes, tiles)
+                )
         parameters = [
             _COPY_PARAMETER(p, tensors[w], tensors[g], ids[p.grad_op] if p.grad_op >= 0 else -1)
             for p, (w, g) in zip(self.parameters, self._param_refs, strict=True)
@@ -331,7 +348,8 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
 
     The stash is the graph's: a transfer has its reader's phase, tag, owner and
     tensor, and is named after the tensor's name in the step (``Tensor.step_name``)
-    and its destination.
+    and its destination.  A tile stream between two processors ends here (the
+    tensor comes by the transfer).
     """
     ops: list[Op] = []
     processor: list[int] = []
@@ -346,6 +364,8 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
             new_op = _relinked(op, op.op_id, op.sources, op.after, _kept_deps(op))
         else:
             new_op = _with_transfers(op, here, new_id, ops, processor, sent, graph, priority)
+        if queries.tile_sources(op):
+            new_op = _local_tiles(new_op, op, new_id, processor, here)
         new_id.append(len(ops))
         ops.append(new_op)
         processor.append(here)
@@ -360,6 +380,22 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
         parameters=_parameters(graph.parameters, ids),
         priority=tuple(priority),
     )
+
+
+def _local_tiles(
+    new_op: Op, op: Op, new_id: Sequence[int], processor: Sequence[int], here: int
+) -> Op:
+    """``new_op`` (``op`` renumbered) taking tiles only from ops on its own processor: a
+    tile cannot stay on chip across processors, so a tensor made elsewhere arrives by
+    its transfer instead."""
+    assert isinstance(op, (GemmOp, VectorOp))
+    tiles = tuple(
+        new_id[s] if s != NO_TILES and processor[new_id[s]] == here else NO_TILES
+        for s in op.tile_sources
+    )
+    if tiles == queries.tile_sources(new_op):
+        return new_op
+    return replaced(new_op, tile_sources=tiles)
 
 
 def settled(op: Op) -> bool:

@@ -1,16 +1,20 @@
-"""Read-only questions about ops and graphs: what an op reads and writes, what is stashed."""
+"""Read-only questions about ops and graphs: what an op reads and writes, what is stashed,
+which ops take tiles from which (tile streams) and so run as one fused op."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
 from accelsim.graph.ops import (
+    NO_TILES,
     Access,
     GemmOp,
     Op,
+    OpGraph,
     Phase,
     Tensor,
     TensorKind,
+    TileStream,
     TransferOp,
     VectorOp,
     whole,
@@ -77,3 +81,47 @@ def first_backward(ops: Sequence[Op]) -> int:
 def tensors(ops: Iterable[Op]) -> dict[str, Tensor]:
     """Every tensor the ops read or write, by name."""
     return {a.tensor.name: a.tensor for op in ops for a in (*reads_of(op), *writes_of(op))}
+
+
+def tile_sources(op: Op) -> tuple[int, ...]:
+    """``op.tile_sources`` (empty for the ops that take no tiles: all-reduces, transfers)."""
+    return op.tile_sources if isinstance(op, (GemmOp, VectorOp)) else ()
+
+
+def tile_streams(graph: OpGraph) -> tuple[TileStream, ...]:
+    """Every tile stream the ops of ``graph`` declare, in consumer order."""
+    streams = []
+    for op in graph.ops:
+        taken = tile_sources(op)
+        if not taken:
+            continue
+        for i, (source, access) in enumerate(zip(taken, reads_of(op), strict=False)):
+            if source != NO_TILES:
+                streams.append(TileStream(op.op_id, i, access.tensor, source))
+    return tuple(streams)
+
+
+def tile_groups(graph: OpGraph) -> tuple[tuple[int, ...], ...]:
+    """The ops that tile streams link, as groups of two or more op ids (each sorted;
+    the groups ordered by their first op): every op of a group takes tiles from, or
+    gives tiles to, another op of the group, so the group runs as one fused op."""
+    parent: dict[int, int] = {}
+
+    def find(i: int) -> int:
+        root = i
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while i != root:  # path compression
+            parent[i], i = root, parent.get(i, i)
+        return root
+
+    for stream in tile_streams(graph):
+        a, b = find(stream.source), find(stream.consumer)
+        parent.setdefault(a, a)
+        parent.setdefault(b, b)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in parent:
+        groups.setdefault(find(i), []).append(i)
+    return tuple(tuple(sorted(g)) for _, g in sorted(groups.items()) if len(g) > 1)

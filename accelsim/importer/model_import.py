@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from accelsim._version import __version__
 from accelsim.config.base import NAME_PATTERN
+from accelsim.config.files import display_path
 from accelsim.config.loader import validate_with_origins
 from accelsim.errors import WorkloadError
 from accelsim.importer.table_text import workload_text
@@ -64,22 +67,20 @@ def import_model(
         WorkloadError: for ops without a layer kind, unreadable graphs, and tables that
             do not validate.
     """
-    from accelsim.importer import onnx_graph
-
     if isinstance(source, str | Path):
         path = Path(source)
-        if not path.is_file():
-            raise WorkloadError.single(str(path), "", "no such ONNX file")
-        model = onnx_graph.read_onnx(str(path))
+        onnx_graph = _onnx_graph(str(path))
+        model = _read(onnx_graph, path, str(path))
         origin = f"{path.name} (ONNX, {_producer(model)})"
         label = str(path)
-        default_name = path.name.removesuffix(".gz").removesuffix(".onnx")
+        default_name = _stem(path)
         shape = input_shape
     else:
         from accelsim.importer.torch_source import onnx_bytes
 
         if input_shape is None:
             raise WorkloadError.single("module", "input_shape", "a module needs an input shape")
+        onnx_graph = _onnx_graph("module")
         model = onnx_graph.model_from_bytes(onnx_bytes(source, input_shape, tokens))
         origin = (
             f"PyTorch module {type(source).__module__}.{type(source).__qualname__},"
@@ -90,21 +91,11 @@ def import_model(
         shape = None
     table = onnx_graph.table_from_onnx(model, label, unsupported, loss, shape)
     model_name = name or _safe_name(default_name)
-    settings = [
-        f"input shape {_shape_text(table.input)}"
-        + (" (given)" if input_shape is not None else " (from the graph)"),
-        f"unsupported ops: {unsupported}",
-        f"loss: {loss}",
-    ]
+    settings = _settings(table, input_shape is not None, unsupported, loss)
     header = _header(origin, settings, table)
     if model.doc_string:
         header[1:1] = textwrap.wrap(f"The graph says: {model.doc_string}", 86)
-    top = {
-        "name": model_name,
-        "description": f"{model_name}, imported from {origin}",
-        "source": f"imported from {origin} by accelsim {__version__}",
-        "input": table.input,
-    }
+    top = _top(model_name, origin, table.input)
     text = workload_text(header, top, table.layers)
     data = {**top, "layers": table.layers}
     file = str(out) if out is not None else label
@@ -113,6 +104,73 @@ def import_model(
     if out is not None:
         out.write_text(text, encoding="utf-8")
     return ImportResult(workload, text)
+
+
+def onnx_table(path: Path) -> dict[str, Any]:
+    """The layer table of an ONNX file as a workload YAML would give it: the reader
+    of ``.onnx`` and ``.onnx.gz`` workload files
+    (:data:`~accelsim.workload.formats.READERS`).
+
+    It is the table ``accelsim import FILE`` writes, with that command's defaults
+    (input shape from the graph, an op without a layer kind an error, a
+    cross-entropy loss appended when the graph has none); its ``notes`` say so and
+    list the import notes.
+
+    Raises:
+        WorkloadError: as :func:`import_model` does, naming the file as shown.
+    """
+    file = display_path(path)
+    onnx_graph = _onnx_graph(file)
+    model = _read(onnx_graph, path, file)
+    table = onnx_graph.table_from_onnx(model, file)
+    origin = f"{path.name} (ONNX, {_producer(model)})"
+    settings = _settings(table, False, "error", "cross_entropy")
+    notes = [
+        "imported as accelsim import does by default: " + "; ".join(settings),
+        "views (reshape, transpose, squeeze, cast) are not layers",
+        *table.notes,
+    ]
+    return {
+        **_top(_safe_name(_stem(path)), origin, table.input),
+        "layers": table.layers,
+        "notes": notes,
+    }
+
+
+def _onnx_graph(file: str) -> ModuleType:
+    """:mod:`accelsim.importer.onnx_graph`, or an error when ``onnx`` is missing."""
+    try:
+        return importlib.import_module("accelsim.importer.onnx_graph")
+    except ImportError:
+        message = "reading ONNX files needs the onnx package: pip install 'accelsim[import]'"
+        raise WorkloadError.single(file, "", message) from None
+
+
+def _read(onnx_graph: ModuleType, path: Path, file: str) -> Any:
+    if not path.is_file():
+        raise WorkloadError.single(file, "", "no such ONNX file")
+    return onnx_graph.read_onnx(str(path), file)
+
+
+def _stem(path: Path) -> str:
+    return path.name.removesuffix(".gz").removesuffix(".onnx")
+
+
+def _settings(table: ImportedTable, given: bool, unsupported: str, loss: str) -> list[str]:
+    return [
+        f"input shape {_shape_text(table.input)}" + (" (given)" if given else " (from the graph)"),
+        f"unsupported ops: {unsupported}",
+        f"loss: {loss}",
+    ]
+
+
+def _top(name: str, origin: str, input_spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": f"{name}, imported from {origin}",
+        "source": f"{origin}, imported by accelsim {__version__}",
+        "input": input_spec,
+    }
 
 
 def _header(origin: str, settings: list[str], table: ImportedTable) -> list[str]:

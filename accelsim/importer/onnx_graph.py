@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import shape_inference
 
 from accelsim.errors import Problem, WorkloadError
@@ -86,13 +87,20 @@ class ImportedTable:
     notes: list[str] = field(default_factory=list)
 
 
-def read_onnx(path: str) -> onnx.ModelProto:
+def read_onnx(path: str, file: str) -> onnx.ModelProto:
     """Load an ONNX file (its external data, if any, is not needed: only shapes are);
-    a name ending in ``.gz`` is read through gzip."""
-    if path.endswith(".gz"):
-        with gzip.open(path, "rb") as stream:
-            return onnx.load_from_string(stream.read())
-    return onnx.load(path, load_external_data=False)
+    a name ending in ``.gz`` (any letter case) is read through gzip.
+
+    Raises:
+        WorkloadError: naming ``file``, for a file that is no (gzipped) ONNX model.
+    """
+    try:
+        if path.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as stream:
+                return onnx.load_from_string(stream.read())
+        return onnx.load(path, load_external_data=False)
+    except (OSError, EOFError, DecodeError) as exc:
+        raise WorkloadError.single(file, "", f"not a readable ONNX file: {exc}") from None
 
 
 def model_from_bytes(data: bytes) -> onnx.ModelProto:

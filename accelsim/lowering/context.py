@@ -7,7 +7,7 @@ from typing import Any
 
 from accelsim.config.run import StridedDx
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import Parameter, ParamKind, Phase, Tensor, TensorKind
+from accelsim.graph.ops import Epilogue, Parameter, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering.shapes import LayerInfo
 
 
@@ -63,7 +63,14 @@ class StepContext:
         """The gradient of a bias: the sum of the output gradient ``g`` over positions."""
         p = self.parameter(layer, suffix)
         op = self.b.vector(
-            f"{layer}.d{suffix}", layer, Phase.BWD_WEIGHT, g.elements, 1, [g], [p.gradient]
+            f"{layer}.d{suffix}",
+            layer,
+            Phase.BWD_WEIGHT,
+            g.elements,
+            1,
+            [g],
+            [p.gradient],
+            epilogue=Epilogue.ELEMENTWISE,  # a sum per channel: any tile order will do
         )
         self.grad_done(layer, suffix, op)
 
@@ -90,6 +97,7 @@ class StepContext:
             len(parts) - 1,
             parts,
             [grad],
+            epilogue=Epilogue.ELEMENTWISE,
         )
         return grad
 

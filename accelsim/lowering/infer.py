@@ -9,6 +9,7 @@ every layer's inputs, and reports every inconsistency as a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from accelsim.config.loader import Override, display_path
 from accelsim.config.validate import suggest
@@ -144,15 +145,18 @@ def _check_losses(
 
 
 def load_model(
-    path: Path, overrides: list[Override] | None = None, variant: Override | None = None
+    path: Path,
+    overrides: list[Override] | None = None,
+    variant: Override | None = None,
+    data: dict[str, Any] | None = None,
 ) -> tuple[wm.Workload, list[LayerInfo]]:
     """Load a workload file (see :func:`~accelsim.workload.loader.load_workload`) and
-    infer its shapes.
+    infer its shapes (``data``: the file already parsed).
 
     Raises:
         WorkloadError: for schema problems or shape inconsistencies.
     """
-    workload, origins = load_workload_with_origins(path, overrides, variant)
+    workload, origins = load_workload_with_origins(path, overrides, variant, data)
     try:
         return workload, infer_shapes(workload, display_path(path))
     except WorkloadError as exc:

@@ -7,8 +7,14 @@ pass, as in eager ``loss.backward(); optimizer.step()``; a parameter's
 ``update`` timing moves them (optimizer fusion):
 
 * ``BACKWARD``: right after the gradient is final (its all-reduce, if any) and
-  every op reading the old weight has read it; the update reads the weight from
-  its on-chip copy (:func:`buffered`) when the graph keeps that copy on chip;
+  every op reading the old weight has read it.  The update takes tile streams
+  (:meth:`~accelsim.graph.builder.GraphBuilder.take_tiles`): the gradient's tiles
+  as the op making it emits them, and (without fp32 masters) the weight's tiles
+  from the filter buffer of the last ``dX`` GEMM that loaded them, so the three
+  run as one fused op, tile by tile (:func:`fuse_backward_update`).  A gradient
+  made final by another op (an all-reduce, a sum over micro-batches) cannot be a
+  tile source, and the weight's tiles cannot wait in the buffer for it: such an
+  update reads both from DRAM;
 * ``FORWARD``: the update is already in the step graph, before the layer's
   forward pass (:func:`update_op`), so none is added here.
 
@@ -27,22 +33,23 @@ element to each update (the scaling).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from accelsim.config.run import MasterWeights, OptimizerSpec
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
+    NO_TILES,
     Access,
+    GemmOp,
     Op,
     Parameter,
     Phase,
     Tag,
-    Tensor,
     TensorKind,
     UpdateTiming,
+    VectorOp,
 )
-from accelsim.graph.queries import reads_of
+from accelsim.graph.queries import reads_of, tile_sources, writes_of
 
 # |dw| and |w| (abs), and their two sums per group, fused into the update [D].
 MONITOR_OPS_PER_ELEMENT = 4
@@ -54,15 +61,6 @@ MASTER_CAST_OPS_PER_ELEMENT = 1
 CLIP_NORM_OPS_PER_ELEMENT = 2
 CLIP_SCALE_OPS_PER_ELEMENT = 1
 
-BUFFERED = "@buffer"
-
-
-def buffered(weight: Tensor) -> Tensor:
-    """The copy of ``weight`` that an array's buffer holds: reads of it cost no DRAM
-    traffic when the graph keeps it on chip (its name is in ``on_chip``)."""
-    local = weight.local + BUFFERED if weight.local else ""
-    return dataclasses.replace(weight, name=weight.name + BUFFERED, local=local)
-
 
 def update_op(
     builder: GraphBuilder,
@@ -70,15 +68,15 @@ def update_op(
     optimizer: OptimizerSpec,
     after: Iterable[int],
     tag: Tag | None = None,
-    weight_read: Tensor | None = None,
     clipped: bool = False,
 ) -> list[int]:
     """One parameter's update (and its monitor, if any) after the ops in ``after``.
 
-    ``weight_read`` is the tensor the update reads the weight from (default: the
-    weight in DRAM).  With fp32 master weights (``optimizer.master_weights``) the
-    update reads and writes the master copy, an optimizer-state tensor, instead,
-    and writes the weight from it (one more op per element, the cast).
+    The update reads the weight (from DRAM, unless a tile stream declared later serves
+    it), its gradient and its states.  With fp32 master weights
+    (``optimizer.master_weights``) the update reads and writes the master copy, an
+    optimizer-state tensor, instead, and writes the weight from it (one more op per
+    element, the cast).
 
     Returns:
         The update op, then the monitor op if the parameter is monitored.
@@ -92,7 +90,7 @@ def update_op(
     ops = kind.ops_per_element
     ops += MONITOR_OPS_PER_ELEMENT if p.monitor_groups else 0
     ops += CLIP_SCALE_OPS_PER_ELEMENT if clipped else 0
-    weight = weight_read if weight_read is not None else p.weight
+    weight = p.weight
     if optimizer.master_weights is MasterWeights.FP32:
         master = builder.derived(p.weight, ".master", TensorKind.OPTIMIZER_STATE, p.weight.elements)
         weight = master
@@ -177,21 +175,103 @@ def add_updates(
         )
         barrier = (*barrier, norm_op)
     ids = [norm_op] if clip else []
+    groups = (
+        _Groups(builder.ops) if any(p.update is UpdateTiming.BACKWARD for p in placed) else None
+    )
     for p in placed:
         ready = ready_of[p.weight.name]
-        weight_read = None
-        if p.update is UpdateTiming.BACKWARD:
-            wait = (*_readers(builder.ops, p.weight.name), ready)
-            resident = buffered(p.weight)
-            if builder.is_on_chip(resident.name):
-                weight_read = resident
+        if groups is not None and p.update is UpdateTiming.BACKWARD:
+            readers = _readers(builder.ops, p.weight.name)
+            made = update_op(builder, p, optimizer, (*readers, ready), tag, clip)
+            fuse_backward_update(builder, groups, p, made[0], ready, readers)
         else:
-            wait = (*barrier, ready)
-        ids += update_op(builder, p, optimizer, wait, tag, weight_read, clip)
+            made = update_op(builder, p, optimizer, (*barrier, ready), tag, clip)
+        ids += made
     return ids
 
 
+def fuse_backward_update(
+    builder: GraphBuilder,
+    groups: _Groups,
+    p: Parameter,
+    update: int,
+    ready: int,
+    readers: Sequence[int],
+) -> None:
+    """Declare the tile streams of a backward-fused update: the gradient's tiles from
+    ``ready`` when it is the op making the gradient (a GEMM or vector op writing all of
+    it), the weight's from the last of its ``readers`` when that is a ``dX`` GEMM, the
+    update reads the weight (no fp32 master) and the parameter shares its tiles
+    (``Parameter.shares_weight_tiles``).  The update reads all of both.  The
+    update, ``dX`` and ``dW`` then run as one op (with the ``groups`` they are in), so
+    every op a member waits for must be a member or come before the first of them;
+    streams that would break this (a weight tile that would wait for an all-reduce,
+    or for the later time steps of a recurrent layer's ``dW``) are not declared,
+    the weight's first."""
+    op = builder.ops[update]
+    assert isinstance(op, VectorOp)
+    names = {a.tensor.name for a in op.reads if a.elements == a.tensor.elements}
+    sources: dict[str, int] = {}
+    if p.gradient.name in names and ready == p.grad_op:
+        maker = builder.ops[ready]
+        if isinstance(maker, (GemmOp, VectorOp)) and any(
+            a.tensor.name == p.gradient.name and a.elements == a.tensor.elements
+            for a in writes_of(maker)
+        ):
+            sources[p.gradient.name] = ready
+    last = builder.ops[readers[-1]] if readers else None
+    if (
+        p.shares_weight_tiles
+        and p.weight.name in names
+        and isinstance(last, GemmOp)
+        and last.phase is Phase.BWD_INPUT
+    ):
+        sources[p.weight.name] = last.op_id
+    while sources and not groups.runs_as_one(builder.ops, (update, *sources.values())):
+        sources.pop(p.weight.name if p.weight.name in sources else p.gradient.name)
+    for name, source in sources.items():
+        tensor = p.gradient if name == p.gradient.name else p.weight
+        builder.take_tiles(update, tensor, source)
+        groups.join(source, update)
+
+
+class _Groups:
+    """The groups of ops that tile streams link (as
+    :func:`~accelsim.graph.queries.tile_groups`), kept up to date as streams are
+    declared: each op's group, by its first op."""
+
+    def __init__(self, ops: Sequence[Op]) -> None:
+        self._members: dict[int, set[int]] = {}
+        self._first: dict[int, int] = {}
+        for op in ops:
+            for source in tile_sources(op):
+                if source != NO_TILES:
+                    self.join(source, op.op_id)
+
+    def first(self, i: int) -> int:
+        """The first op of ``i``'s group (``i`` when it is in none)."""
+        return self._first.get(i, i)
+
+    def join(self, a: int, b: int) -> None:
+        """Put ``a``'s and ``b``'s groups together."""
+        members = self.members(a) | self.members(b)
+        first = min(members)
+        self._members[first] = members
+        for i in members:
+            self._first[i] = first
+
+    def members(self, i: int) -> set[int]:
+        """The ops of ``i``'s group."""
+        return self._members.get(self.first(i), {i})
+
+    def runs_as_one(self, ops: Sequence[Op], linked: Iterable[int]) -> bool:
+        """Whether the groups of ``linked`` can run as one op: everything a member
+        waits for is a member or in a group starting before their first op."""
+        members = set().union(*(self.members(i) for i in linked))
+        first = min(members)
+        return all(d in members or self.first(d) < first for i in members for d in ops[i].deps)
+
+
 def _readers(ops: Sequence[Op], tensor: str) -> list[int]:
-    """The ops that read ``tensor`` (or its buffered copy)."""
-    names = (tensor, tensor + BUFFERED)
-    return [op.op_id for op in ops if any(a.tensor.name in names for a in reads_of(op))]
+    """The ops that read ``tensor``, in program order."""
+    return [op.op_id for op in ops if any(a.tensor.name == tensor for a in reads_of(op))]

@@ -5,10 +5,9 @@ are written to DRAM and read back unless they fit in the processor's
 ``buffers.stash_kib``.  Tensors are kept greedily in the order the backward
 pass first needs them (the last forward tensors first), per processor.
 
-A fused optimizer update (optimizer fusion) reuses what an array's buffers
-already hold: the gradient where the weight-gradient GEMM accumulated it (the
-ofmap buffer), and the weight where the GEMM before it loaded it (the filter
-buffer), if it fits there beside that buffer's other operand in between.
+What a consumer takes tile by tile while it is still on chip (optimizer fusion's
+updates, fused epilogues) is decided per tile, not per tensor:
+:mod:`accelsim.mapping.tile_reuse`.
 """
 
 from __future__ import annotations
@@ -17,18 +16,6 @@ from dataclasses import replace
 
 from accelsim.graph.ops import OpGraph, Phase, Tensor
 from accelsim.graph.queries import reads_of, writes_of
-from accelsim.mapping.units import ArrayUnit
-
-
-def gradient_stays(gradient: Tensor, unit: ArrayUnit) -> bool:
-    """Whether a gradient can stay in ``unit``'s ofmap buffer until its update reads it."""
-    return gradient.bytes <= unit.ofmap_bytes
-
-
-def weight_stays(weight: Tensor, beside_bytes: int, unit: ArrayUnit) -> bool:
-    """Whether a weight can stay in ``unit``'s filter buffer between two uses while
-    ``beside_bytes`` of other filter operands pass through it."""
-    return weight.bytes + beside_bytes <= unit.filter_bytes
 
 
 def keep_stash_on_chip(graph: OpGraph, capacity_bytes: int) -> OpGraph:

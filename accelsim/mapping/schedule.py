@@ -2,11 +2,16 @@
 
 For each array unit, one row per GEMM op that runs on it: its ``(Sr, Sc, T)``
 mapping (see :mod:`accelsim.mapping.dataflow`), its row and column folds, its
-shape, its operand footprints and word sizes, and whether each operand stays on
-chip.  A technique may mask folds (``mask_tiles``): a GEMM's mask has one entry
+shape, its operand footprints and word sizes, whether each operand stays on
+chip, and which operands resident tile streams serve
+(:mod:`accelsim.mapping.tile_reuse`, whose result the schedule keeps for the vector
+ops too).  A technique may mask folds (``mask_tiles``): a GEMM's mask has one entry
 per ``(row fold, column fold)``, false for a fold that is skipped in every one of
-its ``count`` GEMMs.  Timing (:mod:`accelsim.timing.costs`) consumes the
-schedule and never maps anything itself.
+its ``count`` GEMMs.  The schedule keeps what the running folds use
+(:func:`fold_use`): how many run, the share of each operand's blocks they touch,
+and the partial-sum round trips of each column block, so that timing charges a
+masked GEMM's DRAM traffic by its operands' reuse.  Timing
+(:mod:`accelsim.timing.costs`) consumes the schedule and never maps anything itself.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 from accelsim.errors import SimulationError
 from accelsim.graph.ops import GemmOp, OpGraph
 from accelsim.mapping.dataflow import DATAFLOW_CODE, array_dims
+from accelsim.mapping.tile_reuse import NO_REUSE, TileReuse, tile_reuse
 from accelsim.mapping.units import ArrayUnit
 
 
@@ -48,6 +54,20 @@ class UnitSchedule:
     b_on_chip: np.ndarray  # bool
     c_on_chip: np.ndarray  # bool
     active_folds: np.ndarray  # folds that run, per GEMM of the op (all unless masked)
+    # what the running folds use (USE_FIELDS), per GEMM, in elements of Sr, Sc and T:
+    stream: np.ndarray  # the running folds' summed stream lengths
+    work: np.ndarray  # their summed rows x columns x stream (MACs of the running folds)
+    run_area: np.ndarray  # their summed rows x columns (a stationary operand's tiles)
+    run_rows: np.ndarray  # their summed rows x stream (a row-blocked operand, per pass)
+    run_cols: np.ndarray  # their summed columns x stream (a column-blocked one, per pass)
+    any_rows: np.ndarray  # distinct (row, stream position) pairs they need (read once)
+    any_cols: np.ndarray  # distinct (column, stream position) pairs they need (read once)
+    spill_cols: np.ndarray  # partial-sum round trips: per column block, columns x stream
+    # x (its running row folds - 1)
+    # bool: a resident tile stream serves the first pass over A (B) / saves C's write
+    a_tiled: np.ndarray
+    b_tiled: np.ndarray
+    c_unwritten: np.ndarray
 
     def __len__(self) -> int:
         return int(self.op_index.shape[0])
@@ -58,7 +78,8 @@ class FoldSchedule:
     """The fold schedule of a graph: one :class:`UnitSchedule` per array unit."""
 
     units: tuple[UnitSchedule, ...]
-    masks: Mapping[int, np.ndarray] = field(default_factory=dict)
+    uses: Mapping[int, np.ndarray] = field(default_factory=dict)  # USE_FIELDS by op id
+    reuse: TileReuse = NO_REUSE
 
     def with_masks(self, masks: Mapping[int, np.ndarray]) -> FoldSchedule:
         """The schedule with fold masks (by op id) applied.
@@ -66,12 +87,11 @@ class FoldSchedule:
         Raises:
             SimulationError: if a mask's shape is not ``(row folds, column folds)``.
         """
-        merged = {**self.masks, **masks}
-        units = []
+        uses = {}
         for unit in self.units:
-            active = unit.active_folds.copy()
+            rows, cols = unit.unit.array.rows, unit.unit.array.cols
             for j, op_id in enumerate(unit.op_index.tolist()):
-                mask = merged.get(op_id)
+                mask = masks.get(op_id)
                 if mask is None:
                     continue
                 shape = (int(unit.row_folds[j]), int(unit.col_folds[j]))
@@ -79,13 +99,89 @@ class FoldSchedule:
                     raise SimulationError(
                         f"fold mask of op {op_id} is {mask.shape}, expected {shape}"
                     )
-                active[j] = int(np.count_nonzero(mask))
-            units.append(dataclasses.replace(unit, active_folds=active))
-        return FoldSchedule(tuple(units), merged)
+                uses[op_id] = fold_use(
+                    mask, int(unit.sr[j]), int(unit.sc[j]), int(unit.t[j]), rows, cols
+                )
+        return self.with_uses(uses)
+
+    def with_uses(self, uses: Mapping[int, np.ndarray]) -> FoldSchedule:
+        """The schedule with what the running folds of some GEMMs use (by op id, each
+        a vector of :data:`USE_FIELDS`), from a technique that compacts folds."""
+        merged = {**self.uses, **uses}
+        units = []
+        for unit in self.units:
+            use = {name: getattr(unit, name).copy() for name in USE_FIELDS}
+            for j, op_id in enumerate(unit.op_index.tolist()):
+                found = merged.get(op_id)
+                if found is not None:
+                    for name, value in zip(USE_FIELDS, found.tolist(), strict=True):
+                        use[name][j] = value
+            units.append(dataclasses.replace(unit, **use))
+        return FoldSchedule(tuple(units), merged, self.reuse)
 
 
-def schedule_unit(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
-    """The :class:`UnitSchedule` of the GEMM ops of ``graph`` that run on ``unit``."""
+USE_FIELDS = (
+    "active_folds",
+    "stream",
+    "work",
+    "run_area",
+    "run_rows",
+    "run_cols",
+    "any_rows",
+    "any_cols",
+    "spill_cols",
+)
+"""The :class:`UnitSchedule` fields :func:`fold_use` gives, in its order."""
+
+
+def extents(size: int, block: int) -> np.ndarray:
+    """The lengths of the folds that cut ``size`` into blocks of ``block``."""
+    folds = -(-size // block)
+    lengths: np.ndarray = np.minimum(block, size - block * np.arange(folds, dtype=np.int64))
+    return lengths
+
+
+def fold_use(mask: np.ndarray, sr: int, sc: int, t: int, rows: int, cols: int) -> np.ndarray:
+    """What the running folds of ``mask`` (row folds x column folds, true: runs) of a
+    GEMM with array-mapped dimensions ``sr`` x ``sc`` and stream ``t`` on a ``rows`` x
+    ``cols`` array use, as :data:`USE_FIELDS` (``e_i``, ``f_j``: the lengths of row
+    fold ``i`` and column fold ``j``, :func:`extents`; every running fold streams all
+    of ``t``)."""
+    e, f = extents(sr, rows), extents(sc, cols)
+    run = mask.astype(np.int64)
+    per_row, per_col = run.sum(axis=1), run.sum(axis=0)
+    area = e @ run @ f
+    return np.array(
+        [
+            run.sum(),
+            run.sum() * t,
+            area * t,
+            area,
+            (per_row @ e) * t,
+            (per_col @ f) * t,
+            ((per_row > 0) @ e) * t,
+            ((per_col > 0) @ f) * t,
+            (np.maximum(per_col - 1, 0) @ f) * t,
+        ],
+        np.int64,
+    )
+
+
+def whole_use(
+    sr: np.ndarray, sc: np.ndarray, t: np.ndarray, rows: int, cols: int
+) -> dict[str, np.ndarray]:
+    """:data:`USE_FIELDS` of GEMMs whose folds all run, by field."""
+    fr, fc = -(-sr // rows), -(-sc // cols)
+    values = (
+        fr * fc, fr * fc * t, sr * sc * t, sr * sc, fc * sr * t, fr * sc * t, sr * t, sc * t,
+        (fr - 1) * sc * t,
+    )  # fmt: skip
+    return dict(zip(USE_FIELDS, values, strict=True))
+
+
+def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) -> UnitSchedule:
+    """The :class:`UnitSchedule` of the GEMM ops of ``graph`` that run on ``unit``, with
+    the tile streams ``reuse`` keeps on chip."""
     dataflow = unit.array.dataflow
     gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit.name]
     dims = [array_dims(dataflow, op.m, op.n, op.k) for op in gemms]
@@ -100,13 +196,14 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
     rows, cols = unit.array.rows, unit.array.cols
     row_folds = ints([-(-d[0] // rows) for d in dims])
     col_folds = ints([-(-d[1] // cols) for d in dims])
+    sr, sc, t = ints([d[0] for d in dims]), ints([d[1] for d in dims]), ints([d[2] for d in dims])
     return UnitSchedule(
         unit=unit,
         op_index=ints([op.op_id for op in gemms]),
         dataflow=ints([DATAFLOW_CODE[dataflow]] * len(gemms)),
-        sr=ints([d[0] for d in dims]),
-        sc=ints([d[1] for d in dims]),
-        t=ints([d[2] for d in dims]),
+        sr=sr,
+        sc=sc,
+        t=t,
         row_folds=row_folds,
         col_folds=col_folds,
         m=ints([op.m for op in gemms]),
@@ -121,7 +218,10 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
         a_on_chip=flags([op.a.name in on_chip for op in gemms]),
         b_on_chip=flags([op.b.name in on_chip for op in gemms]),
         c_on_chip=flags([op.c.name in on_chip for op in gemms]),
-        active_folds=row_folds * col_folds,
+        **whole_use(sr, sc, t, rows, cols),
+        a_tiled=flags([reuse.takes(op.op_id, 0) is not None for op in gemms]),
+        b_tiled=flags([reuse.takes(op.op_id, 1) is not None for op in gemms]),
+        c_unwritten=flags([not reuse.writes_dram(op.op_id, op.c.name) for op in gemms]),
     )
 
 
@@ -134,4 +234,5 @@ def schedule(graph: OpGraph, units: Sequence[ArrayUnit]) -> FoldSchedule:
     unknown = {op.unit for op in graph.ops if isinstance(op, GemmOp)} - {u.name for u in units}
     if unknown:
         raise SimulationError(f"GEMMs name array units that do not exist: {sorted(unknown)}")
-    return FoldSchedule(tuple(schedule_unit(graph, u) for u in units))
+    reuse = tile_reuse(graph, units)
+    return FoldSchedule(tuple(schedule_unit(graph, u, reuse) for u in units), {}, reuse)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from accelsim.report.means import geometric_mean, saving_mean
 from accelsim.report.summary import StepSummary
 from accelsim.report.training import BASE, TrainingReport
 from accelsim.units import bytes_to_gb, pj_to_mj
@@ -95,17 +96,26 @@ def layer_table(record: dict[str, Any]) -> str:
 
 
 def models_table(stats: Sequence[ModelStats]) -> str:
-    """One line per model: input, parameters, MACs per sample, layer count."""
+    """One line per model: input, parameters, MACs per sample, layer count (the name
+    column at least 14 characters wide, wider for a longer name)."""
+    width = max([14, *(len(s.name) for s in stats)])
     header = (
-        f"{'model':<14} {'input':<22} {'params':>13} {'fwd MACs':>16} {'train MACs':>17} "
-        f"{'layers':>6}"
+        f"{'model':<{width}} {'input':<22} {'params':>13} {'fwd MACs':>16} "
+        f"{'train MACs':>17} {'layers':>6}"
     )
     lines = [header]
     for s in stats:
         lines.append(
-            f"{s.name:<14} {s.input:<22} {s.params:>13,} {s.forward_macs:>16,} "
+            f"{s.name:<{width}} {s.input:<22} {s.params:>13,} {s.forward_macs:>16,} "
             f"{s.training_macs:>17,} {s.layers:>6}"
         )
+    return "\n".join(lines)
+
+
+def workload_notes(source: str, notes: Sequence[str]) -> str:
+    """Where a workload comes from and what it assumes, a note per line."""
+    lines = [f"workload from {source or 'its file'}, assuming:"]
+    lines.extend(f"  - {note}" for note in notes)
     return "\n".join(lines)
 
 
@@ -127,6 +137,48 @@ def suite_table(rows: Sequence[dict[str, Any]]) -> str:
         f"{sum(r['seconds'] for r in rows) * 1e3:>10.3f} {'':>7} {'':>8} "
         f"{bytes_to_gb(sum(r['dram_bytes'] for r in rows)):>9.3f} "
         f"{pj_to_mj(sum(r['energy_pj'] for r in rows)):>11.3f}"
+    )
+    return "\n".join(lines)
+
+
+def suite_training_table(rows: Sequence[dict[str, Any]]) -> str:
+    """One line per model of a suite run with techniques: the whole-training speedup,
+    the bound it could reach (and the resource that sets it), the energy and DRAM
+    savings; then their geometric means over the models (of the speedups, and of the
+    energy and DRAM ratios)."""
+    header = (
+        f"{'model':<14} {'speedup':>8} {'bound':>8} {'bound set by':<14}"
+        f" {'energy saving':>13} {'DRAM saving':>11}"
+    )
+    lines = [header]
+
+    def line(name: str, speedup: float, bound: float, by: str, energy: float, dram: float) -> str:
+        return (
+            f"{name:<14} {speedup:>7.3f}x {bound:>7.3f}x {by:<14}"
+            f" {100 * energy:>11.1f} % {100 * dram:>9.1f} %"
+        )
+
+    for r in rows:
+        lines.append(
+            line(
+                r["model"],
+                r["speedup"],
+                r["speedup_bound"],
+                str(r["binding_bound"]),
+                r["energy_reduction"],
+                r["dram_reduction"],
+            )
+        )
+
+    lines.append(
+        line(
+            "geometric mean",
+            geometric_mean([r["speedup"] for r in rows]),
+            geometric_mean([r["speedup_bound"] for r in rows]),
+            "",
+            saving_mean([r["energy_reduction"] for r in rows]),
+            saving_mean([r["dram_reduction"] for r in rows]),
+        )
     )
     return "\n".join(lines)
 

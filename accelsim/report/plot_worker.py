@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from accelsim.report import plots
+from accelsim.report.figure import FigureSize
 
 # The figures a worker can draw: the name that crosses the pipe, and the function
 # of :mod:`accelsim.report.plots` that draws it (looked up when drawing).
@@ -54,7 +55,7 @@ class PlotWorker:
         self._pid: int | None = None
         self._requests = -1
         self._answers = -1
-        self._figures: list[tuple[str, str, str, str]] = []
+        self._figures: list[tuple[str, str, str, str, str, str]] = []
 
     def __enter__(self) -> PlotWorker:
         # Forking a process that runs other threads is unsafe (a lock one of them
@@ -71,20 +72,29 @@ class PlotWorker:
     ) -> None:
         self._end_child(kill=True)
 
-    def draw(self, figure: str, csv_path: Path, png_path: Path, title: str) -> None:
-        """Record ``figure`` (a name in :data:`FIGURES`) of ``csv_path`` for ``png_path``."""
+    def draw(
+        self,
+        figure: str,
+        csv_path: Path,
+        path: Path,
+        title: str,
+        fmt: str = "png",
+        size: FigureSize = FigureSize.PAGE,
+    ) -> None:
+        """Record ``figure`` (a name in :data:`FIGURES`) of ``csv_path`` for ``path``, in
+        format ``fmt`` and ``size`` wide."""
         if figure not in FIGURES:
             raise ValueError(f"unknown figure {figure!r}")
-        self._figures.append((figure, str(csv_path), str(png_path), title))
+        self._figures.append((figure, str(csv_path), str(path), title, fmt, size.value))
 
     def finish(self) -> None:
         """Draw every recorded figure: by the child when it can, else in this process."""
         drawn: set[int] = set()
         if self._pid is not None:
             drawn = self._draw_in_child()
-        for index, (figure, csv_path, png_path, title) in enumerate(self._figures):
+        for index, request in enumerate(self._figures):
             if index not in drawn:
-                _plot(figure, csv_path, png_path, title)
+                _plot(*request)
         self._figures.clear()
 
     def _fork(self) -> None:
@@ -132,8 +142,9 @@ class PlotWorker:
         self._pid = None
 
 
-def _plot(figure: str, csv_path: str, png_path: str, title: str) -> None:
-    getattr(plots, FIGURES[figure])(Path(csv_path), Path(png_path), title)
+def _plot(figure: str, csv_path: str, path: str, title: str, fmt: str, size: str) -> None:
+    draw = getattr(plots, FIGURES[figure])
+    draw(Path(csv_path), Path(path), title, fmt, FigureSize(size))
 
 
 def _serve(requests_fd: int, answers_fd: int) -> None:
@@ -146,9 +157,9 @@ def _serve(requests_fd: int, answers_fd: int) -> None:
         text = requests.read()
     figures = json.loads(text) if text else []
     with os.fdopen(answers_fd, "w", encoding="utf-8") as answers:
-        for index, (figure, csv_path, png_path, title) in enumerate(figures):
+        for index, request in enumerate(figures):
             try:
-                _plot(figure, csv_path, png_path, title)
+                _plot(*request)
             except Exception:  # the parent draws it again and reports the error
                 continue
             answers.write(f"{index}\n")

@@ -1,8 +1,11 @@
-"""Figures, drawn from result files only (never by re-simulating).
+"""Figures of runs, suites and the experiment scripts, drawn from result files only
+(never by re-simulating).
 
-The only module that imports matplotlib, lazily and through the object-oriented
-API with the Agg canvas, so plotting needs no display and touches no global
-pyplot state.
+Every figure is made and saved with the shared look of :mod:`accelsim.report.figure`
+(print sizes, embedded fonts, one colour per energy component and per phase) in
+``png``, ``pdf`` or ``svg``.  matplotlib is imported lazily, through the
+object-oriented API with the Agg canvas, so plotting needs no display and touches
+no global pyplot state.
 """
 
 from __future__ import annotations
@@ -11,25 +14,26 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+import numpy as np
+
+from accelsim.report.bars import Grouping, Panel, draw_panels
+from accelsim.report.figure import (
+    PHASE_COLOURS,
+    FigureSize,
+    energy_colour,
+    log_if_decades,
+    new_figure,
+    save,
+    styled,
+)
+from accelsim.report.means import geometric_mean, saving_mean
 
 
-def _save(fig: Figure, png_path: Path, dpi: int) -> None:
-    """Write ``fig`` to ``png_path`` as a PNG of ``dpi`` dots per inch, drawn once.
-
-    The same file as ``fig.savefig(png_path, dpi=dpi)``, which with a layout
-    engine draws the figure twice (once only to lay it out, then to render it);
-    the canvas's own ``print_png`` lays out and renders in one draw, and writes
-    the pixels as ``savefig`` does (``tests/test_plots.py``).
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    fig.set_dpi(dpi)
-    canvas.print_png(png_path)
+def _rows(csv_path: Path) -> list[dict[str, str]]:
+    with csv_path.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
 
 
 def warm_up() -> None:
@@ -48,75 +52,91 @@ def warm_up() -> None:
     FigureCanvasAgg(fig).print_png(io.BytesIO())
 
 
-def plot_suite(csv_path: Path, png_path: Path, title: str) -> None:
-    """Per model of a ``suite.csv``: step time, step energy and its breakdown by component."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    with csv_path.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+def plot_suite(
+    csv_path: Path,
+    path: Path,
+    title: str,
+    fmt: str = "png",
+    size: FigureSize = FigureSize.PAGE,
+) -> None:
+    """Per model of a ``suite.csv``: step time, step energy (each on a log axis when it
+    spans decades) and each energy component's share."""
+    rows = _rows(csv_path)
     models = [r["model"] for r in rows]
-    components = [c for c in rows[0] if c.startswith("energy_") and c != "energy_pj"]
-    fig = Figure(figsize=(max(8.0, 0.6 * len(models) + 4), 9), layout="constrained")
-    FigureCanvasAgg(fig)
-    time_ax, energy_ax, share_ax = fig.subplots(3, 1, sharex=True)
-    fig.suptitle(title)
-    time_ax.bar(models, [float(r["seconds"]) * 1e3 for r in rows], color="tab:blue")
-    time_ax.set_ylabel("step time (ms)")
-    time_ax.set_yscale("log")
-    energy_ax.bar(models, [float(r["energy_pj"]) / 1e9 for r in rows], color="tab:orange")
-    energy_ax.set_ylabel("step energy (mJ)")
-    energy_ax.set_yscale("log")
-    bottom = [0.0] * len(rows)
-    for component in components:
-        share = [100 * float(r[component]) / float(r["energy_pj"]) for r in rows]
-        label = component.removeprefix("energy_").removesuffix("_pj")
-        share_ax.bar(models, share, bottom=bottom, label=label)
-        bottom = [b + v for b, v in zip(bottom, share, strict=True)]
-    share_ax.set_ylabel("energy share (%)")
-    share_ax.set_ylim(0, 100)
-    share_ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    share_ax.tick_params(axis="x", labelrotation=45)
-    _save(fig, png_path, dpi=110)
+    components = [
+        c for c in rows[0] if c.startswith("energy_") and c.endswith("_pj") and c != "energy_pj"
+    ]
+    with styled():
+        fig = new_figure(size, size.height_in(3))
+        time_ax, energy_ax, share_ax = fig.subplots(3, 1, sharex=True)
+        fig.suptitle(title)
+        times = [float(r["seconds"]) * 1e3 for r in rows]
+        time_ax.bar(models, times, color="0.35")
+        time_ax.set_ylabel("step time (ms)")
+        log_if_decades(time_ax, times)
+        energies = [float(r["energy_pj"]) / 1e9 for r in rows]
+        energy_ax.bar(models, energies, color="0.55")
+        energy_ax.set_ylabel("step energy (mJ)")
+        log_if_decades(energy_ax, energies)
+        bottom = [0.0] * len(rows)
+        for component in components:
+            share = [100 * float(r[component]) / float(r["energy_pj"]) for r in rows]
+            label = component.removeprefix("energy_").removesuffix("_pj")
+            share_ax.bar(models, share, bottom=bottom, label=label, color=energy_colour(label))
+            bottom = [b + v for b, v in zip(bottom, share, strict=True)]
+        share_ax.set_ylabel("energy share (%)")
+        share_ax.set_ylim(0, 100)
+        handles, labels = share_ax.get_legend_handles_labels()
+        share_ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        if len(models) > 8:
+            share_ax.tick_params(axis="x", labelrotation=45)
+            for label in share_ax.get_xticklabels():
+                label.set_horizontalalignment("right")
+    save(fig, path, fmt)
 
 
-def plot_speedup(csv_path: Path, png_path: Path, title: str) -> None:
-    """Speedup (and energy reduction, when reported) per model of a technique's ``suite.csv``."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    with csv_path.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    models = [r["model"] for r in rows]
-    panels = [("speedup", "speedup (x)", 1.0, "tab:green", 1.0)]
+def plot_speedup(
+    csv_path: Path,
+    path: Path,
+    title: str,
+    fmt: str = "png",
+    size: FigureSize = FigureSize.PAGE,
+) -> None:
+    """Per model of a technique's ``suite.csv``: the whole-training speedup (x, each bar
+    with its bound) and, when reported, the energy saving (%), each ending with the
+    geometric mean over the models (the saving's: of the energy ratios)."""
+    rows = _rows(csv_path)
+    models = tuple(r["model"] for r in rows)
+    layout = Grouping(models, ("",), "model")
+    speedup = {(r["model"], ""): float(r["speedup"]) for r in rows}
+    bounds = {(r["model"], ""): float(r["speedup_bound"]) for r in rows if r.get("speedup_bound")}
+    panels = [Panel("speedup (x)", speedup, bounds, geometric_mean, 1.0)]
     if rows[0].get("energy_reduction"):
-        panels.append(("energy_reduction", "energy reduction (%)", 100.0, "tab:purple", 0.0))
-    fig = Figure(figsize=(max(8.0, 0.6 * len(models) + 4), 3 * len(panels)), layout="constrained")
-    FigureCanvasAgg(fig)
-    fig.suptitle(title)
-    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (key, label, scale, colour, baseline) in zip(axes, panels, strict=True):
-        values = [scale * float(r[key]) for r in rows]
-        mean = sum(values) / len(values)
-        ax.bar(models, values, color=colour)
-        ax.axhline(baseline, color="black", linewidth=0.8)
-        ax.axhline(mean, color=colour, linestyle="--", label=f"mean {mean:.2f}")
-        ax.set_ylabel(label)
-        ax.legend(fontsize="small")
-    axes[-1].tick_params(axis="x", labelrotation=45)
-    _save(fig, png_path, dpi=110)
+        saving = {(r["model"], ""): float(r["energy_reduction"]) for r in rows}
+        panels.append(Panel("energy saving (%)", saving, {}, saving_mean, 0.0, percent=True))
+    with styled():
+        fig = draw_panels(layout, panels, size, title)
+    save(fig, path, fmt)
 
 
-def plot_sensitivity(csv_path: Path, png_path: Path, title: str) -> None:
-    """Suite-mean speedup and energy reduction along each swept axis of a sensitivity CSV."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+def plot_sensitivity(
+    csv_path: Path,
+    path: Path,
+    title: str,
+    fmt: str = "png",
+    size: FigureSize = FigureSize.PAGE,
+) -> None:
+    """The suite's geometric-mean speedup and energy saving along each swept axis of a
+    sensitivity CSV (its ``speedup`` and ``energy_reduction`` columns)."""
+    with styled():
+        _sensitivity(_rows(csv_path), path, title, fmt, size)
 
-    with csv_path.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+
+def _sensitivity(
+    rows: list[dict[str, str]], path: Path, title: str, fmt: str, size: FigureSize
+) -> None:
     axes = list(dict.fromkeys(r["axis"] for r in rows))
-    fig = Figure(figsize=(5 * len(axes), 4), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(size, size.height_in(1) + 0.4)
     fig.suptitle(title)
     for ax, axis in zip(fig.subplots(1, len(axes), squeeze=False)[0], axes, strict=True):
         points = [r for r in rows if r["axis"] == axis]
@@ -125,7 +145,7 @@ def plot_sensitivity(csv_path: Path, png_path: Path, title: str) -> None:
             x, [float(r["speedup"]) for r in points], "o-", color="tab:green", label="speedup (x)"
         )
         ax.set_xlabel(axis.replace("_", " "))
-        ax.set_ylabel("suite-mean speedup (x)")
+        ax.set_ylabel("geometric-mean speedup (x)")
         ax.axhline(1.0, color="black", linewidth=0.8)
         twin = ax.twinx()
         twin.plot(
@@ -133,32 +153,33 @@ def plot_sensitivity(csv_path: Path, png_path: Path, title: str) -> None:
             [100 * float(r["energy_reduction"]) for r in points],
             "s--",
             color="tab:purple",
-            label="energy reduction (%)",
+            label="energy saving (%)",
         )
-        twin.set_ylabel("suite-mean energy reduction (%)")
-        ax.legend(loc="upper left", fontsize="small")
-        twin.legend(loc="lower right", fontsize="small")
-    _save(fig, png_path, dpi=110)
+        twin.set_ylabel("geometric-mean energy saving (%)")
+        ax.legend(loc="upper left")
+        twin.legend(loc="lower right")
+    save(fig, path, fmt)
 
 
-PHASE_COLOURS = {
-    "fwd": "tab:blue",
-    "bwd_input": "tab:orange",
-    "bwd_weight": "tab:red",
-    "update": "tab:green",
-    "comm": "tab:gray",
-    "aux": "tab:purple",
-}
+def plot_gantt(
+    ops_csv: Path,
+    path: Path,
+    title: str,
+    dram_bytes_per_cycle: float,
+    channels: int = 1,
+    fmt: str = "png",
+) -> None:
+    """Timeline of every op: one row per processor and unit coloured by phase, and a row
+    per DRAM channel with the share of its bandwidth the running ops demand.
 
-
-def plot_gantt(ops_csv: Path, png_path: Path, title: str) -> None:
-    """Timeline of every op: one row per processor and unit, coloured by phase."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    An op's DRAM bytes are spread evenly over its span (ops.csv records bytes, not
+    when each transfer ran), so the DRAM row shows demand: above 100 % the ops on the
+    channel wanted more than its bandwidth and waited.  ``channels`` is 1 for a shared
+    channel, else the processor count (``dram.sharing: per_processor``).
+    """
     from matplotlib.patches import Patch
 
-    with ops_csv.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _rows(ops_csv)
     lanes = sorted({(int(r["processor"]), r["unit"]) for r in rows})
     lane_of = {lane: i for i, lane in enumerate(lanes)}
     bars: dict[tuple[int, str], list[tuple[int, int]]] = {}
@@ -168,53 +189,144 @@ def plot_gantt(ops_csv: Path, png_path: Path, title: str) -> None:
             bars.setdefault((lane_of[(int(r["processor"]), r["unit"])], r["phase"]), []).append(
                 (start, end - start)
             )
-    fig = Figure(figsize=(12, 1.0 + 0.45 * len(lanes)), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    for (lane, phase), spans in bars.items():
-        ax.broken_barh(spans, (lane - 0.4, 0.8), facecolors=PHASE_COLOURS.get(phase, "black"))
-    ax.set_yticks(range(len(lanes)), [f"P{p} {unit}" for p, unit in lanes])
-    ax.invert_yaxis()
-    ax.set_xlabel("cycle")
-    ax.set_title(title)
-    phases = sorted({phase for _, phase in bars})
-    ax.legend(
-        handles=[Patch(color=PHASE_COLOURS.get(p, "black"), label=p) for p in phases],
-        loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
-        fontsize="small",
+    demand = dram_demand(rows, channels)
+    names = [f"P{p} {unit}" for p, unit in lanes]
+    names += ["DRAM" if channels == 1 else f"P{c} DRAM" for c in range(channels)]
+    with styled():
+        fig = new_figure(FigureSize.PAGE, 1.0 + 0.3 * len(names))
+        ax = fig.subplots()
+        for (lane, phase), spans in bars.items():
+            ax.broken_barh(spans, (lane - 0.4, 0.8), facecolors=PHASE_COLOURS.get(phase, "black"))
+        edges, used = demand
+        ideal = not math.isfinite(dram_bytes_per_cycle)
+        # Ideal DRAM has no bandwidth to compare with: its busiest bin is the 100 %.
+        widths = np.diff(edges)
+        full = max((float((u / widths).max(initial=0.0)) for u in used), default=0.0) or 1.0
+        rate = full if ideal else dram_bytes_per_cycle
+        peak = 1.0
+        for c, share in enumerate(used):
+            lane = len(lanes) + c
+            fraction = share / (rate * widths)
+            peak = max(peak, float(fraction.max(initial=0.0)))
+            ax.stairs(
+                lane + 0.4 - 0.8 * np.minimum(fraction, 1.0),
+                edges,
+                baseline=lane + 0.4,
+                fill=True,
+                color=energy_colour("dram"),
+            )
+            ax.axhline(lane - 0.4, color="0.8", linewidth=0.4)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylim(len(names) - 0.5, -0.5)
+        _cycle_axis(ax, float(edges[-1]))
+        ax.set_title(title)
+        phases = sorted({phase for _, phase in bars})
+        dram = (
+            f"DRAM demand (ideal DRAM: 100 % = its peak, {rate:,.0f} B/cycle)"
+            if ideal
+            else f"DRAM demand (100 % = {rate:g} B/cycle; peak {100 * peak:.0f} %)"
+        )
+        fig.legend(
+            handles=[
+                *(Patch(color=PHASE_COLOURS.get(p, "black"), label=p) for p in phases),
+                Patch(color=energy_colour("dram"), label=dram),
+            ],
+            loc="outside lower center",
+            ncols=len(phases) + 1,
+            frameon=False,
+        )
+    save(fig, path, fmt)
+
+
+def _cycle_axis(ax: Any, last_cycle: float) -> None:
+    """Label the x axis in cycles, or in millions of cycles for a long step (no ``1e7``
+    offset in a corner)."""
+    from matplotlib.ticker import FuncFormatter
+
+    if last_cycle < 1e6:
+        ax.set_xlabel("cycle")
+        return
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value / 1e6:g}"))
+    ax.set_xlabel("million cycles")
+
+
+GANTT_BINS = 600
+"""Time bins of a Gantt chart's DRAM rows."""
+
+
+def dram_demand(rows: list[dict[str, str]], channels: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Bin edges (cycles) and, per DRAM channel, the bytes the ops demand in each bin,
+    each op's DRAM bytes spread evenly over its span (one channel: every op's; else
+    each processor's own)."""
+    start = np.array([int(r["start_cycle"]) for r in rows], np.float64)
+    end = np.array([int(r["end_cycle"]) for r in rows], np.float64)
+    moved = np.array(
+        [sum(float(v) for k, v in r.items() if k.startswith("dram_") and v) for r in rows]
     )
-    _save(fig, png_path, dpi=110)
+    processor = np.array([int(r["processor"]) for r in rows])
+    total = float(end.max(initial=1.0))
+    edges = np.linspace(0.0, total, GANTT_BINS + 1)
+    used = []
+    for channel in range(channels):
+        mine = (end > start) & (moved > 0) & ((processor == channel) | (channels == 1))
+        used.append(np.diff(_cumulative(start[mine], end[mine], moved[mine], edges)))
+    return edges, used
 
 
-def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
+def _cumulative(
+    start: np.ndarray, end: np.ndarray, moved: np.ndarray, at: np.ndarray
+) -> np.ndarray:
+    """Bytes moved by time ``at``, each op moving its bytes at a constant rate over its span:
+    a piecewise-linear sum, from the rate changes at every start and end."""
+    rate = moved / (end - start)
+    times = np.concatenate([start, end])
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    slope = np.cumsum(np.concatenate([rate, -rate])[order])
+    done = np.concatenate([[0.0], np.cumsum(slope[:-1] * np.diff(times))])
+    return (
+        np.interp(at, times, done, left=0.0, right=float(moved.sum()))
+        if len(times)
+        else (np.zeros_like(at))
+    )
+
+
+def plot_pipeline_sweep(
+    csv_path: Path,
+    path: Path,
+    title: str,
+    fmt: str = "png",
+    size: FigureSize = FigureSize.PAGE,
+) -> None:
     """Geometric-mean speedup over one processor against P per schedule; LayerPipe over
     PipeDream per model and in geometric mean, with the LayerPipe paper's +25 % (mean)
     and +80 % (best, 7-9 processors) marked."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    with styled():
+        _pipeline_sweep(_rows(csv_path), path, title, fmt, size)
 
-    with csv_path.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+
+def _pipeline_sweep(
+    rows: list[dict[str, str]], path: Path, title: str, fmt: str, size: FigureSize
+) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     counts = sorted({int(r["processors"]) for r in rows})
     schedules = list(dict.fromkeys(r["schedule"] for r in rows))
     models = sorted({r["model"] for r in rows})
     speed = {(r["model"], int(r["processors"]), r["schedule"]): float(r["speedup"]) for r in rows}
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(size, size.height_in(1) + 0.6)
     mean_ax, ratio_ax = fig.subplots(1, 2)
     fig.suptitle(title)
-
-    def gmean(values: list[float]) -> float:
-        return math.exp(sum(math.log(v) for v in values) / len(values))
-
+    gmean = geometric_mean
     for schedule in schedules:
         mean = [gmean([speed[(m, p, schedule)] for m in models]) for p in counts]
         mean_ax.plot(counts, mean, "o-", label=schedule)
     mean_ax.plot(counts, counts, ":", color="gray", label="linear")
     mean_ax.set_xlabel("processors")
+    for ax in (mean_ax, ratio_ax):  # processor counts are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     mean_ax.set_ylabel("geometric-mean speedup over one processor (x)")
-    mean_ax.legend(fontsize="small")
+    mean_ax.legend()
     if {"layerpipe", "pipedream"} <= set(schedules):
         for model in models:
             ratio_ax.plot(
@@ -233,21 +345,28 @@ def plot_pipeline_sweep(csv_path: Path, png_path: Path, title: str) -> None:
         ratio_ax.axhline(1.80, color="tab:purple", linestyle=":", label="paper: +80 % at 7-9")
         ratio_ax.set_xlabel("processors")
         ratio_ax.set_ylabel("LayerPipe speedup / PipeDream speedup")
-        ratio_ax.legend(fontsize="small")
-    _save(fig, png_path, dpi=110)
+        ratio_ax.legend()
+    save(fig, path, fmt)
 
 
-def plot_dropout_sweep(csv_path: Path, png_path: Path, title: str) -> None:
+def plot_dropout_sweep(
+    csv_path: Path,
+    path: Path,
+    title: str,
+    fmt: str = "png",
+    size: FigureSize = FigureSize.PAGE,
+) -> None:
     """Approximate random dropout against the rate: speedup over conventional dropout
     (left, with the journal paper's ranges, 1.18-2.16x MLP and 1.24-1.85x LSTM, as
-    bands) and energy reduction (right), one line per model, pattern and batch."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    bands) and energy saving (right), one line per model, pattern and batch."""
+    with styled():
+        _dropout_sweep(_rows(csv_path), path, title, fmt, size)
 
-    with csv_path.open(encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
+
+def _dropout_sweep(
+    rows: list[dict[str, str]], path: Path, title: str, fmt: str, size: FigureSize
+) -> None:
+    fig = new_figure(size, size.height_in(1) + 0.8)
     speed_ax, energy_ax = fig.subplots(1, 2)
     fig.suptitle(title)
     for lo, hi, label, colour in (
@@ -275,6 +394,6 @@ def plot_dropout_sweep(csv_path: Path, png_path: Path, title: str) -> None:
     speed_ax.set_xlabel("dropout rate")
     speed_ax.set_ylabel("speedup over conventional dropout (x)")
     energy_ax.set_xlabel("dropout rate")
-    energy_ax.set_ylabel("energy reduction (%)")
+    energy_ax.set_ylabel("energy saving (%)")
     speed_ax.legend(fontsize="x-small", ncol=2)
-    _save(fig, png_path, dpi=120)
+    save(fig, path, fmt)

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from accelsim.config.hardware import DramSharing, HardwareSpec
+from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables
 from accelsim.report.summary import (
+    PROVENANCE_KEY,
     SCHEMA_VERSION,
     DesignKnobs,
     DramBytes,
@@ -32,6 +33,7 @@ from accelsim.report.summary import (
 from accelsim.report.tables import LAYER_COLUMNS as LAYER_COLUMNS
 from accelsim.report.tables import OP_COLUMNS as OP_COLUMNS
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
+from accelsim.timing.memory import dram_memories, link_memories
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
 
@@ -51,6 +53,8 @@ class RunResult:
     graph: OpGraph
     trace: Trace
     energy: EnergyBreakdown
+    workload_source: str = ""
+    workload_notes: tuple[str, ...] = ()
 
     @property
     def total_cycles(self) -> int:
@@ -65,15 +69,16 @@ class RunResult:
     def cycle_bounds(self, repeats: int = 1) -> dict[str, float]:
         """Lower bounds on the cycles of one of ``repeats`` identical parts of the step.
 
-        Whatever the schedule, the step takes at least its DRAM bytes over the
-        DRAM bandwidth (the busiest channel's, when each processor has its own),
-        the busiest link's bytes over the link bandwidth, and the busiest unit's
-        compute cycles.  A pipeline of ``repeats`` mini-batches bounds its period
-        by these over ``repeats``.
+        Whatever the schedule, the step takes at least the busiest DRAM memory's
+        bound for the bytes it moves (:meth:`accelsim.timing.memory.Memory.bound`:
+        one memory for all processors when they share it, each processor's own
+        otherwise), the busiest link's bound for its bytes, and the busiest
+        unit's compute cycles.  A pipeline of ``repeats`` mini-batches bounds its
+        period by these over ``repeats``.
 
-        Each op's bytes count on its processor's channel and link, except an
+        Each op's bytes count on its processor's memory and link, except an
         all-reduce's: as the engine charges them, each of its ``r`` participants
-        moves the tensor through its own channel twice (``2 size``) and sends
+        moves the tensor through its own memory twice (``2 size``) and sends
         ``2 (r - 1)`` chunks of ``ceil(size / r)`` over its own link.
         """
         hw, trace, c = self.hardware, self.trace, self.trace.costs
@@ -92,10 +97,11 @@ class RunResult:
             for p in op.participants:
                 channels[p] += 2 * size
                 links[p] += 2 * (procs - 1) * -(-size // procs)
-        if hw.dram.sharing is DramSharing.PER_PROCESSOR:
-            dram = float(channels.max())
-        else:
-            dram = float(per_op.sum())
+        memories = dram_memories(hw)  # one object per memory
+        moved: dict[int, float] = {}
+        for p, memory in enumerate(memories):
+            moved[id(memory)] = moved.get(id(memory), 0.0) + float(channels[p])
+        dram = max(memory.bound(moved[id(memory)]) for memory in memories)
         compute = 0.0
         for unit in range(len(c.unit_names)):
             if unit == UNIT_COMM:
@@ -105,10 +111,8 @@ class RunResult:
             np.add.at(work, trace.processor[mine], c.compute_cycles[mine])
             compute = max(compute, float(work.max()))
         return {
-            "dram": dram / hw.dram.bandwidth_bytes_per_cycle / repeats,
-            "interconnect": float(links.max())
-            / hw.interconnect.bandwidth_bytes_per_cycle
-            / repeats,
+            "dram": dram / repeats,
+            "interconnect": link_memories(hw)[0].bound(float(links.max())) / repeats,
             "compute": compute / repeats,
         }
 
@@ -265,8 +269,16 @@ class RunResult:
         )
 
     def summary(self) -> dict[str, Any]:
-        """The ``summary.json`` record: :meth:`step_summary` as a dict."""
-        return self.step_summary().to_dict()
+        """The ``summary.json`` record: :meth:`step_summary` as a dict, and, for a
+        workload with ``notes`` (an imported one's assumptions), its source and notes
+        under ``workload_provenance``."""
+        record = self.step_summary().to_dict()
+        if self.workload_notes:
+            record[PROVENANCE_KEY] = {
+                "source": self.workload_source,
+                "notes": list(self.workload_notes),
+            }
+        return record
 
     def ops_csv(self) -> str:
         """The text of ``ops.csv``: the header, then one row per op."""

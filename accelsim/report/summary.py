@@ -7,10 +7,10 @@ it (plus ``accelsim_version``, the version that wrote it, after
 ``schema_version``), with ints kept as ints and floats as floats.  :meth:`StepSummary.from_dict`
 reads such a record back.
 
-Two parts of ``summary.json`` are deliberately not typed here:
+Three parts of ``summary.json`` are deliberately not typed here:
 
 * the run's *settings* (``step``, ``convention``, ``assignment``,
-  ``optimizer``, ``strided_dx``, ``psums``, ``workload_variant``, ``engine``:
+  ``optimizer``, ``strided_dx``, ``psums``, ``fold_overlap``, ``workload_variant``, ``engine``:
   which event engine ran the step, as the driver records them) are a
   ``str -> str`` mapping, spread into the top level of the record right after
   ``array``;
@@ -18,7 +18,10 @@ Two parts of ``summary.json`` are deliberately not typed here:
   the techniques' part: a dict each technique builds in its ``training`` hook
   (:attr:`accelsim.report.result.TrainingResult.training`), added to the
   baseline step's record by :meth:`accelsim.report.result.TrainingResult.summary`
-  and ignored by :meth:`StepSummary.from_dict`.
+  and ignored by :meth:`StepSummary.from_dict`;
+* ``workload_provenance``, present when the workload has ``notes`` (a SCALE-Sim
+  topology's assumptions): its ``source`` and ``notes``, also ignored by
+  :meth:`StepSummary.from_dict`.
 
 Energy by component and busy cycles by unit are mappings because their keys
 depend on the hardware: techniques add units (e.g. a predictor array) and
@@ -38,6 +41,7 @@ SCHEMA_VERSION = 2
 _T = TypeVar("_T")
 
 TRAINING_KEY = "training"
+PROVENANCE_KEY = "workload_provenance"
 VERSION_KEY = "accelsim_version"
 
 
@@ -306,7 +310,7 @@ class StepSummary:
         settings = {
             key: _get(data, key, str)
             for key in data
-            if key not in names and key not in (TRAINING_KEY, VERSION_KEY)
+            if key not in names and key not in (TRAINING_KEY, VERSION_KEY, PROVENANCE_KEY)
         }
         busy = _get(data, "busy_cycles", dict)
         return cls(

@@ -11,6 +11,7 @@ techniques the run has; each technique adds its own part as a :class:`Section`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -141,6 +142,8 @@ class Section:
         notes: Remarks on how to read its numbers.
         warnings: What a reader must not miss (a figure clamped to a bound, say).
         inputs: Every input of its model with where it comes from (its provenance).
+        internal: Keys of ``details`` that say how a number was measured rather than
+            what it is (``summary.json`` keeps them; CSV rows leave them out).
     """
 
     technique: str
@@ -149,6 +152,7 @@ class Section:
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     inputs: tuple[Input, ...] = ()
+    internal: tuple[str, ...] = ()
 
     def provenance(self) -> str:
         """Its inputs' keys by source, in one line: what comes from the paper, from a
@@ -305,7 +309,9 @@ class TrainingReport:
         The shared numbers under their own names, the cycles of one step of each
         kind as ``<kind>_step_cycles``, then each section's top-level numbers and
         words under their own names, or ``<technique>.<name>`` where two sections
-        (or a section and a shared number) use the same name.
+        (or a section and a shared number) use the same name; not a section's
+        ``internal`` keys.  Cycles (a name with ``cycles`` in it) are whole numbers,
+        rounded to the nearest: a mean period of 686,647.5 cycles is 686,648.
         """
         row: dict[str, Any] = {
             "techniques": "+".join(self.techniques),
@@ -314,13 +320,13 @@ class TrainingReport:
             "binding_bound": self.binding_bound,
             "energy_reduction": self.energy_reduction,
             "dram_reduction": self.dram_reduction,
-            **{f"{kind}_step_cycles": cost.cycles for kind, cost in self.steps.items()},
+            **{f"{kind}_step_cycles": _whole(cost.cycles) for kind, cost in self.steps.items()},
         }
         scalars = {
             name: {
-                key: value
+                key: _whole(value) if "cycles" in key else value
                 for key, value in s.details.items()
-                if isinstance(value, int | float | str)
+                if isinstance(value, int | float | str) and key not in s.internal
             }
             for name, s in self.sections.items()
         }
@@ -332,3 +338,11 @@ class TrainingReport:
             for key, value in values.items():
                 row[key if seen[key] == 1 and key not in row else f"{name}.{key}"] = value
         return row
+
+
+def _whole(cycles: Any) -> Any:
+    """A finite float count of cycles rounded to the nearest whole number (half up);
+    anything else as it is."""
+    if isinstance(cycles, float) and math.isfinite(cycles):
+        return math.floor(cycles + 0.5)
+    return cycles

@@ -1,4 +1,4 @@
-"""Write a run's result files into ``<out>/<run-name>/``.
+"""Write a run's result files into ``<out>/<workload>_<run-name>[_<techniques>]/``.
 
 Files are written into a hidden staging sibling first and moved into place
 only when all of them are complete (:mod:`accelsim.report.staging`), so a
@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
 from accelsim._version import __version__
+from accelsim.config.base import MAX_NAME_CHARS
 from accelsim.report.result import LAYER_COLUMNS, RunResult, TrainingResult
 from accelsim.report.staging import check_writable, child_directory, staged_directory
 
 __all__ = [
     "check_writable",
     "run_directory",
+    "run_directory_name",
     "staged_directory",
     "write_csv",
     "write_csv_rows",
@@ -38,6 +41,24 @@ def run_directory(out: Path, name: str) -> Path:
         OutputError: for a name that is not one plain path component.
     """
     return child_directory(out, name)
+
+
+def run_directory_name(
+    name: str, workload: str, variant: str | None, techniques: Sequence[str]
+) -> str:
+    """The default directory of a run: ``<workload>[-<variant>]_<name>[_<techniques>]``,
+    the techniques in the order they compose, joined by ``-``; characters a run name
+    may not hold (in a workload's name) become ``-``, and the whole is cut to
+    :data:`MAX_NAME_CHARS` characters.
+
+    ``configs/runs/default.yaml`` (``name: default``) writes ``resnet18_default``;
+    with ``--set workload=...mlp.yaml``, ``mlp_default``; with ADA-GP,
+    ``resnet18_default_gradient_prediction``: runs of different models or techniques
+    never share a directory.
+    """
+    model = re.sub(r"[^A-Za-z0-9._-]", "-", f"{workload}-{variant}" if variant else workload)
+    parts = [model.lstrip("._-") or "model", name, *(["-".join(techniques)] if techniques else [])]
+    return "_".join(parts)[:MAX_NAME_CHARS]
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
@@ -103,7 +124,8 @@ def write_run_files(
 def write_run(
     result: RunResult | TrainingResult, resolved_config: str, out: Path, force: bool = False
 ) -> Path:
-    """Write a run's files into ``out/<run-name>/``, replacing it only with ``force``.
+    """Write a run's files into ``out/`` in its directory (:func:`run_directory_name`),
+    replacing it only with ``force``.
 
     Returns:
         The run directory.
@@ -111,8 +133,11 @@ def write_run(
     Raises:
         OutputError: if the directory exists without ``force`` or cannot be written.
     """
-    name = result.base.name if isinstance(result, TrainingResult) else result.name
-    target = run_directory(out, name)
+    base = result.base if isinstance(result, TrainingResult) else result
+    training = result.training if isinstance(result, TrainingResult) else None
+    techniques = training.techniques if training is not None else []
+    variant = base.settings.get("workload_variant") or None
+    target = run_directory(out, run_directory_name(base.name, base.workload, variant, techniques))
     with staged_directory(target, force) as staging:
         write_run_files(staging, result, resolved_config)
     return target

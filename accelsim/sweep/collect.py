@@ -10,6 +10,40 @@ from accelsim.sweep.store import TIMING_COLUMNS, Store
 # Bookkeeping columns, moved after the numbers.
 _TRAILING = ("status", "error", "label", "identity")
 
+COLUMN_UNITS = {
+    "seconds": "s (simulated step time at the clock)",
+    "macs": "multiply-accumulates per step",
+    "params": "parameters",
+    "utilization": "fraction of peak MACs (0 to 1)",
+    "stall_fraction": "fraction of the step (0 to 1)",
+    "speedup": "x (the technique's whole-training time ratio, baseline / technique)",
+    "speedup_bound": "x (the most the binding resource allows)",
+    "energy_reduction": "fraction (0.25 = 25 % saved; negative = more energy)",
+    "dram_reduction": "fraction (0.25 = 25 % fewer DRAM bytes; negative = more)",
+    "gp_fraction": "fraction of steps",
+    "wall_seconds": "s (host time to simulate the point)",
+    "finished_at": "s since 1970-01-01 UTC (host clock)",
+}
+"""Units of the ``collect`` columns a name's suffix does not give (:func:`column_unit`)."""
+
+_SUFFIX_UNITS = (
+    ("_bytes_per_cycle", "bytes per cycle"),
+    ("_cycles", "cycles"),
+    ("_bytes", "bytes"),
+    ("_pj", "pJ"),
+    ("_kib", "KiB"),
+    ("_mhz", "MHz"),
+)
+
+
+def column_unit(name: str) -> str:
+    """The unit of a ``collect`` column: from :data:`COLUMN_UNITS`, else from its suffix
+    (``_cycles``, ``_bytes``, ``_bytes_per_cycle``, ``_pj``, ``_kib``, ``_mhz``), else
+    empty (names, counts, labels and axis values as the sweep file wrote them)."""
+    if name in COLUMN_UNITS:
+        return COLUMN_UNITS[name]
+    return next((unit for suffix, unit in _SUFFIX_UNITS if name.endswith(suffix)), "")
+
 
 def open_store(directory: Path) -> Store:
     """The store of a sweep output directory, opened read-only.

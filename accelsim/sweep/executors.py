@@ -14,19 +14,27 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from accelsim.errors import InputError
+from accelsim.errors import ClusterError, InputError
 from accelsim.sweep.plan import PointTask
 from accelsim.sweep.worker import PointOutcome, run_chunk
 
 CLUSTER_HINT = (
     "needs the optional cluster extra: pip install 'accelsim[cluster]' (dask, distributed)"
 )
+
+
+WORKERLESS_S = 30.0
+"""Seconds a Dask sweep waits with no worker in the cluster before it gives up."""
+
+POLL_S = 5.0
+"""Seconds between a Dask sweep's checks for finished chunks and live workers."""
 
 
 def chunked(tasks: Sequence[PointTask], workers: int) -> list[list[PointTask]]:
@@ -42,9 +50,13 @@ class Executor(AbstractContextManager["Executor"]):
     workers = 1
     description = "in-process"
 
-    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
+    def run(
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+    ) -> Iterator[list[PointOutcome]]:
+        """Each chunk's outcomes, as chunks end; ``following``: about how many points
+        each worker runs in all (see :func:`~accelsim.sweep.worker.run_chunk`)."""
         for chunk in chunks:
-            yield run_chunk(chunk)
+            yield run_chunk(chunk, following)
 
     def __exit__(self, *exc: object) -> None:
         return None
@@ -86,8 +98,10 @@ class PoolExecutor(Executor):
         self.workers = self.jobs
         self.description = f"process pool, {self.jobs} workers"
 
-    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
-        futures = [self._pool.submit(run_chunk, list(chunk)) for chunk in chunks]
+    def run(
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+    ) -> Iterator[list[PointOutcome]]:
+        futures = [self._pool.submit(run_chunk, list(chunk), following) for chunk in chunks]
         for future in as_completed(futures):
             yield future.result()
 
@@ -133,11 +147,41 @@ class DaskExecutor(Executor):
             self.description = f"Dask scheduler {address}"
         self.workers = max(1, len(self._client.scheduler_info().get("workers", {})))
 
-    def run(self, chunks: Sequence[Sequence[PointTask]]) -> Iterator[list[PointOutcome]]:
-        futures = self._client.map(run_chunk, [list(c) for c in chunks], pure=False)
-        for future in self._distributed.as_completed(futures):
-            result: list[PointOutcome] = future.result()
-            yield result
+    def run(
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+    ) -> Iterator[list[PointOutcome]]:
+        """Each chunk's outcomes as it finishes.
+
+        Raises:
+            ClusterError: when the cluster has had no worker for :data:`WORKERLESS_S`
+                with chunks left (Dask would wait for one forever).
+        """
+        pending = list(
+            self._client.map(
+                run_chunk, [list(c) for c in chunks], [following] * len(chunks), pure=False
+            )
+        )
+        sizes = {f.key: len(c) for f, c in zip(pending, chunks, strict=True)}
+        workerless_since: float | None = None
+        while pending:
+            with suppress(TimeoutError):
+                self._distributed.wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+            finished = [f.done() for f in pending]
+            done = [f for f, d in zip(pending, finished, strict=True) if d]
+            pending = [f for f, d in zip(pending, finished, strict=True) if not d]
+            for future in done:
+                result: list[PointOutcome] = future.result()
+                yield result
+            if done or self._client.nthreads():
+                workerless_since = None
+            elif workerless_since is None:
+                workerless_since = time.monotonic()
+            elif time.monotonic() - workerless_since >= WORKERLESS_S:
+                left = sum(sizes[f.key] for f in pending)
+                raise ClusterError(
+                    f"{self.description}: no worker for {WORKERLESS_S:.0f} s with"
+                    f" {left} point{'s' if left != 1 else ''} left"
+                )
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()

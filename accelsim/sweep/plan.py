@@ -12,28 +12,28 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Iterator, Mapping
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from accelsim.config.loader import Override, display_path, read_yaml
 from accelsim.config.validate import validate_data
-from accelsim.driver.inputs import (
-    RunInputs,
-    load_inputs,
-    model_overrides,
-    resolved_data,
-    suite_entries,
-)
+from accelsim.driver.inputs import InputCache, RunInputs, model_overrides, suite_entries
 from accelsim.errors import ConfigError, InputError, Problem
 from accelsim.provenance import version
+from accelsim.resources import bundled_path
 from accelsim.sweep.spec import MODEL_AXIS, SweepSpec
 from accelsim.sweep.store import strict
 
 MAX_POINTS = 10_000
 """Most points a sweep may have unless the caller raises it (``accelsim sweep --max-points``):
-planning validates every point (about 1 to 3 ms each), before anything is simulated."""
+planning validates and names every point before anything is simulated (about 0.1 to
+0.2 ms a point along hardware axes, more where a point changes the workload)."""
 
 # Run-file keys that name things rather than set them: two points that differ only
 # here simulate the same thing (the referenced files' contents are hashed instead).
@@ -45,9 +45,12 @@ class PointTask:
     """What a worker needs to simulate one point: picklable plain data.
 
     ``sets`` are ``(key, value, source, source_path)`` tuples for
-    :class:`~accelsim.config.loader.Override`.
+    :class:`~accelsim.config.loader.Override`; ``plan`` names the planning that made
+    the task (random), so that a worker loads the points of one plan through one
+    :class:`~accelsim.driver.inputs.InputCache` and a later plan reads the files again.
     """
 
+    plan: str
     identity: str
     index: int
     label: str
@@ -69,10 +72,11 @@ class Point:
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """A validated sweep: its spec, file and points in sweep order."""
+    """A validated sweep: its spec, file (``None`` for a sweep given as a mapping) and
+    points in sweep order."""
 
     spec: SweepSpec
-    path: Path
+    path: Path | None
     points: tuple[Point, ...]
 
     @property
@@ -95,33 +99,92 @@ def load_sweep(path: Path) -> SweepSpec:
 def identity(inputs: RunInputs) -> str:
     """The point's identity: a hash of its canonical resolved configuration and the
     accelsim version (16 hex digits)."""
-    data = resolved_data(inputs)
-    data["run"] = {k: v for k, v in data["run"].items() if k not in _NOT_IDENTITY}
-    text = json.dumps({"accelsim": version(), **data}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return Identities()(inputs)
 
 
-def plan_sweep(path: Path, max_points: int = MAX_POINTS) -> SweepPlan:
-    """Expand and validate every point of a sweep file.
+class Identities:
+    """Point identities (:func:`identity`), each input's canonical JSON made once per
+    object: the points of a sweep loaded through one
+    :class:`~accelsim.driver.inputs.InputCache` share their unchanged inputs' objects."""
 
-    Each point's overrides name the sweep file by its resolved path, so a point
-    records the same thing whatever the working directory.
+    def __init__(self) -> None:
+        self._texts: OrderedDict[int, tuple[object, str]] = OrderedDict()
+
+    def __call__(self, inputs: RunInputs) -> str:
+        # json.dumps(..., sort_keys=True) of {"accelsim", "energy", "hardware", "run",
+        # "workload"}, assembled from each section's own sorted text.
+        sections = {
+            "accelsim": json.dumps(version()),
+            "energy": self._text(inputs.energy, _dumped),
+            "hardware": self._text(inputs.hardware, _dumped),
+            "run": self._text(inputs.run, _run_dumped),
+            "workload": self._text(inputs.workload, _workload_dumped),
+        }
+        text = "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in sections.items()) + "}"
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def _text(self, spec: BaseModel, dump: Callable[[BaseModel], Any]) -> str:
+        known = self._texts.get(id(spec))
+        if known is not None and known[0] is spec:
+            self._texts.move_to_end(id(spec))
+            return known[1]
+        text = json.dumps(dump(spec), sort_keys=True, separators=(",", ":"))
+        self._texts[id(spec)] = (spec, text)
+        if len(self._texts) > _KEPT_TEXTS:
+            self._texts.popitem(last=False)
+        return text
+
+
+_KEPT_TEXTS = 64
+
+
+def _dumped(spec: BaseModel) -> Any:
+    return spec.model_dump(mode="json")
+
+
+def _run_dumped(spec: BaseModel) -> Any:
+    return {k: v for k, v in _dumped(spec).items() if k not in _NOT_IDENTITY}
+
+
+def _workload_dumped(spec: BaseModel) -> Any:
+    return spec.model_dump(mode="json", exclude_none=True)
+
+
+MAPPING_SOURCE = "<sweep>"
+"""How messages name a sweep given as a mapping rather than a file."""
+
+
+def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POINTS) -> SweepPlan:
+    """Expand and validate every point of a sweep file, or of a sweep given as a mapping
+    with a sweep file's keys.
+
+    A file's paths (``base``, ``suite``, a ``workload`` axis) are relative to the file;
+    a mapping's to the working directory.  Either way a ``configs/...`` or
+    ``workloads/...`` path found in neither place is the bundled file's, as on the
+    command line.  Each point's overrides name the sweep file by its resolved path,
+    so a point records the same thing whatever the working directory.
 
     Args:
-        path: The sweep file.
+        sweep: The sweep file, or its contents as a mapping.
         max_points: The most points the sweep may have (before ``exclude``), checked
             before any point is expanded.
 
     Raises:
-        ConfigError: for a bad sweep file or one of more than ``max_points`` points, or
+        ConfigError: for a bad sweep or one of more than ``max_points`` points, or
             listing every problem of every point (each once, in sweep order).
     """
-    spec = load_sweep(path)
-    source = display_path(path)
-    base = path.parent / spec.base
+    if isinstance(sweep, Mapping):
+        path, source = None, MAPPING_SOURCE
+        spec = validate_data(SweepSpec, dict(sweep), source)
+        directory, resolved = Path.cwd(), source
+    else:
+        path = bundled_path(sweep)
+        spec, source = load_sweep(path), display_path(path)
+        directory, resolved = path.parent, str(path.resolve())
+    base = _relative(directory, spec.base)
     if not base.is_file():
         raise ConfigError.single(source, "base", "file not found", spec.base)
-    models = _models(spec, path, source)
+    models = _models(spec, directory, source)
     count = math.prod(
         [len(models) or 1, *map(len, spec.grid.values())]
         + [len(next(iter(group.values()))) for group in spec.zip]
@@ -134,23 +197,28 @@ def plan_sweep(path: Path, max_points: int = MAX_POINTS) -> SweepPlan:
             f" the limit of {max_points:,}; split the sweep, or raise the limit with"
             " --max-points N (accelsim sweep and accelsim check)",
         )
-    resolved = str(path.resolve())
-    fixed = [Override(k, v, source, f"set.{k}") for k, v in spec.set.items()]
+    base_file = str(base.resolve())
+    fixed = [
+        Override(k, _resolve(k, v, directory), source, f"set.{k}") for k, v in spec.set.items()
+    ]
     problems: list[Problem] = []
     points: list[Point] = []
     seen: dict[str, int] = {}
-    for axes, sets in _combinations(spec, path, source, models):
+    cache = InputCache()
+    identities = Identities()
+    token = secrets.token_hex(8)
+    for axes, sets in _combinations(spec, directory, source, models):
         index = len(points)
         try:
             # A section is set before the keys inside it, whichever wrote it first.
             final = sorted([*fixed, *sets], key=_depth)
             if MODEL_AXIS in axes:
-                final = model_overrides(base, models[axes[MODEL_AXIS]], final)
-            inputs = load_inputs(base, final)
+                final = model_overrides(base, models[axes[MODEL_AXIS]], final, cache)
+            inputs = cache.load(base, final)
         except InputError as exc:
             problems += [p for p in exc.problems if p not in problems]
             continue
-        key = identity(inputs)
+        key = identities(inputs)
         if key in seen:
             problems.append(
                 Problem(source, "", f"two points are the same design (point {seen[key]})", axes)
@@ -159,10 +227,11 @@ def plan_sweep(path: Path, max_points: int = MAX_POINTS) -> SweepPlan:
         seen[key] = index
         label = ", ".join(f"{k}={_text(v)}" for k, v in axes.items())
         task = PointTask(
+            token,
             key,
             index,
             label,
-            str(base.resolve()),
+            base_file,
             tuple(
                 (o.key, o.value, resolved if o.source == source else o.source, o.source_path)
                 for o in final
@@ -188,11 +257,18 @@ def _text(value: Any) -> str:
     return shown if isinstance(shown, str) else json.dumps(shown)
 
 
-def _models(spec: SweepSpec, path: Path, source: str) -> dict[str, Path]:
+def _relative(directory: Path, name: str) -> Path:
+    """``name`` below ``directory``, else the bundled file of that name if there is one."""
+    path = directory / name
+    bundled = bundled_path(name)
+    return bundled if not path.exists() and bundled.is_absolute() else path
+
+
+def _models(spec: SweepSpec, directory: Path, source: str) -> dict[str, Path]:
     """The suite's models (name -> workload file), or none without a suite."""
     if spec.suite is None:
         return {}
-    suite_path = path.parent / spec.suite
+    suite_path = _relative(directory, spec.suite)
     try:
         entries = suite_entries(suite_path, spec.models)
     except InputError as exc:
@@ -206,34 +282,37 @@ def _models(spec: SweepSpec, path: Path, source: str) -> dict[str, Path]:
 
 
 def _combinations(
-    spec: SweepSpec, path: Path, source: str, models: Mapping[str, Path]
+    spec: SweepSpec, directory: Path, source: str, models: Mapping[str, Path]
 ) -> Iterator[tuple[dict[str, Any], list[Override]]]:
-    """Each point's axis values and overrides, in sweep order, excludes dropped."""
-    dims: list[list[list[tuple[str, Any, str]]]] = []
+    """Each point's axis values and overrides, in sweep order, excludes dropped (each
+    axis value's override made once)."""
+    Item = tuple[str, Any, Override | None]
+    dims: list[list[list[Item]]] = []
     if models:
-        dims.append([[(MODEL_AXIS, name, "suite")] for name in models])
+        dims.append([[(MODEL_AXIS, name, None)] for name in models])
+
+    def item(key: str, value: Any, where: str) -> Item:
+        return key, value, Override(key, _resolve(key, value, directory), source, where)
+
     for key, values in spec.grid.items():
-        dims.append([[(key, v, f"grid.{key}")] for v in values])
+        dims.append([[item(key, v, f"grid.{key}")] for v in values])
     for i, group in enumerate(spec.zip):
         length = len(next(iter(group.values())))
         dims.append(
-            [[(k, vs[j], f"zip[{i}].{k}") for k, vs in group.items()] for j in range(length)]
+            [[item(k, vs[j], f"zip[{i}].{k}") for k, vs in group.items()] for j in range(length)]
         )
     for combo in itertools.product(*dims):
-        items = [item for part in combo for item in part]
+        items = [entry for part in combo for entry in part]
         axes = {key: value for key, value, _ in items}
         if any(all(axes.get(k) == v for k, v in entry.items()) for entry in spec.exclude):
             continue
-        sets = [
-            Override(key, _resolve(key, value, path), source, where)
-            for key, value, where in items
-            if key != MODEL_AXIS
-        ]
-        yield axes, sets
+        yield axes, [made for _, _, made in items if made is not None]
 
 
-def _resolve(key: str, value: Any, path: Path) -> Any:
-    """A ``workload`` axis names files relative to the sweep file."""
-    if key in ("workload", "run.workload") and isinstance(value, str):
-        return str((path.parent / value).resolve())
+def _resolve(key: str, value: Any, directory: Path) -> Any:
+    """A ``workload``, ``hardware`` or ``energy`` value names a file relative to the
+    sweep file's ``directory`` (else a bundled one)."""
+    files = ("workload", "hardware", "energy")
+    if key in (*files, *(f"run.{f}" for f in files)) and isinstance(value, str):
+        return str(_relative(directory, value).resolve())
     return value

@@ -1,38 +1,47 @@
 """Figures of a sweep, drawn from its collected table (never by re-simulating).
 
-Units are ms and mJ, titles name the sweep's technique and set-up, there is one
-y axis per panel, each meaning keeps one colour, and any matplotlib format
-(``png``, ``pdf``, ``svg``) can be written.  matplotlib is imported lazily
-through the object-oriented API with the Agg canvas.
+Units are ms, mJ, x and %; titles state what is drawn, the set-up of the points
+drawn and the filters that chose them (:mod:`accelsim.sweep.labels`); there is
+one y axis per panel, each meaning keeps one colour, data spanning decades get
+a log axis, and figures are sized and typeset for print
+(:mod:`accelsim.report.figure`).  The bar figures are in
+:mod:`accelsim.report.bars`.  matplotlib is imported lazily.
 """
 
 from __future__ import annotations
 
 import math
-import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from accelsim.config.loader import parse_value
 from accelsim.errors import InputError
-
-Row = Mapping[str, Any]
+from accelsim.report import bars
+from accelsim.report.figure import (
+    FORMATS,
+    FigureSize,
+    log_if_decades,
+    new_figure,
+    save,
+    spans_decades,
+    styled,
+)
+from accelsim.report.means import geometric_mean, saving_mean
+from accelsim.sweep.labels import Row, axis_title, title, value_text, values_text
 
 
 class PlotKind(str, Enum):
     """The figures of ``accelsim plot``."""
 
     SPEEDUP = "speedup"
+    TECHNIQUE = "technique"
     ENERGY = "energy"
     HEATMAP = "heatmap"
     PARETO = "pareto"
     SCALING = "scaling"
-
-
-FORMATS = ("png", "pdf", "svg")
-"""The formats ``accelsim plot`` writes."""
 
 
 def output_path(
@@ -123,25 +132,7 @@ def axis_name(rows: Sequence[Row], axes: Sequence[str], axis: str) -> str:
     """``axis`` and the axes that move in step with it, for an axis label."""
     same = [a for a in axes if a == axis or (len({str(r.get(a)) for r in rows}) > 1
                                              and _in_step(rows, axis, a))]  # fmt: skip
-    return " = ".join(same)
-
-
-def _label(row: Row, keys: Sequence[str]) -> str:
-    return ", ".join(f"{k}={row.get(k)}" for k in keys) or "all"
-
-
-def setup_title(name: str, rows: Sequence[Row], what: str) -> str:
-    """``what`` and the set-up the rows share: technique, hardware, workload, batch."""
-    parts = []
-    for key, shown in (
-        ("techniques", "technique"),
-        ("hardware", "base hardware"),
-        ("workload", "model"),
-        ("batch_size", "batch"),
-    ):
-        values = sorted({str(r.get(key)) for r in rows})
-        parts.append(f"{shown} {values[0]}" if len(values) == 1 else f"{shown}: varied")
-    return f"{name}: {what}\n" + textwrap.fill("; ".join(parts), 70)
+    return " = ".join(axis_title(a) for a in same)
 
 
 def _ms(row: Row) -> float:
@@ -152,108 +143,11 @@ def _mj(row: Row) -> float:
     return float(row["energy_pj"]) / 1e9
 
 
-def _figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _colours(n: int) -> list[Any]:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
-
-
-def plot_speedup(
-    rows: Sequence[Row], axes: Sequence[str], baseline: tuple[str, Any] | None, title: str
-) -> Any:
-    """Speedup bars over ``baseline`` (the point with that axis value and the same other
-    axes), per group of the other axes, with a geometric-mean group.
-
-    Without a baseline, the technique's own whole-training ``speedup`` per point
-    (with its bound as a marker).
-
-    Raises:
-        InputError: for a baseline that is not an axis value, or no speedup to plot.
-    """
-    if baseline is None:
-        if not all(r.get("speedup") is not None for r in rows):
-            raise InputError.single(
-                "--baseline", "", "needed: these points report no technique speedup"
-            )
-        groups = [_label(r, varying(rows, axes)) for r in rows]
-        series = {"technique speedup": [float(r["speedup"]) for r in rows]}
-        bounds = [r.get("speedup_bound") for r in rows]
-    else:
-        key, value = baseline
-        if key not in axes:
-            raise InputError.single("--baseline", key, f"not an axis; axes: {', '.join(axes)}")
-        others = [a for a in varying(rows, axes) if a != key]
-        base = {_label(r, others): r for r in rows if _same(r.get(key), value)}
-        if not base:
-            raise InputError.single("--baseline", key, "no finished point has this value", value)
-        groups = list(base)
-        compared = [v for v in dict.fromkeys(str(r.get(key)) for r in rows) if not _same(v, value)]
-        series = {}
-        for v in compared:
-            speedups = []
-            for group in groups:
-                match = [r for r in rows if _label(r, others) == group and str(r.get(key)) == v]
-                speedups.append(_ms(base[group]) / _ms(match[0]) if match else math.nan)
-            series[f"{key}={v}"] = speedups
-        bounds = [None] * len(groups)
-    fig = _figure(max(7.0, 0.5 * len(groups) * max(1, len(series)) + 3), 4.5)
-    ax = fig.subplots()
-    labels = [*groups, "geomean"]
-    width = 0.8 / max(1, len(series))
-    for i, ((name, values), colour) in enumerate(
-        zip(series.items(), _colours(len(series)), strict=True)
-    ):
-        finite = [v for v in values if v > 0 and math.isfinite(v)]
-        mean = math.exp(sum(math.log(v) for v in finite) / len(finite)) if finite else math.nan
-        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
-        ax.bar(xs, [*values, mean], width=width, color=colour, label=name)
-    if any(b is not None for b in bounds):
-        ax.scatter(
-            range(len(groups)),
-            [math.nan if b is None else float(b) for b in bounds],
-            marker="_",
-            s=200,
-            color="black",
-            label="bound",
-        )
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set_ylabel("speedup (x)")
-    ax.set_title(title)
-    ax.legend(fontsize="small")
-    return fig
-
-
-def plot_energy(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
-    """Stacked energy per point (mJ), one colour per energy component."""
-    components = sorted(
-        {k for r in rows for k in r if k.startswith("energy_") and k.endswith("_pj")}
-        - {"energy_pj"}
-    )
-    labels = [_label(r, varying(rows, axes)) for r in rows]
-    fig = _figure(max(7.0, 0.45 * len(rows) + 3), 4.5)
-    ax = fig.subplots()
-    bottom = [0.0] * len(rows)
-    for component, colour in zip(components, _colours(len(components)), strict=True):
-        values = [float(r.get(component) or 0.0) / 1e9 for r in rows]
-        name = component.removeprefix("energy_").removesuffix("_pj")
-        ax.bar(range(len(rows)), values, bottom=bottom, color=colour, label=name)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_xticks(range(len(rows)), labels, rotation=45, ha="right")
-    ax.set_ylabel("step energy (mJ)")
-    ax.set_title(title)
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return fig
+def _step(rows: Sequence[Row]) -> str:
+    """What the points' time and energy columns measure: with a technique, the
+    baseline step (the technique's own numbers are its speedup and saving)."""
+    techniques = {r.get("techniques") for r in rows} - {None, "", "none"}
+    return "baseline step" if techniques else "step"
 
 
 def _technique(rows: Sequence[Row]) -> bool:
@@ -261,14 +155,186 @@ def _technique(rows: Sequence[Row]) -> bool:
     return all(r.get("speedup") is not None for r in rows)
 
 
-def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
+@dataclass(frozen=True)
+class Figure:
+    """What ``accelsim plot`` draws: a kind, of which points, how.
+
+    Attributes:
+        kind: The figure.
+        name: The sweep's name (the title's start).
+        rows: The points drawn (already filtered by ``where``).
+        axes: The sweep's axes.
+        where: The ``--where`` filters that chose ``rows``, for the title.
+        baseline: ``speedup``'s ``--baseline KEY=VALUE``.
+        x_key: ``scaling``'s ``--x`` axis.
+        by: The axis whose values group the bars (``--by``; default: the model).
+        size: The printed width.
+    """
+
+    kind: PlotKind
+    name: str
+    rows: Sequence[Row]
+    axes: Sequence[str]
+    where: Sequence[tuple[str, Any]] = ()
+    baseline: tuple[str, Any] | None = None
+    x_key: str | None = None
+    by: str | None = None
+    size: FigureSize = FigureSize.PAGE
+
+    def title(self, what: str) -> str:
+        """The title of this figure of ``what``."""
+        return title(self.name, what, self.rows, self.where, self.size.title_chars)
+
+    def varying(self) -> list[str]:
+        """The axes that vary among the points drawn."""
+        return varying(self.rows, self.axes)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The bars of a sweep: groups by the ``by`` axis, series by the ``series`` axes."""
+
+    by: str
+    series: tuple[str, ...]
+    grouping: bars.Grouping
+
+    def of(self, row: Row) -> tuple[str, str]:
+        """The group and the series of ``row``."""
+        return value_text(row.get(self.by)), values_text(row, self.series)
+
+
+def _bar_layout(fig: Figure, exclude: Sequence[str] = ()) -> _Layout:
+    """Groups by ``--by`` (default: the model, else the first varying axis), series by
+    the other varying axes (``exclude`` first).
+
+    Raises:
+        InputError: for a ``--by`` that is not a varying axis.
+    """
+    keys = [a for a in fig.varying() if a not in exclude]
+    if fig.by is not None:
+        if fig.by not in keys:
+            raise InputError.single(
+                "--by", "", f"not a varying axis; they are: {', '.join(keys) or 'none'}", fig.by
+            )
+        by = fig.by
+    else:
+        by = next((a for a in ("model", "workload") if a in keys), keys[0] if keys else "")
+    series = (*exclude, *(a for a in keys if a != by))
+    groups = dict.fromkeys(value_text(r.get(by)) for r in fig.rows)
+    names = dict.fromkeys(values_text(r, series) for r in fig.rows)
+    titles = ", ".join(axis_title(a) for a in series)
+    grouping = bars.Grouping(tuple(groups), tuple(names), axis_title(by), titles)
+    return _Layout(by, series, grouping)
+
+
+def plot_technique(fig: Figure) -> Any:
+    """The paper figure of a technique: its whole-training speedup (x, each bar with its
+    bound) and energy saving (%) per group, with the geometric mean of each series.
+
+    Raises:
+        InputError: when the points report no technique's speedup.
+    """
+    if not _technique(fig.rows):
+        raise InputError.single(
+            "--kind technique", "", "these points report no technique speedup (no technique ran)"
+        )
+    layout = _bar_layout(fig)
+    panels = [_panel(fig.rows, layout, "speedup", "speedup (x)", "speedup_bound")]
+    if all(r.get("energy_reduction") is not None for r in fig.rows):
+        panels.append(_panel(fig.rows, layout, "energy_reduction", "energy saving (%)"))
+    bars.check_bars(
+        fig.kind.value,
+        (len(layout.grouping.groups) + 1) * len(layout.grouping.names),
+        fig.size,
+        fig.varying(),
+    )
+    what = "the technique's whole-training speedup" + (
+        " and energy saving" if len(panels) == 2 else ""
+    )
+    return bars.draw_panels(layout.grouping, panels, fig.size, fig.title(what))
+
+
+def _panel(
+    rows: Sequence[Row], layout: _Layout, key: str, ylabel: str, bound: str = ""
+) -> bars.Panel:
+    values: dict[tuple[str, str], float] = {}
+    bounds: dict[tuple[str, str], float] = {}
+    for r in rows:
+        place = layout.of(r)
+        values[place] = float(r[key])
+        if bound and r.get(bound) is not None:
+            bounds[place] = float(r[bound])
+    if key == "energy_reduction":
+        return bars.Panel(ylabel, values, bounds, saving_mean, 0.0, percent=True)
+    return bars.Panel(ylabel, values, bounds, geometric_mean, 1.0)
+
+
+def plot_speedup(fig: Figure) -> Any:
+    """Speedup bars over ``baseline`` (the point with that axis value and the same other
+    axes), grouped by ``--by``, a colour per compared value and combination of the other
+    axes, with a geometric-mean group.  Without a baseline, the technique's own
+    whole-training ``speedup`` per point, each bar with its bound.
+
+    Raises:
+        InputError: for a baseline that is not an axis value, or no speedup to plot.
+    """
+    if fig.baseline is None:
+        if not _technique(fig.rows):
+            raise InputError.single(
+                "--baseline", "", "needed: these points report no technique speedup"
+            )
+        layout = _bar_layout(fig)
+        panel = _panel(fig.rows, layout, "speedup", "speedup (x)", "speedup_bound")
+        what = "the technique's whole-training speedup over the baseline"
+    else:
+        key, value = fig.baseline
+        if key not in fig.axes:
+            raise InputError.single("--baseline", key, f"not an axis; axes: {', '.join(fig.axes)}")
+        others = [a for a in fig.varying() if a != key]
+        base = {values_text(r, others): r for r in fig.rows if _same(r.get(key), value)}
+        if not base:
+            raise InputError.single("--baseline", key, "no finished point has this value", value)
+        compared = [r for r in fig.rows if not _same(r.get(key), value)]
+        layout = _bar_layout(replace(fig, rows=compared), exclude=(key,))
+        values = {}
+        for r in compared:
+            match = base.get(values_text(r, others))
+            if match is not None:
+                values[layout.of(r)] = _ms(match) / _ms(r)
+        panel = bars.Panel("speedup (x)", values, {}, geometric_mean, 1.0)
+        what = f"{_step(fig.rows)} speedup over {axis_title(key)} = {value_text(value)}"
+    bars.check_bars(
+        fig.kind.value,
+        (len(layout.grouping.groups) + 1) * len(layout.grouping.names),
+        fig.size,
+        fig.varying(),
+    )
+    return bars.draw_panels(layout.grouping, [panel], fig.size, fig.title(what))
+
+
+def plot_energy(fig: Figure) -> Any:
+    """Step energy per point stacked by component (mJ)."""
+    keys = fig.varying()
+    bars.check_bars(fig.kind.value, len(fig.rows), fig.size, keys)
+    step = _step(fig.rows)
+    what = f"{step} energy by component"
+    ticks = [values_text(r, keys) for r in fig.rows]
+    xlabel = ", ".join(axis_title(k) for k in keys) or "point"
+    return bars.energy_stacks(fig.rows, ticks, xlabel, fig.size, fig.title(what), step)
+
+
+def plot_heatmap(fig: Figure) -> Any:
     """The technique's speedup (x, each cell with the bound it allows) when every point
-    has one, else step time (ms), over the two axes that vary.
+    has one, else step time (ms), over the two axes that vary; a log colour scale when
+    the values span decades.
 
     Raises:
         InputError: unless exactly two axes vary among the rows.
     """
-    keys = varying(rows, axes)
+    from matplotlib.colors import LogNorm
+
+    rows = fig.rows
+    keys = fig.varying()
     if len(keys) != 2:
         raise InputError.single(
             "--kind heatmap",
@@ -277,34 +343,42 @@ def plot_heatmap(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
             keys,
         )
     y_key, x_key = keys
-    xs = list(dict.fromkeys(str(r.get(x_key)) for r in rows))
-    ys = list(dict.fromkeys(str(r.get(y_key)) for r in rows))
+    xs = list(dict.fromkeys(value_text(r.get(x_key)) for r in rows))
+    ys = list(dict.fromkeys(value_text(r.get(y_key)) for r in rows))
+    column = {x: j for j, x in enumerate(xs)}
+    line = {y: i for i, y in enumerate(ys)}
     technique = _technique(rows)
     grid = [[math.nan] * len(xs) for _ in ys]
     labels = [[""] * len(xs) for _ in ys]
     for r in rows:
-        i, j = ys.index(str(r.get(y_key))), xs.index(str(r.get(x_key)))
+        i, j = line[value_text(r.get(y_key))], column[value_text(r.get(x_key))]
         grid[i][j] = float(r["speedup"]) if technique else _ms(r)
         labels[i][j] = f"{grid[i][j]:.3g}"
         if technique and r.get("speedup_bound") is not None:
             labels[i][j] += f"\n(at most {float(r['speedup_bound']):.3g})"
-    fig = _figure(max(8.0, 1.0 * len(xs) + 3), max(4.0, 0.6 * len(ys) + 2))
-    ax = fig.subplots()
-    image = ax.imshow(grid, cmap="viridis", aspect="auto")
-    finite = [v for line in grid for v in line if math.isfinite(v)]
-    middle = (min(finite) + max(finite)) / 2
-    for i, line in enumerate(grid):
-        for j, value in enumerate(line):
-            if math.isfinite(value):
-                colour = "black" if value > middle else "white"
-                ax.text(j, i, labels[i][j], ha="center", va="center", color=colour)
+    finite = [v for row in grid for v in row if math.isfinite(v)]
+    log = spans_decades(finite)
+    figure = new_figure(fig.size, min(9.0, max(2.6, 0.3 * len(ys) + 1.6)))
+    ax = figure.subplots()
+    image = ax.imshow(grid, cmap="viridis", aspect="auto", norm=LogNorm() if log else None)
+    low, high = (
+        (math.log(min(finite)), math.log(max(finite))) if log else (min(finite), max(finite))
+    )
+    if len(xs) * len(ys) <= 150:
+        for i, values in enumerate(grid):
+            for j, value in enumerate(values):
+                if math.isfinite(value):
+                    dark = (math.log(value) if log else value) < (low + high) / 2
+                    ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=6,
+                            color="white" if dark else "black")  # fmt: skip
     ax.set_xticks(range(len(xs)), xs)
     ax.set_yticks(range(len(ys)), ys)
-    ax.set_xlabel(axis_name(rows, axes, x_key))
-    ax.set_ylabel(axis_name(rows, axes, y_key))
-    fig.colorbar(image, ax=ax, label="technique speedup (x)" if technique else "step time (ms)")
-    ax.set_title(title)
-    return fig
+    ax.set_xlabel(axis_name(rows, fig.axes, x_key))
+    ax.set_ylabel(axis_name(rows, fig.axes, y_key))
+    label = "technique speedup (x)" if technique else f"{_step(rows)} time (ms)"
+    figure.colorbar(image, ax=ax, label=label + (", log scale" if log else ""))
+    figure.suptitle(fig.title("the technique's speedup" if technique else f"{_step(rows)} time"))
+    return figure
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -319,114 +393,190 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
-def plot_pareto(rows: Sequence[Row], axes: Sequence[str], title: str) -> Any:
-    """Step time against step energy; the Pareto-optimal points joined and labelled."""
+PARETO_LABELS = 16
+"""Pareto-optimal points a figure names at most (evenly spread along the front)."""
+
+
+def plot_pareto(fig: Figure) -> Any:
+    """Step time against step energy, the Pareto-optimal points joined, numbered (the
+    numbers placed clear of each other) and named in a key below the axes."""
+    rows = fig.rows
     points = [(_ms(r), _mj(r)) for r in rows]
     front = pareto_front(points)
-    fig = _figure(7.0, 5.0)
-    ax = fig.subplots()
-    ax.scatter(*zip(*points, strict=True), color="tab:gray", s=14, label="design point")
-    ax.plot(
-        [points[i][0] for i in front],
-        [points[i][1] for i in front],
-        color="tab:red",
-        marker="o",
-        label="Pareto front",
-    )
-    keys = varying(rows, axes)
-    for i in front:
-        ax.annotate(_label(rows[i], keys), points[i], fontsize="x-small", xytext=(4, 4),
-                    textcoords="offset points")  # fmt: skip
-    ax.set_xlabel("step time (ms)")
-    ax.set_ylabel("step energy (mJ)")
-    ax.set_title(title)
-    ax.legend(fontsize="small")
-    return fig
+    named = _spread(front, PARETO_LABELS)
+    keys = fig.varying()
+    key_lines = [f"{n}: {values_text(rows[i], keys)}" for n, i in enumerate(named, 1)]
+    columns = 1 if fig.size is FigureSize.COLUMN else 2
+    depth = math.ceil(len(key_lines) / columns) + 3
+    figure = new_figure(fig.size, 3.2 + 0.13 * depth)
+    ax, key_ax = figure.subplots(2, 1, height_ratios=(2.2, 0.13 * depth))
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    ax.scatter(xs, ys, color="0.6", s=6 if len(rows) > 500 else 12, linewidths=0,
+               label="design point", rasterized=len(rows) > 2000)  # fmt: skip
+    ax.plot([xs[i] for i in front], [ys[i] for i in front], color="tab:red", marker="o",
+            markersize=3, linewidth=1, label="Pareto front")  # fmt: skip
+    log_if_decades(ax, xs, "x")
+    log_if_decades(ax, ys, "y")
+    step = _step(rows)
+    ax.set_xlabel(f"{step} time (ms)")
+    ax.set_ylabel(f"{step} energy (mJ)")
+    ax.legend(loc="best")
+    _number_points(figure, ax, [points[i] for i in named])
+    key_ax.axis("off")
+    header = "Pareto-optimal points" + (f":\n{', '.join(axis_title(k) for k in keys)}"
+                                        if keys else "")  # fmt: skip
+    if len(named) < len(front):
+        header += f"; {len(named)} of {len(front)} named"
+    rows_of_key = depth - 1
+    for c in range(columns):
+        chunk = key_lines[c * rows_of_key : (c + 1) * rows_of_key]
+        text = "\n".join(([header] if c == 0 else [""]) + chunk)
+        note = key_ax.text(c / columns, 1.0, text, fontsize=6, va="top", ha="left",
+                           transform=key_ax.transAxes, wrap=True)  # fmt: skip
+        note.set_in_layout(False)
+    figure.suptitle(fig.title(f"{step} time against energy"))
+    return figure
 
 
-def plot_scaling(rows: Sequence[Row], axes: Sequence[str], x_key: str | None, title: str) -> Any:
+def _spread(items: Sequence[int], count: int) -> list[int]:
+    """At most ``count`` of ``items``, evenly spread, first and last included."""
+    if len(items) <= count:
+        return list(items)
+    return [items[round(k * (len(items) - 1) / (count - 1))] for k in range(count)]
+
+
+def _number_points(figure: Any, ax: Any, points: Sequence[tuple[float, float]]) -> None:
+    """Number ``points`` 1, 2, ..., each number at the nearest of eight directions and
+    six distances around its point where it stays inside the axes and overlaps no
+    number placed before it (measured on the laid-out figure), else where it overlaps
+    the fewest; a number placed away from its point gets a leader line."""
+    from matplotlib.text import Text
+
+    directions = [(1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1)]
+    slots = [(d * 6 * ring, e * 6 * ring) for ring in range(1, 7) for d, e in directions]
+    renderer = figure.canvas.get_renderer()
+    figure.draw_without_rendering()
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+
+    def number(n: int, point: tuple[float, float], slot: int) -> Any:
+        dx, dy = slots[slot]
+        note = ax.annotate(
+            str(n),
+            point,
+            xytext=(dx, dy),
+            textcoords="offset points",
+            fontsize=6,
+            ha="center",
+            va="center",
+            arrowprops={"arrowstyle": "-", "linewidth": 0.4, "color": "0.3"}
+            if slot >= len(directions)
+            else None,
+        )
+        note.update_positions(renderer)  # where it is drawn, before it is measured
+        return note
+
+    for n, point in enumerate(points, 1):
+        costs = []
+        for slot in range(len(slots)):
+            note = number(n, point, slot)
+            box = Text.get_window_extent(note, renderer)  # the number, not its leader
+            note.remove()
+            inside = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+            cost = (0 if inside else len(points)) + sum(box.overlaps(o) for o in placed)
+            if cost == 0:
+                break
+            costs.append((cost, slot))
+        best = slot if cost == 0 else min(costs)[1]
+        note = number(n, point, best)
+        placed.append(Text.get_window_extent(note, renderer))
+
+
+MAX_LINES = 20
+"""Lines a scaling figure draws at most (beyond that, filter with ``--where``)."""
+
+
+def plot_scaling(fig: Figure) -> Any:
     """Speedup along a numeric axis, one labelled line per combination of the other
     varying axes: the technique's own speedup when every point reports one (a
     pipeline's over one processor, say; dotted beside it, the bound it allows),
     else the step time's over the axis's smallest value.
 
     Raises:
-        InputError: when no numeric axis varies (or ``x_key`` is not one).
+        InputError: when no numeric axis varies (or ``x_key`` is not one), or for more
+            lines than :data:`MAX_LINES`.
     """
+    rows = fig.rows
+    keys = fig.varying()
     numeric = [
         a
-        for a in varying(rows, axes)
+        for a in keys
         if all(isinstance(r.get(a), int | float) and not isinstance(r.get(a), bool) for r in rows)
     ]
-    key = x_key or (numeric[0] if numeric else None)
+    key = fig.x_key or (numeric[0] if numeric else None)
     if key is None or key not in numeric:
         raise InputError.single("--x", "", "needs a numeric axis that varies", numeric)
-    others = [a for a in varying(rows, axes) if a != key]
+    others = [a for a in keys if a != key]
     lines: dict[str, list[Row]] = {}
     for r in rows:
-        lines.setdefault(_label(r, others), []).append(r)
+        lines.setdefault(values_text(r, others), []).append(r)
+    if len(lines) > MAX_LINES:
+        raise InputError.single(
+            "--kind scaling",
+            "",
+            f"{len(lines):,} lines are more than a figure shows legibly ({MAX_LINES}); keep"
+            f" fewer points with --where KEY=VALUE (other varying axes: {', '.join(others)})",
+        )
     technique = _technique(rows)
-    fig = _figure(7.0, 4.5)
-    ax = fig.subplots()
-    for (name, members), colour in zip(lines.items(), _colours(len(lines)), strict=True):
+    figure = new_figure(fig.size, 3.2)
+    ax = figure.subplots()
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(lines) <= 10 else "tab20"]
+    drawn: list[float] = []
+    for n, (name, members) in enumerate(lines.items()):
         members = sorted(members, key=lambda r: float(r[key]))
         first = _ms(members[0])
-        ax.plot(
-            [float(r[key]) for r in members],
-            [float(r["speedup"]) if technique else first / _ms(r) for r in members],
-            marker="o",
-            color=colour,
-            label=name,
-        )
+        xs = [float(r[key]) for r in members]
+        ys = [float(r["speedup"]) if technique else first / _ms(r) for r in members]
+        drawn += ys
+        ax.plot(xs, ys, marker="o", markersize=3, color=cmap(n % cmap.N),
+                label=name if others else None)  # fmt: skip
         if technique and all(r.get("speedup_bound") is not None for r in members):
-            ax.plot(
-                [float(r[key]) for r in members],
-                [float(r["speedup_bound"]) for r in members],
-                linestyle=":",
-                color=colour,
-                label=f"{name}: bound",
-            )
-    if all(isinstance(r[key], int) for r in rows):
+            ax.plot(xs, [float(r["speedup_bound"]) for r in members], linestyle=":",
+                    color=cmap(n % cmap.N))  # fmt: skip
+    log_if_decades(ax, [float(r[key]) for r in rows], "x")
+    log_if_decades(ax, drawn, "y")
+    if all(isinstance(r[key], int) for r in rows) and ax.get_xscale() == "linear":
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(axis_name(rows, axes, key))
-    ax.set_ylabel("technique speedup (x)" if technique else f"speedup over the smallest {key} (x)")
-    ax.set_title(title)
-    ax.legend(fontsize="small")
-    return fig
+    ax.set_xlabel(axis_name(rows, fig.axes, key))
+    ylabel = "technique speedup (x)" if technique else f"speedup over the smallest {key} (x)"
+    ax.set_ylabel(ylabel + (", dotted: its bound" if technique else ""))
+    if others:
+        ax.legend(title=", ".join(axis_title(a) for a in others), loc="upper left",
+                  bbox_to_anchor=(1.0, 1.0))  # fmt: skip
+    figure.suptitle(fig.title("scaling along " + axis_title(key)))
+    return figure
 
 
-def draw(
-    kind: PlotKind,
-    name: str,
-    rows: Sequence[Row],
-    axes: Sequence[str],
-    path: Path,
-    baseline: tuple[str, Any] | None = None,
-    x_key: str | None = None,
-    fmt: str = FORMATS[0],
-) -> None:
-    """Draw ``kind`` of the (already selected) ``rows`` into ``path`` in format ``fmt``
-    (whatever ``path``'s suffix)."""
-    what = {
-        PlotKind.SPEEDUP: (
-            f"speedup over {baseline[0]}={baseline[1]}"
-            if baseline is not None
-            else "the technique's whole-training speedup over the baseline"
-        ),
-        PlotKind.ENERGY: "step energy by component",
-        PlotKind.HEATMAP: "the technique's speedup" if _technique(rows) else "step time",
-        PlotKind.PARETO: "step time against energy",
-        PlotKind.SCALING: "scaling",
-    }[kind]
-    title = setup_title(name, rows, what)
-    makers: dict[PlotKind, Callable[[], Any]] = {
-        PlotKind.SPEEDUP: lambda: plot_speedup(rows, axes, baseline, title),
-        PlotKind.ENERGY: lambda: plot_energy(rows, axes, title),
-        PlotKind.HEATMAP: lambda: plot_heatmap(rows, axes, title),
-        PlotKind.PARETO: lambda: plot_pareto(rows, axes, title),
-        PlotKind.SCALING: lambda: plot_scaling(rows, axes, x_key, title),
-    }
-    fig = makers[kind]()
-    fig.savefig(path, dpi=150, format=fmt)
+MAKERS: dict[PlotKind, Callable[[Figure], Any]] = {
+    PlotKind.SPEEDUP: plot_speedup,
+    PlotKind.TECHNIQUE: plot_technique,
+    PlotKind.ENERGY: plot_energy,
+    PlotKind.HEATMAP: plot_heatmap,
+    PlotKind.PARETO: plot_pareto,
+    PlotKind.SCALING: plot_scaling,
+}
+
+
+def draw(fig: Figure, path: Path, fmt: str = FORMATS[0]) -> None:
+    """Draw ``fig`` into ``path`` in format ``fmt`` (whatever ``path``'s suffix).
+
+    Raises:
+        InputError: when the figure cannot be drawn from these points (see each kind).
+    """
+    with styled():
+        figure = MAKERS[fig.kind](fig)
+    save(figure, path, fmt)

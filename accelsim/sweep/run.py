@@ -11,6 +11,8 @@ version (a cluster machine not upgraded) is recorded as failed.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import secrets
 import time
@@ -28,7 +30,7 @@ from accelsim.sweep.executors import Executor, chunked
 from accelsim.sweep.plan import SweepPlan
 from accelsim.sweep.points import PointsDirectory, Writer, sweep_root
 from accelsim.sweep.store import STORE_NAME, Store, StoredPoint, dumps
-from accelsim.sweep.worker import PointOutcome
+from accelsim.sweep.worker import PointOutcome, run_chunk
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,14 @@ def run_sweep(
         store.record_token(token, time.time())
         axes = {p.task.identity: p.axes for p in plan.points}
         ran = failed = 0
-        for outcomes in executor.run(chunked([p.task for p in pending], executor.workers)):
+        tasks = [p.task for p in pending]
+        # The first point runs here, told how many follow: when they pay for the
+        # compiled engine, this process loads (or compiles and caches) it once, and the
+        # workers a pool forks next start with it, and with the parsed input files.
+        first = [run_chunk(tasks[:1], len(tasks))] if tasks else []
+        following = math.ceil(len(tasks) / executor.workers)
+        rest = executor.run(chunked(tasks[1:], executor.workers), following)
+        for outcomes in itertools.chain(first, rest):
             for outcome in map(_same_version, outcomes):
                 if outcome.status == "ok":
                     points.write(outcome.task.identity, _point_files(outcome))
@@ -119,11 +128,12 @@ def run_sweep(
 
 
 def _meta(plan: SweepPlan) -> dict[str, Any]:
-    """What the store's ``meta`` table records (the sweep file by its resolved path)."""
+    """What the store's ``meta`` table records (the sweep file by its resolved path;
+    ``None`` for a sweep given as a mapping, whose contents ``sweep`` holds)."""
     return {
         "name": plan.name,
         "description": plan.spec.description,
-        "sweep_file": str(plan.path.resolve()),
+        "sweep_file": None if plan.path is None else str(plan.path.resolve()),
         "sweep": plan.spec.model_dump(),
         "axes": plan.axes(),
         "accelsim_version": version(),

@@ -2,8 +2,11 @@
 
 A worker never touches the store or the output directory: it returns each
 point's outcome (its flat record, ``summary.json`` text and optionally its
-layer rows) to the sweep's process, which writes them.  Input files are parsed
-once per process (:func:`accelsim.config.loader.read_yaml` caches them).
+layer rows) to the sweep's process, which writes them.  A process loads the
+points of one plan through one :class:`~accelsim.driver.inputs.InputCache`: it
+reads each input file once and validates each file's data once per distinct set
+of overrides, and points that share a workload share its objects, so their
+lowered and placed baseline step is reused (:mod:`accelsim.driver.run`).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from accelsim.driver.inputs import load_inputs
+from accelsim.driver.inputs import InputCache
 from accelsim.driver.run import simulate_training
 from accelsim.errors import AccelsimError
 from accelsim.provenance import version
 from accelsim.report.result import TrainingResult
 from accelsim.report.suite import suite_row
 from accelsim.sweep.plan import PointTask
+from accelsim.timing.engines import followed_by
 
 
 @dataclass(frozen=True)
@@ -63,12 +67,25 @@ def point_record(result: TrainingResult) -> dict[str, Any]:
     }
 
 
+class _Loaded:
+    """The input cache of the plan whose points this process ran last."""
+
+    plan = ""
+    inputs = InputCache()
+
+    @classmethod
+    def cache(cls, plan: str) -> InputCache:
+        if plan != cls.plan:
+            cls.plan, cls.inputs = plan, InputCache()
+        return cls.inputs
+
+
 def run_point(task: PointTask) -> PointOutcome:
     """Simulate one point; a failure becomes a ``failed`` outcome, never an exception."""
     worker = f"{socket.gethostname()}:{os.getpid()}"
     started = time.perf_counter()
     try:
-        result = simulate_training(load_inputs(Path(task.base), task.overrides()))
+        result = simulate_training(_Loaded.cache(task.plan).load(Path(task.base), task.overrides()))
         outcome = PointOutcome(
             task,
             "ok",
@@ -91,6 +108,10 @@ def run_point(task: PointTask) -> PointOutcome:
     )
 
 
-def run_chunk(tasks: Sequence[PointTask]) -> list[PointOutcome]:
-    """:func:`run_point` on each task in turn (one round trip to a worker)."""
-    return [run_point(task) for task in tasks]
+def run_chunk(tasks: Sequence[PointTask], following: int = 0) -> list[PointOutcome]:
+    """:func:`run_point` on each task in turn (one round trip to a worker), telling the
+    engine chooser (:func:`~accelsim.timing.engines.followed_by`) that about
+    ``following`` more points will run in this process: a sweep whose work pays for
+    loading, or compiling, the compiled engine uses it from its first point."""
+    with followed_by(following):
+        return [run_point(task) for task in tasks]

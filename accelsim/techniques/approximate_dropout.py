@@ -9,10 +9,12 @@ disappear:
 * ``pattern: row`` drops neurons (period and offset over the neuron index); the
   kept neurons are compacted, so the producer's and consumers' GEMMs shrink to
   the kept count and the array runs ``ceil(k n / C)`` folds
-  (:mod:`accelsim.techniques.dropout_sites`);
+  (:mod:`accelsim.techniques.dropout_sites`); a consumer's weight is gathered
+  along its contiguous dimension in whole DRAM bursts (``dram.burst_bytes``);
 * ``pattern: tile`` drops tiles of the consumers' weights (DropConnect on
-  blocks); a fold is skipped only if every tile it touches is dropped
-  (:mod:`accelsim.timing.dropout_folds`); the weight still streams whole from DRAM;
+  blocks); the surviving tiles are compacted per column block
+  (:mod:`accelsim.timing.dropout_folds`), and what the GEMM fetches from DRAM
+  follows its running folds (:func:`accelsim.timing.costs.op_costs`);
 * ``pattern: element`` is conventional dropout: the baseline step, exactly;
 * ``feature_maps.rate`` drops each convolution's least sensitive input maps
   (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``.
@@ -98,7 +100,7 @@ from accelsim.techniques.dropout_steps import (
 )
 from accelsim.techniques.plan import cell, read_csv
 from accelsim.techniques.provenance import Origin, inputs
-from accelsim.timing.dropout_folds import surviving_folds
+from accelsim.timing.dropout_folds import compacted_use
 
 Rate = Annotated[float, Field(ge=0, lt=1)]
 MAX_STEPS = 12_800
@@ -241,6 +243,18 @@ class ApproximateDropout(Technique):
                 )
             )
         problems += self._grouped_tiles(load, sites)
+        side = min(load.hardware.array.rows, load.hardware.array.cols)
+        for key in ("rows", "cols"):
+            size = getattr(cfg.tile, key)
+            if size is not None and size > side:
+                problems.append(
+                    Problem(
+                        self.source,
+                        self.where(f"tile.{key}"),
+                        f"a tile must fit in one fold: at most the array's smaller side, {side}",
+                        size,
+                    )
+                )
         try:
             if cfg.distribution is not None:
                 rate, _ = self._distribution(load.run_file)
@@ -424,22 +438,24 @@ class ApproximateDropout(Technique):
         offsets = np.empty((steps, len(sites)), np.int64)
         keeps = np.empty((steps, len(sites)), bool)
         kept = np.empty((steps, len(sites) + len(convs)), np.int64)
+        per_burst = max(1, ctx.hardware.dram.burst_bytes // ctx.hardware.word_bytes.weights)
+        fetched = np.empty_like(kept)
         for i, site in enumerate(sites):
             periods[:, i] = self.family.period[drawn[i]]
             offsets[:, i] = self.family.offset[drawn[i]]
             keeps[:, i] = self.family.keep[drawn[i]]
-            kept[:, i] = (
-                self.family.kept_rows(drawn[i], site.units)
-                if cfg.pattern is Pattern.ROW
-                else site.units
-            )
+            if cfg.pattern is Pattern.ROW:
+                kept[:, i] = self.family.kept_rows(drawn[i], site.units)
+                fetched[:, i] = self.family.burst_rows(site.units, per_burst)[drawn[i]]
+            else:
+                kept[:, i] = fetched[:, i] = site.units
         scores = self._scores(ctx.run_file, ctx.infos, ctx.run.seed)
         conv_kept = []
         sensitivity = {}
         for j, info in enumerate(convs):
             s = scores[info.layer.name]
             dropped = int(cfg.feature_maps.rate * s.shape[0])
-            kept[:, len(sites) + j] = s.shape[0] - dropped
+            kept[:, len(sites) + j] = fetched[:, len(sites) + j] = s.shape[0] - dropped
             conv_kept.append(s.shape[0] - dropped)
             order = np.sort(s)
             sensitivity[info.layer.name] = float(order[dropped:].sum() / order.sum())
@@ -456,6 +472,7 @@ class ApproximateDropout(Technique):
             shrinks,
             tiles,
             kept,
+            fetched,
             {"period": periods, "offset": offsets, "keep": keeps},
             tuple(errors),
             tuple(zip(expected, means, strict=True)),
@@ -500,10 +517,10 @@ class ApproximateDropout(Technique):
         if not plan.sites and not plan.convs:
             return graph
         kept = plan.kept[0]
-        ops = tuple(shrunk_op(op, plan, kept) for op in graph.ops)
+        ops = tuple(shrunk_op(op, plan, kept, plan.fetched[0]) for op in graph.ops)
         parameters = graph.parameters
         if self.settings.skip_updates and self.settings.pattern is Pattern.ROW:
-            parameters = tuple(skipped_update(p, plan, kept) for p in parameters)
+            parameters = tuple(skipped_update(p, plan, kept, plan.fetched[0]) for p in parameters)
         shrunk = dataclasses.replace(graph, ops=ops, parameters=parameters)
         return add_aux(
             shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware), self.name
@@ -515,7 +532,7 @@ class ApproximateDropout(Technique):
         plan = self._current
         if self.settings.pattern is not Pattern.TILE or plan is None:
             return {}
-        masks = {}
+        uses = {}
         for unit in schedule.units:
             if unit.unit.name != MAIN_ARRAY:
                 continue
@@ -533,9 +550,10 @@ class ApproximateDropout(Technique):
                     int(plan.patterns["offset"][0, w.site]),
                     bool(plan.patterns["keep"][0, w.site]),
                 )
-                masks[op_id] = surviving_folds(
+                uses[op_id] = compacted_use(
                     int(unit.sr[j]),
                     int(unit.sc[j]),
+                    int(unit.t[j]),
                     rows,
                     cols,
                     sr_is,
@@ -546,13 +564,18 @@ class ApproximateDropout(Technique):
                     plan.tile,
                     pattern,
                 )
-        return masks
+        return uses
 
     def _step_plan(self, ctx: TechniqueContext, base: RunResult) -> StepPlan:
         gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
         plan = self.plan(ctx, gemms)
         return StepPlan(
-            plan.shrinks, plan.tiles, plan.kept, plan.patterns, self.tile_size(ctx.hardware)
+            plan.shrinks,
+            plan.tiles,
+            plan.kept,
+            plan.fetched,
+            plan.patterns,
+            self.tile_size(ctx.hardware),
         )
 
     def _counts(self, ctx: TechniqueContext, base: RunResult) -> StepCounts:
@@ -575,7 +598,7 @@ class ApproximateDropout(Technique):
         self, ctx: TechniqueContext, base: RunResult, kind: str, step: SimulatedStep
     ) -> StepCost:
         """The mean over the ``steps`` drawn steps (the engine simulates step 0's)."""
-        return expected(self._drawn(ctx, base, step), step.cost.binding_bound)
+        return expected(self._drawn(ctx, base, step))
 
     def training(
         self,

@@ -199,7 +199,10 @@ class Technique:
     def mask_tiles(
         self, graph: OpGraph, schedule: FoldSchedule, rng: np.random.Generator
     ) -> Mapping[int, np.ndarray]:
-        """Per-fold masks (true: the fold runs) of GEMMs, by op id."""
+        """What the running folds of the GEMMs whose folds this technique skips or
+        compacts use, by op id: each a vector of
+        :data:`~accelsim.mapping.schedule.USE_FIELDS` (from a fold mask,
+        :func:`~accelsim.mapping.schedule.fold_use`)."""
         return {}
 
     def adjust_counters(self, result: RunResult) -> RunResult:

@@ -84,6 +84,19 @@ class PatternFamily:
         r, c = np.divmod(np.arange(grid_rows * grid_cols, dtype=np.int64), grid_cols)
         return self.drops(r + c)
 
+    def burst_rows(self, units: int, per_burst: int) -> np.ndarray:
+        """Per pattern, the neurons of ``units`` in the DRAM bursts of ``per_burst``
+        neurons that hold a kept one: what a gather of the kept neurons along a
+        tensor's contiguous dimension moves (rows taken as burst-aligned)."""
+        kept = ~self.row_drops(units)
+        bursts = -(-units // per_burst)
+        padded = np.zeros((kept.shape[0], bursts * per_burst), bool)
+        padded[:, :units] = kept
+        touched = padded.reshape(kept.shape[0], bursts, per_burst).any(axis=2)
+        lengths = np.minimum(per_burst, units - per_burst * np.arange(bursts))
+        moved: np.ndarray = touched @ lengths
+        return moved
+
     def kept_rows(self, pattern: np.ndarray, units: int) -> np.ndarray:
         """Neurons of ``units`` that each pattern index in ``pattern`` keeps."""
         d, o, keep = self.period[pattern], self.offset[pattern], self.keep[pattern]

@@ -43,6 +43,7 @@ class Plan:
     shrinks: Mapping[tuple[str, Phase], list[Shrink]]
     tiles: Mapping[str, TileWeight]
     kept: np.ndarray  # [step, site]: kept units (row sites, then convs)
+    fetched: np.ndarray  # [step, site]: units the DRAM bursts of a gather of them move
     patterns: dict[str, np.ndarray]  # period/offset/keep [step, site] (row or tile sites)
     search_error: tuple[float, ...]
     kept_share: tuple[tuple[float, float], ...]  # per site: expected and drawn mean
@@ -51,15 +52,18 @@ class Plan:
     compact: bool  # row patterns: dropped neurons' elements disappear too
 
 
-def shrunk_op(op: Op, plan: Plan, kept: np.ndarray) -> Op:
-    """``op`` with the dimensions and element counts of step ``kept``'s patterns."""
+def shrunk_op(op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> Op:
+    """``op`` with the dimensions and element counts of one step's patterns (``kept``
+    units per site; ``fetched``: those a gather along a weight's contiguous
+    dimension moves, whole DRAM bursts)."""
     if isinstance(op, GemmOp):
         shrinks = plan.shrinks.get((op.layer, op.phase))
         if not shrinks:
             return op
         d = shrunk_dims(op, shrinks, kept)
+        f = shrunk_dims(op, shrinks, kept, fetched)
         a = op.a_elements * d["m"] * d["k"] // (op.m * op.k)
-        b = op.b_elements * d["k"] * d["n"] // (op.k * op.n)
+        b = op.b_elements * f["k"] * f["n"] // (op.k * op.n)
         return dataclasses.replace(op, m=d["m"], n=d["n"], k=d["k"], a_elements=a, b_elements=b)
     if not isinstance(op, VectorOp):
         return op
@@ -99,8 +103,10 @@ def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int) -> VectorOp:
     return _scaled(op, kept, site.units) if plan.compact else op
 
 
-def skipped_update(p: Parameter, plan: Plan, kept: np.ndarray) -> Parameter:
-    """A parameter whose update only touches the rows and columns its step keeps."""
+def skipped_update(p: Parameter, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> Parameter:
+    """A parameter whose update only touches the rows and columns its step keeps: a
+    producer's kept rows, a reader's kept input columns as whole DRAM bursts
+    (``fetched``: the inputs are the weight's contiguous dimension)."""
     fraction = 1.0
     for i, site in enumerate(plan.sites):
         share = int(kept[i]) / site.units
@@ -108,7 +114,7 @@ def skipped_update(p: Parameter, plan: Plan, kept: np.ndarray) -> Parameter:
             fraction *= share
         elif p.layer in site.consumers and p.kind is ParamKind.WEIGHT:
             # each input feature owns one weight per output row
-            fraction *= 1 - (site.units - int(kept[i])) * p.rows / p.weight.elements
+            fraction *= 1 - (site.units - int(fetched[i])) * p.rows / p.weight.elements
     if fraction == 1.0:
         return p
     elements = max(1, round(p.weight.elements * fraction))

@@ -62,8 +62,9 @@ class Shrink:
     site: int
     part: int
     unit: int = 1
+    contiguous: bool = False  # the dimension is contiguous in the weight B (in DRAM)
 
-    def scaled(self, dim: int, kept: int) -> int:
+    def scaled(self, dim: np.ndarray, kept: np.ndarray) -> np.ndarray:
         """``dim`` with the site's share scaled from ``part`` to ``kept`` units.
 
         The site's share is the first ``part * unit`` of the dimension (an LSTM's
@@ -72,10 +73,12 @@ class Shrink:
         proportionally, rounded up (a share that is not empty keeps at least one
         element): an uncompacted share becomes exactly ``kept * unit``, and a
         compacted one keeps the same proportion of what is left, so compacting
-        twice gives the same size in either order, to rounding.
+        twice gives the same size in either order, to rounding.  Element by element
+        over arrays (one entry per step).
         """
-        share = min(dim, self.part * self.unit)
-        return dim - share - (-share * kept // self.part)
+        share = np.minimum(dim, self.part * self.unit)
+        scaled: np.ndarray = dim - share - (-share * kept // self.part)
+        return scaled
 
 
 def find_sites(infos: Sequence[LayerInfo], rate: float | None) -> tuple[list[Site], list[str]]:
@@ -146,11 +149,12 @@ def row_shrinks(
             add(site.producer, Phase.BWD_INPUT, Shrink("k", i, n))
             add(site.producer, Phase.BWD_WEIGHT, Shrink("m", i, n))
         for c in site.consumers:
-            add(c, Phase.FWD, Shrink("k", i, n))
+            # a reader's weight is kept as [outputs][inputs]: the inputs are contiguous
+            add(c, Phase.FWD, Shrink("k", i, n, contiguous=True))
             add(c, Phase.BWD_WEIGHT, Shrink("n", i, n))
             mine = [op for op in gemms if op.layer == c]
             if not isinstance(infos[c].layer, wm.Lstm) or lstm_wants_x(infos[c], mine):
-                add(c, Phase.BWD_INPUT, Shrink("n", i, n))
+                add(c, Phase.BWD_INPUT, Shrink("n", i, n, contiguous=True))
     return out
 
 
@@ -236,10 +240,23 @@ def tile_geometry(op: GemmOp, w: TileWeight | None, dataflow: Dataflow) -> tuple
     return roles.get(rows, NONE), roles.get(cols, NONE)
 
 
-def shrunk_dims(op: GemmOp, shrinks: Sequence[Shrink], kept: np.ndarray) -> dict[str, int]:
+def shrunk_dims(
+    op: GemmOp, shrinks: Sequence[Shrink], kept: np.ndarray, fetched: np.ndarray | None = None
+) -> dict[str, int]:
     """The op's ``m``, ``n``, ``k`` with its shrinks applied at ``kept`` units per site
-    (:meth:`Shrink.scaled`)."""
-    dims = {"m": op.m, "n": op.n, "k": op.k}
+    (:meth:`Shrink.scaled`); with ``fetched``, a dimension contiguous in the weight
+    takes the units its DRAM bursts move instead (the extent of B that is fetched)."""
+    more = None if fetched is None else fetched[None, :]
+    return {d: int(v[0]) for d, v in shrunk_steps(op, shrinks, kept[None, :], more).items()}
+
+
+def shrunk_steps(
+    op: GemmOp, shrinks: Sequence[Shrink], kept: np.ndarray, fetched: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """:func:`shrunk_dims` of every step at once (``kept``, ``fetched``: ``[step, site]``)."""
+    steps = kept.shape[0]
+    dims = {d: np.full(steps, getattr(op, d), np.int64) for d in ("m", "n", "k")}
     for s in shrinks:
-        dims[s.dim] = s.scaled(dims[s.dim], int(kept[s.site]))
+        units = fetched if fetched is not None and s.contiguous else kept
+        dims[s.dim] = s.scaled(dims[s.dim], units[:, s.site].astype(np.int64))
     return dims

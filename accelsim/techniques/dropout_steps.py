@@ -3,9 +3,10 @@
 The engine simulates one step (step 0's patterns).  Every other drawn step
 changes only the GEMMs its patterns touch, so each of them is counted here,
 fold by fold, on the baseline step's schedule: its dimensions after compaction,
-its surviving folds under tile masks (:func:`accelsim.timing.dropout_folds.count_surviving`,
-the Numba kernel when it pays), then compute cycles, MACs, SRAM and DRAM bytes
-with the same closed forms and fold masking as the engine
+what its folds use under tile patterns, compacted per column block
+(:func:`accelsim.timing.dropout_folds.count_surviving`, the Numba kernel when it
+pays), then compute cycles, MACs, SRAM and DRAM bytes with the same closed forms
+and fold use as the engine
 (:func:`accelsim.timing.costs.unit_costs`).
 
 A step's cost is the simulated step's, scaled around it [D]:
@@ -13,7 +14,10 @@ A step's cost is the simulated step's, scaled around it [D]:
 * cycles by the ratio of the step's summed per-op roofline time
   (``max(compute, DRAM bytes / bandwidth)`` of every op) to step 0's, never less
   than its bound;
-* its bound by the ratio of its binding resource (DRAM bytes or array compute);
+* its bound is the larger of the simulated step's DRAM-traffic bound scaled by the
+  step's DRAM bytes and its busiest-unit bound with the array's compute scaled by
+  the step's (the interconnect's unchanged): the binding one of the two may
+  change from step to step, and the report names the one binding on average;
 * energy by the change of each affected GEMM's MAC, SRAM and DRAM counts, each
   priced at the baseline step's energy per count, plus static energy for the
   change of cycles.
@@ -35,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from accelsim.graph.ops import GemmOp, Phase
-from accelsim.mapping.schedule import UnitSchedule, schedule_unit
+from accelsim.mapping.schedule import USE_FIELDS, UnitSchedule, schedule_unit, whole_use
+from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import SimulatedStep, StepCost, TechniqueContext
@@ -43,11 +48,12 @@ from accelsim.techniques.dropout_sites import (
     MAPPED,
     Shrink,
     TileWeight,
-    shrunk_dims,
+    shrunk_steps,
     tile_geometry,
 )
-from accelsim.timing.costs import UNIT_ARRAY, unit_costs
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, unit_costs
 from accelsim.timing.dropout_folds import count_surviving
+from accelsim.timing.memory import dram_memories
 
 SRAM = ("ifmap", "filter", "ofmap")
 
@@ -60,6 +66,7 @@ class StepPlan:
     shrinks: Mapping[tuple[str, Phase], list[Shrink]]
     tiles: Mapping[str, TileWeight]
     kept: np.ndarray
+    fetched: np.ndarray  # units a gather along a weight's contiguous dimension moves
     patterns: dict[str, np.ndarray]
     tile: tuple[int, int]
 
@@ -78,11 +85,12 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     """Dims, surviving folds, cycles, MACs, SRAM and DRAM bytes of every step's GEMMs."""
     hw = ctx.hardware
     unit = main_array(hw)
-    table = schedule_unit(base.graph, unit)
+    table = schedule_unit(base.graph, unit, tile_reuse(base.graph, (unit, *ctx.extra_arrays)))
     dataflow = unit.array.dataflow
     rows_mapped, cols_mapped = MAPPED[dataflow]
     picked: list[int] = []
     dims: list[np.ndarray] = []
+    b_dims: list[np.ndarray] = []  # k and n of the B operand's fetched extent
     geometry: list[tuple[int, int, TileWeight] | None] = []
     steps = plan.kept.shape[0]
     for j, op_id in enumerate(table.op_index.tolist()):
@@ -94,22 +102,23 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         if not shrinks and geo is None:
             continue
         picked.append(j)
-        per_step = np.array(
-            [[*shrunk_dims(op, shrinks, plan.kept[s]).values()] for s in range(steps)]
-        )
-        dims.append(per_step)
+        shrunk = shrunk_steps(op, shrinks, plan.kept)
+        dims.append(np.stack([shrunk["m"], shrunk["n"], shrunk["k"]], axis=1))
+        fetched = shrunk_steps(op, shrinks, plan.kept, plan.fetched)
+        b_dims.append(np.stack([fetched["k"], fetched["n"]], axis=1))
         geometry.append(None if geo is None or w is None else (*geo, w))
     g = len(picked)
     idx = np.asarray(picked, np.int64)
     mnk = np.stack(dims, axis=1) if dims else np.zeros((steps, 0, 3), np.int64)
     m, n, k = (mnk[:, :, i].astype(np.int64) for i in range(3))
+    b_kn = np.stack(b_dims, axis=1) if b_dims else np.zeros((steps, 0, 2), np.int64)
     named = {"m": m, "n": n, "k": k}
     sr, sc = named[rows_mapped], named[cols_mapped]
     t = named[({"m", "n", "k"} - {rows_mapped, cols_mapped}).pop()]
     rows, cols = unit.array.rows, unit.array.cols
     # tile patterns leave the dims alone: step 0's are every step's
     fields = {
-        "sr": sr[0], "sc": sc[0],
+        "sr": sr[0], "sc": sc[0], "t": t[0],
         "rows": np.full(g, rows, np.int64), "cols": np.full(g, cols, np.int64),
         "sr_is": np.asarray([x[0] if x else 0 for x in geometry], np.int64),
         "sc_is": np.asarray([x[1] if x else 0 for x in geometry], np.int64),
@@ -120,13 +129,17 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         "tile_cols": np.full(g, plan.tile[1], np.int64),
     }  # fmt: skip
     site = np.asarray([x[2].site if x else -1 for x in geometry], np.int64)
-    if plan.tiles:
-        active = count_surviving(fields, plan.patterns, site)
-    else:
-        active = (-(-sr // unit.array.rows)) * (-(-sc // unit.array.cols))
-    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), active)
+    use = count_surviving(fields, plan.patterns, site) if plan.tiles else None
+    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), b_kn, use)
     run = ctx.run
-    costs = unit_costs(flat, run.timing.convention, run.timing.psums, run.timing.chunks_per_op)
+    timing = run.timing
+    costs = unit_costs(
+        flat,
+        timing.convention,
+        timing.psums,
+        timing.chunks_per_op,
+        fold_overlap=timing.fold_overlap,
+    )
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]
     layers = tuple(base.graph.ops[i].layer for i in op_ids.tolist())
@@ -138,15 +151,24 @@ def _flat_table(
     idx: np.ndarray,
     steps: int,
     dims: tuple[np.ndarray, ...],
-    active: np.ndarray,
+    b_kn: np.ndarray,
+    use: np.ndarray | None,
 ) -> UnitSchedule:
-    """The rows ``idx`` of ``table`` repeated for every step with that step's dims."""
+    """The rows ``idx`` of ``table`` repeated for every step with that step's dims, B's
+    fetched ``k x n`` extent (``[step, gemm, 2]``) and what its running folds use
+    (``[step, gemm, field]``, :data:`USE_FIELDS`; None: all of them run)."""
     m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
+    b_k, b_n = b_kn[:, :, 0].reshape(-1), b_kn[:, :, 1].reshape(-1)
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    uses: dict[str, Any] = (
+        whole_use(sr, sc, t, rows, cols)
+        if use is None
+        else {name: use[:, :, i].reshape(-1) for i, name in enumerate(USE_FIELDS)}
+    )
 
     def rep(a: np.ndarray) -> np.ndarray:
         return np.tile(a[idx], steps)
 
-    rows, cols = table.unit.array.rows, table.unit.array.cols
     m0, n0, k0 = rep(table.m), rep(table.n), rep(table.k)
     return dataclasses.replace(
         table,
@@ -157,11 +179,13 @@ def _flat_table(
         m=m, n=n, k=k,
         count=rep(table.count),
         a_footprint=rep(table.a_footprint) * m * k // (m0 * k0),
-        b_footprint=rep(table.b_footprint) * k * n // (k0 * n0),
+        b_footprint=rep(table.b_footprint) * b_k * b_n // (k0 * n0),
         a_word=rep(table.a_word), b_word=rep(table.b_word), c_word=rep(table.c_word),
         a_on_chip=rep(table.a_on_chip), b_on_chip=rep(table.b_on_chip),
         c_on_chip=rep(table.c_on_chip),
-        active_folds=active.reshape(-1),
+        a_tiled=rep(table.a_tiled), b_tiled=rep(table.b_tiled),
+        c_unwritten=rep(table.c_unwritten),
+        **uses,
     )  # fmt: skip
 
 
@@ -214,19 +238,24 @@ def step_costs(
     ids = counts.op_ids[keep]
     c = {name: v[:, keep] for name, v in counts.costs.items()}
     bc = base.trace.costs
-    bw = ctx.hardware.dram.bandwidth_bytes_per_cycle
+    dram_bound = dram_memories(ctx.hardware)[0].bound
     base_dram = bc.dram_read_bytes + bc.dram_ofmap_write_bytes
-    roofline = np.maximum(bc.compute_cycles, base_dram / bw)
+    roofline = np.maximum(bc.compute_cycles, dram_bound(base_dram))
     others = np.ones(len(base.graph.ops), bool)
     others[ids] = False
-    time = roofline[others].sum() + np.maximum(c["compute_cycles"], _dram(c) / bw).sum(axis=1)
+    time = roofline[others].sum() + np.maximum(c["compute_cycles"], dram_bound(_dram(c))).sum(
+        axis=1
+    )
     dram = base_dram[others].sum() + _dram(c).sum(axis=1)
     on_array = (bc.unit == UNIT_ARRAY) & others
     compute = bc.compute_cycles[on_array].sum() + c["compute_cycles"].sum(axis=1)
     cost: StepCost = step.cost
     cycles = cost.cycles * time / time[0]
-    ratio = {"dram": dram / dram[0], "compute": compute / compute[0]}
-    bound = cost.bound_cycles * ratio.get(cost.binding_bound, np.ones_like(time))
+    bounds = _bounds(step.result, compute / compute[0], dram / dram[0])
+    # a placer's bound is per part of its step (a pipeline's mini-batch): scale alike
+    simulated = bounds[cost.binding_bound][0]
+    scale = cost.bound_cycles / simulated if simulated else 1.0
+    bound = np.max(np.stack(list(bounds.values())), axis=0) * scale
     cycles = np.maximum(cycles, bound)
     gemm_energy = _gemm_energy(base, ids, c)
     energy = cost.energy_pj + (gemm_energy - gemm_energy[0]).sum(axis=1)
@@ -235,7 +264,36 @@ def step_costs(
         step.result.energy.static_pj / max(step.result.total_cycles, 1) * (cycles - cost.cycles)
     )
     dram_bytes = cost.dram_bytes + (_dram(c) - _dram(c)[0]).sum(axis=1)
-    return {"cycles": cycles, "bound_cycles": bound, "energy_pj": energy, "dram_bytes": dram_bytes}
+    return {
+        "cycles": cycles,
+        "bound_cycles": bound,
+        "energy_pj": energy,
+        "dram_bytes": dram_bytes,
+        **{f"bound_{name}": value * scale for name, value in bounds.items()},
+    }
+
+
+def _bounds(result: RunResult, array: np.ndarray, dram: np.ndarray) -> dict[str, np.ndarray]:
+    """Per drawn step, the cycle bounds of :meth:`RunResult.cycle_bounds` of the simulated
+    ``result``: DRAM traffic scaled by the step's ``dram`` ratio; the busiest unit, the
+    main array's compute scaled by the step's ``array`` ratio against every other unit's
+    (busiest processor each); the interconnect's as simulated."""
+    simulated = result.cycle_bounds()
+    c, processors = result.trace.costs, result.hardware.processors
+    busiest = {}
+    for unit in range(len(c.unit_names)):
+        if unit == UNIT_COMM:
+            continue
+        work = np.zeros(processors)
+        mine = c.unit == unit
+        np.add.at(work, result.trace.processor[mine], c.compute_cycles[mine])
+        busiest[unit] = float(work.max())
+    others = max((v for u, v in busiest.items() if u != UNIT_ARRAY), default=0.0)
+    return {
+        "dram": simulated["dram"] * dram,
+        "interconnect": np.full_like(dram, simulated["interconnect"]),
+        "compute": np.maximum(busiest[UNIT_ARRAY] * array, others),
+    }
 
 
 _FIELDS = (
@@ -263,14 +321,16 @@ def _spread(values: np.ndarray) -> dict[str, float]:
     }
 
 
-def expected(costs: Mapping[str, np.ndarray], binding: str) -> StepCost:
-    """The mean step of the drawn steps whose costs are ``costs`` (:func:`step_costs`)."""
+def expected(costs: Mapping[str, np.ndarray]) -> StepCost:
+    """The mean step of the drawn steps whose costs are ``costs`` (:func:`step_costs`),
+    its bound binding where the mean of the per-step bounds is largest."""
+    means = {name: _mean(costs[f"bound_{name}"]) for name in ("dram", "interconnect", "compute")}
     return StepCost(
         _mean(costs["cycles"]),
         _mean(costs["energy_pj"]),
         _mean(costs["dram_bytes"]),
         _mean(costs["bound_cycles"]),
-        binding,
+        max(means, key=lambda name: means[name]),
     )
 
 

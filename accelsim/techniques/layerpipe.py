@@ -58,6 +58,7 @@ from accelsim.techniques.task_placement import (
     measure_tasks,
     task_of,
 )
+from accelsim.timing.memory import dram_memories, link_memories
 
 
 class WeightVersions(str, Enum):
@@ -324,8 +325,8 @@ class LayerPipe(Schedule):
         """
         whole = step(ctx.run.batch_size // self.settings.micro_batches)
         processors = self.processors(ctx)
-        link = ctx.hardware.interconnect.bandwidth_bytes_per_cycle
-        bandwidth = ctx.hardware.dram.bandwidth_bytes_per_cycle
+        link = link_memories(ctx.hardware)[0]
+        memories = dram_memories(ctx.hardware)
         shared = ctx.hardware.dram.sharing is DramSharing.SHARED
         split = self.layerpipe.split
         share = 0.5 if split == "balance" else float(split)
@@ -355,14 +356,14 @@ class LayerPipe(Schedule):
             single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
             costs = measure_tasks(ctx.simulate(single))
             groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
-            free = assign(costs, processors, link, groups, 0.0 if shared else bandwidth, near)
+            free = assign(costs, processors, link, groups, None if shared else memories, near)
             staged = {
                 task: near(task)[0] if task[1] == MOVED_DX else plan.stage_of.get(task[0], 0)
                 for task in free
             }
             for where in (free, staged):
                 load = loads(costs, where, processors)
-                dram = dram_cycles(costs, where, processors, bandwidth, shared)
+                dram = dram_cycles(costs, where, memories)
                 candidates.append((max(*load, dram), one, where, load))
         least = min(c[0] for c in candidates)
         busiest, one, where, load = next(c for c in candidates if c[0] <= 1.01 * least)

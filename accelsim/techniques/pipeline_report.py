@@ -19,6 +19,7 @@ from accelsim.techniques.base import TechniqueContext
 from accelsim.techniques.pipeline_memory import ProcessorMemory, channels, overflow
 from accelsim.techniques.pipeline_plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
+from accelsim.timing.memory import dram_capacity_bytes
 
 if TYPE_CHECKING:
     from accelsim.techniques.pipelining import Schedule
@@ -164,7 +165,7 @@ def _memory_report(memory: list[ProcessorMemory], hw: HardwareSpec) -> dict[str,
     """The DRAM channels' capacity and what each holds."""
     return {
         "sharing": hw.dram.sharing.value,
-        "capacity_bytes": hw.dram.capacity_bytes,
+        "capacity_bytes": dram_capacity_bytes(hw),
         "channels": [
             {
                 "processors": list(c.processors),

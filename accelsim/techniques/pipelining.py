@@ -69,10 +69,24 @@ from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partit
 from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.engines import followed_by
+from accelsim.timing.memory import dram_memories, link_memories
 from accelsim.units import bytes_to_mb
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 
+
+INTERNAL_DETAILS = (
+    "mini_batches_simulated",
+    "steady_window_cycles",
+    "balanced_on",
+    "measured_cycles_per_minibatch",
+    "binding_bound_cycles",
+    "single_processor_cycles",
+)
+"""A pipeline report's details on how the period was measured (the mini-batches
+simulated, the window measured, the bound's and the baseline's cycles that
+``speedup_bound`` and ``base_step_cycles`` already give): in ``summary.json``, not
+in CSV rows."""
 
 # A schedule simulates graphs of M and 2M mini-batches, each a copy of the step
 # graph; events and graph size grow linearly in M (tests/test_compiled.py), so the cap
@@ -537,6 +551,7 @@ class Schedule(Technique):
             tuple(lines),
             warnings=warnings,
             inputs=inputs(self.settings, self.defaults()),
+            internal=INTERNAL_DETAILS,
         )
 
     def weight_versions(self, stage: int, plan: Plan) -> int:
@@ -622,13 +637,14 @@ class PipeDream(Schedule):
         for param in single.graph.parameters:
             gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
         hw = ctx.hardware
-        link, dram = hw.interconnect, hw.dram
+        link, dram = link_memories(hw)[0], dram_memories(hw)[0]
 
         def allreduce(size: np.ndarray, copies: int) -> np.ndarray:
             steps = 2 * (copies - 1)
-            hops = steps * (np.ceil(size / copies) / link.bandwidth_bytes_per_cycle)
-            dram_cycles = 2 * (size / dram.bandwidth_bytes_per_cycle + dram.latency_cycles)
-            return hops + steps * link.latency_cycles + dram_cycles
+            hops = steps * link.bound(np.ceil(size / copies))
+            dram_cycles = 2 * (dram.bound(size) + dram.latency_cycles)
+            total: np.ndarray = hops + steps * link.latency_cycles + dram_cycles
+            return total
 
         stages, replicas = replicated_partition(
             costs,

@@ -20,6 +20,7 @@ from accelsim.graph.ops import WHOLE, GemmOp, Op, OpGraph, Phase, VectorOp
 from accelsim.graph.queries import reads_of
 from accelsim.report.result import RunResult
 from accelsim.timing.costs import UNIT_ARRAY
+from accelsim.timing.memory import Memory
 
 TaskKey = tuple[str, str]  # (layer, task)
 MOVED_DX = "dx.part0"  # a split dX GEMM's moved rows (passes.split_gemms' first part)
@@ -104,17 +105,17 @@ def activation_groups(graph: OpGraph) -> list[set[TaskKey]]:
 def assign(
     costs: TaskCosts,
     processors: int,
-    link_bytes_per_cycle: float,
+    link: Memory,
     groups: Iterable[set[TaskKey]] = (),
-    dram_bytes_per_cycle: float = 0.0,
+    dram: Sequence[Memory] | None = None,
     allowed: Callable[[TaskKey], Sequence[int]] | None = None,
 ) -> dict[TaskKey, int]:
     """Every task's processor: longest group first, each where it finishes soonest.
 
     A group's cost on processor ``p`` is the largest of ``p``'s array and vector
-    loads (and, given ``dram_bytes_per_cycle``, its own DRAM channel's time) with
-    the group added, plus the cycles to move the bytes it exchanges with tasks
-    already placed on other processors over one link.  Ties go to the
+    loads (and, given each processor's own DRAM memory ``dram``, that memory's
+    time) with the group added, plus the cycles to move the bytes it exchanges
+    with tasks already placed on other processors over one ``link``.  Ties go to the
     lowest processor.  Tasks in one group share a processor; every other task is
     a group of its own.  ``allowed`` gives the processors a task may run on (all
     by default); a group goes where all its tasks may, or where its first may.
@@ -141,32 +142,27 @@ def assign(
 
     array = [0] * processors
     vector = [0] * processors
-    dram = [0.0] * processors
+    busy = [0.0] * processors  # each processor's DRAM time
     where: dict[TaskKey, int] = {}
     for unit in sorted(units, key=weight, reverse=True):
         a = sum(costs.array_cycles.get(t, 0) for t in unit)
         v = sum(costs.vector_cycles.get(t, 0) for t in unit)
-        d = (
-            sum(costs.dram_bytes.get(t, 0) for t in unit) / dram_bytes_per_cycle
-            if dram_bytes_per_cycle
-            else 0.0
-        )
+        b = sum(costs.dram_bytes.get(t, 0) for t in unit)
 
-        def finish(
-            p: int, unit: set[TaskKey] = unit, a: int = a, v: int = v, d: float = d
-        ) -> float:
+        def finish(p: int, unit: set[TaskKey] = unit, a: int = a, v: int = v, b: int = b) -> float:
             moved = sum(
                 size
                 for t in unit
                 for other, size in exchanged.get(t, ())
                 if other in where and where[other] != p
             )
-            return max(array[p] + a, vector[p] + v, dram[p] + d) + moved / link_bytes_per_cycle
+            d = dram[p].bound(b) if dram else 0.0
+            return max(array[p] + a, vector[p] + v, busy[p] + d) + link.bound(moved)
 
         best = min(_places(unit, processors, allowed), key=lambda p: (finish(p), p))
         array[best] += a
         vector[best] += v
-        dram[best] += d
+        busy[best] += dram[best].bound(b) if dram else 0.0
         for t in unit:
             where[t] = best
     return where
@@ -184,18 +180,15 @@ def _places(
 
 
 def dram_cycles(
-    costs: TaskCosts,
-    where: Mapping[TaskKey, int],
-    processors: int,
-    bytes_per_cycle: float,
-    shared: bool,
+    costs: TaskCosts, where: Mapping[TaskKey, int], memories: Sequence[Memory]
 ) -> float:
-    """The DRAM time of one mini-batch under ``where``: all bytes over one shared
-    channel, or the busiest processor's over its own."""
-    moved = [0] * processors
+    """The DRAM time of one mini-batch under ``where``: the busiest memory's bound for
+    the bytes of the tasks on the processors it serves (``memories[p]`` is
+    processor ``p``'s, one object for every processor when they share one)."""
+    moved: dict[int, int] = {id(memory): 0 for memory in memories}
     for task, p in where.items():
-        moved[p] += costs.dram_bytes.get(task, 0)
-    return (sum(moved) if shared else max(moved)) / bytes_per_cycle
+        moved[id(memories[p])] += costs.dram_bytes.get(task, 0)
+    return max(memory.bound(moved[id(memory)]) for memory in memories)
 
 
 def loads(costs: TaskCosts, where: Mapping[TaskKey, int], processors: int) -> list[int]:

@@ -1,82 +1,87 @@
-"""A bandwidth-limited, first-come-first-served channel for the SimPy engine.
+"""DRAM and link transfers as SimPy events, for the SimPy engine.
 
-Used for DRAM (one channel shared by every processor and unit, or one per
-processor) and for each processor's interconnect link.  A transfer reserves
-the channel for ``ceil(bytes / bandwidth)`` cycles after every transfer
-requested before it and completes after the access latency, so its arrival
-cycle is known when it is requested: :meth:`Channel.transfer` is one SimPy
-timeout to that cycle.  Contention is therefore decided by the order in which
-the simulation issues requests, with one event per transfer (the compiled
-engine, :mod:`accelsim.timing.compiled`, does the same arithmetic).  The
-arithmetic itself (:class:`Fifo`) needs no SimPy: :mod:`accelsim.timing.single_op`
-uses it to time a lone op without an engine.
+Every transfer is booked on a :class:`~accelsim.timing.memory.Memory` (a
+processor's DRAM, or its outgoing interconnect link) when it is requested: the
+memory says at once when its data arrives, so a transfer is one SimPy timeout to
+that cycle (:func:`transfer`).  Contention is therefore decided by the order in
+which the simulation requests transfers, with one event per transfer; the
+compiled engine (:mod:`accelsim.timing.compiled`) books the same transfers in the
+same order on the same memories, described as arrays.
+
+A memory that books a stream a slice at a time (``dram.arbitration: priority``
+for background streams, :meth:`~accelsim.timing.memory.Memory.portion`) gets the
+rest asked for slice by slice: one event when each slice has left the memory,
+where the next one is booked, and the transfer's event fires when the last
+slice arrives (:class:`SlicedTransfer`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import simpy
+import simpy
+from simpy.events import NORMAL
 
-
-class Fifo:
-    """The reservations of a FIFO channel of ``bytes_per_cycle`` bandwidth and
-    ``latency`` cycles, in cycles, without an event.
-
-    Args:
-        bytes_per_cycle: Bandwidth; ``inf`` makes transfers take only the latency.
-        latency: Cycles from the end of a transfer to the data being usable.
-    """
-
-    def __init__(self, bytes_per_cycle: float, latency: int) -> None:
-        self.bytes_per_cycle = bytes_per_cycle
-        self.latency = latency
-        self.free_at = 0
-
-    def reserve(self, now: int, n_bytes: int) -> int:
-        """Queue ``n_bytes`` at cycle ``now``; the cycle its data arrives.
-
-        The transfer starts when the channel is free (now, or when the transfers
-        queued before it are done), holds it ``ceil(n_bytes / bytes_per_cycle)``
-        cycles and arrives ``latency`` cycles later.
-        """
-        free_at = self.free_at
-        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / self.bytes_per_cycle)
-        self.free_at = free_at
-        return free_at + self.latency
+from accelsim.timing.memory import Memory, Stream
 
 
-class Channel(Fifo):
-    """A :class:`Fifo` channel in a SimPy simulation.
+class SlicedTransfer(simpy.Event):
+    """A transfer booked a slice at a time; fires when its last slice has arrived.
 
     Args:
         env: The simulation environment.
-        bytes_per_cycle: Bandwidth; ``inf`` makes transfers take only the latency.
-        latency: Cycles from the end of a transfer to the data being usable.
+        memory: Where it is booked.
+        left: Bytes not booked yet.
+        stream: Its stream.
+        leaves: The cycle the slice booked last leaves the memory: the next is
+            booked then.
     """
 
-    def __init__(self, env: simpy.Environment, bytes_per_cycle: float, latency: int) -> None:
-        super().__init__(bytes_per_cycle, latency)
-        self.env = env
+    def __init__(
+        self, env: simpy.Environment, memory: Memory, left: int, stream: Stream, leaves: int
+    ) -> None:
+        super().__init__(env)
+        self.memory, self.left, self.stream = memory, left, stream
+        env.timeout(leaves - int(env.now)).callbacks.append(self._book_next)
 
-    def transfer(self, n_bytes: int) -> simpy.Timeout:
-        """Queue a transfer now (:meth:`Fifo.reserve`); the returned event fires
-        when its data has arrived."""
-        now = int(self.env.now)
-        return self.env.timeout(self.reserve(now, n_bytes) - now)
+    def _book_next(self, _: simpy.Event) -> None:
+        env, memory = self.env, self.memory
+        now = int(env.now)
+        part = memory.portion(self.left, self.stream)
+        arrival = memory.reserve(now, part, self.stream)
+        self.left -= part
+        if self.left:
+            leaves = arrival - memory.latency_cycles
+            env.timeout(leaves - now).callbacks.append(self._book_next)
+        else:  # fire at the arrival, as a timeout booked now would
+            self._ok, self._value = True, None
+            env.schedule(self, NORMAL, arrival - now)
 
 
-def reserve_all(channels: Sequence[Channel], n_bytes: int) -> int:
-    """Reserve ``n_bytes`` on each channel in turn; returns the last arrival cycle.
+def transfer(env: simpy.Environment, memory: Memory, n_bytes: int, stream: Stream) -> simpy.Event:
+    """Book ``n_bytes`` of ``stream`` on ``memory`` now; the returned event fires when
+    they have arrived."""
+    now = int(env.now)
+    part = memory.portion(n_bytes, stream)
+    arrival = memory.reserve(now, part, stream)
+    if part == n_bytes:
+        return env.timeout(arrival - now)
+    return SlicedTransfer(env, memory, n_bytes - part, stream, arrival - memory.latency_cycles)
 
-    Each channel is queued as by :meth:`Fifo.reserve`, without an event (a
-    channel listed twice is reserved twice, one transfer after the other); a
-    ring all-reduce step reserves every participant's channel this way.
+
+def reserve_all(now: int, memories: Sequence[Memory], n_bytes: int, stream: Stream) -> int:
+    """Book ``n_bytes`` on each memory in turn at cycle ``now``; the last arrival.
+
+    Each is booked whole, as by :meth:`Memory.reserve`, without an event (a memory
+    listed twice is booked twice, one transfer after the other); a ring
+    all-reduce's phase books every participant's memory this way.
+
+    Raises:
+        ValueError: if there is no memory, or one would book ``stream`` a slice at
+            a time.
     """
-    if not channels:
-        raise ValueError("reserve_all needs at least one channel")
-    now = int(channels[0].env.now)
-    return max([channel.reserve(now, n_bytes) for channel in channels])
+    if not memories:
+        raise ValueError("reserve_all needs at least one memory")
+    if any(memory.portion(n_bytes, stream) < n_bytes for memory in memories):
+        raise ValueError(f"reserve_all books whole transfers, not {stream.kind.name} slices")
+    return max([memory.reserve(now, n_bytes, stream) for memory in memories])

@@ -21,6 +21,30 @@ def _ceil(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     return -(-a // b)
 
 
+def op_cycles(
+    dataflow: np.ndarray,
+    t: np.ndarray,
+    folds: np.ndarray,
+    rows: int,
+    cols: int,
+    convention: int,
+    overlap: bool,
+) -> np.ndarray:
+    """Compute cycles of GEMMs that run ``folds`` folds each (0 cycles for 0 folds).
+
+    ``overlap`` pipelines the folds (accelsim convention only): the first fold
+    costs ``2R + C + T - 2`` and every later one ``max(T, R)``.
+    """
+    if convention == SCALESIM:
+        fill = np.where(dataflow == OS, rows, 2 * rows)
+        return np.where(folds > 0, folds * (fill + cols + t - 2) - 1, 0)
+    per_fold = 2 * rows + cols + t - 2
+    if overlap:
+        return np.where(folds > 0, (folds - 1) * np.maximum(t, rows) + per_fold, 0)
+    cycles: np.ndarray = folds * per_fold
+    return cycles
+
+
 def fold_cycles(
     dataflow: np.ndarray,
     sr: np.ndarray,
@@ -30,15 +54,14 @@ def fold_cycles(
     rows: int,
     cols: int,
     convention: int,
+    overlap: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(row_folds, col_folds, folds, compute_cycles)`` of each GEMM."""
     row_folds = _ceil(sr, rows)
     col_folds = _ceil(sc, cols)
     folds = row_folds * col_folds * count
-    if convention == SCALESIM:
-        fill = np.where(dataflow == OS, rows, 2 * rows)
-        return row_folds, col_folds, folds, folds * (fill + cols + t - 2) - 1
-    return row_folds, col_folds, folds, folds * (2 * rows + cols + t - 2)
+    cycles = op_cycles(dataflow, t, folds, rows, cols, convention, overlap)
+    return row_folds, col_folds, folds, cycles
 
 
 def sram_counts(

@@ -21,6 +21,7 @@ from accelsim.graph.ops import OpGraph
 from accelsim.timing import event_loop
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.flat import FlatStep
+from accelsim.timing.streams import STREAM_PRIORITY
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 
@@ -53,14 +54,20 @@ def simulate(graph: OpGraph, costs: OpCosts, flat: FlatStep) -> Trace:
         f.deps.copy(),
         f.store_base,
         f.n_stores,
-        f.dram_channel,
-        f.n_dram,
+        f.read_stream,
+        f.write_stream,
+        STREAM_PRIORITY,
+        f.dram.memory_of,
+        f.dram.channel_ptr,
+        f.dram.channel_bandwidth,
+        f.dram.block_bytes,
+        f.dram.slice_bytes,
+        f.dram.latency_cycles,
         f.processors,
-        f.dram_bandwidth,
-        f.dram_latency,
         f.link_bandwidth,
         f.link_latency,
         2 * len(f.kind) + f.n_stores * (max_chunks + 4) + 16,
+        f.n_stores * (max_chunks + 2) if f.dram.sliced else 0,
     )
     if status == event_loop.OVER_LIMIT:
         raise LimitError(LIMIT_MESSAGE)

@@ -3,11 +3,19 @@
 GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 :mod:`accelsim.timing.backend`) over the graph's
 :class:`~accelsim.mapping.schedule.FoldSchedule`; vector and communication ops
-are costed here.  A fold that a mask skips costs nothing: a masked GEMM's
-compute cycles, MACs and SRAM accesses scale with its running folds, while its
-DRAM traffic stays that of the whole operands (a technique that also shrinks
-what is fetched rewrites the GEMM itself).  The event engine then turns costs
-into time, adding the stalls that DRAM and interconnect contention cause.
+are costed here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
+and SRAM accesses scale with its running folds and its compute cycles are those
+of its running folds alone (pipelined, with fold overlap).  Its DRAM traffic
+follows its operands' reuse (:func:`_masked_dram`): a stationary operand's tile
+is fetched for a running fold only; an operand fetched once needs the blocks some
+running fold touches; one fetched once per pass over the other dimension's folds
+needs, in each pass, the blocks of that pass's running folds; the output is
+written whole, and partial sums that spill make one round trip per running row
+fold after the first of their column block.  A resident tile stream
+(:mod:`accelsim.mapping.tile_reuse`) takes its tensor's DRAM read off its consumer
+and, when no reader needs DRAM, the write off its producer; the SRAM accesses stay.
+The event engine then turns costs into time, adding the stalls that DRAM and
+interconnect contention cause.
 """
 
 from __future__ import annotations
@@ -21,21 +29,25 @@ from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
-from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
+from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
+from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
-from accelsim.timing.closed_form import ACCELSIM, SCALESIM
+from accelsim.timing.closed_form import ACCELSIM, IS, SCALESIM, WS, op_cycles
+from accelsim.timing.groups import busy_cycles, tile_groups
+from accelsim.timing.memory import Memory, dram_memory
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 BASE_UNITS = ("array", "vector", "interconnect")
 
-# Ops shorter than this many cycles per tile group use fewer groups: the
-# overlap of their traffic is then resolved at a finer grain than it matters.
+# The per-op rule (``timing.group_cycles: null``): ops shorter than this many
+# compute cycles per tile group use fewer groups.
 MIN_CHUNK_CYCLES = 2048
 
 
 def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = None) -> np.ndarray:
-    """Tile groups per op: at most ``chunks_per_op``, ``limit`` and one per ``MIN_CHUNK_CYCLES``."""
+    """Tile groups per op by the per-op rule: at most ``chunks_per_op``, ``limit`` and
+    one per ``MIN_CHUNK_CYCLES`` of compute."""
     chunks: np.ndarray = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
     return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
 
@@ -95,12 +107,24 @@ def op_costs(
     convention: Convention,
     psums: PsumPolicy,
     chunks_per_op: int,
+    *,
+    fold_overlap: bool = False,
+    group_cycles: int | None = None,
 ) -> OpCosts:
     """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``hw``.
 
-    ``convention`` picks the closed forms and ``psums`` the partial-sum tiling.
-    The schedule's first unit is the main array.
+    ``convention`` picks the closed forms, ``psums`` the partial-sum tiling and
+    ``fold_overlap`` whether a GEMM's folds pipeline (accelsim convention only).
+    The schedule's first unit is the main array.  Array and vector ops are cut into
+    tile groups of at most ``group_cycles`` cycles, uniform over the step
+    (:mod:`accelsim.timing.groups`), or, with ``None``, by the per-op rule (at most
+    ``chunks_per_op`` groups of at least ``MIN_CHUNK_CYCLES`` compute cycles, a GEMM's
+    at most one per fold); at most ``chunks_per_op`` either way.
+
+    Raises:
+        ValueError: if ``fold_overlap`` is asked of the scalesim convention.
     """
+    conv = _convention_code(convention, fold_overlap)
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
@@ -110,37 +134,59 @@ def op_costs(
         if f.type == "np.ndarray"
     }
     z["mapping_efficiency"] = np.zeros(n_ops, np.float64)
-    conv = SCALESIM if convention is Convention.SCALESIM else ACCELSIM
     for table in schedule.units:
         if len(table):
-            _cost_gemms(z, table, names.index(table.unit.name), conv, psums, chunks_per_op)
+            index = names.index(table.unit.name)
+            _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap)
 
-    _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op)
+    _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op, schedule.reuse)
     _cost_links(z, graph)
+    if group_cycles is not None:
+        _regroup(z, dram_memory(hw.dram), group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
-def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int) -> None:
+def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_per_op: int) -> None:
+    """Cut the array and vector ops into tile groups uniform over the step: the
+    groups, and a vector op's prologue and epilogue (one group's traffic)."""
+    units = z["unit"] != UNIT_COMM
+    reads = z["dram_ifmap_read_bytes"] + z["dram_filter_read_bytes"] + z["dram_ofmap_read_bytes"]
+    writes = z["dram_ofmap_write_bytes"]
+    busy = busy_cycles(z["compute_cycles"][units], (reads + writes)[units], dram)
+    z["chunks"][units] = tile_groups(busy, group_cycles, chunks_per_op)
+    vector = z["unit"] == UNIT_VECTOR
+    z["prologue_bytes"][vector] = reads[vector] // z["chunks"][vector]
+    z["epilogue_bytes"][vector] = writes[vector] // z["chunks"][vector]
+
+
+def _cost_vectors(
+    z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int, reuse: TileReuse
+) -> None:
     """Fill the cost arrays of the vector ops: the sums per op in Python ints, the
-    rest a column at a time."""
+    rest a column at a time.  A read a resident tile stream serves costs no DRAM
+    traffic and reads the buffer the tile is in; a write ``reuse`` saves does not
+    reach DRAM."""
     on_chip = graph.on_chip
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
+    elsewhere: dict[int, tuple[int, int]] = {}  # op -> SRAM reads of ifmap, filter tiles
     for op in graph.ops:
         if isinstance(op, VectorOp):
-            sram_read = sram_write = dram_read = dram_write = 0
-            for a in op.reads:
+            sram_read = 0
+            tiled = bool(op.tile_sources)
+            for j, a in enumerate(op.reads):
                 size = a.elements * a.tensor.word_bytes
-                sram_read += size
-                if a.tensor.name not in on_chip:
-                    dram_read += size
-            for a in op.writes:
-                size = a.elements * a.tensor.word_bytes
-                sram_write += size
-                if a.tensor.name not in on_chip:
-                    dram_write += size
+                buffer = reuse.takes(op.op_id, j) if tiled else None
+                if buffer is None or buffer is Buffer.OFMAP:
+                    sram_read += size
+                else:
+                    ifmap, filt = elsewhere.get(op.op_id, (0, 0))
+                    is_ifmap = buffer is Buffer.IFMAP
+                    elsewhere[op.op_id] = (ifmap + size * is_ifmap, filt + size * (not is_ifmap))
+            sram_write = sum(a.elements * a.tensor.word_bytes for a in op.writes)
+            reads, writes = vector_dram_bytes(op, on_chip, reuse)
             index.append(op.op_id)
-            columns.append((op.vector_ops, sram_read, sram_write, dram_read, dram_write))
+            columns.append((op.vector_ops, sram_read, sram_write, sum(reads), sum(writes)))
     if not index:
         return
     idx = np.asarray(index, np.int64)
@@ -150,6 +196,9 @@ def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_p
     z["unit"][idx] = UNIT_VECTOR
     z["vector_ops"][idx] = vector_ops
     z["compute_cycles"][idx] = compute
+    for i, (ifmap, filt) in elsewhere.items():
+        z["sram_ifmap_read_bytes"][i] = ifmap
+        z["sram_filter_read_bytes"][i] = filt
     z["sram_ofmap_read_bytes"][idx] = sram_reads
     z["sram_ofmap_write_bytes"][idx] = sram_writes
     z["dram_ifmap_read_bytes"][idx] = dram_reads
@@ -157,6 +206,29 @@ def _cost_vectors(z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_p
     z["chunks"][idx] = chunks
     z["prologue_bytes"][idx] = dram_reads // chunks
     z["epilogue_bytes"][idx] = dram_writes // chunks
+
+
+def vector_dram_bytes(
+    op: VectorOp, on_chip: frozenset[str], reuse: TileReuse
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The DRAM bytes of each read and each write of vector op ``op`` (what its costs
+    sum): none for a tensor kept on chip, a read a resident tile stream serves, or a
+    write ``reuse`` saves."""
+    tiled = bool(op.tile_sources)
+    reads = tuple(
+        0
+        if a.tensor.name in on_chip or (tiled and reuse.takes(op.op_id, j) is not None)
+        else a.elements * a.tensor.word_bytes
+        for j, a in enumerate(op.reads)
+    )
+    saves = bool(reuse.unwritten)
+    writes = tuple(
+        0
+        if a.tensor.name in on_chip or (saves and not reuse.writes_dram(op.op_id, a.tensor.name))
+        else a.elements * a.tensor.word_bytes
+        for a in op.writes
+    )
+    return reads, writes
 
 
 def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
@@ -185,19 +257,37 @@ def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
     z["chunks"][idx] = 1
 
 
+def _convention_code(convention: Convention, fold_overlap: bool) -> int:
+    """The closed forms' code of ``convention``, which must allow ``fold_overlap``."""
+    if convention is Convention.SCALESIM:
+        if fold_overlap:
+            raise ValueError("fold overlap needs the accelsim convention")
+        return SCALESIM
+    return ACCELSIM
+
+
 def unit_costs(
-    table: UnitSchedule, convention: Convention, psums: PsumPolicy, chunks_per_op: int
+    table: UnitSchedule,
+    convention: Convention,
+    psums: PsumPolicy,
+    chunks_per_op: int,
+    *,
+    fold_overlap: bool = False,
 ) -> dict[str, np.ndarray]:
     """Costs of the GEMMs of ``table`` (whose ``op_index`` is ``0..len - 1``), by
-    :class:`OpCosts` field: the same closed forms and fold masking as :func:`op_costs`."""
+    :class:`OpCosts` field: the same closed forms and fold masking as :func:`op_costs`.
+
+    Raises:
+        ValueError: if ``fold_overlap`` is asked of the scalesim convention.
+    """
+    conv = _convention_code(convention, fold_overlap)
     z = {
         name: np.zeros(len(table), np.int64)
         for name, f in OpCosts.__dataclass_fields__.items()
         if f.type == "np.ndarray"
     }
     z["mapping_efficiency"] = np.zeros(len(table), np.float64)
-    conv = SCALESIM if convention is Convention.SCALESIM else ACCELSIM
-    _cost_gemms(z, table, 0, conv, psums, chunks_per_op)
+    _cost_gemms(z, table, 0, conv, psums, chunks_per_op, fold_overlap)
     return z
 
 
@@ -208,13 +298,14 @@ def _cost_gemms(
     conv: int,
     psums: PsumPolicy,
     chunks_per_op: int,
+    fold_overlap: bool,
 ) -> None:
     """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``."""
     idx, unit = table.op_index, table.unit
     rows, cols = unit.array.rows, unit.array.cols
     kernels = backend.kernels_for(len(idx))
     fr, fc, folds, cycles = kernels.fold_cycles(
-        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv
+        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv, fold_overlap
     )
     ifr, flr, ofr, ofw = kernels.sram_counts(
         table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
@@ -244,8 +335,12 @@ def _cost_gemms(
     macs = table.m * table.n * table.k * table.count
     if _any_masked(table):
         cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
-            table, conv, cycles, folds, macs, (ifr, flr, ofr, ofw)
+            table, conv, fold_overlap, macs, (ifr, flr, ofr, ofw)
         )
+        a_rd, b_rd, c_rd, c_wr = _masked_dram(table, a_rd, b_rd, c_rd, c_wr)
+    fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
+    if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
+        a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
     z["unit"][idx] = unit_index
     z["compute_cycles"][idx] = cycles
     z["macs"][idx] = macs
@@ -255,8 +350,8 @@ def _cost_gemms(
     z["sram_filter_read_bytes"][idx] = flr * table.b_word
     z["sram_ofmap_read_bytes"][idx] = ofr * table.c_word
     z["sram_ofmap_write_bytes"][idx] = ofw * table.c_word
-    z["sram_ifmap_write_bytes"][idx] = a_rd * table.a_word
-    z["sram_filter_write_bytes"][idx] = b_rd * table.b_word
+    z["sram_ifmap_write_bytes"][idx] = fill_a * table.a_word
+    z["sram_filter_write_bytes"][idx] = fill_b * table.b_word
     z["dram_ifmap_read_bytes"][idx] = a_rd * table.a_word
     z["dram_filter_read_bytes"][idx] = b_rd * table.b_word
     z["dram_ofmap_read_bytes"][idx] = c_rd * table.c_word
@@ -269,24 +364,118 @@ def _cost_gemms(
     z["chunks"][idx] = _chunks(cycles, chunks_per_op, folds)
 
 
+def _tiled(
+    table: UnitSchedule, a_rd: np.ndarray, b_rd: np.ndarray, c_wr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DRAM words without what resident tile streams serve: the first pass over a
+    streamed operand (its footprint, per GEMM), the final write of an output that no
+    reader takes from DRAM (``m x n``, per GEMM; partial sums that spill still go)."""
+    count = table.count
+    a_off = np.where(table.a_tiled, np.minimum(a_rd, table.a_footprint * count), 0)
+    b_off = np.where(table.b_tiled, np.minimum(b_rd, table.b_footprint * count), 0)
+    c_off = np.where(table.c_unwritten, np.minimum(c_wr, table.m * table.n * count), 0)
+    return a_rd - a_off, b_rd - b_off, c_wr - c_off
+
+
 def _any_masked(table: UnitSchedule) -> bool:
-    """Whether a fold mask skips any fold of the GEMMs in ``table``."""
-    return bool((table.active_folds != table.row_folds * table.col_folds).any())
+    """Whether a technique skipped or compacted any fold of the GEMMs in ``table``."""
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    whole = whole_use(table.sr, table.sc, table.t, rows, cols)
+    return any(bool((getattr(table, name) != value).any()) for name, value in whole.items())
 
 
 def _masked(
     table: UnitSchedule,
     conv: int,
-    cycles: np.ndarray,
-    folds: np.ndarray,
+    fold_overlap: bool,
     macs: np.ndarray,
     sram: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
-    """Costs with only the running folds: every fold of a GEMM costs the same cycles."""
-    offset = 1 if conv == SCALESIM else 0  # SCALE-Sim counts one cycle fewer per op
-    per_fold = (cycles + offset) // folds
+    """Costs with only the running folds: the op's cycles are those of an op of that
+    many folds streaming their mean stream length (with fold overlap, the running
+    folds pipeline back to back); MACs and SRAM accesses scale with their work."""
+    unit = table.unit.array
     running = table.active_folds * table.count
-    per_gemm = table.row_folds * table.col_folds  # the schedule's folds, all running
-    scaled = tuple(x * table.active_folds // per_gemm for x in (macs, *sram))
-    new_cycles = np.where(running > 0, running * per_fold - offset, 0)
-    return new_cycles, running, scaled[0], scaled[1:]
+    whole = table.sr * table.sc * table.t  # the work of all folds
+    scaled = tuple(_share(x, table.work, whole) for x in (macs, *sram))
+    stream = -(-table.stream // np.maximum(table.active_folds, 1))  # the running folds' mean
+    cycles = op_cycles(table.dataflow, stream, running, unit.rows, unit.cols, conv, fold_overlap)
+    return cycles, running, scaled[0], scaled[1:]
+
+
+def _masked_dram(
+    table: UnitSchedule, a_rd: np.ndarray, b_rd: np.ndarray, c_rd: np.ndarray, c_wr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """DRAM words of masked GEMMs from what their running folds use (the schedule's
+    :func:`~accelsim.mapping.schedule.fold_use`), operand by operand.
+
+    The unmasked closed form reads an operand ``p`` times its footprint (``p`` passes:
+    once, once per fold of the other dimension, once per partial-sum chunk).  By
+    dataflow, an operand is either *stationary* (a fold holds tile ``(i, j)`` of it:
+    ws B, is A), *row-blocked* (a fold reads its rows' slice over its stream: os A,
+    ws A, is B) or *column-blocked* (os B).  Masked:
+
+    * stationary: ``p`` times the running folds' share of the tiles' area;
+    * row-blocked, read once (``p = 1``): the share of (row, stream position) pairs
+      some running fold needs; read once per column-fold pass: in each pass, what
+      its running folds read (``p / fc`` of their summed rows x stream over
+      ``Sr x T``);
+    * column-blocked: likewise with columns (passes per row fold);
+    * the output: written whole once (a column block with no running fold still
+      writes its zeros or bias); written per row fold (spilled partial sums,
+      SCALE-Sim's ws and is), one write per running row fold of its column block
+      and at least one, and one read back per running row fold after the first.
+    """
+    count = table.count
+    t = table.t
+    sr, sc = table.sr, table.sc
+    fr, fc = table.row_folds, table.col_folds
+    area = sr * sc
+    dataflow = table.dataflow
+
+    def passes(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
+        whole = footprint * count
+        p: np.ndarray = np.where(whole > 0, words // np.maximum(whole, 1), 0)
+        return p
+
+    def stationary(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
+        return _share(footprint * count * passes(words, footprint), table.run_area, area)
+
+    def blocked(words: np.ndarray, footprint: np.ndarray, by_rows: bool) -> np.ndarray:
+        p = passes(words, footprint)
+        size, other = (sr * t, fc) if by_rows else (sc * t, fr)
+        if by_rows:
+            run, need = table.run_rows, table.any_rows
+        else:
+            run, need = table.run_cols, table.any_cols
+        whole = footprint * count
+        fetched: np.ndarray = np.where(
+            p <= 1, _share(p * whole, need, size), _share(whole * p, run, other * size)
+        )
+        return fetched
+
+    a = np.where(
+        dataflow == IS,
+        stationary(a_rd, table.a_footprint),
+        blocked(a_rd, table.a_footprint, by_rows=True),
+    )
+    b = np.where(
+        dataflow == WS,
+        stationary(b_rd, table.b_footprint),
+        np.where(
+            dataflow == IS,
+            blocked(b_rd, table.b_footprint, by_rows=True),
+            blocked(b_rd, table.b_footprint, by_rows=False),
+        ),
+    )
+    mn = table.m * table.n * count
+    c_r = np.where(c_rd > 0, _share(mn, table.spill_cols, sc * t), 0)
+    c_w = np.where(c_wr > mn, _share(mn, table.spill_cols + sc * t, sc * t), c_wr)
+    return a, b, c_r, c_w
+
+
+def _share(x: np.ndarray, part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """``x * part / whole`` rounded to the nearest count (in floating point: the product
+    of two counts of a large GEMM overflows int64)."""
+    out: np.ndarray = np.rint(x * (part / np.maximum(whole, 1))).astype(np.int64)
+    return out

@@ -1,21 +1,37 @@
-"""Surviving folds of GEMMs whose weight tiles a dropout pattern drops, step by step.
+"""What the folds of GEMMs whose weight tiles a dropout pattern drops use, step by step.
 
-For every simulated step ``s`` and GEMM ``g``, the folds of ``g`` on its array
-that still run when the step's tile pattern drops weight tiles.  A GEMM's weight
-``W`` has an input dimension (its rows, fan-in) and an output dimension; each of
-the GEMM's array-mapped dimensions ``Sr`` and ``Sc`` is one of them or neither
-(the batch, which covers every weight row or column).  Fold ``(i, j)`` covers
-rows ``[i R, (i + 1) R)`` of ``Sr`` and columns ``[j C, (j + 1) C)`` of ``Sc``
-and is skipped only if every weight tile it touches is dropped.  Only the first
-``part`` weight rows can be dropped (an LSTM's recurrent rows never are).
-
-Tile ``(r, c)`` is dropped by pattern ``(period, offset, keep)`` when
+A GEMM's weight ``W`` has an input dimension (its rows, fan-in, ``w_in``) and an
+output dimension (``w_out``), cut into tiles of ``tile rows x tile cols``; tile
+``(r, c)`` is dropped by pattern ``(period, offset, keep)`` when
 ``(r + c) % period == offset`` differs from ``keep`` (see
-:mod:`accelsim.techniques.dropout_patterns`).
+:mod:`accelsim.techniques.dropout_patterns`).  Only the first ``part`` weight rows
+can be dropped (an LSTM's recurrent rows never are): a tile reaching past them
+always runs.  Each of the GEMM's array-mapped dimensions ``Sr`` and ``Sc`` and its
+stream ``T`` is one weight dimension or neither (the batch).
 
-:func:`surviving_folds` is the NumPy reference (one GEMM, one step, as a fold
-mask); :func:`accelsim.timing.kernels.surviving_folds` is the Numba kernel over
-all steps and GEMMs, and :func:`count_surviving` picks one.
+**Compaction.** The weight dimension on the array's columns (or, when the columns
+hold the batch, the one on its rows) is cut into *lines*: tile columns of the
+weight in the array's frame.  Lines whose indices are equal modulo the pattern's
+period have the same surviving tiles along the weight's other dimension; they
+are gathered, ``array width // tile width`` of them to a *column block* (a 128x128
+array with 32x32 tiles: four 32-wide lines), and in each column block only the
+surviving tiles along the other dimension run:
+
+* other dimension on the array's rows (ws forward and ``dX``, os ``dW``): the
+  surviving tile rows of the block pack together, ``ceil(surviving rows / R)`` row
+  folds, each streaming all of ``T``;
+* other dimension streamed (ws ``dW``, os forward and ``dX``, is): every fold of the
+  block streams only the surviving tiles' positions (a shorter stream).
+
+A block's gathered lines and packed rows are address generation (gathers of whole
+tile rows and columns), not modelled as extra work.  With tiles as large as the
+array every line is its own block, so the forward and ``dX`` folds are exactly
+those the tiles keep; ``dW`` streams lose their dropped tiles.
+
+:func:`compacted_use` is the NumPy reference (one GEMM, one step);
+:func:`accelsim.timing.kernels.compacted_use` is the Numba kernel over all steps and
+GEMMs, and :func:`count_surviving` picks one.  Both give the fields of
+:data:`accelsim.mapping.schedule.USE_FIELDS`.
 """
 
 from __future__ import annotations
@@ -25,15 +41,17 @@ from collections.abc import Callable
 
 import numpy as np
 
+from accelsim.mapping.schedule import USE_FIELDS, extents, whole_use
 from accelsim.timing import backend
 
 NONE, W_IN, W_OUT = 0, 1, 2  # what an array-mapped dimension of a GEMM is
-FOLD_BREAK_EVEN = 100_000  # ~0.45 s of the reference at ~200k folds/s (2-core machine)
+FOLD_BREAK_EVEN = 500_000  # ~0.45 s of the reference at ~1.1 M folds/s (2-core machine)
 
 
-def surviving_folds(
+def compacted_use(
     sr: int,
     sc: int,
+    t: int,
     rows: int,
     cols: int,
     sr_is: int,
@@ -44,45 +62,81 @@ def surviving_folds(
     tile: tuple[int, int],
     pattern: tuple[int, int, bool],
 ) -> np.ndarray:
-    """The fold mask (true: the fold runs) of one GEMM under one tile pattern.
+    """:data:`~accelsim.mapping.schedule.USE_FIELDS` of one GEMM under one tile pattern,
+    its surviving tiles compacted per column block (see the module docstring).
 
     Args:
-        sr, sc: The GEMM's row- and column-mapped dimensions; ``rows``, ``cols``
-            the array's.
+        sr, sc, t: The GEMM's row- and column-mapped dimensions and its stream;
+            ``rows``, ``cols`` the array's.
         sr_is, sc_is: What ``Sr`` and ``Sc`` are (``NONE``, ``W_IN``, ``W_OUT``).
         w_in, w_out: The weight's input and output dimensions.
         part: Weight rows that can be dropped (the first ``part``).
-        tile: ``(tile rows, tile cols)`` over ``(w_in, w_out)``.
+        tile: ``(tile rows, tile cols)`` over ``(w_in, w_out)``; each at most the
+            array's smaller side.
         pattern: ``(period, offset, keep)``.
     """
     period, offset, keep = pattern
-    tr, tc = tile
-    grid_r, grid_c = -(-part // tr), -(-w_out // tc)
-    r, c = np.meshgrid(np.arange(grid_r), np.arange(grid_c), indexing="ij")
-    dropped = ((r + c) % period == offset) != keep
+    sizes = {W_IN: (w_in, tile[0]), W_OUT: (w_out, tile[1])}
+    line, across = (sc_is, cols) if sc_is != NONE else (sr_is, rows)
+    other = W_OUT if line == W_IN else W_IN
+    packed = sc_is != NONE and sr_is == other  # the other dimension on the rows
+    line_ext = extents(*sizes[line])
+    other_ext = extents(*sizes[other])
+    per_block = across // sizes[line][1]
+    # a line's key: its residue modulo the period, or ``period`` for a line that
+    # always runs (input rows past ``part``)
+    index = np.arange(line_ext.shape[0])
+    always = (index + 1) * tile[0] > part if line == W_IN else np.zeros_like(index, bool)
+    keys = np.where(always, period, index % period)
+    y = np.arange(other_ext.shape[0])
+    forced = (y + 1) * tile[0] > part if other == W_IN else np.zeros_like(y, bool)
+    use = dict.fromkeys(USE_FIELDS, 0)
+    union = np.zeros_like(y, bool)
     fr, fc = -(-sr // rows), -(-sc // cols)
-    mask = np.ones((fr, fc), dtype=bool)
-    for i in range(fr):
-        for j in range(fc):
-            ranges = {W_IN: (0, w_in), W_OUT: (0, w_out)}
-            for kind, lo, hi in ((sr_is, i * rows, min((i + 1) * rows, sr)),
-                                 (sc_is, j * cols, min((j + 1) * cols, sc))):  # fmt: skip
-                if kind != NONE:
-                    ranges[kind] = (lo, hi)
-            (in_lo, in_hi), (out_lo, out_hi) = ranges[W_IN], ranges[W_OUT]
-            if in_hi > part:
-                continue
-            block = dropped[
-                in_lo // tr : (in_hi - 1) // tr + 1, out_lo // tc : (out_hi - 1) // tc + 1
-            ]
-            mask[i, j] = not bool(block.all())
-    return mask
+    for key in range(period + 1):
+        lines = keys == key
+        if not lines.any():
+            continue
+        survives = forced | (((key + y) % period == offset) == keep) | (key == period)
+        height = int(survives @ other_ext)
+        if not height:
+            continue
+        union |= survives
+        width = int(lines @ line_ext)
+        blocks = -(-int(lines.sum()) // per_block)
+        if packed:
+            folds = -(-height // rows)
+            add = (blocks * folds, blocks * folds * t, height * width * t, height * width,
+                   blocks * height * t, folds * width * t, 0, width * t,
+                   (folds - 1) * width * t)  # fmt: skip
+        elif sc_is != NONE:  # streamed: the batch on the rows
+            add = (blocks * fr, blocks * fr * height, sr * width * height, sr * width,
+                   blocks * sr * height, fr * width * height, 0, width * height,
+                   (fr - 1) * width * height)  # fmt: skip
+        else:  # lines on the rows, the batch on the columns, streamed
+            add = (blocks * fc, blocks * fc * height, width * sc * height, width * sc,
+                   fc * width * height, blocks * sc * height, width * height, 0,
+                   blocks * sc * height)  # fmt: skip
+        for name, value in zip(USE_FIELDS, add, strict=True):
+            use[name] += value
+    needed = int(union @ other_ext)
+    if packed:
+        use["any_rows"] = needed * t
+    elif sc_is != NONE:
+        use["any_rows"] = sr * needed
+    else:
+        use["any_cols"] = sc * needed
+        # every row fold of a column block after the first makes a round trip
+        use["spill_cols"] = max(use["spill_cols"] - sc * t, 0)
+    return np.array([use[name] for name in USE_FIELDS], np.int64)
 
 
 def count_surviving(
     gemms: dict[str, np.ndarray], patterns: dict[str, np.ndarray], site: np.ndarray
 ) -> np.ndarray:
-    """Surviving folds ``[step, gemm]`` (per GEMM of a batched op).
+    """What the surviving folds use, ``[step, gemm, field]`` (per GEMM of a batched op;
+    the fields of :data:`accelsim.mapping.schedule.USE_FIELDS`, the surviving folds
+    first).
 
     Args:
         gemms: Per-GEMM int64 arrays ``sr, sc, rows, cols, sr_is, sc_is, w_in,
@@ -95,7 +149,7 @@ def count_surviving(
     if use_numba(steps * int(np.sum(folds[site >= 0]))):
         from accelsim.timing import kernels  # Numba loads only when it pays
 
-        kernel: Callable[..., np.ndarray] = kernels.surviving_folds
+        kernel: Callable[..., np.ndarray] = kernels.compacted_use
         return kernel(
             *(gemms[k] for k in FIELDS),
             site,
@@ -120,29 +174,29 @@ def count_surviving_numpy(
 ) -> np.ndarray:
     """:func:`count_surviving` with the NumPy reference, fold mask by fold mask."""
     steps = patterns["period"].shape[0]
-    out = np.empty((steps, site.shape[0]), np.int64)
+    out = np.empty((steps, site.shape[0], len(USE_FIELDS)), np.int64)
     for g in range(site.shape[0]):
-        sr, sc, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc = (
+        sr, sc, t, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc = (
             int(gemms[k][g]) for k in FIELDS
         )
+        if site[g] < 0:
+            whole = whole_use(np.array([sr]), np.array([sc]), np.array([t]), rows, cols)
+            out[:, g] = [int(whole[name][0]) for name in USE_FIELDS]
+            continue
         for s in range(steps):
-            if site[g] < 0:
-                out[s, g] = -(-sr // rows) * -(-sc // cols)
-                continue
             pattern = (
                 int(patterns["period"][s, site[g]]),
                 int(patterns["offset"][s, site[g]]),
                 bool(patterns["keep"][s, site[g]]),
             )
-            mask = surviving_folds(
-                sr, sc, rows, cols, sr_is, sc_is, w_in, w_out, part, (tr, tc), pattern
+            out[s, g] = compacted_use(
+                sr, sc, t, rows, cols, sr_is, sc_is, w_in, w_out, part, (tr, tc), pattern
             )
-            out[s, g] = int(mask.sum())
     return out
 
 
-FIELDS = ("sr", "sc", "rows", "cols", "sr_is", "sc_is", "w_in", "w_out", "part", "tile_rows",
-          "tile_cols")  # fmt: skip
+FIELDS = ("sr", "sc", "t", "rows", "cols", "sr_is", "sc_is", "w_in", "w_out", "part",
+          "tile_rows", "tile_cols")  # fmt: skip
 
 
 def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, float, float]:
@@ -152,7 +206,7 @@ def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, flo
     from accelsim.timing import kernels
 
     rng = np.random.default_rng(0)
-    values = (2048, 2048, 128, 128, W_IN, W_OUT, 2048, 2048, 2048, 32, 32)
+    values = (2048, 2048, 1024, 128, 128, W_IN, W_OUT, 2048, 2048, 2048, 32, 32)
     table = {k: np.full(gemms, v, np.int64) for k, v in zip(FIELDS, values, strict=True)}
     site = np.zeros(gemms, np.int64)
     patterns = {
@@ -160,7 +214,7 @@ def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, flo
         "offset": np.zeros((steps, 1), np.int64),
         "keep": np.ones((steps, 1), bool),
     }
-    kernel: Callable[..., np.ndarray] = kernels.surviving_folds
+    kernel: Callable[..., np.ndarray] = kernels.compacted_use
     args = (*(table[k] for k in FIELDS), site, patterns["period"], patterns["offset"])
     keep = patterns["keep"].astype(np.int64)
 

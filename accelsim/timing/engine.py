@@ -3,13 +3,14 @@
 Each processor has a systolic array, a vector unit and any extra array units
 a technique adds; each unit runs one op at a time, always the ready op that
 comes first in program order (or in the graph's own priority order).  DRAM is
-a first-come-first-served :class:`~accelsim.timing.channel.Channel` (busy
-``bytes / bandwidth`` cycles per transfer, then the access latency): one
-channel shared by every processor (``dram.sharing: shared``) or one per
-processor (``per_processor``); an op's traffic goes to its own processor's
-channel, and an all-reduce reads and writes each participant's copy on that
-participant's channel.  Each processor has one outgoing interconnect link,
-another channel, for ring all-reduces and point-to-point transfers.  A ring
+a :class:`~accelsim.timing.memory.Memory` (:func:`~accelsim.timing.memory.dram_memories`:
+one shared by every processor with ``dram.sharing: shared``, one per processor
+with ``per_processor``), which books each transfer when it is requested and says
+when it arrives (:mod:`accelsim.timing.channel`); an op's traffic goes to its
+own processor's memory, and an all-reduce reads and writes each participant's
+copy on that participant's memory.  Each processor has one outgoing
+interconnect link, a first-come-first-served channel booked the same way, for
+ring all-reduces and point-to-point transfers.  A ring
 all-reduce step is one event for all its participants: each participant's
 link is reserved for its chunk (after whatever that link already carries, so
 contention with transfers is kept), and the step ends when the last chunk
@@ -35,35 +36,27 @@ from collections.abc import Generator
 import numpy as np
 import simpy
 
-from accelsim.config.hardware import DramSharing, HardwareSpec
+from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
-from accelsim.timing.channel import Channel, reserve_all
+from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
+from accelsim.timing.memory import DEFAULT_STREAM, Stream, StreamClass, dram_memories, link_memories
+from accelsim.timing.streams import STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 Process = Generator[simpy.Event, object, None]
 
 
 class _Engine:
-    def __init__(self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> None:
+    def __init__(
+        self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None
+    ) -> None:
         self.graph = graph
         self.env = simpy.Environment()
-        # DRAM channel of each processor: the same object for all when shared.
-        dram = hw.dram
-        if dram.sharing is DramSharing.PER_PROCESSOR:
-            self.dram = [
-                Channel(self.env, dram.bandwidth_bytes_per_cycle, dram.latency_cycles)
-                for _ in range(hw.processors)
-            ]
-        else:
-            shared = Channel(self.env, dram.bandwidth_bytes_per_cycle, dram.latency_cycles)
-            self.dram = [shared] * hw.processors
-        link = hw.interconnect
-        self.links = [
-            Channel(self.env, link.bandwidth_bytes_per_cycle, link.latency_cycles)
-            for _ in range(hw.processors)
-        ]
+        # Each processor's DRAM memory (the same object for all when shared) and link.
+        self.dram = dram_memories(hw)
+        self.links = link_memories(hw)
         self.costs = costs
         # Plain lists: indexing them per event is cheaper than indexing arrays.
         self.unit = costs.unit.tolist()
@@ -74,6 +67,10 @@ class _Engine:
         self.prologue = costs.prologue_bytes.tolist()
         self.epilogue = costs.epilogue_bytes.tolist()
         self.priority = list(graph.priority) if graph.priority else list(range(len(graph.ops)))
+        # The stream of each op's DRAM reads and writes.
+        read_classes, write_classes = streams if streams is not None else op_streams(graph, costs)
+        self.read_stream: list[Stream] = [STREAMS[c] for c in read_classes.tolist()]
+        self.write_stream: list[Stream] = [STREAMS[c] for c in write_classes.tolist()]
         n_ops = len(graph.ops)
         self.start = [-1] * n_ops
         self.end = [-1] * n_ops
@@ -135,6 +132,7 @@ class _Engine:
 
     def _op_proc(self, i: int) -> Process:
         env, dram = self.env, self.dram[self.graph.processor[i]]
+        reads_stream, writes_stream = self.read_stream[i], self.write_stream[i]
         self.start[i] = int(env.now)
         chunks, compute = self.chunks[i], self.compute[i]
         reads, writes = self.reads[i], self.writes[i]
@@ -142,7 +140,7 @@ class _Engine:
         epilogue = min(writes, self.epilogue[i])
         rest, behind = reads - prologue, writes - epilogue
         if prologue:
-            yield dram.transfer(prologue)
+            yield transfer(env, dram, prologue, reads_stream)
         # Near-equal integer parts: group j gets q, plus 1 while j < r, of (q, r) = divmod.
         compute_q, compute_r = divmod(compute, chunks)
         fetch_q, fetch_r = divmod(rest, chunks - 1) if chunks > 1 else (0, 0)
@@ -150,22 +148,22 @@ class _Engine:
         drains = []
         for j in range(chunks):
             fetch_bytes = fetch_q + (j < fetch_r) if j + 1 < chunks else 0
-            fetch = dram.transfer(fetch_bytes) if fetch_bytes else None
+            fetch = transfer(env, dram, fetch_bytes, reads_stream) if fetch_bytes else None
             yield env.timeout(compute_q + (j < compute_r))
             drain_bytes = drain_q + (j < drain_r)
             if drain_bytes:
-                drains.append(dram.transfer(drain_bytes))
+                drains.append(transfer(env, dram, drain_bytes, writes_stream))
             if fetch is not None:
                 yield fetch
         if epilogue:
-            drains.append(dram.transfer(epilogue))
+            drains.append(transfer(env, dram, epilogue, writes_stream))
         if drains:
             yield env.all_of(drains)
         self._finish(i)
 
     def _transfer_proc(self, op: TransferOp) -> Process:
         self.start[op.op_id] = int(self.env.now)
-        yield self.links[op.source].transfer(op.bytes)
+        yield transfer(self.env, self.links[op.source], op.bytes, DEFAULT_STREAM)
         self._finish(op.op_id)
 
     def _join(self, arrival: int) -> Process:
@@ -186,18 +184,22 @@ class _Engine:
         chunk = -(-size // procs)
         drams = [self.dram[p] for p in op.participants]
         links = [self.links[p] for p in op.participants]
-        yield from self._join(reserve_all(drams, size))
+        stream = STREAMS[StreamClass.GRADIENT]
+        yield from self._join(reserve_all(int(self.env.now), drams, size, stream))
         for _ in range(2 * (procs - 1)):
-            yield from self._join(reserve_all(links, chunk))
-        yield from self._join(reserve_all(drams, size))
+            yield from self._join(reserve_all(int(self.env.now), links, chunk, DEFAULT_STREAM))
+        yield from self._join(reserve_all(int(self.env.now), drams, size, stream))
         self._finish(i)
 
 
-def simulate(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trace:
-    """Run ``graph`` with ``costs`` on ``hw`` and return the :class:`Trace`.
+def simulate(
+    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None = None
+) -> Trace:
+    """Run ``graph`` with ``costs`` on ``hw`` and return the :class:`Trace`; its ops'
+    transfers are of ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`').
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    return _Engine(graph, costs, hw).run()
+    return _Engine(graph, costs, hw, streams).run()

@@ -7,11 +7,12 @@ the one cached overload of the loop; :mod:`accelsim.timing.numba_setup` keeps
 SciPy out of it), and about 6 s once, to compile the loop when no cache
 exists, while a ResNet-18 step is about 5,000 events, 8 ms of SimPy.
 ``auto`` therefore decides like :mod:`accelsim.timing.backend`: SimPy until the
-events simulated in this process would have paid for loading Numba, and only
-when the compiled loop is cached on disk (never a compile in a user's run),
-counting the events a caller says will follow (:func:`followed_by`); the
-compiled engine once Numba is loaded anyway.  Neither engine is imported before
-it runs.
+events simulated in this process, with those a caller says will follow
+(:func:`followed_by`: a pipeline's second graph, a sweep worker's remaining
+points), would have paid for loading Numba and the cached loop, or, with no
+cache on disk, for compiling it (which writes the cache for every later
+process); the compiled engine once Numba is loaded anyway.  The disk is looked
+at for the cache once per process.  Neither engine is imported before it runs.
 
 Simulated steps are memoised within a process, keyed by the step's
 :func:`~accelsim.timing.flat.fingerprint` (what decides its timing) and the
@@ -37,12 +38,15 @@ from accelsim.config.run import EngineKind
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.flat import fingerprint, flatten
+from accelsim.timing.streams import Streams
 from accelsim.timing.trace import Trace, build_trace
 
 # SimPy events that cost about as much as loading Numba and the cached loop
 # (~0.4 s at ~1.65 us per event on the 2-core reference machine), and the events
 # an op costs besides its tile groups (get, put, prologue, join, drains).
 BREAK_EVEN_EVENTS = 250_000
+# ... and that cost about as much as compiling the loop when no cache exists (~6.5 s).
+COMPILE_EVENTS = 4_000_000
 EVENTS_PER_OP = 5
 EVENTS_PER_CHUNK = 3
 
@@ -51,11 +55,13 @@ MEMO_STEPS = 128
 
 
 class _Budget:
-    """Events simulated with SimPy so far in this process (``auto``), and the
-    multiple of a step's events its caller said will follow it (:func:`followed_by`)."""
+    """Events simulated with SimPy so far in this process (``auto``), the multiple of
+    a step's events its caller said will follow it (:func:`followed_by`), and whether
+    the compiled loop is cached on disk or loaded (``None``: not looked yet)."""
 
     spent_events = 0
     following = 0.0
+    compiled: bool | None = None
 
 
 class _Memo:
@@ -67,7 +73,7 @@ class _Memo:
     hits = 0
 
 
-Step = tuple[OpGraph, OpCosts, HardwareSpec]
+Step = tuple[OpGraph, OpCosts, HardwareSpec, Streams | None]
 
 
 class _Recorder:
@@ -78,8 +84,8 @@ class _Recorder:
 
 @contextmanager
 def recorded_steps() -> Iterator[list[Step]]:
-    """Collect ``(graph, costs, hardware)`` of every step simulated inside the block,
-    memoised ones included (for benchmarks of the engines)."""
+    """Collect ``(graph, costs, hardware, streams)`` of every step simulated inside the
+    block, memoised ones included (for benchmarks of the engines)."""
     steps: list[Step] = []
     outer, _Recorder.steps = _Recorder.steps, steps
     try:
@@ -126,30 +132,39 @@ def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
     """The engine that runs a step of ``costs`` when ``kind`` is asked for."""
     if kind is not EngineKind.AUTO:
         return kind
-    if "numba" in sys.modules and compiled_cached():
+    if _Budget.compiled is None:
+        _Budget.compiled = compiled_cached()
+    if "numba" in sys.modules and _Budget.compiled:
         return EngineKind.COMPILED
     events = estimated_events(costs)
     ahead = int(events * _Budget.following)
-    if _Budget.spent_events + events + ahead >= BREAK_EVEN_EVENTS and compiled_cached():
+    pays = BREAK_EVEN_EVENTS if _Budget.compiled else COMPILE_EVENTS
+    if _Budget.spent_events + events + ahead >= pays:
+        _Budget.compiled = True  # loaded, or compiled and cached, by this step
         return EngineKind.COMPILED
     _Budget.spent_events += events
     return EngineKind.SIMPY
 
 
 def simulate(
-    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, kind: EngineKind = EngineKind.AUTO
+    graph: OpGraph,
+    costs: OpCosts,
+    hw: HardwareSpec,
+    kind: EngineKind = EngineKind.AUTO,
+    streams: Streams | None = None,
 ) -> Trace:
     """Run ``graph`` with ``costs`` on ``hw`` with the engine :func:`choose` picks
     (or reuse the timing of the same step simulated before); the trace names the
-    engine that ran it.
+    engine that ran it.  The ops' DRAM transfers are of ``streams`` (by default
+    :func:`~accelsim.timing.streams.op_streams`').
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
     if _Recorder.steps is not None:
-        _Recorder.steps.append((graph, costs, hw))
-    flat = flatten(graph, costs, hw)
+        _Recorder.steps.append((graph, costs, hw, streams))
+    flat = flatten(graph, costs, hw, streams)
     key = (fingerprint(flat), kind.value)
     known = _Memo.steps.get(key)
     if known is not None:
@@ -162,11 +177,13 @@ def simulate(
     if choose(kind, costs) is EngineKind.COMPILED:
         from accelsim.timing import compiled  # loads Numba
 
+        _Budget.compiled = True
+
         trace = compiled.simulate(graph, costs, flat)
     else:
         from accelsim.timing import engine  # loads SimPy
 
-        trace = engine.simulate(graph, costs, hw)
+        trace = engine.simulate(graph, costs, hw, streams)
     _Memo.steps[key] = (
         trace.start_cycle.copy(),
         trace.end_cycle.copy(),

@@ -15,17 +15,47 @@ machine:
 * a transfer reserves its source's link and finishes when the data arrives;
 * an all-reduce runs its DRAM read, ``2(P - 1)`` ring steps and DRAM write,
   each a reservation on every participant's channel, one event to the last
-  arrival and a join event.
+  arrival and a join event;
+* a transfer that its memory books a slice at a time (a background stream under
+  ``priority`` arbitration) is a SLICE event when each slice has left the
+  memory, where the next is booked, and the unit's event when the last arrives
+  (:class:`accelsim.timing.channel.SlicedTransfer`).
 
-A channel reservation starts at ``max(now, free_at)``, holds the channel for
-``ceil(bytes / bandwidth)`` cycles and arrives ``latency`` cycles later
-(:class:`accelsim.timing.channel.Channel`).  Events that change nothing (a
+DRAM is the :class:`~accelsim.timing.memory.Memory` of each processor described as
+arrays (:class:`~accelsim.timing.memory.MemoryLayout`: channels, and how a memory
+of several cuts its transfers over them).  A channel reservation starts at
+``max(now, free_at)``, holds the channel for ``ceil(bytes / bandwidth)`` cycles
+and arrives ``latency`` cycles later, as :class:`~accelsim.timing.memory.FifoMemory`
+books it; links are such channels too.  Events that change nothing (a
 transfer's or all-reduce's process ending) are counted but not queued.
+
+:func:`run_events` pops events, dispatches ready ops and queues what its
+helpers ask for; each helper does one of the things above: the event heap
+(:func:`_push`, :func:`_pop`), the units' stores (:func:`_put`, :func:`_take`),
+the unit state machine (:func:`_unit_step`: it says what the unit asks for, DRAM
+transfers and wake-ups, in the order the SimPy process asks), the memory and
+channel reservations (:func:`_dram_reserve`, :func:`_reserve`; a unit's, slice
+by slice when its memory says so: :func:`_book`, :func:`_book_slice`), the
+transfers' and all-reduces' stages (:func:`_process_start`, :func:`_process_step`) and the
+release of an op's successors (:func:`_release`).
+
+The helpers are as fast as the single loop they were split from (paired runs,
+README "Event engines and scaling") because of three choices, each measured:
+they are compiled into the loop (``forceinline``: LLVM inlines every call) and
+without Numba's reference counting (``_nrt=False``: they only index the loop's
+arrays, never allocate or keep one; with counting, every call paid atomic
+operations on each array argument, twice as slow); and the arrays stay
+one-dimensional per field, as the loop had them (a ``(n, 4)`` event heap was
+12 % slower, a ``(ops, 11)`` op table 8 %).  They stay in this module: Numba
+caches the loop keyed by the loop's own source file, so a helper edited in
+another module would leave a stale loop in the cache.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,16 +64,52 @@ from accelsim.timing.flat import KIND_TRANSFER, KIND_UNIT
 from accelsim.timing.numba_setup import njit
 
 # Event kinds.
-INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC = range(8)
+INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE = range(9)
 # Unit phases.
 IDLE, GOT, AFTER_PROLOGUE, AFTER_COMPUTE, WAIT_FETCH, WAIT_DRAINS = range(6)
 URGENT, NORMAL = 0, 1
 PRIORITY_SHIFT = 62
 # Status codes.
 OK, OVER_LIMIT = 0, 1
+# Columns of the unit state: one row per unit (store).
+(
+    U_PHASE,
+    U_CURRENT,
+    U_CHUNK,
+    U_FETCH_PENDING,
+    U_DRAINS,
+    U_OUTSTANDING,
+    U_REST,
+    U_BEHIND,
+    U_EPILOGUE,
+) = range(9)
+UNIT_COLUMNS = 9
+# What a unit asks for (a row of :func:`_unit_step`'s requests): ``(ASK_DRAM, bytes,
+# event)`` is a DRAM transfer whose event fires when it arrives, ``(ASK_AT, cycle,
+# event)`` an event at that cycle.  A step asks for at most three things.
+ASK_DRAM, ASK_AT = 0, 1
+MAX_ASKS = 3
+# Columns of a sliced transfer's state (:func:`_book`): one row per transfer in flight.
+C_LEFT, C_MEMORY, C_EVENT, C_UNIT = range(4)
+BACKGROUND = 1  # accelsim.timing.memory.BACKGROUND
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+# ``_nrt`` is Numba's switch for its reference counting (``NRT``); it is not in
+# Numba's type stubs, hence the dictionary.
+_NO_REFCOUNTS: dict[str, Any] = {"_nrt": False}
 
 
-@njit(cache=True)
+def _helper(function: _F) -> _F:
+    """Compile one of the loop's helpers: inlined into the loop, without reference
+    counting (see the module docstring)."""
+    compiled: _F = njit(cache=True, forceinline=True, **_NO_REFCOUNTS)(function)
+    return compiled
+
+
+# -- the event heap and the units' stores --------------------------------------------------
+
+
+@_helper
 def _push(
     h_time: np.ndarray,
     h_key: np.ndarray,
@@ -75,7 +141,7 @@ def _push(
     return size + 1
 
 
-@njit(cache=True)
+@_helper
 def _pop(
     h_time: np.ndarray, h_key: np.ndarray, h_kind: np.ndarray, h_arg: np.ndarray, size: int
 ) -> int:
@@ -107,7 +173,7 @@ def _pop(
     return size
 
 
-@njit(cache=True)
+@_helper
 def _store_push(
     s_prio: np.ndarray, s_op: np.ndarray, base: int, size: int, prio: int, op: int
 ) -> None:
@@ -125,7 +191,7 @@ def _store_push(
     s_op[base + i] = op
 
 
-@njit(cache=True)
+@_helper
 def _store_pop(s_prio: np.ndarray, s_op: np.ndarray, base: int, size: int) -> int:
     """Remove and return the op with the smallest ``(prio, op)`` of a store heap."""
     first = s_op[base]
@@ -152,7 +218,46 @@ def _store_pop(s_prio: np.ndarray, s_op: np.ndarray, base: int, size: int) -> in
     return int(first)
 
 
-@njit(cache=True)
+@_helper
+def _put(
+    op: int,
+    store: np.ndarray,
+    priority: np.ndarray,
+    s_prio: np.ndarray,
+    s_op: np.ndarray,
+    s_size: np.ndarray,
+    store_base: np.ndarray,
+) -> int:
+    """Put the ready unit op ``op`` in its unit's store; returns the store."""
+    st = store[op]
+    _store_push(s_prio, s_op, store_base[st], s_size[st], priority[op], op)
+    s_size[st] += 1
+    return int(st)
+
+
+@_helper
+def _take(
+    st: int,
+    units: np.ndarray,
+    s_prio: np.ndarray,
+    s_op: np.ndarray,
+    s_size: np.ndarray,
+    store_base: np.ndarray,
+) -> bool:
+    """Serve unit ``st``'s get if it is idle and its store holds an op: the store's
+    first op becomes its op.  Returns whether it was served (a GET event follows)."""
+    if units[st, U_PHASE] != IDLE or s_size[st] == 0:
+        return False
+    units[st, U_CURRENT] = _store_pop(s_prio, s_op, store_base[st], s_size[st])
+    s_size[st] -= 1
+    units[st, U_PHASE] = GOT
+    return True
+
+
+# -- channel reservations ------------------------------------------------------------------
+
+
+@_helper
 def _reserve(free_at: np.ndarray, channel: int, now: int, n_bytes: int, bandwidth: float) -> int:
     """Hold ``channel`` for ``n_bytes`` after what it already carries; returns the end."""
     start = max(now, free_at[channel])
@@ -160,11 +265,334 @@ def _reserve(free_at: np.ndarray, channel: int, now: int, n_bytes: int, bandwidt
     return int(free_at[channel])
 
 
-@njit(cache=True)
+@_helper
+def _dram_reserve(
+    m: int,
+    now: int,
+    n_bytes: int,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+) -> int:
+    """Book ``n_bytes`` on DRAM memory ``m`` (:class:`accelsim.timing.memory.MemoryLayout`)
+    at cycle ``now``; returns the cycle they have left it (they arrive a latency later).
+
+    A memory of one channel books them there.  Over several channels they are cut
+    into blocks of ``block_bytes[m]`` (the last one short), dealt out in turn from
+    the channel after the one that took the memory's previous last block
+    (``cursor[m]``), and each channel books its share.
+    """
+    first = channel_ptr[m]
+    count = channel_ptr[m + 1] - first
+    if count == 1:
+        return _reserve(channel_free, first, now, n_bytes, channel_bandwidth[first])
+    block = block_bytes[m]
+    blocks = (n_bytes + block - 1) // block
+    each = blocks // count
+    more = blocks - each * count  # the first `more` channels from the cursor get one more
+    last = (blocks - 1) % count  # the channel (from the cursor) of the last, short block
+    short = blocks * block - n_bytes
+    k = cursor[m]
+    end = now
+    for j in range(count):
+        share = (each + (1 if j < more else 0)) * block - (short if j == last else 0)
+        if share > 0:
+            c = first + (k + j) % count
+            end = max(end, _reserve(channel_free, c, now, share, channel_bandwidth[c]))
+    cursor[m] = (k + blocks) % count
+    return end
+
+
+@_helper
 def _part(total: int, parts: int, j: int) -> int:
     """The ``j``-th of ``parts`` near-equal integer parts of ``total``."""
     q = total // parts
     return q + (1 if j < total - q * parts else 0)
+
+
+@_helper
+def _book(
+    unit: int,
+    event: int,
+    m: int,
+    now: int,
+    n_bytes: int,
+    background: bool,
+    slice_bytes: np.ndarray,
+    chains: np.ndarray,
+    free_chains: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+    dram_latency: int,
+) -> tuple[int, int, int]:
+    """Book a unit's DRAM transfer of ``n_bytes`` on memory ``m``; returns the event to
+    queue, ``(cycle, kind, arg)``: the unit's ``event`` when the data arrives, or,
+    when the memory books this background stream a slice at a time, a SLICE event
+    when the first slice has left the memory (the transfer's state in a free row
+    of ``chains``; ``free_chains[0]`` counts the free rows listed after it)."""
+    part = n_bytes
+    if background and 0 < slice_bytes[m] < n_bytes:
+        part = slice_bytes[m]
+    leaves = _dram_reserve(
+        m, now, part, channel_ptr, channel_bandwidth, channel_free, block_bytes, cursor
+    )
+    if part == n_bytes:
+        return leaves + dram_latency, event, unit
+    row = free_chains[free_chains[0]]
+    free_chains[0] -= 1
+    chains[row, C_LEFT] = n_bytes - part
+    chains[row, C_MEMORY] = m
+    chains[row, C_EVENT] = event
+    chains[row, C_UNIT] = unit
+    return leaves, SLICE, row
+
+
+@_helper
+def _book_slice(
+    row: int,
+    now: int,
+    slice_bytes: np.ndarray,
+    chains: np.ndarray,
+    free_chains: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+    dram_latency: int,
+) -> tuple[int, int, int]:
+    """The previous slice of sliced transfer ``row`` has left its memory: book the
+    next; returns the event to queue, as :func:`_book` (the unit's event when this
+    was the last slice, which frees the row)."""
+    m = chains[row, C_MEMORY]
+    part = min(chains[row, C_LEFT], slice_bytes[m])
+    leaves = _dram_reserve(
+        m, now, part, channel_ptr, channel_bandwidth, channel_free, block_bytes, cursor
+    )
+    chains[row, C_LEFT] -= part
+    if chains[row, C_LEFT] > 0:
+        return leaves, SLICE, row
+    free_chains[0] += 1
+    free_chains[free_chains[0]] = row
+    return leaves + dram_latency, chains[row, C_EVENT], chains[row, C_UNIT]
+
+
+# -- the unit state machine ----------------------------------------------------------------
+
+
+@_helper
+def _ask(asks: np.ndarray, n: int, what: int, value: int, event: int) -> int:
+    """Write request ``n`` (``what``, ``value``, ``event``); returns ``n + 1``."""
+    asks[n, 0] = what
+    asks[n, 1] = value
+    asks[n, 2] = event
+    return n + 1
+
+
+@_helper
+def _unit_step(
+    ev_kind: int,
+    st: int,
+    now: int,
+    chunks: np.ndarray,
+    compute: np.ndarray,
+    reads: np.ndarray,
+    writes: np.ndarray,
+    prologue_bytes: np.ndarray,
+    epilogue_bytes: np.ndarray,
+    units: np.ndarray,
+    start: np.ndarray,
+    asks: np.ndarray,
+) -> tuple[int, int]:
+    """Advance unit ``st`` on its event (GET, FETCH, DRAIN or WAKE).
+
+    Returns ``(finished, n)``: its op if the op ended now (else -1), and how many
+    requests it wrote in ``asks[:n]``, in the order the SimPy process makes them.
+    """
+    op = int(units[st, U_CURRENT])
+    phase = units[st, U_PHASE]
+    n = 0
+    begin = False  # begin tile group U_CHUNK
+    after = False  # a tile group is done: go on to the next
+    if ev_kind == GET:
+        start[op] = now
+        first = reads[op] if chunks[op] == 1 else min(reads[op], prologue_bytes[op])
+        units[st, U_EPILOGUE] = min(writes[op], epilogue_bytes[op])
+        units[st, U_REST] = reads[op] - first
+        units[st, U_BEHIND] = writes[op] - units[st, U_EPILOGUE]
+        units[st, U_DRAINS] = 0
+        units[st, U_OUTSTANDING] = 0
+        units[st, U_CHUNK] = 0
+        if first:
+            n = _ask(asks, n, ASK_DRAM, first, WAKE)
+            units[st, U_PHASE] = AFTER_PROLOGUE
+        else:
+            begin = True
+    elif ev_kind == FETCH:
+        units[st, U_FETCH_PENDING] = 0
+        after = phase == WAIT_FETCH
+    elif ev_kind == DRAIN:
+        units[st, U_OUTSTANDING] -= 1
+        if phase == WAIT_DRAINS and units[st, U_OUTSTANDING] == 0:  # the all_of fires
+            n = _ask(asks, n, ASK_AT, now, WAKE)
+    elif phase == AFTER_PROLOGUE:
+        begin = True
+    elif phase == AFTER_COMPUTE:
+        drain = _part(units[st, U_BEHIND], chunks[op], units[st, U_CHUNK])
+        if drain:
+            n = _ask(asks, n, ASK_DRAM, drain, DRAIN)
+            units[st, U_DRAINS] += 1
+            units[st, U_OUTSTANDING] += 1
+        if units[st, U_FETCH_PENDING]:
+            units[st, U_PHASE] = WAIT_FETCH
+        else:
+            after = True
+    else:  # WAIT_DRAINS: the all_of fired
+        return op, n
+    if after:
+        units[st, U_CHUNK] += 1
+        if units[st, U_CHUNK] < chunks[op]:
+            begin = True
+        else:
+            epilogue = units[st, U_EPILOGUE]
+            if epilogue:
+                n = _ask(asks, n, ASK_DRAM, epilogue, DRAIN)
+                units[st, U_DRAINS] += 1
+                units[st, U_OUTSTANDING] += 1
+            if units[st, U_DRAINS] == 0:
+                return op, n
+            units[st, U_PHASE] = WAIT_DRAINS
+            if units[st, U_OUTSTANDING] == 0:  # every drain arrived already
+                n = _ask(asks, n, ASK_AT, now, WAKE)
+    if begin:  # fetch group j + 1 while group j computes
+        j = units[st, U_CHUNK]
+        fetch = _part(units[st, U_REST], chunks[op] - 1, j) if j + 1 < chunks[op] else 0
+        if fetch:
+            n = _ask(asks, n, ASK_DRAM, fetch, FETCH)
+        units[st, U_FETCH_PENDING] = 1 if fetch else 0
+        n = _ask(asks, n, ASK_AT, now + _part(compute[op], chunks[op], j), WAKE)
+        units[st, U_PHASE] = AFTER_COMPUTE
+    return -1, n
+
+
+# -- transfers and all-reduce stages -------------------------------------------------------
+
+
+@_helper
+def _process_start(
+    op: int,
+    now: int,
+    kind: np.ndarray,
+    processor: np.ndarray,
+    link_bytes: np.ndarray,
+    part_ptr: np.ndarray,
+    part_idx: np.ndarray,
+    memory_of: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+    dram_latency: int,
+    link_free: np.ndarray,
+    link_bandwidth: float,
+    link_latency: int,
+) -> int:
+    """Start a transfer (its link reservation) or an all-reduce (its DRAM read on every
+    participant's channel); returns the last arrival, when its process goes on."""
+    size = link_bytes[op]
+    if kind[op] == KIND_TRANSFER:
+        return _reserve(link_free, processor[op], now, size, link_bandwidth) + link_latency
+    t = 0
+    for k in range(part_ptr[op], part_ptr[op + 1]):
+        a = _dram_reserve(
+            memory_of[part_idx[k]], now, size, channel_ptr, channel_bandwidth, channel_free,
+            block_bytes, cursor,
+        )  # fmt: skip
+        t = max(t, a + dram_latency)
+    return t
+
+
+@_helper
+def _process_step(
+    op: int,
+    now: int,
+    kind: np.ndarray,
+    link_bytes: np.ndarray,
+    stage: np.ndarray,
+    part_ptr: np.ndarray,
+    part_idx: np.ndarray,
+    memory_of: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    channel_free: np.ndarray,
+    block_bytes: np.ndarray,
+    cursor: np.ndarray,
+    dram_latency: int,
+    link_free: np.ndarray,
+    link_bandwidth: float,
+    link_latency: int,
+) -> int:
+    """Advance a transfer or an all-reduce on its event; returns the cycle of its next
+    event, or -1 when its process ends now (the op is finished).
+
+    An all-reduce alternates an arrival (odd ``stage``) and its join (even, a
+    zero-delay event): after each join it reserves its next phase, ``2(P - 1)``
+    ring steps on the participants' links, then the DRAM write on their channels.
+    """
+    if kind[op] == KIND_TRANSFER:
+        return -1
+    stage[op] += 1
+    if stage[op] % 2 == 1:  # the last arrival: join
+        return now
+    procs = part_ptr[op + 1] - part_ptr[op]
+    steps = 2 * (procs - 1)
+    phase = stage[op] // 2
+    if phase > steps + 1:
+        return -1
+    size = link_bytes[op]
+    t = 0
+    for k in range(part_ptr[op], part_ptr[op + 1]):
+        p = part_idx[k]
+        if phase <= steps:
+            per = (size + procs - 1) // procs
+            a = _reserve(link_free, p, now, per, link_bandwidth) + link_latency
+        else:
+            a = _dram_reserve(
+                memory_of[p], now, size, channel_ptr, channel_bandwidth, channel_free,
+                block_bytes, cursor,
+            )  # fmt: skip
+            a += dram_latency
+        t = max(t, a)
+    return t
+
+
+# -- the loop ------------------------------------------------------------------------------
+
+
+@_helper
+def _release(
+    op: int,
+    succ_ptr: np.ndarray,
+    succ_idx: np.ndarray,
+    waiting: np.ndarray,
+    ready: np.ndarray,
+    n_ready: int,
+) -> int:
+    """Count ``op`` done for its successors; those with nothing left to wait for join
+    the ready list, in order.  Returns the list's new length."""
+    for k in range(succ_ptr[op], succ_ptr[op + 1]):
+        nxt = succ_idx[k]
+        waiting[nxt] -= 1
+        if waiting[nxt] == 0:
+            ready[n_ready] = nxt
+            n_ready += 1
+    return n_ready
 
 
 @njit(cache=True)
@@ -187,19 +615,28 @@ def run_events(
     waiting: np.ndarray,
     store_base: np.ndarray,
     n_stores: int,
-    dram_channel: np.ndarray,
-    n_dram: int,
-    n_links: int,
-    dram_bandwidth: float,
+    read_stream: np.ndarray,
+    write_stream: np.ndarray,
+    stream_priority: np.ndarray,
+    memory_of: np.ndarray,
+    channel_ptr: np.ndarray,
+    channel_bandwidth: np.ndarray,
+    block_bytes: np.ndarray,
+    slice_bytes: np.ndarray,
     dram_latency: int,
+    n_links: int,
     link_bandwidth: float,
     link_latency: int,
     heap_capacity: int,
+    chain_capacity: int,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Run every op; returns ``(start, end, events, status)`` (cycles -1 if never run).
 
     The arrays are those of :class:`accelsim.timing.flat.FlatStep` (``processor``
-    is its ``where``; ``waiting``, its ``deps``, is modified).  ``status`` is
+    is its ``where``; ``waiting``, its ``deps``, is modified), the DRAM those of its
+    :class:`~accelsim.timing.memory.MemoryLayout`, ``stream_priority`` the priority
+    of each stream class.  ``chain_capacity`` bounds the sliced transfers in
+    flight (at most one per unit's fetch and drains).  ``status`` is
     :data:`OVER_LIMIT` if an op ended after :data:`~accelsim.errors.MAX_COUNT`
     cycles (the loop stops there).
     """
@@ -213,20 +650,17 @@ def run_events(
     s_prio = np.empty(max(n_ops, 1), np.int64)
     s_op = np.empty(max(n_ops, 1), np.int64)
     s_size = np.zeros(n_stores, np.int64)
-    dram_free = np.zeros(n_dram, np.int64)
+    channel_free = np.zeros(channel_bandwidth.shape[0], np.int64)
+    cursor = np.zeros(block_bytes.shape[0], np.int64)  # a memory's next channel
     link_free = np.zeros(n_links, np.int64)
-    # Unit state.
-    phase = np.full(n_stores, IDLE, np.int64)
-    current = np.full(n_stores, -1, np.int64)
-    chunk = np.zeros(n_stores, np.int64)
-    fetch_pending = np.zeros(n_stores, np.int64)
-    drains = np.zeros(n_stores, np.int64)
-    outstanding = np.zeros(n_stores, np.int64)
-    rest = np.zeros(n_stores, np.int64)
-    behind = np.zeros(n_stores, np.int64)
-    epilogue = np.zeros(n_stores, np.int64)
-    # All-reduce stage.
-    stage = np.zeros(n_ops, np.int64)
+    units = np.zeros((n_stores, UNIT_COLUMNS), np.int64)
+    units[:, U_PHASE] = IDLE
+    units[:, U_CURRENT] = -1
+    asks = np.zeros((MAX_ASKS, 3), np.int64)
+    chains = np.zeros((max(chain_capacity, 1), 4), np.int64)
+    free_chains = np.arange(max(chain_capacity, 1) + 1, dtype=np.int64) - 1
+    free_chains[0] = max(chain_capacity, 1)
+    stage = np.zeros(n_ops, np.int64)  # all-reduce stage
     seq = 0
     size = 0
     events = 0
@@ -243,187 +677,85 @@ def run_events(
             n_ready += 1
     now = 0
     normal = NORMAL << PRIORITY_SHIFT
-    asks = -1  # the unit whose op just finished: it asks its store for the next op
+    # The unit that may take an op from its store now: one whose op just finished
+    # (after the puts of that op's successors, as in SimPy) or whose store got a put.
+    serve = -1
     while True:
         # Dispatch what became ready, in order (a put or a process start each).
         for r in range(n_ready):
             op = ready[r]
             if kind[op] == KIND_UNIT:
-                st = store[op]
-                _store_push(s_prio, s_op, store_base[st], s_size[st], priority[op], op)
-                s_size[st] += 1
+                st = _put(op, store, priority, s_prio, s_op, s_size, store_base)
                 size = _push(h_time, h_key, h_kind, h_arg, size, now, normal + seq, PUT, st)
             else:
                 size = _push(h_time, h_key, h_kind, h_arg, size, now, seq, INIT_PROC, op)
             seq += 1
         n_ready = 0
-        if asks >= 0:  # after the puts of its successors, as in SimPy
-            phase[asks] = IDLE
-            if s_size[asks] > 0:
-                current[asks] = _store_pop(s_prio, s_op, store_base[asks], s_size[asks])
-                s_size[asks] -= 1
-                size = _push(h_time, h_key, h_kind, h_arg, size, now, normal + seq, GET, asks)
-                seq += 1
-                phase[asks] = GOT
-            asks = -1
+        if serve >= 0 and _take(serve, units, s_prio, s_op, s_size, store_base):
+            size = _push(h_time, h_key, h_kind, h_arg, size, now, normal + seq, GET, serve)
+            seq += 1
+        serve = -1
         if size == 0:
             break
-        now = h_time[0]
-        ev_kind = h_kind[0]
-        arg = h_arg[0]
+        now, ev_kind, arg = h_time[0], h_kind[0], h_arg[0]
         size = _pop(h_time, h_key, h_kind, h_arg, size)
         events += 1
         finished = -1
         if ev_kind in (INIT_UNIT, PUT):
-            st = arg
-            if phase[st] == IDLE and s_size[st] > 0:
-                current[st] = _store_pop(s_prio, s_op, store_base[st], s_size[st])
-                s_size[st] -= 1
-                size = _push(h_time, h_key, h_kind, h_arg, size, now, normal + seq, GET, st)
-                seq += 1
-                phase[st] = GOT
+            serve = arg
         elif ev_kind == INIT_PROC:
-            op = arg
-            start[op] = now
-            if kind[op] == KIND_TRANSFER:
-                t = _reserve(link_free, processor[op], now, link_bytes[op], link_bandwidth)
-                t += link_latency
-            else:
-                t = 0
-                for k in range(part_ptr[op], part_ptr[op + 1]):
-                    a = _reserve(
-                        dram_free, dram_channel[part_idx[k]], now, link_bytes[op], dram_bandwidth
-                    )
-                    t = max(t, a + dram_latency)
-            size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, PROC, op)
+            start[arg] = now
+            t = _process_start(
+                arg, now, kind, processor, link_bytes, part_ptr, part_idx, memory_of,
+                channel_ptr, channel_bandwidth, channel_free, block_bytes, cursor, dram_latency,
+                link_free, link_bandwidth, link_latency,
+            )  # fmt: skip
+            size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, PROC, arg)
             seq += 1
         elif ev_kind == PROC:
-            op = arg
-            if kind[op] == KIND_TRANSFER:
-                finished = op
-                events += 1  # the process ends
-            elif stage[op] % 2 == 0:  # the last arrival: join
-                stage[op] += 1
-                size = _push(h_time, h_key, h_kind, h_arg, size, now, normal + seq, PROC, op)
+            t = _process_step(
+                arg, now, kind, link_bytes, stage, part_ptr, part_idx, memory_of, channel_ptr,
+                channel_bandwidth, channel_free, block_bytes, cursor, dram_latency, link_free,
+                link_bandwidth, link_latency,
+            )  # fmt: skip
+            if t >= 0:
+                size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, PROC, arg)
                 seq += 1
             else:
-                procs = part_ptr[op + 1] - part_ptr[op]
-                steps = 2 * (procs - 1)
-                nxt = (stage[op] + 1) // 2
-                stage[op] += 1
-                if nxt > steps + 1:
-                    finished = op
-                    events += 1
-                else:
-                    t = 0
-                    for k in range(part_ptr[op], part_ptr[op + 1]):
-                        p = part_idx[k]
-                        if nxt <= steps:
-                            per = (link_bytes[op] + procs - 1) // procs
-                            a = _reserve(link_free, p, now, per, link_bandwidth) + link_latency
-                        else:
-                            a = _reserve(
-                                dram_free, dram_channel[p], now, link_bytes[op], dram_bandwidth
-                            )
-                            a += dram_latency
-                        t = max(t, a)
-                    size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, PROC, op)
-                    seq += 1
+                finished = arg
+                events += 1  # the process ends
+        elif ev_kind == SLICE:
+            t, event, target = _book_slice(
+                arg, now, slice_bytes, chains, free_chains, channel_ptr, channel_bandwidth,
+                channel_free, block_bytes, cursor, dram_latency,
+            )  # fmt: skip
+            size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, event, target)
+            seq += 1
         else:
-            st = arg
-            op = current[st]
-            ch = dram_channel[processor[op]] if op >= 0 else 0
-            begin_chunk = False
-            next_chunk = False
-            if ev_kind == GET:
-                start[op] = now
-                n_chunks = chunks[op]
-                rd = reads[op]
-                first = rd if n_chunks == 1 else min(rd, prologue_bytes[op])
-                epilogue[st] = min(writes[op], epilogue_bytes[op])
-                rest[st] = rd - first
-                behind[st] = writes[op] - epilogue[st]
-                drains[st] = 0
-                outstanding[st] = 0
-                chunk[st] = 0
-                if first:
-                    t = _reserve(dram_free, ch, now, first, dram_bandwidth) + dram_latency
-                    size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, WAKE, st)
-                    seq += 1
-                    phase[st] = AFTER_PROLOGUE
-                else:
-                    begin_chunk = True
-            elif ev_kind == FETCH:
-                fetch_pending[st] = 0
-                if phase[st] == WAIT_FETCH:
-                    next_chunk = True
-            elif ev_kind == DRAIN:
-                outstanding[st] -= 1
-                if phase[st] == WAIT_DRAINS and outstanding[st] == 0:
-                    size = _push(h_time, h_key, h_kind, h_arg, size, now, normal + seq, WAKE, st)
-                    seq += 1
-            elif phase[st] == AFTER_PROLOGUE:
-                begin_chunk = True
-            elif phase[st] == AFTER_COMPUTE:
-                n_chunks = chunks[op]
-                drain = _part(behind[st], n_chunks, chunk[st])
-                if drain:
-                    t = _reserve(dram_free, ch, now, drain, dram_bandwidth) + dram_latency
-                    size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, DRAIN, st)
-                    seq += 1
-                    drains[st] += 1
-                    outstanding[st] += 1
-                if fetch_pending[st]:
-                    phase[st] = WAIT_FETCH
-                else:
-                    next_chunk = True
-            else:  # WAIT_DRAINS: the all_of fired
-                finished = op
-            if next_chunk:
-                chunk[st] += 1
-                if chunk[st] < chunks[op]:
-                    begin_chunk = True
-                else:
-                    if epilogue[st]:
-                        t = _reserve(dram_free, ch, now, epilogue[st], dram_bandwidth)
-                        t += dram_latency
-                        size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, DRAIN, st)
-                        seq += 1
-                        drains[st] += 1
-                        outstanding[st] += 1
-                    if drains[st]:
-                        phase[st] = WAIT_DRAINS
-                        if outstanding[st] == 0:
-                            size = _push(
-                                h_time, h_key, h_kind, h_arg, size, now, normal + seq, WAKE, st
-                            )
-                            seq += 1
-                    else:
-                        finished = op
-            if begin_chunk:
-                n_chunks = chunks[op]
-                j = chunk[st]
-                fetch = _part(rest[st], n_chunks - 1, j) if j + 1 < n_chunks else 0
-                if fetch:
-                    t = _reserve(dram_free, ch, now, fetch, dram_bandwidth) + dram_latency
-                    size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, FETCH, st)
-                    seq += 1
-                fetch_pending[st] = 1 if fetch else 0
-                t = now + _part(compute[op], n_chunks, j)
-                size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, WAKE, st)
+            finished, n = _unit_step(
+                ev_kind, arg, now, chunks, compute, reads, writes, prologue_bytes,
+                epilogue_bytes, units, start, asks,
+            )  # fmt: skip
+            op = units[arg, U_CURRENT]
+            m = memory_of[processor[op]]
+            for a in range(n):  # what the unit asked for, in order
+                t, event, target = asks[a, 1], asks[a, 2], arg
+                if asks[a, 0] == ASK_DRAM:
+                    stream = write_stream[op] if event == DRAIN else read_stream[op]
+                    t, event, target = _book(
+                        arg, event, m, now, t, stream_priority[stream] == BACKGROUND,
+                        slice_bytes, chains, free_chains, channel_ptr, channel_bandwidth,
+                        channel_free, block_bytes, cursor, dram_latency,
+                    )  # fmt: skip
+                size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, event, target)
                 seq += 1
-                phase[st] = AFTER_COMPUTE
         if finished >= 0:
             if now > MAX_COUNT:
                 status = OVER_LIMIT
                 break
             end[finished] = now
-            for k in range(succ_ptr[finished], succ_ptr[finished + 1]):
-                nxt_op = succ_idx[k]
-                waiting[nxt_op] -= 1
-                if waiting[nxt_op] == 0:
-                    ready[n_ready] = nxt_op
-                    n_ready += 1
+            n_ready = _release(finished, succ_ptr, succ_idx, waiting, ready, n_ready)
             if kind[finished] == KIND_UNIT:
-                asks = store[finished]
+                serve = store[finished]
+                units[serve, U_PHASE] = IDLE
     return start, end, events, status

@@ -2,8 +2,9 @@
 
 :func:`flatten` keeps exactly what decides the timing (op kinds, units,
 processors, dependencies, priorities, the costed cycles and bytes, transfers'
-sources and all-reduces' participants, and the channels' bandwidths and
-latencies); the compiled engine runs on it, and :func:`fingerprint` keys the
+sources and all-reduces' participants, the processors' DRAM as the arrays of
+:class:`~accelsim.timing.memory.MemoryLayout`, and the links' bandwidth and
+latency); the compiled engine runs on it, and :func:`fingerprint` keys the
 memo of simulated steps (:mod:`accelsim.timing.engines`): two steps with the
 same fingerprint have the same timing, whatever their names or energy costs.
 """
@@ -13,19 +14,22 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from accelsim.config.hardware import DramSharing, HardwareSpec
+from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import UNIT_COMM, OpCosts
+from accelsim.timing.memory import MemoryLayout, dram_memories, link_memory, memory_layout
+from accelsim.timing.streams import Streams, op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
 
 
 @dataclass(frozen=True)
 class FlatStep:
-    """Per-op arrays (int64) and the hardware's channels.
+    """Per-op arrays (int64), the processors' DRAM and their links.
 
     ``store`` is a unit op's ready queue (processor-major, then unit, the
     interconnect left out), -1 for the others; ``where`` is the op's processor
@@ -33,7 +37,10 @@ class FlatStep:
     tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``;
     successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]`` and ``deps`` counts
     each op's dependencies; ``store_base`` is where each store's heap starts in
-    one array of ``len(ops)`` slots.
+    one array of ``len(ops)`` slots; ``dram`` is each processor's memory, and
+    ``read_stream`` and ``write_stream`` the stream class of each op's DRAM reads
+    and writes (all 0 when no memory's arbitration looks at streams, so that
+    steps that differ only in their streams share a fingerprint then).
     """
 
     kind: np.ndarray
@@ -53,18 +60,20 @@ class FlatStep:
     succ_idx: np.ndarray
     deps: np.ndarray
     store_base: np.ndarray
-    dram_channel: np.ndarray
+    read_stream: np.ndarray
+    write_stream: np.ndarray
+    dram: MemoryLayout
     n_stores: int
-    n_dram: int
     processors: int
-    dram_bandwidth: float
-    dram_latency: int
     link_bandwidth: float
     link_latency: int
 
 
-def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
-    """The arrays of ``graph`` with ``costs`` on ``hw``."""
+def flatten(
+    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None = None
+) -> FlatStep:
+    """The arrays of ``graph`` with ``costs`` on ``hw``, its ops' transfers of
+    ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`')."""
     ops = graph.ops
     n_ops = len(ops)
     processors = hw.processors
@@ -100,7 +109,13 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
     n_stores = processors * n_units
     per_store = np.bincount(store[store >= 0], minlength=n_stores)
     store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
-    shared = hw.dram.sharing is not DramSharing.PER_PROCESSOR
+    dram = memory_layout(dram_memories(hw))
+    if dram.sliced:
+        read_stream, write_stream = streams if streams is not None else op_streams(graph, costs)
+    else:
+        read_stream = write_stream = np.zeros(n_ops, np.int64)
+    link = link_memory(hw.interconnect)
+    (link_bandwidth,) = link.channels().bandwidths
     return FlatStep(
         kind=kind,
         store=store,
@@ -119,26 +134,31 @@ def flatten(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> FlatStep:
         succ_idx=succ_idx,
         deps=deps,
         store_base=store_base,
-        dram_channel=np.zeros(processors, np.int64) if shared else np.arange(processors),
+        read_stream=read_stream,
+        write_stream=write_stream,
+        dram=dram,
         n_stores=n_stores,
-        n_dram=1 if shared else processors,
         processors=processors,
-        dram_bandwidth=float(hw.dram.bandwidth_bytes_per_cycle),
-        dram_latency=int(hw.dram.latency_cycles),
-        link_bandwidth=float(hw.interconnect.bandwidth_bytes_per_cycle),
-        link_latency=int(hw.interconnect.latency_cycles),
+        link_bandwidth=float(link_bandwidth),
+        link_latency=link.latency_cycles,
     )
 
 
 def fingerprint(flat: FlatStep) -> bytes:
     """A digest of everything in ``flat``: equal digests, equal timing."""
     digest = hashlib.blake2b(digest_size=32)
-    for name in FlatStep.__dataclass_fields__:
-        value = getattr(flat, name)
-        if isinstance(value, np.ndarray):
-            digest.update(np.int64(value.size).tobytes())
-            digest.update(np.ascontiguousarray(value, np.int64).tobytes())
-        else:
-            digest.update(repr(value).encode())
-        digest.update(b"|")
+    _digest(digest, flat)
     return digest.digest()
+
+
+def _digest(digest: Any, value: object) -> None:
+    """Feed ``value`` (a dataclass of arrays and numbers, an array or a number) to ``digest``."""
+    if isinstance(value, np.ndarray):
+        digest.update(f"{value.dtype.str}{value.size}".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    elif hasattr(value, "__dataclass_fields__"):
+        for name in value.__dataclass_fields__:
+            _digest(digest, getattr(value, name))
+    else:
+        digest.update(repr(value).encode())
+    digest.update(b"|")

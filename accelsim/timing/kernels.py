@@ -3,7 +3,7 @@
 Pure array-in/array-out functions, compiled with ``@njit(cache=True)``; each
 has a NumPy reference in ``tests/test_kernels.py`` and a vectorised NumPy twin
 in :mod:`accelsim.timing.closed_form` (:mod:`accelsim.timing.backend` picks
-one), except :func:`surviving_folds` (approximate dropout's fold count), whose
+one), except :func:`compacted_use` (approximate dropout's fold count), whose
 reference is :mod:`accelsim.timing.dropout_folds`.  Dataflow codes are 0 = os,
 1 = ws, 2 = is; convention codes 0 = accelsim, 1 = scalesim.
 
@@ -11,8 +11,12 @@ Compute cycles per fold (``R x C`` array, ``T`` streamed):
 
 * accelsim: ``2R + C + T - 2`` for every dataflow (stationary-operand or
   output fill of R cycles, R+C-2 skew, T streamed), folds not overlapped;
+  with fold overlap (``timing.fold_overlap``), the folds of an op pipeline:
+  ``F`` folds take ``(F - 1) * max(T, R) + 2R + C + T - 2`` (the README's
+  timing conventions derive it per dataflow);
 * scalesim (SCALE-Sim 3.0.0): ``R + C + T - 2`` for os, ``2R + C + T - 2`` for
-  ws and is, and the layer total is ``folds * per_fold - 1``.
+  ws and is, and the layer total is ``folds * per_fold - 1``; folds never
+  overlap.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ def fold_cycles(
     rows: int,
     cols: int,
     convention: int,
+    overlap: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Folds and compute cycles of each GEMM.
+    """Folds and compute cycles of each GEMM; ``overlap`` pipelines its folds
+    (accelsim convention only).
 
     Returns:
         ``(row_folds, col_folds, folds, compute_cycles)``; ``folds`` includes
@@ -53,7 +59,12 @@ def fold_cycles(
         folds[i] = fr * fc * count[i]
         fill = rows if (convention == SCALESIM and dataflow[i] == OS) else 2 * rows
         per_fold = fill + cols + t[i] - 2
-        cycles[i] = folds[i] * per_fold - (1 if convention == SCALESIM else 0)
+        if convention == SCALESIM:
+            cycles[i] = folds[i] * per_fold - 1
+        elif overlap:
+            cycles[i] = (folds[i] - 1) * max(t[i], rows) + per_fold
+        else:
+            cycles[i] = folds[i] * per_fold
     return row_folds, col_folds, folds, cycles
 
 
@@ -216,9 +227,10 @@ def dram_words(
 
 
 @njit(cache=True)
-def surviving_folds(
+def compacted_use(
     sr: np.ndarray,
     sc: np.ndarray,
+    t: np.ndarray,
     rows: np.ndarray,
     cols: np.ndarray,
     sr_is: np.ndarray,
@@ -233,53 +245,109 @@ def surviving_folds(
     offset: np.ndarray,
     keep: np.ndarray,
 ) -> np.ndarray:
-    """Surviving folds ``[step, gemm]`` of GEMMs whose weight tiles a dropout pattern
-    drops: steps x GEMMs x folds x the tiles of each fold.  See
-    :mod:`accelsim.timing.dropout_folds` (its NumPy reference); ``W_IN`` and ``W_OUT``
-    there are 1 and 2."""
+    """What the folds of GEMMs whose weight tiles a dropout pattern drops use,
+    ``[step, gemm, field]`` (the fields of :data:`accelsim.mapping.schedule.USE_FIELDS`),
+    their surviving tiles compacted per column block: steps x GEMMs x the pattern's
+    line classes x the tiles of a line.  See :mod:`accelsim.timing.dropout_folds` (its
+    NumPy reference); ``W_IN`` and ``W_OUT`` there are 1 and 2."""
     steps = period.shape[0]
     n = sr.shape[0]
-    out = np.empty((steps, n), np.int64)
-    for s in range(steps):
-        for g in range(n):
-            fr = (sr[g] + rows[g] - 1) // rows[g]
-            fc = (sc[g] + cols[g] - 1) // cols[g]
-            if site[g] < 0:
-                out[s, g] = fr * fc
-                continue
+    out = np.zeros((steps, n, 9), np.int64)
+    for g in range(n):
+        fr = (sr[g] + rows[g] - 1) // rows[g]
+        fc = (sc[g] + cols[g] - 1) // cols[g]
+        tg = t[g]
+        if site[g] < 0:
+            for s in range(steps):
+                out[s, g, 0] = fr * fc
+                out[s, g, 1] = fr * fc * tg
+                out[s, g, 2] = sr[g] * sc[g] * tg
+                out[s, g, 3] = sr[g] * sc[g]
+                out[s, g, 4] = fc * sr[g] * tg
+                out[s, g, 5] = fr * sc[g] * tg
+                out[s, g, 6] = sr[g] * tg
+                out[s, g, 7] = sc[g] * tg
+                out[s, g, 8] = (fr - 1) * sc[g] * tg
+            continue
+        if sc_is[g] != 0:
+            line = sc_is[g]
+            across = cols[g]
+        else:
+            line = sr_is[g]
+            across = rows[g]
+        other = 2 if line == 1 else 1
+        packed = sc_is[g] != 0 and sr_is[g] == other
+        line_size = w_in[g] if line == 1 else w_out[g]
+        line_tile = tile_rows[g] if line == 1 else tile_cols[g]
+        other_size = w_in[g] if other == 1 else w_out[g]
+        other_tile = tile_rows[g] if other == 1 else tile_cols[g]
+        n_lines = (line_size + line_tile - 1) // line_tile
+        n_other = (other_size + other_tile - 1) // other_tile
+        per_block = across // line_tile
+        for s in range(steps):
             d = period[s, site[g]]
             o = offset[s, site[g]]
             k = keep[s, site[g]] != 0
-            tr = tile_rows[g]
-            tc = tile_cols[g]
-            alive = 0
-            for i in range(fr):
-                r_lo = i * rows[g]
-                r_hi = min(r_lo + rows[g], sr[g])
-                for j in range(fc):
-                    c_lo = j * cols[g]
-                    c_hi = min(c_lo + cols[g], sc[g])
-                    in_lo, in_hi, out_lo, out_hi = 0, w_in[g], 0, w_out[g]
-                    if sr_is[g] == 1:
-                        in_lo, in_hi = r_lo, r_hi
-                    elif sr_is[g] == 2:
-                        out_lo, out_hi = r_lo, r_hi
-                    if sc_is[g] == 1:
-                        in_lo, in_hi = c_lo, c_hi
-                    elif sc_is[g] == 2:
-                        out_lo, out_hi = c_lo, c_hi
-                    if in_hi > part[g]:
-                        alive += 1
-                        continue
-                    runs = False
-                    for r in range(in_lo // tr, (in_hi - 1) // tr + 1):
-                        for c in range(out_lo // tc, (out_hi - 1) // tc + 1):
-                            if ((r + c) % d == o) == k:
-                                runs = True
-                                break
-                        if runs:
-                            break
-                    if runs:
-                        alive += 1
-            out[s, g] = alive
+            union = np.zeros(n_other, np.bool_)
+            acc = np.zeros(9, np.int64)
+            for key in range(d + 1):
+                count = 0
+                width = 0
+                for x in range(n_lines):
+                    always = line == 1 and (x + 1) * tile_rows[g] > part[g]
+                    if (key == d and always) or (key < d and not always and x % d == key):
+                        count += 1
+                        width += min(line_tile, line_size - x * line_tile)
+                if count == 0:
+                    continue
+                height = 0
+                for y in range(n_other):
+                    forced = other == 1 and (y + 1) * tile_rows[g] > part[g]
+                    if key == d or forced or (((key + y) % d == o) == k):
+                        height += min(other_tile, other_size - y * other_tile)
+                        union[y] = True
+                if height == 0:
+                    continue
+                blocks = (count + per_block - 1) // per_block
+                if packed:
+                    folds = (height + rows[g] - 1) // rows[g]
+                    acc[0] += blocks * folds
+                    acc[1] += blocks * folds * tg
+                    acc[2] += height * width * tg
+                    acc[3] += height * width
+                    acc[4] += blocks * height * tg
+                    acc[5] += folds * width * tg
+                    acc[7] += width * tg
+                    acc[8] += (folds - 1) * width * tg
+                elif sc_is[g] != 0:
+                    acc[0] += blocks * fr
+                    acc[1] += blocks * fr * height
+                    acc[2] += sr[g] * width * height
+                    acc[3] += sr[g] * width
+                    acc[4] += blocks * sr[g] * height
+                    acc[5] += fr * width * height
+                    acc[7] += width * height
+                    acc[8] += (fr - 1) * width * height
+                else:
+                    acc[0] += blocks * fc
+                    acc[1] += blocks * fc * height
+                    acc[2] += width * sc[g] * height
+                    acc[3] += width * sc[g]
+                    acc[4] += fc * width * height
+                    acc[5] += blocks * sc[g] * height
+                    acc[6] += width * height
+                    acc[8] += blocks * sc[g] * height
+            needed = 0
+            for y in range(n_other):
+                if union[y]:
+                    needed += min(other_tile, other_size - y * other_tile)
+            if packed:
+                acc[6] = needed * tg
+            elif sc_is[g] != 0:
+                acc[6] = sr[g] * needed
+            else:
+                acc[7] = sc[g] * needed
+                acc[8] = max(acc[8] - sc[g] * tg, 0)
+            for f in range(9):
+                out[s, g, f] = acc[f]
     return out

@@ -5,10 +5,10 @@ other traffic on its DRAM channel, so the events of the SimPy engine
 (:mod:`accelsim.timing.engine`) happen in an order known in advance: the
 prologue arrives, then each tile group computes while the next one is fetched
 and its outputs drain behind it, then the epilogue drains.  :func:`simulate_single_op`
-does that arithmetic directly (on a :class:`~accelsim.timing.channel.Fifo`, the
-reservations of the engine's DRAM channel), so a single-layer query loads neither
-SimPy nor Numba.  ``tests/test_single_op.py`` checks it against the SimPy engine on
-random GEMMs and hardware.
+does that arithmetic directly (on the processor's DRAM
+:class:`~accelsim.timing.memory.Memory`, as the engine books it), so a
+single-layer query loads neither SimPy nor Numba.  ``tests/test_single_op.py``
+checks it against the SimPy engine on random GEMMs and hardware.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import numpy as np
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
-from accelsim.timing.channel import Fifo
 from accelsim.timing.costs import OpCosts
+from accelsim.timing.memory import DEFAULT_STREAM, Memory, Stream, dram_memories
+from accelsim.timing.streams import STREAMS, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 ENGINE_NAME = "single_op"
@@ -32,34 +33,57 @@ def _part(total: int, parts: int, j: int) -> int:
     return q + (1 if j < r else 0)
 
 
-def single_op_cycles(costs: OpCosts, hw: HardwareSpec) -> int:
-    """The cycle the only op of ``costs`` ends when it starts at cycle 0 on processor 0.
+def single_op_cycles(
+    costs: OpCosts,
+    hw: HardwareSpec,
+    streams: tuple[Stream, Stream] = (DEFAULT_STREAM, DEFAULT_STREAM),
+) -> int:
+    """The cycle the only op of ``costs`` ends when it starts at cycle 0 on processor 0,
+    its reads and writes of ``streams``.
 
     Raises:
+        ValueError: if the memory would book one of its transfers a slice at a time
+            (a background stream under ``priority`` arbitration: the slices and the
+            op's other transfers then interleave as only an engine times them).
         LimitError: if that is more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    dram = Fifo(hw.dram.bandwidth_bytes_per_cycle, hw.dram.latency_cycles)
+    dram = dram_memories(hw)[0]
+    reads_stream, writes_stream = streams
     chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0])
     reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
     prologue = reads if chunks == 1 else min(reads, int(costs.prologue_bytes[0]))
     epilogue = min(writes, int(costs.epilogue_bytes[0]))
     rest, behind = reads - prologue, writes - epilogue
-    now = dram.reserve(0, prologue) if prologue else 0
+
+    def book(now: int, n_bytes: int, stream: Stream) -> int:
+        return _whole(dram, now, n_bytes, stream)
+
+    now = book(0, prologue, reads_stream) if prologue else 0
     drains = []
     for j in range(chunks):
         fetch_bytes = _part(rest, chunks - 1, j) if j + 1 < chunks else 0
-        fetched = dram.reserve(now, fetch_bytes) if fetch_bytes else now
+        fetched = book(now, fetch_bytes, reads_stream) if fetch_bytes else now
         now += _part(compute, chunks, j)
         drain_bytes = _part(behind, chunks, j)
         if drain_bytes:
-            drains.append(dram.reserve(now, drain_bytes))
+            drains.append(book(now, drain_bytes, writes_stream))
         now = max(now, fetched)
     if epilogue:
-        drains.append(dram.reserve(now, epilogue))
+        drains.append(book(now, epilogue, writes_stream))
     end = max([now, *drains])
     if end > MAX_COUNT:
         raise LimitError(LIMIT_MESSAGE)
     return end
+
+
+def _whole(dram: Memory, now: int, n_bytes: int, stream: Stream) -> int:
+    """Book all of ``n_bytes`` at once; the cycle they arrive."""
+    if dram.portion(n_bytes, stream) < n_bytes:
+        raise ValueError(
+            f"a lone op's {stream.kind.name.lower()} transfers are booked a slice at a time"
+            " (dram.arbitration: priority): time it with an engine"
+        )
+    return dram.reserve(now, n_bytes, stream)
 
 
 def simulate_single_op(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trace:
@@ -67,13 +91,16 @@ def simulate_single_op(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trac
     (with ``events`` 0 and engine :data:`ENGINE_NAME`: nothing was simulated).
 
     Raises:
-        ValueError: if the graph is not one such op on processor 0.
+        ValueError: if the graph is not one such op on processor 0, or its memory
+            books its transfers a slice at a time.
         LimitError: if the op takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
     if len(graph.ops) != 1 or graph.processor[0] != 0:
         raise ValueError("simulate_single_op needs a graph of one op on processor 0")
     if isinstance(graph.ops[0], TransferOp | CommOp):
         raise ValueError("simulate_single_op needs a GEMM or vector op")
+    read_classes, write_classes = op_streams(graph, costs)
+    streams = (STREAMS[int(read_classes[0])], STREAMS[int(write_classes[0])])
     start = np.zeros(1, np.int64)
-    end = np.array([single_op_cycles(costs, hw)], np.int64)
+    end = np.array([single_op_cycles(costs, hw, streams)], np.int64)
     return build_trace(graph, costs, hw.processors, start, end, 0, ENGINE_NAME)

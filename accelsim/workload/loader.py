@@ -1,13 +1,16 @@
-"""``workloads/*.yaml`` -> validated :class:`~accelsim.workload.model.Workload`."""
+"""``workloads/*.yaml`` (or a file :mod:`accelsim.workload.formats` reads) -> validated
+:class:`~accelsim.workload.model.Workload`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from accelsim.config.loader import Override, display_path, read_yaml, validate_with_origins
+from accelsim.config.loader import Override, display_path, validate_with_origins
 from accelsim.config.overrides import Origins
 from accelsim.config.validate import join_path, suggest
 from accelsim.errors import WorkloadError
+from accelsim.workload.formats import read_table
 from accelsim.workload.model import Workload
 
 
@@ -19,7 +22,9 @@ def load_workload(
     Its shapes are checked by :func:`accelsim.lowering.infer.infer_shapes`.
 
     Args:
-        path: The workload YAML file.
+        path: The workload YAML file, or a file of a suffix
+            :data:`~accelsim.workload.formats.READERS` reads (``.csv``: a SCALE-Sim
+            topology).
         overrides: Dotted-key overrides (from a run file or ``--set``), applied last.
         variant: The run's ``workload_variant`` (its value names one of the
             file's ``variants``), applied before ``overrides``.
@@ -33,12 +38,17 @@ def load_workload(
 
 
 def load_workload_with_origins(
-    path: Path, overrides: list[Override] | None = None, variant: Override | None = None
+    path: Path,
+    overrides: list[Override] | None = None,
+    variant: Override | None = None,
+    data: dict[str, Any] | None = None,
 ) -> tuple[Workload, Origins]:
     """:func:`load_workload`, and the :class:`~accelsim.config.overrides.Origins` that
-    blame a later problem (a shape) on the override that wrote the value."""
+    blame a later problem (a shape) on the override that wrote the value (``data``: the
+    file already read, by :func:`~accelsim.workload.formats.read_table`)."""
     name = display_path(path)
-    data = read_yaml(path, WorkloadError)
+    if data is None:
+        data = read_table(path)
     chosen = [] if variant is None else _variant_overrides(data, name, variant)
     return validate_with_origins(Workload, data, name, chosen + (overrides or []), WorkloadError)
 

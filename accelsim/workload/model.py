@@ -156,6 +156,19 @@ class Flatten(LayerBase):
     kind: Literal["flatten"]
 
 
+class Bridge(LayerBase):
+    """Its input handed on as a tensor of ``shape``, of any size, at no cost: it stands
+    for what the table leaves out between two layers (padding, pooling, residual
+    adds), as between the rows of a SCALE-Sim topology.  Three sizes are a feature
+    map (channels, height, width), two a sequence (tokens, features), one a feature
+    vector."""
+
+    kind: Literal["bridge"]
+    shape: Annotated[list[PositiveInt], Field(min_length=1, max_length=3)] = Field(
+        description="the per-sample shape the next layer sees"
+    )
+
+
 class Softmax(LayerBase):
     kind: Literal["softmax"]
 
@@ -329,6 +342,7 @@ Layer = Annotated[
     | Add
     | Concat
     | Flatten
+    | Bridge
     | Softmax
     | Dropout
     | TokenSelect
@@ -369,3 +383,9 @@ class Workload(Spec):
     input: InputSpec
     layers: list[Layer] = Field(min_length=1)
     variants: dict[Name, VariantSpec] = Field(default_factory=dict)
+    notes: list[str] | None = Field(
+        default=None,
+        description="what the table assumes beyond its layers (an imported file's"
+        " simplifications); printed with a run's results.  None when there are none,"
+        " so that a table without them dumps (and identifies sweep points) as before",
+    )

@@ -2,6 +2,7 @@
 
 from accelsim.lowering.rules import (
     attention,
+    bridge,
     conv,
     conv_transpose,
     dense,
@@ -18,6 +19,7 @@ __all__ = [
     "REGISTRY",
     "LayerRule",
     "attention",
+    "bridge",
     "conv",
     "conv_transpose",
     "dense",

@@ -6,7 +6,7 @@ Vector-op costs per element are documented in the README's modelling notes.
 
 from __future__ import annotations
 
-from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
+from accelsim.graph.ops import Access, Epilogue, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
 from accelsim.lowering.shapes import (
@@ -39,13 +39,21 @@ BY_OUTPUT = frozenset(
 )
 
 
-def _elementwise_backward(ctx: StepContext, info: LayerInfo, ops: int, reads: list[Tensor]) -> None:
+def _elementwise_backward(
+    ctx: StepContext,
+    info: LayerInfo,
+    ops: int,
+    reads: list[Tensor],
+    epilogue: Epilogue = Epilogue.NONE,
+) -> None:
     """``dX`` by one vector op over the input's elements, if the input needs a gradient."""
     if ctx.wants(info):
         x = ctx.acts[info.inputs[0]]
         grad = ctx.dx(info)
         name = info.layer.name
-        ctx.b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, reads, [grad])
+        ctx.b.vector(
+            f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, reads, [grad], epilogue=epilogue
+        )
         ctx.give(info, 0, grad)
 
 
@@ -109,7 +117,14 @@ class NormRule(LayerRule):
         name = info.layer.name
         affine = ctx.param(name, "affine", 2 * info.in_shapes[0].channels, ParamKind.NORM, 2)
         ctx.b.vector(
-            f"{name}.fwd", name, Phase.FWD, y.elements, BATCHNORM_FWD_OPS, [xs[0], affine], [y]
+            f"{name}.fwd",
+            name,
+            Phase.FWD,
+            y.elements,
+            BATCHNORM_FWD_OPS,
+            [xs[0], affine],
+            [y],
+            epilogue=_norm_epilogue(info),
         )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
@@ -127,10 +142,22 @@ class NormRule(LayerRule):
             BATCHNORM_BWD_OPS,
             [g, x, affine.weight],
             writes,
+            epilogue=_norm_epilogue(info),
         )
         ctx.grad_done(name, "affine", op)
         if dx is not None:
             ctx.give(info, 0, dx)
+
+
+def _norm_epilogue(info: LayerInfo) -> Epilogue:
+    """Batchnorm normalises per channel, so it is element-wise once its statistics are
+    known; layernorm needs a whole row of features (across the array's column folds)."""
+    return Epilogue.BATCHNORM if isinstance(info.layer, wm.BatchNorm) else Epilogue.NONE
+
+
+def _activation_epilogue(layer: wm.Layer) -> Epilogue:
+    """An activation works element by element; softmax needs its whole row."""
+    return Epilogue.ELEMENTWISE if isinstance(layer, wm.Activation) else Epilogue.NONE
 
 
 @register
@@ -145,7 +172,16 @@ class ActivationRule(LayerRule):
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         layer = info.layer
         ops = layer.function.forward_ops if isinstance(layer, wm.Activation) else SOFTMAX_FWD_OPS
-        ctx.b.vector(f"{layer.name}.fwd", layer.name, Phase.FWD, y.elements, ops, xs, [y])
+        ctx.b.vector(
+            f"{layer.name}.fwd",
+            layer.name,
+            Phase.FWD,
+            y.elements,
+            ops,
+            xs,
+            [y],
+            epilogue=_activation_epilogue(layer),
+        )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
@@ -155,7 +191,7 @@ class ActivationRule(LayerRule):
             ops, saved = layer.function.backward_ops, y if layer.function in BY_OUTPUT else x
         else:
             ops, saved = SOFTMAX_BWD_OPS, y
-        _elementwise_backward(ctx, info, ops, [g, saved])
+        _elementwise_backward(ctx, info, ops, [g, saved], _activation_epilogue(layer))
 
 
 @register
@@ -171,11 +207,21 @@ class DropoutRule(LayerRule):
         name = info.layer.name
         mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, -(-y.elements // 8), 1)
         ctx.saved[name] = mask
-        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, DROPOUT_FWD_OPS, xs, [y, mask])
+        ctx.b.vector(
+            f"{name}.fwd",
+            name,
+            Phase.FWD,
+            y.elements,
+            DROPOUT_FWD_OPS,
+            xs,
+            [y, mask],
+            epilogue=Epilogue.ELEMENTWISE,
+        )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
-        _elementwise_backward(ctx, info, 1, [g, ctx.saved[info.layer.name]])
+        reads = [g, ctx.saved[info.layer.name]]
+        _elementwise_backward(ctx, info, 1, reads, Epilogue.ELEMENTWISE)
 
 
 @register
@@ -235,7 +281,16 @@ class AddRule(LayerRule):
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
-        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, len(xs) - 1, xs, [y])
+        ctx.b.vector(
+            f"{name}.fwd",
+            name,
+            Phase.FWD,
+            y.elements,
+            len(xs) - 1,
+            xs,
+            [y],
+            epilogue=Epilogue.ELEMENTWISE,
+        )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None

@@ -1,0 +1,120 @@
+"""The stream of every DRAM transfer: what it moves, from the ops' typed fields.
+
+An op's DRAM traffic is a few transfers (its prologue and fetches read, its
+drains and epilogue write), each carrying several operands' bytes at once, so a
+transfer's stream is that of its op's reads or of its writes, classified by
+what the op is and what it moves, never by names:
+
+* an all-reduce moves gradients (:attr:`StreamClass.GRADIENT`);
+* an op of the update phase (an optimizer update, a clipping pass, a
+  convergence monitor run with the update) is the optimizer stream
+  (:attr:`StreamClass.OPTIMIZER`);
+* an auxiliary op a technique adds is predictor work (:attr:`StreamClass.PREDICTOR`)
+  when that technique runs GEMMs on an array unit of its own (ADA-GP's gradient
+  predictor), other technique work (:attr:`StreamClass.TECHNIQUE`) otherwise;
+* any other op's reads are the class of the operand it reads most bytes of from
+  DRAM, and its writes the class of what it writes (of its largest output for
+  a vector op): the tensor's kind (activation, weight, gradient, optimizer
+  state), or :attr:`StreamClass.STASH` for an activation saved for backward,
+  written by the forward pass or read back by the backward pass.
+
+:data:`PRIORITY` gives each class its priority: the optimizer stream is
+background (it yields where the memory's arbitration says so, see
+:mod:`accelsim.timing.memory`), the rest foreground: the step's own ops wait for
+them (a technique's auxiliary work feeds the ops after it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from accelsim.graph.ops import (
+    CORE,
+    CommOp,
+    GemmOp,
+    OpGraph,
+    Phase,
+    Tensor,
+    TensorKind,
+    TransferOp,
+    VectorOp,
+)
+from accelsim.graph.queries import BACKWARD
+from accelsim.mapping.units import MAIN_ARRAY
+from accelsim.timing.costs import OpCosts
+from accelsim.timing.memory import BACKGROUND, FOREGROUND, Stream, StreamClass
+
+PRIORITY: dict[StreamClass, int] = {kind: FOREGROUND for kind in StreamClass} | {
+    StreamClass.OPTIMIZER: BACKGROUND
+}
+"""Each stream class's priority."""
+
+STREAMS: tuple[Stream, ...] = tuple(Stream(kind, PRIORITY[kind]) for kind in StreamClass)
+"""The stream of each class, indexed by class."""
+
+Streams = tuple[np.ndarray, np.ndarray]
+"""The stream class of each op's DRAM reads and of its DRAM writes (int64 arrays of
+:class:`StreamClass` values), as :func:`op_streams` gives them."""
+
+STREAM_PRIORITY = np.asarray([PRIORITY[kind] for kind in StreamClass], np.int64)
+""":data:`PRIORITY` as an array indexed by class, for the compiled engine."""
+
+_KIND = {
+    TensorKind.ACTIVATION: StreamClass.ACTIVATION,
+    TensorKind.WEIGHT: StreamClass.WEIGHT,
+    TensorKind.GRADIENT: StreamClass.GRADIENT,
+    TensorKind.OPTIMIZER_STATE: StreamClass.OPTIMIZER,
+}
+
+
+def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
+    """The stream class of each op's DRAM reads and of its DRAM writes (int64 arrays
+    of :class:`StreamClass` values)."""
+    n_ops = len(graph.ops)
+    reads = np.zeros(n_ops, np.int64)
+    writes = np.zeros(n_ops, np.int64)
+    predictors = {op.owner for op in graph.ops if isinstance(op, GemmOp) and op.unit != MAIN_ARRAY}
+    stashed, on_chip = graph.stashed, graph.on_chip
+    a_bytes, b_bytes = costs.dram_ifmap_read_bytes.tolist(), costs.dram_filter_read_bytes.tolist()
+    psum_bytes = costs.dram_ofmap_read_bytes.tolist()
+
+    def kind_of(tensor: Tensor, phase: Phase, read: bool) -> StreamClass:
+        if tensor.name in stashed and (phase in BACKWARD if read else phase is Phase.FWD):
+            return StreamClass.STASH
+        return _KIND[tensor.kind]
+
+    for op in graph.ops:
+        i, phase = op.op_id, op.phase
+        if isinstance(op, CommOp):
+            reads[i] = writes[i] = StreamClass.GRADIENT
+        elif isinstance(op, TransferOp):
+            continue  # links only
+        elif phase is Phase.UPDATE:
+            reads[i] = writes[i] = StreamClass.OPTIMIZER
+        elif phase is Phase.AUX and op.owner != CORE:
+            own = StreamClass.PREDICTOR if op.owner in predictors else StreamClass.TECHNIQUE
+            reads[i] = writes[i] = own
+        elif isinstance(op, GemmOp):
+            operands = ((op.a, a_bytes[i]), (op.b, b_bytes[i]), (op.c, psum_bytes[i]))
+            most = max(operands, key=lambda operand: operand[1])[0]  # the first of ties
+            reads[i] = kind_of(most, phase, read=True)
+            writes[i] = kind_of(op.c, phase, read=False)
+        elif isinstance(op, VectorOp):
+            for accesses, out, read in ((op.reads, reads, True), (op.writes, writes, False)):
+                moved = [a for a in accesses if a.tensor.name not in on_chip]
+                if moved:
+                    most = max(moved, key=lambda access: access.bytes).tensor
+                    out[i] = kind_of(most, phase, read)
+    return reads, writes
+
+
+def group_stream(classes: np.ndarray, moved: np.ndarray, members: Sequence[int]) -> int:
+    """The stream class of a fused op's transfers (a tile group run as one op,
+    :mod:`accelsim.timing.tile_groups`), which carry its ``members``' bytes at once:
+    the class (``classes[i]``) of the member moving the most bytes (``moved[i]``),
+    a foreground member's before any background one's (the group's foreground ops
+    wait for the transfer), the first of ties."""
+    best = min(members, key=lambda i: (PRIORITY[StreamClass(int(classes[i]))], -moved[i], i))
+    return int(classes[best])

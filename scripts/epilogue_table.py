@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""The README's epilogue-fusion table: each ``lowering.fuse_epilogues`` setting, per model.
+
+    python scripts/epilogue_table.py [--models resnet18,vgg16,...]
+
+Set-up: ``configs/runs/default.yaml`` (default accelerator, batch 32, SGD with
+momentum) with the workload replaced by each model, one training step (the
+baseline step: no technique).  Prints one Markdown row per model and setting:
+cycles, share of peak MACs, DRAM bytes, energy and DRAM's share of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "configs" / "runs" / "default.yaml"
+MODES = ("none", "elementwise", "all")
+
+
+def main() -> int:
+    from accelsim import load_inputs, parse_sets, simulate_run
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet18")
+    args = parser.parse_args()
+    print(
+        "| model | fuse_epilogues | cycles | utilization | DRAM | energy | DRAM share | vs none |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for model in args.models.split(","):
+        base = 0
+        for mode in MODES:
+            sets = [f"run.workload=workloads/{model}.yaml", f"lowering.fuse_epilogues={mode}"]
+            s = simulate_run(load_inputs(RUN, parse_sets(sets))).step_summary()
+            base = base or s.total_cycles
+            energy = s.energy_pj.total
+            print(
+                f"| {model} | `{mode}` | {s.total_cycles / 1e6:.2f} M | {s.utilization * 100:.1f} %"
+                f" | {s.dram_bytes.total / 1e9:.3f} GB | {energy / 1e9:.1f} mJ"
+                f" | {s.energy_pj.by_component['dram'] / energy * 100:.1f} %"
+                f" | {base / s.total_cycles:.3f}x |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
