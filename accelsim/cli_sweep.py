@@ -237,7 +237,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             bar.close()
             directory = sweep_directory(args.out, plan.name)
             print(
-                f"accelsim: {exc}; the {bar.n} points finished are stored in"
+                f"accelsim: {exc}; points finished so far: {bar.n}, stored in"
                 f" {display_path(directory)}/: start workers and rerun the same command"
                 " to resume",
                 file=sys.stderr,

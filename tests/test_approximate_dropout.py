@@ -544,7 +544,7 @@ def test_enough_steps_are_drawn_for_the_kept_share(rate: float) -> None:
         ),
         (
             (
-                "workload=../../workloads/lstm_ptb.yaml",
+                "workload=workloads/lstm_ptb.yaml",
                 "batch_size=16",
                 "run.techniques.approximate_dropout.pattern=tile",
             ),

@@ -222,7 +222,7 @@ def test_simulated_parameter_traffic_agrees_with_the_derivation(
     weight re-reads and for every tile on chip is the hand table within 0.1 B, and the
     fused step's speedup stays under its bound."""
     sets = [
-        f"run.workload=../../workloads/{model}.yaml",
+        f"run.workload=workloads/{model}.yaml",
         f"run.optimizer={{kind: {optimizer}, master_weights: {master}}}",
         f"run.techniques={{{OF}: {{mode: {mode}}}}}",
     ]

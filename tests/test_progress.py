@@ -79,7 +79,7 @@ def test_a_dask_sweep_without_workers_says_so_and_stops(
     assert time.monotonic() - started < 30
     err = capsys.readouterr().err.replace("\r", "\n").splitlines()
     assert err[-1] == (
-        "accelsim: Dask LocalCluster, 1 workers: no worker for 1 s with 2 points left;"
-        f" the 0 points finished are stored in {tmp_path / 'out' / 'gone'}/: start"
+        "accelsim: Dask LocalCluster, 1 worker: no worker for 1 s with 1 point left;"
+        f" points finished so far: 1, stored in {tmp_path / 'out' / 'gone'}/: start"
         " workers and rerun the same command to resume"
     )

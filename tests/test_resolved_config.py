@@ -32,7 +32,7 @@ def test_resolved_techniques_list_every_setting_and_repeat_the_run(tmp_path: Pat
     resolved = yaml.safe_load((first / "resolved_config.yaml").read_text(encoding="utf-8"))
     written = resolved["run"]["techniques"]
     assert list(written) == ["optimizer_fusion", "gradient_prediction"]  # as the run names them
-    assert written["optimizer_fusion"] == {"mode": "backward"}
+    assert written["optimizer_fusion"] == {"mode": "backward", "weight_tiles": "dx"}
     schedule = written["gradient_prediction"]["schedule"]
     assert (schedule["policy"], schedule["warmup_epochs"], schedule["gp_fraction"]) == (
         "adaptive",
@@ -48,7 +48,8 @@ def test_resolved_techniques_list_every_setting_and_repeat_the_run(tmp_path: Pat
     sources = [
         [i["source"] for s in t["sections"].values() for i in s.pop("inputs")] for t in trainings
     ]
-    # 23 of the 26 inputs are settings; the other three come from a trace or a
+    # 24 of the 27 inputs are settings; the other three come from a trace or a
     # re-implementation's report.
-    assert "run" not in sources[0] and sources[1].count("run") == 23
+    assert "run" not in sources[0] and sources[1].count("run") == 24
+    assert len(sources[1]) == 27
     assert trainings[0] == trainings[1]

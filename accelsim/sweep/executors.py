@@ -96,7 +96,7 @@ class PoolExecutor(Executor):
             initargs=(os.getpid(),),
         )
         self.workers = self.jobs
-        self.description = f"process pool, {self.jobs} workers"
+        self.description = f"process pool, {self.jobs} worker{'s' if self.jobs != 1 else ''}"
 
     def run(
         self, chunks: Sequence[Sequence[PointTask]], following: int = 0
@@ -135,7 +135,7 @@ class DaskExecutor(Executor):
                 )
             )
             self._client = self._stack.enter_context(distributed.Client(cluster))
-            self.description = f"Dask LocalCluster, {local_workers} workers"
+            self.description = f"Dask LocalCluster, {local_workers} worker{'s' if local_workers != 1 else ''}"
         else:
             try:
                 client = distributed.Client(address, timeout="20s")
