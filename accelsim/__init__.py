@@ -33,7 +33,11 @@ Also public, for the scripts in ``scripts/``:
   on an :class:`Executor` (in-process), :class:`PoolExecutor` or
   :class:`DaskExecutor`;
 * engines: :func:`benchmark_engines` (the SimPy and compiled event engines on the
-  steps of a run, as :class:`EngineTiming`).
+  steps of a run, as :class:`EngineTiming`);
+* calibration: :func:`read_measurements` (measured GEMM latencies),
+  :func:`calibrate` (``accelsim calibrate``'s fit, as a :class:`Calibration`),
+  :func:`gemm_latencies_us` (GEMMs timed as ``accelsim layer`` times them),
+  :func:`mape_by_size` (MAPE overall and per size class).
 
 ``import accelsim`` imports none of them: each public name loads its module the
 first time it is used (PEP 562), so ``import accelsim`` costs little more than the
@@ -49,6 +53,10 @@ from accelsim._version import __version__
 
 if TYPE_CHECKING:
     from accelsim.api import RunTables, hardware_from_data, load_run, load_sweep, simulate
+    from accelsim.calibration.fit import Calibration, calibrate
+    from accelsim.calibration.fit import class_errors as mape_by_size
+    from accelsim.calibration.measurements import read_measurements
+    from accelsim.calibration.model import engine_us as gemm_latencies_us
     from accelsim.config.base import Convention
     from accelsim.config.loader import load_energy, parse_sets, read_yaml
     from accelsim.driver.bench import EngineTiming, benchmark_engines
@@ -96,6 +104,8 @@ if TYPE_CHECKING:
 # loads when one of its names is first used.
 _MODULES = {
     "accelsim.api": ("RunTables", "hardware_from_data", "load_run", "load_sweep", "simulate"),
+    "accelsim.calibration.fit": ("Calibration", "calibrate"),
+    "accelsim.calibration.measurements": ("read_measurements",),
     "accelsim.config.base": ("Convention",),
     "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
     "accelsim.driver.bench": ("EngineTiming", "benchmark_engines"),
@@ -139,6 +149,8 @@ _MODULES = {
 _RENAMED = {
     "write_dropout_distribution": ("accelsim.techniques.dropout_patterns", "write_distribution"),
     "export_onnx": ("accelsim.importer.torch_source", "onnx_bytes"),
+    "mape_by_size": ("accelsim.calibration.fit", "class_errors"),
+    "gemm_latencies_us": ("accelsim.calibration.model", "engine_us"),
 }
 _LAZY = {
     **{name: (module, name) for module, names in _MODULES.items() for name in names},
@@ -161,6 +173,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AccelsimError",
+    "Calibration",
     "ConfigError",
     "Convention",
     "DaskExecutor",
@@ -186,7 +199,9 @@ __all__ = [
     "__version__",
     "benchmark_dropout_folds",
     "benchmark_engines",
+    "calibrate",
     "export_onnx",
+    "gemm_latencies_us",
     "geometric_mean",
     "hardware_from_data",
     "import_model",
@@ -194,12 +209,14 @@ __all__ = [
     "load_inputs",
     "load_run",
     "load_sweep",
+    "mape_by_size",
     "parse_sets",
     "plan_sweep",
     "plot_dropout_sweep",
     "plot_pipeline_sweep",
     "plot_sensitivity",
     "plot_speedup",
+    "read_measurements",
     "read_topology",
     "read_yaml",
     "resolved_config",

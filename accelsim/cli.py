@@ -40,6 +40,7 @@ DEFAULT_SUITE = CONFIGS / "suites" / "default.yaml"
 COMMANDS = {
     "run": ("accelsim.cli_run", "cmd_run"),
     "layer": ("accelsim.cli_layer", "cmd_layer"),
+    "calibrate": ("accelsim.cli_calibrate", "cmd_calibrate"),
     "suite": ("accelsim.cli_run", "cmd_suite"),
     "models": ("accelsim.cli_run", "cmd_models"),
     "check": ("accelsim.cli_run", "cmd_check"),
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
     _add_layer(sub)
+    _add_calibrate(sub)
     _add_suite(sub)
     models = sub.add_parser("models", help="sizes of workload files, or of the models of a suite")
     models.add_argument(
@@ -145,6 +147,12 @@ EXAMPLES = {
         "accelsim run configs/runs/mlp.yaml --set batch_size=256 --set array.dataflow=os",
         "accelsim run configs/runs/default.yaml --gantt --set processors=4 \\\n"
         '      --set "run.techniques={layerpipe: {}}"',
+    ],
+    "calibrate": [
+        "accelsim calibrate configs/validation/silicon/tpu_v6e_gemm_train.csv"
+        " --hardware configs/hardware/tpu_v6e.yaml --out fitted.yaml --fold-overlap",
+        "accelsim calibrate my_gemms.csv --hardware configs/hardware/default.yaml"
+        " --out fitted.yaml --fit op_overhead_us,array_efficiency",
     ],
     "layer": [
         "accelsim layer --hardware configs/hardware/scalesim.yaml"
@@ -275,6 +283,45 @@ def _add_layer(sub: Subparsers) -> None:
         help="pipeline the folds: fill and drain once per layer (accelsim convention only)",
     )
     layer.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_calibrate(sub: Subparsers) -> None:
+    from accelsim.config.enums import PsumPolicy
+
+    cal = sub.add_parser(
+        "calibrate", help="fit a hardware file's physical parameters to measured GEMM latencies"
+    )
+    cal.add_argument(
+        "measurements",
+        type=Path,
+        help="CSV with columns M,N,K,dtype,latency_us (C = A[MxK].B[KxN])",
+    )
+    cal.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML to fit")
+    cal.add_argument("--out", type=Path, required=True, help="the fitted hardware YAML to write")
+    cal.add_argument(
+        "--fit",
+        default="",
+        metavar="NAMES",
+        help="comma-separated parameters to fit (default: all four: op_overhead_us,"
+        " array_efficiency, read_bandwidth_gb_s, write_bandwidth_gb_s)",
+    )
+    cal.add_argument(
+        "--range",
+        dest="ranges",
+        action="append",
+        default=[],
+        metavar="NAME=LOW:HIGH",
+        help="search a parameter inside this part of its physical range",
+    )
+    cal.add_argument(
+        "--fold-overlap",
+        action="store_true",
+        help="fit with the folds pipelined (then use the file with --fold-overlap)",
+    )
+    cal.add_argument(
+        "--psums", choices=[p.value for p in PsumPolicy], default=PsumPolicy.CHUNK.value
+    )
+    _add_sets(cal, "override a hardware field before fitting, e.g. array.count=4")
 
 
 def _add_suite(sub: Subparsers) -> None:

@@ -110,6 +110,7 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
         f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}",
         f"dram.bandwidth_bytes_per_cycle={bandwidth}",
         f"dram.latency_cycles={draw(st.integers(0, 300))}",
+        f"dram.write_bandwidth_bytes_per_cycle={draw(st.sampled_from(['1', '16', '.inf']))}",
         f"interconnect.bandwidth_bytes_per_cycle={draw(st.sampled_from(['1.5', '16', '64']))}",
         f"interconnect.latency_cycles={draw(st.integers(0, 300))}",
     ]

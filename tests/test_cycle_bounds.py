@@ -79,6 +79,16 @@ def test_allreduce_bytes_count_on_every_participant(
     assert run.cycle_bounds(4) == {k: v / 4 for k, v in run.cycle_bounds().items()}
 
 
+def test_reads_and_writes_bound_at_their_own_bandwidths() -> None:
+    sets = ["hardware.dram.read_bandwidth_bytes_per_cycle=256",
+            "hardware.dram.write_bandwidth_bytes_per_cycle=32"]  # fmt: skip
+    result = simulate_run(load_inputs(ROOT / "configs" / "runs" / "mlp.yaml", parse_sets(sets)))
+    c = result.trace.costs
+    reads, writes = int(c.dram_read_bytes.sum()), int(c.dram_ofmap_write_bytes.sum())
+    assert result.cycle_bounds()["dram"] == pytest.approx(reads / 256 + writes / 32)
+    assert result.total_cycles >= result.cycle_bounds()["dram"]
+
+
 def test_channels_divide_the_dram_bound_and_the_step_never_beats_it() -> None:
     # The MLP step (batch 128, Adam) moves the same bytes over 1, 2 or 4 channels of
     # 128 B/cycle: its DRAM bound is bytes / (channels x 128), and no step is shorter

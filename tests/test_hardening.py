@@ -894,8 +894,8 @@ def test_keys_of_64_parts_and_values_64_levels_deep_load_or_fail_cleanly() -> No
 MLP_SHOWN = display_path(SMOKE.parent / "../../workloads/mlp.yaml")
 TECHNIQUES = "approximate_dropout, gpipe, gradient_prediction, gradient_skipping, layerpipe"
 HARDWARE_KEYS = (
-    "array, buffers, clock_mhz, description, dram, interconnect, name, processors,"
-    " vector_unit, word_bytes"
+    "array, buffers, clock_mhz, description, dram, interconnect, mapping, name, processors,"
+    " timing, vector_unit, word_bytes"
 )
 
 
@@ -946,7 +946,8 @@ HARDWARE_KEYS = (
         ),
         (
             ["array.bogus.x=1"],
-            "array.bogus: unknown key; expected one of: cols, dataflow, precision, rows"
+            "array.bogus: unknown key; expected one of: cols, count, dataflow, load_rows_per_cycle,"
+            " precision, rows"
             " (got {'x': 1})",
         ),
         (

@@ -24,12 +24,14 @@ ORDER = [
     "report",
     "techniques",
     "driver",
+    "calibration",
     "sweep",
     "api",
     "cli_import",
     "cli_sweep",
     "cli_run",
     "cli_layer",
+    "cli_calibrate",
     "cli",
 ]
 ONLY_IN = {

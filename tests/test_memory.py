@@ -156,14 +156,21 @@ def _reads_bandwidth(path: Path) -> bool:
 
 
 def test_only_the_memory_module_turns_a_bandwidth_into_time() -> None:
-    # The hardware spec's bandwidths are read where memories are built, and copied
-    # into the summary's design knobs; nothing else divides bytes by them.
+    # The hardware spec's bandwidths are read where memories are built, copied into
+    # the summary's design knobs, by the spec itself (the read and write bandwidths
+    # default to it) and by calibration (a fitted file keeps them in bytes per
+    # second at its fitted clock); nothing else divides bytes by them.
     readers = {
         path.relative_to(PACKAGE).as_posix()
         for path in PACKAGE.rglob("*.py")
         if _reads_bandwidth(path)
     }
-    assert readers == {"timing/memory.py", "report/result.py"}
+    assert readers == {
+        "timing/memory.py",
+        "report/result.py",
+        "config/hardware.py",
+        "calibration/fit.py",
+    }
 
 
 # -- streams ------------------------------------------------------------------------------

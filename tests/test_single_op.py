@@ -91,6 +91,36 @@ def test_a_lone_gemm_times_as_in_the_simpy_engine(
     assert (trace.engine, trace.events) == (ENGINE_NAME, 0)
 
 
+@pytest.mark.parametrize(
+    ("read", "write"), [(64, 2), (2, 64), (float("inf"), 4), (8, float("inf"))]
+)
+def test_reads_and_writes_at_their_own_bandwidths_match(read: float, write: float) -> None:
+    hw = make_hw(**{"dram.read_bandwidth_bytes_per_cycle": read,
+                    "dram.write_bandwidth_bytes_per_cycle": write})  # fmt: skip
+    for shape in ((300, 500, 40), (64, 4096, 2048)):
+        gemm = gemm_for(*shape, Phase.FWD)
+        graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 64)
+        reference = engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
+        assert simulate_single_op(graph, costs, hw).total_cycles == reference.total_cycles  # type: ignore[arg-type]
+
+
+def test_a_write_bound_gemm_takes_its_writes_over_the_write_bandwidth() -> None:
+    # m = 4,096, n = 128, k = 1: 1 MiB of bf16 output against 8 KiB read and 4,478
+    # compute cycles (2 * 128 + 128 + 4,096 - 2); one tile group (chunks_per_op 1): the
+    # reads, the compute, then the whole output at 16 B/cycle (65,536 cycles), latency 0.
+    hw = make_hw(**{"dram.latency_cycles": 0, "dram.read_bandwidth_bytes_per_cycle": 1024,
+                    "dram.write_bandwidth_bytes_per_cycle": 16})  # fmt: skip
+    gemm = gemm_for(4096, 128, 1, Phase.FWD)
+    _, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 1)
+    reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
+    assert (reads, writes, int(costs.compute_cycles[0])) == (
+        4096 * 2 + 128 * 2,
+        4096 * 128 * 2,
+        4478,
+    )
+    assert single_op_cycles(costs, hw) == -(-reads // 1024) + 4478 + writes // 16
+
+
 def test_a_conv_with_many_tile_groups_and_stalls_matches() -> None:
     hw = make_hw(**{"dram.bandwidth_bytes_per_cycle": 2, "array.dataflow": "os"})
     gemm = conv_gemm(58, 58, 3, 3, 64, 64, 1, Phase.FWD, Convention.ACCELSIM)

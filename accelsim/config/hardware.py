@@ -31,6 +31,8 @@ from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
 """Most processors: every one holds its own copy of the step graph."""
+MAX_ARRAYS = 1024
+"""Most systolic arrays of one processor."""
 MAX_DRAM_CHANNELS = 256
 """Most DRAM channels per memory (eight HBM3 stacks of 32 pseudo-channels): every
 DRAM transfer is booked on each of them."""
@@ -38,12 +40,35 @@ ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
 
 
 class ArraySpec(Spec):
-    """The systolic array of one processor."""
+    """The systolic arrays of one processor: ``count`` identical arrays that share
+    the processor's operand buffers and DRAM, every GEMM's output tiles dealt out
+    among them (:mod:`accelsim.mapping.arrays`)."""
 
     rows: ArrayDim
     cols: ArrayDim
     dataflow: DataflowField
     precision: PrecisionField = Precision.BF16
+    count: Annotated[int, Field(gt=0, le=MAX_ARRAYS)] = Field(
+        default=1,
+        exclude_if=lambda v: v == 1,
+        description="Identical arrays in each processor. A GEMM's output tiles are dealt"
+        " out among them (column folds round-robin, or the rows the array streams, or"
+        " for output stationary the row folds, whichever finishes first) and they run"
+        " it together from the shared buffers.",
+    )
+
+    load_rows_per_cycle: Annotated[int, Field(gt=0, le=2**16)] = Field(
+        default=1,
+        exclude_if=lambda v: v == 1,
+        description="Rows of the next stationary tile an array loads per cycle while a fold"
+        " streams (output stationary: rows of outputs it drains); with timing.fold_overlap"
+        " a later fold lasts max(T, ceil(rows / this)) cycles.",
+    )
+
+    @property
+    def pes(self) -> int:
+        """Processing elements of all ``count`` arrays."""
+        return self.rows * self.cols * self.count
 
 
 class BufferSpec(Spec):
@@ -132,6 +157,16 @@ class DramSpec(Spec):
         " Our choice: 64 B, a common DDR4/DDR5/LPDDR and HBM access granularity.",
     )
 
+    read_bandwidth_bytes_per_cycle: Bandwidth | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Bandwidth of one channel's reads (null: bandwidth_bytes_per_cycle).",
+    )
+    write_bandwidth_bytes_per_cycle: Bandwidth | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Bandwidth of one channel's writes (null: bandwidth_bytes_per_cycle).",
+    )
     channels: Annotated[int, Field(gt=0, le=MAX_DRAM_CHANNELS)] = Field(
         default=1,
         description="Independent channels per memory (HBM pseudo-channels), each of the"
@@ -153,6 +188,18 @@ class DramSpec(Spec):
     def capacity_bytes(self) -> int:
         return int(self.capacity_gib * GIB_BYTES)
 
+    @property
+    def read_bytes_per_cycle(self) -> float:
+        """The reads' bandwidth."""
+        read = self.read_bandwidth_bytes_per_cycle
+        return self.bandwidth_bytes_per_cycle if read is None else read
+
+    @property
+    def write_bytes_per_cycle(self) -> float:
+        """The writes' bandwidth."""
+        write = self.write_bandwidth_bytes_per_cycle
+        return self.bandwidth_bytes_per_cycle if write is None else write
+
 
 class InterconnectSpec(Spec):
     """Processor-to-processor links (one outgoing link per processor, ring order)."""
@@ -162,6 +209,35 @@ class InterconnectSpec(Spec):
 
 
 _WORD_SIZES = (1, 2, 4, 8)
+
+
+class Orientation(str, Enum):
+    """Which of a GEMM and its transpose (``(AB)^T = B^T A^T``) the mapping runs."""
+
+    AS_GIVEN = "as_given"
+    BEST = "best"
+
+
+class MappingSpec(Spec):
+    """How GEMMs are laid onto the arrays, as the chip's compiler would."""
+
+    orientation: Annotated[Orientation, Field(strict=False)] = Field(
+        default=Orientation.AS_GIVEN,
+        description="as_given: C[m x n] = A[m x k] . B[k x n] as the graph gives it; best:"
+        " that or its transpose C^T = B^T . A^T (m and n, A and B swapped), whichever a"
+        " lone op would finish first (compute against DRAM time); a GEMM with a fold mask"
+        " keeps its given orientation.",
+    )
+
+
+class ChipTimingSpec(Spec):
+    """Fixed timing costs of the chip and its runtime."""
+
+    op_overhead_cycles: NonNegativeInt = Field(
+        default=0,
+        description="Cycles every GEMM and vector op costs before its work starts (launch,"
+        " synchronisation, a kernel's fixed span); counted as the op's unit busy.",
+    )
 
 
 class WordBytesSpec(Spec):
@@ -202,6 +278,14 @@ class HardwareSpec(Spec):
     dram: DramSpec
     interconnect: InterconnectSpec
     word_bytes: WordBytesSpec = Field(default_factory=WordBytesSpec)
+    # Settings added after the first release leave dumps (resolved_config.yaml, sweep
+    # point identities) unchanged while at their defaults.
+    mapping: MappingSpec = Field(
+        default_factory=MappingSpec, exclude_if=lambda v: v == MappingSpec()
+    )
+    timing: ChipTimingSpec = Field(
+        default_factory=ChipTimingSpec, exclude_if=lambda v: v == ChipTimingSpec()
+    )
 
     @model_validator(mode="after")
     def _check_tile_fits(self) -> HardwareSpec:

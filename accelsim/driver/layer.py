@@ -175,7 +175,6 @@ def simulate_layer(
     op = graph.ops[0]
     assert isinstance(op, GemmOp)
     a, b, c = op.a, op.b, op.c
-    rows, cols = hw.array.rows, hw.array.cols
     compute = int(costs.compute_cycles[0])
     total = trace.total_cycles
     macs = int(costs.macs[0])
@@ -185,7 +184,12 @@ def simulate_layer(
         "convention": convention.value,
         "psums": psums.value,
         "fold_overlap": fold_overlap,
-        "array": {"rows": rows, "cols": cols, "dataflow": hw.array.dataflow.value},
+        "array": {
+            "rows": hw.array.rows,
+            "cols": hw.array.cols,
+            "count": hw.array.count,
+            "dataflow": hw.array.dataflow.value,
+        },
         "m": gemm.m,
         "n": gemm.n,
         "k": gemm.k,
@@ -195,7 +199,7 @@ def simulate_layer(
         "total_cycles": total,
         "folds": int(costs.folds[0]),
         "mapping_efficiency": float(costs.mapping_efficiency[0]),
-        "utilization": macs / (rows * cols * max(total, 1)),
+        "utilization": macs / (hw.array.pes * max(total, 1)),
         "sram_reads": {
             "ifmap": int(costs.sram_ifmap_read_bytes[0]) // a.word_bytes,
             "filter": int(costs.sram_filter_read_bytes[0]) // b.word_bytes,

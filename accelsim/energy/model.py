@@ -104,7 +104,7 @@ def static_power_mw(
     s = table.static
     b = hw.buffers
     per_processor = (
-        hw.array.rows * hw.array.cols * s.pe_mw
+        hw.array.pes * s.pe_mw
         + (b.ifmap_kib + b.filter_kib + b.ofmap_kib + b.stash_kib) * s.sram_mw_per_kib
         + hw.vector_unit.lanes * s.vector_lane_mw
         + sum(u.pes * s.pe_mw + u.sram_kib * s.sram_mw_per_kib for u in extra_arrays)

@@ -27,7 +27,7 @@ class ArrayUnit:
 
     @property
     def pes(self) -> int:
-        return self.array.rows * self.array.cols
+        return self.array.pes
 
     @property
     def sram_kib(self) -> float:

@@ -33,7 +33,7 @@ from accelsim.report.summary import (
 from accelsim.report.tables import LAYER_COLUMNS as LAYER_COLUMNS
 from accelsim.report.tables import OP_COLUMNS as OP_COLUMNS
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
-from accelsim.timing.memory import dram_memories, link_memories
+from accelsim.timing.memory import Memory, dram_memories, link_memories
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
 
@@ -83,8 +83,11 @@ class RunResult:
         """
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
+        split = hw.dram.read_bytes_per_cycle != hw.dram.write_bytes_per_cycle
         channels = np.zeros(hw.processors)
         np.add.at(channels, trace.processor, per_op)
+        written = np.zeros(hw.processors)  # of them, the writes (reads and writes apart)
+        np.add.at(written, trace.processor, c.dram_ofmap_write_bytes)
         links = np.zeros(hw.processors)
         np.add.at(links, trace.processor, c.interconnect_bytes)
         for i in np.flatnonzero(c.unit == UNIT_COMM).tolist():
@@ -93,15 +96,26 @@ class RunResult:
                 continue
             first, size, procs = int(trace.processor[i]), op.tensor.bytes, len(op.participants)
             channels[first] -= per_op[i]
+            written[first] -= c.dram_ofmap_write_bytes[i]
             links[first] -= c.interconnect_bytes[i]
             for p in op.participants:
                 channels[p] += 2 * size
+                written[p] += size
                 links[p] += 2 * (procs - 1) * -(-size // procs)
         memories = dram_memories(hw)  # one object per memory
         moved: dict[int, float] = {}
+        wrote: dict[int, float] = {}
         for p, memory in enumerate(memories):
             moved[id(memory)] = moved.get(id(memory), 0.0) + float(channels[p])
-        dram = max(memory.bound(moved[id(memory)]) for memory in memories)
+            wrote[id(memory)] = wrote.get(id(memory), 0.0) + float(written[p])
+
+        def bound(memory: Memory) -> float:
+            key = id(memory)
+            if not split:
+                return memory.bound(moved[key])
+            return memory.bound(moved[key] - wrote[key]) + memory.bound(wrote[key], write=True)
+
+        dram = max(bound(memory) for memory in memories)
         compute = 0.0
         for unit in range(len(c.unit_names)):
             if unit == UNIT_COMM:
@@ -134,9 +148,10 @@ class RunResult:
         return busy
 
     def utilization(self) -> float:
-        """Main-array MACs over the peak MACs of every main-array PE for the whole run."""
+        """Main-array MACs over the peak MACs of every main-array PE (all ``array.count``
+        arrays of every processor) for the whole run."""
         hw, c = self.hardware, self.trace.costs
-        peak = hw.array.rows * hw.array.cols * hw.processors * max(self.total_cycles, 1)
+        peak = hw.array.pes * hw.processors * max(self.total_cycles, 1)
         return float(c.macs[c.unit == UNIT_ARRAY].sum()) / peak
 
     def stash(self) -> StashSummary:

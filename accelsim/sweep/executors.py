@@ -135,7 +135,8 @@ class DaskExecutor(Executor):
                 )
             )
             self._client = self._stack.enter_context(distributed.Client(cluster))
-            self.description = f"Dask LocalCluster, {local_workers} worker{'s' if local_workers != 1 else ''}"
+            plural = "s" if local_workers != 1 else ""
+            self.description = f"Dask LocalCluster, {local_workers} worker{plural}"
         else:
             try:
                 client = distributed.Client(address, timeout="20s")

@@ -51,7 +51,7 @@ from accelsim.techniques.dropout_sites import (
     shrunk_steps,
     tile_geometry,
 )
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, unit_costs
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, ChipOptions, unit_costs
 from accelsim.timing.dropout_folds import count_surviving
 from accelsim.timing.memory import dram_memories
 
@@ -139,6 +139,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         timing.psums,
         timing.chunks_per_op,
         fold_overlap=timing.fold_overlap,
+        chip=ChipOptions.of(hw),
     )
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]

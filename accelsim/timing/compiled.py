@@ -60,6 +60,7 @@ def simulate(graph: OpGraph, costs: OpCosts, flat: FlatStep) -> Trace:
         f.dram.memory_of,
         f.dram.channel_ptr,
         f.dram.channel_bandwidth,
+        f.dram.channel_write_bandwidth,
         f.dram.block_bytes,
         f.dram.slice_bytes,
         f.dram.latency_cycles,

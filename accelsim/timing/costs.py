@@ -20,20 +20,23 @@ interconnect contention cause.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import HardwareSpec, Orientation
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
+from accelsim.mapping.arrays import split
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
-from accelsim.timing.closed_form import ACCELSIM, IS, SCALESIM, WS, op_cycles
+from accelsim.timing.closed_form import ACCELSIM, IS, OS, SCALESIM, WS, op_cycles
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.memory import Memory, dram_memory
 
@@ -50,6 +53,41 @@ def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = N
     one per ``MIN_CHUNK_CYCLES`` of compute."""
     chunks: np.ndarray = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
     return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
+
+
+@dataclass(frozen=True)
+class ChipOptions:
+    """What of the hardware, beyond each unit's arrays and buffers, shapes GEMM costs."""
+
+    best_orientation: bool = False
+    op_overhead_cycles: int = 0
+    memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
+
+    @classmethod
+    def of(cls, hw: HardwareSpec) -> ChipOptions:
+        """The options ``hw`` sets."""
+        return cls(
+            best_orientation=hw.mapping.orientation is Orientation.BEST,
+            op_overhead_cycles=hw.timing.op_overhead_cycles,
+            memory=dram_memory(hw.dram),
+        )
+
+    def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
+        """How long GEMMs of these cost columns take alone, to first order: their
+        compute or their DRAM reads and writes (the memory's bounds), whichever is
+        longer."""
+        if self.memory is None:
+            return columns["compute_cycles"]
+        reads = (
+            columns["dram_ifmap_read_bytes"]
+            + columns["dram_filter_read_bytes"]
+            + columns["dram_ofmap_read_bytes"]
+        )
+        transfer = self.memory.bound(reads) + self.memory.bound(
+            columns["dram_ofmap_write_bytes"], write=True
+        )
+        longer: np.ndarray = np.maximum(columns["compute_cycles"], transfer)
+        return longer
 
 
 @dataclass(frozen=True)
@@ -125,6 +163,7 @@ def op_costs(
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
     """
     conv = _convention_code(convention, fold_overlap)
+    chip = ChipOptions.of(hw)
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
@@ -137,9 +176,11 @@ def op_costs(
     for table in schedule.units:
         if len(table):
             index = names.index(table.unit.name)
-            _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap)
+            _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap, chip)
 
-    _cost_vectors(z, graph, hw.vector_unit.lanes, chunks_per_op, schedule.reuse)
+    _cost_vectors(
+        z, graph, hw.vector_unit.lanes, chunks_per_op, schedule.reuse, chip.op_overhead_cycles
+    )
     _cost_links(z, graph)
     if group_cycles is not None:
         _regroup(z, dram_memory(hw.dram), group_cycles, chunks_per_op)
@@ -160,12 +201,17 @@ def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_p
 
 
 def _cost_vectors(
-    z: dict[str, np.ndarray], graph: OpGraph, lanes: int, chunks_per_op: int, reuse: TileReuse
+    z: dict[str, np.ndarray],
+    graph: OpGraph,
+    lanes: int,
+    chunks_per_op: int,
+    reuse: TileReuse,
+    overhead_cycles: int,
 ) -> None:
     """Fill the cost arrays of the vector ops: the sums per op in Python ints, the
     rest a column at a time.  A read a resident tile stream serves costs no DRAM
     traffic and reads the buffer the tile is in; a write ``reuse`` saves does not
-    reach DRAM."""
+    reach DRAM.  Every op's compute starts with ``overhead_cycles``."""
     on_chip = graph.on_chip
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
@@ -191,7 +237,7 @@ def _cost_vectors(
         return
     idx = np.asarray(index, np.int64)
     vector_ops, sram_reads, sram_writes, dram_reads, dram_writes = np.asarray(columns, np.int64).T
-    compute = -(-vector_ops // lanes)
+    compute = -(-vector_ops // lanes) + overhead_cycles
     chunks = _chunks(compute, chunks_per_op)
     z["unit"][idx] = UNIT_VECTOR
     z["vector_ops"][idx] = vector_ops
@@ -273,9 +319,11 @@ def unit_costs(
     chunks_per_op: int,
     *,
     fold_overlap: bool = False,
+    chip: ChipOptions = ChipOptions(),
 ) -> dict[str, np.ndarray]:
     """Costs of the GEMMs of ``table`` (whose ``op_index`` is ``0..len - 1``), by
-    :class:`OpCosts` field: the same closed forms and fold masking as :func:`op_costs`.
+    :class:`OpCosts` field: the same closed forms, fold masking and ``chip`` options
+    as :func:`op_costs`.
 
     Raises:
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
@@ -287,7 +335,7 @@ def unit_costs(
         if f.type == "np.ndarray"
     }
     z["mapping_efficiency"] = np.zeros(len(table), np.float64)
-    _cost_gemms(z, table, 0, conv, psums, chunks_per_op, fold_overlap)
+    _cost_gemms(z, table, 0, conv, psums, chunks_per_op, fold_overlap, chip)
     return z
 
 
@@ -299,39 +347,95 @@ def _cost_gemms(
     psums: PsumPolicy,
     chunks_per_op: int,
     fold_overlap: bool,
+    chip: ChipOptions,
 ) -> None:
-    """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``."""
-    idx, unit = table.op_index, table.unit
-    rows, cols = unit.array.rows, unit.array.cols
-    kernels = backend.kernels_for(len(idx))
+    """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``, in
+    the orientation ``chip`` asks for, with its fixed cost per op."""
+    columns = _gemm_columns(table, conv, psums, fold_overlap)
+    if chip.best_orientation:
+        columns = _better_orientation(table, columns, conv, psums, fold_overlap, chip)
+    cycles = columns["compute_cycles"]
+    if chip.op_overhead_cycles:
+        cycles = columns["compute_cycles"] = cycles + chip.op_overhead_cycles
+    idx = table.op_index
+    for name, values in columns.items():
+        z[name][idx] = values
+    z["unit"][idx] = unit_index
+    z["chunks"][idx] = _chunks(cycles, chunks_per_op, columns["folds"])
+
+
+def _gemm_columns(
+    table: UnitSchedule, conv: int, psums: PsumPolicy, fold_overlap: bool
+) -> dict[str, np.ndarray]:
+    """The :class:`OpCosts` columns of the GEMMs in ``table`` but ``unit`` and ``chunks``,
+    their output tiles dealt out among the unit's arrays (:mod:`accelsim.mapping.arrays`)."""
+    unit = table.unit
+    rows, cols, count = unit.array.rows, unit.array.cols, unit.array.count
+    kernels = backend.kernels_for(len(table))
+    load = unit.array.load_rows_per_cycle
     fr, fc, folds, cycles = kernels.fold_cycles(
-        table.dataflow, table.sr, table.sc, table.t, table.count, rows, cols, conv, fold_overlap
+        table.dataflow,
+        table.sr,
+        table.sc,
+        table.t,
+        table.count,
+        rows,
+        cols,
+        conv,
+        fold_overlap,
+        load,
     )
     ifr, flr, ofr, ofw = kernels.sram_counts(
         table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
     )
-    a_rd, b_rd, c_rd, c_wr = kernels.dram_words(
-        table.dataflow,
-        table.m,
-        table.n,
-        table.count,
-        fr,
-        fc,
-        table.a_footprint,
-        table.b_footprint,
-        table.a_word,
-        table.b_word,
-        table.c_word,
-        table.a_on_chip,
-        table.b_on_chip,
-        table.c_on_chip,
-        unit.ifmap_bytes,
-        unit.filter_bytes,
-        unit.ofmap_bytes,
-        cols,
-        conv,
-        psums is PsumPolicy.CHUNK,
-    )
+
+    def dram(row_folds: np.ndarray, col_folds: np.ndarray, width: int) -> tuple[np.ndarray, ...]:
+        words: tuple[np.ndarray, ...] = kernels.dram_words(
+            table.dataflow,
+            table.m,
+            table.n,
+            table.count,
+            row_folds,
+            col_folds,
+            table.a_footprint,
+            table.b_footprint,
+            table.a_word,
+            table.b_word,
+            table.c_word,
+            table.a_on_chip,
+            table.b_on_chip,
+            table.c_on_chip,
+            unit.ifmap_bytes,
+            unit.filter_bytes,
+            unit.ofmap_bytes,
+            width,
+            conv,
+            psums is PsumPolicy.CHUNK,
+        )
+        return words
+
+    if count == 1:
+        a_rd, b_rd, c_rd, c_wr = dram(fr, fc, cols)
+        efficiency = (table.sr * table.sc) / (fr * rows * fc * cols)
+    else:
+
+        def cycles_of(t: np.ndarray, per_array: np.ndarray) -> np.ndarray:
+            return op_cycles(
+                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap, load
+            )
+
+        cut = split(table, count, cycles_of)
+        cycles = cycles_of(cut.t, cut.folds)
+        wide = dram(cut.dram_row_folds, cut.dram_col_folds, cols * count)
+        narrow = dram(cut.dram_row_folds, cut.dram_col_folds, cols)
+        a_rd, b_rd, c_rd, c_wr = (
+            np.where(cut.wide, w, n) for w, n in zip(wide, narrow, strict=True)
+        )
+        ifr = np.where(table.dataflow == IS, ifr * cut.copies, ifr)
+        flr = np.where(table.dataflow == WS, flr * cut.copies, flr)
+        partial_sums = cut.partials * table.m * table.n * table.count
+        ofr, ofw = ofr + partial_sums, ofw + partial_sums
+        efficiency = (table.sr * table.sc * table.t) / (count * rows * cols * cut.folds * cut.t)
     macs = table.m * table.n * table.k * table.count
     if _any_masked(table):
         cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
@@ -341,27 +445,81 @@ def _cost_gemms(
     fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
     if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
         a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
-    z["unit"][idx] = unit_index
-    z["compute_cycles"][idx] = cycles
-    z["macs"][idx] = macs
-    z["folds"][idx] = folds
-    z["mapping_efficiency"][idx] = (table.sr * table.sc) / (fr * rows * fc * cols)
-    z["sram_ifmap_read_bytes"][idx] = ifr * table.a_word
-    z["sram_filter_read_bytes"][idx] = flr * table.b_word
-    z["sram_ofmap_read_bytes"][idx] = ofr * table.c_word
-    z["sram_ofmap_write_bytes"][idx] = ofw * table.c_word
-    z["sram_ifmap_write_bytes"][idx] = fill_a * table.a_word
-    z["sram_filter_write_bytes"][idx] = fill_b * table.b_word
-    z["dram_ifmap_read_bytes"][idx] = a_rd * table.a_word
-    z["dram_filter_read_bytes"][idx] = b_rd * table.b_word
-    z["dram_ofmap_read_bytes"][idx] = c_rd * table.c_word
-    z["dram_ofmap_write_bytes"][idx] = c_wr * table.c_word
-    tile = rows * cols
-    z["prologue_bytes"][idx] = (
-        np.minimum(a_rd, tile) * table.a_word + np.minimum(b_rd, tile) * table.b_word
+    tile = rows * cols * count
+    return {
+        "compute_cycles": cycles,
+        "macs": macs,
+        "folds": folds,
+        "mapping_efficiency": efficiency,
+        "sram_ifmap_read_bytes": ifr * table.a_word,
+        "sram_filter_read_bytes": flr * table.b_word,
+        "sram_ofmap_read_bytes": ofr * table.c_word,
+        "sram_ofmap_write_bytes": ofw * table.c_word,
+        "sram_ifmap_write_bytes": fill_a * table.a_word,
+        "sram_filter_write_bytes": fill_b * table.b_word,
+        "dram_ifmap_read_bytes": a_rd * table.a_word,
+        "dram_filter_read_bytes": b_rd * table.b_word,
+        "dram_ofmap_read_bytes": c_rd * table.c_word,
+        "dram_ofmap_write_bytes": c_wr * table.c_word,
+        "prologue_bytes": np.minimum(a_rd, tile) * table.a_word
+        + np.minimum(b_rd, tile) * table.b_word,
+        "epilogue_bytes": np.minimum(c_wr, tile) * table.c_word,
+    }
+
+
+def _better_orientation(
+    table: UnitSchedule,
+    given: dict[str, np.ndarray],
+    conv: int,
+    psums: PsumPolicy,
+    fold_overlap: bool,
+    chip: ChipOptions,
+) -> dict[str, np.ndarray]:
+    """Per GEMM, the columns of it or of its transpose ``C^T = B^T . A^T``, whichever a
+    lone op finishes first (``max(compute, DRAM reads / read bandwidth + writes / write
+    bandwidth)``; the given one on a tie).  GEMMs with a fold mask or a resident tile
+    stream keep their orientation.  The DRAM read columns keep naming the operand (the
+    ifmap column is A's traffic); the SRAM columns name the buffer."""
+    flipped = _gemm_columns(transposed(table), conv, psums, fold_overlap)
+    flipped["dram_ifmap_read_bytes"], flipped["dram_filter_read_bytes"] = (
+        flipped["dram_filter_read_bytes"],
+        flipped["dram_ifmap_read_bytes"],
     )
-    z["epilogue_bytes"][idx] = np.minimum(c_wr, tile) * table.c_word
-    z["chunks"][idx] = _chunks(cycles, chunks_per_op, folds)
+    fixed = _masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
+    flip = ~fixed & (chip.lone_op_cycles(flipped) < chip.lone_op_cycles(given))
+    return {name: np.where(flip, flipped[name], values) for name, values in given.items()}
+
+
+def transposed(table: UnitSchedule) -> UnitSchedule:
+    """``table`` with every GEMM replaced by its transpose: ``m`` and ``n``, A and B
+    swapped, mapped again onto the unit's arrays."""
+    m, n, k = table.n, table.m, table.k
+    dataflow = table.dataflow
+    sr = np.where(dataflow == OS, m, k)
+    sc = np.where(dataflow == IS, m, n)
+    t = np.where(dataflow == OS, k, np.where(dataflow == WS, m, n))
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    row_folds, col_folds = -(-sr // rows), -(-sc // cols)
+    uses: dict[str, Any] = whole_use(sr, sc, t, rows, cols)
+    return dataclasses.replace(
+        table,
+        **uses,
+        sr=sr,
+        sc=sc,
+        t=t,
+        row_folds=row_folds,
+        col_folds=col_folds,
+        m=m,
+        n=n,
+        a_footprint=table.b_footprint,
+        b_footprint=table.a_footprint,
+        a_word=table.b_word,
+        b_word=table.a_word,
+        a_on_chip=table.b_on_chip,
+        b_on_chip=table.a_on_chip,
+        a_tiled=table.b_tiled,
+        b_tiled=table.a_tiled,
+    )
 
 
 def _tiled(
@@ -377,11 +535,19 @@ def _tiled(
     return a_rd - a_off, b_rd - b_off, c_wr - c_off
 
 
-def _any_masked(table: UnitSchedule) -> bool:
-    """Whether a technique skipped or compacted any fold of the GEMMs in ``table``."""
+def _masked_gemms(table: UnitSchedule) -> np.ndarray:
+    """Per GEMM of ``table``, whether a technique skipped or compacted any of its folds."""
     rows, cols = table.unit.array.rows, table.unit.array.cols
     whole = whole_use(table.sr, table.sc, table.t, rows, cols)
-    return any(bool((getattr(table, name) != value).any()) for name, value in whole.items())
+    masked = np.zeros(len(table.sr), np.bool_)
+    for name, value in whole.items():
+        masked |= getattr(table, name) != value
+    return masked
+
+
+def _any_masked(table: UnitSchedule) -> bool:
+    """Whether a technique skipped or compacted any fold of the GEMMs in ``table``."""
+    return bool(_masked_gemms(table).any())
 
 
 def _masked(
@@ -393,13 +559,24 @@ def _masked(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """Costs with only the running folds: the op's cycles are those of an op of that
     many folds streaming their mean stream length (with fold overlap, the running
-    folds pipeline back to back); MACs and SRAM accesses scale with their work."""
+    folds pipeline back to back), dealt round-robin among the unit's arrays; MACs and
+    SRAM accesses scale with their work."""
     unit = table.unit.array
     running = table.active_folds * table.count
     whole = table.sr * table.sc * table.t  # the work of all folds
     scaled = tuple(_share(x, table.work, whole) for x in (macs, *sram))
     stream = -(-table.stream // np.maximum(table.active_folds, 1))  # the running folds' mean
-    cycles = op_cycles(table.dataflow, stream, running, unit.rows, unit.cols, conv, fold_overlap)
+    per_array = -(-table.active_folds // unit.count) * table.count  # dealt round-robin
+    cycles = op_cycles(
+        table.dataflow,
+        stream,
+        per_array,
+        unit.rows,
+        unit.cols,
+        conv,
+        fold_overlap,
+        unit.load_rows_per_cycle,
+    )
     return cycles, running, scaled[0], scaled[1:]
 
 

@@ -42,7 +42,7 @@ from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.memory import DEFAULT_STREAM, Stream, StreamClass, dram_memories, link_memories
-from accelsim.timing.streams import STREAMS, Streams, op_streams
+from accelsim.timing.streams import STREAMS, WRITE_STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 Process = Generator[simpy.Event, object, None]
@@ -70,7 +70,7 @@ class _Engine:
         # The stream of each op's DRAM reads and writes.
         read_classes, write_classes = streams if streams is not None else op_streams(graph, costs)
         self.read_stream: list[Stream] = [STREAMS[c] for c in read_classes.tolist()]
-        self.write_stream: list[Stream] = [STREAMS[c] for c in write_classes.tolist()]
+        self.write_stream: list[Stream] = [WRITE_STREAMS[c] for c in write_classes.tolist()]
         n_ops = len(graph.ops)
         self.start = [-1] * n_ops
         self.end = [-1] * n_ops
@@ -188,7 +188,8 @@ class _Engine:
         yield from self._join(reserve_all(int(self.env.now), drams, size, stream))
         for _ in range(2 * (procs - 1)):
             yield from self._join(reserve_all(int(self.env.now), links, chunk, DEFAULT_STREAM))
-        yield from self._join(reserve_all(int(self.env.now), drams, size, stream))
+        written = WRITE_STREAMS[StreamClass.GRADIENT]
+        yield from self._join(reserve_all(int(self.env.now), drams, size, written))
         self._finish(i)
 
 

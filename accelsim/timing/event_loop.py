@@ -530,6 +530,7 @@ def _process_step(
     memory_of: np.ndarray,
     channel_ptr: np.ndarray,
     channel_bandwidth: np.ndarray,
+    channel_write_bandwidth: np.ndarray,
     channel_free: np.ndarray,
     block_bytes: np.ndarray,
     cursor: np.ndarray,
@@ -564,7 +565,7 @@ def _process_step(
             a = _reserve(link_free, p, now, per, link_bandwidth) + link_latency
         else:
             a = _dram_reserve(
-                memory_of[p], now, size, channel_ptr, channel_bandwidth, channel_free,
+                memory_of[p], now, size, channel_ptr, channel_write_bandwidth, channel_free,
                 block_bytes, cursor,
             )  # fmt: skip
             a += dram_latency
@@ -621,6 +622,7 @@ def run_events(
     memory_of: np.ndarray,
     channel_ptr: np.ndarray,
     channel_bandwidth: np.ndarray,
+    channel_write_bandwidth: np.ndarray,
     block_bytes: np.ndarray,
     slice_bytes: np.ndarray,
     dram_latency: int,
@@ -715,8 +717,8 @@ def run_events(
         elif ev_kind == PROC:
             t = _process_step(
                 arg, now, kind, link_bytes, stage, part_ptr, part_idx, memory_of, channel_ptr,
-                channel_bandwidth, channel_free, block_bytes, cursor, dram_latency, link_free,
-                link_bandwidth, link_latency,
+                channel_bandwidth, channel_write_bandwidth, channel_free, block_bytes, cursor,
+                dram_latency, link_free, link_bandwidth, link_latency,
             )  # fmt: skip
             if t >= 0:
                 size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, PROC, arg)
@@ -725,8 +727,10 @@ def run_events(
                 finished = arg
                 events += 1  # the process ends
         elif ev_kind == SLICE:
+            written = chains[arg, C_EVENT] == DRAIN  # a drain's slices are writes
             t, event, target = _book_slice(
-                arg, now, slice_bytes, chains, free_chains, channel_ptr, channel_bandwidth,
+                arg, now, slice_bytes, chains, free_chains, channel_ptr,
+                channel_write_bandwidth if written else channel_bandwidth,
                 channel_free, block_bytes, cursor, dram_latency,
             )  # fmt: skip
             size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, event, target)
@@ -744,7 +748,8 @@ def run_events(
                     stream = write_stream[op] if event == DRAIN else read_stream[op]
                     t, event, target = _book(
                         arg, event, m, now, t, stream_priority[stream] == BACKGROUND,
-                        slice_bytes, chains, free_chains, channel_ptr, channel_bandwidth,
+                        slice_bytes, chains, free_chains, channel_ptr,
+                        channel_write_bandwidth if event == DRAIN else channel_bandwidth,
                         channel_free, block_bytes, cursor, dram_latency,
                     )  # fmt: skip
                 size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, event, target)

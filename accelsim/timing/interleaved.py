@@ -50,6 +50,8 @@ class InterleavedMemory:
         capacity_bytes: Each channel's capacity.
         slice_bytes: The most one reservation of a background stream books (0: no
             limit).
+        write_bytes_per_cycle: Each channel's writes' bandwidth (``None``:
+            ``bytes_per_cycle``).
     """
 
     def __init__(
@@ -59,14 +61,21 @@ class InterleavedMemory:
         latency_cycles: int,
         capacity_bytes: int,
         slice_bytes: int = 0,
+        write_bytes_per_cycle: float | None = None,
     ) -> None:
         if channels < 2:
             raise ValueError("an interleaved memory needs at least two channels")
         self.bytes_per_cycle = bytes_per_cycle
+        self.write_bytes_per_cycle = (
+            bytes_per_cycle if write_bytes_per_cycle is None else write_bytes_per_cycle
+        )
         self.latency_cycles = latency_cycles
         self.capacity_bytes = channels * capacity_bytes
         self.slice_bytes = slice_bytes
-        self.lanes = [FifoMemory(bytes_per_cycle, 0) for _ in range(channels)]
+        self.lanes = [
+            FifoMemory(bytes_per_cycle, 0, write_bytes_per_cycle=self.write_bytes_per_cycle)
+            for _ in range(channels)
+        ]
         self.cursor = 0  # the channel that takes the next block
 
     def portion(self, n_bytes: int, stream: Stream) -> int:
@@ -96,10 +105,16 @@ class InterleavedMemory:
         self.cursor = (self.cursor + -(-n_bytes // INTERLEAVE_BYTES)) % count
         return end + self.latency_cycles
 
-    def bound(self, n_bytes: Amount) -> Amount:
-        cycles: Amount = n_bytes / (len(self.lanes) * self.bytes_per_cycle)
+    def bound(self, n_bytes: Amount, write: bool = False) -> Amount:
+        bandwidth = self.write_bytes_per_cycle if write else self.bytes_per_cycle
+        cycles: Amount = n_bytes / (len(self.lanes) * bandwidth)
         return cycles
 
     def channels(self) -> Channels:
         count = len(self.lanes)
-        return Channels((self.bytes_per_cycle,) * count, INTERLEAVE_BYTES, self.slice_bytes)
+        return Channels(
+            (self.bytes_per_cycle,) * count,
+            INTERLEAVE_BYTES,
+            self.slice_bytes,
+            (self.write_bytes_per_cycle,) * count,
+        )

@@ -12,8 +12,10 @@ Compute cycles per fold (``R x C`` array, ``T`` streamed):
 * accelsim: ``2R + C + T - 2`` for every dataflow (stationary-operand or
   output fill of R cycles, R+C-2 skew, T streamed), folds not overlapped;
   with fold overlap (``timing.fold_overlap``), the folds of an op pipeline:
-  ``F`` folds take ``(F - 1) * max(T, R) + 2R + C + T - 2`` (the README's
-  timing conventions derive it per dataflow);
+  ``F`` folds take ``(F - 1) * max(T, ceil(R / L)) + 2R + C + T - 2`` where the
+  array loads (output stationary: drains) ``L`` rows of a tile per cycle
+  (``array.load_rows_per_cycle``, 1 by default; the README's timing conventions
+  derive it per dataflow);
 * scalesim (SCALE-Sim 3.0.0): ``R + C + T - 2`` for os, ``2R + C + T - 2`` for
   ws and is, and the layer total is ``folds * per_fold - 1``; folds never
   overlap.
@@ -38,9 +40,11 @@ def fold_cycles(
     cols: int,
     convention: int,
     overlap: bool,
+    load_rows: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Folds and compute cycles of each GEMM; ``overlap`` pipelines its folds
-    (accelsim convention only).
+    (accelsim convention only), the next stationary tile loading ``load_rows``
+    rows per cycle.
 
     Returns:
         ``(row_folds, col_folds, folds, compute_cycles)``; ``folds`` includes
@@ -51,6 +55,7 @@ def fold_cycles(
     col_folds = np.empty(n_ops, np.int64)
     folds = np.empty(n_ops, np.int64)
     cycles = np.empty(n_ops, np.int64)
+    switch = (rows + load_rows - 1) // load_rows
     for i in range(n_ops):
         fr = (sr[i] + rows - 1) // rows
         fc = (sc[i] + cols - 1) // cols
@@ -62,7 +67,7 @@ def fold_cycles(
         if convention == SCALESIM:
             cycles[i] = folds[i] * per_fold - 1
         elif overlap:
-            cycles[i] = (folds[i] - 1) * max(t[i], rows) + per_fold
+            cycles[i] = (folds[i] - 1) * max(t[i], switch) + per_fold
         else:
             cycles[i] = folds[i] * per_fold
     return row_folds, col_folds, folds, cycles

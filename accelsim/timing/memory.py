@@ -88,10 +88,13 @@ class Stream:
 
     kind: StreamClass
     priority: int = FOREGROUND
+    write: bool = False  # a write: booked at the memory's write bandwidth
 
 
 DEFAULT_STREAM = Stream(StreamClass.ACTIVATION)
 """The stream of a transfer that nobody classified (a channel alone, a link)."""
+DEFAULT_WRITE_STREAM = Stream(StreamClass.ACTIVATION, write=True)
+"""The stream of a write that nobody classified."""
 
 Amount = TypeVar("Amount", float, np.ndarray)
 
@@ -121,9 +124,9 @@ class Memory(Protocol):
         :attr:`latency_cycles` earlier)."""
         ...
 
-    def bound(self, n_bytes: Amount) -> Amount:
+    def bound(self, n_bytes: Amount, write: bool = False) -> Amount:
         """The fewest cycles ``n_bytes`` (a number or an array of them) can keep this
-        memory busy, latency left out."""
+        memory busy, latency left out (written, with ``write``)."""
         ...
 
     def channels(self) -> Channels:
@@ -141,11 +144,14 @@ class Channels:
             this many bytes dealt out to the channels in turn; unused with one.
         slice_bytes: The most one reservation of a background stream books
             (0: no limit, first come first served).
+        write_bandwidths: Bytes per cycle of each channel's writes (empty: the
+            ``bandwidths``).
     """
 
     bandwidths: tuple[float, ...]
     block_bytes: int = 0
     slice_bytes: int = 0
+    write_bandwidths: tuple[float, ...] = ()
 
 
 class FifoMemory:
@@ -157,6 +163,9 @@ class FifoMemory:
         capacity_bytes: What it holds (0 for a link).
         slice_bytes: The most one reservation of a background stream books (0, the
             default: no limit; :func:`slice_bytes` for ``priority`` arbitration).
+        write_bytes_per_cycle: The writes' bandwidth (``None``: ``bytes_per_cycle``);
+            reads and writes share the one channel, each transfer holding it at its
+            own direction's bandwidth.
     """
 
     def __init__(
@@ -165,8 +174,12 @@ class FifoMemory:
         latency_cycles: int,
         capacity_bytes: int = 0,
         slice_bytes: int = 0,
+        write_bytes_per_cycle: float | None = None,
     ) -> None:
         self.bytes_per_cycle = bytes_per_cycle
+        self.write_bytes_per_cycle = (
+            bytes_per_cycle if write_bytes_per_cycle is None else write_bytes_per_cycle
+        )
         self.latency_cycles = latency_cycles
         self.capacity_bytes = capacity_bytes
         self.slice_bytes = slice_bytes
@@ -178,17 +191,22 @@ class FifoMemory:
         return n_bytes
 
     def reserve(self, now: int, n_bytes: int, stream: Stream) -> int:
+        bandwidth = self.write_bytes_per_cycle if stream.write else self.bytes_per_cycle
         free_at = self.free_at
-        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / self.bytes_per_cycle)
+        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / bandwidth)
         self.free_at = free_at
         return free_at + self.latency_cycles
 
-    def bound(self, n_bytes: Amount) -> Amount:
-        cycles: Amount = n_bytes / self.bytes_per_cycle
+    def bound(self, n_bytes: Amount, write: bool = False) -> Amount:
+        cycles: Amount = n_bytes / (self.write_bytes_per_cycle if write else self.bytes_per_cycle)
         return cycles
 
     def channels(self) -> Channels:
-        return Channels((self.bytes_per_cycle,), slice_bytes=self.slice_bytes)
+        return Channels(
+            (self.bytes_per_cycle,),
+            slice_bytes=self.slice_bytes,
+            write_bandwidths=(self.write_bytes_per_cycle,),
+        )
 
 
 def slice_bytes(arbitration: DramArbitration, bytes_per_cycle: float) -> int:
@@ -204,7 +222,7 @@ def slice_bytes(arbitration: DramArbitration, bytes_per_cycle: float) -> int:
 def dram_memory(spec: DramSpec) -> Memory:
     """One DRAM memory as ``spec`` describes it: a :class:`FifoMemory`, or with
     ``channels`` above one an :class:`~accelsim.timing.interleaved.InterleavedMemory`."""
-    bandwidth, channels = spec.bandwidth_bytes_per_cycle, spec.channels
+    bandwidth, channels = spec.read_bytes_per_cycle, spec.channels
     if channels > 1:
         from accelsim.timing.interleaved import InterleavedMemory
 
@@ -214,12 +232,14 @@ def dram_memory(spec: DramSpec) -> Memory:
             spec.latency_cycles,
             spec.capacity_bytes,
             slice_bytes(spec.arbitration, channels * bandwidth),
+            spec.write_bytes_per_cycle,
         )
     return FifoMemory(
         bandwidth,
         spec.latency_cycles,
         spec.capacity_bytes,
         slice_bytes(spec.arbitration, bandwidth),
+        spec.write_bytes_per_cycle,
     )
 
 
@@ -260,7 +280,8 @@ class MemoryLayout:
     """The processors' DRAM as arrays, for the compiled engine.
 
     Memory ``m`` is the channels ``channel_ptr[m]:channel_ptr[m + 1]`` (of
-    ``channel_bandwidth`` bytes per cycle each) over which its transfers are cut
+    ``channel_bandwidth`` bytes per cycle each for reads, ``channel_write_bandwidth``
+    for writes) over which its transfers are cut
     in blocks of ``block_bytes[m]``, and books a background stream at most
     ``slice_bytes[m]`` at a time (0: no limit); processor ``p`` uses memory
     ``memory_of[p]``.
@@ -269,6 +290,7 @@ class MemoryLayout:
     memory_of: np.ndarray
     channel_ptr: np.ndarray
     channel_bandwidth: np.ndarray
+    channel_write_bandwidth: np.ndarray
     block_bytes: np.ndarray
     slice_bytes: np.ndarray
     latency_cycles: int
@@ -297,6 +319,9 @@ def memory_layout(memories: tuple[Memory, ...]) -> MemoryLayout:
         memory_of=memory_of,
         channel_ptr=channel_ptr,
         channel_bandwidth=np.asarray([b for d in described for b in d.bandwidths], np.float64),
+        channel_write_bandwidth=np.asarray(
+            [b for d in described for b in (d.write_bandwidths or d.bandwidths)], np.float64
+        ),
         block_bytes=np.asarray([d.block_bytes for d in described], np.int64),
         slice_bytes=np.asarray([d.slice_bytes for d in described], np.int64),
         latency_cycles=memories[0].latency_cycles if memories else 0,

@@ -19,8 +19,14 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import OpCosts
-from accelsim.timing.memory import DEFAULT_STREAM, Memory, Stream, dram_memories
-from accelsim.timing.streams import STREAMS, op_streams
+from accelsim.timing.memory import (
+    DEFAULT_STREAM,
+    DEFAULT_WRITE_STREAM,
+    Memory,
+    Stream,
+    dram_memories,
+)
+from accelsim.timing.streams import STREAMS, WRITE_STREAMS, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 ENGINE_NAME = "single_op"
@@ -36,7 +42,7 @@ def _part(total: int, parts: int, j: int) -> int:
 def single_op_cycles(
     costs: OpCosts,
     hw: HardwareSpec,
-    streams: tuple[Stream, Stream] = (DEFAULT_STREAM, DEFAULT_STREAM),
+    streams: tuple[Stream, Stream] = (DEFAULT_STREAM, DEFAULT_WRITE_STREAM),
 ) -> int:
     """The cycle the only op of ``costs`` ends when it starts at cycle 0 on processor 0,
     its reads and writes of ``streams``.
@@ -100,7 +106,7 @@ def simulate_single_op(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trac
     if isinstance(graph.ops[0], TransferOp | CommOp):
         raise ValueError("simulate_single_op needs a GEMM or vector op")
     read_classes, write_classes = op_streams(graph, costs)
-    streams = (STREAMS[int(read_classes[0])], STREAMS[int(write_classes[0])])
+    streams = (STREAMS[int(read_classes[0])], WRITE_STREAMS[int(write_classes[0])])
     start = np.zeros(1, np.int64)
     end = np.array([single_op_cycles(costs, hw, streams)], np.int64)
     return build_trace(graph, costs, hw.processors, start, end, 0, ENGINE_NAME)

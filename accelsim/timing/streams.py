@@ -53,6 +53,10 @@ PRIORITY: dict[StreamClass, int] = {kind: FOREGROUND for kind in StreamClass} | 
 
 STREAMS: tuple[Stream, ...] = tuple(Stream(kind, PRIORITY[kind]) for kind in StreamClass)
 """The stream of each class, indexed by class."""
+WRITE_STREAMS: tuple[Stream, ...] = tuple(
+    Stream(kind, PRIORITY[kind], write=True) for kind in StreamClass
+)
+"""The stream of each class's writes (booked at the memory's write bandwidth)."""
 
 Streams = tuple[np.ndarray, np.ndarray]
 """The stream class of each op's DRAM reads and of its DRAM writes (int64 arrays of

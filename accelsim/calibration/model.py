@@ -1,0 +1,188 @@
+"""The latency of a lone measured GEMM as a closed form of the fitted parameters.
+
+``accelsim layer`` times a lone GEMM from its costs (:mod:`accelsim.timing.costs`)
+with the engine's arithmetic (:mod:`accelsim.timing.single_op`).  A fit evaluates
+hundreds of GEMMs at every step of its optimiser, so :func:`gemm_features` costs
+each GEMM once, in each orientation, with the parameters a fit leaves alone (the
+arrays, buffers and word sizes), and :func:`predict_us` prices them for any
+values of the fitted ones: the prologue (first tiles) arrives, then the op is
+bound by its compute (with the fixed cost per op) or by its remaining DRAM
+traffic, whichever is longer, then its last output tile drains; each way across
+the channel adds its latency.  That is the engine's lone op with its tile groups
+perfectly overlapped; ``accelsim calibrate`` reports how far the engine itself
+lands from it on the fitted file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.calibration.measurements import Measurements
+from accelsim.config.base import Convention
+from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, DEFAULT_GROUP_CYCLES, PsumPolicy
+from accelsim.config.hardware import HardwareSpec, Orientation
+from accelsim.driver.layer import gemm_for, layer_graph
+from accelsim.graph.ops import Phase
+from accelsim.mapping.schedule import schedule
+from accelsim.mapping.units import main_array
+from accelsim.timing.costs import op_costs
+from accelsim.timing.single_op import single_op_cycles
+
+
+@dataclass(frozen=True)
+class Orientated:
+    """Per GEMM, in one orientation: compute cycles without the fixed cost per op,
+    DRAM bytes read and written, and those of the prologue and epilogue."""
+
+    compute_cycles: np.ndarray
+    read_bytes: np.ndarray
+    write_bytes: np.ndarray
+    prologue_bytes: np.ndarray
+    epilogue_bytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class GemmFeatures:
+    """The measured GEMMs costed on one hardware: as given and transposed (the
+    transpose only with ``mapping.orientation: best``)."""
+
+    given: Orientated
+    transposed: Orientated | None
+    macs: np.ndarray
+    latency_cycles: int
+    peak_macs_per_cycle: int
+
+
+@dataclass(frozen=True)
+class Physical:
+    """Values of the four physical parameters (the hardware's own for any not fitted)."""
+
+    op_overhead_us: float
+    clock_mhz: float
+    read_gb_s: float
+    write_gb_s: float
+
+
+def gemm_features(
+    hw: HardwareSpec, gemms: Measurements, fold_overlap: bool, psums: PsumPolicy
+) -> GemmFeatures:
+    """Cost every GEMM of ``gemms`` on ``hw`` (no fixed cost per op, given orientation)."""
+    plain = hw.model_copy(
+        update={
+            "timing": hw.timing.model_copy(update={"op_overhead_cycles": 0}),
+            "mapping": hw.mapping.model_copy(update={"orientation": Orientation.AS_GIVEN}),
+        }
+    )
+    dims = list(zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True))
+    given = _orientated(plain, dims, fold_overlap, psums)
+    transposed = None
+    if hw.mapping.orientation is Orientation.BEST:
+        transposed = _orientated(plain, [(n, m, k) for m, n, k in dims], fold_overlap, psums)
+    return GemmFeatures(
+        given,
+        transposed,
+        gemms.m * gemms.n * gemms.k,
+        hw.dram.latency_cycles,
+        hw.array.pes,
+    )
+
+
+def _orientated(
+    hw: HardwareSpec, dims: list[tuple[int, int, int]], fold_overlap: bool, psums: PsumPolicy
+) -> Orientated:
+    columns: list[tuple[int, int, int, int, int]] = []
+    unit = main_array(hw)
+    for m, n, k in dims:
+        graph = layer_graph(hw, gemm_for(m, n, k, Phase.FWD), Phase.FWD)
+        c = op_costs(
+            graph,
+            schedule(graph, (unit,)),
+            hw,
+            Convention.ACCELSIM,
+            psums,
+            DEFAULT_CHUNKS_PER_OP,
+            fold_overlap=fold_overlap,
+        )
+        columns.append(
+            (
+                int(c.compute_cycles[0]),
+                int(c.dram_read_bytes[0]),
+                int(c.dram_ofmap_write_bytes[0]),
+                int(c.prologue_bytes[0]),
+                int(c.epilogue_bytes[0]),
+            )
+        )
+    arrays = np.asarray(columns, np.float64).reshape(len(dims), 5).T
+    return Orientated(*arrays)
+
+
+def _cycles(o: Orientated, overhead: float, read: float, write: float, lat: int) -> np.ndarray:
+    """Cycles of each GEMM alone (see the module docstring)."""
+    rest = (o.read_bytes - o.prologue_bytes) / read + (o.write_bytes - o.epilogue_bytes) / write
+    body = np.maximum(o.compute_cycles + overhead, rest)
+    ends: np.ndarray = (
+        lat * ((o.prologue_bytes > 0).astype(float) + (o.write_bytes > 0))
+        + o.prologue_bytes / read
+        + body
+        + o.epilogue_bytes / write
+    )
+    return ends
+
+
+def _first_order(o: Orientated, overhead: float, read: float, write: float) -> np.ndarray:
+    """The orientation criterion of :class:`~accelsim.timing.costs.ChipOptions`."""
+    longer: np.ndarray = np.maximum(
+        o.compute_cycles + overhead, o.read_bytes / read + o.write_bytes / write
+    )
+    return longer
+
+
+def predict_us(features: GemmFeatures, p: Physical) -> np.ndarray:
+    """Predicted latency of each GEMM, in microseconds, at the values ``p``."""
+    overhead = round(p.op_overhead_us * p.clock_mhz)
+    read = p.read_gb_s * 1e3 / p.clock_mhz  # GB/s over MHz: bytes per cycle
+    write = p.write_gb_s * 1e3 / p.clock_mhz
+    lat = features.latency_cycles
+    cycles = _cycles(features.given, overhead, read, write, lat)
+    t = features.transposed
+    if t is not None:
+        flip = _first_order(t, overhead, read, write) < _first_order(
+            features.given, overhead, read, write
+        )
+        cycles = np.where(flip, _cycles(t, overhead, read, write, lat), cycles)
+    us: np.ndarray = cycles / p.clock_mhz
+    return us
+
+
+def compute_bound_us(features: GemmFeatures, clock_mhz: float) -> np.ndarray:
+    """Each GEMM's compute bound: its MACs at every PE's peak, in microseconds."""
+    bound: np.ndarray = features.macs / features.peak_macs_per_cycle / clock_mhz
+    return bound
+
+
+def engine_us(
+    hw: HardwareSpec,
+    gemms: Measurements,
+    fold_overlap: bool,
+    psums: PsumPolicy = PsumPolicy.CHUNK,
+) -> np.ndarray:
+    """Each GEMM's latency as ``accelsim layer`` gives it on ``hw`` (its costs and the
+    engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us."""
+    unit = main_array(hw)
+    out = []
+    for m, n, k in zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True):
+        graph = layer_graph(hw, gemm_for(m, n, k, Phase.FWD), Phase.FWD)
+        costs = op_costs(
+            graph,
+            schedule(graph, (unit,)),
+            hw,
+            Convention.ACCELSIM,
+            psums,
+            DEFAULT_CHUNKS_PER_OP,
+            fold_overlap=fold_overlap,
+            group_cycles=DEFAULT_GROUP_CYCLES,
+        )
+        out.append(single_op_cycles(costs, hw) / hw.clock_mhz)
+    return np.asarray(out)

@@ -1,0 +1,121 @@
+"""``accelsim calibrate``: fit a hardware file's physical parameters to measured GEMMs
+(part of :mod:`accelsim.cli`).
+
+Loaded only for this command: the hardware spec, the fold schedule and the closed
+forms, no event engine, workload, run driver or technique.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from accelsim.calibration.fit import (
+    Fit,
+    calibrate,
+    class_errors,
+    file_values,
+    physical,
+)
+from accelsim.calibration.measurements import Measurements, read_measurements
+from accelsim.calibration.model import compute_bound_us, engine_us, predict_us
+from accelsim.config.enums import PsumPolicy
+from accelsim.config.files import display_path
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.loader import dump_yaml, load_hardware, parse_sets
+from accelsim.errors import InputError
+from accelsim.report.staging import staged_file
+
+EXIT_OK = 0
+
+
+def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
+    ranges = {}
+    for item in items:
+        name, _, span = item.partition("=")
+        low, _, high = span.partition(":")
+        try:
+            ranges[name] = (float(low), float(high))
+        except ValueError:
+            raise InputError.single(
+                "--range", name, "expected NAME=LOW:HIGH (two numbers)", item
+            ) from None
+    return ranges
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``accelsim calibrate MEASUREMENTS.csv --hardware HW.yaml --out FITTED.yaml``."""
+    hw = load_hardware(args.hardware, parse_sets(args.sets))
+    gemms = read_measurements(args.measurements, hw.array.precision.value)
+    psums = PsumPolicy(args.psums)
+    names = [n for n in args.fit.split(",") if n]
+    done = calibrate(
+        hw, gemms, fold_overlap=args.fold_overlap, psums=psums, names=names,
+        ranges=_ranges(args.ranges),
+    )  # fmt: skip
+    result, fitted, features = done.fit, done.fitted, done.features
+    rows = {
+        "file, closed form": predict_us(features, physical(hw, {})),
+        "fitted, closed form": predict_us(features, physical(hw, result.values)),
+        "fitted file, accelsim layer": engine_us(fitted, gemms, args.fold_overlap, psums),
+    }
+    bound = compute_bound_us(features, fitted.clock_mhz)
+    print(
+        f"calibrate {display_path(args.hardware)} on {len(gemms)} GEMMs of"
+        f" {display_path(args.measurements)} ({result.evaluations} evaluations)"
+    )
+    print(_fit_table(hw, result))
+    print(_error_table(rows, gemms))
+    closest = float(np.min(rows["fitted file, accelsim layer"] / bound))
+    print(
+        f"closest to its compute bound (every PE busy at {fitted.clock_mhz:g} MHz): x{closest:.3f}"
+    )
+    for name in result.at_bound:
+        print(f"note: {name} ended on a bound of its range: the data would push it further")
+    header = "".join(
+        f"# {line}\n"
+        for line in (
+            f"{display_path(args.hardware)} calibrated by accelsim calibrate on {len(gemms)}"
+            f" GEMMs of {display_path(args.measurements)}",
+            f"(fold overlap {'on' if args.fold_overlap else 'off'}, psums {psums.value}),"
+            f" training MAPE {result.training_mape:.1f} % (the fit's closed form); fitted:",
+            *(f"  {k} = {v:.6g}" for k, v in result.values.items()),
+            *(
+                ["Use it with fold overlap (accelsim layer --fold-overlap; a run's"
+                 " timing.fold_overlap: true), as it was fitted."]
+                if args.fold_overlap
+                else []
+            ),
+        )
+    )  # fmt: skip
+    with staged_file(args.out) as path:
+        path.write_text(header + dump_yaml(fitted.model_dump(mode="json")))
+    print(f"wrote {display_path(args.out)}")
+    return EXIT_OK
+
+
+def _fit_table(hw: HardwareSpec, result: Fit) -> str:
+    """The fitted parameters beside the file's values and their ranges."""
+    before = file_values(hw)
+    lines = [f"{'parameter':<22} {'file':>10} {'fitted':>10}   range"]
+    for p in result.parameters:
+        lines.append(
+            f"{p.name:<22} {before[p.name]:>10.4g} {result.values[p.name]:>10.4g}"
+            f"   {p.low:.4g} to {p.high:.4g} {p.unit}"
+        )
+    return "\n".join(lines)
+
+
+def _error_table(rows: dict[str, np.ndarray], gemms: Measurements) -> str:
+    """MAPE per size class (SCALE-Sim cycles on one 128x128 array) of each prediction."""
+    errors = {name: class_errors(pred, gemms) for name, pred in rows.items()}
+    labels = list(next(iter(errors.values())))
+    counts = next(iter(errors.values()))
+    head = f"{'MAPE %':<28}" + "".join(f"{lab:>10}" for lab in labels)
+    gemm_row = f"{'GEMMs':<28}" + "".join(f"{counts[lab][0]:>10}" for lab in labels)
+    body = [
+        f"{name:<28}" + "".join(f"{e[lab][1]:>10.1f}" for lab in labels)
+        for name, e in errors.items()
+    ]
+    return "\n".join([head, gemm_row, *body])
