@@ -26,6 +26,9 @@ Also public, for the scripts in ``scripts/``:
 * approximate dropout: :func:`write_dropout_distribution` (the SGD search, written
   for a run file's ``distribution:``) and :func:`benchmark_dropout_folds` (its fold
   kernel against the NumPy reference);
+* models: :func:`import_model` (an ONNX file or a PyTorch module as a layer table,
+  an :class:`ImportResult`), :func:`export_onnx` (a module's training-mode ONNX export,
+  as ``import_model`` makes it);
 * sweeps: :func:`plan_sweep` (a sweep file's validated points), :func:`run_sweep`
   on an :class:`Executor` (in-process), :class:`PoolExecutor` or
   :class:`DaskExecutor`;
@@ -80,6 +83,8 @@ if TYPE_CHECKING:
         WorkloadError,
     )
     from accelsim.graph.ops import Phase
+    from accelsim.importer.model_import import ImportResult, import_model
+    from accelsim.importer.torch_source import onnx_bytes as export_onnx
     from accelsim.report.means import geometric_mean, saving_mean
     from accelsim.report.plots import (
         plot_dropout_sweep,
@@ -128,6 +133,7 @@ _MODULES = {
         "WorkloadError",
     ),
     "accelsim.graph.ops": ("Phase",),
+    "accelsim.importer.model_import": ("ImportResult", "import_model"),
     "accelsim.report.means": ("geometric_mean", "saving_mean"),
     "accelsim.report.plots": (
         "plot_dropout_sweep",
@@ -147,6 +153,7 @@ _MODULES = {
 # Public names defined under another name: public name -> (module, attribute).
 _RENAMED = {
     "write_dropout_distribution": ("accelsim.techniques.dropout_patterns", "write_distribution"),
+    "export_onnx": ("accelsim.importer.torch_source", "onnx_bytes"),
     "mape_by_size": ("accelsim.calibration.fit", "class_errors"),
     "gemm_latencies_us": ("accelsim.calibration.model", "engine_us"),
 }
@@ -178,6 +185,7 @@ __all__ = [
     "EngineTiming",
     "Executor",
     "GraphError",
+    "ImportResult",
     "InputError",
     "OutputError",
     "Phase",
@@ -198,9 +206,11 @@ __all__ = [
     "benchmark_engines",
     "calibrate",
     "config_reference",
+    "export_onnx",
     "gemm_latencies_us",
     "geometric_mean",
     "hardware_from_data",
+    "import_model",
     "load_energy",
     "load_inputs",
     "load_run",

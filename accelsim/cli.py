@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, TypeAlias, cast
 
-from accelsim import __version__, cli_sweep
+from accelsim import __version__, cli_import, cli_sweep
 from accelsim.errors import InputError, LimitError, OutputError
 from accelsim.resources import bundled_path, data_dir
 
@@ -44,6 +44,7 @@ COMMANDS = {
     "suite": ("accelsim.cli_run", "cmd_suite"),
     "models": ("accelsim.cli_run", "cmd_models"),
     "check": ("accelsim.cli_run", "cmd_check"),
+    "import": ("accelsim.cli_import", "cmd_import"),
     "init": ("accelsim.cli_run", "cmd_init"),
     "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
     "collect": ("accelsim.cli_sweep", "cmd_collect"),
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("directory", type=Path, help="the project directory")
     cli_sweep.add_commands(sub)
+    cli_import.add_command(sub)
     for name, command in sub.choices.items():
         command.formatter_class = DefaultsFormatter
         command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
@@ -165,6 +167,11 @@ EXAMPLES = {
     ],
     "models": ["accelsim models", "accelsim models --json"],
     "check": ["accelsim check configs/hardware/*.yaml workloads/*.yaml configs/sweeps/*.yaml"],
+    "import": [
+        "accelsim import tests/fixtures/onnx/resnet18.onnx.gz --out resnet18_imported.yaml",
+        "accelsim import torchvision.models:resnet18 --input-shape 3x224x224 \\\n"
+        "      --out resnet18_imported.yaml --force --unsupported vector",
+    ],
     "init": ["accelsim init myproject && cd myproject && accelsim run configs/runs/default.yaml"],
     "sweep": [
         "accelsim sweep configs/sweeps/arrays.yaml --out results --jobs 2",

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "getting-started.md"
 CONFIG_MARKER = "<!-- config-reference -->"
 PROVENANCE_MARKER = re.compile(r"<!-- provenance: (\w+) -->")
+API_MARKER = "<!-- api-reference -->"
 FIGURE = re.compile(r"!\[[^\]]*\]\(figures/([^)\s]+)\)")
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 TITLE = re.compile(r'title="([^"]+)"')
@@ -161,9 +162,28 @@ def on_files(files: Any, config: Any) -> Any:
     return files
 
 
+def api_reference() -> str:
+    """One mkdocstrings entry per public name (``accelsim.__all__``), grouped by the
+    module that defines it, each titled by the name ``accelsim`` gives it."""
+    by_module: dict[str, list[str]] = {}
+    for name in sorted(accelsim.__all__):
+        if name == "__version__":
+            continue
+        obj = getattr(accelsim, name)
+        target = f"{obj.__module__}.{obj.__qualname__}"
+        entry = f"::: {target}\n    options:\n      heading: accelsim.{name}\n"
+        by_module.setdefault(obj.__module__, []).append(entry)
+    return "\n".join(
+        f"## `{module}`\n\n" + "\n".join(entries) for module, entries in sorted(by_module.items())
+    )
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace the markers by the tables rendered from the code: the configuration
-    reference, and a technique's provenance table (``<!-- provenance: NAME -->``)."""
+    """Replace the markers by what the code says: the configuration reference, a
+    technique's provenance table (``<!-- provenance: NAME -->``) and the API
+    reference."""
     if CONFIG_MARKER in markdown:
         markdown = markdown.replace(CONFIG_MARKER, accelsim.config_reference())
+    if API_MARKER in markdown:
+        markdown = markdown.replace(API_MARKER, api_reference())
     return PROVENANCE_MARKER.sub(lambda m: accelsim.provenance_reference(m.group(1)), markdown)

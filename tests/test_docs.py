@@ -125,3 +125,24 @@ def test_the_python_api_guide_runs_as_written(tmp_path: Path) -> None:
         "Conv5",
     ]
     assert errors == "--set: array.dataflow: input should be 'os', 'ws' or 'is' (got 'WS')\n"
+
+
+def test_the_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
+    outputs = _hooks().run_tutorial(tmp_path, ROOT / "README.md", "Quick start")
+    runs = sorted(p.name for p in (tmp_path / "results" / "quick").iterdir())
+    # Every command writes a directory of its own: none overwrites another's.
+    assert runs == [
+        "arrays",
+        "arrays.csv",
+        "mlp_default",
+        "mlp_default_layerpipe",
+        "mlp_dropout_default_approximate_dropout",
+        "resnet18_default_gradient_prediction",
+        "scalesim_resnet18_default",
+    ]
+    assert (tmp_path / "results" / "quick" / "mlp_default_layerpipe" / "gantt.png").is_file()
+    assert (tmp_path / "results" / "quick" / "arrays" / "plots" / "heatmap.png").is_file()
+    printed = next(out for block, out in outputs if block.language == "python")
+    speedup, bound = (float(word.rstrip("x,")) for word in printed.split()[0:4:3])
+    assert 1.0 < speedup <= bound
+    assert printed.endswith("(dram bound)\n")

@@ -823,7 +823,7 @@ def test_several_workload_problems_are_reported_together(tmp_path: Path) -> None
         f"{shown(path)}: layers[0].out_features: input should be greater than 0 (got -4)"
     )
     assert lines(excinfo)[1].startswith(
-        f"{shown(path)}: layers[1].kind: unknown kind; expected one of: activation, add,"
+        f"{shown(path)}: layers[1].kind: unknown kind; expected one of: activation, adaptive_avgpool, add,"
     )
 
 

@@ -23,6 +23,7 @@ class StepContext:
         params: Trainable tensors, in creation order.
         param_index: Position in ``params`` of each trainable tensor, by weight name.
         saved: What a layer's forward pass left for its backward pass, by layer.
+        slices: Gradients of parts of a layer's output (``split`` layers), by layer.
     """
 
     def __init__(self, builder: GraphBuilder, batch: int, strided_dx: StridedDx) -> None:
@@ -35,6 +36,7 @@ class StepContext:
         self.params: list[Parameter] = []
         self.param_index: dict[str, int] = {}
         self.saved: dict[str, Any] = {}
+        self.slices: dict[str, list[Tensor]] = {}
 
     def t(self, name: str, kind: TensorKind, elements: int) -> Tensor:
         return self.b.tensor(name, kind, elements)
@@ -77,6 +79,11 @@ class StepContext:
         """The gradient of a layer's output, summing the partial ones its readers gave."""
         name = info.layer.name
         parts = self.partials.get(name, [])
+        if name in self.slices:
+            # The gradients of a split's parts make up one gradient of the whole
+            # output, a view of them (a part nobody reads has a zero gradient).
+            whole_grad = self.t(f"{name}.grad_parts", TensorKind.GRADIENT, self.acts[name].elements)
+            parts = [*parts, self.b.alias(whole_grad, self.slices[name])]
         if not parts:
             return None
         if len(parts) == 1:
@@ -98,6 +105,10 @@ class StepContext:
         """Hand a partial gradient to the layer's ``index``-th input."""
         self.partials.setdefault(info.inputs[index], []).append(grad)
 
+    def give_slice(self, info: LayerInfo, grad: Tensor) -> None:
+        """Hand the gradient of a part of the layer's only input (a ``split``)."""
+        self.slices.setdefault(info.inputs[0], []).append(grad)
+
     def wants(self, info: LayerInfo, index: int = 0) -> bool:
         """Whether the layer's ``index``-th input needs a gradient."""
         return info.inputs[index] in self.requires_grad
@@ -105,6 +116,7 @@ class StepContext:
     def dx(self, info: LayerInfo, index: int = 0) -> Tensor:
         """A new gradient tensor for the layer's ``index``-th input."""
         source = self.acts[info.inputs[index]]
-        return self.t(
-            f"{info.inputs[index]}.grad<-{info.layer.name}", TensorKind.GRADIENT, source.elements
-        )
+        name = f"{info.inputs[index]}.grad<-{info.layer.name}"
+        if info.inputs.count(info.inputs[index]) > 1:
+            name += f"#{index}"  # a layer reading one tensor twice (x . x^T) gives two
+        return self.t(name, TensorKind.GRADIENT, source.elements)

@@ -72,6 +72,11 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
             problems.append(Problem(file, path, exc.message, exc.value))
             failed.add(layer.name)
             continue
+        tie = _tie_problem(layer, in_shapes, workload.layers[:index], file, f"{where}.tied_to")
+        if tie is not None:
+            problems.append(tie)
+            failed.add(layer.name)
+            continue
         for n in names:
             consumers[n] = consumers.get(n, 0) + 1
         if isinstance(layer, wm.CrossEntropy):
@@ -83,6 +88,25 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
     if problems:
         raise WorkloadError(problems)
     return infos
+
+
+def _tie_problem(
+    layer: wm.Layer, in_shapes: tuple[Shape, ...], earlier: list[wm.Layer], file: str, path: str
+) -> Problem | None:
+    """What is wrong with a linear layer's ``tied_to``, if anything."""
+    if not isinstance(layer, wm.Linear) or layer.tied_to is None:
+        return None
+    table = next((x for x in earlier if x.name == layer.tied_to), None)
+    if not isinstance(table, wm.Embedding):
+        return Problem(file, path, "must name an earlier embedding layer", layer.tied_to)
+    fan_in = in_shapes[0].dims[-1]
+    if (table.num_embeddings, table.embedding_dim) != (layer.out_features, fan_in):
+        message = (
+            f"the table is {table.num_embeddings} x {table.embedding_dim}; this layer's weight"
+            f" is {layer.out_features} x {fan_in}"
+        )
+        return Problem(file, path, message, layer.tied_to)
+    return None
 
 
 def _check_losses(

@@ -22,16 +22,20 @@ TableReader = Callable[[Path], dict[str, Any]]
 
 READERS: dict[str, tuple[str, str]] = {
     ".csv": ("accelsim.workload.topology", "topology_table"),
+    ".onnx": ("accelsim.importer.model_import", "onnx_table"),
+    ".onnx.gz": ("accelsim.importer.model_import", "onnx_table"),
 }
-"""The module and function of the reader of each suffix (lower case, with the dot)."""
+"""The module and function of the reader of each suffix (lower case, with the dot; the
+longest suffix a file name ends with chooses)."""
 
 
 def reader_for(path: Path) -> TableReader | None:
     """The reader of ``path``'s suffix (in any letter case), or None for a YAML table."""
-    entry = READERS.get(path.suffix.lower())
-    if entry is None:
+    name = path.name.lower()
+    suffixes = [suffix for suffix in READERS if name.endswith(suffix)]
+    if not suffixes:
         return None
-    module, function = entry
+    module, function = READERS[max(suffixes, key=len)]
     reader: TableReader = getattr(importlib.import_module(module), function)
     return reader
 

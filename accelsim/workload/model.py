@@ -76,6 +76,12 @@ class Linear(LayerBase):
         description="Output features (per token of a sequence input)."
     )
     bias: bool = Field(default=True, description="Whether the layer has a bias.")
+    tied_to: Name | None = Field(
+        default=None,
+        description="An earlier embedding layer whose table is this layer's weight (tied"
+        " embeddings, as GPT-2's output layer): no parameter of its own; its weight"
+        " gradient is the table's, to which the embedding then adds its own",
+    )
 
 
 class MaxPool(LayerBase):
@@ -223,6 +229,122 @@ class Attention(LayerBase):
     kind: Literal["attention"] = Field(description=KIND)
     heads: PositiveInt = Field(description="Attention heads; they divide the model width.")
     bias: bool = Field(default=True, description="Whether the projections have biases.")
+    causal: bool = Field(
+        default=False,
+        description="Mask every score of a later token (a decoder's attention): one select"
+        " per score forward and backward; the GEMMs stay whole, as eager PyTorch computes them",
+    )
+
+
+class GroupNorm(LayerBase):
+    """Group normalisation (Wu and He, 2018): statistics per sample and channel group."""
+
+    kind: Literal["groupnorm"] = Field(description=KIND)
+    groups: PositiveInt = Field(description="Channel groups; must divide the channels")
+
+
+class RmsNorm(LayerBase):
+    """RMS normalisation (Zhang and Sennrich, 2019): a scale and no shift, no mean."""
+
+    kind: Literal["rmsnorm"] = Field(description=KIND)
+
+
+class ConvTranspose2d(LayerBase):
+    """Transposed convolution (PyTorch's ConvTranspose2d): the adjoint of a conv2d."""
+
+    kind: Literal["conv_transpose2d"] = Field(description=KIND)
+    out_channels: PositiveInt = Field(description="Output channels")
+    kernel: Pair = Field(description="Filter height and width")
+    stride: Pair = Field(default=1, description="Stride of the adjoint convolution")
+    padding: PairOrZero = Field(default=0, description="Padding of the adjoint convolution")
+    output_padding: PairOrZero = Field(
+        default=0, description="Extra rows and columns on one side of the output"
+    )
+    dilation: Pair = Field(default=1, description="Filter dilation")
+    groups: PositiveInt = Field(default=1, description="Groups; must divide both channel counts")
+    bias: bool = Field(default=False, description="Whether it adds a bias per output channel")
+
+
+class UpsampleMode(str, Enum):
+    """How ``upsample`` interpolates, with its vector-op cost per output element."""
+
+    NEAREST = "nearest"
+    BILINEAR = "bilinear"
+
+    @property
+    def forward_ops(self) -> int:
+        # Nearest copies one input; bilinear weighs four neighbours (4 multiplies, 3 adds).
+        return {"nearest": 1, "bilinear": 7}[self.value]
+
+    @property
+    def backward_ops(self) -> int:
+        # Each output gradient goes back to its one (nearest) or four weighted (bilinear,
+        # a multiply and an accumulate each) input positions.
+        return {"nearest": 1, "bilinear": 8}[self.value]
+
+
+class Upsample(LayerBase):
+    """Upsampling or interpolation of a feature map to a larger size."""
+
+    kind: Literal["upsample"] = Field(description=KIND)
+    mode: Annotated[UpsampleMode, Field(strict=False, description="nearest or bilinear")] = (
+        UpsampleMode.NEAREST
+    )
+    scale: Pair | None = Field(default=None, description="Whole-number scale factor per side")
+    size: Annotated[list[PositiveInt], Field(min_length=2, max_length=2)] | None = Field(
+        default=None, description="Output height and width (instead of scale)"
+    )
+
+
+class Mul(LayerBase):
+    """Element-wise multiply: two inputs, the second broadcast over the first (a
+    squeeze-and-excitation gate C x 1 x 1 over C x H x W), or one input times a constant."""
+
+    kind: Literal["mul"] = Field(description=KIND)
+
+
+class MatMul(LayerBase):
+    """A product of two activations ``A . B`` per sample, per head when ``heads`` > 1."""
+
+    kind: Literal["matmul"] = Field(description=KIND)
+    heads: PositiveInt = Field(
+        default=1,
+        description="Independent products per sample (a batched matmul): each input's"
+        " features are ``heads`` equal slices, one per product",
+    )
+    transpose_b: bool = Field(default=False, description="Multiply by B's transpose (QK^T)")
+
+
+class Split(LayerBase):
+    """One part of its input cut along the channels (or features): split or chunk."""
+
+    kind: Literal["split"] = Field(description=KIND)
+    sizes: Annotated[list[PositiveInt], Field(min_length=1)] | None = Field(
+        default=None, description="The parts' sizes, which add up to the channels (split)"
+    )
+    chunks: PositiveInt | None = Field(
+        default=None, description="Equal parts, the last smaller if need be (torch.chunk)"
+    )
+    index: NonNegative = Field(description="Which part this layer outputs")
+
+
+class AdaptiveAvgPool(LayerBase):
+    """Average pooling to a given output size, with PyTorch's adaptive windows."""
+
+    kind: Literal["adaptive_avgpool"] = Field(description=KIND)
+    output: Pair = Field(description="Output height and width")
+
+
+class VectorLayer(LayerBase):
+    """An operation without a layer kind of its own, costed as a generic vector op:
+    one op per output element forward and one per input element backward."""
+
+    kind: Literal["vector"] = Field(description=KIND)
+    op: Name = Field(description="The source operation it stands for, e.g. an ONNX op type")
+    layout: Literal["chw", "features", "sequence"] = Field(description="Layout of its output")
+    shape: Annotated[list[PositiveInt], Field(min_length=1, max_length=3)] = Field(
+        description="Its output's dimensions per sample"
+    )
 
 
 Layer = Annotated[
@@ -244,7 +366,16 @@ Layer = Annotated[
     | CrossEntropy
     | Embedding
     | Lstm
-    | Attention,
+    | Attention
+    | GroupNorm
+    | RmsNorm
+    | ConvTranspose2d
+    | Upsample
+    | Mul
+    | MatMul
+    | Split
+    | AdaptiveAvgPool
+    | VectorLayer,
     Field(discriminator="kind"),
 ]
 

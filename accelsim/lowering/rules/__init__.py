@@ -1,6 +1,18 @@
 """One lowering rule per family of layer kinds, registered by kind (see :mod:`.base`)."""
 
-from accelsim.lowering.rules import attention, bridge, conv, dense, recurrent, vector
+from accelsim.lowering.rules import (
+    attention,
+    bridge,
+    conv,
+    conv_transpose,
+    dense,
+    elementwise,
+    matmul,
+    norm,
+    recurrent,
+    resample,
+    vector,
+)
 from accelsim.lowering.rules.base import REGISTRY, LayerRule, register, rule_for
 
 __all__ = [
@@ -9,9 +21,14 @@ __all__ = [
     "attention",
     "bridge",
     "conv",
+    "conv_transpose",
     "dense",
+    "elementwise",
+    "matmul",
+    "norm",
     "recurrent",
     "register",
+    "resample",
     "rule_for",
     "vector",
 ]

@@ -13,7 +13,7 @@ from accelsim.workload import model as wm
 @register
 class AttentionRule(LayerRule):
     """``attention``: the projections are GEMMs, ``QK^T`` and ``AV`` batched GEMMs per head,
-    the softmax a vector op."""
+    the softmax a vector op (and with ``causal``, a select on the scores before it)."""
 
     kinds = ("attention",)
     has_params = True
@@ -44,6 +44,10 @@ class AttentionRule(LayerRule):
         rows, per_head = n * steps, n * heads
         b.gemm(f"{name}.qkv.fwd", name, Phase.FWD, rows, 3 * d, d, 1, x, wqkv, qkv)
         b.gemm(f"{name}.qk.fwd", name, Phase.FWD, steps, steps, dh, per_head, qkv, qkv, scores)
+        if layer.causal:
+            masked = ctx.t(f"{name}.masked", TensorKind.ACTIVATION, scores.elements)
+            b.vector(f"{name}.mask.fwd", name, Phase.FWD, scores.elements, 1, [scores], [masked])
+            scores = masked
         b.vector(
             f"{name}.softmax.fwd",
             name,
@@ -90,6 +94,11 @@ class AttentionRule(LayerRule):
             [dprobs, probs],
             [dscores],
         )
+        if layer.causal:
+            # The select's gradient: zero where the forward pass masked a score.
+            dmasked = ctx.t(f"{name}.dmasked", TensorKind.GRADIENT, probs.elements)
+            b.vector(f"{name}.mask.bwd", name, bi, probs.elements, 1, [dscores], [dmasked])
+            dscores = dmasked
         for part in ("dq", "dk"):
             b.gemm(
                 f"{name}.qk.{part}",

@@ -29,7 +29,10 @@ class LinearRule(LayerRule):
         rows = ctx.n * math.prod(info.in_shapes[0].dims[:-1])
         fan_in = info.in_shapes[0].dims[-1]
         out = layer.out_features
-        weight = ctx.param(layer.name, "W", fan_in * out, ParamKind.WEIGHT, out)
+        if layer.tied_to is None:
+            weight = ctx.param(layer.name, "W", fan_in * out, ParamKind.WEIGHT, out)
+        else:
+            weight = ctx.parameter(layer.tied_to, "W").weight
         ctx.b.gemm(
             f"{layer.name}.fwd",
             layer.name,
@@ -56,7 +59,7 @@ class LinearRule(LayerRule):
         x = ctx.acts[info.inputs[0]]
         rows = ctx.n * math.prod(info.in_shapes[0].dims[:-1])
         fan_in = info.in_shapes[0].dims[-1]
-        weight = ctx.parameter(name, "W")
+        weight = ctx.parameter(layer.tied_to or name, "W")
         if ctx.wants(info):
             grad = ctx.dx(info)
             b.gemm(
@@ -84,7 +87,10 @@ class LinearRule(LayerRule):
             b=x,
             c=weight.gradient,
         )
-        ctx.grad_done(name, "W", op)
+        if layer.tied_to is None:
+            ctx.grad_done(name, "W", op)
+        else:
+            ctx.saved[f"{layer.tied_to}.tied"] = weight.gradient
         if layer.bias:
             ctx.bias_grad(name, "b", g)
 
@@ -126,13 +132,16 @@ class EmbeddingRule(LayerRule):
         assert g is not None
         x, y = ctx.acts[info.inputs[0]], ctx.acts[name]
         table = ctx.parameter(name, "W")
+        # A tied linear layer wrote the table's whole gradient first: the scatter-add
+        # reads and adds to the rows it touches.
+        tied = [Access(table.gradient, y.elements)] if f"{name}.tied" in ctx.saved else []
         op = ctx.b.vector(
             f"{name}.dw",
             name,
             Phase.BWD_WEIGHT,
             y.elements,
             1,
-            [g, x],
+            [g, x, *tied],
             [Access(table.gradient, y.elements)],
         )
         ctx.grad_done(name, "W", op)

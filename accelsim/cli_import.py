@@ -1,0 +1,105 @@
+"""``accelsim import``: a model (ONNX file or PyTorch module factory) -> a workload file."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+from accelsim.errors import OutputError, WorkloadError
+
+FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+"""``package.module:callable``: a function (or class) returning an ``nn.Module``."""
+
+
+def add_command(sub: Any) -> None:
+    """Add ``import`` to the parser's subcommands."""
+    imp = sub.add_parser(
+        "import",
+        help="write a workload file from an ONNX model or a PyTorch module",
+        description="Import a model as a layer table. MODEL is an ONNX file (exported in"
+        " training mode; .onnx or .onnx.gz) or package.module:factory, a callable returning"
+        " a torch.nn.Module (needs torch).",
+    )
+    imp.add_argument("model", help="ONNX file, or package.module:factory")
+    imp.add_argument("--out", type=Path, required=True, help="the workload YAML to write")
+    imp.add_argument(
+        "--input-shape",
+        type=_shape,
+        default=None,
+        metavar="DIMS",
+        help="input per sample, e.g. 3x224x224 or 128 (required for a module; for ONNX only"
+        " when the input has symbolic dimensions)",
+    )
+    imp.add_argument(
+        "--tokens", action="store_true", help="a module's input is token ids (integers)"
+    )
+    imp.add_argument("--name", default=None, help="workload name (default: file or class name)")
+    imp.add_argument(
+        "--unsupported",
+        choices=("error", "vector"),
+        default="error",
+        help="an op without a layer kind: an error, or a generic vector layer",
+    )
+    imp.add_argument(
+        "--loss",
+        choices=("cross_entropy", "none"),
+        default="cross_entropy",
+        help="cross_entropy: append that loss when the graph has none; none: append nothing",
+    )
+    imp.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        message = f"expected dimensions like 3x224x224 (got {text!r})"
+        raise argparse.ArgumentTypeError(message) from None
+    if not dims or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"dimensions must be positive (got {text!r})")
+    return dims
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``accelsim import``: write the table, print its size and notes."""
+    from accelsim.importer.model_import import import_model
+    from accelsim.lowering.infer import infer_shapes
+    from accelsim.lowering.stats import model_stats
+
+    out: Path = args.out
+    if out.exists() and not args.force:
+        raise OutputError(f"accelsim: {out} exists (use --force to replace it)")
+    source = _source(args.model)
+    factory = None if isinstance(source, Path) else args.model.partition(":")[2]
+    result = import_model(
+        source,
+        input_shape=args.input_shape,
+        tokens=args.tokens,
+        name=args.name or (factory and factory.rpartition(".")[2]),
+        unsupported=args.unsupported,
+        loss=args.loss,
+        out=out,
+    )
+    stats = model_stats(result.workload, infer_shapes(result.workload, str(out)))
+    print(
+        f"wrote {out}: {stats.layers} layers, {stats.params:,} parameters,"
+        f" {stats.forward_macs:,} forward MACs per sample ({stats.input})"
+    )
+    return 0
+
+
+def _source(model: str) -> Any:
+    """An ONNX path, or the module a ``package.module:factory`` builds."""
+    if Path(model).exists() or not FACTORY.fullmatch(model):
+        return Path(model)
+    module_name, _, attr = model.partition(":")
+    try:
+        factory: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            factory = getattr(factory, part)
+    except (ImportError, AttributeError) as exc:
+        raise WorkloadError.single(model, "", f"cannot load the factory: {exc}") from None
+    return factory()

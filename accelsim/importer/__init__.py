@@ -1,0 +1,1 @@
+"""Import models (ONNX files, PyTorch modules) as layer tables."""

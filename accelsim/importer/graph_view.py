@@ -1,0 +1,210 @@
+"""Read-only view of an ONNX graph with inferred shapes: nodes, constants, producers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from accelsim.errors import WorkloadError
+
+
+@dataclass(frozen=True)
+class Node:
+    """One ONNX node: its position, name, op type, tensors and attributes."""
+
+    index: int
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any]
+
+    def attr(self, key: str, default: Any) -> Any:
+        """An attribute's value (lists as lists, strings as bytes), or ``default``."""
+        return self.attrs.get(key, default)
+
+
+class GraphView:
+    """Nodes in order, every tensor's dimensions, the constants and who reads what."""
+
+    def __init__(self, model: onnx.ModelProto, source: str) -> None:
+        graph = model.graph
+        self.source = source
+        self.nodes = [
+            Node(
+                i,
+                _scoped_name(n),
+                n.op_type,
+                tuple(n.input),
+                tuple(n.output),
+                {a.name: helper.get_attribute_value(a) for a in n.attribute},
+            )
+            for i, n in enumerate(graph.node)
+        ]
+        self.constants: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
+        self.initializers = frozenset(self.constants)
+        for node in self.nodes:
+            if node.op == "Constant":
+                value = _constant_value(node)
+                if value is not None:
+                    self.constants[node.outputs[0]] = value
+        self.const_shapes = {n: tuple(int(d) for d in t.dims) for n, t in self.constants.items()}
+        self.const_roots = {name: name for name in self.constants}
+        for node in self.nodes:
+            if node.op == "Transpose" and node.inputs[0] in self.const_shapes:
+                dims = self.const_shapes[node.inputs[0]]
+                perm = node.attr("perm", list(range(len(dims)))[::-1])
+                self.const_shapes[node.outputs[0]] = tuple(dims[p] for p in perm)
+                self.const_roots[node.outputs[0]] = self.const_roots[node.inputs[0]]
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        for info in [*graph.input, *graph.value_info, *graph.output]:
+            tensor_type = info.type.tensor_type
+            if tensor_type.HasField("shape"):
+                self.shapes[info.name] = tuple(d.dim_value for d in tensor_type.shape.dim)
+        inputs = [i for i in graph.input if i.name not in self.constants]
+        self.input_name = inputs[0].name
+        self.input_elem_type = inputs[0].type.tensor_type.elem_type
+        self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs}
+        self.consumers: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for tensor in node.inputs:
+                self.consumers.setdefault(tensor, []).append(node)
+
+    def dims(self, tensor: str) -> tuple[int, ...]:
+        """Dimensions of ``tensor`` (batch first), ``()`` when inference found none."""
+        return self.shapes.get(tensor, ())
+
+    def const_dims(self, tensor: str) -> tuple[int, ...] | None:
+        """Dimensions of a constant or a transposed constant (kept when the data is
+        stripped), None for other tensors."""
+        return self.const_shapes.get(tensor)
+
+    def live(self) -> set[str]:
+        """The tensors whose values depend on the model input's values."""
+        live = {self.input_name}
+        for node in self.nodes:
+            if node.op not in ("Shape", "Size") and any(t in live for t in self.value_inputs(node)):
+                live.update(node.outputs)
+        return live
+
+    @staticmethod
+    def value_inputs(node: Node) -> tuple[str, ...]:
+        """The inputs whose values the node's output depends on: all, but for
+        ``CastLike`` only the first (the second lends its type)."""
+        return node.inputs[:1] if node.op == "CastLike" else node.inputs
+
+    def is_parameter(self, node: Node, position: int) -> bool:
+        """Whether ``node``'s input at ``position`` is a parameter (an initializer): a
+        bias the exporter wrote as zeros it computed (``torch.export``'s) is none."""
+        return position < len(node.inputs) and node.inputs[position] in self.initializers
+
+    def const_root(self, tensor: str) -> str | None:
+        """The constant a (transposed) constant is, None for other tensors."""
+        return self.const_roots.get(tensor)
+
+    def values(self, tensor: str) -> list[float] | None:
+        """The values of a constant (flattened), of a ``Concat`` of constants (as
+        PyTorch writes an upsample's scales) or of a reshaped constant; None for others
+        or stripped data."""
+        proto = self.constants.get(tensor)
+        if proto is None:
+            node = self.producer.get(tensor)
+            if node is None or node.op not in RESHAPED | {"Concat"}:
+                return None
+            sources = node.inputs if node.op == "Concat" else node.inputs[:1]
+            parts = [self.values(t) for t in sources]
+            return None if any(p is None for p in parts) else [v for p in parts for v in p or []]
+        array = const_array(proto)
+        return None if array is None else [float(v) for v in array.reshape(-1)]
+
+    def scalar(self, tensor: str) -> float | None:
+        """The value of a one-element constant, None for anything else."""
+        values = self.values(tensor)
+        return values[0] if values is not None and len(values) == 1 else None
+
+    def single_reader(self, tensor: str) -> Node | None:
+        """The one node that reads ``tensor``'s values, None when there are none or
+        several (a ``CastLike`` that takes only its type does not count)."""
+        readers = [r for r in self.consumers.get(tensor, []) if tensor in self.value_inputs(r)]
+        return readers[0] if len(readers) == 1 else None
+
+    def bias_after(self, node: Node, width: int, is_activation: Any) -> Node | None:
+        """The ``Add`` of a constant of ``width`` elements that alone reads ``node``'s output."""
+        add = self.single_reader(node.outputs[0])
+        if add is None or add.op != "Add":
+            return None
+        others = [t for t in add.inputs if t != node.outputs[0]]
+        if len(others) != 1 or is_activation(others[0]):
+            return None
+        dims = self.const_dims(others[0])
+        return add if dims is not None and int(np.prod(dims)) == width else None
+
+    def input_spec(self) -> dict[str, Any]:
+        """The workload ``input`` of the graph's input: image, vector or tokens."""
+        dims = self.dims(self.input_name)[1:]
+        floating = self.input_elem_type in (
+            onnx.TensorProto.FLOAT,
+            onnx.TensorProto.FLOAT16,
+            onnx.TensorProto.BFLOAT16,
+            onnx.TensorProto.DOUBLE,
+        )
+        if floating and len(dims) == 3:
+            return {"kind": "image", "channels": dims[0], "height": dims[1], "width": dims[2]}
+        if floating and len(dims) == 1:
+            return {"kind": "vector", "features": dims[0]}
+        if not floating and len(dims) == 1:
+            return {"kind": "tokens", "length": dims[0]}
+        raise WorkloadError.single(
+            self.source,
+            "graph.input",
+            "expected an image (C x H x W floats), a vector or a token sequence (integers)"
+            " per sample",
+            list(dims),
+        )
+
+
+RESHAPED = frozenset({"Reshape", "Cast", "CastLike", "Identity", "Squeeze", "Unsqueeze"})
+"""Ops that keep a constant's values (in order) and change its shape or type."""
+
+NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+"""Node metadata of PyTorch's ``torch.export``-based exporter: the module path of the
+node, ``['', 'layer1', 'layer1.0', 'layer1.0.conv1', 'conv2d_1']``."""
+
+
+def _scoped_name(node: onnx.NodeProto) -> str:
+    """The node's name, or ``/layer1/layer1.0/layer1.0.conv1/conv2d_1`` from its module
+    path when the exporter recorded one (its own names are ``node_conv2d_1``)."""
+    for prop in node.metadata_props:
+        if prop.key == NAME_SCOPES:
+            scopes = [s.strip(" '") for s in prop.value.strip("[]").split(",")]
+            return "/" + "/".join(s for s in scopes if s)
+    return node.name
+
+
+def _constant_value(node: Node) -> onnx.TensorProto | None:
+    """A ``Constant`` node's tensor, from whichever attribute holds it."""
+    if "value" in node.attrs:
+        value: onnx.TensorProto = node.attrs["value"]
+        return value
+    for key, dtype in (
+        ("value_float", np.float32),
+        ("value_floats", np.float32),
+        ("value_int", np.int64),
+        ("value_ints", np.int64),
+    ):
+        if key in node.attrs:
+            return numpy_helper.from_array(np.array(node.attrs[key], dtype=dtype))
+    return None
+
+
+def const_array(tensor: onnx.TensorProto) -> np.ndarray[Any, Any] | None:
+    """The values of a constant, or None when its data was stripped."""
+    fields = ("float_data", "int32_data", "int64_data", "double_data")
+    has_data = bool(tensor.raw_data) or any(len(getattr(tensor, f)) for f in fields)
+    if not has_data and int(np.prod(tensor.dims)) != 0:
+        return None
+    return numpy_helper.to_array(tensor)

@@ -1,0 +1,204 @@
+"""``accelsim import``: a model (ONNX file or PyTorch module) -> a workload file."""
+
+from __future__ import annotations
+
+import importlib
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
+
+from accelsim._version import __version__
+from accelsim.config.base import NAME_PATTERN
+from accelsim.config.files import display_path
+from accelsim.config.loader import validate_with_origins
+from accelsim.errors import WorkloadError
+from accelsim.importer.table_text import workload_text
+from accelsim.lowering.infer import infer_shapes
+from accelsim.workload.model import Workload
+
+if TYPE_CHECKING:
+    from accelsim.importer.onnx_graph import ImportedTable
+
+Unsupported = Literal["error", "vector"]
+Loss = Literal["cross_entropy", "none"]
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """An imported model.
+
+    Attributes:
+        workload: The validated layer table.
+        text: The workload file's text (header comment and table).
+    """
+
+    workload: Workload
+    text: str
+
+
+def import_model(
+    source: Any,
+    *,
+    input_shape: tuple[int, ...] | None = None,
+    tokens: bool = False,
+    name: str | None = None,
+    unsupported: Unsupported = "error",
+    loss: Loss = "cross_entropy",
+    out: Path | None = None,
+) -> ImportResult:
+    """Import a model as a layer table, validated as a hand-written one is.
+
+    Args:
+        source: An ONNX file (a path), or a PyTorch ``nn.Module`` (exported to ONNX in
+            training mode, which needs ``torch``).
+        input_shape: Per-sample input dimensions: required for a module (``(3, 224,
+            224)``: an image); for an ONNX file only when its input has symbolic ones.
+        tokens: A module's input is a sequence of integer token ids (``input_shape``
+            its length).
+        name: The workload's name (default: the file's stem or the module's class).
+        unsupported: ``error``: an op without a layer kind is an error naming its type
+            and node; ``vector``: it becomes a generic vector layer, listed in the header.
+        loss: ``cross_entropy`` appends the loss when the graph has none; ``none`` does not.
+        out: Write the workload file here as well.
+
+    Raises:
+        WorkloadError: for ops without a layer kind, unreadable graphs, and tables that
+            do not validate.
+    """
+    if isinstance(source, str | Path):
+        path = Path(source)
+        onnx_graph = _onnx_graph(str(path))
+        model = _read(onnx_graph, path, str(path))
+        origin = f"{path.name} (ONNX, {_producer(model)})"
+        label = str(path)
+        default_name = _stem(path)
+        shape = input_shape
+    else:
+        from accelsim.importer.torch_source import onnx_bytes
+
+        if input_shape is None:
+            raise WorkloadError.single("module", "input_shape", "a module needs an input shape")
+        onnx_graph = _onnx_graph("module")
+        model = onnx_graph.model_from_bytes(onnx_bytes(source, input_shape, tokens))
+        origin = (
+            f"PyTorch module {type(source).__module__}.{type(source).__qualname__},"
+            " exported in training mode by torch.onnx (torch.export-based)"
+        )
+        label = type(source).__name__
+        default_name = type(source).__name__.lower()
+        shape = None
+    table = onnx_graph.table_from_onnx(model, label, unsupported, loss, shape)
+    model_name = name or _safe_name(default_name)
+    settings = _settings(table, input_shape is not None, unsupported, loss)
+    header = _header(origin, settings, table)
+    if model.doc_string:
+        header[1:1] = textwrap.wrap(f"The graph says: {model.doc_string}", 86)
+    top = _top(model_name, origin, table.input)
+    text = workload_text(header, top, table.layers)
+    data = {**top, "layers": table.layers}
+    file = str(out) if out is not None else label
+    workload, _ = validate_with_origins(Workload, data, file, [], WorkloadError)
+    infer_shapes(workload, file)
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+    return ImportResult(workload, text)
+
+
+def onnx_table(path: Path) -> dict[str, Any]:
+    """The layer table of an ONNX file as a workload YAML would give it: the reader
+    of ``.onnx`` and ``.onnx.gz`` workload files
+    (:data:`~accelsim.workload.formats.READERS`).
+
+    It is the table ``accelsim import FILE`` writes, with that command's defaults
+    (input shape from the graph, an op without a layer kind an error, a
+    cross-entropy loss appended when the graph has none); its ``notes`` say so and
+    list the import notes.
+
+    Raises:
+        WorkloadError: as :func:`import_model` does, naming the file as shown.
+    """
+    file = display_path(path)
+    onnx_graph = _onnx_graph(file)
+    model = _read(onnx_graph, path, file)
+    table = onnx_graph.table_from_onnx(model, file)
+    origin = f"{path.name} (ONNX, {_producer(model)})"
+    settings = _settings(table, False, "error", "cross_entropy")
+    notes = [
+        "imported as accelsim import does by default: " + "; ".join(settings),
+        "views (reshape, transpose, squeeze, cast) are not layers",
+        *table.notes,
+    ]
+    return {
+        **_top(_safe_name(_stem(path)), origin, table.input),
+        "layers": table.layers,
+        "notes": notes,
+    }
+
+
+def _onnx_graph(file: str) -> ModuleType:
+    """:mod:`accelsim.importer.onnx_graph`, or an error when ``onnx`` is missing."""
+    try:
+        return importlib.import_module("accelsim.importer.onnx_graph")
+    except ImportError:
+        message = "reading ONNX files needs the onnx package: pip install 'accelsim[import]'"
+        raise WorkloadError.single(file, "", message) from None
+
+
+def _read(onnx_graph: ModuleType, path: Path, file: str) -> Any:
+    if not path.is_file():
+        raise WorkloadError.single(file, "", "no such ONNX file")
+    return onnx_graph.read_onnx(str(path), file)
+
+
+def _stem(path: Path) -> str:
+    return path.name.removesuffix(".gz").removesuffix(".onnx")
+
+
+def _settings(table: ImportedTable, given: bool, unsupported: str, loss: str) -> list[str]:
+    return [
+        f"input shape {_shape_text(table.input)}" + (" (given)" if given else " (from the graph)"),
+        f"unsupported ops: {unsupported}",
+        f"loss: {loss}",
+    ]
+
+
+def _top(name: str, origin: str, input_spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": f"{name}, imported from {origin}",
+        "source": f"{origin}, imported by accelsim {__version__}",
+        "input": input_spec,
+    }
+
+
+def _header(origin: str, settings: list[str], table: ImportedTable) -> list[str]:
+    lines = [
+        f"Imported by accelsim {__version__} from {origin}.",
+        "Settings: " + "; ".join(settings) + ".",
+        "Views (reshape, transpose, squeeze, cast) are not layers; each layer is named",
+        "after the module (or module and op) that produced it.  Check with",
+        "`accelsim check FILE`; edit freely: it validates like a hand-written table.",
+    ]
+    if table.notes:
+        lines.append("Import notes:")
+        for note in table.notes:
+            lines += textwrap.wrap(note, 84, initial_indent="  - ", subsequent_indent="    ")
+    return lines
+
+
+def _producer(model: Any) -> str:
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    producer = f"{model.producer_name} {model.producer_version}".strip()
+    return f"opset {opset}" + (f", by {producer}" if producer else "")
+
+
+def _shape_text(spec: dict[str, Any]) -> str:
+    dims = [v for k, v in spec.items() if k != "kind"]
+    return f"{spec['kind']} " + "x".join(str(d) for d in dims)
+
+
+def _safe_name(text: str) -> str:
+    cleaned = "".join(c if NAME_PATTERN.fullmatch(c) or c in "._-" else "_" for c in text)
+    return cleaned.lstrip("._-") or "model"
