@@ -205,3 +205,13 @@ def test_a_worker_keeps_one_cache_per_plan() -> None:
     first = _Loaded.cache("plan-a")
     assert _Loaded.cache("plan-a") is first
     assert _Loaded.cache("plan-b") is not first
+
+
+def test_step_totals_are_counted_once_per_graph_and_handed_out_as_copies() -> None:
+    from accelsim.driver import limits
+
+    graph = simulate_run(load_inputs(SMOKE)).graph
+    first = limits.step_totals(graph)
+    first["MACs"] = -1  # a caller's copy: the kept totals do not change
+    assert limits.step_totals(graph) == limits._count(graph)
+    assert limits.step_totals(graph)["MACs"] > 0

@@ -10,14 +10,37 @@ whose simulated time exceeds it stops the engine (:mod:`accelsim.timing.engine`)
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from accelsim.errors import MAX_COUNT, Problem
 from accelsim.graph.ops import GemmOp, OpGraph, TransferOp, VectorOp
+
+KEPT_TOTALS = 16
+"""Graphs whose totals :func:`step_totals` keeps (a sweep's points share a few graphs)."""
+
+_totals: OrderedDict[int, tuple[OpGraph, dict[str, int]]] = OrderedDict()
 
 
 def step_totals(graph: OpGraph) -> dict[str, int]:
     """MACs, vector ops and bytes read and written by the ops of ``graph`` (exact ints):
     the bytes of :func:`~accelsim.graph.queries.reads_of` and
-    :func:`~accelsim.graph.queries.writes_of`, summed without making their accesses."""
+    :func:`~accelsim.graph.queries.writes_of`, summed without making their accesses.
+
+    Graphs are immutable, so the totals of the last :data:`KEPT_TOTALS` graphs are
+    kept by identity (the points of a sweep that share a workload share its graph)."""
+    known = _totals.get(id(graph))
+    if known is not None and known[0] is graph:
+        _totals.move_to_end(id(graph))
+        return dict(known[1])
+    totals = _count(graph)
+    _totals[id(graph)] = (graph, totals)  # holding the graph keeps its id unique
+    if len(_totals) > KEPT_TOTALS:
+        _totals.popitem(last=False)
+    return dict(totals)
+
+
+def _count(graph: OpGraph) -> dict[str, int]:
+    """:func:`step_totals`, counted."""
     macs = vector_ops = moved = 0
     for op in graph.ops:
         if isinstance(op, GemmOp):
