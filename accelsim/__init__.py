@@ -38,6 +38,9 @@ Also public, for the scripts in ``scripts/``:
   :func:`calibrate` (``accelsim calibrate``'s fit, as a :class:`Calibration`),
   :func:`gemm_latencies_us` (GEMMs timed as ``accelsim layer`` times them),
   :func:`mape_by_size` (MAPE overall and per size class).
+* documentation: :func:`config_reference` (every key of every input file, with its
+  type, unit, default, bounds and description, as Markdown) and
+  :func:`provenance_reference` (where each default of a technique comes from).
 
 ``import accelsim`` imports none of them: each public name loads its module the
 first time it is used (PEP 562), so ``import accelsim`` costs little more than the
@@ -93,6 +96,7 @@ if TYPE_CHECKING:
     from accelsim.report.suite import suite_columns, suite_row
     from accelsim.report.training import Section, StepCost, TrainingReport
     from accelsim.report.writer import write_csv, write_run
+    from accelsim.spec_reference import config_reference, provenance_reference
     from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
     from accelsim.techniques.dropout_patterns import (
         write_distribution as write_dropout_distribution,
@@ -141,6 +145,7 @@ _MODULES = {
     "accelsim.report.suite": ("suite_columns", "suite_row"),
     "accelsim.report.training": ("Section", "StepCost", "TrainingReport"),
     "accelsim.report.writer": ("write_csv", "write_run"),
+    "accelsim.spec_reference": ("config_reference", "provenance_reference"),
     "accelsim.sweep": ("DaskExecutor", "Executor", "PoolExecutor", "plan_sweep", "run_sweep"),
     "accelsim.timing.dropout_folds": ("benchmark_dropout_folds",),
     "accelsim.workload.topology": ("TopologyLayer", "read_topology"),
@@ -200,6 +205,7 @@ __all__ = [
     "benchmark_dropout_folds",
     "benchmark_engines",
     "calibrate",
+    "config_reference",
     "export_onnx",
     "gemm_latencies_us",
     "geometric_mean",
@@ -216,6 +222,7 @@ __all__ = [
     "plot_pipeline_sweep",
     "plot_sensitivity",
     "plot_speedup",
+    "provenance_reference",
     "read_measurements",
     "read_topology",
     "read_yaml",

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The README's composition table: every combination of four techniques, in both orders.
+"""The composition table of docs/techniques/combining.md: every combination of four
+techniques, in both orders.
 
     python scripts/composition_table.py [--models mlp_dropout,resnet18]
 

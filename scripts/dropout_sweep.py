@@ -13,8 +13,8 @@ dropout layer (``tileN``: tile patterns with N x N tiles; ``tile``: tiles of the
 array's size) and records the speedup over conventional (element-wise) dropout
 at the same rate, its bound, the per-step spread of cycles, and the energy and
 DRAM reductions.  Writes ``sweep.csv`` and ``sweep.png`` and prints the table the
-README quotes.  The LSTM runs batch 64 sequences (of 35 tokens) where the MLP
-runs 1024 samples, unless ``--lstm-batches`` says otherwise.
+docs/techniques/approximate-dropout.md quotes.  The LSTM runs batch 64 sequences (of
+35 tokens) where the MLP runs 1024 samples, unless ``--lstm-batches`` says otherwise.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The README's epilogue-fusion table: each ``lowering.fuse_epilogues`` setting, per model.
+"""The epilogue-fusion table of docs/model/memory.md: each ``lowering.fuse_epilogues``
+setting, per model.
 
     python scripts/epilogue_table.py [--models resnet18,vgg16,...]
 

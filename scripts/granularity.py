@@ -13,7 +13,7 @@ granularity changes the answer, with DRAM latency 0 (with latency, groups near i
 expose it once per group that waits) and no cap on groups per op, the least step
 over groups of 1,024, 512 and 256 cycles (finer, the rounding of every transfer to
 whole cycles adds up); plus the latency's own cost, ``T(latency) - T(0)`` at
-8,192-cycle groups, where few groups wait for a fetch.  README, "Event engine".
+8,192-cycle groups, where few groups wait for a fetch.  docs/model/engine.md.
 
     python scripts/granularity.py                   # the suite, about two minutes
     python scripts/granularity.py --models mlp,alexnet --json out.json

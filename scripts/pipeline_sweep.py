@@ -21,7 +21,7 @@ candidate, and the fullest DRAM channel's footprint.
 ``--dram`` chooses whether the processors share one DRAM channel or each has
 its own.  Writes ``sweep.csv`` and ``speedup.png`` (geometric-mean speedup
 against P per schedule, and LayerPipe over PipeDream with the paper's +25 %
-and +80 % marked) and prints the table the README quotes (with the paper-mode
+and +80 % marked) and prints the table docs/techniques/pipelines.md quotes (with the paper-mode
 task model's gain of a free task schedule over PipeDream, ``tasks``), then, when both
 ran, per model and overall, LayerPipe's gain over PipeDream: the geometric mean over
 P = 2..9, at P = 7..9, and the best.
@@ -155,8 +155,8 @@ def main() -> int:
 def _table(
     rows: list[dict[str, object]], schedules: list[str], max_processors: int, dram: str
 ) -> None:
-    """Print the table the README quotes, then LayerPipe's gains over PipeDream when
-    both ran."""
+    """Print the table docs/techniques/pipelines.md quotes, then LayerPipe's gains over
+    PipeDream when both ran."""
     print(f"\nDRAM {dram}: geometric-mean speedup over one processor (with the")
     print("PipeDream and LayerPipe bounds), LayerPipe over PipeDream and over replicated")
     print("PipeDream (geometric mean over models), the task model, and the binding bounds")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's tables for gradient skipping and optimizer fusion (a few seconds).
+"""The tables of docs/techniques/gradient-skipping.md and optimizer-fusion.md (a few seconds).
 
     python scripts/skipping_fusion_tables.py
 

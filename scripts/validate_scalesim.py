@@ -206,7 +206,7 @@ def hardware_from_args(args: argparse.Namespace) -> Hardware:
 
 
 # ------------------------------------------------------------ SCALE-Sim semantics
-# An independent statement of what SCALE-Sim 3.0.0 does (measured, see README):
+# An independent statement of what SCALE-Sim 3.0.0 does (measured, see docs/validation.md):
 # these decide which counts are comparable and derive folds from its cycles.
 
 

@@ -1,4 +1,5 @@
-"""Accuracy of accelsim's lone-GEMM timing against measured TPU latencies: docs/validation.md.
+"""Accuracy of accelsim's lone-GEMM timing against measured TPU latencies:
+docs/validation-silicon.md.
 
 For each chip (the bundled presets ``tpu_v6e.yaml`` and ``tpu_v4.yaml``, against the
 training halves of SCALE-Sim's published measurements in
@@ -10,10 +11,11 @@ training halves of SCALE-Sim's published measurements in
   one half and scored on the other (mean and standard deviation of the MAPE).
 
 Every MAPE is given overall and per size class (SCALE-Sim's compute cycles on one
-128x128 array).  Writes ``docs/validation.md`` and ``docs/validation.png`` (predicted
-against measured, log-log, with the identity line) unless ``--out`` says elsewhere.
+128x128 array).  Writes ``docs/validation-silicon.md`` and ``docs/validation-silicon.png``
+(predicted against measured, log-log, with the identity line) unless ``--out`` says
+elsewhere.
 
-    python scripts/validate_silicon.py [--halvings 10] [--seed 0] [--out docs/validation.md]
+    python scripts/validate_silicon.py [--halvings 10] [--seed 0] [--out docs/validation-silicon.md]
 """
 
 from __future__ import annotations
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--halvings", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("docs/validation.md"))
+    parser.add_argument("--out", type=Path, default=Path("docs/validation-silicon.md"))
     args = parser.parse_args(argv)
     results = [run_chip(*chip, args.halvings, args.seed) for chip in CHIPS]
     figure = args.out.with_suffix(".png")

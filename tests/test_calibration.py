@@ -158,7 +158,7 @@ def test_the_shipped_calibrated_presets_never_beat_their_compute_bound(chip: str
     predicted = engine_us(hw, gemms, True)
     bound = compute_bound_us(gemm_features(hw, gemms, True, PsumPolicy.CHUNK), hw.clock_mhz)
     assert (predicted >= bound).all()
-    assert mape(predicted, gemms.latency_us) < 16  # as docs/validation.md reports
+    assert mape(predicted, gemms.latency_us) < 16  # as docs/validation-silicon.md reports
 
 
 def test_calibrate_writes_a_file_layer_uses(tmp_path, capsys) -> None:

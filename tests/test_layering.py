@@ -26,6 +26,7 @@ ORDER = [
     "driver",
     "calibration",
     "sweep",
+    "spec_reference",
     "api",
     "cli_import",
     "cli_sweep",

@@ -3,7 +3,7 @@
 Parameter counts are checked exactly against the published figures, forward MACs
 within 1% of the published ones and exactly against closed forms worked out here
 from the architectures (conv and linear MACs; embeddings are gathers, no MACs).
-GEMM shapes follow docs/architecture.md and the README: a conv is ``count = groups`` GEMMs of
+GEMM shapes follow docs/architecture.md and docs/model/lowering.md: a conv is ``count = groups`` GEMMs of
 ``m = batch * P * Q``, ``n = K / groups``, ``k = (C / groups) * R * S``.
 
 | model        | parameters (reference, source)                                   | fwd MACs (reference)      |

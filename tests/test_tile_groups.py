@@ -80,7 +80,7 @@ def test_step_converges_as_groups_shrink() -> None:
     assert all(m > 0 for m in moves), cycles
     assert all(b <= 0.6 * a for a, b in itertools.pairwise(moves[1:])), moves
     # With a 100-cycle latency, groups of a few latencies wait for it once each: the
-    # step stops falling (README, "Event engine").
+    # step stops falling (docs/model/engine.md).
     lat = [
         _step("smoke.yaml", *ADAPTIVE[1:], f"timing.group_cycles={g}", "dram.latency_cycles=100")
         for g in (1024, 512, 256)

@@ -53,7 +53,7 @@ PrecisionField = Annotated[Precision, Field(strict=False)]
 ConventionField = Annotated[Convention, Field(strict=False)]
 
 # Upper bounds keep every derived count inside int64 and every result finite;
-# each is far beyond any real design (README, "Reliability").
+# each is far beyond any real design (docs/reliability.md).
 MAX_INT = 2**31 - 1
 """Largest integer setting (sizes, counts, cycles of latency)."""
 MAX_FLOAT = 1e12

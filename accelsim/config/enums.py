@@ -106,4 +106,4 @@ DEFAULT_GROUP_CYCLES: int | None = 4096
 """Longest tile group in cycles unless a run file sets ``timing.group_cycles``
 (:mod:`accelsim.timing.groups`); ``None`` cuts each op into groups by the per-op
 rule (:mod:`accelsim.timing.costs`).  4,096 with 4,096 groups per op at most keeps
-every model of the suite within 0.5 % of its converged step (README, "Event engine")."""
+every model of the suite within 0.5 % of its converged step (docs/model/engine.md)."""

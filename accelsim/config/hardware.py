@@ -44,10 +44,14 @@ class ArraySpec(Spec):
     the processor's operand buffers and DRAM, every GEMM's output tiles dealt out
     among them (:mod:`accelsim.mapping.arrays`)."""
 
-    rows: ArrayDim
-    cols: ArrayDim
-    dataflow: DataflowField
-    precision: PrecisionField = Precision.BF16
+    rows: ArrayDim = Field(description="PE rows of the systolic array.")
+    cols: ArrayDim = Field(description="PE columns of the systolic array.")
+    dataflow: DataflowField = Field(
+        description="Which operand stays in the PEs: os (outputs), ws (weights) or is (inputs)."
+    )
+    precision: PrecisionField = Field(
+        default=Precision.BF16, description="MAC precision (the energy table's mac_pj key)."
+    )
     count: Annotated[int, Field(gt=0, le=MAX_ARRAYS)] = Field(
         default=1,
         exclude_if=lambda v: v == 1,
@@ -78,10 +82,23 @@ class BufferSpec(Spec):
     the backward pass out of DRAM (0 means every stashed tensor goes to DRAM).
     """
 
-    ifmap_kib: Kib
-    filter_kib: Kib
-    ofmap_kib: Kib
-    stash_kib: NonNegativeKib = 0.0
+    ifmap_kib: Kib = Field(
+        description="Input-operand SRAM per processor, double-buffered; holds at least one"
+        " rows x cols tile of its widest word."
+    )
+    filter_kib: Kib = Field(
+        description="Weight-operand (stationary under ws) SRAM per processor, double-buffered;"
+        " holds at least one rows x cols tile of its widest word."
+    )
+    ofmap_kib: Kib = Field(
+        description="Output and partial-sum SRAM per processor, double-buffered; vector ops"
+        " read and write through it."
+    )
+    stash_kib: NonNegativeKib = Field(
+        default=0.0,
+        description="On-chip memory for activations saved for the backward pass (0: every"
+        " stashed tensor goes to DRAM).",
+    )
 
     @property
     def ifmap_bytes(self) -> int:
@@ -103,8 +120,11 @@ class BufferSpec(Spec):
 class VectorUnitSpec(Spec):
     """SIMD unit beside the array: activations, norms, pooling, loss, updates."""
 
-    lanes: PositiveInt
-    precision: PrecisionField = Precision.FP32
+    lanes: PositiveInt = Field(description="Element operations per cycle.")
+    precision: PrecisionField = Field(
+        default=Precision.FP32,
+        description="Vector precision (the energy table's vector_op_pj key).",
+    )
 
 
 class DramSharing(str, Enum):
@@ -141,9 +161,19 @@ class DramSpec(Spec):
     addresses interleaved over them (:mod:`accelsim.timing.interleaved`).
     """
 
-    bandwidth_bytes_per_cycle: Bandwidth
-    latency_cycles: NonNegativeInt = 0
-    sharing: Annotated[DramSharing, Field(strict=False)] = DramSharing.SHARED
+    bandwidth_bytes_per_cycle: Bandwidth = Field(
+        description="Bandwidth of one DRAM channel; .inf for an ideal memory."
+    )
+    latency_cycles: NonNegativeInt = Field(
+        default=0, description="Latency added to every DRAM transfer."
+    )
+    sharing: Annotated[DramSharing, Field(strict=False)] = Field(
+        default=DramSharing.SHARED,
+        description="shared: one channel for all processors, whose transfers queue on it;"
+        " per_processor: each processor has its own channel with this bandwidth and latency"
+        " (local memory of a multi-chip system).  Bytes and dynamic energy are the same"
+        " either way; contention, and so cycles and leakage, change.",
+    )
     capacity_gib: Annotated[float, Field(gt=0, le=2**30, allow_inf_nan=False)] = Field(
         default=DEFAULT_DRAM_CAPACITY_GIB,
         description="Capacity of one channel in GiB: what the processors it serves may keep"
@@ -204,8 +234,12 @@ class DramSpec(Spec):
 class InterconnectSpec(Spec):
     """Processor-to-processor links (one outgoing link per processor, ring order)."""
 
-    bandwidth_bytes_per_cycle: Bandwidth
-    latency_cycles: NonNegativeInt = 0
+    bandwidth_bytes_per_cycle: Bandwidth = Field(
+        description="Bandwidth of each processor's outgoing link; .inf for an ideal link."
+    )
+    latency_cycles: NonNegativeInt = Field(
+        default=0, description="Latency added to every transfer on a link."
+    )
 
 
 _WORD_SIZES = (1, 2, 4, 8)
@@ -243,10 +277,17 @@ class ChipTimingSpec(Spec):
 class WordBytesSpec(Spec):
     """Bytes per element of each tensor class."""
 
-    activations: PositiveInt = 2
-    weights: PositiveInt = 2
-    gradients: PositiveInt = 2
-    optimizer_state: PositiveInt = 4
+    activations: PositiveInt = Field(
+        default=2, description="Bytes per activation element (1, 2, 4 or 8)."
+    )
+    weights: PositiveInt = Field(default=2, description="Bytes per weight element (1, 2, 4 or 8).")
+    gradients: PositiveInt = Field(
+        default=2, description="Bytes per gradient element (1, 2, 4 or 8)."
+    )
+    optimizer_state: PositiveInt = Field(
+        default=4,
+        description="Bytes per element of optimizer state and fp32 master weights (1, 2, 4 or 8).",
+    )
 
     @model_validator(mode="after")
     def _check_sizes(self) -> WordBytesSpec:
@@ -267,24 +308,36 @@ class HardwareSpec(Spec):
     The processors share one DRAM channel or each has its own (``dram.sharing``).
     """
 
-    name: Name
-    description: str = ""
-    processors: Annotated[int, Field(gt=0, le=MAX_PROCESSORS)] = 1
+    name: Name = Field(description="The accelerator's name, shown in summaries.")
+    description: str = Field(default="", description="Free text.")
+    processors: Annotated[int, Field(gt=0, le=MAX_PROCESSORS)] = Field(
+        default=1,
+        description="Identical processors, with one DRAM channel between them or one each"
+        " (dram.sharing).",
+    )
     # 1 kHz to 1 THz: beyond either, times leave the range of a float.
-    clock_mhz: Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)]
-    array: ArraySpec
-    buffers: BufferSpec
-    vector_unit: VectorUnitSpec
-    dram: DramSpec
-    interconnect: InterconnectSpec
-    word_bytes: WordBytesSpec = Field(default_factory=WordBytesSpec)
+    clock_mhz: Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)] = Field(
+        description="Clock of every unit."
+    )
+    array: ArraySpec = Field(description="The systolic array of each processor.")
+    buffers: BufferSpec = Field(description="The operand SRAM of each processor.")
+    vector_unit: VectorUnitSpec = Field(description="The vector unit of each processor.")
+    dram: DramSpec = Field(description="Off-chip memory: one channel, or one per processor.")
+    interconnect: InterconnectSpec = Field(description="The links between processors.")
+    word_bytes: WordBytesSpec = Field(
+        default_factory=WordBytesSpec, description="Bytes per element of each tensor class."
+    )
     # Settings added after the first release leave dumps (resolved_config.yaml, sweep
     # point identities) unchanged while at their defaults.
     mapping: MappingSpec = Field(
-        default_factory=MappingSpec, exclude_if=lambda v: v == MappingSpec()
+        default_factory=MappingSpec,
+        exclude_if=lambda v: v == MappingSpec(),
+        description="How GEMMs are laid onto the arrays, as the chip's compiler would.",
     )
     timing: ChipTimingSpec = Field(
-        default_factory=ChipTimingSpec, exclude_if=lambda v: v == ChipTimingSpec()
+        default_factory=ChipTimingSpec,
+        exclude_if=lambda v: v == ChipTimingSpec(),
+        description="Fixed timing costs of the chip and its runtime.",
     )
 
     @model_validator(mode="after")

@@ -37,8 +37,17 @@ class OptimizerSpec(Spec):
     """The optimizer.  ``clip_global_norm``: clip the gradients to this global L2
     norm (one pass over every gradient before any update; none by default)."""
 
-    kind: Annotated[OptimizerKind, Field(strict=False)] = OptimizerKind.SGD
-    clip_global_norm: PositiveFloat | None = None
+    kind: Annotated[OptimizerKind, Field(strict=False)] = Field(
+        default=OptimizerKind.SGD,
+        description="sgd (no state tensor, 2 ops per element), momentum (1 state, 4 ops)"
+        " or adam (2 states, 13 ops).",
+    )
+    clip_global_norm: PositiveFloat | None = Field(
+        default=None,
+        description="Clip the gradients to this global L2 norm: one vector pass over every"
+        " gradient (2 ops per element) before any update, and 1 more op per element in each"
+        " update; forbids backward optimizer fusion.  Null: no clipping.",
+    )
     master_weights: Annotated[MasterWeights, Field(strict=False)] = Field(
         default=MasterWeights.NONE,
         description="fp32: the optimizer keeps an fp32 master copy of every weight"
@@ -73,8 +82,16 @@ class TimingSpec(Spec):
     step on every model of the suite.
     """
 
-    convention: ConventionField = Convention.ACCELSIM
-    psums: Annotated[PsumPolicy, Field(strict=False)] = PsumPolicy.CHUNK
+    convention: ConventionField = Field(
+        default=Convention.ACCELSIM,
+        description="Timing convention: accelsim, or scalesim to reproduce SCALE-Sim 3.0.0's"
+        " compute cycles and SRAM counts.",
+    )
+    psums: Annotated[PsumPolicy, Field(strict=False)] = Field(
+        default=PsumPolicy.CHUNK,
+        description="ws/is partial sums: chunk the streamed dimension so they fit on chip,"
+        " or spill them to DRAM and read them back when they do not fit.",
+    )
     fold_overlap: bool = Field(
         default=False,
         description="Pipeline a GEMM's folds: the next fold's stationary operand loads"
@@ -94,7 +111,12 @@ class TimingSpec(Spec):
         " step's longest op would need more than chunks_per_op groups); null cuts each"
         " op into at most chunks_per_op groups of at least 2,048 compute cycles.",
     )
-    engine: Annotated[EngineKind, Field(strict=False)] = EngineKind.AUTO
+    engine: Annotated[EngineKind, Field(strict=False)] = Field(
+        default=EngineKind.AUTO,
+        description="simpy (the reference engine), compiled (the same events in a Numba"
+        " loop, identical results) or auto (SimPy until the events simulated would have"
+        " paid for loading the compiled engine).",
+    )
 
     @model_validator(mode="after")
     def _check_fold_overlap(self) -> TimingSpec:
@@ -109,7 +131,14 @@ class TimingSpec(Spec):
 
 
 class LoweringSpec(Spec):
-    strided_dx: Annotated[StridedDx, Field(strict=False)] = StridedDx.SKIP_ZEROS
+    """How layers become ops: strided input gradients and epilogue fusion."""
+
+    strided_dx: Annotated[StridedDx, Field(strict=False)] = Field(
+        default=StridedDx.SKIP_ZEROS,
+        description="Input gradient of strided convolutions: skip_zeros (stride_h x stride_w"
+        " phase sub-convolutions that never multiply inserted zeros) or zero_insert (one"
+        " dense convolution over the zero-inserted gradient).",
+    )
     fuse_epilogues: Annotated[EpilogueFusion, Field(strict=False)] = Field(
         default=EpilogueFusion.NONE,
         description="Which vector ops take their input tile by tile, on chip, from the"
@@ -127,8 +156,12 @@ class TrainingSpec(Spec):
     """Length of training, for whole-training estimates of techniques."""
 
     # Whole-training plans hold a few numbers per epoch.
-    epochs: Annotated[int, Field(gt=0, le=MAX_EPOCHS)] = 1
-    batches_per_epoch: PositiveInt = 1
+    epochs: Annotated[int, Field(gt=0, le=MAX_EPOCHS)] = Field(
+        default=1, description="Epochs of training, for whole-training estimates."
+    )
+    batches_per_epoch: PositiveInt = Field(
+        default=1, description="Training steps per epoch, for whole-training estimates."
+    )
 
 
 class OnCapacity(str, Enum):
@@ -141,21 +174,52 @@ class OnCapacity(str, Enum):
 class RunSpec(Spec):
     """A run file, before the files it references are loaded."""
 
-    name: PathName
-    description: str = ""
-    hardware: Name
-    workload: Name
-    workload_variant: Name | None = None
-    energy: Name
-    batch_size: PositiveInt = 1
-    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
-    timing: TimingSpec = Field(default_factory=TimingSpec)
-    lowering: LoweringSpec = Field(default_factory=LoweringSpec)
-    assignment: Annotated[AssignmentPolicy, Field(strict=False)] = AssignmentPolicy.SINGLE
-    overrides: dict[str, Any] = Field(default_factory=dict)
-    training: TrainingSpec = Field(default_factory=TrainingSpec)
-    techniques: dict[Name, dict[str, Any] | None] = Field(default_factory=dict)
-    seed: NonNegativeInt = 0
+    name: PathName = Field(description="The run's name: its directory under --out.")
+    description: str = Field(default="", description="Free text.")
+    hardware: Name = Field(description="The hardware file, relative to the run file.")
+    workload: Name = Field(
+        description="The workload file, relative to the run file: a layer table (.yaml) or a"
+        " SCALE-Sim topology (.csv)."
+    )
+    workload_variant: Name | None = Field(
+        default=None, description="One of the workload's variants (e.g. cifar10), or null."
+    )
+    energy: Name = Field(description="The energy table, relative to the run file.")
+    batch_size: PositiveInt = Field(default=1, description="Samples per training step.")
+    optimizer: OptimizerSpec = Field(
+        default_factory=OptimizerSpec, description="The optimizer whose update ends the step."
+    )
+    timing: TimingSpec = Field(
+        default_factory=TimingSpec,
+        description="Timing convention, partial sums, fold overlap, tile groups and engine.",
+    )
+    lowering: LoweringSpec = Field(
+        default_factory=LoweringSpec, description="How layers become ops."
+    )
+    assignment: Annotated[AssignmentPolicy, Field(strict=False)] = Field(
+        default=AssignmentPolicy.SINGLE,
+        description="single (the whole step on processor 0) or data_parallel (the batch"
+        " split over the processors, gradients all-reduced on a ring).",
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Dotted keys into the referenced files, validated like them:"
+        " hardware.array.rows: 64.",
+    )
+    training: TrainingSpec = Field(
+        default_factory=TrainingSpec,
+        description="Length of training, for the techniques' whole-training estimates.",
+    )
+    techniques: dict[Name, dict[str, Any] | None] = Field(
+        default_factory=dict,
+        description="Technique name -> its settings (see the techniques' tables); they"
+        " compose in the registry's order, whatever order the file lists them in.",
+    )
+    seed: NonNegativeInt = Field(
+        default=0,
+        description="Seeds the random patterns techniques draw (tile masks); the baseline"
+        " has no random effects.",
+    )
     on_capacity: Annotated[OnCapacity, Field(strict=False)] = Field(
         default=OnCapacity.ERROR,
         description="When a pipeline schedule's DRAM footprint exceeds a channel's"

@@ -13,16 +13,16 @@ from accelsim.config.base import Name, PathName, RuleViolation, Spec
 class SuiteModel(Spec):
     """One model of a suite: a short name and its workload file."""
 
-    name: PathName
-    workload: Name
+    name: PathName = Field(description="The model's name: its directory and table row.")
+    workload: Name = Field(description="The workload file, relative to the suite file.")
 
 
 class SuiteSpec(Spec):
     """An ordered list of models."""
 
-    name: Name
-    description: str = ""
-    models: list[SuiteModel] = Field(min_length=1)
+    name: Name = Field(description="The suite's name.")
+    description: str = Field(default="", description="Free text.")
+    models: list[SuiteModel] = Field(min_length=1, description="The models, in run order.")
 
     @model_validator(mode="after")
     def _unique_names(self) -> SuiteSpec:

@@ -30,16 +30,37 @@ class SweepSpec(Spec):
     not tell them apart).
     """
 
-    name: PathName
-    description: str = ""
-    base: Name
-    suite: Name | None = None
-    models: list[Name] | None = Field(default=None, min_length=1)
-    set: dict[str, Any] = Field(default_factory=dict)
-    grid: dict[str, list[Any]] = Field(default_factory=dict)
-    zip: list[dict[str, list[Any]]] = Field(default_factory=list)
-    exclude: list[dict[str, Any]] = Field(default_factory=list)
-    layers: bool = False
+    name: PathName = Field(description="The sweep's directory below --out.")
+    description: str = Field(default="", description="Free text.")
+    base: Name = Field(
+        description="The run file every point starts from, relative to the sweep file."
+    )
+    suite: Name | None = Field(
+        default=None,
+        description="A suite file (relative to the sweep file) that adds a first axis"
+        " model, one value per model.",
+    )
+    models: list[Name] | None = Field(
+        default=None, min_length=1, description="Keep only these models of the suite."
+    )
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="Keys fixed for every point, as --set takes them."
+    )
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Axes combined as a Cartesian product, the first key slowest: any key"
+        " --set takes, each with its list of values.",
+    )
+    zip: list[dict[str, list[Any]]] = Field(
+        default_factory=list,
+        description="Groups of keys that advance together (lists of equal length); each"
+        " group is one more dimension of the product.",
+    )
+    exclude: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Partial points: a point whose axes match every key of one entry is dropped.",
+    )
+    layers: bool = Field(default=False, description="Also keep each point's layers.csv.")
 
     @model_validator(mode="after")
     def _axes(self) -> SweepSpec:

@@ -138,8 +138,12 @@ class TileSpec(Spec):
     """Tile of the weight matrix a tile pattern drops (rows along the weight's input
     dimension); unset: the main array's rows and columns, so tiles align with folds."""
 
-    rows: PositiveInt | None = None
-    cols: PositiveInt | None = None
+    rows: PositiveInt | None = Field(
+        default=None, description="Tile rows; null: the main array's rows."
+    )
+    cols: PositiveInt | None = Field(
+        default=None, description="Tile columns; null: the main array's columns."
+    )
 
 
 class FeatureMapSpec(Spec):
@@ -151,28 +155,59 @@ class FeatureMapSpec(Spec):
     sensitive maps are dropped.
     """
 
-    rate: Rate = 0.0
-    scores: str | None = None
+    rate: Rate = Field(
+        default=0.0, description="Share of each eligible convolution's input maps dropped (0: off)."
+    )
+    scores: str | None = Field(
+        default=None,
+        description="CSV of layer,channel,score relative to the run file; null: log-normal"
+        " scores drawn from the run's seed.",
+    )
 
 
 class ApproximateDropoutConfig(Spec):
     """``techniques.approximate_dropout`` in a run file."""
 
-    rate: Rate | None = None
-    pattern: Annotated[Pattern, Field(strict=False)] = Pattern.ROW
-    tile: TileSpec = Field(default_factory=TileSpec)
-    steps: PositiveInt = 100
+    rate: Rate | None = Field(
+        default=None,
+        description="Every dropout layer's rate; null: each layer's own rate from the workload.",
+    )
+    pattern: Annotated[Pattern, Field(strict=False)] = Field(
+        default=Pattern.ROW,
+        description="element (conventional dropout: the baseline step), row (drop whole"
+        " neurons, shrinking the GEMMs) or tile (drop tiles of the readers' weights, masking"
+        " folds).",
+    )
+    tile: TileSpec = Field(default_factory=TileSpec, description="The tile of tile patterns.")
+    steps: PositiveInt = Field(
+        default=100, description="The fewest steps drawn, each with its own patterns."
+    )
     kept_tolerance: Annotated[float, Field(gt=0, le=1)] = Field(
         default=0.005,
         description="Draw steps (from steps, doubling, at most 12,800) until every site's"
         " mean kept share of its units (or tiles) is within this share of its expectation.",
     )
-    max_period: Annotated[int, Field(ge=2, le=64)] = 16
-    distribution: str | None = None
-    skip_updates: bool = False
-    search_iterations: PositiveInt = 1000
-    feature_maps: FeatureMapSpec = Field(default_factory=FeatureMapSpec)
-    search_seed: NonNegativeInt = 0
+    max_period: Annotated[int, Field(ge=2, le=64)] = Field(
+        default=16,
+        description="Longest pattern period: rates 1/max_period to 1 - 1/max_period reachable.",
+    )
+    distribution: str | None = Field(
+        default=None,
+        description="A JSON file of pattern probabilities (scripts/dropout_search.py writes"
+        " one), relative to the run file; null: the SGD search runs.",
+    )
+    skip_updates: bool = Field(
+        default=False,
+        description="Row patterns: also skip the optimizer update of dropped rows and columns.",
+    )
+    search_iterations: PositiveInt = Field(
+        default=1000, description="Iterations of the SGD search for the pattern distribution."
+    )
+    feature_maps: FeatureMapSpec = Field(
+        default_factory=FeatureMapSpec,
+        description="Sensitivity-aware dropping of convolutions' input feature maps.",
+    )
+    search_seed: NonNegativeInt = Field(default=0, description="Seed of the SGD search.")
 
 
 class ApproximateDropout(Technique):

@@ -23,7 +23,7 @@ optimizer run on the processor's vector unit.
 
 Provenance of the defaults ([S] the paper's abstract, [R] a third-party
 re-implementation's report, ``k3shavkish0re/ADAGP``, [D] our choice); see
-``../shared/techniques.md`` section 2 and the README:
+``../shared/techniques.md`` section 2 and docs/techniques/gradient-prediction.md:
 
 * tensor reorganisation, one predictor sample per output channel [R];
 * pooling to 4x4, 2 conv layers of 64 channels (3x3), one FC layer sized for the
@@ -141,14 +141,22 @@ class PredictorArraySpec(Spec):
     first, and the rest stream from DRAM on every use [D].
     """
 
-    rows: ArrayDim = 64
-    cols: ArrayDim = 64
-    dataflow: DataflowField = Dataflow.WS
-    precision: PrecisionField = Precision.BF16
-    ifmap_kib: Kib = 256.0
-    filter_kib: Kib = 1024.0
-    ofmap_kib: Kib = 256.0
-    weights_kib: NonNegativeKib = 2048.0
+    rows: ArrayDim = Field(default=64, description="PE rows of the predictor array.")
+    cols: ArrayDim = Field(default=64, description="PE columns of the predictor array.")
+    dataflow: DataflowField = Field(
+        default=Dataflow.WS, description="Dataflow of the predictor array."
+    )
+    precision: PrecisionField = Field(
+        default=Precision.BF16, description="MAC precision of the predictor array."
+    )
+    ifmap_kib: Kib = Field(default=256.0, description="The predictor array's input SRAM.")
+    filter_kib: Kib = Field(default=1024.0, description="The predictor array's weight SRAM.")
+    ofmap_kib: Kib = Field(default=256.0, description="The predictor array's output SRAM.")
+    weights_kib: NonNegativeKib = Field(
+        default=2048.0,
+        description="SRAM for the predictor's weights and their Adam state, kept smallest"
+        " tensors first; the rest stream from DRAM on every use.",
+    )
 
 
 class ScheduleSpec(Spec):
@@ -162,17 +170,35 @@ class ScheduleSpec(Spec):
     from ``floor + (1 - floor) * exp(-epoch / decay_epochs)`` [D].
     """
 
-    warmup_epochs: NonNegativeInt = 5
-    policy: Annotated[Policy, Field(strict=False)] = Policy.ADAPTIVE
-    gp_fraction: Fraction = 0.5
-    start: Fraction = 0.5
-    step: Fraction = 0.1
-    minimum: Fraction = 0.0
-    maximum: Fraction = 0.9
-    error_threshold: PositiveFloat = 0.2
-    error_trace: str | None = None
-    floor: Fraction = 0.05
-    decay_epochs: PositiveFloat = 8.0
+    warmup_epochs: NonNegativeInt = Field(
+        default=5, description="Epochs of backpropagation (BP steps only) before any GP step."
+    )
+    policy: Annotated[Policy, Field(strict=False)] = Field(
+        default=Policy.ADAPTIVE,
+        description="fixed (a gp_fraction share of GP steps after warm-up) or adaptive (the"
+        " share moves by step each epoch with the predictor error).",
+    )
+    gp_fraction: Fraction = Field(
+        default=0.5, description="Share of GP steps after warm-up, with policy fixed."
+    )
+    start: Fraction = Field(default=0.5, description="Adaptive: the GP share after warm-up.")
+    step: Fraction = Field(default=0.1, description="Adaptive: the GP share's change per epoch.")
+    minimum: Fraction = Field(default=0.0, description="Adaptive: the lowest GP share.")
+    maximum: Fraction = Field(default=0.9, description="Adaptive: the highest GP share.")
+    error_threshold: PositiveFloat = Field(
+        default=0.2,
+        description="Adaptive: the share rises while the epoch's mean predictor error is"
+        " below this, and falls otherwise.",
+    )
+    error_trace: str | None = Field(
+        default=None,
+        description="CSV of epoch,batch,predictor_error (relative to the run file); null:"
+        " the synthetic curve floor + (1 - floor) exp(-epoch / decay_epochs).",
+    )
+    floor: Fraction = Field(default=0.05, description="Synthetic error curve: its limit.")
+    decay_epochs: PositiveFloat = Field(
+        default=8.0, description="Synthetic error curve: its decay constant, in epochs."
+    )
 
     @model_validator(mode="after")
     def _check_range(self) -> ScheduleSpec:
@@ -184,10 +210,20 @@ class ScheduleSpec(Spec):
 class GradientPredictionConfig(Spec):
     """``techniques.gradient_prediction`` in a run file."""
 
-    placement: Annotated[Placement, Field(strict=False)] = Placement.DEDICATED
-    array: PredictorArraySpec = Field(default_factory=PredictorArraySpec)
-    network: PredictorNetSpec = Field(default_factory=PredictorNetSpec)
-    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    placement: Annotated[Placement, Field(strict=False)] = Field(
+        default=Placement.DEDICATED,
+        description="dedicated (a predictor array beside each main array) or shared (the"
+        " predictor's work time-shares the main array).",
+    )
+    array: PredictorArraySpec = Field(
+        default_factory=PredictorArraySpec, description="The dedicated predictor array."
+    )
+    network: PredictorNetSpec = Field(
+        default_factory=PredictorNetSpec, description="The predictor network."
+    )
+    schedule: ScheduleSpec = Field(
+        default_factory=ScheduleSpec, description="When GP steps run instead of BP steps."
+    )
 
 
 class _Rewrite:

@@ -96,11 +96,33 @@ class LayerPipeConfig(PipelineConfig):
     previous stage, or ``balance`` to move as much as evens out the two stages'
     costs (at most all of it) [D].  ``weights``: how delayed weights are kept."""
 
-    placement: Annotated[TaskPlacement, Field(strict=False)] = TaskPlacement.BEST
-    dx_split: Annotated[DxSplit, Field(strict=False)] = DxSplit.ROWS
-    split: Fraction | Literal["balance"] = "balance"
-    weights: Annotated[WeightVersions, Field(strict=False)] = WeightVersions.STASH
-    delay_margin: NonNegativeInt | Literal["auto"] = "auto"
+    placement: Annotated[TaskPlacement, Field(strict=False)] = Field(
+        default=TaskPlacement.BEST,
+        description="tasks (each layer's forward, dX, dW and update placed freely within"
+        " reach stages), stages (every task of a layer on its contiguous stage) or best"
+        " (both tried, the faster kept).",
+    )
+    dx_split: Annotated[DxSplit, Field(strict=False)] = Field(
+        default=DxSplit.ROWS,
+        description="Free placement: rows (each dX GEMM's rows in two tasks, the first on"
+        " the previous stage's processor), activation (the element-wise derivative with the"
+        " layer below) or none.",
+    )
+    split: Fraction | Literal["balance"] = Field(
+        default="balance",
+        description="Share of a split dX done by the previous stage, or balance to even out"
+        " the two stages' costs.",
+    )
+    weights: Annotated[WeightVersions, Field(strict=False)] = Field(
+        default=WeightVersions.STASH,
+        description="How delayed weights are kept: stash (one version per mini-batch of"
+        " delay) or ema (one buffer, LayerPipe2's moving-average reconstruction).",
+    )
+    delay_margin: NonNegativeInt | Literal["auto"] = Field(
+        default="auto",
+        description="Mini-batches of delay added for a full pipeline's queueing; auto: the"
+        " first of 0, 1, 2, 4, ..., 32 whose steady period is within 0.5 % of its bounds.",
+    )
     reach: NonNegativeInt | None = Field(
         default=1,
         description="With the free task placement: how many stages away from its layer's"

@@ -22,11 +22,12 @@ and overlaps the update (vector unit) with the GEMMs (array).  Modes:
 
 Per parameter and step, with ``k`` optimizer-state tensors (SGD 0, momentum 1,
 Adam 2), every tile on chip and one pass per GEMM, the DRAM accesses are (see
-:func:`derived_accesses` and the README's table): unfused ``W`` 4, ``g`` 2,
-state ``2k``; backward ``W`` 3, ``g`` 0, state ``2k``; forward ``W`` 3, ``g`` 2,
-state ``2k`` (6 + 2k, 3 + 2k and 5 + 2k in all).  :func:`derived_traffic` counts a
-simulated step's by hand, with its GEMMs' passes and the streams that stayed on chip,
-and the report sets it beside the simulated bytes (:func:`parameter_dram_bytes`).
+:func:`derived_accesses` and the table in docs/techniques/optimizer-fusion.md):
+unfused ``W`` 4, ``g`` 2, state ``2k``; backward ``W`` 3, ``g`` 0, state ``2k``;
+forward ``W`` 3, ``g`` 2, state ``2k`` (6 + 2k, 3 + 2k and 5 + 2k in all).
+:func:`derived_traffic` counts a simulated step's by hand, with its GEMMs' passes and
+the streams that stayed on chip, and the report sets it beside the simulated bytes
+(:func:`parameter_dram_bytes`).
 
 Backward fusion needs each gradient final on its own, so global-norm clipping
 (all gradients first) and gradient accumulation over micro-batches forbid it.
@@ -108,7 +109,13 @@ class WeightTiles(str, Enum):
 class OptimizerFusionConfig(Spec):
     """``techniques.optimizer_fusion`` in a run file."""
 
-    mode: Annotated[FusionMode, Field(strict=False)] = FusionMode.BACKWARD
+    mode: Annotated[FusionMode, Field(strict=False)] = Field(
+        default=FusionMode.BACKWARD,
+        description="unfused (updates after the whole backward pass), backward (each"
+        " weight tile updated on chip right after its final dW tile) or forward (each"
+        " update as the layer's next forward GEMM loads the weight, with the previous"
+        " step's gradient).",
+    )
     weight_tiles: Annotated[
         WeightTiles,
         Field(

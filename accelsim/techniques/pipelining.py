@@ -99,10 +99,18 @@ class PipelineConfig(Spec):
     ``mini_batches`` to ``3 S + 2`` for ``S`` stages (at least ``2 S + 1``, so the
     pipeline is full for at least two completions)."""
 
-    stages: PositiveInt | None = None
-    micro_batches: PositiveInt = 1
+    stages: PositiveInt | None = Field(
+        default=None, description="Pipeline stages; null: the hardware's processors."
+    )
+    micro_batches: PositiveInt = Field(
+        default=1, description="Micro-batches each mini-batch is split into."
+    )
     # Each mini-batch is a copy of the step graph in the simulated schedule.
-    mini_batches: Annotated[int, Field(gt=0, le=MAX_MINI_BATCHES)] | None = None
+    mini_batches: Annotated[int, Field(gt=0, le=MAX_MINI_BATCHES)] | None = Field(
+        default=None,
+        description="Mini-batches simulated to measure the steady period; null: 3 S + 2 for"
+        " S stages.",
+    )
 
 
 class PipeDreamConfig(PipelineConfig):
@@ -110,11 +118,20 @@ class PipeDreamConfig(PipelineConfig):
     (data-parallel replicas that take turns over mini-batches and all-reduce their
     weight gradients), as PipeDream's optimizer does."""
 
-    replicate: bool = False
+    replicate: bool = Field(
+        default=False,
+        description="Let the partitioner run a stage on several processors, as data-parallel"
+        " replicas taking turns over mini-batches.",
+    )
 
 
 class GPipeConfig(PipelineConfig):
-    micro_batches: PositiveInt = 4
+    """GPipe: all forwards of a mini-batch's micro-batches, then all backwards, then
+    the update (synchronous)."""
+
+    micro_batches: PositiveInt = Field(
+        default=4, description="Micro-batches each mini-batch is split into."
+    )
 
 
 class Schedule(Technique):

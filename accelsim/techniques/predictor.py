@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from accelsim.config.base import PositiveInt, Spec
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerKind
@@ -27,9 +29,11 @@ class PredictorNetSpec(Spec):
     layer's output has one) feed the predictor what they have [D].
     """
 
-    pool: PositiveInt = 4
-    conv_layers: PositiveInt = 2
-    channels: PositiveInt = 64
+    pool: PositiveInt = Field(
+        default=4, description="Each output channel's activations are pooled to pool x pool."
+    )
+    conv_layers: PositiveInt = Field(default=2, description="3x3 convolutions of the predictor.")
+    channels: PositiveInt = Field(default=64, description="Channels of each predictor convolution.")
 
 
 def predicted_shape(parameter: Parameter) -> tuple[int, int] | None:

@@ -8,7 +8,7 @@ in the same order as :mod:`accelsim.timing.engine` and so gives the same
 (``tests/test_compiled.py`` checks both on random graphs and hardware and on
 the golden runs).  Importing this module and running the loop the first time
 loads Numba and the cached machine code, one overload (the helpers it calls
-are compiled into it), about 0.4 s once per process (measured in the README);
+are compiled into it), about 0.4 s once per process (measured in docs/performance.md);
 the loop is compiled once (about 6 s) and cached on disk.
 """
 

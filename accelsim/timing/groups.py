@@ -11,7 +11,7 @@ proportion to the size of its groups.  Groups cut to a fixed count per op (the
 ``per_op`` rule below, ``timing.group_cycles: null``) give a long op long groups,
 and so a larger share than its neighbour: the step moves with the count and, past
 a point, away from where finer resolution goes (AlexNet 19.67 M cycles at 8 groups
-per op, 20.28 M at 4,096; the README's event engine section has the suite).
+per op, 20.28 M at 4,096; docs/model/engine.md has the suite).
 
 :func:`tile_groups` instead cuts every op of a step into groups of one length in
 time, ``G`` cycles at most of compute and of DRAM transfer at the memory's

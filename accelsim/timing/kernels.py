@@ -14,8 +14,8 @@ Compute cycles per fold (``R x C`` array, ``T`` streamed):
   with fold overlap (``timing.fold_overlap``), the folds of an op pipeline:
   ``F`` folds take ``(F - 1) * max(T, ceil(R / L)) + 2R + C + T - 2`` where the
   array loads (output stationary: drains) ``L`` rows of a tile per cycle
-  (``array.load_rows_per_cycle``, 1 by default; the README's timing conventions
-  derive it per dataflow);
+  (``array.load_rows_per_cycle``, 1 by default; docs/model/timing.md derives it per
+  dataflow);
 * scalesim (SCALE-Sim 3.0.0): ``R + C + T - 2`` for os, ``2R + C + T - 2`` for
   ws and is, and the layer total is ``folds * per_fold - 1``; folds never
   overlap.

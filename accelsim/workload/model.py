@@ -15,6 +15,7 @@ from pydantic import Field
 
 from accelsim.config.base import Name, PositiveInt, Spec
 
+KIND = "Which kind of input or layer this entry is."
 NonNegative = Annotated[int, Field(ge=0)]
 Pair = PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
 PairOrZero = NonNegative | Annotated[list[NonNegative], Field(min_length=2, max_length=2)]
@@ -28,45 +29,53 @@ def pair(value: int | list[int]) -> tuple[int, int]:
 
 
 class ImageInput(Spec):
-    kind: Literal["image"]
-    channels: PositiveInt
-    height: PositiveInt
-    width: PositiveInt
+    kind: Literal["image"] = Field(description=KIND)
+    channels: PositiveInt = Field(description="Channels of each sample's image.")
+    height: PositiveInt = Field(description="Height of each sample's image, in pixels.")
+    width: PositiveInt = Field(description="Width of each sample's image, in pixels.")
 
 
 class VectorInput(Spec):
-    kind: Literal["vector"]
-    features: PositiveInt
+    kind: Literal["vector"] = Field(description=KIND)
+    features: PositiveInt = Field(description="Features of each sample.")
 
 
 class TokenInput(Spec):
-    kind: Literal["tokens"]
-    length: PositiveInt
+    kind: Literal["tokens"] = Field(description=KIND)
+    length: PositiveInt = Field(description="Tokens of each sample's sequence.")
 
 
 InputSpec = Annotated[ImageInput | VectorInput | TokenInput, Field(discriminator="kind")]
 
 
 class LayerBase(Spec):
-    name: Name
-    inputs: list[Name] | None = None
+    """What every layer has: a unique name and the layers it reads."""
+
+    name: Name = Field(description="The layer's name, unique in the workload.")
+    inputs: list[Name] | None = Field(
+        default=None, description="The layers it reads; null: the previous layer."
+    )
 
 
 class Conv2d(LayerBase):
-    kind: Literal["conv2d"]
-    out_channels: PositiveInt
-    kernel: Pair
-    stride: Pair = 1
-    padding: PairOrZero = 0
-    dilation: Pair = 1
-    groups: PositiveInt = 1
-    bias: bool = False
+    kind: Literal["conv2d"] = Field(description=KIND)
+    out_channels: PositiveInt = Field(description="Filters (output channels).")
+    kernel: Pair = Field(description="Filter size: an int or [height, width].")
+    stride: Pair = Field(default=1, description="Stride: an int or [height, width].")
+    padding: PairOrZero = Field(default=0, description="Zero padding: an int or [height, width].")
+    dilation: Pair = Field(default=1, description="Dilation: an int or [height, width].")
+    groups: PositiveInt = Field(
+        default=1, description="Groups; equal to the input channels for a depthwise convolution."
+    )
+    bias: bool = Field(default=False, description="Whether the convolution has a bias.")
 
 
 class Linear(LayerBase):
-    kind: Literal["linear"]
-    out_features: PositiveInt
-    bias: bool = True
+    kind: Literal["linear"] = Field(description=KIND)
+    out_features: PositiveInt = Field(
+        description="Output features (per token of a sequence input)."
+    )
+    bias: bool = Field(default=True, description="Whether the layer has a bias.")
     tied_to: Name | None = Field(
         default=None,
         description="An earlier embedding layer whose table is this layer's weight (tied"
@@ -76,29 +85,33 @@ class Linear(LayerBase):
 
 
 class MaxPool(LayerBase):
-    kind: Literal["maxpool"]
-    kernel: Pair
-    stride: Pair | None = None
-    padding: PairOrZero = 0
+    kind: Literal["maxpool"] = Field(description=KIND)
+    kernel: Pair = Field(description="Window size: an int or [height, width].")
+    stride: Pair | None = Field(default=None, description="Stride; null: the kernel.")
+    padding: PairOrZero = Field(
+        default=0, description="Padding, at most half the kernel in each dimension."
+    )
 
 
 class AvgPool(LayerBase):
-    kind: Literal["avgpool"]
-    kernel: Pair
-    stride: Pair | None = None
-    padding: PairOrZero = 0
+    kind: Literal["avgpool"] = Field(description=KIND)
+    kernel: Pair = Field(description="Window size: an int or [height, width].")
+    stride: Pair | None = Field(default=None, description="Stride; null: the kernel.")
+    padding: PairOrZero = Field(
+        default=0, description="Padding, at most half the kernel in each dimension."
+    )
 
 
 class GlobalAvgPool(LayerBase):
-    kind: Literal["global_avgpool"]
+    kind: Literal["global_avgpool"] = Field(description=KIND)
 
 
 class BatchNorm(LayerBase):
-    kind: Literal["batchnorm"]
+    kind: Literal["batchnorm"] = Field(description=KIND)
 
 
 class LayerNorm(LayerBase):
-    kind: Literal["layernorm"]
+    kind: Literal["layernorm"] = Field(description=KIND)
 
 
 class ActivationFunction(str, Enum):
@@ -140,20 +153,22 @@ class ActivationFunction(str, Enum):
 
 
 class Activation(LayerBase):
-    kind: Literal["activation"]
-    function: Annotated[ActivationFunction, Field(strict=False)]
+    kind: Literal["activation"] = Field(description=KIND)
+    function: Annotated[ActivationFunction, Field(strict=False)] = Field(
+        description="The element-wise function."
+    )
 
 
 class Add(LayerBase):
-    kind: Literal["add"]
+    kind: Literal["add"] = Field(description=KIND)
 
 
 class Concat(LayerBase):
-    kind: Literal["concat"]
+    kind: Literal["concat"] = Field(description=KIND)
 
 
 class Flatten(LayerBase):
-    kind: Literal["flatten"]
+    kind: Literal["flatten"] = Field(description=KIND)
 
 
 class Bridge(LayerBase):
@@ -163,55 +178,57 @@ class Bridge(LayerBase):
     map (channels, height, width), two a sequence (tokens, features), one a feature
     vector."""
 
-    kind: Literal["bridge"]
+    kind: Literal["bridge"] = Field(description=KIND)
     shape: Annotated[list[PositiveInt], Field(min_length=1, max_length=3)] = Field(
-        description="the per-sample shape the next layer sees"
+        description="The per-sample shape the next layer sees."
     )
 
 
 class Softmax(LayerBase):
-    kind: Literal["softmax"]
+    kind: Literal["softmax"] = Field(description=KIND)
 
 
 class Dropout(LayerBase):
     """Random dropout at ``rate``: a mask is drawn, applied, and kept for backward."""
 
-    kind: Literal["dropout"]
-    rate: Annotated[float, Field(ge=0, lt=1)]
+    kind: Literal["dropout"] = Field(description=KIND)
+    rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of elements dropped.")
 
 
 class TokenSelect(LayerBase):
     """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
 
-    kind: Literal["token_select"]
-    index: Annotated[int, Field(ge=0)] = 0
+    kind: Literal["token_select"] = Field(description=KIND)
+    index: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="The token kept (0: the first, BERT's [CLS])."
+    )
 
 
 class CrossEntropy(LayerBase):
     """Softmax plus negative log-likelihood; the loss that starts the backward pass."""
 
-    kind: Literal["cross_entropy"]
+    kind: Literal["cross_entropy"] = Field(description=KIND)
 
 
 class Embedding(LayerBase):
-    kind: Literal["embedding"]
-    num_embeddings: PositiveInt
-    embedding_dim: PositiveInt
+    kind: Literal["embedding"] = Field(description=KIND)
+    num_embeddings: PositiveInt = Field(description="Rows of the table (the vocabulary).")
+    embedding_dim: PositiveInt = Field(description="Width of each embedding vector.")
 
 
 class Lstm(LayerBase):
     """One LSTM layer, unrolled over the sequence (stack entries for depth)."""
 
-    kind: Literal["lstm"]
-    hidden_size: PositiveInt
+    kind: Literal["lstm"] = Field(description=KIND)
+    hidden_size: PositiveInt = Field(description="Hidden state size.")
 
 
 class Attention(LayerBase):
     """Multi-head self-attention: QKV projection, per-head QK^T and AV, output projection."""
 
-    kind: Literal["attention"]
-    heads: PositiveInt
-    bias: bool = True
+    kind: Literal["attention"] = Field(description=KIND)
+    heads: PositiveInt = Field(description="Attention heads; they divide the model width.")
+    bias: bool = Field(default=True, description="Whether the projections have biases.")
     causal: bool = Field(
         default=False,
         description="Mask every score of a later token (a decoder's attention): one select"
@@ -222,20 +239,20 @@ class Attention(LayerBase):
 class GroupNorm(LayerBase):
     """Group normalisation (Wu and He, 2018): statistics per sample and channel group."""
 
-    kind: Literal["groupnorm"]
+    kind: Literal["groupnorm"] = Field(description=KIND)
     groups: PositiveInt = Field(description="Channel groups; must divide the channels")
 
 
 class RmsNorm(LayerBase):
     """RMS normalisation (Zhang and Sennrich, 2019): a scale and no shift, no mean."""
 
-    kind: Literal["rmsnorm"]
+    kind: Literal["rmsnorm"] = Field(description=KIND)
 
 
 class ConvTranspose2d(LayerBase):
     """Transposed convolution (PyTorch's ConvTranspose2d): the adjoint of a conv2d."""
 
-    kind: Literal["conv_transpose2d"]
+    kind: Literal["conv_transpose2d"] = Field(description=KIND)
     out_channels: PositiveInt = Field(description="Output channels")
     kernel: Pair = Field(description="Filter height and width")
     stride: Pair = Field(default=1, description="Stride of the adjoint convolution")
@@ -269,7 +286,7 @@ class UpsampleMode(str, Enum):
 class Upsample(LayerBase):
     """Upsampling or interpolation of a feature map to a larger size."""
 
-    kind: Literal["upsample"]
+    kind: Literal["upsample"] = Field(description=KIND)
     mode: Annotated[UpsampleMode, Field(strict=False, description="nearest or bilinear")] = (
         UpsampleMode.NEAREST
     )
@@ -283,13 +300,13 @@ class Mul(LayerBase):
     """Element-wise multiply: two inputs, the second broadcast over the first (a
     squeeze-and-excitation gate C x 1 x 1 over C x H x W), or one input times a constant."""
 
-    kind: Literal["mul"]
+    kind: Literal["mul"] = Field(description=KIND)
 
 
 class MatMul(LayerBase):
     """A product of two activations ``A . B`` per sample, per head when ``heads`` > 1."""
 
-    kind: Literal["matmul"]
+    kind: Literal["matmul"] = Field(description=KIND)
     heads: PositiveInt = Field(
         default=1,
         description="Independent products per sample (a batched matmul): each input's"
@@ -301,7 +318,7 @@ class MatMul(LayerBase):
 class Split(LayerBase):
     """One part of its input cut along the channels (or features): split or chunk."""
 
-    kind: Literal["split"]
+    kind: Literal["split"] = Field(description=KIND)
     sizes: Annotated[list[PositiveInt], Field(min_length=1)] | None = Field(
         default=None, description="The parts' sizes, which add up to the channels (split)"
     )
@@ -314,7 +331,7 @@ class Split(LayerBase):
 class AdaptiveAvgPool(LayerBase):
     """Average pooling to a given output size, with PyTorch's adaptive windows."""
 
-    kind: Literal["adaptive_avgpool"]
+    kind: Literal["adaptive_avgpool"] = Field(description=KIND)
     output: Pair = Field(description="Output height and width")
 
 
@@ -322,7 +339,7 @@ class VectorLayer(LayerBase):
     """An operation without a layer kind of its own, costed as a generic vector op:
     one op per output element forward and one per input element backward."""
 
-    kind: Literal["vector"]
+    kind: Literal["vector"] = Field(description=KIND)
     op: Name = Field(description="The source operation it stands for, e.g. an ONNX op type")
     layout: Literal["chw", "features", "sequence"] = Field(description="Layout of its output")
     shape: Annotated[list[PositiveInt], Field(min_length=1, max_length=3)] = Field(
@@ -370,22 +387,31 @@ class VariantSpec(Spec):
     ``layers[fc].out_features``; a run file selects it by ``workload_variant``.
     """
 
-    description: str = ""
-    overrides: dict[str, Any] = Field(min_length=1)
+    description: str = Field(default="", description="Free text.")
+    overrides: dict[str, Any] = Field(
+        min_length=1,
+        description="Dotted keys of the workload file and their values: input.height: 32,"
+        " layers[fc].out_features: 10.",
+    )
 
 
 class Workload(Spec):
     """A model: its input per sample and its layers in execution order."""
 
-    name: Name
-    description: str = ""
-    source: str = ""
-    input: InputSpec
-    layers: list[Layer] = Field(min_length=1)
-    variants: dict[Name, VariantSpec] = Field(default_factory=dict)
+    name: Name = Field(description="The model's name.")
+    description: str = Field(default="", description="Free text.")
+    source: str = Field(default="", description="Where the layer table comes from.")
+    input: InputSpec = Field(description="One sample's input: image, vector or tokens.")
+    layers: list[Layer] = Field(
+        min_length=1, description="The layers in execution order; one cross_entropy ends them."
+    )
+    variants: dict[Name, VariantSpec] = Field(
+        default_factory=dict,
+        description="Named variants (e.g. cifar10), chosen by a run's workload_variant.",
+    )
     notes: list[str] | None = Field(
         default=None,
-        description="what the table assumes beyond its layers (an imported file's"
-        " simplifications); printed with a run's results.  None when there are none,"
-        " so that a table without them dumps (and identifies sweep points) as before",
+        description="What the table assumes beyond its layers (an imported file's"
+        " simplifications), printed with a run's results; null when there are none (a"
+        " table without notes resolves and identifies sweep points without the key).",
     )

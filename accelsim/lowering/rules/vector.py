@@ -1,7 +1,7 @@
 """Layers that run on the vector unit: pooling, normalisation, activations, dropout,
 token selection, the loss, and the shape-only layers (add, concat, flatten).
 
-Vector-op costs per element are documented in the README's modelling notes.
+Vector-op costs per element are documented in docs/model/lowering.md.
 """
 
 from __future__ import annotations
