@@ -27,7 +27,7 @@ from accelsim.driver.layer import gemm_for, layer_graph
 from accelsim.graph.ops import Phase
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
-from accelsim.timing.costs import op_costs
+from accelsim.timing.costs import OpCosts, op_costs
 from accelsim.timing.single_op import single_op_cycles
 
 
@@ -93,18 +93,8 @@ def _orientated(
     hw: HardwareSpec, dims: list[tuple[int, int, int]], fold_overlap: bool, psums: PsumPolicy
 ) -> Orientated:
     columns: list[tuple[int, int, int, int, int]] = []
-    unit = main_array(hw)
     for m, n, k in dims:
-        graph = layer_graph(hw, gemm_for(m, n, k, Phase.FWD), Phase.FWD)
-        c = op_costs(
-            graph,
-            schedule(graph, (unit,)),
-            hw,
-            Convention.ACCELSIM,
-            psums,
-            DEFAULT_CHUNKS_PER_OP,
-            fold_overlap=fold_overlap,
-        )
+        c = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, None)
         columns.append(
             (
                 int(c.compute_cycles[0]),
@@ -116,6 +106,30 @@ def _orientated(
         )
     arrays = np.asarray(columns, np.float64).reshape(len(dims), 5).T
     return Orientated(*arrays)
+
+
+def _lone_gemm_costs(
+    hw: HardwareSpec,
+    m: int,
+    n: int,
+    k: int,
+    fold_overlap: bool,
+    psums: PsumPolicy,
+    group_cycles: int | None,
+) -> OpCosts:
+    """The costs of ``C[m x n] = A[m x k] . B[k x n]`` run alone on ``hw``'s array, as
+    ``accelsim layer`` lowers it (``group_cycles`` None: the per-op tile groups)."""
+    graph = layer_graph(hw, gemm_for(m, n, k, Phase.FWD), Phase.FWD)
+    return op_costs(
+        graph,
+        schedule(graph, (main_array(hw),)),
+        hw,
+        Convention.ACCELSIM,
+        psums,
+        DEFAULT_CHUNKS_PER_OP,
+        fold_overlap=fold_overlap,
+        group_cycles=group_cycles,
+    )
 
 
 def _cycles(o: Orientated, overhead: float, read: float, write: float, lat: int) -> np.ndarray:
@@ -170,19 +184,8 @@ def engine_us(
 ) -> np.ndarray:
     """Each GEMM's latency as ``accelsim layer`` gives it on ``hw`` (its costs and the
     engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us."""
-    unit = main_array(hw)
     out = []
     for m, n, k in zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True):
-        graph = layer_graph(hw, gemm_for(m, n, k, Phase.FWD), Phase.FWD)
-        costs = op_costs(
-            graph,
-            schedule(graph, (unit,)),
-            hw,
-            Convention.ACCELSIM,
-            psums,
-            DEFAULT_CHUNKS_PER_OP,
-            fold_overlap=fold_overlap,
-            group_cycles=DEFAULT_GROUP_CYCLES,
-        )
+        costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
         out.append(single_op_cycles(costs, hw) / hw.clock_mhz)
     return np.asarray(out)
