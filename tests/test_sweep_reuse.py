@@ -5,6 +5,7 @@ that share a workload.  Every reuse must give exactly what the uncached path giv
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -215,3 +216,39 @@ def test_step_totals_are_counted_once_per_graph_and_handed_out_as_copies() -> No
     first["MACs"] = -1  # a caller's copy: the kept totals do not change
     assert limits.step_totals(graph) == limits._count(graph)
     assert limits.step_totals(graph)["MACs"] > 0
+
+
+def test_reused_fused_steps_give_the_uncached_results(tmp_path: Path) -> None:
+    """With epilogues fused (tile streams whose residency depends on the buffers), points
+    that differ in buffer sizes and dataflow reuse one lowered step, and the facts kept
+    on it (tile streams, the vector ops' costs per residency, the schedule's GEMM
+    columns), and give what a fresh run of each gives."""
+    path = sweep_file(
+        tmp_path,
+        "name: fused\nset:\n  lowering.fuse_epilogues: all\n  batch_size: 2\ngrid:\n"
+        "  buffers.ofmap_kib: [32, 64, 1024]\n  array.dataflow: [os, ws]\n",
+        base=DEFAULT,
+    )
+    run_module._Reused.graphs.clear()
+    for point in plan_sweep(path).points:
+        outcome = run_point(point.task)
+        assert outcome.status == "ok", outcome.error
+        assert outcome.summary_json == _uncached(Path(point.task.base), point.task.overrides())
+
+
+def test_facts_are_kept_once_per_graph_object() -> None:
+    from accelsim.graph.memo import per_graph
+
+    graph = simulate_run(load_inputs(SMOKE)).graph
+    made: list[int] = []
+
+    def make() -> list[int]:
+        made.append(1)
+        return [len(graph.ops)]
+
+    first = per_graph(graph, "test fact", make)
+    assert per_graph(graph, "test fact", make) is first
+    assert made == [1]
+    copy = dataclasses.replace(graph)
+    assert copy == graph  # the kept facts take no part in equality
+    assert per_graph(copy, "test fact", make) == first and made == [1, 1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import (
     NO_TILES,
     Access,
@@ -89,7 +90,12 @@ def tile_sources(op: Op) -> tuple[int, ...]:
 
 
 def tile_streams(graph: OpGraph) -> tuple[TileStream, ...]:
-    """Every tile stream the ops of ``graph`` declare, in consumer order."""
+    """Every tile stream the ops of ``graph`` declare, in consumer order (found once per
+    graph object)."""
+    return per_graph(graph, "tile streams", lambda: _tile_streams(graph))
+
+
+def _tile_streams(graph: OpGraph) -> tuple[TileStream, ...]:
     streams = []
     for op in graph.ops:
         taken = tile_sources(op)
@@ -104,7 +110,12 @@ def tile_streams(graph: OpGraph) -> tuple[TileStream, ...]:
 def tile_groups(graph: OpGraph) -> tuple[tuple[int, ...], ...]:
     """The ops that tile streams link, as groups of two or more op ids (each sorted;
     the groups ordered by their first op): every op of a group takes tiles from, or
-    gives tiles to, another op of the group, so the group runs as one fused op."""
+    gives tiles to, another op of the group, so the group runs as one fused op (found
+    once per graph object)."""
+    return per_graph(graph, "tile groups", lambda: _tile_groups(graph))
+
+
+def _tile_groups(graph: OpGraph) -> tuple[tuple[int, ...], ...]:
     parent: dict[int, int] = {}
 
     def find(i: int) -> int:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelsim.config.base import Dataflow
 from accelsim.errors import SimulationError
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import GemmOp, OpGraph
 from accelsim.mapping.dataflow import DATAFLOW_CODE, array_dims
 from accelsim.mapping.tile_reuse import NO_REUSE, TileReuse, tile_reuse
@@ -183,45 +185,107 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) 
     """The :class:`UnitSchedule` of the GEMM ops of ``graph`` that run on ``unit``, with
     the tile streams ``reuse`` keeps on chip."""
     dataflow = unit.array.dataflow
-    gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit.name]
-    dims = [array_dims(dataflow, op.m, op.n, op.k) for op in gemms]
-
-    def ints(values: Sequence[int]) -> np.ndarray:
-        return np.asarray(values, dtype=np.int64).reshape(len(values))
-
-    def flags(values: Sequence[bool]) -> np.ndarray:
-        return np.asarray(values, dtype=np.bool_).reshape(len(values))
-
-    on_chip = graph.on_chip
+    g = per_graph(
+        graph, ("unit GEMMs", unit.name, dataflow), lambda: _unit_gemms(graph, unit.name, dataflow)
+    )
     rows, cols = unit.array.rows, unit.array.cols
-    row_folds = ints([-(-d[0] // rows) for d in dims])
-    col_folds = ints([-(-d[1] // cols) for d in dims])
-    sr, sc, t = ints([d[0] for d in dims]), ints([d[1] for d in dims]), ints([d[2] for d in dims])
+    if reuse.resident or reuse.unwritten:
+        a_tiled = _flags([reuse.takes(i, 0) is not None for i in g.op_ids])
+        b_tiled = _flags([reuse.takes(i, 1) is not None for i in g.op_ids])
+        c_unwritten = _flags(
+            [not reuse.writes_dram(i, name) for i, name in zip(g.op_ids, g.c_names, strict=True)]
+        )
+    else:
+        a_tiled = b_tiled = c_unwritten = g.none
     return UnitSchedule(
         unit=unit,
-        op_index=ints([op.op_id for op in gemms]),
-        dataflow=ints([DATAFLOW_CODE[dataflow]] * len(gemms)),
-        sr=sr,
-        sc=sc,
-        t=t,
-        row_folds=row_folds,
-        col_folds=col_folds,
-        m=ints([op.m for op in gemms]),
-        n=ints([op.n for op in gemms]),
-        k=ints([op.k for op in gemms]),
-        count=ints([op.count for op in gemms]),
-        a_footprint=ints([op.a_elements for op in gemms]),
-        b_footprint=ints([op.b_elements for op in gemms]),
-        a_word=ints([op.a.word_bytes for op in gemms]),
-        b_word=ints([op.b.word_bytes for op in gemms]),
-        c_word=ints([op.c.word_bytes for op in gemms]),
-        a_on_chip=flags([op.a.name in on_chip for op in gemms]),
-        b_on_chip=flags([op.b.name in on_chip for op in gemms]),
-        c_on_chip=flags([op.c.name in on_chip for op in gemms]),
-        **whole_use(sr, sc, t, rows, cols),
-        a_tiled=flags([reuse.takes(op.op_id, 0) is not None for op in gemms]),
-        b_tiled=flags([reuse.takes(op.op_id, 1) is not None for op in gemms]),
-        c_unwritten=flags([not reuse.writes_dram(op.op_id, op.c.name) for op in gemms]),
+        op_index=g.op_index,
+        dataflow=g.dataflow,
+        sr=g.sr,
+        sc=g.sc,
+        t=g.t,
+        row_folds=-(-g.sr // rows),
+        col_folds=-(-g.sc // cols),
+        m=g.m,
+        n=g.n,
+        k=g.k,
+        count=g.count,
+        a_footprint=g.a_footprint,
+        b_footprint=g.b_footprint,
+        a_word=g.a_word,
+        b_word=g.b_word,
+        c_word=g.c_word,
+        a_on_chip=g.a_on_chip,
+        b_on_chip=g.b_on_chip,
+        c_on_chip=g.c_on_chip,
+        **whole_use(g.sr, g.sc, g.t, rows, cols),
+        a_tiled=a_tiled,
+        b_tiled=b_tiled,
+        c_unwritten=c_unwritten,
+    )
+
+
+@dataclass(frozen=True)
+class _UnitGemms:
+    """What a unit's schedule takes from the graph and the array's dataflow alone (per
+    GEMM on the unit, in program order); arrays shared by every schedule made from
+    them, never changed."""
+
+    op_ids: tuple[int, ...]
+    c_names: tuple[str, ...]
+    op_index: np.ndarray
+    dataflow: np.ndarray
+    sr: np.ndarray
+    sc: np.ndarray
+    t: np.ndarray
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    count: np.ndarray
+    a_footprint: np.ndarray
+    b_footprint: np.ndarray
+    a_word: np.ndarray
+    b_word: np.ndarray
+    c_word: np.ndarray
+    a_on_chip: np.ndarray
+    b_on_chip: np.ndarray
+    c_on_chip: np.ndarray
+    none: np.ndarray  # False per GEMM
+
+
+def _ints(values: Sequence[int]) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64).reshape(len(values))
+
+
+def _flags(values: Sequence[bool]) -> np.ndarray:
+    return np.asarray(values, dtype=np.bool_).reshape(len(values))
+
+
+def _unit_gemms(graph: OpGraph, unit: str, dataflow: Dataflow) -> _UnitGemms:
+    gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit]
+    dims = [array_dims(dataflow, op.m, op.n, op.k) for op in gemms]
+    on_chip = graph.on_chip
+    return _UnitGemms(
+        op_ids=tuple(op.op_id for op in gemms),
+        c_names=tuple(op.c.name for op in gemms),
+        op_index=_ints([op.op_id for op in gemms]),
+        dataflow=_ints([DATAFLOW_CODE[dataflow]] * len(gemms)),
+        sr=_ints([d[0] for d in dims]),
+        sc=_ints([d[1] for d in dims]),
+        t=_ints([d[2] for d in dims]),
+        m=_ints([op.m for op in gemms]),
+        n=_ints([op.n for op in gemms]),
+        k=_ints([op.k for op in gemms]),
+        count=_ints([op.count for op in gemms]),
+        a_footprint=_ints([op.a_elements for op in gemms]),
+        b_footprint=_ints([op.b_elements for op in gemms]),
+        a_word=_ints([op.a.word_bytes for op in gemms]),
+        b_word=_ints([op.b.word_bytes for op in gemms]),
+        c_word=_ints([op.c.word_bytes for op in gemms]),
+        a_on_chip=_flags([op.a.name in on_chip for op in gemms]),
+        b_on_chip=_flags([op.b.name in on_chip for op in gemms]),
+        c_on_chip=_flags([op.c.name in on_chip for op in gemms]),
+        none=_flags([False] * len(gemms)),
     )
 
 
@@ -231,7 +295,10 @@ def schedule(graph: OpGraph, units: Sequence[ArrayUnit]) -> FoldSchedule:
     Raises:
         SimulationError: if a GEMM names an array unit that is not in ``units``.
     """
-    unknown = {op.unit for op in graph.ops if isinstance(op, GemmOp)} - {u.name for u in units}
+    named = per_graph(
+        graph, "GEMM units", lambda: {op.unit for op in graph.ops if isinstance(op, GemmOp)}
+    )
+    unknown = named - {u.name for u in units}
     if unknown:
         raise SimulationError(f"GEMMs name array units that do not exist: {sorted(unknown)}")
     reuse = tile_reuse(graph, units)

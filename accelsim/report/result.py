@@ -17,6 +17,7 @@ import numpy as np
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables
@@ -156,46 +157,16 @@ class RunResult:
 
     def stash(self) -> StashSummary:
         """Footprint and DRAM traffic of the activations saved for backward."""
-        graph, c = self.graph, self.trace.costs
-        stashed = graph.stashed
-        sizes: dict[str, int] = {}
-        write = read = 0
-        ifmap_reads, filter_reads = (
-            c.dram_ifmap_read_bytes.tolist(),
-            c.dram_filter_read_bytes.tolist(),
+        c = self.trace.costs
+        plan = per_graph(self.graph, "stash plan", lambda: _StashPlan.of(self.graph))
+        read = plan.vector_read_bytes + int(
+            c.dram_ifmap_read_bytes[plan.a_read].sum() + c.dram_filter_read_bytes[plan.b_read].sum()
         )
-        ofmap_writes = c.dram_ofmap_write_bytes.tolist()
-        on_chip_names = graph.on_chip
-        backward_phases = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
-        rows = zip(graph.ops, ifmap_reads, filter_reads, ofmap_writes, strict=True)
-        for op, ifmap_read, filter_read, ofmap_write in rows:
-            phase = op.phase
-            if isinstance(op, GemmOp):
-                for t, dram in ((op.a, ifmap_read), (op.b, filter_read)):
-                    if t.name in stashed:
-                        sizes[t.name] = t.bytes
-                        if phase in backward_phases:
-                            read += dram
-                if phase is Phase.FWD and op.c.name in stashed:
-                    write += ofmap_write
-            elif isinstance(op, VectorOp):
-                backward = phase in backward_phases
-                for acc in op.reads:
-                    name = acc.tensor.name
-                    if name in stashed:
-                        sizes[name] = acc.tensor.bytes
-                        if backward and name not in on_chip_names:
-                            read += acc.bytes
-                if phase is Phase.FWD:
-                    for acc in op.writes:
-                        name = acc.tensor.name
-                        if name in stashed and name not in on_chip_names:
-                            write += acc.bytes
-        on_chip = sum(b for name, b in sizes.items() if name in graph.on_chip)
+        write = plan.vector_write_bytes + int(c.dram_ofmap_write_bytes[plan.c_written].sum())
         return StashSummary(
-            tensors=len(sizes),
-            bytes=sum(sizes.values()),
-            on_chip_bytes=on_chip,
+            tensors=plan.tensors,
+            bytes=plan.bytes,
+            on_chip_bytes=plan.on_chip_bytes,
             dram_write_bytes=write,
             dram_read_bytes=read,
         )
@@ -212,7 +183,12 @@ class RunResult:
     def _step_summary(self) -> StepSummary:
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         codes = {p: i for i, p in enumerate(Phase)}
-        phases = np.fromiter((codes[op.phase] for op in self.graph.ops), np.int64, len(c.macs))
+        ops = self.graph.ops
+        phases = per_graph(
+            self.graph,
+            "phase codes",
+            lambda: np.fromiter((codes[op.phase] for op in ops), np.int64, len(ops)),
+        )
 
         def phase_macs(phase: Phase) -> int:
             return int(c.macs[phases == codes[phase]].sum())
@@ -357,3 +333,64 @@ class TrainingResult:
                 }
             )
         return records
+
+
+@dataclass(frozen=True)
+class _StashPlan:
+    """What the stash summary takes from the graph alone: the stashed tensors' count,
+    bytes and bytes kept on chip, the vector ops' stash traffic (their accesses are
+    whole tensors), and which GEMMs' DRAM traffic is stash traffic: the backward GEMMs
+    reading a stashed operand (``a`` from the ifmap reads, ``b`` from the filter
+    reads) and the forward GEMMs writing a stashed result."""
+
+    tensors: int
+    bytes: int
+    on_chip_bytes: int
+    vector_read_bytes: int
+    vector_write_bytes: int
+    a_read: np.ndarray
+    b_read: np.ndarray
+    c_written: np.ndarray
+
+    @staticmethod
+    def of(graph: OpGraph) -> _StashPlan:
+        stashed, on_chip = graph.stashed, graph.on_chip
+        sizes: dict[str, int] = {}
+        a_read: list[int] = []
+        b_read: list[int] = []
+        c_written: list[int] = []
+        write = read = 0
+        backward_phases = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        for op in graph.ops:
+            phase = op.phase
+            if isinstance(op, GemmOp):
+                for t, reads in ((op.a, a_read), (op.b, b_read)):
+                    if t.name in stashed:
+                        sizes[t.name] = t.bytes
+                        if phase in backward_phases:
+                            reads.append(op.op_id)
+                if phase is Phase.FWD and op.c.name in stashed:
+                    c_written.append(op.op_id)
+            elif isinstance(op, VectorOp):
+                backward = phase in backward_phases
+                for acc in op.reads:
+                    name = acc.tensor.name
+                    if name in stashed:
+                        sizes[name] = acc.tensor.bytes
+                        if backward and name not in on_chip:
+                            read += acc.bytes
+                if phase is Phase.FWD:
+                    for acc in op.writes:
+                        name = acc.tensor.name
+                        if name in stashed and name not in on_chip:
+                            write += acc.bytes
+        return _StashPlan(
+            tensors=len(sizes),
+            bytes=sum(sizes.values()),
+            on_chip_bytes=sum(b for name, b in sizes.items() if name in on_chip),
+            vector_read_bytes=read,
+            vector_write_bytes=write,
+            a_read=np.asarray(a_read, np.int64),
+            b_read=np.asarray(b_read, np.int64),
+            c_written=np.asarray(c_written, np.int64),
+        )

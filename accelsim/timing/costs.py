@@ -30,6 +30,7 @@ import numpy as np
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec, Orientation
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
 from accelsim.mapping.arrays import split
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
@@ -208,10 +209,47 @@ def _cost_vectors(
     reuse: TileReuse,
     overhead_cycles: int,
 ) -> None:
-    """Fill the cost arrays of the vector ops: the sums per op in Python ints, the
-    rest a column at a time.  A read a resident tile stream serves costs no DRAM
-    traffic and reads the buffer the tile is in; a write ``reuse`` saves does not
-    reach DRAM.  Every op's compute starts with ``overhead_cycles``."""
+    """Fill the cost arrays of the vector ops (:func:`_vector_columns`, then the lanes,
+    tile groups and fixed cost per op).  Every op's compute starts with
+    ``overhead_cycles``."""
+    columns = per_graph(
+        graph,
+        ("vector columns", frozenset(reuse.resident.items()), reuse.unwritten),
+        lambda: _vector_columns(graph, reuse),
+    )
+    if columns is None:
+        return
+    idx, vector_ops, sram_reads, sram_writes, dram_reads, dram_writes, elsewhere = columns
+    compute = -(-vector_ops // lanes) + overhead_cycles
+    chunks = _chunks(compute, chunks_per_op)
+    z["unit"][idx] = UNIT_VECTOR
+    z["vector_ops"][idx] = vector_ops
+    z["compute_cycles"][idx] = compute
+    for i, (ifmap, filt) in elsewhere.items():
+        z["sram_ifmap_read_bytes"][i] = ifmap
+        z["sram_filter_read_bytes"][i] = filt
+    z["sram_ofmap_read_bytes"][idx] = sram_reads
+    z["sram_ofmap_write_bytes"][idx] = sram_writes
+    z["dram_ifmap_read_bytes"][idx] = dram_reads
+    z["dram_ofmap_write_bytes"][idx] = dram_writes
+    z["chunks"][idx] = chunks
+    z["prologue_bytes"][idx] = dram_reads // chunks
+    z["epilogue_bytes"][idx] = dram_writes // chunks
+
+
+_Column = np.ndarray
+_VectorColumns = tuple[
+    _Column, _Column, _Column, _Column, _Column, _Column, dict[int, tuple[int, int]]
+]
+
+
+def _vector_columns(graph: OpGraph, reuse: TileReuse) -> _VectorColumns | None:
+    """What the vector ops' costs take from the graph and ``reuse`` alone (the sums per
+    op in Python ints): their op ids, vector operations, SRAM reads and writes of the
+    ofmap buffer, DRAM bytes read and written, and the ifmap and filter buffer reads of
+    the ops a resident tile stream serves.  A read a resident tile stream serves costs
+    no DRAM traffic and reads the buffer the tile is in; a write ``reuse`` saves does
+    not reach DRAM.  None for a graph without vector ops."""
     on_chip = graph.on_chip
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
@@ -234,24 +272,10 @@ def _cost_vectors(
             index.append(op.op_id)
             columns.append((op.vector_ops, sram_read, sram_write, sum(reads), sum(writes)))
     if not index:
-        return
+        return None
     idx = np.asarray(index, np.int64)
     vector_ops, sram_reads, sram_writes, dram_reads, dram_writes = np.asarray(columns, np.int64).T
-    compute = -(-vector_ops // lanes) + overhead_cycles
-    chunks = _chunks(compute, chunks_per_op)
-    z["unit"][idx] = UNIT_VECTOR
-    z["vector_ops"][idx] = vector_ops
-    z["compute_cycles"][idx] = compute
-    for i, (ifmap, filt) in elsewhere.items():
-        z["sram_ifmap_read_bytes"][i] = ifmap
-        z["sram_filter_read_bytes"][i] = filt
-    z["sram_ofmap_read_bytes"][idx] = sram_reads
-    z["sram_ofmap_write_bytes"][idx] = sram_writes
-    z["dram_ifmap_read_bytes"][idx] = dram_reads
-    z["dram_ofmap_write_bytes"][idx] = dram_writes
-    z["chunks"][idx] = chunks
-    z["prologue_bytes"][idx] = dram_reads // chunks
-    z["epilogue_bytes"][idx] = dram_writes // chunks
+    return idx, vector_ops, sram_reads, sram_writes, dram_reads, dram_writes, elsewhere
 
 
 def vector_dram_bytes(
@@ -278,8 +302,21 @@ def vector_dram_bytes(
 
 
 def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
-    """Fill the cost arrays of the all-reduces and transfers (in Python ints, then a
-    column at a time)."""
+    """Fill the cost arrays of the all-reduces and transfers (:func:`_link_columns`)."""
+    columns = per_graph(graph, "link columns", lambda: _link_columns(graph))
+    if columns is None:
+        return
+    idx, link, dram_read, dram_write = columns
+    z["unit"][idx] = UNIT_COMM
+    z["interconnect_bytes"][idx] = link
+    z["dram_ifmap_read_bytes"][idx] = dram_read
+    z["dram_ofmap_write_bytes"][idx] = dram_write
+    z["chunks"][idx] = 1
+
+
+def _link_columns(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The all-reduces' and transfers' op ids, link bytes and DRAM bytes read and
+    written (in Python ints, then a column at a time); None for a graph without them."""
     index: list[int] = []
     columns: list[tuple[int, int, int]] = []  # link bytes, DRAM bytes read and written
     for op in graph.ops:
@@ -293,14 +330,9 @@ def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
             index.append(op.op_id)
             columns.append((op.bytes, 0, 0))
     if not index:
-        return
-    idx = np.asarray(index, np.int64)
+        return None
     link, dram_read, dram_write = np.asarray(columns, np.int64).T
-    z["unit"][idx] = UNIT_COMM
-    z["interconnect_bytes"][idx] = link
-    z["dram_ifmap_read_bytes"][idx] = dram_read
-    z["dram_ofmap_write_bytes"][idx] = dram_write
-    z["chunks"][idx] = 1
+    return np.asarray(index, np.int64), link, dram_read, dram_write
 
 
 def _convention_code(convention: Convention, fold_overlap: bool) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.config.hardware import HardwareSpec
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.memory import MemoryLayout, dram_memories, link_memory, memory_layout
@@ -29,7 +30,9 @@ KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
 
 @dataclass(frozen=True)
 class FlatStep:
-    """Per-op arrays (int64), the processors' DRAM and their links.
+    """Per-op arrays (int64), the processors' DRAM and their links.  The arrays that
+    come from the graph alone are shared by every flat step of one graph object: no
+    one changes them (an engine counts down a copy of ``deps``).
 
     ``store`` is a unit op's ready queue (processor-major, then unit, the
     interconnect left out), -1 for the others; ``where`` is the op's processor
@@ -74,36 +77,12 @@ def flatten(
 ) -> FlatStep:
     """The arrays of ``graph`` with ``costs`` on ``hw``, its ops' transfers of
     ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`')."""
-    ops = graph.ops
-    n_ops = len(ops)
+    n_ops = len(graph.ops)
     processors = hw.processors
     n_units = len(costs.unit_names) - 1  # every unit but the interconnect has a store
     unit = costs.unit.astype(np.int64)
-    kind = np.zeros(n_ops, np.int64)
-    where = np.asarray(graph.processor, np.int64).copy()
-    link_bytes = np.zeros(n_ops, np.int64)
-    taking_part = np.zeros(n_ops, np.int64)
-    participants: list[int] = []
-    for i, op in enumerate(ops):
-        if isinstance(op, TransferOp):
-            kind[i] = KIND_TRANSFER
-            where[i] = op.source
-            link_bytes[i] = op.bytes
-        elif isinstance(op, CommOp):
-            kind[i] = KIND_COMM
-            link_bytes[i] = op.tensor.bytes
-            taking_part[i] = len(op.participants)
-            participants.extend(op.participants)
-    part_ptr = np.zeros(n_ops + 1, np.int64)
-    np.cumsum(taking_part, out=part_ptr[1:])
-    deps = np.fromiter(map(len, (op.deps for op in ops)), np.int64, n_ops)
-    # Successors of each op in program order: the edges sorted stably by their source.
-    sources = np.fromiter(
-        itertools.chain.from_iterable(op.deps for op in ops), np.int64, int(deps.sum())
-    )
-    succ_idx = np.repeat(np.arange(n_ops, dtype=np.int64), deps)[np.argsort(sources, kind="stable")]
-    succ_ptr = np.zeros(n_ops + 1, np.int64)
-    np.cumsum(np.bincount(sources, minlength=n_ops), out=succ_ptr[1:])
+    shape = per_graph(graph, "flat shape", lambda: _Shape.of(graph))
+    kind, where = shape.kind, shape.where
     unit_slot = np.where(unit > UNIT_COMM, unit - 1, unit)
     store = np.where(kind == KIND_UNIT, where * n_units + unit_slot, -1).astype(np.int64)
     n_stores = processors * n_units
@@ -120,19 +99,19 @@ def flatten(
         kind=kind,
         store=store,
         where=where,
-        priority=np.asarray(graph.priority if graph.priority else range(n_ops), np.int64),
+        priority=shape.priority,
         chunks=costs.chunks.astype(np.int64),
         compute=costs.compute_cycles.astype(np.int64),
         reads=costs.dram_read_bytes.astype(np.int64),
         writes=costs.dram_ofmap_write_bytes.astype(np.int64),
         prologue=costs.prologue_bytes.astype(np.int64),
         epilogue=costs.epilogue_bytes.astype(np.int64),
-        link_bytes=link_bytes,
-        part_ptr=part_ptr,
-        part_idx=np.asarray(participants, np.int64),
-        succ_ptr=succ_ptr,
-        succ_idx=succ_idx,
-        deps=deps,
+        link_bytes=shape.link_bytes,
+        part_ptr=shape.part_ptr,
+        part_idx=shape.part_idx,
+        succ_ptr=shape.succ_ptr,
+        succ_idx=shape.succ_idx,
+        deps=shape.deps,
         store_base=store_base,
         read_stream=read_stream,
         write_stream=write_stream,
@@ -142,6 +121,64 @@ def flatten(
         link_bandwidth=float(link_bandwidth),
         link_latency=link.latency_cycles,
     )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a :class:`FlatStep` takes from the graph alone (shared by every flat step
+    made from the graph; ``deps`` is copied for each)."""
+
+    kind: np.ndarray
+    where: np.ndarray
+    priority: np.ndarray
+    link_bytes: np.ndarray
+    part_ptr: np.ndarray
+    part_idx: np.ndarray
+    succ_ptr: np.ndarray
+    succ_idx: np.ndarray
+    deps: np.ndarray
+
+    @staticmethod
+    def of(graph: OpGraph) -> _Shape:
+        ops = graph.ops
+        n_ops = len(ops)
+        kind = np.zeros(n_ops, np.int64)
+        where = np.asarray(graph.processor, np.int64).copy()
+        link_bytes = np.zeros(n_ops, np.int64)
+        taking_part = np.zeros(n_ops, np.int64)
+        participants: list[int] = []
+        for i, op in enumerate(ops):
+            if isinstance(op, TransferOp):
+                kind[i] = KIND_TRANSFER
+                where[i] = op.source
+                link_bytes[i] = op.bytes
+            elif isinstance(op, CommOp):
+                kind[i] = KIND_COMM
+                link_bytes[i] = op.tensor.bytes
+                taking_part[i] = len(op.participants)
+                participants.extend(op.participants)
+        part_ptr = np.zeros(n_ops + 1, np.int64)
+        np.cumsum(taking_part, out=part_ptr[1:])
+        deps = np.fromiter(map(len, (op.deps for op in ops)), np.int64, n_ops)
+        # Successors of each op in program order: the edges sorted stably by their source.
+        sources = np.fromiter(
+            itertools.chain.from_iterable(op.deps for op in ops), np.int64, int(deps.sum())
+        )
+        order = np.argsort(sources, kind="stable")
+        succ_idx = np.repeat(np.arange(n_ops, dtype=np.int64), deps)[order]
+        succ_ptr = np.zeros(n_ops + 1, np.int64)
+        np.cumsum(np.bincount(sources, minlength=n_ops), out=succ_ptr[1:])
+        return _Shape(
+            kind=kind,
+            where=where,
+            priority=np.asarray(graph.priority if graph.priority else range(n_ops), np.int64),
+            link_bytes=link_bytes,
+            part_ptr=part_ptr,
+            part_idx=np.asarray(participants, np.int64),
+            succ_ptr=succ_ptr,
+            succ_idx=succ_idx,
+            deps=deps,
+        )
 
 
 def fingerprint(flat: FlatStep) -> bytes:
