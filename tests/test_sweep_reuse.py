@@ -71,7 +71,12 @@ def test_planning_validates_each_file_once_per_distinct_overrides(
     the workload once each, for six points."""
     counts = {
         name: count_calls(monkeypatch, inputs_module, name)
-        for name in ("read_run_file", "load_hardware", "load_energy_with_origins", "load_model")
+        for name in (
+            "read_run_file",
+            "validate_by_sections",
+            "load_energy_with_origins",
+            "load_model",
+        )
     }
     path = sweep_file(
         tmp_path, "name: once\ngrid:\n  batch_size: [1, 2]\n  array.rows: [8, 16, 32]\n"
@@ -79,7 +84,7 @@ def test_planning_validates_each_file_once_per_distinct_overrides(
     assert len(plan_sweep(path).points) == 6
     assert {name: len(calls) for name, calls in counts.items()} == {
         "read_run_file": 2,
-        "load_hardware": 3,
+        "validate_by_sections": 3,
         "load_energy_with_origins": 1,
         "load_model": 1,
     }

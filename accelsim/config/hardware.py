@@ -9,6 +9,7 @@ channel per processor.
 
 from __future__ import annotations
 
+import functools
 from enum import Enum
 from typing import Annotated
 
@@ -302,6 +303,12 @@ class WordBytesSpec(Spec):
         return self
 
 
+@functools.cache
+def _default(spec: type[Spec]) -> Spec:
+    """``spec()``, made once (on first use: specs build their validators lazily)."""
+    return spec()
+
+
 class HardwareSpec(Spec):
     """A whole accelerator: ``processors`` identical processors and their DRAM.
 
@@ -331,12 +338,12 @@ class HardwareSpec(Spec):
     # point identities) unchanged while at their defaults.
     mapping: MappingSpec = Field(
         default_factory=MappingSpec,
-        exclude_if=lambda v: v == MappingSpec(),
+        exclude_if=lambda v: v == _default(MappingSpec),
         description="How GEMMs are laid onto the arrays, as the chip's compiler would.",
     )
     timing: ChipTimingSpec = Field(
         default_factory=ChipTimingSpec,
-        exclude_if=lambda v: v == ChipTimingSpec(),
+        exclude_if=lambda v: v == _default(ChipTimingSpec),
         description="Fixed timing costs of the chip and its runtime.",
     )
 

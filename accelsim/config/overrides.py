@@ -14,6 +14,7 @@ is blamed through :meth:`Origins.blame` on the place the user wrote the value:
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,8 @@ class Override:
         source_path: The key as written there (``hardware.array.rows``,
             ``overrides.hardware.array.rows``, ``grid.array.rows``).
         parts: ``key`` parsed: names, list indices and named list elements.
+        cache_key: What the override decides, hashable: its key, value (typed:
+            ``1``, ``1.0`` and ``true`` differ, :func:`frozen`) and where it was written.
 
     Raises:
         ConfigError: at ``source`` for a malformed or too deep key.
@@ -54,9 +57,12 @@ class Override:
     source: str
     source_path: str
     parts: tuple[str | int | _Named, ...] = field(init=False, repr=False, compare=False)
+    cache_key: Hashable = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "parts", tuple(_split_key(self)))
+        key = (self.key, frozen(self.value), self.source, self.source_path)
+        object.__setattr__(self, "cache_key", key)
 
 
 @dataclass(frozen=True)
@@ -234,3 +240,13 @@ def deep_copy(value: Any) -> Any:
     if isinstance(value, list):
         return [deep_copy(v) for v in value]
     return value
+
+
+def frozen(value: Any) -> Hashable:
+    """Plain data as a hashable key that tells types apart (``1``, ``1.0`` and ``true``
+    differ)."""
+    if isinstance(value, dict):
+        return ("{}", tuple((k, frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[]", tuple(frozen(v) for v in value))
+    return (type(value).__name__, value)

@@ -55,8 +55,7 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
     is a run-file key, else to the hardware file when it is a hardware key.
     """
     routed: dict[str, list[Override]] = {"run": [], **{s: [] for s in SECTIONS}}
-    run_keys = set(RunSpec.model_fields)
-    hardware_keys = set(HardwareSpec.model_fields)
+    run_keys, hardware_keys = RunSpec.model_fields, HardwareSpec.model_fields
     for item in sets:
         head, _, rest = item.key.partition(".")
         head = head.split("[")[0]
@@ -74,7 +73,7 @@ def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
         elif head in hardware_keys:
             routed["hardware"].append(item)
         else:
-            choices = sorted(run_keys | hardware_keys | {f"{s}." for s in ("run", *SECTIONS)})
+            choices = sorted({*run_keys, *hardware_keys, *(f"{s}." for s in ("run", *SECTIONS))})
             raise ConfigError.single(
                 item.source, item.source_path, "unknown key; " + suggest(head, choices), item.value
             )

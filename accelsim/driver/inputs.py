@@ -20,13 +20,13 @@ from accelsim.config.loader import (
     display_path,
     dump_yaml,
     load_energy_with_origins,
-    load_hardware,
     load_suite,
     read_yaml,
 )
 from accelsim.config.overrides import Origins
 from accelsim.config.run import AssignmentPolicy, RunSpec
 from accelsim.config.run_file import RunFile, read_run_file, route_sets
+from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
@@ -99,6 +99,7 @@ class InputCache:
     def __init__(self) -> None:
         self._files: dict[tuple[Path, type[InputError]], dict[str, Any] | InputError] = {}
         self._sections: OrderedDict[Hashable, Any] = OrderedDict()
+        self._paths: dict[Path, Path] = {}
 
     def load(self, path: Path, sets: list[Override] | None = None) -> RunInputs:
         """:func:`load_inputs` through this cache."""
@@ -114,9 +115,7 @@ class InputCache:
                 return None
 
         hw_path, energy_path = run_file.hardware_path, run_file.energy_path
-        hardware = attempt(
-            "hardware", lambda o: load_hardware(hw_path, o, self.data(hw_path)), hw_path
-        )
+        hardware = attempt("hardware", lambda o: self._hardware(hw_path, o), hw_path)
         priced = attempt(
             "energy",
             lambda o: load_energy_with_origins(energy_path, o, self.data(energy_path)),
@@ -142,7 +141,7 @@ class InputCache:
 
     def run_file(self, path: Path, sets: list[Override] | None = None) -> RunFile:
         """:func:`~accelsim.config.run_file.load_run_file` through this cache."""
-        path = bundled_path(path)
+        path = self._bundled(path)
         routed = route_sets(sets or [])
         run_sets = routed["run"]
         read = self._once(
@@ -150,6 +149,13 @@ class InputCache:
             lambda: read_run_file(path, self.data(path), run_sets),
         )
         return read.with_sets(routed)
+
+    def _bundled(self, path: Path) -> Path:
+        """:func:`~accelsim.resources.bundled_path`, once per path."""
+        found = self._paths.get(path)
+        if found is None:
+            found = self._paths[path] = bundled_path(path)
+        return found
 
     def data(self, path: Path) -> dict[str, Any]:
         """:func:`~accelsim.config.loader.read_yaml`, once per file (callers must not
@@ -173,6 +179,18 @@ class InputCache:
         if isinstance(known, InputError):
             raise type(known)(known.problems)
         return known
+
+    def _hardware(self, path: Path, overrides: list[Override]) -> HardwareSpec:
+        """:func:`~accelsim.config.loader.load_hardware`, each section the overrides
+        touch validated once per distinct set of its overrides
+        (:func:`~accelsim.config.sections.validate_by_sections`)."""
+        return validate_by_sections(
+            HardwareSpec,
+            self.data(path),
+            display_path(path),
+            overrides,
+            lambda key, make: self._once(("hardware sections", path, key), make),
+        )
 
     def _model(
         self, path: Path, overrides: list[Override], variant: Override | None
@@ -203,15 +221,7 @@ class InputCache:
 def _key(overrides: list[Override]) -> Hashable:
     """What decides a file's data after ``overrides``: each override's key, value
     (typed: ``1``, ``1.0`` and ``true`` differ) and where it was written."""
-    return tuple((o.key, _frozen(o.value), o.source, o.source_path) for o in overrides)
-
-
-def _frozen(value: Any) -> Hashable:
-    if isinstance(value, dict):
-        return ("{}", tuple((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return ("[]", tuple(_frozen(v) for v in value))
-    return (type(value).__name__, value)
+    return tuple(o.cache_key for o in overrides)
 
 
 def _checked(

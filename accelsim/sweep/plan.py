@@ -8,6 +8,7 @@ each blamed on the sweep file's key that chose the bad value.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from accelsim.config.loader import Override, display_path, read_yaml
+from accelsim.config.sections import nested_sections
 from accelsim.config.validate import validate_data
 from accelsim.driver.inputs import InputCache, RunInputs, model_overrides, suite_entries
 from accelsim.errors import ConfigError, InputError, Problem
@@ -116,12 +118,33 @@ class Identities:
         sections = {
             "accelsim": json.dumps(version()),
             "energy": self._text(inputs.energy, _dumped),
-            "hardware": self._text(inputs.hardware, _dumped),
+            "hardware": self._sectioned(inputs.hardware),
             "run": self._text(inputs.run, _run_dumped),
             "workload": self._text(inputs.workload, _workload_dumped),
         }
         text = "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in sections.items()) + "}"
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def _sectioned(self, spec: BaseModel) -> str:
+        """``spec``'s canonical JSON (as :meth:`_text` makes it with a plain dump), each
+        nested section's text made once per section object: the points of a sweep
+        share most of their hardware's sections."""
+        known = self._texts.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
+        sections = nested_sections(type(spec))
+        fields = type(spec).model_fields
+        parts = {
+            k: json.dumps(v, sort_keys=True, separators=(",", ":"))
+            for k, v in spec.model_dump(mode="json", exclude=_section_names(type(spec))).items()
+        }
+        for name in sections:
+            value, info = getattr(spec, name), fields[name]
+            if not info.exclude and not (info.exclude_if is not None and info.exclude_if(value)):
+                parts[name] = self._text(value, _dumped)
+        text = "{" + ",".join(f"{_quoted(k)}:{parts[k]}" for k in sorted(parts)) + "}"
+        self._keep(spec, text)
+        return text
 
     def _text(self, spec: BaseModel, dump: Callable[[BaseModel], Any]) -> str:
         known = self._texts.get(id(spec))
@@ -129,13 +152,28 @@ class Identities:
             self._texts.move_to_end(id(spec))
             return known[1]
         text = json.dumps(dump(spec), sort_keys=True, separators=(",", ":"))
+        self._keep(spec, text)
+        return text
+
+    def _keep(self, spec: BaseModel, text: str) -> None:
         self._texts[id(spec)] = (spec, text)
         if len(self._texts) > _KEPT_TEXTS:
             self._texts.popitem(last=False)
-        return text
 
 
 _KEPT_TEXTS = 64
+
+
+@functools.cache
+def _quoted(key: str) -> str:
+    """A key as JSON writes it."""
+    return json.dumps(key)
+
+
+@functools.cache
+def _section_names(model: type[BaseModel]) -> set[str]:
+    """The nested sections of ``model`` (callers must not change the set)."""
+    return set(nested_sections(model))
 
 
 def _dumped(spec: BaseModel) -> Any:
@@ -207,7 +245,7 @@ def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POIN
     cache = InputCache()
     identities = Identities()
     token = secrets.token_hex(8)
-    for axes, sets in _combinations(spec, directory, source, models):
+    for axes, sets, label in _combinations(spec, directory, source, models):
         index = len(points)
         try:
             # A section is set before the keys inside it, whichever wrote it first.
@@ -225,7 +263,6 @@ def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POIN
             )
             continue
         seen[key] = index
-        label = ", ".join(f"{k}={_text(v)}" for k, v in axes.items())
         task = PointTask(
             token,
             key,
@@ -283,16 +320,17 @@ def _models(spec: SweepSpec, directory: Path, source: str) -> dict[str, Path]:
 
 def _combinations(
     spec: SweepSpec, directory: Path, source: str, models: Mapping[str, Path]
-) -> Iterator[tuple[dict[str, Any], list[Override]]]:
-    """Each point's axis values and overrides, in sweep order, excludes dropped (each
-    axis value's override made once)."""
-    Item = tuple[str, Any, Override | None]
+) -> Iterator[tuple[dict[str, Any], list[Override], str]]:
+    """Each point's axis values, overrides and label, in sweep order, excludes dropped
+    (each axis value's override and label made once)."""
+    Item = tuple[str, Any, Override | None, str]
     dims: list[list[list[Item]]] = []
     if models:
-        dims.append([[(MODEL_AXIS, name, None)] for name in models])
+        dims.append([[(MODEL_AXIS, name, None, f"{MODEL_AXIS}={_text(name)}")] for name in models])
 
     def item(key: str, value: Any, where: str) -> Item:
-        return key, value, Override(key, _resolve(key, value, directory), source, where)
+        made = Override(key, _resolve(key, value, directory), source, where)
+        return key, value, made, f"{key}={_text(value)}"
 
     for key, values in spec.grid.items():
         dims.append([[item(key, v, f"grid.{key}")] for v in values])
@@ -303,10 +341,11 @@ def _combinations(
         )
     for combo in itertools.product(*dims):
         items = [entry for part in combo for entry in part]
-        axes = {key: value for key, value, _ in items}
+        axes = {key: value for key, value, _, _ in items}
         if any(all(axes.get(k) == v for k, v in entry.items()) for entry in spec.exclude):
             continue
-        yield axes, [made for _, _, made in items if made is not None]
+        sets = [made for _, _, made, _ in items if made is not None]
+        yield axes, sets, ", ".join(shown for _, _, _, shown in items)
 
 
 def _resolve(key: str, value: Any, directory: Path) -> Any:
