@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO, TypeAlias, cast
 
 from accelsim import __version__, cli_import, cli_sweep
+from accelsim.collections_policy import fewer_collections
 from accelsim.errors import InputError, LimitError, OutputError
 from accelsim.resources import bundled_path, data_dir
 
@@ -381,16 +382,10 @@ def _signals_interrupt() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-# Allocations between two young-generation collections while a command runs.
-# Big runs build hundreds of thousands of small immutable ops and tensors, which
-# reference counting frees; at Python's default (700) the cyclic collector
-# rescans them thousands of times, about a quarter of a LayerPipe run's time.
-GC_ALLOCATIONS = 100_000
-
-
 @contextmanager
 def _fewer_collections(process_ends: bool) -> Iterator[None]:
-    """Collect young objects less often while a command runs.
+    """Collect young objects less often while a command runs
+    (:func:`~accelsim.collections_policy.fewer_collections`).
 
     When the process ends with the command (``process_ends``), the objects left
     are frozen (:func:`gc.freeze`) instead of collected: the interpreter's exit
@@ -399,14 +394,12 @@ def _fewer_collections(process_ends: bool) -> Iterator[None]:
     memory the operating system takes back anyway.  Output files are closed by
     then and the standard streams are still flushed at exit.
     """
-    threshold = gc.get_threshold()
-    gc.set_threshold(GC_ALLOCATIONS, *threshold[1:])
-    try:
-        yield
-    finally:
-        if process_ends:
-            gc.freeze()
-        gc.set_threshold(*threshold)
+    with fewer_collections():
+        try:
+            yield
+        finally:
+            if process_ends:
+                gc.freeze()
 
 
 def escaped(text: str, keep: str = "\n\t") -> str:

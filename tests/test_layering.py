@@ -13,6 +13,7 @@ ORDER = [
     "units",
     "resources",
     "provenance",
+    "collections_policy",
     "config",
     "graph",
     "workload",

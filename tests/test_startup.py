@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import accelsim
-from accelsim import cli
+from accelsim import cli, collections_policy
 from accelsim.config.base import Spec
 from accelsim.techniques.registry import REGISTRY, technique_class
 
@@ -168,4 +168,4 @@ def test_the_benchmark_floor_builds_its_model_as_accelsim_builds_specs() -> None
         gc.unfreeze()
         gc.set_threshold(*threshold)
     assert namespace["Array"].model_config == Spec.model_config
-    assert namespace["GC_ALLOCATIONS"] == cli.GC_ALLOCATIONS
+    assert namespace["GC_ALLOCATIONS"] == collections_policy.GC_ALLOCATIONS

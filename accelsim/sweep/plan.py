@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from accelsim.collections_policy import fewer_collections
 from accelsim.config.loader import Override, display_path, read_yaml
 from accelsim.config.sections import nested_sections
 from accelsim.config.validate import validate_data
@@ -245,37 +246,38 @@ def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POIN
     cache = InputCache()
     identities = Identities()
     token = secrets.token_hex(8)
-    for axes, sets, label in _combinations(spec, directory, source, models):
-        index = len(points)
-        try:
-            # A section is set before the keys inside it, whichever wrote it first.
-            final = sorted([*fixed, *sets], key=_depth)
-            if MODEL_AXIS in axes:
-                final = model_overrides(base, models[axes[MODEL_AXIS]], final, cache)
-            inputs = cache.load(base, final)
-        except InputError as exc:
-            problems += [p for p in exc.problems if p not in problems]
-            continue
-        key = identities(inputs)
-        if key in seen:
-            problems.append(
-                Problem(source, "", f"two points are the same design (point {seen[key]})", axes)
+    with fewer_collections():  # a few objects per point, freed by reference counting
+        for axes, sets, label in _combinations(spec, directory, source, models):
+            index = len(points)
+            try:
+                # A section is set before the keys inside it, whichever wrote it first.
+                final = sorted([*fixed, *sets], key=_depth)
+                if MODEL_AXIS in axes:
+                    final = model_overrides(base, models[axes[MODEL_AXIS]], final, cache)
+                inputs = cache.load(base, final)
+            except InputError as exc:
+                problems += [p for p in exc.problems if p not in problems]
+                continue
+            key = identities(inputs)
+            if key in seen:
+                problems.append(
+                    Problem(source, "", f"two points are the same design (point {seen[key]})", axes)
+                )
+                continue
+            seen[key] = index
+            task = PointTask(
+                token,
+                key,
+                index,
+                label,
+                base_file,
+                tuple(
+                    (o.key, o.value, resolved if o.source == source else o.source, o.source_path)
+                    for o in final
+                ),
+                spec.layers,
             )
-            continue
-        seen[key] = index
-        task = PointTask(
-            token,
-            key,
-            index,
-            label,
-            base_file,
-            tuple(
-                (o.key, o.value, resolved if o.source == source else o.source, o.source_path)
-                for o in final
-            ),
-            spec.layers,
-        )
-        points.append(Point(dict(axes), task))
+            points.append(Point(dict(axes), task))
     if problems:
         raise ConfigError(problems)
     if not points:
