@@ -35,8 +35,8 @@ from accelsim.sweep.store import strict
 
 MAX_POINTS = 10_000
 """Most points a sweep may have unless the caller raises it (``accelsim sweep --max-points``):
-planning validates and names every point before anything is simulated (about 0.1 to
-0.2 ms a point along hardware axes, more where a point changes the workload)."""
+planning validates and names every point before anything is simulated (about 0.1 ms
+a point along hardware axes, more where a point changes the workload)."""
 
 # Run-file keys that name things rather than set them: two points that differ only
 # here simulate the same thing (the referenced files' contents are hashed instead).
