@@ -193,7 +193,7 @@ def check_sweep(path: Path, max_points: int | None = None) -> SweepPlan:
     from accelsim.sweep import plan_sweep
     from accelsim.sweep.plan import MAX_POINTS
 
-    return plan_sweep(path, max_points or MAX_POINTS)
+    return plan_sweep(path, max_points or MAX_POINTS, os.cpu_count() or 1)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -211,7 +211,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     from accelsim.sweep.plan import MAX_POINTS
 
-    plan = plan_sweep(args.sweep_file, args.max_points or MAX_POINTS)
+    plan = plan_sweep(args.sweep_file, args.max_points or MAX_POINTS, args.jobs)
     todo = pending_points(plan, args.out, args.retry_failed)
     executor: Executor
     if args.scheduler is not None or args.dask_workers is not None:

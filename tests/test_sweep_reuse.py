@@ -19,8 +19,9 @@ from accelsim.driver import inputs as inputs_module
 from accelsim.driver import run as run_module
 from accelsim.driver.inputs import InputCache, load_inputs, resolved_data
 from accelsim.driver.run import simulate_run, simulate_training
-from accelsim.errors import InputError
+from accelsim.errors import ConfigError, InputError
 from accelsim.provenance import version
+from accelsim.sweep import plan as plan_module
 from accelsim.sweep import plan_sweep
 from accelsim.sweep.plan import identity
 from accelsim.sweep.worker import _Loaded, run_point
@@ -257,3 +258,57 @@ def test_facts_are_kept_once_per_graph_object() -> None:
     copy = dataclasses.replace(graph)
     assert copy == graph  # the kept facts take no part in equality
     assert per_graph(copy, "test fact", make) == first and made == [1, 1]
+
+
+def _planned(plan: Any) -> list[tuple[Any, ...]]:
+    return [
+        (p.axes, p.task.identity, p.task.index, p.task.label, p.task.sets, p.task.layers)
+        for p in plan.points
+    ]
+
+
+def test_forked_planning_gives_the_plan_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planned by two forked processes in 16 shares (a grid, a zip, an exclude, a fixed
+    set and a suite's model axis), a sweep has the points, identities, indices, labels
+    and overrides that one process gives it."""
+    monkeypatch.setattr(plan_module, "PARALLEL_POINTS", 1)
+    suite = ROOT / "configs" / "suites" / "default.yaml"
+    path = sweep_file(
+        tmp_path,
+        f"name: forked\nsuite: {suite}\nmodels: [mlp, alexnet, lstm_ptb]\nset:\n  batch_size: 2\n"
+        "grid:\n  array.rows: [16, 32, 64]\n  dram.bandwidth_bytes_per_cycle: [16, 64]\n"
+        "zip:\n  - {array.cols: [16, 32], array.dataflow: [os, ws]}\n"
+        "exclude:\n  - {array.rows: 32, array.cols: 16}\n",
+    )
+    alone = plan_sweep(path)
+    assert len(alone.points) == 3 * 2 * 2 * 3 - 3 * 2
+    assert _planned(plan_sweep(path, jobs=2)) == _planned(alone)
+
+
+BANDWIDTH = "dram.bandwidth_bytes_per_cycle"
+
+
+def test_forked_planning_reports_the_problems_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bad values and two points that are the same design, planned by forked processes:
+    the same problems, in the same order, as one process reports."""
+    monkeypatch.setattr(plan_module, "PARALLEL_POINTS", 1)
+    path = sweep_file(
+        tmp_path,
+        "name: bad\ngrid:\n  array.rows: [8, 0, 16, -1]\n"
+        "  dram.bandwidth_bytes_per_cycle: [8, 8.0, 16]\n",
+    )
+    with pytest.raises(ConfigError) as alone:
+        plan_sweep(path)
+    with pytest.raises(ConfigError) as forked:
+        plan_sweep(path, jobs=3)
+    assert forked.value.problems == alone.value.problems
+    assert [(p.path, p.message, p.value) for p in alone.value.problems] == [
+        ("", "two points are the same design (point 0)", {"array.rows": 8, BANDWIDTH: 8.0}),
+        ("grid.array.rows", "input should be greater than 0", 0),
+        ("", "two points are the same design (point 2)", {"array.rows": 16, BANDWIDTH: 8.0}),
+        ("grid.array.rows", "input should be greater than 0", -1),
+    ]

@@ -7,22 +7,18 @@ so the stored results do not depend on the executor.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import math
-import multiprocessing
-import os
-import signal
-import sys
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
 
 from accelsim.errors import ClusterError, InputError
 from accelsim.sweep.plan import PointTask
+from accelsim.sweep.processes import process_pool
 from accelsim.sweep.worker import PointOutcome, run_chunk
 
 CLUSTER_HINT = (
@@ -62,22 +58,6 @@ class Executor(AbstractContextManager["Executor"]):
         return None
 
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _die_with(parent: int) -> None:
-    """Pool worker initializer: on Linux, be killed with the sweep's process, even by
-    SIGKILL, so a killed sweep leaves no orphan workers; elsewhere a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the call
-        os._exit(1)
-
-
 @dataclass
 class PoolExecutor(Executor):
     """A local process pool of ``jobs`` workers (forked where the platform allows, so
@@ -87,14 +67,7 @@ class PoolExecutor(Executor):
     jobs: int
 
     def __post_init__(self) -> None:
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else None)
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.jobs,
-            mp_context=context,
-            initializer=_die_with,
-            initargs=(os.getpid(),),
-        )
+        self._pool = process_pool(self.jobs)
         self.workers = self.jobs
         self.description = f"process pool, {self.jobs} worker{'s' if self.jobs != 1 else ''}"
 

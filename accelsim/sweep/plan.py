@@ -30,6 +30,7 @@ from accelsim.driver.inputs import InputCache, RunInputs, model_overrides, suite
 from accelsim.errors import ConfigError, InputError, Problem
 from accelsim.provenance import version
 from accelsim.resources import bundled_path
+from accelsim.sweep.processes import can_fork, process_pool
 from accelsim.sweep.spec import MODEL_AXIS, SweepSpec
 from accelsim.sweep.store import strict
 
@@ -193,7 +194,100 @@ MAPPING_SOURCE = "<sweep>"
 """How messages name a sweep given as a mapping rather than a file."""
 
 
-def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POINTS) -> SweepPlan:
+PARALLEL_POINTS = 20_000
+"""Sweeps of at least this many points (before ``exclude``) are planned by ``jobs``
+forked processes when :func:`plan_sweep` is given more than one."""
+
+
+@dataclass(frozen=True)
+class _Expansion:
+    """What turns a sweep into its points' overrides (picklable: planning processes
+    receive it)."""
+
+    spec: SweepSpec
+    directory: Path
+    source: str
+    models: dict[str, Path]
+    base: Path
+    fixed: tuple[Override, ...]
+
+    def points(
+        self, cache: InputCache, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[dict[str, Any], list[Override] | tuple[Problem, ...], str]]:
+        """Each point's axis values, overrides (a section set before the keys inside it,
+        whichever wrote it first; the problems of a model axis's workload file instead)
+        and label, in sweep order, excludes dropped: of the combinations ``start`` to
+        ``stop`` of the axes' values."""
+        combinations = _combinations(
+            self.spec, self.directory, self.source, self.models, start, stop
+        )
+        orders: dict[tuple[str, ...], list[int]] = {}
+        for axes, sets, label in combinations:
+            final = _by_depth([*self.fixed, *sets], orders)
+            if MODEL_AXIS in axes:
+                try:
+                    final = model_overrides(self.base, self.models[axes[MODEL_AXIS]], final, cache)
+                except InputError as exc:
+                    yield axes, tuple(exc.problems), label
+                    continue
+            yield axes, final, label
+
+
+Verdict = str | tuple[Problem, ...]
+"""A point's identity, or the problems that make it invalid."""
+
+
+def _verdict(
+    expansion: _Expansion,
+    cache: InputCache,
+    identities: Identities,
+    final: list[Override] | tuple[Problem, ...],
+) -> Verdict:
+    if isinstance(final, tuple):
+        return final
+    try:
+        return identities(cache.load(expansion.base, final))
+    except InputError as exc:
+        return tuple(exc.problems)
+
+
+def _verdicts(expansion: _Expansion, start: int, stop: int) -> list[Verdict]:
+    """The verdicts of the points of combinations ``start`` to ``stop``, in sweep order,
+    in a planning process."""
+    cache, identities = _Planning.cache, _Planning.identities
+    points = expansion.points(cache, start, stop)
+    return [_verdict(expansion, cache, identities, final) for _, final, _ in points]
+
+
+class _Planning:
+    """A planning process's input cache and identities, kept from share to share."""
+
+    cache = InputCache()
+    identities = Identities()
+
+
+def _forked_verdicts(expansion: _Expansion, count: int, jobs: int) -> Iterator[Verdict]:
+    """Every point's verdict, in sweep order, from ``jobs`` processes: the ``count``
+    combinations of the axes' values are cut into :data:`SHARES_PER_JOB` contiguous
+    shares per process, handed out in order, so that this process takes in the first
+    shares' verdicts while the others are planned."""
+    shares = jobs * SHARES_PER_JOB
+    size = -(-count // shares)
+    with process_pool(jobs) as pool:
+        futures = [
+            pool.submit(_verdicts, expansion, k * size, min(count, (k + 1) * size))
+            for k in range(shares)
+        ]
+        for future in futures:
+            yield from future.result()
+
+
+SHARES_PER_JOB = 8
+
+
+def plan_sweep(
+    sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POINTS, jobs: int = 1
+) -> SweepPlan:
     """Expand and validate every point of a sweep file, or of a sweep given as a mapping
     with a sweep file's keys.
 
@@ -207,6 +301,10 @@ def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POIN
         sweep: The sweep file, or its contents as a mapping.
         max_points: The most points the sweep may have (before ``exclude``), checked
             before any point is expanded.
+        jobs: Processes that load and name the points of a sweep of at least
+            :data:`PARALLEL_POINTS` points, each a contiguous share (forked; where
+            the platform cannot fork, and for smaller sweeps, this process alone).
+            The plan is the same whatever ``jobs`` is.
 
     Raises:
         ConfigError: for a bad sweep or one of more than ``max_points`` points, or
@@ -237,45 +335,55 @@ def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POIN
             " --max-points N (accelsim sweep and accelsim check)",
         )
     base_file = str(base.resolve())
-    fixed = [
+    fixed = tuple(
         Override(k, _resolve(k, v, directory), source, f"set.{k}") for k, v in spec.set.items()
-    ]
+    )
+    expansion = _Expansion(spec, directory, source, models, base, fixed)
     problems: list[Problem] = []
     points: list[Point] = []
     seen: dict[str, int] = {}
     cache = InputCache()
     identities = Identities()
     token = secrets.token_hex(8)
+    entries: dict[int, tuple[Override, tuple[str, Any, str, str]]] = {}
+
+    def entry(o: Override) -> tuple[str, Any, str, str]:
+        """A task's record of override ``o`` (made once per override object)."""
+        known = entries.get(id(o))
+        if known is None or known[0] is not o:
+            known = entries[id(o)] = (
+                o,
+                (o.key, o.value, resolved if o.source == source else o.source, o.source_path),
+            )
+        return known[1]
+
+    forked = (
+        _forked_verdicts(expansion, count, jobs)
+        if jobs > 1 and count >= PARALLEL_POINTS and can_fork()
+        else None
+    )
     with fewer_collections():  # a few objects per point, freed by reference counting
-        for axes, sets, label in _combinations(spec, directory, source, models):
-            index = len(points)
-            try:
-                # A section is set before the keys inside it, whichever wrote it first.
-                final = sorted([*fixed, *sets], key=_depth)
-                if MODEL_AXIS in axes:
-                    final = model_overrides(base, models[axes[MODEL_AXIS]], final, cache)
-                inputs = cache.load(base, final)
-            except InputError as exc:
-                problems += [p for p in exc.problems if p not in problems]
+        for axes, final, label in expansion.points(cache):
+            verdict = (
+                next(forked)
+                if forked is not None
+                else _verdict(expansion, cache, identities, final)
+            )
+            if not isinstance(verdict, str):
+                problems += [p for p in verdict if p not in problems]
                 continue
-            key = identities(inputs)
-            if key in seen:
+            assert not isinstance(final, tuple)  # a point with problems has no identity
+            index = len(points)
+            if verdict in seen:
                 problems.append(
-                    Problem(source, "", f"two points are the same design (point {seen[key]})", axes)
+                    Problem(
+                        source, "", f"two points are the same design (point {seen[verdict]})", axes
+                    )
                 )
                 continue
-            seen[key] = index
+            seen[verdict] = index
             task = PointTask(
-                token,
-                key,
-                index,
-                label,
-                base_file,
-                tuple(
-                    (o.key, o.value, resolved if o.source == source else o.source, o.source_path)
-                    for o in final
-                ),
-                spec.layers,
+                token, verdict, index, label, base_file, tuple(map(entry, final)), spec.layers
             )
             points.append(Point(dict(axes), task))
     if problems:
@@ -283,6 +391,18 @@ def plan_sweep(sweep: Path | str | Mapping[str, Any], max_points: int = MAX_POIN
     if not points:
         raise ConfigError.single(source, "exclude", "excludes every point of the sweep")
     return SweepPlan(spec, path, tuple(points))
+
+
+def _by_depth(
+    overrides: list[Override], orders: dict[tuple[str, ...], list[int]]
+) -> list[Override]:
+    """``overrides`` sorted (stably) by how deep each sets: the order worked out once per
+    sequence of keys in ``orders`` (the points of a sweep share theirs)."""
+    keys = tuple(o.key for o in overrides)
+    order = orders.get(keys)
+    if order is None:
+        order = orders[keys] = sorted(range(len(keys)), key=lambda i: _depth(overrides[i]))
+    return [overrides[i] for i in order]
 
 
 def _depth(item: Override) -> int:
@@ -321,10 +441,16 @@ def _models(spec: SweepSpec, directory: Path, source: str) -> dict[str, Path]:
 
 
 def _combinations(
-    spec: SweepSpec, directory: Path, source: str, models: Mapping[str, Path]
+    spec: SweepSpec,
+    directory: Path,
+    source: str,
+    models: Mapping[str, Path],
+    start: int = 0,
+    stop: int | None = None,
 ) -> Iterator[tuple[dict[str, Any], list[Override], str]]:
     """Each point's axis values, overrides and label, in sweep order, excludes dropped
-    (each axis value's override and label made once)."""
+    (each axis value's override and label made once), of the combinations ``start``
+    to ``stop`` of the axes' values."""
     Item = tuple[str, Any, Override | None, str]
     dims: list[list[list[Item]]] = []
     if models:
@@ -341,7 +467,7 @@ def _combinations(
         dims.append(
             [[item(k, vs[j], f"zip[{i}].{k}") for k, vs in group.items()] for j in range(length)]
         )
-    for combo in itertools.product(*dims):
+    for combo in itertools.islice(itertools.product(*dims), start, stop):
         items = [entry for part in combo for entry in part]
         axes = {key: value for key, value, _, _ in items}
         if any(all(axes.get(k) == v for k, v in entry.items()) for entry in spec.exclude):
