@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accelsim.config.base import Dataflow
 from accelsim.errors import SimulationError
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import GemmOp, OpGraph
@@ -183,74 +182,32 @@ def whole_use(
 
 def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) -> UnitSchedule:
     """The :class:`UnitSchedule` of the GEMM ops of ``graph`` that run on ``unit``, with
-    the tile streams ``reuse`` keeps on chip."""
+    the tile streams ``reuse`` keeps on chip.
+
+    What comes from the graph and the dataflow alone is worked out once per graph
+    object (:func:`_unit_gemms`); the folds and what they use follow the array's
+    rows and columns, and the tile flags ``reuse``.
+    """
     dataflow = unit.array.dataflow
-    g = per_graph(
-        graph, ("unit GEMMs", unit.name, dataflow), lambda: _unit_gemms(graph, unit.name, dataflow)
-    )
+    made = per_graph(graph, ("unit GEMMs", unit.name, dataflow), lambda: _unit_gemms(graph, unit))
     rows, cols = unit.array.rows, unit.array.cols
     if reuse.resident or reuse.unwritten:
-        a_tiled = _flags([reuse.takes(i, 0) is not None for i in g.op_ids])
-        b_tiled = _flags([reuse.takes(i, 1) is not None for i in g.op_ids])
-        c_unwritten = _flags(
-            [not reuse.writes_dram(i, name) for i, name in zip(g.op_ids, g.c_names, strict=True)]
-        )
+        ids = made.op_index.tolist()
+        a_tiled = _flags([reuse.takes(i, 0) is not None for i in ids])
+        b_tiled = _flags([reuse.takes(i, 1) is not None for i in ids])
+        c_unwritten = _flags([not reuse.writes_dram(i, graph.ops[i].c.name) for i in ids])
     else:
-        a_tiled = b_tiled = c_unwritten = g.none
-    return UnitSchedule(
+        a_tiled = b_tiled = c_unwritten = made.a_tiled
+    return dataclasses.replace(
+        made,
         unit=unit,
-        op_index=g.op_index,
-        dataflow=g.dataflow,
-        sr=g.sr,
-        sc=g.sc,
-        t=g.t,
-        row_folds=-(-g.sr // rows),
-        col_folds=-(-g.sc // cols),
-        m=g.m,
-        n=g.n,
-        k=g.k,
-        count=g.count,
-        a_footprint=g.a_footprint,
-        b_footprint=g.b_footprint,
-        a_word=g.a_word,
-        b_word=g.b_word,
-        c_word=g.c_word,
-        a_on_chip=g.a_on_chip,
-        b_on_chip=g.b_on_chip,
-        c_on_chip=g.c_on_chip,
-        **whole_use(g.sr, g.sc, g.t, rows, cols),
+        row_folds=-(-made.sr // rows),
+        col_folds=-(-made.sc // cols),
+        **whole_use(made.sr, made.sc, made.t, rows, cols),
         a_tiled=a_tiled,
         b_tiled=b_tiled,
         c_unwritten=c_unwritten,
     )
-
-
-@dataclass(frozen=True)
-class _UnitGemms:
-    """What a unit's schedule takes from the graph and the array's dataflow alone (per
-    GEMM on the unit, in program order); arrays shared by every schedule made from
-    them, never changed."""
-
-    op_ids: tuple[int, ...]
-    c_names: tuple[str, ...]
-    op_index: np.ndarray
-    dataflow: np.ndarray
-    sr: np.ndarray
-    sc: np.ndarray
-    t: np.ndarray
-    m: np.ndarray
-    n: np.ndarray
-    k: np.ndarray
-    count: np.ndarray
-    a_footprint: np.ndarray
-    b_footprint: np.ndarray
-    a_word: np.ndarray
-    b_word: np.ndarray
-    c_word: np.ndarray
-    a_on_chip: np.ndarray
-    b_on_chip: np.ndarray
-    c_on_chip: np.ndarray
-    none: np.ndarray  # False per GEMM
 
 
 def _ints(values: Sequence[int]) -> np.ndarray:
@@ -261,18 +218,26 @@ def _flags(values: Sequence[bool]) -> np.ndarray:
     return np.asarray(values, dtype=np.bool_).reshape(len(values))
 
 
-def _unit_gemms(graph: OpGraph, unit: str, dataflow: Dataflow) -> _UnitGemms:
-    gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit]
+def _unit_gemms(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
+    """The schedule of the GEMMs of ``graph`` on ``unit`` without tile streams: the
+    arrays :func:`schedule_unit` shares between the schedules it makes from it (never
+    changed)."""
+    dataflow = unit.array.dataflow
+    gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit.name]
     dims = [array_dims(dataflow, op.m, op.n, op.k) for op in gemms]
     on_chip = graph.on_chip
-    return _UnitGemms(
-        op_ids=tuple(op.op_id for op in gemms),
-        c_names=tuple(op.c.name for op in gemms),
+    sr, sc, t = (_ints([d[i] for d in dims]) for i in range(3))
+    rows, cols = unit.array.rows, unit.array.cols
+    none = _flags([False] * len(gemms))
+    return UnitSchedule(
+        unit=unit,
         op_index=_ints([op.op_id for op in gemms]),
         dataflow=_ints([DATAFLOW_CODE[dataflow]] * len(gemms)),
-        sr=_ints([d[0] for d in dims]),
-        sc=_ints([d[1] for d in dims]),
-        t=_ints([d[2] for d in dims]),
+        sr=sr,
+        sc=sc,
+        t=t,
+        row_folds=-(-sr // rows),
+        col_folds=-(-sc // cols),
         m=_ints([op.m for op in gemms]),
         n=_ints([op.n for op in gemms]),
         k=_ints([op.k for op in gemms]),
@@ -285,7 +250,10 @@ def _unit_gemms(graph: OpGraph, unit: str, dataflow: Dataflow) -> _UnitGemms:
         a_on_chip=_flags([op.a.name in on_chip for op in gemms]),
         b_on_chip=_flags([op.b.name in on_chip for op in gemms]),
         c_on_chip=_flags([op.c.name in on_chip for op in gemms]),
-        none=_flags([False] * len(gemms)),
+        **whole_use(sr, sc, t, rows, cols),
+        a_tiled=none,
+        b_tiled=none,
+        c_unwritten=none,
     )
 
 
