@@ -198,6 +198,10 @@ PARALLEL_POINTS = 20_000
 """Sweeps of at least this many points (before ``exclude``) are planned by ``jobs``
 forked processes when :func:`plan_sweep` is given more than one."""
 
+SHARES_PER_JOB = 8
+"""Contiguous shares of a sweep's combinations per planning process: the sweep's own
+process takes in the first shares' verdicts while later ones are still planned."""
+
 
 @dataclass(frozen=True)
 class _Expansion:
@@ -243,6 +247,7 @@ def _verdict(
     identities: Identities,
     final: list[Override] | tuple[Problem, ...],
 ) -> Verdict:
+    """The identity of the point whose overrides are ``final``, or its problems."""
     if isinstance(final, tuple):
         return final
     try:
@@ -267,10 +272,9 @@ class _Planning:
 
 
 def _forked_verdicts(expansion: _Expansion, count: int, jobs: int) -> Iterator[Verdict]:
-    """Every point's verdict, in sweep order, from ``jobs`` processes: the ``count``
-    combinations of the axes' values are cut into :data:`SHARES_PER_JOB` contiguous
-    shares per process, handed out in order, so that this process takes in the first
-    shares' verdicts while the others are planned."""
+    """Every point's verdict, in sweep order, from ``jobs`` processes, the ``count``
+    combinations of the axes' values cut into :data:`SHARES_PER_JOB` contiguous shares
+    per process and handed out in order."""
     shares = jobs * SHARES_PER_JOB
     size = -(-count // shares)
     with process_pool(jobs) as pool:
@@ -280,9 +284,6 @@ def _forked_verdicts(expansion: _Expansion, count: int, jobs: int) -> Iterator[V
         ]
         for future in futures:
             yield from future.result()
-
-
-SHARES_PER_JOB = 8
 
 
 def plan_sweep(
