@@ -6,12 +6,12 @@ GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 are costed here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
 and SRAM accesses scale with its running folds and its compute cycles are those
 of its running folds alone (pipelined, with fold overlap).  Its DRAM traffic
-follows its operands' reuse (:func:`_masked_dram`): a stationary operand's tile
-is fetched for a running fold only; an operand fetched once needs the blocks some
-running fold touches; one fetched once per pass over the other dimension's folds
-needs, in each pass, the blocks of that pass's running folds; the output is
-written whole, and partial sums that spill make one round trip per running row
-fold after the first of their column block.  A resident tile stream
+follows its operands' reuse (:mod:`accelsim.timing.masked`): a stationary
+operand's tile is fetched for a running fold only; an operand fetched once needs
+the blocks some running fold touches; one fetched once per pass over the other
+dimension's folds needs, in each pass, the blocks of that pass's running folds;
+the output is written whole, and partial sums that spill make one round trip per
+running row fold after the first of their column block.  A resident tile stream
 (:mod:`accelsim.mapping.tile_reuse`) takes its tensor's DRAM read off its consumer
 and, when no reader needs DRAM, the write off its producer; the SRAM accesses stay.
 The event engine then turns costs into time, adding the stalls that DRAM and
@@ -39,6 +39,7 @@ from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
 from accelsim.timing.closed_form import ACCELSIM, IS, OS, SCALESIM, WS, op_cycles
 from accelsim.timing.groups import busy_cycles, tile_groups
+from accelsim.timing.masked import any_masked, masked_costs, masked_dram, masked_gemms, tiled_words
 from accelsim.timing.memory import Memory, dram_memory
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
@@ -469,14 +470,14 @@ def _gemm_columns(
         ofr, ofw = ofr + partial_sums, ofw + partial_sums
         efficiency = (table.sr * table.sc * table.t) / (count * rows * cols * cut.folds * cut.t)
     macs = table.m * table.n * table.k * table.count
-    if _any_masked(table):
-        cycles, folds, macs, (ifr, flr, ofr, ofw) = _masked(
+    if any_masked(table):
+        cycles, folds, macs, (ifr, flr, ofr, ofw) = masked_costs(
             table, conv, fold_overlap, macs, (ifr, flr, ofr, ofw)
         )
-        a_rd, b_rd, c_rd, c_wr = _masked_dram(table, a_rd, b_rd, c_rd, c_wr)
+        a_rd, b_rd, c_rd, c_wr = masked_dram(table, a_rd, b_rd, c_rd, c_wr)
     fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
     if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
-        a_rd, b_rd, c_wr = _tiled(table, a_rd, b_rd, c_wr)
+        a_rd, b_rd, c_wr = tiled_words(table, a_rd, b_rd, c_wr)
     tile = rows * cols * count
     return {
         "compute_cycles": cycles,
@@ -517,7 +518,7 @@ def _better_orientation(
         flipped["dram_filter_read_bytes"],
         flipped["dram_ifmap_read_bytes"],
     )
-    fixed = _masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
+    fixed = masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
     flip = ~fixed & (chip.lone_op_cycles(flipped) < chip.lone_op_cycles(given))
     return {name: np.where(flip, flipped[name], values) for name, values in given.items()}
 
@@ -552,139 +553,3 @@ def transposed(table: UnitSchedule) -> UnitSchedule:
         a_tiled=table.b_tiled,
         b_tiled=table.a_tiled,
     )
-
-
-def _tiled(
-    table: UnitSchedule, a_rd: np.ndarray, b_rd: np.ndarray, c_wr: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """DRAM words without what resident tile streams serve: the first pass over a
-    streamed operand (its footprint, per GEMM), the final write of an output that no
-    reader takes from DRAM (``m x n``, per GEMM; partial sums that spill still go)."""
-    count = table.count
-    a_off = np.where(table.a_tiled, np.minimum(a_rd, table.a_footprint * count), 0)
-    b_off = np.where(table.b_tiled, np.minimum(b_rd, table.b_footprint * count), 0)
-    c_off = np.where(table.c_unwritten, np.minimum(c_wr, table.m * table.n * count), 0)
-    return a_rd - a_off, b_rd - b_off, c_wr - c_off
-
-
-def _masked_gemms(table: UnitSchedule) -> np.ndarray:
-    """Per GEMM of ``table``, whether a technique skipped or compacted any of its folds."""
-    rows, cols = table.unit.array.rows, table.unit.array.cols
-    whole = whole_use(table.sr, table.sc, table.t, rows, cols)
-    masked = np.zeros(len(table.sr), np.bool_)
-    for name, value in whole.items():
-        masked |= getattr(table, name) != value
-    return masked
-
-
-def _any_masked(table: UnitSchedule) -> bool:
-    """Whether a technique skipped or compacted any fold of the GEMMs in ``table``."""
-    return bool(_masked_gemms(table).any())
-
-
-def _masked(
-    table: UnitSchedule,
-    conv: int,
-    fold_overlap: bool,
-    macs: np.ndarray,
-    sram: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
-    """Costs with only the running folds: the op's cycles are those of an op of that
-    many folds streaming their mean stream length (with fold overlap, the running
-    folds pipeline back to back), dealt round-robin among the unit's arrays; MACs and
-    SRAM accesses scale with their work."""
-    unit = table.unit.array
-    running = table.active_folds * table.count
-    whole = table.sr * table.sc * table.t  # the work of all folds
-    scaled = tuple(_share(x, table.work, whole) for x in (macs, *sram))
-    stream = -(-table.stream // np.maximum(table.active_folds, 1))  # the running folds' mean
-    per_array = -(-table.active_folds // unit.count) * table.count  # dealt round-robin
-    cycles = op_cycles(
-        table.dataflow,
-        stream,
-        per_array,
-        unit.rows,
-        unit.cols,
-        conv,
-        fold_overlap,
-        unit.load_rows_per_cycle,
-    )
-    return cycles, running, scaled[0], scaled[1:]
-
-
-def _masked_dram(
-    table: UnitSchedule, a_rd: np.ndarray, b_rd: np.ndarray, c_rd: np.ndarray, c_wr: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """DRAM words of masked GEMMs from what their running folds use (the schedule's
-    :func:`~accelsim.mapping.schedule.fold_use`), operand by operand.
-
-    The unmasked closed form reads an operand ``p`` times its footprint (``p`` passes:
-    once, once per fold of the other dimension, once per partial-sum chunk).  By
-    dataflow, an operand is either *stationary* (a fold holds tile ``(i, j)`` of it:
-    ws B, is A), *row-blocked* (a fold reads its rows' slice over its stream: os A,
-    ws A, is B) or *column-blocked* (os B).  Masked:
-
-    * stationary: ``p`` times the running folds' share of the tiles' area;
-    * row-blocked, read once (``p = 1``): the share of (row, stream position) pairs
-      some running fold needs; read once per column-fold pass: in each pass, what
-      its running folds read (``p / fc`` of their summed rows x stream over
-      ``Sr x T``);
-    * column-blocked: likewise with columns (passes per row fold);
-    * the output: written whole once (a column block with no running fold still
-      writes its zeros or bias); written per row fold (spilled partial sums,
-      SCALE-Sim's ws and is), one write per running row fold of its column block
-      and at least one, and one read back per running row fold after the first.
-    """
-    count = table.count
-    t = table.t
-    sr, sc = table.sr, table.sc
-    fr, fc = table.row_folds, table.col_folds
-    area = sr * sc
-    dataflow = table.dataflow
-
-    def passes(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
-        whole = footprint * count
-        p: np.ndarray = np.where(whole > 0, words // np.maximum(whole, 1), 0)
-        return p
-
-    def stationary(words: np.ndarray, footprint: np.ndarray) -> np.ndarray:
-        return _share(footprint * count * passes(words, footprint), table.run_area, area)
-
-    def blocked(words: np.ndarray, footprint: np.ndarray, by_rows: bool) -> np.ndarray:
-        p = passes(words, footprint)
-        size, other = (sr * t, fc) if by_rows else (sc * t, fr)
-        if by_rows:
-            run, need = table.run_rows, table.any_rows
-        else:
-            run, need = table.run_cols, table.any_cols
-        whole = footprint * count
-        fetched: np.ndarray = np.where(
-            p <= 1, _share(p * whole, need, size), _share(whole * p, run, other * size)
-        )
-        return fetched
-
-    a = np.where(
-        dataflow == IS,
-        stationary(a_rd, table.a_footprint),
-        blocked(a_rd, table.a_footprint, by_rows=True),
-    )
-    b = np.where(
-        dataflow == WS,
-        stationary(b_rd, table.b_footprint),
-        np.where(
-            dataflow == IS,
-            blocked(b_rd, table.b_footprint, by_rows=True),
-            blocked(b_rd, table.b_footprint, by_rows=False),
-        ),
-    )
-    mn = table.m * table.n * count
-    c_r = np.where(c_rd > 0, _share(mn, table.spill_cols, sc * t), 0)
-    c_w = np.where(c_wr > mn, _share(mn, table.spill_cols + sc * t, sc * t), c_wr)
-    return a, b, c_r, c_w
-
-
-def _share(x: np.ndarray, part: np.ndarray, whole: np.ndarray) -> np.ndarray:
-    """``x * part / whole`` rounded to the nearest count (in floating point: the product
-    of two counts of a large GEMM overflows int64)."""
-    out: np.ndarray = np.rint(x * (part / np.maximum(whole, 1))).astype(np.int64)
-    return out
