@@ -266,14 +266,13 @@ def sweep_speed(runs: int) -> int:
 
 def plan_speed(tmp: str) -> None:
     """Seconds to plan (expand, validate and name) 10,000 and 100,000 ResNet-18 points
-    with as many planning processes as cores (the 100,000 in parallel, the 10,000 in
-    this process alone: :data:`~accelsim.sweep.plan.PARALLEL_POINTS`), each in a fresh
+    with ``jobs`` the core count (``plan_sweep`` forks planning processes from 20,000
+    points: the 100,000 use them, the 10,000 this process alone), each in a fresh
     process's state for the files it reads."""
     cores = os.cpu_count() or 1
     import yaml
 
     from accelsim import plan_sweep
-    from accelsim.sweep.plan import PARALLEL_POINTS
 
     grid = yaml.safe_load((ROOT / "configs" / "sweeps" / "resnet18_10000.yaml").read_text())
     for points, extra in (
@@ -290,8 +289,7 @@ def plan_speed(tmp: str) -> None:
             path.unlink()
         print(
             f"{f'plan {points:,} ResNet-18 points':34} {len(plan.points):6d} "
-            f"{f'{cores} processes' if points >= PARALLEL_POINTS else 'in-process':>16}"
-            f" {wall:7.2f} {len(plan.points) / wall:14.0f} (points/s)"
+            f"{f'jobs={cores}':>16} {wall:7.2f} {len(plan.points) / wall:14.0f} (points/s)"
         )
 
 
