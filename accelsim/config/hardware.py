@@ -270,7 +270,8 @@ class ChipTimingSpec(Spec):
     op_overhead_cycles: NonNegativeInt = Field(
         default=0,
         description="Cycles every GEMM and vector op costs before its work starts (launch,"
-        " synchronisation, a kernel's fixed span); counted as the op's unit busy.",
+        " synchronisation, a kernel's fixed span): they pass before its first transfer, so"
+        " no DRAM traffic hides them; counted as the op's unit busy.",
     )
 
 

@@ -73,9 +73,9 @@ class ChipOptions:
         )
 
     def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        """How long GEMMs of these cost columns take alone, to first order: their
-        compute or their DRAM reads and writes (the memory's bounds), whichever is
-        longer."""
+        """How long GEMMs of these cost columns take alone, to first order and less
+        the fixed cost per op (which precedes both): their compute or their DRAM
+        reads and writes (the memory's bounds), whichever is longer."""
         if self.memory is None:
             return columns["compute_cycles"]
         reads = (
@@ -103,11 +103,14 @@ class OpCosts:
     outputs are post-processed).  ``prologue_bytes`` must arrive
     before an op can start computing (one array-sized tile of each input) and
     ``epilogue_bytes`` drain after it stops (its last output tile); the rest
-    of the traffic overlaps compute in ``chunks`` tile groups.
+    of the traffic overlaps compute in ``chunks`` tile groups.  The first
+    ``overhead_cycles`` of ``compute_cycles`` (the chip's fixed cost per op) pass
+    before the op asks for any transfer, its prologue included.
     """
 
     unit: np.ndarray
     compute_cycles: np.ndarray
+    overhead_cycles: np.ndarray
     macs: np.ndarray
     vector_ops: np.ndarray
     folds: np.ndarray
@@ -211,7 +214,8 @@ def _cost_vectors(
     """Fill the cost arrays of the vector ops: the sums per op in Python ints, the
     rest a column at a time.  A read a resident tile stream serves costs no DRAM
     traffic and reads the buffer the tile is in; a write ``reuse`` saves does not
-    reach DRAM.  Every op's compute starts with ``overhead_cycles``."""
+    reach DRAM.  Every op's compute starts with ``overhead_cycles``, before its
+    transfers."""
     on_chip = graph.on_chip
     index: list[int] = []
     columns: list[tuple[int, int, int, int, int]] = []
@@ -242,6 +246,7 @@ def _cost_vectors(
     z["unit"][idx] = UNIT_VECTOR
     z["vector_ops"][idx] = vector_ops
     z["compute_cycles"][idx] = compute
+    z["overhead_cycles"][idx] = overhead_cycles
     for i, (ifmap, filt) in elsewhere.items():
         z["sram_ifmap_read_bytes"][i] = ifmap
         z["sram_filter_read_bytes"][i] = filt
@@ -360,6 +365,7 @@ def _cost_gemms(
     idx = table.op_index
     for name, values in columns.items():
         z[name][idx] = values
+    z["overhead_cycles"][idx] = chip.op_overhead_cycles
     z["unit"][idx] = unit_index
     z["chunks"][idx] = _chunks(cycles, chunks_per_op, columns["folds"])
 
