@@ -165,14 +165,17 @@ def test_the_closed_form_is_the_engines_lone_gemm(v4_fit) -> None:
         assert ratio.min() > 0.999 and ratio.max() < 1.003
 
 
-@pytest.mark.parametrize("chip", ["v4", "v6e"])
-def test_the_shipped_calibrated_presets_never_beat_their_compute_bound(chip: str) -> None:
+@pytest.mark.parametrize(("chip", "training_mape"), [("v4", 13.9), ("v6e", 10.4)])
+def test_the_shipped_calibrated_presets_never_beat_their_compute_bound(
+    chip: str, training_mape: float
+) -> None:
     hw = load_hardware(HARDWARE / f"tpu_{chip}_calibrated.yaml")
     gemms = read_measurements(SILICON / f"tpu_{chip}_gemm_train.csv", "bf16")
     predicted = engine_us(hw, gemms, True)
     bound = compute_bound_us(gemm_features(hw, gemms, True, PsumPolicy.CHUNK), hw.clock_mhz)
     assert (predicted >= bound).all()
-    assert mape(predicted, gemms.latency_us) < 16  # as docs/validation-silicon.md reports
+    # as docs/validation-silicon.md reports
+    assert mape(predicted, gemms.latency_us) == pytest.approx(training_mape, abs=0.05)
 
 
 def test_calibrate_writes_a_file_layer_uses(tmp_path, capsys) -> None:
