@@ -199,13 +199,16 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
         "",
         "## Notes",
         "",
-        "- Two choices in the presets were made on this same training half, by the"
-        " held-out error of its halvings: `array.load_rows_per_cycle: 4` (among 1, 2, 4, 8;"
-        " v6e 16.7, 12.0, 10.8, 10.6 % overall; 4 and 8 are within the spread, and 4 is"
-        " the better above 1e5 cycles) and four 256x256 arrays on v6e (Google's v6e page"
-        " says two per TensorCore; two would need a 3.5 GHz clock for the 918 TFLOP/s"
-        " peak, and fit worse: 11.5 % against 10.8 %). The halvings therefore measure the"
-        " four fitted parameters, not those choices.",
+        "- Three choices in the presets were made on this same training half, by the"
+        " held-out error of its halvings (overall, then above 1e5 cycles on a tie): the"
+        " next weight tile loaded whole behind the stream (`array.load_rows_per_cycle`"
+        " equal to the rows; v6e 16.7, 12.0, 10.8, 10.6, 10.5 % at 1, 2, 4, 8, 256 rows"
+        " a cycle, without a swap cost), a swap to it of `array.tile_swap_cycles` every"
+        " fold (v6e 32: 10.5, 10.3, 10.3, 10.6 % at 0, 16, 32, 64 cycles; v4 16: 14.1,"
+        " 13.9, 13.9, 14.3 % at 0, 8, 16, 32), and four 256x256 arrays on v6e (Google's"
+        " v6e page says two per TensorCore; two would need a 3.5 GHz clock for the"
+        " 918 TFLOP/s peak, and fit worse: 10.8 % against 10.3 %). The halvings"
+        " therefore measure the four fitted parameters, not those choices.",
         "- The fixed cost per op (`timing.op_overhead_cycles`) passes before the op's"
         " first transfer, so DRAM-bound GEMMs pay it too; the fit prices each GEMM as the"
         " engine runs it alone, tile group by tile group (`accelsim calibrate` prints"

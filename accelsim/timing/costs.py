@@ -378,7 +378,7 @@ def _gemm_columns(
     unit = table.unit
     rows, cols, count = unit.array.rows, unit.array.cols, unit.array.count
     kernels = backend.kernels_for(len(table))
-    load = unit.array.load_rows_per_cycle
+    load, swap = unit.array.load_rows_per_cycle, unit.array.tile_swap_cycles
     fr, fc, folds, cycles = kernels.fold_cycles(
         table.dataflow,
         table.sr,
@@ -390,6 +390,7 @@ def _gemm_columns(
         conv,
         fold_overlap,
         load,
+        swap,
     )
     ifr, flr, ofr, ofw = kernels.sram_counts(
         table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
@@ -427,8 +428,9 @@ def _gemm_columns(
 
         def cycles_of(t: np.ndarray, per_array: np.ndarray) -> np.ndarray:
             return op_cycles(
-                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap, load
-            )
+                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap,
+                load, swap,
+            )  # fmt: skip
 
         cut = split(table, count, cycles_of)
         cycles = cycles_of(cut.t, cut.folds)
@@ -582,6 +584,7 @@ def _masked(
         conv,
         fold_overlap,
         unit.load_rows_per_cycle,
+        unit.tile_swap_cycles,
     )
     return cycles, running, scaled[0], scaled[1:]
 
