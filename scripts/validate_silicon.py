@@ -218,7 +218,11 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
         " not hold; `accelsim calibrate` allows up to 4 times the file's bandwidth for"
         " reads, and at most the file's for writes.",
         *(_gemv_note(r) for r in results),
-        "- What else limits the fit, on the v6e training half: write-bound GEMMs"
+        "- What else limits the fit, on the v6e training half: read-bound thin GEMMs"
+        " (M or N of 2 to about 150, at least 1e5 cycles; 34 of them, off by 17 % on"
+        " average calibrated) read at anywhere from 2.4 to 5.8 TB/s with no pattern in"
+        " their shape (two of 24.6 MB each: 4 x 4121 x 2986 at 5.8 TB/s, 6 x 4865 x 2521"
+        " at 3.0 TB/s); write-bound GEMMs"
         " (K of a few) take about 2.1 us plus their output at about 1.47 TB/s, read-bound"
         " ones about 1.05 us plus their operands, and one fixed cost per op serves both"
         " only halfway; in the seven pairs of GEMMs of near-identical shapes (each"
