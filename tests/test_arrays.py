@@ -41,7 +41,7 @@ def cut_of(hw: HardwareSpec, m: int, n: int, k: int) -> int:
     table = schedule(graph, (unit,)).units[0]
 
     def cycles_of(t: np.ndarray, folds: np.ndarray) -> np.ndarray:
-        return op_cycles(table.dataflow, t, folds, 128, 128, ACCELSIM, False, 1)
+        return op_cycles(table.dataflow, t, folds, 128, 128, ACCELSIM, False, 1, 0)
 
     return int(split(table, hw.array.count, cycles_of).cut[0])
 
@@ -149,10 +149,24 @@ def test_load_rows_per_cycle_shortens_the_fold_switch(load: int, cycles: int) ->
     assert int(costs_of(hw, 10, 128, 256, overlap=True).compute_cycles[0]) == cycles
 
 
+@pytest.mark.parametrize(
+    ("swap", "overlap", "cycles"), [(32, True, 42 + 392), (32, False, 2 * 392)]
+)
+def test_a_tile_swap_adds_to_every_later_overlapped_fold(
+    swap: int, overlap: bool, cycles: int
+) -> None:
+    # The two row folds above with the tile loaded whole behind the stream (256 rows a
+    # cycle): the second waits T = 10 plus the swap; without fold overlap each fold is
+    # 2R + C + T - 2 = 392 and the swap is not charged.
+    hw = make_hw(**{"array.load_rows_per_cycle": 256, "array.tile_swap_cycles": swap})
+    assert int(costs_of(hw, 10, 128, 256, overlap=overlap).compute_cycles[0]) == cycles
+
+
 def test_new_settings_stay_out_of_dumps_at_their_defaults() -> None:
     # resolved_config.yaml and sweep point identities of existing runs are unchanged
     dumped = make_hw().model_dump(mode="json")
     assert "count" not in dumped["array"] and "load_rows_per_cycle" not in dumped["array"]
+    assert "tile_swap_cycles" not in dumped["array"]
     assert "read_bandwidth_bytes_per_cycle" not in dumped["dram"]
     assert "mapping" not in dumped and "timing" not in dumped
     changed = with_chip(make_hw(**{"array.count": 2}), "best", 5).model_dump(mode="json")

@@ -54,7 +54,8 @@ GRAD = Tensor("dw", TensorKind.GRADIENT, 1000, 2)
 @st.composite
 def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
     """A random DAG of array, extra-array, vector (some of them updates: the background
-    stream), transfer and all-reduce ops with random costs, processors, priorities,
+    stream), transfer and all-reduce ops with random costs (fixed costs per op among
+    them), processors, priorities,
     DRAM sharing, arbitration and channels, bandwidths and latencies."""
     procs = draw(st.integers(1, 4))
     n = draw(st.integers(1, 24))
@@ -62,8 +63,12 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
     where: list[int] = []
     units: list[int] = []
     fields: dict[str, list[int]] = {
-        k: [] for k in ("compute", "reads", "writes", "prologue_bytes", "epilogue_bytes", "chunks")
-    }
+        k: []
+        for k in (
+            "compute", "overhead_cycles", "reads", "writes", "prologue_bytes", "epilogue_bytes",
+            "chunks",
+        )
+    }  # fmt: skip
     for i in range(n):
         deps = tuple(sorted(draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else ()))
         choice = draw(
@@ -91,6 +96,8 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
         where.append(p)
         units.append(unit)
         fields["compute"].append(draw(st.integers(0, 3000)))
+        overhead = draw(st.sampled_from([0, 0, 1, 400])) if unit != UNIT_COMM else 0
+        fields["overhead_cycles"].append(min(overhead, fields["compute"][-1]))
         fields["reads"].append(draw(st.integers(0, 20000)))
         fields["writes"].append(draw(st.integers(0, 20000)))
         fields["prologue_bytes"].append(draw(st.integers(0, 5000)))
@@ -292,6 +299,9 @@ def test_the_fingerprint_sees_everything_that_decides_timing() -> None:
     assert fingerprint(flatten(graph, c, hw("interconnect.latency_cycles=7"))) != key
     other = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 1])
     assert fingerprint(flatten(graph, other, hw())) != key
+    launched = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 0])
+    launched = dataclasses.replace(launched, overhead_cycles=np.array([3, 0]))
+    assert fingerprint(flatten(graph, launched, hw())) != key
     unordered = OpGraph(ops=(gemm(0), vector(1)), processor=(0, 0))
     assert fingerprint(flatten(unordered, c, hw())) != key
     prioritised = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), priority=(1, 0))

@@ -113,7 +113,7 @@ def test_register_level_array_meets_the_closed_form(
         code: int(
             closed_form.op_cycles(
                 np.array([code]), np.array([t]), np.array([folds]), rows, cols,
-                closed_form.ACCELSIM, overlap, 1,
+                closed_form.ACCELSIM, overlap, 1, 0,
             )[0]
         )
         for code in (closed_form.OS, closed_form.WS, closed_form.IS)

@@ -949,7 +949,7 @@ HARDWARE_KEYS = (
         (
             ["array.bogus.x=1"],
             "array.bogus: unknown key; expected one of: cols, count, dataflow, load_rows_per_cycle,"
-            " precision, rows"
+            " precision, rows, tile_swap_cycles"
             " (got {'x': 1})",
         ),
         (

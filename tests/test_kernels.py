@@ -46,24 +46,25 @@ def _dims(t: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 )
 @pytest.mark.parametrize(("rows", "cols"), [(32, 32), (128, 128), (12, 14), (8, 4)])
 @pytest.mark.parametrize("module", [kernels, closed_form], ids=["numba", "closed_form"])
-@pytest.mark.parametrize("load", [1, 3])
+@pytest.mark.parametrize(("load", "swap"), [(1, 0), (3, 0), (2, 7)])
 def test_fold_cycles_matches_numpy(
-    convention: int, overlap: bool, rows: int, cols: int, module, load: int
+    convention: int, overlap: bool, rows: int, cols: int, module, load: int, swap: int
 ) -> None:
     t = _table(rows * cols + convention)
     sr, sc, tt = _dims(t)
     fr, fc, folds, cycles = module.fold_cycles(
-        t["dataflow"], sr, sc, tt, t["count"], rows, cols, convention, overlap, load
+        t["dataflow"], sr, sc, tt, t["count"], rows, cols, convention, overlap, load, swap
     )
     ref_fr, ref_fc = _ceil(sr, rows), _ceil(sc, cols)
     ref_folds = ref_fr * ref_fc * t["count"]
     fill = np.where((convention == closed_form.SCALESIM) & (t["dataflow"] == 0), rows, 2 * rows)
     ref_cycles = ref_folds * (fill + cols + tt - 2) - (convention == closed_form.SCALESIM)
     if overlap:
-        # the first fold whole, every later one max(T, ceil(R / load)): its load or
-        # drain hides behind the stream before it
+        # the first fold whole, every later one max(T, ceil(R / load)) + swap: its load
+        # or drain hides behind the stream before it, its swap does not
         switch = -(-rows // load)
-        ref_cycles = (2 * rows + cols + tt - 2) + (ref_folds - 1) * np.maximum(tt, switch)
+        later = np.maximum(tt, switch) + swap
+        ref_cycles = (2 * rows + cols + tt - 2) + (ref_folds - 1) * later
     np.testing.assert_array_equal(fr, ref_fr)
     np.testing.assert_array_equal(fc, ref_fc)
     np.testing.assert_array_equal(folds, ref_folds)
@@ -112,7 +113,7 @@ def _arguments(
     df, m, n, k, cnt = t["dataflow"], t["m"], t["n"], t["k"], t["count"]
     overlap = chunk_stream and convention == closed_form.ACCELSIM
     return {
-        "fold_cycles": (df, sr, sc, tt, cnt, rows, cols, convention, overlap, 1),
+        "fold_cycles": (df, sr, sc, tt, cnt, rows, cols, convention, overlap, 1, 5),
         "sram_counts": (df, m, n, k, cnt, fr, fc, rows, cols, convention),
         "dram_words": (
             *(df, m, n, cnt, fr, fc, t["a_fp"], t["b_fp"]),

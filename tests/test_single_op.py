@@ -53,6 +53,7 @@ def layer_costs(
     bandwidth=st.sampled_from([0.5, 3, 128, math.inf]),
     latency=st.sampled_from([0, 1, 100, 777]),
     sharing=st.sampled_from(["shared", "per_processor"]),
+    overhead=st.sampled_from([0, 0, 1, 700]),
 )
 def test_a_lone_gemm_times_as_in_the_simpy_engine(
     mnk: tuple[int, int, int],
@@ -66,9 +67,11 @@ def test_a_lone_gemm_times_as_in_the_simpy_engine(
     bandwidth: float,
     latency: int,
     sharing: str,
+    overhead: int,
 ) -> None:
     hw = make_hw(
         **{
+            "timing": {"op_overhead_cycles": overhead},
             "array.rows": array[0],
             "array.cols": array[1],
             "array.dataflow": dataflow,
@@ -119,6 +122,23 @@ def test_a_write_bound_gemm_takes_its_writes_over_the_write_bandwidth() -> None:
         4478,
     )
     assert single_op_cycles(costs, hw) == -(-reads // 1024) + 4478 + writes // 16
+
+
+def test_the_fixed_cost_per_op_passes_before_any_traffic() -> None:
+    # A read-bound GEMM (64 x 4,096 x 2,048 at 8 B/cycle) in 64 tile groups: its
+    # traffic would hide a fixed cost counted inside its compute; it comes first, so
+    # the op ends exactly that much later.
+    gemm = gemm_for(64, 4096, 2048, Phase.FWD)
+    ends = []
+    for overhead in (0, 5000):
+        hw = make_hw(**{"dram.bandwidth_bytes_per_cycle": 8,
+                        "timing": {"op_overhead_cycles": overhead}})  # fmt: skip
+        _, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 64)
+        assert int(costs.overhead_cycles[0]) == overhead
+        ends.append(single_op_cycles(costs, hw))
+        reads = int(costs.dram_read_bytes[0])
+        assert ends[-1] > reads // 8 > int(costs.compute_cycles[0])  # read-bound
+    assert ends[1] == ends[0] + 5000
 
 
 def test_a_conv_with_many_tile_groups_and_stalls_matches() -> None:

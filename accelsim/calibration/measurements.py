@@ -53,6 +53,10 @@ class Measurements:
         """SCALE-Sim's compute cycles of each GEMM on one 128x128 array."""
         return size_cycles(self.m, self.n, self.k)
 
+    def in_class(self, label: str) -> np.ndarray:
+        """Mask of the GEMMs in the size class ``label`` (one of :data:`SIZE_CLASSES`)."""
+        return size_class(self.size_cycles, label)
+
 
 def size_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
     """``(3 * 128 + M - 2) * ceil(N / 128) * ceil(K / 128) - 1``."""

@@ -5,12 +5,19 @@ with the engine's arithmetic (:mod:`accelsim.timing.single_op`).  A fit evaluate
 hundreds of GEMMs at every step of its optimiser, so :func:`gemm_features` costs
 each GEMM once, in each orientation, with the parameters a fit leaves alone (the
 arrays, buffers and word sizes), and :func:`predict_us` prices them for any
-values of the fitted ones: the prologue (first tiles) arrives, then the op is
-bound by its compute (with the fixed cost per op) or by its remaining DRAM
-traffic, whichever is longer, then its last output tile drains; each way across
-the channel adds its latency.  That is the engine's lone op with its tile groups
-perfectly overlapped; ``accelsim calibrate`` reports how far the engine itself
-lands from it on the fitted file.
+values of the fitted ones, as the engine runs a lone op (the run's default tile
+groups, :func:`~accelsim.timing.groups.lone_op_groups`): the fixed cost per op
+passes, the prologue (first tiles) arrives, then ``G`` tile groups of ``c``
+compute cycles each; while group ``j`` computes, the next group's reads (``f``
+cycles of the channel) are fetched and group ``j``'s outputs (``d`` cycles) drain
+behind it, first come first served; then the last output tile drains.  With
+``C`` the compute and ``T`` the traffic past the prologue and epilogue, the groups
+take ``C + d`` when ``c >= f + d`` (compute-bound: the last group's drain is
+left), else ``T + max(c - f, 0) + max(c - d, 0)`` (the channel idles while the
+first group computes past its fetch and while the last computes past its
+predecessor's drain).  That is exact up to the engine's rounding to whole cycles
+at a DRAM latency of 0; each way across the channel adds a nonzero latency once.
+``accelsim calibrate`` reports how far the engine lands from it on the fitted file.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from accelsim.graph.ops import Phase
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing.costs import OpCosts, op_costs
+from accelsim.timing.groups import lone_op_groups
 from accelsim.timing.single_op import single_op_cycles
 
 
@@ -132,24 +140,33 @@ def _lone_gemm_costs(
     )
 
 
-def _cycles(o: Orientated, overhead: float, read: float, write: float, lat: int) -> np.ndarray:
+def _cycles(o: Orientated, overhead: int, read: float, write: float, lat: int) -> np.ndarray:
     """Cycles of each GEMM alone (see the module docstring)."""
-    rest = (o.read_bytes - o.prologue_bytes) / read + (o.write_bytes - o.epilogue_bytes) / write
-    body = np.maximum(o.compute_cycles + overhead, rest)
+    compute = o.compute_cycles
+    busy = np.maximum(compute + overhead, np.ceil((o.read_bytes + o.write_bytes) / read))
+    groups = lone_op_groups(busy.astype(np.int64), DEFAULT_GROUP_CYCLES, DEFAULT_CHUNKS_PER_OP)
+    prologue = np.where(groups == 1, o.read_bytes, o.prologue_bytes)  # one group: all of it
+    fetch = (o.read_bytes - prologue) / read
+    drain = (o.write_bytes - o.epilogue_bytes) / write
+    c, f, d = compute / groups, fetch / np.maximum(groups - 1, 1), drain / groups
+    body = np.where(
+        c >= f + d,
+        compute + d,
+        fetch + drain + np.maximum(c - f, 0) + np.maximum(c - d, 0),
+    )
     ends: np.ndarray = (
-        lat * ((o.prologue_bytes > 0).astype(float) + (o.write_bytes > 0))
-        + o.prologue_bytes / read
+        overhead
+        + lat * ((prologue > 0).astype(float) + (o.write_bytes > 0))
+        + prologue / read
         + body
         + o.epilogue_bytes / write
     )
     return ends
 
 
-def _first_order(o: Orientated, overhead: float, read: float, write: float) -> np.ndarray:
+def _first_order(o: Orientated, read: float, write: float) -> np.ndarray:
     """The orientation criterion of :class:`~accelsim.timing.costs.ChipOptions`."""
-    longer: np.ndarray = np.maximum(
-        o.compute_cycles + overhead, o.read_bytes / read + o.write_bytes / write
-    )
+    longer: np.ndarray = np.maximum(o.compute_cycles, o.read_bytes / read + o.write_bytes / write)
     return longer
 
 
@@ -162,9 +179,7 @@ def predict_us(features: GemmFeatures, p: Physical) -> np.ndarray:
     cycles = _cycles(features.given, overhead, read, write, lat)
     t = features.transposed
     if t is not None:
-        flip = _first_order(t, overhead, read, write) < _first_order(
-            features.given, overhead, read, write
-        )
+        flip = _first_order(t, read, write) < _first_order(features.given, read, write)
         cycles = np.where(flip, _cycles(t, overhead, read, write, lat), cycles)
     us: np.ndarray = cycles / p.clock_mhz
     return us

@@ -102,7 +102,7 @@ class EngineKind(str, Enum):
 DEFAULT_CHUNKS_PER_OP = 4096
 """Tile groups per op at most unless a run file sets ``timing.chunks_per_op``."""
 
-DEFAULT_GROUP_CYCLES: int | None = 4096
+DEFAULT_GROUP_CYCLES = 4096
 """Longest tile group in cycles unless a run file sets ``timing.group_cycles``
 (:mod:`accelsim.timing.groups`); ``None`` cuts each op into groups by the per-op
 rule (:mod:`accelsim.timing.costs`).  4,096 with 4,096 groups per op at most keeps

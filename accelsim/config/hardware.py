@@ -67,7 +67,16 @@ class ArraySpec(Spec):
         exclude_if=lambda v: v == 1,
         description="Rows of the next stationary tile an array loads per cycle while a fold"
         " streams (output stationary: rows of outputs it drains); with timing.fold_overlap"
-        " a later fold lasts max(T, ceil(rows / this)) cycles.",
+        " a later fold lasts max(T, ceil(rows / this)) cycles, plus tile_swap_cycles.",
+    )
+
+    tile_swap_cycles: Annotated[int, Field(ge=0, le=2**16)] = Field(
+        default=0,
+        exclude_if=lambda v: v == 0,
+        description="Cycles an array takes, with timing.fold_overlap, to swap from one"
+        " fold's stationary tile to the next once loaded (output stationary: to start"
+        " the next tile's outputs), which neither the stream nor the load hides; added"
+        " to every later fold.",
     )
 
     @property
@@ -271,7 +280,8 @@ class ChipTimingSpec(Spec):
     op_overhead_cycles: NonNegativeInt = Field(
         default=0,
         description="Cycles every GEMM and vector op costs before its work starts (launch,"
-        " synchronisation, a kernel's fixed span); counted as the op's unit busy.",
+        " synchronisation, a kernel's fixed span): they pass before its first transfer, so"
+        " no DRAM traffic hides them; counted as the op's unit busy.",
     )
 
 

@@ -30,13 +30,15 @@ def op_cycles(
     convention: int,
     overlap: bool,
     load_rows: int,
+    swap_cycles: int,
 ) -> np.ndarray:
     """Compute cycles of GEMMs that run ``folds`` folds each (0 cycles for 0 folds).
 
     ``overlap`` pipelines the folds (accelsim convention only): the first fold
-    costs ``2R + C + T - 2`` and every later one ``max(T, ceil(R / load_rows))``,
-    the next stationary tile loading (output stationary: the last outputs draining)
-    ``load_rows`` rows per cycle behind the stream.
+    costs ``2R + C + T - 2`` and every later one ``max(T, ceil(R / load_rows))
+    + swap_cycles``, the next stationary tile loading (output stationary: the last
+    outputs draining) ``load_rows`` rows per cycle behind the stream, then taking
+    ``swap_cycles`` to swap in.
     """
     if convention == SCALESIM:
         fill = np.where(dataflow == OS, rows, 2 * rows)
@@ -44,7 +46,8 @@ def op_cycles(
     per_fold = 2 * rows + cols + t - 2
     if overlap:
         switch = -(-rows // load_rows)
-        return np.where(folds > 0, (folds - 1) * np.maximum(t, switch) + per_fold, 0)
+        later = np.maximum(t, switch) + swap_cycles
+        return np.where(folds > 0, (folds - 1) * later + per_fold, 0)
     cycles: np.ndarray = folds * per_fold
     return cycles
 
@@ -60,12 +63,13 @@ def fold_cycles(
     convention: int,
     overlap: bool,
     load_rows: int,
+    swap_cycles: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(row_folds, col_folds, folds, compute_cycles)`` of each GEMM."""
     row_folds = _ceil(sr, rows)
     col_folds = _ceil(sc, cols)
     folds = row_folds * col_folds * count
-    cycles = op_cycles(dataflow, t, folds, rows, cols, convention, overlap, load_rows)
+    cycles = op_cycles(dataflow, t, folds, rows, cols, convention, overlap, load_rows, swap_cycles)
     return row_folds, col_folds, folds, cycles
 
 

@@ -42,6 +42,7 @@ def simulate(graph: OpGraph, costs: OpCosts, flat: FlatStep) -> Trace:
         f.priority,
         f.chunks,
         f.compute,
+        f.overhead,
         f.reads,
         f.writes,
         f.prologue,

@@ -75,9 +75,9 @@ class ChipOptions:
         )
 
     def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        """How long GEMMs of these cost columns take alone, to first order: their
-        compute or their DRAM reads and writes (the memory's bounds), whichever is
-        longer."""
+        """How long GEMMs of these cost columns take alone, to first order and less
+        the fixed cost per op (which precedes both): their compute or their DRAM
+        reads and writes (the memory's bounds), whichever is longer."""
         if self.memory is None:
             return columns["compute_cycles"]
         reads = (
@@ -105,11 +105,14 @@ class OpCosts:
     outputs are post-processed).  ``prologue_bytes`` must arrive
     before an op can start computing (one array-sized tile of each input) and
     ``epilogue_bytes`` drain after it stops (its last output tile); the rest
-    of the traffic overlaps compute in ``chunks`` tile groups.
+    of the traffic overlaps compute in ``chunks`` tile groups.  The first
+    ``overhead_cycles`` of ``compute_cycles`` (the chip's fixed cost per op) pass
+    before the op asks for any transfer, its prologue included.
     """
 
     unit: np.ndarray
     compute_cycles: np.ndarray
+    overhead_cycles: np.ndarray
     macs: np.ndarray
     vector_ops: np.ndarray
     folds: np.ndarray
@@ -212,7 +215,7 @@ def _cost_vectors(
 ) -> None:
     """Fill the cost arrays of the vector ops (:func:`_vector_columns`, then the lanes,
     tile groups and fixed cost per op).  Every op's compute starts with
-    ``overhead_cycles``."""
+    ``overhead_cycles``, before its transfers."""
     columns = per_graph(
         graph,
         ("vector columns", frozenset(reuse.resident.items()), reuse.unwritten),
@@ -226,6 +229,7 @@ def _cost_vectors(
     z["unit"][idx] = UNIT_VECTOR
     z["vector_ops"][idx] = vector_ops
     z["compute_cycles"][idx] = compute
+    z["overhead_cycles"][idx] = overhead_cycles
     for i, (ifmap, filt) in elsewhere.items():
         z["sram_ifmap_read_bytes"][i] = ifmap
         z["sram_filter_read_bytes"][i] = filt
@@ -393,6 +397,7 @@ def _cost_gemms(
     idx = table.op_index
     for name, values in columns.items():
         z[name][idx] = values
+    z["overhead_cycles"][idx] = chip.op_overhead_cycles
     z["unit"][idx] = unit_index
     z["chunks"][idx] = _chunks(cycles, chunks_per_op, columns["folds"])
 
@@ -405,7 +410,7 @@ def _gemm_columns(
     unit = table.unit
     rows, cols, count = unit.array.rows, unit.array.cols, unit.array.count
     kernels = backend.kernels_for(len(table))
-    load = unit.array.load_rows_per_cycle
+    load, swap = unit.array.load_rows_per_cycle, unit.array.tile_swap_cycles
     fr, fc, folds, cycles = kernels.fold_cycles(
         table.dataflow,
         table.sr,
@@ -417,6 +422,7 @@ def _gemm_columns(
         conv,
         fold_overlap,
         load,
+        swap,
     )
     ifr, flr, ofr, ofw = kernels.sram_counts(
         table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
@@ -454,8 +460,9 @@ def _gemm_columns(
 
         def cycles_of(t: np.ndarray, per_array: np.ndarray) -> np.ndarray:
             return op_cycles(
-                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap, load
-            )
+                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap,
+                load, swap,
+            )  # fmt: skip
 
         cut = split(table, count, cycles_of)
         cycles = cycles_of(cut.t, cut.folds)

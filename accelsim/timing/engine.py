@@ -17,10 +17,12 @@ contention with transfers is kept), and the step ends when the last chunk
 arrives; so are its DRAM read and write phases.  Events therefore grow
 linearly in processors.
 
-An op is simulated as ``chunks`` tile groups: the first tile of each input
-(the prologue) must arrive before compute starts; while group ``j`` computes,
-group ``j+1`` is fetched (double buffering) and group ``j``'s outputs drain to
-DRAM behind it; the last output tile (the epilogue) drains after compute.
+An op first spends its fixed cost (``timing.op_overhead_cycles``: launch,
+synchronisation) and is then simulated as ``chunks`` tile groups of the rest of its
+compute: the first tile of each input (the prologue) must arrive before compute
+starts; while group ``j`` computes, group ``j+1`` is fetched (double buffering)
+and group ``j``'s outputs drain to DRAM behind it; the last output tile (the
+epilogue) drains after compute.
 The array stalls when a fetch is late.  Events happen per tile group and per
 transfer, never per cycle, and contention between processors and units comes
 out of the channels they share.
@@ -62,6 +64,7 @@ class _Engine:
         self.unit = costs.unit.tolist()
         self.chunks = costs.chunks.tolist()
         self.compute = costs.compute_cycles.tolist()
+        self.overhead = costs.overhead_cycles.tolist()
         self.reads = costs.dram_read_bytes.tolist()
         self.writes = costs.dram_ofmap_write_bytes.tolist()
         self.prologue = costs.prologue_bytes.tolist()
@@ -134,11 +137,14 @@ class _Engine:
         env, dram = self.env, self.dram[self.graph.processor[i]]
         reads_stream, writes_stream = self.read_stream[i], self.write_stream[i]
         self.start[i] = int(env.now)
-        chunks, compute = self.chunks[i], self.compute[i]
+        overhead = self.overhead[i]
+        chunks, compute = self.chunks[i], self.compute[i] - overhead
         reads, writes = self.reads[i], self.writes[i]
         prologue = reads if chunks == 1 else min(reads, self.prologue[i])
         epilogue = min(writes, self.epilogue[i])
         rest, behind = reads - prologue, writes - epilogue
+        if overhead:
+            yield env.timeout(overhead)
         if prologue:
             yield transfer(env, dram, prologue, reads_stream)
         # Near-equal integer parts: group j gets q, plus 1 while j < r, of (q, r) = divmod.

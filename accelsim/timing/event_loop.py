@@ -9,7 +9,8 @@ machine:
 
 * a unit (one per processor and array or vector unit) takes the ready op with
   the smallest ``(priority, op id)`` from its store when its get is served (at
-  the get, or when a later put is processed), then runs the prologue, the
+  the get, or when a later put is processed), then waits out its fixed cost
+  (a WAKE, when it has one), runs the prologue, the
   ``chunks`` tile groups (fetch ahead, compute, drain behind) and waits for
   its drains to arrive (an ``all_of`` is one more event after the last drain);
 * a transfer reserves its source's link and finishes when the data arrives;
@@ -74,7 +75,7 @@ from accelsim.timing.numba_setup import njit
 # Event kinds.
 INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE = range(9)
 # Unit phases.
-IDLE, GOT, AFTER_PROLOGUE, AFTER_COMPUTE, WAIT_FETCH, WAIT_DRAINS = range(6)
+IDLE, GOT, LAUNCHING, AFTER_PROLOGUE, AFTER_COMPUTE, WAIT_FETCH, WAIT_DRAINS = range(7)
 URGENT, NORMAL = 0, 1
 PRIORITY_SHIFT = 62
 # Status codes.
@@ -409,6 +410,7 @@ def _unit_step(
     now: int,
     chunks: np.ndarray,
     compute: np.ndarray,
+    overhead: np.ndarray,
     reads: np.ndarray,
     writes: np.ndarray,
     prologue_bytes: np.ndarray,
@@ -429,6 +431,10 @@ def _unit_step(
     after = False  # a tile group is done: go on to the next
     if ev_kind == GET:
         start[op] = now
+        if overhead[op]:  # its fixed cost first
+            units[st, U_PHASE] = LAUNCHING
+            return -1, _ask(asks, n, ASK_AT, now + overhead[op], WAKE)
+    if ev_kind == GET or phase == LAUNCHING:  # launched: the prologue
         first = reads[op] if chunks[op] == 1 else min(reads[op], prologue_bytes[op])
         units[st, U_EPILOGUE] = min(writes[op], epilogue_bytes[op])
         units[st, U_REST] = reads[op] - first
@@ -483,7 +489,7 @@ def _unit_step(
         if fetch:
             n = _ask(asks, n, ASK_DRAM, fetch, FETCH)
         units[st, U_FETCH_PENDING] = 1 if fetch else 0
-        n = _ask(asks, n, ASK_AT, now + _part(compute[op], chunks[op], j), WAKE)
+        n = _ask(asks, n, ASK_AT, now + _part(compute[op] - overhead[op], chunks[op], j), WAKE)
         units[st, U_PHASE] = AFTER_COMPUTE
     return -1, n
 
@@ -612,6 +618,7 @@ def run_events(
     priority: np.ndarray,
     chunks: np.ndarray,
     compute: np.ndarray,
+    overhead: np.ndarray,
     reads: np.ndarray,
     writes: np.ndarray,
     prologue_bytes: np.ndarray,
@@ -745,7 +752,7 @@ def run_events(
             seq += 1
         else:
             finished, n = _unit_step(
-                ev_kind, arg, now, chunks, compute, reads, writes, prologue_bytes,
+                ev_kind, arg, now, chunks, compute, overhead, reads, writes, prologue_bytes,
                 epilogue_bytes, units, start, asks,
             )  # fmt: skip
             op = units[arg, U_CURRENT]

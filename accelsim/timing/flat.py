@@ -52,6 +52,7 @@ class FlatStep:
     priority: np.ndarray
     chunks: np.ndarray
     compute: np.ndarray
+    overhead: np.ndarray
     reads: np.ndarray
     writes: np.ndarray
     prologue: np.ndarray
@@ -102,6 +103,7 @@ def flatten(
         priority=shape.priority,
         chunks=costs.chunks.astype(np.int64),
         compute=costs.compute_cycles.astype(np.int64),
+        overhead=costs.overhead_cycles.astype(np.int64),
         reads=costs.dram_read_bytes.astype(np.int64),
         writes=costs.dram_ofmap_write_bytes.astype(np.int64),
         prologue=costs.prologue_bytes.astype(np.int64),

@@ -62,7 +62,17 @@ def tile_groups(busy: np.ndarray, group_cycles: int, chunks_per_op: int) -> np.n
     Returns:
         Groups per op, from 1 to ``chunks_per_op``.
     """
-    length = group_length(busy, group_cycles, chunks_per_op)
+    return _groups(busy, group_length(busy, group_cycles, chunks_per_op), chunks_per_op)
+
+
+def lone_op_groups(busy: np.ndarray, group_cycles: int, chunks_per_op: int) -> np.ndarray:
+    """Tile groups of each op of ``busy`` cycles when it is the only op of its step
+    (so its group length depends on itself alone); as :func:`tile_groups`."""
+    length = np.maximum(group_cycles, -(-busy // chunks_per_op))
+    return _groups(busy, length, chunks_per_op)
+
+
+def _groups(busy: np.ndarray, length: np.ndarray | int, chunks_per_op: int) -> np.ndarray:
     groups = np.maximum(-(-busy // length), np.minimum(MIN_GROUPS, MIN_GROUPS * busy // length))
     clipped: np.ndarray = np.clip(groups, 1, chunks_per_op)
     return clipped

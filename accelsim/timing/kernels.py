@@ -12,10 +12,11 @@ Compute cycles per fold (``R x C`` array, ``T`` streamed):
 * accelsim: ``2R + C + T - 2`` for every dataflow (stationary-operand or
   output fill of R cycles, R+C-2 skew, T streamed), folds not overlapped;
   with fold overlap (``timing.fold_overlap``), the folds of an op pipeline:
-  ``F`` folds take ``(F - 1) * max(T, ceil(R / L)) + 2R + C + T - 2`` where the
-  array loads (output stationary: drains) ``L`` rows of a tile per cycle
+  ``F`` folds take ``(F - 1) * (max(T, ceil(R / L)) + S) + 2R + C + T - 2`` where
+  the array loads (output stationary: drains) ``L`` rows of a tile per cycle
   (``array.load_rows_per_cycle``, 1 by default; docs/model/timing.md derives it per
-  dataflow);
+  dataflow) and swaps to the loaded tile in ``S`` cycles (``array.tile_swap_cycles``,
+  0 by default);
 * scalesim (SCALE-Sim 3.0.0): ``R + C + T - 2`` for os, ``2R + C + T - 2`` for
   ws and is, and the layer total is ``folds * per_fold - 1``; folds never
   overlap.
@@ -41,10 +42,11 @@ def fold_cycles(
     convention: int,
     overlap: bool,
     load_rows: int,
+    swap_cycles: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Folds and compute cycles of each GEMM; ``overlap`` pipelines its folds
     (accelsim convention only), the next stationary tile loading ``load_rows``
-    rows per cycle.
+    rows per cycle and swapping in ``swap_cycles``.
 
     Returns:
         ``(row_folds, col_folds, folds, compute_cycles)``; ``folds`` includes
@@ -67,7 +69,7 @@ def fold_cycles(
         if convention == SCALESIM:
             cycles[i] = folds[i] * per_fold - 1
         elif overlap:
-            cycles[i] = (folds[i] - 1) * max(t[i], switch) + per_fold
+            cycles[i] = (folds[i] - 1) * (max(t[i], switch) + swap_cycles) + per_fold
         else:
             cycles[i] = folds[i] * per_fold
     return row_folds, col_folds, folds, cycles

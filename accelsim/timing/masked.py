@@ -70,6 +70,7 @@ def masked_costs(
         conv,
         fold_overlap,
         unit.load_rows_per_cycle,
+        unit.tile_swap_cycles,
     )
     return cycles, running, scaled[0], scaled[1:]
 

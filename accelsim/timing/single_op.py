@@ -2,8 +2,8 @@
 
 A lone GEMM or vector op has no dependencies, no other op on its unit and no
 other traffic on its DRAM channel, so the events of the SimPy engine
-(:mod:`accelsim.timing.engine`) happen in an order known in advance: the
-prologue arrives, then each tile group computes while the next one is fetched
+(:mod:`accelsim.timing.engine`) happen in an order known in advance: the op's
+fixed cost passes, the prologue arrives, then each tile group computes while the next one is fetched
 and its outputs drain behind it, then the epilogue drains.  :func:`simulate_single_op`
 does that arithmetic directly (on the processor's DRAM
 :class:`~accelsim.timing.memory.Memory`, as the engine books it), so a
@@ -55,7 +55,8 @@ def single_op_cycles(
     """
     dram = dram_memories(hw)[0]
     reads_stream, writes_stream = streams
-    chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0])
+    overhead = int(costs.overhead_cycles[0])
+    chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0]) - overhead
     reads, writes = int(costs.dram_read_bytes[0]), int(costs.dram_ofmap_write_bytes[0])
     prologue = reads if chunks == 1 else min(reads, int(costs.prologue_bytes[0]))
     epilogue = min(writes, int(costs.epilogue_bytes[0]))
@@ -64,7 +65,7 @@ def single_op_cycles(
     def book(now: int, n_bytes: int, stream: Stream) -> int:
         return _whole(dram, now, n_bytes, stream)
 
-    now = book(0, prologue, reads_stream) if prologue else 0
+    now = book(overhead, prologue, reads_stream) if prologue else overhead
     drains = []
     for j in range(chunks):
         fetch_bytes = _part(rest, chunks - 1, j) if j + 1 < chunks else 0

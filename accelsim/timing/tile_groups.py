@@ -21,7 +21,9 @@ combine its members':
   pace (a vector-bound epilogue stalls the array);
 * DRAM reads and writes, prologue and epilogue: the members' sums, so the group's
   traffic overlaps its compute tile group by tile group as one op's does;
-* tile groups: the most any member has.
+* tile groups: the most any member has;
+* the fixed cost per op that passes before the group's first transfer: its lead's
+  (the other members' stay inside its compute).
 * streams (:mod:`accelsim.timing.streams`): the group's transfers carry its members'
   bytes at once, so they go through the processor's
   :class:`~accelsim.timing.memory.Memory` with the stream of the member reading (for
@@ -206,7 +208,7 @@ def _fused_costs(
         for name, f in OpCosts.__dataclass_fields__.items()
         if f.type == "np.ndarray"
     }
-    combined = ("unit", "compute_cycles", "chunks", "mapping_efficiency")
+    combined = ("unit", "compute_cycles", "overhead_cycles", "chunks", "mapping_efficiency")
     summed = [name for name in fields if name not in combined]
     for group, lead in zip(groups, leads, strict=True):
         members = np.asarray(group, np.int64)
@@ -221,6 +223,7 @@ def _fused_costs(
         fields["unit"][row] = unit
         fields["chunks"][row] = tile_groups
         fields["mapping_efficiency"][row] = costs.mapping_efficiency[lead]
+        fields["overhead_cycles"][row] = costs.overhead_cycles[lead]
         fields["compute_cycles"][row] = (
             max(own + -(-other // tile_groups), -(-own // tile_groups) + other) if other else own
         )
