@@ -60,6 +60,7 @@ class ChipResult:
     after: np.ndarray
     halvings: dict[str, list[float]]
     rescaled: dict[str, list[float]]  # the held-out MAPE with each class's best factor
+    peak_macs_per_us: float  # the preset's every PE at its clock
     seconds: float
 
 
@@ -87,7 +88,7 @@ def run_chip(name: str, hw_file: str, data: str, halvings: int, seed: int) -> Ch
             rescaled[c].append(mape_by_size(predicted * factor, held)[c][1])
     return ChipResult(
         name, done.fitted, done.fit.values, gemms, before, after, scores, rescaled,
-        time.perf_counter() - start,
+        hw.array.pes * hw.clock_mhz, time.perf_counter() - start,
     )  # fmt: skip
 
 
@@ -218,6 +219,7 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
         " not hold; `accelsim calibrate` allows up to 4 times the file's bandwidth for"
         " reads, and at most the file's for writes.",
         *(_gemv_note(r) for r in results),
+        *(_outlier_note(r) for r in results if (r.gemms.size_cycles > 1e6).any()),
         "- What else limits the fit, on the v6e training half: read-bound thin GEMMs"
         " (M or N of 2 to about 150, at least 1e5 cycles; 34 of them, off by 17 % on"
         " average calibrated) read at anywhere from 2.4 to 5.8 TB/s with no pattern in"
@@ -250,6 +252,29 @@ def _gemv_note(r: ChipResult) -> str:
         f" read at about 1 TB/s): calibrated, they are off by {error[gemv].mean():.0f} %"
         f" on average,"
         f" {error[gemv].sum() / len(g):.1f} points of the overall {error.mean():.1f} %."
+    )
+
+
+def _outlier_note(r: ChipResult) -> str:
+    """The calibrated prediction furthest off above 1e6 cycles, its share of that
+    class's error, and how slow it ran against its compute bound beside the class."""
+    g = r.gemms
+    big = np.flatnonzero(g.size_cycles > 1e6)
+    error = np.abs(r.after[big] / g.latency_us[big] - 1) * 100
+    worst = big[int(np.argmax(error))]
+    bound = g.m * g.n * g.k / r.peak_macs_per_us
+    rest = big[big != worst]
+    others = g.latency_us[rest] / bound[rest]
+    slowest = rest[int(np.argmax(others))]
+    return (
+        f"- {r.name} above 1e6 cycles: the GEMM furthest off calibrated,"
+        f" {g.m[worst]} x {g.n[worst]} x {g.k[worst]}, ran at"
+        f" {g.latency_us[worst] / bound[worst]:.2f} times its compute bound, the class's"
+        f" other GEMMs at {np.median(others):.2f} times theirs at the median (from"
+        f" {others.min():.2f} to {others.max():.2f}, the slowest"
+        f" {g.m[slowest]} x {g.n[slowest]} x {g.k[slowest]}):"
+        f" it is off by {error.max():.0f} %, {error.max() / len(big):.1f} points of the"
+        f" class's {error.mean():.1f} %."
     )
 
 
