@@ -200,16 +200,26 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
         "",
         "## Notes",
         "",
-        "- Three choices in the presets were made on this same training half, by the"
-        " held-out error of its halvings (overall, then above 1e5 cycles on a tie): the"
+        "- Four choices in the presets were made on this same training half, by the"
+        " held-out error of its halvings (overall, then above 1e5 cycles on a tie; the"
+        " last as said below): the"
         " next weight tile loaded whole behind the stream (`array.load_rows_per_cycle`"
         " equal to the rows; v6e 16.7, 12.0, 10.8, 10.6, 10.5 % at 1, 2, 4, 8, 256 rows"
         " a cycle, without a swap cost), a swap to it of `array.tile_swap_cycles` every"
         " fold (v6e 32: 10.5, 10.3, 10.3, 10.6 % at 0, 16, 32, 64 cycles; v4 16: 14.1,"
         " 13.9, 13.9, 14.3 % at 0, 8, 16, 32), and four 256x256 arrays on v6e (Google's"
         " v6e page says two per TensorCore; two would need a 3.5 GHz clock for the"
-        " 918 TFLOP/s peak, and fit worse: 10.8 % against 10.3 %). The halvings"
-        " therefore measure the four fitted parameters, not those choices.",
+        " 918 TFLOP/s peak, and fit worse: 10.8 % against 10.3 %), GEMM outputs"
+        " taken off the arrays by the vector unit while the arrays wait, 2 operations per"
+        " output element (`vector_unit.gemm_output_ops`: reading the f32 accumulator and"
+        " converting to bf16, 4,096 lanes: 2,048 outputs a cycle). It charges a GEMM per"
+        " output element, so small-K GEMMs (a large output per MAC, which ran up to 2.2"
+        " times their compute bound above 1e6 cycles) more than large-K ones; over 0, 1,"
+        " 2, 3, 4 operations, v6e overall 10.3, 10.1, 10.0, 9.9, 9.7 %, at least 1e5"
+        " cycles 9.4, 8.9, 8.8, 8.7, 8.9 %, above 1e6 7.9, 7.5, 7.3, 7.4, 8.0 %; v4"
+        " overall 13.9, 13.9, 13.8, 13.5, 13.4 % (the fit's closed form). Two is the"
+        " count the mechanism gives and the best above 1e6 on v6e; both chips use it."
+        " The halvings therefore measure the four fitted parameters, not those choices.",
         "- The fixed cost per op (`timing.op_overhead_cycles`) passes before the op's"
         " first transfer, so DRAM-bound GEMMs pay it too; the fit prices each GEMM as the"
         " engine runs it alone, tile group by tile group (`accelsim calibrate` prints"

@@ -1,6 +1,7 @@
 """Several arrays per processor (``array.count``), a GEMM's orientation
-(``mapping.orientation``), a fixed cost per op (``timing.op_overhead_cycles``) and the
-stationary tile's load rate (``array.load_rows_per_cycle``), counted by hand on the
+(``mapping.orientation``), a fixed cost per op (``timing.op_overhead_cycles``), the
+stationary tile's load rate (``array.load_rows_per_cycle``) and the vector unit's time
+taking GEMM outputs off the arrays (``vector_unit.gemm_output_ops``), counted by hand on the
 default 128x128 weight-stationary array (a fold: ``2R + C + T - 2 = 382 + T`` cycles).
 """
 
@@ -141,6 +142,19 @@ def test_op_overhead_adds_to_every_op() -> None:
     assert int(costs_of(hw, 100, 384, 128).compute_cycles[0]) == 3 * 482 + 250
 
 
+def test_gemm_outputs_through_the_vector_unit_add_to_its_compute() -> None:
+    # 100 x 384 outputs, one operation each on 1,000 lanes: ceil(38.4) = 39 cycles more
+    # than the three folds of 482.
+    hw = make_hw(**{"vector_unit.lanes": 1000, "vector_unit.gemm_output_ops": 1})
+    assert int(costs_of(hw, 100, 384, 128).compute_cycles[0]) == 3 * 482 + 39
+    # The transpose has as many outputs: the best orientation above (1,382 cycles as
+    # 1,000 x 10) pays ceil(2 x 10,000 / 64) = 313 more, as the given one would.
+    hw = make_hw(**{"dram.bandwidth_bytes_per_cycle": float("inf"), "vector_unit.lanes": 64,
+                    "vector_unit.gemm_output_ops": 2})  # fmt: skip
+    assert int(costs_of(with_chip(hw, "best"), 10, 1000, 128).compute_cycles[0]) == 1382 + 313
+    assert int(costs_of(hw, 10, 1000, 128).compute_cycles[0]) == 3136 + 313
+
+
 @pytest.mark.parametrize(("load", "cycles"), [(1, 128 + 392), (4, 32 + 392), (256, 10 + 392)])
 def test_load_rows_per_cycle_shortens_the_fold_switch(load: int, cycles: int) -> None:
     # Two row folds streaming T = 10 rows, overlapped: the second fold waits
@@ -168,6 +182,7 @@ def test_new_settings_stay_out_of_dumps_at_their_defaults() -> None:
     assert "count" not in dumped["array"] and "load_rows_per_cycle" not in dumped["array"]
     assert "tile_swap_cycles" not in dumped["array"]
     assert "read_bandwidth_bytes_per_cycle" not in dumped["dram"]
+    assert "gemm_output_ops" not in dumped["vector_unit"]
     assert "mapping" not in dumped and "timing" not in dumped
     changed = with_chip(make_hw(**{"array.count": 2}), "best", 5).model_dump(mode="json")
     assert changed["array"]["count"] == 2

@@ -135,6 +135,15 @@ class VectorUnitSpec(Spec):
         default=Precision.FP32,
         description="Vector precision (the energy table's vector_op_pj key).",
     )
+    gemm_output_ops: Annotated[int, Field(ge=0, le=2**16)] = Field(
+        default=0,
+        exclude_if=lambda v: v == 0,
+        description="Operations per output element of a GEMM the vector unit spends taking"
+        " it off the arrays (reading the accumulator, converting to the output precision),"
+        " while the arrays wait: a GEMM of M x N outputs computes"
+        " ceil(gemm_output_ops x M x N / lanes) cycles longer.  0: outputs leave the"
+        " arrays without the vector unit.",
+    )
 
 
 class DramSharing(str, Enum):

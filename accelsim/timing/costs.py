@@ -64,6 +64,8 @@ class ChipOptions:
     best_orientation: bool = False
     op_overhead_cycles: int = 0
     memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
+    gemm_output_ops: int = 0  # vector operations per GEMM output element
+    vector_lanes: int = 1
 
     @classmethod
     def of(cls, hw: HardwareSpec) -> ChipOptions:
@@ -72,7 +74,16 @@ class ChipOptions:
             best_orientation=hw.mapping.orientation is Orientation.BEST,
             op_overhead_cycles=hw.timing.op_overhead_cycles,
             memory=dram_memory(hw.dram),
+            gemm_output_ops=hw.vector_unit.gemm_output_ops,
+            vector_lanes=hw.vector_unit.lanes,
         )
+
+    def output_cycles(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """Cycles the vector unit takes the outputs of ``count`` GEMMs of ``m x n``
+        outputs off the arrays (``vector_unit.gemm_output_ops``), the same for a GEMM
+        and its transpose."""
+        cycles: np.ndarray = -(-(self.gemm_output_ops * m * n * count) // self.vector_lanes)
+        return cycles
 
     def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
         """How long GEMMs of these cost columns take alone, to first order and less
@@ -388,7 +399,7 @@ def _cost_gemms(
 ) -> None:
     """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``, in
     the orientation ``chip`` asks for, with its fixed cost per op."""
-    columns = _gemm_columns(table, conv, psums, fold_overlap)
+    columns = _gemm_columns(table, conv, psums, fold_overlap, chip)
     if chip.best_orientation:
         columns = _better_orientation(table, columns, conv, psums, fold_overlap, chip)
     cycles = columns["compute_cycles"]
@@ -403,10 +414,11 @@ def _cost_gemms(
 
 
 def _gemm_columns(
-    table: UnitSchedule, conv: int, psums: PsumPolicy, fold_overlap: bool
+    table: UnitSchedule, conv: int, psums: PsumPolicy, fold_overlap: bool, chip: ChipOptions
 ) -> dict[str, np.ndarray]:
     """The :class:`OpCosts` columns of the GEMMs in ``table`` but ``unit`` and ``chunks``,
-    their output tiles dealt out among the unit's arrays (:mod:`accelsim.mapping.arrays`)."""
+    their output tiles dealt out among the unit's arrays (:mod:`accelsim.mapping.arrays`),
+    the vector unit's time taking their outputs off the arrays included (``chip``)."""
     unit = table.unit
     rows, cols, count = unit.array.rows, unit.array.cols, unit.array.count
     kernels = backend.kernels_for(len(table))
@@ -487,7 +499,7 @@ def _gemm_columns(
         a_rd, b_rd, c_wr = tiled_words(table, a_rd, b_rd, c_wr)
     tile = rows * cols * count
     return {
-        "compute_cycles": cycles,
+        "compute_cycles": cycles + chip.output_cycles(table.m, table.n, table.count),
         "macs": macs,
         "folds": folds,
         "mapping_efficiency": efficiency,
@@ -520,7 +532,7 @@ def _better_orientation(
     bandwidth)``; the given one on a tie).  GEMMs with a fold mask or a resident tile
     stream keep their orientation.  The DRAM read columns keep naming the operand (the
     ifmap column is A's traffic); the SRAM columns name the buffer."""
-    flipped = _gemm_columns(transposed(table), conv, psums, fold_overlap)
+    flipped = _gemm_columns(transposed(table), conv, psums, fold_overlap, chip)
     flipped["dram_ifmap_read_bytes"], flipped["dram_filter_read_bytes"] = (
         flipped["dram_filter_read_bytes"],
         flipped["dram_ifmap_read_bytes"],
