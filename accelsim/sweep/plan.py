@@ -15,7 +15,7 @@ import json
 import math
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -335,34 +335,41 @@ def plan_sweep(
             f" the limit of {max_points:,}; split the sweep, or raise the limit with"
             " --max-points N (accelsim sweep and accelsim check)",
         )
-    base_file = str(base.resolve())
     fixed = tuple(
         Override(k, _resolve(k, v, directory), source, f"set.{k}") for k, v in spec.set.items()
     )
     expansion = _Expansion(spec, directory, source, models, base, fixed)
+    forked = jobs > 1 and count >= PARALLEL_POINTS and can_fork()
+    verdicts = _forked_verdicts(expansion, count, jobs) if forked else None
+    points, problems = _planned(expansion, verdicts, resolved)
+    if problems:
+        raise ConfigError(problems)
+    if not points:
+        raise ConfigError.single(source, "exclude", "excludes every point of the sweep")
+    return SweepPlan(spec, path, tuple(points))
+
+
+def _planned(
+    expansion: _Expansion, forked: Iterator[Verdict] | None, resolved: str
+) -> tuple[list[Point], list[Problem]]:
+    """Every valid point of ``expansion`` (its verdicts from ``forked`` processes, or
+    made here), and every problem, each once, in sweep order.  Overrides the sweep
+    wrote are recorded against its ``resolved`` path."""
+    source, base_file = expansion.source, str(expansion.base.resolve())
     problems: list[Problem] = []
     points: list[Point] = []
     seen: dict[str, int] = {}
-    cache = InputCache()
-    identities = Identities()
+    cache, identities = InputCache(), Identities()
     token = secrets.token_hex(8)
-    entries: dict[int, tuple[Override, tuple[str, Any, str, str]]] = {}
+    records: dict[Hashable, tuple[str, Any, str, str]] = {}  # an override's, in a task
 
-    def entry(o: Override) -> tuple[str, Any, str, str]:
-        """A task's record of override ``o`` (made once per override object)."""
-        known = entries.get(id(o))
-        if known is None or known[0] is not o:
-            known = entries[id(o)] = (
-                o,
-                (o.key, o.value, resolved if o.source == source else o.source, o.source_path),
-            )
-        return known[1]
+    def record(o: Override) -> tuple[str, Any, str, str]:
+        found = records.get(o.cache_key)
+        if found is None:
+            where = resolved if o.source == source else o.source
+            found = records[o.cache_key] = (o.key, o.value, where, o.source_path)
+        return found
 
-    forked = (
-        _forked_verdicts(expansion, count, jobs)
-        if jobs > 1 and count >= PARALLEL_POINTS and can_fork()
-        else None
-    )
     with fewer_collections():  # a few objects per point, freed by reference counting
         for axes, final, label in expansion.points(cache):
             verdict = (
@@ -374,7 +381,6 @@ def plan_sweep(
                 problems += [p for p in verdict if p not in problems]
                 continue
             assert not isinstance(final, tuple)  # a point with problems has no identity
-            index = len(points)
             if verdict in seen:
                 problems.append(
                     Problem(
@@ -382,16 +388,18 @@ def plan_sweep(
                     )
                 )
                 continue
-            seen[verdict] = index
+            seen[verdict] = len(points)
             task = PointTask(
-                token, verdict, index, label, base_file, tuple(map(entry, final)), spec.layers
+                token,
+                verdict,
+                len(points),
+                label,
+                base_file,
+                tuple(map(record, final)),
+                expansion.spec.layers,
             )
             points.append(Point(dict(axes), task))
-    if problems:
-        raise ConfigError(problems)
-    if not points:
-        raise ConfigError.single(source, "exclude", "excludes every point of the sweep")
-    return SweepPlan(spec, path, tuple(points))
+    return points, problems
 
 
 def _by_depth(
