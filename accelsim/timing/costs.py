@@ -441,29 +441,7 @@ def _gemm_columns(
     )
 
     def dram(row_folds: np.ndarray, col_folds: np.ndarray, width: int) -> tuple[np.ndarray, ...]:
-        words: tuple[np.ndarray, ...] = kernels.dram_words(
-            table.dataflow,
-            table.m,
-            table.n,
-            table.count,
-            row_folds,
-            col_folds,
-            table.a_footprint,
-            table.b_footprint,
-            table.a_word,
-            table.b_word,
-            table.c_word,
-            table.a_on_chip,
-            table.b_on_chip,
-            table.c_on_chip,
-            unit.ifmap_bytes,
-            unit.filter_bytes,
-            unit.ofmap_bytes,
-            width,
-            conv,
-            psums is PsumPolicy.CHUNK,
-        )
-        return words
+        return _dram_words(kernels, table, row_folds, col_folds, width, conv, psums)
 
     if count == 1:
         a_rd, b_rd, c_rd, c_wr = dram(fr, fc, cols)
@@ -517,6 +495,43 @@ def _gemm_columns(
         + np.minimum(b_rd, tile) * table.b_word,
         "epilogue_bytes": np.minimum(c_wr, tile) * table.c_word,
     }
+
+
+def _dram_words(
+    kernels: backend.Kernels,
+    table: UnitSchedule,
+    row_folds: np.ndarray,
+    col_folds: np.ndarray,
+    width: int,
+    conv: int,
+    psums: PsumPolicy,
+) -> tuple[np.ndarray, ...]:
+    """DRAM words of A, B and C read and C written, per GEMM of ``table``, for these
+    folds over arrays ``width`` columns wide (``kernels``: the NumPy or Numba twin)."""
+    unit = table.unit
+    words: tuple[np.ndarray, ...] = kernels.dram_words(
+        table.dataflow,
+        table.m,
+        table.n,
+        table.count,
+        row_folds,
+        col_folds,
+        table.a_footprint,
+        table.b_footprint,
+        table.a_word,
+        table.b_word,
+        table.c_word,
+        table.a_on_chip,
+        table.b_on_chip,
+        table.c_on_chip,
+        unit.ifmap_bytes,
+        unit.filter_bytes,
+        unit.ofmap_bytes,
+        width,
+        conv,
+        psums is PsumPolicy.CHUNK,
+    )
+    return words
 
 
 def _better_orientation(
