@@ -271,6 +271,13 @@ class Orientation(str, Enum):
     BEST = "best"
 
 
+class StreamBlocking(str, Enum):
+    """How weight and input stationary GEMMs cut their streamed dimension into chunks."""
+
+    PSUMS = "psums"
+    FEWEST_READS = "fewest_reads"
+
+
 class MappingSpec(Spec):
     """How GEMMs are laid onto the arrays, as the chip's compiler would."""
 
@@ -280,6 +287,17 @@ class MappingSpec(Spec):
         " that or its transpose C^T = B^T . A^T (m and n, A and B swapped), whichever a"
         " lone op would finish first (compute against DRAM time); a GEMM with a fold mask"
         " keeps its given orientation.",
+    )
+    stream_blocking: Annotated[StreamBlocking, Field(strict=False)] = Field(
+        default=StreamBlocking.PSUMS,
+        exclude_if=lambda v: v is StreamBlocking.PSUMS,
+        description="How ws and is cut the streamed dimension (m for ws, n for is) into"
+        " chunks when the run's timing.psums is chunk. psums: only as their partial sums"
+        " need to fit in half the ofmap buffer, so a streamed operand larger than half its"
+        " own buffer is read from DRAM once per column fold; fewest_reads: also into"
+        " chunks whose slice of the streamed operand fits half its buffer, whenever that"
+        " reads fewer bytes (the streamed operand once, the stationary one once per chunk"
+        " unless it fits whole), as a compiler blocks a matmul.",
     )
 
 

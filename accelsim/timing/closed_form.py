@@ -100,6 +100,25 @@ def sram_counts(
     return ifmap * count, filt * count, reads * count, writes * count
 
 
+def _chunk_reads(
+    chunks: np.ndarray,
+    fc: np.ndarray,
+    s_fp: np.ndarray,
+    s_word: np.ndarray,
+    s_half: np.ndarray,
+    t_fp: np.ndarray,
+    t_word: np.ndarray,
+    t_half: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Words of the stationary and the streamed operand (ws, is) read in ``chunks``
+    chunks of the streamed dimension: the stationary one once per chunk unless it fits
+    whole, the streamed one once if a chunk's slice of it fits, else once per column
+    fold."""
+    stationary = np.where((chunks == 1) | (t_fp * t_word <= t_half), t_fp, chunks * t_fp)
+    stream = np.where(_ceil(s_fp, chunks) * s_word <= s_half, s_fp, fc * s_fp)
+    return stationary, stream
+
+
 def dram_words(
     dataflow: np.ndarray,
     m: np.ndarray,
@@ -121,6 +140,7 @@ def dram_words(
     cols: int,
     convention: int,
     chunk_stream: bool,
+    fit_stream: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``count`` GEMMs."""
     half_if, half_fl, half_of = ifmap_bytes // 2, filter_bytes // 2, ofmap_bytes // 2
@@ -145,8 +165,16 @@ def dram_words(
     s_fp, t_fp = np.where(ws, a_fp, b_fp), np.where(ws, b_fp, a_fp)
     s_word, t_word = np.where(ws, a_word, b_word), np.where(ws, b_word, a_word)
     s_half, t_half = np.where(ws, half_if, half_fl), np.where(ws, half_fl, half_if)
-    stationary = np.where((chunks == 1) | (t_fp * t_word <= t_half), t_fp, chunks * t_fp)
-    stream = np.where(_ceil(s_fp, chunks) * s_word <= s_half, s_fp, fc * s_fp)
+    stationary, stream = _chunk_reads(chunks, fc, s_fp, s_word, s_half, t_fp, t_word, t_half)
+    if chunk_stream and fit_stream:
+        # Fewer passes over the streamed operand: chunks whose slice of it fits.
+        fits = np.minimum(np.maximum(chunks, _ceil(s_fp * s_word, np.maximum(s_half, 1))), streamed)
+        st, sm = _chunk_reads(fits, fc, s_fp, s_word, s_half, t_fp, t_word, t_half)
+        # Bytes from DRAM: an operand kept on chip costs none.
+        s_cost = np.where(np.where(ws, a_on_chip, b_on_chip), 0, s_word)
+        t_cost = np.where(np.where(ws, b_on_chip, a_on_chip), 0, t_word)
+        fewer = st * t_cost + sm * s_cost < stationary * t_cost + stream * s_cost
+        stationary, stream = np.where(fewer, st, stationary), np.where(fewer, sm, stream)
     a = np.where(is_os, a_os, np.where(ws, stream, stationary))
     b = np.where(is_os, b_os, np.where(ws, stationary, stream))
     c_w = np.where(spill, fr * mn, mn)

@@ -29,7 +29,7 @@ import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.hardware import HardwareSpec, Orientation
+from accelsim.config.hardware import HardwareSpec, Orientation, StreamBlocking
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
 from accelsim.mapping.arrays import split
@@ -62,6 +62,7 @@ class ChipOptions:
     """What of the hardware, beyond each unit's arrays and buffers, shapes GEMM costs."""
 
     best_orientation: bool = False
+    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads
     op_overhead_cycles: int = 0
     memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
     gemm_output_ops: int = 0  # vector operations per GEMM output element
@@ -72,6 +73,7 @@ class ChipOptions:
         """The options ``hw`` sets."""
         return cls(
             best_orientation=hw.mapping.orientation is Orientation.BEST,
+            fewest_reads=hw.mapping.stream_blocking is StreamBlocking.FEWEST_READS,
             op_overhead_cycles=hw.timing.op_overhead_cycles,
             memory=dram_memory(hw.dram),
             gemm_output_ops=hw.vector_unit.gemm_output_ops,
@@ -441,7 +443,7 @@ def _gemm_columns(
     )
 
     def dram(row_folds: np.ndarray, col_folds: np.ndarray, width: int) -> tuple[np.ndarray, ...]:
-        return _dram_words(kernels, table, row_folds, col_folds, width, conv, psums)
+        return _dram_words(kernels, table, row_folds, col_folds, width, conv, psums, chip)
 
     if count == 1:
         a_rd, b_rd, c_rd, c_wr = dram(fr, fc, cols)
@@ -505,9 +507,11 @@ def _dram_words(
     width: int,
     conv: int,
     psums: PsumPolicy,
+    chip: ChipOptions,
 ) -> tuple[np.ndarray, ...]:
     """DRAM words of A, B and C read and C written, per GEMM of ``table``, for these
-    folds over arrays ``width`` columns wide (``kernels``: the NumPy or Numba twin)."""
+    folds over arrays ``width`` columns wide (``kernels``: the NumPy or Numba twin;
+    ``chip``: the streamed dimension's blocking)."""
     unit = table.unit
     words: tuple[np.ndarray, ...] = kernels.dram_words(
         table.dataflow,
@@ -530,6 +534,7 @@ def _dram_words(
         width,
         conv,
         psums is PsumPolicy.CHUNK,
+        chip.fewest_reads,
     )
     return words
 

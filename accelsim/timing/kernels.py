@@ -128,6 +128,23 @@ def sram_counts(
 
 
 @njit(cache=True)
+def _chunk_reads(
+    chunks: int,
+    fc: int,
+    s_fp: int,
+    s_word: int,
+    s_half: int,
+    t_fp: int,
+    t_word: int,
+    t_half: int,
+) -> tuple[int, int]:
+    """One GEMM's :func:`accelsim.timing.closed_form._chunk_reads`."""
+    stationary = t_fp if (chunks == 1 or t_fp * t_word <= t_half) else chunks * t_fp
+    stream = s_fp if ((s_fp + chunks - 1) // chunks) * s_word <= s_half else fc * s_fp
+    return stationary, stream
+
+
+@njit(cache=True)
 def dram_words(
     dataflow: np.ndarray,
     m: np.ndarray,
@@ -149,6 +166,7 @@ def dram_words(
     cols: int,
     convention: int,
     chunk_stream: bool,
+    fit_stream: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """DRAM traffic (words) of each GEMM from its loop order and the buffer sizes.
 
@@ -163,8 +181,12 @@ def dram_words(
       partial sums fit, so they never spill; the stationary operand is then
       re-fetched per chunk unless it fits whole, and the streamed one is
       fetched once per chunk if its slice fits, else once per column fold.
-      Without it, the whole streamed dimension goes through each fold: the
-      streamed operand is fetched once if it fits (else once per column fold),
+      With ``fit_stream`` as well, the chunks are made as small as the
+      streamed operand's slice needs to fit too, whenever that reads fewer
+      DRAM bytes (the streamed operand once, the stationary one once per
+      chunk unless it fits whole).  Without ``chunk_stream``, the whole
+      streamed dimension goes through each fold: the streamed operand is
+      fetched once if it fits (else once per column fold),
       the stationary one once, and partial sums that do not fit in half the
       ofmap buffer spill to DRAM after every row fold and are read back.
     * scalesim: SCALE-Sim 3.0.0's CALC mode: an operand whose footprint is
@@ -215,9 +237,19 @@ def dram_words(
                 c_w, c_r = fr * mn, (fr - 1) * mn
             s_fp, s_word, s_half = (a_fp, a_word[i], half_if) if ws else (b_fp, b_word[i], half_fl)
             t_fp, t_word, t_half = (b_fp, b_word[i], half_fl) if ws else (a_fp, a_word[i], half_if)
-            stationary = t_fp if (chunks == 1 or t_fp * t_word <= t_half) else chunks * t_fp
-            s_slice = (s_fp + chunks - 1) // chunks
-            stream = s_fp if s_slice * s_word <= s_half else fc * s_fp
+            stationary, stream = _chunk_reads(
+                chunks, fc, s_fp, s_word, s_half, t_fp, t_word, t_half
+            )
+            if chunk_stream and fit_stream:
+                fits = min(
+                    max(chunks, (s_fp * s_word + max(s_half, 1) - 1) // max(s_half, 1)), streamed
+                )
+                st, sm = _chunk_reads(fits, fc, s_fp, s_word, s_half, t_fp, t_word, t_half)
+                s_on, t_on = (a_on_chip[i], b_on_chip[i]) if ws else (b_on_chip[i], a_on_chip[i])
+                s_cost = 0 if s_on else s_word  # bytes from DRAM: none for one kept on chip
+                t_cost = 0 if t_on else t_word
+                if st * t_cost + sm * s_cost < stationary * t_cost + stream * s_cost:
+                    stationary, stream = st, sm
             a, b = (stream, stationary) if ws else (stationary, stream)
         if convention == SCALESIM:
             if a_fp < 50 * (ifmap_bytes // 100) // a_word[i]:
