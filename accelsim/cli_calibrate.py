@@ -115,7 +115,13 @@ def _error_table(rows: dict[str, np.ndarray], gemms: Measurements) -> str:
     head = f"{'MAPE %':<28}" + "".join(f"{lab:>10}" for lab in labels)
     gemm_row = f"{'GEMMs':<28}" + "".join(f"{counts[lab][0]:>10}" for lab in labels)
     body = [
-        f"{name:<28}" + "".join(f"{e[lab][1]:>10.1f}" for lab in labels)
+        f"{name:<28}" + "".join(f"{_percent(e[lab]):>10}" for lab in labels)
         for name, e in errors.items()
     ]
     return "\n".join([head, gemm_row, *body])
+
+
+def _percent(error: tuple[int, float]) -> str:
+    """A class's MAPE to one decimal, ``-`` for a class without GEMMs."""
+    gemms, mape = error
+    return f"{mape:.1f}" if gemms else "-"
