@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from accelsim.config.base import Convention
+from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import ChipTimingSpec, HardwareSpec, MappingSpec, Orientation
 from accelsim.config.run import PsumPolicy
 from accelsim.driver.layer import gemm_for, layer_graph, simulate_layer
@@ -147,12 +148,30 @@ def test_gemm_outputs_through_the_vector_unit_add_to_its_compute() -> None:
     # than the three folds of 482.
     hw = make_hw(**{"vector_unit.lanes": 1000, "vector_unit.gemm_output_ops": 1})
     assert int(costs_of(hw, 100, 384, 128).compute_cycles[0]) == 3 * 482 + 39
+    assert int(costs_of(hw, 100, 384, 128).vector_ops[0]) == 100 * 384  # priced as energy
     # The transpose has as many outputs: the best orientation above (1,382 cycles as
     # 1,000 x 10) pays ceil(2 x 10,000 / 64) = 313 more, as the given one would.
     hw = make_hw(**{"dram.bandwidth_bytes_per_cycle": float("inf"), "vector_unit.lanes": 64,
                     "vector_unit.gemm_output_ops": 2})  # fmt: skip
     assert int(costs_of(with_chip(hw, "best"), 10, 1000, 128).compute_cycles[0]) == 1382 + 313
     assert int(costs_of(hw, 10, 1000, 128).compute_cycles[0]) == 3136 + 313
+
+
+def test_gemm_output_operations_cost_vector_energy(energy_table: EnergyTable) -> None:
+    # 2 operations on each of 100 x 384 outputs, at the fp32 vector unit's price; the
+    # rest of the GEMM's energy as without them.
+    plain = make_hw()
+    hw = make_hw(**{"vector_unit.gemm_output_ops": 2})
+    gemm = gemm_for(100, 384, 128, Phase.FWD)
+    with_ops = simulate_layer(hw, energy_table, gemm, Phase.FWD, Convention.ACCELSIM)
+    without = simulate_layer(plain, energy_table, gemm, Phase.FWD, Convention.ACCELSIM)
+    price = energy_table.vector_op_pj[hw.vector_unit.precision]
+    vector = with_ops["energy_by_component_pj"]["vector"]
+    assert vector == pytest.approx(2 * 100 * 384 * price)
+    assert without["energy_by_component_pj"]["vector"] == 0
+    for name, pj in without["energy_by_component_pj"].items():
+        if name not in ("vector", "static"):  # static grows with the longer GEMM
+            assert with_ops["energy_by_component_pj"][name] == pytest.approx(pj)
 
 
 @pytest.mark.parametrize(("load", "cycles"), [(1, 128 + 392), (4, 32 + 392), (256, 10 + 392)])

@@ -141,8 +141,9 @@ class VectorUnitSpec(Spec):
         description="Operations per output element of a GEMM the vector unit spends taking"
         " it off the arrays (reading the accumulator, converting to the output precision),"
         " while the arrays wait: a GEMM of M x N outputs computes"
-        " ceil(gemm_output_ops x M x N / lanes) cycles longer.  0: outputs leave the"
-        " arrays without the vector unit.",
+        " ceil(gemm_output_ops x M x N / lanes) cycles longer, and those operations are"
+        " the GEMM's vector_ops (priced at vector_op_pj).  0: outputs leave the arrays"
+        " without the vector unit.",
     )
 
 

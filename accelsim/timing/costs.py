@@ -80,11 +80,16 @@ class ChipOptions:
             vector_lanes=hw.vector_unit.lanes,
         )
 
-    def output_cycles(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """Cycles the vector unit takes the outputs of ``count`` GEMMs of ``m x n``
-        outputs off the arrays (``vector_unit.gemm_output_ops``), the same for a GEMM
+    def output_ops(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """Vector operations taking the outputs of ``count`` GEMMs of ``m x n`` outputs
+        off the arrays (``vector_unit.gemm_output_ops`` per output), the same for a GEMM
         and its transpose."""
-        cycles: np.ndarray = -(-(self.gemm_output_ops * m * n * count) // self.vector_lanes)
+        ops: np.ndarray = self.gemm_output_ops * m * n * count
+        return ops
+
+    def output_cycles(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """Cycles the vector unit takes for :meth:`output_ops`, all lanes busy."""
+        cycles: np.ndarray = -(-self.output_ops(m, n, count) // self.vector_lanes)
         return cycles
 
     def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
@@ -480,6 +485,7 @@ def _gemm_columns(
     tile = rows * cols * count
     return {
         "compute_cycles": cycles + chip.output_cycles(table.m, table.n, table.count),
+        "vector_ops": chip.output_ops(table.m, table.n, table.count),
         "macs": macs,
         "folds": folds,
         "mapping_efficiency": efficiency,
