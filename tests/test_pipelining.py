@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from accelsim.config.loader import parse_sets
@@ -14,8 +15,14 @@ from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, TransferOp, VectorOp
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.techniques import pipelining
-from accelsim.techniques.pipeline_plan import partition, replicated_partition, task_bounds
-from tests.conftest import ROOT
+from accelsim.techniques.pipeline_plan import (
+    partition,
+    replicated_partition,
+    ring_allreduce_cycles,
+    task_bounds,
+)
+from accelsim.timing.memory import dram_memories, link_memories
+from tests.conftest import ROOT, make_hw
 
 SCHEDULES = ("gpipe", "pipedream", "layerpipe")
 
@@ -394,6 +401,18 @@ def test_free_tasks_weight_stash_is_weights_times_their_delay() -> None:
             expected[home[p.layer]] += p.weight.elements * 2 * kept(delay)
         assert [row["weight_stash_bytes"] for row in report["processors"]] == expected
         assert sum(expected) > 0
+
+
+def test_ring_allreduce_cycles_by_hand() -> None:
+    # 1,000 bytes among 4: 6 link steps of 250 bytes at 10 B/cycle plus 5 cycles each
+    # (180); each processor reads them at 100 B/cycle and writes them back at 50 (10 +
+    # 20), each with the DRAM's 7-cycle latency: 224.
+    hw = make_hw(**{"processors": 4, "interconnect.bandwidth_bytes_per_cycle": 10,
+                    "interconnect.latency_cycles": 5, "dram.bandwidth_bytes_per_cycle": 100,
+                    "dram.write_bandwidth_bytes_per_cycle": 50, "dram.latency_cycles": 7})  # fmt: skip
+    link, dram = link_memories(hw)[0], dram_memories(hw)[0]
+    cycles = ring_allreduce_cycles(np.array([1000.0, 0.0]), 4, link, dram)
+    assert cycles.tolist() == [224.0, 6 * 5 + 14]
 
 
 def test_replicated_partition_by_hand() -> None:

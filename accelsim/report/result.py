@@ -34,7 +34,7 @@ from accelsim.report.summary import (
 from accelsim.report.tables import LAYER_COLUMNS as LAYER_COLUMNS
 from accelsim.report.tables import OP_COLUMNS as OP_COLUMNS
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
-from accelsim.timing.memory import Memory, dram_memories, link_memories
+from accelsim.timing.memory import dram_memories, link_memories, traffic_bound
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
 
@@ -84,7 +84,6 @@ class RunResult:
         """
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
-        split = hw.dram.read_bytes_per_cycle != hw.dram.write_bytes_per_cycle
         channels = np.zeros(hw.processors)
         np.add.at(channels, trace.processor, per_op)
         written = np.zeros(hw.processors)  # of them, the writes (reads and writes apart)
@@ -109,14 +108,7 @@ class RunResult:
         for p, memory in enumerate(memories):
             moved[id(memory)] = moved.get(id(memory), 0.0) + float(channels[p])
             wrote[id(memory)] = wrote.get(id(memory), 0.0) + float(written[p])
-
-        def bound(memory: Memory) -> float:
-            key = id(memory)
-            if not split:
-                return memory.bound(moved[key])
-            return memory.bound(moved[key] - wrote[key]) + memory.bound(wrote[key], write=True)
-
-        dram = max(bound(memory) for memory in memories)
+        dram = max(traffic_bound(m, moved[id(m)], wrote[id(m)]) for m in memories)
         compute = 0.0
         for unit in range(len(c.unit_names)):
             if unit == UNIT_COMM:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.timing.memory import Memory
+
 TASKS = ("fwd", "dx", "dw", "update")
 
 
@@ -87,6 +89,21 @@ class Plan:
     def stage_of_processor(self) -> list[int]:
         """The stage every processor runs."""
         return [s for s in range(self.stages) for _ in range(self.copies(s))]
+
+
+def ring_allreduce_cycles(
+    size_bytes: np.ndarray, copies: int, link: Memory, dram: Memory
+) -> np.ndarray:
+    """Cycles of a ring all-reduce of ``size_bytes`` (element-wise) among ``copies``
+    processors, as the engine runs one: ``2 (copies - 1)`` link steps of
+    ``1 / copies`` of the bytes, each with the link's latency, and each processor's
+    read of the tensor from DRAM and its write back (at the read and the write
+    bandwidth), each with the DRAM's latency."""
+    steps = 2 * (copies - 1)
+    hops = steps * (link.bound(np.ceil(size_bytes / copies)) + link.latency_cycles)
+    passes = dram.bound(size_bytes) + dram.bound(size_bytes, write=True)
+    total: np.ndarray = hops + passes + 2 * dram.latency_cycles
+    return total
 
 
 def replicated_partition(

@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar
 
-import numpy as np
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
@@ -65,7 +64,12 @@ from accelsim.techniques.pipeline_graph import (
     stage_sinks,
 )
 from accelsim.techniques.pipeline_memory import ProcessorMemory, overflow, processor_memory
-from accelsim.techniques.pipeline_plan import Plan, partition, replicated_partition
+from accelsim.techniques.pipeline_plan import (
+    Plan,
+    partition,
+    replicated_partition,
+    ring_allreduce_cycles,
+)
 from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.engines import followed_by
@@ -655,19 +659,11 @@ class PipeDream(Schedule):
             gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
         hw = ctx.hardware
         link, dram = link_memories(hw)[0], dram_memories(hw)[0]
-
-        def allreduce(size: np.ndarray, copies: int) -> np.ndarray:
-            steps = 2 * (copies - 1)
-            hops = steps * link.bound(np.ceil(size / copies))
-            dram_cycles = 2 * (dram.bound(size) + dram.latency_cycles)
-            total: np.ndarray = hops + steps * link.latency_cycles + dram_cycles
-            return total
-
         stages, replicas = replicated_partition(
             costs,
             [gradients.get(n, 0) for n in names],
             self.settings.stages or hw.processors,
-            allreduce,
+            lambda size, copies: ring_allreduce_cycles(size, copies, link, dram),
         )
         plan = Plan(len(replicas), dict(zip(names, stages, strict=True)), costs, tuple(replicas))
         self._plans[id(single)] = (single, plan)

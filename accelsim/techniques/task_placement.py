@@ -20,7 +20,7 @@ from accelsim.graph.ops import WHOLE, GemmOp, Op, OpGraph, Phase, VectorOp
 from accelsim.graph.queries import reads_of
 from accelsim.report.result import RunResult
 from accelsim.timing.costs import UNIT_ARRAY
-from accelsim.timing.memory import Memory
+from accelsim.timing.memory import Memory, traffic_bound
 
 TaskKey = tuple[str, str]  # (layer, task)
 MOVED_DX = "dx.part0"  # a split dX GEMM's moved rows (passes.split_gemms' first part)
@@ -53,12 +53,14 @@ class TaskCosts:
         traffic_bytes: Per pair of tasks (producer, consumer), the bytes the
             consumer reads of what the producer wrote.
         dram_bytes: Per task, the DRAM bytes its ops read and write.
+        dram_write_bytes: Per task, the DRAM bytes of ``dram_bytes`` its ops write.
     """
 
     array_cycles: dict[TaskKey, int]
     vector_cycles: dict[TaskKey, int]
     traffic_bytes: dict[tuple[TaskKey, TaskKey], int]
     dram_bytes: dict[TaskKey, int]
+    dram_write_bytes: dict[TaskKey, int]
 
     def total(self, task: TaskKey) -> int:
         return self.array_cycles.get(task, 0) + self.vector_cycles.get(task, 0)
@@ -71,18 +73,21 @@ def measure_tasks(single: RunResult) -> TaskCosts:
     vector: dict[TaskKey, int] = {}
     traffic: dict[tuple[TaskKey, TaskKey], int] = {}
     dram: dict[TaskKey, int] = {}
-    moved = trace.costs.dram_read_bytes + trace.costs.dram_ofmap_write_bytes
+    written: dict[TaskKey, int] = {}
+    writes = trace.costs.dram_ofmap_write_bytes
+    moved = trace.costs.dram_read_bytes + writes
     for op in graph.ops:
         task = task_of(op)
         busy = int(trace.end_cycle[op.op_id] - trace.start_cycle[op.op_id])
         table = array if trace.costs.unit[op.op_id] == UNIT_ARRAY else vector
         table[task] = table.get(task, 0) + busy
         dram[task] = dram.get(task, 0) + int(moved[op.op_id])
+        written[task] = written.get(task, 0) + int(writes[op.op_id])
         for access, producers in zip(reads_of(op), op.sources, strict=False):
             for producer in {task_of(graph.ops[p]) for p in producers} - {task}:
                 pair = (producer, task)
                 traffic[pair] = traffic.get(pair, 0) + access.bytes
-    return TaskCosts(array, vector, traffic, dram)
+    return TaskCosts(array, vector, traffic, dram, written)
 
 
 def activation_groups(graph: OpGraph) -> list[set[TaskKey]]:
@@ -148,21 +153,24 @@ def assign(
         a = sum(costs.array_cycles.get(t, 0) for t in unit)
         v = sum(costs.vector_cycles.get(t, 0) for t in unit)
         b = sum(costs.dram_bytes.get(t, 0) for t in unit)
+        w = sum(costs.dram_write_bytes.get(t, 0) for t in unit)
 
-        def finish(p: int, unit: set[TaskKey] = unit, a: int = a, v: int = v, b: int = b) -> float:
+        def dram_time(p: int, b: int = b, w: int = w) -> float:
+            return traffic_bound(dram[p], b, w) if dram else 0.0
+
+        def finish(p: int, unit: set[TaskKey] = unit, a: int = a, v: int = v) -> float:
             moved = sum(
                 size
                 for t in unit
                 for other, size in exchanged.get(t, ())
                 if other in where and where[other] != p
             )
-            d = dram[p].bound(b) if dram else 0.0
-            return max(array[p] + a, vector[p] + v, busy[p] + d) + link.bound(moved)
+            return max(array[p] + a, vector[p] + v, busy[p] + dram_time(p)) + link.bound(moved)
 
         best = min(_places(unit, processors, allowed), key=lambda p: (finish(p), p))
         array[best] += a
         vector[best] += v
-        busy[best] += dram[best].bound(b) if dram else 0.0
+        busy[best] += dram_time(best)
         for t in unit:
             where[t] = best
     return where
@@ -186,9 +194,11 @@ def dram_cycles(
     the bytes of the tasks on the processors it serves (``memories[p]`` is
     processor ``p``'s, one object for every processor when they share one)."""
     moved: dict[int, int] = {id(memory): 0 for memory in memories}
+    written: dict[int, int] = {id(memory): 0 for memory in memories}
     for task, p in where.items():
         moved[id(memories[p])] += costs.dram_bytes.get(task, 0)
-    return max(memory.bound(moved[id(memory)]) for memory in memories)
+        written[id(memories[p])] += costs.dram_write_bytes.get(task, 0)
+    return max(traffic_bound(m, moved[id(m)], written[id(m)]) for m in memories)
 
 
 def loads(costs: TaskCosts, where: Mapping[TaskKey, int], processors: int) -> list[int]:

@@ -209,6 +209,15 @@ class FifoMemory:
         )
 
 
+def traffic_bound(memory: Memory, n_bytes: float, written_bytes: float) -> float:
+    """The fewest cycles ``n_bytes`` of traffic, ``written_bytes`` of them written, keep
+    ``memory`` busy: the reads at its read rate and the writes at its write rate (one
+    bound of all of them when the two rates are equal)."""
+    if memory.bound(1.0) == memory.bound(1.0, write=True):
+        return float(memory.bound(n_bytes))
+    return float(memory.bound(n_bytes - written_bytes) + memory.bound(written_bytes, write=True))
+
+
 def slice_bytes(arbitration: DramArbitration, bytes_per_cycle: float) -> int:
     """The most one reservation of a background stream books on a memory of
     ``bytes_per_cycle`` (its total over all its channels): :data:`SLICE_CYCLES` of
