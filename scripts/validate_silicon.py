@@ -272,8 +272,13 @@ def page(results: list[ChipResult], halvings: int, seed: int, figure: str) -> st
         " a value chosen on this data: it reads fewer bytes by construction. Its effect:"
         " the uncalibrated error above 1e6 cycles on v6e falls from 43.3 % to 13.3 % (those"
         " GEMMs are compute-bound once their operands are read about once), the held-out"
-        " one from 7.31 % to 7.04 %, and at least 1e5 cycles from 8.75 % to 8.72 %;"
-        " overall 10.0 % (v6e) and 13.8 % (v4) either way.",
+        " one from 7.31 % to 7.04 % (10-fold: 6.35 % to 6.14 %), and at least 1e5 cycles"
+        " from 8.75 % to 8.72 %; overall 10.0 % (v6e) and 13.8 % (v4) either way. Like the"
+        " partial sums' chunks, its chunks cost the arrays nothing: each chunk passes every"
+        " stationary tile again, and charging `array.tile_swap_cycles` to each of those"
+        " extra folds would give 7.78 % above 1e6 cycles held out on halvings (6.99 %"
+        " 10-fold), worse than not blocking; the gain above 1e6 cycles rests on that"
+        " simplification, the traffic's on the blocking.",
         "- The fixed cost per op (`timing.op_overhead_cycles`) passes before the op's"
         " first transfer, so DRAM-bound GEMMs pay it too; the fit prices each GEMM as the"
         " engine runs it alone, tile group by tile group (`accelsim calibrate` prints"
