@@ -36,6 +36,7 @@ Also public, for the scripts in ``scripts/``:
   steps of a run, as :class:`EngineTiming`);
 * calibration: :func:`read_measurements` (measured GEMM latencies),
   :func:`calibrate` (``accelsim calibrate``'s fit, as a :class:`Calibration`),
+  :func:`cross_validated` (each GEMM predicted by a fit on the other folds),
   :func:`gemm_latencies_us` (GEMMs timed as ``accelsim layer`` times them),
   :func:`mape_by_size` (MAPE overall and per size class).
 * documentation: :func:`config_reference` (every key of every input file, with its
@@ -56,7 +57,7 @@ from accelsim._version import __version__
 
 if TYPE_CHECKING:
     from accelsim.api import RunTables, hardware_from_data, load_run, load_sweep, simulate
-    from accelsim.calibration.fit import Calibration, calibrate
+    from accelsim.calibration.fit import Calibration, calibrate, cross_validated
     from accelsim.calibration.fit import class_errors as mape_by_size
     from accelsim.calibration.measurements import read_measurements
     from accelsim.calibration.model import engine_us as gemm_latencies_us
@@ -108,7 +109,7 @@ if TYPE_CHECKING:
 # loads when one of its names is first used.
 _MODULES = {
     "accelsim.api": ("RunTables", "hardware_from_data", "load_run", "load_sweep", "simulate"),
-    "accelsim.calibration.fit": ("Calibration", "calibrate"),
+    "accelsim.calibration.fit": ("Calibration", "calibrate", "cross_validated"),
     "accelsim.calibration.measurements": ("read_measurements",),
     "accelsim.config.base": ("Convention",),
     "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
@@ -206,6 +207,7 @@ __all__ = [
     "benchmark_engines",
     "calibrate",
     "config_reference",
+    "cross_validated",
     "export_onnx",
     "gemm_latencies_us",
     "geometric_mean",

@@ -322,6 +322,14 @@ def _add_calibrate(sub: Subparsers) -> None:
     cal.add_argument(
         "--psums", choices=[p.value for p in PsumPolicy], default=PsumPolicy.CHUNK.value
     )
+    cal.add_argument(
+        "--folds",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also print the held-out error of K-fold cross-validation: each GEMM predicted"
+        " by the same fit on the other folds (random folds, seed 0; the fit's closed form)",
+    )
     _add_sets(cal, "override a hardware field before fitting, e.g. array.count=4")
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from accelsim.calibration.fit import (
     check_request,
+    cross_validated,
     fit,
     fitted_hardware,
     parameters,
@@ -194,3 +195,34 @@ def test_calibrate_writes_a_file_layer_uses(tmp_path, capsys) -> None:
     assert fitted.timing.op_overhead_cycles > 0
     assert main(["layer", "--hardware", str(out), "--gemm", "64", "64", "64",
                  "--fold-overlap", "--json"]) == 0  # fmt: skip
+
+
+def test_a_held_out_prediction_never_sees_its_own_measurement() -> None:
+    # 40 GEMMs in 4 folds: doubling one GEMM's measured latency moves no prediction of
+    # its own fold (fitted without it) and every prediction of the other folds' GEMMs
+    # may move (their fits saw it).
+    hw = load_hardware(HARDWARE / "tpu_v4.yaml")
+    gemms = read_measurements(SILICON / "tpu_v4_gemm_train.csv", "bf16").subset(np.arange(40))
+    before = cross_validated(hw, gemms, 4, fold_overlap=True)
+    changed = gemms.subset(np.arange(40))
+    changed.latency_us[7] *= 2
+    after = cross_validated(hw, changed, 4, fold_overlap=True)
+    fold = next(f for f in np.array_split(np.random.default_rng(0).permutation(40), 4) if 7 in f)
+    np.testing.assert_array_equal(after[fold], before[fold])
+    assert not np.array_equal(np.delete(after, fold), np.delete(before, fold))
+
+
+def test_calibrate_prints_a_cross_validation_and_refuses_too_few_folds(tmp_path, capsys) -> None:
+    out = tmp_path / "fitted.yaml"
+    args = ["calibrate", str(SILICON / "tpu_v4_gemm_train.csv"), "--hardware",
+            str(HARDWARE / "tpu_v4.yaml"), "--out", str(out)]  # fmt: skip
+    assert main([*args, "--folds", "1"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("calibrate: --folds: must be 2 to the 260 GEMMs measured (got 1)")
+    )
+    assert not out.exists()
+    assert main([*args, "--folds", "5"]) == 0
+    held = next(line for line in capsys.readouterr().out.splitlines() if "5-fold" in line)
+    assert held.startswith("held out, 5-fold") and len(held[28:].split()) == 6

@@ -276,3 +276,47 @@ def calibrate(
     features = gemm_features(hw, gemms, fold_overlap, psums)
     result = fit(hw, features, gemms, chosen)
     return Calibration(features, result, fitted_hardware(hw, result.values))
+
+
+def check_folds(folds: int, gemms: Measurements, where: str) -> None:
+    """Refuse a cross-validation of fewer than 2 folds or more folds than GEMMs.
+
+    Raises:
+        InputError: naming ``--folds`` at ``where``.
+    """
+    if not 2 <= folds <= len(gemms):
+        raise InputError.single(
+            where, "--folds", f"must be 2 to the {len(gemms)} GEMMs measured", folds
+        )
+
+
+def cross_validated(
+    hw: HardwareSpec,
+    gemms: Measurements,
+    folds: int,
+    *,
+    fold_overlap: bool,
+    psums: PsumPolicy = PsumPolicy.CHUNK,
+    names: Sequence[str] = (),
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    seed: int = 0,
+    where: str = "calibrate",
+) -> np.ndarray:
+    """Each GEMM's latency (us, the fit's closed form) as predicted by the fit of
+    :func:`calibrate` on the other ``folds - 1`` of ``folds`` random folds (``seed``):
+    every GEMM predicted once by a fit that did not see it.
+
+    Raises:
+        InputError: for fewer than 2 folds or more than GEMMs, or a request
+            :func:`check_request` refuses (named by ``where``).
+    """
+    check_folds(folds, gemms, where)
+    chosen = check_request(hw, list(names) or [p.name for p in parameters(hw)], ranges or {}, where)
+    features = gemm_features(hw, gemms, fold_overlap, psums)
+    order = np.random.default_rng(seed).permutation(len(gemms))
+    predicted = np.zeros(len(gemms))
+    for held in np.array_split(order, folds):
+        train = np.setdiff1d(order, held)
+        result = fit(hw, features.subset(train), gemms.subset(train), chosen)
+        predicted[held] = predict_us(features.subset(held), physical(hw, result.values))
+    return predicted

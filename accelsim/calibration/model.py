@@ -50,6 +50,16 @@ class Orientated:
     prologue_bytes: np.ndarray
     epilogue_bytes: np.ndarray
 
+    def subset(self, rows: np.ndarray) -> Orientated:
+        """The GEMMs at ``rows`` (indices or a mask)."""
+        return Orientated(
+            self.compute_cycles[rows],
+            self.read_bytes[rows],
+            self.write_bytes[rows],
+            self.prologue_bytes[rows],
+            self.epilogue_bytes[rows],
+        )
+
 
 @dataclass(frozen=True)
 class GemmFeatures:
@@ -61,6 +71,16 @@ class GemmFeatures:
     macs: np.ndarray
     latency_cycles: int
     peak_macs_per_cycle: int
+
+    def subset(self, rows: np.ndarray) -> GemmFeatures:
+        """The GEMMs at ``rows`` (indices or a mask)."""
+        return GemmFeatures(
+            self.given.subset(rows),
+            None if self.transposed is None else self.transposed.subset(rows),
+            self.macs[rows],
+            self.latency_cycles,
+            self.peak_macs_per_cycle,
+        )
 
 
 @dataclass(frozen=True)
