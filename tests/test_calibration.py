@@ -195,6 +195,9 @@ def test_calibrate_writes_a_file_layer_uses(tmp_path, capsys) -> None:
     assert fitted.timing.op_overhead_cycles > 0
     assert main(["layer", "--hardware", str(out), "--gemm", "64", "64", "64",
                  "--fold-overlap", "--json"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["layer", "--hardware", str(out), "--gemm", "64", "64", "64"]) == 0
+    assert "m=64 n=64 k=64 (fwd) on 8 x 128x128 ws, accelsim" in capsys.readouterr().out
 
 
 def test_a_held_out_prediction_never_sees_its_own_measurement() -> None:

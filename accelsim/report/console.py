@@ -72,10 +72,11 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
 def layer_table(record: dict[str, Any]) -> str:
     """A human-readable view of one ``accelsim layer`` record."""
     array = record["array"]
+    arrays = f"{array['count']} x " if array["count"] > 1 else ""
     rows = [
         (
             "gemm",
-            f"m={record['m']} n={record['n']} k={record['k']} ({record['phase']}) on "
+            f"m={record['m']} n={record['n']} k={record['k']} ({record['phase']}) on {arrays}"
             f"{array['rows']}x{array['cols']} {array['dataflow']}, {record['convention']}",
         ),
         ("compute cycles", f"{record['compute_cycles']:,}"),
