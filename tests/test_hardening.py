@@ -671,6 +671,14 @@ def test_several_processors_with_the_single_assignment_are_named(
     assert "(4 x 32x32 os, single assignment: processor 0 only), batch 4" in out
 
 
+def test_several_arrays_per_processor_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "run", SMOKE, "--out", tmp_path, "--set", "array.count=2")
+    assert code == cli.EXIT_OK
+    assert "(1 x 2 x 32x32 os), batch 4" in out
+
+
 def test_data_parallel_stalls_are_a_mean_share_per_processor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

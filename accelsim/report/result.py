@@ -202,7 +202,8 @@ class RunResult:
             hardware=hw.name,
             batch_size=self.batch_size,
             processors=hw.processors,
-            array=f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}",
+            array=(f"{hw.array.count} x " if hw.array.count > 1 else "")
+            + f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}",
             design=DesignKnobs(
                 rows=hw.array.rows,
                 cols=hw.array.cols,
