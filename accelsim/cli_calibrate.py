@@ -52,12 +52,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     gemms = read_measurements(args.measurements, hw.array.precision.value)
     psums = PsumPolicy(args.psums)
     names = [n for n in args.fit.split(",") if n]
-    ranges = _ranges(args.ranges)
     if args.folds:
         check_folds(args.folds, gemms, "calibrate")
     done = calibrate(
-        hw, gemms, fold_overlap=args.fold_overlap, psums=psums, names=names, ranges=ranges
-    )
+        hw, gemms, fold_overlap=args.fold_overlap, psums=psums, names=names,
+        ranges=_ranges(args.ranges),
+    )  # fmt: skip
     result, fitted, features = done.fit, done.fitted, done.features
     rows = {
         "file, closed form": predict_us(features, physical(hw, {})),
@@ -65,10 +65,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         "fitted file, accelsim layer": engine_us(fitted, gemms, args.fold_overlap, psums),
     }
     if args.folds:
-        rows[f"held out, {args.folds}-fold"] = cross_validated(
-            hw, gemms, args.folds, fold_overlap=args.fold_overlap, psums=psums, names=names,
-            ranges=ranges,
-        )  # fmt: skip
+        rows[f"held out, {args.folds}-fold"] = cross_validated(done, args.folds)
     bound = compute_bound_us(features, fitted.clock_mhz)
     print(
         f"calibrate {display_path(args.hardware)} on {len(gemms)} GEMMs of"

@@ -66,7 +66,6 @@ CLASSES = ("all", "< 1e4", "1e4-1e5", "1e5-1e6", "> 1e6", ">= 1e5")
 @dataclass(frozen=True)
 class ChipResult:
     name: str
-    preset: Any  # the HardwareSpec as shipped
     fitted: Any  # the fitted HardwareSpec
     values: dict[str, float]
     gemms: Any  # the Measurements
@@ -95,8 +94,8 @@ def run_chip(name: str, hw_file: str, data: str, halvings: int, seed: int) -> Ch
         if (gemms.size_cycles > 1e6).any()
     ]
     return ChipResult(
-        name, hw, done.fitted, done.fit.values, gemms, before, after, scores, rescaled,
-        others, cross_validated(hw, gemms, FOLDS, fold_overlap=OVERLAP, seed=seed),
+        name, done.fitted, done.fit.values, gemms, before, after, scores, rescaled,
+        others, cross_validated(done, FOLDS, seed=seed),
         hw.array.pes * hw.clock_mhz,
         time.perf_counter() - start,
     )  # fmt: skip

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from accelsim.calibration.fit import (
+    calibrate,
     check_request,
     cross_validated,
     fit,
@@ -206,10 +207,10 @@ def test_a_held_out_prediction_never_sees_its_own_measurement() -> None:
     # may move (their fits saw it).
     hw = load_hardware(HARDWARE / "tpu_v4.yaml")
     gemms = read_measurements(SILICON / "tpu_v4_gemm_train.csv", "bf16").subset(np.arange(40))
-    before = cross_validated(hw, gemms, 4, fold_overlap=True)
+    before = cross_validated(calibrate(hw, gemms, fold_overlap=True), 4)
     changed = gemms.subset(np.arange(40))
     changed.latency_us[7] *= 2
-    after = cross_validated(hw, changed, 4, fold_overlap=True)
+    after = cross_validated(calibrate(hw, changed, fold_overlap=True), 4)
     fold = next(f for f in np.array_split(np.random.default_rng(0).permutation(40), 4) if 7 in f)
     np.testing.assert_array_equal(after[fold], before[fold])
     assert not np.array_equal(np.delete(after, fold), np.delete(before, fold))

@@ -249,8 +249,11 @@ def fitted_hardware(hw: HardwareSpec, values: Mapping[str, float]) -> HardwareSp
 
 @dataclass(frozen=True)
 class Calibration:
-    """A fit and what it was made from: the GEMMs costed once, the fitted file."""
+    """A fit and what it was made from: the file and the GEMMs fitted, the GEMMs
+    costed once, the fitted file."""
 
+    hardware: HardwareSpec
+    gemms: Measurements
     features: GemmFeatures
     fit: Fit
     fitted: HardwareSpec
@@ -275,7 +278,7 @@ def calibrate(
     chosen = check_request(hw, list(names) or [p.name for p in parameters(hw)], ranges or {}, where)
     features = gemm_features(hw, gemms, fold_overlap, psums)
     result = fit(hw, features, gemms, chosen)
-    return Calibration(features, result, fitted_hardware(hw, result.values))
+    return Calibration(hw, gemms, features, result, fitted_hardware(hw, result.values))
 
 
 def check_folds(folds: int, gemms: Measurements, where: str) -> None:
@@ -291,28 +294,19 @@ def check_folds(folds: int, gemms: Measurements, where: str) -> None:
 
 
 def cross_validated(
-    hw: HardwareSpec,
-    gemms: Measurements,
-    folds: int,
-    *,
-    fold_overlap: bool,
-    psums: PsumPolicy = PsumPolicy.CHUNK,
-    names: Sequence[str] = (),
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    seed: int = 0,
-    where: str = "calibrate",
+    calibration: Calibration, folds: int, *, seed: int = 0, where: str = "calibrate"
 ) -> np.ndarray:
-    """Each GEMM's latency (us, the fit's closed form) as predicted by the fit of
-    :func:`calibrate` on the other ``folds - 1`` of ``folds`` random folds (``seed``):
-    every GEMM predicted once by a fit that did not see it.
+    """Each GEMM of ``calibration`` with its latency (us, the fit's closed form) as
+    predicted by the same fit (its parameters and ranges) on the other ``folds - 1``
+    of ``folds`` random folds (``seed``): every GEMM predicted once by a fit that did
+    not see it.  The GEMMs are not costed again.
 
     Raises:
-        InputError: for fewer than 2 folds or more than GEMMs, or a request
-            :func:`check_request` refuses (named by ``where``).
+        InputError: for fewer than 2 folds or more than GEMMs (named by ``where``).
     """
+    hw, gemms, features = calibration.hardware, calibration.gemms, calibration.features
+    chosen = calibration.fit.parameters
     check_folds(folds, gemms, where)
-    chosen = check_request(hw, list(names) or [p.name for p in parameters(hw)], ranges or {}, where)
-    features = gemm_features(hw, gemms, fold_overlap, psums)
     order = np.random.default_rng(seed).permutation(len(gemms))
     predicted = np.zeros(len(gemms))
     for held in np.array_split(order, folds):

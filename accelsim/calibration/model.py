@@ -22,7 +22,7 @@ at a DRAM latency of 0; each way across the channel adds a nonzero latency once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -52,13 +52,7 @@ class Orientated:
 
     def subset(self, rows: np.ndarray) -> Orientated:
         """The GEMMs at ``rows`` (indices or a mask)."""
-        return Orientated(
-            self.compute_cycles[rows],
-            self.read_bytes[rows],
-            self.write_bytes[rows],
-            self.prologue_bytes[rows],
-            self.epilogue_bytes[rows],
-        )
+        return Orientated(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 @dataclass(frozen=True)
