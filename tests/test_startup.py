@@ -23,7 +23,7 @@ from accelsim.techniques.registry import REGISTRY, technique_class
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("matplotlib", "numba", "scipy")
-TECHNIQUE_MODULES = sorted({f"accelsim.techniques.{module}" for module, _ in REGISTRY.values()})
+TECHNIQUE_MODULES = sorted({entry.split(":")[0] for entry in REGISTRY.values()})
 
 
 def loaded_after(code: str) -> set[str]:

@@ -60,12 +60,12 @@ from accelsim.mapping.units import MAIN_ARRAY
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
+    GraphRewriter,
     LoadContext,
-    RewritePhase,
+    SampledRewriter,
     Section,
     SimulatedStep,
     StepCost,
-    Technique,
     TechniqueContext,
     TrainingPlan,
 )
@@ -210,34 +210,27 @@ class ApproximateDropoutConfig(Spec):
     search_seed: NonNegativeInt = Field(default=0, description="Seed of the SGD search.")
 
 
-class ApproximateDropout(Technique):
+class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
     """Approximate random dropout as a plug-in: graph rewrite, fold masks, step statistics."""
 
     name = "approximate_dropout"
-    Config = ApproximateDropoutConfig
-    rewrite_phase = RewritePhase.PRUNE
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init__(self, config: ApproximateDropoutConfig, source: str) -> None:
         super().__init__(config, source)
         self._plans: dict[tuple[str, int], Plan] = {}
         self._current: Plan | None = None  # the plan of the graph being simulated
         self._counted: tuple[RunResult, StepCounts] | None = None
         self._per_step: dict[int, tuple[RunResult, dict[str, np.ndarray]]] = {}
 
-    @property
-    def settings(self) -> ApproximateDropoutConfig:
-        assert isinstance(self.config, ApproximateDropoutConfig)
-        return self.config
-
     def defaults(self) -> dict[str, Origin]:
         return DEFAULTS
 
     @cached_property
     def family(self) -> PatternFamily:
-        return PatternFamily.up_to(self.settings.max_period)
+        return PatternFamily.up_to(self.config.max_period)
 
     def validate(self, load: LoadContext) -> list[Problem]:
-        cfg = self.settings
+        cfg = self.config
         problems = []
         sites, _ = find_sites(load.infos, cfg.rate)
         if cfg.pattern is not Pattern.ELEMENT:
@@ -311,14 +304,16 @@ class ApproximateDropout(Technique):
 
     def _grouped_tiles(self, load: LoadContext, sites: Sequence[Site]) -> list[Problem]:
         """Tile patterns cannot compose with a technique that packs the weight
-        gradients of their consumers (:meth:`Technique.packed_weight_gradients`): a
+        gradients of their consumers (:meth:`GraphRewriter.packed_weight_gradients`): a
         tile pattern skips the folds of a weight's tiles in the weight's own index
         space, and packing moves the kept rows or columns of its gradient GEMM
         together, so that GEMM's folds no longer line up with tiles."""
-        if self.settings.pattern is not Pattern.TILE:
+        if self.config.pattern is not Pattern.TILE:
             return []
         consumers = [c for site in sites for c in site.consumers]
         for other in load.techniques:
+            if not isinstance(other, GraphRewriter):
+                continue
             packed = other.packed_weight_gradients(load)
             clash = [c for c in consumers if c in packed]
             if clash:
@@ -330,15 +325,15 @@ class ApproximateDropout(Technique):
                         f" {other.name} packs the rows or columns of that weight's gradient,"
                         " so its folds no longer line up with tiles; use pattern: row"
                         f" (or leave {clash[0]} to {other.name})",
-                        self.settings.pattern.value,
+                        self.config.pattern.value,
                     )
                 ]
         return []
 
     def _distribution(self, run_file: Path) -> tuple[float, np.ndarray]:
-        assert self.settings.distribution is not None
+        assert self.config.distribution is not None
         return load_distribution(
-            run_file.parent / self.settings.distribution,
+            run_file.parent / self.config.distribution,
             self.family,
             self.source,
             self.where("distribution"),
@@ -356,7 +351,7 @@ class ApproximateDropout(Technique):
             ConfigError: at ``feature_maps.scores`` for a file that cannot be read or
                 leaves a map without a score; in the file, each bad row at its line.
         """
-        path = self.settings.feature_maps.scores
+        path = self.config.feature_maps.scores
         channels = {
             i.layer.name: i.in_shapes[0].dims[0] for i in droppable_convs(infos, INPUT_NAME)
         }
@@ -444,7 +439,7 @@ class ApproximateDropout(Technique):
         if cached is not None:
             self._current = cached
             return cached
-        cfg = self.settings
+        cfg = self.config
         infos = {i.layer.name: i for i in ctx.infos}
         sites: list[Site] = []
         not_compacted: list[str] = []
@@ -525,7 +520,7 @@ class ApproximateDropout(Technique):
         """The site's pattern distribution (from the file or the search), its worst
         per-unit deviation from the site's rate, and the share of units (or tiles)
         each pattern keeps."""
-        cfg = self.settings
+        cfg = self.config
         if cfg.pattern is Pattern.TILE:
             tr, tc = self.tile_size(ctx.hardware)
             w = tiles[site.consumers[0]]
@@ -543,7 +538,7 @@ class ApproximateDropout(Technique):
         return q, float(np.abs(q @ drops - site.rate).max()), kept_share
 
     def tile_size(self, hw: HardwareSpec) -> tuple[int, int]:
-        t = self.settings.tile
+        t = self.config.tile
         return (t.rows or hw.array.rows, t.cols or hw.array.cols)
 
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
@@ -554,18 +549,16 @@ class ApproximateDropout(Technique):
         kept = plan.kept[0]
         ops = tuple(shrunk_op(op, plan, kept, plan.fetched[0]) for op in graph.ops)
         parameters = graph.parameters
-        if self.settings.skip_updates and self.settings.pattern is Pattern.ROW:
+        if self.config.skip_updates and self.config.pattern is Pattern.ROW:
             parameters = tuple(skipped_update(p, plan, kept, plan.fetched[0]) for p in parameters)
         shrunk = dataclasses.replace(graph, ops=ops, parameters=parameters)
         return add_aux(
             shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware), self.name
         )
 
-    def mask_tiles(
-        self, graph: OpGraph, schedule: FoldSchedule, rng: np.random.Generator
-    ) -> Mapping[int, np.ndarray]:
+    def fold_uses(self, graph: OpGraph, schedule: FoldSchedule) -> Mapping[int, np.ndarray]:
         plan = self._current
-        if self.settings.pattern is not Pattern.TILE or plan is None:
+        if self.config.pattern is not Pattern.TILE or plan is None:
             return {}
         uses = {}
         for unit in schedule.units:
@@ -644,7 +637,7 @@ class ApproximateDropout(Technique):
     ) -> Section:
         gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
         drawn = self.plan(ctx, gemms)
-        cfg = self.settings
+        cfg = self.config
         skipped = skipped_report(base, self._counts(ctx, base))
         details = {
             "pattern": cfg.pattern.value,

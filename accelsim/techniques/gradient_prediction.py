@@ -44,7 +44,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -70,10 +70,11 @@ from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
+    GraphRewriter,
+    KindDefiner,
     LoadContext,
     Section,
     SimulatedStep,
-    Technique,
     TechniqueContext,
     TrainingPlan,
 )
@@ -298,22 +299,23 @@ class _Rewrite:
         return dataclasses.replace(rewritten, parameters=tuple(parameters))
 
 
-class GradientPrediction(Technique):
+class GradientPrediction(
+    GraphRewriter[GradientPredictionConfig], KindDefiner[GradientPredictionConfig]
+):
     """ADA-GP as a plug-in: a predictor unit, BP and GP steps, a training schedule."""
 
     name = "gradient_prediction"
-    Config = GradientPredictionConfig
-
-    @property
-    def settings(self) -> GradientPredictionConfig:
-        assert isinstance(self.config, GradientPredictionConfig)
-        return self.config
+    after: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("approximate_dropout", "gradient_skipping"),
+        "work is removed before work is added: the predictor's ops join the step the"
+        " pruning techniques left",
+    )
 
     def defaults(self) -> dict[str, Origin]:
         return DEFAULTS
 
     def validate(self, load: LoadContext) -> list[Problem]:
-        cfg = self.settings
+        cfg = self.config
         problems = []
         if cfg.placement is Placement.DEDICATED:
             a = cfg.array
@@ -335,17 +337,14 @@ class GradientPrediction(Technique):
             problems += exc.problems
         return problems
 
-    def add_components(self, hw: HardwareSpec) -> Sequence[ArrayUnit]:
-        cfg = self.settings
+    def extra_arrays(self, hw: HardwareSpec) -> Sequence[ArrayUnit]:
+        cfg = self.config
         if cfg.placement is Placement.SHARED:
             return ()
         a = cfg.array
         spec = ArraySpec(rows=a.rows, cols=a.cols, dataflow=a.dataflow, precision=a.precision)
         sizes = (kib_to_bytes(a.ifmap_kib), kib_to_bytes(a.filter_kib), kib_to_bytes(a.ofmap_kib))
         return (ArrayUnit(PREDICTOR, spec, *sizes),)
-
-    def defines_kinds(self) -> bool:
-        return True
 
     def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
         return ("bp", "gp")
@@ -356,14 +355,14 @@ class GradientPrediction(Technique):
         shapes = [predicted_shape(p) for p in graph.parameters]
         largest = max((s[1] for s in shapes if s is not None), default=1)
         return PredictorStorage.of(
-            self.settings.network,
+            self.config.network,
             largest,
             hw.word_bytes,
-            kib_to_bytes(self.settings.array.weights_kib),
+            kib_to_bytes(self.config.array.weights_kib),
         )
 
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
-        cfg = self.settings
+        cfg = self.config
         unit = PREDICTOR if cfg.placement is Placement.DEDICATED else MAIN_ARRAY
         predictor = Predictor(cfg.network, unit, self.storage(graph, ctx.hardware))
         infos = {info.layer.name: info for info in ctx.infos}
@@ -374,7 +373,7 @@ class GradientPrediction(Technique):
     def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
         """Per epoch, the GP share the schedule gives (BP the rest)."""
         errors = self._errors(ctx.run_file, ctx.run.training.epochs)
-        fractions = gp_fractions(self.settings.schedule, ctx.run.training.epochs, errors)
+        fractions = gp_fractions(self.config.schedule, ctx.run.training.epochs, errors)
         return [{"bp": 1 - g, "gp": g} for g in fractions]
 
     def training(
@@ -387,10 +386,10 @@ class GradientPrediction(Technique):
         fractions = [epoch["gp"] for epoch in plan.shares]
         bp, gp = steps["bp"], steps["gp"]
         layers = {info.layer.name: info for info in ctx.infos}
-        placement = self.settings.placement
+        placement = self.config.placement
         notes: tuple[str, ...] = ()
         if not any(fractions):
-            warmup = self.settings.schedule.warmup_epochs
+            warmup = self.config.schedule.warmup_epochs
             notes = (
                 f"no GP step runs: the {plan.epochs} epoch(s) trained are all BP (warm-up of"
                 f" {warmup} epochs, or the schedule never chose GP), so the speedup is the"
@@ -401,7 +400,7 @@ class GradientPrediction(Technique):
             "gp": _predictor_use(gp, self.name, placement),
         }
         details = {
-            "policy": self.settings.schedule.policy.value,
+            "policy": self.config.schedule.policy.value,
             "placement": placement.value,
             "gp_fraction": sum(fractions) / plan.epochs,
             "gp_fraction_by_epoch": fractions,
@@ -410,7 +409,7 @@ class GradientPrediction(Technique):
                 **use,
                 "layers": [
                     predictor_layer_cost(
-                        self.settings.network, layers[p.layer], p, ctx.run.batch_size
+                        self.config.network, layers[p.layer], p, ctx.run.batch_size
                     )
                     for p in base.graph.parameters
                     if predicted_shape(p) is not None
@@ -431,7 +430,7 @@ class GradientPrediction(Technique):
             lines,
             notes,
             inputs=inputs(
-                self.settings,
+                self.config,
                 self.defaults(),
                 traces=("schedule.error_trace",),
                 constants={
@@ -442,7 +441,7 @@ class GradientPrediction(Technique):
         )
 
     def _errors(self, run_file: Path, epochs: int) -> list[float]:
-        schedule = self.settings.schedule
+        schedule = self.config.schedule
         if schedule.error_trace is None:
             return synthetic_decay(schedule.floor, schedule.decay_epochs, epochs)
         return read_trace(

@@ -45,7 +45,7 @@ import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
@@ -62,12 +62,12 @@ from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
     BASE,
+    GraphRewriter,
+    KindDefiner,
     LoadContext,
-    RewritePhase,
     Section,
     SimulatedStep,
     StepCost,
-    Technique,
     TechniqueContext,
     TrainingPlan,
 )
@@ -295,33 +295,31 @@ def _live(graph: OpGraph, grad_ops: set[int], keep_dx: bool) -> set[int]:
     return live
 
 
-class GradientSkipping(Technique):
-    """Convergence-aware gradient skipping as a plug-in (a PRUNE rewrite)."""
+class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[GradientSkippingConfig]):
+    """Convergence-aware gradient skipping as a plug-in: a rewrite that removes work and,
+    driven by its monitor, the step kinds of its skip sets."""
 
     name = "gradient_skipping"
-    Config = GradientSkippingConfig
-    rewrite_phase = RewritePhase.PRUNE
+    after: ClassVar[Mapping[str, str]] = {
+        "approximate_dropout": "skipping counts the groups of the dW GEMMs as dropout left"
+        " them: a neuron dropout dropped has no gradient to skip",
+    }
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init__(self, config: GradientSkippingConfig, source: str) -> None:
         super().__init__(config, source)
         self._schedule: SkipSchedule | None = None
-
-    @property
-    def settings(self) -> GradientSkippingConfig:
-        assert isinstance(self.config, GradientSkippingConfig)
-        return self.config
 
     def defaults(self) -> dict[str, Origin]:
         return DEFAULTS
 
     def defines_kinds(self) -> bool:
-        return self.settings.skip_fraction is None
+        return self.config.skip_fraction is None
 
     def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
         return list(self.schedule(ctx).kinds)
 
     def validate(self, load: LoadContext) -> list[Problem]:
-        cfg = self.settings
+        cfg = self.config
         problems = []
         if cfg.skip_fraction is not None and cfg.update_trace is not None:
             problems.append(
@@ -346,7 +344,7 @@ class GradientSkipping(Technique):
     def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
         """``filter`` and ``row`` grouping pack the kept rows or columns of every grouped
         weight's gradient GEMM (``layer`` grouping drops whole GEMMs)."""
-        cfg = self.settings
+        cfg = self.config
         if cfg.grouping is Grouping.LAYER or cfg.skip_fraction == 0:
             return frozenset()
         return frozenset(grouped_layers(load.infos, cfg.grouping))
@@ -355,7 +353,7 @@ class GradientSkipping(Technique):
         self, run_file: Path, layers: Sequence[str], epochs: int
     ) -> dict[str, list[float]]:
         """Each grouped layer's monitored statistic per epoch: the trace's, or ours."""
-        cfg = self.settings
+        cfg = self.config
         if cfg.update_trace is None:
             return synthetic_statistics(layers, cfg.floor, cfg.decay_epochs, epochs)
         return read_statistics(
@@ -369,7 +367,7 @@ class GradientSkipping(Technique):
     def schedule(self, ctx: TechniqueContext) -> SkipSchedule:
         """The run's decisions: which groups skip in each epoch (computed once)."""
         if self._schedule is None:
-            cfg = self.settings
+            cfg = self.config
             infos = {info.layer.name: info for info in ctx.infos}
             one = lower(
                 ctx.infos, ctx.workload, 1, ctx.hardware.word_bytes, ctx.run.lowering.strided_dx
@@ -394,19 +392,19 @@ class GradientSkipping(Technique):
 
     def shares_of(self, kind: str, ctx: TechniqueContext) -> float | Mapping[str, float]:
         """The share of groups a step of ``kind`` skips: the fixed one, or per layer."""
-        cfg = self.settings
+        cfg = self.config
         if cfg.skip_fraction is not None:
             return cfg.skip_fraction
         return self.schedule(ctx).kinds.get(kind, {})
 
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
-        if self.settings.skip_fraction == 0:
+        if self.config.skip_fraction == 0:
             return graph
         infos = {info.layer.name: info for info in ctx.infos}
         return skip_groups(
             graph,
             self.shares_of(kind, ctx),
-            self.settings.grouping,
+            self.config.grouping,
             infos,
             ctx.hardware.word_bytes,
         )
@@ -444,7 +442,7 @@ class GradientSkipping(Technique):
         steps: Mapping[str, SimulatedStep],
         plan: TrainingPlan,
     ) -> Section:
-        cfg = self.settings
+        cfg = self.config
         own = self.defines_kinds()
         details: dict[str, Any] = {
             "grouping": cfg.grouping.value,
@@ -513,7 +511,7 @@ class GradientSkipping(Technique):
             details,
             tuple(lines),
             inputs=inputs(
-                self.settings,
+                self.config,
                 self.defaults(),
                 traces=("update_trace",),
                 constants={

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from accelsim.config.base import NonNegativeInt, Spec
+from accelsim.config.base import NonNegativeInt
 from accelsim.config.hardware import DramSharing
 from accelsim.errors import SimulationError
 from accelsim.graph import passes
@@ -154,22 +154,16 @@ class TaskLayout:
     loads: list[int]
 
 
-class LayerPipe(Schedule):
+class LayerPipe(Schedule[LayerPipeConfig]):
     """LayerPipe: dW off the critical path, dX split across consecutive stages."""
 
     name = "layerpipe"
-    Config = LayerPipeConfig
     one_task_backward = False
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init__(self, config: LayerPipeConfig, source: str) -> None:
         super().__init__(config, source)
         self._layouts: dict[int, tuple[object, TaskLayout]] = {}
         self._chosen: dict[int, tuple[object, Candidate, list[Candidate]]] = {}
-
-    @property
-    def layerpipe(self) -> LayerPipeConfig:
-        assert isinstance(self.config, LayerPipeConfig)
-        return self.config
 
     def shares(self, plan: Plan, single: RunResult) -> dict[str, tuple[float, int]]:
         """The share of each stage's first layer's dX rows done by the previous stage
@@ -186,11 +180,11 @@ class LayerPipe(Schedule):
         for stage, name in plan.first_of().items():
             if stage == 0 or not dx_cycles.get(name):
                 continue
-            if self.layerpipe.split == "balance":
+            if self.config.split == "balance":
                 gap = stage_cost[stage] - stage_cost[stage - 1]
                 share = min(1.0, max(0.0, gap / (2 * dx_cycles[name])))
             else:
-                share = float(self.layerpipe.split)
+                share = float(self.config.split)
             if share > 0:
                 shares[name] = (share, stage - 1)
         return shares
@@ -209,7 +203,7 @@ class LayerPipe(Schedule):
         single, own = self.single_step(ctx, step, base)
         plan = self.plan(ctx, single)
         tried: list[tuple[Candidate, OpGraph]] = []
-        placement = self.layerpipe.placement
+        placement = self.config.placement
         free = self.processors(ctx) > 1
         if placement is not TaskPlacement.STAGES and free:
             graph, period = self.place_tasks(ctx, step, plan)
@@ -262,7 +256,7 @@ class LayerPipe(Schedule):
         """
         alone = self.layout(ctx, step, plan)
         processors = self.processors(ctx)
-        margin = self.layerpipe.delay_margin
+        margin = self.config.delay_margin
         margins = [0, 1, 2, 4, 8, 16, 32] if margin == "auto" else [margin]
         best: tuple[float, OpGraph, TaskLayout] | None = None
         tried: list[dict[str, int]] = []
@@ -274,7 +268,7 @@ class LayerPipe(Schedule):
             tried.append(delays)
             layout = dataclasses.replace(alone, delays=delays)
             # Enough mini-batches to fill a pipeline this deep twice over.
-            count = self.settings.mini_batches or min(
+            count = self.config.mini_batches or min(
                 max(3 * processors + 2, 2 * max(delays.values(), default=1) + 2),
                 MAX_MINI_BATCHES,
             )
@@ -294,7 +288,7 @@ class LayerPipe(Schedule):
 
     def processors(self, ctx: TechniqueContext) -> int:
         """Processors the free task placement uses (not capped at the layer count)."""
-        return self.settings.stages or ctx.hardware.processors
+        return self.config.stages or ctx.hardware.processors
 
     def defaults(self) -> dict[str, Origin]:
         return {
@@ -315,9 +309,9 @@ class LayerPipe(Schedule):
         count): ``2 P + 1`` mini-batches fill it (its delays are at most ``P``, and
         ``2 P + 2`` of them still fit in the limit); the stage options as a
         schedule's."""
-        if self.layerpipe.placement is TaskPlacement.STAGES:
+        if self.config.placement is TaskPlacement.STAGES:
             return super().depth(load)
-        processors = self.settings.stages or load.hardware.processors
+        processors = self.config.stages or load.hardware.processors
         return processors, 2 * processors + 1
 
     def layout(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> TaskLayout:
@@ -345,21 +339,21 @@ class LayerPipe(Schedule):
         period estimated by the candidate's rating; :meth:`place_tasks` adds the
         margin a full pipeline's queueing needs.
         """
-        whole = step(ctx.run.batch_size // self.settings.micro_batches)
+        whole = step(ctx.run.batch_size // self.config.micro_batches)
         processors = self.processors(ctx)
         link = link_memories(ctx.hardware)[0]
         memories = dram_memories(ctx.hardware)
         shared = ctx.hardware.dram.sharing is DramSharing.SHARED
-        split = self.layerpipe.split
+        split = self.config.split
         share = 0.5 if split == "balance" else float(split)
         steps = [whole]
-        if self.layerpipe.dx_split is DxSplit.ROWS and share > 0:
+        if self.config.dx_split is DxSplit.ROWS and share > 0:
             steps.append(
                 passes.split_gemms(
                     whole, lambda op: (share, 0) if op.phase is Phase.BWD_INPUT else None
                 )
             )
-        reach = self.layerpipe.reach
+        reach = self.config.reach
 
         def near(task: TaskKey) -> list[int]:
             """Where a task may run: the moved rows of a split dX on the previous
@@ -377,7 +371,7 @@ class LayerPipe(Schedule):
         for one in steps:
             single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
             costs = measure_tasks(ctx.simulate(single))
-            groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
+            groups = activation_groups(one) if self.config.dx_split is DxSplit.ACTIVATION else []
             free = assign(costs, processors, link, groups, None if shared else memories, near)
             staged = {
                 task: near(task)[0] if task[1] == MOVED_DX else plan.stage_of.get(task[0], 0)
@@ -430,7 +424,7 @@ class LayerPipe(Schedule):
             start = len(builder.ops)
             copies = [
                 copy_step(builder, one, Tag(mini_batch=j, micro_batch=i), on, copies=relabel)
-                for i in range(self.settings.micro_batches)
+                for i in range(self.config.micro_batches)
             ]
             first = first or copies[0]
             dw_on = {p.layer: where.get((p.layer, "dw"), 0) for p in copies[0]}
@@ -468,7 +462,7 @@ class LayerPipe(Schedule):
     def kept(self, downstream: int) -> int:
         """Extra weight copies of a layer ``S(l) = downstream`` stages from the end:
         ``S(l)`` stashed versions, or one buffer for the moving average."""
-        if self.layerpipe.weights is WeightVersions.EMA:
+        if self.config.weights is WeightVersions.EMA:
             return min(1, downstream)
         return downstream
 

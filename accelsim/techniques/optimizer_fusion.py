@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -67,13 +67,13 @@ from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
+    GraphRewriter,
     LoadContext,
-    RewritePhase,
     Section,
     SimulatedStep,
-    Technique,
     TechniqueContext,
     TrainingPlan,
+    placers,
 )
 from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.costs import vector_dram_bytes
@@ -377,23 +377,20 @@ def exposed_update_cycles(result: RunResult) -> int:
     return int(result.total_cycles) - max(others, default=0)
 
 
-class OptimizerFusion(Technique):
+class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
     """Optimizer fusion as a plug-in: moves each update into the backward or forward pass."""
 
     name = "optimizer_fusion"
-    Config = OptimizerFusionConfig
-    rewrite_phase = RewritePhase.FUSE
-
-    @property
-    def settings(self) -> OptimizerFusionConfig:
-        assert isinstance(self.config, OptimizerFusionConfig)
-        return self.config
+    after: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("approximate_dropout", "gradient_skipping", "gradient_prediction"),
+        "fusion fuses the updates of the step the other rewrites left",
+    )
 
     def defaults(self) -> dict[str, Origin]:
         return DEFAULTS
 
     def validate(self, load: LoadContext) -> list[Problem]:
-        mode = self.settings.mode
+        mode = self.config.mode
         problems = []
         clip = load.run.optimizer.clip_global_norm
         if mode is FusionMode.BACKWARD and clip is not None:
@@ -407,7 +404,7 @@ class OptimizerFusion(Technique):
                     mode.value,
                 )
             )
-        for other in load.techniques:
+        for other in placers(load.techniques):
             micro = other.accumulated_micro_batches()
             if mode is FusionMode.BACKWARD and micro > 1:
                 problems.append(
@@ -419,7 +416,7 @@ class OptimizerFusion(Technique):
                         mode.value,
                     )
                 )
-            if mode is FusionMode.FORWARD and other.places():
+            if mode is FusionMode.FORWARD:
                 problems.append(
                     Problem(
                         self.source,
@@ -433,11 +430,11 @@ class OptimizerFusion(Technique):
         return problems
 
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
-        match self.settings.mode:
+        match self.config.mode:
             case FusionMode.UNFUSED:
                 return graph
             case FusionMode.BACKWARD:
-                return backward_fused(graph, self.settings.weight_tiles)
+                return backward_fused(graph, self.config.weight_tiles)
             case FusionMode.FORWARD:
                 return forward_fused(graph, ctx.hardware, ctx.run.optimizer)
 
@@ -449,13 +446,13 @@ class OptimizerFusion(Technique):
         plan: TrainingPlan,
     ) -> Section:
         optimizer = ctx.run.optimizer
-        mode = self.settings.mode
+        mode = self.config.mode
         exposed = exposed_update_cycles(base)
         share = exposed / max(base.total_cycles, 1)
         params = sum(p.update_elements for p in base.graph.parameters)
         ideal = {
             m.value: ideal_bytes_per_parameter(
-                base.graph, m, optimizer, ctx.hardware, self.settings.weight_tiles
+                base.graph, m, optimizer, ctx.hardware, self.config.weight_tiles
             )
             for m in FusionMode
         }
@@ -516,7 +513,7 @@ class OptimizerFusion(Technique):
         )
         details = {
             "mode": mode.value,
-            "weight_tiles": self.settings.weight_tiles.value,
+            "weight_tiles": self.config.weight_tiles.value,
             "optimizer": optimizer.kind.value,
             "master_weights": optimizer.master_weights.value,
             "parameters": params,
@@ -537,7 +534,7 @@ class OptimizerFusion(Technique):
             details,
             tuple(lines),
             notes,
-            inputs=inputs(self.settings, self.defaults()),
+            inputs=inputs(self.config, self.defaults()),
         )
 
 

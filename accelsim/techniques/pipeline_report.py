@@ -186,7 +186,7 @@ def _clamp_warning(binding: str, steady: float, measured: float) -> str:
 
 
 def pipeline_report(
-    schedule: Schedule, placed: Placed, ctx: TechniqueContext, base: RunResult, run: RunResult
+    schedule: Schedule[Any], placed: Placed, ctx: TechniqueContext, base: RunResult, run: RunResult
 ) -> dict[str, Any]:
     """Steady period, bounds, per-processor use and memory of a simulated pipeline.
 
@@ -213,7 +213,7 @@ def pipeline_report(
     return {
         "technique": schedule.name,
         "stages": plan.stages,
-        "micro_batches": schedule.settings.micro_batches,
+        "micro_batches": schedule.config.micro_batches,
         "mini_batches_simulated": count,
         "steady_window": [state.first, state.last],
         "steady_window_cycles": hi - lo,

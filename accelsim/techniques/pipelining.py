@@ -28,7 +28,7 @@ baseline step, repeated.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import Field
 
@@ -45,10 +45,10 @@ from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
+    Placer,
     Section,
     SimulatedStep,
     StepCost,
-    Technique,
     TechniqueContext,
     TrainingPlan,
 )
@@ -138,35 +138,35 @@ class GPipeConfig(PipelineConfig):
     )
 
 
-class Schedule(Technique):
+P = TypeVar("P", bound=PipelineConfig)
+"""A schedule's config."""
+
+
+class Schedule(Placer[P]):
     """Common machinery of the three schedules."""
 
     one_task_backward: ClassVar[bool] = True
     send_after_backward: ClassVar[bool] = False  # each stage's dX leaves when its backward ends
     synchronous: ClassVar[bool] = False
     conflicts = frozenset({"gpipe", "pipedream", "layerpipe"})
+    after: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("approximate_dropout", "gradient_skipping", "gradient_prediction", "optimizer_fusion"),
+        "a schedule places the step graph the rewrites made; its section follows theirs",
+    )
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init__(self, config: P, source: str) -> None:
         super().__init__(config, source)
         self._plans: dict[int, tuple[RunResult, Plan]] = {}
         self._periods: dict[int, tuple[object, float, float]] = {}
         self._placed: dict[int, tuple[object, Placed]] = {}
 
-    @property
-    def settings(self) -> PipelineConfig:
-        assert isinstance(self.config, PipelineConfig)
-        return self.config
-
     def accumulated_micro_batches(self) -> int:
-        return self.settings.micro_batches
-
-    def places(self) -> bool:
-        return True
+        return self.config.micro_batches
 
     def mini_batches(self, stages: int) -> int:
         """Mini-batches to simulate on ``stages`` stages: ``3 S + 2`` by default, at most
         :data:`MAX_MINI_BATCHES` (``validate`` keeps ``2 S + 1`` within it)."""
-        return self.settings.mini_batches or min(3 * stages + 2, MAX_MINI_BATCHES)
+        return self.config.mini_batches or min(3 * stages + 2, MAX_MINI_BATCHES)
 
     def defaults(self) -> dict[str, Origin]:
         """Where each setting's default comes from (its report's inputs)."""
@@ -180,7 +180,7 @@ class Schedule(Technique):
     def depth(self, load: LoadContext) -> tuple[int, int]:
         """How deep the pipeline is (its stages) and the fewest mini-batches that fill
         it and measure a steady state (``2 S + 1``)."""
-        stages = min(self.settings.stages or load.hardware.processors, len(load.infos))
+        stages = min(self.config.stages or load.hardware.processors, len(load.infos))
         return stages, 2 * stages + 1
 
     def deepest(self) -> int:
@@ -188,7 +188,7 @@ class Schedule(Technique):
         return (MAX_MINI_BATCHES - 1) // 2
 
     def validate(self, load: LoadContext) -> list[Problem]:
-        cfg, processors, batch = self.settings, load.hardware.processors, load.run.batch_size
+        cfg, processors, batch = self.config, load.hardware.processors, load.run.batch_size
         problems = []
         stages, needed = self.depth(load)
         if cfg.mini_batches is not None and cfg.mini_batches < needed:
@@ -283,7 +283,7 @@ class Schedule(Technique):
         if cached is not None and cached[0] is single:
             return cached[1]
         names = [info.layer.name for info in ctx.infos]
-        stages = min(self.settings.stages or ctx.hardware.processors, len(names))
+        stages = min(self.config.stages or ctx.hardware.processors, len(names))
         busy = single.layer_busy_cycles()
         costs = [busy.get(n, 0) for n in names]
         plan = Plan(stages, dict(zip(names, partition(costs, stages), strict=True)), costs)
@@ -431,7 +431,7 @@ class Schedule(Technique):
         mini_batches: int,
     ) -> OpGraph:
         """:meth:`build`, one mini-batch after another."""
-        cfg = self.settings
+        cfg = self.config
         one = step(ctx.run.batch_size // cfg.micro_batches)
         relabel = passes.Relabel(one.ops, one.parameters)
         builder = GraphBuilder(ctx.hardware.word_bytes)
@@ -571,7 +571,7 @@ class Schedule(Technique):
             details,
             tuple(lines),
             warnings=warnings,
-            inputs=inputs(self.settings, self.defaults()),
+            inputs=inputs(self.config, self.defaults()),
             internal=INTERNAL_DETAILS,
         )
 
@@ -586,7 +586,7 @@ class Schedule(Technique):
         out = {}
         for layer, stage in plan.stage_of.items():
             in_flight = (
-                self.settings.micro_batches
+                self.config.micro_batches
                 if self.synchronous
                 else -(-self.in_flight(stage, plan) // plan.copies(stage))
             )
@@ -598,11 +598,10 @@ class Schedule(Technique):
         return {}
 
 
-class GPipe(Schedule):
+class GPipe(Schedule[GPipeConfig]):
     """GPipe: micro-batched, all forwards then all backwards, synchronous updates."""
 
     name = "gpipe"
-    Config = GPipeConfig
     synchronous = True
 
     def defaults(self) -> dict[str, Origin]:
@@ -624,11 +623,10 @@ class GPipe(Schedule):
         return 0
 
 
-class PipeDream(Schedule):
+class PipeDream(Schedule[PipeDreamConfig]):
     """PipeDream: 1F1B with weight stashing; a layer's backward is one task."""
 
     name = "pipedream"
-    Config = PipeDreamConfig
     send_after_backward = True
 
     def defaults(self) -> dict[str, Origin]:
@@ -645,7 +643,6 @@ class PipeDream(Schedule):
         together, a replicated stage costing its layers' time over its replicas plus
         the ring all-reduce of their gradients (both DRAM passes and
         ``2 (r - 1)`` link steps of ``1/r`` of the bytes, with latencies)."""
-        assert isinstance(self.config, PipeDreamConfig)
         if not self.config.replicate:
             return super().plan(ctx, single)
         cached = self._plans.get(id(single))
@@ -662,7 +659,7 @@ class PipeDream(Schedule):
         stages, replicas = replicated_partition(
             costs,
             [gradients.get(n, 0) for n in names],
-            self.settings.stages or hw.processors,
+            self.config.stages or hw.processors,
             lambda size, copies: ring_allreduce_cycles(size, copies, link, dram),
         )
         plan = Plan(len(replicas), dict(zip(names, stages, strict=True)), costs, tuple(replicas))
