@@ -30,9 +30,9 @@ from accelsim.graph.queries import BACKWARD
 from accelsim.report.result import TrainingResult
 from accelsim.report.training import Section
 from accelsim.techniques.base import KindDefiner
-from accelsim.techniques.gradient_skipping import skipped_count
 from accelsim.techniques.provenance import Origin
 from accelsim.techniques.registry import compose_problems
+from accelsim.techniques.skipping.groups import skipped_count
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_VECTOR
 from tests.conftest import ROOT, make_hw
 from tests.test_approximate_dropout import period_two

@@ -18,7 +18,7 @@ REGISTRY: dict[str, str] = {
     "approximate_dropout": "accelsim.techniques.approximate_dropout:ApproximateDropout",
     "gpipe": "accelsim.techniques.pipelining:GPipe",
     "gradient_prediction": "accelsim.techniques.gradient_prediction:GradientPrediction",
-    "gradient_skipping": "accelsim.techniques.gradient_skipping:GradientSkipping",
+    "gradient_skipping": "accelsim.techniques.skipping.technique:GradientSkipping",
     "layerpipe": "accelsim.techniques.layerpipe:LayerPipe",
     "optimizer_fusion": "accelsim.techniques.optimizer_fusion:OptimizerFusion",
     "pipedream": "accelsim.techniques.pipelining:PipeDream",

@@ -30,7 +30,7 @@ trained is dead and is removed, with the activations it would have stashed.
 Biases, norm parameters, embeddings, recurrent and attention weights are not
 grouped under ``filter`` and ``row`` (they train every step).
 
-Over training, per-layer and per-group decisions (:mod:`accelsim.techniques.skip_schedule`):
+Over training, per-layer and per-group decisions (:mod:`accelsim.techniques.skipping.schedule`):
 a group skips while its monitored average is below ``threshold``, every
 ``recheck_iterations``-th step re-checks every group, and the statistics come
 from a per-layer trace (CSV ``layer,epoch,statistic``) or our synthetic curve.  A
@@ -41,22 +41,13 @@ every grouped weight's groups (``layer``: of the layers, earliest first).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import Field
-
-from accelsim.config.base import PositiveFloat, PositiveInt, Spec
-from accelsim.config.hardware import WordBytesSpec
 from accelsim.errors import ConfigError, Problem
-from accelsim.graph import passes, queries
-from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase
+from accelsim.graph.ops import OpGraph
 from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT, MONITOR_OPS_PER_GROUP
-from accelsim.lowering.rules import rule_for
-from accelsim.lowering.shapes import LayerInfo
 from accelsim.lowering.step import lower
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
@@ -72,234 +63,28 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.techniques.provenance import Origin, inputs
-from accelsim.techniques.skip_schedule import (
+from accelsim.techniques.skipping.config import (
+    DEFAULTS,
+    NAME,
+    OUR_MODEL,
+    GradientSkippingConfig,
+    Grouping,
+)
+from accelsim.techniques.skipping.groups import grouped_layers, plan_groups, skip_groups
+from accelsim.techniques.skipping.report import gemm_macs, layer_report, mean_share
+from accelsim.techniques.skipping.schedule import (
     SkipSchedule,
     read_statistics,
     schedule,
     synthetic_statistics,
 )
 
-Fraction = Annotated[float, Field(ge=0, le=1)]
-
-_OURS = "our model: the paper's abstract gives no rule or number"
-_CURVE = "our synthetic curve: floor + (1 - floor) exp(-epoch / (decay_epochs (0.5 + depth)))"
-DEFAULTS: dict[str, Origin] = {
-    "grouping": (
-        Source.RECALLED,
-        "groups of semantically related parameters [S]; filter groups, recalled",
-    ),
-    "skip_fraction": (Source.OURS, "none: the monitor decides, our model"),
-    "update_trace": (Source.OURS, "none: " + _CURVE),
-    "threshold": (Source.OURS, _OURS),
-    "group_spread": (Source.OURS, _OURS + ": groups' averages log-normal around the layer's"),
-    "recheck_iterations": (Source.OURS, _OURS),
-    "floor": (Source.OURS, _CURVE),
-    "decay_epochs": (Source.OURS, _CURVE + "; earlier layers converge first, recalled"),
-    "levels": (Source.OURS, "our choice: skipped shares rounded to quarters"),
-}
-"""Where each setting's default comes from (``../shared/techniques.md`` section 5)."""
-
-
-class Grouping(str, Enum):
-    FILTER = "filter"
-    ROW = "row"
-    LAYER = "layer"
-
-
-class GradientSkippingConfig(Spec):
-    """``techniques.gradient_skipping`` in a run file."""
-
-    grouping: Annotated[Grouping, Field(strict=False)] = Field(
-        default=Grouping.FILTER,
-        description="A group of related parameters: a filter (output channel), a row (input"
-        " channel) or a whole layer.",
-    )
-    skip_fraction: Fraction | None = Field(
-        default=None,
-        description="A fixed share of every grouped weight's groups skipped in every step;"
-        " unset: the monitor's decisions over training (threshold, statistics).",
-    )
-    update_trace: str | None = Field(
-        default=None,
-        description="CSV of layer,epoch,statistic (relative to the run file): each layer's"
-        " mean monitored |dw| / |w| per epoch, in the units of threshold, measured in a"
-        " real training run; unset: the synthetic curve (floor, decay_epochs).",
-    )
-    threshold: PositiveFloat = Field(
-        default=0.5,
-        description="A group skips while its monitored |dw| / |w| average is below this.",
-    )
-    group_spread: Annotated[float, Field(ge=0, le=10)] = Field(
-        default=0.5,
-        description="Log-normal spread of a group's average around its layer's (sigma of"
-        " its logarithm); 0: every group of a layer alike.",
-    )
-    recheck_iterations: Annotated[int, Field(ge=1, le=10**6)] = Field(
-        default=10,
-        description="Every this many steps every group is computed and re-checked (1:"
-        " every step, so nothing is ever skipped).",
-    )
-    floor: Fraction = Field(
-        default=0.05,
-        description="Synthetic curve: the statistic a layer settles to, in units of its"
-        " epoch-0 value.",
-    )
-    decay_epochs: PositiveFloat = Field(
-        default=8.0,
-        description="Synthetic curve: the decay time, in epochs, of the layer half way"
-        " down the network (earlier layers decay faster).",
-    )
-    levels: PositiveInt = Field(
-        default=4,
-        description="Each layer's skipped share is rounded to a multiple of 1 / levels,"
-        " so that epochs share simulated step kinds.",
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Kept:
-    """What remains of one parameter's gradient: the shrunk ``dW`` GEMM (or None to
-    keep it), its groups and how many are kept (0: skipped; -1: not grouped, kept
-    unmonitored) and the updated elements."""
-
-    gemm: GemmOp | None
-    groups: int
-    kept: int
-    updated_elements: int
-
-
-def skip_groups(
-    graph: OpGraph,
-    fraction: float | Mapping[str, float],
-    grouping: Grouping,
-    infos: Mapping[str, LayerInfo],
-    words: WordBytesSpec,
-    keep_dx: bool = False,
-) -> OpGraph:
-    """``graph`` with ``fraction`` of its parameter groups' weight gradients skipped
-    (one share for every layer, or a share per layer; a layer missing from the
-    mapping skips nothing).
-
-    Kept groups are monitored; the backward ops nothing trained needs any more
-    are removed (but every ``dX`` op stays if ``keep_dx``).
-    """
-    kept = _plan(graph, fraction, grouping, infos)
-    grad_ops = {p.grad_op for p in graph.parameters if kept[p.weight.name].kept}
-    live = _live(graph, grad_ops, keep_dx)
-    rewritten, ids = passes.rewrite(graph, words, drop=lambda op: op.op_id not in live)
-    ops = list(rewritten.ops)
-    parameters = []
-    for old, new in zip(graph.parameters, rewritten.parameters, strict=True):
-        k = kept[old.weight.name]
-        if k.kept < 0:
-            parameters.append(new)
-            continue
-        if not k.kept or new.grad_op < 0:
-            parameters.append(dataclasses.replace(new, grad_op=-1))
-            continue
-        if k.gemm is not None:
-            (i,) = ids[old.grad_op]
-            ops[i] = dataclasses.replace(k.gemm, op_id=i, deps=ops[i].deps, sources=ops[i].sources)
-        parameters.append(
-            dataclasses.replace(
-                new,
-                updated_elements=k.updated_elements,
-                monitor_groups=k.kept,
-                monitor_owner=GradientSkipping.name,
-            )
-        )
-    return dataclasses.replace(rewritten, ops=tuple(ops), parameters=tuple(parameters))
-
-
-def _plan(
-    graph: OpGraph,
-    fraction: float | Mapping[str, float],
-    grouping: Grouping,
-    infos: Mapping[str, LayerInfo],
-) -> dict[str, _Kept]:
-    trained = [p for p in graph.parameters if p.grad_op >= 0]
-    plan = {p.weight.name: _Kept(None, 0, 0, 0) for p in graph.parameters}
-
-    def share(layer: str) -> float:
-        return fraction.get(layer, 0.0) if isinstance(fraction, Mapping) else fraction
-
-    if grouping is Grouping.LAYER:
-        layers = list(dict.fromkeys(p.layer for p in trained))
-        if isinstance(fraction, Mapping):
-            skipped = {layer for layer in layers if share(layer) >= 0.5}
-        else:
-            skipped = set(layers[: skipped_count(fraction, len(layers))])
-        for p in trained:
-            keep = 0 if p.layer in skipped else 1
-            plan[p.weight.name] = _Kept(None, 1, keep, p.update_elements * keep)
-        return plan
-    for p in trained:
-        op = graph.ops[p.grad_op]
-        width = _column_width(p, op, infos[p.layer]) if isinstance(op, GemmOp) else None
-        if not isinstance(op, GemmOp) or width is None:
-            plan[p.weight.name] = _Kept(None, 0, -1, p.update_elements)
-            continue
-        groups = op.m if grouping is Grouping.FILTER else op.n // width
-        keep = groups - skipped_count(share(p.layer), groups)
-        gemm = None
-        if 0 < keep < groups and grouping is Grouping.FILTER:
-            gemm = dataclasses.replace(op, m=keep, a_elements=op.a_elements * keep // groups)
-        elif 0 < keep < groups:
-            b_elements = op.b_elements * keep // groups
-            gemm = dataclasses.replace(op, n=keep * width, b_elements=b_elements)
-        updated = p.update_elements * keep // groups
-        plan[p.weight.name] = _Kept(gemm, groups * op.count, keep * op.count, updated)
-    return plan
-
-
-def grouped_layers(infos: Sequence[LayerInfo], grouping: Grouping) -> list[str]:
-    """The layers whose parameters ``grouping`` groups, in network order: those whose
-    weight gradient groups by input (a conv's, a linear layer's) for ``filter`` and
-    ``row``, every layer with parameters for ``layer``."""
-    out = []
-    for info in infos:
-        rule = rule_for(info.layer)
-        if rule.has_params and (
-            grouping is Grouping.LAYER or rule.dw_columns_per_input(info) is not None
-        ):
-            out.append(info.layer.name)
-    return out
-
-
-def skipped_count(fraction: float, groups: int) -> int:
-    """How many of ``groups`` a step skips: the expected count, rounded half up."""
-    return math.floor(fraction * groups + 0.5)
-
-
-def _column_width(p: Parameter, op: GemmOp, info: LayerInfo) -> int | None:
-    """Columns of the ``dW`` GEMM per input channel, from the layer's rule (None: not a
-    grouped weight).  The groups are counted on the GEMM as it is now, which another
-    technique may already have compacted (approximate dropout's kept inputs)."""
-    if p.kind is not ParamKind.WEIGHT or op.c.name != p.gradient.name:
-        return None
-    width = rule_for(info.layer).dw_columns_per_input(info)
-    return width if width is not None and op.n % width == 0 else None
-
-
-def _live(graph: OpGraph, grad_ops: set[int], keep_dx: bool) -> set[int]:
-    """Ops still needed: everything outside the backward pass, the kept gradients' ops
-    (and the ``dX`` ops if ``keep_dx``) and every backward op whose output a needed
-    op reads."""
-    live: set[int] = set()
-    for op in reversed(graph.ops):
-        root = op.phase not in queries.BACKWARD or (keep_dx and op.phase is Phase.BWD_INPUT)
-        if root or op.op_id in grad_ops or op.op_id in live:
-            live.add(op.op_id)
-            live.update(d for group in op.sources for d in group)
-            live.update(op.after)
-    return live
-
 
 class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[GradientSkippingConfig]):
     """Convergence-aware gradient skipping as a plug-in: a rewrite that removes work and,
     driven by its monitor, the step kinds of its skip sets."""
 
-    name = "gradient_skipping"
+    name = NAME
     after: ClassVar[Mapping[str, str]] = {
         "approximate_dropout": "skipping counts the groups of the dW GEMMs as dropout left"
         " them: a neuron dropout dropped has no gradient to skip",
@@ -372,7 +157,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
             one = lower(
                 ctx.infos, ctx.workload, 1, ctx.hardware.word_bytes, ctx.run.lowering.strided_dx
             )
-            kept = _plan(one, 0.0, cfg.grouping, infos)
+            kept = plan_groups(one, 0.0, cfg.grouping, infos)
             layers = grouped_layers(ctx.infos, cfg.grouping)
             groups = dict.fromkeys(layers, 1)
             for p in one.parameters:
@@ -453,7 +238,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
         def share(kind: str) -> float:
             if decided is None:
                 return float(cfg.skip_fraction or 0.0)
-            return _mean_share(decided.kinds[kind], decided.groups)
+            return mean_share(decided.kinds[kind], decided.groups)
 
         if decided is not None:
             by_epoch = [sum(w * share(k) for k, w in e.items()) for e in plan.shares]
@@ -464,7 +249,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
                     plan.batches_per_epoch * sum(w * steps[k].cost.cycles for k, w in e.items())
                     for e in plan.shares
                 ],
-                "layers": _layer_report(decided, plan),
+                "layers": layer_report(decided, plan),
             }
         else:
             details["skip_fraction"] = cfg.skip_fraction
@@ -515,48 +300,8 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
                 self.defaults(),
                 traces=("update_trace",),
                 constants={
-                    "monitor_ops_per_element": (MONITOR_OPS_PER_ELEMENT, (Source.OURS, _OURS)),
-                    "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, _OURS)),
+                    "monitor_ops_per_element": (MONITOR_OPS_PER_ELEMENT, (Source.OURS, OUR_MODEL)),
+                    "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, OUR_MODEL)),
                 },
             ),
         )
-
-
-def _mean_share(shares: Mapping[str, float], groups: Mapping[str, int]) -> float:
-    """The share of all groups that per-layer ``shares`` skip."""
-    total = sum(groups.values())
-    return sum(shares.get(layer, 0.0) * n for layer, n in groups.items()) / max(total, 1)
-
-
-def _layer_report(decided: SkipSchedule, plan: TrainingPlan) -> dict[str, dict[str, Any]]:
-    """Per grouped layer: its groups, the share of them it skips over training (re-checks
-    counted), and the first epoch it skips any."""
-    out = {}
-    for layer, n in decided.groups.items():
-        by_epoch = [
-            sum(w * decided.kinds[k].get(layer, 0.0) for k, w in e.items()) for e in plan.shares
-        ]
-        first = next((e for e, v in enumerate(by_epoch) if v > 0), None)
-        out[layer] = {
-            "groups": n,
-            "skip_fraction": sum(by_epoch) / max(len(by_epoch), 1),
-            "first_epoch": first,
-        }
-    return out
-
-
-def gemm_macs(result: RunResult) -> dict[str, int]:
-    """MACs of a simulated step by phase (dW, dX), and the monitor's vector ops."""
-    costs = result.trace.costs
-    by: dict[str, int] = {"dw_macs": 0, "dx_macs": 0, "monitor_vector_ops": 0}
-    for op in result.graph.ops:
-        if op.phase is Phase.BWD_WEIGHT:
-            by["dw_macs"] += int(costs.macs[op.op_id])
-        elif op.phase is Phase.BWD_INPUT:
-            by["dx_macs"] += int(costs.macs[op.op_id])
-    for p in result.graph.parameters:
-        if p.monitor_groups and p.grad_op >= 0:
-            by["monitor_vector_ops"] += MONITOR_OPS_PER_ELEMENT * p.update_elements
-    monitors = [op for op in result.graph.ops if op.owner == GradientSkipping.name]
-    by["monitor_vector_ops"] += sum(int(costs.vector_ops[op.op_id]) for op in monitors)
-    return by
