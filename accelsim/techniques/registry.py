@@ -20,7 +20,7 @@ REGISTRY: dict[str, str] = {
     "gradient_prediction": "accelsim.techniques.gradient_prediction:GradientPrediction",
     "gradient_skipping": "accelsim.techniques.skipping.technique:GradientSkipping",
     "layerpipe": "accelsim.techniques.layerpipe:LayerPipe",
-    "optimizer_fusion": "accelsim.techniques.optimizer_fusion:OptimizerFusion",
+    "optimizer_fusion": "accelsim.techniques.fusion.technique:OptimizerFusion",
     "pipedream": "accelsim.techniques.pipelining:PipeDream",
 }
 """Each technique's name in run files -> ``module:Class`` of its plug-in.  The order
