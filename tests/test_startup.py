@@ -125,7 +125,7 @@ def test_a_run_loads_only_the_techniques_it_names() -> None:
         "import accelsim\naccelsim.simulate('configs/runs/mlp.yaml',"
         " overrides=['run.techniques={gradient_prediction: {}}'])"
     )
-    assert loaded & set(TECHNIQUE_MODULES) == {"accelsim.techniques.gradient_prediction"}
+    assert loaded & set(TECHNIQUE_MODULES) == {"accelsim.techniques.prediction.technique"}
 
 
 def test_registry_names_match_the_classes() -> None:

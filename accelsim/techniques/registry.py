@@ -17,7 +17,7 @@ from accelsim.techniques.order import composition_order
 REGISTRY: dict[str, str] = {
     "approximate_dropout": "accelsim.techniques.approximate_dropout:ApproximateDropout",
     "gpipe": "accelsim.techniques.pipelining:GPipe",
-    "gradient_prediction": "accelsim.techniques.gradient_prediction:GradientPrediction",
+    "gradient_prediction": "accelsim.techniques.prediction.technique:GradientPrediction",
     "gradient_skipping": "accelsim.techniques.skipping.technique:GradientSkipping",
     "layerpipe": "accelsim.techniques.layerpipe:LayerPipe",
     "optimizer_fusion": "accelsim.techniques.fusion.technique:OptimizerFusion",

@@ -40,32 +40,13 @@ leave them unchanged (BP steps train them).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import Field, model_validator
-
-from accelsim.config.base import (
-    Dataflow,
-    DataflowField,
-    Kib,
-    NonNegativeInt,
-    NonNegativeKib,
-    PositiveFloat,
-    Precision,
-    PrecisionField,
-    RuleViolation,
-    Spec,
-)
-from accelsim.config.hardware import ArrayDim, ArraySpec, HardwareSpec, WordBytesSpec
+from accelsim.config.hardware import ArraySpec, HardwareSpec
 from accelsim.errors import ConfigError, Problem
-from accelsim.graph import passes, queries
-from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tensor
-from accelsim.lowering.shapes import LayerInfo
+from accelsim.graph.ops import GemmOp, OpGraph
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
@@ -79,224 +60,26 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.techniques.plan import read_trace, synthetic_decay
-from accelsim.techniques.predictor import (
+from accelsim.techniques.prediction.config import (
+    DEFAULTS,
+    NAME,
+    PREDICTOR,
+    REIMPL,
+    GradientPredictionConfig,
+    Placement,
+    Policy,
+    ScheduleSpec,
+)
+from accelsim.techniques.prediction.predictor import (
     MSE_OPS,
-    LayerOutput,
     Predictor,
-    PredictorNetSpec,
     PredictorStorage,
     predicted_shape,
     predictor_layer_cost,
 )
+from accelsim.techniques.prediction.rewrite import PredictorRewrite
 from accelsim.techniques.provenance import Origin, inputs
 from accelsim.units import kib_to_bytes
-
-PREDICTOR = "predictor"
-Fraction = Annotated[float, Field(ge=0, le=1)]
-
-_REIMPL = "TAMU CSCE-614 re-implementation report (k3shavkish0re/ADAGP), not the paper"
-_OUR_ARRAY = "our choice: a quarter of the default main array's PEs, bf16, WS"
-_OUR_SCHEDULE = "our choice: the paper's adaptive rule is not available to us"
-DEFAULTS: dict[str, Origin] = {
-    "placement": (Source.RECALLED, "a predictor unit beside the main array, recalled"),
-    **{
-        f"array.{key}": (Source.OURS, _OUR_ARRAY)
-        for key in ("rows", "cols", "dataflow", "precision", "ifmap_kib", "filter_kib")
-    },
-    "array.ofmap_kib": (Source.OURS, _OUR_ARRAY),
-    "array.weights_kib": (Source.OURS, "our choice: 2 MiB of predictor weight SRAM"),
-    "network.pool": (Source.REIMPLEMENTATION, _REIMPL + ": pool to 4x4"),
-    "network.conv_layers": (Source.REIMPLEMENTATION, _REIMPL + ": 2-4 conv layers"),
-    "network.channels": (Source.REIMPLEMENTATION, _REIMPL + ": 64 channels"),
-    "schedule.warmup_epochs": (Source.REIMPLEMENTATION, _REIMPL + ": 5 warm-up epochs"),
-    "schedule.policy": (Source.PAPER, "the paper adapts when and how long prediction is used"),
-    **{
-        f"schedule.{key}": (Source.OURS, _OUR_SCHEDULE)
-        for key in ("gp_fraction", "start", "step", "minimum", "maximum", "error_threshold")
-    },
-    "schedule.error_trace": (
-        Source.OURS,
-        "none: our synthetic predictor error floor + (1 - floor) exp(-epoch / decay_epochs)",
-    ),
-    "schedule.floor": (Source.OURS, "our synthetic error curve"),
-    "schedule.decay_epochs": (Source.OURS, "our synthetic error curve"),
-}
-"""Where each setting's default comes from (``../shared/techniques.md`` section 2)."""
-
-
-class Placement(str, Enum):
-    DEDICATED = "dedicated"
-    SHARED = "shared"
-
-
-class Policy(str, Enum):
-    FIXED = "fixed"
-    ADAPTIVE = "adaptive"
-
-
-class PredictorArraySpec(Spec):
-    """The dedicated predictor array of each processor and its operand buffers [D].
-
-    ``weights_kib`` is the predictor's own weight SRAM (either placement): its conv
-    and FC weights and their Adam state stay there when they fit, smallest tensors
-    first, and the rest stream from DRAM on every use [D].
-    """
-
-    rows: ArrayDim = Field(default=64, description="PE rows of the predictor array.")
-    cols: ArrayDim = Field(default=64, description="PE columns of the predictor array.")
-    dataflow: DataflowField = Field(
-        default=Dataflow.WS, description="Dataflow of the predictor array."
-    )
-    precision: PrecisionField = Field(
-        default=Precision.BF16, description="MAC precision of the predictor array."
-    )
-    ifmap_kib: Kib = Field(default=256.0, description="The predictor array's input SRAM.")
-    filter_kib: Kib = Field(default=1024.0, description="The predictor array's weight SRAM.")
-    ofmap_kib: Kib = Field(default=256.0, description="The predictor array's output SRAM.")
-    weights_kib: NonNegativeKib = Field(
-        default=2048.0,
-        description="SRAM for the predictor's weights and their Adam state, kept smallest"
-        " tensors first; the rest stream from DRAM on every use.",
-    )
-
-
-class ScheduleSpec(Spec):
-    """When GP steps run instead of BP steps.
-
-    ``fixed`` uses ``gp_fraction`` after warm-up.  ``adaptive`` starts at
-    ``start`` and each epoch moves the GP share by ``step`` (within
-    ``[minimum, maximum]``): up while the epoch's mean predictor error is below
-    ``error_threshold``, down otherwise.  Errors come from ``error_trace`` (a CSV
-    of ``epoch,batch,predictor_error``, relative to the run file) or, without one,
-    from ``floor + (1 - floor) * exp(-epoch / decay_epochs)`` [D].
-    """
-
-    warmup_epochs: NonNegativeInt = Field(
-        default=5, description="Epochs of backpropagation (BP steps only) before any GP step."
-    )
-    policy: Annotated[Policy, Field(strict=False)] = Field(
-        default=Policy.ADAPTIVE,
-        description="fixed (a gp_fraction share of GP steps after warm-up) or adaptive (the"
-        " share moves by step each epoch with the predictor error).",
-    )
-    gp_fraction: Fraction = Field(
-        default=0.5, description="Share of GP steps after warm-up, with policy fixed."
-    )
-    start: Fraction = Field(default=0.5, description="Adaptive: the GP share after warm-up.")
-    step: Fraction = Field(default=0.1, description="Adaptive: the GP share's change per epoch.")
-    minimum: Fraction = Field(default=0.0, description="Adaptive: the lowest GP share.")
-    maximum: Fraction = Field(default=0.9, description="Adaptive: the highest GP share.")
-    error_threshold: PositiveFloat = Field(
-        default=0.2,
-        description="Adaptive: the share rises while the epoch's mean predictor error is"
-        " below this, and falls otherwise.",
-    )
-    error_trace: str | None = Field(
-        default=None,
-        description="CSV of epoch,batch,predictor_error (relative to the run file); null:"
-        " the synthetic curve floor + (1 - floor) exp(-epoch / decay_epochs).",
-    )
-    floor: Fraction = Field(default=0.05, description="Synthetic error curve: its limit.")
-    decay_epochs: PositiveFloat = Field(
-        default=8.0, description="Synthetic error curve: its decay constant, in epochs."
-    )
-
-    @model_validator(mode="after")
-    def _check_range(self) -> ScheduleSpec:
-        if self.minimum > self.maximum:
-            raise RuleViolation("minimum", f"larger than maximum ({self.maximum:g})", self.minimum)
-        return self
-
-
-class GradientPredictionConfig(Spec):
-    """``techniques.gradient_prediction`` in a run file."""
-
-    placement: Annotated[Placement, Field(strict=False)] = Field(
-        default=Placement.DEDICATED,
-        description="dedicated (a predictor array beside each main array) or shared (the"
-        " predictor's work time-shares the main array).",
-    )
-    array: PredictorArraySpec = Field(
-        default_factory=PredictorArraySpec, description="The dedicated predictor array."
-    )
-    network: PredictorNetSpec = Field(
-        default_factory=PredictorNetSpec, description="The predictor network."
-    )
-    schedule: ScheduleSpec = Field(
-        default_factory=ScheduleSpec, description="When GP steps run instead of BP steps."
-    )
-
-
-class _Rewrite:
-    """Adds the predictor's ops to one step graph of kind ``bp`` or ``gp``."""
-
-    def __init__(
-        self, graph: OpGraph, predictor: Predictor, infos: Mapping[str, LayerInfo], gp: bool
-    ) -> None:
-        self.predictor = predictor
-        self.gp = gp
-        self.tensors = queries.tensors(graph.ops)
-        self.infos = infos
-        self.predicted_params: dict[str, list[Parameter]] = {}
-        for p in graph.parameters:
-            if predicted_shape(p) is not None:
-                self.predicted_params.setdefault(p.layer, []).append(p)
-        self.last_forward: dict[str, int] = {}
-        self.last_backward: dict[str, int] = {}
-        self.forward_writes: dict[str, list[Tensor]] = {}
-        for op in graph.ops:
-            if op.phase is Phase.FWD:
-                self.last_forward[op.layer] = op.op_id
-                self.forward_writes.setdefault(op.layer, []).extend(
-                    a.tensor for a in queries.writes_of(op)
-                )
-            elif op.phase in queries.BACKWARD:
-                self.last_backward[op.layer] = op.op_id
-        self.pending: dict[str, tuple[Tensor, list[Tensor]]] = {}
-        self.gradients: dict[str, tuple[Tensor, int]] = {}
-
-    def view(self, layer: str) -> LayerOutput:
-        made = tuple(self.forward_writes.get(layer, ()))
-        return LayerOutput(self.infos[layer], self.tensors[f"{layer}.out"], made)
-
-    def emit(self, builder: GraphBuilder, op: Op) -> None:
-        """After a layer's forward ops: inference; after its backward ops (BP): training."""
-        layer = op.layer
-        if self.last_forward.get(layer) == op.op_id:
-            for parameter in self.predicted_params.get(layer, []):
-                shape = predicted_shape(parameter)
-                assert shape is not None
-                predicted, made_by, acts = self.predictor.infer(
-                    builder, self.view(layer), parameter, *shape
-                )
-                if self.gp:
-                    self.gradients[parameter.weight.name] = (predicted, made_by)
-                else:
-                    self.pending[parameter.weight.name] = (predicted, acts)
-        if not self.gp and self.last_backward.get(layer) == op.op_id:
-            for parameter in self.predicted_params.get(layer, []):
-                saved = self.pending.pop(parameter.weight.name, None)
-                shape = predicted_shape(parameter)
-                if saved is not None and shape is not None:
-                    predicted, acts = saved
-                    self.predictor.train(
-                        builder, self.view(layer), parameter, predicted, acts, *shape
-                    )
-
-    def apply(self, graph: OpGraph, words: WordBytesSpec, owner: str) -> OpGraph:
-        """``graph`` with the predictor's ops (``owner``'s) added, and in a GP step
-        without its backward pass."""
-        drop = (lambda op: op.phase in queries.BACKWARD) if self.gp else (lambda op: False)
-        rewritten, _ = passes.rewrite(graph, words, drop, self.emit, owner=owner)
-        if not self.gp:
-            return rewritten
-        parameters = []
-        for p in rewritten.parameters:
-            made = self.gradients.get(p.weight.name)
-            parameters.append(
-                dataclasses.replace(p, gradient=made[0], grad_op=made[1]) if made else p
-            )
-        return dataclasses.replace(rewritten, parameters=tuple(parameters))
 
 
 class GradientPrediction(
@@ -304,7 +87,7 @@ class GradientPrediction(
 ):
     """ADA-GP as a plug-in: a predictor unit, BP and GP steps, a training schedule."""
 
-    name = "gradient_prediction"
+    name = NAME
     after: ClassVar[Mapping[str, str]] = dict.fromkeys(
         ("approximate_dropout", "gradient_skipping"),
         "work is removed before work is added: the predictor's ops join the step the"
@@ -366,7 +149,7 @@ class GradientPrediction(
         unit = PREDICTOR if cfg.placement is Placement.DEDICATED else MAIN_ARRAY
         predictor = Predictor(cfg.network, unit, self.storage(graph, ctx.hardware))
         infos = {info.layer.name: info for info in ctx.infos}
-        return _Rewrite(graph, predictor, infos, gp=kind == "gp").apply(
+        return PredictorRewrite(graph, predictor, infos, gp=kind == "gp").apply(
             graph, ctx.hardware.word_bytes, self.name
         )
 
@@ -434,8 +217,11 @@ class GradientPrediction(
                 self.defaults(),
                 traces=("schedule.error_trace",),
                 constants={
-                    "predictor_loss_ops": (MSE_OPS, (Source.REIMPLEMENTATION, _REIMPL + ": MSE")),
-                    "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, _REIMPL)),
+                    "predictor_loss_ops": (
+                        MSE_OPS,
+                        (Source.REIMPLEMENTATION, REIMPL + ": MSE"),
+                    ),
+                    "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, REIMPL)),
                 },
             ),
         )
