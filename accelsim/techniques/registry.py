@@ -15,7 +15,7 @@ from accelsim.techniques.base import Technique, kind_definers, placers
 from accelsim.techniques.order import composition_order
 
 REGISTRY: dict[str, str] = {
-    "approximate_dropout": "accelsim.techniques.approximate_dropout:ApproximateDropout",
+    "approximate_dropout": "accelsim.techniques.dropout.technique:ApproximateDropout",
     "gpipe": "accelsim.techniques.pipelining:GPipe",
     "gradient_prediction": "accelsim.techniques.prediction.technique:GradientPrediction",
     "gradient_skipping": "accelsim.techniques.skipping.technique:GradientSkipping",

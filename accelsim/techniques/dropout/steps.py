@@ -44,7 +44,8 @@ from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import SimulatedStep, StepCost, TechniqueContext
-from accelsim.techniques.dropout_sites import (
+from accelsim.techniques.dropout.folds import count_surviving
+from accelsim.techniques.dropout.sites import (
     MAPPED,
     Shrink,
     TileWeight,
@@ -52,7 +53,6 @@ from accelsim.techniques.dropout_sites import (
     tile_geometry,
 )
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, ChipOptions, unit_costs
-from accelsim.timing.dropout_folds import count_surviving
 from accelsim.timing.memory import dram_memories
 
 SRAM = ("ifmap", "filter", "ofmap")
