@@ -16,12 +16,12 @@ from accelsim.techniques.order import composition_order
 
 REGISTRY: dict[str, str] = {
     "approximate_dropout": "accelsim.techniques.dropout.technique:ApproximateDropout",
-    "gpipe": "accelsim.techniques.pipelining:GPipe",
+    "gpipe": "accelsim.techniques.pipelines.gpipe:GPipe",
     "gradient_prediction": "accelsim.techniques.prediction.technique:GradientPrediction",
     "gradient_skipping": "accelsim.techniques.skipping.technique:GradientSkipping",
-    "layerpipe": "accelsim.techniques.layerpipe:LayerPipe",
+    "layerpipe": "accelsim.techniques.pipelines.layerpipe:LayerPipe",
     "optimizer_fusion": "accelsim.techniques.fusion.technique:OptimizerFusion",
-    "pipedream": "accelsim.techniques.pipelining:PipeDream",
+    "pipedream": "accelsim.techniques.pipelines.pipedream:PipeDream",
 }
 """Each technique's name in run files -> ``module:Class`` of its plug-in.  The order
 they compose in is their own declaration (:mod:`accelsim.techniques.order`)."""

@@ -3,7 +3,7 @@
 ``placement: tasks`` places every layer's forward, input gradient (or its two
 row halves, the first on the previous stage's processor), weight gradient and
 update as separate tasks on the processors within ``reach`` stages of the
-layer's own (:mod:`accelsim.techniques.task_placement`), with per-layer weight
+layer's own (:mod:`accelsim.techniques.pipelines.task_placement`), with per-layer weight
 delays of at most ``P`` mini-batches.  ``placement: stages`` keeps PipeDream's
 contiguous partition and 1F1B order, defers each layer's dW behind the
 activation-gradient chain and splits the dX work of each stage's first layer
@@ -21,12 +21,8 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from accelsim.config.base import NonNegativeInt
 from accelsim.config.hardware import DramSharing
 from accelsim.errors import SimulationError
 from accelsim.graph import passes
@@ -38,17 +34,23 @@ from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import LoadContext, TechniqueContext
-from accelsim.techniques.pipeline_graph import (
+from accelsim.techniques.pipelines.config import (
+    MAX_MINI_BATCHES,
+    DxSplit,
+    LayerPipeConfig,
+    TaskPlacement,
+    WeightVersions,
+)
+from accelsim.techniques.pipelines.graph import (
     SplitShares,
     accumulate_gradients,
     copy_step,
     stage_sinks,
 )
-from accelsim.techniques.pipeline_plan import Plan
-from accelsim.techniques.pipeline_report import Placed
-from accelsim.techniques.pipelining import MAX_MINI_BATCHES, Fraction, PipelineConfig, Schedule
-from accelsim.techniques.provenance import Origin
-from accelsim.techniques.task_placement import (
+from accelsim.techniques.pipelines.plan import Plan
+from accelsim.techniques.pipelines.report import Placed
+from accelsim.techniques.pipelines.schedule import Schedule
+from accelsim.techniques.pipelines.task_placement import (
     MOVED_DX,
     TaskKey,
     activation_groups,
@@ -58,77 +60,8 @@ from accelsim.techniques.task_placement import (
     measure_tasks,
     task_of,
 )
+from accelsim.techniques.provenance import Origin
 from accelsim.timing.memory import dram_memories, link_memories
-
-
-class WeightVersions(str, Enum):
-    STASH = "stash"
-    EMA = "ema"
-
-
-class TaskPlacement(str, Enum):
-    BEST = "best"
-    TASKS = "tasks"
-    STAGES = "stages"
-
-
-class DxSplit(str, Enum):
-    ROWS = "rows"
-    ACTIVATION = "activation"
-    NONE = "none"
-
-
-class LayerPipeConfig(PipelineConfig):
-    """LayerPipe.
-
-    ``placement``: ``tasks`` places every layer's forward, input-gradient,
-    weight-gradient and update tasks freely on the processors within ``reach``
-    stages of the layer's own (the paper's model; ``stages`` may then exceed the
-    layer count, and processors beyond the layer count take any task);
-    ``stages`` keeps every task of a layer on its contiguous stage, with the
-    inter-layer split below; ``best`` (the default) tries both and keeps the
-    faster.  ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into
-    two tasks (``split`` of them in the first, ``balance``: half), the first on
-    the previous stage's processor; ``activation`` runs ``Wᵀδ`` as layer ``l``'s
-    dX task and the element-wise ``⊙ f'`` (the backward of the vector layers
-    below it) with layer ``l - 1``'s; ``none`` keeps dX whole.  ``split``
-    (``stages``): the share of a stage's first layer's dX work done by the
-    previous stage, or ``balance`` to move as much as evens out the two stages'
-    costs (at most all of it) [D].  ``weights``: how delayed weights are kept."""
-
-    placement: Annotated[TaskPlacement, Field(strict=False)] = Field(
-        default=TaskPlacement.BEST,
-        description="tasks (each layer's forward, dX, dW and update placed freely within"
-        " reach stages), stages (every task of a layer on its contiguous stage) or best"
-        " (both tried, the faster kept).",
-    )
-    dx_split: Annotated[DxSplit, Field(strict=False)] = Field(
-        default=DxSplit.ROWS,
-        description="Free placement: rows (each dX GEMM's rows in two tasks, the first on"
-        " the previous stage's processor), activation (the element-wise derivative with the"
-        " layer below) or none.",
-    )
-    split: Fraction | Literal["balance"] = Field(
-        default="balance",
-        description="Share of a split dX done by the previous stage, or balance to even out"
-        " the two stages' costs.",
-    )
-    weights: Annotated[WeightVersions, Field(strict=False)] = Field(
-        default=WeightVersions.STASH,
-        description="How delayed weights are kept: stash (one version per mini-batch of"
-        " delay) or ema (one buffer, LayerPipe2's moving-average reconstruction).",
-    )
-    delay_margin: NonNegativeInt | Literal["auto"] = Field(
-        default="auto",
-        description="Mini-batches of delay added for a full pipeline's queueing; auto: the"
-        " first of 0, 1, 2, 4, ..., 32 whose steady period is within 0.5 % of its bounds.",
-    )
-    reach: NonNegativeInt | None = Field(
-        default=1,
-        description="With the free task placement: how many stages away from its layer's"
-        " stage a task may run (besides processors with no stage, when there are more"
-        " processors than layers); null: anywhere.",
-    )
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,7 @@ from dataclasses import dataclass
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import (
-    Access,
-    Op,
-    OpGraph,
-    Parameter,
-    Phase,
-    Tag,
-    TensorKind,
-    replaced,
-)
+from accelsim.graph.ops import Access, Op, OpGraph, Parameter, Phase, Tag, TensorKind, replaced
 from accelsim.graph.queries import BACKWARD
 from accelsim.lowering.optimizer import add_updates
 
