@@ -2,7 +2,7 @@
 
 A *step graph* is one replica's forward and backward pass after every technique
 has rewritten it (:func:`accelsim.lowering.step.lower`, then
-``Technique.rewrite_graph``); ``StepGraph`` makes it for a batch size.  The
+``GraphRewriter.rewrite_graph``); ``StepGraph`` makes it for a batch size.  The
 policies here add the optimizer updates and decide every op's processor:
 
 * ``single``: the whole step on processor 0;
