@@ -14,7 +14,7 @@ from accelsim.config.base import Spec
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import _Run, simulate_training
-from accelsim.errors import GraphError, Problem
+from accelsim.errors import GraphError
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import (
@@ -28,14 +28,13 @@ from accelsim.graph.ops import (
 )
 from accelsim.graph.queries import BACKWARD
 from accelsim.report.result import TrainingResult
-from accelsim.report.training import Section
 from accelsim.techniques.base import KindDefiner
-from accelsim.techniques.provenance import Origin
 from accelsim.techniques.registry import compose_problems
 from accelsim.techniques.skipping.groups import skipped_count
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_VECTOR
 from tests.conftest import ROOT, make_hw
 from tests.test_approximate_dropout import period_two
+from tests.test_technique_order import Plain
 
 MLP = ROOT / "configs" / "runs" / "mlp.yaml"
 
@@ -131,17 +130,8 @@ def test_data_parallel_needs_a_sample_per_processor_at_load_time() -> None:
         load_inputs(MLP, parse_sets(["processors=4", "assignment=data_parallel", "batch_size=2"]))
 
 
-class _Kinds(KindDefiner[Spec]):
+class _Kinds(Plain, KindDefiner[Spec]):
     name = "kinds"
-
-    def validate(self, load: object) -> list[Problem]:
-        return []
-
-    def defaults(self) -> dict[str, Origin]:
-        return {}
-
-    def training(self, *args: object) -> Section:
-        return Section(self.name, {})
 
     def step_kinds(self, ctx: object) -> tuple[str, ...]:
         return ("a", "b")

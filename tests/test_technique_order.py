@@ -21,20 +21,26 @@ COMPOSED = ("approximate_dropout", "gradient_skipping", "gradient_prediction", "
 """The order the techniques compose in, a pipeline schedule last."""
 
 
+class Plain(Technique[Spec]):
+    """A technique with nothing to check, no settings and an empty section."""
+
+    def validate(self, load: object) -> list[Problem]:
+        return []
+
+    def defaults(self) -> dict[str, Origin]:
+        return {}
+
+    def training(self, *args: object) -> Section:
+        return Section(self.name, {})
+
+
 def throwaway(
     name: str, after: Mapping[str, str] | None = None, before: Mapping[str, str] | None = None
 ) -> Technique[Spec]:
     """A technique that only declares its order."""
 
-    class Throwaway(Technique[Spec]):
-        def validate(self, load: object) -> list[Problem]:
-            return []
-
-        def defaults(self) -> dict[str, Origin]:
-            return {}
-
-        def training(self, *args: object) -> Section:
-            return Section(self.name, {})
+    class Throwaway(Plain):
+        pass
 
     Throwaway.name = name
     Throwaway.after = after or {}
