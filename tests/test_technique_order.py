@@ -13,8 +13,10 @@ from accelsim.errors import ConfigError, Problem
 from accelsim.report.training import Section
 from accelsim.techniques.base import Technique
 from accelsim.techniques.order import composition_order, constraints
+from accelsim.techniques.pipelines.config import GPipeConfig, LayerPipeConfig
 from accelsim.techniques.provenance import Origin
 from accelsim.techniques.registry import REGISTRY, load_techniques, technique_class
+from accelsim.techniques.skipping.config import GradientSkippingConfig
 
 PIPELINES = ("gpipe", "layerpipe", "pipedream")
 COMPOSED = ("approximate_dropout", "gradient_skipping", "gradient_prediction", "optimizer_fusion")
@@ -130,3 +132,10 @@ def test_loading_a_run_file_keeps_the_composition_order() -> None:
     }
     loaded = load_techniques(sections, "run.yaml")
     assert names(loaded) == ["approximate_dropout", "optimizer_fusion", "pipedream"]
+
+
+def test_a_technique_s_config_is_the_spec_it_is_generic_in() -> None:
+    assert type(registered("gradient_skipping")).Config is GradientSkippingConfig
+    assert type(registered("gpipe")).Config is GPipeConfig  # through Schedule[GPipeConfig]
+    assert type(registered("layerpipe")).Config is LayerPipeConfig
+    assert type(throwaway("a")).Config is Spec

@@ -144,7 +144,7 @@ class Technique(ABC, Generic[C]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for base in getattr(cls, "__orig_bases__", ()):
+        for base in cls.__dict__.get("__orig_bases__", ()):
             for arg in typing.get_args(base):
                 if isinstance(arg, type) and issubclass(arg, Spec):
                     cls.Config = arg
