@@ -34,6 +34,7 @@ ORDER = [
     "cli_run",
     "cli_layer",
     "cli_calibrate",
+    "cli_parser",
     "cli",
 ]
 ONLY_IN = {
