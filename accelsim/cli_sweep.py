@@ -289,7 +289,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from accelsim.report.figure import FigureSize
     from accelsim.report.staging import staged_file
     from accelsim.sweep.collect import collect, open_store
-    from accelsim.sweep.plots import Figure, PlotKind, draw, output_path, parse_assignment, select
+    from accelsim.sweep.plot_options import PlotKind, output_path, parse_assignment, select
+    from accelsim.sweep.plots import Figure, draw
 
     kind = PlotKind(args.kind)
     path, fmt = output_path(args.directory, kind, args.output, args.format)

@@ -48,6 +48,7 @@ ONLY_IN = {
         "report/figure.py",
         "report/plots.py",
         "sweep/plots.py",
+        "sweep/point_labels.py",
         "report/bars.py",
     },
 }
