@@ -62,7 +62,7 @@ def _not_a_sweep_file(path: Path, option: str) -> None:
     Raises:
         InputError: naming the option and the sweep directory.
     """
-    from accelsim.sweep.store import sweep_owning
+    from accelsim.sweep.schema import sweep_owning
 
     owner = sweep_owning(path)
     if owner is not None:
@@ -258,7 +258,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from accelsim.report.staging import staged_file
     from accelsim.sweep.collect import collect
-    from accelsim.sweep.store import dumps
+    from accelsim.sweep.schema import dumps
 
     if args.csv is not None:
         _not_a_sweep_file(args.csv, "--csv")
@@ -289,7 +289,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from accelsim.report.figure import FigureSize
     from accelsim.report.staging import staged_file
     from accelsim.sweep.collect import collect, open_store
-    from accelsim.sweep.plots import Figure, PlotKind, draw, output_path, parse_assignment, select
+    from accelsim.sweep.plot_options import PlotKind, output_path, parse_assignment, select
+    from accelsim.sweep.plots import Figure, draw
 
     kind = PlotKind(args.kind)
     path, fmt = output_path(args.directory, kind, args.output, args.format)

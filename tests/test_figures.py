@@ -233,7 +233,8 @@ def test_pareto_numbers_sit_inside_the_axes_clear_of_each_other(sweep: Path) -> 
     import random
 
     from accelsim.sweep.collect import collect
-    from accelsim.sweep.plots import Figure, PlotKind, plot_pareto
+    from accelsim.sweep.plot_options import PlotKind
+    from accelsim.sweep.plots import Figure, plot_pareto
 
     _, rows = collect(sweep)
     scatter = random.Random(1)

@@ -8,11 +8,11 @@ import shlex
 
 import pytest
 
-from accelsim import cli
+from accelsim import cli, cli_parser
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:
-    parser = cli.build_parser()
+    parser = cli_parser.build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(sub.choices)
 
@@ -31,8 +31,8 @@ def test_every_option_states_its_default(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(cli.COMMANDS))
 def test_every_example_parses(name: str) -> None:
-    parser = cli.build_parser()
-    for example in cli.EXAMPLES[name]:
+    parser = cli_parser.build_parser()
+    for example in cli_parser.EXAMPLES[name]:
         for part in example.replace("\\\n", " ").split("&&"):
             words = shlex.split(part)
             if words[0] == "accelsim":

@@ -117,13 +117,13 @@ def _arguments(
         "fold_cycles": (df, sr, sc, tt, cnt, rows, cols, convention, overlap, 1, 5),
         "sram_counts": (df, m, n, k, cnt, fr, fc, rows, cols, convention),
         "dram_words": (
-            *(df, m, n, cnt, fr, fc, t["a_fp"], t["b_fp"]),
-            *(t["a_word"], t["b_word"], t["c_word"], t["a_on"], t["b_on"], t["c_on"]),
-            *sizes,
-            cols,
-            convention,
-            chunk_stream,
-            fit_stream,
+            closed_form.DramGemms(
+                *(df, m, n, cnt, t["a_fp"], t["b_fp"]),
+                *(t["a_word"], t["b_word"], t["c_word"], t["a_on"], t["b_on"], t["c_on"]),
+            ),
+            fr,
+            fc,
+            closed_form.DramRules(*sizes, cols, convention, chunk_stream, fit_stream),
         ),
     }
 
@@ -230,7 +230,7 @@ def test_dram_words_matches_numpy(
         assert got[2].sum() > 0  # some partial sums spill and are read back
     if chunk_stream and fit_stream and convention == closed_form.ACCELSIM:
         # Never more bytes than chunking for partial sums alone, and fewer somewhere.
-        plain = module.dram_words(*args[:-1], False)
+        plain = module.dram_words(*args[:-1], args[-1]._replace(fit_stream=False))
         a_word, b_word = t["a_word"], t["b_word"]
         mine, theirs = got[0] * a_word + got[1] * b_word, plain[0] * a_word + plain[1] * b_word
         assert (mine <= theirs).all()

@@ -34,6 +34,7 @@ ORDER = [
     "cli_run",
     "cli_layer",
     "cli_calibrate",
+    "cli_parser",
     "cli",
 ]
 ONLY_IN = {
@@ -47,6 +48,7 @@ ONLY_IN = {
         "report/figure.py",
         "report/plots.py",
         "sweep/plots.py",
+        "sweep/point_labels.py",
         "report/bars.py",
     },
 }

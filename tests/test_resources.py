@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from accelsim import cli
+from accelsim import cli, cli_parser
 from accelsim.resources import bundled_path, data_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_data_dir_holds_configs_and_workloads() -> None:
     assert (data_dir() / "configs" / "hardware" / "default.yaml").is_file()
     assert (data_dir() / "workloads" / "resnet18.yaml").is_file()
-    assert cli.DEFAULT_ENERGY.is_file()
-    assert cli.DEFAULT_SUITE.is_file()
+    assert cli_parser.DEFAULT_ENERGY.is_file()
+    assert cli_parser.DEFAULT_SUITE.is_file()
 
 
 @pytest.mark.parametrize("top", ["configs", "workloads"])

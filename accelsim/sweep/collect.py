@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from accelsim.sweep.store import TIMING_COLUMNS, Store
+from accelsim.sweep.schema import TIMING_COLUMNS
+from accelsim.sweep.store import Store
 
 # Bookkeeping columns, moved after the numbers.
 _TRAILING = ("status", "error", "label", "identity")

@@ -31,8 +31,8 @@ from accelsim.errors import ConfigError, InputError, Problem
 from accelsim.provenance import version
 from accelsim.resources import bundled_path
 from accelsim.sweep.processes import can_fork, process_pool
+from accelsim.sweep.schema import strict
 from accelsim.sweep.spec import MODEL_AXIS, SweepSpec
-from accelsim.sweep.store import strict
 
 MAX_POINTS = 10_000
 """Most points a sweep may have unless the caller raises it (``accelsim sweep --max-points``):

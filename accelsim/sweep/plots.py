@@ -1,4 +1,5 @@
-"""Figures of a sweep, drawn from its collected table (never by re-simulating).
+"""Figures of a sweep, drawn from its collected table (never by re-simulating): the
+kind and the points :mod:`accelsim.sweep.plot_options` chose.
 
 Units are ms, mJ, x and %; titles state what is drawn, the set-up of the points
 drawn and the filters that chose them (:mod:`accelsim.sweep.labels`); there is
@@ -13,11 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from accelsim.config.loader import parse_value
 from accelsim.errors import InputError
 from accelsim.report import bars
 from accelsim.report.figure import (
@@ -31,82 +30,8 @@ from accelsim.report.figure import (
 )
 from accelsim.report.means import geometric_mean, saving_mean
 from accelsim.sweep.labels import Row, axis_title, title, value_text, values_text
-
-
-class PlotKind(str, Enum):
-    """The figures of ``accelsim plot``."""
-
-    SPEEDUP = "speedup"
-    TECHNIQUE = "technique"
-    ENERGY = "energy"
-    HEATMAP = "heatmap"
-    PARETO = "pareto"
-    SCALING = "scaling"
-
-
-def output_path(
-    directory: Path, kind: PlotKind, output: Path | None, fmt: str | None
-) -> tuple[Path, str]:
-    """Where ``accelsim plot`` writes, and in which format.
-
-    Without ``output``: ``directory/plots/<kind>.<fmt>`` (png by default).  With it,
-    exactly ``output``: in the format its suffix names, or without a suffix in ``fmt``
-    (png by default).
-
-    Raises:
-        InputError: for a suffix that is not a format's, or that contradicts ``fmt``.
-    """
-    if output is None:
-        fmt = fmt or FORMATS[0]
-        return directory / "plots" / f"{kind.value}.{fmt}", fmt
-    suffix = output.suffix.lower().removeprefix(".")
-    if not suffix:
-        return output, fmt or FORMATS[0]
-    if suffix not in FORMATS:
-        raise InputError.single(
-            "--output",
-            "",
-            f"unknown suffix '.{suffix}'; the formats are {', '.join(FORMATS)}",
-            str(output),
-        )
-    if fmt is not None and fmt != suffix:
-        raise InputError.single(
-            "--output", "", f"its suffix contradicts --format {fmt}", str(output)
-        )
-    return output, suffix
-
-
-def parse_assignment(text: str, option: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` of ``--baseline`` or ``--where``, the value read as YAML.
-
-    Raises:
-        InputError: for text without ``=``.
-    """
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise InputError.single(option, "", "expected KEY=VALUE", text)
-    return key.strip(), parse_value(value.strip())
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a == b or str(a) == str(b)
-
-
-def select(rows: Sequence[Row], axes: Sequence[str], where: Sequence[tuple[str, Any]]) -> list[Row]:
-    """The successful rows matching every ``where`` pair.
-
-    Raises:
-        InputError: for a ``where`` key that is not an axis, or no row left.
-    """
-    for key, value in where:
-        if key not in axes:
-            raise InputError.single("--where", key, f"not an axis; axes: {', '.join(axes)}", value)
-    chosen = [
-        r for r in rows if r.get("status") == "ok" and all(_same(r.get(k), v) for k, v in where)
-    ]
-    if not chosen:
-        raise InputError.single("--where", "", "no finished point matches", dict(where))
-    return chosen
+from accelsim.sweep.plot_options import PlotKind, same_value
+from accelsim.sweep.point_labels import number_points
 
 
 def varying(rows: Sequence[Row], axes: Sequence[str]) -> list[str]:
@@ -291,10 +216,10 @@ def plot_speedup(fig: Figure) -> Any:
         if key not in fig.axes:
             raise InputError.single("--baseline", key, f"not an axis; axes: {', '.join(fig.axes)}")
         others = [a for a in fig.varying() if a != key]
-        base = {values_text(r, others): r for r in fig.rows if _same(r.get(key), value)}
+        base = {values_text(r, others): r for r in fig.rows if same_value(r.get(key), value)}
         if not base:
             raise InputError.single("--baseline", key, "no finished point has this value", value)
-        compared = [r for r in fig.rows if not _same(r.get(key), value)]
+        compared = [r for r in fig.rows if not same_value(r.get(key), value)]
         layout = _bar_layout(replace(fig, rows=compared), exclude=(key,))
         values = {}
         for r in compared:
@@ -421,7 +346,7 @@ def plot_pareto(fig: Figure) -> Any:
     ax.set_xlabel(f"{step} time (ms)")
     ax.set_ylabel(f"{step} energy (mJ)")
     ax.legend(loc="best")
-    _number_points(figure, ax, [points[i] for i in named])
+    number_points(figure, ax, [points[i] for i in named])
     key_ax.axis("off")
     header = "Pareto-optimal points" + (f":\n{', '.join(axis_title(k) for k in keys)}"
                                         if keys else "")  # fmt: skip
@@ -443,53 +368,6 @@ def _spread(items: Sequence[int], count: int) -> list[int]:
     if len(items) <= count:
         return list(items)
     return [items[round(k * (len(items) - 1) / (count - 1))] for k in range(count)]
-
-
-def _number_points(figure: Any, ax: Any, points: Sequence[tuple[float, float]]) -> None:
-    """Number ``points`` 1, 2, ..., each number at the nearest of eight directions and
-    six distances around its point where it stays inside the axes and overlaps no
-    number placed before it (measured on the laid-out figure), else where it overlaps
-    the fewest; a number placed away from its point gets a leader line."""
-    from matplotlib.text import Text
-
-    directions = [(1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1)]
-    slots = [(d * 6 * ring, e * 6 * ring) for ring in range(1, 7) for d, e in directions]
-    renderer = figure.canvas.get_renderer()
-    figure.draw_without_rendering()
-    frame = ax.get_window_extent(renderer)
-    placed: list[Any] = []
-
-    def number(n: int, point: tuple[float, float], slot: int) -> Any:
-        dx, dy = slots[slot]
-        note = ax.annotate(
-            str(n),
-            point,
-            xytext=(dx, dy),
-            textcoords="offset points",
-            fontsize=6,
-            ha="center",
-            va="center",
-            arrowprops={"arrowstyle": "-", "linewidth": 0.4, "color": "0.3"}
-            if slot >= len(directions)
-            else None,
-        )
-        note.update_positions(renderer)  # where it is drawn, before it is measured
-        return note
-
-    for n, point in enumerate(points, 1):
-        costs = []
-        for slot in range(len(slots)):
-            note = number(n, point, slot)
-            box = Text.get_window_extent(note, renderer)  # the number, not its leader
-            note.remove()
-            inside = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
-            cost = (0 if inside else len(points)) + sum(box.overlaps(o) for o in placed)
-            if cost == 0:
-                break
-            costs.append((cost, slot))
-        best = slot if cost == 0 else min(costs)[1]
-        note = number(n, point, best)
-        placed.append(Text.get_window_extent(note, renderer))
 
 
 MAX_LINES = 20

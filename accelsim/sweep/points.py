@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from accelsim.errors import OutputError, shown
-from accelsim.sweep.store import POINTS_DIR
+from accelsim.sweep.schema import POINTS_DIR
 
 POINT_FILES = ("summary.json", "point.json", "layers.csv")
 """The files of a point directory (``layers.csv`` only with ``layers: true``)."""

@@ -29,7 +29,8 @@ from accelsim.report.writer import write_csv_rows
 from accelsim.sweep.executors import Executor, chunked
 from accelsim.sweep.plan import SweepPlan
 from accelsim.sweep.points import PointsDirectory, Writer, sweep_root
-from accelsim.sweep.store import STORE_NAME, Store, StoredPoint, dumps
+from accelsim.sweep.schema import STORE_NAME, StoredPoint, dumps
+from accelsim.sweep.store import Store
 from accelsim.sweep.worker import PointOutcome, run_chunk
 
 

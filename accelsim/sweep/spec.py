@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from accelsim.config.base import Name, PathName, RuleViolation, Spec
-from accelsim.sweep.store import column_key
+from accelsim.sweep.schema import column_key
 
 # The axis a suite adds: one point per model, named as in the suite file.
 MODEL_AXIS = "model"

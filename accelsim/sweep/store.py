@@ -1,10 +1,7 @@
 """The sweep store: one SQLite database (WAL mode) per sweep output directory.
 
-Table ``points`` holds one row per finished point, keyed by its identity: its
-axis values (a column per axis key, named exactly as the key), the design
-knobs and headline metrics as typed columns, the rest of its flat record
-(energy by component, technique metrics) as JSON, its status (``ok`` or
-``failed``), error message and timings.  Table ``meta`` holds the sweep's
+Table ``points`` holds one row per finished point, keyed by its identity (its
+columns: :mod:`accelsim.sweep.schema`).  Table ``meta`` holds the sweep's
 name, file and axes; table ``staging`` the token of every sweep process that
 wrote into ``points/`` (its staging entries carry it, see
 :mod:`accelsim.sweep.points`).  Only the sweep's own process writes; each point
@@ -14,157 +11,39 @@ committed.
 Every open checks the database (SQLite's ``quick_check`` and the schema) before
 anything reads or writes it, so a damaged store or a file that is not a store is
 reported (exit 2) and left as it was.  Readers (``collect``, ``plot``) open it
-read-only.  JSON is strict: a non-finite number (an axis value ``.inf``) is
-stored as its YAML spelling, the string ``".inf"``.
+read-only.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import stat
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from accelsim.errors import InputError, OutputError, shown
-
-STORE_NAME = "store.sqlite"
-POINTS_DIR = "points"
-OWNED_NAMES = (
-    STORE_NAME,
-    f"{STORE_NAME}-wal",
-    f"{STORE_NAME}-shm",
-    f"{STORE_NAME}-journal",
+from accelsim.sweep.schema import (
+    EXTRA_COLUMN,
     POINTS_DIR,
+    REQUIRED_COLUMNS,
+    STORE_NAME,
+    TABLES,
+    TIMING_COLUMNS,
+    StoredPoint,
+    column_key,
+    dumps,
+    point_row,
+    points_columns,
+    quote,
+    strict,
 )
-"""Entries of a sweep directory that belong to the sweep (no command writes onto them)."""
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
-
-# (column, SQLite type): the design knobs (summary.json ``design``) then the metrics.
-KNOB_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("workload", "TEXT"),
-    ("hardware", "TEXT"),
-    ("rows", "INTEGER"),
-    ("cols", "INTEGER"),
-    ("dataflow", "TEXT"),
-    ("ifmap_kib", "REAL"),
-    ("filter_kib", "REAL"),
-    ("ofmap_kib", "REAL"),
-    ("stash_kib", "REAL"),
-    ("dram_bandwidth_bytes_per_cycle", "REAL"),
-    ("dram_latency_cycles", "INTEGER"),
-    ("processors", "INTEGER"),
-    ("clock_mhz", "REAL"),
-    ("batch_size", "INTEGER"),
-    ("techniques", "TEXT"),
-)
-METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("total_cycles", "INTEGER"),
-    ("seconds", "REAL"),
-    ("macs", "INTEGER"),
-    ("params", "INTEGER"),
-    ("utilization", "REAL"),
-    ("stall_fraction", "REAL"),
-    ("array_stall_cycles", "INTEGER"),
-    ("dram_bytes", "INTEGER"),
-    ("dram_read_bytes", "INTEGER"),
-    ("dram_write_bytes", "INTEGER"),
-    ("interconnect_bytes", "INTEGER"),
-    ("energy_pj", "REAL"),
-)
-# Bookkeeping columns: identical across executors except the timings.
-STATUS_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("identity", "TEXT PRIMARY KEY"),
-    ("point", "INTEGER"),
-    ("label", "TEXT"),
-    ("status", "TEXT NOT NULL CHECK (status IN ('ok', 'failed'))"),
-    ("error", "TEXT"),
-)
-TIMING_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("wall_seconds", "REAL"),
-    ("finished_at", "REAL"),
-    ("worker", "TEXT"),
-)
-EXTRA_COLUMN = "extra"
-# Columns every version of the store has had: a store without one is not readable.
-_REQUIRED = (*(name for name, _ in STATUS_COLUMNS), EXTRA_COLUMN)
-_TABLES = {"meta", "points", "staging"}
-
-
-@dataclass(frozen=True)
-class StoredPoint:
-    """A finished point as the store records it."""
-
-    identity: str
-    point: int
-    label: str
-    status: str
-    error: str | None
-    axes: Mapping[str, Any]
-    record: Mapping[str, Any]
-    wall_seconds: float
-    finished_at: float
-    worker: str
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def column_key(name: str) -> str:
-    """``name`` as SQLite compares column names: ASCII letters in lower case."""
-    return "".join(c.lower() if "A" <= c <= "Z" else c for c in name)
-
-
-def strict(value: Any) -> Any:
-    """``value`` with every non-finite number as its YAML spelling (``.inf``, ``-.inf``,
-    ``.nan``), so that it can be written as strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
-    if isinstance(value, Mapping):
-        return {k: strict(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict(v) for v in value]
-    return value
-
-
-def dumps(value: Any, **options: Any) -> str:
-    """``value`` as strict JSON (see :func:`strict`)."""
-    return json.dumps(strict(value), allow_nan=False, **options)
-
-
-def _sql_type(values: Iterable[Any]) -> str:
-    kinds = {type(v) for v in values}
-    if kinds <= {int}:
-        return "INTEGER"
-    if kinds <= {int, float}:
-        return "REAL"
-    return "TEXT"
-
-
-def _cell(value: Any) -> Any:
-    """A value as a column holds it (lists and mappings as JSON text)."""
-    if value is None or isinstance(value, int | float | str):
-        return value
-    return dumps(value, sort_keys=True)
-
-
-def sweep_owning(path: Path) -> Path | None:
-    """The sweep directory whose own file ``path`` is (its store, the store's journal files,
-    ``points/`` or anything in it), after following symbolic links; None for any other path."""
-    real = Path(os.path.realpath(path))
-    for entry in (real, *real.parents):
-        directory = entry.parent
-        if entry.name in OWNED_NAMES and (directory / STORE_NAME).is_file():
-            return directory
-    return None
 
 
 class Store:
@@ -252,12 +131,12 @@ class Store:
         names = sorted(tables)
         if not names and not write:
             raise self._problem("not a sweep store yet: an empty database")
-        if set(names) - _TABLES or (names and "meta" not in names):
+        if set(names) - TABLES or (names and "meta" not in names):
             listed = ", ".join(shown(repr(n)) for n in names)
             raise self._problem(f"not a sweep store: an SQLite database with tables {listed}")
         if tables.get("meta", {"key", "value"}) != {"key", "value"}:
             raise self._problem("not a sweep store: table 'meta' lacks columns key, value")
-        missing = [c for c in _REQUIRED if "points" in tables and c not in tables["points"]]
+        missing = [c for c in REQUIRED_COLUMNS if "points" in tables and c not in tables["points"]]
         if missing:
             raise self._problem(
                 f"table 'points' lacks column {', '.join(repr(c) for c in missing)}; a sweep"
@@ -271,7 +150,7 @@ class Store:
             str(row[0]) for row in self._read("SELECT name FROM sqlite_master WHERE type = 'table'")
         ]
         return {
-            name: {str(row[1]) for row in self._read(f"PRAGMA table_info({_quote(name)})")}
+            name: {str(row[1]) for row in self._read(f"PRAGMA table_info({quote(name)})")}
             for name in names
         }
 
@@ -326,23 +205,14 @@ class Store:
     def prepare(self, meta: Mapping[str, Any], axes: Mapping[str, Sequence[Any]]) -> None:
         """Record the sweep's ``meta`` and make sure every table and column exists.
 
-        ``axes`` maps each axis key to its values (for the column's type); an axis
-        that names a knob or metric column shares that column.
+        ``axes`` maps each axis key to its values (the columns:
+        :func:`~accelsim.sweep.schema.points_columns`).
 
         Raises:
             OutputError: for an axis whose column name SQLite takes for another column's
                 (they differ only in letter case), or when the store cannot be written.
         """
-        fixed = {name for name, _ in (*STATUS_COLUMNS, *KNOB_COLUMNS, *METRIC_COLUMNS)}
-        axis_columns = [(k, _sql_type(v)) for k, v in axes.items() if k not in fixed]
-        columns = [
-            *STATUS_COLUMNS,
-            *axis_columns,
-            *KNOB_COLUMNS,
-            *METRIC_COLUMNS,
-            (EXTRA_COLUMN, "TEXT"),
-            *TIMING_COLUMNS,
-        ]
+        columns = points_columns(axes)
         have = {column_key(c): c for c in self._tables.get("points", set())}
         for name, _ in columns:
             other = have.get(column_key(name), name)
@@ -361,13 +231,13 @@ class Store:
                 )
                 cur.execute(
                     "CREATE TABLE IF NOT EXISTS points ("
-                    + ", ".join(f"{_quote(n)} {t}" for n, t in columns)
+                    + ", ".join(f"{quote(n)} {t}" for n, t in columns)
                     + ")"
                 )
                 present = {row[1] for row in cur.execute("PRAGMA table_info(points)")}
                 for name, kind in columns:  # new axes, or a store of an older version
                     if name not in present:
-                        cur.execute(f"ALTER TABLE points ADD COLUMN {_quote(name)} {kind}")
+                        cur.execute(f"ALTER TABLE points ADD COLUMN {quote(name)} {kind}")
                 cur.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                     [(k, dumps(v)) for k, v in meta.items()],
@@ -408,25 +278,8 @@ class Store:
 
     def add(self, point: StoredPoint) -> None:
         """Insert (or replace) one finished point in its own transaction."""
-        record = dict(point.record)
-        row: dict[str, Any] = {
-            "identity": point.identity,
-            "point": point.point,
-            "label": point.label,
-            "status": point.status,
-            "error": point.error,
-        }
-        for name, _ in (*KNOB_COLUMNS, *METRIC_COLUMNS):
-            row[name] = _cell(record.pop(name, None))
-        for key, value in point.axes.items():
-            row.setdefault(key, _cell(value))
-        row[EXTRA_COLUMN] = dumps(record)
-        row |= {
-            "wall_seconds": point.wall_seconds,
-            "finished_at": point.finished_at,
-            "worker": point.worker,
-        }
-        names = ", ".join(_quote(k) for k in row)
+        row = point_row(point)
+        names = ", ".join(quote(k) for k in row)
         marks = ", ".join("?" for _ in row)
         self._write(f"INSERT OR REPLACE INTO points ({names}) VALUES ({marks})", list(row.values()))
 

@@ -10,11 +10,49 @@ done enough work to repay it.  The integer codes below are shared by both.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 ACCELSIM = 0
 SCALESIM = 1
 OS, WS, IS = 0, 1, 2
+
+
+class DramGemms(NamedTuple):
+    """What the DRAM traffic of a unit's GEMMs depends on besides their folds, one
+    entry per GEMM: its dataflow code, ``M``, ``N``, how many independent GEMMs it
+    stands for (``gemm_count``: a batched op's), each operand's footprint (words) and
+    word size (bytes), and whether A, B and C stay on chip.  A named tuple, so that the
+    Numba kernel takes it too."""
+
+    dataflow: np.ndarray
+    m: np.ndarray
+    n: np.ndarray
+    gemm_count: np.ndarray
+    a_footprint: np.ndarray
+    b_footprint: np.ndarray
+    a_word: np.ndarray
+    b_word: np.ndarray
+    c_word: np.ndarray
+    a_on_chip: np.ndarray
+    b_on_chip: np.ndarray
+    c_on_chip: np.ndarray
+
+
+class DramRules(NamedTuple):
+    """What DRAM traffic follows besides the GEMMs: the ifmap, filter and ofmap buffer
+    sizes, the array's width in columns, the convention code, whether ws and is cut
+    the streamed dimension into chunks whose partial sums fit (``chunk_stream``), and
+    whether they cut it finer when that reads fewer bytes (``fit_stream``)."""
+
+    ifmap_bytes: int
+    filter_bytes: int
+    ofmap_bytes: int
+    cols: int
+    convention: int
+    chunk_stream: bool
+    fit_stream: bool
 
 
 def _ceil(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
@@ -120,42 +158,24 @@ def _chunk_reads(
 
 
 def dram_words(
-    dataflow: np.ndarray,
-    m: np.ndarray,
-    n: np.ndarray,
-    count: np.ndarray,
-    row_folds: np.ndarray,
-    col_folds: np.ndarray,
-    a_footprint: np.ndarray,
-    b_footprint: np.ndarray,
-    a_word: np.ndarray,
-    b_word: np.ndarray,
-    c_word: np.ndarray,
-    a_on_chip: np.ndarray,
-    b_on_chip: np.ndarray,
-    c_on_chip: np.ndarray,
-    ifmap_bytes: int,
-    filter_bytes: int,
-    ofmap_bytes: int,
-    cols: int,
-    convention: int,
-    chunk_stream: bool,
-    fit_stream: bool,
+    gemms: DramGemms, row_folds: np.ndarray, col_folds: np.ndarray, rules: DramRules
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``count`` GEMMs."""
-    half_if, half_fl, half_of = ifmap_bytes // 2, filter_bytes // 2, ofmap_bytes // 2
+    """``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``gemm_count`` GEMMs."""
+    g = gemms
+    half_if, half_fl = rules.ifmap_bytes // 2, rules.filter_bytes // 2
+    half_of = rules.ofmap_bytes // 2
     fr, fc = row_folds, col_folds
-    a_fp, b_fp = a_footprint, b_footprint
-    mn = m * n
-    is_os = dataflow == OS
-    ws = dataflow == WS
+    a_fp, b_fp = g.a_footprint, g.b_footprint
+    mn = g.m * g.n
+    is_os = g.dataflow == OS
+    ws = g.dataflow == WS
     # os: A once if it fits, else per column fold; B's column slice likewise per row fold.
-    a_os = np.where(a_fp * a_word <= half_if, a_fp, fc * a_fp)
-    b_os = np.where(_ceil(b_fp, fc) * b_word <= half_fl, b_fp, fr * b_fp)
+    a_os = np.where(a_fp * g.a_word <= half_if, a_fp, fc * a_fp)
+    b_os = np.where(_ceil(b_fp, fc) * g.b_word <= half_fl, b_fp, fr * b_fp)
     # ws streams m past stationary B; is streams n past stationary A.
-    streamed = np.where(ws, m, n)
-    psum_row = np.minimum(cols, np.where(ws, n, m)) * c_word
-    if chunk_stream:
+    streamed = np.where(ws, g.m, g.n)
+    psum_row = np.minimum(rules.cols, np.where(ws, g.n, g.m)) * g.c_word
+    if rules.chunk_stream:
         fit = np.maximum(1, half_of // psum_row)
         chunks = _ceil(streamed, fit)
         spill = np.zeros_like(is_os)
@@ -163,30 +183,30 @@ def dram_words(
         chunks = np.ones_like(streamed)
         spill = ~is_os & (streamed * psum_row > half_of)
     s_fp, t_fp = np.where(ws, a_fp, b_fp), np.where(ws, b_fp, a_fp)
-    s_word, t_word = np.where(ws, a_word, b_word), np.where(ws, b_word, a_word)
+    s_word, t_word = np.where(ws, g.a_word, g.b_word), np.where(ws, g.b_word, g.a_word)
     s_half, t_half = np.where(ws, half_if, half_fl), np.where(ws, half_fl, half_if)
     stationary, stream = _chunk_reads(chunks, fc, s_fp, s_word, s_half, t_fp, t_word, t_half)
-    if chunk_stream and fit_stream:
+    if rules.chunk_stream and rules.fit_stream:
         # Fewer passes over the streamed operand: chunks whose slice of it fits.
         fits = np.minimum(np.maximum(chunks, _ceil(s_fp * s_word, np.maximum(s_half, 1))), streamed)
         st, sm = _chunk_reads(fits, fc, s_fp, s_word, s_half, t_fp, t_word, t_half)
         # Bytes from DRAM: an operand kept on chip costs none.
-        s_cost = np.where(np.where(ws, a_on_chip, b_on_chip), 0, s_word)
-        t_cost = np.where(np.where(ws, b_on_chip, a_on_chip), 0, t_word)
+        s_cost = np.where(np.where(ws, g.a_on_chip, g.b_on_chip), 0, s_word)
+        t_cost = np.where(np.where(ws, g.b_on_chip, g.a_on_chip), 0, t_word)
         fewer = st * t_cost + sm * s_cost < stationary * t_cost + stream * s_cost
         stationary, stream = np.where(fewer, st, stationary), np.where(fewer, sm, stream)
     a = np.where(is_os, a_os, np.where(ws, stream, stationary))
     b = np.where(is_os, b_os, np.where(ws, stationary, stream))
     c_w = np.where(spill, fr * mn, mn)
     c_r = np.where(spill, (fr - 1) * mn, 0)
-    if convention == SCALESIM:
-        a = np.where(a_fp < 50 * (ifmap_bytes // 100) // a_word, a_fp, a)
-        b = np.where(b_fp < 50 * (filter_bytes // 100) // b_word, b_fp, b)
+    if rules.convention == SCALESIM:
+        a = np.where(a_fp < 50 * (rules.ifmap_bytes // 100) // g.a_word, a_fp, a)
+        b = np.where(b_fp < 50 * (rules.filter_bytes // 100) // g.b_word, b_fp, b)
         c_w = np.where(is_os, c_w, fr * mn)
         c_r = np.where(is_os, c_r, 0)
     return (
-        np.where(a_on_chip, 0, a * count),
-        np.where(b_on_chip, 0, b * count),
-        np.where(c_on_chip, 0, c_r * count),
-        np.where(c_on_chip, 0, c_w * count),
+        np.where(g.a_on_chip, 0, a * g.gemm_count),
+        np.where(g.b_on_chip, 0, b * g.gemm_count),
+        np.where(g.c_on_chip, 0, c_r * g.gemm_count),
+        np.where(g.c_on_chip, 0, c_w * g.gemm_count),
     )

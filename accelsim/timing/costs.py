@@ -37,7 +37,16 @@ from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import backend
-from accelsim.timing.closed_form import ACCELSIM, IS, OS, SCALESIM, WS, op_cycles
+from accelsim.timing.closed_form import (
+    ACCELSIM,
+    IS,
+    OS,
+    SCALESIM,
+    WS,
+    DramGemms,
+    DramRules,
+    op_cycles,
+)
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.masked import any_masked, masked_costs, masked_dram, masked_gemms, tiled_words
 from accelsim.timing.memory import Memory, dram_memory
@@ -519,29 +528,20 @@ def _dram_words(
     folds over arrays ``width`` columns wide (``kernels``: the NumPy or Numba twin;
     ``chip``: the streamed dimension's blocking)."""
     unit = table.unit
-    words: tuple[np.ndarray, ...] = kernels.dram_words(
-        table.dataflow,
-        table.m,
-        table.n,
-        table.count,
-        row_folds,
-        col_folds,
-        table.a_footprint,
-        table.b_footprint,
-        table.a_word,
-        table.b_word,
-        table.c_word,
-        table.a_on_chip,
-        table.b_on_chip,
-        table.c_on_chip,
+    gemms = DramGemms(
+        table.dataflow, table.m, table.n, table.count, table.a_footprint, table.b_footprint,
+        table.a_word, table.b_word, table.c_word, table.a_on_chip, table.b_on_chip, table.c_on_chip,
+    )  # fmt: skip
+    rules = DramRules(
         unit.ifmap_bytes,
         unit.filter_bytes,
         unit.ofmap_bytes,
         width,
         conv,
-        psums is PsumPolicy.CHUNK,
-        chip.fewest_reads,
+        chunk_stream=psums is PsumPolicy.CHUNK,
+        fit_stream=chip.fewest_reads,
     )
+    words: tuple[np.ndarray, ...] = kernels.dram_words(gemms, row_folds, col_folds, rules)
     return words
 
 

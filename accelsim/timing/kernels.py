@@ -1,8 +1,11 @@
 """Numba kernels: fold-level arithmetic for every GEMM of a graph at once.
 
-Pure array-in/array-out functions, compiled with ``@njit(cache=True)``; each
-has a NumPy reference in ``tests/test_kernels.py`` and a vectorised NumPy twin
-in :mod:`accelsim.timing.closed_form` (:mod:`accelsim.timing.backend` picks
+Pure array-in/array-out functions, compiled with ``@njit(cache=True)``
+(:func:`dram_words` takes its arrays and settings as two named tuples,
+:class:`~accelsim.timing.closed_form.DramGemms` and
+:class:`~accelsim.timing.closed_form.DramRules`); each has a NumPy reference in
+``tests/test_kernels.py`` and a vectorised NumPy twin in
+:mod:`accelsim.timing.closed_form` (:mod:`accelsim.timing.backend` picks
 one).  Dataflow codes are 0 = os, 1 = ws, 2 = is; convention codes 0 = accelsim,
 1 = scalesim.
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelsim.timing.closed_form import OS, SCALESIM, WS
+from accelsim.timing.closed_form import OS, SCALESIM, WS, DramGemms, DramRules
 from accelsim.timing.numba_setup import njit
 
 
@@ -128,44 +131,42 @@ def sram_counts(
 
 @njit(cache=True)
 def _chunk_reads(
-    chunks: int,
-    fc: int,
-    s_fp: int,
-    s_word: int,
-    s_half: int,
-    t_fp: int,
-    t_word: int,
-    t_half: int,
+    chunks: int, fc: int, s: tuple[int, int, int, bool], t: tuple[int, int, int, bool]
 ) -> tuple[int, int]:
-    """One GEMM's :func:`accelsim.timing.closed_form._chunk_reads`."""
-    stationary = t_fp if (chunks == 1 or t_fp * t_word <= t_half) else chunks * t_fp
-    stream = s_fp if ((s_fp + chunks - 1) // chunks) * s_word <= s_half else fc * s_fp
+    """One GEMM's :func:`accelsim.timing.closed_form._chunk_reads`; ``s`` and ``t`` are
+    the streamed and the stationary operand as (footprint, word bytes, half its buffer,
+    kept on chip)."""
+    stationary = t[0] if (chunks == 1 or t[0] * t[1] <= t[2]) else chunks * t[0]
+    stream = s[0] if ((s[0] + chunks - 1) // chunks) * s[1] <= s[2] else fc * s[0]
+    return stationary, stream
+
+
+@njit(cache=True)
+def _fewer_reads(
+    chunks: int,
+    streamed: int,
+    fc: int,
+    s: tuple[int, int, int, bool],
+    t: tuple[int, int, int, bool],
+    stationary: int,
+    stream: int,
+) -> tuple[int, int]:
+    """The reads of :func:`_chunk_reads` with chunks small enough for the streamed
+    operand's slice to fit too, when those read fewer DRAM bytes (an operand kept on
+    chip costs none), else ``stationary`` and ``stream``."""
+    half = max(s[2], 1)
+    fits = min(max(chunks, (s[0] * s[1] + half - 1) // half), streamed)
+    st, sm = _chunk_reads(fits, fc, s, t)
+    s_cost = 0 if s[3] else s[1]
+    t_cost = 0 if t[3] else t[1]
+    if st * t_cost + sm * s_cost < stationary * t_cost + stream * s_cost:
+        return st, sm
     return stationary, stream
 
 
 @njit(cache=True)
 def dram_words(
-    dataflow: np.ndarray,
-    m: np.ndarray,
-    n: np.ndarray,
-    count: np.ndarray,
-    row_folds: np.ndarray,
-    col_folds: np.ndarray,
-    a_footprint: np.ndarray,
-    b_footprint: np.ndarray,
-    a_word: np.ndarray,
-    b_word: np.ndarray,
-    c_word: np.ndarray,
-    a_on_chip: np.ndarray,
-    b_on_chip: np.ndarray,
-    c_on_chip: np.ndarray,
-    ifmap_bytes: int,
-    filter_bytes: int,
-    ofmap_bytes: int,
-    cols: int,
-    convention: int,
-    chunk_stream: bool,
-    fit_stream: bool,
+    gemms: DramGemms, row_folds: np.ndarray, col_folds: np.ndarray, rules: DramRules
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """DRAM traffic (words) of each GEMM from its loop order and the buffer sizes.
 
@@ -176,11 +177,11 @@ def dram_words(
       column fold), each column slice of B once if it fits (else once per row
       fold).
     * ws and is accumulate partial sums over the row folds in the ofmap buffer.
-      With ``chunk_stream`` the streamed dimension is split into chunks whose
+      With ``rules.chunk_stream`` the streamed dimension is split into chunks whose
       partial sums fit, so they never spill; the stationary operand is then
       re-fetched per chunk unless it fits whole, and the streamed one is
       fetched once per chunk if its slice fits, else once per column fold.
-      With ``fit_stream`` as well, the chunks are made as small as the
+      With ``rules.fit_stream`` as well, the chunks are made as small as the
       streamed operand's slice needs to fit too, whenever that reads fewer
       DRAM bytes (the streamed operand once, the stationary one once per
       chunk unless it fits whole).  Without ``chunk_stream``, the whole
@@ -196,69 +197,60 @@ def dram_words(
     Operands kept on chip move no DRAM traffic.
 
     Returns:
-        ``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``count``
+        ``(a_reads, b_reads, c_reads, c_writes)`` in words, for all ``gemm_count``
         GEMMs; ``c_reads`` are partial sums read back.
-
-    Longer than the 80 lines we otherwise allow, on purpose: it is one loop body
-    that mirrors :func:`accelsim.timing.closed_form.dram_words` case by case (the
-    twin tests compare them), and a helper called from an ``njit`` loop would
-    only split that mirror in two.
     """
-    n_ops = m.shape[0]
+    g = gemms
+    n_ops = g.m.shape[0]
     a_reads = np.zeros(n_ops, np.int64)
     b_reads = np.zeros(n_ops, np.int64)
     c_reads = np.zeros(n_ops, np.int64)
     c_writes = np.zeros(n_ops, np.int64)
-    half_if = ifmap_bytes // 2
-    half_fl = filter_bytes // 2
-    half_of = ofmap_bytes // 2
+    half_if = rules.ifmap_bytes // 2
+    half_fl = rules.filter_bytes // 2
+    half_of = rules.ofmap_bytes // 2
     for i in range(n_ops):
         fr = row_folds[i]
         fc = col_folds[i]
-        a_fp = a_footprint[i]
-        b_fp = b_footprint[i]
-        mn = m[i] * n[i]
+        a_fp = g.a_footprint[i]
+        b_fp = g.b_footprint[i]
+        a_word = g.a_word[i]
+        b_word = g.b_word[i]
+        mn = g.m[i] * g.n[i]
         c_w = mn
         c_r = 0
-        if dataflow[i] == OS:
-            a = a_fp if a_fp * a_word[i] <= half_if else fc * a_fp
+        if g.dataflow[i] == OS:
+            a = a_fp if a_fp * a_word <= half_if else fc * a_fp
             b_slice = (b_fp + fc - 1) // fc
-            b = b_fp if b_slice * b_word[i] <= half_fl else fr * b_fp
+            b = b_fp if b_slice * b_word <= half_fl else fr * b_fp
         else:
             # ws streams m past stationary B; is streams n past stationary A.
-            ws = dataflow[i] == WS
-            streamed = m[i] if ws else n[i]
-            psum_row = min(cols, n[i] if ws else m[i]) * c_word[i]
+            ws = g.dataflow[i] == WS
+            streamed = g.m[i] if ws else g.n[i]
+            psum_row = min(rules.cols, g.n[i] if ws else g.m[i]) * g.c_word[i]
             chunks = 1
-            if chunk_stream:
+            if rules.chunk_stream:
                 chunks = (streamed + max(1, half_of // psum_row) - 1) // max(1, half_of // psum_row)
             elif streamed * psum_row > half_of:
                 c_w, c_r = fr * mn, (fr - 1) * mn
-            s_fp, s_word, s_half = (a_fp, a_word[i], half_if) if ws else (b_fp, b_word[i], half_fl)
-            t_fp, t_word, t_half = (b_fp, b_word[i], half_fl) if ws else (a_fp, a_word[i], half_if)
-            stationary, stream = _chunk_reads(
-                chunks, fc, s_fp, s_word, s_half, t_fp, t_word, t_half
-            )
-            if chunk_stream and fit_stream:
-                fits = min(
-                    max(chunks, (s_fp * s_word + max(s_half, 1) - 1) // max(s_half, 1)), streamed
+            a_op = (a_fp, a_word, half_if, g.a_on_chip[i])
+            b_op = (b_fp, b_word, half_fl, g.b_on_chip[i])
+            stream_op, stationary_op = (a_op, b_op) if ws else (b_op, a_op)
+            stationary, stream = _chunk_reads(chunks, fc, stream_op, stationary_op)
+            if rules.chunk_stream and rules.fit_stream:
+                stationary, stream = _fewer_reads(
+                    chunks, streamed, fc, stream_op, stationary_op, stationary, stream
                 )
-                st, sm = _chunk_reads(fits, fc, s_fp, s_word, s_half, t_fp, t_word, t_half)
-                s_on, t_on = (a_on_chip[i], b_on_chip[i]) if ws else (b_on_chip[i], a_on_chip[i])
-                s_cost = 0 if s_on else s_word  # bytes from DRAM: none for one kept on chip
-                t_cost = 0 if t_on else t_word
-                if st * t_cost + sm * s_cost < stationary * t_cost + stream * s_cost:
-                    stationary, stream = st, sm
             a, b = (stream, stationary) if ws else (stationary, stream)
-        if convention == SCALESIM:
-            if a_fp < 50 * (ifmap_bytes // 100) // a_word[i]:
+        if rules.convention == SCALESIM:
+            if a_fp < 50 * (rules.ifmap_bytes // 100) // a_word:
                 a = a_fp
-            if b_fp < 50 * (filter_bytes // 100) // b_word[i]:
+            if b_fp < 50 * (rules.filter_bytes // 100) // b_word:
                 b = b_fp
-            if dataflow[i] != OS:
+            if g.dataflow[i] != OS:
                 c_w, c_r = fr * mn, 0
-        a_reads[i] = 0 if a_on_chip[i] else a * count[i]
-        b_reads[i] = 0 if b_on_chip[i] else b * count[i]
-        c_reads[i] = 0 if c_on_chip[i] else c_r * count[i]
-        c_writes[i] = 0 if c_on_chip[i] else c_w * count[i]
+        a_reads[i] = 0 if g.a_on_chip[i] else a * g.gemm_count[i]
+        b_reads[i] = 0 if g.b_on_chip[i] else b * g.gemm_count[i]
+        c_reads[i] = 0 if g.c_on_chip[i] else c_r * g.gemm_count[i]
+        c_writes[i] = 0 if g.c_on_chip[i] else c_w * g.gemm_count[i]
     return a_reads, b_reads, c_reads, c_writes

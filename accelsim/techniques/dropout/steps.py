@@ -4,7 +4,7 @@ The engine simulates one step (step 0's patterns).  Every other drawn step
 changes only the GEMMs its patterns touch, so each of them is counted here,
 fold by fold, on the baseline step's schedule: its dimensions after compaction,
 what its folds use under tile patterns, compacted per column block
-(:func:`accelsim.timing.dropout_folds.count_surviving`, the Numba kernel when it
+(:func:`accelsim.techniques.dropout.folds.count_surviving`, the Numba kernel when it
 pays), then compute cycles, MACs, SRAM and DRAM bytes with the same closed forms
 and fold use as the engine
 (:func:`accelsim.timing.costs.unit_costs`).

@@ -13,7 +13,7 @@ disappear:
   along its contiguous dimension in whole DRAM bursts (``dram.burst_bytes``);
 * ``pattern: tile`` drops tiles of the consumers' weights (DropConnect on
   blocks); the surviving tiles are compacted per column block
-  (:mod:`accelsim.timing.dropout_folds`), and what the GEMM fetches from DRAM
+  (:mod:`accelsim.techniques.dropout.folds`), and what the GEMM fetches from DRAM
   follows its running folds (:func:`accelsim.timing.costs.op_costs`);
 * ``pattern: element`` is conventional dropout: the baseline step, exactly;
 * ``feature_maps.rate`` drops each convolution's least sensitive input maps

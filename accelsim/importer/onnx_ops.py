@@ -1,0 +1,386 @@
+"""How each ONNX op becomes layers: one handler per op type in :data:`HANDLERS`.
+
+A handler gets the table being written (:class:`~accelsim.importer.layer_rows.LayerRows`),
+the node and its activation inputs, and returns True when the node became layers (or
+a view of its input), False when it declines the op's form (attributes, constant
+operands or shapes it has no layer kind for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from accelsim.importer.graph_view import GraphView, Node
+from accelsim.importer.layer_rows import LayerRows
+
+Handler = Callable[[LayerRows, Node, list[str]], bool]
+
+VIEWS = frozenset(
+    {
+        "Reshape",
+        "Transpose",
+        "Squeeze",
+        "Unsqueeze",
+        "Identity",
+        "Cast",
+        "CastLike",
+        "Expand",
+        "Flatten",
+    }
+)
+"""Ops that move no data in the layer table (``Flatten`` and reshapes to a vector
+become ``flatten`` layers)."""
+
+ACTIVATIONS = {
+    "Relu": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Gelu": "gelu",
+    "HardSwish": "hardswish",
+}
+"""ONNX activation ops and the ``activation`` function each is."""
+
+SIMPLE = {
+    "BatchNormalization": "batchnorm",
+    "LayerNormalization": "layernorm",
+    "RMSNormalization": "rmsnorm",
+    "Softmax": "softmax",
+}
+"""Ops that are a layer of one kind whatever their attributes."""
+
+
+def _simple(kind: str) -> Handler:
+    def handle(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+        return rows.layer(node, kind, acts[:1])
+
+    return handle
+
+
+def _view(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    before, after = rows.dims(acts[0]), rows.dims(node.outputs[0])
+    if len(before) == 3 and len(after) == 1:
+        return rows.layer(node, "flatten", acts[:1])
+    rows.alias(node, acts[0])
+    return True
+
+
+def _activation(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    return rows.layer(node, "activation", acts[:1], function=ACTIVATIONS[node.op])
+
+
+def _clip(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    low, high = (rows.view.scalar(t) if t else None for t in (*node.inputs[1:3], "")[:2])
+    if low == 0 and high == 6:
+        return rows.layer(node, "activation", acts[:1], function="relu6")
+    if low == 0 and high is None:
+        return rows.layer(node, "activation", acts[:1], function="relu")
+    return False
+
+
+def _conv(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    weight = rows.view.const_dims(node.inputs[1])
+    pads = _symmetric_pads(node)
+    if weight is None or len(weight) != 4 or pads is None:
+        return False
+    row: dict[str, Any] = {"out_channels": weight[0], "kernel": _compact(weight[2:])}
+    row.update(_window_fields(node, pads, stride_default=1))
+    dilation = _compact(node.attr("dilations", [1, 1]))
+    if dilation != 1:
+        row["dilation"] = dilation
+    if node.attr("group", 1) != 1:
+        row["groups"] = node.attr("group", 1)
+    if rows.view.is_parameter(node, 2):
+        row["bias"] = True
+    return rows.layer(node, "conv2d", acts[:1], **row)
+
+
+def _conv_transpose(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    weight = rows.view.const_dims(node.inputs[1])
+    pads = _symmetric_pads(node)
+    if weight is None or len(weight) != 4 or pads is None:
+        return False
+    groups = node.attr("group", 1)
+    row: dict[str, Any] = {"out_channels": weight[1] * groups, "kernel": _compact(weight[2:])}
+    row.update(_window_fields(node, pads, stride_default=1))
+    extra = _compact(node.attr("output_padding", [0, 0]))
+    if extra != 0:
+        row["output_padding"] = extra
+    dilation = _compact(node.attr("dilations", [1, 1]))
+    if dilation != 1:
+        row["dilation"] = dilation
+    if groups != 1:
+        row["groups"] = groups
+    if rows.view.is_parameter(node, 2):
+        row["bias"] = True
+    return rows.layer(node, "conv_transpose2d", acts[:1], **row)
+
+
+def _pool(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    pads = _symmetric_pads(node)
+    kernel = node.attr("kernel_shape", [])
+    if pads is None or len(kernel) != 2 or node.attr("ceil_mode", 0):
+        return False
+    strides = node.attr("strides", [1, 1])
+    if list(kernel) == [1, 1] and list(strides) == [1, 1] and pads == [0, 0]:
+        rows.notes.append(f"{node.name}: a 1x1 {node.op} of stride 1 is the identity: omitted")
+        rows.alias(node, acts[0])
+        return True
+    kind = "maxpool" if node.op == "MaxPool" else "avgpool"
+    row: dict[str, Any] = {"kernel": _compact(kernel)}
+    row.update(_window_fields(node, pads, stride_default=_compact(kernel)))
+    return rows.layer(node, kind, acts[:1], **row)
+
+
+def _global_pool(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """``global_avgpool`` (a vector) when only flattens read it, else an
+    ``adaptive_avgpool`` to 1 x 1 (a map, e.g. a squeeze-and-excitation gate's)."""
+    readers = rows.view.consumers.get(node.outputs[0], [])
+    if readers and all(r.op in ("Flatten", "Reshape") for r in readers):
+        return rows.layer(node, "global_avgpool", acts[:1])
+    return rows.layer(node, "adaptive_avgpool", acts[:1], output=1)
+
+
+def _reduce_mean(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A mean over a map's height and width (``torch.mean(x, (2, 3))``, as the
+    ``torch.export``-based exporter writes an adaptive pool to 1 x 1) is a global pool."""
+    rank = len(rows.view.dims(acts[0]))
+    axes = node.attr("axes", None)
+    if axes is None and len(node.inputs) > 1:
+        axes = rows.view.values(node.inputs[1])
+    if rank != 4 or axes is None or sorted(int(a) % rank for a in axes) != [2, 3]:
+        return False
+    if not node.attr("keepdims", 1):
+        return rows.layer(node, "global_avgpool", acts[:1])
+    return _global_pool(rows, node, acts)
+
+
+def _symmetric_pads(node: Node) -> list[int] | None:
+    if node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return None
+    pads = list(node.attr("pads", [0, 0, 0, 0]))
+    if len(pads) != 4 or pads[:2] != pads[2:]:
+        return None
+    return pads[:2]
+
+
+def _window_fields(node: Node, pads: list[int], stride_default: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    stride = _compact(node.attr("strides", [1, 1]))
+    if stride != stride_default:
+        row["stride"] = stride
+    if _compact(pads) != 0:
+        row["padding"] = _compact(pads)
+    return row
+
+
+def _add(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    if len(acts) < 2:
+        return False
+    return rows.layer(node, "add", acts)
+
+
+def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    if len(acts) != 2:
+        return False
+    big, small = sorted(acts, key=lambda t: -int(np.prod(rows.dims(t))))
+    return rows.layer(node, "mul", [big, small])
+
+
+def _concat(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    rank = len(rows.dims(acts[0]))
+    if len(acts) != len(node.inputs) or node.attr("axis", 0) not in (1, -rank - 1):
+        return False
+    if len(acts) == 1:
+        rows.alias(node, acts[0])
+        return True
+    return rows.layer(node, "concat", acts)
+
+
+def _dropout(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    ratio = rows.view.scalar(node.inputs[1]) if len(node.inputs) > 1 else 0.5
+    training = rows.view.scalar(node.inputs[2]) if len(node.inputs) > 2 else 0
+    if ratio is None or not training:
+        rows.alias(node, acts[0])
+        rows.notes.append(f"{node.name}: dropout not in training mode: omitted")
+        return True
+    return rows.layer(node, "dropout", acts[:1], rate=round(float(ratio), 6))
+
+
+def _gemm(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    weight = rows.view.const_dims(node.inputs[1])
+    if len(acts) != 1 or acts[0] != node.inputs[0] or weight is None or node.attr("transA", 0):
+        return False
+    out = weight[0] if node.attr("transB", 0) else weight[1]
+    name = rows.name(node)
+    row: dict[str, Any] = {"name": name, "kind": "linear", "out_features": out}
+    if not rows.view.is_parameter(node, 2):
+        row["bias"] = False
+    row.update(_weight_fields(rows, name, node.inputs[1]))
+    rows.emit(row, acts, node.outputs[:1])
+    return True
+
+
+def _matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    if len(acts) == 2:
+        return _activation_matmul(rows, node, acts)
+    weight = rows.view.const_dims(node.inputs[1])
+    if acts[0] != node.inputs[0] or weight is None or len(weight) != 2:
+        return False
+    bias = rows.view.bias_after(node, weight[1], rows.is_activation)
+    name = rows.name(node, functional=False)
+    row: dict[str, Any] = {"name": name, "kind": "linear", "out_features": weight[1]}
+    if bias is None:
+        row["bias"] = False
+    else:
+        rows.skip.add(bias.index)
+    row.update(_weight_fields(rows, name, node.inputs[1]))
+    rows.emit(row, acts, (bias or node).outputs)
+    return True
+
+
+def _activation_matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    a, b = (rows.dims(t) for t in acts)
+    if len(a) != len(b) or len(a) not in (2, 3):
+        return False
+    heads = a[0] if len(a) == 3 else 1
+    return rows.layer(node, "matmul", acts, **({} if heads == 1 else {"heads": heads}))
+
+
+def is_embedding(view: GraphView, node: Node) -> bool:
+    """Whether ``node`` looks a row up in a constant table (whatever its inputs)."""
+    table = view.const_dims(node.inputs[0]) if node.op == "Gather" else None
+    return table is not None and len(table) == 2 and node.attr("axis", 0) == 0
+
+
+def embedding(rows: LayerRows, node: Node) -> None:
+    """A lookup in a constant table: an ``embedding`` of the token input (position
+    and token-type ids are computed from it, or are constants)."""
+    table = rows.view.const_dims(node.inputs[0])
+    assert table is not None
+    row: dict[str, Any] = {"name": rows.name(node), "kind": "embedding"}
+    row.update({"num_embeddings": table[0], "embedding_dim": table[1], "inputs": ["input"]})
+    rows.tables[node.inputs[0]] = rows.emit(row, [], node.outputs[:1])
+
+
+def _weight_fields(rows: LayerRows, name: str, weight: str) -> dict[str, Any]:
+    """``tied_to`` when a linear's weight is an embedding's table (tied embeddings)."""
+    table = rows.tables.get(rows.view.const_root(weight) or "")
+    if table is None:
+        return {}
+    rows.notes.append(f"{name}: its weight is {table}'s table (tied)")
+    return {"tied_to": table}
+
+
+def _gather(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    index = rows.view.scalar(node.inputs[1])
+    data = rows.dims(node.inputs[0])
+    if (
+        acts == [node.inputs[0]]
+        and index is not None
+        and len(data) == 2
+        and node.attr("axis", 0) == 1
+    ):
+        return rows.layer(node, "token_select", acts, index=int(index))
+    return False
+
+
+def _instancenorm(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """PyTorch's group norm: a reshape to groups, ``InstanceNormalization``, a reshape
+    back and the per-channel scale and shift (a ``Mul`` and an ``Add`` of constants,
+    absorbed); a plain instance norm is a group norm of one channel per group."""
+    dims = rows.dims(acts[0])
+    groups = dims[0] if dims else 0
+    reshape_to = rows.view.producer.get(acts[0])
+    if not groups and reshape_to is not None and reshape_to.op == "Reshape":
+        target = rows.view.values(reshape_to.inputs[1]) or []
+        groups = int(target[1]) if len(target) == 3 and target[1] > 0 else 0
+    if len(dims) not in (2, 3) or not groups:
+        return False
+    out = node.outputs[0]
+    reshape = rows.view.single_reader(out)
+    if len(dims) == 2 and reshape is not None and reshape.op == "Reshape":
+        out = reshape.outputs[0]
+        rows.skip.add(reshape.index)
+    for op in ("Mul", "Add"):
+        affine = rows.view.single_reader(out)
+        others = [t for t in affine.inputs if t != out] if affine is not None else []
+        if affine is None or affine.op != op or len(others) != 1 or rows.is_activation(others[0]):
+            break
+        rows.skip.add(affine.index)
+        out = affine.outputs[0]
+    row = {"name": rows.name(node), "kind": "groupnorm", "groups": groups}
+    rows.emit(row, acts[:1], (out,))
+    return True
+
+
+def _groupnorm(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    return rows.layer(node, "groupnorm", acts[:1], groups=node.attr("num_groups", 1))
+
+
+def _split(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    sizes = [rows.dims(t)[0] for t in node.outputs]
+    if node.attr("axis", 0) != 1 or not all(sizes):
+        return False
+    base = rows.name(node)
+    for index, out in enumerate(node.outputs):
+        name = rows.unique(f"{base}.{index}")
+        row: dict[str, Any] = {"name": name, "kind": "split", "sizes": sizes, "index": index}
+        rows.emit(row, acts[:1], (out,))
+    return True
+
+
+def _resize(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    mode = node.attr("mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    modes = {"nearest": "nearest", "linear": "bilinear"}
+    after = rows.dims(node.outputs[0])
+    scales = rows.view.values(node.inputs[2]) if len(node.inputs) > 2 else None
+    if mode not in modes or len(rows.dims(acts[0])) != 3:
+        return False
+    if len(after) == 3 and all(after):
+        return rows.layer(node, "upsample", acts[:1], mode=modes[mode], size=list(after[1:]))
+    if scales is None or len(scales) != 4 or any(v != int(v) or v < 1 for v in scales[2:]):
+        return False
+    scale = _compact(scales[2:])
+    return rows.layer(node, "upsample", acts[:1], mode=modes[mode], scale=scale)
+
+
+def _loss(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    return rows.layer(node, "cross_entropy", acts[:1])
+
+
+def _compact(values: Any) -> Any:
+    """``[3, 3]`` -> ``3``; ``[1, 7]`` stays a list."""
+    items = [int(v) for v in values]
+    return items[0] if len(set(items)) == 1 else items
+
+
+HANDLERS: dict[str, Handler] = {
+    **{op: _simple(kind) for op, kind in SIMPLE.items()},
+    **dict.fromkeys(VIEWS, _view),
+    **dict.fromkeys(ACTIVATIONS, _activation),
+    "Conv": _conv,
+    "ConvTranspose": _conv_transpose,
+    "GlobalAveragePool": _global_pool,
+    "ReduceMean": _reduce_mean,
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    "Clip": _clip,
+    "Add": _add,
+    "Sum": _add,
+    "Mul": _mul,
+    "Concat": _concat,
+    "Dropout": _dropout,
+    "Gemm": _gemm,
+    "MatMul": _matmul,
+    "Gather": _gather,
+    "GroupNormalization": _groupnorm,
+    "InstanceNormalization": _instancenorm,
+    "Split": _split,
+    "Resize": _resize,
+    "SoftmaxCrossEntropyLoss": _loss,
+}
+"""The handler of each op type that has one; an op without one is unsupported."""

@@ -1,0 +1,96 @@
+"""What ``accelsim plot``'s options choose: the figure's kind, the file it goes to
+(``--output``, ``--format``) and the points it draws (``--where``, and the
+``--baseline`` pair of ``speedup``).  :mod:`accelsim.sweep.plots` draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from accelsim.config.loader import parse_value
+from accelsim.errors import InputError
+from accelsim.report.figure import FORMATS
+from accelsim.sweep.labels import Row
+
+
+class PlotKind(str, Enum):
+    """The figures of ``accelsim plot``."""
+
+    SPEEDUP = "speedup"
+    TECHNIQUE = "technique"
+    ENERGY = "energy"
+    HEATMAP = "heatmap"
+    PARETO = "pareto"
+    SCALING = "scaling"
+
+
+def output_path(
+    directory: Path, kind: PlotKind, output: Path | None, fmt: str | None
+) -> tuple[Path, str]:
+    """Where ``accelsim plot`` writes, and in which format.
+
+    Without ``output``: ``directory/plots/<kind>.<fmt>`` (png by default).  With it,
+    exactly ``output``: in the format its suffix names, or without a suffix in ``fmt``
+    (png by default).
+
+    Raises:
+        InputError: for a suffix that is not a format's, or that contradicts ``fmt``.
+    """
+    if output is None:
+        fmt = fmt or FORMATS[0]
+        return directory / "plots" / f"{kind.value}.{fmt}", fmt
+    suffix = output.suffix.lower().removeprefix(".")
+    if not suffix:
+        return output, fmt or FORMATS[0]
+    if suffix not in FORMATS:
+        raise InputError.single(
+            "--output",
+            "",
+            f"unknown suffix '.{suffix}'; the formats are {', '.join(FORMATS)}",
+            str(output),
+        )
+    if fmt is not None and fmt != suffix:
+        raise InputError.single(
+            "--output", "", f"its suffix contradicts --format {fmt}", str(output)
+        )
+    return output, suffix
+
+
+def parse_assignment(text: str, option: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--baseline`` or ``--where``, the value read as YAML.
+
+    Raises:
+        InputError: for text without ``=``.
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise InputError.single(option, "", "expected KEY=VALUE", text)
+    return key.strip(), parse_value(value.strip())
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether a row's axis value ``a`` is ``b``, the value a filter gave (equal, or
+    written alike)."""
+    return a == b or str(a) == str(b)
+
+
+def select(rows: Sequence[Row], axes: Sequence[str], where: Sequence[tuple[str, Any]]) -> list[Row]:
+    """The successful rows matching every ``where`` pair.
+
+    Raises:
+        InputError: for a ``where`` key that is not an axis, or no row left.
+    """
+    for key, value in where:
+        if key not in axes:
+            raise InputError.single("--where", key, f"not an axis; axes: {', '.join(axes)}", value)
+    chosen = [
+        r
+        for r in rows
+        if r.get("status") == "ok" and all(same_value(r.get(k), v) for k, v in where)
+    ]
+    if not chosen:
+        raise InputError.single("--where", "", "no finished point matches", dict(where))
+    return chosen
