@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import passes
+from accelsim.graph import copies, passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp, replaced
 
@@ -73,15 +73,15 @@ def test_rewrite_drops_and_inserts_and_renumbers() -> None:
 
 
 def test_instantiate_renames_tensors_and_tags_ops() -> None:
-    copy = passes.instantiate(chain(), Tag(mini_batch=2, micro_batch=1), "b2m1/")
+    copy = copies.instantiate(chain(), Tag(mini_batch=2, micro_batch=1), "b2m1/")
     assert {op.tag for op in copy.ops} == {Tag(0, 2, 1)}
     assert copy.stashed == frozenset({"b2m1/x"})
 
 
 def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:
     step = chain()
-    copy = passes.copied_as("p1/", Tag(replica=1))
-    ops, params = passes.Relabel(step.ops)(Tag(replica=1), copy, range(3, 6))
+    copy = copies.copied_as("p1/", Tag(replica=1))
+    ops, params = copies.Relabel(step.ops)(Tag(replica=1), copy, range(3, 6))
     assert [op.op_id for op in ops] == [3, 4, 5]
     assert [op.deps for op in ops] == [(), (3,), (4,)]
     g0, v1, g2 = ops
@@ -93,8 +93,8 @@ def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:
     # the copies share tensors as the step's ops do
     assert g2.b is g0.a and v1.reads[0].tensor is g0.c
     # moved back, they are the step's instantiated copy
-    back, _ = passes.Relabel(ops)(Tag(replica=1), lambda x: x, [-1, -1, -1, 0, 1, 2])
-    assert tuple(back) == passes.instantiate(step, Tag(replica=1), "p1/").ops
+    back, _ = copies.Relabel(ops)(Tag(replica=1), lambda x: x, [-1, -1, -1, 0, 1, 2])
+    assert tuple(back) == copies.instantiate(step, Tag(replica=1), "p1/").ops
 
 
 def test_replaced_copies_like_dataclasses_replace() -> None:

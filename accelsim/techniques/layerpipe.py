@@ -31,6 +31,7 @@ from accelsim.config.hardware import DramSharing
 from accelsim.errors import SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import Relabel
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tag
 from accelsim.lowering.optimizer import add_updates
 from accelsim.mapping import placement
@@ -422,7 +423,7 @@ class LayerPipe(Schedule):
             return where[task_of(op)]
 
         builder = GraphBuilder(ctx.hardware.word_bytes)
-        relabel = passes.Relabel(one.ops, one.parameters)  # one copier for every copy
+        relabel = Relabel(one.ops, one.parameters)  # one copier for every copy
         priority: list[int] = []
         updates: dict[tuple[int, str], list[int]] = {}
         first: list[Parameter] = []

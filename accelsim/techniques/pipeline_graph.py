@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import Relabel, TensorMap, copied_as, instantiate, recopied
 from accelsim.graph.ops import (
     Access,
     Op,
@@ -41,29 +42,27 @@ def copy_step(
     tag: Tag,
     where: Callable[[Op], int],
     shares: SplitShares | None = None,
-    copies: passes.Relabel | None = None,
+    copies: Relabel | None = None,
 ) -> list[Parameter]:
     """Append micro-batch ``tag``'s copy of the step, each op on the processor ``where``
     gives it; its trained parameters.
 
-    ``copies`` (``passes.Relabel(one.ops, one.parameters)``, made once for the many
+    ``copies`` (``Relabel(one.ops, one.parameters)``, made once for the many
     copies of a step) copies each op once, at its place in the builder; split GEMMs
     (``shares``) take the passes one after another.
     """
     prefix = copy_prefix(tag)
     if shares:
         graph = passes.split_gemms(
-            passes.place(passes.instantiate(one, tag, prefix), where),
+            passes.place(instantiate(one, tag, prefix), where),
             lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
         )
         offset = builder.append_graph(graph)
         parameters = [dataclasses.replace(p, grad_op=p.grad_op + offset) for p in graph.parameters]
     else:
-        copy = copies if copies is not None else passes.Relabel(one.ops, one.parameters)
+        copy = copies if copies is not None else Relabel(one.ops, one.parameters)
         start = len(builder.ops)
-        ops, parameters = copy(
-            tag, passes.copied_as(prefix, tag), range(start, start + len(one.ops))
-        )
+        ops, parameters = copy(tag, copied_as(prefix, tag), range(start, start + len(one.ops)))
         builder.append_ops(ops, [where(op) for op in ops], [prefix + n for n in one.on_chip])
     return [p for p in parameters if p.grad_op >= 0]
 
@@ -222,13 +221,13 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     if len(begins) < 2 or begins[-1] - begins[-2] != size:
         return None
     block = ops[begins[-1] :]
-    earlier = _moved(passes.Relabel(ops[begins[-2] : begins[-1]]), last - 1, last, size, len(ops))
+    earlier = _moved(Relabel(ops[begins[-2] : begins[-1]]), last - 1, last, size, len(ops))
     if tuple(earlier) != block:
         return None
     priority = graph.priority[begins[-1] :]
     before = graph.priority[begins[-2] : begins[-1]]
     step = [now - then for then, now in zip(before, priority, strict=True)]
-    relabel = passes.Relabel(block)
+    relabel = Relabel(block)
     new_ops, new_priority = list(ops), list(graph.priority)
     stashed, on_chip = set(graph.stashed), set(graph.on_chip)
     own = [t for t in queries.tensors(block).values() if t.local and t.tag.mini_batch == last]
@@ -252,7 +251,7 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     )
 
 
-def _moved(relabel: passes.Relabel, old: int, new: int, by: int, ops: int) -> list[Op]:
+def _moved(relabel: Relabel, old: int, new: int, by: int, ops: int) -> list[Op]:
     """Mini-batch ``old``'s ops (``relabel``'s, in a graph of ``ops`` ops) for mini-batch
     ``new``, ids moved ``by``."""
     moved, _ = relabel(
@@ -261,8 +260,8 @@ def _moved(relabel: passes.Relabel, old: int, new: int, by: int, ops: int) -> li
     return moved
 
 
-def _copied(old: int, new: int) -> passes.TensorMap:
+def _copied(old: int, new: int) -> TensorMap:
     """Mini-batch ``old``'s tensors as mini-batch ``new``'s."""
-    return passes.recopied(
+    return recopied(
         lambda tag: replaced(tag, mini_batch=new) if tag.mini_batch == old else None, copy_prefix
     )

@@ -38,6 +38,7 @@ from accelsim.config.run import OnCapacity
 from accelsim.errors import ConfigError, Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import Relabel
 from accelsim.graph.ops import OpGraph, Parameter, Phase, Tag
 from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
@@ -433,7 +434,7 @@ class Schedule(Technique):
         """:meth:`build`, one mini-batch after another."""
         cfg = self.settings
         one = step(ctx.run.batch_size // cfg.micro_batches)
-        relabel = passes.Relabel(one.ops, one.parameters)
+        relabel = Relabel(one.ops, one.parameters)
         builder = GraphBuilder(ctx.hardware.word_bytes)
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
