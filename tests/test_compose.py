@@ -23,10 +23,10 @@ from accelsim.graph.ops import (
     Parameter,
     ParamKind,
     Phase,
+    Stage,
     TensorKind,
     replaced,
 )
-from accelsim.graph.queries import BACKWARD
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.base import Technique
 from accelsim.techniques.gradient_skipping import skipped_count
@@ -67,7 +67,7 @@ def test_adagp_step_kinds_run_under_a_pipeline_schedule() -> None:
         assert cost.bound_cycles == pipeline[kind]["binding_bound_cycles"]
     assert report.speedup <= report.speedup_bound
     gp = result.steps["gp"]
-    assert not any(op.phase in BACKWARD for op in gp.graph.ops)
+    assert not any(op.stage is Stage.BACKWARD for op in gp.graph.ops)
     assert any(op.phase is Phase.AUX for op in gp.graph.ops)
     assert gp.graph.stashed == frozenset()
 

@@ -7,9 +7,19 @@ import dataclasses
 import pytest
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import copies, passes
+from accelsim.graph import copies, passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp, replaced
+from accelsim.graph.ops import (
+    GemmOp,
+    Op,
+    OpGraph,
+    Phase,
+    Stage,
+    Tag,
+    TensorKind,
+    TransferOp,
+    replaced,
+)
 
 WORDS = WordBytesSpec()
 
@@ -70,6 +80,51 @@ def test_rewrite_drops_and_inserts_and_renumbers() -> None:
     assert ids == {0: (0,), 1: (2,), 2: ()}
     assert graph.ops[1].deps == (0,) and graph.ops[2].deps == (0,)
     assert graph.stashed == frozenset()  # the backward reader is gone
+
+
+def test_an_op_runs_in_the_stage_of_what_it_computes_unless_told() -> None:
+    graph = chain()
+    assert [op.stage for op in graph.ops] == [Stage.FORWARD, Stage.FORWARD, Stage.BACKWARD]
+    b = GraphBuilder(WORDS)
+    x = b.tensor("x", TensorKind.ACTIVATION, 64)
+    with pytest.raises(ValueError, match="an op of phase aux needs a stage"):
+        b.vector("aux", "l", Phase.AUX, 64, 1, [x], [])
+    with b.in_stage(Stage.BACKWARD):
+        again = b.vector("again", "l", Phase.FWD, 64, 1, [x], [])
+    assert (b.ops[again].phase, b.ops[again].stage) == (Phase.FWD, Stage.BACKWARD)
+    assert b.stage is None  # the block's stage ends with it
+
+
+def test_rewrite_emits_in_the_stage_of_the_op_it_emits_beside() -> None:
+    def emit(builder: GraphBuilder, op: Op) -> None:
+        z = builder.tensor(f"{op.name}.aux", TensorKind.ACTIVATION, 1)
+        builder.vector(f"{op.name}.aux", op.layer, Phase.AUX, 1, 1, [], [z])
+
+    graph, _ = passes.rewrite(chain(), WORDS, emit_after=emit, owner="t")
+    assert [(op.name, op.stage) for op in graph.ops if op.phase is Phase.AUX] == [
+        ("g0.aux", Stage.FORWARD),
+        ("v1.aux", Stage.FORWARD),
+        ("g2.aux", Stage.BACKWARD),
+    ]
+
+
+def test_the_stash_is_what_the_backward_stage_reads_and_does_not_make() -> None:
+    # g2 reads x (never made: the step's input) and y (made in the forward stage),
+    # r reads y again in the backward stage and makes y2, which g3 reads: y2 is made
+    # in the backward stage, so not stashed, whatever it computes.
+    b = GraphBuilder(WORDS)
+    x, w = b.tensor("x", TensorKind.ACTIVATION, 64), b.tensor("w", TensorKind.WEIGHT, 64)
+    y, y2 = b.tensor("y", TensorKind.ACTIVATION, 64), b.tensor("y2", TensorKind.ACTIVATION, 64)
+    dw = b.tensor("dw", TensorKind.GRADIENT, 64)
+    b.gemm("g0", "l", Phase.FWD, 8, 8, 8, 1, x, w, y)
+    b.gemm("g2", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y, x, dw)
+    with b.in_stage(Stage.BACKWARD):
+        b.vector("r", "l", Phase.FWD, 64, 1, [y], [y2])
+    b.gemm("g3", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y2, x, dw)
+    graph = b.build()
+    assert graph.stashed == frozenset({"x", "y"})
+    assert queries.first_backward(graph.ops) == 1
+    assert [queries.forward_work(op) for op in graph.ops] == [True, False, False, False]
 
 
 def test_instantiate_renames_tensors_and_tags_ops() -> None:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 
 from accelsim.config.hardware import DramArbitration, HardwareSpec
 from accelsim.errors import ConfigError
-from accelsim.graph.ops import Access, CommOp, OpGraph, Phase, Tensor, TensorKind
+from accelsim.graph.ops import Access, CommOp, OpGraph, Phase, Stage, Tensor, TensorKind
 from accelsim.timing import compiled, engine
 from accelsim.timing import memory as memory_module
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
@@ -184,9 +184,9 @@ def test_every_op_has_the_stream_of_what_it_moves() -> None:
     y = Tensor("y", TensorKind.ACTIVATION, 1000, 2)
     ops = (
         replace(gemm(0), c=y),
-        replace(gemm(1, 0), phase=Phase.BWD_INPUT, a=y),
+        replace(gemm(1, 0), phase=Phase.BWD_INPUT, stage=Stage.BACKWARD, a=y),
         vector(2, 1, phase=Phase.UPDATE, reads=[Access(W, 1000)], writes=[Access(W, 1000)]),
-        CommOp(3, "ar", "l", Phase.COMM, grad, (0,), (2,)),
+        CommOp(3, "ar", "l", Phase.COMM, Stage.COMMUNICATION, grad, (0,), (2,)),
         replace(vector(4, reads=[Access(Y, 1000)]), phase=Phase.AUX, owner="some_technique"),
     )
     graph = OpGraph(ops=ops, processor=(0,) * 5, stashed=frozenset({"y"}))

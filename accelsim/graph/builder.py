@@ -17,6 +17,7 @@ from accelsim.graph.ops import (
     CORE,
     NO_TILES,
     ROOT,
+    STAGE_OF_PHASE,
     Access,
     CommOp,
     Epilogue,
@@ -25,6 +26,7 @@ from accelsim.graph.ops import (
     OpGraph,
     Parameter,
     Phase,
+    Stage,
     Tag,
     Tensor,
     TensorKind,
@@ -44,11 +46,14 @@ class GraphBuilder:
     Attributes:
         owner: The owner of the ops it emits (:data:`~accelsim.graph.ops.CORE`, or the
             technique emitting them).
+        stage: The stage of the ops it emits, or None for the stage of what each
+            computes (:data:`~accelsim.graph.ops.STAGE_OF_PHASE`).
     """
 
     def __init__(self, words: WordBytesSpec, tag: Tag = ROOT, on_chip: Iterable[str] = ()) -> None:
         self.words = words
         self.owner = CORE
+        self.stage: Stage | None = None
         self._word_bytes = {
             TensorKind.ACTIVATION: words.activations,
             TensorKind.WEIGHT: words.weights,
@@ -77,6 +82,27 @@ class GraphBuilder:
             yield
         finally:
             self.owner = before
+
+    @contextmanager
+    def in_stage(self, stage: Stage) -> Iterator[None]:
+        """Emit the ops of the ``with`` block in ``stage``, whatever they compute."""
+        before, self.stage = self.stage, stage
+        try:
+            yield
+        finally:
+            self.stage = before
+
+    def stage_of(self, phase: Phase) -> Stage:
+        """The stage of an op of ``phase`` emitted now.
+
+        Raises:
+            ValueError: for an auxiliary op emitted outside :meth:`in_stage`.
+        """
+        if self.stage is not None:
+            return self.stage
+        if phase not in STAGE_OF_PHASE:
+            raise ValueError(f"an op of phase {phase.value} needs a stage (GraphBuilder.in_stage)")
+        return STAGE_OF_PHASE[phase]
 
     def append(self, op: Op, processor: int) -> None:
         """Append an op made elsewhere, numbered ``len(ops)`` already.
@@ -212,6 +238,7 @@ class GraphBuilder:
             name=name,
             layer=layer,
             phase=phase,
+            stage=self.stage_of(phase),
             m=m,
             n=n,
             k=k,
@@ -253,6 +280,7 @@ class GraphBuilder:
             name=name,
             layer=layer,
             phase=phase,
+            stage=self.stage_of(phase),
             elements=elements,
             ops_per_element=ops_per_element,
             reads=read_acc,
@@ -281,6 +309,7 @@ class GraphBuilder:
             name=name,
             layer=layer,
             phase=Phase.COMM,
+            stage=self.stage_of(Phase.COMM),
             tensor=tensor,
             participants=participants,
             deps=order,

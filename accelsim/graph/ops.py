@@ -14,10 +14,14 @@ Every op records why it waits:
   processor, and the transfers that bring the others' data
   (:func:`~accelsim.graph.passes.insert_transfers`).
 
-``tag`` says which replica, mini-batch and micro-batch the op belongs to, and
-``owner`` which technique added it, so no pass ever parses a name or infers who
-made an op from its phase.  Tensors carry the same ``tag``, the name they have in
-one copy of the step (``local``) and the parameter they belong to.
+``phase`` says what an op computes (forward work, an input or a weight gradient,
+an update, a collective, a technique's auxiliary work), ``stage`` when in the
+step it runs (forward, backward, update, communication), ``tag`` which replica,
+mini-batch and micro-batch it belongs to, and ``owner`` which technique added it,
+so no pass ever parses a name or infers who made an op, or when it runs, from
+what it computes (a recomputed forward op computes forward work in the backward
+stage).  Tensors carry the same ``tag``, the name they have in one copy of the
+step (``local``), the parameter they belong to and their ``version``.
 
 A GEMM or vector op may also take a tensor it reads *tile by tile* from another op
 (``tile_sources``, one entry per read, :data:`NO_TILES` where it does not): from
@@ -38,7 +42,13 @@ from typing import Any, TypeVar
 
 
 class Phase(str, Enum):
-    """Which part of the training step an op belongs to."""
+    """What an op computes: the training step's forward work, an input gradient
+    (``dX``), a weight gradient (``dW``), an optimizer update, a collective, or a
+    technique's auxiliary work (a gradient predictor, a dropout pattern).
+
+    The MAC and energy tables are by phase (``ops.csv``'s ``phase`` column); when
+    the op runs is its :class:`Stage`.
+    """
 
     FWD = "fwd"
     BWD_INPUT = "bwd_input"
@@ -46,6 +56,34 @@ class Phase(str, Enum):
     UPDATE = "update"
     COMM = "comm"
     AUX = "aux"  # work a technique adds (e.g. gradient prediction)
+
+
+class Stage(str, Enum):
+    """When in the training step an op runs: the forward pass, the backward pass, the
+    optimizer step, or the gradients' collectives.
+
+    Most ops run in the stage of what they compute; a forward op recomputed for the
+    backward pass runs in ``BACKWARD``, an update fused into the backward (or the
+    next forward) pass in that stage, and a technique's auxiliary op where its
+    technique puts it.  The stash is what the forward stage writes and the
+    backward stage reads (:func:`~accelsim.graph.queries.stashed`).
+    """
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    UPDATE = "update"
+    COMMUNICATION = "communication"
+
+
+STAGE_OF_PHASE: dict[Phase, Stage] = {
+    Phase.FWD: Stage.FORWARD,
+    Phase.BWD_INPUT: Stage.BACKWARD,
+    Phase.BWD_WEIGHT: Stage.BACKWARD,
+    Phase.UPDATE: Stage.UPDATE,
+    Phase.COMM: Stage.COMMUNICATION,
+}
+"""The stage an op of each phase runs in unless its emitter says otherwise (an
+auxiliary op has none: its technique names it)."""
 
 
 class ParamKind(str, Enum):
@@ -174,6 +212,7 @@ class GemmOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     m: int
     n: int
     k: int
@@ -210,6 +249,7 @@ class VectorOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     elements: int
     ops_per_element: int
     reads: tuple[Access, ...]
@@ -235,6 +275,7 @@ class CommOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     tensor: Tensor
     participants: tuple[int, ...]
     deps: tuple[int, ...]
@@ -252,6 +293,7 @@ class TransferOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     tensor: Tensor
     elements: int
     source: int

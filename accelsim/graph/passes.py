@@ -117,7 +117,9 @@ def rewrite(
     covers every op so far, and emits into it; ``emit_before`` likewise, right
     before the copy (which does not wait for what it emits).  Ops that waited
     for a dropped op no longer wait for it.  The ops emitted are ``owner``'s (the
-    technique rewriting the graph); the kept ones keep their owners.
+    technique rewriting the graph) and run in ``op``'s stage unless the emitter
+    says otherwise (:meth:`~accelsim.graph.builder.GraphBuilder.in_stage`); the
+    kept ones keep their owners and stages.
 
     Returns:
         The new graph (parameters' ``grad_op`` remapped, -1 where dropped) and
@@ -133,12 +135,14 @@ def rewrite(
                 ids[op.op_id] = ()
                 continue
             if emit_before is not None:
-                emit_before(builder, op)
+                with builder.in_stage(op.stage):
+                    emit_before(builder, op)
             new = _relink(op, len(builder.ops), ids)
             builder.append(new, graph.processor[op.op_id])
             ids[op.op_id] = (new.op_id,)
             if emit_after is not None:
-                emit_after(builder, op)
+                with builder.in_stage(op.stage):
+                    emit_after(builder, op)
     return builder.build(_parameters(graph.parameters, ids)), ids
 
 
@@ -201,8 +205,8 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     way).  An op then waits for its local producers, its transfers and its
     ``after`` dependencies.
 
-    The stash is the graph's: a transfer has its reader's phase, tag, owner and
-    tensor, and is named after the tensor's name in the step (``Tensor.step_name``)
+    The stash is the graph's: a transfer has its reader's phase, stage, tag, owner
+    and tensor, and is named after the tensor's name in the step (``Tensor.step_name``)
     and its destination.  A tile stream between two processors ends here (the
     tensor comes by the transfer).
     """
@@ -341,6 +345,7 @@ def _transfer(
         name=f"{access.tensor.step_name}.to_p{destination}",
         layer=reader.layer,
         phase=reader.phase,
+        stage=reader.stage,
         tensor=access.tensor,
         elements=access.elements,
         source=source,

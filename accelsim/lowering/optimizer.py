@@ -7,7 +7,7 @@ pass, as in eager ``loss.backward(); optimizer.step()``; a parameter's
 ``update`` timing moves them (optimizer fusion):
 
 * ``BACKWARD``: right after the gradient is final (its all-reduce, if any) and
-  every op reading the old weight has read it.  The update takes tile streams
+  every op reading the old weight has read it, in the backward stage.  The update takes tile streams
   (:meth:`~accelsim.graph.builder.GraphBuilder.take_tiles`): the gradient's tiles
   as the op making it emits them, and (without fp32 masters) the weight's tiles
   from the filter buffer of the last ``dX`` GEMM that loaded them, so the three
@@ -16,7 +16,7 @@ pass, as in eager ``loss.backward(); optimizer.step()``; a parameter's
   tile source, and the weight's tiles cannot wait in the buffer for it: such an
   update reads both from DRAM;
 * ``FORWARD``: the update is already in the step graph, before the layer's
-  forward pass (:func:`update_op`), so none is added here.
+  forward pass, in the forward stage (:func:`update_op`), so none is added here.
 
 Only ``updated_elements`` of a parameter are updated (a technique that skips
 groups shrinks it), and a parameter with ``monitor_groups`` also pays a
@@ -44,6 +44,7 @@ from accelsim.graph.ops import (
     Op,
     Parameter,
     Phase,
+    Stage,
     Tag,
     TensorKind,
     UpdateTiming,
@@ -182,7 +183,8 @@ def add_updates(
         ready = ready_of[p.weight.name]
         if groups is not None and p.update is UpdateTiming.BACKWARD:
             readers = _readers(builder.ops, p.weight.name)
-            made = update_op(builder, p, optimizer, (*readers, ready), tag, clip)
+            with builder.in_stage(Stage.BACKWARD):
+                made = update_op(builder, p, optimizer, (*readers, ready), tag, clip)
             fuse_backward_update(builder, groups, p, made[0], ready, readers)
         else:
             made = update_op(builder, p, optimizer, (*barrier, ready), tag, clip)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from accelsim.graph.ops import OpGraph, Phase, Tensor
+from accelsim.graph.ops import OpGraph, Stage, Tensor
 from accelsim.graph.queries import reads_of, writes_of
 
 
@@ -30,7 +30,7 @@ def keep_stash_on_chip(graph: OpGraph, capacity_bytes: int) -> OpGraph:
             name = access.tensor.name
             owner.setdefault(name, graph.processor[op.op_id])
             tensors.setdefault(name, access.tensor)
-        if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT):
+        if op.stage is Stage.BACKWARD:
             for access in reads_of(op):
                 first_backward_read.setdefault(access.tensor.name, op.op_id)
     free: dict[int, int] = {}

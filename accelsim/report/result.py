@@ -18,7 +18,7 @@ import numpy as np
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.memo import per_graph
-from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, VectorOp
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables
 from accelsim.report.summary import (
@@ -353,26 +353,24 @@ class _StashPlan:
         b_read: list[int] = []
         c_written: list[int] = []
         write = read = 0
-        backward_phases = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
         for op in graph.ops:
-            phase = op.phase
+            backward, forward = op.stage is Stage.BACKWARD, op.stage is Stage.FORWARD
             if isinstance(op, GemmOp):
                 for t, reads in ((op.a, a_read), (op.b, b_read)):
                     if t.name in stashed:
                         sizes[t.name] = t.bytes
-                        if phase in backward_phases:
+                        if backward:
                             reads.append(op.op_id)
-                if phase is Phase.FWD and op.c.name in stashed:
+                if forward and op.c.name in stashed:
                     c_written.append(op.op_id)
             elif isinstance(op, VectorOp):
-                backward = phase in backward_phases
                 for acc in op.reads:
                     name = acc.tensor.name
                     if name in stashed:
                         sizes[name] = acc.tensor.bytes
                         if backward and name not in on_chip:
                             read += acc.bytes
-                if phase is Phase.FWD:
+                if forward:
                     for acc in op.writes:
                         name = acc.tensor.name
                         if name in stashed and name not in on_chip:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import passes
+from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     Access,
@@ -142,7 +142,7 @@ def add_aux(
     first_fwd: set[int] = set()
     seen: set[str] = set()
     for op in graph.ops:
-        if op.phase is Phase.FWD and op.layer not in seen:
+        if queries.forward_work(op) and op.layer not in seen:
             seen.add(op.layer)
             first_fwd.add(op.op_id)
 

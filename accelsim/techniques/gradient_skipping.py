@@ -52,8 +52,8 @@ from pydantic import Field
 from accelsim.config.base import PositiveFloat, PositiveInt, Spec
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.errors import ConfigError, Problem
-from accelsim.graph import passes, queries
-from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase
+from accelsim.graph import passes
+from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase, Stage
 from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT, MONITOR_OPS_PER_GROUP
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo
@@ -282,12 +282,13 @@ def _column_width(p: Parameter, op: GemmOp, info: LayerInfo) -> int | None:
 
 
 def _live(graph: OpGraph, grad_ops: set[int], keep_dx: bool) -> set[int]:
-    """Ops still needed: everything outside the backward pass, the kept gradients' ops
-    (and the ``dX`` ops if ``keep_dx``) and every backward op whose output a needed
-    op reads."""
+    """Ops still needed: everything outside the backward stage, a technique's auxiliary
+    ops, the kept gradients' ops (and the ``dX`` ops if ``keep_dx``) and every op of
+    the backward stage whose output a needed op reads."""
     live: set[int] = set()
     for op in reversed(graph.ops):
-        root = op.phase not in queries.BACKWARD or (keep_dx and op.phase is Phase.BWD_INPUT)
+        root = op.stage is not Stage.BACKWARD or op.phase is Phase.AUX
+        root = root or (keep_dx and op.phase is Phase.BWD_INPUT)
         if root or op.op_id in grad_ops or op.op_id in live:
             live.add(op.op_id)
             live.update(d for group in op.sources for d in group)

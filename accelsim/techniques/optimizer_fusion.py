@@ -564,14 +564,14 @@ def forward_fused(graph: OpGraph, hw: HardwareSpec, optimizer: OptimizerSpec) ->
     trained = {p.weight.name: p for p in graph.parameters if p.grad_op >= 0}
     first_forward: dict[str, int] = {}
     for op in graph.ops:
-        if op.phase is Phase.FWD:
+        if queries.forward_work(op):
             first_forward.setdefault(op.layer, op.op_id)
     first_read: dict[int, list[Parameter]] = {}
     for name, p in trained.items():
         forward = [
             op.op_id
             for op in graph.ops
-            if op.phase is Phase.FWD and any(a.tensor.name == name for a in queries.reads_of(op))
+            if queries.forward_work(op) and any(a.tensor.name == name for a in queries.reads_of(op))
         ]
         at = forward[0] if forward else first_forward.get(p.layer)
         if at is not None:

@@ -24,7 +24,7 @@ from accelsim.graph.ops import (
     TensorKind,
     replaced,
 )
-from accelsim.graph.queries import BACKWARD
+from accelsim.graph.queries import GRADIENT_PHASES
 from accelsim.lowering.optimizer import add_updates
 
 SplitShares = Mapping[str, tuple[float, int]]
@@ -172,14 +172,14 @@ def send_after_backward(
     backward is done (the transfer then waits too)."""
     for i in range(start, len(builder.ops)):
         op = builder.ops[i]
-        if op.phase not in BACKWARD:
+        if op.phase not in GRADIENT_PHASES:
             continue
         here = builder.processor[i]
         senders = {
             builder.processor[p]
             for group in op.sources
             for p in group
-            if builder.processor[p] != here and builder.ops[p].phase in BACKWARD
+            if builder.processor[p] != here and builder.ops[p].phase in GRADIENT_PHASES
         }
         for sender in senders:
             builder.add_dependencies(i, backward_done.get(sender, ()))
@@ -191,7 +191,9 @@ def stage_sinks(builder: GraphBuilder, start: int) -> dict[int, tuple[int, ...]]
     Updating a stage's weights after these is updating after its whole backward
     pass, as the baseline step does.
     """
-    backward = [i for i in range(start, len(builder.ops)) if builder.ops[i].phase in BACKWARD]
+    backward = [
+        i for i in range(start, len(builder.ops)) if builder.ops[i].phase in GRADIENT_PHASES
+    ]
     used = {d for i in backward for d in builder.ops[i].deps}
     sinks: dict[int, list[int]] = {}
     for i in backward:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from accelsim.config.hardware import GIB_BYTES, DramSharing, HardwareSpec
 from accelsim.config.run import OptimizerSpec
-from accelsim.graph.ops import GemmOp, OpGraph, Phase, Tag, VectorOp
-from accelsim.graph.queries import reads_of, writes_of
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, Tag, VectorOp
+from accelsim.graph.queries import forward_work, reads_of, writes_of
 from accelsim.timing.memory import dram_capacity_bytes
 
 
@@ -75,14 +75,16 @@ def processor_memory(
         optimizer: Its state tensors per parameter count with the parameters.
         hw: Word sizes (optimizer state) and the processors.
 
-    A layer's stashed activations count on the processor of the forward op that
-    writes them (or, for the step's input, first reads it; its first mini-batch's
-    first micro-batch there), times the
-    mini-batches the layer keeps in flight; its weight versions on every processor
-    that runs its forward; its parameters on every processor that updates it.
+    A layer's stashed activations count on the processor of the op of the forward
+    stage that writes them (or, for the step's input, first reads it; its first
+    mini-batch's first micro-batch there), times the mini-batches the layer keeps in
+    flight; its weight versions on every processor that runs its forward work; its
+    parameters on every processor that updates it.
     """
     processors = 1 + max(graph.processor)
-    work = [op for op in graph.ops if op.phase is Phase.FWD and isinstance(op, (GemmOp, VectorOp))]
+    work = [
+        op for op in graph.ops if op.stage is Stage.FORWARD and isinstance(op, (GemmOp, VectorOp))
+    ]
     # Every processor's first mini-batch (a replica of a stage starts later).
     first = [1 + max(op.tag.mini_batch for op in graph.ops)] * processors
     for op in work:
@@ -97,7 +99,8 @@ def processor_memory(
         p = graph.processor[op.op_id]
         if op.tag != Tag(mini_batch=first[p], micro_batch=0):
             continue
-        homes.setdefault(op.layer, set()).add(p)
+        if forward_work(op):
+            homes.setdefault(op.layer, set()).add(p)
         inputs = [a for a in reads_of(op) if a.tensor.name not in made]
         for access in (*writes_of(op), *inputs):
             name = access.tensor.name

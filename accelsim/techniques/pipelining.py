@@ -36,10 +36,10 @@ from accelsim.config.base import PositiveInt, Spec
 from accelsim.config.hardware import GIB_BYTES
 from accelsim.config.run import OnCapacity
 from accelsim.errors import ConfigError, Problem, SimulationError
-from accelsim.graph import passes
+from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.copies import Relabel
-from accelsim.graph.ops import OpGraph, Parameter, Phase, Tag
+from accelsim.graph.ops import OpGraph, Parameter, Phase, Stage, Tag
 from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
@@ -499,9 +499,11 @@ class Schedule(Technique):
             op = ops[op_id]
             proc = processor[op_id]
             stage = stage_of[proc]
-            backward = op.phase not in (Phase.FWD, Phase.AUX)
-            entry = op.phase is Phase.FWD and not any(
-                d >= start and ops[d].phase is Phase.FWD and processor[d] == proc for d in op.deps
+            # a technique's auxiliary ops keep the forward's position wherever they run
+            backward = op.stage is not Stage.FORWARD and op.phase is not Phase.AUX
+            entry = queries.forward_work(op) and not any(
+                d >= start and queries.forward_work(ops[d]) and processor[d] == proc
+                for d in op.deps
             )
             if entry and earlier[stage] >= 0:
                 builder.add_dependencies(op_id, updates.get((earlier[stage], proc), ()))
