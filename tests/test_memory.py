@@ -213,12 +213,23 @@ def test_every_op_has_the_stream_of_what_it_moves() -> None:
     ]
 
 
-def test_a_technique_with_its_own_array_is_the_predictor_stream() -> None:
+def test_a_techniques_auxiliary_work_is_the_technique_stream_on_any_unit() -> None:
+    # a GEMM on the technique's own array in the forward stage, a vector op in the
+    # backward stage: both the technique stream, read and written; the core's own
+    # op beside them keeps the class of what it moves
     predictor = replace(gemm(0), phase=Phase.AUX, owner="ada", unit="predictor")
-    helper = replace(vector(1), phase=Phase.AUX, owner="ada")
-    graph = OpGraph(ops=(predictor, helper), processor=(0, 0))
-    reads, _ = op_streams(graph, costs([UNIT_ARRAY, UNIT_VECTOR]))
-    assert [StreamClass(k) for k in reads] == [StreamClass.PREDICTOR, StreamClass.PREDICTOR]
+    helper = replace(vector(1), phase=Phase.AUX, stage=Stage.BACKWARD, owner="ada")
+    graph = OpGraph(ops=(predictor, helper, gemm(2)), processor=(0, 0, 0))
+    reads, writes = op_streams(graph, costs([UNIT_ARRAY, UNIT_VECTOR, UNIT_ARRAY], reads=[1] * 3))
+    assert [StreamClass(k) for k in reads] == [
+        StreamClass.TECHNIQUE,
+        StreamClass.TECHNIQUE,
+        StreamClass.ACTIVATION,
+    ]
+    assert [StreamClass(k) for k in writes][:2] == [StreamClass.TECHNIQUE] * 2
+    assert [kind.name for kind in StreamClass] == [
+        "ACTIVATION", "WEIGHT", "GRADIENT", "OPTIMIZER", "STASH", "TECHNIQUE"
+    ]  # fmt: skip
 
 
 def test_a_fused_ops_transfers_are_of_the_member_moving_most_foreground_first() -> None:

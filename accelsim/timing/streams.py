@@ -9,9 +9,8 @@ what the op is and what it moves, never by names:
 * an op of the update phase (an optimizer update, a clipping pass, a
   convergence monitor run with the update) is the optimizer stream
   (:attr:`StreamClass.OPTIMIZER`);
-* an auxiliary op a technique adds is predictor work (:attr:`StreamClass.PREDICTOR`)
-  when that technique runs GEMMs on an array unit of its own (ADA-GP's gradient
-  predictor), other technique work (:attr:`StreamClass.TECHNIQUE`) otherwise;
+* an auxiliary op a technique adds (its ``owner``, in whatever stage) is the
+  technique stream (:attr:`StreamClass.TECHNIQUE`): the core names no technique;
 * any other op's reads are the class of the operand it reads most bytes of from
   DRAM, and its writes the class of what it writes (of its largest output for
   a vector op): the tensor's kind (activation, weight, gradient, optimizer
@@ -42,7 +41,6 @@ from accelsim.graph.ops import (
     TransferOp,
     VectorOp,
 )
-from accelsim.mapping.units import MAIN_ARRAY
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.memory import BACKGROUND, FOREGROUND, Stream, StreamClass
 
@@ -79,7 +77,6 @@ def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
     n_ops = len(graph.ops)
     reads = np.zeros(n_ops, np.int64)
     writes = np.zeros(n_ops, np.int64)
-    predictors = {op.owner for op in graph.ops if isinstance(op, GemmOp) and op.unit != MAIN_ARRAY}
     stashed, on_chip = graph.stashed, graph.on_chip
     a_bytes, b_bytes = costs.dram_ifmap_read_bytes.tolist(), costs.dram_filter_read_bytes.tolist()
     psum_bytes = costs.dram_ofmap_read_bytes.tolist()
@@ -99,8 +96,7 @@ def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
         elif op.phase is Phase.UPDATE:
             reads[i] = writes[i] = StreamClass.OPTIMIZER
         elif op.phase is Phase.AUX and op.owner != CORE:
-            own = StreamClass.PREDICTOR if op.owner in predictors else StreamClass.TECHNIQUE
-            reads[i] = writes[i] = own
+            reads[i] = writes[i] = StreamClass.TECHNIQUE
         elif isinstance(op, GemmOp):
             operands = ((op.a, a_bytes[i]), (op.b, b_bytes[i]), (op.c, psum_bytes[i]))
             most = max(operands, key=lambda operand: operand[1])[0]  # the first of ties
