@@ -395,12 +395,12 @@ def test_graph_problems_finds_each_kind_of_fault() -> None:
     ]
     wrong = dataclasses.replace(
         good,
-        stashed=frozenset({"x"}),
+        stashed=frozenset({("x", 0), ("y", 1)}),
         parameters=(Parameter("l", w, dw, 0, ParamKind.WEIGHT, 2, updated_elements=0),),
     )
     assert graph_problems(wrong, ("x", "orphan")) == [
-        "the stash is not what the backward pass reads (stashed but unread: [],"
-        " read but not stashed: ['y'])",
+        "the stash is not what the backward stage reads (stashed but unread:"
+        " ['y (version 1)'], read but not stashed: ['y'])",
         "w's gradient op fwd does not write dw",
         "w is trained but updates 0 elements",
     ]

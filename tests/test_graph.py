@@ -42,7 +42,7 @@ def test_builder_records_sources_and_the_stash() -> None:
     graph = chain()
     assert [op.deps for op in graph.ops] == [(), (0,), (1,)]
     assert graph.ops[2].sources == ((1,), ())  # z from v1; x has no producer
-    assert graph.stashed == frozenset({"x"})  # the activation the backward op reads
+    assert graph.stashed == frozenset({("x", 0)})  # the activation the backward op reads
 
 
 def test_transfers_bring_remote_data_once_per_destination() -> None:
@@ -122,15 +122,40 @@ def test_the_stash_is_what_the_backward_stage_reads_and_does_not_make() -> None:
         b.vector("r", "l", Phase.FWD, 64, 1, [y], [y2])
     b.gemm("g3", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y2, x, dw)
     graph = b.build()
-    assert graph.stashed == frozenset({"x", "y"})
+    assert graph.stashed == frozenset({("x", 0), ("y", 0)})
     assert queries.first_backward(graph.ops) == 1
     assert [queries.forward_work(op) for op in graph.ops] == [True, False, False, False]
+
+
+def test_a_tensors_versions_are_tensors_of_their_own() -> None:
+    # g0 makes y; r makes y again as version 1 in the backward stage; g2 reads y,
+    # g3 the recomputed y: each reader's producer is its version's maker, only
+    # version 0 is stashed, and each version travels to another processor once.
+    b = GraphBuilder(WORDS)
+    x, w = b.tensor("x", TensorKind.ACTIVATION, 64), b.tensor("w", TensorKind.WEIGHT, 64)
+    y = b.keep_on_chip(b.tensor("y", TensorKind.ACTIVATION, 64))
+    y1 = dataclasses.replace(y, version=1)
+    dw = b.tensor("dw", TensorKind.GRADIENT, 64)
+    b.gemm("g0", "l", Phase.FWD, 8, 8, 8, 1, x, w, y)
+    with b.in_stage(Stage.BACKWARD):
+        b.gemm("r", "l", Phase.FWD, 8, 8, 8, 1, x, w, y1)
+    b.gemm("g2", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y, x, dw)
+    b.gemm("g3", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y1, x, dw, partial=True)
+    assert (y.key, y1.key) == (("y", 0), ("y", 1))
+    assert b.is_on_chip(y) and not b.is_on_chip(y1)
+    graph = b.build()
+    assert [op.sources for op in graph.ops[2:]] == [((0,), ()), ((1,), ())]
+    assert graph.stashed == frozenset({("x", 0), ("y", 0)})
+    placed = passes.place(graph, lambda op: int(op.name in ("g2", "g3")))
+    moved = passes.insert_transfers(placed)
+    sent = [(op.tensor.key, op.source) for op in moved.ops if isinstance(op, TransferOp)]
+    assert sent == [(("y", 0), 0), (("y", 1), 0)]  # x is the input: no op makes it
 
 
 def test_instantiate_renames_tensors_and_tags_ops() -> None:
     copy = copies.instantiate(chain(), Tag(mini_batch=2, micro_batch=1), "b2m1/")
     assert {op.tag for op in copy.ops} == {Tag(0, 2, 1)}
-    assert copy.stashed == frozenset({"b2m1/x"})
+    assert copy.stashed == frozenset({("b2m1/x", 0)})
 
 
 def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:

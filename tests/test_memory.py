@@ -189,7 +189,7 @@ def test_every_op_has_the_stream_of_what_it_moves() -> None:
         CommOp(3, "ar", "l", Phase.COMM, Stage.COMMUNICATION, grad, (0,), (2,)),
         replace(vector(4, reads=[Access(Y, 1000)]), phase=Phase.AUX, owner="some_technique"),
     )
-    graph = OpGraph(ops=ops, processor=(0,) * 5, stashed=frozenset({"y"}))
+    graph = OpGraph(ops=ops, processor=(0,) * 5, stashed=frozenset({("y", 0)}))
     c = costs(
         [UNIT_ARRAY, UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM, UNIT_VECTOR], reads=[10, 10, 0, 0, 0]
     )

@@ -168,7 +168,7 @@ def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
     return OpGraph(
         ops=tuple(ops),
         processor=graph.processor,
-        on_chip=frozenset(prefix + n for n in graph.on_chip),
+        on_chip=frozenset((prefix + name, version) for name, version in graph.on_chip),
         stashed=queries.stashed(ops),
         parameters=tuple(parameters),
         priority=graph.priority,

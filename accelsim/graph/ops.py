@@ -2,8 +2,9 @@
 
 Lowering (:mod:`accelsim.lowering`) produces an :class:`OpGraph`.
 Ops are listed in program order, which is also a topological order, and an
-op's ``op_id`` is its index.  Tensors are named; ``OpGraph.on_chip`` holds the
-names of tensors that never travel to DRAM.
+op's ``op_id`` is its index.  A tensor is known by its name and version
+(:attr:`Tensor.key`); ``OpGraph.on_chip`` holds the keys of tensors that never
+travel to DRAM.
 
 Every op records why it waits:
 
@@ -149,6 +150,12 @@ class TensorKind(str, Enum):
     OPTIMIZER_STATE = "optimizer_state"
 
 
+TensorKey = tuple[str, int]
+"""A tensor's identity in a graph: its name and version (:attr:`Tensor.key`).  Every
+set or table of tensors a pass or a report keeps (the stash, the tensors kept on
+chip, producers, transfers, tile reuse) is by it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Tensor:
     """A named tensor: its element count (whole batch) and word size.
@@ -157,7 +164,9 @@ class Tensor:
     micro-batch), ``local`` its name in that copy ("" for a tensor that is not a
     copy: its ``name`` is its name in the step), and ``parameter`` the name in the
     step of the weight whose weight, gradient or optimizer state it
-    is ("" for any other tensor).
+    is ("" for any other tensor).  ``version`` says which computation of the
+    named value it is: 0 the step's, 1 and up a later one of the same value (an
+    activation recomputed in the backward stage), a tensor of its own.
     """
 
     name: str
@@ -167,10 +176,16 @@ class Tensor:
     tag: Tag = ROOT
     local: str = ""
     parameter: str = ""
+    version: int = 0
 
     @property
     def bytes(self) -> int:
         return self.elements * self.word_bytes
+
+    @property
+    def key(self) -> TensorKey:
+        """Its identity: name and version."""
+        return (self.name, self.version)
 
     @property
     def step_name(self) -> str:
@@ -381,8 +396,9 @@ class OpGraph:
     Attributes:
         ops: Ops in program (topological) order; ``ops[i].op_id == i``.
         processor: The processor of each op.
-        on_chip: Tensors kept on chip for their whole life (no DRAM traffic).
-        stashed: Activations saved in the forward pass and re-read in backward.
+        on_chip: Tensors kept on chip for their whole life (no DRAM traffic), by key.
+        stashed: Activations saved in the forward stage and read back in the backward
+            stage, by key (:func:`~accelsim.graph.queries.stashed`).
         parameters: Trainable tensors (of processor 0's replica).
         priority: Order in which a unit picks among its ready ops (lower first);
             empty means program order.
@@ -390,8 +406,8 @@ class OpGraph:
 
     ops: tuple[Op, ...]
     processor: tuple[int, ...]
-    on_chip: frozenset[str] = field(default_factory=frozenset)
-    stashed: frozenset[str] = field(default_factory=frozenset)
+    on_chip: frozenset[TensorKey] = field(default_factory=frozenset)
+    stashed: frozenset[TensorKey] = field(default_factory=frozenset)
     parameters: tuple[Parameter, ...] = ()
     priority: tuple[int, ...] = ()
 

@@ -27,6 +27,7 @@ from accelsim.graph.ops import (
     Op,
     OpGraph,
     Parameter,
+    TensorKey,
     TransferOp,
     VectorOp,
     copier,
@@ -79,7 +80,7 @@ def _parameters(parameters: Iterable[Parameter], ids: IdMap) -> tuple[Parameter,
 def _graph(
     ops: Sequence[Op],
     processor: Sequence[int],
-    on_chip: Iterable[str],
+    on_chip: Iterable[TensorKey],
     parameters: Iterable[Parameter],
     priority: Sequence[int] = (),
 ) -> OpGraph:
@@ -214,7 +215,7 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     processor: list[int] = []
     priority: list[int] = []
     new_id: list[int] = []  # old op id -> new (this pass only inserts ops)
-    sent: dict[tuple[str, int, int], int] = {}
+    sent: dict[tuple[TensorKey, int, int], int] = {}
     placed = graph.processor
     for op in graph.ops:
         here = placed[op.op_id]
@@ -295,7 +296,7 @@ def _with_transfers(
     new_id: list[int],
     ops: list[Op],
     processor: list[int],
-    sent: dict[tuple[str, int, int], int],
+    sent: dict[tuple[TensorKey, int, int], int],
     graph: OpGraph,
     priority: list[int],
 ) -> Op:
@@ -319,7 +320,7 @@ def _with_transfers(
             else:
                 remote.setdefault(processor[producer], []).append(producer)
         for source, made_by in remote.items():
-            key = (access.tensor.name, source, here)
+            key = (access.tensor.key, source, here)
             if key not in sent:
                 sent[key] = len(ops)
                 waits = [d for d in set(ordered) if processor[d] == source]

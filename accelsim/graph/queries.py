@@ -15,6 +15,7 @@ from accelsim.graph.ops import (
     Phase,
     Stage,
     Tensor,
+    TensorKey,
     TensorKind,
     TileStream,
     TransferOp,
@@ -48,22 +49,22 @@ def writes_of(op: Op) -> tuple[Access, ...]:
     return (whole(op.tensor),)
 
 
-def stashed(ops: Sequence[Op]) -> frozenset[str]:
-    """The stash: activations the backward stage reads and does not make, so saved for
-    it (written in the forward stage, or given to the step)."""
-    return frozenset(t.name for t in stashed_tensors(ops))
+def stashed(ops: Sequence[Op]) -> frozenset[TensorKey]:
+    """The stash: the keys of the activations the backward stage reads and does not
+    make, so saved for it (written in the forward stage, or given to the step)."""
+    return frozenset(t.key for t in stashed_tensors(ops))
 
 
 def stashed_tensors(ops: Sequence[Op]) -> list[Tensor]:
     """The tensors :func:`stashed` names, each once, in the order backward first reads them."""
     backward = [op for op in ops if op.stage is Stage.BACKWARD]
-    made = {a.tensor.name for op in backward for a in writes_of(op)}
-    found: dict[str, Tensor] = {}
+    made = {a.tensor.key for op in backward for a in writes_of(op)}
+    found: dict[TensorKey, Tensor] = {}
     for op in backward:
         for a in reads_of(op):
             t = a.tensor
-            if t.kind is TensorKind.ACTIVATION and t.name not in made:
-                found.setdefault(t.name, t)
+            if t.kind is TensorKind.ACTIVATION and t.key not in made:
+                found.setdefault(t.key, t)
     return list(found.values())
 
 
@@ -85,8 +86,14 @@ def forward_work(op: Op) -> bool:
 
 
 def tensors(ops: Iterable[Op]) -> dict[str, Tensor]:
-    """Every tensor the ops read or write, by name."""
-    return {a.tensor.name: a.tensor for op in ops for a in (*reads_of(op), *writes_of(op))}
+    """Every tensor the ops read or write, by name: of each name, the value the step
+    computes (version 0)."""
+    return {
+        a.tensor.name: a.tensor
+        for op in ops
+        for a in (*reads_of(op), *writes_of(op))
+        if not a.tensor.version
+    }
 
 
 def tile_sources(op: Op) -> tuple[int, ...]:

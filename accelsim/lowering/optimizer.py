@@ -46,6 +46,8 @@ from accelsim.graph.ops import (
     Phase,
     Stage,
     Tag,
+    Tensor,
+    TensorKey,
     TensorKind,
     UpdateTiming,
     VectorOp,
@@ -182,7 +184,7 @@ def add_updates(
     for p in placed:
         ready = ready_of[p.weight.name]
         if groups is not None and p.update is UpdateTiming.BACKWARD:
-            readers = _readers(builder.ops, p.weight.name)
+            readers = _readers(builder.ops, p.weight)
             with builder.in_stage(Stage.BACKWARD):
                 made = update_op(builder, p, optimizer, (*readers, ready), tag, clip)
             fuse_backward_update(builder, groups, p, made[0], ready, readers)
@@ -212,27 +214,27 @@ def fuse_backward_update(
     the weight's first."""
     op = builder.ops[update]
     assert isinstance(op, VectorOp)
-    names = {a.tensor.name for a in op.reads if a.elements == a.tensor.elements}
-    sources: dict[str, int] = {}
-    if p.gradient.name in names and ready == p.grad_op:
+    whole = {a.tensor.key for a in op.reads if a.elements == a.tensor.elements}
+    sources: dict[TensorKey, int] = {}
+    if p.gradient.key in whole and ready == p.grad_op:
         maker = builder.ops[ready]
         if isinstance(maker, (GemmOp, VectorOp)) and any(
-            a.tensor.name == p.gradient.name and a.elements == a.tensor.elements
+            a.tensor.key == p.gradient.key and a.elements == a.tensor.elements
             for a in writes_of(maker)
         ):
-            sources[p.gradient.name] = ready
+            sources[p.gradient.key] = ready
     last = builder.ops[readers[-1]] if readers else None
     if (
         p.shares_weight_tiles
-        and p.weight.name in names
+        and p.weight.key in whole
         and isinstance(last, GemmOp)
         and last.phase is Phase.BWD_INPUT
     ):
-        sources[p.weight.name] = last.op_id
+        sources[p.weight.key] = last.op_id
     while sources and not groups.runs_as_one(builder.ops, (update, *sources.values())):
-        sources.pop(p.weight.name if p.weight.name in sources else p.gradient.name)
-    for name, source in sources.items():
-        tensor = p.gradient if name == p.gradient.name else p.weight
+        sources.pop(p.weight.key if p.weight.key in sources else p.gradient.key)
+    for key, source in sources.items():
+        tensor = p.gradient if key == p.gradient.key else p.weight
         builder.take_tiles(update, tensor, source)
         groups.join(source, update)
 
@@ -274,6 +276,6 @@ class _Groups:
         return all(d in members or self.first(d) < first for i in members for d in ops[i].deps)
 
 
-def _readers(ops: Sequence[Op], tensor: str) -> list[int]:
+def _readers(ops: Sequence[Op], tensor: Tensor) -> list[int]:
     """The ops that read ``tensor``, in program order."""
-    return [op.op_id for op in ops if any(a.tensor.name == tensor for a in reads_of(op))]
+    return [op.op_id for op in ops if any(a.tensor.key == tensor.key for a in reads_of(op))]

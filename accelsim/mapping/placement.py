@@ -130,10 +130,12 @@ def data_parallel(
         ops=tuple(ops),
         processor=tuple(op.tag.replica for op in ops),
         on_chip=frozenset(
-            prefix + n for r, prefix in zip(replicas, prefixes, strict=True) for n in r.step.on_chip
+            (prefix + name, version)
+            for r, prefix in zip(replicas, prefixes, strict=True)
+            for name, version in r.step.on_chip
         ),
         stashed=frozenset(
-            _into(p, prefixes[p])(t).name for p, r in enumerate(replicas) for t in r.stashed
+            _into(p, prefixes[p])(t).key for p, r in enumerate(replicas) for t in r.stashed
         ),
         parameters=tuple(parameters),
     )
@@ -192,7 +194,7 @@ class _Replica:
         tag = Tag(replica=replica)
         copy = Relabel(step.ops, step.parameters)
         ops, params = copy(tag, copied_as(prefix, tag), range(len(step.ops)))
-        builder = GraphBuilder(words, on_chip={prefix + n for n in step.on_chip})
+        builder = GraphBuilder(words, on_chip={(prefix + n, v) for n, v in step.on_chip})
         for op in ops:
             builder.append(op, 0)
         sinks = backward_sinks(builder.build())

@@ -262,8 +262,8 @@ def _stash_bytes(graph: OpGraph, layers: int, layer: np.ndarray) -> list[int]:
         if op.stage is not Stage.FORWARD:
             continue
         if isinstance(op, GemmOp):
-            if op.c.name in stashed:
+            if op.c.key in stashed:
                 out[i] += op.c.bytes
         elif isinstance(op, VectorOp):
-            out[i] += sum(a.bytes for a in op.writes if a.tensor.name in stashed)
+            out[i] += sum(a.bytes for a in op.writes if a.tensor.key in stashed)
     return out

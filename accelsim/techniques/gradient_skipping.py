@@ -275,7 +275,7 @@ def _column_width(p: Parameter, op: GemmOp, info: LayerInfo) -> int | None:
     """Columns of the ``dW`` GEMM per input channel, from the layer's rule (None: not a
     grouped weight).  The groups are counted on the GEMM as it is now, which another
     technique may already have compacted (approximate dropout's kept inputs)."""
-    if p.kind is not ParamKind.WEIGHT or op.c.name != p.gradient.name:
+    if p.kind is not ParamKind.WEIGHT or op.c.key != p.gradient.key:
         return None
     width = rule_for(info.layer).dw_columns_per_input(info)
     return width if width is not None and op.n % width == 0 else None

@@ -63,7 +63,8 @@ def copy_step(
         copy = copies if copies is not None else Relabel(one.ops, one.parameters)
         start = len(builder.ops)
         ops, parameters = copy(tag, copied_as(prefix, tag), range(start, start + len(one.ops)))
-        builder.append_ops(ops, [where(op) for op in ops], [prefix + n for n in one.on_chip])
+        on_chip = [(prefix + name, version) for name, version in one.on_chip]
+        builder.append_ops(ops, [where(op) for op in ops], on_chip)
     return [p for p in parameters if p.grad_op >= 0]
 
 
@@ -233,15 +234,15 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     new_ops, new_priority = list(ops), list(graph.priority)
     stashed, on_chip = set(graph.stashed), set(graph.on_chip)
     own = [t for t in queries.tensors(block).values() if t.local and t.tag.mini_batch == last]
-    stashed_names = queries.stashed(block)
-    mine = [t for t in own if t.name in stashed_names]
-    kept = [t for t in own if t.name in graph.on_chip]
+    stashed_keys = queries.stashed(block)
+    mine = [t for t in own if t.key in stashed_keys]
+    kept = [t for t in own if t.key in graph.on_chip]
     for j in range(last + 1, mini_batches):
         copy = _copied(last, j)
         new_ops += _moved(relabel, last, j, (j - last) * size, len(ops))
         new_priority += [p + (j - last) * d for p, d in zip(priority, step, strict=True)]
-        stashed.update(copy(t).name for t in mine)
-        on_chip.update(copy(t).name for t in kept)
+        stashed.update(copy(t).key for t in mine)
+        on_chip.update(copy(t).key for t in kept)
     processor = graph.processor[begins[-1] :]
     return OpGraph(
         ops=tuple(new_ops),

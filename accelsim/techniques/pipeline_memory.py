@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from accelsim.config.hardware import GIB_BYTES, DramSharing, HardwareSpec
 from accelsim.config.run import OptimizerSpec
-from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, Tag, VectorOp
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, Tag, TensorKey, VectorOp
 from accelsim.graph.queries import forward_work, reads_of, writes_of
 from accelsim.timing.memory import dram_capacity_bytes
 
@@ -91,9 +91,9 @@ def processor_memory(
         p = graph.processor[op.op_id]
         first[p] = min(first[p], op.tag.mini_batch)
     # The step's inputs (the samples) are stashed too when a backward op reads them.
-    made = {access.tensor.name for op in graph.ops for access in writes_of(op)}
+    made = {access.tensor.key for op in graph.ops for access in writes_of(op)}
     stash = [0] * processors
-    counted: set[str] = set()
+    counted: set[TensorKey] = set()
     homes: dict[str, set[int]] = {}
     for op in work:
         p = graph.processor[op.op_id]
@@ -101,11 +101,11 @@ def processor_memory(
             continue
         if forward_work(op):
             homes.setdefault(op.layer, set()).add(p)
-        inputs = [a for a in reads_of(op) if a.tensor.name not in made]
+        inputs = [a for a in reads_of(op) if a.tensor.key not in made]
         for access in (*writes_of(op), *inputs):
-            name = access.tensor.name
-            if name in graph.stashed and name not in counted:
-                counted.add(name)
+            key = access.tensor.key
+            if key in graph.stashed and key not in counted:
+                counted.add(key)
                 stash[p] += access.tensor.bytes * delays[op.layer][0]
     updaters: dict[str, set[int]] = {}
     for update in graph.ops:

@@ -83,7 +83,7 @@ def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
 
     def kind_of(tensor: Tensor, stage: Stage, read: bool) -> StreamClass:
         saved = stage is (Stage.BACKWARD if read else Stage.FORWARD)
-        if saved and tensor.name in stashed:
+        if saved and tensor.key in stashed:
             return StreamClass.STASH
         return _KIND[tensor.kind]
 
@@ -104,7 +104,7 @@ def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
             writes[i] = kind_of(op.c, stage, read=False)
         elif isinstance(op, VectorOp):
             for accesses, out, read in ((op.reads, reads, True), (op.writes, writes, False)):
-                moved = [a for a in accesses if a.tensor.name not in on_chip]
+                moved = [a for a in accesses if a.tensor.key not in on_chip]
                 if moved:
                     most = max(moved, key=lambda access: access.bytes).tensor
                     out[i] = kind_of(most, stage, read)
