@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import passes, queries
+from accelsim.graph import links, passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     Access,
@@ -22,6 +22,7 @@ from accelsim.graph.ops import (
     Parameter,
     ParamKind,
     Phase,
+    TensorKey,
     TensorKind,
     VectorOp,
 )
@@ -52,10 +53,47 @@ class Plan:
     compact: bool  # row patterns: dropped neurons' elements disappear too
 
 
-def shrunk_op(op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> Op:
+def shrunk_graph(graph: OpGraph, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> OpGraph:
+    """``graph`` with one step's patterns (:func:`shrunk_op`), and without the dropout
+    layers' masks: a pattern is drawn again from its period and offset, so no op
+    writes a mask and the backward op no longer reads it
+    (:func:`~accelsim.graph.links.unread`)."""
+    masks = _masks(graph, plan)
+    ops = tuple(shrunk_op(op, plan, kept, fetched, masks) for op in graph.ops)
+    reads = {
+        op.op_id: a.tensor.key
+        for op in ops
+        if isinstance(op, VectorOp)
+        for a in op.reads
+        if a.tensor.name in masks
+    }
+    return links.unread(dataclasses.replace(graph, ops=ops), reads)
+
+
+def _masks(graph: OpGraph, plan: Plan) -> frozenset[str]:
+    """The names of the dropout layers' masks: what a dropout layer's backward op reads
+    of what its forward ops (or a recomputation of them) write, in every version."""
+    sites = {site.dropout for site in plan.sites}
+    made: dict[str, set[TensorKey]] = {}
+    found: set[str] = set()
+    for op in graph.ops:
+        if op.layer not in sites or not isinstance(op, VectorOp):
+            continue
+        if op.phase is Phase.FWD:
+            made.setdefault(op.layer, set()).update(a.tensor.key for a in op.writes)
+        elif op.phase is Phase.BWD_INPUT:
+            mine = made.get(op.layer, set())
+            found.update(a.tensor.name for a in op.reads if a.tensor.key in mine)
+    return frozenset(found)
+
+
+def shrunk_op(
+    op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray, masks: frozenset[str]
+) -> Op:
     """``op`` with the dimensions and element counts of one step's patterns (``kept``
     units per site; ``fetched``: those a gather along a weight's contiguous
-    dimension moves, whole DRAM bursts)."""
+    dimension moves, whole DRAM bursts); a dropout layer's op writes none of
+    ``masks``."""
     if isinstance(op, GemmOp):
         shrinks = plan.shrinks.get((op.layer, op.phase))
         if not shrinks:
@@ -69,7 +107,7 @@ def shrunk_op(op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> Op:
         return op
     for i, site in enumerate(plan.sites):
         if op.layer == site.dropout:
-            return _dropout_op(op, site, plan, int(kept[i]))
+            return _dropout_op(op, site, plan, int(kept[i]), masks)
         if plan.compact and (op.layer in site.chain or op.layer == site.producer):
             return _scaled(op, int(kept[i]), site.units)
     return op
@@ -87,18 +125,14 @@ def _scaled(op: VectorOp, kept: int, units: int) -> VectorOp:
     )
 
 
-def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int) -> VectorOp:
+def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int, masks: frozenset[str]) -> VectorOp:
     """A dropout layer's op without its element mask: a scale by ``1 / (1 - p)`` of the
-    kept elements (forward) or of their gradients (backward)."""
-    mask = f"{site.dropout}.mask"
+    kept elements (forward) or of their gradients (backward); it writes no mask (its
+    read of one goes in :func:`shrunk_graph`)."""
     op = dataclasses.replace(
         op,
         ops_per_element=1,
-        reads=tuple(a for a in op.reads if a.tensor.name != mask),
-        writes=tuple(a for a in op.writes if a.tensor.name != mask),
-        sources=tuple(
-            s for a, s in zip(op.reads, op.sources, strict=False) if a.tensor.name != mask
-        ),
+        writes=tuple(a for a in op.writes if a.tensor.name not in masks),
     )
     return _scaled(op, kept, site.units) if plan.compact else op
 

@@ -53,7 +53,7 @@ from accelsim.config.base import PositiveFloat, PositiveInt, Spec
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph import passes
-from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase, Stage
+from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase, Stage, replaced
 from accelsim.lowering.optimizer import MONITOR_OPS_PER_ELEMENT, MONITOR_OPS_PER_GROUP
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo
@@ -158,11 +158,11 @@ class GradientSkippingConfig(Spec):
 
 @dataclasses.dataclass(frozen=True)
 class _Kept:
-    """What remains of one parameter's gradient: the shrunk ``dW`` GEMM (or None to
-    keep it), its groups and how many are kept (0: skipped; -1: not grouped, kept
-    unmonitored) and the updated elements."""
+    """What remains of one parameter's gradient: the dimensions of its ``dW`` GEMM that
+    shrink (none to keep it whole), its groups and how many are kept (0: skipped; -1:
+    not grouped, kept unmonitored) and the updated elements."""
 
-    gemm: GemmOp | None
+    shrink: Mapping[str, int]
     groups: int
     kept: int
     updated_elements: int
@@ -197,9 +197,9 @@ def skip_groups(
         if not k.kept or new.grad_op < 0:
             parameters.append(dataclasses.replace(new, grad_op=-1))
             continue
-        if k.gemm is not None:
+        if k.shrink:
             (i,) = ids[old.grad_op]
-            ops[i] = dataclasses.replace(k.gemm, op_id=i, deps=ops[i].deps, sources=ops[i].sources)
+            ops[i] = replaced(ops[i], **k.shrink)
         parameters.append(
             dataclasses.replace(
                 new,
@@ -218,7 +218,7 @@ def _plan(
     infos: Mapping[str, LayerInfo],
 ) -> dict[str, _Kept]:
     trained = [p for p in graph.parameters if p.grad_op >= 0]
-    plan = {p.weight.name: _Kept(None, 0, 0, 0) for p in graph.parameters}
+    plan = {p.weight.name: _Kept({}, 0, 0, 0) for p in graph.parameters}
 
     def share(layer: str) -> float:
         return fraction.get(layer, 0.0) if isinstance(fraction, Mapping) else fraction
@@ -231,24 +231,23 @@ def _plan(
             skipped = set(layers[: skipped_count(fraction, len(layers))])
         for p in trained:
             keep = 0 if p.layer in skipped else 1
-            plan[p.weight.name] = _Kept(None, 1, keep, p.update_elements * keep)
+            plan[p.weight.name] = _Kept({}, 1, keep, p.update_elements * keep)
         return plan
     for p in trained:
         op = graph.ops[p.grad_op]
         width = _column_width(p, op, infos[p.layer]) if isinstance(op, GemmOp) else None
         if not isinstance(op, GemmOp) or width is None:
-            plan[p.weight.name] = _Kept(None, 0, -1, p.update_elements)
+            plan[p.weight.name] = _Kept({}, 0, -1, p.update_elements)
             continue
         groups = op.m if grouping is Grouping.FILTER else op.n // width
         keep = groups - skipped_count(share(p.layer), groups)
-        gemm = None
+        shrink: dict[str, int] = {}
         if 0 < keep < groups and grouping is Grouping.FILTER:
-            gemm = dataclasses.replace(op, m=keep, a_elements=op.a_elements * keep // groups)
+            shrink = {"m": keep, "a_elements": op.a_elements * keep // groups}
         elif 0 < keep < groups:
-            b_elements = op.b_elements * keep // groups
-            gemm = dataclasses.replace(op, n=keep * width, b_elements=b_elements)
+            shrink = {"n": keep * width, "b_elements": op.b_elements * keep // groups}
         updated = p.update_elements * keep // groups
-        plan[p.weight.name] = _Kept(gemm, groups * op.count, keep * op.count, updated)
+        plan[p.weight.name] = _Kept(shrink, groups * op.count, keep * op.count, updated)
     return plan
 
 
