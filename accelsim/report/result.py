@@ -20,7 +20,7 @@ from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey, VectorOp
 from accelsim.provenance import git_commit, version
-from accelsim.report import tables
+from accelsim.report import tables, work
 from accelsim.report.summary import (
     PROVENANCE_KEY,
     SCHEMA_VERSION,
@@ -250,6 +250,8 @@ class RunResult:
                 by_component=self.energy.by_component_pj,
                 by_phase=by_phase,
             ),
+            stages=work.by_stage(self.graph, trace, op_pj),
+            owners=work.by_owner(self.graph, trace, op_pj),
         )
 
     def summary(self) -> dict[str, Any]:
