@@ -552,7 +552,7 @@ class ApproximateDropout(Technique):
         if not plan.sites and not plan.convs:
             return graph
         kept = plan.kept[0]
-        shrunk = shrunk_graph(graph, plan, kept, plan.fetched[0])
+        shrunk = shrunk_graph(graph, plan, kept, plan.fetched[0], ctx.hardware.word_bytes)
         if self.settings.skip_updates and self.settings.pattern is Pattern.ROW:
             parameters = (skipped_update(p, plan, kept, plan.fetched[0]) for p in graph.parameters)
             shrunk = dataclasses.replace(shrunk, parameters=tuple(parameters))

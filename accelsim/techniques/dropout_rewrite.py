@@ -22,6 +22,7 @@ from accelsim.graph.ops import (
     Parameter,
     ParamKind,
     Phase,
+    Stage,
     TensorKey,
     TensorKind,
     VectorOp,
@@ -53,11 +54,15 @@ class Plan:
     compact: bool  # row patterns: dropped neurons' elements disappear too
 
 
-def shrunk_graph(graph: OpGraph, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> OpGraph:
+def shrunk_graph(
+    graph: OpGraph, plan: Plan, kept: np.ndarray, fetched: np.ndarray, words: WordBytesSpec
+) -> OpGraph:
     """``graph`` with one step's patterns (:func:`shrunk_op`), and without the dropout
     layers' masks: a pattern is drawn again from its period and offset, so no op
     writes a mask and the backward op no longer reads it
-    (:func:`~accelsim.graph.links.unread`)."""
+    (:func:`~accelsim.graph.links.unread`).  A dropout layer's forward op recomputed in
+    the backward stage for its mask (forward work in the backward stage) is then read
+    by nothing, and goes too."""
     masks = _masks(graph, plan)
     ops = tuple(shrunk_op(op, plan, kept, fetched, masks) for op in graph.ops)
     reads = {
@@ -67,7 +72,16 @@ def shrunk_graph(graph: OpGraph, plan: Plan, kept: np.ndarray, fetched: np.ndarr
         for a in op.reads
         if a.tensor.name in masks
     }
-    return links.unread(dataclasses.replace(graph, ops=ops), reads)
+    shrunk = links.unread(dataclasses.replace(graph, ops=ops), reads)
+    read = {a.tensor.key for op in shrunk.ops for a in queries.reads_of(op)}
+
+    def idle(op: Op) -> bool:
+        again = op.phase is Phase.FWD and op.stage is Stage.BACKWARD
+        return again and all(a.tensor.key not in read for a in queries.writes_of(op))
+
+    if not any(map(idle, shrunk.ops)):
+        return shrunk
+    return passes.rewrite(shrunk, words, drop=idle)[0]
 
 
 def _masks(graph: OpGraph, plan: Plan) -> frozenset[str]:
