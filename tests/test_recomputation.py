@@ -163,11 +163,18 @@ def test_recomputed_ops_are_forward_work_in_the_backward_stage() -> None:
         assert (op.phase, op.stage, op.layer) == (Phase.FWD, Stage.BACKWARD, original.layer)
         assert getattr(op, "macs", 0) == getattr(original, "macs", 0)
         assert all(a.tensor.version == 1 for a in queries.writes_of(op))
-    probs = {a.tensor.key for op in mine for a in queries.writes_of(op) if "softmax" in op.name}
-    readers = [op for op in graph.ops if any(a.tensor.key in probs for a in queries.reads_of(op))]
+    remade = {a.tensor.key for op in mine for a in queries.writes_of(op)}
+    readers = [
+        op
+        for op in graph.ops
+        if op.owner != NAME and any(a.tensor.key in remade for a in queries.reads_of(op))
+    ]
     assert {op.stage for op in readers} == {Stage.BACKWARD}
-    assert len(readers) == 2 * 12  # the softmax's backward and the AV GEMM's dV, per layer
-    assert not probs & graph.stashed
+    read = {a.tensor.key for op in readers for a in queries.reads_of(op)} & remade
+    # per layer one softmax output (the scores feed only the softmax), read by the
+    # softmax's backward and the AV GEMM's dV; none of it is stashed
+    assert len(read) == 12 and len(readers) == 2 * 12
+    assert not read & graph.stashed
 
 
 @cache
@@ -196,7 +203,8 @@ def test_the_report_counts_recomputed_macs_as_forward_work_of_its_own() -> None:
     section = result.training.sections[NAME]
     report = section.details["by_kind"][NAME]
     assert report["extra_macs"] == extra and report["stash_saved_bytes"] == 9_734_144
-    assert report["speedup"] < 1 < report["speedup_bound"] * 2
+    assert report["speedup"] == result.base.total_cycles / result.steps[NAME].total_cycles < 1
+    assert report["speedup"] <= report["speedup_bound"]
     lines = dict(section.lines)
     assert lines["stash"] == "10.3 MiB of the baseline's 19.6 MiB (47.3 % saved)"
     assert lines["recomputed"].startswith("3,391,094,784 MACs (93.5 % of the forward pass)")

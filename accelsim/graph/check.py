@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from accelsim.graph import queries
-from accelsim.graph.ops import NO_TILES, GemmOp, OpGraph, TensorKey, TensorKind, VectorOp
+from accelsim.graph.ops import NO_TILES, GemmOp, OpGraph, TensorKind, VectorOp, described
 
 SOURCE_KINDS = (TensorKind.WEIGHT, TensorKind.OPTIMIZER_STATE)
 """Tensors a step may read without producing them: weights and optimizer state (the
@@ -54,8 +54,8 @@ def graph_problems(graph: OpGraph, inputs: Iterable[str] = ()) -> list[str]:
             problems.append(f"{op.name} reads {t.name}, which no op before it makes")
     stashed = queries.stashed(graph.ops)
     if stashed != graph.stashed:
-        extra = _named(graph.stashed - stashed)
-        missing = _named(stashed - graph.stashed)
+        extra = [described(key) for key in sorted(graph.stashed - stashed)]
+        missing = [described(key) for key in sorted(stashed - graph.stashed)]
         problems.append(
             f"the stash is not what the backward stage reads (stashed but unread: {extra},"
             f" read but not stashed: {missing})"
@@ -75,11 +75,6 @@ def graph_problems(graph: OpGraph, inputs: Iterable[str] = ()) -> list[str]:
         if p.update_elements < 1:
             problems.append(f"{p.weight.name} is trained but updates {p.update_elements} elements")
     return problems + tile_problems(graph)
-
-
-def _named(keys: Iterable[TensorKey]) -> list[str]:
-    """Tensors by name, sorted, a later version's with it (``y (version 1)``)."""
-    return [f"{name} (version {v})" if v else name for name, v in sorted(keys)]
 
 
 def tile_problems(graph: OpGraph) -> list[str]:

@@ -1,12 +1,13 @@
 """Copies of a step: a tagged copy of a whole graph (:func:`instantiate`) and copies of
 a step's ops at other ids (:class:`Relabel`) for replicas and mini-batches, each
-tensor copied by a :data:`TensorMap` (:func:`copied_as`, :func:`recopied`).
+tensor copied by a :data:`TensorMap` (:func:`copied_as`, :func:`recopied`) and its key
+by :func:`prefixed`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from accelsim.graph import queries
 from accelsim.graph.ops import (
@@ -19,6 +20,7 @@ from accelsim.graph.ops import (
     Parameter,
     Tag,
     Tensor,
+    TensorKey,
     TransferOp,
     VectorOp,
     copier,
@@ -158,6 +160,11 @@ class Relabel:
         return out, parameters
 
 
+def prefixed(keys: Iterable[TensorKey], prefix: str) -> frozenset[TensorKey]:
+    """The keys of a step's tensors (``keys``) in its copy named with ``prefix``."""
+    return frozenset((prefix + name, version) for name, version in keys)
+
+
 def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
     """A copy of ``graph`` tagged ``tag`` whose tensor names start with ``prefix``."""
     if not prefix:
@@ -168,7 +175,7 @@ def instantiate(graph: OpGraph, tag: Tag, prefix: str) -> OpGraph:
     return OpGraph(
         ops=tuple(ops),
         processor=graph.processor,
-        on_chip=frozenset((prefix + name, version) for name, version in graph.on_chip),
+        on_chip=prefixed(graph.on_chip, prefix),
         stashed=queries.stashed(ops),
         parameters=tuple(parameters),
         priority=graph.priority,

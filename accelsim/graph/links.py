@@ -30,6 +30,7 @@ from accelsim.graph.ops import (
     Tensor,
     TensorKey,
     VectorOp,
+    described,
     replaced,
 )
 
@@ -64,7 +65,7 @@ def redirect(graph: OpGraph, redirects: Iterable[Redirect]) -> OpGraph:
 def _redirected(op: Op, r: Redirect, ops: Sequence[Op]) -> Op:
     reads = queries.reads_of(op)
     hits = [i for i, a in enumerate(reads) if a.tensor.key == r.read]
-    name = f"{r.read[0]} (version {r.read[1]})" if r.read[1] else r.read[0]
+    name = described(r.read)
     if not hits or not isinstance(op, (GemmOp, VectorOp)):
         raise ValueError(f"{op.name} reads no {name} that could be redirected")
     if not 0 <= r.source < op.op_id:
@@ -100,7 +101,7 @@ def unread(graph: OpGraph, reads: Mapping[int, TensorKey]) -> OpGraph:
     for i, key in reads.items():
         op = ops[i]
         if not isinstance(op, VectorOp) or all(a.tensor.key != key for a in op.reads):
-            raise ValueError(f"{op.name} has no read of {key[0]} to drop")
+            raise ValueError(f"{op.name} has no read of {described(key)} to drop")
         kept = [j for j, a in enumerate(op.reads) if a.tensor.key != key]
         sources = [op.sources[j] for j in kept] if op.sources else []
         tiles = [op.tile_sources[j] for j in kept] if op.tile_sources else []

@@ -156,6 +156,12 @@ set or table of tensors a pass or a report keeps (the stash, the tensors kept on
 chip, producers, transfers, tile reuse) is by it."""
 
 
+def described(key: TensorKey) -> str:
+    """A tensor's key in words: its name, and its version after a first (``y (version 1)``)."""
+    name, version = key
+    return f"{name} (version {version})" if version else name
+
+
 @dataclass(frozen=True, slots=True)
 class Tensor:
     """A named tensor: its element count (whole batch) and word size.

@@ -7,11 +7,11 @@ pass, as in eager ``loss.backward(); optimizer.step()``; a parameter's
 ``update`` timing moves them (optimizer fusion):
 
 * ``BACKWARD``: right after the gradient is final (its all-reduce, if any) and
-  every op reading the old weight has read it, in the backward stage.  The update takes tile streams
-  (:meth:`~accelsim.graph.builder.GraphBuilder.take_tiles`): the gradient's tiles
-  as the op making it emits them, and (without fp32 masters) the weight's tiles
-  from the filter buffer of the last ``dX`` GEMM that loaded them, so the three
-  run as one fused op, tile by tile (:func:`fuse_backward_update`).  A gradient
+  every op reading the old weight has read it, in the backward stage.  The update
+  takes tile streams (:meth:`~accelsim.graph.builder.GraphBuilder.take_tiles`): the
+  gradient's tiles as the op making it emits them, and (without fp32 masters) the
+  weight's tiles from the filter buffer of the last ``dX`` GEMM that loaded them, so
+  the three run as one fused op, tile by tile (:func:`fuse_backward_update`).  A gradient
   made final by another op (an all-reduce, a sum over micro-batches) cannot be a
   tile source, and the weight's tiles cannot wait in the buffer for it: such an
   update reads both from DRAM;

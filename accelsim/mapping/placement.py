@@ -29,7 +29,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import AssignmentPolicy, OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.copies import Relabel, TensorMap, copied_as, recopied
+from accelsim.graph.copies import Relabel, TensorMap, copied_as, prefixed, recopied
 from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, Tag, Tensor, replaced
 from accelsim.lowering.optimizer import add_updates
 from accelsim.lowering.step import backward_sinks
@@ -129,10 +129,11 @@ def data_parallel(
     graph = OpGraph(
         ops=tuple(ops),
         processor=tuple(op.tag.replica for op in ops),
-        on_chip=frozenset(
-            (prefix + name, version)
-            for r, prefix in zip(replicas, prefixes, strict=True)
-            for name, version in r.step.on_chip
+        on_chip=frozenset().union(
+            *(
+                prefixed(r.step.on_chip, prefix)
+                for r, prefix in zip(replicas, prefixes, strict=True)
+            )
         ),
         stashed=frozenset(
             _into(p, prefixes[p])(t).key for p, r in enumerate(replicas) for t in r.stashed
@@ -194,7 +195,7 @@ class _Replica:
         tag = Tag(replica=replica)
         copy = Relabel(step.ops, step.parameters)
         ops, params = copy(tag, copied_as(prefix, tag), range(len(step.ops)))
-        builder = GraphBuilder(words, on_chip={(prefix + n, v) for n, v in step.on_chip})
+        builder = GraphBuilder(words, on_chip=prefixed(step.on_chip, prefix))
         for op in ops:
             builder.append(op, 0)
         sinks = backward_sinks(builder.build())

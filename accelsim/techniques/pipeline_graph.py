@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.copies import Relabel, TensorMap, copied_as, instantiate, recopied
+from accelsim.graph.copies import Relabel, TensorMap, copied_as, instantiate, prefixed, recopied
 from accelsim.graph.ops import (
     Access,
     Op,
@@ -63,8 +63,7 @@ def copy_step(
         copy = copies if copies is not None else Relabel(one.ops, one.parameters)
         start = len(builder.ops)
         ops, parameters = copy(tag, copied_as(prefix, tag), range(start, start + len(one.ops)))
-        on_chip = [(prefix + name, version) for name, version in one.on_chip]
-        builder.append_ops(ops, [where(op) for op in ops], on_chip)
+        builder.append_ops(ops, [where(op) for op in ops], prefixed(one.on_chip, prefix))
     return [p for p in parameters if p.grad_op >= 0]
 
 

@@ -295,8 +295,8 @@ def _next(tensor: Tensor) -> Tensor:
     return replaced(tensor, version=tensor.version + 1)
 
 
-def _again(builder: GraphBuilder, op: Op, recomputed: frozenset[TensorKey]) -> dict[TensorKey, int]:
-    """Emit ``op`` again, reading the next version of each ``recomputed`` tensor and
+def _again(builder: GraphBuilder, op: Op, remade: frozenset[TensorKey]) -> dict[TensorKey, int]:
+    """Emit ``op`` again, reading the next version of each ``remade`` tensor and
     writing the next version of every tensor it writes.
 
     Returns:
@@ -304,7 +304,7 @@ def _again(builder: GraphBuilder, op: Op, recomputed: frozenset[TensorKey]) -> d
     """
 
     def read(t: Tensor) -> Tensor:
-        return _next(t) if t.key in recomputed else t
+        return _next(t) if t.key in remade else t
 
     name = f"{op.name}.recompute"
     if isinstance(op, GemmOp):
@@ -394,7 +394,7 @@ class Recomputation(Technique):
     ) -> Section:
         cfg = self.settings
         summary = base.step_summary()
-        by_kind = {kind: self.kind_report(base, step) for kind, step in steps.items()}
+        by_kind = {kind: self._kind_report(base, step) for kind, step in steps.items()}
         lines = []
         for kind, r in by_kind.items():
             at = "" if len(steps) == 1 else f" ({kind})"
@@ -431,7 +431,7 @@ class Recomputation(Technique):
         )
         return Section(self.name, details, tuple(lines), notes, inputs=inputs(cfg, DEFAULTS))
 
-    def kind_report(self, base: RunResult, step: SimulatedStep) -> dict[str, Any]:
+    def _kind_report(self, base: RunResult, step: SimulatedStep) -> dict[str, Any]:
         """One step kind against the baseline step: its stash, what it recomputed (this
         technique's ops: MACs, vector ops, each unit's busy cycles), its cost and bound;
         per mini-batch of a pipeline's graph."""
