@@ -64,7 +64,7 @@ from accelsim.config.hardware import ArrayDim, ArraySpec, HardwareSpec, WordByte
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tensor
+from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Stage, Tensor
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
@@ -244,12 +244,12 @@ class _Rewrite:
         self.last_backward: dict[str, int] = {}
         self.forward_writes: dict[str, list[Tensor]] = {}
         for op in graph.ops:
-            if op.phase is Phase.FWD:
+            if queries.forward_work(op):
                 self.last_forward[op.layer] = op.op_id
                 self.forward_writes.setdefault(op.layer, []).extend(
                     a.tensor for a in queries.writes_of(op)
                 )
-            elif op.phase in queries.BACKWARD:
+            elif op.phase in queries.GRADIENT_PHASES:
                 self.last_backward[op.layer] = op.op_id
         self.pending: dict[str, tuple[Tensor, list[Tensor]]] = {}
         self.gradients: dict[str, tuple[Tensor, int]] = {}
@@ -285,7 +285,7 @@ class _Rewrite:
     def apply(self, graph: OpGraph, words: WordBytesSpec, owner: str) -> OpGraph:
         """``graph`` with the predictor's ops (``owner``'s) added, and in a GP step
         without its backward pass."""
-        drop = (lambda op: op.phase in queries.BACKWARD) if self.gp else (lambda op: False)
+        drop = (lambda op: op.stage is Stage.BACKWARD) if self.gp else (lambda op: False)
         rewritten, _ = passes.rewrite(graph, words, drop, self.emit, owner=owner)
         if not self.gp:
             return rewritten

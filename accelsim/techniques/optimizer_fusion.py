@@ -46,21 +46,20 @@ from accelsim.config.base import Spec
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import MasterWeights, OptimizerKind, OptimizerSpec
 from accelsim.errors import Problem
-from accelsim.graph import passes, queries
+from accelsim.graph import links, passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     CORE,
-    NO_TILES,
     GemmOp,
     Op,
     OpGraph,
     Parameter,
     Phase,
     Tensor,
+    TensorKey,
     TensorKind,
     UpdateTiming,
     VectorOp,
-    replaced,
 )
 from accelsim.lowering.optimizer import update_op
 from accelsim.mapping.tile_reuse import tile_reuse
@@ -201,13 +200,13 @@ def ideal_bytes_per_parameter(
 
 
 def _reads(op: GemmOp, t: Tensor) -> bool:
-    return t.name in (op.a.name, op.b.name)
+    return t.key in (op.a.key, op.b.key)
 
 
 def _counted(graph: OpGraph, t: Tensor) -> bool:
     """Whether ``t`` is the parameters' DRAM traffic: a weight, gradient or state of
     one (``Tensor.parameter``), or the optimizer's other state (the clipping norm)."""
-    if t.name in graph.on_chip:
+    if t.key in graph.on_chip:
         return False
     return bool(t.parameter) or t.kind is TensorKind.OPTIMIZER_STATE
 
@@ -296,7 +295,7 @@ def derived_traffic(
     graph = step.graph
     reuse = tile_reuse(graph, step.trace.costs.arrays)
     resident = {
-        (s.consumer, s.tensor.name): s.source
+        (s.consumer, s.tensor.key): s.source
         for s in queries.tile_streams(graph)
         if reuse.takes(s.consumer, s.read) is not None
     }
@@ -306,9 +305,9 @@ def derived_traffic(
             continue
         for access in queries.reads_of(op):
             t = access.tensor
-            if t.kind is TensorKind.WEIGHT and t.parameter and t.name not in graph.on_chip:
+            if t.kind is TensorKind.WEIGHT and t.parameter and t.key not in graph.on_chip:
                 pass_bytes += access.bytes * passes.get((t.parameter, op.phase), 1.0)
-                if (op.op_id, t.name) in resident:
+                if (op.op_id, t.key) in resident:
                     pass_bytes -= access.bytes
     states = optimizer.kind.state_tensors + int(optimizer.master_weights is MasterWeights.FP32)
     clipped = optimizer.clip_global_norm is not None
@@ -325,8 +324,8 @@ def derived_traffic(
         e = op.elements
         gradient = next(a.tensor for a in op.reads if a.tensor.kind is TensorKind.GRADIENT)
         weight_read = any(a.tensor.kind is TensorKind.WEIGHT for a in op.reads)
-        g_on_chip = (op.op_id, gradient.name) in resident
-        w_served = weight_read and (op.op_id, weights[0].name) in resident
+        g_on_chip = (op.op_id, gradient.key) in resident
+        w_served = weight_read and (op.op_id, weights[0].key) in resident
         if weight_read and mode is FusionMode.BACKWARD and not w_served:
             weight_in_dram += e
         gradient_in_dram += 0 if g_on_chip else e
@@ -359,7 +358,7 @@ def _passes(base: RunResult) -> dict[tuple[str, Phase], float]:
             (op.b, costs.dram_filter_read_bytes[i], op.b_elements),
         )
         for t, dram, unique in operands:
-            if t.kind is TensorKind.WEIGHT and t.parameter and t.name not in base.graph.on_chip:
+            if t.kind is TensorKind.WEIGHT and t.parameter and t.key not in base.graph.on_chip:
                 key = (t.parameter, op.phase)
                 found = moved.setdefault(key, [0, 0])
                 found[0] += int(dram)
@@ -561,64 +560,50 @@ def forward_fused(graph: OpGraph, hw: HardwareSpec, optimizer: OptimizerSpec) ->
     (or its layer's first forward op, for a parameter no forward op reads); a forward
     GEMM reading the weight takes its tiles from the update as it writes them (the
     weight read shared by both), so the two run as one op."""
-    trained = {p.weight.name: p for p in graph.parameters if p.grad_op >= 0}
+    trained = {p.weight.key: p for p in graph.parameters if p.grad_op >= 0}
     first_forward: dict[str, int] = {}
     for op in graph.ops:
-        if op.phase is Phase.FWD:
+        if queries.forward_work(op):
             first_forward.setdefault(op.layer, op.op_id)
     first_read: dict[int, list[Parameter]] = {}
-    for name, p in trained.items():
+    for key, p in trained.items():
         forward = [
             op.op_id
             for op in graph.ops
-            if op.phase is Phase.FWD and any(a.tensor.name == name for a in queries.reads_of(op))
+            if queries.forward_work(op) and any(a.tensor.key == key for a in queries.reads_of(op))
         ]
         at = forward[0] if forward else first_forward.get(p.layer)
         if at is not None:
             first_read.setdefault(at, []).append(p)
     for at, params in first_read.items():
         # the updates whose weight the op reads last, so the op and they run as one op
-        read = {a.tensor.name for a in queries.reads_of(graph.ops[at])}
-        params.sort(key=lambda p: p.weight.name in read)
-    updates: dict[str, int] = {}
+        read = {a.tensor.key for a in queries.reads_of(graph.ops[at])}
+        params.sort(key=lambda p: p.weight.key in read)
+    updates: dict[TensorKey, int] = {}
 
     def emit(builder: GraphBuilder, op: Op) -> None:
         for p in first_read.get(op.op_id, []):
             clipped = optimizer.clip_global_norm is not None
-            updates[p.weight.name] = update_op(builder, p, optimizer, (), clipped=clipped)[0]
+            updates[p.weight.key] = update_op(builder, p, optimizer, (), clipped=clipped)[0]
 
     rewritten, ids = passes.rewrite(
         graph, hw.word_bytes, emit_before=emit, owner=OptimizerFusion.name
     )
-    ops = list(rewritten.ops)
+    waits: dict[int, list[int]] = {}
+    taken: list[links.Redirect] = []  # a forward GEMM takes the weight's tiles from its update
     for old, params in first_read.items():
-        (new,) = ids[old]
-        op = ops[new]
-        wait = {updates[p.weight.name] for p in params}
-        op = replaced(
-            op, deps=tuple(sorted(set(op.deps) | wait)), after=tuple(sorted(set(op.after) | wait))
-        )
-        ops[new] = _taking_weights(op, {p.weight.name: updates[p.weight.name] for p in params})
+        (at,) = ids[old]
+        waits[at] = [updates[p.weight.key] for p in params]
+        if isinstance(graph.ops[old], GemmOp):
+            read = {a.tensor.key for a in queries.reads_of(graph.ops[old])}
+            taken += [
+                links.Redirect(at, p.weight.key, updates[p.weight.key], tiles=True)
+                for p in params
+                if p.weight.key in read
+            ]
+    fused = links.redirect(links.wait_for(rewritten, waits), taken)
     parameters = tuple(
-        dataclasses.replace(p, update=UpdateTiming.FORWARD) if p.weight.name in updates else p
-        for p in rewritten.parameters
+        dataclasses.replace(p, update=UpdateTiming.FORWARD) if p.weight.key in updates else p
+        for p in fused.parameters
     )
-    return dataclasses.replace(rewritten, ops=tuple(ops), parameters=parameters)
-
-
-def _taking_weights(op: Op, updates: Mapping[str, int]) -> Op:
-    """``op`` taking the tiles of each weight it reads from the update writing it
-    (``updates``: update op by weight name; the update is then the weight's source),
-    when it is a GEMM."""
-    if not isinstance(op, GemmOp):
-        return op
-    reads = queries.reads_of(op)
-    tiles = list(op.tile_sources or (NO_TILES,) * len(reads))
-    sources = list(op.sources or ((),) * len(reads))
-    for i, access in enumerate(reads):
-        if access.tensor.name in updates:
-            tiles[i] = updates[access.tensor.name]
-            sources[i] = (tiles[i],)
-    if set(tiles) == {NO_TILES}:
-        return op
-    return replaced(op, tile_sources=tuple(tiles), sources=tuple(sources))
+    return dataclasses.replace(fused, parameters=parameters)

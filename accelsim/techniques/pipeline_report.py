@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import GemmOp, Phase, VectorOp
+from accelsim.graph.queries import forward_work
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import TechniqueContext
 from accelsim.techniques.pipeline_memory import ProcessorMemory, channels, overflow
@@ -30,7 +31,7 @@ def _entered(run: RunResult, j: int) -> int:
     return min(
         int(run.trace.start_cycle[op.op_id])
         for op in run.graph.ops
-        if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.tag.mini_batch == j
+        if isinstance(op, GemmOp) and forward_work(op) and op.tag.mini_batch == j
     )
 
 

@@ -23,6 +23,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "approximate_dropout": ("approximate_dropout", "ApproximateDropout"),
     "gradient_skipping": ("gradient_skipping", "GradientSkipping"),
     "gradient_prediction": ("gradient_prediction", "GradientPrediction"),
+    "recomputation": ("recomputation", "Recomputation"),
     "optimizer_fusion": ("optimizer_fusion", "OptimizerFusion"),
     "gpipe": ("pipelining", "GPipe"),
     "pipedream": ("pipelining", "PipeDream"),
