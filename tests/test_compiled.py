@@ -23,7 +23,7 @@ from accelsim.driver import run as driver_run
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_run
 from accelsim.errors import LimitError
-from accelsim.graph.ops import CommOp, OpGraph, Phase, Tensor, TensorKind, TransferOp
+from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, Tensor, TensorKind, TransferOp
 from accelsim.timing import compiled, engine, engines
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.flat import fingerprint, flatten
@@ -78,13 +78,22 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
         if choice == "transfer" and procs > 1:
             dest = (p + draw(st.integers(1, procs - 1))) % procs
             op: Any = TransferOp(
-                i, f"t{i}", "l", Phase.FWD, GRAD, draw(st.integers(0, 5000)), p, dest, deps
+                i,
+                f"t{i}",
+                "l",
+                Phase.FWD,
+                Stage.FORWARD,
+                GRAD,
+                draw(st.integers(0, 5000)),
+                p,
+                dest,
+                deps,
             )
             unit = UNIT_COMM
         elif choice == "comm":
             parts = tuple(sorted(draw(st.sets(st.integers(0, procs - 1), min_size=1))))
             tensor = Tensor(f"g{i}", TensorKind.GRADIENT, draw(st.integers(0, 5000)), 2)
-            op = CommOp(i, f"c{i}", "l", Phase.COMM, tensor, parts, deps)
+            op = CommOp(i, f"c{i}", "l", Phase.COMM, Stage.COMMUNICATION, tensor, parts, deps)
             p = parts[0]
             unit = UNIT_COMM
         elif choice in ("vector", "update"):  # an update is the background stream

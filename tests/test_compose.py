@@ -23,10 +23,10 @@ from accelsim.graph.ops import (
     Parameter,
     ParamKind,
     Phase,
+    Stage,
     TensorKind,
     replaced,
 )
-from accelsim.graph.queries import BACKWARD
 from accelsim.report.result import TrainingResult
 from accelsim.techniques.base import KindDefiner
 from accelsim.techniques.registry import compose_problems
@@ -68,7 +68,7 @@ def test_adagp_step_kinds_run_under_a_pipeline_schedule() -> None:
         assert cost.bound_cycles == pipeline[kind]["binding_bound_cycles"]
     assert report.speedup <= report.speedup_bound
     gp = result.steps["gp"]
-    assert not any(op.phase in BACKWARD for op in gp.graph.ops)
+    assert not any(op.stage is Stage.BACKWARD for op in gp.graph.ops)
     assert any(op.phase is Phase.AUX for op in gp.graph.ops)
     assert gp.graph.stashed == frozenset()
 
@@ -395,12 +395,12 @@ def test_graph_problems_finds_each_kind_of_fault() -> None:
     ]
     wrong = dataclasses.replace(
         good,
-        stashed=frozenset({"x"}),
+        stashed=frozenset({("x", 0), ("y", 1)}),
         parameters=(Parameter("l", w, dw, 0, ParamKind.WEIGHT, 2, updated_elements=0),),
     )
     assert graph_problems(wrong, ("x", "orphan")) == [
-        "the stash is not what the backward pass reads (stashed but unread: [],"
-        " read but not stashed: ['y'])",
+        "the stash is not what the backward stage reads (stashed but unread:"
+        " ['y (version 1)'], read but not stashed: ['y'])",
         "w's gradient op fwd does not write dw",
         "w is trained but updates 0 elements",
     ]

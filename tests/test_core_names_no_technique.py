@@ -24,10 +24,6 @@ WORDS = {
 }
 """Technique names (as run files and classes spell them) and the words only a technique
 stands for."""
-PENDING = {("timing/memory.py", "PREDICTOR"), ("timing/streams.py", "PREDICTOR")}
-PENDING_STREAMS = {("timing/streams.py", "predictors")}
-"""ADA-GP's stream class and the classification that picks it, which are to become the
-technique stream classified by owner and stage."""
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -78,12 +74,10 @@ def names_in_code(source: str) -> list[tuple[int, str]]:
     return out
 
 
-def technique_names(relative: str, source: str) -> list[str]:
+def technique_names(source: str) -> list[str]:
     """Where a module's code names a technique: ``line: name``."""
     found = []
     for line, name in sorted(names_in_code(source)):
-        if (relative, name) in PENDING | PENDING_STREAMS:
-            continue
         folded = name.lower().replace("-", "_")
         if folded.startswith("accelsim.techniques") or any(w in folded for w in WORDS):
             found.append(f"{line}: {name}")
@@ -97,7 +91,7 @@ MODULES = sorted(
 
 @pytest.mark.parametrize("relative", MODULES)
 def test_core_code_names_no_technique(relative: str) -> None:
-    assert technique_names(relative, (PACKAGE / relative).read_text(encoding="utf-8")) == []
+    assert technique_names((PACKAGE / relative).read_text(encoding="utf-8")) == []
 
 
 def test_the_check_finds_names_imports_and_strings_but_not_docstrings() -> None:
@@ -113,7 +107,7 @@ def test_the_check_finds_names_imports_and_strings_but_not_docstrings() -> None:
         '"""An attribute docstring may say pipedream."""\n'
         "class GradientPrediction: ...\n"
     )
-    assert technique_names("timing/example.py", source) == [
+    assert technique_names(source) == [
         "2: accelsim.techniques.registry",
         "3: accelsim.techniques",
         "4: LAYERPIPE_STAGES",

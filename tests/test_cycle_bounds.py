@@ -10,7 +10,7 @@ from accelsim.config.run import Convention, PsumPolicy
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_run
 from accelsim.energy.model import estimate_energy
-from accelsim.graph.ops import CommOp, OpGraph, Phase, Tensor, TensorKind
+from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, Tensor, TensorKind
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
@@ -31,6 +31,7 @@ def allreduce_run(processors: int, participants: tuple[int, ...], sharing: str) 
         name="allreduce",
         layer="l",
         phase=Phase.COMM,
+        stage=Stage.COMMUNICATION,
         tensor=Tensor("dw", TensorKind.GRADIENT, 1001, 2),
         participants=participants,
         deps=(),

@@ -15,7 +15,7 @@ from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph import queries
 from accelsim.graph.check import graph_problems
-from accelsim.graph.ops import Epilogue, OpGraph, VectorOp
+from accelsim.graph.ops import Epilogue, OpGraph, TensorKey, VectorOp
 from accelsim.lowering.epilogues import fuse_epilogues
 from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.mapping.tile_reuse import tile_reuse
@@ -106,7 +106,7 @@ def test_resident_streams_and_saved_writes_on_resnet18() -> None:
     fused = fuse_epilogues(graph, ALL)
     reuse = tile_reuse(fused, (main_array(make_hw()),))
     assert len(reuse.resident) == len(queries.tile_streams(fused))  # one tile always fits
-    unwritten = {name for _, name in reuse.unwritten}
+    unwritten = {name for _, (name, _) in reuse.unwritten}
     assert {"layer1.0.bn2.out", "layer1.0.add.out", "layer1.0.relu1.grad<-layer1.0.conv2"} < (
         unwritten
     )
@@ -170,18 +170,18 @@ def test_fusion_conserves_bytes_and_work(mode: EpilogueFusion) -> None:
     read = sum(s.tensor.bytes for s in streams)  # vector consumers read the whole tensor
     written = sum(
         a.bytes
-        for p, name in reuse.unwritten
+        for p, key in reuse.unwritten
         for a in queries.writes_of(graph.ops[p])
-        if a.tensor.name == name
+        if a.tensor.key == key
     )
     assert plain.dram_bytes - fused.dram_bytes == read + written > 0
     # per tensor: a write saved only when every reader takes the tile on chip
-    readers: dict[str, list[tuple[int, int]]] = {}
+    readers: dict[TensorKey, list[tuple[int, int]]] = {}
     for op in graph.ops:
         for j, access in enumerate(queries.reads_of(op)):
-            readers.setdefault(access.tensor.name, []).append((op.op_id, j))
-    for p, name in reuse.unwritten:
-        for i, j in readers[name]:
+            readers.setdefault(access.tensor.key, []).append((op.op_id, j))
+    for p, key in reuse.unwritten:
+        for i, j in readers[key]:
             assert reuse.takes(i, j) is not None and graph.ops[i].tile_sources[j] == p  # type: ignore[union-attr]
     # the saved DRAM energy is all the energy saved, but for leakage over a shorter step
     e0, e1 = plain.energy.by_component_pj, fused.energy.by_component_pj

@@ -132,14 +132,15 @@ def test_fully_skipped_layers_take_the_dx_chain_below_them(tmp_path: Path) -> No
     # backward, which only fed them; fc1's input is no longer stashed
     assert not names & {"fc1.dw", "fc1.db", "fc2.dx", "relu1.bwd", "fc1.W.update"}
     assert {"fc2.dw", "fc3.dx", "relu2.bwd", "fc2.W.update"} <= names
-    assert "input" in one.base.graph.stashed and "input" not in one.steps[GS].graph.stashed
+    assert ("input", 0) in one.base.graph.stashed
+    assert ("input", 0) not in one.steps[GS].graph.stashed
     two = train(tiny_run(tmp_path, f"{{{GS}: {{skip_fraction: 0.67, grouping: layer}}}}"))
     step = two.steps[GS]
     backward = [op.name for op in step.graph.ops if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)]
     # only fc3 trains: nothing below it needs a gradient, not even fc3's dX
     assert backward == ["loss.bwd", "fc3.dw", "fc3.db"]
-    assert step.graph.stashed == {"relu2.out"} | {
-        t for t in one.base.graph.stashed if t.startswith("loss")
+    assert step.graph.stashed == {("relu2.out", 0)} | {
+        (name, v) for name, v in one.base.graph.stashed if name.startswith("loss")
     }
 
 

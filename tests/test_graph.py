@@ -7,9 +7,19 @@ import dataclasses
 import pytest
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import passes
+from accelsim.graph import copies, passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import GemmOp, Op, OpGraph, Phase, Tag, TensorKind, TransferOp, replaced
+from accelsim.graph.ops import (
+    GemmOp,
+    Op,
+    OpGraph,
+    Phase,
+    Stage,
+    Tag,
+    TensorKind,
+    TransferOp,
+    replaced,
+)
 
 WORDS = WordBytesSpec()
 
@@ -32,7 +42,7 @@ def test_builder_records_sources_and_the_stash() -> None:
     graph = chain()
     assert [op.deps for op in graph.ops] == [(), (0,), (1,)]
     assert graph.ops[2].sources == ((1,), ())  # z from v1; x has no producer
-    assert graph.stashed == frozenset({"x"})  # the activation the backward op reads
+    assert graph.stashed == frozenset({("x", 0)})  # the activation the backward op reads
 
 
 def test_transfers_bring_remote_data_once_per_destination() -> None:
@@ -72,16 +82,86 @@ def test_rewrite_drops_and_inserts_and_renumbers() -> None:
     assert graph.stashed == frozenset()  # the backward reader is gone
 
 
+def test_an_op_runs_in_the_stage_of_what_it_computes_unless_told() -> None:
+    graph = chain()
+    assert [op.stage for op in graph.ops] == [Stage.FORWARD, Stage.FORWARD, Stage.BACKWARD]
+    b = GraphBuilder(WORDS)
+    x = b.tensor("x", TensorKind.ACTIVATION, 64)
+    with pytest.raises(ValueError, match="an op of phase aux needs a stage"):
+        b.vector("aux", "l", Phase.AUX, 64, 1, [x], [])
+    with b.in_stage(Stage.BACKWARD):
+        again = b.vector("again", "l", Phase.FWD, 64, 1, [x], [])
+    assert (b.ops[again].phase, b.ops[again].stage) == (Phase.FWD, Stage.BACKWARD)
+    assert b.stage is None  # the block's stage ends with it
+
+
+def test_rewrite_emits_in_the_stage_of_the_op_it_emits_beside() -> None:
+    def emit(builder: GraphBuilder, op: Op) -> None:
+        z = builder.tensor(f"{op.name}.aux", TensorKind.ACTIVATION, 1)
+        builder.vector(f"{op.name}.aux", op.layer, Phase.AUX, 1, 1, [], [z])
+
+    graph, _ = passes.rewrite(chain(), WORDS, emit_after=emit, owner="t")
+    assert [(op.name, op.stage) for op in graph.ops if op.phase is Phase.AUX] == [
+        ("g0.aux", Stage.FORWARD),
+        ("v1.aux", Stage.FORWARD),
+        ("g2.aux", Stage.BACKWARD),
+    ]
+
+
+def test_the_stash_is_what_the_backward_stage_reads_and_does_not_make() -> None:
+    # g2 reads x (never made: the step's input) and y (made in the forward stage),
+    # r reads y again in the backward stage and makes y2, which g3 reads: y2 is made
+    # in the backward stage, so not stashed, whatever it computes.
+    b = GraphBuilder(WORDS)
+    x, w = b.tensor("x", TensorKind.ACTIVATION, 64), b.tensor("w", TensorKind.WEIGHT, 64)
+    y, y2 = b.tensor("y", TensorKind.ACTIVATION, 64), b.tensor("y2", TensorKind.ACTIVATION, 64)
+    dw = b.tensor("dw", TensorKind.GRADIENT, 64)
+    b.gemm("g0", "l", Phase.FWD, 8, 8, 8, 1, x, w, y)
+    b.gemm("g2", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y, x, dw)
+    with b.in_stage(Stage.BACKWARD):
+        b.vector("r", "l", Phase.FWD, 64, 1, [y], [y2])
+    b.gemm("g3", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y2, x, dw)
+    graph = b.build()
+    assert graph.stashed == frozenset({("x", 0), ("y", 0)})
+    assert queries.first_backward(graph.ops) == 1
+    assert [queries.forward_work(op) for op in graph.ops] == [True, False, False, False]
+
+
+def test_a_tensors_versions_are_tensors_of_their_own() -> None:
+    # g0 makes y; r makes y again as version 1 in the backward stage; g2 reads y,
+    # g3 the recomputed y: each reader's producer is its version's maker, only
+    # version 0 is stashed, and each version travels to another processor once.
+    b = GraphBuilder(WORDS)
+    x, w = b.tensor("x", TensorKind.ACTIVATION, 64), b.tensor("w", TensorKind.WEIGHT, 64)
+    y = b.keep_on_chip(b.tensor("y", TensorKind.ACTIVATION, 64))
+    y1 = dataclasses.replace(y, version=1)
+    dw = b.tensor("dw", TensorKind.GRADIENT, 64)
+    b.gemm("g0", "l", Phase.FWD, 8, 8, 8, 1, x, w, y)
+    with b.in_stage(Stage.BACKWARD):
+        b.gemm("r", "l", Phase.FWD, 8, 8, 8, 1, x, w, y1)
+    b.gemm("g2", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y, x, dw)
+    b.gemm("g3", "l", Phase.BWD_WEIGHT, 8, 8, 8, 1, y1, x, dw, partial=True)
+    assert (y.key, y1.key) == (("y", 0), ("y", 1))
+    assert b.is_on_chip(y) and not b.is_on_chip(y1)
+    graph = b.build()
+    assert [op.sources for op in graph.ops[2:]] == [((0,), ()), ((1,), ())]
+    assert graph.stashed == frozenset({("x", 0), ("y", 0)})
+    placed = passes.place(graph, lambda op: int(op.name in ("g2", "g3")))
+    moved = passes.insert_transfers(placed)
+    sent = [(op.tensor.key, op.source) for op in moved.ops if isinstance(op, TransferOp)]
+    assert sent == [(("y", 0), 0), (("y", 1), 0)]  # x is the input: no op makes it
+
+
 def test_instantiate_renames_tensors_and_tags_ops() -> None:
-    copy = passes.instantiate(chain(), Tag(mini_batch=2, micro_batch=1), "b2m1/")
+    copy = copies.instantiate(chain(), Tag(mini_batch=2, micro_batch=1), "b2m1/")
     assert {op.tag for op in copy.ops} == {Tag(0, 2, 1)}
-    assert copy.stashed == frozenset({"b2m1/x"})
+    assert copy.stashed == frozenset({("b2m1/x", 0)})
 
 
 def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:
     step = chain()
-    copy = passes.copied_as("p1/", Tag(replica=1))
-    ops, params = passes.Relabel(step.ops)(Tag(replica=1), copy, range(3, 6))
+    copy = copies.copied_as("p1/", Tag(replica=1))
+    ops, params = copies.Relabel(step.ops)(Tag(replica=1), copy, range(3, 6))
     assert [op.op_id for op in ops] == [3, 4, 5]
     assert [op.deps for op in ops] == [(), (3,), (4,)]
     g0, v1, g2 = ops
@@ -93,8 +173,8 @@ def test_relabel_copies_each_op_once_at_its_new_ids_sharing_tensors() -> None:
     # the copies share tensors as the step's ops do
     assert g2.b is g0.a and v1.reads[0].tensor is g0.c
     # moved back, they are the step's instantiated copy
-    back, _ = passes.Relabel(ops)(Tag(replica=1), lambda x: x, [-1, -1, -1, 0, 1, 2])
-    assert tuple(back) == passes.instantiate(step, Tag(replica=1), "p1/").ops
+    back, _ = copies.Relabel(ops)(Tag(replica=1), lambda x: x, [-1, -1, -1, 0, 1, 2])
+    assert tuple(back) == copies.instantiate(step, Tag(replica=1), "p1/").ops
 
 
 def test_replaced_copies_like_dataclasses_replace() -> None:

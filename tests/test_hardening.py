@@ -928,7 +928,7 @@ HARDWARE_KEYS = (
         (
             ["techniques.nosuch={}"],
             f"techniques.nosuch: unknown technique; expected one of: {TECHNIQUES},"
-            " optimizer_fusion, pipedream (got 'nosuch')",
+            " optimizer_fusion, pipedream, recomputation (got 'nosuch')",
         ),
         (
             ["run.techniques.gradient_prediction.schedule.error_trace=nowhere.csv"],

@@ -225,7 +225,7 @@ def test_updates_count_optimizer_state() -> None:
 
 def test_stash_holds_what_backward_rereads() -> None:
     graph = lower(ROOT / "workloads" / "mlp.yaml")
-    assert graph.stashed == {"input", "relu1.out", "relu2.out", "loss.probs"}
+    assert graph.stashed == {(t, 0) for t in ("input", "relu1.out", "relu2.out", "loss.probs")}
 
 
 def test_residual_gradients_are_accumulated() -> None:
@@ -316,7 +316,7 @@ def test_dropout_keeps_a_bit_mask_and_token_select_picks_one_token() -> None:
     assert isinstance(drop_fwd, VectorOp) and isinstance(drop_bwd, VectorOp)
     mask = drop_fwd.writes[1].tensor
     assert (mask.elements, mask.word_bytes) == (4 * 16 * 64 // 8, 1)
-    assert mask.name in graph.stashed
+    assert mask.key in graph.stashed
     assert ops["cls.fwd"].elements == 4 * 64
     assert ops["cls.bwd"].elements == 4 * 16 * 64
     assert {op.m for op in gemms(graph) if op.layer == "fc"} == {4, 2}

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 
 from accelsim.config.hardware import DramArbitration, HardwareSpec
 from accelsim.errors import ConfigError
-from accelsim.graph.ops import Access, CommOp, OpGraph, Phase, Tensor, TensorKind
+from accelsim.graph.ops import Access, CommOp, OpGraph, Phase, Stage, Tensor, TensorKind
 from accelsim.timing import compiled, engine
 from accelsim.timing import memory as memory_module
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
@@ -184,12 +184,12 @@ def test_every_op_has_the_stream_of_what_it_moves() -> None:
     y = Tensor("y", TensorKind.ACTIVATION, 1000, 2)
     ops = (
         replace(gemm(0), c=y),
-        replace(gemm(1, 0), phase=Phase.BWD_INPUT, a=y),
+        replace(gemm(1, 0), phase=Phase.BWD_INPUT, stage=Stage.BACKWARD, a=y),
         vector(2, 1, phase=Phase.UPDATE, reads=[Access(W, 1000)], writes=[Access(W, 1000)]),
-        CommOp(3, "ar", "l", Phase.COMM, grad, (0,), (2,)),
+        CommOp(3, "ar", "l", Phase.COMM, Stage.COMMUNICATION, grad, (0,), (2,)),
         replace(vector(4, reads=[Access(Y, 1000)]), phase=Phase.AUX, owner="some_technique"),
     )
-    graph = OpGraph(ops=ops, processor=(0,) * 5, stashed=frozenset({"y"}))
+    graph = OpGraph(ops=ops, processor=(0,) * 5, stashed=frozenset({("y", 0)}))
     c = costs(
         [UNIT_ARRAY, UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM, UNIT_VECTOR], reads=[10, 10, 0, 0, 0]
     )
@@ -213,12 +213,23 @@ def test_every_op_has_the_stream_of_what_it_moves() -> None:
     ]
 
 
-def test_a_technique_with_its_own_array_is_the_predictor_stream() -> None:
+def test_a_techniques_auxiliary_work_is_the_technique_stream_on_any_unit() -> None:
+    # a GEMM on the technique's own array in the forward stage, a vector op in the
+    # backward stage: both the technique stream, read and written; the core's own
+    # op beside them keeps the class of what it moves
     predictor = replace(gemm(0), phase=Phase.AUX, owner="ada", unit="predictor")
-    helper = replace(vector(1), phase=Phase.AUX, owner="ada")
-    graph = OpGraph(ops=(predictor, helper), processor=(0, 0))
-    reads, _ = op_streams(graph, costs([UNIT_ARRAY, UNIT_VECTOR]))
-    assert [StreamClass(k) for k in reads] == [StreamClass.PREDICTOR, StreamClass.PREDICTOR]
+    helper = replace(vector(1), phase=Phase.AUX, stage=Stage.BACKWARD, owner="ada")
+    graph = OpGraph(ops=(predictor, helper, gemm(2)), processor=(0, 0, 0))
+    reads, writes = op_streams(graph, costs([UNIT_ARRAY, UNIT_VECTOR, UNIT_ARRAY], reads=[1] * 3))
+    assert [StreamClass(k) for k in reads] == [
+        StreamClass.TECHNIQUE,
+        StreamClass.TECHNIQUE,
+        StreamClass.ACTIVATION,
+    ]
+    assert [StreamClass(k) for k in writes][:2] == [StreamClass.TECHNIQUE] * 2
+    assert [kind.name for kind in StreamClass] == [
+        "ACTIVATION", "WEIGHT", "GRADIENT", "OPTIMIZER", "STASH", "TECHNIQUE"
+    ]  # fmt: skip
 
 
 def test_a_fused_ops_transfers_are_of_the_member_moving_most_foreground_first() -> None:

@@ -13,7 +13,7 @@ from accelsim.config.run import OptimizerKind, OptimizerSpec
 from accelsim.driver.inputs import load_inputs
 from accelsim.errors import ConfigError
 from accelsim.graph import queries
-from accelsim.graph.ops import NO_TILES, GemmOp, Phase, UpdateTiming, VectorOp
+from accelsim.graph.ops import NO_TILES, GemmOp, Phase, Stage, UpdateTiming, VectorOp
 from accelsim.mapping.tile_reuse import Buffer, tile_reuse
 from accelsim.report.result import RunResult
 from accelsim.techniques.fusion.config import FusionMode
@@ -116,6 +116,9 @@ def test_backward_fusion_updates_right_after_each_gradient(tmp_path: Path) -> No
     assert first.tile_sources == (NO_TILES, by_name(step, "fc1.dw").op_id, NO_TILES, NO_TILES)
     assert not step.graph.on_chip
     assert step.total_cycles < base.total_cycles
+    # an update fused into the backward pass runs in the backward stage
+    assert (update.phase, update.stage) == (Phase.UPDATE, Stage.BACKWARD)
+    assert by_name(base, "fc2.W.update").stage is Stage.UPDATE
 
 
 def test_forward_fusion_updates_just_before_the_forward(tmp_path: Path) -> None:
@@ -128,6 +131,7 @@ def test_forward_fusion_updates_just_before_the_forward(tmp_path: Path) -> None:
     assert by_name(step, "fc2.dx").tile_sources == ()
     assert all(p.update is UpdateTiming.FORWARD for p in step.graph.parameters)
     assert len([op for op in step.graph.ops if op.phase is Phase.UPDATE]) == 6
+    assert update.stage is Stage.FORWARD  # in the forward pass, beside its GEMM
 
 
 def test_gradient_tiles_that_do_not_fit_go_through_dram(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.limits import step_totals
 from accelsim.driver.run import _Run
-from accelsim.graph import passes
+from accelsim.graph import copies, passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, OpGraph, Tag, VectorOp, replaced
 from accelsim.graph.queries import reads_of, writes_of
@@ -30,7 +30,7 @@ def composed(step: placement.StepGraph, batch: int, processors: int, run: _Run) 
     builder = GraphBuilder(words)
     replicas, params, offsets = [], [], []
     for p, local in enumerate(placement.split_batch(batch, processors)):
-        replica = passes.instantiate(
+        replica = copies.instantiate(
             step(local), Tag(replica=p), f"p{p}/" if processors > 1 else ""
         )
         offset = builder.append_graph(replica)

@@ -27,6 +27,7 @@ from accelsim.report.summary import (
     MacCounts,
     StashSummary,
     StepSummary,
+    WorkSummary,
 )
 from accelsim.report.writer import write_run
 
@@ -71,6 +72,8 @@ SMOKE_KEYS = [
     "parameters",
     "stash",
     "energy_pj",
+    "stages",
+    "owners",
 ]
 
 
@@ -251,3 +254,44 @@ def test_summary_table_reads_the_typed_summary() -> None:
     assert f"{summary.total_cycles:,}" in table
     changed = replace(summary, macs=replace(summary.macs, total=7))
     assert " 7  (fwd " in summary_table(changed)
+
+
+def test_stages_and_owners_each_add_up_to_the_step() -> None:
+    """Every op counts once in its stage and once for its owner: each table's ops, MACs,
+    vector ops, DRAM bytes, op energy and busy cycles add up to the step's."""
+    for result in (smoke().base, *gradient_prediction().steps.values()):
+        s = result.step_summary()
+        assert list(s.stages) == ["forward", "backward", "update", "communication"]
+        for table in (s.stages, s.owners):
+            parts = list(table.values())
+            assert all(isinstance(w, WorkSummary) for w in parts)
+            assert sum(w.ops for w in parts) == s.ops
+            assert sum(w.macs for w in parts) == s.macs.total
+            assert sum(w.vector_ops for w in parts) == s.vector_ops
+            assert sum(w.dram_read_bytes for w in parts) == s.dram_bytes.read
+            assert sum(w.dram_write_bytes for w in parts) == s.dram_bytes.write
+            energy = sum(w.energy_pj for w in parts) + s.energy_pj.by_phase["static"]
+            assert energy == pytest.approx(s.energy_pj.total, rel=1e-12)
+            for unit, cycles in s.busy_cycles.items():
+                summed = [sum(c) for c in zip(*(w.busy_cycles[unit] for w in parts), strict=True)]
+                assert summed == list(cycles), unit
+    plain = smoke().base.step_summary()
+    assert list(plain.owners) == ["core"]
+    assert plain.stages["forward"].macs == plain.macs.fwd
+    assert plain.stages["backward"].macs == plain.macs.bwd_input + plain.macs.bwd_weight
+    assert plain.stages["communication"].ops == 0  # one processor: no all-reduce
+    bp = gradient_prediction().steps["bp"].step_summary()
+    assert list(bp.owners) == ["core", "gradient_prediction"]
+    assert bp.owners["gradient_prediction"].macs == bp.macs.aux  # the predictor's GEMMs
+    # the predictor infers in the forward stage and trains in the backward stage
+    assert bp.stages["forward"].macs > bp.macs.fwd and bp.stages["backward"].macs > (
+        bp.macs.bwd_input + bp.macs.bwd_weight
+    )
+
+
+def test_a_record_without_stages_or_owners_reads_back_without_them() -> None:
+    record = smoke().base.summary()
+    old = {k: v for k, v in record.items() if k not in ("stages", "owners")}
+    read = StepSummary.from_dict(old)
+    assert (read.stages, read.owners) == ({}, {})
+    assert read == replace(smoke().base.step_summary(), stages={}, owners={})

@@ -19,7 +19,13 @@ from accelsim.techniques.registry import REGISTRY, load_techniques, technique_cl
 from accelsim.techniques.skipping.config import GradientSkippingConfig
 
 PIPELINES = ("gpipe", "layerpipe", "pipedream")
-COMPOSED = ("approximate_dropout", "gradient_skipping", "gradient_prediction", "optimizer_fusion")
+COMPOSED = (
+    "approximate_dropout",
+    "gradient_skipping",
+    "gradient_prediction",
+    "recomputation",
+    "optimizer_fusion",
+)
 """The order the techniques compose in, a pipeline schedule last."""
 
 
@@ -109,8 +115,9 @@ def test_every_combination_composes_in_one_order_whatever_the_file_lists(
     pipeline: str | None,
 ) -> None:
     """Every set of the registered techniques (at most one pipeline schedule) in every
-    order it could be listed: approximate dropout, gradient skipping, ADA-GP, optimizer
-    fusion, then the schedule; every pair of them ordered by a declaration."""
+    order it could be listed: approximate dropout, gradient skipping, ADA-GP,
+    recomputation, optimizer fusion, then the schedule; every pair of them ordered by a
+    declaration."""
     assert set(REGISTRY) == {*COMPOSED, *PIPELINES}
     for size in range(len(COMPOSED) + 1):
         for subset in itertools.combinations(COMPOSED, size):

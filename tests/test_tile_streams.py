@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import passes, queries
+from accelsim.graph import copies, passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.check import graph_problems, tile_problems
 from accelsim.graph.ops import (
@@ -71,8 +71,8 @@ def test_rewrite_renumbers_tile_sources_and_ends_streams_from_dropped_ops() -> N
 
 def test_copies_and_shifts_move_tile_sources_with_the_ops() -> None:
     step = streamed()
-    ops, _ = passes.Relabel(step.ops)(
-        Tag(replica=1), passes.copied_as("p1/", Tag(replica=1)), range(10, 14)
+    ops, _ = copies.Relabel(step.ops)(
+        Tag(replica=1), copies.copied_as("p1/", Tag(replica=1)), range(10, 14)
     )
     assert [queries.tile_sources(op) for op in ops] == [(), (10,), (11,), ()]
     builder = GraphBuilder(WORDS)

@@ -17,6 +17,7 @@ from accelsim.graph.ops import (
     CORE,
     NO_TILES,
     ROOT,
+    STAGE_OF_PHASE,
     Access,
     CommOp,
     Epilogue,
@@ -25,8 +26,10 @@ from accelsim.graph.ops import (
     OpGraph,
     Parameter,
     Phase,
+    Stage,
     Tag,
     Tensor,
+    TensorKey,
     TensorKind,
     VectorOp,
     replaced,
@@ -44,11 +47,16 @@ class GraphBuilder:
     Attributes:
         owner: The owner of the ops it emits (:data:`~accelsim.graph.ops.CORE`, or the
             technique emitting them).
+        stage: The stage of the ops it emits, or None for the stage of what each
+            computes (:data:`~accelsim.graph.ops.STAGE_OF_PHASE`).
     """
 
-    def __init__(self, words: WordBytesSpec, tag: Tag = ROOT, on_chip: Iterable[str] = ()) -> None:
+    def __init__(
+        self, words: WordBytesSpec, tag: Tag = ROOT, on_chip: Iterable[TensorKey] = ()
+    ) -> None:
         self.words = words
         self.owner = CORE
+        self.stage: Stage | None = None
         self._word_bytes = {
             TensorKind.ACTIVATION: words.activations,
             TensorKind.WEIGHT: words.weights,
@@ -58,8 +66,8 @@ class GraphBuilder:
         self.tag = tag
         self.ops: list[Op] = []
         self.processor: list[int] = []
-        self._producers: dict[str, tuple[int, ...]] = {}
-        self._on_chip: set[str] = set(on_chip)
+        self._producers: dict[TensorKey, tuple[int, ...]] = {}
+        self._on_chip: set[TensorKey] = set(on_chip)
 
     @classmethod
     def extending(cls, graph: OpGraph, words: WordBytesSpec) -> GraphBuilder:
@@ -78,6 +86,27 @@ class GraphBuilder:
         finally:
             self.owner = before
 
+    @contextmanager
+    def in_stage(self, stage: Stage) -> Iterator[None]:
+        """Emit the ops of the ``with`` block in ``stage``, whatever they compute."""
+        before, self.stage = self.stage, stage
+        try:
+            yield
+        finally:
+            self.stage = before
+
+    def stage_of(self, phase: Phase) -> Stage:
+        """The stage of an op of ``phase`` emitted now.
+
+        Raises:
+            ValueError: for an auxiliary op emitted outside :meth:`in_stage`.
+        """
+        if self.stage is not None:
+            return self.stage
+        if phase not in STAGE_OF_PHASE:
+            raise ValueError(f"an op of phase {phase.value} needs a stage (GraphBuilder.in_stage)")
+        return STAGE_OF_PHASE[phase]
+
     def append(self, op: Op, processor: int) -> None:
         """Append an op made elsewhere, numbered ``len(ops)`` already.
 
@@ -88,14 +117,14 @@ class GraphBuilder:
         self.ops.append(op)
         self.processor.append(processor)
         for access in queries.writes_of(op):
-            name = access.tensor.name
-            self._producers[name] = (*self._producers.get(name, ()), op.op_id)
+            key = access.tensor.key
+            self._producers[key] = (*self._producers.get(key, ()), op.op_id)
 
     def append_ops(
-        self, ops: Sequence[Op], processor: Sequence[int], on_chip: Iterable[str]
+        self, ops: Sequence[Op], processor: Sequence[int], on_chip: Iterable[TensorKey]
     ) -> None:
         """Append ops made elsewhere, numbered from ``len(ops)`` already, on the
-        processors ``processor``, with the names of the tensors they keep on chip."""
+        processors ``processor``, with the keys of the tensors they keep on chip."""
         for op, where in zip(ops, processor, strict=True):
             self.append(op, where)
         self._on_chip.update(on_chip)
@@ -125,19 +154,19 @@ class GraphBuilder:
 
     def keep_on_chip(self, tensor: Tensor) -> Tensor:
         """Declare that ``tensor`` never travels to DRAM (it is read as it is produced)."""
-        self._on_chip.add(tensor.name)
+        self._on_chip.add(tensor.key)
         return tensor
 
-    def is_on_chip(self, name: str) -> bool:
-        """Whether the tensor ``name`` never travels to DRAM."""
-        return name in self._on_chip
+    def is_on_chip(self, tensor: Tensor) -> bool:
+        """Whether ``tensor`` never travels to DRAM."""
+        return tensor.key in self._on_chip
 
     def alias(self, tensor: Tensor, parts: Iterable[Tensor]) -> Tensor:
         """Declare ``tensor`` a view over ``parts``: it is ready when they all are."""
         ids: set[int] = set()
         for part in parts:
-            ids.update(self._producers.get(part.name, ()))
-        self._producers[tensor.name] = tuple(sorted(ids))
+            ids.update(self._producers.get(part.key, ()))
+        self._producers[tensor.key] = tuple(sorted(ids))
         return tensor
 
     def take_tiles(self, consumer: int, tensor: Tensor, source: int) -> None:
@@ -152,7 +181,7 @@ class GraphBuilder:
         """
         op = self.ops[consumer]
         reads = queries.reads_of(op)
-        index = next((i for i, a in enumerate(reads) if a.tensor.name == tensor.name), None)
+        index = next((i for i, a in enumerate(reads) if a.tensor.key == tensor.key), None)
         if index is None or not isinstance(op, (GemmOp, VectorOp)):
             raise ValueError(f"{op.name} reads no {tensor.name} it could take tiles of")
         tiles = list(op.tile_sources or (NO_TILES,) * len(reads))
@@ -173,12 +202,12 @@ class GraphBuilder:
         self.ops.append(op)
         self.processor.append(0)
         for t in writes:
-            before = self._producers.get(t.name, ()) if partial else ()
-            self._producers[t.name] = (*before, op.op_id)
+            before = self._producers.get(t.key, ()) if partial else ()
+            self._producers[t.key] = (*before, op.op_id)
         return op.op_id
 
     def _sources(self, reads: Iterable[Access]) -> tuple[tuple[int, ...], ...]:
-        return tuple(self._producers.get(a.tensor.name, ()) for a in reads)
+        return tuple(self._producers.get(a.tensor.key, ()) for a in reads)
 
     # -- ops -----------------------------------------------------------------------------
     def gemm(
@@ -212,6 +241,7 @@ class GraphBuilder:
             name=name,
             layer=layer,
             phase=phase,
+            stage=self.stage_of(phase),
             m=m,
             n=n,
             k=k,
@@ -253,6 +283,7 @@ class GraphBuilder:
             name=name,
             layer=layer,
             phase=phase,
+            stage=self.stage_of(phase),
             elements=elements,
             ops_per_element=ops_per_element,
             reads=read_acc,
@@ -281,6 +312,7 @@ class GraphBuilder:
             name=name,
             layer=layer,
             phase=Phase.COMM,
+            stage=self.stage_of(Phase.COMM),
             tensor=tensor,
             participants=participants,
             deps=order,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from accelsim.graph import queries
-from accelsim.graph.ops import NO_TILES, GemmOp, OpGraph, TensorKind, VectorOp
+from accelsim.graph.ops import NO_TILES, GemmOp, OpGraph, TensorKind, VectorOp, described
 
 SOURCE_KINDS = (TensorKind.WEIGHT, TensorKind.OPTIMIZER_STATE)
 """Tensors a step may read without producing them: weights and optimizer state (the
@@ -27,7 +27,7 @@ def graph_problems(graph: OpGraph, inputs: Iterable[str] = ()) -> list[str]:
       ``inputs`` (the network's input), a weight or optimizer state
       (:data:`SOURCE_KINDS`), or a parameter's tensor (``Tensor.parameter``: a
       forward-fused update reads the previous step's gradient);
-    * the stash is the activations the backward pass reads;
+    * the stash is the activations the backward stage reads and does not make;
     * every parameter whose gradient an op makes names an op that writes it, and
       updates at least one element;
     * every tile stream is well formed (:func:`tile_problems`).
@@ -54,10 +54,10 @@ def graph_problems(graph: OpGraph, inputs: Iterable[str] = ()) -> list[str]:
             problems.append(f"{op.name} reads {t.name}, which no op before it makes")
     stashed = queries.stashed(graph.ops)
     if stashed != graph.stashed:
-        extra = sorted(graph.stashed - stashed)
-        missing = sorted(stashed - graph.stashed)
+        extra = [described(key) for key in sorted(graph.stashed - stashed)]
+        missing = [described(key) for key in sorted(stashed - graph.stashed)]
         problems.append(
-            f"the stash is not what the backward pass reads (stashed but unread: {extra},"
+            f"the stash is not what the backward stage reads (stashed but unread: {extra},"
             f" read but not stashed: {missing})"
         )
     for p in graph.parameters:
@@ -66,8 +66,8 @@ def graph_problems(graph: OpGraph, inputs: Iterable[str] = ()) -> list[str]:
         if p.grad_op >= len(graph.ops):
             problems.append(f"{p.weight.name}'s gradient op {p.grad_op} is not in the graph")
             continue
-        made = {a.tensor.name for a in queries.writes_of(graph.ops[p.grad_op])}
-        if p.gradient.name not in made:
+        made = {a.tensor.key for a in queries.writes_of(graph.ops[p.grad_op])}
+        if p.gradient.key not in made:
             problems.append(
                 f"{p.weight.name}'s gradient op {graph.ops[p.grad_op].name} does not write"
                 f" {p.gradient.name}"
@@ -102,15 +102,15 @@ def tile_problems(graph: OpGraph) -> list[str]:
             if source == NO_TILES:
                 continue
             access = reads[i]
-            name = access.tensor.name
+            name, key = access.tensor.name, access.tensor.key
             if not 0 <= source < op.op_id or not isinstance(ops[source], (GemmOp, VectorOp)):
                 problems.append(f"{op.name} takes tiles of {name} from op {source}, not before it")
                 continue
             src = ops[source]
-            writes = {a.tensor.name for a in queries.writes_of(src)}
-            if name in writes and op.sources[i] != (source,):
+            writes = {a.tensor.key for a in queries.writes_of(src)}
+            if key in writes and op.sources[i] != (source,):
                 problems.append(f"{op.name} takes tiles of {name} from one of its producers")
-            elif name not in writes | {a.tensor.name for a in queries.reads_of(src)}:
+            elif key not in writes | {a.tensor.key for a in queries.reads_of(src)}:
                 problems.append(f"{op.name} takes tiles of {name} from {src.name}, which has none")
             if isinstance(op, VectorOp) and access.elements != access.tensor.elements:
                 problems.append(f"{op.name} takes tiles of only part of {name}")

@@ -2,8 +2,9 @@
 
 Lowering (:mod:`accelsim.lowering`) produces an :class:`OpGraph`.
 Ops are listed in program order, which is also a topological order, and an
-op's ``op_id`` is its index.  Tensors are named; ``OpGraph.on_chip`` holds the
-names of tensors that never travel to DRAM.
+op's ``op_id`` is its index.  A tensor is known by its name and version
+(:attr:`Tensor.key`); ``OpGraph.on_chip`` holds the keys of tensors that never
+travel to DRAM.
 
 Every op records why it waits:
 
@@ -14,10 +15,14 @@ Every op records why it waits:
   processor, and the transfers that bring the others' data
   (:func:`~accelsim.graph.passes.insert_transfers`).
 
-``tag`` says which replica, mini-batch and micro-batch the op belongs to, and
-``owner`` which technique added it, so no pass ever parses a name or infers who
-made an op from its phase.  Tensors carry the same ``tag``, the name they have in
-one copy of the step (``local``) and the parameter they belong to.
+``phase`` says what an op computes (forward work, an input or a weight gradient,
+an update, a collective, a technique's auxiliary work), ``stage`` when in the
+step it runs (forward, backward, update, communication), ``tag`` which replica,
+mini-batch and micro-batch it belongs to, and ``owner`` which technique added it,
+so no pass ever parses a name or infers who made an op, or when it runs, from
+what it computes (a recomputed forward op computes forward work in the backward
+stage).  Tensors carry the same ``tag``, the name they have in one copy of the
+step (``local``), the parameter they belong to and their ``version``.
 
 A GEMM or vector op may also take a tensor it reads *tile by tile* from another op
 (``tile_sources``, one entry per read, :data:`NO_TILES` where it does not): from
@@ -38,7 +43,13 @@ from typing import Any, TypeVar
 
 
 class Phase(str, Enum):
-    """Which part of the training step an op belongs to."""
+    """What an op computes: the training step's forward work, an input gradient
+    (``dX``), a weight gradient (``dW``), an optimizer update, a collective, or a
+    technique's auxiliary work (a gradient predictor, a dropout pattern).
+
+    The MAC and energy tables are by phase (``ops.csv``'s ``phase`` column); when
+    the op runs is its :class:`Stage`.
+    """
 
     FWD = "fwd"
     BWD_INPUT = "bwd_input"
@@ -46,6 +57,34 @@ class Phase(str, Enum):
     UPDATE = "update"
     COMM = "comm"
     AUX = "aux"  # work a technique adds (e.g. gradient prediction)
+
+
+class Stage(str, Enum):
+    """When in the training step an op runs: the forward pass, the backward pass, the
+    optimizer step, or the gradients' collectives.
+
+    Most ops run in the stage of what they compute; a forward op recomputed for the
+    backward pass runs in ``BACKWARD``, an update fused into the backward (or the
+    next forward) pass in that stage, and a technique's auxiliary op where its
+    technique puts it.  The stash is what the forward stage writes and the
+    backward stage reads (:func:`~accelsim.graph.queries.stashed`).
+    """
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    UPDATE = "update"
+    COMMUNICATION = "communication"
+
+
+STAGE_OF_PHASE: dict[Phase, Stage] = {
+    Phase.FWD: Stage.FORWARD,
+    Phase.BWD_INPUT: Stage.BACKWARD,
+    Phase.BWD_WEIGHT: Stage.BACKWARD,
+    Phase.UPDATE: Stage.UPDATE,
+    Phase.COMM: Stage.COMMUNICATION,
+}
+"""The stage an op of each phase runs in unless its emitter says otherwise (an
+auxiliary op has none: its technique names it)."""
 
 
 class ParamKind(str, Enum):
@@ -111,6 +150,18 @@ class TensorKind(str, Enum):
     OPTIMIZER_STATE = "optimizer_state"
 
 
+TensorKey = tuple[str, int]
+"""A tensor's identity in a graph: its name and version (:attr:`Tensor.key`).  Every
+set or table of tensors a pass or a report keeps (the stash, the tensors kept on
+chip, producers, transfers, tile reuse) is by it."""
+
+
+def described(key: TensorKey) -> str:
+    """A tensor's key in words: its name, and its version after a first (``y (version 1)``)."""
+    name, version = key
+    return f"{name} (version {version})" if version else name
+
+
 @dataclass(frozen=True, slots=True)
 class Tensor:
     """A named tensor: its element count (whole batch) and word size.
@@ -119,7 +170,9 @@ class Tensor:
     micro-batch), ``local`` its name in that copy ("" for a tensor that is not a
     copy: its ``name`` is its name in the step), and ``parameter`` the name in the
     step of the weight whose weight, gradient or optimizer state it
-    is ("" for any other tensor).
+    is ("" for any other tensor).  ``version`` says which computation of the
+    named value it is: 0 the step's, 1 and up a later one of the same value (an
+    activation recomputed in the backward stage), a tensor of its own.
     """
 
     name: str
@@ -129,10 +182,16 @@ class Tensor:
     tag: Tag = ROOT
     local: str = ""
     parameter: str = ""
+    version: int = 0
 
     @property
     def bytes(self) -> int:
         return self.elements * self.word_bytes
+
+    @property
+    def key(self) -> TensorKey:
+        """Its identity: name and version."""
+        return (self.name, self.version)
 
     @property
     def step_name(self) -> str:
@@ -174,6 +233,7 @@ class GemmOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     m: int
     n: int
     k: int
@@ -210,6 +270,7 @@ class VectorOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     elements: int
     ops_per_element: int
     reads: tuple[Access, ...]
@@ -235,6 +296,7 @@ class CommOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     tensor: Tensor
     participants: tuple[int, ...]
     deps: tuple[int, ...]
@@ -252,6 +314,7 @@ class TransferOp:
     name: str
     layer: str
     phase: Phase
+    stage: Stage
     tensor: Tensor
     elements: int
     source: int
@@ -339,8 +402,9 @@ class OpGraph:
     Attributes:
         ops: Ops in program (topological) order; ``ops[i].op_id == i``.
         processor: The processor of each op.
-        on_chip: Tensors kept on chip for their whole life (no DRAM traffic).
-        stashed: Activations saved in the forward pass and re-read in backward.
+        on_chip: Tensors kept on chip for their whole life (no DRAM traffic), by key.
+        stashed: Activations saved in the forward stage and read back in the backward
+            stage, by key (:func:`~accelsim.graph.queries.stashed`).
         parameters: Trainable tensors (of processor 0's replica).
         priority: Order in which a unit picks among its ready ops (lower first);
             empty means program order.
@@ -348,8 +412,8 @@ class OpGraph:
 
     ops: tuple[Op, ...]
     processor: tuple[int, ...]
-    on_chip: frozenset[str] = field(default_factory=frozenset)
-    stashed: frozenset[str] = field(default_factory=frozenset)
+    on_chip: frozenset[TensorKey] = field(default_factory=frozenset)
+    stashed: frozenset[TensorKey] = field(default_factory=frozenset)
     parameters: tuple[Parameter, ...] = ()
     priority: tuple[int, ...] = ()
 

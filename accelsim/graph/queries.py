@@ -13,7 +13,9 @@ from accelsim.graph.ops import (
     Op,
     OpGraph,
     Phase,
+    Stage,
     Tensor,
+    TensorKey,
     TensorKind,
     TileStream,
     TransferOp,
@@ -21,7 +23,8 @@ from accelsim.graph.ops import (
     whole,
 )
 
-BACKWARD = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+GRADIENT_PHASES = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+"""What the ops computing gradients compute: input and weight gradients."""
 
 
 def reads_of(op: Op) -> tuple[Access, ...]:
@@ -46,25 +49,22 @@ def writes_of(op: Op) -> tuple[Access, ...]:
     return (whole(op.tensor),)
 
 
-def stashed(ops: Iterable[Op]) -> frozenset[str]:
-    """Activations the backward pass reads: saved in the forward pass for it."""
-    return frozenset(
-        a.tensor.name
-        for op in ops
-        if op.phase in BACKWARD
-        for a in reads_of(op)
-        if a.tensor.kind is TensorKind.ACTIVATION
-    )
+def stashed(ops: Sequence[Op]) -> frozenset[TensorKey]:
+    """The stash: the keys of the activations the backward stage reads and does not
+    make, so saved for it (written in the forward stage, or given to the step)."""
+    return frozenset(t.key for t in stashed_tensors(ops))
 
 
-def stashed_tensors(ops: Iterable[Op]) -> list[Tensor]:
+def stashed_tensors(ops: Sequence[Op]) -> list[Tensor]:
     """The tensors :func:`stashed` names, each once, in the order backward first reads them."""
-    found: dict[str, Tensor] = {}
-    for op in ops:
-        if op.phase in BACKWARD:
-            for a in reads_of(op):
-                if a.tensor.kind is TensorKind.ACTIVATION:
-                    found.setdefault(a.tensor.name, a.tensor)
+    backward = [op for op in ops if op.stage is Stage.BACKWARD]
+    made = {a.tensor.key for op in backward for a in writes_of(op)}
+    found: dict[TensorKey, Tensor] = {}
+    for op in backward:
+        for a in reads_of(op):
+            t = a.tensor
+            if t.kind is TensorKind.ACTIVATION and t.key not in made:
+                found.setdefault(t.key, t)
     return list(found.values())
 
 
@@ -75,13 +75,25 @@ def sinks(ops: Sequence[Op], start: int) -> tuple[int, ...]:
 
 
 def first_backward(ops: Sequence[Op]) -> int:
-    """Index of the first backward op (``len(ops)`` when there is none)."""
-    return next((op.op_id for op in ops if op.phase in BACKWARD), len(ops))
+    """Index of the first op of the backward stage (``len(ops)`` when there is none)."""
+    return next((op.op_id for op in ops if op.stage is Stage.BACKWARD), len(ops))
+
+
+def forward_work(op: Op) -> bool:
+    """Whether ``op`` is the step's forward work in the forward stage (neither a
+    recomputation of it in the backward stage nor a technique's auxiliary op)."""
+    return op.phase is Phase.FWD and op.stage is Stage.FORWARD
 
 
 def tensors(ops: Iterable[Op]) -> dict[str, Tensor]:
-    """Every tensor the ops read or write, by name."""
-    return {a.tensor.name: a.tensor for op in ops for a in (*reads_of(op), *writes_of(op))}
+    """Every tensor the ops read or write, by name: of each name, the value the step
+    computes (version 0)."""
+    return {
+        a.tensor.name: a.tensor
+        for op in ops
+        for a in (*reads_of(op), *writes_of(op))
+        if not a.tensor.version
+    }
 
 
 def tile_sources(op: Op) -> tuple[int, ...]:

@@ -46,6 +46,7 @@ from accelsim.graph.ops import (
     GemmOp,
     Op,
     OpGraph,
+    Tensor,
     TensorKind,
     VectorOp,
     replaced,
@@ -105,17 +106,18 @@ def _source(graph: OpGraph, op: VectorOp) -> tuple[int, int] | None:
             continue
         (p,) = producers
         elsewhere = graph.processor[p] != graph.processor[op.op_id]
-        if elsewhere or not _writes_whole(graph.ops[p], t.name):
+        if elsewhere or not _writes_whole(graph.ops[p], t):
             continue
         if best is None or p > best[1]:
             best = (i, p)
     return best
 
 
-def _writes_whole(op: Op, name: str) -> bool:
-    """Whether ``op`` is a GEMM or vector op writing all of the tensor ``name``."""
+def _writes_whole(op: Op, tensor: Tensor) -> bool:
+    """Whether ``op`` is a GEMM or vector op writing all of ``tensor``."""
     if not isinstance(op, (GemmOp, VectorOp)):
         return False
     return any(
-        a.tensor.name == name and a.elements == a.tensor.elements for a in queries.writes_of(op)
+        a.tensor.key == tensor.key and a.elements == a.tensor.elements
+        for a in queries.writes_of(op)
     )

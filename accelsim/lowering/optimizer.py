@@ -7,16 +7,16 @@ pass, as in eager ``loss.backward(); optimizer.step()``; a parameter's
 ``update`` timing moves them (optimizer fusion):
 
 * ``BACKWARD``: right after the gradient is final (its all-reduce, if any) and
-  every op reading the old weight has read it.  The update takes tile streams
-  (:meth:`~accelsim.graph.builder.GraphBuilder.take_tiles`): the gradient's tiles
-  as the op making it emits them, and (without fp32 masters) the weight's tiles
-  from the filter buffer of the last ``dX`` GEMM that loaded them, so the three
-  run as one fused op, tile by tile (:func:`fuse_backward_update`).  A gradient
+  every op reading the old weight has read it, in the backward stage.  The update
+  takes tile streams (:meth:`~accelsim.graph.builder.GraphBuilder.take_tiles`): the
+  gradient's tiles as the op making it emits them, and (without fp32 masters) the
+  weight's tiles from the filter buffer of the last ``dX`` GEMM that loaded them, so
+  the three run as one fused op, tile by tile (:func:`fuse_backward_update`).  A gradient
   made final by another op (an all-reduce, a sum over micro-batches) cannot be a
   tile source, and the weight's tiles cannot wait in the buffer for it: such an
   update reads both from DRAM;
 * ``FORWARD``: the update is already in the step graph, before the layer's
-  forward pass (:func:`update_op`), so none is added here.
+  forward pass, in the forward stage (:func:`update_op`), so none is added here.
 
 Only ``updated_elements`` of a parameter are updated (a technique that skips
 groups shrinks it), and a parameter with ``monitor_groups`` also pays a
@@ -44,7 +44,10 @@ from accelsim.graph.ops import (
     Op,
     Parameter,
     Phase,
+    Stage,
     Tag,
+    Tensor,
+    TensorKey,
     TensorKind,
     UpdateTiming,
     VectorOp,
@@ -181,8 +184,9 @@ def add_updates(
     for p in placed:
         ready = ready_of[p.weight.name]
         if groups is not None and p.update is UpdateTiming.BACKWARD:
-            readers = _readers(builder.ops, p.weight.name)
-            made = update_op(builder, p, optimizer, (*readers, ready), tag, clip)
+            readers = _readers(builder.ops, p.weight)
+            with builder.in_stage(Stage.BACKWARD):
+                made = update_op(builder, p, optimizer, (*readers, ready), tag, clip)
             fuse_backward_update(builder, groups, p, made[0], ready, readers)
         else:
             made = update_op(builder, p, optimizer, (*barrier, ready), tag, clip)
@@ -210,27 +214,27 @@ def fuse_backward_update(
     the weight's first."""
     op = builder.ops[update]
     assert isinstance(op, VectorOp)
-    names = {a.tensor.name for a in op.reads if a.elements == a.tensor.elements}
-    sources: dict[str, int] = {}
-    if p.gradient.name in names and ready == p.grad_op:
+    whole = {a.tensor.key for a in op.reads if a.elements == a.tensor.elements}
+    sources: dict[TensorKey, int] = {}
+    if p.gradient.key in whole and ready == p.grad_op:
         maker = builder.ops[ready]
         if isinstance(maker, (GemmOp, VectorOp)) and any(
-            a.tensor.name == p.gradient.name and a.elements == a.tensor.elements
+            a.tensor.key == p.gradient.key and a.elements == a.tensor.elements
             for a in writes_of(maker)
         ):
-            sources[p.gradient.name] = ready
+            sources[p.gradient.key] = ready
     last = builder.ops[readers[-1]] if readers else None
     if (
         p.shares_weight_tiles
-        and p.weight.name in names
+        and p.weight.key in whole
         and isinstance(last, GemmOp)
         and last.phase is Phase.BWD_INPUT
     ):
-        sources[p.weight.name] = last.op_id
+        sources[p.weight.key] = last.op_id
     while sources and not groups.runs_as_one(builder.ops, (update, *sources.values())):
-        sources.pop(p.weight.name if p.weight.name in sources else p.gradient.name)
-    for name, source in sources.items():
-        tensor = p.gradient if name == p.gradient.name else p.weight
+        sources.pop(p.weight.key if p.weight.key in sources else p.gradient.key)
+    for key, source in sources.items():
+        tensor = p.gradient if key == p.gradient.key else p.weight
         builder.take_tiles(update, tensor, source)
         groups.join(source, update)
 
@@ -272,6 +276,6 @@ class _Groups:
         return all(d in members or self.first(d) < first for i in members for d in ops[i].deps)
 
 
-def _readers(ops: Sequence[Op], tensor: str) -> list[int]:
+def _readers(ops: Sequence[Op], tensor: Tensor) -> list[int]:
     """The ops that read ``tensor``, in program order."""
-    return [op.op_id for op in ops if any(a.tensor.name == tensor for a in reads_of(op))]
+    return [op.op_id for op in ops if any(a.tensor.key == tensor.key for a in reads_of(op))]

@@ -29,6 +29,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import AssignmentPolicy, OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import Relabel, TensorMap, copied_as, prefixed, recopied
 from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, Tag, Tensor, replaced
 from accelsim.lowering.optimizer import add_updates
 from accelsim.lowering.step import backward_sinks
@@ -106,7 +107,7 @@ def data_parallel(
     parameters: list[Parameter] = []
     for p, r in enumerate(replicas):
         ids = range(starts[p], starts[p + 1])
-        copies, params = r.copy(Tag(replica=p), passes.copied_as(prefixes[p], Tag(replica=p)), ids)
+        copies, params = r.copy(Tag(replica=p), copied_as(prefixes[p], Tag(replica=p)), ids)
         ops += copies
         if p == 0:  # the graph's parameters are the first replica's (one copy of the weights)
             parameters = [q for q in params if q.grad_op >= 0]
@@ -128,11 +129,14 @@ def data_parallel(
     graph = OpGraph(
         ops=tuple(ops),
         processor=tuple(op.tag.replica for op in ops),
-        on_chip=frozenset(
-            prefix + n for r, prefix in zip(replicas, prefixes, strict=True) for n in r.step.on_chip
+        on_chip=frozenset().union(
+            *(
+                prefixed(r.step.on_chip, prefix)
+                for r, prefix in zip(replicas, prefixes, strict=True)
+            )
         ),
         stashed=frozenset(
-            _into(p, prefixes[p])(t).name for p, r in enumerate(replicas) for t in r.stashed
+            _into(p, prefixes[p])(t).key for p, r in enumerate(replicas) for t in r.stashed
         ),
         parameters=tuple(parameters),
     )
@@ -146,13 +150,13 @@ def data_parallel(
     return passes.insert_transfers(graph)
 
 
-def _into(replica: int, prefix: str) -> passes.TensorMap:
+def _into(replica: int, prefix: str) -> TensorMap:
     """A replica's tensors (the copies of the step's, and the states and sums named
     after them) in replica ``replica``, whose names start with ``prefix``; tensors of
     no replica, such as ``grad_norm`` and the all-reduced gradients, are every
     replica's."""
     tag = Tag(replica=replica)
-    return passes.recopied(lambda _: tag, lambda _: prefix)
+    return recopied(lambda _: tag, lambda _: prefix)
 
 
 @dataclass(frozen=True)
@@ -175,8 +179,8 @@ class _Replica:
     updates: tuple[Op, ...]
     stashed: tuple[Tensor, ...]
     settled: bool
-    copy: passes.Relabel
-    copy_updates: passes.Relabel
+    copy: Relabel
+    copy_updates: Relabel
 
     @classmethod
     def build(
@@ -189,9 +193,9 @@ class _Replica:
         processors: int,
     ) -> _Replica:
         tag = Tag(replica=replica)
-        copy = passes.Relabel(step.ops, step.parameters)
-        ops, params = copy(tag, passes.copied_as(prefix, tag), range(len(step.ops)))
-        builder = GraphBuilder(words, on_chip={prefix + n for n in step.on_chip})
+        copy = Relabel(step.ops, step.parameters)
+        ops, params = copy(tag, copied_as(prefix, tag), range(len(step.ops)))
+        builder = GraphBuilder(words, on_chip=prefixed(step.on_chip, prefix))
         for op in ops:
             builder.append(op, 0)
         sinks = backward_sinks(builder.build())
@@ -218,5 +222,5 @@ class _Replica:
             stashed=tuple(queries.stashed_tensors(builder.ops)),
             settled=all(map(passes.settled, (*ops, *updates))),
             copy=copy,
-            copy_updates=passes.Relabel(updates),
+            copy_updates=Relabel(updates),
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from accelsim.graph.ops import OpGraph, Phase, Tensor
+from accelsim.graph.ops import OpGraph, Stage, Tensor, TensorKey
 from accelsim.graph.queries import reads_of, writes_of
 
 
@@ -22,24 +22,24 @@ def keep_stash_on_chip(graph: OpGraph, capacity_bytes: int) -> OpGraph:
     """Return ``graph`` with the stashed tensors that fit marked on chip."""
     if capacity_bytes <= 0 or not graph.stashed:
         return graph
-    owner: dict[str, int] = {}
-    tensors: dict[str, Tensor] = {}
-    first_backward_read: dict[str, int] = {}
+    owner: dict[TensorKey, int] = {}
+    tensors: dict[TensorKey, Tensor] = {}
+    first_backward_read: dict[TensorKey, int] = {}
     for op in graph.ops:
         for access in (*writes_of(op), *reads_of(op)):
-            name = access.tensor.name
-            owner.setdefault(name, graph.processor[op.op_id])
-            tensors.setdefault(name, access.tensor)
-        if op.phase in (Phase.BWD_INPUT, Phase.BWD_WEIGHT):
+            key = access.tensor.key
+            owner.setdefault(key, graph.processor[op.op_id])
+            tensors.setdefault(key, access.tensor)
+        if op.stage is Stage.BACKWARD:
             for access in reads_of(op):
-                first_backward_read.setdefault(access.tensor.name, op.op_id)
+                first_backward_read.setdefault(access.tensor.key, op.op_id)
     free: dict[int, int] = {}
     kept = set(graph.on_chip)
-    for name in sorted(graph.stashed, key=lambda t: (first_backward_read.get(t, 0), t)):
-        proc = owner[name]
+    for key in sorted(graph.stashed, key=lambda t: (first_backward_read.get(t, 0), t)):
+        proc = owner[key]
         left = free.setdefault(proc, capacity_bytes)
-        size = tensors[name].bytes
+        size = tensors[key].bytes
         if size <= left:
-            kept.add(name)
+            kept.add(key)
             free[proc] = left - size
     return replace(graph, on_chip=frozenset(kept))

@@ -195,7 +195,7 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) 
         ids = made.op_index.tolist()
         a_tiled = _flags([reuse.takes(i, 0) is not None for i in ids])
         b_tiled = _flags([reuse.takes(i, 1) is not None for i in ids])
-        c_unwritten = _flags([not reuse.writes_dram(i, graph.ops[i].c.name) for i in ids])
+        c_unwritten = _flags([not reuse.writes_dram(i, graph.ops[i].c.key) for i in ids])
     else:
         a_tiled = b_tiled = c_unwritten = made.a_tiled
     return dataclasses.replace(
@@ -247,9 +247,9 @@ def _unit_gemms(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
         a_word=_ints([op.a.word_bytes for op in gemms]),
         b_word=_ints([op.b.word_bytes for op in gemms]),
         c_word=_ints([op.c.word_bytes for op in gemms]),
-        a_on_chip=_flags([op.a.name in on_chip for op in gemms]),
-        b_on_chip=_flags([op.b.name in on_chip for op in gemms]),
-        c_on_chip=_flags([op.c.name in on_chip for op in gemms]),
+        a_on_chip=_flags([op.a.key in on_chip for op in gemms]),
+        b_on_chip=_flags([op.b.key in on_chip for op in gemms]),
+        c_on_chip=_flags([op.c.key in on_chip for op in gemms]),
         **whole_use(sr, sc, t, rows, cols),
         a_tiled=none,
         b_tiled=none,

@@ -40,7 +40,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from accelsim.graph import queries
-from accelsim.graph.ops import GemmOp, OpGraph, Tensor, TensorKind, TileStream, VectorOp
+from accelsim.graph.ops import (
+    GemmOp,
+    OpGraph,
+    Tensor,
+    TensorKey,
+    TensorKind,
+    TileStream,
+    VectorOp,
+)
 from accelsim.mapping.units import ArrayUnit
 
 
@@ -63,19 +71,20 @@ class TileReuse:
     Attributes:
         resident: ``(consumer op, read number)`` of every resident stream, with the
             buffer the consumer reads the tile from.
-        unwritten: ``(producer op, tensor name)`` of every write that never reaches
+        unwritten: ``(producer op, tensor key)`` of every write that never reaches
             DRAM.
     """
 
     resident: Mapping[tuple[int, int], Buffer] = field(default_factory=dict)
-    unwritten: frozenset[tuple[int, str]] = frozenset()
+    unwritten: frozenset[tuple[int, TensorKey]] = frozenset()
 
     def takes(self, op_id: int, read: int) -> Buffer | None:
         """The buffer op ``op_id`` takes its read number ``read`` from, or None (DRAM)."""
         return self.resident.get((op_id, read))
 
-    def writes_dram(self, op_id: int, tensor: str) -> bool:
-        """Whether op ``op_id``'s write of ``tensor`` reaches DRAM (when it is not on chip)."""
+    def writes_dram(self, op_id: int, tensor: TensorKey) -> bool:
+        """Whether op ``op_id``'s write of the tensor ``tensor`` (its key) reaches DRAM
+        (when it is not on chip)."""
         return (op_id, tensor) not in self.unwritten
 
 
@@ -93,12 +102,12 @@ def tile_reuse(graph: OpGraph, units: Sequence[ArrayUnit]) -> TileReuse:
     group_of = {i: g for g, group in enumerate(queries.tile_groups(graph)) for i in group}
     where = {s: _buffer(graph, s, by_name, main) for s in streams}
     need: dict[tuple[int, str, Buffer], int] = {}
-    counted: set[tuple[int, str, Buffer, str]] = set()
+    counted: set[tuple[int, str, Buffer, TensorKey]] = set()
 
     def hold(group: int, unit: ArrayUnit, buffer: Buffer, t: Tensor, tiles: int) -> None:
         key = (group, unit.name, buffer)
-        if (*key, t.name) not in counted:
-            counted.add((*key, t.name))
+        if (*key, t.key) not in counted:
+            counted.add((*key, t.key))
             per_tile = min(t.elements, unit.array.rows * unit.array.cols) * t.word_bytes
             need[key] = need.get(key, 0) + tiles * per_tile
 
@@ -129,12 +138,12 @@ def _buffer(
     source = graph.ops[s.source]
     if not isinstance(source, GemmOp):
         return main, Buffer.OFMAP
-    name = s.tensor.name
+    key = s.tensor.key
     buffer = (
         Buffer.OFMAP
-        if source.c.name == name
+        if source.c.key == key
         else Buffer.IFMAP
-        if source.a.name == name
+        if source.a.key == key
         else Buffer.FILTER
     )
     return units[source.unit], buffer
@@ -150,29 +159,29 @@ def _bytes(unit: ArrayUnit, buffer: Buffer) -> int:
 
 def _unwritten(
     graph: OpGraph, streams: Sequence[TileStream], resident: Mapping[tuple[int, int], Buffer]
-) -> frozenset[tuple[int, str]]:
-    """``(producer, tensor)`` of the writes every reader takes by a resident stream."""
+) -> frozenset[tuple[int, TensorKey]]:
+    """``(producer, tensor key)`` of the writes every reader takes by a resident stream."""
     candidates = {
-        (s.source, s.tensor.name)
+        (s.source, s.tensor.key)
         for s in streams
         if (s.consumer, s.read) in resident and s.tensor.kind not in LASTING
     }
     if not candidates:
         return frozenset()
-    names = {name for _, name in candidates}
-    readers: dict[str, list[tuple[int, int]]] = {}
+    keys = {key for _, key in candidates}
+    readers: dict[TensorKey, list[tuple[int, int]]] = {}
     for op in graph.ops:
         for j, access in enumerate(queries.reads_of(op)):
-            if access.tensor.name in names:
-                readers.setdefault(access.tensor.name, []).append((op.op_id, j))
+            if access.tensor.key in keys:
+                readers.setdefault(access.tensor.key, []).append((op.op_id, j))
     saved = set()
-    for source, name in candidates:
-        found = readers.get(name, [])
+    for source, key in candidates:
+        found = readers.get(key, [])
         if found and all(
             (i, j) in resident
             and isinstance(graph.ops[i], VectorOp)
             and queries.tile_sources(graph.ops[i])[j] == source
             for i, j in found
         ):
-            saved.add((source, name))
+            saved.add((source, key))
     return frozenset(saved)

@@ -18,9 +18,9 @@ import numpy as np
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.memo import per_graph
-from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey, VectorOp
 from accelsim.provenance import git_commit, version
-from accelsim.report import tables
+from accelsim.report import tables, work
 from accelsim.report.summary import (
     PROVENANCE_KEY,
     SCHEMA_VERSION,
@@ -250,6 +250,8 @@ class RunResult:
                 by_component=self.energy.by_component_pj,
                 by_phase=by_phase,
             ),
+            stages=work.by_stage(self.graph, trace, op_pj),
+            owners=work.by_owner(self.graph, trace, op_pj),
         )
 
     def summary(self) -> dict[str, Any]:
@@ -348,39 +350,37 @@ class _StashPlan:
     @staticmethod
     def of(graph: OpGraph) -> _StashPlan:
         stashed, on_chip = graph.stashed, graph.on_chip
-        sizes: dict[str, int] = {}
+        sizes: dict[TensorKey, int] = {}
         a_read: list[int] = []
         b_read: list[int] = []
         c_written: list[int] = []
         write = read = 0
-        backward_phases = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
         for op in graph.ops:
-            phase = op.phase
+            backward, forward = op.stage is Stage.BACKWARD, op.stage is Stage.FORWARD
             if isinstance(op, GemmOp):
                 for t, reads in ((op.a, a_read), (op.b, b_read)):
-                    if t.name in stashed:
-                        sizes[t.name] = t.bytes
-                        if phase in backward_phases:
+                    if t.key in stashed:
+                        sizes[t.key] = t.bytes
+                        if backward:
                             reads.append(op.op_id)
-                if phase is Phase.FWD and op.c.name in stashed:
+                if forward and op.c.key in stashed:
                     c_written.append(op.op_id)
             elif isinstance(op, VectorOp):
-                backward = phase in backward_phases
                 for acc in op.reads:
-                    name = acc.tensor.name
-                    if name in stashed:
-                        sizes[name] = acc.tensor.bytes
-                        if backward and name not in on_chip:
+                    key = acc.tensor.key
+                    if key in stashed:
+                        sizes[key] = acc.tensor.bytes
+                        if backward and key not in on_chip:
                             read += acc.bytes
-                if phase is Phase.FWD:
+                if forward:
                     for acc in op.writes:
-                        name = acc.tensor.name
-                        if name in stashed and name not in on_chip:
+                        key = acc.tensor.key
+                        if key in stashed and key not in on_chip:
                             write += acc.bytes
         return _StashPlan(
             tensors=len(sizes),
             bytes=sum(sizes.values()),
-            on_chip_bytes=sum(b for name, b in sizes.items() if name in on_chip),
+            on_chip_bytes=sum(b for key, b in sizes.items() if key in on_chip),
             vector_read_bytes=read,
             vector_write_bytes=write,
             a_read=np.asarray(a_read, np.int64),

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added.
@@ -164,6 +164,61 @@ class EnergySummary:
         )
 
 
+@dataclass(frozen=True)
+class WorkSummary:
+    """The work of one stage of the step (what ran when) or of one owner (who caused
+    it): its ops, MACs, vector ops, DRAM bytes read and written, op energy (pJ, the
+    static energy aside) and each unit's busy cycles on every processor (as
+    ``busy_cycles``).  A step's stages, and its owners, each add up to the step."""
+
+    ops: int
+    macs: int
+    vector_ops: int
+    dram_read_bytes: int
+    dram_write_bytes: int
+    energy_pj: float
+    busy_cycles: Mapping[str, tuple[int, ...]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ops": self.ops,
+            "macs": self.macs,
+            "vector_ops": self.vector_ops,
+            "dram_read_bytes": self.dram_read_bytes,
+            "dram_write_bytes": self.dram_write_bytes,
+            "energy_pj": self.energy_pj,
+            "busy_cycles": {unit: list(cycles) for unit, cycles in self.busy_cycles.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkSummary:
+        return cls(
+            ops=_get(data, "ops", int),
+            macs=_get(data, "macs", int),
+            vector_ops=_get(data, "vector_ops", int),
+            dram_read_bytes=_get(data, "dram_read_bytes", int),
+            dram_write_bytes=_get(data, "dram_write_bytes", int),
+            energy_pj=_get(data, "energy_pj", float),
+            busy_cycles=_busy(_get(data, "busy_cycles", dict)),
+        )
+
+
+def _busy(data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Busy cycles by unit, each a list of ints (one per processor)."""
+    return {
+        unit: tuple(_check(c, f"busy_cycles.{unit}", int) for c in _check(cs, unit, list))
+        for unit, cs in data.items()
+    }
+
+
+def _work_map(data: Mapping[str, Any], key: str) -> dict[str, WorkSummary]:
+    """``data[key]`` as work by stage or owner (empty in a record written before it)."""
+    found = _check(data.get(key, {}), key, dict)
+    return {
+        name: WorkSummary.from_dict(_check(w, f"{key}.{name}", dict)) for name, w in found.items()
+    }
+
+
 _BANDWIDTH, _IDEAL = "dram_bandwidth_bytes_per_cycle", "dram_ideal"
 
 
@@ -231,7 +286,9 @@ class StepSummary:
     the processors' main arrays and ``stall_fraction`` is its mean share of the
     step over the processors that run array ops, within [0, 1].
     ``accelsim_version`` and ``git_commit`` (of the source checkout, when it is
-    one) say what produced the record.
+    one) say what produced the record.  ``stages`` is the step's work by the stage
+    it ran in (forward, backward, update, communication), ``owners`` by who caused it
+    (``core`` for the step's own work, else the technique): :class:`WorkSummary`.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -260,6 +317,8 @@ class StepSummary:
     parameters: int
     stash: StashSummary
     energy_pj: EnergySummary
+    stages: Mapping[str, WorkSummary] = field(default_factory=dict)
+    owners: Mapping[str, WorkSummary] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -290,6 +349,8 @@ class StepSummary:
             "parameters": self.parameters,
             "stash": self.stash.to_dict(),
             "energy_pj": self.energy_pj.to_dict(),
+            "stages": {name: work.to_dict() for name, work in self.stages.items()},
+            "owners": {name: work.to_dict() for name, work in self.owners.items()},
         }
 
     @classmethod
@@ -334,13 +395,12 @@ class StepSummary:
             utilization=_get(data, "utilization", float),
             array_stall_cycles=_get(data, "array_stall_cycles", int),
             stall_fraction=_get(data, "stall_fraction", float),
-            busy_cycles={
-                unit: tuple(_check(c, f"busy_cycles.{unit}", int) for c in _check(cs, unit, list))
-                for unit, cs in busy.items()
-            },
+            busy_cycles=_busy(busy),
             dram_bytes=DramBytes.from_dict(_get(data, "dram_bytes", dict)),
             interconnect_bytes=_get(data, "interconnect_bytes", int),
             parameters=_get(data, "parameters", int),
             stash=StashSummary.from_dict(_get(data, "stash", dict)),
             energy_pj=EnergySummary.from_dict(_get(data, "energy_pj", dict)),
+            stages=_work_map(data, "stages"),
+            owners=_work_map(data, "owners"),
         )

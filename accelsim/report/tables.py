@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.config.hardware import HardwareSpec
-from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, TransferOp, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TransferOp, VectorOp
 from accelsim.timing.costs import UNIT_COMM, UNIT_VECTOR
 from accelsim.timing.trace import Trace
 
@@ -26,6 +26,7 @@ OP_COLUMNS = (
     "name",
     "layer",
     "phase",
+    "stage",
     "owner",
     "replica",
     "mini_batch",
@@ -82,6 +83,7 @@ LAYER_COLUMNS = (
 
 _KINDS = {GemmOp: "gemm", VectorOp: "vector", CommOp: "comm", TransferOp: "transfer"}
 _PHASES = {p: p.value for p in Phase}
+_STAGES = {s: s.value for s in Stage}
 
 
 def op_rows(
@@ -156,6 +158,7 @@ def op_columns(
         [op.name for op in ops],
         [op.layer for op in ops],
         [_PHASES[op.phase] for op in ops],
+        [_STAGES[op.stage] for op in ops],
         [op.owner for op in ops],
         [op.tag.replica for op in ops],
         [op.tag.mini_batch for op in ops],
@@ -252,15 +255,15 @@ _PHASE_CODE = {p: i for i, p in enumerate(Phase)}
 
 
 def _stash_bytes(graph: OpGraph, layers: int, layer: np.ndarray) -> list[int]:
-    """Per layer, the bytes its forward ops write into stashed activations."""
+    """Per layer, the bytes its ops of the forward stage write into stashed activations."""
     stashed = graph.stashed
     out = [0] * layers
     for op, i in zip(graph.ops, layer.tolist(), strict=True):
-        if op.phase is not Phase.FWD:
+        if op.stage is not Stage.FORWARD:
             continue
         if isinstance(op, GemmOp):
-            if op.c.name in stashed:
+            if op.c.key in stashed:
                 out[i] += op.c.bytes
         elif isinstance(op, VectorOp):
-            out[i] += sum(a.bytes for a in op.writes if a.tensor.name in stashed)
+            out[i] += sum(a.bytes for a in op.writes if a.tensor.key in stashed)
     return out

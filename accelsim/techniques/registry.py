@@ -22,6 +22,7 @@ REGISTRY: dict[str, str] = {
     "layerpipe": "accelsim.techniques.pipelines.layerpipe:LayerPipe",
     "optimizer_fusion": "accelsim.techniques.fusion.technique:OptimizerFusion",
     "pipedream": "accelsim.techniques.pipelines.pipedream:PipeDream",
+    "recomputation": "accelsim.techniques.recomputation.technique:Recomputation",
 }
 """Each technique's name in run files -> ``module:Class`` of its plug-in.  The order
 they compose in is their own declaration (:mod:`accelsim.techniques.order`)."""

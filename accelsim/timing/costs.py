@@ -31,7 +31,7 @@ from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec, Orientation, StreamBlocking
 from accelsim.graph.memo import per_graph
-from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
+from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, VectorOp
 from accelsim.mapping.arrays import split
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
@@ -311,7 +311,7 @@ def _vector_columns(graph: OpGraph, reuse: TileReuse) -> _VectorColumns | None:
 
 
 def vector_dram_bytes(
-    op: VectorOp, on_chip: frozenset[str], reuse: TileReuse
+    op: VectorOp, on_chip: frozenset[TensorKey], reuse: TileReuse
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The DRAM bytes of each read and each write of vector op ``op`` (what its costs
     sum): none for a tensor kept on chip, a read a resident tile stream serves, or a
@@ -319,14 +319,14 @@ def vector_dram_bytes(
     tiled = bool(op.tile_sources)
     reads = tuple(
         0
-        if a.tensor.name in on_chip or (tiled and reuse.takes(op.op_id, j) is not None)
+        if a.tensor.key in on_chip or (tiled and reuse.takes(op.op_id, j) is not None)
         else a.elements * a.tensor.word_bytes
         for j, a in enumerate(op.reads)
     )
     saves = bool(reuse.unwritten)
     writes = tuple(
         0
-        if a.tensor.name in on_chip or (saves and not reuse.writes_dram(op.op_id, a.tensor.name))
+        if a.tensor.key in on_chip or (saves and not reuse.writes_dram(op.op_id, a.tensor.key))
         else a.elements * a.tensor.word_bytes
         for a in op.writes
     )

@@ -67,8 +67,7 @@ class StreamClass(IntEnum):
     GRADIENT = 2
     OPTIMIZER = 3
     STASH = 4
-    PREDICTOR = 5
-    TECHNIQUE = 6
+    TECHNIQUE = 5
 
 
 FOREGROUND, BACKGROUND = 0, 1

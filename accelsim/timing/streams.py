@@ -9,14 +9,13 @@ what the op is and what it moves, never by names:
 * an op of the update phase (an optimizer update, a clipping pass, a
   convergence monitor run with the update) is the optimizer stream
   (:attr:`StreamClass.OPTIMIZER`);
-* an auxiliary op a technique adds is predictor work (:attr:`StreamClass.PREDICTOR`)
-  when that technique runs GEMMs on an array unit of its own (ADA-GP's gradient
-  predictor), other technique work (:attr:`StreamClass.TECHNIQUE`) otherwise;
+* an auxiliary op a technique adds (its ``owner``, in whatever stage) is the
+  technique stream (:attr:`StreamClass.TECHNIQUE`): the core names no technique;
 * any other op's reads are the class of the operand it reads most bytes of from
   DRAM, and its writes the class of what it writes (of its largest output for
   a vector op): the tensor's kind (activation, weight, gradient, optimizer
   state), or :attr:`StreamClass.STASH` for an activation saved for backward,
-  written by the forward pass or read back by the backward pass.
+  written in the forward stage or read back in the backward stage.
 
 :data:`PRIORITY` gives each class its priority: the optimizer stream is
 background (it yields where the memory's arbitration says so, see
@@ -36,13 +35,12 @@ from accelsim.graph.ops import (
     GemmOp,
     OpGraph,
     Phase,
+    Stage,
     Tensor,
     TensorKind,
     TransferOp,
     VectorOp,
 )
-from accelsim.graph.queries import BACKWARD
-from accelsim.mapping.units import MAIN_ARRAY
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.memory import BACKGROUND, FOREGROUND, Stream, StreamClass
 
@@ -79,38 +77,37 @@ def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
     n_ops = len(graph.ops)
     reads = np.zeros(n_ops, np.int64)
     writes = np.zeros(n_ops, np.int64)
-    predictors = {op.owner for op in graph.ops if isinstance(op, GemmOp) and op.unit != MAIN_ARRAY}
     stashed, on_chip = graph.stashed, graph.on_chip
     a_bytes, b_bytes = costs.dram_ifmap_read_bytes.tolist(), costs.dram_filter_read_bytes.tolist()
     psum_bytes = costs.dram_ofmap_read_bytes.tolist()
 
-    def kind_of(tensor: Tensor, phase: Phase, read: bool) -> StreamClass:
-        if tensor.name in stashed and (phase in BACKWARD if read else phase is Phase.FWD):
+    def kind_of(tensor: Tensor, stage: Stage, read: bool) -> StreamClass:
+        saved = stage is (Stage.BACKWARD if read else Stage.FORWARD)
+        if saved and tensor.key in stashed:
             return StreamClass.STASH
         return _KIND[tensor.kind]
 
     for op in graph.ops:
-        i, phase = op.op_id, op.phase
+        i, stage = op.op_id, op.stage
         if isinstance(op, CommOp):
             reads[i] = writes[i] = StreamClass.GRADIENT
         elif isinstance(op, TransferOp):
             continue  # links only
-        elif phase is Phase.UPDATE:
+        elif op.phase is Phase.UPDATE:
             reads[i] = writes[i] = StreamClass.OPTIMIZER
-        elif phase is Phase.AUX and op.owner != CORE:
-            own = StreamClass.PREDICTOR if op.owner in predictors else StreamClass.TECHNIQUE
-            reads[i] = writes[i] = own
+        elif op.phase is Phase.AUX and op.owner != CORE:
+            reads[i] = writes[i] = StreamClass.TECHNIQUE
         elif isinstance(op, GemmOp):
             operands = ((op.a, a_bytes[i]), (op.b, b_bytes[i]), (op.c, psum_bytes[i]))
             most = max(operands, key=lambda operand: operand[1])[0]  # the first of ties
-            reads[i] = kind_of(most, phase, read=True)
-            writes[i] = kind_of(op.c, phase, read=False)
+            reads[i] = kind_of(most, stage, read=True)
+            writes[i] = kind_of(op.c, stage, read=False)
         elif isinstance(op, VectorOp):
             for accesses, out, read in ((op.reads, reads, True), (op.writes, writes, False)):
-                moved = [a for a in accesses if a.tensor.name not in on_chip]
+                moved = [a for a in accesses if a.tensor.key not in on_chip]
                 if moved:
                     most = max(moved, key=lambda access: access.bytes).tensor
-                    out[i] = kind_of(most, phase, read)
+                    out[i] = kind_of(most, stage, read)
     return reads, writes
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import passes
+from accelsim.graph import links, passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     Access,
@@ -23,6 +23,8 @@ from accelsim.graph.ops import (
     Parameter,
     ParamKind,
     Phase,
+    Stage,
+    TensorKey,
     TensorKind,
     VectorOp,
 )
@@ -56,10 +58,60 @@ class Plan:
     compact: bool  # row patterns: dropped neurons' elements disappear too
 
 
-def shrunk_op(op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> Op:
+def shrunk_graph(
+    graph: OpGraph, plan: Plan, kept: np.ndarray, fetched: np.ndarray, words: WordBytesSpec
+) -> OpGraph:
+    """``graph`` with one step's patterns (:func:`shrunk_op`), and without the dropout
+    layers' masks: a pattern is drawn again from its period and offset, so no op
+    writes a mask and the backward op no longer reads it
+    (:func:`~accelsim.graph.links.unread`).  A dropout layer's forward op recomputed in
+    the backward stage for its mask (forward work in the backward stage) is then read
+    by nothing, and goes too."""
+    masks = _masks(graph, plan)
+    ops = tuple(shrunk_op(op, plan, kept, fetched, masks) for op in graph.ops)
+    reads = {
+        op.op_id: a.tensor.key
+        for op in ops
+        if isinstance(op, VectorOp)
+        for a in op.reads
+        if a.tensor.name in masks
+    }
+    shrunk = links.unread(dataclasses.replace(graph, ops=ops), reads)
+    read = {a.tensor.key for op in shrunk.ops for a in queries.reads_of(op)}
+
+    def idle(op: Op) -> bool:
+        again = op.phase is Phase.FWD and op.stage is Stage.BACKWARD
+        return again and all(a.tensor.key not in read for a in queries.writes_of(op))
+
+    if not any(map(idle, shrunk.ops)):
+        return shrunk
+    return passes.rewrite(shrunk, words, drop=idle)[0]
+
+
+def _masks(graph: OpGraph, plan: Plan) -> frozenset[str]:
+    """The names of the dropout layers' masks: what a dropout layer's backward op reads
+    of what its forward ops (or a recomputation of them) write, in every version."""
+    sites = {site.dropout for site in plan.sites}
+    made: dict[str, set[TensorKey]] = {}
+    found: set[str] = set()
+    for op in graph.ops:
+        if op.layer not in sites or not isinstance(op, VectorOp):
+            continue
+        if op.phase is Phase.FWD:
+            made.setdefault(op.layer, set()).update(a.tensor.key for a in op.writes)
+        elif op.phase is Phase.BWD_INPUT:
+            mine = made.get(op.layer, set())
+            found.update(a.tensor.name for a in op.reads if a.tensor.key in mine)
+    return frozenset(found)
+
+
+def shrunk_op(
+    op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray, masks: frozenset[str]
+) -> Op:
     """``op`` with the dimensions and element counts of one step's patterns (``kept``
     units per site; ``fetched``: those a gather along a weight's contiguous
-    dimension moves, whole DRAM bursts)."""
+    dimension moves, whole DRAM bursts); a dropout layer's op writes none of
+    ``masks``."""
     if isinstance(op, GemmOp):
         shrinks = plan.shrinks.get((op.layer, op.phase))
         if not shrinks:
@@ -73,7 +125,7 @@ def shrunk_op(op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> Op:
         return op
     for i, site in enumerate(plan.sites):
         if op.layer == site.dropout:
-            return _dropout_op(op, site, plan, int(kept[i]))
+            return _dropout_op(op, site, plan, int(kept[i]), masks)
         if plan.compact and (op.layer in site.chain or op.layer == site.producer):
             return _scaled(op, int(kept[i]), site.units)
     return op
@@ -91,18 +143,14 @@ def _scaled(op: VectorOp, kept: int, units: int) -> VectorOp:
     )
 
 
-def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int) -> VectorOp:
+def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int, masks: frozenset[str]) -> VectorOp:
     """A dropout layer's op without its element mask: a scale by ``1 / (1 - p)`` of the
-    kept elements (forward) or of their gradients (backward)."""
-    mask = f"{site.dropout}.mask"
+    kept elements (forward) or of their gradients (backward); it writes no mask (its
+    read of one goes in :func:`shrunk_graph`)."""
     op = dataclasses.replace(
         op,
         ops_per_element=1,
-        reads=tuple(a for a in op.reads if a.tensor.name != mask),
-        writes=tuple(a for a in op.writes if a.tensor.name != mask),
-        sources=tuple(
-            s for a, s in zip(op.reads, op.sources, strict=False) if a.tensor.name != mask
-        ),
+        writes=tuple(a for a in op.writes if a.tensor.name not in masks),
     )
     return _scaled(op, kept, site.units) if plan.compact else op
 
@@ -146,7 +194,7 @@ def add_aux(
     first_fwd: set[int] = set()
     seen: set[str] = set()
     for op in graph.ops:
-        if op.phase is Phase.FWD and op.layer not in seen:
+        if queries.forward_work(op) and op.layer not in seen:
             seen.add(op.layer)
             first_fwd.add(op.op_id)
 

@@ -72,7 +72,7 @@ from accelsim.techniques.dropout.rewrite import (
     SCORE_OPS,
     Plan,
     add_aux,
-    shrunk_op,
+    shrunk_graph,
     skipped_update,
     tile_uses,
 )
@@ -356,11 +356,10 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         if not plan.sites and not plan.convs:
             return graph
         kept = plan.kept[0]
-        ops = tuple(shrunk_op(op, plan, kept, plan.fetched[0]) for op in graph.ops)
-        parameters = graph.parameters
+        shrunk = shrunk_graph(graph, plan, kept, plan.fetched[0], ctx.hardware.word_bytes)
         if self.config.skip_updates and self.config.pattern is Pattern.ROW:
-            parameters = tuple(skipped_update(p, plan, kept, plan.fetched[0]) for p in parameters)
-        shrunk = dataclasses.replace(graph, ops=ops, parameters=parameters)
+            parameters = (skipped_update(p, plan, kept, plan.fetched[0]) for p in graph.parameters)
+            shrunk = dataclasses.replace(shrunk, parameters=tuple(parameters))
         return add_aux(
             shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware), self.name
         )

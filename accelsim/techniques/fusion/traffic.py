@@ -99,13 +99,13 @@ def ideal_bytes_per_parameter(
 
 
 def _reads(op: GemmOp, t: Tensor) -> bool:
-    return t.name in (op.a.name, op.b.name)
+    return t.key in (op.a.key, op.b.key)
 
 
 def _counted(graph: OpGraph, t: Tensor) -> bool:
     """Whether ``t`` is the parameters' DRAM traffic: a weight, gradient or state of
     one (``Tensor.parameter``), or the optimizer's other state (the clipping norm)."""
-    if t.name in graph.on_chip:
+    if t.key in graph.on_chip:
         return False
     return bool(t.parameter) or t.kind is TensorKind.OPTIMIZER_STATE
 
@@ -194,7 +194,7 @@ def derived_traffic(
     graph = step.graph
     reuse = tile_reuse(graph, step.trace.costs.arrays)
     resident = {
-        (s.consumer, s.tensor.name): s.source
+        (s.consumer, s.tensor.key): s.source
         for s in queries.tile_streams(graph)
         if reuse.takes(s.consumer, s.read) is not None
     }
@@ -204,9 +204,9 @@ def derived_traffic(
             continue
         for access in queries.reads_of(op):
             t = access.tensor
-            if t.kind is TensorKind.WEIGHT and t.parameter and t.name not in graph.on_chip:
+            if t.kind is TensorKind.WEIGHT and t.parameter and t.key not in graph.on_chip:
                 pass_bytes += access.bytes * passes.get((t.parameter, op.phase), 1.0)
-                if (op.op_id, t.name) in resident:
+                if (op.op_id, t.key) in resident:
                     pass_bytes -= access.bytes
     states = optimizer.kind.state_tensors + int(optimizer.master_weights is MasterWeights.FP32)
     clipped = optimizer.clip_global_norm is not None
@@ -223,8 +223,8 @@ def derived_traffic(
         e = op.elements
         gradient = next(a.tensor for a in op.reads if a.tensor.kind is TensorKind.GRADIENT)
         weight_read = any(a.tensor.kind is TensorKind.WEIGHT for a in op.reads)
-        g_on_chip = (op.op_id, gradient.name) in resident
-        w_served = weight_read and (op.op_id, weights[0].name) in resident
+        g_on_chip = (op.op_id, gradient.key) in resident
+        w_served = weight_read and (op.op_id, weights[0].key) in resident
         if weight_read and mode is FusionMode.BACKWARD and not w_served:
             weight_in_dram += e
         gradient_in_dram += 0 if g_on_chip else e
@@ -257,7 +257,7 @@ def _passes(base: RunResult) -> dict[tuple[str, Phase], float]:
             (op.b, costs.dram_filter_read_bytes[i], op.b_elements),
         )
         for t, dram, unique in operands:
-            if t.kind is TensorKind.WEIGHT and t.parameter and t.name not in base.graph.on_chip:
+            if t.kind is TensorKind.WEIGHT and t.parameter and t.key not in base.graph.on_chip:
                 key = (t.parameter, op.phase)
                 found = moved.setdefault(key, [0, 0])
                 found[0] += int(dram)

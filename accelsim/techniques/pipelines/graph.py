@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import Relabel, TensorMap, copied_as, instantiate, prefixed, recopied
 from accelsim.graph.ops import Access, Op, OpGraph, Parameter, Phase, Tag, TensorKind, replaced
-from accelsim.graph.queries import BACKWARD
+from accelsim.graph.queries import GRADIENT_PHASES
 from accelsim.lowering.optimizer import add_updates
 
 SplitShares = Mapping[str, tuple[float, int]]
@@ -32,30 +33,28 @@ def copy_step(
     tag: Tag,
     where: Callable[[Op], int],
     shares: SplitShares | None = None,
-    copies: passes.Relabel | None = None,
+    copies: Relabel | None = None,
 ) -> list[Parameter]:
     """Append micro-batch ``tag``'s copy of the step, each op on the processor ``where``
     gives it; its trained parameters.
 
-    ``copies`` (``passes.Relabel(one.ops, one.parameters)``, made once for the many
+    ``copies`` (``Relabel(one.ops, one.parameters)``, made once for the many
     copies of a step) copies each op once, at its place in the builder; split GEMMs
     (``shares``) take the passes one after another.
     """
     prefix = copy_prefix(tag)
     if shares:
         graph = passes.split_gemms(
-            passes.place(passes.instantiate(one, tag, prefix), where),
+            passes.place(instantiate(one, tag, prefix), where),
             lambda op: shares.get(op.layer) if op.phase is Phase.BWD_INPUT else None,
         )
         offset = builder.append_graph(graph)
         parameters = [dataclasses.replace(p, grad_op=p.grad_op + offset) for p in graph.parameters]
     else:
-        copy = copies if copies is not None else passes.Relabel(one.ops, one.parameters)
+        copy = copies if copies is not None else Relabel(one.ops, one.parameters)
         start = len(builder.ops)
-        ops, parameters = copy(
-            tag, passes.copied_as(prefix, tag), range(start, start + len(one.ops))
-        )
-        builder.append_ops(ops, [where(op) for op in ops], [prefix + n for n in one.on_chip])
+        ops, parameters = copy(tag, copied_as(prefix, tag), range(start, start + len(one.ops)))
+        builder.append_ops(ops, [where(op) for op in ops], prefixed(one.on_chip, prefix))
     return [p for p in parameters if p.grad_op >= 0]
 
 
@@ -164,14 +163,14 @@ def send_after_backward(
     backward is done (the transfer then waits too)."""
     for i in range(start, len(builder.ops)):
         op = builder.ops[i]
-        if op.phase not in BACKWARD:
+        if op.phase not in GRADIENT_PHASES:
             continue
         here = builder.processor[i]
         senders = {
             builder.processor[p]
             for group in op.sources
             for p in group
-            if builder.processor[p] != here and builder.ops[p].phase in BACKWARD
+            if builder.processor[p] != here and builder.ops[p].phase in GRADIENT_PHASES
         }
         for sender in senders:
             builder.add_dependencies(i, backward_done.get(sender, ()))
@@ -183,7 +182,9 @@ def stage_sinks(builder: GraphBuilder, start: int) -> dict[int, tuple[int, ...]]
     Updating a stage's weights after these is updating after its whole backward
     pass, as the baseline step does.
     """
-    backward = [i for i in range(start, len(builder.ops)) if builder.ops[i].phase in BACKWARD]
+    backward = [
+        i for i in range(start, len(builder.ops)) if builder.ops[i].phase in GRADIENT_PHASES
+    ]
     used = {d for i in backward for d in builder.ops[i].deps}
     sinks: dict[int, list[int]] = {}
     for i in backward:
@@ -213,25 +214,25 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     if len(begins) < 2 or begins[-1] - begins[-2] != size:
         return None
     block = ops[begins[-1] :]
-    earlier = _moved(passes.Relabel(ops[begins[-2] : begins[-1]]), last - 1, last, size, len(ops))
+    earlier = _moved(Relabel(ops[begins[-2] : begins[-1]]), last - 1, last, size, len(ops))
     if tuple(earlier) != block:
         return None
     priority = graph.priority[begins[-1] :]
     before = graph.priority[begins[-2] : begins[-1]]
     step = [now - then for then, now in zip(before, priority, strict=True)]
-    relabel = passes.Relabel(block)
+    relabel = Relabel(block)
     new_ops, new_priority = list(ops), list(graph.priority)
     stashed, on_chip = set(graph.stashed), set(graph.on_chip)
     own = [t for t in queries.tensors(block).values() if t.local and t.tag.mini_batch == last]
-    stashed_names = queries.stashed(block)
-    mine = [t for t in own if t.name in stashed_names]
-    kept = [t for t in own if t.name in graph.on_chip]
+    stashed_keys = queries.stashed(block)
+    mine = [t for t in own if t.key in stashed_keys]
+    kept = [t for t in own if t.key in graph.on_chip]
     for j in range(last + 1, mini_batches):
         copy = _copied(last, j)
         new_ops += _moved(relabel, last, j, (j - last) * size, len(ops))
         new_priority += [p + (j - last) * d for p, d in zip(priority, step, strict=True)]
-        stashed.update(copy(t).name for t in mine)
-        on_chip.update(copy(t).name for t in kept)
+        stashed.update(copy(t).key for t in mine)
+        on_chip.update(copy(t).key for t in kept)
     processor = graph.processor[begins[-1] :]
     return OpGraph(
         ops=tuple(new_ops),
@@ -243,7 +244,7 @@ def repeat_last_block(graph: OpGraph, mini_batches: int) -> OpGraph | None:
     )
 
 
-def _moved(relabel: passes.Relabel, old: int, new: int, by: int, ops: int) -> list[Op]:
+def _moved(relabel: Relabel, old: int, new: int, by: int, ops: int) -> list[Op]:
     """Mini-batch ``old``'s ops (``relabel``'s, in a graph of ``ops`` ops) for mini-batch
     ``new``, ids moved ``by``."""
     moved, _ = relabel(
@@ -252,8 +253,8 @@ def _moved(relabel: passes.Relabel, old: int, new: int, by: int, ops: int) -> li
     return moved
 
 
-def _copied(old: int, new: int) -> passes.TensorMap:
+def _copied(old: int, new: int) -> TensorMap:
     """Mini-batch ``old``'s tensors as mini-batch ``new``'s."""
-    return passes.recopied(
+    return recopied(
         lambda tag: replaced(tag, mini_batch=new) if tag.mini_batch == old else None, copy_prefix
     )

@@ -25,8 +25,9 @@ from typing import Any
 
 from accelsim.config.hardware import DramSharing
 from accelsim.errors import SimulationError
-from accelsim.graph import passes
+from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import Relabel
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tag
 from accelsim.lowering.optimizer import add_updates
 from accelsim.mapping import placement
@@ -323,7 +324,7 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         began: dict[str, int] = {}
         ended: dict[str, int] = {}
         for op in run.graph.ops:
-            if op.phase is Phase.FWD:
+            if queries.forward_work(op):
                 start = int(trace.start_cycle[op.op_id])
                 began[op.layer] = min(began.get(op.layer, start), start)
             else:
@@ -349,7 +350,7 @@ class LayerPipe(Schedule[LayerPipeConfig]):
             return where[task_of(op)]
 
         builder = GraphBuilder(ctx.hardware.word_bytes)
-        relabel = passes.Relabel(one.ops, one.parameters)  # one copier for every copy
+        relabel = Relabel(one.ops, one.parameters)  # one copier for every copy
         priority: list[int] = []
         updates: dict[tuple[int, str], list[int]] = {}
         first: list[Parameter] = []
@@ -384,7 +385,7 @@ class LayerPipe(Schedule[LayerPipeConfig]):
             for op_id in range(start, len(builder.ops)):
                 op = builder.ops[op_id]
                 earlier = j - layout.delays.get(op.layer, 1)
-                if op.phase is Phase.FWD and earlier >= 0:
+                if queries.forward_work(op) and earlier >= 0:
                     builder.add_dependencies(op_id, updates.get((earlier, op.layer), ()))
                 priority.append(j)
         return passes.insert_transfers(builder.build(first, priority=priority))

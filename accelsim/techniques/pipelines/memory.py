@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from accelsim.config.hardware import GIB_BYTES, DramSharing, HardwareSpec
 from accelsim.config.run import OptimizerSpec
-from accelsim.graph.ops import GemmOp, OpGraph, Phase, Tag, VectorOp
-from accelsim.graph.queries import reads_of, writes_of
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, Tag, TensorKey, VectorOp
+from accelsim.graph.queries import forward_work, reads_of, writes_of
 from accelsim.timing.memory import dram_capacity_bytes
 
 
@@ -75,34 +75,37 @@ def processor_memory(
         optimizer: Its state tensors per parameter count with the parameters.
         hw: Word sizes (optimizer state) and the processors.
 
-    A layer's stashed activations count on the processor of the forward op that
-    writes them (or, for the step's input, first reads it; its first mini-batch's
-    first micro-batch there), times the
-    mini-batches the layer keeps in flight; its weight versions on every processor
-    that runs its forward; its parameters on every processor that updates it.
+    A layer's stashed activations count on the processor of the op of the forward
+    stage that writes them (or, for the step's input, first reads it; its first
+    mini-batch's first micro-batch there), times the mini-batches the layer keeps in
+    flight; its weight versions on every processor that runs its forward work; its
+    parameters on every processor that updates it.
     """
     processors = 1 + max(graph.processor)
-    work = [op for op in graph.ops if op.phase is Phase.FWD and isinstance(op, (GemmOp, VectorOp))]
+    work = [
+        op for op in graph.ops if op.stage is Stage.FORWARD and isinstance(op, (GemmOp, VectorOp))
+    ]
     # Every processor's first mini-batch (a replica of a stage starts later).
     first = [1 + max(op.tag.mini_batch for op in graph.ops)] * processors
     for op in work:
         p = graph.processor[op.op_id]
         first[p] = min(first[p], op.tag.mini_batch)
     # The step's inputs (the samples) are stashed too when a backward op reads them.
-    made = {access.tensor.name for op in graph.ops for access in writes_of(op)}
+    made = {access.tensor.key for op in graph.ops for access in writes_of(op)}
     stash = [0] * processors
-    counted: set[str] = set()
+    counted: set[TensorKey] = set()
     homes: dict[str, set[int]] = {}
     for op in work:
         p = graph.processor[op.op_id]
         if op.tag != Tag(mini_batch=first[p], micro_batch=0):
             continue
-        homes.setdefault(op.layer, set()).add(p)
-        inputs = [a for a in reads_of(op) if a.tensor.name not in made]
+        if forward_work(op):
+            homes.setdefault(op.layer, set()).add(p)
+        inputs = [a for a in reads_of(op) if a.tensor.key not in made]
         for access in (*writes_of(op), *inputs):
-            name = access.tensor.name
-            if name in graph.stashed and name not in counted:
-                counted.add(name)
+            key = access.tensor.key
+            if key in graph.stashed and key not in counted:
+                counted.add(key)
                 stash[p] += access.tensor.bytes * delays[op.layer][0]
     updaters: dict[str, set[int]] = {}
     for update in graph.ops:

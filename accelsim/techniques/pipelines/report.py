@@ -15,6 +15,7 @@ from typing import Any
 
 from accelsim.config.hardware import GIB_BYTES, HardwareSpec
 from accelsim.graph.ops import GemmOp, Phase, VectorOp
+from accelsim.graph.queries import forward_work
 from accelsim.report.result import RunResult
 from accelsim.report.training import Input
 from accelsim.techniques.base import Section, SimulatedStep, TechniqueContext
@@ -43,7 +44,7 @@ def _entered(run: RunResult, j: int) -> int:
     return min(
         int(run.trace.start_cycle[op.op_id])
         for op in run.graph.ops
-        if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.tag.mini_batch == j
+        if isinstance(op, GemmOp) and forward_work(op) and op.tag.mini_batch == j
     )
 
 

@@ -27,7 +27,9 @@ from accelsim.config.run import OnCapacity
 from accelsim.errors import ConfigError, Problem, SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import OpGraph, Parameter, Phase, Tag
+from accelsim.graph.copies import Relabel
+from accelsim.graph.ops import OpGraph, Parameter, Phase, Stage, Tag
+from accelsim.graph.queries import forward_work
 from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
@@ -312,7 +314,7 @@ class Schedule(Placer[P]):
         """:meth:`build`, one mini-batch after another."""
         cfg = self.config
         one = step(ctx.run.batch_size // cfg.micro_batches)
-        relabel = passes.Relabel(one.ops, one.parameters)
+        relabel = Relabel(one.ops, one.parameters)
         builder = GraphBuilder(ctx.hardware.word_bytes)
         priority: list[int] = []
         updates: dict[tuple[int, int], list[int]] = {}
@@ -360,8 +362,9 @@ class Schedule(Placer[P]):
         A stage's forward of mini-batch ``j`` waits for the processor's whole update
         after mini-batch ``j - lag``: the dependency goes on the stage's entry ops
         (those that wait for no other forward op of the stage); the rest follow
-        them.  Each unit runs its ready ops by schedule position, then program
-        order.
+        them.  Each unit runs its ready ops by schedule position (the forward's or the
+        backward's by their stage; a technique's auxiliary ops the forward's wherever
+        they run), then program order.
         """
         stage_of = plan.stage_of_processor()
         # Per stage: the mini-batch whose update its forward waits for (the processor's
@@ -377,9 +380,9 @@ class Schedule(Placer[P]):
             op = ops[op_id]
             proc = processor[op_id]
             stage = stage_of[proc]
-            backward = op.phase not in (Phase.FWD, Phase.AUX)
-            entry = op.phase is Phase.FWD and not any(
-                d >= start and ops[d].phase is Phase.FWD and processor[d] == proc for d in op.deps
+            backward = op.stage is not Stage.FORWARD and op.phase is not Phase.AUX
+            entry = forward_work(op) and not any(
+                d >= start and forward_work(ops[d]) and processor[d] == proc for d in op.deps
             )
             if entry and earlier[stage] >= 0:
                 builder.add_dependencies(op_id, updates.get((earlier[stage], proc), ()))

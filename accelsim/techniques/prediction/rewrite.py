@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import Op, OpGraph, Parameter, Phase, Tensor
+from accelsim.graph.ops import Op, OpGraph, Parameter, Stage, Tensor
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.techniques.prediction.predictor import LayerOutput, Predictor, predicted_shape
 
@@ -32,12 +32,12 @@ class PredictorRewrite:
         self.last_backward: dict[str, int] = {}
         self.forward_writes: dict[str, list[Tensor]] = {}
         for op in graph.ops:
-            if op.phase is Phase.FWD:
+            if queries.forward_work(op):
                 self.last_forward[op.layer] = op.op_id
                 self.forward_writes.setdefault(op.layer, []).extend(
                     a.tensor for a in queries.writes_of(op)
                 )
-            elif op.phase in queries.BACKWARD:
+            elif op.phase in queries.GRADIENT_PHASES:
                 self.last_backward[op.layer] = op.op_id
         self.pending: dict[str, tuple[Tensor, list[Tensor]]] = {}
         self.gradients: dict[str, tuple[Tensor, int]] = {}
@@ -73,7 +73,7 @@ class PredictorRewrite:
     def apply(self, graph: OpGraph, words: WordBytesSpec, owner: str) -> OpGraph:
         """``graph`` with the predictor's ops (``owner``'s) added, and in a GP step
         without its backward pass."""
-        drop = (lambda op: op.phase in queries.BACKWARD) if self.gp else (lambda op: False)
+        drop = (lambda op: op.stage is Stage.BACKWARD) if self.gp else (lambda op: False)
         rewritten, _ = passes.rewrite(graph, words, drop, self.emit, owner=owner)
         if not self.gp:
             return rewritten

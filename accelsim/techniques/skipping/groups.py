@@ -8,8 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.graph import passes, queries
-from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase
+from accelsim.graph import passes
+from accelsim.graph.ops import GemmOp, OpGraph, Parameter, ParamKind, Phase, Stage, replaced
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.techniques.skipping.config import NAME, Grouping
@@ -17,11 +17,11 @@ from accelsim.techniques.skipping.config import NAME, Grouping
 
 @dataclasses.dataclass(frozen=True)
 class _Kept:
-    """What remains of one parameter's gradient: the shrunk ``dW`` GEMM (or None to
-    keep it), its groups and how many are kept (0: skipped; -1: not grouped, kept
-    unmonitored) and the updated elements."""
+    """What remains of one parameter's gradient: the dimensions of its ``dW`` GEMM that
+    shrink (none to keep it whole), its groups and how many are kept (0: skipped; -1:
+    not grouped, kept unmonitored) and the updated elements."""
 
-    gemm: GemmOp | None
+    shrink: Mapping[str, int]
     groups: int
     kept: int
     updated_elements: int
@@ -56,9 +56,9 @@ def skip_groups(
         if not k.kept or new.grad_op < 0:
             parameters.append(dataclasses.replace(new, grad_op=-1))
             continue
-        if k.gemm is not None:
+        if k.shrink:
             (i,) = ids[old.grad_op]
-            ops[i] = dataclasses.replace(k.gemm, op_id=i, deps=ops[i].deps, sources=ops[i].sources)
+            ops[i] = replaced(ops[i], **k.shrink)
         parameters.append(
             dataclasses.replace(
                 new,
@@ -77,7 +77,7 @@ def plan_groups(
     infos: Mapping[str, LayerInfo],
 ) -> dict[str, _Kept]:
     trained = [p for p in graph.parameters if p.grad_op >= 0]
-    plan = {p.weight.name: _Kept(None, 0, 0, 0) for p in graph.parameters}
+    plan = {p.weight.name: _Kept({}, 0, 0, 0) for p in graph.parameters}
 
     def share(layer: str) -> float:
         return fraction.get(layer, 0.0) if isinstance(fraction, Mapping) else fraction
@@ -90,24 +90,23 @@ def plan_groups(
             skipped = set(layers[: skipped_count(fraction, len(layers))])
         for p in trained:
             keep = 0 if p.layer in skipped else 1
-            plan[p.weight.name] = _Kept(None, 1, keep, p.update_elements * keep)
+            plan[p.weight.name] = _Kept({}, 1, keep, p.update_elements * keep)
         return plan
     for p in trained:
         op = graph.ops[p.grad_op]
         width = _column_width(p, op, infos[p.layer]) if isinstance(op, GemmOp) else None
         if not isinstance(op, GemmOp) or width is None:
-            plan[p.weight.name] = _Kept(None, 0, -1, p.update_elements)
+            plan[p.weight.name] = _Kept({}, 0, -1, p.update_elements)
             continue
         groups = op.m if grouping is Grouping.FILTER else op.n // width
         keep = groups - skipped_count(share(p.layer), groups)
-        gemm = None
+        shrink: dict[str, int] = {}
         if 0 < keep < groups and grouping is Grouping.FILTER:
-            gemm = dataclasses.replace(op, m=keep, a_elements=op.a_elements * keep // groups)
+            shrink = {"m": keep, "a_elements": op.a_elements * keep // groups}
         elif 0 < keep < groups:
-            b_elements = op.b_elements * keep // groups
-            gemm = dataclasses.replace(op, n=keep * width, b_elements=b_elements)
+            shrink = {"n": keep * width, "b_elements": op.b_elements * keep // groups}
         updated = p.update_elements * keep // groups
-        plan[p.weight.name] = _Kept(gemm, groups * op.count, keep * op.count, updated)
+        plan[p.weight.name] = _Kept(shrink, groups * op.count, keep * op.count, updated)
     return plan
 
 
@@ -134,19 +133,20 @@ def _column_width(p: Parameter, op: GemmOp, info: LayerInfo) -> int | None:
     """Columns of the ``dW`` GEMM per input channel, from the layer's rule (None: not a
     grouped weight).  The groups are counted on the GEMM as it is now, which another
     technique may already have compacted (approximate dropout's kept inputs)."""
-    if p.kind is not ParamKind.WEIGHT or op.c.name != p.gradient.name:
+    if p.kind is not ParamKind.WEIGHT or op.c.key != p.gradient.key:
         return None
     width = rule_for(info.layer).dw_columns_per_input(info)
     return width if width is not None and op.n % width == 0 else None
 
 
 def _live(graph: OpGraph, grad_ops: set[int], keep_dx: bool) -> set[int]:
-    """Ops still needed: everything outside the backward pass, the kept gradients' ops
-    (and the ``dX`` ops if ``keep_dx``) and every backward op whose output a needed
-    op reads."""
+    """Ops still needed: everything outside the backward stage, a technique's auxiliary
+    ops, the kept gradients' ops (and the ``dX`` ops if ``keep_dx``) and every op of
+    the backward stage whose output a needed op reads."""
     live: set[int] = set()
     for op in reversed(graph.ops):
-        root = op.phase not in queries.BACKWARD or (keep_dx and op.phase is Phase.BWD_INPUT)
+        root = op.stage is not Stage.BACKWARD or op.phase is Phase.AUX
+        root = root or (keep_dx and op.phase is Phase.BWD_INPUT)
         if root or op.op_id in grad_ops or op.op_id in live:
             live.add(op.op_id)
             live.update(d for group in op.sources for d in group)

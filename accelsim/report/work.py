@@ -1,0 +1,81 @@
+"""What ran when and who caused it: a simulated step's work by stage and by owner
+(``summary.json``'s ``stages`` and ``owners``).
+
+Every op counts once in its stage (:class:`~accelsim.graph.ops.Stage`) and once for
+its owner (``core`` for the step's own work: lowering, placement, the optimizer and
+the transfers they need; a technique's registered name for the ops it added), so the
+stages, and the owners, each add up to the step's ops, MACs, vector ops, DRAM bytes,
+op energy and busy cycles.  A technique's work in another stage than the one its
+phase suggests (a forward op recomputed in the backward stage) shows in both tables:
+in its stage's, and under its owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from accelsim.graph.memo import per_graph
+from accelsim.graph.ops import CORE, OpGraph, Stage
+from accelsim.report.summary import WorkSummary
+from accelsim.timing.costs import UNIT_COMM
+from accelsim.timing.trace import Trace
+
+CORE_OWNER = "core"
+"""The owner the tables name the step's own work by (its ops' ``owner`` is empty)."""
+
+_STAGE_CODE = {stage: i for i, stage in enumerate(Stage)}
+
+
+def by_stage(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> dict[str, WorkSummary]:
+    """The step's work in each stage, every stage named (an empty one with zeros)."""
+    ops = graph.ops
+    codes = per_graph(
+        graph,
+        "stage codes",
+        lambda: np.fromiter((_STAGE_CODE[op.stage] for op in ops), np.int64, len(ops)),
+    )
+    return _work(codes, [stage.value for stage in Stage], trace, op_pj)
+
+
+def by_owner(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> dict[str, WorkSummary]:
+    """The step's work by owner: ``core`` first, then each technique that added ops,
+    in the order its first op comes."""
+    codes, names = per_graph(graph, "owner codes", lambda: _owners(graph))
+    return _work(codes, names, trace, op_pj)
+
+
+def _owners(graph: OpGraph) -> tuple[np.ndarray, list[str]]:
+    index = {CORE: 0}
+    codes = np.fromiter(
+        (index.setdefault(op.owner, len(index)) for op in graph.ops), np.int64, len(graph.ops)
+    )
+    return codes, [owner or CORE_OWNER for owner in index]
+
+
+def _work(
+    codes: np.ndarray, names: Sequence[str], trace: Trace, op_pj: np.ndarray
+) -> dict[str, WorkSummary]:
+    c = trace.costs
+    durations = trace.end_cycle - trace.start_cycle
+    units = [(u, name) for u, name in enumerate(c.unit_names) if u != UNIT_COMM]
+    out = {}
+    for i, name in enumerate(names):
+        mine = codes == i
+        busy = {}
+        for u, unit in units:
+            cycles = np.zeros(trace.processors, np.int64)
+            on = mine & (c.unit == u)
+            np.add.at(cycles, trace.processor[on], durations[on])
+            busy[unit] = tuple(cycles.tolist())
+        out[name] = WorkSummary(
+            ops=int(mine.sum()),
+            macs=int(c.macs[mine].sum()),
+            vector_ops=int(c.vector_ops[mine].sum()),
+            dram_read_bytes=int(c.dram_read_bytes[mine].sum()),
+            dram_write_bytes=int(c.dram_ofmap_write_bytes[mine].sum()),
+            energy_pj=float(op_pj[mine].sum()),
+            busy_cycles=busy,
+        )
+    return out
