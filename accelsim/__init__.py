@@ -87,22 +87,19 @@ if TYPE_CHECKING:
     from accelsim.importer.model_import import ImportResult, import_model
     from accelsim.importer.torch_source import onnx_bytes as export_onnx
     from accelsim.report.means import geometric_mean, saving_mean
-    from accelsim.report.plots import (
-        plot_dropout_sweep,
-        plot_pipeline_sweep,
-        plot_sensitivity,
-        plot_speedup,
-    )
+    from accelsim.report.plots import plot_sensitivity, plot_speedup
     from accelsim.report.result import RunResult, TrainingResult
     from accelsim.report.suite import suite_columns, suite_row
     from accelsim.report.training import Section, StepCost, TrainingReport
     from accelsim.report.writer import write_csv, write_run
     from accelsim.spec_reference import config_reference, provenance_reference
     from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
-    from accelsim.techniques.dropout_patterns import (
+    from accelsim.techniques.dropout.figures import plot_dropout_sweep
+    from accelsim.techniques.dropout.folds import benchmark_dropout_folds
+    from accelsim.techniques.dropout.patterns import (
         write_distribution as write_dropout_distribution,
     )
-    from accelsim.timing.dropout_folds import benchmark_dropout_folds
+    from accelsim.techniques.pipelines.figures import plot_pipeline_sweep
     from accelsim.workload.topology import TopologyLayer, read_topology
 
 # Every public name but __version__, by the module that defines it; each module
@@ -136,24 +133,21 @@ _MODULES = {
     "accelsim.graph.ops": ("Phase",),
     "accelsim.importer.model_import": ("ImportResult", "import_model"),
     "accelsim.report.means": ("geometric_mean", "saving_mean"),
-    "accelsim.report.plots": (
-        "plot_dropout_sweep",
-        "plot_pipeline_sweep",
-        "plot_sensitivity",
-        "plot_speedup",
-    ),
+    "accelsim.report.plots": ("plot_sensitivity", "plot_speedup"),
     "accelsim.report.result": ("RunResult", "TrainingResult"),
     "accelsim.report.suite": ("suite_columns", "suite_row"),
     "accelsim.report.training": ("Section", "StepCost", "TrainingReport"),
     "accelsim.report.writer": ("write_csv", "write_run"),
     "accelsim.spec_reference": ("config_reference", "provenance_reference"),
     "accelsim.sweep": ("DaskExecutor", "Executor", "PoolExecutor", "plan_sweep", "run_sweep"),
-    "accelsim.timing.dropout_folds": ("benchmark_dropout_folds",),
+    "accelsim.techniques.dropout.figures": ("plot_dropout_sweep",),
+    "accelsim.techniques.dropout.folds": ("benchmark_dropout_folds",),
+    "accelsim.techniques.pipelines.figures": ("plot_pipeline_sweep",),
     "accelsim.workload.topology": ("TopologyLayer", "read_topology"),
 }
 # Public names defined under another name: public name -> (module, attribute).
 _RENAMED = {
-    "write_dropout_distribution": ("accelsim.techniques.dropout_patterns", "write_distribution"),
+    "write_dropout_distribution": ("accelsim.techniques.dropout.patterns", "write_distribution"),
     "export_onnx": ("accelsim.importer.torch_source", "onnx_bytes"),
     "mape_by_size": ("accelsim.calibration.fit", "class_errors"),
     "gemm_latencies_us": ("accelsim.calibration.model", "engine_us"),

@@ -4,7 +4,7 @@
     python scripts/dropout_search.py --rate 0.3 --units 2048 [--max-period 16] \
         [--iterations 1000] [--seed 0] --out dist.json
 
-Projected SGD on the simplex (``accelsim/techniques/dropout_patterns.py``): every
+Projected SGD on the simplex (``accelsim/techniques/dropout/patterns.py``): every
 neuron's expected drop rate is ``--rate``.  Prints the largest per-neuron error,
 the distribution's entropy, the spread of a drawn step's rate and the most likely
 patterns; ``techniques.approximate_dropout.distribution: dist.json`` uses the file.

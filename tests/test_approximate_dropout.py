@@ -18,17 +18,17 @@ from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.mapping.schedule import fold_use
 from accelsim.report.result import TrainingResult
-from accelsim.techniques.approximate_dropout import ApproximateDropout
 from accelsim.techniques.base import StepCost, TechniqueContext
-from accelsim.techniques.dropout_patterns import (
+from accelsim.techniques.dropout import kernels
+from accelsim.techniques.dropout.folds import FIELDS, NONE, W_IN, W_OUT, compacted_use, table
+from accelsim.techniques.dropout.patterns import (
     PatternFamily,
     project_simplex,
     save_distribution,
     search,
 )
-from accelsim.techniques.dropout_steps import StepPlan, count_steps
-from accelsim.timing import kernels
-from accelsim.timing.dropout_folds import NONE, W_IN, W_OUT, compacted_use
+from accelsim.techniques.dropout.steps import StepPlan, count_steps
+from accelsim.techniques.dropout.technique import ApproximateDropout
 from tests.conftest import ROOT
 
 RUN = ROOT / "configs" / "runs" / "mlp_dropout.yaml"
@@ -107,10 +107,10 @@ def test_numba_kernel_matches_the_numpy_reference() -> None:
     period = rng.integers(2, 6, (steps, 3))
     offset = rng.integers(0, 2, (steps, 3))
     keep = rng.integers(0, 2, (steps, 3))
+    columns = (sr, sc, t, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc)
     fast = kernels.compacted_use(
-        sr, sc, t, rows, cols, sr_is, sc_is, w_in, w_out, part, tr, tc, site, period, offset,
-        keep,
-    )  # fmt: skip
+        table(dict(zip(FIELDS, columns, strict=True))), site, period, offset, keep
+    )
     for s in range(steps):
         for j in range(g):
             if site[j] < 0:

@@ -28,12 +28,13 @@ from accelsim.graph.ops import (
     replaced,
 )
 from accelsim.report.result import TrainingResult
-from accelsim.techniques.base import Technique
-from accelsim.techniques.gradient_skipping import skipped_count
+from accelsim.techniques.base import KindDefiner
 from accelsim.techniques.registry import compose_problems
+from accelsim.techniques.skipping.groups import skipped_count
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_VECTOR
 from tests.conftest import ROOT, make_hw
 from tests.test_approximate_dropout import period_two
+from tests.test_technique_order import Plain
 
 MLP = ROOT / "configs" / "runs" / "mlp.yaml"
 
@@ -129,15 +130,14 @@ def test_data_parallel_needs_a_sample_per_processor_at_load_time() -> None:
         load_inputs(MLP, parse_sets(["processors=4", "assignment=data_parallel", "batch_size=2"]))
 
 
-class _Kinds(Technique):
+class _Kinds(Plain, KindDefiner[Spec]):
     name = "kinds"
-    Config = Spec
-
-    def defines_kinds(self) -> bool:
-        return True
 
     def step_kinds(self, ctx: object) -> tuple[str, ...]:
         return ("a", "b")
+
+    def kind_shares(self, ctx: object) -> list[dict[str, float]]:
+        return [{"a": 0.5, "b": 0.5}]
 
 
 class _Other(_Kinds):
@@ -176,8 +176,8 @@ def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch
 
 
 def test_dropout_skipping_fusion_and_a_pipeline_in_one_run() -> None:
-    """Approximate dropout (PRUNE), gradient skipping (PRUNE), backward optimizer fusion
-    (FUSE) and PipeDream (placement) in one run: the pipelined step of the rewritten
+    """Approximate dropout and gradient skipping (removing work), backward optimizer fusion
+    (fusing what they left) and PipeDream (placement) in one run: the pipelined step of the rewritten
     graph is faster than the baseline step, within its bound, and has fewer MACs than
     the dropout-free, skip-free pipelined step."""
     run = ROOT / "configs" / "runs" / "mlp_dropout.yaml"

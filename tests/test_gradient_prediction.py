@@ -1,4 +1,4 @@
-"""ADA-GP (techniques/gradient_prediction.py): steps, predictor costs, schedule, errors."""
+"""ADA-GP (techniques/prediction/): steps, predictor costs, schedule, errors."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase
 from accelsim.report.result import RunResult, TrainingResult
-from accelsim.techniques.gradient_prediction import Policy, ScheduleSpec, gp_fractions
+from accelsim.techniques.prediction.config import Policy, ScheduleSpec
+from accelsim.techniques.prediction.technique import gp_fractions
 from tests.conftest import ROOT
 
 GP = "run.techniques.gradient_prediction"

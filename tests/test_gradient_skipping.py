@@ -1,4 +1,4 @@
-"""Convergence-aware gradient skipping (techniques/gradient_skipping.py): hand-counted
+"""Convergence-aware gradient skipping (techniques/skipping/): hand-counted
 MACs and folds, the dead dX chain, the monitor, the schedule, the report, errors."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase, VectorOp
 from accelsim.report.result import RunResult, TrainingResult
-from accelsim.techniques.skip_schedule import RECHECK, schedule, synthetic_statistics
+from accelsim.techniques.skipping.schedule import RECHECK, schedule, synthetic_statistics
 from tests.conftest import ROOT
 
 GS = "gradient_skipping"

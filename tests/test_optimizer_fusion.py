@@ -1,4 +1,4 @@
-"""Optimizer fusion (techniques/optimizer_fusion.py): the derived DRAM traffic table
+"""Optimizer fusion (techniques/fusion/): the derived DRAM traffic table
 against the engine, identical MACs, update order, residency, errors, composition."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from accelsim.graph import queries
 from accelsim.graph.ops import NO_TILES, GemmOp, Phase, Stage, UpdateTiming, VectorOp
 from accelsim.mapping.tile_reuse import Buffer, tile_reuse
 from accelsim.report.result import RunResult
-from accelsim.techniques.optimizer_fusion import (
-    FusionMode,
+from accelsim.techniques.fusion.config import FusionMode
+from accelsim.techniques.fusion.traffic import (
     derived_accesses,
     derived_traffic,
     parameter_dram_bytes,

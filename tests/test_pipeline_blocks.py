@@ -10,8 +10,9 @@ import pytest
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import _Run
-from accelsim.techniques import pipeline_graph, pipelining
 from accelsim.techniques.base import BASE
+from accelsim.techniques.pipelines import graph as pipeline_graph
+from accelsim.techniques.pipelines import schedule as pipelining
 from tests.conftest import ROOT
 
 MLP = ROOT / "configs" / "runs" / "mlp.yaml"

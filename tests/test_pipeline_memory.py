@@ -1,5 +1,5 @@
 """What a pipeline schedule keeps in DRAM, against ``dram.capacity_gib``
-(techniques/pipeline_memory.py): hand counts on the MLP, the refusal and the report."""
+(techniques/pipelines/memory.py): hand counts on the MLP, the refusal and the report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pipeline schedules (techniques/pipelining.py, layerpipe.py): GPipe, PipeDream, LayerPipe."""
+"""Pipeline schedules (techniques/pipelines/): GPipe, PipeDream, LayerPipe."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, TransferOp, VectorOp
 from accelsim.report.result import RunResult, TrainingResult
-from accelsim.techniques import pipelining
-from accelsim.techniques.pipeline_plan import (
+from accelsim.techniques.pipelines.config import PipeDreamConfig
+from accelsim.techniques.pipelines.pipedream import PipeDream
+from accelsim.techniques.pipelines.plan import (
     partition,
     replicated_partition,
     ring_allreduce_cycles,
     task_bounds,
 )
+from accelsim.techniques.pipelines.schedule import Schedule
 from accelsim.timing.memory import dram_memories, link_memories
 from tests.conftest import ROOT, make_hw
 
@@ -583,11 +585,11 @@ def test_each_step_kind_is_split_on_its_own_costs(
     own = kinds()
 
     def baseline_costs(
-        self: pipelining.Schedule, ctx: object, step: object, base: RunResult
+        self: Schedule[Any], ctx: object, step: object, base: RunResult
     ) -> tuple[RunResult, bool]:
         return base, False
 
-    monkeypatch.setattr(pipelining.Schedule, "single_step", baseline_costs)
+    monkeypatch.setattr(Schedule, "single_step", baseline_costs)
     before = kinds()
     assert {k: r["balanced_on"] for k, r in own.items()} == {"bp": "own_step", "gp": "own_step"}
     assert {r["balanced_on"] for r in before.values()} == {"baseline_step"}
@@ -630,7 +632,7 @@ def test_deep_pipelines_stay_within_the_mini_batch_limit(tmp_path: Path) -> None
     """The default ``3 S + 2`` mini-batches is capped at the limit of 1,024, and a pipeline
     too deep to fill and measure within it (``2 S + 1`` for ``S`` stages, or ``P``
     processors for LayerPipe's free tasks) is refused at load time."""
-    schedule = pipelining.PipeDream(pipelining.PipeDreamConfig(), "run.yaml")
+    schedule = PipeDream(PipeDreamConfig(), "run.yaml")
     assert schedule.mini_batches(300) == 902 and schedule.mini_batches(400) == 1024
     path = run_file(tmp_path, "mlp")
     for technique, processors, stages, needed, deepest in (

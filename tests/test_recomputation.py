@@ -19,7 +19,8 @@ from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, TransferOp
 from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.report.result import TrainingResult
-from accelsim.techniques.recomputation import cuts
+from accelsim.techniques.base import kind_definers
+from accelsim.techniques.recomputation.choice import cuts
 from tests.conftest import ROOT
 
 RUNS = ROOT / "configs" / "runs"
@@ -272,7 +273,8 @@ def test_composes_with_every_rewriting_technique_in_both_orders(other: str) -> N
     lowered = run.lowered(16)
     mine = next(t for t in run.rewriters if t.name == NAME)
     theirs = next(t for t in run.rewriters if t.name == other)
-    kinds = list(theirs.step_kinds(run.ctx)) if theirs.defines_kinds() else [NAME]
+    definers = kind_definers([theirs])
+    kinds = list(definers[0].step_kinds(run.ctx)) if definers else [NAME]
     for kind in kinds:
         one = mine.rewrite_graph(theirs.rewrite_graph(lowered, kind, run.ctx), kind, run.ctx)
         two = theirs.rewrite_graph(mine.rewrite_graph(lowered, kind, run.ctx), kind, run.ctx)

@@ -3,7 +3,7 @@ estimates use it: LayerPipe's task placement and the ring all-reduce."""
 
 from __future__ import annotations
 
-from accelsim.techniques.task_placement import TaskCosts, dram_cycles
+from accelsim.techniques.pipelines.task_placement import TaskCosts, dram_cycles
 from accelsim.timing.memory import dram_memories, traffic_bound
 from tests.conftest import make_hw
 

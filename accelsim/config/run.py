@@ -213,7 +213,8 @@ class RunSpec(Spec):
     techniques: dict[Name, dict[str, Any] | None] = Field(
         default_factory=dict,
         description="Technique name -> its settings (see the techniques' tables); they"
-        " compose in the registry's order, whatever order the file lists them in.",
+        " compose in the order the techniques declare, whatever order the file lists them"
+        " in.",
     )
     seed: NonNegativeInt = Field(
         default=0,

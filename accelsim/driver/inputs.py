@@ -34,7 +34,7 @@ from accelsim.lowering.infer import load_model
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import ArrayUnit
 from accelsim.resources import bundled_path
-from accelsim.techniques.base import LoadContext, Technique
+from accelsim.techniques.base import GraphRewriter, LoadContext, Technique
 from accelsim.techniques.registry import compose_problems, load_techniques
 from accelsim.workload.formats import read_table
 from accelsim.workload.model import Workload
@@ -51,7 +51,7 @@ class RunInputs:
     energy: EnergyTable
     workload: Workload
     infos: tuple[LayerInfo, ...]
-    techniques: tuple[Technique, ...] = ()
+    techniques: tuple[Technique[Any], ...] = ()
 
     @property
     def run(self) -> RunSpec:
@@ -59,8 +59,9 @@ class RunInputs:
 
     @property
     def extra_arrays(self) -> tuple[ArrayUnit, ...]:
-        """Array units the techniques add to every processor."""
-        return tuple(a for t in self.techniques for a in t.add_components(self.hardware))
+        """Array units the graph rewriters add to every processor."""
+        rewriters = [t for t in self.techniques if isinstance(t, GraphRewriter)]
+        return tuple(a for t in rewriters for a in t.extra_arrays(self.hardware))
 
     @property
     def source(self) -> str:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import ClassVar
-
-import numpy as np
+from typing import Any, ClassVar
 
 from accelsim.config.enums import EpilogueFusion
 from accelsim.driver.inputs import RunInputs
@@ -32,12 +30,16 @@ from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.training import TrainingReport
 from accelsim.techniques.base import (
     BASE,
+    GraphRewriter,
     Rewrite,
+    SampledRewriter,
     SimulatedStep,
     StepCost,
     Technique,
     TechniqueContext,
     TrainingPlan,
+    kind_definers,
+    placers,
 )
 from accelsim.timing.costs import op_costs
 from accelsim.timing.tile_groups import simulate_grouped as simulate
@@ -67,10 +69,9 @@ class _Run:
             lambda graph: self.simulate(graph, "candidate"),
             self.cost_of,
         )
-        # inputs.techniques are in the order they compose (techniques/registry.py)
-        ordered = sorted(enumerate(inputs.techniques), key=lambda it: (it[1].rewrite_phase, it[0]))
-        self.rewriters = [t for _, t in ordered]
-        self.placer = next((t for t in inputs.techniques if t.places()), None)
+        # inputs.techniques are in the order they compose (techniques/order.py)
+        self.rewriters = [t for t in inputs.techniques if isinstance(t, GraphRewriter)]
+        self.placer = next(iter(placers(inputs.techniques)), None)
 
     def lowered(self, batch: int) -> OpGraph:
         """One replica's step at ``batch`` samples, lowered once per run (and reused by
@@ -147,11 +148,12 @@ class _Run:
 
     def step(self, kind: str, result: RunResult, base: RunResult) -> SimulatedStep:
         """A simulated graph of ``kind`` and what one step of it costs: the placer's
-        steady state, or its totals, then each technique's expected cost."""
+        steady state, or its totals, then each sampled rewriter's mean over its draws."""
         cost = self.placer.step_cost(result) if self.placer is not None else StepCost.of(result)
         step = SimulatedStep(result, cost)
         for technique in self.inputs.techniques:
-            step = SimulatedStep(result, technique.expected_cost(self.ctx, base, kind, step))
+            if isinstance(technique, SampledRewriter):
+                step = SimulatedStep(result, technique.expected_cost(self.ctx, base, kind, step))
         return step
 
     def cost_of(self, kind: str, replace: Mapping[str, Rewrite]) -> StepCost:
@@ -225,12 +227,13 @@ def simulate_graph(
     graph: OpGraph,
     step: str = BASE,
     extra_arrays: Sequence[ArrayUnit] = (),
-    techniques: Sequence[Technique] = (),
+    techniques: Sequence[Technique[Any]] = (),
 ) -> RunResult:
     """Simulate an op graph already placed on processors, on the run's hardware.
 
     ``extra_arrays`` are array units beyond the main one that its GEMMs may
-    name; ``techniques`` may mask folds of its GEMMs and adjust the result.
+    name; the sampled rewriters among ``techniques`` say what the folds of the GEMMs
+    whose folds they skip or compact use.
 
     Raises:
         ConfigError: if the step's counts or cycles exceed
@@ -243,10 +246,9 @@ def simulate_graph(
         raise ConfigError(problems)
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
     folds = schedule(graph, (main_array(hw), *extra_arrays))
-    if techniques:  # numpy.random loads on first use: only runs with techniques pay for it
-        rng = np.random.default_rng(run.seed)
-        for technique in techniques:
-            uses = technique.mask_tiles(graph, folds, rng)
+    for technique in techniques:
+        if isinstance(technique, SampledRewriter):
+            uses = technique.fold_uses(graph, folds)
             if uses:
                 folds = folds.with_uses(uses)
     timing = run.timing
@@ -294,8 +296,6 @@ def simulate_graph(
         workload.source,
         tuple(workload.notes or ()),
     )
-    for technique in techniques:
-        result = technique.adjust_counters(result)
     utilization = result.utilization()
     if not 0 <= utilization <= 1:
         raise SimulationError(f"{step} step: utilization {utilization!r} outside [0, 1]")
@@ -333,16 +333,15 @@ def simulate_training(inputs: RunInputs, progress: Progress | None = None) -> Tr
     return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
 
 
-def _kinds(techniques: tuple[Technique, ...], ctx: TechniqueContext) -> list[str]:
-    for t in techniques:
-        if t.defines_kinds():
-            return list(t.step_kinds(ctx))
-    names = [t.name for t in techniques if t.places()] or [techniques[0].name]
-    return names
+def _kinds(techniques: tuple[Technique[Any], ...], ctx: TechniqueContext) -> list[str]:
+    definers = kind_definers(techniques)
+    if definers:
+        return list(definers[0].step_kinds(ctx))
+    return [t.name for t in placers(techniques)] or [techniques[0].name]
 
 
 def _report(
-    techniques: tuple[Technique, ...],
+    techniques: tuple[Technique[Any], ...],
     ctx: TechniqueContext,
     base: RunResult,
     steps: Mapping[str, SimulatedStep],
@@ -351,13 +350,13 @@ def _report(
     technique that defines step kinds (or every step of the one kind), and each
     technique's section."""
     training = ctx.run.training
-    definer = next((t for t in techniques if t.defines_kinds()), None)
+    definer = next(iter(kind_definers(techniques)), None)
     if definer is not None:
         shares = definer.kind_shares(ctx)
     else:
         (kind,) = steps
         shares = [{kind: 1.0}] * training.epochs
     plan = TrainingPlan(training.epochs, training.batches_per_epoch, tuple(shares))
-    sections = [s for t in techniques if (s := t.training(ctx, base, steps, plan)) is not None]
+    sections = [t.training(ctx, base, steps, plan) for t in techniques]
     costs = {BASE: StepCost.of(base), **{kind: s.cost for kind, s in steps.items()}}
     return TrainingReport.of([t.name for t in techniques], plan, costs, sections)

@@ -2,7 +2,7 @@
 
 A *step graph* is one replica's forward and backward pass after every technique
 has rewritten it (:func:`accelsim.lowering.step.lower`, then
-``Technique.rewrite_graph``); ``StepGraph`` makes it for a batch size.  The
+``GraphRewriter.rewrite_graph``); ``StepGraph`` makes it for a batch size.  The
 policies here add the optimizer updates and decide every op's processor:
 
 * ``single``: the whole step on processor 0;
@@ -11,7 +11,7 @@ policies here add the optimizer updates and decide every op's processor:
   all-reduced over the interconnect, then each processor updates its own copy.
 
 Pipeline schedules are placements too; they are techniques
-(:mod:`accelsim.techniques.pipelining`) built from the same passes.  Data that
+(:mod:`accelsim.techniques.pipelines`) built from the same passes.  Data that
 crosses processors gets its transfers from
 :func:`~accelsim.graph.passes.insert_transfers`, run last by every placement.
 """

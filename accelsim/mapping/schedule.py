@@ -5,9 +5,9 @@ mapping (see :mod:`accelsim.mapping.dataflow`), its row and column folds, its
 shape, its operand footprints and word sizes, whether each operand stays on
 chip, and which operands resident tile streams serve
 (:mod:`accelsim.mapping.tile_reuse`, whose result the schedule keeps for the vector
-ops too).  A technique may mask folds (``mask_tiles``): a GEMM's mask has one entry
-per ``(row fold, column fold)``, false for a fold that is skipped in every one of
-its ``count`` GEMMs.  The schedule keeps what the running folds use
+ops too).  A technique may mask folds (a sampled rewriter's ``fold_uses``): a GEMM's
+mask has one entry per ``(row fold, column fold)``, false for a fold that is skipped
+in every one of its ``count`` GEMMs.  The schedule keeps what the running folds use
 (:func:`fold_use`): how many run, the share of each operand's blocks they touch,
 and the partial-sum round trips of each column block, so that timing charges a
 masked GEMM's DRAM traffic by its operands' reuse.  Timing

@@ -149,6 +149,13 @@ def log_if_decades(ax: Axes, values: Sequence[float], axis: str = "y") -> bool:
     return True
 
 
+def whole_number_ticks(ax: Axes) -> None:
+    """Tick ``ax``'s x axis at whole numbers only (counts: processors, layers)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _plain(value: float, _position: object = None) -> str:
     """A tick value as a plain number, thousands separated: ``0.5``, ``20``, ``5,000``."""
     return f"{value:,.0f}" if value >= 1 else f"{value:g}"

@@ -31,7 +31,8 @@ from accelsim.report.figure import (
 from accelsim.report.means import geometric_mean, saving_mean
 
 
-def _rows(csv_path: Path) -> list[dict[str, str]]:
+def csv_rows(csv_path: Path) -> list[dict[str, str]]:
+    """The rows of a result CSV file, each a dict by column."""
     with csv_path.open(encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
 
@@ -61,7 +62,7 @@ def plot_suite(
 ) -> None:
     """Per model of a ``suite.csv``: step time, step energy (each on a log axis when it
     spans decades) and each energy component's share."""
-    rows = _rows(csv_path)
+    rows = csv_rows(csv_path)
     models = [r["model"] for r in rows]
     components = [
         c for c in rows[0] if c.startswith("energy_") and c.endswith("_pj") and c != "energy_pj"
@@ -105,7 +106,7 @@ def plot_speedup(
     """Per model of a technique's ``suite.csv``: the whole-training speedup (x, each bar
     with its bound) and, when reported, the energy saving (%), each ending with the
     geometric mean over the models (the saving's: of the energy ratios)."""
-    rows = _rows(csv_path)
+    rows = csv_rows(csv_path)
     models = tuple(r["model"] for r in rows)
     layout = Grouping(models, ("",), "model")
     speedup = {(r["model"], ""): float(r["speedup"]) for r in rows}
@@ -129,7 +130,7 @@ def plot_sensitivity(
     """The suite's geometric-mean speedup and energy saving along each swept axis of a
     sensitivity CSV (its ``speedup`` and ``energy_reduction`` columns)."""
     with styled():
-        _sensitivity(_rows(csv_path), path, title, fmt, size)
+        _sensitivity(csv_rows(csv_path), path, title, fmt, size)
 
 
 def _sensitivity(
@@ -179,7 +180,7 @@ def plot_gantt(
     """
     from matplotlib.patches import Patch
 
-    rows = _rows(ops_csv)
+    rows = csv_rows(ops_csv)
     lanes = sorted({(int(r["processor"]), r["unit"]) for r in rows})
     lane_of = {lane: i for i, lane in enumerate(lanes)}
     bars: dict[tuple[int, str], list[tuple[int, int]]] = {}
@@ -289,111 +290,3 @@ def _cumulative(
         if len(times)
         else (np.zeros_like(at))
     )
-
-
-def plot_pipeline_sweep(
-    csv_path: Path,
-    path: Path,
-    title: str,
-    fmt: str = "png",
-    size: FigureSize = FigureSize.PAGE,
-) -> None:
-    """Geometric-mean speedup over one processor against P per schedule; LayerPipe over
-    PipeDream per model and in geometric mean, with the LayerPipe paper's +25 % (mean)
-    and +80 % (best, 7-9 processors) marked."""
-    with styled():
-        _pipeline_sweep(_rows(csv_path), path, title, fmt, size)
-
-
-def _pipeline_sweep(
-    rows: list[dict[str, str]], path: Path, title: str, fmt: str, size: FigureSize
-) -> None:
-    from matplotlib.ticker import MaxNLocator
-
-    counts = sorted({int(r["processors"]) for r in rows})
-    schedules = list(dict.fromkeys(r["schedule"] for r in rows))
-    models = sorted({r["model"] for r in rows})
-    speed = {(r["model"], int(r["processors"]), r["schedule"]): float(r["speedup"]) for r in rows}
-    fig = new_figure(size, size.height_in(1) + 0.6)
-    mean_ax, ratio_ax = fig.subplots(1, 2)
-    fig.suptitle(title)
-    gmean = geometric_mean
-    for schedule in schedules:
-        mean = [gmean([speed[(m, p, schedule)] for m in models]) for p in counts]
-        mean_ax.plot(counts, mean, "o-", label=schedule)
-    mean_ax.plot(counts, counts, ":", color="gray", label="linear")
-    mean_ax.set_xlabel("processors")
-    for ax in (mean_ax, ratio_ax):  # processor counts are whole numbers
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    mean_ax.set_ylabel("geometric-mean speedup over one processor (x)")
-    mean_ax.legend()
-    if {"layerpipe", "pipedream"} <= set(schedules):
-        for model in models:
-            ratio_ax.plot(
-                counts,
-                [speed[(model, p, "layerpipe")] / speed[(model, p, "pipedream")] for p in counts],
-                color="tab:gray",
-                alpha=0.3,
-            )
-        mean_ratio = [
-            gmean([speed[(m, p, "layerpipe")] / speed[(m, p, "pipedream")] for m in models])
-            for p in counts
-        ]
-        ratio_ax.plot(counts, mean_ratio, "o-", color="tab:red", label="geometric mean")
-        ratio_ax.axhline(1.0, color="black", linewidth=0.8)
-        ratio_ax.axhline(1.25, color="tab:blue", linestyle="--", label="paper: +25 % mean")
-        ratio_ax.axhline(1.80, color="tab:purple", linestyle=":", label="paper: +80 % at 7-9")
-        ratio_ax.set_xlabel("processors")
-        ratio_ax.set_ylabel("LayerPipe speedup / PipeDream speedup")
-        ratio_ax.legend()
-    save(fig, path, fmt)
-
-
-def plot_dropout_sweep(
-    csv_path: Path,
-    path: Path,
-    title: str,
-    fmt: str = "png",
-    size: FigureSize = FigureSize.PAGE,
-) -> None:
-    """Approximate random dropout against the rate: speedup over conventional dropout
-    (left, with the journal paper's ranges, 1.18-2.16x MLP and 1.24-1.85x LSTM, as
-    bands) and energy saving (right), one line per model, pattern and batch."""
-    with styled():
-        _dropout_sweep(_rows(csv_path), path, title, fmt, size)
-
-
-def _dropout_sweep(
-    rows: list[dict[str, str]], path: Path, title: str, fmt: str, size: FigureSize
-) -> None:
-    fig = new_figure(size, size.height_in(1) + 0.8)
-    speed_ax, energy_ax = fig.subplots(1, 2)
-    fig.suptitle(title)
-    for lo, hi, label, colour in (
-        (1.18, 2.16, "paper MLP", "C0"),
-        (1.24, 1.85, "paper LSTM", "C1"),
-    ):
-        speed_ax.axhspan(lo, hi, color=colour, alpha=0.08, label=label)
-    groups = list(dict.fromkeys((r["model"], r["batch"]) for r in rows))
-    lines = dict.fromkeys((r["model"], r["pattern"], r["batch"]) for r in rows)
-    for model, pattern, batch in lines:
-        key = (model, pattern, batch)
-        mine = sorted(
-            (r for r in rows if (r["model"], r["pattern"], r["batch"]) == key),
-            key=lambda r: float(r["rate"]),
-        )
-        rates = [float(r["rate"]) for r in mine]
-        look = {
-            "color": f"C{(groups.index((model, batch)) + 2) % 10}",
-            "linestyle": {"element": ":", "row": "-", "tile": "--"}.get(pattern, "-."),
-            "marker": {"row": "o", "tile": "s"}.get(pattern, ""),
-            "label": f"{model} {pattern} batch {batch}",
-        }
-        speed_ax.plot(rates, [float(r["speedup"]) for r in mine], **look)
-        energy_ax.plot(rates, [100 * float(r["energy_reduction"]) for r in mine], **look)
-    speed_ax.set_xlabel("dropout rate")
-    speed_ax.set_ylabel("speedup over conventional dropout (x)")
-    energy_ax.set_xlabel("dropout rate")
-    energy_ax.set_ylabel("energy saving (%)")
-    speed_ax.legend(fontsize="x-small", ncol=2)
-    save(fig, path, fmt)

@@ -15,7 +15,7 @@ Three parts of ``summary.json`` are deliberately not typed here:
   ``str -> str`` mapping, spread into the top level of the record right after
   ``array``;
 * the ``training`` section, present when a technique defines step kinds, is
-  the techniques' part: a dict each technique builds in its ``training`` hook
+  the techniques' part: a dict each technique builds in its ``training`` method
   (:attr:`accelsim.report.result.TrainingResult.training`), added to the
   baseline step's record by :meth:`accelsim.report.result.TrainingResult.summary`
   and ignored by :meth:`StepSummary.from_dict`;

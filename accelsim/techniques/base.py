@@ -1,49 +1,42 @@
-"""The technique plug-in contract.
+"""The technique plug-in contract: what every technique is, and the roles it may play.
 
-A technique is a class with a validated ``Config`` (a frozen pydantic spec, read
-from the run file's ``techniques.<name>`` section) and any of these hooks, all
-optional, which the driver (:mod:`accelsim.driver`) calls in this order:
+Every technique is a :class:`Technique` generic in its config, a frozen pydantic spec
+read from the run file's ``techniques.<name>`` section (``class
+GradientSkipping(GraphRewriter[GradientSkippingConfig])``: ``self.config`` is that
+spec).  Every technique checks its settings at load time (:meth:`Technique.validate`,
+so ``accelsim check`` rejects a bad configuration before anything is simulated) and
+reports its part of the training report (:meth:`Technique.training`, with the
+provenance of its defaults, :meth:`Technique.defaults`).  Besides, it plays one or
+more roles, each a class it derives from; the driver (:mod:`accelsim.driver`) picks
+techniques by role:
 
-* :meth:`Technique.validate`: load-time checks against the hardware, workload
-  and run, so ``accelsim check`` rejects a bad configuration before anything is
-  simulated;
-* :meth:`Technique.add_components`: extra array units per processor;
-* :meth:`Technique.defines_kinds` and :meth:`Technique.step_kinds`: the kinds of
-  training step the technique splits training into (ADA-GP's BP and GP steps,
-  gradient skipping's skip sets); at most one technique defines them;
-* :meth:`Technique.rewrite_graph`: a graph-to-graph pass on one replica's step
-  graph of each step kind, run in :class:`RewritePhase` order and in run-file
-  order within a phase;
-* :meth:`Technique.place`: the whole step placed on processors (a pipeline
-  schedule over several mini-batches) instead of the run's ``assignment``; at
-  most one technique places;
-* :meth:`Technique.mask_tiles`: per-fold masks of GEMMs, handed to the
-  :class:`~accelsim.mapping.schedule.FoldSchedule`;
-* :meth:`Technique.adjust_counters`: a change to a simulated step's result
-  (extra unit energy, say);
-* :meth:`Technique.step_cost`: what one training step of a placed graph costs
-  (the placing technique's: a pipeline's steady state per mini-batch);
-* :meth:`Technique.expected_cost`: that cost corrected for what the one
-  simulated step does not show (approximate dropout's mean over its drawn
-  patterns);
-* :meth:`Technique.kind_shares`: the share of each epoch's steps that are of each
-  kind (the technique that defines step kinds);
-* :meth:`Technique.training`: its section of the training report
-  (:class:`~accelsim.report.training.Section`); the shared numbers (totals,
-  speedup, bound, reductions) are the driver's, computed once for the composed
-  steps (:class:`~accelsim.report.training.TrainingReport`).
+* :class:`GraphRewriter`: rewrites one replica's step graph of each step kind (and
+  says what that graph needs: array units of its own, and which weight gradients
+  it packs, a fact other techniques' checks read);
+* :class:`SampledRewriter`: a rewriter whose every training step draws its own
+  pattern: the engine simulates the first draw (:meth:`SampledRewriter.fold_uses`)
+  and :meth:`SampledRewriter.expected_cost` is the mean over the draws;
+* :class:`Placer`: places the whole step on the processors instead of the run's
+  ``assignment`` (a pipeline schedule over several mini-batches), and says what
+  one training step of what it placed costs; at most one per run;
+* :class:`KindDefiner`: splits training into kinds of step of its own (ADA-GP's
+  BP and GP steps, gradient skipping's skip sets) and shares each epoch's steps
+  among them; at most one per run.
 
-Techniques declare the ones they cannot be combined with in ``conflicts``, and
-the weight gradients they pack in :meth:`Technique.packed_weight_gradients`.
+A technique declares the techniques it cannot run with (``conflicts``) and the
+ones it must come after or before (``after``, ``before``: name -> reason); a run's
+techniques compose in the order those declarations give
+(:mod:`accelsim.techniques.order`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -63,40 +56,39 @@ from accelsim.workload.model import Workload
 
 __all__ = [
     "BASE",
+    "GraphRewriter",
+    "KindDefiner",
     "LoadContext",
+    "Placer",
     "Rewrite",
-    "RewritePhase",
+    "SampledRewriter",
     "Section",
     "SimulatedStep",
     "StepCost",
     "Technique",
     "TechniqueContext",
     "TrainingPlan",
+    "kind_definers",
+    "placers",
 ]
+
+C = TypeVar("C", bound=Spec)
+"""A technique's config spec."""
 
 Rewrite = Callable[[OpGraph], OpGraph]
 """A graph-to-graph pass in place of a technique's rewrite (``TechniqueContext.cost_of``)."""
 
 
-class RewritePhase(IntEnum):
-    """When a technique's ``rewrite_graph`` runs: work is removed before work is
-    added, and fusion comes last."""
-
-    PRUNE = 0
-    AUGMENT = 1
-    FUSE = 2
-
-
 @dataclass(frozen=True)
 class LoadContext:
     """What a technique's load-time validation may read (``techniques``: every
-    technique of the run, this one included)."""
+    technique of the run, this one included, in the order they compose)."""
 
     run: RunSpec
     run_file: Path
     hardware: HardwareSpec
     infos: tuple[LayerInfo, ...]
-    techniques: tuple[Technique, ...] = ()
+    techniques: tuple[Technique[Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +96,7 @@ class TechniqueContext:
     """What a technique may read about the run it is part of.
 
     Attributes:
+        extra_arrays: The array units the run's rewriters add to every processor.
         simulate: Simulates a placed graph on the run's hardware (results are
             cached, so simulating the same graph object again costs nothing).
         cost_of: What one step of a kind costs when some techniques' rewrites are
@@ -130,20 +123,33 @@ class SimulatedStep:
     cost: StepCost
 
 
-class Technique:
-    """Base class: a named plug-in with a config; every hook defaults to no effect.
+class Technique(ABC, Generic[C]):
+    """What every technique is: a named plug-in with a typed config, checked at load
+    time, with its section of the training report.
+
+    ``Config`` is the spec the class is generic in (set when the class is defined).
 
     Args:
-        config: The validated ``Config`` of this technique.
+        config: The validated config of this technique.
         source: Where the config came from (the run file), for error messages.
     """
 
     name: ClassVar[str]
     Config: ClassVar[type[Spec]]
     conflicts: ClassVar[frozenset[str]] = frozenset()
-    rewrite_phase: ClassVar[RewritePhase] = RewritePhase.AUGMENT
+    after: ClassVar[Mapping[str, str]] = {}
+    """Techniques this one composes after when the run has them: name -> why."""
+    before: ClassVar[Mapping[str, str]] = {}
+    """Techniques this one composes before when the run has them: name -> why."""
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            for arg in typing.get_args(base):
+                if isinstance(arg, type) and issubclass(arg, Spec):
+                    cls.Config = arg
+
+    def __init__(self, config: C, source: str) -> None:
         self.config = config
         self.source = source
 
@@ -151,87 +157,106 @@ class Technique:
         """The key path of this technique's config (or of ``key`` in it)."""
         return f"techniques.{self.name}" + (f".{key}" if key else "")
 
+    @abstractmethod
     def validate(self, load: LoadContext) -> list[Problem]:
         """Problems of this configuration with this run, hardware and workload."""
-        return []
 
+    @abstractmethod
     def defaults(self) -> Mapping[str, Origin]:
         """Where the default of each of its settings comes from, by dotted key (the
         provenance its report states: :mod:`accelsim.techniques.provenance`)."""
-        return {}
 
-    def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
-        """Layers whose weight-gradient GEMM this technique packs (drops rows or
-        columns of and moves the kept ones together): a technique that indexes that
-        GEMM by the weight's own rows and columns cannot compose with it there."""
-        return frozenset()
-
-    def add_components(self, hw: HardwareSpec) -> Sequence[ArrayUnit]:
-        """Array units to add to every processor."""
-        return ()
-
-    def defines_kinds(self) -> bool:
-        """Whether it splits training into kinds of step of its own (:meth:`step_kinds`);
-        at most one technique of a run may."""
-        return False
-
-    def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
-        """The kinds of training step to simulate besides the baseline step (for a
-        technique that :meth:`defines_kinds`)."""
-        raise NotImplementedError
-
-    def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
-        """The step graph of ``kind`` with this technique applied."""
-        return graph
-
-    def accumulated_micro_batches(self) -> int:
-        """Micro-batches whose gradients a step sums before it updates the weights."""
-        return 1
-
-    def places(self) -> bool:
-        """Whether this technique places the step on processors (:meth:`place`)."""
-        return False
-
-    def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
-        """The step graph ``step`` makes, placed on the processors with its updates."""
-        raise NotImplementedError
-
-    def mask_tiles(
-        self, graph: OpGraph, schedule: FoldSchedule, rng: np.random.Generator
-    ) -> Mapping[int, np.ndarray]:
-        """What the running folds of the GEMMs whose folds this technique skips or
-        compacts use, by op id: each a vector of
-        :data:`~accelsim.mapping.schedule.USE_FIELDS` (from a fold mask,
-        :func:`~accelsim.mapping.schedule.fold_use`)."""
-        return {}
-
-    def adjust_counters(self, result: RunResult) -> RunResult:
-        """A simulated step's result with this technique's corrections."""
-        return result
-
-    def step_cost(self, result: RunResult) -> StepCost:
-        """What one training step of a graph this technique placed costs."""
-        return StepCost.of(result)
-
-    def expected_cost(
-        self, ctx: TechniqueContext, base: RunResult, kind: str, step: SimulatedStep
-    ) -> StepCost:
-        """What one step of ``kind`` costs on average, when the simulated step (its cost
-        ``step.cost``) stands for many that differ."""
-        return step.cost
-
-    def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
-        """Per epoch, the share of its steps of each kind this technique defines
-        (:meth:`step_kinds`), summing to 1."""
-        raise NotImplementedError
-
+    @abstractmethod
     def training(
         self,
         ctx: TechniqueContext,
         base: RunResult,
         steps: Mapping[str, SimulatedStep],
         plan: TrainingPlan,
-    ) -> Section | None:
+    ) -> Section:
         """Its section of the training report, from the baseline, the simulated steps
         (with their expected costs) and the run's training plan."""
-        return None
+
+
+class GraphRewriter(Technique[C]):
+    """A technique that rewrites one replica's step graph of every step kind, each
+    rewrite reading the graph as the earlier techniques left it."""
+
+    @abstractmethod
+    def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
+        """The step graph of ``kind`` with this technique applied."""
+
+    def extra_arrays(self, hw: HardwareSpec) -> Sequence[ArrayUnit]:
+        """Array units its rewritten graphs run ops on, added to every processor
+        (none unless it brings its own)."""
+        return ()
+
+    def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
+        """Layers whose weight-gradient GEMM its rewrite packs (drops rows or columns of
+        and moves the kept ones together): a technique that indexes that GEMM by the
+        weight's own rows and columns cannot compose with it there (none unless it
+        packs some)."""
+        return frozenset()
+
+
+class SampledRewriter(GraphRewriter[C]):
+    """A rewriter whose every training step draws its own pattern: the step graph it
+    rewrites, and the engine simulates, is the first draw's; the others are counted."""
+
+    @abstractmethod
+    def fold_uses(self, graph: OpGraph, schedule: FoldSchedule) -> Mapping[int, np.ndarray]:
+        """What the running folds of the GEMMs of ``graph`` whose folds the simulated
+        draw skips or compacts use, by op id: each a vector of
+        :data:`~accelsim.mapping.schedule.USE_FIELDS`."""
+
+    @abstractmethod
+    def expected_cost(
+        self, ctx: TechniqueContext, base: RunResult, kind: str, step: SimulatedStep
+    ) -> StepCost:
+        """What one step of ``kind`` costs on average over the draws, the simulated one
+        costing ``step.cost``."""
+
+
+class Placer(Technique[C]):
+    """A technique that places the whole step on the processors instead of the run's
+    ``assignment``."""
+
+    @abstractmethod
+    def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
+        """The step graph ``step`` makes, placed on the processors with its updates."""
+
+    @abstractmethod
+    def step_cost(self, result: RunResult) -> StepCost:
+        """What one training step of a graph this technique placed costs."""
+
+    @abstractmethod
+    def accumulated_micro_batches(self) -> int:
+        """Micro-batches whose gradients a step sums before it updates the weights (read
+        by other techniques' checks)."""
+
+
+class KindDefiner(Technique[C]):
+    """A technique that splits training into kinds of step of its own."""
+
+    def defines_kinds(self) -> bool:
+        """Whether this configuration defines step kinds (a technique may in some
+        configurations only)."""
+        return True
+
+    @abstractmethod
+    def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
+        """The kinds of training step to simulate besides the baseline step."""
+
+    @abstractmethod
+    def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
+        """Per epoch, the share of its steps of each kind, summing to 1."""
+
+
+def placers(techniques: Iterable[Technique[Any]]) -> list[Placer[Any]]:
+    """The techniques that place the step."""
+    return [t for t in techniques if isinstance(t, Placer)]
+
+
+def kind_definers(techniques: Iterable[Technique[Any]]) -> list[KindDefiner[Any]]:
+    """The techniques whose configuration defines step kinds."""
+    return [t for t in techniques if isinstance(t, KindDefiner) and t.defines_kinds()]

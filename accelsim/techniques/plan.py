@@ -2,7 +2,7 @@
 
 A technique whose effect changes over training (ADA-GP's share of GP steps,
 convergence-aware skipping's share of skipped groups) turns a per-epoch signal
-into per-epoch shares of step kinds (``Technique.kind_shares``), and the
+into per-epoch shares of step kinds (``KindDefiner.kind_shares``), and the
 whole-training totals follow from what one step of each kind costs
 (:class:`~accelsim.report.training.TrainingPlan`).  The signal comes from a trace (a CSV of a real
 training run) or a documented synthetic curve; the simulator trains nothing.

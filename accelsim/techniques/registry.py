@@ -11,45 +11,44 @@ from typing import Any
 
 from accelsim.config.validate import join_path, suggest, validate_data
 from accelsim.errors import ConfigError, Problem
-from accelsim.techniques.base import Technique
+from accelsim.techniques.base import Technique, kind_definers, placers
+from accelsim.techniques.order import composition_order
 
-# name -> (module under accelsim.techniques, class), in the order techniques compose:
-# a run's techniques are kept in this order whatever order its file lists them in, so
-# the order of the file never changes a number.  Rewrites then run by RewritePhase
-# (work removed, then added, then fused), and within a phase in this order:
-# approximate dropout before gradient skipping, so skipping draws its groups from
-# those the step's dropout pattern kept (a dropped neuron has no gradient to skip).
-REGISTRY: dict[str, tuple[str, str]] = {
-    "approximate_dropout": ("approximate_dropout", "ApproximateDropout"),
-    "gradient_skipping": ("gradient_skipping", "GradientSkipping"),
-    "gradient_prediction": ("gradient_prediction", "GradientPrediction"),
-    "recomputation": ("recomputation", "Recomputation"),
-    "optimizer_fusion": ("optimizer_fusion", "OptimizerFusion"),
-    "gpipe": ("pipelining", "GPipe"),
-    "pipedream": ("pipelining", "PipeDream"),
-    "layerpipe": ("layerpipe", "LayerPipe"),
+REGISTRY: dict[str, str] = {
+    "approximate_dropout": "accelsim.techniques.dropout.technique:ApproximateDropout",
+    "gpipe": "accelsim.techniques.pipelines.gpipe:GPipe",
+    "gradient_prediction": "accelsim.techniques.prediction.technique:GradientPrediction",
+    "gradient_skipping": "accelsim.techniques.skipping.technique:GradientSkipping",
+    "layerpipe": "accelsim.techniques.pipelines.layerpipe:LayerPipe",
+    "optimizer_fusion": "accelsim.techniques.fusion.technique:OptimizerFusion",
+    "pipedream": "accelsim.techniques.pipelines.pipedream:PipeDream",
+    "recomputation": "accelsim.techniques.recomputation.technique:Recomputation",
 }
+"""Each technique's name in run files -> ``module:Class`` of its plug-in.  The order
+they compose in is their own declaration (:mod:`accelsim.techniques.order`)."""
 
 
-def technique_class(name: str) -> type[Technique] | None:
+def technique_class(name: str) -> type[Technique[Any]] | None:
     """The plug-in class registered as ``name`` (importing its module), or ``None``."""
     if name not in REGISTRY:
         return None
-    module, cls = REGISTRY[name]
-    found: type[Technique] = getattr(importlib.import_module(f"accelsim.techniques.{module}"), cls)
+    module, cls = REGISTRY[name].split(":")
+    found: type[Technique[Any]] = getattr(importlib.import_module(module), cls)
     return found
 
 
-def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> list[Technique]:
-    """Instantiate the techniques a run file enables, in :data:`REGISTRY` order (the
-    order they compose in, whatever order the file lists them in).
+def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> list[Technique[Any]]:
+    """Instantiate the techniques a run file enables, in the order they compose
+    (:func:`~accelsim.techniques.order.composition_order`, whatever order the file
+    lists them in).
 
     Raises:
         ConfigError: for unknown names (listing the registered ones), invalid
-            configs (at ``techniques.<name>.<key>``) and conflicting combinations.
+            configs (at ``techniques.<name>.<key>``), conflicting combinations and
+            declared orders that form a cycle.
     """
     problems: list[Problem] = []
-    techniques: list[Technique] = []
+    techniques: list[Technique[Any]] = []
     for name, data in sections.items():
         where = join_path("techniques", name)
         cls = technique_class(name)
@@ -78,17 +77,16 @@ def load_techniques(sections: dict[str, dict[str, Any] | None], file: str) -> li
             )
     if problems:
         raise ConfigError(problems)
-    order = list(REGISTRY)
-    return sorted(techniques, key=lambda t: order.index(t.name))
+    return composition_order(techniques, file)
 
 
-def compose_problems(techniques: list[Technique], file: str) -> list[Problem]:
+def compose_problems(techniques: list[Technique[Any]], file: str) -> list[Problem]:
     """Why these techniques cannot run together: two that define step kinds, or two
     that place the step on processors."""
     problems = []
     for what, owners in (
-        ("define their own step kinds", [t.name for t in techniques if t.defines_kinds()]),
-        ("place the step on processors", [t.name for t in techniques if t.places()]),
+        ("define their own step kinds", [t.name for t in kind_definers(techniques)]),
+        ("place the step on processors", [t.name for t in placers(techniques)]),
     ):
         if len(owners) > 1:
             problems.append(

@@ -1,6 +1,6 @@
 """The DRAM words and costs of GEMMs whose folds are not all run from DRAM.
 
-A technique may mask folds (:meth:`~accelsim.techniques.base.Technique.mask_tiles`):
+A technique may mask folds (:meth:`~accelsim.techniques.base.SampledRewriter.fold_uses`):
 a masked GEMM's MACs and SRAM accesses scale with its running folds, its compute
 cycles are those of its running folds alone (:func:`masked_costs`), and its DRAM
 traffic follows its operands' reuse (:func:`masked_dram`).  A resident tile stream

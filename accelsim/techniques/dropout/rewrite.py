@@ -1,7 +1,8 @@
 """Approximate random dropout's graph rewrite: the plan drawn for a run, GEMMs shrunk
 to the kept rows (row patterns and feature maps), conventional dropout ops scaled
 to the kept units, the optimizer update of dropped rows skipped (``skip_updates``),
-and the vector-unit work of generating patterns and scoring feature maps.
+and the vector-unit work of generating patterns and scoring feature maps; what the
+folds of GEMMs whose weights tile patterns drop use in the simulated step.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from accelsim.graph.ops import (
     VectorOp,
 )
 from accelsim.lowering.shapes import LayerInfo
-from accelsim.techniques.dropout_sites import Shrink, Site, TileWeight, shrunk_dims
+from accelsim.mapping.schedule import FoldSchedule
+from accelsim.mapping.units import MAIN_ARRAY
+from accelsim.techniques.dropout.folds import compacted_use
+from accelsim.techniques.dropout.sites import Shrink, Site, TileWeight, shrunk_dims, tile_geometry
 
 PATTERN_OPS = 2  # per unit and step: a modulo compare and an index compaction [D]
 SCORE_OPS = 2  # per input element: |x| and an add into its map's sum [D]
@@ -216,3 +220,42 @@ def add_aux(
 
     rewritten, _ = passes.rewrite(graph, words, emit_after=emit, owner=owner)
     return rewritten
+
+
+def tile_uses(graph: OpGraph, schedule: FoldSchedule, plan: Plan) -> dict[int, np.ndarray]:
+    """What the running folds of the main array's GEMMs whose weights ``plan``'s first
+    step tiles use under its tile patterns (compacted per column block:
+    :func:`~accelsim.techniques.dropout.folds.compacted_use`), by op id."""
+    uses = {}
+    for unit in schedule.units:
+        if unit.unit.name != MAIN_ARRAY:
+            continue
+        rows, cols = unit.unit.array.rows, unit.unit.array.cols
+        for j, op_id in enumerate(unit.op_index.tolist()):
+            op = graph.ops[op_id]
+            assert isinstance(op, GemmOp)
+            w = plan.tiles.get(op.layer)
+            geometry = tile_geometry(op, w, unit.unit.array.dataflow)
+            if w is None or geometry is None:
+                continue
+            sr_is, sc_is = geometry
+            pattern = (
+                int(plan.patterns["period"][0, w.site]),
+                int(plan.patterns["offset"][0, w.site]),
+                bool(plan.patterns["keep"][0, w.site]),
+            )
+            uses[op_id] = compacted_use(
+                int(unit.sr[j]),
+                int(unit.sc[j]),
+                int(unit.t[j]),
+                rows,
+                cols,
+                sr_is,
+                sc_is,
+                w.w_in,
+                w.w_out,
+                w.part,
+                plan.tile,
+                pattern,
+            )
+    return uses

@@ -3,7 +3,7 @@
 ``placement: tasks`` places every layer's forward, input gradient (or its two
 row halves, the first on the previous stage's processor), weight gradient and
 update as separate tasks on the processors within ``reach`` stages of the
-layer's own (:mod:`accelsim.techniques.task_placement`), with per-layer weight
+layer's own (:mod:`accelsim.techniques.pipelines.task_placement`), with per-layer weight
 delays of at most ``P`` mini-batches.  ``placement: stages`` keeps PipeDream's
 contiguous partition and 1F1B order, defers each layer's dW behind the
 activation-gradient chain and splits the dX work of each stage's first layer
@@ -21,12 +21,8 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from accelsim.config.base import NonNegativeInt, Spec
 from accelsim.config.hardware import DramSharing
 from accelsim.errors import SimulationError
 from accelsim.graph import passes, queries
@@ -39,17 +35,23 @@ from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import LoadContext, TechniqueContext
-from accelsim.techniques.pipeline_graph import (
+from accelsim.techniques.pipelines.config import (
+    MAX_MINI_BATCHES,
+    DxSplit,
+    LayerPipeConfig,
+    TaskPlacement,
+    WeightVersions,
+)
+from accelsim.techniques.pipelines.graph import (
     SplitShares,
     accumulate_gradients,
     copy_step,
     stage_sinks,
 )
-from accelsim.techniques.pipeline_plan import Plan
-from accelsim.techniques.pipeline_report import Placed
-from accelsim.techniques.pipelining import MAX_MINI_BATCHES, Fraction, PipelineConfig, Schedule
-from accelsim.techniques.provenance import Origin
-from accelsim.techniques.task_placement import (
+from accelsim.techniques.pipelines.plan import Plan
+from accelsim.techniques.pipelines.report import Placed
+from accelsim.techniques.pipelines.schedule import Schedule
+from accelsim.techniques.pipelines.task_placement import (
     MOVED_DX,
     TaskKey,
     activation_groups,
@@ -59,77 +61,8 @@ from accelsim.techniques.task_placement import (
     measure_tasks,
     task_of,
 )
+from accelsim.techniques.provenance import Origin
 from accelsim.timing.memory import dram_memories, link_memories
-
-
-class WeightVersions(str, Enum):
-    STASH = "stash"
-    EMA = "ema"
-
-
-class TaskPlacement(str, Enum):
-    BEST = "best"
-    TASKS = "tasks"
-    STAGES = "stages"
-
-
-class DxSplit(str, Enum):
-    ROWS = "rows"
-    ACTIVATION = "activation"
-    NONE = "none"
-
-
-class LayerPipeConfig(PipelineConfig):
-    """LayerPipe.
-
-    ``placement``: ``tasks`` places every layer's forward, input-gradient,
-    weight-gradient and update tasks freely on the processors within ``reach``
-    stages of the layer's own (the paper's model; ``stages`` may then exceed the
-    layer count, and processors beyond the layer count take any task);
-    ``stages`` keeps every task of a layer on its contiguous stage, with the
-    inter-layer split below; ``best`` (the default) tries both and keeps the
-    faster.  ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into
-    two tasks (``split`` of them in the first, ``balance``: half), the first on
-    the previous stage's processor; ``activation`` runs ``Wᵀδ`` as layer ``l``'s
-    dX task and the element-wise ``⊙ f'`` (the backward of the vector layers
-    below it) with layer ``l - 1``'s; ``none`` keeps dX whole.  ``split``
-    (``stages``): the share of a stage's first layer's dX work done by the
-    previous stage, or ``balance`` to move as much as evens out the two stages'
-    costs (at most all of it) [D].  ``weights``: how delayed weights are kept."""
-
-    placement: Annotated[TaskPlacement, Field(strict=False)] = Field(
-        default=TaskPlacement.BEST,
-        description="tasks (each layer's forward, dX, dW and update placed freely within"
-        " reach stages), stages (every task of a layer on its contiguous stage) or best"
-        " (both tried, the faster kept).",
-    )
-    dx_split: Annotated[DxSplit, Field(strict=False)] = Field(
-        default=DxSplit.ROWS,
-        description="Free placement: rows (each dX GEMM's rows in two tasks, the first on"
-        " the previous stage's processor), activation (the element-wise derivative with the"
-        " layer below) or none.",
-    )
-    split: Fraction | Literal["balance"] = Field(
-        default="balance",
-        description="Share of a split dX done by the previous stage, or balance to even out"
-        " the two stages' costs.",
-    )
-    weights: Annotated[WeightVersions, Field(strict=False)] = Field(
-        default=WeightVersions.STASH,
-        description="How delayed weights are kept: stash (one version per mini-batch of"
-        " delay) or ema (one buffer, LayerPipe2's moving-average reconstruction).",
-    )
-    delay_margin: NonNegativeInt | Literal["auto"] = Field(
-        default="auto",
-        description="Mini-batches of delay added for a full pipeline's queueing; auto: the"
-        " first of 0, 1, 2, 4, ..., 32 whose steady period is within 0.5 % of its bounds.",
-    )
-    reach: NonNegativeInt | None = Field(
-        default=1,
-        description="With the free task placement: how many stages away from its layer's"
-        " stage a task may run (besides processors with no stage, when there are more"
-        " processors than layers); null: anywhere.",
-    )
 
 
 @dataclass(frozen=True)
@@ -155,22 +88,16 @@ class TaskLayout:
     loads: list[int]
 
 
-class LayerPipe(Schedule):
+class LayerPipe(Schedule[LayerPipeConfig]):
     """LayerPipe: dW off the critical path, dX split across consecutive stages."""
 
     name = "layerpipe"
-    Config = LayerPipeConfig
     one_task_backward = False
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init__(self, config: LayerPipeConfig, source: str) -> None:
         super().__init__(config, source)
         self._layouts: dict[int, tuple[object, TaskLayout]] = {}
         self._chosen: dict[int, tuple[object, Candidate, list[Candidate]]] = {}
-
-    @property
-    def layerpipe(self) -> LayerPipeConfig:
-        assert isinstance(self.config, LayerPipeConfig)
-        return self.config
 
     def shares(self, plan: Plan, single: RunResult) -> dict[str, tuple[float, int]]:
         """The share of each stage's first layer's dX rows done by the previous stage
@@ -187,11 +114,11 @@ class LayerPipe(Schedule):
         for stage, name in plan.first_of().items():
             if stage == 0 or not dx_cycles.get(name):
                 continue
-            if self.layerpipe.split == "balance":
+            if self.config.split == "balance":
                 gap = stage_cost[stage] - stage_cost[stage - 1]
                 share = min(1.0, max(0.0, gap / (2 * dx_cycles[name])))
             else:
-                share = float(self.layerpipe.split)
+                share = float(self.config.split)
             if share > 0:
                 shares[name] = (share, stage - 1)
         return shares
@@ -210,7 +137,7 @@ class LayerPipe(Schedule):
         single, own = self.single_step(ctx, step, base)
         plan = self.plan(ctx, single)
         tried: list[tuple[Candidate, OpGraph]] = []
-        placement = self.layerpipe.placement
+        placement = self.config.placement
         free = self.processors(ctx) > 1
         if placement is not TaskPlacement.STAGES and free:
             graph, period = self.place_tasks(ctx, step, plan)
@@ -263,7 +190,7 @@ class LayerPipe(Schedule):
         """
         alone = self.layout(ctx, step, plan)
         processors = self.processors(ctx)
-        margin = self.layerpipe.delay_margin
+        margin = self.config.delay_margin
         margins = [0, 1, 2, 4, 8, 16, 32] if margin == "auto" else [margin]
         best: tuple[float, OpGraph, TaskLayout] | None = None
         tried: list[dict[str, int]] = []
@@ -275,7 +202,7 @@ class LayerPipe(Schedule):
             tried.append(delays)
             layout = dataclasses.replace(alone, delays=delays)
             # Enough mini-batches to fill a pipeline this deep twice over.
-            count = self.settings.mini_batches or min(
+            count = self.config.mini_batches or min(
                 max(3 * processors + 2, 2 * max(delays.values(), default=1) + 2),
                 MAX_MINI_BATCHES,
             )
@@ -295,7 +222,7 @@ class LayerPipe(Schedule):
 
     def processors(self, ctx: TechniqueContext) -> int:
         """Processors the free task placement uses (not capped at the layer count)."""
-        return self.settings.stages or ctx.hardware.processors
+        return self.config.stages or ctx.hardware.processors
 
     def defaults(self) -> dict[str, Origin]:
         return {
@@ -316,9 +243,9 @@ class LayerPipe(Schedule):
         count): ``2 P + 1`` mini-batches fill it (its delays are at most ``P``, and
         ``2 P + 2`` of them still fit in the limit); the stage options as a
         schedule's."""
-        if self.layerpipe.placement is TaskPlacement.STAGES:
+        if self.config.placement is TaskPlacement.STAGES:
             return super().depth(load)
-        processors = self.settings.stages or load.hardware.processors
+        processors = self.config.stages or load.hardware.processors
         return processors, 2 * processors + 1
 
     def layout(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> TaskLayout:
@@ -346,21 +273,21 @@ class LayerPipe(Schedule):
         period estimated by the candidate's rating; :meth:`place_tasks` adds the
         margin a full pipeline's queueing needs.
         """
-        whole = step(ctx.run.batch_size // self.settings.micro_batches)
+        whole = step(ctx.run.batch_size // self.config.micro_batches)
         processors = self.processors(ctx)
         link = link_memories(ctx.hardware)[0]
         memories = dram_memories(ctx.hardware)
         shared = ctx.hardware.dram.sharing is DramSharing.SHARED
-        split = self.layerpipe.split
+        split = self.config.split
         share = 0.5 if split == "balance" else float(split)
         steps = [whole]
-        if self.layerpipe.dx_split is DxSplit.ROWS and share > 0:
+        if self.config.dx_split is DxSplit.ROWS and share > 0:
             steps.append(
                 passes.split_gemms(
                     whole, lambda op: (share, 0) if op.phase is Phase.BWD_INPUT else None
                 )
             )
-        reach = self.layerpipe.reach
+        reach = self.config.reach
 
         def near(task: TaskKey) -> list[int]:
             """Where a task may run: the moved rows of a split dX on the previous
@@ -378,7 +305,7 @@ class LayerPipe(Schedule):
         for one in steps:
             single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
             costs = measure_tasks(ctx.simulate(single))
-            groups = activation_groups(one) if self.layerpipe.dx_split is DxSplit.ACTIVATION else []
+            groups = activation_groups(one) if self.config.dx_split is DxSplit.ACTIVATION else []
             free = assign(costs, processors, link, groups, None if shared else memories, near)
             staged = {
                 task: near(task)[0] if task[1] == MOVED_DX else plan.stage_of.get(task[0], 0)
@@ -431,7 +358,7 @@ class LayerPipe(Schedule):
             start = len(builder.ops)
             copies = [
                 copy_step(builder, one, Tag(mini_batch=j, micro_batch=i), on, copies=relabel)
-                for i in range(self.settings.micro_batches)
+                for i in range(self.config.micro_batches)
             ]
             first = first or copies[0]
             dw_on = {p.layer: where.get((p.layer, "dw"), 0) for p in copies[0]}
@@ -469,7 +396,7 @@ class LayerPipe(Schedule):
     def kept(self, downstream: int) -> int:
         """Extra weight copies of a layer ``S(l) = downstream`` stages from the end:
         ``S(l)`` stashed versions, or one buffer for the moving average."""
-        if self.layerpipe.weights is WeightVersions.EMA:
+        if self.config.weights is WeightVersions.EMA:
             return min(1, downstream)
         return downstream
 

@@ -1,6 +1,6 @@
 """ADA-GP's gradient predictor: its ops per predicted layer and its cost in closed form.
 
-See :mod:`accelsim.techniques.gradient_prediction` for the technique and the
+See :mod:`accelsim.techniques.prediction.technique` for the technique and the
 provenance of the predictor's shape.
 """
 

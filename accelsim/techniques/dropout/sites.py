@@ -35,7 +35,7 @@ import numpy as np
 from accelsim.config.base import Dataflow
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.lowering.shapes import LayerInfo
-from accelsim.timing.dropout_folds import NONE, W_IN, W_OUT
+from accelsim.techniques.dropout.folds import NONE, W_IN, W_OUT
 from accelsim.workload import model as wm
 
 GEMM_LAYERS = (wm.Linear, wm.Lstm)

@@ -9,21 +9,34 @@ binding one named, and the speedup they allow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import GIB_BYTES, HardwareSpec
 from accelsim.graph.ops import GemmOp, Phase, VectorOp
 from accelsim.graph.queries import forward_work
 from accelsim.report.result import RunResult
-from accelsim.techniques.base import TechniqueContext
-from accelsim.techniques.pipeline_memory import ProcessorMemory, channels, overflow
-from accelsim.techniques.pipeline_plan import Plan, task_bounds
+from accelsim.report.training import Input
+from accelsim.techniques.base import Section, SimulatedStep, TechniqueContext
+from accelsim.techniques.pipelines.memory import ProcessorMemory, channels, overflow
+from accelsim.techniques.pipelines.plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
 from accelsim.timing.memory import dram_capacity_bytes
+from accelsim.units import bytes_to_mb
 
-if TYPE_CHECKING:
-    from accelsim.techniques.pipelining import Schedule
+INTERNAL_DETAILS = (
+    "mini_batches_simulated",
+    "steady_window_cycles",
+    "balanced_on",
+    "measured_cycles_per_minibatch",
+    "binding_bound_cycles",
+    "single_processor_cycles",
+)
+"""A pipeline report's details on how the period was measured (the mini-batches
+simulated, the window measured, the bound's and the baseline's cycles that
+``speedup_bound`` and ``base_step_cycles`` already give): in ``summary.json``, not
+in CSV rows."""
 
 
 def _entered(run: RunResult, j: int) -> int:
@@ -72,6 +85,24 @@ class Placed:
     plan: Plan
     single: RunResult
     own: bool
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """What a schedule knows of a simulated graph it placed.
+
+    Attributes:
+        placed: How it placed it.
+        steady_cycles: Its steady period per mini-batch (``Schedule.measure``): the
+            measured one, or the binding lower bound when that is larger.
+        measured_cycles: The measured period, before the bounds.
+        memory: What each of its processors keeps in DRAM.
+    """
+
+    placed: Placed
+    steady_cycles: float
+    measured_cycles: float
+    memory: list[ProcessorMemory]
 
 
 def steady_state(run: RunResult) -> SteadyState:
@@ -187,7 +218,12 @@ def _clamp_warning(binding: str, steady: float, measured: float) -> str:
 
 
 def pipeline_report(
-    schedule: Schedule, placed: Placed, ctx: TechniqueContext, base: RunResult, run: RunResult
+    name: str,
+    micro_batches: int,
+    scheduled: Scheduled,
+    ctx: TechniqueContext,
+    base: RunResult,
+    run: RunResult,
 ) -> dict[str, Any]:
     """Steady period, bounds, per-processor use and memory of a simulated pipeline.
 
@@ -198,28 +234,28 @@ def pipeline_report(
     the pipeline beyond it.  Busy, stall and idle time and utilization are per
     processor's array over the window in which the pipeline is full.
     """
-    plan = placed.plan
+    plan = scheduled.placed.plan
     state = steady_state(run)
-    steady, done, count = schedule.period(run), state.done, state.mini_batches
-    measured = schedule.period(run, measured=True)
+    steady, done, count = scheduled.steady_cycles, state.done, state.mini_batches
+    measured = scheduled.measured_cycles
     lo, hi = done[state.first], done[state.last]
     bounds = run.cycle_bounds(count)
     binding = max(bounds, key=lambda k: bounds[k])
     clamped = steady > measured
     warnings = [_clamp_warning(binding, steady, measured)] if clamped else []
-    memory = schedule.memory(ctx, plan, run.graph)
+    memory = scheduled.memory
     problem = overflow(memory, run.hardware)
     if problem is not None:
         warnings.append(f"does not fit in DRAM: {problem}")
     return {
-        "technique": schedule.name,
+        "technique": name,
         "stages": plan.stages,
-        "micro_batches": schedule.settings.micro_batches,
+        "micro_batches": micro_batches,
         "mini_batches_simulated": count,
         "steady_window": [state.first, state.last],
         "steady_window_cycles": hi - lo,
         "partition": _partition_rows(plan),
-        "balanced_on": "own_step" if placed.own else "baseline_step",
+        "balanced_on": "own_step" if scheduled.placed.own else "baseline_step",
         "steady_cycles_per_minibatch": steady,
         "measured_cycles_per_minibatch": measured,
         "clamped": clamped,
@@ -233,13 +269,72 @@ def pipeline_report(
         "single_processor_cycles": base.total_cycles,
         "speedup": base.total_cycles / steady,
         "speedup_bound": base.total_cycles / max(bounds[binding], 1e-9),
-        "task_bounds": task_bounds(_tasks(placed.single), ctx.hardware.processors),
+        "task_bounds": task_bounds(_tasks(scheduled.placed.single), ctx.hardware.processors),
         "steps": {
             "base": {"cycles": base.total_cycles},
-            schedule.name: {"cycles": steady},
+            name: {"cycles": steady},
         },
         "processors": _processor_rows(run, memory, (lo, hi)),
         "fits": problem is None,
         "memory": _memory_report(memory, run.hardware),
-        **schedule.placement_report(run),
     }
+
+
+def schedule_section(
+    name: str,
+    reports: Mapping[str, Mapping[str, Any]],
+    steps: Mapping[str, SimulatedStep],
+    inputs: tuple[Input, ...],
+) -> Section:
+    """The schedule ``name``'s section of the training report, from each step kind's
+    :func:`pipeline_report` (the details of its own kind when it names the one kind,
+    else every kind's), with its ``inputs``."""
+    lines = []
+    for kind, report in reports.items():
+        label = "" if len(reports) == 1 else f" ({kind})"
+        stash = ", ".join(
+            f"p{row['processor']} "
+            f"{bytes_to_mb(row['activation_stash_bytes'] + row['weight_stash_bytes']):,.1f}"
+            for row in report["processors"]
+        )
+        fullest = max(report["memory"]["channels"], key=lambda c: c["footprint_bytes"])
+        lines += [
+            (
+                f"steady period{label}",
+                f"{report['steady_cycles_per_minibatch']:,.0f} cycles per mini-batch on"
+                f" {report['stages']} stages"
+                + (" (clamped to its bound)" if report["clamped"] else ""),
+            ),
+            (f"stash per processor{label}", f"{stash} MB (activations and weight versions)"),
+            (
+                f"DRAM footprint{label}",
+                f"{fullest['footprint_bytes'] / GIB_BYTES:,.3f} GiB in the fullest channel"
+                f" of {report['memory']['capacity_bytes'] / GIB_BYTES:,.3f} GiB"
+                + ("" if report["fits"] else ": does NOT fit"),
+            ),
+        ]
+    warnings = tuple(
+        w if len(reports) == 1 else f"{kind}: {w}"
+        for kind, report in reports.items()
+        for w in report["warnings"]
+    )
+    if name in steps:
+        shared = ("technique", "steps", "speedup", "speedup_bound", "binding_bound", "warnings")
+        details = {k: v for k, v in reports[name].items() if k not in shared}
+    else:
+        details = {
+            "step_kinds": {
+                kind: {k: v for k, v in r.items() if k not in ("technique", "warnings")}
+                for kind, r in reports.items()
+            },
+            "clamped": any(r["clamped"] for r in reports.values()),
+            "fits": all(r["fits"] for r in reports.values()),
+        }
+    return Section(
+        name,
+        details,
+        tuple(lines),
+        warnings=warnings,
+        inputs=inputs,
+        internal=INTERNAL_DETAILS,
+    )

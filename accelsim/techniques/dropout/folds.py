@@ -4,7 +4,7 @@ A GEMM's weight ``W`` has an input dimension (its rows, fan-in, ``w_in``) and an
 output dimension (``w_out``), cut into tiles of ``tile rows x tile cols``; tile
 ``(r, c)`` is dropped by pattern ``(period, offset, keep)`` when
 ``(r + c) % period == offset`` differs from ``keep`` (see
-:mod:`accelsim.techniques.dropout_patterns`).  Only the first ``part`` weight rows
+:mod:`accelsim.techniques.dropout.patterns`).  Only the first ``part`` weight rows
 can be dropped (an LSTM's recurrent rows never are): a tile reaching past them
 always runs.  Each of the GEMM's array-mapped dimensions ``Sr`` and ``Sc`` and its
 stream ``T`` is one weight dimension or neither (the batch).
@@ -29,8 +29,8 @@ array every line is its own block, so the forward and ``dX`` folds are exactly
 those the tiles keep; ``dW`` streams lose their dropped tiles.
 
 :func:`compacted_use` is the NumPy reference (one GEMM, one step);
-:func:`accelsim.timing.kernels.compacted_use` is the Numba kernel over all steps and
-GEMMs, and :func:`count_surviving` picks one.  Both give the fields of
+:func:`accelsim.techniques.dropout.kernels.compacted_use` is the Numba kernel over all
+steps and GEMMs, and :func:`count_surviving` picks one.  Both give the fields of
 :data:`accelsim.mapping.schedule.USE_FIELDS`.
 """
 
@@ -147,11 +147,11 @@ def count_surviving(
     steps = patterns["period"].shape[0]
     folds = -(-gemms["sr"] // gemms["rows"]) * -(-gemms["sc"] // gemms["cols"])
     if use_numba(steps * int(np.sum(folds[site >= 0]))):
-        from accelsim.timing import kernels  # Numba loads only when it pays
+        from accelsim.techniques.dropout import kernels  # Numba loads only when it pays
 
         kernel: Callable[..., np.ndarray] = kernels.compacted_use
         return kernel(
-            *(gemms[k] for k in FIELDS),
+            table(gemms),
             site,
             patterns["period"],
             patterns["offset"],
@@ -197,17 +197,24 @@ def count_surviving_numpy(
 
 FIELDS = ("sr", "sc", "t", "rows", "cols", "sr_is", "sc_is", "w_in", "w_out", "part",
           "tile_rows", "tile_cols")  # fmt: skip
+"""The per-GEMM arrays of :func:`count_surviving`, and the columns of the kernel's table."""
+
+
+def table(gemms: dict[str, np.ndarray]) -> np.ndarray:
+    """The per-GEMM arrays ``gemms`` as the kernel's ``int64`` table: a row per GEMM, a
+    column per field of :data:`FIELDS`."""
+    return np.stack([gemms[k] for k in FIELDS], axis=1).astype(np.int64)
 
 
 def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, float, float]:
     """``(folds, Numba seconds, NumPy seconds)`` counting ``steps`` x ``gemms`` GEMMs of
     2048 x 2048 weights on a 128x128 array (256 folds each, 16 tiles of 32x32 per fold)
     under keep patterns of period 2..8; warm, best of three."""
-    from accelsim.timing import kernels
+    from accelsim.techniques.dropout import kernels
 
     rng = np.random.default_rng(0)
     values = (2048, 2048, 1024, 128, 128, W_IN, W_OUT, 2048, 2048, 2048, 32, 32)
-    table = {k: np.full(gemms, v, np.int64) for k, v in zip(FIELDS, values, strict=True)}
+    columns = {k: np.full(gemms, v, np.int64) for k, v in zip(FIELDS, values, strict=True)}
     site = np.zeros(gemms, np.int64)
     patterns = {
         "period": rng.integers(2, 9, (steps, 1)),
@@ -215,7 +222,7 @@ def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, flo
         "keep": np.ones((steps, 1), bool),
     }
     kernel: Callable[..., np.ndarray] = kernels.compacted_use
-    args = (*(table[k] for k in FIELDS), site, patterns["period"], patterns["offset"])
+    args = (table(columns), site, patterns["period"], patterns["offset"])
     keep = patterns["keep"].astype(np.int64)
 
     def best(run: Callable[[], object]) -> float:
@@ -228,5 +235,5 @@ def benchmark_dropout_folds(steps: int = 100, gemms: int = 30) -> tuple[int, flo
 
     kernel(*args, keep)  # compile, or load from the cache
     fast = best(lambda: kernel(*args, keep))
-    slow = best(lambda: count_surviving_numpy(table, patterns, site))
+    slow = best(lambda: count_surviving_numpy(columns, patterns, site))
     return steps * gemms * 256, fast, slow

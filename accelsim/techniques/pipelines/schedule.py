@@ -1,23 +1,16 @@
-"""Pipeline-parallel training schedules: the common machinery, GPipe and PipeDream.
+"""Pipeline-parallel training schedules: the machinery GPipe, PipeDream and LayerPipe share.
 
-Each is a plug-in that places the step (the ``place`` hook): it partitions the
-layers into contiguous stages, one per processor, copies the step graph the
-rewriting techniques produced for each of several mini-batches (each of
+Each is a plug-in that places the step (a :class:`~accelsim.techniques.base.Placer`):
+it partitions the layers into contiguous stages, one per processor, copies the step
+graph the rewriting techniques produced for each of several mini-batches (each of
 ``micro_batches`` micro-batches) with every op on its layer's stage, orders the
 work on each processor, and lets the event engine simulate the whole task graph;
 activations and gradients that cross stages travel over the interconnect.  The
 report takes the steady state from the simulation.
 
-* **GPipe** (Huang et al., NeurIPS 2019): ``micro_batches`` per mini-batch; all
-  forwards, then all backwards, then the update; the next mini-batch waits for
-  it (synchronous).
-* **PipeDream** (Narayanan et al., SOSP 2019): one-forward-one-backward (1F1B)
-  over mini-batches; a layer's backward (dX then dW) is one task, and a stage
-  sends its input gradient upstream when its whole backward pass is done; stage
-  ``s`` of ``S`` keeps ``S - s`` mini-batches in flight and stashes a weight
-  version for each.
-* **LayerPipe** (:mod:`accelsim.techniques.layerpipe`) builds on :class:`Schedule`
-  with its own placements.
+The schedules (:mod:`~accelsim.techniques.pipelines.gpipe`,
+:mod:`~accelsim.techniques.pipelines.pipedream`,
+:mod:`~accelsim.techniques.pipelines.layerpipe`) build on :class:`Schedule`.
 
 Weight versions in time: the forward of mini-batch ``j`` on stage ``s`` uses the
 weights updated after mini-batch ``j - (S - s)`` (PipeDream, LayerPipe) or
@@ -28,12 +21,8 @@ baseline step, repeated.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import Field
-
-from accelsim.config.base import PositiveInt, Spec
-from accelsim.config.hardware import GIB_BYTES
 from accelsim.config.run import OnCapacity
 from accelsim.errors import ConfigError, Problem, SimulationError
 from accelsim.graph import passes
@@ -47,14 +36,16 @@ from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
     LoadContext,
+    Placer,
     Section,
     SimulatedStep,
     StepCost,
-    Technique,
     TechniqueContext,
     TrainingPlan,
 )
-from accelsim.techniques.pipeline_graph import (
+from accelsim.techniques.pipelines.checks import schedule_problems
+from accelsim.techniques.pipelines.config import MAX_MINI_BATCHES, PipelineConfig
+from accelsim.techniques.pipelines.graph import (
     Done,
     SplitShares,
     accumulate_gradients,
@@ -65,110 +56,47 @@ from accelsim.techniques.pipeline_graph import (
     send_after_backward,
     stage_sinks,
 )
-from accelsim.techniques.pipeline_memory import ProcessorMemory, overflow, processor_memory
-from accelsim.techniques.pipeline_plan import (
-    Plan,
-    partition,
-    replicated_partition,
-    ring_allreduce_cycles,
+from accelsim.techniques.pipelines.memory import ProcessorMemory, overflow, processor_memory
+from accelsim.techniques.pipelines.plan import Plan, partition
+from accelsim.techniques.pipelines.report import (
+    Placed,
+    Scheduled,
+    pipeline_report,
+    schedule_section,
+    steady_state,
 )
-from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.engines import followed_by
-from accelsim.timing.memory import dram_memories, link_memories
-from accelsim.units import bytes_to_mb
 
-Fraction = Annotated[float, Field(ge=0, lt=1)]
-
-
-INTERNAL_DETAILS = (
-    "mini_batches_simulated",
-    "steady_window_cycles",
-    "balanced_on",
-    "measured_cycles_per_minibatch",
-    "binding_bound_cycles",
-    "single_processor_cycles",
-)
-"""A pipeline report's details on how the period was measured (the mini-batches
-simulated, the window measured, the bound's and the baseline's cycles that
-``speedup_bound`` and ``base_step_cycles`` already give): in ``summary.json``, not
-in CSV rows."""
-
-# A schedule simulates graphs of M and 2M mini-batches, each a copy of the step
-# graph; events and graph size grow linearly in M (tests/test_compiled.py), so the cap
-# bounds memory the way ``processors``' 1,024 does (a copy of the step per processor).
-MAX_MINI_BATCHES = 1024
+P = TypeVar("P", bound=PipelineConfig)
+"""A schedule's config."""
 
 
-class PipelineConfig(Spec):
-    """``techniques.<schedule>``: stages default to the hardware's processors;
-    ``mini_batches`` to ``3 S + 2`` for ``S`` stages (at least ``2 S + 1``, so the
-    pipeline is full for at least two completions)."""
-
-    stages: PositiveInt | None = Field(
-        default=None, description="Pipeline stages; null: the hardware's processors."
-    )
-    micro_batches: PositiveInt = Field(
-        default=1, description="Micro-batches each mini-batch is split into."
-    )
-    # Each mini-batch is a copy of the step graph in the simulated schedule.
-    mini_batches: Annotated[int, Field(gt=0, le=MAX_MINI_BATCHES)] | None = Field(
-        default=None,
-        description="Mini-batches simulated to measure the steady period; null: 3 S + 2 for"
-        " S stages.",
-    )
-
-
-class PipeDreamConfig(PipelineConfig):
-    """PipeDream: ``replicate`` lets its partitioner run a stage on several processors
-    (data-parallel replicas that take turns over mini-batches and all-reduce their
-    weight gradients), as PipeDream's optimizer does."""
-
-    replicate: bool = Field(
-        default=False,
-        description="Let the partitioner run a stage on several processors, as data-parallel"
-        " replicas taking turns over mini-batches.",
-    )
-
-
-class GPipeConfig(PipelineConfig):
-    """GPipe: all forwards of a mini-batch's micro-batches, then all backwards, then
-    the update (synchronous)."""
-
-    micro_batches: PositiveInt = Field(
-        default=4, description="Micro-batches each mini-batch is split into."
-    )
-
-
-class Schedule(Technique):
+class Schedule(Placer[P]):
     """Common machinery of the three schedules."""
 
     one_task_backward: ClassVar[bool] = True
     send_after_backward: ClassVar[bool] = False  # each stage's dX leaves when its backward ends
     synchronous: ClassVar[bool] = False
     conflicts = frozenset({"gpipe", "pipedream", "layerpipe"})
+    after: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("approximate_dropout", "gradient_skipping", "gradient_prediction", "optimizer_fusion"),
+        "a schedule places the step graph the rewrites made; its section follows theirs",
+    )
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init__(self, config: P, source: str) -> None:
         super().__init__(config, source)
         self._plans: dict[int, tuple[RunResult, Plan]] = {}
         self._periods: dict[int, tuple[object, float, float]] = {}
         self._placed: dict[int, tuple[object, Placed]] = {}
 
-    @property
-    def settings(self) -> PipelineConfig:
-        assert isinstance(self.config, PipelineConfig)
-        return self.config
-
     def accumulated_micro_batches(self) -> int:
-        return self.settings.micro_batches
-
-    def places(self) -> bool:
-        return True
+        return self.config.micro_batches
 
     def mini_batches(self, stages: int) -> int:
         """Mini-batches to simulate on ``stages`` stages: ``3 S + 2`` by default, at most
         :data:`MAX_MINI_BATCHES` (``validate`` keeps ``2 S + 1`` within it)."""
-        return self.settings.mini_batches or min(3 * stages + 2, MAX_MINI_BATCHES)
+        return self.config.mini_batches or min(3 * stages + 2, MAX_MINI_BATCHES)
 
     def defaults(self) -> dict[str, Origin]:
         """Where each setting's default comes from (its report's inputs)."""
@@ -182,7 +110,7 @@ class Schedule(Technique):
     def depth(self, load: LoadContext) -> tuple[int, int]:
         """How deep the pipeline is (its stages) and the fewest mini-batches that fill
         it and measure a steady state (``2 S + 1``)."""
-        stages = min(self.settings.stages or load.hardware.processors, len(load.infos))
+        stages = min(self.config.stages or load.hardware.processors, len(load.infos))
         return stages, 2 * stages + 1
 
     def deepest(self) -> int:
@@ -190,58 +118,9 @@ class Schedule(Technique):
         return (MAX_MINI_BATCHES - 1) // 2
 
     def validate(self, load: LoadContext) -> list[Problem]:
-        cfg, processors, batch = self.settings, load.hardware.processors, load.run.batch_size
-        problems = []
-        stages, needed = self.depth(load)
-        if cfg.mini_batches is not None and cfg.mini_batches < needed:
-            problems.append(
-                Problem(
-                    self.source,
-                    self.where("mini_batches"),
-                    f"too few to fill {stages} stages and measure a steady state"
-                    f" (needs >= {needed})",
-                    cfg.mini_batches,
-                )
-            )
-        if cfg.mini_batches is None and needed > MAX_MINI_BATCHES:
-            problems.append(
-                Problem(
-                    self.source,
-                    self.where("stages"),
-                    f"{stages} stages need {needed} mini-batches to fill and measure a steady"
-                    f" state, more than the limit of {MAX_MINI_BATCHES:,}; set stages to at"
-                    f" most {self.deepest()}",
-                    stages,
-                )
-            )
-        if cfg.stages is not None and cfg.stages > processors:
-            problems.append(
-                Problem(
-                    self.source,
-                    self.where("stages"),
-                    f"more stages than the hardware's {processors} processors",
-                    cfg.stages,
-                )
-            )
-        if batch % cfg.micro_batches:
-            problems.append(
-                Problem(
-                    self.source,
-                    self.where("micro_batches"),
-                    f"must divide the batch size {batch}",
-                    cfg.micro_batches,
-                )
-            )
-        if load.run.optimizer.clip_global_norm is not None:
-            problems.append(
-                Problem(
-                    self.source,
-                    "optimizer.clip_global_norm",
-                    "global-norm clipping across pipeline stages is not modelled",
-                    load.run.optimizer.clip_global_norm,
-                )
-            )
-        return problems
+        return schedule_problems(
+            self.config, load, self.depth(load), self.deepest(), self.source, self.where
+        )
 
     def in_flight(self, stage: int, plan: Plan) -> int:
         """Mini-batches between a stage's forward and the update whose weights it uses:
@@ -285,7 +164,7 @@ class Schedule(Technique):
         if cached is not None and cached[0] is single:
             return cached[1]
         names = [info.layer.name for info in ctx.infos]
-        stages = min(self.settings.stages or ctx.hardware.processors, len(names))
+        stages = min(self.config.stages or ctx.hardware.processors, len(names))
         busy = single.layer_busy_cycles()
         costs = [busy.get(n, 0) for n in names]
         plan = Plan(stages, dict(zip(names, partition(costs, stages), strict=True)), costs)
@@ -433,7 +312,7 @@ class Schedule(Technique):
         mini_batches: int,
     ) -> OpGraph:
         """:meth:`build`, one mini-batch after another."""
-        cfg = self.settings
+        cfg = self.config
         one = step(ctx.run.batch_size // cfg.micro_batches)
         relabel = Relabel(one.ops, one.parameters)
         builder = GraphBuilder(ctx.hardware.word_bytes)
@@ -525,57 +404,29 @@ class Schedule(Technique):
         plan: TrainingPlan,
     ) -> Section:
         reports = {
-            kind: pipeline_report(self, self.placed(step.result), ctx, base, step.result)
+            kind: {
+                **pipeline_report(
+                    self.name,
+                    self.config.micro_batches,
+                    self.scheduled(ctx, step.result),
+                    ctx,
+                    base,
+                    step.result,
+                ),
+                **self.placement_report(step.result),
+            }
             for kind, step in steps.items()
         }
-        lines = []
-        for kind, report in reports.items():
-            label = "" if len(reports) == 1 else f" ({kind})"
-            stash = ", ".join(
-                f"p{row['processor']} "
-                f"{bytes_to_mb(row['activation_stash_bytes'] + row['weight_stash_bytes']):,.1f}"
-                for row in report["processors"]
-            )
-            fullest = max(report["memory"]["channels"], key=lambda c: c["footprint_bytes"])
-            lines += [
-                (
-                    f"steady period{label}",
-                    f"{report['steady_cycles_per_minibatch']:,.0f} cycles per mini-batch on"
-                    f" {report['stages']} stages"
-                    + (" (clamped to its bound)" if report["clamped"] else ""),
-                ),
-                (f"stash per processor{label}", f"{stash} MB (activations and weight versions)"),
-                (
-                    f"DRAM footprint{label}",
-                    f"{fullest['footprint_bytes'] / GIB_BYTES:,.3f} GiB in the fullest channel"
-                    f" of {report['memory']['capacity_bytes'] / GIB_BYTES:,.3f} GiB"
-                    + ("" if report["fits"] else ": does NOT fit"),
-                ),
-            ]
-        warnings = tuple(
-            w if len(reports) == 1 else f"{kind}: {w}"
-            for kind, report in reports.items()
-            for w in report["warnings"]
-        )
-        if self.name in steps:
-            shared = ("technique", "steps", "speedup", "speedup_bound", "binding_bound", "warnings")
-            details = {k: v for k, v in reports[self.name].items() if k not in shared}
-        else:
-            details = {
-                "step_kinds": {
-                    kind: {k: v for k, v in r.items() if k not in ("technique", "warnings")}
-                    for kind, r in reports.items()
-                },
-                "clamped": any(r["clamped"] for r in reports.values()),
-                "fits": all(r["fits"] for r in reports.values()),
-            }
-        return Section(
-            self.name,
-            details,
-            tuple(lines),
-            warnings=warnings,
-            inputs=inputs(self.settings, self.defaults()),
-            internal=INTERNAL_DETAILS,
+        return schedule_section(self.name, reports, steps, inputs(self.config, self.defaults()))
+
+    def scheduled(self, ctx: TechniqueContext, result: RunResult) -> Scheduled:
+        """How this schedule placed and measured the simulated graph of ``result``."""
+        placed = self.placed(result)
+        return Scheduled(
+            placed,
+            self.period(result),
+            self.period(result, measured=True),
+            self.memory(ctx, placed.plan, result.graph),
         )
 
     def weight_versions(self, stage: int, plan: Plan) -> int:
@@ -589,7 +440,7 @@ class Schedule(Technique):
         out = {}
         for layer, stage in plan.stage_of.items():
             in_flight = (
-                self.settings.micro_batches
+                self.config.micro_batches
                 if self.synchronous
                 else -(-self.in_flight(stage, plan) // plan.copies(stage))
             )
@@ -599,75 +450,3 @@ class Schedule(Technique):
     def placement_report(self, run: RunResult) -> dict[str, Any]:
         """What the report says of how a simulated graph of this schedule was placed."""
         return {}
-
-
-class GPipe(Schedule):
-    """GPipe: micro-batched, all forwards then all backwards, synchronous updates."""
-
-    name = "gpipe"
-    Config = GPipeConfig
-    synchronous = True
-
-    def defaults(self) -> dict[str, Origin]:
-        return {
-            **super().defaults(),
-            "micro_batches": (
-                Source.OURS,
-                "our choice: 4 micro-batches (GPipe splits each mini-batch into several)",
-            ),
-        }
-
-    def in_flight(self, stage: int, plan: Plan) -> int:
-        return 1
-
-    def position(self, stage: int, plan: Plan, j: int, backward: bool) -> int:
-        return 2 * j + int(backward)
-
-    def weight_versions(self, stage: int, plan: Plan) -> int:
-        return 0
-
-
-class PipeDream(Schedule):
-    """PipeDream: 1F1B with weight stashing; a layer's backward is one task."""
-
-    name = "pipedream"
-    Config = PipeDreamConfig
-    send_after_backward = True
-
-    def defaults(self) -> dict[str, Origin]:
-        return {
-            **super().defaults(),
-            "replicate": (
-                Source.OURS,
-                "our choice: off (PipeDream's partitioner may replicate stages, recalled)",
-            ),
-        }
-
-    def plan(self, ctx: TechniqueContext, single: RunResult) -> Plan:
-        """With ``replicate``, PipeDream's partitioner: stages and their replicas chosen
-        together, a replicated stage costing its layers' time over its replicas plus
-        the ring all-reduce of their gradients (both DRAM passes and
-        ``2 (r - 1)`` link steps of ``1/r`` of the bytes, with latencies)."""
-        assert isinstance(self.config, PipeDreamConfig)
-        if not self.config.replicate:
-            return super().plan(ctx, single)
-        cached = self._plans.get(id(single))
-        if cached is not None and cached[0] is single:
-            return cached[1]
-        names = [info.layer.name for info in ctx.infos]
-        busy = single.layer_busy_cycles()
-        costs = [busy.get(n, 0) for n in names]
-        gradients: dict[str, int] = {}
-        for param in single.graph.parameters:
-            gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
-        hw = ctx.hardware
-        link, dram = link_memories(hw)[0], dram_memories(hw)[0]
-        stages, replicas = replicated_partition(
-            costs,
-            [gradients.get(n, 0) for n in names],
-            self.settings.stages or hw.processors,
-            lambda size, copies: ring_allreduce_cycles(size, copies, link, dram),
-        )
-        plan = Plan(len(replicas), dict(zip(names, stages, strict=True)), costs, tuple(replicas))
-        self._plans[id(single)] = (single, plan)
-        return plan

@@ -9,22 +9,22 @@ disappear:
 * ``pattern: row`` drops neurons (period and offset over the neuron index); the
   kept neurons are compacted, so the producer's and consumers' GEMMs shrink to
   the kept count and the array runs ``ceil(k n / C)`` folds
-  (:mod:`accelsim.techniques.dropout_sites`); a consumer's weight is gathered
+  (:mod:`accelsim.techniques.dropout.sites`); a consumer's weight is gathered
   along its contiguous dimension in whole DRAM bursts (``dram.burst_bytes``);
 * ``pattern: tile`` drops tiles of the consumers' weights (DropConnect on
   blocks); the surviving tiles are compacted per column block
-  (:mod:`accelsim.timing.dropout_folds`), and what the GEMM fetches from DRAM
+  (:mod:`accelsim.techniques.dropout.folds`), and what the GEMM fetches from DRAM
   follows its running folds (:func:`accelsim.timing.costs.op_costs`);
 * ``pattern: element`` is conventional dropout: the baseline step, exactly;
 * ``feature_maps.rate`` drops each convolution's least sensitive input maps
   (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``.
 
 Each step's pattern per site is drawn from the distribution the SGD search
-(:mod:`accelsim.techniques.dropout_patterns`) finds for the site's rate, with the
+(:mod:`accelsim.techniques.dropout.patterns`) finds for the site's rate, with the
 run's ``seed``.  The event engine simulates step 0's patterns (the graph rewrite
 and the fold masks); the other ``steps - 1`` are counted fold by fold (surviving
 folds, MACs, SRAM and DRAM bytes of every affected GEMM) and priced relative to
-the simulated step, see :mod:`accelsim.techniques.dropout_steps`.
+the simulated step, see :mod:`accelsim.techniques.dropout.steps`.
 
 Provenance: the technique and its reported speedups [S] (``../shared/techniques.md``
 section 4); pattern families, the tile geometry, the regularisers of the search,
@@ -35,50 +35,49 @@ sensitivity scores [D].
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
-from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.validate import suggest
 from accelsim.errors import ConfigError, Problem
-from accelsim.graph.ops import (
-    GemmOp,
-    OpGraph,
-    Phase,
-)
+from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from accelsim.lowering.shapes import INPUT_NAME, LayerInfo
 from accelsim.mapping.schedule import FoldSchedule
-from accelsim.mapping.units import MAIN_ARRAY
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
+    GraphRewriter,
     LoadContext,
-    RewritePhase,
+    SampledRewriter,
     Section,
     SimulatedStep,
     StepCost,
-    Technique,
     TechniqueContext,
     TrainingPlan,
 )
-from accelsim.techniques.dropout_patterns import PatternFamily, load_distribution, search
-from accelsim.techniques.dropout_rewrite import (
+from accelsim.techniques.dropout.config import (
+    DEFAULTS,
+    MAX_STEPS,
+    NAME,
+    ApproximateDropoutConfig,
+    Pattern,
+)
+from accelsim.techniques.dropout.patterns import PatternFamily, load_distribution, search
+from accelsim.techniques.dropout.rewrite import (
     PATTERN_OPS,
     SCORE_OPS,
     Plan,
     add_aux,
     shrunk_graph,
     skipped_update,
+    tile_uses,
 )
-from accelsim.techniques.dropout_sites import (
+from accelsim.techniques.dropout.scores import sensitivity_scores
+from accelsim.techniques.dropout.sites import (
     Shrink,
     Site,
     TileWeight,
@@ -86,10 +85,9 @@ from accelsim.techniques.dropout_sites import (
     feature_map_shrinks,
     find_sites,
     row_shrinks,
-    tile_geometry,
     tile_weights,
 )
-from accelsim.techniques.dropout_steps import (
+from accelsim.techniques.dropout.steps import (
     StepCounts,
     StepPlan,
     count_steps,
@@ -98,146 +96,30 @@ from accelsim.techniques.dropout_steps import (
     spread,
     step_costs,
 )
-from accelsim.techniques.plan import cell, read_csv
 from accelsim.techniques.provenance import Origin, inputs
-from accelsim.timing.dropout_folds import compacted_use
-
-Rate = Annotated[float, Field(ge=0, lt=1)]
-MAX_STEPS = 12_800
-"""The most steps a run draws (``steps`` doubled until the kept shares are near)."""
-
-_SEARCH = "our choice: the SGD search's settings"
-DEFAULTS: dict[str, Origin] = {
-    "rate": (Source.RUN, "none: each dropout layer's own rate, from the workload"),
-    "pattern": (Source.RECALLED, "row and tile patterns of Song et al., recalled"),
-    "tile.rows": (Source.OURS, "none: the main array's rows, so tiles align with folds"),
-    "tile.cols": (Source.OURS, "none: the main array's columns, so tiles align with folds"),
-    "steps": (Source.OURS, "our choice: the fewest steps drawn for the mean and spread"),
-    "kept_tolerance": (
-        Source.OURS,
-        "our choice: the mean kept share within 0.5 % of its expectation",
-    ),
-    "max_period": (Source.OURS, "our choice: the pattern family's longest period"),
-    "distribution": (Source.OURS, "none: the distribution our SGD search finds"),
-    "skip_updates": (Source.OURS, "our choice: dropped rows are still updated"),
-    "search_iterations": (Source.OURS, _SEARCH),
-    "feature_maps.rate": (Source.OURS, "our choice: off"),
-    "feature_maps.scores": (Source.OURS, "none: log-normal sensitivity scores, our choice"),
-    "search_seed": (Source.OURS, _SEARCH),
-}
-"""Where each setting's default comes from (``../shared/techniques.md`` section 4)."""
 
 
-class Pattern(str, Enum):
-    ELEMENT = "element"
-    ROW = "row"
-    TILE = "tile"
-
-
-class TileSpec(Spec):
-    """Tile of the weight matrix a tile pattern drops (rows along the weight's input
-    dimension); unset: the main array's rows and columns, so tiles align with folds."""
-
-    rows: PositiveInt | None = Field(
-        default=None, description="Tile rows; null: the main array's rows."
-    )
-    cols: PositiveInt | None = Field(
-        default=None, description="Tile columns; null: the main array's columns."
-    )
-
-
-class FeatureMapSpec(Spec):
-    """Sensitivity-aware dropping of convolutions' input feature maps.
-
-    ``rate``: the share of each eligible convolution's input maps dropped (0: off).
-    ``scores``: CSV of ``layer,channel,score`` (relative to the run file); without
-    it, scores are drawn from a log-normal with the run's seed [D].  The least
-    sensitive maps are dropped.
-    """
-
-    rate: Rate = Field(
-        default=0.0, description="Share of each eligible convolution's input maps dropped (0: off)."
-    )
-    scores: str | None = Field(
-        default=None,
-        description="CSV of layer,channel,score relative to the run file; null: log-normal"
-        " scores drawn from the run's seed.",
-    )
-
-
-class ApproximateDropoutConfig(Spec):
-    """``techniques.approximate_dropout`` in a run file."""
-
-    rate: Rate | None = Field(
-        default=None,
-        description="Every dropout layer's rate; null: each layer's own rate from the workload.",
-    )
-    pattern: Annotated[Pattern, Field(strict=False)] = Field(
-        default=Pattern.ROW,
-        description="element (conventional dropout: the baseline step), row (drop whole"
-        " neurons, shrinking the GEMMs) or tile (drop tiles of the readers' weights, masking"
-        " folds).",
-    )
-    tile: TileSpec = Field(default_factory=TileSpec, description="The tile of tile patterns.")
-    steps: PositiveInt = Field(
-        default=100, description="The fewest steps drawn, each with its own patterns."
-    )
-    kept_tolerance: Annotated[float, Field(gt=0, le=1)] = Field(
-        default=0.005,
-        description="Draw steps (from steps, doubling, at most 12,800) until every site's"
-        " mean kept share of its units (or tiles) is within this share of its expectation.",
-    )
-    max_period: Annotated[int, Field(ge=2, le=64)] = Field(
-        default=16,
-        description="Longest pattern period: rates 1/max_period to 1 - 1/max_period reachable.",
-    )
-    distribution: str | None = Field(
-        default=None,
-        description="A JSON file of pattern probabilities (scripts/dropout_search.py writes"
-        " one), relative to the run file; null: the SGD search runs.",
-    )
-    skip_updates: bool = Field(
-        default=False,
-        description="Row patterns: also skip the optimizer update of dropped rows and columns.",
-    )
-    search_iterations: PositiveInt = Field(
-        default=1000, description="Iterations of the SGD search for the pattern distribution."
-    )
-    feature_maps: FeatureMapSpec = Field(
-        default_factory=FeatureMapSpec,
-        description="Sensitivity-aware dropping of convolutions' input feature maps.",
-    )
-    search_seed: NonNegativeInt = Field(default=0, description="Seed of the SGD search.")
-
-
-class ApproximateDropout(Technique):
+class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
     """Approximate random dropout as a plug-in: graph rewrite, fold masks, step statistics."""
 
-    name = "approximate_dropout"
-    Config = ApproximateDropoutConfig
-    rewrite_phase = RewritePhase.PRUNE
+    name = NAME
 
-    def __init__(self, config: Spec, source: str) -> None:
+    def __init__(self, config: ApproximateDropoutConfig, source: str) -> None:
         super().__init__(config, source)
         self._plans: dict[tuple[str, int], Plan] = {}
         self._current: Plan | None = None  # the plan of the graph being simulated
         self._counted: tuple[RunResult, StepCounts] | None = None
         self._per_step: dict[int, tuple[RunResult, dict[str, np.ndarray]]] = {}
 
-    @property
-    def settings(self) -> ApproximateDropoutConfig:
-        assert isinstance(self.config, ApproximateDropoutConfig)
-        return self.config
-
     def defaults(self) -> dict[str, Origin]:
         return DEFAULTS
 
     @cached_property
     def family(self) -> PatternFamily:
-        return PatternFamily.up_to(self.settings.max_period)
+        return PatternFamily.up_to(self.config.max_period)
 
     def validate(self, load: LoadContext) -> list[Problem]:
-        cfg = self.settings
+        cfg = self.config
         problems = []
         sites, _ = find_sites(load.infos, cfg.rate)
         if cfg.pattern is not Pattern.ELEMENT:
@@ -311,14 +193,16 @@ class ApproximateDropout(Technique):
 
     def _grouped_tiles(self, load: LoadContext, sites: Sequence[Site]) -> list[Problem]:
         """Tile patterns cannot compose with a technique that packs the weight
-        gradients of their consumers (:meth:`Technique.packed_weight_gradients`): a
+        gradients of their consumers (:meth:`GraphRewriter.packed_weight_gradients`): a
         tile pattern skips the folds of a weight's tiles in the weight's own index
         space, and packing moves the kept rows or columns of its gradient GEMM
         together, so that GEMM's folds no longer line up with tiles."""
-        if self.settings.pattern is not Pattern.TILE:
+        if self.config.pattern is not Pattern.TILE:
             return []
         consumers = [c for site in sites for c in site.consumers]
         for other in load.techniques:
+            if not isinstance(other, GraphRewriter):
+                continue
             packed = other.packed_weight_gradients(load)
             clash = [c for c in consumers if c in packed]
             if clash:
@@ -330,15 +214,15 @@ class ApproximateDropout(Technique):
                         f" {other.name} packs the rows or columns of that weight's gradient,"
                         " so its folds no longer line up with tiles; use pattern: row"
                         f" (or leave {clash[0]} to {other.name})",
-                        self.settings.pattern.value,
+                        self.config.pattern.value,
                     )
                 ]
         return []
 
     def _distribution(self, run_file: Path) -> tuple[float, np.ndarray]:
-        assert self.settings.distribution is not None
+        assert self.config.distribution is not None
         return load_distribution(
-            run_file.parent / self.settings.distribution,
+            run_file.parent / self.config.distribution,
             self.family,
             self.source,
             self.where("distribution"),
@@ -347,95 +231,15 @@ class ApproximateDropout(Technique):
     def _scores(
         self, run_file: Path, infos: Sequence[LayerInfo], seed: int
     ) -> dict[str, np.ndarray]:
-        """Sensitivity of every input map of each droppable conv: from the file or synthetic.
-
-        Every row of the file names a droppable convolution, one of its input maps
-        once, and a finite score >= 0; each conv has a score for every map, not all 0.
-
-        Raises:
-            ConfigError: at ``feature_maps.scores`` for a file that cannot be read or
-                leaves a map without a score; in the file, each bad row at its line.
-        """
-        path = self.settings.feature_maps.scores
-        channels = {
-            i.layer.name: i.in_shapes[0].dims[0] for i in droppable_convs(infos, INPUT_NAME)
-        }
-        if path is None:
-            rng = np.random.default_rng(seed)
-            return {name: rng.lognormal(0.0, 1.0, c) for name, c in channels.items()}
-        where = self.where("feature_maps.scores")
-        name, rows = read_csv(
-            run_file.parent / path, ("layer", "channel", "score"), self.source, where
+        """Sensitivity of every input map of each droppable conv (:func:`sensitivity_scores`)."""
+        return sensitivity_scores(
+            self.config.feature_maps.scores,
+            run_file,
+            infos,
+            seed,
+            self.source,
+            self.where("feature_maps.scores"),
         )
-        scores = {layer: np.full(c, np.nan) for layer, c in channels.items()}
-        first: dict[tuple[str, int], int] = {}
-        problems: list[Problem] = []
-        for line, row in rows:
-            layer = (row.get("layer") or "").strip()
-            if layer not in scores:
-                problems.append(
-                    Problem(
-                        name,
-                        f"line {line}",
-                        "layer: not a convolution whose input maps may be dropped; "
-                        + (suggest(layer, list(scores)) if scores else "the workload has none"),
-                        layer,
-                    )
-                )
-                continue
-            maps = scores[layer].shape[0]
-            channel = cell(
-                name,
-                line,
-                row,
-                "channel",
-                int,
-                range(maps).__contains__,
-                f"an input map of {layer}, 0 to {maps - 1}",
-                problems,
-            )
-            score = cell(
-                name,
-                line,
-                row,
-                "score",
-                float,
-                lambda v: math.isfinite(v) and v >= 0,
-                "a finite number >= 0",
-                problems,
-            )
-            if channel is None or score is None:
-                continue
-            earlier = first.setdefault((layer, channel), line)
-            if earlier != line:
-                problems.append(
-                    Problem(
-                        name,
-                        f"line {line}",
-                        f"a second score for {layer} channel {channel}"
-                        f" (the first is line {earlier})",
-                        score,
-                    )
-                )
-                continue
-            scores[layer][channel] = score
-        if problems:
-            raise ConfigError(problems)
-        for layer, s in scores.items():
-            if np.isnan(s).any():
-                raise ConfigError.single(
-                    self.source,
-                    where,
-                    f"no score for input map {int(np.isnan(s).argmax())} of {layer}"
-                    f" (it has {s.shape[0]}; every input map of every droppable"
-                    " convolution needs one)",
-                    path,
-                )
-            if not s.any():
-                raise ConfigError.single(
-                    name, "", f"every score of {layer} is 0: its maps cannot be ranked"
-                )
-        return scores
 
     def plan(self, ctx: TechniqueContext, gemms: Sequence[GemmOp]) -> Plan:
         """Sites, per-step patterns and kept counts of the run (drawn from its seed)."""
@@ -444,7 +248,7 @@ class ApproximateDropout(Technique):
         if cached is not None:
             self._current = cached
             return cached
-        cfg = self.settings
+        cfg = self.config
         infos = {i.layer.name: i for i in ctx.infos}
         sites: list[Site] = []
         not_compacted: list[str] = []
@@ -525,7 +329,7 @@ class ApproximateDropout(Technique):
         """The site's pattern distribution (from the file or the search), its worst
         per-unit deviation from the site's rate, and the share of units (or tiles)
         each pattern keeps."""
-        cfg = self.settings
+        cfg = self.config
         if cfg.pattern is Pattern.TILE:
             tr, tc = self.tile_size(ctx.hardware)
             w = tiles[site.consumers[0]]
@@ -543,7 +347,7 @@ class ApproximateDropout(Technique):
         return q, float(np.abs(q @ drops - site.rate).max()), kept_share
 
     def tile_size(self, hw: HardwareSpec) -> tuple[int, int]:
-        t = self.settings.tile
+        t = self.config.tile
         return (t.rows or hw.array.rows, t.cols or hw.array.cols)
 
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
@@ -553,52 +357,18 @@ class ApproximateDropout(Technique):
             return graph
         kept = plan.kept[0]
         shrunk = shrunk_graph(graph, plan, kept, plan.fetched[0], ctx.hardware.word_bytes)
-        if self.settings.skip_updates and self.settings.pattern is Pattern.ROW:
+        if self.config.skip_updates and self.config.pattern is Pattern.ROW:
             parameters = (skipped_update(p, plan, kept, plan.fetched[0]) for p in graph.parameters)
             shrunk = dataclasses.replace(shrunk, parameters=tuple(parameters))
         return add_aux(
             shrunk, plan, ctx.hardware.word_bytes, self.tile_size(ctx.hardware), self.name
         )
 
-    def mask_tiles(
-        self, graph: OpGraph, schedule: FoldSchedule, rng: np.random.Generator
-    ) -> Mapping[int, np.ndarray]:
+    def fold_uses(self, graph: OpGraph, schedule: FoldSchedule) -> Mapping[int, np.ndarray]:
         plan = self._current
-        if self.settings.pattern is not Pattern.TILE or plan is None:
+        if self.config.pattern is not Pattern.TILE or plan is None:
             return {}
-        uses = {}
-        for unit in schedule.units:
-            if unit.unit.name != MAIN_ARRAY:
-                continue
-            rows, cols = unit.unit.array.rows, unit.unit.array.cols
-            for j, op_id in enumerate(unit.op_index.tolist()):
-                op = graph.ops[op_id]
-                assert isinstance(op, GemmOp)
-                w = plan.tiles.get(op.layer)
-                geometry = tile_geometry(op, w, unit.unit.array.dataflow)
-                if w is None or geometry is None:
-                    continue
-                sr_is, sc_is = geometry
-                pattern = (
-                    int(plan.patterns["period"][0, w.site]),
-                    int(plan.patterns["offset"][0, w.site]),
-                    bool(plan.patterns["keep"][0, w.site]),
-                )
-                uses[op_id] = compacted_use(
-                    int(unit.sr[j]),
-                    int(unit.sc[j]),
-                    int(unit.t[j]),
-                    rows,
-                    cols,
-                    sr_is,
-                    sc_is,
-                    w.w_in,
-                    w.w_out,
-                    w.part,
-                    plan.tile,
-                    pattern,
-                )
-        return uses
+        return tile_uses(graph, schedule, plan)
 
     def _step_plan(self, ctx: TechniqueContext, base: RunResult) -> StepPlan:
         gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
@@ -643,7 +413,7 @@ class ApproximateDropout(Technique):
     ) -> Section:
         gemms = [op for op in base.graph.ops if isinstance(op, GemmOp)]
         drawn = self.plan(ctx, gemms)
-        cfg = self.settings
+        cfg = self.config
         skipped = skipped_report(base, self._counts(ctx, base))
         details = {
             "pattern": cfg.pattern.value,

@@ -14,16 +14,7 @@ from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.copies import Relabel, TensorMap, copied_as, instantiate, prefixed, recopied
-from accelsim.graph.ops import (
-    Access,
-    Op,
-    OpGraph,
-    Parameter,
-    Phase,
-    Tag,
-    TensorKind,
-    replaced,
-)
+from accelsim.graph.ops import Access, Op, OpGraph, Parameter, Phase, Tag, TensorKind, replaced
 from accelsim.graph.queries import GRADIENT_PHASES
 from accelsim.lowering.optimizer import add_updates
 

@@ -4,7 +4,7 @@ The engine simulates one step (step 0's patterns).  Every other drawn step
 changes only the GEMMs its patterns touch, so each of them is counted here,
 fold by fold, on the baseline step's schedule: its dimensions after compaction,
 what its folds use under tile patterns, compacted per column block
-(:func:`accelsim.timing.dropout_folds.count_surviving`, the Numba kernel when it
+(:func:`accelsim.techniques.dropout.folds.count_surviving`, the Numba kernel when it
 pays), then compute cycles, MACs, SRAM and DRAM bytes with the same closed forms
 and fold use as the engine
 (:func:`accelsim.timing.costs.unit_costs`).
@@ -44,7 +44,8 @@ from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import SimulatedStep, StepCost, TechniqueContext
-from accelsim.techniques.dropout_sites import (
+from accelsim.techniques.dropout.folds import count_surviving
+from accelsim.techniques.dropout.sites import (
     MAPPED,
     Shrink,
     TileWeight,
@@ -52,7 +53,6 @@ from accelsim.techniques.dropout_sites import (
     tile_geometry,
 )
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, ChipOptions, unit_costs
-from accelsim.timing.dropout_folds import count_surviving
 from accelsim.timing.memory import dram_memories
 
 SRAM = ("ifmap", "filter", "ofmap")

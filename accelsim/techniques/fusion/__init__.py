@@ -1,0 +1,2 @@
+"""Optimizer fusion (Jiang et al., 2021): a plug-in in
+:mod:`accelsim.techniques.fusion.technique`."""

@@ -1,0 +1,1 @@
+"""Pipeline-parallel training schedules as plug-ins: GPipe, PipeDream and LayerPipe."""

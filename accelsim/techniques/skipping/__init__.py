@@ -1,0 +1,2 @@
+"""Convergence-aware gradient skipping (Oh et al., DAC 2020): a plug-in in
+:mod:`accelsim.techniques.skipping.technique`."""
