@@ -75,3 +75,65 @@ def test_a_compiled_run_loads_one_cached_overload() -> None:
         "out['loaded'] = loaded"
     )
     assert out == {"loaded": [["run_events", True]]}
+
+
+# -- the cache covers every source the loop is compiled from -----------------------------
+
+HELPER = (
+    "from accelsim.timing.numba_setup import njit\n"
+    "STEP = {step}\n"
+    "@njit\n"
+    "def helper(x):\n"
+    "    return x + STEP\n"
+)
+LOOP = (
+    "from accelsim.timing.numba_setup import cached\n"
+    "from pkg.helper import helper\n"
+    "@cached()\n"
+    "def loop(x):\n"
+    "    return 2 * helper(x)\n"
+)
+
+
+def test_a_cached_function_is_compiled_again_when_a_helper_module_changes(
+    tmp_path: Path,
+) -> None:
+    # loop(1) = 2 * (1 + STEP).  Unchanged, a fresh process loads the cached code;
+    # with STEP edited in the helper's module (not the loop's) it compiles again.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helper.py").write_text(HELPER.format(step=1))
+    (package / "loop.py").write_text(LOOP)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    env.pop("NUMBA_CACHE_DIR", None)
+    script = (
+        "import json\nfrom pkg.loop import loop\n"
+        "stats = loop.stats\n"
+        "print(json.dumps([loop(1), sum(stats.cache_hits.values()),"
+        " sum(stats.cache_misses.values())]))"
+    )
+
+    def run() -> list[int]:
+        result = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+        assert result.returncode == 0, result.stderr
+        answer: list[int] = json.loads(result.stdout.splitlines()[-1])
+        return answer
+
+    assert run() == [4, 0, 1]  # compiled, and cached beside the module
+    assert list((package / "__pycache__").glob("loop.loop-*.nbi"))
+    assert run() == [4, 1, 0]  # loaded from the cache
+    (package / "helper.py").write_text(HELPER.format(step=5))
+    assert run() == [12, 0, 1]  # the helper's module changed: compiled again
+    assert run() == [12, 1, 0]
+
+
+def test_the_event_loops_cache_covers_its_helpers_modules() -> None:
+    from accelsim.timing import event_loop
+    from accelsim.timing.numba_setup import compiled_from
+
+    files = {p.relative_to(ROOT).as_posix() for p in compiled_from(event_loop.run_events.py_func)}
+    assert "accelsim/timing/event_loop.py" in files
+    assert "accelsim/timing/flat.py" in files  # it reads flat.KIND_UNIT

@@ -55,9 +55,9 @@ without Numba's reference counting (``_nrt=False``: they only index the loop's
 arrays, never allocate or keep one; with counting, every call paid atomic
 operations on each array argument, twice as slow); and the arrays stay
 one-dimensional per field, as the loop had them (a ``(n, 4)`` event heap was
-12 % slower, a ``(ops, 11)`` op table 8 %).  They stay in this module: Numba
-caches the loop keyed by the loop's own source file, so a helper edited in
-another module would leave a stale loop in the cache.
+12 % slower, a ``(ops, 11)`` op table 8 %).  The loop is cached with
+:func:`~accelsim.timing.numba_setup.cached`, keyed by every module it is compiled
+from, so it reads other modules' constants as module attributes (``flat.KIND_UNIT``).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from accelsim.errors import MAX_COUNT
-from accelsim.timing.flat import KIND_TRANSFER, KIND_UNIT
-from accelsim.timing.numba_setup import njit
+from accelsim import errors
+from accelsim.timing import flat
+from accelsim.timing.numba_setup import cached, njit
 
 # Event kinds.
 INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE = range(9)
@@ -520,7 +520,7 @@ def _process_start(
     """Start a transfer (its link reservation) or an all-reduce (its DRAM read on every
     participant's channel); returns the last arrival, when its process goes on."""
     size = link_bytes[op]
-    if kind[op] == KIND_TRANSFER:
+    if kind[op] == flat.KIND_TRANSFER:
         return _reserve(link_free, processor[op], now, size, link_bandwidth) + link_latency
     t = 0
     for k in range(part_ptr[op], part_ptr[op + 1]):
@@ -560,7 +560,7 @@ def _process_step(
     zero-delay event): after each join it reserves its next phase, ``2(P - 1)``
     ring steps on the participants' links, then the DRAM write on their channels.
     """
-    if kind[op] == KIND_TRANSFER:
+    if kind[op] == flat.KIND_TRANSFER:
         return -1
     stage[op] += 1
     if stage[op] % 2 == 1:  # the last arrival: join
@@ -610,7 +610,7 @@ def _release(
     return n_ready
 
 
-@njit(cache=True, error_model="numpy")
+@cached(error_model="numpy")
 def run_events(
     kind: np.ndarray,
     store: np.ndarray,
@@ -701,7 +701,7 @@ def run_events(
         # Dispatch what became ready, in order (a put or a process start each).
         for r in range(n_ready):
             op = ready[r]
-            if kind[op] == KIND_UNIT:
+            if kind[op] == flat.KIND_UNIT:
                 st = _put(op, store, priority, s_prio, s_op, s_size, store_base)
                 size = _push(h_time, h_key, h_kind, h_arg, size, now, normal + seq, PUT, st)
             else:
@@ -770,12 +770,12 @@ def run_events(
                 size = _push(h_time, h_key, h_kind, h_arg, size, t, normal + seq, event, target)
                 seq += 1
         if finished >= 0:
-            if now > MAX_COUNT:
+            if now > errors.MAX_COUNT:
                 status = OVER_LIMIT
                 break
             end[finished] = now
             n_ready = _release(finished, succ_ptr, succ_idx, waiting, ready, n_ready)
-            if kind[finished] == KIND_UNIT:
+            if kind[finished] == flat.KIND_UNIT:
                 serve = store[finished]
                 units[serve, U_PHASE] = IDLE
     return start, end, events, status
