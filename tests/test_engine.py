@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 import simpy
 
-from accelsim.config.hardware import DramSharing, HardwareSpec
+from accelsim.config.dram import DramSharing
+from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import load_hardware, parse_sets
 from accelsim.graph.ops import (
     Access,

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from accelsim.config.hardware import DramArbitration, HardwareSpec
+from accelsim.config.dram import DramArbitration
+from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import Access, CommOp, OpGraph, Phase, Tensor, TensorKind
 from accelsim.timing import compiled, engine
@@ -168,7 +169,7 @@ def test_only_the_memory_module_turns_a_bandwidth_into_time() -> None:
     assert readers == {
         "timing/memory.py",
         "report/result.py",
-        "config/hardware.py",
+        "config/dram.py",
         "calibration/fit.py",
     }
 

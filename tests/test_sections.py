@@ -27,6 +27,8 @@ CHOICES: dict[str, list[Any]] = {
     "array.count": [1, 2],
     "dram.bandwidth_bytes_per_cycle": [8, 64.5, 512],
     "dram.latency_cycles": [0, 100],
+    "dram.channels": [1, 4],
+    "dram.model": ["fifo", "interleaved"],
     "buffers.ifmap_kib": [256, 4096],
     "mapping.orientation": ["as_given", "best"],
     "timing.op_overhead_cycles": [0, 500],

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from accelsim.config.base import NonNegativeInt, Spec
-from accelsim.config.hardware import DramSharing
+from accelsim.config.dram import DramSharing
 from accelsim.errors import SimulationError
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder

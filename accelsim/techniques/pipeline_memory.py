@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from accelsim.config.hardware import GIB_BYTES, DramSharing, HardwareSpec
+from accelsim.config.dram import GIB_BYTES, DramSharing
+from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Tag, VectorOp
 from accelsim.graph.queries import reads_of, writes_of

@@ -33,7 +33,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
-from accelsim.config.hardware import GIB_BYTES
+from accelsim.config.dram import GIB_BYTES
 from accelsim.config.run import OnCapacity
 from accelsim.errors import ConfigError, Problem, SimulationError
 from accelsim.graph import passes

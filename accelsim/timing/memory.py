@@ -50,13 +50,8 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from accelsim.config.hardware import (
-    DramArbitration,
-    DramSharing,
-    DramSpec,
-    HardwareSpec,
-    InterconnectSpec,
-)
+from accelsim.config.dram import DramArbitration, DramSharing, DramSpec
+from accelsim.config.hardware import HardwareSpec, InterconnectSpec
 
 
 class StreamClass(IntEnum):
