@@ -6,12 +6,15 @@ Numba and SciPy already.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,10 +133,69 @@ def test_a_cached_function_is_compiled_again_when_a_helper_module_changes(
     assert run() == [12, 1, 0]
 
 
-def test_the_event_loops_cache_covers_its_helpers_modules() -> None:
+def test_the_event_loops_cache_covers_its_helpers_and_the_memory_models() -> None:
     from accelsim.timing import event_loop
     from accelsim.timing.numba_setup import compiled_from
 
     files = {p.relative_to(ROOT).as_posix() for p in compiled_from(event_loop.run_events.py_func)}
-    assert "accelsim/timing/event_loop.py" in files
-    assert "accelsim/timing/flat.py" in files  # it reads flat.KIND_UNIT
+    assert {
+        "accelsim/timing/event_loop.py",
+        "accelsim/timing/flat.py",  # it reads flat.KIND_UNIT
+        "accelsim/timing/loop/queues.py",
+        "accelsim/timing/loop/records.py",
+        "accelsim/timing/loop/transfers.py",
+        "accelsim/timing/loop/units.py",
+        "accelsim/timing/memories/compiled.py",
+        "accelsim/timing/memories/fifo.py",
+        "accelsim/timing/memories/interleaved.py",
+    } <= files
+
+
+def _jitted(function: Any) -> list[Any]:
+    """``function`` and every jitted function it calls, recursively."""
+    from numba.core.dispatcher import Dispatcher
+
+    from accelsim.timing.numba_setup import _names
+
+    found, pending = [], [function]
+    while pending:
+        current = pending.pop()
+        if current in found:
+            continue
+        found.append(current)
+        for name in _names(current.__code__):
+            value = current.__globals__.get(name)
+            if isinstance(value, Dispatcher):
+                pending.append(value.py_func)
+    return found
+
+
+def _imported(module: Any) -> set[str]:
+    """The names ``module`` imports from other modules (``from x import name``)."""
+    tree = ast.parse(Path(module.__file__).read_text())
+    return {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def test_the_event_loop_reads_no_constant_imported_by_name() -> None:
+    # compiled_from cannot trace a constant imported by name (``from m import X``), so a
+    # change to it would leave a stale loop in the cache: jitted code reads another
+    # module's constants as that module's attributes.
+    from numba.core.dispatcher import Dispatcher
+
+    from accelsim.timing import event_loop
+
+    offending = []
+    for function in _jitted(event_loop.run_events.py_func):
+        module = sys.modules[function.__module__]
+        imported = _imported(module)
+        for name in function.__code__.co_names:
+            value = function.__globals__.get(name)
+            plain = not isinstance(value, Dispatcher | types.ModuleType) and value is not None
+            if plain and name in imported and not callable(value):
+                offending.append(f"{function.__qualname__}: {name}")
+    assert offending == []

@@ -58,7 +58,7 @@ from accelsim.techniques.task_placement import (
     measure_tasks,
     task_of,
 )
-from accelsim.timing.memory import dram_memories, link_memories
+from accelsim.timing.machine import machine_of
 
 
 class WeightVersions(str, Enum):
@@ -347,8 +347,8 @@ class LayerPipe(Schedule):
         """
         whole = step(ctx.run.batch_size // self.settings.micro_batches)
         processors = self.processors(ctx)
-        link = link_memories(ctx.hardware)[0]
-        memories = dram_memories(ctx.hardware)
+        link = machine_of(ctx.hardware).links[0]
+        memories = machine_of(ctx.hardware).dram
         shared = ctx.hardware.dram.sharing is DramSharing.SHARED
         split = self.layerpipe.split
         share = 0.5 if split == "balance" else float(split)

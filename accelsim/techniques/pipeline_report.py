@@ -19,7 +19,7 @@ from accelsim.techniques.base import TechniqueContext
 from accelsim.techniques.pipeline_memory import ProcessorMemory, channels, overflow
 from accelsim.techniques.pipeline_plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
-from accelsim.timing.memory import dram_capacity_bytes
+from accelsim.timing.machine import machine_of
 
 if TYPE_CHECKING:
     from accelsim.techniques.pipelining import Schedule
@@ -164,7 +164,7 @@ def _memory_report(memory: list[ProcessorMemory], hw: HardwareSpec) -> dict[str,
     """The DRAM channels' capacity and what each holds."""
     return {
         "sharing": hw.dram.sharing.value,
-        "capacity_bytes": dram_capacity_bytes(hw),
+        "capacity_bytes": machine_of(hw).dram_capacity_bytes,
         "channels": [
             {
                 "processors": list(c.processors),

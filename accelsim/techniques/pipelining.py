@@ -73,7 +73,6 @@ from accelsim.techniques.pipeline_plan import (
 from accelsim.techniques.pipeline_report import Placed, pipeline_report, steady_state
 from accelsim.techniques.provenance import Origin, inputs
 from accelsim.timing.engines import followed_by
-from accelsim.timing.memory import dram_memories, link_memories
 from accelsim.units import bytes_to_mb
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
@@ -658,7 +657,7 @@ class PipeDream(Schedule):
         for param in single.graph.parameters:
             gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
         hw = ctx.hardware
-        link, dram = link_memories(hw)[0], dram_memories(hw)[0]
+        link, dram = single.machine.links[0], single.machine.dram[0]
         stages, replicas = replicated_partition(
             costs,
             [gradients.get(n, 0) for n in names],

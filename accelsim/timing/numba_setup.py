@@ -48,7 +48,7 @@ from numba import njit
 from numba.core import caching
 from numba.core.dispatcher import Dispatcher
 
-__all__ = ["cached", "compiled_from", "njit"]
+__all__ = ["cached", "compiled_from", "inline", "njit"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,6 +72,24 @@ def _import_array_math_unprobed() -> None:
 _import_array_math_unprobed()
 
 
+# ``_nrt`` is Numba's switch for its reference counting (``NRT``); it is not in
+# Numba's type stubs, hence the dictionary.
+_INLINE_OPTIONS: dict[str, Any] = {"forceinline": True, "_nrt": False, "error_model": "numpy"}
+
+
+def inline(function: F) -> F:
+    """``njit`` for a helper of a :func:`cached` function: compiled into its caller
+    (``forceinline``: LLVM inlines every call), without Numba's reference counting
+    (``_nrt=False``: a helper only indexes its caller's arrays, never allocates or
+    keeps one; with counting, every call paid atomic operations on each array
+    argument), under NumPy's error model (no zero-divisor check on an integer
+    division) and never cached on its own: its caller's cache covers its source
+    (:func:`compiled_from`), while a cache of its own, keyed by its file alone,
+    would hand a caller compiled again a stale copy of what it inlines."""
+    compiled: F = njit(**_INLINE_OPTIONS)(function)
+    return compiled
+
+
 def _names(code: types.CodeType) -> Iterator[str]:
     """The global names ``code`` and the code objects nested in it read."""
     yield from code.co_names
@@ -86,11 +104,13 @@ def compiled_from(function: Callable[..., Any]) -> tuple[Path, ...]:
     reads as a global (with every jitted function that module defines), sorted."""
     package = function.__module__.split(".")[0]
     files: set[str] = set()
+    seen: set[types.CodeType] = set()
     pending: list[Callable[..., Any]] = [function]
     while pending:
         current = pending.pop()
-        if current.__code__.co_filename in files:
+        if current.__code__ in seen:
             continue
+        seen.add(current.__code__)
         files.add(current.__code__.co_filename)
         namespace = current.__globals__
         for name in _names(current.__code__):
