@@ -28,6 +28,7 @@ from accelsim.timing import compiled, engine, engines
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.flat import fingerprint, flatten
 from accelsim.timing.machine import Machine
+from accelsim.timing.memory import StreamClass
 from accelsim.timing.trace import Trace
 from tests.test_engine import costs, gemm, hw, machine, vector
 from tests.test_golden import CASES
@@ -53,11 +54,14 @@ GRAD = Tensor("dw", TensorKind.GRADIENT, 1000, 2)
 
 
 @st.composite
-def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
+def problems(
+    draw: st.DrawFn, memories: st.SearchStrategy[list[str]] | None = None
+) -> tuple[OpGraph, OpCosts, Any]:
     """A random DAG of array, extra-array, vector (some of them updates: the background
     stream), transfer and all-reduce ops with random costs (fixed costs per op among
     them), processors, priorities,
-    DRAM sharing, arbitration and channels, bandwidths and latencies."""
+    DRAM sharing, arbitration and channels (or the settings ``memories`` draws:
+    a model's), bandwidths and latencies."""
     procs = draw(st.integers(1, 4))
     n = draw(st.integers(1, 24))
     ops: list[Any] = []
@@ -115,7 +119,11 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
         f"processors={procs}",
         f"dram.sharing={draw(st.sampled_from(['shared', 'per_processor']))}",
         f"dram.arbitration={draw(st.sampled_from(['fcfs', 'priority']))}",
-        f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}",
+        *(
+            draw(memories)
+            if memories is not None
+            else [f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}"]
+        ),
         f"dram.bandwidth_bytes_per_cycle={bandwidth}",
         f"dram.latency_cycles={draw(st.integers(0, 300))}",
         f"dram.write_bandwidth_bytes_per_cycle={draw(st.sampled_from(['1', '16', '.inf']))}",
@@ -308,6 +316,11 @@ def test_the_fingerprint_sees_everything_that_decides_timing() -> None:
     assert fingerprint(flatten(unordered, c, machine())) != key
     prioritised = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), priority=(1, 0))
     assert fingerprint(flatten(prioritised, c, machine())) != key
+    # The streams always count, whether or not the memory looks at them now.
+    reads, writes = np.array([0, 0]), np.array([0, 0])
+    assert fingerprint(flatten(graph, c, machine(), (reads, writes))) == key
+    weights = (np.array([0, StreamClass.WEIGHT]), writes)
+    assert fingerprint(flatten(graph, c, machine(), weights)) != key
 
 
 def test_a_step_is_simulated_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
