@@ -4,7 +4,8 @@ bound, the SimPy and compiled engines (and a lone op's arithmetic) equal on it, 
 its parameters in the memo key.
 
 Each model is exercised through hardware files' settings (:data:`SAMPLES`); a model
-registered without samples fails :func:`test_every_registered_model_has_samples`.
+registered without samples fails
+:func:`test_every_registered_model_has_samples_a_spec_and_a_code_of_its_own`.
 """
 
 from __future__ import annotations
@@ -31,12 +32,18 @@ from tests.test_engine import costs, gemm, hw, vector
 SAMPLES: dict[str, list[list[str]]] = {
     "fifo": [["dram.model=fifo"]],
     "interleaved": [["dram.channels=2"], ["dram.channels=3"], ["dram.channels=4"]],
+    "row_buffer": [
+        ["dram.model=row_buffer"],
+        ["dram.model=row_buffer", "dram.row_bytes=512", "dram.miss_cycles=7"],
+        ["dram.model=row_buffer", "dram.channels=3", "dram.row_bytes=300"],
+        ["dram.model=row_buffer", "dram.channels=2", "dram.miss_cycles=0"],
+    ],
 }
 """Each model's memories as ``--set`` overrides of the default hardware."""
 
-EXACT: dict[str, list[str]] = {}
-"""Settings that take a model's own cycles besides its bytes away (none for fifo and
-interleaved), so that a channel is busy exactly its share of the bytes."""
+EXACT: dict[str, list[str]] = {"row_buffer": ["dram.miss_cycles=0"]}
+"""Settings that take a model's own cycles besides its bytes away (a row buffer's
+misses), so that a channel is busy exactly its share of the bytes."""
 
 MODELS = sorted(registry.MODELS)
 
@@ -191,7 +198,7 @@ def test_the_memo_key_holds_the_model_and_every_parameter(name: str) -> None:
         ]
         dram = hw(*sets).dram
         for key_name, value in dram.parameters().items():
-            changes.append(f"dram.{key_name}={2 * value}")
+            changes.append(f"dram.{key_name}={2 * value + 1}")
         for change in changes:
             assert _key([*sets, change]) != key, change
         others = [s for other in MODELS if other != name for s in SAMPLES[other]]

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelsim.timing.memories import fifo, interleaved
+from accelsim.timing.memories import fifo, interleaved, row_buffer
 from accelsim.timing.numba_setup import inline
 
 _fifo = inline(fifo.Fifo.reserve)
 _interleaved = inline(interleaved.Interleaved.reserve)
+_row_buffer = inline(row_buffer.RowBuffer.reserve)
 
 
 @inline
@@ -29,4 +30,6 @@ def reserve(dram: Any, m: int, now: int, n_bytes: int, stream: int, write: bool)
         return _fifo(dram.params, p, dram.state, s, now, n_bytes, stream, write)
     if code == interleaved.CODE:
         return _interleaved(dram.params, p, dram.state, s, now, n_bytes, stream, write)
+    if code == row_buffer.CODE:
+        return _row_buffer(dram.params, p, dram.state, s, now, n_bytes, stream, write)
     raise RuntimeError("a memory of no registered model")

@@ -13,15 +13,21 @@ from accelsim.config.dram import DramSpec
 from accelsim.config.hardware import InterconnectSpec
 from accelsim.timing.memories.fifo import Fifo
 from accelsim.timing.memories.interleaved import Interleaved
+from accelsim.timing.memories.row_buffer import RowBuffer
 from accelsim.timing.memory import Memory
 
 MODELS: dict[str, Callable[[DramSpec], Memory]] = {
     Fifo.name: Fifo.of,
     Interleaved.name: Interleaved.of,
+    RowBuffer.name: RowBuffer.of,
 }
 """What builds each model from its spec, by name (the ``dram.model`` values)."""
 
-CODES: dict[str, int] = {Fifo.name: Fifo.code, Interleaved.name: Interleaved.code}
+CODES: dict[str, int] = {
+    Fifo.name: Fifo.code,
+    Interleaved.name: Interleaved.code,
+    RowBuffer.name: RowBuffer.code,
+}
 """Each model's code (by which the compiled engine dispatches to its kernel)."""
 
 
