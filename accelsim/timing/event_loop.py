@@ -42,9 +42,11 @@ positive).  Without the checks LLVM optimises the loop further: 1.36 to 1.43
 times the events per second on the ResNet-18, BERT-base and PipeDream steps of
 ``scripts/bench.py --engines``, with every result unchanged.
 
-The helpers are as fast as one function (paired runs, docs/performance.md "Event
-engines and scaling") because of four choices, each measured: they are compiled
-into the loop and without Numba's reference counting
+The helpers cost little against one function (paired runs, docs/performance.md
+"Event engines and scaling": with the memories' dispatch, 0.91 to 0.97 times the
+events per second of the single function over two memory models it replaced)
+because of four choices, each measured: they are compiled into the loop and without
+Numba's reference counting
 (:func:`~accelsim.timing.numba_setup.inline`); the arrays stay one-dimensional
 per field, as the loop had them (a ``(n, 4)`` event heap was 12 % slower, a
 ``(ops, 11)`` op table 8 %), grouped in records that LLVM takes apart once the
