@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from accelsim import errors
-from accelsim.timing import flat
+from accelsim.timing import flat, memory
 from accelsim.timing.loop import records, units
 from accelsim.timing.loop.queues import pop, push, put
 from accelsim.timing.loop.transfers import book, book_slice, process_start, process_step
@@ -75,33 +75,34 @@ from accelsim.timing.numba_setup import cached, inline, njit
 
 
 @njit(forceinline=True, error_model="numpy")
-def _allocate(ops: Any, dram: Any, links: Any, n_stores: int, heap_size: int, chains: int) -> Any:
-    """The loop's state, fresh: the memories' and links' state copied from the idle one
-    given, and the event heap, the stores, the units, ``chains`` rows for sliced
-    transfers and each op's progress."""
-    n_ops, chains = ops.kind.shape[0], max(chains, 1)
+def _allocate(step: Any, heap_size: int, chains: int) -> Any:
+    """The loop's state, fresh: a copy of the memories' idle state, the links, the
+    event heap, the stores, the units, ``chains`` rows for sliced transfers and each
+    op's progress."""
+    n_ops, n_stores, chains = step.kind.shape[0], step.n_stores, max(chains, 1)
     table = np.zeros((n_stores, units.UNIT_COLUMNS), np.int64)
     table[:, units.U_CURRENT] = -1
     free = np.arange(chains + 1) - 1
     free[0] = chains
+    idle = step.dram
     return (
-        records.Dram(
-            dram.memory_of, dram.model, dram.param_ptr, dram.params, dram.state_ptr,
-            dram.state.copy(), dram.slice_bytes, dram.latency, dram.stream_priority,
+        flat.MemoryTable(
+            idle.memory_of, idle.model, idle.param_ptr, idle.params, idle.state_ptr,
+            idle.state.copy(), idle.slice_bytes, idle.latency,
         ),
-        records.Links(links.free.copy(), links.bandwidth, links.latency),
+        records.Links(np.zeros(step.processors, np.int64), step.link_bandwidth, step.link_latency),
         records.Heap(
             np.empty(heap_size, np.int64), np.empty(heap_size, np.int64),
             np.empty(heap_size, np.int64), np.empty(heap_size, np.int64),
         ),
         records.Stores(
             np.empty(max(n_ops, 1), np.int64), np.empty(max(n_ops, 1), np.int64),
-            np.zeros(n_stores, np.int64), ops.store_base,
+            np.zeros(n_stores, np.int64), step.store_base,
         ),
         units.Units(table, np.zeros((units.MAX_ASKS, 3), np.int64)),
         records.Chains(np.zeros((chains, records.CHAIN_COLUMNS), np.int64), free),
         records.Progress(
-            np.full(n_ops, -1, np.int64), np.full(n_ops, -1, np.int64), ops.deps.copy(),
+            np.full(n_ops, -1, np.int64), np.full(n_ops, -1, np.int64), step.deps.copy(),
             np.zeros(n_ops, np.int64), np.empty(max(n_ops, 1), np.int64),
         ),
     )  # fmt: skip
@@ -156,14 +157,15 @@ def _asked(
     transfer booked on its op's processor's memory, or an event at a cycle.  Returns
     the heap's size and the sequence number."""
     op = unit.table[st, units.U_CURRENT]
-    m = dram.memory_of[ops.processor[op]]
+    m = dram.memory_of[ops.where[op]]
     asks = unit.asks
     for a in range(n):
         t, event, target = asks[a, 1], asks[a, 2], st
         if asks[a, 0] == units.ASK_DRAM:
             written = event == records.DRAIN
             stream = ops.write_stream[op] if written else ops.read_stream[op]
-            t, event, target = book(st, event, m, now, t, stream, dram, chains)
+            background = ops.stream_priority[stream] == memory.BACKGROUND
+            t, event, target = book(st, event, m, now, t, stream, background, dram, chains)
         size = push(heap, size, t, (records.NORMAL << records.PRIORITY_SHIFT) + seq, event, target)
         seq += 1
     return size, seq
@@ -181,25 +183,23 @@ def _finished(op: int, ops: Any, unit: Any) -> int:
 
 
 @cached(error_model="numpy")
-def run_events(
-    ops: Any, idle_dram: Any, idle_links: Any, n_stores: int, heap_size: int, chains: int
-) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Run every op; returns ``(start, end, events, status)`` (cycles -1 if never run).
+def run_events(ops: Any, heap_size: int, chains: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Run every op of the flat step ``ops``; returns ``(start, end, events, status)``
+    (cycles -1 if never run).
 
-    ``ops``, ``idle_dram`` and ``idle_links`` are what
-    :func:`accelsim.timing.loop.records.records` makes, ``heap_size`` and ``chains``
-    its :func:`~accelsim.timing.loop.records.capacities`.  ``status`` is
+    ``heap_size`` and ``chains`` are its
+    :func:`~accelsim.timing.loop.records.capacities`.  ``status`` is
     :data:`~accelsim.timing.loop.records.OVER_LIMIT` if an op ended after
     :data:`~accelsim.errors.MAX_COUNT` cycles (the loop stops there).
     """
-    state = _allocate(ops, idle_dram, idle_links, n_stores, heap_size, chains)
+    state = _allocate(ops, heap_size, chains)
     dram, links, heap, stores, unit, chain, progress = state
     h_time, h_kind, h_arg = heap.time, heap.kind, heap.arg
     start, end, stage = progress.start, progress.end, progress.stage
     ready, waiting = progress.ready, progress.waiting
     seq = size = events = n_ready = 0
     status = records.OK
-    for s in range(n_stores):
+    for s in range(ops.n_stores):
         size = push(heap, size, 0, seq, records.INIT_UNIT, s)
         seq += 1
     for i in range(waiting.shape[0]):  # the dispatch list: ops with nothing to wait for
@@ -256,9 +256,7 @@ def run_events(
     return start, end, events, status
 
 
-def run(flat_step: flat.FlatStep) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Run the ops of ``flat_step``; returns ``(start, end, events, status)``."""
-    ops, dram, links = records.records(flat_step)
-    heap_size, chains = records.capacities(flat_step)
-    start, end, events, status = run_events(ops, dram, links, flat_step.n_stores, heap_size, chains)
+def run(step: flat.FlatStep) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Run the ops of ``step``; returns ``(start, end, events, status)``."""
+    start, end, events, status = run_events(step, *records.capacities(step))
     return start, end, int(events), int(status)

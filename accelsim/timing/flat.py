@@ -17,7 +17,7 @@ import hashlib
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,8 +31,7 @@ from accelsim.timing.streams import STREAM_PRIORITY, Streams, op_streams
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
 
 
-@dataclass(frozen=True)
-class MemoryTable:
+class MemoryTable(NamedTuple):
     """The processors' DRAM memories as arrays, for the compiled engine and the memo.
 
     Processor ``p`` uses memory ``memory_of[p]``; memory ``m`` is of model ``model[m]``
@@ -89,11 +88,11 @@ def _pointers(counts: Iterable[int], n: int) -> np.ndarray:
     return ptr
 
 
-@dataclass(frozen=True)
-class FlatStep:
-    """Per-op arrays (int64), the processors' DRAM and their links.  The arrays that
-    come from the graph alone are shared by every flat step of one graph object: no
-    one changes them (an engine counts down a copy of ``deps``).
+class FlatStep(NamedTuple):
+    """Per-op arrays (int64), the processors' DRAM and their links, as the compiled
+    loop reads them (a named tuple of arrays).  The arrays that come from the graph
+    alone are shared by every flat step of one graph object: no one changes them (an
+    engine counts down a copy of ``deps``).
 
     ``store`` is a unit op's ready queue (processor-major, then unit, the
     interconnect left out), -1 for the others; ``where`` is the op's processor
@@ -247,13 +246,14 @@ def fingerprint(flat: FlatStep) -> bytes:
 
 
 def _digest(digest: Any, value: object) -> None:
-    """Feed ``value`` (a dataclass of arrays and numbers, an array or a number) to ``digest``."""
+    """Feed ``value`` (a named tuple of arrays and numbers, an array or a number) to
+    ``digest``."""
     if isinstance(value, np.ndarray):
         digest.update(f"{value.dtype.str}{value.size}".encode())
         digest.update(np.ascontiguousarray(value).tobytes())
-    elif hasattr(value, "__dataclass_fields__"):
-        for name in value.__dataclass_fields__:
-            _digest(digest, getattr(value, name))
+    elif isinstance(value, tuple):
+        for field in value:
+            _digest(digest, field)
     else:
         digest.update(repr(value).encode())
     digest.update(b"|")

@@ -1,10 +1,11 @@
 """The compiled event loop's records, each a named tuple of one-dimensional arrays (one
-per field, as the loop was fastest with them): what it reads, made by :func:`records`
-from a flat step (:class:`Ops`, :class:`Dram` and :class:`Links` with the memories'
-and links' state when idle), and what it keeps, which the loop allocates itself
-(:class:`Heap`, :class:`Stores`, :class:`Chains`, :class:`Progress`, the units'
-:class:`accelsim.timing.loop.units.Units`, and copies of the idle state); and the
-codes the loop's pieces share.
+per field, as the loop was fastest with them), besides the flat step it reads
+(:class:`accelsim.timing.flat.FlatStep`, its memories in
+:class:`~accelsim.timing.flat.MemoryTable`): what it keeps, which it allocates itself
+(:class:`Links`, :class:`Heap`, :class:`Stores`, :class:`Chains`, :class:`Progress`,
+the units' :class:`accelsim.timing.loop.units.Units`, and a copy of the memories' idle
+state); how large some of them are (:func:`capacities`); and the codes the loop's
+pieces share.
 
 The loop's pieces read each other's constants as attributes of this module
 (``records.SLICE``), so that the loop's disk cache covers it
@@ -30,50 +31,9 @@ C_LEFT, C_MEMORY, C_EVENT, C_UNIT, C_STREAM = range(5)
 CHAIN_COLUMNS = 5
 
 
-class Ops(NamedTuple):
-    """Per-op arrays of :class:`~accelsim.timing.flat.FlatStep` (``processor`` is its
-    ``where``; ``store_base`` is per store), read only."""
-
-    kind: np.ndarray
-    store: np.ndarray
-    processor: np.ndarray
-    priority: np.ndarray
-    chunks: np.ndarray
-    compute: np.ndarray
-    overhead: np.ndarray
-    reads: np.ndarray
-    writes: np.ndarray
-    prologue: np.ndarray
-    epilogue: np.ndarray
-    link_bytes: np.ndarray
-    part_ptr: np.ndarray
-    part_idx: np.ndarray
-    succ_ptr: np.ndarray
-    succ_idx: np.ndarray
-    read_stream: np.ndarray
-    write_stream: np.ndarray
-    deps: np.ndarray
-    store_base: np.ndarray
-
-
-class Dram(NamedTuple):
-    """The memories (:class:`~accelsim.timing.flat.MemoryTable`, their ``state``: the
-    idle one, or the loop's copy it changes) and each stream class's priority."""
-
-    memory_of: np.ndarray
-    model: np.ndarray
-    param_ptr: np.ndarray
-    params: np.ndarray
-    state_ptr: np.ndarray
-    state: np.ndarray
-    slice_bytes: np.ndarray
-    latency: np.ndarray
-    stream_priority: np.ndarray
-
-
 class Links(NamedTuple):
-    """Each processor's outgoing link: the cycle it is free (0 when idle, or the loop's
-    copy), and all links' bandwidth and latency."""
+    """Each processor's outgoing link: the cycle it is free, and all links' bandwidth
+    and latency."""
 
     free: np.ndarray
     bandwidth: float
@@ -117,24 +77,6 @@ class Progress(NamedTuple):
     waiting: np.ndarray
     stage: np.ndarray
     ready: np.ndarray
-
-
-def records(flat: FlatStep) -> tuple[Ops, Dram, Links]:
-    """What the loop reads of ``flat``: its ops, its memories and links when idle."""
-    table = flat.dram
-    return (
-        Ops(
-            flat.kind, flat.store, flat.where, flat.priority, flat.chunks, flat.compute,
-            flat.overhead, flat.reads, flat.writes, flat.prologue, flat.epilogue,
-            flat.link_bytes, flat.part_ptr, flat.part_idx, flat.succ_ptr, flat.succ_idx,
-            flat.read_stream, flat.write_stream, flat.deps, flat.store_base,
-        ),
-        Dram(
-            table.memory_of, table.model, table.param_ptr, table.params, table.state_ptr,
-            table.state, table.slice_bytes, table.latency, flat.stream_priority,
-        ),
-        Links(np.zeros(flat.processors, np.int64), flat.link_bandwidth, flat.link_latency),
-    )  # fmt: skip
 
 
 def capacities(flat: FlatStep) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from accelsim.timing import flat, memory
+from accelsim.timing import flat
 from accelsim.timing.loop import records
 from accelsim.timing.memories.compiled import reserve
 from accelsim.timing.numba_setup import inline
@@ -32,16 +32,25 @@ def link_reserve(links: Any, p: int, now: int, n_bytes: int) -> int:
 
 @inline
 def book(
-    unit: int, event: int, m: int, now: int, n_bytes: int, stream: int, dram: Any, chains: Any
+    unit: int,
+    event: int,
+    m: int,
+    now: int,
+    n_bytes: int,
+    stream: int,
+    background: bool,
+    dram: Any,
+    chains: Any,
 ) -> tuple[int, int, int]:
     """Book a unit's DRAM transfer of ``n_bytes`` of stream class ``stream`` (a write
-    when ``event`` is a DRAIN) on memory ``m``; returns the event to queue, ``(cycle,
-    kind, arg)``: the unit's ``event`` when the data arrives, or, when the memory books
-    this background stream a slice at a time, a SLICE event when the first slice has
-    left the memory (the transfer's state in a free row of ``chains``)."""
+    when ``event`` is a DRAIN; of a background stream, with ``background``) on memory
+    ``m``; returns the event to queue, ``(cycle, kind, arg)``: the unit's ``event`` when
+    the data arrives, or, when the memory books this background stream a slice at a
+    time, a SLICE event when the first slice has left the memory (the transfer's state
+    in a free row of ``chains``)."""
     part = n_bytes
     limit = dram.slice_bytes[m]
-    if 0 < limit < n_bytes and dram.stream_priority[stream] == memory.BACKGROUND:
+    if background and 0 < limit < n_bytes:
         part = limit
     leaves = reserve(dram, m, now, part, stream, event == records.DRAIN)
     if part == n_bytes:
@@ -81,7 +90,7 @@ def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
     participant's memory); returns the last arrival, when its process goes on."""
     size = ops.link_bytes[op]
     if ops.kind[op] == flat.KIND_TRANSFER:
-        return link_reserve(links, ops.processor[op], now, size)
+        return link_reserve(links, ops.where[op], now, size)
     t = 0
     stream = ops.read_stream[op]
     for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):

@@ -2,8 +2,8 @@
 loop calls to book a transfer on any memory: it dispatches to the kernel of that
 memory's model by its code (one ``@njit`` kernel per model, compiled into the loop).
 
-The loop keeps every memory's parameters and state in the arrays of its DRAM record
-(:class:`accelsim.timing.loop.records.Dram`): memory ``m`` is of model
+The loop keeps every memory's parameters and state in the arrays of a
+:class:`accelsim.timing.flat.MemoryTable` (its state a copy it changes): memory ``m`` is of model
 ``model[m]``, its parameters start at ``params[param_ptr[m]]`` and its state at
 ``state[state_ptr[m]]``, as :meth:`accelsim.timing.memory.Memory.reserve` reads them.
 """

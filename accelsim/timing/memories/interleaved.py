@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from accelsim.config.dram import DramSpec
 from accelsim.timing.memory import Amount, Params, State, slice_bytes
@@ -46,6 +46,20 @@ INTERLEAVE_BYTES = 256
 """The interleaving granularity: 256 B blocks go to the channels in turn (a
 common choice for HBM address maps, and a few DRAM bursts: large transfers
 spread evenly, a tile's worth of bytes reaches every channel)."""
+
+
+def channels_of(spec: DramSpec) -> dict[str, Any]:
+    """The fields of :class:`Interleaved` that ``spec`` sets: its channels, their
+    bandwidths, latency and capacity, and the slice of all channels' bandwidth."""
+    channels, read = spec.channels, spec.read_bytes_per_cycle
+    return {
+        "channels": channels,
+        "read_bytes_per_cycle": read,
+        "write_bytes_per_cycle": spec.write_bytes_per_cycle,
+        "latency_cycles": spec.latency_cycles,
+        "capacity_bytes": channels * spec.capacity_bytes,
+        "slice_bytes": slice_bytes(spec.arbitration, channels * read),
+    }
 
 
 @dataclass(frozen=True)
@@ -76,15 +90,7 @@ class Interleaved:
     @classmethod
     def of(cls, spec: DramSpec) -> Interleaved:
         """The memory ``spec`` describes."""
-        channels, read = spec.channels, spec.read_bytes_per_cycle
-        return cls(
-            channels,
-            read,
-            spec.write_bytes_per_cycle,
-            spec.latency_cycles,
-            channels * spec.capacity_bytes,
-            slice_bytes(spec.arbitration, channels * read),
-        )
+        return cls(**channels_of(spec))
 
     def bound(self, n_bytes: Amount, write: bool = False) -> Amount:
         bandwidth = self.write_bytes_per_cycle if write else self.read_bytes_per_cycle

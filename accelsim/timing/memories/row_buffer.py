@@ -44,77 +44,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from accelsim.config.dram import DramSpec, RowBufferDramSpec
-from accelsim.timing.memories.interleaved import INTERLEAVE_BYTES
-from accelsim.timing.memory import Amount, Params, State, slice_bytes
+from accelsim.timing.memories.interleaved import Interleaved, channels_of
+from accelsim.timing.memory import Params, State
 
 CODE = 2
 """The code by which the compiled engine dispatches to this model."""
 
 
 @dataclass(frozen=True)
-class RowBuffer:
-    """``channels`` channels interleaved in blocks of ``INTERLEAVE_BYTES``, each with
-    one open row of ``row_bytes`` that a miss of ``miss_cycles`` opens.
+class RowBuffer(Interleaved):
+    """The channels of :class:`~accelsim.timing.memories.interleaved.Interleaved`
+    (its attributes, bound and capacity), each with one open row of ``row_bytes`` that
+    a miss of ``miss_cycles`` opens.
 
     Attributes:
-        channels: How many.
-        read_bytes_per_cycle: Each channel's reads' bandwidth.
-        write_bytes_per_cycle: Each channel's writes' bandwidth.
-        latency_cycles: Cycles from the end of a transfer to its data being usable.
-        capacity_bytes: What all the channels hold.
         row_bytes: Bytes of one row.
         miss_cycles: Cycles a channel is held to open a row.
-        slice_bytes: The most one reservation of a background stream books (0: no
-            limit).
     """
 
     name: ClassVar[str] = "row_buffer"
     code: ClassVar[int] = CODE
 
-    channels: int
-    read_bytes_per_cycle: float
-    write_bytes_per_cycle: float
-    latency_cycles: int
-    capacity_bytes: int
-    row_bytes: int
-    miss_cycles: int
-    slice_bytes: int = 0
+    row_bytes: int = field(kw_only=True)
+    miss_cycles: int = field(kw_only=True)
 
     @classmethod
     def of(cls, spec: DramSpec) -> RowBuffer:
         """The memory ``spec`` (a :class:`~accelsim.config.dram.RowBufferDramSpec`)
         describes."""
         assert isinstance(spec, RowBufferDramSpec)
-        channels, read = spec.channels, spec.read_bytes_per_cycle
-        return cls(
-            channels,
-            read,
-            spec.write_bytes_per_cycle,
-            spec.latency_cycles,
-            channels * spec.capacity_bytes,
-            spec.row_bytes,
-            spec.miss_cycles,
-            slice_bytes(spec.arbitration, channels * read),
-        )
-
-    def bound(self, n_bytes: Amount, write: bool = False) -> Amount:
-        bandwidth = self.write_bytes_per_cycle if write else self.read_bytes_per_cycle
-        cycles: Amount = n_bytes / (self.channels * bandwidth)
-        return cycles
+        return cls(**channels_of(spec), row_bytes=spec.row_bytes, miss_cycles=spec.miss_cycles)
 
     def params(self) -> tuple[float, ...]:
-        return (
-            self.read_bytes_per_cycle,
-            self.write_bytes_per_cycle,
-            float(self.channels),
-            float(INTERLEAVE_BYTES),
-            float(self.row_bytes),
-            float(self.miss_cycles),
-        )
+        return (*super().params(), float(self.row_bytes), float(self.miss_cycles))
 
     def initial_state(self) -> tuple[int, ...]:
         return (0, *(0, -1, 0) * self.channels)
