@@ -180,7 +180,7 @@ def _cycles(o: Orientated, overhead: int, read: float, write: float, lat: int) -
 
 
 def _first_order(o: Orientated, read: float, write: float) -> np.ndarray:
-    """The orientation criterion of :class:`~accelsim.timing.costs.ChipOptions`."""
+    """The orientation criterion of :class:`~accelsim.timing.gemm_costs.ChipOptions`."""
     longer: np.ndarray = np.maximum(o.compute_cycles, o.read_bytes / read + o.write_bytes / write)
     return longer
 

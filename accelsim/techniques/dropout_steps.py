@@ -51,8 +51,9 @@ from accelsim.techniques.dropout_sites import (
     shrunk_steps,
     tile_geometry,
 )
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, ChipOptions, unit_costs
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, unit_costs
 from accelsim.timing.dropout_folds import count_surviving
+from accelsim.timing.gemm_costs import ChipOptions
 
 SRAM = ("ifmap", "filter", "ofmap")
 

@@ -2,8 +2,9 @@
 
 GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 :mod:`accelsim.timing.backend`) over the graph's
-:class:`~accelsim.mapping.schedule.FoldSchedule`; vector and communication ops
-are costed here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
+:class:`~accelsim.mapping.schedule.FoldSchedule`, a unit's columns at a time
+(:mod:`accelsim.timing.gemm_costs`); vector and communication ops are costed
+here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
 and SRAM accesses scale with its running folds and its compute cycles are those
 of its running folds alone (pipelined, with fold overlap).  Its DRAM traffic
 follows its operands' reuse (:mod:`accelsim.timing.masked`): a stationary
@@ -27,19 +28,20 @@ import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.hardware import Orientation, StreamBlocking
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp, VectorOp
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM
-from accelsim.timing.gemm_costs import better_orientation, gemm_columns
+from accelsim.timing.gemm_costs import ChipOptions, better_orientation, gemm_columns
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
+PLAIN_CHIP = ChipOptions()
+"""No chip options: each GEMM as given, no fixed cost, transfers taking no time."""
 BASE_UNITS = ("array", "vector", "interconnect")
 
 # The per-op rule (``timing.group_cycles: null``): ops shorter than this many
@@ -52,60 +54,6 @@ def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = N
     one per ``MIN_CHUNK_CYCLES`` of compute."""
     chunks: np.ndarray = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
     return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
-
-
-@dataclass(frozen=True)
-class ChipOptions:
-    """What of the hardware, beyond each unit's arrays and buffers, shapes GEMM costs."""
-
-    best_orientation: bool = False
-    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads
-    op_overhead_cycles: int = 0
-    memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
-    gemm_output_ops: int = 0  # vector operations per GEMM output element
-    vector_lanes: int = 1
-
-    @classmethod
-    def of(cls, machine: Machine) -> ChipOptions:
-        """The options ``machine``'s hardware sets, with its processors' DRAM memory."""
-        hw = machine.hardware
-        return cls(
-            best_orientation=hw.mapping.orientation is Orientation.BEST,
-            fewest_reads=hw.mapping.stream_blocking is StreamBlocking.FEWEST_READS,
-            op_overhead_cycles=hw.timing.op_overhead_cycles,
-            memory=machine.dram[0],
-            gemm_output_ops=hw.vector_unit.gemm_output_ops,
-            vector_lanes=hw.vector_unit.lanes,
-        )
-
-    def output_ops(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """Vector operations taking the outputs of ``count`` GEMMs of ``m x n`` outputs
-        off the arrays (``vector_unit.gemm_output_ops`` per output), the same for a GEMM
-        and its transpose."""
-        ops: np.ndarray = self.gemm_output_ops * m * n * count
-        return ops
-
-    def output_cycles(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """Cycles the vector unit takes for :meth:`output_ops`, all lanes busy."""
-        cycles: np.ndarray = -(-self.output_ops(m, n, count) // self.vector_lanes)
-        return cycles
-
-    def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        """How long GEMMs of these cost columns take alone, to first order and less
-        the fixed cost per op (which precedes both): their compute or their DRAM
-        reads and writes (the memory's bounds), whichever is longer."""
-        if self.memory is None:
-            return columns["compute_cycles"]
-        reads = (
-            columns["dram_ifmap_read_bytes"]
-            + columns["dram_filter_read_bytes"]
-            + columns["dram_ofmap_read_bytes"]
-        )
-        transfer = self.memory.bound(reads) + self.memory.bound(
-            columns["dram_ofmap_write_bytes"], write=True
-        )
-        longer: np.ndarray = np.maximum(columns["compute_cycles"], transfer)
-        return longer
 
 
 @dataclass(frozen=True)
@@ -371,7 +319,7 @@ def unit_costs(
     chunks_per_op: int,
     *,
     fold_overlap: bool = False,
-    chip: ChipOptions = ChipOptions(),
+    chip: ChipOptions = PLAIN_CHIP,
 ) -> dict[str, np.ndarray]:
     """Costs of the GEMMs of ``table`` (whose ``op_index`` is ``0..len - 1``), by
     :class:`OpCosts` field: the same closed forms, fold masking and ``chip`` options

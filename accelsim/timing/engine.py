@@ -3,10 +3,11 @@
 Each processor has a systolic array, a vector unit and any extra array units
 a technique adds; each unit runs one op at a time, always the ready op that
 comes first in program order (or in the graph's own priority order).  DRAM is
-a :class:`~accelsim.timing.memory.Memory` of the machine's
+each processor's memory of the machine, fresh for each simulation
 (:meth:`~accelsim.timing.machine.Machine.memories`: one shared by every processor
-with ``dram.sharing: shared``, one per processor with ``per_processor``), fresh for
-each simulation, which books each transfer when it is requested and says
+with ``dram.sharing: shared``, one per processor with ``per_processor``; a
+:class:`~accelsim.timing.memory.MemoryState` running its model's kernel), which
+books each transfer when it is requested and says
 when it arrives (:mod:`accelsim.timing.channel`); an op's traffic goes to its
 own processor's memory, and an all-reduce reads and writes each participant's
 copy on that participant's memory.  Each processor has one outgoing

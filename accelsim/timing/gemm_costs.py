@@ -2,24 +2,79 @@
 fills them into every op's costs): compute cycles of the busiest array, SRAM accesses,
 DRAM traffic (:func:`dram_words`, the NumPy or Numba closed forms) and, with
 ``mapping.orientation: best``, the better of each GEMM and its transpose
-(:func:`better_orientation`)."""
+(:func:`better_orientation`), under what of the chip shapes them (:class:`ChipOptions`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from accelsim.config.enums import PsumPolicy
+from accelsim.config.hardware import Orientation, StreamBlocking
 from accelsim.mapping.arrays import split
 from accelsim.mapping.schedule import UnitSchedule, whole_use
 from accelsim.timing import backend
 from accelsim.timing.closed_form import IS, OS, WS, op_cycles
+from accelsim.timing.machine import Machine
 from accelsim.timing.masked import any_masked, masked_costs, masked_dram, masked_gemms, tiled_words
+from accelsim.timing.memory import Memory
 
-if TYPE_CHECKING:
-    from accelsim.timing.costs import ChipOptions
+
+@dataclass(frozen=True)
+class ChipOptions:
+    """What of the hardware, beyond each unit's arrays and buffers, shapes GEMM costs."""
+
+    best_orientation: bool = False
+    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads
+    op_overhead_cycles: int = 0
+    memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
+    gemm_output_ops: int = 0  # vector operations per GEMM output element
+    vector_lanes: int = 1
+
+    @classmethod
+    def of(cls, machine: Machine) -> ChipOptions:
+        """The options ``machine``'s hardware sets, with its processors' DRAM memory."""
+        hw = machine.hardware
+        return cls(
+            best_orientation=hw.mapping.orientation is Orientation.BEST,
+            fewest_reads=hw.mapping.stream_blocking is StreamBlocking.FEWEST_READS,
+            op_overhead_cycles=hw.timing.op_overhead_cycles,
+            memory=machine.dram[0],
+            gemm_output_ops=hw.vector_unit.gemm_output_ops,
+            vector_lanes=hw.vector_unit.lanes,
+        )
+
+    def output_ops(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """Vector operations taking the outputs of ``count`` GEMMs of ``m x n`` outputs
+        off the arrays (``vector_unit.gemm_output_ops`` per output), the same for a GEMM
+        and its transpose."""
+        ops: np.ndarray = self.gemm_output_ops * m * n * count
+        return ops
+
+    def output_cycles(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """Cycles the vector unit takes for :meth:`output_ops`, all lanes busy."""
+        cycles: np.ndarray = -(-self.output_ops(m, n, count) // self.vector_lanes)
+        return cycles
+
+    def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
+        """How long GEMMs of these cost columns take alone, to first order and less
+        the fixed cost per op (which precedes both): their compute or their DRAM
+        reads and writes (the memory's bounds), whichever is longer."""
+        if self.memory is None:
+            return columns["compute_cycles"]
+        reads = (
+            columns["dram_ifmap_read_bytes"]
+            + columns["dram_filter_read_bytes"]
+            + columns["dram_ofmap_read_bytes"]
+        )
+        transfer = self.memory.bound(reads) + self.memory.bound(
+            columns["dram_ofmap_write_bytes"], write=True
+        )
+        longer: np.ndarray = np.maximum(columns["compute_cycles"], transfer)
+        return longer
 
 
 def gemm_columns(
