@@ -383,14 +383,9 @@ class Store:
         return dict(self._meta)
 
     def finished(self, include_failed: bool = True) -> set[str]:
-        """Identities of the stored points (``ok`` only unless ``include_failed``), read
-        from whole rows as :meth:`rows` reads them: a store whose rows ``collect`` would
-        report as damaged (a text value that is not UTF-8, an ``extra`` that is not JSON)
-        is reported when a sweep resumes into it too.
-
-        Raises:
-            InputError: for such a row.
-        """
+        """Identities of the stored points (``ok`` only unless ``include_failed``), from
+        whole rows as :meth:`rows` reads them: a row ``collect`` reports as damaged (raising
+        :class:`InputError`) is reported when a sweep resumes into the store too."""
         rows = self.rows()
         return {str(r["identity"]) for r in rows if include_failed or r["status"] == "ok"}
 
