@@ -1,9 +1,8 @@
 """``dram.model``: one spec per memory model, chosen by name or implied by ``channels``.
 
-A file without ``model`` means what it meant before models had names (one channel
-is fifo, several interleaved) and dumps as it did, so sweep identities and resolved
-configurations stay the same; a model that contradicts ``channels`` is refused at
-``dram.model``.
+A file without ``model`` is fifo with one channel and interleaved with several, and
+dumps without ``model``, so sweep identities and resolved configurations do not
+change; a model that contradicts ``channels`` is refused at ``dram.model``.
 """
 
 from __future__ import annotations

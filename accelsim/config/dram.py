@@ -3,10 +3,10 @@ model's own spec.
 
 ``dram.model`` picks the model, one spec per model (a discriminated union,
 :data:`DramModelSpec`); the keys every model shares are :class:`DramSpec`'s.  A file
-without ``model`` means what it meant before models had names: one channel is
-``fifo``, several are ``interleaved``, and neither writes ``model`` in a dump (the
-sweep identities and resolved configurations of such files are unchanged).  A model
-whose name contradicts ``channels`` is refused at ``dram.model``.  How each model
+without ``model`` is ``fifo`` with one channel and ``interleaved`` with several, and
+neither writes ``model`` in a dump, so such a file's sweep identity and resolved
+configuration do not depend on whether it names its model.  A model whose name
+contradicts ``channels`` is refused at ``dram.model``.  How each model
 times transfers is :mod:`accelsim.timing.memories`.
 """
 
