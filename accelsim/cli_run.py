@@ -133,18 +133,18 @@ def hardware_text(hw: HardwareSpec) -> str:
     ``4 x 64x64 ws, DRAM 128 B/cycle`` (one memory's bandwidth, all its channels)."""
     array = f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}"
     machine = array if hw.processors == 1 else f"{hw.processors} x {array}"
-    from accelsim.timing.memory import dram_bandwidths
+    from accelsim.timing.machine import machine_of
 
-    bandwidth = dram_bandwidths(hw)[0]
+    bandwidth = machine_of(hw).dram_bandwidths()[0]
     dram = "ideal DRAM" if bandwidth == float("inf") else f"DRAM {bandwidth:g} B/cycle"
     return f"{machine}, {dram}"
 
 
 def _dram_bandwidth(hw: HardwareSpec) -> tuple[float, int]:
     """A Gantt chart's DRAM rows: one memory's bandwidth and how many memories."""
-    from accelsim.timing.memory import dram_bandwidths
+    from accelsim.timing.machine import machine_of
 
-    bandwidths = dram_bandwidths(hw)
+    bandwidths = machine_of(hw).dram_bandwidths()
     return bandwidths[0], len(bandwidths)
 
 

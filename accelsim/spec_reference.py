@@ -234,18 +234,56 @@ def field_rows(model: type[BaseModel], prefix: str = "") -> Iterator[FieldRow]:
     model.model_rebuild()
     for name, info in model.model_fields.items():
         key = f"{prefix}{name}"
-        yield FieldRow(
-            model=model,
-            key=key,
-            type=type_name(info.annotation),
-            unit=unit_of(name),
-            default=default_of(info),
-            bounds=bounds_of(info),
-            description=info.description or "",
-        )
+        yield _row(model, key, name, info)
         nested = _nested(info.annotation)
-        if len(nested) == 1:
+        family = _family(nested)
+        if family is not None:
+            yield from _family_rows(family, nested, f"{key}.")
+        elif len(nested) == 1:
             yield from field_rows(nested[0], f"{key}.")
+
+
+def _row(model: type[BaseModel], key: str, name: str, info: FieldInfo) -> FieldRow:
+    return FieldRow(
+        model=model,
+        key=key,
+        type=type_name(info.annotation),
+        unit=unit_of(name),
+        default=default_of(info),
+        bounds=bounds_of(info),
+        description=info.description or "",
+    )
+
+
+def _family(members: list[type[BaseModel]]) -> type[BaseModel] | None:
+    """The spec of their own that the members of a union of specs all extend (a DRAM
+    model's spec extends ``DramSpec``), or None (the union is of unrelated specs)."""
+    if len(members) < 2:
+        return None
+    for base in members[0].__mro__:
+        if base in (Spec, BaseModel) or not issubclass(base, BaseModel):
+            return None
+        if all(issubclass(m, base) for m in members):
+            return base
+    return None
+
+
+def _family_rows(
+    base: type[BaseModel], members: list[type[BaseModel]], prefix: str
+) -> Iterator[FieldRow]:
+    """The keys of a union of specs extending ``base``: ``base``'s keys, then each
+    member's name (its ``Literal`` key, ``model``) and the keys it adds."""
+    tags = {
+        name
+        for name, info in base.model_fields.items()
+        if all(get_origin(m.model_fields[name].annotation) is Literal for m in members)
+    }
+    yield from (row for row in field_rows(base, prefix) if row.key[len(prefix) :] not in tags)
+    for member in members:
+        member.model_rebuild()
+        for name, info in member.model_fields.items():
+            if name in tags or name not in base.model_fields:
+                yield _row(member, f"{prefix}{name}", name, info)
 
 
 def _label(spec: type[BaseModel]) -> str:
@@ -268,7 +306,8 @@ def _tables(
         model.model_rebuild()
         for name, info in model.model_fields.items():
             nested = _nested(info.annotation)
-            separate = _listed(info.annotation) + (nested if len(nested) > 1 else [])
+            apart = len(nested) > 1 and _family(nested) is None  # not rows of the same table
+            separate = _listed(info.annotation) + (nested if apart else [])
             for spec in nested + _listed(info.annotation):
                 if spec in seen:
                     continue

@@ -21,6 +21,7 @@ from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing.closed_form import ACCELSIM, op_cycles
 from accelsim.timing.costs import OpCosts, op_costs
+from accelsim.timing.machine import Machine
 from tests.conftest import make_hw
 
 
@@ -29,7 +30,7 @@ def costs_of(hw: HardwareSpec, m: int, n: int, k: int, overlap: bool = False) ->
     return op_costs(
         graph,
         schedule(graph, (main_array(hw),)),
-        hw,
+        Machine.of(hw),
         Convention.ACCELSIM,
         PsumPolicy.CHUNK,
         4096,

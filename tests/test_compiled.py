@@ -27,15 +27,17 @@ from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, Tensor, TensorKind
 from accelsim.timing import compiled, engine, engines
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.flat import fingerprint, flatten
+from accelsim.timing.machine import Machine
+from accelsim.timing.memory import StreamClass
 from accelsim.timing.trace import Trace
-from tests.test_engine import costs, gemm, hw, vector
+from tests.test_engine import costs, gemm, hw, machine, vector
 from tests.test_golden import CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_compiled(graph: OpGraph, c: OpCosts, spec: Any) -> Trace:
-    return compiled.simulate(graph, c, flatten(graph, c, spec))
+def run_compiled(graph: OpGraph, c: OpCosts, on: Machine) -> Trace:
+    return compiled.simulate(graph, c, flatten(graph, c, on))
 
 
 def assert_same(a: Trace, b: Trace) -> None:
@@ -52,11 +54,14 @@ GRAD = Tensor("dw", TensorKind.GRADIENT, 1000, 2)
 
 
 @st.composite
-def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
+def problems(
+    draw: st.DrawFn, memories: st.SearchStrategy[list[str]] | None = None
+) -> tuple[OpGraph, OpCosts, Any]:
     """A random DAG of array, extra-array, vector (some of them updates: the background
     stream), transfer and all-reduce ops with random costs (fixed costs per op among
     them), processors, priorities,
-    DRAM sharing, arbitration and channels, bandwidths and latencies."""
+    DRAM sharing, arbitration and channels (or the settings ``memories`` draws:
+    a model's), bandwidths and latencies."""
     procs = draw(st.integers(1, 4))
     n = draw(st.integers(1, 24))
     ops: list[Any] = []
@@ -123,7 +128,11 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
         f"processors={procs}",
         f"dram.sharing={draw(st.sampled_from(['shared', 'per_processor']))}",
         f"dram.arbitration={draw(st.sampled_from(['fcfs', 'priority']))}",
-        f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}",
+        *(
+            draw(memories)
+            if memories is not None
+            else [f"dram.channels={draw(st.sampled_from([1, 1, 2, 3, 4]))}"]
+        ),
         f"dram.bandwidth_bytes_per_cycle={bandwidth}",
         f"dram.latency_cycles={draw(st.integers(0, 300))}",
         f"dram.write_bandwidth_bytes_per_cycle={draw(st.sampled_from(['1', '16', '.inf']))}",
@@ -137,7 +146,8 @@ def problems(draw: st.DrawFn) -> tuple[OpGraph, OpCosts, Any]:
 @given(problems())
 def test_compiled_equals_simpy_on_random_graphs(problem: tuple[OpGraph, OpCosts, Any]) -> None:
     graph, c, spec = problem
-    assert_same(engine.simulate(graph, c, spec), run_compiled(graph, c, spec))
+    on = Machine.of(spec)
+    assert_same(engine.simulate(graph, c, on), run_compiled(graph, c, on))
 
 
 def test_both_engines_stop_at_the_cycle_limit() -> None:
@@ -146,9 +156,9 @@ def test_both_engines_stop_at_the_cycle_limit() -> None:
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**53 + 1, 10])
     for run in (run_compiled, engine.simulate):
         with pytest.raises(LimitError, match="2\\^53"):
-            run(graph, c, hw())
+            run(graph, c, machine())
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**53 - 10, 10])
-    assert run_compiled(graph, c, hw()).total_cycles == 2**53
+    assert run_compiled(graph, c, machine()).total_cycles == 2**53
 
 
 # -- golden runs: whole summaries --------------------------------------------------------
@@ -287,11 +297,11 @@ def test_auto_looks_for_the_cache_once_per_process(monkeypatch: pytest.MonkeyPat
 def test_trace_names_its_engine() -> None:
     graph = OpGraph(ops=(gemm(0),), processor=(0,))
     c = costs([UNIT_ARRAY], compute=[10])
-    assert engines.simulate(graph, c, hw(), EngineKind.SIMPY).engine == "simpy"
-    assert engines.simulate(graph, c, hw(), EngineKind.COMPILED).engine == "compiled"
+    assert engines.simulate(graph, c, machine(), EngineKind.SIMPY).engine == "simpy"
+    assert engines.simulate(graph, c, machine(), EngineKind.COMPILED).engine == "compiled"
     assert np.array_equal(
-        engines.simulate(graph, c, hw(), EngineKind.SIMPY).end_cycle,
-        engines.simulate(graph, c, hw(), EngineKind.COMPILED).end_cycle,
+        engines.simulate(graph, c, machine(), EngineKind.SIMPY).end_cycle,
+        engines.simulate(graph, c, machine(), EngineKind.COMPILED).end_cycle,
     )
 
 
@@ -301,20 +311,25 @@ def test_trace_names_its_engine() -> None:
 def test_the_fingerprint_sees_everything_that_decides_timing() -> None:
     graph = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0))
     c = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 0])
-    key = fingerprint(flatten(graph, c, hw()))
+    key = fingerprint(flatten(graph, c, machine()))
     renamed = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), on_chip=frozenset({"x"}))
-    assert fingerprint(flatten(renamed, c, hw())) == key  # timing reads costs, not names
-    assert fingerprint(flatten(graph, c, hw("dram.latency_cycles=7"))) != key
-    assert fingerprint(flatten(graph, c, hw("interconnect.latency_cycles=7"))) != key
+    assert fingerprint(flatten(renamed, c, machine())) == key  # timing reads costs, not names
+    assert fingerprint(flatten(graph, c, machine("dram.latency_cycles=7"))) != key
+    assert fingerprint(flatten(graph, c, machine("interconnect.latency_cycles=7"))) != key
     other = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 1])
-    assert fingerprint(flatten(graph, other, hw())) != key
+    assert fingerprint(flatten(graph, other, machine())) != key
     launched = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 0])
     launched = dataclasses.replace(launched, overhead_cycles=np.array([3, 0]))
-    assert fingerprint(flatten(graph, launched, hw())) != key
+    assert fingerprint(flatten(graph, launched, machine())) != key
     unordered = OpGraph(ops=(gemm(0), vector(1)), processor=(0, 0))
-    assert fingerprint(flatten(unordered, c, hw())) != key
+    assert fingerprint(flatten(unordered, c, machine())) != key
     prioritised = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), priority=(1, 0))
-    assert fingerprint(flatten(prioritised, c, hw())) != key
+    assert fingerprint(flatten(prioritised, c, machine())) != key
+    # The streams always count, whether or not the memory looks at them now.
+    reads, writes = np.array([0, 0]), np.array([0, 0])
+    assert fingerprint(flatten(graph, c, machine(), (reads, writes))) == key
+    weights = (np.array([0, StreamClass.WEIGHT]), writes)
+    assert fingerprint(flatten(graph, c, machine(), weights)) != key
 
 
 def test_a_step_is_simulated_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:

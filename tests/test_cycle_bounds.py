@@ -16,6 +16,7 @@ from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
 from accelsim.timing.costs import op_costs
 from accelsim.timing.engines import simulate
+from accelsim.timing.machine import Machine
 from tests.conftest import ROOT
 
 
@@ -38,11 +39,16 @@ def allreduce_run(processors: int, participants: tuple[int, ...], sharing: str) 
     )
     graph = OpGraph(ops=(op,), processor=(participants[0],))
     costs = op_costs(
-        graph, schedule(graph, (main_array(hw),)), hw, Convention.ACCELSIM, PsumPolicy.CHUNK, 1
+        graph,
+        schedule(graph, (main_array(hw),)),
+        Machine.of(hw),
+        Convention.ACCELSIM,
+        PsumPolicy.CHUNK,
+        1,
     )
-    trace = simulate(graph, costs, hw)
+    trace = simulate(graph, costs, Machine.of(hw))
     energy = estimate_energy(trace, hw, load_energy(ROOT / "configs/energy/horowitz45.yaml"))
-    return RunResult("t", "t", 1, {}, hw, graph, trace, energy)
+    return RunResult("t", "t", 1, {}, Machine.of(hw), graph, trace, energy)
 
 
 @pytest.mark.parametrize(

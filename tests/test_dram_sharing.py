@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 import accelsim
-from accelsim.config.hardware import DramSharing
+from accelsim.config.dram import DramSharing
 from accelsim.config.loader import display_path, load_energy, load_hardware
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError

@@ -2,7 +2,7 @@
 
 Every expected number below is derived in a comment from the documented rules:
 
-* a DRAM or link transfer (:class:`FifoMemory`) of ``b`` bytes requested at ``t`` starts at
+* a DRAM or link transfer (:class:`Fifo`) of ``b`` bytes requested at ``t`` starts at
   ``max(t, free_at)``, keeps the channel busy ``ceil(b / bandwidth)`` cycles and
   arrives ``latency`` cycles after that;
 * an op of ``chunks`` tile groups first waits for its prologue, then for each
@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 import simpy
 
-from accelsim.config.hardware import DramSharing, HardwareSpec
+from accelsim.config.dram import DramSharing
+from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import load_hardware, parse_sets
 from accelsim.graph.ops import (
     STAGE_OF_PHASE,
@@ -43,7 +44,9 @@ from accelsim.graph.ops import (
 from accelsim.timing.channel import transfer
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.engine import simulate
-from accelsim.timing.memory import DEFAULT_STREAM, FifoMemory
+from accelsim.timing.machine import Machine
+from accelsim.timing.memories.fifo import Fifo
+from accelsim.timing.memory import DEFAULT_STREAM, MemoryState
 from accelsim.timing.trace import Trace
 
 DEFAULT_HW = Path(__file__).resolve().parents[1] / "configs" / "hardware" / "default.yaml"
@@ -53,6 +56,16 @@ def hw(*sets: str) -> HardwareSpec:
     """The default hardware (DRAM 128 B/cycle + 100 cycles, links 64 B/cycle + 200
     cycles, 128 vector lanes, one processor) with ``--set`` style overrides."""
     return load_hardware(DEFAULT_HW, parse_sets(list(sets)))
+
+
+def machine(*sets: str) -> Machine:
+    """:func:`hw`'s machine."""
+    return Machine.of(hw(*sets))
+
+
+def fifo(bytes_per_cycle: float, latency_cycles: int) -> MemoryState:
+    """A fresh first-come-first-served channel."""
+    return MemoryState(Fifo(bytes_per_cycle, bytes_per_cycle, latency_cycles))
 
 
 # -- tiny graphs and hand-made costs ------------------------------------------------------
@@ -140,7 +153,7 @@ def test_same_unit_runs_in_program_order() -> None:
     # op1 (no traffic) waits for the array: start 210, end 210 + 50 = 260, stall 0.
     graph = OpGraph(ops=(gemm(0), gemm(1)), processor=(0, 0))
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[100, 50], reads=[1280, 0])
-    assert timings(simulate(graph, c, hw())) == ([0, 210], [210, 260], [110, 0], 260)
+    assert timings(simulate(graph, c, machine())) == ([0, 210], [210, 260], [110, 0], 260)
 
 
 def test_priority_overrides_program_order() -> None:
@@ -148,14 +161,14 @@ def test_priority_overrides_program_order() -> None:
     # op1 0..50; op0 starts at 50, its 1280 B take DRAM 50..60, arrive 160, end 260.
     graph = OpGraph(ops=(gemm(0), gemm(1)), processor=(0, 0), priority=(1, 0))
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[100, 50], reads=[1280, 0])
-    assert timings(simulate(graph, c, hw())) == ([50, 0], [260, 50], [110, 0], 260)
+    assert timings(simulate(graph, c, machine())) == ([50, 0], [260, 50], [110, 0], 260)
 
 
 def test_array_and_vector_overlap() -> None:
     # No traffic: the array op (100 cycles) and the vector op (60) both start at 0.
     graph = OpGraph(ops=(gemm(0), vector(1)), processor=(0, 0))
     c = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[100, 60])
-    assert timings(simulate(graph, c, hw())) == ([0, 0], [100, 60], [0, 0], 100)
+    assert timings(simulate(graph, c, machine())) == ([0, 0], [100, 60], [0, 0], 100)
 
 
 def test_array_and_vector_overlap_but_share_dram() -> None:
@@ -164,14 +177,14 @@ def test_array_and_vector_overlap_but_share_dram() -> None:
     # op1: DRAM 10..20 (behind op0), arrives 120, compute 60 -> end 180, stall 120.
     graph = OpGraph(ops=(gemm(0), vector(1)), processor=(0, 0))
     c = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[100, 60], reads=[1280, 1280])
-    assert timings(simulate(graph, c, hw())) == ([0, 0], [210, 180], [110, 120], 210)
+    assert timings(simulate(graph, c, machine())) == ([0, 0], [210, 180], [110, 120], 210)
 
 
 def test_dependency_between_units() -> None:
     # op1 (vector, 60 cycles) needs op0 (array, 100): 0..100 then 100..160.
     graph = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0))
     c = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[100, 60])
-    assert timings(simulate(graph, c, hw())) == ([0, 100], [100, 160], [0, 0], 160)
+    assert timings(simulate(graph, c, machine())) == ([0, 100], [100, 160], [0, 0], 160)
 
 
 def test_dependency_waits_for_the_producers_writes() -> None:
@@ -181,7 +194,7 @@ def test_dependency_waits_for_the_producers_writes() -> None:
     c = costs(
         [UNIT_ARRAY, UNIT_VECTOR], compute=[100, 60], writes=[1280, 0], epilogue_bytes=[1280, 0]
     )
-    assert timings(simulate(graph, c, hw())) == ([0, 210], [210, 270], [110, 0], 270)
+    assert timings(simulate(graph, c, machine())) == ([0, 210], [210, 270], [110, 0], 270)
 
 
 def test_vector_op_reads_computes_and_writes() -> None:
@@ -213,7 +226,7 @@ def test_vector_op_reads_computes_and_writes() -> None:
             writes=[written],
             epilogue_bytes=[written],
         )
-        assert timings(simulate(graph, c, hw())) == ([0], [end], [end - 24], end)
+        assert timings(simulate(graph, c, machine())) == ([0], [end], [end - 24], end)
 
 
 # -- two processors on one DRAM -----------------------------------------------------------
@@ -234,7 +247,7 @@ def test_two_processors_queue_on_dram_in_request_order() -> None:
         writes=[1280, 1280],
         epilogue_bytes=[1280, 1280],
     )
-    trace = simulate(graph, c, hw("processors=2"))
+    trace = simulate(graph, c, machine("processors=2"))
     assert timings(trace) == ([0, 0], [330, 350], [230, 250], 350)
     assert trace.busy_cycles(UNIT_ARRAY).tolist() == [330, 350]
 
@@ -246,7 +259,7 @@ def test_dram_order_is_request_order_not_processor_order() -> None:
     # op1: starts 5, DRAM max(5, 20) = 20..40, arrives 140, compute -> 240, stall 135.
     graph = OpGraph(ops=(gemm(0), gemm(1), gemm(2)), processor=(0, 0, 1))
     c = costs([UNIT_ARRAY] * 3, compute=[5, 100, 100], reads=[0, 2560, 2560])
-    trace = simulate(graph, c, hw("processors=2"))
+    trace = simulate(graph, c, machine("processors=2"))
     assert timings(trace) == ([0, 5, 0], [5, 240, 220], [0, 135, 120], 240)
 
 
@@ -275,7 +288,7 @@ def test_two_processors_reading_at_once(sharing: str, ends: list[int]) -> None:
     # ends when its data arrives; stall = the whole duration.
     graph = OpGraph(ops=(gemm(0), gemm(1)), processor=(0, 1))
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[0, 0], reads=[1280, 1280])
-    trace = simulate(graph, c, hw("processors=2", f"dram.sharing={sharing}"))
+    trace = simulate(graph, c, machine("processors=2", f"dram.sharing={sharing}"))
     assert timings(trace) == ([0, 0], ends, ends, max(ends))
 
 
@@ -289,9 +302,9 @@ def test_per_processor_channel_is_shared_by_the_processors_units() -> None:
     # shared: the third request queues behind both, 20..30 -> 130, end 230.
     graph = OpGraph(ops=(gemm(0), vector(1), gemm(2)), processor=(0, 0, 1))
     c = costs([UNIT_ARRAY, UNIT_VECTOR, UNIT_ARRAY], compute=[100, 100, 100], reads=[1280] * 3)
-    private = simulate(graph, c, hw("processors=2", PER_PROCESSOR))
+    private = simulate(graph, c, machine("processors=2", PER_PROCESSOR))
     assert timings(private) == ([0, 0, 0], [210, 220, 210], [110, 120, 110], 220)
-    shared = simulate(graph, c, hw("processors=2"))
+    shared = simulate(graph, c, machine("processors=2"))
     assert timings(shared) == ([0, 0, 0], [210, 220, 230], [110, 120, 130], 230)
 
 
@@ -317,7 +330,7 @@ def test_chunks_overlap_fetch_compute_and_drain() -> None:
     graph = OpGraph(ops=(gemm(0),), processor=(0,))
     c = costs([UNIT_ARRAY], chunks=[3], **CHUNKED)
     spec = hw("dram.bandwidth_bytes_per_cycle=10", "dram.latency_cycles=5")
-    assert timings(simulate(graph, c, spec)) == ([0], [344], [44], 344)
+    assert timings(simulate(graph, c, Machine.of(spec))) == ([0], [344], [44], 344)
 
 
 def test_slow_dram_stalls_the_array() -> None:
@@ -332,7 +345,7 @@ def test_slow_dram_stalls_the_array() -> None:
     graph = OpGraph(ops=(gemm(0),), processor=(0,))
     c = costs([UNIT_ARRAY], chunks=[3], **CHUNKED)
     spec = hw("dram.bandwidth_bytes_per_cycle=1", "dram.latency_cycles=0")
-    assert timings(simulate(graph, c, spec)) == ([0], [1600], [1300], 1600)
+    assert timings(simulate(graph, c, Machine.of(spec))) == ([0], [1600], [1300], 1600)
 
 
 def test_one_chunk_reads_everything_before_compute() -> None:
@@ -342,7 +355,7 @@ def test_one_chunk_reads_everything_before_compute() -> None:
     graph = OpGraph(ops=(gemm(0),), processor=(0,))
     c = costs([UNIT_ARRAY], chunks=[1], **CHUNKED)
     spec = hw("dram.bandwidth_bytes_per_cycle=10", "dram.latency_cycles=5")
-    assert timings(simulate(graph, c, spec)) == ([0], [470], [170], 470)
+    assert timings(simulate(graph, c, Machine.of(spec))) == ([0], [470], [170], 470)
 
 
 # -- interconnect -------------------------------------------------------------------------
@@ -366,7 +379,7 @@ def test_point_to_point_transfer_feeds_the_other_processor() -> None:
     )
     graph = OpGraph(ops=(gemm(0), transfer, vector(2, 1)), processor=(0, 0, 1))
     c = costs([UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR], compute=[100, 0, 10])
-    trace = simulate(graph, c, hw("processors=2"))
+    trace = simulate(graph, c, machine("processors=2"))
     assert timings(trace) == ([0, 100, 332], [100, 332, 342], [0, 0, 0], 342)
 
 
@@ -399,7 +412,7 @@ def allreduce(participants: tuple[int, ...]) -> OpGraph:
 )
 def test_ring_allreduce(processors: int, end: int) -> None:
     graph = allreduce(tuple(range(processors)))
-    trace = simulate(graph, costs([UNIT_COMM]), hw(f"processors={processors}"))
+    trace = simulate(graph, costs([UNIT_COMM]), machine(f"processors={processors}"))
     # Communication ops have no compute: their whole duration is communication.
     assert timings(trace) == ([0], [end], [0], end)
 
@@ -419,7 +432,7 @@ def test_ring_allreduce(processors: int, end: int) -> None:
 def test_ring_allreduce_with_a_dram_channel_per_processor(processors: int, end: int) -> None:
     graph = allreduce(tuple(range(processors)))
     spec = hw(f"processors={processors}", PER_PROCESSOR)
-    trace = simulate(graph, costs([UNIT_COMM]), spec)
+    trace = simulate(graph, costs([UNIT_COMM]), Machine.of(spec))
     assert timings(trace) == ([0], [end], [0], end)
 
 
@@ -441,7 +454,7 @@ def test_allreduce_uses_each_participants_own_channel() -> None:
     )
     graph = OpGraph(ops=(gemm(0), comm), processor=(1, 0))
     c = costs([UNIT_ARRAY, UNIT_COMM], compute=[10, 0], reads=[2560, 0])
-    trace = simulate(graph, c, hw("processors=3", PER_PROCESSOR))
+    trace = simulate(graph, c, machine("processors=3", PER_PROCESSOR))
     assert timings(trace) == ([0, 0], [130, 664], [120, 0], 664)
 
 
@@ -466,7 +479,7 @@ def test_allreduce_waits_for_every_participants_gradient() -> None:
         reads=[0, 0, 2 * 2002],
         writes=[0, 0, 2 * 2002],
     )
-    trace = simulate(graph, c, hw("processors=2"))
+    trace = simulate(graph, c, machine("processors=2"))
     assert timings(trace) == ([0, 0, 250], [100, 250, 946], [0, 0, 0], 946)
 
 
@@ -474,7 +487,7 @@ def test_allreduce_waits_for_every_participants_gradient() -> None:
 
 
 def arrivals(
-    env: simpy.Environment, channel: FifoMemory, requests: list[tuple[int, int]]
+    env: simpy.Environment, channel: MemoryState, requests: list[tuple[int, int]]
 ) -> list[int]:
     """Arrival cycle of each ``(request cycle, bytes)`` transfer on ``channel``."""
     times = [-1] * len(requests)
@@ -494,9 +507,9 @@ def test_channel_back_to_back() -> None:
     # 10 B/cycle, latency 5.  At 0: 100 B busy 0..10, arrives 15; 50 B queued
     # behind it, 10..15, arrives 20.  At 100 (idle again): 10 B 100..101, arrives 106.
     env = simpy.Environment()
-    channel = FifoMemory(10, 5)
+    channel = fifo(10, 5)
     assert arrivals(env, channel, [(0, 100), (0, 50), (100, 10)]) == [15, 20, 106]
-    assert channel.free_at == 101
+    assert channel.state[0] == 101
 
 
 def test_channel_latency_is_pipelined() -> None:
@@ -504,25 +517,25 @@ def test_channel_latency_is_pipelined() -> None:
     # channel busy until 10 starts at once, even though the earlier data is still
     # in flight until 30.  10 B/cycle, latency 20: 100 B 0..10 -> 30; 1 B 12..13 -> 33.
     env = simpy.Environment()
-    channel = FifoMemory(10, 20)
+    channel = fifo(10, 20)
     assert arrivals(env, channel, [(0, 100), (12, 1)]) == [30, 33]
 
 
 def test_channel_with_infinite_bandwidth_costs_only_latency() -> None:
     env = simpy.Environment()
-    channel = FifoMemory(math.inf, 7)
+    channel = fifo(math.inf, 7)
     assert arrivals(env, channel, [(0, 10**12), (0, 1), (3, 10**9)]) == [7, 7, 10]
-    assert channel.free_at == 3  # never busy: free from the last request on
+    assert channel.state[0] == 3  # never busy: free from the last request on
 
 
 def test_channel_rounds_busy_cycles_up() -> None:
     # 64 B/cycle, latency 0: 2000 B -> ceil(31.25) = 32; 1 B -> 1; 64 B -> 1;
     # 65 B -> 2; all back to back from 0: 32, 33, 34, 36.
     env = simpy.Environment()
-    channel = FifoMemory(64, 0)
+    channel = fifo(64, 0)
     assert arrivals(env, channel, [(0, 2000), (0, 1), (0, 64), (0, 65)]) == [32, 33, 34, 36]
     # Fractional bandwidths: 3 B at 0.5 B/cycle take 6 cycles; 1 B at 1.5 takes
     # ceil(0.67) = 1 and 4 B ceil(2.67) = 3.
     for bandwidth, n_bytes, cycles in ((0.5, 3, 6), (1.5, 1, 1), (1.5, 4, 3)):
         env = simpy.Environment()
-        assert arrivals(env, FifoMemory(bandwidth, 0), [(0, n_bytes)]) == [cycles]
+        assert arrivals(env, fifo(bandwidth, 0), [(0, n_bytes)]) == [cycles]

@@ -27,6 +27,7 @@ from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing import closed_form
 from accelsim.timing.costs import op_costs
+from accelsim.timing.machine import Machine
 from tests import systolic_reference as rtl
 from tests.conftest import ROOT, make_hw
 
@@ -157,7 +158,13 @@ def test_masked_folds_pipeline_back_to_back() -> None:
 
     def cycles(folds, overlap: bool) -> int:
         costs = op_costs(
-            graph, folds, hw, Convention.ACCELSIM, PsumPolicy.CHUNK, 8, fold_overlap=overlap
+            graph,
+            folds,
+            Machine.of(hw),
+            Convention.ACCELSIM,
+            PsumPolicy.CHUNK,
+            8,
+            fold_overlap=overlap,
         )
         return int(costs.compute_cycles[0])
 
@@ -185,7 +192,7 @@ def test_scalesim_convention_refuses_fold_overlap() -> None:
         op_costs(
             built,
             schedule(built, (main_array(hw),)),
-            hw,
+            Machine.of(hw),
             Convention.SCALESIM,
             PsumPolicy.CHUNK,
             8,

@@ -14,6 +14,7 @@ from accelsim.graph.ops import Phase, TensorKind
 from accelsim.mapping.schedule import FoldSchedule, fold_use, schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing.costs import OpCosts, op_costs
+from accelsim.timing.machine import Machine
 from tests.conftest import make_hw
 
 # 8 x 8 array, 1 KiB buffers: half of each (512 B, 256 bf16 words) is what reuse needs
@@ -41,7 +42,7 @@ def costs(
     folds = schedule(graph, (main_array(hw),))
     if mask is not None:
         folds = folds.with_masks({0: mask})
-    return op_costs(graph, folds, hw, Convention.ACCELSIM, psums, 8), folds
+    return op_costs(graph, folds, Machine.of(hw), Convention.ACCELSIM, psums, 8), folds
 
 
 def words(c: OpCosts) -> tuple[int, int, int, int]:

@@ -1,8 +1,11 @@
-"""The Memory protocol: the one place DRAM timing lives, and how the engines see it.
+"""The memory contract (timing/memory.py) and its two first models, fifo and interleaved,
+as everything else sees them: reservations timed by hand, bounds, the machine's
+memories, their arrays for the compiled engine, streams and arbitration.
 
 Reservations are timed by hand: a transfer of ``b`` bytes booked at ``t`` on a
 channel of ``w`` bytes per cycle starts at ``max(t, free_at)``, holds the channel
-``ceil(b / w)`` cycles and arrives ``latency`` cycles after that.
+``ceil(b / w)`` cycles and arrives ``latency`` cycles after that.  What every model
+must keep is checked, model by model, by ``tests/contracts/``.
 """
 
 from __future__ import annotations
@@ -14,35 +17,29 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 
-from accelsim.config.hardware import DramArbitration, HardwareSpec
+from accelsim.config.dram import DramArbitration
+from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import Access, CommOp, OpGraph, Phase, Stage, Tensor, TensorKind
 from accelsim.timing import compiled, engine
-from accelsim.timing import memory as memory_module
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
-from accelsim.timing.flat import flatten
-from accelsim.timing.interleaved import InterleavedMemory
+from accelsim.timing.flat import flatten, memory_table
+from accelsim.timing.machine import Machine
+from accelsim.timing.memories.fifo import Fifo
+from accelsim.timing.memories.interleaved import Interleaved
 from accelsim.timing.memory import (
     BACKGROUND,
     DEFAULT_STREAM,
     FOREGROUND,
     SLICE_CYCLES,
-    FifoMemory,
-    Memory,
-    Stream,
+    MemoryState,
     StreamClass,
-    dram_capacity_bytes,
-    dram_memories,
-    link_memories,
-    memory_layout,
     slice_bytes,
 )
 from accelsim.timing.single_op import simulate_single_op
 from accelsim.timing.streams import STREAMS, group_stream, op_streams
-from tests.test_compiled import problems
-from tests.test_engine import W, Y, costs, gemm, hw, vector
+from tests.test_engine import W, Y, costs, fifo, gemm, hw, machine, vector
 
 PACKAGE = Path(__file__).resolve().parents[1] / "accelsim"
 
@@ -50,13 +47,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "accelsim"
 def test_a_fifo_memory_books_in_request_order() -> None:
     # 10 B/cycle, latency 5: 100 B at 0 hold 0..10, arrive 15; 50 B at 0 queue
     # behind, 10..15, arrive 20; 10 B at 100 (idle again) 100..101, arrive 106.
-    memory = FifoMemory(10, 5)
+    memory = fifo(10, 5)
     assert [memory.reserve(t, b, DEFAULT_STREAM) for t, b in ((0, 100), (0, 50), (100, 10))] == [
         15,
         20,
         106,
     ]
-    assert memory.free_at == 101
+    assert memory.state == [101]
 
 
 def test_an_interleaved_memory_deals_blocks_to_its_channels_in_turn() -> None:
@@ -64,38 +61,42 @@ def test_an_interleaved_memory_deals_blocks_to_its_channels_in_turn() -> None:
     # blocks (the last 232 B), two each: channel 0 0..512, channel 1 0..488, arrive
     # 522.  100 B at 10, one block from channel 0: 512..612, arrive 622.  300 B at 20,
     # a block from channel 1, 488..744, and 44 B on channel 0, 612..656: arrive 754.
-    memory = InterleavedMemory(2, 1, 10, 0)
+    memory = MemoryState(Interleaved(2, 1, 1, 10, 0))
     assert [memory.reserve(t, b, DEFAULT_STREAM) for t, b in ((0, 1000), (10, 100), (20, 300))] == [
         522,
         622,
         754,
     ]
-    assert ([lane.free_at for lane in memory.lanes], memory.cursor) == ([656, 744], 1)
+    assert memory.state == [1, 656, 744]  # the cursor, then each channel's free cycle
     # Four channels: 1000 B at 0 are a block on each (232 B on channel 3), 0..256,
     # arrive 266; 100 B at 10 on channel 0, 256..356, arrive 366; 600 B at 20 are
     # blocks on channels 1 and 2, 256..512, and 88 B on channel 3, 232..320: arrive 522.
-    memory = InterleavedMemory(4, 1, 10, 0)
+    memory = MemoryState(Interleaved(4, 1, 1, 10, 0))
     assert [memory.reserve(t, b, DEFAULT_STREAM) for t, b in ((0, 1000), (10, 100), (20, 600))] == [
         266,
         366,
         522,
     ]
-    assert ([lane.free_at for lane in memory.lanes], memory.cursor) == ([356, 512, 512, 320], 0)
+    assert memory.model.channel_free(memory.state) == (356, 512, 512, 320)
+    assert memory.state[0] == 0
 
 
 def test_an_interleaved_memory_is_the_sum_of_its_channels() -> None:
-    memory = dram_memories(hw("dram.channels=4", "dram.capacity_gib=2"))[0]
-    assert isinstance(memory, InterleavedMemory)
+    memory = machine("dram.channels=4", "dram.capacity_gib=2").dram[0]
+    assert isinstance(memory, Interleaved)
     assert memory.bound(5120) == 10.0  # 4 x 128 B/cycle
     assert memory.capacity_bytes == 4 * 2 * 2**30
-    assert dram_capacity_bytes(hw("dram.channels=4")) == 4 * 16 * 2**30
+    assert machine("dram.channels=4").dram_capacity_bytes == 4 * 16 * 2**30
     assert memory.latency_cycles == 100
-    assert memory.shares(1000) == [256, 256, 256, 232]
-    assert memory.shares(300) == [256, 44, 0, 0]
-    priority = dram_memories(hw("dram.channels=4", "dram.arbitration=priority"))[0]
+    # 1000 B from channel 0 of an idle memory at 1 B/cycle: 256, 256, 256 and 232 B.
+    shares = MemoryState(Interleaved(4, 1, 1, 0, 0))
+    shares.reserve(0, 1000, DEFAULT_STREAM)
+    assert shares.model.channel_free(shares.state) == (256, 256, 256, 232)
+    shares = MemoryState(Interleaved(4, 1, 1, 0, 0))
+    shares.reserve(0, 300, DEFAULT_STREAM)
+    assert shares.model.channel_free(shares.state) == (256, 44, 0, 0)
+    priority = MemoryState(machine("dram.channels=4", "dram.arbitration=priority").dram[0])
     assert priority.portion(10**6, STREAMS[StreamClass.OPTIMIZER]) == 4 * 32768
-    with pytest.raises(ValueError, match="at least two channels"):
-        InterleavedMemory(1, 128, 100, 0)
 
 
 def test_a_bad_channel_count_is_refused_where_it_was_written() -> None:
@@ -104,47 +105,52 @@ def test_a_bad_channel_count_is_refused_where_it_was_written() -> None:
     ):
         hw("dram.channels=0")
     assert hw().dram.channels == 1
-    assert isinstance(dram_memories(hw())[0], FifoMemory)
+    assert isinstance(machine().dram[0], Fifo)
 
 
 def test_the_bound_is_bytes_over_bandwidth_for_numbers_and_arrays() -> None:
-    memory = FifoMemory(128, 100)
+    memory = Fifo(128, 64, 100)
     assert memory.bound(1280) == 10.0
+    assert memory.bound(1280, write=True) == 20.0
     assert memory.bound(1.0) == 1 / 128
     assert memory.bound(np.array([128, 64])).tolist() == [1.0, 0.5]
-    assert FifoMemory(math.inf, 7).bound(10**9) == 0.0
+    assert Fifo(math.inf, math.inf, 7).bound(10**9) == 0.0
 
 
 def test_processors_sharing_dram_share_one_memory() -> None:
-    shared = dram_memories(hw("processors=3"))
-    assert shared[0] is shared[1] is shared[2]
-    own = dram_memories(hw("processors=3", "dram.sharing=per_processor"))
-    assert len({id(m) for m in own}) == 3
-    links = link_memories(hw("processors=2"))
+    shared = machine("processors=3")
+    assert shared.dram[0] is shared.dram[1] is shared.dram[2]
+    fresh = shared.memories()
+    assert fresh[0] is fresh[1] is fresh[2] and fresh[0] is not shared.memories()[0]
+    own = machine("processors=3", "dram.sharing=per_processor")
+    assert len({id(m) for m in own.dram}) == len({id(m) for m in own.memories()}) == 3
+    links = machine("processors=2").links
     assert links[0] is not links[1]
     assert (links[0].bound(640), links[0].latency_cycles) == (10.0, 200)  # 64 B/cycle links
 
 
 def test_the_compiled_engine_gets_the_memories_as_arrays() -> None:
-    layout = memory_layout(dram_memories(hw("processors=3")))
-    assert layout.memory_of.tolist() == [0, 0, 0]
-    assert layout.channel_ptr.tolist() == [0, 1]
-    assert layout.channel_bandwidth.tolist() == [128.0]
-    assert layout.latency_cycles == 100
-    layout = memory_layout(dram_memories(hw("processors=2", "dram.sharing=per_processor")))
-    assert layout.memory_of.tolist() == [0, 1]
-    assert layout.channel_ptr.tolist() == [0, 1, 2]
-    layout = memory_layout(
-        dram_memories(hw("processors=2", "dram.sharing=per_processor", "dram.channels=3"))
-    )
-    assert layout.channel_ptr.tolist() == [0, 3, 6]
-    assert layout.channel_bandwidth.tolist() == [128.0] * 6
-    assert layout.block_bytes.tolist() == [256, 256]
+    table = memory_table(machine("processors=3").dram)
+    assert table.memory_of.tolist() == [0, 0, 0]
+    assert table.model.tolist() == [Fifo.code]
+    assert (table.param_ptr.tolist(), table.params.tolist()) == ([0, 2], [128.0, 128.0])
+    assert (table.state_ptr.tolist(), table.state.tolist()) == ([0, 1], [0])
+    assert (table.latency.tolist(), table.slice_bytes.tolist()) == ([100], [0])
+    table = memory_table(machine("processors=2", "dram.sharing=per_processor").dram)
+    assert table.memory_of.tolist() == [0, 1]
+    assert table.state_ptr.tolist() == [0, 1, 2]
+    split = ("processors=2", "dram.sharing=per_processor", "dram.channels=3")
+    table = memory_table(machine(*split, "dram.arbitration=priority").dram)
+    assert table.model.tolist() == [Interleaved.code] * 2
+    assert table.params.tolist() == [128.0, 128.0, 3.0, 256.0] * 2
+    assert table.param_ptr.tolist() == [0, 4, 8]
+    assert table.state_ptr.tolist() == [0, 4, 8]  # a cursor and three channels each
+    assert table.slice_bytes.tolist() == [3 * 32768] * 2
 
 
 def test_capacity_is_one_memorys() -> None:
-    assert dram_capacity_bytes(hw()) == 16 * 2**30
-    assert dram_capacity_bytes(hw("dram.capacity_gib=2")) == 2 * 2**30
+    assert machine().dram_capacity_bytes == 16 * 2**30
+    assert machine("dram.capacity_gib=2").dram_capacity_bytes == 2 * 2**30
 
 
 def _reads_bandwidth(path: Path) -> bool:
@@ -155,20 +161,23 @@ def _reads_bandwidth(path: Path) -> bool:
     )
 
 
-def test_only_the_memory_module_turns_a_bandwidth_into_time() -> None:
-    # The hardware spec's bandwidths are read where memories are built, copied into
-    # the summary's design knobs, by the spec itself (the read and write bandwidths
-    # default to it) and by calibration (a fitted file keeps them in bytes per
-    # second at its fitted clock); nothing else divides bytes by them.
+def test_only_the_memory_models_turn_a_bandwidth_into_time() -> None:
+    # The hardware spec's bandwidths are read where memories are built (a link, the
+    # machine's figure of each memory's bandwidth; the DRAM models read the spec's
+    # read and write bandwidths), copied into the summary's design knobs, by the spec
+    # itself (the read and write bandwidths default to it) and by calibration (a
+    # fitted file keeps them in bytes per second at its fitted clock); nothing else
+    # divides bytes by them.
     readers = {
         path.relative_to(PACKAGE).as_posix()
         for path in PACKAGE.rglob("*.py")
         if _reads_bandwidth(path)
     }
     assert readers == {
-        "timing/memory.py",
+        "timing/machine.py",
+        "timing/memories/fifo.py",
         "report/result.py",
-        "config/hardware.py",
+        "config/dram.py",
         "calibration/fit.py",
     }
 
@@ -247,7 +256,7 @@ BACK, FRONT = STREAMS[StreamClass.OPTIMIZER], STREAMS[StreamClass.ACTIVATION]
 
 
 def test_fcfs_books_every_stream_whole() -> None:
-    memory = FifoMemory(10, 5)
+    memory = fifo(10, 5)
     assert memory.portion(1000, BACK) == memory.portion(1000, FRONT) == 1000
 
 
@@ -256,7 +265,7 @@ def test_priority_books_a_background_stream_a_slice_at_a_time() -> None:
     # slice 1 holds 0..20; at 20 (it has left) slice 2, 20..40; at 40 the last 100 B,
     # 40..50, arrive 55.  A foreground 100 B requested at 25 goes behind slice 2 only,
     # 40..50, arrives 55, and pushes the last slice to 50..60, arriving 65.
-    memory = FifoMemory(10, 5, slice_bytes=200)
+    memory = MemoryState(Fifo(10, 10, 5, slice_bytes=200))
     assert memory.portion(500, BACK) == 200
     assert memory.portion(500, FRONT) == 500
     assert memory.reserve(0, 200, BACK) == 25
@@ -272,7 +281,7 @@ def test_the_slice_is_256_cycles_of_bandwidth_with_priority_only() -> None:
     assert slice_bytes(DramArbitration.PRIORITY, 0.5) == 128
     assert slice_bytes(DramArbitration.PRIORITY, 0.001) == 1
     assert slice_bytes(DramArbitration.PRIORITY, math.inf) == 0  # transfers take no time
-    priority = dram_memories(hw("dram.arbitration=priority"))[0]
+    priority = MemoryState(machine("dram.arbitration=priority").dram[0])
     assert priority.portion(10**6, BACK) == 32768
 
 
@@ -300,8 +309,9 @@ def scenario(update_bytes: int) -> tuple[OpGraph, OpCosts]:
 
 def both_engines(graph: OpGraph, c: OpCosts, spec: HardwareSpec) -> tuple[list[int], int]:
     """End cycles and event count, the same from both engines (asserted)."""
-    reference = engine.simulate(graph, c, spec)
-    fast = compiled.simulate(graph, c, flatten(graph, c, spec))
+    on = Machine.of(spec)
+    reference = engine.simulate(graph, c, on)
+    fast = compiled.simulate(graph, c, flatten(graph, c, on))
     assert fast.end_cycle.tolist() == reference.end_cycle.tolist()
     assert (fast.events, fast.start_cycle.tolist()) == (
         reference.events,
@@ -387,7 +397,7 @@ def test_a_lone_op_times_the_same_without_an_engine(
     graph = OpGraph(ops=(gemm(0),), processor=(0,))
     c = costs([UNIT_ARRAY], compute=[0], reads=[600])
     assert both_engines(graph, c, spec)[0] == [end]
-    assert simulate_single_op(graph, c, spec).end_cycle.tolist() == [end]
+    assert simulate_single_op(graph, c, Machine.of(spec)).end_cycle.tolist() == [end]
 
 
 def test_a_lone_background_op_needs_an_engine_under_priority() -> None:
@@ -399,70 +409,9 @@ def test_a_lone_background_op_needs_an_engine_under_priority() -> None:
     c = costs([UNIT_VECTOR], compute=[0], reads=[1000])
     assert both_engines(graph, c, spec)[0] == [1000]
     with pytest.raises(ValueError, match="optimizer transfers are booked a slice at a time"):
-        simulate_single_op(graph, c, spec)
-    fcfs = hw("dram.bandwidth_bytes_per_cycle=1", "dram.latency_cycles=0")
+        simulate_single_op(graph, c, Machine.of(spec))
+    fcfs = machine("dram.bandwidth_bytes_per_cycle=1", "dram.latency_cycles=0")
     assert simulate_single_op(graph, c, fcfs).end_cycle.tolist() == [1000]
-
-
-# -- conservation -------------------------------------------------------------------------
-
-
-class Recording(FifoMemory):
-    """A FIFO memory that records every booking as ``(start, end, bytes)``."""
-
-    def __init__(self, inner: FifoMemory) -> None:
-        super().__init__(
-            inner.bytes_per_cycle, inner.latency_cycles, inner.capacity_bytes, inner.slice_bytes
-        )
-        self.booked: list[tuple[int, int, int]] = []
-
-    def reserve(self, now: int, n_bytes: int, stream: Stream) -> int:
-        start = max(now, self.free_at)
-        arrival = super().reserve(now, n_bytes, stream)
-        self.booked.append((start, self.free_at, n_bytes))
-        return arrival
-
-
-@settings(max_examples=60, deadline=None, derandomize=True)
-@given(problem=problems())
-def test_no_memory_moves_more_than_its_bandwidth(
-    problem: tuple[OpGraph, OpCosts, HardwareSpec],
-) -> None:
-    # Under both arbitrations and with any number of channels every booking holds a
-    # channel alone: bookings never overlap, each holds it ceil(bytes / bandwidth) cycles, so the bytes over the
-    # bandwidth never exceed the time the channel is busy.
-    graph, c, spec = problem
-    made: list[Recording] = []
-
-    def recording(hw_spec: HardwareSpec) -> tuple[Memory, ...]:
-        # A FIFO memory is wrapped whole; an interleaved one gets its channels wrapped.
-        memories = memory_module.dram_memories(hw_spec)
-        wrapped: dict[int, Memory] = {}
-        for memory in memories:
-            if id(memory) in wrapped:
-                continue
-            if isinstance(memory, InterleavedMemory):
-                memory.lanes = [Recording(lane) for lane in memory.lanes]
-                made.extend(memory.lanes)  # type: ignore[arg-type]
-                wrapped[id(memory)] = memory
-            else:
-                wrapped[id(memory)] = Recording(memory)  # type: ignore[arg-type]
-                made.append(wrapped[id(memory)])  # type: ignore[arg-type]
-        return tuple(wrapped[id(m)] for m in memories)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine, "dram_memories", recording)
-        engine.simulate(graph, c, spec)
-    for memory in made:
-        busy = 0
-        last_end = 0
-        for start, end, n_bytes in memory.booked:
-            assert start >= last_end  # one booking at a time
-            assert end - start == math.ceil(n_bytes / memory.bytes_per_cycle)
-            busy += end - start
-            last_end = max(last_end, end)
-        moved = sum(n for _, _, n in memory.booked)
-        assert moved / memory.bytes_per_cycle <= busy + 1e-9
 
 
 def test_a_bad_arbitration_is_refused_where_it_was_written() -> None:

@@ -23,7 +23,7 @@ from accelsim.techniques.pipelines.plan import (
     task_bounds,
 )
 from accelsim.techniques.pipelines.schedule import Schedule
-from accelsim.timing.memory import dram_memories, link_memories
+from accelsim.timing.machine import Machine
 from tests.conftest import ROOT, make_hw
 
 SCHEDULES = ("gpipe", "pipedream", "layerpipe")
@@ -412,7 +412,7 @@ def test_ring_allreduce_cycles_by_hand() -> None:
     hw = make_hw(**{"processors": 4, "interconnect.bandwidth_bytes_per_cycle": 10,
                     "interconnect.latency_cycles": 5, "dram.bandwidth_bytes_per_cycle": 100,
                     "dram.write_bandwidth_bytes_per_cycle": 50, "dram.latency_cycles": 7})  # fmt: skip
-    link, dram = link_memories(hw)[0], dram_memories(hw)[0]
+    link, dram = Machine.of(hw).links[0], Machine.of(hw).dram[0]
     cycles = ring_allreduce_cycles(np.array([1000.0, 0.0]), 4, link, dram)
     assert cycles.tolist() == [224.0, 6 * 5 + 14]
 

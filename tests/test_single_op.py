@@ -19,6 +19,7 @@ from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import main_array
 from accelsim.timing import engine
 from accelsim.timing.costs import OpCosts, op_costs
+from accelsim.timing.machine import Machine
 from accelsim.timing.single_op import ENGINE_NAME, simulate_single_op, single_op_cycles
 from tests.conftest import make_hw
 
@@ -35,7 +36,7 @@ def layer_costs(
 ) -> tuple[object, OpCosts]:
     graph = layer_graph(hw, gemm, phase)
     costs = op_costs(
-        graph, schedule(graph, (main_array(hw),)), hw, convention, psums, chunks_per_op
+        graph, schedule(graph, (main_array(hw),)), Machine.of(hw), convention, psums, chunks_per_op
     )
     return graph, costs
 
@@ -85,8 +86,8 @@ def test_a_lone_gemm_times_as_in_the_simpy_engine(
     )
     gemm = gemm_for(*mnk, phase)
     graph, costs = layer_costs(hw, gemm, phase, convention, psums, chunks_per_op)
-    reference = engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
-    trace = simulate_single_op(graph, costs, hw)  # type: ignore[arg-type]
+    reference = engine.simulate(graph, costs, Machine.of(hw))
+    trace = simulate_single_op(graph, costs, Machine.of(hw))
     assert trace.total_cycles == reference.total_cycles
     np.testing.assert_array_equal(trace.start_cycle, reference.start_cycle)
     np.testing.assert_array_equal(trace.end_cycle, reference.end_cycle)
@@ -103,8 +104,10 @@ def test_reads_and_writes_at_their_own_bandwidths_match(read: float, write: floa
     for shape in ((300, 500, 40), (64, 4096, 2048)):
         gemm = gemm_for(*shape, Phase.FWD)
         graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 64)
-        reference = engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
-        assert simulate_single_op(graph, costs, hw).total_cycles == reference.total_cycles  # type: ignore[arg-type]
+        reference = engine.simulate(graph, costs, Machine.of(hw))
+        assert (
+            simulate_single_op(graph, costs, Machine.of(hw)).total_cycles == reference.total_cycles
+        )  # type: ignore[arg-type]
 
 
 def test_a_write_bound_gemm_takes_its_writes_over_the_write_bandwidth() -> None:
@@ -121,7 +124,7 @@ def test_a_write_bound_gemm_takes_its_writes_over_the_write_bandwidth() -> None:
         4096 * 128 * 2,
         4478,
     )
-    assert single_op_cycles(costs, hw) == -(-reads // 1024) + 4478 + writes // 16
+    assert single_op_cycles(costs, Machine.of(hw)) == -(-reads // 1024) + 4478 + writes // 16
 
 
 def test_the_fixed_cost_per_op_passes_before_any_traffic() -> None:
@@ -135,7 +138,7 @@ def test_the_fixed_cost_per_op_passes_before_any_traffic() -> None:
                         "timing": {"op_overhead_cycles": overhead}})  # fmt: skip
         _, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 64)
         assert int(costs.overhead_cycles[0]) == overhead
-        ends.append(single_op_cycles(costs, hw))
+        ends.append(single_op_cycles(costs, Machine.of(hw)))
         reads = int(costs.dram_read_bytes[0])
         assert ends[-1] > reads // 8 > int(costs.compute_cycles[0])  # read-bound
     assert ends[1] == ends[0] + 5000
@@ -146,8 +149,8 @@ def test_a_conv_with_many_tile_groups_and_stalls_matches() -> None:
     gemm = conv_gemm(58, 58, 3, 3, 64, 64, 1, Phase.FWD, Convention.ACCELSIM)
     graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.CHUNK, 64)
     assert int(costs.chunks[0]) > 1
-    reference = engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
-    trace = simulate_single_op(graph, costs, hw)  # type: ignore[arg-type]
+    reference = engine.simulate(graph, costs, Machine.of(hw))
+    trace = simulate_single_op(graph, costs, Machine.of(hw))
     assert int(reference.stall_cycles[0]) > 0
     assert trace.total_cycles == reference.total_cycles
 
@@ -157,8 +160,8 @@ def test_too_many_cycles_is_the_engines_limit_error() -> None:
     gemm = gemm_for(2**20, 2**20, 2**12, Phase.FWD)
     graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.SPILL, 8)
     with pytest.raises(LimitError) as simpy_error:
-        engine.simulate(graph, costs, hw)  # type: ignore[arg-type]
+        engine.simulate(graph, costs, Machine.of(hw))
     with pytest.raises(LimitError) as error:
-        single_op_cycles(costs, hw)
+        single_op_cycles(costs, Machine.of(hw))
     assert str(error.value) == str(simpy_error.value)
     assert f"{MAX_COUNT:.3g}" in str(error.value)

@@ -180,6 +180,9 @@ def test_design_knobs_are_the_hardware_as_numbers() -> None:
         batch_size=3,
     )
     assert summary.array == f"16x{hw.array.cols} {hw.array.dataflow.value}"
+    assert (summary.design.dram_model, summary.design.dram_channels) == ("fifo", 1)
+    four = accelsim.simulate(SMOKE, ["dram.channels=4"]).base.step_summary().design
+    assert (four.dram_model, four.dram_channels, four.dram_parameters) == ("interleaved", 4, {})
     assert summary.accelsim_version == accelsim.__version__
     commit = summary.git_commit
     assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)
@@ -210,6 +213,30 @@ def test_from_dict_reads_summary_json_back(tmp_path: Path) -> None:
     assert read == summary
     assert all_fields_conform(read)
     assert read.to_dict() == summary.to_dict()
+
+
+def test_the_dram_model_and_its_parameters_are_design_keys() -> None:
+    # A model's own keys are written dram_<key>; a record written before the model had
+    # a name reads as one fifo channel.
+    knobs = replace(
+        smoke().base.step_summary().design,
+        dram_model="row_buffer",
+        dram_parameters={"row_bytes": 2048, "miss_cycles": 30},
+    )
+    record = knobs.to_dict()
+    assert list(record)[-4:] == [
+        "dram_model",
+        "dram_channels",
+        "dram_row_bytes",
+        "dram_miss_cycles",
+    ]
+    assert (record["dram_row_bytes"], record["dram_miss_cycles"]) == (2048, 30)
+    assert DesignKnobs.from_dict(json.loads(json.dumps(record))) == knobs
+    older = {k: v for k, v in record.items() if k not in ("dram_model", "dram_channels")}
+    older = {k: v for k, v in older.items() if k not in ("dram_row_bytes", "dram_miss_cycles")}
+    assert DesignKnobs.from_dict(older) == replace(knobs, dram_model="fifo", dram_parameters={})
+    with pytest.raises(ValueError, match=re.escape("dram_row_bytes: expected a number (got '2')")):
+        DesignKnobs.from_dict(record | {"dram_row_bytes": "2"})
 
 
 def test_training_section_is_the_training_report(tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs, suite_entries, suite_inputs
 from accelsim.driver.run import simulate_run
 from accelsim.timing.groups import MIN_GROUPS, busy_cycles, group_length, tile_groups
-from accelsim.timing.interleaved import InterleavedMemory
-from accelsim.timing.memory import FifoMemory
+from accelsim.timing.memories.fifo import Fifo
+from accelsim.timing.memories.interleaved import Interleaved
 from tests.conftest import ROOT
 
 ADAPTIVE = ["timing.group_cycles=4096", "timing.chunks_per_op=4096"]
@@ -50,11 +50,11 @@ def test_the_longest_op_lengthens_every_group_of_its_step() -> None:
 def test_busy_is_the_longer_of_compute_and_transfer() -> None:
     compute = np.array([1000, 10, 0])
     dram = np.array([1280, 1281, 0])
-    assert busy_cycles(compute, dram, FifoMemory(128.0, 100)).tolist() == [1000, 11, 0]
-    assert busy_cycles(compute, dram, FifoMemory(0.5, 0)).tolist() == [2560, 2562, 0]
-    assert busy_cycles(compute, dram, FifoMemory(math.inf, 0)).tolist() == [1000, 10, 0]
+    assert busy_cycles(compute, dram, Fifo(128.0, 128.0, 100)).tolist() == [1000, 11, 0]
+    assert busy_cycles(compute, dram, Fifo(0.5, 0.5, 0)).tolist() == [2560, 2562, 0]
+    assert busy_cycles(compute, dram, Fifo(math.inf, math.inf, 0)).tolist() == [1000, 10, 0]
     # four interleaved channels of 32 B/cycle transfer as fast as one of 128
-    assert busy_cycles(compute, dram, InterleavedMemory(4, 32.0, 100, 0)).tolist() == [1000, 11, 0]
+    assert busy_cycles(compute, dram, Interleaved(4, 32.0, 32.0, 100, 0)).tolist() == [1000, 11, 0]
 
 
 def _step(run: str, *sets: str) -> tuple[int, int, int]:

@@ -22,6 +22,7 @@ from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
 from accelsim.timing import tile_groups
 from accelsim.timing.costs import op_costs
+from accelsim.timing.machine import Machine
 from accelsim.timing.memory import StreamClass
 from accelsim.timing.tile_groups import simulate_grouped
 from tests.conftest import ROOT, make_hw
@@ -34,10 +35,10 @@ FREE = {"dram.bandwidth_bytes_per_cycle": float("inf"), "dram.latency_cycles": 0
 def run(graph: OpGraph, hw: HardwareSpec, engine: EngineKind = EngineKind.SIMPY) -> RunResult:
     """Schedule, cost and simulate ``graph`` on ``hw``, 8 tile groups per op at most."""
     folds = schedule(graph, (main_array(hw),))
-    costs = op_costs(graph, folds, hw, Convention.ACCELSIM, PsumPolicy.CHUNK, 8)
-    trace = simulate_grouped(graph, costs, hw, engine)
+    costs = op_costs(graph, folds, Machine.of(hw), Convention.ACCELSIM, PsumPolicy.CHUNK, 8)
+    trace = simulate_grouped(graph, costs, Machine.of(hw), engine)
     energy = estimate_energy(trace, hw, load_energy(ROOT / "configs/energy/horowitz45.yaml"))
-    return RunResult("t", "t", 1, {}, hw, graph, trace, energy)
+    return RunResult("t", "t", 1, {}, Machine.of(hw), graph, trace, energy)
 
 
 def chain(

@@ -33,9 +33,9 @@ from accelsim.config.hardware import HardwareSpec, Orientation
 from accelsim.driver.layer import gemm_for, layer_graph
 from accelsim.graph.ops import Phase
 from accelsim.mapping.schedule import schedule
-from accelsim.mapping.units import main_array
 from accelsim.timing.costs import OpCosts, op_costs
 from accelsim.timing.groups import lone_op_groups
+from accelsim.timing.machine import machine_of
 from accelsim.timing.single_op import single_op_cycles
 
 
@@ -142,10 +142,11 @@ def _lone_gemm_costs(
     """The costs of ``C[m x n] = A[m x k] . B[k x n]`` run alone on ``hw``'s array, as
     ``accelsim layer`` lowers it (``group_cycles`` None: the per-op tile groups)."""
     graph = layer_graph(hw, gemm_for(m, n, k, Phase.FWD), Phase.FWD)
+    machine = machine_of(hw)
     return op_costs(
         graph,
-        schedule(graph, (main_array(hw),)),
-        hw,
+        schedule(graph, (machine.array,)),
+        machine,
         Convention.ACCELSIM,
         psums,
         DEFAULT_CHUNKS_PER_OP,
@@ -179,7 +180,7 @@ def _cycles(o: Orientated, overhead: int, read: float, write: float, lat: int) -
 
 
 def _first_order(o: Orientated, read: float, write: float) -> np.ndarray:
-    """The orientation criterion of :class:`~accelsim.timing.costs.ChipOptions`."""
+    """The orientation criterion of :class:`~accelsim.timing.gemm_costs.ChipOptions`."""
     longer: np.ndarray = np.maximum(o.compute_cycles, o.read_bytes / read + o.write_bytes / write)
     return longer
 
@@ -216,5 +217,5 @@ def engine_us(
     out = []
     for m, n, k in zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True):
         costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
-        out.append(single_op_cycles(costs, hw) / hw.clock_mhz)
+        out.append(single_op_cycles(costs, machine_of(hw)) / hw.clock_mhz)
     return np.asarray(out)

@@ -2,9 +2,9 @@
 
 Loaded from ``configs/hardware/*.yaml``.  Every processor is identical; the
 buffer sizes are per processor and each buffer is double-buffered, so half of
-it holds the tile being computed and half the tile being fetched.  DRAM is one
-channel shared by all processors or, with ``dram.sharing: per_processor``, one
-channel per processor.
+it holds the tile being computed and half the tile being fetched.  DRAM
+(:mod:`accelsim.config.dram`) is one memory shared by all processors or, with
+``dram.sharing: per_processor``, one memory per processor.
 """
 
 from __future__ import annotations
@@ -28,15 +28,13 @@ from accelsim.config.base import (
     RuleViolation,
     Spec,
 )
+from accelsim.config.dram import DramModelSpec
 from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
 """Most processors: every one holds its own copy of the step graph."""
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
-MAX_DRAM_CHANNELS = 256
-"""Most DRAM channels per memory (eight HBM3 stacks of 32 pseudo-channels): every
-DRAM transfer is booked on each of them."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
 
 
@@ -145,110 +143,6 @@ class VectorUnitSpec(Spec):
         " the GEMM's vector_ops (priced at vector_op_pj).  0: outputs leave the arrays"
         " without the vector unit.",
     )
-
-
-class DramSharing(str, Enum):
-    """Whether the processors share one DRAM channel or each has its own."""
-
-    SHARED = "shared"
-    PER_PROCESSOR = "per_processor"
-
-
-class DramArbitration(str, Enum):
-    """How a DRAM memory orders the transfers of different streams."""
-
-    FCFS = "fcfs"
-    PRIORITY = "priority"
-
-
-GIB_BYTES = 2**30
-DEFAULT_DRAM_CAPACITY_GIB = 16.0
-"""16 GiB per channel: what a 128-bit LPDDR5 interface of the default's bandwidth
-class carries (NVIDIA Jetson Orin NX 16GB: 128-bit LPDDR5, 102.4 GB/s, 16 GB)."""
-
-
-class DramSpec(Spec):
-    """Off-chip memory. Use ``.inf`` for ideal bandwidth.
-
-    ``sharing`` is ``shared`` (default: one channel for all processors, whose
-    transfers queue on it) or ``per_processor`` (each processor has its own
-    local channel, as in a multi-chip system).  ``bandwidth_bytes_per_cycle``,
-    ``latency_cycles`` and ``capacity_gib`` describe one channel, so with
-    ``per_processor`` the aggregate bandwidth and capacity are ``processors``
-    times the configured ones.  ``arbitration`` orders the transfers of different
-    streams (:mod:`accelsim.timing.memory`).  ``channels`` makes each memory that
-    many independent channels of the bandwidth, latency and capacity above, with
-    addresses interleaved over them (:mod:`accelsim.timing.interleaved`).
-    """
-
-    bandwidth_bytes_per_cycle: Bandwidth = Field(
-        description="Bandwidth of one DRAM channel; .inf for an ideal memory."
-    )
-    latency_cycles: NonNegativeInt = Field(
-        default=0, description="Latency added to every DRAM transfer."
-    )
-    sharing: Annotated[DramSharing, Field(strict=False)] = Field(
-        default=DramSharing.SHARED,
-        description="shared: one channel for all processors, whose transfers queue on it;"
-        " per_processor: each processor has its own channel with this bandwidth and latency"
-        " (local memory of a multi-chip system).  Bytes and dynamic energy are the same"
-        " either way; contention, and so cycles and leakage, change.",
-    )
-    capacity_gib: Annotated[float, Field(gt=0, le=2**30, allow_inf_nan=False)] = Field(
-        default=DEFAULT_DRAM_CAPACITY_GIB,
-        description="Capacity of one channel in GiB: what the processors it serves may keep"
-        " in DRAM (a pipeline schedule's weights, optimizer state and stashes must fit).",
-    )
-    burst_bytes: Annotated[int, Field(ge=1, le=4096, strict=True)] = Field(
-        default=64,
-        description="Bytes of one DRAM burst, the least a read or write moves: a gather"
-        " of scattered elements of a tensor kept in DRAM (approximate dropout's row"
-        " patterns on a weight's contiguous dimension) moves every burst it touches."
-        " Our choice: 64 B, a common DDR4/DDR5/LPDDR and HBM access granularity.",
-    )
-
-    read_bandwidth_bytes_per_cycle: Bandwidth | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="Bandwidth of one channel's reads (null: bandwidth_bytes_per_cycle).",
-    )
-    write_bandwidth_bytes_per_cycle: Bandwidth | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="Bandwidth of one channel's writes (null: bandwidth_bytes_per_cycle).",
-    )
-    channels: Annotated[int, Field(gt=0, le=MAX_DRAM_CHANNELS)] = Field(
-        default=1,
-        description="Independent channels per memory (HBM pseudo-channels), each of the"
-        " bandwidth, latency and capacity above, with transfers interleaved over them in"
-        " 256-byte blocks; 1 is one first-come-first-served channel.",
-    )
-    arbitration: Annotated[
-        DramArbitration,
-        Field(
-            strict=False,
-            description="fcfs: transfers are served in the order they are requested, whatever"
-            " they move; priority: background streams (the optimizer update's) are booked a"
-            " slice at a time, each when the previous one has left the memory, so the other"
-            " streams' transfers requested meanwhile go first.",
-        ),
-    ] = DramArbitration.FCFS
-
-    @property
-    def capacity_bytes(self) -> int:
-        return int(self.capacity_gib * GIB_BYTES)
-
-    @property
-    def read_bytes_per_cycle(self) -> float:
-        """The reads' bandwidth."""
-        read = self.read_bandwidth_bytes_per_cycle
-        return self.bandwidth_bytes_per_cycle if read is None else read
-
-    @property
-    def write_bytes_per_cycle(self) -> float:
-        """The writes' bandwidth."""
-        write = self.write_bandwidth_bytes_per_cycle
-        return self.bandwidth_bytes_per_cycle if write is None else write
 
 
 class InterconnectSpec(Spec):
@@ -367,7 +261,10 @@ class HardwareSpec(Spec):
     array: ArraySpec = Field(description="The systolic array of each processor.")
     buffers: BufferSpec = Field(description="The operand SRAM of each processor.")
     vector_unit: VectorUnitSpec = Field(description="The vector unit of each processor.")
-    dram: DramSpec = Field(description="Off-chip memory: one channel, or one per processor.")
+    dram: DramModelSpec = Field(
+        description="Off-chip memory: one memory for all processors, or one each; its model"
+        " (dram.model) and the keys of that model."
+    )
     interconnect: InterconnectSpec = Field(description="The links between processors.")
     word_bytes: WordBytesSpec = Field(
         default_factory=WordBytesSpec, description="Bytes per element of each tensor class."

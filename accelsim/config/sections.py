@@ -15,10 +15,11 @@ messages, and where they are blamed, are exactly that path's.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from accelsim.config.loader import validate_with_overrides
 from accelsim.config.overrides import Override, merge
@@ -29,15 +30,29 @@ Once = Callable[[Hashable, Callable[[], Any]], Any]
 """``once(key, make)``: ``make()``'s result, made once per ``key`` (the caller's cache)."""
 
 
+Validate = Callable[[Any], BaseModel]
+"""What validates a section's data into its spec."""
+
+
 @functools.cache
-def nested_sections(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
-    """The fields of ``model`` that hold a spec of their own, by name (callers must not
-    change what it returns)."""
-    return {
-        name: f.annotation
-        for name, f in model.model_fields.items()
-        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
-    }
+def nested_sections(model: type[BaseModel]) -> dict[str, Validate]:
+    """The fields of ``model`` that hold a spec of their own (one spec, or one of a
+    tagged union of specs, as ``dram`` holds its model's), each with what validates
+    it, by name (callers must not change what it returns)."""
+    sections: dict[str, Validate] = {}
+    for name, f in model.model_fields.items():
+        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+            sections[name] = f.annotation.model_validate
+        elif get_origin(f.annotation) in (Union, types.UnionType) and all(
+            _is_spec(get_args(member)[0] if get_origin(member) is Annotated else member)
+            for member in get_args(f.annotation)
+        ):
+            sections[name] = TypeAdapter(f.rebuild_annotation()).validate_python
+    return sections
+
+
+def _is_spec(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def validate_by_sections(
@@ -88,12 +103,12 @@ def validate_by_sections(
 
 
 def _maker(
-    spec: type[BaseModel], data: dict[str, Any], file: str, name: str, sets: list[Override]
+    validate: Validate, data: dict[str, Any], file: str, name: str, sets: list[Override]
 ) -> Callable[[], BaseModel]:
     """What validates section ``name`` of ``data`` after ``sets`` (keys below ``name``)."""
 
     def make() -> BaseModel:
         merged, _ = merge({name: data[name]} if name in data else {}, file, sets)
-        return spec.model_validate(merged[name])
+        return validate(merged[name])
 
     return make

@@ -9,7 +9,7 @@ close-match suggestions for unknown keys and unknown layer kinds.
 from __future__ import annotations
 
 import types
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -96,7 +96,7 @@ def suggest(name: str, choices: list[str]) -> str:
 
 
 def _to_problem(model: type[BaseModel], err: ErrorDetails, file: str, prefix: str) -> Problem:
-    path, owner = _resolve(model, err["loc"], prefix)
+    path, owner, annotation = _resolve(model, err["loc"], prefix)
     kind = err["type"]
     ctx = err.get("ctx", {})
     if kind == "extra_forbidden" and owner is not None:
@@ -105,10 +105,10 @@ def _to_problem(model: type[BaseModel], err: ErrorDetails, file: str, prefix: st
         return Problem(file, path, message, err["input"])
     if kind == "union_tag_invalid":
         tags = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",")]
-        tag = str(ctx.get("tag", ""))
-        return Problem(file, join_path(path, "kind"), "unknown kind; " + suggest(tag, tags), tag)
+        tag, key = str(ctx.get("tag", "")), _tag_key(annotation)
+        return Problem(file, join_path(path, key), f"unknown {key}; " + suggest(tag, tags), tag)
     if kind == "union_tag_not_found":
-        return Problem(file, join_path(path, "kind"), "missing required key")
+        return Problem(file, join_path(path, _tag_key(annotation)), "missing required key")
     if kind == "value_error" and isinstance(ctx.get("error"), RuleViolation):
         rule: RuleViolation = ctx["error"]
         return Problem(
@@ -124,10 +124,11 @@ def _to_problem(model: type[BaseModel], err: ErrorDetails, file: str, prefix: st
 
 def _resolve(
     model: type[BaseModel], loc: tuple[str | int, ...], prefix: str
-) -> tuple[str, type[BaseModel] | None]:
+) -> tuple[str, type[BaseModel] | None, Any]:
     """Map a pydantic location to a key path, skipping union tags.
 
-    Returns the path and the model that owns the last key (for suggestions).
+    Returns the path, the model that owns the last key (for suggestions) and the
+    annotation of what the location holds (None where it cannot be told).
     """
     path = prefix
     current: Any = model
@@ -157,7 +158,7 @@ def _resolve(
         elif not str(part).startswith(("function-", "[key]")):
             path = join_path(path, part)
             current = None
-    return path, owner
+    return path, owner, current
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -172,10 +173,29 @@ def _union_members(annotation: Any) -> tuple[Any, ...] | None:
     return None
 
 
+def _tags(member: Any) -> dict[str, tuple[Any, ...]]:
+    """The fields of a union member that name it (``Literal`` fields: ``kind``, a
+    DRAM spec's ``model``) and their values."""
+    if not (isinstance(member, type) and issubclass(member, BaseModel)):
+        return {}
+    return {
+        name: get_args(f.annotation)
+        for name, f in member.model_fields.items()
+        if get_origin(f.annotation) is Literal
+    }
+
+
 def _tagged_member(members: tuple[Any, ...], tag: str | int) -> type[BaseModel] | None:
     for member in members:
-        if isinstance(member, type) and issubclass(member, BaseModel):
-            kind = member.model_fields.get("kind")
-            if kind is not None and tag in get_args(kind.annotation):
-                return member
+        if any(tag in values for values in _tags(member).values()):
+            return member  # type: ignore[no-any-return]
     return None
+
+
+def _tag_key(annotation: Any) -> str:
+    """The key that names the member of a tagged union (``kind`` unless its members
+    name themselves by another field, as DRAM specs do by ``model``)."""
+    members = _union_members(_unwrap(annotation)) or ()
+    keys = [set(_tags(m)) for m in members]
+    common = set.intersection(*keys) if keys else set()
+    return common.pop() if len(common) == 1 else "kind"

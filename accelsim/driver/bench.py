@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.config.hardware import HardwareSpec
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import SimulationError
@@ -15,6 +14,7 @@ from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.engines import recorded_steps
 from accelsim.timing.flat import FlatStep, fingerprint, flatten
+from accelsim.timing.machine import Machine
 from accelsim.timing.streams import Streams
 
 
@@ -44,21 +44,21 @@ def benchmark_engines(inputs: RunInputs, repeats: int = 3) -> EngineTiming:
 
     with recorded_steps() as steps:
         simulate_training(inputs)
-    distinct: dict[bytes, tuple[OpGraph, OpCosts, HardwareSpec, Streams | None, FlatStep]] = {}
+    distinct: dict[bytes, tuple[OpGraph, OpCosts, Machine, Streams | None, FlatStep]] = {}
     flatten_seconds = 0.0
-    for graph, costs, hw, streams in steps:
+    for graph, costs, machine, streams in steps:
         began = time.perf_counter()
-        flat = flatten(graph, costs, hw, streams)
+        flat = flatten(graph, costs, machine, streams)
         flatten_seconds += time.perf_counter() - began
-        distinct.setdefault(fingerprint(flat), (graph, costs, hw, streams, flat))
+        distinct.setdefault(fingerprint(flat), (graph, costs, machine, streams, flat))
     simpy_seconds = compiled_seconds = 0.0
     ops = events = 0
-    for graph, costs, hw, streams, flat in distinct.values():
+    for graph, costs, machine, streams, flat in distinct.values():
         compiled.simulate(graph, costs, flat)  # loads the cached loop
         simpy_best = compiled_best = float("inf")
         for _ in range(repeats):
             began = time.perf_counter()
-            reference = engine.simulate(graph, costs, hw, streams)
+            reference = engine.simulate(graph, costs, machine, streams)
             simpy_best = min(simpy_best, time.perf_counter() - began)
             began = time.perf_counter()
             fast = compiled.simulate(graph, costs, flat)

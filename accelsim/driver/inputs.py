@@ -36,6 +36,7 @@ from accelsim.mapping.units import ArrayUnit
 from accelsim.resources import bundled_path
 from accelsim.techniques.base import GraphRewriter, LoadContext, Technique
 from accelsim.techniques.registry import compose_problems, load_techniques
+from accelsim.timing.machine import Machine, machine_of
 from accelsim.workload.formats import read_table
 from accelsim.workload.model import Workload
 
@@ -56,6 +57,11 @@ class RunInputs:
     @property
     def run(self) -> RunSpec:
         return self.run_file.run
+
+    @property
+    def machine(self) -> Machine:
+        """The hardware built (:func:`~accelsim.timing.machine.machine_of`: once per spec)."""
+        return machine_of(self.hardware)
 
     @property
     def extra_arrays(self) -> tuple[ArrayUnit, ...]:

@@ -16,8 +16,8 @@ from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, TensorKind
 from accelsim.lowering.conv_dims import conv_gemm_dims
 from accelsim.mapping.schedule import schedule
-from accelsim.mapping.units import main_array
 from accelsim.timing.costs import op_costs
+from accelsim.timing.machine import machine_of
 from accelsim.timing.single_op import simulate_single_op
 from accelsim.workload.topology import TopologyLayer
 
@@ -159,18 +159,19 @@ def simulate_layer(
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
     """
     graph = layer_graph(hw, gemm, phase)
-    fold_schedule = schedule(graph, (main_array(hw),))
+    machine = machine_of(hw)
+    fold_schedule = schedule(graph, (machine.array,))
     costs = op_costs(
         graph,
         fold_schedule,
-        hw,
+        machine,
         convention,
         psums,
         DEFAULT_CHUNKS_PER_OP,
         fold_overlap=fold_overlap,
         group_cycles=DEFAULT_GROUP_CYCLES,
     )
-    trace = simulate_single_op(graph, costs, hw)
+    trace = simulate_single_op(graph, costs, machine)
     energy = estimate_energy(trace, hw, table)
     op = graph.ops[0]
     assert isinstance(op, GemmOp)

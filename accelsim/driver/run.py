@@ -25,7 +25,7 @@ from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
-from accelsim.mapping.units import ArrayUnit, main_array
+from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult, TrainingResult
 from accelsim.report.training import TrainingReport
 from accelsim.techniques.base import (
@@ -240,12 +240,13 @@ def simulate_graph(
             :data:`~accelsim.errors.MAX_COUNT`.
         SimulationError: if the utilization leaves [0, 1] (a bug, never printed).
     """
-    run, hw = inputs.run, inputs.hardware
+    run, machine = inputs.run, inputs.machine
+    hw = machine.hardware
     problems = limit_problems(graph, inputs.source, run.batch_size)
     if problems:
         raise ConfigError(problems)
     graph = keep_stash_on_chip(graph, hw.buffers.stash_bytes)
-    folds = schedule(graph, (main_array(hw), *extra_arrays))
+    folds = schedule(graph, (machine.array, *extra_arrays))
     for technique in techniques:
         if isinstance(technique, SampledRewriter):
             uses = technique.fold_uses(graph, folds)
@@ -255,7 +256,7 @@ def simulate_graph(
     costs = op_costs(
         graph,
         folds,
-        hw,
+        machine,
         timing.convention,
         timing.psums,
         timing.chunks_per_op,
@@ -263,7 +264,7 @@ def simulate_graph(
         group_cycles=timing.group_cycles,
     )
     try:
-        trace = simulate(graph, costs, hw, run.timing.engine)
+        trace = simulate(graph, costs, machine, run.timing.engine)
     except LimitError as exc:
         raise ConfigError.single(inputs.source, "", str(exc)) from None
     energy = estimate_energy(trace, hw, inputs.energy)
@@ -289,7 +290,7 @@ def simulate_graph(
         workload.name,
         run.batch_size,
         settings,
-        hw,
+        machine,
         graph,
         trace,
         energy,

@@ -34,7 +34,8 @@ from accelsim.report.summary import (
 from accelsim.report.tables import LAYER_COLUMNS as LAYER_COLUMNS
 from accelsim.report.tables import OP_COLUMNS as OP_COLUMNS
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
-from accelsim.timing.memory import dram_memories, link_memories, traffic_bound
+from accelsim.timing.machine import Machine
+from accelsim.timing.memory import traffic_bound
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
 
@@ -50,12 +51,17 @@ class RunResult:
     workload: str
     batch_size: int
     settings: dict[str, str]
-    hardware: HardwareSpec
+    machine: Machine
     graph: OpGraph
     trace: Trace
     energy: EnergyBreakdown
     workload_source: str = ""
     workload_notes: tuple[str, ...] = ()
+
+    @property
+    def hardware(self) -> HardwareSpec:
+        """The hardware spec its machine is built from."""
+        return self.machine.hardware
 
     @property
     def total_cycles(self) -> int:
@@ -102,7 +108,7 @@ class RunResult:
                 channels[p] += 2 * size
                 written[p] += size
                 links[p] += 2 * (procs - 1) * -(-size // procs)
-        memories = dram_memories(hw)  # one object per memory
+        memories = self.machine.dram  # one object per memory
         moved: dict[int, float] = {}
         wrote: dict[int, float] = {}
         for p, memory in enumerate(memories):
@@ -119,7 +125,7 @@ class RunResult:
             compute = max(compute, float(work.max()))
         return {
             "dram": dram / repeats,
-            "interconnect": link_memories(hw)[0].bound(float(links.max())) / repeats,
+            "interconnect": self.machine.links[0].bound(float(links.max())) / repeats,
             "compute": compute / repeats,
         }
 
@@ -217,6 +223,9 @@ class RunResult:
                 processors=hw.processors,
                 clock_mhz=hw.clock_mhz,
                 batch_size=self.batch_size,
+                dram_model=hw.dram.model,
+                dram_channels=hw.dram.channels,
+                dram_parameters=hw.dram.parameters(),
             ),
             settings=self.settings,
             clock_mhz=hw.clock_mhz,

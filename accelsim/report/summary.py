@@ -35,7 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-# 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added.
+# 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
+# DRAM model, its channels and its own parameters joined ``design`` later, as keys a
+# reader of an older record takes at their defaults (fifo, one channel, none).
 SCHEMA_VERSION = 2
 
 _T = TypeVar("_T")
@@ -220,6 +222,7 @@ def _work_map(data: Mapping[str, Any], key: str) -> dict[str, WorkSummary]:
 
 
 _BANDWIDTH, _IDEAL = "dram_bandwidth_bytes_per_cycle", "dram_ideal"
+_MODEL, _CHANNELS, _PARAMETER = "dram_model", "dram_channels", "dram_"
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,10 @@ class DesignKnobs:
     per processor; the DRAM figures are the channel's (per processor with
     ``dram.sharing: per_processor``).  Ideal memory (``.inf`` bandwidth) is
     written as a ``null`` bandwidth and ``dram_ideal: true``, since strict JSON
-    has no infinity; ``dram_ideal`` is false otherwise.
+    has no infinity; ``dram_ideal`` is false otherwise.  ``dram_model`` is the
+    ``dram.model`` (``fifo``, ``interleaved``, ...), ``dram_channels`` its channels,
+    and ``dram_parameters`` the keys the model adds (``dram.row_bytes``: written
+    ``dram_row_bytes``).
     """
 
     rows: int
@@ -245,10 +251,16 @@ class DesignKnobs:
     processors: int
     clock_mhz: float
     batch_size: int
+    dram_model: str = "fifo"
+    dram_channels: int = 1
+    dram_parameters: Mapping[str, int | float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         for f in fields(self):
+            if f.name == "dram_parameters":
+                data |= {_PARAMETER + k: v for k, v in self.dram_parameters.items()}
+                continue
             data[f.name] = getattr(self, f.name)
             if f.name == _BANDWIDTH:
                 ideal = math.isinf(self.dram_bandwidth_bytes_per_cycle)
@@ -272,7 +284,25 @@ class DesignKnobs:
             processors=_get(data, "processors", int),
             clock_mhz=_get(data, "clock_mhz", float),
             batch_size=_get(data, "batch_size", int),
+            dram_model=_check(data.get(_MODEL, "fifo"), _MODEL, str),
+            dram_channels=_check(data.get(_CHANNELS, 1), _CHANNELS, int),
+            dram_parameters={
+                k.removeprefix(_PARAMETER): _number(v, k)
+                for k, v in data.items()
+                if k.startswith(_PARAMETER) and k not in _DRAM_KEYS
+            },
         )
+
+
+_DRAM_KEYS = {_BANDWIDTH, _IDEAL, "dram_latency_cycles", _MODEL, _CHANNELS}
+"""The ``dram_`` keys of :class:`DesignKnobs` that are no model's parameter."""
+
+
+def _number(value: Any, where: str) -> int | float:
+    """``value`` if it is an int or a float (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"summary: {where}: expected a number (got {value!r})")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -253,13 +253,11 @@ class Store:
         return dict(self._meta)
 
     def finished(self, include_failed: bool = True) -> set[str]:
-        """Identities of the stored points (``ok`` only unless ``include_failed``)."""
-        if "points" not in self._tables:
-            return set()
-        query = "SELECT identity FROM points"
-        if not include_failed:
-            query += " WHERE status = 'ok'"
-        return {row[0] for row in self._read(query)}
+        """Identities of the stored points (``ok`` only unless ``include_failed``), from
+        whole rows as :meth:`rows` reads them: a row ``collect`` reports as damaged (raising
+        :class:`InputError`) is reported when a sweep resumes into the store too."""
+        rows = self.rows()
+        return {str(r["identity"]) for r in rows if include_failed or r["status"] == "ok"}
 
     def staging_tokens(self) -> set[str]:
         """The tokens of the sweep processes that may have left staging entries in ``points/``."""

@@ -1,6 +1,6 @@
 """DRAM and link transfers as SimPy events, for the SimPy engine.
 
-Every transfer is booked on a :class:`~accelsim.timing.memory.Memory` (a
+Every transfer is booked on a :class:`~accelsim.timing.memory.MemoryState` (a
 processor's DRAM, or its outgoing interconnect link) when it is requested: the
 memory says at once when its data arrives, so a transfer is one SimPy timeout to
 that cycle (:func:`transfer`).  Contention is therefore decided by the order in
@@ -9,7 +9,7 @@ compiled engine (:mod:`accelsim.timing.compiled`) books the same transfers in th
 same order on the same memories, described as arrays.
 
 A memory that books a stream a slice at a time (``dram.arbitration: priority``
-for background streams, :meth:`~accelsim.timing.memory.Memory.portion`) gets the
+for background streams, :meth:`~accelsim.timing.memory.MemoryState.portion`) gets the
 rest asked for slice by slice: one event when each slice has left the memory,
 where the next one is booked, and the transfer's event fires when the last
 slice arrives (:class:`SlicedTransfer`).
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import simpy
 from simpy.events import NORMAL
 
-from accelsim.timing.memory import Memory, Stream
+from accelsim.timing.memory import MemoryState, Stream
 
 
 class SlicedTransfer(simpy.Event):
@@ -38,7 +38,7 @@ class SlicedTransfer(simpy.Event):
     """
 
     def __init__(
-        self, env: simpy.Environment, memory: Memory, left: int, stream: Stream, leaves: int
+        self, env: simpy.Environment, memory: MemoryState, left: int, stream: Stream, leaves: int
     ) -> None:
         super().__init__(env)
         self.memory, self.left, self.stream = memory, left, stream
@@ -58,7 +58,9 @@ class SlicedTransfer(simpy.Event):
             env.schedule(self, NORMAL, arrival - now)
 
 
-def transfer(env: simpy.Environment, memory: Memory, n_bytes: int, stream: Stream) -> simpy.Event:
+def transfer(
+    env: simpy.Environment, memory: MemoryState, n_bytes: int, stream: Stream
+) -> simpy.Event:
     """Book ``n_bytes`` of ``stream`` on ``memory`` now; the returned event fires when
     they have arrived."""
     now = int(env.now)
@@ -69,12 +71,12 @@ def transfer(env: simpy.Environment, memory: Memory, n_bytes: int, stream: Strea
     return SlicedTransfer(env, memory, n_bytes - part, stream, arrival - memory.latency_cycles)
 
 
-def reserve_all(now: int, memories: Sequence[Memory], n_bytes: int, stream: Stream) -> int:
+def reserve_all(now: int, memories: Sequence[MemoryState], n_bytes: int, stream: Stream) -> int:
     """Book ``n_bytes`` on each memory in turn at cycle ``now``; the last arrival.
 
-    Each is booked whole, as by :meth:`Memory.reserve`, without an event (a memory
-    listed twice is booked twice, one transfer after the other); a ring
-    all-reduce's phase books every participant's memory this way.
+    Each is booked whole, as by :meth:`~accelsim.timing.memory.MemoryState.reserve`,
+    without an event (a memory listed twice is booked twice, one transfer after the
+    other); a ring all-reduce's phase books every participant's memory this way.
 
     Raises:
         ValueError: if there is no memory, or one would book ``stream`` a slice at

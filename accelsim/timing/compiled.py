@@ -21,59 +21,22 @@ from accelsim.graph.ops import OpGraph
 from accelsim.timing import event_loop
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.flat import FlatStep
-from accelsim.timing.streams import STREAM_PRIORITY
+from accelsim.timing.loop import records
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
 
 def simulate(graph: OpGraph, costs: OpCosts, flat: FlatStep) -> Trace:
-    """Run ``graph`` with ``costs``, flattened with its hardware into ``flat``
+    """Run ``graph`` with ``costs``, flattened with its machine into ``flat``
     (:func:`accelsim.timing.flat.flatten`), as :func:`accelsim.timing.engine.simulate`.
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    f = flat
-    max_chunks = int(f.chunks.max(initial=1))
-    start, end, events, status = event_loop.run_events(
-        f.kind,
-        f.store,
-        f.where,
-        f.priority,
-        f.chunks,
-        f.compute,
-        f.overhead,
-        f.reads,
-        f.writes,
-        f.prologue,
-        f.epilogue,
-        f.link_bytes,
-        f.part_ptr,
-        f.part_idx,
-        f.succ_ptr,
-        f.succ_idx,
-        f.deps.copy(),
-        f.store_base,
-        f.n_stores,
-        f.read_stream,
-        f.write_stream,
-        STREAM_PRIORITY,
-        f.dram.memory_of,
-        f.dram.channel_ptr,
-        f.dram.channel_bandwidth,
-        f.dram.channel_write_bandwidth,
-        f.dram.block_bytes,
-        f.dram.slice_bytes,
-        f.dram.latency_cycles,
-        f.processors,
-        f.link_bandwidth,
-        f.link_latency,
-        2 * len(f.kind) + f.n_stores * (max_chunks + 4) + 16,
-        f.n_stores * (max_chunks + 2) if f.dram.sliced else 0,
-    )
-    if status == event_loop.OVER_LIMIT:
+    start, end, events, status = event_loop.run(flat)
+    if status == records.OVER_LIMIT:
         raise LimitError(LIMIT_MESSAGE)
     if (end < 0).any():
         stuck = [graph.ops[i].name for i in np.flatnonzero(end < 0)[:3]]
         raise SimulationError(f"ops never ran (dependency cycle?): {', '.join(stuck)}")
-    return build_trace(graph, costs, f.processors, start, end, int(events), "compiled")
+    return build_trace(graph, costs, flat.processors, start, end, events, "compiled")

@@ -2,8 +2,9 @@
 
 GEMM costs come from the fold-level closed forms (NumPy or Numba, see
 :mod:`accelsim.timing.backend`) over the graph's
-:class:`~accelsim.mapping.schedule.FoldSchedule`; vector and communication ops
-are costed here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
+:class:`~accelsim.mapping.schedule.FoldSchedule`, a unit's columns at a time
+(:mod:`accelsim.timing.gemm_costs`); vector and communication ops are costed
+here.  A fold that a mask skips costs nothing: a masked GEMM's MACs
 and SRAM accesses scale with its running folds and its compute cycles are those
 of its running folds alone (pipelined, with fold overlap).  Its DRAM traffic
 follows its operands' reuse (:mod:`accelsim.timing.masked`): a stationary
@@ -20,38 +21,27 @@ interconnect contention cause.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.hardware import HardwareSpec, Orientation, StreamBlocking
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, VectorOp
-from accelsim.mapping.arrays import split
-from accelsim.mapping.schedule import FoldSchedule, UnitSchedule, whole_use
+from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
-from accelsim.timing import backend
-from accelsim.timing.closed_form import (
-    ACCELSIM,
-    IS,
-    OS,
-    SCALESIM,
-    WS,
-    DramGemms,
-    DramRules,
-    op_cycles,
-)
+from accelsim.timing.closed_form import ACCELSIM, SCALESIM
+from accelsim.timing.gemm_costs import ChipOptions, better_orientation, gemm_columns
 from accelsim.timing.groups import busy_cycles, tile_groups
-from accelsim.timing.masked import any_masked, masked_costs, masked_dram, masked_gemms, tiled_words
-from accelsim.timing.memory import Memory, dram_memory
+from accelsim.timing.machine import Machine
+from accelsim.timing.memory import Memory
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
+PLAIN_CHIP = ChipOptions()
+"""No chip options: each GEMM as given, no fixed cost, transfers taking no time."""
 BASE_UNITS = ("array", "vector", "interconnect")
 
 # The per-op rule (``timing.group_cycles: null``): ops shorter than this many
@@ -64,59 +54,6 @@ def _chunks(cycles: np.ndarray, chunks_per_op: int, limit: np.ndarray | None = N
     one per ``MIN_CHUNK_CYCLES`` of compute."""
     chunks: np.ndarray = np.clip(-(-cycles // MIN_CHUNK_CYCLES), 1, chunks_per_op)
     return chunks if limit is None else np.minimum(chunks, np.maximum(limit, 1))
-
-
-@dataclass(frozen=True)
-class ChipOptions:
-    """What of the hardware, beyond each unit's arrays and buffers, shapes GEMM costs."""
-
-    best_orientation: bool = False
-    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads
-    op_overhead_cycles: int = 0
-    memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
-    gemm_output_ops: int = 0  # vector operations per GEMM output element
-    vector_lanes: int = 1
-
-    @classmethod
-    def of(cls, hw: HardwareSpec) -> ChipOptions:
-        """The options ``hw`` sets."""
-        return cls(
-            best_orientation=hw.mapping.orientation is Orientation.BEST,
-            fewest_reads=hw.mapping.stream_blocking is StreamBlocking.FEWEST_READS,
-            op_overhead_cycles=hw.timing.op_overhead_cycles,
-            memory=dram_memory(hw.dram),
-            gemm_output_ops=hw.vector_unit.gemm_output_ops,
-            vector_lanes=hw.vector_unit.lanes,
-        )
-
-    def output_ops(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """Vector operations taking the outputs of ``count`` GEMMs of ``m x n`` outputs
-        off the arrays (``vector_unit.gemm_output_ops`` per output), the same for a GEMM
-        and its transpose."""
-        ops: np.ndarray = self.gemm_output_ops * m * n * count
-        return ops
-
-    def output_cycles(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """Cycles the vector unit takes for :meth:`output_ops`, all lanes busy."""
-        cycles: np.ndarray = -(-self.output_ops(m, n, count) // self.vector_lanes)
-        return cycles
-
-    def lone_op_cycles(self, columns: dict[str, np.ndarray]) -> np.ndarray:
-        """How long GEMMs of these cost columns take alone, to first order and less
-        the fixed cost per op (which precedes both): their compute or their DRAM
-        reads and writes (the memory's bounds), whichever is longer."""
-        if self.memory is None:
-            return columns["compute_cycles"]
-        reads = (
-            columns["dram_ifmap_read_bytes"]
-            + columns["dram_filter_read_bytes"]
-            + columns["dram_ofmap_read_bytes"]
-        )
-        transfer = self.memory.bound(reads) + self.memory.bound(
-            columns["dram_ofmap_write_bytes"], write=True
-        )
-        longer: np.ndarray = np.maximum(columns["compute_cycles"], transfer)
-        return longer
 
 
 @dataclass(frozen=True)
@@ -173,7 +110,7 @@ class OpCosts:
 def op_costs(
     graph: OpGraph,
     schedule: FoldSchedule,
-    hw: HardwareSpec,
+    machine: Machine,
     convention: Convention,
     psums: PsumPolicy,
     chunks_per_op: int,
@@ -181,7 +118,7 @@ def op_costs(
     fold_overlap: bool = False,
     group_cycles: int | None = None,
 ) -> OpCosts:
-    """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``hw``.
+    """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``machine``.
 
     ``convention`` picks the closed forms, ``psums`` the partial-sum tiling and
     ``fold_overlap`` whether a GEMM's folds pipeline (accelsim convention only).
@@ -195,7 +132,7 @@ def op_costs(
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
     """
     conv = _convention_code(convention, fold_overlap)
-    chip = ChipOptions.of(hw)
+    chip = ChipOptions.of(machine)
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
@@ -210,12 +147,11 @@ def op_costs(
             index = names.index(table.unit.name)
             _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap, chip)
 
-    _cost_vectors(
-        z, graph, hw.vector_unit.lanes, chunks_per_op, schedule.reuse, chip.op_overhead_cycles
-    )
+    lanes = machine.hardware.vector_unit.lanes
+    _cost_vectors(z, graph, lanes, chunks_per_op, schedule.reuse, chip.op_overhead_cycles)
     _cost_links(z, graph)
     if group_cycles is not None:
-        _regroup(z, dram_memory(hw.dram), group_cycles, chunks_per_op)
+        _regroup(z, machine.dram[0], group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
@@ -383,7 +319,7 @@ def unit_costs(
     chunks_per_op: int,
     *,
     fold_overlap: bool = False,
-    chip: ChipOptions = ChipOptions(),
+    chip: ChipOptions = PLAIN_CHIP,
 ) -> dict[str, np.ndarray]:
     """Costs of the GEMMs of ``table`` (whose ``op_index`` is ``0..len - 1``), by
     :class:`OpCosts` field: the same closed forms, fold masking and ``chip`` options
@@ -415,9 +351,9 @@ def _cost_gemms(
 ) -> None:
     """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``, in
     the orientation ``chip`` asks for, with its fixed cost per op."""
-    columns = _gemm_columns(table, conv, psums, fold_overlap, chip)
+    columns = gemm_columns(table, conv, psums, fold_overlap, chip)
     if chip.best_orientation:
-        columns = _better_orientation(table, columns, conv, psums, fold_overlap, chip)
+        columns = better_orientation(table, columns, conv, psums, fold_overlap, chip)
     cycles = columns["compute_cycles"]
     if chip.op_overhead_cycles:
         cycles = columns["compute_cycles"] = cycles + chip.op_overhead_cycles
@@ -427,174 +363,3 @@ def _cost_gemms(
     z["overhead_cycles"][idx] = chip.op_overhead_cycles
     z["unit"][idx] = unit_index
     z["chunks"][idx] = _chunks(cycles, chunks_per_op, columns["folds"])
-
-
-def _gemm_columns(
-    table: UnitSchedule, conv: int, psums: PsumPolicy, fold_overlap: bool, chip: ChipOptions
-) -> dict[str, np.ndarray]:
-    """The :class:`OpCosts` columns of the GEMMs in ``table`` but ``unit`` and ``chunks``,
-    their output tiles dealt out among the unit's arrays (:mod:`accelsim.mapping.arrays`),
-    the vector unit's time taking their outputs off the arrays included (``chip``)."""
-    unit = table.unit
-    rows, cols, count = unit.array.rows, unit.array.cols, unit.array.count
-    kernels = backend.kernels_for(len(table))
-    load, swap = unit.array.load_rows_per_cycle, unit.array.tile_swap_cycles
-    fr, fc, folds, cycles = kernels.fold_cycles(
-        table.dataflow,
-        table.sr,
-        table.sc,
-        table.t,
-        table.count,
-        rows,
-        cols,
-        conv,
-        fold_overlap,
-        load,
-        swap,
-    )
-    ifr, flr, ofr, ofw = kernels.sram_counts(
-        table.dataflow, table.m, table.n, table.k, table.count, fr, fc, rows, cols, conv
-    )
-
-    def dram(row_folds: np.ndarray, col_folds: np.ndarray, width: int) -> tuple[np.ndarray, ...]:
-        return _dram_words(kernels, table, row_folds, col_folds, width, conv, psums, chip)
-
-    if count == 1:
-        a_rd, b_rd, c_rd, c_wr = dram(fr, fc, cols)
-        efficiency = (table.sr * table.sc) / (fr * rows * fc * cols)
-    else:
-
-        def cycles_of(t: np.ndarray, per_array: np.ndarray) -> np.ndarray:
-            return op_cycles(
-                table.dataflow, t, per_array * table.count, rows, cols, conv, fold_overlap,
-                load, swap,
-            )  # fmt: skip
-
-        cut = split(table, count, cycles_of)
-        cycles = cycles_of(cut.t, cut.folds)
-        wide = dram(cut.dram_row_folds, cut.dram_col_folds, cols * count)
-        narrow = dram(cut.dram_row_folds, cut.dram_col_folds, cols)
-        a_rd, b_rd, c_rd, c_wr = (
-            np.where(cut.wide, w, n) for w, n in zip(wide, narrow, strict=True)
-        )
-        ifr = np.where(table.dataflow == IS, ifr * cut.copies, ifr)
-        flr = np.where(table.dataflow == WS, flr * cut.copies, flr)
-        partial_sums = cut.partials * table.m * table.n * table.count
-        ofr, ofw = ofr + partial_sums, ofw + partial_sums
-        efficiency = (table.sr * table.sc * table.t) / (count * rows * cols * cut.folds * cut.t)
-    macs = table.m * table.n * table.k * table.count
-    if any_masked(table):
-        cycles, folds, macs, (ifr, flr, ofr, ofw) = masked_costs(
-            table, conv, fold_overlap, macs, (ifr, flr, ofr, ofw)
-        )
-        a_rd, b_rd, c_rd, c_wr = masked_dram(table, a_rd, b_rd, c_rd, c_wr)
-    fill_a, fill_b = a_rd, b_rd  # written into the operand buffers, from DRAM or a tile stream
-    if table.a_tiled.any() or table.b_tiled.any() or table.c_unwritten.any():
-        a_rd, b_rd, c_wr = tiled_words(table, a_rd, b_rd, c_wr)
-    tile = rows * cols * count
-    return {
-        "compute_cycles": cycles + chip.output_cycles(table.m, table.n, table.count),
-        "vector_ops": chip.output_ops(table.m, table.n, table.count),
-        "macs": macs,
-        "folds": folds,
-        "mapping_efficiency": efficiency,
-        "sram_ifmap_read_bytes": ifr * table.a_word,
-        "sram_filter_read_bytes": flr * table.b_word,
-        "sram_ofmap_read_bytes": ofr * table.c_word,
-        "sram_ofmap_write_bytes": ofw * table.c_word,
-        "sram_ifmap_write_bytes": fill_a * table.a_word,
-        "sram_filter_write_bytes": fill_b * table.b_word,
-        "dram_ifmap_read_bytes": a_rd * table.a_word,
-        "dram_filter_read_bytes": b_rd * table.b_word,
-        "dram_ofmap_read_bytes": c_rd * table.c_word,
-        "dram_ofmap_write_bytes": c_wr * table.c_word,
-        "prologue_bytes": np.minimum(a_rd, tile) * table.a_word
-        + np.minimum(b_rd, tile) * table.b_word,
-        "epilogue_bytes": np.minimum(c_wr, tile) * table.c_word,
-    }
-
-
-def _dram_words(
-    kernels: backend.Kernels,
-    table: UnitSchedule,
-    row_folds: np.ndarray,
-    col_folds: np.ndarray,
-    width: int,
-    conv: int,
-    psums: PsumPolicy,
-    chip: ChipOptions,
-) -> tuple[np.ndarray, ...]:
-    """DRAM words of A, B and C read and C written, per GEMM of ``table``, for these
-    folds over arrays ``width`` columns wide (``kernels``: the NumPy or Numba twin;
-    ``chip``: the streamed dimension's blocking)."""
-    unit = table.unit
-    gemms = DramGemms(
-        table.dataflow, table.m, table.n, table.count, table.a_footprint, table.b_footprint,
-        table.a_word, table.b_word, table.c_word, table.a_on_chip, table.b_on_chip, table.c_on_chip,
-    )  # fmt: skip
-    rules = DramRules(
-        unit.ifmap_bytes,
-        unit.filter_bytes,
-        unit.ofmap_bytes,
-        width,
-        conv,
-        chunk_stream=psums is PsumPolicy.CHUNK,
-        fit_stream=chip.fewest_reads,
-    )
-    words: tuple[np.ndarray, ...] = kernels.dram_words(gemms, row_folds, col_folds, rules)
-    return words
-
-
-def _better_orientation(
-    table: UnitSchedule,
-    given: dict[str, np.ndarray],
-    conv: int,
-    psums: PsumPolicy,
-    fold_overlap: bool,
-    chip: ChipOptions,
-) -> dict[str, np.ndarray]:
-    """Per GEMM, the columns of it or of its transpose ``C^T = B^T . A^T``, whichever a
-    lone op finishes first (``max(compute, DRAM reads / read bandwidth + writes / write
-    bandwidth)``; the given one on a tie).  GEMMs with a fold mask or a resident tile
-    stream keep their orientation.  The DRAM read columns keep naming the operand (the
-    ifmap column is A's traffic); the SRAM columns name the buffer."""
-    flipped = _gemm_columns(transposed(table), conv, psums, fold_overlap, chip)
-    flipped["dram_ifmap_read_bytes"], flipped["dram_filter_read_bytes"] = (
-        flipped["dram_filter_read_bytes"],
-        flipped["dram_ifmap_read_bytes"],
-    )
-    fixed = masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
-    flip = ~fixed & (chip.lone_op_cycles(flipped) < chip.lone_op_cycles(given))
-    return {name: np.where(flip, flipped[name], values) for name, values in given.items()}
-
-
-def transposed(table: UnitSchedule) -> UnitSchedule:
-    """``table`` with every GEMM replaced by its transpose: ``m`` and ``n``, A and B
-    swapped, mapped again onto the unit's arrays."""
-    m, n, k = table.n, table.m, table.k
-    dataflow = table.dataflow
-    sr = np.where(dataflow == OS, m, k)
-    sc = np.where(dataflow == IS, m, n)
-    t = np.where(dataflow == OS, k, np.where(dataflow == WS, m, n))
-    rows, cols = table.unit.array.rows, table.unit.array.cols
-    row_folds, col_folds = -(-sr // rows), -(-sc // cols)
-    uses: dict[str, Any] = whole_use(sr, sc, t, rows, cols)
-    return dataclasses.replace(
-        table,
-        **uses,
-        sr=sr,
-        sc=sc,
-        t=t,
-        row_folds=row_folds,
-        col_folds=col_folds,
-        m=m,
-        n=n,
-        a_footprint=table.b_footprint,
-        b_footprint=table.a_footprint,
-        a_word=table.b_word,
-        b_word=table.a_word,
-        a_on_chip=table.b_on_chip,
-        b_on_chip=table.a_on_chip,
-        a_tiled=table.b_tiled,
-        b_tiled=table.a_tiled,
-    )

@@ -3,9 +3,11 @@
 Each processor has a systolic array, a vector unit and any extra array units
 a technique adds; each unit runs one op at a time, always the ready op that
 comes first in program order (or in the graph's own priority order).  DRAM is
-a :class:`~accelsim.timing.memory.Memory` (:func:`~accelsim.timing.memory.dram_memories`:
-one shared by every processor with ``dram.sharing: shared``, one per processor
-with ``per_processor``), which books each transfer when it is requested and says
+each processor's memory of the machine, fresh for each simulation
+(:meth:`~accelsim.timing.machine.Machine.memories`: one shared by every processor
+with ``dram.sharing: shared``, one per processor with ``per_processor``; a
+:class:`~accelsim.timing.memory.MemoryState` running its model's kernel), which
+books each transfer when it is requested and says
 when it arrives (:mod:`accelsim.timing.channel`); an op's traffic goes to its
 own processor's memory, and an all-reduce reads and writes each participant's
 copy on that participant's memory.  Each processor has one outgoing
@@ -38,12 +40,12 @@ from collections.abc import Generator
 import numpy as np
 import simpy
 
-from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
-from accelsim.timing.memory import DEFAULT_STREAM, Stream, StreamClass, dram_memories, link_memories
+from accelsim.timing.machine import Machine
+from accelsim.timing.memory import DEFAULT_STREAM, Stream
 from accelsim.timing.streams import STREAMS, WRITE_STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -52,13 +54,13 @@ Process = Generator[simpy.Event, object, None]
 
 class _Engine:
     def __init__(
-        self, graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None
+        self, graph: OpGraph, costs: OpCosts, machine: Machine, streams: Streams | None
     ) -> None:
         self.graph = graph
         self.env = simpy.Environment()
         # Each processor's DRAM memory (the same object for all when shared) and link.
-        self.dram = dram_memories(hw)
-        self.links = link_memories(hw)
+        self.dram = machine.memories()
+        self.links = machine.link_memories()
         self.costs = costs
         # Plain lists: indexing them per event is cheaper than indexing arrays.
         self.unit = costs.unit.tolist()
@@ -84,7 +86,7 @@ class _Engine:
                 self.successors[d].append(op.op_id)
         units = [u for u in range(len(costs.unit_names)) if u != UNIT_COMM]
         self.queues = {
-            (p, u): simpy.PriorityStore(self.env) for p in range(hw.processors) for u in units
+            (p, u): simpy.PriorityStore(self.env) for p in range(machine.processors) for u in units
         }
 
     def run(self) -> Trace:
@@ -190,23 +192,22 @@ class _Engine:
         chunk = -(-size // procs)
         drams = [self.dram[p] for p in op.participants]
         links = [self.links[p] for p in op.participants]
-        stream = STREAMS[StreamClass.GRADIENT]
-        yield from self._join(reserve_all(int(self.env.now), drams, size, stream))
+        yield from self._join(reserve_all(int(self.env.now), drams, size, self.read_stream[i]))
         for _ in range(2 * (procs - 1)):
             yield from self._join(reserve_all(int(self.env.now), links, chunk, DEFAULT_STREAM))
-        written = WRITE_STREAMS[StreamClass.GRADIENT]
-        yield from self._join(reserve_all(int(self.env.now), drams, size, written))
+        yield from self._join(reserve_all(int(self.env.now), drams, size, self.write_stream[i]))
         self._finish(i)
 
 
 def simulate(
-    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None = None
+    graph: OpGraph, costs: OpCosts, machine: Machine, streams: Streams | None = None
 ) -> Trace:
-    """Run ``graph`` with ``costs`` on ``hw`` and return the :class:`Trace`; its ops'
-    transfers are of ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`').
+    """Run ``graph`` with ``costs`` on ``machine`` and return the :class:`Trace`; its ops'
+    transfers are of ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`';
+    an all-reduce's, its read and write stream classes).
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    return _Engine(graph, costs, hw, streams).run()
+    return _Engine(graph, costs, machine, streams).run()

@@ -15,10 +15,12 @@ process); the compiled engine once Numba is loaded anyway.  The disk is looked
 at for the cache once per process.  Neither engine is imported before it runs.
 
 Simulated steps are memoised within a process, keyed by the step's
-:func:`~accelsim.timing.flat.fingerprint` (what decides its timing) and the
+:func:`~accelsim.timing.flat.fingerprint` (all that decides its timing: the ops'
+costs and streams, every memory's model, parameters and state, the links) and the
 engine asked for: experiment scripts that simulate the same step under
 settings that do not change it (a baseline for every technique setting, a
-step kind whose graph a setting leaves alone) run the engine once.
+step kind whose graph a setting leaves alone) run the engine once, and a step
+whose timing could differ is never served another's.
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import EngineKind
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.flat import fingerprint, flatten
+from accelsim.timing.machine import Machine
 from accelsim.timing.streams import Streams
 from accelsim.timing.trace import Trace, build_trace
 
@@ -73,7 +75,7 @@ class _Memo:
     hits = 0
 
 
-Step = tuple[OpGraph, OpCosts, HardwareSpec, Streams | None]
+Step = tuple[OpGraph, OpCosts, Machine, Streams | None]
 
 
 class _Recorder:
@@ -84,7 +86,7 @@ class _Recorder:
 
 @contextmanager
 def recorded_steps() -> Iterator[list[Step]]:
-    """Collect ``(graph, costs, hardware, streams)`` of every step simulated inside the
+    """Collect ``(graph, costs, machine, streams)`` of every step simulated inside the
     block, memoised ones included (for benchmarks of the engines)."""
     steps: list[Step] = []
     outer, _Recorder.steps = _Recorder.steps, steps
@@ -149,11 +151,11 @@ def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
 def simulate(
     graph: OpGraph,
     costs: OpCosts,
-    hw: HardwareSpec,
+    machine: Machine,
     kind: EngineKind = EngineKind.AUTO,
     streams: Streams | None = None,
 ) -> Trace:
-    """Run ``graph`` with ``costs`` on ``hw`` with the engine :func:`choose` picks
+    """Run ``graph`` with ``costs`` on ``machine`` with the engine :func:`choose` picks
     (or reuse the timing of the same step simulated before); the trace names the
     engine that ran it.  The ops' DRAM transfers are of ``streams`` (by default
     :func:`~accelsim.timing.streams.op_streams`').
@@ -163,8 +165,8 @@ def simulate(
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
     if _Recorder.steps is not None:
-        _Recorder.steps.append((graph, costs, hw, streams))
-    flat = flatten(graph, costs, hw, streams)
+        _Recorder.steps.append((graph, costs, machine, streams))
+    flat = flatten(graph, costs, machine, streams)
     key = (fingerprint(flat), kind.value)
     known = _Memo.steps.get(key)
     if known is not None:
@@ -172,7 +174,7 @@ def simulate(
         _Memo.hits += 1
         start, end, events, engine_name = known
         return build_trace(
-            graph, costs, hw.processors, start.copy(), end.copy(), events, engine_name
+            graph, costs, machine.processors, start.copy(), end.copy(), events, engine_name
         )
     if choose(kind, costs) is EngineKind.COMPILED:
         from accelsim.timing import compiled  # loads Numba
@@ -183,7 +185,7 @@ def simulate(
     else:
         from accelsim.timing import engine  # loads SimPy
 
-        trace = engine.simulate(graph, costs, hw, streams)
+        trace = engine.simulate(graph, costs, machine, (flat.read_stream, flat.write_stream))
     _Memo.steps[key] = (
         trace.start_cycle.copy(),
         trace.end_cycle.copy(),

@@ -2,37 +2,97 @@
 
 :func:`flatten` keeps exactly what decides the timing (op kinds, units,
 processors, dependencies, priorities, the costed cycles and bytes, transfers'
-sources and all-reduces' participants, the processors' DRAM as the arrays of
-:class:`~accelsim.timing.memory.MemoryLayout`, and the links' bandwidth and
-latency); the compiled engine runs on it, and :func:`fingerprint` keys the
-memo of simulated steps (:mod:`accelsim.timing.engines`): two steps with the
-same fingerprint have the same timing, whatever their names or energy costs.
+sources and all-reduces' participants, the stream class of every op's reads and
+writes and each class's priority, every DRAM memory's model, parameters, state
+size, slice and latency as the arrays of :class:`MemoryTable`, and the links'
+bandwidth and latency); the compiled engine runs on it, and :func:`fingerprint`
+keys the memo of simulated steps (:mod:`accelsim.timing.engines`): two steps with
+the same fingerprint have the same timing, whatever their names or energy costs,
+and two whose timing could differ never share one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import UNIT_COMM, OpCosts
-from accelsim.timing.memory import MemoryLayout, dram_memories, link_memory, memory_layout
-from accelsim.timing.streams import Streams, op_streams
+from accelsim.timing.machine import Machine
+from accelsim.timing.memory import Memory
+from accelsim.timing.streams import STREAM_PRIORITY, Streams, op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
 
 
-@dataclass(frozen=True)
-class FlatStep:
-    """Per-op arrays (int64), the processors' DRAM and their links.  The arrays that
-    come from the graph alone are shared by every flat step of one graph object: no
-    one changes them (an engine counts down a copy of ``deps``).
+class MemoryTable(NamedTuple):
+    """The processors' DRAM memories as arrays, for the compiled engine and the memo.
+
+    Processor ``p`` uses memory ``memory_of[p]``; memory ``m`` is of model ``model[m]``
+    (its code), its parameters are ``params[param_ptr[m]:param_ptr[m + 1]]`` and its
+    state when idle ``state[state_ptr[m]:state_ptr[m + 1]]``
+    (:class:`~accelsim.timing.memory.Memory`), and it books a background stream at
+    most ``slice_bytes[m]`` at a time (0: no limit) and adds ``latency[m]`` cycles.
+    """
+
+    memory_of: np.ndarray
+    model: np.ndarray
+    param_ptr: np.ndarray
+    params: np.ndarray
+    state_ptr: np.ndarray
+    state: np.ndarray
+    slice_bytes: np.ndarray
+    latency: np.ndarray
+
+    @property
+    def sliced(self) -> bool:
+        """Whether any memory books some stream a slice at a time."""
+        return bool(self.slice_bytes.any())
+
+
+def memory_table(dram: tuple[Memory, ...]) -> MemoryTable:
+    """The arrays of each processor's memory (``dram[p]``; one object shared by
+    several processors is one memory)."""
+    index: dict[int, int] = {}
+    memories: list[Memory] = []
+    memory_of = np.zeros(len(dram), np.int64)
+    for p, memory in enumerate(dram):
+        m = index.setdefault(id(memory), len(index))
+        if m == len(memories):
+            memories.append(memory)
+        memory_of[p] = m
+    params = [m.params() for m in memories]
+    states = [m.initial_state() for m in memories]
+    return MemoryTable(
+        memory_of=memory_of,
+        model=np.asarray([m.code for m in memories], np.int64),
+        param_ptr=_pointers(map(len, params), len(memories)),
+        params=np.asarray([x for p in params for x in p], np.float64),
+        state_ptr=_pointers(map(len, states), len(memories)),
+        state=np.asarray([x for state in states for x in state], np.int64),
+        slice_bytes=np.asarray([m.slice_bytes for m in memories], np.int64),
+        latency=np.asarray([m.latency_cycles for m in memories], np.int64),
+    )
+
+
+def _pointers(counts: Iterable[int], n: int) -> np.ndarray:
+    """Where each of ``n`` consecutive runs of ``counts`` items starts, and the end."""
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.fromiter(counts, np.int64, n), out=ptr[1:])
+    return ptr
+
+
+class FlatStep(NamedTuple):
+    """Per-op arrays (int64), the processors' DRAM and their links, as the compiled
+    loop reads them (a named tuple of arrays).  The arrays that come from the graph
+    alone are shared by every flat step of one graph object: no one changes them (an
+    engine counts down a copy of ``deps``).
 
     ``store`` is a unit op's ready queue (processor-major, then unit, the
     interconnect left out), -1 for the others; ``where`` is the op's processor
@@ -40,10 +100,9 @@ class FlatStep:
     tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``;
     successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]`` and ``deps`` counts
     each op's dependencies; ``store_base`` is where each store's heap starts in
-    one array of ``len(ops)`` slots; ``dram`` is each processor's memory, and
-    ``read_stream`` and ``write_stream`` the stream class of each op's DRAM reads
-    and writes (all 0 when no memory's arbitration looks at streams, so that
-    steps that differ only in their streams share a fingerprint then).
+    one array of ``len(ops)`` slots; ``read_stream`` and ``write_stream`` are the
+    stream class of each op's DRAM reads and writes, ``stream_priority`` each
+    class's priority, and ``dram`` the processors' memories.
     """
 
     kind: np.ndarray
@@ -66,7 +125,8 @@ class FlatStep:
     store_base: np.ndarray
     read_stream: np.ndarray
     write_stream: np.ndarray
-    dram: MemoryLayout
+    stream_priority: np.ndarray
+    dram: MemoryTable
     n_stores: int
     processors: int
     link_bandwidth: float
@@ -74,12 +134,11 @@ class FlatStep:
 
 
 def flatten(
-    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, streams: Streams | None = None
+    graph: OpGraph, costs: OpCosts, machine: Machine, streams: Streams | None = None
 ) -> FlatStep:
-    """The arrays of ``graph`` with ``costs`` on ``hw``, its ops' transfers of
+    """The arrays of ``graph`` with ``costs`` on ``machine``, its ops' transfers of
     ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`')."""
-    n_ops = len(graph.ops)
-    processors = hw.processors
+    processors = machine.processors
     n_units = len(costs.unit_names) - 1  # every unit but the interconnect has a store
     unit = costs.unit.astype(np.int64)
     shape = per_graph(graph, "flat shape", lambda: _Shape.of(graph))
@@ -89,13 +148,8 @@ def flatten(
     n_stores = processors * n_units
     per_store = np.bincount(store[store >= 0], minlength=n_stores)
     store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
-    dram = memory_layout(dram_memories(hw))
-    if dram.sliced:
-        read_stream, write_stream = streams if streams is not None else op_streams(graph, costs)
-    else:
-        read_stream = write_stream = np.zeros(n_ops, np.int64)
-    link = link_memory(hw.interconnect)
-    (link_bandwidth,) = link.channels().bandwidths
+    read_stream, write_stream = streams if streams is not None else op_streams(graph, costs)
+    link = machine.links[0]
     return FlatStep(
         kind=kind,
         store=store,
@@ -115,12 +169,13 @@ def flatten(
         succ_idx=shape.succ_idx,
         deps=shape.deps,
         store_base=store_base,
-        read_stream=read_stream,
-        write_stream=write_stream,
-        dram=dram,
+        read_stream=np.asarray(read_stream, np.int64),
+        write_stream=np.asarray(write_stream, np.int64),
+        stream_priority=STREAM_PRIORITY,
+        dram=memory_table(machine.dram),
         n_stores=n_stores,
         processors=processors,
-        link_bandwidth=float(link_bandwidth),
+        link_bandwidth=float(link.read_bytes_per_cycle),
         link_latency=link.latency_cycles,
     )
 
@@ -191,13 +246,14 @@ def fingerprint(flat: FlatStep) -> bytes:
 
 
 def _digest(digest: Any, value: object) -> None:
-    """Feed ``value`` (a dataclass of arrays and numbers, an array or a number) to ``digest``."""
+    """Feed ``value`` (a named tuple of arrays and numbers, an array or a number) to
+    ``digest``."""
     if isinstance(value, np.ndarray):
         digest.update(f"{value.dtype.str}{value.size}".encode())
         digest.update(np.ascontiguousarray(value).tobytes())
-    elif hasattr(value, "__dataclass_fields__"):
-        for name in value.__dataclass_fields__:
-            _digest(digest, getattr(value, name))
+    elif isinstance(value, tuple):
+        for field in value:
+            _digest(digest, field)
     else:
         digest.update(repr(value).encode())
     digest.update(b"|")

@@ -1,33 +1,56 @@
-"""DRAM as everything else sees it: the :class:`Memory` protocol, the only place DRAM
-timing lives.
+"""DRAM as everything else sees it: the :class:`Memory` contract every memory model
+keeps, the streams transfers belong to, and :class:`MemoryState`, a model with the
+state of one simulation.
 
-A memory answers two questions.  :meth:`Memory.reserve` books a transfer of
-``n_bytes`` requested at cycle ``now`` by a :class:`Stream` and says the cycle its
-data arrives, at once, without an event: the engines (:mod:`accelsim.timing.engine`,
-and :mod:`accelsim.timing.compiled` through the arrays of :class:`MemoryLayout`)
-and :mod:`accelsim.timing.single_op` time every DRAM transfer with it.
-:meth:`Memory.bound` says the fewest cycles ``n_bytes`` can take, whatever the
-order: the cycle bounds of a step (:meth:`accelsim.report.result.RunResult.cycle_bounds`)
-and the techniques' estimates (pipeline partitions, task placement, dropout's
-rooflines) use it.  No other module divides bytes by a bandwidth.
+**What a memory model provides** (the models are :mod:`accelsim.timing.memories`,
+one module each).  A model is a frozen description of one memory, built once per
+run from the hardware spec (:class:`~accelsim.timing.machine.Machine`); it keeps no
+state.  It gives
 
-:func:`dram_memories` builds each processor's memory from the hardware spec (one
-object for every processor when they share DRAM) and :func:`link_memories` each
-processor's interconnect link, which is the same kind of first-come-first-served
-channel and answers the same two questions (its stream is ignored).
+* ``name`` (the ``dram.model`` that selects it), ``code`` (a small integer, unique
+  among the registered models, by which the compiled engine dispatches to it) and
+  ``of(spec)``, which builds it from its :class:`~accelsim.config.dram.DramSpec`;
+* ``latency_cycles`` (from a transfer leaving the memory to its data being usable,
+  added by the caller to what ``reserve`` returns), ``capacity_bytes`` and
+  ``slice_bytes`` (the most one reservation of a background stream books under
+  ``dram.arbitration: priority``, :func:`slice_bytes`; 0: no limit);
+* :meth:`Memory.bound`: the fewest cycles some bytes keep it busy, latency left out,
+  whatever the order and the streams (the step's cycle bounds and the techniques'
+  estimates use it; from an idle memory no reservation leaves sooner);
+* its **parameters** (:meth:`Memory.params`, floats) and the **state** it has when
+  idle (:meth:`Memory.initial_state`, integers): the parameters and the state's
+  size are all that decide its timing besides its latency and slice (the memo of
+  simulated steps keys on them, :mod:`accelsim.timing.flat`), and
+  :meth:`Memory.channel_free` reads from a state the cycle each of its channels is
+  free (what the contract tests hold its bookings to);
+* its **kernel**, :meth:`Memory.reserve`: a static function over generic arrays,
+  ``reserve(params, p, state, s, now, n_bytes, stream, write)``, that books
+  ``n_bytes`` of stream class ``stream`` (a read, or a write when ``write``) at
+  cycle ``now`` on the memory whose parameters start at ``params[p]`` and whose
+  state starts at ``state[s]``, updates that state and returns the cycle the bytes
+  have left the memory.  It is written once, in the subset of Python that Numba
+  compiles: the SimPy engine and :mod:`accelsim.timing.single_op` run it on a
+  :class:`MemoryState`'s lists, the compiled engine on the arrays of every memory
+  (:mod:`accelsim.timing.memories.compiled`, one ``@njit`` kernel per model, chosen
+  by ``code``).
 
-The model here is :class:`FifoMemory`: one channel, first come first served.  A
-transfer starts when the channel is free (at ``now``, or when the transfers
-booked before it are done), holds it ``ceil(bytes / bandwidth)`` cycles and
-arrives ``latency`` cycles later; the latency is pipelined (it does not hold the
-channel).  Contention is therefore decided by the order in which the
+A new model is one module in :mod:`accelsim.timing.memories` with such a class, its
+spec in :mod:`accelsim.config.dram` (the keys it adds to :class:`~accelsim.config.dram.DramSpec`,
+named by ``model``), its builder and code in :mod:`accelsim.timing.memories.registry`
+and its kernel in the dispatch of :mod:`accelsim.timing.memories.compiled`; its
+samples in ``tests/contracts/``, which then holds it to
+this contract (bytes conserved, ``bound`` below ``reserve``, both engines equal,
+its parameters in the memo key).
+
+A reservation books a transfer when it is requested and says at once when it
+arrives, without an event: contention is decided by the order in which the
 simulation books transfers.
 
 **Arbitration** (``dram.arbitration``).  Every transfer carries a :class:`Stream`:
 the class of what it moves and a priority (:mod:`accelsim.timing.streams`).
-With ``fcfs`` (the default) the stream changes nothing.  With ``priority`` a
+With ``fcfs`` (the default) the priority changes nothing.  With ``priority`` a
 memory books a background stream's transfer a slice at a time
-(:meth:`Memory.portion`): a slice is at most :data:`SLICE_CYCLES` cycles of the
+(:meth:`MemoryState.portion`): a slice is at most :data:`SLICE_CYCLES` cycles of the
 memory's bandwidth, and the engine books the next one when the previous one has
 left the memory, behind whatever was booked meanwhile.  Foreground transfers
 are booked whole, as with ``fcfs``.  So a foreground transfer requested while a
@@ -44,19 +67,14 @@ slice per background transfer and costs one engine event per slice.
 from __future__ import annotations
 
 import math
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from accelsim.config.hardware import (
-    DramArbitration,
-    DramSharing,
-    DramSpec,
-    HardwareSpec,
-    InterconnectSpec,
-)
+from accelsim.config.dram import DramArbitration
 
 
 class StreamClass(IntEnum):
@@ -97,9 +115,17 @@ DEFAULT_WRITE_STREAM = Stream(StreamClass.ACTIVATION, write=True)
 
 Amount = TypeVar("Amount", float, np.ndarray)
 
+Params = Sequence[float] | np.ndarray
+"""A kernel's parameters: a model's own (a tuple) or every memory's (an array)."""
+State = MutableSequence[int] | np.ndarray
+"""A kernel's state: a model's own (a list) or every memory's (an array)."""
+
 
 class Memory(Protocol):
-    """A memory (or a link) as the engines, the bounds and the techniques see it."""
+    """A memory model (or a link): what it must provide (see the module docstring)."""
+
+    name: ClassVar[str]
+    code: ClassVar[int]
 
     @property
     def latency_cycles(self) -> int:
@@ -111,16 +137,9 @@ class Memory(Protocol):
         """What it holds (0 for a link)."""
         ...
 
-    def portion(self, n_bytes: int, stream: Stream) -> int:
-        """How many of ``n_bytes`` one reservation of ``stream`` books: all of them,
-        unless the memory books that stream a slice at a time (the engine then
-        books the rest when the slice has left the memory)."""
-        ...
-
-    def reserve(self, now: int, n_bytes: int, stream: Stream) -> int:
-        """Book ``n_bytes`` of ``stream`` (at most :meth:`portion` of them) at cycle
-        ``now``; the cycle they arrive (they leave the memory
-        :attr:`latency_cycles` earlier)."""
+    @property
+    def slice_bytes(self) -> int:
+        """The most one reservation of a background stream books (0: no limit)."""
         ...
 
     def bound(self, n_bytes: Amount, write: bool = False) -> Amount:
@@ -128,84 +147,68 @@ class Memory(Protocol):
         memory busy, latency left out (written, with ``write``)."""
         ...
 
-    def channels(self) -> Channels:
-        """The memory as the compiled engine runs it."""
+    def params(self) -> tuple[float, ...]:
+        """Its parameters, as its kernel reads them."""
+        ...
+
+    def initial_state(self) -> tuple[int, ...]:
+        """Its state when idle, as its kernel keeps it."""
+        ...
+
+    def channel_free(self, state: Sequence[int]) -> tuple[int, ...]:
+        """The cycle each of its channels is free, in its own ``state``."""
+        ...
+
+    @staticmethod
+    def reserve(
+        params: Params,
+        p: int,
+        state: State,
+        s: int,
+        now: int,
+        n_bytes: int,
+        stream: int,
+        write: bool,
+    ) -> int:
+        """Its kernel: book ``n_bytes`` of stream class ``stream`` at ``now``; the cycle
+        they have left the memory."""
         ...
 
 
-@dataclass(frozen=True)
-class Channels:
-    """A memory as channels: what the compiled engine's loop knows how to run.
-
-    Attributes:
-        bandwidths: Bytes per cycle of each channel (``inf`` allowed).
-        block_bytes: With several channels, a transfer is cut into blocks of
-            this many bytes dealt out to the channels in turn; unused with one.
-        slice_bytes: The most one reservation of a background stream books
-            (0: no limit, first come first served).
-        write_bandwidths: Bytes per cycle of each channel's writes (empty: the
-            ``bandwidths``).
-    """
-
-    bandwidths: tuple[float, ...]
-    block_bytes: int = 0
-    slice_bytes: int = 0
-    write_bandwidths: tuple[float, ...] = ()
-
-
-class FifoMemory:
-    """One first-come-first-served channel of ``bytes_per_cycle`` and ``latency_cycles``.
+class MemoryState:
+    """A memory model with the state of one simulation: what the SimPy engine
+    (:mod:`accelsim.timing.channel`) and :mod:`accelsim.timing.single_op` book
+    transfers on, through the model's kernel.
 
     Args:
-        bytes_per_cycle: Bandwidth; ``inf`` makes transfers take only the latency.
-        latency_cycles: Cycles from the end of a transfer to the data being usable.
-        capacity_bytes: What it holds (0 for a link).
-        slice_bytes: The most one reservation of a background stream books (0, the
-            default: no limit; :func:`slice_bytes` for ``priority`` arbitration).
-        write_bytes_per_cycle: The writes' bandwidth (``None``: ``bytes_per_cycle``);
-            reads and writes share the one channel, each transfer holding it at its
-            own direction's bandwidth.
+        model: The memory.
     """
 
-    def __init__(
-        self,
-        bytes_per_cycle: float,
-        latency_cycles: int,
-        capacity_bytes: int = 0,
-        slice_bytes: int = 0,
-        write_bytes_per_cycle: float | None = None,
-    ) -> None:
-        self.bytes_per_cycle = bytes_per_cycle
-        self.write_bytes_per_cycle = (
-            bytes_per_cycle if write_bytes_per_cycle is None else write_bytes_per_cycle
-        )
-        self.latency_cycles = latency_cycles
-        self.capacity_bytes = capacity_bytes
-        self.slice_bytes = slice_bytes
-        self.free_at = 0
+    __slots__ = ("_kernel", "latency_cycles", "model", "params", "slice_bytes", "state")
+
+    def __init__(self, model: Memory) -> None:
+        self.model = model
+        self.latency_cycles = model.latency_cycles
+        self.slice_bytes = model.slice_bytes
+        self.params = model.params()
+        self.state: list[int] = list(model.initial_state())
+        self._kernel = model.reserve
 
     def portion(self, n_bytes: int, stream: Stream) -> int:
+        """How many of ``n_bytes`` one reservation of ``stream`` books: all of them, but
+        at most a slice of a background stream (the engine books the rest when that
+        part has left the memory)."""
         if self.slice_bytes and stream.priority == BACKGROUND:
             return min(n_bytes, self.slice_bytes)
         return n_bytes
 
     def reserve(self, now: int, n_bytes: int, stream: Stream) -> int:
-        bandwidth = self.write_bytes_per_cycle if stream.write else self.bytes_per_cycle
-        free_at = self.free_at
-        free_at = (free_at if free_at > now else now) + math.ceil(n_bytes / bandwidth)
-        self.free_at = free_at
-        return free_at + self.latency_cycles
-
-    def bound(self, n_bytes: Amount, write: bool = False) -> Amount:
-        cycles: Amount = n_bytes / (self.write_bytes_per_cycle if write else self.bytes_per_cycle)
-        return cycles
-
-    def channels(self) -> Channels:
-        return Channels(
-            (self.bytes_per_cycle,),
-            slice_bytes=self.slice_bytes,
-            write_bandwidths=(self.write_bytes_per_cycle,),
-        )
+        """Book ``n_bytes`` of ``stream`` (at most :meth:`portion` of them) at cycle
+        ``now``; the cycle they arrive (they leave the memory :attr:`latency_cycles`
+        earlier)."""
+        kind, write = stream.kind, stream.write
+        leaves = self._kernel(self.params, 0, self.state, 0, now, n_bytes, kind, write)
+        return leaves + self.latency_cycles
 
 
 def traffic_bound(memory: Memory, n_bytes: float, written_bytes: float) -> float:
@@ -225,112 +228,3 @@ def slice_bytes(arbitration: DramArbitration, bytes_per_cycle: float) -> int:
     if arbitration is DramArbitration.FCFS or math.isinf(bytes_per_cycle):
         return 0
     return max(1, math.floor(SLICE_CYCLES * bytes_per_cycle))
-
-
-def dram_memory(spec: DramSpec) -> Memory:
-    """One DRAM memory as ``spec`` describes it: a :class:`FifoMemory`, or with
-    ``channels`` above one an :class:`~accelsim.timing.interleaved.InterleavedMemory`."""
-    bandwidth, channels = spec.read_bytes_per_cycle, spec.channels
-    if channels > 1:
-        from accelsim.timing.interleaved import InterleavedMemory
-
-        return InterleavedMemory(
-            channels,
-            bandwidth,
-            spec.latency_cycles,
-            spec.capacity_bytes,
-            slice_bytes(spec.arbitration, channels * bandwidth),
-            spec.write_bytes_per_cycle,
-        )
-    return FifoMemory(
-        bandwidth,
-        spec.latency_cycles,
-        spec.capacity_bytes,
-        slice_bytes(spec.arbitration, bandwidth),
-        spec.write_bytes_per_cycle,
-    )
-
-
-def dram_memories(hw: HardwareSpec) -> tuple[Memory, ...]:
-    """Each processor's DRAM memory: one object for all of them when they share it
-    (``dram.sharing: shared``), one each otherwise.  Fresh, empty memories."""
-    if hw.dram.sharing is DramSharing.PER_PROCESSOR:
-        return tuple(dram_memory(hw.dram) for _ in range(hw.processors))
-    return (dram_memory(hw.dram),) * hw.processors
-
-
-def dram_bandwidths(hw: HardwareSpec) -> tuple[float, ...]:
-    """Each distinct DRAM memory's bandwidth in bytes per cycle, all its channels
-    together: one per processor with ``per_processor`` sharing, one when they share
-    it (what a figure compares the traffic's demand with)."""
-    count = hw.processors if hw.dram.sharing is DramSharing.PER_PROCESSOR else 1
-    return (hw.dram.bandwidth_bytes_per_cycle * hw.dram.channels,) * count
-
-
-def link_memory(spec: InterconnectSpec) -> Memory:
-    """One processor's outgoing interconnect link."""
-    return FifoMemory(spec.bandwidth_bytes_per_cycle, spec.latency_cycles)
-
-
-def link_memories(hw: HardwareSpec) -> tuple[Memory, ...]:
-    """Each processor's outgoing link (fresh, empty)."""
-    return tuple(link_memory(hw.interconnect) for _ in range(hw.processors))
-
-
-def dram_capacity_bytes(hw: HardwareSpec) -> int:
-    """What one DRAM memory holds (each processor's with ``per_processor`` sharing,
-    all processors' together when they share one)."""
-    return dram_memory(hw.dram).capacity_bytes
-
-
-@dataclass(frozen=True)
-class MemoryLayout:
-    """The processors' DRAM as arrays, for the compiled engine.
-
-    Memory ``m`` is the channels ``channel_ptr[m]:channel_ptr[m + 1]`` (of
-    ``channel_bandwidth`` bytes per cycle each for reads, ``channel_write_bandwidth``
-    for writes) over which its transfers are cut
-    in blocks of ``block_bytes[m]``, and books a background stream at most
-    ``slice_bytes[m]`` at a time (0: no limit); processor ``p`` uses memory
-    ``memory_of[p]``.
-    """
-
-    memory_of: np.ndarray
-    channel_ptr: np.ndarray
-    channel_bandwidth: np.ndarray
-    channel_write_bandwidth: np.ndarray
-    block_bytes: np.ndarray
-    slice_bytes: np.ndarray
-    latency_cycles: int
-
-    @property
-    def sliced(self) -> bool:
-        """Whether any memory books some stream a slice at a time (streams matter)."""
-        return bool(self.slice_bytes.any())
-
-
-def memory_layout(memories: tuple[Memory, ...]) -> MemoryLayout:
-    """The arrays of each processor's memory (``memories[p]``; one object shared by
-    several processors is one memory)."""
-    index: dict[int, int] = {}
-    described: list[Channels] = []
-    memory_of = np.zeros(len(memories), np.int64)
-    for p, memory in enumerate(memories):
-        m = index.setdefault(id(memory), len(index))
-        if m == len(described):
-            described.append(memory.channels())
-        memory_of[p] = m
-    counts = [len(d.bandwidths) for d in described]
-    channel_ptr = np.zeros(len(described) + 1, np.int64)
-    np.cumsum(counts, out=channel_ptr[1:])
-    return MemoryLayout(
-        memory_of=memory_of,
-        channel_ptr=channel_ptr,
-        channel_bandwidth=np.asarray([b for d in described for b in d.bandwidths], np.float64),
-        channel_write_bandwidth=np.asarray(
-            [b for d in described for b in (d.write_bandwidths or d.bandwidths)], np.float64
-        ),
-        block_bytes=np.asarray([d.block_bytes for d in described], np.int64),
-        slice_bytes=np.asarray([d.slice_bytes for d in described], np.int64),
-        latency_cycles=memories[0].latency_cycles if memories else 0,
-    )

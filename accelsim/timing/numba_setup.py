@@ -16,15 +16,41 @@ probe already ran or SciPy's BLAS is already imported.
 
 The event loop (:mod:`accelsim.timing.event_loop`) and the kernels
 (:mod:`accelsim.timing.kernels`) take :func:`njit` from here.
+
+**A cache that covers every source it is compiled from** (:func:`cached`).  Numba's
+``cache=True`` keys a function's cached machine code by its own source file (a hash
+of its content): a function it inlines from another module, edited there, would
+leave the stale code in the cache.  The event loop is compiled from several modules
+(its helpers, the memory models' kernels), so it is compiled with :func:`cached`,
+whose cache is Numba's own (same files, same places: beside the module,
+``NUMBA_CACHE_DIR`` or the user's cache directory) but keyed by the content of every
+file in :func:`compiled_from`: the function's own, and recursively those of the
+jitted functions it calls and of the modules of its own package it reads constants
+from.  Jitted code in that set therefore calls other jitted functions by name and
+reads another module's constants as attributes of that module (``flat.KIND_UNIT``),
+never as names imported from it, which :func:`compiled_from` cannot trace
+(``tests/test_numba_setup.py`` checks the event loop keeps to that).  The cache
+classes come from ``numba.core.caching`` (Numba 0.68), whose locators are used as
+they are, with the source stamp replaced.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
 
 from numba import njit
+from numba.core import caching
+from numba.core.dispatcher import Dispatcher
 
-__all__ = ["njit"]
+__all__ = ["cached", "compiled_from", "inline", "njit"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 BLAS_PROBE = "scipy.linalg.cython_blas"
 
@@ -44,3 +70,113 @@ def _import_array_math_unprobed() -> None:
 
 
 _import_array_math_unprobed()
+
+
+# ``_nrt`` is Numba's switch for its reference counting (``NRT``); it is not in
+# Numba's type stubs, hence the dictionary.
+_INLINE_OPTIONS: dict[str, Any] = {"forceinline": True, "_nrt": False, "error_model": "numpy"}
+
+
+def inline(function: F) -> F:
+    """``njit`` for a helper of a :func:`cached` function: compiled into its caller
+    (``forceinline``: LLVM inlines every call), without Numba's reference counting
+    (``_nrt=False``: a helper only indexes its caller's arrays, never allocates or
+    keeps one; with counting, every call paid atomic operations on each array
+    argument), under NumPy's error model (no zero-divisor check on an integer
+    division) and never cached on its own: its caller's cache covers its source
+    (:func:`compiled_from`), while a cache of its own, keyed by its file alone,
+    would hand a caller compiled again a stale copy of what it inlines."""
+    compiled: F = njit(**_INLINE_OPTIONS)(function)
+    return compiled
+
+
+def _names(code: types.CodeType) -> Iterator[str]:
+    """The global names ``code`` and the code objects nested in it read."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _names(const)
+
+
+def compiled_from(function: Callable[..., Any]) -> tuple[Path, ...]:
+    """The source files ``function`` is compiled from: its own, each jitted function
+    it reads by name (recursively), and each module of its own top-level package it
+    reads as a global (with every jitted function that module defines), sorted."""
+    package = function.__module__.split(".")[0]
+    files: set[str] = set()
+    seen: set[types.CodeType] = set()
+    pending: list[Callable[..., Any]] = [function]
+    while pending:
+        current = pending.pop()
+        if current.__code__ in seen:
+            continue
+        seen.add(current.__code__)
+        files.add(current.__code__.co_filename)
+        namespace = current.__globals__
+        for name in _names(current.__code__):
+            value = namespace.get(name)
+            if isinstance(value, Dispatcher):
+                pending.append(value.py_func)
+            elif isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == package:
+                if getattr(value, "__file__", None):
+                    files.add(str(value.__file__))
+                pending.extend(v.py_func for v in vars(value).values() if isinstance(v, Dispatcher))
+    return tuple(sorted(Path(f) for f in files))
+
+
+def _sources_stamp(files: tuple[Path, ...]) -> str:
+    """A digest of the names and contents of ``files``."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class _CoversSources:
+    """A locator mixin whose source stamp covers :func:`compiled_from`'s files."""
+
+    _stamp = ""
+
+    def get_source_stamp(self) -> str:
+        return self._stamp
+
+    @classmethod
+    def from_function(cls, py_func: Callable[..., Any], py_file: str) -> Any:
+        locator = super().from_function(py_func, py_file)  # type: ignore[misc]
+        if locator is not None:
+            locator._stamp = _sources_stamp(compiled_from(py_func))
+        return locator
+
+
+class _SourcesCacheImpl(caching.CompileResultCacheImpl):
+    """Numba's cache of compile results, its locators covering every source."""
+
+    _locator_classes: list[type[object]] = [  # noqa: RUF012 (Numba's own attribute)
+        type(f"Covering{base.__name__}", (_CoversSources, base), {})
+        for base in (
+            caching.UserProvidedCacheLocator,
+            caching.InTreeCacheLocator,
+            caching.UserWideCacheLocator,
+        )
+    ]
+
+
+class _SourcesCache(caching.FunctionCache):
+    """Numba's function cache, keyed by every source (:func:`compiled_from`)."""
+
+    _impl_class = _SourcesCacheImpl
+
+
+def cached(**options: Any) -> Callable[[F], F]:
+    """``njit(**options)``, its machine code cached on disk keyed by every file of
+    :func:`compiled_from` (see the module docstring)."""
+
+    def compile_cached(function: F) -> F:
+        dispatcher = njit(**options)(function)
+        # Without a writable place for a cache, it is compiled in every process.
+        with contextlib.suppress(RuntimeError):
+            dispatcher._cache = _SourcesCache(dispatcher.py_func)  # type: ignore[no-untyped-call]
+        compiled: F = dispatcher
+        return compiled
+
+    return compile_cached

@@ -5,8 +5,8 @@ other traffic on its DRAM channel, so the events of the SimPy engine
 (:mod:`accelsim.timing.engine`) happen in an order known in advance: the op's
 fixed cost passes, the prologue arrives, then each tile group computes while the next one is fetched
 and its outputs drain behind it, then the epilogue drains.  :func:`simulate_single_op`
-does that arithmetic directly (on the processor's DRAM
-:class:`~accelsim.timing.memory.Memory`, as the engine books it), so a
+does that arithmetic directly (on processor 0's DRAM memory of the
+:class:`~accelsim.timing.machine.Machine`, booked as the engine books it), so a
 single-layer query loads neither SimPy nor Numba.  ``tests/test_single_op.py``
 checks it against the SimPy engine on random GEMMs and hardware.
 """
@@ -15,17 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT, LimitError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import OpCosts
-from accelsim.timing.memory import (
-    DEFAULT_STREAM,
-    DEFAULT_WRITE_STREAM,
-    Memory,
-    Stream,
-    dram_memories,
-)
+from accelsim.timing.machine import Machine
+from accelsim.timing.memory import DEFAULT_STREAM, DEFAULT_WRITE_STREAM, MemoryState, Stream
 from accelsim.timing.streams import STREAMS, WRITE_STREAMS, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -41,7 +35,7 @@ def _part(total: int, parts: int, j: int) -> int:
 
 def single_op_cycles(
     costs: OpCosts,
-    hw: HardwareSpec,
+    machine: Machine,
     streams: tuple[Stream, Stream] = (DEFAULT_STREAM, DEFAULT_WRITE_STREAM),
 ) -> int:
     """The cycle the only op of ``costs`` ends when it starts at cycle 0 on processor 0,
@@ -53,7 +47,7 @@ def single_op_cycles(
             op's other transfers then interleave as only an engine times them).
         LimitError: if that is more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    dram = dram_memories(hw)[0]
+    dram = MemoryState(machine.dram[0])
     reads_stream, writes_stream = streams
     overhead = int(costs.overhead_cycles[0])
     chunks, compute = int(costs.chunks[0]), int(costs.compute_cycles[0]) - overhead
@@ -83,7 +77,7 @@ def single_op_cycles(
     return end
 
 
-def _whole(dram: Memory, now: int, n_bytes: int, stream: Stream) -> int:
+def _whole(dram: MemoryState, now: int, n_bytes: int, stream: Stream) -> int:
     """Book all of ``n_bytes`` at once; the cycle they arrive."""
     if dram.portion(n_bytes, stream) < n_bytes:
         raise ValueError(
@@ -93,7 +87,7 @@ def _whole(dram: Memory, now: int, n_bytes: int, stream: Stream) -> int:
     return dram.reserve(now, n_bytes, stream)
 
 
-def simulate_single_op(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trace:
+def simulate_single_op(graph: OpGraph, costs: OpCosts, machine: Machine) -> Trace:
     """The :class:`Trace` the SimPy engine gives a graph of one GEMM or vector op
     (with ``events`` 0 and engine :data:`ENGINE_NAME`: nothing was simulated).
 
@@ -109,5 +103,5 @@ def simulate_single_op(graph: OpGraph, costs: OpCosts, hw: HardwareSpec) -> Trac
     read_classes, write_classes = op_streams(graph, costs)
     streams = (STREAMS[int(read_classes[0])], WRITE_STREAMS[int(write_classes[0])])
     start = np.zeros(1, np.int64)
-    end = np.array([single_op_cycles(costs, hw, streams)], np.int64)
-    return build_trace(graph, costs, hw.processors, start, end, 0, ENGINE_NAME)
+    end = np.array([single_op_cycles(costs, machine, streams)], np.int64)
+    return build_trace(graph, costs, machine.processors, start, end, 0, ENGINE_NAME)

@@ -50,19 +50,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import EngineKind
 from accelsim.errors import SimulationError
 from accelsim.graph import queries
 from accelsim.graph.ops import GemmOp, OpGraph, replaced
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.engines import simulate
+from accelsim.timing.machine import Machine
 from accelsim.timing.streams import Streams, group_stream, op_streams
 from accelsim.timing.trace import Trace, build_trace
 
 
 def simulate_grouped(
-    graph: OpGraph, costs: OpCosts, hw: HardwareSpec, kind: EngineKind = EngineKind.AUTO
+    graph: OpGraph, costs: OpCosts, machine: Machine, kind: EngineKind = EngineKind.AUTO
 ) -> Trace:
     """:func:`~accelsim.timing.engines.simulate` with every tile group run as one op.
 
@@ -73,11 +73,11 @@ def simulate_grouped(
     """
     groups = queries.tile_groups(graph)
     if not groups:
-        return simulate(graph, costs, hw, kind)
+        return simulate(graph, costs, machine, kind)
     leads = tuple(_lead(graph, g) for g in groups)
     contracted, new_id = _contract(graph, costs, groups, leads)
     fused_graph, fused_costs, streams = contracted
-    inner = simulate(fused_graph, fused_costs, hw, kind, streams)
+    inner = simulate(fused_graph, fused_costs, machine, kind, streams)
     index = np.asarray(new_id, np.int64)
     start, end = inner.start_cycle[index], inner.end_cycle[index]
     compute = costs.compute_cycles

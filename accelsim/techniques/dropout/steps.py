@@ -52,8 +52,8 @@ from accelsim.techniques.dropout.sites import (
     shrunk_steps,
     tile_geometry,
 )
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, ChipOptions, unit_costs
-from accelsim.timing.memory import dram_memories
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, unit_costs
+from accelsim.timing.gemm_costs import ChipOptions
 
 SRAM = ("ifmap", "filter", "ofmap")
 
@@ -139,7 +139,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         timing.psums,
         timing.chunks_per_op,
         fold_overlap=timing.fold_overlap,
-        chip=ChipOptions.of(hw),
+        chip=ChipOptions.of(base.machine),
     )
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]
@@ -239,7 +239,7 @@ def step_costs(
     ids = counts.op_ids[keep]
     c = {name: v[:, keep] for name, v in counts.costs.items()}
     bc = base.trace.costs
-    dram_bound = dram_memories(ctx.hardware)[0].bound
+    dram_bound = base.machine.dram[0].bound
     base_dram = bc.dram_read_bytes + bc.dram_ofmap_write_bytes
     roofline = np.maximum(bc.compute_cycles, dram_bound(base_dram))
     others = np.ones(len(base.graph.ops), bool)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accelsim.config.hardware import DramSharing
+from accelsim.config.dram import DramSharing
 from accelsim.errors import SimulationError
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
@@ -62,7 +62,7 @@ from accelsim.techniques.pipelines.task_placement import (
     task_of,
 )
 from accelsim.techniques.provenance import Origin
-from accelsim.timing.memory import dram_memories, link_memories
+from accelsim.timing.machine import machine_of
 
 
 @dataclass(frozen=True)
@@ -275,8 +275,8 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         """
         whole = step(ctx.run.batch_size // self.config.micro_batches)
         processors = self.processors(ctx)
-        link = link_memories(ctx.hardware)[0]
-        memories = dram_memories(ctx.hardware)
+        link = machine_of(ctx.hardware).links[0]
+        memories = machine_of(ctx.hardware).dram
         shared = ctx.hardware.dram.sharing is DramSharing.SHARED
         split = self.config.split
         share = 0.5 if split == "balance" else float(split)

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from accelsim.config.hardware import GIB_BYTES, DramSharing, HardwareSpec
+from accelsim.config.dram import GIB_BYTES, DramSharing
+from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, Tag, TensorKey, VectorOp
 from accelsim.graph.queries import forward_work, reads_of, writes_of
-from accelsim.timing.memory import dram_capacity_bytes
+from accelsim.timing.machine import machine_of
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def processor_memory(
 def channels(memory: list[ProcessorMemory], hw: HardwareSpec) -> list[Channel]:
     """The DRAM channels and what each must hold: one for every processor with shared
     DRAM, one per processor otherwise."""
-    capacity = dram_capacity_bytes(hw)
+    capacity = machine_of(hw).dram_capacity_bytes
     if hw.dram.sharing is DramSharing.SHARED:
         total = sum(m.footprint_bytes for m in memory)
         return [Channel(tuple(range(len(memory))), total, capacity)]

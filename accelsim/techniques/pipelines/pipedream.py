@@ -13,7 +13,6 @@ from accelsim.techniques.pipelines.config import PipeDreamConfig
 from accelsim.techniques.pipelines.plan import Plan, replicated_partition, ring_allreduce_cycles
 from accelsim.techniques.pipelines.schedule import Schedule
 from accelsim.techniques.provenance import Origin
-from accelsim.timing.memory import dram_memories, link_memories
 
 
 class PipeDream(Schedule[PipeDreamConfig]):
@@ -48,7 +47,7 @@ class PipeDream(Schedule[PipeDreamConfig]):
         for param in single.graph.parameters:
             gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
         hw = ctx.hardware
-        link, dram = link_memories(hw)[0], dram_memories(hw)[0]
+        link, dram = single.machine.links[0], single.machine.dram[0]
         stages, replicas = replicated_partition(
             costs,
             [gradients.get(n, 0) for n in names],

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accelsim.config.hardware import GIB_BYTES, HardwareSpec
+from accelsim.config.dram import GIB_BYTES
+from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import GemmOp, Phase, VectorOp
 from accelsim.graph.queries import forward_work
 from accelsim.report.result import RunResult
@@ -22,7 +23,7 @@ from accelsim.techniques.base import Section, SimulatedStep, TechniqueContext
 from accelsim.techniques.pipelines.memory import ProcessorMemory, channels, overflow
 from accelsim.techniques.pipelines.plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
-from accelsim.timing.memory import dram_capacity_bytes
+from accelsim.timing.machine import machine_of
 from accelsim.units import bytes_to_mb
 
 INTERNAL_DETAILS = (
@@ -196,7 +197,7 @@ def _memory_report(memory: list[ProcessorMemory], hw: HardwareSpec) -> dict[str,
     """The DRAM channels' capacity and what each holds."""
     return {
         "sharing": hw.dram.sharing.value,
-        "capacity_bytes": dram_capacity_bytes(hw),
+        "capacity_bytes": machine_of(hw).dram_capacity_bytes,
         "channels": [
             {
                 "processors": list(c.processors),

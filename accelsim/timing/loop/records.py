@@ -1,0 +1,89 @@
+"""The compiled event loop's records, each a named tuple of one-dimensional arrays (one
+per field, as the loop was fastest with them), besides the flat step it reads
+(:class:`accelsim.timing.flat.FlatStep`, its memories in
+:class:`~accelsim.timing.flat.MemoryTable`): what it keeps, which it allocates itself
+(:class:`Links`, :class:`Heap`, :class:`Stores`, :class:`Chains`, :class:`Progress`,
+the units' :class:`accelsim.timing.loop.units.Units`, and a copy of the memories' idle
+state); how large some of them are (:func:`capacities`); and the codes the loop's
+pieces share.
+
+The loop's pieces read each other's constants as attributes of this module
+(``records.SLICE``), so that the loop's disk cache covers it
+(:func:`accelsim.timing.numba_setup.compiled_from`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from accelsim.timing.flat import FlatStep
+
+# Event kinds.
+INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE = range(9)
+URGENT, NORMAL = 0, 1
+PRIORITY_SHIFT = 62
+# Status codes.
+OK, OVER_LIMIT = 0, 1
+# Columns of a sliced transfer's state: one row per transfer in flight.
+C_LEFT, C_MEMORY, C_EVENT, C_UNIT, C_STREAM = range(5)
+CHAIN_COLUMNS = 5
+
+
+class Links(NamedTuple):
+    """Each processor's outgoing link: the cycle it is free, and all links' bandwidth
+    and latency."""
+
+    free: np.ndarray
+    bandwidth: float
+    latency: int
+
+
+class Heap(NamedTuple):
+    """The event heap, ordered by ``(time, key)``: ``key`` is the priority shifted by
+    :data:`PRIORITY_SHIFT` plus the sequence number."""
+
+    time: np.ndarray
+    key: np.ndarray
+    kind: np.ndarray
+    arg: np.ndarray
+
+
+class Stores(NamedTuple):
+    """Each unit's store of ready ops, a heap by ``(priority, op)`` starting at
+    ``base[store]`` in ``prio`` and ``op``, holding ``size[store]`` ops."""
+
+    prio: np.ndarray
+    op: np.ndarray
+    size: np.ndarray
+    base: np.ndarray
+
+
+class Chains(NamedTuple):
+    """Sliced transfers in flight (a row of ``C_*`` columns each) and the free rows:
+    ``free[0]`` counts those listed after it."""
+
+    rows: np.ndarray
+    free: np.ndarray
+
+
+class Progress(NamedTuple):
+    """Each op's start and end (-1 until then), dependencies left, all-reduce stage,
+    and the ops ready to dispatch."""
+
+    start: np.ndarray
+    end: np.ndarray
+    waiting: np.ndarray
+    stage: np.ndarray
+    ready: np.ndarray
+
+
+def capacities(flat: FlatStep) -> tuple[int, int]:
+    """How many events the loop's heap holds (every event that can be pending at
+    once: two per op, and per unit its tile groups' and a few more) and how many
+    sliced transfers can be in flight (one per unit's fetch and drains, when a
+    memory slices)."""
+    max_chunks = int(flat.chunks.max(initial=1))
+    heap = 2 * len(flat.kind) + flat.n_stores * (max_chunks + 4) + 16
+    return heap, flat.n_stores * (max_chunks + 2) if flat.dram.sliced else 0
