@@ -54,18 +54,16 @@ class DramSpec(Spec):
     ``latency_cycles`` and ``capacity_gib`` describe one channel, so with
     ``per_processor`` the aggregate bandwidth and capacity are ``processors``
     times the configured ones.  ``arbitration`` orders the transfers of different
-    streams (:mod:`accelsim.timing.memories.contract`).  ``model`` names how a memory
+    streams (:mod:`accelsim.timing.memory`).  ``model`` names how a memory
     times its transfers (:mod:`accelsim.timing.memories`); ``channels`` makes each
     memory that many independent channels of the bandwidth, latency and capacity
     above, which the models that have several interleave transfers over.
     """
 
     model: str = Field(
-        description="How a memory times its transfers: fifo (one first-come-first-served"
-        " channel), interleaved (transfers dealt out over the channels in 256-byte blocks),"
-        " row_buffer (interleaved, each channel with one open row that a transfer of"
-        " another stream or direction, or crossing a row, reopens). Left out, it is fifo"
-        " with channels 1 and interleaved with channels above 1."
+        description="The memory model that times its transfers, each with a spec of its own"
+        " (DramModelSpec). Left out, it is fifo with channels 1 and interleaved with"
+        " channels above 1."
     )
 
     bandwidth_bytes_per_cycle: Bandwidth = Field(

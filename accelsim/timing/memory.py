@@ -36,11 +36,11 @@ state.  It gives
 
 A new model is one module in :mod:`accelsim.timing.memories` with such a class, its
 spec in :mod:`accelsim.config.dram` (the keys it adds to :class:`~accelsim.config.dram.DramSpec`,
-named by ``model``), its builder and code in :mod:`accelsim.timing.memories.registry`
-and its kernel in the dispatch of :mod:`accelsim.timing.memories.compiled`; its
-samples in ``tests/contracts/``, which then holds it to
-this contract (bytes conserved, ``bound`` below ``reserve``, both engines equal,
-its parameters in the memo key).
+named by ``model``), its builder's line in :mod:`accelsim.timing.memories.registry`
+and its kernel in the dispatch of :mod:`accelsim.timing.memories.compiled` (the
+recipe of ``docs/architecture.md`` lists every edit); its samples in
+``tests/contracts/``, which then holds it to this contract (bytes conserved,
+``bound`` below ``reserve``, both engines equal, its parameters in the memo key).
 
 A reservation books a transfer when it is requested and says at once when it
 arrives, without an event: contention is decided by the order in which the

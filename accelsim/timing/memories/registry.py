@@ -21,14 +21,9 @@ MODELS: dict[str, Callable[[DramSpec], Memory]] = {
     Interleaved.name: Interleaved.of,
     RowBuffer.name: RowBuffer.of,
 }
-"""What builds each model from its spec, by name (the ``dram.model`` values)."""
-
-CODES: dict[str, int] = {
-    Fifo.name: Fifo.code,
-    Interleaved.name: Interleaved.code,
-    RowBuffer.name: RowBuffer.code,
-}
-"""Each model's code (by which the compiled engine dispatches to its kernel)."""
+"""What builds each model from its spec, by name (the ``dram.model`` values); each
+model's class carries its ``code``, by which the compiled engine dispatches to its
+kernel (:mod:`.compiled`)."""
 
 
 def dram_memory(spec: DramSpec) -> Memory:
