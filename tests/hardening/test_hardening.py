@@ -1258,8 +1258,7 @@ def test_feature_maps_need_a_droppable_convolution(
 )
 @pytest.mark.parametrize(
     ("technique", "key", "column"),
-    # gradient skipping's per-layer statistics:
-    # tests/techniques/skipping/test_gradient_skipping.py
+    # gradient skipping's per-layer statistics: tests/techniques/skipping/test_gradient_skipping.py
     [("gradient_prediction", "schedule.error_trace", "predictor_error")],
 )
 def test_trace_rows_are_checked_and_blamed_on_the_file(
