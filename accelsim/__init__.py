@@ -45,7 +45,8 @@ Also public, for the scripts in ``scripts/``:
 
 ``import accelsim`` imports none of them: each public name loads its module the
 first time it is used (PEP 562), so ``import accelsim`` costs little more than the
-interpreter, and a program pays only for what it calls (``tests/test_startup.py``).
+interpreter, and a program pays only for what it calls
+(``tests/architecture/test_startup.py``).
 """
 
 from __future__ import annotations

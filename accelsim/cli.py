@@ -34,7 +34,8 @@ EXIT_SIGNAL = 128
 """Stopped by signal N: exit ``128 + N`` (130 for Ctrl-C), as a shell reports it."""
 SIGPIPE = 13
 # The module and function of each command, imported when that command runs, so that
-# a command loads none of what only another one needs (``tests/test_startup.py``).
+# a command loads none of what only another one needs
+# (``tests/architecture/test_startup.py``).
 COMMANDS = {
     "run": ("accelsim.cli_run", "cmd_run"),
     "layer": ("accelsim.cli_layer", "cmd_layer"),

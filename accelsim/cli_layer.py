@@ -2,7 +2,7 @@
 
 Loaded only for this command: it needs the hardware and energy specs, the fold
 schedule and the closed forms, but no event engine, workload, run driver or
-technique (``tests/test_startup.py``).
+technique (``tests/architecture/test_startup.py``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Loaded only for these commands; each imports what it uses when it runs (``run``
 no plots unless ``--gantt``, no progress bar unless it runs for over 2 s), so that
-a command loads none of what only another one needs (``tests/test_startup.py``).
+a command loads none of what only another one needs
+(``tests/architecture/test_startup.py``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Two parts of the site are made while it is built, never written by hand:
   ``figures/NAME`` is the file ``NAME`` names in that directory, so the figures
   are those this run drew.
 
-``tests/test_docs.py`` runs the tutorial the same way (``pytest -m docs``).
+``tests/docs/test_docs.py`` runs the tutorial the same way (``pytest -m docs``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from __future__ import annotations
 import gc
 
 GC_ALLOCATIONS = 100_000
-"""As ``accelsim.collections_policy.GC_ALLOCATIONS`` (``tests/test_startup.py`` checks it)."""
+"""As ``accelsim.collections_policy.GC_ALLOCATIONS``
+(``tests/architecture/test_startup.py`` checks it)."""
 gc.set_threshold(GC_ALLOCATIONS, *gc.get_threshold()[1:])
 
 from typing import Annotated  # noqa: E402  (after the collector's setting, as in accelsim)

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_golden import CASES, golden_path, golden_record  # noqa: E402
+from tests.end_to_end.test_golden import CASES, golden_path, golden_record  # noqa: E402
 
 
 def main() -> int:

@@ -5,7 +5,7 @@ carries its fold (and row or stream index) as a tag, so a schedule that breaks a
 hazard (an input port fed twice in a cycle, a shadow register overwritten before
 its PE took it, two values landing in one register) fails an assertion instead of
 producing a wrong answer silently; the outputs are checked against the matrix
-products.  ``tests/test_fold_overlap.py`` drives it with the schedule behind
+products.  ``tests/timing/test_fold_overlap.py`` drives it with the schedule behind
 accelsim's closed forms and checks the cycle of the last output against them.
 
 Weight stationary (input stationary is the same hardware on ``C^T = B^T A^T``):

@@ -169,7 +169,7 @@ def save(fig: Figure, path: Path, fmt: str) -> None:
     with styled():
         if fmt == "png":
             # One draw: the canvas's print_png lays out and renders at once, where
-            # savefig with a layout engine draws twice (tests/test_plots.py).
+            # savefig with a layout engine draws twice (tests/report/test_plots.py).
             canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else None
             fig.set_dpi(PNG_DPI)
             (canvas or FigureCanvasAgg(fig)).print_png(path)

@@ -11,7 +11,7 @@ waits for what to draw.  :meth:`PlotWorker.draw` only records a figure;
 it.  A figure the child did not report as drawn (no fork, one core, other
 threads running, the child died, the plot raised) is drawn by the parent
 in-process, so an error in a plot surfaces exactly as without the worker, and
-the files are the same either way (``tests/test_plot_worker.py``).
+the files are the same either way (``tests/report/test_plot_worker.py``).
 
 The child never returns into the caller's code: it ends with :func:`os._exit`
 (no ``atexit`` handlers, no flushing of the parent's buffered output), takes

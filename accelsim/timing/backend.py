@@ -1,6 +1,6 @@
 """Which implementation computes the fold-level closed forms: NumPy or Numba.
 
-Both implementations give identical results (``tests/test_kernels.py``).  The
+Both implementations give identical results (``tests/timing/test_kernels.py``).  The
 NumPy one (:mod:`accelsim.timing.closed_form`) needs nothing accelsim does not
 already import.  The Numba kernels (:mod:`accelsim.timing.kernels`) are 3-7x
 faster per row, but a process pays about 0.45 s to import Numba and load the

@@ -5,7 +5,7 @@
 :func:`accelsim.timing.event_loop.run_events`, which processes the same events
 in the same order as :mod:`accelsim.timing.engine` and so gives the same
 :class:`~accelsim.timing.trace.Trace`, event count included
-(``tests/test_compiled.py`` checks both on random graphs and hardware and on
+(``tests/timing/test_compiled.py`` checks both on random graphs and hardware and on
 the golden runs).  Importing this module and running the loop the first time
 loads Numba and the cached machine code, one overload (the helpers it calls
 are compiled into it), about 0.4 s once per process (measured in docs/performance.md);

@@ -1,6 +1,7 @@
 """Which event engine runs a step: the SimPy reference or the compiled twin.
 
-Both give the same :class:`~accelsim.timing.trace.Trace` (``tests/test_compiled.py``).
+Both give the same :class:`~accelsim.timing.trace.Trace`
+(``tests/timing/test_compiled.py``).
 The compiled engine is 30-75x faster per event, but a process pays about 0.4 s
 to load Numba and the cached loop (importing Numba, its CPU target's set-up and
 the one cached overload of the loop; :mod:`accelsim.timing.numba_setup` keeps

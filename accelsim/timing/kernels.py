@@ -4,7 +4,7 @@ Pure array-in/array-out functions, compiled with ``@njit(cache=True)``
 (:func:`dram_words` takes its arrays and settings as two named tuples,
 :class:`~accelsim.timing.closed_form.DramGemms` and
 :class:`~accelsim.timing.closed_form.DramRules`); each has a NumPy reference in
-``tests/test_kernels.py`` and a vectorised NumPy twin in
+``tests/timing/test_kernels.py`` and a vectorised NumPy twin in
 :mod:`accelsim.timing.closed_form` (:mod:`accelsim.timing.backend` picks
 one).  Dataflow codes are 0 = os, 1 = ws, 2 = is; convention codes 0 = accelsim,
 1 = scalesim.

@@ -29,7 +29,7 @@ jitted functions it calls and of the modules of its own package it reads constan
 from.  Jitted code in that set therefore calls other jitted functions by name and
 reads another module's constants as attributes of that module (``flat.KIND_UNIT``),
 never as names imported from it, which :func:`compiled_from` cannot trace
-(``tests/test_numba_setup.py`` checks the event loop keeps to that).  The cache
+(``tests/timing/test_numba_setup.py`` checks the event loop keeps to that).  The cache
 classes come from ``numba.core.caching`` (Numba 0.68), whose locators are used as
 they are, with the source stamp replaced.
 """

@@ -7,7 +7,7 @@ fixed cost passes, the prologue arrives, then each tile group computes while the
 and its outputs drain behind it, then the epilogue drains.  :func:`simulate_single_op`
 does that arithmetic directly (on processor 0's DRAM memory of the
 :class:`~accelsim.timing.machine.Machine`, booked as the engine books it), so a
-single-layer query loads neither SimPy nor Numba.  ``tests/test_single_op.py``
+single-layer query loads neither SimPy nor Numba.  ``tests/timing/test_single_op.py``
 checks it against the SimPy engine on random GEMMs and hardware.
 """
 

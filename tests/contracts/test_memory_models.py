@@ -26,8 +26,8 @@ from accelsim.timing.machine import Machine
 from accelsim.timing.memories import registry
 from accelsim.timing.memory import MemoryState, Stream, StreamClass
 from accelsim.timing.single_op import simulate_single_op
-from tests.test_compiled import assert_same, problems
-from tests.test_engine import costs, gemm, hw, vector
+from tests.timing.test_compiled import assert_same, problems
+from tests.timing.test_engine import costs, gemm, hw, vector
 
 SAMPLES: dict[str, list[list[str]]] = {
     "fifo": [["dram.model=fifo"]],

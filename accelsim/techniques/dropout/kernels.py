@@ -4,9 +4,10 @@ pattern drops use, for every drawn step and GEMM at once.
 Compiled with ``@njit(cache=True)`` (``njit`` from :mod:`accelsim.timing.numba_setup`;
 Numba keys its cache by this file and each function's name).  The NumPy reference is
 :func:`accelsim.techniques.dropout.folds.compacted_use` (one GEMM, one step), which
-``tests/test_approximate_dropout.py`` holds it equal to.  A GEMM is a row of an
-``int64`` table with the columns of :data:`~accelsim.techniques.dropout.folds.FIELDS`;
-a weight dimension is 1 (``W_IN``) or 2 (``W_OUT``), 0 for the batch.
+``tests/techniques/dropout/test_approximate_dropout.py`` holds it equal to.  A GEMM is a
+row of an ``int64`` table with the columns of
+:data:`~accelsim.techniques.dropout.folds.FIELDS`; a weight dimension is 1 (``W_IN``) or
+2 (``W_OUT``), 0 for the batch.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ Fraction = Annotated[float, Field(ge=0, lt=1)]
 
 
 # A schedule simulates graphs of M and 2M mini-batches, each a copy of the step
-# graph; events and graph size grow linearly in M (tests/test_compiled.py), so the cap
-# bounds memory the way ``processors``' 1,024 does (a copy of the step per processor).
+# graph; events and graph size grow linearly in M (tests/timing/test_compiled.py), so
+# the cap bounds memory the way ``processors``' 1,024 does (a copy of the step per
+# processor).
 MAX_MINI_BATCHES = 1024
 
 
