@@ -63,6 +63,7 @@ class _Run:
             inputs.run,
             inputs.run_file.path,
             inputs.hardware,
+            inputs.machine,
             inputs.workload,
             inputs.infos,
             self.extra,

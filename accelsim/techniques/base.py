@@ -52,6 +52,7 @@ from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import BASE, Section, StepCost, TrainingPlan
 from accelsim.techniques.provenance import Origin
+from accelsim.timing.machine import Machine
 from accelsim.workload.model import Workload
 
 __all__ = [
@@ -96,6 +97,8 @@ class TechniqueContext:
     """What a technique may read about the run it is part of.
 
     Attributes:
+        machine: The run's hardware built once: its arrays, DRAM memories and links,
+            whose bounds the techniques' estimates use.
         extra_arrays: The array units the run's rewriters add to every processor.
         simulate: Simulates a placed graph on the run's hardware (results are
             cached, so simulating the same graph object again costs nothing).
@@ -108,6 +111,7 @@ class TechniqueContext:
     run: RunSpec
     run_file: Path
     hardware: HardwareSpec
+    machine: Machine
     workload: Workload
     infos: tuple[LayerInfo, ...]
     extra_arrays: tuple[ArrayUnit, ...]

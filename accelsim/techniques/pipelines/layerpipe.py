@@ -62,7 +62,6 @@ from accelsim.techniques.pipelines.task_placement import (
     task_of,
 )
 from accelsim.techniques.provenance import Origin
-from accelsim.timing.machine import machine_of
 
 
 @dataclass(frozen=True)
@@ -275,8 +274,8 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         """
         whole = step(ctx.run.batch_size // self.config.micro_batches)
         processors = self.processors(ctx)
-        link = machine_of(ctx.hardware).links[0]
-        memories = machine_of(ctx.hardware).dram
+        link = ctx.machine.links[0]
+        memories = ctx.machine.dram
         shared = ctx.hardware.dram.sharing is DramSharing.SHARED
         split = self.config.split
         share = 0.5 if split == "balance" else float(split)

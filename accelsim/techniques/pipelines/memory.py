@@ -20,7 +20,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, Tag, TensorKey, VectorOp
 from accelsim.graph.queries import forward_work, reads_of, writes_of
-from accelsim.timing.machine import machine_of
+from accelsim.timing.machine import Machine
 
 
 @dataclass(frozen=True)
@@ -131,19 +131,19 @@ def processor_memory(
     ]
 
 
-def channels(memory: list[ProcessorMemory], hw: HardwareSpec) -> list[Channel]:
-    """The DRAM channels and what each must hold: one for every processor with shared
-    DRAM, one per processor otherwise."""
-    capacity = machine_of(hw).dram_capacity_bytes
-    if hw.dram.sharing is DramSharing.SHARED:
+def channels(memory: list[ProcessorMemory], machine: Machine) -> list[Channel]:
+    """The DRAM channels of ``machine`` and what each must hold: one for every processor
+    with shared DRAM, one per processor otherwise."""
+    capacity = machine.dram_capacity_bytes
+    if machine.hardware.dram.sharing is DramSharing.SHARED:
         total = sum(m.footprint_bytes for m in memory)
         return [Channel(tuple(range(len(memory))), total, capacity)]
     return [Channel((p,), m.footprint_bytes, capacity) for p, m in enumerate(memory)]
 
 
-def overflow(memory: list[ProcessorMemory], hw: HardwareSpec) -> str | None:
+def overflow(memory: list[ProcessorMemory], machine: Machine) -> str | None:
     """What does not fit, in words (the fullest channel that overflows), or None."""
-    over = [c for c in channels(memory, hw) if not c.fits]
+    over = [c for c in channels(memory, machine) if not c.fits]
     if not over:
         return None
     worst = max(over, key=lambda c: c.footprint_bytes)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelsim.config.dram import GIB_BYTES
-from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import GemmOp, Phase, VectorOp
 from accelsim.graph.queries import forward_work
 from accelsim.report.result import RunResult
@@ -23,7 +22,7 @@ from accelsim.techniques.base import Section, SimulatedStep, TechniqueContext
 from accelsim.techniques.pipelines.memory import ProcessorMemory, channels, overflow
 from accelsim.techniques.pipelines.plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
-from accelsim.timing.machine import machine_of
+from accelsim.timing.machine import Machine
 from accelsim.units import bytes_to_mb
 
 INTERNAL_DETAILS = (
@@ -193,18 +192,18 @@ def _processor_rows(
     return rows
 
 
-def _memory_report(memory: list[ProcessorMemory], hw: HardwareSpec) -> dict[str, Any]:
+def _memory_report(memory: list[ProcessorMemory], machine: Machine) -> dict[str, Any]:
     """The DRAM channels' capacity and what each holds."""
     return {
-        "sharing": hw.dram.sharing.value,
-        "capacity_bytes": machine_of(hw).dram_capacity_bytes,
+        "sharing": machine.hardware.dram.sharing.value,
+        "capacity_bytes": machine.dram_capacity_bytes,
         "channels": [
             {
                 "processors": list(c.processors),
                 "footprint_bytes": c.footprint_bytes,
                 "fits": c.fits,
             }
-            for c in channels(memory, hw)
+            for c in channels(memory, machine)
         ],
     }
 
@@ -245,7 +244,7 @@ def pipeline_report(
     clamped = steady > measured
     warnings = [_clamp_warning(binding, steady, measured)] if clamped else []
     memory = scheduled.memory
-    problem = overflow(memory, run.hardware)
+    problem = overflow(memory, run.machine)
     if problem is not None:
         warnings.append(f"does not fit in DRAM: {problem}")
     return {
@@ -277,7 +276,7 @@ def pipeline_report(
         },
         "processors": _processor_rows(run, memory, (lo, hi)),
         "fits": problem is None,
-        "memory": _memory_report(memory, run.hardware),
+        "memory": _memory_report(memory, run.machine),
     }
 
 

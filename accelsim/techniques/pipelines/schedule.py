@@ -191,7 +191,7 @@ class Schedule(Placer[P]):
                 channel's) footprint exceeds ``hardware.dram.capacity_gib``; blamed on
                 the run file, which puts the schedule on that hardware.
         """
-        problem = overflow(self.memory(ctx, placed.plan, graph), ctx.hardware)
+        problem = overflow(self.memory(ctx, placed.plan, graph), ctx.machine)
         if problem is not None and ctx.run.on_capacity is OnCapacity.ERROR:
             raise ConfigError.single(
                 self.source,
@@ -210,7 +210,7 @@ class Schedule(Placer[P]):
 
     def fits(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> bool:
         """Whether every DRAM channel holds what ``graph``'s processors keep in it."""
-        return overflow(self.memory(ctx, plan, graph), ctx.hardware) is None
+        return overflow(self.memory(ctx, plan, graph), ctx.machine) is None
 
     def placed(self, result: RunResult) -> Placed:
         """How this schedule placed the step kind simulated in ``result``.

@@ -259,6 +259,7 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
         inputs.run,
         RUN,
         inputs.hardware,
+        inputs.machine,
         inputs.workload,
         inputs.infos,
         (),
