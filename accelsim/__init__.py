@@ -89,9 +89,9 @@ if TYPE_CHECKING:
     from accelsim.importer.torch_source import onnx_bytes as export_onnx
     from accelsim.report.means import geometric_mean, saving_mean
     from accelsim.report.plots import plot_sensitivity, plot_speedup
-    from accelsim.report.result import RunResult, TrainingResult
+    from accelsim.report.result import RunResult
     from accelsim.report.suite import suite_columns, suite_row
-    from accelsim.report.training import Section, StepCost, TrainingReport
+    from accelsim.report.training import Section, StepCost, TrainingReport, TrainingResult
     from accelsim.report.writer import write_csv, write_run
     from accelsim.spec_reference import config_reference, provenance_reference
     from accelsim.sweep import DaskExecutor, Executor, PoolExecutor, plan_sweep, run_sweep
@@ -135,9 +135,9 @@ _MODULES = {
     "accelsim.importer.model_import": ("ImportResult", "import_model"),
     "accelsim.report.means": ("geometric_mean", "saving_mean"),
     "accelsim.report.plots": ("plot_sensitivity", "plot_speedup"),
-    "accelsim.report.result": ("RunResult", "TrainingResult"),
+    "accelsim.report.result": ("RunResult",),
     "accelsim.report.suite": ("suite_columns", "suite_row"),
-    "accelsim.report.training": ("Section", "StepCost", "TrainingReport"),
+    "accelsim.report.training": ("Section", "StepCost", "TrainingReport", "TrainingResult"),
     "accelsim.report.writer": ("write_csv", "write_run"),
     "accelsim.spec_reference": ("config_reference", "provenance_reference"),
     "accelsim.sweep": ("DaskExecutor", "Executor", "PoolExecutor", "plan_sweep", "run_sweep"),

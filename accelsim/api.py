@@ -27,7 +27,7 @@ from accelsim.config.validate import validate_data
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import InputError
-from accelsim.report.result import TrainingResult
+from accelsim.report.training import TrainingResult
 from accelsim.sweep.collect import collect, column_unit
 
 if TYPE_CHECKING:

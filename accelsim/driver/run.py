@@ -26,8 +26,8 @@ from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.units import ArrayUnit
-from accelsim.report.result import RunResult, TrainingResult
-from accelsim.report.training import TrainingReport
+from accelsim.report.result import RunResult
+from accelsim.report.training import TrainingReport, TrainingResult
 from accelsim.techniques.base import (
     BASE,
     GraphRewriter,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -38,9 +38,6 @@ from accelsim.timing.machine import Machine
 from accelsim.timing.memory import traffic_bound
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
-
-if TYPE_CHECKING:
-    from accelsim.report.training import TrainingReport
 
 
 @dataclass(frozen=True)
@@ -289,54 +286,6 @@ class RunResult:
     def layer_rows(self) -> list[dict[str, Any]]:
         """One ``layers.csv`` row per layer, in order of first appearance."""
         return tables.layer_rows(self.graph, self.trace, self.energy.op_pj)
-
-
-@dataclass(frozen=True)
-class TrainingResult:
-    """The baseline step, each step kind the run's techniques simulate, and their
-    training report (:class:`~accelsim.report.training.TrainingReport`; None for a
-    run without techniques)."""
-
-    base: RunResult
-    steps: dict[str, RunResult]
-    training: TrainingReport | None
-
-    def summary(self) -> dict[str, Any]:
-        """The baseline step's summary, with the training report when there is one
-        (under ``training``, after the keys of
-        :meth:`accelsim.report.summary.StepSummary.to_dict`)."""
-        summary = self.base.summary()
-        if self.training is not None:
-            summary["training"] = self.training.to_dict()
-        return summary
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``summary.json`` record: the same dict as :meth:`summary`."""
-        return self.summary()
-
-    def to_records(self) -> list[dict[str, Any]]:
-        """One flat record per simulated step kind, ``"base"`` first, then each of ``steps``.
-
-        Each record has ``step``, ``total_cycles``, ``seconds``, ``energy_pj``
-        (total), ``dram_bytes`` (total), ``macs`` (total), ``utilization`` and
-        ``interconnect_bytes``, taken from that step's :meth:`RunResult.step_summary`.
-        """
-        records = []
-        for step, result in [("base", self.base), *self.steps.items()]:
-            s = result.step_summary()
-            records.append(
-                {
-                    "step": step,
-                    "total_cycles": s.total_cycles,
-                    "seconds": s.seconds,
-                    "energy_pj": s.energy_pj.total,
-                    "dram_bytes": s.dram_bytes.total,
-                    "macs": s.macs.total,
-                    "utilization": s.utilization,
-                    "interconnect_bytes": s.interconnect_bytes,
-                }
-            )
-        return records
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelsim.energy.model import COMPONENTS
-from accelsim.report.result import TrainingResult
+from accelsim.report.training import TrainingResult
 
 BASE_COLUMNS = (
     "model",

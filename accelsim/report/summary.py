@@ -16,8 +16,8 @@ Three parts of ``summary.json`` are deliberately not typed here:
   ``array``;
 * the ``training`` section, present when a technique defines step kinds, is
   the techniques' part: a dict each technique builds in its ``training`` method
-  (:attr:`accelsim.report.result.TrainingResult.training`), added to the
-  baseline step's record by :meth:`accelsim.report.result.TrainingResult.summary`
+  (:attr:`accelsim.report.training.TrainingResult.training`), added to the
+  baseline step's record by :meth:`accelsim.report.training.TrainingResult.summary`
   and ignored by :meth:`StepSummary.from_dict`;
 * ``workload_provenance``, present when the workload has ``notes`` (a SCALE-Sim
   topology's assumptions): its ``source`` and ``notes``, also ignored by

@@ -19,8 +19,9 @@ from typing import IO, Any
 
 from accelsim._version import __version__
 from accelsim.config.base import MAX_NAME_CHARS
-from accelsim.report.result import LAYER_COLUMNS, RunResult, TrainingResult
+from accelsim.report.result import LAYER_COLUMNS, RunResult
 from accelsim.report.staging import check_writable, child_directory, staged_directory
+from accelsim.report.training import TrainingResult
 
 __all__ = [
     "check_writable",

@@ -25,8 +25,8 @@ from accelsim.driver.inputs import InputCache
 from accelsim.driver.run import simulate_training
 from accelsim.errors import AccelsimError
 from accelsim.provenance import version
-from accelsim.report.result import TrainingResult
 from accelsim.report.suite import suite_row
+from accelsim.report.training import TrainingResult
 from accelsim.sweep.plan import PointTask
 from accelsim.timing.engines import followed_by
 

@@ -27,7 +27,7 @@ from accelsim.graph.ops import (
     TensorKind,
     replaced,
 )
-from accelsim.report.result import TrainingResult
+from accelsim.report.training import TrainingResult
 from accelsim.techniques.base import KindDefiner
 from accelsim.techniques.registry import compose_problems
 from accelsim.techniques.skipping.groups import skipped_count

@@ -19,7 +19,7 @@ import pytest
 
 import accelsim
 from accelsim.report.console import summary_table
-from accelsim.report.result import SCHEMA_VERSION, TrainingResult
+from accelsim.report.result import SCHEMA_VERSION
 from accelsim.report.summary import (
     DesignKnobs,
     DramBytes,
@@ -29,6 +29,7 @@ from accelsim.report.summary import (
     StepSummary,
     WorkSummary,
 )
+from accelsim.report.training import TrainingResult
 from accelsim.report.writer import write_run
 from tests.conftest import ROOT as REPO
 

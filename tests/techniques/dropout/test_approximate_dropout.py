@@ -17,7 +17,7 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.mapping.schedule import fold_use
-from accelsim.report.result import TrainingResult
+from accelsim.report.training import TrainingResult
 from accelsim.techniques.base import StepCost, TechniqueContext
 from accelsim.techniques.dropout import kernels
 from accelsim.techniques.dropout.folds import FIELDS, NONE, W_IN, W_OUT, compacted_use, table

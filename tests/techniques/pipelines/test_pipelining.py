@@ -13,7 +13,8 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, TransferOp, VectorOp
-from accelsim.report.result import RunResult, TrainingResult
+from accelsim.report.result import RunResult
+from accelsim.report.training import TrainingResult
 from accelsim.techniques.pipelines.config import PipeDreamConfig
 from accelsim.techniques.pipelines.pipedream import PipeDream
 from accelsim.techniques.pipelines.plan import (

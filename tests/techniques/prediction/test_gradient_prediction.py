@@ -12,7 +12,8 @@ from accelsim.driver.inputs import load_inputs, suite_entries, suite_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase
-from accelsim.report.result import RunResult, TrainingResult
+from accelsim.report.result import RunResult
+from accelsim.report.training import TrainingResult
 from accelsim.techniques.prediction.config import Policy, ScheduleSpec
 from accelsim.techniques.prediction.technique import gp_fractions
 from tests.conftest import ROOT

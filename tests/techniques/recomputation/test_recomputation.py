@@ -18,7 +18,7 @@ from accelsim.graph import queries
 from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, TransferOp
 from accelsim.lowering.shapes import INPUT_NAME
-from accelsim.report.result import TrainingResult
+from accelsim.report.training import TrainingResult
 from accelsim.techniques.base import kind_definers
 from accelsim.techniques.recomputation.choice import cuts
 from tests.conftest import ROOT

@@ -14,7 +14,8 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase, VectorOp
-from accelsim.report.result import RunResult, TrainingResult
+from accelsim.report.result import RunResult
+from accelsim.report.training import TrainingResult
 from accelsim.techniques.skipping.schedule import RECHECK, schedule, synthetic_statistics
 from tests.conftest import ROOT
 
