@@ -46,9 +46,10 @@ from typing import Any, TypeVar
 
 from numba import njit
 from numba.core import caching
+from numba.core import types as numba_types
 from numba.core.dispatcher import Dispatcher
 
-__all__ = ["cached", "compiled_from", "inline", "njit"]
+__all__ = ["cached", "compiled_from", "inline", "literal", "njit"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,6 +89,13 @@ def inline(function: F) -> F:
     would hand a caller compiled again a stale copy of what it inlines."""
     compiled: F = njit(**_INLINE_OPTIONS)(function)
     return compiled
+
+
+def literal(value: int) -> Any:
+    """Numba's type of the integer ``value`` as a literal: an argument whose
+    ``_numba_type_`` it is (Numba's ``typeof`` reads that attribute) has the function
+    compiled for that value, a constant in its code."""
+    return numba_types.literal(value)  # type: ignore[no-untyped-call]
 
 
 def _names(code: types.CodeType) -> Iterator[str]:
