@@ -133,6 +133,44 @@ def test_a_cached_function_is_compiled_again_when_a_helper_module_changes(
     assert run() == [12, 1, 0]
 
 
+AS_IS = (
+    "from accelsim.timing.numba_setup import cached, njit\n"
+    "@cached(wraparound=False)\n"
+    "def as_is(a, i):\n"
+    "    return a[i]\n"
+    "@njit\n"
+    "def wrapped(a, i):\n"
+    "    return a[i]\n"
+)
+
+
+def test_a_function_compiled_without_wraparound_takes_a_negative_index_as_it_is(
+    tmp_path: Path,
+) -> None:
+    # A view 5 elements into its buffer: index -1 is the view's last element (9) with
+    # Python's wraparound, the buffer's element before the view (4) without it; a
+    # function compiled afterwards in the same process wraps again, and the cached
+    # code (the second run) is compiled without it too.
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "indexing.py").write_text(AS_IS)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    env.pop("NUMBA_CACHE_DIR", None)
+    script = (
+        "import json\nimport numpy as np\nfrom pkg.indexing import as_is, wrapped\n"
+        "view = np.arange(10)[5:]\n"
+        "print(json.dumps([int(as_is(view, -1)), int(wrapped(view, -1)), int(as_is(view, 2)),"
+        " sum(as_is.stats.cache_hits.values())]))"
+    )
+    for hits in (0, 1):
+        result = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout.splitlines()[-1]) == [4, 9, 7, hits]
+
+
 def test_the_event_loops_cache_covers_its_helpers_and_the_memory_models() -> None:
     from accelsim.timing import event_loop
     from accelsim.timing.numba_setup import compiled_from

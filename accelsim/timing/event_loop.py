@@ -36,13 +36,17 @@ dispatch of ready ops and the release of an op's successors).  It reads and keep
 named tuples of one-dimensional arrays (:mod:`accelsim.timing.loop.records`), not
 long argument lists.
 
-The loop and its helpers use NumPy's error model (``error_model="numpy"``): an
-integer division or remainder is not checked for a zero divisor, which the
-Python model raises on and which cannot happen here (every divisor is a
-channel count, block size, bandwidth or participant count the specs keep
-positive).  Without the checks LLVM optimises the loop further: 1.36 to 1.43
-times the events per second on the ResNet-18, BERT-base and PipeDream steps of
-``scripts/bench.py --engines``, with every result unchanged.
+Two compile options make the loop faster than Python's semantics would let Numba
+make it, every result unchanged.  It uses NumPy's error model
+(``error_model="numpy"``): an integer division or remainder is not checked for a
+zero divisor, which cannot happen here (every divisor is a channel count, block
+size, bandwidth or participant count the specs keep positive): 1.36 to 1.43 times
+the events per second.  And its arrays are indexed without the wraparound of a
+negative index (``wraparound=False``, :func:`~accelsim.timing.numba_setup.cached`):
+every index is an op, unit, memory, event, parameter or state slot, never negative,
+while Numba otherwise puts a compare and a select before every load whose index it
+cannot prove non-negative: 1.3 to 1.5 times the events per second (paired runs,
+docs/performance.md "Event engines and scaling").
 
 The helpers cost little against one function because of four choices, each
 measured: they are compiled into the loop and without Numba's reference counting
@@ -178,7 +182,7 @@ def _finished(op: int, ops: Any, unit: Any) -> int:
     return int(st)
 
 
-@cached(error_model="numpy")
+@cached(error_model="numpy", wraparound=False)
 def run_events(
     ops: Any, heap_size: int, chains: int, model: Any
 ) -> tuple[np.ndarray, np.ndarray, int, int]:

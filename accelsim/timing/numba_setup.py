@@ -32,6 +32,17 @@ never as names imported from it, which :func:`compiled_from` cannot trace
 (``tests/test_numba_setup.py`` checks the event loop keeps to that).  The cache
 classes come from ``numba.core.caching`` (Numba 0.68), whose locators are used as
 they are, with the source stamp replaced.
+
+**Indices without wraparound** (``cached(wraparound=False)``).  Numba indexes an
+array as Python does: a negative integer index counts from the end, so every index
+whose sign LLVM cannot prove is compared and corrected before its load.  Numba has
+no option to leave that out; a function whose indices are never negative (the event
+loop's: ops, units, memories, events, slots) is compiled with Numba's
+``numba.np.arrayobj.fix_integer_index`` replaced, while it compiles (under Numba's
+compiler lock, so no other compilation sees it), by one that takes the index as it
+is.  Everything that compilation compiles is compiled so, the helpers compiled into
+it among them; its cached code is too.  A negative index in such a function reads
+outside its array, as an index past the end already does (Numba checks no bounds).
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from typing import Any, TypeVar
 from numba import njit
 from numba.core import caching
 from numba.core import types as numba_types
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
 
 __all__ = ["cached", "compiled_from", "inline", "literal", "njit"]
@@ -175,15 +187,46 @@ class _SourcesCache(caching.FunctionCache):
     _impl_class = _SourcesCacheImpl
 
 
-def cached(**options: Any) -> Callable[[F], F]:
+def _index_as_is(context: Any, builder: Any, index_type: Any, index: Any, _: Any) -> Any:
+    """``numba.np.arrayobj.fix_integer_index`` without the wraparound of a negative
+    index: the index as an ``intp`` (``uintp`` when unsigned)."""
+    as_is = numba_types.intp if index_type.signed else numba_types.uintp
+    return context.cast(builder, index, index_type, as_is)
+
+
+@contextlib.contextmanager
+def _no_wraparound() -> Iterator[None]:
+    """Inside the block (which holds Numba's compiler lock), arrays are indexed without
+    the wraparound of negative indices."""
+    from numba.np import arrayobj  # Numba's array lowering: loaded when it compiles
+
+    with global_compiler_lock:
+        fix = arrayobj.fix_integer_index
+        arrayobj.fix_integer_index = _index_as_is
+        try:
+            yield
+        finally:
+            arrayobj.fix_integer_index = fix
+
+
+def cached(*, wraparound: bool = True, **options: Any) -> Callable[[F], F]:
     """``njit(**options)``, its machine code cached on disk keyed by every file of
-    :func:`compiled_from` (see the module docstring)."""
+    :func:`compiled_from` (see the module docstring); without ``wraparound``, compiled
+    with its arrays' integer indices taken as they are (see the module docstring)."""
 
     def compile_cached(function: F) -> F:
         dispatcher = njit(**options)(function)
         # Without a writable place for a cache, it is compiled in every process.
         with contextlib.suppress(RuntimeError):
             dispatcher._cache = _SourcesCache(dispatcher.py_func)  # type: ignore[no-untyped-call]
+        if not wraparound:
+            compile_signature = dispatcher.compile
+
+            def compile_as_is(signature: Any) -> Any:
+                with _no_wraparound():
+                    return compile_signature(signature)
+
+            dispatcher.compile = compile_as_is
         compiled: F = dispatcher
         return compiled
 
