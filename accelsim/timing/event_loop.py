@@ -36,8 +36,8 @@ dispatch of ready ops and the release of an op's successors).  It reads and keep
 named tuples of one-dimensional arrays (:mod:`accelsim.timing.loop.records`), not
 long argument lists.
 
-Two compile options make the loop faster than Python's semantics would let Numba
-make it, every result unchanged.  It uses NumPy's error model
+Two compile options leave out checks that Python's semantics add and the loop never
+needs, every result unchanged.  It uses NumPy's error model
 (``error_model="numpy"``): an integer division or remainder is not checked for a
 zero divisor, which cannot happen here (every divisor is a channel count, block
 size, bandwidth or participant count the specs keep positive): 1.36 to 1.43 times
@@ -45,11 +45,13 @@ the events per second.  And its arrays are indexed without the wraparound of a
 negative index (``wraparound=False``, :func:`~accelsim.timing.numba_setup.cached`):
 every index is an op, unit, memory, event, parameter or state slot, never negative,
 while Numba otherwise puts a compare and a select before every load whose index it
-cannot prove non-negative: 1.3 to 1.5 times the events per second (paired runs,
+cannot prove non-negative: 1.30 to 1.44 times the events per second (paired runs,
 docs/performance.md "Event engines and scaling").
 
-The helpers cost little against one function because of four choices, each
-measured: they are compiled into the loop and without Numba's reference counting
+The helpers cost little against one function (paired, both compiled without
+wraparound: 0.93 to 1.03 times the events per second of the single function over
+two fixed memory models it replaced, docs/performance.md) because of four choices,
+each measured: they are compiled into the loop and without Numba's reference counting
 (:func:`~accelsim.timing.numba_setup.inline`); the arrays stay one-dimensional
 per field, as the loop had them (a ``(n, 4)`` event heap was 12 % slower, a
 ``(ops, 11)`` op table 8 %), grouped in records that LLVM takes apart once the
