@@ -40,9 +40,10 @@ no option to leave that out; a function whose indices are never negative (the ev
 loop's: ops, units, memories, events, slots) is compiled with Numba's
 ``numba.np.arrayobj.fix_integer_index`` replaced, while it compiles (under Numba's
 compiler lock, so no other compilation sees it), by one that takes the index as it
-is.  Everything that compilation compiles is compiled so, the helpers compiled into
-it among them; its cached code is too.  A negative index in such a function reads
-outside its array, as an index past the end already does (Numba checks no bounds).
+is.  Everything that compilation compiles is compiled so (the helpers compiled into
+it among them, unless the process compiled them before), and so is its cached code.
+A negative index in such a function reads outside its array, as an index past the
+end already does (Numba checks no bounds).
 """
 
 from __future__ import annotations
