@@ -64,7 +64,8 @@ def transfer(
     """Book ``n_bytes`` of ``stream`` on ``memory`` now; the returned event fires when
     they have arrived."""
     now = int(env.now)
-    part = memory.portion(n_bytes, stream)
+    # A memory that slices nothing books every transfer whole (and costs no call).
+    part = memory.portion(n_bytes, stream) if memory.slice_bytes else n_bytes
     arrival = memory.reserve(now, part, stream)
     if part == n_bytes:
         return env.timeout(arrival - now)
@@ -84,6 +85,6 @@ def reserve_all(now: int, memories: Sequence[MemoryState], n_bytes: int, stream:
     """
     if not memories:
         raise ValueError("reserve_all needs at least one memory")
-    if any(memory.portion(n_bytes, stream) < n_bytes for memory in memories):
+    if any(memory.slice_bytes and memory.portion(n_bytes, stream) < n_bytes for memory in memories):
         raise ValueError(f"reserve_all books whole transfers, not {stream.kind.name} slices")
     return max([memory.reserve(now, n_bytes, stream) for memory in memories])

@@ -7,9 +7,10 @@ in the same order as :mod:`accelsim.timing.engine` and so gives the same
 :class:`~accelsim.timing.trace.Trace`, event count included
 (``tests/timing/test_compiled.py`` checks both on random graphs and hardware and on
 the golden runs).  Importing this module and running the loop the first time
-loads Numba and the cached machine code, one overload (the helpers it calls
-are compiled into it), about 0.4 s once per process (measured in docs/performance.md);
-the loop is compiled once (about 6 s) and cached on disk.
+loads Numba and the cached machine code, one overload (the loop compiled for the
+step's DRAM model, the helpers it calls compiled into it), about 0.4 s once per
+process (measured in docs/performance.md); the loop is compiled once per model
+(about 6 s, the first time a step of that model runs) and cached on disk.
 """
 
 from __future__ import annotations

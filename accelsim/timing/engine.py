@@ -154,13 +154,14 @@ class _Engine:
         fetch_q, fetch_r = divmod(rest, chunks - 1) if chunks > 1 else (0, 0)
         drain_q, drain_r = divmod(behind, chunks)
         drains = []
+        book, timeout = transfer, env.timeout  # looked up once, not per tile group
         for j in range(chunks):
             fetch_bytes = fetch_q + (j < fetch_r) if j + 1 < chunks else 0
-            fetch = transfer(env, dram, fetch_bytes, reads_stream) if fetch_bytes else None
-            yield env.timeout(compute_q + (j < compute_r))
+            fetch = book(env, dram, fetch_bytes, reads_stream) if fetch_bytes else None
+            yield timeout(compute_q + (j < compute_r))
             drain_bytes = drain_q + (j < drain_r)
             if drain_bytes:
-                drains.append(transfer(env, dram, drain_bytes, writes_stream))
+                drains.append(book(env, dram, drain_bytes, writes_stream))
             if fetch is not None:
                 yield fetch
         if epilogue:

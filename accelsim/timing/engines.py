@@ -4,9 +4,10 @@ Both give the same :class:`~accelsim.timing.trace.Trace`
 (``tests/timing/test_compiled.py``).
 The compiled engine is 30-75x faster per event, but a process pays about 0.4 s
 to load Numba and the cached loop (importing Numba, its CPU target's set-up and
-the one cached overload of the loop; :mod:`accelsim.timing.numba_setup` keeps
-SciPy out of it), and about 6 s once, to compile the loop when no cache
-exists, while a ResNet-18 step is about 5,000 events, 8 ms of SimPy.
+the one cached overload of the loop, that of the step's DRAM model;
+:mod:`accelsim.timing.numba_setup` keeps SciPy out of it), and about 6 s once, to
+compile the loop when no cache exists, while a ResNet-18 step is about 5,000
+events, 8 ms of SimPy.
 ``auto`` therefore decides like :mod:`accelsim.timing.backend`: SimPy until the
 events simulated in this process, with those a caller says will follow
 (:func:`followed_by`: a pipeline's second graph, a sweep worker's remaining
@@ -120,7 +121,8 @@ def compiled_cached() -> bool:
     """Whether the compiled loop's cache index is on disk where Numba keeps it: next to
     its module, in ``NUMBA_CACHE_DIR``, or in the user's cache directory when the
     package directory is read-only.  (After the module's source changes, Numba
-    compiles once more despite the index.)"""
+    compiles once more despite the index; and the index holds the loop of each DRAM
+    model that has run, so a model's first step compiles its loop once more.)"""
     here = Path(__file__).resolve().parent
     places = [here / "__pycache__"]
     if os.environ.get("NUMBA_CACHE_DIR"):

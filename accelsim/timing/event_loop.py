@@ -23,9 +23,11 @@ machine:
 DRAM is each processor's :class:`~accelsim.timing.memory.Memory` described as
 arrays (:class:`~accelsim.timing.flat.MemoryTable`: each memory's model, its
 parameters and its state), booked through its model's kernel
-(:mod:`accelsim.timing.memories.compiled`); links are first-come-first-served
-channels.  Events that change nothing (a transfer's or all-reduce's process
-ending) are counted but not queued.
+(:mod:`accelsim.timing.memories.compiled`): the loop is compiled once for each
+model, which it takes as a literal argument (:func:`run` gives it), so that it books
+with that model's kernel alone; links are first-come-first-served channels.  Events
+that change nothing (a transfer's or all-reduce's process ending) are counted but
+not queued.
 
 :func:`run_events` pops events, dispatches ready ops and queues what its helpers
 ask for, one helper per thing it does (the event heap and the units' stores,
@@ -34,19 +36,22 @@ dispatch of ready ops and the release of an op's successors).  It reads and keep
 named tuples of one-dimensional arrays (:mod:`accelsim.timing.loop.records`), not
 long argument lists.
 
-The loop and its helpers use NumPy's error model (``error_model="numpy"``): an
-integer division or remainder is not checked for a zero divisor, which the
-Python model raises on and which cannot happen here (every divisor is a
-channel count, block size, bandwidth or participant count the specs keep
-positive).  Without the checks LLVM optimises the loop further: 1.36 to 1.43
-times the events per second on the ResNet-18, BERT-base and PipeDream steps of
-``scripts/bench.py --engines``, with every result unchanged.
+Two compile options leave out checks that Python's semantics add and the loop never
+needs, every result unchanged.  It uses NumPy's error model
+(``error_model="numpy"``): an integer division or remainder is not checked for a
+zero divisor, which cannot happen here (every divisor is a channel count, block
+size, bandwidth or participant count the specs keep positive): 1.36 to 1.43 times
+the events per second.  And its arrays are indexed without the wraparound of a
+negative index (``wraparound=False``, :func:`~accelsim.timing.numba_setup.cached`):
+every index is an op, unit, memory, event, parameter or state slot, never negative,
+while Numba otherwise puts a compare and a select before every load whose index it
+cannot prove non-negative: 1.30 to 1.44 times the events per second (paired runs,
+docs/performance.md "Event engines and scaling").
 
-The helpers cost little against one function (paired runs, docs/performance.md
-"Event engines and scaling": with the memories' dispatch, 0.91 to 0.97 times the
-events per second of the single function over two memory models it replaced)
-because of four choices, each measured: they are compiled into the loop and without
-Numba's reference counting
+The helpers cost little against one function (paired, both compiled without
+wraparound: 0.93 to 1.03 times the events per second of the single function over
+two fixed memory models it replaced, docs/performance.md) because of four choices,
+each measured: they are compiled into the loop and without Numba's reference counting
 (:func:`~accelsim.timing.numba_setup.inline`); the arrays stay one-dimensional
 per field, as the loop had them (a ``(n, 4)`` event heap was 12 % slower, a
 ``(ops, 11)`` op table 8 %), grouped in records that LLVM takes apart once the
@@ -71,25 +76,22 @@ from accelsim.timing import flat, memory
 from accelsim.timing.loop import records, units
 from accelsim.timing.loop.queues import pop, push, put
 from accelsim.timing.loop.transfers import book, book_slice, process_start, process_step
+from accelsim.timing.memories import compiled as kernels
 from accelsim.timing.numba_setup import cached, inline, njit
 
 
 @njit(forceinline=True, error_model="numpy")
-def _allocate(step: Any, heap_size: int, chains: int) -> Any:
-    """The loop's state, fresh: a copy of the memories' idle state, the links, the
-    event heap, the stores, the units, ``chains`` rows for sliced transfers and each
-    op's progress."""
+def _allocate(step: Any, heap_size: int, chains: int, model: int) -> Any:
+    """The loop's state, fresh: the memories (their model ``model``) with a copy of
+    their idle state, the links, the event heap, the stores, the units, ``chains``
+    rows for sliced transfers and each op's progress."""
     n_ops, n_stores, chains = step.kind.shape[0], step.n_stores, max(chains, 1)
     table = np.zeros((n_stores, units.UNIT_COLUMNS), np.int64)
     table[:, units.U_CURRENT] = -1
     free = np.arange(chains + 1) - 1
     free[0] = chains
-    idle = step.dram
     return (
-        flat.MemoryTable(
-            idle.memory_of, idle.model, idle.param_ptr, idle.params, idle.state_ptr,
-            idle.state.copy(), idle.slice_bytes, idle.latency,
-        ),
+        records.Dram(step.dram, step.dram.state.copy(), model),
         records.Links(np.zeros(step.processors, np.int64), step.link_bandwidth, step.link_latency),
         records.Heap(
             np.empty(heap_size, np.int64), np.empty(heap_size, np.int64),
@@ -157,7 +159,7 @@ def _asked(
     transfer booked on its op's processor's memory, or an event at a cycle.  Returns
     the heap's size and the sequence number."""
     op = unit.table[st, units.U_CURRENT]
-    m = dram.memory_of[ops.where[op]]
+    m = dram.table.memory_of[ops.where[op]]
     asks = unit.asks
     for a in range(n):
         t, event, target = asks[a, 1], asks[a, 2], st
@@ -182,17 +184,21 @@ def _finished(op: int, ops: Any, unit: Any) -> int:
     return int(st)
 
 
-@cached(error_model="numpy")
-def run_events(ops: Any, heap_size: int, chains: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+@cached(error_model="numpy", wraparound=False)
+def run_events(
+    ops: Any, heap_size: int, chains: int, model: Any
+) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Run every op of the flat step ``ops``; returns ``(start, end, events, status)``
     (cycles -1 if never run).
 
     ``heap_size`` and ``chains`` are its
-    :func:`~accelsim.timing.loop.records.capacities`.  ``status`` is
+    :func:`~accelsim.timing.loop.records.capacities`, ``model`` the
+    :func:`~accelsim.timing.memories.compiled.model_of` its memories (a literal: a
+    loop compiled for each).  ``status`` is
     :data:`~accelsim.timing.loop.records.OVER_LIMIT` if an op ended after
     :data:`~accelsim.errors.MAX_COUNT` cycles (the loop stops there).
     """
-    state = _allocate(ops, heap_size, chains)
+    state = _allocate(ops, heap_size, chains, model)
     dram, links, heap, stores, unit, chain, progress = state
     h_time, h_kind, h_arg = heap.time, heap.kind, heap.arg
     start, end, stage = progress.start, progress.end, progress.stage
@@ -258,5 +264,6 @@ def run_events(ops: Any, heap_size: int, chains: int) -> tuple[np.ndarray, np.nd
 
 def run(step: flat.FlatStep) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Run the ops of ``step``; returns ``(start, end, events, status)``."""
-    start, end, events, status = run_events(step, *records.capacities(step))
+    model = kernels.model_of(step.dram)
+    start, end, events, status = run_events(step, *records.capacities(step), model)
     return start, end, int(events), int(status)

@@ -32,12 +32,28 @@ never as names imported from it, which :func:`compiled_from` cannot trace
 (``tests/timing/test_numba_setup.py`` checks the event loop keeps to that).  The cache
 classes come from ``numba.core.caching`` (Numba 0.68), whose locators are used as
 they are, with the source stamp replaced.
+
+**Indices without wraparound** (``cached(wraparound=False)``).  Numba indexes an
+array as Python does: a negative integer index counts from the end, so every index
+whose sign LLVM cannot prove is compared and corrected before its load.  Numba has
+no option to leave that out; a function whose indices are never negative (the event
+loop's: ops, units, memories, events, slots) is compiled with Numba's
+``numba.np.arrayobj.fix_integer_index`` replaced, while it compiles (under Numba's
+compiler lock, so no other compilation sees it), by one that takes the index as it
+is.  Everything that compilation compiles is compiled so (the helpers compiled into
+it among them, unless the process compiled them before), and so is its cached code.
+A negative index in such a function reads outside its array, as an index past the
+end already does (Numba checks no bounds).  The replacement is made only where the
+function has the parameters it had from Numba 0.59 to 0.68
+(:func:`replaceable_fix`); a Numba that renamed or reshaped it compiles the loop with
+the wraparound, slower and with the same results.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -46,9 +62,11 @@ from typing import Any, TypeVar
 
 from numba import njit
 from numba.core import caching
+from numba.core import types as numba_types
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
 
-__all__ = ["cached", "compiled_from", "inline", "njit"]
+__all__ = ["cached", "compiled_from", "inline", "literal", "njit"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,6 +106,13 @@ def inline(function: F) -> F:
     would hand a caller compiled again a stale copy of what it inlines."""
     compiled: F = njit(**_INLINE_OPTIONS)(function)
     return compiled
+
+
+def literal(value: int) -> Any:
+    """Numba's type of the integer ``value`` as a literal: an argument whose
+    ``_numba_type_`` it is (Numba's ``typeof`` reads that attribute) has the function
+    compiled for that value, a constant in its code."""
+    return numba_types.literal(value)  # type: ignore[no-untyped-call]
 
 
 def _names(code: types.CodeType) -> Iterator[str]:
@@ -167,15 +192,69 @@ class _SourcesCache(caching.FunctionCache):
     _impl_class = _SourcesCacheImpl
 
 
-def cached(**options: Any) -> Callable[[F], F]:
+def _index_as_is(context: Any, builder: Any, index_type: Any, index: Any, _: Any) -> Any:
+    """``numba.np.arrayobj.fix_integer_index`` without the wraparound of a negative
+    index: the index as an ``intp`` (``uintp`` when unsigned)."""
+    as_is = numba_types.intp if index_type.signed else numba_types.uintp
+    return context.cast(builder, index, index_type, as_is)
+
+
+FIX_PARAMETERS = ("context", "builder", "idxty", "idx", "size")
+"""The parameters of the ``numba.np.arrayobj.fix_integer_index`` that
+:func:`_index_as_is` stands in for (Numba 0.59 to 0.68)."""
+
+
+def replaceable_fix(arrayobj: Any) -> Any:
+    """``arrayobj.fix_integer_index`` when it is the function :func:`_index_as_is` can
+    stand in for (by its parameters), else None: a Numba that renamed or reshaped it
+    compiles with the wraparound (slower, never wrong)."""
+    fix = getattr(arrayobj, "fix_integer_index", None)
+    if fix is None:
+        return None
+    try:
+        parameters = tuple(inspect.signature(fix).parameters)
+    except (TypeError, ValueError):
+        return None
+    return fix if parameters == FIX_PARAMETERS else None
+
+
+@contextlib.contextmanager
+def _no_wraparound() -> Iterator[None]:
+    """Inside the block (which holds Numba's compiler lock), arrays are indexed without
+    the wraparound of negative indices, where this Numba lets :func:`replaceable_fix`
+    replace its index fix; with the wraparound otherwise."""
+    from numba.np import arrayobj  # Numba's array lowering: loaded when it compiles
+
+    with global_compiler_lock:
+        fix = replaceable_fix(arrayobj)
+        if fix is None:
+            yield
+            return
+        arrayobj.fix_integer_index = _index_as_is
+        try:
+            yield
+        finally:
+            arrayobj.fix_integer_index = fix
+
+
+def cached(*, wraparound: bool = True, **options: Any) -> Callable[[F], F]:
     """``njit(**options)``, its machine code cached on disk keyed by every file of
-    :func:`compiled_from` (see the module docstring)."""
+    :func:`compiled_from` (see the module docstring); without ``wraparound``, compiled
+    with its arrays' integer indices taken as they are (see the module docstring)."""
 
     def compile_cached(function: F) -> F:
         dispatcher = njit(**options)(function)
         # Without a writable place for a cache, it is compiled in every process.
         with contextlib.suppress(RuntimeError):
             dispatcher._cache = _SourcesCache(dispatcher.py_func)  # type: ignore[no-untyped-call]
+        if not wraparound:
+            compile_signature = dispatcher.compile
+
+            def compile_as_is(signature: Any) -> Any:
+                with _no_wraparound():
+                    return compile_signature(signature)
+
+            dispatcher.compile = compile_as_is
         compiled: F = dispatcher
         return compiled
 

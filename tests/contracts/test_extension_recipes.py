@@ -227,6 +227,7 @@ import numpy as np
 
 from accelsim.config.loader import load_hardware, parse_sets
 from accelsim.timing.flat import memory_table
+from accelsim.timing.loop.records import Dram
 from accelsim.timing.machine import Machine
 from accelsim.timing.memories import compiled
 from accelsim.timing.memory import MemoryState, Stream, StreamClass
@@ -248,7 +249,9 @@ state = MemoryState(machine.dram[0])
 streams = [Stream(StreamClass(k), write=w) for k, w in zip(kind, write)]
 python = [state.reserve(*r) - state.latency_cycles for r in zip(now, n_bytes, streams)]
 arrays = [np.asarray(a, np.int64) for a in (now, n_bytes, kind)]
-fast = book(memory_table(machine.dram), *arrays, np.asarray(write)).tolist()
+table = memory_table(machine.dram)
+dram = Dram(table, table.state.copy(), compiled.model_of(table))
+fast = book(dram, *arrays, np.asarray(write)).tolist()
 print(json.dumps({"python": python, "compiled": fast}))
 """
 """Three transfers booked on the kernel in Python (the SimPy engine's and a lone op's
@@ -301,7 +304,7 @@ MEMORY_MODEL = PlugIn(
             insert_before_last(
                 "reserve",
                 "if code == turnaround.CODE:\n"
-                "    return _turnaround(dram.params, p, dram.state, s, now, n_bytes, stream, write)\n",
+                "    return _turnaround(table.params, p, state, s, now, n_bytes, stream, write)\n",
             ),
         ),
     },

@@ -10,6 +10,7 @@ registered without samples fails
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, get_args
 
 import numpy as np
@@ -19,12 +20,14 @@ from hypothesis import strategies as st
 
 from accelsim.config.dram import DramModelSpec
 from accelsim.graph.ops import OpGraph, Phase
-from accelsim.timing import compiled, engine
+from accelsim.timing import compiled, engine, event_loop
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_VECTOR, OpCosts
 from accelsim.timing.flat import fingerprint, flatten
 from accelsim.timing.machine import Machine
+from accelsim.timing.memories import compiled as kernels
 from accelsim.timing.memories import registry
 from accelsim.timing.memory import MemoryState, Stream, StreamClass
+from accelsim.timing.numba_setup import literal
 from accelsim.timing.single_op import simulate_single_op
 from tests.timing.test_compiled import assert_same, problems
 from tests.timing.test_engine import costs, gemm, hw, vector
@@ -152,6 +155,44 @@ def test_the_simpy_and_compiled_engines_agree(name: str) -> None:
         )
 
     check()
+
+
+def test_the_engines_agree_on_memories_of_several_models() -> None:
+    # Processor p's memory of model p + shift: the loop compiled for MIXED books each
+    # memory with its own model's kernel, event for event as SimPy does.
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(problem=problems(), shift=st.integers(0, 2), choice=st.integers(0, 10))
+    def check(problem: tuple[OpGraph, OpCosts, Any], shift: int, choice: int) -> None:
+        graph, c, spec = problem
+        own = [f"dram.arbitration={spec.dram.arbitration.value}",
+               f"dram.latency_cycles={spec.dram.latency_cycles}"]  # fmt: skip
+        dram = []
+        for p in range(spec.processors):
+            samples = SAMPLES[MODELS[(p + shift) % len(MODELS)]]
+            dram.append(Machine.of(hw(*samples[choice % len(samples)], *own)).dram[0])
+        on = dataclasses.replace(Machine.of(spec), dram=tuple(dram))
+        flat = flatten(graph, c, on)
+        assert (kernels.model_of(flat.dram).code == kernels.MIXED) == (spec.processors > 1)
+        assert_same(engine.simulate(graph, c, on), compiled.simulate(graph, c, flat))
+
+    check()
+
+
+def test_each_model_runs_a_loop_compiled_for_it() -> None:
+    # The loop takes the model of the step's memories as a literal: one compiled loop
+    # per model, in which booking is that model's kernel alone.
+    graph = OpGraph(ops=(gemm(0),), processor=(0,))
+    c = costs([UNIT_ARRAY], compute=[100], reads=[3000], writes=[900])
+    codes = set()
+    for name in MODELS:
+        on = Machine.of(hw(*SAMPLES[name][0]))
+        codes.add(on.dram[0].code)
+        flat = flatten(graph, c, on)
+        assert kernels.model_of(flat.dram).code == on.dram[0].code
+        assert_same(engine.simulate(graph, c, on), compiled.simulate(graph, c, flat))
+    assert len(codes) == len(MODELS)
+    compiled_for = {signature[-1] for signature in event_loop.run_events.signatures}
+    assert {literal(code) for code in codes} <= compiled_for
 
 
 @pytest.mark.parametrize("name", MODELS)

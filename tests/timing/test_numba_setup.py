@@ -14,6 +14,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -98,39 +99,76 @@ LOOP = (
 )
 
 
+def _package(tmp_path: Path, **modules: str) -> dict[str, str]:
+    """Package ``pkg`` in ``tmp_path`` of ``modules`` (name: source); the environment
+    of a fresh interpreter that imports it (its cache beside it)."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (package / f"{name}.py").write_text(source)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    env.pop("NUMBA_CACHE_DIR", None)
+    return env
+
+
+def _answer(script: str, env: dict[str, str], cwd: Path) -> list[int]:
+    """The JSON list ``script`` prints last, run in a fresh interpreter."""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=cwd
+    )
+    assert result.returncode == 0, result.stderr
+    answer: list[int] = json.loads(result.stdout.splitlines()[-1])
+    return answer
+
+
 def test_a_cached_function_is_compiled_again_when_a_helper_module_changes(
     tmp_path: Path,
 ) -> None:
     # loop(1) = 2 * (1 + STEP).  Unchanged, a fresh process loads the cached code;
     # with STEP edited in the helper's module (not the loop's) it compiles again.
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "helper.py").write_text(HELPER.format(step=1))
-    (package / "loop.py").write_text(LOOP)
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    env.pop("NUMBA_CACHE_DIR", None)
+    env = _package(tmp_path, helper=HELPER.format(step=1), loop=LOOP)
     script = (
         "import json\nfrom pkg.loop import loop\n"
         "stats = loop.stats\n"
         "print(json.dumps([loop(1), sum(stats.cache_hits.values()),"
         " sum(stats.cache_misses.values())]))"
     )
+    assert _answer(script, env, tmp_path) == [4, 0, 1]  # compiled, and cached beside it
+    assert list((tmp_path / "pkg" / "__pycache__").glob("loop.loop-*.nbi"))
+    assert _answer(script, env, tmp_path) == [4, 1, 0]  # loaded from the cache
+    (tmp_path / "pkg" / "helper.py").write_text(HELPER.format(step=5))
+    assert _answer(script, env, tmp_path) == [12, 0, 1]  # the helper changed: compiled again
+    assert _answer(script, env, tmp_path) == [12, 1, 0]
 
-    def run() -> list[int]:
-        result = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
-        )
-        assert result.returncode == 0, result.stderr
-        answer: list[int] = json.loads(result.stdout.splitlines()[-1])
-        return answer
 
-    assert run() == [4, 0, 1]  # compiled, and cached beside the module
-    assert list((package / "__pycache__").glob("loop.loop-*.nbi"))
-    assert run() == [4, 1, 0]  # loaded from the cache
-    (package / "helper.py").write_text(HELPER.format(step=5))
-    assert run() == [12, 0, 1]  # the helper's module changed: compiled again
-    assert run() == [12, 1, 0]
+AS_IS = (
+    "from accelsim.timing.numba_setup import cached, njit\n"
+    "@cached(wraparound=False)\n"
+    "def as_is(a, i):\n"
+    "    return a[i]\n"
+    "@njit\n"
+    "def wrapped(a, i):\n"
+    "    return a[i]\n"
+)
+
+
+def test_a_function_compiled_without_wraparound_takes_a_negative_index_as_it_is(
+    tmp_path: Path,
+) -> None:
+    # A view 5 elements into its buffer: index -1 is the view's last element (9) with
+    # Python's wraparound, the buffer's element before the view (4) without it; a
+    # function compiled afterwards in the same process wraps again, and the cached
+    # code (the second run) is compiled without it too.
+    env = _package(tmp_path, indexing=AS_IS)
+    script = (
+        "import json\nimport numpy as np\nfrom pkg.indexing import as_is, wrapped\n"
+        "view = np.arange(10)[5:]\n"
+        "print(json.dumps([int(as_is(view, -1)), int(wrapped(view, -1)), int(as_is(view, 2)),"
+        " sum(as_is.stats.cache_hits.values())]))"
+    )
+    assert _answer(script, env, tmp_path) == [4, 9, 7, 0]
+    assert _answer(script, env, tmp_path) == [4, 9, 7, 1]
 
 
 def test_the_event_loops_cache_covers_its_helpers_and_the_memory_models() -> None:
@@ -199,3 +237,19 @@ def test_the_event_loop_reads_no_constant_imported_by_name() -> None:
             if plain and name in imported and not callable(value):
                 offending.append(f"{function.__qualname__}: {name}")
     assert offending == []
+
+
+def test_the_index_fix_is_replaced_only_where_numba_has_the_one_it_stands_in_for() -> None:
+    # This Numba's fix is replaced (a rename or a new parameter list shows up here);
+    # a module without it, or with another parameter list, keeps the wraparound.
+    from numba.np import arrayobj
+
+    from accelsim.timing.numba_setup import replaceable_fix
+
+    assert replaceable_fix(arrayobj) is arrayobj.fix_integer_index
+
+    def reshaped(context: object, builder: object, idxty: object, idx: object) -> None:
+        return None
+
+    assert replaceable_fix(SimpleNamespace()) is None
+    assert replaceable_fix(SimpleNamespace(fix_integer_index=reshaped)) is None

@@ -2,10 +2,10 @@
 per field, as the loop was fastest with them), besides the flat step it reads
 (:class:`accelsim.timing.flat.FlatStep`, its memories in
 :class:`~accelsim.timing.flat.MemoryTable`): what it keeps, which it allocates itself
-(:class:`Links`, :class:`Heap`, :class:`Stores`, :class:`Chains`, :class:`Progress`,
-the units' :class:`accelsim.timing.loop.units.Units`, and a copy of the memories' idle
-state); how large some of them are (:func:`capacities`); and the codes the loop's
-pieces share.
+(:class:`Dram`'s state, :class:`Links`, :class:`Heap`, :class:`Stores`,
+:class:`Chains`, :class:`Progress`, the units' :class:`accelsim.timing.loop.units.Units`);
+how large some of them are (:func:`capacities`); and the codes the loop's pieces
+share.
 
 The loop's pieces read each other's constants as attributes of this module
 (``records.SLICE``), so that the loop's disk cache covers it
@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from accelsim.timing.flat import FlatStep
+from accelsim.timing.flat import FlatStep, MemoryTable
 
 # Event kinds.
 INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE = range(9)
@@ -29,6 +29,18 @@ OK, OVER_LIMIT = 0, 1
 # Columns of a sliced transfer's state: one row per transfer in flight.
 C_LEFT, C_MEMORY, C_EVENT, C_UNIT, C_STREAM = range(5)
 CHAIN_COLUMNS = 5
+
+
+class Dram(NamedTuple):
+    """The memories as the loop books them
+    (:func:`accelsim.timing.memories.compiled.reserve`): the step's table, the state the
+    loop changes (a copy of the table's idle state) and the code of the model every
+    memory is of (a compile-time constant of the loop), or
+    :data:`~accelsim.timing.memories.compiled.MIXED`."""
+
+    table: MemoryTable
+    state: np.ndarray
+    model: int
 
 
 class Links(NamedTuple):

@@ -49,12 +49,12 @@ def book(
     time, a SLICE event when the first slice has left the memory (the transfer's state
     in a free row of ``chains``)."""
     part = n_bytes
-    limit = dram.slice_bytes[m]
+    limit = dram.table.slice_bytes[m]
     if background and 0 < limit < n_bytes:
         part = limit
     leaves = reserve(dram, m, now, part, stream, event == records.DRAIN)
     if part == n_bytes:
-        return leaves + dram.latency[m], event, unit
+        return leaves + dram.table.latency[m], event, unit
     rows, free = chains
     row = free[free[0]]
     free[0] -= 1
@@ -73,7 +73,7 @@ def book_slice(row: int, now: int, dram: Any, chains: Any) -> tuple[int, int, in
     was the last slice, which frees the row)."""
     rows, free = chains
     m, event = rows[row, records.C_MEMORY], rows[row, records.C_EVENT]
-    part = min(rows[row, records.C_LEFT], dram.slice_bytes[m])
+    part = min(rows[row, records.C_LEFT], dram.table.slice_bytes[m])
     written = event == records.DRAIN  # a drain's slices are writes
     leaves = reserve(dram, m, now, part, rows[row, records.C_STREAM], written)
     rows[row, records.C_LEFT] -= part
@@ -81,7 +81,7 @@ def book_slice(row: int, now: int, dram: Any, chains: Any) -> tuple[int, int, in
         return leaves, records.SLICE, row
     free[0] += 1
     free[free[0]] = row
-    return leaves + dram.latency[m], event, rows[row, records.C_UNIT]
+    return leaves + dram.table.latency[m], event, rows[row, records.C_UNIT]
 
 
 @inline
@@ -94,8 +94,8 @@ def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
     t = 0
     stream = ops.read_stream[op]
     for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):
-        m = dram.memory_of[ops.part_idx[k]]
-        t = max(t, reserve(dram, m, now, size, stream, False) + dram.latency[m])
+        m = dram.table.memory_of[ops.part_idx[k]]
+        t = max(t, reserve(dram, m, now, size, stream, False) + dram.table.latency[m])
     return t
 
 
@@ -125,7 +125,7 @@ def process_step(op: int, now: int, ops: Any, stage: Any, dram: Any, links: Any)
         if phase <= steps:
             a = link_reserve(links, p, now, (size + last - first - 1) // (last - first))
         else:
-            m = dram.memory_of[p]
-            a = reserve(dram, m, now, size, ops.write_stream[op], True) + dram.latency[m]
+            m = dram.table.memory_of[p]
+            a = reserve(dram, m, now, size, ops.write_stream[op], True) + dram.table.latency[m]
         t = max(t, a)
     return t
