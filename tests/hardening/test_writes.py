@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,27 +84,31 @@ def hidden(directory: Path) -> list[str]:
 # ---- 1, 2. an existing output needs --force; a link is replaced, never its target
 
 
-@pytest.fixture
-def writers(tmp_path: Path) -> dict[str, Any]:
-    """``import`` and ``calibrate``: how each is called for an output, and its inputs."""
-    model = onnx_model(tmp_path / "tiny.onnx")
+Writer = tuple[Callable[[Path], list[object]], dict[str, Path]]
+"""How a command is called for an output, and what its inputs are."""
+
+
+def _writer(command: str, tmp_path: Path) -> Writer:
+    if command == "import":
+        model = onnx_model(tmp_path / "tiny.onnx")
+        return (lambda out: ["import", model, "--out", out]), {"model file": model}
     csv = measurements(tmp_path / "gemms.csv")
     hardware = tmp_path / "hw.yaml"
     shutil.copyfile(HARDWARE, hardware)
-    return {
-        "import": (lambda out: ["import", model, "--out", out], {"model file": model}),
-        "calibrate": (
-            lambda out: calibrate_args(csv, out, hardware),
-            {"measurements file": csv, "--hardware file": hardware},
-        ),
-    }
+    inputs = {"measurements file": csv, "--hardware file": hardware}
+    return (lambda out: calibrate_args(csv, out, hardware)), inputs
 
 
-@pytest.mark.parametrize("command", ["import", "calibrate"])
+@pytest.fixture(params=["import", "calibrate"])
+def writer(request: pytest.FixtureRequest, tmp_path: Path) -> Writer:
+    """``import`` and ``calibrate``, each in turn."""
+    return _writer(request.param, tmp_path)
+
+
 def test_an_existing_output_or_link_needs_force_and_a_link_is_replaced_itself(
-    tmp_path: Path, writers: dict[str, Any], capsys: pytest.CaptureFixture[str], command: str
+    tmp_path: Path, writer: Writer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args, _ = writers[command]
+    args, _ = writer
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     existing = tmp_path / "existing.yaml"
@@ -131,11 +136,10 @@ def test_an_existing_output_or_link_needs_force_and_a_link_is_replaced_itself(
     assert hidden(tmp_path) == []
 
 
-@pytest.mark.parametrize("command", ["import", "calibrate"])
 def test_an_output_that_is_an_input_is_refused_even_with_force(
-    tmp_path: Path, writers: dict[str, Any], capsys: pytest.CaptureFixture[str], command: str
+    tmp_path: Path, writer: Writer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args, inputs = writers[command]
+    args, inputs = writer
     for what, path in inputs.items():
         before = path.read_bytes()
         link, hard = tmp_path / f"link-{path.name}", tmp_path / f"hard-{path.name}"
@@ -248,15 +252,13 @@ def _write_failures(tmp_path: Path) -> list[tuple[Path, str]]:
     return cases
 
 
-@pytest.mark.parametrize("command", ["import", "calibrate"])
 def test_write_errors_are_exit_2_with_the_path_and_the_reason(
     tmp_path: Path,
-    writers: dict[str, Any],
+    writer: Writer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    command: str,
 ) -> None:
-    args, _ = writers[command]
+    args, _ = writer
     for out, reason in _write_failures(tmp_path):
         code, printed, err = run_cli(capsys, *args(out), "--force")
         shown = (
@@ -277,15 +279,13 @@ def test_write_errors_are_exit_2_with_the_path_and_the_reason(
     assert not (tmp_path / "ro.yaml").exists()
 
 
-@pytest.mark.parametrize("command", ["import", "calibrate"])
 def test_a_full_disk_keeps_the_earlier_output_whole(
     tmp_path: Path,
-    writers: dict[str, Any],
+    writer: Writer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    command: str,
 ) -> None:
-    args, _ = writers[command]
+    args, _ = writer
     out = tmp_path / "out.yaml"
     out.write_text("the earlier file\n")
     real = Path.write_bytes
@@ -385,7 +385,6 @@ class _FullStdout:
 @pytest.mark.parametrize("stdout", ["closed", "full"])
 def test_a_stdout_that_cannot_be_written_is_exit_2_after_the_results(
     tmp_path: Path,
-    writers: dict[str, Any],
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     stdout: str,
@@ -398,8 +397,8 @@ def test_a_stdout_that_cannot_be_written_is_exit_2_after_the_results(
         "run": tmp_path / "runs",
     }
     calls = {
-        "import": writers["import"][0](results["import"]),
-        "calibrate": writers["calibrate"][0](results["calibrate"]),
+        "import": _writer("import", tmp_path)[0](results["import"]),
+        "calibrate": _writer("calibrate", tmp_path)[0](results["calibrate"]),
         "init": ["init", results["init"]],
         "run": ["run", SMOKE, "--out", results["run"]],
     }
@@ -430,21 +429,9 @@ def test_a_stdout_that_cannot_be_written_is_exit_2_after_the_results(
 
 
 def test_a_process_started_with_stdout_closed_exits_2(tmp_path: Path) -> None:
+    layer = ["layer", "--hardware", str(HARDWARE), "--gemm", "8", "8", "8", "--json"]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "accelsim",
-            "layer",
-            "--hardware",
-            str(HARDWARE),
-            "--gemm",
-            "8",
-            "8",
-            "8",
-            "--json",
-        ],
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "accelsim", *layer],
         stderr=subprocess.PIPE,
         text=True,
         check=False,
