@@ -140,13 +140,14 @@ class _Escaping:
 class _ClosedStdout(io.TextIOBase):
     """The stdout of a process started without one (``accelsim ... >&-``, where Python's
     ``sys.stdout`` is None): printing fails as on a closed descriptor, so a command's
-    printing guard reports it (exit 2) instead of the report vanishing."""
+    printing guard reports it (exit 2) instead of the report vanishing.  Flushing,
+    which progress bars do before they draw on stderr, has nothing to write."""
 
     def write(self, text: str) -> int:
         raise OSError(errno.EBADF, "stdout is closed")
 
     def flush(self) -> None:
-        raise OSError(errno.EBADF, "stdout is closed")
+        pass
 
 
 @contextmanager

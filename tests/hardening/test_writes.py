@@ -375,11 +375,13 @@ def test_entries_moved_in_before_a_failure_are_removed(tmp_path: Path) -> None:
 
 
 class _FullStdout:
+    """A stdout on a full disk: what is written fails (flushing has nothing to write)."""
+
     def write(self, text: str) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     def flush(self) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
+        pass
 
 
 @pytest.mark.parametrize("stdout", ["closed", "full"])
@@ -390,31 +392,35 @@ def test_a_stdout_that_cannot_be_written_is_exit_2_after_the_results(
     stdout: str,
 ) -> None:
     reason = "stdout is closed" if stdout == "closed" else "No space left on device"
+    sweep_file = tmp_path / "arrays.yaml"
+    sweep_file.write_text(f"name: arrays\nbase: {SMOKE}\ngrid:\n  array.rows: [8]\n")
     results = {
-        "import": tmp_path / "w.yaml",
-        "calibrate": tmp_path / "fitted.yaml",
-        "init": tmp_path / "project",
-        "run": tmp_path / "runs",
+        "import": (_writer("import", tmp_path)[0](tmp_path / "w.yaml"), tmp_path / "w.yaml"),
+        "calibrate": (
+            _writer("calibrate", tmp_path)[0](tmp_path / "fitted.yaml"),
+            tmp_path / "fitted.yaml",
+        ),
+        "init": (["init", tmp_path / "project"], tmp_path / "project"),
+        "run": (["run", SMOKE, "--out", tmp_path / "runs"], tmp_path / "runs" / "mlp_smoke"),
+        "suite": (
+            ["suite", SMOKE, "--models", "mlp", "--out", tmp_path / "suite"],
+            tmp_path / "suite" / "smoke",
+        ),
+        "sweep": (
+            ["sweep", sweep_file, "--out", tmp_path / "sweeps", "--jobs", 1],
+            tmp_path / "sweeps" / "arrays",
+        ),
     }
-    calls = {
-        "import": _writer("import", tmp_path)[0](results["import"]),
-        "calibrate": _writer("calibrate", tmp_path)[0](results["calibrate"]),
-        "init": ["init", results["init"]],
-        "run": ["run", SMOKE, "--out", results["run"]],
-    }
-    for command, args in calls.items():
+    for command, (args, written) in results.items():
         monkeypatch.setattr(sys, "stdout", None if stdout == "closed" else _FullStdout())
         code = cli.main([str(a) for a in args])
         monkeypatch.undo()
-        written = results[command]
-        if command == "run":
-            written = written / "mlp_smoke"
-        _, err = capsys.readouterr()
-        assert (code, err) == (
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert (code, last) == (
             2,
-            f"<stdout>: cannot print: {reason}; the results are complete in {written}\n",
-        )
-    assert load_hardware(results["calibrate"]).timing.op_overhead_cycles > 0
+            f"<stdout>: cannot print: {reason}; the results are complete in {written}",
+        ), command
+    assert load_hardware(tmp_path / "fitted.yaml").timing.op_overhead_cycles > 0
     for command, args in {
         "layer --json": ["layer", "--hardware", HARDWARE, "--gemm", 8, 8, 8, "--json"],
         "check": ["check", SMOKE],
