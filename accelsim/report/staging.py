@@ -353,6 +353,9 @@ def staged_entries(directory: Path, names: Sequence[str]) -> Iterator[Path]:
         directory.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{NEW}{directory.name[:32]}.", dir=directory))
     except OSError as exc:
+        if made:
+            with suppress(OSError):
+                directory.rmdir()
         raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
     moved: list[Path] = []
     done = False

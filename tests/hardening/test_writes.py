@@ -361,6 +361,33 @@ def test_a_full_disk_under_init_removes_what_it_made_and_says_why(
     assert run_cli(capsys, "init", project)[0] == 0
 
 
+def test_init_write_errors_are_exit_2_with_the_path_and_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "file").write_text("a file")
+    long = tmp_path / ("x" * 300)
+    for project, reason in (
+        (tmp_path / "file" / "project", "Not a directory"),
+        (tmp_path / "file", "File exists"),
+        (long, "File name too long"),
+    ):
+        code, out, err = run_cli(capsys, "init", project)
+        where = (
+            str(project)
+            if project != long
+            else f"{str(long)[:200]}... ({len(str(long))} characters)"
+        )
+        assert (code, out, err) == (2, "", f"{where}: cannot write: {reason}\n")
+
+    def read_only(*_: Any, **__: Any) -> Any:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(staging.tempfile, "mkdtemp", read_only)
+    code, _, err = run_cli(capsys, "init", tmp_path / "project")
+    assert (code, err) == (2, f"{tmp_path / 'project'}: cannot write: Read-only file system\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
 def test_entries_moved_in_before_a_failure_are_removed(tmp_path: Path) -> None:
     """Another writer makes the second entry meanwhile: the first, moved in, goes again."""
     with pytest.raises(OutputError) as caught, staged_entries(tmp_path, ["a", "b"]) as staging:
