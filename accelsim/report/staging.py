@@ -22,10 +22,7 @@ The guarantees, for every directory accelsim writes (a run, a suite):
 * A single output file (:func:`staged_file`: ``collect --csv``, ``plot``,
   ``import``, ``calibrate``) is written to a hidden temporary file beside it and
   renamed onto it when complete, so an interrupted write never truncates the
-  earlier file.  An output that is a symbolic link is replaced itself (with
-  ``force``, or by ``collect --csv`` and ``plot``, which replace their outputs),
-  never written through; an output that is an input is refused
-  (:func:`not_an_input`).
+  earlier file; a symbolic link there is replaced itself, never written through.
 
 Staging entries are ``.accelsim-new.<name>.<random>``; messages show paths cut
 to :data:`accelsim.errors.MAX_SHOWN` characters.
@@ -306,16 +303,12 @@ def write_verified(path: Path, text: str) -> None:
 
 
 def not_an_input(target: Path, option: str, inputs: Mapping[str, Path]) -> None:
-    """Refuse an output that is one of the command's inputs (the same file, also
-    through a symbolic link or a hard link), with or without ``--force``.
-
-    Args:
-        target: The output path.
-        option: The option that named it (``--out``), which the error blames.
-        inputs: What each input is (``the ONNX model``) and its path.
+    """Refuse an output that is one of the command's ``inputs`` (what each is, ``the
+    model file``, and its path): the same file, also through a symbolic or a hard link,
+    with or without ``--force``.
 
     Raises:
-        InputError: naming the option, the input and the path.
+        InputError: blamed on ``option`` (``--out``), naming the input and the path.
     """
     for what, path in inputs.items():
         try:
