@@ -15,8 +15,10 @@ signal`` with one line; a closed stdout (``| head``) exits 141 silently.
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import importlib
+import io
 import os
 import signal
 import sys
@@ -135,14 +137,31 @@ class _Escaping:
         return getattr(self._stream, name)
 
 
+class _ClosedStdout(io.TextIOBase):
+    """The stdout of a process started without one (``accelsim ... >&-``, where Python's
+    ``sys.stdout`` is None): printing fails as on a closed descriptor, so a command's
+    printing guard reports it (exit 2) instead of the report vanishing.  Flushing,
+    which progress bars do before they draw on stderr, has nothing to write."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    def flush(self) -> None:
+        pass
+
+
 @contextmanager
 def _escaped_output() -> Iterator[None]:
     """Escape control characters in everything printed while a command runs: tables,
     ``wrote ...`` lines, CSV and warnings on stdout, messages on stderr.  Newlines and
-    tabs are kept, and on stderr the carriage returns that redraw a progress bar."""
+    tabs are kept, and on stderr the carriage returns that redraw a progress bar.  A
+    closed stdout fails when printed to (:class:`_ClosedStdout`); what goes to a closed
+    stderr is dropped."""
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout = cast(TextIO, _Escaping(stdout, "\n\t"))
-    sys.stderr = cast(TextIO, _Escaping(stderr, "\n\t\r"))
+    out = _ClosedStdout() if stdout is None else stdout
+    err = io.StringIO() if stderr is None else stderr
+    sys.stdout = cast(TextIO, _Escaping(cast(TextIO, out), "\n\t"))
+    sys.stderr = cast(TextIO, _Escaping(err, "\n\t\r"))
     try:
         yield
     finally:

@@ -22,12 +22,13 @@ from accelsim.calibration.fit import (
 )
 from accelsim.calibration.measurements import Measurements, read_measurements
 from accelsim.calibration.model import compute_bound_us, engine_us, predict_us
+from accelsim.cli_sweep import printing
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.loader import dump_yaml, load_hardware, parse_sets
+from accelsim.config.loader import dump_yaml, load_hardware, parse_sets, reads_back, yaml_comment
 from accelsim.errors import InputError
-from accelsim.report.staging import staged_file
+from accelsim.report.staging import check_file, not_an_input, staged_file, write_verified
 
 EXIT_OK = 0
 
@@ -47,7 +48,19 @@ def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    """``accelsim calibrate MEASUREMENTS.csv --hardware HW.yaml --out FITTED.yaml``."""
+    """``accelsim calibrate MEASUREMENTS.csv --hardware HW.yaml --out FITTED.yaml``.
+
+    The fitted file is written first (staged, and renamed into place once it reads
+    back as the fitted hardware), then the report printed.  An existing ``--out``
+    is replaced only with ``--force`` (a symbolic link itself, never its target),
+    and never when it is the measurements or the hardware file.
+    """
+    not_an_input(
+        args.out,
+        "--out",
+        {"the measurements file": args.measurements, "the --hardware file": args.hardware},
+    )
+    check_file(args.out, args.force)
     hw = load_hardware(args.hardware, parse_sets(args.sets))
     gemms = read_measurements(args.measurements, hw.array.precision.value)
     psums = PsumPolicy(args.psums)
@@ -59,6 +72,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         ranges=_ranges(args.ranges),
     )  # fmt: skip
     result, fitted, features = done.fit, done.fitted, done.features
+    text = _header(args, len(gemms), psums, result) + dump_yaml(fitted.model_dump(mode="json"))
+    reads_back(text, fitted)
+    with staged_file(args.out, args.force) as path:
+        write_verified(path, text)
     rows = {
         "file, closed form": predict_us(features, physical(hw, {})),
         "fitted, closed form": predict_us(features, physical(hw, result.values)),
@@ -67,22 +84,29 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.folds:
         rows[f"held out, {args.folds}-fold"] = cross_validated(done, args.folds)
     bound = compute_bound_us(features, fitted.clock_mhz)
-    print(
-        f"calibrate {display_path(args.hardware)} on {len(gemms)} GEMMs of"
-        f" {display_path(args.measurements)} ({result.evaluations} evaluations)"
-    )
-    print(_fit_table(hw, result))
-    print(_error_table(rows, gemms))
     closest = float(np.min(rows["fitted file, accelsim layer"] / bound))
-    print(
-        f"closest to its compute bound (every PE busy at {fitted.clock_mhz:g} MHz): x{closest:.3f}"
-    )
-    for name in result.at_bound:
-        print(f"note: {name} ended on a bound of its range: the data would push it further")
-    header = "".join(
-        f"# {line}\n"
-        for line in (
-            f"{display_path(args.hardware)} calibrated by accelsim calibrate on {len(gemms)}"
+    with printing(args.out):
+        print(
+            f"calibrate {display_path(args.hardware)} on {len(gemms)} GEMMs of"
+            f" {display_path(args.measurements)} ({result.evaluations} evaluations)"
+        )
+        print(_fit_table(hw, result))
+        print(_error_table(rows, gemms))
+        print(
+            f"closest to its compute bound (every PE busy at {fitted.clock_mhz:g} MHz):"
+            f" x{closest:.3f}"
+        )
+        for name in result.at_bound:
+            print(f"note: {name} ended on a bound of its range: the data would push it further")
+        print(f"wrote {display_path(args.out)}")
+    return EXIT_OK
+
+
+def _header(args: argparse.Namespace, gemms: int, psums: PsumPolicy, result: Fit) -> str:
+    """The fitted file's comment: what was fitted, on what, and how to use it."""
+    return yaml_comment(
+        [
+            f"{display_path(args.hardware)} calibrated by accelsim calibrate on {gemms}"
             f" GEMMs of {display_path(args.measurements)}",
             f"(fold overlap {'on' if args.fold_overlap else 'off'}, psums {psums.value}),"
             f" training MAPE {result.training_mape:.1f} % (the fit's closed form); fitted:",
@@ -93,12 +117,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 if args.fold_overlap
                 else []
             ),
-        )
+        ]
     )  # fmt: skip
-    with staged_file(args.out) as path:
-        path.write_text(header + dump_yaml(fitted.model_dump(mode="json")))
-    print(f"wrote {display_path(args.out)}")
-    return EXIT_OK
 
 
 def _fit_table(hw: HardwareSpec, result: Fit) -> str:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 from pathlib import Path
 from typing import Any
 
-from accelsim.errors import OutputError, WorkloadError
+from accelsim.cli_sweep import printing
+from accelsim.errors import WorkloadError
 
 FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """``package.module:callable``: a function (or class) returning an ``nn.Module``."""
@@ -49,7 +51,11 @@ def add_command(sub: Any) -> None:
         default="cross_entropy",
         help="cross_entropy: append that loss when the graph has none; none: append nothing",
     )
-    imp.add_argument("--force", action="store_true", help="replace an existing --out file")
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out file (a symbolic link itself, never its target)",
+    )
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -64,14 +70,23 @@ def _shape(text: str) -> tuple[int, ...]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """``accelsim import``: write the table, print its size and notes."""
+    """``accelsim import``: write the table, print its size and notes.
+
+    The file is staged and renamed into place once it reads back as the table
+    (:func:`~accelsim.report.staging.staged_file`): an existing ``--out`` is
+    replaced only with ``--force`` (a symbolic link itself, never its target), and
+    never when it is the model file.
+    """
+    from accelsim.config.loader import reads_back
     from accelsim.importer.model_import import import_model
     from accelsim.lowering.infer import infer_shapes
     from accelsim.lowering.stats import model_stats
+    from accelsim.report.staging import check_file, not_an_input, staged_file, write_verified
 
     out: Path = args.out
-    if out.exists() and not args.force:
-        raise OutputError(f"accelsim: {out} exists (use --force to replace it)")
+    if os.path.lexists(args.model):
+        not_an_input(out, "--out", {"the model file": Path(args.model)})
+    check_file(out, args.force)
     source = _source(args.model)
     factory = None if isinstance(source, Path) else args.model.partition(":")[2]
     result = import_model(
@@ -83,17 +98,21 @@ def cmd_import(args: argparse.Namespace) -> int:
         loss=args.loss,
         out=out,
     )
+    reads_back(result.text, result.workload)
+    with staged_file(out, args.force) as path:
+        write_verified(path, result.text)
     stats = model_stats(result.workload, infer_shapes(result.workload, str(out)))
-    print(
-        f"wrote {out}: {stats.layers} layers, {stats.params:,} parameters,"
-        f" {stats.forward_macs:,} forward MACs per sample ({stats.input})"
-    )
+    with printing(out):
+        print(
+            f"wrote {out}: {stats.layers} layers, {stats.params:,} parameters,"
+            f" {stats.forward_macs:,} forward MACs per sample ({stats.input})"
+        )
     return 0
 
 
 def _source(model: str) -> Any:
     """An ONNX path, or the module a ``package.module:factory`` builds."""
-    if Path(model).exists() or not FACTORY.fullmatch(model):
+    if os.path.lexists(model) or not FACTORY.fullmatch(model):
         return Path(model)
     module_name, _, attr = model.partition(":")
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from accelsim.cli_sweep import printing
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
 from accelsim.config.enums import PsumPolicy
@@ -67,12 +68,13 @@ def cmd_layer(args: argparse.Namespace) -> int:
     if problems:
         raise InputError(problems)
     record = simulate_layer(hw, table, gemm, phase, convention, psums, args.fold_overlap)
-    if args.json:
-        print(json.dumps(record, indent=2))
-    else:
-        from accelsim.report.console import layer_table  # not needed for --json
+    with printing():
+        if args.json:
+            print(json.dumps(record, indent=2))
+        else:
+            from accelsim.report.console import layer_table  # not needed for --json
 
-        print(layer_table(record))
+            print(layer_table(record))
     return EXIT_OK
 
 
@@ -101,10 +103,11 @@ def _layer_topology(
         }
         for row, gemm in zip(rows, gemms, strict=True)
     ]
-    if args.json:
-        print(json.dumps(records, indent=2))
-    else:
-        from accelsim.report.console import topology_table  # not needed for --json
+    with printing():
+        if args.json:
+            print(json.dumps(records, indent=2))
+        else:
+            from accelsim.report.console import topology_table  # not needed for --json
 
-        print(topology_table(records))
+            print(topology_table(records))
     return EXIT_OK

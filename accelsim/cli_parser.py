@@ -274,6 +274,11 @@ def _add_calibrate(sub: Subparsers) -> None:
     cal.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML to fit")
     cal.add_argument("--out", type=Path, required=True, help="the fitted hardware YAML to write")
     cal.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out file (a symbolic link itself, never its target)",
+    )
+    cal.add_argument(
         "--fit",
         default="",
         metavar="NAMES",

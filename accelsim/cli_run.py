@@ -261,10 +261,12 @@ def cmd_models(args: argparse.Namespace) -> int:
         return _workload_models(args.files, args.json)
     suite = args.suite or data_dir() / "configs" / "suites" / "default.yaml"
     stats = [model_stats(workload, infos) for workload, infos in suite_models(suite)]
-    if args.json:
-        print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
-    else:
-        print(models_table(stats))
+    with cli_sweep.printing():
+        print(
+            json.dumps([dataclasses.asdict(s) for s in stats], indent=2)
+            if args.json
+            else models_table(stats)
+        )
     return EXIT_OK
 
 
@@ -295,36 +297,43 @@ def _workload_models(files: list[Path], as_json: bool) -> int:
             }
             for (path, workload, _), s in zip(models, stats, strict=True)
         ]
-        print(json.dumps(records, indent=2))
+        with cli_sweep.printing():
+            print(json.dumps(records, indent=2))
         return EXIT_OK
-    print(models_table(stats))
-    for _, workload, _ in models:
-        if workload.notes:
-            print(f"\n{workload.name}: " + workload_notes(workload.source, workload.notes))
+    with cli_sweep.printing():
+        print(models_table(stats))
+        for _, workload, _ in models:
+            if workload.notes:
+                print(f"\n{workload.name}: " + workload_notes(workload.source, workload.notes))
     return EXIT_OK
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     """``accelsim init DIR``: a project directory with copies of the bundled inputs."""
-    from accelsim.resources import copy_bundled
+    from accelsim.report.staging import staged_entries
+    from accelsim.resources import BUNDLED_TOPS, copy_bundled
 
-    configs, workloads = copy_bundled(args.directory)
-    runs = len(list((configs / "runs").glob("*.yaml")))
-    models = len(list(workloads.glob("*.yaml")))
-    shown = display_path(args.directory)
-    print(f"wrote {shown}/: configs/ ({runs} run files), workloads/ ({models} models)")
-    print(f"next: cd {shown} && accelsim run configs/runs/default.yaml")
+    directory: Path = args.directory
+    with staged_entries(directory, BUNDLED_TOPS) as staging:
+        copy_bundled(staging)
+    runs = len(list((directory / "configs" / "runs").glob("*.yaml")))
+    models = len(list((directory / "workloads").glob("*.yaml")))
+    shown = display_path(directory)
+    with cli_sweep.printing(directory):
+        print(f"wrote {shown}/: configs/ ({runs} run files), workloads/ ({models} models)")
+        print(f"next: cd {shown} && accelsim run configs/runs/default.yaml")
     return EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``accelsim check``: validate config files without simulating."""
     problems = []
-    for path in args.files:
-        try:
-            print(f"{display_path(path)}: ok ({_check_file(path, args.max_points)})")
-        except InputError as exc:
-            problems.extend(exc.problems)
+    with cli_sweep.printing():
+        for path in args.files:
+            try:
+                print(f"{display_path(path)}: ok ({_check_file(path, args.max_points)})")
+            except InputError as exc:
+                problems.extend(exc.problems)
     if problems:
         raise InputError(problems)
     return EXIT_OK

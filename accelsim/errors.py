@@ -37,7 +37,7 @@ class Problem:
     def __str__(self) -> str:
         """One line: control characters escaped, a long value cut to :data:`MAX_SHOWN` chars."""
         where = f"{self.file}: {self.path}" if self.path else self.file
-        text = f"{_printable(where)}: {_printable(self.message)}"
+        text = f"{printable(where)}: {printable(self.message)}"
         if self.value is not _NO_VALUE:
             text += f" (got {shown(repr(self.value))})"
         return text
@@ -50,14 +50,15 @@ MAX_SHOWN = 200
 def shown(text: str) -> str:
     """``text`` as a message shows it: control characters escaped, cut to :data:`MAX_SHOWN`
     characters (saying how long it was)."""
-    text = _printable(text)
+    text = printable(text)
     if len(text) > MAX_SHOWN:
         text = f"{text[:MAX_SHOWN]}... ({len(text):,} characters)"
     return text
 
 
-def _printable(text: str) -> str:
-    """``text`` with every non-printable character (newline, NUL, ...) escaped."""
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (newline, NUL, ``\\u2028``, a
+    non-UTF-8 file name's ``\\udcff``, ...) escaped as Python writes it (``\\n``)."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

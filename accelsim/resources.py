@@ -14,8 +14,6 @@ import shutil
 from importlib.resources import files
 from pathlib import Path
 
-from accelsim.errors import OutputError
-
 BUNDLED_TOPS = ("configs", "workloads")
 
 
@@ -50,33 +48,23 @@ def bundled_path(text: str | Path) -> Path:
     return candidate if candidate.exists() else path
 
 
-def copy_bundled(directory: Path) -> list[Path]:
-    """Copy the bundled ``configs/`` and ``workloads/`` into ``directory`` (made if
-    missing), side by side as in the package, so the run, sweep and suite files'
-    relative references (``../../workloads/mlp.yaml``) name the copies.
+def copy_bundled(directory: Path) -> None:
+    """Copy the bundled ``configs/`` and ``workloads/`` into the existing ``directory``,
+    side by side as in the package, so the run, sweep and suite files' relative
+    references (``../../workloads/mlp.yaml``) name the copies.
 
-    Each tree is copied into a hidden sibling first and renamed into place, so an
-    interrupted copy leaves no half tree under the final name.
-
-    Returns:
-        The two directories written.
+    ``accelsim init`` copies into a staging directory it then moves into place
+    (:func:`accelsim.report.staging.staged_entries`).  The copies are writable
+    files, whatever the installed ones are.
 
     Raises:
-        OutputError: when ``directory`` already holds a ``configs`` or ``workloads``
-            entry, or cannot be written.
+        OSError: the first copy that fails (a full disk), naming its path.
     """
-    targets = [directory / top for top in BUNDLED_TOPS]
-    taken = [t for t in targets if os.path.lexists(t)]
-    if taken:
-        names = " and ".join(f"{t.name}/" for t in taken)
-        raise OutputError(f"{directory}: already holds {names}; choose a new directory")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for top, target in zip(BUNDLED_TOPS, targets, strict=True):
-            staging = directory / f".accelsim-init.{top}"
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(data_dir() / top, staging, ignore=shutil.ignore_patterns("__pycache__"))
-            staging.rename(target)
-    except OSError as exc:
-        raise OutputError(f"{exc.filename or directory}: cannot write: {exc.strerror}") from None
-    return targets
+    root = data_dir()
+    for top in BUNDLED_TOPS:
+        for folder, subfolders, names in os.walk(root / top):
+            subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
+            copy = directory / Path(folder).relative_to(root)
+            copy.mkdir()
+            for name in sorted(names):
+                shutil.copyfile(Path(folder, name), copy / name)

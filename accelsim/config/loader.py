@@ -10,6 +10,7 @@ the value was written.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,7 +25,7 @@ from accelsim.config.overrides import Origins, deep_copy, merge
 from accelsim.config.overrides import Override as Override
 from accelsim.config.validate import validate_data
 from accelsim.config.yaml_limits import MAX_DEPTH, flow_depth, size_problem
-from accelsim.errors import ConfigError, InputError, Problem
+from accelsim.errors import ConfigError, InputError, Problem, printable
 
 if TYPE_CHECKING:
     from accelsim.config.suite import SuiteSpec
@@ -103,10 +104,7 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
     if cached is not None:
         copy: dict[str, Any] = deep_copy(cached)
         return copy
-    text = read_text(path, error, name)
-    if flow_depth(text) > MAX_DEPTH:
-        raise error.single(name, "", f"invalid YAML: nested deeper than {MAX_DEPTH} levels")
-    data = _parse(text, name, error)
+    data = parse_yaml(read_text(path, error, name), name, error)
     if key is not None:
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
@@ -119,6 +117,18 @@ def read_yaml(path: Path, error: type[InputError] = ConfigError) -> dict[str, An
 # same run, hardware and workload files for every point.  Callers get deep copies.
 _PARSED: dict[tuple[str, int, int], dict[str, Any]] = {}
 _PARSED_MAX = 256
+
+
+def parse_yaml(text: str, name: str, error: type[InputError] = ConfigError) -> dict[str, Any]:
+    """Parse YAML text as :func:`read_yaml` parses a file's (``name``: the file, for messages).
+
+    Raises:
+        InputError: of type ``error`` when the text is malformed, too deep or too large,
+            has duplicate keys or is not a mapping.
+    """
+    if flow_depth(text) > MAX_DEPTH:
+        raise error.single(name, "", f"invalid YAML: nested deeper than {MAX_DEPTH} levels")
+    return _parse(text, name, error)
 
 
 def _parse(text: str, name: str, error: type[InputError]) -> dict[str, Any]:
@@ -269,6 +279,29 @@ def load_energy_with_origins(
     if data is None:
         data = read_yaml(path)
     return validate_with_origins(EnergyTable, data, display_path(path), overrides)
+
+
+def yaml_comment(lines: Iterable[str]) -> str:
+    """``lines`` as YAML comment lines (``# line``), every non-printable character
+    escaped as in messages (``\\n``, ``\\x85``, ``\\u2028``, ``\\x1b``, a non-UTF-8 file
+    name's ``\\udcff``): no text, whoever chose it, starts a line of its own, and the
+    file stays UTF-8."""
+    return "".join(f"# {printable(line)}".rstrip() + "\n" for line in lines)
+
+
+def reads_back(text: str, written: M) -> None:
+    """Check that ``text``, a YAML file about to be written, reads and validates as
+    the spec ``written`` it was made from.
+
+    Raises:
+        RuntimeError: when it does not (a bug of the writer: the file is not written).
+    """
+    try:
+        again = validate_data(type(written), parse_yaml(text, "<written file>"), "<written file>")
+    except InputError as exc:
+        raise RuntimeError(f"the file to write does not read back: {exc}") from None
+    if again != written:
+        raise RuntimeError("the file to write reads back as another spec than the one written")
 
 
 def dump_yaml(data: Any) -> str:

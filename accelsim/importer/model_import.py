@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +62,7 @@ def import_model(
         unsupported: ``error``: an op without a layer kind is an error naming its type
             and node; ``vector``: it becomes a generic vector layer, listed in the header.
         loss: ``cross_entropy`` appends the loss when the graph has none; ``none`` does not.
-        out: Write the workload file here as well.
+        out: The workload file the table is for (the command writes ``text`` there).
 
     Raises:
         WorkloadError: for ops without a layer kind, unreadable graphs, and tables that
@@ -71,7 +72,7 @@ def import_model(
         path = Path(source)
         onnx_graph = _onnx_graph(str(path))
         model = _read(onnx_graph, path, str(path))
-        origin = f"{path.name} (ONNX, {_producer(model)})"
+        origin = f"{_file_name(path)} (ONNX, {_producer(model)})"
         label = str(path)
         default_name = _stem(path)
         shape = input_shape
@@ -101,8 +102,6 @@ def import_model(
     file = str(out) if out is not None else label
     workload, _ = validate_with_origins(Workload, data, file, [], WorkloadError)
     infer_shapes(workload, file)
-    if out is not None:
-        out.write_text(text, encoding="utf-8")
     return ImportResult(workload, text)
 
 
@@ -123,7 +122,7 @@ def onnx_table(path: Path) -> dict[str, Any]:
     onnx_graph = _onnx_graph(file)
     model = _read(onnx_graph, path, file)
     table = onnx_graph.table_from_onnx(model, file)
-    origin = f"{path.name} (ONNX, {_producer(model)})"
+    origin = f"{_file_name(path)} (ONNX, {_producer(model)})"
     settings = _settings(table, False, "error", "cross_entropy")
     notes = [
         "imported as accelsim import does by default: " + "; ".join(settings),
@@ -150,6 +149,11 @@ def _read(onnx_graph: ModuleType, path: Path, file: str) -> Any:
     if not path.is_file():
         raise WorkloadError.single(file, "", "no such ONNX file")
     return onnx_graph.read_onnx(str(path), file)
+
+
+def _file_name(path: Path) -> str:
+    """``path``'s name as text: bytes of a name that is not UTF-8 as ``\\xff``."""
+    return os.fsencode(path.name).decode("utf-8", "backslashreplace")
 
 
 def _stem(path: Path) -> str:

