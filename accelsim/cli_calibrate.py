@@ -32,17 +32,43 @@ from accelsim.report.staging import staged_file
 EXIT_OK = 0
 
 
+def _fit_names(text: str | None) -> list[str]:
+    """The parameters ``--fit`` names (none: all four).
+
+    Raises:
+        InputError: naming ``--fit`` when a name is empty (``--fit ,``, ``--fit a,,b``).
+    """
+    if text is None:
+        return []
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise InputError.single(
+            "calibrate", "--fit", "expected comma-separated parameter names, none empty", text
+        )
+    return names
+
+
 def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
+    """The ranges ``--range NAME=LOW:HIGH`` asks for, by parameter name.
+
+    Raises:
+        InputError: naming ``--range`` for an item not of that form or a name given twice.
+    """
     ranges = {}
     for item in items:
-        name, _, span = item.partition("=")
-        low, _, high = span.partition(":")
+        name, equals, span = item.partition("=")
+        low, colon, high = span.partition(":")
         try:
-            ranges[name] = (float(low), float(high))
+            if not (equals and colon):
+                raise ValueError
+            bounds = (float(low), float(high))
         except ValueError:
             raise InputError.single(
-                "--range", name, "expected NAME=LOW:HIGH (two numbers)", item
+                "calibrate", "--range", "expected NAME=LOW:HIGH (two numbers)", item
             ) from None
+        if name.strip() in ranges:
+            raise InputError.single("calibrate", "--range", "a parameter given twice", item)
+        ranges[name.strip()] = bounds
     return ranges
 
 
@@ -51,7 +77,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     hw = load_hardware(args.hardware, parse_sets(args.sets))
     gemms = read_measurements(args.measurements, hw.array.precision.value)
     psums = PsumPolicy(args.psums)
-    names = [n for n in args.fit.split(",") if n]
+    names = _fit_names(args.fit)
     if args.folds:
         check_folds(args.folds, gemms, "calibrate")
     done = calibrate(
