@@ -68,23 +68,25 @@ def test_a_dimension_that_is_not_ascii_digits_in_range_is_refused_at_its_cell(
     assert not out.exists()
 
 
-def test_leading_zeros_and_blank_lines_keep_each_rows_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("rows", "problem"),
+    [
+        # leading zeros are read, a blank line skipped and counted
+        (
+            "0000000000000000000000000064,64,64,bf16,1.0\n\n64,64,64,bf16,\u0661\n",
+            "line 4: latency_us: not a positive number (got '\u0661')",
+        ),
+        (
+            "64,64,64,bf16,1.0\n" + "9" * 200_000 + ",1\n",
+            "line 3: not CSV: field larger than field limit (131072)",
+        ),
+    ],
+)
+def test_each_problem_is_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: str, problem: str
 ) -> None:
-    rows = "0000000000000000000000000064,64,64,bf16,1.0\n\n64,64,64,bf16,\u0661\n"
     code, err, _ = calibrate(capsys, tmp_path, rows)
-    assert (code, err) == (
-        2, [f"{tmp_path / 'm.csv'}: line 4: latency_us: not a positive number (got '\u0661')"]
-    )  # fmt: skip
-
-
-def test_a_line_the_csv_reader_refuses_is_blamed_on_its_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, err, _ = calibrate(capsys, tmp_path, "64,64,64,bf16,1.0\n" + "9" * 200_000 + ",1\n")
-    assert (code, err) == (
-        2, [f"{tmp_path / 'm.csv'}: line 3: not CSV: field larger than field limit (131072)"]
-    )  # fmt: skip
+    assert (code, err) == (2, [f"{tmp_path / 'm.csv'}: {problem}"])
 
 
 def test_rows_at_max_dim_run_or_are_refused_at_the_row(
