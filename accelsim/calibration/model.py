@@ -220,7 +220,8 @@ def engine_us(
 
     Raises:
         InputError: at the GEMM's row of ``gemms.source`` when it takes more than
-            :data:`~accelsim.errors.MAX_COUNT` cycles on ``hw``.
+            :data:`~accelsim.errors.MAX_COUNT` cycles on ``hw`` (worded for the
+            command's use: ``hw`` the fitted file).
     """
     out = []
     dims = zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True)

@@ -8,9 +8,14 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from accelsim import cli
+from accelsim.calibration.measurements import Measurements, read_measurements
+from accelsim.calibration.model import engine_us
+from accelsim.config.loader import load_hardware, parse_sets
+from accelsim.errors import InputError
 from tests.conftest import ROOT
 
 V6E = ROOT / "configs" / "hardware" / "tpu_v6e.yaml"
@@ -151,3 +156,20 @@ def test_fit_and_range_are_refused_naming_their_option(
     code, err, out = calibrate(capsys, tmp_path, V4_GEMMS, *options)
     assert (code, err) == (2, [f"calibrate: {line}"])
     assert not out.exists()
+
+
+def test_gemms_keep_their_line_and_others_are_named_by_position(tmp_path: Path) -> None:
+    """A subset (a cross-validation fold) keeps each GEMM's line; GEMMs built in code,
+    not read from a file, are named by their position."""
+    measured = tmp_path / "m.csv"
+    measured.write_text(HEADER + "64,64,64,bf16,1.0\n\n128,64,64,bf16,2.0\n", "utf-8")
+    assert read_measurements(measured, "bf16").subset(np.array([1])).row(0) == "line 4"
+    hw = load_hardware(V6E, parse_sets(["dram.bandwidth_bytes_per_cycle=0.001"]))
+    top = 2**24
+    gemms = Measurements(np.array([64, top]), np.array([64, top]), np.array([64, 32]), np.ones(2))
+    with pytest.raises(InputError) as raised:
+        engine_us(hw, gemms, False)
+    assert str(raised.value) == (
+        "measurements: row 2: the GEMM takes more than 2^53 cycles (9.01e+15) on the fitted"
+        " hardware, beyond what is counted exactly (got '16777216 x 16777216 x 32')"
+    )
