@@ -33,25 +33,53 @@ from accelsim.report.staging import check_file, not_an_input, staged_file, write
 EXIT_OK = 0
 
 
+def _fit_names(text: str | None) -> list[str]:
+    """The parameters ``--fit`` names (none: all four).
+
+    Raises:
+        InputError: naming ``--fit`` when a name is empty (``--fit ,``, ``--fit a,,b``).
+    """
+    if text is None:
+        return []
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise InputError.single(
+            "calibrate", "--fit", "expected comma-separated parameter names, none empty", text
+        )
+    return names
+
+
 def _ranges(items: list[str]) -> dict[str, tuple[float, float]]:
+    """The ranges ``--range NAME=LOW:HIGH`` asks for, by parameter name.
+
+    Raises:
+        InputError: naming ``--range`` for an item not of that form or a name given twice.
+    """
     ranges = {}
     for item in items:
-        name, _, span = item.partition("=")
-        low, _, high = span.partition(":")
+        name, equals, span = item.partition("=")
+        low, colon, high = span.partition(":")
         try:
-            ranges[name] = (float(low), float(high))
+            if not (equals and colon):
+                raise ValueError
+            bounds = (float(low), float(high))
         except ValueError:
             raise InputError.single(
-                "--range", name, "expected NAME=LOW:HIGH (two numbers)", item
+                "calibrate", "--range", "expected NAME=LOW:HIGH (two numbers)", item
             ) from None
+        if name.strip() in ranges:
+            raise InputError.single("calibrate", "--range", "a parameter given twice", item)
+        ranges[name.strip()] = bounds
     return ranges
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``accelsim calibrate MEASUREMENTS.csv --hardware HW.yaml --out FITTED.yaml``.
 
-    The fitted file is written first (staged, and renamed into place once it reads
-    back as the fitted hardware), then the report printed.  An existing ``--out``
+    Everything the report shows is worked out first (a GEMM the fitted file cannot
+    time is refused before anything is written), then the fitted file written
+    (staged, and renamed into place once it reads back as the fitted hardware),
+    then the report printed.  An existing ``--out``
     is replaced only with ``--force`` (a symbolic link itself, never its target),
     and never when it is the measurements or the hardware file.
     """
@@ -64,7 +92,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     hw = load_hardware(args.hardware, parse_sets(args.sets))
     gemms = read_measurements(args.measurements, hw.array.precision.value)
     psums = PsumPolicy(args.psums)
-    names = [n for n in args.fit.split(",") if n]
+    names = _fit_names(args.fit)
     if args.folds:
         check_folds(args.folds, gemms, "calibrate")
     done = calibrate(
@@ -74,8 +102,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     result, fitted, features = done.fit, done.fitted, done.features
     text = _header(args, len(gemms), psums, result) + dump_yaml(fitted.model_dump(mode="json"))
     reads_back(text, fitted)
-    with staged_file(args.out, args.force) as path:
-        write_verified(path, text)
     rows = {
         "file, closed form": predict_us(features, physical(hw, {})),
         "fitted, closed form": predict_us(features, physical(hw, result.values)),
@@ -85,6 +111,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         rows[f"held out, {args.folds}-fold"] = cross_validated(done, args.folds)
     bound = compute_bound_us(features, fitted.clock_mhz)
     closest = float(np.min(rows["fitted file, accelsim layer"] / bound))
+    with staged_file(args.out, args.force) as path:
+        write_verified(path, text)
     with printing(args.out):
         print(
             f"calibrate {display_path(args.hardware)} on {len(gemms)} GEMMs of"

@@ -280,7 +280,6 @@ def _add_calibrate(sub: Subparsers) -> None:
     )
     cal.add_argument(
         "--fit",
-        default="",
         metavar="NAMES",
         help="comma-separated parameters to fit (default: all four: op_overhead_us,"
         " array_efficiency, read_bandwidth_gb_s, write_bandwidth_gb_s)",

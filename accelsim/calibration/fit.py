@@ -127,14 +127,18 @@ def check_request(
     """The parameters to fit, with the ranges asked for.
 
     Raises:
-        InputError: for an unknown or repeated name, more than four, none, or a range
-            that is empty or leaves the parameter's physical range.
+        InputError: for an unknown name (at ``--fit`` or ``--range``, where it was
+            asked for), a repeated one, more than four, none, or a range that is
+            empty or leaves the parameter's physical range.
     """
     known = {p.name: p for p in parameters(hw)}
     problems: list[Problem] = []
-    for name in [*names, *ranges]:
-        if name not in known:
-            problems.append(Problem(where, name, f"unknown parameter (known: {', '.join(known)})"))
+    for option, asked in (("--fit", names), ("--range", ranges)):
+        for name in asked:
+            if name not in known:
+                problems.append(
+                    Problem(where, option, f"unknown parameter (known: {', '.join(known)})", name)
+                )
     if len(set(names)) != len(names):
         problems.append(Problem(where, "--fit", "a parameter named twice", list(names)))
     if not names or len(names) > MAX_PARAMETERS:

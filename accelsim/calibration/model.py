@@ -31,6 +31,7 @@ from accelsim.config.base import Convention
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, DEFAULT_GROUP_CYCLES, PsumPolicy
 from accelsim.config.hardware import HardwareSpec, Orientation
 from accelsim.driver.layer import gemm_for, layer_graph
+from accelsim.errors import MAX_COUNT, InputError, LimitError
 from accelsim.graph.ops import Phase
 from accelsim.mapping.schedule import schedule
 from accelsim.timing.costs import OpCosts, op_costs
@@ -159,7 +160,9 @@ def _cycles(o: Orientated, overhead: int, read: float, write: float, lat: int) -
     """Cycles of each GEMM alone (see the module docstring)."""
     compute = o.compute_cycles
     busy = np.maximum(compute + overhead, np.ceil((o.read_bytes + o.write_bytes) / read))
-    groups = lone_op_groups(busy.astype(np.int64), DEFAULT_GROUP_CYCLES, DEFAULT_CHUNKS_PER_OP)
+    # past 2^53 cycles the group count no longer changes, and int64 ends at 2^63
+    capped = np.minimum(busy, MAX_COUNT).astype(np.int64)
+    groups = lone_op_groups(capped, DEFAULT_GROUP_CYCLES, DEFAULT_CHUNKS_PER_OP)
     prologue = np.where(groups == 1, o.read_bytes, o.prologue_bytes)  # one group: all of it
     fetch = (o.read_bytes - prologue) / read
     drain = (o.write_bytes - o.epilogue_bytes) / write
@@ -213,9 +216,26 @@ def engine_us(
     psums: PsumPolicy = PsumPolicy.CHUNK,
 ) -> np.ndarray:
     """Each GEMM's latency as ``accelsim layer`` gives it on ``hw`` (its costs and the
-    engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us."""
+    engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us.
+
+    Raises:
+        InputError: at the GEMM's row of ``gemms.source`` when it takes more than
+            :data:`~accelsim.errors.MAX_COUNT` cycles on ``hw`` (worded for the
+            command's use: ``hw`` the fitted file).
+    """
     out = []
-    for m, n, k in zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True):
+    dims = zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True)
+    for index, (m, n, k) in enumerate(dims):
         costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
-        out.append(single_op_cycles(costs, machine_of(hw)) / hw.clock_mhz)
+        try:
+            cycles = single_op_cycles(costs, machine_of(hw))
+        except LimitError:
+            raise InputError.single(
+                gemms.source,
+                gemms.row(index),
+                f"the GEMM takes more than 2^53 cycles ({MAX_COUNT:.3g}) on the fitted"
+                " hardware, beyond what is counted exactly",
+                f"{m} x {n} x {k}",
+            ) from None
+        out.append(cycles / hw.clock_mhz)
     return np.asarray(out)

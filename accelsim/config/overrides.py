@@ -64,6 +64,14 @@ class Override:
         key = (self.key, frozen(self.value), self.source, self.source_path)
         object.__setattr__(self, "cache_key", key)
 
+    def written_at(self, path: str) -> tuple[str, str] | None:
+        """Where the value at key path ``path`` of the target file was written, if this
+        override set it or a mapping above it: its source and the key as written there
+        (``--set``, ``dram.capacity_gib``)."""
+        if not _within(path, self.key):
+            return None
+        return self.source, self.source_path + path[len(self.key) :]
+
 
 @dataclass(frozen=True)
 class Origins:

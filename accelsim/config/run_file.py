@@ -46,6 +46,25 @@ class RunFile:
         overrides = {s: [*self.overrides[s], *routed[s]] for s in SECTIONS}
         return replace(self, overrides=overrides)
 
+    def blame(self, problems: list[Problem]) -> list[Problem]:
+        """``problems`` found after loading (while simulating), each one in this run
+        file blamed where its value was written: a key of a referenced file
+        (``hardware.dram.capacity_gib``) on the last override that set it or a mapping
+        above it (``--set dram.capacity_gib``, ``run.yaml: overrides.hardware...``),
+        else on the run file as it was; a key of the run's own through :attr:`origins`."""
+        blamed = []
+        for problem in problems:
+            head, _, rest = problem.path.partition(".")
+            if problem.file != self.origins.file or head not in SECTIONS or not rest:
+                blamed.extend(self.origins.blame([problem]))
+                continue
+            found = (o.written_at(rest) for o in reversed(self.overrides[head]))
+            where = next((w for w in found if w is not None), None)
+            if where is not None:
+                problem = Problem(*where, problem.message, problem.value)
+            blamed.append(problem)
+        return blamed
+
 
 def route_sets(sets: list[Override]) -> dict[str, list[Override]]:
     """Send each ``--set`` key to the run file or to one of the referenced files.

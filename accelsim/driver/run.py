@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from accelsim.config.enums import EpilogueFusion
@@ -304,10 +305,22 @@ def simulate_graph(
     return result
 
 
+@contextmanager
+def _blamed(inputs: RunInputs) -> Iterator[None]:
+    """A :class:`ConfigError` raised inside the block with each problem blamed where
+    its value was written (:meth:`~accelsim.config.run_file.RunFile.blame`): a
+    technique finds some only while simulating (a pipeline's DRAM capacity)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise type(exc)(inputs.run_file.blame(exc.problems)) from None
+
+
 def simulate_run(inputs: RunInputs) -> RunResult:
     """Simulate the run's baseline training step (no technique applied)."""
-    sim = _Run(inputs)
-    return sim.simulate(sim.placed(BASE, None), BASE)
+    with _blamed(inputs):
+        sim = _Run(inputs)
+        return sim.simulate(sim.placed(BASE, None), BASE)
 
 
 def simulate_training(inputs: RunInputs, progress: Progress | None = None) -> TrainingResult:
@@ -320,7 +333,17 @@ def simulate_training(inputs: RunInputs, progress: Progress | None = None) -> Tr
     places runs one step kind named after it (the first such, in the order
     techniques compose).  The training report's shared numbers are computed once,
     for these composed steps.
+
+    Raises:
+        ConfigError: for a problem found while simulating, blamed where its value was
+            written (:meth:`~accelsim.config.run_file.RunFile.blame`).
     """
+    with _blamed(inputs):
+        return _training(inputs, progress)
+
+
+def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
+    """:func:`simulate_training`, its problems as found."""
     sim = _Run(inputs, progress)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base

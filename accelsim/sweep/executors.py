@@ -8,10 +8,12 @@ so the stored results do not depend on the executor.
 from __future__ import annotations
 
 import importlib
+import logging
 import math
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import as_completed
+from concurrent.futures import CancelledError, as_completed
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,13 @@ CLUSTER_HINT = (
     "needs the optional cluster extra: pip install 'accelsim[cluster]' (dask, distributed)"
 )
 
+
+START_S = 30.0
+"""Seconds a Dask sweep waits for the scheduler given with ``--scheduler`` to take its
+client (connection, handshake and first answer) before it gives up (exit 2)."""
+
+CONNECT_S = 20.0
+"""Seconds Dask itself keeps trying to connect to a scheduler that refuses it."""
 
 WORKERLESS_S = 30.0
 """Seconds a Dask sweep waits with no worker in the cluster before it gives up."""
@@ -87,7 +96,9 @@ class DaskExecutor(Executor):
     ``local_workers`` single-threaded worker processes.
 
     Raises:
-        InputError: when ``dask``/``distributed`` are not installed.
+        InputError: when ``dask``/``distributed`` are not installed, or naming
+            ``--scheduler`` for an address Dask refuses and a scheduler that cannot
+            be reached or does not answer within :data:`START_S`.
     """
 
     def __init__(self, address: str | None = None, local_workers: int | None = None) -> None:
@@ -111,17 +122,28 @@ class DaskExecutor(Executor):
             plural = "s" if local_workers != 1 else ""
             self.description = f"Dask LocalCluster, {local_workers} worker{plural}"
         else:
-            try:
-                client = distributed.Client(address, timeout="20s")
-            except (OSError, TimeoutError) as exc:
-                raise InputError.single(
-                    "--scheduler", "", f"cannot reach the Dask scheduler: {exc}", address
-                ) from None
-            self._client = self._stack.enter_context(client)
+            self._client = self._stack.enter_context(_connected(distributed, address))
             self.description = f"Dask scheduler {address}"
         self.workers = max(1, len(self._client.scheduler_info().get("workers", {})))
 
     def run(
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+    ) -> Iterator[list[PointOutcome]]:
+        """Each chunk's outcomes as it finishes (see :meth:`_run`).
+
+        Raises:
+            ClusterError: when the cluster has had no worker for :data:`WORKERLESS_S`
+                with chunks left, or the scheduler is gone (killed, unreachable).
+        """
+        try:
+            yield from self._run(chunks, following)
+        except (OSError, TimeoutError, CancelledError) as exc:
+            # A lost scheduler: futures cancelled, comms closed, calls timed out.
+            raise ClusterError(
+                f"{self.description}: lost the scheduler ({type(exc).__name__}); restart it"
+            ) from None
+
+    def _run(
         self, chunks: Sequence[Sequence[PointTask]], following: int = 0
     ) -> Iterator[list[PointOutcome]]:
         """Each chunk's outcomes as it finishes.
@@ -158,4 +180,50 @@ class DaskExecutor(Executor):
                 )
 
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+        # A client that lost its scheduler logs its cancelled reconnection, with a
+        # traceback, as it closes: nothing the sweep has not said already.
+        client_log = logging.getLogger("distributed.client")
+        level = client_log.level
+        client_log.setLevel(logging.CRITICAL)
+        try:
+            self._stack.close()
+        finally:
+            client_log.setLevel(level)
+
+
+def _connected(distributed: Any, address: str) -> Any:
+    """A Dask client of the scheduler at ``address``, started within :data:`START_S`.
+
+    Dask bounds its connection (:data:`CONNECT_S`), not its handshake: a port that
+    accepts and never answers would hold the client forever, so the client starts in
+    a daemon thread this one waits for.
+
+    Raises:
+        InputError: naming ``--scheduler`` for an address Dask refuses, a scheduler
+            that cannot be reached, or one that does not answer in time.
+    """
+    started: list[Any] = []
+    failed: list[Exception] = []
+
+    def start() -> None:
+        try:
+            started.append(distributed.Client(address, timeout=f"{CONNECT_S}s"))
+        except Exception as exc:  # anything the address or the scheduler causes
+            failed.append(exc)
+
+    thread = threading.Thread(target=start, name="accelsim-dask-client", daemon=True)
+    thread.start()
+    thread.join(START_S)
+    if started:
+        return started[0]
+    if failed:
+        exc = failed[0]
+        reason = (
+            "not a Dask scheduler address"
+            if isinstance(exc, ValueError)
+            else "cannot reach the Dask scheduler"
+        )
+        raise InputError.single("--scheduler", "", f"{reason}: {exc}", address) from None
+    raise InputError.single(
+        "--scheduler", "", f"the Dask scheduler did not answer within {START_S:.0f} s", address
+    )

@@ -55,10 +55,17 @@ def sweep_directory(out: Path, name: str) -> Path:
     return child_directory(out, name)
 
 
+CREATOR_WAIT_S = 10.0
+"""Seconds a sweep waits for a sweep started at the same time into the same new
+directory to make the store's tables, before it makes them itself."""
+
+
 def pending_points(plan: SweepPlan, out: Path, retry_failed: bool = False) -> int:
     """How many of ``plan``'s points a run would simulate (for a progress bar).
 
-    Reads the store, if there is one, without changing it.
+    Reads the store, if there is one, without changing it.  A store that is still an
+    empty database (another sweep has just created it) is read again until it has its
+    tables, for at most :data:`CREATOR_WAIT_S` (then it has no points).
 
     Raises:
         InputError: for a damaged store, or a file in its place that is not one.
@@ -66,8 +73,13 @@ def pending_points(plan: SweepPlan, out: Path, retry_failed: bool = False) -> in
     directory = sweep_directory(out, plan.name)
     if not os.path.lexists(directory / STORE_NAME):
         return len(plan.points)
-    with Store(directory) as store:
-        done = store.finished(include_failed=not retry_failed)
+    deadline = time.monotonic() + CREATOR_WAIT_S
+    while True:
+        with Store(directory, empty=True) as store:
+            if store.created or time.monotonic() >= deadline:
+                done = store.finished(include_failed=not retry_failed)
+                break
+        time.sleep(0.05)
     return sum(p.task.identity not in done for p in plan.points)
 
 

@@ -54,6 +54,9 @@ class Store:
         write: Open for the sweep to write (creating the store if there is none);
             otherwise read-only (``collect``, ``plot``): the file is never
             changed, and a store the user may read but not write can be read.
+        empty: Read-only: take an empty database (a sweep started at the same
+            time has created the file and not yet its tables) for a store without
+            points instead of refusing it; :attr:`created` says which it was.
 
     Raises:
         InputError: for a file that is not a sweep store, or a damaged one
@@ -61,14 +64,14 @@ class Store:
         OutputError: when the store cannot be opened or created.
     """
 
-    def __init__(self, directory: Path, write: bool = False) -> None:
+    def __init__(self, directory: Path, write: bool = False, empty: bool = False) -> None:
         self.directory = directory
         self.path = directory / STORE_NAME
         self._shown = shown(str(self.path))
         self._use = "write" if write else "read"
         self._db = self._connect(write)
         try:
-            self._tables = self._check(write)
+            self._tables = self._check(write or empty)
             self._meta = self._read_meta()
             if write:
                 # WAL with synchronous=NORMAL survives a killed process (not a power cut).
@@ -122,14 +125,15 @@ class Store:
                 " is damaged)"
             )
 
-    def _check(self, write: bool) -> dict[str, set[str]]:
-        """The store's tables and their columns, after checking the database and its schema."""
+    def _check(self, empty: bool) -> dict[str, set[str]]:
+        """The store's tables and their columns, after checking the database and its
+        schema (an empty database only if ``empty`` may be)."""
         problems = [str(row[0]) for row in self._read("PRAGMA quick_check")]
         if problems != ["ok"]:
             raise self._damaged(problems, self._db)
         tables = self._schema()
         names = sorted(tables)
-        if not names and not write:
+        if not names and not empty:
             raise self._problem("not a sweep store yet: an empty database")
         if set(names) - TABLES or (names and "meta" not in names):
             listed = ", ".join(shown(repr(n)) for n in names)
@@ -247,6 +251,11 @@ class Store:
             raise OutputError(f"{self._shown}: cannot write the sweep store: {exc}") from None
         self._tables = self._schema()
         self._meta = {**self._meta, **strict(dict(meta))}
+
+    @property
+    def created(self) -> bool:
+        """Whether the store has its tables (a sweep made them), not an empty database."""
+        return bool(self._tables)
 
     def meta(self) -> dict[str, Any]:
         """The sweep's name, file, spec, axes, version and commit, as recorded."""

@@ -89,8 +89,8 @@ def test_ranges_outside_physics_are_refused() -> None:
             "calibrate",
         )
     assert str(err.value).splitlines() == [
-        "calibrate: speed: unknown parameter (known: op_overhead_us, array_efficiency,"
-        " read_bandwidth_gb_s, write_bandwidth_gb_s)",
+        "calibrate: --fit: unknown parameter (known: op_overhead_us, array_efficiency,"
+        " read_bandwidth_gb_s, write_bandwidth_gb_s) (got 'speed')",
         "calibrate: --range array_efficiency: must lie inside its physical range 0.25 to 1"
         " and not be empty (got [0.5, 1.2])",
     ]

@@ -188,8 +188,9 @@ class Schedule(Placer[P]):
 
         Raises:
             ConfigError: with ``on_capacity: error``, when a processor's (or the shared
-                channel's) footprint exceeds ``hardware.dram.capacity_gib``; blamed on
-                the run file, which puts the schedule on that hardware.
+                channel's) footprint exceeds ``hardware.dram.capacity_gib``; at that
+                key of the run file, which puts the schedule on that hardware (the
+                driver blames it on the override that set the capacity, if one did).
         """
         problem = overflow(self.memory(ctx, placed.plan, graph), ctx.machine)
         if problem is not None and ctx.run.on_capacity is OnCapacity.ERROR:

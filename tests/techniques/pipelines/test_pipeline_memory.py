@@ -85,7 +85,7 @@ def test_a_schedule_that_does_not_fit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as raised:
         train(tmp_path, "dram.sharing=per_processor", "dram.capacity_gib=0.039")
     assert str(raised.value).endswith(
-        "run.yaml: hardware.dram.capacity_gib: pipedream: processor 1 needs 40.0 MiB of DRAM"
+        "--set: dram.capacity_gib: pipedream: processor 1 needs 40.0 MiB of DRAM"
         " (weights, gradients and optimizer state 32.0 MiB, weight versions 8.0 MiB, stashed"
         " activations 0.0 MiB), more than the 39.9 MiB of its channel; set on_capacity:"
         " report to simulate it anyway (got 0.039)"
@@ -138,7 +138,7 @@ def test_the_cli_refuses_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert "hardware.dram.capacity_gib: pipedream: processors 0-2" in done.stderr
+    assert done.stderr.startswith("--set: dram.capacity_gib: pipedream: processors 0-2")
     assert not (tmp_path / "out" / "pipe").exists()
 
 
