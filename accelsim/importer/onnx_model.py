@@ -131,8 +131,9 @@ def _flow_problems(graph: onnx.GraphProto, file: str) -> list[Problem]:
 
 def inline_constant_ifs(model: onnx.ModelProto) -> None:
     """Replace each ``If`` of the main graph whose condition is a constant (an
-    initializer or a ``Constant`` node's output, of one element) by its taken
-    branch, nested ones too; ``model`` must have no :func:`model_problems`."""
+    initializer or a ``Constant`` node's ``value``, of one element) by its taken
+    branch when that makes as many outputs as the ``If``, nested ones too; ``model``
+    must have no :func:`model_problems`."""
     graph = model.graph
     constants = {t.name: t for t in graph.initializer}
     nodes = _inlined(list(graph.node), constants, graph)
@@ -156,7 +157,7 @@ def _inlined(
         graph.initializer.extend(taken.initializer)
         constants.update((t.name, t) for t in taken.initializer)
         result += _inlined(list(taken.node), constants, graph)
-        for inner, outer in zip(taken.output, node.output, strict=False):
+        for inner, outer in zip(taken.output, node.output, strict=True):
             name = f"{node.name}/{outer}"
             result.append(helper.make_node("Identity", [inner.name], [outer], name=name))
     return result
@@ -173,4 +174,5 @@ def _taken_branch(
     if values is None or values.size != 1:
         return None
     branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
-    return branches.get("then_branch" if values.reshape(-1)[0] else "else_branch")
+    taken = branches.get("then_branch" if values.reshape(-1)[0] else "else_branch")
+    return taken if taken is not None and len(taken.output) == len(node.output) else None

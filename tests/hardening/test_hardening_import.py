@@ -392,6 +392,17 @@ def test_an_if_whose_condition_is_unknown_is_refused(
     )
 
 
+def test_an_if_whose_branch_makes_fewer_outputs_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _with_if(helper.make_tensor("flag", TensorProto.BOOL, [], [True]))
+    model.graph.node[1].output.append("unused")
+    assert _import(tmp_path, model, capsys) == (
+        "nodes[/if/If]: op type If has no layer kind; --unsupported vector maps it to a"
+        " generic vector op (got 'If')"
+    )
+
+
 def test_input_shape_beyond_the_integer_limit_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
