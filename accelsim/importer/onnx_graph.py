@@ -170,7 +170,7 @@ def _with_shapes(
         )
     try:
         return shape_inference.infer_shapes(model, data_prop=True)
-    except (shape_inference.InferenceError, ValueError) as exc:
+    except shape_inference.InferenceError as exc:
         raise WorkloadError.single(source, "graph", f"shape inference failed: {exc}") from None
 
 
