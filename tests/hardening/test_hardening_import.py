@@ -171,14 +171,11 @@ TENSORS = {
 }
 
 
-@pytest.mark.parametrize("case", list(TENSORS))
-def test_a_malformed_tensor_is_refused_naming_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
-) -> None:
-    change, message = TENSORS[case]
-    model = tiny_graph()
-    change(model.graph.initializer[0])
-    assert _import(tmp_path, model, capsys) == f"initializer[w]: {message}"
+def _on_weight(change: Any) -> Any:
+    def apply(model: onnx.ModelProto) -> None:
+        change(model.graph.initializer[0])
+
+    return apply
 
 
 def test_a_malformed_constant_in_a_branch_is_named(
@@ -265,11 +262,21 @@ GRAPHS = {
 }
 
 
-@pytest.mark.parametrize("case", list(GRAPHS))
-def test_a_graph_the_walk_would_misread_is_refused(
+BROKEN = {
+    **{
+        f"weight: {case}": (_on_weight(change), f"initializer[w]: {message}")
+        for case, (change, message) in TENSORS.items()
+    },
+    **GRAPHS,
+}
+"""Each change of :func:`tiny_graph` and the problem it is refused with."""
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_malformed_model_is_refused_naming_where(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
 ) -> None:
-    change, message = GRAPHS[case]
+    change, message = BROKEN[case]
     model = tiny_graph()
     change(model)
     assert _import(tmp_path, model, capsys) == message
