@@ -1,11 +1,12 @@
-"""Hostile models for ``accelsim import``: every ONNX file and every PyTorch factory
-is imported, or refused in one line blamed where the problem is (exit 2), never with
-an exception of the onnx library or of the factory's own code.
+"""Hostile ONNX models for ``accelsim import``: every file is imported, or refused in
+one line blamed where the problem is (exit 2), never with an exception of the onnx
+library.
 
-The ONNX cases change one thing of a tiny graph (:func:`_model`); each family is one
+The cases change one thing of a tiny graph (:func:`tiny_graph`); each family is one
 cause: external data, malformed tensors and versions, a gzip bomb, graphs the walk
-misread (a constant ``If``, a foreign domain, an output no node makes), problems of
-the generated table blamed on the node, and factories that fail in their own code.
+misread (a constant ``If``, a foreign domain, an output no node makes), and problems
+of the generated table blamed on the node. Factories are in
+``test_hardening_factory.py``.
 """
 
 from __future__ import annotations
@@ -477,85 +478,3 @@ def test_a_gzip_bomb_is_refused_in_seconds_and_bounded_memory(tmp_path: Path) ->
     )
     assert seconds < 10
     assert int(peak.read_text()) < 400 * 1024  # KiB
-
-
-FACTORIES = {
-    "raises": (
-        "def build():\n    raise ValueError('boom')\n",
-        "calling the factory failed (got 'ValueError: boom')",
-    ),
-    "needs arguments": (
-        "def build(n):\n    return n\n",
-        'calling the factory failed (got "TypeError: build() missing 1 required positional'
-        " argument: 'n'\")",
-    ),
-    "infinite recursion": (
-        "def build():\n    return build()\n",
-        "calling the factory failed (got 'RecursionError: maximum recursion depth exceeded')",
-    ),
-    "exits": (
-        "import sys\ndef build():\n    sys.exit(3)\n",
-        "calling the factory failed (got 'SystemExit: 3')",
-    ),
-    "not callable": ("build = 42\n", "the factory is not callable (got 'int')"),
-    "returns a path": (
-        "def build():\n    return 'm.onnx'\n",
-        "the factory returned a string or a path, not a torch.nn.Module (got 'm.onnx')",
-    ),
-    "module raises": (
-        "raise RuntimeError('at import')\n",
-        "importing the factory's module failed (got 'RuntimeError: at import')",
-    ),
-    "module exits": (
-        "import sys\nsys.exit(4)\n",
-        "importing the factory's module failed (got 'SystemExit: 4')",
-    ),
-    "syntax error": (
-        "def build(:\n",
-        "importing the factory's module failed (got 'SyntaxError: invalid syntax"
-        " (hostile_factory.py, line 1)')",
-    ),
-    "no such factory": (
-        "",
-        "cannot load the factory: module 'hostile_factory' has no attribute 'build'",
-    ),
-}
-
-
-@pytest.mark.parametrize("case", list(FACTORIES))
-def test_a_factory_that_fails_is_blamed_on_its_spec(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], case: str
-) -> None:
-    """The module is found in the working directory (no ``PYTHONPATH``), the factory
-    resolved and called before torch is needed; ``m.onnx`` there is not read."""
-    source, message = FACTORIES[case]
-    (tmp_path / "hostile_factory.py").write_text(source)
-    (tmp_path / "m.onnx").write_bytes(tiny_graph().SerializeToString())
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delitem(sys.modules, "hostile_factory", raising=False)
-    path = list(sys.path)
-    try:
-        code = cli.main(
-            ["import", "hostile_factory:build", "--input-shape", "8", "--out", "w.yaml"]
-        )
-    finally:
-        sys.modules.pop("hostile_factory", None)
-    assert (code, capsys.readouterr().err) == (
-        cli.EXIT_INPUT,
-        f"hostile_factory:build: {message}\n",
-    )
-    assert sys.path == path
-    assert not (tmp_path / "w.yaml").exists()
-
-
-@pytest.mark.torch
-def test_a_factory_in_the_working_directory_is_imported(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pytest.importorskip("torch")
-    source = "import torch\ndef build():\n    return torch.nn.Sequential(torch.nn.Linear(8, 4))\n"
-    (tmp_path / "tiny_factory.py").write_text(source)
-    monkeypatch.chdir(tmp_path)
-    args = ["import", "tiny_factory:build", "--input-shape", "8", "--out", "w.yaml"]
-    assert cli.main(args) == cli.EXIT_OK
-    assert "kind: linear, out_features: 4" in (tmp_path / "w.yaml").read_text()
