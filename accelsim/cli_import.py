@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         name=args.name or (factory and factory.rpartition(".")[2]),
         unsupported=args.unsupported,
         loss=args.loss,
-        out=out,
     )
     reads_back(result.text, result.workload)
     with staged_file(out, args.force) as path:
@@ -111,14 +111,44 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _source(model: str) -> Any:
-    """An ONNX path, or the module a ``package.module:factory`` builds."""
+    """An ONNX path, or the module a ``package.module:factory`` builds; what the
+    factory's own code raises is an input error at the factory spec."""
     if os.path.lexists(model) or not FACTORY.fullmatch(model):
         return Path(model)
+    factory = _factory(model)
+    try:
+        built = factory()
+    except (Exception, SystemExit) as exc:
+        raise WorkloadError.single(model, "", "calling the factory failed", _text(exc)) from None
+    if isinstance(built, str | bytes | os.PathLike):
+        message = "the factory returned a string or a path, not a torch.nn.Module"
+        raise WorkloadError.single(model, "", message, built)
+    return built
+
+
+def _factory(model: str) -> Any:
+    """The callable ``package.module:factory`` names, its module found in the working
+    directory first (as ``python -m`` finds it)."""
     module_name, _, attr = model.partition(":")
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
     try:
         factory: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             factory = getattr(factory, part)
     except (ImportError, AttributeError) as exc:
         raise WorkloadError.single(model, "", f"cannot load the factory: {exc}") from None
-    return factory()
+    except (Exception, SystemExit) as exc:
+        message = "importing the factory's module failed"
+        raise WorkloadError.single(model, "", message, _text(exc)) from None
+    finally:
+        sys.path.remove(cwd)
+    if not callable(factory):
+        message = "the factory is not callable"
+        raise WorkloadError.single(model, "", message, type(factory).__name__)
+    return factory
+
+
+def _text(exc: BaseException) -> str:
+    """An exception as a message shows it: its type, and its text when it has one."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

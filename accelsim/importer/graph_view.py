@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,14 @@ from accelsim.errors import WorkloadError
 
 @dataclass(frozen=True)
 class Node:
-    """One ONNX node: its position, name, op type, tensors and attributes."""
+    """One ONNX node: its position, name, op type, tensors and attributes.
+
+    Attributes:
+        op: The op type; qualified by its domain (``com.example.Relu``) outside the
+            standard one, so no handler takes it for a standard op.
+        captured: The tensors of the enclosing graph its subgraphs (an ``If``'s
+            branches, a ``Loop``'s body) read.
+    """
 
     index: int
     name: str
@@ -22,6 +30,7 @@ class Node:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     attrs: dict[str, Any]
+    captured: tuple[str, ...] = ()
 
     def attr(self, key: str, default: Any) -> Any:
         """An attribute's value (lists as lists, strings as bytes), or ``default``."""
@@ -38,10 +47,11 @@ class GraphView:
             Node(
                 i,
                 _scoped_name(n),
-                n.op_type,
+                n.op_type if n.domain in STANDARD_DOMAINS else f"{n.domain}.{n.op_type}",
                 tuple(n.input),
                 tuple(n.output),
                 {a.name: helper.get_attribute_value(a) for a in n.attribute},
+                tuple(sorted(_captured(n))),
             )
             for i, n in enumerate(graph.node)
         ]
@@ -93,9 +103,10 @@ class GraphView:
 
     @staticmethod
     def value_inputs(node: Node) -> tuple[str, ...]:
-        """The inputs whose values the node's output depends on: all, but for
-        ``CastLike`` only the first (the second lends its type)."""
-        return node.inputs[:1] if node.op == "CastLike" else node.inputs
+        """The inputs whose values the node's output depends on: all, and the tensors
+        its subgraphs read, but for ``CastLike`` only the first (the second lends its
+        type)."""
+        return node.inputs[:1] if node.op == "CastLike" else node.inputs + node.captured
 
     def is_parameter(self, node: Node, position: int) -> bool:
         """Whether ``node``'s input at ``position`` is a parameter (an initializer): a
@@ -167,6 +178,9 @@ class GraphView:
         )
 
 
+STANDARD_DOMAINS = ("", "ai.onnx")
+"""The standard ONNX operator domain's two spellings."""
+
 RESHAPED = frozenset({"Reshape", "Cast", "CastLike", "Identity", "Squeeze", "Unsqueeze"})
 """Ops that keep a constant's values (in order) and change its shape or type."""
 
@@ -183,6 +197,24 @@ def _scoped_name(node: onnx.NodeProto) -> str:
             scopes = [s.strip(" '") for s in prop.value.strip("[]").split(",")]
             return "/" + "/".join(s for s in scopes if s)
     return node.name
+
+
+def attribute_graphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    """The graphs an attribute holds (an ``If``'s branch, a ``Loop``'s body)."""
+    return [*attr.graphs, *([attr.g] if attr.HasField("g") else [])]
+
+
+def _captured(node: onnx.NodeProto) -> set[str]:
+    """The tensors of the enclosing graphs that ``node``'s subgraphs read."""
+    read: set[str] = set()
+    for attr in node.attribute:
+        for graph in attribute_graphs(attr):
+            made = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+            for inner in graph.node:
+                read.update(t for t in [*inner.input, *_captured(inner)] if t not in made)
+                made.update(inner.output)
+    read.discard("")
+    return read
 
 
 def _constant_value(node: Node) -> onnx.TensorProto | None:
@@ -202,9 +234,12 @@ def _constant_value(node: Node) -> onnx.TensorProto | None:
 
 
 def const_array(tensor: onnx.TensorProto) -> np.ndarray[Any, Any] | None:
-    """The values of a constant, or None when its data was stripped."""
+    """The values of a constant, or None when its data was stripped or is external
+    (never opened, wherever it points: only its shape is read)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return None
     fields = ("float_data", "int32_data", "int64_data", "double_data")
     has_data = bool(tensor.raw_data) or any(len(getattr(tensor, f)) for f in fields)
-    if not has_data and int(np.prod(tensor.dims)) != 0:
+    if not has_data and math.prod(tensor.dims) != 0:
         return None
     return numpy_helper.to_array(tensor)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from accelsim._version import __version__
 from accelsim.config.base import NAME_PATTERN
 from accelsim.config.files import display_path
-from accelsim.config.loader import validate_with_origins
-from accelsim.errors import WorkloadError
+from accelsim.config.validate import validate_data
+from accelsim.errors import Problem, WorkloadError
 from accelsim.importer.table_text import workload_text
 from accelsim.lowering.infer import infer_shapes
 from accelsim.workload.model import Workload
@@ -47,7 +48,6 @@ def import_model(
     name: str | None = None,
     unsupported: Unsupported = "error",
     loss: Loss = "cross_entropy",
-    out: Path | None = None,
 ) -> ImportResult:
     """Import a model as a layer table, validated as a hand-written one is.
 
@@ -62,7 +62,6 @@ def import_model(
         unsupported: ``error``: an op without a layer kind is an error naming its type
             and node; ``vector``: it becomes a generic vector layer, listed in the header.
         loss: ``cross_entropy`` appends the loss when the graph has none; ``none`` does not.
-        out: The workload file the table is for (the command writes ``text`` there).
 
     Raises:
         WorkloadError: for ops without a layer kind, unreadable graphs, and tables that
@@ -99,10 +98,37 @@ def import_model(
     top = _top(model_name, origin, table.input)
     text = workload_text(header, top, table.layers)
     data = {**top, "layers": table.layers}
-    file = str(out) if out is not None else label
-    workload, _ = validate_with_origins(Workload, data, file, [], WorkloadError)
-    infer_shapes(workload, file)
+    workload = _validated(data, table, label)
     return ImportResult(workload, text)
+
+
+def _validated(data: dict[str, Any], table: ImportedTable, file: str) -> Workload:
+    """The table validated as a workload file is, each problem blamed on the node of
+    the model ``file`` its layer comes from (or the graph's input)."""
+    try:
+        workload = validate_data(Workload, data, file, error=WorkloadError)
+        infer_shapes(workload, file)
+    except WorkloadError as exc:
+        raise WorkloadError([_blamed(p, table) for p in exc.problems]) from None
+    return workload
+
+
+LAYER_KEY = re.compile(r"layers\[(\d+)\](?:\.(.+))?")
+"""A key of the generated table's ``layers``: the row's index, the rest of the key."""
+
+
+def _blamed(problem: Problem, table: ImportedTable) -> Problem:
+    """``problem`` of the generated table at the place in the model it comes from."""
+    row = LAYER_KEY.fullmatch(problem.path)
+    if row is not None and int(row[1]) < len(table.sources):
+        index = int(row[1])
+        field = f"{row[2]}: " if row[2] else ""
+        message = f"its layer {table.layers[index]['name']}: {field}{problem.message}"
+        return Problem(problem.file, table.sources[index], message, problem.value)
+    if problem.path.split(".")[0] == "input":
+        message = f"as the workload's {problem.path}: {problem.message}"
+        return Problem(problem.file, "graph.input", message, problem.value)
+    return problem
 
 
 def onnx_table(path: Path) -> dict[str, Any]:

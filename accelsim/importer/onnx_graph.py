@@ -24,6 +24,7 @@ Shapes are per sample: the first dimension of every activation is the batch.
 from __future__ import annotations
 
 import gzip
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,16 @@ from accelsim.errors import Problem, WorkloadError
 from accelsim.importer.attention import AttentionMatch, match_attentions
 from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import FUNCTIONAL, LayerRows, scope_of
+from accelsim.importer.onnx_model import inline_constant_ifs, model_problems
 from accelsim.importer.onnx_ops import HANDLERS, VIEWS, embedding, is_embedding
+
+MAX_GZIP_BYTES = 256 * 2**20
+"""Most bytes a ``.onnx.gz`` file may decompress to (256 MiB): a graph without its
+weights is a few MiB, and reading stops here, so no small file can expand to
+gigabytes of memory."""
+
+MAX_INPUT_DIM = 2**31 - 1
+"""Largest ``input_shape`` dimension, as for every integer setting."""
 
 SHAPE_OPS = frozenset({"Shape", "Size"})
 """Ops whose output depends on a tensor's shape only, never on its values."""
@@ -50,26 +60,41 @@ class ImportedTable:
         layers: One mapping per layer, in order, as a workload file writes it.
         notes: What the import did that a reader should know: absorbed ops, generic
             vector layers, the loss it appended.
+        sources: Where in the model each layer comes from, as a key of the model
+            (``nodes[/layer1/conv1/Conv]``; ``graph.output`` for the loss appended
+            after it): a problem of the layer is blamed there.
     """
 
     input: dict[str, Any]
     layers: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
 
 
 def read_onnx(path: str, file: str) -> onnx.ModelProto:
     """Load an ONNX file (its external data, if any, is not needed: only shapes are);
-    a name ending in ``.gz`` (any letter case) is read through gzip.
+    a name ending in ``.gz`` (any letter case) is read through gzip, at most
+    :data:`MAX_GZIP_BYTES` of it.
 
     Raises:
         WorkloadError: naming ``file``, for a file that is no (gzipped) ONNX model.
     """
     try:
-        if path.lower().endswith(".gz"):
-            with gzip.open(path, "rb") as stream:
-                return onnx.load_from_string(stream.read())
-        return onnx.load(path, load_external_data=False)
-    except (OSError, EOFError, DecodeError) as exc:
+        if not path.lower().endswith(".gz"):
+            return onnx.load(path, load_external_data=False)
+        with gzip.open(path, "rb") as stream:
+            data = stream.read(MAX_GZIP_BYTES + 1)
+    except (OSError, EOFError, DecodeError, zlib.error) as exc:
+        raise WorkloadError.single(file, "", f"not a readable ONNX file: {exc}") from None
+    if len(data) > MAX_GZIP_BYTES:
+        message = (
+            f"decompresses to more than {MAX_GZIP_BYTES:,} bytes, the limit of a gzipped model"
+            " (only shapes are read: export it without weights, or decompress it)"
+        )
+        raise WorkloadError.single(file, "", message)
+    try:
+        return onnx.load_from_string(data)
+    except DecodeError as exc:
         raise WorkloadError.single(file, "", f"not a readable ONNX file: {exc}") from None
 
 
@@ -98,8 +123,13 @@ def table_from_onnx(
 
     Raises:
         WorkloadError: listing every op without a layer kind (naming its type and node),
-            and graphs this importer cannot read (several inputs, unknown shapes).
+            and graphs this importer cannot read (several inputs, unknown shapes, the
+            problems of :func:`~accelsim.importer.onnx_model.model_problems`).
     """
+    problems = model_problems(model, source)
+    if problems:
+        raise WorkloadError(problems)
+    inline_constant_ifs(model)
     view = GraphView(_with_shapes(model, source, input_shape), source)
     return _Converter(view, source, unsupported).convert(loss)
 
@@ -113,6 +143,9 @@ def _with_shapes(
         raise WorkloadError.single(source, "graph.input", "expected exactly one model input", names)
     dims = graph_inputs[0].type.tensor_type.shape.dim
     if input_shape is not None:
+        if not all(1 <= d <= MAX_INPUT_DIM for d in input_shape):
+            message = f"each dimension is 1 to {MAX_INPUT_DIM:,}"
+            raise WorkloadError.single("--input-shape", "", message, list(input_shape))
         if len(input_shape) != len(dims) - 1:
             raise WorkloadError.single(
                 source,
@@ -135,7 +168,10 @@ def _with_shapes(
             "the input has symbolic dimensions: give them with --input-shape",
             [d.dim_param or d.dim_value for d in dims],
         )
-    return shape_inference.infer_shapes(model, data_prop=True)
+    try:
+        return shape_inference.infer_shapes(model, data_prop=True)
+    except shape_inference.InferenceError as exc:
+        raise WorkloadError.single(source, "graph", f"shape inference failed: {exc}") from None
 
 
 def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -161,26 +197,17 @@ class _Converter:
         for match in match_attentions(self.view):
             rows.skip.update(match.absorbed)
             self.attentions[match.output_node] = match
+        sources: list[str] = []
         for node in self.view.nodes:
-            if node.index in rows.skip:
-                continue
-            if node.index in self.attentions:
-                self._attention(node, self.attentions[node.index])
-                continue
-            if is_embedding(self.view, node):
-                embedding(rows, node)
-                continue
-            acts = [t for t in self.view.value_inputs(node) if rows.is_activation(t)]
-            if not acts or node.op in SHAPE_OPS:
-                continue
-            handler = HANDLERS.get(node.op)
-            if handler is None or not handler(rows, node, acts):
-                self._unsupported(node, acts, known=handler is not None)
+            start = len(rows.layers)
+            self._node(node)
+            sources += [f"nodes[{node.name or node.index}]"] * (len(rows.layers) - start)
         if self.problems:
             raise WorkloadError(self.problems)
         if loss == "cross_entropy" and not any(x["kind"] == "cross_entropy" for x in rows.layers):
             rows.emit({"name": rows.unique("loss"), "kind": "cross_entropy"}, [])
             rows.notes.append("loss: cross_entropy appended after the graph's output")
+            sources.append("graph.output")
         for note, names in self.attention_notes.items():
             rows.notes.append(f"{note}: {', '.join(names)}")
         if self.vector_ops:
@@ -188,7 +215,25 @@ class _Converter:
                 "generic vector layers (an op per element; no layer kind of their own): "
                 + ", ".join(self.vector_ops)
             )
-        return ImportedTable(self.view.input_spec(), rows.layers, rows.notes)
+        return ImportedTable(self.view.input_spec(), rows.layers, rows.notes, sources)
+
+    def _node(self, node: Node) -> None:
+        """Write the layers of ``node`` (none for a constant, a view or an absorbed node)."""
+        rows = self.rows
+        if node.index in rows.skip:
+            return
+        if node.index in self.attentions:
+            self._attention(node, self.attentions[node.index])
+            return
+        if is_embedding(self.view, node):
+            embedding(rows, node)
+            return
+        acts = [t for t in self.view.value_inputs(node) if rows.is_activation(t)]
+        if not acts or node.op in SHAPE_OPS:
+            return
+        handler = HANDLERS.get(node.op)
+        if handler is None or not handler(rows, node, acts):
+            self._unsupported(node, acts, known=handler is not None)
 
     def _unsupported(self, node: Node, acts: list[str], known: bool) -> None:
         if self.unsupported != "vector":

@@ -44,7 +44,7 @@ ONLY_IN = {
     "numba": {"timing/numba_setup.py"},
     "simpy": {"timing/channel.py", "timing/engine.py"},
     "pandas": {"api.py"},
-    "onnx": {"importer/onnx_graph.py", "importer/graph_view.py"},
+    "onnx": {"importer/onnx_graph.py", "importer/graph_view.py", "importer/onnx_model.py"},
     "torch": {"importer/torch_source.py"},
     "matplotlib": {
         "report/figure.py",

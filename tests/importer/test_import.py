@@ -18,7 +18,6 @@ import pytest
 pytest.importorskip("onnx")
 
 import onnx
-from onnx import TensorProto, helper
 
 import accelsim
 from accelsim import cli
@@ -32,6 +31,7 @@ from accelsim.lowering.stats import model_stats
 from accelsim.lowering.step import lower
 from accelsim.workload import model as wm
 from tests.conftest import ROOT as REPO
+from tests.importer.tiny_graph import tiny_graph
 
 FIXTURES = REPO / "tests" / "fixtures" / "onnx"
 SUITE_MODELS = [
@@ -88,7 +88,7 @@ def test_resnet18_counts_by_hand() -> None:
 
 def test_imported_table_validates_like_a_hand_written_one(tmp_path: Path) -> None:
     out = tmp_path / "resnet18.yaml"
-    result = import_model(FIXTURES / "resnet18.onnx.gz", out=out)
+    result = import_model(FIXTURES / "resnet18.onnx.gz")
     out.write_text(result.text, encoding="utf-8")
     loaded, _ = load_model(out)
     assert loaded == result.workload
@@ -221,42 +221,12 @@ def test_gpt2_run_file_runs() -> None:
     assert summary["macs"]["fwd"] == 145_824_153_600
 
 
-def _tiny_graph(op: str, operands: tuple[float, ...] = ()) -> onnx.ModelProto:
-    """input 1x3x8x8 -> Conv 3->4 3x3 pad 1 (named conv) -> ``op`` of it and the
-    constant scalars ``operands`` (named odd) -> GlobalAveragePool -> Flatten -> Gemm 4->2."""
-    names = [f"k{i}" for i in range(len(operands))]
-    nodes = [
-        helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv", pads=[1, 1, 1, 1]),
-        helper.make_node(op, ["c", *names], ["s"], name="/odd/" + op),
-        helper.make_node("GlobalAveragePool", ["s"], ["p"], name="/pool/GlobalAveragePool"),
-        helper.make_node("Flatten", ["p"], ["f"], name="/Flatten"),
-        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="/fc/Gemm", transB=1),
-    ]
-    inits = [
-        helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.0] * 108),
-        helper.make_tensor("fw", TensorProto.FLOAT, [2, 4], [0.0] * 8),
-        helper.make_tensor("fb", TensorProto.FLOAT, [2], [0.0] * 2),
-        *(
-            helper.make_tensor(n, TensorProto.FLOAT, [], [v])
-            for n, v in zip(names, operands, strict=True)
-        ),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
-        inits,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-
-
 def test_clip_to_0_6_is_relu6_and_other_clips_are_errors(tmp_path: Path) -> None:
     path = tmp_path / "tiny.onnx"
-    onnx.save(_tiny_graph("Clip", (0.0, 6.0)), path)
+    onnx.save(tiny_graph("Clip", (0.0, 6.0)), path)
     odd = import_model(path).workload.layers[1]
     assert odd == wm.Activation(name="odd", kind="activation", function="relu6")
-    onnx.save(_tiny_graph("Clip", (-1.0, 1.0)), path)
+    onnx.save(tiny_graph("Clip", (-1.0, 1.0)), path)
     with pytest.raises(WorkloadError) as caught:
         import_model(path)
     assert [str(p) for p in caught.value.problems] == [
@@ -268,7 +238,7 @@ def test_clip_to_0_6_is_relu6_and_other_clips_are_errors(tmp_path: Path) -> None
 
 def test_an_op_without_a_layer_kind_is_an_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "tiny.onnx"
-    onnx.save(_tiny_graph("Sin"), path)
+    onnx.save(tiny_graph("Sin"), path)
     with pytest.raises(WorkloadError) as caught:
         import_model(path)
     assert [str(p) for p in caught.value.problems] == [
@@ -279,7 +249,7 @@ def test_an_op_without_a_layer_kind_is_an_error_naming_it(tmp_path: Path) -> Non
 
 def test_unsupported_vector_sizes_the_op_from_its_shapes(tmp_path: Path) -> None:
     path = tmp_path / "tiny.onnx"
-    onnx.save(_tiny_graph("Sin"), path)
+    onnx.save(tiny_graph("Sin"), path)
     result = import_model(path, unsupported="vector")
     odd = result.workload.layers[1]
     assert odd == wm.VectorLayer(name="odd", kind="vector", op="Sin", layout="chw", shape=[4, 8, 8])
