@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.hardware import Orientation, StreamBlocking
+from accelsim.config.hardware import Orientation
 from accelsim.mapping.arrays import split
 from accelsim.mapping.schedule import UnitSchedule, whole_use
 from accelsim.timing import backend
@@ -28,19 +29,20 @@ class ChipOptions:
     """What of the hardware, beyond each unit's arrays and buffers, shapes GEMM costs."""
 
     best_orientation: bool = False
-    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads
+    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads (or its default)
     op_overhead_cycles: int = 0
     memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
     gemm_output_ops: int = 0  # vector operations per GEMM output element
     vector_lanes: int = 1
 
     @classmethod
-    def of(cls, machine: Machine) -> ChipOptions:
-        """The options ``machine``'s hardware sets, with its processors' DRAM memory."""
+    def of(cls, machine: Machine, convention: Convention) -> ChipOptions:
+        """The options ``machine``'s hardware sets under the run's ``convention`` (which
+        picks the default stream blocking), with its processors' DRAM memory."""
         hw = machine.hardware
         return cls(
             best_orientation=hw.mapping.orientation is Orientation.BEST,
-            fewest_reads=hw.mapping.stream_blocking is StreamBlocking.FEWEST_READS,
+            fewest_reads=hw.mapping.blocks_for_fewest_reads(convention),
             op_overhead_cycles=hw.timing.op_overhead_cycles,
             memory=machine.dram[0],
             gemm_output_ops=hw.vector_unit.gemm_output_ops,

@@ -139,7 +139,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         timing.psums,
         timing.chunks_per_op,
         fold_overlap=timing.fold_overlap,
-        chip=ChipOptions.of(base.machine),
+        chip=ChipOptions.of(base.machine, timing.convention),
     )
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]
