@@ -31,7 +31,8 @@ from tests.timing.test_engine import costs, gemm, machine, vector
 
 def diamond() -> tuple[OpGraph, OpCosts]:
     """op0 (array, 10) feeds op1 (vector, 5 cycles, 2560 B read: 20) and op2 (array,
-    30); op3 (vector, 2) waits for both; op4 sends 3200 2-byte elements (6400 B) to processor 1 after op3."""
+    30); op3 (vector, 2) waits for both; op4 then sends 3200 2-byte elements (6400 B)
+    to processor 1."""
     send = TransferOp(4, "t4", "l", Phase.FWD, Stage.FORWARD, GRAD, 3200, 0, 1, (3,))
     graph = OpGraph(
         ops=(gemm(0), vector(1, 0), gemm(2, 0), vector(3, 1, 2), send), processor=(0,) * 5
