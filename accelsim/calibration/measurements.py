@@ -30,6 +30,9 @@ SIZE_CLASSES = (
 """Size classes (label, lowest size, size it stays below), in SCALE-Sim cycles."""
 MAX_DIM = 2**24
 """Largest GEMM dimension accepted (a lone GEMM past it overflows a step's counts)."""
+MAX_GEMMS = 10_000
+"""Most measured GEMMs (rows) a file holds: each distinct one is costed once, and the
+fit prices them all at every step of its search."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ def read_measurements(path: Path, dtype: str) -> Measurements:
     Raises:
         InputError: listing every malformed row (missing column, a dimension that is
             not a positive integer up to :data:`MAX_DIM`, a latency that is not a
-            positive finite number, another dtype), or an empty file.
+            positive finite number, another dtype), an empty file, or one of more
+            than :data:`MAX_GEMMS` rows.
     """
     name = display_path(path)
     text = read_text(path, InputError, name)
@@ -114,6 +118,10 @@ def read_measurements(path: Path, dtype: str) -> Measurements:
             )
         if len(dims) == 3 and math.isfinite(latency) and latency > 0:
             rows.append((dims[0], dims[1], dims[2], latency))
+    if len(rows) > MAX_GEMMS:
+        problems.append(
+            Problem(name, "", f"more than {MAX_GEMMS:,} measured GEMMs", f"{len(rows):,} rows")
+        )
     if problems:
         raise InputError(problems)
     if not rows:

@@ -114,18 +114,19 @@ def gemm_features(
 def _orientated(
     hw: HardwareSpec, dims: list[tuple[int, int, int]], fold_overlap: bool, psums: PsumPolicy
 ) -> Orientated:
-    columns: list[tuple[int, int, int, int, int]] = []
+    """Each GEMM of ``dims`` costed, each distinct one once."""
+    costed: dict[tuple[int, int, int], tuple[int, int, int, int, int]] = {}
     for m, n, k in dims:
-        c = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, None)
-        columns.append(
-            (
+        if (m, n, k) not in costed:
+            c = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, None)
+            costed[m, n, k] = (
                 int(c.compute_cycles[0]),
                 int(c.dram_read_bytes[0]),
                 int(c.dram_ofmap_write_bytes[0]),
                 int(c.prologue_bytes[0]),
                 int(c.epilogue_bytes[0]),
             )
-        )
+    columns = [costed[d] for d in dims]
     arrays = np.asarray(columns, np.float64).reshape(len(dims), 5).T
     return Orientated(*arrays)
 
@@ -213,9 +214,13 @@ def engine_us(
     psums: PsumPolicy = PsumPolicy.CHUNK,
 ) -> np.ndarray:
     """Each GEMM's latency as ``accelsim layer`` gives it on ``hw`` (its costs and the
-    engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us."""
-    out = []
-    for m, n, k in zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True):
-        costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
-        out.append(single_op_cycles(costs, machine_of(hw)) / hw.clock_mhz)
-    return np.asarray(out)
+    engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us; each
+    distinct GEMM simulated once."""
+    machine = machine_of(hw)
+    timed: dict[tuple[int, int, int], float] = {}
+    dims = list(zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True))
+    for m, n, k in dims:
+        if (m, n, k) not in timed:
+            costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
+            timed[m, n, k] = single_op_cycles(costs, machine) / hw.clock_mhz
+    return np.asarray([timed[d] for d in dims])
