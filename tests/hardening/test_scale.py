@@ -5,6 +5,8 @@ costs each distinct GEMM once, and a topology layer name or row that ``layer`` a
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import time
 from pathlib import Path
@@ -17,8 +19,15 @@ from accelsim.calibration import measurements, model
 from accelsim.calibration.measurements import Measurements, read_measurements
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.loader import load_hardware
+from accelsim.config.overrides import Override
 from accelsim.driver import layer
+from accelsim.driver.inputs import RunInputs, load_inputs
+from accelsim.driver.run import simulate_graph, simulate_run
 from accelsim.errors import InputError, WorkloadError
+from accelsim.graph.links import wait_for
+from accelsim.graph.ops import OpGraph, Phase, replaced
+from accelsim.lowering.step import backward_sinks, lower
+from accelsim.mapping import placement
 from accelsim.workload import topology
 from accelsim.workload.topology import read_topology
 from tests.conftest import ROOT
@@ -208,3 +217,91 @@ def test_a_measurements_file_of_more_gemms_than_the_cap_is_refused(
     assert [str(p) for p in caught.value.problems] == [
         f"{path}: more than 2 measured GEMMs (got '3 rows')"
     ]
+
+
+MLP_RUN = ROOT / "configs" / "runs" / "mlp.yaml"
+
+
+def chain_inputs(tmp_path: Path, rows: int, *sets: tuple[str, object]) -> RunInputs:
+    """The MLP run on a topology of ``rows`` equal GEMM rows, each reading the last."""
+    path = tmp_path / f"chain{rows}.csv"
+    rows_text = "".join(f"l{i}, 4, 8, 8,\n" for i in range(rows))
+    path.write_text(f"Layer, M, N, K,\n{rows_text}", encoding="utf-8")
+    overrides = [
+        Override(key, value, "--set", key) for key, value in (("workload", str(path)), *sets)
+    ]
+    return load_inputs(MLP_RUN, overrides)
+
+
+def placed_step(inputs: RunInputs) -> tuple[OpGraph, tuple[int, ...]]:
+    """The run's step placed on one processor with its updates, and the ops that end
+    its backward pass."""
+    run = inputs.run
+    step = lower(inputs.infos, inputs.workload, run.batch_size, inputs.hardware.word_bytes,
+                 run.lowering.strided_dx)  # fmt: skip
+    return placement.single(step, run.optimizer, inputs.hardware.word_bytes), backward_sinks(step)
+
+
+@pytest.mark.parametrize("rows", [1_000, 20_000])
+def test_each_update_of_a_chain_waits_for_one_earlier_update_not_the_whole_backward_pass(
+    tmp_path: Path, rows: int
+) -> None:
+    graph, sinks = placed_step(chain_inputs(tmp_path, rows))
+    updates = [op for op in graph.ops if op.phase is Phase.UPDATE]
+    # the backward pass ends at every row's dW GEMM; the first update waits for all
+    # of them, each later one for the update before it and its own dW
+    assert len(sinks) == len(updates) == rows
+    assert updates[0].deps == sinks
+    for before, update in itertools.pairwise(updates):
+        (dw,) = (d for group in update.sources for d in group)
+        assert update.after == update.deps == (dw, before.op_id)
+    # so the graph grows linearly: ops forward n + 1 (the loss), input gradients n
+    # (the loss's, then every row's but the first), dW n, updates n; dependencies
+    # n, n, 2 n - 1 (the first row reads the workload's input) and n + 2 (n - 1)
+    assert len(graph.ops) == 4 * rows + 1
+    assert sum(len(op.deps) for op in graph.ops) == 7 * rows - 3
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        (("optimizer", {"kind": "momentum", "clip_global_norm": 1.0}),),
+        (("optimizer", {"kind": "adam", "master_weights": "fp32"}), ("batch_size", 3)),
+    ],
+)
+@pytest.mark.parametrize("engine", ["simpy", "compiled"])
+def test_updates_after_one_update_run_when_they_would_after_the_whole_backward_pass(
+    tmp_path: Path, sets: tuple[tuple[str, object], ...], engine: str
+) -> None:
+    inputs = chain_inputs(tmp_path, 12, ("timing.engine", engine), *sets)
+    graph, sinks = placed_step(inputs)
+    updates = [op.op_id for op in graph.ops if op.phase is Phase.UPDATE]
+    barrier = wait_for(graph, {u: sinks for u in updates})  # every update after every sink
+    assert sum(map(len, (op.deps for op in barrier.ops))) > sum(
+        map(len, (op.deps for op in graph.ops))
+    )
+    chained, full = (simulate_graph(inputs, g).trace for g in (graph, barrier))
+    assert chained.start_cycle.tolist() == full.start_cycle.tolist()
+    assert chained.end_cycle.tolist() == full.end_cycle.tolist()
+    assert chained.events == full.events
+    # an update that waited for its own gradient alone would start earlier
+    alone = replaced_deps(graph, updates)
+    early = simulate_graph(inputs, alone).trace
+    assert early.start_cycle[updates[-1]] < full.start_cycle[updates[-1]]
+
+
+def replaced_deps(graph: OpGraph, updates: list[int]) -> OpGraph:
+    """``graph`` with each update waiting only for the ops making what it reads."""
+    ops = list(graph.ops)
+    for u in updates:
+        made = tuple(sorted({d for group in ops[u].sources for d in group}))
+        ops[u] = replaced(ops[u], deps=made, after=())
+    return dataclasses.replace(graph, ops=tuple(ops))
+
+
+@pytest.mark.slow
+def test_a_run_of_a_100000_row_chain_finishes(tmp_path: Path) -> None:
+    inputs = chain_inputs(tmp_path, topology.MAX_ROWS)
+    result = simulate_run(inputs)
+    assert len(result.graph.ops) == 4 * topology.MAX_ROWS + 1
