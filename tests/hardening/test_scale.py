@@ -1,7 +1,9 @@
 """Regression tests of input sizes: a topology's rows and a measurements file's GEMMs
 are capped (refused at the first row past the cap, in seconds), what is accepted
-costs each distinct GEMM once, and a topology layer name or row that ``layer`` and
-``run`` would refuse is refused when the file is read, by ``check`` too."""
+costs each distinct GEMM once, a topology layer name or row that ``layer`` and
+``run`` would refuse is refused when the file is read, by ``check`` too, and a step
+graph grows linearly with its layers, its updates timed as if each waited for the
+whole backward pass."""
 
 from __future__ import annotations
 
@@ -31,15 +33,10 @@ from accelsim.mapping import placement
 from accelsim.workload import topology
 from accelsim.workload.topology import read_topology
 from tests.conftest import ROOT
+from tests.hardening.test_hardening import run_cli
 
 HARDWARE = ROOT / "configs" / "hardware" / "default.yaml"
 TPU = ROOT / "configs" / "hardware" / "tpu_v6e.yaml"
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def problems_of(path: Path) -> list[str]:
@@ -126,7 +123,7 @@ def test_a_topology_of_more_rows_than_the_cap_is_refused_at_the_row_past_it(
     path = tmp_path / "t.csv"
     rows = "".join(f"l{i}, 8, 8, 8,\n" for i in range(3))
     path.write_text(f"Layer, M, N, K,\n{rows}", encoding="utf-8")
-    assert [layer.name for layer in read_topology(path)] == ["l0", "l1", "l2"]
+    assert [row.name for row in read_topology(path)] == ["l0", "l1", "l2"]
     path.write_text(f"Layer, M, N, K,\n# a comment\n{rows}\nl3, 8, 8, 8,\nbad\n", "utf-8")
     # the row past the cap is reported, and nothing after it is read
     assert problems_of(path) == [f"{path}: row 7: more than 3 layer rows (got 'l3, 8, 8, 8,')"]
