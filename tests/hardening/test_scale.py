@@ -18,6 +18,7 @@ import pytest
 
 from accelsim import cli
 from accelsim.calibration import measurements, model
+from accelsim.calibration.fit import check_folds
 from accelsim.calibration.measurements import Measurements, read_measurements
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.loader import load_hardware
@@ -302,3 +303,18 @@ def test_a_run_of_a_100000_row_chain_finishes(tmp_path: Path) -> None:
     inputs = chain_inputs(tmp_path, topology.MAX_ROWS)
     result = simulate_run(inputs)
     assert len(result.graph.ops) == 4 * topology.MAX_ROWS + 1
+
+
+@pytest.mark.parametrize(
+    ("gemm_rows", "folds", "problem"),
+    [
+        (25, 21, "must be 2 to 20 (each fold is one more fit) (got 21)"),
+        (25, 1, "must be 2 to 20 (each fold is one more fit) (got 1)"),
+        (12, 13, "must be 2 to the 12 GEMMs measured (got 13)"),
+    ],
+)
+def test_a_cross_validation_has_at_most_20_folds(gemm_rows: int, folds: int, problem: str) -> None:
+    with pytest.raises(InputError) as caught:
+        check_folds(folds, gemms([(8, 8, 8)] * gemm_rows), "calibrate")
+    assert [str(p) for p in caught.value.problems] == [f"calibrate: --folds: {problem}"]
+    check_folds(min(20, gemm_rows), gemms([(8, 8, 8)] * gemm_rows), "calibrate")
