@@ -3,6 +3,7 @@ against the engine, identical MACs, update order, residency, errors, composition
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -292,7 +293,11 @@ def test_clipping_costs_a_pass_over_the_gradients(tmp_path: Path) -> None:
     norm = by_name(result.base, "grad_norm")
     assert norm.elements == 2 * 256 * 512 + 256 * 10 + BIASES
     updates = [op for op in result.base.graph.ops if op.name.endswith(".update")]
-    assert all(norm.op_id in op.after and op.ops_per_element == 3 for op in updates)
+    assert all(op.ops_per_element == 3 for op in updates)
+    # every update waits for the norm: the first directly, each later one through the
+    # update before it (lowering/optimizer.add_updates)
+    assert norm.op_id in updates[0].after
+    assert all(b.op_id in a.after for b, a in itertools.pairwise(updates))
 
 
 def test_composes_with_skipping_adagp_and_pipedream(tmp_path: Path) -> None:
