@@ -62,6 +62,11 @@ DEFAULTS: dict[str, Origin] = {
 }
 """Where each setting's default comes from (``../shared/techniques.md`` section 2)."""
 
+CURVE_KEYS = frozenset({"schedule.floor", "schedule.decay_epochs"})
+"""The synthetic error curve's parameters: our choice whichever file sets them."""
+
+CURVE_SET = "our synthetic error curve's parameter, set in the run file: our choice, not measured"
+
 
 class Placement(str, Enum):
     DEDICATED = "dedicated"

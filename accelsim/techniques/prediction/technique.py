@@ -49,7 +49,7 @@ from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import GemmOp, OpGraph
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
-from accelsim.report.training import Source
+from accelsim.report.training import Input, Source, StepCost
 from accelsim.techniques.base import (
     GraphRewriter,
     KindDefiner,
@@ -61,6 +61,8 @@ from accelsim.techniques.base import (
 )
 from accelsim.techniques.plan import read_trace, synthetic_decay
 from accelsim.techniques.prediction.config import (
+    CURVE_KEYS,
+    CURVE_SET,
     DEFAULTS,
     NAME,
     PREDICTOR,
@@ -78,6 +80,7 @@ from accelsim.techniques.prediction.predictor import (
     predictor_layer_cost,
 )
 from accelsim.techniques.prediction.rewrite import PredictorRewrite
+from accelsim.techniques.prediction.shares import share_range
 from accelsim.techniques.provenance import Origin, inputs
 from accelsim.units import kib_to_bytes
 
@@ -182,11 +185,14 @@ class GradientPrediction(
             "bp": _predictor_use(bp, self.name, placement, base.total_cycles),
             "gp": _predictor_use(gp, self.name, placement),
         }
+        by_share, range_lines = share_range(StepCost.of(base), bp.cost, gp.cost)
         details = {
             "policy": self.config.schedule.policy.value,
             "placement": placement.value,
             "gp_fraction": sum(fractions) / plan.epochs,
             "gp_fraction_by_epoch": fractions,
+            "error_signal": self._signal(),
+            **by_share,
             "predictor": {
                 "storage": self.storage(base.graph, ctx.hardware).report(),
                 **use,
@@ -200,7 +206,12 @@ class GradientPrediction(
             },
         }
         lines = (
-            ("GP share", f"{details['gp_fraction']:.3f} of the steps ({details['policy']})"),
+            (
+                "GP share",
+                f"{details['gp_fraction']:.3f} of the steps ({details['policy']};"
+                f" decided by {details['error_signal']})",
+            ),
+            *range_lines,
             (
                 "predictor on BP",
                 f"{use['bp']['overhead_fraction'] * 100:+.1f} % cycles over the baseline step,"
@@ -212,18 +223,35 @@ class GradientPrediction(
             details,
             lines,
             notes,
-            inputs=inputs(
-                self.config,
-                self.defaults(),
-                traces=("schedule.error_trace",),
-                constants={
-                    "predictor_loss_ops": (
-                        MSE_OPS,
-                        (Source.REIMPLEMENTATION, REIMPL + ": MSE"),
-                    ),
-                    "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, REIMPL)),
-                },
-            ),
+            inputs=self._inputs(),
+        )
+
+    def _signal(self) -> str:
+        """What decided the GP share of each epoch: a trace, or our curve."""
+        schedule = self.config.schedule
+        if schedule.policy is Policy.FIXED:
+            return "the fixed gp_fraction"
+        if schedule.error_trace is not None:
+            return f"the measured predictor-error trace {schedule.error_trace}"
+        return "our synthetic predictor-error curve"
+
+    def _inputs(self) -> tuple[Input, ...]:
+        """The provenance of every input; the synthetic curve's parameters are our choice
+        whichever file sets them (nothing measured them)."""
+        found = inputs(
+            self.config,
+            self.defaults(),
+            traces=("schedule.error_trace",),
+            constants={
+                "predictor_loss_ops": (MSE_OPS, (Source.REIMPLEMENTATION, REIMPL + ": MSE")),
+                "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, REIMPL)),
+            },
+        )
+        return tuple(
+            Input(i.key, i.value, Source.OURS, CURVE_SET)
+            if i.key in CURVE_KEYS and i.source is Source.RUN
+            else i
+            for i in found
         )
 
     def _errors(self, run_file: Path, epochs: int) -> list[float]:
