@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 from accelsim.config.hardware import ArraySpec, HardwareSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import GemmOp, OpGraph
+from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import Input, Source, StepCost
@@ -59,7 +60,7 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
-from accelsim.techniques.plan import read_trace, synthetic_decay
+from accelsim.techniques.plan import measured_errors, read_trace, synthetic_decay
 from accelsim.techniques.prediction.config import (
     CURVE_KEYS,
     CURVE_SET,
@@ -67,6 +68,7 @@ from accelsim.techniques.prediction.config import (
     NAME,
     PREDICTOR,
     REIMPL,
+    ErrorSignal,
     GradientPredictionConfig,
     Placement,
     Policy,
@@ -81,7 +83,7 @@ from accelsim.techniques.prediction.predictor import (
 )
 from accelsim.techniques.prediction.rewrite import PredictorRewrite
 from accelsim.techniques.prediction.shares import share_range
-from accelsim.techniques.provenance import Origin, inputs
+from accelsim.techniques.provenance import Origin, bundled_trace_inputs, inputs
 from accelsim.units import kib_to_bytes
 
 
@@ -118,7 +120,7 @@ class GradientPrediction(
                 if kib_to_bytes(getattr(a, key)) < need
             ]
         try:
-            self._errors(load.run_file, load.run.training.epochs)
+            self._errors(load.run_file, load.run.training.epochs, load.infos)
         except ConfigError as exc:
             problems += exc.problems
         return problems
@@ -158,7 +160,7 @@ class GradientPrediction(
 
     def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
         """Per epoch, the GP share the schedule gives (BP the rest)."""
-        errors = self._errors(ctx.run_file, ctx.run.training.epochs)
+        errors = self._errors(ctx.run_file, ctx.run.training.epochs, ctx.infos)
         fractions = gp_fractions(self.config.schedule, ctx.run.training.epochs, errors)
         return [{"bp": 1 - g, "gp": g} for g in fractions]
 
@@ -233,6 +235,8 @@ class GradientPrediction(
             return "the fixed gp_fraction"
         if schedule.error_trace is not None:
             return f"the measured predictor-error trace {schedule.error_trace}"
+        if schedule.errors is ErrorSignal.MEASURED:
+            return "the bundled measured predictor-error trace of a digits model"
         return "our synthetic predictor-error curve"
 
     def _inputs(self) -> tuple[Input, ...]:
@@ -247,15 +251,18 @@ class GradientPrediction(
                 "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, REIMPL)),
             },
         )
-        return tuple(
+        ours = tuple(
             Input(i.key, i.value, Source.OURS, CURVE_SET)
             if i.key in CURVE_KEYS and i.source is Source.RUN
             else i
             for i in found
         )
+        return bundled_trace_inputs(ours, "schedule.errors")
 
-    def _errors(self, run_file: Path, epochs: int) -> list[float]:
+    def _errors(self, run_file: Path, epochs: int, infos: Sequence[LayerInfo]) -> list[float]:
         schedule = self.config.schedule
+        if schedule.error_trace is None and schedule.errors is ErrorSignal.MEASURED:
+            return measured_errors([info.layer.kind for info in infos], epochs)[1]
         if schedule.error_trace is None:
             return synthetic_decay(schedule.floor, schedule.decay_epochs, epochs)
         return read_trace(

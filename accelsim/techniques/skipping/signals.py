@@ -25,22 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from accelsim.lowering.shapes import LayerInfo
-from accelsim.resources import data_dir
-from accelsim.techniques.plan import read_csv
-
-CONV_KINDS = frozenset({"conv2d", "conv_transpose2d"})
-"""Layer kinds that take a trace's convolutions."""
-
-
-def trace_path(model: str) -> Path:
-    """The bundled weight-statistic trace of ``model`` (``mlp`` or ``cnn``)."""
-    return data_dir() / "traces" / f"digits_{model}.weights.csv"
-
-
-def trace_model(kinds: Sequence[str]) -> str:
-    """The bundled model whose trace layers of these kinds take: the CNN's when any
-    is a convolution."""
-    return "cnn" if any(k in CONV_KINDS for k in kinds) else "mlp"
+from accelsim.techniques.plan import CONV_KINDS, bundled_trace, read_csv, trace_epochs
 
 
 def read_trace(path: Path) -> dict[str, tuple[str, np.ndarray]]:
@@ -75,8 +60,8 @@ def measured_statistics(
         layer the trace layer it takes them from.
     """
     kind_of = {info.layer.name: info.layer.kind for info in infos}
-    model = trace_model([kind_of[layer] for layer in layers])
-    trace = read_trace(trace_path(model))
+    model, path = bundled_trace([kind_of[layer] for layer in layers], "weights")
+    trace = read_trace(path)
 
     def family(kind: str) -> str:
         return "conv" if kind in CONV_KINDS else "linear"
@@ -92,7 +77,7 @@ def measured_statistics(
             index = round(i * (len(theirs) - 1) / max(len(ours) - 1, 1))
             name = theirs[index]
             values = trace[name][1]
-            picked = values[:, [e * values.shape[1] // epochs for e in range(epochs)]]
+            picked = values[:, trace_epochs(epochs, values.shape[1])]
             n = groups[layer]
             if n == 1:
                 stats[layer] = picked.mean(axis=0, keepdims=True)

@@ -65,7 +65,7 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
-from accelsim.techniques.provenance import Origin, inputs
+from accelsim.techniques.provenance import Origin, bundled_trace_inputs, inputs
 from accelsim.techniques.skipping.config import (
     DEFAULTS,
     NAME,
@@ -188,7 +188,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
         rng = np.random.default_rng(ctx.run.seed)
         if cfg.update_trace is None and cfg.statistics is Statistics.MEASURED:
             model, per_group, _ = measured_statistics(ctx.infos, layers, groups, epochs)
-            self._decided_by = f"measured: the bundled digits_{model} trace"
+            self._decided_by = f"measured: the bundled {model} trace"
         else:
             stats = self.statistics(ctx.run_file, layers, epochs)
             per_group = group_statistics(stats, groups, cfg.group_spread, rng)
@@ -360,14 +360,20 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
             self.name,
             details,
             tuple(lines),
-            inputs=inputs(
-                self.config,
-                self.defaults(),
-                traces=("update_trace",),
-                constants={
-                    "monitor_ops_per_element": (MONITOR_OPS_PER_ELEMENT, (Source.OURS, OUR_MODEL)),
-                    "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, OUR_MODEL)),
-                },
+            inputs=bundled_trace_inputs(
+                inputs(
+                    self.config,
+                    self.defaults(),
+                    traces=("update_trace",),
+                    constants={
+                        "monitor_ops_per_element": (
+                            MONITOR_OPS_PER_ELEMENT,
+                            (Source.OURS, OUR_MODEL),
+                        ),
+                        "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, OUR_MODEL)),
+                    },
+                ),
+                "statistics",
             ),
         )
 

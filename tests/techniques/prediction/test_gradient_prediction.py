@@ -14,6 +14,7 @@ from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase
 from accelsim.report.result import RunResult
 from accelsim.report.training import StepCost, TrainingResult
+from accelsim.techniques.plan import measured_errors
 from accelsim.techniques.prediction.config import Policy, ScheduleSpec
 from accelsim.techniques.prediction.shares import share_for
 from accelsim.techniques.prediction.technique import gp_fractions
@@ -305,3 +306,27 @@ def test_share_for_the_papers_speedup_by_hand() -> None:
     g = share_for(cost(42_933_708), cost(58_744_684), cost(18_139_974), 1.47)
     assert g == pytest.approx(0.727455, abs=1e-6)
     assert share_for(cost(100), cost(100), cost(100), 1.47) is None
+
+
+def test_measured_errors_take_the_bundled_trace_by_training_progress(tmp_path: Path) -> None:
+    path = ROOT / "accelsim" / "data" / "traces" / "digits_mlp.predictor.csv"
+    rows = [line.split(",") for line in path.read_text(encoding="utf-8").split()[1:]]
+    by_epoch: dict[int, list[float]] = {}
+    for _, epoch, error in rows:
+        by_epoch.setdefault(int(epoch), []).append(float(error))
+    # 60 run epochs on 30 measured ones: run epoch e takes epoch e // 2, mean of 3 layers
+    model, errors = measured_errors(["linear"], 60)
+    assert model == "digits_mlp" and len(errors) == 60
+    assert errors[7] == pytest.approx(sum(by_epoch[3]) / 3)
+    # every measured error is far above the 0.2 threshold: after the 5 warm-up epochs
+    # the adaptive share starts at 0.5 and falls by 0.1 an epoch to 0
+    assert min(errors) > 0.2
+    t = train(run_file(tmp_path, workload="mlp", schedule={"errors": "measured"})).training
+    assert t is not None
+    details = t.sections[NAME].details
+    assert details["gp_fraction_by_epoch"] == pytest.approx(
+        [0.0] * 5 + [0.5, 0.4, 0.3, 0.2, 0.1] + [0.0] * 10
+    )
+    assert details["error_signal"] == "the bundled measured predictor-error trace of a digits model"
+    sources = {i.key: i.source.value for i in t.sections[NAME].inputs}
+    assert sources["schedule.errors"] == "trace"

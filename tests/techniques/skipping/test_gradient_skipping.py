@@ -18,6 +18,7 @@ from accelsim.graph.ops import CommOp, GemmOp, Phase, VectorOp
 from accelsim.lowering.infer import load_model
 from accelsim.report.result import RunResult
 from accelsim.report.training import TrainingResult
+from accelsim.techniques.plan import bundled_trace
 from accelsim.techniques.skipping.schedule import (
     RECHECK,
     group_statistics,
@@ -25,7 +26,7 @@ from accelsim.techniques.skipping.schedule import (
     schedule,
     synthetic_statistics,
 )
-from accelsim.techniques.skipping.signals import measured_statistics, read_trace, trace_path
+from accelsim.techniques.skipping.signals import measured_statistics, read_trace
 from tests.conftest import ROOT
 
 GS = "gradient_skipping"
@@ -400,8 +401,8 @@ def test_measured_statistics_map_by_kind_depth_group_and_epoch() -> None:
     infos = load_model(ROOT / "workloads" / "mlp.yaml")[1]
     layers = ["fc1", "fc2", "fc3"]
     model, stats, source = measured_statistics(infos, layers, {"fc1": 128, "fc2": 2, "fc3": 1}, 60)
-    assert model == "mlp" and source == {"fc1": "fc1", "fc2": "fc2", "fc3": "fc3"}
-    trace = read_trace(trace_path("mlp"))
+    assert model == "digits_mlp" and source == {"fc1": "fc1", "fc2": "fc2", "fc3": "fc3"}
+    trace = read_trace(bundled_trace(["linear"], "weights")[1])
     fc1, fc2, fc3 = (trace[n][1] for n in layers)
     # 128 groups on 64: group j takes trace group j // 2; epoch e of 60 takes e // 2
     assert stats["fc1"].shape == (128, 60)
