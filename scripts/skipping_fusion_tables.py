@@ -5,9 +5,10 @@
 
 Set-up: ``configs/runs/default.yaml`` (default accelerator, batch 32) with the
 workload replaced by each of four models.  Skipping: momentum, 90 epochs, the
-monitor's decisions on our synthetic per-layer statistics with each grouping, plus
-a fixed skip fraction of 0.5; then the speedup (and the share of groups skipped)
-against the monitor's threshold.
+closed-loop monitor's decisions on the bundled measured statistics with each
+grouping and on our synthetic curve (filter groups), plus a fixed skip fraction of
+0.5; then the speedup (and the share of groups skipped) against the monitor's
+threshold.
 Fusion: SGD, momentum and Adam, each fused mode against the unfused step, with the
 parameters' DRAM bytes per parameter simulated and derived; then fp32 master weights.
 Prints Markdown tables.
@@ -49,6 +50,7 @@ def skipping() -> None:
             "grouping: filter",
             "grouping: row",
             "grouping: layer",
+            "grouping: filter, statistics: synthetic",
             "skip_fraction: 0.5",
         ):
             t = train(
@@ -56,7 +58,8 @@ def skipping() -> None:
                 "run.training={epochs: 90, batches_per_epoch: 1000}",
                 f"run.techniques={{gradient_skipping: {{{section}}}}}",
             )
-            label = section.replace("grouping: ", "") if "grouping" in section else "fixed 0.5"
+            label = section.replace("grouping: ", "").replace(", statistics: ", ", ")
+            label = label if "grouping" in section else "fixed 0.5"
             print(
                 f"| {model} | {label} | {t['skip_fraction']:.2f} | {t['speedup']:.2f}x"
                 f" ({t['speedup_bound']:.2f}x) | {t['energy_reduction'] * 100:.1f} %"

@@ -104,7 +104,7 @@ def test_provenance_table_lists_every_setting_with_its_source() -> None:
         "| `weight_tiles` | `dx` | ours | our choice: the weight tile dX loaded serves the update (the audit's tile-fused count); dram is the other |",
     ]
     rows = provenance_reference("gradient_prediction").splitlines()[2:]
-    assert len(rows) == 23
+    assert len(rows) == 24
     assert "| `schedule.policy` | `adaptive` | paper |" in "\n".join(rows)
 
 
