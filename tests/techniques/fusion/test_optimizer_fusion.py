@@ -245,6 +245,31 @@ def test_simulated_parameter_traffic_agrees_with_the_derivation(
     assert report.speedup <= report.speedup_bound
 
 
+def test_fusion_bound_knows_the_forward_pass_comes_first() -> None:
+    """AlexNet, momentum, batch 32, backward fusion: the whole step's bytes over the
+    bandwidth allow 1.601x; the forward pass as simulated (its updates cannot overlap
+    it), then the bytes of the rest over the bandwidth allow 1.410x."""
+    sets = [
+        "run.workload=workloads/alexnet.yaml",
+        "run.optimizer={kind: momentum}",
+        "run.techniques={optimizer_fusion: {mode: backward}}",
+    ]
+    result = train(ROOT / "configs/runs/default.yaml", *sets)
+    report = result.training
+    assert report is not None
+    (kind,) = report.sections["optimizer_fusion"].details["by_kind"].values()
+    base, step = result.base, result.steps["optimizer_fusion"]
+    parts = step.ordered_cycle_bounds()
+    forward = parts.before_end_cycles
+    # the forward pass is the baseline's, op for op
+    assert forward == base.ordered_cycle_bounds().before_end_cycles
+    assert kind["speedup_bound"] == base.total_cycles / (forward + parts.after["dram"])
+    assert kind["binding_bound"] == "forward pass as simulated, then dram"
+    assert report.speedup_bound == pytest.approx(1.601, abs=5e-4)
+    assert kind["speedup_bound"] == pytest.approx(1.410, abs=5e-4)
+    assert kind["speedup"] == pytest.approx(1.212, abs=5e-4)
+
+
 @pytest.mark.parametrize(
     ("techniques", "optimizer", "message"),
     [
