@@ -13,14 +13,26 @@ from accelsim.report.result import RunResult
 from accelsim.techniques.base import SimulatedStep
 from accelsim.techniques.fusion.config import FusionMode
 from accelsim.techniques.fusion.loop_order import LayerOrder, LoopOrder
-from accelsim.techniques.fusion.traffic import derived_traffic, parameter_dram_bytes
+from accelsim.techniques.fusion.traffic import (
+    DerivedTraffic,
+    derived_traffic,
+    exposed_update_cycles,
+    parameter_dram_bytes,
+)
+from accelsim.timing.memory import traffic_bound
 
 
 def kind_figures(
-    base: RunResult, step: SimulatedStep, mode: FusionMode, optimizer: OptimizerSpec, at: str
+    base: RunResult,
+    step: SimulatedStep,
+    mode: FusionMode,
+    optimizer: OptimizerSpec,
+    at: str,
+    alone: bool,
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """A step kind's figures (``by_kind``'s entry) and the lines ``accelsim run`` prints
-    of it (labels ending in ``at``)."""
+    of it (labels ending in ``at``); with the hand band (:func:`hand_band`) when fusion
+    is the run's only technique (``alone``)."""
     params = sum(p.update_elements for p in base.graph.parameters)
     derived = derived_traffic(base, step.result, mode, optimizer)
     # a whole pipeline's graph holds several steps: per step, as its cost is;
@@ -32,6 +44,7 @@ def kind_figures(
     speedup = base.total_cycles / max(step.cost.cycles, 1)
     bound_cycles, binding = phase_ordered_bound(step)
     bound = base.total_cycles / max(bound_cycles, 1)
+    band = hand_band(base, derived, mode, bound) if alone else None
     figures = {
         "cycles_saved_fraction": 1 - step.cost.cycles / base.total_cycles,
         "energy_saved_fraction": 1 - step.cost.energy_pj / base.energy.total_pj,
@@ -46,11 +59,13 @@ def kind_figures(
         "derived_weight_pass_bytes": derived.weight_pass_bytes * per_step,
         "gradient_in_dram_share": in_dram,
         "weight_in_dram_share": derived.weight_in_dram / updated,
+        "hand_band": list(band) if band else None,
     }
+    within = f"hand band {band[0]:.3f}-{band[1]:.3f} x; " if band else ""
     lines = [
         (
             f"fused step{at}",
-            f"{speedup:.3f} x the baseline step (at most {bound:.3f} x: {binding} bound)",
+            f"{speedup:.3f} x the baseline step ({within}at most {bound:.3f} x: {binding} bound)",
         ),
         (
             f"parameter traffic{at}",
@@ -62,6 +77,38 @@ def kind_figures(
         ),
     ]
     return figures, lines
+
+
+def hand_band(
+    base: RunResult, derived: DerivedTraffic, mode: FusionMode, bound: float
+) -> tuple[float, float]:
+    """The speedup a hand count expects of fusing the baseline step ``base``, from its
+    exposed update ``U`` (:func:`~accelsim.techniques.fusion.traffic.exposed_update_cycles`:
+    the cycles only updates run in), its cycles ``T``, and the bytes fusion removes
+    (``derived``: per element whose gradient stays on chip, the gradient's write by
+    ``dW`` and its read by the update; per element whose weight tile ``dX`` serves,
+    the weight's read), at the DRAM's bound.
+
+    * backward, at least ``T / (T - R_u)``: the updates gain no overlap and only stop
+      moving their reads of g and W (``R_u``, in cycles; the eager update is DRAM-bound);
+      at most ``T / (T - U - R_g)``: the whole exposed update hidden and the backward
+      pass shorter by the gradient writes it no longer makes (``R_g``);
+    * forward, at least 1 (no overlap gained, the forward pass not DRAM-bound), at most
+      ``T / (T - U)``;
+
+    each upper end capped at the step's phase-ordered ``bound``."""
+    t = base.total_cycles
+    exposed = exposed_update_cycles(base)
+    if mode is not FusionMode.BACKWARD:
+        return 1.0, min(t / max(t - exposed, 1), bound)
+    words = base.hardware.word_bytes
+    on_chip = derived.updated_elements - derived.gradient_in_dram
+    memory = base.machine.dram[0]
+    writes = traffic_bound(memory, on_chip * words.gradients / derived.replicas, 0.0)
+    reads = writes + traffic_bound(
+        memory, derived.weight_served * words.weights / derived.replicas, 0.0
+    )
+    return t / max(t - reads, 1), min(t / max(t - exposed - writes, 1), bound)
 
 
 def phase_ordered_bound(step: SimulatedStep) -> tuple[float, str]:

@@ -145,9 +145,10 @@ class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
                 f" ({mode.value} fusion, {optimizer.kind.value})",
             )
         ]
+        alone = list(steps) == [NAME]  # no other technique names or defines the kind
         for kind, step in steps.items():
             at = "" if len(steps) == 1 else f" ({kind})"
-            by_kind[kind], kind_lines = kind_figures(base, step, mode, optimizer, at)
+            by_kind[kind], kind_lines = kind_figures(base, step, mode, optimizer, at, alone)
             lines += kind_lines
         if mode is FusionMode.BACKWARD:
             lines.append(("loop order", order_line(orders)))

@@ -160,6 +160,8 @@ class DerivedTraffic:
         weight_in_dram: The elements whose update reads the weight from DRAM
             although the mode could serve it (no ``dX`` GEMM to take it from, the
             tiles do not fit); fp32 masters are not counted (there is no read).
+        weight_served: The elements whose update takes the weight's tiles from the
+            ``dX`` GEMM that loaded them (no read of W).
         replicas: The data-parallel replicas the step updates (each its own copy).
     """
 
@@ -168,6 +170,7 @@ class DerivedTraffic:
     updated_elements: int
     gradient_in_dram: int
     weight_in_dram: int
+    weight_served: int
     replicas: int
 
 
@@ -213,7 +216,7 @@ def derived_traffic(
     states = optimizer.kind.state_tensors + int(optimizer.master_weights is MasterWeights.FP32)
     clipped = optimizer.clip_global_norm is not None
     per_update = 0
-    elements = gradient_in_dram = weight_in_dram = 0
+    elements = gradient_in_dram = weight_in_dram = weight_served = 0
     replicas = set()
     for op in graph.ops:
         if not (op.owner in MINE and isinstance(op, VectorOp) and op.phase is Phase.UPDATE):
@@ -229,6 +232,7 @@ def derived_traffic(
         w_served = weight_read and (op.op_id, weights[0].key) in resident
         if weight_read and mode is FusionMode.BACKWARD and not w_served:
             weight_in_dram += e
+        weight_served += e if w_served else 0
         gradient_in_dram += 0 if g_on_chip else e
         elements += e
         w = 1 + (weight_read and not w_served)
@@ -241,6 +245,7 @@ def derived_traffic(
         elements,
         gradient_in_dram,
         weight_in_dram,
+        weight_served,
         max(len(replicas), 1),
     )
 

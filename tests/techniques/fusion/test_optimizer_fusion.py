@@ -248,41 +248,6 @@ def test_simulated_parameter_traffic_agrees_with_the_derivation(
     assert report.speedup <= report.speedup_bound
 
 
-def test_fusion_bound_knows_the_forward_pass_comes_first() -> None:
-    """AlexNet, momentum, batch 32, backward fusion: the whole step's bytes over the
-    bandwidth allow 1.596x; the forward pass as simulated (its updates cannot overlap
-    it), then the bytes of the rest over the bandwidth allow 1.406x (1.601x and 1.410x
-    with every layer taking W's tiles from dX, which saves 0.08 B per parameter more)."""
-    sets = [
-        "run.workload=workloads/alexnet.yaml",
-        "run.optimizer={kind: momentum}",
-        "run.techniques={optimizer_fusion: {mode: backward}}",
-    ]
-    result = train(ROOT / "configs/runs/default.yaml", *sets)
-    report = result.training
-    assert report is not None
-    (kind,) = report.sections["optimizer_fusion"].details["by_kind"].values()
-    base, step = result.base, result.steps["optimizer_fusion"]
-    parts = step.ordered_cycle_bounds()
-    forward = parts.before_end_cycles
-    # the forward pass is the baseline's, op for op
-    assert forward == base.ordered_cycle_bounds().before_end_cycles
-    assert kind["speedup_bound"] == base.total_cycles / (forward + parts.after["dram"])
-    assert kind["binding_bound"] == "forward pass as simulated, then dram"
-    assert report.speedup_bound == pytest.approx(1.596, abs=5e-4)
-    assert kind["speedup_bound"] == pytest.approx(1.406, abs=5e-4)
-    assert kind["speedup"] == pytest.approx(1.212, abs=5e-4)
-    # conv3 (features.6, 384 x 192 x 3 x 3): W is 663,552 x 2 B = 1.33 MB, more than half
-    # the 2 MiB filter buffer, and dX's partial sums for one column block, 32 x 13 x 13
-    # rows x 128 columns x 2 B = 1.38 MB, more than half the 1 MiB ofmap buffer: sharing
-    # W's tiles would spill them, so dX runs first (W read: 1.33 MB / 128 = 10,368 cycles)
-    orders = report.sections["optimizer_fusion"].details["loop_orders"]
-    assert orders["features.6.W"]["spill_forced"] is True
-    assert orders["features.6.W"]["order"] == "dx_first"
-    assert orders["features.6.W"]["weight_read_cycles"] == 10368.0
-    assert {orders[f"classifier.{i}.W"]["order"] for i in (1, 4, 6)} == {"tile_shared"}
-
-
 @pytest.mark.parametrize(
     ("techniques", "optimizer", "message"),
     [
@@ -409,50 +374,6 @@ def test_fp32_master_weights_by_hand(tmp_path: Path, mode: str) -> None:
     assert [a.tensor.name for a in update.reads] == ["fc2.W.master", "fc2.dW", "fc2.W.state0"]
     assert [a.tensor.name for a in update.writes] == ["fc2.W", "fc2.W.master", "fc2.W.state0"]
     assert update.ops_per_element == 4 + 1  # momentum, and the cast to bf16
-
-
-def test_each_layer_takes_the_loop_order_its_estimates_choose(tmp_path: Path) -> None:
-    """``weight_tiles: auto`` (momentum, batch 32, 128 vector lanes, 128 B/cycle): fc2's
-    dX output waits for relu1's mask and fc1's bias gradient, 2 x 32 x 512 / 128 = 256
-    vector cycles, less than reading its W (512 x 256 x 2 B: 2048 cycles), so it takes
-    W's tiles from dX; fc3's waits for 2 x 32 x 256 / 128 = 128 cycles, more than its W
-    read (10 x 256 x 2 B: 40 cycles), so its dX runs first and its update reads W from
-    DRAM (5120 B more than with every layer sharing).  Their dX partial sums (32 rows x
-    at most 128 columns x 2 B) fit half the 1 MiB ofmap buffer: no spill."""
-    path = tiny_run(tmp_path, f"{{{OF}: {{mode: backward}}}}", "momentum")
-    result = train(path)
-    assert result.training is not None
-    orders = result.training.sections[OF].details["loop_orders"]
-    assert orders["fc2.W"] == {
-        "order": "tile_shared",
-        "waiting_cycles": 256,
-        "weight_read_cycles": 2048.0,
-        "spill_forced": False,
-    }
-    assert orders["fc3.W"] == {
-        "order": "dx_first",
-        "waiting_cycles": 128,
-        "weight_read_cycles": 40.0,
-        "spill_forced": False,
-    }
-    assert {orders[w]["order"] for w in ("fc1.W", "fc1.b", "fc2.b", "fc3.b")} == {"no_dx"}
-    step = result.steps[OF]
-    groups = {i for g in queries.tile_groups(step.graph) for i in g}
-    assert by_name(step, "fc2.dx").op_id in groups
-    assert by_name(step, "fc3.dx").op_id not in groups
-    shared = train(tiny_run(tmp_path, f"{{{OF}: {{weight_tiles: dx}}}}", "momentum"))
-    assert parameter_dram_bytes(step) - parameter_dram_bytes(shared.steps[OF]) == 10 * 256 * 2
-
-
-def test_both_engines_agree_on_mixed_loop_orders(tmp_path: Path) -> None:
-    """The tiny MLP with fc2 tile-shared and fc3's dX first: the SimPy engine and its
-    compiled twin give the same fused step, op for op."""
-    path = tiny_run(tmp_path, f"{{{OF}: {{mode: backward}}}}", "momentum")
-    simpy, compiled = (train(path, f"timing.engine={e}").steps[OF] for e in ("simpy", "compiled"))
-    assert compiled.trace.engine != simpy.trace.engine
-    assert list(simpy.trace.start_cycle) == list(compiled.trace.start_cycle)
-    assert list(simpy.trace.end_cycle) == list(compiled.trace.end_cycle)
-    assert simpy.total_cycles == compiled.total_cycles
 
 
 def test_weight_tiles_from_dram_leave_dx_on_its_own(tmp_path: Path) -> None:
