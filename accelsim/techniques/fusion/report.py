@@ -104,11 +104,10 @@ def hand_band(
     words = base.hardware.word_bytes
     on_chip = derived.updated_elements - derived.gradient_in_dram
     memory = base.machine.dram[0]
-    writes = traffic_bound(memory, on_chip * words.gradients / derived.replicas, 0.0)
-    reads = writes + traffic_bound(
-        memory, derived.weight_served * words.weights / derived.replicas, 0.0
-    )
-    return t / max(t - reads, 1), min(t / max(t - exposed - writes, 1), bound)
+    # g's bytes, written by dW and read by the update alike; W's read by the update
+    gradient = traffic_bound(memory, on_chip * words.gradients / derived.replicas, 0.0)
+    weight = traffic_bound(memory, derived.weight_served * words.weights / derived.replicas, 0.0)
+    return t / max(t - gradient - weight, 1), min(t / max(t - exposed - gradient, 1), bound)
 
 
 def phase_ordered_bound(step: SimulatedStep) -> tuple[float, str]:
