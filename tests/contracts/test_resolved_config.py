@@ -32,7 +32,7 @@ def test_resolved_techniques_list_every_setting_and_repeat_the_run(tmp_path: Pat
     resolved = yaml.safe_load((first / "resolved_config.yaml").read_text(encoding="utf-8"))
     written = resolved["run"]["techniques"]
     assert list(written) == ["optimizer_fusion", "gradient_prediction"]  # as the run names them
-    assert written["optimizer_fusion"] == {"mode": "backward", "weight_tiles": "dx"}
+    assert written["optimizer_fusion"] == {"mode": "backward", "weight_tiles": "auto"}
     schedule = written["gradient_prediction"]["schedule"]
     assert (schedule["policy"], schedule["warmup_epochs"], schedule["gp_fraction"]) == (
         "adaptive",

@@ -72,7 +72,7 @@ def test_the_comparison_prints_each_technique_within_its_bound(
         "ADA-GP",
         "gradient skipping",
         "optimizer fusion",
-        "fusion, W from DRAM",
+        "fusion, W from dX",
         "ADA-GP + fusion",
     ]
     speedups = {}
@@ -81,9 +81,9 @@ def test_the_comparison_prints_each_technique_within_its_bound(
         assert speedup <= bound
         assert row.split()[-1] == "dram"
         speedups[row[:20].strip()] = speedup
-    # "Backward optimizer fusion makes this one slower ... the step is back to the
-    # baseline's time" with the weight read from DRAM.
-    assert speedups["optimizer fusion"] < 1.0 < speedups["fusion, W from DRAM"] < 1.01
+    # "Backward optimizer fusion gains little on this one ... Forced to take each
+    # weight's tiles from dX ... the step is slower than the baseline's."
+    assert speedups["fusion, W from dX"] < 1.0 <= speedups["optimizer fusion"] < 1.01
     assert speedups["ADA-GP"] > 1.2 and speedups["gradient skipping"] > 1.1
 
 

@@ -34,9 +34,12 @@ WORD_W, WORD_G, WORD_STATE = 2, 2, 4  # default hardware word sizes
 
 
 def fused(
-    tmp_path: Path, mode: str, optimizer: str = "sgd", extra: str = ""
+    tmp_path: Path, mode: str, optimizer: str = "sgd", extra: str = "", tiles: str = "dx"
 ) -> tuple[RunResult, RunResult]:
-    result = train(tiny_run(tmp_path, f"{{{OF}: {{mode: {mode}}}}}", optimizer, extra))
+    """The tiny MLP's baseline and fused steps (by default every backward-fused update
+    taking W's tiles from dX, the order the hand counts below assume)."""
+    config = f"{{{OF}: {{mode: {mode}, weight_tiles: {tiles}}}}}"
+    result = train(tiny_run(tmp_path, config, optimizer, extra))
     return result.base, result.steps[OF]
 
 
@@ -402,7 +405,11 @@ def test_epilogue_groups_too_large_for_a_gradient_tile_are_counted() -> None:
     ofmap buffer for some layers, so their gradients go through DRAM (27.7 % of the
     elements); the derivation counts them and agrees with the simulation within
     0.03 % (batchnorm's scale and shift, read by its own ops, are not in it)."""
-    sets = ["batch_size=2", "workload_variant=cifar10", f"run.techniques={{{OF}: {{}}}}"]
+    sets = [
+        "batch_size=2",
+        "workload_variant=cifar10",
+        f"run.techniques={{{OF}: {{weight_tiles: dx}}}}",
+    ]
     by_setting = {}
     for fuse in ("none", "all"):
         report = train(
