@@ -130,6 +130,9 @@ def test_five_equal_layers_reach_the_task_model_optimum(
     placement reaches 100 % and 98 % of it (the list scheduler within one stage
     alone, 68 % and 67 %)."""
     report = check_optimum(None, processors)
+    forward, dw = 2_488_520, 2_292_936  # a forward or dX GEMM, a dW, on one processor
+    pairs = {7: 2 * forward, 8: forward + dw}[processors]
+    assert report["task_optimum"]["period_cycles"] == pairs
     assert report["candidate"] == winner
     assert round(report["task_optimum"]["speedup"], 3) == optimum
     assert round(report["speedup"], 3) == speedup
