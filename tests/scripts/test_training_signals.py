@@ -4,29 +4,14 @@ checked against finite differences, its statistic and predictor error by hand, a
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "training_signals", ROOT / "scripts" / "training_signals.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ts = _load_script()
+ts = load_script("training_signals")
 
 
 def _loss(layers: list[object], x: np.ndarray, labels: np.ndarray) -> float:
