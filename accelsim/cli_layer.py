@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from accelsim.cli_sweep import printing
 from accelsim.config.base import Convention
@@ -18,6 +19,7 @@ from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import Override, load_energy, load_hardware, parse_sets
 from accelsim.driver.layer import (
+    LayerGemm,
     conv_gemm,
     gemm_for,
     gemm_problems,
@@ -86,23 +88,18 @@ def _layer_topology(
     convention: Convention,
     psums: PsumPolicy,
 ) -> int:
-    """``accelsim layer --topology``: every row of a SCALE-Sim topology file."""
+    """``accelsim layer --topology``: every row of a SCALE-Sim topology file (its rows'
+    MACs checked as it is read), each distinct GEMM simulated once."""
     rows = read_topology(args.topology)
-    gemms = [topology_gemm(row, phase, convention) for row in rows]
-    problems = [
-        p
-        for row, gemm in zip(rows, gemms, strict=True)
-        for p in gemm_problems(gemm, display_path(args.topology), row.name)
-    ]
-    if problems:
-        raise InputError(problems)
-    records = [
-        {
-            "layer": row.name,
-            **simulate_layer(hw, table, gemm, phase, convention, psums, args.fold_overlap),
-        }
-        for row, gemm in zip(rows, gemms, strict=True)
-    ]
+    simulated: dict[LayerGemm, dict[str, Any]] = {}
+    records = []
+    for row in rows:
+        gemm = topology_gemm(row, phase, convention)
+        if gemm not in simulated:
+            simulated[gemm] = simulate_layer(
+                hw, table, gemm, phase, convention, psums, args.fold_overlap
+            )
+        records.append({"layer": row.name, **simulated[gemm]})
     with printing():
         if args.json:
             print(json.dumps(records, indent=2))

@@ -17,7 +17,8 @@ For every model, schedule and processor count it simulates the pipeline
 over one processor running the baseline step, with the bound on it (the
 period's binding lower bound: DRAM, interconnect or the busiest unit), whether
 the period was clamped to that bound, LayerPipe's winning placement and
-candidate, and the fullest DRAM channel's footprint.
+candidate and the speedup of its task-model optimum, and the fullest DRAM
+channel's footprint.
 ``--dram`` chooses whether the processors share one DRAM channel or each has
 its own.  Writes ``sweep.csv`` and ``speedup.png`` (geometric-mean speedup
 against P per schedule, and LayerPipe over PipeDream with the paper's +25 %
@@ -125,6 +126,7 @@ def main() -> int:
                         "interconnect_bytes": report["interconnect_bytes_per_minibatch"],
                         "placement": report.get("placement", ""),
                         "candidate": report.get("candidate", ""),
+                        "task_optimum_speedup": report.get("task_optimum", {}).get("speedup", ""),
                         "clamped": report["clamped"],
                         "footprint_bytes": max(
                             c["footprint_bytes"] for c in report["memory"]["channels"]
@@ -135,7 +137,13 @@ def main() -> int:
             tqdm.write(
                 f"{entry.name:14} P={processors}: "
                 + ", ".join(
-                    f"{r['schedule']} {r['speedup']:.2f}x" for r in rows[-len(schedules) :]
+                    f"{r['schedule']} {r['speedup']:.2f}x"
+                    + (
+                        f" (task model {r['task_optimum_speedup']:.2f}x)"
+                        if r["task_optimum_speedup"]
+                        else ""
+                    )
+                    for r in rows[-len(schedules) :]
                 ),
                 file=sys.stdout,
             )

@@ -285,16 +285,23 @@ def calibrate(
     return Calibration(hw, gemms, features, result, fitted_hardware(hw, result.values))
 
 
+MAX_FOLDS = 20
+"""Most folds of a cross-validation: each is one more fit over nearly every GEMM."""
+
+
 def check_folds(folds: int, gemms: Measurements, where: str) -> None:
-    """Refuse a cross-validation of fewer than 2 folds or more folds than GEMMs.
+    """Refuse a cross-validation of fewer than 2 folds, more than :data:`MAX_FOLDS`, or
+    more folds than GEMMs.
 
     Raises:
         InputError: naming ``--folds`` at ``where``.
     """
-    if not 2 <= folds <= len(gemms):
-        raise InputError.single(
-            where, "--folds", f"must be 2 to the {len(gemms)} GEMMs measured", folds
-        )
+    if len(gemms) <= MAX_FOLDS:
+        top, bound = len(gemms), f"the {len(gemms)} GEMMs measured"
+    else:
+        top, bound = MAX_FOLDS, f"{MAX_FOLDS} (each fold is one more fit)"
+    if not 2 <= folds <= top:
+        raise InputError.single(where, "--folds", f"must be 2 to {bound}", folds)
 
 
 def cross_validated(
@@ -306,7 +313,8 @@ def cross_validated(
     not see it.  The GEMMs are not costed again.
 
     Raises:
-        InputError: for fewer than 2 folds or more than GEMMs (named by ``where``).
+        InputError: for fewer than 2 folds, more than :data:`MAX_FOLDS` or more than
+            GEMMs (named by ``where``).
     """
     hw, gemms, features = calibration.hardware, calibration.gemms, calibration.features
     chosen = calibration.fit.parameters

@@ -33,6 +33,9 @@ SIZE_CLASSES = (
 MAX_DIM = 2**24
 """Largest GEMM dimension accepted; a row's MACs (``M x N x K``) are at most
 :data:`~accelsim.errors.MAX_COUNT` too."""
+MAX_GEMMS = 10_000
+"""Most measured GEMMs (rows) a file holds: each distinct one is costed once, and the
+fit prices them all at every step of its search."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,8 @@ def read_measurements(path: Path, dtype: str) -> Measurements:
         InputError: listing every malformed row (missing column, a dimension that is
             not a positive integer up to :data:`MAX_DIM`, MACs past
             :data:`~accelsim.errors.MAX_COUNT`, a latency that is not a positive
-            finite number, another dtype), a line the CSV reader refuses, or an
-            empty file.
+            finite number, another dtype), a line the CSV reader refuses, an empty
+            file, or one of more than :data:`MAX_GEMMS` rows.
     """
     name = display_path(path)
     text = read_text(path, InputError, name).removeprefix("\ufeff")
@@ -119,6 +122,10 @@ def read_measurements(path: Path, dtype: str) -> Measurements:
     except csv.Error as exc:
         line = reader.line_num + 1  # the line the reader failed in, not yet counted
         raise InputError.single(name, f"line {line}", f"not CSV: {exc}") from None
+    if len(rows) > MAX_GEMMS:
+        problems.append(
+            Problem(name, "", f"more than {MAX_GEMMS:,} measured GEMMs", f"{len(rows):,} rows")
+        )
     if problems:
         raise InputError(problems)
     if not rows:

@@ -115,18 +115,19 @@ def gemm_features(
 def _orientated(
     hw: HardwareSpec, dims: list[tuple[int, int, int]], fold_overlap: bool, psums: PsumPolicy
 ) -> Orientated:
-    columns: list[tuple[int, int, int, int, int]] = []
+    """Each GEMM of ``dims`` costed, each distinct one once."""
+    costed: dict[tuple[int, int, int], tuple[int, int, int, int, int]] = {}
     for m, n, k in dims:
-        c = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, None)
-        columns.append(
-            (
+        if (m, n, k) not in costed:
+            c = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, None)
+            costed[m, n, k] = (
                 int(c.compute_cycles[0]),
                 int(c.dram_read_bytes[0]),
                 int(c.dram_ofmap_write_bytes[0]),
                 int(c.prologue_bytes[0]),
                 int(c.epilogue_bytes[0]),
             )
-        )
+    columns = [costed[d] for d in dims]
     arrays = np.asarray(columns, np.float64).reshape(len(dims), 5).T
     return Orientated(*arrays)
 
@@ -216,19 +217,23 @@ def engine_us(
     psums: PsumPolicy = PsumPolicy.CHUNK,
 ) -> np.ndarray:
     """Each GEMM's latency as ``accelsim layer`` gives it on ``hw`` (its costs and the
-    engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us.
+    engine's arithmetic for a lone op, :mod:`accelsim.timing.single_op`), in us; each
+    distinct GEMM simulated once.
 
     Raises:
-        InputError: at the GEMM's row of ``gemms.source`` when it takes more than
-            :data:`~accelsim.errors.MAX_COUNT` cycles on ``hw`` (worded for the
+        InputError: at the GEMM's first row of ``gemms.source`` when it takes more
+            than :data:`~accelsim.errors.MAX_COUNT` cycles on ``hw`` (worded for the
             command's use: ``hw`` the fitted file).
     """
-    out = []
-    dims = zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True)
+    machine = machine_of(hw)
+    timed: dict[tuple[int, int, int], float] = {}
+    dims = list(zip(gemms.m.tolist(), gemms.n.tolist(), gemms.k.tolist(), strict=True))
     for index, (m, n, k) in enumerate(dims):
+        if (m, n, k) in timed:
+            continue
         costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
         try:
-            cycles = single_op_cycles(costs, machine_of(hw))
+            cycles = single_op_cycles(costs, machine)
         except LimitError:
             raise InputError.single(
                 gemms.source,
@@ -237,5 +242,5 @@ def engine_us(
                 " hardware, beyond what is counted exactly",
                 f"{m} x {n} x {k}",
             ) from None
-        out.append(cycles / hw.clock_mhz)
-    return np.asarray(out)
+        timed[m, n, k] = cycles / hw.clock_mhz
+    return np.asarray([timed[d] for d in dims])

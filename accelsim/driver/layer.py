@@ -101,7 +101,7 @@ def _touched(size: int, kernel: int, stride: int, windows: int) -> int:
     return (windows - 1) * kernel + min(kernel, size - last)
 
 
-def gemm_problems(gemm: LayerGemm, source: str, where: str = "") -> list[Problem]:
+def gemm_problems(gemm: LayerGemm, source: str) -> list[Problem]:
     """A problem if the GEMM's MACs exceed :data:`~accelsim.errors.MAX_COUNT`."""
     macs = gemm.m * gemm.n * gemm.k
     if macs <= MAX_COUNT:
@@ -109,7 +109,7 @@ def gemm_problems(gemm: LayerGemm, source: str, where: str = "") -> list[Problem
     return [
         Problem(
             source,
-            where,
+            "",
             f"{macs:.3g} MACs exceed the limit of 2^53 ({MAX_COUNT:.3g})",
             [gemm.m, gemm.n, gemm.k],
         )

@@ -72,7 +72,7 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
             problems.append(Problem(file, path, exc.message, exc.value))
             failed.add(layer.name)
             continue
-        tie = _tie_problem(layer, in_shapes, workload.layers[:index], file, f"{where}.tied_to")
+        tie = _tie_problem(layer, in_shapes, workload.layers, index, file)
         if tie is not None:
             problems.append(tie)
             failed.add(layer.name)
@@ -91,12 +91,14 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
 
 
 def _tie_problem(
-    layer: wm.Layer, in_shapes: tuple[Shape, ...], earlier: list[wm.Layer], file: str, path: str
+    layer: wm.Layer, in_shapes: tuple[Shape, ...], layers: list[wm.Layer], index: int, file: str
 ) -> Problem | None:
-    """What is wrong with a linear layer's ``tied_to``, if anything."""
+    """What is wrong with the linear layer ``layers[index]``'s ``tied_to``, if anything
+    (the earlier layers are searched only for a tied layer)."""
     if not isinstance(layer, wm.Linear) or layer.tied_to is None:
         return None
-    table = next((x for x in earlier if x.name == layer.tied_to), None)
+    path = f"layers[{index}].tied_to"
+    table = next((x for x in layers[:index] if x.name == layer.tied_to), None)
     if not isinstance(table, wm.Embedding):
         return Problem(file, path, "must name an earlier embedding layer", layer.tied_to)
     fan_in = in_shapes[0].dims[-1]

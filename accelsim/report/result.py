@@ -41,6 +41,27 @@ from accelsim.units import cycles_to_seconds
 
 
 @dataclass(frozen=True)
+class OrderedBounds:
+    """A step's cycle bounds split where its graph orders it.
+
+    Attributes:
+        before: The :meth:`RunResult.cycle_bounds` of the forward ops without a forward
+            op after them (the ends of the forward pass: the loss) and every op they
+            wait for.
+        after: Those of the ops that wait for all those ends.  No op of ``after``
+            starts before every op of ``before`` has ended, so the step takes at
+            least the sum of the two parts' binding bounds; ops in neither part only
+            add to it.  An empty part bounds nothing (0 cycles).
+        before_end_cycles: When the last op of ``before`` ended in the simulated step;
+            the step takes at least that plus ``after``'s binding bound.
+    """
+
+    before: dict[str, float]
+    after: dict[str, float]
+    before_end_cycles: int
+
+
+@dataclass(frozen=True)
 class RunResult:
     """One simulated training step with everything needed to report it."""
 
@@ -85,21 +106,36 @@ class RunResult:
         moves the tensor through its own memory twice (``2 size``) and sends
         ``2 (r - 1)`` chunks of ``ceil(size / r)`` over its own link.
         """
+        bounds = self._bounds_of(np.ones(len(self.graph.ops), dtype=bool))
+        return {k: v / repeats for k, v in bounds.items()}
+
+    def ordered_cycle_bounds(self) -> OrderedBounds:
+        """The :meth:`cycle_bounds` of the two parts of the step that the graph orders,
+        and when the first part ended (:class:`OrderedBounds`)."""
+        before, after = _ordered_parts(self.graph)
+        end = self.trace.end_cycle[before]
+        return OrderedBounds(
+            self._bounds_of(before), self._bounds_of(after), int(end.max()) if end.size else 0
+        )
+
+    def _bounds_of(self, mask: np.ndarray) -> dict[str, float]:
+        """:meth:`cycle_bounds` of the ops ``mask`` selects (a whole step: all ops)."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
-        per_op = c.dram_read_bytes + c.dram_ofmap_write_bytes
+        per_op = np.where(mask, c.dram_read_bytes + c.dram_ofmap_write_bytes, 0)
+        write_op = np.where(mask, c.dram_ofmap_write_bytes, 0)
         channels = np.zeros(hw.processors)
         np.add.at(channels, trace.processor, per_op)
         written = np.zeros(hw.processors)  # of them, the writes (reads and writes apart)
-        np.add.at(written, trace.processor, c.dram_ofmap_write_bytes)
+        np.add.at(written, trace.processor, write_op)
         links = np.zeros(hw.processors)
-        np.add.at(links, trace.processor, c.interconnect_bytes)
-        for i in np.flatnonzero(c.unit == UNIT_COMM).tolist():
+        np.add.at(links, trace.processor, np.where(mask, c.interconnect_bytes, 0))
+        for i in np.flatnonzero((c.unit == UNIT_COMM) & mask).tolist():
             op = self.graph.ops[i]
             if not isinstance(op, CommOp):
                 continue
             first, size, procs = int(trace.processor[i]), op.tensor.bytes, len(op.participants)
             channels[first] -= per_op[i]
-            written[first] -= c.dram_ofmap_write_bytes[i]
+            written[first] -= write_op[i]
             links[first] -= c.interconnect_bytes[i]
             for p in op.participants:
                 channels[p] += 2 * size
@@ -117,13 +153,13 @@ class RunResult:
             if unit == UNIT_COMM:
                 continue
             work = np.zeros(hw.processors)
-            mine = c.unit == unit
+            mine = (c.unit == unit) & mask
             np.add.at(work, trace.processor[mine], c.compute_cycles[mine])
             compute = max(compute, float(work.max()))
         return {
-            "dram": dram / repeats,
-            "interconnect": self.machine.links[0].bound(float(links.max())) / repeats,
-            "compute": compute / repeats,
+            "dram": dram,
+            "interconnect": self.machine.links[0].bound(float(links.max())),
+            "compute": compute,
         }
 
     def layer_busy_cycles(self) -> dict[str, int]:
@@ -345,3 +381,28 @@ class _StashPlan:
             b_read=np.asarray(b_read, np.int64),
             c_written=np.asarray(c_written, np.int64),
         )
+
+
+def _ordered_parts(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`RunResult.ordered_cycle_bounds`' two parts of ``graph``, as op masks."""
+    n = len(graph.ops)
+    forward = [op.stage is Stage.FORWARD for op in graph.ops]
+    later_forward = [False] * n  # a forward op waits for the op, directly or not
+    for op in reversed(graph.ops):
+        for d in op.deps:
+            later_forward[d] = later_forward[d] or forward[op.op_id] or later_forward[op.op_id]
+    ends = [i for i in range(n) if forward[i] and not later_forward[i]]
+    every = (1 << len(ends)) - 1
+    reached = [0] * n  # per op, the ends it waits for (one bit each), itself included
+    for bit, i in enumerate(ends):
+        reached[i] = 1 << bit
+    for op in graph.ops:
+        for d in op.deps:
+            reached[op.op_id] |= reached[d]
+    before = np.zeros(n, dtype=bool)
+    before[ends] = True
+    for op in reversed(graph.ops):
+        if before[op.op_id]:
+            before[list(op.deps)] = True
+    after = np.array([bool(ends) and r == every for r in reached], dtype=bool) & ~before
+    return before, after

@@ -25,11 +25,46 @@ from typing import TypeVar
 from accelsim.config.files import display_path, read_text
 from accelsim.config.run import MAX_EPOCHS
 from accelsim.errors import ConfigError, Problem
+from accelsim.resources import data_dir
 
 T = TypeVar("T")
 
 Row = tuple[int, dict[str, str]]
 """A CSV row: its line in the file (the header is line 1) and its cells by column."""
+
+
+CONV_KINDS = frozenset({"conv2d", "conv_transpose2d"})
+"""Layer kinds that take the bundled CNN's measured signals."""
+
+
+def bundled_trace(kinds: Sequence[str], what: str) -> tuple[str, Path]:
+    """The bundled measured trace (``what``: ``weights`` or ``predictor``) of the small
+    model that stands for a run with layers of these kinds: the digits CNN's when
+    any is a convolution, else the digits MLP's (``scripts/training_signals.py``).
+
+    Returns:
+        The model's name and the trace's path.
+    """
+    model = "digits_cnn" if any(k in CONV_KINDS for k in kinds) else "digits_mlp"
+    return model, data_dir() / "traces" / f"{model}.{what}.csv"
+
+
+def trace_epochs(epochs: int, measured: int) -> list[int]:
+    """The measured epoch each of a run's ``epochs`` takes, ``floor(e T / E)`` of ``T``,
+    so that a signal keeps its place in training."""
+    return [e * measured // epochs for e in range(epochs)]
+
+
+def measured_errors(kinds: Sequence[str], epochs: int) -> tuple[str, list[float]]:
+    """The bundled predictor-error trace's mean over layers per epoch, at a run's
+    ``epochs`` (:func:`trace_epochs`), for a run with layers of these ``kinds``."""
+    model, path = bundled_trace(kinds, "predictor")
+    _, rows = read_csv(path, ("epoch", "predictor_error"), str(path), "trace")
+    sums: dict[int, list[float]] = {}
+    for _, row in rows:
+        sums.setdefault(int(row["epoch"]), []).append(float(row["predictor_error"]))
+    means = [sum(sums[e]) / len(sums[e]) for e in range(len(sums))]
+    return model, [means[t] for t in trace_epochs(epochs, len(means))]
 
 
 def synthetic_decay(floor: float, decay_epochs: float, epochs: int) -> list[float]:

@@ -81,3 +81,16 @@ def inputs(
     for name, (value, (source, basis)) in (constants or {}).items():
         out.append(Input(name, value, source, basis))
     return tuple(out)
+
+
+BUNDLED = "measured: the bundled digits traces (scripts/training_signals.py)"
+
+
+def bundled_trace_inputs(found: Sequence[Input], key: str) -> tuple[Input, ...]:
+    """``found`` with setting ``key`` a trace where it chooses the bundled measured
+    traces (``measured``), whoever set it."""
+    chosen = [i.key == key and i.value == "measured" for i in found]
+    return tuple(
+        Input(i.key, i.value, Source.TRACE, BUNDLED) if bundled else i
+        for i, bundled in zip(found, chosen, strict=True)
+    )

@@ -10,7 +10,12 @@ SCALE-Sim reads the columns by position and skips the first line, its header:
 Here the form is told row by row from the number of values (a file may mix
 them), the trailing comma SCALE-Sim needs is optional, and a field starting with
 ``#`` ends its row (SCALE-Sim's own MobileNet file marks rows ``#dw``).  A problem
-is reported at ``row N, column`` (row N is line N of the file).
+is reported at ``row N, column`` (row N is line N of the file: lines end at a
+line feed, a carriage return or both, never at another character, which a layer
+name refuses instead).
+
+A file holds at most :data:`MAX_ROWS` layer rows, and every GEMM of a row (any
+phase, either convention) at most :data:`~accelsim.errors.MAX_COUNT` MACs.
 
 :func:`read_topology` gives the rows (``accelsim layer --topology``, the
 SCALE-Sim validation harness); :func:`topology_table` lowers them to a training
@@ -25,7 +30,7 @@ from typing import Any
 
 from accelsim.config.base import MAX_INT
 from accelsim.config.files import display_path, read_text
-from accelsim.errors import Problem, WorkloadError
+from accelsim.errors import MAX_COUNT, Problem, WorkloadError
 
 CONV_COLUMNS = (
     "Layer name",
@@ -40,6 +45,10 @@ CONV_COLUMNS = (
 """The conv form's columns, as SCALE-Sim's topology files name them."""
 GEMM_COLUMNS = ("Layer", "M", "N", "K")
 """The GEMM form's columns."""
+MAX_ROWS = 100_000
+"""Most layer rows in a topology file: its rows are read, and a run lowers them, in
+time and memory proportional to their count; a file with more is refused at the
+first row past it."""
 _FORMS = {
     len(GEMM_COLUMNS) - 1: ("gemm", GEMM_COLUMNS),
     len(CONV_COLUMNS) - 1: ("conv", CONV_COLUMNS),
@@ -66,11 +75,13 @@ def read_topology(path: Path) -> list[TopologyLayer]:
     Raises:
         WorkloadError: for an unreadable file, a first line of numbers (no header),
             a value that is no positive whole number (at ``row N, column``), a row
-            of neither form, a filter larger than its ifmap, or a file without
-            layer rows; every problem of the file at once.
+            of neither form, a name with a non-printable character, a filter larger
+            than its ifmap, a row with a GEMM of more than 2^53 MACs, a file without
+            layer rows, or one with more than :data:`MAX_ROWS`; every problem of the
+            file at once (up to the row past the limit).
     """
     name = display_path(path)
-    lines = read_text(path, WorkloadError, name).splitlines()
+    lines = _lines(read_text(path, WorkloadError, name))
     layers: list[TopologyLayer] = []
     problems: list[Problem] = []
     header = True
@@ -90,6 +101,11 @@ def read_topology(path: Path) -> list[TopologyLayer]:
                     )
                 )
             continue
+        if len(layers) == MAX_ROWS:
+            problems.append(
+                Problem(name, f"row {number}", f"more than {MAX_ROWS:,} layer rows", line.strip())
+            )
+            break
         layer = _row(fields, number, len(layers), name, problems)
         if layer is not None:
             layers.append(layer)
@@ -98,6 +114,13 @@ def read_topology(path: Path) -> list[TopologyLayer]:
     if problems:
         raise WorkloadError(problems)
     return layers
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines, ended by a line feed, a carriage return or both (as the
+    ``csv`` module reads them), not by the other characters ``str.splitlines`` takes
+    (a form feed, NEL, U+2028): those stay in the line."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def _fields(line: str) -> list[str]:
@@ -142,6 +165,15 @@ def _row(
     kind, columns = form
     dims: list[int] = []
     found = len(problems)
+    if not fields[0].isprintable():
+        problems.append(
+            Problem(
+                file,
+                f"row {number}, {columns[0]}",
+                "the name holds a control or other non-printable character",
+                fields[0],
+            )
+        )
     for column, text in zip(columns[1:], values, strict=True):
         where = f"row {number}, {column}"
         try:
@@ -166,10 +198,31 @@ def _row(
                         dims[filt],
                     )
                 )
-        if len(problems) > found:
-            return None
+    macs = largest_macs(kind, dims)
+    if macs > MAX_COUNT:
+        problems.append(
+            Problem(
+                file,
+                f"row {number}",
+                f"its largest GEMM's MACs ({macs:.3g}) exceed the limit of 2^53 ({MAX_COUNT:.3g})",
+                dims,
+            )
+        )
+    if len(problems) > found:
+        return None
     label = fields[0].replace(" ", "_") or f"L{index}"
     return TopologyLayer(label, kind, tuple(dims), number)
+
+
+def largest_macs(kind: str, dims: list[int] | tuple[int, ...]) -> int:
+    """The MACs of a row's largest GEMM per sample, over the phases and both
+    conventions: ``M N K`` for a GEMM row (each phase's GEMM is the same product),
+    and for a conv row its ``dX`` GEMM, ``H W C NF R S``, which no output size
+    (``P Q`` at most ``H W``) exceeds."""
+    product = 1
+    for d in dims if kind == "gemm" else dims[:6]:
+        product *= d
+    return product
 
 
 def topology_table(path: Path) -> dict[str, Any]:

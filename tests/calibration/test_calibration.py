@@ -224,7 +224,7 @@ def test_calibrate_prints_a_cross_validation_and_refuses_too_few_folds(tmp_path,
     assert (
         capsys.readouterr()
         .err.strip()
-        .endswith("calibrate: --folds: must be 2 to the 260 GEMMs measured (got 1)")
+        .endswith("calibrate: --folds: must be 2 to 20 (each fold is one more fit) (got 1)")
     )
     assert not out.exists()
     assert main([*args, "--folds", "5"]) == 0

@@ -155,8 +155,10 @@ def test_two_techniques_defining_step_kinds_cannot_compose() -> None:
 
 
 def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The baseline, then LayerPipe's four stage candidates, each at M and 2M mini-batches to
-    measure its period; the winner is not simulated again."""
+    """The baseline, then the step with its dX rows split on one processor (the task
+    model's costs; the whole step's are the baseline's), then LayerPipe's four stage
+    candidates, each at M and 2M mini-batches to measure its period; the winner is
+    not simulated again."""
     from accelsim.driver import run as driver_run
 
     calls: list[str] = []
@@ -171,7 +173,7 @@ def test_layerpipe_simulates_each_candidate_once(monkeypatch: pytest.MonkeyPatch
         MLP, parse_sets(["processors=3", "run.techniques={layerpipe: {placement: stages}}"])
     )
     result = simulate_training(inputs)
-    assert calls == ["base"] + ["candidate"] * 8
+    assert calls == ["base"] + ["candidate"] * 9
     assert result.steps["layerpipe"].settings["step"] == "layerpipe"
 
 

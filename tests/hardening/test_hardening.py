@@ -1442,9 +1442,12 @@ def test_topology_layer_names_are_printed_escaped(
 ) -> None:
     topology = tmp_path / "t.csv"
     topology.write_text("name,M,N,K\nbad\x1b[2Jname,8,8,8\n", encoding="utf-8")
-    code, out, _ = run_cli(capsys, "layer", "--hardware", SCALESIM_HW, "--topology", topology)
-    assert code == cli.EXIT_OK and no_control_characters(out)
-    assert out.splitlines()[1].startswith("bad\\x1b[2Jname ")
+    code, out, err = run_cli(capsys, "layer", "--hardware", SCALESIM_HW, "--topology", topology)
+    assert code == cli.EXIT_INPUT and out == "" and no_control_characters(err)
+    assert err == (
+        f"{topology}: row 2, Layer: the name holds a control or other non-printable"
+        " character (got 'bad\\x1b[2Jname')\n"
+    )
 
 
 def test_escaping_keeps_newlines_tabs_and_only_on_stderr_carriage_returns() -> None:

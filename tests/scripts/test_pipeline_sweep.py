@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
-
 import pytest
 
-from tests.conftest import ROOT
-
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "pipeline_sweep", ROOT / "scripts" / "pipeline_sweep.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_script
 
 
 def _row(model: str, processors: int, schedule: str, speedup: float) -> dict[str, object]:
@@ -50,7 +35,7 @@ def test_table_without_layerpipe(capsys: pytest.CaptureFixture[str]) -> None:
             ("b", 2, "pipedream", 8.0),
         ]
     ]
-    _load_script()._table(rows, ["gpipe", "pipedream"], 2, "shared")
+    load_script("pipeline_sweep")._table(rows, ["gpipe", "pipedream"], 2, "shared")
     lines = capsys.readouterr().out.splitlines()
     # P = 2: geometric means 1.5 and sqrt(2 * 8) = 4; PipeDream's bound twice that.
     assert lines[-1].split() == [
@@ -75,7 +60,7 @@ def test_table_with_both_prints_the_gains(capsys: pytest.CaptureFixture[str]) ->
         _row("a", 2, "pipedream", 2.0),
         _row("a", 2, "layerpipe", 2.5),
     ]
-    _load_script()._table(rows, ["pipedream", "layerpipe"], 2, "per_processor")
+    load_script("pipeline_sweep")._table(rows, ["pipedream", "layerpipe"], 2, "per_processor")
     out = capsys.readouterr().out
     assert "LayerPipe / PipeDream" in out
     gains = {line.split()[0]: line.split()[1:] for line in out.splitlines()[-2:]}

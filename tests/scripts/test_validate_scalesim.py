@@ -10,36 +10,23 @@ small layers on 8x8, 16x16 and 8x16 arrays across os/ws/is.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from accelsim.errors import WorkloadError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 VALIDATION = ROOT / "configs" / "validation"
 CI_TOPOLOGIES = [str(VALIDATION / "ci_small_conv.csv"), str(VALIDATION / "ci_small_gemm.csv")]
 
 
-def _load_harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "validate_scalesim", ROOT / "scripts" / "validate_scalesim.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-vs = _load_harness()
+vs = load_script("validate_scalesim")
 
 
 # Tests that run the real SCALE-Sim: excluded from the default run (``.ci/run`` runs

@@ -9,10 +9,8 @@ groups (``scripts/granularity.py`` prints the whole table).
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ from accelsim.driver.run import simulate_run
 from accelsim.timing.groups import MIN_GROUPS, busy_cycles, group_length, tile_groups
 from accelsim.timing.memories.fifo import Fifo
 from accelsim.timing.memories.interleaved import Interleaved
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 ADAPTIVE = ["timing.group_cycles=4096", "timing.chunks_per_op=4096"]
 
@@ -101,24 +99,13 @@ def test_events_stay_linear_in_the_ops() -> None:
         assert result.trace.events <= ops * (5 + 3 * 16)
 
 
-def _granularity() -> object:
-    spec = importlib.util.spec_from_file_location(
-        "granularity", ROOT / "scripts" / "granularity.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 SUITE = Path(ROOT / "configs" / "suites" / "default.yaml")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", [e.name for e in suite_entries(SUITE)])
 def test_suite_model_within_half_a_percent_of_its_converged_step(model: str) -> None:
-    script = _granularity()
+    script = load_script("granularity")
     entry = suite_entries(SUITE, [model])[0]
     run = ROOT / "configs" / "runs" / "suite.yaml"
     inputs = suite_inputs(run, entry, parse_sets(["timing.engine=compiled"]))  # the default

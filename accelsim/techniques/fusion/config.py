@@ -28,8 +28,10 @@ DEFAULTS: dict[str, Origin] = {
     ),
     "weight_tiles": (
         Source.OURS,
-        "our choice: the weight tile dX loaded serves the update (the audit's tile-fused"
-        " count); dram is the other",
+        "our choice: per layer, the weight tile dX loaded serves the update unless that"
+        " would spill dX's partial sums or the work waiting for dX would take longer"
+        " than sharing saves (estimated; a compiler's per-layer choice); dx and dram"
+        " force one",
     ),
 }
 """Where each setting's default comes from (``../shared/techniques.md`` section 6)."""
@@ -38,6 +40,7 @@ DEFAULTS: dict[str, Origin] = {
 class WeightTiles(str, Enum):
     """Where a backward-fused update reads the weight from."""
 
+    AUTO = "auto"  # per layer (techniques/fusion/loop_order.py)
     DX = "dx"  # the tiles the dX GEMM loaded: dX, dW and the update run as one op
     DRAM = "dram"  # DRAM: dX runs on its own, its consumers need not wait for dW
 
@@ -58,6 +61,9 @@ class OptimizerFusionConfig(Spec):
             strict=False,
             description="backward mode: dx takes the weight's tiles from the dX GEMM's"
             " filter buffer (no second read of W; dX, dW and the update run as one op);"
-            " dram reads W from DRAM (dX runs on its own, so its consumers overlap dW)",
+            " dram reads W from DRAM (dX runs on its own, so its consumers overlap dW);"
+            " auto chooses per layer: dx unless that spills dX's partial sums or the work"
+            " waiting for dX takes longer than sharing saves (W's read, and dW's traffic"
+            " under dX's compute), by estimates from the graph and the hardware",
         ),
-    ] = WeightTiles.DX
+    ] = WeightTiles.AUTO

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import OptimizerSpec
@@ -10,17 +11,21 @@ from accelsim.graph import links, passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, TensorKey, UpdateTiming
 from accelsim.lowering.optimizer import update_op
-from accelsim.techniques.fusion.config import NAME, WeightTiles
+from accelsim.techniques.fusion.config import NAME
+from accelsim.techniques.fusion.loop_order import LayerOrder, LoopOrder
 
 
-def backward_fused(graph: OpGraph, weight_tiles: WeightTiles = WeightTiles.DX) -> OpGraph:
+def backward_fused(graph: OpGraph, orders: Mapping[str, LayerOrder]) -> OpGraph:
     """Every trained parameter updated as soon as it can be: placement's
     :func:`~accelsim.lowering.optimizer.add_updates` runs each update right after its
     final ``dW`` tile, taking the gradient's tiles on chip, and the weight's from
-    ``dX`` with ``weight_tiles: dx``."""
-    shares = weight_tiles is WeightTiles.DX
+    ``dX`` where its loop order (``orders``, by weight name) shares them."""
     parameters = tuple(
-        dataclasses.replace(p, update=UpdateTiming.BACKWARD, shares_weight_tiles=shares)
+        dataclasses.replace(
+            p,
+            update=UpdateTiming.BACKWARD,
+            shares_weight_tiles=orders[p.weight.name].order is not LoopOrder.DX_FIRST,
+        )
         if p.grad_op >= 0
         else p
         for p in graph.parameters

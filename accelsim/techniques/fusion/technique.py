@@ -29,6 +29,7 @@ Backward fusion needs each gradient final on its own, so global-norm clipping
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -45,9 +46,10 @@ from accelsim.techniques.base import (
     placers,
 )
 from accelsim.techniques.fusion.config import DEFAULTS, NAME, FusionMode, OptimizerFusionConfig
+from accelsim.techniques.fusion.loop_order import LoopOrder, loop_orders
+from accelsim.techniques.fusion.report import kind_figures, order_line
 from accelsim.techniques.fusion.rewrite import backward_fused, forward_fused
 from accelsim.techniques.fusion.traffic import (
-    derived_traffic,
     exposed_update_cycles,
     ideal_bytes_per_parameter,
     parameter_dram_bytes,
@@ -112,7 +114,8 @@ class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
             case FusionMode.UNFUSED:
                 return graph
             case FusionMode.BACKWARD:
-                return backward_fused(graph, self.config.weight_tiles)
+                orders = loop_orders(graph, ctx.machine, self.config.weight_tiles)
+                return backward_fused(graph, orders)
             case FusionMode.FORWARD:
                 return forward_fused(graph, ctx.hardware, ctx.run.optimizer)
 
@@ -128,10 +131,10 @@ class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
         exposed = exposed_update_cycles(base)
         share = exposed / max(base.total_cycles, 1)
         params = sum(p.update_elements for p in base.graph.parameters)
+        orders = loop_orders(base.graph, ctx.machine, self.config.weight_tiles)
+        dx_first = {w for w, o in orders.items() if o.order is LoopOrder.DX_FIRST}
         ideal = {
-            m.value: ideal_bytes_per_parameter(
-                base.graph, m, optimizer, ctx.hardware, self.config.weight_tiles
-            )
+            m.value: ideal_bytes_per_parameter(base.graph, m, optimizer, ctx.hardware, dx_first)
             for m in FusionMode
         }
         by_kind = {}
@@ -142,49 +145,13 @@ class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
                 f" ({mode.value} fusion, {optimizer.kind.value})",
             )
         ]
+        alone = list(steps) == [NAME]  # no other technique names or defines the kind
         for kind, step in steps.items():
-            derived = derived_traffic(base, step.result, mode, optimizer)
-            # a whole pipeline's graph holds several steps: per step, as its cost is;
-            # each data-parallel replica updates its own copy: per replica
-            per_step = step.cost.dram_bytes / max(step.result.dram_bytes, 1) / derived.replicas
-            simulated = parameter_dram_bytes(step.result) * per_step
-            updated = max(derived.updated_elements, 1)  # every replica's, mini-batch's
-            in_dram = derived.gradient_in_dram / updated
-            speedup = base.total_cycles / max(step.cost.cycles, 1)
-            bound = base.total_cycles / max(step.cost.bound_cycles, 1)
-            by_kind[kind] = {
-                "cycles_saved_fraction": 1 - step.cost.cycles / base.total_cycles,
-                "energy_saved_fraction": 1 - step.cost.energy_pj / base.energy.total_pj,
-                "speedup": speedup,
-                "speedup_bound": bound,
-                "binding_bound": step.cost.binding_bound,
-                "replicas": derived.replicas,
-                "parameter_dram_bytes": simulated,
-                "bytes_per_parameter": simulated / max(params, 1),
-                "derived_parameter_dram_bytes": derived.dram_bytes * per_step,
-                "derived_bytes_per_parameter": derived.dram_bytes * per_step / max(params, 1),
-                "derived_weight_pass_bytes": derived.weight_pass_bytes * per_step,
-                "gradient_in_dram_share": in_dram,
-                "weight_in_dram_share": derived.weight_in_dram / updated,
-            }
             at = "" if len(steps) == 1 else f" ({kind})"
-            lines.append(
-                (
-                    f"fused step{at}",
-                    f"{speedup:.3f} x the baseline step (at most {bound:.3f} x:"
-                    f" {step.cost.binding_bound} bound)",
-                )
-            )
-            lines.append(
-                (
-                    f"parameter traffic{at}",
-                    f"{simulated / max(params, 1):.2f} B per parameter"
-                    f"{' and replica' if derived.replicas > 1 else ''} simulated,"
-                    f" {derived.dram_bytes * per_step / max(params, 1):.2f} derived"
-                    f" (gradient through DRAM for {in_dram * 100:.1f} % of the updated"
-                    " elements)",
-                )
-            )
+            by_kind[kind], kind_lines = kind_figures(base, step, mode, optimizer, at, alone)
+            lines += kind_lines
+        if mode is FusionMode.BACKWARD:
+            lines.append(("loop order", order_line(orders)))
         per = ", ".join(f"{m} {b:.1f}" for m, b in ideal.items())
         lines.append(
             ("ideal traffic", f"{per} B per parameter (every tile fits, one pass per GEMM)")
@@ -200,6 +167,9 @@ class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
             "base_parameter_dram_bytes": parameter_dram_bytes(base),
             "ideal_bytes_per_parameter": ideal,
             "by_kind": by_kind,
+            "loop_orders": {w: dataclasses.asdict(o) for w, o in orders.items()}
+            if mode is FusionMode.BACKWARD
+            else {},
         }
         notes = (
             "derived: the hand count per update element (W, g and states, less what"

@@ -14,6 +14,7 @@ the streams that stayed on chip, and the report sets it beside the simulated byt
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import MasterWeights, OptimizerKind, OptimizerSpec
@@ -21,7 +22,7 @@ from accelsim.graph import queries
 from accelsim.graph.ops import CORE, GemmOp, OpGraph, Phase, Tensor, TensorKind, VectorOp
 from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.report.result import RunResult
-from accelsim.techniques.fusion.config import NAME, FusionMode, WeightTiles
+from accelsim.techniques.fusion.config import NAME, FusionMode
 from accelsim.timing.costs import vector_dram_bytes
 
 
@@ -80,18 +81,19 @@ def ideal_bytes_per_parameter(
     mode: FusionMode,
     optimizer: OptimizerSpec,
     hw: HardwareSpec,
-    weight_tiles: WeightTiles = WeightTiles.DX,
+    dx_first: Collection[str] = (),
 ) -> float:
     """DRAM bytes per parameter of a step of ``graph`` (a baseline step) in ``mode`` by
     :func:`derived_accesses`, from each weight's GEMM readers: every tile on chip,
-    one pass per GEMM."""
+    one pass per GEMM; the weights named in ``dx_first`` backward-fused without
+    taking the weight's tiles from ``dX``."""
     total = params = 0
     master = optimizer.master_weights is MasterWeights.FP32
     for p in graph.parameters:
         readers = [op for op in graph.ops if isinstance(op, GemmOp) and _reads(op, p.weight)]
         forward = sum(1 for op in readers if op.phase is Phase.FWD)
         dx = sum(1 for op in readers if op.phase is Phase.BWD_INPUT)
-        shared = weight_tiles is WeightTiles.DX
+        shared = p.weight.name not in dx_first
         accesses = derived_accesses(mode, optimizer.kind, forward, dx, master, shared)
         total += p.update_elements * accesses.bytes_per_element(hw)
         params += p.update_elements
@@ -158,6 +160,8 @@ class DerivedTraffic:
         weight_in_dram: The elements whose update reads the weight from DRAM
             although the mode could serve it (no ``dX`` GEMM to take it from, the
             tiles do not fit); fp32 masters are not counted (there is no read).
+        weight_served: The elements whose update takes the weight's tiles from the
+            ``dX`` GEMM that loaded them (no read of W).
         replicas: The data-parallel replicas the step updates (each its own copy).
     """
 
@@ -166,6 +170,7 @@ class DerivedTraffic:
     updated_elements: int
     gradient_in_dram: int
     weight_in_dram: int
+    weight_served: int
     replicas: int
 
 
@@ -211,7 +216,7 @@ def derived_traffic(
     states = optimizer.kind.state_tensors + int(optimizer.master_weights is MasterWeights.FP32)
     clipped = optimizer.clip_global_norm is not None
     per_update = 0
-    elements = gradient_in_dram = weight_in_dram = 0
+    elements = gradient_in_dram = weight_in_dram = weight_served = 0
     replicas = set()
     for op in graph.ops:
         if not (op.owner in MINE and isinstance(op, VectorOp) and op.phase is Phase.UPDATE):
@@ -227,6 +232,7 @@ def derived_traffic(
         w_served = weight_read and (op.op_id, weights[0].key) in resident
         if weight_read and mode is FusionMode.BACKWARD and not w_served:
             weight_in_dram += e
+        weight_served += e if w_served else 0
         gradient_in_dram += 0 if g_on_chip else e
         elements += e
         w = 1 + (weight_read and not w_served)
@@ -239,6 +245,7 @@ def derived_traffic(
         elements,
         gradient_in_dram,
         weight_in_dram,
+        weight_served,
         max(len(replicas), 1),
     )
 

@@ -84,8 +84,9 @@ class LayerPipeConfig(PipelineConfig):
     stages of the layer's own (the paper's model; ``stages`` may then exceed the
     layer count, and processors beyond the layer count take any task);
     ``stages`` keeps every task of a layer on its contiguous stage, with the
-    inter-layer split below; ``best`` (the default) tries both and keeps the
-    faster.  ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into
+    inter-layer split below; ``best`` (the default) tries both, the free tasks
+    also on any processor and as the pinned-task model's best assignments, and
+    keeps the fastest.  ``dx_split`` (``tasks``): ``rows`` divides each dX GEMM's rows into
     two tasks (``split`` of them in the first, ``balance``: half), the first on
     the previous stage's processor; ``activation`` runs ``Wᵀδ`` as layer ``l``'s
     dX task and the element-wise ``⊙ f'`` (the backward of the vector layers
@@ -98,7 +99,8 @@ class LayerPipeConfig(PipelineConfig):
         default=TaskPlacement.BEST,
         description="tasks (each layer's forward, dX, dW and update placed freely within"
         " reach stages), stages (every task of a layer on its contiguous stage) or best"
-        " (both tried, the faster kept).",
+        " (both tried, the free tasks also anywhere and as the task model's best"
+        " assignments, the fastest kept).",
     )
     dx_split: Annotated[DxSplit, Field(strict=False)] = Field(
         default=DxSplit.ROWS,

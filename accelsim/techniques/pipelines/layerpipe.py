@@ -8,7 +8,10 @@ delays of at most ``P`` mini-batches.  ``placement: stages`` keeps PipeDream's
 contiguous partition and 1F1B order, defers each layer's dW behind the
 activation-gradient chain and splits the dX work of each stage's first layer
 with the previous stage; it simulates its options, PipeDream's own order among
-them.  ``placement: best`` (the default) simulates both and keeps the faster.
+them.  ``placement: best`` (the default) tries both, and the free tasks also
+anywhere and as the pinned-task model's best assignments
+(:mod:`accelsim.techniques.pipelines.free_layouts`), and keeps the fastest; the
+report sets the model's optimum beside it.
 Weights are delayed by ``2 S(l)`` half-steps: ``S(l)`` stashed versions per
 layer, or one extra buffer with LayerPipe2's moving-average reconstruction
 (``weights: ema``).
@@ -23,14 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accelsim.config.dram import DramSharing
 from accelsim.errors import SimulationError
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.copies import Relabel
 from accelsim.graph.ops import GemmOp, Op, OpGraph, Parameter, Phase, Tag
 from accelsim.lowering.optimizer import add_updates
-from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
@@ -42,49 +43,42 @@ from accelsim.techniques.pipelines.config import (
     TaskPlacement,
     WeightVersions,
 )
+from accelsim.techniques.pipelines.free_layouts import (
+    ANYWHERE,
+    FREE,
+    OPTIMA,
+    TaskLayout,
+    TaskSet,
+    list_layout,
+    model_optima,
+    task_sets,
+)
 from accelsim.techniques.pipelines.graph import (
     SplitShares,
     accumulate_gradients,
     copy_step,
     stage_sinks,
 )
+from accelsim.techniques.pipelines.memory import ProcessorMemory, processor_memory
 from accelsim.techniques.pipelines.plan import Plan
-from accelsim.techniques.pipelines.report import Placed
+from accelsim.techniques.pipelines.report import ModelOptimum, Placed, optimum_report
 from accelsim.techniques.pipelines.schedule import Schedule
-from accelsim.techniques.pipelines.task_placement import (
-    MOVED_DX,
-    TaskKey,
-    activation_groups,
-    assign,
-    dram_cycles,
-    loads,
-    measure_tasks,
-    task_of,
-)
+from accelsim.techniques.pipelines.task_placement import TaskKey, activation_groups, task_of
 from accelsim.techniques.provenance import Origin
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One placement LayerPipe simulated: which (``tasks`` or ``stages``), its name, its
-    steady period and whether its DRAM footprint fits."""
+    """One placement LayerPipe tried: which (``tasks`` or ``stages``), its name, its
+    steady period and whether its DRAM footprint fits (None for a free placement not
+    simulated), and a free placement's rated period (its busiest processor's load or
+    DRAM time)."""
 
     placement: TaskPlacement
     name: str
-    period: float
-    fits: bool
-
-
-@dataclass(frozen=True)
-class TaskLayout:
-    """LayerPipe's free placement: the step graph of one micro-batch, every task's
-    processor, every trained layer's weight delay in mini-batches (``S(l) + 1``), and
-    the busiest unit's load of every processor per mini-batch."""
-
-    step: OpGraph
-    where: Mapping[TaskKey, int]
-    delays: Mapping[str, int]
-    loads: list[int]
+    period: float | None
+    fits: bool | None
+    rated: float | None = None
 
 
 class LayerPipe(Schedule[LayerPipeConfig]):
@@ -96,7 +90,7 @@ class LayerPipe(Schedule[LayerPipeConfig]):
     def __init__(self, config: LayerPipeConfig, source: str) -> None:
         super().__init__(config, source)
         self._layouts: dict[int, tuple[object, TaskLayout]] = {}
-        self._chosen: dict[int, tuple[object, Candidate, list[Candidate]]] = {}
+        self._chosen: dict[int, tuple[object, Candidate, list[Candidate], ModelOptimum | None]] = {}
 
     def shares(self, plan: Plan, single: RunResult) -> dict[str, tuple[float, int]]:
         """The share of each stage's first layer's dX rows done by the previous stage
@@ -123,35 +117,100 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         return shares
 
     def place(self, ctx: TechniqueContext, step: StepGraph, base: RunResult) -> OpGraph:
-        """LayerPipe's placement: the fastest of the free task placement and the stage
+        """LayerPipe's placement: the fastest of the free task placements and the stage
         options (``placement`` may keep to one kind), each simulated.
 
-        The stage options, on PipeDream's partition, are the inter-layer split with
-        dW deferred, dW deferred alone, the plain 1F1B order, and PipeDream's own
-        (1F1B, each stage's input gradient sent when its backward is done), so with
-        them LayerPipe is never slower than PipeDream on the same partition.  On one
-        processor every option is the baseline step.  Ties go to the earlier
-        option, the free placement first.
+        The free placements are the list scheduler's within ``reach`` stages, its
+        placement on any processor and the pinned-task model's optimum
+        (:mod:`accelsim.techniques.pipelines.free_layouts`; with ``placement:
+        tasks`` only those ``reach`` allows).  The stage options, on PipeDream's
+        partition, are the inter-layer split with dW deferred, dW deferred alone,
+        the plain 1F1B order, and PipeDream's own (1F1B, each stage's input gradient
+        sent when its backward is done), so with them LayerPipe is never slower than
+        PipeDream on the same partition.  On one processor every option is the
+        baseline step.  Ties go to the earlier option, the free placements first.
         """
         single, own = self.single_step(ctx, step, base)
         plan = self.plan(ctx, single)
-        tried: list[tuple[Candidate, OpGraph]] = []
         placement = self.config.placement
-        free = self.processors(ctx) > 1
-        if placement is not TaskPlacement.STAGES and free:
-            graph, period = self.place_tasks(ctx, step, plan)
-            fits = self.fits(ctx, plan, graph)
-            tried.append((Candidate(TaskPlacement.TASKS, "free", period, fits), graph))
-        if placement is not TaskPlacement.TASKS or not free:
-            tried += self.stage_candidates(ctx, step, plan, single)
+        processors = self.processors(ctx)
+        staged: list[tuple[Candidate, OpGraph | None]] = []
+        if placement is not TaskPlacement.TASKS or processors == 1:
+            staged += self.stage_candidates(ctx, step, plan, single)
+        free: list[tuple[Candidate, OpGraph | None]] = []
+        optimum: ModelOptimum | None = None
+        if processors > 1:
+            whole = step(ctx.run.batch_size // self.config.micro_batches)
+            # The step on one processor is the whole step's unless micro-batches split it.
+            costed = single if self.config.micro_batches == 1 else None
+            sets = task_sets(ctx, whole, self.share(), costed)
+            best_model, optimal = model_optima(ctx, sets, processors)
+            optimum = ModelOptimum(best_model, base.total_cycles)
+            if placement is not TaskPlacement.STAGES:
+                free = self.free_candidates(ctx, plan, sets, optimal, staged)
+        tried = [(c, g) for c, g in [*free, *staged] if g is not None]
         # A placement whose stashes fit in DRAM beats any that does not.
         best, graph = min(tried, key=lambda t: (not t[0].fits, t[0].period))
-        self._chosen[id(graph.ops)] = (graph.ops, best, [c for c, _ in tried])
+        candidates = [c for c, _ in [*free, *staged]]
+        self._chosen[id(graph.ops)] = (graph.ops, best, candidates, optimum)
         return self.remember(ctx, graph, Placed(plan, single, own))
+
+    def free_candidates(
+        self,
+        ctx: TechniqueContext,
+        plan: Plan,
+        sets: list[TaskSet],
+        optimal: list[TaskLayout],
+        staged: list[tuple[Candidate, OpGraph | None]],
+    ) -> list[tuple[Candidate, OpGraph | None]]:
+        """The free placements, each simulated unless its rated period (its busiest
+        processor's load or DRAM time, which bound its period from below) exceeds
+        the shortest period of a placement that fits simulated before it."""
+        shortest = min((c.period or math.inf for c, _ in staged if c.fits), default=math.inf)
+        free: list[tuple[Candidate, OpGraph | None]] = []
+        for name, alone in self.free_layouts(ctx, plan, sets, optimal):
+            rated = alone.rating_cycles
+            if rated > shortest:
+                free.append((Candidate(TaskPlacement.TASKS, name, None, None, rated), None))
+                continue
+            graph, period = self.place_tasks(ctx, plan, self.timed(ctx, alone))
+            fits = self.fits(ctx, plan, graph)
+            free.append((Candidate(TaskPlacement.TASKS, name, period, fits, rated), graph))
+            if fits:
+                shortest = min(shortest, period)
+        return free
+
+    def share(self) -> float:
+        """The share of each dX GEMM's rows in the first part of the free placement's
+        split (0: no split)."""
+        if self.config.dx_split is not DxSplit.ROWS:
+            return 0.0
+        return 0.5 if self.config.split == "balance" else float(self.config.split)
+
+    def free_layouts(
+        self, ctx: TechniqueContext, plan: Plan, sets: list[TaskSet], optimal: list[TaskLayout]
+    ) -> list[tuple[str, TaskLayout]]:
+        """The free placements to try, by name; a placement equal to an earlier one is
+        tried once."""
+        processors = self.processors(ctx)
+        reach = self.config.reach
+        grouped = activation_groups if self.config.dx_split is DxSplit.ACTIVATION else None
+        layouts = [(FREE, list_layout(ctx, plan, sets, processors, reach, grouped))]
+        if self.config.placement is TaskPlacement.BEST and reach is not None:
+            layouts.append((ANYWHERE, list_layout(ctx, plan, sets, processors, None, grouped)))
+        if self.config.placement is TaskPlacement.BEST or reach is None:
+            layouts += zip(OPTIMA, optimal, strict=False)
+        distinct: list[tuple[str, TaskLayout]] = []
+        for name, layout in layouts:
+            if not any(
+                kept.step is layout.step and kept.where == layout.where for _, kept in distinct
+            ):
+                distinct.append((name, layout))
+        return distinct
 
     def stage_candidates(
         self, ctx: TechniqueContext, step: StepGraph, plan: Plan, single: RunResult
-    ) -> list[tuple[Candidate, OpGraph]]:
+    ) -> list[tuple[Candidate, OpGraph | None]]:
         """The stage options on ``plan``, each simulated, with their graphs."""
         shares = self.shares(plan, single)
         options: list[tuple[str, SplitShares | None, bool, bool]] = [
@@ -161,7 +220,7 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         ]
         if shares:
             options.insert(0, ("split_dx_defer_dw", shares, True, False))
-        tried = []
+        tried: list[tuple[Candidate, OpGraph | None]] = []
         for name, split, defer, send_after in options:
             graph, period = self.measure(
                 ctx,
@@ -173,9 +232,9 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         return tried
 
     def place_tasks(
-        self, ctx: TechniqueContext, step: StepGraph, plan: Plan
+        self, ctx: TechniqueContext, plan: Plan, alone: TaskLayout
     ) -> tuple[OpGraph, float]:
-        """The free task placement, with the weight delays it needs, and its period.
+        """A free task placement, with the weight delays it needs, and its period.
 
         Each layer's delay is its one-mini-batch latency in periods plus a margin
         for a full pipeline's queueing: ``delay_margin``, or with ``auto`` the
@@ -187,7 +246,6 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         Unless ``mini_batches`` is set, a layout is measured
         over ``max(3 P + 2, 2 D + 2)`` mini-batches for its deepest delay ``D``.
         """
-        alone = self.layout(ctx, step, plan)
         processors = self.processors(ctx)
         margin = self.config.delay_margin
         margins = [0, 1, 2, 4, 8, 16, 32] if margin == "auto" else [margin]
@@ -226,7 +284,11 @@ class LayerPipe(Schedule[LayerPipeConfig]):
     def defaults(self) -> dict[str, Origin]:
         return {
             **super().defaults(),
-            "placement": (Source.OURS, "our choice: the faster of the free tasks and stages"),
+            "placement": (
+                Source.OURS,
+                "our choice: the fastest of the free placements (within reach, anywhere, the"
+                " task model's) and the stage options",
+            ),
             "dx_split": (Source.RECALLED, "the dX split across consecutive stages, recalled"),
             "split": (Source.OURS, "our choice: move what evens out the two stages"),
             "weights": (
@@ -234,7 +296,11 @@ class LayerPipe(Schedule[LayerPipeConfig]):
                 "S(l) stashed versions for the delay of 2 S(l) half-steps (LayerPipe2)",
             ),
             "delay_margin": (Source.OURS, "our choice: the least margin near the bound"),
-            "reach": (Source.OURS, "our choice: a task within one stage of its layer's"),
+            "reach": (
+                Source.OURS,
+                "our choice: the list scheduler within one stage of a task's layer (best also"
+                " tries it anywhere)",
+            ),
         }
 
     def depth(self, load: LoadContext) -> tuple[int, int]:
@@ -247,77 +313,17 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         processors = self.config.stages or load.hardware.processors
         return processors, 2 * processors + 1
 
-    def layout(self, ctx: TechniqueContext, step: StepGraph, plan: Plan) -> TaskLayout:
-        """Every task's processor and every layer's weight delay.
+    def timed(self, ctx: TechniqueContext, alone: TaskLayout) -> TaskLayout:
+        """A placement with every layer's weight delay.
 
-        The tasks' costs come from the step simulated on one processor.  The
-        candidates are the list scheduler's placement of the tasks (with the dX
-        GEMMs split as ``dx_split`` says, and without the split, which costs a
-        second pipeline fill on the array), and the partition's stages (every
-        task on its layer's stage); in both, the moved rows of a split dX GEMM run
-        on the previous stage's processor, and the list scheduler puts any other
-        task within ``reach`` stages of its layer's or on a processor with no
-        stage.  Each is rated by the larger of its busiest
-        processor's busiest unit and its DRAM time (the shared channel's, or the
-        busiest processor's own), and the first of them, in that order, within
-        1 % of the best is kept (the busiest unit's load ignores what the array
-        and the vector unit cannot overlap, so a split that saves less is not
-        worth its second pipeline fill; and each half of a split dX GEMM reads
-        the whole weights).
-
-        The delay of layer ``l`` here is the number of periods (at least one)
-        its mini-batch spends between the start of its forward and the end of
-        its update (or, without weights, of its backward: how long it keeps its
+        The delay of layer ``l`` here is the number of periods (at least one) its
+        mini-batch spends between the start of its forward and the end of its
+        update (or, without weights, of its backward: how long it keeps its
         activations) when one mini-batch runs alone on the placement, with the
-        period estimated by the candidate's rating; :meth:`place_tasks` adds the
+        period estimated by the placement's rating; :meth:`place_tasks` adds the
         margin a full pipeline's queueing needs.
         """
-        whole = step(ctx.run.batch_size // self.config.micro_batches)
-        processors = self.processors(ctx)
-        link = ctx.machine.links[0]
-        memories = ctx.machine.dram
-        shared = ctx.hardware.dram.sharing is DramSharing.SHARED
-        split = self.config.split
-        share = 0.5 if split == "balance" else float(split)
-        steps = [whole]
-        if self.config.dx_split is DxSplit.ROWS and share > 0:
-            steps.append(
-                passes.split_gemms(
-                    whole, lambda op: (share, 0) if op.phase is Phase.BWD_INPUT else None
-                )
-            )
-        reach = self.config.reach
-
-        def near(task: TaskKey) -> list[int]:
-            """Where a task may run: the moved rows of a split dX on the previous
-            stage's processor; the rest within ``reach`` of the layer's stage, or on a
-            processor that has no stage (more processors than layers)."""
-            home = plan.stage_of.get(task[0], 0)
-            if task[1] == MOVED_DX:
-                return [max(home - 1, 0)]
-            if reach is None:
-                return list(range(processors))
-            window = range(max(home - reach, 0), min(home + reach + 1, plan.stages))
-            return [*window, *range(plan.stages, processors)]
-
-        candidates: list[tuple[float, OpGraph, dict[TaskKey, int], list[int]]] = []
-        for one in steps:
-            single = placement.single(one, ctx.run.optimizer, ctx.hardware.word_bytes)
-            costs = measure_tasks(ctx.simulate(single))
-            groups = activation_groups(one) if self.config.dx_split is DxSplit.ACTIVATION else []
-            free = assign(costs, processors, link, groups, None if shared else memories, near)
-            staged = {
-                task: near(task)[0] if task[1] == MOVED_DX else plan.stage_of.get(task[0], 0)
-                for task in free
-            }
-            for where in (free, staged):
-                load = loads(costs, where, processors)
-                dram = dram_cycles(costs, where, memories)
-                candidates.append((max(*load, dram), one, where, load))
-        least = min(c[0] for c in candidates)
-        busiest, one, where, load = next(c for c in candidates if c[0] <= 1.01 * least)
-        busiest = max(busiest, 1)
-        alone = TaskLayout(one, where, {}, load)
+        busiest = max(alone.rating_cycles, 1)
         run = ctx.simulate(self.build_tasks(ctx, alone, 1))
         trace = run.trace
         began: dict[str, int] = {}
@@ -332,7 +338,7 @@ class LayerPipe(Schedule[LayerPipeConfig]):
             layer: max(1, math.ceil((end - began.get(layer, 0)) / busiest))
             for layer, end in ended.items()
         }
-        return TaskLayout(one, where, delays, alone.loads)
+        return dataclasses.replace(alone, delays=delays)
 
     def build_tasks(self, ctx: TechniqueContext, layout: TaskLayout, mini_batches: int) -> OpGraph:
         """The graph of ``mini_batches`` mini-batches with every task on its own processor.
@@ -404,6 +410,18 @@ class LayerPipe(Schedule[LayerPipeConfig]):
         found = self._layouts.get(id(graph.ops))
         return found[1] if found is not None and found[0] is graph.ops else None
 
+    def memory(self, ctx: TechniqueContext, plan: Plan, graph: OpGraph) -> list[ProcessorMemory]:
+        """What each processor keeps in DRAM; in the free placement, where a layer's
+        tasks may run on different processors, each stash on the processors that
+        hold it (:func:`~accelsim.techniques.pipelines.memory.processor_memory`)."""
+        return processor_memory(
+            graph,
+            self.layer_delays(plan, graph),
+            ctx.run.optimizer,
+            ctx.hardware,
+            held_by_readers=self._layout(graph) is not None,
+        )
+
     def layer_delays(self, plan: Plan, graph: OpGraph) -> dict[str, tuple[int, int]]:
         layout = self._layout(graph)
         if layout is None:
@@ -415,11 +433,13 @@ class LayerPipe(Schedule[LayerPipeConfig]):
 
     def placement_report(self, run: RunResult) -> dict[str, Any]:
         """The winning placement (``placement``, ``candidate``), every option tried with
-        its steady period (``candidates``), and the free placement's tasks when it won."""
+        its steady period (``candidates``), the pinned-task model's optimum beside it
+        (``task_optimum``, with more than one processor), and the free placement's
+        tasks when it won."""
         found = self._chosen.get(id(run.graph.ops))
         if found is None or found[0] is not run.graph.ops:
             raise SimulationError(f"{self.name}: no placement recorded for this simulated graph")
-        chosen = {
+        chosen: dict[str, Any] = {
             "placement": found[1].placement.value,
             "candidate": found[1].name,
             "candidates": [
@@ -428,10 +448,14 @@ class LayerPipe(Schedule[LayerPipeConfig]):
                     "candidate": c.name,
                     "steady_cycles_per_minibatch": c.period,
                     "fits": c.fits,
+                    **({} if c.rated is None else {"rated_cycles_per_minibatch": c.rated}),
                 }
                 for c in found[2]
             ],
         }
+        period = found[1].period  # the chosen placement was simulated
+        if found[3] is not None and period is not None:
+            chosen["task_optimum"] = optimum_report(found[3], period)
         layout = self._layout(run.graph)
         if layout is None:
             return chosen

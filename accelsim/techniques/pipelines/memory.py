@@ -66,6 +66,7 @@ def processor_memory(
     delays: Mapping[str, tuple[int, int]],
     optimizer: OptimizerSpec,
     hw: HardwareSpec,
+    held_by_readers: bool = False,
 ) -> list[ProcessorMemory]:
     """Per processor of a pipeline's graph, what it keeps in DRAM.
 
@@ -75,12 +76,19 @@ def processor_memory(
             extra weight versions (``Schedule.layer_delays``).
         optimizer: Its state tensors per parameter count with the parameters.
         hw: Word sizes (optimizer state) and the processors.
+        held_by_readers: Whether a layer's tasks may run on different processors
+            (LayerPipe's free placement): then each stash is charged to the
+            processors that read it in the backward stage, which hold it.
 
     A layer's stashed activations count on the processor of the op of the forward
     stage that writes them (or, for the step's input, first reads it; its first
     mini-batch's first micro-batch there), times the mini-batches the layer keeps in
     flight; its weight versions on every processor that runs its forward work; its
-    parameters on every processor that updates it.
+    parameters on every processor that updates it.  With ``held_by_readers`` a
+    stashed activation counts instead on every processor whose backward-stage ops of
+    the first mini-batch read it, times the mini-batches the reading layer keeps in
+    flight, and a layer's weight versions also on the processors of its dX GEMMs
+    (which read the version its forward used).
     """
     processors = 1 + max(graph.processor)
     work = [
@@ -91,23 +99,18 @@ def processor_memory(
     for op in work:
         p = graph.processor[op.op_id]
         first[p] = min(first[p], op.tag.mini_batch)
-    # The step's inputs (the samples) are stashed too when a backward op reads them.
-    made = {access.tensor.key for op in graph.ops for access in writes_of(op)}
-    stash = [0] * processors
-    counted: set[TensorKey] = set()
     homes: dict[str, set[int]] = {}
     for op in work:
-        p = graph.processor[op.op_id]
-        if op.tag != Tag(mini_batch=first[p], micro_batch=0):
-            continue
-        if forward_work(op):
-            homes.setdefault(op.layer, set()).add(p)
-        inputs = [a for a in reads_of(op) if a.tensor.key not in made]
-        for access in (*writes_of(op), *inputs):
-            key = access.tensor.key
-            if key in graph.stashed and key not in counted:
-                counted.add(key)
-                stash[p] += access.tensor.bytes * delays[op.layer][0]
+        if forward_work(op) and op.tag == Tag(mini_batch=first[graph.processor[op.op_id]]):
+            homes.setdefault(op.layer, set()).add(graph.processor[op.op_id])
+    if held_by_readers:
+        stash = _held_by_readers(graph, delays)
+        for reader in graph.ops:
+            dx = isinstance(reader, GemmOp) and reader.phase is Phase.BWD_INPUT
+            if dx and reader.tag == Tag(mini_batch=0):
+                homes.setdefault(reader.layer, set()).add(graph.processor[reader.op_id])
+    else:
+        stash = _held_by_writers(graph, delays, work, first)
     updaters: dict[str, set[int]] = {}
     for update in graph.ops:
         if update.phase is Phase.UPDATE and isinstance(update, VectorOp):
@@ -129,6 +132,52 @@ def processor_memory(
         ProcessorMemory(parameters[p], versions[p], weight_bytes[p], stash[p])
         for p in range(processors)
     ]
+
+
+def _held_by_writers(
+    graph: OpGraph,
+    delays: Mapping[str, tuple[int, int]],
+    work: list[GemmOp | VectorOp],
+    first: list[int],
+) -> list[int]:
+    """Each processor's stashed activation bytes, a stash on the processor of the
+    forward op that writes it (or first reads a step input) times that layer's
+    (micro-)batches in flight."""
+    # The step's inputs (the samples) are stashed too when a backward op reads them.
+    made = {access.tensor.key for op in graph.ops for access in writes_of(op)}
+    stash = [0] * (1 + max(graph.processor))
+    counted: set[TensorKey] = set()
+    for op in work:
+        p = graph.processor[op.op_id]
+        if op.tag != Tag(mini_batch=first[p], micro_batch=0):
+            continue
+        inputs = [a for a in reads_of(op) if a.tensor.key not in made]
+        for access in (*writes_of(op), *inputs):
+            key = access.tensor.key
+            if key in graph.stashed and key not in counted:
+                counted.add(key)
+                stash[p] += access.tensor.bytes * delays[op.layer][0]
+    return stash
+
+
+def _held_by_readers(graph: OpGraph, delays: Mapping[str, tuple[int, int]]) -> list[int]:
+    """Each processor's stashed activation bytes, a stash on every processor whose
+    backward-stage ops of the first mini-batch read it, times the reading layer's
+    (micro-)batches in flight."""
+    stash = [0] * (1 + max(graph.processor))
+    counted: set[tuple[TensorKey, int]] = set()
+    for op in graph.ops:
+        if op.stage is not Stage.BACKWARD or op.tag != Tag(mini_batch=0):
+            continue
+        if not isinstance(op, (GemmOp, VectorOp)):
+            continue
+        p = graph.processor[op.op_id]
+        for access in reads_of(op):
+            key = access.tensor.key
+            if key in graph.stashed and (key, p) not in counted:
+                counted.add((key, p))
+                stash[p] += access.tensor.bytes * delays[op.layer][0]
+    return stash
 
 
 def channels(memory: list[ProcessorMemory], machine: Machine) -> list[Channel]:

@@ -20,6 +20,7 @@ from accelsim.report.result import RunResult
 from accelsim.report.training import Input
 from accelsim.techniques.base import Section, SimulatedStep, TechniqueContext
 from accelsim.techniques.pipelines.memory import ProcessorMemory, channels, overflow
+from accelsim.techniques.pipelines.optimum import Optimum
 from accelsim.techniques.pipelines.plan import Plan, task_bounds
 from accelsim.timing.costs import UNIT_ARRAY
 from accelsim.timing.machine import Machine
@@ -280,6 +281,53 @@ def pipeline_report(
     }
 
 
+@dataclass(frozen=True)
+class ModelOptimum:
+    """The pinned-task model's optimum beside a LayerPipe placement: its period (and
+    proven lower bound) and the cycles of the baseline step on one processor."""
+
+    optimum: Optimum
+    base_cycles: int
+
+
+def optimum_report(model: ModelOptimum, period: float) -> dict[str, Any]:
+    """The pinned-task model's optimum beside a placement's steady ``period``: its
+    period and proven lower bound, whether it is exact, the speedups they give over
+    the baseline step, and the share of the optimum's speedup the placement reaches
+    (``share``; when the optimum is not exact, ``share_at_least`` against its bound)."""
+    best = model.optimum
+    return {
+        "period_cycles": best.period_cycles,
+        "lower_bound_cycles": best.lower_bound_cycles,
+        "exact": best.exact,
+        "speedup": model.base_cycles / max(best.period_cycles, 1),
+        "speedup_bound": model.base_cycles / max(best.lower_bound_cycles, 1),
+        "share": best.period_cycles / period,
+        "share_at_least": best.lower_bound_cycles / period,
+    }
+
+
+def optimum_line(report: Mapping[str, Any], label: str) -> list[tuple[str, str]]:
+    """The pinned-task model's optimum beside the speedup, when the report has it."""
+    best = report.get("task_optimum")
+    if best is None:
+        return []
+    if best["exact"]:
+        text = (
+            f"{best['speedup']:.3f}x (exact, {best['period_cycles']:,} cycles per"
+            f" mini-batch); this placement reaches {best['share'] * 100:.0f} % of it"
+        )
+    else:
+        low, high = f"{best['share_at_least'] * 100:.0f}", f"{best['share'] * 100:.0f}"
+        text = (
+            f"at most {best['speedup_bound']:.3f}x (a proven bound of its period,"
+            f" {best['lower_bound_cycles']:,} cycles; best assignment found"
+            f" {best['speedup']:.3f}x); this placement reaches"
+            f" {low if low == high else f'{low}-{high}'} % of it"
+        )
+    return [(f"task-model optimum{label}", text)]
+
+
 def schedule_section(
     name: str,
     reports: Mapping[str, Mapping[str, Any]],
@@ -305,6 +353,7 @@ def schedule_section(
                 f" {report['stages']} stages"
                 + (" (clamped to its bound)" if report["clamped"] else ""),
             ),
+            *optimum_line(report, label),
             (f"stash per processor{label}", f"{stash} MB (activations and weight versions)"),
             (
                 f"DRAM footprint{label}",

@@ -57,15 +57,30 @@ DEFAULTS: dict[str, Origin] = {
         Source.OURS,
         "none: our synthetic predictor error floor + (1 - floor) exp(-epoch / decay_epochs)",
     ),
+    "schedule.errors": (
+        Source.OURS,
+        "synthetic: the measured digits trace is of our linear predictor, whose error"
+        " (0.9-1.1) is not on the scale of error_threshold",
+    ),
     "schedule.floor": (Source.OURS, "our synthetic error curve"),
     "schedule.decay_epochs": (Source.OURS, "our synthetic error curve"),
 }
 """Where each setting's default comes from (``../shared/techniques.md`` section 2)."""
 
+CURVE_KEYS = frozenset({"schedule.floor", "schedule.decay_epochs"})
+"""The synthetic error curve's parameters: our choice whichever file sets them."""
+
+CURVE_SET = "our synthetic error curve's parameter, set in the run file: our choice, not measured"
+
 
 class Placement(str, Enum):
     DEDICATED = "dedicated"
     SHARED = "shared"
+
+
+class ErrorSignal(str, Enum):
+    SYNTHETIC = "synthetic"
+    MEASURED = "measured"
 
 
 class Policy(str, Enum):
@@ -134,6 +149,13 @@ class ScheduleSpec(Spec):
         default=None,
         description="CSV of epoch,batch,predictor_error (relative to the run file); null:"
         " the synthetic curve floor + (1 - floor) exp(-epoch / decay_epochs).",
+    )
+    errors: Annotated[ErrorSignal, Field(strict=False)] = Field(
+        default=ErrorSignal.SYNTHETIC,
+        description="Without error_trace: synthetic (our curve: floor, decay_epochs) or"
+        " measured (the bundled digits predictor-error trace, the CNN's for a model with"
+        " convolutions, else the MLP's: its mean over layers, epoch e of E at trace"
+        " epoch floor(e T / E)).",
     )
     floor: Fraction = Field(default=0.05, description="Synthetic error curve: its limit.")
     decay_epochs: PositiveFloat = Field(

@@ -47,9 +47,10 @@ from typing import Any, ClassVar
 from accelsim.config.hardware import ArraySpec, HardwareSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import GemmOp, OpGraph
+from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit
 from accelsim.report.result import RunResult
-from accelsim.report.training import Source
+from accelsim.report.training import Input, Source, StepCost
 from accelsim.techniques.base import (
     GraphRewriter,
     KindDefiner,
@@ -59,12 +60,15 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
-from accelsim.techniques.plan import read_trace, synthetic_decay
+from accelsim.techniques.plan import measured_errors, read_trace, synthetic_decay
 from accelsim.techniques.prediction.config import (
+    CURVE_KEYS,
+    CURVE_SET,
     DEFAULTS,
     NAME,
     PREDICTOR,
     REIMPL,
+    ErrorSignal,
     GradientPredictionConfig,
     Placement,
     Policy,
@@ -78,7 +82,8 @@ from accelsim.techniques.prediction.predictor import (
     predictor_layer_cost,
 )
 from accelsim.techniques.prediction.rewrite import PredictorRewrite
-from accelsim.techniques.provenance import Origin, inputs
+from accelsim.techniques.prediction.shares import share_range
+from accelsim.techniques.provenance import Origin, bundled_trace_inputs, inputs
 from accelsim.units import kib_to_bytes
 
 
@@ -115,7 +120,7 @@ class GradientPrediction(
                 if kib_to_bytes(getattr(a, key)) < need
             ]
         try:
-            self._errors(load.run_file, load.run.training.epochs)
+            self._errors(load.run_file, load.run.training.epochs, load.infos)
         except ConfigError as exc:
             problems += exc.problems
         return problems
@@ -155,7 +160,7 @@ class GradientPrediction(
 
     def kind_shares(self, ctx: TechniqueContext) -> list[dict[str, float]]:
         """Per epoch, the GP share the schedule gives (BP the rest)."""
-        errors = self._errors(ctx.run_file, ctx.run.training.epochs)
+        errors = self._errors(ctx.run_file, ctx.run.training.epochs, ctx.infos)
         fractions = gp_fractions(self.config.schedule, ctx.run.training.epochs, errors)
         return [{"bp": 1 - g, "gp": g} for g in fractions]
 
@@ -182,11 +187,14 @@ class GradientPrediction(
             "bp": _predictor_use(bp, self.name, placement, base.total_cycles),
             "gp": _predictor_use(gp, self.name, placement),
         }
+        by_share, range_lines = share_range(StepCost.of(base), bp.cost, gp.cost)
         details = {
             "policy": self.config.schedule.policy.value,
             "placement": placement.value,
             "gp_fraction": sum(fractions) / plan.epochs,
             "gp_fraction_by_epoch": fractions,
+            "error_signal": self._signal(),
+            **by_share,
             "predictor": {
                 "storage": self.storage(base.graph, ctx.hardware).report(),
                 **use,
@@ -200,7 +208,12 @@ class GradientPrediction(
             },
         }
         lines = (
-            ("GP share", f"{details['gp_fraction']:.3f} of the steps ({details['policy']})"),
+            (
+                "GP share",
+                f"{details['gp_fraction']:.3f} of the steps ({details['policy']};"
+                f" decided by {details['error_signal']})",
+            ),
+            *range_lines,
             (
                 "predictor on BP",
                 f"{use['bp']['overhead_fraction'] * 100:+.1f} % cycles over the baseline step,"
@@ -212,22 +225,44 @@ class GradientPrediction(
             details,
             lines,
             notes,
-            inputs=inputs(
-                self.config,
-                self.defaults(),
-                traces=("schedule.error_trace",),
-                constants={
-                    "predictor_loss_ops": (
-                        MSE_OPS,
-                        (Source.REIMPLEMENTATION, REIMPL + ": MSE"),
-                    ),
-                    "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, REIMPL)),
-                },
-            ),
+            inputs=self._inputs(),
         )
 
-    def _errors(self, run_file: Path, epochs: int) -> list[float]:
+    def _signal(self) -> str:
+        """What decided the GP share of each epoch: a trace, or our curve."""
         schedule = self.config.schedule
+        if schedule.policy is Policy.FIXED:
+            return "the fixed gp_fraction"
+        if schedule.error_trace is not None:
+            return f"the measured predictor-error trace {schedule.error_trace}"
+        if schedule.errors is ErrorSignal.MEASURED:
+            return "the bundled measured predictor-error trace of a digits model"
+        return "our synthetic predictor-error curve"
+
+    def _inputs(self) -> tuple[Input, ...]:
+        """The provenance of every input; the synthetic curve's parameters are our choice
+        whichever file sets them (nothing measured them)."""
+        found = inputs(
+            self.config,
+            self.defaults(),
+            traces=("schedule.error_trace",),
+            constants={
+                "predictor_loss_ops": (MSE_OPS, (Source.REIMPLEMENTATION, REIMPL + ": MSE")),
+                "predictor_optimizer": ("adam", (Source.REIMPLEMENTATION, REIMPL)),
+            },
+        )
+        ours = tuple(
+            Input(i.key, i.value, Source.OURS, CURVE_SET)
+            if i.key in CURVE_KEYS and i.source is Source.RUN
+            else i
+            for i in found
+        )
+        return bundled_trace_inputs(ours, "schedule.errors")
+
+    def _errors(self, run_file: Path, epochs: int, infos: Sequence[LayerInfo]) -> list[float]:
+        schedule = self.config.schedule
+        if schedule.error_trace is None and schedule.errors is ErrorSignal.MEASURED:
+            return measured_errors([info.layer.kind for info in infos], epochs)[1]
         if schedule.error_trace is None:
             return synthetic_decay(schedule.floor, schedule.decay_epochs, epochs)
         return read_trace(

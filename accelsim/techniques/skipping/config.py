@@ -24,10 +24,15 @@ DEFAULTS: dict[str, Origin] = {
         "groups of semantically related parameters [S]; filter groups, recalled",
     ),
     "skip_fraction": (Source.OURS, "none: the monitor decides, our model"),
-    "update_trace": (Source.OURS, "none: " + _CURVE),
+    "update_trace": (Source.OURS, "none: the statistics setting decides"),
+    "statistics": (
+        Source.TRACE,
+        "measured: the bundled digits traces (scripts/training_signals.py), mapped by"
+        " layer kind and depth",
+    ),
     "threshold": (Source.OURS, OUR_MODEL),
     "group_spread": (Source.OURS, OUR_MODEL + ": groups' averages log-normal around the layer's"),
-    "recheck_iterations": (Source.OURS, OUR_MODEL),
+    "recheck_iterations": (Source.OURS, OUR_MODEL + ": a skipped group's mean wait to re-check"),
     "floor": (Source.OURS, _CURVE),
     "decay_epochs": (Source.OURS, _CURVE + "; earlier layers converge first, recalled"),
     "levels": (Source.OURS, "our choice: skipped shares rounded to quarters"),
@@ -39,6 +44,11 @@ class Grouping(str, Enum):
     FILTER = "filter"
     ROW = "row"
     LAYER = "layer"
+
+
+class Statistics(str, Enum):
+    MEASURED = "measured"
+    SYNTHETIC = "synthetic"
 
 
 class GradientSkippingConfig(Spec):
@@ -58,11 +68,18 @@ class GradientSkippingConfig(Spec):
         default=None,
         description="CSV of layer,epoch,statistic (relative to the run file): each layer's"
         " mean monitored |dw| / |w| per epoch, in the units of threshold, measured in a"
-        " real training run; unset: the synthetic curve (floor, decay_epochs).",
+        " real training run; unset: the statistics setting decides.",
+    )
+    statistics: Annotated[Statistics, Field(strict=False)] = Field(
+        default=Statistics.MEASURED,
+        description="Without update_trace: measured (the bundled per-group traces of small"
+        " models trained on digits, mapped by layer kind and depth) or synthetic (our"
+        " curve: floor, decay_epochs, group_spread).",
     )
     threshold: PositiveFloat = Field(
         default=0.5,
-        description="A group skips while its monitored |dw| / |w| average is below this.",
+        description="A trained group stops computing its weight gradient while its |dw| /"
+        " |w| is below this (in units of its layer's epoch-0 mean).",
     )
     group_spread: Annotated[float, Field(ge=0, le=10)] = Field(
         default=0.5,
@@ -71,8 +88,8 @@ class GradientSkippingConfig(Spec):
     )
     recheck_iterations: Annotated[int, Field(ge=1, le=10**6)] = Field(
         default=10,
-        description="Every this many steps every group is computed and re-checked (1:"
-        " every step, so nothing is ever skipped).",
+        description="A skipped group is re-checked on each step with probability 1 / this"
+        " (drawn per group with the run's seed; 1: every step, so nothing is skipped).",
     )
     floor: Fraction = Field(
         default=0.05,

@@ -1,26 +1,35 @@
 """Convergence-aware gradient skipping's decisions: which groups skip in each epoch.
 
-The convergence monitor keeps, per parameter group, an exponential moving average
-of ``|dw| / |w|``; a group whose average falls below ``threshold`` stops
-computing its weight gradient, and every ``recheck_iterations``-th step computes
-every group again, re-checking it (Oh et al., DAC 2020 [S]: stochastic pruning of
-converged groups, driven by a light-weight monitor; the rule below is ours [D]).
+The convergence monitor keeps, per parameter group, the statistic ``|dw| / |w|``;
+a trained group whose statistic is below ``threshold`` stops computing its weight
+gradient.  The monitor is closed-loop: a skipped group's statistic is not
+observed (it has no update) until the group is re-checked, and each skipped group
+is re-checked on each step with probability ``1 / recheck_iterations``, drawn per
+group with the run's seed; a re-check computes the group's gradient that step,
+and a group whose statistic is at or above the threshold again trains again (Oh
+et al., DAC 2020 [S]: stochastic pruning of converged groups, driven by a
+light-weight monitor; the rule is ours [D]).
 
-The simulator trains nothing, so the statistics are an input: per layer and
-epoch, the mean of its groups' averages, from a trace of a real training run
-(CSV ``layer,epoch,statistic``) or our synthetic curve [D]: ``floor + (1 - floor)
-exp(-epoch / (decay_epochs (0.5 + d)))`` for a layer at depth ``d`` (0 for the
-first grouped layer, 1 for the last: earlier layers converge first, a trend
-recalled from the literature [M]), in units of its epoch-0 value.  A group's
-average is its layer's times the group's own factor, drawn once from a
-log-normal of spread ``group_spread`` [D] with the run's seed (``layer``
-grouping: one group, factor 1).
+The simulator trains nothing, so the statistics are an input, per group and
+epoch, constant within an epoch: the bundled measured traces
+(:mod:`accelsim.techniques.skipping.signals`), a per-layer trace of a real
+training run (CSV ``layer,epoch,statistic``) or our synthetic curve [D]:
+``floor + (1 - floor) exp(-epoch / (decay_epochs (0.5 + d)))`` for a layer at
+depth ``d`` (0 for the first grouped layer, 1 for the last: earlier layers
+converge first, a trend recalled from the literature [M]), in units of its
+epoch-0 value.  With a per-layer statistic, a group's is its layer's times the
+group's own factor, drawn once from a log-normal of spread ``group_spread`` [D]
+with the run's seed (``layer`` grouping: one group, factor 1).
 
-Each epoch's step kinds are then the quantized skip set (every layer's share of
-its groups below the threshold, rounded to ``levels`` steps), run in ``1 - 1 /
-recheck_iterations`` of its steps, and the re-check step that computes and
-monitors every group, run in the rest.  Epochs with the same quantized set share
-their step kind, so a run simulates one step per distinct set.
+Within an epoch of ``B`` steps, with ``q = 1 / recheck_iterations``, a group
+below the threshold trains on its first step if it entered the epoch trained and
+on its re-checks (a binomial draw over the rest); a group at or above it trains
+every step if it entered trained, else from its first re-check on (a geometric
+draw; later than ``B``: not this epoch).  Each layer's skipped share ``s_l`` of
+its group-steps then makes the epoch's steps: ``w = max_l s_l`` of them skip
+``s_l / w`` of each layer's groups (rounded to ``levels`` steps), the rest skip
+nothing.  Epochs with the same rounded set share their step kind, so a run
+simulates one step per distinct set.
 """
 
 from __future__ import annotations
@@ -125,8 +134,10 @@ class SkipSchedule:
 
     Attributes:
         groups: Groups of each grouped layer.
-        below: Per epoch and layer, the share of its groups whose average is below
+        below: Per epoch and layer, the share of its groups whose statistic is below
             the threshold.
+        skipped: Per epoch and layer, the share of its group-steps the monitor skips
+            (re-checks and groups that train again counted).
         kinds: Per step kind, each layer's skipped share (the re-check kind skips
             nothing).
         shares: Per epoch, the share of its steps of each kind.
@@ -134,41 +145,77 @@ class SkipSchedule:
 
     groups: Mapping[str, int]
     below: tuple[Mapping[str, float], ...]
+    skipped: tuple[Mapping[str, float], ...]
     kinds: Mapping[str, Mapping[str, float]]
     shares: tuple[Mapping[str, float], ...]
 
 
-def schedule(
+def group_statistics(
     statistics: Mapping[str, Sequence[float]],
     groups: Mapping[str, int],
-    threshold: float,
     spread: float,
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
+    """Per layer, a ``(groups, epochs)`` array: its statistic times each group's
+    log-normal factor (``spread`` the sigma of its logarithm; one group: factor 1)."""
+    out = {}
+    for layer, n in groups.items():
+        factors = rng.lognormal(0.0, spread, n) if n > 1 else np.ones(1)
+        out[layer] = np.outer(factors, np.asarray(statistics[layer], dtype=float))
+    return out
+
+
+def monitor(
+    statistics: np.ndarray, threshold: float, recheck: int, steps: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The closed-loop monitor over one layer's ``(groups, epochs)`` statistics.
+
+    Returns:
+        Per epoch, the share of the layer's groups below the threshold and the share
+        of its group-steps skipped, for epochs of ``steps`` steps.
+    """
+    n, epochs = statistics.shape
+    q = 1.0 / recheck
+    trained = np.ones(n, dtype=bool)
+    below = np.empty(epochs)
+    skipped = np.empty(epochs)
+    for e in range(epochs):
+        low = statistics[:, e] < threshold
+        rechecks = rng.binomial(steps - trained, q)
+        first = rng.geometric(q, n)
+        back = ~low & ~trained & (first <= steps)
+        computed = np.where(low, trained + rechecks, np.where(trained, steps, 0))
+        computed = np.where(back, steps - first + 1, computed)
+        below[e] = low.mean()
+        skipped[e] = 1.0 - computed.sum() / (n * steps)
+        trained = ~low & (trained | back)
+    return below, skipped
+
+
+def schedule(
+    statistics: Mapping[str, np.ndarray],
+    threshold: float,
     recheck: int,
     levels: int,
-    seed: int,
+    steps: int,
+    rng: np.random.Generator,
 ) -> SkipSchedule:
-    """The skip schedule of layers with ``groups`` groups and these ``statistics``.
-
-    A group skips while its layer's statistic times its factor is below
-    ``threshold``; a layer's skipped share is rounded to a multiple of ``1 /
-    levels``; ``1 / recheck`` of each epoch's steps re-check every group.
-    """
-    rng = np.random.default_rng(seed)
-    factors = {
-        layer: rng.lognormal(0.0, spread, n) if n > 1 else np.ones(1) for layer, n in groups.items()
+    """The skip schedule of layers with these per-group ``statistics`` (each a
+    ``(groups, epochs)`` array) and epochs of ``steps`` steps."""
+    groups = {layer: stats.shape[0] for layer, stats in statistics.items()}
+    epochs = next(iter(statistics.values())).shape[1] if statistics else 0
+    decided = {
+        layer: monitor(stats, threshold, recheck, steps, rng) for layer, stats in statistics.items()
     }
-    epochs = len(next(iter(statistics.values()), ()))
     kinds: dict[str, dict[str, float]] = {RECHECK: dict.fromkeys(groups, 0.0)}
     by_set: dict[tuple[int, ...], str] = {}
-    below: list[dict[str, float]] = []
     shares: list[dict[str, float]] = []
     for e in range(epochs):
-        now = {
-            layer: float(np.mean(statistics[layer][e] * factors[layer] < threshold))
-            for layer in groups
-        }
-        below.append(now)
-        quantized = tuple(math.floor(now[layer] * levels + 0.5) for layer in groups)
+        now = {layer: float(decided[layer][1][e]) for layer in groups}
+        most = max(now.values(), default=0.0)
+        quantized = tuple(
+            math.floor(now[layer] / most * levels + 0.5) if most > 0 else 0 for layer in groups
+        )
         if not any(quantized):
             shares.append({RECHECK: 1.0})
             continue
@@ -176,5 +223,11 @@ def schedule(
         if kind is None:
             kind = by_set[quantized] = f"skip_{len(by_set) + 1}"
             kinds[kind] = {layer: q / levels for layer, q in zip(groups, quantized, strict=True)}
-        shares.append({kind: 1 - 1 / recheck, RECHECK: 1 / recheck})
-    return SkipSchedule(dict(groups), tuple(below), kinds, tuple(shares))
+        shares.append({kind: most, RECHECK: 1 - most} if most < 1 else {kind: 1.0})
+    return SkipSchedule(
+        groups,
+        tuple({layer: float(decided[layer][0][e]) for layer in groups} for e in range(epochs)),
+        tuple({layer: float(decided[layer][1][e]) for layer in groups} for e in range(epochs)),
+        kinds,
+        tuple(shares),
+    )

@@ -6,11 +6,10 @@ weight-gradient computation is pruned stochastically.  A monitor keeps, per grou
 an exponential moving average of ``|dw| / |w|`` (the norms of the group's update
 and weights); its work runs on the vector unit at update time (see
 :mod:`accelsim.lowering.optimizer`: ops per updated element in the update, and
-one op per parameter over its groups' EMA state).  Each step every group draws
-whether it is skipped, so a skipped group is re-checked whenever a later draw
-computes it.  The simulator trains nothing: the cost of a step depends only on
-how many groups are skipped, and the expected count ``p * groups`` (rounded
-half up) is used.
+one op per parameter over its groups' EMA state).  A skipped group is
+re-checked on a step drawn at random, and trains again if it moved.  The
+simulator trains nothing: the cost of a step depends only on how many groups are
+skipped, and a step kind skips the count ``p * groups`` (rounded half up).
 
 Groups (``grouping``):
 
@@ -30,10 +29,12 @@ trained is dead and is removed, with the activations it would have stashed.
 Biases, norm parameters, embeddings, recurrent and attention weights are not
 grouped under ``filter`` and ``row`` (they train every step).
 
-Over training, per-layer and per-group decisions (:mod:`accelsim.techniques.skipping.schedule`):
-a group skips while its monitored average is below ``threshold``, every
-``recheck_iterations``-th step re-checks every group, and the statistics come
-from a per-layer trace (CSV ``layer,epoch,statistic``) or our synthetic curve.  A
+Over training, per-group decisions of a closed-loop monitor
+(:mod:`accelsim.techniques.skipping.schedule`): a trained group skips once its
+statistic is below ``threshold``, a skipped group is re-checked on each step with
+probability ``1 / recheck_iterations``, and the statistics come from the bundled
+measured traces (:mod:`accelsim.techniques.skipping.signals`), a per-layer trace
+(CSV ``layer,epoch,statistic``) or our synthetic curve.  A
 fixed ``skip_fraction`` replaces the schedule: every step skips that share of
 every grouped weight's groups (``layer``: of the layers, earliest first).
 """
@@ -44,6 +45,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import OpGraph
@@ -62,22 +65,25 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
-from accelsim.techniques.provenance import Origin, inputs
+from accelsim.techniques.provenance import Origin, bundled_trace_inputs, inputs
 from accelsim.techniques.skipping.config import (
     DEFAULTS,
     NAME,
     OUR_MODEL,
     GradientSkippingConfig,
     Grouping,
+    Statistics,
 )
 from accelsim.techniques.skipping.groups import grouped_layers, plan_groups, skip_groups
-from accelsim.techniques.skipping.report import gemm_macs, layer_report, mean_share
+from accelsim.techniques.skipping.report import gemm_macs, layer_report, mean_share, sensitivity
 from accelsim.techniques.skipping.schedule import (
     SkipSchedule,
+    group_statistics,
     read_statistics,
     schedule,
     synthetic_statistics,
 )
+from accelsim.techniques.skipping.signals import measured_statistics
 
 
 class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[GradientSkippingConfig]):
@@ -93,6 +99,8 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
     def __init__(self, config: GradientSkippingConfig, source: str) -> None:
         super().__init__(config, source)
         self._schedule: SkipSchedule | None = None
+        self._decided_by = ""
+        self._groups: dict[str, int] | None = None
 
     def defaults(self) -> dict[str, Origin]:
         return DEFAULTS
@@ -115,7 +123,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
                     cfg.update_trace,
                 )
             )
-        if cfg.skip_fraction is None:
+        if cfg.skip_fraction is None and cfg.update_trace is not None:
             try:
                 self.statistics(
                     load.run_file,
@@ -137,7 +145,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
     def statistics(
         self, run_file: Path, layers: Sequence[str], epochs: int
     ) -> dict[str, list[float]]:
-        """Each grouped layer's monitored statistic per epoch: the trace's, or ours."""
+        """Each grouped layer's statistic per epoch: the run's trace's, or our curve's."""
         cfg = self.config
         if cfg.update_trace is None:
             return synthetic_statistics(layers, cfg.floor, cfg.decay_epochs, epochs)
@@ -152,28 +160,79 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
     def schedule(self, ctx: TechniqueContext) -> SkipSchedule:
         """The run's decisions: which groups skip in each epoch (computed once)."""
         if self._schedule is None:
+            self._schedule = self.decide(ctx, self.config.threshold, self.config.recheck_iterations)
+        return self._schedule
+
+    def groups(self, ctx: TechniqueContext) -> dict[str, int]:
+        """The groups of each grouped layer (counted once)."""
+        if self._groups is None:
             cfg = self.config
             infos = {info.layer.name: info for info in ctx.infos}
-            one = lower(
-                ctx.infos, ctx.workload, 1, ctx.hardware.word_bytes, ctx.run.lowering.strided_dx
-            )
+            words = ctx.hardware.word_bytes
+            one = lower(ctx.infos, ctx.workload, 1, words, ctx.run.lowering.strided_dx)
             kept = plan_groups(one, 0.0, cfg.grouping, infos)
-            layers = grouped_layers(ctx.infos, cfg.grouping)
-            groups = dict.fromkeys(layers, 1)
+            groups = dict.fromkeys(grouped_layers(ctx.infos, cfg.grouping), 1)
             for p in one.parameters:
                 if p.layer in groups and kept[p.weight.name].kept >= 0:
                     groups[p.layer] = max(groups[p.layer], kept[p.weight.name].groups)
-            stats = self.statistics(ctx.run_file, layers, ctx.run.training.epochs)
-            self._schedule = schedule(
-                stats,
-                groups,
-                cfg.threshold,
-                cfg.group_spread,
-                cfg.recheck_iterations,
-                cfg.levels,
-                ctx.run.seed,
+            self._groups = groups
+        return self._groups
+
+    def decide(self, ctx: TechniqueContext, threshold: float, recheck: int) -> SkipSchedule:
+        """The monitor's decisions at this ``threshold`` and ``recheck_iterations``, the
+        other settings and the seed as in the run."""
+        cfg = self.config
+        groups = self.groups(ctx)
+        layers = list(groups)
+        epochs = ctx.run.training.epochs
+        rng = np.random.default_rng(ctx.run.seed)
+        if cfg.update_trace is None and cfg.statistics is Statistics.MEASURED:
+            model, per_group, _ = measured_statistics(ctx.infos, layers, groups, epochs)
+            self._decided_by = f"measured: the bundled {model} trace"
+        else:
+            stats = self.statistics(ctx.run_file, layers, epochs)
+            per_group = group_statistics(stats, groups, cfg.group_spread, rng)
+            self._decided_by = (
+                f"measured: the trace {cfg.update_trace}"
+                if cfg.update_trace is not None
+                else "our synthetic curve"
             )
-        return self._schedule
+        steps = ctx.run.training.batches_per_epoch
+        return schedule(per_group, threshold, recheck, cfg.levels, steps, rng)
+
+    def sensitivity(
+        self,
+        ctx: TechniqueContext,
+        base: StepCost,
+        steps: Mapping[str, SimulatedStep],
+        plan: TrainingPlan,
+    ) -> tuple[dict[str, Any], str]:
+        """The speedup at other thresholds and ``recheck_iterations``: each skip set
+        simulated once, composed as the run's steps are."""
+        cfg = self.config
+        infos = {info.layer.name: info for info in ctx.infos}
+        words = ctx.hardware.word_bytes
+        kinds = self.schedule(ctx).kinds
+        costs = {_key(kinds[k]): s.cost for k, s in steps.items()}
+        first = next(iter(steps))
+
+        def cost(shares: Mapping[str, float]) -> StepCost:
+            def rewrite(graph: OpGraph) -> OpGraph:
+                return skip_groups(graph, shares, cfg.grouping, infos, words)
+
+            key = _key(shares)
+            if key not in costs:
+                costs[key] = ctx.cost_of(first, {self.name: rewrite})
+            return costs[key]
+
+        return sensitivity(
+            lambda threshold, recheck: self.decide(ctx, threshold, recheck),
+            cost,
+            base,
+            plan,
+            cfg.threshold,
+            cfg.recheck_iterations,
+        )
 
     def shares_of(self, kind: str, ctx: TechniqueContext) -> float | Mapping[str, float]:
         """The share of groups a step of ``kind`` skips: the fixed one, or per layer."""
@@ -243,6 +302,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
         if decided is not None:
             by_epoch = [sum(w * share(k) for k, w in e.items()) for e in plan.shares]
             details |= {
+                "decided_by": self._decided_by,
                 "skip_fraction": sum(by_epoch) / plan.epochs,
                 "skip_fraction_by_epoch": by_epoch,
                 "cycles_by_epoch": [
@@ -264,6 +324,11 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
         lines = [
             ("skip share", f"{details['skip_fraction']:.3f} of the groups ({cfg.grouping.value})")
         ]
+        if decided is not None:
+            lines.append(("decided by", self._decided_by))
+        if decided is not None and self._decided_by == "our synthetic curve":
+            details["sensitivity"], text = self.sensitivity(ctx, base_cost, steps, plan)
+            lines.append(("sensitivity", text))
         for key, keep_dx, what in (
             (
                 "upper_bound",
@@ -295,13 +360,24 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
             self.name,
             details,
             tuple(lines),
-            inputs=inputs(
-                self.config,
-                self.defaults(),
-                traces=("update_trace",),
-                constants={
-                    "monitor_ops_per_element": (MONITOR_OPS_PER_ELEMENT, (Source.OURS, OUR_MODEL)),
-                    "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, OUR_MODEL)),
-                },
+            inputs=bundled_trace_inputs(
+                inputs(
+                    self.config,
+                    self.defaults(),
+                    traces=("update_trace",),
+                    constants={
+                        "monitor_ops_per_element": (
+                            MONITOR_OPS_PER_ELEMENT,
+                            (Source.OURS, OUR_MODEL),
+                        ),
+                        "monitor_ops_per_group": (MONITOR_OPS_PER_GROUP, (Source.OURS, OUR_MODEL)),
+                    },
+                ),
+                "statistics",
             ),
         )
+
+
+def _key(shares: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    """A skip set as a key: its layers' shares in name order."""
+    return tuple(sorted(shares.items()))

@@ -3,6 +3,7 @@ against the engine, identical MACs, update order, residency, errors, composition
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -33,9 +34,12 @@ WORD_W, WORD_G, WORD_STATE = 2, 2, 4  # default hardware word sizes
 
 
 def fused(
-    tmp_path: Path, mode: str, optimizer: str = "sgd", extra: str = ""
+    tmp_path: Path, mode: str, optimizer: str = "sgd", extra: str = "", tiles: str = "dx"
 ) -> tuple[RunResult, RunResult]:
-    result = train(tiny_run(tmp_path, f"{{{OF}: {{mode: {mode}}}}}", optimizer, extra))
+    """The tiny MLP's baseline and fused steps (by default every backward-fused update
+    taking W's tiles from dX, the order the hand counts below assume)."""
+    config = f"{{{OF}: {{mode: {mode}, weight_tiles: {tiles}}}}}"
+    result = train(tiny_run(tmp_path, config, optimizer, extra))
     return result.base, result.steps[OF]
 
 
@@ -292,7 +296,11 @@ def test_clipping_costs_a_pass_over_the_gradients(tmp_path: Path) -> None:
     norm = by_name(result.base, "grad_norm")
     assert norm.elements == 2 * 256 * 512 + 256 * 10 + BIASES
     updates = [op for op in result.base.graph.ops if op.name.endswith(".update")]
-    assert all(norm.op_id in op.after and op.ops_per_element == 3 for op in updates)
+    assert all(op.ops_per_element == 3 for op in updates)
+    # every update waits for the norm: the first directly, each later one through the
+    # update before it (lowering/optimizer.add_updates)
+    assert norm.op_id in updates[0].after
+    assert all(b.op_id in a.after for b, a in itertools.pairwise(updates))
 
 
 def test_composes_with_skipping_adagp_and_pipedream(tmp_path: Path) -> None:
@@ -397,7 +405,11 @@ def test_epilogue_groups_too_large_for_a_gradient_tile_are_counted() -> None:
     ofmap buffer for some layers, so their gradients go through DRAM (27.7 % of the
     elements); the derivation counts them and agrees with the simulation within
     0.03 % (batchnorm's scale and shift, read by its own ops, are not in it)."""
-    sets = ["batch_size=2", "workload_variant=cifar10", f"run.techniques={{{OF}: {{}}}}"]
+    sets = [
+        "batch_size=2",
+        "workload_variant=cifar10",
+        f"run.techniques={{{OF}: {{weight_tiles: dx}}}}",
+    ]
     by_setting = {}
     for fuse in ("none", "all"):
         report = train(

@@ -387,23 +387,43 @@ def test_free_tasks_activation_reading_runs_f_prime_below(tmp_path: Path) -> Non
 
 def test_free_tasks_weight_stash_is_weights_times_their_delay() -> None:
     """Each layer keeps ``delay - 1`` extra weight versions (``2 S(l)`` half-steps with
-    ``S(l) = delay - 1``), counted on the processor of its forward; with the moving
-    average, one buffer."""
+    ``S(l) = delay - 1``), counted on every processor that reads them: those of its
+    forward and of its dX GEMMs (which use the version the forward used); with the
+    moving average, one buffer."""
     for weights, kept in (("stash", lambda d: d - 1), ("ema", lambda d: min(1, d - 1))):
-        result = train_linear5(7, f"layerpipe: {{weights: {weights}}}")
+        result = train_linear5(7, f"layerpipe: {{placement: tasks, weights: {weights}}}")
         report = pipeline(result)
         assert report is not None
         graph = result.steps["layerpipe"].graph
-        home = {}
+        readers: dict[str, set[int]] = {}
         for op in graph.ops:
-            if op.phase.value == "fwd" and op.tag.mini_batch == 0 and isinstance(op, GemmOp):
-                home.setdefault(op.layer, graph.processor[op.op_id])
+            reads_weights = op.phase.value in ("fwd", "bwd_input") and isinstance(op, GemmOp)
+            if reads_weights and op.tag.mini_batch == 0:
+                readers.setdefault(op.layer, set()).add(graph.processor[op.op_id])
         expected = [0] * 7
         for p in result.base.graph.parameters:
             delay = report["weight_delay_minibatches"][p.layer]
-            expected[home[p.layer]] += p.weight.elements * 2 * kept(delay)
+            for home in readers[p.layer]:
+                expected[home] += p.weight.elements * 2 * kept(delay)
         assert [row["weight_stash_bytes"] for row in report["processors"]] == expected
         assert sum(expected) > 0
+        assert any(len(homes) > 1 for homes in readers.values())
+
+
+def test_free_tasks_activation_stash_is_on_the_processors_reading_it() -> None:
+    """In the free placement a stashed activation is held by the processors whose
+    backward ops read it, not by the one that wrote it: each layer's input (2048 x 4096
+    bf16, 16 MiB) on its dW's processor and the loss's probabilities (as large) on its
+    backward's, each times the reading layer's delay in mini-batches."""
+    result = train_linear5(7, "layerpipe: {placement: tasks}")
+    report = pipeline(result)
+    tasks = {t: int(p) for p, names in report["tasks_per_processor"].items() for t in names}
+    delays = report["weight_delay_minibatches"]
+    expected = [0] * 7
+    for task in ("fc1:dw", "fc2:dw", "fc3:dw", "fc4:dw", "fc5:dw", "loss:dx"):
+        expected[tasks[task]] += 2048 * 4096 * 2 * delays[task.split(":")[0]]
+    assert [row["activation_stash_bytes"] for row in report["processors"]] == expected
+    assert tasks["fc2:fwd"] != tasks["fc2:dw"]  # a stash away from its writer
 
 
 def test_ring_allreduce_cycles_by_hand() -> None:
@@ -471,10 +491,14 @@ def test_pipedream_sends_a_stage_gradient_when_its_backward_is_done(tmp_path: Pa
 
 
 def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
-    """The default (``placement: best``) simulates the free task placement and the stage
-    options, PipeDream's own order among them, and keeps the shortest period; the report
-    names the winner and lists every candidate's period.  On the small MLP (batch 64,
-    3 processors, shared DRAM) the free task placement wins."""
+    """The default (``placement: best``) tries the free task placements (the list
+    scheduler within one stage and anywhere, the task model's best assignments) and
+    the stage options, PipeDream's own order among them, and keeps the shortest
+    period; the report names the winner and lists every candidate's period.  A free
+    placement whose rated period (its busiest load or DRAM time) already exceeds the
+    shortest period of those simulated is not simulated.  On the small MLP (batch 64,
+    3 processors, shared DRAM) the free task placement within one stage wins, ties
+    going to it."""
     path = run_file(tmp_path, "mlp", batch=64)
     pipedream = pipeline(train(path, 3, "pipedream: {}"))
     layerpipe = pipeline(train(path, 3, "layerpipe: {}"))
@@ -483,15 +507,26 @@ def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
     tried = layerpipe["candidates"]
     assert [(c["placement"], c["candidate"]) for c in tried] == [
         ("tasks", "free"),
+        ("tasks", "free_anywhere"),
+        ("tasks", "task_optimum"),
+        ("tasks", "task_optimum_split_dx"),
         ("stages", "split_dx_defer_dw"),
         ("stages", "defer_dw"),
         ("stages", "one_f_one_b"),
         ("stages", "pipedream"),
     ]
-    assert all(c["fits"] for c in tried)
-    periods = [c["steady_cycles_per_minibatch"] for c in tried]
+    simulated = [c for c in tried if c["steady_cycles_per_minibatch"] is not None]
+    (skipped,) = [c for c in tried if c not in simulated]
+    assert skipped["candidate"] == "task_optimum_split_dx" and skipped["fits"] is None
+    assert skipped["rated_cycles_per_minibatch"] > min(
+        c["steady_cycles_per_minibatch"] for c in simulated if c["placement"] == "stages"
+    )
+    assert all(c["fits"] for c in simulated)
+    periods = [c["steady_cycles_per_minibatch"] for c in simulated]
     assert layerpipe["steady_cycles_per_minibatch"] == min(periods) == periods[0]
     assert periods[-1] == pipedream["steady_cycles_per_minibatch"]
+    for c in simulated[:3]:  # no free placement beats its rating
+        assert c["steady_cycles_per_minibatch"] >= c["rated_cycles_per_minibatch"]
 
 
 @pytest.mark.parametrize(

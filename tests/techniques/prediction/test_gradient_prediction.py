@@ -13,8 +13,10 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase
 from accelsim.report.result import RunResult
-from accelsim.report.training import TrainingResult
+from accelsim.report.training import StepCost, TrainingResult
+from accelsim.techniques.plan import measured_errors
 from accelsim.techniques.prediction.config import Policy, ScheduleSpec
+from accelsim.techniques.prediction.shares import share_for
 from accelsim.techniques.prediction.technique import gp_fractions
 from tests.conftest import ROOT
 
@@ -258,3 +260,73 @@ def test_speedup_never_beats_its_bound(tmp_path: Path) -> None:
     assert 0 < report.speedup <= report.speedup_bound
     # the bound adds up the per-step bounds as the cycles add up the steps
     assert report.totals["bound_cycles"].technique <= report.totals["cycles"].technique
+
+
+def test_range_over_gp_share_is_the_mix_of_bp_and_gp_steps(tmp_path: Path) -> None:
+    t = train(run_file(tmp_path, workload="mlp")).training
+    assert t is not None
+    details = t.sections[NAME].details
+    base, bp, gp = t.steps["base"], t.steps["bp"], t.steps["gp"]
+    for point, g in zip(details["by_gp_fraction"], (0.3, 0.5, 0.7), strict=True):
+        cycles = (1 - g) * bp.cycles + g * gp.cycles
+        energy = (1 - g) * bp.energy_pj + g * gp.energy_pj
+        assert point["gp_fraction"] == g
+        assert point["speedup"] == pytest.approx(base.cycles / cycles, rel=1e-12)
+        assert point["energy_reduction"] == pytest.approx(1 - energy / base.energy_pj)
+        assert point["speedup"] <= point["speedup_bound"]
+    # The paper's 1.47x: T_base / 1.47 = (1 - g) T_bp + g T_gp solved for g.
+    # On this MLP even GP steps only give less: g > 1, so no share reaches it.
+    g = (base.cycles / 1.47 - bp.cycles) / (gp.cycles - bp.cycles)
+    assert g > 1 and details["paper"]["gp_fraction"] is None
+    lines = dict(t.sections[NAME].lines)
+    assert lines["paper's 1.47 x"] == "no GP share from 0 to 1 gives it on this model"
+    # The adaptive headline is the same line at the run's mean GP share.
+    mean = details["gp_fraction"]
+    assert t.speedup == pytest.approx(
+        base.cycles / ((1 - mean) * bp.cycles + mean * gp.cycles), rel=1e-12
+    )
+    assert details["error_signal"] == "our synthetic predictor-error curve"
+
+
+def test_synthetic_curve_parameters_are_ours_even_when_the_run_sets_them(tmp_path: Path) -> None:
+    t = train(run_file(tmp_path, workload="mlp", schedule={"floor": 0.1, "step": 0.2})).training
+    assert t is not None
+    sources = {i.key: i.source.value for i in t.sections[NAME].inputs}
+    assert sources["schedule.floor"] == "ours"
+    assert sources["schedule.decay_epochs"] == "ours"
+    assert sources["schedule.step"] == "run"
+
+
+def test_share_for_the_papers_speedup_by_hand() -> None:
+    # ResNet-18 batch 32 steps: base 42,933,708 cycles, BP 58,744,684, GP 18,139,974:
+    # (42,933,708 / 1.47 - 58,744,684) / (18,139,974 - 58,744,684) = 0.727455.
+    def cost(cycles: int) -> StepCost:
+        return StepCost(cycles, 1.0, 0.0, cycles, "compute")
+
+    g = share_for(cost(42_933_708), cost(58_744_684), cost(18_139_974), 1.47)
+    assert g == pytest.approx(0.727455, abs=1e-6)
+    assert share_for(cost(100), cost(100), cost(100), 1.47) is None
+
+
+def test_measured_errors_take_the_bundled_trace_by_training_progress(tmp_path: Path) -> None:
+    path = ROOT / "accelsim" / "data" / "traces" / "digits_mlp.predictor.csv"
+    rows = [line.split(",") for line in path.read_text(encoding="utf-8").split()[1:]]
+    by_epoch: dict[int, list[float]] = {}
+    for _, epoch, error in rows:
+        by_epoch.setdefault(int(epoch), []).append(float(error))
+    # 60 run epochs on 30 measured ones: run epoch e takes epoch e // 2, mean of 3 layers
+    model, errors = measured_errors(["linear"], 60)
+    assert model == "digits_mlp" and len(errors) == 60
+    assert errors[7] == pytest.approx(sum(by_epoch[3]) / 3)
+    # every measured error is far above the 0.2 threshold: after the 5 warm-up epochs
+    # the adaptive share starts at 0.5 and falls by 0.1 an epoch to 0
+    assert min(errors) > 0.2
+    t = train(run_file(tmp_path, workload="mlp", schedule={"errors": "measured"})).training
+    assert t is not None
+    details = t.sections[NAME].details
+    assert details["gp_fraction_by_epoch"] == pytest.approx(
+        [0.0] * 5 + [0.5, 0.4, 0.3, 0.2, 0.1] + [0.0] * 10
+    )
+    assert details["error_signal"] == "the bundled measured predictor-error trace of a digits model"
+    sources = {i.key: i.source.value for i in t.sections[NAME].inputs}
+    assert sources["schedule.errors"] == "trace"

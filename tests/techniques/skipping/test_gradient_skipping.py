@@ -7,6 +7,7 @@ import itertools
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from accelsim.config.loader import parse_sets
@@ -14,9 +15,18 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Phase, VectorOp
+from accelsim.lowering.infer import load_model
 from accelsim.report.result import RunResult
 from accelsim.report.training import TrainingResult
-from accelsim.techniques.skipping.schedule import RECHECK, schedule, synthetic_statistics
+from accelsim.techniques.plan import bundled_trace
+from accelsim.techniques.skipping.schedule import (
+    RECHECK,
+    group_statistics,
+    monitor,
+    schedule,
+    synthetic_statistics,
+)
+from accelsim.techniques.skipping.signals import measured_statistics, read_trace
 from tests.conftest import ROOT
 
 GS = "gradient_skipping"
@@ -178,20 +188,24 @@ def test_training_report_bounds_and_upper_bound(tmp_path: Path) -> None:
 
 
 def test_the_monitor_decides_per_layer_from_a_trace_by_hand(tmp_path: Path) -> None:
-    """Groups alike (no spread), threshold 0.5, halves (levels 2), a re-check every 4th
-    step.  fc1's statistic falls below the threshold in epoch 1, fc2's in epoch 2, fc3's
-    never: epoch 0 runs only re-check steps; epoch 1 skips all of fc1's groups in 3/4
-    of its steps, epoch 2 fc1's and fc2's."""
-    rows = {"fc1": (1.0, 0.2, 0.1), "fc2": (1.0, 1.0, 0.2), "fc3": (1.0, 1.0, 1.0)}
+    """Groups alike (no spread), threshold 0.5, halves (levels 2), re-checks so rare
+    (one in 10^6 steps) that none is drawn.  fc1's statistic falls below the threshold
+    in epoch 1, fc2's in epoch 2, fc3's never.  Epoch 0 trains everything; in epoch 1
+    fc1's groups train on their first step only (9 of 10 steps skipped); in epoch 2
+    fc1 skips all 10 steps and fc2 9 of 10, so w = 1 and fc2's 0.9 rounds to 1.  In
+    epoch 3 fc1's statistic is back above the threshold, but no re-check observes it:
+    it stays skipped (closed loop)."""
+    rows = {"fc1": (1.0, 0.2, 0.1, 1.0), "fc2": (1.0, 1.0, 0.2, 0.2), "fc3": (1.0,) * 4}
     (tmp_path / "stats.csv").write_text(
         "layer,epoch,statistic\n"
         + "".join(f"{layer},{e},{v}\n" for layer, vs in rows.items() for e, v in enumerate(vs)),
         encoding="utf-8",
     )
+    settings = "update_trace: stats.csv, group_spread: 0, levels: 2"
     path = tiny_run(
         tmp_path,
-        f"{{{GS}: {{update_trace: stats.csv, group_spread: 0, levels: 2, recheck_iterations: 4}}}}",
-        extra="training: {epochs: 3, batches_per_epoch: 10}",
+        f"{{{GS}: {{{settings}, recheck_iterations: 1000000}}}}",
+        extra="training: {epochs: 4, batches_per_epoch: 10}",
     )
     result = train(path)
     training = result.training
@@ -199,31 +213,53 @@ def test_the_monitor_decides_per_layer_from_a_trace_by_hand(tmp_path: Path) -> N
     assert set(result.steps) == {"recheck", "skip_1", "skip_2"}
     assert training.plan.shares == (
         {"recheck": 1.0},
-        {"skip_1": 0.75, "recheck": 0.25},
-        {"skip_2": 0.75, "recheck": 0.25},
+        {"skip_1": pytest.approx(0.9), "recheck": pytest.approx(0.1)},
+        {"skip_2": 1.0},
+        {"skip_2": 1.0},
     )
     report = training.sections[GS].details
+    assert report["decided_by"] == "measured: the trace stats.csv"
     assert report["layers"] == {
-        "fc1": {"groups": 512, "skip_fraction": 0.5, "first_epoch": 1},
-        "fc2": {"groups": 256, "skip_fraction": 0.25, "first_epoch": 2},
+        "fc1": {"groups": 512, "skip_fraction": pytest.approx(2.9 / 4), "first_epoch": 1},
+        "fc2": {"groups": 256, "skip_fraction": 0.5, "first_epoch": 2},
         "fc3": {"groups": 10, "skip_fraction": 0.0, "first_epoch": None},
     }
     groups = 512 + 256 + 10
-    assert report["skip_fraction"] == pytest.approx(0.75 * (512 + 768) / groups / 3)
+    assert report["skip_fraction"] == pytest.approx((0.9 * 512 + 2 * 768) / groups / 4)
     # dW MACs: fc1 256 x 512, fc2 512 x 256, fc3 256 x 10, each over the batch
     dw = {"fc1": 512 * 256 * BATCH, "fc2": 256 * 512 * BATCH, "fc3": 10 * 256 * BATCH}
     by_kind = report["by_kind"]
     assert by_kind["recheck"]["dw_macs"] == sum(dw.values())
     assert by_kind["skip_1"]["dw_macs"] == dw["fc2"] + dw["fc3"]
     assert by_kind["skip_2"]["dw_macs"] == dw["fc3"]
-    # the re-check step computes and monitors every group
+    # the step that trains every group monitors every group
     assert by_kind["recheck"]["monitor_vector_ops"] > 0
     cycles = {k: s.cycles for k, s in training.steps.items()}
     assert cycles["recheck"] > cycles["skip_1"] > cycles["skip_2"]
     assert report["cycles_by_epoch"][1] == pytest.approx(
-        10 * (0.75 * cycles["skip_1"] + 0.25 * cycles["recheck"])
+        10 * (0.9 * cycles["skip_1"] + 0.1 * cycles["recheck"])
     )
     assert sum(report["cycles_by_epoch"]) == pytest.approx(training.totals["cycles"].technique)
+    # Re-checked on every step, every group is observed every step: nothing skips.
+    every = train(path, f"run.techniques.{GS}.recheck_iterations=1").training
+    assert every is not None and every.plan.shares == ({"recheck": 1.0},) * 4
+
+
+def test_closed_loop_monitor_by_hand() -> None:
+    rng = np.random.default_rng(0)
+    # One group per row: low then high.  q = 1: every skipped group is re-checked at
+    # once, so a trained low group trains all 10 steps and nothing is skipped.
+    stats = np.array([[0.1, 1.0]] * 3)
+    below, skipped = monitor(stats, 0.5, 1, 10, rng)
+    assert below.tolist() == [1.0, 0.0] and skipped.tolist() == [0.0, 0.0]
+    # q = 1/4 over many groups: a trained low group trains its first step and on
+    # Binomial(9, 1/4) re-checks, so (1 + 9/4) / 10 of its steps; a skipped high group
+    # waits Geometric(1/4) steps: E[10 - K + 1; K <= 10] = sum_k (11 - k) q (1-q)^(k-1).
+    many = np.array([[0.1, 1.0]] * 200_000)
+    below, skipped = monitor(many, 0.5, 4, 10, rng)
+    assert skipped[0] == pytest.approx(1 - 3.25 / 10, abs=2e-3)
+    trained = sum((11 - k) * 0.25 * 0.75 ** (k - 1) for k in range(1, 11))
+    assert skipped[1] == pytest.approx(1 - trained / 10, abs=2e-3)
 
 
 def test_synthetic_statistics_skip_earlier_layers_first() -> None:
@@ -232,7 +268,9 @@ def test_synthetic_statistics_skip_earlier_layers_first() -> None:
     # decay times 4, 8 and 12 epochs for depths 0, 0.5 and 1
     assert stats["a"][4] == pytest.approx(0.05 + 0.95 * math.exp(-1))
     assert stats["c"][12] == pytest.approx(0.05 + 0.95 * math.exp(-1))
-    decided = schedule(stats, {"a": 64, "b": 64, "c": 64}, 0.5, 0.5, 10, 4, seed=0)
+    rng = np.random.default_rng(0)
+    per_group = group_statistics(stats, {"a": 64, "b": 64, "c": 64}, 0.5, rng)
+    decided = schedule(per_group, 0.5, 10, 4, 100, rng)
     # the epoch from which half a layer's groups are below the threshold
     firsts = [
         next(e for e, share in enumerate(decided.below) if share[layer] >= 0.5) for layer in layers
@@ -241,9 +279,8 @@ def test_synthetic_statistics_skip_earlier_layers_first() -> None:
     for layer in layers:
         below = [share[layer] for share in decided.below]
         assert all(x <= y for x, y in itertools.pairwise(below))
-    # re-checks cap every layer's skipped share at 1 - 1/10 of its groups
-    last = decided.shares[-1]
-    assert last[RECHECK] == pytest.approx(0.1)
+    # re-checks cap every layer's skipped share near 1 - (1 + 99 / 10) / 100 = 0.891
+    assert decided.shares[-1][RECHECK] == pytest.approx(0.109, abs=0.01)
 
 
 def test_a_statistics_trace_is_checked_row_by_row(tmp_path: Path) -> None:
@@ -320,3 +357,57 @@ def test_conv_groups_are_filters_or_input_channels(
     assert int(step.trace.costs.macs[dw.op_id]) == m * n * BATCH * 64
     assert vector(step, "c2.W.update").elements == m * n
     assert macs(step, Phase.BWD_INPUT) == macs(base, Phase.BWD_INPUT)
+
+
+def test_synthetic_curve_reports_its_sensitivity_and_the_run_is_one_point(tmp_path: Path) -> None:
+    path = tiny_run(
+        tmp_path,
+        f"{{{GS}: {{statistics: synthetic}}}}",
+        extra="training: {epochs: 30, batches_per_epoch: 20}",
+    )
+    training = train(path).training
+    assert training is not None
+    details = training.sections[GS].details
+    assert details["decided_by"] == "our synthetic curve"
+    sens = details["sensitivity"]
+    assert set(sens["recheck_iterations"]) == {"2", "10", "100", "1000"}
+    assert set(sens["threshold"]) == {"0.25", "0.5", "1"}
+    # the run's own setting (recheck 10, threshold 0.5) is the headline, to the bit
+    assert sens["recheck_iterations"]["10"] == training.speedup
+    assert sens["threshold"]["0.5"] == training.speedup
+    # rarer re-checks skip more; a higher threshold skips more
+    by_recheck = [sens["recheck_iterations"][r] for r in ("2", "10", "100", "1000")]
+    assert by_recheck == sorted(by_recheck) and by_recheck[0] < by_recheck[-1]
+    assert sens["threshold"]["0.25"] <= sens["threshold"]["1"]
+    line = dict(training.sections[GS].lines)["sensitivity"]
+    assert line.startswith("recheck_iterations 2: ")
+
+
+def test_measured_traces_decide_by_default(tmp_path: Path) -> None:
+    path = tiny_run(
+        tmp_path, f"{{{GS}: {{}}}}", extra="training: {epochs: 60, batches_per_epoch: 5}"
+    )
+    training = train(path).training
+    assert training is not None
+    section = training.sections[GS]
+    assert section.details["decided_by"] == "measured: the bundled digits_mlp trace"
+    assert "sensitivity" not in section.details
+    sources = {i.key: i.source.value for i in section.inputs}
+    assert sources["statistics"] == "trace"
+
+
+def test_measured_statistics_map_by_kind_depth_group_and_epoch() -> None:
+    # Three linear layers on the MLP trace's fc1, fc2, fc3 (64, 32, 10 groups, 30 epochs).
+    infos = load_model(ROOT / "workloads" / "mlp.yaml")[1]
+    layers = ["fc1", "fc2", "fc3"]
+    model, stats, source = measured_statistics(infos, layers, {"fc1": 128, "fc2": 2, "fc3": 1}, 60)
+    assert model == "digits_mlp" and source == {"fc1": "fc1", "fc2": "fc2", "fc3": "fc3"}
+    trace = read_trace(bundled_trace(["linear"], "weights")[1])
+    fc1, fc2, fc3 = (trace[n][1] for n in layers)
+    # 128 groups on 64: group j takes trace group j // 2; epoch e of 60 takes e // 2
+    assert stats["fc1"].shape == (128, 60)
+    assert stats["fc1"][5, 7] == fc1[2, 3]
+    # 2 groups on 32: groups 0 and 16; one group: the layer's mean
+    assert stats["fc2"][1, 59] == fc2[16, 29]
+    assert stats["fc3"][0, 0] == pytest.approx(fc3[:, 0].mean())
+    assert fc1[:, 0].mean() == pytest.approx(1.0, abs=1e-5)
