@@ -133,13 +133,12 @@ def _contract(
     for new, old in enumerate(order):
         deps = tuple(sorted(new_id_of[d] for d in waits[old]))
         ops.append(replaced(graph.ops[old], op_id=new, deps=deps, sources=(), after=()))
-    priority = graph.priority or range(n_ops)
     contracted = OpGraph(
         ops=tuple(ops),
         processor=tuple(graph.processor[i] for i in order),
         on_chip=graph.on_chip,
         stashed=graph.stashed,
-        priority=tuple(priority[i] for i in order),
+        priority=tuple(graph.priority[i] for i in order) if graph.priority else (),
     )
     fused = _fused_costs(costs, order, groups, leads, new_id)
     return (contracted, fused, _fused_streams(graph, costs, order, groups, new_id)), new_id
