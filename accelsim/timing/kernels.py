@@ -142,6 +142,13 @@ def _chunk_reads(
 
 
 @njit(cache=True)
+def _spilled_words(streamed: int, width: int, cols: int, cap: int) -> int:
+    """One GEMM's :func:`accelsim.timing.closed_form.spilled_words`."""
+    full, last = width // cols, width % cols
+    return full * max(streamed * cols - cap, 0) + max(streamed * last - cap, 0)
+
+
+@njit(cache=True)
 def _fewer_reads(
     chunks: int,
     streamed: int,
@@ -184,7 +191,13 @@ def dram_words(
       With ``rules.fit_stream`` as well, the chunks are made as small as the
       streamed operand's slice needs to fit too, whenever that reads fewer
       DRAM bytes (the streamed operand once, the stationary one once per
-      chunk unless it fits whole).  Without ``chunk_stream``, the whole
+      chunk unless it fits whole).  A stationary operand a resident tile stream
+      takes as it is loaded (``gemms.stationary_served``) is loaded once: when it
+      does not fit whole and the partial sums of a column block do not fit half the
+      ofmap buffer, the streamed dimension goes through whole with ``chunk_stream``
+      too, and per column block the partial sums beyond half the ofmap buffer are
+      written and read back once per row fold after the first
+      (:func:`~accelsim.timing.closed_form.spilled_words`).  Without ``chunk_stream``, the whole
       streamed dimension goes through each fold: the streamed operand is
       fetched once if it fits (else once per column fold),
       the stationary one once, and partial sums that do not fit in half the
@@ -228,16 +241,22 @@ def dram_words(
             ws = g.dataflow[i] == WS
             streamed = g.m[i] if ws else g.n[i]
             psum_row = min(rules.cols, g.n[i] if ws else g.m[i]) * g.c_word[i]
-            chunks = 1
-            if rules.chunk_stream:
-                chunks = (streamed + max(1, half_of // psum_row) - 1) // max(1, half_of // psum_row)
-            elif streamed * psum_row > half_of:
-                c_w, c_r = fr * mn, (fr - 1) * mn
             a_op = (a_fp, a_word, half_if, g.a_on_chip[i])
             b_op = (b_fp, b_word, half_fl, g.b_on_chip[i])
             stream_op, stationary_op = (a_op, b_op) if ws else (b_op, a_op)
+            width = g.n[i] if ws else g.m[i]
+            spilled = (fr - 1) * _spilled_words(streamed, width, rules.cols, half_of // g.c_word[i])
+            whole = rules.chunk_stream and g.stationary_served[i] and spilled > 0
+            whole = whole and stationary_op[0] * stationary_op[1] > stationary_op[2]
+            chunks = 1
+            if whole:
+                c_w, c_r = mn + spilled, spilled
+            elif rules.chunk_stream:
+                chunks = (streamed + max(1, half_of // psum_row) - 1) // max(1, half_of // psum_row)
+            elif streamed * psum_row > half_of:
+                c_w, c_r = fr * mn, (fr - 1) * mn
             stationary, stream = _chunk_reads(chunks, fc, stream_op, stationary_op)
-            if rules.chunk_stream and rules.fit_stream:
+            if rules.chunk_stream and rules.fit_stream and not whole:
                 stationary, stream = _fewer_reads(
                     chunks, streamed, fc, stream_op, stationary_op, stationary, stream
                 )
