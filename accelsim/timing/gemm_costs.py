@@ -179,7 +179,9 @@ def dram_words(
     ``chip``: the streamed dimension's blocking)."""
     unit = table.unit
     # a GEMM with a fold mask keeps the chunked order (timing/masked.py charges its reuse)
-    served = table.stationary_served & ~masked_gemms(table)
+    served = table.stationary_served
+    if served.any():
+        served = served & ~masked_gemms(table)
     gemms = DramGemms(
         table.dataflow, table.m, table.n, table.count, table.a_footprint, table.b_footprint,
         table.a_word, table.b_word, table.c_word, table.a_on_chip, table.b_on_chip, table.c_on_chip,

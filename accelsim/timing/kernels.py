@@ -191,15 +191,13 @@ def dram_words(
       With ``rules.fit_stream`` as well, the chunks are made as small as the
       streamed operand's slice needs to fit too, whenever that reads fewer
       DRAM bytes (the streamed operand once, the stationary one once per
-      chunk unless it fits whole).  A stationary operand a resident tile stream
-      takes as it is loaded (``gemms.stationary_served``) is loaded once: when it
-      does not fit whole and the partial sums of a column block do not fit half the
-      ofmap buffer, the streamed dimension goes through whole with ``chunk_stream``
-      too, and per column block the partial sums beyond half the ofmap buffer are
-      written and read back once per row fold after the first
-      (:func:`~accelsim.timing.closed_form.spilled_words`).  Without ``chunk_stream``, the whole
-      streamed dimension goes through each fold: the streamed operand is
-      fetched once if it fits (else once per column fold),
+      chunk unless it fits whole).  A stationary operand that a resident tile
+      stream takes as it is loaded (``stationary_served``) is loaded once: where it
+      does not fit whole and partial sums would spill, the streamed dimension goes
+      through whole, and the partial sums beyond half the ofmap buffer make a round
+      trip per row fold after the first (``closed_form.spilled_words``).  Without
+      ``chunk_stream``, the whole streamed dimension goes through each fold: the
+      streamed operand is fetched once if it fits (else once per column fold),
       the stationary one once, and partial sums that do not fit in half the
       ofmap buffer spill to DRAM after every row fold and are read back.
     * scalesim: SCALE-Sim 3.0.0's CALC mode: an operand whose footprint is
@@ -239,12 +237,11 @@ def dram_words(
         else:
             # ws streams m past stationary B; is streams n past stationary A.
             ws = g.dataflow[i] == WS
-            streamed = g.m[i] if ws else g.n[i]
-            psum_row = min(rules.cols, g.n[i] if ws else g.m[i]) * g.c_word[i]
+            streamed, width = (g.m[i], g.n[i]) if ws else (g.n[i], g.m[i])
+            psum_row = min(rules.cols, width) * g.c_word[i]
             a_op = (a_fp, a_word, half_if, g.a_on_chip[i])
             b_op = (b_fp, b_word, half_fl, g.b_on_chip[i])
             stream_op, stationary_op = (a_op, b_op) if ws else (b_op, a_op)
-            width = g.n[i] if ws else g.m[i]
             spilled = (fr - 1) * _spilled_words(streamed, width, rules.cols, half_of // g.c_word[i])
             whole = rules.chunk_stream and g.stationary_served[i] and spilled > 0
             whole = whole and stationary_op[0] * stationary_op[1] > stationary_op[2]
