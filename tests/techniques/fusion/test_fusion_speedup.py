@@ -14,6 +14,8 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.graph import queries
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.report.result import RunResult
+from accelsim.techniques.fusion.loop_order import LayerOrder, LoopOrder
+from accelsim.techniques.fusion.report import order_line
 from accelsim.techniques.fusion.traffic import exposed_update_cycles, parameter_dram_bytes
 from tests.conftest import ROOT
 from tests.techniques.fusion.test_optimizer_fusion import OF, by_name
@@ -253,3 +255,24 @@ def test_both_engines_charge_the_spill_alike() -> None:
     assert list(simpy.trace.start_cycle) == list(compiled.trace.start_cycle)
     assert list(simpy.trace.end_cycle) == list(compiled.trace.end_cycle)
     assert simpy.dram_bytes == compiled.dram_bytes
+
+
+def test_the_loop_order_line_names_the_spill_only_where_sharing_spills() -> None:
+    """Two shared weights, one spilling 53,460,992 B; one dX first where sharing would
+    spill; one without dX."""
+    shared = LayerOrder(LoopOrder.TILE_SHARED, 0, 1.0, 2.0, False)
+    orders = {
+        "a": LayerOrder(LoopOrder.TILE_SHARED, 53_460_992, 1.0, 2.0, True),
+        "b": shared,
+        "c": LayerOrder(LoopOrder.DX_FIRST, 0, 3.0, 2.0, True),
+        "d": LayerOrder(LoopOrder.NO_DX, 0, 0.0, 0.0, False),
+    }
+    tail = (
+        " 1 run dX first (1 of them where sharing would spill dX's partial sums),"
+        " 1 have no dX (per weight: sections.optimizer_fusion.loop_orders)"
+    )
+    assert order_line(orders) == (
+        "2 weights take W's tiles from dX (1 of them spilling dX's partial sums:"
+        " 53.46 MB written and read back)," + tail
+    )
+    assert order_line({**orders, "a": shared}) == "2 weights take W's tiles from dX," + tail
