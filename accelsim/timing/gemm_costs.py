@@ -178,9 +178,14 @@ def dram_words(
     folds over arrays ``width`` columns wide (``kernels``: the NumPy or Numba twin;
     ``chip``: the streamed dimension's blocking)."""
     unit = table.unit
+    # a GEMM with a fold mask keeps the chunked order (timing/masked.py charges its reuse)
+    served = table.stationary_served
+    if served.any():
+        served = served & ~masked_gemms(table)
     gemms = DramGemms(
         table.dataflow, table.m, table.n, table.count, table.a_footprint, table.b_footprint,
         table.a_word, table.b_word, table.c_word, table.a_on_chip, table.b_on_chip, table.c_on_chip,
+        served,
     )  # fmt: skip
     rules = DramRules(
         unit.ifmap_bytes,
@@ -206,7 +211,8 @@ def better_orientation(
     """Per GEMM, the columns of it or of its transpose ``C^T = B^T . A^T``, whichever a
     lone op finishes first (``max(compute, DRAM reads / read bandwidth + writes / write
     bandwidth)``; the given one on a tie).  GEMMs with a fold mask or a resident tile
-    stream keep their orientation.  The DRAM read columns keep naming the operand (the
+    stream (as its consumer, or serving its stationary operand) keep their
+    orientation.  The DRAM read columns keep naming the operand (the
     ifmap column is A's traffic); the SRAM columns name the buffer."""
     flipped = gemm_columns(transposed(table), conv, psums, fold_overlap, chip)
     flipped["dram_ifmap_read_bytes"], flipped["dram_filter_read_bytes"] = (
@@ -214,6 +220,7 @@ def better_orientation(
         flipped["dram_ifmap_read_bytes"],
     )
     fixed = masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
+    fixed |= table.stationary_served
     flip = ~fixed & (chip.lone_op_cycles(flipped) < chip.lone_op_cycles(given))
     return {name: np.where(flip, flipped[name], values) for name, values in given.items()}
 
