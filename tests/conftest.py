@@ -45,7 +45,7 @@ def make_hw(**changes: Any) -> HardwareSpec:
         target = data
         *parents, last = key.split(".")
         for part in parents:
-            target = target[part]
+            target = target.setdefault(part, {})
         target[last] = value
     return validate_data(HardwareSpec, data, "test")
 

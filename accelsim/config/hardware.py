@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from accelsim.config.base import (
     Bandwidth,
+    Convention,
     DataflowField,
     Kib,
     Name,
@@ -183,17 +184,26 @@ class MappingSpec(Spec):
         " lone op would finish first (compute against DRAM time); a GEMM with a fold mask"
         " keeps its given orientation.",
     )
-    stream_blocking: Annotated[StreamBlocking, Field(strict=False)] = Field(
-        default=StreamBlocking.PSUMS,
-        exclude_if=lambda v: v is StreamBlocking.PSUMS,
+    stream_blocking: Annotated[StreamBlocking | None, Field(strict=False)] = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
         description="How ws and is cut the streamed dimension (m for ws, n for is) into"
         " chunks when the run's timing.psums is chunk. psums: only as their partial sums"
         " need to fit in half the ofmap buffer, so a streamed operand larger than half its"
         " own buffer is read from DRAM once per column fold; fewest_reads: also into"
         " chunks whose slice of the streamed operand fits half its buffer, whenever that"
         " reads fewer bytes (the streamed operand once, the stationary one once per chunk"
-        " unless it fits whole), as a compiler blocks a matmul.",
+        " unless it fits whole), as a compiler blocks a matmul; null: by the run's"
+        " timing.convention, fewest_reads for accelsim and psums for scalesim (SCALE-Sim"
+        " 3.0.0 re-reads).",
     )
+
+    def blocks_for_fewest_reads(self, convention: Convention) -> bool:
+        """Whether GEMMs are blocked for the fewest reads under ``convention``
+        (``stream_blocking``, or its default for the convention when null)."""
+        if self.stream_blocking is None:
+            return convention is Convention.ACCELSIM
+        return self.stream_blocking is StreamBlocking.FEWEST_READS
 
 
 class ChipTimingSpec(Spec):

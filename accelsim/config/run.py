@@ -72,7 +72,7 @@ class TimingSpec(Spec):
     channel.  With ``group_cycles`` null, an op has at most ``chunks_per_op`` groups
     of at least 2,048 compute cycles (a GEMM at most one per fold): the step then
     depends on ``chunks_per_op`` and does not settle as it grows (AlexNet at batch
-    32: 19.67 M cycles at 8, 20.28 M at 4,096).  With ``group_cycles`` (the default:
+    32: 19.10 M cycles at 8, 20.04 M at 4,096).  With ``group_cycles`` (the default:
     4,096, with ``chunks_per_op`` 4,096), every op of the step is cut into groups of
     at most that many cycles of compute and of DRAM transfer
     (:mod:`accelsim.timing.groups`), and the step converges as ``group_cycles``

@@ -406,8 +406,9 @@ class OpGraph:
         stashed: Activations saved in the forward stage and read back in the backward
             stage, by key (:func:`~accelsim.graph.queries.stashed`).
         parameters: Trainable tensors (of processor 0's replica).
-        priority: Order in which a unit picks among its ready ops (lower first);
-            empty means program order.
+        priority: Order in which a unit picks among its ready ops (lower first),
+            before the ready order of :mod:`accelsim.timing.ready`; empty: that order
+            alone.
     """
 
     ops: tuple[Op, ...]

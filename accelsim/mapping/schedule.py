@@ -3,11 +3,12 @@
 For each array unit, one row per GEMM op that runs on it: its ``(Sr, Sc, T)``
 mapping (see :mod:`accelsim.mapping.dataflow`), its row and column folds, its
 shape, its operand footprints and word sizes, whether each operand stays on
-chip, and which operands resident tile streams serve
-(:mod:`accelsim.mapping.tile_reuse`, whose result the schedule keeps for the vector
-ops too).  A technique may mask folds (a sampled rewriter's ``fold_uses``): a GEMM's
-mask has one entry per ``(row fold, column fold)``, false for a fold that is skipped
-in every one of its ``count`` GEMMs.  The schedule keeps what the running folds use
+chip, which operands resident tile streams serve and whether one takes its
+stationary operand as it is loaded (:mod:`accelsim.mapping.tile_reuse`, whose
+result the schedule keeps for the vector ops too).  A technique may mask folds (a
+sampled rewriter's ``fold_uses``): a GEMM's mask has one entry per ``(row fold,
+column fold)``, false for a fold that is skipped in every one of its ``count``
+GEMMs.  The schedule keeps what the running folds use
 (:func:`fold_use`): how many run, the share of each operand's blocks they touch,
 and the partial-sum round trips of each column block, so that timing charges a
 masked GEMM's DRAM traffic by its operands' reuse.  Timing
@@ -22,9 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelsim.config.base import Dataflow
 from accelsim.errors import SimulationError
 from accelsim.graph.memo import per_graph
-from accelsim.graph.ops import GemmOp, OpGraph
+from accelsim.graph.ops import GemmOp, Op, OpGraph
 from accelsim.mapping.dataflow import DATAFLOW_CODE, array_dims
 from accelsim.mapping.tile_reuse import NO_REUSE, TileReuse, tile_reuse
 from accelsim.mapping.units import ArrayUnit
@@ -69,6 +71,9 @@ class UnitSchedule:
     a_tiled: np.ndarray
     b_tiled: np.ndarray
     c_unwritten: np.ndarray
+    # bool: a resident tile stream takes the stationary operand (ws: B, is: A) as it is
+    # loaded, so each of its tiles is loaded once (TileReuse.served)
+    stationary_served: np.ndarray
 
     def __len__(self) -> int:
         return int(self.op_index.shape[0])
@@ -196,8 +201,9 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) 
         a_tiled = _flags([reuse.takes(i, 0) is not None for i in ids])
         b_tiled = _flags([reuse.takes(i, 1) is not None for i in ids])
         c_unwritten = _flags([not reuse.writes_dram(i, graph.ops[i].c.key) for i in ids])
+        served = _flags([_stationary_served(graph.ops[i], dataflow, reuse) for i in ids])
     else:
-        a_tiled = b_tiled = c_unwritten = made.a_tiled
+        a_tiled = b_tiled = c_unwritten = served = made.a_tiled
     return dataclasses.replace(
         made,
         unit=unit,
@@ -207,7 +213,21 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) 
         a_tiled=a_tiled,
         b_tiled=b_tiled,
         c_unwritten=c_unwritten,
+        stationary_served=served,
     )
+
+
+def _stationary_served(op: Op, dataflow: Dataflow, reuse: TileReuse) -> bool:
+    """Whether a resident tile stream takes GEMM ``op``'s stationary operand as it
+    loads it (output stationary has none)."""
+    assert isinstance(op, GemmOp)
+    match dataflow:
+        case Dataflow.WS:
+            return (op.op_id, op.b.key) in reuse.served
+        case Dataflow.IS:
+            return (op.op_id, op.a.key) in reuse.served
+        case _:
+            return False
 
 
 def _ints(values: Sequence[int]) -> np.ndarray:
@@ -254,6 +274,7 @@ def _unit_gemms(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
         a_tiled=none,
         b_tiled=none,
         c_unwritten=none,
+        stationary_served=none,
     )
 
 

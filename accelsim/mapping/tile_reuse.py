@@ -31,6 +31,12 @@ one producer by a resident stream, and it is not a weight or optimizer state
 (which outlive the step).  The SRAM accesses stay counted as without the stream:
 the producer's write of the tile into its buffer, the consumer's read of it (from
 the buffer the tile is in, :attr:`TileReuse.resident`).
+
+**Loop order.**  A resident stream that takes a GEMM's operand as the GEMM loads it
+takes each tile once, so the GEMM loads each tile of that operand once
+(:attr:`TileReuse.served`): where it is the stationary operand, the GEMM cannot
+re-load it per chunk of its streamed dimension, and :mod:`accelsim.timing.closed_form`
+charges the partial sums that do not fit instead.
 """
 
 from __future__ import annotations
@@ -73,10 +79,13 @@ class TileReuse:
             buffer the consumer reads the tile from.
         unwritten: ``(producer op, tensor key)`` of every write that never reaches
             DRAM.
+        served: ``(GEMM op, tensor key)`` of every operand a resident stream takes
+            from the GEMM's buffer as the GEMM loads it (each tile loaded once).
     """
 
     resident: Mapping[tuple[int, int], Buffer] = field(default_factory=dict)
     unwritten: frozenset[tuple[int, TensorKey]] = frozenset()
+    served: frozenset[tuple[int, TensorKey]] = frozenset()
 
     def takes(self, op_id: int, read: int) -> Buffer | None:
         """The buffer op ``op_id`` takes its read number ``read`` from, or None (DRAM)."""
@@ -128,7 +137,12 @@ def tile_reuse(graph: OpGraph, units: Sequence[ArrayUnit]) -> TileReuse:
         unit, buffer = where[s]
         if need[group_of[s.consumer], unit.name, buffer] <= _bytes(unit, buffer) // 2:
             resident[s.consumer, s.read] = buffer
-    return TileReuse(resident, _unwritten(graph, streams, resident))
+    served = frozenset(
+        (s.source, s.tensor.key)
+        for s in streams
+        if (s.consumer, s.read) in resident and where[s][1] is not Buffer.OFMAP
+    )
+    return TileReuse(resident, _unwritten(graph, streams, resident), served)
 
 
 def _buffer(

@@ -23,8 +23,9 @@ class DramGemms(NamedTuple):
     """What the DRAM traffic of a unit's GEMMs depends on besides their folds, one
     entry per GEMM: its dataflow code, ``M``, ``N``, how many independent GEMMs it
     stands for (``gemm_count``: a batched op's), each operand's footprint (words) and
-    word size (bytes), and whether A, B and C stay on chip.  A named tuple, so that the
-    Numba kernel takes it too."""
+    word size (bytes), whether A, B and C stay on chip, and whether a resident tile
+    stream takes its stationary operand as it is loaded (each tile loaded once).  A
+    named tuple, so that the Numba kernel takes it too."""
 
     dataflow: np.ndarray
     m: np.ndarray
@@ -38,6 +39,7 @@ class DramGemms(NamedTuple):
     a_on_chip: np.ndarray
     b_on_chip: np.ndarray
     c_on_chip: np.ndarray
+    stationary_served: np.ndarray
 
 
 class DramRules(NamedTuple):
@@ -157,6 +159,21 @@ def _chunk_reads(
     return stationary, stream
 
 
+def spilled_words(
+    streamed: np.ndarray, width: np.ndarray, cols: int, cap: np.ndarray
+) -> np.ndarray:
+    """Words of partial sums that do not fit ``cap`` words, summed over the column
+    blocks of a ws or is GEMM streaming ``streamed`` rows past ``width`` output columns
+    (blocks of the array's ``cols`` columns, the last one narrower): what goes out to
+    DRAM after a row fold and comes back for the next, when the streamed dimension
+    goes through whole."""
+    full, last = width // cols, width % cols
+    words: np.ndarray = full * np.maximum(streamed * cols - cap, 0) + np.maximum(
+        streamed * last - cap, 0
+    )
+    return words
+
+
 def dram_words(
     gemms: DramGemms, row_folds: np.ndarray, col_folds: np.ndarray, rules: DramRules
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -175,16 +192,22 @@ def dram_words(
     # ws streams m past stationary B; is streams n past stationary A.
     streamed = np.where(ws, g.m, g.n)
     psum_row = np.minimum(rules.cols, np.where(ws, g.n, g.m)) * g.c_word
+    s_fp, t_fp = np.where(ws, a_fp, b_fp), np.where(ws, b_fp, a_fp)
+    s_word, t_word = np.where(ws, g.a_word, g.b_word), np.where(ws, g.b_word, g.a_word)
+    s_half, t_half = np.where(ws, half_if, half_fl), np.where(ws, half_fl, half_if)
+    # a stationary operand loaded once that does not fit whole: the stream goes through
+    # whole, where partial sums then spill (where none would, the chunks stay)
+    width = np.where(ws, g.n, g.m)
+    beyond = (fr - 1) * spilled_words(streamed, width, rules.cols, half_of // g.c_word)
+    whole = rules.chunk_stream & g.stationary_served & ~is_os & (t_fp * t_word > t_half)
+    whole &= beyond > 0
     if rules.chunk_stream:
         fit = np.maximum(1, half_of // psum_row)
-        chunks = _ceil(streamed, fit)
+        chunks = np.where(whole, 1, _ceil(streamed, fit))
         spill = np.zeros_like(is_os)
     else:
         chunks = np.ones_like(streamed)
         spill = ~is_os & (streamed * psum_row > half_of)
-    s_fp, t_fp = np.where(ws, a_fp, b_fp), np.where(ws, b_fp, a_fp)
-    s_word, t_word = np.where(ws, g.a_word, g.b_word), np.where(ws, g.b_word, g.a_word)
-    s_half, t_half = np.where(ws, half_if, half_fl), np.where(ws, half_fl, half_if)
     stationary, stream = _chunk_reads(chunks, fc, s_fp, s_word, s_half, t_fp, t_word, t_half)
     if rules.chunk_stream and rules.fit_stream:
         # Fewer passes over the streamed operand: chunks whose slice of it fits.
@@ -193,12 +216,13 @@ def dram_words(
         # Bytes from DRAM: an operand kept on chip costs none.
         s_cost = np.where(np.where(ws, g.a_on_chip, g.b_on_chip), 0, s_word)
         t_cost = np.where(np.where(ws, g.b_on_chip, g.a_on_chip), 0, t_word)
-        fewer = st * t_cost + sm * s_cost < stationary * t_cost + stream * s_cost
+        fewer = ~whole & (st * t_cost + sm * s_cost < stationary * t_cost + stream * s_cost)
         stationary, stream = np.where(fewer, st, stationary), np.where(fewer, sm, stream)
     a = np.where(is_os, a_os, np.where(ws, stream, stationary))
     b = np.where(is_os, b_os, np.where(ws, stationary, stream))
-    c_w = np.where(spill, fr * mn, mn)
-    c_r = np.where(spill, (fr - 1) * mn, 0)
+    spilled = np.where(whole, beyond, 0)
+    c_w = np.where(spill, fr * mn, mn + spilled)
+    c_r = np.where(spill, (fr - 1) * mn, spilled)
     if rules.convention == SCALESIM:
         a = np.where(a_fp < 50 * (rules.ifmap_bytes // 100) // g.a_word, a_fp, a)
         b = np.where(b_fp < 50 * (rules.filter_bytes // 100) // g.b_word, b_fp, b)

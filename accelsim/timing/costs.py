@@ -132,7 +132,7 @@ def op_costs(
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
     """
     conv = _convention_code(convention, fold_overlap)
-    chip = ChipOptions.of(machine)
+    chip = ChipOptions.of(machine, convention)
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)

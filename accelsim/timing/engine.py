@@ -1,8 +1,10 @@
 """SimPy event engine: runs an op DAG on N processors and their DRAM.
 
 Each processor has a systolic array, a vector unit and any extra array units
-a technique adds; each unit runs one op at a time, always the ready op that
-comes first in program order (or in the graph's own priority order).  DRAM is
+a technique adds; each unit runs one op at a time, always the ready op of the
+smallest rank (:mod:`accelsim.timing.ready`: the graph's own priority, then the
+longest path still ahead), and the first ops and an op's successors are started in
+rank order, so the op ids never change the events.  DRAM is
 each processor's memory of the machine, fresh for each simulation
 (:meth:`~accelsim.timing.machine.Machine.memories`: one shared by every processor
 with ``dram.sharing: shared``, one per processor with ``per_processor``; a
@@ -46,6 +48,7 @@ from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import DEFAULT_STREAM, Stream
+from accelsim.timing.ready import ready_rank
 from accelsim.timing.streams import STREAMS, WRITE_STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -54,7 +57,12 @@ Process = Generator[simpy.Event, object, None]
 
 class _Engine:
     def __init__(
-        self, graph: OpGraph, costs: OpCosts, machine: Machine, streams: Streams | None
+        self,
+        graph: OpGraph,
+        costs: OpCosts,
+        machine: Machine,
+        streams: Streams | None,
+        rank: np.ndarray | None,
     ) -> None:
         self.graph = graph
         self.env = simpy.Environment()
@@ -71,7 +79,9 @@ class _Engine:
         self.writes = costs.dram_ofmap_write_bytes.tolist()
         self.prologue = costs.prologue_bytes.tolist()
         self.epilogue = costs.epilogue_bytes.tolist()
-        self.priority = list(graph.priority) if graph.priority else list(range(len(graph.ops)))
+        ranks = rank if rank is not None else ready_rank(graph, costs, machine)
+        self.priority = ranks.tolist()
+        self.by_rank = np.argsort(ranks).tolist()
         # The stream of each op's DRAM reads and writes.
         read_classes, write_classes = streams if streams is not None else op_streams(graph, costs)
         self.read_stream: list[Stream] = [STREAMS[c] for c in read_classes.tolist()]
@@ -81,9 +91,9 @@ class _Engine:
         self.end = [-1] * n_ops
         self.waiting = [len(op.deps) for op in graph.ops]
         self.successors: list[list[int]] = [[] for _ in range(n_ops)]
-        for op in graph.ops:
-            for d in op.deps:
-                self.successors[d].append(op.op_id)
+        for i in self.by_rank:
+            for d in graph.ops[i].deps:
+                self.successors[d].append(i)
         units = [u for u in range(len(costs.unit_names)) if u != UNIT_COMM]
         self.queues = {
             (p, u): simpy.PriorityStore(self.env) for p in range(machine.processors) for u in units
@@ -92,9 +102,9 @@ class _Engine:
     def run(self) -> Trace:
         for (_p, _u), queue in self.queues.items():
             self.env.process(self._unit_proc(queue))
-        for op in self.graph.ops:
-            if not op.deps:
-                self._dispatch(op.op_id)
+        for i in self.by_rank:
+            if not self.graph.ops[i].deps:
+                self._dispatch(i)
         events = 0
         step = self.env.step
         try:
@@ -201,14 +211,19 @@ class _Engine:
 
 
 def simulate(
-    graph: OpGraph, costs: OpCosts, machine: Machine, streams: Streams | None = None
+    graph: OpGraph,
+    costs: OpCosts,
+    machine: Machine,
+    streams: Streams | None = None,
+    rank: np.ndarray | None = None,
 ) -> Trace:
     """Run ``graph`` with ``costs`` on ``machine`` and return the :class:`Trace`; its ops'
     transfers are of ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`';
-    an all-reduce's, its read and write stream classes).
+    an all-reduce's, its read and write stream classes), ready ops taken by ``rank``
+    (by default :func:`~accelsim.timing.ready.ready_rank`).
 
     Raises:
         SimulationError: if some op can never run.
         LimitError: if the step takes more than :data:`~accelsim.errors.MAX_COUNT` cycles.
     """
-    return _Engine(graph, costs, machine, streams).run()
+    return _Engine(graph, costs, machine, streams, rank).run()

@@ -188,7 +188,8 @@ def simulate(
     else:
         from accelsim.timing import engine  # loads SimPy
 
-        trace = engine.simulate(graph, costs, machine, (flat.read_stream, flat.write_stream))
+        streams_of = (flat.read_stream, flat.write_stream)
+        trace = engine.simulate(graph, costs, machine, streams_of, flat.priority)
     _Memo.steps[key] = (
         trace.start_cycle.copy(),
         trace.end_cycle.copy(),

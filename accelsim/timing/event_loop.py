@@ -8,8 +8,9 @@ sequence number counts scheduled events.  Each SimPy process is a small state
 machine:
 
 * a unit (one per processor and array or vector unit) takes the ready op with
-  the smallest ``(priority, op id)`` from its store when its get is served (at
-  the get, or when a later put is processed), then runs it
+  the smallest rank (``priority``, :mod:`accelsim.timing.ready`) from its store
+  when its get is served (at the get, or when a later put is processed), then
+  runs it
   (:mod:`accelsim.timing.loop.units`);
 * a transfer reserves its source's link and finishes when the data arrives;
 * an all-reduce runs its DRAM read, ``2(P - 1)`` ring steps and DRAM write,
@@ -208,7 +209,7 @@ def run_events(
     for s in range(ops.n_stores):
         size = push(heap, size, 0, seq, records.INIT_UNIT, s)
         seq += 1
-    for i in range(waiting.shape[0]):  # the dispatch list: ops with nothing to wait for
+    for i in ops.order:  # the dispatch list: ops with nothing to wait for, by rank
         if waiting[i] == 0:
             ready[n_ready] = i
             n_ready += 1

@@ -1,14 +1,15 @@
 """A step as the engines see it: flat op arrays, and a fingerprint of them.
 
 :func:`flatten` keeps exactly what decides the timing (op kinds, units,
-processors, dependencies, priorities, the costed cycles and bytes, transfers'
-sources and all-reduces' participants, the stream class of every op's reads and
-writes and each class's priority, every DRAM memory's model, parameters, state
-size, slice and latency as the arrays of :class:`MemoryTable`, and the links'
-bandwidth and latency); the compiled engine runs on it, and :func:`fingerprint`
-keys the memo of simulated steps (:mod:`accelsim.timing.engines`): two steps with
-the same fingerprint have the same timing, whatever their names or energy costs,
-and two whose timing could differ never share one.
+processors, dependencies, the ready order (:mod:`accelsim.timing.ready`), the
+costed cycles and bytes, transfers' sources and all-reduces' participants, the
+stream class of every op's reads and writes and each class's priority, every DRAM
+memory's model, parameters, state size, slice and latency as the arrays of
+:class:`MemoryTable`, and the links' bandwidth and latency); the compiled engine
+runs on it, and :func:`fingerprint` keys the memo of simulated steps
+(:mod:`accelsim.timing.engines`): two steps with the same fingerprint have the
+same timing, whatever their names or energy costs, and two whose timing could
+differ never share one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
+from accelsim.timing.ready import ready_rank
 from accelsim.timing.streams import STREAM_PRIORITY, Streams, op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
@@ -96,9 +98,11 @@ class FlatStep(NamedTuple):
 
     ``store`` is a unit op's ready queue (processor-major, then unit, the
     interconnect left out), -1 for the others; ``where`` is the op's processor
-    (a transfer's source); ``link_bytes`` a transfer's bytes or an all-reduce's
+    (a transfer's source); ``priority`` its rank among ready ops
+    (:func:`~accelsim.timing.ready.ready_rank`) and ``order`` the ops by rank;
+    ``link_bytes`` a transfer's bytes or an all-reduce's
     tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``;
-    successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]`` and ``deps`` counts
+    successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]``, by rank, and ``deps`` counts
     each op's dependencies; ``store_base`` is where each store's heap starts in
     one array of ``len(ops)`` slots; ``read_stream`` and ``write_stream`` are the
     stream class of each op's DRAM reads and writes, ``stream_priority`` each
@@ -109,6 +113,7 @@ class FlatStep(NamedTuple):
     store: np.ndarray
     where: np.ndarray
     priority: np.ndarray
+    order: np.ndarray
     chunks: np.ndarray
     compute: np.ndarray
     overhead: np.ndarray
@@ -149,12 +154,17 @@ def flatten(
     per_store = np.bincount(store[store >= 0], minlength=n_stores)
     store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
     read_stream, write_stream = streams if streams is not None else op_streams(graph, costs)
+    rank = ready_rank(graph, costs, machine)
+    # Successors of each op by rank: the edges sorted by their source, then the rank of
+    # their target.
+    edges = np.lexsort((rank[shape.targets], shape.sources))
     link = machine.links[0]
     return FlatStep(
         kind=kind,
         store=store,
         where=where,
-        priority=shape.priority,
+        priority=rank,
+        order=np.argsort(rank).astype(np.int64),
         chunks=costs.chunks.astype(np.int64),
         compute=costs.compute_cycles.astype(np.int64),
         overhead=costs.overhead_cycles.astype(np.int64),
@@ -166,7 +176,7 @@ def flatten(
         part_ptr=shape.part_ptr,
         part_idx=shape.part_idx,
         succ_ptr=shape.succ_ptr,
-        succ_idx=shape.succ_idx,
+        succ_idx=shape.targets[edges],
         deps=shape.deps,
         store_base=store_base,
         read_stream=np.asarray(read_stream, np.int64),
@@ -183,16 +193,18 @@ def flatten(
 @dataclass(frozen=True)
 class _Shape:
     """What a :class:`FlatStep` takes from the graph alone (shared by every flat step
-    made from the graph; ``deps`` is copied for each)."""
+    made from the graph; ``deps`` is copied for each): the dependencies as edges from
+    ``sources`` to ``targets``, and where each op's successors start among them
+    (``succ_ptr``)."""
 
     kind: np.ndarray
     where: np.ndarray
-    priority: np.ndarray
     link_bytes: np.ndarray
     part_ptr: np.ndarray
     part_idx: np.ndarray
     succ_ptr: np.ndarray
-    succ_idx: np.ndarray
+    sources: np.ndarray
+    targets: np.ndarray
     deps: np.ndarray
 
     @staticmethod
@@ -217,23 +229,21 @@ class _Shape:
         part_ptr = np.zeros(n_ops + 1, np.int64)
         np.cumsum(taking_part, out=part_ptr[1:])
         deps = np.fromiter(map(len, (op.deps for op in ops)), np.int64, n_ops)
-        # Successors of each op in program order: the edges sorted stably by their source.
         sources = np.fromiter(
             itertools.chain.from_iterable(op.deps for op in ops), np.int64, int(deps.sum())
         )
-        order = np.argsort(sources, kind="stable")
-        succ_idx = np.repeat(np.arange(n_ops, dtype=np.int64), deps)[order]
+        targets = np.repeat(np.arange(n_ops, dtype=np.int64), deps)
         succ_ptr = np.zeros(n_ops + 1, np.int64)
         np.cumsum(np.bincount(sources, minlength=n_ops), out=succ_ptr[1:])
         return _Shape(
             kind=kind,
             where=where,
-            priority=np.asarray(graph.priority if graph.priority else range(n_ops), np.int64),
             link_bytes=link_bytes,
             part_ptr=part_ptr,
             part_idx=np.asarray(participants, np.int64),
             succ_ptr=succ_ptr,
-            succ_idx=succ_idx,
+            sources=sources,
+            targets=targets,
             deps=deps,
         )
 

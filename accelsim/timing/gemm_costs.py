@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.hardware import Orientation, StreamBlocking
+from accelsim.config.hardware import Orientation
 from accelsim.mapping.arrays import split
 from accelsim.mapping.schedule import UnitSchedule, whole_use
 from accelsim.timing import backend
@@ -28,19 +29,20 @@ class ChipOptions:
     """What of the hardware, beyond each unit's arrays and buffers, shapes GEMM costs."""
 
     best_orientation: bool = False
-    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads
+    fewest_reads: bool = False  # mapping.stream_blocking: fewest_reads (or its default)
     op_overhead_cycles: int = 0
     memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
     gemm_output_ops: int = 0  # vector operations per GEMM output element
     vector_lanes: int = 1
 
     @classmethod
-    def of(cls, machine: Machine) -> ChipOptions:
-        """The options ``machine``'s hardware sets, with its processors' DRAM memory."""
+    def of(cls, machine: Machine, convention: Convention) -> ChipOptions:
+        """The options ``machine``'s hardware sets under the run's ``convention`` (which
+        picks the default stream blocking), with its processors' DRAM memory."""
         hw = machine.hardware
         return cls(
             best_orientation=hw.mapping.orientation is Orientation.BEST,
-            fewest_reads=hw.mapping.stream_blocking is StreamBlocking.FEWEST_READS,
+            fewest_reads=hw.mapping.blocks_for_fewest_reads(convention),
             op_overhead_cycles=hw.timing.op_overhead_cycles,
             memory=machine.dram[0],
             gemm_output_ops=hw.vector_unit.gemm_output_ops,
@@ -176,9 +178,14 @@ def dram_words(
     folds over arrays ``width`` columns wide (``kernels``: the NumPy or Numba twin;
     ``chip``: the streamed dimension's blocking)."""
     unit = table.unit
+    # a GEMM with a fold mask keeps the chunked order (timing/masked.py charges its reuse)
+    served = table.stationary_served
+    if served.any():
+        served = served & ~masked_gemms(table)
     gemms = DramGemms(
         table.dataflow, table.m, table.n, table.count, table.a_footprint, table.b_footprint,
         table.a_word, table.b_word, table.c_word, table.a_on_chip, table.b_on_chip, table.c_on_chip,
+        served,
     )  # fmt: skip
     rules = DramRules(
         unit.ifmap_bytes,
@@ -204,7 +211,8 @@ def better_orientation(
     """Per GEMM, the columns of it or of its transpose ``C^T = B^T . A^T``, whichever a
     lone op finishes first (``max(compute, DRAM reads / read bandwidth + writes / write
     bandwidth)``; the given one on a tie).  GEMMs with a fold mask or a resident tile
-    stream keep their orientation.  The DRAM read columns keep naming the operand (the
+    stream (as its consumer, or serving its stationary operand) keep their
+    orientation.  The DRAM read columns keep naming the operand (the
     ifmap column is A's traffic); the SRAM columns name the buffer."""
     flipped = gemm_columns(transposed(table), conv, psums, fold_overlap, chip)
     flipped["dram_ifmap_read_bytes"], flipped["dram_filter_read_bytes"] = (
@@ -212,6 +220,7 @@ def better_orientation(
         flipped["dram_ifmap_read_bytes"],
     )
     fixed = masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
+    fixed |= table.stationary_served
     flip = ~fixed & (chip.lone_op_cycles(flipped) < chip.lone_op_cycles(given))
     return {name: np.where(flip, flipped[name], values) for name, values in given.items()}
 

@@ -142,6 +142,13 @@ def _chunk_reads(
 
 
 @njit(cache=True)
+def _spilled_words(streamed: int, width: int, cols: int, cap: int) -> int:
+    """One GEMM's :func:`accelsim.timing.closed_form.spilled_words`."""
+    full, last = width // cols, width % cols
+    return full * max(streamed * cols - cap, 0) + max(streamed * last - cap, 0)
+
+
+@njit(cache=True)
 def _fewer_reads(
     chunks: int,
     streamed: int,
@@ -184,9 +191,13 @@ def dram_words(
       With ``rules.fit_stream`` as well, the chunks are made as small as the
       streamed operand's slice needs to fit too, whenever that reads fewer
       DRAM bytes (the streamed operand once, the stationary one once per
-      chunk unless it fits whole).  Without ``chunk_stream``, the whole
-      streamed dimension goes through each fold: the streamed operand is
-      fetched once if it fits (else once per column fold),
+      chunk unless it fits whole).  A stationary operand that a resident tile
+      stream takes as it is loaded (``stationary_served``) is loaded once: where it
+      does not fit whole and partial sums would spill, the streamed dimension goes
+      through whole, and the partial sums beyond half the ofmap buffer make a round
+      trip per row fold after the first (``closed_form.spilled_words``).  Without
+      ``chunk_stream``, the whole streamed dimension goes through each fold: the
+      streamed operand is fetched once if it fits (else once per column fold),
       the stationary one once, and partial sums that do not fit in half the
       ofmap buffer spill to DRAM after every row fold and are read back.
     * scalesim: SCALE-Sim 3.0.0's CALC mode: an operand whose footprint is
@@ -226,18 +237,23 @@ def dram_words(
         else:
             # ws streams m past stationary B; is streams n past stationary A.
             ws = g.dataflow[i] == WS
-            streamed = g.m[i] if ws else g.n[i]
-            psum_row = min(rules.cols, g.n[i] if ws else g.m[i]) * g.c_word[i]
-            chunks = 1
-            if rules.chunk_stream:
-                chunks = (streamed + max(1, half_of // psum_row) - 1) // max(1, half_of // psum_row)
-            elif streamed * psum_row > half_of:
-                c_w, c_r = fr * mn, (fr - 1) * mn
+            streamed, width = (g.m[i], g.n[i]) if ws else (g.n[i], g.m[i])
+            psum_row = min(rules.cols, width) * g.c_word[i]
             a_op = (a_fp, a_word, half_if, g.a_on_chip[i])
             b_op = (b_fp, b_word, half_fl, g.b_on_chip[i])
             stream_op, stationary_op = (a_op, b_op) if ws else (b_op, a_op)
+            spilled = (fr - 1) * _spilled_words(streamed, width, rules.cols, half_of // g.c_word[i])
+            whole = rules.chunk_stream and g.stationary_served[i] and spilled > 0
+            whole = whole and stationary_op[0] * stationary_op[1] > stationary_op[2]
+            chunks = 1
+            if whole:
+                c_w, c_r = mn + spilled, spilled
+            elif rules.chunk_stream:
+                chunks = (streamed + max(1, half_of // psum_row) - 1) // max(1, half_of // psum_row)
+            elif streamed * psum_row > half_of:
+                c_w, c_r = fr * mn, (fr - 1) * mn
             stationary, stream = _chunk_reads(chunks, fc, stream_op, stationary_op)
-            if rules.chunk_stream and rules.fit_stream:
+            if rules.chunk_stream and rules.fit_stream and not whole:
                 stationary, stream = _fewer_reads(
                     chunks, streamed, fc, stream_op, stationary_op, stationary, stream
                 )

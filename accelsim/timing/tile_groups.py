@@ -8,8 +8,9 @@ priority, waiting for everything its members wait for outside the group, and eve
 op that waits for a member waits for it.  The contracted ops keep their program
 order, except that an op a group waits for which came after the group's first op (a
 transfer that placement put right before the member reading it) moves before the
-group; every op keeps its priority, so the engines pick among ready ops as in the
-graph.  The group runs on its lead unit (the
+group; every op keeps its priority (a pipeline schedule's), and the engines rank the
+contracted graph's ready ops by its own paths (:mod:`accelsim.timing.ready`).  The
+group runs on its lead unit (the
 array of its first GEMM; the first op's unit when it has none), and its costs
 combine its members':
 
@@ -132,13 +133,12 @@ def _contract(
     for new, old in enumerate(order):
         deps = tuple(sorted(new_id_of[d] for d in waits[old]))
         ops.append(replaced(graph.ops[old], op_id=new, deps=deps, sources=(), after=()))
-    priority = graph.priority or range(n_ops)
     contracted = OpGraph(
         ops=tuple(ops),
         processor=tuple(graph.processor[i] for i in order),
         on_chip=graph.on_chip,
         stashed=graph.stashed,
-        priority=tuple(priority[i] for i in order),
+        priority=tuple(graph.priority[i] for i in order) if graph.priority else (),
     )
     fused = _fused_costs(costs, order, groups, leads, new_id)
     return (contracted, fused, _fused_streams(graph, costs, order, groups, new_id)), new_id

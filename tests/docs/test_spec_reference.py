@@ -101,7 +101,7 @@ def test_provenance_table_lists_every_setting_with_its_source() -> None:
         "| setting | default | source | basis |",
         "|---|---|---|---|",
         "| `mode` | `backward` | ours | our choice of the paper's two orders [S]: backward (forward is the other) |",
-        "| `weight_tiles` | `auto` | ours | our choice: per layer, the weight tile dX loaded serves the update unless that would spill dX's partial sums or the work waiting for dX would take longer than sharing saves (estimated; a compiler's per-layer choice); dx and dram force one |",
+        "| `weight_tiles` | `auto` | ours | our choice: per layer, the weight tile dX loaded serves the update unless the work waiting for dX and the dX partial sums sharing spills would take longer than sharing saves (estimated; a compiler's per-layer choice); dx and dram force one |",
     ]
     rows = provenance_reference("gradient_prediction").splitlines()[2:]
     assert len(rows) == 24

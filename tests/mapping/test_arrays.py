@@ -12,7 +12,13 @@ import pytest
 
 from accelsim.config.base import Convention
 from accelsim.config.energy import EnergyTable
-from accelsim.config.hardware import ChipTimingSpec, HardwareSpec, MappingSpec, Orientation
+from accelsim.config.hardware import (
+    ChipTimingSpec,
+    HardwareSpec,
+    MappingSpec,
+    Orientation,
+    StreamBlocking,
+)
 from accelsim.config.run import PsumPolicy
 from accelsim.driver.layer import gemm_for, layer_graph, simulate_layer
 from accelsim.graph.ops import Phase
@@ -25,13 +31,20 @@ from accelsim.timing.machine import Machine
 from tests.conftest import make_hw
 
 
-def costs_of(hw: HardwareSpec, m: int, n: int, k: int, overlap: bool = False) -> OpCosts:
+def costs_of(
+    hw: HardwareSpec,
+    m: int,
+    n: int,
+    k: int,
+    overlap: bool = False,
+    convention: Convention = Convention.ACCELSIM,
+) -> OpCosts:
     graph = layer_graph(hw, gemm_for(m, n, k, Phase.FWD), Phase.FWD)
     return op_costs(
         graph,
         schedule(graph, (main_array(hw),)),
         Machine.of(hw),
-        Convention.ACCELSIM,
+        convention,
         PsumPolicy.CHUNK,
         4096,
         fold_overlap=overlap,
@@ -101,11 +114,14 @@ def test_a_matrix_vector_product_splits_its_reduction() -> None:
 
 def test_column_folds_read_the_stream_once_per_pass() -> None:
     # A (m x k = 8,192 x 1,024 bf16, 16 MiB) does not fit half the 2 MiB ifmap buffer:
-    # one array streams it once per column fold (4), two arrays once per pair (2).
-    one, two = make_hw(), make_hw(**{"array.count": 2})
+    # blocked as partial sums need, one array streams it once per column fold (4), two
+    # arrays once per pair (2); blocked for the fewest reads (the default), both once.
+    one, two = psums(make_hw()), psums(make_hw(**{"array.count": 2}))
     a_bytes = 8192 * 1024 * 2
     assert int(costs_of(one, 8192, 512, 1024).dram_ifmap_read_bytes[0]) == 4 * a_bytes
     assert int(costs_of(two, 8192, 512, 1024).dram_ifmap_read_bytes[0]) == 2 * a_bytes
+    for hw in (make_hw(), make_hw(**{"array.count": 2})):
+        assert int(costs_of(hw, 8192, 512, 1024).dram_ifmap_read_bytes[0]) == a_bytes
 
 
 def test_one_array_is_the_default() -> None:
@@ -113,6 +129,11 @@ def test_one_array_is_the_default() -> None:
     assert hw.array.count == 1
     assert hw.array.pes == 128 * 128
     assert main_array(make_hw(**{"array.count": 3})).pes == 3 * 128 * 128
+
+
+def psums(hw: HardwareSpec) -> HardwareSpec:
+    """``hw`` with ``mapping.stream_blocking: psums``."""
+    return hw.model_copy(update={"mapping": MappingSpec(stream_blocking=StreamBlocking.PSUMS)})
 
 
 def with_chip(hw: HardwareSpec, orientation: str = "as_given", overhead: int = 0) -> HardwareSpec:

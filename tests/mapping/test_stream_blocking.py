@@ -1,5 +1,6 @@
 """``mapping.stream_blocking``: chunks of the streamed dimension cut so a streamed
-operand's slice fits its buffer, whenever that reads fewer DRAM bytes.
+operand's slice fits its buffer, whenever that reads fewer DRAM bytes (unset: under
+the accelsim convention, not under scalesim's).
 
 The default hardware has a 128x128 weight-stationary array, 2 MiB ifmap and filter
 buffers (1 MiB usable: half, double-buffered) and a 1 MiB ofmap buffer (512 KiB of
@@ -12,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from accelsim.config.base import Convention
 from accelsim.config.hardware import HardwareSpec, MappingSpec, Orientation, StreamBlocking
 from accelsim.config.loader import load_hardware
 from accelsim.errors import ConfigError
 from tests.conftest import ROOT, make_hw
-from tests.mapping.test_arrays import costs_of
+from tests.mapping.test_arrays import costs_of, psums
 
 MIB = 1 << 20
 
@@ -33,7 +35,7 @@ def test_the_streamed_operand_is_read_once_in_chunks_that_fit() -> None:
     # A is read once per column fold, 64 MiB.  Chunks of 512 rows (16) hold a 1 MiB
     # slice, read once: 16 MiB.  B (1,024 x 512, 1 MiB) fits and is read once either way.
     plain, fewest = (
-        costs_of(make_hw(), 8192, 512, 1024),
+        costs_of(psums(make_hw()), 8192, 512, 1024),
         costs_of(blocked(make_hw()), 8192, 512, 1024),
     )
     assert int(plain.dram_ifmap_read_bytes[0]) == 4 * 16 * MIB
@@ -49,7 +51,7 @@ def test_chunks_that_would_read_more_are_not_cut() -> None:
     # does not fit.  As partial sums need (one chunk): A twice and B once, 36 MiB.  In 16
     # chunks A would be read once but B 16 times, 80 MiB: the chunking is kept.
     plain, fewest = (
-        costs_of(make_hw(), 1024, 256, 8192),
+        costs_of(psums(make_hw()), 1024, 256, 8192),
         costs_of(blocked(make_hw()), 1024, 256, 8192),
     )
     assert int(plain.dram_ifmap_read_bytes[0]) == 2 * 16 * MIB
@@ -62,8 +64,22 @@ def test_several_arrays_side_by_side_pass_the_stream_fewer_times() -> None:
     # Four arrays side by side take the four column folds in one pass: A is read once
     # with or without the option.
     four = make_hw(**{"array.count": 4})
-    assert int(costs_of(four, 8192, 512, 1024).dram_ifmap_read_bytes[0]) == 16 * MIB
+    assert int(costs_of(psums(four), 8192, 512, 1024).dram_ifmap_read_bytes[0]) == 16 * MIB
     assert int(costs_of(blocked(four), 8192, 512, 1024).dram_ifmap_read_bytes[0]) == 16 * MIB
+
+
+def test_unset_it_follows_the_convention() -> None:
+    # The GEMM of the first test on the default hardware, blocking unset: the accelsim
+    # convention reads A once (16 MiB), the scalesim convention once per column fold
+    # (64 MiB), as SCALE-Sim 3.0.0 does; set, both conventions read what it says.
+    hw = make_hw()
+    assert hw.mapping.stream_blocking is None
+    assert int(costs_of(hw, 8192, 512, 1024).dram_ifmap_read_bytes[0]) == 16 * MIB
+    scalesim = costs_of(hw, 8192, 512, 1024, convention=Convention.SCALESIM)
+    assert int(scalesim.dram_ifmap_read_bytes[0]) == 4 * 16 * MIB
+    assert int(costs_of(psums(hw), 8192, 512, 1024).dram_ifmap_read_bytes[0]) == 4 * 16 * MIB
+    fewest = costs_of(blocked(hw), 8192, 512, 1024, convention=Convention.SCALESIM)
+    assert int(fewest.dram_ifmap_read_bytes[0]) == 16 * MIB
 
 
 def test_the_default_stays_out_of_dumps() -> None:
@@ -74,6 +90,7 @@ def test_the_default_stays_out_of_dumps() -> None:
         "orientation": "as_given",
         "stream_blocking": "fewest_reads",
     }
+    assert psums(make_hw()).model_dump(mode="json")["mapping"]["stream_blocking"] == "psums"
 
 
 def test_an_unknown_blocking_is_an_error(tmp_path: Path) -> None:

@@ -141,8 +141,10 @@ def test_a_second_reader_from_dram_keeps_the_write() -> None:
 
 def test_a_reread_operand_saves_only_its_first_pass() -> None:
     # g2: m = 2048, n = 64 (8 column folds); z is 64 KiB, above half the 32 KiB ifmap
-    # buffer, so ws streams it once per column fold: 8 x 64 KiB; the stream serves one.
-    graph, hw = chain((True, True), m=2048, n2=64, **{"buffers.ifmap_kib": 32})
+    # buffer, so ws blocked as partial sums need streams it once per column fold:
+    # 8 x 64 KiB; the stream serves one.
+    re_read = {"buffers.ifmap_kib": 32, "mapping.stream_blocking": "psums"}
+    graph, hw = chain((True, True), m=2048, n2=64, **re_read)
     plain_graph, _ = chain((True, False), m=2048, n2=64)
     plain = counts(run(plain_graph, hw))
     both = counts(run(graph, hw))

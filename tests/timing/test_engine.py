@@ -146,18 +146,21 @@ def timings(trace: Trace) -> tuple[list[int], list[int], list[int], int]:
 # -- one processor ------------------------------------------------------------------------
 
 
-def test_same_unit_runs_in_program_order() -> None:
+def test_same_unit_runs_the_longest_path_first() -> None:
     # Two independent array ops on processor 0; DRAM 128 B/cycle, latency 100.
-    # op0 reads 1280 B (1 chunk: all of it is prologue): DRAM 0..10, arrives 110;
+    # op1 (own estimate max(100, 1280 / 128) = 100 cycles) goes before op0 (50),
+    # though listed second.
+    # op1 reads 1280 B (1 chunk: all of it is prologue): DRAM 0..10, arrives 110;
     #   compute 100 -> end 210, stall 210 - 100 = 110.
-    # op1 (no traffic) waits for the array: start 210, end 210 + 50 = 260, stall 0.
+    # op0 (no traffic) waits for the array: start 210, end 210 + 50 = 260, stall 0.
     graph = OpGraph(ops=(gemm(0), gemm(1)), processor=(0, 0))
-    c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[100, 50], reads=[1280, 0])
-    assert timings(simulate(graph, c, machine())) == ([0, 210], [210, 260], [110, 0], 260)
+    c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[50, 100], reads=[0, 1280])
+    assert timings(simulate(graph, c, machine())) == ([210, 0], [260, 210], [0, 110], 260)
 
 
-def test_priority_overrides_program_order() -> None:
-    # Same ops, but op1 has the lower priority value so the array takes it first:
+def test_priority_overrides_the_path() -> None:
+    # op0 has the longer path (100 cycles against 50), but op1 the lower priority
+    # value, so the array takes op1 first:
     # op1 0..50; op0 starts at 50, its 1280 B take DRAM 50..60, arrive 160, end 260.
     graph = OpGraph(ops=(gemm(0), gemm(1)), processor=(0, 0), priority=(1, 0))
     c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[100, 50], reads=[1280, 0])
@@ -253,11 +256,11 @@ def test_two_processors_queue_on_dram_in_request_order() -> None:
 
 
 def test_dram_order_is_request_order_not_processor_order() -> None:
-    # p0 first computes 5 cycles (op0, no traffic), then op1 reads 2560 B;
-    # p1's op2 reads 2560 B at cycle 0, so it is served first.
+    # p0 first computes 5 cycles (op0, no traffic), then op1 (waiting for op0) reads
+    # 2560 B; p1's op2 reads 2560 B at cycle 0, so it is served first.
     # op2: DRAM 0..20, arrives 120, compute 100 -> 220, stall 120.
     # op1: starts 5, DRAM max(5, 20) = 20..40, arrives 140, compute -> 240, stall 135.
-    graph = OpGraph(ops=(gemm(0), gemm(1), gemm(2)), processor=(0, 0, 1))
+    graph = OpGraph(ops=(gemm(0), gemm(1, 0), gemm(2)), processor=(0, 0, 1))
     c = costs([UNIT_ARRAY] * 3, compute=[5, 100, 100], reads=[0, 2560, 2560])
     trace = simulate(graph, c, machine("processors=2"))
     assert timings(trace) == ([0, 5, 0], [5, 240, 220], [0, 135, 120], 240)

@@ -24,6 +24,9 @@ ONE_SKIPPED = np.array([[True, False], [True, True]])  # fold (row 0, column 1) 
 ROW_SKIPPED = np.array([[False, False], [True, True]])  # row fold 0 skipped
 
 
+PSUMS = {"mapping.stream_blocking": "psums"}
+
+
 def costs(
     dataflow: str,
     mnk: tuple[int, int, int],
@@ -79,11 +82,18 @@ def test_masked_folds_scale_compute_macs_and_sram() -> None:
 def test_ws_skipped_fold_skips_its_weight_tile_and_input_restream() -> None:
     # ws: B (k x n = 16 x 16) stationary, 256 words fit in 512 B: read once, tile by
     # tile; A (m x k = 64 x 16, 1024 words) streams m in 2 partial-sum chunks of 32,
-    # a chunk's slice (512 words) does not fit: A is re-read per column fold
-    assert words(costs("ws", (64, 16, 16), None)[0]) == (2 * 1024, 256, 0, 64 * 16)
+    # a chunk's slice (512 words) does not fit: blocked as partial sums need, A is
+    # re-read per column fold
+    assert words(costs("ws", (64, 16, 16), None, **PSUMS)[0]) == (2 * 1024, 256, 0, 64 * 16)
     # fold (0, 1) skipped: its 8 x 8 weight tile (64 words) is not read, and column
     # fold 1's pass reads only row fold 1's half of A (512 of 1024 words)
-    assert words(costs("ws", (64, 16, 16), ONE_SKIPPED)[0]) == (1024 + 512, 192, 0, 64 * 16)
+    skipped = costs("ws", (64, 16, 16), ONE_SKIPPED, **PSUMS)[0]
+    assert words(skipped) == (1024 + 512, 192, 0, 64 * 16)
+    # Blocked for the fewest reads (the default), chunks whose slice of A fits read A
+    # once (B fits whole, so it is still read once); the skipped fold's row fold 0 is
+    # needed by column fold 0, so only its weight tile is saved
+    assert words(costs("ws", (64, 16, 16), None)[0]) == (1024, 256, 0, 64 * 16)
+    assert words(costs("ws", (64, 16, 16), ONE_SKIPPED)[0]) == (1024, 192, 0, 64 * 16)
 
 
 def test_os_skipped_fold_skips_both_operand_slices() -> None:
@@ -97,9 +107,12 @@ def test_os_skipped_fold_skips_both_operand_slices() -> None:
 
 def test_is_skipped_fold_skips_its_input_tile_and_weight_restream() -> None:
     # is: A (m x k = 16 x 16) stationary, read once; B (k x n = 16 x 64) streams n in
-    # 2 chunks and is re-read per column fold
-    assert words(costs("is", (16, 64, 16), None)[0]) == (256, 2 * 1024, 0, 16 * 64)
-    assert words(costs("is", (16, 64, 16), ONE_SKIPPED)[0]) == (192, 1536, 0, 16 * 64)
+    # 2 chunks and, blocked as partial sums need, is re-read per column fold
+    assert words(costs("is", (16, 64, 16), None, **PSUMS)[0]) == (256, 2 * 1024, 0, 16 * 64)
+    assert words(costs("is", (16, 64, 16), ONE_SKIPPED, **PSUMS)[0]) == (192, 1536, 0, 16 * 64)
+    # blocked for the fewest reads (the default): B once, the skipped fold's A tile saved
+    assert words(costs("is", (16, 64, 16), None)[0]) == (256, 1024, 0, 16 * 64)
+    assert words(costs("is", (16, 64, 16), ONE_SKIPPED)[0]) == (192, 1024, 0, 16 * 64)
 
 
 def test_operand_read_once_needs_the_row_folds_some_fold_runs() -> None:

@@ -139,7 +139,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         timing.psums,
         timing.chunks_per_op,
         fold_overlap=timing.fold_overlap,
-        chip=ChipOptions.of(base.machine),
+        chip=ChipOptions.of(base.machine, timing.convention),
     )
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]
@@ -185,7 +185,7 @@ def _flat_table(
         a_on_chip=rep(table.a_on_chip), b_on_chip=rep(table.b_on_chip),
         c_on_chip=rep(table.c_on_chip),
         a_tiled=rep(table.a_tiled), b_tiled=rep(table.b_tiled),
-        c_unwritten=rep(table.c_unwritten),
+        c_unwritten=rep(table.c_unwritten), stationary_served=rep(table.stationary_served),
         **uses,
     )  # fmt: skip
 

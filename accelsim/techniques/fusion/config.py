@@ -28,8 +28,8 @@ DEFAULTS: dict[str, Origin] = {
     ),
     "weight_tiles": (
         Source.OURS,
-        "our choice: per layer, the weight tile dX loaded serves the update unless that"
-        " would spill dX's partial sums or the work waiting for dX would take longer"
+        "our choice: per layer, the weight tile dX loaded serves the update unless the"
+        " work waiting for dX and the dX partial sums sharing spills would take longer"
         " than sharing saves (estimated; a compiler's per-layer choice); dx and dram"
         " force one",
     ),
@@ -62,8 +62,9 @@ class OptimizerFusionConfig(Spec):
             description="backward mode: dx takes the weight's tiles from the dX GEMM's"
             " filter buffer (no second read of W; dX, dW and the update run as one op);"
             " dram reads W from DRAM (dX runs on its own, so its consumers overlap dW);"
-            " auto chooses per layer: dx unless that spills dX's partial sums or the work"
-            " waiting for dX takes longer than sharing saves (W's read, and dW's traffic"
-            " under dX's compute), by estimates from the graph and the hardware",
+            " auto chooses per layer: dx unless the work waiting for dX and the DRAM"
+            " round trips of the dX partial sums sharing spills take longer than sharing"
+            " saves (W's read, and dW's traffic under dX's compute), by estimates from the"
+            " graph and the hardware",
         ),
     ] = WeightTiles.AUTO

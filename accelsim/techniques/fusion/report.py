@@ -131,11 +131,19 @@ def phase_ordered_bound(step: SimulatedStep) -> tuple[float, str]:
 
 
 def order_line(orders: Mapping[str, LayerOrder]) -> str:
-    """How many trained weights take each loop order, and why ``dX`` runs first."""
+    """How many trained weights take each loop order, why ``dX`` runs first, and the
+    partial sums that sharing spills."""
     counts = Counter(o.order for o in orders.values())
     spill = sum(1 for o in orders.values() if o.order is LoopOrder.DX_FIRST and o.spill_forced)
+    spilling = [o.spill_bytes for o in orders.values() if o.spill_bytes > 0]
+    spilled = (
+        f" ({len(spilling)} of them spilling dX's partial sums:"
+        f" {sum(spilling) / 1e6:.2f} MB written and read back)"
+        if spilling
+        else ""
+    )
     return (
-        f"{counts[LoopOrder.TILE_SHARED]} weights take W's tiles from dX,"
+        f"{counts[LoopOrder.TILE_SHARED]} weights take W's tiles from dX{spilled},"
         f" {counts[LoopOrder.DX_FIRST]} run dX first ({spill} of them where sharing"
         f" would spill dX's partial sums), {counts[LoopOrder.NO_DX]} have no dX"
         " (per weight: sections.optimizer_fusion.loop_orders)"

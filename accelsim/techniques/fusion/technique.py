@@ -114,7 +114,7 @@ class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
             case FusionMode.UNFUSED:
                 return graph
             case FusionMode.BACKWARD:
-                orders = loop_orders(graph, ctx.machine, self.config.weight_tiles)
+                orders = loop_orders(graph, ctx.machine, self.config.weight_tiles, ctx.run.timing)
                 return backward_fused(graph, orders)
             case FusionMode.FORWARD:
                 return forward_fused(graph, ctx.hardware, ctx.run.optimizer)
@@ -131,7 +131,7 @@ class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
         exposed = exposed_update_cycles(base)
         share = exposed / max(base.total_cycles, 1)
         params = sum(p.update_elements for p in base.graph.parameters)
-        orders = loop_orders(base.graph, ctx.machine, self.config.weight_tiles)
+        orders = loop_orders(base.graph, ctx.machine, self.config.weight_tiles, ctx.run.timing)
         dx_first = {w for w, o in orders.items() if o.order is LoopOrder.DX_FIRST}
         ideal = {
             m.value: ideal_bytes_per_parameter(base.graph, m, optimizer, ctx.hardware, dx_first)

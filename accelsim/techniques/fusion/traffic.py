@@ -23,6 +23,7 @@ from accelsim.graph.ops import CORE, GemmOp, OpGraph, Phase, Tensor, TensorKind,
 from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.report.result import RunResult
 from accelsim.techniques.fusion.config import NAME, FusionMode
+from accelsim.techniques.fusion.loop_order import spill_bytes
 from accelsim.timing.costs import vector_dram_bytes
 
 
@@ -182,7 +183,10 @@ def derived_traffic(
     * GEMM passes over the weights: each GEMM reading a weight passes over it as many
       times as the same phase's GEMMs reading it pass in ``base`` (once, unless the
       weight is larger than half the filter buffer: then once per chunk of the
-      streamed dimension, see :func:`~accelsim.timing.closed_form.dram_words`), less
+      streamed dimension, see :func:`~accelsim.timing.closed_form.dram_words`), or
+      once where the update takes the weight's tiles from a ``dX`` GEMM whose partial
+      sums that order spills (:func:`~accelsim.techniques.fusion.loop_order.spill_bytes`:
+      each tile loaded once, the rows not chunked), less
       the first pass of every forward GEMM a resident tile stream serves from the
       update (forward fusion);
     * per element of every update: the weight's write, and its read unless there is
@@ -197,6 +201,7 @@ def derived_traffic(
     words = step.hardware.word_bytes
     passes = _passes(base)
     graph = step.graph
+    units = {u.name: u for u in step.trace.costs.arrays}
     reuse = tile_reuse(graph, step.trace.costs.arrays)
     resident = {
         (s.consumer, s.tensor.key): s.source
@@ -210,7 +215,10 @@ def derived_traffic(
         for access in queries.reads_of(op):
             t = access.tensor
             if t.kind is TensorKind.WEIGHT and t.parameter and t.key not in graph.on_chip:
-                pass_bytes += access.bytes * passes.get((t.parameter, op.phase), 1.0)
+                once = (op.op_id, t.key) in reuse.served
+                once = once and spill_bytes(op, t.key, units[op.unit]) > 0
+                over = 1.0 if once else passes.get((t.parameter, op.phase), 1.0)
+                pass_bytes += access.bytes * over
                 if (op.op_id, t.key) in resident:
                     pass_bytes -= access.bytes
     states = optimizer.kind.state_tensors + int(optimizer.master_weights is MasterWeights.FP32)

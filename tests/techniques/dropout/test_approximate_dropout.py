@@ -543,13 +543,15 @@ def test_enough_steps_are_drawn_for_the_kept_share(rate: float) -> None:
             ),
             "compute",
         ),
+        # The LSTM's streamed operands are read about once (stream blocking for the
+        # fewest reads), so its busiest unit binds, not DRAM.
         (
             (
                 "workload=workloads/lstm_ptb.yaml",
                 "batch_size=16",
                 "run.techniques.approximate_dropout.pattern=tile",
             ),
-            "dram",
+            "compute",
         ),
     ],
 )

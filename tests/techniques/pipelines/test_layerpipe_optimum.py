@@ -119,7 +119,7 @@ def check_optimum(workload: Path | None, processors: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("processors", "optimum", "speedup", "winner"),
-    [(7, 7.159, 7.159, "free_anywhere"), (8, 7.452, 7.303, "task_optimum_split_dx")],
+    [(7, 7.159, 7.159, "free_anywhere"), (8, 7.452, 7.286, "task_optimum_split_dx")],
 )
 def test_five_equal_layers_reach_the_task_model_optimum(
     processors: int, optimum: float, speedup: float, winner: str
@@ -128,7 +128,7 @@ def test_five_equal_layers_reach_the_task_model_optimum(
     the optimum pairs the fourteen whole array tasks (2 x 2,488,520 cycles), on 8 it
     splits the dX rows (a forward and a dW together, 4,781,456).  The default
     placement reaches 100 % and 98 % of it (the list scheduler within one stage
-    alone, 68 % and 67 %)."""
+    alone, 68 % and 66 %)."""
     report = check_optimum(None, processors)
     forward, dw = 2_488_520, 2_292_936  # a forward or dX GEMM, a dW, on one processor
     pairs = {7: 2 * forward, 8: forward + dw}[processors]
@@ -139,18 +139,18 @@ def test_five_equal_layers_reach_the_task_model_optimum(
     assert report["speedup"] >= 0.95 * report["task_optimum"]["speedup"]
     within_one = next(c for c in report["candidates"] if c["candidate"] == "free")
     share = report["task_optimum"]["period_cycles"] / within_one["steady_cycles_per_minibatch"]
-    assert round(share, 2) == {7: 0.68, 8: 0.67}[processors]
+    assert round(share, 2) == {7: 0.68, 8: 0.66}[processors]
 
 
 def test_uneven_layers_reach_the_optimum_but_for_the_delay_cap() -> None:
     """Seven uneven linear layers (``uneven7.yaml``, batch 2048, unlimited DRAM
     bandwidth) on 7 processors: the optimum of the whole tasks is exact, 7.024x; the
-    default placement reaches 94.6 % of it, held back by the cap of ``P``
+    default placement reaches 95.8 % of it, held back by the cap of ``P``
     mini-batches in flight (its tasks' chain through the processors is longer than
     the cap allows at the optimum's period)."""
     report = check_optimum(UNEVEN7, 7)
     assert round(report["task_optimum"]["speedup"], 3) == 7.024
-    assert round(report["task_optimum"]["share"], 3) == 0.946
+    assert round(report["task_optimum"]["share"], 3) == 0.958
 
 
 def test_the_optimum_is_printed_beside_the_speedup() -> None:

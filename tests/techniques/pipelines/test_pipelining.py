@@ -532,8 +532,8 @@ def test_layerpipe_keeps_the_faster_of_its_placements(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("workload", "processors", "winner", "gain"),
     [
-        # ResNet-18: the inter-layer dX split with dW deferred, on PipeDream's stages.
-        ("resnet18", 5, ("stages", "split_dx_defer_dw"), 1.013),
+        # ResNet-18: dW deferred, on PipeDream's stages.
+        ("resnet18", 5, ("stages", "defer_dw"), 1.038),
         # The MLP: its 2048x2048 layer's tasks spread over the processors.
         ("mlp", 3, ("tasks", "free"), 1.444),
     ],
@@ -579,7 +579,7 @@ def test_replicated_pipedream_reports_the_measured_period(tmp_path: Path, proces
 
 def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
     """Replicated PipeDream on the MLP, P = 4, one shared channel: the makespan difference
-    of 14 and 28 mini-batches comes out 0.22 % under the DRAM bound (the shorter run's
+    of 14 and 28 mini-batches comes out 0.75 % under the DRAM bound (the shorter run's
     drain leaves the channel idle longer), so the period is the bound, and the report
     says so beside the measured figure."""
     sets = parse_sets(["processors=4", "run.techniques={pipedream: {replicate: true}}"])
@@ -591,7 +591,7 @@ def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
     assert report["measured_cycles_per_minibatch"] < report["steady_cycles_per_minibatch"]
     assert report["warnings"] == [
         "steady period clamped to the dram bound, 1,041,018 cycles per mini-batch: the"
-        " measured period, 1,038,725, is 0.22 % below it (two finite runs drained"
+        " measured period, 1,033,184, is 0.75 % below it (two finite runs drained"
         " differently); the speedup is taken at the bound"
     ]
     assert report["speedup"] == report["speedup_bound"]
@@ -630,8 +630,8 @@ def test_each_step_kind_is_split_on_its_own_costs(
     assert {k: r["balanced_on"] for k, r in own.items()} == {"bp": "own_step", "gp": "own_step"}
     assert {r["balanced_on"] for r in before.values()} == {"baseline_step"}
     speedups = {k: round(own[k]["speedup"], 2) for k in own}
-    assert speedups == {"bp": 1.91, "gp": 8.35}
-    assert {k: round(before[k]["speedup"], 2) for k in before} == {"bp": 1.75, "gp": 6.19}
+    assert speedups == {"bp": 2.04, "gp": 7.55}
+    assert {k: round(before[k]["speedup"], 2) for k in before} == {"bp": 2.06, "gp": 6.23}
     for report in (*own.values(), *before.values()):
         assert report["speedup"] <= report["speedup_bound"]
     # The GP step's layer costs are its forward pass's: less than half the step's.

@@ -1,0 +1,103 @@
+"""Which ready op a unit runs first: a property of the graph, never its file order.
+
+Each op gets a rank, the position of the op in the order the engines choose
+among ready ops (:func:`ready_rank`); both engines take the smallest rank from a
+unit's ready ops, release an op's successors and start the first ops in rank
+order, so two listings of one graph (a downsample branch written before or after
+its main branch, an imported and a hand-written table) run the same events.
+
+The rank sorts ops by, in turn:
+
+1. the graph's own priority, where it has one (a pipeline schedule's order of
+   mini-batches and stages);
+2. the longest path still ahead, longest first: the op's own cycles and those
+   of the costliest chain of ops that wait for it, to the step's end (critical
+   path first, as a list scheduler does);
+3. the longest path behind, shortest first: the cycles of the costliest chain of
+   ops it waits for (the op that could have started first);
+4. the op id, which decides only between ops equal in all three: in practice
+   ops with the same cost, waiting for the same chain and awaited by the same
+   chain (two equal optimizer updates), whose order does not change the timing.
+
+An op's own cycles are its costed estimate, known when the engines run: the
+larger of its compute cycles (fixed cost included) and the fewest cycles its DRAM
+reads and writes keep its processor's memory busy
+(:meth:`~accelsim.timing.memory.Memory.bound`); a transfer's, its bytes on its
+source's link; an all-reduce's, its ring's bytes on a participant's link and its
+read and write on that participant's memory.  Both paths take one pass over the
+dependencies each (the graph's ops are in topological order), linear in ops and
+dependencies, then one sort.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accelsim.graph.ops import CommOp, OpGraph, TransferOp
+from accelsim.timing.costs import OpCosts
+from accelsim.timing.machine import Machine
+
+
+def ready_rank(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
+    """Each op's rank among ready ops (int64, a permutation of ``0..n-1``; see the
+    module docstring)."""
+    n_ops = len(graph.ops)
+    own = own_cycles(graph, costs, machine)
+    ahead = path_ahead(graph, own)
+    behind = path_behind(graph, own)
+    explicit = np.asarray(graph.priority if graph.priority else np.zeros(n_ops), np.int64)
+    order = np.lexsort((np.arange(n_ops), behind, -ahead, explicit))
+    rank = np.empty(n_ops, np.int64)
+    rank[order] = np.arange(n_ops, dtype=np.int64)
+    return rank
+
+
+def own_cycles(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
+    """Each op's own cycles as the ready order estimates them (int64)."""
+    processor = np.asarray(graph.processor, np.int64)
+    reads = costs.dram_read_bytes.astype(np.float64)
+    writes = costs.dram_ofmap_write_bytes.astype(np.float64)
+    dram = np.zeros(len(graph.ops), np.float64)
+    for p, memory in enumerate(machine.dram):
+        here = processor == p
+        dram[here] = memory.bound(reads[here]) + memory.bound(writes[here], write=True)
+    own = np.maximum(costs.compute_cycles.astype(np.float64), dram)
+    for i, op in enumerate(graph.ops):
+        if isinstance(op, TransferOp):
+            own[i] = machine.links[op.source].bound(float(op.bytes))
+        elif isinstance(op, CommOp):
+            first = op.participants[0]
+            size = float(op.tensor.bytes)
+            ring = 2 * (len(op.participants) - 1) * -(-op.tensor.bytes // len(op.participants))
+            memory = machine.dram[first]
+            own[i] = (
+                machine.links[first].bound(float(ring))
+                + memory.bound(size)
+                + memory.bound(size, write=True)
+            )
+    return np.ceil(own).astype(np.int64)
+
+
+def path_ahead(graph: OpGraph, own: np.ndarray) -> np.ndarray:
+    """Each op's cycles and those of the costliest chain of ops that wait for it."""
+    cycles = own.tolist()
+    after = [0] * len(cycles)
+    for i in range(len(cycles) - 1, -1, -1):
+        through = after[i] + cycles[i]
+        for d in graph.ops[i].deps:
+            if after[d] < through:
+                after[d] = through
+    ahead: np.ndarray = np.asarray(after, np.int64) + own
+    return ahead
+
+
+def path_behind(graph: OpGraph, own: np.ndarray) -> np.ndarray:
+    """The cycles of the costliest chain of ops each op waits for."""
+    cycles = own.tolist()
+    before = [0] * len(cycles)
+    for i, op in enumerate(graph.ops):
+        longest = 0
+        for d in op.deps:
+            longest = max(longest, before[d] + cycles[d])
+        before[i] = longest
+    return np.asarray(before, np.int64)
