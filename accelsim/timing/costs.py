@@ -21,13 +21,14 @@ interconnect contention cause.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
+from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, VectorOp
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
@@ -117,6 +118,7 @@ def op_costs(
     *,
     fold_overlap: bool = False,
     group_cycles: int | None = None,
+    per_kernel: bool = False,
 ) -> OpCosts:
     """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``machine``.
 
@@ -126,13 +128,19 @@ def op_costs(
     tile groups of at most ``group_cycles`` cycles, uniform over the step
     (:mod:`accelsim.timing.groups`), or, with ``None``, by the per-op rule (at most
     ``chunks_per_op`` groups of at least ``MIN_CHUNK_CYCLES`` compute cycles, a GEMM's
-    at most one per fold); at most ``chunks_per_op`` either way.
+    at most one per fold); at most ``chunks_per_op`` either way.  Each GEMM and vector
+    op pays the chip's fixed cost per op (``timing.op_overhead_cycles``), or with
+    ``per_kernel`` (a compiled program) each kernel pays its fixed cost per kernel
+    (``timing.kernel_overhead_cycles``) once: a lone op, or a tile group's lead
+    (:func:`~accelsim.graph.queries.group_lead`) for the whole group.
 
     Raises:
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
     """
     conv = _convention_code(convention, fold_overlap)
     chip = ChipOptions.of(machine, convention)
+    if per_kernel:
+        chip = replace(chip, op_overhead_cycles=machine.hardware.timing.kernel_cycles())
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
@@ -150,9 +158,21 @@ def op_costs(
     lanes = machine.hardware.vector_unit.lanes
     _cost_vectors(z, graph, lanes, chunks_per_op, schedule.reuse, chip.op_overhead_cycles)
     _cost_links(z, graph)
+    if per_kernel:
+        _one_overhead_per_group(z, graph)
     if group_cycles is not None:
         _regroup(z, machine.dram[0], group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
+
+
+def _one_overhead_per_group(z: dict[str, np.ndarray], graph: OpGraph) -> None:
+    """Take the fixed cost off every member of a tile group but its lead: the group is
+    one kernel."""
+    for group in queries.tile_groups(graph):
+        lead = queries.group_lead(graph, group)
+        members = np.asarray([i for i in group if i != lead], np.int64)
+        z["compute_cycles"][members] -= z["overhead_cycles"][members]
+        z["overhead_cycles"][members] = 0
 
 
 def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_per_op: int) -> None:
