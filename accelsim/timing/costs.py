@@ -21,7 +21,7 @@ interconnect contention cause.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -139,8 +139,6 @@ def op_costs(
     """
     conv = _convention_code(convention, fold_overlap)
     chip = ChipOptions.of(machine, convention)
-    if per_kernel:
-        chip = replace(chip, op_overhead_cycles=machine.hardware.timing.kernel_cycles())
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
@@ -159,15 +157,20 @@ def op_costs(
     _cost_vectors(z, graph, lanes, chunks_per_op, schedule.reuse, chip.op_overhead_cycles)
     _cost_links(z, graph)
     if per_kernel:
-        _one_overhead_per_group(z, graph)
+        _per_kernel(z, graph, machine.hardware.timing.program_cycles())
     if group_cycles is not None:
         _regroup(z, machine.dram[0], group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
 
 
-def _one_overhead_per_group(z: dict[str, np.ndarray], graph: OpGraph) -> None:
-    """Take the fixed cost off every member of a tile group but its lead: the group is
-    one kernel."""
+def _per_kernel(z: dict[str, np.ndarray], graph: OpGraph, program_cycles: int) -> None:
+    """Each op's fixed cost made its kernel's: the program's part taken off every op
+    (the tile groups cut as for the whole cost, so a one-kernel program times as its
+    lone op does), then the rest off every member of a tile group but its lead (the
+    group is one kernel)."""
+    paying = z["overhead_cycles"] > 0
+    z["compute_cycles"][paying] -= program_cycles
+    z["overhead_cycles"][paying] -= program_cycles
     for group in queries.tile_groups(graph):
         lead = queries.group_lead(graph, group)
         members = np.asarray([i for i in group if i != lead], np.int64)
