@@ -18,11 +18,12 @@ import pytest
 
 from accelsim.api import simulate
 from accelsim.config.base import Convention
-from accelsim.config.enums import PsumPolicy
+from accelsim.config.enums import PsumPolicy, StridedDx
 from accelsim.graph import queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage, TensorKind, VectorOp
-from accelsim.lowering.flash_attention import AttentionBudget, tiling
+from accelsim.lowering.context import StepContext
+from accelsim.lowering.flash_attention import AttentionBudget, FusedAttention, forward, tiling
 from accelsim.mapping.schedule import schedule
 from accelsim.report.result import RunResult
 from accelsim.timing.costs import op_costs
@@ -49,8 +50,8 @@ layers:
 """
 
 
-def step(tmp_path: Path, mode: str, causal: bool = True, *sets: str) -> RunResult:
-    """The tiny transformer's training step (SGD, batch 1) under ``lowering.compile``."""
+def step_file(tmp_path: Path, causal: bool = True) -> Path:
+    """The tiny transformer's run file: a training step, SGD, batch 1."""
     (tmp_path / "tiny.yaml").write_text(TINY.format(causal=str(causal).lower()))
     (tmp_path / "run.yaml").write_text(
         "name: tiny\n"
@@ -59,7 +60,12 @@ def step(tmp_path: Path, mode: str, causal: bool = True, *sets: str) -> RunResul
         f"energy: {ROOT}/configs/energy/horowitz45.yaml\n"
         "batch_size: 1\noptimizer: {kind: sgd}\n"
     )
-    return simulate(tmp_path / "run.yaml", [f"lowering.compile={mode}", *sets]).base
+    return tmp_path / "run.yaml"
+
+
+def step(tmp_path: Path, mode: str, causal: bool = True, *sets: str) -> RunResult:
+    """The tiny transformer's training step under ``lowering.compile``."""
+    return simulate(step_file(tmp_path, causal), [f"lowering.compile={mode}", *sets]).base
 
 
 def by_name(result: RunResult) -> dict[str, int]:
@@ -247,3 +253,45 @@ def test_both_engines_agree_on_a_fused_step(tmp_path: Path) -> None:
     assert np.array_equal(simpy.start_cycle, compiled.start_cycle)
     assert np.array_equal(simpy.end_cycle, compiled.end_cycle)
     assert simpy.total_cycles == compiled.total_cycles
+
+
+def test_recomputation_recomputes_the_fused_kernel_on_chip(tmp_path: Path) -> None:
+    """Full recomputation copies the forward attention kernel into the backward stage:
+    the copy's scores and probabilities stay on chip and its tile streams hold, so it
+    moves the forward kernel's DRAM bytes; the backward kernels keep their streams of
+    the tiles they hold (dK takes Q's tiles from the recomputed S^T).  Selective
+    recomputation has no stored scores of a fused kernel to drop: it recomputes nothing."""
+    full = simulate(
+        step_file(tmp_path), ["lowering.compile=fused", "techniques.recomputation.policy=full"]
+    )
+    again = full.steps["recomputation"]
+    kernel = ["attn.qk.fwd", "attn.softmax.fwd", "attn.av.fwd"]
+    assert dram(again, [f"{n}.recompute" for n in kernel]) == dram(full.base, kernel)
+    assert dram(again, ["attn.qk.dk"]) == dram(full.base, ["attn.qk.dk"])
+    selective = simulate(
+        step_file(tmp_path), ["lowering.compile=fused", "techniques.recomputation.policy=selective"]
+    )
+    assert selective.steps["recomputation"].total_cycles == selective.base.total_cycles
+
+
+def test_grouped_query_attention_loads_each_key_block_once_per_group() -> None:
+    """2 query heads sharing 1 key/value head, 256 tokens, heads of 32, not causal: a
+    query block packs both heads' 128 positions (256 rows), so QK^T's MACs are those of
+    2 heads (2 x 256 x 256 x 32), Q is read once (2 x 256 x 32 x 2 B) and K once per
+    query block (2 x 256 x 32 x 2 B): half of what 2 key/value heads read."""
+    hw = make_hw()
+    budget = AttentionBudget.of(hw)
+    b = GraphBuilder(hw.word_bytes)
+    ctx = StepContext(b, 1, StridedDx.SKIP_ZEROS, budget)
+    qkv = b.tensor("qkv", TensorKind.ACTIVATION, 256 * (64 + 2 * 32))
+    out = b.tensor("out", TensorKind.ACTIVATION, 256 * 64)
+    tiles = tiling(budget, 256, 2, 1, 32, False, 2)
+    assert (tiles.block, tiles.blocks, tiles.group) == (128, 2, 2)
+    forward(ctx, FusedAttention("a", tiles, 1, 1, qkv, out))
+    graph = b.build()
+    qk = graph.ops[0]
+    assert isinstance(qk, GemmOp) and qk.macs == 2 * 256 * 256 * 32
+    machine = machine_of(hw)
+    folds = schedule(graph, (machine.array,))
+    costs = op_costs(graph, folds, machine, Convention.ACCELSIM, PsumPolicy.CHUNK, 8)
+    assert int(costs.dram_read_bytes[0]) == 2 * 256 * 32 * 2 + 2 * 256 * 32 * 2
