@@ -217,6 +217,7 @@ class ChipTimingSpec(Spec):
     )
     kernel_overhead_cycles: NonNegativeInt | None = Field(
         default=None,
+        exclude_if=lambda v: v is None,
         description="Under lowering.compile: fused, the part of op_overhead_cycles each"
         " fused kernel pays; the rest (op_overhead_cycles less this) is paid once per"
         " program (a step), so a one-kernel program costs op_overhead_cycles, as a lone"

@@ -149,8 +149,10 @@ class LoweringSpec(Spec):
         " dropout, bias gradients) or all (batchnorm too, with its statistics known"
         " before its input arrives, as with running statistics).",
     )
+    # Left out of dumps (resolved_config.yaml, sweep point identities) at its default.
     compile: Annotated[CompileMode, Field(strict=False)] = Field(
         default=CompileMode.EAGER,
+        exclude_if=lambda v: v is CompileMode.EAGER,
         description="How the step is compiled into kernels: eager (every op a kernel,"
         " paying timing.op_overhead_cycles) or fused (as an XLA-like compiler: chains of"
         " vector ops fused into their producer, attention as one flash-attention kernel"
