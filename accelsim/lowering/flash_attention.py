@@ -180,7 +180,7 @@ class FusedAttention:
         return self.samples * self.kv * t.group * t.blocks * t.block
 
     def score_ops(self, base: int) -> int:
-        """Vector operations per score: ``base``, a causal select."""
+        """Vector operations per score: ``base``, and a select under a causal mask."""
         return base + self.tiling.causal
 
     def on_chip(self, ctx: StepContext, suffix: str, kind: TensorKind) -> Tensor:
