@@ -107,3 +107,16 @@ DEFAULT_GROUP_CYCLES = 4096
 (:mod:`accelsim.timing.groups`); ``None`` cuts each op into groups by the per-op
 rule (:mod:`accelsim.timing.costs`).  4,096 with 4,096 groups per op at most keeps
 every model of the suite within 0.5 % of its converged step (docs/model/engine.md)."""
+
+
+class CompileMode(str, Enum):
+    """How a step is compiled into kernels (:mod:`accelsim.lowering.program`).
+
+    ``eager``: every op is a kernel of its own and pays ``timing.op_overhead_cycles``;
+    ``fused``: as an XLA-like compiler runs it: chains of vector ops fuse into their
+    producer, attention runs as one flash-attention kernel per pass, and the fixed
+    costs are paid once per kernel and once per program.
+    """
+
+    EAGER = "eager"
+    FUSED = "fused"

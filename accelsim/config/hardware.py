@@ -215,6 +215,35 @@ class ChipTimingSpec(Spec):
         " synchronisation, a kernel's fixed span): they pass before its first transfer, so"
         " no DRAM traffic hides them; counted as the op's unit busy.",
     )
+    kernel_overhead_cycles: NonNegativeInt | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Under lowering.compile: fused, the part of op_overhead_cycles each"
+        " fused kernel pays; the rest (op_overhead_cycles less this) is paid once per"
+        " program (a step), so a one-kernel program costs op_overhead_cycles, as a lone"
+        " op does eagerly. Null: all of op_overhead_cycles per kernel, none per program."
+        " At most op_overhead_cycles.",
+    )
+
+    @model_validator(mode="after")
+    def _check_kernel_overhead(self) -> ChipTimingSpec:
+        kernel = self.kernel_overhead_cycles
+        if kernel is not None and kernel > self.op_overhead_cycles:
+            raise RuleViolation(
+                "kernel_overhead_cycles",
+                f"must be at most op_overhead_cycles ({self.op_overhead_cycles})",
+                kernel,
+            )
+        return self
+
+    def kernel_cycles(self) -> int:
+        """What each kernel of a fused program pays."""
+        kernel = self.kernel_overhead_cycles
+        return self.op_overhead_cycles if kernel is None else kernel
+
+    def program_cycles(self) -> int:
+        """What a fused program (a step) pays once, beside its kernels'."""
+        return self.op_overhead_cycles - self.kernel_cycles()
 
 
 class WordBytesSpec(Spec):

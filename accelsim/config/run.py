@@ -25,6 +25,7 @@ from accelsim.config.base import (
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP as DEFAULT_CHUNKS_PER_OP
 from accelsim.config.enums import DEFAULT_GROUP_CYCLES as DEFAULT_GROUP_CYCLES
 from accelsim.config.enums import AssignmentPolicy as AssignmentPolicy
+from accelsim.config.enums import CompileMode as CompileMode
 from accelsim.config.enums import EngineKind as EngineKind
 from accelsim.config.enums import EpilogueFusion as EpilogueFusion
 from accelsim.config.enums import MasterWeights as MasterWeights
@@ -131,7 +132,8 @@ class TimingSpec(Spec):
 
 
 class LoweringSpec(Spec):
-    """How layers become ops: strided input gradients and epilogue fusion."""
+    """How layers become ops: strided input gradients, epilogue fusion and how the step
+    is compiled into kernels."""
 
     strided_dx: Annotated[StridedDx, Field(strict=False)] = Field(
         default=StridedDx.SKIP_ZEROS,
@@ -146,6 +148,17 @@ class LoweringSpec(Spec):
         " elementwise (activations and their derivatives, residual adds, gradient sums,"
         " dropout, bias gradients) or all (batchnorm too, with its statistics known"
         " before its input arrives, as with running statistics).",
+    )
+    # Left out of dumps (resolved_config.yaml, sweep point identities) at its default.
+    compile: Annotated[CompileMode, Field(strict=False)] = Field(
+        default=CompileMode.EAGER,
+        exclude_if=lambda v: v is CompileMode.EAGER,
+        description="How the step is compiled into kernels: eager (every op a kernel,"
+        " paying timing.op_overhead_cycles) or fused (as an XLA-like compiler: chains of"
+        " vector ops fused into their producer, attention as one flash-attention kernel"
+        " per pass whose score tiles stay on chip, fixed costs once per kernel"
+        " (timing.kernel_overhead_cycles) and the rest of op_overhead_cycles once per"
+        " program, a step).",
     )
 
 

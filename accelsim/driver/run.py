@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from accelsim.config.enums import EpilogueFusion
+from accelsim.config.enums import CompileMode, EpilogueFusion
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
@@ -20,6 +20,7 @@ from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.epilogues import fuse_epilogues
+from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.shapes import INPUT_NAME
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
@@ -44,6 +45,7 @@ from accelsim.techniques.base import (
 )
 from accelsim.timing.costs import op_costs
 from accelsim.timing.tile_groups import simulate_grouped as simulate
+from accelsim.timing.trace import launched
 
 Progress = Callable[[str], None]
 """Told before each simulation of a run what it simulates (``"gp step, 9,044 ops"``):
@@ -81,10 +83,12 @@ class _Run:
         if batch not in self._lowered:
             inputs = self.inputs
             words, strided = inputs.hardware.word_bytes, inputs.run.lowering.strided_dx
+            fused = inputs.run.lowering.compile is CompileMode.FUSED
+            budget = AttentionBudget.of(inputs.hardware) if fused else None
             self._lowered[batch] = _reused(
-                ("lowered", batch, words, strided),
+                ("lowered", batch, words, strided, budget),
                 (inputs.infos, inputs.workload),
-                lambda: lower(inputs.infos, inputs.workload, batch, words, strided),
+                lambda: lower(inputs.infos, inputs.workload, batch, words, strided, budget),
             )
         return self._lowered[batch]
 
@@ -96,11 +100,12 @@ class _Run:
         compiler fuses the graph it is given)."""
         swap = replace or {}
         fusion = self.inputs.run.lowering.fuse_epilogues
+        chains = self.inputs.run.lowering.compile is CompileMode.FUSED
 
         def make(batch: int) -> OpGraph:
             graph = self.lowered(batch)
             if kind == BASE:
-                return fuse_epilogues(graph, fusion)
+                return fuse_epilogues(graph, fusion, chains)
             for technique in self.rewriters:
                 rewrite = swap.get(technique.name)
                 if rewrite is None:
@@ -114,7 +119,7 @@ class _Run:
                         f" graph: {'; '.join(problems[:3])}"
                         + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
                     )
-            return fuse_epilogues(graph, fusion)
+            return fuse_epilogues(graph, fusion, chains)
 
         return make
 
@@ -129,7 +134,8 @@ class _Run:
             "placed",
             run.batch_size,
             hw.word_bytes,
-            run.lowering.strided_dx,
+            run.lowering,
+            hw.buffers,
             run.assignment,
             hw.processors,
             run.optimizer,
@@ -255,6 +261,7 @@ def simulate_graph(
             if uses:
                 folds = folds.with_uses(uses)
     timing = run.timing
+    compiled = run.lowering.compile is CompileMode.FUSED
     costs = op_costs(
         graph,
         folds,
@@ -264,11 +271,14 @@ def simulate_graph(
         timing.chunks_per_op,
         fold_overlap=timing.fold_overlap,
         group_cycles=timing.group_cycles,
+        per_kernel=compiled,
     )
     try:
         trace = simulate(graph, costs, machine, run.timing.engine)
     except LimitError as exc:
         raise ConfigError.single(inputs.source, "", str(exc)) from None
+    if compiled:
+        trace = launched(trace, hw.timing.program_cycles())
     energy = estimate_energy(trace, hw, inputs.energy)
     settings = {
         "step": step,
@@ -286,6 +296,8 @@ def simulate_graph(
         fusion is not EpilogueFusion.NONE
     ):  # recorded when set, so default summaries stay as they were
         settings["fuse_epilogues"] = fusion.value
+    if compiled:
+        settings["compile"] = run.lowering.compile.value
     workload = inputs.workload
     result = RunResult(
         run.name,

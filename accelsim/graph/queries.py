@@ -127,6 +127,12 @@ def tile_groups(graph: OpGraph) -> tuple[tuple[int, ...], ...]:
     return per_graph(graph, "tile groups", lambda: _tile_groups(graph))
 
 
+def group_lead(graph: OpGraph, group: Sequence[int]) -> int:
+    """The member of a tile group whose unit the group runs on: its first GEMM, else
+    its first op."""
+    return next((i for i in group if isinstance(graph.ops[i], GemmOp)), group[0])
+
+
 def _tile_groups(graph: OpGraph) -> tuple[tuple[int, ...], ...]:
     parent: dict[int, int] = {}
 

@@ -8,6 +8,7 @@ from typing import Any
 from accelsim.config.run import StridedDx
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import Epilogue, Parameter, ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.shapes import LayerInfo
 
 
@@ -24,12 +25,21 @@ class StepContext:
         param_index: Position in ``params`` of each trainable tensor, by weight name.
         saved: What a layer's forward pass left for its backward pass, by layer.
         slices: Gradients of parts of a layer's output (``split`` layers), by layer.
+        attention: The buffers a fused attention kernel's blocks fit in, or None for
+            attention as separate ops (``lowering.compile``).
     """
 
-    def __init__(self, builder: GraphBuilder, batch: int, strided_dx: StridedDx) -> None:
+    def __init__(
+        self,
+        builder: GraphBuilder,
+        batch: int,
+        strided_dx: StridedDx,
+        attention: AttentionBudget | None = None,
+    ) -> None:
         self.b = builder
         self.n = batch
         self.strided_dx = strided_dx
+        self.attention = attention
         self.acts: dict[str, Tensor] = {}
         self.requires_grad: set[str] = set()
         self.partials: dict[str, list[Tensor]] = {}

@@ -30,6 +30,17 @@ before the group's first op (so a residual add fuses onto the later of its two
 branches).  A chain fuses onto its first op: a GEMM, then batchnorm (with
 ``all``), the add, the activation.  The forward bias add has no op (its cost is not
 modelled), so there is nothing of it to fuse.
+
+**Compiled programs** (``lowering.compile: fused``, ``chains``): every vector op that
+is not a batchnorm fuses as well, reductions along a row included (layernorm, softmax,
+the loss, ``D`` of fused attention's backward), as an XLA-like compiler fuses a chain
+of element-wise ops and row reductions into the kernel making their input: a tile
+group of the producer's output holds whole rows (our assumption: the producer emits
+its output a block of rows at a time).  So a chain of vector ops whose intermediates
+only the chain reads runs as one kernel with its producer, reading its inputs once
+and writing its outputs once (an intermediate another op reads is written, as the
+tile reuse decides).  Batchnorm with the batch's statistics still needs the whole
+tensor first; ``fuse_epilogues: all`` fuses it as before.
 """
 
 from __future__ import annotations
@@ -56,8 +67,11 @@ STREAMED_KINDS = (TensorKind.ACTIVATION, TensorKind.GRADIENT)
 """What an epilogue takes tiles of: what a GEMM or vector op makes in the step."""
 
 
-def fused_kinds(mode: EpilogueFusion) -> frozenset[Epilogue]:
-    """The epilogue kinds ``mode`` fuses."""
+def fused_kinds(mode: EpilogueFusion, chains: bool = False) -> frozenset[Epilogue]:
+    """The epilogue kinds ``mode`` fuses, with every kind but batchnorm for
+    ``chains`` (a compiled program)."""
+    if chains:
+        return fused_kinds(mode) | {Epilogue.ELEMENTWISE, Epilogue.NONE}
     match mode:
         case EpilogueFusion.NONE:
             return frozenset()
@@ -69,10 +83,11 @@ def fused_kinds(mode: EpilogueFusion) -> frozenset[Epilogue]:
             assert_never(mode)
 
 
-def fuse_epilogues(graph: OpGraph, mode: EpilogueFusion) -> OpGraph:
-    """``graph`` with the vector ops ``mode`` fuses taking their input's tiles on chip
-    (``graph`` itself for ``none``, or when nothing fuses)."""
-    kinds = fused_kinds(mode)
+def fuse_epilogues(graph: OpGraph, mode: EpilogueFusion, chains: bool = False) -> OpGraph:
+    """``graph`` with the vector ops ``mode`` fuses (and with ``chains``, every chain
+    of vector ops: a compiled program) taking their input's tiles on chip (``graph``
+    itself when nothing fuses)."""
+    kinds = fused_kinds(mode, chains)
     if not kinds:
         return graph
     ops = list(graph.ops)

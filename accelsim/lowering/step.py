@@ -19,6 +19,7 @@ from accelsim.graph import queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import OpGraph, TensorKind
 from accelsim.lowering.context import StepContext
+from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import INPUT_NAME, LayerInfo, input_shape
 from accelsim.workload import model as wm
@@ -30,13 +31,15 @@ def lower(
     batch: int,
     words: WordBytesSpec,
     strided_dx: StridedDx,
+    attention: AttentionBudget | None = None,
 ) -> OpGraph:
     """The forward and backward pass of ``batch`` samples on one processor.
 
     The graph's ``parameters`` are every trainable tensor with the op that
-    finishes its gradient.
+    finishes its gradient.  With an ``attention`` budget, attention layers run as
+    fused kernels whose blocks fit it (:mod:`accelsim.lowering.flash_attention`).
     """
-    ctx = StepContext(GraphBuilder(words), batch, strided_dx)
+    ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
     ctx.acts[INPUT_NAME] = ctx.t(
         INPUT_NAME, TensorKind.ACTIVATION, batch * input_shape(workload.input).numel
     )

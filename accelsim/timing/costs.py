@@ -28,6 +28,7 @@ import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
+from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, VectorOp
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
@@ -117,6 +118,7 @@ def op_costs(
     *,
     fold_overlap: bool = False,
     group_cycles: int | None = None,
+    per_kernel: bool = False,
 ) -> OpCosts:
     """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``machine``.
 
@@ -126,7 +128,11 @@ def op_costs(
     tile groups of at most ``group_cycles`` cycles, uniform over the step
     (:mod:`accelsim.timing.groups`), or, with ``None``, by the per-op rule (at most
     ``chunks_per_op`` groups of at least ``MIN_CHUNK_CYCLES`` compute cycles, a GEMM's
-    at most one per fold); at most ``chunks_per_op`` either way.
+    at most one per fold); at most ``chunks_per_op`` either way.  Each GEMM and vector
+    op pays the chip's fixed cost per op (``timing.op_overhead_cycles``), or with
+    ``per_kernel`` (a compiled program) each kernel pays its fixed cost per kernel
+    (``timing.kernel_overhead_cycles``) once: a lone op, or a tile group's lead
+    (:func:`~accelsim.graph.queries.group_lead`) for the whole group.
 
     Raises:
         ValueError: if ``fold_overlap`` is asked of the scalesim convention.
@@ -150,9 +156,26 @@ def op_costs(
     lanes = machine.hardware.vector_unit.lanes
     _cost_vectors(z, graph, lanes, chunks_per_op, schedule.reuse, chip.op_overhead_cycles)
     _cost_links(z, graph)
+    if per_kernel:
+        _per_kernel(z, graph, machine.hardware.timing.program_cycles())
     if group_cycles is not None:
         _regroup(z, machine.dram[0], group_cycles, chunks_per_op)
     return OpCosts(**z, unit_names=names, arrays=arrays)
+
+
+def _per_kernel(z: dict[str, np.ndarray], graph: OpGraph, program_cycles: int) -> None:
+    """Each op's fixed cost made its kernel's: the program's part taken off every op
+    (the tile groups cut as for the whole cost, so a one-kernel program times as its
+    lone op does), then the rest off every member of a tile group but its lead (the
+    group is one kernel)."""
+    paying = z["overhead_cycles"] > 0
+    z["compute_cycles"][paying] -= program_cycles
+    z["overhead_cycles"][paying] -= program_cycles
+    for group in queries.tile_groups(graph):
+        lead = queries.group_lead(graph, group)
+        members = np.asarray([i for i in group if i != lead], np.int64)
+        z["compute_cycles"][members] -= z["overhead_cycles"][members]
+        z["overhead_cycles"][members] = 0
 
 
 def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_per_op: int) -> None:

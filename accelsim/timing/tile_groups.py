@@ -54,7 +54,7 @@ import numpy as np
 from accelsim.config.run import EngineKind
 from accelsim.errors import SimulationError
 from accelsim.graph import queries
-from accelsim.graph.ops import GemmOp, OpGraph, replaced
+from accelsim.graph.ops import OpGraph, replaced
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.engines import simulate
 from accelsim.timing.machine import Machine
@@ -75,7 +75,7 @@ def simulate_grouped(
     groups = queries.tile_groups(graph)
     if not groups:
         return simulate(graph, costs, machine, kind)
-    leads = tuple(_lead(graph, g) for g in groups)
+    leads = tuple(queries.group_lead(graph, g) for g in groups)
     contracted, new_id = _contract(graph, costs, groups, leads)
     fused_graph, fused_costs, streams = contracted
     inner = simulate(fused_graph, fused_costs, machine, kind, streams)
@@ -94,11 +94,6 @@ def simulate_grouped(
             if same:
                 end[lead] = at
     return build_trace(graph, costs, inner.processors, start, end, inner.events, inner.engine)
-
-
-def _lead(graph: OpGraph, group: Sequence[int]) -> int:
-    """The member whose unit the group runs on: its first GEMM, else its first op."""
-    return next((i for i in group if isinstance(graph.ops[i], GemmOp)), group[0])
 
 
 def _contract(

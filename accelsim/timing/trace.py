@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -74,4 +74,17 @@ def build_trace(
         processors=processors,
         events=events,
         engine=engine,
+    )
+
+
+def launched(trace: Trace, cycles: int) -> Trace:
+    """``trace`` after a program's fixed cost of ``cycles``: every op starts and ends
+    that much later (the program's launch precedes all its kernels)."""
+    if not cycles:
+        return trace
+    return replace(
+        trace,
+        start_cycle=trace.start_cycle + cycles,
+        end_cycle=trace.end_cycle + cycles,
+        total_cycles=trace.total_cycles + cycles,
     )

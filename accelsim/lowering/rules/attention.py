@@ -1,8 +1,14 @@
-"""Multi-head self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection."""
+"""Multi-head self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection.
+
+Under ``lowering.compile: fused`` the core between the projections (``QK^T``, mask,
+softmax, ``AV``) is one flash-attention kernel per pass
+(:mod:`accelsim.lowering.flash_attention`).
+"""
 
 from __future__ import annotations
 
 from accelsim.graph.ops import ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
 from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
@@ -38,11 +44,20 @@ class AttentionRule(LayerRule):
             ctx.param(name, "bqkv", 3 * d, ParamKind.BIAS, 3 * d)
             ctx.param(name, "bo", d, ParamKind.BIAS, d)
         qkv = ctx.t(f"{name}.qkv", TensorKind.ACTIVATION, n * steps * 3 * d)
-        scores = ctx.t(f"{name}.scores", TensorKind.ACTIVATION, n * heads * steps * steps)
-        probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, n * heads * steps * steps)
         att = ctx.t(f"{name}.ctx", TensorKind.ACTIVATION, n * steps * d)
         rows, per_head = n * steps, n * heads
         b.gemm(f"{name}.qkv.fwd", name, Phase.FWD, rows, 3 * d, d, 1, x, wqkv, qkv)
+        if ctx.attention is not None:
+            word = qkv.word_bytes
+            kv = flash.kv_heads(layer)
+            tiles = flash.tiling(ctx.attention, steps, heads, kv, dh, layer.causal, word)
+            fused = flash.FusedAttention(name, tiles, n, kv, qkv, att)
+            stats = flash.forward(ctx, fused)
+            b.gemm(f"{name}.out.fwd", name, Phase.FWD, rows, d, d, 1, att, wo, y)
+            ctx.saved[name] = (fused, stats)
+            return
+        scores = ctx.t(f"{name}.scores", TensorKind.ACTIVATION, n * heads * steps * steps)
+        probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, n * heads * steps * steps)
         b.gemm(f"{name}.qk.fwd", name, Phase.FWD, steps, steps, dh, per_head, qkv, qkv, scores)
         if layer.causal:
             masked = ctx.t(f"{name}.masked", TensorKind.ACTIVATION, scores.elements)
@@ -67,9 +82,13 @@ class AttentionRule(LayerRule):
         name, n, b = layer.name, ctx.n, ctx.b
         x = ctx.acts[info.inputs[0]]
         steps, d = info.in_shapes[0].dims
-        dh = d // layer.heads
-        rows, per_head = n * steps, n * layer.heads
-        qkv, probs, att = ctx.saved[name]
+        rows = n * steps
+        saved = ctx.saved[name]
+        if isinstance(saved[0], flash.FusedAttention):
+            fused, stats = saved
+            qkv, att = fused.qkv, fused.out
+        else:
+            qkv, probs, att = saved
         wqkv, wo = ctx.parameter(name, "Wqkv"), ctx.parameter(name, "Wo")
         datt = ctx.t(f"{name}.dctx", TensorKind.GRADIENT, att.elements)
         bi, bw = Phase.BWD_INPUT, Phase.BWD_WEIGHT
@@ -78,9 +97,34 @@ class AttentionRule(LayerRule):
         ctx.grad_done(name, "Wo", op)
         if layer.bias:
             ctx.bias_grad(name, "bo", g)
+        dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
+        if isinstance(saved[0], flash.FusedAttention):
+            flash.backward(ctx, fused, stats, datt, dqkv)
+        else:
+            self._core_backward(ctx, info, qkv, probs, datt, dqkv)
+        if ctx.wants(info):
+            grad = ctx.dx(info)
+            b.gemm(f"{name}.qkv.dx", name, bi, rows, d, 3 * d, 1, dqkv, wqkv.weight, grad)
+            ctx.give(info, 0, grad)
+        op = b.gemm(f"{name}.qkv.dw", name, bw, 3 * d, d, rows, 1, dqkv, x, wqkv.gradient)
+        ctx.grad_done(name, "Wqkv", op)
+        if layer.bias:
+            ctx.bias_grad(name, "bqkv", dqkv)
+
+    @staticmethod
+    def _core_backward(
+        ctx: StepContext, info: LayerInfo, qkv: Tensor, probs: Tensor, datt: Tensor, dqkv: Tensor
+    ) -> None:
+        """The gradients of ``AV``, the softmax, the mask and ``QK^T`` as separate ops."""
+        layer = info.layer
+        assert isinstance(layer, wm.Attention)
+        name, b = layer.name, ctx.b
+        steps, d = info.in_shapes[0].dims
+        dh = d // layer.heads
+        per_head = ctx.n * layer.heads
+        bi = Phase.BWD_INPUT
         dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
         dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
-        dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
         b.gemm(f"{name}.av.dprobs", name, bi, steps, steps, dh, per_head, datt, qkv, dprobs)
         b.gemm(
             f"{name}.av.dv", name, bi, steps, dh, steps, per_head, probs, datt, dqkv, partial=True
@@ -113,11 +157,3 @@ class AttentionRule(LayerRule):
                 dqkv,
                 partial=True,
             )
-        if ctx.wants(info):
-            grad = ctx.dx(info)
-            b.gemm(f"{name}.qkv.dx", name, bi, rows, d, 3 * d, 1, dqkv, wqkv.weight, grad)
-            ctx.give(info, 0, grad)
-        op = b.gemm(f"{name}.qkv.dw", name, bw, 3 * d, d, rows, 1, dqkv, x, wqkv.gradient)
-        ctx.grad_done(name, "Wqkv", op)
-        if layer.bias:
-            ctx.bias_grad(name, "bqkv", dqkv)

@@ -47,7 +47,9 @@ def segments(infos: Sequence[LayerInfo], every: int) -> dict[str, int]:
 def score_ops(graph: OpGraph, infos: Sequence[LayerInfo]) -> dict[int, int]:
     """Every attention layer's score and softmax ops (by op id, with the layer's index):
     in its forward work, its first GEMM of two activations (``QK^T``) and the vector
-    ops after it up to its next GEMM (the causal mask, the softmax)."""
+    ops after it up to its next GEMM (the causal mask, the softmax); none of a fused
+    attention kernel, whose scores never leave the chip (``lowering.compile: fused``:
+    there is nothing of them to drop from the stash)."""
     attention = {info.layer.name: info.index for info in infos if attends(info)}
     work: dict[str, list[Op]] = {}
     for op in graph.ops:
@@ -56,11 +58,18 @@ def score_ops(graph: OpGraph, infos: Sequence[LayerInfo]) -> dict[int, int]:
     out = {}
     for layer, ops in work.items():
         first = next((k for k, op in enumerate(ops) if _scores(op)), len(ops))
+        if first < len(ops) and _on_chip(graph, ops[first]):
+            continue
         for op in ops[first:]:
             if isinstance(op, GemmOp) and op is not ops[first]:
                 break
             out[op.op_id] = attention[layer]
     return out
+
+
+def _on_chip(graph: OpGraph, op: Op) -> bool:
+    """Whether everything ``op`` writes stays on chip."""
+    return all(a.tensor.key in graph.on_chip for a in queries.writes_of(op))
 
 
 def _scores(op: Op) -> bool:

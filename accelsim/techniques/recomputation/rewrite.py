@@ -4,10 +4,13 @@ stage's reads moved to those versions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import links, passes, queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
+    NO_TILES,
     Access,
     GemmOp,
     Op,
@@ -39,25 +42,41 @@ def recomputed(graph: OpGraph, chosen: Plan, words: WordBytesSpec, owner: str) -
         )
         anchors.setdefault(first, []).append(g)
     made: dict[TensorKey, int] = {}
+    copies: dict[int, int] = {}  # a recomputed op -> its copy
 
     def emit(builder: GraphBuilder, op: Op) -> None:
         for g in anchors.get(op.op_id, ()):
             for i in chosen.groups[g]:
-                made.update(_again(builder, ops[i], chosen.tensors))
+                made.update(_again(builder, ops[i], chosen.tensors, copies))
 
     rewritten, ids = passes.rewrite(graph, words, emit_before=emit, owner=owner)
-    moved = {
-        (ids[op.op_id][0], a.tensor.key): a.tensor
-        for op in ops
-        if op.stage is Stage.BACKWARD
-        for a in queries.reads_of(op)
-        if a.tensor.key in chosen.tensors
-    }
-    redirects = [
-        links.Redirect(consumer, key, made[key], _next(tensor))
-        for (consumer, key), tensor in moved.items()
-    ]
-    return links.redirect(rewritten, redirects)
+    redirects: dict[tuple[int, TensorKey], links.Redirect] = {}
+    for op in ops:
+        if op.stage is not Stage.BACKWARD:
+            continue
+        tiles = queries.tile_sources(op)
+        for j, a in enumerate(queries.reads_of(op)):
+            key = a.tensor.key
+            if key not in chosen.tensors:
+                continue
+            consumer, source = ids[op.op_id][0], tiles[j] if tiles else NO_TILES
+            if _rereads(ops, source, key):
+                # A tile still in the buffer of an op that reads the value too: that op
+                # reads the new version (redirected before), and the tiles still come.
+                redirect = links.Redirect(consumer, key, ids[source][0], _next(a.tensor), True)
+                redirects[consumer, key] = redirect
+            else:
+                redirect = links.Redirect(consumer, key, made[key], _next(a.tensor))
+                redirects.setdefault((consumer, key), redirect)
+    return links.redirect(rewritten, redirects.values())
+
+
+def _rereads(ops: tuple[Op, ...], source: int, key: TensorKey) -> bool:
+    """Whether ``source`` is a backward op that reads the tensor ``key`` too (a stream
+    of tiles it holds, not of tiles it makes)."""
+    if source == NO_TILES or ops[source].stage is not Stage.BACKWARD:
+        return False
+    return any(a.tensor.key == key for a in queries.reads_of(ops[source]))
 
 
 def _next(tensor: Tensor) -> Tensor:
@@ -65,9 +84,13 @@ def _next(tensor: Tensor) -> Tensor:
     return replaced(tensor, version=tensor.version + 1)
 
 
-def _again(builder: GraphBuilder, op: Op, remade: frozenset[TensorKey]) -> dict[TensorKey, int]:
+def _again(
+    builder: GraphBuilder, op: Op, remade: frozenset[TensorKey], copies: dict[int, int]
+) -> dict[TensorKey, int]:
     """Emit ``op`` again, reading the next version of each ``remade`` tensor and
-    writing the next version of every tensor it writes.
+    writing the next version of every tensor it writes (kept on chip where the first
+    version is), taking tiles from the copies (``copies``, filled in) of the ops it took
+    them from.
 
     Returns:
         The new op's id, by the key of each tensor ``op`` writes.
@@ -75,6 +98,23 @@ def _again(builder: GraphBuilder, op: Op, remade: frozenset[TensorKey]) -> dict[
 
     def read(t: Tensor) -> Tensor:
         return _next(t) if t.key in remade else t
+
+    for a in queries.writes_of(op):
+        if builder.is_on_chip(a.tensor):
+            builder.keep_on_chip(_next(a.tensor))
+    made = _emit_again(builder, op, read)
+    copies[op.op_id] = next(iter(made.values()))
+    for source, a in zip(queries.tile_sources(op), queries.reads_of(op), strict=False):
+        if source in copies:
+            builder.take_tiles(copies[op.op_id], read(a.tensor), copies[source])
+    return made
+
+
+def _emit_again(
+    builder: GraphBuilder, op: Op, read: Callable[[Tensor], Tensor]
+) -> dict[TensorKey, int]:
+    """Emit the copy of ``op`` (its reads through ``read``, its writes the next
+    versions); the new op's id by the key of each tensor ``op`` writes."""
 
     name = f"{op.name}.recompute"
     if isinstance(op, GemmOp):

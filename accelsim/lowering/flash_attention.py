@@ -1,0 +1,326 @@
+"""Fused attention (``lowering.compile: fused``): ``QK^T``, scale, mask, softmax and
+``AV`` as one kernel whose score tiles never leave the chip, flash-attention style.
+
+The kernels follow the TPU flash-attention kernel of JAX's Pallas library
+(``jax/experimental/pallas/ops/tpu/flash_attention.py``, Apache-2.0; the facts, not
+the code), itself FlashAttention-2's algorithm (Dao, "FlashAttention-2: Faster
+Attention with Better Parallelism and Work Partitioning", 2023, Algorithms 1 and 2):
+
+* **Forward, one kernel per layer.**  For each block of queries, the key and value
+  blocks stream past it: ``S = Q_i K_j^T`` on the array, an online softmax (running
+  row maximum and sum, the output accumulator rescaled) on the vector unit, then
+  ``O_i += P V_j`` on the array.  Q is read once, K and V once per query block, O
+  written once, with each query row's two statistics (maximum and sum, fp32).
+* **Backward, as Pallas does it.**  ``D = rowsum(dO * O)`` (a vector op), then two
+  kernels that both recompute the scores from Q and K (never reading a stored
+  ``heads x S x S`` tensor): the ``dK, dV`` kernel (a key block resident, the query
+  blocks streaming past: ``S^T``, ``dP^T = V dO^T``, ``dV += P^T dO``, ``dK += dS^T
+  Q``) and the ``dQ`` kernel (a query block resident: ``S``, ``dP = dO V^T``, ``dQ +=
+  dS K``).  So the backward pass does ``QK^T`` twice and ``dO V^T`` twice: the
+  recomputed ``QK^T`` GEMMs are forward work (``Phase.FWD``) in the backward stage.
+* **Causal attention** runs a score block when its bottom-left corner is on or below
+  the diagonal (Pallas's ``below_or_on_diag``); with square blocks that is block
+  ``(i, j)`` for ``j <= i``: ``T(T + 1) / 2`` of the ``T^2`` blocks, the diagonal ones
+  computed whole and masked element by element.
+* **Grouped-query attention** (:func:`kv_heads`): the query heads sharing a key/value
+  head are packed into one query block (``group x block`` rows), so each key and value
+  block is loaded once per group (our choice: Pallas's kernel takes as many key/value
+  heads as query heads).
+
+Each kernel is GEMMs and vector ops linked by tile streams (one tile group, timed as
+one op by :mod:`accelsim.timing.tile_groups`); the scores, probabilities and their
+gradients are tensors kept on chip.  A kernel's GEMM is ``count`` equal block-row
+GEMMs, one per (sample, key/value head, block): under a causal mask the block rows
+differ in length (query block ``i`` meets ``i + 1`` key blocks), and each GEMM takes
+their mean, ``block x (blocks + 1) / 2`` keys, which keeps the MACs and the bytes of
+the blocks exact (the sum over block rows is linear in their length) and the fold
+count to within the rounding of one block row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.graph.ops import Access, Phase, Stage, Tensor, TensorKind
+from accelsim.units import kib_to_bytes
+from accelsim.workload import model as wm
+
+if TYPE_CHECKING:
+    from accelsim.lowering.context import StepContext
+
+MAX_BLOCK = 128
+"""Query and key positions per block at most: the default of every block size of
+Pallas's TPU kernel (``BlockSizes.get_default``), one 128x128 MXU tile."""
+MIN_BLOCK = 8
+"""The fewest positions per block (our choice: one sublane group of a TPU vector
+register, 8 rows), whatever the buffers hold."""
+STAT_BYTES = 4
+"""Each query row's statistics (row maximum, row sum; ``D`` in backward) are fp32."""
+FWD_SCORE_OPS = 5
+"""Vector operations per score in the forward kernel: scale, row maximum, subtract,
+exponential, row sum (a causal mask adds a select on every block that runs, as
+Pallas's kernel applies it)."""
+BWD_SCORE_OPS = 5
+"""Per recomputed score in a backward kernel: scale, subtract the log-sum, exponential
+(``P``), then ``dS = P * (dP - D)``: subtract, multiply."""
+RESCALE_OPS = 2
+"""Per output element and key block: the accumulator rescaled and the new block added."""
+DSUM_OPS = 2
+"""``D = rowsum(dO * O)``: a multiply and an add per output element."""
+
+
+def kv_heads(layer: wm.Attention) -> int:
+    """Key/value heads of an attention layer: its ``kv_heads`` when it has them
+    (grouped-query attention), else one per query head."""
+    heads: int = getattr(layer, "kv_heads", None) or layer.heads
+    return heads
+
+
+@dataclass(frozen=True)
+class AttentionBudget:
+    """The on-chip bytes a fused attention kernel's blocks may take, per buffer: the
+    query block in the ifmap buffer, the key and value blocks in the filter buffer, the
+    fp32 scores, output accumulator and row statistics in the ofmap buffer."""
+
+    ifmap_bytes: int
+    filter_bytes: int
+    ofmap_bytes: int
+
+    @classmethod
+    def of(cls, hw: HardwareSpec) -> AttentionBudget:
+        b = hw.buffers
+        return cls(kib_to_bytes(b.ifmap_kib), kib_to_bytes(b.filter_kib), kib_to_bytes(b.ofmap_kib))
+
+
+@dataclass(frozen=True)
+class AttentionTiling:
+    """How one fused attention layer is blocked.
+
+    Attributes:
+        block: Query positions per query block, and keys per key block.
+        blocks: Blocks along the sequence (``ceil(steps / block)``; the last one
+            padded).
+        group: Query heads per key/value head.
+        head_dim: Width of a head.
+        causal: Whether blocks above the diagonal are skipped.
+    """
+
+    block: int
+    blocks: int
+    group: int
+    head_dim: int
+    causal: bool
+
+    @property
+    def block_pairs(self) -> int:
+        """Score blocks computed per (sample, key/value head) and query head of the group."""
+        t = self.blocks
+        return t * (t + 1) // 2 if self.causal else t * t
+
+    @property
+    def keys(self) -> int:
+        """Keys each query block meets, on average (and queries each key block meets)."""
+        return self.block_pairs * self.block // self.blocks
+
+
+def tiling(
+    budget: AttentionBudget, steps: int, heads: int, kv: int, head_dim: int, causal: bool, word: int
+) -> AttentionTiling:
+    """The largest block of at most :data:`MAX_BLOCK` positions (a power of two, or the
+    whole sequence when shorter) whose working set fits the buffers double-buffered:
+    ``2 x group x block x head_dim`` words of queries, ``2 x 2 x block x head_dim`` of
+    keys and values, and ``2 x group x block x (block + head_dim + 2)`` fp32 scores,
+    accumulator and statistics; at least :data:`MIN_BLOCK`."""
+    group = heads // kv
+
+    def fits(b: int) -> bool:
+        return (
+            2 * group * b * head_dim * word <= budget.ifmap_bytes
+            and 4 * b * head_dim * word <= budget.filter_bytes
+            and 2 * group * b * (b + head_dim + 2) * STAT_BYTES <= budget.ofmap_bytes
+        )
+
+    block = MAX_BLOCK
+    while block > MIN_BLOCK and not fits(block):
+        block //= 2
+    if steps <= block:
+        block = steps
+    return AttentionTiling(block, math.ceil(steps / block), group, head_dim, causal)
+
+
+@dataclass(frozen=True)
+class FusedAttention:
+    """One attention layer's fused kernels: where they read and write."""
+
+    name: str
+    tiling: AttentionTiling
+    samples: int
+    kv: int
+    qkv: Tensor
+    out: Tensor
+
+    @property
+    def instances(self) -> int:
+        """Block-row GEMMs per kernel GEMM: one per (sample, key/value head, block)."""
+        return self.samples * self.kv * self.tiling.blocks
+
+    @property
+    def scores(self) -> int:
+        """Score elements a kernel computes."""
+        t = self.tiling
+        return self.samples * self.kv * t.group * t.block_pairs * t.block * t.block
+
+    @property
+    def rows(self) -> int:
+        """Query rows, every head's, padded to whole blocks."""
+        t = self.tiling
+        return self.samples * self.kv * t.group * t.blocks * t.block
+
+    def score_ops(self, base: int) -> int:
+        """Vector operations per score: ``base``, and a select under a causal mask."""
+        return base + self.tiling.causal
+
+    def on_chip(self, ctx: StepContext, suffix: str, kind: TensorKind) -> Tensor:
+        """A score-sized tensor that never leaves the chip."""
+        return ctx.b.keep_on_chip(ctx.t(f"{self.name}.{suffix}", kind, self.scores))
+
+
+def forward(ctx: StepContext, attn: FusedAttention) -> Tensor:
+    """Emit the forward kernel (``out`` from ``qkv``); returns the row statistics."""
+    b, t, name = ctx.b, attn.tiling, attn.name
+    rows, dh, keys, count = t.group * t.block, t.head_dim, t.keys, attn.instances
+    stats = Tensor(f"{name}.stats", TensorKind.ACTIVATION, 2 * attn.rows, STAT_BYTES)
+    scores = attn.on_chip(ctx, "scores", TensorKind.ACTIVATION)
+    probs = attn.on_chip(ctx, "probs", TensorKind.ACTIVATION)
+    qk = b.gemm(
+        f"{name}.qk.fwd", name, Phase.FWD, rows, keys, dh, count, attn.qkv, attn.qkv, scores
+    )
+    # The accumulator's rescaling, 2 ops per output element and key block, spread over
+    # the block's scores (block x block of them for block x head_dim outputs).
+    rescale = -(-RESCALE_OPS * dh // t.block)
+    ops = attn.score_ops(FWD_SCORE_OPS) + rescale
+    softmax = b.vector(
+        f"{name}.softmax.fwd", name, Phase.FWD, attn.scores, ops, [scores], [probs, stats]
+    )
+    b.take_tiles(softmax, scores, qk)
+    av = b.gemm(f"{name}.av.fwd", name, Phase.FWD, rows, dh, keys, count, probs, attn.qkv, attn.out)
+    b.take_tiles(av, probs, softmax)
+    return stats
+
+
+def backward(
+    ctx: StepContext, attn: FusedAttention, stats: Tensor, d_out: Tensor, dqkv: Tensor
+) -> None:
+    """Emit the backward kernels: ``D``, then the ``dK, dV`` and the ``dQ`` kernels,
+    each adding its part of ``dqkv``."""
+    name = attn.name
+    dsum = Tensor(f"{name}.dsum", TensorKind.GRADIENT, attn.rows, STAT_BYTES)
+    ctx.b.vector(
+        f"{name}.dsum",
+        name,
+        Phase.BWD_INPUT,
+        attn.out.elements,
+        DSUM_OPS,
+        [d_out, attn.out],
+        [dsum],
+    )
+    _dkv_kernel(ctx, attn, stats, dsum, d_out, dqkv)
+    _dq_kernel(ctx, attn, stats, dsum, d_out, dqkv)
+
+
+def _dkv_kernel(
+    ctx: StepContext, attn: FusedAttention, stats: Tensor, dsum: Tensor, d_out: Tensor, dqkv: Tensor
+) -> None:
+    """A key block resident, every query block it meets streaming past: ``S^T`` and
+    ``dP^T`` recomputed, ``dV`` and ``dK`` accumulated and written once."""
+    b, t, name = ctx.b, attn.tiling, attn.name
+    queries, dh, count = t.group * t.keys, t.head_dim, attn.instances
+    bi = Phase.BWD_INPUT
+    scores = attn.on_chip(ctx, "scores_t", TensorKind.ACTIVATION)
+    dprobs = attn.on_chip(ctx, "dprobs_t", TensorKind.GRADIENT)
+    probs = attn.on_chip(ctx, "probs_t", TensorKind.ACTIVATION)
+    dscores = attn.on_chip(ctx, "dscores_t", TensorKind.GRADIENT)
+    with b.in_stage(Stage.BACKWARD):
+        s = b.gemm(
+            f"{name}.qk.dkv",
+            name,
+            Phase.FWD,
+            t.block,
+            queries,
+            dh,
+            count,
+            attn.qkv,
+            attn.qkv,
+            scores,
+        )
+    dp = b.gemm(f"{name}.dp.dkv", name, bi, t.block, queries, dh, count, attn.qkv, d_out, dprobs)
+    # Each key block reads the statistics and D of every query row it meets.
+    met = attn.scores // t.block
+    v = b.vector(
+        f"{name}.softmax.dkv",
+        name,
+        bi,
+        attn.scores,
+        attn.score_ops(BWD_SCORE_OPS),
+        [scores, dprobs, Access(stats, 2 * met), Access(dsum, met)],
+        [probs, dscores],
+    )
+    b.take_tiles(v, scores, s)
+    b.take_tiles(v, dprobs, dp)
+    dv = b.gemm(
+        f"{name}.av.dv", name, bi, t.block, dh, queries, count, probs, d_out, dqkv, partial=True
+    )
+    b.take_tiles(dv, probs, v)
+    b.take_tiles(dv, d_out, dp)
+    dk = b.gemm(
+        f"{name}.qk.dk",
+        name,
+        bi,
+        t.block,
+        dh,
+        queries,
+        count,
+        dscores,
+        attn.qkv,
+        dqkv,
+        partial=True,
+    )
+    b.take_tiles(dk, dscores, v)
+    b.take_tiles(dk, attn.qkv, s)
+
+
+def _dq_kernel(
+    ctx: StepContext, attn: FusedAttention, stats: Tensor, dsum: Tensor, d_out: Tensor, dqkv: Tensor
+) -> None:
+    """A query block resident, its key blocks streaming past: ``S`` and ``dP``
+    recomputed, ``dQ`` accumulated and written once."""
+    b, t, name = ctx.b, attn.tiling, attn.name
+    rows, dh, keys, count = t.group * t.block, t.head_dim, t.keys, attn.instances
+    bi = Phase.BWD_INPUT
+    scores = attn.on_chip(ctx, "scores_q", TensorKind.ACTIVATION)
+    dprobs = attn.on_chip(ctx, "dprobs_q", TensorKind.GRADIENT)
+    dscores = attn.on_chip(ctx, "dscores_q", TensorKind.GRADIENT)
+    with b.in_stage(Stage.BACKWARD):
+        s = b.gemm(
+            f"{name}.qk.dq", name, Phase.FWD, rows, keys, dh, count, attn.qkv, attn.qkv, scores
+        )
+    dp = b.gemm(f"{name}.dp.dq", name, bi, rows, keys, dh, count, d_out, attn.qkv, dprobs)
+    v = b.vector(
+        f"{name}.softmax.dq",
+        name,
+        bi,
+        attn.scores,
+        attn.score_ops(BWD_SCORE_OPS),
+        [scores, dprobs, stats, dsum],
+        [dscores],
+    )
+    b.take_tiles(v, scores, s)
+    b.take_tiles(v, dprobs, dp)
+    dq = b.gemm(
+        f"{name}.qk.dq_grad", name, bi, rows, dh, keys, count, dscores, attn.qkv, dqkv, partial=True
+    )
+    b.take_tiles(dq, dscores, v)
+    b.take_tiles(dq, attn.qkv, s)
