@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from accelsim.config.enums import EpilogueFusion
+from accelsim.config.enums import EpilogueFusion, RunMode
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
@@ -81,10 +81,11 @@ class _Run:
         if batch not in self._lowered:
             inputs = self.inputs
             words, strided = inputs.hardware.word_bytes, inputs.run.lowering.strided_dx
+            mode = inputs.run.mode
             self._lowered[batch] = _reused(
-                ("lowered", batch, words, strided),
+                ("lowered", batch, words, strided, mode),
                 (inputs.infos, inputs.workload),
-                lambda: lower(inputs.infos, inputs.workload, batch, words, strided),
+                lambda: lower(inputs.infos, inputs.workload, batch, words, strided, mode),
             )
         return self._lowered[batch]
 
@@ -133,6 +134,7 @@ class _Run:
             run.assignment,
             hw.processors,
             run.optimizer,
+            run.mode,
         )
         return _reused(
             key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
@@ -286,6 +288,8 @@ def simulate_graph(
         fusion is not EpilogueFusion.NONE
     ):  # recorded when set, so default summaries stay as they were
         settings["fuse_epilogues"] = fusion.value
+    if run.mode is not RunMode.TRAINING:  # the same: a training step's summary is unchanged
+        settings["mode"] = run.mode.value
     workload = inputs.workload
     result = RunResult(
         run.name,
