@@ -12,6 +12,7 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_run
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, Phase, Stage
+from accelsim.report.console import summary_table
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import Technique
 from accelsim.techniques.registry import REGISTRY, technique_class
@@ -44,6 +45,9 @@ def test_a_forward_pass_is_the_training_steps_forward_without_loss_or_dropout() 
     assert macs["fwd"] == train.summary()["macs"]["fwd"] == 64 * (784 * 2048 + 2048**2 + 20480)
     assert macs["bwd_input"] == macs["bwd_weight"] == 0
     assert forward.summary()["mode"] == "forward" and "mode" not in train.summary()
+    first = summary_table(forward.summary()).splitlines()[0]
+    assert first.endswith("(1 x 128x128 ws), batch 64, a forward pass alone")
+    assert summary_table(train.summary()).splitlines()[0].endswith("ws), batch 64")
     # Nothing is kept for a backward pass.
     assert forward.graph.stashed == frozenset() and train.graph.stashed
     assert forward.summary()["stash"]["bytes"] == 0
