@@ -188,6 +188,8 @@ class RunSpec(Spec):
     energy: Name = Field(description="The energy table, relative to the run file.")
     mode: Annotated[RunMode, Field(strict=False)] = Field(
         default=RunMode.TRAINING,
+        # A training run dumps (and identifies its sweep points) as before.
+        exclude_if=lambda v: v is RunMode.TRAINING,
         description="training (a training step: forward, loss, backward, updates) or"
         " forward (the forward pass alone, as an inference or a profiled forward runs it:"
         " no loss, no backward, no update, dropout off, no stash kept; no technique).",

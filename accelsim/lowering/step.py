@@ -37,7 +37,7 @@ def lower(
     (:meth:`~accelsim.lowering.rules.base.LayerRule.inference`: no loss, dropout off).
 
     The graph's ``parameters`` are every trainable tensor with the op that
-    finishes its gradient (none in a forward pass, whose parameters are never updated).
+    finishes its gradient (-1 in a forward pass: no op computes one).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx)
     ctx.acts[INPUT_NAME] = ctx.t(

@@ -238,11 +238,16 @@ class Attention(LayerBase):
     )
     rotary: bool = Field(
         default=False,
-        description="Rotary position embeddings (RoFormer, as in Llama): each query and"
-        " key is rotated by its position after the projection, one vector op forward"
-        " and one backward over Q and K.",
+        exclude_if=lambda v: not v,  # a table without it dumps (and identifies) as before
+        description="Rotary position embeddings (Su et al., RoFormer, 2021; as in Llama):"
+        " each query and key is rotated by its position after the projection, one vector"
+        " op forward and one backward over Q and K.",
     )
-    bias: bool = Field(default=True, description="Whether the projections have biases.")
+    bias: bool = Field(
+        default=True,
+        description="Whether the projections have biases (the output's too, unless"
+        " out_bias says otherwise).",
+    )
     out_bias: bool | None = Field(
         default=None,
         description="Whether the output projection has a bias; null: as bias (Qwen2 has"

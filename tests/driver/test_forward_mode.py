@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from accelsim.config.loader import parse_sets
-from accelsim.driver.inputs import load_inputs
+from accelsim.driver.inputs import load_inputs, resolved_data
 from accelsim.driver.run import simulate_run
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, Phase, Stage
@@ -112,3 +112,15 @@ def test_a_llama_forward_pass_counts_its_macs_by_hand() -> None:
     layer = 64 * 576 * 960 + 2 * 9 * 64 * 64 * 64 + 64 * 576 * 576 + 3 * 64 * 576 * 1536
     assert forward.summary()["macs"]["fwd"] == 2 * (30 * layer + 64 * 576 * 49152)
     assert forward.summary()["macs"]["total"] == forward.summary()["macs"]["fwd"]
+
+
+def test_a_training_run_and_plain_attention_resolve_as_before() -> None:
+    """``mode`` and ``rotary`` at their defaults are left out of the resolved inputs (a
+    sweep point's identity hashes them), so a file without them identifies as before."""
+    gpt2 = f"workload={ROOT}/workloads/gpt2_small.yaml"
+    training = resolved_data(load_inputs(MLP_RUN, parse_sets([gpt2])))
+    assert "mode" not in training["run"]
+    attention = [x for x in training["workload"]["layers"] if x["kind"] == "attention"]
+    assert attention[0] == {"name": "h.0.attn", "kind": "attention", "heads": 12}
+    forward = resolved_data(load_inputs(MLP_RUN, parse_sets([gpt2, "mode=forward"])))
+    assert forward["run"]["mode"] == "forward"
