@@ -121,6 +121,7 @@ def test_a_training_run_and_plain_attention_resolve_as_before() -> None:
     training = resolved_data(load_inputs(MLP_RUN, parse_sets([gpt2])))
     assert "mode" not in training["run"]
     attention = [x for x in training["workload"]["layers"] if x["kind"] == "attention"]
-    assert attention[0] == {"name": "h.0.attn", "kind": "attention", "heads": 12}
+    keys = {"name": "h.0.attn", "kind": "attention", "heads": 12, "bias": True, "causal": True}
+    assert attention[0] == keys
     forward = resolved_data(load_inputs(MLP_RUN, parse_sets([gpt2, "mode=forward"])))
     assert forward["run"]["mode"] == "forward"

@@ -1,18 +1,23 @@
 """Small decoder graphs for the importer's tests, written with the ``onnx`` helper API
-as ``torch.onnx.export`` (TorchScript exporter, node names ``/module/path/Op``) emits
-them from plain ``torch.nn`` code; torch is not needed to build them.
+as ``torch.onnx.export`` emits them from plain ``torch.nn`` code (torch is not needed
+to build them; nor was it used: the node sequences mirror the exporter's rules, the
+constants' values are zeros). Nodes are named by module scope as the TorchScript-based
+exporter names them (``/model/layers.0/self_attn/q_proj/MatMul_3``); shape
+computations the exporter would write (``Shape``, ``Gather``, ``Concat`` of sizes)
+are constant shapes here.
 
 ``llama_decoder``: one Llama-style layer (Hugging Face ``LlamaDecoderLayer``'s
-modules): token embedding, ``RMSNormalization`` (``torch.nn.RMSNorm``, exported at
-opset 23), Q, K and V projections without biases, K and V of fewer heads, rotary
-position embeddings on Q and K (``q * cos + rotate_half(q) * sin``, the cos and sin
-tables buffers sliced to the sequence), K and V repeated to Q's heads by
-``repeat_interleave`` (``Unsqueeze``, ``Tile``, ``Reshape``, as the TorchScript
-exporter writes an int repeat) or by Hugging Face's ``repeat_kv`` (``Unsqueeze``,
-``Expand``, ``Reshape``), a causal ``Trilu`` mask, softmax, the output projection, a
-residual add; RMSNorm and a SwiGLU MLP (``down(silu(gate(x)) * up(x))``, ``F.silu``
-exported as ``x * sigmoid(x)``), a residual add; a final RMSNorm and an LM head tied
-to the embedding (the same initializer).
+modules): token embedding, ``RMSNormalization`` (``torch.nn.RMSNorm`` at opset 23,
+which has the op), Q, K and V projections without biases, K and V of fewer heads,
+rotary position embeddings on Q and K (``q * cos + rotate_half(q) * sin``, the cos and
+sin tables buffers sliced to the sequence), K and V repeated to Q's heads by
+``repeat_interleave`` (``Unsqueeze``, ``Tile``, then the flatten as a ``Reshape``:
+the TorchScript exporter's rule for an int repeat,
+``_repeat_interleave_single_value_repeat_helper``) or by Hugging Face's ``repeat_kv``
+(``Unsqueeze``, ``Expand``, ``Reshape``), a causal ``Trilu`` mask, softmax, the output
+projection, a residual add; RMSNorm and a SwiGLU MLP (``down(silu(gate(x)) * up(x))``,
+``F.silu`` exported as ``x * sigmoid(x)``), a residual add; a final RMSNorm and an LM
+head tied to the embedding (the same initializer).
 
 ``gpt2_fused_block``: one Hugging Face GPT-2 block's attention as ``GPT2Attention``
 writes it: ``c_attn``, a ``Conv1D`` (``addmm``: a ``Gemm`` between two reshapes) whose
