@@ -64,6 +64,18 @@ class EpilogueFusion(str, Enum):
     ALL = "all"
 
 
+class RunMode(str, Enum):
+    """What a run simulates: a training step, or a forward pass alone.
+
+    ``training``: forward, loss, backward and optimizer updates; ``forward``: the
+    forward pass of an inference or a profiled forward (no loss, no backward, no
+    update, dropout off, no stash kept).
+    """
+
+    TRAINING = "training"
+    FORWARD = "forward"
+
+
 class AssignmentPolicy(str, Enum):
     """How ops are placed on processors."""
 

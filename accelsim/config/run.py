@@ -31,6 +31,7 @@ from accelsim.config.enums import EpilogueFusion as EpilogueFusion
 from accelsim.config.enums import MasterWeights as MasterWeights
 from accelsim.config.enums import OptimizerKind as OptimizerKind
 from accelsim.config.enums import PsumPolicy as PsumPolicy
+from accelsim.config.enums import RunMode as RunMode
 from accelsim.config.enums import StridedDx as StridedDx
 
 
@@ -198,6 +199,14 @@ class RunSpec(Spec):
         default=None, description="One of the workload's variants (e.g. cifar10), or null."
     )
     energy: Name = Field(description="The energy table, relative to the run file.")
+    mode: Annotated[RunMode, Field(strict=False)] = Field(
+        default=RunMode.TRAINING,
+        # A training run dumps (and identifies its sweep points) as before.
+        exclude_if=lambda v: v is RunMode.TRAINING,
+        description="training (a training step: forward, loss, backward, updates) or"
+        " forward (the forward pass alone, as an inference or a profiled forward runs it:"
+        " no loss, no backward, no update, dropout off, no stash kept; no technique).",
+    )
     batch_size: PositiveInt = Field(default=1, description="Samples per training step.")
     optimizer: OptimizerSpec = Field(
         default_factory=OptimizerSpec, description="The optimizer whose update ends the step."

@@ -8,7 +8,7 @@ inputs before any simulation starts.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +24,7 @@ from accelsim.config.loader import (
     read_yaml,
 )
 from accelsim.config.overrides import Origins
-from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.config.run import AssignmentPolicy, RunMode, RunSpec
 from accelsim.config.run_file import RunFile, read_run_file, route_sets
 from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
@@ -253,6 +253,7 @@ def _checked(
     load = LoadContext(run_file.run, run_file.path, hardware, infos, tuple(techniques))
     problems = [
         *_run_problems(run_file.run, hardware, source),
+        *_mode_problems(run_file.run, techniques, source),
         *compose_problems(techniques, source),
         *(p for t in techniques for p in t.validate(load)),
     ]
@@ -266,6 +267,22 @@ def _checked(
     except ConfigError as exc:
         raise ConfigError(energy_origins.blame(exc.problems)) from None
     return inputs
+
+
+def _mode_problems(
+    run: RunSpec, techniques: Sequence[Technique[Any]], source: str
+) -> list[Problem]:
+    """A technique in a forward pass alone: every one works on a training step."""
+    if run.mode is RunMode.TRAINING:
+        return []
+    return [
+        Problem(
+            source,
+            f"techniques.{t.name}",
+            f"not in mode {run.mode.value}, a forward pass alone: {t.trains}",
+        )
+        for t in techniques
+    ]
 
 
 def _run_problems(run: RunSpec, hw: HardwareSpec, source: str) -> list[Problem]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from accelsim.config.enums import CompileMode, EpilogueFusion
+from accelsim.config.enums import CompileMode, EpilogueFusion, RunMode
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
@@ -85,10 +85,11 @@ class _Run:
             words, strided = inputs.hardware.word_bytes, inputs.run.lowering.strided_dx
             fused = inputs.run.lowering.compile is CompileMode.FUSED
             budget = AttentionBudget.of(inputs.hardware) if fused else None
+            mode = inputs.run.mode
             self._lowered[batch] = _reused(
-                ("lowered", batch, words, strided, budget),
+                ("lowered", batch, words, strided, budget, mode),
                 (inputs.infos, inputs.workload),
-                lambda: lower(inputs.infos, inputs.workload, batch, words, strided, budget),
+                lambda: lower(inputs.infos, inputs.workload, batch, words, strided, budget, mode),
             )
         return self._lowered[batch]
 
@@ -139,6 +140,7 @@ class _Run:
             run.assignment,
             hw.processors,
             run.optimizer,
+            run.mode,
         )
         return _reused(
             key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
@@ -298,6 +300,8 @@ def simulate_graph(
         settings["fuse_epilogues"] = fusion.value
     if compiled:
         settings["compile"] = run.lowering.compile.value
+    if run.mode is not RunMode.TRAINING:  # the same: a training step's summary is unchanged
+        settings["mode"] = run.mode.value
     workload = inputs.workload
     result = RunResult(
         run.name,

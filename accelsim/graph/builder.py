@@ -271,9 +271,12 @@ class GraphBuilder:
         after: Iterable[int] = (),
         tag: Tag | None = None,
         epilogue: Epilogue = Epilogue.NONE,
+        partial: bool = False,
     ) -> int:
         """Add a vector-unit op; tensors given bare are accessed whole.  ``epilogue``
-        says whether it can consume an input tile by tile (:class:`Epilogue`)."""
+        says whether it can consume an input tile by tile (:class:`Epilogue`);
+        ``partial`` marks its writes as adding to what earlier ops wrote of them (a
+        reader then waits for every writer), as a GEMM's ``partial`` does."""
         read_acc = tuple(r if isinstance(r, Access) else whole(r) for r in reads)
         write_acc = tuple(w if isinstance(w, Access) else whole(w) for w in writes)
         sources = self._sources(read_acc)
@@ -295,7 +298,7 @@ class GraphBuilder:
             owner=self.owner,
             epilogue=epilogue,
         )
-        return self._emit(op, (w.tensor for w in write_acc), False)
+        return self._emit(op, (w.tensor for w in write_acc), partial)
 
     def allreduce(
         self,

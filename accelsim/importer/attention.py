@@ -2,12 +2,22 @@
 
 The pattern, as PyTorch exports an eager attention (Hugging Face BERT, GPT-2, or
 ``nn.functional.scaled_dot_product_attention``): three linears of the same input
-(Q, K and V: a ``MatMul`` by a constant, with or without a bias ``Add``), views
-(reshape to heads, transpose) and constant scales on the way; ``Q . K^T``; constant
-scales and masks (an ``Add``, ``Mul``, ``Div`` or ``Where`` with operands that are
-not activations); a ``Softmax``; an optional ``Dropout``; the product with V; views
-back to the model width and a fourth linear, the output projection. It is causal
-when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``).
+(Q, K and V: a ``MatMul`` by a constant, with or without a bias ``Add``, or one
+fused linear whose output a ``Split`` cuts in three, as Hugging Face GPT-2's
+``c_attn``, an ``addmm``: a ``Gemm``), views (reshape to heads, transpose) and
+constant scales on the way; ``Q . K^T``; constant scales and masks (an ``Add``,
+``Mul``, ``Div`` or ``Where`` with operands that are not activations); a
+``Softmax``; an optional ``Dropout``; the product with V; views back to the model
+width and a fourth linear, the output projection. It is causal when a mask on the
+scores comes from a ``Trilu`` (``torch.tril``/``triu``).
+
+Grouped-query attention's K and V are narrower than Q: their heads are repeated to
+Q's (``repeat_interleave`` or Hugging Face's ``repeat_kv``: an ``Unsqueeze``, an
+``Expand`` or a ``Tile``, and a ``Reshape``, views here), so the key/value heads are
+K's width over the head size.  Rotary position embeddings rotate Q and K before
+their product: ``x * cos + rotate_half(x) * sin``, ``rotate_half`` a ``Concat`` of
+the negated second half (``Slice``, ``Neg``) and the first (``Slice``), the cos and
+sin tables constants.
 """
 
 from __future__ import annotations
@@ -16,7 +26,9 @@ from dataclasses import dataclass
 
 from accelsim.importer.graph_view import GraphView, Node
 
-VIEW_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Cast"})
+VIEW_OPS = frozenset(
+    {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Cast", "Expand", "Tile"}
+)
 SCALE_OPS = frozenset({"Mul", "Div"})
 MASK_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Where", "Cast"})
 ANCESTRY_LIMIT = 64
@@ -33,8 +45,11 @@ class AttentionMatch:
         absorbed: Indices of every other node it covers.
         name: The layer's name (the nodes' common module scope).
         heads: Attention heads (the scores' first dimension per sample).
-        bias: Whether the projections have biases.
+        kv_heads: Key and value heads (fewer than ``heads``: grouped-query).
+        bias: Whether the Q, K and V projections have biases.
+        out_bias: Whether the output projection has one.
         causal: Whether a ``Trilu`` mask hides later tokens.
+        rotary: Whether Q and K are rotated (rotary position embeddings).
         note: What it is and covers, for the table's header (shared by alike ones).
     """
 
@@ -43,19 +58,32 @@ class AttentionMatch:
     absorbed: frozenset[int]
     name: str
     heads: int
+    kv_heads: int
     bias: bool
+    out_bias: bool
     causal: bool
+    rotary: bool
     note: str
 
 
 @dataclass(frozen=True)
 class _Linear:
+    """A projection: its ``MatMul`` or ``Gemm``, its bias ``Add`` if any, the width of
+    its output that reaches the attention (a ``Split``'s part of a fused one), and
+    whether a rotation is on the way."""
+
     matmul: Node
     bias: Node | None
+    width: int
+    rotary: bool = False
 
     @property
     def nodes(self) -> list[Node]:
         return [self.matmul] + ([self.bias] if self.bias else [])
+
+    @property
+    def has_bias(self) -> bool:
+        return self.bias is not None or (self.matmul.op == "Gemm" and len(self.matmul.inputs) > 2)
 
 
 def match_attentions(view: GraphView) -> list[AttentionMatch]:
@@ -103,14 +131,17 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     sources = {lin.matmul.inputs[0] for lin in (q, k, v)}
     if len(sources) != 1:
         return None
-    heads = _heads(view, scores, q)
-    if heads is None:
+    heads = _heads(view, scores, q.width)
+    kv_heads = _heads(view, scores, k.width)
+    if heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
         return None
     last = out.bias or out.matmul
     nodes = [*covered, *q.nodes, *k.nodes, *v.nodes, *out.nodes]
     name = _common_scope([q.matmul, k.matmul, v.matmul, out.matmul])
-    extras = ", causal" if causal else ""
-    note = f"attention ({heads} heads{extras}, {len(nodes)} nodes each"
+    extras = f", {kv_heads} key/value heads" if kv_heads != heads else ""
+    extras += ", rotary" if q.rotary else ""
+    extras += ", causal" if causal else ""
+    note = f"attention ({heads} heads{extras}, {len({n.index for n in nodes})} nodes each"
     note += "; the dropout on its probabilities not modelled)" if dropout else ")"
     return AttentionMatch(
         input=sources.pop(),
@@ -118,19 +149,21 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         absorbed=frozenset(n.index for n in nodes if n.index != last.index),
         name=name,
         heads=heads,
-        bias=all(lin.bias is not None for lin in (q, k, v, out)),
+        kv_heads=kv_heads,
+        bias=all(lin.has_bias for lin in (q, k, v)),
+        out_bias=out.has_bias,
         causal=causal,
+        rotary=q.rotary,
         note=note,
     )
 
 
-def _heads(view: GraphView, scores: Node, q: _Linear) -> int | None:
-    """The model width over the width per head (Q's last dimension at the product),
-    or the scores' head dimension when that is unknown."""
-    weight = view.const_dims(q.matmul.inputs[1])
+def _heads(view: GraphView, scores: Node, width: int) -> int | None:
+    """A projection's width over the width per head (Q's last dimension at the
+    product), or the scores' head dimension when that is unknown."""
     per_head = view.dims(scores.inputs[0])[-1:]
-    if weight and per_head and per_head[0] and weight[1] % per_head[0] == 0:
-        return weight[1] // per_head[0]
+    if width and per_head and per_head[0] and width % per_head[0] == 0:
+        return width // per_head[0]
     dims = view.dims(scores.outputs[0])[1:]
     if len(dims) == 2:
         return 1
@@ -140,24 +173,72 @@ def _heads(view: GraphView, scores: Node, q: _Linear) -> int | None:
 def _linear_above(
     view: GraphView, tensor: str, live: set[str], covered: list[Node]
 ) -> _Linear | None:
-    """The linear whose output reaches ``tensor`` through views and constant scales."""
+    """The linear whose output reaches ``tensor`` through views, constant scales, a
+    ``Split`` of a fused projection and a rotation."""
+    part, rotary = 0, False
     while True:
         node = view.producer.get(tensor)
         if node is None:
             return None
         acts = [t for t in node.inputs if t in live]
+        if node.op == "Add" and len(acts) == 2 and not rotary:
+            source = _rotated(view, node, live, covered)
+            if source is None:
+                return None
+            tensor, rotary = source, True
+            continue
         if len(acts) != 1:
             return None
         if node.op in VIEW_OPS or (node.op in SCALE_OPS and acts[0] == node.inputs[0]):
             covered.append(node)
             tensor = acts[0]
             continue
+        if node.op == "Split" and not part:
+            covered.append(node)
+            part = (view.dims(tensor) or (0,))[-1]
+            tensor = acts[0]
+            continue
+        linear = node
         if node.op == "Add":
-            matmul = view.producer.get(acts[0])
-            if matmul is not None and _is_linear(view, matmul, live):
-                return _Linear(matmul, node)
+            linear = view.producer.get(acts[0]) or node
+        if not _is_linear(view, linear, live):
             return None
-        return _Linear(node, None) if _is_linear(view, node, live) else None
+        width = part or _width(view, linear)
+        return _Linear(linear, node if linear is not node else None, width, rotary)
+
+
+def _rotated(view: GraphView, add: Node, live: set[str], covered: list[Node]) -> str | None:
+    """The tensor a rotary embedding rotates, when ``add`` is ``x * cos +
+    rotate_half(x) * sin`` (either order), else None."""
+    muls = [view.producer.get(t) for t in add.inputs]
+    if any(m is None or m.op != "Mul" for m in muls):
+        return None
+    operands = [[t for t in m.inputs if t in live] for m in muls if m is not None]
+    if any(len(acts) != 1 for acts in operands):
+        return None
+    for x, turned in (operands[0] + operands[1], operands[1] + operands[0]):
+        halves = _halves(view, turned, live)
+        if halves is not None and halves[0] == x:
+            covered.extend([add, *(m for m in muls if m is not None), *halves[1]])
+            return x
+    return None
+
+
+def _halves(view: GraphView, tensor: str, live: set[str]) -> tuple[str, list[Node]] | None:
+    """``(x, nodes)`` when ``tensor`` is ``rotate_half(x)``: a ``Concat`` of ``-x2``
+    and ``x1``, the two ``Slice`` halves of one ``x``."""
+    concat = view.producer.get(tensor)
+    if concat is None or concat.op != "Concat" or len(concat.inputs) != 2:
+        return None
+    neg = view.producer.get(concat.inputs[0])
+    if neg is None or neg.op != "Neg":
+        return None
+    slices = [view.producer.get(t) for t in (neg.inputs[0], concat.inputs[1])]
+    sources = {s.inputs[0] for s in slices if s is not None and s.op == "Slice"}
+    if len(sources) != 1 or len([s for s in slices if s is not None]) != 2:
+        return None
+    x = sources.pop()
+    return (x, [concat, neg, *(s for s in slices if s is not None)]) if x in live else None
 
 
 def _linear_below(
@@ -174,16 +255,29 @@ def _linear_below(
             continue
         if not _is_linear(view, node, live) or node.inputs[0] != tensor:
             return None
-        width = view.const_dims(node.inputs[1])
-        bias = view.bias_after(node, width[1] if width else 0, lambda t: t in live)
-        return _Linear(node, bias)
+        width = _width(view, node)
+        bias = None
+        if node.op == "MatMul":
+            bias = view.bias_after(node, width, lambda t: t in live)
+        return _Linear(node, bias, width)
 
 
 def _is_linear(view: GraphView, node: Node, live: set[str]) -> bool:
+    """A ``MatMul`` by a constant matrix, or a ``Gemm`` (``addmm``) of one input."""
+    if node.op == "Gemm":
+        weight = view.const_dims(node.inputs[1])
+        plain = not node.attr("transA", 0)
+        return plain and node.inputs[0] in live and weight is not None and len(weight) == 2
     weight = view.const_dims(node.inputs[1]) if len(node.inputs) == 2 else None
     return (
         node.op == "MatMul" and node.inputs[0] in live and weight is not None and len(weight) == 2
     )
+
+
+def _width(view: GraphView, node: Node) -> int:
+    """Output features of a linear (:func:`_is_linear`)."""
+    weight = view.const_dims(node.inputs[1]) or (0, 0)
+    return weight[0] if node.op == "Gemm" and node.attr("transB", 0) else weight[1]
 
 
 def _from_trilu(view: GraphView, tensor: str) -> bool:

@@ -270,10 +270,16 @@ class _Converter:
     def _attention(self, node: Node, match: AttentionMatch) -> None:
         row: dict[str, Any] = {"name": self.rows.unique(match.name), "kind": "attention"}
         row["heads"] = match.heads
+        if match.kv_heads != match.heads:
+            row["kv_heads"] = match.kv_heads
         if not match.bias:
             row["bias"] = False
+        if match.out_bias != match.bias:
+            row["out_bias"] = match.out_bias
         if match.causal:
             row["causal"] = True
+        if match.rotary:
+            row["rotary"] = True
         self.rows.emit(row, [match.input], node.outputs)
         self.attention_notes.setdefault(match.note, []).append(str(row["name"]))
 

@@ -71,6 +71,18 @@ def _activation(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     return rows.layer(node, "activation", acts[:1], function=ACTIVATIONS[node.op])
 
 
+def _sigmoid(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A sigmoid, or with the ``Mul`` of its input that alone reads it, SiLU: PyTorch
+    exports ``F.silu(x)`` as ``x * sigmoid(x)`` (ONNX has no SiLU before opset 24)."""
+    gate = rows.view.single_reader(node.outputs[0])
+    if gate is None or gate.op != "Mul" or sorted(gate.inputs) != sorted([acts[0], *node.outputs]):
+        return _activation(rows, node, acts)
+    rows.skip.add(gate.index)
+    row = {"name": rows.name(node), "kind": "activation", "function": "silu"}
+    rows.emit(row, acts[:1], gate.outputs)
+    return True
+
+
 def _clip(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     low, high = (rows.view.scalar(t) if t else None for t in (*node.inputs[1:3], "")[:2])
     if low == 0 and high == 6:
@@ -362,6 +374,7 @@ HANDLERS: dict[str, Handler] = {
     **{op: _simple(kind) for op, kind in SIMPLE.items()},
     **dict.fromkeys(VIEWS, _view),
     **dict.fromkeys(ACTIVATIONS, _activation),
+    "Sigmoid": _sigmoid,
     "Conv": _conv,
     "ConvTranspose": _conv_transpose,
     "GlobalAveragePool": _global_pool,

@@ -75,8 +75,7 @@ DSUM_OPS = 2
 def kv_heads(layer: wm.Attention) -> int:
     """Key/value heads of an attention layer: its ``kv_heads`` when it has them
     (grouped-query attention), else one per query head."""
-    heads: int = getattr(layer, "kv_heads", None) or layer.heads
-    return heads
+    return layer.key_value_heads
 
 
 @dataclass(frozen=True)
@@ -161,6 +160,14 @@ class FusedAttention:
     kv: int
     qkv: Tensor
     out: Tensor
+    qk: Tensor | None = None
+    """Where the kernels read Q and K, when not from ``qkv`` (rotated by a rotary
+    embedding); V is read from ``qkv``."""
+
+    @property
+    def queries_keys(self) -> Tensor:
+        """The tensor the kernels read Q and K from."""
+        return self.qkv if self.qk is None else self.qk
 
     @property
     def instances(self) -> int:
@@ -195,9 +202,8 @@ def forward(ctx: StepContext, attn: FusedAttention) -> Tensor:
     stats = Tensor(f"{name}.stats", TensorKind.ACTIVATION, 2 * attn.rows, STAT_BYTES)
     scores = attn.on_chip(ctx, "scores", TensorKind.ACTIVATION)
     probs = attn.on_chip(ctx, "probs", TensorKind.ACTIVATION)
-    qk = b.gemm(
-        f"{name}.qk.fwd", name, Phase.FWD, rows, keys, dh, count, attn.qkv, attn.qkv, scores
-    )
+    source = attn.queries_keys
+    qk = b.gemm(f"{name}.qk.fwd", name, Phase.FWD, rows, keys, dh, count, source, source, scores)
     # The accumulator's rescaling, 2 ops per output element and key block, spread over
     # the block's scores (block x block of them for block x head_dim outputs).
     rescale = -(-RESCALE_OPS * dh // t.block)
@@ -212,10 +218,16 @@ def forward(ctx: StepContext, attn: FusedAttention) -> Tensor:
 
 
 def backward(
-    ctx: StepContext, attn: FusedAttention, stats: Tensor, d_out: Tensor, dqkv: Tensor
+    ctx: StepContext,
+    attn: FusedAttention,
+    stats: Tensor,
+    d_out: Tensor,
+    dqkv: Tensor,
+    dqk: Tensor | None = None,
 ) -> None:
     """Emit the backward kernels: ``D``, then the ``dK, dV`` and the ``dQ`` kernels,
-    each adding its part of ``dqkv``."""
+    each adding its part of ``dqkv`` (``dQ`` and ``dK`` to ``dqk`` when given: the
+    gradient of rotated queries and keys)."""
     name = attn.name
     dsum = Tensor(f"{name}.dsum", TensorKind.GRADIENT, attn.rows, STAT_BYTES)
     ctx.b.vector(
@@ -227,16 +239,23 @@ def backward(
         [d_out, attn.out],
         [dsum],
     )
-    _dkv_kernel(ctx, attn, stats, dsum, d_out, dqkv)
-    _dq_kernel(ctx, attn, stats, dsum, d_out, dqkv)
+    _dkv_kernel(ctx, attn, stats, dsum, d_out, (dqkv if dqk is None else dqk, dqkv))
+    _dq_kernel(ctx, attn, stats, dsum, d_out, dqkv if dqk is None else dqk)
 
 
 def _dkv_kernel(
-    ctx: StepContext, attn: FusedAttention, stats: Tensor, dsum: Tensor, d_out: Tensor, dqkv: Tensor
+    ctx: StepContext,
+    attn: FusedAttention,
+    stats: Tensor,
+    dsum: Tensor,
+    d_out: Tensor,
+    grads: tuple[Tensor, Tensor],
 ) -> None:
     """A key block resident, every query block it meets streaming past: ``S^T`` and
-    ``dP^T`` recomputed, ``dV`` and ``dK`` accumulated and written once."""
+    ``dP^T`` recomputed, ``dV`` and ``dK`` accumulated and written once (``grads``:
+    where ``dK`` and ``dV`` go)."""
     b, t, name = ctx.b, attn.tiling, attn.name
+    source, (dk_out, dv_out) = attn.queries_keys, grads
     queries, dh, count = t.group * t.keys, t.head_dim, attn.instances
     bi = Phase.BWD_INPUT
     scores = attn.on_chip(ctx, "scores_t", TensorKind.ACTIVATION)
@@ -252,8 +271,8 @@ def _dkv_kernel(
             queries,
             dh,
             count,
-            attn.qkv,
-            attn.qkv,
+            source,
+            source,
             scores,
         )
     dp = b.gemm(f"{name}.dp.dkv", name, bi, t.block, queries, dh, count, attn.qkv, d_out, dprobs)
@@ -271,7 +290,7 @@ def _dkv_kernel(
     b.take_tiles(v, scores, s)
     b.take_tiles(v, dprobs, dp)
     dv = b.gemm(
-        f"{name}.av.dv", name, bi, t.block, dh, queries, count, probs, d_out, dqkv, partial=True
+        f"{name}.av.dv", name, bi, t.block, dh, queries, count, probs, d_out, dv_out, partial=True
     )
     b.take_tiles(dv, probs, v)
     b.take_tiles(dv, d_out, dp)
@@ -284,29 +303,33 @@ def _dkv_kernel(
         queries,
         count,
         dscores,
-        attn.qkv,
-        dqkv,
+        source,
+        dk_out,
         partial=True,
     )
     b.take_tiles(dk, dscores, v)
-    b.take_tiles(dk, attn.qkv, s)
+    b.take_tiles(dk, source, s)
 
 
 def _dq_kernel(
-    ctx: StepContext, attn: FusedAttention, stats: Tensor, dsum: Tensor, d_out: Tensor, dqkv: Tensor
+    ctx: StepContext,
+    attn: FusedAttention,
+    stats: Tensor,
+    dsum: Tensor,
+    d_out: Tensor,
+    dq_out: Tensor,
 ) -> None:
     """A query block resident, its key blocks streaming past: ``S`` and ``dP``
-    recomputed, ``dQ`` accumulated and written once."""
+    recomputed, ``dQ`` accumulated and written once (to ``dq_out``)."""
     b, t, name = ctx.b, attn.tiling, attn.name
+    source = attn.queries_keys
     rows, dh, keys, count = t.group * t.block, t.head_dim, t.keys, attn.instances
     bi = Phase.BWD_INPUT
     scores = attn.on_chip(ctx, "scores_q", TensorKind.ACTIVATION)
     dprobs = attn.on_chip(ctx, "dprobs_q", TensorKind.GRADIENT)
     dscores = attn.on_chip(ctx, "dscores_q", TensorKind.GRADIENT)
     with b.in_stage(Stage.BACKWARD):
-        s = b.gemm(
-            f"{name}.qk.dq", name, Phase.FWD, rows, keys, dh, count, attn.qkv, attn.qkv, scores
-        )
+        s = b.gemm(f"{name}.qk.dq", name, Phase.FWD, rows, keys, dh, count, source, source, scores)
     dp = b.gemm(f"{name}.dp.dq", name, bi, rows, keys, dh, count, d_out, attn.qkv, dprobs)
     v = b.vector(
         f"{name}.softmax.dq",
@@ -320,7 +343,7 @@ def _dq_kernel(
     b.take_tiles(v, scores, s)
     b.take_tiles(v, dprobs, dp)
     dq = b.gemm(
-        f"{name}.qk.dq_grad", name, bi, rows, dh, keys, count, dscores, attn.qkv, dqkv, partial=True
+        f"{name}.qk.dq_grad", name, bi, rows, dh, keys, count, dscores, source, dq_out, partial=True
     )
     b.take_tiles(dq, dscores, v)
-    b.take_tiles(dq, attn.qkv, s)
+    b.take_tiles(dq, source, s)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelsim.config.hardware import WordBytesSpec
-from accelsim.config.run import StridedDx
+from accelsim.config.run import RunMode, StridedDx
 from accelsim.graph import queries
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import OpGraph, TensorKind
@@ -32,24 +32,32 @@ def lower(
     words: WordBytesSpec,
     strided_dx: StridedDx,
     attention: AttentionBudget | None = None,
+    mode: RunMode = RunMode.TRAINING,
 ) -> OpGraph:
-    """The forward and backward pass of ``batch`` samples on one processor.
+    """The forward and backward pass of ``batch`` samples on one processor; with
+    ``mode`` forward, the forward pass alone, each layer's ops as evaluation runs it
+    (:meth:`~accelsim.lowering.rules.base.LayerRule.inference`: no loss, dropout off).
 
     The graph's ``parameters`` are every trainable tensor with the op that
-    finishes its gradient.  With an ``attention`` budget, attention layers run as
-    fused kernels whose blocks fit it (:mod:`accelsim.lowering.flash_attention`).
+    finishes its gradient (-1 in a forward pass: no op computes one).  With an
+    ``attention`` budget, attention layers run as fused kernels whose blocks fit it
+    (:mod:`accelsim.lowering.flash_attention`).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
     ctx.acts[INPUT_NAME] = ctx.t(
         INPUT_NAME, TensorKind.ACTIVATION, batch * input_shape(workload.input).numel
     )
+    training = mode is RunMode.TRAINING
     for info in infos:
         rule = rule_for(info.layer)
         y = ctx.t(f"{info.layer.name}.out", TensorKind.ACTIVATION, batch * info.out_shape.numel)
         ctx.acts[info.layer.name] = y
-        rule.forward(ctx, info, [ctx.acts[i] for i in info.inputs], y)
+        emit = rule.forward if training else rule.inference
+        emit(ctx, info, [ctx.acts[i] for i in info.inputs], y)
         if rule.has_params or any(i in ctx.requires_grad for i in info.inputs):
             ctx.requires_grad.add(info.layer.name)
+    if not training:
+        return ctx.b.build(ctx.params)
     for info in reversed(infos):
         if info.layer.name not in ctx.requires_grad:
             continue

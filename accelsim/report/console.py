@@ -36,8 +36,13 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
         used = sum(1 for busy in s.busy_cycles.get("array", ()) if busy) or 1
         if used > 1:
             stalls = f"{s.array_stall_cycles / used:,.0f} cycles per processor on average"
+    # A forward pass alone says so; a training step's line is as it always was.
+    mode = ", a forward pass alone" if s.settings.get("mode") == "forward" else ""
     rows = [
-        ("run", f"{s.run}: {s.workload} on {s.hardware} ({machine}), batch {s.batch_size}"),
+        (
+            "run",
+            f"{s.run}: {s.workload} on {s.hardware} ({machine}), batch {s.batch_size}{mode}",
+        ),
         (
             "cycles",
             f"{s.total_cycles:,}  ({s.seconds * 1e3:.3f} ms at {s.clock_mhz:g} MHz)",

@@ -145,6 +145,9 @@ class Technique(ABC, Generic[C]):
     """Techniques this one composes after when the run has them: name -> why."""
     before: ClassVar[Mapping[str, str]] = {}
     """Techniques this one composes before when the run has them: name -> why."""
+    trains: ClassVar[str] = "it rewrites a training step"
+    """What of a training step it works on, in words: why ``run.mode: forward`` (a
+    forward pass alone, with no backward pass, update or stash) refuses it."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -224,16 +224,50 @@ class Lstm(LayerBase):
 
 
 class Attention(LayerBase):
-    """Multi-head self-attention: QKV projection, per-head QK^T and AV, output projection."""
+    """Multi-head self-attention: QKV projection, per-head QK^T and AV, output projection;
+    grouped-query with ``kv_heads`` below ``heads``, rotary position embeddings with
+    ``rotary``."""
 
     kind: Literal["attention"] = Field(description=KIND)
-    heads: PositiveInt = Field(description="Attention heads; they divide the model width.")
-    bias: bool = Field(default=True, description="Whether the projections have biases.")
+    heads: PositiveInt = Field(description="Attention (query) heads; they divide the model width.")
+    kv_heads: PositiveInt | None = Field(
+        default=None,
+        description="Key and value heads (grouped-query attention: each serves heads /"
+        " kv_heads query heads); must divide heads.  The K and V projections are kv_heads"
+        " heads wide.  Null: heads (multi-head attention).",
+    )
+    rotary: bool = Field(
+        default=False,
+        exclude_if=lambda v: not v,  # a table without it dumps (and identifies) as before
+        description="Rotary position embeddings (Su et al., RoFormer, 2021; as in Llama):"
+        " each query and key is rotated by its position after the projection, one vector"
+        " op forward and one backward over Q and K.",
+    )
+    bias: bool = Field(
+        default=True,
+        description="Whether the projections have biases (the output's too, unless"
+        " out_bias says otherwise).",
+    )
+    out_bias: bool | None = Field(
+        default=None,
+        description="Whether the output projection has a bias; null: as bias (Qwen2 has"
+        " biases on Q, K and V and none on the output).",
+    )
     causal: bool = Field(
         default=False,
         description="Mask every score of a later token (a decoder's attention): one select"
         " per score forward and backward; the GEMMs stay whole, as eager PyTorch computes them",
     )
+
+    @property
+    def key_value_heads(self) -> int:
+        """The key and value heads: ``kv_heads``, or ``heads`` when it is null."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def output_bias(self) -> bool:
+        """Whether the output projection has a bias: ``out_bias``, or ``bias`` when null."""
+        return self.bias if self.out_bias is None else self.out_bias
 
 
 class GroupNorm(LayerBase):

@@ -295,3 +295,36 @@ def test_grouped_query_attention_loads_each_key_block_once_per_group() -> None:
     folds = schedule(graph, (machine.array,))
     costs = op_costs(graph, folds, machine, Convention.ACCELSIM, PsumPolicy.CHUNK, 8)
     assert int(costs.dram_read_bytes[0]) == 2 * 256 * 32 * 2 + 2 * 256 * 32 * 2
+
+
+def test_rotary_grouped_query_attention_as_fused_kernels(tmp_path: Path) -> None:
+    """The tiny transformer's attention with 1 key/value head for its 2 query heads of
+    32 and a rotary embedding, fused: the projection is 64 + 2 x 32 = 128 wide; the
+    kernels read the rotated Q and K (256 x 96 elements) and V from the projection; the
+    rotation's transpose adds dQ and dK (256 x 96) to the projection's gradient beside
+    the kernel's dV, so the input gradient waits for both; both engines agree."""
+    text = TINY.format(causal="true").replace(
+        "heads: 2, causal: true", "heads: 2, kv_heads: 1, rotary: true, causal: true"
+    )
+    run = step_file(tmp_path)  # the tiny transformer's file, replaced by this variant
+    (tmp_path / "tiny.yaml").write_text(text)
+    results = {
+        e: simulate(run, ["lowering.compile=fused", f"timing.engine={e}"]).base
+        for e in ("simpy", "compiled")
+    }
+    result = results["simpy"]
+    ops = by_name(result)
+    graph = result.graph
+    projection = graph.ops[ops["attn.qkv.fwd"]]
+    assert isinstance(projection, GemmOp) and projection.n == 128
+    qk = graph.ops[ops["attn.qk.fwd"]]
+    assert isinstance(qk, GemmOp) and (qk.a.name, qk.b.name) == ("attn.qk", "attn.qk")
+    av = graph.ops[ops["attn.av.fwd"]]
+    assert isinstance(av, GemmOp) and av.b.name == "attn.qkv"
+    rotary = graph.ops[ops["attn.rotary.bwd"]]
+    assert isinstance(rotary, VectorOp) and rotary.elements == 256 * 96
+    dx = graph.ops[ops["attn.qkv.dx"]]
+    assert {ops["attn.av.dv"], ops["attn.rotary.bwd"]} <= set(dx.deps)
+    assert not any(o.name == "attn.softmax.bwd" for o in graph.ops)
+    simpy, compiled = results["simpy"].trace, results["compiled"].trace
+    assert list(simpy.end_cycle) == list(compiled.end_cycle)

@@ -1,13 +1,23 @@
-"""Multi-head self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection.
+"""Self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection.
+
+Multi-head attention is the case of as many key/value heads as query heads.  With
+fewer (grouped-query attention, ``kv_heads``), the K and V projections are
+``kv_heads`` heads wide and each key/value head serves a group of ``heads /
+kv_heads`` query heads: the per-head GEMMs run once per key/value head, on the
+group's queries stacked (``group x S`` rows), so each K and V tile is loaded once
+per group, as a compiler batches them; the MACs are those of one GEMM per query head.
 
 Under ``lowering.compile: fused`` the core between the projections (``QK^T``, mask,
 softmax, ``AV``) is one flash-attention kernel per pass
-(:mod:`accelsim.lowering.flash_attention`).
+(:mod:`accelsim.lowering.flash_attention`); a rotary embedding stays the op before it
+(forward) and after it (backward).
 """
 
 from __future__ import annotations
 
-from accelsim.graph.ops import ParamKind, Phase, Tensor, TensorKind
+from dataclasses import dataclass
+
+from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -15,11 +25,60 @@ from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem, one_input
 from accelsim.workload import model as wm
 
+ROTARY_OPS = 3
+"""Ops per element of Q and K to rotate them, forward or backward (ours):
+``x * cos + rotate_half(x) * sin``, two multiplies and an add (the half's sign is the
+sin table's).  The cos and sin tables (``S x head size``, shared by every head and
+sample) are not counted: a step computes them once."""
+
+
+@dataclass(frozen=True)
+class _Dims:
+    """An attention layer's sizes for ``n`` samples of ``steps`` tokens of width ``d``."""
+
+    steps: int
+    d: int
+    dh: int
+    kv: int
+    group: int
+    n: int
+
+    @classmethod
+    def of(cls, layer: wm.Attention, info: LayerInfo, n: int) -> _Dims:
+        steps, d = info.in_shapes[0].dims
+        kv = layer.key_value_heads
+        return cls(steps, d, d // layer.heads, kv, layer.heads // kv, n)
+
+    @property
+    def kv_width(self) -> int:
+        """Width of the K (or V) projection: the key/value heads' sizes."""
+        return self.kv * self.dh
+
+    @property
+    def qkv_width(self) -> int:
+        return self.d + 2 * self.kv_width
+
+    @property
+    def rows(self) -> int:
+        """Rows of the projections: every token of every sample."""
+        return self.n * self.steps
+
+    @property
+    def queries(self) -> int:
+        """Rows of a per-head GEMM: the group's queries stacked."""
+        return self.group * self.steps
+
+    @property
+    def per_head(self) -> int:
+        """Per-head GEMMs: one per sample and key/value head."""
+        return self.n * self.kv
+
 
 @register
 class AttentionRule(LayerRule):
-    """``attention``: the projections are GEMMs, ``QK^T`` and ``AV`` batched GEMMs per head,
-    the softmax a vector op (and with ``causal``, a select on the scores before it)."""
+    """``attention``: the projections are GEMMs, ``QK^T`` and ``AV`` batched GEMMs per
+    key/value head, the softmax a vector op (and with ``causal``, a select on the
+    scores before it; with ``rotary``, a rotation of Q and K before ``QK^T``)."""
 
     kinds = ("attention",)
     has_params = True
@@ -29,36 +88,44 @@ class AttentionRule(LayerRule):
         x = one_input(layer, in_shapes, Layout.SEQUENCE)
         if x.dims[1] % layer.heads:
             raise ShapeProblem("heads", f"must divide the model width {x.dims[1]}", layer.heads)
+        if layer.heads % layer.key_value_heads:
+            raise ShapeProblem("kv_heads", f"must divide the {layer.heads} heads", layer.kv_heads)
         return x
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         layer = info.layer
         assert isinstance(layer, wm.Attention)
-        name, n, b, x = layer.name, ctx.n, ctx.b, xs[0]
-        steps, d = info.in_shapes[0].dims
-        heads = layer.heads
-        dh = d // heads
-        wqkv = ctx.param(name, "Wqkv", 3 * d * d, ParamKind.WEIGHT, 3 * d)
+        name, b, x = layer.name, ctx.b, xs[0]
+        s = _Dims.of(layer, info, ctx.n)
+        steps, d, dh = s.steps, s.d, s.dh
+        wqkv = ctx.param(name, "Wqkv", s.qkv_width * d, ParamKind.WEIGHT, s.qkv_width)
         wo = ctx.param(name, "Wo", d * d, ParamKind.WEIGHT, d)
         if layer.bias:
-            ctx.param(name, "bqkv", 3 * d, ParamKind.BIAS, 3 * d)
+            ctx.param(name, "bqkv", s.qkv_width, ParamKind.BIAS, s.qkv_width)
+        if layer.output_bias:
             ctx.param(name, "bo", d, ParamKind.BIAS, d)
-        qkv = ctx.t(f"{name}.qkv", TensorKind.ACTIVATION, n * steps * 3 * d)
-        att = ctx.t(f"{name}.ctx", TensorKind.ACTIVATION, n * steps * d)
-        rows, per_head = n * steps, n * heads
-        b.gemm(f"{name}.qkv.fwd", name, Phase.FWD, rows, 3 * d, d, 1, x, wqkv, qkv)
+        qkv = ctx.t(f"{name}.qkv", TensorKind.ACTIVATION, s.rows * s.qkv_width)
+        att = ctx.t(f"{name}.ctx", TensorKind.ACTIVATION, s.rows * d)
+        b.gemm(f"{name}.qkv.fwd", name, Phase.FWD, s.rows, s.qkv_width, d, 1, x, wqkv, qkv)
+        qk = qkv
+        if layer.rotary:
+            qk = ctx.t(f"{name}.qk", TensorKind.ACTIVATION, s.rows * (d + s.kv_width))
+            b.vector(f"{name}.rotary.fwd", name, Phase.FWD, qk.elements, ROTARY_OPS, [qkv], [qk])
         if ctx.attention is not None:
-            word = qkv.word_bytes
-            kv = flash.kv_heads(layer)
-            tiles = flash.tiling(ctx.attention, steps, heads, kv, dh, layer.causal, word)
-            fused = flash.FusedAttention(name, tiles, n, kv, qkv, att)
+            tiles = flash.tiling(
+                ctx.attention, steps, layer.heads, s.kv, dh, layer.causal, qkv.word_bytes
+            )
+            fused = flash.FusedAttention(
+                name, tiles, s.n, s.kv, qkv, att, qk if layer.rotary else None
+            )
             stats = flash.forward(ctx, fused)
-            b.gemm(f"{name}.out.fwd", name, Phase.FWD, rows, d, d, 1, att, wo, y)
+            b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, d, 1, att, wo, y)
             ctx.saved[name] = (fused, stats)
             return
-        scores = ctx.t(f"{name}.scores", TensorKind.ACTIVATION, n * heads * steps * steps)
-        probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, n * heads * steps * steps)
-        b.gemm(f"{name}.qk.fwd", name, Phase.FWD, steps, steps, dh, per_head, qkv, qkv, scores)
+        heads_scores = s.n * layer.heads * steps * steps
+        scores = ctx.t(f"{name}.scores", TensorKind.ACTIVATION, heads_scores)
+        probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, heads_scores)
+        b.gemm(f"{name}.qk.fwd", name, Phase.FWD, s.queries, steps, dh, s.per_head, qk, qk, scores)
         if layer.causal:
             masked = ctx.t(f"{name}.masked", TensorKind.ACTIVATION, scores.elements)
             b.vector(f"{name}.mask.fwd", name, Phase.FWD, scores.elements, 1, [scores], [masked])
@@ -72,88 +139,125 @@ class AttentionRule(LayerRule):
             [scores],
             [probs],
         )
-        b.gemm(f"{name}.av.fwd", name, Phase.FWD, steps, dh, steps, per_head, probs, qkv, att)
-        b.gemm(f"{name}.out.fwd", name, Phase.FWD, rows, d, d, 1, att, wo, y)
-        ctx.saved[name] = (qkv, probs, att)
+        b.gemm(f"{name}.av.fwd", name, Phase.FWD, s.queries, dh, steps, s.per_head, probs, qkv, att)
+        b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, d, 1, att, wo, y)
+        ctx.saved[name] = (qkv, qk, probs, att)
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         layer = info.layer
         assert isinstance(layer, wm.Attention) and g is not None
-        name, n, b = layer.name, ctx.n, ctx.b
+        name, b = layer.name, ctx.b
         x = ctx.acts[info.inputs[0]]
-        steps, d = info.in_shapes[0].dims
-        rows = n * steps
+        s = _Dims.of(layer, info, ctx.n)
+        d, rows = s.d, s.rows
         saved = ctx.saved[name]
-        if isinstance(saved[0], flash.FusedAttention):
-            fused, stats = saved
-            qkv, att = fused.qkv, fused.out
-        else:
-            qkv, probs, att = saved
         wqkv, wo = ctx.parameter(name, "Wqkv"), ctx.parameter(name, "Wo")
-        datt = ctx.t(f"{name}.dctx", TensorKind.GRADIENT, att.elements)
+        out = saved[0].out if isinstance(saved[0], flash.FusedAttention) else saved[3]
+        datt = ctx.t(f"{name}.dctx", TensorKind.GRADIENT, out.elements)
         bi, bw = Phase.BWD_INPUT, Phase.BWD_WEIGHT
         b.gemm(f"{name}.out.dx", name, bi, rows, d, d, 1, g, wo.weight, datt)
-        op = b.gemm(f"{name}.out.dw", name, bw, d, d, rows, 1, g, att, wo.gradient)
+        op = b.gemm(f"{name}.out.dw", name, bw, d, d, rows, 1, g, out, wo.gradient)
         ctx.grad_done(name, "Wo", op)
-        if layer.bias:
+        if layer.output_bias:
             ctx.bias_grad(name, "bo", g)
-        dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
         if isinstance(saved[0], flash.FusedAttention):
-            flash.backward(ctx, fused, stats, datt, dqkv)
+            dqkv = _fused_backward(ctx, layer, saved, datt)
         else:
-            self._core_backward(ctx, info, qkv, probs, datt, dqkv)
+            dqkv = _core_backward(ctx, layer, s, saved, datt)
         if ctx.wants(info):
             grad = ctx.dx(info)
-            b.gemm(f"{name}.qkv.dx", name, bi, rows, d, 3 * d, 1, dqkv, wqkv.weight, grad)
+            b.gemm(f"{name}.qkv.dx", name, bi, rows, d, s.qkv_width, 1, dqkv, wqkv.weight, grad)
             ctx.give(info, 0, grad)
-        op = b.gemm(f"{name}.qkv.dw", name, bw, 3 * d, d, rows, 1, dqkv, x, wqkv.gradient)
+        op = b.gemm(f"{name}.qkv.dw", name, bw, s.qkv_width, d, rows, 1, dqkv, x, wqkv.gradient)
         ctx.grad_done(name, "Wqkv", op)
         if layer.bias:
             ctx.bias_grad(name, "bqkv", dqkv)
 
-    @staticmethod
-    def _core_backward(
-        ctx: StepContext, info: LayerInfo, qkv: Tensor, probs: Tensor, datt: Tensor, dqkv: Tensor
-    ) -> None:
-        """The gradients of ``AV``, the softmax, the mask and ``QK^T`` as separate ops."""
-        layer = info.layer
-        assert isinstance(layer, wm.Attention)
-        name, b = layer.name, ctx.b
-        steps, d = info.in_shapes[0].dims
-        dh = d // layer.heads
-        per_head = ctx.n * layer.heads
-        bi = Phase.BWD_INPUT
-        dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
-        dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
-        b.gemm(f"{name}.av.dprobs", name, bi, steps, steps, dh, per_head, datt, qkv, dprobs)
+
+def _fused_backward(
+    ctx: StepContext, layer: wm.Attention, saved: tuple[flash.FusedAttention, Tensor], datt: Tensor
+) -> Tensor:
+    """The fused kernels' gradients of ``QK^T``, the softmax and ``AV``; with a rotary
+    embedding, ``dQ`` and ``dK`` rotated back into ``dqkv`` after them, beside ``dV``."""
+    name, b = layer.name, ctx.b
+    fused, stats = saved
+    dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, fused.qkv.elements)
+    if fused.qk is None:
+        flash.backward(ctx, fused, stats, datt, dqkv)
+        return dqkv
+    dqk = ctx.t(f"{name}.dqk", TensorKind.GRADIENT, fused.qk.elements)
+    flash.backward(ctx, fused, stats, datt, dqkv, dqk)
+    b.vector(
+        f"{name}.rotary.bwd",
+        name,
+        Phase.BWD_INPUT,
+        dqk.elements,
+        ROTARY_OPS,
+        [dqk],
+        [Access(dqkv, dqk.elements)],
+        partial=True,
+    )
+    return dqkv
+
+
+def _core_backward(
+    ctx: StepContext,
+    layer: wm.Attention,
+    s: _Dims,
+    saved: tuple[Tensor, Tensor, Tensor, Tensor],
+    datt: Tensor,
+) -> Tensor:
+    """The gradients of ``AV``, the softmax, the mask and ``QK^T`` as separate ops."""
+    name, b = layer.name, ctx.b
+    steps, dh = s.steps, s.dh
+    qkv, qk, probs, _ = saved
+    bi = Phase.BWD_INPUT
+    dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
+    dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
+    dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
+    b.gemm(f"{name}.av.dprobs", name, bi, s.queries, steps, dh, s.per_head, datt, qkv, dprobs)
+
+    def value_gradient() -> None:
+        # dV of a key/value head sums over its group's queries: K = group x S.
         b.gemm(
-            f"{name}.av.dv", name, bi, steps, dh, steps, per_head, probs, datt, dqkv, partial=True
-        )
-        b.vector(
-            f"{name}.softmax.bwd",
+            f"{name}.av.dv",
             name,
             bi,
-            probs.elements,
-            SOFTMAX_BWD_OPS,
-            [dprobs, probs],
-            [dscores],
+            steps,
+            dh,
+            s.queries,
+            s.per_head,
+            probs,
+            datt,
+            dqkv,
+            partial=True,
         )
-        if layer.causal:
-            # The select's gradient: zero where the forward pass masked a score.
-            dmasked = ctx.t(f"{name}.dmasked", TensorKind.GRADIENT, probs.elements)
-            b.vector(f"{name}.mask.bwd", name, bi, probs.elements, 1, [dscores], [dmasked])
-            dscores = dmasked
-        for part in ("dq", "dk"):
-            b.gemm(
-                f"{name}.qk.{part}",
-                name,
-                bi,
-                steps,
-                dh,
-                steps,
-                per_head,
-                dscores,
-                qkv,
-                dqkv,
-                partial=True,
-            )
+
+    if not layer.rotary:
+        value_gradient()
+    b.vector(
+        f"{name}.softmax.bwd",
+        name,
+        bi,
+        probs.elements,
+        SOFTMAX_BWD_OPS,
+        [dprobs, probs],
+        [dscores],
+    )
+    if layer.causal:
+        # The select's gradient: zero where the forward pass masked a score.
+        dmasked = ctx.t(f"{name}.dmasked", TensorKind.GRADIENT, probs.elements)
+        b.vector(f"{name}.mask.bwd", name, bi, probs.elements, 1, [dscores], [dmasked])
+        dscores = dmasked
+    dqk = dqkv
+    if layer.rotary:
+        dqk = ctx.t(f"{name}.dqk", TensorKind.GRADIENT, qk.elements)
+    # dQ stacks the group's queries (M = group x S); dK sums over them (K = group x S).
+    for part, m, k in (("dq", s.queries, steps), ("dk", steps, s.queries)):
+        b.gemm(f"{name}.qk.{part}", name, bi, m, dh, k, s.per_head, dscores, qk, dqk, partial=True)
+    if layer.rotary:
+        # The rotation's transpose; dV comes after it, as a vector op's write is the
+        # only one of its tensor.
+        b.vector(f"{name}.rotary.bwd", name, bi, dqk.elements, ROTARY_OPS, [dqk], [dqkv])
+        value_gradient()
+    return dqkv

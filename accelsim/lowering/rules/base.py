@@ -43,6 +43,13 @@ class LayerRule(ABC):
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         """Emit the backward ops, given the output gradient ``g`` (None for a loss)."""
 
+    def inference(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        """Emit the ops that compute ``y`` from ``xs`` in a forward pass alone
+        (``run.mode: forward``, the model in evaluation mode): by default its training
+        forward ops; a layer that only training runs (a loss) emits none, one that
+        evaluation switches off (dropout) hands its input on."""
+        self.forward(ctx, info, xs, y)
+
     def dw_columns_per_input(self, info: LayerInfo) -> int | None:
         """How many columns of the weight-gradient GEMM each input channel (or input
         feature) owns, so that its columns group by input; None when the weight's

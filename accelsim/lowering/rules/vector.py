@@ -218,6 +218,10 @@ class DropoutRule(LayerRule):
             epilogue=Epilogue.ELEMENTWISE,
         )
 
+    def inference(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        """Dropout is off in evaluation: its output is its input, no op, no mask."""
+        ctx.b.alias(y, xs)
+
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
         reads = [g, ctx.saved[info.layer.name]]
@@ -265,6 +269,9 @@ class CrossEntropyRule(LayerRule):
         ctx.b.vector(
             f"{name}.fwd", name, Phase.FWD, x.elements, CROSS_ENTROPY_FWD_OPS, [x], [probs, y]
         )
+
+    def inference(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        """No loss outside training: the forward pass ends with the logits."""
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         _elementwise_backward(ctx, info, 1, [ctx.saved[info.layer.name]])

@@ -102,6 +102,7 @@ from accelsim.techniques.provenance import Origin, inputs
 class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
     """Approximate random dropout as a plug-in: graph rewrite, fold masks, step statistics."""
 
+    trains = "it skips the tiles dropout drops in training (a forward pass runs with dropout off)"
     name = NAME
 
     def __init__(self, config: ApproximateDropoutConfig, source: str) -> None:

@@ -60,6 +60,7 @@ from accelsim.techniques.provenance import Origin, inputs
 class OptimizerFusion(GraphRewriter[OptimizerFusionConfig]):
     """Optimizer fusion as a plug-in: moves each update into the backward or forward pass."""
 
+    trains = "it fuses the optimizer updates into the backward or the next forward pass"
     name = NAME
     after: ClassVar[Mapping[str, str]] = dict.fromkeys(
         ("approximate_dropout", "gradient_skipping", "gradient_prediction"),

@@ -75,6 +75,7 @@ P = TypeVar("P", bound=PipelineConfig)
 class Schedule(Placer[P]):
     """Common machinery of the three schedules."""
 
+    trains = "it pipelines micro-batches' forward and backward passes and their updates"
     one_task_backward: ClassVar[bool] = True
     send_after_backward: ClassVar[bool] = False  # each stage's dX leaves when its backward ends
     synchronous: ClassVar[bool] = False

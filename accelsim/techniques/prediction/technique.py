@@ -93,6 +93,7 @@ class GradientPrediction(
     """ADA-GP as a plug-in: a predictor unit, BP and GP steps, a training schedule."""
 
     name = NAME
+    trains = "it predicts weight gradients in place of the backward pass"
     after: ClassVar[Mapping[str, str]] = dict.fromkeys(
         ("approximate_dropout", "gradient_skipping"),
         "work is removed before work is added: the predictor's ops join the step the"

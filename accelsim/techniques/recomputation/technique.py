@@ -70,6 +70,7 @@ class Recomputation(GraphRewriter[RecomputationConfig]):
     """Activation recomputation as a plug-in: the stash shrinks, forward work runs again
     in the backward stage."""
 
+    trains = "it recomputes the stash the backward pass reads (a forward pass keeps none)"
     name = NAME
     after: ClassVar[Mapping[str, str]] = {
         **dict.fromkeys(

@@ -90,6 +90,7 @@ class GradientSkipping(GraphRewriter[GradientSkippingConfig], KindDefiner[Gradie
     """Convergence-aware gradient skipping as a plug-in: a rewrite that removes work and,
     driven by its monitor, the step kinds of its skip sets."""
 
+    trains = "it skips weight gradients and their updates"
     name = NAME
     after: ClassVar[Mapping[str, str]] = {
         "approximate_dropout": "skipping counts the groups of the dW GEMMs as dropout left"
