@@ -3,9 +3,11 @@ component (``accelsim plot`` and ``accelsim suite``).
 
 Bars are grouped by one axis (the model, say), one bar per series (a combination
 of the other axes) in each group, each colour one series; ratio panels end with
-a geometric-mean group, named so.  A figure never draws more bars than its width
-shows legibly (:attr:`FigureSize.max_bars`): past that it is refused with the
-axes to filter by, not drawn illegibly.
+a geometric-mean group, named so.  A panel holds as many bars and groups as its
+width shows legibly (:attr:`FigureSize.row_bars`, :attr:`FigureSize.row_groups`);
+past that the groups are split over more panels, up to :data:`MAX_ROWS` a measure,
+and past that the figure is refused with the axes to filter by, not drawn
+illegibly (the stacked energy bars: :attr:`FigureSize.max_bars`).
 """
 
 from __future__ import annotations

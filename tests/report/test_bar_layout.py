@@ -91,3 +91,21 @@ def test_no_text_leaves_the_figure_or_overlaps_another(size: FigureSize, by: str
             assert inside and box.y0 >= frame.y0 and box.y1 <= frame.y1, (*case, text)
             for other, other_box in boxes[i + 1 :]:
                 assert not box.overlaps(other_box), (*case, text, other)
+
+
+def test_groups_split_over_panels_up_to_a_limit() -> None:
+    from accelsim.errors import InputError
+    from accelsim.report import bars
+
+    assert bars.rows_of(15, 1, FigureSize.PAGE) == [range(15)]
+    assert bars.rows_of(15, 1, FigureSize.COLUMN) == [range(8), range(8, 15)]
+    assert bars.rows_of(15, 12, FigureSize.PAGE) == [range(4), range(4, 8), range(8, 12),
+                                                      range(12, 15)]  # fmt: skip
+    bars.check_rows("technique", 15, 12, FigureSize.PAGE, ["model", "techniques"])
+    with pytest.raises(InputError) as caught:
+        bars.check_rows("technique", 15, 12, FigureSize.COLUMN, ["model", "techniques"])
+    assert str(caught.value) == (
+        "--kind technique: 180 bars in 15 groups of 12 are more than a column-wide figure"
+        " shows legibly (4 panels of at most 24 bars); keep fewer points with --where"
+        " KEY=VALUE (varying axes: model, techniques)"
+    )
