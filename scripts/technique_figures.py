@@ -98,7 +98,7 @@ TECHNIQUES = (
     ),
     Setup(
         "pipelines",
-        "LayerPipe on 4 processors over one, batch 32, momentum",
+        "LayerPipe on 4 processors sharing one DRAM, over one processor, batch 32, momentum",
         "configs/experiments/pipeline.yaml",
         ("processors=4", "run.techniques={layerpipe: {}}"),
     ),
