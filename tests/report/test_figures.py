@@ -277,3 +277,23 @@ def test_plot_labels_and_filters_from_the_command_line(
     assert capsys.readouterr().err.strip() == (
         "--where: array.rows: no finished point has this value; it takes: 16, 32 (got 48)"
     )
+
+
+def test_plot_sweep_draws_from_python_as_the_command_does(sweep: Path, tmp_path: Path) -> None:
+    import accelsim
+
+    svg = accelsim.plot_sweep(
+        sweep,
+        "technique",
+        where={"array.rows": 32},
+        labels={"alexnet": "AlexNet"},
+        size="column",
+        output=tmp_path / "api.svg",
+    )
+    assert svg == tmp_path / "api.svg"
+    assert {"AlexNet", "mlp", "speedup bound"} <= set(svg_text(svg))
+    with pytest.raises(InputError) as caught:
+        accelsim.plot_sweep(sweep, "bars")
+    assert str(caught.value) == (
+        "kind: one of speedup, technique, energy, heatmap, pareto, scaling (got 'bars')"
+    )
