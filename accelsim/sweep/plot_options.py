@@ -13,7 +13,7 @@ from typing import Any
 from accelsim.config.loader import parse_value
 from accelsim.errors import InputError
 from accelsim.report.figure import FORMATS
-from accelsim.sweep.labels import Row
+from accelsim.sweep.labels import Row, value_text
 
 
 class PlotKind(str, Enum):
@@ -111,7 +111,7 @@ def select(rows: Sequence[Row], axes: Sequence[str], where: Sequence[tuple[str, 
     finished = [r for r in rows if r.get("status") == "ok"]
     for key, value in where:
         if not any(matches(key, r.get(key), value) for r in finished):
-            values = ", ".join(dict.fromkeys(str(r.get(key)) for r in finished))
+            values = ", ".join(dict.fromkeys(value_text(r.get(key)) for r in finished))
             raise InputError.single(
                 "--where", key, f"no finished point has this value; it takes: {values}", value
             )
