@@ -9,9 +9,9 @@ from typing import Any
 
 from accelsim.report.figure import FigureSize
 from accelsim.report.staging import staged_file
+from accelsim.sweep import plots
 from accelsim.sweep.collect import collect, open_store
 from accelsim.sweep.plot_options import PlotKind, output_path, select
-from accelsim.sweep.plots import Figure, draw
 from accelsim.sweep.relabel import relabelled
 
 
@@ -44,8 +44,8 @@ def plot_sweep(
     _, rows = collect(directory)
     chosen = select(rows, axes, where)
     name = str(meta.get("name", directory.name))
-    figure = Figure(kind, name, chosen, axes, where, baseline, x_key, by, size)
+    figure = plots.Figure(kind, name, chosen, axes, where, baseline, x_key, by, size)
     figure = relabelled(figure, labels or {})
     with staged_file(path) as staged:
-        draw(figure, staged, chosen_fmt)
+        plots.draw(figure, staged, chosen_fmt)
     return path
