@@ -20,9 +20,9 @@ Also public, for the scripts in ``scripts/``:
   :func:`topology_gemm`, :func:`simulate_layer`, :class:`Phase`;
 * means of ratios: :func:`geometric_mean` (speedups), :func:`saving_mean` (savings,
   through their cost ratios);
-* plots: :func:`plot_speedup`, :func:`plot_sensitivity`,
-  :func:`plot_pipeline_sweep`, :func:`plot_dropout_sweep` (matplotlib is imported
-  only when one is called);
+* plots: :func:`plot_sweep` (``accelsim plot``'s figures of a sweep),
+  :func:`plot_speedup`, :func:`plot_sensitivity`, :func:`plot_pipeline_sweep`,
+  :func:`plot_dropout_sweep` (matplotlib is imported only when one is called);
 * approximate dropout: :func:`write_dropout_distribution` (the SGD search, written
   for a run file's ``distribution:``) and :func:`benchmark_dropout_folds` (its fold
   kernel against the NumPy reference);
@@ -57,7 +57,14 @@ from typing import TYPE_CHECKING, Any
 from accelsim._version import __version__
 
 if TYPE_CHECKING:
-    from accelsim.api import RunTables, hardware_from_data, load_run, load_sweep, simulate
+    from accelsim.api import (
+        RunTables,
+        hardware_from_data,
+        load_run,
+        load_sweep,
+        plot_sweep,
+        simulate,
+    )
     from accelsim.calibration.fit import Calibration, calibrate, cross_validated
     from accelsim.calibration.fit import class_errors as mape_by_size
     from accelsim.calibration.measurements import read_measurements
@@ -106,7 +113,14 @@ if TYPE_CHECKING:
 # Every public name but __version__, by the module that defines it; each module
 # loads when one of its names is first used.
 _MODULES = {
-    "accelsim.api": ("RunTables", "hardware_from_data", "load_run", "load_sweep", "simulate"),
+    "accelsim.api": (
+        "RunTables",
+        "hardware_from_data",
+        "load_run",
+        "load_sweep",
+        "plot_sweep",
+        "simulate",
+    ),
     "accelsim.calibration.fit": ("Calibration", "calibrate", "cross_validated"),
     "accelsim.calibration.measurements": ("read_measurements",),
     "accelsim.config.base": ("Convention",),
@@ -219,6 +233,7 @@ __all__ = [
     "plot_pipeline_sweep",
     "plot_sensitivity",
     "plot_speedup",
+    "plot_sweep",
     "provenance_reference",
     "read_measurements",
     "read_topology",

@@ -79,6 +79,57 @@ def load_sweep(directory: str | Path) -> pd.DataFrame:
     return frame
 
 
+def plot_sweep(
+    directory: str | Path,
+    kind: str = "technique",
+    *,
+    where: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    by: str | None = None,
+    baseline: tuple[str, Any] | None = None,
+    x: str | None = None,
+    size: str = "page",
+    output: str | Path | None = None,
+) -> Path:
+    """Draw a figure of a sweep's finished points, as ``accelsim plot`` does; the file
+    written (``output``, its format by its suffix; else ``directory/plots/<kind>.png``).
+
+    ``kind`` is ``technique``, ``speedup``, ``energy``, ``heatmap``, ``pareto`` or
+    ``scaling``; ``where`` keeps the points with these axis values (``{"techniques":
+    {"gradient_prediction": {}}}``, as the sweep file writes it, or
+    ``{"techniques": "gradient_prediction"}``); ``labels`` shows an axis or a value as
+    another text (``{"gradient_prediction": "ADA-GP", "array.rows": "array height"}``);
+    ``by``, ``baseline``, ``x`` and ``size`` (``page`` or ``column``) are the options of
+    the same names.
+
+    Raises:
+        InputError: for an unknown kind or size, options that choose no point or name
+            nothing (the message lists what they can be), or points the figure cannot
+            be drawn from.
+    """
+    from accelsim.report.figure import FigureSize
+    from accelsim.sweep.plot_options import PlotKind
+    from accelsim.sweep.plotting import plot_sweep as plot
+
+    kinds = {k.value: k for k in PlotKind}
+    sizes = {s.value: s for s in FigureSize}
+    if kind not in kinds:
+        raise InputError.single("kind", "", f"one of {', '.join(kinds)}", kind)
+    if size not in sizes:
+        raise InputError.single("size", "", f"one of {', '.join(sizes)}", size)
+    return plot(
+        Path(directory),
+        kinds[kind],
+        list((where or {}).items()),
+        labels,
+        by=by,
+        baseline=baseline,
+        x_key=x,
+        size=sizes[size],
+        output=None if output is None else Path(output),
+    )
+
+
 @dataclass(frozen=True)
 class RunTables:
     """A run directory read back (``accelsim run``'s files).

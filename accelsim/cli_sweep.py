@@ -152,7 +152,16 @@ def add_commands(sub: Subparsers) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="only the points with this axis value (repeatable)",
+        help="only the points with this axis value (repeatable); techniques as the sweep file"
+        " writes them ({gradient_prediction: {}}) or as labelled (gradient_prediction)",
+    )
+    plot.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=TEXT",
+        help="show an axis (array.rows) or a value (a model, a technique combination) as"
+        " TEXT (repeatable)",
     )
     plot.add_argument(
         "--by",
@@ -287,27 +296,28 @@ def _write_table(handle: Any, columns: list[str], cells: list[dict[str, Any]]) -
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from accelsim.report.figure import FigureSize
-    from accelsim.report.staging import staged_file
-    from accelsim.sweep.collect import collect, open_store
-    from accelsim.sweep.plot_options import PlotKind, output_path, parse_assignment, select
-    from accelsim.sweep.plots import Figure, draw
+    from accelsim.sweep.plot_options import PlotKind, output_path, parse_assignment
+    from accelsim.sweep.plotting import plot_sweep
+    from accelsim.sweep.relabel import parse_label
 
     kind = PlotKind(args.kind)
     path, fmt = output_path(args.directory, kind, args.output, args.format)
     _not_a_sweep_file(path, "--output")
-    with open_store(args.directory) as store:
-        meta = store.meta()
-    axes: list[str] = meta.get("axes", [])
-    _, rows = collect(args.directory)
     where = [parse_assignment(w, "--where") for w in args.where]
     baseline = None if args.baseline is None else parse_assignment(args.baseline, "--baseline")
-    chosen = select(rows, axes, where)
-    name = str(meta.get("name", args.directory.name))
-    figure = Figure(
-        kind, name, chosen, axes, where, baseline, args.x_key, args.by, FigureSize(args.size)
+    labels = dict(parse_label(text) for text in args.label)
+    plot_sweep(
+        args.directory,
+        kind,
+        where,
+        labels,
+        by=args.by,
+        baseline=baseline,
+        x_key=args.x_key,
+        size=FigureSize(args.size),
+        output=path,
+        fmt=fmt,
     )
-    with staged_file(path) as staged:
-        draw(figure, staged, fmt)
     with printing(path):
         print(f"wrote {display_path(path)}")
     return EXIT_OK

@@ -1,6 +1,6 @@
 """MkDocs hooks of the documentation site (``mkdocs.yml``), and the tutorial runner.
 
-Two parts of the site are made while it is built, never written by hand:
+The parts of the site below are made while it is built, never written by hand:
 
 * ``docs/reference/configuration.md`` holds the marker ``<!-- config-reference -->``,
   replaced by :func:`accelsim.config_reference`: every key of every input file,
@@ -10,15 +10,25 @@ Two parts of the site are made while it is built, never written by hand:
 * ``docs/getting-started.md`` is run: its titled YAML blocks are written to the
   files they name and its ``bash`` and ``python`` blocks run in order, in a fresh
   directory that has the bundled ``configs`` and ``workloads`` (as a checkout has).
-  A command that fails stops the build.  Each image the page shows as
-  ``figures/NAME`` is the file ``NAME`` names in that directory, so the figures
-  are those this run drew.
+  A command that fails stops the build.  ``docs/guides/figures.md`` is run the same
+  way, in a directory of its own.  Each image such a page shows as
+  ``figures/NAME`` (``../figures/NAME`` from a guide) is the file ``NAME`` names in
+  that directory, so the figures are those this run drew.
+* Each technique page's figure, ``techniques/figures/NAME.png``, is drawn from
+  ``techniques/data/NAME.csv`` (``scripts/technique_figures.py`` simulates and writes
+  both; drawing takes a second).
+
+The repository holds a copy of each of these figures under ``docs/``, so that the
+pages read as Markdown files show them too; ``python scripts/mkdocs_hooks.py``
+draws them all again into ``docs/``, and the site's build replaces each copy by the
+figure it draws.
 
 ``tests/docs/test_docs.py`` runs the tutorial the same way (``pytest -m docs``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -30,11 +40,15 @@ from typing import Any, NamedTuple
 import accelsim
 
 ROOT = Path(__file__).resolve().parents[1]
-TUTORIAL = ROOT / "docs" / "getting-started.md"
+DOCS = ROOT / "docs"
+TUTORIAL = DOCS / "getting-started.md"
+RUN_PAGES = (TUTORIAL, DOCS / "guides" / "figures.md")
+"""The pages run while the site builds, for the figures they show."""
+TECHNIQUE_DATA = DOCS / "techniques" / "data"
 CONFIG_MARKER = "<!-- config-reference -->"
 PROVENANCE_MARKER = re.compile(r"<!-- provenance: (\w+) -->")
 API_MARKER = "<!-- api-reference -->"
-FIGURE = re.compile(r"!\[[^\]]*\]\(figures/([^)\s]+)\)")
+FIGURE = re.compile(r"!\[[^\]]*\]\((?:\.\./)*figures/([^)\s]+)\)")
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 TITLE = re.compile(r'title="([^"]+)"')
 RUN_TIMEOUT_S = 120
@@ -141,24 +155,58 @@ def run_tutorial(
 
 
 def figures(page: Path = TUTORIAL) -> list[str]:
-    """The figures a page shows as ``figures/NAME``: the files the tutorial draws."""
+    """The figures a page shows as ``figures/NAME``: the files the page's run draws."""
     return FIGURE.findall(page.read_text(encoding="utf-8"))
 
 
+def drawn_figures(directory: Path) -> dict[str, bytes]:
+    """Every figure the site draws, by its path under ``docs/``: each run page's (run in
+    a directory of its own under ``directory``) and each technique page's.
+
+    Raises:
+        RuntimeError: a page shows a figure its run did not draw.
+    """
+    drawn: dict[str, bytes] = {}
+    for page in RUN_PAGES:
+        workdir = directory / page.stem
+        workdir.mkdir()
+        run_tutorial(workdir, page)
+        for name in figures(page):
+            if not (workdir / name).is_file():
+                raise RuntimeError(
+                    f"{page.name}: figures/{name} is shown but the page drew no {name}"
+                )
+            drawn[f"figures/{name}"] = (workdir / name).read_bytes()
+    draw = _technique_figures().draw
+    for data in sorted(TECHNIQUE_DATA.glob("*.csv")):
+        png = directory / f"{data.stem}.png"
+        draw(data, png)
+        drawn[f"techniques/figures/{data.stem}.png"] = png.read_bytes()
+    return drawn
+
+
+def _technique_figures() -> Any:
+    """``scripts/technique_figures.py`` as a module."""
+    spec = importlib.util.spec_from_file_location("technique_figures", ROOT / "scripts" /
+                                                  "technique_figures.py")  # fmt: skip
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def on_files(files: Any, config: Any) -> Any:
-    """Run the tutorial once and add the figures it drew to the site as ``figures/NAME``."""
+    """Draw every figure of :func:`drawn_figures` and put it in the site in place of the
+    repository's copy."""
     from mkdocs.structure.files import File
 
-    with tempfile.TemporaryDirectory(prefix="accelsim-tutorial-") as directory:
-        workdir = Path(directory)
-        run_tutorial(workdir)
-        for name in figures():
-            drawn = workdir / name
-            if not drawn.is_file():
-                raise RuntimeError(
-                    f"tutorial: figures/{name} is shown but the tutorial drew no {name}"
-                )
-            files.append(File.generated(config, f"figures/{name}", content=drawn.read_bytes()))
+    with tempfile.TemporaryDirectory(prefix="accelsim-figures-") as directory:
+        for path, content in drawn_figures(Path(directory)).items():
+            copy = files.get_file_from_path(path)
+            if copy is not None:
+                files.remove(copy)
+            files.append(File.generated(config, path, content=content))
     return files
 
 
@@ -187,3 +235,18 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, api_reference())
     return PROVENANCE_MARKER.sub(lambda m: accelsim.provenance_reference(m.group(1)), markdown)
+
+
+def main() -> int:
+    """Draw every figure of the site into ``docs/``: the repository's copies."""
+    with tempfile.TemporaryDirectory(prefix="accelsim-figures-") as directory:
+        for path, content in drawn_figures(Path(directory)).items():
+            target = DOCS / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            print(f"wrote docs/{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

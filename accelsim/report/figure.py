@@ -12,6 +12,7 @@ with the Agg canvas (no display, no global pyplot state).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -47,6 +48,29 @@ class FigureSize(str, Enum):
     def height_in(self, panels: int) -> float:
         """Height in inches of a figure of ``panels`` stacked panels of bars or lines."""
         return (0.9 + 1.5 * panels) if self is FigureSize.COLUMN else (1.2 + 2.0 * panels)
+
+    @property
+    def panel_in(self) -> float:
+        """Height in inches of the plotting area of one panel of a grouped bar figure
+        (its tick labels, titles and legend come on top: the figure grows to fit them)."""
+        return 1.1 if self is FigureSize.COLUMN else 1.5
+
+    @property
+    def row_bars(self) -> int:
+        """Bars one panel of a grouped bar figure holds; past that its groups are split
+        over more panels, one under the other."""
+        return 24 if self is FigureSize.COLUMN else 48
+
+    @property
+    def row_groups(self) -> int:
+        """Groups one panel of a grouped bar figure holds (each tick label clear of the
+        next, upright); past that its groups are split over more panels."""
+        return 12 if self is FigureSize.COLUMN else 28
+
+    @property
+    def label_chars(self) -> int:
+        """Characters of a legend entry or a tick label per line before it wraps."""
+        return 30 if self is FigureSize.COLUMN else 48
 
 
 FORMATS = ("png", "pdf", "svg")
@@ -117,6 +141,49 @@ def new_figure(size: FigureSize, height_in: float) -> Figure:
     fig = Figure(figsize=(size.width_in, height_in), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def fit_height(fig: Figure, axes: Sequence[Axes], panel_in: float) -> None:
+    """Make ``fig`` as high as its decorations (titles, tick labels, legends) need with
+    each of ``axes`` ``panel_in`` inches high: laid out once at a height that holds
+    them all, then cut to what the axes leave (constrained layout keeps the
+    decorations' size, so it never collapses an axes)."""
+    generous = len(axes) * (panel_in + 2.0) + 4.0
+    fig.set_figheight(generous)
+    fig.draw_without_rendering()
+    plotted = sum(ax.get_position().height for ax in axes) * generous
+    fig.set_figheight(generous - plotted + len(axes) * panel_in)
+
+
+def text_width(fig: Figure, text: str) -> float:
+    """Width in ``fig``'s pixels of one line of ``text`` at the tick labels' font size."""
+    from matplotlib import rcParams
+    from matplotlib.font_manager import FontProperties
+
+    font = FontProperties(size=rcParams["xtick.labelsize"])
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    width, _, _ = renderer.get_text_width_height_descent(text, font, ismath=False)
+    return float(width)
+
+
+_BREAK = re.compile(r"(?<=[ +,/])")
+
+
+def wrap(text: str, chars: int) -> str:
+    """``text`` in lines of at most ``chars`` characters where it can be: broken after a
+    space, ``+``, ``,`` or ``/``, and inside a longer name after a ``_`` (names such as
+    ``gradient_prediction+optimizer_fusion`` have no spaces to break at)."""
+    pieces = []
+    for piece in _BREAK.split(text):
+        pieces += re.split(r"(?<=_)", piece) if len(piece.rstrip()) > chars else [piece]
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        if line and len(line) + len(piece.rstrip()) > chars:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    return "\n".join([*lines, line.rstrip()])
 
 
 def energy_colour(component: str) -> str:

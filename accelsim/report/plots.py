@@ -32,9 +32,12 @@ from accelsim.report.means import geometric_mean, saving_mean
 
 
 def csv_rows(csv_path: Path) -> list[dict[str, str]]:
-    """The rows of a result CSV file, each a dict by column."""
+    """The rows of a result CSV file, each a dict by column (lines starting with ``#``
+    before the header, comments saying how the file was made, skipped)."""
     with csv_path.open(encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+        lines = list(handle)
+    start = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    return list(csv.DictReader(lines[start:]))
 
 
 def warm_up() -> None:

@@ -41,7 +41,11 @@ def axis_title(key: str) -> str:
 
 
 def value_text(value: Any) -> str:
-    """An axis value as a tick label: ``64`` for 64.0, ``ideal`` for an infinite bandwidth."""
+    """An axis value as a tick label: ``64`` for 64.0, ``ideal`` for an infinite bandwidth,
+    a techniques section by its techniques' names (``gradient_prediction+optimizer_fusion``,
+    ``none``)."""
+    if isinstance(value, dict):
+        return "+".join(map(str, value)) or "none"
     if value == ".inf" or value == float("inf"):
         return "ideal"
     if isinstance(value, float):

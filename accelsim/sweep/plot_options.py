@@ -13,7 +13,7 @@ from typing import Any
 from accelsim.config.loader import parse_value
 from accelsim.errors import InputError
 from accelsim.report.figure import FORMATS
-from accelsim.sweep.labels import Row
+from accelsim.sweep.labels import Row, value_text
 
 
 class PlotKind(str, Enum):
@@ -77,20 +77,46 @@ def same_value(a: Any, b: Any) -> bool:
     return a == b or str(a) == str(b)
 
 
+def matches(key: str, a: Any, b: Any) -> bool:
+    """Whether a row's value ``a`` of axis ``key`` is the filter's ``b``; for the
+    ``techniques`` axis, the same techniques, whether ``b`` is written as the sweep
+    file writes a section (``{gradient_prediction: {}, optimizer_fusion: {}}``, ``{}``
+    for none) or as the column's label (``gradient_prediction+optimizer_fusion``, in
+    any order; ``none``)."""
+    if key != "techniques":
+        return same_value(a, b)
+    return _technique_names(a) == _technique_names(b)
+
+
+def _technique_names(value: Any) -> frozenset[str]:
+    """The techniques a ``techniques`` value names: a section's keys, or a label's
+    ``+``-joined names."""
+    if isinstance(value, dict):
+        return frozenset(map(str, value))
+    text = "" if value is None else str(value)
+    return frozenset(text.split("+")) - {"", "none"}
+
+
 def select(rows: Sequence[Row], axes: Sequence[str], where: Sequence[tuple[str, Any]]) -> list[Row]:
-    """The successful rows matching every ``where`` pair.
+    """The successful rows matching every ``where`` pair (:func:`matches`).
 
     Raises:
-        InputError: for a ``where`` key that is not an axis, or no row left.
+        InputError: for a ``where`` key that is not an axis, or no row left: the first
+            filter no finished point matches with the values its axis takes, else the
+            filters together.
     """
     for key, value in where:
         if key not in axes:
             raise InputError.single("--where", key, f"not an axis; axes: {', '.join(axes)}", value)
-    chosen = [
-        r
-        for r in rows
-        if r.get("status") == "ok" and all(same_value(r.get(k), v) for k, v in where)
-    ]
+    finished = [r for r in rows if r.get("status") == "ok"]
+    for key, value in where:
+        if not any(matches(key, r.get(key), value) for r in finished):
+            values = ", ".join(dict.fromkeys(value_text(r.get(key)) for r in finished))
+            raise InputError.single(
+                "--where", key, f"no finished point has this value; it takes: {values}", value
+            )
+    chosen = [r for r in finished if all(matches(k, r.get(k), v) for k, v in where)]
     if not chosen:
-        raise InputError.single("--where", "", "no finished point matches", dict(where))
+        together = " them all" if len(where) > 1 else ""
+        raise InputError.single("--where", "", f"no finished point matches{together}", dict(where))
     return chosen

@@ -167,16 +167,17 @@ def plot_technique(fig: Figure) -> Any:
     panels = [_panel(fig.rows, layout, "speedup", "speedup (x)", "speedup_bound")]
     if all(r.get("energy_reduction") is not None for r in fig.rows):
         panels.append(_panel(fig.rows, layout, "energy_reduction", "energy saving (%)"))
-    bars.check_bars(
-        fig.kind.value,
-        (len(layout.grouping.groups) + 1) * len(layout.grouping.names),
-        fig.size,
-        fig.varying(),
-    )
+    _check(fig, layout)
     what = "the technique's whole-training speedup" + (
         " and energy saving" if len(panels) == 2 else ""
     )
     return bars.draw_panels(layout.grouping, panels, fig.size, fig.title(what))
+
+
+def _check(fig: Figure, layout: _Layout) -> None:
+    """Refuse more bars than :func:`bars.check_rows` lets the figure hold."""
+    groups, names = layout.grouping.groups, layout.grouping.names
+    bars.check_rows(fig.kind.value, len(groups) + 1, len(names), fig.size, fig.varying())
 
 
 def _panel(
@@ -228,12 +229,7 @@ def plot_speedup(fig: Figure) -> Any:
                 values[layout.of(r)] = _ms(match) / _ms(r)
         panel = bars.Panel("speedup (x)", values, {}, geometric_mean, 1.0)
         what = f"{_step(fig.rows)} speedup over {axis_title(key)} = {value_text(value)}"
-    bars.check_bars(
-        fig.kind.value,
-        (len(layout.grouping.groups) + 1) * len(layout.grouping.names),
-        fig.size,
-        fig.varying(),
-    )
+    _check(fig, layout)
     return bars.draw_panels(layout.grouping, [panel], fig.size, fig.title(what))
 
 

@@ -258,3 +258,42 @@ def test_pareto_numbers_sit_inside_the_axes_clear_of_each_other(sweep: Path) -> 
         for i, box in enumerate(boxes):
             assert frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1), size
             assert not any(box.overlaps(other) for other in boxes[i + 1 :]), size
+
+
+def test_plot_labels_and_filters_from_the_command_line(
+    sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--label`` renames a model and an axis in the drawn text; a ``--where`` value no
+    point has exits 2 with the values the axis takes."""
+    svg = tmp_path / "t.svg"
+    args = ["plot", str(sweep), "--kind", "technique", "--where", "array.rows=32"]
+    labels = ["--label", "mlp=MLP", "--label", "dram.bandwidth_bytes_per_cycle=DRAM B/cycle"]
+    assert cli.main([*args, *labels, "--output", str(svg)]) == 0
+    texts = svg_text(svg)
+    assert {"MLP", "alexnet", "DRAM B/cycle"} <= set(texts)
+    assert "mlp" not in texts
+    capsys.readouterr()
+    assert cli.main(["plot", str(sweep), "--kind", "technique", "--where", "array.rows=48"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "--where: array.rows: no finished point has this value; it takes: 16, 32 (got 48)"
+    )
+
+
+def test_plot_sweep_draws_from_python_as_the_command_does(sweep: Path, tmp_path: Path) -> None:
+    import accelsim
+
+    svg = accelsim.plot_sweep(
+        sweep,
+        "technique",
+        where={"array.rows": 32},
+        labels={"alexnet": "AlexNet"},
+        size="column",
+        output=tmp_path / "api.svg",
+    )
+    assert svg == tmp_path / "api.svg"
+    assert {"AlexNet", "mlp", "speedup bound"} <= set(svg_text(svg))
+    with pytest.raises(InputError) as caught:
+        accelsim.plot_sweep(sweep, "bars")
+    assert str(caught.value) == (
+        "kind: one of speedup, technique, energy, heatmap, pareto, scaling (got 'bars')"
+    )
