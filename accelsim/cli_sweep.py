@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from accelsim.config.files import display_path
 from accelsim.errors import InputError, OutputError
 from accelsim.resources import bundled_path
+from accelsim.units import plural
 
 if TYPE_CHECKING:
     from accelsim.sweep import SweepPlan
@@ -247,7 +248,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"failed: {failure}", file=sys.stderr)
     with printing(report.directory):
         print(
-            f"{plan.name}: {report.points} points, {report.skipped} already stored, "
+            f"{plan.name}: {report.points} {plural(report.points, 'point')},"
+            f" {report.skipped} already stored, "
             f"{report.ran} run ({report.failed} failed) in {report.seconds:.1f} s "
             f"({executor.description})"
         )
@@ -275,7 +277,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     with staged_file(args.csv) as staged, staged.open("w", newline="", encoding="utf-8") as handle:
         _write_table(handle, columns, cells)
     with printing(args.csv):
-        print(f"wrote {display_path(args.csv)}: {len(rows)} points, {len(columns)} columns")
+        points, count = len(rows), len(columns)
+        print(
+            f"wrote {display_path(args.csv)}: {points} {plural(points, 'point')},"
+            f" {count} {plural(count, 'column')}"
+        )
     return EXIT_OK
 
 

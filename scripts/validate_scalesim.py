@@ -51,6 +51,7 @@ from tqdm import tqdm
 
 from accelsim import InputError, read_topology
 from accelsim import TopologyLayer as Layer
+from accelsim.units import plural
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = ROOT / ".scalesim-venv"
@@ -699,8 +700,10 @@ class Outcome:
         )
         text = (
             f"SUMMARY {self.hw.label()} [{', '.join(self.topologies)}]: "
-            f"{len(self.comparisons)} layers compared, {checked} quantities checked, "
-            f"{self.mismatches} mismatches in {self.failed_layers} layers; "
+            f"{len(self.comparisons)} {plural(len(self.comparisons), 'layer')} compared, "
+            f"{checked} {plural(checked, 'quantity', 'quantities')} checked, "
+            f"{self.mismatches} {plural(self.mismatches, 'mismatch', 'mismatches')} in "
+            f"{self.failed_layers} {plural(self.failed_layers, 'layer')}; "
             f"DRAM reads compared for {dram}/{dram_all} operands (the rest do not fit; "
             f"{nofit_diff} of those differ, reported only)"
         )
@@ -708,7 +711,8 @@ class Outcome:
             user_diff = self.count(lambda q: q.name.startswith("user_dram") and not q.equal)
             stalled = sum(1 for c in self.comparisons if c.get("user_stall_cycles").scalesim)
             text += (
-                f"; USER mode: {user_diff} DRAM read counts differ, {stalled} layers stall "
+                f"; USER mode: {user_diff} DRAM read {plural(user_diff, 'count')} differ,"
+                f" {stalled} {plural(stalled, 'layer')} stall "
                 "(reported only, scale-sim-v3 #130)"
             )
         return (
@@ -1092,7 +1096,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             total = sum(o.mismatches for o in outcomes)
             compared = sum(len(o.comparisons) for o in outcomes)
             print(
-                f"SWEEP: {len(outcomes)} runs, {compared} layers compared, {total} mismatches"
+                f"SWEEP: {len(outcomes)} {plural(len(outcomes), 'run')},"
+                f" {compared} {plural(compared, 'layer')} compared,"
+                f" {total} {plural(total, 'mismatch', 'mismatches')}"
                 + (
                     f" ({skipped} layer runs over --max-cycles {args.max_cycles} left out)"
                     if skipped
