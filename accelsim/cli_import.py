@@ -40,7 +40,12 @@ def add_command(sub: Any) -> None:
     imp.add_argument(
         "--tokens", action="store_true", help="a module's input is token ids (integers)"
     )
-    imp.add_argument("--name", default=None, help="workload name (default: file or class name)")
+    imp.add_argument(
+        "--name",
+        default=None,
+        help="workload name (default: the ONNX file's name without .onnx or .onnx.gz, or the"
+        " factory's name: resnet18 for torchvision.models:resnet18)",
+    )
     imp.add_argument(
         "--unsupported",
         choices=("error", "vector"),
