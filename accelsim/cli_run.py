@@ -90,7 +90,8 @@ def slow_progress(name: str) -> Iterator[Callable[[str], None]]:
     """A progress bar on stderr for one run, from the first stage that starts after
     :data:`PROGRESS_DELAY_S`: each call of the function yielded starts a stage (a
     simulation, a file, a figure), counted and named, with the time elapsed.  A
-    quicker run prints nothing and never imports tqdm."""
+    quicker run, or one whose stderr is no terminal (a log: a bar redraws itself with
+    carriage returns), prints nothing and never imports tqdm."""
     started = time.monotonic()
     count = 0
     bar: Any = None
@@ -99,7 +100,7 @@ def slow_progress(name: str) -> Iterator[Callable[[str], None]]:
         nonlocal count, bar
         count += 1
         if bar is None:
-            if time.monotonic() - started < PROGRESS_DELAY_S:
+            if time.monotonic() - started < PROGRESS_DELAY_S or not sys.stderr.isatty():
                 return
             from tqdm import tqdm
 
@@ -180,7 +181,13 @@ def cmd_suite(args: argparse.Namespace) -> int:
         rows = []
         with (
             staged_directory(target, args.force) as staging,
-            tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
+            tqdm(
+                total=len(entries),
+                desc="suite",
+                unit="model",
+                file=sys.stderr,
+                disable=not sys.stderr.isatty(),  # no carriage returns in a log
+            ) as bar,
         ):
             for entry, model_inputs in zip(entries, inputs, strict=True):
                 bar.set_postfix_str(entry.name)

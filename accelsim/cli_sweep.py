@@ -222,12 +222,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         executor = PoolExecutor(min(args.jobs, todo))
     failures: list[str] = []
+    finished = 0
     with (
         executor,
-        tqdm(total=todo, desc=plan.name, unit="pt", file=sys.stderr, dynamic_ncols=True) as bar,
+        tqdm(
+            total=todo,
+            desc=plan.name,
+            unit="pt",
+            file=sys.stderr,
+            dynamic_ncols=True,
+            disable=not sys.stderr.isatty(),  # no carriage returns in a log
+        ) as bar,
     ):
 
         def on_point(outcome: Any) -> None:
+            nonlocal finished
+            finished += 1
             if outcome.status != "ok":
                 failures.append(f"{outcome.task.label}: {outcome.error}")
             bar.update(1)
@@ -238,7 +248,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             bar.close()
             directory = sweep_directory(args.out, plan.name)
             print(
-                f"accelsim: {exc}; points finished so far: {bar.n}, stored in"
+                f"accelsim: {exc}; points finished so far: {finished}, stored in"
                 f" {display_path(directory)}/: start workers and rerun the same command"
                 " to resume",
                 file=sys.stderr,
