@@ -51,7 +51,6 @@ from tqdm import tqdm
 
 from accelsim import InputError, read_topology
 from accelsim import TopologyLayer as Layer
-from accelsim.units import plural
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = ROOT / ".scalesim-venv"
@@ -128,6 +127,13 @@ CONV_HEADER = (
     "Channels, Num Filter, Strides,\n"
 )
 GEMM_HEADER = "Layer, M, N, K,\n"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``noun`` for one, else ``many`` (``noun`` with an ``s`` unless given)."""
+    if count == 1:
+        return noun
+    return noun + "s" if many is None else many
 
 
 class HarnessError(Exception):

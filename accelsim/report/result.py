@@ -48,7 +48,7 @@ def design_knobs(hw: HardwareSpec, batch_size: int) -> DesignKnobs:
     own keys first among the other keys."""
     dram = hw.dram
     values = design_values(hw)
-    own = {design_key(f"dram.{key}"): None for key in dram.parameters()}
+    own = [design_key(f"dram.{key}") for key in dram.parameters()]
     others = {k: v for k, v in values.items() if k not in NAMED_DESIGN_KEYS}
     return DesignKnobs(
         rows=hw.array.rows,
