@@ -129,13 +129,6 @@ CONV_HEADER = (
 GEMM_HEADER = "Layer, M, N, K,\n"
 
 
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``noun`` for one, else ``many`` (``noun`` with an ``s`` unless given)."""
-    if count == 1:
-        return noun
-    return noun + "s" if many is None else many
-
-
 class HarnessError(Exception):
     """A usage, input or SCALE-Sim run problem (exit status 2)."""
 
@@ -706,10 +699,8 @@ class Outcome:
         )
         text = (
             f"SUMMARY {self.hw.label()} [{', '.join(self.topologies)}]: "
-            f"{len(self.comparisons)} {plural(len(self.comparisons), 'layer')} compared, "
-            f"{checked} {plural(checked, 'quantity', 'quantities')} checked, "
-            f"{self.mismatches} {plural(self.mismatches, 'mismatch', 'mismatches')} in "
-            f"{self.failed_layers} {plural(self.failed_layers, 'layer')}; "
+            f"{len(self.comparisons)} layers compared, {checked} quantities checked, "
+            f"{self.mismatches} mismatches in {self.failed_layers} layers; "
             f"DRAM reads compared for {dram}/{dram_all} operands (the rest do not fit; "
             f"{nofit_diff} of those differ, reported only)"
         )
@@ -717,8 +708,7 @@ class Outcome:
             user_diff = self.count(lambda q: q.name.startswith("user_dram") and not q.equal)
             stalled = sum(1 for c in self.comparisons if c.get("user_stall_cycles").scalesim)
             text += (
-                f"; USER mode: {user_diff} DRAM read {plural(user_diff, 'count')} differ,"
-                f" {stalled} {plural(stalled, 'layer')} stall "
+                f"; USER mode: {user_diff} DRAM read counts differ, {stalled} layers stall "
                 "(reported only, scale-sim-v3 #130)"
             )
         return (
@@ -1102,9 +1092,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             total = sum(o.mismatches for o in outcomes)
             compared = sum(len(o.comparisons) for o in outcomes)
             print(
-                f"SWEEP: {len(outcomes)} {plural(len(outcomes), 'run')},"
-                f" {compared} {plural(compared, 'layer')} compared,"
-                f" {total} {plural(total, 'mismatch', 'mismatches')}"
+                f"SWEEP: {len(outcomes)} runs, {compared} layers compared, {total} mismatches"
                 + (
                     f" ({skipped} layer runs over --max-cycles {args.max_cycles} left out)"
                     if skipped
