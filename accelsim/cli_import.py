@@ -12,6 +12,7 @@ from typing import Any
 
 from accelsim.cli_sweep import printing
 from accelsim.errors import WorkloadError
+from accelsim.units import plural
 
 FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """``package.module:callable``: a function (or class) returning an ``nn.Module``."""
@@ -39,7 +40,12 @@ def add_command(sub: Any) -> None:
     imp.add_argument(
         "--tokens", action="store_true", help="a module's input is token ids (integers)"
     )
-    imp.add_argument("--name", default=None, help="workload name (default: file or class name)")
+    imp.add_argument(
+        "--name",
+        default=None,
+        help="workload name (default: the ONNX file's name without .onnx or .onnx.gz, or the"
+        " factory's name: resnet18 for torchvision.models:resnet18)",
+    )
     imp.add_argument(
         "--unsupported",
         choices=("error", "vector"),
@@ -104,7 +110,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     stats = model_stats(result.workload, infer_shapes(result.workload, str(out)))
     with printing(out):
         print(
-            f"wrote {out}: {stats.layers} layers, {stats.params:,} parameters,"
+            f"wrote {out}: {stats.layers} {plural(stats.layers, 'layer')},"
+            f" {stats.params:,} {plural(stats.params, 'parameter')},"
             f" {stats.forward_macs:,} forward MACs per sample ({stats.input})"
         )
     return 0

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from accelsim import cli_sweep
 from accelsim.config.files import display_path
 from accelsim.errors import InputError
+from accelsim.units import plural
 
 if TYPE_CHECKING:
     from accelsim.config.hardware import HardwareSpec
@@ -89,7 +90,8 @@ def slow_progress(name: str) -> Iterator[Callable[[str], None]]:
     """A progress bar on stderr for one run, from the first stage that starts after
     :data:`PROGRESS_DELAY_S`: each call of the function yielded starts a stage (a
     simulation, a file, a figure), counted and named, with the time elapsed.  A
-    quicker run prints nothing and never imports tqdm."""
+    quicker run, or one whose stderr is no terminal (a log: a bar redraws itself with
+    carriage returns), prints nothing and never imports tqdm."""
     started = time.monotonic()
     count = 0
     bar: Any = None
@@ -98,7 +100,7 @@ def slow_progress(name: str) -> Iterator[Callable[[str], None]]:
         nonlocal count, bar
         count += 1
         if bar is None:
-            if time.monotonic() - started < PROGRESS_DELAY_S:
+            if time.monotonic() - started < PROGRESS_DELAY_S or not sys.stderr.isatty():
                 return
             from tqdm import tqdm
 
@@ -179,7 +181,13 @@ def cmd_suite(args: argparse.Namespace) -> int:
         rows = []
         with (
             staged_directory(target, args.force) as staging,
-            tqdm(total=len(entries), desc="suite", unit="model", file=sys.stderr) as bar,
+            tqdm(
+                total=len(entries),
+                desc="suite",
+                unit="model",
+                file=sys.stderr,
+                disable=not sys.stderr.isatty(),  # no carriage returns in a log
+            ) as bar,
         ):
             for entry, model_inputs in zip(entries, inputs, strict=True):
                 bar.set_postfix_str(entry.name)
@@ -339,19 +347,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _workload_line(path: Path) -> str:
+    """What ``accelsim check`` says of a valid workload file."""
+    from accelsim.lowering.infer import load_model
+
+    workload, _ = load_model(path)
+    layers = len(workload.layers)
+    return f"workload '{workload.name}', {layers} {plural(layers, 'layer')}"
+
+
 def _check_file(path: Path, max_points: int | None = None) -> str:
     from accelsim.config.loader import load_energy, load_hardware, read_yaml
     from accelsim.driver.inputs import load_inputs
-    from accelsim.lowering.infer import load_model
     from accelsim.workload.formats import reader_for
 
     if reader_for(path) is not None:
-        workload, _ = load_model(path)
-        return f"workload '{workload.name}', {len(workload.layers)} layers"
+        return _workload_line(path)
     data: dict[str, Any] = read_yaml(path)
     if "layers" in data:
-        workload, _ = load_model(path)
-        return f"workload '{workload.name}', {len(workload.layers)} layers"
+        return _workload_line(path)
     if "array" in data:
         return f"hardware '{load_hardware(path).name}'"
     if "mac_pj" in data:
@@ -361,13 +375,15 @@ def _check_file(path: Path, max_points: int | None = None) -> str:
         return f"run '{inputs.run.name}' with all referenced files"
     if "base" in data:
         plan = cli_sweep.check_sweep(path, max_points)
-        return f"sweep '{plan.name}', {len(plan.points)} points, each with all its files"
+        points = len(plan.points)
+        return f"sweep '{plan.name}', {points} {plural(points, 'point')}, each with all its files"
     if "models" in data:
         from accelsim.config.loader import load_suite
         from accelsim.driver.inputs import suite_models
 
         models = suite_models(path)
-        return f"suite '{load_suite(path).name}', {len(models)} models, each with its workload"
+        name, count = load_suite(path).name, len(models)
+        return f"suite '{name}', {count} {plural(count, 'model')}, each with its workload"
     raise InputError.single(
         display_path(path),
         "",

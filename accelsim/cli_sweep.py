@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from accelsim.config.files import display_path
 from accelsim.errors import InputError, OutputError
 from accelsim.resources import bundled_path
+from accelsim.units import plural
 
 if TYPE_CHECKING:
     from accelsim.sweep import SweepPlan
@@ -230,12 +231,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         executor = PoolExecutor(min(args.jobs, todo))
     failures: list[str] = []
+    finished = 0
     with (
         executor,
-        tqdm(total=todo, desc=plan.name, unit="pt", file=sys.stderr, dynamic_ncols=True) as bar,
+        tqdm(
+            total=todo,
+            desc=plan.name,
+            unit="pt",
+            file=sys.stderr,
+            dynamic_ncols=True,
+            disable=not sys.stderr.isatty(),  # no carriage returns in a log
+        ) as bar,
     ):
 
         def on_point(outcome: Any) -> None:
+            nonlocal finished
+            finished += 1
             if outcome.status != "ok":
                 failures.append(f"{outcome.task.label}: {outcome.error}")
             bar.update(1)
@@ -246,7 +257,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             bar.close()
             directory = sweep_directory(args.out, plan.name)
             print(
-                f"accelsim: {exc}; points finished so far: {bar.n}, stored in"
+                f"accelsim: {exc}; points finished so far: {finished}, stored in"
                 f" {display_path(directory)}/: start workers and rerun the same command"
                 " to resume",
                 file=sys.stderr,
@@ -256,7 +267,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"failed: {failure}", file=sys.stderr)
     with printing(report.directory):
         print(
-            f"{plan.name}: {report.points} points, {report.skipped} already stored, "
+            f"{plan.name}: {report.points} {plural(report.points, 'point')},"
+            f" {report.skipped} already stored, "
             f"{report.ran} run ({report.failed} failed) in {report.seconds:.1f} s "
             f"({executor.description})"
         )
@@ -284,7 +296,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     with staged_file(args.csv) as staged, staged.open("w", newline="", encoding="utf-8") as handle:
         _write_table(handle, columns, cells)
     with printing(args.csv):
-        print(f"wrote {display_path(args.csv)}: {len(rows)} points, {len(columns)} columns")
+        points, count = len(rows), len(columns)
+        print(
+            f"wrote {display_path(args.csv)}: {points} {plural(points, 'point')},"
+            f" {count} {plural(count, 'column')}"
+        )
     return EXIT_OK
 
 

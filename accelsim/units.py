@@ -33,3 +33,11 @@ def bytes_to_gb(n_bytes: float) -> float:
 def bytes_to_mb(n_bytes: float) -> float:
     """Convert bytes to decimal megabytes."""
     return n_bytes / 1e6
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``noun`` as ``count`` of it take it: itself for one, else ``many`` (``noun`` with
+    an ``s`` unless given): ``f"{n} {plural(n, 'step')}"`` is ``1 step``, ``2 steps``."""
+    if count == 1:
+        return noun
+    return noun + "s" if many is None else many

@@ -83,6 +83,12 @@ class ArraySpec(Spec):
         """Processing elements of all ``count`` arrays."""
         return self.rows * self.cols * self.count
 
+    @property
+    def label(self) -> str:
+        """``<rows>x<cols> <dataflow>``, after ``<count> x`` for more than one array."""
+        arrays = f"{self.count} x " if self.count > 1 else ""
+        return f"{arrays}{self.rows}x{self.cols} {self.dataflow.value}"
+
 
 class BufferSpec(Spec):
     """Per-operand on-chip SRAM of one processor, in KiB, each double-buffered.

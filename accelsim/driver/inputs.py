@@ -157,6 +157,15 @@ class InputCache:
         )
         return read.with_sets(routed)
 
+    def hardware(self, path: Path) -> HardwareSpec:
+        """The hardware file at ``path`` as it is, without any override, through this
+        cache (a point of a sweep sets its values beside it).
+
+        Raises:
+            ConfigError: when the file alone is not a valid hardware spec.
+        """
+        return self._once(("hardware", path, _key([])), lambda: self._hardware(path, []))
+
     def _bundled(self, path: Path) -> Path:
         """:func:`~accelsim.resources.bundled_path`, once per path."""
         found = self._paths.get(path)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from accelsim.report.means import geometric_mean, saving_mean
 from accelsim.report.summary import StepSummary
 from accelsim.report.training import BASE, TrainingReport
-from accelsim.units import bytes_to_gb, pj_to_mj
+from accelsim.units import bytes_to_gb, pj_to_mj, plural
 
 if TYPE_CHECKING:
     from accelsim.lowering.stats import ModelStats
@@ -199,11 +199,12 @@ def training_table(training: TrainingReport) -> str:
         (f"  {kind} step", f"{cost.cycles:,.0f} cycles ({cost.cycles / base:.3f} x base)")
         for kind, cost in training.steps.items()
     ]
-    if training.plan.epochs > 1 or training.plan.batches_per_epoch > 1:
+    epochs, steps = training.plan.epochs, training.plan.batches_per_epoch
+    if epochs > 1 or steps > 1:
         rows.append(
             (
                 "  training",
-                f"{training.plan.epochs:,} epochs of {training.plan.batches_per_epoch:,} steps",
+                f"{epochs:,} {plural(epochs, 'epoch')} of {steps:,} {plural(steps, 'step')}",
             )
         )
     for section in training.sections.values():

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from accelsim.config.design import design_key, design_values
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph.memo import per_graph
@@ -22,6 +23,7 @@ from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey,
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
 from accelsim.report.summary import (
+    NAMED_DESIGN_KEYS,
     PROVENANCE_KEY,
     SCHEMA_VERSION,
     DesignKnobs,
@@ -38,6 +40,33 @@ from accelsim.timing.machine import Machine
 from accelsim.timing.memory import traffic_bound
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
+
+
+def design_knobs(hw: HardwareSpec, batch_size: int) -> DesignKnobs:
+    """``summary.json``'s ``design`` for a step of ``batch_size`` on ``hw``: every design
+    key of the hardware (:func:`~accelsim.config.design.design_values`), the DRAM model's
+    own keys first among the other keys."""
+    dram = hw.dram
+    values = design_values(hw)
+    own = [design_key(f"dram.{key}") for key in dram.parameters()]
+    others = {k: v for k, v in values.items() if k not in NAMED_DESIGN_KEYS}
+    return DesignKnobs(
+        rows=hw.array.rows,
+        cols=hw.array.cols,
+        dataflow=hw.array.dataflow.value,
+        ifmap_kib=hw.buffers.ifmap_kib,
+        filter_kib=hw.buffers.filter_kib,
+        ofmap_kib=hw.buffers.ofmap_kib,
+        stash_kib=hw.buffers.stash_kib,
+        dram_bandwidth_bytes_per_cycle=dram.bandwidth_bytes_per_cycle,
+        dram_latency_cycles=dram.latency_cycles,
+        processors=hw.processors,
+        clock_mhz=hw.clock_mhz,
+        batch_size=batch_size,
+        dram_model=dram.model,
+        dram_channels=dram.channels,
+        other_keys={**{k: others[k] for k in own}, **others},
+    )
 
 
 @dataclass(frozen=True)
@@ -241,25 +270,8 @@ class RunResult:
             hardware=hw.name,
             batch_size=self.batch_size,
             processors=hw.processors,
-            array=(f"{hw.array.count} x " if hw.array.count > 1 else "")
-            + f"{hw.array.rows}x{hw.array.cols} {hw.array.dataflow.value}",
-            design=DesignKnobs(
-                rows=hw.array.rows,
-                cols=hw.array.cols,
-                dataflow=hw.array.dataflow.value,
-                ifmap_kib=hw.buffers.ifmap_kib,
-                filter_kib=hw.buffers.filter_kib,
-                ofmap_kib=hw.buffers.ofmap_kib,
-                stash_kib=hw.buffers.stash_kib,
-                dram_bandwidth_bytes_per_cycle=hw.dram.bandwidth_bytes_per_cycle,
-                dram_latency_cycles=hw.dram.latency_cycles,
-                processors=hw.processors,
-                clock_mhz=hw.clock_mhz,
-                batch_size=self.batch_size,
-                dram_model=hw.dram.model,
-                dram_channels=hw.dram.channels,
-                dram_parameters=hw.dram.parameters(),
-            ),
+            array=hw.array.label,
+            design=design_knobs(hw, self.batch_size),
             settings=self.settings,
             clock_mhz=hw.clock_mhz,
             total_cycles=self.total_cycles,

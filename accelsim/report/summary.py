@@ -36,8 +36,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
-# DRAM model, its channels and its own parameters joined ``design`` later, as keys a
-# reader of an older record takes at their defaults (fifo, one channel, none).
+# DRAM model, its channels and its own parameters joined ``design`` later, and then every
+# other hardware field, as keys a reader of an older record takes at their defaults
+# (fifo, one channel, none).
 SCHEMA_VERSION = 2
 
 _T = TypeVar("_T")
@@ -222,7 +223,10 @@ def _work_map(data: Mapping[str, Any], key: str) -> dict[str, WorkSummary]:
 
 
 _BANDWIDTH, _IDEAL = "dram_bandwidth_bytes_per_cycle", "dram_ideal"
-_MODEL, _CHANNELS, _PARAMETER = "dram_model", "dram_channels", "dram_"
+_MODEL, _CHANNELS, _OTHERS = "dram_model", "dram_channels", "other_keys"
+
+OtherValue = str | int | float | bool | None
+"""An other design key's value, as strict JSON holds it."""
 
 
 @dataclass(frozen=True)
@@ -234,9 +238,11 @@ class DesignKnobs:
     ``dram.sharing: per_processor``).  Ideal memory (``.inf`` bandwidth) is
     written as a ``null`` bandwidth and ``dram_ideal: true``, since strict JSON
     has no infinity; ``dram_ideal`` is false otherwise.  ``dram_model`` is the
-    ``dram.model`` (``fifo``, ``interleaved``, ...), ``dram_channels`` its channels,
-    and ``dram_parameters`` the keys the model adds (``dram.row_bytes``: written
-    ``dram_row_bytes``).
+    ``dram.model`` (``fifo``, ``interleaved``, ...) and ``dram_channels`` its channels.
+    ``other_keys`` are every other hardware field's design key
+    (:func:`~accelsim.config.design.design_values`: ``array_count``,
+    ``dram_arbitration``, ...), the DRAM model's own keys first (``dram.row_bytes``:
+    ``dram_row_bytes``), each written beside the fields above.
     """
 
     rows: int
@@ -253,13 +259,13 @@ class DesignKnobs:
     batch_size: int
     dram_model: str = "fifo"
     dram_channels: int = 1
-    dram_parameters: Mapping[str, int | float] = field(default_factory=dict)
+    other_keys: Mapping[str, OtherValue] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "dram_parameters":
-                data |= {_PARAMETER + k: v for k, v in self.dram_parameters.items()}
+            if f.name == _OTHERS:
+                data |= self.other_keys
                 continue
             data[f.name] = getattr(self, f.name)
             if f.name == _BANDWIDTH:
@@ -270,6 +276,8 @@ class DesignKnobs:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DesignKnobs:
+        """Read a ``design`` record back; a key an older record lacks is taken at its
+        default (fifo, one channel, no other keys)."""
         ideal = _check(data.get(_IDEAL, False), _IDEAL, bool)
         return cls(
             rows=_get(data, "rows", int),
@@ -286,22 +294,20 @@ class DesignKnobs:
             batch_size=_get(data, "batch_size", int),
             dram_model=_check(data.get(_MODEL, "fifo"), _MODEL, str),
             dram_channels=_check(data.get(_CHANNELS, 1), _CHANNELS, int),
-            dram_parameters={
-                k.removeprefix(_PARAMETER): _number(v, k)
-                for k, v in data.items()
-                if k.startswith(_PARAMETER) and k not in _DRAM_KEYS
-            },
+            other_keys={k: _scalar(v, k) for k, v in data.items() if k not in NAMED_DESIGN_KEYS},
         )
 
 
-_DRAM_KEYS = {_BANDWIDTH, _IDEAL, "dram_latency_cycles", _MODEL, _CHANNELS}
-"""The ``dram_`` keys of :class:`DesignKnobs` that are no model's parameter."""
+NAMED_DESIGN_KEYS = {f.name for f in fields(DesignKnobs)} | {_IDEAL}
+"""The keys of a ``design`` record that are not among its ``other_keys``."""
 
 
-def _number(value: Any, where: str) -> int | float:
-    """``value`` if it is an int or a float (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"summary: {where}: expected a number (got {value!r})")
+def _scalar(value: Any, where: str) -> OtherValue:
+    """``value`` if it is a JSON scalar (a string, number, bool or null)."""
+    if value is not None and not isinstance(value, str | int | float | bool):
+        raise ValueError(
+            f"summary: {where}: expected a string, number, bool or null (got {value!r})"
+        )
     return value
 
 

@@ -33,16 +33,21 @@ _SUFFIX_UNITS = (
     ("_bytes", "bytes"),
     ("_pj", "pJ"),
     ("_kib", "KiB"),
+    ("_gib", "GiB"),
     ("_mhz", "MHz"),
 )
+_WORD_BYTES = "word_bytes_"
 
 
 def column_unit(name: str) -> str:
     """The unit of a ``collect`` column: from :data:`COLUMN_UNITS`, else from its suffix
-    (``_cycles``, ``_bytes``, ``_bytes_per_cycle``, ``_pj``, ``_kib``, ``_mhz``), else
+    (``_cycles``, ``_bytes``, ``_bytes_per_cycle``, ``_pj``, ``_kib``, ``_gib``,
+    ``_mhz``), bytes per element for the word sizes (``word_bytes_weights``), else
     empty (names, counts, labels and axis values as the sweep file wrote them)."""
     if name in COLUMN_UNITS:
         return COLUMN_UNITS[name]
+    if name.startswith(_WORD_BYTES):
+        return "bytes per element"
     return next((unit for suffix, unit in _SUFFIX_UNITS if name.endswith(suffix)), "")
 
 

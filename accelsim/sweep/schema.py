@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelsim.config.design import design_columns
+
 STORE_NAME = "store.sqlite"
 POINTS_DIR = "points"
 OWNED_NAMES = (
@@ -31,7 +33,7 @@ OWNED_NAMES = (
 """Entries of a sweep directory that belong to the sweep (no command writes onto them)."""
 
 # (column, SQLite type): the design knobs (summary.json ``design``) then the metrics.
-KNOB_COLUMNS: tuple[tuple[str, str], ...] = (
+_NAMED_KNOBS: tuple[tuple[str, str], ...] = (
     ("workload", "TEXT"),
     ("hardware", "TEXT"),
     ("rows", "INTEGER"),
@@ -48,6 +50,13 @@ KNOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("batch_size", "INTEGER"),
     ("techniques", "TEXT"),
 )
+KNOB_COLUMNS = (
+    *_NAMED_KNOBS,
+    *((key, kind) for key, kind in design_columns() if key not in dict(_NAMED_KNOBS)),
+)
+"""The columns above, then every other design key of any hardware spec (each DRAM
+model's own keys included): a point's hardware fields are typed columns, whichever
+its sweep varies."""
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("total_cycles", "INTEGER"),
     ("seconds", "REAL"),

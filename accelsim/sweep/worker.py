@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from accelsim.driver.inputs import InputCache
+from accelsim.driver.inputs import InputCache, RunInputs
 from accelsim.driver.run import simulate_training
-from accelsim.errors import AccelsimError
+from accelsim.errors import AccelsimError, InputError
 from accelsim.provenance import version
 from accelsim.report.suite import suite_row
 from accelsim.report.training import TrainingResult
@@ -46,18 +46,18 @@ class PointOutcome:
     accelsim_version: str = ""
 
 
-def point_record(result: TrainingResult) -> dict[str, Any]:
-    """The flat record of one point: design knobs, the techniques (``+``-joined, in the
-    order they compose; ``none``) and the run's settings, then
-    :func:`~accelsim.report.suite.suite_row`'s numbers and the training report's
-    scalars."""
+def point_record(result: TrainingResult, hardware: str) -> dict[str, Any]:
+    """The flat record of one point: its workload and ``hardware`` label, design knobs,
+    the techniques (``+``-joined, in the order they compose; ``none``) and the run's
+    settings, then :func:`~accelsim.report.suite.suite_row`'s numbers and the training
+    report's scalars."""
     summary = result.base.step_summary()
     row = suite_row("", result)
     row.pop("model")
     row.pop("batch_size")
     return {
         "workload": summary.workload,
-        "hardware": summary.hardware,
+        "hardware": hardware,
         **summary.design.to_dict(),
         "techniques": row.pop("techniques", "none"),
         **{k: v for k, v in summary.settings.items() if k != "step"},
@@ -80,17 +80,31 @@ class _Loaded:
         return cls.inputs
 
 
+def hardware_label(inputs: RunInputs, cache: InputCache) -> str:
+    """The accelerator's name, followed by the point's array in parentheses when that is
+    not the array of the hardware file the name comes from (a sweep over ``array.rows``
+    keeps the file's name, ``default-128x128``, on a 32-row point)."""
+    hw = inputs.hardware
+    try:
+        own = cache.hardware(inputs.run_file.hardware_path).array.label
+    except InputError:  # the file alone is no hardware: its values need the overrides
+        own = None
+    return hw.name if own == hw.array.label else f"{hw.name} ({hw.array.label})"
+
+
 def run_point(task: PointTask) -> PointOutcome:
     """Simulate one point; a failure becomes a ``failed`` outcome, never an exception."""
     worker = f"{socket.gethostname()}:{os.getpid()}"
     started = time.perf_counter()
     try:
-        result = simulate_training(_Loaded.cache(task.plan).load(Path(task.base), task.overrides()))
+        cache = _Loaded.cache(task.plan)
+        inputs = cache.load(Path(task.base), task.overrides())
+        result = simulate_training(inputs)
         outcome = PointOutcome(
             task,
             "ok",
             None,
-            point_record(result),
+            point_record(result, hardware_label(inputs, cache)),
             json.dumps(result.summary(), indent=2, allow_nan=False) + "\n",
             tuple(result.base.layer_rows()) if task.layers else (),
         )

@@ -31,6 +31,7 @@ from typing import Any
 from accelsim.config.base import MAX_INT
 from accelsim.config.files import display_path, read_text
 from accelsim.errors import MAX_COUNT, Problem, WorkloadError
+from accelsim.units import plural
 
 CONV_COLUMNS = (
     "Layer name",
@@ -266,7 +267,8 @@ def topology_table(path: Path) -> dict[str, Any]:
     kinds = sorted({row.kind for row in rows})
     return {
         "name": path.stem,
-        "description": f"{len(rows)} rows of a SCALE-Sim topology, as training layers",
+        "description": f"{len(rows)} {plural(len(rows), 'row')} of a SCALE-Sim topology,"
+        " as training layers",
         "source": f"SCALE-Sim topology {name} ({' and '.join(kinds)} rows)",
         "input": source_input,
         "layers": layers,

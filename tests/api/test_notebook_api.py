@@ -55,6 +55,11 @@ def test_an_in_memory_sweep_with_bundled_paths_loads_as_a_dataframe(
     assert units["utilization"] == "fraction of peak MACs (0 to 1)"
     assert column_unit("energy_reduction").startswith("fraction (0.25 = 25 % saved")
     assert units["model"] == "" and units["array.rows"] == ""
+    assert (units["dram_capacity_gib"], units["word_bytes_weights"]) == (
+        "GiB",
+        "bytes per element",
+    )
+    assert frame["array_count"].tolist() == [1, 1]
 
 
 def test_a_sweep_mapping_reports_problems_against_its_own_name() -> None:

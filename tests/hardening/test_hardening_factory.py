@@ -94,4 +94,6 @@ def test_a_factory_in_the_working_directory_is_imported(
     monkeypatch.chdir(tmp_path)
     args = ["import", "tiny_factory:build", "--input-shape", "8", "--out", "w.yaml"]
     assert cli.main(args) == cli.EXIT_OK
-    assert "kind: linear, out_features: 4" in (tmp_path / "w.yaml").read_text()
+    written = (tmp_path / "w.yaml").read_text()
+    assert "kind: linear, out_features: 4" in written
+    assert "\nname: build\n" in written  # the factory's name, as --help says

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelsim.report.console import training_table
 from accelsim.report.training import (
     BASE,
     Section,
@@ -12,6 +13,7 @@ from accelsim.report.training import (
     TrainingPlan,
     TrainingReport,
 )
+from accelsim.units import plural
 
 
 def cost(cycles: float, bound: float, binding: str = "dram") -> StepCost:
@@ -77,3 +79,23 @@ def test_flat_rows_round_cycles_and_leave_internal_details_out() -> None:
     assert (row["steady_cycles_per_minibatch"], row["warmup_cycles"]) == (686_648, 2)
     assert (row["stages"], row["gain"]) == (2, 1.25)
     assert "mini_batches_simulated" not in row and "p.mini_batches_simulated" not in row
+
+
+@pytest.mark.parametrize(
+    ("epochs", "steps", "line"),
+    [(90, 1, "90 epochs of 1 step"), (1, 5, "1 epoch of 5 steps"), (2, 5, "2 epochs of 5 steps")],
+)
+def test_the_printed_training_counts_epochs_and_steps_in_number(
+    epochs: int, steps: int, line: str
+) -> None:
+    shares = tuple({"bp": 1.0, "gp": 0.0} for _ in range(epochs))
+    kinds = {BASE: cost(100, 80), "bp": cost(120, 90), "gp": cost(40, 30)}
+    plan = TrainingPlan(epochs, steps, shares)
+    table = training_table(TrainingReport.of(("a",), plan, kinds, [Section("a", {})]))
+    assert [row.split(None, 1)[1] for row in table.splitlines() if "training" in row] == [line]
+
+
+def test_plural_is_the_noun_for_one_and_its_plural_otherwise() -> None:
+    assert [plural(n, "step") for n in (0, 1, 2)] == ["steps", "step", "steps"]
+    assert plural(1, "mismatch", "mismatches") == "mismatch"
+    assert plural(3, "mismatch", "mismatches") == "mismatches"

@@ -67,6 +67,13 @@ def test_the_minimal_sweep_file_runs_and_collects(
         ("64", "os"),
         ("64", "ws"),
     ]
+    # The hardware file's name, and the point's array where it is not the file's.
+    assert [r["hardware"] for r in rows] == [
+        "scalesim-32x32",
+        "scalesim-32x32 (32x32 ws)",
+        "scalesim-32x32 (64x32 os)",
+        "scalesim-32x32 (64x32 ws)",
+    ]
     for row in rows:
         sets = [f"array.rows={row['array.rows']}", f"array.dataflow={row['array.dataflow']}"]
         expected = accelsim.simulate(SMOKE, sets).base.step_summary()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from accelsim.errors import Problem
 from accelsim.techniques.base import LoadContext
 from accelsim.techniques.pipelines.config import MAX_MINI_BATCHES, PipelineConfig
+from accelsim.units import plural
 
 
 def schedule_problems(
@@ -54,7 +55,7 @@ def schedule_problems(
             Problem(
                 source,
                 where("stages"),
-                f"more stages than the hardware's {processors} processors",
+                f"more stages than the hardware's {processors} {plural(processors, 'processor')}",
                 cfg.stages,
             )
         )

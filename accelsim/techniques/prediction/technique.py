@@ -84,7 +84,7 @@ from accelsim.techniques.prediction.predictor import (
 from accelsim.techniques.prediction.rewrite import PredictorRewrite
 from accelsim.techniques.prediction.shares import share_range
 from accelsim.techniques.provenance import Origin, bundled_trace_inputs, inputs
-from accelsim.units import kib_to_bytes
+from accelsim.units import kib_to_bytes, plural
 
 
 class GradientPrediction(
@@ -180,9 +180,10 @@ class GradientPrediction(
         if not any(fractions):
             warmup = self.config.schedule.warmup_epochs
             notes = (
-                f"no GP step runs: the {plan.epochs} epoch(s) trained are all BP (warm-up of"
-                f" {warmup} epochs, or the schedule never chose GP), so the speedup is the"
-                " predictor's overhead on BP steps; set training.epochs (the paper trains 90)",
+                f"no GP step runs: the {plan.epochs} {plural(plan.epochs, 'epoch')} trained"
+                f" {'is' if plan.epochs == 1 else 'are'} all BP (warm-up of {warmup}"
+                f" {plural(warmup, 'epoch')}, or the schedule never chose GP), so the speedup is"
+                " the predictor's overhead on BP steps; set training.epochs (the paper trains 90)",
             )
         use = {
             "bp": _predictor_use(bp, self.name, placement, base.total_cycles),

@@ -44,6 +44,7 @@ import numpy as np
 from accelsim.config.run import MAX_EPOCHS
 from accelsim.errors import ConfigError, Problem
 from accelsim.techniques.plan import cell, read_csv
+from accelsim.units import plural
 
 RECHECK = "recheck"
 """The step kind that computes and monitors every group."""
@@ -122,7 +123,7 @@ def read_statistics(
             source,
             where,
             f"no statistic for {layer} at epoch {epoch} ({len(missing)} missing; the run"
-            f" trains {epochs} epochs and every grouped layer needs each)",
+            f" trains {epochs} {plural(epochs, 'epoch')} and every grouped layer needs each)",
             str(path),
         )
     return {layer: [values[layer, e] for e in range(epochs)] for layer in layers}

@@ -1,0 +1,114 @@
+"""A hardware spec's design keys: every field a sweep can vary, as a flat record.
+
+``summary.json``'s ``design`` and a sweep store's design columns are these keys, so
+two points that differ in any hardware field differ in them.  The keys are made
+from the spec, not listed by hand: a field added to :class:`HardwareSpec` (or to a
+DRAM model's spec) is a key at once.
+
+A field's key is its path with ``_`` for ``.`` (``dram.channels`` is
+``dram_channels``, ``array.count`` is ``array_count``), except the names
+``summary.json`` has always used: the array's ``rows``, ``cols`` and ``dataflow`` and
+the buffers' sizes (``ifmap_kib``, ...) bare, like the top level's
+(``processors``, ``clock_mhz``).  ``name`` and ``description`` name a design and
+are no key of it.  Values are as JSON holds them: an enum's value, ``null`` where an
+optional field is unset, a non-finite number as its YAML spelling ``".inf"``.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Iterator
+from enum import Enum
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel
+
+from accelsim.config.hardware import HardwareSpec
+
+DesignValue = str | int | float | bool | None
+"""A design key's value, as strict JSON holds it."""
+
+_NOT_DESIGN = ("name", "description")
+_BARE_SECTIONS = ("", "buffers")
+_BARE_PATHS = ("array.rows", "array.cols", "array.dataflow")
+
+
+def design_key(path: str) -> str:
+    """The design key of the hardware field at dotted ``path``."""
+    section, _, name = path.rpartition(".")
+    if section in _BARE_SECTIONS or path in _BARE_PATHS:
+        return name
+    return path.replace(".", "_")
+
+
+def design_values(hw: HardwareSpec) -> dict[str, DesignValue]:
+    """Every design key of ``hw`` (its DRAM model's own keys included) and its value,
+    in the spec's order."""
+    return {design_key(path): _json_value(value) for path, value in _leaves(hw, "")}
+
+
+def design_columns() -> tuple[tuple[str, str], ...]:
+    """Every design key any hardware spec has (each DRAM model's own keys included),
+    in the spec's order, with the SQLite type of its column."""
+    found: dict[str, str] = {}
+    for path, annotation in _fields(HardwareSpec, ""):
+        found.setdefault(design_key(path), _sql_type(annotation))
+    return tuple(found.items())
+
+
+def _leaves(spec: BaseModel, prefix: str) -> Iterator[tuple[str, Any]]:
+    for name in type(spec).model_fields:
+        if not prefix and name in _NOT_DESIGN:
+            continue
+        value = getattr(spec, name)
+        if isinstance(value, BaseModel):
+            yield from _leaves(value, f"{prefix}{name}.")
+        else:
+            yield prefix + name, value
+
+
+def _fields(spec: type[BaseModel], prefix: str) -> Iterator[tuple[str, Any]]:
+    for name, info in spec.model_fields.items():
+        if not prefix and name in _NOT_DESIGN:
+            continue
+        models = _models(info.annotation)
+        if models:
+            for model in models:
+                yield from _fields(model, f"{prefix}{name}.")
+        else:
+            yield prefix + name, info.annotation
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The types a (possibly annotated, possibly union) annotation admits."""
+    if get_origin(annotation) is Annotated:
+        return _members(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return tuple(m for arg in get_args(annotation) for m in _members(arg))
+    return (annotation,)
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The specs a nested section's annotation admits (a DRAM model each); none for a
+    leaf."""
+    return [m for m in _members(annotation) if isinstance(m, type) and issubclass(m, BaseModel)]
+
+
+def _sql_type(annotation: Any) -> str:
+    kinds = {m for m in _members(annotation) if m is not type(None)}
+    if kinds == {int}:
+        return "INTEGER"
+    if kinds <= {int, float}:
+        return "REAL"
+    return "TEXT"
+
+
+def _json_value(value: Any) -> DesignValue:
+    if isinstance(value, Enum):
+        return str(value.value)
+    if value == math.inf:  # a bandwidth's ideal: no other field takes a non-finite number
+        return ".inf"
+    if value is None or isinstance(value, str | int | float):
+        return value
+    raise TypeError(f"hardware field of no design type: {value!r}")
