@@ -80,11 +80,13 @@ def candidates(value: Any, types_: list[Any]) -> list[Any]:
 
 def base_hardware(model: str) -> HardwareSpec:
     """The smoke run's hardware, its DRAM of ``model`` (with two channels where the model
-    may have them, so that a channel more or fewer stays the model)."""
+    may have them, so that a channel more or fewer stays the model) and a fixed cost of
+    8 cycles per op (a kernel's share of it, at most the whole, can then move alone)."""
     hw = accelsim.load_inputs(SMOKE).hardware
     channels = 1 if model == "fifo" else 2
     dram = {**hw.dram.model_dump(), "model": model, "channels": channels}
-    return HardwareSpec.model_validate({**hw.model_dump(), "dram": dram})
+    timing = {**hw.timing.model_dump(), "op_overhead_cycles": 8}
+    return HardwareSpec.model_validate({**hw.model_dump(), "dram": dram, "timing": timing})
 
 
 def changed(hw: HardwareSpec, path: str, types_: list[Any]) -> HardwareSpec | None:
