@@ -133,6 +133,16 @@ def group_lead(graph: OpGraph, group: Sequence[int]) -> int:
     return next((i for i in group if isinstance(graph.ops[i], GemmOp)), group[0])
 
 
+def kernels(graph: OpGraph) -> int:
+    """Kernels the graph launches: each tile group one, each other GEMM or vector op
+    one (a transfer or an all-reduce launches none)."""
+    grouped = {i for group in tile_groups(graph) for i in group}
+    alone = sum(
+        1 for op in graph.ops if isinstance(op, (GemmOp, VectorOp)) and op.op_id not in grouped
+    )
+    return alone + len(tile_groups(graph))
+
+
 def _tile_groups(graph: OpGraph) -> tuple[tuple[int, ...], ...]:
     parent: dict[int, int] = {}
 

@@ -18,6 +18,7 @@ import numpy as np
 from accelsim.config.design import design_key, design_values
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import EnergyBreakdown
+from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey, VectorOp
 from accelsim.provenance import git_commit, version
@@ -207,6 +208,11 @@ class RunResult:
             by = busy.setdefault(op.layer, {})
             by[phase.value] = by.get(phase.value, 0) + int(durations[op.op_id])
         return busy
+
+    def kernels(self) -> int:
+        """Kernels the step launches (:func:`~accelsim.graph.queries.kernels`: a tile
+        group is one)."""
+        return queries.kernels(self.graph)
 
     def utilization(self) -> float:
         """Main-array MACs over the peak MACs of every main-array PE (all ``array.count``
