@@ -132,3 +132,16 @@ class CompileMode(str, Enum):
 
     EAGER = "eager"
     FUSED = "fused"
+
+
+class AttentionKernels(str, Enum):
+    """How a compiled program (``lowering.compile: fused``) runs attention's core.
+
+    ``flash``: one flash-attention kernel per pass, its score tiles on chip
+    (:mod:`accelsim.lowering.flash_attention`); ``separate``: ``QK^T``, the softmax
+    chain and ``AV`` as kernels of their own with the scores through DRAM, as XLA
+    compiles attention written as separate operations (eager PyTorch attention).
+    """
+
+    FLASH = "flash"
+    SEPARATE = "separate"

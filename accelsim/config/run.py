@@ -25,6 +25,7 @@ from accelsim.config.base import (
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP as DEFAULT_CHUNKS_PER_OP
 from accelsim.config.enums import DEFAULT_GROUP_CYCLES as DEFAULT_GROUP_CYCLES
 from accelsim.config.enums import AssignmentPolicy as AssignmentPolicy
+from accelsim.config.enums import AttentionKernels as AttentionKernels
 from accelsim.config.enums import CompileMode as CompileMode
 from accelsim.config.enums import EngineKind as EngineKind
 from accelsim.config.enums import EpilogueFusion as EpilogueFusion
@@ -160,6 +161,15 @@ class LoweringSpec(Spec):
         " per pass whose score tiles stay on chip, fixed costs once per kernel"
         " (timing.kernel_overhead_cycles) and the rest of op_overhead_cycles once per"
         " program, a step).",
+    )
+    # Left out of dumps at its default, as compile is.
+    attention: Annotated[AttentionKernels, Field(strict=False)] = Field(
+        default=AttentionKernels.FLASH,
+        exclude_if=lambda v: v is AttentionKernels.FLASH,
+        description="Under compile fused, how attention's core runs: flash (one"
+        " flash-attention kernel per pass, the scores on chip) or separate (QK^T, the"
+        " softmax chain and AV as kernels of their own, the scores through DRAM, as XLA"
+        " compiles eager PyTorch attention). Eager runs ignore it.",
     )
 
 

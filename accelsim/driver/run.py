@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from accelsim.config.enums import CompileMode, EpilogueFusion, RunMode
+from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.energy.model import estimate_energy
@@ -83,8 +83,11 @@ class _Run:
         if batch not in self._lowered:
             inputs = self.inputs
             words, strided = inputs.hardware.word_bytes, inputs.run.lowering.strided_dx
-            fused = inputs.run.lowering.compile is CompileMode.FUSED
-            budget = AttentionBudget.of(inputs.hardware) if fused else None
+            lowering = inputs.run.lowering
+            flash = lowering.compile is CompileMode.FUSED and (
+                lowering.attention is AttentionKernels.FLASH
+            )
+            budget = AttentionBudget.of(inputs.hardware) if flash else None
             mode = inputs.run.mode
             self._lowered[batch] = _reused(
                 ("lowered", batch, words, strided, budget, mode),
@@ -300,6 +303,7 @@ def simulate_graph(
         settings["fuse_epilogues"] = fusion.value
     if compiled:
         settings["compile"] = run.lowering.compile.value
+        settings["attention"] = run.lowering.attention.value
     if run.mode is not RunMode.TRAINING:  # the same: a training step's summary is unchanged
         settings["mode"] = run.mode.value
     workload = inputs.workload

@@ -328,3 +328,21 @@ def test_rotary_grouped_query_attention_as_fused_kernels(tmp_path: Path) -> None
     assert not any(o.name == "attn.softmax.bwd" for o in graph.ops)
     simpy, compiled = results["simpy"].trace, results["compiled"].trace
     assert list(simpy.end_cycle) == list(compiled.end_cycle)
+
+
+def test_attention_as_separate_kernels(tmp_path: Path) -> None:
+    """``lowering.attention: separate``: QK^T with its mask and softmax (the chain fused
+    into the GEMM's output) is one kernel and AV another, so the probabilities (2 heads
+    x 256 x 256, 2 B each) go through DRAM between them: 8 forward kernels, one more
+    than with the flash kernel; the summary names the setting."""
+    result = step(tmp_path, "fused", True, "lowering.attention=separate")
+    assert forward_kernels(result.graph)[2:4] == [
+        ["attn.qk.fwd", "attn.mask.fwd", "attn.softmax.fwd"],
+        ["attn.av.fwd"],
+    ]
+    assert len(forward_kernels(result.graph)) == 8
+    # the softmax writes the probabilities; AV reads them and V (256 x 64 x 2 B)
+    assert dram(result, ["attn.softmax.fwd"]) == (0, 2 * 256 * 256 * 2)
+    assert dram(result, ["attn.av.fwd"])[0] == 2 * 256 * 256 * 2 + 256 * 64 * 2
+    summary = result.summary()
+    assert (summary["compile"], summary["attention"]) == ("fused", "separate")
