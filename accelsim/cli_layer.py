@@ -100,9 +100,7 @@ def _layer_topology(
     for row in rows:
         gemm = topology_gemm(row, phase, convention)
         if gemm not in simulated:
-            simulated[gemm] = simulate_layer(
-                hw, table, gemm, phase, convention, psums, overlap
-            )
+            simulated[gemm] = simulate_layer(hw, table, gemm, phase, convention, psums, overlap)
         records.append({"layer": row.name, **simulated[gemm]})
     with printing():
         if args.json:

@@ -245,8 +245,7 @@ def _add_layer(sub: Subparsers) -> None:
     layer.add_argument(
         "--convention",
         choices=[c.value for c in Convention],
-        help="timing convention: accelsim's (default), or SCALE-Sim 3.0.0's (exact compute"
-        " cycles)",
+        help="timing convention: accelsim's (default), or SCALE-Sim 3.0.0's (exact compute cycles)",
     )
     layer.add_argument(
         "--psums",

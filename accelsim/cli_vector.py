@@ -57,17 +57,22 @@ def calibrate_vector(args: argparse.Namespace, hw: HardwareSpec) -> int:
     reads_back(text, fitted)
     trig = result.values["sine_cosine_ops"]
     rows: dict[str, tuple[np.ndarray, VectorMeasurements]] = {
-        "fitted, closed form": (predict_us(features.subset(train), result.values), ops.subset(train)),
-        "fitted file, alone": (engine_vector_us(fitted, ops.subset(train), trig), ops.subset(train)),
+        "fitted, closed form": (
+            predict_us(features.subset(train), result.values),
+            ops.subset(train),
+        ),
+        "fitted file, alone": (
+            engine_vector_us(fitted, ops.subset(train), trig),
+            ops.subset(train),
+        ),
     }
     if len(held):
         rows["held out (other half)"] = (
-            engine_vector_us(fitted, ops.subset(held), trig), ops.subset(held)
+            engine_vector_us(fitted, ops.subset(held), trig),
+            ops.subset(held),
         )
     if args.folds:
-        folded = cross_validated_vector(
-            hw, features.subset(train), ops.subset(train), args.folds
-        )
+        folded = cross_validated_vector(hw, features.subset(train), ops.subset(train), args.folds)
         rows[f"held out, {args.folds}-fold"] = (folded, ops.subset(train))
     with staged_file(args.out, args.force) as path:
         write_verified(path, text)
@@ -118,8 +123,7 @@ def _error_table(rows: dict[str, tuple[np.ndarray, VectorMeasurements]]) -> str:
     labels = list(next(iter(errors.values())))
     head = f"{'MAPE %':<26}" + "".join(f"{label:>16}" for label in labels)
     body = [
-        f"{name:<26}"
-        + "".join(f"{f'{e[label][1]:.1f} ({e[label][0]})':>16}" for label in labels)
+        f"{name:<26}" + "".join(f"{f'{e[label][1]:.1f} ({e[label][0]})':>16}" for label in labels)
         for name, e in errors.items()
     ]
     return "\n".join([head, *body])

@@ -157,9 +157,7 @@ def _lone_gemm_costs(
     )
 
 
-def lone_op_cycles(
-    o: Orientated, overhead: int, read: float, write: float, lat: int
-) -> np.ndarray:
+def lone_op_cycles(o: Orientated, overhead: int, read: float, write: float, lat: int) -> np.ndarray:
     """Cycles of each GEMM (or vector op) alone (see the module docstring)."""
     compute = o.compute_cycles
     busy = np.maximum(compute + overhead, np.ceil((o.read_bytes + o.write_bytes) / read))

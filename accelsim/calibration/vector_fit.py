@@ -226,7 +226,9 @@ def engine_vector_us(hw: HardwareSpec, ops: VectorMeasurements, trig_ops: float)
     shape simulated once, sine and cosine at ``trig_ops`` (rounded) per element."""
     machine = machine_of(hw)
     timed: dict[tuple[str, int, int, int], float] = {}
-    rows = list(zip(ops.op.tolist(), ops.d0.tolist(), ops.d1.tolist(), ops.d2.tolist(), strict=True))
+    rows = list(
+        zip(ops.op.tolist(), ops.d0.tolist(), ops.d1.tolist(), ops.d2.tolist(), strict=True)
+    )
     for row in rows:
         if row in timed:
             continue

@@ -209,7 +209,9 @@ def _read_file(
             latency = _latency(row["latency_us"])
             if latency is None:
                 problems.append(
-                    Problem(name, f"{where}: latency_us", "not a positive number", row["latency_us"])
+                    Problem(
+                        name, f"{where}: latency_us", "not a positive number", row["latency_us"]
+                    )
                 )
             if len(problems) == found and latency is not None:
                 rows.append((op, dims[0], dims[1], dims[2], latency))

@@ -20,11 +20,17 @@ from pydantic import BaseModel, BeforeValidator, PlainSerializer, ValidationErro
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.run import LoweringSpec, TimingSpec
 from accelsim.errors import ConfigError, InputError, Problem
 
-SECTIONS: dict[str, type[BaseModel]] = {"timing": TimingSpec, "lowering": LoweringSpec}
-"""The run file's sections a calibrated file may record settings of."""
+
+def sections() -> dict[str, type[BaseModel]]:
+    """The run file's sections a calibrated file may record settings of (imported
+    only for a file that records some: ``accelsim layer`` loads no run spec)."""
+    from accelsim.config.run import LoweringSpec, TimingSpec
+
+    return {"timing": TimingSpec, "lowering": LoweringSpec}
+
+
 FIELD = "calibrated_under"
 
 
@@ -57,11 +63,12 @@ def flat(record: Pairs) -> dict[str, Any]:
 
 def record_problem(key: str, value: Any) -> str | None:
     """What is wrong with recording ``key: value`` (None: nothing): a key that is not a
-    setting of :data:`SECTIONS`, or a value that setting refuses."""
+    setting of :func:`sections`, or a value that setting refuses."""
     section, _, name = key.partition(".")
-    spec = SECTIONS.get(section)
+    known_sections = sections()
+    spec = known_sections.get(section)
     if spec is None or name not in spec.model_fields:
-        known = [f"{s}.{f}" for s, model in SECTIONS.items() for f in model.model_fields]
+        known = [f"{s}.{f}" for s, model in known_sections.items() for f in model.model_fields]
         return f"not a run setting of timing or lowering (known: {', '.join(known)})"
     try:
         spec.model_validate({name: value})
@@ -74,7 +81,7 @@ def canonical(key: str, value: Any) -> Any:
     """``value`` of the run setting ``key`` as its section holds it (an enum for its
     name, a number for its text as YAML gives it)."""
     section, _, name = key.partition(".")
-    return getattr(SECTIONS[section].model_validate({name: value}), name)
+    return getattr(sections()[section].model_validate({name: value}), name)
 
 
 def shown(value: Any) -> str:
@@ -103,7 +110,7 @@ def flag_value(
             f"{FIELD}.{key}",
             f"the file was calibrated with {key}: {shown(recorded)}; {flag} asks for"
             " another value (use the file as it was fitted, or another hardware file)",
-            shown(asked),
+            asked,
         )
     return recorded
 
@@ -137,7 +144,7 @@ def run_problems(
                     path,
                     f"{source} was calibrated with {key}: {shown(recorded)} (its {FIELD});"
                     " leave it unset, or use another hardware file",
-                    shown(actual),
+                    getattr(actual, "value", actual),
                 )
             )
         else:

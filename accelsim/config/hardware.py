@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
