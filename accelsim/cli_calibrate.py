@@ -152,7 +152,7 @@ def _header(args: argparse.Namespace, gemms: int, result: Fit) -> str:
     return yaml_comment(
         [
             f"{display_path(args.hardware)} calibrated by accelsim calibrate on {gemms}"
-            f" GEMMs of {display_path(args.measurements)},",
+            f" GEMMs of {display_path(args.measurements)}",
             f"training MAPE {result.training_mape:.1f} % (the fit's closed form); fitted:",
             *(f"  {k} = {v:.6g}" for k, v in result.values.items()),
         ]

@@ -15,13 +15,11 @@ import numpy as np
 from accelsim.calibration.vector_fit import (
     NAMES,
     VectorFit,
+    calibrate_vector_unit,
     cross_validated_vector,
     engine_vector_us,
-    fit_vector,
     predict_us,
     vector_class_errors,
-    vector_features,
-    vector_hardware,
 )
 from accelsim.calibration.vector_ops import VectorMeasurements, read_vector_measurements
 from accelsim.cli_sweep import printing
@@ -50,21 +48,14 @@ def calibrate_vector(args: argparse.Namespace, hw: HardwareSpec) -> int:
     held = train[:0]
     if args.half is not None:
         train, held = ops.half(args.half)
-    features = vector_features(hw, ops)
-    result = fit_vector(hw, features.subset(train), ops.subset(train))
-    fitted = vector_hardware(hw, result.values)
-    text = _header(args, hw, ops, len(train), result) + dump_yaml(fitted.model_dump(mode="json"))
+    done = calibrate_vector_unit(hw, ops.subset(train))
+    result, fitted = done.fit, done.fitted
+    text = _header(args, ops, len(train), result) + dump_yaml(fitted.model_dump(mode="json"))
     reads_back(text, fitted)
     trig = result.values["sine_cosine_ops"]
     rows: dict[str, tuple[np.ndarray, VectorMeasurements]] = {
-        "fitted, closed form": (
-            predict_us(features.subset(train), result.values),
-            ops.subset(train),
-        ),
-        "fitted file, alone": (
-            engine_vector_us(fitted, ops.subset(train), trig),
-            ops.subset(train),
-        ),
+        "fitted, closed form": (predict_us(done.features, result.values), done.ops),
+        "fitted file, alone": (engine_vector_us(fitted, done.ops, trig), done.ops),
     }
     if len(held):
         rows["held out (other half)"] = (
@@ -72,8 +63,7 @@ def calibrate_vector(args: argparse.Namespace, hw: HardwareSpec) -> int:
             ops.subset(held),
         )
     if args.folds:
-        folded = cross_validated_vector(hw, features.subset(train), ops.subset(train), args.folds)
-        rows[f"held out, {args.folds}-fold"] = (folded, ops.subset(train))
+        rows[f"held out, {args.folds}-fold"] = (cross_validated_vector(done, args.folds), done.ops)
     with staged_file(args.out, args.force) as path:
         write_verified(path, text)
     with printing(args.out):
@@ -90,9 +80,7 @@ def calibrate_vector(args: argparse.Namespace, hw: HardwareSpec) -> int:
     return EXIT_OK
 
 
-def _header(
-    args: argparse.Namespace, hw: HardwareSpec, ops: VectorMeasurements, fitted: int, fit: VectorFit
-) -> str:
+def _header(args: argparse.Namespace, ops: VectorMeasurements, fitted: int, fit: VectorFit) -> str:
     """The hardware file's own leading comment, then this fit's record."""
     half = "" if args.half is None else f" (a random half of each op's rows, seed {args.half})"
     return yaml_comment(

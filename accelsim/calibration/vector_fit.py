@@ -160,11 +160,30 @@ def fit_vector(hw: HardwareSpec, f: VectorFeatures, ops: VectorMeasurements) -> 
     return VectorFit(box, values(best.x), best.value, sum(m.evaluations for m in found))
 
 
-def cross_validated_vector(
-    hw: HardwareSpec, f: VectorFeatures, ops: VectorMeasurements, folds: int, seed: int = 0
-) -> np.ndarray:
-    """Each op's latency (us, the closed form) as predicted by a fit on the other
-    ``folds - 1`` of ``folds`` random folds (``seed``)."""
+@dataclass(frozen=True)
+class VectorCalibration:
+    """A vector fit and what it was made from: the file and the ops fitted, the ops
+    costed once, the fitted file."""
+
+    hardware: HardwareSpec
+    ops: VectorMeasurements
+    features: VectorFeatures
+    fit: VectorFit
+    fitted: HardwareSpec
+
+
+def calibrate_vector_unit(hw: HardwareSpec, ops: VectorMeasurements) -> VectorCalibration:
+    """Fit the vector unit of ``hw`` (its fixed cost and stream, and the measured sine
+    and cosine's operations per element) to ``ops``, each measured alone."""
+    features = vector_features(hw, ops)
+    result = fit_vector(hw, features, ops)
+    return VectorCalibration(hw, ops, features, result, vector_hardware(hw, result.values))
+
+
+def cross_validated_vector(calibration: VectorCalibration, folds: int, seed: int = 0) -> np.ndarray:
+    """Each op of ``calibration`` with its latency (us, the closed form) as predicted
+    by the same fit on the other ``folds - 1`` of ``folds`` random folds (``seed``)."""
+    hw, ops, f = calibration.hardware, calibration.ops, calibration.features
     order = np.random.default_rng(seed).permutation(len(ops))
     predicted = np.zeros(len(ops))
     for held in np.array_split(order, folds):
