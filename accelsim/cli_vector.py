@@ -40,14 +40,18 @@ def calibrate_vector(args: argparse.Namespace, hw: HardwareSpec) -> int:
         option = "--fit" if args.fit else "--range"
         raise InputError.single("calibrate", option, "only for GEMMs: a vector fit fits all three")
     ops = read_vector_measurements(args.measurements)
-    if args.folds and not MIN_FOLDS <= args.folds <= min(MAX_FOLDS, len(ops)):
-        raise InputError.single(
-            "calibrate", "--folds", f"must be {MIN_FOLDS} to {min(MAX_FOLDS, len(ops))}", args.folds
-        )
     train = np.arange(len(ops))
     held = train[:0]
     if args.half is not None:
         train, held = ops.half(args.half)
+    most = min(MAX_FOLDS, len(train))
+    if args.folds and not MIN_FOLDS <= args.folds <= most:
+        raise InputError.single(
+            "calibrate",
+            "--folds",
+            f"must be {MIN_FOLDS} to {most} (each fold is one more fit; {len(train)} ops fitted)",
+            args.folds,
+        )
     done = calibrate_vector_unit(hw, ops.subset(train))
     result, fitted = done.fit, done.fitted
     text = _header(args, ops, len(train), result) + dump_yaml(fitted.model_dump(mode="json"))

@@ -151,6 +151,14 @@ def test_calibrate_fits_a_directory_of_vector_ops(tmp_path, capsys) -> None:
         .err.strip()
         .endswith("calibrate: --fit: only for GEMMs: a vector fit fits all three")
     )
+    assert main([*args, "--half", "0", "--folds", "31"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "calibrate: --folds: must be 2 to 20 (each fold is one more fit; 30 ops fitted) (got 31)"
+        )
+    )
     assert main([*args, "--half", "0"]) == 0
     printed = capsys.readouterr().out
     assert "on 30 of 60 vector ops" in printed
