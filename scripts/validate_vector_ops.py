@@ -74,11 +74,11 @@ def _per_op(r: VectorResult) -> str:
     least 1e5 elements."""
     ratio = r.after / r.held.latency_us - 1
     large = r.held.d0 * r.held.d1 * r.held.d2 >= 1e5
-    parts = [
-        f"{op} {np.abs(ratio[mine]).mean() * 100:.0f} ({ratio[mine & large].mean() * 100:+.0f})"
-        for op in dict.fromkeys(r.held.op.tolist())
-        if (mine := r.held.op == op).any() and (mine & large).any()
-    ]
+    parts = []
+    for op in dict.fromkeys(r.held.op.tolist()):
+        mine = r.held.op == op
+        signed = f"{ratio[mine & large].mean() * 100:+.0f}" if (mine & large).any() else "-"
+        parts.append(f"{op} {np.abs(ratio[mine]).mean() * 100:.0f} ({signed})")
     return (
         f"- {r.name}, held out, per op: MAPE % (signed mean error % at 1e5 elements and"
         " more): " + ", ".join(parts) + "."
@@ -136,12 +136,13 @@ def section(results: list[VectorResult], seed: int) -> list[str]:
         ),
         "",
         *(_per_op(r) for r in results),
-        "- Every class but sine and cosine runs at the stream rate once large (on v6e"
-        " 1.4 TB/s of bytes read and written, 86 % of the HBM's 1.64 TB/s; on v4 about"
-        " 1.0 TB/s of 1.2): exponential, tanh, the logistic and rsqrt cost no more than"
-        " a negation, so the layers' operation counts for them (3 to 8 per element) never"
-        " bind at 4,096 lanes. Sine and cosine run about 5 (v6e) and 12 (v4) times slower"
-        " than the stream (on the lanes: range reduction and a polynomial).",
+        "- Large element-wise and transcendental ops (but sine and cosine) and most data"
+        " movement run at one stream rate (on v6e 1.4 TB/s of bytes read and written, 86 %"
+        " of the HBM's 1.64 TB/s; on v4 about 1.0 TB/s of 1.2): exponential, tanh, the"
+        " logistic and rsqrt cost no more than a negation, so the layers' operation counts"
+        " for them (3 to 8 per element) never bind at 4,096 lanes. Sine and cosine run"
+        " about 5 (v6e) and 12 (v4) times slower than the stream (on the lanes: range"
+        " reduction and a polynomial).",
         "- On v6e reduce is the fastest op on small shapes (0.57 us at the median of its"
         " shapes below 1,000 elements, against 0.92 to 1.10 us for every other op but"
         " batch-norm training), and broadcast's fastest is 0.43 us: one fixed cost per op,"
@@ -149,9 +150,10 @@ def section(results: list[VectorResult], seed: int) -> list[str]:
         " errors above).",
         "- Batch-norm training (a layer normalisation over the last dimension) runs as"
         " several kernels on the chip (about 1.8 us on v6e and 3.9 us on v4 at the median"
-        " below 1,000 elements, two to four times another op's), and reads its input more"
-        " than once; here it is one op with one fixed cost reading its input once, so"
-        " it is underpriced.",
+        " below 1,000 elements, two to four times another op's), and its large shapes"
+        " take longer than one pass over their bytes at the stream rate; here it is one"
+        " op with one fixed cost and one pass, so it is underpriced (the signed errors"
+        " above).",
         "- Reshape is a copy here; on both chips some large reshapes are relayouts far"
         " slower than a copy (up to 8,425 us on v6e), which the model does not know.",
         "",
