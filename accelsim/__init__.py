@@ -38,7 +38,11 @@ Also public, for the scripts in ``scripts/``:
   :func:`calibrate` (``accelsim calibrate``'s fit, as a :class:`Calibration`),
   :func:`cross_validated` (each GEMM predicted by a fit on the other folds),
   :func:`gemm_latencies_us` (GEMMs timed as ``accelsim layer`` times them),
-  :func:`mape_by_size` (MAPE overall and per size class).
+  :func:`mape_by_size` (MAPE overall and per size class); for the vector unit,
+  :func:`read_vector_measurements` (measured lone vector ops),
+  :func:`calibrate_vector_unit` (its fit, as a :class:`VectorCalibration`),
+  :func:`cross_validated_vector`, :func:`vector_latencies_us` (ops timed alone by
+  the engine's arithmetic) and :func:`vector_mape_by_class` (MAPE per op class).
 * documentation: :func:`config_reference` (every key of every input file, with its
   type, unit, default, bounds and description, as Markdown) and
   :func:`provenance_reference` (where each default of a technique comes from).
@@ -69,6 +73,14 @@ if TYPE_CHECKING:
     from accelsim.calibration.fit import class_errors as mape_by_size
     from accelsim.calibration.measurements import read_measurements
     from accelsim.calibration.model import engine_us as gemm_latencies_us
+    from accelsim.calibration.vector_fit import (
+        VectorCalibration,
+        calibrate_vector_unit,
+        cross_validated_vector,
+    )
+    from accelsim.calibration.vector_fit import engine_vector_us as vector_latencies_us
+    from accelsim.calibration.vector_fit import vector_class_errors as vector_mape_by_class
+    from accelsim.calibration.vector_ops import read_vector_measurements
     from accelsim.config.base import Convention
     from accelsim.config.loader import load_energy, parse_sets, read_yaml
     from accelsim.driver.bench import EngineTiming, benchmark_engines
@@ -123,6 +135,12 @@ _MODULES = {
     ),
     "accelsim.calibration.fit": ("Calibration", "calibrate", "cross_validated"),
     "accelsim.calibration.measurements": ("read_measurements",),
+    "accelsim.calibration.vector_fit": (
+        "VectorCalibration",
+        "calibrate_vector_unit",
+        "cross_validated_vector",
+    ),
+    "accelsim.calibration.vector_ops": ("read_vector_measurements",),
     "accelsim.config.base": ("Convention",),
     "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
     "accelsim.driver.bench": ("EngineTiming", "benchmark_engines"),
@@ -166,6 +184,8 @@ _RENAMED = {
     "export_onnx": ("accelsim.importer.torch_source", "onnx_bytes"),
     "mape_by_size": ("accelsim.calibration.fit", "class_errors"),
     "gemm_latencies_us": ("accelsim.calibration.model", "engine_us"),
+    "vector_latencies_us": ("accelsim.calibration.vector_fit", "engine_vector_us"),
+    "vector_mape_by_class": ("accelsim.calibration.vector_fit", "vector_class_errors"),
 }
 _LAZY = {
     **{name: (module, name) for module, names in _MODULES.items() for name in names},
@@ -210,13 +230,16 @@ __all__ = [
     "TopologyLayer",
     "TrainingReport",
     "TrainingResult",
+    "VectorCalibration",
     "WorkloadError",
     "__version__",
     "benchmark_dropout_folds",
     "benchmark_engines",
     "calibrate",
+    "calibrate_vector_unit",
     "config_reference",
     "cross_validated",
+    "cross_validated_vector",
     "export_onnx",
     "gemm_latencies_us",
     "geometric_mean",
@@ -237,6 +260,7 @@ __all__ = [
     "provenance_reference",
     "read_measurements",
     "read_topology",
+    "read_vector_measurements",
     "read_yaml",
     "resolved_config",
     "run_sweep",
@@ -250,6 +274,8 @@ __all__ = [
     "suite_inputs",
     "suite_row",
     "topology_gemm",
+    "vector_latencies_us",
+    "vector_mape_by_class",
     "write_csv",
     "write_dropout_distribution",
     "write_run",

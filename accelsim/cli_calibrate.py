@@ -23,6 +23,7 @@ from accelsim.calibration.fit import (
 from accelsim.calibration.measurements import Measurements, read_measurements
 from accelsim.calibration.model import compute_bound_us, engine_us, predict_us
 from accelsim.cli_sweep import printing
+from accelsim.config.calibrated import Pairs, timing_flags
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
@@ -90,22 +91,31 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     check_file(args.out, args.force)
     hw = load_hardware(args.hardware, parse_sets(args.sets))
+    _, psums, overlap = timing_flags(
+        hw.calibrated_settings, display_path(args.hardware), None, args.psums, args.fold_overlap
+    )
+    if args.measurements.is_dir():
+        from accelsim.cli_vector import calibrate_vector  # only for vector ops
+
+        return calibrate_vector(args, hw)
+    if args.half is not None:
+        raise InputError.single("calibrate", "--half", "only for a directory of vector ops")
     gemms = read_measurements(args.measurements, hw.array.precision.value)
-    psums = PsumPolicy(args.psums)
     names = _fit_names(args.fit)
     if args.folds:
         check_folds(args.folds, gemms, "calibrate")
     done = calibrate(
-        hw, gemms, fold_overlap=args.fold_overlap, psums=psums, names=names,
-        ranges=_ranges(args.ranges),
-    )  # fmt: skip
-    result, fitted, features = done.fit, done.fitted, done.features
-    text = _header(args, len(gemms), psums, result) + dump_yaml(fitted.model_dump(mode="json"))
+        hw, gemms, fold_overlap=overlap, psums=psums, names=names, ranges=_ranges(args.ranges)
+    )
+    result, features = done.fit, done.features
+    fitted = done.fitted.model_copy(update={"calibrated_under": settings_record(overlap, psums)})
+    header = _header(args, len(gemms), result)
+    text = header + dump_yaml(fitted.model_dump(mode="json"))
     reads_back(text, fitted)
     rows = {
         "file, closed form": predict_us(features, physical(hw, {})),
         "fitted, closed form": predict_us(features, physical(hw, result.values)),
-        "fitted file, accelsim layer": engine_us(fitted, gemms, args.fold_overlap, psums),
+        "fitted file, accelsim layer": engine_us(fitted, gemms, overlap, psums),
     }
     if args.folds:
         rows[f"held out, {args.folds}-fold"] = cross_validated(done, args.folds)
@@ -130,23 +140,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _header(args: argparse.Namespace, gemms: int, psums: PsumPolicy, result: Fit) -> str:
-    """The fitted file's comment: what was fitted, on what, and how to use it."""
+def settings_record(overlap: bool, psums: PsumPolicy) -> Pairs:
+    """The run settings a fit priced its measurements under (the fitted file's
+    ``calibrated_under``)."""
+    return (("timing", (("fold_overlap", overlap), ("psums", psums.value))),)
+
+
+def _header(args: argparse.Namespace, gemms: int, result: Fit) -> str:
+    """The fitted file's comment: what was fitted, on what (the run settings it was
+    fitted under are the file's ``calibrated_under``)."""
     return yaml_comment(
         [
             f"{display_path(args.hardware)} calibrated by accelsim calibrate on {gemms}"
             f" GEMMs of {display_path(args.measurements)}",
-            f"(fold overlap {'on' if args.fold_overlap else 'off'}, psums {psums.value}),"
-            f" training MAPE {result.training_mape:.1f} % (the fit's closed form); fitted:",
+            f"training MAPE {result.training_mape:.1f} % (the fit's closed form); fitted:",
             *(f"  {k} = {v:.6g}" for k, v in result.values.items()),
-            *(
-                ["Use it with fold overlap (accelsim layer --fold-overlap; a run's"
-                 " timing.fold_overlap: true), as it was fitted."]
-                if args.fold_overlap
-                else []
-            ),
         ]
-    )  # fmt: skip
+    )
 
 
 def _fit_table(hw: HardwareSpec, result: Fit) -> str:

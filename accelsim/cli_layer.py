@@ -13,6 +13,7 @@ from typing import Any
 
 from accelsim.cli_sweep import printing
 from accelsim.config.base import Convention
+from accelsim.config.calibrated import timing_flags
 from accelsim.config.energy import EnergyTable
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.files import display_path
@@ -46,16 +47,18 @@ def cmd_layer(args: argparse.Namespace) -> int:
     table = load_energy(args.energy)
     check_table(table, hw, display_path(args.energy))
     phase = Phase(args.phase)
-    convention = Convention(args.convention)
-    psums = PsumPolicy(args.psums)
-    if args.fold_overlap and convention is Convention.SCALESIM:
+    convention, psums, overlap = timing_flags(
+        hw.calibrated_settings, display_path(args.hardware), args.convention, args.psums,
+        args.fold_overlap,
+    )  # fmt: skip
+    if overlap and convention is Convention.SCALESIM:
         raise InputError.single(
             "--fold-overlap",
             "",
             "needs --convention accelsim (SCALE-Sim 3.0.0 runs every fold's fill and drain)",
         )
     if args.topology:
-        return _layer_topology(args, hw, table, phase, convention, psums)
+        return _layer_topology(args, hw, table, phase, convention, psums, overlap)
     if args.gemm:
         m, n, k = args.gemm
         gemm = gemm_for(m, n, k, phase)
@@ -69,7 +72,7 @@ def cmd_layer(args: argparse.Namespace) -> int:
     problems = gemm_problems(gemm, "--gemm" if args.gemm else "--conv")
     if problems:
         raise InputError(problems)
-    record = simulate_layer(hw, table, gemm, phase, convention, psums, args.fold_overlap)
+    record = simulate_layer(hw, table, gemm, phase, convention, psums, overlap)
     with printing():
         if args.json:
             print(json.dumps(record, indent=2))
@@ -87,6 +90,7 @@ def _layer_topology(
     phase: Phase,
     convention: Convention,
     psums: PsumPolicy,
+    overlap: bool,
 ) -> int:
     """``accelsim layer --topology``: every row of a SCALE-Sim topology file (its rows'
     MACs checked as it is read), each distinct GEMM simulated once."""
@@ -96,9 +100,7 @@ def _layer_topology(
     for row in rows:
         gemm = topology_gemm(row, phase, convention)
         if gemm not in simulated:
-            simulated[gemm] = simulate_layer(
-                hw, table, gemm, phase, convention, psums, args.fold_overlap
-            )
+            simulated[gemm] = simulate_layer(hw, table, gemm, phase, convention, psums, overlap)
         records.append({"layer": row.name, **simulated[gemm]})
     with printing():
         if args.json:

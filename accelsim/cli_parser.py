@@ -128,6 +128,8 @@ EXAMPLES = {
         " --hardware configs/hardware/tpu_v6e.yaml --out fitted.yaml --fold-overlap",
         "accelsim calibrate my_gemms.csv --hardware configs/hardware/default.yaml"
         " --out fitted.yaml --fit op_overhead_us,array_efficiency",
+        "accelsim calibrate configs/validation/silicon/vector_ops/tpu_v6e"
+        " --hardware configs/hardware/tpu_v6e_calibrated.yaml --out fitted.yaml --half 0",
     ],
     "layer": [
         "accelsim layer --hardware configs/hardware/scalesim.yaml"
@@ -243,19 +245,18 @@ def _add_layer(sub: Subparsers) -> None:
     layer.add_argument(
         "--convention",
         choices=[c.value for c in Convention],
-        default=Convention.ACCELSIM.value,
-        help="timing convention: accelsim's, or SCALE-Sim 3.0.0's (exact compute cycles)",
+        help="timing convention: accelsim's (default), or SCALE-Sim 3.0.0's (exact compute cycles)",
     )
     layer.add_argument(
         "--psums",
         choices=[p.value for p in PsumPolicy],
-        default=PsumPolicy.CHUNK.value,
-        help="ws/is partial sums: chunk the stream so they fit, or spill",
+        help="ws/is partial sums: chunk the stream so they fit (default), or spill",
     )
     layer.add_argument(
         "--fold-overlap",
-        action="store_true",
-        help="pipeline the folds: fill and drain once per layer (accelsim convention only)",
+        action=argparse.BooleanOptionalAction,
+        help="pipeline the folds: fill and drain once per layer (accelsim convention only;"
+        " default: off, or as the hardware file was calibrated)",
     )
     layer.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -269,7 +270,8 @@ def _add_calibrate(sub: Subparsers) -> None:
     cal.add_argument(
         "measurements",
         type=Path,
-        help="CSV with columns M,N,K,dtype,latency_us (C = A[MxK].B[KxN])",
+        help="CSV with columns M,N,K,dtype,latency_us (C = A[MxK].B[KxN]), or a directory"
+        " of measured vector ops, one <op>_dataset.csv each (columns d0,d1,d2,latency_us)",
     )
     cal.add_argument("--hardware", type=bundled_path, required=True, help="hardware YAML to fit")
     cal.add_argument("--out", type=Path, required=True, help="the fitted hardware YAML to write")
@@ -294,11 +296,21 @@ def _add_calibrate(sub: Subparsers) -> None:
     )
     cal.add_argument(
         "--fold-overlap",
-        action="store_true",
-        help="fit with the folds pipelined (then use the file with --fold-overlap)",
+        action=argparse.BooleanOptionalAction,
+        help="fit with the folds pipelined (default: off, or as the hardware file was"
+        " calibrated); the fitted file records it",
     )
     cal.add_argument(
-        "--psums", choices=[p.value for p in PsumPolicy], default=PsumPolicy.CHUNK.value
+        "--psums",
+        choices=[p.value for p in PsumPolicy],
+        help="partial sums: chunk (default) or spill; the fitted file records it",
+    )
+    cal.add_argument(
+        "--half",
+        type=int,
+        metavar="SEED",
+        help="vector ops only: fit on a random half of each op's rows (seed SEED) and"
+        " print the other half's held-out error",
     )
     cal.add_argument(
         "--folds",

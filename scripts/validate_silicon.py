@@ -1,5 +1,5 @@
 """Accuracy of accelsim's lone-GEMM timing against measured TPU latencies:
-docs/validation-silicon.md.
+docs/validation-silicon.md (its vector ops by ``scripts/validate_vector_ops.py``).
 
 For each chip (the bundled presets ``tpu_v6e.yaml`` and ``tpu_v4.yaml``, against the
 training halves of SCALE-Sim's published measurements in
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import validate_vector_ops as vector_ops  # beside this script: on the path when it runs
 
 from accelsim import (
     calibrate,
@@ -392,9 +393,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/validation-silicon.md"))
     args = parser.parse_args(argv)
     results = [run_chip(*chip, args.halvings, args.seed) for chip in CHIPS]
+    vectors = [
+        vector_ops.run_chip(r.name, data.removesuffix("_gemm_train.csv"), r.fitted, args.seed)
+        for r, (_, _, data) in zip(results, CHIPS, strict=True)
+    ]
     figure = args.out.with_suffix(".png")
     scatter(results, figure)
-    args.out.write_text(page(results, args.halvings, args.seed, figure.name))
+    timing = "Time to regenerate the vector ops: " + ", ".join(
+        f"{r.name} {r.seconds:.0f} s" for r in vectors
+    )
+    text = page(results, args.halvings, args.seed, figure.name)
+    args.out.write_text(
+        "\n".join([text, *vector_ops.section(vectors, args.seed), timing + ".", ""])
+    )
     print(args.out.read_text())
     return 0
 

@@ -157,8 +157,8 @@ def _lone_gemm_costs(
     )
 
 
-def _cycles(o: Orientated, overhead: int, read: float, write: float, lat: int) -> np.ndarray:
-    """Cycles of each GEMM alone (see the module docstring)."""
+def lone_op_cycles(o: Orientated, overhead: int, read: float, write: float, lat: int) -> np.ndarray:
+    """Cycles of each GEMM (or vector op) alone (see the module docstring)."""
     compute = o.compute_cycles
     busy = np.maximum(compute + overhead, np.ceil((o.read_bytes + o.write_bytes) / read))
     # past 2^53 cycles the group count no longer changes, and int64 ends at 2^63
@@ -195,11 +195,11 @@ def predict_us(features: GemmFeatures, p: Physical) -> np.ndarray:
     read = p.read_gb_s * 1e3 / p.clock_mhz  # GB/s over MHz: bytes per cycle
     write = p.write_gb_s * 1e3 / p.clock_mhz
     lat = features.latency_cycles
-    cycles = _cycles(features.given, overhead, read, write, lat)
+    cycles = lone_op_cycles(features.given, overhead, read, write, lat)
     t = features.transposed
     if t is not None:
         flip = _first_order(t, read, write) < _first_order(features.given, read, write)
-        cycles = np.where(flip, _cycles(t, overhead, read, write, lat), cycles)
+        cycles = np.where(flip, lone_op_cycles(t, overhead, read, write, lat), cycles)
     us: np.ndarray = cycles / p.clock_mhz
     return us
 

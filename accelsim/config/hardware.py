@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
@@ -29,6 +29,7 @@ from accelsim.config.base import (
     RuleViolation,
     Spec,
 )
+from accelsim.config.calibrated import CalibratedUnder, flat, record_problem
 from accelsim.config.dram import DramModelSpec
 from accelsim.units import kib_to_bytes
 
@@ -149,6 +150,23 @@ class VectorUnitSpec(Spec):
         " ceil(gemm_output_ops x M x N / lanes) cycles longer, and those operations are"
         " the GEMM's vector_ops (priced at vector_op_pj).  0: outputs leave the arrays"
         " without the vector unit.",
+    )
+    op_overhead_cycles: NonNegativeInt | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Cycles every vector op costs before its work starts (launch and a"
+        " kernel's fixed span), in place of timing.op_overhead_cycles for vector ops; null:"
+        " timing.op_overhead_cycles.",
+    )
+    stream_bytes_per_cycle: Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)] | None = (
+        Field(
+            default=None,
+            exclude_if=lambda v: v is None,
+            description="Most bytes a vector op reads and writes per cycle (every operand"
+            " streamed through the unit, on chip or from DRAM): an op of B bytes computes for"
+            " at least ceil(B / stream_bytes_per_cycle) cycles, however few its operations."
+            " null: no bound but the lanes and the DRAM.",
+        )
     )
 
 
@@ -326,6 +344,28 @@ class HardwareSpec(Spec):
         exclude_if=lambda v: v == _default(ChipTimingSpec),
         description="Fixed timing costs of the chip and its runtime.",
     )
+
+    calibrated_under: CalibratedUnder = Field(
+        default=(),
+        exclude_if=lambda v: not v,
+        description="The run settings this file was calibrated under, as a run file's"
+        " timing and lowering sections hold them (timing: {fold_overlap: true}): every"
+        " command takes them as its own, and refuses a run file, override, --set or"
+        " flag that asks for another value.",
+    )
+
+    @property
+    def calibrated_settings(self) -> dict[str, Any]:
+        """:attr:`calibrated_under` by dotted key (``timing.fold_overlap``)."""
+        return flat(self.calibrated_under)
+
+    @model_validator(mode="after")
+    def _check_calibrated_under(self) -> HardwareSpec:
+        for key, value in self.calibrated_settings.items():
+            problem = record_problem(key, value)
+            if problem is not None:
+                raise RuleViolation(f"calibrated_under.{key}", problem, value)
+        return self
 
     @model_validator(mode="after")
     def _check_tile_fits(self) -> HardwareSpec:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from accelsim.config.calibrated import applied, run_problems
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.loader import (
@@ -144,7 +145,33 @@ class InputCache:
             raise type(errors[0])([p for e in errors for p in e.problems])
         energy, energy_origins = priced
         workload, infos = model
+        run_file = self._calibrated(run_file, hardware, display_path(hw_path))
         return _checked(run_file, hardware, energy, energy_origins, workload, infos)
+
+    def _calibrated(self, run_file: RunFile, hardware: HardwareSpec, source: str) -> RunFile:
+        """``run_file`` with the run settings ``hardware`` was calibrated under
+        (:mod:`accelsim.config.calibrated`) where it leaves them unset.
+
+        Raises:
+            ConfigError: where the run file, an override or ``--set`` sets one of them
+                to another value.
+        """
+        record = hardware.calibrated_settings
+        if not record:
+            return run_file
+        data, origins = self.data(run_file.path), run_file.origins
+        written = {}
+        for key in record:
+            section, _, name = key.partition(".")
+            where = origins.locate(key)
+            if where[0] != origins.file or name in (data.get(section) or {}):
+                written[key] = where
+        updates, problems = run_problems(record, source, run_file.run, written)
+        if problems:
+            raise ConfigError(problems)
+        if not updates:
+            return run_file
+        return replace(run_file, run=applied(run_file.run, updates, source))
 
     def run_file(self, path: Path, sets: list[Override] | None = None) -> RunFile:
         """:func:`~accelsim.config.run_file.load_run_file` through this cache."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
+from accelsim.config.hardware import VectorUnitSpec
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, VectorOp
@@ -153,8 +154,7 @@ def op_costs(
             index = names.index(table.unit.name)
             _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap, chip)
 
-    lanes = machine.hardware.vector_unit.lanes
-    _cost_vectors(z, graph, lanes, chunks_per_op, schedule.reuse, chip.op_overhead_cycles)
+    _cost_vectors(z, graph, machine.hardware.vector_unit, chunks_per_op, schedule.reuse, chip)
     _cost_links(z, graph)
     if per_kernel:
         _per_kernel(z, graph, machine.hardware.timing.program_cycles())
@@ -166,11 +166,12 @@ def op_costs(
 def _per_kernel(z: dict[str, np.ndarray], graph: OpGraph, program_cycles: int) -> None:
     """Each op's fixed cost made its kernel's: the program's part taken off every op
     (the tile groups cut as for the whole cost, so a one-kernel program times as its
-    lone op does), then the rest off every member of a tile group but its lead (the
-    group is one kernel)."""
-    paying = z["overhead_cycles"] > 0
-    z["compute_cycles"][paying] -= program_cycles
-    z["overhead_cycles"][paying] -= program_cycles
+    lone op does; a vector op whose own fixed cost, ``vector_unit.op_overhead_cycles``,
+    is less than the program's part keeps none), then the rest off every member of a
+    tile group but its lead (the group is one kernel)."""
+    cut = np.minimum(z["overhead_cycles"], program_cycles)
+    z["compute_cycles"] -= cut
+    z["overhead_cycles"] -= cut
     for group in queries.tile_groups(graph):
         lead = queries.group_lead(graph, group)
         members = np.asarray([i for i in group if i != lead], np.int64)
@@ -194,14 +195,15 @@ def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_p
 def _cost_vectors(
     z: dict[str, np.ndarray],
     graph: OpGraph,
-    lanes: int,
+    unit: VectorUnitSpec,
     chunks_per_op: int,
     reuse: TileReuse,
-    overhead_cycles: int,
+    chip: ChipOptions,
 ) -> None:
     """Fill the cost arrays of the vector ops (:func:`_vector_columns`, then the lanes,
-    tile groups and fixed cost per op).  Every op's compute starts with
-    ``overhead_cycles``, before its transfers."""
+    the stream bound, tile groups and fixed cost per op).  Every op's compute starts
+    with the vector unit's fixed cost (the chip's when it has none of its own), before
+    its transfers."""
     columns = per_graph(
         graph,
         ("vector columns", frozenset(reuse.resident.items()), reuse.unwritten),
@@ -210,7 +212,16 @@ def _cost_vectors(
     if columns is None:
         return
     idx, vector_ops, sram_reads, sram_writes, dram_reads, dram_writes, elsewhere = columns
-    compute = -(-vector_ops // lanes) + overhead_cycles
+    overhead_cycles = (
+        chip.op_overhead_cycles if unit.op_overhead_cycles is None else unit.op_overhead_cycles
+    )
+    compute = -(-vector_ops // unit.lanes)
+    if unit.stream_bytes_per_cycle is not None:
+        moved = sram_reads + sram_writes  # and the reads of tiles in other buffers:
+        served = np.asarray(list(elsewhere), np.int64)
+        np.add.at(moved, np.searchsorted(idx, served), [sum(e) for e in elsewhere.values()])
+        compute = np.maximum(compute, stream_cycles(moved, unit.stream_bytes_per_cycle))
+    compute = compute + overhead_cycles
     chunks = _chunks(compute, chunks_per_op)
     z["unit"][idx] = UNIT_VECTOR
     z["vector_ops"][idx] = vector_ops
@@ -226,6 +237,13 @@ def _cost_vectors(
     z["chunks"][idx] = chunks
     z["prologue_bytes"][idx] = dram_reads // chunks
     z["epilogue_bytes"][idx] = dram_writes // chunks
+
+
+def stream_cycles(moved_bytes: np.ndarray, bytes_per_cycle: float) -> np.ndarray:
+    """Cycles a vector op takes to stream ``moved_bytes`` through the unit at
+    ``bytes_per_cycle`` (``vector_unit.stream_bytes_per_cycle``), rounded up."""
+    cycles: np.ndarray = np.ceil(moved_bytes / bytes_per_cycle).astype(np.int64)
+    return cycles
 
 
 _Column = np.ndarray

@@ -904,8 +904,8 @@ def test_keys_of_64_parts_and_values_64_levels_deep_load_or_fail_cleanly() -> No
 MLP_SHOWN = display_path(SMOKE.parent / "../../workloads/mlp.yaml")
 TECHNIQUES = "approximate_dropout, gpipe, gradient_prediction, gradient_skipping, layerpipe"
 HARDWARE_KEYS = (
-    "array, buffers, clock_mhz, description, dram, interconnect, mapping, name, processors,"
-    " timing, vector_unit, word_bytes"
+    "array, buffers, calibrated_under, clock_mhz, description, dram, interconnect, mapping,"
+    " name, processors, timing, vector_unit, word_bytes"
 )
 
 
