@@ -29,7 +29,9 @@ from accelsim.config.hardware import HardwareSpec
 DesignValue = str | int | float | bool | None
 """A design key's value, as strict JSON holds it."""
 
-_NOT_DESIGN = ("name", "description")
+_NOT_DESIGN = ("name", "description", "calibrated_under")
+"""Hardware-file keys that describe the file, not the design: its name, its text, and
+the run settings a calibration was fitted under."""
 _BARE_SECTIONS = ("", "buffers")
 _BARE_PATHS = ("array.rows", "array.cols", "array.dataflow")
 
