@@ -179,7 +179,7 @@ def _fused_backward(
 ) -> Tensor:
     """The fused kernels' gradients of ``QK^T``, the softmax and ``AV``; with a rotary
     embedding, ``dQ`` and ``dK`` rotated back into ``dqkv`` after them, beside ``dV``."""
-    name, b = layer.name, ctx.b
+    name = layer.name
     fused, stats = saved
     dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, fused.qkv.elements)
     if fused.qk is None:
@@ -187,16 +187,7 @@ def _fused_backward(
         return dqkv
     dqk = ctx.t(f"{name}.dqk", TensorKind.GRADIENT, fused.qk.elements)
     flash.backward(ctx, fused, stats, datt, dqkv, dqk)
-    b.vector(
-        f"{name}.rotary.bwd",
-        name,
-        Phase.BWD_INPUT,
-        dqk.elements,
-        ROTARY_OPS,
-        [dqk],
-        [Access(dqkv, dqk.elements)],
-        partial=True,
-    )
+    _rotate_back(ctx, name, dqk, dqkv)
     return dqkv
 
 
@@ -216,25 +207,10 @@ def _core_backward(
     dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
     dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
     b.gemm(f"{name}.av.dprobs", name, bi, s.queries, steps, dh, s.per_head, datt, qkv, dprobs)
-
-    def value_gradient() -> None:
-        # dV of a key/value head sums over its group's queries: K = group x S.
-        b.gemm(
-            f"{name}.av.dv",
-            name,
-            bi,
-            steps,
-            dh,
-            s.queries,
-            s.per_head,
-            probs,
-            datt,
-            dqkv,
-            partial=True,
-        )
-
-    if not layer.rotary:
-        value_gradient()
+    # dV of a key/value head sums over its group's queries: K = group x S.
+    b.gemm(
+        f"{name}.av.dv", name, bi, steps, dh, s.queries, s.per_head, probs, datt, dqkv, partial=True
+    )
     b.vector(
         f"{name}.softmax.bwd",
         name,
@@ -256,8 +232,21 @@ def _core_backward(
     for part, m, k in (("dq", s.queries, steps), ("dk", steps, s.queries)):
         b.gemm(f"{name}.qk.{part}", name, bi, m, dh, k, s.per_head, dscores, qk, dqk, partial=True)
     if layer.rotary:
-        # The rotation's transpose; dV comes after it, as a vector op's write is the
-        # only one of its tensor.
-        b.vector(f"{name}.rotary.bwd", name, bi, dqk.elements, ROTARY_OPS, [dqk], [dqkv])
-        value_gradient()
+        _rotate_back(ctx, name, dqk, dqkv)
     return dqkv
+
+
+def _rotate_back(ctx: StepContext, name: str, dqk: Tensor, dqkv: Tensor) -> None:
+    """The rotation's transpose: the gradient of the rotated Q and K added to their
+    part of ``dqkv``, beside ``dV`` (a partial write: the projection's gradients wait
+    for both)."""
+    ctx.b.vector(
+        f"{name}.rotary.bwd",
+        name,
+        Phase.BWD_INPUT,
+        dqk.elements,
+        ROTARY_OPS,
+        [dqk],
+        [Access(dqkv, dqk.elements)],
+        partial=True,
+    )
