@@ -136,11 +136,12 @@ def group_lead(graph: OpGraph, group: Sequence[int]) -> int:
 def kernels(graph: OpGraph) -> int:
     """Kernels the graph launches: each tile group one, each other GEMM or vector op
     one (a transfer or an all-reduce launches none)."""
-    grouped = {i for group in tile_groups(graph) for i in group}
+    groups = tile_groups(graph)
+    grouped = {i for group in groups for i in group}
     alone = sum(
         1 for op in graph.ops if isinstance(op, (GemmOp, VectorOp)) and op.op_id not in grouped
     )
-    return alone + len(tile_groups(graph))
+    return alone + len(groups)
 
 
 def _tile_groups(graph: OpGraph) -> tuple[tuple[int, ...], ...]:
