@@ -4,12 +4,13 @@ The pattern, as PyTorch exports an eager attention (Hugging Face BERT, GPT-2, or
 ``nn.functional.scaled_dot_product_attention``): three linears of the same input
 (Q, K and V: a ``MatMul`` by a constant, with or without a bias ``Add``, or one
 fused linear whose output a ``Split`` cuts in three, as Hugging Face GPT-2's
-``c_attn``, an ``addmm``: a ``Gemm``), views (reshape to heads, transpose) and
-constant scales on the way; ``Q . K^T``; constant scales and masks (an ``Add``,
-``Mul``, ``Div`` or ``Where`` with operands that are not activations); a
-``Softmax``; an optional ``Dropout``; the product with V; views back to the model
-width and a fourth linear, the output projection. It is causal when a mask on the
-scores comes from a ``Trilu`` (``torch.tril``/``triu``).
+``c_attn``, an ``addmm``: a ``Gemm``; or ``nn.MultiheadAttention``'s packed
+in-projection, viewed as three and each part selected by a ``Gather``), views
+(reshape to heads, transpose) and constant scales on the way; ``Q . K^T``;
+constant scales and masks (an ``Add``, ``Mul``, ``Div`` or ``Where`` with operands
+that are not activations); a ``Softmax``; an optional ``Dropout``; the product
+with V; views back to the model width and a fourth linear, the output projection.
+It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``).
 
 Grouped-query attention's K and V are narrower than Q: their heads are repeated to
 Q's (``repeat_interleave`` or Hugging Face's ``repeat_kv``: an ``Unsqueeze``, an
@@ -193,7 +194,7 @@ def _linear_above(
             covered.append(node)
             tensor = acts[0]
             continue
-        if node.op == "Split" and not part:
+        if not part and (node.op == "Split" or _selects_part(view, node)):
             covered.append(node)
             part = (view.dims(tensor) or (0,))[-1]
             tensor = acts[0]
@@ -205,6 +206,13 @@ def _linear_above(
             return None
         width = part or _width(view, linear)
         return _Linear(linear, node if linear is not node else None, width, rotary)
+
+
+def _selects_part(view: GraphView, node: Node) -> bool:
+    """A ``Gather`` of one constant index of the first axis: ``nn.MultiheadAttention``'s
+    packed in-projection, viewed as (3, ..., width), selecting Q, K or V."""
+    index = view.scalar(node.inputs[1]) if node.op == "Gather" else None
+    return index is not None and node.attr("axis", 0) == 0
 
 
 def _rotated(view: GraphView, add: Node, live: set[str], covered: list[Node]) -> str | None:

@@ -8,15 +8,13 @@ operands or shapes it has no layer kind for).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from accelsim.importer.graph_view import GraphView, Node
-from accelsim.importer.layer_rows import LayerRows
-
-Handler = Callable[[LayerRows, Node, list[str]], bool]
+from accelsim.importer.layer_rows import Handler, LayerRows
+from accelsim.importer.onnx_windows import WINDOW_HANDLERS, compact
 
 VIEWS = frozenset(
     {
@@ -90,102 +88,6 @@ def _clip(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     if low == 0 and high is None:
         return rows.layer(node, "activation", acts[:1], function="relu")
     return False
-
-
-def _conv(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    weight = rows.view.const_dims(node.inputs[1])
-    pads = _symmetric_pads(node)
-    if weight is None or len(weight) != 4 or pads is None:
-        return False
-    row: dict[str, Any] = {"out_channels": weight[0], "kernel": _compact(weight[2:])}
-    row.update(_window_fields(node, pads, stride_default=1))
-    dilation = _compact(node.attr("dilations", [1, 1]))
-    if dilation != 1:
-        row["dilation"] = dilation
-    if node.attr("group", 1) != 1:
-        row["groups"] = node.attr("group", 1)
-    if rows.view.is_parameter(node, 2):
-        row["bias"] = True
-    return rows.layer(node, "conv2d", acts[:1], **row)
-
-
-def _conv_transpose(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    weight = rows.view.const_dims(node.inputs[1])
-    pads = _symmetric_pads(node)
-    if weight is None or len(weight) != 4 or pads is None:
-        return False
-    groups = node.attr("group", 1)
-    row: dict[str, Any] = {"out_channels": weight[1] * groups, "kernel": _compact(weight[2:])}
-    row.update(_window_fields(node, pads, stride_default=1))
-    extra = _compact(node.attr("output_padding", [0, 0]))
-    if extra != 0:
-        row["output_padding"] = extra
-    dilation = _compact(node.attr("dilations", [1, 1]))
-    if dilation != 1:
-        row["dilation"] = dilation
-    if groups != 1:
-        row["groups"] = groups
-    if rows.view.is_parameter(node, 2):
-        row["bias"] = True
-    return rows.layer(node, "conv_transpose2d", acts[:1], **row)
-
-
-def _pool(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    pads = _symmetric_pads(node)
-    kernel = node.attr("kernel_shape", [])
-    if pads is None or len(kernel) != 2 or node.attr("ceil_mode", 0):
-        return False
-    strides = node.attr("strides", [1, 1])
-    if list(kernel) == [1, 1] and list(strides) == [1, 1] and pads == [0, 0]:
-        rows.notes.append(f"{node.name}: a 1x1 {node.op} of stride 1 is the identity: omitted")
-        rows.alias(node, acts[0])
-        return True
-    kind = "maxpool" if node.op == "MaxPool" else "avgpool"
-    row: dict[str, Any] = {"kernel": _compact(kernel)}
-    row.update(_window_fields(node, pads, stride_default=_compact(kernel)))
-    return rows.layer(node, kind, acts[:1], **row)
-
-
-def _global_pool(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    """``global_avgpool`` (a vector) when only flattens read it, else an
-    ``adaptive_avgpool`` to 1 x 1 (a map, e.g. a squeeze-and-excitation gate's)."""
-    readers = rows.view.consumers.get(node.outputs[0], [])
-    if readers and all(r.op in ("Flatten", "Reshape") for r in readers):
-        return rows.layer(node, "global_avgpool", acts[:1])
-    return rows.layer(node, "adaptive_avgpool", acts[:1], output=1)
-
-
-def _reduce_mean(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    """A mean over a map's height and width (``torch.mean(x, (2, 3))``, as the
-    ``torch.export``-based exporter writes an adaptive pool to 1 x 1) is a global pool."""
-    rank = len(rows.view.dims(acts[0]))
-    axes = node.attr("axes", None)
-    if axes is None and len(node.inputs) > 1:
-        axes = rows.view.values(node.inputs[1])
-    if rank != 4 or axes is None or sorted(int(a) % rank for a in axes) != [2, 3]:
-        return False
-    if not node.attr("keepdims", 1):
-        return rows.layer(node, "global_avgpool", acts[:1])
-    return _global_pool(rows, node, acts)
-
-
-def _symmetric_pads(node: Node) -> list[int] | None:
-    if node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        return None
-    pads = list(node.attr("pads", [0, 0, 0, 0]))
-    if len(pads) != 4 or pads[:2] != pads[2:]:
-        return None
-    return pads[:2]
-
-
-def _window_fields(node: Node, pads: list[int], stride_default: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {}
-    stride = _compact(node.attr("strides", [1, 1]))
-    if stride != stride_default:
-        row["stride"] = stride
-    if _compact(pads) != 0:
-        row["padding"] = _compact(pads)
-    return row
 
 
 def _add(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -356,7 +258,7 @@ def _resize(rows: LayerRows, node: Node, acts: list[str]) -> bool:
         return rows.layer(node, "upsample", acts[:1], mode=modes[mode], size=list(after[1:]))
     if scales is None or len(scales) != 4 or any(v != int(v) or v < 1 for v in scales[2:]):
         return False
-    scale = _compact(scales[2:])
+    scale = compact(scales[2:])
     return rows.layer(node, "upsample", acts[:1], mode=modes[mode], scale=scale)
 
 
@@ -364,23 +266,12 @@ def _loss(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     return rows.layer(node, "cross_entropy", acts[:1])
 
 
-def _compact(values: Any) -> Any:
-    """``[3, 3]`` -> ``3``; ``[1, 7]`` stays a list."""
-    items = [int(v) for v in values]
-    return items[0] if len(set(items)) == 1 else items
-
-
 HANDLERS: dict[str, Handler] = {
     **{op: _simple(kind) for op, kind in SIMPLE.items()},
     **dict.fromkeys(VIEWS, _view),
     **dict.fromkeys(ACTIVATIONS, _activation),
     "Sigmoid": _sigmoid,
-    "Conv": _conv,
-    "ConvTranspose": _conv_transpose,
-    "GlobalAveragePool": _global_pool,
-    "ReduceMean": _reduce_mean,
-    "MaxPool": _pool,
-    "AveragePool": _pool,
+    **WINDOW_HANDLERS,
     "Clip": _clip,
     "Add": _add,
     "Sum": _add,

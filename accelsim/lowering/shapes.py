@@ -56,12 +56,16 @@ class LayerInfo:
     out_shape: Shape
 
 
-def input_shape(spec: wm.ImageInput | wm.VectorInput | wm.TokenInput) -> Shape:
+def input_shape(
+    spec: wm.ImageInput | wm.VectorInput | wm.TokenInput | wm.SequenceInput,
+) -> Shape:
     """Shape of the workload's input tensor."""
     if isinstance(spec, wm.ImageInput):
         return Shape(Layout.CHW, (spec.channels, spec.height, spec.width))
     if isinstance(spec, wm.VectorInput):
         return Shape(Layout.FEATURES, (spec.features,))
+    if isinstance(spec, wm.SequenceInput):
+        return Shape(Layout.SEQUENCE, (spec.length, spec.features))
     return Shape(Layout.TOKENS, (spec.length,))
 
 

@@ -45,7 +45,17 @@ class TokenInput(Spec):
     length: PositiveInt = Field(description="Tokens of each sample's sequence.")
 
 
-InputSpec = Annotated[ImageInput | VectorInput | TokenInput, Field(discriminator="kind")]
+class SequenceInput(Spec):
+    """Float vectors in a sequence (hidden states), for a block without an embedding."""
+
+    kind: Literal["sequence"] = Field(description=KIND)
+    length: PositiveInt = Field(description="Positions of each sample's sequence.")
+    features: PositiveInt = Field(description="Features at each position.")
+
+
+InputSpec = Annotated[
+    ImageInput | VectorInput | TokenInput | SequenceInput, Field(discriminator="kind")
+]
 
 
 class LayerBase(Spec):
@@ -338,13 +348,15 @@ class Mul(LayerBase):
 
 
 class MatMul(LayerBase):
-    """A product of two activations ``A . B`` per sample, per head when ``heads`` > 1."""
+    """A product of two activations ``A . B`` per sample, per head when ``heads`` > 1:
+    a GEMM without a weight (backward: one GEMM per input's gradient)."""
 
     kind: Literal["matmul"] = Field(description=KIND)
     heads: PositiveInt = Field(
         default=1,
-        description="Independent products per sample (a batched matmul): each input's"
-        " features are ``heads`` equal slices, one per product",
+        description="Independent products per sample (a batched matmul): each sequence"
+        " input's features are ``heads`` equal slices, one per product, or two maps are"
+        " ``heads x M x K`` and ``heads x K x N``",
     )
     transpose_b: bool = Field(default=False, description="Multiply by B's transpose (QK^T)")
 
@@ -435,7 +447,9 @@ class Workload(Spec):
     name: Name = Field(description="The model's name.")
     description: str = Field(default="", description="Free text.")
     source: str = Field(default="", description="Where the layer table comes from.")
-    input: InputSpec = Field(description="One sample's input: image, vector or tokens.")
+    input: InputSpec = Field(
+        description="One sample's input: image, vector, tokens or a sequence of vectors."
+    )
     layers: list[Layer] = Field(
         min_length=1, description="The layers in execution order; one cross_entropy ends them."
     )

@@ -111,7 +111,9 @@ class NormRule(LayerRule):
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         if isinstance(layer, wm.BatchNorm):
             return one_input(layer, in_shapes, Layout.CHW, Layout.FEATURES)
-        return one_input(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE)
+        # A map's layernorm normalises each position's channels (channels-last, as
+        # ConvNeXt's): its affine has a scale and a shift per channel, as batchnorm's.
+        return one_input(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE, Layout.CHW)
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
