@@ -14,6 +14,8 @@ import numpy as np
 
 from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import Handler, LayerRows
+from accelsim.importer.onnx_chains import erf_gelu, hard_sigmoid, random_mask
+from accelsim.importer.onnx_recurrent import lstm
 from accelsim.importer.onnx_windows import WINDOW_HANDLERS, compact
 
 VIEWS = frozenset(
@@ -97,6 +99,8 @@ def _add(rows: LayerRows, node: Node, acts: list[str]) -> bool:
 
 
 def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    if len(acts) == 1:
+        return random_mask(rows, node, acts)
     if len(acts) != 2:
         return False
     big, small = sorted(acts, key=lambda t: -int(np.prod(rows.dims(t))))
@@ -271,6 +275,8 @@ HANDLERS: dict[str, Handler] = {
     **dict.fromkeys(VIEWS, _view),
     **dict.fromkeys(ACTIVATIONS, _activation),
     "Sigmoid": _sigmoid,
+    "HardSigmoid": hard_sigmoid,
+    "Div": erf_gelu,
     **WINDOW_HANDLERS,
     "Clip": _clip,
     "Add": _add,
@@ -284,6 +290,7 @@ HANDLERS: dict[str, Handler] = {
     "GroupNormalization": _groupnorm,
     "InstanceNormalization": _instancenorm,
     "Split": _split,
+    "LSTM": lstm,
     "Resize": _resize,
     "SoftmaxCrossEntropyLoss": _loss,
 }

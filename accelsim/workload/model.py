@@ -134,6 +134,7 @@ class ActivationFunction(str, Enum):
     TANH = "tanh"
     SILU = "silu"
     HARDSWISH = "hardswish"
+    HARDSIGMOID = "hardsigmoid"
 
     @property
     def forward_ops(self) -> int:
@@ -147,6 +148,7 @@ class ActivationFunction(str, Enum):
             "tanh": 4,
             "silu": 5,
             "hardswish": 4,
+            "hardsigmoid": 3,
         }[self.value]
 
     @property
@@ -159,6 +161,7 @@ class ActivationFunction(str, Enum):
             "tanh": 3,
             "silu": 6,
             "hardswish": 3,
+            "hardsigmoid": 2,
         }[self.value]
 
 
@@ -203,6 +206,14 @@ class Dropout(LayerBase):
 
     kind: Literal["dropout"] = Field(description=KIND)
     rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of elements dropped.")
+
+
+class StochasticDepth(LayerBase):
+    """Stochastic depth (a residual branch dropped per sample at ``rate``): one draw
+    per sample, kept for backward, and every element scaled by its sample's draw."""
+
+    kind: Literal["stochastic_depth"] = Field(description=KIND)
+    rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of samples dropped.")
 
 
 class TokenSelect(LayerBase):
@@ -408,6 +419,7 @@ Layer = Annotated[
     | Bridge
     | Softmax
     | Dropout
+    | StochasticDepth
     | TokenSelect
     | CrossEntropy
     | Embedding

@@ -198,23 +198,26 @@ class ActivationRule(LayerRule):
 
 @register
 class DropoutRule(LayerRule):
-    """``dropout``: a random mask, kept bit-packed (one bit per element) for backward."""
+    """``dropout``: a random mask, kept bit-packed (one bit per element) for backward;
+    ``stochastic_depth``: one bit per sample, each element scaled by its sample's."""
 
-    kinds = ("dropout",)
+    kinds = ("dropout", "stochastic_depth")
 
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         return one_input(layer, in_shapes, *ANY)
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
-        mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, -(-y.elements // 8), 1)
+        per_sample = isinstance(info.layer, wm.StochasticDepth)
+        bits = ctx.n if per_sample else y.elements
+        mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, -(-bits // 8), 1)
         ctx.saved[name] = mask
         ctx.b.vector(
             f"{name}.fwd",
             name,
             Phase.FWD,
             y.elements,
-            DROPOUT_FWD_OPS,
+            1 if per_sample else DROPOUT_FWD_OPS,
             xs,
             [y, mask],
             epilogue=Epilogue.ELEMENTWISE,

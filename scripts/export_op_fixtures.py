@@ -1,0 +1,123 @@
+"""Export graph-only ONNX fixtures of torch.nn blocks the importer reads as layers
+of their own: attention written by ``nn.MultiheadAttention`` and
+``nn.TransformerEncoderLayer``, a bidirectional two-layer ``nn.LSTM``, and the
+element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish).
+
+Run with a Python that has torch, torchvision (for the stripping of
+``scripts/export_onnx_fixtures.py``) and accelsim:
+
+    python scripts/export_op_fixtures.py [--out tests/fixtures/onnx]
+
+Every block has random weights and is exported in training mode at batch 1; the
+files are stripped and gzipped as the suite's fixtures are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+import torch
+from torch import nn
+
+from accelsim import export_onnx
+
+SEQUENCE = (16, 64)
+"""Tokens and width of the sequence blocks' float input."""
+
+
+class SelfAttention(nn.Module):
+    """``nn.MultiheadAttention`` as self-attention, batch first, weights not returned."""
+
+    def __init__(self, causal: bool) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(64, 4, batch_first=True)
+        self.causal = causal
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = None
+        if self.causal:
+            mask = torch.triu(torch.full((x.shape[1], x.shape[1]), float("-inf")), 1)
+        return self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+class Lstm(nn.Module):
+    """A bidirectional two-layer LSTM's output sequence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(64, 32, num_layers=2, batch_first=True, bidirectional=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lstm(x)[0]
+
+
+class StochasticDepth(nn.Module):
+    """torchvision's ``stochastic_depth`` in ``row`` mode: a sample's branch dropped."""
+
+    def __init__(self, rate: float) -> None:
+        super().__init__()
+        self.rate = rate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keep = 1 - self.rate
+        noise = torch.empty([x.shape[0], 1, 1, 1]).bernoulli_(keep).div_(keep)
+        return x * noise
+
+
+class Chains(nn.Module):
+    """A conv, in-place dropout, a hard-sigmoid gate (of a 1x1 conv), stochastic depth on a residual
+    branch, a hard swish and a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.drop = nn.Dropout(0.2, inplace=True)
+        self.squeeze = nn.Conv2d(8, 8, 1)
+        self.gate = nn.Hardsigmoid()
+        self.depth = StochasticDepth(0.1)
+        self.act = nn.Hardswish()
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.drop(self.conv(x))
+        return self.head(self.act(y + self.depth(y * self.gate(self.squeeze(y)))))
+
+
+BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "torch_mha": (lambda: SelfAttention(causal=False), SEQUENCE),
+    "torch_mha_causal": (lambda: SelfAttention(causal=True), SEQUENCE),
+    "torch_encoder_layer": (
+        lambda: nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, activation="gelu"),
+        SEQUENCE,
+    ),
+    "torch_lstm": (Lstm, SEQUENCE),
+    "torch_chains": (Chains, (3, 8, 8)),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("tests/fixtures/onnx"))
+    args = parser.parse_args()
+    path = Path(__file__).with_name("export_onnx_fixtures.py")
+    spec = importlib.util.spec_from_file_location("export_onnx_fixtures", path)
+    assert spec is not None and spec.loader is not None
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    torch.manual_seed(0)
+    for name, (build, shape) in BLOCKS.items():
+        model = onnx.load_from_string(fixtures.stripped(export_onnx(build(), shape)))
+        model.doc_string = f"{name}: random weights, constant data stripped"
+        out = args.out / f"{name}.onnx.gz"
+        with gzip.GzipFile(out, "wb", mtime=0) as stream:
+            stream.write(model.SerializeToString())
+        print(f"{out}: {out.stat().st_size:,} bytes")
+
+
+if __name__ == "__main__":
+    main()
