@@ -1,7 +1,9 @@
 """Export graph-only ONNX fixtures of torch.nn blocks the importer reads as layers
 of their own: attention written by ``nn.MultiheadAttention`` and
-``nn.TransformerEncoderLayer``, a bidirectional two-layer ``nn.LSTM``, and the
-element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish).
+``nn.TransformerEncoderLayer``, a bidirectional two-layer ``nn.LSTM``, the
+element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish) and
+a small vision transformer written as torchvision's (class token, position
+embedding).
 
 Run with a Python that has torch, torchvision (for the stripping of
 ``scripts/export_onnx_fixtures.py``) and accelsim:
@@ -88,6 +90,48 @@ class Chains(nn.Module):
         return self.head(self.act(y + self.depth(y * self.gate(self.squeeze(y)))))
 
 
+class EncoderBlock(nn.Module):
+    """torchvision's ViT ``EncoderBlock``: pre-norm attention and MLP, residual adds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(64)
+        self.self_attention = nn.MultiheadAttention(64, 4, batch_first=True)
+        self.dropout = nn.Dropout(0.1)
+        self.ln_2 = nn.LayerNorm(64)
+        self.mlp = nn.Sequential(
+            nn.Linear(64, 128), nn.GELU(), nn.Dropout(0.1), nn.Linear(128, 64), nn.Dropout(0.1)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.ln_1(x)
+        y = self.self_attention(y, y, y, need_weights=False)[0]
+        x = x + self.dropout(y)
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyVit(nn.Module):
+    """torchvision's ``VisionTransformer`` in small: 8x8 patches of a 32x32 image, a
+    class token, a learned position embedding, one block, the class token's head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv_proj = nn.Conv2d(3, 64, 8, stride=8)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, 64))
+        self.pos_embedding = nn.Parameter(torch.zeros(1, 17, 64))
+        self.dropout = nn.Dropout(0.1)
+        self.layer = EncoderBlock()
+        self.ln = nn.LayerNorm(64)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        x = self.conv_proj(x).reshape(n, 64, 16).permute(0, 2, 1)
+        x = torch.cat([self.class_token.expand(n, -1, -1), x], dim=1)
+        x = self.ln(self.layer(self.dropout(x + self.pos_embedding)))
+        return self.head(x[:, 0])
+
+
 BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "torch_mha": (lambda: SelfAttention(causal=False), SEQUENCE),
     "torch_mha_causal": (lambda: SelfAttention(causal=True), SEQUENCE),
@@ -97,6 +141,7 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     ),
     "torch_lstm": (Lstm, SEQUENCE),
     "torch_chains": (Chains, (3, 8, 8)),
+    "torch_tiny_vit": (TinyVit, (3, 32, 32)),
 }
 
 

@@ -60,11 +60,37 @@ def _simple(kind: str) -> Handler:
 
 
 def _view(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A view aliases its input, but a map flattened to a vector is a ``flatten`` and
+    a map viewed as a sequence (``x.flatten(2).transpose(1, 2)``, a vision
+    transformer's patches) a ``bridge`` to the sequence's shape (the transpose after
+    it, if any, taken in)."""
     before, after = rows.dims(acts[0]), rows.dims(node.outputs[0])
     if len(before) == 3 and len(after) == 1:
         return rows.layer(node, "flatten", acts[:1])
+    if len(before) == 3 and len(after) == 2 and all(after) and node.op != "Transpose":
+        out = node.outputs[0]
+        turn = rows.view.single_reader(out)
+        if turn is not None and turn.op == "Transpose" and len(rows.dims(turn.outputs[0])) == 2:
+            rows.skip.add(turn.index)
+            out = turn.outputs[0]
+        row = {"name": rows.name(node), "kind": "bridge", "shape": list(rows.dims(out))}
+        rows.emit(row, acts[:1], (out,))
+        return True
     rows.alias(node, acts[0])
     return True
+
+
+def _parameter(rows: LayerRows, tensor: str) -> tuple[int, ...] | None:
+    """The per-sample dimensions of a parameter (an initializer, expanded or viewed
+    to the batch), None for other tensors."""
+    source = tensor
+    while source not in rows.view.initializers:
+        node = rows.view.producer.get(source)
+        if node is None or node.op not in VIEWS:
+            return None
+        source = node.inputs[0]
+    dims = rows.view.dims(tensor) or rows.view.const_dims(source) or ()
+    return tuple(dims[1:]) if len(dims) > 1 and dims[0] == 1 else None
 
 
 def _activation(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -93,9 +119,14 @@ def _clip(rows: LayerRows, node: Node, acts: list[str]) -> bool:
 
 
 def _add(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    if len(acts) < 2:
-        return False
-    return rows.layer(node, "add", acts)
+    """An ``add`` of activations, or of a parameter of the activation's shape (a
+    learned position embedding): ``add_parameter``."""
+    if len(acts) >= 2:
+        return rows.layer(node, "add", acts)
+    others = [t for t in node.inputs if t not in acts]
+    if len(others) == 1 and _parameter(rows, others[0]) == rows.dims(acts[0]):
+        return rows.layer(node, "add_parameter", acts)
+    return False
 
 
 def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -109,12 +140,27 @@ def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
 
 def _concat(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     rank = len(rows.dims(acts[0]))
-    if len(acts) != len(node.inputs) or node.attr("axis", 0) not in (1, -rank - 1):
+    if len(acts) != len(node.inputs):
+        return _prepend_tokens(rows, node, acts)
+    if node.attr("axis", 0) not in (1, -rank - 1):
         return False
     if len(acts) == 1:
         rows.alias(node, acts[0])
         return True
     return rows.layer(node, "concat", acts)
+
+
+def _prepend_tokens(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A parameter of ``t`` tokens put before a sequence (a class token): ``prepend_tokens``."""
+    dims = rows.dims(acts[0])
+    learned = _parameter(rows, node.inputs[0]) if node.inputs[1:] == (acts[0],) else None
+    token_axis = node.attr("axis", 0) in (1, -2)
+    if learned is None or len(dims) != 2 or len(learned) != 2 or not token_axis:
+        return False
+    if learned[1] != dims[1]:
+        return False
+    fields = {} if learned[0] == 1 else {"tokens": learned[0]}
+    return rows.layer(node, "prepend_tokens", acts, **fields)
 
 
 def _dropout(rows: LayerRows, node: Node, acts: list[str]) -> bool:

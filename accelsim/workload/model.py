@@ -216,6 +216,21 @@ class StochasticDepth(LayerBase):
     rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of samples dropped.")
 
 
+class PrependTokens(LayerBase):
+    """Learned vectors put before a sequence's tokens (a vision transformer's class
+    token): ``tokens x features`` parameters, the same for every sample."""
+
+    kind: Literal["prepend_tokens"] = Field(description=KIND)
+    tokens: PositiveInt = Field(default=1, description="Learned tokens put first.")
+
+
+class AddParameter(LayerBase):
+    """A learned tensor of its input's shape added to it (a learned position
+    embedding): one parameter per element of a sample, the same for every sample."""
+
+    kind: Literal["add_parameter"] = Field(description=KIND)
+
+
 class TokenSelect(LayerBase):
     """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
 
@@ -420,6 +435,8 @@ Layer = Annotated[
     | Softmax
     | Dropout
     | StochasticDepth
+    | PrependTokens
+    | AddParameter
     | TokenSelect
     | CrossEntropy
     | Embedding

@@ -1,7 +1,8 @@
 """``accelsim import`` of the ops torch.nn blocks and the zoo write (issue 41): attention
 as ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer`` export it, LSTMs,
 in-place dropout, stochastic depth, hard sigmoid and swish, ``Erf`` GELU, asymmetric
-padding and ``ceil_mode`` pooling.
+padding and ``ceil_mode`` pooling, a vision transformer's class token and position
+embedding.
 
 The ``torch_*`` fixtures are torch.nn blocks exported by
 ``scripts/export_op_fixtures.py`` (random weights, data stripped); each parameter
@@ -21,10 +22,14 @@ pytest.importorskip("onnx")
 import onnx
 from onnx import TensorProto, helper
 
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import StridedDx
 from accelsim.errors import WorkloadError
+from accelsim.graph.ops import VectorOp
 from accelsim.importer.model_import import import_model
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
+from accelsim.lowering.step import lower
 from accelsim.workload import model as wm
 from tests.conftest import ROOT
 
@@ -109,6 +114,34 @@ def test_in_place_dropout_stochastic_depth_and_hard_activations() -> None:
     assert rows["act"]["function"] == "hardswish"
     # conv 8 x 8 x 8 x 27 = 13,824; squeeze 8 x 8 x 8 x 8 = 4,096; linear 8 x 10 = 80.
     assert _counts(workload) == (386, 13_824 + 4_096 + 80)
+
+
+def test_vision_transformer_patches_class_token_and_position_embedding() -> None:
+    """torchvision's ``VisionTransformer`` in small (8x8 patches of 3x32x32, width 64,
+    4 heads, MLP 128, one block): torch 47,754 parameters (conv_proj 12,352, class
+    token 64, position embedding 17 x 64 = 1,088, three layernorms 384, attention
+    16,640, MLP 16,576, head 650)."""
+    workload = _import("torch_tiny_vit")
+    rows = _rows(workload)
+    assert rows[1:4] == [
+        {"name": "view", "kind": "bridge", "shape": [16, 64]},
+        {"name": "cat", "kind": "prepend_tokens"},
+        {"name": "add", "kind": "add_parameter"},
+    ]
+    # conv_proj 16 patches x 64 x 192 = 196,608; attention on 17 tokens: Q, K, V
+    # 3 x 17 x 64 x 64 = 208,896, scores and their product with V 2 x 4 x 17 x 17 x 16
+    # = 36,992, out-projection 17 x 64 x 64 = 69,632; MLP 2 x 17 x 64 x 128 = 278,528;
+    # head 640.
+    macs = 196_608 + 208_896 + 36_992 + 69_632 + 278_528 + 640
+    assert _counts(workload) == (47_754, macs)
+    infos = infer_shapes(workload, workload.name)
+    step = lower(infos, workload, 2, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    learned = {
+        op.name: op.elements for op in step.ops if isinstance(op, VectorOp) and op.layer == "cat"
+    }
+    # 2 samples: 17 x 64 = 1,088 elements out each; the class token's gradient sums
+    # 2 x 64 elements, dX reads 2 x 16 x 64.
+    assert learned == {"cat.fwd": 2_176, "cat.dp": 128, "cat.bwd": 2_048}
 
 
 def _window_graph(op: str, **attrs: Any) -> onnx.ModelProto:
