@@ -2,8 +2,8 @@
 of their own: attention written by ``nn.MultiheadAttention`` and
 ``nn.TransformerEncoderLayer``, a bidirectional two-layer ``nn.LSTM``, the
 element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish) and
-a small vision transformer written as torchvision's (class token, position
-embedding).
+a small vision transformer and a small ConvNeXt written as torchvision's (class
+token, position embedding; channels-last layernorm and linears, layer scale).
 
 Run with a Python that has torch, torchvision (for the stripping of
 ``scripts/export_onnx_fixtures.py``) and accelsim:
@@ -132,6 +132,52 @@ class TinyVit(nn.Module):
         return self.head(x[:, 0])
 
 
+class LayerNorm2d(nn.LayerNorm):
+    """torchvision's ConvNeXt ``LayerNorm2d``: a layernorm of each position's channels."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 2, 3, 1)
+        x = nn.functional.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return x.permute(0, 3, 1, 2)
+
+
+class CNBlock(nn.Module):
+    """torchvision's ConvNeXt ``CNBlock``: a depthwise 7x7 conv, channels-last
+    layernorm and MLP, a layer scale, stochastic depth and the residual add."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.act = nn.GELU()
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        self.layer_scale = nn.Parameter(torch.ones(dim, 1, 1) * 1e-6)
+        self.stochastic_depth = StochasticDepth(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(self.dwconv(x).permute(0, 2, 3, 1))
+        y = self.pwconv2(self.act(self.pwconv1(y))).permute(0, 3, 1, 2)
+        return self.stochastic_depth(self.layer_scale * y) + x
+
+
+class TinyConvNext(nn.Module):
+    """torchvision's ``ConvNeXt`` in small: a 4x4 patch stem, one block, a
+    downsampling layer and the classifier, on a 3x32x32 image."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 4, stride=4), LayerNorm2d(32))
+        self.block = CNBlock(32)
+        self.down = nn.Sequential(LayerNorm2d(32), nn.Conv2d(32, 64, 2, stride=2))
+        self.classifier = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), LayerNorm2d(64), nn.Flatten(1), nn.Linear(64, 10)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.down(self.block(self.stem(x))))
+
+
 BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "torch_mha": (lambda: SelfAttention(causal=False), SEQUENCE),
     "torch_mha_causal": (lambda: SelfAttention(causal=True), SEQUENCE),
@@ -142,6 +188,7 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "torch_lstm": (Lstm, SEQUENCE),
     "torch_chains": (Chains, (3, 8, 8)),
     "torch_tiny_vit": (TinyVit, (3, 32, 32)),
+    "torch_tiny_convnext": (TinyConvNext, (3, 32, 32)),
 }
 
 

@@ -8,6 +8,7 @@ operands or shapes it has no layer kind for).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -80,17 +81,20 @@ def _view(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     return True
 
 
-def _parameter(rows: LayerRows, tensor: str) -> tuple[int, ...] | None:
-    """The per-sample dimensions of a parameter (an initializer, expanded or viewed
-    to the batch), None for other tensors."""
+def _parameter(rows: LayerRows, tensor: str, rank: int) -> tuple[int, ...] | None:
+    """The dimensions of a parameter (an initializer, expanded or viewed) as it
+    broadcasts over one sample of ``rank`` dimensions (a leading batch dimension of 1
+    dropped, missing leading ones 1), None for other tensors."""
     source = tensor
     while source not in rows.view.initializers:
         node = rows.view.producer.get(source)
         if node is None or node.op not in VIEWS:
             return None
         source = node.inputs[0]
-    dims = rows.view.dims(tensor) or rows.view.const_dims(source) or ()
-    return tuple(dims[1:]) if len(dims) > 1 and dims[0] == 1 else None
+    dims = list(rows.view.dims(tensor) or rows.view.const_dims(source) or ())
+    while len(dims) > rank and dims[0] == 1:
+        dims.pop(0)
+    return tuple([1] * (rank - len(dims)) + dims) if len(dims) <= rank else None
 
 
 def _activation(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -124,13 +128,21 @@ def _add(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     if len(acts) >= 2:
         return rows.layer(node, "add", acts)
     others = [t for t in node.inputs if t not in acts]
-    if len(others) == 1 and _parameter(rows, others[0]) == rows.dims(acts[0]):
+    dims = rows.dims(acts[0])
+    if len(others) == 1 and _parameter(rows, others[0], len(dims)) == dims:
         return rows.layer(node, "add_parameter", acts)
     return False
 
 
 def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A ``mul`` of two activations; of one, a random mask (dropout) or a parameter of
+    one value per channel (a layer scale: ``scale_parameter``)."""
     if len(acts) == 1:
+        others = [t for t in node.inputs if t not in acts]
+        dims = rows.dims(acts[0])
+        learned = _parameter(rows, others[0], len(dims)) if len(others) == 1 else None
+        if learned is not None and dims and learned == _per_channel(dims):
+            return rows.layer(node, "scale_parameter", acts)
         return random_mask(rows, node, acts)
     if len(acts) != 2:
         return False
@@ -150,10 +162,15 @@ def _concat(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     return rows.layer(node, "concat", acts)
 
 
+def _per_channel(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of one value per channel of a map (C x 1 x 1) or feature of a sequence."""
+    return (dims[0], 1, 1) if len(dims) == 3 else (dims[-1],)
+
+
 def _prepend_tokens(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     """A parameter of ``t`` tokens put before a sequence (a class token): ``prepend_tokens``."""
     dims = rows.dims(acts[0])
-    learned = _parameter(rows, node.inputs[0]) if node.inputs[1:] == (acts[0],) else None
+    learned = _parameter(rows, node.inputs[0], 2) if node.inputs[1:] == (acts[0],) else None
     token_axis = node.attr("axis", 0) in (1, -2)
     if learned is None or len(dims) != 2 or len(learned) != 2 or not token_axis:
         return False
@@ -196,13 +213,41 @@ def _matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     bias = rows.view.bias_after(node, weight[1], rows.is_activation)
     name = rows.name(node, functional=False)
     row: dict[str, Any] = {"name": name, "kind": "linear", "out_features": weight[1]}
+    if _channels_last(rows, acts[0]):
+        # A linear on a map's channels, its positions last (ConvNeXt's): a 1x1 conv of
+        # the map the table has, the same parameters and MACs.
+        row = {"name": name, "kind": "conv2d", "out_channels": weight[1], "kernel": 1}
+        row["bias"] = bias is not None
     if bias is None:
-        row["bias"] = False
+        row.setdefault("bias", False)
     else:
         rows.skip.add(bias.index)
     row.update(_weight_fields(rows, name, node.inputs[1]))
     rows.emit(row, acts, (bias or node).outputs)
     return True
+
+
+CHANNELS_LAST = [0, 2, 3, 1]
+"""The permutation that puts a batch of maps' channels last (``x.permute(0, 2, 3, 1)``)."""
+KEEPS_LAYOUT = frozenset({"LayerNormalization", "MatMul", "Add", "Mul", "Dropout"})
+"""Ops whose output keeps their first activation's layout (channels-last stays so)."""
+
+
+def _channels_last(rows: LayerRows, tensor: str) -> bool:
+    """Whether ``tensor`` is a map with its channels last: a ``Transpose`` by
+    :data:`CHANNELS_LAST` above it, through ops that keep the layout (a layernorm,
+    linears, activations, dropout)."""
+    for _ in range(16):
+        node = rows.view.producer.get(tensor)
+        if node is None:
+            return False
+        if node.op == "Transpose":
+            return list(node.attr("perm", [])) == CHANNELS_LAST
+        acts = [t for t in node.inputs if t not in rows.view.const_shapes]
+        if not acts or (node.op not in KEEPS_LAYOUT and node.op not in ACTIVATIONS):
+            return False
+        tensor = acts[0]
+    return False
 
 
 def _activation_matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -239,8 +284,15 @@ def _weight_fields(rows: LayerRows, name: str, weight: str) -> dict[str, Any]:
 
 
 def _gather(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """One token of a sequence (``token_select``), or every element of its input
+    reordered by constant indices (``as_strided`` as exported): a view."""
     index = rows.view.scalar(node.inputs[1])
     data = rows.dims(node.inputs[0])
+    indices = rows.view.const_dims(node.inputs[1])
+    whole = rows.view.dims(node.inputs[0])
+    if acts == [node.inputs[0]] and indices and whole and math.prod(indices) == math.prod(whole):
+        rows.alias(node, acts[0])
+        return True
     if (
         acts == [node.inputs[0]]
         and index is not None

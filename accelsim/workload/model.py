@@ -231,6 +231,13 @@ class AddParameter(LayerBase):
     kind: Literal["add_parameter"] = Field(description=KIND)
 
 
+class ScaleParameter(LayerBase):
+    """Its input times a learned scale per channel (per feature of a sequence): a layer
+    scale, as ConvNeXt's. One parameter per channel."""
+
+    kind: Literal["scale_parameter"] = Field(description=KIND)
+
+
 class TokenSelect(LayerBase):
     """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
 
@@ -437,6 +444,7 @@ Layer = Annotated[
     | StochasticDepth
     | PrependTokens
     | AddParameter
+    | ScaleParameter
     | TokenSelect
     | CrossEntropy
     | Embedding

@@ -144,6 +144,31 @@ def test_vision_transformer_patches_class_token_and_position_embedding() -> None
     assert learned == {"cat.fwd": 2_176, "cat.dp": 128, "cat.bwd": 2_048}
 
 
+def test_convnext_channels_last_layers_are_map_layers() -> None:
+    """torchvision's ``ConvNeXt`` in small (a 4x4 stem to 32 channels, one block, a
+    2x2 downsampling to 64, the classifier; 3x32x32): the layernorms and linears on
+    channels-last maps are layernorms and 1x1 convs of the maps, the layer scale a
+    ``scale_parameter``. torch: 20,778 parameters (stem 1,568 + 64, block 1,600 +
+    64 + 4,224 + 4,128 + 32, downsampling 64 + 8,256, classifier 128 + 650)."""
+    workload = _import("torch_tiny_convnext")
+    rows = {row["name"]: row for row in _rows(workload)}
+    assert rows["block.norm"] == {"name": "block.norm", "kind": "layernorm"}
+    assert rows["block.pwconv1"] == {
+        "name": "block.pwconv1",
+        "kind": "conv2d",
+        "out_channels": 128,
+        "kernel": 1,
+        "bias": True,
+    }
+    assert rows["block.mul"] == {"name": "block.mul", "kind": "scale_parameter"}
+    assert rows["block.stochastic_depth.mul"]["kind"] == "stochastic_depth"
+    # stem 8 x 8 x 32 x 48 = 98,304; depthwise 7x7 8 x 8 x 32 x 49 = 100,352; the two
+    # 1x1s 8 x 8 x 32 x 128 = 262,144 each; downsampling 4 x 4 x 64 x 128 = 131,072;
+    # head 640.
+    macs = 98_304 + 100_352 + 2 * 262_144 + 131_072 + 640
+    assert _counts(workload) == (20_778, macs)
+
+
 def _window_graph(op: str, **attrs: Any) -> onnx.ModelProto:
     """input 1x3x10x10 -> ``op`` (a 3x3 window of stride 2, ``attrs``) -> Flatten -> Gemm."""
     conv = op == "Conv"

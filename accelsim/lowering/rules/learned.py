@@ -1,5 +1,6 @@
-"""Learned tensors joined to an activation: ``prepend_tokens`` (a class token) and
-``add_parameter`` (a learned position embedding)."""
+"""Learned tensors joined to an activation: ``prepend_tokens`` (a class token),
+``add_parameter`` (a learned position embedding) and ``scale_parameter`` (a layer
+scale)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from accelsim.workload import model as wm
 
 @register
 class LearnedRule(LayerRule):
-    """FWD one op per output element (a copy or an add); BWD the parameter's gradient
-    summed over the samples (one op per element of the gradient it reads) and ``dX``
-    one op per input element."""
+    """FWD one op per output element (a copy, an add or a multiply); BWD the
+    parameter's gradient summed over the samples (one op per element of the gradient
+    it reads; a scale's reads the input too, two ops) and ``dX`` one op per input
+    element."""
 
-    kinds = ("prepend_tokens", "add_parameter")
+    kinds = ("prepend_tokens", "add_parameter", "scale_parameter")
     has_params = True
 
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
@@ -37,14 +39,18 @@ class LearnedRule(LayerRule):
         assert g is not None
         name = info.layer.name
         param = ctx.parameter(name, "p")
-        part = ctx.n * _size(info)
+        scale = isinstance(info.layer, wm.ScaleParameter)
+        part = g.elements if scale else ctx.n * _size(info)
+        reads: list[Access | Tensor] = [Access(g, part)]
+        if scale:
+            reads.append(ctx.acts[info.inputs[0]])
         op = ctx.b.vector(
             f"{name}.dp",
             name,
             Phase.BWD_WEIGHT,
             part,
-            1,
-            [Access(g, part)],
+            2 if scale else 1,
+            reads,
             [param.gradient],
             epilogue=Epilogue.ELEMENTWISE,
         )
@@ -52,14 +58,19 @@ class LearnedRule(LayerRule):
         if ctx.wants(info):
             x = ctx.acts[info.inputs[0]]
             dx = ctx.dx(info)
-            reads = [Access(g, x.elements)]
-            ctx.b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, 1, reads, [dx])
+            back: list[Access | Tensor] = [Access(g, x.elements)]
+            if scale:
+                back.append(param.weight)
+            ctx.b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, 1, back, [dx])
             ctx.give(info, 0, dx)
 
 
 def _size(info: LayerInfo) -> int:
-    """The parameter's elements: the prepended tokens', or one per input element."""
+    """The parameter's elements: the prepended tokens', one per channel (a scale) or
+    one per input element."""
     layer = info.layer
     if isinstance(layer, wm.PrependTokens):
         return layer.tokens * info.out_shape.dims[1]
+    if isinstance(layer, wm.ScaleParameter):
+        return info.in_shapes[0].channels
     return math.prod(info.in_shapes[0].dims)
