@@ -1,6 +1,6 @@
 """Export graph-only ONNX fixtures of torch.nn blocks the importer reads as layers
 of their own: attention written by ``nn.MultiheadAttention`` and
-``nn.TransformerEncoderLayer``, a bidirectional two-layer ``nn.LSTM``, the
+``nn.TransformerEncoderLayer``, a bidirectional two-layer ``nn.LSTM`` and ``nn.GRU``, the
 element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish) and
 a small vision transformer and a small ConvNeXt written as torchvision's (class
 token, position embedding; channels-last layernorm and linears, layer scale).
@@ -48,11 +48,12 @@ class SelfAttention(nn.Module):
 
 
 class Lstm(nn.Module):
-    """A bidirectional two-layer LSTM's output sequence."""
+    """A bidirectional two-layer LSTM's (or GRU's) output sequence."""
 
-    def __init__(self) -> None:
+    def __init__(self, gru: bool = False) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(64, 32, num_layers=2, batch_first=True, bidirectional=True)
+        kind = nn.GRU if gru else nn.LSTM
+        self.lstm = kind(64, 32, num_layers=2, batch_first=True, bidirectional=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.lstm(x)[0]
@@ -189,6 +190,7 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "torch_chains": (Chains, (3, 8, 8)),
     "torch_tiny_vit": (TinyVit, (3, 32, 32)),
     "torch_tiny_convnext": (TinyConvNext, (3, 32, 32)),
+    "torch_gru": (lambda: Lstm(gru=True), SEQUENCE),
 }
 
 

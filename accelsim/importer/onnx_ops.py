@@ -16,7 +16,7 @@ import numpy as np
 from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import Handler, LayerRows
 from accelsim.importer.onnx_chains import erf_gelu, hard_sigmoid, random_mask
-from accelsim.importer.onnx_recurrent import lstm
+from accelsim.importer.onnx_recurrent import recurrent
 from accelsim.importer.onnx_windows import WINDOW_HANDLERS, compact
 
 VIEWS = frozenset(
@@ -388,7 +388,8 @@ HANDLERS: dict[str, Handler] = {
     "GroupNormalization": _groupnorm,
     "InstanceNormalization": _instancenorm,
     "Split": _split,
-    "LSTM": lstm,
+    "LSTM": recurrent,
+    "GRU": recurrent,
     "Resize": _resize,
     "SoftmaxCrossEntropyLoss": _loss,
 }

@@ -266,6 +266,13 @@ class Lstm(LayerBase):
     hidden_size: PositiveInt = Field(description="Hidden state size.")
 
 
+class Gru(LayerBase):
+    """One GRU layer, unrolled over the sequence (stack entries for depth)."""
+
+    kind: Literal["gru"] = Field(description=KIND)
+    hidden_size: PositiveInt = Field(description="Hidden state size.")
+
+
 class Attention(LayerBase):
     """Multi-head self-attention: QKV projection, per-head QK^T and AV, output projection;
     grouped-query with ``kv_heads`` below ``heads``, rotary position embeddings with
@@ -449,6 +456,7 @@ Layer = Annotated[
     | CrossEntropy
     | Embedding
     | Lstm
+    | Gru
     | Attention
     | GroupNorm
     | RmsNorm

@@ -102,6 +102,23 @@ def test_bidirectional_two_layer_lstm_is_two_lstm_layers_per_layer() -> None:
     assert _counts(workload) == (50_176, 12_288 * 16 * 2 * 2)
 
 
+def test_bidirectional_two_layer_gru_is_two_gru_layers_per_layer() -> None:
+    """``nn.GRU(64, 32, num_layers=2, batch_first=True, bidirectional=True)``: torch
+    37,632 parameters (per layer and direction 3 x 32 x (64 + 32) + 2 x 96 = 9,408)."""
+    workload = _import("torch_gru")
+    assert [row["kind"] for row in _rows(workload)] == [
+        *["gru", "gru", "concat"] * 2,
+        "cross_entropy",
+    ]
+    # Per step and direction a gates GEMM 3 x 32 x (64 + 32) = 9,216; 16 steps, two
+    # directions, two layers.
+    assert _counts(workload) == (37_632, 9_216 * 16 * 2 * 2)
+    infos = infer_shapes(workload, workload.name)
+    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    cells = {op.name: op.ops_per_element for op in step.ops if isinstance(op, VectorOp)}
+    assert cells["lstm.forward.cell.t0"] == 17 and cells["lstm.forward.cell.bwd.t0"] == 22
+
+
 def test_in_place_dropout_stochastic_depth_and_hard_activations() -> None:
     """A conv (3 -> 8, 3x3), ``Dropout(0.2, inplace=True)``, a hard-sigmoid gate of a
     1x1 conv, torchvision-style stochastic depth (rate 0.1), a hard swish and a
