@@ -217,10 +217,10 @@ def _matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
         # A linear on a map's channels, its positions last (ConvNeXt's): a 1x1 conv of
         # the map the table has, the same parameters and MACs.
         row = {"name": name, "kind": "conv2d", "out_channels": weight[1], "kernel": 1}
-        row["bias"] = bias is not None
-    if bias is None:
-        row.setdefault("bias", False)
-    else:
+        row.update({"bias": True} if bias is not None else {})
+    elif bias is None:
+        row["bias"] = False
+    if bias is not None:
         rows.skip.add(bias.index)
     row.update(_weight_fields(rows, name, node.inputs[1]))
     rows.emit(row, acts, (bias or node).outputs)
