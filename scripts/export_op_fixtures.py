@@ -1,9 +1,10 @@
 """Export graph-only ONNX fixtures of torch.nn blocks the importer reads as layers
-of their own: attention written by ``nn.MultiheadAttention`` and
-``nn.TransformerEncoderLayer``, a bidirectional two-layer ``nn.LSTM`` and ``nn.GRU``, the
-element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish) and
-a small vision transformer and a small ConvNeXt written as torchvision's (class
-token, position embedding; channels-last layernorm and linears, layer scale).
+of their own: attention written by ``nn.MultiheadAttention``,
+``nn.TransformerEncoderLayer`` and ``scaled_dot_product_attention`` under a mask, a
+bidirectional two-layer ``nn.LSTM`` and ``nn.GRU``, the element-wise chains
+(in-place dropout, stochastic depth, hard sigmoid and swish) and a small vision
+transformer and a small ConvNeXt written as torchvision's (class token, position
+embedding; channels-last layernorm and linears, layer scale).
 
 Run with a Python that has torch, torchvision (for the stripping of
 ``scripts/export_onnx_fixtures.py``) and accelsim:
@@ -45,6 +46,22 @@ class SelfAttention(nn.Module):
         if self.causal:
             mask = torch.triu(torch.full((x.shape[1], x.shape[1]), float("-inf")), 1)
         return self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+class SdpaAttention(nn.Module):
+    """Q, K and V linears and ``F.scaled_dot_product_attention`` under a boolean
+    lower-triangular mask (a causal mask written as a mask)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(64, 64) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = (p(x).view(b, s, 4, 16).transpose(1, 2) for p in (self.q, self.k, self.v))
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.o(y.transpose(1, 2).reshape(b, s, 64))
 
 
 class Lstm(nn.Module):
@@ -191,6 +208,7 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "torch_tiny_vit": (TinyVit, (3, 32, 32)),
     "torch_tiny_convnext": (TinyConvNext, (3, 32, 32)),
     "torch_gru": (lambda: Lstm(gru=True), SEQUENCE),
+    "torch_sdpa_masked": (SdpaAttention, SEQUENCE),
 }
 
 

@@ -8,8 +8,10 @@ fused linear whose output a ``Split`` cuts in three, as Hugging Face GPT-2's
 in-projection, viewed as three and each part selected by a ``Gather``), views
 (reshape to heads, transpose) and constant scales on the way; ``Q . K^T``;
 constant scales and masks (an ``Add``, ``Mul``, ``Div`` or ``Where`` with operands
-that are not activations); a ``Softmax``; an optional ``Dropout``; the product
-with V; views back to the model width and a fourth linear, the output projection.
+that are not activations); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
+``scaled_dot_product_attention`` puts after it under a boolean mask); an optional
+``Dropout``; the product with V; views back to the model width and a fourth linear,
+the output projection.
 It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``).
 
 Grouped-query attention's K and V are narrower than Q: their heads are repeated to
@@ -116,7 +118,9 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         covered.append(node)
         tensor = acts[0]
     covered.append(scores)
-    probs = view.single_reader(softmax.outputs[0])
+    guard = _nan_guard(view, softmax)
+    covered.extend(guard)
+    probs = view.single_reader((guard or [softmax])[-1].outputs[0])
     dropout = probs is not None and probs.op == "Dropout"
     if probs is not None and dropout:
         covered.append(probs)
@@ -157,6 +161,16 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         rotary=q.rotary,
         note=note,
     )
+
+
+def _nan_guard(view: GraphView, softmax: Node) -> list[Node]:
+    """The ``IsNaN`` and ``Where`` that zero a fully masked row's probabilities, as
+    ``scaled_dot_product_attention`` with a boolean mask exports them (none: [])."""
+    readers = view.consumers.get(softmax.outputs[0], [])
+    if sorted(r.op for r in readers) != ["IsNaN", "Where"]:
+        return []
+    isnan, where = sorted(readers, key=lambda r: r.op)
+    return [isnan, where] if where.inputs[0] == isnan.outputs[0] else []
 
 
 def _heads(view: GraphView, scores: Node, width: int) -> int | None:

@@ -63,6 +63,15 @@ def test_multihead_attention_is_one_attention_layer(causal: bool) -> None:
     assert _counts(workload) == (16_640, 196_608 + 32_768 + 65_536)
 
 
+def test_scaled_dot_product_attention_under_a_boolean_mask() -> None:
+    """Q, K, V linears (64 -> 64) and ``scaled_dot_product_attention`` with a boolean
+    ``tril`` mask (its ``IsNaN`` guard after the softmax): one causal attention. torch:
+    4 x (64 x 64 + 64) = 16,640 parameters; MACs as ``nn.MultiheadAttention``'s."""
+    rows = _rows(_import("torch_sdpa_masked"))
+    assert rows[0] == {"name": "attention", "kind": "attention", "heads": 4, "causal": True}
+    assert _counts(_import("torch_sdpa_masked")) == (16_640, 294_912)
+
+
 def test_transformer_encoder_layer_imports_with_its_attention_and_mlp() -> None:
     """``nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, activation="gelu")``:
     torch 49,984 parameters (attention 16,640, linear1 16,640, linear2 16,448, two
