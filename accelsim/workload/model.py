@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from accelsim.config.base import Name, PositiveInt, Spec
+from accelsim.workload.inputs import KIND, InputSpec
 
-KIND = "Which kind of input or layer this entry is."
 NonNegative = Annotated[int, Field(ge=0)]
 Pair = PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
 PairOrZero = NonNegative | Annotated[list[NonNegative], Field(min_length=2, max_length=2)]
@@ -26,36 +26,6 @@ def pair(value: int | list[int]) -> tuple[int, int]:
     if isinstance(value, int):
         return (value, value)
     return (value[0], value[1])
-
-
-class ImageInput(Spec):
-    kind: Literal["image"] = Field(description=KIND)
-    channels: PositiveInt = Field(description="Channels of each sample's image.")
-    height: PositiveInt = Field(description="Height of each sample's image, in pixels.")
-    width: PositiveInt = Field(description="Width of each sample's image, in pixels.")
-
-
-class VectorInput(Spec):
-    kind: Literal["vector"] = Field(description=KIND)
-    features: PositiveInt = Field(description="Features of each sample.")
-
-
-class TokenInput(Spec):
-    kind: Literal["tokens"] = Field(description=KIND)
-    length: PositiveInt = Field(description="Tokens of each sample's sequence.")
-
-
-class SequenceInput(Spec):
-    """Float vectors in a sequence (hidden states), for a block without an embedding."""
-
-    kind: Literal["sequence"] = Field(description=KIND)
-    length: PositiveInt = Field(description="Positions of each sample's sequence.")
-    features: PositiveInt = Field(description="Features at each position.")
-
-
-InputSpec = Annotated[
-    ImageInput | VectorInput | TokenInput | SequenceInput, Field(discriminator="kind")
-]
 
 
 class LayerBase(Spec):

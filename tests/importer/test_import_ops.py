@@ -31,6 +31,7 @@ from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
 from accelsim.lowering.step import lower
 from accelsim.workload import model as wm
+from accelsim.workload.inputs import SequenceInput
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "onnx"
@@ -55,7 +56,7 @@ def test_multihead_attention_is_one_attention_layer(causal: bool) -> None:
     in-projection viewed as three, each part taken by a ``Gather``. torch: 16,640
     parameters (in-projection 3 x 64 x 64 + 192, out-projection 64 x 64 + 64)."""
     workload = _import("torch_mha_causal" if causal else "torch_mha")
-    assert workload.input == wm.SequenceInput(kind="sequence", length=16, features=64)
+    assert workload.input == SequenceInput(kind="sequence", length=16, features=64)
     attention = {"name": "attn", "kind": "attention", "heads": 4}
     assert _rows(workload)[0] == ({**attention, "causal": True} if causal else attention)
     # Q, K, V: 3 x 16 x 64 x 64 = 196,608; scores and their product with V: 2 x 4
