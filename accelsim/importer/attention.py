@@ -4,12 +4,15 @@ The pattern, as PyTorch exports an eager attention (Hugging Face BERT, GPT-2, or
 ``nn.functional.scaled_dot_product_attention``): three linears of the same input
 (Q, K and V: a ``MatMul`` by a constant, with or without a bias ``Add``, or one
 fused linear whose output a ``Split`` cuts in three, as Hugging Face GPT-2's
-``c_attn``, an ``addmm``: a ``Gemm``), views (reshape to heads, transpose) and
-constant scales on the way; ``Q . K^T``; constant scales and masks (an ``Add``,
-``Mul``, ``Div`` or ``Where`` with operands that are not activations); a
-``Softmax``; an optional ``Dropout``; the product with V; views back to the model
-width and a fourth linear, the output projection. It is causal when a mask on the
-scores comes from a ``Trilu`` (``torch.tril``/``triu``).
+``c_attn``, an ``addmm``: a ``Gemm``; or ``nn.MultiheadAttention``'s packed
+in-projection, viewed as three and each part selected by a ``Gather``), views
+(reshape to heads, transpose) and constant scales on the way; ``Q . K^T``;
+constant scales and masks (an ``Add``, ``Mul``, ``Div`` or ``Where`` with operands
+that are not activations); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
+``scaled_dot_product_attention`` puts after it under a boolean mask); an optional
+``Dropout``; the product with V; views back to the model width and a fourth linear,
+the output projection.
+It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``).
 
 Grouped-query attention's K and V are narrower than Q: their heads are repeated to
 Q's (``repeat_interleave`` or Hugging Face's ``repeat_kv``: an ``Unsqueeze``, an
@@ -115,7 +118,9 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         covered.append(node)
         tensor = acts[0]
     covered.append(scores)
-    probs = view.single_reader(softmax.outputs[0])
+    guard = _nan_guard(view, softmax)
+    covered.extend(guard)
+    probs = view.single_reader((guard or [softmax])[-1].outputs[0])
     dropout = probs is not None and probs.op == "Dropout"
     if probs is not None and dropout:
         covered.append(probs)
@@ -158,6 +163,16 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     )
 
 
+def _nan_guard(view: GraphView, softmax: Node) -> list[Node]:
+    """The ``IsNaN`` and ``Where`` that zero a fully masked row's probabilities, as
+    ``scaled_dot_product_attention`` with a boolean mask exports them (none: [])."""
+    readers = view.consumers.get(softmax.outputs[0], [])
+    if sorted(r.op for r in readers) != ["IsNaN", "Where"]:
+        return []
+    isnan, where = sorted(readers, key=lambda r: r.op)
+    return [isnan, where] if where.inputs[0] == isnan.outputs[0] else []
+
+
 def _heads(view: GraphView, scores: Node, width: int) -> int | None:
     """A projection's width over the width per head (Q's last dimension at the
     product), or the scores' head dimension when that is unknown."""
@@ -193,7 +208,7 @@ def _linear_above(
             covered.append(node)
             tensor = acts[0]
             continue
-        if node.op == "Split" and not part:
+        if not part and (node.op == "Split" or _selects_part(view, node)):
             covered.append(node)
             part = (view.dims(tensor) or (0,))[-1]
             tensor = acts[0]
@@ -205,6 +220,13 @@ def _linear_above(
             return None
         width = part or _width(view, linear)
         return _Linear(linear, node if linear is not node else None, width, rotary)
+
+
+def _selects_part(view: GraphView, node: Node) -> bool:
+    """A ``Gather`` of one constant index of the first axis: ``nn.MultiheadAttention``'s
+    packed in-projection, viewed as (3, ..., width), selecting Q, K or V."""
+    index = view.scalar(node.inputs[1]) if node.op == "Gather" else None
+    return index is not None and node.attr("axis", 0) == 0
 
 
 def _rotated(view: GraphView, add: Node, live: set[str], covered: list[Node]) -> str | None:

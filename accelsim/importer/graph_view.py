@@ -155,7 +155,7 @@ class GraphView:
         return add if dims is not None and int(np.prod(dims)) == width else None
 
     def input_spec(self) -> dict[str, Any]:
-        """The workload ``input`` of the graph's input: image, vector or tokens."""
+        """The workload ``input`` of the graph's input: image, vector, sequence or tokens."""
         dims = self.dims(self.input_name)[1:]
         floating = self.input_elem_type in (
             onnx.TensorProto.FLOAT,
@@ -167,13 +167,15 @@ class GraphView:
             return {"kind": "image", "channels": dims[0], "height": dims[1], "width": dims[2]}
         if floating and len(dims) == 1:
             return {"kind": "vector", "features": dims[0]}
+        if floating and len(dims) == 2:
+            return {"kind": "sequence", "length": dims[0], "features": dims[1]}
         if not floating and len(dims) == 1:
             return {"kind": "tokens", "length": dims[0]}
         raise WorkloadError.single(
             self.source,
             "graph.input",
-            "expected an image (C x H x W floats), a vector or a token sequence (integers)"
-            " per sample",
+            "expected an image (C x H x W floats), a vector, a sequence of vectors (S x H"
+            " floats) or a token sequence (integers) per sample",
             list(dims),
         )
 

@@ -9,6 +9,7 @@ notes a reader should know.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from accelsim.importer.graph_view import GraphView, Node
@@ -111,3 +112,7 @@ def scope_of(node: Node) -> tuple[str, str]:
             path.append(part)
     joined = ".".join(path)
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", joined), parts[-1]
+
+
+Handler = Callable[[LayerRows, Node, list[str]], bool]
+"""Writes a node's layers (True), or declines the op's form (False)."""

@@ -8,15 +8,16 @@ operands or shapes it has no layer kind for).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
 from typing import Any
 
 import numpy as np
 
 from accelsim.importer.graph_view import GraphView, Node
-from accelsim.importer.layer_rows import LayerRows
-
-Handler = Callable[[LayerRows, Node, list[str]], bool]
+from accelsim.importer.layer_rows import Handler, LayerRows
+from accelsim.importer.onnx_chains import erf_gelu, hard_sigmoid, random_mask
+from accelsim.importer.onnx_recurrent import recurrent
+from accelsim.importer.onnx_windows import WINDOW_HANDLERS, compact
 
 VIEWS = frozenset(
     {
@@ -60,11 +61,40 @@ def _simple(kind: str) -> Handler:
 
 
 def _view(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A view aliases its input, but a map flattened to a vector is a ``flatten`` and
+    a map viewed as a sequence (``x.flatten(2).transpose(1, 2)``, a vision
+    transformer's patches) a ``bridge`` to the sequence's shape (the transpose after
+    it, if any, taken in)."""
     before, after = rows.dims(acts[0]), rows.dims(node.outputs[0])
     if len(before) == 3 and len(after) == 1:
         return rows.layer(node, "flatten", acts[:1])
+    if len(before) == 3 and len(after) == 2 and all(after) and node.op != "Transpose":
+        out = node.outputs[0]
+        turn = rows.view.single_reader(out)
+        if turn is not None and turn.op == "Transpose" and len(rows.dims(turn.outputs[0])) == 2:
+            rows.skip.add(turn.index)
+            out = turn.outputs[0]
+        row = {"name": rows.name(node), "kind": "bridge", "shape": list(rows.dims(out))}
+        rows.emit(row, acts[:1], (out,))
+        return True
     rows.alias(node, acts[0])
     return True
+
+
+def _parameter(rows: LayerRows, tensor: str, rank: int) -> tuple[int, ...] | None:
+    """The dimensions of a parameter (an initializer, expanded or viewed) as it
+    broadcasts over one sample of ``rank`` dimensions (a leading batch dimension of 1
+    dropped, missing leading ones 1), None for other tensors."""
+    source = tensor
+    while source not in rows.view.initializers:
+        node = rows.view.producer.get(source)
+        if node is None or node.op not in VIEWS:
+            return None
+        source = node.inputs[0]
+    dims = list(rows.view.dims(tensor) or rows.view.const_dims(source) or ())
+    while len(dims) > rank and dims[0] == 1:
+        dims.pop(0)
+    return tuple([1] * (rank - len(dims)) + dims) if len(dims) <= rank else None
 
 
 def _activation(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -92,109 +122,28 @@ def _clip(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     return False
 
 
-def _conv(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    weight = rows.view.const_dims(node.inputs[1])
-    pads = _symmetric_pads(node)
-    if weight is None or len(weight) != 4 or pads is None:
-        return False
-    row: dict[str, Any] = {"out_channels": weight[0], "kernel": _compact(weight[2:])}
-    row.update(_window_fields(node, pads, stride_default=1))
-    dilation = _compact(node.attr("dilations", [1, 1]))
-    if dilation != 1:
-        row["dilation"] = dilation
-    if node.attr("group", 1) != 1:
-        row["groups"] = node.attr("group", 1)
-    if rows.view.is_parameter(node, 2):
-        row["bias"] = True
-    return rows.layer(node, "conv2d", acts[:1], **row)
-
-
-def _conv_transpose(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    weight = rows.view.const_dims(node.inputs[1])
-    pads = _symmetric_pads(node)
-    if weight is None or len(weight) != 4 or pads is None:
-        return False
-    groups = node.attr("group", 1)
-    row: dict[str, Any] = {"out_channels": weight[1] * groups, "kernel": _compact(weight[2:])}
-    row.update(_window_fields(node, pads, stride_default=1))
-    extra = _compact(node.attr("output_padding", [0, 0]))
-    if extra != 0:
-        row["output_padding"] = extra
-    dilation = _compact(node.attr("dilations", [1, 1]))
-    if dilation != 1:
-        row["dilation"] = dilation
-    if groups != 1:
-        row["groups"] = groups
-    if rows.view.is_parameter(node, 2):
-        row["bias"] = True
-    return rows.layer(node, "conv_transpose2d", acts[:1], **row)
-
-
-def _pool(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    pads = _symmetric_pads(node)
-    kernel = node.attr("kernel_shape", [])
-    if pads is None or len(kernel) != 2 or node.attr("ceil_mode", 0):
-        return False
-    strides = node.attr("strides", [1, 1])
-    if list(kernel) == [1, 1] and list(strides) == [1, 1] and pads == [0, 0]:
-        rows.notes.append(f"{node.name}: a 1x1 {node.op} of stride 1 is the identity: omitted")
-        rows.alias(node, acts[0])
-        return True
-    kind = "maxpool" if node.op == "MaxPool" else "avgpool"
-    row: dict[str, Any] = {"kernel": _compact(kernel)}
-    row.update(_window_fields(node, pads, stride_default=_compact(kernel)))
-    return rows.layer(node, kind, acts[:1], **row)
-
-
-def _global_pool(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    """``global_avgpool`` (a vector) when only flattens read it, else an
-    ``adaptive_avgpool`` to 1 x 1 (a map, e.g. a squeeze-and-excitation gate's)."""
-    readers = rows.view.consumers.get(node.outputs[0], [])
-    if readers and all(r.op in ("Flatten", "Reshape") for r in readers):
-        return rows.layer(node, "global_avgpool", acts[:1])
-    return rows.layer(node, "adaptive_avgpool", acts[:1], output=1)
-
-
-def _reduce_mean(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    """A mean over a map's height and width (``torch.mean(x, (2, 3))``, as the
-    ``torch.export``-based exporter writes an adaptive pool to 1 x 1) is a global pool."""
-    rank = len(rows.view.dims(acts[0]))
-    axes = node.attr("axes", None)
-    if axes is None and len(node.inputs) > 1:
-        axes = rows.view.values(node.inputs[1])
-    if rank != 4 or axes is None or sorted(int(a) % rank for a in axes) != [2, 3]:
-        return False
-    if not node.attr("keepdims", 1):
-        return rows.layer(node, "global_avgpool", acts[:1])
-    return _global_pool(rows, node, acts)
-
-
-def _symmetric_pads(node: Node) -> list[int] | None:
-    if node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        return None
-    pads = list(node.attr("pads", [0, 0, 0, 0]))
-    if len(pads) != 4 or pads[:2] != pads[2:]:
-        return None
-    return pads[:2]
-
-
-def _window_fields(node: Node, pads: list[int], stride_default: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {}
-    stride = _compact(node.attr("strides", [1, 1]))
-    if stride != stride_default:
-        row["stride"] = stride
-    if _compact(pads) != 0:
-        row["padding"] = _compact(pads)
-    return row
-
-
 def _add(rows: LayerRows, node: Node, acts: list[str]) -> bool:
-    if len(acts) < 2:
-        return False
-    return rows.layer(node, "add", acts)
+    """An ``add`` of activations, or of a parameter of the activation's shape (a
+    learned position embedding): ``add_parameter``."""
+    if len(acts) >= 2:
+        return rows.layer(node, "add", acts)
+    others = [t for t in node.inputs if t not in acts]
+    dims = rows.dims(acts[0])
+    if len(others) == 1 and _parameter(rows, others[0], len(dims)) == dims:
+        return rows.layer(node, "add_parameter", acts)
+    return False
 
 
 def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A ``mul`` of two activations; of one, a random mask (dropout) or a parameter of
+    one value per channel (a layer scale: ``scale_parameter``)."""
+    if len(acts) == 1:
+        others = [t for t in node.inputs if t not in acts]
+        dims = rows.dims(acts[0])
+        learned = _parameter(rows, others[0], len(dims)) if len(others) == 1 else None
+        if learned is not None and dims and learned == _per_channel(dims):
+            return rows.layer(node, "scale_parameter", acts)
+        return random_mask(rows, node, acts)
     if len(acts) != 2:
         return False
     big, small = sorted(acts, key=lambda t: -int(np.prod(rows.dims(t))))
@@ -203,12 +152,32 @@ def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
 
 def _concat(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     rank = len(rows.dims(acts[0]))
-    if len(acts) != len(node.inputs) or node.attr("axis", 0) not in (1, -rank - 1):
+    if len(acts) != len(node.inputs):
+        return _prepend_tokens(rows, node, acts)
+    if node.attr("axis", 0) not in (1, -rank - 1):
         return False
     if len(acts) == 1:
         rows.alias(node, acts[0])
         return True
     return rows.layer(node, "concat", acts)
+
+
+def _per_channel(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of one value per channel of a map (C x 1 x 1) or feature of a sequence."""
+    return (dims[0], 1, 1) if len(dims) == 3 else (dims[-1],)
+
+
+def _prepend_tokens(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A parameter of ``t`` tokens put before a sequence (a class token): ``prepend_tokens``."""
+    dims = rows.dims(acts[0])
+    learned = _parameter(rows, node.inputs[0], 2) if node.inputs[1:] == (acts[0],) else None
+    token_axis = node.attr("axis", 0) in (1, -2)
+    if learned is None or len(dims) != 2 or len(learned) != 2 or not token_axis:
+        return False
+    if learned[1] != dims[1]:
+        return False
+    fields = {} if learned[0] == 1 else {"tokens": learned[0]}
+    return rows.layer(node, "prepend_tokens", acts, **fields)
 
 
 def _dropout(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -244,13 +213,41 @@ def _matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     bias = rows.view.bias_after(node, weight[1], rows.is_activation)
     name = rows.name(node, functional=False)
     row: dict[str, Any] = {"name": name, "kind": "linear", "out_features": weight[1]}
-    if bias is None:
+    if _channels_last(rows, acts[0]):
+        # A linear on a map's channels, its positions last (ConvNeXt's): a 1x1 conv of
+        # the map the table has, the same parameters and MACs.
+        row = {"name": name, "kind": "conv2d", "out_channels": weight[1], "kernel": 1}
+        row.update({"bias": True} if bias is not None else {})
+    elif bias is None:
         row["bias"] = False
-    else:
+    if bias is not None:
         rows.skip.add(bias.index)
     row.update(_weight_fields(rows, name, node.inputs[1]))
     rows.emit(row, acts, (bias or node).outputs)
     return True
+
+
+CHANNELS_LAST = [0, 2, 3, 1]
+"""The permutation that puts a batch of maps' channels last (``x.permute(0, 2, 3, 1)``)."""
+KEEPS_LAYOUT = frozenset({"LayerNormalization", "MatMul", "Add", "Mul", "Dropout"})
+"""Ops whose output keeps their first activation's layout (channels-last stays so)."""
+
+
+def _channels_last(rows: LayerRows, tensor: str) -> bool:
+    """Whether ``tensor`` is a map with its channels last: a ``Transpose`` by
+    :data:`CHANNELS_LAST` above it, through ops that keep the layout (a layernorm,
+    linears, activations, dropout)."""
+    for _ in range(16):
+        node = rows.view.producer.get(tensor)
+        if node is None:
+            return False
+        if node.op == "Transpose":
+            return list(node.attr("perm", [])) == CHANNELS_LAST
+        acts = [t for t in node.inputs if t not in rows.view.const_shapes]
+        if not acts or (node.op not in KEEPS_LAYOUT and node.op not in ACTIVATIONS):
+            return False
+        tensor = acts[0]
+    return False
 
 
 def _activation_matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -287,8 +284,15 @@ def _weight_fields(rows: LayerRows, name: str, weight: str) -> dict[str, Any]:
 
 
 def _gather(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """One token of a sequence (``token_select``), or every element of its input
+    reordered by constant indices (``as_strided`` as exported): a view."""
     index = rows.view.scalar(node.inputs[1])
     data = rows.dims(node.inputs[0])
+    indices = rows.view.const_dims(node.inputs[1])
+    whole = rows.view.dims(node.inputs[0])
+    if acts == [node.inputs[0]] and indices and whole and math.prod(indices) == math.prod(whole):
+        rows.alias(node, acts[0])
+        return True
     if (
         acts == [node.inputs[0]]
         and index is not None
@@ -356,7 +360,7 @@ def _resize(rows: LayerRows, node: Node, acts: list[str]) -> bool:
         return rows.layer(node, "upsample", acts[:1], mode=modes[mode], size=list(after[1:]))
     if scales is None or len(scales) != 4 or any(v != int(v) or v < 1 for v in scales[2:]):
         return False
-    scale = _compact(scales[2:])
+    scale = compact(scales[2:])
     return rows.layer(node, "upsample", acts[:1], mode=modes[mode], scale=scale)
 
 
@@ -364,23 +368,14 @@ def _loss(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     return rows.layer(node, "cross_entropy", acts[:1])
 
 
-def _compact(values: Any) -> Any:
-    """``[3, 3]`` -> ``3``; ``[1, 7]`` stays a list."""
-    items = [int(v) for v in values]
-    return items[0] if len(set(items)) == 1 else items
-
-
 HANDLERS: dict[str, Handler] = {
     **{op: _simple(kind) for op, kind in SIMPLE.items()},
     **dict.fromkeys(VIEWS, _view),
     **dict.fromkeys(ACTIVATIONS, _activation),
     "Sigmoid": _sigmoid,
-    "Conv": _conv,
-    "ConvTranspose": _conv_transpose,
-    "GlobalAveragePool": _global_pool,
-    "ReduceMean": _reduce_mean,
-    "MaxPool": _pool,
-    "AveragePool": _pool,
+    "HardSigmoid": hard_sigmoid,
+    "Div": erf_gelu,
+    **WINDOW_HANDLERS,
     "Clip": _clip,
     "Add": _add,
     "Sum": _add,
@@ -393,6 +388,8 @@ HANDLERS: dict[str, Handler] = {
     "GroupNormalization": _groupnorm,
     "InstanceNormalization": _instancenorm,
     "Split": _split,
+    "LSTM": recurrent,
+    "GRU": recurrent,
     "Resize": _resize,
     "SoftmaxCrossEntropyLoss": _loss,
 }

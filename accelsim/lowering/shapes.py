@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from accelsim.workload import inputs as wi
 from accelsim.workload import model as wm
 
 INPUT_NAME = "input"
@@ -56,12 +57,16 @@ class LayerInfo:
     out_shape: Shape
 
 
-def input_shape(spec: wm.ImageInput | wm.VectorInput | wm.TokenInput) -> Shape:
+def input_shape(
+    spec: wi.ImageInput | wi.VectorInput | wi.TokenInput | wi.SequenceInput,
+) -> Shape:
     """Shape of the workload's input tensor."""
-    if isinstance(spec, wm.ImageInput):
+    if isinstance(spec, wi.ImageInput):
         return Shape(Layout.CHW, (spec.channels, spec.height, spec.width))
-    if isinstance(spec, wm.VectorInput):
+    if isinstance(spec, wi.VectorInput):
         return Shape(Layout.FEATURES, (spec.features,))
+    if isinstance(spec, wi.SequenceInput):
+        return Shape(Layout.SEQUENCE, (spec.length, spec.features))
     return Shape(Layout.TOKENS, (spec.length,))
 
 

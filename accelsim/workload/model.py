@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from accelsim.config.base import Name, PositiveInt, Spec
+from accelsim.workload.inputs import KIND, InputSpec
 
-KIND = "Which kind of input or layer this entry is."
 NonNegative = Annotated[int, Field(ge=0)]
 Pair = PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
 PairOrZero = NonNegative | Annotated[list[NonNegative], Field(min_length=2, max_length=2)]
@@ -26,26 +26,6 @@ def pair(value: int | list[int]) -> tuple[int, int]:
     if isinstance(value, int):
         return (value, value)
     return (value[0], value[1])
-
-
-class ImageInput(Spec):
-    kind: Literal["image"] = Field(description=KIND)
-    channels: PositiveInt = Field(description="Channels of each sample's image.")
-    height: PositiveInt = Field(description="Height of each sample's image, in pixels.")
-    width: PositiveInt = Field(description="Width of each sample's image, in pixels.")
-
-
-class VectorInput(Spec):
-    kind: Literal["vector"] = Field(description=KIND)
-    features: PositiveInt = Field(description="Features of each sample.")
-
-
-class TokenInput(Spec):
-    kind: Literal["tokens"] = Field(description=KIND)
-    length: PositiveInt = Field(description="Tokens of each sample's sequence.")
-
-
-InputSpec = Annotated[ImageInput | VectorInput | TokenInput, Field(discriminator="kind")]
 
 
 class LayerBase(Spec):
@@ -124,6 +104,7 @@ class ActivationFunction(str, Enum):
     TANH = "tanh"
     SILU = "silu"
     HARDSWISH = "hardswish"
+    HARDSIGMOID = "hardsigmoid"
 
     @property
     def forward_ops(self) -> int:
@@ -137,6 +118,7 @@ class ActivationFunction(str, Enum):
             "tanh": 4,
             "silu": 5,
             "hardswish": 4,
+            "hardsigmoid": 3,
         }[self.value]
 
     @property
@@ -149,6 +131,7 @@ class ActivationFunction(str, Enum):
             "tanh": 3,
             "silu": 6,
             "hardswish": 3,
+            "hardsigmoid": 2,
         }[self.value]
 
 
@@ -195,6 +178,36 @@ class Dropout(LayerBase):
     rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of elements dropped.")
 
 
+class StochasticDepth(LayerBase):
+    """Stochastic depth (a residual branch dropped per sample at ``rate``): one draw
+    per sample, kept for backward, and every element scaled by its sample's draw."""
+
+    kind: Literal["stochastic_depth"] = Field(description=KIND)
+    rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of samples dropped.")
+
+
+class PrependTokens(LayerBase):
+    """Learned vectors put before a sequence's tokens (a vision transformer's class
+    token): ``tokens x features`` parameters, the same for every sample."""
+
+    kind: Literal["prepend_tokens"] = Field(description=KIND)
+    tokens: PositiveInt = Field(default=1, description="Learned tokens put first.")
+
+
+class AddParameter(LayerBase):
+    """A learned tensor of its input's shape added to it (a learned position
+    embedding): one parameter per element of a sample, the same for every sample."""
+
+    kind: Literal["add_parameter"] = Field(description=KIND)
+
+
+class ScaleParameter(LayerBase):
+    """Its input times a learned scale per channel (per feature of a sequence): a layer
+    scale, as ConvNeXt's. One parameter per channel."""
+
+    kind: Literal["scale_parameter"] = Field(description=KIND)
+
+
 class TokenSelect(LayerBase):
     """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
 
@@ -220,6 +233,13 @@ class Lstm(LayerBase):
     """One LSTM layer, unrolled over the sequence (stack entries for depth)."""
 
     kind: Literal["lstm"] = Field(description=KIND)
+    hidden_size: PositiveInt = Field(description="Hidden state size.")
+
+
+class Gru(LayerBase):
+    """One GRU layer, unrolled over the sequence (stack entries for depth)."""
+
+    kind: Literal["gru"] = Field(description=KIND)
     hidden_size: PositiveInt = Field(description="Hidden state size.")
 
 
@@ -338,13 +358,15 @@ class Mul(LayerBase):
 
 
 class MatMul(LayerBase):
-    """A product of two activations ``A . B`` per sample, per head when ``heads`` > 1."""
+    """A product of two activations ``A . B`` per sample, per head when ``heads`` > 1:
+    a GEMM without a weight (backward: one GEMM per input's gradient)."""
 
     kind: Literal["matmul"] = Field(description=KIND)
     heads: PositiveInt = Field(
         default=1,
-        description="Independent products per sample (a batched matmul): each input's"
-        " features are ``heads`` equal slices, one per product",
+        description="Independent products per sample (a batched matmul): each sequence"
+        " input's features are ``heads`` equal slices, one per product, or two maps are"
+        " ``heads x M x K`` and ``heads x K x N``",
     )
     transpose_b: bool = Field(default=False, description="Multiply by B's transpose (QK^T)")
 
@@ -396,10 +418,15 @@ Layer = Annotated[
     | Bridge
     | Softmax
     | Dropout
+    | StochasticDepth
+    | PrependTokens
+    | AddParameter
+    | ScaleParameter
     | TokenSelect
     | CrossEntropy
     | Embedding
     | Lstm
+    | Gru
     | Attention
     | GroupNorm
     | RmsNorm
@@ -435,7 +462,9 @@ class Workload(Spec):
     name: Name = Field(description="The model's name.")
     description: str = Field(default="", description="Free text.")
     source: str = Field(default="", description="Where the layer table comes from.")
-    input: InputSpec = Field(description="One sample's input: image, vector or tokens.")
+    input: InputSpec = Field(
+        description="One sample's input: image, vector, tokens or a sequence of vectors."
+    )
     layers: list[Layer] = Field(
         min_length=1, description="The layers in execution order; one cross_entropy ends them."
     )

@@ -178,6 +178,39 @@ def test_matmul_and_batched_matmul() -> None:
     assert "w.grad_accum" in {op.name for op in graph.ops}
 
 
+def test_matmul_of_two_maps_is_a_product_per_head() -> None:
+    """Two 2 x 5 x 3 maps (heads x M x K, as an exported ``12x197x64 @ 12x64x197``
+    arrives) times B's transpose: 2 x 5 x 5 out."""
+    image = {"kind": "image", "channels": 2, "height": 5, "width": 3}
+    layers = (
+        {"name": "a", "kind": "conv2d", "out_channels": 2, "kernel": 1},
+        {"name": "b", "kind": "conv2d", "out_channels": 2, "kernel": 1, "inputs": ["input"]},
+        {"name": "ab", "kind": "matmul", "heads": 2, "transpose_b": True, "inputs": ["a", "b"]},
+        *HEAD,
+    )
+    graph = lower(net(image, *layers), 3)
+    # Per head M 5, N 5, K 3; 3 samples x 2 heads: 6 products of 75 MACs each way.
+    assert shapes(graph, "ab") == {
+        "ab.fwd": (5, 5, 3, 6),
+        "ab.da": (5, 3, 5, 6),  # dA = dC . B: M x K x N
+        "ab.db": (5, 3, 5, 6),  # dB = dC^T . A: N x K x M
+    }
+    bad = net(image, *layers[:2], {**layers[2], "heads": 3}, *HEAD)
+    assert problems(bad) == [
+        "w.yaml: layers[2].heads: must be both maps' first size (got ['chw 2x5x3', 'chw 2x5x3'])"
+    ]
+
+
+def test_stochastic_depth_draws_once_per_sample() -> None:
+    conv = {"name": "conv", "kind": "conv2d", "out_channels": 4, "kernel": 1}
+    layer = {"name": "sd", "kind": "stochastic_depth", "rate": 0.1}
+    graph = lower(net(IMAGE, conv, layer, *HEAD), 2)
+    # 2 samples x 4 x 3 x 3 = 72 elements, each scaled once (forward and backward).
+    assert vector_ops(graph, "sd") == {"sd.fwd": (72, 1), "sd.bwd": (72, 1)}
+    mask = next(op for op in graph.ops if op.name == "sd.fwd").writes[1]
+    assert mask.bytes == 1  # two samples' bits
+
+
 def test_causal_attention_masks_scores_and_keeps_the_gemms() -> None:
     def attention(causal: bool) -> OpGraph:
         layer = {"name": "attn", "kind": "attention", "heads": 2, "causal": causal}

@@ -1,5 +1,8 @@
 """Products of two activations (``A . B``, per head for a batched matmul): GEMMs
-without parameters, and both inputs get a gradient GEMM."""
+without parameters, and both inputs get a gradient GEMM.
+
+The inputs are two sequences, each head a slice of their features, or two
+``heads x M x K`` maps (an exported ``12x197x64 @ 12x64x197``: the heads first)."""
 
 from __future__ import annotations
 
@@ -14,13 +17,20 @@ def matmul_dims(layer: wm.MatMul, a: Shape, b: Shape) -> tuple[int, int, int]:
     """``(M, N, K)`` of each of the ``heads`` products per sample.
 
     ``A`` is ``M x (heads . K)``, ``B`` is ``K x (heads . N)`` (``N x (heads . K)``
-    with ``transpose_b``): each head reads its slice of both inputs' features.
+    with ``transpose_b``): each head reads its slice of both inputs' features. As
+    maps, ``A`` is ``heads x M x K`` and ``B`` ``heads x K x N`` (``heads x N x K``).
 
     Raises:
         ShapeProblem: when the inputs' sizes do not fit.
     """
     heads = layer.heads
-    (m, a_width), (b_rows, b_width) = a.dims, b.dims
+    if a.layout is Layout.CHW:
+        if a.dims[0] != heads or b.dims[0] != heads:
+            raise ShapeProblem("heads", "must be both maps' first size", [str(a), str(b)])
+        (m, a_width), (b_rows, b_width) = a.dims[1:], (b.dims[1], heads * b.dims[2])
+        a_width *= heads
+    else:
+        (m, a_width), (b_rows, b_width) = a.dims, b.dims
     if a_width % heads or b_width % heads:
         raise ShapeProblem(
             "heads", f"must divide both inputs' features ({a_width}, {b_width})", heads
@@ -47,11 +57,16 @@ class MatMulRule(LayerRule):
         assert isinstance(layer, wm.MatMul)
         if len(in_shapes) != 2:
             raise ShapeProblem("inputs", "matmul takes exactly two inputs", len(in_shapes))
-        if any(s.layout is not Layout.SEQUENCE for s in in_shapes):
+        layouts = {s.layout for s in in_shapes}
+        if layouts not in ({Layout.SEQUENCE}, {Layout.CHW}):
             raise ShapeProblem(
-                "inputs", "matmul needs two sequence inputs", [str(s) for s in in_shapes]
+                "inputs",
+                "matmul needs two sequence inputs or two heads x M x K maps",
+                [str(s) for s in in_shapes],
             )
         m, n, _ = matmul_dims(layer, *in_shapes)
+        if layouts == {Layout.CHW}:
+            return Shape(Layout.CHW, (layer.heads, m, n))
         return Shape(Layout.SEQUENCE, (m, layer.heads * n))
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:

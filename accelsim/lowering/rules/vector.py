@@ -111,7 +111,9 @@ class NormRule(LayerRule):
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         if isinstance(layer, wm.BatchNorm):
             return one_input(layer, in_shapes, Layout.CHW, Layout.FEATURES)
-        return one_input(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE)
+        # A map's layernorm normalises each position's channels (channels-last, as
+        # ConvNeXt's): its affine has a scale and a shift per channel, as batchnorm's.
+        return one_input(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE, Layout.CHW)
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
@@ -196,23 +198,26 @@ class ActivationRule(LayerRule):
 
 @register
 class DropoutRule(LayerRule):
-    """``dropout``: a random mask, kept bit-packed (one bit per element) for backward."""
+    """``dropout``: a random mask, kept bit-packed (one bit per element) for backward;
+    ``stochastic_depth``: one bit per sample, each element scaled by its sample's."""
 
-    kinds = ("dropout",)
+    kinds = ("dropout", "stochastic_depth")
 
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         return one_input(layer, in_shapes, *ANY)
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
-        mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, -(-y.elements // 8), 1)
+        per_sample = isinstance(info.layer, wm.StochasticDepth)
+        bits = ctx.n if per_sample else y.elements
+        mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, -(-bits // 8), 1)
         ctx.saved[name] = mask
         ctx.b.vector(
             f"{name}.fwd",
             name,
             Phase.FWD,
             y.elements,
-            DROPOUT_FWD_OPS,
+            1 if per_sample else DROPOUT_FWD_OPS,
             xs,
             [y, mask],
             epilogue=Epilogue.ELEMENTWISE,

@@ -92,6 +92,9 @@ def find_sites(infos: Sequence[LayerInfo], rate: float | None) -> tuple[list[Sit
     sites, skipped = [], []
     for info in infos:
         layer = info.layer
+        if isinstance(layer, wm.StochasticDepth):
+            skipped.append(layer.name)  # it drops samples, never features
+            continue
         if not isinstance(layer, wm.Dropout):
             continue
         consumers = readers.get(layer.name, [])
