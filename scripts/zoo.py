@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import json
 import os
 import subprocess
@@ -36,7 +35,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +112,8 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
     """``name`` built, exported and imported, as a CSV row (the keys of :data:`FIELDS`).
 
     The import reads the export from a temporary directory as ``NAME.onnx``, the name
-    its errors give.
+    its errors give. With ``fixtures``, a model of :data:`FAMILIES` also has its
+    graph-only fixture written there.
     """
     import torchvision
 
@@ -145,7 +144,10 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
         return row
     row["onnx_bytes"] = len(data)
     if fixtures is not None and name in FAMILIES:
-        _fixture_script().write_fixture(fixtures / f"{name}.onnx.gz", data, _built(name))
+        # The script's own folder is on sys.path: measure writes fixtures in its child.
+        from export_onnx_fixtures import write_fixture
+
+        write_fixture(fixtures / f"{name}.onnx.gz", data, _built(name))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
@@ -175,16 +177,6 @@ def _built(name: str) -> str:
     """How the model was built, as the fixture's doc string says."""
     args = "".join(f", {k}={v}" for k, v in KWARGS.get(name, {}).items())
     return f"torchvision.models.{name}(weights=None{args})"
-
-
-def _fixture_script() -> ModuleType:
-    """``scripts/export_onnx_fixtures.py``, which strips and writes fixtures."""
-    path = ROOT / "scripts" / "export_onnx_fixtures.py"
-    spec = importlib.util.spec_from_file_location("export_onnx_fixtures", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def measured(name: str, fixtures: Path | None = None, timeout: float = TIMEOUT_S) -> dict[str, Any]:
