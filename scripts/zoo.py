@@ -117,10 +117,7 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
     """
     import torchvision
 
-    from accelsim import export_onnx, import_model
-    from accelsim.errors import WorkloadError
-    from accelsim.lowering.infer import infer_shapes
-    from accelsim.lowering.stats import model_stats
+    from accelsim import WorkloadError, export_onnx, import_model
 
     weights = _weights(name)
     size = weights.transforms().crop_size[0]
@@ -153,24 +150,34 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
         os.chdir(folder)
         Path(f"{name}.onnx").write_bytes(data)
         try:
-            workload = import_model(Path(f"{name}.onnx"), name=name).workload
+            text = import_model(Path(f"{name}.onnx"), name=name).text
         except WorkloadError as exc:
-            workload = None
+            text = ""
             row.update(status="import failed", error=str(exc))
+        row["import_s"] = round(time.perf_counter() - start, 1)
         os.chdir(ROOT)
-    row["import_s"] = round(time.perf_counter() - start, 1)
-    if workload is None:
-        return row
-    stats = model_stats(workload, infer_shapes(workload, name))
-    error = stats.forward_macs / (weights.meta["_ops"] * 1e9) - 1
+        if not text:
+            return row
+        stats = _counted(Path(folder) / f"{name}.yaml", text)
+    error = stats["forward_macs"] / (weights.meta["_ops"] * 1e9) - 1
     return {
         **row,
         "status": "imported",
-        "params": stats.params,
-        "forward_macs": stats.forward_macs,
+        "params": stats["params"],
+        "forward_macs": stats["forward_macs"],
         "macs_error_pct": round(100 * error, 2),
-        "layers": stats.layers,
+        "layers": stats["layers"],
     }
+
+
+def _counted(path: Path, text: str) -> dict[str, Any]:
+    """``accelsim models --json`` of the workload file ``text``, written at ``path``:
+    its parameters, forward MACs per sample and layers."""
+    path.write_text(text, encoding="utf-8")
+    command = [sys.executable, "-m", "accelsim", "models", str(path), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    (stats,) = json.loads(done.stdout)
+    return dict(stats)
 
 
 def _built(name: str) -> str:
