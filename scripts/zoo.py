@@ -254,7 +254,7 @@ def _table_row(row: dict[str, str]) -> str:
     params = int(row["params"])
     mark = "" if str(params) == row["params_torch"] else f" ({torch_params})"
     macs = f"{int(row['forward_macs']) / 1e9:.3f} G ({gflops} G)"
-    error = f"{float(row['macs_error_pct']):+.2f} %"
+    error = f"{float(row['macs_error_pct']) or 0.0:+.2f} %"  # -0.0 as +0.00
     cells = [model, row["input"], "imported", f"{params:,}{mark}", macs, error, seconds]
     return "| " + " | ".join(cells) + " |"
 
