@@ -10,7 +10,8 @@ in a child process of its own, one at a time, the smallest first (by the paramet
 weights' metadata gives): built from its code with random weights (``weights=None``;
 GoogLeNet and Inception-V3 without their auxiliary classifiers, which torchvision's
 figures leave out too), at its default weights' input size (their
-``transforms().crop_size``; nothing is downloaded), exported in training mode by
+``transforms().crop_size``, a vision transformer's ``image_size`` set to it as
+torchvision's builder sets it; nothing is downloaded), exported in training mode by
 :func:`accelsim.export_onnx` and imported by :func:`accelsim.import_model` with
 ``accelsim import``'s defaults. Its row records the status (imported, or the error
 word for word), the parameters against the module's ``sum(p.numel())``, the forward
@@ -121,7 +122,7 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
 
     weights = _weights(name)
     size = weights.transforms().crop_size[0]
-    model = torchvision.models.get_model(name, weights=None, **KWARGS.get(name, {}))
+    model = torchvision.models.get_model(name, weights=None, **_kwargs(name, size))
     row: dict[str, Any] = {
         "model": name,
         "input": f"3x{size}x{size}",
@@ -144,7 +145,7 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
         # The script's own folder is on sys.path: measure writes fixtures in its child.
         from export_onnx_fixtures import write_fixture
 
-        write_fixture(fixtures / f"{name}.onnx.gz", data, _built(name))
+        write_fixture(fixtures / f"{name}.onnx.gz", data, _built(name, size))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
@@ -180,9 +181,17 @@ def _counted(path: Path, text: str) -> dict[str, Any]:
     return dict(stats)
 
 
-def _built(name: str) -> str:
+def _kwargs(name: str, size: int) -> dict[str, Any]:
+    """The builder's arguments beyond ``weights=None``: :data:`KWARGS`, and a vision
+    transformer's ``image_size``, which torchvision's builder takes from the weights
+    (ViT-H/14's are for 518 x 518 images)."""
+    sized = {"image_size": size} if name.startswith("vit_") else {}
+    return {**KWARGS.get(name, {}), **sized}
+
+
+def _built(name: str, size: int) -> str:
     """How the model was built, as the fixture's doc string says."""
-    args = "".join(f", {k}={v}" for k, v in KWARGS.get(name, {}).items())
+    args = "".join(f", {k}={v}" for k, v in _kwargs(name, size).items())
     return f"torchvision.models.{name}(weights=None{args})"
 
 
