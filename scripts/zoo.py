@@ -21,8 +21,10 @@ MACs) and the seconds each step took.
 
 Writes :data:`CSV` (``--only`` replaces those models' rows and keeps the others) and the
 table between the :data:`BEGIN` and :data:`END` lines of :data:`DOCS`, from the whole
-CSV. ``--fixtures DIR`` also writes the graph-only fixture of each model of
-:data:`FAMILIES` it measures (``scripts/export_onnx_fixtures.py``'s stripping).
+CSV (a model without a row gets one saying it was not measured); ``--table`` measures
+nothing and rewrites the table alone. ``--fixtures DIR`` also writes the graph-only
+fixture of each model of :data:`FAMILIES` it measures (``scripts/export_onnx_fixtures.py``'s
+stripping).
 """
 
 from __future__ import annotations
