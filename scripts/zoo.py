@@ -45,6 +45,8 @@ CSV = ROOT / "docs" / "guides" / "data" / "torchvision_zoo.csv"
 DOCS = ROOT / "docs" / "guides" / "workloads.md"
 BEGIN = "<!-- zoo table: written by scripts/zoo.py from docs/guides/data/torchvision_zoo.csv -->"
 END = "<!-- end of the zoo table -->"
+KEPT = 10
+"""Problems of an error the CSV keeps (the table shows the first, and how many)."""
 TIMEOUT_S = 3600
 """A model's child process is stopped after this long (its row says so)."""
 KWARGS: dict[str, dict[str, Any]] = {
@@ -81,6 +83,7 @@ FIELDS = (
     "weights",
     "status",
     "error",
+    "problems",
     "params",
     "params_torch",
     "params_torchvision",
@@ -92,7 +95,8 @@ FIELDS = (
     "export_s",
     "import_s",
 )
-"""The CSV's columns: ``params`` and ``forward_macs`` are the imported table's
+"""The CSV's columns: ``error`` is the first :data:`KEPT` problems of the error, one a
+line, ``problems`` how many it has; ``params`` and ``forward_macs`` are the imported table's
 (``accelsim models``), ``params_torch`` the module's ``sum(p.numel())``,
 ``params_torchvision`` and ``gflops_torchvision`` the weights' metadata."""
 
@@ -138,7 +142,7 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
         data = export_onnx(model, (3, size, size))
     except WorkloadError as exc:
         data = b""
-        row.update(status="export failed", error=str(exc))
+        row.update(status="export failed", **_error(exc.problems))
     row["export_s"] = round(time.perf_counter() - start, 1)
     if not data:
         return row
@@ -156,7 +160,7 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
             text = import_model(Path(f"{name}.onnx"), name=name).text
         except WorkloadError as exc:
             text = ""
-            row.update(status="import failed", error=str(exc))
+            row.update(status="import failed", **_error(exc.problems))
         row["import_s"] = round(time.perf_counter() - start, 1)
         os.chdir(ROOT)
         if not text:
@@ -171,6 +175,12 @@ def measure(name: str, fixtures: Path | None = None) -> dict[str, Any]:
         "macs_error_pct": round(100 * error, 2),
         "layers": stats["layers"],
     }
+
+
+def _error(problems: list[Any]) -> dict[str, Any]:
+    """The ``error`` and ``problems`` of a row: the first :data:`KEPT` problems, one a line
+    (a Swin has hundreds), and how many there are."""
+    return {"error": "\n".join(str(p) for p in problems[:KEPT]), "problems": len(problems)}
 
 
 def _counted(path: Path, text: str) -> dict[str, Any]:
@@ -258,7 +268,7 @@ def _table_row(row: dict[str, str]) -> str:
     torch_params = f"{int(row['params_torch']):,}" if row.get("params_torch") else ""
     gflops = row.get("gflops_torchvision", "")
     if row["status"] != "imported":
-        status = ": ".join(filter(None, (row["status"], _first_problem(row["error"]))))
+        status = ": ".join(filter(None, (row["status"], _first_problem(row))))
         sizes = [f"({torch_params})" if torch_params else "", f"({gflops} G)" if gflops else ""]
         cells = [model, row.get("input", ""), status, *sizes, "", seconds]
         return "| " + " | ".join(cells) + " |"
@@ -270,12 +280,12 @@ def _table_row(row: dict[str, str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _first_problem(error: str) -> str:
-    """An error's first problem, with how many more it has, as a table cell shows it."""
-    problems = error.splitlines()
-    text = problems[0] if problems else ""
-    if len(problems) > 1:
-        text += f" (and {len(problems) - 1} more)"
+def _first_problem(row: dict[str, Any]) -> str:
+    """A row's first problem, with how many more the error has, as a table cell shows it."""
+    text = row.get("error", "").partition("\n")[0]
+    more = int(row.get("problems") or 1) - 1
+    if more:
+        text += f" (and {more} more)"
     return text.replace("|", "\\|")
 
 
@@ -315,7 +325,7 @@ def main() -> None:
         row = measured(name, args.fixtures)
         rows[name] = row
         write_rows(rows)
-        print(f"{name}: {row['status']} {_first_problem(row.get('error', ''))}", flush=True)
+        print(f"{name}: {row['status']} {_first_problem(row)}", flush=True)
     for name in names:
         rows.setdefault(name, {"model": name, "status": "not measured", "error": ""})
     write_rows(rows)

@@ -28,6 +28,7 @@ ROWS = {
         "input": "3x224x224",
         "status": "import failed",
         "error": "alexnet.onnx: nodes[/a]: no kind | none (got 'X')\nalexnet.onnx: nodes[/b]: two",
+        "problems": "2",
         "params_torch": "61100840",
         "gflops_torchvision": "0.714",
         "export_s": "2.0",
