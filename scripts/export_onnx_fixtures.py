@@ -191,6 +191,15 @@ def stripped(data: bytes) -> bytes:
     return model.SerializeToString()
 
 
+def write_fixture(path: Path, data: bytes, built: str) -> None:
+    """The exported model ``data`` stripped, its doc string saying how it was
+    ``built``, gzipped to ``path``."""
+    model_proto = onnx.load_from_string(stripped(data))
+    model_proto.doc_string = f"{built}; random weights, constant data stripped"
+    with gzip.GzipFile(path, "wb", mtime=0) as stream:
+        stream.write(model_proto.SerializeToString())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures/onnx"))
@@ -200,12 +209,8 @@ def main() -> None:
     torch.manual_seed(0)
     for name in args.only or list(MODELS):
         model, shape, tokens, built = MODELS[name]()
-        data = stripped(export_onnx(model, shape, tokens))
-        model_proto = onnx.load_from_string(data)
-        model_proto.doc_string = f"{built}; random weights, constant data stripped"
         path = args.out / f"{name}.onnx.gz"
-        with gzip.GzipFile(path, "wb", mtime=0) as stream:
-            stream.write(model_proto.SerializeToString())
+        write_fixture(path, export_onnx(model, shape, tokens), built)
         print(f"{path}: {path.stat().st_size:,} bytes ({built})")
 
 

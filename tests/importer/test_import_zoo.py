@@ -1,0 +1,134 @@
+"""One torchvision model per family beyond the suite's, imported from its graph-only
+fixture (``scripts/zoo.py --fixtures tests/fixtures/onnx``: built with random weights at
+its default weights' input size, exported in training mode, constants' data stripped).
+Needs only ``onnx``.
+
+A family that imports has the module's parameters (``sum(p.numel())``, counted when it
+was exported) and its forward MACs exactly, within 1 % of torchvision's GFLOPS
+(``meta["_ops"]``, one multiply-add one operation). A family that does not import yet
+is an expected failure (strict) with today's error: its first problem word for word
+and how many problems there are. When the importer learns its ops, the test passes
+unexpectedly, and fails: move the family to :data:`IMPORTS` with its MACs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnx")
+
+from accelsim.errors import WorkloadError
+from accelsim.importer.model_import import import_model
+from accelsim.lowering.infer import infer_shapes
+from accelsim.lowering.stats import model_stats
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "onnx"
+
+IMPORTS = {
+    "regnet_x_400mf": (5_495_976, 413_812_608, 0.414),
+    "regnet_y_400mf": (4_344_144, 401_842_848, 0.402),
+    "resnext50_32x4d": (25_028_904, 4_230_479_872, 4.23),
+    "wide_resnet50_2": (68_883_240, 11_398_021_120, 11.398),
+}
+"""Families that import: the module's parameters, the imported forward MACs per sample,
+torchvision's GFLOPS."""
+
+BLOCK = "/features/features.{0}/features.{0}.{1}"
+FAILS: dict[str, tuple[int, float, str, str, int]] = {
+    "convnext_tiny": (28_589_128, 4.456, "/features/features.1/features.1.0/mul", "Mul", 36),
+    "efficientnet_b0": (
+        5_288_548,
+        0.386,
+        BLOCK.format(2, 1) + "/features.2.1.stochastic_depth/mul_3",
+        "Mul",
+        10,
+    ),
+    "efficientnet_v2_s": (
+        21_458_488,
+        8.366,
+        BLOCK.format(1, 1) + "/features.1.1.stochastic_depth/mul",
+        "Mul",
+        35,
+    ),
+    "googlenet": (6_624_904, 1.498, "/maxpool1/max_pool2d", "MaxPool", 13),
+    "maxvit_t": (
+        30_919_624,
+        5.558,
+        "/blocks.0/blocks.0.layers.0/blocks.0.layers.0.layers/blocks.0.layers.0.layers."
+        "window_attention/blocks.0.layers.0.layers.window_attention.attn_layer/blocks.0."
+        "layers.0.layers.window_attention.attn_layer.1/split",
+        "SplitToSequence",
+        226,
+    ),
+    "mnasnet0_5": (2_218_512, 0.104, "/classifier/classifier.0/mul", "Mul", 1),
+    "mobilenet_v3_small": (
+        2_542_856,
+        0.057,
+        "/features/features.1/features.1.block/features.1.block.1/features.1.block.1."
+        "scale_activation/hardsigmoid",
+        "HardSigmoid",
+        10,
+    ),
+    "shufflenet_v2_x0_5": (1_366_792, 0.04, "/stage2/stage2.1/split", "SplitToSequence", 39),
+    "squeezenet1_0": (1_248_424, 0.819, "/features/features.2/max_pool2d", "MaxPool", 3),
+    "swin_t": (28_288_354, 4.491, BLOCK.format(1, 0) + "/features.1.0.attn/pad", "Pad", 180),
+    "swin_v2_t": (28_351_570, 5.94, BLOCK.format(1, 0) + "/features.1.0.attn/pad", "Pad", 264),
+    "vit_b_16": (86_567_656, 17.564, "/cat", "Concat", 62),
+}
+"""Families that do not import yet: the module's parameters, torchvision's GFLOPS, the
+node and op type of the error's first problem, and the error's number of problems."""
+IN_SOME_FORMS = {"Concat", "MaxPool", "Mul"}
+"""Op types with a layer kind in other forms than the one refused."""
+
+
+def _first_problem(name: str) -> str:
+    """Today's first problem importing ``name``, word for word."""
+    _, _, node, op, _ = FAILS[name]
+    form = " in this form (attributes, constant operands or shapes)" if op in IN_SOME_FORMS else ""
+    return (
+        f"{name}.onnx.gz: nodes[{node}]: op type {op} has no layer kind{form}; --unsupported"
+        f" vector maps it to a generic vector op (got {op!r})"
+    )
+
+
+def _imported(name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Parameters and forward MACs of the fixture's import, the file named as
+    ``NAME.onnx.gz`` in its messages."""
+    monkeypatch.chdir(FIXTURES)
+    workload = import_model(Path(f"{name}.onnx.gz")).workload
+    stats = model_stats(workload, infer_shapes(workload, name))
+    return stats.params, stats.forward_macs
+
+
+@pytest.mark.parametrize("name", sorted(IMPORTS))
+def test_family_imports_with_the_modules_parameters(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params, macs, gflops = IMPORTS[name]
+    assert _imported(name, monkeypatch) == (params, macs)
+    assert abs(macs / (gflops * 1e9) - 1) <= 0.01
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n, marks=pytest.mark.xfail(strict=True, raises=WorkloadError, reason=_first_problem(n))
+        )
+        for n in sorted(FAILS)
+    ],
+)
+def test_family_not_imported_yet(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails with today's error (any other error is a failure); once imported, has the
+    module's parameters and MACs within 1 % of torchvision's."""
+    params, gflops, _, _, count = FAILS[name]
+    try:
+        imported = _imported(name, monkeypatch)
+    except WorkloadError as exc:
+        assert (str(exc.problems[0]), len(exc.problems)) == (_first_problem(name), count)
+        raise
+    assert imported[0] == params
+    assert abs(imported[1] / (gflops * 1e9) - 1) <= 0.01
