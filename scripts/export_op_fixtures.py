@@ -1,7 +1,8 @@
 """Export graph-only ONNX fixtures of torch.nn blocks the importer reads as layers
 of their own: attention written by ``nn.MultiheadAttention``,
 ``nn.TransformerEncoderLayer`` and ``scaled_dot_product_attention`` under a mask, a
-bidirectional two-layer ``nn.LSTM`` and ``nn.GRU``, the element-wise chains
+bidirectional two-layer ``nn.LSTM`` and ``nn.GRU`` (the encoder layer and the LSTM also
+sequence-first, as ``batch_first=False`` modules are exported), the element-wise chains
 (in-place dropout, stochastic depth, hard sigmoid and swish) and a small vision
 transformer and a small ConvNeXt written as torchvision's (class token, position
 embedding; channels-last layernorm and linears, layer scale).
@@ -67,10 +68,10 @@ class SdpaAttention(nn.Module):
 class Lstm(nn.Module):
     """A bidirectional two-layer LSTM's (or GRU's) output sequence."""
 
-    def __init__(self, gru: bool = False) -> None:
+    def __init__(self, gru: bool = False, batch_first: bool = True) -> None:
         super().__init__()
         kind = nn.GRU if gru else nn.LSTM
-        self.lstm = kind(64, 32, num_layers=2, batch_first=True, bidirectional=True)
+        self.lstm = kind(64, 32, num_layers=2, batch_first=batch_first, bidirectional=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.lstm(x)[0]
@@ -209,7 +210,15 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "torch_tiny_convnext": (TinyConvNext, (3, 32, 32)),
     "torch_gru": (lambda: Lstm(gru=True), SEQUENCE),
     "torch_sdpa_masked": (SdpaAttention, SEQUENCE),
+    "torch_encoder_layer_seq_first": (
+        lambda: nn.TransformerEncoderLayer(64, 4, 256, activation="gelu"),
+        SEQUENCE,
+    ),
+    "torch_lstm_seq_first": (lambda: Lstm(batch_first=False), SEQUENCE),
 }
+SEQUENCE_FIRST = frozenset({"torch_encoder_layer_seq_first", "torch_lstm_seq_first"})
+"""Blocks that read their input's first axis as the sequence (``batch_first=False``),
+exported as such: ``(sequence, 1, features)``."""
 
 
 def main() -> None:
@@ -223,7 +232,9 @@ def main() -> None:
     spec.loader.exec_module(fixtures)
     torch.manual_seed(0)
     for name, (build, shape) in BLOCKS.items():
-        model = onnx.load_from_string(fixtures.stripped(export_onnx(build(), shape)))
+        first = name in SEQUENCE_FIRST
+        data = export_onnx(build(), shape, sequence_first=first)
+        model = onnx.load_from_string(fixtures.stripped(data))
         model.doc_string = f"{name}: random weights, constant data stripped"
         out = args.out / f"{name}.onnx.gz"
         with gzip.GzipFile(out, "wb", mtime=0) as stream:

@@ -154,15 +154,21 @@ class GraphView:
         dims = self.const_dims(others[0])
         return add if dims is not None and int(np.prod(dims)) == width else None
 
-    def input_spec(self) -> dict[str, Any]:
-        """The workload ``input`` of the graph's input: image, vector, sequence or tokens."""
-        dims = self.dims(self.input_name)[1:]
-        floating = self.input_elem_type in (
+    def is_float_input(self) -> bool:
+        """Whether the graph's input holds floating-point values (not token ids)."""
+        return self.input_elem_type in (
             onnx.TensorProto.FLOAT,
             onnx.TensorProto.FLOAT16,
             onnx.TensorProto.BFLOAT16,
             onnx.TensorProto.DOUBLE,
         )
+
+    def input_spec(self, sequence_first: bool = False) -> dict[str, Any]:
+        """The workload ``input`` of the graph's input: image, vector, sequence or tokens;
+        a ``sequence_first`` input's first axis is the sequence and its second the batch."""
+        whole = self.dims(self.input_name)
+        dims = (whole[0], whole[2]) if sequence_first else whole[1:]
+        floating = self.is_float_input()
         if floating and len(dims) == 3:
             return {"kind": "image", "channels": dims[0], "height": dims[1], "width": dims[2]}
         if floating and len(dims) == 1:

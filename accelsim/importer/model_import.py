@@ -81,7 +81,12 @@ def import_model(
         if input_shape is None:
             raise WorkloadError.single("module", "input_shape", "a module needs an input shape")
         onnx_graph = _onnx_graph("module")
-        model = onnx_graph.model_from_bytes(onnx_bytes(source, input_shape, tokens))
+        model = onnx_graph.model_from_bytes(onnx_bytes(source, input_shape, tokens, weights=False))
+        if len(input_shape) == 2 and not tokens and _sequence_first(onnx_graph, model):
+            # The module reads its input's first axis as the sequence: exported again
+            # with the sequence first, (S, 1, E), the graph runs over the sequence given.
+            again = onnx_bytes(source, input_shape, tokens, weights=False, sequence_first=True)
+            model = onnx_graph.model_from_bytes(again)
         origin = (
             f"PyTorch module {type(source).__module__}.{type(source).__qualname__},"
             " exported in training mode by torch.onnx (torch.export-based)"
@@ -100,6 +105,15 @@ def import_model(
     data = {**top, "layers": table.layers}
     workload = _validated(data, table, label)
     return ImportResult(workload, text)
+
+
+def _sequence_first(onnx_graph: ModuleType, model: Any) -> bool:
+    """Whether the graph of a module exported at ``(1, S, E)`` runs its sequence ops
+    over the first axis (a problem of the graph is left to the import to report)."""
+    try:
+        return bool(onnx_graph.table_from_onnx(model, "module", "vector", "none").sequence_first)
+    except WorkloadError:
+        return False
 
 
 def _validated(data: dict[str, Any], table: ImportedTable, file: str) -> Workload:

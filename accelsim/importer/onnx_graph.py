@@ -38,6 +38,7 @@ from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import FUNCTIONAL, LayerRows, scope_of
 from accelsim.importer.onnx_model import inline_constant_ifs, model_problems
 from accelsim.importer.onnx_ops import HANDLERS, VIEWS, embedding, is_embedding
+from accelsim.importer.sequence_axis import is_sequence_first
 
 MAX_GZIP_BYTES = 256 * 2**20
 """Most bytes a ``.onnx.gz`` file may decompress to (256 MiB): a graph without its
@@ -63,12 +64,15 @@ class ImportedTable:
         sources: Where in the model each layer comes from, as a key of the model
             (``nodes[/layer1/conv1/Conv]``; ``graph.output`` for the loss appended
             after it): a problem of the layer is blamed there.
+        sequence_first: The graph's input is (sequence, batch, features): its
+            sequence ops run over the first axis (:mod:`accelsim.importer.sequence_axis`).
     """
 
     input: dict[str, Any]
     layers: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    sequence_first: bool = False
 
 
 def read_onnx(path: str, file: str) -> onnx.ModelProto:
@@ -215,7 +219,15 @@ class _Converter:
                 "generic vector layers (an op per element; no layer kind of their own): "
                 + ", ".join(self.vector_ops)
             )
-        return ImportedTable(self.view.input_spec(), rows.layers, rows.notes, sources)
+        first = is_sequence_first(self.view, self.attentions.values())
+        if first:
+            length, batch = self.view.dims(self.view.input_name)[:2]
+            rows.notes.append(
+                f"input: sequence-first, (sequence {length}, batch {batch}, features): read as"
+                f" sequences of {length} (the batch is the run's)"
+            )
+        spec = self.view.input_spec(sequence_first=first)
+        return ImportedTable(spec, rows.layers, rows.notes, sources, sequence_first=first)
 
     def _node(self, node: Node) -> None:
         """Write the layers of ``node`` (none for a constant, a view or an absorbed node)."""

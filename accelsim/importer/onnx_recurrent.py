@@ -6,7 +6,9 @@ the op's ``hidden_size`` and its input's width are what the layer needs). A laye
 one direction is one layer; a bidirectional one is two, reading the same input (the
 reverse one costs as the forward one), and the ``concat`` of their outputs. A
 layer's parameters are PyTorch's per direction: ``4H x (I + H)`` weights and two
-``4H`` biases for an LSTM, ``3H`` for a GRU.
+``4H`` biases for an LSTM, ``3H`` for a GRU. The op's output is ``(sequence,
+directions, batch, hidden)``; the views the exporter puts after it to reach
+``(sequence, batch, directions x hidden)`` are the layer's output.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def recurrent(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     if DIRECTIONS[direction] == 1:
         row = {"name": base, "kind": kind, "hidden_size": hidden}
         rows.emit(row, acts[:1], node.outputs[:1])
+        _output_views(rows, node.outputs[0])
         return True
     parts = []
     for way in ("forward", "reverse"):
@@ -43,4 +46,22 @@ def recurrent(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     rows.layers.append(row)
     for out in node.outputs[:1]:
         rows.layer_of[out] = row["name"]
+    _output_views(rows, node.outputs[0])
     return True
+
+
+OUTPUT_VIEWS = frozenset({"Transpose", "Reshape", "Squeeze"})
+"""The views an exporter puts after a recurrent op's four-dimensional output."""
+
+
+def _output_views(rows: LayerRows, tensor: str) -> None:
+    """Alias the views that take ``tensor`` (the op's output, four-dimensional) to
+    three dimensions, up to and with the first of three (shape reads aside)."""
+    view = rows.view
+    while len(view.dims(tensor)) == 4:
+        readers = [r for r in view.consumers.get(tensor, []) if r.op not in ("Shape", "Size")]
+        if len(readers) != 1 or readers[0].op not in OUTPUT_VIEWS:
+            return
+        rows.skip.add(readers[0].index)
+        rows.layer_of[readers[0].outputs[0]] = rows.layer_of[tensor]
+        tensor = readers[0].outputs[0]

@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import re
 import warnings
 from typing import Any
+
+from google.protobuf.message import EncodeError
 
 from accelsim.errors import WorkloadError
 
@@ -21,17 +24,29 @@ OPSET = 20
 """ONNX opset of the export (20 has ``Gelu`` as one op)."""
 
 
-def onnx_bytes(module: Any, input_shape: tuple[int, ...], tokens: bool = False) -> bytes:
+def onnx_bytes(
+    module: Any,
+    input_shape: tuple[int, ...],
+    tokens: bool = False,
+    weights: bool = True,
+    sequence_first: bool = False,
+) -> bytes:
     """Export a copy of ``module`` in training mode at batch 1.
 
     Args:
         module: A ``torch.nn.Module`` taking one tensor.
         input_shape: Its input's dimensions per sample.
         tokens: The input is integer token ids (else floats).
+        weights: Keep the weights' values; without them (all an import reads is the
+            graph and the shapes) a model of any size serialises, where one protobuf
+            message holds at most 2 GiB.
+        sequence_first: The batch axis is the second (``(S, 1, E)`` for a sequence
+            ``input_shape`` of ``(S, E)``: ``batch_first=False`` modules), not the first.
 
     Raises:
-        WorkloadError: when torch is not installed, ``module`` is not a module, or the
-            export fails (its message included).
+        WorkloadError: when torch is not installed, ``module`` is not a module, the
+            export fails (its message included) or, with weights, the model does not
+            fit in one protobuf message.
     """
     try:
         import torch
@@ -44,7 +59,7 @@ def onnx_bytes(module: Any, input_shape: tuple[int, ...], tokens: bool = False) 
             "module", "", "expected an ONNX file or a torch.nn.Module", type(module).__name__
         )
     copied = copy.deepcopy(module).train()
-    shape = (1, *input_shape)
+    shape = (input_shape[0], 1, *input_shape[1:]) if sequence_first else (1, *input_shape)
     example = torch.zeros(shape, dtype=torch.long) if tokens else torch.randn(shape)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -60,6 +75,32 @@ def onnx_bytes(module: Any, input_shape: tuple[int, ...], tokens: bool = False) 
             )
     except Exception as exc:
         raise WorkloadError.single(
-            type(module).__name__, "", f"torch.onnx.export failed: {exc}"
+            type(module).__name__, "", f"torch.onnx.export failed: {_plain(str(exc))}"
         ) from None
-    return bytes(program.model_proto.SerializeToString())
+    if program is None:  # only the TorchScript exporter returns None
+        raise WorkloadError.single(type(module).__name__, "", "torch.onnx.export returned no model")
+    model = program.model_proto
+    if not weights:
+        for tensor in model.graph.initializer:
+            for name in DATA_FIELDS:
+                tensor.ClearField(name)
+    try:
+        return bytes(model.SerializeToString())
+    except EncodeError:
+        size = sum(t.ByteSize() for t in model.graph.initializer)
+        message = (
+            f"the exported model ({size:,} bytes of initializers) does not fit in one protobuf"
+            " message (2 GiB): export it without weights (weights=False), as an import does"
+        )
+        raise WorkloadError.single(type(module).__name__, "", message) from None
+
+
+DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data")
+"""The fields of an ONNX tensor that hold its values (its dimensions kept)."""
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _plain(text: str) -> str:
+    """An exporter's message without terminal colours, on one line, at most 600 characters."""
+    line = " ".join(ANSI.sub("", text).split())
+    return line if len(line) <= 600 else line[:599] + "…"

@@ -1,4 +1,4 @@
-"""``accelsim import`` of the ops torch.nn blocks and the zoo write (issue 41): attention
+"""``accelsim import`` of the ops torch.nn blocks and the zoo write: attention
 as ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer`` export it, LSTMs,
 in-place dropout, stochastic depth, hard sigmoid and swish, ``Erf`` GELU, asymmetric
 padding and ``ceil_mode`` pooling, a vision transformer's class token and position
@@ -110,6 +110,22 @@ def test_bidirectional_two_layer_lstm_is_two_lstm_layers_per_layer() -> None:
     # Per step and direction a gates GEMM 4 x 32 x (64 + 32) = 12,288; 16 steps, two
     # directions, two layers.
     assert _counts(workload) == (50_176, 12_288 * 16 * 2 * 2)
+
+
+@pytest.mark.parametrize("block", ["torch_encoder_layer", "torch_lstm"])
+def test_a_sequence_first_export_is_read_as_its_sequence(block: str) -> None:
+    """The same block with ``batch_first=False``, exported as ``(16, 1, 64)``: read batch
+    first it would be 16 samples of one token; its attention's scores (16 x 16) and its
+    LSTM's input (sequence first by ONNX's definition) say the first axis is the
+    sequence. The table, parameters and MACs are the batch-first export's."""
+    first = import_model(FIXTURES / f"{block}_seq_first.onnx.gz")
+    assert first.workload.input == SequenceInput(kind="sequence", length=16, features=64)
+    assert _rows(first.workload) == _rows(_import(block))
+    assert _counts(first.workload) == _counts(_import(block))
+    assert (
+        "#   - input: sequence-first, (sequence 16, batch 1, features): read as sequences of 16"
+        in first.text
+    )
 
 
 def test_bidirectional_two_layer_gru_is_two_gru_layers_per_layer() -> None:

@@ -114,6 +114,33 @@ def test_a_module_with_the_new_layer_kinds() -> None:
     assert stats.params == sum(p.numel() for p in module.parameters())
 
 
+@pytest.mark.parametrize("kind", ["encoder", "lstm"])
+def test_a_sequence_first_module_imports_as_its_batch_first_twin(kind: str) -> None:
+    """A ``batch_first=False`` module exported at ``(1, 16, 64)`` would run over one
+    token: it is exported again as ``(16, 1, 64)`` and imports as the batch-first one."""
+
+    def build(first: bool) -> nn.Module:
+        if kind == "encoder":
+            return nn.TransformerEncoderLayer(64, 4, 128, batch_first=first)
+        return nn.Sequential(nn.Linear(64, 64), _Outputs(nn.LSTM(64, 32, batch_first=first)))
+
+    tables = [import_model(build(first), input_shape=(16, 64)) for first in (True, False)]
+    rows = [[x.model_dump(exclude={"name"}) for x in t.workload.layers] for t in tables]
+    assert rows[0] == rows[1]
+    assert "sequence-first" in tables[1].text and "sequence-first" not in tables[0].text
+
+
+class _Outputs(nn.Module):
+    """A recurrent module's output sequence (not its states)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)[0]
+
+
 def test_a_torchscript_export_imports_alike(tmp_path: Path) -> None:
     """PyTorch's older exporter (``dynamo=False``, training mode) writes other nodes
     (``Flatten``, ``GlobalAveragePool``, a ``Gemm``) and names: the same table kinds and
