@@ -30,9 +30,9 @@ from accelsim import export_onnx
 
 KEEP_ELEMENTS = 64
 """Constants up to this size keep their values (scalars, shapes, dropout rates)."""
-NAME_SCOPES = "pkg.torch.onnx.name_scopes"
-"""The one node metadata kept (the module path that names a layer); the exporter's
-stack traces and FX node texts are dropped."""
+KEPT_METADATA = ("pkg.torch.onnx.name_scopes", "pkg.torch.onnx.class_hierarchy")
+"""The node metadata kept (the module path that names a layer, and its modules'
+classes); the exporter's stack traces and FX node texts are dropped."""
 
 
 def _bert() -> tuple[nn.Module, tuple[int, ...], bool, str]:
@@ -180,7 +180,7 @@ def stripped(data: bytes) -> bytes:
         a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR
     ]
     for node in model.graph.node:
-        kept = [p for p in node.metadata_props if p.key == NAME_SCOPES]
+        kept = [p for p in node.metadata_props if p.key in KEPT_METADATA]
         del node.metadata_props[:]
         node.metadata_props.extend(kept)
     for tensor in tensors:

@@ -5,7 +5,8 @@ bidirectional two-layer ``nn.LSTM`` and ``nn.GRU`` (the encoder layer and the LS
 sequence-first, as ``batch_first=False`` modules are exported), the element-wise chains
 (in-place dropout, stochastic depth, hard sigmoid and swish) and a small vision
 transformer and a small ConvNeXt written as torchvision's (class token, position
-embedding; channels-last layernorm and linears, layer scale).
+embedding; channels-last layernorm and linears, layer scale), and an adaptive average
+pool to a size (5) that does not divide its input's (14).
 
 Run with a Python that has torch, torchvision (for the stripping of
 ``scripts/export_onnx_fixtures.py``) and accelsim:
@@ -215,6 +216,12 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
         SEQUENCE,
     ),
     "torch_lstm_seq_first": (lambda: Lstm(batch_first=False), SEQUENCE),
+    "torch_adaptive_pool": (
+        lambda: nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.AdaptiveAvgPool2d(5), nn.Flatten(), nn.Linear(200, 10)
+        ),
+        (3, 14, 14),
+    ),
 }
 SEQUENCE_FIRST = frozenset({"torch_encoder_layer_seq_first", "torch_lstm_seq_first"})
 """Blocks that read their input's first axis as the sequence (``batch_first=False``),

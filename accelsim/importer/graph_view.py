@@ -22,6 +22,9 @@ class Node:
             standard one, so no handler takes it for a standard op.
         captured: The tensors of the enclosing graph its subgraphs (an ``If``'s
             branches, a ``Loop``'s body) read.
+        module_class: The class of the innermost ``torch.nn`` module that made it
+            (``torch.nn.modules.pooling.AdaptiveAvgPool2d``), as PyTorch's
+            ``torch.export``-based exporter records it; empty when none is recorded.
     """
 
     index: int
@@ -31,6 +34,7 @@ class Node:
     outputs: tuple[str, ...]
     attrs: dict[str, Any]
     captured: tuple[str, ...] = ()
+    module_class: str = ""
 
     def attr(self, key: str, default: Any) -> Any:
         """An attribute's value (lists as lists, strings as bytes), or ``default``."""
@@ -52,6 +56,7 @@ class GraphView:
                 tuple(n.output),
                 {a.name: helper.get_attribute_value(a) for a in n.attribute},
                 tuple(sorted(_captured(n))),
+                _module_class(n),
             )
             for i, n in enumerate(graph.node)
         ]
@@ -205,6 +210,21 @@ def _scoped_name(node: onnx.NodeProto) -> str:
             scopes = [s.strip(" '") for s in prop.value.strip("[]").split(",")]
             return "/" + "/".join(s for s in scopes if s)
     return node.name
+
+
+CLASS_HIERARCHY = "pkg.torch.onnx.class_hierarchy"
+"""Node metadata of the same exporter: the class of each module on the node's path, then
+its op, ``['torchvision.models.resnet.ResNet', 'torch.nn.modules.conv.Conv2d',
+'aten.convolution.default']``."""
+
+
+def _module_class(node: onnx.NodeProto) -> str:
+    """The class of the innermost module on the node's path, "" when none is recorded."""
+    for prop in node.metadata_props:
+        if prop.key == CLASS_HIERARCHY:
+            classes = [s.strip(" '") for s in prop.value.strip("[]").split(",")]
+            return classes[-2] if len(classes) > 1 else ""
+    return ""
 
 
 def attribute_graphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:

@@ -38,6 +38,7 @@ from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import FUNCTIONAL, LayerRows, scope_of
 from accelsim.importer.onnx_model import inline_constant_ifs, model_problems
 from accelsim.importer.onnx_ops import HANDLERS, VIEWS, embedding, is_embedding
+from accelsim.importer.onnx_regions import Region, match_regions
 from accelsim.importer.sequence_axis import is_sequence_first
 
 MAX_GZIP_BYTES = 256 * 2**20
@@ -194,6 +195,7 @@ class _Converter:
         self.problems: list[Problem] = []
         self.vector_ops: list[str] = []
         self.attentions: dict[int, AttentionMatch] = {}
+        self.regions: dict[int, Region] = {}
         self.attention_notes: dict[str, list[str]] = {}
 
     def convert(self, loss: str) -> ImportedTable:
@@ -201,6 +203,9 @@ class _Converter:
         for match in match_attentions(self.view):
             rows.skip.update(match.absorbed)
             self.attentions[match.output_node] = match
+        for region in match_regions(self.view, self.view.live()):
+            rows.skip.update(region.absorbed)
+            self.regions[region.output_node] = region
         sources: list[str] = []
         for node in self.view.nodes:
             start = len(rows.layers)
@@ -236,6 +241,11 @@ class _Converter:
             return
         if node.index in self.attentions:
             self._attention(node, self.attentions[node.index])
+            return
+        if node.index in self.regions:
+            region = self.regions[node.index]
+            row = {"name": rows.unique(scope_of(node)[0] or region.kind), "kind": region.kind}
+            rows.emit({**row, **region.fields}, [region.input], node.outputs[:1])
             return
         if is_embedding(self.view, node):
             embedding(rows, node)

@@ -289,3 +289,20 @@ def test_erf_gelu_is_one_gelu(tmp_path: Any) -> None:
     rows = _rows(import_model(tmp_path / "g.onnx").workload)
     assert [row["kind"] for row in rows] == ["linear", "activation", "linear", "cross_entropy"]
     assert rows[1] == {"name": "act", "kind": "activation", "function": "gelu"}
+
+
+def test_adaptive_pool_to_a_size_that_does_not_divide_is_one_layer() -> None:
+    """``nn.AdaptiveAvgPool2d(5)`` of a 14 x 14 map: the exporter writes its windows
+    out (a ``Gather`` per tap, their sum, a division); the module's nodes are one
+    ``adaptive_avgpool``. Conv 14 x 14 x 8 x 27 = 42,336 MACs and 224 parameters,
+    linear 200 x 10 = 2,000 MACs and 2,010 parameters."""
+    workload = _import("torch_adaptive_pool")
+    assert [(row["name"], row["kind"]) for row in _rows(workload)] == [
+        ("0", "conv2d"),
+        ("1", "adaptive_avgpool"),
+        ("2.view", "flatten"),
+        ("3", "linear"),
+        ("loss", "cross_entropy"),
+    ]
+    assert _rows(workload)[1]["output"] == 5
+    assert _counts(workload) == (2_234, 42_336 + 2_000)
