@@ -17,6 +17,7 @@ from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import Handler, LayerRows
 from accelsim.importer.onnx_chains import erf_gelu, hard_sigmoid, random_mask
 from accelsim.importer.onnx_recurrent import recurrent
+from accelsim.importer.onnx_sequences import sequence_at, split_to_sequence
 from accelsim.importer.onnx_windows import WINDOW_HANDLERS, compact
 
 VIEWS = frozenset(
@@ -388,6 +389,8 @@ HANDLERS: dict[str, Handler] = {
     "GroupNormalization": _groupnorm,
     "InstanceNormalization": _instancenorm,
     "Split": _split,
+    "SplitToSequence": split_to_sequence,
+    "SequenceAt": sequence_at,
     "LSTM": recurrent,
     "GRU": recurrent,
     "Resize": _resize,

@@ -37,6 +37,9 @@ IMPORTS = {
     "regnet_x_400mf": (5_495_976, 413_812_608, 0.414),
     "regnet_y_400mf": (4_344_144, 401_842_848, 0.402),
     "resnext50_32x4d": (25_028_904, 4_230_479_872, 4.23),
+    # 40,476,448 MACs are 1.19 % above 0.04 GFLOPS, a figure rounded to 0.001 GFLOPS:
+    # they round to it (see _agrees).
+    "shufflenet_v2_x0_5": (1_366_792, 40_476_448, 0.04),
     "squeezenet1_0": (1_248_424, 818_924_576, 0.819),
     "vit_b_16": (86_567_656, 17_563_828_224, 17.564),
     "wide_resnet50_2": (68_883_240, 11_398_021_120, 11.398),
@@ -54,7 +57,6 @@ FAILS: dict[str, tuple[int, float, str, str, int]] = {
         "SplitToSequence",
         176,
     ),
-    "shufflenet_v2_x0_5": (1_366_792, 0.04, "/stage2/stage2.1/split", "SplitToSequence", 39),
     "swin_t": (
         28_288_354,
         4.491,
@@ -72,7 +74,7 @@ FAILS: dict[str, tuple[int, float, str, str, int]] = {
 }
 """Families that do not import yet: the module's parameters, torchvision's GFLOPS, the
 node and op type of the error's first problem, and the error's number of problems."""
-IN_SOME_FORMS: set[str] = set()
+IN_SOME_FORMS = {"SplitToSequence"}
 """Op types with a layer kind in other forms than the one refused."""
 
 
@@ -84,6 +86,12 @@ def _first_problem(name: str) -> str:
         f"{name}.onnx.gz: nodes[{node}]: op type {op} has no layer kind{form}; --unsupported"
         f" vector maps it to a generic vector op (got {op!r})"
     )
+
+
+def _agrees(macs: int, gflops: float) -> bool:
+    """Whether ``macs`` are within 1 % of torchvision's ``gflops``, or round to them
+    (torchvision gives three decimals: 0.001 GFLOPS is more than 1 % of a small model's)."""
+    return abs(macs / (gflops * 1e9) - 1) <= 0.01 or round(macs / 1e9, 3) == gflops
 
 
 def _imported(name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
@@ -101,7 +109,7 @@ def test_family_imports_with_the_modules_parameters(
 ) -> None:
     params, macs, gflops = IMPORTS[name]
     assert _imported(name, monkeypatch) == (params, macs)
-    assert abs(macs / (gflops * 1e9) - 1) <= 0.01
+    assert _agrees(macs, gflops)
 
 
 @pytest.mark.parametrize(
@@ -123,4 +131,4 @@ def test_family_not_imported_yet(name: str, monkeypatch: pytest.MonkeyPatch) -> 
         assert (str(exc.problems[0]), len(exc.problems)) == (_first_problem(name), count)
         raise
     assert imported[0] == params
-    assert abs(imported[1] / (gflops * 1e9) - 1) <= 0.01
+    assert _agrees(imported[1], gflops)
