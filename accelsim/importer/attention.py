@@ -8,7 +8,7 @@ fused linear whose output a ``Split`` cuts in three, as Hugging Face GPT-2's
 in-projection, viewed as three and each part selected by a ``Gather``), views
 (reshape to heads, transpose) and constant scales on the way; ``Q . K^T``;
 constant scales and masks (an ``Add``, ``Mul``, ``Div`` or ``Where`` with operands
-that are not activations); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
+that are not activations, views between them); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
 ``scaled_dot_product_attention`` puts after it under a boolean mask); an optional
 ``Dropout``; the product with V; views back to the model width and a fourth linear,
 the output projection.
@@ -54,6 +54,10 @@ class AttentionMatch:
         causal: Whether a ``Trilu`` mask hides later tokens.
         rotary: Whether Q and K are rotated (rotary position embeddings).
         note: What it is and covers, for the table's header (shared by alike ones).
+        on_scores: The nodes between ``Q . K^T`` and the softmax that take constant
+            operands (scales, masks, position biases), the product's reader first: each
+            one's index and its constant operands.
+        score_dims: The dimensions of ``Q . K^T`` (the exported batch first).
     """
 
     input: str
@@ -67,6 +71,8 @@ class AttentionMatch:
     causal: bool
     rotary: bool
     note: str
+    on_scores: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    score_dims: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,7 @@ def match_attentions(view: GraphView) -> list[AttentionMatch]:
 
 def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | None:
     covered: list[Node] = [softmax]
+    on_scores: list[tuple[int, tuple[str, ...]]] = []
     tensor, causal = softmax.inputs[0], False
     while True:
         node = view.producer.get(tensor)
@@ -112,10 +119,15 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         if node.op == "MatMul" and len(acts) == 2:
             scores = node
             break
+        if node.op in VIEW_OPS and len(acts) == 1:
+            covered.append(node)
+            tensor = acts[0]
+            continue
         if node.op not in MASK_OPS or len(acts) != 1:
             return None
         causal = causal or any(_from_trilu(view, t) for t in node.inputs if t not in live)
         covered.append(node)
+        on_scores.insert(0, (node.index, tuple(t for t in node.inputs if t not in live)))
         tensor = acts[0]
     covered.append(scores)
     guard = _nan_guard(view, softmax)
@@ -160,6 +172,8 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         causal=causal,
         rotary=q.rotary,
         note=note,
+        on_scores=tuple(on_scores),
+        score_dims=view.dims(scores.outputs[0]),
     )
 
 

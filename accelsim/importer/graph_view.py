@@ -117,6 +117,15 @@ class GraphView:
         """The constant a (transposed) constant is, None for other tensors."""
         return self.const_roots.get(tensor)
 
+    def learned(self, tensor: str) -> tuple[int, ...] | None:
+        """The dimensions of the float initializer (a learned table) ``tensor`` is, or
+        is a transpose of; None for other tensors."""
+        root = self.const_roots.get(tensor, "")
+        proto = self.constants.get(root) if root in self.initializers else None
+        if proto is None or proto.data_type not in FLOAT_TYPES:
+            return None
+        return tuple(int(d) for d in proto.dims)
+
     def values(self, tensor: str) -> list[float] | None:
         """The values of a constant (flattened), of a ``Concat`` of constants (as
         PyTorch writes an upsample's scales) or of a reshaped constant; None for others
@@ -157,12 +166,7 @@ class GraphView:
     def input_spec(self) -> dict[str, Any]:
         """The workload ``input`` of the graph's input: image, vector, sequence or tokens."""
         dims = self.dims(self.input_name)[1:]
-        floating = self.input_elem_type in (
-            onnx.TensorProto.FLOAT,
-            onnx.TensorProto.FLOAT16,
-            onnx.TensorProto.BFLOAT16,
-            onnx.TensorProto.DOUBLE,
-        )
+        floating = self.input_elem_type in FLOAT_TYPES
         if floating and len(dims) == 3:
             return {"kind": "image", "channels": dims[0], "height": dims[1], "width": dims[2]}
         if floating and len(dims) == 1:
@@ -179,6 +183,16 @@ class GraphView:
             list(dims),
         )
 
+
+FLOAT_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.BFLOAT16,
+        onnx.TensorProto.DOUBLE,
+    }
+)
+"""The floating-point element types (a model's parameters; not its index buffers)."""
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 """The standard ONNX operator domain's two spellings."""

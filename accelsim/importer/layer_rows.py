@@ -57,6 +57,10 @@ class LayerRows:
         """The embedding layer of each constant table (for a linear tied to it)."""
         self.sequences: dict[str, SplitSequence] = {}
         """The parts of each sequence a ``SplitToSequence`` cuts."""
+        self.grouped_notes: dict[str, list[str]] = {}
+        """Notes that name every layer they are true of: the note, the names."""
+        self.channels_last: set[str] = set()
+        """Tensors that are maps with their channels last, as a layer written knows."""
 
     def is_activation(self, tensor: str) -> bool:
         """Whether ``tensor``'s values depend on the model input's values."""

@@ -38,6 +38,7 @@ from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import FUNCTIONAL, LayerRows, scope_of
 from accelsim.importer.onnx_model import inline_constant_ifs, model_problems
 from accelsim.importer.onnx_ops import HANDLERS, VIEWS, embedding, is_embedding
+from accelsim.importer.window_attention import window_attention, windowed
 
 MAX_GZIP_BYTES = 256 * 2**20
 """Most bytes a ``.onnx.gz`` file may decompress to (256 MiB): a graph without its
@@ -190,7 +191,6 @@ class _Converter:
         self.problems: list[Problem] = []
         self.vector_ops: list[str] = []
         self.attentions: dict[int, AttentionMatch] = {}
-        self.attention_notes: dict[str, list[str]] = {}
 
     def convert(self, loss: str) -> ImportedTable:
         rows = self.rows
@@ -208,7 +208,7 @@ class _Converter:
             rows.emit({"name": rows.unique("loss"), "kind": "cross_entropy"}, [])
             rows.notes.append("loss: cross_entropy appended after the graph's output")
             sources.append("graph.output")
-        for note, names in self.attention_notes.items():
+        for note, names in rows.grouped_notes.items():
             rows.notes.append(f"{note}: {', '.join(names)}")
         if self.vector_ops:
             rows.notes.append(
@@ -268,6 +268,13 @@ class _Converter:
         self.rows.emit(row, acts[:1], node.outputs[:1])
 
     def _attention(self, node: Node, match: AttentionMatch) -> None:
+        if windowed(self.rows, match):
+            written = window_attention(self.rows, node, match)
+            if written is None:
+                self._unsupported(node, [match.input], known=True)
+            else:
+                self.rows.grouped_notes.setdefault(written[1], []).append(written[0])
+            return
         row: dict[str, Any] = {"name": self.rows.unique(match.name), "kind": "attention"}
         row["heads"] = match.heads
         if match.kv_heads != match.heads:
@@ -281,7 +288,7 @@ class _Converter:
         if match.rotary:
             row["rotary"] = True
         self.rows.emit(row, [match.input], node.outputs)
-        self.attention_notes.setdefault(match.note, []).append(str(row["name"]))
+        self.rows.grouped_notes.setdefault(match.note, []).append(str(row["name"]))
 
 
 def _scope_ops(view: GraphView) -> dict[str, set[str]]:

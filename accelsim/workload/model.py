@@ -208,6 +208,17 @@ class ScaleParameter(LayerBase):
     kind: Literal["scale_parameter"] = Field(description=KIND)
 
 
+class PositionBias(LayerBase):
+    """A learned table of ``table`` values gathered, by constant indices, into a tensor
+    that broadcasts over the input, and added to it: a relative position bias on
+    attention scores (Swin's, MaxViT's), the same for every window and sample."""
+
+    kind: Literal["position_bias"] = Field(description=KIND)
+    table: PositiveInt = Field(
+        description="The table's parameters: (2M - 1)^2 x heads for windows of M x M tokens."
+    )
+
+
 class TokenSelect(LayerBase):
     """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
 
@@ -422,6 +433,7 @@ Layer = Annotated[
     | PrependTokens
     | AddParameter
     | ScaleParameter
+    | PositionBias
     | TokenSelect
     | CrossEntropy
     | Embedding

@@ -1,0 +1,147 @@
+"""Self-attention within windows of a map (Swin's shifted windows, MaxViT's blocks and
+grids), as layers of existing kinds.
+
+Exported, the windows are a batch: the map (H x W x C, channels last) is viewed as
+``windows x tokens x C`` and every window attends to its own tokens. One
+``attention`` layer would attend over the whole map; instead each of its parts is a
+layer of the map the table has (C x H x W): the Q, K and V projections one 1x1
+``conv2d`` (a linear per position), cut in three by ``split``, each viewed as
+``windows . heads`` products (a ``bridge``), the scores a batched ``matmul``, a
+constant added to them a named ``vector`` op (the shifted windows' mask) or, when it is
+a learned table gathered by constant indices, a ``position_bias`` carrying the table's
+parameters; the ``softmax``, the product with V, the view back to the map and the
+output projection (a 1x1 ``conv2d``). The scale of Q or of the scores is taken into
+the softmax, as the ``attention`` kind takes it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from accelsim.importer.attention import AttentionMatch
+from accelsim.importer.graph_view import Node
+from accelsim.importer.layer_rows import LayerRows
+from accelsim.importer.onnx_layout import table_dims
+
+SCALES = frozenset({"Mul", "Div"})
+"""Ops on the scores by a constant that the softmax takes in (the scale)."""
+BIAS_DEPTH = 32
+"""Constant nodes searched above a score's operand for the table it gathers."""
+
+
+def windowed(rows: LayerRows, match: AttentionMatch) -> bool:
+    """Whether the attention reads its tokens as a batch of windows of a map (one or
+    more per sample of the exported batch of one)."""
+    source = _map_above(rows, match.input)
+    return source is not None and len(rows.view.dims(source)) == 4
+
+
+def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tuple[str, str] | None:
+    """Write a windowed attention's layers, ending at ``node`` (the output projection):
+    the name they share and its note, or None when its shapes are not a map's windows
+    (nothing written)."""
+    windows, tokens, width = rows.view.dims(match.input)
+    source = _map_above(rows, match.input)
+    grid = table_dims(rows, source) if source is not None else ()
+    heads = match.score_dims[1] if len(match.score_dims) == 4 else match.heads
+    if len(grid) != 3 or grid[0] != width or math.prod(grid) != windows * tokens * width:
+        return None
+    if match.kv_heads != match.heads or width % heads:
+        return None
+    base = rows.unique(match.name)
+    blocks = windows * heads
+    per_head = [blocks, tokens, width // heads]
+    bias = {"bias": True} if match.bias else {}
+    qkv = _layer(
+        rows,
+        f"{base}.qkv",
+        "conv2d",
+        [rows.layer_of[match.input]],
+        out_channels=3 * width,
+        kernel=1,
+        **bias,
+    )
+    parts = []
+    for index, part in enumerate("qkv"):
+        cut = _layer(rows, f"{base}.{part}", "split", [qkv], sizes=[width] * 3, index=index)
+        parts.append(_layer(rows, f"{base}.{part}.heads", "bridge", [cut], shape=per_head))
+    last = _layer(rows, f"{base}.scores", "matmul", parts[:2], heads=blocks, transpose_b=True)
+    for index, constants in match.on_scores:
+        on = rows.view.nodes[index]
+        last = _on_scores(rows, on, constants, [blocks, tokens, tokens], base) or last
+    probs = _layer(rows, f"{base}.softmax", "softmax", [last])
+    mixed = _layer(rows, f"{base}.mix", "matmul", [probs, parts[2]], heads=blocks)
+    back = _layer(rows, f"{base}.merge", "bridge", [mixed], shape=list(grid))
+    out_bias = {"bias": True} if match.out_bias else {}
+    proj = _layer(rows, f"{base}.proj", "conv2d", [back], out_channels=width, kernel=1, **out_bias)
+    for out in node.outputs:
+        rows.layer_of[out] = proj
+        rows.channels_last.add(out)
+    return base, (
+        f"window attention ({heads} heads over windows of {tokens} tokens: 1x1 convs, batched"
+        " matmuls and a softmax over the windows' scores; a learned table gathered onto them"
+        " a position_bias, another constant added a vector op; the scale in the softmax)"
+    )
+
+
+def _on_scores(
+    rows: LayerRows, node: Node, constants: tuple[str, ...], shape: list[int], base: str
+) -> str | None:
+    """The layer of a node on the scores with ``constants`` its constant operands: the
+    scale, taken into the softmax (None); a gathered table, a ``position_bias``; any
+    other constant, a named ``vector`` op."""
+    if node.op in SCALES and all(rows.view.scalar(t) is not None for t in constants):
+        return None
+    last = str(rows.layers[-1]["name"])
+    single = node.op == "Add" and len(constants) == 1
+    table = _gathered_table(rows, constants[0]) if single else None
+    if table is not None:
+        return _layer(rows, f"{base}.position_bias", "position_bias", [last], table=table)
+    row: dict[str, Any] = {"name": rows.name(node), "kind": "vector", "op": node.op}
+    row.update(layout="chw", shape=shape)
+    return _append(rows, row, [last])
+
+
+def _gathered_table(rows: LayerRows, tensor: str) -> int | None:
+    """The parameters of the learned table (a float initializer) a ``Gather`` or
+    ``GatherND`` above ``tensor`` reads, None when there is none."""
+    view = rows.view
+    todo, seen = [tensor], 0
+    while todo and seen < BIAS_DEPTH:
+        node = view.producer.get(todo.pop())
+        seen += 1
+        if node is None:
+            continue
+        table = view.learned(node.inputs[0]) if node.op in ("Gather", "GatherND") else None
+        if table is not None:
+            return math.prod(table)
+        todo.extend(node.inputs)
+    return None
+
+
+def _map_above(rows: LayerRows, tensor: str) -> str | None:
+    """The map a window partition views (the first tensor above ``tensor`` through
+    views that is of another op's making, or the model's input)."""
+    for _ in range(16):
+        node = rows.view.producer.get(tensor)
+        if node is None or node.op not in ("Reshape", "Transpose", "Identity"):
+            return tensor
+        tensor = node.inputs[0]
+    return None
+
+
+def _layer(rows: LayerRows, name: str, kind: str, sources: list[str], **fields: Any) -> str:
+    """Append a layer of ``kind`` named ``name`` (made unique) reading the layers
+    ``sources``; its name."""
+    return _append(rows, {"name": rows.unique(name), "kind": kind, **fields}, sources)
+
+
+def _append(rows: LayerRows, row: dict[str, Any], sources: list[str]) -> str:
+    """Append ``row`` reading the layers ``sources`` (named only when they are not just
+    the previous layer)."""
+    previous = rows.layers[-1]["name"] if rows.layers else "input"
+    if sources != [previous]:
+        row["inputs"] = sources
+    rows.layers.append(row)
+    return str(row["name"])
