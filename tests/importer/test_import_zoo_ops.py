@@ -1,8 +1,9 @@
 """``accelsim import`` of the ops the zoo's last families write: ``torch.chunk`` as a
-``SplitToSequence`` and its ``SequenceAt`` parts (ShuffleNetV2, MaxViT).
+``SplitToSequence`` and its ``SequenceAt`` parts (ShuffleNetV2, MaxViT); Swin's
+padding, ``torch.roll``, strided slices and attention within windows.
 
-Each graph is built here with ``onnx.helper``; each MAC count is worked out by hand
-beside it. Needs only ``onnx``.
+Each graph is built here with ``onnx.helper``, or is a zoo fixture; each MAC count is
+worked out by hand beside it. Needs only ``onnx``.
 """
 
 from __future__ import annotations
@@ -17,10 +18,17 @@ pytest.importorskip("onnx")
 import onnx
 from onnx import TensorProto, helper
 
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import StridedDx
 from accelsim.errors import WorkloadError
+from accelsim.graph.ops import GemmOp, Phase
 from accelsim.importer.model_import import import_model
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
+from accelsim.lowering.step import lower
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "onnx"
 
 
 def _save(path: Path, nodes: list[Any], inits: list[Any], shape: list[int]) -> Path:
@@ -112,3 +120,149 @@ def test_a_split_along_the_height_names_the_node(tmp_path: Path) -> None:
         " constant operands or shapes); --unsupported vector maps it to a generic vector op"
         " (got 'SequenceAt')",
     ]
+
+
+def _shifted_graph(path: Path, pad_height: int) -> Path:
+    """input 1x3x4x4 -> Conv 3->4 1x1 -> channels last (1x4x4x4) -> Pad (height by
+    ``pad_height`` each side) -> torch.roll by 2 along the height (two Slices and a
+    Concat) -> every other column (a strided Slice) -> channels first ->
+    GlobalAveragePool -> Flatten -> Gemm (to 2)."""
+    big = 2**62
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv", kernel_shape=[1, 1]),
+        helper.make_node("Transpose", ["c"], ["t"], name="/permute", perm=[0, 2, 3, 1]),
+        helper.make_node("Pad", ["t", "pads"], ["p"], name="/attn/pad"),
+        helper.make_node("Slice", ["p", "two", "end", "one"], ["a"], name="/attn/roll"),
+        helper.make_node("Slice", ["p", "zero", "two", "one"], ["b"], name="/attn/roll"),
+        helper.make_node("Concat", ["a", "b"], ["r"], name="/attn/roll", axis=1),
+        helper.make_node("Slice", ["r", "zero", "end", "two", "two"], ["s"], name="/merge/slice"),
+        helper.make_node("Transpose", ["s"], ["u"], name="/permute_1", perm=[0, 3, 1, 2]),
+        helper.make_node("GlobalAveragePool", ["u"], ["g"], name="/pool/GlobalAveragePool"),
+        helper.make_node("Flatten", ["g"], ["f"], name="/Flatten"),
+        helper.make_node("Gemm", ["f", "fw"], ["y"], name="/fc/Gemm", transB=1),
+    ]
+    inits = [
+        helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 1, 1], [0.0] * 12),
+        helper.make_tensor("pads", TensorProto.INT64, [8], [0, pad_height, 0, 0] * 2),
+        *(helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("zero", 0), ("one", 1))),
+        *(
+            helper.make_tensor(n, TensorProto.INT64, [1], [v])
+            for n, v in (("two", 2), ("end", big))
+        ),
+        helper.make_tensor("fw", TensorProto.FLOAT, [2, 4], [0.0] * 8),
+    ]
+    return _save(path, nodes, inits, [1, 3, 4, 4])
+
+
+@pytest.mark.parametrize("pad_height", [0, 1])
+def test_roll_padding_and_a_strided_slice_of_a_channels_last_map(
+    tmp_path: Path, pad_height: int
+) -> None:
+    """Padding by zero is omitted, by one row each side a ``vector`` op writing the
+    4 x 6 x 4 map; the roll a ``vector`` op copying the map (its channels first, as the
+    table has it); every other column a ``bridge`` to 4 x H x 2."""
+    result = import_model(_shifted_graph(tmp_path / "shift.onnx", pad_height))
+    rows = [layer.model_dump(exclude_defaults=True) for layer in result.workload.layers]
+    height = 4 + 2 * pad_height
+    padded = {"name": "attn.pad", "kind": "vector", "op": "Pad", "layout": "chw"}
+    assert rows[1:-4] == [
+        *([{**padded, "shape": [4, 6, 4]}] if pad_height else []),
+        {
+            "name": "attn.roll",
+            "kind": "vector",
+            "op": "roll",
+            "layout": "chw",
+            "shape": [4, height, 4],
+        },
+        {"name": "merge", "kind": "bridge", "shape": [4, height, 2]},
+    ]
+    header = [line[1:].strip() for line in result.text.splitlines() if line.startswith("#")]
+    notes = " ".join(header)
+    assert (
+        "padding by zero elements (to a multiple of the window), omitted: /attn/pad" in notes
+    ) == (not pad_height)
+    assert (
+        "torch.roll (a Slice and a Concat per dimension): a vector op copying the map: attn.roll"
+        in notes
+    )
+    stats = model_stats(result.workload, infer_shapes(result.workload, "shift"))
+    # conv 4 x 4 x 4 x 3 = 192 MACs, 12 weights; classifier 4 x 2 = 8 of each.
+    assert (stats.params, stats.forward_macs) == (20, 192 + 8)
+
+
+def test_swin_shifted_window_attention_is_its_parts_on_the_map() -> None:
+    """torchvision's ``swin_t``, its second block (``features.1.1``): 3 heads over 64
+    windows of 7 x 7 tokens of the 96 x 56 x 56 map, shifted (rolled, and a mask added
+    to the scores), with a relative position bias from a table of 13 x 13 x 3 values."""
+    workload = import_model(FIXTURES / "swin_t.onnx.gz").workload
+    rows = [layer.model_dump(exclude_defaults=True) for layer in workload.layers]
+    block = [row for row in rows if row["name"].startswith("features.1.1.attn")]
+    base = "features.1.1.attn"
+    heads = {"kind": "bridge", "shape": [192, 49, 32]}
+    parts = [
+        [
+            {"name": f"{base}.{p}", "kind": "split", "sizes": [96] * 3, "index": i}
+            | ({"inputs": [f"{base}.qkv"]} if i else {}),
+            {"name": f"{base}.{p}.heads", **heads},
+        ]
+        for i, p in enumerate("qkv")
+    ]
+    assert block == [
+        {
+            "name": f"{base}.roll",
+            "kind": "vector",
+            "op": "roll",
+            "layout": "chw",
+            "shape": [96, 56, 56],
+        },
+        {"name": f"{base}.qkv", "kind": "conv2d", "out_channels": 288, "kernel": 1, "bias": True},
+        *parts[0],
+        *parts[1],
+        *parts[2],
+        {
+            "name": f"{base}.scores",
+            "kind": "matmul",
+            "heads": 192,
+            "transpose_b": True,
+            "inputs": [f"{base}.q.heads", f"{base}.k.heads"],
+        },
+        {"name": f"{base}.position_bias", "kind": "position_bias", "table": 507},
+        {
+            "name": f"{base}.add",
+            "kind": "vector",
+            "op": "Add",
+            "layout": "chw",
+            "shape": [192, 49, 49],
+        },
+        {"name": f"{base}.softmax", "kind": "softmax"},
+        {
+            "name": f"{base}.mix",
+            "kind": "matmul",
+            "heads": 192,
+            "inputs": [f"{base}.softmax", f"{base}.v.heads"],
+        },
+        {"name": f"{base}.merge", "kind": "bridge", "shape": [96, 56, 56]},
+        {"name": f"{base}.proj", "kind": "conv2d", "out_channels": 96, "kernel": 1, "bias": True},
+        {
+            "name": f"{base}.roll_2",
+            "kind": "vector",
+            "op": "roll",
+            "layout": "chw",
+            "shape": [96, 56, 56],
+        },
+    ]
+    infos = infer_shapes(workload, workload.name)
+    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    forward = {
+        op.layer: op.macs
+        for op in step.ops
+        if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.layer.startswith(base)
+    }
+    # Q, K, V: 3,136 positions x 96 x 288; scores and their product with V: 64 windows
+    # x 3 heads x 49 x 49 x 32; the output projection 3,136 x 96 x 96.
+    assert forward == {
+        f"{base}.qkv": 86_704_128,
+        f"{base}.scores": 14_751_744,
+        f"{base}.mix": 14_751_744,
+        f"{base}.proj": 28_901_376,
+    }
