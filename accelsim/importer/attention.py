@@ -54,6 +54,7 @@ class AttentionMatch:
         causal: Whether a ``Trilu`` mask hides later tokens.
         rotary: Whether Q and K are rotated (rotary position embeddings).
         note: What it is and covers, for the table's header (shared by alike ones).
+        normalized: Whether Q and K are each L2-normalised (cosine attention, Swin V2's).
         on_scores: The nodes between ``Q . K^T`` and the softmax that take constant
             operands (scales, masks, position biases), the product's reader first: each
             one's index and its constant operands.
@@ -71,6 +72,7 @@ class AttentionMatch:
     causal: bool
     rotary: bool
     note: str
+    normalized: bool = False
     on_scores: tuple[tuple[int, tuple[str, ...]], ...] = ()
     score_dims: tuple[int, ...] = ()
 
@@ -79,12 +81,13 @@ class AttentionMatch:
 class _Linear:
     """A projection: its ``MatMul`` or ``Gemm``, its bias ``Add`` if any, the width of
     its output that reaches the attention (a ``Split``'s part of a fused one), and
-    whether a rotation is on the way."""
+    whether a rotation or an L2 normalisation is on the way."""
 
     matmul: Node
     bias: Node | None
     width: int
     rotary: bool = False
+    normalized: bool = False
 
     @property
     def nodes(self) -> list[Node]:
@@ -152,6 +155,8 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     kv_heads = _heads(view, scores, k.width)
     if heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
         return None
+    if q.normalized != k.normalized or v.normalized:
+        return None
     last = out.bias or out.matmul
     nodes = [*covered, *q.nodes, *k.nodes, *v.nodes, *out.nodes]
     name = _common_scope([q.matmul, k.matmul, v.matmul, out.matmul])
@@ -172,6 +177,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         causal=causal,
         rotary=q.rotary,
         note=note,
+        normalized=q.normalized,
         on_scores=tuple(on_scores),
         score_dims=view.dims(scores.outputs[0]),
     )
@@ -203,8 +209,8 @@ def _linear_above(
     view: GraphView, tensor: str, live: set[str], covered: list[Node]
 ) -> _Linear | None:
     """The linear whose output reaches ``tensor`` through views, constant scales, a
-    ``Split`` of a fused projection and a rotation."""
-    part, rotary = 0, False
+    ``Split`` of a fused projection, a rotation and an L2 normalisation."""
+    part, rotary, normalized = 0, False, False
     while True:
         node = view.producer.get(tensor)
         if node is None:
@@ -215,6 +221,13 @@ def _linear_above(
             if source is None:
                 return None
             tensor, rotary = source, True
+            continue
+        if node.op == "Div" and len(acts) == 2 and not normalized:
+            norm = _l2_norm(view, node)
+            if norm is None:
+                return None
+            covered.extend(norm)
+            tensor, normalized = node.inputs[0], True
             continue
         if len(acts) != 1:
             return None
@@ -233,7 +246,28 @@ def _linear_above(
         if not _is_linear(view, linear, live):
             return None
         width = part or _width(view, linear)
-        return _Linear(linear, node if linear is not node else None, width, rotary)
+        return _Linear(linear, node if linear is not node else None, width, rotary, normalized)
+
+
+NORM_OPS = frozenset({"Expand", "Clip", "Max"})
+"""Ops between an L2 norm and the division by it (broadcast, kept from zero)."""
+
+
+def _l2_norm(view: GraphView, div: Node) -> list[Node] | None:
+    """The nodes of ``F.normalize(x)`` ending at ``div`` (``x`` over its ``ReduceL2``,
+    kept from zero and broadcast), None when ``div`` is another division."""
+    nodes, tensor = [div], div.inputs[1]
+    for _ in range(len(NORM_OPS) + 1):
+        node = view.producer.get(tensor)
+        if node is None:
+            return None
+        nodes.append(node)
+        if node.op == "ReduceL2":
+            return nodes if node.inputs[0] == div.inputs[0] else None
+        if node.op not in NORM_OPS:
+            return None
+        tensor = node.inputs[0]
+    return None
 
 
 def _selects_part(view: GraphView, node: Node) -> bool:

@@ -1,17 +1,21 @@
-"""Self-attention within windows of a map (Swin's shifted windows, MaxViT's blocks and
-grids), as layers of existing kinds.
+"""Self-attention within windows of a map (Swin V1's and V2's shifted windows), as
+layers of existing kinds.
 
 Exported, the windows are a batch: the map (H x W x C, channels last) is viewed as
 ``windows x tokens x C`` and every window attends to its own tokens. One
 ``attention`` layer would attend over the whole map; instead each of its parts is a
 layer of the map the table has (C x H x W): the Q, K and V projections one 1x1
 ``conv2d`` (a linear per position), cut in three by ``split``, each viewed as
-``windows . heads`` products (a ``bridge``), the scores a batched ``matmul``, a
-constant added to them a named ``vector`` op (the shifted windows' mask) or, when it is
-a learned table gathered by constant indices, a ``position_bias`` carrying the table's
-parameters; the ``softmax``, the product with V, the view back to the map and the
-output projection (a 1x1 ``conv2d``). The scale of Q or of the scores is taken into
-the softmax, as the ``attention`` kind takes it.
+``windows . heads`` products (a ``bridge``; Q and K L2-normalised by a ``vector`` op
+each in cosine attention), the scores a batched ``matmul``; added to them, learned
+values (a relative position bias: a table gathered by constant indices, or computed
+from constant coordinates by an MLP, whose MACs, once per step, are not counted) a
+``position_bias`` carrying their parameters, another constant (the shifted windows'
+mask) a named ``vector`` op; a learned scale per head (Swin V2's logit scale) a
+``scale_parameter`` of the scores viewed heads first; the ``softmax``, the product
+with V, the view back to the map and the output projection (a 1x1 ``conv2d``). A
+constant scale of Q or of the scores is taken into the softmax, as the
+``attention`` kind takes it.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from accelsim.importer.onnx_layout import table_dims
 
 SCALES = frozenset({"Mul", "Div"})
 """Ops on the scores by a constant that the softmax takes in (the scale)."""
-BIAS_DEPTH = 32
-"""Constant nodes searched above a score's operand for the table it gathers."""
+LEARNED_DEPTH = 64
+"""Constant nodes searched above a score's operand for the learned values it is made of."""
 
 
 def windowed(rows: LayerRows, match: AttentionMatch) -> bool:
@@ -41,8 +45,11 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
     """Write a windowed attention's layers, ending at ``node`` (the output projection):
     the name they share and its note, or None when its shapes are not a map's windows
     (nothing written)."""
-    windows, tokens, width = rows.view.dims(match.input)
+    dims = rows.view.dims(match.input)
     source = _map_above(rows, match.input)
+    if len(dims) != 3:
+        return None
+    windows, tokens, width = dims
     grid = table_dims(rows, source) if source is not None else ()
     heads = match.score_dims[1] if len(match.score_dims) == 4 else match.heads
     if len(grid) != 3 or grid[0] != width or math.prod(grid) != windows * tokens * width:
@@ -66,10 +73,19 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
     for index, part in enumerate("qkv"):
         cut = _layer(rows, f"{base}.{part}", "split", [qkv], sizes=[width] * 3, index=index)
         parts.append(_layer(rows, f"{base}.{part}.heads", "bridge", [cut], shape=per_head))
+        if match.normalized and part != "v":
+            parts[-1] = _layer(
+                rows,
+                f"{base}.{part}.normalize",
+                "vector",
+                parts[-1:],
+                op="l2_normalize",
+                layout="chw",
+                shape=per_head,
+            )
     last = _layer(rows, f"{base}.scores", "matmul", parts[:2], heads=blocks, transpose_b=True)
     for index, constants in match.on_scores:
-        on = rows.view.nodes[index]
-        last = _on_scores(rows, on, constants, [blocks, tokens, tokens], base) or last
+        last = _on_scores(rows, rows.view.nodes[index], constants, heads, base) or last
     probs = _layer(rows, f"{base}.softmax", "softmax", [last])
     mixed = _layer(rows, f"{base}.mix", "matmul", [probs, parts[2]], heads=blocks)
     back = _layer(rows, f"{base}.merge", "bridge", [mixed], shape=list(grid))
@@ -80,44 +96,61 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
         rows.channels_last.add(out)
     return base, (
         f"window attention ({heads} heads over windows of {tokens} tokens: 1x1 convs, batched"
-        " matmuls and a softmax over the windows' scores; a learned table gathered onto them"
-        " a position_bias, another constant added a vector op; the scale in the softmax)"
+        " matmuls and a softmax over the windows' scores; learned values added to them a"
+        " position_bias (an MLP's that computes them from constant coordinates: its"
+        " parameters, not its MACs), another constant added a vector op; a constant scale in"
+        " the softmax)"
     )
 
 
 def _on_scores(
-    rows: LayerRows, node: Node, constants: tuple[str, ...], shape: list[int], base: str
+    rows: LayerRows, node: Node, constants: tuple[str, ...], heads: int, base: str
 ) -> str | None:
-    """The layer of a node on the scores with ``constants`` its constant operands: the
-    scale, taken into the softmax (None); a gathered table, a ``position_bias``; any
-    other constant, a named ``vector`` op."""
+    """The layer of a node on the scores with ``constants`` its constant operands: a
+    constant scale, taken into the softmax (None); an addition of learned values (a
+    table gathered, or computed by an MLP from constant coordinates), a
+    ``position_bias``; a product by a learned value per head (Swin V2's logit scale),
+    a ``scale_parameter`` of the scores viewed heads first; any other constant, a
+    named ``vector`` op."""
     if node.op in SCALES and all(rows.view.scalar(t) is not None for t in constants):
         return None
     last = str(rows.layers[-1]["name"])
-    single = node.op == "Add" and len(constants) == 1
-    table = _gathered_table(rows, constants[0]) if single else None
-    if table is not None:
-        return _layer(rows, f"{base}.position_bias", "position_bias", [last], table=table)
+    scores = rows.view.dims(node.outputs[0])
+    blocks, tokens = math.prod(scores[:-2]), scores[-1]
+    learned = sum(_learned_above(rows, t) for t in constants)
+    if learned and node.op == "Add":
+        return _layer(rows, f"{base}.position_bias", "position_bias", [last], table=learned)
+    if learned == heads and node.op == "Mul":
+        turned = [heads, blocks // heads * tokens, tokens]
+        last = _layer(rows, f"{base}.heads_first", "bridge", [last], shape=turned)
+        last = _layer(rows, f"{base}.logit_scale", "scale_parameter", [last])
+        windows_first = [blocks, tokens, tokens]
+        return _layer(rows, f"{base}.windows_first", "bridge", [last], shape=windows_first)
     row: dict[str, Any] = {"name": rows.name(node), "kind": "vector", "op": node.op}
-    row.update(layout="chw", shape=shape)
+    row.update(layout="chw", shape=[blocks, tokens, tokens])
     return _append(rows, row, [last])
 
 
-def _gathered_table(rows: LayerRows, tensor: str) -> int | None:
-    """The parameters of the learned table (a float initializer) a ``Gather`` or
-    ``GatherND`` above ``tensor`` reads, None when there is none."""
+def _learned_above(rows: LayerRows, tensor: str) -> int:
+    """The learned values (float initializers, not scalars) the constant ``tensor`` is
+    computed from: a table gathered, an MLP's weights and biases (not the coordinates
+    it reads, a product's left operand), a scale; 0 for none."""
     view = rows.view
-    todo, seen = [tensor], 0
-    while todo and seen < BIAS_DEPTH:
+    roots: set[str] = set()
+    todo, seen = [tensor], set[int]()
+    while todo and len(seen) < LEARNED_DEPTH:
         node = view.producer.get(todo.pop())
-        seen += 1
-        if node is None:
+        if node is None or node.index in seen:
             continue
-        table = view.learned(node.inputs[0]) if node.op in ("Gather", "GatherND") else None
-        if table is not None:
-            return math.prod(table)
-        todo.extend(node.inputs)
-    return None
+        seen.add(node.index)
+        for position, source in enumerate(view.value_inputs(node)):
+            if rows.is_activation(source):
+                continue
+            data = node.op in ("MatMul", "Gemm") and position == 0
+            if view.learned(source) and not data:
+                roots.add(view.const_root(source) or source)
+            todo.append(source)
+    return sum(math.prod(view.learned(root) or ()) for root in roots)
 
 
 def _map_above(rows: LayerRows, tensor: str) -> str | None:

@@ -42,6 +42,9 @@ IMPORTS = {
     "shufflenet_v2_x0_5": (1_366_792, 40_476_448, 0.04),
     "squeezenet1_0": (1_248_424, 818_924_576, 0.819),
     "swin_t": (28_288_354, 4_490_566_656, 4.491),
+    # 0.32 % below 5.94 GFLOPS: the position bias MLPs' 18,662,400 MACs (225 coordinates
+    # x (2 x 512 + 512 x heads) per block), once per step on constants, are not counted.
+    "swin_v2_t": (28_351_570, 5_921_028_096, 5.94),
     "vit_b_16": (86_567_656, 17_563_828_224, 17.564),
     "wide_resnet50_2": (68_883_240, 11_398_021_120, 11.398),
 }
@@ -58,17 +61,10 @@ FAILS: dict[str, tuple[int, float, str, str, int]] = {
         "SplitToSequence",
         176,
     ),
-    "swin_v2_t": (
-        28_351_570,
-        5.94,
-        "/features/features.1/features.1.0/features.1.0.attn/linear_2",
-        "Add",
-        149,
-    ),
 }
 """Families that do not import yet: the module's parameters, torchvision's GFLOPS, the
 node and op type of the error's first problem, and the error's number of problems."""
-IN_SOME_FORMS = {"Add", "SplitToSequence"}
+IN_SOME_FORMS = {"SplitToSequence"}
 """Op types with a layer kind in other forms than the one refused."""
 
 
