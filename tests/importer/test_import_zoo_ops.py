@@ -266,3 +266,32 @@ def test_swin_shifted_window_attention_is_its_parts_on_the_map() -> None:
         f"{base}.mix": 14_751_744,
         f"{base}.proj": 28_901_376,
     }
+
+
+def test_swin_v2_cosine_attention_logit_scale_and_position_bias_mlp() -> None:
+    """torchvision's ``swin_v2_t`` (256 x 256), its first block's attention: 3 heads
+    over 64 windows of 8 x 8 tokens. Q and K are L2-normalised; the scores times a
+    learned logit scale per head (3 parameters); the bias added is computed by an MLP
+    from 15 x 15 constant coordinates: 2 x 512 + 512 weights and biases, 512 x 3
+    weights, 3,072 parameters, not the coordinates'."""
+    workload = import_model(FIXTURES / "swin_v2_t.onnx.gz").workload
+    rows = {row.name: row.model_dump(exclude_defaults=True) for row in workload.layers}
+    base = "features.1.0.attn"
+    normalize = {"kind": "vector", "op": "l2_normalize", "layout": "chw", "shape": [192, 64, 32]}
+    assert rows[f"{base}.q.normalize"] == {"name": f"{base}.q.normalize", **normalize}
+    assert rows[f"{base}.scores"]["inputs"] == [f"{base}.q.normalize", f"{base}.k.normalize"]
+    scaled = [rows[f"{base}.{name}"] for name in ("heads_first", "logit_scale", "windows_first")]
+    assert scaled == [
+        {"name": f"{base}.heads_first", "kind": "bridge", "shape": [3, 4096, 64]},
+        {"name": f"{base}.logit_scale", "kind": "scale_parameter"},
+        {"name": f"{base}.windows_first", "kind": "bridge", "shape": [192, 64, 64]},
+    ]
+    assert rows[f"{base}.position_bias"] == {
+        "name": f"{base}.position_bias",
+        "kind": "position_bias",
+        "table": 2 * 512 + 512 + 512 * 3,
+    }
+    infos = infer_shapes(workload, workload.name)
+    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    learned = {p.weight.name: p.weight.elements for p in step.parameters if base in p.weight.name}
+    assert sum(learned.values()) == (96 * 288 + 288) + 3 + 3_072 + (96 * 96 + 96)
