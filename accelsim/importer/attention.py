@@ -8,7 +8,8 @@ fused linear whose output a ``Split`` cuts in three, as Hugging Face GPT-2's
 in-projection, viewed as three and each part selected by a ``Gather``), views
 (reshape to heads, transpose) and constant scales on the way; ``Q . K^T``;
 constant scales and masks (an ``Add``, ``Mul``, ``Div`` or ``Where`` with operands
-that are not activations, views between them); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
+that are not activations, views between them; the products may be ``Einsum``s, as
+MaxViT writes them); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
 ``scaled_dot_product_attention`` puts after it under a boolean mask); an optional
 ``Dropout``; the product with V; views back to the model width and a fourth linear,
 the output projection.
@@ -119,7 +120,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         if node is None:
             return None
         acts = [t for t in node.inputs if t in live]
-        if node.op == "MatMul" and len(acts) == 2:
+        if _is_product(node) and len(acts) == 2:
             scores = node
             break
         if node.op in VIEW_OPS and len(acts) == 1:
@@ -140,7 +141,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     if probs is not None and dropout:
         covered.append(probs)
         probs = view.single_reader(probs.outputs[0])
-    if probs is None or probs.op != "MatMul" or view.producer.get(probs.inputs[0]) not in covered:
+    if probs is None or not _is_product(probs) or view.producer.get(probs.inputs[0]) not in covered:
         return None
     covered.append(probs)
     q, k = (_linear_above(view, t, live, covered) for t in scores.inputs)
@@ -235,7 +236,11 @@ def _linear_above(
             covered.append(node)
             tensor = acts[0]
             continue
-        if not part and (node.op == "Split" or _selects_part(view, node)):
+        if node.op == "SplitToSequence" and part:
+            covered.append(node)
+            tensor = acts[0]
+            continue
+        if not part and (node.op in ("Split", "SequenceAt") or _selects_part(view, node)):
             covered.append(node)
             part = (view.dims(tensor) or (0,))[-1]
             tensor = acts[0]
@@ -268,6 +273,26 @@ def _l2_norm(view: GraphView, div: Node) -> list[Node] | None:
             return None
         tensor = node.inputs[0]
     return None
+
+
+def _is_product(node: Node) -> bool:
+    """A ``MatMul``, or an ``Einsum`` that is one per batch (``bhid,bhjd->bhij`` or
+    ``bhij,bhjd->bhid``: the same leading indices, one contracted)."""
+    if node.op == "MatMul":
+        return True
+    equation = node.attr("equation", b"") if node.op == "Einsum" else b""
+    text = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    if text.count("->") != 1 or text.count(",") != 1:
+        return False
+    inputs, out = text.split("->")
+    a, b = inputs.split(",")
+    if not len(a) == len(b) == len(out) >= 2 or not a[:-2] == b[:-2] == out[:-2]:
+        return False
+    row, inner = a[-2], a[-1]
+    if len(set(a[-2:] + b[-2:] + out[-2:])) != 3:
+        return False
+    transposed = b[-1] == inner and out[-2:] == row + b[-2]
+    return transposed or (b[-2] == inner and out[-2:] == row + b[-1])
 
 
 def _selects_part(view: GraphView, node: Node) -> bool:

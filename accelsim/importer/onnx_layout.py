@@ -46,8 +46,8 @@ residual stream passes two adds per block)."""
 
 
 def channels_last(rows: LayerRows, tensor: str) -> bool:
-    """Whether ``tensor`` is a map with its channels last: a ``Transpose`` by
-    :data:`CHANNELS_LAST` above it, or a tensor :attr:`LayerRows.channels_last` holds,
+    """Whether ``tensor`` is a map with its channels last: a ``Transpose`` that puts
+    them last above it, or a tensor :attr:`LayerRows.channels_last` holds,
     through ops that keep the layout (layernorms, linears, activations, residual
     adds, padding, slices) and views that keep the channels last."""
     for _ in range(LAYOUT_DEPTH):
@@ -56,13 +56,19 @@ def channels_last(rows: LayerRows, tensor: str) -> bool:
         node = rows.view.producer.get(tensor)
         if node is None:
             return False
-        if node.op == "Transpose" and list(node.attr("perm", [])) == CHANNELS_LAST:
+        if node.op == "Transpose" and _puts_channels_last(list(node.attr("perm", []))):
             return True
         acts = [t for t in node.inputs if t not in rows.view.const_shapes]
         if not acts or not (node.op in KEEPS_LAYOUT or _keeps_last(rows, node, acts[0])):
             return False
         tensor = acts[0]
     return False
+
+
+def _puts_channels_last(perm: list[int]) -> bool:
+    """Whether a permutation puts a map's channels last: :data:`CHANNELS_LAST`, or a
+    window partition's (``(0, 2, 4, 3, 5, 1)``: the batch first, the channels last)."""
+    return perm == CHANNELS_LAST or (len(perm) >= 5 and perm[0] == 0 and perm[-1] == 1)
 
 
 def _keeps_last(rows: LayerRows, node: Node, source: str) -> bool:

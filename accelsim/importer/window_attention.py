@@ -1,8 +1,9 @@
-"""Self-attention within windows of a map (Swin V1's and V2's shifted windows), as
-layers of existing kinds.
+"""Self-attention within windows of a map (Swin V1's and V2's shifted windows,
+MaxViT's blocks and grids), as layers of existing kinds.
 
-Exported, the windows are a batch: the map (H x W x C, channels last) is viewed as
-``windows x tokens x C`` and every window attends to its own tokens. One
+Exported, the map (H x W x C, channels last; or C x H x W, permuted so) is viewed as
+``windows x tokens x C``, the windows a batch (Swin's) or a dimension of each sample
+(MaxViT's), and every window attends to its own tokens. One
 ``attention`` layer would attend over the whole map; instead each of its parts is a
 layer of the map the table has (C x H x W): the Q, K and V projections one 1x1
 ``conv2d`` (a linear per position), cut in three by ``split``, each viewed as
@@ -47,11 +48,11 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
     (nothing written)."""
     dims = rows.view.dims(match.input)
     source = _map_above(rows, match.input)
-    if len(dims) != 3:
+    if len(dims) < 3:
         return None
-    windows, tokens, width = dims
+    windows, tokens, width = math.prod(dims[:-2]), dims[-2], dims[-1]
     grid = table_dims(rows, source) if source is not None else ()
-    heads = match.score_dims[1] if len(match.score_dims) == 4 else match.heads
+    heads = match.score_dims[-3] if len(match.score_dims) >= 4 else match.heads
     if len(grid) != 3 or grid[0] != width or math.prod(grid) != windows * tokens * width:
         return None
     if match.kv_heads != match.heads or width % heads:
@@ -153,14 +154,23 @@ def _learned_above(rows: LayerRows, tensor: str) -> int:
     return sum(math.prod(view.learned(root) or ()) for root in roots)
 
 
+PARTITION_OPS = frozenset({"Reshape", "Transpose", "Identity", "LayerNormalization"})
+"""Ops between a map and its windows' tokens: views, and a layernorm of the tokens."""
+
+
 def _map_above(rows: LayerRows, tensor: str) -> str | None:
-    """The map a window partition views (the first tensor above ``tensor`` through
-    views that is of another op's making, or the model's input)."""
+    """The map a window partition views: above ``tensor``, through views and a
+    layernorm, the map a reshape cuts into blocks (a rank 4 tensor viewed with more
+    dimensions), or the first tensor of another op's making (or the model's input)."""
+    view = rows.view
     for _ in range(16):
-        node = rows.view.producer.get(tensor)
-        if node is None or node.op not in ("Reshape", "Transpose", "Identity"):
+        node = view.producer.get(tensor)
+        if node is None or node.op not in PARTITION_OPS:
             return tensor
-        tensor = node.inputs[0]
+        source = node.inputs[0]
+        if node.op == "Reshape" and len(view.dims(source)) == 4 < len(view.dims(tensor)):
+            return source
+        tensor = source
     return None
 
 

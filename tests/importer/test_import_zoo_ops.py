@@ -1,6 +1,7 @@
 """``accelsim import`` of the ops the zoo's last families write: ``torch.chunk`` as a
 ``SplitToSequence`` and its ``SequenceAt`` parts (ShuffleNetV2, MaxViT); Swin's
-padding, ``torch.roll``, strided slices and attention within windows.
+padding, ``torch.roll``, strided slices and attention within windows (Swin V1 and V2,
+MaxViT).
 
 Each graph is built here with ``onnx.helper``, or is a zoo fixture; each MAC count is
 worked out by hand beside it. Needs only ``onnx``.
@@ -295,3 +296,35 @@ def test_swin_v2_cosine_attention_logit_scale_and_position_bias_mlp() -> None:
     step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
     learned = {p.weight.name: p.weight.elements for p in step.parameters if base in p.weight.name}
     assert sum(learned.values()) == (96 * 288 + 288) + 3 + 3_072 + (96 * 96 + 96)
+
+
+def test_maxvit_block_and_grid_attention_read_the_map_as_windows() -> None:
+    """torchvision's ``maxvit_t``, its first block: window attention (7 x 7 blocks) and
+    grid attention (a 7 x 7 grid) of the 64 x 56 x 56 map, 2 heads of 32 each, the
+    windows a dimension of each sample, the products ``Einsum``s, a relative position
+    bias from a table of 13 x 13 x 2 values each."""
+    workload = import_model(FIXTURES / "maxvit_t.onnx.gz").workload
+    rows = {row.name: row.model_dump(exclude_defaults=True) for row in workload.layers}
+    infos = infer_shapes(workload, workload.name)
+    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    for kind in ("window", "grid"):
+        base = f"blocks.0.layers.0.layers.{kind}_attention.attn_layer.1"
+        assert rows[f"{base}.q.heads"]["shape"] == [128, 49, 32]
+        assert rows[f"{base}.position_bias"]["table"] == 13 * 13 * 2
+        assert rows[f"{base}.merge"]["shape"] == [64, 56, 56]
+        forward = {
+            op.layer: op.macs
+            for op in step.ops
+            if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.layer.startswith(base)
+        }
+        # Q, K, V: 3,136 positions x 64 x 192; scores and their product with V: 64
+        # windows x 2 heads x 49 x 49 x 32; the output projection 3,136 x 64 x 64.
+        assert forward == {
+            f"{base}.qkv": 38_535_168,
+            f"{base}.scores": 9_834_496,
+            f"{base}.mix": 9_834_496,
+            f"{base}.proj": 12_845_056,
+        }
+    # The MLP after each attention reads the windows' tokens, channels last: 1x1 convs.
+    mlp = rows["blocks.0.layers.0.layers.grid_attention.mlp_layer.1"]
+    assert (mlp["kind"], mlp["out_channels"], mlp["kernel"]) == ("conv2d", 256, 1)
