@@ -96,11 +96,11 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
         rows.layer_of[out] = proj
         rows.channels_last.add(out)
     return base, (
-        f"window attention ({heads} heads over windows of {tokens} tokens: 1x1 convs, batched"
-        " matmuls and a softmax over the windows' scores; learned values added to them a"
-        " position_bias (an MLP's that computes them from constant coordinates: its"
-        " parameters, not its MACs), another constant added a vector op; a constant scale in"
-        " the softmax)"
+        f"window attention ({heads} heads, windows of {tokens} tokens): 1x1 convs, batched"
+        " matmuls and a softmax on the map; learned values added to the scores a"
+        " position_bias (computed by an MLP from constant coordinates: its parameters, not"
+        " its MACs), another constant added a vector op, a learned scale per head a"
+        " scale_parameter, a constant one taken into the softmax"
     )
 
 

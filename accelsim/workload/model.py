@@ -209,13 +209,14 @@ class ScaleParameter(LayerBase):
 
 
 class PositionBias(LayerBase):
-    """A learned table of ``table`` values gathered, by constant indices, into a tensor
-    that broadcasts over the input, and added to it: a relative position bias on
-    attention scores (Swin's, MaxViT's), the same for every window and sample."""
+    """Learned values gathered, by constant indices, into a tensor that broadcasts over
+    the input, and added to it: a relative position bias on attention scores (Swin's,
+    MaxViT's), the same for every window and sample."""
 
     kind: Literal["position_bias"] = Field(description=KIND)
     table: PositiveInt = Field(
-        description="The table's parameters: (2M - 1)^2 x heads for windows of M x M tokens."
+        description="Its parameters: a table's, (2M - 1)^2 x heads for windows of M x M"
+        " tokens, or those of the MLP that computes the table (Swin V2's)."
     )
 
 

@@ -22,11 +22,12 @@ from onnx import TensorProto, helper
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import StridedDx
 from accelsim.errors import WorkloadError
-from accelsim.graph.ops import GemmOp, Phase
+from accelsim.graph.ops import GemmOp, OpGraph, Phase
 from accelsim.importer.model_import import import_model
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
 from accelsim.lowering.step import lower
+from accelsim.workload.model import Workload
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "onnx"
@@ -42,6 +43,22 @@ def _save(path: Path, nodes: list[Any], inits: list[Any], shape: list[int]) -> P
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), path)
     return path
+
+
+def _step(workload: Workload) -> OpGraph:
+    """One sample's training step of ``workload``."""
+    return lower(
+        infer_shapes(workload, workload.name), workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS
+    )
+
+
+def _forward_macs(step: OpGraph, prefix: str) -> dict[str, int]:
+    """The forward GEMM MACs of each layer whose name starts with ``prefix``."""
+    return {
+        op.layer: op.macs
+        for op in step.ops
+        if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.layer.startswith(prefix)
+    }
 
 
 def _chunk_graph(path: Path, split: list[int] | int, index: int, sizes: list[int]) -> Path:
@@ -252,13 +269,7 @@ def test_swin_shifted_window_attention_is_its_parts_on_the_map() -> None:
             "shape": [96, 56, 56],
         },
     ]
-    infos = infer_shapes(workload, workload.name)
-    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
-    forward = {
-        op.layer: op.macs
-        for op in step.ops
-        if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.layer.startswith(base)
-    }
+    forward = _forward_macs(_step(workload), base)
     # Q, K, V: 3,136 positions x 96 x 288; scores and their product with V: 64 windows
     # x 3 heads x 49 x 49 x 32; the output projection 3,136 x 96 x 96.
     assert forward == {
@@ -292,8 +303,7 @@ def test_swin_v2_cosine_attention_logit_scale_and_position_bias_mlp() -> None:
         "kind": "position_bias",
         "table": 2 * 512 + 512 + 512 * 3,
     }
-    infos = infer_shapes(workload, workload.name)
-    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    step = _step(workload)
     learned = {p.weight.name: p.weight.elements for p in step.parameters if base in p.weight.name}
     assert sum(learned.values()) == (96 * 288 + 288) + 3 + 3_072 + (96 * 96 + 96)
 
@@ -305,18 +315,13 @@ def test_maxvit_block_and_grid_attention_read_the_map_as_windows() -> None:
     bias from a table of 13 x 13 x 2 values each."""
     workload = import_model(FIXTURES / "maxvit_t.onnx.gz").workload
     rows = {row.name: row.model_dump(exclude_defaults=True) for row in workload.layers}
-    infos = infer_shapes(workload, workload.name)
-    step = lower(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS)
+    step = _step(workload)
     for kind in ("window", "grid"):
         base = f"blocks.0.layers.0.layers.{kind}_attention.attn_layer.1"
         assert rows[f"{base}.q.heads"]["shape"] == [128, 49, 32]
         assert rows[f"{base}.position_bias"]["table"] == 13 * 13 * 2
         assert rows[f"{base}.merge"]["shape"] == [64, 56, 56]
-        forward = {
-            op.layer: op.macs
-            for op in step.ops
-            if isinstance(op, GemmOp) and op.phase is Phase.FWD and op.layer.startswith(base)
-        }
+        forward = _forward_macs(step, base)
         # Q, K, V: 3,136 positions x 64 x 192; scores and their product with V: 64
         # windows x 2 heads x 49 x 49 x 32; the output projection 3,136 x 64 x 64.
         assert forward == {
