@@ -85,8 +85,9 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
                 shape=per_head,
             )
     last = _layer(rows, f"{base}.scores", "matmul", parts[:2], heads=blocks, transpose_b=True)
+    scores = (heads, windows, tokens)
     for index, constants in match.on_scores:
-        last = _on_scores(rows, rows.view.nodes[index], constants, heads, base) or last
+        last = _on_scores(rows, rows.view.nodes[index], constants, scores, base) or last
     probs = _layer(rows, f"{base}.softmax", "softmax", [last])
     mixed = _layer(rows, f"{base}.mix", "matmul", [probs, parts[2]], heads=blocks)
     back = _layer(rows, f"{base}.merge", "bridge", [mixed], shape=list(grid))
@@ -105,9 +106,14 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
 
 
 def _on_scores(
-    rows: LayerRows, node: Node, constants: tuple[str, ...], heads: int, base: str
+    rows: LayerRows,
+    node: Node,
+    constants: tuple[str, ...],
+    scores: tuple[int, int, int],
+    base: str,
 ) -> str | None:
-    """The layer of a node on the scores with ``constants`` its constant operands: a
+    """The layer of a node on the scores (``scores``: heads, windows, tokens) with
+    ``constants`` its constant operands: a
     constant scale, taken into the softmax (None); an addition of learned values (a
     table gathered, or computed by an MLP from constant coordinates), a
     ``position_bias``; a product by a learned value per head (Swin V2's logit scale),
@@ -116,13 +122,13 @@ def _on_scores(
     if node.op in SCALES and all(rows.view.scalar(t) is not None for t in constants):
         return None
     last = str(rows.layers[-1]["name"])
-    scores = rows.view.dims(node.outputs[0])
-    blocks, tokens = math.prod(scores[:-2]), scores[-1]
+    heads, windows, tokens = scores
+    blocks = heads * windows
     learned = sum(_learned_above(rows, t) for t in constants)
     if learned and node.op == "Add":
         return _layer(rows, f"{base}.position_bias", "position_bias", [last], table=learned)
     if learned == heads and node.op == "Mul":
-        turned = [heads, blocks // heads * tokens, tokens]
+        turned = [heads, windows * tokens, tokens]
         last = _layer(rows, f"{base}.heads_first", "bridge", [last], shape=turned)
         last = _layer(rows, f"{base}.logit_scale", "scale_parameter", [last])
         windows_first = [blocks, tokens, tokens]
