@@ -113,12 +113,11 @@ def _on_scores(
     base: str,
 ) -> str | None:
     """The layer of a node on the scores (``scores``: heads, windows, tokens) with
-    ``constants`` its constant operands: a
-    constant scale, taken into the softmax (None); an addition of learned values (a
-    table gathered, or computed by an MLP from constant coordinates), a
-    ``position_bias``; a product by a learned value per head (Swin V2's logit scale),
-    a ``scale_parameter`` of the scores viewed heads first; any other constant, a
-    named ``vector`` op."""
+    ``constants`` its constant operands: a constant scale, taken into the softmax
+    (None); an addition of learned values (a table gathered, or computed by an MLP from
+    constant coordinates), a ``position_bias``; a product by a learned value per head
+    (Swin V2's logit scale), a ``scale_parameter`` of the scores viewed heads first;
+    any other constant, a named ``vector`` op."""
     if node.op in SCALES and all(rows.view.scalar(t) is not None for t in constants):
         return None
     last = str(rows.layers[-1]["name"])
