@@ -5,7 +5,7 @@ Needs only ``onnx``.
 
 Every family imports with the module's parameters (``sum(p.numel())``, counted when it
 was exported) and its forward MACs exactly, within 1 % of torchvision's GFLOPS
-(``meta["_ops"]``, one multiply-add one operation).
+(``meta["_ops"]``, one multiply-add one operation) or rounding to them.
 """
 
 from __future__ import annotations
