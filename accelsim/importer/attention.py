@@ -8,7 +8,8 @@ fused linear whose output a ``Split`` cuts in three, as Hugging Face GPT-2's
 in-projection, viewed as three and each part selected by a ``Gather``), views
 (reshape to heads, transpose) and constant scales on the way; ``Q . K^T``;
 constant scales and masks (an ``Add``, ``Mul``, ``Div`` or ``Where`` with operands
-that are not activations); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
+that are not activations, views between them; the products may be ``Einsum``s, as
+MaxViT writes them); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
 ``scaled_dot_product_attention`` puts after it under a boolean mask); an optional
 ``Dropout``; the product with V; views back to the model width and a fourth linear,
 the output projection.
@@ -54,6 +55,11 @@ class AttentionMatch:
         causal: Whether a ``Trilu`` mask hides later tokens.
         rotary: Whether Q and K are rotated (rotary position embeddings).
         note: What it is and covers, for the table's header (shared by alike ones).
+        normalized: Whether Q and K are each L2-normalised (cosine attention, Swin V2's).
+        on_scores: The nodes between ``Q . K^T`` and the softmax that take constant
+            operands (scales, masks, position biases), the product's reader first: each
+            one's index and its constant operands.
+        score_dims: The dimensions of ``Q . K^T`` (the exported batch first).
     """
 
     input: str
@@ -67,18 +73,22 @@ class AttentionMatch:
     causal: bool
     rotary: bool
     note: str
+    normalized: bool = False
+    on_scores: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    score_dims: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class _Linear:
     """A projection: its ``MatMul`` or ``Gemm``, its bias ``Add`` if any, the width of
     its output that reaches the attention (a ``Split``'s part of a fused one), and
-    whether a rotation is on the way."""
+    whether a rotation or an L2 normalisation is on the way."""
 
     matmul: Node
     bias: Node | None
     width: int
     rotary: bool = False
+    normalized: bool = False
 
     @property
     def nodes(self) -> list[Node]:
@@ -103,19 +113,25 @@ def match_attentions(view: GraphView) -> list[AttentionMatch]:
 
 def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | None:
     covered: list[Node] = [softmax]
+    on_scores: list[tuple[int, tuple[str, ...]]] = []
     tensor, causal = softmax.inputs[0], False
     while True:
         node = view.producer.get(tensor)
         if node is None:
             return None
         acts = [t for t in node.inputs if t in live]
-        if node.op == "MatMul" and len(acts) == 2:
+        if _is_product(node) and len(acts) == 2:
             scores = node
             break
+        if node.op in VIEW_OPS and len(acts) == 1:
+            covered.append(node)
+            tensor = acts[0]
+            continue
         if node.op not in MASK_OPS or len(acts) != 1:
             return None
         causal = causal or any(_from_trilu(view, t) for t in node.inputs if t not in live)
         covered.append(node)
+        on_scores.insert(0, (node.index, tuple(t for t in node.inputs if t not in live)))
         tensor = acts[0]
     covered.append(scores)
     guard = _nan_guard(view, softmax)
@@ -125,7 +141,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     if probs is not None and dropout:
         covered.append(probs)
         probs = view.single_reader(probs.outputs[0])
-    if probs is None or probs.op != "MatMul" or view.producer.get(probs.inputs[0]) not in covered:
+    if probs is None or not _is_product(probs) or view.producer.get(probs.inputs[0]) not in covered:
         return None
     covered.append(probs)
     q, k = (_linear_above(view, t, live, covered) for t in scores.inputs)
@@ -139,6 +155,8 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     heads = _heads(view, scores, q.width)
     kv_heads = _heads(view, scores, k.width)
     if heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
+        return None
+    if q.normalized != k.normalized or v.normalized:
         return None
     last = out.bias or out.matmul
     nodes = [*covered, *q.nodes, *k.nodes, *v.nodes, *out.nodes]
@@ -160,6 +178,9 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         causal=causal,
         rotary=q.rotary,
         note=note,
+        normalized=q.normalized,
+        on_scores=tuple(on_scores),
+        score_dims=view.dims(scores.outputs[0]),
     )
 
 
@@ -189,8 +210,8 @@ def _linear_above(
     view: GraphView, tensor: str, live: set[str], covered: list[Node]
 ) -> _Linear | None:
     """The linear whose output reaches ``tensor`` through views, constant scales, a
-    ``Split`` of a fused projection and a rotation."""
-    part, rotary = 0, False
+    ``Split`` of a fused projection, a rotation and an L2 normalisation."""
+    part, rotary, normalized = 0, False, False
     while True:
         node = view.producer.get(tensor)
         if node is None:
@@ -202,13 +223,24 @@ def _linear_above(
                 return None
             tensor, rotary = source, True
             continue
+        if node.op == "Div" and len(acts) == 2 and not normalized:
+            norm = _l2_norm(view, node)
+            if norm is None:
+                return None
+            covered.extend(norm)
+            tensor, normalized = node.inputs[0], True
+            continue
         if len(acts) != 1:
             return None
         if node.op in VIEW_OPS or (node.op in SCALE_OPS and acts[0] == node.inputs[0]):
             covered.append(node)
             tensor = acts[0]
             continue
-        if not part and (node.op == "Split" or _selects_part(view, node)):
+        if node.op == "SplitToSequence" and part:
+            covered.append(node)
+            tensor = acts[0]
+            continue
+        if not part and (node.op in ("Split", "SequenceAt") or _selects_part(view, node)):
             covered.append(node)
             part = (view.dims(tensor) or (0,))[-1]
             tensor = acts[0]
@@ -219,7 +251,48 @@ def _linear_above(
         if not _is_linear(view, linear, live):
             return None
         width = part or _width(view, linear)
-        return _Linear(linear, node if linear is not node else None, width, rotary)
+        return _Linear(linear, node if linear is not node else None, width, rotary, normalized)
+
+
+NORM_OPS = frozenset({"Expand", "Clip", "Max"})
+"""Ops between an L2 norm and the division by it (broadcast, kept from zero)."""
+
+
+def _l2_norm(view: GraphView, div: Node) -> list[Node] | None:
+    """The nodes of ``F.normalize(x)`` ending at ``div`` (``x`` over its ``ReduceL2``,
+    kept from zero and broadcast), None when ``div`` is another division."""
+    nodes, tensor = [div], div.inputs[1]
+    for _ in range(len(NORM_OPS) + 1):
+        node = view.producer.get(tensor)
+        if node is None:
+            return None
+        nodes.append(node)
+        if node.op == "ReduceL2":
+            return nodes if node.inputs[0] == div.inputs[0] else None
+        if node.op not in NORM_OPS:
+            return None
+        tensor = node.inputs[0]
+    return None
+
+
+def _is_product(node: Node) -> bool:
+    """A ``MatMul``, or an ``Einsum`` that is one per batch (``bhid,bhjd->bhij`` or
+    ``bhij,bhjd->bhid``: the same leading indices, one contracted)."""
+    if node.op == "MatMul":
+        return True
+    equation = node.attr("equation", b"") if node.op == "Einsum" else b""
+    text = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    if text.count("->") != 1 or text.count(",") != 1:
+        return False
+    inputs, out = text.split("->")
+    a, b = inputs.split(",")
+    if not len(a) == len(b) == len(out) >= 2 or not a[:-2] == b[:-2] == out[:-2]:
+        return False
+    row, inner = a[-2], a[-1]
+    if len(set(a[-2:] + b[-2:] + out[-2:])) != 3:
+        return False
+    transposed = b[-1] == inner and out[-2:] == row + b[-2]
+    return transposed or (b[-2] == inner and out[-2:] == row + b[-1])
 
 
 def _selects_part(view: GraphView, node: Node) -> bool:

@@ -122,6 +122,15 @@ class GraphView:
         """The constant a (transposed) constant is, None for other tensors."""
         return self.const_roots.get(tensor)
 
+    def learned(self, tensor: str) -> tuple[int, ...] | None:
+        """The dimensions of the float initializer (a learned table) ``tensor`` is, or
+        is a transpose of; None for other tensors."""
+        root = self.const_roots.get(tensor, "")
+        proto = self.constants.get(root) if root in self.initializers else None
+        if proto is None or proto.data_type not in FLOAT_TYPES:
+            return None
+        return tuple(int(d) for d in proto.dims)
+
     def values(self, tensor: str) -> list[float] | None:
         """The values of a constant (flattened), of a ``Concat`` of constants (as
         PyTorch writes an upsample's scales) or of a reshaped constant; None for others
@@ -161,12 +170,7 @@ class GraphView:
 
     def is_float_input(self) -> bool:
         """Whether the graph's input holds floating-point values (not token ids)."""
-        return self.input_elem_type in (
-            onnx.TensorProto.FLOAT,
-            onnx.TensorProto.FLOAT16,
-            onnx.TensorProto.BFLOAT16,
-            onnx.TensorProto.DOUBLE,
-        )
+        return self.input_elem_type in FLOAT_TYPES
 
     def input_spec(self, sequence_first: bool = False) -> dict[str, Any]:
         """The workload ``input`` of the graph's input: image, vector, sequence or tokens;
@@ -190,6 +194,16 @@ class GraphView:
             list(dims),
         )
 
+
+FLOAT_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.BFLOAT16,
+        onnx.TensorProto.DOUBLE,
+    }
+)
+"""The floating-point element types (a model's parameters; not its index buffers)."""
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 """The standard ONNX operator domain's two spellings."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from accelsim.importer.graph_view import GraphView, Node
@@ -17,6 +18,21 @@ from accelsim.importer.graph_view import GraphView, Node
 FUNCTIONAL = frozenset({"Add", "Sum", "Concat", "Mul", "MatMul", "Flatten", "Reshape", "Split"})
 """Ops PyTorch writes as functions inside a module: their layer is named after the
 module and the op (``layer1.0.add``), never the module alone."""
+
+
+@dataclass(frozen=True)
+class SplitSequence:
+    """A tensor cut into parts along its channels (features), taken one at a time.
+
+    Attributes:
+        source: The tensor cut.
+        name: The base of its parts' layer names (each part's index appended).
+        sizes: The parts' sizes, in order.
+    """
+
+    source: str
+    name: str
+    sizes: tuple[int, ...]
 
 
 class LayerRows:
@@ -39,6 +55,12 @@ class LayerRows:
         """Nodes a layer written already stands for (a folded bias, an absorbed affine)."""
         self.tables: dict[str, str] = {}
         """The embedding layer of each constant table (for a linear tied to it)."""
+        self.sequences: dict[str, SplitSequence] = {}
+        """The parts of each sequence a ``SplitToSequence`` cuts."""
+        self.grouped_notes: dict[str, list[str]] = {}
+        """Notes that name every layer they are true of: the note, the names."""
+        self.channels_last: set[str] = set()
+        """Tensors that are maps with their channels last, as a layer written knows."""
 
     def is_activation(self, tensor: str) -> bool:
         """Whether ``tensor``'s values depend on the model input's values."""

@@ -40,6 +40,7 @@ from accelsim.importer.onnx_model import inline_constant_ifs, model_problems
 from accelsim.importer.onnx_ops import HANDLERS, VIEWS, embedding, is_embedding
 from accelsim.importer.onnx_regions import Region, match_regions
 from accelsim.importer.sequence_axis import is_sequence_first
+from accelsim.importer.window_attention import window_attention, windowed
 
 MAX_GZIP_BYTES = 256 * 2**20
 """Most bytes a ``.onnx.gz`` file may decompress to (256 MiB): a graph without its
@@ -196,7 +197,6 @@ class _Converter:
         self.vector_ops: list[str] = []
         self.attentions: dict[int, AttentionMatch] = {}
         self.regions: dict[int, Region] = {}
-        self.attention_notes: dict[str, list[str]] = {}
 
     def convert(self, loss: str) -> ImportedTable:
         rows = self.rows
@@ -217,7 +217,7 @@ class _Converter:
             rows.emit({"name": rows.unique("loss"), "kind": "cross_entropy"}, [])
             rows.notes.append("loss: cross_entropy appended after the graph's output")
             sources.append("graph.output")
-        for note, names in self.attention_notes.items():
+        for note, names in rows.grouped_notes.items():
             rows.notes.append(f"{note}: {', '.join(names)}")
         if self.vector_ops:
             rows.notes.append(
@@ -290,6 +290,13 @@ class _Converter:
         self.rows.emit(row, acts[:1], node.outputs[:1])
 
     def _attention(self, node: Node, match: AttentionMatch) -> None:
+        if windowed(self.rows, match):
+            written = window_attention(self.rows, node, match)
+            if written is None:
+                self._unsupported(node, [match.input], known=True)
+            else:
+                self.rows.grouped_notes.setdefault(written[1], []).append(written[0])
+            return
         row: dict[str, Any] = {"name": self.rows.unique(match.name), "kind": "attention"}
         row["heads"] = match.heads
         if match.kv_heads != match.heads:
@@ -303,7 +310,7 @@ class _Converter:
         if match.rotary:
             row["rotary"] = True
         self.rows.emit(row, [match.input], node.outputs)
-        self.attention_notes.setdefault(match.note, []).append(str(row["name"]))
+        self.rows.grouped_notes.setdefault(match.note, []).append(str(row["name"]))
 
 
 def _scope_ops(view: GraphView) -> dict[str, set[str]]:

@@ -16,7 +16,9 @@ import numpy as np
 from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import Handler, LayerRows
 from accelsim.importer.onnx_chains import erf_gelu, hard_sigmoid, random_mask
+from accelsim.importer.onnx_layout import channels_last, pad, roll, slice_view
 from accelsim.importer.onnx_recurrent import recurrent
+from accelsim.importer.onnx_sequences import sequence_at, split_to_sequence
 from accelsim.importer.onnx_windows import WINDOW_HANDLERS, compact
 
 VIEWS = frozenset(
@@ -151,10 +153,15 @@ def _mul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
 
 
 def _concat(rows: LayerRows, node: Node, acts: list[str]) -> bool:
+    """A ``concat`` along the channels (a channels-last map's last axis), a roll, or a
+    class token put first."""
     rank = len(rows.dims(acts[0]))
     if len(acts) != len(node.inputs):
         return _prepend_tokens(rows, node, acts)
-    if node.attr("axis", 0) not in (1, -rank - 1):
+    if roll(rows, node, acts):
+        return True
+    axes = (1, -rank - 1) + ((rank, -1) if rank == 3 and channels_last(rows, acts[0]) else ())
+    if node.attr("axis", 0) not in axes:
         return False
     if len(acts) == 1:
         rows.alias(node, acts[0])
@@ -213,7 +220,7 @@ def _matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     bias = rows.view.bias_after(node, weight[1], rows.is_activation)
     name = rows.name(node, functional=False)
     row: dict[str, Any] = {"name": name, "kind": "linear", "out_features": weight[1]}
-    if _channels_last(rows, acts[0]):
+    if channels_last(rows, acts[0]):
         # A linear on a map's channels, its positions last (ConvNeXt's): a 1x1 conv of
         # the map the table has, the same parameters and MACs.
         row = {"name": name, "kind": "conv2d", "out_channels": weight[1], "kernel": 1}
@@ -225,29 +232,6 @@ def _matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
     row.update(_weight_fields(rows, name, node.inputs[1]))
     rows.emit(row, acts, (bias or node).outputs)
     return True
-
-
-CHANNELS_LAST = [0, 2, 3, 1]
-"""The permutation that puts a batch of maps' channels last (``x.permute(0, 2, 3, 1)``)."""
-KEEPS_LAYOUT = frozenset({"LayerNormalization", "MatMul", "Add", "Mul", "Dropout"})
-"""Ops whose output keeps their first activation's layout (channels-last stays so)."""
-
-
-def _channels_last(rows: LayerRows, tensor: str) -> bool:
-    """Whether ``tensor`` is a map with its channels last: a ``Transpose`` by
-    :data:`CHANNELS_LAST` above it, through ops that keep the layout (a layernorm,
-    linears, activations, dropout)."""
-    for _ in range(16):
-        node = rows.view.producer.get(tensor)
-        if node is None:
-            return False
-        if node.op == "Transpose":
-            return list(node.attr("perm", [])) == CHANNELS_LAST
-        acts = [t for t in node.inputs if t not in rows.view.const_shapes]
-        if not acts or (node.op not in KEEPS_LAYOUT and node.op not in ACTIVATIONS):
-            return False
-        tensor = acts[0]
-    return False
 
 
 def _activation_matmul(rows: LayerRows, node: Node, acts: list[str]) -> bool:
@@ -388,6 +372,10 @@ HANDLERS: dict[str, Handler] = {
     "GroupNormalization": _groupnorm,
     "InstanceNormalization": _instancenorm,
     "Split": _split,
+    "Pad": pad,
+    "Slice": slice_view,
+    "SplitToSequence": split_to_sequence,
+    "SequenceAt": sequence_at,
     "LSTM": recurrent,
     "GRU": recurrent,
     "Resize": _resize,

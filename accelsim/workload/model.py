@@ -208,6 +208,18 @@ class ScaleParameter(LayerBase):
     kind: Literal["scale_parameter"] = Field(description=KIND)
 
 
+class PositionBias(LayerBase):
+    """Learned values gathered, by constant indices, into a tensor that broadcasts over
+    the input, and added to it: a relative position bias on attention scores (Swin's,
+    MaxViT's), the same for every window and sample."""
+
+    kind: Literal["position_bias"] = Field(description=KIND)
+    table: PositiveInt = Field(
+        description="Its parameters: a table's, (2M - 1)^2 x heads for windows of M x M"
+        " tokens, or those of the MLP that computes the table (Swin V2's)."
+    )
+
+
 class TokenSelect(LayerBase):
     """Pick one token of a sequence (e.g. BERT's [CLS] token for the pooler)."""
 
@@ -422,6 +434,7 @@ Layer = Annotated[
     | PrependTokens
     | AddParameter
     | ScaleParameter
+    | PositionBias
     | TokenSelect
     | CrossEntropy
     | Embedding

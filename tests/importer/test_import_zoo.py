@@ -3,12 +3,9 @@ fixture (``scripts/zoo.py --fixtures tests/fixtures/onnx``: built with random we
 its default weights' input size, exported in training mode, constants' data stripped).
 Needs only ``onnx``.
 
-A family that imports has the module's parameters (``sum(p.numel())``, counted when it
+Every family imports with the module's parameters (``sum(p.numel())``, counted when it
 was exported) and its forward MACs exactly, within 1 % of torchvision's GFLOPS
-(``meta["_ops"]``, one multiply-add one operation). A family that does not import yet
-is an expected failure (strict) with today's error: its first problem word for word
-and how many problems there are. When the importer learns its ops, the test passes
-unexpectedly, and fails: move the family to :data:`IMPORTS` with its MACs.
+(``meta["_ops"]``, one multiply-add one operation) or rounding to them.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from accelsim.errors import WorkloadError
 from accelsim.importer.model_import import import_model
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
@@ -32,58 +28,31 @@ IMPORTS = {
     "efficientnet_b0": (5_288_548, 385_814_752, 0.386),
     "efficientnet_v2_s": (21_458_488, 8_365_617_152, 8.366),
     "googlenet": (6_624_904, 1_498_376_192, 1.498),
+    "maxvit_t": (30_919_624, 5_558_046_720, 5.558),
     "mnasnet0_5": (2_218_512, 104_455_968, 0.104),
     "mobilenet_v3_small": (2_542_856, 56_510_400, 0.057),
     "regnet_x_400mf": (5_495_976, 413_812_608, 0.414),
     "regnet_y_400mf": (4_344_144, 401_842_848, 0.402),
     "resnext50_32x4d": (25_028_904, 4_230_479_872, 4.23),
+    # 40,476,448 MACs are 1.19 % above 0.04 GFLOPS, a figure rounded to 0.001 GFLOPS:
+    # they round to it (see _agrees).
+    "shufflenet_v2_x0_5": (1_366_792, 40_476_448, 0.04),
     "squeezenet1_0": (1_248_424, 818_924_576, 0.819),
+    "swin_t": (28_288_354, 4_490_566_656, 4.491),
+    # 0.32 % below 5.94 GFLOPS: the position bias MLPs' 18,662,400 MACs (225 coordinates
+    # x (2 x 512 + 512 x heads) per block), once per step on constants, are not counted.
+    "swin_v2_t": (28_351_570, 5_921_028_096, 5.94),
     "vit_b_16": (86_567_656, 17_563_828_224, 17.564),
     "wide_resnet50_2": (68_883_240, 11_398_021_120, 11.398),
 }
-"""Families that import: the module's parameters, the imported forward MACs per sample,
+"""Each family: the module's parameters, the imported forward MACs per sample,
 torchvision's GFLOPS."""
 
-ATTN = "/blocks.0/blocks.0.layers.0/blocks.0.layers.0.layers/blocks.0.layers.0.layers."
-FAILS: dict[str, tuple[int, float, str, str, int]] = {
-    "maxvit_t": (
-        30_919_624,
-        5.558,
-        ATTN + "window_attention/blocks.0.layers.0.layers.window_attention.attn_layer/"
-        "blocks.0.layers.0.layers.window_attention.attn_layer.1/split",
-        "SplitToSequence",
-        176,
-    ),
-    "shufflenet_v2_x0_5": (1_366_792, 0.04, "/stage2/stage2.1/split", "SplitToSequence", 39),
-    "swin_t": (
-        28_288_354,
-        4.491,
-        "/features/features.1/features.1.0/features.1.0.attn/pad",
-        "Pad",
-        122,
-    ),
-    "swin_v2_t": (
-        28_351_570,
-        5.94,
-        "/features/features.1/features.1.0/features.1.0.attn/pad",
-        "Pad",
-        241,
-    ),
-}
-"""Families that do not import yet: the module's parameters, torchvision's GFLOPS, the
-node and op type of the error's first problem, and the error's number of problems."""
-IN_SOME_FORMS: set[str] = set()
-"""Op types with a layer kind in other forms than the one refused."""
 
-
-def _first_problem(name: str) -> str:
-    """Today's first problem importing ``name``, word for word."""
-    _, _, node, op, _ = FAILS[name]
-    form = " in this form (attributes, constant operands or shapes)" if op in IN_SOME_FORMS else ""
-    return (
-        f"{name}.onnx.gz: nodes[{node}]: op type {op} has no layer kind{form}; --unsupported"
-        f" vector maps it to a generic vector op (got {op!r})"
-    )
+def _agrees(macs: int, gflops: float) -> bool:
+    """Whether ``macs`` are within 1 % of torchvision's ``gflops``, or round to them
+    (torchvision gives three decimals: 0.001 GFLOPS is more than 1 % of a small model's)."""
+    return abs(macs / (gflops * 1e9) - 1) <= 0.01 or round(macs / 1e9, 3) == gflops
 
 
 def _imported(name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
@@ -101,26 +70,4 @@ def test_family_imports_with_the_modules_parameters(
 ) -> None:
     params, macs, gflops = IMPORTS[name]
     assert _imported(name, monkeypatch) == (params, macs)
-    assert abs(macs / (gflops * 1e9) - 1) <= 0.01
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n, marks=pytest.mark.xfail(strict=True, raises=WorkloadError, reason=_first_problem(n))
-        )
-        for n in sorted(FAILS)
-    ],
-)
-def test_family_not_imported_yet(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fails with today's error (any other error is a failure); once imported, has the
-    module's parameters and MACs within 1 % of torchvision's."""
-    params, gflops, _, _, count = FAILS[name]
-    try:
-        imported = _imported(name, monkeypatch)
-    except WorkloadError as exc:
-        assert (str(exc.problems[0]), len(exc.problems)) == (_first_problem(name), count)
-        raise
-    assert imported[0] == params
-    assert abs(imported[1] / (gflops * 1e9) - 1) <= 0.01
+    assert _agrees(macs, gflops)

@@ -1,6 +1,6 @@
 """Learned tensors joined to an activation: ``prepend_tokens`` (a class token),
-``add_parameter`` (a learned position embedding) and ``scale_parameter`` (a layer
-scale)."""
+``add_parameter`` (a learned position embedding), ``scale_parameter`` (a layer
+scale) and ``position_bias`` (a relative position bias table)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from accelsim.workload import model as wm
 class LearnedRule(LayerRule):
     """FWD one op per output element (a copy, an add or a multiply); BWD the
     parameter's gradient summed over the samples (one op per element of the gradient
-    it reads; a scale's reads the input too, two ops) and ``dX`` one op per input
-    element."""
+    it reads; a scale's reads the input too, two ops; a position bias's reads the whole
+    output gradient, summed over windows and samples into its table) and ``dX`` one op
+    per input element."""
 
-    kinds = ("prepend_tokens", "add_parameter", "scale_parameter")
+    kinds = ("prepend_tokens", "add_parameter", "scale_parameter", "position_bias")
     has_params = True
 
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
@@ -40,7 +41,8 @@ class LearnedRule(LayerRule):
         name = info.layer.name
         param = ctx.parameter(name, "p")
         scale = isinstance(info.layer, wm.ScaleParameter)
-        part = g.elements if scale else ctx.n * _size(info)
+        whole = scale or isinstance(info.layer, wm.PositionBias)
+        part = g.elements if whole else ctx.n * _size(info)
         reads: list[Access | Tensor] = [Access(g, part)]
         if scale:
             reads.append(ctx.acts[info.inputs[0]])
@@ -66,9 +68,11 @@ class LearnedRule(LayerRule):
 
 
 def _size(info: LayerInfo) -> int:
-    """The parameter's elements: the prepended tokens', one per channel (a scale) or
-    one per input element."""
+    """The parameter's elements: the prepended tokens', one per channel (a scale), the
+    table's (a position bias) or one per input element."""
     layer = info.layer
+    if isinstance(layer, wm.PositionBias):
+        return layer.table
     if isinstance(layer, wm.PrependTokens):
         return layer.tokens * info.out_shape.dims[1]
     if isinstance(layer, wm.ScaleParameter):
