@@ -19,7 +19,9 @@ pytest.importorskip("onnx")
 from accelsim.importer.model_import import import_model
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
+
+zoo = load_script("zoo")
 
 FIXTURES = ROOT / "tests" / "fixtures" / "onnx"
 
@@ -35,7 +37,7 @@ IMPORTS = {
     "regnet_y_400mf": (4_344_144, 401_842_848, 0.402),
     "resnext50_32x4d": (25_028_904, 4_230_479_872, 4.23),
     # 40,476,448 MACs are 1.19 % above 0.04 GFLOPS, a figure rounded to 0.001 GFLOPS:
-    # they round to it (see _agrees).
+    # they round to it (see zoo.agrees).
     "shufflenet_v2_x0_5": (1_366_792, 40_476_448, 0.04),
     "squeezenet1_0": (1_248_424, 818_924_576, 0.819),
     "swin_t": (28_288_354, 4_490_566_656, 4.491),
@@ -47,12 +49,6 @@ IMPORTS = {
 }
 """Each family: the module's parameters, the imported forward MACs per sample,
 torchvision's GFLOPS."""
-
-
-def _agrees(macs: int, gflops: float) -> bool:
-    """Whether ``macs`` are within 1 % of torchvision's ``gflops``, or round to them
-    (torchvision gives three decimals: 0.001 GFLOPS is more than 1 % of a small model's)."""
-    return abs(macs / (gflops * 1e9) - 1) <= 0.01 or round(macs / 1e9, 3) == gflops
 
 
 def _imported(name: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
@@ -70,4 +66,4 @@ def test_family_imports_with_the_modules_parameters(
 ) -> None:
     params, macs, gflops = IMPORTS[name]
     assert _imported(name, monkeypatch) == (params, macs)
-    assert _agrees(macs, gflops)
+    assert zoo.agrees(macs, gflops)
