@@ -15,11 +15,11 @@ softmax, ``AV``) is one flash-attention kernel per pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
+from accelsim.lowering.rules import cross_attention as cross
+from accelsim.lowering.rules.attention_dims import AttentionDims
 from accelsim.lowering.rules.base import LayerRule, register
 from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem, one_input
@@ -30,48 +30,6 @@ ROTARY_OPS = 3
 ``x * cos + rotate_half(x) * sin``, two multiplies and an add (the half's sign is the
 sin table's).  The cos and sin tables (``S x head size``, shared by every head and
 sample) are not counted: a step computes them once."""
-
-
-@dataclass(frozen=True)
-class _Dims:
-    """An attention layer's sizes for ``n`` samples of ``steps`` tokens of width ``d``."""
-
-    steps: int
-    d: int
-    dh: int
-    kv: int
-    group: int
-    n: int
-
-    @classmethod
-    def of(cls, layer: wm.Attention, info: LayerInfo, n: int) -> _Dims:
-        steps, d = info.in_shapes[0].dims
-        kv = layer.key_value_heads
-        return cls(steps, d, d // layer.heads, kv, layer.heads // kv, n)
-
-    @property
-    def kv_width(self) -> int:
-        """Width of the K (or V) projection: the key/value heads' sizes."""
-        return self.kv * self.dh
-
-    @property
-    def qkv_width(self) -> int:
-        return self.d + 2 * self.kv_width
-
-    @property
-    def rows(self) -> int:
-        """Rows of the projections: every token of every sample."""
-        return self.n * self.steps
-
-    @property
-    def queries(self) -> int:
-        """Rows of a per-head GEMM: the group's queries stacked."""
-        return self.group * self.steps
-
-    @property
-    def per_head(self) -> int:
-        """Per-head GEMMs: one per sample and key/value head."""
-        return self.n * self.kv
 
 
 @register
@@ -85,7 +43,15 @@ class AttentionRule(LayerRule):
 
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         assert isinstance(layer, wm.Attention)
-        x = one_input(layer, in_shapes, Layout.SEQUENCE)
+        if len(in_shapes) > 2:
+            message = (
+                "attention takes one input (self-attention) or two (cross-attention: queries"
+                " from the first, keys and values from the second)"
+            )
+            raise ShapeProblem("inputs", message, len(in_shapes))
+        if len(in_shapes) == 2:
+            cross.check(layer, in_shapes)
+        x = in_shapes[0] if len(in_shapes) == 2 else one_input(layer, in_shapes, Layout.SEQUENCE)
         if x.dims[1] % layer.heads:
             raise ShapeProblem("heads", f"must divide the model width {x.dims[1]}", layer.heads)
         if layer.heads % layer.key_value_heads:
@@ -96,7 +62,10 @@ class AttentionRule(LayerRule):
         layer = info.layer
         assert isinstance(layer, wm.Attention)
         name, b, x = layer.name, ctx.b, xs[0]
-        s = _Dims.of(layer, info, ctx.n)
+        s = AttentionDims.of(layer, info, ctx.n)
+        if len(xs) == 2:
+            cross.forward(ctx, layer, s, xs, y)
+            return
         steps, d, dh = s.steps, s.d, s.dh
         wqkv = ctx.param(name, "Wqkv", s.qkv_width * d, ParamKind.WEIGHT, s.qkv_width)
         wo = ctx.param(name, "Wo", d * d, ParamKind.WEIGHT, d)
@@ -148,10 +117,10 @@ class AttentionRule(LayerRule):
         assert isinstance(layer, wm.Attention) and g is not None
         name, b = layer.name, ctx.b
         x = ctx.acts[info.inputs[0]]
-        s = _Dims.of(layer, info, ctx.n)
+        s = AttentionDims.of(layer, info, ctx.n)
         d, rows = s.d, s.rows
         saved = ctx.saved[name]
-        wqkv, wo = ctx.parameter(name, "Wqkv"), ctx.parameter(name, "Wo")
+        wo = ctx.parameter(name, "Wo")
         out = saved[0].out if isinstance(saved[0], flash.FusedAttention) else saved[3]
         datt = ctx.t(f"{name}.dctx", TensorKind.GRADIENT, out.elements)
         bi, bw = Phase.BWD_INPUT, Phase.BWD_WEIGHT
@@ -160,10 +129,14 @@ class AttentionRule(LayerRule):
         ctx.grad_done(name, "Wo", op)
         if layer.output_bias:
             ctx.bias_grad(name, "bo", g)
+        if len(info.inputs) == 2:
+            cross.backward(ctx, info, s, saved, datt)
+            return
         if isinstance(saved[0], flash.FusedAttention):
             dqkv = _fused_backward(ctx, layer, saved, datt)
         else:
             dqkv = _core_backward(ctx, layer, s, saved, datt)
+        wqkv = ctx.parameter(name, "Wqkv")
         if ctx.wants(info):
             grad = ctx.dx(info)
             b.gemm(f"{name}.qkv.dx", name, bi, rows, d, s.qkv_width, 1, dqkv, wqkv.weight, grad)
@@ -194,7 +167,7 @@ def _fused_backward(
 def _core_backward(
     ctx: StepContext,
     layer: wm.Attention,
-    s: _Dims,
+    s: AttentionDims,
     saved: tuple[Tensor, Tensor, Tensor, Tensor],
     datt: Tensor,
 ) -> Tensor:
