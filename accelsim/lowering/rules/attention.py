@@ -19,9 +19,9 @@ from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules import cross_attention as cross
-from accelsim.lowering.rules.attention_dims import AttentionDims
+from accelsim.lowering.rules.attention_core import AttentionDims, probs_backward
 from accelsim.lowering.rules.base import LayerRule, register
-from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
+from accelsim.lowering.rules.vector import SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem, one_input
 from accelsim.workload import model as wm
 
@@ -176,23 +176,8 @@ def _core_backward(
     steps, dh = s.steps, s.dh
     qkv, qk, probs, _ = saved
     bi = Phase.BWD_INPUT
-    dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
-    dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
     dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
-    b.gemm(f"{name}.av.dprobs", name, bi, s.queries, steps, dh, s.per_head, datt, qkv, dprobs)
-    # dV of a key/value head sums over its group's queries: K = group x S.
-    b.gemm(
-        f"{name}.av.dv", name, bi, steps, dh, s.queries, s.per_head, probs, datt, dqkv, partial=True
-    )
-    b.vector(
-        f"{name}.softmax.bwd",
-        name,
-        bi,
-        probs.elements,
-        SOFTMAX_BWD_OPS,
-        [dprobs, probs],
-        [dscores],
-    )
+    dscores = probs_backward(ctx, name, s, datt, probs, qkv, dqkv)
     if layer.causal:
         # The select's gradient: zero where the forward pass masked a score.
         dmasked = ctx.t(f"{name}.dmasked", TensorKind.GRADIENT, probs.elements)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from accelsim.graph.ops import ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering.context import StepContext
-from accelsim.lowering.rules.attention_dims import AttentionDims
-from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
+from accelsim.lowering.rules.attention_core import AttentionDims, probs_backward
+from accelsim.lowering.rules.vector import SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem
 from accelsim.workload import model as wm
 
@@ -75,22 +75,10 @@ def backward(
     name, b = info.layer.name, ctx.b
     q, kv, probs, _ = saved
     bi = Phase.BWD_INPUT
-    dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
-    dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
     dq = ctx.t(f"{name}.dq", TensorKind.GRADIENT, q.elements)
     dkv = ctx.t(f"{name}.dkv", TensorKind.GRADIENT, kv.elements)
+    dscores = probs_backward(ctx, name, s, datt, probs, kv, dkv)
     queries, keys, dh, count = s.queries, s.keys, s.dh, s.per_head
-    b.gemm(f"{name}.av.dprobs", name, bi, queries, keys, dh, count, datt, kv, dprobs)
-    b.gemm(f"{name}.av.dv", name, bi, keys, dh, queries, count, probs, datt, dkv, partial=True)
-    b.vector(
-        f"{name}.softmax.bwd",
-        name,
-        bi,
-        probs.elements,
-        SOFTMAX_BWD_OPS,
-        [dprobs, probs],
-        [dscores],
-    )
     b.gemm(f"{name}.qk.dq", name, bi, queries, dh, keys, count, dscores, kv, dq)
     b.gemm(f"{name}.qk.dk", name, bi, keys, dh, queries, count, dscores, q, dkv, partial=True)
     _projection_backward(ctx, info, 0, "q", dq, s.rows, s.d)

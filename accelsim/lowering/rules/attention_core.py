@@ -1,9 +1,13 @@
-"""An attention layer's sizes, shared by its self-attention and cross-attention ops."""
+"""What self-attention and cross-attention share: an attention layer's sizes and the
+backward ops of ``AV`` and the softmax."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelsim.graph.ops import Phase, Tensor, TensorKind
+from accelsim.lowering.context import StepContext
+from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.workload import model as wm
 
@@ -58,3 +62,34 @@ class AttentionDims:
     def per_head(self) -> int:
         """Per-head GEMMs: one per sample and key/value head."""
         return self.n * self.kv
+
+
+def probs_backward(
+    ctx: StepContext,
+    name: str,
+    s: AttentionDims,
+    datt: Tensor,
+    probs: Tensor,
+    values: Tensor,
+    dvalues: Tensor,
+) -> Tensor:
+    """From the gradient ``datt`` of ``AV``'s output: ``dP`` (``AV`` read V from
+    ``values``), ``dV`` written into its part of ``dvalues`` (a partial write) and the
+    softmax's gradient, the scores' gradient returned."""
+    b, bi = ctx.b, Phase.BWD_INPUT
+    queries, keys, dh, count = s.queries, s.keys, s.dh, s.per_head
+    dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
+    dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
+    b.gemm(f"{name}.av.dprobs", name, bi, queries, keys, dh, count, datt, values, dprobs)
+    # dV of a key/value head sums over its group's queries: K = group x Lq.
+    b.gemm(f"{name}.av.dv", name, bi, keys, dh, queries, count, probs, datt, dvalues, partial=True)
+    b.vector(
+        f"{name}.softmax.bwd",
+        name,
+        bi,
+        probs.elements,
+        SOFTMAX_BWD_OPS,
+        [dprobs, probs],
+        [dscores],
+    )
+    return dscores
