@@ -2,10 +2,10 @@
 of their own: attention written by ``nn.MultiheadAttention``,
 ``nn.TransformerEncoderLayer`` and ``scaled_dot_product_attention`` under a mask, a
 bidirectional two-layer ``nn.LSTM`` and ``nn.GRU`` (the encoder layer and the LSTM also
-sequence-first, as ``batch_first=False`` modules are exported), ``nn.TransformerDecoderLayer``
-with and without a causal target mask (two inputs: the target and the memory), the
-element-wise chains
-(in-place dropout, stochastic depth, hard sigmoid and swish) and a small vision
+sequence-first, as ``batch_first=False`` modules are exported),
+``nn.TransformerDecoderLayer`` with and without a causal target mask (two inputs: the
+target and the memory; also sequence-first) and ``nn.MultiheadAttention`` as
+cross-attention, the element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish) and a small vision
 transformer and a small ConvNeXt written as torchvision's (class token, position
 embedding; channels-last layernorm and linears, layer scale).
 
@@ -202,6 +202,19 @@ class TinyConvNext(nn.Module):
         return self.classifier(self.down(self.block(self.stem(x))))
 
 
+class CrossAttention(nn.Module):
+    """``nn.MultiheadAttention(64, 4, kdim=48, vdim=48, batch_first=True)`` as
+    cross-attention, ``attn(q, kv, kv)``: keys and values of their own width (separate
+    K and V projections)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(64, 4, kdim=48, vdim=48, batch_first=True)
+
+    def forward(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        return self.attn(q, kv, kv, need_weights=False)[0]
+
+
 class CausalDecoder(nn.Module):
     """``nn.TransformerDecoderLayer(64, 4, 256, batch_first=True)`` with a causal
     ``tgt_mask`` on its self-attention (``generate_square_subsequent_mask``)."""
@@ -241,8 +254,12 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], InputShapes]] = {
         DECODER,
     ),
     "torch_decoder_layer_causal": (CausalDecoder, DECODER),
+    "torch_decoder_layer_seq_first": (lambda: nn.TransformerDecoderLayer(64, 4, 256), DECODER),
+    "torch_mha_cross": (CrossAttention, (SEQUENCE, (32, 48))),
 }
-SEQUENCE_FIRST = frozenset({"torch_encoder_layer_seq_first", "torch_lstm_seq_first"})
+SEQUENCE_FIRST = frozenset(
+    {"torch_encoder_layer_seq_first", "torch_lstm_seq_first", "torch_decoder_layer_seq_first"}
+)
 """Blocks that read their input's first axis as the sequence (``batch_first=False``),
 exported as such: ``(sequence, 1, features)``."""
 

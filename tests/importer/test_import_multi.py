@@ -3,11 +3,11 @@ table (the first ``input``, the others ``extra_inputs`` named after the graph's)
 cross-attention (Q from one tensor, K and V from another) as one ``attention`` layer of
 two inputs.
 
-The ``torch_decoder_layer*`` fixtures are ``nn.TransformerDecoderLayer(64, 4, 256,
-batch_first=True)`` exported by ``scripts/export_op_fixtures.py`` with a 16 x 64 target
-and a 32 x 64 memory (random weights, data stripped); the parameter count is torch's
-``sum(p.numel() for p in layer.parameters())``, computed once with torch 2.14 and
-written here, and each MAC count is worked out by hand beside it. Needs only ``onnx``
+The ``torch_decoder_layer*`` fixtures are ``nn.TransformerDecoderLayer(64, 4, 256)``
+exported by ``scripts/export_op_fixtures.py`` with a 16 x 64 target and a 32 x 64 memory
+(random weights, data stripped), and ``torch_mha_cross`` ``nn.MultiheadAttention`` as
+cross-attention; each parameter count is torch's ``sum(p.numel() for p in
+block.parameters())``, computed once with torch 2.14 and written here, and each MAC count is worked out by hand beside it. Needs only ``onnx``
 (but the last test, marked ``torch``).
 """
 
@@ -77,6 +77,37 @@ def test_transformer_decoder_layer_imports_with_its_cross_attention(causal: bool
     assert stats.params == 16_640 * 2 + 16_640 + 16_448 + 384 == 66_752
     assert stats.forward_macs == SELF_MACS + CROSS_MACS + MLP_MACS == 1_277_952
     assert stats.input == "sequence 16x64 + memory sequence 32x64"
+
+
+def test_a_sequence_first_decoder_layer_reads_both_inputs_sequence_first() -> None:
+    """``nn.TransformerDecoderLayer(64, 4, 256)`` (``batch_first=False``) exported as
+    ``(16, 1, 64)`` and ``(32, 1, 64)``: the batch-first layer's table, each input noted."""
+    first = import_model(FIXTURES / "torch_decoder_layer_seq_first.onnx.gz")
+    batch = import_model(FIXTURES / "torch_decoder_layer.onnx.gz").workload
+    assert (first.workload.layers, first.workload.extra_inputs) == (
+        batch.layers,
+        batch.extra_inputs,
+    )
+    assert "memory: sequence-first, (sequence 32, batch 1, features)" in first.text
+
+
+def test_multihead_attention_of_a_query_and_a_key_value_tensor() -> None:
+    """``nn.MultiheadAttention(64, 4, kdim=48, vdim=48, batch_first=True)`` called as
+    ``attn(q, kv, kv)`` on 16 x 64 queries and 32 x 48 keys and values. torch: 14,592
+    parameters (Q 64 x 64 = 4,096, K and V 2 x 64 x 48 = 6,144, in-projection bias 192,
+    out-projection 64 x 64 + 64 = 4,160)."""
+    workload = import_model(FIXTURES / "torch_mha_cross.onnx.gz").workload
+    assert workload.extra_inputs == {"kv": SequenceInput(kind="sequence", length=32, features=48)}
+    assert _rows(workload)[0] == {
+        "name": "attn",
+        "kind": "attention",
+        "heads": 4,
+        "inputs": ["input", "kv"],
+    }
+    stats = model_stats(workload, infer_shapes(workload, "cross"))
+    # Q 16 x 64 x 64 = 65,536; K and V 32 x 128 x 48 = 196,608; the scores and their
+    # product with V 2 x 4 x 16 x 32 x 16 = 65,536; out 65,536.
+    assert (stats.params, stats.forward_macs) == (14_592, 65_536 + 196_608 + 65_536 + 65_536)
 
 
 def test_decoder_cross_attention_backward_gives_the_memory_no_gradient() -> None:
