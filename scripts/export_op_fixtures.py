@@ -5,9 +5,10 @@ bidirectional two-layer ``nn.LSTM`` and ``nn.GRU`` (the encoder layer and the LS
 sequence-first, as ``batch_first=False`` modules are exported),
 ``nn.TransformerDecoderLayer`` with and without a causal target mask (two inputs: the
 target and the memory; also sequence-first) and ``nn.MultiheadAttention`` as
-cross-attention, the element-wise chains (in-place dropout, stochastic depth, hard sigmoid and swish) and a small vision
-transformer and a small ConvNeXt written as torchvision's (class token, position
-embedding; channels-last layernorm and linears, layer scale).
+cross-attention, the element-wise chains (in-place dropout, stochastic depth, hard
+sigmoid and swish) and a small vision transformer and a small ConvNeXt written as
+torchvision's (class token, position embedding; channels-last layernorm and linears,
+layer scale).
 
 Run with a Python that has torch, torchvision (for the stripping of
 ``scripts/export_onnx_fixtures.py``) and accelsim:

@@ -25,13 +25,7 @@ from accelsim.config.loader import (
     read_yaml,
 )
 from accelsim.config.overrides import Origins
-from accelsim.config.run import (
-    AssignmentPolicy,
-    AttentionKernels,
-    CompileMode,
-    RunMode,
-    RunSpec,
-)
+from accelsim.config.run import AssignmentPolicy, RunMode, RunSpec
 from accelsim.config.run_file import RunFile, read_run_file, route_sets
 from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
@@ -45,7 +39,7 @@ from accelsim.techniques.base import GraphRewriter, LoadContext, Technique
 from accelsim.techniques.registry import compose_problems, load_techniques
 from accelsim.timing.machine import Machine, machine_of
 from accelsim.workload.formats import read_table
-from accelsim.workload.model import Attention, Workload
+from accelsim.workload.model import Workload
 
 T = TypeVar("T")
 
@@ -295,7 +289,6 @@ def _checked(
     load = LoadContext(run_file.run, run_file.path, hardware, infos, tuple(techniques))
     problems = [
         *_run_problems(run_file.run, hardware, source),
-        *_attention_problems(run_file.run, infos, source),
         *_mode_problems(run_file.run, techniques, source),
         *compose_problems(techniques, source),
         *(p for t in techniques for p in t.validate(load)),
@@ -326,25 +319,6 @@ def _mode_problems(
         )
         for t in techniques
     ]
-
-
-def _attention_problems(run: RunSpec, infos: Sequence[LayerInfo], source: str) -> list[Problem]:
-    """Flash-attention kernels (``lowering.compile: fused``, ``lowering.attention:
-    flash``) on a cross-attention layer: they take self-attention only."""
-    lowering = run.lowering
-    if (
-        lowering.compile is not CompileMode.FUSED
-        or lowering.attention is not AttentionKernels.FLASH
-    ):
-        return []
-    crossed = [i.layer.name for i in infos if isinstance(i.layer, Attention) and len(i.inputs) == 2]
-    if not crossed:
-        return []
-    message = (
-        f"flash-attention kernels take self-attention only, and layer {crossed[0]} is"
-        " cross-attention (two inputs): set lowering.attention: separate"
-    )
-    return [Problem(source, "lowering.attention", message, lowering.attention.value)]
 
 
 def _run_problems(run: RunSpec, hw: HardwareSpec, source: str) -> list[Problem]:

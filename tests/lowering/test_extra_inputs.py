@@ -4,25 +4,23 @@ with and every GEMM's MACs, counted by hand in the comments beside them."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from accelsim.config.loader import parse_sets
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import StridedDx
 from accelsim.config.validate import validate_data
-from accelsim.driver.inputs import load_inputs
-from accelsim.driver.run import _Run
-from accelsim.errors import ConfigError
 from accelsim.graph import queries
-from accelsim.graph.ops import GemmOp, Phase
+from accelsim.graph.ops import GemmOp, Phase, VectorOp
+from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
+from accelsim.lowering.step import lower as lower_step
 from accelsim.report.console import models_table
 from accelsim.techniques.recomputation.choice import cuts
 from accelsim.workload.model import Workload
-from tests.conftest import ROOT, params
+from tests.conftest import params
 from tests.lowering.test_layer_kinds import problems, shapes
 from tests.lowering.test_lowering import lower
 from tests.lowering.test_lowering import macs as layer_macs
@@ -197,17 +195,47 @@ def test_recomputation_cuts_no_layer_before_the_last_read_of_an_input() -> None:
     assert cuts(infer_shapes(workload, "t")) == ["attn", "loss"]
 
 
-def test_flash_attention_refuses_cross_attention(tmp_path: Path) -> None:
-    (tmp_path / "w.yaml").write_text(json.dumps(decoder(PRE, MEM, CROSS)))
-    sets = parse_sets([f"workload={tmp_path / 'w.yaml'}", "lowering.compile=fused"])
-    with pytest.raises(ConfigError) as caught:
-        load_inputs(ROOT / "configs" / "runs" / "smoke.yaml", sets)
-    assert [p.message for p in caught.value.problems] == [
-        "flash-attention kernels take self-attention only, and layer attn is cross-attention"
-        " (two inputs): set lowering.attention: separate"
-    ]
-    sets = parse_sets(
-        [f"workload={tmp_path / 'w.yaml'}", "lowering.compile=fused", "lowering.attention=separate"]
-    )
-    graph = _Run(load_inputs(ROOT / "configs" / "runs" / "smoke.yaml", sets)).lowered(2)
-    assert "attn.qk.fwd" in {op.name for op in graph.ops}
+def test_flash_attention_blocks_queries_and_keys_each_along_its_own_sequence() -> None:
+    # 20 queries of width 8 (2 heads of 4), 12 keys and values from 12 features, at
+    # batch 1; buffers too small for more than the smallest block, 8 positions: 3 query
+    # blocks (24 rows, padded) and 2 key blocks (16 keys), 6 score blocks per head.
+    long = {"kind": "sequence", "length": 20, "features": 8}
+    memory = {"kind": "sequence", "length": 12, "features": 12}
+    data = {**decoder(PRE, MEM, CROSS, extra={"memory": memory}), "input": long}
+    workload = validate_data(Workload, data, "t")
+    infos = infer_shapes(workload, "t")
+    budget = AttentionBudget(1, 1, 1)
+    graph = lower_step(infos, workload, 1, WordBytesSpec(), StridedDx.SKIP_ZEROS, budget)
+    # Each query block meets 16 keys, each key block 24 queries; a query block's GEMMs
+    # are 2 heads x 3 blocks = 6, a key block's 2 x 2 = 4: every core GEMM is 3,072 MACs
+    # (24 x 16 scores per head, padded, x 4 x 2 heads).
+    assert shapes(graph, "attn") == {
+        "attn.q.fwd": (20, 8, 8, 1),
+        "attn.kv.fwd": (12, 16, 12, 1),
+        "attn.qk.fwd": (8, 16, 4, 6),
+        "attn.av.fwd": (8, 4, 16, 6),
+        "attn.out.fwd": (20, 8, 8, 1),
+        "attn.out.dx": (20, 8, 8, 1),
+        "attn.out.dw": (8, 8, 20, 1),
+        "attn.qk.dkv": (8, 24, 4, 4),
+        "attn.dp.dkv": (8, 24, 4, 4),
+        "attn.av.dv": (8, 4, 24, 4),
+        "attn.qk.dk": (8, 4, 24, 4),
+        "attn.qk.dq": (8, 16, 4, 6),
+        "attn.dp.dq": (8, 16, 4, 6),
+        "attn.qk.dq_grad": (8, 4, 16, 6),
+        "attn.q.dx": (20, 8, 8, 1),
+        "attn.q.dw": (8, 8, 20, 1),
+        "attn.kv.dx": (12, 12, 16, 1),
+        "attn.kv.dw": (16, 12, 12, 1),
+    }
+    by_name = {op.name: op for op in graph.ops}
+    # The forward kernel reads Q from the queries' projection, K and V from the other.
+    qk, av = by_name["attn.qk.fwd"], by_name["attn.av.fwd"]
+    assert isinstance(qk, GemmOp) and (qk.a.name, qk.b.name) == ("attn.q", "attn.kv")
+    assert isinstance(av, GemmOp) and av.b.name == "attn.kv"
+    # 6 score blocks of 8 x 8 per head: 768 scores, 5 ops each and the rescaling of 2
+    # ops per output element spread over the key block's 8 scores, ceil(2 x 4 / 8) = 1.
+    softmax = by_name["attn.softmax.fwd"]
+    assert isinstance(softmax, VectorOp)
+    assert (softmax.elements, softmax.ops_per_element) == (768, 6)

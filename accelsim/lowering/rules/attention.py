@@ -156,10 +156,10 @@ def _fused_backward(
     fused, stats = saved
     dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, fused.qkv.elements)
     if fused.qk is None:
-        flash.backward(ctx, fused, stats, datt, dqkv)
+        flash.backward(ctx, fused, stats, datt, (dqkv, dqkv, dqkv))
         return dqkv
     dqk = ctx.t(f"{name}.dqk", TensorKind.GRADIENT, fused.qk.elements)
-    flash.backward(ctx, fused, stats, datt, dqkv, dqk)
+    flash.backward(ctx, fused, stats, datt, (dqk, dqk, dqkv))
     _rotate_back(ctx, name, dqk, dqkv)
     return dqkv
 

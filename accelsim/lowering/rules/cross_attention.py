@@ -6,13 +6,16 @@ The Q projection reads the first input (``Lq`` positions of width ``d``), one K 
 projection reads the second (``Lk`` positions of its own width), the scores are ``Lq x
 Lk`` per head, and the output projection gives ``Lq`` positions of width ``d``.  The
 backward pass gives each input its own gradient.  No causal mask (which key a query
-may not see is a matter of one sequence's order) and no rotary embedding; fused
-flash-attention kernels take self-attention only (the run's check refuses them).
+may not see is a matter of one sequence's order) and no rotary embedding.  Under
+``lowering.compile: fused`` the core is flash-attention kernels
+(:mod:`accelsim.lowering.flash_attention`), its query and key blocks each along its
+own sequence.
 """
 
 from __future__ import annotations
 
 from accelsim.graph.ops import ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.attention_core import AttentionDims, probs_backward
 from accelsim.lowering.rules.vector import SOFTMAX_FWD_OPS
@@ -53,6 +56,14 @@ def forward(
     att = ctx.t(f"{name}.ctx", TensorKind.ACTIVATION, s.rows * d)
     b.gemm(f"{name}.q.fwd", name, Phase.FWD, s.rows, d, d, 1, xs[0], wq, q)
     b.gemm(f"{name}.kv.fwd", name, Phase.FWD, s.key_rows, kv_width, s.features, 1, xs[1], wkv, kv)
+    if ctx.attention is not None:
+        word = q.word_bytes
+        tiles = flash.tiling(ctx.attention, s.steps, layer.heads, s.kv, s.dh, False, word, s.keys)
+        fused = flash.FusedAttention(name, tiles, s.n, s.kv, kv, att, q=q)
+        stats = flash.forward(ctx, fused)
+        b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, d, 1, att, wo, y)
+        ctx.saved[name] = (fused, stats)
+        return
     elements = s.n * layer.heads * s.steps * s.keys
     scores = ctx.t(f"{name}.scores", TensorKind.ACTIVATION, elements)
     probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, elements)
@@ -67,22 +78,38 @@ def backward(
     ctx: StepContext,
     info: LayerInfo,
     s: AttentionDims,
-    saved: tuple[Tensor, Tensor, Tensor, Tensor],
+    saved: tuple[Tensor, Tensor, Tensor, Tensor] | tuple[flash.FusedAttention, Tensor],
     datt: Tensor,
 ) -> None:
     """From the gradient of ``AV``'s output ``datt``: the gradients of ``AV``, the softmax
-    and ``QK^T``, then each projection's, each input's to its reader."""
-    name, b = info.layer.name, ctx.b
+    and ``QK^T`` (the fused kernels' under ``lowering.compile: fused``), then each
+    projection's, each input's to its reader."""
+    name = info.layer.name
+    if isinstance(saved[0], flash.FusedAttention):
+        fused, stats = saved[0], saved[1]
+        dq = ctx.t(f"{name}.dq", TensorKind.GRADIENT, fused.queries.elements)
+        dkv = ctx.t(f"{name}.dkv", TensorKind.GRADIENT, fused.qkv.elements)
+        flash.backward(ctx, fused, stats, datt, (dq, dkv, dkv))
+    else:
+        dq, dkv = _core_backward(ctx, name, s, saved, datt)
+    _projection_backward(ctx, info, 0, "q", dq, s.rows, s.d)
+    _projection_backward(ctx, info, 1, "kv", dkv, s.key_rows, s.features)
+
+
+def _core_backward(
+    ctx: StepContext, name: str, s: AttentionDims, saved: tuple[Tensor, ...], datt: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The gradients of ``AV``, the softmax and ``QK^T`` as separate ops: ``dQ`` and
+    ``dKV``."""
+    b, bi = ctx.b, Phase.BWD_INPUT
     q, kv, probs, _ = saved
-    bi = Phase.BWD_INPUT
     dq = ctx.t(f"{name}.dq", TensorKind.GRADIENT, q.elements)
     dkv = ctx.t(f"{name}.dkv", TensorKind.GRADIENT, kv.elements)
     dscores = probs_backward(ctx, name, s, datt, probs, kv, dkv)
     queries, keys, dh, count = s.queries, s.keys, s.dh, s.per_head
     b.gemm(f"{name}.qk.dq", name, bi, queries, dh, keys, count, dscores, kv, dq)
     b.gemm(f"{name}.qk.dk", name, bi, keys, dh, queries, count, dscores, q, dkv, partial=True)
-    _projection_backward(ctx, info, 0, "q", dq, s.rows, s.d)
-    _projection_backward(ctx, info, 1, "kv", dkv, s.key_rows, s.features)
+    return dq, dkv
 
 
 def _projection_backward(
