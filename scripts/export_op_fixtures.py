@@ -32,12 +32,13 @@ import torch
 from torch import nn
 
 from accelsim import export_onnx
-from accelsim.importer.input_shapes import InputShapes
 
 SEQUENCE = (16, 64)
 """Tokens and width of the sequence blocks' float input."""
 MEMORY = (32, 64)
 """Positions and width of a decoder layer's memory (its second input)."""
+Shapes = tuple[int, ...] | tuple[tuple[int, ...], ...]
+"""A block's input shape, or one per input (as ``export_onnx`` takes them)."""
 
 
 class SelfAttention(nn.Module):
@@ -232,7 +233,7 @@ class CausalDecoder(nn.Module):
 DECODER = (SEQUENCE, MEMORY)
 """A decoder layer's inputs: the target sequence and the encoder's output (memory)."""
 
-BLOCKS: dict[str, tuple[Callable[[], nn.Module], InputShapes]] = {
+BLOCKS: dict[str, tuple[Callable[[], nn.Module], Shapes]] = {
     "torch_mha": (lambda: SelfAttention(causal=False), SEQUENCE),
     "torch_mha_causal": (lambda: SelfAttention(causal=True), SEQUENCE),
     "torch_encoder_layer": (

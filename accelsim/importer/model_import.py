@@ -80,19 +80,10 @@ def import_model(
         default_name = _stem(path)
         shape = None if input_shape is None else several(input_shape)
     else:
-        from accelsim.importer.torch_source import onnx_bytes
-
         if input_shape is None:
             raise WorkloadError.single("module", "input_shape", "a module needs an input shape")
         onnx_graph = _onnx_graph("module")
-        shapes = several(input_shape)
-        model = onnx_graph.model_from_bytes(onnx_bytes(source, shapes, tokens, weights=False))
-        flat = all(len(dims) == 2 for dims in shapes)
-        if flat and not tokens and _sequence_first(onnx_graph, model):
-            # The module reads its inputs' first axis as the sequence: exported again
-            # with the sequence first, (S, 1, E), the graph runs over the sequence given.
-            again = onnx_bytes(source, shapes, tokens, weights=False, sequence_first=True)
-            model = onnx_graph.model_from_bytes(again)
+        model = _exported(onnx_graph, source, several(input_shape), tokens)
         origin = (
             f"PyTorch module {type(source).__module__}.{type(source).__qualname__},"
             " exported in training mode by torch.onnx (torch.export-based)"
@@ -111,6 +102,37 @@ def import_model(
     data = {**top, "layers": table.layers}
     workload = _validated(data, table, label)
     return ImportResult(workload, text)
+
+
+def _exported(
+    onnx_graph: ModuleType, module: Any, shapes: tuple[tuple[int, ...], ...], tokens: bool
+) -> Any:
+    """``module`` exported to an ONNX model at batch 1: batch first, ``(1, S, E)``, or,
+    when it reads its float sequences' first axis as the sequence, again as ``(S, 1,
+    E)``, so that the graph runs over the sequences given (a module of several inputs
+    whose batch-first export fails, its inputs' lengths taken for batches that differ,
+    is tried sequence-first, and kept when its graph is; else the first export's problem
+    is the one reported)."""
+    from accelsim.importer.torch_source import onnx_bytes
+
+    flat = not tokens and all(len(dims) == 2 for dims in shapes)
+    try:
+        model = onnx_graph.model_from_bytes(onnx_bytes(module, shapes, tokens, weights=False))
+    except WorkloadError as exc:
+        if not flat or len(shapes) < 2:
+            raise
+        try:
+            again = onnx_bytes(module, shapes, tokens, weights=False, sequence_first=True)
+        except WorkloadError:
+            raise exc from None
+        model = onnx_graph.model_from_bytes(again)
+        if not _sequence_first(onnx_graph, model):
+            raise exc from None
+        return model
+    if flat and _sequence_first(onnx_graph, model):
+        again = onnx_bytes(module, shapes, tokens, weights=False, sequence_first=True)
+        model = onnx_graph.model_from_bytes(again)
+    return model
 
 
 def _sequence_first(onnx_graph: ModuleType, model: Any) -> bool:

@@ -229,7 +229,13 @@ def test_a_module_of_two_inputs_imports_as_its_fixture() -> None:
     (``--input-shape 16x64 --input-shape 32x64``) imports as the committed fixture."""
     torch = pytest.importorskip("torch")
     layer = torch.nn.TransformerDecoderLayer(64, 4, 256, batch_first=True)
-    ours = import_model(layer, input_shape=[(16, 64), (32, 64)]).workload
+    shapes = [(16, 64), (32, 64)]
+    ours = import_model(layer, input_shape=shapes).workload
     committed = import_model(FIXTURES / "torch_decoder_layer.onnx.gz").workload
     assert (ours.layers, ours.extra_inputs) == (committed.layers, committed.extra_inputs)
     assert sum(p.numel() for p in layer.parameters()) == 66_752
+    # Sequence-first (batch_first=False), the two inputs' lengths would be batches that
+    # differ at (1, S, E): exported as (S, 1, E), it imports as the batch-first layer.
+    first = import_model(torch.nn.TransformerDecoderLayer(64, 4, 256), input_shape=shapes)
+    assert (first.workload.layers, first.workload.extra_inputs) == (ours.layers, ours.extra_inputs)
+    assert "memory: sequence-first" in first.text

@@ -1,4 +1,5 @@
-"""Self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection.
+"""Self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection
+(an attention layer of two inputs is cross-attention: :mod:`.cross_attention`).
 
 Multi-head attention is the case of as many key/value heads as query heads.  With
 fewer (grouped-query attention, ``kv_heads``), the K and V projections are
