@@ -32,13 +32,15 @@ def add_command(sub: Any) -> None:
     imp.add_argument(
         "--input-shape",
         type=_shape,
+        action="append",
         default=None,
         metavar="DIMS",
         help="input per sample, e.g. 3x224x224 or 128 (required for a module; for ONNX only"
-        " when the input has symbolic dimensions)",
+        " when the input has symbolic dimensions); once per input for a model of several"
+        " (a decoder's target and memory: --input-shape 16x64 --input-shape 32x64)",
     )
     imp.add_argument(
-        "--tokens", action="store_true", help="a module's input is token ids (integers)"
+        "--tokens", action="store_true", help="a module's (first) input is token ids (integers)"
     )
     imp.add_argument(
         "--name",

@@ -2,16 +2,19 @@
 of their own: attention written by ``nn.MultiheadAttention``,
 ``nn.TransformerEncoderLayer`` and ``scaled_dot_product_attention`` under a mask, a
 bidirectional two-layer ``nn.LSTM`` and ``nn.GRU`` (the encoder layer and the LSTM also
-sequence-first, as ``batch_first=False`` modules are exported), the element-wise chains
-(in-place dropout, stochastic depth, hard sigmoid and swish) and a small vision
-transformer and a small ConvNeXt written as torchvision's (class token, position
-embedding; channels-last layernorm and linears, layer scale), and an adaptive average
-pool to a size (5) that does not divide its input's (14).
+sequence-first, as ``batch_first=False`` modules are exported),
+``nn.TransformerDecoderLayer`` with and without a causal target mask (two inputs: the
+target and the memory; also sequence-first) and ``nn.MultiheadAttention`` as
+cross-attention, the element-wise chains (in-place dropout, stochastic depth, hard
+sigmoid and swish) and a small vision transformer and a small ConvNeXt written as
+torchvision's (class token, position embedding; channels-last layernorm and linears,
+layer scale), and an adaptive average pool to a size (5) that does not divide its
+input's (14).
 
 Run with a Python that has torch, torchvision (for the stripping of
 ``scripts/export_onnx_fixtures.py``) and accelsim:
 
-    python scripts/export_op_fixtures.py [--out tests/fixtures/onnx]
+    python scripts/export_op_fixtures.py [--out tests/fixtures/onnx] [--only NAME ...]
 
 Every block has random weights and is exported in training mode at batch 1; the
 files are stripped and gzipped as the suite's fixtures are.
@@ -33,6 +36,10 @@ from accelsim import export_onnx
 
 SEQUENCE = (16, 64)
 """Tokens and width of the sequence blocks' float input."""
+MEMORY = (32, 64)
+"""Positions and width of a decoder layer's memory (its second input)."""
+Shapes = tuple[int, ...] | tuple[tuple[int, ...], ...]
+"""A block's input shape, or one per input (as ``export_onnx`` takes them)."""
 
 
 class SelfAttention(nn.Module):
@@ -198,7 +205,36 @@ class TinyConvNext(nn.Module):
         return self.classifier(self.down(self.block(self.stem(x))))
 
 
-BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+class CrossAttention(nn.Module):
+    """``nn.MultiheadAttention(64, 4, kdim=48, vdim=48, batch_first=True)`` as
+    cross-attention, ``attn(q, kv, kv)``: keys and values of their own width (separate
+    K and V projections)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(64, 4, kdim=48, vdim=48, batch_first=True)
+
+    def forward(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        return self.attn(q, kv, kv, need_weights=False)[0]
+
+
+class CausalDecoder(nn.Module):
+    """``nn.TransformerDecoderLayer(64, 4, 256, batch_first=True)`` with a causal
+    ``tgt_mask`` on its self-attention (``generate_square_subsequent_mask``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.TransformerDecoderLayer(64, 4, 256, batch_first=True)
+
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        return self.layer(tgt, memory, tgt_mask=mask)
+
+
+DECODER = (SEQUENCE, MEMORY)
+"""A decoder layer's inputs: the target sequence and the encoder's output (memory)."""
+
+BLOCKS: dict[str, tuple[Callable[[], nn.Module], Shapes]] = {
     "torch_mha": (lambda: SelfAttention(causal=False), SEQUENCE),
     "torch_mha_causal": (lambda: SelfAttention(causal=True), SEQUENCE),
     "torch_encoder_layer": (
@@ -222,8 +258,17 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
         ),
         (3, 14, 14),
     ),
+    "torch_decoder_layer": (
+        lambda: nn.TransformerDecoderLayer(64, 4, 256, batch_first=True),
+        DECODER,
+    ),
+    "torch_decoder_layer_causal": (CausalDecoder, DECODER),
+    "torch_decoder_layer_seq_first": (lambda: nn.TransformerDecoderLayer(64, 4, 256), DECODER),
+    "torch_mha_cross": (CrossAttention, (SEQUENCE, (32, 48))),
 }
-SEQUENCE_FIRST = frozenset({"torch_encoder_layer_seq_first", "torch_lstm_seq_first"})
+SEQUENCE_FIRST = frozenset(
+    {"torch_encoder_layer_seq_first", "torch_lstm_seq_first", "torch_decoder_layer_seq_first"}
+)
 """Blocks that read their input's first axis as the sequence (``batch_first=False``),
 exported as such: ``(sequence, 1, features)``."""
 
@@ -231,6 +276,7 @@ exported as such: ``(sequence, 1, features)``."""
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures/onnx"))
+    parser.add_argument("--only", nargs="*", default=None, help="block names (default: all)")
     args = parser.parse_args()
     path = Path(__file__).with_name("export_onnx_fixtures.py")
     spec = importlib.util.spec_from_file_location("export_onnx_fixtures", path)
@@ -239,6 +285,8 @@ def main() -> None:
     spec.loader.exec_module(fixtures)
     torch.manual_seed(0)
     for name, (build, shape) in BLOCKS.items():
+        if args.only is not None and name not in args.only:
+            continue
         first = name in SEQUENCE_FIRST
         data = export_onnx(build(), shape, sequence_first=first)
         model = onnx.load_from_string(fixtures.stripped(data))

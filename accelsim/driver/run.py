@@ -21,7 +21,7 @@ from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.epilogues import fuse_epilogues
 from accelsim.lowering.flash_attention import AttentionBudget
-from accelsim.lowering.shapes import INPUT_NAME
+from accelsim.lowering.shapes import model_inputs
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
@@ -116,7 +116,7 @@ class _Run:
                     graph = technique.rewrite_graph(graph, kind, self.ctx)
                 else:
                     graph = rewrite(graph)
-                problems = graph_problems(graph, (INPUT_NAME,))
+                problems = graph_problems(graph, tuple(model_inputs(self.inputs.workload)))
                 if problems:
                     raise GraphError(
                         f"techniques.{technique.name} made an ill-formed {kind!r} step"

@@ -1,4 +1,4 @@
-"""Self-attention found in an ONNX graph, to become one ``attention`` layer.
+"""Attention found in an ONNX graph, to become one ``attention`` layer.
 
 The pattern, as PyTorch exports an eager attention (Hugging Face BERT, GPT-2, or
 ``nn.functional.scaled_dot_product_attention``): three linears of the same input
@@ -14,6 +14,10 @@ MaxViT writes them); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
 ``Dropout``; the product with V; views back to the model width and a fourth linear,
 the output projection.
 It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``).
+It is cross-attention when Q's linear reads one tensor and K's and V's another
+(``nn.MultiheadAttention(q, kv, kv)``, a ``nn.TransformerDecoderLayer``'s attention to
+its memory: Q's weight and the packed K and V weight cut from the in-projection by a
+``SplitToSequence``), then neither causal nor rotary.
 
 Grouped-query attention's K and V are narrower than Q: their heads are repeated to
 Q's (``repeat_interleave`` or Hugging Face's ``repeat_kv``: an ``Unsqueeze``, an
@@ -41,10 +45,11 @@ ANCESTRY_LIMIT = 64
 
 @dataclass(frozen=True)
 class AttentionMatch:
-    """One self-attention: the nodes it covers and the layer it is.
+    """One attention: the nodes it covers and the layer it is.
 
     Attributes:
-        input: The tensor its Q, K and V linears read.
+        inputs: The tensor its Q, K and V linears read (self-attention), or the one its
+            Q linear reads and the one its K and V linears read (cross-attention).
         output_node: Index of its last node (the output projection, or its bias).
         absorbed: Indices of every other node it covers.
         name: The layer's name (the nodes' common module scope).
@@ -62,7 +67,7 @@ class AttentionMatch:
         score_dims: The dimensions of ``Q . K^T`` (the exported batch first).
     """
 
-    input: str
+    inputs: tuple[str, ...]
     output_node: int
     absorbed: frozenset[int]
     name: str
@@ -149,25 +154,26 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     out = _linear_below(view, probs.outputs[0], live, covered)
     if q is None or k is None or v is None or out is None:
         return None
-    sources = {lin.matmul.inputs[0] for lin in (q, k, v)}
-    if len(sources) != 1:
-        return None
+    inputs = _inputs(q, k, v)
     heads = _heads(view, scores, q.width)
     kv_heads = _heads(view, scores, k.width)
-    if heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
+    if inputs is None or heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
         return None
     if q.normalized != k.normalized or v.normalized:
         return None
+    if len(inputs) == 2 and (causal or q.rotary):
+        return None  # cross-attention has neither (an attention layer refuses them)
     last = out.bias or out.matmul
     nodes = [*covered, *q.nodes, *k.nodes, *v.nodes, *out.nodes]
     name = _common_scope([q.matmul, k.matmul, v.matmul, out.matmul])
     extras = f", {kv_heads} key/value heads" if kv_heads != heads else ""
     extras += ", rotary" if q.rotary else ""
     extras += ", causal" if causal else ""
+    extras += ", cross-attention" if len(inputs) == 2 else ""
     note = f"attention ({heads} heads{extras}, {len({n.index for n in nodes})} nodes each"
     note += "; the dropout on its probabilities not modelled)" if dropout else ")"
     return AttentionMatch(
-        input=sources.pop(),
+        inputs=inputs,
         output_node=last.index,
         absorbed=frozenset(n.index for n in nodes if n.index != last.index),
         name=name,
@@ -182,6 +188,15 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         on_scores=tuple(on_scores),
         score_dims=view.dims(scores.outputs[0]),
     )
+
+
+def _inputs(q: _Linear, k: _Linear, v: _Linear) -> tuple[str, ...] | None:
+    """What the Q, K and V linears read: one tensor (self-attention), or Q's and the one
+    K and V read (cross-attention); None when K and V read different tensors."""
+    query, key, value = (lin.matmul.inputs[0] for lin in (q, k, v))
+    if key != value:
+        return None
+    return (query,) if query == key else (query, key)
 
 
 def _nan_guard(view: GraphView, softmax: Node) -> list[Node]:

@@ -69,25 +69,53 @@ class GraphView:
                     self.constants[node.outputs[0]] = value
         self.const_shapes = {n: tuple(int(d) for d in t.dims) for n, t in self.constants.items()}
         self.const_roots = {name: name for name in self.constants}
+        parts: dict[str, list[tuple[int, ...]]] = {}
         for node in self.nodes:
             if node.op == "Transpose" and node.inputs[0] in self.const_shapes:
                 dims = self.const_shapes[node.inputs[0]]
                 perm = node.attr("perm", list(range(len(dims)))[::-1])
                 self.const_shapes[node.outputs[0]] = tuple(dims[p] for p in perm)
                 self.const_roots[node.outputs[0]] = self.const_roots[node.inputs[0]]
+            elif node.op == "SplitToSequence" and node.inputs[0] in self.const_shapes:
+                split = self._split_parts(node)
+                if split is not None:
+                    parts[node.outputs[0]] = split
+            elif node.op == "SequenceAt" and node.inputs[0] in parts:
+                cut, index = parts[node.inputs[0]], self._known(node.inputs[1])
+                if index is not None and len(index) == 1 and -len(cut) <= index[0] < len(cut):
+                    self.const_shapes[node.outputs[0]] = cut[index[0]]
+                    self.const_roots[node.outputs[0]] = node.outputs[0]
         self.shapes: dict[str, tuple[int, ...]] = {}
         for info in [*graph.input, *graph.value_info, *graph.output]:
             tensor_type = info.type.tensor_type
             if tensor_type.HasField("shape"):
                 self.shapes[info.name] = tuple(d.dim_value for d in tensor_type.shape.dim)
         inputs = [i for i in graph.input if i.name not in self.constants]
-        self.input_name = inputs[0].name
-        self.input_elem_type = inputs[0].type.tensor_type.elem_type
+        self.input_names = tuple(i.name for i in inputs)
+        """The graph's inputs in order (not its initializers): the model's inputs."""
+        self.elem_types = {i.name: i.type.tensor_type.elem_type for i in inputs}
         self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs}
         self.consumers: dict[str, list[Node]] = {}
         for node in self.nodes:
             for tensor in node.inputs:
                 self.consumers.setdefault(tensor, []).append(node)
+
+    def _split_parts(self, node: Node) -> list[tuple[int, ...]] | None:
+        """The dimensions of each part a ``SplitToSequence`` of a constant cuts along its
+        axis by constant sizes (``nn.MultiheadAttention``'s packed in-projection cut
+        into Q's and K and V's weights for cross-attention), None when unknown."""
+        dims = self.const_shapes[node.inputs[0]]
+        sizes = self._known(node.inputs[1]) if len(node.inputs) > 1 else None
+        axis = node.attr("axis", 0) % len(dims) if dims else 0
+        if not dims or sizes is None or sum(sizes) != dims[axis]:
+            return None
+        return [tuple(int(n) if a == axis else d for a, d in enumerate(dims)) for n in sizes]
+
+    def _known(self, tensor: str) -> list[int] | None:
+        """The values of a constant with its data, as integers (None for any other)."""
+        proto = self.constants.get(tensor)
+        array = None if proto is None else const_array(proto)
+        return None if array is None else [int(v) for v in array.reshape(-1)]
 
     def dims(self, tensor: str) -> tuple[int, ...]:
         """Dimensions of ``tensor`` (batch first), ``()`` when inference found none."""
@@ -99,8 +127,8 @@ class GraphView:
         return self.const_shapes.get(tensor)
 
     def live(self) -> set[str]:
-        """The tensors whose values depend on the model input's values."""
-        live = {self.input_name}
+        """The tensors whose values depend on the model inputs' values."""
+        live = set(self.input_names)
         for node in self.nodes:
             if node.op not in ("Shape", "Size") and any(t in live for t in self.value_inputs(node)):
                 live.update(node.outputs)
@@ -168,16 +196,17 @@ class GraphView:
         dims = self.const_dims(others[0])
         return add if dims is not None and int(np.prod(dims)) == width else None
 
-    def is_float_input(self) -> bool:
-        """Whether the graph's input holds floating-point values (not token ids)."""
-        return self.input_elem_type in FLOAT_TYPES
+    def is_float_input(self, name: str) -> bool:
+        """Whether the graph's input ``name`` holds floating-point values (not token ids)."""
+        return self.elem_types[name] in FLOAT_TYPES
 
-    def input_spec(self, sequence_first: bool = False) -> dict[str, Any]:
-        """The workload ``input`` of the graph's input: image, vector, sequence or tokens;
-        a ``sequence_first`` input's first axis is the sequence and its second the batch."""
-        whole = self.dims(self.input_name)
+    def input_spec(self, name: str, sequence_first: bool = False) -> dict[str, Any]:
+        """The workload input of the graph's input ``name``: image, vector, sequence or
+        tokens; a ``sequence_first`` input's first axis is the sequence and its second
+        the batch."""
+        whole = self.dims(name)
         dims = (whole[0], whole[2]) if sequence_first else whole[1:]
-        floating = self.is_float_input()
+        floating = self.is_float_input(name)
         if floating and len(dims) == 3:
             return {"kind": "image", "channels": dims[0], "height": dims[1], "width": dims[2]}
         if floating and len(dims) == 1:
@@ -188,7 +217,9 @@ class GraphView:
             return {"kind": "tokens", "length": dims[0]}
         raise WorkloadError.single(
             self.source,
-            "graph.input",
+            f"graph.input[{self.input_names.index(name)}]"
+            if len(self.input_names) > 1
+            else "graph.input",
             "expected an image (C x H x W floats), a vector, a sequence of vectors (S x H"
             " floats) or a token sequence (integers) per sample",
             list(dims),

@@ -49,8 +49,13 @@ class LayerRows:
         self.scope_ops = scope_ops
         self.layers: list[dict[str, Any]] = []
         self.notes: list[str] = []
-        self.layer_of: dict[str, str] = {view.input_name: "input"}
         self.names: set[str] = {"input"}
+        self.inputs: dict[str, str] = {view.input_names[0]: "input"}
+        """The table's name of each graph input: ``input`` the first, the others their
+        own names made safe and unique."""
+        for name in view.input_names[1:]:
+            self.inputs[name] = self.unique(_safe(name) or "input")
+        self.layer_of: dict[str, str] = dict(self.inputs)
         self.skip: set[int] = set()
         """Nodes a layer written already stands for (a folded bias, an absorbed affine)."""
         self.tables: dict[str, str] = {}
@@ -121,6 +126,11 @@ class LayerRows:
         return True
 
 
+def _safe(name: str) -> str:
+    """``name`` with what a layer name should not hold (``/``, ``:``, spaces) as ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
+
+
 def scope_of(node: Node) -> tuple[str, str]:
     """``/layer1/layer1.0/conv1/Conv`` -> (``layer1.0.conv1``, ``Conv``)."""
     parts = [p for p in node.name.split("/") if p]
@@ -132,8 +142,7 @@ def scope_of(node: Node) -> tuple[str, str]:
             path[-1] = part
         else:
             path.append(part)
-    joined = ".".join(path)
-    return re.sub(r"[^A-Za-z0-9_.\-]", "_", joined), parts[-1]
+    return _safe(".".join(path)), parts[-1]
 
 
 Handler = Callable[[LayerRows, Node, list[str]], bool]

@@ -16,6 +16,7 @@ from accelsim.config.base import NAME_PATTERN
 from accelsim.config.files import display_path
 from accelsim.config.validate import validate_data
 from accelsim.errors import Problem, WorkloadError
+from accelsim.importer.input_shapes import InputShapes, several
 from accelsim.importer.table_text import workload_text
 from accelsim.lowering.infer import infer_shapes
 from accelsim.workload.model import Workload
@@ -43,7 +44,7 @@ class ImportResult:
 def import_model(
     source: Any,
     *,
-    input_shape: tuple[int, ...] | None = None,
+    input_shape: InputShapes | None = None,
     tokens: bool = False,
     name: str | None = None,
     unsupported: Unsupported = "error",
@@ -56,8 +57,11 @@ def import_model(
             training mode, which needs ``torch``).
         input_shape: Per-sample input dimensions: required for a module (``(3, 224,
             224)``: an image); for an ONNX file only when its input has symbolic ones.
-        tokens: A module's input is a sequence of integer token ids (``input_shape``
-            its length).
+            A model of several inputs takes a sequence of them, one per input in order
+            (``[(16, 64), (32, 64)]``): the first is the workload's ``input``, the others
+            its ``extra_inputs``, named after the graph's inputs.
+        tokens: A module's (first) input is a sequence of integer token ids
+            (``input_shape`` its length).
         name: The workload's name (default: the file's stem or the module's class).
         unsupported: ``error``: an op without a layer kind is an error naming its type
             and node; ``vector``: it becomes a generic vector layer, listed in the header.
@@ -74,19 +78,12 @@ def import_model(
         origin = f"{_file_name(path)} (ONNX, {_producer(model)})"
         label = str(path)
         default_name = _stem(path)
-        shape = input_shape
+        shape = None if input_shape is None else several(input_shape)
     else:
-        from accelsim.importer.torch_source import onnx_bytes
-
         if input_shape is None:
             raise WorkloadError.single("module", "input_shape", "a module needs an input shape")
         onnx_graph = _onnx_graph("module")
-        model = onnx_graph.model_from_bytes(onnx_bytes(source, input_shape, tokens, weights=False))
-        if len(input_shape) == 2 and not tokens and _sequence_first(onnx_graph, model):
-            # The module reads its input's first axis as the sequence: exported again
-            # with the sequence first, (S, 1, E), the graph runs over the sequence given.
-            again = onnx_bytes(source, input_shape, tokens, weights=False, sequence_first=True)
-            model = onnx_graph.model_from_bytes(again)
+        model = _exported(onnx_graph, source, several(input_shape), tokens)
         origin = (
             f"PyTorch module {type(source).__module__}.{type(source).__qualname__},"
             " exported in training mode by torch.onnx (torch.export-based)"
@@ -100,11 +97,42 @@ def import_model(
     header = _header(origin, settings, table)
     if model.doc_string:
         header[1:1] = textwrap.wrap(f"The graph says: {model.doc_string}", 86)
-    top = _top(model_name, origin, table.input)
+    top = _top(model_name, origin, table)
     text = workload_text(header, top, table.layers)
     data = {**top, "layers": table.layers}
     workload = _validated(data, table, label)
     return ImportResult(workload, text)
+
+
+def _exported(
+    onnx_graph: ModuleType, module: Any, shapes: tuple[tuple[int, ...], ...], tokens: bool
+) -> Any:
+    """``module`` exported to an ONNX model at batch 1: batch first, ``(1, S, E)``, or,
+    when it reads its float sequences' first axis as the sequence, again as ``(S, 1,
+    E)``, so that the graph runs over the sequences given (a module of several inputs
+    whose batch-first export fails, its inputs' lengths taken for batches that differ,
+    is tried sequence-first, and kept when its graph is; else the first export's problem
+    is the one reported)."""
+    from accelsim.importer.torch_source import onnx_bytes
+
+    flat = not tokens and all(len(dims) == 2 for dims in shapes)
+    try:
+        model = onnx_graph.model_from_bytes(onnx_bytes(module, shapes, tokens, weights=False))
+    except WorkloadError as exc:
+        if not flat or len(shapes) < 2:
+            raise
+        try:
+            again = onnx_bytes(module, shapes, tokens, weights=False, sequence_first=True)
+        except WorkloadError:
+            raise exc from None
+        model = onnx_graph.model_from_bytes(again)
+        if not _sequence_first(onnx_graph, model):
+            raise exc from None
+        return model
+    if flat and _sequence_first(onnx_graph, model):
+        again = onnx_bytes(module, shapes, tokens, weights=False, sequence_first=True)
+        model = onnx_graph.model_from_bytes(again)
+    return model
 
 
 def _sequence_first(onnx_graph: ModuleType, model: Any) -> bool:
@@ -139,7 +167,7 @@ def _blamed(problem: Problem, table: ImportedTable) -> Problem:
         field = f"{row[2]}: " if row[2] else ""
         message = f"its layer {table.layers[index]['name']}: {field}{problem.message}"
         return Problem(problem.file, table.sources[index], message, problem.value)
-    if problem.path.split(".")[0] == "input":
+    if problem.path.split(".")[0] in ("input", "extra_inputs"):
         message = f"as the workload's {problem.path}: {problem.message}"
         return Problem(problem.file, "graph.input", message, problem.value)
     return problem
@@ -170,7 +198,7 @@ def onnx_table(path: Path) -> dict[str, Any]:
         *table.notes,
     ]
     return {
-        **_top(_safe_name(_stem(path)), origin, table.input),
+        **_top(_safe_name(_stem(path)), origin, table),
         "layers": table.layers,
         "notes": notes,
     }
@@ -201,20 +229,23 @@ def _stem(path: Path) -> str:
 
 
 def _settings(table: ImportedTable, given: bool, unsupported: str, loss: str) -> list[str]:
+    extra = "".join(f", {n} {_shape_text(spec)}" for n, spec in table.extra_inputs.items())
+    shapes = f"input shape {_shape_text(table.input)}{extra}"
     return [
-        f"input shape {_shape_text(table.input)}" + (" (given)" if given else " (from the graph)"),
+        shapes + (" (given)" if given else " (from the graph)"),
         f"unsupported ops: {unsupported}",
         f"loss: {loss}",
     ]
 
 
-def _top(name: str, origin: str, input_spec: dict[str, Any]) -> dict[str, Any]:
-    return {
+def _top(name: str, origin: str, table: ImportedTable) -> dict[str, Any]:
+    top = {
         "name": name,
         "description": f"{name}, imported from {origin}",
         "source": f"{origin}, imported by accelsim {__version__}",
-        "input": input_spec,
+        "input": table.input,
     }
+    return {**top, "extra_inputs": table.extra_inputs} if table.extra_inputs else top
 
 
 def _header(origin: str, settings: list[str], table: ImportedTable) -> list[str]:

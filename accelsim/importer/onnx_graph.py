@@ -66,8 +66,10 @@ class ImportedTable:
         sources: Where in the model each layer comes from, as a key of the model
             (``nodes[/layer1/conv1/Conv]``; ``graph.output`` for the loss appended
             after it): a problem of the layer is blamed there.
-        sequence_first: The graph's input is (sequence, batch, features): its
+        sequence_first: The graph's inputs are (sequence, batch, features): its
             sequence ops run over the first axis (:mod:`accelsim.importer.sequence_axis`).
+        extra_inputs: The workload's ``extra_inputs``: each graph input after the first,
+            by its name in the table.
     """
 
     input: dict[str, Any]
@@ -75,6 +77,7 @@ class ImportedTable:
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     sequence_first: bool = False
+    extra_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def read_onnx(path: str, file: str) -> onnx.ModelProto:
@@ -114,7 +117,7 @@ def table_from_onnx(
     source: str,
     unsupported: str = "error",
     loss: str = "cross_entropy",
-    input_shape: tuple[int, ...] | None = None,
+    input_shapes: tuple[tuple[int, ...], ...] | None = None,
 ) -> ImportedTable:
     """Convert ``model`` to layer-table rows.
 
@@ -125,59 +128,85 @@ def table_from_onnx(
             (it becomes a generic vector layer).
         loss: ``cross_entropy`` appends that loss unless the graph ends in one; ``none``
             appends nothing.
-        input_shape: Per-sample input dimensions for a graph whose input has symbolic ones.
+        input_shapes: Per-sample dimensions of each graph input, in order, for a graph
+            whose inputs have symbolic ones.
 
     Raises:
         WorkloadError: listing every op without a layer kind (naming its type and node),
-            and graphs this importer cannot read (several inputs, unknown shapes, the
+            and graphs this importer cannot read (no input, unknown shapes, the
             problems of :func:`~accelsim.importer.onnx_model.model_problems`).
     """
     problems = model_problems(model, source)
     if problems:
         raise WorkloadError(problems)
     inline_constant_ifs(model)
-    view = GraphView(_with_shapes(model, source, input_shape), source)
+    view = GraphView(_with_shapes(model, source, input_shapes), source)
     return _Converter(view, source, unsupported).convert(loss)
 
 
 def _with_shapes(
-    model: onnx.ModelProto, source: str, input_shape: tuple[int, ...] | None
+    model: onnx.ModelProto, source: str, input_shapes: tuple[tuple[int, ...], ...] | None
 ) -> onnx.ModelProto:
     graph_inputs = _graph_inputs(model)
-    if len(graph_inputs) != 1:
-        names = [i.name for i in graph_inputs]
-        raise WorkloadError.single(source, "graph.input", "expected exactly one model input", names)
-    dims = graph_inputs[0].type.tensor_type.shape.dim
-    if input_shape is not None:
-        if not all(1 <= d <= MAX_INPUT_DIM for d in input_shape):
-            message = f"each dimension is 1 to {MAX_INPUT_DIM:,}"
-            raise WorkloadError.single("--input-shape", "", message, list(input_shape))
-        if len(input_shape) != len(dims) - 1:
+    if not graph_inputs:
+        raise WorkloadError.single(source, "graph.input", "expected a model input", [])
+    if input_shapes is not None:
+        _given_shapes(model, graph_inputs, source, input_shapes)
+    for index, graph_input in enumerate(graph_inputs):
+        dims = graph_input.type.tensor_type.shape.dim
+        if input_shapes is None and dims and not dims[0].dim_value:
+            dims[0].dim_value = 1
+        if any(not d.dim_value for d in dims):
             raise WorkloadError.single(
                 source,
-                "graph.input",
-                f"--input-shape needs {len(dims) - 1} dimensions per sample",
-                list(input_shape),
+                _input_key(index, len(graph_inputs)),
+                "the input has symbolic dimensions: give them with --input-shape",
+                [d.dim_param or d.dim_value for d in dims],
             )
-        for dim, value in zip(dims, (1, *input_shape), strict=True):
-            dim.dim_value = value
-        # Shapes recorded for the exported input size would contradict the new one.
-        del model.graph.value_info[:]
-        for output in model.graph.output:
-            output.type.tensor_type.ClearField("shape")
-    elif dims and not dims[0].dim_value:
-        dims[0].dim_value = 1
-    if any(not d.dim_value for d in dims):
-        raise WorkloadError.single(
-            source,
-            "graph.input",
-            "the input has symbolic dimensions: give them with --input-shape",
-            [d.dim_param or d.dim_value for d in dims],
-        )
     try:
         return shape_inference.infer_shapes(model, data_prop=True)
     except shape_inference.InferenceError as exc:
         raise WorkloadError.single(source, "graph", f"shape inference failed: {exc}") from None
+
+
+def _given_shapes(
+    model: onnx.ModelProto,
+    graph_inputs: list[onnx.ValueInfoProto],
+    source: str,
+    input_shapes: tuple[tuple[int, ...], ...],
+) -> None:
+    """Set each graph input's dimensions to its ``--input-shape`` (batch 1)."""
+    if len(input_shapes) != len(graph_inputs):
+        names = [i.name for i in graph_inputs]
+        message = (
+            f"--input-shape given {len(input_shapes)} times: give it once per model input,"
+            " in the graph's order"
+        )
+        raise WorkloadError.single(source, "graph.input", message, names)
+    for index, (graph_input, shape) in enumerate(zip(graph_inputs, input_shapes, strict=True)):
+        dims = graph_input.type.tensor_type.shape.dim
+        if not all(1 <= d <= MAX_INPUT_DIM for d in shape):
+            message = f"each dimension is 1 to {MAX_INPUT_DIM:,}"
+            raise WorkloadError.single("--input-shape", "", message, list(shape))
+        if len(shape) != len(dims) - 1:
+            raise WorkloadError.single(
+                source,
+                _input_key(index, len(graph_inputs)),
+                f"--input-shape needs {len(dims) - 1} dimensions per sample",
+                list(shape),
+            )
+        for dim, value in zip(dims, (1, *shape), strict=True):
+            dim.dim_value = value
+    # Shapes recorded for the exported input size would contradict the new one.
+    del model.graph.value_info[:]
+    for output in model.graph.output:
+        output.type.tensor_type.ClearField("shape")
+
+
+def _input_key(index: int, count: int) -> str:
+    """The key of the graph's input ``index`` of ``count``: ``graph.input`` when it is
+    the only one."""
+    return "graph.input" if count == 1 else f"graph.input[{index}]"
 
 
 def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -225,14 +254,19 @@ class _Converter:
                 + ", ".join(self.vector_ops)
             )
         first = is_sequence_first(self.view, self.attentions.values())
-        if first:
-            length, batch = self.view.dims(self.view.input_name)[:2]
-            rows.notes.append(
-                f"input: sequence-first, (sequence {length}, batch {batch}, features): read as"
-                f" sequences of {length} (the batch is the run's)"
-            )
-        spec = self.view.input_spec(sequence_first=first)
-        return ImportedTable(spec, rows.layers, rows.notes, sources, sequence_first=first)
+        specs = {}
+        for graph_name, name in rows.inputs.items():
+            specs[name] = self.view.input_spec(graph_name, sequence_first=first)
+            if first:
+                length, batch = self.view.dims(graph_name)[:2]
+                rows.notes.append(
+                    f"{name}: sequence-first, (sequence {length}, batch {batch}, features): read"
+                    f" as sequences of {length} (the batch is the run's)"
+                )
+        spec = specs.pop("input")
+        return ImportedTable(
+            spec, rows.layers, rows.notes, sources, sequence_first=first, extra_inputs=specs
+        )
 
     def _node(self, node: Node) -> None:
         """Write the layers of ``node`` (none for a constant, a view or an absorbed node)."""
@@ -293,7 +327,7 @@ class _Converter:
         if windowed(self.rows, match):
             written = window_attention(self.rows, node, match)
             if written is None:
-                self._unsupported(node, [match.input], known=True)
+                self._unsupported(node, [match.inputs[0]], known=True)
             else:
                 self.rows.grouped_notes.setdefault(written[1], []).append(written[0])
             return
@@ -309,7 +343,7 @@ class _Converter:
             row["causal"] = True
         if match.rotary:
             row["rotary"] = True
-        self.rows.emit(row, [match.input], node.outputs)
+        self.rows.emit(row, list(match.inputs), node.outputs)
         self.rows.grouped_notes.setdefault(match.note, []).append(str(row["name"]))
 
 

@@ -6,8 +6,9 @@ The importer reads a tensor's first axis as the batch. A sequence-first model
 has the sequence first: read batch first, ``S`` would be the batch and ``B`` tokens
 the sequence. The graph's sequence ops say which it is: an attention's scores end in
 its key length, an ONNX ``LSTM``'s or ``GRU``'s input is ``(sequence, batch,
-features)`` by definition. When every one of them runs over the input's first axis,
-and that is not also its second's length, the graph is sequence-first.
+features)`` by definition. When every one of them runs over an input's first axis,
+and no input's first axis is also its second's length, the graph is sequence-first
+(all its inputs: a module reads them alike).
 """
 
 from __future__ import annotations
@@ -37,10 +38,15 @@ def sequence_lengths(view: GraphView, attentions: Iterable[AttentionMatch]) -> l
 
 
 def is_sequence_first(view: GraphView, attentions: Iterable[AttentionMatch]) -> bool:
-    """Whether the graph's input is ``(sequence, batch, features)``: it has sequence
-    ops, each runs over the input's first axis, and the second axis differs from it."""
-    dims = view.dims(view.input_name)
-    if len(dims) != 3 or dims[0] == dims[1] or not view.is_float_input():
-        return False
+    """Whether the graph's inputs are ``(sequence, batch, features)``: each is a float
+    sequence whose second axis differs from its first, and the graph has sequence ops,
+    each running over the first axis of an input (a decoder's cross-attention over its
+    memory's)."""
+    firsts = set()
+    for name in view.input_names:
+        dims = view.dims(name)
+        if len(dims) != 3 or dims[0] == dims[1] or not view.is_float_input(name):
+            return False
+        firsts.add(dims[0])
     lengths = sequence_lengths(view, attentions)
-    return bool(lengths) and all(length == dims[0] for length in lengths)
+    return bool(lengths) and all(length in firsts for length in lengths)

@@ -19,6 +19,7 @@ from typing import Any
 from google.protobuf.message import EncodeError
 
 from accelsim.errors import WorkloadError
+from accelsim.importer.input_shapes import InputShapes, several
 
 OPSET = 20
 """ONNX opset of the export (20 has ``Gelu`` as one op)."""
@@ -26,7 +27,7 @@ OPSET = 20
 
 def onnx_bytes(
     module: Any,
-    input_shape: tuple[int, ...],
+    input_shape: InputShapes,
     tokens: bool = False,
     weights: bool = True,
     sequence_first: bool = False,
@@ -34,14 +35,17 @@ def onnx_bytes(
     """Export a copy of ``module`` in training mode at batch 1.
 
     Args:
-        module: A ``torch.nn.Module`` taking one tensor.
-        input_shape: Its input's dimensions per sample.
-        tokens: The input is integer token ids (else floats).
+        module: A ``torch.nn.Module`` taking one tensor per input.
+        input_shape: Its input's dimensions per sample, or a sequence of them, one per
+            input in ``forward``'s order (the graph's inputs are then named after its
+            arguments; a single one is named ``input``).
+        tokens: The (first) input is integer token ids (else floats).
         weights: Keep the weights' values; without them (all an import reads is the
             graph and the shapes) a model of any size serialises, where one protobuf
             message holds at most 2 GiB.
         sequence_first: The batch axis is the second (``(S, 1, E)`` for a sequence
-            ``input_shape`` of ``(S, E)``: ``batch_first=False`` modules), not the first.
+            ``input_shape`` of ``(S, E)``: ``batch_first=False`` modules), not the first,
+            in every input.
 
     Raises:
         WorkloadError: when torch is not installed, ``module`` is not a module, the
@@ -59,18 +63,21 @@ def onnx_bytes(
             "module", "", "expected an ONNX file or a torch.nn.Module", type(module).__name__
         )
     copied = copy.deepcopy(module).train()
-    shape = (input_shape[0], 1, *input_shape[1:]) if sequence_first else (1, *input_shape)
-    example = torch.zeros(shape, dtype=torch.long) if tokens else torch.randn(shape)
+    examples = []
+    for index, dims in enumerate(several(input_shape)):
+        shape = (dims[0], 1, *dims[1:]) if sequence_first else (1, *dims)
+        ids = tokens and index == 0
+        examples.append(torch.zeros(shape, dtype=torch.long) if ids else torch.randn(shape))
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             program = torch.onnx.export(
                 copied,
-                (example,),
+                tuple(examples),
                 dynamo=True,
                 optimize=False,
                 opset_version=OPSET,
-                input_names=["input"],
+                input_names=["input"] if len(examples) == 1 else None,
                 verbose=False,
             )
     except Exception as exc:

@@ -38,7 +38,7 @@ LEARNED_DEPTH = 64
 def windowed(rows: LayerRows, match: AttentionMatch) -> bool:
     """Whether the attention reads its tokens as a batch of windows of a map (one or
     more per sample of the exported batch of one)."""
-    source = _map_above(rows, match.input)
+    source = _map_above(rows, match.inputs[0])
     return source is not None and len(rows.view.dims(source)) == 4
 
 
@@ -46,8 +46,8 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
     """Write a windowed attention's layers, ending at ``node`` (the output projection):
     the name they share and its note, or None when its shapes are not a map's windows
     (nothing written)."""
-    dims = rows.view.dims(match.input)
-    source = _map_above(rows, match.input)
+    dims = rows.view.dims(match.inputs[0])
+    source = _map_above(rows, match.inputs[0])
     if len(dims) < 3:
         return None
     windows, tokens, width = math.prod(dims[:-2]), dims[-2], dims[-1]
@@ -65,7 +65,7 @@ def window_attention(rows: LayerRows, node: Node, match: AttentionMatch) -> tupl
         rows,
         f"{base}.qkv",
         "conv2d",
-        [rows.layer_of[match.input]],
+        [rows.layer_of[match.inputs[0]]],
         out_channels=3 * width,
         kernel=1,
         **bias,

@@ -22,6 +22,10 @@ Attention with Better Parallelism and Work Partitioning", 2023, Algorithms 1 and
   the diagonal (Pallas's ``below_or_on_diag``); with square blocks that is block
   ``(i, j)`` for ``j <= i``: ``T(T + 1) / 2`` of the ``T^2`` blocks, the diagonal ones
   computed whole and masked element by element.
+* **Cross-attention** (Q from one input, K and V from another): the keys' sequence is
+  blocked apart from the queries' (:attr:`AttentionTiling.key_blocks`), every query
+  block meeting every key block; the ``dK, dV`` kernel's block rows are one per key
+  block.
 * **Grouped-query attention** (:func:`kv_heads`): the query heads sharing a key/value
   head are packed into one query block (``group x block`` rows), so each key and value
   block is loaded once per group (our choice: Pallas's kernel takes as many key/value
@@ -39,6 +43,7 @@ count to within the rounding of one block row.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -105,6 +110,9 @@ class AttentionTiling:
         group: Query heads per key/value head.
         head_dim: Width of a head.
         causal: Whether blocks above the diagonal are skipped.
+        key_block: Keys per key block of cross-attention, whose keys are a sequence of
+            their own (0: ``block``, self-attention).
+        key_blocks: Blocks along that sequence (0: ``blocks``).
     """
 
     block: int
@@ -112,27 +120,53 @@ class AttentionTiling:
     group: int
     head_dim: int
     causal: bool
+    key_block: int = 0
+    key_blocks: int = 0
+
+    @property
+    def k_block(self) -> int:
+        """Keys per key block."""
+        return self.key_block or self.block
+
+    @property
+    def k_blocks(self) -> int:
+        """Key blocks along the keys' sequence."""
+        return self.key_blocks or self.blocks
 
     @property
     def block_pairs(self) -> int:
         """Score blocks computed per (sample, key/value head) and query head of the group."""
         t = self.blocks
-        return t * (t + 1) // 2 if self.causal else t * t
+        return t * (t + 1) // 2 if self.causal else t * self.k_blocks
 
     @property
     def keys(self) -> int:
-        """Keys each query block meets, on average (and queries each key block meets)."""
-        return self.block_pairs * self.block // self.blocks
+        """Keys each query block meets, on average."""
+        return self.block_pairs * self.k_block // self.blocks
+
+    @property
+    def queries(self) -> int:
+        """Queries each key block meets, on average (``keys`` under self-attention)."""
+        return self.block_pairs * self.block // self.k_blocks
 
 
 def tiling(
-    budget: AttentionBudget, steps: int, heads: int, kv: int, head_dim: int, causal: bool, word: int
+    budget: AttentionBudget,
+    steps: int,
+    heads: int,
+    kv: int,
+    head_dim: int,
+    causal: bool,
+    word: int,
+    keys: int = 0,
 ) -> AttentionTiling:
     """The largest block of at most :data:`MAX_BLOCK` positions (a power of two, or the
     whole sequence when shorter) whose working set fits the buffers double-buffered:
     ``2 x group x block x head_dim`` words of queries, ``2 x 2 x block x head_dim`` of
     keys and values, and ``2 x group x block x (block + head_dim + 2)`` fp32 scores,
-    accumulator and statistics; at least :data:`MIN_BLOCK`."""
+    accumulator and statistics; at least :data:`MIN_BLOCK`.  Cross-attention's
+    ``keys`` (a sequence of their own; 0: self-attention) are blocked alike, each
+    sequence's block the whole of it when shorter."""
     group = heads // kv
 
     def fits(b: int) -> bool:
@@ -145,9 +179,12 @@ def tiling(
     block = MAX_BLOCK
     while block > MIN_BLOCK and not fits(block):
         block //= 2
-    if steps <= block:
-        block = steps
-    return AttentionTiling(block, math.ceil(steps / block), group, head_dim, causal)
+    query_block = min(block, steps)
+    tiles = AttentionTiling(query_block, math.ceil(steps / query_block), group, head_dim, causal)
+    if not keys:
+        return tiles
+    key_block = min(block, keys)
+    return dataclasses.replace(tiles, key_block=key_block, key_blocks=math.ceil(keys / key_block))
 
 
 @dataclass(frozen=True)
@@ -163,10 +200,18 @@ class FusedAttention:
     qk: Tensor | None = None
     """Where the kernels read Q and K, when not from ``qkv`` (rotated by a rotary
     embedding); V is read from ``qkv``."""
+    q: Tensor | None = None
+    """Where the kernels read Q under cross-attention, K and V then read from ``qkv``
+    (the projection of the keys' sequence)."""
 
     @property
-    def queries_keys(self) -> Tensor:
-        """The tensor the kernels read Q and K from."""
+    def queries(self) -> Tensor:
+        """The tensor the kernels read Q from."""
+        return self.q if self.q is not None else self.keys
+
+    @property
+    def keys(self) -> Tensor:
+        """The tensor the kernels read K from."""
         return self.qkv if self.qk is None else self.qk
 
     @property
@@ -175,10 +220,16 @@ class FusedAttention:
         return self.samples * self.kv * self.tiling.blocks
 
     @property
+    def key_instances(self) -> int:
+        """Block-row GEMMs of a kernel whose key block stays resident: one per (sample,
+        key/value head, key block)."""
+        return self.samples * self.kv * self.tiling.k_blocks
+
+    @property
     def scores(self) -> int:
         """Score elements a kernel computes."""
         t = self.tiling
-        return self.samples * self.kv * t.group * t.block_pairs * t.block * t.block
+        return self.samples * self.kv * t.group * t.block_pairs * t.block * t.k_block
 
     @property
     def rows(self) -> int:
@@ -202,11 +253,11 @@ def forward(ctx: StepContext, attn: FusedAttention) -> Tensor:
     stats = Tensor(f"{name}.stats", TensorKind.ACTIVATION, 2 * attn.rows, STAT_BYTES)
     scores = attn.on_chip(ctx, "scores", TensorKind.ACTIVATION)
     probs = attn.on_chip(ctx, "probs", TensorKind.ACTIVATION)
-    source = attn.queries_keys
-    qk = b.gemm(f"{name}.qk.fwd", name, Phase.FWD, rows, keys, dh, count, source, source, scores)
+    q, k = attn.queries, attn.keys
+    qk = b.gemm(f"{name}.qk.fwd", name, Phase.FWD, rows, keys, dh, count, q, k, scores)
     # The accumulator's rescaling, 2 ops per output element and key block, spread over
-    # the block's scores (block x block of them for block x head_dim outputs).
-    rescale = -(-RESCALE_OPS * dh // t.block)
+    # the block's scores (block x key block of them for block x head_dim outputs).
+    rescale = -(-RESCALE_OPS * dh // t.k_block)
     ops = attn.score_ops(FWD_SCORE_OPS) + rescale
     softmax = b.vector(
         f"{name}.softmax.fwd", name, Phase.FWD, attn.scores, ops, [scores], [probs, stats]
@@ -222,12 +273,12 @@ def backward(
     attn: FusedAttention,
     stats: Tensor,
     d_out: Tensor,
-    dqkv: Tensor,
-    dqk: Tensor | None = None,
+    grads: tuple[Tensor, Tensor, Tensor],
 ) -> None:
     """Emit the backward kernels: ``D``, then the ``dK, dV`` and the ``dQ`` kernels,
-    each adding its part of ``dqkv`` (``dQ`` and ``dK`` to ``dqk`` when given: the
-    gradient of rotated queries and keys)."""
+    each adding its part of the gradient it makes to where ``grads`` say ``dQ``, ``dK``
+    and ``dV`` go (parts of one tensor, or of two: ``dQ`` and ``dK`` of rotated
+    queries and keys, or cross-attention's ``dQ`` and ``dKV``)."""
     name = attn.name
     dsum = Tensor(f"{name}.dsum", TensorKind.GRADIENT, attn.rows, STAT_BYTES)
     ctx.b.vector(
@@ -239,8 +290,8 @@ def backward(
         [d_out, attn.out],
         [dsum],
     )
-    _dkv_kernel(ctx, attn, stats, dsum, d_out, (dqkv if dqk is None else dqk, dqkv))
-    _dq_kernel(ctx, attn, stats, dsum, d_out, dqkv if dqk is None else dqk)
+    _dkv_kernel(ctx, attn, stats, dsum, d_out, grads[1:])
+    _dq_kernel(ctx, attn, stats, dsum, d_out, grads[0])
 
 
 def _dkv_kernel(
@@ -255,29 +306,18 @@ def _dkv_kernel(
     ``dP^T`` recomputed, ``dV`` and ``dK`` accumulated and written once (``grads``:
     where ``dK`` and ``dV`` go)."""
     b, t, name = ctx.b, attn.tiling, attn.name
-    source, (dk_out, dv_out) = attn.queries_keys, grads
-    queries, dh, count = t.group * t.keys, t.head_dim, attn.instances
+    q, k, (dk_out, dv_out) = attn.queries, attn.keys, grads
+    queries, dh, count, block = t.group * t.queries, t.head_dim, attn.key_instances, t.k_block
     bi = Phase.BWD_INPUT
     scores = attn.on_chip(ctx, "scores_t", TensorKind.ACTIVATION)
     dprobs = attn.on_chip(ctx, "dprobs_t", TensorKind.GRADIENT)
     probs = attn.on_chip(ctx, "probs_t", TensorKind.ACTIVATION)
     dscores = attn.on_chip(ctx, "dscores_t", TensorKind.GRADIENT)
     with b.in_stage(Stage.BACKWARD):
-        s = b.gemm(
-            f"{name}.qk.dkv",
-            name,
-            Phase.FWD,
-            t.block,
-            queries,
-            dh,
-            count,
-            source,
-            source,
-            scores,
-        )
-    dp = b.gemm(f"{name}.dp.dkv", name, bi, t.block, queries, dh, count, attn.qkv, d_out, dprobs)
+        s = b.gemm(f"{name}.qk.dkv", name, Phase.FWD, block, queries, dh, count, k, q, scores)
+    dp = b.gemm(f"{name}.dp.dkv", name, bi, block, queries, dh, count, attn.qkv, d_out, dprobs)
     # Each key block reads the statistics and D of every query row it meets.
-    met = attn.scores // t.block
+    met = attn.scores // block
     v = b.vector(
         f"{name}.softmax.dkv",
         name,
@@ -290,25 +330,15 @@ def _dkv_kernel(
     b.take_tiles(v, scores, s)
     b.take_tiles(v, dprobs, dp)
     dv = b.gemm(
-        f"{name}.av.dv", name, bi, t.block, dh, queries, count, probs, d_out, dv_out, partial=True
+        f"{name}.av.dv", name, bi, block, dh, queries, count, probs, d_out, dv_out, partial=True
     )
     b.take_tiles(dv, probs, v)
     b.take_tiles(dv, d_out, dp)
     dk = b.gemm(
-        f"{name}.qk.dk",
-        name,
-        bi,
-        t.block,
-        dh,
-        queries,
-        count,
-        dscores,
-        source,
-        dk_out,
-        partial=True,
+        f"{name}.qk.dk", name, bi, block, dh, queries, count, dscores, q, dk_out, partial=True
     )
     b.take_tiles(dk, dscores, v)
-    b.take_tiles(dk, source, s)
+    b.take_tiles(dk, q, s)
 
 
 def _dq_kernel(
@@ -322,14 +352,14 @@ def _dq_kernel(
     """A query block resident, its key blocks streaming past: ``S`` and ``dP``
     recomputed, ``dQ`` accumulated and written once (to ``dq_out``)."""
     b, t, name = ctx.b, attn.tiling, attn.name
-    source = attn.queries_keys
+    q, k = attn.queries, attn.keys
     rows, dh, keys, count = t.group * t.block, t.head_dim, t.keys, attn.instances
     bi = Phase.BWD_INPUT
     scores = attn.on_chip(ctx, "scores_q", TensorKind.ACTIVATION)
     dprobs = attn.on_chip(ctx, "dprobs_q", TensorKind.GRADIENT)
     dscores = attn.on_chip(ctx, "dscores_q", TensorKind.GRADIENT)
     with b.in_stage(Stage.BACKWARD):
-        s = b.gemm(f"{name}.qk.dq", name, Phase.FWD, rows, keys, dh, count, source, source, scores)
+        s = b.gemm(f"{name}.qk.dq", name, Phase.FWD, rows, keys, dh, count, q, k, scores)
     dp = b.gemm(f"{name}.dp.dq", name, bi, rows, keys, dh, count, d_out, attn.qkv, dprobs)
     v = b.vector(
         f"{name}.softmax.dq",
@@ -343,7 +373,7 @@ def _dq_kernel(
     b.take_tiles(v, scores, s)
     b.take_tiles(v, dprobs, dp)
     dq = b.gemm(
-        f"{name}.qk.dq_grad", name, bi, rows, dh, keys, count, dscores, source, dq_out, partial=True
+        f"{name}.qk.dq_grad", name, bi, rows, dh, keys, count, dscores, k, dq_out, partial=True
     )
     b.take_tiles(dq, dscores, v)
-    b.take_tiles(dq, source, s)
+    b.take_tiles(dq, k, s)

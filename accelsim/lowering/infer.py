@@ -15,7 +15,7 @@ from accelsim.config.loader import Override, display_path
 from accelsim.config.validate import suggest
 from accelsim.errors import Problem, WorkloadError
 from accelsim.lowering.rules import rule_for
-from accelsim.lowering.shapes import INPUT_NAME, LayerInfo, Shape, ShapeProblem, input_shape
+from accelsim.lowering.shapes import INPUT_NAME, LayerInfo, Shape, ShapeProblem, model_inputs
 from accelsim.workload import model as wm
 from accelsim.workload.loader import load_workload_with_origins
 
@@ -33,14 +33,19 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
     Raises:
         WorkloadError: listing every inconsistent layer.
     """
-    shapes: dict[str, Shape] = {INPUT_NAME: input_shape(workload.input)}
+    inputs = model_inputs(workload)
+    shapes: dict[str, Shape] = dict(inputs)
     infos: list[LayerInfo] = []
-    problems: list[Problem] = []
+    problems: list[Problem] = _input_name_problems(workload, file)
     consumers: dict[str, int] = {}
     failed: set[str] = set()
     losses = []
     for index, layer in enumerate(workload.layers):
         where = f"layers[{index}]"
+        if layer.name in inputs:
+            message = "the name of a model input (input or extra_inputs): a layer needs its own"
+            problems.append(Problem(file, f"{where}.name", message, layer.name))
+            continue
         if layer.name in shapes:
             problems.append(Problem(file, f"{where}.name", "duplicate layer name", layer.name))
             continue
@@ -85,9 +90,22 @@ def infer_shapes(workload: wm.Workload, file: str) -> list[LayerInfo]:
         infos.append(LayerInfo(index, layer, names, in_shapes, out))
     if not problems:
         problems.extend(_check_losses(workload, losses, consumers, file))
+        problems.extend(
+            Problem(file, f"extra_inputs.{name}", "no layer reads this input", name)
+            for name in workload.extra_inputs
+            if not consumers.get(name)
+        )
     if problems:
         raise WorkloadError(problems)
     return infos
+
+
+def _input_name_problems(workload: wm.Workload, file: str) -> list[Problem]:
+    """An extra input named as the first input is (``input``)."""
+    if INPUT_NAME not in workload.extra_inputs:
+        return []
+    message = f"{INPUT_NAME} names the first input (the workload's input): name this one otherwise"
+    return [Problem(file, f"extra_inputs.{INPUT_NAME}", message, INPUT_NAME)]
 
 
 def _tie_problem(

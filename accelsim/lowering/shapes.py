@@ -70,6 +70,21 @@ def input_shape(
     return Shape(Layout.TOKENS, (spec.length,))
 
 
+def model_inputs(workload: wm.Workload) -> dict[str, Shape]:
+    """The shape of every input of ``workload`` by the name layers read it by:
+    :data:`INPUT_NAME` first, then its ``extra_inputs`` in order."""
+    extra = {name: input_shape(spec) for name, spec in workload.extra_inputs.items()}
+    return {INPUT_NAME: input_shape(workload.input), **extra}
+
+
+def inputs_text(workload: wm.Workload) -> str:
+    """The inputs of ``workload`` in words: ``chw 3x32x32``, or ``sequence 16x64 +
+    memory sequence 32x64`` with extra inputs."""
+    shapes = model_inputs(workload)
+    extra = [f"{name} {shape}" for name, shape in shapes.items() if name != INPUT_NAME]
+    return " + ".join([str(shapes[INPUT_NAME]), *extra])
+
+
 def conv_output_hw(
     h: int,
     w: int,

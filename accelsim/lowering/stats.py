@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import StridedDx
 from accelsim.graph.ops import GemmOp, Phase
-from accelsim.lowering.shapes import LayerInfo, input_shape
+from accelsim.lowering.shapes import LayerInfo, inputs_text
 from accelsim.lowering.step import lower
 from accelsim.workload.model import Workload
 
@@ -33,7 +33,7 @@ def model_stats(
     gemms = [op for op in step.ops if isinstance(op, GemmOp)]
     return ModelStats(
         name=workload.name,
-        input=str(input_shape(workload.input)),
+        input=inputs_text(workload),
         params=sum(p.weight.elements for p in step.parameters),
         forward_macs=sum(op.macs for op in gemms if op.phase is Phase.FWD),
         training_macs=sum(op.macs for op in gemms),

@@ -21,7 +21,7 @@ from accelsim.graph.ops import OpGraph, TensorKind
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.rules import rule_for
-from accelsim.lowering.shapes import INPUT_NAME, LayerInfo, input_shape
+from accelsim.lowering.shapes import LayerInfo, model_inputs
 from accelsim.workload import model as wm
 
 
@@ -44,9 +44,8 @@ def lower(
     (:mod:`accelsim.lowering.flash_attention`).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
-    ctx.acts[INPUT_NAME] = ctx.t(
-        INPUT_NAME, TensorKind.ACTIVATION, batch * input_shape(workload.input).numel
-    )
+    for name, shape in model_inputs(workload).items():
+        ctx.acts[name] = ctx.t(name, TensorKind.ACTIVATION, batch * shape.numel)
     training = mode is RunMode.TRAINING
     for info in infos:
         rule = rule_for(info.layer)

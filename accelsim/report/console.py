@@ -103,16 +103,17 @@ def layer_table(record: dict[str, Any]) -> str:
 
 def models_table(stats: Sequence[ModelStats]) -> str:
     """One line per model: input, parameters, MACs per sample, layer count (the name
-    column at least 14 characters wide, wider for a longer name)."""
+    column at least 14 characters wide and the input's 22, wider for a longer one)."""
     width = max([14, *(len(s.name) for s in stats)])
+    inputs = max([22, *(len(s.input) for s in stats)])
     header = (
-        f"{'model':<{width}} {'input':<22} {'params':>13} {'fwd MACs':>16} "
+        f"{'model':<{width}} {'input':<{inputs}} {'params':>13} {'fwd MACs':>16} "
         f"{'train MACs':>17} {'layers':>6}"
     )
     lines = [header]
     for s in stats:
         lines.append(
-            f"{s.name:<{width}} {s.input:<22} {s.params:>13,} {s.forward_macs:>16,} "
+            f"{s.name:<{width}} {s.input:<{inputs}} {s.params:>13,} {s.forward_macs:>16,} "
             f"{s.training_macs:>17,} {s.layers:>6}"
         )
     return "\n".join(lines)

@@ -476,7 +476,16 @@ class Workload(Spec):
     description: str = Field(default="", description="Free text.")
     source: str = Field(default="", description="Where the layer table comes from.")
     input: InputSpec = Field(
-        description="One sample's input: image, vector, tokens or a sequence of vectors."
+        description="One sample's input (the first, when there are extra_inputs): image,"
+        " vector, tokens or a sequence of vectors; layers name it input."
+    )
+    extra_inputs: dict[Name, InputSpec] = Field(
+        default_factory=dict,
+        exclude_if=lambda v: not v,  # a table without them dumps (and identifies) as before
+        description="Further inputs of each sample, by name, that layers name in their"
+        " inputs as they name input (a decoder's encoder output: memory: {kind: sequence,"
+        " length: 32, features: 64}); read from DRAM like input, and given no gradient."
+        " Names differ from input and from every layer's.",
     )
     layers: list[Layer] = Field(
         min_length=1, description="The layers in execution order; one cross_entropy ends them."

@@ -962,8 +962,8 @@ HARDWARE_KEYS = (
         ),
         (
             ["workload.bogus.x=1"],
-            "workload.bogus: unknown key; expected one of: description, input, layers, name,"
-            " notes, source, variants (got {'x': 1})",
+            "workload.bogus: unknown key; expected one of: description, extra_inputs, input,"
+            " layers, name, notes, source, variants (got {'x': 1})",
         ),
         (
             ["workload.layers[fc1].bogus.x=1"],

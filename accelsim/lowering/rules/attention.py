@@ -1,4 +1,5 @@
-"""Self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection.
+"""Self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection
+(an attention layer of two inputs is cross-attention: :mod:`.cross_attention`).
 
 Multi-head attention is the case of as many key/value heads as query heads.  With
 fewer (grouped-query attention, ``kv_heads``), the K and V projections are
@@ -15,13 +16,13 @@ softmax, ``AV``) is one flash-attention kernel per pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
+from accelsim.lowering.rules import cross_attention as cross
+from accelsim.lowering.rules.attention_core import AttentionDims, probs_backward
 from accelsim.lowering.rules.base import LayerRule, register
-from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
+from accelsim.lowering.rules.vector import SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem, one_input
 from accelsim.workload import model as wm
 
@@ -30,48 +31,6 @@ ROTARY_OPS = 3
 ``x * cos + rotate_half(x) * sin``, two multiplies and an add (the half's sign is the
 sin table's).  The cos and sin tables (``S x head size``, shared by every head and
 sample) are not counted: a step computes them once."""
-
-
-@dataclass(frozen=True)
-class _Dims:
-    """An attention layer's sizes for ``n`` samples of ``steps`` tokens of width ``d``."""
-
-    steps: int
-    d: int
-    dh: int
-    kv: int
-    group: int
-    n: int
-
-    @classmethod
-    def of(cls, layer: wm.Attention, info: LayerInfo, n: int) -> _Dims:
-        steps, d = info.in_shapes[0].dims
-        kv = layer.key_value_heads
-        return cls(steps, d, d // layer.heads, kv, layer.heads // kv, n)
-
-    @property
-    def kv_width(self) -> int:
-        """Width of the K (or V) projection: the key/value heads' sizes."""
-        return self.kv * self.dh
-
-    @property
-    def qkv_width(self) -> int:
-        return self.d + 2 * self.kv_width
-
-    @property
-    def rows(self) -> int:
-        """Rows of the projections: every token of every sample."""
-        return self.n * self.steps
-
-    @property
-    def queries(self) -> int:
-        """Rows of a per-head GEMM: the group's queries stacked."""
-        return self.group * self.steps
-
-    @property
-    def per_head(self) -> int:
-        """Per-head GEMMs: one per sample and key/value head."""
-        return self.n * self.kv
 
 
 @register
@@ -85,7 +44,15 @@ class AttentionRule(LayerRule):
 
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         assert isinstance(layer, wm.Attention)
-        x = one_input(layer, in_shapes, Layout.SEQUENCE)
+        if len(in_shapes) > 2:
+            message = (
+                "attention takes one input (self-attention) or two (cross-attention: queries"
+                " from the first, keys and values from the second)"
+            )
+            raise ShapeProblem("inputs", message, len(in_shapes))
+        if len(in_shapes) == 2:
+            cross.check(layer, in_shapes)
+        x = in_shapes[0] if len(in_shapes) == 2 else one_input(layer, in_shapes, Layout.SEQUENCE)
         if x.dims[1] % layer.heads:
             raise ShapeProblem("heads", f"must divide the model width {x.dims[1]}", layer.heads)
         if layer.heads % layer.key_value_heads:
@@ -96,7 +63,10 @@ class AttentionRule(LayerRule):
         layer = info.layer
         assert isinstance(layer, wm.Attention)
         name, b, x = layer.name, ctx.b, xs[0]
-        s = _Dims.of(layer, info, ctx.n)
+        s = AttentionDims.of(layer, info, ctx.n)
+        if len(xs) == 2:
+            cross.forward(ctx, layer, s, xs, y)
+            return
         steps, d, dh = s.steps, s.d, s.dh
         wqkv = ctx.param(name, "Wqkv", s.qkv_width * d, ParamKind.WEIGHT, s.qkv_width)
         wo = ctx.param(name, "Wo", d * d, ParamKind.WEIGHT, d)
@@ -148,10 +118,10 @@ class AttentionRule(LayerRule):
         assert isinstance(layer, wm.Attention) and g is not None
         name, b = layer.name, ctx.b
         x = ctx.acts[info.inputs[0]]
-        s = _Dims.of(layer, info, ctx.n)
+        s = AttentionDims.of(layer, info, ctx.n)
         d, rows = s.d, s.rows
         saved = ctx.saved[name]
-        wqkv, wo = ctx.parameter(name, "Wqkv"), ctx.parameter(name, "Wo")
+        wo = ctx.parameter(name, "Wo")
         out = saved[0].out if isinstance(saved[0], flash.FusedAttention) else saved[3]
         datt = ctx.t(f"{name}.dctx", TensorKind.GRADIENT, out.elements)
         bi, bw = Phase.BWD_INPUT, Phase.BWD_WEIGHT
@@ -160,10 +130,14 @@ class AttentionRule(LayerRule):
         ctx.grad_done(name, "Wo", op)
         if layer.output_bias:
             ctx.bias_grad(name, "bo", g)
+        if len(info.inputs) == 2:
+            cross.backward(ctx, info, s, saved, datt)
+            return
         if isinstance(saved[0], flash.FusedAttention):
             dqkv = _fused_backward(ctx, layer, saved, datt)
         else:
             dqkv = _core_backward(ctx, layer, s, saved, datt)
+        wqkv = ctx.parameter(name, "Wqkv")
         if ctx.wants(info):
             grad = ctx.dx(info)
             b.gemm(f"{name}.qkv.dx", name, bi, rows, d, s.qkv_width, 1, dqkv, wqkv.weight, grad)
@@ -183,10 +157,10 @@ def _fused_backward(
     fused, stats = saved
     dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, fused.qkv.elements)
     if fused.qk is None:
-        flash.backward(ctx, fused, stats, datt, dqkv)
+        flash.backward(ctx, fused, stats, datt, (dqkv, dqkv, dqkv))
         return dqkv
     dqk = ctx.t(f"{name}.dqk", TensorKind.GRADIENT, fused.qk.elements)
-    flash.backward(ctx, fused, stats, datt, dqkv, dqk)
+    flash.backward(ctx, fused, stats, datt, (dqk, dqk, dqkv))
     _rotate_back(ctx, name, dqk, dqkv)
     return dqkv
 
@@ -194,7 +168,7 @@ def _fused_backward(
 def _core_backward(
     ctx: StepContext,
     layer: wm.Attention,
-    s: _Dims,
+    s: AttentionDims,
     saved: tuple[Tensor, Tensor, Tensor, Tensor],
     datt: Tensor,
 ) -> Tensor:
@@ -203,23 +177,8 @@ def _core_backward(
     steps, dh = s.steps, s.dh
     qkv, qk, probs, _ = saved
     bi = Phase.BWD_INPUT
-    dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
-    dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
     dqkv = ctx.t(f"{name}.dqkv", TensorKind.GRADIENT, qkv.elements)
-    b.gemm(f"{name}.av.dprobs", name, bi, s.queries, steps, dh, s.per_head, datt, qkv, dprobs)
-    # dV of a key/value head sums over its group's queries: K = group x S.
-    b.gemm(
-        f"{name}.av.dv", name, bi, steps, dh, s.queries, s.per_head, probs, datt, dqkv, partial=True
-    )
-    b.vector(
-        f"{name}.softmax.bwd",
-        name,
-        bi,
-        probs.elements,
-        SOFTMAX_BWD_OPS,
-        [dprobs, probs],
-        [dscores],
-    )
+    dscores = probs_backward(ctx, name, s, datt, probs, qkv, dqkv)
     if layer.causal:
         # The select's gradient: zero where the forward pass masked a score.
         dmasked = ctx.t(f"{name}.dmasked", TensorKind.GRADIENT, probs.elements)

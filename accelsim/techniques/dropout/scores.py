@@ -11,7 +11,7 @@ import numpy as np
 
 from accelsim.config.validate import suggest
 from accelsim.errors import ConfigError, Problem
-from accelsim.lowering.shapes import INPUT_NAME, LayerInfo
+from accelsim.lowering.shapes import LayerInfo
 from accelsim.techniques.dropout.sites import droppable_convs
 from accelsim.techniques.plan import cell, read_csv
 
@@ -36,7 +36,7 @@ def sensitivity_scores(
         ConfigError: at ``where`` for a file that cannot be read or leaves a map
             without a score; in the file, each bad row at its line.
     """
-    channels = {i.layer.name: i.in_shapes[0].dims[0] for i in droppable_convs(infos, INPUT_NAME)}
+    channels = {i.layer.name: i.in_shapes[0].dims[0] for i in droppable_convs(infos)}
     if path is None:
         rng = np.random.default_rng(seed)
         return {name: rng.lognormal(0.0, 1.0, c) for name, c in channels.items()}

@@ -178,15 +178,17 @@ def feature_map_shrinks(
     return out
 
 
-def droppable_convs(infos: Sequence[LayerInfo], network_input: str) -> list[LayerInfo]:
+def droppable_convs(infos: Sequence[LayerInfo]) -> list[LayerInfo]:
     """Convolutions whose input feature maps may be dropped: ungrouped, fed by
-    another layer (not the image), with at least two input channels."""
+    another layer (not a model input, such as the image), with at least two input
+    channels."""
+    made = {i.layer.name for i in infos}
     return [
         i
         for i in infos
         if isinstance(i.layer, wm.Conv2d)
         and i.layer.groups == 1
-        and i.inputs[0] != network_input
+        and i.inputs[0] in made
         and i.in_shapes[0].dims[0] >= 2
     ]
 

@@ -45,7 +45,7 @@ import numpy as np
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import GemmOp, OpGraph, Phase
-from accelsim.lowering.shapes import INPUT_NAME, LayerInfo
+from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.schedule import FoldSchedule
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
@@ -150,7 +150,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                     cfg.pattern.value,
                 )
             )
-        if cfg.feature_maps.rate and not droppable_convs(load.infos, INPUT_NAME):
+        if cfg.feature_maps.rate and not droppable_convs(load.infos):
             problems.append(
                 Problem(
                     self.source,
@@ -256,7 +256,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         if cfg.pattern is not Pattern.ELEMENT:
             found, not_compacted = find_sites(ctx.infos, cfg.rate)
             sites = [s for s in found if s.rate > 0]
-        convs = droppable_convs(ctx.infos, INPUT_NAME) if cfg.feature_maps.rate else []
+        convs = droppable_convs(ctx.infos) if cfg.feature_maps.rate else []
         tiles = tile_weights(sites, infos) if cfg.pattern is Pattern.TILE else {}
         chances = [self._probabilities(ctx, site, i, tiles) for i, site in enumerate(sites)]
         errors = [error for _, error, _ in chances]

@@ -9,19 +9,21 @@ from dataclasses import dataclass
 
 from accelsim.graph import queries
 from accelsim.graph.ops import GemmOp, Op, OpGraph, TensorKey, TensorKind, VectorOp
-from accelsim.lowering.shapes import INPUT_NAME, LayerInfo
+from accelsim.lowering.shapes import LayerInfo
 from accelsim.techniques.recomputation.config import Policy
 from accelsim.workload import model as wm
 
 
 def cuts(infos: Sequence[LayerInfo]) -> list[str]:
     """The layers every later path passes through, in network order: a layer is one when
-    no layer after it reads what a layer before it (or the step's input) made."""
+    no layer after it reads what a layer before it (or one of the step's inputs) made."""
     last_read: dict[str, int] = {}
     for i, info in enumerate(infos):
         for source in info.inputs:
             last_read[source] = max(last_read.get(source, -1), i)
-    reach = last_read.get(INPUT_NAME, -1)  # the last read of anything made so far
+    made = {info.layer.name for info in infos}
+    # The last read of anything made so far: the model's inputs (no layer makes them).
+    reach = max((at for name, at in last_read.items() if name not in made), default=-1)
     out = []
     for i, info in enumerate(infos):
         if reach <= i:

@@ -1,0 +1,95 @@
+"""What self-attention and cross-attention share: an attention layer's sizes and the
+backward ops of ``AV`` and the softmax."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelsim.graph.ops import Phase, Tensor, TensorKind
+from accelsim.lowering.context import StepContext
+from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS
+from accelsim.lowering.shapes import LayerInfo
+from accelsim.workload import model as wm
+
+
+@dataclass(frozen=True)
+class AttentionDims:
+    """An attention layer's sizes for ``n`` samples: ``steps`` queries of width ``d``
+    (its first input), ``keys`` keys and values from inputs of width ``features`` (its
+    second input under cross-attention; else the first: ``keys`` is ``steps``)."""
+
+    steps: int
+    d: int
+    dh: int
+    kv: int
+    group: int
+    n: int
+    keys: int
+    features: int
+
+    @classmethod
+    def of(cls, layer: wm.Attention, info: LayerInfo, n: int) -> AttentionDims:
+        steps, d = info.in_shapes[0].dims
+        keys, features = info.in_shapes[-1].dims
+        kv = layer.key_value_heads
+        return cls(steps, d, d // layer.heads, kv, layer.heads // kv, n, keys, features)
+
+    @property
+    def kv_width(self) -> int:
+        """Width of the K (or V) projection: the key/value heads' sizes."""
+        return self.kv * self.dh
+
+    @property
+    def qkv_width(self) -> int:
+        return self.d + 2 * self.kv_width
+
+    @property
+    def rows(self) -> int:
+        """Rows of the query projection: every query position of every sample."""
+        return self.n * self.steps
+
+    @property
+    def key_rows(self) -> int:
+        """Rows of the key and value projection: every key position of every sample."""
+        return self.n * self.keys
+
+    @property
+    def queries(self) -> int:
+        """Rows of a per-head GEMM: the group's queries stacked."""
+        return self.group * self.steps
+
+    @property
+    def per_head(self) -> int:
+        """Per-head GEMMs: one per sample and key/value head."""
+        return self.n * self.kv
+
+
+def probs_backward(
+    ctx: StepContext,
+    name: str,
+    s: AttentionDims,
+    datt: Tensor,
+    probs: Tensor,
+    values: Tensor,
+    dvalues: Tensor,
+) -> Tensor:
+    """From the gradient ``datt`` of ``AV``'s output: ``dP`` (``AV`` read V from
+    ``values``), ``dV`` written into its part of ``dvalues`` (a partial write) and the
+    softmax's gradient, the scores' gradient returned."""
+    b, bi = ctx.b, Phase.BWD_INPUT
+    queries, keys, dh, count = s.queries, s.keys, s.dh, s.per_head
+    dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
+    dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
+    b.gemm(f"{name}.av.dprobs", name, bi, queries, keys, dh, count, datt, values, dprobs)
+    # dV of a key/value head sums over its group's queries: K = group x Lq.
+    b.gemm(f"{name}.av.dv", name, bi, keys, dh, queries, count, probs, datt, dvalues, partial=True)
+    b.vector(
+        f"{name}.softmax.bwd",
+        name,
+        bi,
+        probs.elements,
+        SOFTMAX_BWD_OPS,
+        [dprobs, probs],
+        [dscores],
+    )
+    return dscores
