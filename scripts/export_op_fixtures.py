@@ -4,8 +4,9 @@ of their own: attention written by ``nn.MultiheadAttention``,
 bidirectional two-layer ``nn.LSTM`` and ``nn.GRU`` (the encoder layer and the LSTM also
 sequence-first, as ``batch_first=False`` modules are exported),
 ``nn.TransformerDecoderLayer`` with and without a causal target mask (two inputs: the
-target and the memory; also sequence-first) and ``nn.MultiheadAttention`` as
-cross-attention, the element-wise chains (in-place dropout, stochastic depth, hard
+target and the memory; also sequence-first), ``nn.MultiheadAttention`` as
+cross-attention, an encoder layer given a key padding mask (a boolean input), the
+element-wise chains (in-place dropout, stochastic depth, hard
 sigmoid and swish) and a small vision transformer and a small ConvNeXt written as
 torchvision's (class token, position embedding; channels-last layernorm and linears,
 layer scale), and an adaptive average pool to a size (5) that does not divide its
@@ -27,6 +28,7 @@ import gzip
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import onnx
 import torch
@@ -218,6 +220,18 @@ class CrossAttention(nn.Module):
         return self.attn(q, kv, kv, need_weights=False)[0]
 
 
+class PaddedEncoder(nn.Module):
+    """``nn.TransformerEncoderLayer(64, 4, 256, batch_first=True)`` given a key padding
+    mask, a boolean input of its own: ``forward(x, mask)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, src_key_padding_mask=mask)
+
+
 class CausalDecoder(nn.Module):
     """``nn.TransformerDecoderLayer(64, 4, 256, batch_first=True)`` with a causal
     ``tgt_mask`` on its self-attention (``generate_square_subsequent_mask``)."""
@@ -285,16 +299,37 @@ def main() -> None:
     spec.loader.exec_module(fixtures)
     torch.manual_seed(0)
     for name, (build, shape) in BLOCKS.items():
-        if args.only is not None and name not in args.only:
-            continue
-        first = name in SEQUENCE_FIRST
-        data = export_onnx(build(), shape, sequence_first=first)
-        model = onnx.load_from_string(fixtures.stripped(data))
-        model.doc_string = f"{name}: random weights, constant data stripped"
-        out = args.out / f"{name}.onnx.gz"
-        with gzip.GzipFile(out, "wb", mtime=0) as stream:
-            stream.write(model.SerializeToString())
-        print(f"{out}: {out.stat().st_size:,} bytes")
+        if args.only is None or name in args.only:
+            first = name in SEQUENCE_FIRST
+            _write(fixtures, args.out, name, export_onnx(build(), shape, sequence_first=first))
+    for name, masked in MASKED.items():
+        if args.only is None or name in args.only:
+            _write(fixtures, args.out, name, _masked_export(masked()))
+
+
+MASKED: dict[str, Callable[[], nn.Module]] = {"torch_encoder_layer_padding_mask": PaddedEncoder}
+"""Blocks whose second input is a boolean mask of one flag per token, exported by
+``torch.onnx.export`` itself (``accelsim.export_onnx``'s examples are floats)."""
+
+
+def _masked_export(module: nn.Module) -> bytes:
+    """``module`` exported in training mode at batch 1, a sequence and a boolean mask."""
+    examples = (torch.randn(1, *SEQUENCE), torch.zeros(1, SEQUENCE[0], dtype=torch.bool))
+    program = torch.onnx.export(
+        module.train(), examples, dynamo=True, optimize=False, opset_version=20
+    )
+    assert program is not None
+    return bytes(program.model_proto.SerializeToString())
+
+
+def _write(fixtures: Any, folder: Path, name: str, data: bytes) -> None:
+    """The exported ``data`` stripped and gzipped to ``folder/name.onnx.gz``."""
+    model = onnx.load_from_string(fixtures.stripped(data))
+    model.doc_string = f"{name}: random weights, constant data stripped"
+    out = folder / f"{name}.onnx.gz"
+    with gzip.GzipFile(out, "wb", mtime=0) as stream:
+        stream.write(model.SerializeToString())
+    print(f"{out}: {out.stat().st_size:,} bytes")
 
 
 if __name__ == "__main__":

@@ -91,8 +91,13 @@ class GraphView:
             if tensor_type.HasField("shape"):
                 self.shapes[info.name] = tuple(d.dim_value for d in tensor_type.shape.dim)
         inputs = [i for i in graph.input if i.name not in self.constants]
-        self.input_names = tuple(i.name for i in inputs)
-        """The graph's inputs in order (not its initializers): the model's inputs."""
+        masks = [i for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL]
+        self.mask_names = tuple(i.name for i in masks)
+        """The graph's boolean inputs after the first: masks (a ``src_key_padding_mask``),
+        whose values select elements and add no work; read as constants, as a mask the
+        model builds itself is."""
+        self.input_names = tuple(i.name for i in inputs if i.name not in self.mask_names)
+        """The graph's inputs in order (not its initializers or masks): the model's inputs."""
         self.elem_types = {i.name: i.type.tensor_type.elem_type for i in inputs}
         self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs}
         self.consumers: dict[str, list[Node]] = {}

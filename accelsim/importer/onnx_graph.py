@@ -253,6 +253,8 @@ class _Converter:
                 "generic vector layers (an op per element; no layer kind of their own): "
                 + ", ".join(self.vector_ops)
             )
+        for mask in self.view.mask_names:
+            rows.notes.append(f"{mask}: a boolean mask input, read as a constant (it adds no work)")
         first = is_sequence_first(self.view, self.attentions.values())
         specs = {}
         for graph_name, name in rows.inputs.items():

@@ -306,3 +306,15 @@ def test_adaptive_pool_to_a_size_that_does_not_divide_is_one_layer() -> None:
     ]
     assert _rows(workload)[1]["output"] == 5
     assert _counts(workload) == (2_234, 42_336 + 2_000)
+
+
+def test_a_boolean_mask_input_is_read_as_a_constant() -> None:
+    """``nn.TransformerEncoderLayer(64, 4, 256, batch_first=True)`` given a
+    ``src_key_padding_mask`` as a second, boolean input: the mask is no input of the
+    table (it selects, it adds no work), so the attention it masks is matched. The
+    same parameters and MACs as the encoder layer without it (its ReLU costs no MAC)."""
+    imported = import_model(FIXTURES / "torch_encoder_layer_padding_mask.onnx.gz")
+    assert imported.workload.extra_inputs == {}
+    assert [row["kind"] for row in _rows(imported.workload)][:2] == ["attention", "dropout"]
+    assert _counts(imported.workload) == (49_984, 294_912 + 2 * 262_144)
+    assert "#   - mask: a boolean mask input, read as a constant (it adds no work)" in imported.text
