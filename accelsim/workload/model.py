@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from accelsim.config.base import Name, PositiveInt, Spec
+from accelsim.workload.activations import ActivationFunction as ActivationFunction
 from accelsim.workload.inputs import KIND, InputSpec
 
 NonNegative = Annotated[int, Field(ge=0)]
@@ -92,47 +93,6 @@ class BatchNorm(LayerBase):
 
 class LayerNorm(LayerBase):
     kind: Literal["layernorm"] = Field(description=KIND)
-
-
-class ActivationFunction(str, Enum):
-    """Element-wise non-linearities, with their vector-op cost per element."""
-
-    RELU = "relu"
-    RELU6 = "relu6"
-    GELU = "gelu"
-    SIGMOID = "sigmoid"
-    TANH = "tanh"
-    SILU = "silu"
-    HARDSWISH = "hardswish"
-    HARDSIGMOID = "hardsigmoid"
-
-    @property
-    def forward_ops(self) -> int:
-        # Compare/select ops; transcendental functions counted as a few ops each
-        # (exp ~ 3, tanh ~ 4), a common vector-unit costing assumption.
-        return {
-            "relu": 1,
-            "relu6": 2,
-            "gelu": 8,
-            "sigmoid": 4,
-            "tanh": 4,
-            "silu": 5,
-            "hardswish": 4,
-            "hardsigmoid": 3,
-        }[self.value]
-
-    @property
-    def backward_ops(self) -> int:
-        return {
-            "relu": 1,
-            "relu6": 2,
-            "gelu": 10,
-            "sigmoid": 3,
-            "tanh": 3,
-            "silu": 6,
-            "hardswish": 3,
-            "hardsigmoid": 2,
-        }[self.value]
 
 
 class Activation(LayerBase):
