@@ -168,7 +168,7 @@ def test_mismatch_gives_nonzero_exit(
     ])  # fmt: skip
     printed = capsys.readouterr().out
     assert status == 1
-    assert "MISMATCH" in printed and "1 mismatches in 1 layers" in printed
+    assert "MISMATCH" in printed and "1 mismatch in 1 layer;" in printed
 
 
 @crossval
