@@ -76,6 +76,7 @@ from accelsim.techniques.dropout.rewrite import (
     skipped_update,
     tile_uses,
 )
+from accelsim.techniques.dropout.samples import SampleSite, find_sample_sites, sample_shrinks
 from accelsim.techniques.dropout.scores import sensitivity_scores
 from accelsim.techniques.dropout.sites import (
     Shrink,
@@ -107,7 +108,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
 
     def __init__(self, config: ApproximateDropoutConfig, source: str) -> None:
         super().__init__(config, source)
-        self._plans: dict[tuple[str, int], Plan] = {}
+        self._plans: dict[tuple[str, int, int], Plan] = {}
         self._current: Plan | None = None  # the plan of the graph being simulated
         self._counted: tuple[RunResult, StepCounts] | None = None
         self._per_step: dict[int, tuple[RunResult, dict[str, np.ndarray]]] = {}
@@ -140,7 +141,14 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                         )
                     )
                     break
-        if not sites and cfg.pattern is not Pattern.ELEMENT and not cfg.feature_maps.rate:
+        samples, _ = self._sample_sites(load.infos)
+        problems += self._sample_reach(samples, load.run.batch_size)
+        if (
+            not sites
+            and not samples
+            and cfg.pattern is not Pattern.ELEMENT
+            and not cfg.feature_maps.rate
+        ):
             problems.append(
                 Problem(
                     self.source,
@@ -191,6 +199,29 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         except ConfigError as exc:
             problems += exc.problems
         return problems
+
+    def _sample_reach(self, samples: Sequence[SampleSite], batch: int) -> list[Problem]:
+        """A sample site's rate must be reachable by patterns over the batch's samples
+        (a batch of one has none: a pattern keeps some samples and drops others)."""
+        for site in samples:
+            if batch < 2:
+                why = (
+                    f"a batch of 1 sample leaves {site.layer} no pattern that keeps some"
+                    " samples and drops others (its branch would run or vanish whole);"
+                    " set stochastic_depth: false for its conventional per-sample mask"
+                )
+                return [Problem(self.source, self.where("stochastic_depth"), why, True)]
+            period = min(self.config.max_period, batch)
+            lo = 1 / period
+            if not lo <= site.rate <= 1 - lo:
+                why = (
+                    f"stochastic-depth rate {site.rate:g} of {site.layer} is out of reach of"
+                    f" sample patterns with periods up to {period} (max_period"
+                    f" {self.config.max_period}, batch {batch}: rates {lo:g} to {1 - lo:g});"
+                    " set stochastic_depth: false for its conventional per-sample mask"
+                )
+                return [Problem(self.source, self.where("stochastic_depth"), why, True)]
+        return []
 
     def _grouped_tiles(self, load: LoadContext, sites: Sequence[Site]) -> list[Problem]:
         """Tile patterns cannot compose with a technique that packs the weight
@@ -244,7 +275,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
 
     def plan(self, ctx: TechniqueContext, gemms: Sequence[GemmOp]) -> Plan:
         """Sites, per-step patterns and kept counts of the run (drawn from its seed)."""
-        key = (ctx.workload.name, ctx.run.seed)
+        key = (ctx.workload.name, ctx.run.seed, ctx.run.batch_size)
         cached = self._plans.get(key)
         if cached is not None:
             self._current = cached
@@ -256,28 +287,21 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         if cfg.pattern is not Pattern.ELEMENT:
             found, not_compacted = find_sites(ctx.infos, cfg.rate)
             sites = [s for s in found if s.rate > 0]
+        samples, refused = self._sample_sites(ctx.infos)
+        not_compacted += list(refused)
+        batch = ctx.run.batch_size
         convs = droppable_convs(ctx.infos) if cfg.feature_maps.rate else []
         tiles = tile_weights(sites, infos) if cfg.pattern is Pattern.TILE else {}
         chances = [self._probabilities(ctx, site, i, tiles) for i, site in enumerate(sites)]
-        errors = [error for _, error, _ in chances]
-        expected = [float(q @ share) for q, _, share in chances]
-        steps = cfg.steps
-        while True:  # enough steps that each site's mean kept share is near its expectation
-            rng = np.random.default_rng(ctx.run.seed)
-            drawn = [rng.choice(len(self.family), size=steps, p=q) for q, _, _ in chances]
-            means = [
-                float(share[d].mean()) for d, (_, _, share) in zip(drawn, chances, strict=True)
-            ]
-            near = all(
-                abs(m - e) <= cfg.kept_tolerance * e for m, e in zip(means, expected, strict=True)
-            )
-            if near or steps >= MAX_STEPS:
-                break
-            steps = min(2 * steps, MAX_STEPS)
+        chances += [
+            self._sample_probabilities(s, len(sites) + j, batch) for j, s in enumerate(samples)
+        ]
+        drawn, means = self._draw(ctx.run.seed, chances)
+        steps = drawn[0].shape[0] if drawn else cfg.steps
         periods = np.empty((steps, len(sites)), np.int64)
         offsets = np.empty((steps, len(sites)), np.int64)
         keeps = np.empty((steps, len(sites)), bool)
-        kept = np.empty((steps, len(sites) + len(convs)), np.int64)
+        kept = np.empty((steps, len(sites) + len(convs) + len(samples)), np.int64)
         per_burst = max(1, ctx.hardware.dram.burst_bytes // ctx.hardware.word_bytes.weights)
         fetched = np.empty_like(kept)
         for i, site in enumerate(sites):
@@ -289,6 +313,10 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 fetched[:, i] = self.family.burst_rows(site.units, per_burst)[drawn[i]]
             else:
                 kept[:, i] = fetched[:, i] = site.units
+        first = len(sites) + len(convs)
+        for j in range(len(samples)):
+            kept[:, first + j] = self.sample_family(batch).kept_rows(drawn[len(sites) + j], batch)
+            fetched[:, first + j] = kept[:, first + j]
         scores = self._scores(ctx.run_file, ctx.infos, ctx.run.seed)
         conv_kept = []
         sensitivity = {}
@@ -302,20 +330,27 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         shrinks: dict[tuple[str, Phase], list[Shrink]] = {}
         if cfg.pattern is Pattern.ROW:
             shrinks.update(row_shrinks(sites, infos, gemms))
-        for key2, more in feature_map_shrinks(convs, len(sites)).items():
-            shrinks.setdefault(key2, []).extend(more)
+        for part in (
+            feature_map_shrinks(convs, len(sites)),
+            sample_shrinks(samples, infos, first, batch),
+        ):
+            for key2, extra in part.items():
+                shrinks.setdefault(key2, []).extend(extra)
         plan = Plan(
             tuple(sites),
             tuple(not_compacted),
             tuple(convs),
             tuple(conv_kept),
+            tuple(samples),
+            refused,
+            batch,
             shrinks,
             tiles,
             kept,
             fetched,
             {"period": periods, "offset": offsets, "keep": keeps},
-            tuple(errors),
-            tuple(zip(expected, means, strict=True)),
+            tuple(error for _, error, _ in chances),
+            tuple(zip((float(q @ share) for q, _, share in chances), means, strict=True)),
             sensitivity,
             self.tile_size(ctx.hardware),
             cfg.pattern is Pattern.ROW,
@@ -323,6 +358,61 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         self._plans[key] = plan
         self._current = plan
         return plan
+
+    def _draw(
+        self, seed: int, chances: Sequence[tuple[np.ndarray, float, np.ndarray]]
+    ) -> tuple[list[np.ndarray], list[float]]:
+        """Each site's pattern per step, drawn from the run's ``seed`` with its
+        probabilities (``steps``, doubled until each site's mean kept share is near its
+        expectation), and the mean kept shares."""
+        cfg = self.config
+        expected = [float(q @ share) for q, _, share in chances]
+        steps = cfg.steps
+        while True:
+            rng = np.random.default_rng(seed)
+            drawn = [rng.choice(len(q), size=steps, p=q) for q, _, _ in chances]
+            means = [
+                float(share[d].mean()) for d, (_, _, share) in zip(drawn, chances, strict=True)
+            ]
+            near = all(
+                abs(m - e) <= cfg.kept_tolerance * e for m, e in zip(means, expected, strict=True)
+            )
+            if near or steps >= MAX_STEPS:
+                return drawn, means
+            steps = min(2 * steps, MAX_STEPS)
+
+    def _sample_sites(self, infos: Sequence[LayerInfo]) -> tuple[list[SampleSite], dict[str, str]]:
+        """The stochastic-depth layers acted on (row patterns, ``stochastic_depth`` on,
+        a rate above 0), and why each other one is not."""
+        found, refused = find_sample_sites(infos)
+        cfg = self.config
+        if cfg.pattern is not Pattern.ROW:
+            why = f"{cfg.pattern.value} patterns leave samples whole (row patterns drop them)"
+        elif not cfg.stochastic_depth:
+            why = "stochastic_depth is off"
+        else:
+            return [s for s in found if s.rate > 0], refused
+        return [], {**dict.fromkeys((s.layer for s in found), why), **refused}
+
+    def sample_family(self, batch: int) -> PatternFamily:
+        """The patterns over a batch's samples: periods up to ``max_period`` and no
+        longer than the batch, so that every pattern keeps a sample and drops one."""
+        return PatternFamily.up_to(min(self.config.max_period, batch))
+
+    def _sample_probabilities(
+        self, site: SampleSite, index: int, batch: int
+    ) -> tuple[np.ndarray, float, np.ndarray]:
+        """A sample site's pattern distribution (the search over the batch's samples), its
+        worst per-sample deviation from the site's rate, and the share each pattern
+        keeps."""
+        drops = self.sample_family(batch).row_drops(batch)
+        cfg = self.config
+        q = search(
+            drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index
+        ).probabilities
+        q = q / q.sum()
+        kept_share: np.ndarray = 1 - drops.mean(axis=1)
+        return q, float(np.abs(q @ drops - site.rate).max()), kept_share
 
     def _probabilities(
         self, ctx: TechniqueContext, site: Site, index: int, tiles: Mapping[str, TileWeight]
@@ -354,7 +444,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
         gemms = [op for op in graph.ops if isinstance(op, GemmOp)]
         plan = self.plan(ctx, gemms)
-        if not plan.sites and not plan.convs:
+        if not plan.sites and not plan.convs and not plan.samples:
             return graph
         kept = plan.kept[0]
         shrunk = shrunk_graph(graph, plan, kept, plan.fetched[0], ctx.hardware.word_bytes)
@@ -443,6 +533,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 for i, s in enumerate(drawn.sites)
             ],
             "not_compacted": list(drawn.not_compacted),
+            "stochastic_depth": sample_report(drawn),
             "feature_maps": {
                 info.layer.name: {
                     "channels": info.in_shapes[0].dims[0],
@@ -452,11 +543,12 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 for j, info in enumerate(drawn.convs)
             },
         }
+        names = [s.dropout for s in drawn.sites] + [s.layer for s in drawn.samples]
         warnings = tuple(
-            f"{site.dropout}: the mean kept share of {drawn.kept.shape[0]:,} drawn steps,"
+            f"{name}: the mean kept share of {drawn.kept.shape[0]:,} drawn steps,"
             f" {got:.4f}, is {abs(got - want) / want * 100:.2f} % from its expectation {want:.4f}"
             " (more than kept_tolerance); the report is of the drawn steps"
-            for site, (want, got) in zip(drawn.sites, drawn.kept_share, strict=True)
+            for name, (want, got) in zip(names, drawn.kept_share, strict=True)
             if abs(got - want) > cfg.kept_tolerance * want
         )
         lines = (
@@ -470,6 +562,14 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 f"{skipped['skipped_macs']:,.0f} per step"
                 f" ({skipped['skipped_mac_fraction'] * 100:.1f} % of the baseline's),"
                 f" {skipped['skipped_folds']:,.1f} folds",
+            ),
+            *(
+                (
+                    f"{site.layer}'s branch",
+                    f"{drawn.kept[:, drawn.first_sample + j].mean():.2f} of {drawn.batch}"
+                    f" samples kept per step (stochastic depth {site.rate:g})",
+                )
+                for j, site in enumerate(drawn.samples)
             ),
         )
         return Section(
@@ -487,3 +587,28 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 },
             ),
         )
+
+
+def sample_report(plan: Plan) -> dict[str, Any]:
+    """The stochastic-depth layers: each one acted on with its branch and its kept
+    samples (mean per step, and the shares expected and drawn), and why each other one
+    is not acted on."""
+    first, rows = plan.first_sample, len(plan.sites)
+    return {
+        "sites": [
+            {
+                "layer": site.layer,
+                "rate": site.rate,
+                "batch": plan.batch,
+                "branch": list(site.branch),
+                "join": site.join,
+                "kept_mean": float(plan.kept[:, first + j].mean()),
+                "dropped_mean": float(plan.batch - plan.kept[:, first + j].mean()),
+                "kept_share_expected": plan.kept_share[rows + j][0],
+                "kept_share_drawn": plan.kept_share[rows + j][1],
+                "search_max_error": plan.search_error[rows + j],
+            }
+            for j, site in enumerate(plan.samples)
+        ],
+        "not_acted_on": dict(plan.refused_samples),
+    }
