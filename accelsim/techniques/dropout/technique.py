@@ -38,7 +38,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -50,7 +49,6 @@ from accelsim.mapping.schedule import FoldSchedule
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
-    GraphRewriter,
     LoadContext,
     SampledRewriter,
     Section,
@@ -59,6 +57,11 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
+from accelsim.techniques.dropout.checks import (
+    grouped_tile_problems,
+    rate_problems,
+    reach_problems,
+)
 from accelsim.techniques.dropout.config import (
     DEFAULTS,
     MAX_STEPS,
@@ -66,7 +69,13 @@ from accelsim.techniques.dropout.config import (
     ApproximateDropoutConfig,
     Pattern,
 )
-from accelsim.techniques.dropout.patterns import PatternFamily, load_distribution, search
+from accelsim.techniques.dropout.depth import (
+    sample_family,
+    sample_probabilities,
+    sample_report,
+    sample_sites,
+)
+from accelsim.techniques.dropout.patterns import PatternFamily, draw, load_distribution, search
 from accelsim.techniques.dropout.rewrite import (
     PATTERN_OPS,
     SCORE_OPS,
@@ -76,7 +85,7 @@ from accelsim.techniques.dropout.rewrite import (
     skipped_update,
     tile_uses,
 )
-from accelsim.techniques.dropout.samples import SampleSite, find_sample_sites, sample_shrinks
+from accelsim.techniques.dropout.samples import sample_shrinks
 from accelsim.techniques.dropout.scores import sensitivity_scores
 from accelsim.techniques.dropout.sites import (
     Shrink,
@@ -124,25 +133,15 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         cfg = self.config
         problems = []
         sites, _ = find_sites(load.infos, cfg.rate)
-        if cfg.pattern is not Pattern.ELEMENT:
-            lo = 1 / cfg.max_period
-            for site in sites:
-                if site.rate and not lo <= site.rate <= 1 - lo:
-                    key = "rate" if cfg.rate is not None else "max_period"
-                    value: Any = cfg.rate if cfg.rate is not None else cfg.max_period
-                    problems.append(
-                        Problem(
-                            self.source,
-                            self.where(key),
-                            f"dropout rate {site.rate:g} of {site.dropout} is out of reach of"
-                            f" patterns with periods up to {cfg.max_period}"
-                            f" (rates {lo:g} to {1 - lo:g})",
-                            value,
-                        )
-                    )
-                    break
-        samples, _ = self._sample_sites(load.infos)
-        problems += self._sample_reach(samples, load.run.batch_size)
+        problems += rate_problems(cfg, sites, self.source, self.where)
+        samples, _ = sample_sites(cfg, load.infos)
+        problems += reach_problems(
+            samples,
+            cfg.max_period,
+            load.run.batch_size,
+            self.source,
+            self.where("stochastic_depth"),
+        )
         if (
             not sites
             and not samples
@@ -168,7 +167,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                     cfg.feature_maps.rate,
                 )
             )
-        problems += self._grouped_tiles(load, sites)
+        problems += grouped_tile_problems(load, sites, self.config, self.source, self.where)
         side = min(load.hardware.array.rows, load.hardware.array.cols)
         for key in ("rows", "cols"):
             size = getattr(cfg.tile, key)
@@ -199,57 +198,6 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         except ConfigError as exc:
             problems += exc.problems
         return problems
-
-    def _sample_reach(self, samples: Sequence[SampleSite], batch: int) -> list[Problem]:
-        """A sample site's rate must be reachable by patterns over the batch's samples
-        (a batch of one has none: a pattern keeps some samples and drops others)."""
-        for site in samples:
-            if batch < 2:
-                why = (
-                    f"a batch of 1 sample leaves {site.layer} no pattern that keeps some"
-                    " samples and drops others (its branch would run or vanish whole);"
-                    " set stochastic_depth: false for its conventional per-sample mask"
-                )
-                return [Problem(self.source, self.where("stochastic_depth"), why, True)]
-            period = min(self.config.max_period, batch)
-            lo = 1 / period
-            if not lo <= site.rate <= 1 - lo:
-                why = (
-                    f"stochastic-depth rate {site.rate:g} of {site.layer} is out of reach of"
-                    f" sample patterns with periods up to {period} (max_period"
-                    f" {self.config.max_period}, batch {batch}: rates {lo:g} to {1 - lo:g});"
-                    " set stochastic_depth: false for its conventional per-sample mask"
-                )
-                return [Problem(self.source, self.where("stochastic_depth"), why, True)]
-        return []
-
-    def _grouped_tiles(self, load: LoadContext, sites: Sequence[Site]) -> list[Problem]:
-        """Tile patterns cannot compose with a technique that packs the weight
-        gradients of their consumers (:meth:`GraphRewriter.packed_weight_gradients`): a
-        tile pattern skips the folds of a weight's tiles in the weight's own index
-        space, and packing moves the kept rows or columns of its gradient GEMM
-        together, so that GEMM's folds no longer line up with tiles."""
-        if self.config.pattern is not Pattern.TILE:
-            return []
-        consumers = [c for site in sites for c in site.consumers]
-        for other in load.techniques:
-            if not isinstance(other, GraphRewriter):
-                continue
-            packed = other.packed_weight_gradients(load)
-            clash = [c for c in consumers if c in packed]
-            if clash:
-                return [
-                    Problem(
-                        self.source,
-                        self.where("pattern"),
-                        f"tile patterns skip folds of {clash[0]}'s weight by its tiles, and"
-                        f" {other.name} packs the rows or columns of that weight's gradient,"
-                        " so its folds no longer line up with tiles; use pattern: row"
-                        f" (or leave {clash[0]} to {other.name})",
-                        self.config.pattern.value,
-                    )
-                ]
-        return []
 
     def _distribution(self, run_file: Path) -> tuple[float, np.ndarray]:
         assert self.config.distribution is not None
@@ -287,16 +235,16 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         if cfg.pattern is not Pattern.ELEMENT:
             found, not_compacted = find_sites(ctx.infos, cfg.rate)
             sites = [s for s in found if s.rate > 0]
-        samples, refused = self._sample_sites(ctx.infos)
+        samples, refused = sample_sites(cfg, ctx.infos)
         not_compacted += list(refused)
         batch = ctx.run.batch_size
         convs = droppable_convs(ctx.infos) if cfg.feature_maps.rate else []
         tiles = tile_weights(sites, infos) if cfg.pattern is Pattern.TILE else {}
         chances = [self._probabilities(ctx, site, i, tiles) for i, site in enumerate(sites)]
         chances += [
-            self._sample_probabilities(s, len(sites) + j, batch) for j, s in enumerate(samples)
+            sample_probabilities(cfg, s, len(sites) + j, batch) for j, s in enumerate(samples)
         ]
-        drawn, means = self._draw(ctx.run.seed, chances)
+        drawn, means = draw(ctx.run.seed, chances, cfg.steps, cfg.kept_tolerance, MAX_STEPS)
         steps = drawn[0].shape[0] if drawn else cfg.steps
         periods = np.empty((steps, len(sites)), np.int64)
         offsets = np.empty((steps, len(sites)), np.int64)
@@ -315,7 +263,8 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 kept[:, i] = fetched[:, i] = site.units
         first = len(sites) + len(convs)
         for j in range(len(samples)):
-            kept[:, first + j] = self.sample_family(batch).kept_rows(drawn[len(sites) + j], batch)
+            family = sample_family(cfg.max_period, batch)
+            kept[:, first + j] = family.kept_rows(drawn[len(sites) + j], batch)
             fetched[:, first + j] = kept[:, first + j]
         scores = self._scores(ctx.run_file, ctx.infos, ctx.run.seed)
         conv_kept = []
@@ -358,61 +307,6 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         self._plans[key] = plan
         self._current = plan
         return plan
-
-    def _draw(
-        self, seed: int, chances: Sequence[tuple[np.ndarray, float, np.ndarray]]
-    ) -> tuple[list[np.ndarray], list[float]]:
-        """Each site's pattern per step, drawn from the run's ``seed`` with its
-        probabilities (``steps``, doubled until each site's mean kept share is near its
-        expectation), and the mean kept shares."""
-        cfg = self.config
-        expected = [float(q @ share) for q, _, share in chances]
-        steps = cfg.steps
-        while True:
-            rng = np.random.default_rng(seed)
-            drawn = [rng.choice(len(q), size=steps, p=q) for q, _, _ in chances]
-            means = [
-                float(share[d].mean()) for d, (_, _, share) in zip(drawn, chances, strict=True)
-            ]
-            near = all(
-                abs(m - e) <= cfg.kept_tolerance * e for m, e in zip(means, expected, strict=True)
-            )
-            if near or steps >= MAX_STEPS:
-                return drawn, means
-            steps = min(2 * steps, MAX_STEPS)
-
-    def _sample_sites(self, infos: Sequence[LayerInfo]) -> tuple[list[SampleSite], dict[str, str]]:
-        """The stochastic-depth layers acted on (row patterns, ``stochastic_depth`` on,
-        a rate above 0), and why each other one is not."""
-        found, refused = find_sample_sites(infos)
-        cfg = self.config
-        if cfg.pattern is not Pattern.ROW:
-            why = f"{cfg.pattern.value} patterns leave samples whole (row patterns drop them)"
-        elif not cfg.stochastic_depth:
-            why = "stochastic_depth is off"
-        else:
-            return [s for s in found if s.rate > 0], refused
-        return [], {**dict.fromkeys((s.layer for s in found), why), **refused}
-
-    def sample_family(self, batch: int) -> PatternFamily:
-        """The patterns over a batch's samples: periods up to ``max_period`` and no
-        longer than the batch, so that every pattern keeps a sample and drops one."""
-        return PatternFamily.up_to(min(self.config.max_period, batch))
-
-    def _sample_probabilities(
-        self, site: SampleSite, index: int, batch: int
-    ) -> tuple[np.ndarray, float, np.ndarray]:
-        """A sample site's pattern distribution (the search over the batch's samples), its
-        worst per-sample deviation from the site's rate, and the share each pattern
-        keeps."""
-        drops = self.sample_family(batch).row_drops(batch)
-        cfg = self.config
-        q = search(
-            drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index
-        ).probabilities
-        q = q / q.sum()
-        kept_share: np.ndarray = 1 - drops.mean(axis=1)
-        return q, float(np.abs(q @ drops - site.rate).max()), kept_share
 
     def _probabilities(
         self, ctx: TechniqueContext, site: Site, index: int, tiles: Mapping[str, TileWeight]
@@ -587,28 +481,3 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 },
             ),
         )
-
-
-def sample_report(plan: Plan) -> dict[str, Any]:
-    """The stochastic-depth layers: each one acted on with its branch and its kept
-    samples (mean per step, and the shares expected and drawn), and why each other one
-    is not acted on."""
-    first, rows = plan.first_sample, len(plan.sites)
-    return {
-        "sites": [
-            {
-                "layer": site.layer,
-                "rate": site.rate,
-                "batch": plan.batch,
-                "branch": list(site.branch),
-                "join": site.join,
-                "kept_mean": float(plan.kept[:, first + j].mean()),
-                "dropped_mean": float(plan.batch - plan.kept[:, first + j].mean()),
-                "kept_share_expected": plan.kept_share[rows + j][0],
-                "kept_share_drawn": plan.kept_share[rows + j][1],
-                "search_max_error": plan.search_error[rows + j],
-            }
-            for j, site in enumerate(plan.samples)
-        ],
-        "not_acted_on": dict(plan.refused_samples),
-    }

@@ -1,0 +1,297 @@
+"""Approximate dropout on stochastic depth: a regular pattern over the batch's samples,
+each residual branch run for the kept samples alone (counted by hand on two residual
+MLP blocks at batch 10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelsim.config.loader import parse_sets
+from accelsim.driver.inputs import RunInputs, load_inputs
+from accelsim.driver.run import simulate_training
+from accelsim.errors import ConfigError
+from accelsim.graph.ops import GemmOp, Op, OpGraph, VectorOp
+from accelsim.report.training import TrainingResult
+from accelsim.techniques.base import StepCost, TechniqueContext
+from accelsim.techniques.dropout.rewrite import Plan
+from accelsim.techniques.dropout.samples import find_sample_sites
+from accelsim.techniques.dropout.steps import StepPlan, count_steps
+from accelsim.techniques.dropout.technique import ApproximateDropout
+from tests.conftest import ROOT
+
+RUN = ROOT / "configs" / "runs" / "mlp_dropout.yaml"
+WORKLOAD = ROOT / "tests" / "fixtures" / "workloads" / "stochastic_depth_mlp.yaml"
+KIND = "approximate_dropout"
+B = 10
+BRANCHES = {"b1sd": ("b1fc1", "b1relu", "b1fc2"), "b2sd": ("b2fc1", "b2relu", "b2fc2")}
+# Per block and sample: fc1 16 -> 32 and fc2 32 -> 16, 512 MACs each, in forward, dX
+# and dW: 3,072 MACs.  fc0 (8 -> 16, forward and dW: 256) and the head (16 -> 4,
+# three GEMMs: 192) are outside the branches.
+BRANCH_MACS = 3 * (16 * 32 + 32 * 16)
+OTHER_MACS = 2 * 8 * 16 + 3 * 16 * 4
+
+
+def sets(rate: float, *more: str, period: int = 5) -> list[str]:
+    return [
+        f"workload={WORKLOAD}",
+        f"batch_size={B}",
+        *(f"workload.layers[{sd}].rate={rate}" for sd in BRANCHES),
+        f"run.techniques.approximate_dropout={{max_period: {period}}}",
+        *more,
+    ]
+
+
+def run(rate: float, *more: str, period: int = 5) -> TrainingResult:
+    return simulate_training(load_inputs(RUN, parse_sets(sets(rate, *more, period=period))))
+
+
+def ops(graph: OpGraph, layer: str) -> dict[str, Op]:
+    return {op.name: op for op in graph.ops if op.layer == layer}
+
+
+def details(result: TrainingResult) -> dict[str, Any]:
+    assert result.training is not None
+    found: dict[str, Any] = result.training.sections[KIND].details
+    return found
+
+
+def test_branches_are_found_from_the_join_back_to_the_fork() -> None:
+    infos = load_inputs(RUN, parse_sets(sets(0.2))).infos
+    sites, refused = find_sample_sites(infos)
+    assert [(s.layer, s.branch, s.join) for s in sites] == [
+        ("b1sd", BRANCHES["b1sd"], "b1add"),
+        ("b2sd", BRANCHES["b2sd"], "b2add"),
+    ]
+    assert refused == {}
+
+
+def test_half_the_samples_by_hand() -> None:
+    """Rate 0.5 with periods up to 2: every step keeps samples 0, 2, .. or 1, 3, ..:
+    exactly 5 of 10."""
+    result = run(0.5, period=2)
+    step, base = result.steps[KIND].graph, result.base.graph
+    for sd, branch in BRANCHES.items():
+        fc1, relu, fc2 = branch
+        mine = ops(step, fc1) | ops(step, fc2)
+        dims = {name: (op.m, op.n, op.k) for name, op in mine.items() if isinstance(op, GemmOp)}
+        assert dims == {
+            f"{fc1}.fwd": (5, 32, 16),  # M: 5 kept samples of 10
+            f"{fc1}.dx": (5, 16, 32),
+            f"{fc1}.dw": (32, 16, 5),  # K: the kept samples
+            f"{fc2}.fwd": (5, 16, 32),
+            f"{fc2}.dx": (5, 32, 16),
+            f"{fc2}.dw": (16, 32, 5),
+        }
+        fwd = mine[f"{fc1}.fwd"]
+        assert isinstance(fwd, GemmOp)
+        # A: 5 samples x 16 inputs; B: the whole 16 x 32 weight
+        assert (fwd.a_elements, fwd.b_elements) == (5 * 16, 16 * 32)
+        dw = mine[f"{fc2}.dw"]
+        assert isinstance(dw, GemmOp)
+        assert (dw.a_elements, dw.b_elements) == (16 * 5, 5 * 32)
+        act = ops(step, relu)[f"{relu}.fwd"]
+        assert isinstance(act, VectorOp)
+        # 5 x 32 elements, 2 bytes each, read and written
+        assert act.elements == 160
+        assert [a.bytes for a in act.reads] == [a.bytes for a in act.writes] == [320]
+        bias = ops(step, fc2)[f"{fc2}.db"]
+        assert isinstance(bias, VectorOp)
+        # the bias gradient sums 5 x 16 output gradients into all 16 biases
+        assert (bias.elements, bias.writes[0].elements) == (80, 16)
+        layer, was = ops(step, sd), ops(base, sd)
+        fwd_sd, was_sd = layer[f"{sd}.fwd"], was[f"{sd}.fwd"]
+        assert isinstance(fwd_sd, VectorOp) and isinstance(was_sd, VectorOp)
+        # no per-sample mask (its 2 bytes) any more; 5 x 16 scaled elements
+        assert [a.bytes for a in was_sd.writes] == [320, 2]
+        assert (fwd_sd.elements, [a.bytes for a in fwd_sd.writes]) == (80, [160])
+        pattern = layer[f"{sd}.pattern"]
+        assert isinstance(pattern, VectorOp) and pattern.owner == KIND
+        assert pattern.vector_ops == 2 * B  # two ops per sample of the batch
+        # the join adds the whole batch
+        join, was_join = ops(step, f"{sd[:2]}add"), ops(base, f"{sd[:2]}add")
+        assert [
+            (o.name, o.elements, o.reads) for o in join.values() if isinstance(o, VectorOp)
+        ] == [(o.name, o.elements, o.reads) for o in was_join.values() if isinstance(o, VectorOp)]
+    macs = {g: sum(o.macs for o in g.ops if isinstance(o, GemmOp)) for g in (base, step)}
+    assert macs[base] == B * (2 * BRANCH_MACS + OTHER_MACS) == 65_920
+    assert macs[step] == B * OTHER_MACS + 2 * 5 * BRANCH_MACS == 35_200
+    report = details(result)
+    assert report["skipped_macs"] == 30_720
+    assert report["skipped_mac_fraction"] == 30_720 / 65_920
+    assert [s["kept_mean"] for s in report["stochastic_depth"]["sites"]] == [5.0, 5.0]
+    assert report["not_compacted"] == []
+    assert report["by_kind"][KIND]["per_step"]["cycles"]["std"] == 0
+
+
+def test_rate_point_two_keeps_what_its_patterns_keep() -> None:
+    """Rate 0.2 at batch 10: each step keeps what its drawn pattern keeps (kept + dropped
+    = 10), the branch GEMMs follow step 0's count, and the skipped MACs are the branch's
+    MACs per sample times the mean dropped samples."""
+    result = run(0.2)
+    report = details(result)
+    sites = report["stochastic_depth"]["sites"]
+    dropped = 0.0
+    step = result.steps[KIND].graph
+    for site in sites:
+        assert site["kept_mean"] + site["dropped_mean"] == B
+        assert abs(site["kept_share_expected"] - 0.8) <= site["search_max_error"]
+        assert site["kept_share_drawn"] == pytest.approx(site["kept_share_expected"], rel=0.005)
+        dropped += site["dropped_mean"]
+    assert report["skipped_macs"] == pytest.approx(BRANCH_MACS * dropped)
+    first = ops(step, "b1fc1")["b1fc1.fwd"]
+    assert isinstance(first, GemmOp) and 1 <= first.m <= B - 1
+
+
+def drawn(inputs: RunInputs, result: TrainingResult) -> tuple[TechniqueContext, Plan]:
+    """The context of the run's technique and the plan it drew."""
+    technique = inputs.techniques[0]
+    assert isinstance(technique, ApproximateDropout)
+    ctx = TechniqueContext(
+        inputs.run,
+        RUN,
+        inputs.hardware,
+        inputs.machine,
+        inputs.workload,
+        inputs.infos,
+        (),
+        lambda g: result.base,
+        lambda kind, replace: StepCost.of(result.base),
+    )
+    gemms = [o for o in result.base.graph.ops if isinstance(o, GemmOp)]
+    return ctx, technique.plan(ctx, gemms)
+
+
+def test_every_step_keeps_some_samples_and_drops_some() -> None:
+    """Sample patterns have periods up to the batch: each keeps a sample and drops one."""
+    inputs = load_inputs(RUN, parse_sets(sets(0.2)))
+    result = simulate_training(inputs)
+    plan = drawn(inputs, result)[1]
+    kept = plan.kept[:, plan.first_sample :]
+    assert kept.shape == (100, 2) and kept.min() >= 1 and kept.max() <= B - 1
+    step = result.steps[KIND].graph
+    for j, branch in enumerate(BRANCHES.values()):
+        fwd = ops(step, branch[0])[f"{branch[0]}.fwd"]
+        assert isinstance(fwd, GemmOp) and fwd.m == kept[0, j]
+
+
+def test_skipped_work_grows_with_the_rate() -> None:
+    skipped, energy = [], []
+    for rate in (0.2, 0.3, 0.4, 0.5):
+        result = run(rate)
+        assert result.training is not None
+        assert result.training.speedup <= result.training.speedup_bound
+        skipped.append(details(result)["skipped_macs"])
+        energy.append(result.training.energy_reduction)
+    assert skipped == sorted(skipped) and len(set(skipped)) == 4
+    assert energy == sorted(energy) and energy[0] > 0
+
+
+def test_the_counted_step_zero_is_the_simulated_step() -> None:
+    """The per-step count gives step 0's simulated branch GEMMs exactly, and each branch
+    vector op's share of its baseline work is its step's kept samples over the batch."""
+    inputs = load_inputs(RUN, parse_sets(sets(0.2)))
+    result = simulate_training(inputs)
+    ctx, plan = drawn(inputs, result)
+    first = plan.first_sample
+    samples = {
+        layer: first + j for j, s in enumerate(plan.samples) for layer in (s.layer, *s.branch)
+    }
+    counts = count_steps(
+        ctx,
+        result.base,
+        StepPlan(
+            plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, plan.tile, samples, B
+        ),
+    )
+    assert len(counts.op_ids) == 12  # two branches' two linear layers, three GEMMs each
+    step = result.steps[KIND]
+    by_name = {o.name: o.op_id for o in step.graph.ops}
+    for j, op_id in enumerate(counts.op_ids.tolist()):
+        mine = by_name[result.base.graph.ops[op_id].name]
+        for field in ("macs", "folds", "compute_cycles", "dram_ifmap_read_bytes"):
+            assert counts.costs[field][0, j] == getattr(step.trace.costs, field)[mine], field
+    # per branch: relu forward and backward, the two biases' gradients; the layer's two ops
+    assert len(counts.vector_ids) == 2 * 6
+    base_ops = result.base.graph.ops
+    for j, op_id in enumerate(counts.vector_ids.tolist()):
+        op = base_ops[op_id]
+        assert isinstance(op, VectorOp)
+        col = samples[op.layer]
+        expected = -(-op.elements * plan.kept[:, col] // B) / op.elements
+        assert counts.vector_share[:, j].tolist() == expected.tolist()
+        simulated = step.graph.ops[by_name[op.name]]
+        assert isinstance(simulated, VectorOp)
+        assert simulated.elements == op.elements * counts.vector_share[0, j]
+
+
+def test_both_engines_give_the_same_summary() -> None:
+    summaries = []
+    for engine in ("simpy", "compiled"):
+        result = run(0.2, f"timing.engine={engine}")
+        summary = result.summary()
+        steps = {kind: step.summary() for kind, step in result.steps.items()}
+        assert {s.pop("engine") for s in (summary, *steps.values())} == {engine}
+        summaries.append((summary, steps))
+    assert summaries[0] == summaries[1]
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        (
+            1,
+            "--set: run.techniques.approximate_dropout.stochastic_depth: a batch of 1 sample"
+            " leaves b1sd no pattern that keeps some samples and drops others (its branch"
+            " would run or vanish whole); set stochastic_depth: false for its conventional"
+            " per-sample mask (got True)",
+        ),
+        (
+            4,
+            "--set: run.techniques.approximate_dropout.stochastic_depth: stochastic-depth rate"
+            " 0.2 of b1sd is out of reach of sample patterns with periods up to 4 (max_period"
+            " 5, batch 4: rates 0.25 to 0.75); set stochastic_depth: false for its"
+            " conventional per-sample mask (got True)",
+        ),
+    ],
+)
+def test_a_batch_without_a_pattern_is_refused(batch: int, message: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_inputs(RUN, parse_sets([*sets(0.2), f"batch_size={batch}"]))
+    assert [str(p) for p in caught.value.problems] == [message]
+    # with stochastic depth off, a dropout layer before the head is the only site
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        WORKLOAD.read_text().replace(
+            "  - {name: head,", "  - {name: drop, kind: dropout, rate: 0.5}\n  - {name: head,"
+        )
+    )
+    off = "run.techniques.approximate_dropout={max_period: 5, stochastic_depth: false}"
+    more = [f"workload={path}", f"batch_size={batch}", off]
+    report = details(simulate_training(load_inputs(RUN, parse_sets([*sets(0.2), *more]))))
+    assert [site["dropout"] for site in report["sites"]] == ["drop"]
+    assert report["stochastic_depth"] == {
+        "sites": [],
+        "not_acted_on": dict.fromkeys(BRANCHES, "stochastic_depth is off"),
+    }
+    assert report["not_compacted"] == list(BRANCHES)
+
+
+def test_a_branch_that_cannot_shrink_is_reported_with_its_reason(tmp_path: Path) -> None:
+    """b2fc2 is read outside its branch too: b2sd is left to its conventional mask."""
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        WORKLOAD.read_text().replace(
+            "  - {name: head,",
+            "  - {name: tap, kind: add, inputs: [b2add, b2fc2]}\n  - {name: head,",
+        )
+    )
+    result = simulate_training(load_inputs(RUN, parse_sets([*sets(0.2), f"workload={path}"])))
+    report = details(result)
+    assert [s["layer"] for s in report["stochastic_depth"]["sites"]] == ["b1sd"]
+    assert report["stochastic_depth"]["not_acted_on"] == {
+        "b2sd": "b2fc2 of its branch is also read by tap, outside the branch"
+    }
+    assert report["not_compacted"] == ["b2sd"]
