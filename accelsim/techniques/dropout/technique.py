@@ -17,7 +17,10 @@ disappear:
   follows its running folds (:func:`accelsim.timing.costs.op_costs`);
 * ``pattern: element`` is conventional dropout: the baseline step, exactly;
 * ``feature_maps.rate`` drops each convolution's least sensitive input maps
-  (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``.
+  (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``;
+* with row patterns, a ``stochastic_depth`` layer's samples are dropped by a regular
+  pattern over the batch, so its residual branch runs for the kept samples alone
+  (:mod:`accelsim.techniques.dropout.samples`).
 
 Each step's pattern per site is drawn from the distribution the SGD search
 (:mod:`accelsim.techniques.dropout.patterns`) finds for the site's rate, with the
@@ -27,9 +30,10 @@ folds, MACs, SRAM and DRAM bytes of every affected GEMM) and priced relative to
 the simulated step, see :mod:`accelsim.techniques.dropout.steps`.
 
 Provenance: the technique and its reported speedups [S] (``../shared/techniques.md``
-section 4); pattern families, the tile geometry, the regularisers of the search,
-the cost of pattern generation and of sensitivity scoring, and the synthetic
-sensitivity scores [D].
+section 4); stochastic depth, Huang et al., ECCV 2016 [S]; pattern families, the tile
+geometry, the regularisers of the search, the cost of pattern generation and of
+sensitivity scoring, the synthetic sensitivity scores, and acting on stochastic depth
+with a regular pattern over the batch's samples [D].
 """
 
 from __future__ import annotations
