@@ -27,7 +27,8 @@ def sample_sites(
     elif not cfg.stochastic_depth:
         why = "stochastic_depth is off"
     else:
-        return [s for s in found if s.rate > 0], refused
+        idle = {s.layer: "its rate is 0: no sample to drop" for s in found if not s.rate}
+        return [s for s in found if s.rate > 0], {**idle, **refused}
     return [], {**dict.fromkeys((s.layer for s in found), why), **refused}
 
 

@@ -295,3 +295,38 @@ def test_a_branch_that_cannot_shrink_is_reported_with_its_reason(tmp_path: Path)
         "b2sd": "b2fc2 of its branch is also read by tap, outside the branch"
     }
     assert report["not_compacted"] == ["b2sd"]
+
+
+def test_a_convolution_branch_scales_its_samples_times_positions(tmp_path: Path) -> None:
+    """A conv, batchnorm and ReLU branch on a 4x6x6 map (a 3x3 conv, padding 1): rate 0.5
+    with periods up to 2 keeps 5 of 10 samples, so M = 5 x 36 positions forward and dX,
+    K = 5 x 36 in dW; a second stochastic-depth layer at rate 0 is not acted on."""
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        "name: conv_depth\n"
+        "input: {kind: image, channels: 4, height: 6, width: 6}\n"
+        "layers:\n"
+        "  - {name: stem, kind: conv2d, out_channels: 4, kernel: 1}\n"
+        "  - {name: conv, kind: conv2d, out_channels: 4, kernel: 3, padding: 1}\n"
+        "  - {name: bn, kind: batchnorm}\n"
+        "  - {name: relu, kind: activation, function: relu}\n"
+        "  - {name: sd, kind: stochastic_depth, rate: 0.5}\n"
+        "  - {name: join, kind: add, inputs: [stem, sd]}\n"
+        "  - {name: idle, kind: stochastic_depth, rate: 0.0, inputs: [join]}\n"
+        "  - {name: join2, kind: add, inputs: [join, idle]}\n"
+        "  - {name: pool, kind: global_avgpool}\n"
+        "  - {name: fc, kind: linear, out_features: 3}\n"
+        "  - {name: loss, kind: cross_entropy}\n"
+    )
+    more = (f"workload={path}", "run.techniques.approximate_dropout={max_period: 2}")
+    result = simulate_training(load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more])))
+    step = result.steps[KIND].graph
+    conv = {n: (o.m, o.n, o.k) for n, o in ops(step, "conv").items() if isinstance(o, GemmOp)}
+    assert conv == {"conv.fwd": (180, 4, 36), "conv.dx": (180, 4, 36), "conv.dw": (4, 36, 180)}
+    bn = ops(step, "bn")["bn.fwd"]
+    assert isinstance(bn, VectorOp) and bn.elements == 5 * 4 * 36
+    # the affine parameters are read whole
+    assert [a.elements for a in bn.reads] == [5 * 4 * 36, 8]
+    report = details(result)["stochastic_depth"]
+    assert [s["branch"] for s in report["sites"]] == [["conv", "bn", "relu"]]
+    assert report["not_acted_on"] == {"idle": "its rate is 0: no sample to drop"}
