@@ -11,7 +11,7 @@ import numpy as np
 
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.techniques.dropout.config import ApproximateDropoutConfig, Pattern
-from accelsim.techniques.dropout.patterns import PatternFamily, search
+from accelsim.techniques.dropout.patterns import PatternFamily, search, site_chances
 from accelsim.techniques.dropout.rewrite import Plan
 from accelsim.techniques.dropout.samples import SampleSite, find_sample_sites
 
@@ -45,12 +45,8 @@ def sample_probabilities(
     by the site's ``index`` among all sites), its worst per-sample deviation from the
     site's rate, and the share of the samples each pattern keeps."""
     drops = sample_family(cfg.max_period, batch).row_drops(batch)
-    q = search(
-        drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index
-    ).probabilities
-    q = q / q.sum()
-    kept_share: np.ndarray = 1 - drops.mean(axis=1)
-    return q, float(np.abs(q @ drops - site.rate).max()), kept_share
+    found = search(drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index)
+    return site_chances(drops, found.probabilities, site.rate)
 
 
 def sample_report(plan: Plan) -> dict[str, Any]:

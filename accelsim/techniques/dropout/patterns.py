@@ -106,6 +106,17 @@ class PatternFamily:
         return kept
 
 
+def site_chances(
+    drops: np.ndarray, q: np.ndarray, rate: float
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """A site's pattern probabilities ``q`` normalised, its units' worst deviation from
+    ``rate`` under them (``drops``: ``D[pattern, unit]``), and the share of its units
+    each pattern keeps."""
+    q = q / q.sum()
+    kept_share: np.ndarray = 1 - drops.mean(axis=1)
+    return q, float(np.abs(q @ drops - rate).max()), kept_share
+
+
 def draw(
     seed: int,
     chances: Sequence[tuple[np.ndarray, float, np.ndarray]],

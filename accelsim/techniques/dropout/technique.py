@@ -79,7 +79,13 @@ from accelsim.techniques.dropout.depth import (
     sample_report,
     sample_sites,
 )
-from accelsim.techniques.dropout.patterns import PatternFamily, draw, load_distribution, search
+from accelsim.techniques.dropout.patterns import (
+    PatternFamily,
+    draw,
+    load_distribution,
+    search,
+    site_chances,
+)
 from accelsim.techniques.dropout.rewrite import (
     PATTERN_OPS,
     SCORE_OPS,
@@ -331,9 +337,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
             q = search(
                 drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index
             ).probabilities
-        q = q / q.sum()
-        kept_share: np.ndarray = 1 - drops.mean(axis=1)
-        return q, float(np.abs(q @ drops - site.rate).max()), kept_share
+        return site_chances(drops, q, site.rate)
 
     def tile_size(self, hw: HardwareSpec) -> tuple[int, int]:
         t = self.config.tile

@@ -10,17 +10,15 @@ from typing import Any
 import pytest
 
 from accelsim.config.loader import parse_sets
-from accelsim.driver.inputs import RunInputs, load_inputs
+from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Op, OpGraph, VectorOp
 from accelsim.report.training import TrainingResult
-from accelsim.techniques.base import StepCost, TechniqueContext
-from accelsim.techniques.dropout.rewrite import Plan
 from accelsim.techniques.dropout.samples import find_sample_sites
 from accelsim.techniques.dropout.steps import StepPlan, count_steps
-from accelsim.techniques.dropout.technique import ApproximateDropout
 from tests.conftest import ROOT
+from tests.techniques.dropout.test_approximate_dropout import counted_as_simulated, drawn
 
 RUN = ROOT / "configs" / "runs" / "mlp_dropout.yaml"
 WORKLOAD = ROOT / "tests" / "fixtures" / "workloads" / "stochastic_depth_mlp.yaml"
@@ -145,25 +143,6 @@ def test_rate_point_two_keeps_what_its_patterns_keep() -> None:
     assert isinstance(first, GemmOp) and 1 <= first.m <= B - 1
 
 
-def drawn(inputs: RunInputs, result: TrainingResult) -> tuple[TechniqueContext, Plan]:
-    """The context of the run's technique and the plan it drew."""
-    technique = inputs.techniques[0]
-    assert isinstance(technique, ApproximateDropout)
-    ctx = TechniqueContext(
-        inputs.run,
-        RUN,
-        inputs.hardware,
-        inputs.machine,
-        inputs.workload,
-        inputs.infos,
-        (),
-        lambda g: result.base,
-        lambda kind, replace: StepCost.of(result.base),
-    )
-    gemms = [o for o in result.base.graph.ops if isinstance(o, GemmOp)]
-    return ctx, technique.plan(ctx, gemms)
-
-
 def test_every_step_keeps_some_samples_and_drops_some() -> None:
     """Sample patterns have periods up to the batch: each keeps a sample and drops one."""
     inputs = load_inputs(RUN, parse_sets(sets(0.2)))
@@ -207,12 +186,8 @@ def test_the_counted_step_zero_is_the_simulated_step() -> None:
         ),
     )
     assert len(counts.op_ids) == 12  # two branches' two linear layers, three GEMMs each
-    step = result.steps[KIND]
+    step = counted_as_simulated(counts, result, "dram_ifmap_read_bytes")
     by_name = {o.name: o.op_id for o in step.graph.ops}
-    for j, op_id in enumerate(counts.op_ids.tolist()):
-        mine = by_name[result.base.graph.ops[op_id].name]
-        for field in ("macs", "folds", "compute_cycles", "dram_ifmap_read_bytes"):
-            assert counts.costs[field][0, j] == getattr(step.trace.costs, field)[mine], field
     # per branch: relu forward and backward, the two biases' gradients; the layer's two ops
     assert len(counts.vector_ids) == 2 * 6
     base_ops = result.base.graph.ops
