@@ -305,3 +305,46 @@ def test_a_convolution_branch_scales_its_samples_times_positions(tmp_path: Path)
     report = details(result)["stochastic_depth"]
     assert [s["branch"] for s in report["sites"]] == [["conv", "bn", "relu"]]
     assert report["not_acted_on"] == {"idle": "its rate is 0: no sample to drop"}
+
+
+def test_a_dropout_site_inside_a_branch_shrinks_both_ways(tmp_path: Path) -> None:
+    """A dropout layer between the branch's two linear layers is a row site too: with
+    periods up to 2 it keeps 16 of 32 neurons and the branch 5 of 10 samples, so fc1's
+    forward GEMM is 5 x 16 x 16 and fc2's dW 16 x 16 x 5."""
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        "name: mixed\n"
+        "input: {kind: vector, features: 16}\n"
+        "layers:\n"
+        "  - {name: fc0, kind: linear, out_features: 16}\n"
+        "  - {name: fc1, kind: linear, out_features: 32}\n"
+        "  - {name: relu, kind: activation, function: relu}\n"
+        "  - {name: drop, kind: dropout, rate: 0.5}\n"
+        "  - {name: fc2, kind: linear, out_features: 16}\n"
+        "  - {name: sd, kind: stochastic_depth, rate: 0.5}\n"
+        "  - {name: join, kind: add, inputs: [fc0, sd]}\n"
+        "  - {name: head, kind: linear, out_features: 4}\n"
+        "  - {name: loss, kind: cross_entropy}\n"
+    )
+    more = (f"workload={path}", "run.techniques.approximate_dropout={max_period: 2}")
+    result = simulate_training(load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more])))
+    step = result.steps[KIND].graph
+    dims = {
+        n: (o.m, o.n, o.k)
+        for layer in ("fc1", "fc2")
+        for n, o in ops(step, layer).items()
+        if isinstance(o, GemmOp)
+    }
+    assert dims == {
+        "fc1.fwd": (5, 16, 16),  # kept samples x kept neurons x inputs
+        "fc1.dx": (5, 16, 16),
+        "fc1.dw": (16, 16, 5),
+        "fc2.fwd": (5, 16, 16),  # kept samples x outputs x kept neurons
+        "fc2.dx": (5, 16, 16),
+        "fc2.dw": (16, 16, 5),
+    }
+    relu = ops(step, "relu")["relu.fwd"]
+    assert isinstance(relu, VectorOp) and relu.elements == 5 * 16
+    report = details(result)
+    assert [s["dropout"] for s in report["sites"]] == ["drop"]
+    assert [s["layer"] for s in report["stochastic_depth"]["sites"]] == ["sd"]
