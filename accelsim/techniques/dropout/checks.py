@@ -41,8 +41,8 @@ def rate_problems(
 def reach_problems(
     samples: Sequence[SampleSite], max_period: int, batch: int, source: str, where: str
 ) -> list[Problem]:
-    """A sample site's rate must be reachable by patterns over the batch's samples (a
-    batch of one has none: a pattern keeps some samples and drops others)."""
+    """A sample site's rate must be reachable by patterns over the batch's samples, each
+    keeping one sample at least (a batch of one has none that drops a sample)."""
     way_out = "; set stochastic_depth: false for its conventional per-sample mask"
     for site in samples:
         if batch < 2:
@@ -52,12 +52,11 @@ def reach_problems(
             )
             return [Problem(source, where, why, True)]
         period = min(max_period, batch)
-        lo = 1 / period
-        if not lo <= site.rate <= 1 - lo:
+        if site.rate > 1 - 1 / period:
             why = (
                 f"stochastic-depth rate {site.rate:g} of {site.layer} is out of reach of"
                 f" sample patterns with periods up to {period} (max_period {max_period},"
-                f" batch {batch}: rates {lo:g} to {1 - lo:g}){way_out}"
+                f" batch {batch}: rates up to {1 - 1 / period:g}){way_out}"
             )
             return [Problem(source, where, why, True)]
     return []

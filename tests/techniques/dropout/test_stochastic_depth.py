@@ -143,17 +143,30 @@ def test_rate_point_two_keeps_what_its_patterns_keep() -> None:
     assert isinstance(first, GemmOp) and 1 <= first.m <= B - 1
 
 
-def test_every_step_keeps_some_samples_and_drops_some() -> None:
-    """Sample patterns have periods up to the batch: each keeps a sample and drops one."""
+def test_every_step_keeps_a_sample() -> None:
+    """Sample patterns have periods up to the batch, and one keeps every sample: each
+    step keeps 1 to 10 samples, and step 0's branch GEMMs run for its kept ones."""
     inputs = load_inputs(RUN, parse_sets(sets(0.2)))
     result = simulate_training(inputs)
     plan = drawn(inputs, result)[1]
     kept = plan.kept[:, plan.first_sample :]
-    assert kept.shape == (100, 2) and kept.min() >= 1 and kept.max() <= B - 1
+    assert kept.shape == (100, 2) and kept.min() >= 1 and kept.max() <= B
+    assert (kept < B).mean() > 0.5
     step = result.steps[KIND].graph
     for j, branch in enumerate(BRANCHES.values()):
         fwd = ops(step, branch[0])[f"{branch[0]}.fwd"]
         assert isinstance(fwd, GemmOp) and fwd.m == kept[0, j]
+
+
+def test_a_small_rate_is_reached_by_steps_that_drop_no_sample() -> None:
+    """Rate 0.02 (torchvision's first blocks' are 0.006 to 0.03) is below 1/5: most steps
+    keep all 10 samples and the others drop one to five, 0.2 samples a step on average."""
+    report = details(run(0.02))
+    for site in report["stochastic_depth"]["sites"]:
+        assert site["kept_share_expected"] == pytest.approx(0.98, abs=site["search_max_error"])
+        assert site["kept_share_drawn"] == pytest.approx(0.98, rel=0.005)
+        assert site["dropped_mean"] == pytest.approx(B * (1 - site["kept_share_drawn"]))
+    assert report["skipped_macs"] > 0
 
 
 def test_skipped_work_grows_with_the_rate() -> None:
@@ -214,9 +227,10 @@ def test_both_engines_give_the_same_summary() -> None:
 
 
 @pytest.mark.parametrize(
-    ("batch", "message"),
+    ("rate", "batch", "message"),
     [
         (
+            0.2,
             1,
             "--set: run.techniques.approximate_dropout.stochastic_depth: a batch of 1 sample"
             " leaves b1sd no pattern that keeps some samples and drops others (its branch"
@@ -224,17 +238,20 @@ def test_both_engines_give_the_same_summary() -> None:
             " per-sample mask (got True)",
         ),
         (
+            0.8,
             4,
             "--set: run.techniques.approximate_dropout.stochastic_depth: stochastic-depth rate"
-            " 0.2 of b1sd is out of reach of sample patterns with periods up to 4 (max_period"
-            " 5, batch 4: rates 0.25 to 0.75); set stochastic_depth: false for its"
-            " conventional per-sample mask (got True)",
+            " 0.8 of b1sd is out of reach of sample patterns with periods up to 4 (max_period"
+            " 5, batch 4: rates up to 0.75); set stochastic_depth: false for its conventional"
+            " per-sample mask (got True)",
         ),
     ],
 )
-def test_a_batch_without_a_pattern_is_refused(batch: int, message: str, tmp_path: Path) -> None:
+def test_a_batch_without_a_pattern_is_refused(
+    rate: float, batch: int, message: str, tmp_path: Path
+) -> None:
     with pytest.raises(ConfigError) as caught:
-        load_inputs(RUN, parse_sets([*sets(0.2), f"batch_size={batch}"]))
+        load_inputs(RUN, parse_sets([*sets(rate), f"batch_size={batch}"]))
     assert [str(p) for p in caught.value.problems] == [message]
     # with stochastic depth off, a dropout layer before the head is the only site
     path = tmp_path / "w.yaml"
@@ -245,7 +262,7 @@ def test_a_batch_without_a_pattern_is_refused(batch: int, message: str, tmp_path
     )
     off = "run.techniques.approximate_dropout={max_period: 5, stochastic_depth: false}"
     more = [f"workload={path}", f"batch_size={batch}", off]
-    report = details(simulate_training(load_inputs(RUN, parse_sets([*sets(0.2), *more]))))
+    report = details(simulate_training(load_inputs(RUN, parse_sets([*sets(rate), *more]))))
     assert [site["dropout"] for site in report["sites"]] == ["drop"]
     assert report["stochastic_depth"] == {
         "sites": [],
@@ -348,3 +365,20 @@ def test_a_dropout_site_inside_a_branch_shrinks_both_ways(tmp_path: Path) -> Non
     report = details(result)
     assert [s["dropout"] for s in report["sites"]] == ["drop"]
     assert [s["layer"] for s in report["stochastic_depth"]["sites"]] == ["sd"]
+
+
+def test_every_branch_of_an_imported_convnext_is_acted_on() -> None:
+    """torchvision's ConvNeXt-T, imported: its 17 stochastic-depth layers (rates 0.006
+    to 0.1; the first block's, 0, is not exported) each drop samples of their branch
+    (depthwise conv, layernorm, two pointwise layers, the layer scale)."""
+    onnx = ROOT / "tests" / "fixtures" / "onnx" / "convnext_tiny.onnx.gz"
+    sets = [f"workload={onnx}", "batch_size=4", "run.techniques={approximate_dropout: {}}"]
+    default = ROOT / "configs" / "runs" / "default.yaml"
+    result = simulate_training(load_inputs(default, parse_sets(sets)))
+    report = details(result)["stochastic_depth"]
+    assert len(report["sites"]) == 17 and report["not_acted_on"] == {}
+    first, last = report["sites"][0], report["sites"][-1]
+    assert (first["rate"], last["rate"]) == (0.005882, 0.1)
+    assert (round(first["kept_mean"], 2), round(last["kept_mean"], 2)) == (3.98, 3.59)
+    assert result.training is not None
+    assert 1 < result.training.speedup <= result.training.speedup_bound
