@@ -140,7 +140,9 @@ def shrunk_op(
         f = shrunk_dims(op, shrinks, kept, fetched)
         a = op.a_elements * d["m"] * d["k"] // (op.m * op.k)
         b = op.b_elements * f["k"] * f["n"] // (op.k * op.n)
-        return dataclasses.replace(op, m=d["m"], n=d["n"], k=d["k"], a_elements=a, b_elements=b)
+        return dataclasses.replace(
+            op, m=d["m"], n=d["n"], k=d["k"], count=d["count"], a_elements=a, b_elements=b
+        )
     if not isinstance(op, VectorOp):
         return op
     for i, site in enumerate(plan.sites):

@@ -11,16 +11,17 @@ which adds the branch to the skip path).  Its *branch* is every layer the
 stochastic-depth layer's input depends on that the join's other inputs do not: the
 walk back from its input stops where the branch forks from the skip path.  Every
 layer of the branch must be read by the branch alone (or by the stochastic-depth
-layer), and be a ``linear`` or ``conv2d`` layer or a layer of vector ops, whose work
-is per sample.  Each GEMM of the branch scales its share of the batch:
+layer), and be a ``linear``, ``conv2d`` or ``matmul`` layer or a layer of vector ops,
+whose work is per sample.  Each GEMM of the branch scales its share of the batch:
 
-=======  ==============================================
-GEMM     ``linear`` and ``conv2d`` (samples x positions)
-=======  ==============================================
-forward  rows ``M``: ``B -> kept`` samples
-dX       rows ``M``: ``B -> kept`` samples
-dW       reduction ``K``: ``B -> kept`` samples
-=======  ==============================================
+=======  ==============================================  ==========================
+GEMM     ``linear`` and ``conv2d`` (samples x positions)  ``matmul`` (one per sample
+                                                          and head)
+=======  ==============================================  ==========================
+forward  rows ``M``: ``B -> kept`` samples                count: ``B -> kept``
+dX       rows ``M``: ``B -> kept`` samples                count: ``B -> kept``
+dW       reduction ``K``: ``B -> kept`` samples           (no weight)
+=======  ==============================================  ==========================
 
 and each vector op of the branch and of the stochastic-depth layer scales its
 elements and its reads and writes of activations and gradients by ``kept / B``
@@ -39,6 +40,8 @@ from accelsim.techniques.dropout.sites import Shrink
 from accelsim.workload import model as wm
 
 GEMM_LAYERS = (wm.Linear, wm.Conv2d)
+BATCHED_LAYERS = (wm.MatMul,)
+"""Layers whose GEMMs are one per sample and head: the batch is in their count."""
 VECTOR_LAYERS = (
     wm.MaxPool,
     wm.AvgPool,
@@ -123,10 +126,10 @@ def _branch(
         if outside:
             return f"{layer} of its branch is also read by {outside[0]}, outside the branch"
         kind = by_name[layer].layer
-        if not isinstance(kind, GEMM_LAYERS + VECTOR_LAYERS):
+        if not isinstance(kind, GEMM_LAYERS + BATCHED_LAYERS + VECTOR_LAYERS):
             return (
                 f"its branch has {layer}, a {kind.kind} layer whose work is not scaled by"
-                " sample (linear, conv2d and vector layers are)"
+                " sample (linear, conv2d, matmul and vector layers are)"
             )
     return order, join.layer.name
 
@@ -148,15 +151,20 @@ def sample_shrinks(
     sites: Sequence[SampleSite], infos: Mapping[str, LayerInfo], first_site: int, batch: int
 ) -> dict[tuple[str, Phase], list[Shrink]]:
     """The batch dimension of every GEMM of each site's branch (site ``first_site + j``),
-    scaled whole from ``batch`` samples to the kept ones."""
+    scaled whole from ``batch`` samples to the kept ones: a matmul's count (samples
+    times heads), a linear or conv2d layer's samples times positions."""
     out: dict[tuple[str, Phase], list[Shrink]] = {}
     for j, site in enumerate(sites):
         for layer in site.branch:
-            if isinstance(infos[layer].layer, GEMM_LAYERS):
-                for phase, dim in SAMPLE_DIMS.items():
-                    out.setdefault((layer, phase), []).append(
-                        Shrink(dim, first_site + j, batch, whole=True)
-                    )
+            kind = infos[layer].layer
+            for phase, dim in SAMPLE_DIMS.items():
+                if isinstance(kind, BATCHED_LAYERS):
+                    dim = "count"
+                elif not isinstance(kind, GEMM_LAYERS):
+                    break
+                out.setdefault((layer, phase), []).append(
+                    Shrink(dim, first_site + j, batch, whole=True)
+                )
     return out
 
 

@@ -58,7 +58,7 @@ class Site:
 class Shrink:
     """A GEMM dimension that loses ``unit`` for each of ``part`` units a site drops."""
 
-    dim: str  # "m", "n" or "k"
+    dim: str  # "m", "n", "k" or "count" (the GEMMs of a batched op)
     site: int
     part: int
     unit: int = 1
@@ -261,7 +261,7 @@ def shrunk_steps(
 ) -> dict[str, np.ndarray]:
     """:func:`shrunk_dims` of every step at once (``kept``, ``fetched``: ``[step, site]``)."""
     steps = kept.shape[0]
-    dims = {d: np.full(steps, getattr(op, d), np.int64) for d in ("m", "n", "k")}
+    dims = {d: np.full(steps, getattr(op, d), np.int64) for d in ("m", "n", "k", "count")}
     for s in shrinks:
         units = fetched if fetched is not None and s.contiguous else kept
         dims[s.dim] = s.scaled(dims[s.dim], units[:, s.site].astype(np.int64))

@@ -117,6 +117,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     dataflow = unit.array.dataflow
     rows_mapped, cols_mapped = MAPPED[dataflow]
     picked: list[int] = []
+    own: list[int] = []  # each picked GEMM's count
     dims: list[np.ndarray] = []
     b_dims: list[np.ndarray] = []  # k and n of the B operand's fetched extent
     geometry: list[tuple[int, int, TileWeight] | None] = []
@@ -130,15 +131,16 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         if not shrinks and geo is None:
             continue
         picked.append(j)
+        own.append(op.count)
         shrunk = shrunk_steps(op, shrinks, plan.kept)
-        dims.append(np.stack([shrunk["m"], shrunk["n"], shrunk["k"]], axis=1))
+        dims.append(np.stack([shrunk[d] for d in ("m", "n", "k", "count")], axis=1))
         fetched = shrunk_steps(op, shrinks, plan.kept, plan.fetched)
         b_dims.append(np.stack([fetched["k"], fetched["n"]], axis=1))
         geometry.append(None if geo is None or w is None else (*geo, w))
     g = len(picked)
     idx = np.asarray(picked, np.int64)
-    mnk = np.stack(dims, axis=1) if dims else np.zeros((steps, 0, 3), np.int64)
-    m, n, k = (mnk[:, :, i].astype(np.int64) for i in range(3))
+    mnk = np.stack(dims, axis=1) if dims else np.zeros((steps, 0, 4), np.int64)
+    m, n, k, count = (mnk[:, :, i].astype(np.int64) for i in range(4))
     b_kn = np.stack(b_dims, axis=1) if b_dims else np.zeros((steps, 0, 2), np.int64)
     named = {"m": m, "n": n, "k": k}
     sr, sc = named[rows_mapped], named[cols_mapped]
@@ -158,7 +160,9 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     }  # fmt: skip
     site = np.asarray([x[2].site if x else -1 for x in geometry], np.int64)
     use = count_surviving(fields, plan.patterns, site) if plan.tiles else None
-    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), b_kn, use)
+    # the schedule's count of each GEMM (its share on this array) scaled as the op's
+    counts = table.count[idx] * count // np.asarray(own, np.int64)
+    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t, counts), b_kn, use)
     run = ctx.run
     timing = run.timing
     costs = unit_costs(
@@ -183,10 +187,11 @@ def _flat_table(
     b_kn: np.ndarray,
     use: np.ndarray | None,
 ) -> UnitSchedule:
-    """The rows ``idx`` of ``table`` repeated for every step with that step's dims, B's
+    """The rows ``idx`` of ``table`` repeated for every step with that step's dims (and
+    counts), B's
     fetched ``k x n`` extent (``[step, gemm, 2]``) and what its running folds use
     (``[step, gemm, field]``, :data:`USE_FIELDS`; None: all of them run)."""
-    m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
+    m, n, k, sr, sc, t, count = (d.reshape(-1) for d in dims)
     b_k, b_n = b_kn[:, :, 0].reshape(-1), b_kn[:, :, 1].reshape(-1)
     rows, cols = table.unit.array.rows, table.unit.array.cols
     uses: dict[str, Any] = (
@@ -206,7 +211,7 @@ def _flat_table(
         sr=sr, sc=sc, t=t,
         row_folds=-(-sr // rows), col_folds=-(-sc // cols),
         m=m, n=n, k=k,
-        count=rep(table.count),
+        count=count,
         a_footprint=rep(table.a_footprint) * m * k // (m0 * k0),
         b_footprint=rep(table.b_footprint) * b_k * b_n // (k0 * n0),
         a_word=rep(table.a_word), b_word=rep(table.b_word), c_word=rep(table.c_word),

@@ -382,3 +382,47 @@ def test_every_branch_of_an_imported_convnext_is_acted_on() -> None:
     assert (round(first["kept_mean"], 2), round(last["kept_mean"], 2)) == (3.98, 3.59)
     assert result.training is not None
     assert 1 < result.training.speedup <= result.training.speedup_bound
+
+
+def test_a_matmul_in_a_branch_runs_for_the_kept_samples_heads(tmp_path: Path) -> None:
+    """Attention scores as a two-head matmul of two projections (6 positions, 4 features a
+    head): one 6 x 6 x 4 GEMM per sample and head, 20 at batch 10, 10 for the 5 kept."""
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        "name: scores\n"
+        "input: {kind: sequence, length: 6, features: 8}\n"
+        "layers:\n"
+        "  - {name: fc0, kind: linear, out_features: 8}\n"
+        "  - {name: q, kind: linear, out_features: 8, inputs: [fc0]}\n"
+        "  - {name: k, kind: linear, out_features: 8, inputs: [fc0]}\n"
+        "  - {name: scores, kind: matmul, heads: 2, transpose_b: true, inputs: [q, k]}\n"
+        "  - {name: soft, kind: softmax}\n"
+        "  - {name: out, kind: linear, out_features: 8}\n"
+        "  - {name: sd, kind: stochastic_depth, rate: 0.5}\n"
+        "  - {name: join, kind: add, inputs: [fc0, sd]}\n"
+        "  - {name: head, kind: linear, out_features: 4}\n"
+        "  - {name: loss, kind: cross_entropy}\n"
+    )
+    more = (f"workload={path}", "run.techniques.approximate_dropout={max_period: 2}")
+    inputs = load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more]))
+    result = simulate_training(inputs)
+    ctx, plan = drawn(inputs, result)
+    step_plan = StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, (1, 1))
+    counts = count_steps(ctx, result.base, step_plan)
+    counted_as_simulated(counts, result, "dram_ofmap_write_bytes")  # the scores' too
+    assert "scores" in counts.layers
+    shapes = {
+        name: {n: (o.m, o.n, o.k, o.count) for n, o in ops(graph, "scores").items()}
+        for name, graph in (("base", result.base.graph), ("step", result.steps[KIND].graph))
+    }
+    assert shapes["base"] == {
+        "scores.fwd": (6, 6, 4, 20),
+        "scores.da": (6, 4, 6, 20),
+        "scores.db": (6, 4, 6, 20),
+    }
+    assert shapes["step"] == {n: (*d[:3], 10) for n, d in shapes["base"].items()}
+    q = ops(result.steps[KIND].graph, "q")["q.fwd"]
+    assert isinstance(q, GemmOp) and (q.m, q.n, q.k) == (5 * 6, 8, 8)
+    assert [s["branch"] for s in details(result)["stochastic_depth"]["sites"]] == [
+        ["q", "k", "scores", "soft", "out"]
+    ]
