@@ -77,3 +77,14 @@ def sample_report(plan: Plan) -> dict[str, Any]:
         ],
         "not_acted_on": dict(plan.refused_samples),
     }
+
+
+def sample_columns(plan: Plan) -> dict[str, int]:
+    """Each stochastic-depth layer and each layer of its branch, by name: its site's
+    column of ``plan.kept``."""
+    first = plan.first_sample
+    return {
+        layer: first + j
+        for j, site in enumerate(plan.samples)
+        for layer in (site.layer, *site.branch)
+    }

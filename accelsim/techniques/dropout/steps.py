@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -77,8 +77,8 @@ class StepPlan:
     fetched: np.ndarray  # units a gather along a weight's contiguous dimension moves
     patterns: dict[str, np.ndarray]
     tile: tuple[int, int]
-    samples: Mapping[str, int] = field(default_factory=dict)
-    batch: int = 1
+    samples: Mapping[str, int]
+    batch: int
 
 
 @dataclass(frozen=True)

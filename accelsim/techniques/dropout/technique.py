@@ -74,6 +74,7 @@ from accelsim.techniques.dropout.config import (
     Pattern,
 )
 from accelsim.techniques.dropout.depth import (
+    sample_columns,
     sample_family,
     sample_probabilities,
     sample_report,
@@ -373,6 +374,8 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
             plan.fetched,
             plan.patterns,
             self.tile_size(ctx.hardware),
+            sample_columns(plan),
+            plan.batch,
         )
 
     def _counts(self, ctx: TechniqueContext, base: RunResult) -> StepCounts:

@@ -290,7 +290,9 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
     counts = count_steps(
         ctx,
         result.base,
-        StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, plan.tile),
+        StepPlan(
+            plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, plan.tile, {}, 1
+        ),
     )
     # row: fc1's fwd and dW (it has no dX), fc2's and fc3's three; tile: the consumers'
     assert counts.steps == 100 and len(counts.op_ids) == {"row": 8, "tile": 6}[pattern]

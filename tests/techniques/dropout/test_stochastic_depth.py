@@ -15,6 +15,7 @@ from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Op, OpGraph, VectorOp
 from accelsim.report.training import TrainingResult
+from accelsim.techniques.dropout.depth import sample_columns
 from accelsim.techniques.dropout.samples import find_sample_sites
 from accelsim.techniques.dropout.steps import StepPlan, count_steps
 from tests.conftest import ROOT
@@ -188,8 +189,11 @@ def test_the_counted_step_zero_is_the_simulated_step() -> None:
     result = simulate_training(inputs)
     ctx, plan = drawn(inputs, result)
     first = plan.first_sample
-    samples = {
-        layer: first + j for j, s in enumerate(plan.samples) for layer in (s.layer, *s.branch)
+    samples = sample_columns(plan)
+    assert samples == {
+        layer: first + j
+        for j, (sd, branch) in enumerate(BRANCHES.items())
+        for layer in (sd, *branch)
     }
     counts = count_steps(
         ctx,
@@ -407,7 +411,10 @@ def test_a_matmul_in_a_branch_runs_for_the_kept_samples_heads(tmp_path: Path) ->
     inputs = load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more]))
     result = simulate_training(inputs)
     ctx, plan = drawn(inputs, result)
-    step_plan = StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, (1, 1))
+    columns = sample_columns(plan)
+    step_plan = StepPlan(
+        plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, (1, 1), columns, B
+    )
     counts = count_steps(ctx, result.base, step_plan)
     counted_as_simulated(counts, result, "dram_ofmap_write_bytes")  # the scores' too
     assert "scores" in counts.layers
