@@ -14,6 +14,7 @@ from accelsim.techniques.dropout.config import ApproximateDropoutConfig, Pattern
 from accelsim.techniques.dropout.patterns import PatternFamily, search, site_chances
 from accelsim.techniques.dropout.rewrite import Plan
 from accelsim.techniques.dropout.samples import SampleSite, find_sample_sites
+from accelsim.units import plural
 
 
 def sample_sites(
@@ -88,3 +89,20 @@ def sample_columns(plan: Plan) -> dict[str, int]:
         for j, site in enumerate(plan.samples)
         for layer in (site.layer, *site.branch)
     }
+
+
+def sample_lines(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """The line ``accelsim run`` prints of the stochastic-depth branches acted on: how
+    many, and the samples their steps keep (the mean over branches, and its range)."""
+    if not plan.samples:
+        return ()
+    kept = plan.kept[:, plan.first_sample :].mean(axis=0)
+    count = len(plan.samples)
+    return (
+        (
+            "stochastic depth",
+            f"{count} {plural(count, 'branch', 'branches')} run for {kept.mean():.2f} of"
+            f" {plan.batch} samples a step on average ({kept.min():.2f} to"
+            f" {kept.max():.2f} by branch)",
+        ),
+    )

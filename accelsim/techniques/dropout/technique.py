@@ -76,6 +76,7 @@ from accelsim.techniques.dropout.config import (
 from accelsim.techniques.dropout.depth import (
     sample_columns,
     sample_family,
+    sample_lines,
     sample_probabilities,
     sample_report,
     sample_sites,
@@ -468,14 +469,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 f" ({skipped['skipped_mac_fraction'] * 100:.1f} % of the baseline's),"
                 f" {skipped['skipped_folds']:,.1f} folds",
             ),
-            *(
-                (
-                    f"{site.layer}'s branch",
-                    f"{drawn.kept[:, drawn.first_sample + j].mean():.2f} of {drawn.batch}"
-                    f" samples kept per step (stochastic depth {site.rate:g})",
-                )
-                for j, site in enumerate(drawn.samples)
-            ),
+            *sample_lines(drawn),
         )
         return Section(
             self.name,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from accelsim.config.loader import parse_sets
-from accelsim.driver.inputs import load_inputs
+from accelsim.driver.inputs import RunInputs, load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Op, OpGraph, VectorOp
@@ -121,6 +121,11 @@ def test_half_the_samples_by_hand() -> None:
     assert report["skipped_macs"] == 30_720
     assert report["skipped_mac_fraction"] == 30_720 / 65_920
     assert [s["kept_mean"] for s in report["stochastic_depth"]["sites"]] == [5.0, 5.0]
+    assert result.training is not None
+    assert result.training.sections[KIND].lines[-1] == (
+        "stochastic depth",
+        "2 branches run for 5.00 of 10 samples a step on average (5.00 to 5.00 by branch)",
+    )
     assert report["not_compacted"] == []
     assert report["by_kind"][KIND]["per_step"]["cycles"]["std"] == 0
 
@@ -293,12 +298,22 @@ def test_a_branch_that_cannot_shrink_is_reported_with_its_reason(tmp_path: Path)
     assert report["not_compacted"] == ["b2sd"]
 
 
+def halved(tmp_path: Path, workload: str) -> tuple[RunInputs, TrainingResult]:
+    """The ``workload`` table run at batch 10 with periods up to 2: every stochastic-depth
+    layer at rate 0.5 keeps 5 samples, every dropout layer at 0.5 half its neurons."""
+    path = tmp_path / "w.yaml"
+    path.write_text(workload)
+    more = (f"workload={path}", "run.techniques.approximate_dropout={max_period: 2}")
+    inputs = load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more]))
+    return inputs, simulate_training(inputs)
+
+
 def test_a_convolution_branch_scales_its_samples_times_positions(tmp_path: Path) -> None:
     """A conv, batchnorm and ReLU branch on a 4x6x6 map (a 3x3 conv, padding 1): rate 0.5
     with periods up to 2 keeps 5 of 10 samples, so M = 5 x 36 positions forward and dX,
     K = 5 x 36 in dW; a second stochastic-depth layer at rate 0 is not acted on."""
-    path = tmp_path / "w.yaml"
-    path.write_text(
+    _, result = halved(
+        tmp_path,
         "name: conv_depth\n"
         "input: {kind: image, channels: 4, height: 6, width: 6}\n"
         "layers:\n"
@@ -312,10 +327,8 @@ def test_a_convolution_branch_scales_its_samples_times_positions(tmp_path: Path)
         "  - {name: join2, kind: add, inputs: [join, idle]}\n"
         "  - {name: pool, kind: global_avgpool}\n"
         "  - {name: fc, kind: linear, out_features: 3}\n"
-        "  - {name: loss, kind: cross_entropy}\n"
+        "  - {name: loss, kind: cross_entropy}\n",
     )
-    more = (f"workload={path}", "run.techniques.approximate_dropout={max_period: 2}")
-    result = simulate_training(load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more])))
     step = result.steps[KIND].graph
     conv = {n: (o.m, o.n, o.k) for n, o in ops(step, "conv").items() if isinstance(o, GemmOp)}
     assert conv == {"conv.fwd": (180, 4, 36), "conv.dx": (180, 4, 36), "conv.dw": (4, 36, 180)}
@@ -332,8 +345,8 @@ def test_a_dropout_site_inside_a_branch_shrinks_both_ways(tmp_path: Path) -> Non
     """A dropout layer between the branch's two linear layers is a row site too: with
     periods up to 2 it keeps 16 of 32 neurons and the branch 5 of 10 samples, so fc1's
     forward GEMM is 5 x 16 x 16 and fc2's dW 16 x 16 x 5."""
-    path = tmp_path / "w.yaml"
-    path.write_text(
+    _, result = halved(
+        tmp_path,
         "name: mixed\n"
         "input: {kind: vector, features: 16}\n"
         "layers:\n"
@@ -345,10 +358,8 @@ def test_a_dropout_site_inside_a_branch_shrinks_both_ways(tmp_path: Path) -> Non
         "  - {name: sd, kind: stochastic_depth, rate: 0.5}\n"
         "  - {name: join, kind: add, inputs: [fc0, sd]}\n"
         "  - {name: head, kind: linear, out_features: 4}\n"
-        "  - {name: loss, kind: cross_entropy}\n"
+        "  - {name: loss, kind: cross_entropy}\n",
     )
-    more = (f"workload={path}", "run.techniques.approximate_dropout={max_period: 2}")
-    result = simulate_training(load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more])))
     step = result.steps[KIND].graph
     dims = {
         n: (o.m, o.n, o.k)
@@ -391,8 +402,8 @@ def test_every_branch_of_an_imported_convnext_is_acted_on() -> None:
 def test_a_matmul_in_a_branch_runs_for_the_kept_samples_heads(tmp_path: Path) -> None:
     """Attention scores as a two-head matmul of two projections (6 positions, 4 features a
     head): one 6 x 6 x 4 GEMM per sample and head, 20 at batch 10, 10 for the 5 kept."""
-    path = tmp_path / "w.yaml"
-    path.write_text(
+    inputs, result = halved(
+        tmp_path,
         "name: scores\n"
         "input: {kind: sequence, length: 6, features: 8}\n"
         "layers:\n"
@@ -405,11 +416,8 @@ def test_a_matmul_in_a_branch_runs_for_the_kept_samples_heads(tmp_path: Path) ->
         "  - {name: sd, kind: stochastic_depth, rate: 0.5}\n"
         "  - {name: join, kind: add, inputs: [fc0, sd]}\n"
         "  - {name: head, kind: linear, out_features: 4}\n"
-        "  - {name: loss, kind: cross_entropy}\n"
+        "  - {name: loss, kind: cross_entropy}\n",
     )
-    more = (f"workload={path}", "run.techniques.approximate_dropout={max_period: 2}")
-    inputs = load_inputs(RUN, parse_sets([*sets(0.5)[:2], *more]))
-    result = simulate_training(inputs)
     ctx, plan = drawn(inputs, result)
     columns = sample_columns(plan)
     step_plan = StepPlan(
