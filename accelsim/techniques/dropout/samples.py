@@ -157,14 +157,12 @@ def sample_shrinks(
     for j, site in enumerate(sites):
         for layer in site.branch:
             kind = infos[layer].layer
+            if not isinstance(kind, GEMM_LAYERS + BATCHED_LAYERS):
+                continue
             for phase, dim in SAMPLE_DIMS.items():
-                if isinstance(kind, BATCHED_LAYERS):
-                    dim = "count"
-                elif not isinstance(kind, GEMM_LAYERS):
-                    break
-                out.setdefault((layer, phase), []).append(
-                    Shrink(dim, first_site + j, batch, whole=True)
-                )
+                batched = "count" if isinstance(kind, BATCHED_LAYERS) else dim
+                shrink = Shrink(batched, first_site + j, batch, whole=True)
+                out.setdefault((layer, phase), []).append(shrink)
     return out
 
 

@@ -131,22 +131,18 @@ def test_half_the_samples_by_hand() -> None:
 
 
 def test_rate_point_two_keeps_what_its_patterns_keep() -> None:
-    """Rate 0.2 at batch 10: each step keeps what its drawn pattern keeps (kept + dropped
-    = 10), the branch GEMMs follow step 0's count, and the skipped MACs are the branch's
-    MACs per sample times the mean dropped samples."""
+    """Rate 0.2 at batch 10: kept + dropped = 10, the kept share near 0.8, and the
+    skipped MACs are the branch's MACs per sample times the mean dropped samples."""
     result = run(0.2)
     report = details(result)
     sites = report["stochastic_depth"]["sites"]
     dropped = 0.0
-    step = result.steps[KIND].graph
     for site in sites:
         assert site["kept_mean"] + site["dropped_mean"] == B
         assert abs(site["kept_share_expected"] - 0.8) <= site["search_max_error"]
         assert site["kept_share_drawn"] == pytest.approx(site["kept_share_expected"], rel=0.005)
         dropped += site["dropped_mean"]
     assert report["skipped_macs"] == pytest.approx(BRANCH_MACS * dropped)
-    first = ops(step, "b1fc1")["b1fc1.fwd"]
-    assert isinstance(first, GemmOp) and 1 <= first.m <= B - 1
 
 
 def test_every_step_keeps_a_sample() -> None:
