@@ -26,13 +26,6 @@ MODELS = {
     "mlp": (RUNS / "mlp_dropout.yaml", ["batch_size=32"]),
     "lstm": (RUNS / "mlp.yaml", ["workload=workloads/lstm_ptb.yaml", "batch_size=4"]),
     "resnet18": (RUNS / "default.yaml", ["batch_size=2"]),
-    "stochastic_depth": (
-        RUNS / "mlp_dropout.yaml",
-        [
-            f"workload={ROOT / 'tests/fixtures/workloads/stochastic_depth_mlp.yaml'}",
-            "batch_size=10",
-        ],
-    ),
 }
 GROUPS: dict[str, dict[str, str]] = {
     "adagp": {"adagp": "gradient_prediction: {}"},
