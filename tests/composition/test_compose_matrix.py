@@ -3,7 +3,9 @@ slow, every triple and every four) of ADA-GP, approximate dropout (row, tile and
 feature-map patterns), gradient skipping (filter, row and layer grouping), optimizer
 fusion (forward, backward) and activation recomputation (full, selective), in both
 orders, on the dropout MLP, the LSTM and ResNet-18, gives the same ``summary.json``
-numbers, or the same refusal where a combination is declared impossible."""
+numbers, or the same refusal where a combination is declared impossible; so does
+approximate dropout acting on stochastic depth beside each other technique and each
+pipeline schedule."""
 
 from __future__ import annotations
 
@@ -59,10 +61,12 @@ def combinations(size: int) -> list[tuple[str, ...]]:
     return out
 
 
-def outcome(model: str, techniques: tuple[str, ...]) -> tuple[str, Any]:
+def outcome(
+    model: str, techniques: tuple[str, ...], models: dict[str, tuple[Path, list[str]]] = MODELS
+) -> tuple[str, Any]:
     """The run's summaries (the baseline's with the training report, then each step
     kind's), or the refusal, for ``techniques`` listed in that order."""
-    run_file, sets = MODELS[model]
+    run_file, sets = models[model]
     inputs_sets = [*sets, f"run.techniques={{{', '.join(techniques)}}}"]
     try:
         result = simulate_training(load_inputs(Path(run_file), parse_sets(inputs_sets)))
@@ -121,3 +125,39 @@ def test_the_four_together_on_the_mlp_in_two_orders() -> None:
         "optimizer_fusion",
     ]
     assert outcome("mlp", techniques[::-1]) == (kind, (summary, steps))
+
+
+SAMPLED = ["workload=" + str(ROOT / "tests/fixtures/workloads/stochastic_depth_mlp.yaml")]
+STOCHASTIC_DEPTH_MODELS = {
+    "single": (RUNS / "mlp_dropout.yaml", [*SAMPLED, "batch_size=10"]),
+    "piped": (RUNS / "mlp_dropout.yaml", [*SAMPLED, "batch_size=10", "processors=2"]),
+}
+PIPELINES = {
+    "gpipe": "gpipe: {micro_batches: 2}",
+    "pipedream": "pipedream: {}",
+    "layerpipe": "layerpipe: {}",
+}
+STOCHASTIC_DEPTH = "approximate_dropout: {max_period: 5, steps: 20}"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [v for name, g in GROUPS.items() if name != "dropout" for v in g.values()]
+    + list(PIPELINES.values()),
+)
+def test_stochastic_depth_sites_compose_in_either_order(other: str) -> None:
+    """Approximate dropout on the two stochastic-depth branches of a residual MLP beside
+    every other technique (a pipeline's micro-batches each keep their share of the
+    samples): the same numbers both ways, each branch acted on."""
+    model = "piped" if other in PIPELINES.values() else "single"
+    pair = (STOCHASTIC_DEPTH, other)
+    first = outcome(model, pair, STOCHASTIC_DEPTH_MODELS)
+    assert first == outcome(model, pair[::-1], STOCHASTIC_DEPTH_MODELS)
+    if other == GROUPS["recomputation"]["selective"]:
+        assert first[0] == "refused" and "has no attention layer" in first[1]
+        return
+    assert first[0] == "ran"
+    details = first[1][0]["training"]["sections"]["approximate_dropout"]
+    sites = details["stochastic_depth"]["sites"]
+    assert [s["layer"] for s in sites] == ["b1sd", "b2sd"]
+    assert details["skipped_macs"] > 0

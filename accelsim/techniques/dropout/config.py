@@ -32,6 +32,10 @@ DEFAULTS: dict[str, Origin] = {
     "max_period": (Source.OURS, "our choice: the pattern family's longest period"),
     "distribution": (Source.OURS, "none: the distribution our SGD search finds"),
     "skip_updates": (Source.OURS, "our choice: dropped rows are still updated"),
+    "stochastic_depth": (
+        Source.OURS,
+        "our choice: row patterns drop whole samples of stochastic-depth branches",
+    ),
     "search_iterations": (Source.OURS, _SEARCH),
     "feature_maps.rate": (Source.OURS, "our choice: off"),
     "feature_maps.scores": (Source.OURS, "none: log-normal sensitivity scores, our choice"),
@@ -111,6 +115,12 @@ class ApproximateDropoutConfig(Spec):
     skip_updates: bool = Field(
         default=False,
         description="Row patterns: also skip the optimizer update of dropped rows and columns.",
+    )
+    stochastic_depth: bool = Field(
+        default=True,
+        description="Row patterns: drop the samples of each stochastic-depth layer's"
+        " residual branch by a regular pattern over the batch, so the branch runs for the"
+        " kept samples alone (false: its conventional per-sample mask).",
     )
     search_iterations: PositiveInt = Field(
         default=1000, description="Iterations of the SGD search for the pattern distribution."

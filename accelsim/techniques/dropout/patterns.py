@@ -29,6 +29,7 @@ from 1 to 0 over the first half, so the second half fits the marginals alone.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +104,39 @@ class PatternFamily:
         hits = np.where(o < units, (units - 1 - o) // d + 1, 0)
         kept: np.ndarray = np.where(keep, hits, units - hits)
         return kept
+
+
+def site_chances(
+    drops: np.ndarray, q: np.ndarray, rate: float
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """A site's pattern probabilities ``q`` normalised, its units' worst deviation from
+    ``rate`` under them (``drops``: ``D[pattern, unit]``), and the share of its units
+    each pattern keeps."""
+    q = q / q.sum()
+    kept_share: np.ndarray = 1 - drops.mean(axis=1)
+    return q, float(np.abs(q @ drops - rate).max()), kept_share
+
+
+def draw(
+    seed: int,
+    chances: Sequence[tuple[np.ndarray, float, np.ndarray]],
+    steps: int,
+    tolerance: float,
+    most: int,
+) -> tuple[list[np.ndarray], list[float]]:
+    """Each site's pattern per step, drawn from ``seed`` with the site's probabilities
+    (``chances``: probabilities, search error, share of units each pattern keeps), and
+    the mean kept share of each: ``steps`` steps, doubled (to at most ``most``) until
+    every site's mean kept share is within ``tolerance`` of its expectation."""
+    expected = [float(q @ share) for q, _, share in chances]
+    while True:
+        rng = np.random.default_rng(seed)
+        drawn = [rng.choice(len(q), size=steps, p=q) for q, _, _ in chances]
+        means = [float(share[d].mean()) for d, (_, _, share) in zip(drawn, chances, strict=True)]
+        near = all(abs(m - e) <= tolerance * e for m, e in zip(means, expected, strict=True))
+        if near or steps >= most:
+            return drawn, means
+        steps = min(2 * steps, most)
 
 
 @dataclass(frozen=True)

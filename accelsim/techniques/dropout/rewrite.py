@@ -32,6 +32,12 @@ from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import MAIN_ARRAY
 from accelsim.techniques.dropout.folds import compacted_use
+from accelsim.techniques.dropout.samples import (
+    SAMPLE_DIMS,
+    SampleSite,
+    parameter_names,
+    scaled_samples,
+)
 from accelsim.techniques.dropout.sites import Shrink, Site, TileWeight, shrunk_dims, tile_geometry
 
 PATTERN_OPS = 2  # per unit and step: a modulo compare and an index compaction [D]
@@ -46,16 +52,24 @@ class Plan:
     not_compacted: tuple[str, ...]
     convs: tuple[LayerInfo, ...]
     conv_kept: tuple[int, ...]
+    samples: tuple[SampleSite, ...]
+    refused_samples: Mapping[str, str]  # stochastic-depth layers not acted on: why
+    batch: int  # the run's samples a step's sample patterns are over
     shrinks: Mapping[tuple[str, Phase], list[Shrink]]
     tiles: Mapping[str, TileWeight]
-    kept: np.ndarray  # [step, site]: kept units (row sites, then convs)
+    kept: np.ndarray  # [step, site]: kept units (row sites, convs, then sample sites)
     fetched: np.ndarray  # [step, site]: units the DRAM bursts of a gather of them move
     patterns: dict[str, np.ndarray]  # period/offset/keep [step, site] (row or tile sites)
-    search_error: tuple[float, ...]
-    kept_share: tuple[tuple[float, float], ...]  # per site: expected and drawn mean
+    search_error: tuple[float, ...]  # per row site, then sample site
+    kept_share: tuple[tuple[float, float], ...]  # the same: expected and drawn mean
     sensitivity_kept: Mapping[str, float]
     tile: tuple[int, int]
     compact: bool  # row patterns: dropped neurons' elements disappear too
+
+    @property
+    def first_sample(self) -> int:
+        """The column of ``kept`` of the first sample site."""
+        return len(self.sites) + len(self.convs)
 
 
 def shrunk_graph(
@@ -68,7 +82,8 @@ def shrunk_graph(
     the backward stage for its mask (forward work in the backward stage) is then read
     by nothing, and goes too."""
     masks = _masks(graph, plan)
-    ops = tuple(shrunk_op(op, plan, kept, fetched, masks) for op in graph.ops)
+    params = parameter_names(graph)
+    ops = tuple(shrunk_op(op, plan, (kept, fetched), masks, params) for op in graph.ops)
     reads = {
         op.op_id: a.tensor.key
         for op in ops
@@ -91,7 +106,7 @@ def shrunk_graph(
 def _masks(graph: OpGraph, plan: Plan) -> frozenset[str]:
     """The names of the dropout layers' masks: what a dropout layer's backward op reads
     of what its forward ops (or a recomputation of them) write, in every version."""
-    sites = {site.dropout for site in plan.sites}
+    sites = {site.dropout for site in plan.sites} | {site.layer for site in plan.samples}
     made: dict[str, set[TensorKey]] = {}
     found: set[str] = set()
     for op in graph.ops:
@@ -106,12 +121,17 @@ def _masks(graph: OpGraph, plan: Plan) -> frozenset[str]:
 
 
 def shrunk_op(
-    op: Op, plan: Plan, kept: np.ndarray, fetched: np.ndarray, masks: frozenset[str]
+    op: Op,
+    plan: Plan,
+    units: tuple[np.ndarray, np.ndarray],
+    masks: frozenset[str],
+    params: frozenset[str],
 ) -> Op:
-    """``op`` with the dimensions and element counts of one step's patterns (``kept``
-    units per site; ``fetched``: those a gather along a weight's contiguous
-    dimension moves, whole DRAM bursts); a dropout layer's op writes none of
-    ``masks``."""
+    """``op`` with the dimensions and element counts of one step's patterns (``units``:
+    kept units per site, and those a gather along a weight's contiguous dimension
+    moves, whole DRAM bursts); a dropout layer's op writes none of ``masks``; a
+    branch's vector op touches ``params`` (parameters, their gradients) whole."""
+    kept, fetched = units
     if isinstance(op, GemmOp):
         shrinks = plan.shrinks.get((op.layer, op.phase))
         if not shrinks:
@@ -120,14 +140,23 @@ def shrunk_op(
         f = shrunk_dims(op, shrinks, kept, fetched)
         a = op.a_elements * d["m"] * d["k"] // (op.m * op.k)
         b = op.b_elements * f["k"] * f["n"] // (op.k * op.n)
-        return dataclasses.replace(op, m=d["m"], n=d["n"], k=d["k"], a_elements=a, b_elements=b)
+        return dataclasses.replace(
+            op, m=d["m"], n=d["n"], k=d["k"], count=d["count"], a_elements=a, b_elements=b
+        )
     if not isinstance(op, VectorOp):
         return op
     for i, site in enumerate(plan.sites):
         if op.layer == site.dropout:
-            return _dropout_op(op, site, plan, int(kept[i]), masks)
-        if plan.compact and (op.layer in site.chain or op.layer == site.producer):
-            return _scaled(op, int(kept[i]), site.units)
+            op = _dropout_op(op, site, plan, int(kept[i]), masks)
+        elif plan.compact and (op.layer in site.chain or op.layer == site.producer):
+            op = _scaled(op, int(kept[i]), site.units)
+    if op.phase not in SAMPLE_DIMS:
+        return op
+    for j, sample in enumerate(plan.samples):
+        if op.layer == sample.layer:
+            op = dataclasses.replace(op, writes=_unmasked(op.writes, masks))
+        if op.layer == sample.layer or op.layer in sample.branch:
+            op = scaled_samples(op, int(kept[plan.first_sample + j]), plan.batch, params)
     return op
 
 
@@ -147,12 +176,13 @@ def _dropout_op(op: VectorOp, site: Site, plan: Plan, kept: int, masks: frozense
     """A dropout layer's op without its element mask: a scale by ``1 / (1 - p)`` of the
     kept elements (forward) or of their gradients (backward); it writes no mask (its
     read of one goes in :func:`shrunk_graph`)."""
-    op = dataclasses.replace(
-        op,
-        ops_per_element=1,
-        writes=tuple(a for a in op.writes if a.tensor.name not in masks),
-    )
+    op = dataclasses.replace(op, ops_per_element=1, writes=_unmasked(op.writes, masks))
     return _scaled(op, kept, site.units) if plan.compact else op
+
+
+def _unmasked(writes: tuple[Access, ...], masks: frozenset[str]) -> tuple[Access, ...]:
+    """``writes`` without those of a dropout layer's mask."""
+    return tuple(a for a in writes if a.tensor.name not in masks)
 
 
 def skipped_update(p: Parameter, plan: Plan, kept: np.ndarray, fetched: np.ndarray) -> Parameter:
@@ -180,7 +210,8 @@ def skipped_update(p: Parameter, plan: Plan, kept: np.ndarray, fetched: np.ndarr
 def add_aux(
     graph: OpGraph, plan: Plan, words: WordBytesSpec, tile: tuple[int, int], owner: str
 ) -> OpGraph:
-    """Pattern generation after each dropout layer's forward op, and sensitivity scoring
+    """Pattern generation after each dropout and stochastic-depth layer's forward op (a
+    unit per neuron, tile or sample), and sensitivity scoring
     after each dropped conv's forward op (it picks the maps of the next step): ops of
     the technique ``owner``."""
     units = {}
@@ -190,6 +221,7 @@ def add_aux(
             units[site.dropout] = -(-w.part // tile[0]) * -(-w.w_out // tile[1])
         else:
             units[site.dropout] = site.units
+    units.update(dict.fromkeys((site.layer for site in plan.samples), plan.batch))
     convs = {info.layer.name: info for info in plan.convs}
     first_fwd: set[int] = set()
     seen: set[str] = set()

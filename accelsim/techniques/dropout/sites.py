@@ -58,11 +58,12 @@ class Site:
 class Shrink:
     """A GEMM dimension that loses ``unit`` for each of ``part`` units a site drops."""
 
-    dim: str  # "m", "n" or "k"
+    dim: str  # "m", "n", "k" or "count" (the GEMMs of a batched op)
     site: int
     part: int
     unit: int = 1
     contiguous: bool = False  # the dimension is contiguous in the weight B (in DRAM)
+    whole: bool = False  # the whole dimension is the site's (samples times positions)
 
     def scaled(self, dim: np.ndarray, kept: np.ndarray) -> np.ndarray:
         """``dim`` with the site's share scaled from ``part`` to ``kept`` units.
@@ -73,17 +74,20 @@ class Shrink:
         proportionally, rounded up (a share that is not empty keeps at least one
         element): an uncompacted share becomes exactly ``kept * unit``, and a
         compacted one keeps the same proportion of what is left, so compacting
-        twice gives the same size in either order, to rounding.  Element by element
-        over arrays (one entry per step).
+        twice gives the same size in either order, to rounding.  With ``whole``, the
+        share is the whole dimension (``part`` samples times positions, or a replica's
+        or micro-batch's part of them), which keeps ``kept / part`` of it.  Element by
+        element over arrays (one entry per step).
         """
-        share = np.minimum(dim, self.part * self.unit)
+        share = dim if self.whole else np.minimum(dim, self.part * self.unit)
         scaled: np.ndarray = dim - share - (-share * kept // self.part)
         return scaled
 
 
 def find_sites(infos: Sequence[LayerInfo], rate: float | None) -> tuple[list[Site], list[str]]:
     """Compactable dropout sites, and the dropout layers that are not (a consumer
-    that is not a GEMM layer, such as a residual add)."""
+    that is not a GEMM layer, such as a residual add).  Stochastic-depth layers drop
+    samples, not features: :mod:`accelsim.techniques.dropout.samples` finds theirs."""
     by_name = {i.layer.name: i for i in infos}
     readers: dict[str, list[str]] = {}
     for info in infos:
@@ -92,9 +96,6 @@ def find_sites(infos: Sequence[LayerInfo], rate: float | None) -> tuple[list[Sit
     sites, skipped = [], []
     for info in infos:
         layer = info.layer
-        if isinstance(layer, wm.StochasticDepth):
-            skipped.append(layer.name)  # it drops samples, never features
-            continue
         if not isinstance(layer, wm.Dropout):
             continue
         consumers = readers.get(layer.name, [])
@@ -260,7 +261,7 @@ def shrunk_steps(
 ) -> dict[str, np.ndarray]:
     """:func:`shrunk_dims` of every step at once (``kept``, ``fetched``: ``[step, site]``)."""
     steps = kept.shape[0]
-    dims = {d: np.full(steps, getattr(op, d), np.int64) for d in ("m", "n", "k")}
+    dims = {d: np.full(steps, getattr(op, d), np.int64) for d in ("m", "n", "k", "count")}
     for s in shrinks:
         units = fetched if fetched is not None and s.contiguous else kept
         dims[s.dim] = s.scaled(dims[s.dim], units[:, s.site].astype(np.int64))

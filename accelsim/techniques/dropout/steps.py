@@ -22,6 +22,11 @@ A step's cost is the simulated step's, scaled around it [D]:
   priced at the baseline step's energy per count, plus static energy for the
   change of cycles.
 
+The vector ops of a stochastic-depth layer and of its residual branch run for the
+step's kept samples: each one's roofline time, DRAM bytes, dynamic energy and vector
+unit cycles are the baseline op's scaled by its elements at the step's kept samples
+over its elements at the whole batch [D].
+
 Step 0's cost is the simulated one exactly.  Composed with other techniques
 (gradient skipping, ADA-GP, a pipeline schedule), the simulated step is the
 composed one and the steps are counted on the baseline's GEMMs that the composed
@@ -38,13 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from accelsim.graph.ops import GemmOp, Phase
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, VectorOp
 from accelsim.mapping.schedule import USE_FIELDS, UnitSchedule, schedule_unit, whole_use
 from accelsim.mapping.tile_reuse import tile_reuse
 from accelsim.mapping.units import main_array
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import SimulatedStep, StepCost, TechniqueContext
 from accelsim.techniques.dropout.folds import count_surviving
+from accelsim.techniques.dropout.samples import SAMPLE_DIMS
 from accelsim.techniques.dropout.sites import (
     MAPPED,
     Shrink,
@@ -52,7 +58,7 @@ from accelsim.techniques.dropout.sites import (
     shrunk_steps,
     tile_geometry,
 )
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, unit_costs
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, unit_costs
 from accelsim.timing.gemm_costs import ChipOptions
 
 SRAM = ("ifmap", "filter", "ofmap")
@@ -61,7 +67,9 @@ SRAM = ("ifmap", "filter", "ofmap")
 @dataclass(frozen=True)
 class StepPlan:
     """What the per-step count needs: shrinks and tile weights by layer, kept units and
-    tile patterns per step and site, and the tile size."""
+    tile patterns per step and site, the tile size, and the layers whose vector ops run
+    for a sample site's kept samples (by layer: the site's column of ``kept``) out of
+    ``batch``."""
 
     shrinks: Mapping[tuple[str, Phase], list[Shrink]]
     tiles: Mapping[str, TileWeight]
@@ -69,16 +77,36 @@ class StepPlan:
     fetched: np.ndarray  # units a gather along a weight's contiguous dimension moves
     patterns: dict[str, np.ndarray]
     tile: tuple[int, int]
+    samples: Mapping[str, int]
+    batch: int
 
 
 @dataclass(frozen=True)
 class StepCounts:
-    """Per step and affected GEMM of the baseline graph (``[step, gemm]``)."""
+    """Per step and affected GEMM of the baseline graph (``[step, gemm]``), and the
+    share of each affected vector op's baseline work each step does (``[step, op]``)."""
 
     op_ids: np.ndarray
     layers: tuple[str, ...]
     costs: dict[str, np.ndarray]  # OpCosts fields, each [step, gemm]
     steps: int
+    vector_ids: np.ndarray
+    vector_share: np.ndarray
+
+
+def vector_shares(graph: OpGraph, plan: StepPlan) -> tuple[np.ndarray, np.ndarray]:
+    """The vector ops of ``graph`` that run for a sample site's kept samples, and the
+    share of their elements each step runs (``[step, op]``: ``ceil(e kept / batch) / e``)."""
+    ids, shares = [], []
+    for op in graph.ops:
+        col = plan.samples.get(op.layer)
+        if col is None or not isinstance(op, VectorOp) or op.phase not in SAMPLE_DIMS:
+            continue
+        ids.append(op.op_id)
+        shares.append(-(-op.elements * plan.kept[:, col] // plan.batch) / max(op.elements, 1))
+    steps = plan.kept.shape[0]
+    share = np.stack(shares, axis=1) if shares else np.zeros((steps, 0))
+    return np.asarray(ids, np.int64), share
 
 
 def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepCounts:
@@ -89,6 +117,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     dataflow = unit.array.dataflow
     rows_mapped, cols_mapped = MAPPED[dataflow]
     picked: list[int] = []
+    own: list[int] = []  # each picked GEMM's count
     dims: list[np.ndarray] = []
     b_dims: list[np.ndarray] = []  # k and n of the B operand's fetched extent
     geometry: list[tuple[int, int, TileWeight] | None] = []
@@ -102,15 +131,16 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
         if not shrinks and geo is None:
             continue
         picked.append(j)
+        own.append(op.count)
         shrunk = shrunk_steps(op, shrinks, plan.kept)
-        dims.append(np.stack([shrunk["m"], shrunk["n"], shrunk["k"]], axis=1))
+        dims.append(np.stack([shrunk[d] for d in ("m", "n", "k", "count")], axis=1))
         fetched = shrunk_steps(op, shrinks, plan.kept, plan.fetched)
         b_dims.append(np.stack([fetched["k"], fetched["n"]], axis=1))
         geometry.append(None if geo is None or w is None else (*geo, w))
     g = len(picked)
     idx = np.asarray(picked, np.int64)
-    mnk = np.stack(dims, axis=1) if dims else np.zeros((steps, 0, 3), np.int64)
-    m, n, k = (mnk[:, :, i].astype(np.int64) for i in range(3))
+    mnk = np.stack(dims, axis=1) if dims else np.zeros((steps, 0, 4), np.int64)
+    m, n, k, count = (mnk[:, :, i].astype(np.int64) for i in range(4))
     b_kn = np.stack(b_dims, axis=1) if b_dims else np.zeros((steps, 0, 2), np.int64)
     named = {"m": m, "n": n, "k": k}
     sr, sc = named[rows_mapped], named[cols_mapped]
@@ -130,7 +160,9 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     }  # fmt: skip
     site = np.asarray([x[2].site if x else -1 for x in geometry], np.int64)
     use = count_surviving(fields, plan.patterns, site) if plan.tiles else None
-    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t), b_kn, use)
+    # the schedule's count of each GEMM (its share on this array) scaled as the op's
+    counts = table.count[idx] * count // np.asarray(own, np.int64)
+    flat = _flat_table(table, idx, steps, (m, n, k, sr, sc, t, counts), b_kn, use)
     run = ctx.run
     timing = run.timing
     costs = unit_costs(
@@ -144,7 +176,7 @@ def count_steps(ctx: TechniqueContext, base: RunResult, plan: StepPlan) -> StepC
     shaped = {name: v.reshape(steps, g) for name, v in costs.items()}
     op_ids = table.op_index[idx]
     layers = tuple(base.graph.ops[i].layer for i in op_ids.tolist())
-    return StepCounts(op_ids, layers, shaped, steps)
+    return StepCounts(op_ids, layers, shaped, steps, *vector_shares(base.graph, plan))
 
 
 def _flat_table(
@@ -155,10 +187,11 @@ def _flat_table(
     b_kn: np.ndarray,
     use: np.ndarray | None,
 ) -> UnitSchedule:
-    """The rows ``idx`` of ``table`` repeated for every step with that step's dims, B's
+    """The rows ``idx`` of ``table`` repeated for every step with that step's dims (and
+    counts), B's
     fetched ``k x n`` extent (``[step, gemm, 2]``) and what its running folds use
     (``[step, gemm, field]``, :data:`USE_FIELDS`; None: all of them run)."""
-    m, n, k, sr, sc, t = (d.reshape(-1) for d in dims)
+    m, n, k, sr, sc, t, count = (d.reshape(-1) for d in dims)
     b_k, b_n = b_kn[:, :, 0].reshape(-1), b_kn[:, :, 1].reshape(-1)
     rows, cols = table.unit.array.rows, table.unit.array.cols
     uses: dict[str, Any] = (
@@ -178,7 +211,7 @@ def _flat_table(
         sr=sr, sc=sc, t=t,
         row_folds=-(-sr // rows), col_folds=-(-sc // cols),
         m=m, n=n, k=k,
-        count=rep(table.count),
+        count=count,
         a_footprint=rep(table.a_footprint) * m * k // (m0 * k0),
         b_footprint=rep(table.b_footprint) * b_k * b_n // (k0 * n0),
         a_word=rep(table.a_word), b_word=rep(table.b_word), c_word=rep(table.c_word),
@@ -228,43 +261,55 @@ def step_costs(
     ctx: TechniqueContext, base: RunResult, step: SimulatedStep, counts: StepCounts
 ) -> dict[str, np.ndarray]:
     """Cycles, bound cycles, energy and DRAM bytes of every drawn step of one kind."""
-    present = {(op.layer, op.phase) for op in step.result.graph.ops if isinstance(op, GemmOp)}
-    keep = np.asarray(
-        [
-            (base.graph.ops[i].layer, base.graph.ops[i].phase) in present
-            for i in counts.op_ids.tolist()
-        ],
-        bool,
-    )
-    ids = counts.op_ids[keep]
-    c = {name: v[:, keep] for name, v in counts.costs.items()}
+    ops = base.graph.ops
+
+    def present(ids: np.ndarray, kind: type[GemmOp] | type[VectorOp]) -> np.ndarray:
+        """Which of the baseline's ops ``ids`` the composed step still runs (as ops of
+        their kind, layer and phase)."""
+        runs = {(op.layer, op.phase) for op in step.result.graph.ops if isinstance(op, kind)}
+        return np.asarray([(ops[i].layer, ops[i].phase) in runs for i in ids.tolist()], bool)
+
+    keep, keep_v = present(counts.op_ids, GemmOp), present(counts.vector_ids, VectorOp)
+    ids, v, share = counts.op_ids[keep], counts.vector_ids[keep_v], counts.vector_share[:, keep_v]
+    c = {name: values[:, keep] for name, values in counts.costs.items()}
     bc = base.trace.costs
     dram_bound = base.machine.dram[0].bound
     base_dram = bc.dram_read_bytes + bc.dram_ofmap_write_bytes
     roofline = np.maximum(bc.compute_cycles, dram_bound(base_dram))
     others = np.ones(len(base.graph.ops), bool)
     others[ids] = False
-    time = roofline[others].sum() + np.maximum(c["compute_cycles"], dram_bound(_dram(c))).sum(
-        axis=1
+    others[v] = False
+    vector_dram = (base_dram[v] * share).sum(axis=1)
+    time = (
+        roofline[others].sum()
+        + np.maximum(c["compute_cycles"], dram_bound(_dram(c))).sum(axis=1)
+        + (roofline[v] * share).sum(axis=1)
     )
-    dram = base_dram[others].sum() + _dram(c).sum(axis=1)
+    dram = base_dram[others].sum() + _dram(c).sum(axis=1) + vector_dram
     on_array = (bc.unit == UNIT_ARRAY) & others
     compute = bc.compute_cycles[on_array].sum() + c["compute_cycles"].sum(axis=1)
+    on_vector = (bc.unit == UNIT_VECTOR) & others
+    vector = bc.compute_cycles[on_vector].sum() + (bc.compute_cycles[v] * share).sum(axis=1)
     cost: StepCost = step.cost
     cycles = cost.cycles * time / time[0]
-    bounds = _bounds(step.result, compute / compute[0], dram / dram[0])
+    ratios = (compute / compute[0], dram / dram[0], vector / vector[0] if vector[0] else None)
+    bounds = _bounds(step.result, *ratios)
     # a placer's bound is per part of its step (a pipeline's mini-batch): scale alike
     simulated = bounds[cost.binding_bound][0]
     scale = cost.bound_cycles / simulated if simulated else 1.0
     bound = np.max(np.stack(list(bounds.values())), axis=0) * scale
     cycles = np.maximum(cycles, bound)
     gemm_energy = _gemm_energy(base, ids, c)
+    vector_energy = (base.energy.op_pj[v] * share).sum(axis=1)
     energy = cost.energy_pj + (gemm_energy - gemm_energy[0]).sum(axis=1)
+    energy += vector_energy - vector_energy[0]
     # leakage: the whole simulated graph's static power, for the change of cycles
     energy += (
         step.result.energy.static_pj / max(step.result.total_cycles, 1) * (cycles - cost.cycles)
     )
     dram_bytes = cost.dram_bytes + (_dram(c) - _dram(c)[0]).sum(axis=1)
+    if len(v):
+        dram_bytes = dram_bytes + (vector_dram - vector_dram[0])
     return {
         "cycles": cycles,
         "bound_cycles": bound,
@@ -274,11 +319,14 @@ def step_costs(
     }
 
 
-def _bounds(result: RunResult, array: np.ndarray, dram: np.ndarray) -> dict[str, np.ndarray]:
+def _bounds(
+    result: RunResult, array: np.ndarray, dram: np.ndarray, vector: np.ndarray | None
+) -> dict[str, np.ndarray]:
     """Per drawn step, the cycle bounds of :meth:`RunResult.cycle_bounds` of the simulated
     ``result``: DRAM traffic scaled by the step's ``dram`` ratio; the busiest unit, the
-    main array's compute scaled by the step's ``array`` ratio against every other unit's
-    (busiest processor each); the interconnect's as simulated."""
+    main array's compute scaled by the step's ``array`` ratio (the vector unit's by its
+    ``vector`` ratio, when one is given) against every other unit's (busiest processor
+    each); the interconnect's as simulated."""
     simulated = result.cycle_bounds()
     c, processors = result.trace.costs, result.hardware.processors
     busiest = {}
@@ -289,7 +337,10 @@ def _bounds(result: RunResult, array: np.ndarray, dram: np.ndarray) -> dict[str,
         mine = c.unit == unit
         np.add.at(work, result.trace.processor[mine], c.compute_cycles[mine])
         busiest[unit] = float(work.max())
-    others = max((v for u, v in busiest.items() if u != UNIT_ARRAY), default=0.0)
+    scaled = busiest.pop(UNIT_VECTOR, 0.0) * (1.0 if vector is None else vector)
+    others = np.maximum(
+        max((v for u, v in busiest.items() if u != UNIT_ARRAY), default=0.0), scaled
+    )
     return {
         "dram": simulated["dram"] * dram,
         "interconnect": np.full_like(dram, simulated["interconnect"]),

@@ -17,7 +17,10 @@ disappear:
   follows its running folds (:func:`accelsim.timing.costs.op_costs`);
 * ``pattern: element`` is conventional dropout: the baseline step, exactly;
 * ``feature_maps.rate`` drops each convolution's least sensitive input maps
-  (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``.
+  (sensitivity-aware dropping for CNNs), shrinking ``C.R.S``;
+* with row patterns, a ``stochastic_depth`` layer's samples are dropped by a regular
+  pattern over the batch, so its residual branch runs for the kept samples alone
+  (:mod:`accelsim.techniques.dropout.samples`).
 
 Each step's pattern per site is drawn from the distribution the SGD search
 (:mod:`accelsim.techniques.dropout.patterns`) finds for the site's rate, with the
@@ -27,9 +30,10 @@ folds, MACs, SRAM and DRAM bytes of every affected GEMM) and priced relative to
 the simulated step, see :mod:`accelsim.techniques.dropout.steps`.
 
 Provenance: the technique and its reported speedups [S] (``../shared/techniques.md``
-section 4); pattern families, the tile geometry, the regularisers of the search,
-the cost of pattern generation and of sensitivity scoring, and the synthetic
-sensitivity scores [D].
+section 4); stochastic depth, Huang et al., ECCV 2016 [S]; pattern families, the tile
+geometry, the regularisers of the search, the cost of pattern generation and of
+sensitivity scoring, the synthetic sensitivity scores, and acting on stochastic depth
+with a regular pattern over the batch's samples [D].
 """
 
 from __future__ import annotations
@@ -38,7 +42,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -50,7 +53,6 @@ from accelsim.mapping.schedule import FoldSchedule
 from accelsim.report.result import RunResult
 from accelsim.report.training import Source
 from accelsim.techniques.base import (
-    GraphRewriter,
     LoadContext,
     SampledRewriter,
     Section,
@@ -59,6 +61,11 @@ from accelsim.techniques.base import (
     TechniqueContext,
     TrainingPlan,
 )
+from accelsim.techniques.dropout.checks import (
+    grouped_tile_problems,
+    rate_problems,
+    reach_problems,
+)
 from accelsim.techniques.dropout.config import (
     DEFAULTS,
     MAX_STEPS,
@@ -66,7 +73,21 @@ from accelsim.techniques.dropout.config import (
     ApproximateDropoutConfig,
     Pattern,
 )
-from accelsim.techniques.dropout.patterns import PatternFamily, load_distribution, search
+from accelsim.techniques.dropout.depth import (
+    sample_columns,
+    sample_family,
+    sample_lines,
+    sample_probabilities,
+    sample_report,
+    sample_sites,
+)
+from accelsim.techniques.dropout.patterns import (
+    PatternFamily,
+    draw,
+    load_distribution,
+    search,
+    site_chances,
+)
 from accelsim.techniques.dropout.rewrite import (
     PATTERN_OPS,
     SCORE_OPS,
@@ -76,6 +97,7 @@ from accelsim.techniques.dropout.rewrite import (
     skipped_update,
     tile_uses,
 )
+from accelsim.techniques.dropout.samples import sample_shrinks
 from accelsim.techniques.dropout.scores import sensitivity_scores
 from accelsim.techniques.dropout.sites import (
     Shrink,
@@ -107,7 +129,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
 
     def __init__(self, config: ApproximateDropoutConfig, source: str) -> None:
         super().__init__(config, source)
-        self._plans: dict[tuple[str, int], Plan] = {}
+        self._plans: dict[tuple[str, int, int], Plan] = {}
         self._current: Plan | None = None  # the plan of the graph being simulated
         self._counted: tuple[RunResult, StepCounts] | None = None
         self._per_step: dict[int, tuple[RunResult, dict[str, np.ndarray]]] = {}
@@ -123,24 +145,21 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         cfg = self.config
         problems = []
         sites, _ = find_sites(load.infos, cfg.rate)
-        if cfg.pattern is not Pattern.ELEMENT:
-            lo = 1 / cfg.max_period
-            for site in sites:
-                if site.rate and not lo <= site.rate <= 1 - lo:
-                    key = "rate" if cfg.rate is not None else "max_period"
-                    value: Any = cfg.rate if cfg.rate is not None else cfg.max_period
-                    problems.append(
-                        Problem(
-                            self.source,
-                            self.where(key),
-                            f"dropout rate {site.rate:g} of {site.dropout} is out of reach of"
-                            f" patterns with periods up to {cfg.max_period}"
-                            f" (rates {lo:g} to {1 - lo:g})",
-                            value,
-                        )
-                    )
-                    break
-        if not sites and cfg.pattern is not Pattern.ELEMENT and not cfg.feature_maps.rate:
+        problems += rate_problems(cfg, sites, self.source, self.where)
+        samples, _ = sample_sites(cfg, load.infos)
+        problems += reach_problems(
+            samples,
+            cfg.max_period,
+            load.run.batch_size,
+            self.source,
+            self.where("stochastic_depth"),
+        )
+        if (
+            not sites
+            and not samples
+            and cfg.pattern is not Pattern.ELEMENT
+            and not cfg.feature_maps.rate
+        ):
             problems.append(
                 Problem(
                     self.source,
@@ -160,7 +179,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                     cfg.feature_maps.rate,
                 )
             )
-        problems += self._grouped_tiles(load, sites)
+        problems += grouped_tile_problems(load, sites, self.config, self.source, self.where)
         side = min(load.hardware.array.rows, load.hardware.array.cols)
         for key in ("rows", "cols"):
             size = getattr(cfg.tile, key)
@@ -192,34 +211,6 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
             problems += exc.problems
         return problems
 
-    def _grouped_tiles(self, load: LoadContext, sites: Sequence[Site]) -> list[Problem]:
-        """Tile patterns cannot compose with a technique that packs the weight
-        gradients of their consumers (:meth:`GraphRewriter.packed_weight_gradients`): a
-        tile pattern skips the folds of a weight's tiles in the weight's own index
-        space, and packing moves the kept rows or columns of its gradient GEMM
-        together, so that GEMM's folds no longer line up with tiles."""
-        if self.config.pattern is not Pattern.TILE:
-            return []
-        consumers = [c for site in sites for c in site.consumers]
-        for other in load.techniques:
-            if not isinstance(other, GraphRewriter):
-                continue
-            packed = other.packed_weight_gradients(load)
-            clash = [c for c in consumers if c in packed]
-            if clash:
-                return [
-                    Problem(
-                        self.source,
-                        self.where("pattern"),
-                        f"tile patterns skip folds of {clash[0]}'s weight by its tiles, and"
-                        f" {other.name} packs the rows or columns of that weight's gradient,"
-                        " so its folds no longer line up with tiles; use pattern: row"
-                        f" (or leave {clash[0]} to {other.name})",
-                        self.config.pattern.value,
-                    )
-                ]
-        return []
-
     def _distribution(self, run_file: Path) -> tuple[float, np.ndarray]:
         assert self.config.distribution is not None
         return load_distribution(
@@ -244,7 +235,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
 
     def plan(self, ctx: TechniqueContext, gemms: Sequence[GemmOp]) -> Plan:
         """Sites, per-step patterns and kept counts of the run (drawn from its seed)."""
-        key = (ctx.workload.name, ctx.run.seed)
+        key = (ctx.workload.name, ctx.run.seed, ctx.run.batch_size)
         cached = self._plans.get(key)
         if cached is not None:
             self._current = cached
@@ -256,28 +247,21 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         if cfg.pattern is not Pattern.ELEMENT:
             found, not_compacted = find_sites(ctx.infos, cfg.rate)
             sites = [s for s in found if s.rate > 0]
+        samples, refused = sample_sites(cfg, ctx.infos)
+        not_compacted += list(refused)
+        batch = ctx.run.batch_size
         convs = droppable_convs(ctx.infos) if cfg.feature_maps.rate else []
         tiles = tile_weights(sites, infos) if cfg.pattern is Pattern.TILE else {}
         chances = [self._probabilities(ctx, site, i, tiles) for i, site in enumerate(sites)]
-        errors = [error for _, error, _ in chances]
-        expected = [float(q @ share) for q, _, share in chances]
-        steps = cfg.steps
-        while True:  # enough steps that each site's mean kept share is near its expectation
-            rng = np.random.default_rng(ctx.run.seed)
-            drawn = [rng.choice(len(self.family), size=steps, p=q) for q, _, _ in chances]
-            means = [
-                float(share[d].mean()) for d, (_, _, share) in zip(drawn, chances, strict=True)
-            ]
-            near = all(
-                abs(m - e) <= cfg.kept_tolerance * e for m, e in zip(means, expected, strict=True)
-            )
-            if near or steps >= MAX_STEPS:
-                break
-            steps = min(2 * steps, MAX_STEPS)
+        chances += [
+            sample_probabilities(cfg, s, len(sites) + j, batch) for j, s in enumerate(samples)
+        ]
+        drawn, means = draw(ctx.run.seed, chances, cfg.steps, cfg.kept_tolerance, MAX_STEPS)
+        steps = drawn[0].shape[0] if drawn else cfg.steps
         periods = np.empty((steps, len(sites)), np.int64)
         offsets = np.empty((steps, len(sites)), np.int64)
         keeps = np.empty((steps, len(sites)), bool)
-        kept = np.empty((steps, len(sites) + len(convs)), np.int64)
+        kept = np.empty((steps, len(sites) + len(convs) + len(samples)), np.int64)
         per_burst = max(1, ctx.hardware.dram.burst_bytes // ctx.hardware.word_bytes.weights)
         fetched = np.empty_like(kept)
         for i, site in enumerate(sites):
@@ -289,6 +273,11 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 fetched[:, i] = self.family.burst_rows(site.units, per_burst)[drawn[i]]
             else:
                 kept[:, i] = fetched[:, i] = site.units
+        first = len(sites) + len(convs)
+        for j in range(len(samples)):
+            family = sample_family(cfg.max_period, batch)
+            kept[:, first + j] = family.kept_rows(drawn[len(sites) + j], batch)
+            fetched[:, first + j] = kept[:, first + j]
         scores = self._scores(ctx.run_file, ctx.infos, ctx.run.seed)
         conv_kept = []
         sensitivity = {}
@@ -302,20 +291,27 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
         shrinks: dict[tuple[str, Phase], list[Shrink]] = {}
         if cfg.pattern is Pattern.ROW:
             shrinks.update(row_shrinks(sites, infos, gemms))
-        for key2, more in feature_map_shrinks(convs, len(sites)).items():
-            shrinks.setdefault(key2, []).extend(more)
+        for part in (
+            feature_map_shrinks(convs, len(sites)),
+            sample_shrinks(samples, infos, first, batch),
+        ):
+            for key2, extra in part.items():
+                shrinks.setdefault(key2, []).extend(extra)
         plan = Plan(
             tuple(sites),
             tuple(not_compacted),
             tuple(convs),
             tuple(conv_kept),
+            tuple(samples),
+            refused,
+            batch,
             shrinks,
             tiles,
             kept,
             fetched,
             {"period": periods, "offset": offsets, "keep": keeps},
-            tuple(errors),
-            tuple(zip(expected, means, strict=True)),
+            tuple(error for _, error, _ in chances),
+            tuple(zip((float(q @ share) for q, _, share in chances), means, strict=True)),
             sensitivity,
             self.tile_size(ctx.hardware),
             cfg.pattern is Pattern.ROW,
@@ -343,9 +339,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
             q = search(
                 drops, site.rate, iterations=cfg.search_iterations, seed=cfg.search_seed + index
             ).probabilities
-        q = q / q.sum()
-        kept_share: np.ndarray = 1 - drops.mean(axis=1)
-        return q, float(np.abs(q @ drops - site.rate).max()), kept_share
+        return site_chances(drops, q, site.rate)
 
     def tile_size(self, hw: HardwareSpec) -> tuple[int, int]:
         t = self.config.tile
@@ -354,7 +348,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
         gemms = [op for op in graph.ops if isinstance(op, GemmOp)]
         plan = self.plan(ctx, gemms)
-        if not plan.sites and not plan.convs:
+        if not plan.sites and not plan.convs and not plan.samples:
             return graph
         kept = plan.kept[0]
         shrunk = shrunk_graph(graph, plan, kept, plan.fetched[0], ctx.hardware.word_bytes)
@@ -381,6 +375,8 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
             plan.fetched,
             plan.patterns,
             self.tile_size(ctx.hardware),
+            sample_columns(plan),
+            plan.batch,
         )
 
     def _counts(self, ctx: TechniqueContext, base: RunResult) -> StepCounts:
@@ -443,6 +439,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 for i, s in enumerate(drawn.sites)
             ],
             "not_compacted": list(drawn.not_compacted),
+            "stochastic_depth": sample_report(drawn),
             "feature_maps": {
                 info.layer.name: {
                     "channels": info.in_shapes[0].dims[0],
@@ -452,11 +449,12 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 for j, info in enumerate(drawn.convs)
             },
         }
+        names = [s.dropout for s in drawn.sites] + [s.layer for s in drawn.samples]
         warnings = tuple(
-            f"{site.dropout}: the mean kept share of {drawn.kept.shape[0]:,} drawn steps,"
+            f"{name}: the mean kept share of {drawn.kept.shape[0]:,} drawn steps,"
             f" {got:.4f}, is {abs(got - want) / want * 100:.2f} % from its expectation {want:.4f}"
             " (more than kept_tolerance); the report is of the drawn steps"
-            for site, (want, got) in zip(drawn.sites, drawn.kept_share, strict=True)
+            for name, (want, got) in zip(names, drawn.kept_share, strict=True)
             if abs(got - want) > cfg.kept_tolerance * want
         )
         lines = (
@@ -471,6 +469,7 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
                 f" ({skipped['skipped_mac_fraction'] * 100:.1f} % of the baseline's),"
                 f" {skipped['skipped_folds']:,.1f} folds",
             ),
+            *sample_lines(drawn),
         )
         return Section(
             self.name,

@@ -12,11 +12,12 @@ import pytest
 import yaml
 
 from accelsim.config.loader import parse_sets
-from accelsim.driver.inputs import load_inputs
+from accelsim.driver.inputs import RunInputs, load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import GemmOp, Phase
 from accelsim.mapping.schedule import fold_use
+from accelsim.report.result import RunResult
 from accelsim.report.training import TrainingResult
 from accelsim.techniques.base import StepCost, TechniqueContext
 from accelsim.techniques.dropout import kernels
@@ -27,7 +28,8 @@ from accelsim.techniques.dropout.patterns import (
     save_distribution,
     search,
 )
-from accelsim.techniques.dropout.steps import StepPlan, count_steps
+from accelsim.techniques.dropout.rewrite import Plan
+from accelsim.techniques.dropout.steps import StepCounts, StepPlan, count_steps
 from accelsim.techniques.dropout.technique import ApproximateDropout
 from tests.conftest import ROOT
 
@@ -243,6 +245,37 @@ def test_element_pattern_is_the_baseline_exactly() -> None:
     assert details["skipped_macs"] == details["skipped_folds"] == 0.0
 
 
+def drawn(inputs: RunInputs, result: TrainingResult) -> tuple[TechniqueContext, Plan]:
+    """The context of the run's approximate dropout and the plan it drew."""
+    technique = inputs.techniques[0]
+    assert isinstance(technique, ApproximateDropout)
+    ctx = TechniqueContext(
+        inputs.run,
+        inputs.run_file.path,
+        inputs.hardware,
+        inputs.machine,
+        inputs.workload,
+        inputs.infos,
+        (),
+        lambda g: result.base,
+        lambda kind, replace: StepCost.of(result.base),
+    )
+    gemms = [o for o in result.base.graph.ops if isinstance(o, GemmOp)]
+    return ctx, technique.plan(ctx, gemms)
+
+
+def counted_as_simulated(counts: StepCounts, result: TrainingResult, dram: str) -> RunResult:
+    """Asserts that the counted step 0's GEMMs cost what the simulated step's do (MACs,
+    folds, compute cycles and the ``dram`` bytes); returns the simulated step."""
+    step = result.steps[KIND]
+    by_name = {o.name: o.op_id for o in step.graph.ops}
+    for j, op_id in enumerate(counts.op_ids.tolist()):
+        mine = by_name[result.base.graph.ops[op_id].name]
+        for field in ("macs", "folds", "compute_cycles", dram):
+            assert counts.costs[field][0, j] == getattr(step.trace.costs, field)[mine], field
+    return step
+
+
 @pytest.mark.parametrize("pattern", ["row", "tile"])
 def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
     """The per-step count (closed forms on the baseline schedule, the fold kernel) gives
@@ -253,34 +286,17 @@ def test_the_counted_step_zero_is_the_simulated_step(pattern: str) -> None:
     ]
     inputs = load_inputs(RUN, parse_sets(sets))
     result = simulate_training(inputs)
-    technique = inputs.techniques[0]
-    assert isinstance(technique, ApproximateDropout)
-    ctx = TechniqueContext(
-        inputs.run,
-        RUN,
-        inputs.hardware,
-        inputs.machine,
-        inputs.workload,
-        inputs.infos,
-        (),
-        lambda g: result.base,
-        lambda kind, replace: StepCost.of(result.base),
-    )
-    gemms = [o for o in result.base.graph.ops if isinstance(o, GemmOp)]
-    plan = technique.plan(ctx, gemms)
+    ctx, plan = drawn(inputs, result)
     counts = count_steps(
         ctx,
         result.base,
-        StepPlan(plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, plan.tile),
+        StepPlan(
+            plan.shrinks, plan.tiles, plan.kept, plan.fetched, plan.patterns, plan.tile, {}, 1
+        ),
     )
     # row: fc1's fwd and dW (it has no dX), fc2's and fc3's three; tile: the consumers'
     assert counts.steps == 100 and len(counts.op_ids) == {"row": 8, "tile": 6}[pattern]
-    step = result.steps[KIND]
-    by_name = {o.name: o.op_id for o in step.graph.ops}
-    for j, op_id in enumerate(counts.op_ids.tolist()):
-        mine = by_name[result.base.graph.ops[op_id].name]
-        for field in ("macs", "folds", "compute_cycles", "dram_filter_read_bytes"):
-            assert counts.costs[field][0, j] == getattr(step.trace.costs, field)[mine], field
+    step = counted_as_simulated(counts, result, "dram_filter_read_bytes")
     assert result.training is not None
     report = result.training.sections[KIND].details
     skipped = result.base.trace.costs.macs[counts.op_ids] - counts.costs["macs"]
