@@ -134,39 +134,31 @@ class BufferSpec(Spec):
         return kib_to_bytes(self.stash_kib)
 
 
+def _class_cost(ops: str) -> Any:
+    """An optional fixed cost per op of one class: ``ops`` say which."""
+    return Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description=f"Cycles each {ops} costs before its work starts.",
+    )
+
+
 class ClassOverheadSpec(Spec):
     """The vector unit's fixed cost per op for ops of one class
     (:class:`~accelsim.config.enums.VectorClass`, one key per class), each in place of
     ``vector_unit.op_overhead_cycles`` for its class; a class not given keeps that."""
 
-    elementwise: NonNegativeInt | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="Cycles each element-wise vector op costs before its work starts.",
+    elementwise: NonNegativeInt | None = _class_cost("element-wise vector op")
+    transcendental: NonNegativeInt | None = _class_cost(
+        "transcendental vector op (an exponential, a root or a sine per element)"
     )
-    transcendental: NonNegativeInt | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="Cycles each transcendental vector op (an exponential, a root or a"
-        " sine per element) costs before its work starts.",
+    reduce: NonNegativeInt | None = _class_cost("reduction (many elements to one)")
+    data_movement: NonNegativeInt | None = _class_cost(
+        "data-movement op (a copy, transpose, slice, gather)"
     )
-    reduce: NonNegativeInt | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="Cycles each reduction (many elements to one) costs before its work starts.",
-    )
-    data_movement: NonNegativeInt | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="Cycles each data-movement op (a copy, transpose, slice, gather)"
-        " costs before its work starts.",
-    )
-    norm: NonNegativeInt | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="Cycles each normalisation (statistics of its input, then every"
-        " element normalised: batch, layer, RMS norms, softmax) costs before its work"
-        " starts.",
+    norm: NonNegativeInt | None = _class_cost(
+        "normalisation (statistics of its input, then every element normalised: batch,"
+        " layer, RMS norms, softmax)"
     )
 
     def cycles(self, op_class: VectorClass) -> int | None:
