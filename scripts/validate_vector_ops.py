@@ -162,13 +162,12 @@ def section(results: list[VectorResult], seed: int) -> list[str]:
         " the variance, then every element normalised) runs as several kernels on the"
         " chip (about 1.8 us on v6e and 3.9 us on v4 at the median below 1,000 elements,"
         " two to four times another op's): its own fixed cost (`norm_overhead_us`) is what"
-        " that costs, and all of the improvement on this class. Its large shapes still take"
-        " longer than one pass over their bytes at the stream rate (the signed errors"
-        " above): the measured op reads its input more than once, for the statistics and"
-        " again to normalise it. It is described here as accelsim's norm layers run, one"
-        " pass over the input, so that what is fitted is what the layers pay; a norm that"
-        " reads its input twice is a change to the layer rules (and to every default"
-        " number), not made here.",
+        " that costs. Its large shapes still take longer than one pass over their bytes at"
+        " the stream rate (the signed errors above): the measured op reads its input more"
+        " than once, for the statistics and again to normalise it. It is described here as"
+        " accelsim's norm layers run, one pass over the input, so that what is fitted is"
+        " what the layers pay; a norm that reads its input twice is a change to the layer"
+        " rules (and to every default number), not made here.",
         "- Reshape is a copy here; on both chips some large reshapes are relayouts far"
         " slower than a copy (up to 8,425 us on v6e), which the model does not know.",
         "",
