@@ -277,8 +277,8 @@ class GraphBuilder:
     ) -> int:
         """Add a vector-unit op; tensors given bare are accessed whole.  ``op_class``
         says what it does to its data (:class:`~accelsim.config.enums.VectorClass`,
-        whose fixed cost it pays; element-wise unless given); ``epilogue`` whether it can consume an input tile
-        by tile (:class:`Epilogue`);
+        whose fixed cost it pays; element-wise unless given); ``epilogue`` whether it
+        can consume an input tile by tile (:class:`Epilogue`);
         ``partial`` marks its writes as adding to what earlier ops wrote of them (a
         reader then waits for every writer), as a GEMM's ``partial`` does."""
         read_acc = tuple(r if isinstance(r, Access) else whole(r) for r in reads)
