@@ -1,8 +1,8 @@
 """``accelsim calibrate DIRECTORY``: fit the vector unit to measured lone vector ops
 (part of :mod:`accelsim.cli`, loaded only when the measurements are a directory).
 
-The fitted file is the ``--hardware`` file with the vector unit's fixed cost and
-stream written in; its comment keeps the hardware file's own leading comment (a
+The fitted file is the ``--hardware`` file with the vector unit's fixed cost per op
+class and stream written in; its comment keeps the hardware file's own leading comment (a
 GEMM fit's record) and adds this fit's.
 """
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from accelsim.calibration.vector_fit import (
     NAMES,
+    OVERHEADS,
     VectorFit,
     calibrate_vector_unit,
     cross_validated_vector,
@@ -38,7 +39,7 @@ def calibrate_vector(args: argparse.Namespace, hw: HardwareSpec) -> int:
     then print the fit and its errors per op class."""
     if args.fit or args.ranges:
         option = "--fit" if args.fit else "--range"
-        raise InputError.single("calibrate", option, "only for GEMMs: a vector fit fits all three")
+        raise InputError.single("calibrate", option, "only for GEMMs: a vector fit fits them all")
     ops = read_vector_measurements(args.measurements)
     train = np.arange(len(ops))
     held = train[:0]
@@ -78,7 +79,9 @@ def calibrate_vector(args: argparse.Namespace, hw: HardwareSpec) -> int:
         )
         for name in NAMES:
             low, high = result.ranges[name]
-            print(f"{name:<22} {result.values[name]:>10.4g}   range {low:.4g} to {high:.4g}")
+            unmeasured = [c for c, n in OVERHEADS.items() if n == name and c not in result.measured]
+            note = "   (no such ops measured: not written)" if unmeasured else ""
+            print(f"{name:<28} {result.values[name]:>10.4g}   range {low:.4g} to {high:.4g}{note}")
         print(_error_table(rows))
         print(f"wrote {display_path(args.out)}")
     return EXIT_OK
@@ -94,7 +97,9 @@ def _header(args: argparse.Namespace, ops: VectorMeasurements, fitted: int, fit:
             f" ops of {display_path(args.measurements)}{half},",
             f"training MAPE {fit.training_mape:.1f} % (the fit's closed form); fitted:",
             *(f"  {k} = {v:.6g}" for k, v in fit.values.items()),
-            "(sine_cosine_ops prices the measured sine and cosine only; no layer uses it)",
+            "(elementwise_overhead_us is vector_unit.op_overhead_cycles, the others"
+            " vector_unit.class_overhead_cycles;",
+            " sine_cosine_ops prices the measured sine and cosine only; no layer uses it)",
         ]
     )
 

@@ -167,10 +167,13 @@ def page(rows: list[Row], seconds: float) -> str:
         " compiled program whose attention keeps its scores in DRAM. `eager` pays a fixed"
         " cost and a DRAM round trip for every op, which a compiled program does not;"
         " `flash` keeps the scores on chip, which the measured programs did not. The"
-        " preset's vector unit (its fixed cost and stream rate) was fitted on lone"
-        " vector ops ([silicon validation](validation-silicon.md)), its GEMM timing on"
-        " lone GEMMs; the layer tables come from each model's published configuration"
-        " (`workloads/`).",
+        " preset's vector unit (its fixed cost per op class and its stream rate) was"
+        " fitted on lone vector ops ([silicon validation](validation-silicon.md)), its"
+        " GEMM timing on lone GEMMs; the layer tables come from each model's published"
+        " configuration (`workloads/`). A vector op fused into its producer's kernel pays"
+        " no fixed cost of its own (the kernel pays one), so its class's cost weighs on"
+        " `eager`, where every vector op is a kernel of its own, more than on `fused` and"
+        " `flash`.",
         "",
         "## Every row",
         "",

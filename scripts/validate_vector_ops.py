@@ -97,9 +97,10 @@ def section(results: list[VectorResult], seed: int) -> list[str]:
         " project (bf16, 1,000 shapes per op; TPU v4's add has 50; the files in"
         " `configs/validation/silicon/vector_ops/`, whose README gives the source). Each"
         " op is what `accelsim/calibration/vector_ops.py`'s table says it reads, writes and"
-        " computes, from how the source's collector builds it, in one of five classes."
-        " The vector unit's fixed cost per op and its stream (bytes read and written per"
-        " cycle) are fitted with `accelsim calibrate DIRECTORY --half"
+        " computes, from how the source's collector builds it, in one of the five classes"
+        " of accelsim's vector ops ([lowering](model/lowering.md#vector-op-classes))."
+        " The vector unit's fixed cost per op of each class and its stream (bytes read and"
+        " written per cycle) are fitted with `accelsim calibrate DIRECTORY --half"
         f" {seed}` on the GEMM-calibrated file: on a random half of each op's rows (seed"
         f" {seed}), the other half held out; sine and cosine, which no layer uses, get"
         " their own fitted operations per element.",
@@ -143,17 +144,30 @@ def section(results: list[VectorResult], seed: int) -> list[str]:
         " for them (3 to 8 per element) never bind at 4,096 lanes. Sine and cosine run"
         " about 5 (v6e) and 12 (v4) times slower than the stream (on the lanes: range"
         " reduction and a polynomial).",
-        "- On v6e reduce is the fastest op on small shapes (0.57 us at the median of its"
-        " shapes below 1,000 elements, against 0.92 to 1.10 us for every other op but"
-        " batch-norm training), and broadcast's fastest is 0.43 us: one fixed cost per op,"
-        " fitted on all classes, overprices both, reduce on large shapes too (the signed"
-        " errors above).",
-        "- Batch-norm training (a layer normalisation over the last dimension) runs as"
-        " several kernels on the chip (about 1.8 us on v6e and 3.9 us on v4 at the median"
-        " below 1,000 elements, two to four times another op's), and its large shapes"
-        " take longer than one pass over their bytes at the stream rate; here it is one"
-        " op with one fixed cost and one pass, so it is underpriced (the signed errors"
-        " above).",
+        "- Each class pays its own fixed cost (the first five parameters above, in us;"
+        " `elementwise_overhead_us` is the file's `vector_unit.op_overhead_cycles`, the"
+        " others its `vector_unit.class_overhead_cycles`). Element-wise, transcendental"
+        " and data-movement ops cost about the same to launch. On v6e reduce is the"
+        " fastest op on small shapes (0.57 us at the median of its shapes below 1,000"
+        " elements) and gets a fixed cost under half an element-wise op's; on v4 its"
+        " fitted cost is about an element-wise op's, and its error barely moves.",
+        "- What is left of reduce is not a fixed cost: large reduces read their input"
+        " faster than the stream rate every other class fits (on v6e up to about 3.5 TB/s"
+        " of input at a few million elements, above the HBM's 1.64 TB/s), while the model"
+        " streams a reduce's bytes through the unit at that one rate, so it overprices"
+        " them (the signed errors above). A second pass over the data would make a reduce"
+        " slower, not faster; the model has no parameter for a faster reduce and the data"
+        " do not say why the chip reads it so fast, so none is added.",
+        "- Batch-norm training (a layer normalisation over the last dimension: the mean,"
+        " the variance, then every element normalised) runs as several kernels on the"
+        " chip (about 1.8 us on v6e and 3.9 us on v4 at the median below 1,000 elements,"
+        " two to four times another op's): its own fixed cost (`norm_overhead_us`) is what"
+        " that costs. Its large shapes still take longer than one pass over their bytes at"
+        " the stream rate (the signed errors above): the measured op reads its input more"
+        " than once, for the statistics and again to normalise it. It is described here as"
+        " accelsim's norm layers run, one pass over the input, so that what is fitted is"
+        " what the layers pay; a norm that reads its input twice is a change to the layer"
+        " rules (and to every default number), not made here.",
         "- Reshape is a copy here; on both chips some large reshapes are relayouts far"
         " slower than a copy (up to 8,425 us on v6e), which the model does not know.",
         "",

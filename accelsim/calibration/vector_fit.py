@@ -2,19 +2,26 @@
 
 A vector op alone on the chip runs as ``accelsim layer`` runs a lone GEMM: its fixed
 cost, then its tile groups, each computing while the next one's reads arrive and its
-own writes drain (:func:`accelsim.calibration.model.lone_op_cycles`).  Its compute is
-its operations on the lanes or its bytes through the unit's stream
+own writes drain (:func:`accelsim.calibration.model.lone_op_cycles`).  Its fixed cost
+is its class's (:class:`~accelsim.config.enums.VectorClass`); its compute is its
+operations on the lanes or its bytes through the unit's stream
 (``vector_unit.stream_bytes_per_cycle``), whichever takes longer.  The parameters,
 each in the range a fit must stay in:
 
-=====================  ========================================  =========================
-name                   what it sets in the hardware file          physical range
-=====================  ========================================  =========================
-``vector_overhead_us``  ``vector_unit.op_overhead_cycles``         0 to 10 us
-``vector_stream_gb_s``  ``vector_unit.stream_bytes_per_cycle``     0.1 to 1 x the DRAM's
-``sine_cosine_ops``     nothing: the measured sine and cosine's    1 to 2,000
-                        operations per element
-=====================  ========================================  =========================
+=============================  ===============================================  ==============
+name                           what it sets in the hardware file                physical range
+=============================  ===============================================  ==============
+``elementwise_overhead_us``    ``vector_unit.op_overhead_cycles``               0 to 10 us
+``<class>_overhead_us``        ``vector_unit.class_overhead_cycles.<class>``    0 to 10 us
+                               (transcendental, reduce, data_movement, norm)
+``vector_stream_gb_s``         ``vector_unit.stream_bytes_per_cycle``           0.1 to 1 x the
+                                                                                DRAM's
+``sine_cosine_ops``            nothing: the measured sine and cosine's          1 to 2,000
+                               operations per element
+=============================  ===============================================  ==============
+
+The element-wise class's fixed cost is the unit's own (every class without one of its
+own pays it); a class the measurements do not have keeps its start and is not written.
 
 The stream stops at the DRAM's bandwidth (``dram.bandwidth_bytes_per_cycle``): a lone
 op's operands come from DRAM and go back to it.  Sine and cosine run on the lanes at
@@ -42,7 +49,12 @@ from accelsim.calibration.vector_ops import (
     elements,
 )
 from accelsim.config.base import Convention
-from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, DEFAULT_GROUP_CYCLES, PsumPolicy
+from accelsim.config.enums import (
+    DEFAULT_CHUNKS_PER_OP,
+    DEFAULT_GROUP_CYCLES,
+    PsumPolicy,
+    VectorClass,
+)
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import MAX_COUNT
 from accelsim.graph.builder import GraphBuilder
@@ -53,16 +65,23 @@ from accelsim.timing.groups import lone_op_groups
 from accelsim.timing.machine import machine_of
 from accelsim.timing.single_op import single_op_cycles
 
-NAMES = ("vector_overhead_us", "vector_stream_gb_s", "sine_cosine_ops")
-STARTS = ((0.1, 0.5, 0.1), (0.05, 0.9, 0.3), (0.3, 0.2, 0.02))
+OVERHEADS = {c: f"{c.value}_overhead_us" for c in VectorClass}
+"""Each class's fixed-cost parameter."""
+NAMES = (*OVERHEADS.values(), "vector_stream_gb_s", "sine_cosine_ops")
+STARTS = tuple(
+    (overhead,) * len(OVERHEADS) + shared
+    for overhead, shared in ((0.1, (0.5, 0.1)), (0.05, (0.9, 0.3)), (0.3, (0.2, 0.02)))
+)
 """Starting points of the search, in the unit box of each parameter's range."""
 
 
 @dataclass(frozen=True)
 class VectorFeatures:
-    """Per measured op, on one hardware: lane operations (those of sine and cosine
-    apart, as elements), bytes read and written; the lanes and DRAM of the file."""
+    """Per measured op, on one hardware: its class (the index of its
+    :class:`VectorClass`), lane operations (those of sine and cosine apart, as
+    elements), bytes read and written; the lanes and DRAM of the file."""
 
+    op_class: np.ndarray
     lane_ops: np.ndarray
     trig_elements: np.ndarray
     read_bytes: np.ndarray
@@ -76,9 +95,9 @@ class VectorFeatures:
     def subset(self, rows: np.ndarray) -> VectorFeatures:
         """The ops at ``rows`` (indices or a mask)."""
         return VectorFeatures(
-            self.lane_ops[rows], self.trig_elements[rows], self.read_bytes[rows],
-            self.write_bytes[rows], self.lanes, self.clock_mhz, self.read_bytes_per_cycle,
-            self.write_bytes_per_cycle, self.latency_cycles,
+            self.op_class[rows], self.lane_ops[rows], self.trig_elements[rows],
+            self.read_bytes[rows], self.write_bytes[rows], self.lanes, self.clock_mhz,
+            self.read_bytes_per_cycle, self.write_bytes_per_cycle, self.latency_cycles,
         )  # fmt: skip
 
 
@@ -99,8 +118,10 @@ def vector_features(hw: HardwareSpec, ops: VectorMeasurements) -> VectorFeatures
         else:
             lane_ops[rows] = size * kind.ops_per_element
     dram = hw.dram
+    order = list(VectorClass)
+    classes = np.asarray([order.index(OPS[str(op)].op_class) for op in ops.op], np.int64)
     return VectorFeatures(
-        lane_ops, trig, reads, writes, hw.vector_unit.lanes, hw.clock_mhz,
+        classes, lane_ops, trig, reads, writes, hw.vector_unit.lanes, hw.clock_mhz,
         dram.read_bytes_per_cycle, dram.write_bytes_per_cycle, dram.latency_cycles,
     )  # fmt: skip
 
@@ -109,7 +130,7 @@ def ranges(hw: HardwareSpec) -> dict[str, tuple[float, float]]:
     """Each parameter's physical range on ``hw`` (see the module docstring)."""
     dram_gb_s = hw.dram.bandwidth_bytes_per_cycle * hw.clock_mhz / 1e3
     return {
-        "vector_overhead_us": (0.0, 10.0),
+        **{name: (0.0, 10.0) for name in OVERHEADS.values()},
         "vector_stream_gb_s": (0.1 * dram_gb_s, dram_gb_s),
         "sine_cosine_ops": (1.0, 2000.0),
     }
@@ -118,7 +139,8 @@ def ranges(hw: HardwareSpec) -> dict[str, tuple[float, float]]:
 def predict_us(f: VectorFeatures, values: Mapping[str, float]) -> np.ndarray:
     """Each op's latency alone, in microseconds, at the parameter ``values``."""
     clock = f.clock_mhz
-    overhead = round(values["vector_overhead_us"] * clock)
+    by_class = np.asarray([_cycles(values[name], clock) for name in OVERHEADS.values()])
+    overhead = by_class[f.op_class]
     stream = values["vector_stream_gb_s"] * 1e3 / clock
     ops = f.lane_ops + f.trig_elements * values["sine_cosine_ops"]
     compute = np.maximum(np.ceil(ops / f.lanes), np.ceil((f.read_bytes + f.write_bytes) / stream))
@@ -133,18 +155,25 @@ def predict_us(f: VectorFeatures, values: Mapping[str, float]) -> np.ndarray:
     return us
 
 
+def _cycles(us: float, clock_mhz: float) -> int:
+    """A time in cycles at ``clock_mhz``, to the nearest (halves up), as written."""
+    return math.floor(us * clock_mhz + 0.5)
+
+
 @dataclass(frozen=True)
 class VectorFit:
-    """A finished fit: the ranges searched, the fitted values, the training error."""
+    """A finished fit: the ranges searched, the fitted values, the training error, and
+    the classes the fitted ops have (the others' fixed costs are their starts)."""
 
     ranges: dict[str, tuple[float, float]]
     values: dict[str, float]
     training_mape: float
     evaluations: int
+    measured: tuple[VectorClass, ...]
 
 
 def fit_vector(hw: HardwareSpec, f: VectorFeatures, ops: VectorMeasurements) -> VectorFit:
-    """Fit the three parameters to ``ops`` (costed as ``f``) by their MAPE."""
+    """Fit the parameters to ``ops`` (costed as ``f``) by their MAPE."""
     box = ranges(hw)
     low = np.asarray([box[n][0] for n in NAMES])
     span = np.asarray([box[n][1] - box[n][0] for n in NAMES])
@@ -157,7 +186,9 @@ def fit_vector(hw: HardwareSpec, f: VectorFeatures, ops: VectorMeasurements) -> 
 
     found = [minimize(error, np.asarray(start)) for start in STARTS]
     best = min(found, key=lambda m: m.value)
-    return VectorFit(box, values(best.x), best.value, sum(m.evaluations for m in found))
+    measured = tuple(c for i, c in enumerate(VectorClass) if (f.op_class == i).any())
+    evaluations = sum(m.evaluations for m in found)
+    return VectorFit(box, values(best.x), best.value, evaluations, measured)
 
 
 @dataclass(frozen=True)
@@ -173,11 +204,12 @@ class VectorCalibration:
 
 
 def calibrate_vector_unit(hw: HardwareSpec, ops: VectorMeasurements) -> VectorCalibration:
-    """Fit the vector unit of ``hw`` (its fixed cost and stream, and the measured sine
-    and cosine's operations per element) to ``ops``, each measured alone."""
+    """Fit the vector unit of ``hw`` (its fixed cost per class and stream, and the
+    measured sine and cosine's operations per element) to ``ops``, each measured alone."""
     features = vector_features(hw, ops)
     result = fit_vector(hw, features, ops)
-    return VectorCalibration(hw, ops, features, result, vector_hardware(hw, result.values))
+    fitted = vector_hardware(hw, result.values, result.measured)
+    return VectorCalibration(hw, ops, features, result, fitted)
 
 
 def cross_validated_vector(calibration: VectorCalibration, folds: int, seed: int = 0) -> np.ndarray:
@@ -193,17 +225,26 @@ def cross_validated_vector(calibration: VectorCalibration, folds: int, seed: int
     return predicted
 
 
-def vector_hardware(hw: HardwareSpec, values: Mapping[str, float]) -> HardwareSpec:
-    """``hw`` with the fitted vector unit: its fixed cost in cycles and its stream in
-    bytes per cycle, at the file's clock."""
+def vector_hardware(
+    hw: HardwareSpec, values: Mapping[str, float], measured: tuple[VectorClass, ...]
+) -> HardwareSpec:
+    """``hw`` with the fitted vector unit, at the file's clock: the element-wise fixed
+    cost as the unit's, every other ``measured`` class's as its own, in cycles, and its
+    stream in bytes per cycle."""
     clock = hw.clock_mhz
-    unit = hw.vector_unit.model_copy(
-        update={
-            "op_overhead_cycles": math.floor(values["vector_overhead_us"] * clock + 0.5),
-            "stream_bytes_per_cycle": round(values["vector_stream_gb_s"] * 1e3 / clock, 3),
-        }
-    )
-    return hw.model_copy(update={"vector_unit": unit})
+    unit = hw.vector_unit
+    update: dict[str, object] = {
+        "stream_bytes_per_cycle": round(values["vector_stream_gb_s"] * 1e3 / clock, 3)
+    }
+    if VectorClass.ELEMENTWISE in measured:
+        update["op_overhead_cycles"] = _cycles(values[OVERHEADS[VectorClass.ELEMENTWISE]], clock)
+    own = {
+        c.value: _cycles(values[OVERHEADS[c]], clock)
+        for c in measured
+        if c is not VectorClass.ELEMENTWISE
+    }
+    update["class_overhead_cycles"] = unit.class_overhead_cycles.model_copy(update=own)
+    return hw.model_copy(update={"vector_unit": unit.model_copy(update=update)})
 
 
 def vector_class_errors(
@@ -212,9 +253,9 @@ def vector_class_errors(
     """Per op class (and overall, ``all``), the ops and the MAPE of ``predicted``."""
     classes = ops.op_class
     out = {"all": (len(ops), mape(predicted, ops.latency_us))}
-    for label in CLASSES:
-        mask = classes == label
-        out[label] = (int(mask.sum()), mape(predicted[mask], ops.latency_us[mask]))
+    for op_class in CLASSES:
+        mask = classes == op_class.value
+        out[op_class.value] = (int(mask.sum()), mape(predicted[mask], ops.latency_us[mask]))
     return out
 
 
@@ -234,7 +275,7 @@ def vector_graph(hw: HardwareSpec, op: str, d0: int, d1: int, d2: int, trig_ops:
     builder = GraphBuilder(hw.word_bytes)
     builder.vector(
         op, op, Phase.FWD, d0 * d1 * d2, per_element,
-        tensors("in", kind.reads), tensors("out", kind.writes),
+        tensors("in", kind.reads), tensors("out", kind.writes), op_class=kind.op_class,
     )  # fmt: skip
     return builder.build()
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelsim.config.enums import VectorClass
 from accelsim.config.files import display_path, read_text
 from accelsim.errors import InputError, Problem
 
@@ -32,15 +33,9 @@ BF16, F32, PRED = 2, 4, 1
 """Word sizes in bytes: the measured tensors are bf16, ``convert`` writes f32 and
 ``select`` reads a one-byte predicate."""
 
-ELEMENTWISE, TRANSCENDENTAL, REDUCE, MOVEMENT, NORM = (
-    "elementwise",
-    "transcendental",
-    "reduce",
-    "data movement",
-    "batch norm",
-)
-CLASSES = (ELEMENTWISE, TRANSCENDENTAL, REDUCE, MOVEMENT, NORM)
-"""The op classes accuracy is reported by."""
+ELEMENTWISE, TRANSCENDENTAL, REDUCE, MOVEMENT, NORM = VectorClass
+CLASSES = tuple(VectorClass)
+"""The op classes, each with its own fitted fixed cost, accuracy is reported by."""
 
 FITTED_OPS = -1
 """Operations per element that the fit finds (``sine_cosine_ops``): sine and cosine
@@ -54,7 +49,7 @@ class VectorKind:
     reads and writes (each as a share of the shape's elements, which dimension it
     keeps, and its word size), and its operations per element of the shape."""
 
-    op_class: str
+    op_class: VectorClass
     reads: tuple[tuple[str, int], ...]
     writes: tuple[tuple[str, int], ...]
     ops_per_element: int
@@ -90,7 +85,8 @@ OPS: dict[str, VectorKind] = {
     "slice": VectorKind(MOVEMENT, (("half", BF16),), (("half", BF16),), 1),  # d2 // 2 kept
     "broadcast": VectorKind(MOVEMENT, (("planes", BF16),), (("all", BF16),), 1),  # (d0,1,d2)
     "concatenate": VectorKind(MOVEMENT, *_UNARY, 1),  # two halves of d2, one output
-    # layer normalisation over d2: the layer rule's count for batch and layer norm
+    # layer normalisation over d2 (the collector's mean, variance, normalise): read
+    # once, as the layer rules' norms are; the layer rule's count for batch and layer norm
     "batch_norm_training": VectorKind(NORM, *_UNARY, 6),
 }
 
@@ -142,8 +138,8 @@ class VectorMeasurements:
 
     @property
     def op_class(self) -> np.ndarray:
-        """Each row's class (one of :data:`CLASSES`)."""
-        return np.asarray([OPS[str(op)].op_class for op in self.op])
+        """Each row's class, as its :class:`VectorClass` value."""
+        return np.asarray([OPS[str(op)].op_class.value for op in self.op])
 
     def half(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """A random half of each op's rows (``seed``) and the rest, as sorted indices:

@@ -64,6 +64,29 @@ class EpilogueFusion(str, Enum):
     ALL = "all"
 
 
+class VectorClass(str, Enum):
+    """What a vector op does to its data, for the vector unit's fixed cost per class
+    (``vector_unit.class_overhead_cycles``): every vector op a lowering rule, the
+    optimizer or a technique emits names its class.
+
+    ``elementwise``: each output element from the same element of each input (an
+    add, an activation, dropout, an optimizer update); ``transcendental``: the same
+    with an exponential, a reciprocal root or a sine per element (a softmax's
+    exponentials, rotary embeddings' sines and cosines); ``reduce``: many elements
+    to one (a sum per channel or row, a loss, a norm of the gradients, pooling);
+    ``data_movement``: elements copied to other places, none computed (a transpose,
+    a concatenation, a slice, padding, a gather); ``norm``: statistics of its input,
+    then every element normalised by them (batch, layer, group and RMS norms and
+    their gradients).
+    """
+
+    ELEMENTWISE = "elementwise"
+    TRANSCENDENTAL = "transcendental"
+    REDUCE = "reduce"
+    DATA_MOVEMENT = "data_movement"
+    NORM = "norm"
+
+
 class RunMode(str, Enum):
     """What a run simulates: a training step, or a forward pass alone.
 

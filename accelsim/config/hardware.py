@@ -31,6 +31,7 @@ from accelsim.config.base import (
 )
 from accelsim.config.calibrated import CalibratedUnder, flat, record_problem
 from accelsim.config.dram import DramModelSpec
+from accelsim.config.enums import VectorClass
 from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
@@ -133,6 +134,39 @@ class BufferSpec(Spec):
         return kib_to_bytes(self.stash_kib)
 
 
+def _class_cost(ops: str) -> Any:
+    """An optional fixed cost per op of one class: ``ops`` say which."""
+    return Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description=f"Cycles each {ops} costs before its work starts.",
+    )
+
+
+class ClassOverheadSpec(Spec):
+    """The vector unit's fixed cost per op for ops of one class
+    (:class:`~accelsim.config.enums.VectorClass`, one key per class), each in place of
+    ``vector_unit.op_overhead_cycles`` for its class; a class not given keeps that."""
+
+    elementwise: NonNegativeInt | None = _class_cost("element-wise vector op")
+    transcendental: NonNegativeInt | None = _class_cost(
+        "transcendental vector op (an exponential, a root or a sine per element)"
+    )
+    reduce: NonNegativeInt | None = _class_cost("reduction (many elements to one)")
+    data_movement: NonNegativeInt | None = _class_cost(
+        "data-movement op (a copy, transpose, slice, gather)"
+    )
+    norm: NonNegativeInt | None = _class_cost(
+        "normalisation (statistics of its input, then every element normalised: batch,"
+        " layer, RMS norms, softmax)"
+    )
+
+    def cycles(self, op_class: VectorClass) -> int | None:
+        """The fixed cost of ``op_class``'s ops, or None where the class has none."""
+        value: int | None = getattr(self, op_class.value)
+        return value
+
+
 class VectorUnitSpec(Spec):
     """SIMD unit beside the array: activations, norms, pooling, loss, updates."""
 
@@ -168,6 +202,21 @@ class VectorUnitSpec(Spec):
             " null: no bound but the lanes and the DRAM.",
         )
     )
+    class_overhead_cycles: ClassOverheadSpec = Field(
+        default_factory=ClassOverheadSpec,
+        exclude_if=lambda v: v == ClassOverheadSpec(),
+        description="The fixed cost per op of each class of vector op (elementwise,"
+        " transcendental, reduce, data_movement, norm), in place of op_overhead_cycles"
+        " for that class; a class not given pays op_overhead_cycles.",
+    )
+
+    def overhead_cycles(self, op_class: VectorClass, chip_cycles: int) -> int:
+        """The fixed cost of a vector op of ``op_class``: its class's, else the unit's,
+        else the chip's ``chip_cycles``."""
+        own = self.class_overhead_cycles.cycles(op_class)
+        if own is not None:
+            return own
+        return chip_cycles if self.op_overhead_cycles is None else self.op_overhead_cycles
 
 
 class InterconnectSpec(Spec):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from accelsim.config.enums import VectorClass
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
 from accelsim.graph.ops import (
@@ -272,9 +273,12 @@ class GraphBuilder:
         tag: Tag | None = None,
         epilogue: Epilogue = Epilogue.NONE,
         partial: bool = False,
+        op_class: VectorClass = VectorClass.ELEMENTWISE,
     ) -> int:
-        """Add a vector-unit op; tensors given bare are accessed whole.  ``epilogue``
-        says whether it can consume an input tile by tile (:class:`Epilogue`);
+        """Add a vector-unit op; tensors given bare are accessed whole.  ``op_class``
+        says what it does to its data (:class:`~accelsim.config.enums.VectorClass`,
+        whose fixed cost it pays; element-wise unless given); ``epilogue`` whether it
+        can consume an input tile by tile (:class:`Epilogue`);
         ``partial`` marks its writes as adding to what earlier ops wrote of them (a
         reader then waits for every writer), as a GEMM's ``partial`` does."""
         read_acc = tuple(r if isinstance(r, Access) else whole(r) for r in reads)
@@ -297,6 +301,7 @@ class GraphBuilder:
             tag=self.tag if tag is None else tag,
             owner=self.owner,
             epilogue=epilogue,
+            op_class=op_class,
         )
         return self._emit(op, (w.tensor for w in write_acc), partial)
 

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
+from accelsim.config.enums import VectorClass
+
 
 class Phase(str, Enum):
     """What an op computes: the training step's forward work, an input gradient
@@ -261,7 +263,9 @@ class GemmOp:
 class VectorOp:
     """An element-wise or reduction op on the vector unit.
 
-    ``epilogue`` says whether it can consume an input tile by tile;
+    ``op_class`` says what it does to its data (the class whose fixed cost it pays,
+    ``vector_unit.class_overhead_cycles``); ``epilogue`` whether it can consume an
+    input tile by tile;
     ``tile_sources`` is empty, or per read the op whose tiles it takes on chip
     (:data:`NO_TILES`: none).
     """
@@ -282,6 +286,7 @@ class VectorOp:
     owner: str = CORE
     epilogue: Epilogue = Epilogue.NONE
     tile_sources: tuple[int, ...] = ()
+    op_class: VectorClass = VectorClass.ELEMENTWISE
 
     @property
     def vector_ops(self) -> int:

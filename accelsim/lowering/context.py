@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from accelsim.config.enums import VectorClass
 from accelsim.config.run import StridedDx
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import Epilogue, Parameter, ParamKind, Phase, Tensor, TensorKind
@@ -81,6 +82,7 @@ class StepContext:
             [g],
             [p.gradient],
             epilogue=Epilogue.ELEMENTWISE,  # a sum per channel: any tile order will do
+            op_class=VectorClass.REDUCE,
         )
         self.grad_done(layer, suffix, op)
 
@@ -108,6 +110,7 @@ class StepContext:
             parts,
             [grad],
             epilogue=Epilogue.ELEMENTWISE,
+            op_class=VectorClass.ELEMENTWISE,
         )
         return grad
 

@@ -48,6 +48,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from accelsim.config.enums import VectorClass
 from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import Access, Phase, Stage, Tensor, TensorKind
 from accelsim.units import kib_to_bytes
@@ -260,8 +261,9 @@ def forward(ctx: StepContext, attn: FusedAttention) -> Tensor:
     rescale = -(-RESCALE_OPS * dh // t.k_block)
     ops = attn.score_ops(FWD_SCORE_OPS) + rescale
     softmax = b.vector(
-        f"{name}.softmax.fwd", name, Phase.FWD, attn.scores, ops, [scores], [probs, stats]
-    )
+        f"{name}.softmax.fwd", name, Phase.FWD, attn.scores, ops, [scores], [probs, stats],
+        op_class=VectorClass.NORM,
+    )  # fmt: skip
     b.take_tiles(softmax, scores, qk)
     av = b.gemm(f"{name}.av.fwd", name, Phase.FWD, rows, dh, keys, count, probs, attn.qkv, attn.out)
     b.take_tiles(av, probs, softmax)
@@ -289,6 +291,7 @@ def backward(
         DSUM_OPS,
         [d_out, attn.out],
         [dsum],
+        op_class=VectorClass.REDUCE,
     )
     _dkv_kernel(ctx, attn, stats, dsum, d_out, grads[1:])
     _dq_kernel(ctx, attn, stats, dsum, d_out, grads[0])
@@ -326,6 +329,7 @@ def _dkv_kernel(
         attn.score_ops(BWD_SCORE_OPS),
         [scores, dprobs, Access(stats, 2 * met), Access(dsum, met)],
         [probs, dscores],
+        op_class=VectorClass.TRANSCENDENTAL,  # P = exp(S - L) from the kept statistics
     )
     b.take_tiles(v, scores, s)
     b.take_tiles(v, dprobs, dp)
@@ -369,6 +373,7 @@ def _dq_kernel(
         attn.score_ops(BWD_SCORE_OPS),
         [scores, dprobs, stats, dsum],
         [dscores],
+        op_class=VectorClass.TRANSCENDENTAL,
     )
     b.take_tiles(v, scores, s)
     b.take_tiles(v, dprobs, dp)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from accelsim.config.enums import OptimizerKind, VectorClass
 from accelsim.config.run import MasterWeights, OptimizerSpec
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
@@ -63,6 +64,12 @@ MASTER_CAST_OPS_PER_ELEMENT = 1
 # the square and the sum of the global gradient norm, then the scaling [D].
 CLIP_NORM_OPS_PER_ELEMENT = 2
 CLIP_SCALE_OPS_PER_ELEMENT = 1
+UPDATE_CLASS = {
+    OptimizerKind.SGD: VectorClass.ELEMENTWISE,
+    OptimizerKind.MOMENTUM: VectorClass.ELEMENTWISE,
+    OptimizerKind.ADAM: VectorClass.TRANSCENDENTAL,  # a square root per element
+}
+"""Each optimizer's update's vector op class."""
 
 
 def update_op(
@@ -110,6 +117,7 @@ def update_op(
         writes=[Access(t, elements) for t in (p.weight, *states)],
         after=after,
         tag=tag,
+        op_class=UPDATE_CLASS[kind],
     )
     if not p.monitor_groups:
         return [update]
@@ -125,6 +133,7 @@ def update_op(
             writes=[ema],
             after=(update,),
             tag=tag,
+            op_class=VectorClass.ELEMENTWISE,
         )
     return [update, monitor]
 
@@ -185,6 +194,7 @@ def add_updates(
             writes=[norm],
             after=(*barrier, *(ready_of[p.weight.name] for p in trained)),
             tag=tag,
+            op_class=VectorClass.REDUCE,
         )
         barrier = (*barrier, norm_op)
     ids = [norm_op] if clip else []

@@ -27,7 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from accelsim.config.base import Convention
-from accelsim.config.enums import PsumPolicy
+from accelsim.config.enums import PsumPolicy, VectorClass
 from accelsim.config.hardware import VectorUnitSpec
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
@@ -192,6 +192,17 @@ def _regroup(z: dict[str, np.ndarray], dram: Memory, group_cycles: int, chunks_p
     z["epilogue_bytes"][vector] = writes[vector] // z["chunks"][vector]
 
 
+def _vector_overheads(graph: OpGraph, unit: VectorUnitSpec, chip_cycles: int) -> int | np.ndarray:
+    """The fixed cost of each vector op of ``graph``, in program order, by its class
+    (:meth:`~accelsim.config.hardware.VectorUnitSpec.overhead_cycles`): one number
+    when every class pays the same."""
+    by_class = {c: unit.overhead_cycles(c, chip_cycles) for c in VectorClass}
+    if len(set(by_class.values())) == 1:
+        return by_class[VectorClass.ELEMENTWISE]
+    classes = [op.op_class for op in graph.ops if isinstance(op, VectorOp)]  # idx's order
+    return np.asarray([by_class[c] for c in classes], np.int64)
+
+
 def _cost_vectors(
     z: dict[str, np.ndarray],
     graph: OpGraph,
@@ -202,7 +213,7 @@ def _cost_vectors(
 ) -> None:
     """Fill the cost arrays of the vector ops (:func:`_vector_columns`, then the lanes,
     the stream bound, tile groups and fixed cost per op).  Every op's compute starts
-    with the vector unit's fixed cost (the chip's when it has none of its own), before
+    with the vector unit's fixed cost for its class (:func:`_vector_overheads`), before
     its transfers."""
     columns = per_graph(
         graph,
@@ -212,9 +223,7 @@ def _cost_vectors(
     if columns is None:
         return
     idx, vector_ops, sram_reads, sram_writes, dram_reads, dram_writes, elsewhere = columns
-    overhead_cycles = (
-        chip.op_overhead_cycles if unit.op_overhead_cycles is None else unit.op_overhead_cycles
-    )
+    overhead_cycles = _vector_overheads(graph, unit, chip.op_overhead_cycles)
     compute = -(-vector_ops // unit.lanes)
     if unit.stream_bytes_per_cycle is not None:
         moved = sram_reads + sram_writes  # and the reads of tiles in other buffers:

@@ -18,7 +18,8 @@ from accelsim.calibration.vector_fit import (
 from accelsim.calibration.vector_ops import OPS, VectorMeasurements, read_vector_measurements
 from accelsim.cli import main
 from accelsim.config.base import Convention
-from accelsim.config.enums import PsumPolicy
+from accelsim.config.enums import PsumPolicy, VectorClass
+from accelsim.config.hardware import ClassOverheadSpec
 from accelsim.config.loader import Override, dump_yaml, load_hardware
 from accelsim.errors import InputError
 from accelsim.mapping.schedule import schedule
@@ -28,6 +29,12 @@ from tests.conftest import ROOT
 
 HARDWARE = ROOT / "configs" / "hardware"
 VECTOR_OPS = ROOT / "configs" / "validation" / "silicon" / "vector_ops"
+TRUTH = {
+    "elementwise_overhead_us": 0.8, "transcendental_overhead_us": 1.0,
+    "reduce_overhead_us": 0.4, "data_movement_overhead_us": 0.9, "norm_overhead_us": 2.5,
+    "vector_stream_gb_s": 1200.0,
+}  # fmt: skip
+"""Known per-class fixed costs and stream a fit must find again."""
 
 
 def _ops(*rows: tuple[str, int, int, int]) -> VectorMeasurements:
@@ -118,10 +125,14 @@ def test_the_closed_form_is_the_engines_lone_vector_op(chip: str) -> None:
     ops = read_vector_measurements(VECTOR_OPS / chip)
     rows = np.random.default_rng(1).choice(len(ops), 150, replace=False)
     sample = ops.subset(rows)
-    values = {"vector_overhead_us": 1.0, "vector_stream_gb_s": 1000.0, "sine_cosine_ops": 50.0}
+    values = {**TRUTH, "sine_cosine_ops": 50.0}
     closed = predict_us(vector_features(hw, sample), values)
-    engine = engine_vector_us(vector_hardware(hw, values), sample, 50)
+    engine = engine_vector_us(vector_hardware(hw, values, tuple(VectorClass)), sample, 50)
     np.testing.assert_allclose(engine, closed, rtol=0.01)
+    # each class at its own fixed cost: a reduce and a norm of one element apart
+    tiny = _ops(("reduce", 1, 1, 1), ("batch_norm_training", 1, 1, 1))
+    apart = np.diff(engine_vector_us(vector_hardware(hw, values, tuple(VectorClass)), tiny, 50))
+    assert apart[0] == pytest.approx(2.5 - 0.4, abs=2 / hw.clock_mhz)
 
 
 def test_a_fit_finds_the_values_that_made_its_data() -> None:
@@ -129,12 +140,45 @@ def test_a_fit_finds_the_values_that_made_its_data() -> None:
     ops = read_vector_measurements(VECTOR_OPS / "tpu_v6e")
     ops = ops.subset(np.random.default_rng(0).choice(len(ops), 1500, replace=False))
     f = vector_features(hw, ops)
-    truth = {"vector_overhead_us": 0.8, "vector_stream_gb_s": 1200.0, "sine_cosine_ops": 90.0}
+    truth = {**TRUTH, "sine_cosine_ops": 90.0}
     made = VectorMeasurements(ops.op, ops.d0, ops.d1, ops.d2, predict_us(f, truth))
     found = fit_vector(hw, f, made)
     assert found.training_mape < 0.5
+    assert found.measured == tuple(VectorClass)
     for name, value in truth.items():
         assert found.values[name] == pytest.approx(value, rel=0.03)
+
+
+def test_the_fit_never_reads_the_held_out_half(tmp_path) -> None:
+    # two copies of 100 measured ops of two classes, the second with every held-out
+    # latency a thousand times its own: both fit the same file
+    source = {op: (VECTOR_OPS / "tpu_v4" / f"{op}_dataset.csv").read_text().splitlines()
+              for op in ("tanh", "reduce")}  # fmt: skip
+    (tmp_path / "a").mkdir()
+    for op, lines in source.items():
+        (tmp_path / "a" / f"{op}_dataset.csv").write_text("\n".join(lines[:51]) + "\n")
+    ops = read_vector_measurements(tmp_path / "a")
+    _, held = ops.half(0)
+    (tmp_path / "b").mkdir()
+    for op in source:
+        mine = np.flatnonzero(ops.op == op)
+        latency = ops.latency_us[mine] * np.where(np.isin(mine, held), 1000, 1)
+        rows = [f"{a},{b},{c},{t!r}" for a, b, c, t in zip(
+            ops.d0[mine], ops.d1[mine], ops.d2[mine], latency.tolist(), strict=True)]  # fmt: skip
+        (tmp_path / "b" / f"{op}_dataset.csv").write_text(
+            "\n".join(["d0,d1,d2,latency_us", *rows]) + "\n"
+        )
+    changed = read_vector_measurements(tmp_path / "b")
+    assert np.array_equal(changed.latency_us[held], ops.latency_us[held] * 1000)
+    fitted = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.yaml"
+        args = ["calibrate", str(tmp_path / name), "--hardware", str(HARDWARE / "tpu_v4.yaml"),
+                "--out", str(out), "--half", "0"]  # fmt: skip
+        assert main(args) == 0
+        fitted.append(out.read_text().replace(str(tmp_path / name), "DIR"))
+    assert fitted[0] == fitted[1]
+    assert "reduce: " in fitted[0] and "transcendental: " in fitted[0]
 
 
 def test_calibrate_fits_a_directory_of_vector_ops(tmp_path, capsys) -> None:
@@ -149,7 +193,7 @@ def test_calibrate_fits_a_directory_of_vector_ops(tmp_path, capsys) -> None:
     assert (
         capsys.readouterr()
         .err.strip()
-        .endswith("calibrate: --fit: only for GEMMs: a vector fit fits all three")
+        .endswith("calibrate: --fit: only for GEMMs: a vector fit fits them all")
     )
     assert main([*args, "--half", "0", "--folds", "31"]) == 2
     assert (
@@ -166,9 +210,15 @@ def test_calibrate_fits_a_directory_of_vector_ops(tmp_path, capsys) -> None:
     text = out.read_text()
     assert text.startswith("# configs/hardware/tpu_v4.yaml calibrated by accelsim calibrate")
     assert "# vector unit calibrated by accelsim calibrate on 30 of 60" in text
+    assert "reduce_overhead_us" in printed and "(no such ops measured: not written)" in printed
     fitted = load_hardware(out)
-    assert fitted.vector_unit.op_overhead_cycles is not None
-    assert fitted.vector_unit.stream_bytes_per_cycle is not None
+    preset = load_hardware(HARDWARE / "tpu_v4_calibrated.yaml").vector_unit
+    # only tanh was measured: its class's cost and the stream are fitted, the others kept
+    unit = fitted.vector_unit
+    assert unit.class_overhead_cycles.transcendental != preset.class_overhead_cycles.transcendental
+    assert unit.stream_bytes_per_cycle != preset.stream_bytes_per_cycle
+    assert unit.op_overhead_cycles == preset.op_overhead_cycles
+    assert unit.class_overhead_cycles.reduce == preset.class_overhead_cycles.reduce
     assert fitted.calibrated_settings == {"timing.fold_overlap": True, "timing.psums": "chunk"}
 
 
@@ -179,11 +229,15 @@ def test_the_bundled_vector_units_are_the_fit_on_half_seed_0(chip: str) -> None:
     gemm_only = preset.model_copy(
         update={
             "vector_unit": preset.vector_unit.model_copy(
-                update={"op_overhead_cycles": None, "stream_bytes_per_cycle": None}
+                update={
+                    "op_overhead_cycles": None,
+                    "stream_bytes_per_cycle": None,
+                    "class_overhead_cycles": ClassOverheadSpec(),
+                }
             )
         }
     )
     ops = read_vector_measurements(VECTOR_OPS / chip)
     train, _ = ops.half(0)
     fit = fit_vector(gemm_only, vector_features(gemm_only, ops).subset(train), ops.subset(train))
-    assert vector_hardware(gemm_only, fit.values) == preset
+    assert vector_hardware(gemm_only, fit.values, fit.measured) == preset

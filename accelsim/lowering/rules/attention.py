@@ -16,6 +16,7 @@ softmax, ``AV``) is one flash-attention kernel per pass
 
 from __future__ import annotations
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
@@ -80,7 +81,10 @@ class AttentionRule(LayerRule):
         qk = qkv
         if layer.rotary:
             qk = ctx.t(f"{name}.qk", TensorKind.ACTIVATION, s.rows * (d + s.kv_width))
-            b.vector(f"{name}.rotary.fwd", name, Phase.FWD, qk.elements, ROTARY_OPS, [qkv], [qk])
+            b.vector(
+                f"{name}.rotary.fwd", name, Phase.FWD, qk.elements, ROTARY_OPS, [qkv], [qk],
+                op_class=VectorClass.ELEMENTWISE,
+            )  # fmt: skip
         if ctx.attention is not None:
             tiles = flash.tiling(
                 ctx.attention, steps, layer.heads, s.kv, dh, layer.causal, qkv.word_bytes
@@ -98,7 +102,10 @@ class AttentionRule(LayerRule):
         b.gemm(f"{name}.qk.fwd", name, Phase.FWD, s.queries, steps, dh, s.per_head, qk, qk, scores)
         if layer.causal:
             masked = ctx.t(f"{name}.masked", TensorKind.ACTIVATION, scores.elements)
-            b.vector(f"{name}.mask.fwd", name, Phase.FWD, scores.elements, 1, [scores], [masked])
+            b.vector(
+                f"{name}.mask.fwd", name, Phase.FWD, scores.elements, 1, [scores], [masked],
+                op_class=VectorClass.ELEMENTWISE,
+            )  # fmt: skip
             scores = masked
         b.vector(
             f"{name}.softmax.fwd",
@@ -108,6 +115,7 @@ class AttentionRule(LayerRule):
             SOFTMAX_FWD_OPS,
             [scores],
             [probs],
+            op_class=VectorClass.NORM,
         )
         b.gemm(f"{name}.av.fwd", name, Phase.FWD, s.queries, dh, steps, s.per_head, probs, qkv, att)
         b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, d, 1, att, wo, y)
@@ -182,7 +190,10 @@ def _core_backward(
     if layer.causal:
         # The select's gradient: zero where the forward pass masked a score.
         dmasked = ctx.t(f"{name}.dmasked", TensorKind.GRADIENT, probs.elements)
-        b.vector(f"{name}.mask.bwd", name, bi, probs.elements, 1, [dscores], [dmasked])
+        b.vector(
+            f"{name}.mask.bwd", name, bi, probs.elements, 1, [dscores], [dmasked],
+            op_class=VectorClass.ELEMENTWISE,
+        )  # fmt: skip
         dscores = dmasked
     dqk = dqkv
     if layer.rotary:
@@ -208,4 +219,5 @@ def _rotate_back(ctx: StepContext, name: str, dqk: Tensor, dqkv: Tensor) -> None
         [dqk],
         [Access(dqkv, dqk.elements)],
         partial=True,
+        op_class=VectorClass.ELEMENTWISE,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Phase, Tensor, TensorKind
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS
@@ -91,5 +92,6 @@ def probs_backward(
         SOFTMAX_BWD_OPS,
         [dprobs, probs],
         [dscores],
+        op_class=VectorClass.NORM,
     )
     return dscores

@@ -14,6 +14,7 @@ own sequence.
 
 from __future__ import annotations
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
@@ -68,7 +69,10 @@ def forward(
     scores = ctx.t(f"{name}.scores", TensorKind.ACTIVATION, elements)
     probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, elements)
     b.gemm(f"{name}.qk.fwd", name, Phase.FWD, s.queries, s.keys, s.dh, s.per_head, q, kv, scores)
-    b.vector(f"{name}.softmax.fwd", name, Phase.FWD, elements, SOFTMAX_FWD_OPS, [scores], [probs])
+    b.vector(
+        f"{name}.softmax.fwd", name, Phase.FWD, elements, SOFTMAX_FWD_OPS, [scores], [probs],
+        op_class=VectorClass.NORM,
+    )  # fmt: skip
     b.gemm(f"{name}.av.fwd", name, Phase.FWD, s.queries, s.dh, s.keys, s.per_head, probs, kv, att)
     b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, d, 1, att, wo, y)
     ctx.saved[name] = (q, kv, probs, att)

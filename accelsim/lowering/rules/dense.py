@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Access, ParamKind, Phase, Tensor
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -125,6 +126,7 @@ class EmbeddingRule(LayerRule):
             1,
             [xs[0], Access(table, y.elements)],
             [y],
+            op_class=VectorClass.DATA_MOVEMENT,
         )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
@@ -143,5 +145,6 @@ class EmbeddingRule(LayerRule):
             1,
             [g, x, *tied],
             [Access(table.gradient, y.elements)],
+            op_class=VectorClass.DATA_MOVEMENT,
         )
         ctx.grad_done(name, "W", op)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Phase, Tensor
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -44,7 +45,9 @@ class MulRule(LayerRule):
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
-        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, 1, xs, [y])
+        ctx.b.vector(
+            f"{name}.fwd", name, Phase.FWD, y.elements, 1, xs, [y], op_class=VectorClass.ELEMENTWISE
+        )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
@@ -54,11 +57,13 @@ class MulRule(LayerRule):
             if not ctx.wants(info, index):
                 continue
             others = xs[:index] + xs[index + 1 :]
-            ops = 2 if x.elements < g.elements else 1
+            broadcast = x.elements < g.elements  # its products summed: a reduction
             grad = ctx.dx(info, index)
             ctx.b.vector(
-                f"{name}.bwd{index}", name, Phase.BWD_INPUT, g.elements, ops, [g, *others], [grad]
-            )
+                f"{name}.bwd{index}", name, Phase.BWD_INPUT, g.elements, 2 if broadcast else 1,
+                [g, *others], [grad],
+                op_class=VectorClass.REDUCE if broadcast else VectorClass.ELEMENTWISE,
+            )  # fmt: skip
             ctx.give(info, index, grad)
 
 
@@ -122,7 +127,9 @@ class VectorLayerRule(LayerRule):
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
-        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, 1, xs, [y])
+        ctx.b.vector(
+            f"{name}.fwd", name, Phase.FWD, y.elements, 1, xs, [y], op_class=VectorClass.ELEMENTWISE
+        )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
@@ -131,5 +138,8 @@ class VectorLayerRule(LayerRule):
             if ctx.wants(info, index):
                 grad = ctx.dx(info, index)
                 elements = ctx.n * math.prod(info.in_shapes[index].dims)
-                ctx.b.vector(f"{name}.bwd{index}", name, Phase.BWD_INPUT, elements, 1, [g], [grad])
+                ctx.b.vector(
+                    f"{name}.bwd{index}", name, Phase.BWD_INPUT, elements, 1, [g], [grad],
+                    op_class=VectorClass.ELEMENTWISE,
+                )  # fmt: skip
                 ctx.give(info, index, grad)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Access, Epilogue, ParamKind, Phase, Tensor
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -34,7 +35,10 @@ class LearnedRule(LayerRule):
         name = info.layer.name
         size = _size(info)
         weight = ctx.param(name, "p", size, ParamKind.BIAS, size)
-        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, 1, [xs[0], weight], [y])
+        ctx.b.vector(
+            f"{name}.fwd", name, Phase.FWD, y.elements, 1, [xs[0], weight], [y],
+            op_class=_class(info.layer),
+        )  # fmt: skip
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
@@ -55,6 +59,7 @@ class LearnedRule(LayerRule):
             reads,
             [param.gradient],
             epilogue=Epilogue.ELEMENTWISE,
+            op_class=VectorClass.REDUCE,  # summed over the samples
         )
         ctx.grad_done(name, "p", op)
         if ctx.wants(info):
@@ -63,8 +68,19 @@ class LearnedRule(LayerRule):
             back: list[Access | Tensor] = [Access(g, x.elements)]
             if scale:
                 back.append(param.weight)
-            ctx.b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, 1, back, [dx])
+            ctx.b.vector(
+                f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, 1, back, [dx],
+                op_class=_class(info.layer),
+            )  # fmt: skip
             ctx.give(info, 0, dx)
+
+
+def _class(layer: wm.Layer) -> VectorClass:
+    """Prepending tokens copies (and its gradient is a slice); the others add or
+    multiply element by element."""
+    if isinstance(layer, wm.PrependTokens):
+        return VectorClass.DATA_MOVEMENT
+    return VectorClass.ELEMENTWISE
 
 
 def _size(info: LayerInfo) -> int:

@@ -3,6 +3,7 @@ vector unit (batch and layer normalisation are in :mod:`.vector`)."""
 
 from __future__ import annotations
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import ParamKind, Phase, Tensor
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -22,8 +23,9 @@ def _norm_backward(ctx: StepContext, info: LayerInfo, g: Tensor, suffix: str, op
     dx = ctx.dx(info) if ctx.wants(info) else None
     writes = [param.gradient] if dx is None else [param.gradient, dx]
     op = ctx.b.vector(
-        f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, [g, x, param.weight], writes
-    )
+        f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, [g, x, param.weight], writes,
+        op_class=VectorClass.NORM,
+    )  # fmt: skip
     ctx.grad_done(name, suffix, op)
     if dx is not None:
         ctx.give(info, 0, dx)
@@ -48,8 +50,9 @@ class GroupNormRule(LayerRule):
         name = info.layer.name
         affine = ctx.param(name, "affine", 2 * info.in_shapes[0].channels, ParamKind.NORM, 2)
         ctx.b.vector(
-            f"{name}.fwd", name, Phase.FWD, y.elements, BATCHNORM_FWD_OPS, [xs[0], affine], [y]
-        )
+            f"{name}.fwd", name, Phase.FWD, y.elements, BATCHNORM_FWD_OPS, [xs[0], affine], [y],
+            op_class=VectorClass.NORM,
+        )  # fmt: skip
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
@@ -70,8 +73,9 @@ class RmsNormRule(LayerRule):
         name = info.layer.name
         scale = ctx.param(name, "scale", info.in_shapes[0].channels, ParamKind.NORM, 1)
         ctx.b.vector(
-            f"{name}.fwd", name, Phase.FWD, y.elements, RMSNORM_FWD_OPS, [xs[0], scale], [y]
-        )
+            f"{name}.fwd", name, Phase.FWD, y.elements, RMSNORM_FWD_OPS, [xs[0], scale], [y],
+            op_class=VectorClass.NORM,
+        )  # fmt: skip
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None

@@ -3,6 +3,7 @@ time step."""
 
 from __future__ import annotations
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -82,6 +83,7 @@ class LstmRule(LayerRule):
                 GRU_CELL_FWD_OPS if gru else LSTM_CELL_FWD_OPS,
                 reads,
                 [act, h] if gru else [act, h, cell],
+                op_class=VectorClass.TRANSCENDENTAL,  # the gates' sigmoids and tanh
             )
             cells.append((xh, act, cell))
             outputs.append(h)
@@ -119,6 +121,7 @@ class LstmRule(LayerRule):
                 GRU_CELL_BWD_OPS if gates == 3 else LSTM_CELL_BWD_OPS,
                 reads,
                 [dgates, dc],
+                op_class=VectorClass.ELEMENTWISE,  # from the saved gate outputs
             )
             dgates_all.append(dgates)
             width = (d if wants_x else 0) + (hidden if t > 0 else 0)

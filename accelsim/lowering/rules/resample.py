@@ -3,6 +3,7 @@ adaptive average pooling to any output size."""
 
 from __future__ import annotations
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Phase, Tensor
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -17,12 +18,16 @@ def adaptive_windows(size: int, out: int) -> list[int]:
     return [-(-(i + 1) * size // out) - (i * size // out) for i in range(out)]
 
 
-def _backward(ctx: StepContext, info: LayerInfo, g: Tensor, elements: int, ops: int) -> None:
+def _backward(
+    ctx: StepContext, info: LayerInfo, g: Tensor, elements: int, ops: int, op_class: VectorClass
+) -> None:
     """``dX``: ``ops`` per element of ``elements``, reading the output gradient."""
     if ctx.wants(info):
         grad = ctx.dx(info)
         name = info.layer.name
-        ctx.b.vector(f"{name}.bwd", name, Phase.BWD_INPUT, elements, ops, [g], [grad])
+        ctx.b.vector(
+            f"{name}.bwd", name, Phase.BWD_INPUT, elements, ops, [g], [grad], op_class=op_class
+        )
         ctx.give(info, 0, grad)
 
 
@@ -48,11 +53,16 @@ class UpsampleRule(LayerRule):
         layer = info.layer
         assert isinstance(layer, wm.Upsample)
         ops = layer.mode.forward_ops
-        ctx.b.vector(f"{layer.name}.fwd", layer.name, Phase.FWD, y.elements, ops, xs, [y])
+        nearest = layer.mode is wm.UpsampleMode.NEAREST  # copies; bilinear interpolates
+        op_class = VectorClass.DATA_MOVEMENT if nearest else VectorClass.ELEMENTWISE
+        ctx.b.vector(
+            f"{layer.name}.fwd", layer.name, Phase.FWD, y.elements, ops, xs, [y], op_class=op_class
+        )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert isinstance(info.layer, wm.Upsample) and g is not None
-        _backward(ctx, info, g, g.elements, info.layer.mode.backward_ops)
+        # each input element's gradient sums those of the outputs it reached
+        _backward(ctx, info, g, g.elements, info.layer.mode.backward_ops, VectorClass.REDUCE)
 
 
 @register
@@ -77,8 +87,11 @@ class AdaptiveAvgPoolRule(LayerRule):
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
-        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, ctx.n * self.taps(info), 1, xs, [y])
+        ctx.b.vector(
+            f"{name}.fwd", name, Phase.FWD, ctx.n * self.taps(info), 1, xs, [y],
+            op_class=VectorClass.REDUCE,
+        )  # fmt: skip
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
-        _backward(ctx, info, g, ctx.n * self.taps(info), 1)
+        _backward(ctx, info, g, ctx.n * self.taps(info), 1, VectorClass.ELEMENTWISE)

@@ -6,6 +6,7 @@ Vector-op costs per element are documented in docs/model/lowering.md.
 
 from __future__ import annotations
 
+from accelsim.config.enums import VectorClass
 from accelsim.graph.ops import Access, Epilogue, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
@@ -37,6 +38,16 @@ BY_OUTPUT = frozenset(
         wm.ActivationFunction.TANH,
     }
 )
+# Activations that compute an exponential, tanh or erf per element (the rest compare,
+# clip and scale).
+TRANSCENDENTAL = frozenset(
+    {
+        wm.ActivationFunction.GELU,
+        wm.ActivationFunction.SIGMOID,
+        wm.ActivationFunction.TANH,
+        wm.ActivationFunction.SILU,
+    }
+)
 
 
 def _elementwise_backward(
@@ -44,16 +55,19 @@ def _elementwise_backward(
     info: LayerInfo,
     ops: int,
     reads: list[Tensor],
+    op_class: VectorClass,
     epilogue: Epilogue = Epilogue.NONE,
 ) -> None:
-    """``dX`` by one vector op over the input's elements, if the input needs a gradient."""
+    """``dX`` by one vector op of ``op_class`` over the input's elements, if the input
+    needs a gradient."""
     if ctx.wants(info):
         x = ctx.acts[info.inputs[0]]
         grad = ctx.dx(info)
         name = info.layer.name
         ctx.b.vector(
-            f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, reads, [grad], epilogue=epilogue
-        )
+            f"{name}.bwd", name, Phase.BWD_INPUT, x.elements, ops, reads, [grad],
+            epilogue=epilogue, op_class=op_class,
+        )  # fmt: skip
         ctx.give(info, 0, grad)
 
 
@@ -88,17 +102,23 @@ class PoolRule(LayerRule):
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         layer = info.layer
         if isinstance(layer, wm.GlobalAvgPool):
-            ctx.b.vector(f"{layer.name}.fwd", layer.name, Phase.FWD, xs[0].elements, 1, xs, [y])
+            ctx.b.vector(
+                f"{layer.name}.fwd", layer.name, Phase.FWD, xs[0].elements, 1, xs, [y],
+                op_class=VectorClass.REDUCE,
+            )  # fmt: skip
             return
         assert isinstance(layer, (wm.MaxPool, wm.AvgPool))
         r, s = pair(layer.kernel)
-        ctx.b.vector(f"{layer.name}.fwd", layer.name, Phase.FWD, y.elements, r * s, xs, [y])
+        ctx.b.vector(
+            f"{layer.name}.fwd", layer.name, Phase.FWD, y.elements, r * s, xs, [y],
+            op_class=VectorClass.REDUCE,
+        )  # fmt: skip
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
         x = ctx.acts[info.inputs[0]]
         reads = [g, x] if isinstance(info.layer, wm.MaxPool) else [g]
-        _elementwise_backward(ctx, info, 1, reads)
+        _elementwise_backward(ctx, info, 1, reads, VectorClass.ELEMENTWISE)
 
 
 @register
@@ -127,6 +147,7 @@ class NormRule(LayerRule):
             [xs[0], affine],
             [y],
             epilogue=_norm_epilogue(info),
+            op_class=VectorClass.NORM,
         )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
@@ -145,6 +166,7 @@ class NormRule(LayerRule):
             [g, x, affine.weight],
             writes,
             epilogue=_norm_epilogue(info),
+            op_class=VectorClass.NORM,
         )
         ctx.grad_done(name, "affine", op)
         if dx is not None:
@@ -155,6 +177,20 @@ def _norm_epilogue(info: LayerInfo) -> Epilogue:
     """Batchnorm normalises per channel, so it is element-wise once its statistics are
     known; layernorm needs a whole row of features (across the array's column folds)."""
     return Epilogue.BATCHNORM if isinstance(info.layer, wm.BatchNorm) else Epilogue.NONE
+
+
+def _activation_class(layer: wm.Layer, backward: bool) -> VectorClass:
+    """Softmax takes a row's statistics (its maximum, the sum of its exponentials) and
+    normalises every element by them, as a norm does; in backward, a row's dot product
+    of output and gradient.  An activation is transcendental where it computes an
+    exponential, tanh or erf per element: in backward only where its derivative is
+    computed from its input (from its output, a sigmoid's or tanh's is arithmetic)."""
+    if not isinstance(layer, wm.Activation):
+        return VectorClass.NORM
+    function = layer.function
+    if function in TRANSCENDENTAL and not (backward and function in BY_OUTPUT):
+        return VectorClass.TRANSCENDENTAL
+    return VectorClass.ELEMENTWISE
 
 
 def _activation_epilogue(layer: wm.Layer) -> Epilogue:
@@ -183,6 +219,7 @@ class ActivationRule(LayerRule):
             xs,
             [y],
             epilogue=_activation_epilogue(layer),
+            op_class=_activation_class(layer, backward=False),
         )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
@@ -193,7 +230,8 @@ class ActivationRule(LayerRule):
             ops, saved = layer.function.backward_ops, y if layer.function in BY_OUTPUT else x
         else:
             ops, saved = SOFTMAX_BWD_OPS, y
-        _elementwise_backward(ctx, info, ops, [g, saved], _activation_epilogue(layer))
+        op_class = _activation_class(layer, backward=True)
+        _elementwise_backward(ctx, info, ops, [g, saved], op_class, _activation_epilogue(layer))
 
 
 @register
@@ -221,6 +259,7 @@ class DropoutRule(LayerRule):
             xs,
             [y, mask],
             epilogue=Epilogue.ELEMENTWISE,
+            op_class=VectorClass.ELEMENTWISE,
         )
 
     def inference(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
@@ -230,7 +269,7 @@ class DropoutRule(LayerRule):
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
         reads = [g, ctx.saved[info.layer.name]]
-        _elementwise_backward(ctx, info, 1, reads, Epilogue.ELEMENTWISE)
+        _elementwise_backward(ctx, info, 1, reads, VectorClass.ELEMENTWISE, Epilogue.ELEMENTWISE)
 
 
 @register
@@ -249,11 +288,14 @@ class TokenSelectRule(LayerRule):
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         name = info.layer.name
         reads = [Access(xs[0], y.elements)]
-        ctx.b.vector(f"{name}.fwd", name, Phase.FWD, y.elements, 1, reads, [y])
+        ctx.b.vector(
+            f"{name}.fwd", name, Phase.FWD, y.elements, 1, reads, [y],
+            op_class=VectorClass.DATA_MOVEMENT,
+        )  # fmt: skip
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         assert g is not None
-        _elementwise_backward(ctx, info, 1, [g])
+        _elementwise_backward(ctx, info, 1, [g], VectorClass.DATA_MOVEMENT)
 
 
 @register
@@ -272,14 +314,15 @@ class CrossEntropyRule(LayerRule):
         probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, x.elements)
         ctx.saved[name] = probs
         ctx.b.vector(
-            f"{name}.fwd", name, Phase.FWD, x.elements, CROSS_ENTROPY_FWD_OPS, [x], [probs, y]
-        )
+            f"{name}.fwd", name, Phase.FWD, x.elements, CROSS_ENTROPY_FWD_OPS, [x], [probs, y],
+            op_class=VectorClass.NORM,
+        )  # fmt: skip
 
     def inference(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
         """No loss outside training: the forward pass ends with the logits."""
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
-        _elementwise_backward(ctx, info, 1, [ctx.saved[info.layer.name]])
+        _elementwise_backward(ctx, info, 1, [ctx.saved[info.layer.name]], VectorClass.ELEMENTWISE)
 
 
 @register
@@ -302,6 +345,7 @@ class AddRule(LayerRule):
             xs,
             [y],
             epilogue=Epilogue.ELEMENTWISE,
+            op_class=VectorClass.ELEMENTWISE,
         )
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:

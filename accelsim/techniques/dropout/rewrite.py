@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from accelsim.config.enums import VectorClass
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import links, passes, queries
 from accelsim.graph.builder import GraphBuilder
@@ -243,12 +244,14 @@ def add_aux(
                 PATTERN_OPS,
                 [],
                 [index],
+                op_class=VectorClass.ELEMENTWISE,
             )
         info = convs.get(op.layer)
         if info is not None and isinstance(op, GemmOp):
             builder.vector(
-                f"{op.layer}.score", op.layer, Phase.AUX, op.a.elements, SCORE_OPS, [op.a], []
-            )
+                f"{op.layer}.score", op.layer, Phase.AUX, op.a.elements, SCORE_OPS, [op.a], [],
+                op_class=VectorClass.REDUCE,  # a sum per map
+            )  # fmt: skip
 
     rewritten, _ = passes.rewrite(graph, words, emit_after=emit, owner=owner)
     return rewritten

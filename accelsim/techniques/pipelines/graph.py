@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from accelsim.config.enums import VectorClass
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes, queries
 from accelsim.graph.builder import GraphBuilder
@@ -85,6 +86,7 @@ def accumulate_gradients(
                 [Access(part, total.elements) for part in parts],
                 [total],
                 tag=tag,
+                op_class=VectorClass.ELEMENTWISE,
             )
         builder.processor[op] = stage_of[first.layer]
         ready.append(op)

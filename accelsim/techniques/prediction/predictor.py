@@ -12,10 +12,12 @@ from typing import Any
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
+from accelsim.config.enums import VectorClass
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerKind
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import Parameter, ParamKind, Phase, Tensor, TensorKind
+from accelsim.lowering.optimizer import UPDATE_CLASS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape
 
 MSE_OPS = 3  # difference, square, scale (the gradient of the squared error)
@@ -195,8 +197,9 @@ class Predictor:
         )
         builder.alias(fresh, view.made)
         builder.vector(
-            f"{tag}.average", layer, Phase.AUX, view.output.elements, 1, [fresh], [sample]
-        )
+            f"{tag}.average", layer, Phase.AUX, view.output.elements, 1, [fresh], [sample],
+            op_class=VectorClass.REDUCE,
+        )  # fmt: skip
         fc, convs = self.weights(builder)
         x = sample
         activations = [sample]
@@ -263,6 +266,7 @@ class Predictor:
             MSE_OPS,
             [predicted, parameter.gradient],
             [d_out],
+            op_class=VectorClass.ELEMENTWISE,
         )
         updated = [builder.tensor(f"{fc.name}.d", TensorKind.GRADIENT, net.channels * p2 * o)]
         builder.gemm(
@@ -385,4 +389,5 @@ class Predictor:
                 adam.ops_per_element,
                 [part, d_w, *states],
                 [part, *states],
+                op_class=UPDATE_CLASS[adam],
             )

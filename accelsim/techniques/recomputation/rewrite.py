@@ -144,5 +144,6 @@ def _emit_again(
         [Access(read(a.tensor), a.elements) for a in op.reads],
         [Access(_next(a.tensor), a.elements) for a in op.writes],
         epilogue=op.epilogue,
+        op_class=op.op_class,
     )
     return {a.tensor.key: i for a in op.writes}
