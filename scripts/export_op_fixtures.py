@@ -9,11 +9,13 @@ cross-attention, an encoder layer given a key padding mask (a boolean input), th
 element-wise chains (in-place dropout, stochastic depth, hard
 sigmoid and swish) and a small vision transformer and a small ConvNeXt written as
 torchvision's (class token, position embedding; channels-last layernorm and linears,
-layer scale), and an adaptive average pool to a size (5) that does not divide its
-input's (14).
+layer scale), an adaptive average pool to a size (5) that does not divide its
+input's (14), and Hugging Face BERT, GPT-2 and DistilBERT (small, built from a config)
+given ``input_ids`` and an ``attention_mask``, two integer inputs.
 
 Run with a Python that has torch, torchvision (for the stripping of
-``scripts/export_onnx_fixtures.py``) and accelsim:
+``scripts/export_onnx_fixtures.py``), transformers (for the Hugging Face models only:
+``--only`` the others without it) and accelsim:
 
     python scripts/export_op_fixtures.py [--out tests/fixtures/onnx] [--only NAME ...]
 
@@ -305,6 +307,10 @@ def main() -> None:
     for name, masked in MASKED.items():
         if args.only is None or name in args.only:
             _write(fixtures, args.out, name, _masked_export(masked()))
+    for name, build in HUGGING_FACE.items():
+        if args.only is None or name in args.only:
+            ids = ((HF_TOKENS,), (HF_TOKENS,))
+            _write(fixtures, args.out, name, export_onnx(build(), ids, input_types=("int", "int")))
 
 
 MASKED: dict[str, Callable[[], nn.Module]] = {"torch_encoder_layer_padding_mask": PaddedEncoder}
@@ -320,6 +326,85 @@ def _masked_export(module: nn.Module) -> bytes:
     )
     assert program is not None
     return bytes(program.model_proto.SerializeToString())
+
+
+HF_TOKENS = 16
+"""Tokens of the Hugging Face models' ``input_ids`` and ``attention_mask``."""
+
+
+class Masked(nn.Module):
+    """A Hugging Face model called with token ids and an attention mask (integers, ones
+    and zeros per token), returning its last hidden states."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        hidden: torch.Tensor = out.last_hidden_state
+        return hidden
+
+
+def _bert() -> nn.Module:
+    """BERT of 2 layers, width 64, 4 heads, a 1,000-token vocabulary, no pooler."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
+    return Masked(BertModel(config, add_pooling_layer=False))
+
+
+def _gpt2() -> nn.Module:
+    """GPT-2 of 2 layers, width 64, 4 heads, a 1,000-token vocabulary (exact GELU: the
+    tanh approximation of GPT-2's ``gelu_new`` has no layer kind)."""
+    from transformers import GPT2Config, GPT2Model
+
+    config = GPT2Config(
+        vocab_size=1000,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        activation_function="gelu",
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="eager",
+    )
+    return Masked(GPT2Model(config))
+
+
+def _distilbert() -> nn.Module:
+    """DistilBERT of 2 layers, width 64, 4 heads, a 1,000-token vocabulary."""
+    from transformers import DistilBertConfig, DistilBertModel
+
+    config = DistilBertConfig(
+        vocab_size=1000,
+        dim=64,
+        n_layers=2,
+        n_heads=4,
+        hidden_dim=256,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
+    return Masked(DistilBertModel(config))
+
+
+HUGGING_FACE: dict[str, Callable[[], nn.Module]] = {
+    "hf_bert_masked": _bert,
+    "hf_gpt2_masked": _gpt2,
+    "hf_distilbert_masked": _distilbert,
+}
+"""Hugging Face models built from a config (random weights, nothing downloaded; needs
+transformers), exported with ``input_ids`` and ``attention_mask`` of
+:data:`HF_TOKENS` integers each."""
 
 
 def _write(fixtures: Any, folder: Path, name: str, data: bytes) -> None:

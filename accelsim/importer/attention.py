@@ -13,7 +13,9 @@ MaxViT writes them); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
 ``scaled_dot_product_attention`` puts after it under a boolean mask); an optional
 ``Dropout``; the product with V; views back to the model width and a fourth linear,
 the output projection.
-It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``).
+It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``)
+or from comparing the keys' positions with the queries' (each from a ``Range``, as Hugging
+Face's mask functions build a causal mask).
 It is cross-attention when Q's linear reads one tensor and K's and V's another
 (``nn.MultiheadAttention(q, kv, kv)``, a ``nn.TransformerDecoderLayer``'s attention to
 its memory: Q's weight and the packed K and V weight cut from the in-projection by a
@@ -30,6 +32,7 @@ sin tables constants.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from accelsim.importer.graph_view import GraphView, Node
@@ -40,7 +43,11 @@ VIEW_OPS = frozenset(
 SCALE_OPS = frozenset({"Mul", "Div"})
 MASK_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Where", "Cast"})
 ANCESTRY_LIMIT = 64
-"""Nodes searched above a mask for a ``Trilu``."""
+"""Nodes searched above a mask, nearest first, for a ``Trilu`` or a comparison of
+positions."""
+COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+RANGE_LIMIT = 16
+"""Nodes searched above a compared tensor for the ``Range`` of positions it comes from."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,7 @@ class AttentionMatch:
         kv_heads: Key and value heads (fewer than ``heads``: grouped-query).
         bias: Whether the Q, K and V projections have biases.
         out_bias: Whether the output projection has one.
-        causal: Whether a ``Trilu`` mask hides later tokens.
+        causal: Whether a causal mask (:func:`_causal_mask`) hides later tokens.
         rotary: Whether Q and K are rotated (rotary position embeddings).
         note: What it is and covers, for the table's header (shared by alike ones).
         normalized: Whether Q and K are each L2-normalised (cosine attention, Swin V2's).
@@ -125,7 +132,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         if node is None:
             return None
         acts = [t for t in node.inputs if t in live]
-        if _is_product(node) and len(acts) == 2:
+        if is_product(node) and len(acts) == 2:
             scores = node
             break
         if node.op in VIEW_OPS and len(acts) == 1:
@@ -134,7 +141,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
             continue
         if node.op not in MASK_OPS or len(acts) != 1:
             return None
-        causal = causal or any(_from_trilu(view, t) for t in node.inputs if t not in live)
+        causal = causal or any(_causal_mask(view, t) for t in node.inputs if t not in live)
         covered.append(node)
         on_scores.insert(0, (node.index, tuple(t for t in node.inputs if t not in live)))
         tensor = acts[0]
@@ -146,7 +153,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     if probs is not None and dropout:
         covered.append(probs)
         probs = view.single_reader(probs.outputs[0])
-    if probs is None or not _is_product(probs) or view.producer.get(probs.inputs[0]) not in covered:
+    if probs is None or not is_product(probs) or view.producer.get(probs.inputs[0]) not in covered:
         return None
     covered.append(probs)
     q, k = (_linear_above(view, t, live, covered) for t in scores.inputs)
@@ -290,7 +297,7 @@ def _l2_norm(view: GraphView, div: Node) -> list[Node] | None:
     return None
 
 
-def _is_product(node: Node) -> bool:
+def is_product(node: Node) -> bool:
     """A ``MatMul``, or an ``Einsum`` that is one per batch (``bhid,bhjd->bhij`` or
     ``bhij,bhjd->bhid``: the same leading indices, one contracted)."""
     if node.op == "MatMul":
@@ -390,16 +397,33 @@ def _width(view: GraphView, node: Node) -> int:
     return weight[0] if node.op == "Gemm" and node.attr("transB", 0) else weight[1]
 
 
-def _from_trilu(view: GraphView, tensor: str) -> bool:
-    todo, seen = [tensor], 0
-    while todo and seen < ANCESTRY_LIMIT:
-        node = view.producer.get(todo.pop())
-        seen += 1
-        if node is None:
+def _causal_mask(view: GraphView, tensor: str) -> bool:
+    """Whether the mask ``tensor`` comes from a ``Trilu`` or from comparing two tensors
+    of positions, each made by a ``Range`` (a key's position against a query's, as
+    Hugging Face's mask functions write ``kv_idx <= q_idx``)."""
+    todo, seen = deque([tensor]), set[int]()
+    while todo and len(seen) < ANCESTRY_LIMIT:
+        node = view.producer.get(todo.popleft())
+        if node is None or node.index in seen:
             continue
+        seen.add(node.index)
         if node.op == "Trilu":
             return True
+        if node.op in COMPARISONS and all(_from_range(view, t) for t in node.inputs):
+            return True
         todo.extend(node.inputs)
+    return False
+
+
+def _from_range(view: GraphView, tensor: str) -> bool:
+    """Whether a ``Range`` is among the first :data:`RANGE_LIMIT` nodes above ``tensor``."""
+    todo, seen = [tensor], 0
+    while todo and seen < RANGE_LIMIT:
+        node = view.producer.get(todo.pop())
+        seen += 1
+        if node is not None and node.op == "Range":
+            return True
+        todo.extend(node.inputs if node is not None else ())
     return False
 
 

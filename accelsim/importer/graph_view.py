@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class Node:
 class GraphView:
     """Nodes in order, every tensor's dimensions, the constants and who reads what."""
 
-    def __init__(self, model: onnx.ModelProto, source: str) -> None:
+    def __init__(self, model: onnx.ModelProto, source: str, masks: tuple[str, ...] = ()) -> None:
         graph = model.graph
         self.source = source
         self.nodes = [
@@ -91,14 +92,17 @@ class GraphView:
             if tensor_type.HasField("shape"):
                 self.shapes[info.name] = tuple(d.dim_value for d in tensor_type.shape.dim)
         inputs = [i for i in graph.input if i.name not in self.constants]
-        masks = [i for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL]
-        self.mask_names = tuple(i.name for i in masks)
-        """The graph's boolean inputs after the first: masks (a ``src_key_padding_mask``),
-        whose values select elements and add no work; read as constants, as a mask the
+        boolean = [i for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL]
+        self.mask_names = tuple(i.name for i in inputs if i in boolean or i.name in masks)
+        """The graph's boolean inputs after the first, and the ``masks`` given (integer or
+        float inputs whose values only mask attention scores: Hugging Face's
+        ``attention_mask``, :mod:`accelsim.importer.mask_inputs`): their values select
+        or add to scores and add no work, so they are read as constants, as a mask the
         model builds itself is."""
         self.input_names = tuple(i.name for i in inputs if i.name not in self.mask_names)
         """The graph's inputs in order (not its initializers or masks): the model's inputs."""
         self.elem_types = {i.name: i.type.tensor_type.elem_type for i in inputs}
+        self.output_names = tuple(o.name for o in graph.output)
         self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs}
         self.consumers: dict[str, list[Node]] = {}
         for node in self.nodes:
@@ -131,9 +135,10 @@ class GraphView:
         stripped), None for other tensors."""
         return self.const_shapes.get(tensor)
 
-    def live(self) -> set[str]:
-        """The tensors whose values depend on the model inputs' values."""
-        live = set(self.input_names)
+    def live(self, sources: Iterable[str] | None = None) -> set[str]:
+        """The tensors whose values depend on the model inputs' values (or those of the
+        graph inputs ``sources``)."""
+        live = set(self.input_names if sources is None else sources)
         for node in self.nodes:
             if node.op not in ("Shape", "Size") and any(t in live for t in self.value_inputs(node)):
                 live.update(node.outputs)
