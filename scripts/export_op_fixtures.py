@@ -247,6 +247,19 @@ class CausalDecoder(nn.Module):
         return self.layer(tgt, memory, tgt_mask=mask)
 
 
+class QkvAttention(nn.Module):
+    """``nn.MultiheadAttention(32, 4, batch_first=True)`` called as ``attn(q, k, v)`` on
+    three inputs: keys and values from two different tensors (with ``kdim`` and
+    ``vdim``, of their own widths: separate Q, K and V projections)."""
+
+    def __init__(self, kdim: int | None = None, vdim: int | None = None) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(32, 4, kdim=kdim, vdim=vdim, batch_first=True)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.attn(q, k, v, need_weights=False)[0]
+
+
 DECODER = (SEQUENCE, MEMORY)
 """A decoder layer's inputs: the target sequence and the encoder's output (memory)."""
 
@@ -281,6 +294,8 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], Shapes]] = {
     "torch_decoder_layer_causal": (CausalDecoder, DECODER),
     "torch_decoder_layer_seq_first": (lambda: nn.TransformerDecoderLayer(64, 4, 256), DECODER),
     "torch_mha_cross": (CrossAttention, (SEQUENCE, (32, 48))),
+    "torch_mha_qkv": (QkvAttention, ((16, 32), (24, 32), (24, 32))),
+    "torch_mha_qkv_widths": (lambda: QkvAttention(24, 48), ((16, 32), (24, 24), (24, 48))),
 }
 SEQUENCE_FIRST = frozenset(
     {"torch_encoder_layer_seq_first", "torch_lstm_seq_first", "torch_decoder_layer_seq_first"}

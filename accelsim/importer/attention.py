@@ -19,7 +19,9 @@ Face's mask functions build a causal mask).
 It is cross-attention when Q's linear reads one tensor and K's and V's another
 (``nn.MultiheadAttention(q, kv, kv)``, a ``nn.TransformerDecoderLayer``'s attention to
 its memory: Q's weight and the packed K and V weight cut from the in-projection by a
-``SplitToSequence``), then neither causal nor rotary.
+``SplitToSequence``), then neither causal nor rotary; and so when K's linear and V's
+read two different tensors (``nn.MultiheadAttention(q, k, v)``, its in-projection cut
+in three), an attention of three inputs.
 
 Grouped-query attention's K and V are narrower than Q: their heads are repeated to
 Q's (``repeat_interleave`` or Hugging Face's ``repeat_kv``: an ``Unsqueeze``, an
@@ -55,8 +57,10 @@ class AttentionMatch:
     """One attention: the nodes it covers and the layer it is.
 
     Attributes:
-        inputs: The tensor its Q, K and V linears read (self-attention), or the one its
-            Q linear reads and the one its K and V linears read (cross-attention).
+        inputs: The tensor its Q, K and V linears read (self-attention), the one its
+            Q linear reads and the one its K and V linears read (cross-attention), or
+            the one each of its Q, K and V linears reads (keys and values from two
+            tensors).
         output_node: Index of its last node (the output projection, or its bias).
         absorbed: Indices of every other node it covers.
         name: The layer's name (the nodes' common module scope).
@@ -164,11 +168,11 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     inputs = _inputs(q, k, v)
     heads = _heads(view, scores, q.width)
     kv_heads = _heads(view, scores, k.width)
-    if inputs is None or heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
+    if heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
         return None
     if q.normalized != k.normalized or v.normalized:
         return None
-    if len(inputs) == 2 and (causal or q.rotary):
+    if len(inputs) > 1 and (causal or q.rotary):
         return None  # cross-attention has neither (an attention layer refuses them)
     last = out.bias or out.matmul
     nodes = [*covered, *q.nodes, *k.nodes, *v.nodes, *out.nodes]
@@ -176,7 +180,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     extras = f", {kv_heads} key/value heads" if kv_heads != heads else ""
     extras += ", rotary" if q.rotary else ""
     extras += ", causal" if causal else ""
-    extras += ", cross-attention" if len(inputs) == 2 else ""
+    extras += {1: "", 2: ", cross-attention", 3: ", keys and values from two tensors"}[len(inputs)]
     note = f"attention ({heads} heads{extras}, {len({n.index for n in nodes})} nodes each"
     note += "; the dropout on its probabilities not modelled)" if dropout else ")"
     return AttentionMatch(
@@ -197,12 +201,12 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     )
 
 
-def _inputs(q: _Linear, k: _Linear, v: _Linear) -> tuple[str, ...] | None:
-    """What the Q, K and V linears read: one tensor (self-attention), or Q's and the one
-    K and V read (cross-attention); None when K and V read different tensors."""
+def _inputs(q: _Linear, k: _Linear, v: _Linear) -> tuple[str, ...]:
+    """What the Q, K and V linears read: one tensor (self-attention), Q's and the one K
+    and V read (cross-attention), or each its own (keys and values from two tensors)."""
     query, key, value = (lin.matmul.inputs[0] for lin in (q, k, v))
     if key != value:
-        return None
+        return (query, key, value)
     return (query,) if query == key else (query, key)
 
 

@@ -111,11 +111,15 @@ class GraphView:
 
     def _split_parts(self, node: Node) -> list[tuple[int, ...]] | None:
         """The dimensions of each part a ``SplitToSequence`` of a constant cuts along its
-        axis by constant sizes (``nn.MultiheadAttention``'s packed in-projection cut
-        into Q's and K and V's weights for cross-attention), None when unknown."""
+        axis by constant sizes, or into parts of one size given as a scalar, the last
+        smaller (``nn.MultiheadAttention``'s packed in-projection cut into Q's and K and
+        V's weights, or into each one's), None when unknown."""
         dims = self.const_shapes[node.inputs[0]]
         sizes = self._known(node.inputs[1]) if len(node.inputs) > 1 else None
         axis = node.attr("axis", 0) % len(dims) if dims else 0
+        if dims and sizes is not None and not self.const_shapes[node.inputs[1]] and sizes[0] > 0:
+            whole, size = dims[axis], sizes[0]
+            sizes = [size] * (whole // size) + ([whole % size] if whole % size else [])
         if not dims or sizes is None or sum(sizes) != dims[axis]:
             return None
         return [tuple(int(n) if a == axis else d for a, d in enumerate(dims)) for n in sizes]
