@@ -75,8 +75,13 @@ def add_command(sub: Any) -> None:
 
 @dataclass(frozen=True)
 class InputArg:
-    """One ``--input-shape``: an input's dimensions per sample and, for a module's
-    export, its elements' type (``float`` unless given)."""
+    """One ``--input-shape``.
+
+    Attributes:
+        dims: The input's dimensions per sample.
+        element_type: Its elements' type in a module's export: ``float`` unless given.
+        typed: Whether a type was given (``128:int``).
+    """
 
     dims: tuple[int, ...]
     element_type: str

@@ -92,8 +92,10 @@ class GraphView:
             if tensor_type.HasField("shape"):
                 self.shapes[info.name] = tuple(d.dim_value for d in tensor_type.shape.dim)
         inputs = [i for i in graph.input if i.name not in self.constants]
-        boolean = [i for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL]
-        self.mask_names = tuple(i.name for i in inputs if i in boolean or i.name in masks)
+        boolean = {
+            i.name for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL
+        }
+        self.mask_names = tuple(i.name for i in inputs if i.name in boolean or i.name in masks)
         """The graph's boolean inputs after the first, and the ``masks`` given (integer or
         float inputs whose values only mask attention scores: Hugging Face's
         ``attention_mask``, :mod:`accelsim.importer.mask_inputs`): their values select
