@@ -322,10 +322,11 @@ def main() -> None:
     for name, masked in MASKED.items():
         if args.only is None or name in args.only:
             _write(fixtures, args.out, name, _masked_export(masked()))
-    for name, build in HUGGING_FACE.items():
+    for name in HUGGING_FACE:
         if args.only is None or name in args.only:
             ids = ((HF_TOKENS,), (HF_TOKENS,))
-            _write(fixtures, args.out, name, export_onnx(build(), ids, input_types=("int", "int")))
+            model = hugging_face(name)
+            _write(fixtures, args.out, name, export_onnx(model, ids, input_types=("int", "int")))
 
 
 MASKED: dict[str, Callable[[], nn.Module]] = {"torch_encoder_layer_padding_mask": PaddedEncoder}
@@ -361,65 +362,43 @@ class Masked(nn.Module):
         return hidden
 
 
-def _bert() -> nn.Module:
-    """BERT of 2 layers, width 64, 4 heads, a 1,000-token vocabulary, no pooler."""
-    from transformers import BertConfig, BertModel
-
-    config = BertConfig(
-        vocab_size=1000,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=256,
-        max_position_embeddings=64,
-        attn_implementation="eager",
-    )
-    return Masked(BertModel(config, add_pooling_layer=False))
-
-
-def _gpt2() -> nn.Module:
-    """GPT-2 of 2 layers, width 64, 4 heads, a 1,000-token vocabulary (exact GELU: the
-    tanh approximation of GPT-2's ``gelu_new`` has no layer kind)."""
-    from transformers import GPT2Config, GPT2Model
-
-    config = GPT2Config(
-        vocab_size=1000,
-        n_embd=64,
-        n_layer=2,
-        n_head=4,
-        n_positions=64,
-        activation_function="gelu",
-        bos_token_id=0,
-        eos_token_id=0,
-        attn_implementation="eager",
-    )
-    return Masked(GPT2Model(config))
-
-
-def _distilbert() -> nn.Module:
-    """DistilBERT of 2 layers, width 64, 4 heads, a 1,000-token vocabulary."""
-    from transformers import DistilBertConfig, DistilBertModel
-
-    config = DistilBertConfig(
-        vocab_size=1000,
-        dim=64,
-        n_layers=2,
-        n_heads=4,
-        hidden_dim=256,
-        max_position_embeddings=64,
-        attn_implementation="eager",
-    )
-    return Masked(DistilBertModel(config))
-
-
-HUGGING_FACE: dict[str, Callable[[], nn.Module]] = {
-    "hf_bert_masked": _bert,
-    "hf_gpt2_masked": _gpt2,
-    "hf_distilbert_masked": _distilbert,
+HUGGING_FACE: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "hf_bert_masked": (
+        "Bert",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+        | {"intermediate_size": 256, "max_position_embeddings": 64},
+        {"add_pooling_layer": False},  # the last hidden states are the output
+    ),
+    # The exact GELU: the tanh approximation of GPT-2's ``gelu_new``, written op by op,
+    # is not read as a GELU. Its feed-forward is 4 x 64 = 256 wide by default.
+    "hf_gpt2_masked": (
+        "GPT2",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64}
+        | {"activation_function": "gelu", "bos_token_id": 0, "eos_token_id": 0},
+        {},
+    ),
+    "hf_distilbert_masked": (
+        "DistilBert",
+        {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 256}
+        | {"max_position_embeddings": 64},
+        {},
+    ),
 }
 """Hugging Face models built from a config (random weights, nothing downloaded; needs
 transformers), exported with ``input_ids`` and ``attention_mask`` of
-:data:`HF_TOKENS` integers each."""
+:data:`HF_TOKENS` integers each: the family's name in transformers, its config (2
+layers, width 64, 4 heads, feed-forward 256, 64 positions; a 1,000-token vocabulary
+for all) and the model's arguments."""
+
+
+def hugging_face(name: str) -> nn.Module:
+    """The Hugging Face model ``name`` of :data:`HUGGING_FACE`, built from its config."""
+    import transformers
+
+    family, sizes, arguments = HUGGING_FACE[name]
+    config_class = getattr(transformers, f"{family}Config")
+    config = config_class(vocab_size=1000, attn_implementation="eager", **sizes)
+    return Masked(getattr(transformers, f"{family}Model")(config, **arguments))
 
 
 def _write(fixtures: Any, folder: Path, name: str, data: bytes) -> None:

@@ -136,7 +136,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
         if node is None:
             return None
         acts = [t for t in node.inputs if t in live]
-        if is_product(node) and len(acts) == 2:
+        if _is_product(node) and len(acts) == 2:
             scores = node
             break
         if node.op in VIEW_OPS and len(acts) == 1:
@@ -157,7 +157,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     if probs is not None and dropout:
         covered.append(probs)
         probs = view.single_reader(probs.outputs[0])
-    if probs is None or not is_product(probs) or view.producer.get(probs.inputs[0]) not in covered:
+    if probs is None or not _is_product(probs) or view.producer.get(probs.inputs[0]) not in covered:
         return None
     covered.append(probs)
     q, k = (_linear_above(view, t, live, covered) for t in scores.inputs)
@@ -301,7 +301,7 @@ def _l2_norm(view: GraphView, div: Node) -> list[Node] | None:
     return None
 
 
-def is_product(node: Node) -> bool:
+def _is_product(node: Node) -> bool:
     """A ``MatMul``, or an ``Einsum`` that is one per batch (``bhid,bhjd->bhij`` or
     ``bhij,bhjd->bhid``: the same leading indices, one contracted)."""
     if node.op == "MatMul":

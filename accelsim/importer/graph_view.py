@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ class Node:
 class GraphView:
     """Nodes in order, every tensor's dimensions, the constants and who reads what."""
 
-    def __init__(self, model: onnx.ModelProto, source: str, masks: tuple[str, ...] = ()) -> None:
+    def __init__(self, model: onnx.ModelProto, source: str) -> None:
         graph = model.graph
         self.source = source
         self.nodes = [
@@ -95,12 +96,10 @@ class GraphView:
         boolean = {
             i.name for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL
         }
-        self.mask_names = tuple(i.name for i in inputs if i.name in boolean or i.name in masks)
-        """The graph's boolean inputs after the first, and the ``masks`` given (integer or
-        float inputs whose values only mask attention scores: Hugging Face's
-        ``attention_mask``, :mod:`accelsim.importer.mask_inputs`): their values select
-        or add to scores and add no work, so they are read as constants, as a mask the
-        model builds itself is."""
+        self.mask_names = tuple(i.name for i in inputs if i.name in boolean)
+        """The graph's boolean inputs after the first (and those :meth:`with_masks` adds):
+        masks (a ``src_key_padding_mask``), whose values select elements and add no work;
+        read as constants, as a mask the model builds itself is."""
         self.input_names = tuple(i.name for i in inputs if i.name not in self.mask_names)
         """The graph's inputs in order (not its initializers or masks): the model's inputs."""
         self.elem_types = {i.name: i.type.tensor_type.elem_type for i in inputs}
@@ -110,6 +109,16 @@ class GraphView:
         for node in self.nodes:
             for tensor in node.inputs:
                 self.consumers.setdefault(tensor, []).append(node)
+
+    def with_masks(self, masks: tuple[str, ...]) -> GraphView:
+        """This view with the model inputs ``masks`` read as masks too (integer or float
+        inputs whose values only mask attention scores: Hugging Face's
+        ``attention_mask``, :mod:`accelsim.importer.mask_inputs`)."""
+        view = copy.copy(self)
+        names = [n for n in self.elem_types if n in self.mask_names or n in masks]
+        view.mask_names = tuple(names)
+        view.input_names = tuple(n for n in self.input_names if n not in masks)
+        return view
 
     def _split_parts(self, node: Node) -> list[tuple[int, ...]] | None:
         """The dimensions of each part a ``SplitToSequence`` of a constant cuts along its

@@ -141,11 +141,8 @@ def table_from_onnx(
     if problems:
         raise WorkloadError(problems)
     inline_constant_ifs(model)
-    shaped = _with_shapes(model, source, input_shapes)
-    view = GraphView(shaped, source)
-    masks = mask_inputs(view)
-    if masks:
-        view = GraphView(shaped, source, masks)
+    view = GraphView(_with_shapes(model, source, input_shapes), source)
+    view = view.with_masks(mask_inputs(view))
     return _Converter(view, source, unsupported).convert(loss)
 
 

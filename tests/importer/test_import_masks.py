@@ -250,7 +250,7 @@ def test_a_hugging_face_module_with_a_mask_imports_as_its_fixture() -> None:
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    module = script.HUGGING_FACE["hf_bert_masked"]()
+    module = script.hugging_face("hf_bert_masked")
     ours = import_model(module, input_shape=[(16,), (16,)], input_types=["int", "int"])
     committed = import_model(FIXTURES / "hf_bert_masked.onnx.gz").workload
     assert (ours.workload.layers, ours.workload.extra_inputs) == (committed.layers, {})

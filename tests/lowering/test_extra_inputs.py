@@ -64,27 +64,34 @@ def test_each_input_is_read_from_dram_and_gets_no_gradient() -> None:
     assert not [op.name for op in graph.ops if op.name in ("pre.dx", "mem.dx")]
 
 
+CORE = {
+    # 2 samples: 8 query rows, 12 key rows; per-head GEMMs 2 samples x 2 heads = 4.
+    "attn.q.fwd": (8, 8, 8, 1),
+    "attn.qk.fwd": (4, 6, 4, 4),  # scores Lq 4 x Lk 6 per head
+    "attn.av.fwd": (4, 4, 6, 4),
+    "attn.out.fwd": (8, 8, 8, 1),
+    "attn.out.dx": (8, 8, 8, 1),
+    "attn.out.dw": (8, 8, 8, 1),
+    "attn.av.dprobs": (4, 6, 4, 4),
+    "attn.av.dv": (6, 4, 4, 4),
+    "attn.qk.dq": (4, 4, 6, 4),
+    "attn.qk.dk": (6, 4, 4, 4),
+    "attn.q.dx": (8, 8, 8, 1),  # the gradient of pre's output
+    "attn.q.dw": (8, 8, 8, 1),
+}
+"""The GEMMs of a cross-attention of 4 x 8 queries (2 heads of 4) and 6 keys, at batch
+2, but for the keys' and values' projections."""
+
+
 def test_cross_attention_projects_each_input_and_scores_lq_by_lk() -> None:
     graph = lower(decoder(PRE, MEM, CROSS), 2)
     # d 8, 2 heads of 4; K and V 2 heads of 4 from the memory's 12 features.
     # Parameters: pre 8 x 8 + 8 = 72, mem 12 x 12 + 12 = 156; attn Wq 8 x 8 = 64,
     # Wkv 16 x 12 = 192, Wo 8 x 8 = 64, bq 8, bkv 16, bo 8 = 352.
     assert params(graph) == 72 + 156 + 352
-    # 2 samples: 8 query rows, 12 key rows; per-head GEMMs 2 samples x 2 heads = 4.
     assert shapes(graph, "attn") == {
-        "attn.q.fwd": (8, 8, 8, 1),
+        **CORE,
         "attn.kv.fwd": (12, 16, 12, 1),
-        "attn.qk.fwd": (4, 6, 4, 4),  # scores Lq 4 x Lk 6 per head
-        "attn.av.fwd": (4, 4, 6, 4),
-        "attn.out.fwd": (8, 8, 8, 1),
-        "attn.out.dx": (8, 8, 8, 1),
-        "attn.out.dw": (8, 8, 8, 1),
-        "attn.av.dprobs": (4, 6, 4, 4),
-        "attn.av.dv": (6, 4, 4, 4),
-        "attn.qk.dq": (4, 4, 6, 4),
-        "attn.qk.dk": (6, 4, 4, 4),
-        "attn.q.dx": (8, 8, 8, 1),  # the gradient of pre's output
-        "attn.q.dw": (8, 8, 8, 1),
         "attn.kv.dx": (12, 12, 16, 1),  # the gradient of mem's output
         "attn.kv.dw": (16, 12, 12, 1),
     }
@@ -257,22 +264,11 @@ def test_keys_and_values_from_two_inputs_have_a_projection_each() -> None:
     # Parameters: pre 72, keys 12 x 12 + 12 = 156, values 12 x 10 + 10 = 130; attn Wq
     # 8 x 8 = 64, Wk 8 x 12 = 96, Wv 8 x 10 = 80, Wo 64, bq, bk, bv, bo 4 x 8 = 336.
     assert params(graph) == 72 + 156 + 130 + 336
-    # 2 samples: 8 query rows, 12 key and value rows; per-head GEMMs 2 x 2 heads = 4.
+    # 12 key and value rows, each projected to 8.
     assert shapes(graph, "attn") == {
-        "attn.q.fwd": (8, 8, 8, 1),
+        **CORE,
         "attn.k.fwd": (12, 8, 12, 1),
         "attn.v.fwd": (12, 8, 10, 1),
-        "attn.qk.fwd": (4, 6, 4, 4),
-        "attn.av.fwd": (4, 4, 6, 4),
-        "attn.out.fwd": (8, 8, 8, 1),
-        "attn.out.dx": (8, 8, 8, 1),
-        "attn.out.dw": (8, 8, 8, 1),
-        "attn.av.dprobs": (4, 6, 4, 4),
-        "attn.av.dv": (6, 4, 4, 4),
-        "attn.qk.dq": (4, 4, 6, 4),
-        "attn.qk.dk": (6, 4, 4, 4),
-        "attn.q.dx": (8, 8, 8, 1),
-        "attn.q.dw": (8, 8, 8, 1),
         "attn.k.dx": (12, 12, 8, 1),  # the gradient of keys' output
         "attn.k.dw": (8, 12, 12, 1),
         "attn.v.dx": (12, 10, 8, 1),  # the gradient of values' output
