@@ -53,10 +53,9 @@ def onnx_bytes(
             ``bool`` (false); ``tokens`` makes the first ``int``.
 
     Raises:
-        WorkloadError: when ``input_types`` are not one known type per input, torch is not
-            installed, ``module`` is not a module, the
-            export fails (its message included) or, with weights, the model does not
-            fit in one protobuf message.
+        WorkloadError: when ``input_types`` are not one known type per input, torch is
+            not installed, ``module`` is not a module, the export fails (its message
+            included) or, with weights, the model does not fit in one protobuf message.
     """
     shapes = several(input_shape)
     kinds = element_types(len(shapes), tokens, input_types)

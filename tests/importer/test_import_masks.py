@@ -36,7 +36,7 @@ from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
 from accelsim.lowering.step import lower
-from accelsim.workload.inputs import TokenInput
+from accelsim.workload.inputs import SequenceInput, TokenInput
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "onnx"
@@ -102,8 +102,8 @@ def test_the_masked_attention_lowers_to_flash_attention_kernels() -> None:
     assert forward == 2 * LAYER_MACS + 2 * 2 * 16_384
 
 
-S, W = 4, 8
-"""Tokens and width of the graphs written here."""
+S, W, M = 4, 8, 6
+"""Tokens and width of the graphs written here, and the positions of a memory."""
 
 
 def _graph(second: str = "", mask_type: int = TensorProto.INT64) -> onnx.ModelProto:
@@ -111,7 +111,9 @@ def _graph(second: str = "", mask_type: int = TensorProto.INT64) -> onnx.ModelPr
     additive mask made from ``attention_mask`` (``(1 - mask) * -1e9``, unsqueezed), a
     classifier. ``second``: ``token_types`` adds a second input of token type ids, an
     embedding added to the tokens'; ``gate`` also multiplies the embedded tokens by the
-    mask. A float ``mask_type`` is an additive mask of its own (1 x 1 x S)."""
+    mask; ``cross`` takes K and V from a second input, ``memory`` (M x W floats), whose
+    positions the mask masks (cross-attention). A float ``mask_type`` is an additive
+    mask of its own (1 x 1 x S)."""
     f32 = TensorProto.FLOAT
     inits = [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in _WEIGHTS.items()]
     inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in _SCALARS.items()]
@@ -119,11 +121,14 @@ def _graph(second: str = "", mask_type: int = TensorProto.INT64) -> onnx.ModelPr
     node = helper.make_node
     nodes = [node("Gather", ["table", "input_ids"], ["x0"], name="/embed/Gather")]
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, S])]
+    keys = M if second == "cross" else S
+    if second == "cross":
+        inputs.append(helper.make_tensor_value_info("memory", f32, [1, M, W]))
     if mask_type == f32:
         inputs.append(helper.make_tensor_value_info("attention_mask", f32, [1, 1, S]))
         nodes.append(node("Identity", ["attention_mask"], ["additive"], name="/mask/Identity"))
     else:
-        inputs.append(helper.make_tensor_value_info("attention_mask", mask_type, [1, S]))
+        inputs.append(helper.make_tensor_value_info("attention_mask", mask_type, [1, keys]))
         nodes += [
             node("Cast", ["attention_mask"], ["m"], name="/mask/Cast", to=f32),
             node("Sub", ["one", "m"], ["inv"], name="/mask/Sub"),
@@ -145,10 +150,11 @@ def _graph(second: str = "", mask_type: int = TensorProto.INT64) -> onnx.ModelPr
         ]
         inits.append(numpy_helper.from_array(np.array([2], np.int64), "axis2"))
         x = "x1"
+    kv = "memory" if second == "cross" else x
     nodes += [
         node("MatMul", [x, "wq"], ["q"], name="/attn/q/MatMul"),
-        node("MatMul", [x, "wk"], ["k"], name="/attn/k/MatMul"),
-        node("MatMul", [x, "wv"], ["v"], name="/attn/v/MatMul"),
+        node("MatMul", [kv, "wk"], ["k"], name="/attn/k/MatMul"),
+        node("MatMul", [kv, "wv"], ["v"], name="/attn/v/MatMul"),
         node("Transpose", ["k"], ["kt"], name="/attn/Transpose", perm=[0, 2, 1]),
         node("MatMul", ["q", "kt"], ["scores"], name="/attn/MatMul"),
         node("Add", ["scores", "additive"], ["masked"], name="/attn/Add"),
@@ -178,6 +184,24 @@ def test_an_input_that_only_masks_scores_is_a_mask() -> None:
 
 def test_token_type_ids_are_an_embedding_s_indices_and_stay_an_input() -> None:
     assert mask_inputs(_view(_graph("token_types"))) == ("attention_mask",)
+
+
+def test_a_mask_of_the_keys_of_cross_attention_is_a_mask(tmp_path: Path) -> None:
+    path = tmp_path / "cross.onnx"
+    onnx.save(_graph("cross"), path)
+    imported = import_model(path)
+    workload = imported.workload
+    assert workload.extra_inputs == {"memory": SequenceInput(kind="sequence", length=M, features=W)}
+    rows = [x.model_dump(exclude_defaults=True) for x in workload.layers]
+    attention = {"name": "attn", "kind": "attention", "heads": 1, "bias": False}
+    assert rows[1] == {**attention, "inputs": ["embed", "memory"]}
+    # Q and out 2 x 4 x 8 x 8 = 512, K and V 2 x 6 x 8 x 8 = 768, scores and AV 2 x 4 x 6
+    # x 8 = 384.
+    stats = model_stats(workload, infer_shapes(workload, "cross"))
+    assert stats.forward_macs == 512 + 768 + 384
+    assert "#   - attention_mask: an integer input that only masks attention scores" in (
+        imported.text
+    )
 
 
 def test_a_mask_that_also_scales_activations_is_no_mask() -> None:
