@@ -9,7 +9,8 @@ weights) called with ``input_ids`` and ``attention_mask`` of 16 tokens, exported
 stripped); each parameter count is torch's ``sum(p.numel() for p in
 model.parameters())``, computed once and written here, and each MAC count is worked
 out by hand beside it. The other graphs are written here with the ``onnx`` helper
-API. Needs only ``onnx`` (but the last test, marked ``torch``).
+API. Needs only ``onnx`` (but the last two tests, marked ``torch``: they need torch and
+transformers, and skip without them).
 """
 
 from __future__ import annotations
@@ -279,3 +280,30 @@ def test_a_hugging_face_module_with_a_mask_imports_as_its_fixture() -> None:
     committed = import_model(FIXTURES / "hf_bert_masked.onnx.gz").workload
     assert (ours.workload.layers, ours.workload.extra_inputs) == (committed.layers, {})
     assert sum(p.numel() for p in module.parameters()) == 168_320
+
+
+@pytest.mark.torch
+def test_the_command_exports_a_factory_s_module_with_integer_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    script = ROOT / "scripts" / "export_op_fixtures.py"
+    (tmp_path / "hfmask.py").write_text(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('export_op_fixtures', {str(script)!r})\n"
+        "script = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(script)\n"
+        "def build():\n"
+        "    return script.hugging_face('hf_bert_masked')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    typed = ["--input-shape", "16:int", "--input-shape", "16:int"]
+    assert cli.main(["import", "hfmask:build", "--out", "bert.yaml", *typed]) == 0
+    assert capsys.readouterr().out == (
+        "wrote bert.yaml: 28 layers, 168,320 parameters, 1,638,400 forward MACs per sample"
+        " (tokens 16)\n"
+    )
+    assert "attention_mask: an integer input that only masks attention scores" in (
+        " ".join((tmp_path / "bert.yaml").read_text().replace("#", "").split())
+    )
