@@ -391,13 +391,15 @@ layers, width 64, 4 heads, feed-forward 256, 64 positions; a 1,000-token vocabul
 for all) and the model's arguments."""
 
 
-def hugging_face(name: str) -> nn.Module:
-    """The Hugging Face model ``name`` of :data:`HUGGING_FACE`, built from its config."""
+def hugging_face(name: str, attention: str = "eager") -> nn.Module:
+    """The Hugging Face model ``name`` of :data:`HUGGING_FACE`, built from its config,
+    its attention written by ``attention`` (transformers' ``attn_implementation``:
+    ``eager``, the fixtures', or ``sdpa``, transformers' default)."""
     import transformers
 
     family, sizes, arguments = HUGGING_FACE[name]
     config_class = getattr(transformers, f"{family}Config")
-    config = config_class(vocab_size=1000, attn_implementation="eager", **sizes)
+    config = config_class(vocab_size=1000, attn_implementation=attention, **sizes)
     return Masked(getattr(transformers, f"{family}Model")(config, **arguments))
 
 

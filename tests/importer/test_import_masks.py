@@ -262,9 +262,17 @@ def test_the_command_takes_a_type_after_the_dimensions(
 
 
 @pytest.mark.torch
-def test_a_hugging_face_module_with_a_mask_imports_as_its_fixture() -> None:
-    """The BERT of ``hf_bert_masked`` built from its config and exported with two integer
-    inputs (``--input-shape 16:int --input-shape 16:int``) imports as the fixture."""
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+@pytest.mark.parametrize(
+    ("name", "params"), [("hf_bert_masked", 168_320), ("hf_gpt2_masked", 168_192)]
+)
+def test_a_hugging_face_module_with_a_mask_imports_as_its_fixture(
+    name: str, params: int, attention: str
+) -> None:
+    """The model of the fixture built from its config and exported with two integer
+    inputs (``--input-shape 16:int --input-shape 16:int``) imports as the fixture, its
+    attention written eagerly (the fixture's) or by ``scaled_dot_product_attention``
+    (transformers' default, ``sdpa``)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     import importlib.util
@@ -275,11 +283,11 @@ def test_a_hugging_face_module_with_a_mask_imports_as_its_fixture() -> None:
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    module = script.hugging_face("hf_bert_masked")
+    module = script.hugging_face(name, attention)
     ours = import_model(module, input_shape=[(16,), (16,)], input_types=["int", "int"])
-    committed = import_model(FIXTURES / "hf_bert_masked.onnx.gz").workload
+    committed = import_model(FIXTURES / f"{name}.onnx.gz").workload
     assert (ours.workload.layers, ours.workload.extra_inputs) == (committed.layers, {})
-    assert sum(p.numel() for p in module.parameters()) == 168_320
+    assert sum(p.numel() for p in module.parameters()) == params
 
 
 @pytest.mark.torch
