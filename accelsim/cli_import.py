@@ -7,11 +7,13 @@ import importlib
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from accelsim.cli_sweep import printing
 from accelsim.errors import WorkloadError
+from accelsim.importer.input_shapes import INPUT_TYPES
 from accelsim.units import plural
 
 FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -34,10 +36,14 @@ def add_command(sub: Any) -> None:
         type=_shape,
         action="append",
         default=None,
-        metavar="DIMS",
+        metavar="DIMS[:TYPE]",
         help="input per sample, e.g. 3x224x224 or 128 (required for a module; for ONNX only"
         " when the input has symbolic dimensions); once per input for a model of several"
-        " (a decoder's target and memory: --input-shape 16x64 --input-shape 32x64)",
+        " (a decoder's target and memory: --input-shape 16x64 --input-shape 32x64). A"
+        " module's input is exported as floats, or as TYPE: int (integers: token ids, or"
+        " a mask of ones and zeros such as Hugging Face's attention_mask: --input-shape"
+        " 128:int --input-shape 128:int) or bool (a padding mask); a mask that only masks"
+        " attention scores is read as a constant, no input of the table",
     )
     imp.add_argument(
         "--tokens", action="store_true", help="a module's (first) input is token ids (integers)"
@@ -67,15 +73,34 @@ def add_command(sub: Any) -> None:
     )
 
 
-def _shape(text: str) -> tuple[int, ...]:
+@dataclass(frozen=True)
+class InputArg:
+    """One ``--input-shape``.
+
+    Attributes:
+        dims: The input's dimensions per sample.
+        element_type: Its elements' type in a module's export: ``float`` unless given.
+        typed: Whether a type was given (``128:int``).
+    """
+
+    dims: tuple[int, ...]
+    element_type: str
+    typed: bool
+
+
+def _shape(text: str) -> InputArg:
+    shape, colon, kind = text.partition(":")
+    if colon and kind not in INPUT_TYPES:
+        message = f"expected a type of {', '.join(INPUT_TYPES)} after the colon (got {text!r})"
+        raise argparse.ArgumentTypeError(message)
     try:
-        dims = tuple(int(part) for part in text.lower().split("x"))
+        dims = tuple(int(part) for part in shape.lower().split("x"))
     except ValueError:
-        message = f"expected dimensions like 3x224x224 (got {text!r})"
+        message = f"expected dimensions like 3x224x224 or 128:int (got {text!r})"
         raise argparse.ArgumentTypeError(message) from None
     if not dims or min(dims) < 1:
         raise argparse.ArgumentTypeError(f"dimensions must be positive (got {text!r})")
-    return dims
+    return InputArg(dims, kind or "float", bool(colon))
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -98,10 +123,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     check_file(out, args.force)
     source = _source(args.model)
     factory = None if isinstance(source, Path) else args.model.partition(":")[2]
+    given: list[InputArg] | None = args.input_shape
+    typed = given is not None and any(arg.typed for arg in given)
     result = import_model(
         source,
-        input_shape=args.input_shape,
+        input_shape=None if given is None else [arg.dims for arg in given],
         tokens=args.tokens,
+        input_types=[arg.element_type for arg in given] if given and typed else None,
         name=args.name or (factory and factory.rpartition(".")[2]),
         unsupported=args.unsupported,
         loss=args.loss,

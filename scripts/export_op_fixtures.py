@@ -9,11 +9,13 @@ cross-attention, an encoder layer given a key padding mask (a boolean input), th
 element-wise chains (in-place dropout, stochastic depth, hard
 sigmoid and swish) and a small vision transformer and a small ConvNeXt written as
 torchvision's (class token, position embedding; channels-last layernorm and linears,
-layer scale), and an adaptive average pool to a size (5) that does not divide its
-input's (14).
+layer scale), an adaptive average pool to a size (5) that does not divide its
+input's (14), and Hugging Face BERT, GPT-2 and DistilBERT (small, built from a config)
+given ``input_ids`` and an ``attention_mask``, two integer inputs.
 
 Run with a Python that has torch, torchvision (for the stripping of
-``scripts/export_onnx_fixtures.py``) and accelsim:
+``scripts/export_onnx_fixtures.py``), transformers (for the Hugging Face models only:
+``--only`` the others without it) and accelsim:
 
     python scripts/export_op_fixtures.py [--out tests/fixtures/onnx] [--only NAME ...]
 
@@ -245,6 +247,19 @@ class CausalDecoder(nn.Module):
         return self.layer(tgt, memory, tgt_mask=mask)
 
 
+class QkvAttention(nn.Module):
+    """``nn.MultiheadAttention(32, 4, batch_first=True)`` called as ``attn(q, k, v)`` on
+    three inputs: keys and values from two different tensors (with ``kdim`` and
+    ``vdim``, of their own widths: separate Q, K and V projections)."""
+
+    def __init__(self, kdim: int | None = None, vdim: int | None = None) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(32, 4, kdim=kdim, vdim=vdim, batch_first=True)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.attn(q, k, v, need_weights=False)[0]
+
+
 DECODER = (SEQUENCE, MEMORY)
 """A decoder layer's inputs: the target sequence and the encoder's output (memory)."""
 
@@ -279,6 +294,8 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], Shapes]] = {
     "torch_decoder_layer_causal": (CausalDecoder, DECODER),
     "torch_decoder_layer_seq_first": (lambda: nn.TransformerDecoderLayer(64, 4, 256), DECODER),
     "torch_mha_cross": (CrossAttention, (SEQUENCE, (32, 48))),
+    "torch_mha_qkv": (QkvAttention, ((16, 32), (24, 32), (24, 32))),
+    "torch_mha_qkv_widths": (lambda: QkvAttention(24, 48), ((16, 32), (24, 24), (24, 48))),
 }
 SEQUENCE_FIRST = frozenset(
     {"torch_encoder_layer_seq_first", "torch_lstm_seq_first", "torch_decoder_layer_seq_first"}
@@ -305,6 +322,11 @@ def main() -> None:
     for name, masked in MASKED.items():
         if args.only is None or name in args.only:
             _write(fixtures, args.out, name, _masked_export(masked()))
+    for name in HUGGING_FACE:
+        if args.only is None or name in args.only:
+            ids = ((HF_TOKENS,), (HF_TOKENS,))
+            model = hugging_face(name)
+            _write(fixtures, args.out, name, export_onnx(model, ids, input_types=("int", "int")))
 
 
 MASKED: dict[str, Callable[[], nn.Module]] = {"torch_encoder_layer_padding_mask": PaddedEncoder}
@@ -320,6 +342,65 @@ def _masked_export(module: nn.Module) -> bytes:
     )
     assert program is not None
     return bytes(program.model_proto.SerializeToString())
+
+
+HF_TOKENS = 16
+"""Tokens of the Hugging Face models' ``input_ids`` and ``attention_mask``."""
+
+
+class Masked(nn.Module):
+    """A Hugging Face model called with token ids and an attention mask (integers, ones
+    and zeros per token), returning its last hidden states."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        hidden: torch.Tensor = out.last_hidden_state
+        return hidden
+
+
+HUGGING_FACE: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "hf_bert_masked": (
+        "Bert",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+        | {"intermediate_size": 256, "max_position_embeddings": 64},
+        {"add_pooling_layer": False},  # the last hidden states are the output
+    ),
+    # The exact GELU: the tanh approximation of GPT-2's ``gelu_new``, written op by op,
+    # is not read as a GELU. Its feed-forward is 4 x 64 = 256 wide by default.
+    "hf_gpt2_masked": (
+        "GPT2",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64}
+        | {"activation_function": "gelu", "bos_token_id": 0, "eos_token_id": 0},
+        {},
+    ),
+    "hf_distilbert_masked": (
+        "DistilBert",
+        {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 256}
+        | {"max_position_embeddings": 64},
+        {},
+    ),
+}
+"""Hugging Face models built from a config (random weights, nothing downloaded; needs
+transformers), exported with ``input_ids`` and ``attention_mask`` of
+:data:`HF_TOKENS` integers each: the family's name in transformers, its config (2
+layers, width 64, 4 heads, feed-forward 256, 64 positions; a 1,000-token vocabulary
+for all) and the model's arguments."""
+
+
+def hugging_face(name: str, attention: str = "eager") -> nn.Module:
+    """The Hugging Face model ``name`` of :data:`HUGGING_FACE`, built from its config,
+    its attention written by ``attention`` (transformers' ``attn_implementation``:
+    ``eager``, the fixtures', or ``sdpa``, transformers' default)."""
+    import transformers
+
+    family, sizes, arguments = HUGGING_FACE[name]
+    config_class = getattr(transformers, f"{family}Config")
+    config = config_class(vocab_size=1000, attn_implementation=attention, **sizes)
+    return Masked(getattr(transformers, f"{family}Model")(config, **arguments))
 
 
 def _write(fixtures: Any, folder: Path, name: str, data: bytes) -> None:

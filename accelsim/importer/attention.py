@@ -13,11 +13,15 @@ MaxViT writes them); a ``Softmax`` (and the ``IsNaN`` and ``Where`` that
 ``scaled_dot_product_attention`` puts after it under a boolean mask); an optional
 ``Dropout``; the product with V; views back to the model width and a fourth linear,
 the output projection.
-It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``).
+It is causal when a mask on the scores comes from a ``Trilu`` (``torch.tril``/``triu``)
+or from comparing the keys' positions with the queries' (each from a ``Range``, as Hugging
+Face's mask functions build a causal mask).
 It is cross-attention when Q's linear reads one tensor and K's and V's another
 (``nn.MultiheadAttention(q, kv, kv)``, a ``nn.TransformerDecoderLayer``'s attention to
 its memory: Q's weight and the packed K and V weight cut from the in-projection by a
-``SplitToSequence``), then neither causal nor rotary.
+``SplitToSequence``), then neither causal nor rotary; and so when K's linear and V's
+read two different tensors (``nn.MultiheadAttention(q, k, v)``, its in-projection cut
+in three), an attention of three inputs.
 
 Grouped-query attention's K and V are narrower than Q: their heads are repeated to
 Q's (``repeat_interleave`` or Hugging Face's ``repeat_kv``: an ``Unsqueeze``, an
@@ -30,6 +34,7 @@ sin tables constants.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from accelsim.importer.graph_view import GraphView, Node
@@ -40,7 +45,11 @@ VIEW_OPS = frozenset(
 SCALE_OPS = frozenset({"Mul", "Div"})
 MASK_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Where", "Cast"})
 ANCESTRY_LIMIT = 64
-"""Nodes searched above a mask for a ``Trilu``."""
+"""Nodes searched above a mask, nearest first, for a ``Trilu`` or a comparison of
+positions."""
+COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+RANGE_LIMIT = 16
+"""Nodes searched above a compared tensor for the ``Range`` of positions it comes from."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,10 @@ class AttentionMatch:
     """One attention: the nodes it covers and the layer it is.
 
     Attributes:
-        inputs: The tensor its Q, K and V linears read (self-attention), or the one its
-            Q linear reads and the one its K and V linears read (cross-attention).
+        inputs: The tensor its Q, K and V linears read (self-attention), the one its
+            Q linear reads and the one its K and V linears read (cross-attention), or
+            the one each of its Q, K and V linears reads (keys and values from two
+            tensors).
         output_node: Index of its last node (the output projection, or its bias).
         absorbed: Indices of every other node it covers.
         name: The layer's name (the nodes' common module scope).
@@ -57,7 +68,7 @@ class AttentionMatch:
         kv_heads: Key and value heads (fewer than ``heads``: grouped-query).
         bias: Whether the Q, K and V projections have biases.
         out_bias: Whether the output projection has one.
-        causal: Whether a ``Trilu`` mask hides later tokens.
+        causal: Whether a causal mask (:func:`_causal_mask`) hides later tokens.
         rotary: Whether Q and K are rotated (rotary position embeddings).
         note: What it is and covers, for the table's header (shared by alike ones).
         normalized: Whether Q and K are each L2-normalised (cosine attention, Swin V2's).
@@ -134,7 +145,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
             continue
         if node.op not in MASK_OPS or len(acts) != 1:
             return None
-        causal = causal or any(_from_trilu(view, t) for t in node.inputs if t not in live)
+        causal = causal or any(_causal_mask(view, t) for t in node.inputs if t not in live)
         covered.append(node)
         on_scores.insert(0, (node.index, tuple(t for t in node.inputs if t not in live)))
         tensor = acts[0]
@@ -157,11 +168,11 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     inputs = _inputs(q, k, v)
     heads = _heads(view, scores, q.width)
     kv_heads = _heads(view, scores, k.width)
-    if inputs is None or heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
+    if heads is None or kv_heads is None or q.rotary != k.rotary or v.rotary:
         return None
     if q.normalized != k.normalized or v.normalized:
         return None
-    if len(inputs) == 2 and (causal or q.rotary):
+    if len(inputs) > 1 and (causal or q.rotary):
         return None  # cross-attention has neither (an attention layer refuses them)
     last = out.bias or out.matmul
     nodes = [*covered, *q.nodes, *k.nodes, *v.nodes, *out.nodes]
@@ -169,7 +180,7 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     extras = f", {kv_heads} key/value heads" if kv_heads != heads else ""
     extras += ", rotary" if q.rotary else ""
     extras += ", causal" if causal else ""
-    extras += ", cross-attention" if len(inputs) == 2 else ""
+    extras += {1: "", 2: ", cross-attention", 3: ", keys and values from two tensors"}[len(inputs)]
     note = f"attention ({heads} heads{extras}, {len({n.index for n in nodes})} nodes each"
     note += "; the dropout on its probabilities not modelled)" if dropout else ")"
     return AttentionMatch(
@@ -190,12 +201,12 @@ def _match(view: GraphView, softmax: Node, live: set[str]) -> AttentionMatch | N
     )
 
 
-def _inputs(q: _Linear, k: _Linear, v: _Linear) -> tuple[str, ...] | None:
-    """What the Q, K and V linears read: one tensor (self-attention), or Q's and the one
-    K and V read (cross-attention); None when K and V read different tensors."""
+def _inputs(q: _Linear, k: _Linear, v: _Linear) -> tuple[str, ...]:
+    """What the Q, K and V linears read: one tensor (self-attention), Q's and the one K
+    and V read (cross-attention), or each its own (keys and values from two tensors)."""
     query, key, value = (lin.matmul.inputs[0] for lin in (q, k, v))
     if key != value:
-        return None
+        return (query, key, value)
     return (query,) if query == key else (query, key)
 
 
@@ -390,16 +401,33 @@ def _width(view: GraphView, node: Node) -> int:
     return weight[0] if node.op == "Gemm" and node.attr("transB", 0) else weight[1]
 
 
-def _from_trilu(view: GraphView, tensor: str) -> bool:
-    todo, seen = [tensor], 0
-    while todo and seen < ANCESTRY_LIMIT:
-        node = view.producer.get(todo.pop())
-        seen += 1
-        if node is None:
+def _causal_mask(view: GraphView, tensor: str) -> bool:
+    """Whether the mask ``tensor`` comes from a ``Trilu`` or from comparing two tensors
+    of positions, each made by a ``Range`` (a key's position against a query's, as
+    Hugging Face's mask functions write ``kv_idx <= q_idx``)."""
+    todo, seen = deque([tensor]), set[int]()
+    while todo and len(seen) < ANCESTRY_LIMIT:
+        node = view.producer.get(todo.popleft())
+        if node is None or node.index in seen:
             continue
+        seen.add(node.index)
         if node.op == "Trilu":
             return True
+        if node.op in COMPARISONS and all(_from_range(view, t) for t in node.inputs):
+            return True
         todo.extend(node.inputs)
+    return False
+
+
+def _from_range(view: GraphView, tensor: str) -> bool:
+    """Whether a ``Range`` is among the first :data:`RANGE_LIMIT` nodes above ``tensor``."""
+    todo, seen = [tensor], 0
+    while todo and seen < RANGE_LIMIT:
+        node = view.producer.get(todo.pop())
+        seen += 1
+        if node is not None and node.op == "Range":
+            return True
+        todo.extend(node.inputs if node is not None else ())
     return False
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,27 +93,44 @@ class GraphView:
             if tensor_type.HasField("shape"):
                 self.shapes[info.name] = tuple(d.dim_value for d in tensor_type.shape.dim)
         inputs = [i for i in graph.input if i.name not in self.constants]
-        masks = [i for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL]
-        self.mask_names = tuple(i.name for i in masks)
-        """The graph's boolean inputs after the first: masks (a ``src_key_padding_mask``),
-        whose values select elements and add no work; read as constants, as a mask the
-        model builds itself is."""
+        boolean = {
+            i.name for i in inputs[1:] if i.type.tensor_type.elem_type == onnx.TensorProto.BOOL
+        }
+        self.mask_names = tuple(i.name for i in inputs if i.name in boolean)
+        """The graph's boolean inputs after the first (and those :meth:`with_masks` adds):
+        masks (a ``src_key_padding_mask``), whose values select elements and add no work;
+        read as constants, as a mask the model builds itself is."""
         self.input_names = tuple(i.name for i in inputs if i.name not in self.mask_names)
         """The graph's inputs in order (not its initializers or masks): the model's inputs."""
         self.elem_types = {i.name: i.type.tensor_type.elem_type for i in inputs}
+        self.output_names = tuple(o.name for o in graph.output)
         self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs}
         self.consumers: dict[str, list[Node]] = {}
         for node in self.nodes:
             for tensor in node.inputs:
                 self.consumers.setdefault(tensor, []).append(node)
 
+    def with_masks(self, masks: tuple[str, ...]) -> GraphView:
+        """This view with the model inputs ``masks`` read as masks too (integer or float
+        inputs whose values only mask attention scores: Hugging Face's
+        ``attention_mask``, :mod:`accelsim.importer.mask_inputs`)."""
+        view = copy.copy(self)
+        names = [n for n in self.elem_types if n in self.mask_names or n in masks]
+        view.mask_names = tuple(names)
+        view.input_names = tuple(n for n in self.input_names if n not in masks)
+        return view
+
     def _split_parts(self, node: Node) -> list[tuple[int, ...]] | None:
         """The dimensions of each part a ``SplitToSequence`` of a constant cuts along its
-        axis by constant sizes (``nn.MultiheadAttention``'s packed in-projection cut
-        into Q's and K and V's weights for cross-attention), None when unknown."""
+        axis by constant sizes, or into parts of one size given as a scalar, the last
+        smaller (``nn.MultiheadAttention``'s packed in-projection cut into Q's and K and
+        V's weights, or into each one's), None when unknown."""
         dims = self.const_shapes[node.inputs[0]]
         sizes = self._known(node.inputs[1]) if len(node.inputs) > 1 else None
         axis = node.attr("axis", 0) % len(dims) if dims else 0
+        if dims and sizes is not None and not self.const_shapes[node.inputs[1]] and sizes[0] > 0:
+            whole, size = dims[axis], sizes[0]
+            sizes = [size] * (whole // size) + ([whole % size] if whole % size else [])
         if not dims or sizes is None or sum(sizes) != dims[axis]:
             return None
         return [tuple(int(n) if a == axis else d for a, d in enumerate(dims)) for n in sizes]
@@ -131,9 +150,10 @@ class GraphView:
         stripped), None for other tensors."""
         return self.const_shapes.get(tensor)
 
-    def live(self) -> set[str]:
-        """The tensors whose values depend on the model inputs' values."""
-        live = set(self.input_names)
+    def live(self, sources: Iterable[str] | None = None) -> set[str]:
+        """The tensors whose values depend on the model inputs' values (or those of the
+        graph inputs ``sources``)."""
+        live = set(self.input_names if sources is None else sources)
         for node in self.nodes:
             if node.op not in ("Shape", "Size") and any(t in live for t in self.value_inputs(node)):
                 live.update(node.outputs)

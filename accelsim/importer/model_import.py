@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -16,7 +18,7 @@ from accelsim.config.base import NAME_PATTERN
 from accelsim.config.files import display_path
 from accelsim.config.validate import validate_data
 from accelsim.errors import Problem, WorkloadError
-from accelsim.importer.input_shapes import InputShapes, several
+from accelsim.importer.input_shapes import InputShapes, InputType, element_types, several
 from accelsim.importer.table_text import workload_text
 from accelsim.lowering.infer import infer_shapes
 from accelsim.workload.model import Workload
@@ -46,6 +48,7 @@ def import_model(
     *,
     input_shape: InputShapes | None = None,
     tokens: bool = False,
+    input_types: Sequence[str] | None = None,
     name: str | None = None,
     unsupported: Unsupported = "error",
     loss: Loss = "cross_entropy",
@@ -62,6 +65,9 @@ def import_model(
             its ``extra_inputs``, named after the graph's inputs.
         tokens: A module's (first) input is a sequence of integer token ids
             (``input_shape`` its length).
+        input_types: A module's inputs' elements, one per input: ``float`` (the
+            default), ``int`` (token ids, or a mask of ones and zeros such as Hugging
+            Face's ``attention_mask``) or ``bool`` (a padding mask).
         name: The workload's name (default: the file's stem or the module's class).
         unsupported: ``error``: an op without a layer kind is an error naming its type
             and node; ``vector``: it becomes a generic vector layer, listed in the header.
@@ -73,6 +79,9 @@ def import_model(
     """
     if isinstance(source, str | Path):
         path = Path(source)
+        if input_types is not None:
+            message = "an ONNX file's inputs have their types: give types only for a module"
+            raise WorkloadError.single(str(path), "input_types", message, list(input_types))
         onnx_graph = _onnx_graph(str(path))
         model = _read(onnx_graph, path, str(path))
         origin = f"{_file_name(path)} (ONNX, {_producer(model)})"
@@ -83,7 +92,9 @@ def import_model(
         if input_shape is None:
             raise WorkloadError.single("module", "input_shape", "a module needs an input shape")
         onnx_graph = _onnx_graph("module")
-        model = _exported(onnx_graph, source, several(input_shape), tokens)
+        shapes = several(input_shape)
+        types = element_types(len(shapes), tokens, input_types)
+        model = _exported(onnx_graph, source, shapes, types)
         origin = (
             f"PyTorch module {type(source).__module__}.{type(source).__qualname__},"
             " exported in training mode by torch.onnx (torch.export-based)"
@@ -105,7 +116,10 @@ def import_model(
 
 
 def _exported(
-    onnx_graph: ModuleType, module: Any, shapes: tuple[tuple[int, ...], ...], tokens: bool
+    onnx_graph: ModuleType,
+    module: Any,
+    shapes: tuple[tuple[int, ...], ...],
+    types: tuple[InputType, ...],
 ) -> Any:
     """``module`` exported to an ONNX model at batch 1: batch first, ``(1, S, E)``, or,
     when it reads its float sequences' first axis as the sequence, again as ``(S, 1,
@@ -115,14 +129,15 @@ def _exported(
     is the one reported)."""
     from accelsim.importer.torch_source import onnx_bytes
 
-    flat = not tokens and all(len(dims) == 2 for dims in shapes)
+    flat = all(t == "float" for t in types) and all(len(dims) == 2 for dims in shapes)
+    export = functools.partial(onnx_bytes, module, shapes, weights=False, input_types=types)
     try:
-        model = onnx_graph.model_from_bytes(onnx_bytes(module, shapes, tokens, weights=False))
+        model = onnx_graph.model_from_bytes(export())
     except WorkloadError as exc:
         if not flat or len(shapes) < 2:
             raise
         try:
-            again = onnx_bytes(module, shapes, tokens, weights=False, sequence_first=True)
+            again = export(sequence_first=True)
         except WorkloadError:
             raise exc from None
         model = onnx_graph.model_from_bytes(again)
@@ -130,8 +145,7 @@ def _exported(
             raise exc from None
         return model
     if flat and _sequence_first(onnx_graph, model):
-        again = onnx_bytes(module, shapes, tokens, weights=False, sequence_first=True)
-        model = onnx_graph.model_from_bytes(again)
+        model = onnx_graph.model_from_bytes(export(sequence_first=True))
     return model
 
 

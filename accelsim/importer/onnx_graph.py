@@ -36,6 +36,7 @@ from accelsim.errors import Problem, WorkloadError
 from accelsim.importer.attention import AttentionMatch, match_attentions
 from accelsim.importer.graph_view import GraphView, Node
 from accelsim.importer.layer_rows import FUNCTIONAL, LayerRows, scope_of
+from accelsim.importer.mask_inputs import mask_inputs
 from accelsim.importer.onnx_model import inline_constant_ifs, model_problems
 from accelsim.importer.onnx_ops import HANDLERS, VIEWS, embedding, is_embedding
 from accelsim.importer.onnx_regions import Region, match_regions
@@ -141,6 +142,7 @@ def table_from_onnx(
         raise WorkloadError(problems)
     inline_constant_ifs(model)
     view = GraphView(_with_shapes(model, source, input_shapes), source)
+    view = view.with_masks(mask_inputs(view))
     return _Converter(view, source, unsupported).convert(loss)
 
 
@@ -254,7 +256,9 @@ class _Converter:
                 + ", ".join(self.vector_ops)
             )
         for mask in self.view.mask_names:
-            rows.notes.append(f"{mask}: a boolean mask input, read as a constant (it adds no work)")
+            rows.notes.append(
+                f"{mask}: {self._mask_kind(mask)}, read as a constant (it adds no work)"
+            )
         first = is_sequence_first(self.view, self.attentions.values())
         specs = {}
         for graph_name, name in rows.inputs.items():
@@ -269,6 +273,14 @@ class _Converter:
         return ImportedTable(
             spec, rows.layers, rows.notes, sources, sequence_first=first, extra_inputs=specs
         )
+
+    def _mask_kind(self, mask: str) -> str:
+        """What the mask input ``mask`` is, for its note."""
+        elem_type = self.view.elem_types[mask]
+        if elem_type == onnx.TensorProto.BOOL:
+            return "a boolean mask input"
+        kind = "float" if self.view.is_float_input(mask) else "integer"
+        return f"an {kind} input that only masks attention scores"
 
     def _node(self, node: Node) -> None:
         """Write the layers of ``node`` (none for a constant, a view or an absorbed node)."""

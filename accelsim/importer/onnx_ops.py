@@ -250,11 +250,13 @@ def is_embedding(view: GraphView, node: Node) -> bool:
 
 def embedding(rows: LayerRows, node: Node) -> None:
     """A lookup in a constant table: an ``embedding`` of the token input (position
-    and token-type ids are computed from it, or are constants)."""
+    and token-type ids are computed from it, or are constants), or of the graph's input
+    of ids it reads (token type ids given as an input of their own)."""
     table = rows.view.const_dims(node.inputs[0])
     assert table is not None
+    ids = rows.inputs.get(node.inputs[1], "input")
     row: dict[str, Any] = {"name": rows.name(node), "kind": "embedding"}
-    row.update({"num_embeddings": table[0], "embedding_dim": table[1], "inputs": ["input"]})
+    row.update({"num_embeddings": table[0], "embedding_dim": table[1], "inputs": [ids]})
     rows.tables[node.inputs[0]] = rows.emit(row, [], node.outputs[:1])
 
 

@@ -14,12 +14,13 @@ import copy
 import io
 import re
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import EncodeError
 
 from accelsim.errors import WorkloadError
-from accelsim.importer.input_shapes import InputShapes, several
+from accelsim.importer.input_shapes import InputShapes, element_types, several
 
 OPSET = 20
 """ONNX opset of the export (20 has ``Gelu`` as one op)."""
@@ -31,6 +32,7 @@ def onnx_bytes(
     tokens: bool = False,
     weights: bool = True,
     sequence_first: bool = False,
+    input_types: Sequence[str] | None = None,
 ) -> bytes:
     """Export a copy of ``module`` in training mode at batch 1.
 
@@ -46,12 +48,17 @@ def onnx_bytes(
         sequence_first: The batch axis is the second (``(S, 1, E)`` for a sequence
             ``input_shape`` of ``(S, E)``: ``batch_first=False`` modules), not the first,
             in every input.
+        input_types: Each input's elements, one per input: ``float`` (the default: random
+            values), ``int`` (zeros, int64: token ids, a mask of ones and zeros) or
+            ``bool`` (false); ``tokens`` makes the first ``int``.
 
     Raises:
-        WorkloadError: when torch is not installed, ``module`` is not a module, the
-            export fails (its message included) or, with weights, the model does not
-            fit in one protobuf message.
+        WorkloadError: when ``input_types`` are not one known type per input, torch is
+            not installed, ``module`` is not a module, the export fails (its message
+            included) or, with weights, the model does not fit in one protobuf message.
     """
+    shapes = several(input_shape)
+    kinds = element_types(len(shapes), tokens, input_types)
     try:
         import torch
     except ImportError:
@@ -64,10 +71,12 @@ def onnx_bytes(
         )
     copied = copy.deepcopy(module).train()
     examples = []
-    for index, dims in enumerate(several(input_shape)):
+    for dims, kind in zip(shapes, kinds, strict=True):
         shape = (dims[0], 1, *dims[1:]) if sequence_first else (1, *dims)
-        ids = tokens and index == 0
-        examples.append(torch.zeros(shape, dtype=torch.long) if ids else torch.randn(shape))
+        if kind == "float":
+            examples.append(torch.randn(shape))
+        else:
+            examples.append(torch.zeros(shape, dtype=torch.long if kind == "int" else torch.bool))
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")

@@ -199,11 +199,12 @@ class FusedAttention:
     qkv: Tensor
     out: Tensor
     qk: Tensor | None = None
-    """Where the kernels read Q and K, when not from ``qkv`` (rotated by a rotary
-    embedding); V is read from ``qkv``."""
+    """Where the kernels read K (and Q, unless ``q`` says), when not from ``qkv``: Q
+    and K rotated by a rotary embedding, or the keys' own projection when keys and
+    values come from two inputs; V is read from ``qkv``."""
     q: Tensor | None = None
     """Where the kernels read Q under cross-attention, K and V then read from ``qkv``
-    (the projection of the keys' sequence)."""
+    (the projection of the keys' sequence) unless ``qk`` says where K is."""
 
     @property
     def queries(self) -> Tensor:

@@ -218,7 +218,8 @@ class Gru(LayerBase):
 class Attention(LayerBase):
     """Multi-head self-attention: QKV projection, per-head QK^T and AV, output projection;
     grouped-query with ``kv_heads`` below ``heads``, rotary position embeddings with
-    ``rotary``."""
+    ``rotary``.  Of two inputs, cross-attention (queries from the first, keys and values
+    from the second); of three, queries, keys and values from one each."""
 
     kind: Literal["attention"] = Field(description=KIND)
     heads: PositiveInt = Field(description="Attention (query) heads; they divide the model width.")

@@ -110,6 +110,48 @@ def test_multihead_attention_of_a_query_and_a_key_value_tensor() -> None:
     assert (stats.params, stats.forward_macs) == (14_592, 65_536 + 196_608 + 65_536 + 65_536)
 
 
+@pytest.mark.parametrize(
+    ("name", "widths", "params", "kv_macs"),
+    [
+        # Q 32 x 32, K and V 2 x 32 x 32, in-projection bias 96, out 32 x 32 + 32; K and V
+        # 2 x 24 x 32 x 32.
+        ("torch_mha_qkv", (32, 32), 1_024 + 2_048 + 96 + 1_056, 2 * 24 * 32 * 32),
+        # kdim 24 and vdim 48: K 32 x 24 = 768, V 32 x 48 = 1,536; K 24 x 24 x 32 =
+        # 18,432, V 24 x 48 x 32 = 36,864.
+        ("torch_mha_qkv_widths", (24, 48), 1_024 + 768 + 1_536 + 96 + 1_056, 18_432 + 36_864),
+    ],
+)
+def test_multihead_attention_of_queries_keys_and_values(
+    name: str, widths: tuple[int, int], params: int, kv_macs: int
+) -> None:
+    """``nn.MultiheadAttention(32, 4, batch_first=True)`` (and with ``kdim=24,
+    vdim=48``) called as ``attn(q, k, v)`` on 16 x 32 queries and 24 keys and values:
+    one ``attention`` of three inputs. torch: 4,224 and 4,480 parameters."""
+    imported = import_model(FIXTURES / f"{name}.onnx.gz")
+    workload = imported.workload
+    assert workload.input == SequenceInput(kind="sequence", length=16, features=32)
+    assert workload.extra_inputs == {
+        "k": SequenceInput(kind="sequence", length=24, features=widths[0]),
+        "v": SequenceInput(kind="sequence", length=24, features=widths[1]),
+    }
+    assert _rows(workload)[0] == {
+        "name": "attn",
+        "kind": "attention",
+        "heads": 4,
+        "inputs": ["input", "k", "v"],
+    }
+    assert "attention (4 heads, keys and values from two tensors, 26 nodes each): attn" in (
+        imported.text
+    )
+    stats = model_stats(workload, infer_shapes(workload, name))
+    # Q 16 x 32 x 32 = 16,384; the scores and their product with V 2 x 4 heads x 16 x 24
+    # x 8 = 24,576; out 16,384.
+    assert (stats.params, stats.forward_macs) == (params, 16_384 + kv_macs + 24_576 + 16_384)
+    assert (stats.params, stats.forward_macs) == (
+        (4_224, 106_496) if name == "torch_mha_qkv" else (4_480, 112_640)
+    )
+
+
 def test_decoder_cross_attention_backward_gives_the_memory_no_gradient() -> None:
     workload = import_model(FIXTURES / "torch_decoder_layer.onnx.gz").workload
     infos = infer_shapes(workload, "decoder")
@@ -239,3 +281,24 @@ def test_a_module_of_two_inputs_imports_as_its_fixture() -> None:
     first = import_model(torch.nn.TransformerDecoderLayer(64, 4, 256), input_shape=shapes)
     assert (first.workload.layers, first.workload.extra_inputs) == (ours.layers, ours.extra_inputs)
     assert "memory: sequence-first" in first.text
+
+
+@pytest.mark.torch
+def test_a_module_of_queries_keys_and_values_imports_as_its_fixture() -> None:
+    """``nn.MultiheadAttention`` called on three inputs, exported from its code with
+    ``--input-shape 16x32 --input-shape 24x32 --input-shape 24x32``."""
+    torch = pytest.importorskip("torch")
+
+    class Qkv(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, q: Any, k: Any, v: Any) -> Any:
+            return self.attn(q, k, v, need_weights=False)[0]
+
+    module = Qkv()
+    ours = import_model(module, input_shape=[(16, 32), (24, 32), (24, 32)]).workload
+    committed = import_model(FIXTURES / "torch_mha_qkv.onnx.gz").workload
+    assert (ours.layers, ours.extra_inputs) == (committed.layers, committed.extra_inputs)
+    assert sum(p.numel() for p in module.parameters()) == 4_224

@@ -55,7 +55,7 @@ def _fake_torch(monkeypatch: pytest.MonkeyPatch, export: Any) -> None:
     torch.nn = types.SimpleNamespace(Module=_Module)  # type: ignore[attr-defined]
     torch.onnx = types.SimpleNamespace(export=export)  # type: ignore[attr-defined]
     torch.zeros = torch.randn = lambda *a, **k: None  # type: ignore[attr-defined]
-    torch.long = "long"  # type: ignore[attr-defined]
+    torch.long, torch.bool = "long", "bool"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch", torch)
 
 
@@ -93,3 +93,33 @@ def test_the_exporters_message_is_plain_text(monkeypatch: pytest.MonkeyPatch) ->
     assert str(caught.value) == (
         "_Module: torch.onnx.export failed: Failed to convert. This is step 3/3 of exporting. - Next"
     )
+
+
+def test_each_input_is_exported_with_its_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[tuple[str, tuple[int, ...], str]] = []
+    _fake_torch(monkeypatch, lambda *a, **k: types.SimpleNamespace(model_proto=_model()))
+    torch = sys.modules["torch"]
+    torch.randn = lambda shape: made.append(("randn", shape, "float"))  # type: ignore[attr-defined]
+    torch.zeros = lambda shape, dtype: made.append(("zeros", shape, dtype))  # type: ignore[attr-defined]
+    onnx_bytes(_Module(), [(16, 8), (16,), (16,)], input_types=["float", "int", "bool"])
+    assert made == [
+        ("randn", (1, 16, 8), "float"),
+        ("zeros", (1, 16), "long"),
+        ("zeros", (1, 16), "bool"),
+    ]
+    made.clear()
+    onnx_bytes(_Module(), [(16,), (16,)], tokens=True)  # token ids: the first an int
+    assert made == [("zeros", (1, 16), "long"), ("randn", (1, 16), "float")]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (["int"], "module: input_types: give one per input (2) (got ['int'])"),
+        (["int", "long"], "module: input_types[1]: expected float, int, bool (got 'long')"),
+    ],
+)
+def test_input_types_are_one_known_type_per_input(given: list[str], expected: str) -> None:
+    with pytest.raises(WorkloadError) as caught:
+        onnx_bytes(_Module(), [(16,), (16,)], input_types=given)
+    assert str(caught.value) == expected

@@ -64,27 +64,34 @@ def test_each_input_is_read_from_dram_and_gets_no_gradient() -> None:
     assert not [op.name for op in graph.ops if op.name in ("pre.dx", "mem.dx")]
 
 
+CORE = {
+    # 2 samples: 8 query rows, 12 key rows; per-head GEMMs 2 samples x 2 heads = 4.
+    "attn.q.fwd": (8, 8, 8, 1),
+    "attn.qk.fwd": (4, 6, 4, 4),  # scores Lq 4 x Lk 6 per head
+    "attn.av.fwd": (4, 4, 6, 4),
+    "attn.out.fwd": (8, 8, 8, 1),
+    "attn.out.dx": (8, 8, 8, 1),
+    "attn.out.dw": (8, 8, 8, 1),
+    "attn.av.dprobs": (4, 6, 4, 4),
+    "attn.av.dv": (6, 4, 4, 4),
+    "attn.qk.dq": (4, 4, 6, 4),
+    "attn.qk.dk": (6, 4, 4, 4),
+    "attn.q.dx": (8, 8, 8, 1),  # the gradient of pre's output
+    "attn.q.dw": (8, 8, 8, 1),
+}
+"""The GEMMs of a cross-attention of 4 x 8 queries (2 heads of 4) and 6 keys, at batch
+2, but for the keys' and values' projections."""
+
+
 def test_cross_attention_projects_each_input_and_scores_lq_by_lk() -> None:
     graph = lower(decoder(PRE, MEM, CROSS), 2)
     # d 8, 2 heads of 4; K and V 2 heads of 4 from the memory's 12 features.
     # Parameters: pre 8 x 8 + 8 = 72, mem 12 x 12 + 12 = 156; attn Wq 8 x 8 = 64,
     # Wkv 16 x 12 = 192, Wo 8 x 8 = 64, bq 8, bkv 16, bo 8 = 352.
     assert params(graph) == 72 + 156 + 352
-    # 2 samples: 8 query rows, 12 key rows; per-head GEMMs 2 samples x 2 heads = 4.
     assert shapes(graph, "attn") == {
-        "attn.q.fwd": (8, 8, 8, 1),
+        **CORE,
         "attn.kv.fwd": (12, 16, 12, 1),
-        "attn.qk.fwd": (4, 6, 4, 4),  # scores Lq 4 x Lk 6 per head
-        "attn.av.fwd": (4, 4, 6, 4),
-        "attn.out.fwd": (8, 8, 8, 1),
-        "attn.out.dx": (8, 8, 8, 1),
-        "attn.out.dw": (8, 8, 8, 1),
-        "attn.av.dprobs": (4, 6, 4, 4),
-        "attn.av.dv": (6, 4, 4, 4),
-        "attn.qk.dq": (4, 4, 6, 4),
-        "attn.qk.dk": (6, 4, 4, 4),
-        "attn.q.dx": (8, 8, 8, 1),  # the gradient of pre's output
-        "attn.q.dw": (8, 8, 8, 1),
         "attn.kv.dx": (12, 12, 16, 1),  # the gradient of mem's output
         "attn.kv.dw": (16, 12, 12, 1),
     }
@@ -162,9 +169,14 @@ def test_input_names_are_checked(data: dict[str, Any], expected: str) -> None:
         ),
         (
             {"inputs": ["pre", "mem", "pre"]},
-            "w.yaml: layers[2].inputs: attention takes one input (self-attention) or two"
-            " (cross-attention: queries from the first, keys and values from the second)"
-            " (got 3)",
+            "w.yaml: layers[2].inputs: keys (the second input) and values (the third) need"
+            " the same length (got ['sequence 4x8', 'sequence 6x12', 'sequence 4x8'])",
+        ),
+        (
+            {"inputs": ["pre", "mem", "mem", "pre"]},
+            "w.yaml: layers[2].inputs: attention takes one input (self-attention), two"
+            " (cross-attention: queries from the first, keys and values from the second) or"
+            " three (queries, keys and values from one each) (got 4)",
         ),
         (
             {"heads": 3},
@@ -239,3 +251,102 @@ def test_flash_attention_blocks_queries_and_keys_each_along_its_own_sequence() -
     softmax = by_name["attn.softmax.fwd"]
     assert isinstance(softmax, VectorOp)
     assert (softmax.elements, softmax.ops_per_element) == (768, 6)
+
+
+KEYS = {"name": "keys", "kind": "linear", "out_features": 12, "inputs": ["memory"]}
+VALUES = {"name": "values", "kind": "linear", "out_features": 10, "inputs": ["memory"]}
+QKV = {"name": "attn", "kind": "attention", "heads": 2, "inputs": ["pre", "keys", "values"]}
+
+
+def test_keys_and_values_from_two_inputs_have_a_projection_each() -> None:
+    graph = lower(decoder(PRE, KEYS, VALUES, QKV), 2)
+    # d 8, 2 heads of 4; K 2 heads of 4 from 12 features, V from 10.
+    # Parameters: pre 72, keys 12 x 12 + 12 = 156, values 12 x 10 + 10 = 130; attn Wq
+    # 8 x 8 = 64, Wk 8 x 12 = 96, Wv 8 x 10 = 80, Wo 64, bq, bk, bv, bo 4 x 8 = 336.
+    assert params(graph) == 72 + 156 + 130 + 336
+    # 12 key and value rows, each projected to 8.
+    assert shapes(graph, "attn") == {
+        **CORE,
+        "attn.k.fwd": (12, 8, 12, 1),
+        "attn.v.fwd": (12, 8, 10, 1),
+        "attn.k.dx": (12, 12, 8, 1),  # the gradient of keys' output
+        "attn.k.dw": (8, 12, 12, 1),
+        "attn.v.dx": (12, 10, 8, 1),  # the gradient of values' output
+        "attn.v.dw": (8, 10, 12, 1),
+    }
+    macs = {phase: layer_macs(graph, "attn", phase) for phase in Phase}
+    # Forward: Q 512, K 12 x 8 x 12 = 1,152, V 12 x 8 x 10 = 960, QK^T and AV 384 each,
+    # out 512.
+    assert macs[Phase.FWD] == 512 + 1152 + 960 + 384 + 384 + 512
+    # Input gradients: out 512, dP, dV, dQ, dK 384 each, Q 512, K 1,152, V 960.
+    assert macs[Phase.BWD_INPUT] == 512 + 4 * 384 + 512 + 1152 + 960
+    # Weight gradients: Wo 512, Wq 512, Wk 1,152, Wv 960.
+    assert macs[Phase.BWD_WEIGHT] == 512 + 512 + 1152 + 960
+    by_name = {op.name: op for op in graph.ops}
+    # Each input's gradient reaches the layer that made it: K's and V's both.
+    assert by_name["attn.k.dx"].op_id in by_name["keys.dw"].deps
+    assert by_name["attn.v.dx"].op_id in by_name["values.dw"].deps
+    # The scores read K, the product with the probabilities V: each 2 samples x 6
+    # positions x 8 = 96 elements of 2 bytes, per GEMM as wide as it reads them.
+    reads = {
+        (op.name, a.tensor.name): a.elements * a.tensor.word_bytes
+        for op in graph.ops
+        for a in queries.reads_of(op)
+        if a.tensor.name in ("attn.k", "attn.v") and op.layer == "attn"
+    }
+    assert reads == {
+        ("attn.qk.fwd", "attn.k"): 192,
+        ("attn.qk.dq", "attn.k"): 192,
+        ("attn.av.fwd", "attn.v"): 192,
+        ("attn.av.dprobs", "attn.v"): 192,
+    }
+    written = {op.name: op.c.name for op in graph.ops if isinstance(op, GemmOp)}
+    assert (written["attn.qk.dk"], written["attn.av.dv"]) == ("attn.dk", "attn.dv")
+
+
+def test_keys_and_values_from_two_inputs_in_flash_attention_kernels() -> None:
+    # As the cross-attention above, 20 queries, 12 keys and values: each kernel reads K
+    # from K's projection and V from V's, and writes dK and dV each to its own.
+    long = {"kind": "sequence", "length": 20, "features": 8}
+    memory = {"kind": "sequence", "length": 12, "features": 12}
+    data = {**decoder(PRE, KEYS, VALUES, QKV, extra={"memory": memory}), "input": long}
+    workload = validate_data(Workload, data, "t")
+    graph = lower_step(
+        infer_shapes(workload, "t"),
+        workload,
+        1,
+        WordBytesSpec(),
+        StridedDx.SKIP_ZEROS,
+        AttentionBudget(1, 1, 1),
+    )
+    gemms = {op.name: op for op in graph.ops if isinstance(op, GemmOp) and op.layer == "attn"}
+    operands = {name: (op.a.name, op.b.name, op.c.name) for name, op in gemms.items()}
+    assert operands["attn.qk.fwd"] == ("attn.q", "attn.k", "attn.scores")
+    assert operands["attn.av.fwd"] == ("attn.probs", "attn.v", "attn.ctx")
+    assert operands["attn.dp.dkv"] == ("attn.v", "attn.dctx", "attn.dprobs_t")
+    assert operands["attn.av.dv"][2] == "attn.dv" and operands["attn.qk.dk"][2] == "attn.dk"
+    assert operands["attn.qk.dq_grad"] == ("attn.dscores_q", "attn.k", "attn.dq")
+    # The core's GEMMs are those of the two-input attention: 3,072 MACs each (24 x 16
+    # scores per head, padded, x 4 x 2 heads).
+    assert {op.macs for n, op in gemms.items() if n.split(".")[1] in ("qk", "av", "dp")} == {3072}
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (
+            {"causal": True},
+            "w.yaml: layers[3].causal: needs self-attention (one input); this layer has three"
+            " (cross-attention) (got True)",
+        ),
+        (
+            {"inputs": ["pre", "keys", "memory_vector"]},
+            "w.yaml: layers[3].inputs: cross-attention needs three sequence inputs (got"
+            " ['sequence 4x8', 'sequence 6x12', 'features 12'])",
+        ),
+    ],
+)
+def test_three_input_attention_refuses(keys: dict[str, Any], expected: str) -> None:
+    extra = {"memory": MEMORY, "memory_vector": {"kind": "vector", "features": 12}}
+    data = decoder(PRE, KEYS, VALUES, {**QKV, **keys}, extra=extra)
+    assert expected in problems(data)

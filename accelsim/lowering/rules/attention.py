@@ -1,5 +1,5 @@
 """Self-attention: QKV projection, per-head ``QK^T`` and ``AV``, output projection
-(an attention layer of two inputs is cross-attention: :mod:`.cross_attention`).
+(an attention layer of two or three inputs is cross-attention: :mod:`.cross_attention`).
 
 Multi-head attention is the case of as many key/value heads as query heads.  With
 fewer (grouped-query attention, ``kv_heads``), the K and V projections are
@@ -45,15 +45,16 @@ class AttentionRule(LayerRule):
 
     def shape(self, layer: wm.Layer, in_shapes: tuple[Shape, ...]) -> Shape:
         assert isinstance(layer, wm.Attention)
-        if len(in_shapes) > 2:
+        if len(in_shapes) > 3:
             message = (
-                "attention takes one input (self-attention) or two (cross-attention: queries"
-                " from the first, keys and values from the second)"
+                "attention takes one input (self-attention), two (cross-attention: queries"
+                " from the first, keys and values from the second) or three (queries, keys"
+                " and values from one each)"
             )
             raise ShapeProblem("inputs", message, len(in_shapes))
-        if len(in_shapes) == 2:
+        if len(in_shapes) > 1:
             cross.check(layer, in_shapes)
-        x = in_shapes[0] if len(in_shapes) == 2 else one_input(layer, in_shapes, Layout.SEQUENCE)
+        x = in_shapes[0] if len(in_shapes) > 1 else one_input(layer, in_shapes, Layout.SEQUENCE)
         if x.dims[1] % layer.heads:
             raise ShapeProblem("heads", f"must divide the model width {x.dims[1]}", layer.heads)
         if layer.heads % layer.key_value_heads:
@@ -65,7 +66,7 @@ class AttentionRule(LayerRule):
         assert isinstance(layer, wm.Attention)
         name, b, x = layer.name, ctx.b, xs[0]
         s = AttentionDims.of(layer, info, ctx.n)
-        if len(xs) == 2:
+        if len(xs) > 1:
             cross.forward(ctx, layer, s, xs, y)
             return
         steps, d, dh = s.steps, s.d, s.dh
@@ -130,7 +131,7 @@ class AttentionRule(LayerRule):
         d, rows = s.d, s.rows
         saved = ctx.saved[name]
         wo = ctx.parameter(name, "Wo")
-        out = saved[0].out if isinstance(saved[0], flash.FusedAttention) else saved[3]
+        out = saved[0].out if isinstance(saved[0], flash.FusedAttention) else saved[-1]
         datt = ctx.t(f"{name}.dctx", TensorKind.GRADIENT, out.elements)
         bi, bw = Phase.BWD_INPUT, Phase.BWD_WEIGHT
         b.gemm(f"{name}.out.dx", name, bi, rows, d, d, 1, g, wo.weight, datt)
@@ -138,7 +139,7 @@ class AttentionRule(LayerRule):
         ctx.grad_done(name, "Wo", op)
         if layer.output_bias:
             ctx.bias_grad(name, "bo", g)
-        if len(info.inputs) == 2:
+        if len(info.inputs) > 1:
             cross.backward(ctx, info, s, saved, datt)
             return
         if isinstance(saved[0], flash.FusedAttention):

@@ -16,8 +16,10 @@ from accelsim.workload import model as wm
 @dataclass(frozen=True)
 class AttentionDims:
     """An attention layer's sizes for ``n`` samples: ``steps`` queries of width ``d``
-    (its first input), ``keys`` keys and values from inputs of width ``features`` (its
-    second input under cross-attention; else the first: ``keys`` is ``steps``)."""
+    (its first input), ``keys`` keys from an input of width ``features`` (its second
+    input under cross-attention; else the first: ``keys`` is ``steps``) and as many
+    values from one of width ``value_features`` (its third input when it has one, else
+    the keys')."""
 
     steps: int
     d: int
@@ -27,13 +29,16 @@ class AttentionDims:
     n: int
     keys: int
     features: int
+    value_features: int
 
     @classmethod
     def of(cls, layer: wm.Attention, info: LayerInfo, n: int) -> AttentionDims:
-        steps, d = info.in_shapes[0].dims
-        keys, features = info.in_shapes[-1].dims
+        shapes = info.in_shapes
+        steps, d = shapes[0].dims
+        keys, features = shapes[min(1, len(shapes) - 1)].dims
+        values = shapes[-1].dims[1]
         kv = layer.key_value_heads
-        return cls(steps, d, d // layer.heads, kv, layer.heads // kv, n, keys, features)
+        return cls(steps, d, d // layer.heads, kv, layer.heads // kv, n, keys, features, values)
 
     @property
     def kv_width(self) -> int:
