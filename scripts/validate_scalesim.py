@@ -51,7 +51,6 @@ from tqdm import tqdm
 
 from accelsim import InputError, read_topology
 from accelsim import TopologyLayer as Layer
-from accelsim.units import plural
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = ROOT / ".scalesim-venv"
@@ -701,8 +700,8 @@ class Outcome:
         text = (
             f"SUMMARY {self.hw.label()} [{', '.join(self.topologies)}]: "
             f"{len(self.comparisons)} layers compared, {checked} quantities checked, "
-            f"{self.mismatches} {plural(self.mismatches, 'mismatch', 'mismatches')} in"
-            f" {self.failed_layers} {plural(self.failed_layers, 'layer')}; "
+            f"{self.mismatches} mismatch{'' if self.mismatches == 1 else 'es'} in"
+            f" {self.failed_layers} layer{'' if self.failed_layers == 1 else 's'}; "
             f"DRAM reads compared for {dram}/{dram_all} operands (the rest do not fit; "
             f"{nofit_diff} of those differ, reported only)"
         )
