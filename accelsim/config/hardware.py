@@ -16,7 +16,6 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from accelsim.config.base import (
-    Bandwidth,
     Convention,
     DataflowField,
     Kib,
@@ -31,6 +30,7 @@ from accelsim.config.base import (
 )
 from accelsim.config.calibrated import CalibratedUnder, flat, record_problem
 from accelsim.config.dram import DramModelSpec
+from accelsim.config.interconnect import InterconnectSpec
 from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
@@ -167,17 +167,6 @@ class VectorUnitSpec(Spec):
             " at least ceil(B / stream_bytes_per_cycle) cycles, however few its operations."
             " null: no bound but the lanes and the DRAM.",
         )
-    )
-
-
-class InterconnectSpec(Spec):
-    """Processor-to-processor links (one outgoing link per processor, ring order)."""
-
-    bandwidth_bytes_per_cycle: Bandwidth = Field(
-        description="Bandwidth of each processor's outgoing link; .inf for an ideal link."
-    )
-    latency_cycles: NonNegativeInt = Field(
-        default=0, description="Latency added to every transfer on a link."
     )
 
 
@@ -365,6 +354,16 @@ class HardwareSpec(Spec):
             problem = record_problem(key, value)
             if problem is not None:
                 raise RuleViolation(f"calibrated_under.{key}", problem, value)
+        return self
+
+    @model_validator(mode="after")
+    def _check_interconnect(self) -> HardwareSpec:
+        try:
+            self.interconnect.check_processors(self.processors)
+        except RuleViolation as problem:
+            raise RuleViolation(
+                f"interconnect.{problem.path}", problem.message, problem.value
+            ) from None
         return self
 
     @model_validator(mode="after")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from accelsim.config.dram import DramSpec
-from accelsim.config.hardware import InterconnectSpec
+from accelsim.config.interconnect import InterconnectSpec
 from accelsim.timing.memory import Amount, Params, State, slice_bytes
 
 CODE = 0
