@@ -39,6 +39,27 @@ class Topology(str, Enum):
     SWITCH = "switch"
 
 
+class Algorithm(str, Enum):
+    """How a collective is cut into steps of transfers.
+
+    ``ring``: along the group in its order, one neighbour at a time; ``direct``: every
+    piece straight to where it goes, in one step per phase; ``halving_doubling``:
+    recursive halving (reduce-scatter) and doubling (all-gather), a binomial tree for a
+    broadcast, on a group of a power of two; ``double_binary_tree``: an all-reduce up
+    and down two binary trees, each carrying half the buffer (NCCL's); ``multi_dim``:
+    one phase per dimension of the network (ASTRA-sim's multi-dimensional collectives),
+    on the group of every processor; ``fastest``: whichever of these takes the fewest
+    cycles without contention.
+    """
+
+    RING = "ring"
+    DIRECT = "direct"
+    HALVING_DOUBLING = "halving_doubling"
+    DOUBLE_BINARY_TREE = "double_binary_tree"
+    MULTI_DIM = "multi_dim"
+    FASTEST = "fastest"
+
+
 Dims = Annotated[
     tuple[Annotated[int, Field(gt=0, le=1024)], ...], Field(strict=False, min_length=1)
 ]
@@ -114,6 +135,15 @@ class InterconnectSpec(Spec):
         description=_DIMS + " Null: every processor the outer levels leave, in one dimension.",
     )
     links: Links = Field(default=1, exclude_if=lambda v: v == 1, description=_LINKS)
+    algorithm: Annotated[Algorithm, Field(strict=False)] = Field(
+        default=Algorithm.FASTEST,
+        exclude_if=lambda v: v is Algorithm.FASTEST,
+        description="How the engines cut an all-reduce on a topology other than a ring"
+        " (a ring's all-reduce is the ring algorithm on each participant's link, whatever"
+        " this says): ring, direct, halving_doubling, double_binary_tree, multi_dim or"
+        " fastest (the fewest cycles of those that apply, found by timing each; also where"
+        " the group cannot run the one named).",
+    )
     levels: Annotated[tuple[LevelSpec, ...], Field(strict=False, max_length=MAX_LEVELS)] = Field(
         default=(),
         exclude_if=lambda v: not v,

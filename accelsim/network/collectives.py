@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from accelsim.config.interconnect import Algorithm as Algorithm
+
 
 class Collective(str, Enum):
     """What a collective computes."""
@@ -26,27 +28,6 @@ class Collective(str, Enum):
     ALL_TO_ALL = "all_to_all"
     BROADCAST = "broadcast"
     POINT_TO_POINT = "point_to_point"
-
-
-class Algorithm(str, Enum):
-    """How a collective is cut into steps of transfers.
-
-    ``ring``: along the group in its order, one neighbour at a time; ``direct``: every
-    piece straight to where it goes, in one step per phase; ``halving_doubling``:
-    recursive halving (reduce-scatter) and doubling (all-gather), a binomial tree for a
-    broadcast, on a group of a power of two; ``double_binary_tree``: an all-reduce up
-    and down two binary trees, each carrying half the buffer (NCCL's); ``multi_dim``:
-    one phase per dimension of the network (ASTRA-sim's multi-dimensional collectives),
-    on the group of every processor; ``fastest``: whichever of these takes the fewest
-    cycles without contention.
-    """
-
-    RING = "ring"
-    DIRECT = "direct"
-    HALVING_DOUBLING = "halving_doubling"
-    DOUBLE_BINARY_TREE = "double_binary_tree"
-    MULTI_DIM = "multi_dim"
-    FASTEST = "fastest"
 
 
 @dataclass(frozen=True)

@@ -45,16 +45,27 @@ def step_cycles(network: Network, step: Step) -> int:
     return slowest
 
 
+def _steps_cycles(network: Network, steps: tuple[Step, ...]) -> int:
+    """Cycles of ``steps`` one after the other (a step repeated as the same object, as
+    a ring's are, timed once)."""
+    timed: dict[int, int] = {}
+    total = 0
+    for step in steps:
+        if id(step) not in timed:
+            timed[id(step)] = step_cycles(network, step)
+        total += timed[id(step)]
+    return total
+
+
 def schedule_cycles(network: Network, schedule: Schedule) -> int:
     """Cycles of ``schedule`` alone on ``network``."""
-    return sum(step_cycles(network, step) for step in schedule.steps)
+    return _steps_cycles(network, schedule.steps)
 
 
 def concurrent_cycles(network: Network, schedules: tuple[Schedule, ...]) -> int:
     """Cycles of ``schedules`` started together, each step sharing the links with the
     same step of the others."""
-    steps = together(*(s.steps for s in schedules))
-    return sum(step_cycles(network, step) for step in steps)
+    return _steps_cycles(network, together(*(s.steps for s in schedules)))
 
 
 def bandwidth_bound(network: Network, schedules: tuple[Schedule, ...]) -> int:

@@ -138,8 +138,19 @@ class Network:
                 out += [Link(k, p, self.moved(p, k, e)) for e in ends]
         return tuple(out)
 
+    @functools.cached_property
+    def _routes(self) -> dict[tuple[int, int], tuple[Link, ...]]:
+        """The routes found so far, by their ends."""
+        return {}
+
     def route(self, source: int, destination: int) -> tuple[Link, ...]:
         """The links a transfer from ``source`` to ``destination`` takes, in order."""
+        found = self._routes.get((source, destination))
+        if found is None:
+            found = self._routes[source, destination] = self._route(source, destination)
+        return found
+
+    def _route(self, source: int, destination: int) -> tuple[Link, ...]:
         hops: list[Link] = []
         here = source
         for k, dim in enumerate(self.dimensions):
@@ -157,6 +168,10 @@ class Network:
                 hops += self._ring_hops(k, here, c, goal)
             here = there
         return tuple(hops)
+
+    def outgoing_bandwidth(self, p: int) -> float:
+        """Bytes per cycle processor ``p`` can send at once: all its links together."""
+        return sum(self.bandwidth(link) for link in self.links() if link.source == p)
 
     def route_latency(self, route: tuple[Link, ...]) -> int:
         """Cycles a transfer's head takes along ``route``: its links' latencies."""

@@ -188,7 +188,7 @@ class RunResult:
             compute = max(compute, float(work.max()))
         return {
             "dram": dram,
-            "interconnect": self.machine.links[0].bound(float(links.max())),
+            "interconnect": self.machine.link_bound(float(links.max())),
             "compute": compute,
         }
 
