@@ -157,6 +157,11 @@ class InterconnectSpec(Spec):
         _check_dims(self.topology, self.dims)
         return self
 
+    @property
+    def is_ring(self) -> bool:
+        """Whether this is the one-way ring of one level (every file without a topology)."""
+        return self.topology is Topology.RING and not self.levels
+
     def outer_processors(self) -> int:
         """Groups of the first level the outer levels link: the product of their
         dimensions (1 without outer levels)."""

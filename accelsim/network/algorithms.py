@@ -13,8 +13,9 @@ size (:mod:`accelsim.network.collectives`):
   processor to each other; all-reduce two such steps; a broadcast one step of ``S``
   from the root to each other;
 - ``halving_doubling`` (``n`` a power of two): reduce-scatter ``log2 n`` steps, step
-  ``k`` exchanging ``(n / 2^(k+1)) c`` with the processor ``n / 2^(k+1)`` places away;
-  all-gather the reverse (``2^k c`` with the one ``2^k`` away); all-reduce the two; a
+  ``k`` exchanging ``(n / 2^(k+1)) c`` with the processor whose place in the group
+  differs from its own in bit ``n / 2^(k+1)``; all-gather the reverse (``2^k c``, bit
+  ``2^k``); all-reduce the two; a
   broadcast a binomial tree, ``log2 n`` steps of ``S``; no all-to-all;
 - ``double_binary_tree`` (all-reduce only): two binary trees over the group, the
   second on the group reversed (so a processor inner in one is mostly a leaf in the
@@ -78,10 +79,10 @@ def lower(
     return Schedule(collective, algorithm, group, size_bytes, steps)
 
 
-def _shift(group: tuple[int, ...], n_bytes: int, way: int = 1) -> Step:
-    """Each processor of ``group`` sends ``n_bytes`` to the one ``way`` places on."""
+def _shift(group: tuple[int, ...], n_bytes: int) -> Step:
+    """Each processor of ``group`` sends ``n_bytes`` to the next (the last to the first)."""
     n = len(group)
-    return tuple(Transfer(group[i], group[(i + way) % n], n_bytes) for i in range(n))
+    return tuple(Transfer(group[i], group[(i + 1) % n], n_bytes) for i in range(n))
 
 
 def _ring_phase(group: tuple[int, ...], n_bytes: int) -> Steps:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from accelsim.config.dram import DramSharing
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.interconnect import Algorithm, Topology
+from accelsim.config.interconnect import Algorithm
 from accelsim.mapping.units import ArrayUnit, main_array
 from accelsim.network.algorithms import lower
 from accelsim.network.collectives import Collective
@@ -76,10 +76,9 @@ class Machine:
     def link_bound(self, n_bytes: float) -> float:
         """Fewest cycles a processor takes to send ``n_bytes``: on a ring over its one
         link, on another topology over all its links at once."""
-        spec = self.hardware.interconnect
-        if spec.topology is Topology.RING and not spec.levels:
+        if self.hardware.interconnect.is_ring:
             return float(self.links[0].bound(n_bytes))
-        return n_bytes / self.network.outgoing_bandwidth(0)
+        return n_bytes / self.network.outgoing_bandwidth(0) if n_bytes else 0.0
 
     def all_reduce_cycles(self, participants: tuple[int, ...], n_bytes: int) -> int:
         """Cycles the network takes to all-reduce ``n_bytes`` among ``participants``
@@ -87,7 +86,7 @@ class Machine:
         :func:`accelsim.network.cost.plan`), without contention; -1 on a ring, whose
         all-reduce the engines book on each participant's link."""
         spec = self.hardware.interconnect
-        if spec.topology is Topology.RING and not spec.levels:
+        if spec.is_ring:
             return -1
         return _all_reduce_cycles(self.network, spec.algorithm, participants, n_bytes)
 

@@ -46,3 +46,9 @@ def test_a_processor_sends_over_all_its_links_at_once_at_best() -> None:
     assert Machine.of(hw(*TORUS)).link_bound(1280) == 10
     sets = ["processors=16", "interconnect.topology=torus", "interconnect.dims=[4, 4]"]
     assert Machine.of(hw(*sets)).link_bound(1280) == 5
+
+
+def test_one_processor_on_a_torus_sends_nothing_and_is_bound_by_nothing() -> None:
+    on = Machine.of(hw("interconnect.topology=torus"))
+    assert on.network.processors == 1
+    assert on.link_bound(0) == 0.0
