@@ -22,7 +22,8 @@ arrives; so are its DRAM read and write phases.  Events therefore grow
 linearly in processors.  On a topology other than a ring
 (:meth:`~accelsim.timing.machine.Machine.all_reduce_cycles`), the all-reduce's
 network phase is one event: its schedule's cycles without contention
-(:mod:`accelsim.network.cost`), booking no link.
+(:mod:`accelsim.network.cost`), booking no link; so is a point-to-point transfer,
+its route's cycles (:meth:`~accelsim.timing.machine.Machine.transfer_cycles`).
 
 An op first spends its fixed cost (``timing.op_overhead_cycles``: launch,
 synchronisation) and is then simulated as ``chunks`` tile groups of the rest of its
@@ -186,7 +187,11 @@ class _Engine:
 
     def _transfer_proc(self, op: TransferOp) -> Process:
         self.start[op.op_id] = int(self.env.now)
-        yield transfer(self.env, self.links[op.source], op.bytes, DEFAULT_STREAM)
+        network = self.machine.transfer_cycles(op.source, op.destination, op.bytes)
+        if network >= 0:  # along its route on a topology, no link booked
+            yield self.env.timeout(network)
+        else:
+            yield transfer(self.env, self.links[op.source], op.bytes, DEFAULT_STREAM)
         self._finish(op.op_id)
 
     def _join(self, arrival: int) -> Process:

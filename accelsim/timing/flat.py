@@ -104,7 +104,8 @@ class FlatStep(NamedTuple):
     ``link_bytes`` a transfer's bytes or an all-reduce's
     tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``,
     and ``network_cycles`` its network phase's cycles on a topology other than a ring
-    (:meth:`~accelsim.timing.machine.Machine.all_reduce_cycles`; -1 otherwise);
+    (:meth:`~accelsim.timing.machine.Machine.all_reduce_cycles`), a transfer's its
+    route's (:meth:`~accelsim.timing.machine.Machine.transfer_cycles`), -1 otherwise;
     successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]``, by rank, and ``deps`` counts
     each op's dependencies; ``store_base`` is where each store's heap starts in
     one array of ``len(ops)`` slots; ``read_stream`` and ``write_stream`` are the
@@ -196,12 +197,15 @@ def flatten(
 
 
 def _network_cycles(graph: OpGraph, shape: _Shape, machine: Machine) -> np.ndarray:
-    """Each all-reduce's network cycles on ``machine``'s topology, -1 for the others."""
+    """Each all-reduce's and transfer's network cycles on ``machine``'s topology, -1 for
+    the others (and for every op on a ring)."""
     cycles = np.full(len(graph.ops), -1, np.int64)
-    for i in np.flatnonzero(shape.kind == KIND_COMM).tolist():
+    for i in np.flatnonzero(shape.kind != KIND_UNIT).tolist():
         op = graph.ops[i]
-        assert isinstance(op, CommOp)
-        cycles[i] = machine.all_reduce_cycles(op.participants, op.tensor.bytes)
+        if isinstance(op, CommOp):
+            cycles[i] = machine.all_reduce_cycles(op.participants, op.tensor.bytes)
+        elif isinstance(op, TransferOp):
+            cycles[i] = machine.transfer_cycles(op.source, op.destination, op.bytes)
     return cycles
 
 

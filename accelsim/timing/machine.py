@@ -90,6 +90,21 @@ class Machine:
             return -1
         return _all_reduce_cycles(self.network, spec.algorithm, participants, n_bytes)
 
+    def transfer_cycles(self, source: int, destination: int, n_bytes: int) -> int:
+        """Cycles ``n_bytes`` take from ``source`` to ``destination`` along their route,
+        without contention; -1 on a ring, whose transfers the engines book on the
+        source's link."""
+        if self.hardware.interconnect.is_ring:
+            return -1
+        schedule = plan(
+            self.network,
+            Collective.POINT_TO_POINT,
+            (source, destination),
+            n_bytes,
+            Algorithm.DIRECT,
+        )
+        return schedule_cycles(self.network, schedule)
+
     @property
     def dram_capacity_bytes(self) -> int:
         """What one DRAM memory holds (each processor's with ``per_processor`` sharing,

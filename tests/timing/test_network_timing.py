@@ -4,11 +4,12 @@ on the ring, its network phase the cycles of its algorithm's schedule
 
 from __future__ import annotations
 
-from accelsim.timing.costs import UNIT_COMM
+from accelsim.graph.ops import OpGraph, Phase, Stage, TransferOp
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
 from accelsim.timing.engine import simulate
 from accelsim.timing.machine import Machine
 from tests.timing.test_compiled import run_compiled
-from tests.timing.test_engine import allreduce, costs, hw, timings
+from tests.timing.test_engine import Y, allreduce, costs, gemm, hw, timings, vector
 
 TORUS = ["processors=4", "interconnect.topology=torus", "interconnect.dims=[2, 2]"]
 
@@ -52,3 +53,24 @@ def test_one_processor_on_a_torus_sends_nothing_and_is_bound_by_nothing() -> Non
     on = Machine.of(hw("interconnect.topology=torus"))
     assert on.network.processors == 1
     assert on.link_bound(0) == 0.0
+
+
+def test_a_transfer_across_a_hierarchy_takes_its_routes_cycles_in_both_engines() -> None:
+    # 2 chips on a switch (64 B/cycle, 200 cycles), 2 nodes on a fabric (8 B/cycle,
+    # 500): 2000 B from processor 0 to 3 go 0 -> 1 in the node, then 1 -> 3 across,
+    # 200 + 500 latency and ceil(2000 / 8) = 250 at the fabric's bandwidth: 950.
+    # op0 on p0 computes 0..100; the transfer 100..1050; op2 on p3 1050..1060.
+    sets = [
+        "processors=4",
+        "interconnect.topology=switch",
+        "interconnect.levels=[{topology: switch, dims: [2], bandwidth_bytes_per_cycle: 8,"
+        " latency_cycles: 500}]",
+    ]
+    on = Machine.of(hw(*sets))
+    assert on.transfer_cycles(0, 3, 2000) == 950
+    transfer = TransferOp(1, "y.to_p3", "l", Phase.FWD, Stage.FORWARD, Y, 1000, 0, 3, deps=(0,))
+    graph = OpGraph(ops=(gemm(0), transfer, vector(2, 1)), processor=(0, 0, 3))
+    c = costs([UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR], compute=[100, 0, 10])
+    expected = ([0, 100, 1050], [100, 1050, 1060], [0, 0, 0], 1060)
+    assert timings(simulate(graph, c, on)) == expected
+    assert timings(run_compiled(graph, c, on)) == expected

@@ -86,10 +86,13 @@ def book_slice(row: int, now: int, dram: Any, chains: Any) -> tuple[int, int, in
 
 @inline
 def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
-    """Start a transfer (its link reservation) or an all-reduce (its DRAM read on every
-    participant's memory); returns the last arrival, when its process goes on."""
+    """Start a transfer (its link reservation, or on a topology its route's cycles) or
+    an all-reduce (its DRAM read on every participant's memory); returns the last
+    arrival, when its process goes on."""
     size = ops.link_bytes[op]
     if ops.kind[op] == flat.KIND_TRANSFER:
+        if ops.network_cycles[op] >= 0:  # along its route on a topology, no link booked
+            return int(now + ops.network_cycles[op])
         return link_reserve(links, ops.where[op], now, size)
     t = 0
     stream = ops.read_stream[op]
