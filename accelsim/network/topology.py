@@ -169,9 +169,18 @@ class Network:
             here = there
         return tuple(hops)
 
-    def outgoing_bandwidth(self, p: int) -> float:
-        """Bytes per cycle processor ``p`` can send at once: all its links together."""
-        return sum(self.bandwidth(link) for link in self.links() if link.source == p)
+    def outgoing_bandwidth(self) -> float:
+        """Bytes per cycle a processor can send at once: all its links together (every
+        processor has the same links)."""
+        total = 0.0
+        for dim in self.dimensions:
+            if dim.topology is Topology.FULLY_CONNECTED:
+                total += (dim.size - 1) * dim.bandwidth_bytes_per_cycle
+            elif dim.topology is Topology.SWITCH:
+                total += dim.bandwidth_bytes_per_cycle if dim.size > 1 else 0.0
+            else:
+                total += len(_ring_ends(dim, 0)) * dim.bandwidth_bytes_per_cycle
+        return total
 
     def route_latency(self, route: tuple[Link, ...]) -> int:
         """Cycles a transfer's head takes along ``route``: its links' latencies."""

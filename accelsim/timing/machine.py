@@ -78,7 +78,7 @@ class Machine:
         link, on another topology over all its links at once."""
         if self.hardware.interconnect.is_ring:
             return float(self.links[0].bound(n_bytes))
-        return n_bytes / self.network.outgoing_bandwidth(0) if n_bytes else 0.0
+        return n_bytes / self.network.outgoing_bandwidth() if n_bytes else 0.0
 
     def all_reduce_cycles(self, participants: tuple[int, ...], n_bytes: int) -> int:
         """Cycles the network takes to all-reduce ``n_bytes`` among ``participants``

@@ -111,3 +111,20 @@ def test_a_hierarchy_routes_inside_the_node_first_then_across_nodes() -> None:
     # 1 -> 6 is (1, 0) -> (2, 1): to 2 in the node, then to node 1 through its NIC.
     assert net.route(1, 6) == (Link(0, 1, 2), Link(1, 2, Switch(1, 2)), Link(1, Switch(1, 2), 6))
     assert net.route_latency(net.route(1, 6)) == 110
+
+
+@pytest.mark.parametrize(
+    ("interconnect", "processors", "links"),
+    [
+        ({"topology": "torus", "dims": [2, 4]}, 8, 3),
+        ({"topology": "fully_connected"}, 5, 4),
+        ({"topology": "switch", "links": 3}, 4, 3),
+        ({"levels": [{"topology": "switch", "dims": [2], "bandwidth_bytes_per_cycle": 4.0}]}, 6, 2),
+    ],
+)
+def test_a_processors_outgoing_bandwidth_is_that_of_its_links(
+    interconnect: dict[str, object], processors: int, links: int
+) -> None:
+    net = network(processors, **interconnect)
+    counted = sum(net.bandwidth(link) for link in net.links() if link.source == 0)
+    assert net.outgoing_bandwidth() == counted == links * 4.0
