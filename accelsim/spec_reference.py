@@ -133,7 +133,7 @@ def type_name(annotation: Any) -> str:
     origin = get_origin(annotation)
     if origin is Literal:
         return " or ".join(f"`{a}`" for a in get_args(annotation))
-    if origin is list:
+    if origin in (list, tuple):  # a tuple[X, ...]: a list in the file
         return f"list of {type_name(get_args(annotation)[0])}"
     if origin is dict:
         key, value = get_args(annotation)
@@ -194,7 +194,7 @@ def default_of(info: FieldInfo) -> str:
         return "null"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
-    if isinstance(value, dict | list) and not value:
+    if isinstance(value, dict | list | tuple) and not value:
         return "`{}`" if isinstance(value, dict) else "`[]`"
     if isinstance(value, str):
         return f'`"{value}"`' if value == "" else f"`{value}`"
@@ -221,6 +221,8 @@ def _listed(annotation: Any) -> list[type[BaseModel]]:
         member, _ = _strip(member)
         if get_origin(member) in (list, dict):
             found.extend(_nested(get_args(member)[-1]))
+        elif get_origin(member) is tuple:  # tuple[X, ...]
+            found.extend(_nested(get_args(member)[0]))
     return found
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -37,9 +38,11 @@ from accelsim.calibration.model import GemmFeatures, Physical, gemm_features, pr
 from accelsim.calibration.optimize import minimize
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import HardwareSpec
+from accelsim.config.interconnect import InterconnectSpec, LevelSpec
 from accelsim.errors import InputError, Problem
 
 MAX_PARAMETERS = 4
+Level = TypeVar("Level", InterconnectSpec, LevelSpec)
 STARTS = ((0.1, 0.9, 0.3, 0.5), (0.05, 0.6, 0.6, 0.9), (0.3, 1.0, 0.1, 0.2))
 """Starting points of the search, in the unit box of each parameter's range (the
 parameters' order in :data:`PARAMETERS`)."""
@@ -235,13 +238,18 @@ def fitted_hardware(hw: HardwareSpec, values: Mapping[str, float]) -> HardwareSp
             "write_bandwidth_bytes_per_cycle": round(p.write_gb_s * 1e3 / clock, 3),
         }
     )
-    link = hw.interconnect.model_copy(
-        update={
-            "bandwidth_bytes_per_cycle": round(
-                hw.interconnect.bandwidth_bytes_per_cycle * scale, 3
-            ),
-            "latency_cycles": cycles(hw.interconnect.latency_cycles),
-        }
+
+    def at_clock(level: Level) -> Level:
+        """A level of the interconnect with its bandwidth and latency at the fitted clock."""
+        return level.model_copy(
+            update={
+                "bandwidth_bytes_per_cycle": round(level.bandwidth_bytes_per_cycle * scale, 3),
+                "latency_cycles": cycles(level.latency_cycles),
+            }
+        )
+
+    link = at_clock(hw.interconnect).model_copy(
+        update={"levels": tuple(at_clock(level) for level in hw.interconnect.levels)}
     )
     timing = hw.timing.model_copy(
         update={"op_overhead_cycles": math.floor(p.op_overhead_us * clock + 0.5)}

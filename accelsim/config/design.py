@@ -11,11 +11,14 @@ A field's key is its path with ``_`` for ``.`` (``dram.channels`` is
 the buffers' sizes (``ifmap_kib``, ...) bare, like the top level's
 (``processors``, ``clock_mhz``).  ``name`` and ``description`` name a design and
 are no key of it.  Values are as JSON holds them: an enum's value, ``null`` where an
-optional field is unset, a non-finite number as its YAML spelling ``".inf"``.
+optional field is unset, a non-finite number as its YAML spelling ``".inf"``, a list
+as text (``interconnect.dims`` ``[4, 4, 4]`` as ``"4x4x4"``, the ``interconnect.levels``
+as their JSON, ``null`` when empty).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import types
 from collections.abc import Iterator
@@ -113,4 +116,16 @@ def _json_value(value: Any) -> DesignValue:
         return ".inf"
     if value is None or isinstance(value, str | int | float):
         return value
+    if isinstance(value, tuple):
+        return _sequence_text(value)
     raise TypeError(f"hardware field of no design type: {value!r}")
+
+
+def _sequence_text(value: tuple[Any, ...]) -> str | None:
+    """A list field's value as one text: ints joined by ``x``, specs as JSON."""
+    if not value:
+        return None
+    if all(isinstance(v, int) for v in value):
+        return "x".join(map(str, value))
+    dumped = [v.model_dump(mode="json") for v in value]
+    return json.dumps(dumped, separators=(",", ":"), sort_keys=True)

@@ -16,7 +16,6 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from accelsim.config.base import (
-    Bandwidth,
     Convention,
     DataflowField,
     Kib,
@@ -32,6 +31,7 @@ from accelsim.config.base import (
 from accelsim.config.calibrated import CalibratedUnder, flat, record_problem
 from accelsim.config.dram import DramModelSpec
 from accelsim.config.enums import VectorClass
+from accelsim.config.interconnect import InterconnectSpec
 from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
@@ -219,17 +219,6 @@ class VectorUnitSpec(Spec):
         return chip_cycles if self.op_overhead_cycles is None else self.op_overhead_cycles
 
 
-class InterconnectSpec(Spec):
-    """Processor-to-processor links (one outgoing link per processor, ring order)."""
-
-    bandwidth_bytes_per_cycle: Bandwidth = Field(
-        description="Bandwidth of each processor's outgoing link; .inf for an ideal link."
-    )
-    latency_cycles: NonNegativeInt = Field(
-        default=0, description="Latency added to every transfer on a link."
-    )
-
-
 _WORD_SIZES = (1, 2, 4, 8)
 
 
@@ -414,6 +403,16 @@ class HardwareSpec(Spec):
             problem = record_problem(key, value)
             if problem is not None:
                 raise RuleViolation(f"calibrated_under.{key}", problem, value)
+        return self
+
+    @model_validator(mode="after")
+    def _check_interconnect(self) -> HardwareSpec:
+        try:
+            self.interconnect.check_processors(self.processors)
+        except RuleViolation as problem:
+            raise RuleViolation(
+                f"interconnect.{problem.path}", problem.message, problem.value
+            ) from None
         return self
 
     @model_validator(mode="after")

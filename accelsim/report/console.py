@@ -63,6 +63,7 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
             f"{bytes_to_gb(stash.bytes):.3f} GB saved for backward, "
             f"{bytes_to_gb(stash.dram_read_bytes):.3f} GB read back from DRAM",
         ),
+        *_communication_rows(s),
         ("energy", f"{pj_to_mj(energy.total):.3f} mJ"),
     ]
     if "engine" in s.settings:
@@ -72,6 +73,19 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
         for name, pj in energy.by_component.items()
     ]
     return _rows(rows)
+
+
+def _communication_rows(s: StepSummary) -> list[tuple[str, str]]:
+    """A row per kind of collective that moved bytes (none on one processor)."""
+    return [
+        (
+            kind,
+            f"{bytes_to_gb(c.bytes):.3f} GB on the links in {c.cycles:,} cycles,"
+            f" {c.exposed_cycles:,} exposed (no compute on its processors)",
+        )
+        for kind, c in s.communication.items()
+        if c.bytes
+    ]
 
 
 def layer_table(record: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey, VectorOp
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
+from accelsim.report.communication import by_collective
 from accelsim.report.summary import (
     NAMED_DESIGN_KEYS,
     PROVENANCE_KEY,
@@ -188,7 +189,7 @@ class RunResult:
             compute = max(compute, float(work.max()))
         return {
             "dram": dram,
-            "interconnect": self.machine.links[0].bound(float(links.max())),
+            "interconnect": self.machine.link_bound(float(links.max())),
             "compute": compute,
         }
 
@@ -312,6 +313,7 @@ class RunResult:
             ),
             stages=work.by_stage(self.graph, trace, op_pj),
             owners=work.by_owner(self.graph, trace, op_pj),
+            communication=by_collective(self.graph, trace),
         )
 
     def summary(self) -> dict[str, Any]:

@@ -38,7 +38,8 @@ from typing import Any, TypeVar
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
 # DRAM model, its channels and its own parameters joined ``design`` later, and then every
 # other hardware field, as keys a reader of an older record takes at their defaults
-# (fifo, one channel, none).
+# (fifo, one channel, none); ``communication`` joined later too, read as empty from an
+# older record.
 SCHEMA_VERSION = 2
 
 _T = TypeVar("_T")
@@ -206,6 +207,28 @@ class WorkSummary:
         )
 
 
+@dataclass(frozen=True)
+class CommunicationSummary:
+    """What one kind of collective moved in a step: the bytes its ops put on the links,
+    the cycles they span (summed over its ops) and of those the cycles exposed, when
+    none of an op's processors computes (:mod:`accelsim.report.communication`)."""
+
+    bytes: int
+    cycles: int
+    exposed_cycles: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"bytes": self.bytes, "cycles": self.cycles, "exposed_cycles": self.exposed_cycles}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommunicationSummary:
+        return cls(
+            bytes=_get(data, "bytes", int),
+            cycles=_get(data, "cycles", int),
+            exposed_cycles=_get(data, "exposed_cycles", int),
+        )
+
+
 def _busy(data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """Busy cycles by unit, each a list of ints (one per processor)."""
     return {
@@ -324,7 +347,8 @@ class StepSummary:
     ``accelsim_version`` and ``git_commit`` (of the source checkout, when it is
     one) say what produced the record.  ``stages`` is the step's work by the stage
     it ran in (forward, backward, update, communication), ``owners`` by who caused it
-    (``core`` for the step's own work, else the technique): :class:`WorkSummary`.
+    (``core`` for the step's own work, else the technique): :class:`WorkSummary`;
+    ``communication`` what each kind of collective moved: :class:`CommunicationSummary`.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -355,6 +379,7 @@ class StepSummary:
     energy_pj: EnergySummary
     stages: Mapping[str, WorkSummary] = field(default_factory=dict)
     owners: Mapping[str, WorkSummary] = field(default_factory=dict)
+    communication: Mapping[str, CommunicationSummary] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -387,6 +412,7 @@ class StepSummary:
             "energy_pj": self.energy_pj.to_dict(),
             "stages": {name: work.to_dict() for name, work in self.stages.items()},
             "owners": {name: work.to_dict() for name, work in self.owners.items()},
+            "communication": {kind: c.to_dict() for kind, c in self.communication.items()},
         }
 
     @classmethod
@@ -439,4 +465,8 @@ class StepSummary:
             energy_pj=EnergySummary.from_dict(_get(data, "energy_pj", dict)),
             stages=_work_map(data, "stages"),
             owners=_work_map(data, "owners"),
+            communication={
+                kind: CommunicationSummary.from_dict(_check(c, f"communication.{kind}", dict))
+                for kind, c in _check(data.get("communication", {}), "communication", dict).items()
+            },
         )

@@ -19,7 +19,11 @@ all-reduce step is one event for all its participants: each participant's
 link is reserved for its chunk (after whatever that link already carries, so
 contention with transfers is kept), and the step ends when the last chunk
 arrives; so are its DRAM read and write phases.  Events therefore grow
-linearly in processors.
+linearly in processors.  On a topology other than a ring
+(:meth:`~accelsim.timing.machine.Machine.all_reduce_cycles`), the all-reduce's
+network phase is one event: its schedule's cycles without contention
+(:mod:`accelsim.network.cost`), booking no link; so is a point-to-point transfer,
+its route's cycles (:meth:`~accelsim.timing.machine.Machine.transfer_cycles`).
 
 An op first spends its fixed cost (``timing.op_overhead_cycles``: launch,
 synchronisation) and is then simulated as ``chunks`` tile groups of the rest of its
@@ -65,6 +69,7 @@ class _Engine:
         rank: np.ndarray | None,
     ) -> None:
         self.graph = graph
+        self.machine = machine
         self.env = simpy.Environment()
         # Each processor's DRAM memory (the same object for all when shared) and link.
         self.dram = machine.memories()
@@ -182,7 +187,11 @@ class _Engine:
 
     def _transfer_proc(self, op: TransferOp) -> Process:
         self.start[op.op_id] = int(self.env.now)
-        yield transfer(self.env, self.links[op.source], op.bytes, DEFAULT_STREAM)
+        network = self.machine.transfer_cycles(op.source, op.destination, op.bytes)
+        if network >= 0:  # along its route on a topology, no link booked
+            yield self.env.timeout(network)
+        else:
+            yield transfer(self.env, self.links[op.source], op.bytes, DEFAULT_STREAM)
         self._finish(op.op_id)
 
     def _join(self, arrival: int) -> Process:
@@ -204,7 +213,10 @@ class _Engine:
         drams = [self.dram[p] for p in op.participants]
         links = [self.links[p] for p in op.participants]
         yield from self._join(reserve_all(int(self.env.now), drams, size, self.read_stream[i]))
-        for _ in range(2 * (procs - 1)):
+        network = self.machine.all_reduce_cycles(op.participants, size)
+        if network >= 0:  # a topology's all-reduce: its schedule's time, no link booked
+            yield from self._join(int(self.env.now) + network)
+        for _ in range(2 * (procs - 1) if network < 0 else 0):
             yield from self._join(reserve_all(int(self.env.now), links, chunk, DEFAULT_STREAM))
         yield from self._join(reserve_all(int(self.env.now), drams, size, self.write_stream[i]))
         self._finish(i)

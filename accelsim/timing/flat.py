@@ -2,7 +2,8 @@
 
 :func:`flatten` keeps exactly what decides the timing (op kinds, units,
 processors, dependencies, the ready order (:mod:`accelsim.timing.ready`), the
-costed cycles and bytes, transfers' sources and all-reduces' participants, the
+costed cycles and bytes, transfers' sources, all-reduces' participants and network
+cycles on a topology, the
 stream class of every op's reads and writes and each class's priority, every DRAM
 memory's model, parameters, state size, slice and latency as the arrays of
 :class:`MemoryTable`, and the links' bandwidth and latency); the compiled engine
@@ -101,7 +102,10 @@ class FlatStep(NamedTuple):
     (a transfer's source); ``priority`` its rank among ready ops
     (:func:`~accelsim.timing.ready.ready_rank`) and ``order`` the ops by rank;
     ``link_bytes`` a transfer's bytes or an all-reduce's
-    tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``;
+    tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``,
+    and ``network_cycles`` its network phase's cycles on a topology other than a ring
+    (:meth:`~accelsim.timing.machine.Machine.all_reduce_cycles`), a transfer's its
+    route's (:meth:`~accelsim.timing.machine.Machine.transfer_cycles`), -1 otherwise;
     successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]``, by rank, and ``deps`` counts
     each op's dependencies; ``store_base`` is where each store's heap starts in
     one array of ``len(ops)`` slots; ``read_stream`` and ``write_stream`` are the
@@ -124,6 +128,7 @@ class FlatStep(NamedTuple):
     link_bytes: np.ndarray
     part_ptr: np.ndarray
     part_idx: np.ndarray
+    network_cycles: np.ndarray
     succ_ptr: np.ndarray
     succ_idx: np.ndarray
     deps: np.ndarray
@@ -175,6 +180,7 @@ def flatten(
         link_bytes=shape.link_bytes,
         part_ptr=shape.part_ptr,
         part_idx=shape.part_idx,
+        network_cycles=_network_cycles(graph, shape, machine),
         succ_ptr=shape.succ_ptr,
         succ_idx=shape.targets[edges],
         deps=shape.deps,
@@ -188,6 +194,19 @@ def flatten(
         link_bandwidth=float(link.read_bytes_per_cycle),
         link_latency=link.latency_cycles,
     )
+
+
+def _network_cycles(graph: OpGraph, shape: _Shape, machine: Machine) -> np.ndarray:
+    """Each all-reduce's and transfer's network cycles on ``machine``'s topology, -1 for
+    the others (and for every op on a ring)."""
+    cycles = np.full(len(graph.ops), -1, np.int64)
+    for i in np.flatnonzero(shape.kind != KIND_UNIT).tolist():
+        op = graph.ops[i]
+        if isinstance(op, CommOp):
+            cycles[i] = machine.all_reduce_cycles(op.participants, op.tensor.bytes)
+        elif isinstance(op, TransferOp):
+            cycles[i] = machine.transfer_cycles(op.source, op.destination, op.bytes)
+    return cycles
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ ORDER = [
     "provenance",
     "collections_policy",
     "config",
+    "network",
     "graph",
     "workload",
     "lowering",

@@ -31,7 +31,7 @@ from accelsim.calibration.model import (
 from accelsim.calibration.optimize import minimize
 from accelsim.cli import main
 from accelsim.config.enums import PsumPolicy
-from accelsim.config.loader import load_hardware
+from accelsim.config.loader import load_hardware, parse_sets
 from accelsim.errors import InputError
 from tests.conftest import ROOT
 
@@ -96,6 +96,22 @@ def test_ranges_outside_physics_are_refused() -> None:
     ]
 
 
+def test_a_fit_keeps_every_level_of_a_hierarchy_at_its_rates() -> None:
+    sets = [
+        "interconnect.levels=[{topology: switch, dims: [2], bandwidth_bytes_per_cycle: 10,"
+        " latency_cycles: 500}]"
+    ]
+    hw = load_hardware(HARDWARE / "tpu_v4.yaml", parse_sets(sets))
+    values = {
+        "op_overhead_us": 0.5,
+        "array_efficiency": 0.8,
+        "read_bandwidth_gb_s": 2400.0,
+        "write_bandwidth_gb_s": 600.0,
+    }
+    (level,) = fitted_hardware(hw, values).interconnect.levels
+    assert (level.bandwidth_bytes_per_cycle, level.latency_cycles) == (12.5, 400)
+
+
 def test_the_fitted_file_holds_the_fitted_values() -> None:
     hw = load_hardware(HARDWARE / "tpu_v4.yaml")
     values = {
@@ -107,11 +123,12 @@ def test_the_fitted_file_holds_the_fitted_values() -> None:
     fitted = fitted_hardware(hw, values)
     assert fitted.clock_mhz == 840.0
     assert fitted.timing.op_overhead_cycles == 420  # 0.5 us at 840 MHz
-    # the HBM's 1,142.9 and the link's 285.7 B/cycle and 1,000 cycles at 1,050 MHz keep
-    # their rates and times at 840 MHz
+    # the HBM's 1,142.9 and the links' 47.6 B/cycle and 1,000 cycles at 1,050 MHz keep
+    # their rates and times at 840 MHz, the torus kept
     assert fitted.dram.bandwidth_bytes_per_cycle == pytest.approx(1142.9 * 1.25, abs=1e-3)
-    assert fitted.interconnect.bandwidth_bytes_per_cycle == pytest.approx(285.7 * 1.25, abs=1e-3)
+    assert fitted.interconnect.bandwidth_bytes_per_cycle == pytest.approx(47.6 * 1.25, abs=1e-3)
     assert fitted.interconnect.latency_cycles == 800
+    assert fitted.interconnect.dims == (4, 4, 4)
     assert fitted.dram.read_bandwidth_bytes_per_cycle == pytest.approx(2400e3 / 840, abs=1e-3)
     assert fitted.dram.write_bandwidth_bytes_per_cycle == pytest.approx(600e3 / 840, abs=1e-3)
     assert physical(fitted, {}).clock_mhz == 840.0

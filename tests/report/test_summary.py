@@ -75,6 +75,7 @@ SMOKE_KEYS = [
     "energy_pj",
     "stages",
     "owners",
+    "communication",
 ]
 
 

@@ -86,10 +86,13 @@ def book_slice(row: int, now: int, dram: Any, chains: Any) -> tuple[int, int, in
 
 @inline
 def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
-    """Start a transfer (its link reservation) or an all-reduce (its DRAM read on every
-    participant's memory); returns the last arrival, when its process goes on."""
+    """Start a transfer (its link reservation, or on a topology its route's cycles) or
+    an all-reduce (its DRAM read on every participant's memory); returns the last
+    arrival, when its process goes on."""
     size = ops.link_bytes[op]
     if ops.kind[op] == flat.KIND_TRANSFER:
+        if ops.network_cycles[op] >= 0:  # along its route on a topology, no link booked
+            return int(now + ops.network_cycles[op])
         return link_reserve(links, ops.where[op], now, size)
     t = 0
     stream = ops.read_stream[op]
@@ -106,7 +109,9 @@ def process_step(op: int, now: int, ops: Any, stage: Any, dram: Any, links: Any)
 
     An all-reduce alternates an arrival (odd ``stage``) and its join (even, a
     zero-delay event): after each join it reserves its next phase, ``2(P - 1)``
-    ring steps on the participants' links, then the DRAM write on their memories.
+    ring steps on the participants' links (on a topology other than a ring, one
+    phase of its ``network_cycles``, no link booked), then the DRAM write on their
+    memories.
     """
     if ops.kind[op] == flat.KIND_TRANSFER:
         return -1
@@ -114,10 +119,13 @@ def process_step(op: int, now: int, ops: Any, stage: Any, dram: Any, links: Any)
     if stage[op] % 2 == 1:  # the last arrival: join
         return now
     first, last = ops.part_ptr[op], ops.part_ptr[op + 1]
-    steps = 2 * (last - first - 1)
+    network = ops.network_cycles[op]
+    steps = 2 * (last - first - 1) if network < 0 else 1
     phase = stage[op] // 2
     if phase > steps + 1:
         return -1
+    if phase <= steps and network >= 0:  # a topology's all-reduce: its schedule's time
+        return int(now + network)
     size = ops.link_bytes[op]
     t = 0
     for k in range(first, last):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from accelsim.config.dram import DramSpec
-from accelsim.config.hardware import InterconnectSpec
+from accelsim.config.interconnect import InterconnectSpec
 from accelsim.timing.memory import Amount, Params, State, slice_bytes
 
 CODE = 0
@@ -63,8 +63,8 @@ class Fifo:
 
     @classmethod
     def link(cls, spec: InterconnectSpec) -> Fifo:
-        """A processor's outgoing interconnect link."""
-        bandwidth = spec.bandwidth_bytes_per_cycle
+        """A processor's outgoing interconnect link (its ``links`` parallel links together)."""
+        bandwidth = spec.bandwidth_bytes_per_cycle * spec.links
         return cls(bandwidth, bandwidth, spec.latency_cycles)
 
     def bound(self, n_bytes: Amount, write: bool = False) -> Amount:

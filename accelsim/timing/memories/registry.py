@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from accelsim.config.dram import DramSpec
-from accelsim.config.hardware import InterconnectSpec
+from accelsim.config.interconnect import InterconnectSpec
 from accelsim.timing.memories.fifo import Fifo
 from accelsim.timing.memories.interleaved import Interleaved
 from accelsim.timing.memories.row_buffer import RowBuffer

@@ -1,0 +1,73 @@
+"""Collectives as data: what a collective on a group of processors is, and its
+schedule, the steps of transfers an algorithm lowers it to
+(:mod:`accelsim.network.algorithms`).
+
+A collective's ``size_bytes`` is, by kind: each processor's buffer (``all_reduce``,
+``all_to_all``: ``size / n`` to each other processor), the gathered buffer
+(``all_gather``: each processor gives ``size / n``), each processor's input
+(``reduce_scatter``: each keeps ``size / n`` reduced), the root's buffer
+(``broadcast``, from the group's first processor) or the message (``point_to_point``,
+from the group's first processor to its second).  A piece of ``size / n`` is
+``ceil(size / n)`` bytes, as the engines' ring all-reduce cuts its chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from accelsim.config.interconnect import Algorithm as Algorithm
+
+
+class Collective(str, Enum):
+    """What a collective computes."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    BROADCAST = "broadcast"
+    POINT_TO_POINT = "point_to_point"
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """``bytes`` sent from processor ``source`` to processor ``destination``."""
+
+    source: int
+    destination: int
+    bytes: int
+
+
+Step = tuple[Transfer, ...]
+"""Transfers that run together; the next step starts when the last has arrived."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A collective lowered: ``collective`` of ``size_bytes`` on ``group`` by
+    ``algorithm``, as its ``steps``."""
+
+    collective: Collective
+    algorithm: Algorithm
+    group: tuple[int, ...]
+    size_bytes: int
+    steps: tuple[Step, ...]
+
+    @property
+    def bytes(self) -> int:
+        """Every byte its transfers send."""
+        return sum(t.bytes for step in self.steps for t in step)
+
+
+def piece(size_bytes: int, n: int) -> int:
+    """A ``1 / n`` share of ``size_bytes``: ``ceil(size / n)``."""
+    return -(-size_bytes // n)
+
+
+def together(*phases: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Schedules run at once: their ``k``-th steps as one step."""
+    longest = max((len(p) for p in phases), default=0)
+    return tuple(
+        tuple(t for phase in phases if k < len(phase) for t in phase[k]) for k in range(longest)
+    )

@@ -1,0 +1,106 @@
+"""The time of a schedule on a network's links, without contention from outside it,
+and the choice of the fastest algorithm.
+
+A step's transfers start together; every link carries the bytes of every transfer
+of the step routed over it (:meth:`~accelsim.network.topology.Network.route`), so a
+transfer takes its route's latency plus ``ceil(bytes / bandwidth)`` of the busiest
+link on its route, and the step ends with its slowest transfer.  A schedule takes
+the sum of its steps; schedules run at once take the sum of their steps taken
+together (:func:`concurrent_cycles`), so two collectives sharing a link take the time
+that link's bytes need.  The link with the most bytes over the whole schedule bounds
+it from below (:func:`bandwidth_bound`): no step finishes its bytes faster than that
+link carries them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from accelsim.network.algorithms import lower
+from accelsim.network.collectives import Algorithm, Collective, Schedule, Step, together
+from accelsim.network.topology import Link, Network
+
+
+def link_bytes(network: Network, steps: tuple[Step, ...]) -> Counter[Link]:
+    """Bytes each link carries over ``steps``."""
+    load: Counter[Link] = Counter()
+    for step in steps:
+        for t in step:
+            for link in network.route(t.source, t.destination):
+                load[link] += t.bytes
+    return load
+
+
+def step_cycles(network: Network, step: Step) -> int:
+    """Cycles of one step: its slowest transfer, latency plus its busiest link's bytes."""
+    load = link_bytes(network, (step,))
+    slowest = 0
+    for t in step:
+        route = network.route(t.source, t.destination)
+        if not route:
+            continue
+        busiest = max(math.ceil(load[link] / network.bandwidth(link)) for link in route)
+        slowest = max(slowest, network.route_latency(route) + busiest)
+    return slowest
+
+
+def _steps_cycles(network: Network, steps: tuple[Step, ...]) -> int:
+    """Cycles of ``steps`` one after the other (a step repeated as the same object, as
+    a ring's are, timed once)."""
+    timed: dict[int, int] = {}
+    total = 0
+    for step in steps:
+        if id(step) not in timed:
+            timed[id(step)] = step_cycles(network, step)
+        total += timed[id(step)]
+    return total
+
+
+def schedule_cycles(network: Network, schedule: Schedule) -> int:
+    """Cycles of ``schedule`` alone on ``network``."""
+    return _steps_cycles(network, schedule.steps)
+
+
+def concurrent_cycles(network: Network, schedules: tuple[Schedule, ...]) -> int:
+    """Cycles of ``schedules`` started together, each step sharing the links with the
+    same step of the others."""
+    return _steps_cycles(network, together(*(s.steps for s in schedules)))
+
+
+def bandwidth_bound(network: Network, schedules: tuple[Schedule, ...]) -> int:
+    """Fewest cycles ``schedules`` could take: their busiest link's bytes over its bandwidth."""
+    load = link_bytes(network, tuple(step for s in schedules for step in s.steps))
+    return max((math.ceil(b / network.bandwidth(link)) for link, b in load.items()), default=0)
+
+
+def plan(
+    network: Network,
+    collective: Collective,
+    group: tuple[int, ...],
+    size_bytes: int,
+    algorithm: Algorithm,
+) -> Schedule:
+    """The schedule of ``collective`` on ``group`` by ``algorithm``; with ``fastest``,
+    the schedule of fewest cycles among the algorithms that apply (the first in
+    :class:`Algorithm` order on a tie).
+
+    Raises:
+        ValueError: if ``algorithm`` does not apply to the collective or the group.
+    """
+    if algorithm is not Algorithm.FASTEST:
+        found = lower(network, collective, group, size_bytes, algorithm)
+        if found is None:
+            raise ValueError(
+                f"{algorithm.value} cannot run a {collective.value} on {len(group)} processors"
+            )
+        return found
+    options = [
+        s
+        for a in Algorithm
+        if a is not Algorithm.FASTEST
+        and (s := lower(network, collective, group, size_bytes, a)) is not None
+    ]
+    if not options:
+        raise ValueError(f"no algorithm runs a {collective.value} on {len(group)} processors")
+    return min(options, key=lambda s: schedule_cycles(network, s))

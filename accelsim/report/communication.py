@@ -1,0 +1,110 @@
+"""What a simulated step communicated, by collective kind (``summary.json``'s
+``communication``).
+
+Today's steps hold two kinds: ``all_reduce`` (a :class:`~accelsim.graph.ops.CommOp`,
+its DRAM phases included) and ``point_to_point`` (a
+:class:`~accelsim.graph.ops.TransferOp`).  For each kind: the bytes its ops put on
+the links (their ``interconnect_bytes``), the cycles they span (summed over the ops)
+and the cycles of those spans **exposed**: during which none of the op's processors
+(an all-reduce's participants; a transfer's source and destination) runs a GEMM or a
+vector op.  Overlapped cycles are the others.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accelsim.graph.memo import per_graph
+from accelsim.graph.ops import CommOp, OpGraph, TransferOp
+from accelsim.report.summary import CommunicationSummary
+from accelsim.timing.costs import UNIT_COMM
+from accelsim.timing.trace import Trace
+
+ALL_REDUCE, POINT_TO_POINT = "all_reduce", "point_to_point"
+
+
+def by_collective(graph: OpGraph, trace: Trace) -> dict[str, CommunicationSummary]:
+    """The step's communication by kind, every kind named (zeros where none ran)."""
+    kinds = per_graph(graph, "collective kinds", lambda: _kinds(graph))
+    c = trace.costs
+    busy = _busy_spans(trace)
+    unions: dict[frozenset[int], _Union] = {}
+    out = {}
+    for name, ops in kinds.items():
+        cycles = exposed = 0
+        for i, processors in ops:
+            start, end = int(trace.start_cycle[i]), int(trace.end_cycle[i])
+            key = frozenset(processors)
+            if key not in unions:
+                unions[key] = _Union.of([busy[p] for p in key])
+            cycles += end - start
+            exposed += end - start - unions[key].covered(start, end)
+        out[name] = CommunicationSummary(
+            bytes=int(sum(int(c.interconnect_bytes[i]) for i, _ in ops)),
+            cycles=cycles,
+            exposed_cycles=exposed,
+        )
+    return out
+
+
+def _kinds(graph: OpGraph) -> dict[str, list[tuple[int, tuple[int, ...]]]]:
+    """Each kind's ops: (op id, the processors it waits on)."""
+    kinds: dict[str, list[tuple[int, tuple[int, ...]]]] = {ALL_REDUCE: [], POINT_TO_POINT: []}
+    for op in graph.ops:
+        if isinstance(op, CommOp):
+            kinds[ALL_REDUCE].append((op.op_id, op.participants))
+        elif isinstance(op, TransferOp):
+            kinds[POINT_TO_POINT].append((op.op_id, (op.source, op.destination)))
+    return kinds
+
+
+Spans = tuple[np.ndarray, np.ndarray]
+"""Disjoint busy spans, sorted: their starts and ends."""
+
+
+def _busy_spans(trace: Trace) -> dict[int, Spans]:
+    """Each processor's cycles with a GEMM or vector op running, as disjoint spans."""
+    compute = trace.costs.unit != UNIT_COMM
+    out = {}
+    for p in range(trace.processors):
+        mine = compute & (trace.processor == p)
+        out[p] = _merged(trace.start_cycle[mine], trace.end_cycle[mine])
+    return out
+
+
+def _merged(starts: np.ndarray, ends: np.ndarray) -> Spans:
+    """The union of spans ``[starts[i], ends[i])`` as disjoint sorted spans."""
+    order = np.argsort(starts, kind="stable")
+    merged: list[list[int]] = []
+    for s, e in zip(starts[order].tolist(), ends[order].tolist(), strict=True):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        elif e > s:
+            merged.append([s, e])
+    spans = np.asarray(merged, np.int64).reshape(-1, 2)
+    return spans[:, 0], spans[:, 1]
+
+
+class _Union:
+    """Disjoint sorted busy spans and their lengths summed up to each."""
+
+    def __init__(self, spans: Spans) -> None:
+        self.starts, self.ends = spans
+        self.before = np.concatenate(([0], np.cumsum(self.ends - self.starts)))
+
+    @classmethod
+    def of(cls, each: list[Spans]) -> _Union:
+        """The union of several processors' spans."""
+        return cls(
+            _merged(np.concatenate([s for s, _ in each]), np.concatenate([e for _, e in each]))
+        )
+
+    def covered(self, start: int, end: int) -> int:
+        """Busy cycles within ``[start, end)``."""
+        first = int(np.searchsorted(self.ends, start, side="right"))
+        last = int(np.searchsorted(self.starts, end, side="left"))
+        if first >= last:
+            return 0
+        inside = int(self.before[last] - self.before[first])
+        inside -= max(0, start - int(self.starts[first]))
+        return inside - max(0, int(self.ends[last - 1]) - end)
