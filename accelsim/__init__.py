@@ -14,6 +14,8 @@ Also public, for the scripts in ``scripts/``:
 * configuration: :func:`parse_sets` (``key=value`` strings to overrides),
   :func:`read_yaml`, :func:`load_energy`, :func:`hardware_from_data` (a
   validated hardware spec from a mapping), :class:`Convention`;
+* networks: :func:`collective_cycles` (a collective's cycles on a network
+  without contention, by algorithm);
 * suites: :func:`suite_entries`, :func:`suite_inputs`, :func:`suite_row`,
   :func:`suite_columns`, :func:`write_csv`;
 * single layers: :func:`read_topology`, :class:`TopologyLayer`,
@@ -63,6 +65,7 @@ from accelsim._version import __version__
 if TYPE_CHECKING:
     from accelsim.api import (
         RunTables,
+        collective_cycles,
         hardware_from_data,
         load_run,
         load_sweep,
@@ -127,6 +130,7 @@ if TYPE_CHECKING:
 _MODULES = {
     "accelsim.api": (
         "RunTables",
+        "collective_cycles",
         "hardware_from_data",
         "load_run",
         "load_sweep",
@@ -237,6 +241,7 @@ __all__ = [
     "benchmark_engines",
     "calibrate",
     "calibrate_vector_unit",
+    "collective_cycles",
     "config_reference",
     "cross_validated",
     "cross_validated_vector",

@@ -22,11 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelsim.config.hardware import HardwareSpec
+from accelsim.config.interconnect import Algorithm, InterconnectSpec
 from accelsim.config.loader import parse_sets
 from accelsim.config.validate import validate_data
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import InputError
+from accelsim.network.collectives import Collective
+from accelsim.network.cost import plan, schedule_cycles
+from accelsim.network.topology import Network
 from accelsim.report.training import TrainingResult
 from accelsim.sweep.collect import collect, column_unit
 
@@ -57,6 +61,33 @@ def hardware_from_data(data: Mapping[str, Any], source: str = "<data>") -> Hardw
         ConfigError: listing every problem in ``data``.
     """
     return validate_data(HardwareSpec, dict(data), source)
+
+
+def collective_cycles(
+    interconnect: Mapping[str, Any],
+    processors: int,
+    collective: str,
+    size_bytes: int,
+    algorithm: str = "fastest",
+) -> int:
+    """Cycles of ``collective`` (``all_reduce``, ``all_gather``, ``reduce_scatter``,
+    ``all_to_all``, ``broadcast`` or ``point_to_point``) of ``size_bytes`` on all
+    ``processors`` of the network ``interconnect`` describes (a hardware file's
+    ``interconnect`` mapping), lowered by ``algorithm`` and timed without contention
+    from outside it, as in the documentation's network model (an all-gather's size is
+    the gathered buffer).
+
+    Raises:
+        ConfigError: for a bad ``interconnect``.
+        ValueError: for processors the network does not hold, an unknown collective or
+            algorithm, or an algorithm that cannot run the collective on them.
+    """
+    spec = validate_data(InterconnectSpec, dict(interconnect), "<interconnect>")
+    spec.check_processors(processors)
+    network = Network.of(spec, processors)
+    group = tuple(range(processors))
+    schedule = plan(network, Collective(collective), group, size_bytes, Algorithm(algorithm))
+    return schedule_cycles(network, schedule)
 
 
 def load_sweep(directory: str | Path) -> pd.DataFrame:
