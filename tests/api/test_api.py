@@ -185,3 +185,19 @@ def test_records_of_gradient_prediction_match_the_cli(tmp_path: Path) -> None:
     assert {k: v["cycles"] for k, v in cli["training"]["steps"].items()} == {
         r["step"]: r["total_cycles"] for r in records
     }
+
+
+def test_collective_cycles_times_a_schedule_and_names_what_is_wrong() -> None:
+    """A ring all-reduce of 8 KiB on a one-way ring of 4 at 64 bytes a cycle and 10
+    cycles a link: 6 steps of 10 + 2048 / 64; a bad interconnect is a ConfigError, a
+    collective the algorithm cannot run or processors the network does not hold a
+    ValueError."""
+    ring = {"bandwidth_bytes_per_cycle": 64.0, "latency_cycles": 10}
+    assert accelsim.collective_cycles(ring, 4, "all_reduce", 8192, "ring") == 6 * (10 + 32)
+    with pytest.raises(accelsim.ConfigError):
+        accelsim.collective_cycles({"latency_cycles": 10}, 4, "all_reduce", 8192)
+    with pytest.raises(ValueError, match="halving_doubling cannot run a all_to_all"):
+        accelsim.collective_cycles(ring, 4, "all_to_all", 8192, "halving_doubling")
+    torus = {**ring, "topology": "torus", "dims": [2, 2]}
+    with pytest.raises(ValueError, match="2 x 2 = 4 processors, not the 8"):
+        accelsim.collective_cycles(torus, 8, "all_reduce", 8192)
