@@ -1,7 +1,7 @@
-"""DRAM and link transfers as SimPy events, for the SimPy engine.
+"""DRAM transfers as SimPy events, for the SimPy engine.
 
 Every transfer is booked on a :class:`~accelsim.timing.memory.MemoryState` (a
-processor's DRAM, or its outgoing interconnect link) when it is requested: the
+processor's DRAM) when it is requested: the
 memory says at once when its data arrives, so a transfer is one SimPy timeout to
 that cycle (:func:`transfer`).  Contention is therefore decided by the order in
 which the simulation requests transfers, with one event per transfer; the
@@ -77,7 +77,8 @@ def reserve_all(now: int, memories: Sequence[MemoryState], n_bytes: int, stream:
 
     Each is booked whole, as by :meth:`~accelsim.timing.memory.MemoryState.reserve`,
     without an event (a memory listed twice is booked twice, one transfer after the
-    other); a ring all-reduce's phase books every participant's memory this way.
+    other); an all-reduce's read and write phases book every participant's memory
+    this way.
 
     Raises:
         ValueError: if there is no memory, or one would book ``stream`` a slice at

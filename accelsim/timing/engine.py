@@ -12,18 +12,16 @@ with ``dram.sharing: shared``, one per processor with ``per_processor``; a
 books each transfer when it is requested and says
 when it arrives (:mod:`accelsim.timing.channel`); an op's traffic goes to its
 own processor's memory, and an all-reduce reads and writes each participant's
-copy on that participant's memory.  Each processor has one outgoing
-interconnect link, a first-come-first-served channel booked the same way, for
-ring all-reduces and point-to-point transfers.  A ring
-all-reduce step is one event for all its participants: each participant's
-link is reserved for its chunk (after whatever that link already carries, so
-contention with transfers is kept), and the step ends when the last chunk
-arrives; so are its DRAM read and write phases.  Events therefore grow
-linearly in processors.  On a topology other than a ring
-(:meth:`~accelsim.timing.machine.Machine.all_reduce_cycles`), the all-reduce's
-network phase is one event: its schedule's cycles without contention
-(:mod:`accelsim.network.cost`), booking no link; so is a point-to-point transfer,
-its route's cycles (:meth:`~accelsim.timing.machine.Machine.transfer_cycles`).
+copy on that participant's memory.  The network's directed links
+(:attr:`~accelsim.timing.machine.Machine.links`) are first-come-first-served
+channels booked the same way, by the sends each all-reduce and point-to-point
+transfer is lowered to (:mod:`accelsim.timing.sends`: its algorithm's schedule, step
+by step, each transfer on every link of its route).  A step is one event for all its
+transfers: each link of each transfer's route is reserved for its bytes (after
+whatever that link already carries, so contention between collectives and with
+transfers is kept), and the step ends when the last transfer arrives, the route's
+latencies after its last link is done; so are an all-reduce's DRAM read and write
+phases, around its steps.  Events therefore grow with the steps, not the links.
 
 An op first spends its fixed cost (``timing.op_overhead_cycles``: launch,
 synchronisation) and is then simulated as ``chunks`` tile groups of the rest of its
@@ -41,6 +39,7 @@ the same events in the same order, compiled with Numba.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 
 import numpy as np
@@ -51,8 +50,9 @@ from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
-from accelsim.timing.memory import DEFAULT_STREAM, Stream
+from accelsim.timing.memory import Stream
 from accelsim.timing.ready import ready_rank
+from accelsim.timing.sends import NetStep, lowered
 from accelsim.timing.streams import STREAMS, WRITE_STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -71,9 +71,11 @@ class _Engine:
         self.graph = graph
         self.machine = machine
         self.env = simpy.Environment()
-        # Each processor's DRAM memory (the same object for all when shared) and link.
+        # Each processor's DRAM memory (the same object for all when shared); each
+        # link's bandwidth and the cycle it is free.
         self.dram = machine.memories()
-        self.links = machine.link_memories()
+        self.link_bandwidth = [link.read_bytes_per_cycle for link in machine.links]
+        self.link_free = [0] * len(machine.links)
         self.costs = costs
         # Plain lists: indexing them per event is cheaper than indexing arrays.
         self.unit = costs.unit.tolist()
@@ -123,7 +125,9 @@ class _Engine:
         if (end < 0).any():
             stuck = [self.graph.ops[i].name for i in np.flatnonzero(end < 0)[:3]]
             raise SimulationError(f"ops never ran (dependency cycle?): {', '.join(stuck)}")
-        return build_trace(self.graph, self.costs, len(self.links), start, end, events, "simpy")
+        return build_trace(
+            self.graph, self.costs, self.machine.processors, start, end, events, "simpy"
+        )
 
     def _dispatch(self, i: int) -> None:
         op = self.graph.ops[i]
@@ -185,13 +189,23 @@ class _Engine:
             yield env.all_of(drains)
         self._finish(i)
 
+    def _send(self, step: NetStep) -> int:
+        """Book each send of ``step`` on its link now, after what the link already
+        carries; the last arrival (now if it sends nothing)."""
+        now = int(self.env.now)
+        free, bandwidth = self.link_free, self.link_bandwidth
+        arrival = now
+        for send in step:
+            free[send.link] = max(now, free[send.link]) + math.ceil(
+                send.bytes / bandwidth[send.link]
+            )
+            arrival = max(arrival, free[send.link] + send.latency_cycles)
+        return arrival
+
     def _transfer_proc(self, op: TransferOp) -> Process:
         self.start[op.op_id] = int(self.env.now)
-        network = self.machine.transfer_cycles(op.source, op.destination, op.bytes)
-        if network >= 0:  # along its route on a topology, no link booked
-            yield self.env.timeout(network)
-        else:
-            yield transfer(self.env, self.links[op.source], op.bytes, DEFAULT_STREAM)
+        (step,) = lowered(self.machine, op)
+        yield self.env.timeout(self._send(step) - int(self.env.now))
         self._finish(op.op_id)
 
     def _join(self, arrival: int) -> Process:
@@ -207,17 +221,11 @@ class _Engine:
     def _comm_proc(self, op: CommOp) -> Process:
         i = op.op_id
         self.start[i] = int(self.env.now)
-        procs = len(op.participants)
         size = op.tensor.bytes
-        chunk = -(-size // procs)
         drams = [self.dram[p] for p in op.participants]
-        links = [self.links[p] for p in op.participants]
         yield from self._join(reserve_all(int(self.env.now), drams, size, self.read_stream[i]))
-        network = self.machine.all_reduce_cycles(op.participants, size)
-        if network >= 0:  # a topology's all-reduce: its schedule's time, no link booked
-            yield from self._join(int(self.env.now) + network)
-        for _ in range(2 * (procs - 1) if network < 0 else 0):
-            yield from self._join(reserve_all(int(self.env.now), links, chunk, DEFAULT_STREAM))
+        for step in lowered(self.machine, op):
+            yield from self._join(self._send(step))
         yield from self._join(reserve_all(int(self.env.now), drams, size, self.write_stream[i]))
         self._finish(i)
 

@@ -12,10 +12,11 @@ machine:
   when its get is served (at the get, or when a later put is processed), then
   runs it
   (:mod:`accelsim.timing.loop.units`);
-* a transfer reserves its source's link and finishes when the data arrives;
-* an all-reduce runs its DRAM read, ``2(P - 1)`` ring steps and DRAM write,
-  each a reservation on every participant's memory, one event to the last
-  arrival and a join event (:mod:`accelsim.timing.loop.transfers`);
+* a transfer reserves the links of its route and finishes when the data arrives;
+* an all-reduce runs its DRAM read, its steps of sends on the links
+  (:class:`~accelsim.timing.sends.SendTable`) and its DRAM write, each phase one
+  event to the last arrival and a join event
+  (:mod:`accelsim.timing.loop.transfers`);
 * a transfer that its memory books a slice at a time (a background stream under
   ``priority`` arbitration) is a SLICE event when each slice has left the
   memory, where the next is booked, and the unit's event when the last arrives
@@ -93,7 +94,7 @@ def _allocate(step: Any, heap_size: int, chains: int, model: int) -> Any:
     free[0] = chains
     return (
         records.Dram(step.dram, step.dram.state.copy(), model),
-        records.Links(np.zeros(step.processors, np.int64), step.link_bandwidth, step.link_latency),
+        records.Links(np.zeros(step.link_bandwidth.shape[0], np.int64), step.link_bandwidth),
         records.Heap(
             np.empty(heap_size, np.int64), np.empty(heap_size, np.int64),
             np.empty(heap_size, np.int64), np.empty(heap_size, np.int64),

@@ -2,11 +2,12 @@
 
 :func:`flatten` keeps exactly what decides the timing (op kinds, units,
 processors, dependencies, the ready order (:mod:`accelsim.timing.ready`), the
-costed cycles and bytes, transfers' sources, all-reduces' participants and network
-cycles on a topology, the
+costed cycles and bytes, transfers' sources, all-reduces' participants, the sends
+every all-reduce and transfer books on the links
+(:class:`~accelsim.timing.sends.SendTable`), the
 stream class of every op's reads and writes and each class's priority, every DRAM
 memory's model, parameters, state size, slice and latency as the arrays of
-:class:`MemoryTable`, and the links' bandwidth and latency); the compiled engine
+:class:`MemoryTable`, and each link's bandwidth); the compiled engine
 runs on it, and :func:`fingerprint` keys the memo of simulated steps
 (:mod:`accelsim.timing.engines`): two steps with the same fingerprint have the
 same timing, whatever their names or energy costs, and two whose timing could
@@ -29,6 +30,7 @@ from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
 from accelsim.timing.ready import ready_rank
+from accelsim.timing.sends import SendTable, send_table
 from accelsim.timing.streams import STREAM_PRIORITY, Streams, op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
@@ -101,16 +103,14 @@ class FlatStep(NamedTuple):
     interconnect left out), -1 for the others; ``where`` is the op's processor
     (a transfer's source); ``priority`` its rank among ready ops
     (:func:`~accelsim.timing.ready.ready_rank`) and ``order`` the ops by rank;
-    ``link_bytes`` a transfer's bytes or an all-reduce's
-    tensor bytes, whose participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``,
-    and ``network_cycles`` its network phase's cycles on a topology other than a ring
-    (:meth:`~accelsim.timing.machine.Machine.all_reduce_cycles`), a transfer's its
-    route's (:meth:`~accelsim.timing.machine.Machine.transfer_cycles`), -1 otherwise;
-    successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]``, by rank, and ``deps`` counts
-    each op's dependencies; ``store_base`` is where each store's heap starts in
-    one array of ``len(ops)`` slots; ``read_stream`` and ``write_stream`` are the
-    stream class of each op's DRAM reads and writes, ``stream_priority`` each
-    class's priority, and ``dram`` the processors' memories.
+    ``tensor_bytes`` an all-reduce's tensor bytes (0 for the others), whose
+    participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``; ``net`` the steps of
+    sends of each all-reduce and transfer on the links, whose bandwidths are
+    ``link_bandwidth``; successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]``, by
+    rank, and ``deps`` counts each op's dependencies; ``store_base`` is where each
+    store's heap starts in one array of ``len(ops)`` slots; ``read_stream`` and
+    ``write_stream`` are the stream class of each op's DRAM reads and writes,
+    ``stream_priority`` each class's priority, and ``dram`` the processors' memories.
     """
 
     kind: np.ndarray
@@ -125,10 +125,10 @@ class FlatStep(NamedTuple):
     writes: np.ndarray
     prologue: np.ndarray
     epilogue: np.ndarray
-    link_bytes: np.ndarray
+    tensor_bytes: np.ndarray
     part_ptr: np.ndarray
     part_idx: np.ndarray
-    network_cycles: np.ndarray
+    net: SendTable
     succ_ptr: np.ndarray
     succ_idx: np.ndarray
     deps: np.ndarray
@@ -137,10 +137,9 @@ class FlatStep(NamedTuple):
     write_stream: np.ndarray
     stream_priority: np.ndarray
     dram: MemoryTable
+    link_bandwidth: np.ndarray
     n_stores: int
     processors: int
-    link_bandwidth: float
-    link_latency: int
 
 
 def flatten(
@@ -163,7 +162,6 @@ def flatten(
     # Successors of each op by rank: the edges sorted by their source, then the rank of
     # their target.
     edges = np.lexsort((rank[shape.targets], shape.sources))
-    link = machine.links[0]
     return FlatStep(
         kind=kind,
         store=store,
@@ -177,10 +175,10 @@ def flatten(
         writes=costs.dram_ofmap_write_bytes.astype(np.int64),
         prologue=costs.prologue_bytes.astype(np.int64),
         epilogue=costs.epilogue_bytes.astype(np.int64),
-        link_bytes=shape.link_bytes,
+        tensor_bytes=shape.tensor_bytes,
         part_ptr=shape.part_ptr,
         part_idx=shape.part_idx,
-        network_cycles=_network_cycles(graph, shape, machine),
+        net=send_table(graph, machine),
         succ_ptr=shape.succ_ptr,
         succ_idx=shape.targets[edges],
         deps=shape.deps,
@@ -189,24 +187,10 @@ def flatten(
         write_stream=np.asarray(write_stream, np.int64),
         stream_priority=STREAM_PRIORITY,
         dram=memory_table(machine.dram),
+        link_bandwidth=np.asarray([k.read_bytes_per_cycle for k in machine.links], np.float64),
         n_stores=n_stores,
         processors=processors,
-        link_bandwidth=float(link.read_bytes_per_cycle),
-        link_latency=link.latency_cycles,
     )
-
-
-def _network_cycles(graph: OpGraph, shape: _Shape, machine: Machine) -> np.ndarray:
-    """Each all-reduce's and transfer's network cycles on ``machine``'s topology, -1 for
-    the others (and for every op on a ring)."""
-    cycles = np.full(len(graph.ops), -1, np.int64)
-    for i in np.flatnonzero(shape.kind != KIND_UNIT).tolist():
-        op = graph.ops[i]
-        if isinstance(op, CommOp):
-            cycles[i] = machine.all_reduce_cycles(op.participants, op.tensor.bytes)
-        elif isinstance(op, TransferOp):
-            cycles[i] = machine.transfer_cycles(op.source, op.destination, op.bytes)
-    return cycles
 
 
 @dataclass(frozen=True)
@@ -218,7 +202,7 @@ class _Shape:
 
     kind: np.ndarray
     where: np.ndarray
-    link_bytes: np.ndarray
+    tensor_bytes: np.ndarray
     part_ptr: np.ndarray
     part_idx: np.ndarray
     succ_ptr: np.ndarray
@@ -232,17 +216,16 @@ class _Shape:
         n_ops = len(ops)
         kind = np.zeros(n_ops, np.int64)
         where = np.asarray(graph.processor, np.int64).copy()
-        link_bytes = np.zeros(n_ops, np.int64)
+        tensor_bytes = np.zeros(n_ops, np.int64)
         taking_part = np.zeros(n_ops, np.int64)
         participants: list[int] = []
         for i, op in enumerate(ops):
             if isinstance(op, TransferOp):
                 kind[i] = KIND_TRANSFER
                 where[i] = op.source
-                link_bytes[i] = op.bytes
             elif isinstance(op, CommOp):
                 kind[i] = KIND_COMM
-                link_bytes[i] = op.tensor.bytes
+                tensor_bytes[i] = op.tensor.bytes
                 taking_part[i] = len(op.participants)
                 participants.extend(op.participants)
         part_ptr = np.zeros(n_ops + 1, np.int64)
@@ -257,7 +240,7 @@ class _Shape:
         return _Shape(
             kind=kind,
             where=where,
-            link_bytes=link_bytes,
+            tensor_bytes=tensor_bytes,
             part_ptr=part_ptr,
             part_idx=np.asarray(participants, np.int64),
             succ_ptr=succ_ptr,

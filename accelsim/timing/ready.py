@@ -22,9 +22,10 @@ The rank sorts ops by, in turn:
 An op's own cycles are its costed estimate, known when the engines run: the
 larger of its compute cycles (fixed cost included) and the fewest cycles its DRAM
 reads and writes keep its processor's memory busy
-(:meth:`~accelsim.timing.memory.Memory.bound`); a transfer's, its bytes on its
-source's link; an all-reduce's, its ring's bytes on a participant's link and its
-read and write on that participant's memory.  Both paths take one pass over the
+(:meth:`~accelsim.timing.memory.Memory.bound`); a transfer's, its bytes on a link
+of the first level (:attr:`~accelsim.timing.machine.Machine.link`); an all-reduce's,
+a ring's bytes on such a link and its read and write on its first participant's
+memory, whatever the topology and algorithm.  Both paths take one pass over the
 dependencies each (the graph's ops are in topological order), linear in ops and
 dependencies, then one sort.
 """
@@ -64,14 +65,14 @@ def own_cycles(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
     own = np.maximum(costs.compute_cycles.astype(np.float64), dram)
     for i, op in enumerate(graph.ops):
         if isinstance(op, TransferOp):
-            own[i] = machine.links[op.source].bound(float(op.bytes))
+            own[i] = machine.link.bound(float(op.bytes))
         elif isinstance(op, CommOp):
             first = op.participants[0]
             size = float(op.tensor.bytes)
             ring = 2 * (len(op.participants) - 1) * -(-op.tensor.bytes // len(op.participants))
             memory = machine.dram[first]
             own[i] = (
-                machine.links[first].bound(float(ring))
+                machine.link.bound(float(ring))
                 + memory.bound(size)
                 + memory.bound(size, write=True)
             )

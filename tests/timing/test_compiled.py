@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from accelsim.config.interconnect import Algorithm
 from accelsim.config.loader import parse_sets
 from accelsim.config.run import EngineKind
 from accelsim.driver import run as driver_run
@@ -136,8 +137,24 @@ def problems(
         f"dram.write_bandwidth_bytes_per_cycle={draw(st.sampled_from(['1', '16', '.inf']))}",
         f"interconnect.bandwidth_bytes_per_cycle={draw(st.sampled_from(['1.5', '16', '64']))}",
         f"interconnect.latency_cycles={draw(st.integers(0, 300))}",
+        *draw(networks(procs)),
     ]
     return graph, c, hw(*sets)
+
+
+@st.composite
+def networks(draw: Any, procs: int) -> list[str]:
+    """The ``--set`` of a topology for ``procs`` processors and an algorithm: the ring
+    (half the time), a torus (2x2 on four), fully connected, a switch, or on four a
+    switch in each of two nodes on a fabric."""
+    kinds = ["ring", "ring", "ring", "torus", "fully_connected", "switch"]
+    kind = draw(st.sampled_from([*kinds, "hierarchy"] if procs == 4 else kinds))
+    algorithm = f"interconnect.algorithm={draw(st.sampled_from([a.value for a in Algorithm]))}"
+    if kind == "hierarchy":
+        level = "{topology: switch, dims: [2], bandwidth_bytes_per_cycle: 8, latency_cycles: 50}"
+        return ["interconnect.topology=switch", f"interconnect.levels=[{level}]", algorithm]
+    dims = "[2, 2]" if kind == "torus" and procs == 4 else f"[{procs}]"
+    return [f"interconnect.topology={kind}", f"interconnect.dims={dims}", algorithm]
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -313,7 +330,16 @@ def test_the_fingerprint_sees_everything_that_decides_timing() -> None:
     renamed = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), on_chip=frozenset({"x"}))
     assert fingerprint(flatten(renamed, c, machine())) == key  # timing reads costs, not names
     assert fingerprint(flatten(graph, c, machine("dram.latency_cycles=7"))) != key
-    assert fingerprint(flatten(graph, c, machine("interconnect.latency_cycles=7"))) != key
+    # A link's latency decides the timing of what is sent on it, and of nothing else.
+    assert fingerprint(flatten(graph, c, machine("interconnect.latency_cycles=7"))) == key
+    sent = OpGraph(
+        ops=(gemm(0), TransferOp(1, "t", "l", Phase.FWD, Stage.FORWARD, GRAD, 8, 0, 1, (0,))),
+        processor=(0, 0),
+    )
+    two = costs([UNIT_ARRAY, UNIT_COMM], compute=[10, 0])
+    sent_key = fingerprint(flatten(sent, two, machine("processors=2")))
+    latency = machine("processors=2", "interconnect.latency_cycles=7")
+    assert fingerprint(flatten(sent, two, latency)) != sent_key
     other = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 1])
     assert fingerprint(flatten(graph, other, machine())) != key
     launched = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 0])

@@ -176,7 +176,7 @@ def list_layout(
         free = assign(
             one.costs,
             processors,
-            ctx.machine.links[0],
+            ctx.machine.link,
             groups,
             None if shared else memories,
             near,

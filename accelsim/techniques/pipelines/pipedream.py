@@ -47,7 +47,7 @@ class PipeDream(Schedule[PipeDreamConfig]):
         for param in single.graph.parameters:
             gradients[param.layer] = gradients.get(param.layer, 0) + param.gradient.bytes
         hw = ctx.hardware
-        link, dram = single.machine.links[0], single.machine.dram[0]
+        link, dram = single.machine.link, single.machine.dram[0]
         stages, replicas = replicated_partition(
             costs,
             [gradients.get(n, 0) for n in names],

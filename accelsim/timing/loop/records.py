@@ -44,12 +44,10 @@ class Dram(NamedTuple):
 
 
 class Links(NamedTuple):
-    """Each processor's outgoing link: the cycle it is free, and all links' bandwidth
-    and latency."""
+    """Each link of the network: the cycle it is free, and its bandwidth."""
 
     free: np.ndarray
-    bandwidth: float
-    latency: int
+    bandwidth: np.ndarray
 
 
 class Heap(NamedTuple):

@@ -1,13 +1,15 @@
 """The compiled event loop's transfers: a unit's DRAM transfers (whole, or a slice at
-a time when its memory books the stream so), a point-to-point transfer on its
-source's link, and an all-reduce's stages.
+a time when its memory books the stream so), a point-to-point transfer on the links
+of its route, and an all-reduce's stages.
 
 A DRAM transfer is booked on its memory through
 :func:`accelsim.timing.memories.compiled.reserve` (the memory's model's kernel) and
 arrives the memory's latency after it has left it.  A link is a
 first-come-first-served channel, as :class:`~accelsim.timing.memories.fifo.Fifo`
-books it: a reservation starts at ``max(now, free)``, holds the link
-``ceil(bytes / bandwidth)`` cycles and arrives the link's latency later.
+books it: a reservation starts at ``max(now, free)`` and holds the link
+``ceil(bytes / bandwidth)`` cycles; a step's sends
+(:class:`~accelsim.timing.sends.SendTable`) are booked together and each arrives
+its transfer's route latency after its link is done.
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ from accelsim.timing.numba_setup import inline
 
 
 @inline
-def link_reserve(links: Any, p: int, now: int, n_bytes: int) -> int:
-    """Hold processor ``p``'s link for ``n_bytes`` after what it already carries; returns
-    the cycle they arrive."""
-    free = links.free
-    free[p] = max(now, free[p]) + math.ceil(n_bytes / links.bandwidth)
-    return int(free[p] + links.latency)
+def send(s: int, now: int, net: Any, links: Any) -> int:
+    """Book the sends of step ``s`` on their links, each after what its link already
+    carries; returns the last arrival (``now`` if it sends nothing)."""
+    free, bandwidth = links.free, links.bandwidth
+    t = now
+    for e in range(net.step_ptr[s], net.step_ptr[s + 1]):
+        k = net.link[e]
+        free[k] = max(now, free[k]) + math.ceil(net.bytes[e] / bandwidth[k])
+        t = max(t, free[k] + net.latency[e])
+    return int(t)
 
 
 @inline
@@ -86,14 +92,12 @@ def book_slice(row: int, now: int, dram: Any, chains: Any) -> tuple[int, int, in
 
 @inline
 def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
-    """Start a transfer (its link reservation, or on a topology its route's cycles) or
-    an all-reduce (its DRAM read on every participant's memory); returns the last
-    arrival, when its process goes on."""
-    size = ops.link_bytes[op]
+    """Start a transfer (its one step of sends) or an all-reduce (its DRAM read on
+    every participant's memory); returns the last arrival, when its process goes on."""
+    net = ops.net
     if ops.kind[op] == flat.KIND_TRANSFER:
-        if ops.network_cycles[op] >= 0:  # along its route on a topology, no link booked
-            return int(now + ops.network_cycles[op])
-        return link_reserve(links, ops.where[op], now, size)
+        return send(net.steps[net.op_ptr[op]], now, net, links)
+    size = ops.tensor_bytes[op]
     t = 0
     stream = ops.read_stream[op]
     for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):
@@ -108,32 +112,26 @@ def process_step(op: int, now: int, ops: Any, stage: Any, dram: Any, links: Any)
     event, or -1 when its process ends now (the op is finished).
 
     An all-reduce alternates an arrival (odd ``stage``) and its join (even, a
-    zero-delay event): after each join it reserves its next phase, ``2(P - 1)``
-    ring steps on the participants' links (on a topology other than a ring, one
-    phase of its ``network_cycles``, no link booked), then the DRAM write on their
-    memories.
+    zero-delay event): after each join it books its next phase, each of its steps
+    of sends on the links in turn, then the DRAM write on its participants' memories.
     """
     if ops.kind[op] == flat.KIND_TRANSFER:
         return -1
     stage[op] += 1
     if stage[op] % 2 == 1:  # the last arrival: join
         return now
-    first, last = ops.part_ptr[op], ops.part_ptr[op + 1]
-    network = ops.network_cycles[op]
-    steps = 2 * (last - first - 1) if network < 0 else 1
+    net = ops.net
+    first = net.op_ptr[op]
+    steps = net.op_ptr[op + 1] - first
     phase = stage[op] // 2
     if phase > steps + 1:
         return -1
-    if phase <= steps and network >= 0:  # a topology's all-reduce: its schedule's time
-        return int(now + network)
-    size = ops.link_bytes[op]
+    if phase <= steps:
+        return send(net.steps[first + phase - 1], now, net, links)
+    size = ops.tensor_bytes[op]
     t = 0
-    for k in range(first, last):
-        p = ops.part_idx[k]
-        if phase <= steps:
-            a = link_reserve(links, p, now, (size + last - first - 1) // (last - first))
-        else:
-            m = dram.table.memory_of[p]
-            a = reserve(dram, m, now, size, ops.write_stream[op], True) + dram.table.latency[m]
+    for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):
+        m = dram.table.memory_of[ops.part_idx[k]]
+        a = reserve(dram, m, now, size, ops.write_stream[op], True) + dram.table.latency[m]
         t = max(t, a)
     return t

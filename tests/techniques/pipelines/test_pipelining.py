@@ -433,7 +433,7 @@ def test_ring_allreduce_cycles_by_hand() -> None:
     hw = make_hw(**{"processors": 4, "interconnect.bandwidth_bytes_per_cycle": 10,
                     "interconnect.latency_cycles": 5, "dram.bandwidth_bytes_per_cycle": 100,
                     "dram.write_bandwidth_bytes_per_cycle": 50, "dram.latency_cycles": 7})  # fmt: skip
-    link, dram = Machine.of(hw).links[0], Machine.of(hw).dram[0]
+    link, dram = Machine.of(hw).link, Machine.of(hw).dram[0]
     cycles = ring_allreduce_cycles(np.array([1000.0, 0.0]), 4, link, dram)
     assert cycles.tolist() == [224.0, 6 * 5 + 14]
 
