@@ -12,11 +12,13 @@ size (:mod:`accelsim.network.collectives`):
 - ``direct``: reduce-scatter, all-gather and all-to-all one step of ``c`` from each
   processor to each other; all-reduce two such steps; a broadcast one step of ``S``
   from the root to each other;
-- ``halving_doubling`` (``n`` a power of two): reduce-scatter ``log2 n`` steps, step
-  ``k`` exchanging ``(n / 2^(k+1)) c`` with the processor whose place in the group
-  differs from its own in bit ``n / 2^(k+1)``; all-gather the reverse (``2^k c``, bit
-  ``2^k``); all-reduce the two; a
-  broadcast a binomial tree, ``log2 n`` steps of ``S``; no all-to-all;
+- ``halving_doubling`` (``n`` a power of two): reduce-scatter by recursive halving
+  with distance doubling, ``log2 n`` steps, step ``k`` exchanging ``(n / 2^(k+1)) c``
+  with the processor whose place in the group differs from its own in bit ``2^k`` (the
+  largest piece to the nearest partner); all-gather the reverse (recursive doubling
+  with distance halving: ``2^k c`` with the partner ``n / 2^(k+1)`` away); all-reduce
+  the two; a broadcast a binomial tree, the root first sending ``S`` to the place
+  ``n / 2`` away, ``log2 n`` steps; no all-to-all;
 - ``double_binary_tree`` (all-reduce only): two binary trees over the group, the
   second on the group reversed (so a processor inner in one is mostly a leaf in the
   other), each reducing ``ceil(S / 2)`` (or ``floor``) level by level to its root and
@@ -125,9 +127,10 @@ def _halving_doubling(collective: Collective, group: tuple[int, ...], size: int)
     if n & (n - 1) or collective is Collective.ALL_TO_ALL:
         return None
     c = piece(size, n)
-    distances = [n >> (k + 1) for k in range(n.bit_length() - 1)]  # n/2, n/4, ..., 1
-    halving = tuple(_exchange(group, d, d * c) for d in distances)
-    doubling = tuple(_exchange(group, d, d * c) for d in reversed(distances))
+    near = [1 << k for k in range(n.bit_length() - 1)]  # 1, 2, ..., n/2
+    # Halving with distance doubling: the largest piece to the nearest partner.
+    halving = tuple(_exchange(group, d, (n // (2 * d)) * c) for d in near)
+    doubling = halving[::-1]
     if collective is Collective.REDUCE_SCATTER:
         return halving
     if collective is Collective.ALL_GATHER:
@@ -136,7 +139,8 @@ def _halving_doubling(collective: Collective, group: tuple[int, ...], size: int)
         return halving + doubling
     # A broadcast down a binomial tree: the holders (every 2d-th place) send to d on.
     return tuple(
-        tuple(Transfer(group[i], group[i + d], size) for i in range(0, n, 2 * d)) for d in distances
+        tuple(Transfer(group[i], group[i + d], size) for i in range(0, n, 2 * d))
+        for d in reversed(near)
     )
 
 

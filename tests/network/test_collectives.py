@@ -76,6 +76,39 @@ def test_halving_doubling_all_reduce(n: int, expected: int) -> None:
     assert cycles(net, AR, Algorithm.HALVING_DOUBLING) == expected
 
 
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        # Round a ring both ways, pieces c = 1200 / n.  Four: 600 to the neighbour
+        # (one hop, no link shared); 300 two away, the even places the positive way
+        # and the odd the negative way, each link once (two hops: 20 + 75).
+        (4, hop(600) + (20 + 75)),
+        # Eight: 600 to the neighbour; 300 two away, 0 -> 2 and 1 -> 3 both crossing
+        # 1 -> 2 (600 bytes, two hops: 20 + 150); 150 four away, each link carrying
+        # two of the eight transfers (300 bytes, four hops: 40 + 75).
+        (8, hop(600) + (20 + 150) + (40 + 75)),
+    ],
+)
+def test_halving_doubling_round_a_ring_sends_the_largest_piece_to_the_nearest(
+    n: int, expected: int
+) -> None:
+    assert expected == {4: 255, 8: 445}[n]
+    net = network(n, topology="torus", dims=[n])
+    assert cycles(net, RS, Algorithm.HALVING_DOUBLING) == expected
+    assert cycles(net, AG, Algorithm.HALVING_DOUBLING) == expected
+    assert cycles(net, AR, Algorithm.HALVING_DOUBLING) == 2 * expected
+    steps = plan(net, RS, tuple(range(n)), S, Algorithm.HALVING_DOUBLING).steps
+    assert steps[0][:2] == (Transfer(0, 1, 600), Transfer(1, 0, 600))
+    assert steps[-1][0] == Transfer(0, n // 2, 1200 // n)
+
+
+def test_halving_doublings_reduce_scatter_of_a_ring_of_eight_in_closed_form() -> None:
+    # Without latency: S / 2 a hop, then two S / 4 on a link, then two S / 8 on each
+    # link: (1/2 + 1/2 + 1/4) S / B.
+    net = network(8, latency=0, topology="torus", dims=[8])
+    assert cycles(net, RS, Algorithm.HALVING_DOUBLING, SIZE) == Fraction(5, 4) * SIZE / 4
+
+
 def test_halving_doubling_needs_a_power_of_two() -> None:
     net = network(3, topology="fully_connected")
     with pytest.raises(ValueError) as caught:
@@ -156,8 +189,13 @@ def test_fastest_takes_the_fewest_cycles() -> None:
     net = network(8, topology="torus", dims=[2, 4])
     each = {a: cycles(net, AR, a) for a in Algorithm if a is not Algorithm.FASTEST}
     best = plan(net, AR, tuple(range(8)), S, Algorithm.FASTEST)
-    assert best.algorithm is Algorithm.MULTI_DIM
-    assert schedule_cycles(net, best) == min(each.values()) == 494
+    # direct: 150 from each to each other, twice. A link of dimension 0 carries the 4
+    # pieces that change pair; a link of the ring of four the 2 that go one place on
+    # and the 2 that go two (a tie, the even places one way, the odd the other) past
+    # it: 600 bytes, three hops at most: 2 x (30 + 150).
+    assert each[Algorithm.DIRECT] == 2 * (30 + 150)
+    assert best.algorithm is Algorithm.DIRECT
+    assert schedule_cycles(net, best) == min(each.values()) == 360
     # On a one-way ring of 3, multi_dim is the ring algorithm itself: the tie goes to
     # the first in order.
     ring = network(3)
