@@ -24,11 +24,14 @@ size (:mod:`accelsim.network.collectives`):
   other), each reducing ``ceil(S / 2)`` (or ``floor``) level by level to its root and
   broadcasting it back: ``2 floor(log2 n)`` steps, not pipelined;
 - ``multi_dim`` (all-reduce, reduce-scatter, all-gather, on every processor of the
-  network in order): a reduce-scatter along each dimension of the network in turn,
-  the first first, each on what the one before left (``S / d_1``, then
-  ``S / (d_1 d_2)``, ...), then the all-gathers in the reverse order; along a ring
-  dimension a ring, along a torus dimension of 3 or more two rings, one each way,
-  each on half the buffer, along a fully connected or switched one ``direct``;
+  network in order): the buffer cut into the network's ``multi_dim_chunks`` chunks
+  of ``ceil(S / chunks)``, each chunk a phase per dimension: a reduce-scatter along
+  each dimension of the network in turn, the first first, each on what the one
+  before left (``S / d_1``, then ``S / (d_1 d_2)``, ...), then the all-gathers in
+  the reverse order; along a ring dimension a ring, along a torus dimension of 3 or
+  more two rings, one each way, each on half the buffer, along a fully connected or
+  switched one ``direct``; the chunks pipelined across the dimensions
+  (:func:`accelsim.network.cost.pipeline_cycles`);
 - a point-to-point transfer is one step of ``S``, whatever the algorithm.
 """
 
@@ -38,6 +41,7 @@ from accelsim.config.interconnect import Topology
 from accelsim.network.collectives import (
     Algorithm,
     Collective,
+    Phase,
     Schedule,
     Step,
     Transfer,
@@ -73,7 +77,7 @@ def lower(
     elif algorithm is Algorithm.DOUBLE_BINARY_TREE:
         steps = _double_tree(collective, group, size_bytes)
     elif algorithm is Algorithm.MULTI_DIM:
-        steps = _multi_dim(network, collective, group, size_bytes)
+        return _multi_dim(network, collective, group, size_bytes)
     else:
         raise ValueError(f"no lowering of {algorithm.value}: choose it with cost.plan")
     if steps is None:
@@ -193,20 +197,24 @@ def _dimension_phase(network: Network, k: int, buffer: int) -> Steps:
 
 def _multi_dim(
     network: Network, collective: Collective, group: tuple[int, ...], size: int
-) -> Steps | None:
+) -> Schedule | None:
+    """Each chunk of ``ceil(size / chunks)`` bytes through the dimensions' phases."""
     wanted = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER)
     if collective not in wanted or group != tuple(range(network.processors)):
         return None
-    phases: list[Steps] = []
-    buffer = size
+    chunks = network.multi_dim_chunks
+    scatter: list[Phase] = []
+    buffer = piece(size, chunks)
     for k, dim in enumerate(network.dimensions):
         if dim.size > 1:
-            phases.append(_dimension_phase(network, k, buffer))
+            scatter.append(Phase(k, _dimension_phase(network, k, buffer)))
             buffer = piece(buffer, dim.size)
-    scatter = tuple(step for phase in phases for step in phase)
-    gather = tuple(step for phase in reversed(phases) for step in phase)
+    gather = scatter[::-1]
     if collective is Collective.REDUCE_SCATTER:
-        return scatter
-    if collective is Collective.ALL_GATHER:
-        return gather
-    return scatter + gather
+        phases = tuple(scatter)
+    elif collective is Collective.ALL_GATHER:
+        phases = tuple(gather)
+    else:
+        phases = (*scatter, *gather)
+    steps = tuple(step for phase in phases for step in phase.steps) * chunks
+    return Schedule(collective, Algorithm.MULTI_DIM, group, size, steps, phases, chunks)

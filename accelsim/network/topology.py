@@ -75,9 +75,11 @@ class Link:
 
 @dataclass(frozen=True)
 class Network:
-    """The topology of ``processors`` processors: their dimensions, innermost first."""
+    """The topology of ``processors`` processors: their dimensions, innermost first,
+    and the chunks a ``multi_dim`` collective on it is pipelined in."""
 
     dimensions: tuple[Dimension, ...]
+    multi_dim_chunks: int = 1
 
     @classmethod
     def of(cls, spec: InterconnectSpec, processors: int) -> Network:
@@ -91,7 +93,7 @@ class Network:
             dims += [
                 Dimension(level.topology, d, bandwidth, level.latency_cycles) for d in level.dims
             ]
-        return cls(tuple(dims))
+        return cls(tuple(dims), spec.multi_dim_chunks)
 
     @property
     def processors(self) -> int:

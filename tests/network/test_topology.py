@@ -65,6 +65,10 @@ def test_a_file_without_a_topology_is_the_ring_it_always_was() -> None:
             ["interconnect.links=0"],
             "--set: interconnect.links: input should be greater than 0 (got 0)",
         ),
+        (
+            ["interconnect.multi_dim_chunks=0"],
+            "--set: interconnect.multi_dim_chunks: input should be greater than 0 (got 0)",
+        ),
     ],
 )
 def test_a_network_that_does_not_fit_is_refused_where_it_was_written(
