@@ -98,7 +98,8 @@ def pipeline_cycles(durations: list[int], dimensions: list[int], chunks: int) ->
 
 def concurrent_cycles(network: Network, schedules: tuple[Schedule, ...]) -> int:
     """Cycles of ``schedules`` started together, each step sharing the links with the
-    same step of the others."""
+    same step of the others (a pipelined schedule's steps one chunk after the other,
+    not overlapped)."""
     return _steps_cycles(network, together(*(s.steps for s in schedules)))
 
 
