@@ -20,7 +20,8 @@ and, for each row, times the same collective on the same network with
 - **algorithms** (:func:`accelsim_algorithm`): the namesake on a 1-D network; on a
   multi-dimensional one ASTRA-sim runs one phase per dimension whatever the algorithm,
   which is accelsim's ``multi_dim`` (an all-to-all, which ``multi_dim`` does not run,
-  takes the namesake over all the processors);
+  takes the namesake over all the processors), in ASTRA-sim's :data:`CHUNKS` chunks
+  pipelined across the dimensions;
 - **sizes**: ASTRA-sim's all-gather size is each NPU's shard, accelsim's the gathered
   buffer, so accelsim's is ``npus`` times it; the others mean the same.
 
@@ -52,6 +53,9 @@ BANDWIDTH = 50 * 2**30 / 1e9
 LATENCY = 500
 """ASTRA-sim's 500 ns per link, in cycles at 1 GHz."""
 LINK = {"bandwidth_bytes_per_cycle": BANDWIDTH, "latency_cycles": LATENCY}
+CHUNKS = 4
+"""The chunks ASTRA-sim's runs cut a collective into (``preferred-dataset-splits: 4``):
+``multi_dim_chunks`` of every network."""
 TOPOLOGIES: dict[str, dict[str, Any]] = {
     "Ring_4": {"topology": "torus", "dims": [4]},
     "Ring_8": {"topology": "torus", "dims": [8]},
@@ -107,7 +111,7 @@ def accelsim_algorithm(collective: str, algorithm: str) -> str:
 
 def accelsim_ns(topology: str, npus: int, collective: str, size_bytes: int, algorithm: str) -> int:
     """accelsim's time of the collective, ASTRA-sim's size semantics, in ns (cycles at 1 GHz)."""
-    interconnect = {**TOPOLOGIES[topology], **LINK}
+    interconnect = {**TOPOLOGIES[topology], **LINK, "multi_dim_chunks": CHUNKS}
     size = size_bytes * npus if collective == "all_gather" else size_bytes
     return collective_cycles(interconnect, npus, collective, size, algorithm)
 

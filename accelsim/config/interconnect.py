@@ -28,6 +28,8 @@ MAX_LEVELS = 4
 """Most outer levels of a hierarchy."""
 MAX_LINKS = 64
 """Most parallel links between a processor and one neighbour (or its switch)."""
+MAX_CHUNKS = 256
+"""Most chunks a multi_dim collective is pipelined in."""
 
 
 class Topology(str, Enum):
@@ -143,6 +145,15 @@ class InterconnectSpec(Spec):
         " this says): ring, direct, halving_doubling, double_binary_tree, multi_dim or"
         " fastest (the fewest cycles of those that apply, found by timing each; also where"
         " the group cannot run the one named).",
+    )
+    multi_dim_chunks: Annotated[int, Field(gt=0, le=MAX_CHUNKS)] = Field(
+        default=1,
+        exclude_if=lambda v: v == 1,
+        description="Chunks a multi_dim collective cuts its buffer into, pipelined across"
+        " the dimensions: a chunk moves to the next dimension's phase as soon as its phase"
+        " ends, each dimension working on one chunk at a time. Every chunk pays every"
+        " step's latency, so more chunks overlap more but add latency; 1 runs the phases"
+        " one after the other on the whole buffer.",
     )
     levels: Annotated[tuple[LevelSpec, ...], Field(strict=False, max_length=MAX_LEVELS)] = Field(
         default=(),

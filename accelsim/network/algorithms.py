@@ -12,21 +12,26 @@ size (:mod:`accelsim.network.collectives`):
 - ``direct``: reduce-scatter, all-gather and all-to-all one step of ``c`` from each
   processor to each other; all-reduce two such steps; a broadcast one step of ``S``
   from the root to each other;
-- ``halving_doubling`` (``n`` a power of two): reduce-scatter ``log2 n`` steps, step
-  ``k`` exchanging ``(n / 2^(k+1)) c`` with the processor whose place in the group
-  differs from its own in bit ``n / 2^(k+1)``; all-gather the reverse (``2^k c``, bit
-  ``2^k``); all-reduce the two; a
-  broadcast a binomial tree, ``log2 n`` steps of ``S``; no all-to-all;
+- ``halving_doubling`` (``n`` a power of two): reduce-scatter by recursive halving
+  with distance doubling, ``log2 n`` steps, step ``k`` exchanging ``(n / 2^(k+1)) c``
+  with the processor whose place in the group differs from its own in bit ``2^k`` (the
+  largest piece to the nearest partner); all-gather the reverse (recursive doubling
+  with distance halving: ``2^k c`` with the partner ``n / 2^(k+1)`` away); all-reduce
+  the two; a broadcast a binomial tree, the root first sending ``S`` to the place
+  ``n / 2`` away, ``log2 n`` steps; no all-to-all;
 - ``double_binary_tree`` (all-reduce only): two binary trees over the group, the
   second on the group reversed (so a processor inner in one is mostly a leaf in the
   other), each reducing ``ceil(S / 2)`` (or ``floor``) level by level to its root and
   broadcasting it back: ``2 floor(log2 n)`` steps, not pipelined;
 - ``multi_dim`` (all-reduce, reduce-scatter, all-gather, on every processor of the
-  network in order): a reduce-scatter along each dimension of the network in turn,
-  the first first, each on what the one before left (``S / d_1``, then
-  ``S / (d_1 d_2)``, ...), then the all-gathers in the reverse order; along a ring
-  dimension a ring, along a torus dimension of 3 or more two rings, one each way,
-  each on half the buffer, along a fully connected or switched one ``direct``;
+  network in order): the buffer cut into the network's ``multi_dim_chunks`` chunks
+  of ``ceil(S / chunks)``, each chunk a phase per dimension: a reduce-scatter along
+  each dimension of the network in turn, the first first, each on what the one
+  before left (``S / d_1``, then ``S / (d_1 d_2)``, ...), then the all-gathers in
+  the reverse order; along a ring dimension a ring, along a torus dimension of 3 or
+  more two rings, one each way, each on half the buffer, along a fully connected or
+  switched one ``direct``; the chunks pipelined across the dimensions
+  (:func:`accelsim.network.cost.pipeline_cycles`);
 - a point-to-point transfer is one step of ``S``, whatever the algorithm.
 """
 
@@ -36,6 +41,7 @@ from accelsim.config.interconnect import Topology
 from accelsim.network.collectives import (
     Algorithm,
     Collective,
+    Phase,
     Schedule,
     Step,
     Transfer,
@@ -71,7 +77,7 @@ def lower(
     elif algorithm is Algorithm.DOUBLE_BINARY_TREE:
         steps = _double_tree(collective, group, size_bytes)
     elif algorithm is Algorithm.MULTI_DIM:
-        steps = _multi_dim(network, collective, group, size_bytes)
+        return _multi_dim(network, collective, group, size_bytes)
     else:
         raise ValueError(f"no lowering of {algorithm.value}: choose it with cost.plan")
     if steps is None:
@@ -125,9 +131,10 @@ def _halving_doubling(collective: Collective, group: tuple[int, ...], size: int)
     if n & (n - 1) or collective is Collective.ALL_TO_ALL:
         return None
     c = piece(size, n)
-    distances = [n >> (k + 1) for k in range(n.bit_length() - 1)]  # n/2, n/4, ..., 1
-    halving = tuple(_exchange(group, d, d * c) for d in distances)
-    doubling = tuple(_exchange(group, d, d * c) for d in reversed(distances))
+    near = [1 << k for k in range(n.bit_length() - 1)]  # 1, 2, ..., n/2
+    # Halving with distance doubling: the largest piece to the nearest partner.
+    halving = tuple(_exchange(group, d, (n // (2 * d)) * c) for d in near)
+    doubling = halving[::-1]
     if collective is Collective.REDUCE_SCATTER:
         return halving
     if collective is Collective.ALL_GATHER:
@@ -136,7 +143,8 @@ def _halving_doubling(collective: Collective, group: tuple[int, ...], size: int)
         return halving + doubling
     # A broadcast down a binomial tree: the holders (every 2d-th place) send to d on.
     return tuple(
-        tuple(Transfer(group[i], group[i + d], size) for i in range(0, n, 2 * d)) for d in distances
+        tuple(Transfer(group[i], group[i + d], size) for i in range(0, n, 2 * d))
+        for d in reversed(near)
     )
 
 
@@ -189,20 +197,24 @@ def _dimension_phase(network: Network, k: int, buffer: int) -> Steps:
 
 def _multi_dim(
     network: Network, collective: Collective, group: tuple[int, ...], size: int
-) -> Steps | None:
+) -> Schedule | None:
+    """Each chunk of ``ceil(size / chunks)`` bytes through the dimensions' phases."""
     wanted = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER)
     if collective not in wanted or group != tuple(range(network.processors)):
         return None
-    phases: list[Steps] = []
-    buffer = size
+    chunks = network.multi_dim_chunks
+    scatter: list[Phase] = []
+    buffer = piece(size, chunks)
     for k, dim in enumerate(network.dimensions):
         if dim.size > 1:
-            phases.append(_dimension_phase(network, k, buffer))
+            scatter.append(Phase(k, _dimension_phase(network, k, buffer)))
             buffer = piece(buffer, dim.size)
-    scatter = tuple(step for phase in phases for step in phase)
-    gather = tuple(step for phase in reversed(phases) for step in phase)
+    gather = scatter[::-1]
     if collective is Collective.REDUCE_SCATTER:
-        return scatter
-    if collective is Collective.ALL_GATHER:
-        return gather
-    return scatter + gather
+        phases = tuple(scatter)
+    elif collective is Collective.ALL_GATHER:
+        phases = tuple(gather)
+    else:
+        phases = (*scatter, *gather)
+    steps = tuple(step for phase in phases for step in phase.steps) * chunks
+    return Schedule(collective, Algorithm.MULTI_DIM, group, size, steps, phases, chunks)

@@ -44,15 +44,31 @@ Step = tuple[Transfer, ...]
 
 
 @dataclass(frozen=True)
+class Phase:
+    """Steps of one chunk that run on the links of one dimension of the network."""
+
+    dimension: int
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
 class Schedule:
     """A collective lowered: ``collective`` of ``size_bytes`` on ``group`` by
-    ``algorithm``, as its ``steps``."""
+    ``algorithm``, as its ``steps``.
+
+    A pipelined schedule (``chunks`` above 1) cuts the buffer into ``chunks`` chunks,
+    each going through the ``phases`` in order, a dimension working on one chunk's
+    phase at a time (:func:`accelsim.network.cost.pipeline_cycles`); its ``steps`` are
+    every chunk's, one chunk after the other (the bytes each link carries).
+    """
 
     collective: Collective
     algorithm: Algorithm
     group: tuple[int, ...]
     size_bytes: int
     steps: tuple[Step, ...]
+    phases: tuple[Phase, ...] = ()
+    chunks: int = 1
 
     @property
     def bytes(self) -> int:

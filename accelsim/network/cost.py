@@ -58,13 +58,48 @@ def _steps_cycles(network: Network, steps: tuple[Step, ...]) -> int:
 
 
 def schedule_cycles(network: Network, schedule: Schedule) -> int:
-    """Cycles of ``schedule`` alone on ``network``."""
-    return _steps_cycles(network, schedule.steps)
+    """Cycles of ``schedule`` alone on ``network`` (a pipelined one's by
+    :func:`pipeline_cycles`)."""
+    if schedule.chunks == 1:
+        return _steps_cycles(network, schedule.steps)
+    durations = [_steps_cycles(network, phase.steps) for phase in schedule.phases]
+    dimensions = [phase.dimension for phase in schedule.phases]
+    return pipeline_cycles(durations, dimensions, schedule.chunks)
+
+
+def pipeline_cycles(durations: list[int], dimensions: list[int], chunks: int) -> int:
+    """Cycles of ``chunks`` equal chunks each going through phases of ``durations``
+    in order, phase ``i`` on the links of dimension ``dimensions[i]``.
+
+    A dimension works on one chunk's phase at a time (an all-reduce's reduce-scatter
+    and all-gather along a dimension share its links) and never idles while a chunk
+    waits for it: each phase in turn starts at the earliest a chunk can start its
+    next one; on a tie the chunk with the most phases still to go first (a new
+    chunk's reduce-scatter before an older chunk's all-gather, the longest remaining
+    path first), then the oldest.  Where every phase has a dimension of its own (a
+    reduce-scatter, an all-gather) this is ``sum(durations) + (chunks - 1) x
+    max(durations)``: the first chunk through every phase, the others following at
+    the slowest phase's rate.
+    """
+    ended = [0] * chunks  # when each chunk's last phase ended
+    done = [0] * chunks  # phases each chunk has been through
+    free: dict[int, int] = {}  # when each dimension is free
+    for _ in range(chunks * len(durations)):
+        start, _, chunk = min(
+            (max(ended[j], free.get(dimensions[done[j]], 0)), done[j], j)
+            for j in range(chunks)
+            if done[j] < len(durations)
+        )
+        phase = done[chunk]
+        ended[chunk] = free[dimensions[phase]] = start + durations[phase]
+        done[chunk] += 1
+    return max(ended, default=0)
 
 
 def concurrent_cycles(network: Network, schedules: tuple[Schedule, ...]) -> int:
     """Cycles of ``schedules`` started together, each step sharing the links with the
-    same step of the others."""
+    same step of the others (a pipelined schedule's steps one chunk after the other,
+    not overlapped)."""
     return _steps_cycles(network, together(*(s.steps for s in schedules)))
 
 

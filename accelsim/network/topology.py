@@ -17,7 +17,10 @@ A link is directed and carries ``links x bandwidth`` bytes per cycle (its dimens
 parallel links taken together) after the dimension's latency; a switch's two links
 share one hop, so its latency is on the way in and none on the way out.  A route
 goes dimension by dimension, the first first (dimension-order routing), and on a
-torus the shorter way round (the positive way on a tie).
+torus the shorter way round; on a tie (exactly half-way round) a processor of even
+coordinate goes the positive way and one of odd coordinate the negative way, so the
+transfers of a step that all go half-way round load both directions alike, as a
+dimension-order router that uses both directions balances them.
 """
 
 from __future__ import annotations
@@ -72,9 +75,11 @@ class Link:
 
 @dataclass(frozen=True)
 class Network:
-    """The topology of ``processors`` processors: their dimensions, innermost first."""
+    """The topology of ``processors`` processors: their dimensions, innermost first,
+    and the chunks a ``multi_dim`` collective on it is pipelined in."""
 
     dimensions: tuple[Dimension, ...]
+    multi_dim_chunks: int = 1
 
     @classmethod
     def of(cls, spec: InterconnectSpec, processors: int) -> Network:
@@ -88,7 +93,7 @@ class Network:
             dims += [
                 Dimension(level.topology, d, bandwidth, level.latency_cycles) for d in level.dims
             ]
-        return cls(tuple(dims))
+        return cls(tuple(dims), spec.multi_dim_chunks)
 
     @property
     def processors(self) -> int:
@@ -189,8 +194,10 @@ class Network:
     def _ring_hops(self, k: int, here: int, c: int, goal: int) -> list[Link]:
         dim = self.dimensions[k]
         forward = (goal - c) % dim.size
+        backward = dim.size - forward
+        tie_backward = backward == forward and c % 2 == 1
         step = 1
-        if dim.topology is Topology.TORUS and dim.size - forward < forward:
+        if dim.topology is Topology.TORUS and (backward < forward or tie_backward):
             step = -1
         hops = []
         while c != goal:

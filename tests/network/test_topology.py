@@ -3,6 +3,8 @@ and the links and routes :class:`~accelsim.network.topology.Network` builds from
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from accelsim.config.interconnect import InterconnectSpec, Topology
@@ -63,6 +65,10 @@ def test_a_file_without_a_topology_is_the_ring_it_always_was() -> None:
             ["interconnect.links=0"],
             "--set: interconnect.links: input should be greater than 0 (got 0)",
         ),
+        (
+            ["interconnect.multi_dim_chunks=0"],
+            "--set: interconnect.multi_dim_chunks: input should be greater than 0 (got 0)",
+        ),
     ],
 )
 def test_a_network_that_does_not_fit_is_refused_where_it_was_written(
@@ -86,9 +92,20 @@ def test_a_torus_links_each_processor_both_ways_in_each_dimension() -> None:
     assert Link(1, 0, 6) in torus.links() and Link(1, 0, 2) in torus.links()
     # Dimension order, the shorter way round: 0 -> (1, 3) goes 0 -> 1, then 1 -> 7.
     assert torus.route(0, 7) == (Link(0, 0, 1), Link(1, 1, 7))
-    # A tie (two hops either way) goes the positive way.
+    # A tie (two hops either way) goes the positive way from an even coordinate, the
+    # negative way from an odd one: 0 -> 4 is (0, 0) -> (0, 2), 2 -> 6 is (0, 1) -> (0, 3).
     assert torus.route(0, 4) == (Link(1, 0, 2), Link(1, 2, 4))
+    assert torus.route(2, 6) == (Link(1, 2, 0), Link(1, 0, 6))
     assert torus.route_latency(torus.route(0, 4)) == 0
+
+
+def test_ties_half_way_round_load_both_directions_alike() -> None:
+    # Each of 8 processors round a ring both ways sends to the one 4 away: the even
+    # ones go the positive way, the odd ones the negative way, so each of the 16
+    # links carries 2 of the 8 transfers of 4 hops.
+    ring = network(8, topology="torus", dims=[8])
+    load = Counter(link for p in range(8) for link in ring.route(p, (p + 4) % 8))
+    assert len(load) == 16 and set(load.values()) == {2}
 
 
 def test_a_switch_is_one_hop_in_and_out_its_latency_once() -> None:
