@@ -173,6 +173,30 @@ class LoweringSpec(Spec):
     )
 
 
+DDP_BUCKET_BYTES = 25 * 2**20
+"""PyTorch DDP's default bucket: ``bucket_cap_mb=25``."""
+
+
+class DataParallelSpec(Spec):
+    """How data parallelism all-reduces the gradients (with ``assignment:
+    data_parallel``).
+
+    ``bucket_bytes`` groups the gradients as PyTorch's ``DistributedDataParallel``
+    does (its ``bucket_cap_mb``, 25 MiB by default: :data:`DDP_BUCKET_BYTES`): in the
+    order backward makes them, into buckets of at most ``bucket_bytes``, each
+    all-reduced once its last gradient is final, one bucket after another.
+    """
+
+    bucket_bytes: PositiveInt | None = Field(
+        default=None,
+        description="Gradients all-reduced together, at most this many bytes a bucket, in"
+        " the order backward makes them (a larger gradient is a bucket of its own); each"
+        " bucket's all-reduce starts when its last gradient is final and the previous"
+        " bucket's all-reduce has ended, as PyTorch DDP's buckets (bucket_cap_mb=25:"
+        " 26214400).  Null: one all-reduce per gradient, all free to run at once.",
+    )
+
+
 MAX_EPOCHS = 100_000
 
 
@@ -232,6 +256,13 @@ class RunSpec(Spec):
         default=AssignmentPolicy.SINGLE,
         description="single (the whole step on processor 0) or data_parallel (the batch"
         " split over the processors, gradients all-reduced on a ring).",
+    )
+    # Left out of dumps (resolved_config.yaml, sweep point identities) at its default.
+    data_parallel: DataParallelSpec = Field(
+        default_factory=DataParallelSpec,
+        exclude_if=lambda v: v == DataParallelSpec(),
+        description="How data parallelism all-reduces the gradients: in buckets or one"
+        " gradient at a time.",
     )
     overrides: dict[str, Any] = Field(
         default_factory=dict,
