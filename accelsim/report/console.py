@@ -81,7 +81,8 @@ def _communication_rows(s: StepSummary) -> list[tuple[str, str]]:
         (
             kind,
             f"{bytes_to_gb(c.bytes):.3f} GB on the links in {c.cycles:,} cycles,"
-            f" {c.exposed_cycles:,} exposed (no compute on its processors)",
+            f" {c.exposed_cycles:,} exposed (no compute on its processors),"
+            f" {c.overlapped_cycles:,} overlapped",
         )
         for kind, c in s.communication.items()
         if c.bytes

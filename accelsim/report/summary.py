@@ -211,14 +211,25 @@ class WorkSummary:
 class CommunicationSummary:
     """What one kind of collective moved in a step: the bytes its ops put on the links,
     the cycles they span (summed over its ops) and of those the cycles exposed, when
-    none of an op's processors computes (:mod:`accelsim.report.communication`)."""
+    none of an op's processors computes (:mod:`accelsim.report.communication`), and
+    the others, overlapped with compute (written, not read back: the difference)."""
 
     bytes: int
     cycles: int
     exposed_cycles: int
 
+    @property
+    def overlapped_cycles(self) -> int:
+        """The cycles some processor of the op computes: ``cycles - exposed_cycles``."""
+        return self.cycles - self.exposed_cycles
+
     def to_dict(self) -> dict[str, int]:
-        return {"bytes": self.bytes, "cycles": self.cycles, "exposed_cycles": self.exposed_cycles}
+        return {
+            "bytes": self.bytes,
+            "cycles": self.cycles,
+            "exposed_cycles": self.exposed_cycles,
+            "overlapped_cycles": self.overlapped_cycles,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommunicationSummary:
