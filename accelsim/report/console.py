@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from accelsim.mapping.groups import ProcessorGroup, described, processor_groups
 from accelsim.report.means import geometric_mean, saving_mean
+from accelsim.report.result import RunResult
 from accelsim.report.summary import StepSummary
-from accelsim.report.training import BASE, TrainingReport
+from accelsim.report.training import BASE, TrainingReport, TrainingResult
 from accelsim.units import bytes_to_gb, pj_to_mj, plural
 
 if TYPE_CHECKING:
@@ -64,6 +66,7 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
             f"{bytes_to_gb(stash.dram_read_bytes):.3f} GB read back from DRAM",
         ),
         *_communication_rows(s),
+        *([("groups", "; ".join(map(described, s.groups)))] if s.groups else []),
         ("energy", f"{pj_to_mj(energy.total):.3f} mJ"),
     ]
     if "engine" in s.settings:
@@ -203,6 +206,23 @@ def suite_training_table(rows: Sequence[dict[str, Any]]) -> str:
         )
     )
     return "\n".join(lines)
+
+
+def step_groups(result: TrainingResult) -> str:
+    """A line per technique step kind placed in processor groups other than the
+    baseline step's (a pipeline's stages): the groups it printed for the baseline step
+    in :func:`summary_table`; empty when there is none."""
+
+    def groups(step: RunResult) -> tuple[ProcessorGroup, ...]:
+        return processor_groups(step.graph, step.machine.network, step.hardware.interconnect)
+
+    base = groups(result.base)
+    rows = [
+        (f"{kind} groups", "; ".join(map(described, placed)))
+        for kind, placed in ((kind, groups(step)) for kind, step in result.steps.items())
+        if placed and placed != base
+    ]
+    return _rows(rows) if rows else ""
 
 
 def training_table(training: TrainingReport) -> str:

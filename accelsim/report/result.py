@@ -21,6 +21,7 @@ from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey, VectorOp
+from accelsim.mapping.groups import processor_groups
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
 from accelsim.report.communication import by_collective
@@ -314,6 +315,7 @@ class RunResult:
             stages=work.by_stage(self.graph, trace, op_pj),
             owners=work.by_owner(self.graph, trace, op_pj),
             communication=by_collective(self.graph, trace),
+            groups=processor_groups(self.graph, self.machine.network, hw.interconnect),
         )
 
     def summary(self) -> dict[str, Any]:

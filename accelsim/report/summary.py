@@ -35,11 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from accelsim.mapping.groups import ProcessorGroup
+
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
 # DRAM model, its channels and its own parameters joined ``design`` later, and then every
 # other hardware field, as keys a reader of an older record takes at their defaults
-# (fifo, one channel, none); ``communication`` joined later too, read as empty from an
-# older record.
+# (fifo, one channel, none); ``communication`` and ``groups`` joined later too, read as
+# empty from an older record.
 SCHEMA_VERSION = 2
 
 _T = TypeVar("_T")
@@ -359,7 +361,9 @@ class StepSummary:
     one) say what produced the record.  ``stages`` is the step's work by the stage
     it ran in (forward, backward, update, communication), ``owners`` by who caused it
     (``core`` for the step's own work, else the technique): :class:`WorkSummary`;
-    ``communication`` what each kind of collective moved: :class:`CommunicationSummary`.
+    ``communication`` what each kind of collective moved: :class:`CommunicationSummary`;
+    ``groups`` the processor groups and their spans on the topology
+    (:mod:`accelsim.mapping.groups`).
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -391,6 +395,7 @@ class StepSummary:
     stages: Mapping[str, WorkSummary] = field(default_factory=dict)
     owners: Mapping[str, WorkSummary] = field(default_factory=dict)
     communication: Mapping[str, CommunicationSummary] = field(default_factory=dict)
+    groups: tuple[ProcessorGroup, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -424,6 +429,7 @@ class StepSummary:
             "stages": {name: work.to_dict() for name, work in self.stages.items()},
             "owners": {name: work.to_dict() for name, work in self.owners.items()},
             "communication": {kind: c.to_dict() for kind, c in self.communication.items()},
+            "groups": [group.to_dict() for group in self.groups],
         }
 
     @classmethod
@@ -480,4 +486,8 @@ class StepSummary:
                 kind: CommunicationSummary.from_dict(_check(c, f"communication.{kind}", dict))
                 for kind, c in _check(data.get("communication", {}), "communication", dict).items()
             },
+            groups=tuple(
+                ProcessorGroup.from_dict(_check(g, "groups[]", dict))
+                for g in _check(data.get("groups", []), "groups", list)
+            ),
         )
