@@ -193,7 +193,8 @@ class DataParallelSpec(Spec):
         " the order backward makes them (a larger gradient is a bucket of its own); each"
         " bucket's all-reduce starts when its last gradient is final and the previous"
         " bucket's all-reduce has ended, as PyTorch DDP's buckets (bucket_cap_mb=25:"
-        " 26214400).  Null: one all-reduce per gradient, all free to run at once.",
+        " 26214400); only with assignment: data_parallel.  Null: one all-reduce per"
+        " gradient, all free to run at once.",
     )
 
 
@@ -290,3 +291,17 @@ class RunSpec(Spec):
         " hardware.dram.capacity_gib: refuse the run (error) or simulate it and report"
         " it as not fitting (report).",
     )
+
+    @model_validator(mode="after")
+    def _check_buckets(self) -> RunSpec:
+        if (
+            self.data_parallel.bucket_bytes is not None
+            and self.assignment is not AssignmentPolicy.DATA_PARALLEL
+        ):
+            raise RuleViolation(
+                "data_parallel.bucket_bytes",
+                "needs assignment: data_parallel (the step of another assignment"
+                " all-reduces no gradient among replicas)",
+                self.data_parallel.bucket_bytes,
+            )
+        return self

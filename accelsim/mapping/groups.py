@@ -48,7 +48,9 @@ class SpannedDimension:
     size: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dimension": self.dimension, "level": self.level} | {
+        return {
+            "dimension": self.dimension,
+            "level": self.level,
             "topology": self.topology,
             "size": self.size,
         }
@@ -127,7 +129,7 @@ def _span(
 
 
 def described(group: ProcessorGroup) -> str:
-    """``data p0-p7 across torus 2 x torus 4 (levels 0)``: the console's words for it."""
+    """``data p0-p7 across torus 2 x torus 4 (level 0)``: the console's words for it."""
     members = group.members
     if len(members) > 2 and members == tuple(range(members[0], members[-1] + 1)):
         who = f"p{members[0]}-p{members[-1]}"

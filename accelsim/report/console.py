@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from accelsim.mapping.groups import ProcessorGroup, described, processor_groups
+from accelsim.mapping.groups import described
 from accelsim.report.means import geometric_mean, saving_mean
-from accelsim.report.result import RunResult
 from accelsim.report.summary import StepSummary
 from accelsim.report.training import BASE, TrainingReport, TrainingResult
 from accelsim.units import bytes_to_gb, pj_to_mj, plural
@@ -212,14 +211,10 @@ def step_groups(result: TrainingResult) -> str:
     """A line per technique step kind placed in processor groups other than the
     baseline step's (a pipeline's stages): the groups it printed for the baseline step
     in :func:`summary_table`; empty when there is none."""
-
-    def groups(step: RunResult) -> tuple[ProcessorGroup, ...]:
-        return processor_groups(step.graph, step.machine.network, step.hardware.interconnect)
-
-    base = groups(result.base)
+    base = result.base.groups()
     rows = [
         (f"{kind} groups", "; ".join(map(described, placed)))
-        for kind, placed in ((kind, groups(step)) for kind, step in result.steps.items())
+        for kind, placed in ((kind, step.groups()) for kind, step in result.steps.items())
         if placed and placed != base
     ]
     return _rows(rows) if rows else ""

@@ -10,6 +10,7 @@ import accelsim
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import _Run
+from accelsim.errors import ConfigError
 from accelsim.graph.ops import CORE, CommOp, OpGraph, Phase, Stage, Tensor, TensorKind, VectorOp
 from accelsim.mapping import placement
 from accelsim.techniques.base import BASE
@@ -158,3 +159,12 @@ def test_a_bucketed_run_is_the_same_on_both_engines() -> None:
     assert len(allreduces(runs[0].graph)) > 1
     assert runs[0].trace.end_cycle.tolist() == runs[1].trace.end_cycle.tolist()
     assert runs[0].summary()["communication"] == runs[1].summary()["communication"]
+
+
+def test_buckets_need_data_parallelism() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_inputs(MLP, parse_sets(["run.data_parallel.bucket_bytes=1000"]))
+    assert str(raised.value) == (
+        "--set: run.data_parallel.bucket_bytes: needs assignment: data_parallel (the step"
+        " of another assignment all-reduces no gradient among replicas) (got 1000)"
+    )
