@@ -5,7 +5,9 @@ expert parallelism, which accelsim does not place):
 
 * ``data``: the processors one all-reduce sums a gradient over (its
   :class:`~accelsim.graph.ops.CommOp`'s ``participants``): data parallelism's
-  replicas, or a PipeDream stage's;
+  replicas, or a PipeDream stage's (an all-reduce over some of another group's
+  members, a pipeline's last round over the replicas that had a mini-batch, is of
+  that group);
 * ``pipeline``: the processors one copy of the step's forward pass visits, in the
   order it visits them (one per stage of a pipeline; each distinct path once, so a
   pipeline with a replicated stage has one per replica it sends mini-batches through).
@@ -103,9 +105,12 @@ def processor_groups(
     for path in paths.values():
         if len(path) > 1:
             found[GroupKind.PIPELINE, tuple(path)] = None
+    data = [set(members) for kind, members in found if kind is GroupKind.DATA]
     levels = _levels(interconnect)
     return tuple(
-        ProcessorGroup(kind, members, _span(network, levels, members)) for kind, members in found
+        ProcessorGroup(kind, members, _span(network, levels, members))
+        for kind, members in found
+        if kind is not GroupKind.DATA or not any(set(members) < other for other in data)
     )
 
 

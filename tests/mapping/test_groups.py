@@ -50,17 +50,22 @@ def test_a_data_parallel_group_of_8_on_a_2x4_torus_spans_both_dimensions() -> No
     # processors 0 and 2 differ in dimension 1 alone (coordinates (0, 0) and (0, 1))
     pair = OpGraph(ops=(reduce(0, (0, 2)),), processor=(0,))
     assert groups_of(pair, *torus)[0].span == (SpannedDimension(1, 0, "torus", 4),)
+    # an all-reduce over some of a group's members (a last round's) is of that group
+    graph = OpGraph(ops=(reduce(0, (0, 2)), reduce(1, tuple(range(8)))), processor=(0, 0))
+    assert [g.members for g in groups_of(graph, *torus)] == [tuple(range(8))]
 
 
 def test_on_a_hierarchy_a_group_inside_a_node_spans_level_0_alone() -> None:
     # the GPU cluster: 8 GPUs on a node's switch (level 0), 2 nodes on a fabric (level 1)
-    graph = OpGraph(
-        ops=(reduce(0, tuple(range(8))), reduce(1, (0, 8)), reduce(2, tuple(range(16)))),
-        processor=(0, 0, 0),
-    )
     spec = load_hardware(GPU_CLUSTER)
     network = Network.of(spec.interconnect, spec.processors)
-    inside, across, everyone = processor_groups(graph, network, spec.interconnect)
+
+    def group(members: tuple[int, ...]) -> ProcessorGroup:
+        graph = OpGraph(ops=(reduce(0, members),), processor=(0,))
+        (found,) = processor_groups(graph, network, spec.interconnect)
+        return found
+
+    inside, across, everyone = group(tuple(range(8))), group((0, 8)), group(tuple(range(16)))
     assert inside.span == (SpannedDimension(0, 0, "switch", 8),)
     assert across.span == (SpannedDimension(1, 1, "switch", 2),)
     assert everyone.span == inside.span + across.span
