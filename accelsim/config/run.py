@@ -173,16 +173,12 @@ class LoweringSpec(Spec):
     )
 
 
-DDP_BUCKET_BYTES = 25 * 2**20
-"""PyTorch DDP's default bucket: ``bucket_cap_mb=25``."""
-
-
 class DataParallelSpec(Spec):
     """How data parallelism all-reduces the gradients (with ``assignment:
     data_parallel``).
 
     ``bucket_bytes`` groups the gradients as PyTorch's ``DistributedDataParallel``
-    does (its ``bucket_cap_mb``, 25 MiB by default: :data:`DDP_BUCKET_BYTES`): in the
+    does (its ``bucket_cap_mb``, 25 MiB by default: 26,214,400 bytes): in the
     order backward makes them, into buckets of at most ``bucket_bytes``, each
     all-reduced once its last gradient is final, one bucket after another.
     """
