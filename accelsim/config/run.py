@@ -173,6 +173,27 @@ class LoweringSpec(Spec):
     )
 
 
+class DataParallelSpec(Spec):
+    """How data parallelism all-reduces the gradients (with ``assignment:
+    data_parallel``).
+
+    ``bucket_bytes`` groups the gradients as PyTorch's ``DistributedDataParallel``
+    does (its ``bucket_cap_mb``, 25 MiB by default: 26,214,400 bytes): in the
+    order backward makes them, into buckets of at most ``bucket_bytes``, each
+    all-reduced once its last gradient is final, one bucket after another.
+    """
+
+    bucket_bytes: PositiveInt | None = Field(
+        default=None,
+        description="Gradients all-reduced together, at most this many bytes a bucket, in"
+        " the order backward makes them (a larger gradient is a bucket of its own); each"
+        " bucket's all-reduce starts when its last gradient is final and the previous"
+        " bucket's all-reduce has ended, as PyTorch DDP's buckets (bucket_cap_mb=25:"
+        " 26214400); only with assignment: data_parallel.  Null: one all-reduce per"
+        " gradient, all free to run at once.",
+    )
+
+
 MAX_EPOCHS = 100_000
 
 
@@ -233,6 +254,13 @@ class RunSpec(Spec):
         description="single (the whole step on processor 0) or data_parallel (the batch"
         " split over the processors, gradients all-reduced on a ring).",
     )
+    # Left out of dumps (resolved_config.yaml, sweep point identities) at its default.
+    data_parallel: DataParallelSpec = Field(
+        default_factory=DataParallelSpec,
+        exclude_if=lambda v: v == DataParallelSpec(),
+        description="How data parallelism all-reduces the gradients: in buckets or one"
+        " gradient at a time.",
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict,
         description="Dotted keys into the referenced files, validated like them:"
@@ -259,3 +287,17 @@ class RunSpec(Spec):
         " hardware.dram.capacity_gib: refuse the run (error) or simulate it and report"
         " it as not fitting (report).",
     )
+
+    @model_validator(mode="after")
+    def _check_buckets(self) -> RunSpec:
+        if (
+            self.data_parallel.bucket_bytes is not None
+            and self.assignment is not AssignmentPolicy.DATA_PARALLEL
+        ):
+            raise RuleViolation(
+                "data_parallel.bucket_bytes",
+                "needs assignment: data_parallel (the step of another assignment"
+                " all-reduces no gradient among replicas)",
+                self.data_parallel.bucket_bytes,
+            )
+        return self

@@ -141,6 +141,7 @@ class _Run:
             run.lowering,
             hw.buffers,
             run.assignment,
+            run.data_parallel,
             hw.processors,
             run.optimizer,
             run.mode,
@@ -156,7 +157,13 @@ class _Run:
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
         return placement.place(
-            run.assignment, step, run.batch_size, hw.processors, run.optimizer, hw.word_bytes
+            run.assignment,
+            step,
+            run.batch_size,
+            hw.processors,
+            run.optimizer,
+            hw.word_bytes,
+            run.data_parallel.bucket_bytes,
         )
 
     def step(self, kind: str, result: RunResult, base: RunResult) -> SimulatedStep:

@@ -312,8 +312,10 @@ class GraphBuilder:
         tensor: Tensor,
         participants: tuple[int, ...],
         after: Iterable[int],
+        gradients: Sequence[Tensor] = (),
     ) -> int:
-        """Add a ring all-reduce of ``tensor`` after the ops in ``after``."""
+        """Add a ring all-reduce of ``tensor`` after the ops in ``after`` (``tensor``
+        holds ``gradients``: :attr:`~accelsim.graph.ops.CommOp.gradients`)."""
         order = tuple(sorted(set(after)))
         op = CommOp(
             op_id=len(self.ops),
@@ -327,6 +329,7 @@ class GraphBuilder:
             after=order,
             tag=self.tag,
             owner=self.owner,
+            gradients=tuple(gradients),
         )
         return self._emit(op, (tensor,), False)
 

@@ -295,7 +295,10 @@ class VectorOp:
 
 @dataclass(frozen=True, slots=True)
 class CommOp:
-    """A ring all-reduce of ``tensor`` across ``participants`` over the interconnect."""
+    """A ring all-reduce of ``tensor`` across ``participants`` over the interconnect.
+
+    ``gradients`` are the gradients ``tensor`` holds (the first replica's copies, the
+    graph's parameters' own), more than one for a bucket of data parallelism."""
 
     op_id: int
     name: str
@@ -309,6 +312,7 @@ class CommOp:
     after: tuple[int, ...] = ()
     tag: Tag = ROOT
     owner: str = CORE
+    gradients: tuple[Tensor, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ policies here add the optimizer updates and decide every op's processor:
 * ``single``: the whole step on processor 0;
 * ``data_parallel``: the batch split across the processors (earlier ones take
   the remainder), a full replica of the model on each, every gradient
-  all-reduced over the interconnect, then each processor updates its own copy.
+  all-reduced over the interconnect (one at a time, or in buckets as PyTorch's
+  ``DistributedDataParallel`` does: :func:`buckets`), then each processor
+  updates its own copy.
 
 Pipeline schedules are placements too; they are techniques
 (:mod:`accelsim.techniques.pipelines`) built from the same passes.  Data that
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from typing_extensions import assert_never
@@ -50,6 +52,26 @@ def trained(graph: OpGraph) -> OpGraph:
     )
 
 
+def buckets(parameters: Sequence[Parameter], bucket_bytes: int) -> list[tuple[Parameter, ...]]:
+    """The trained ``parameters`` in the order backward makes their gradients (by the
+    op that makes each), cut into buckets of at most ``bucket_bytes`` of gradient
+    (what the all-reduce moves: ``update_elements`` words), as PyTorch DDP's
+    ``bucket_cap_mb`` does; a gradient larger than ``bucket_bytes`` is a bucket of
+    its own.  (DDP closes a bucket once it holds ``bucket_cap_mb`` or more, its
+    last gradient included, and makes its first bucket smaller; neither is modelled.)
+    """
+    made: list[list[Parameter]] = []
+    filled = 0
+    for p in sorted((p for p in parameters if p.grad_op >= 0), key=lambda p: p.grad_op):
+        size = p.update_elements * p.gradient.word_bytes
+        if not made or filled + size > bucket_bytes:
+            made.append([])
+            filled = 0
+        made[-1].append(p)
+        filled += size
+    return [tuple(bucket) for bucket in made]
+
+
 def place(
     policy: AssignmentPolicy,
     step: StepGraph,
@@ -57,8 +79,11 @@ def place(
     processors: int,
     optimizer: OptimizerSpec,
     words: WordBytesSpec,
+    bucket_bytes: int | None = None,
 ) -> OpGraph:
-    """The training step placed by ``policy``, with its optimizer updates.
+    """The training step placed by ``policy``, with its optimizer updates (under data
+    parallelism, the gradients all-reduced in buckets of ``bucket_bytes``, or one at a
+    time: :func:`data_parallel`).
 
     Data parallelism needs at least one sample per processor, which the run's
     validation checks at load time.
@@ -67,7 +92,7 @@ def place(
         case AssignmentPolicy.SINGLE:
             return single(step(batch), optimizer, words)
         case AssignmentPolicy.DATA_PARALLEL:
-            return data_parallel(step, batch, processors, optimizer, words)
+            return data_parallel(step, batch, processors, optimizer, words, bucket_bytes)
         case _:
             assert_never(policy)
 
@@ -80,21 +105,34 @@ def single(graph: OpGraph, optimizer: OptimizerSpec, words: WordBytesSpec) -> Op
 
 
 def data_parallel(
-    step: StepGraph, batch: int, processors: int, optimizer: OptimizerSpec, words: WordBytesSpec
+    step: StepGraph,
+    batch: int,
+    processors: int,
+    optimizer: OptimizerSpec,
+    words: WordBytesSpec,
+    bucket_bytes: int | None = None,
 ) -> OpGraph:
     """One replica per processor, gradients all-reduced, then every replica's updates.
 
-    Program order: every replica's step, one all-reduce per trained parameter, every
-    replica's updates.  Replicas of the same local batch are one graph under other
-    tensor names, so each local batch's replica is built once (:class:`_Replica`) and
-    every op is copied once per replica, renamed and at its final ids.
+    Program order: every replica's step, the all-reduces, every replica's updates.
+    Without ``bucket_bytes``, one all-reduce per trained parameter (in the order of
+    the parameters), each after its gradient on every replica, all free to run at
+    once; with it, one per bucket (:func:`buckets`), each after its gradients on
+    every replica and after the bucket before it, as DDP launches its buckets in
+    order on one communication stream, which runs one collective at a time.  A
+    parameter's update waits for its gradient's all-reduce.  Replicas of the same
+    local batch are one graph under other tensor names, so each local batch's
+    replica is built once (:class:`_Replica`) and every op is copied once per
+    replica, renamed and at its final ids.
     """
     sizes = split_batch(batch, processors)
     prefixes = [f"p{p}/" if processors > 1 else "" for p in range(processors)]
     made: dict[int, _Replica] = {}
     for p, local in enumerate(sizes):
         if local not in made:
-            made[local] = _Replica.build(step(local), prefixes[p], p, optimizer, words, processors)
+            made[local] = _Replica.build(
+                step(local), prefixes[p], p, optimizer, words, processors, bucket_bytes
+            )
     replicas = [made[local] for local in sizes]
     starts = list(itertools.accumulate((len(r.step.ops) for r in replicas), initial=0))
     reduced_at = starts[-1]
@@ -111,10 +149,11 @@ def data_parallel(
         ops += copies
         if p == 0:  # the graph's parameters are the first replica's (one copy of the weights)
             parameters = [q for q in params if q.grad_op >= 0]
-    gradients = [[starts[p] + g for g in r.gradient_ops] for p, r in enumerate(replicas)]
     everyone = tuple(range(processors))
+    chained = bucket_bytes is not None
     for j, stand_in in enumerate(replicas[0].allreduces):
-        order = tuple(sorted({grads[j] for grads in gradients}))
+        waits = {starts[p] + g for p, r in enumerate(replicas) for g in r.gradient_ops[j]}
+        order = tuple(sorted(waits | ({len(ops) - 1} if chained and j else set())))
         ops.append(
             replaced(stand_in, op_id=len(ops), participants=everyone, deps=order, after=order)
         )
@@ -167,6 +206,7 @@ class _Replica:
     :func:`~accelsim.lowering.optimizer.add_updates` makes them for the replica
     whose tensor names start with ``prefix``, at local ids: its step ``0..n-1``,
     ``allreduces`` (stand-ins: no participants yet) ``n..n+k-1``, then the updates.
+    ``gradient_ops`` are, per all-reduce, the step's ops making its gradients.
     ``stashed`` are the activations its step and updates stash (its copies);
     ``settled`` says whether the transfers pass keeps all its ops as they are
     (:func:`~accelsim.graph.passes.settled`).
@@ -174,7 +214,7 @@ class _Replica:
 
     step: OpGraph
     prefix: str
-    gradient_ops: tuple[int, ...]
+    gradient_ops: tuple[tuple[int, ...], ...]
     allreduces: tuple[CommOp, ...]
     updates: tuple[Op, ...]
     stashed: tuple[Tensor, ...]
@@ -191,6 +231,7 @@ class _Replica:
         optimizer: OptimizerSpec,
         words: WordBytesSpec,
         processors: int,
+        bucket_bytes: int | None,
     ) -> _Replica:
         tag = Tag(replica=replica)
         copy = Relabel(step.ops, step.parameters)
@@ -200,23 +241,24 @@ class _Replica:
             builder.append(op, 0)
         sinks = backward_sinks(builder.build())
         trained = [p for p in params if p.grad_op >= 0]
-        ready: dict[str, int] = {}
-        for param in trained if processors > 1 else ():
-            name = param.weight.step_name
-            tensor = builder.tensor(
-                f"{name}.allreduce", param.gradient.kind, param.update_elements, name
+        groups: list[tuple[Parameter, ...]] = []
+        if processors > 1:
+            groups = (
+                [(p,) for p in trained] if bucket_bytes is None else buckets(params, bucket_bytes)
             )
-            ready[param.weight.name] = builder.allreduce(
-                f"{name}.allreduce", param.layer, tensor, (), [param.grad_op]
+        ready: dict[str, int] = {}
+        for j, group in enumerate(groups):
+            ready |= dict.fromkeys(
+                (p.weight.name for p in group), _allreduce(builder, group, j, bucket_bytes)
             )
         add_updates(builder, params, optimizer, sinks, ready, tag)
-        n, k = len(ops), len(ready)
+        n, k = len(ops), len(groups)
         allreduces = tuple(op for op in builder.ops[n : n + k] if isinstance(op, CommOp))
         updates = tuple(builder.ops[n + k :])
         return cls(
             step=step,
             prefix=prefix,
-            gradient_ops=tuple(p.grad_op for p in trained),
+            gradient_ops=tuple(tuple(p.grad_op for p in group) for group in groups),
             allreduces=allreduces,
             updates=updates,
             stashed=tuple(queries.stashed_tensors(builder.ops)),
@@ -224,3 +266,21 @@ class _Replica:
             copy=copy,
             copy_updates=Relabel(updates),
         )
+
+
+def _allreduce(
+    builder: GraphBuilder, group: tuple[Parameter, ...], j: int, bucket_bytes: int | None
+) -> int:
+    """The stand-in all-reduce of bucket ``j``'s gradients (one gradient's, named after
+    its weight and in its layer, without buckets; else named after the bucket, in no
+    layer), after the ops making them."""
+    if bucket_bytes is None:
+        (param,) = group
+        name, layer, of = f"{param.weight.step_name}.allreduce", param.layer, param.weight.step_name
+    else:
+        name, layer, of = f"bucket{j}.allreduce", "", ""
+    kind = group[0].gradient.kind
+    tensor = builder.tensor(name, kind, sum(p.update_elements for p in group), of)
+    return builder.allreduce(
+        name, layer, tensor, (), [p.grad_op for p in group], [p.gradient for p in group]
+    )

@@ -7,7 +7,8 @@ its DRAM phases included) and ``point_to_point`` (a
 the links (their ``interconnect_bytes``), the cycles they span (summed over the ops)
 and the cycles of those spans **exposed**: during which none of the op's processors
 (an all-reduce's participants; a transfer's source and destination) runs a GEMM or a
-vector op.  Overlapped cycles are the others.
+vector op.  Overlapped cycles (``overlapped_cycles``) are the others,
+``cycles - exposed_cycles``: the communication hidden behind compute.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from accelsim.mapping.groups import described
 from accelsim.report.means import geometric_mean, saving_mean
 from accelsim.report.summary import StepSummary
-from accelsim.report.training import BASE, TrainingReport
+from accelsim.report.training import BASE, TrainingReport, TrainingResult
 from accelsim.units import bytes_to_gb, pj_to_mj, plural
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
             f"{bytes_to_gb(stash.dram_read_bytes):.3f} GB read back from DRAM",
         ),
         *_communication_rows(s),
+        *([("groups", "; ".join(map(described, s.groups)))] if s.groups else []),
         ("energy", f"{pj_to_mj(energy.total):.3f} mJ"),
     ]
     if "engine" in s.settings:
@@ -81,7 +83,8 @@ def _communication_rows(s: StepSummary) -> list[tuple[str, str]]:
         (
             kind,
             f"{bytes_to_gb(c.bytes):.3f} GB on the links in {c.cycles:,} cycles,"
-            f" {c.exposed_cycles:,} exposed (no compute on its processors)",
+            f" {c.exposed_cycles:,} exposed (no compute on its processors),"
+            f" {c.overlapped_cycles:,} overlapped",
         )
         for kind, c in s.communication.items()
         if c.bytes
@@ -202,6 +205,19 @@ def suite_training_table(rows: Sequence[dict[str, Any]]) -> str:
         )
     )
     return "\n".join(lines)
+
+
+def step_groups(result: TrainingResult) -> str:
+    """A line per technique step kind placed in processor groups other than the
+    baseline step's (a pipeline's stages): the groups it printed for the baseline step
+    in :func:`summary_table`; empty when there is none."""
+    base = result.base.groups()
+    rows = [
+        (f"{kind} groups", "; ".join(map(described, placed)))
+        for kind, placed in ((kind, step.groups()) for kind, step in result.steps.items())
+        if placed and placed != base
+    ]
+    return _rows(rows) if rows else ""
 
 
 def training_table(training: TrainingReport) -> str:

@@ -21,6 +21,7 @@ from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey, VectorOp
+from accelsim.mapping.groups import ProcessorGroup, processor_groups
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
 from accelsim.report.communication import by_collective
@@ -314,7 +315,13 @@ class RunResult:
             stages=work.by_stage(self.graph, trace, op_pj),
             owners=work.by_owner(self.graph, trace, op_pj),
             communication=by_collective(self.graph, trace),
+            groups=self.groups(),
         )
+
+    def groups(self) -> tuple[ProcessorGroup, ...]:
+        """The placed step's processor groups and their spans on the topology
+        (:mod:`accelsim.mapping.groups`)."""
+        return processor_groups(self.graph, self.machine.network, self.hardware.interconnect)
 
     def summary(self) -> dict[str, Any]:
         """The ``summary.json`` record: :meth:`step_summary` as a dict, and, for a

@@ -35,11 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from accelsim.mapping.groups import ProcessorGroup
+
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
 # DRAM model, its channels and its own parameters joined ``design`` later, and then every
 # other hardware field, as keys a reader of an older record takes at their defaults
-# (fifo, one channel, none); ``communication`` joined later too, read as empty from an
-# older record.
+# (fifo, one channel, none); ``communication`` and ``groups`` joined later too, read as
+# empty from an older record.
 SCHEMA_VERSION = 2
 
 _T = TypeVar("_T")
@@ -211,14 +213,25 @@ class WorkSummary:
 class CommunicationSummary:
     """What one kind of collective moved in a step: the bytes its ops put on the links,
     the cycles they span (summed over its ops) and of those the cycles exposed, when
-    none of an op's processors computes (:mod:`accelsim.report.communication`)."""
+    none of an op's processors computes (:mod:`accelsim.report.communication`), and
+    the others, overlapped with compute (written, not read back: the difference)."""
 
     bytes: int
     cycles: int
     exposed_cycles: int
 
+    @property
+    def overlapped_cycles(self) -> int:
+        """The cycles some processor of the op computes: ``cycles - exposed_cycles``."""
+        return self.cycles - self.exposed_cycles
+
     def to_dict(self) -> dict[str, int]:
-        return {"bytes": self.bytes, "cycles": self.cycles, "exposed_cycles": self.exposed_cycles}
+        return {
+            "bytes": self.bytes,
+            "cycles": self.cycles,
+            "exposed_cycles": self.exposed_cycles,
+            "overlapped_cycles": self.overlapped_cycles,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommunicationSummary:
@@ -348,7 +361,9 @@ class StepSummary:
     one) say what produced the record.  ``stages`` is the step's work by the stage
     it ran in (forward, backward, update, communication), ``owners`` by who caused it
     (``core`` for the step's own work, else the technique): :class:`WorkSummary`;
-    ``communication`` what each kind of collective moved: :class:`CommunicationSummary`.
+    ``communication`` what each kind of collective moved: :class:`CommunicationSummary`;
+    ``groups`` the processor groups and their spans on the topology
+    (:mod:`accelsim.mapping.groups`).
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -380,6 +395,7 @@ class StepSummary:
     stages: Mapping[str, WorkSummary] = field(default_factory=dict)
     owners: Mapping[str, WorkSummary] = field(default_factory=dict)
     communication: Mapping[str, CommunicationSummary] = field(default_factory=dict)
+    groups: tuple[ProcessorGroup, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -413,6 +429,7 @@ class StepSummary:
             "stages": {name: work.to_dict() for name, work in self.stages.items()},
             "owners": {name: work.to_dict() for name, work in self.owners.items()},
             "communication": {kind: c.to_dict() for kind, c in self.communication.items()},
+            "groups": [group.to_dict() for group in self.groups],
         }
 
     @classmethod
@@ -469,4 +486,8 @@ class StepSummary:
                 kind: CommunicationSummary.from_dict(_check(c, f"communication.{kind}", dict))
                 for kind, c in _check(data.get("communication", {}), "communication", dict).items()
             },
+            groups=tuple(
+                ProcessorGroup.from_dict(_check(g, "groups[]", dict))
+                for g in _check(data.get("groups", []), "groups", list)
+            ),
         )

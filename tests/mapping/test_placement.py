@@ -52,7 +52,12 @@ def composed(step: placement.StepGraph, batch: int, processors: int, run: _Run) 
         )
         after = [replica[j].grad_op for replica in params]
         op = builder.allreduce(
-            f"{name}.allreduce", param.layer, tensor, tuple(range(processors)), after
+            f"{name}.allreduce",
+            param.layer,
+            tensor,
+            tuple(range(processors)),
+            after,
+            [param.gradient],
         )
         ready.update({replica[j].weight.name: op for replica in params})
     for p, (replica, offset) in enumerate(zip(replicas, offsets, strict=True)):

@@ -8,6 +8,7 @@ import numpy as np
 import accelsim
 from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, Tensor, TensorKind
 from accelsim.report.communication import _Union, by_collective
+from accelsim.report.console import summary_table
 from accelsim.report.summary import CommunicationSummary, StepSummary
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
 from accelsim.timing.engine import simulate
@@ -42,6 +43,13 @@ def test_an_all_reduce_is_exposed_where_none_of_its_processors_computes() -> Non
         "all_reduce": CommunicationSummary(bytes=2002, cycles=696, exposed_cycles=396),
         "point_to_point": CommunicationSummary(bytes=0, cycles=0, exposed_cycles=0),
     }
+    reduced = by_collective(graph, trace)["all_reduce"]
+    assert reduced.to_dict() == {
+        "bytes": 2002,
+        "cycles": 696,
+        "exposed_cycles": 396,
+        "overlapped_cycles": 300,
+    }
 
 
 def test_the_summary_records_it_and_reads_an_older_record_without_it() -> None:
@@ -53,5 +61,12 @@ def test_the_summary_records_it_and_reads_an_older_record_without_it() -> None:
         0 <= communication["all_reduce"]["exposed_cycles"] <= communication["all_reduce"]["cycles"]
     )
     assert StepSummary.from_dict(record).to_dict()["communication"] == communication
+    reduced = communication["all_reduce"]
+    assert reduced["overlapped_cycles"] == reduced["cycles"] - reduced["exposed_cycles"]
+    line = next(row for row in summary_table(record).splitlines() if row.startswith("all_reduce"))
+    assert line.endswith(
+        f" {reduced['exposed_cycles']:,} exposed (no compute on its processors),"
+        f" {reduced['overlapped_cycles']:,} overlapped"
+    )
     older = {k: v for k, v in record.items() if k != "communication"}
     assert StepSummary.from_dict(older).communication == {}
