@@ -196,11 +196,20 @@ def _vector_overheads(graph: OpGraph, unit: VectorUnitSpec, chip_cycles: int) ->
     """The fixed cost of each vector op of ``graph``, in program order, by its class
     (:meth:`~accelsim.config.hardware.VectorUnitSpec.overhead_cycles`): one number
     when every class pays the same."""
-    by_class = {c: unit.overhead_cycles(c, chip_cycles) for c in VectorClass}
-    if len(set(by_class.values())) == 1:
-        return by_class[VectorClass.ELEMENTWISE]
-    classes = [op.op_class for op in graph.ops if isinstance(op, VectorOp)]  # idx's order
-    return np.asarray([by_class[c] for c in classes], np.int64)
+    classes = list(VectorClass)
+    by_class = np.asarray([unit.overhead_cycles(c, chip_cycles) for c in classes], np.int64)
+    if (by_class == by_class[0]).all():
+        return int(by_class[0])
+    codes = per_graph(graph, "vector classes", lambda: _vector_class_codes(graph, classes))
+    overheads: np.ndarray = by_class[codes]
+    return overheads
+
+
+def _vector_class_codes(graph: OpGraph, classes: list[VectorClass]) -> np.ndarray:
+    """Each vector op's class, as its place in ``classes``, in program order (the
+    vector columns' order)."""
+    code = {c: i for i, c in enumerate(classes)}
+    return np.asarray([code[op.op_class] for op in graph.ops if isinstance(op, VectorOp)], np.int64)
 
 
 def _cost_vectors(
