@@ -56,3 +56,21 @@ def test_the_gpu_cluster_is_two_nodes_of_eight_on_a_fabric() -> None:
     in_node = 1000 + -(-7 * 2**21 // (18 * 13.66))
     across = 4000 + -(-(2**20) // 27.32)
     assert schedule_cycles(net, schedule) == 2 * (in_node + across)
+
+
+def test_the_a100_cluster_is_two_dgx_a100_nodes() -> None:
+    hw = load_hardware(HARDWARE / "a100_cluster.yaml")
+    # 108 SMs of one 32x32 array at 1.41 GHz: the datasheet's 312 dense bf16 TFLOP/s.
+    macs_per_cycle = hw.array.count * hw.array.rows * hw.array.cols
+    assert 2 * macs_per_cycle * hw.clock_mhz * 1e6 == pytest.approx(312e12, rel=1e-3)
+    # 2,039 GB/s of HBM2e.
+    assert hw.dram.bandwidth_bytes_per_cycle * hw.clock_mhz * 1e6 == pytest.approx(2039e9, 1e-4)
+    net = Network.of(hw.interconnect, hw.processors)
+    assert [(d.topology, d.size) for d in net.dimensions] == [
+        (Topology.SWITCH, 8),
+        (Topology.SWITCH, 2),
+    ]
+    nvlink, fabric = net.dimensions
+    # 12 NVLink 3 links of 25 GB/s each way (300 GB/s); one 200 Gb/s HDR port per GPU.
+    assert nvlink.bandwidth_bytes_per_cycle * hw.clock_mhz * 1e6 == pytest.approx(300e9, 1e-3)
+    assert fabric.bandwidth_bytes_per_cycle * hw.clock_mhz * 1e6 == pytest.approx(25e9, 1e-3)
