@@ -52,7 +52,7 @@ from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Stream
 from accelsim.timing.ready import ready_rank
-from accelsim.timing.sends import NetStep, lowered
+from accelsim.timing.sends import NetStep, dram_of, lowered
 from accelsim.timing.streams import STREAMS, WRITE_STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -221,12 +221,12 @@ class _Engine:
     def _comm_proc(self, op: CommOp) -> Process:
         i = op.op_id
         self.start[i] = int(self.env.now)
-        size = op.tensor.bytes
         drams = [self.dram[p] for p in op.participants]
-        yield from self._join(reserve_all(int(self.env.now), drams, size, self.read_stream[i]))
+        reads, writes = zip(*dram_of(op), strict=True)
+        yield from self._join(reserve_all(int(self.env.now), drams, reads, self.read_stream[i]))
         for step in lowered(self.machine, op):
             yield from self._join(self._send(step))
-        yield from self._join(reserve_all(int(self.env.now), drams, size, self.write_stream[i]))
+        yield from self._join(reserve_all(int(self.env.now), drams, writes, self.write_stream[i]))
         self._finish(i)
 
 

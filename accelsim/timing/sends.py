@@ -1,10 +1,11 @@
-"""What the engines book on the links: each all-reduce and point-to-point transfer of a
+"""What the engines book on the links: each collective and point-to-point transfer of a
 step lowered to **sends**, the bytes each of its transfers puts on each link of its
 route, step by step.
 
 The machine's links are the network's directed links
 (:meth:`accelsim.network.topology.Network.links`), numbered in that order
-(:attr:`accelsim.timing.machine.Machine.links`).  An all-reduce runs the schedule of
+(:attr:`accelsim.timing.machine.Machine.links`).  A collective (each kind of
+:class:`~accelsim.graph.ops.CommOp`) runs its kind's schedule by
 ``interconnect.algorithm`` (``fastest`` where the group cannot run the one named:
 :func:`accelsim.network.cost.plan`) and a transfer is one step of its bytes
 (:mod:`accelsim.network.algorithms`).  Every transfer of a step is a send of its
@@ -15,7 +16,7 @@ latencies after the last of them is done (cut-through: the bytes stream along th
 route behind the head, so the bandwidth term is paid once, not per hop).
 
 On a ``ring`` of one level (no ``levels``) the lowering is the ring's as it always
-was: an all-reduce is the ring algorithm over its participants whatever
+was: a collective is the ring algorithm over its participants whatever
 ``interconnect.algorithm`` says, and a transfer, like each transfer of the ring
 algorithm, is one send on its source's one outgoing link (link ``p`` is processor
 ``p``'s), whatever its destination.
@@ -27,6 +28,7 @@ engine, once per graph object and network.
 from __future__ import annotations
 
 import functools
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -36,7 +38,7 @@ from accelsim.config.interconnect import Algorithm
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.network.algorithms import lower
-from accelsim.network.collectives import Collective, Schedule, Step
+from accelsim.network.collectives import Collective, Schedule, Step, dram_bytes
 from accelsim.network.cost import plan
 from accelsim.network.topology import Link, Network
 from accelsim.timing.machine import Machine
@@ -72,11 +74,35 @@ class _Lowering:
 
 
 def lowered(machine: Machine, op: CommOp | TransferOp) -> tuple[NetStep, ...]:
-    """The steps of sends of ``op`` (an all-reduce or a transfer) on ``machine``."""
+    """The steps of sends of ``op`` (a collective or a transfer) on ``machine``."""
     how = _Lowering.of(machine)
     if isinstance(op, TransferOp):
         return _steps(how, Collective.POINT_TO_POINT, (op.source, op.destination), op.bytes)
-    return _steps(how, Collective.ALL_REDUCE, op.participants, op.tensor.bytes)
+    return _steps(how, op.collective, group(op), op.tensor.bytes)
+
+
+def group(op: CommOp) -> tuple[int, ...]:
+    """The group ``op`` runs on: its participants, a broadcast's from its root on (the
+    schedules send a broadcast from the group's first processor)."""
+    if op.root is None:
+        return op.participants
+    at = op.participants.index(op.root)
+    return op.participants[at:] + op.participants[:at]
+
+
+def schedule_of(machine: Machine, op: CommOp) -> Schedule:
+    """The schedule ``op`` runs on ``machine``: its transfers, step by step."""
+    return _schedule(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:
+    """The DRAM bytes each participant of ``op`` reads before it and writes after it
+    (:func:`accelsim.network.collectives.dram_bytes`), in ``participants`` order."""
+    root, n, size = group(op)[0], len(op.participants), op.tensor.bytes
+    return tuple(
+        dram_bytes(op.collective, size, n, op.collective is Collective.BROADCAST and p == root)
+        for p in op.participants
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -94,6 +120,7 @@ def _steps(
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def _schedule(
     how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
 ) -> Schedule:
@@ -119,6 +146,12 @@ def _sends(how: _Lowering, ids: dict[Link, int], step: Step) -> NetStep:
         latency = network.route_latency(route)
         out += [Send(ids[link], t.bytes, latency) for link in route]
     return tuple(out)
+
+
+def lowering_key(machine: Machine) -> Hashable:
+    """What the lowering of a graph's communication on ``machine`` depends on: equal
+    keys, equal sends (a key for :func:`accelsim.graph.memo.per_graph`)."""
+    return _Lowering.of(machine)
 
 
 @functools.lru_cache(maxsize=32)

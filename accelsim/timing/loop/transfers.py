@@ -1,6 +1,6 @@
 """The compiled event loop's transfers: a unit's DRAM transfers (whole, or a slice at
 a time when its memory books the stream so), a point-to-point transfer on the links
-of its route, and an all-reduce's stages.
+of its route, and a collective's stages.
 
 A DRAM transfer is booked on its memory through
 :func:`accelsim.timing.memories.compiled.reserve` (the memory's model's kernel) and
@@ -97,12 +97,13 @@ def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
     net = ops.net
     if ops.kind[op] == flat.KIND_TRANSFER:
         return send(net.steps[net.op_ptr[op]], now, net, links)
-    size = ops.tensor_bytes[op]
-    t = 0
+    t = now
     stream = ops.read_stream[op]
     for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):
-        m = dram.table.memory_of[ops.part_idx[k]]
-        t = max(t, reserve(dram, m, now, size, stream, False) + dram.table.latency[m])
+        if ops.part_read[k]:
+            m = dram.table.memory_of[ops.part_idx[k]]
+            a = reserve(dram, m, now, ops.part_read[k], stream, False) + dram.table.latency[m]
+            t = max(t, a)
     return t
 
 
@@ -128,10 +129,11 @@ def process_step(op: int, now: int, ops: Any, stage: Any, dram: Any, links: Any)
         return -1
     if phase <= steps:
         return send(net.steps[first + phase - 1], now, net, links)
-    size = ops.tensor_bytes[op]
-    t = 0
+    t = now
+    stream = ops.write_stream[op]
     for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):
-        m = dram.table.memory_of[ops.part_idx[k]]
-        a = reserve(dram, m, now, size, ops.write_stream[op], True) + dram.table.latency[m]
-        t = max(t, a)
+        if ops.part_write[k]:
+            m = dram.table.memory_of[ops.part_idx[k]]
+            a = reserve(dram, m, now, ops.part_write[k], stream, True) + dram.table.latency[m]
+            t = max(t, a)
     return t
