@@ -52,7 +52,7 @@ from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Stream
 from accelsim.timing.ready import ready_rank
-from accelsim.timing.sends import NetStep, dram_of, lowered
+from accelsim.timing.sends import Item, NetStep, dram_of, lowered, pipelined
 from accelsim.timing.streams import STREAMS, WRITE_STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -224,10 +224,60 @@ class _Engine:
         drams = [self.dram[p] for p in op.participants]
         reads, writes = zip(*dram_of(op), strict=True)
         yield from self._join(reserve_all(int(self.env.now), drams, reads, self.read_stream[i]))
-        for step in lowered(self.machine, op):
-            yield from self._join(self._send(step))
+        steps, items = lowered(self.machine, op), pipelined(self.machine, op)
+        if items:
+            done = self.env.event()
+            _Pipeline(self, steps, items, done).start()
+            yield done
+        else:
+            for step in steps:
+                yield from self._join(self._send(step))
         yield from self._join(reserve_all(int(self.env.now), drams, writes, self.write_stream[i]))
         self._finish(i)
+
+
+class _Pipeline:
+    """A pipelined collective's items (:func:`~accelsim.timing.sends.pipelined`) run
+    by callbacks, each step an event at its last arrival and a join at that cycle
+    (as a step of any collective); ``done`` succeeds when the last item is done."""
+
+    def __init__(
+        self,
+        engine: _Engine,
+        steps: tuple[NetStep, ...],
+        items: tuple[Item, ...],
+        done: simpy.Event,
+    ) -> None:
+        self.engine, self.steps, self.items, self.done = engine, steps, items, done
+        self.waits = [item.waits for item in items]
+        self.left = len(items)
+
+    def start(self) -> None:
+        for k, item in enumerate(self.items):
+            if not item.waits:
+                self._send(k, 0)
+
+    def _send(self, k: int, step: int) -> None:
+        env = self.engine.env
+        arrival = self.engine._send(self.steps[self.items[k].first + step])
+        arrived = env.timeout(arrival - int(env.now))
+        arrived.callbacks.append(lambda _: self._arrived(k, step))
+
+    def _arrived(self, k: int, step: int) -> None:
+        self.engine.env.timeout(0).callbacks.append(lambda _: self._joined(k, step))
+
+    def _joined(self, k: int, step: int) -> None:
+        item = self.items[k]
+        if step + 1 < item.count:
+            self._send(k, step + 1)
+            return
+        self.left -= 1
+        for j in item.successors:
+            self.waits[j] -= 1
+            if not self.waits[j]:
+                self._send(j, 0)
+        if not self.left:
+            self.done.succeed()
 
 
 def simulate(

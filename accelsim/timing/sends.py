@@ -39,7 +39,7 @@ from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.network.algorithms import lower
 from accelsim.network.collectives import Collective, Schedule, Step, dram_bytes
-from accelsim.network.cost import plan
+from accelsim.network.cost import phase_cycles, pipeline_order, plan
 from accelsim.network.topology import Link, Network
 from accelsim.timing.machine import Machine
 
@@ -105,6 +105,70 @@ def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:
     )
 
 
+@dataclass(frozen=True)
+class Item:
+    """One chunk's phase of a pipelined collective: the op's :func:`lowered` steps
+    ``first`` to ``first + count``, run one after the other once the ``waits`` items
+    before it are done (the chunk's previous phase, the dimension's previous phase);
+    ``successors`` are the items that wait for it, in order."""
+
+    first: int
+    count: int
+    waits: int
+    successors: tuple[int, ...]
+
+
+def pipelined(machine: Machine, op: CommOp) -> tuple[Item, ...]:
+    """The items of ``op``, a collective whose schedule cuts its buffer into chunks
+    pipelined across the dimensions (none for any other), chunk after chunk.
+
+    Each dimension runs its phases in the order
+    :func:`accelsim.network.cost.pipeline_order` starts them without contention, so an
+    item starts when both the chunk's previous phase and the previous phase on its
+    dimension in that order are done: without contention the engines take
+    :func:`accelsim.network.cost.pipeline_cycles`.
+    """
+    return _items(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _items(
+    how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> tuple[Item, ...]:
+    schedule = _schedule(how, collective, group, size_bytes)
+    if schedule.chunks == 1:
+        return ()
+    phases = schedule.phases
+    per_chunk = sum(len(phase.steps) for phase in phases)
+    offsets = [sum(len(p.steps) for p in phases[:i]) for i in range(len(phases))]
+    dimensions = [phase.dimension for phase in phases]
+    order = pipeline_order(phase_cycles(how.network, schedule), dimensions, schedule.chunks)
+    before: dict[int, list[int]] = {}  # each item's items to wait for
+    last_on: dict[int, int] = {}  # the item each dimension ran last
+    for chunk, i in order:
+        k = chunk * len(phases) + i
+        waits = [k - 1] if i else []
+        prev = last_on.get(dimensions[i])
+        if prev is not None and prev not in waits:
+            waits.append(prev)
+        before[k] = waits
+        last_on[dimensions[i]] = k
+    after: dict[int, list[int]] = {k: [] for k in before}
+    for k, waits in before.items():
+        for j in waits:
+            after[j].append(k)
+    return tuple(
+        Item(
+            chunk * per_chunk + offsets[i],
+            len(phases[i].steps),
+            len(before[chunk * len(phases) + i]),
+            tuple(sorted(after[chunk * len(phases) + i])),
+        )
+        for chunk in range(schedule.chunks)
+        for i in range(len(phases))
+    )
+
+
 @functools.lru_cache(maxsize=4096)
 def _steps(
     how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
@@ -166,6 +230,11 @@ class SendTable(NamedTuple):
     Op ``i`` runs the steps ``steps[op_ptr[i]:op_ptr[i + 1]]`` in order (none for a
     unit op); step ``s``'s sends are ``step_ptr[s]:step_ptr[s + 1]`` of ``link``,
     ``bytes`` and ``latency`` (a step repeated, as a ring's are, is stored once).
+    A pipelined collective's steps are its :class:`Item` s
+    ``item_ptr[i]:item_ptr[i + 1]`` (none for any other op): item ``k`` of op
+    ``item_op[k]`` runs the steps ``steps[item_first[k]:item_first[k] +
+    item_count[k]]`` once ``item_waits[k]`` items are done, and the items
+    ``item_succ[item_succ_ptr[k]:item_succ_ptr[k + 1]]`` wait for it.
     """
 
     op_ptr: np.ndarray
@@ -174,6 +243,13 @@ class SendTable(NamedTuple):
     link: np.ndarray
     bytes: np.ndarray
     latency: np.ndarray
+    item_ptr: np.ndarray
+    item_op: np.ndarray
+    item_first: np.ndarray
+    item_count: np.ndarray
+    item_waits: np.ndarray
+    item_succ_ptr: np.ndarray
+    item_succ: np.ndarray
 
 
 def send_table(graph: OpGraph, machine: Machine) -> SendTable:
@@ -188,9 +264,12 @@ def _table(graph: OpGraph, machine: Machine) -> SendTable:
     kept: list[NetStep] = []  # every step numbered, alive while ids are in use
     counts = np.zeros(len(graph.ops), np.int64)
     steps: list[int] = []
+    items = _ItemColumns(len(graph.ops))
     for i, op in enumerate(graph.ops):
         if not isinstance(op, (CommOp, TransferOp)):
             continue
+        if isinstance(op, CommOp):
+            items.add(i, len(steps), pipelined(machine, op))
         ran = lowered(machine, op)
         for step in ran:
             if id(step) not in step_id:
@@ -210,4 +289,38 @@ def _table(graph: OpGraph, machine: Machine) -> SendTable:
         link=np.asarray([s.link for s in sends], np.int64),
         bytes=np.asarray([s.bytes for s in sends], np.int64),
         latency=np.asarray([s.latency_cycles for s in sends], np.int64),
+        **items.arrays(),
     )
+
+
+class _ItemColumns:
+    """The :class:`SendTable`'s item columns, an op's items at a time."""
+
+    def __init__(self, n_ops: int) -> None:
+        self.count = np.zeros(n_ops, np.int64)
+        self.columns: list[tuple[int, int, int, int]] = []  # op, first, count, waits
+        self.successors: list[tuple[int, ...]] = []
+
+    def add(self, op: int, at: int, items: tuple[Item, ...]) -> None:
+        """Op ``op``'s ``items``, its steps starting at ``at`` in the table."""
+        base = len(self.columns)
+        self.count[op] = len(items)
+        for item in items:
+            self.columns.append((op, at + item.first, item.count, item.waits))
+            self.successors.append(tuple(base + j for j in item.successors))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        item_ptr = np.zeros(len(self.count) + 1, np.int64)
+        np.cumsum(self.count, out=item_ptr[1:])
+        op, first, count, waits = np.asarray(self.columns, np.int64).reshape(-1, 4).T
+        succ_ptr = np.zeros(len(self.successors) + 1, np.int64)
+        np.cumsum([len(s) for s in self.successors], out=succ_ptr[1:])
+        return {
+            "item_ptr": item_ptr,
+            "item_op": np.ascontiguousarray(op),
+            "item_first": np.ascontiguousarray(first),
+            "item_count": np.ascontiguousarray(count),
+            "item_waits": np.ascontiguousarray(waits),
+            "item_succ_ptr": succ_ptr,
+            "item_succ": np.asarray([j for s in self.successors for j in s], np.int64),
+        }
