@@ -11,17 +11,20 @@ with ``dram.sharing: shared``, one per processor with ``per_processor``; a
 :class:`~accelsim.timing.memory.MemoryState` running its model's kernel), which
 books each transfer when it is requested and says
 when it arrives (:mod:`accelsim.timing.channel`); an op's traffic goes to its
-own processor's memory, and an all-reduce reads and writes each participant's
-copy on that participant's memory.  The network's directed links
-(:attr:`~accelsim.timing.machine.Machine.links`) are first-come-first-served
-channels booked the same way, by the sends each all-reduce and point-to-point
+own processor's memory, and a collective reads and writes each participant's
+buffers on that participant's memory (its kind's bytes:
+:func:`~accelsim.timing.sends.dram_of`).  The network's directed links
+(:attr:`~accelsim.timing.machine.Machine.links`) are first-come-first-served channels
+booked the same way, by the sends each collective and point-to-point
 transfer is lowered to (:mod:`accelsim.timing.sends`: its algorithm's schedule, step
 by step, each transfer on every link of its route).  A step is one event for all its
 transfers: each link of each transfer's route is reserved for its bytes (after
 whatever that link already carries, so contention between collectives and with
 transfers is kept), and the step ends when the last transfer arrives, the route's
-latencies after its last link is done; so are an all-reduce's DRAM read and write
-phases, around its steps.  Events therefore grow with the steps, not the links.
+latencies after its last link is done; so are a collective's DRAM read and write
+phases, around its steps (a pipelined collective's chunks run as items, each step
+an event and a join, the write phase after the last item).  Events therefore grow
+with the steps, not the links.
 
 An op first spends its fixed cost (``timing.op_overhead_cycles``: launch,
 synchronisation) and is then simulated as ``chunks`` tile groups of the rest of its
@@ -289,7 +292,7 @@ def simulate(
 ) -> Trace:
     """Run ``graph`` with ``costs`` on ``machine`` and return the :class:`Trace`; its ops'
     transfers are of ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`';
-    an all-reduce's, its read and write stream classes), ready ops taken by ``rank``
+    a collective's, its read and write stream classes), ready ops taken by ``rank``
     (by default :func:`~accelsim.timing.ready.ready_rank`).
 
     Raises:

@@ -29,7 +29,7 @@ parameters and its state), booked through its model's kernel
 (:mod:`accelsim.timing.memories.compiled`): the loop is compiled once for each
 model, which it takes as a literal argument (:func:`run` gives it), so that it books
 with that model's kernel alone; links are first-come-first-served channels.  Events
-that change nothing (a transfer's or all-reduce's process ending) are counted but
+that change nothing (a transfer's or collective's process ending) are counted but
 not queued.
 
 :func:`run_events` pops events, dispatches ready ops and queues what its helpers
@@ -143,7 +143,7 @@ def _dispatch(
     n_ready: int, now: int, size: int, seq: int, ops: Any, heap: Any, stores: Any, progress: Any
 ) -> tuple[int, int]:
     """Dispatch the ops that became ready, in order: a unit op is put in its unit's
-    store (a PUT event), a transfer or all-reduce starts its process (INIT_PROC).
+    store (a PUT event), a transfer or collective starts its process (INIT_PROC).
     Returns the heap's size and the sequence number."""
     normal = records.NORMAL << records.PRIORITY_SHIFT
     for r in range(n_ready):
@@ -190,7 +190,7 @@ def _asked(
 @inline
 def _finished(op: int, ops: Any, unit: Any) -> int:
     """The unit whose op ``op`` just finished, now idle (it serves its store next), or
-    -1 for a transfer or all-reduce."""
+    -1 for a transfer or collective."""
     if ops.kind[op] != flat.KIND_UNIT:
         return -1
     st = ops.store[op]

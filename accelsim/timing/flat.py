@@ -2,8 +2,8 @@
 
 :func:`flatten` keeps exactly what decides the timing (op kinds, units,
 processors, dependencies, the ready order (:mod:`accelsim.timing.ready`), the
-costed cycles and bytes, transfers' sources, all-reduces' participants, the sends
-every all-reduce and transfer books on the links
+costed cycles and bytes, transfers' sources, collectives' participants, the sends
+every collective and transfer books on the links
 (:class:`~accelsim.timing.sends.SendTable`), the
 stream class of every op's reads and writes and each class's priority, every DRAM
 memory's model, parameters, state size, slice and latency as the arrays of

@@ -38,7 +38,7 @@ import numpy as np
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.machine import Machine
-from accelsim.timing.sends import dram_of, lowered
+from accelsim.timing.sends import dram_of, link_load
 
 
 def ready_rank(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
@@ -76,11 +76,8 @@ def own_cycles(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
 def _collective_cycles(op: CommOp, machine: Machine) -> float:
     """A collective's estimate: its busiest link's bytes over the whole schedule, then
     the slowest participant's DRAM read and write."""
-    load: dict[int, int] = {}
-    for step in lowered(machine, op):
-        for send in step:
-            load[send.link] = load.get(send.link, 0) + send.bytes
-    links = max((machine.links[k].bound(float(b)) for k, b in load.items()), default=0.0)
+    load = link_load(machine, op)
+    links = max((machine.links[k].bound(float(b)) for k, b in load), default=0.0)
     dram = max(
         machine.dram[p].bound(float(r)) + machine.dram[p].bound(float(w), write=True)
         for p, (r, w) in zip(op.participants, dram_of(op), strict=True)

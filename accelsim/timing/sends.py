@@ -28,6 +28,7 @@ engine, once per graph object and network.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -93,6 +94,23 @@ def group(op: CommOp) -> tuple[int, ...]:
 def schedule_of(machine: Machine, op: CommOp) -> Schedule:
     """The schedule ``op`` runs on ``machine``: its transfers, step by step."""
     return _schedule(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+def link_load(machine: Machine, op: CommOp) -> tuple[tuple[int, int], ...]:
+    """Each link ``op``'s sends use and the bytes they put on it over all its steps
+    (worked out once per kind, group, size and network)."""
+    return _link_load(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _link_load(
+    how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> tuple[tuple[int, int], ...]:
+    load: Counter[int] = Counter()
+    for step in _steps(how, collective, group, size_bytes):
+        for send in step:
+            load[send.link] += send.bytes
+    return tuple(load.items())
 
 
 def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:

@@ -82,7 +82,7 @@ class Chains(NamedTuple):
 
 
 class Progress(NamedTuple):
-    """Each op's start and end (-1 until then), dependencies left, all-reduce stage,
+    """Each op's start and end (-1 until then), dependencies left, collective stage,
     and the ops ready to dispatch."""
 
     start: np.ndarray

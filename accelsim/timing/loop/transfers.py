@@ -93,7 +93,7 @@ def book_slice(row: int, now: int, dram: Any, chains: Any) -> tuple[int, int, in
 
 @inline
 def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
-    """Start a transfer (its one step of sends) or an all-reduce (its DRAM read on
+    """Start a transfer (its one step of sends) or a collective (its DRAM read on
     every participant's memory); returns the last arrival, when its process goes on."""
     net = ops.net
     if ops.kind[op] == flat.KIND_TRANSFER:
