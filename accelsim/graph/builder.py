@@ -36,6 +36,7 @@ from accelsim.graph.ops import (
     replaced,
     whole,
 )
+from accelsim.network.collectives import Collective
 
 
 class GraphBuilder:
@@ -314,8 +315,35 @@ class GraphBuilder:
         after: Iterable[int],
         gradients: Sequence[Tensor] = (),
     ) -> int:
-        """Add a ring all-reduce of ``tensor`` after the ops in ``after`` (``tensor``
+        """Add an all-reduce of ``tensor`` after the ops in ``after`` (``tensor``
         holds ``gradients``: :attr:`~accelsim.graph.ops.CommOp.gradients`)."""
+        return self.collective(
+            name, layer, tensor, participants, after, Collective.ALL_REDUCE, gradients=gradients
+        )
+
+    def collective(
+        self,
+        name: str,
+        layer: str,
+        tensor: Tensor,
+        participants: tuple[int, ...],
+        after: Iterable[int],
+        kind: Collective,
+        root: int | None = None,
+        gradients: Sequence[Tensor] = (),
+    ) -> int:
+        """Add a ``kind`` collective of ``tensor`` (sized as
+        :mod:`accelsim.network.collectives` says) on ``participants`` after the ops in
+        ``after``; a broadcast from ``root`` (None: the first participant).
+
+        Raises:
+            ValueError: for a point-to-point kind (a transfer, not a collective), a
+                root of another kind, or a root that does not take part.
+        """
+        if kind is Collective.POINT_TO_POINT:
+            raise ValueError("a point-to-point message is a transfer, not a collective")
+        if root is not None and (kind is not Collective.BROADCAST or root not in participants):
+            raise ValueError(f"{kind.value} on {participants} cannot have root {root}")
         order = tuple(sorted(set(after)))
         op = CommOp(
             op_id=len(self.ops),
@@ -330,6 +358,8 @@ class GraphBuilder:
             tag=self.tag,
             owner=self.owner,
             gradients=tuple(gradients),
+            collective=kind,
+            root=root,
         )
         return self._emit(op, (tensor,), False)
 

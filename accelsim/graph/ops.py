@@ -42,6 +42,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from accelsim.config.enums import VectorClass
+from accelsim.network.collectives import Collective
 
 
 class Phase(str, Enum):
@@ -295,10 +296,10 @@ class VectorOp:
 
 @dataclass(frozen=True, slots=True)
 class CommOp:
-    """A ring all-reduce of ``tensor`` across ``participants`` over the interconnect.
-
-    ``gradients`` are the gradients ``tensor`` holds (the first replica's copies, the
-    graph's parameters' own), more than one for a bucket of data parallelism."""
+    """A ``collective`` of ``tensor`` (the buffer :mod:`accelsim.network.collectives`
+    sizes each kind by) across ``participants``, a broadcast's from ``root`` (None: the
+    first participant); ``gradients`` are those ``tensor`` holds (the first replica's
+    copies, the graph's parameters' own), more than one for a bucket of data parallelism."""
 
     op_id: int
     name: str
@@ -313,6 +314,8 @@ class CommOp:
     tag: Tag = ROOT
     owner: str = CORE
     gradients: tuple[Tensor, ...] = ()
+    collective: Collective = Collective.ALL_REDUCE
+    root: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

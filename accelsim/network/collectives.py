@@ -9,6 +9,11 @@ A collective's ``size_bytes`` is, by kind: each processor's buffer (``all_reduce
 (``broadcast``, from the group's first processor) or the message (``point_to_point``,
 from the group's first processor to its second).  A piece of ``size / n`` is
 ``ceil(size / n)`` bytes, as the engines' ring all-reduce cuts its chunks.
+
+Each processor also reads and writes its buffers in its DRAM
+(:func:`dram_bytes`): what it gives before the first transfer, what it keeps after
+the last.  A reduction's partial sums stay in the processor's on-chip buffers
+between steps and are not charged.
 """
 
 from __future__ import annotations
@@ -87,3 +92,25 @@ def together(*phases: tuple[Step, ...]) -> tuple[Step, ...]:
     return tuple(
         tuple(t for phase in phases if k < len(phase) for t in phase[k]) for k in range(longest)
     )
+
+
+def dram_bytes(collective: Collective, size_bytes: int, n: int, root: bool) -> tuple[int, int]:
+    """The DRAM bytes a processor of a group of ``n`` reads before ``collective`` of
+    ``size_bytes`` and writes after it (``root``: it is a broadcast's root).
+
+    An all-reduce and an all-to-all read and write the processor's whole buffer; an
+    all-gather reads its piece and writes the gathered buffer; a reduce-scatter reads
+    its whole input and writes its reduced piece; a broadcast's root reads the buffer
+    and each other processor writes it; a point-to-point message moves on the links
+    alone (its sender's and receiver's ops read and write it).
+    """
+    c = piece(size_bytes, n)
+    if collective is Collective.ALL_GATHER:
+        return c, size_bytes
+    if collective is Collective.REDUCE_SCATTER:
+        return size_bytes, c
+    if collective is Collective.BROADCAST:
+        return (size_bytes, 0) if root else (0, size_bytes)
+    if collective is Collective.POINT_TO_POINT:
+        return 0, 0
+    return size_bytes, size_bytes

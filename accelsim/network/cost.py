@@ -62,9 +62,8 @@ def schedule_cycles(network: Network, schedule: Schedule) -> int:
     :func:`pipeline_cycles`)."""
     if schedule.chunks == 1:
         return _steps_cycles(network, schedule.steps)
-    durations = [_steps_cycles(network, phase.steps) for phase in schedule.phases]
     dimensions = [phase.dimension for phase in schedule.phases]
-    return pipeline_cycles(durations, dimensions, schedule.chunks)
+    return pipeline_cycles(phase_cycles(network, schedule), dimensions, schedule.chunks)
 
 
 def pipeline_cycles(durations: list[int], dimensions: list[int], chunks: int) -> int:
@@ -81,9 +80,26 @@ def pipeline_cycles(durations: list[int], dimensions: list[int], chunks: int) ->
     max(durations)``: the first chunk through every phase, the others following at
     the slowest phase's rate.
     """
+    return max(_pipeline(durations, dimensions, chunks)[1], default=0)
+
+
+def pipeline_order(
+    durations: list[int], dimensions: list[int], chunks: int
+) -> list[tuple[int, int]]:
+    """The ``(chunk, phase)`` pairs in the order :func:`pipeline_cycles` starts them:
+    each dimension's phases run in this order (the engines keep it under contention)."""
+    return _pipeline(durations, dimensions, chunks)[0]
+
+
+def _pipeline(
+    durations: list[int], dimensions: list[int], chunks: int
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """:func:`pipeline_cycles`' list schedule: the ``(chunk, phase)`` pairs in the
+    order they start and when each chunk's last phase ends."""
     ended = [0] * chunks  # when each chunk's last phase ended
     done = [0] * chunks  # phases each chunk has been through
     free: dict[int, int] = {}  # when each dimension is free
+    order = []
     for _ in range(chunks * len(durations)):
         start, _, chunk = min(
             (max(ended[j], free.get(dimensions[done[j]], 0)), done[j], j)
@@ -93,7 +109,13 @@ def pipeline_cycles(durations: list[int], dimensions: list[int], chunks: int) ->
         phase = done[chunk]
         ended[chunk] = free[dimensions[phase]] = start + durations[phase]
         done[chunk] += 1
-    return max(ended, default=0)
+        order.append((chunk, phase))
+    return order, ended
+
+
+def phase_cycles(network: Network, schedule: Schedule) -> list[int]:
+    """Cycles of each of a pipelined schedule's phases alone (one chunk's)."""
+    return [_steps_cycles(network, phase.steps) for phase in schedule.phases]
 
 
 def concurrent_cycles(network: Network, schedules: tuple[Schedule, ...]) -> int:

@@ -1,12 +1,14 @@
 """What a simulated step communicated, by collective kind (``summary.json``'s
 ``communication``).
 
-Today's steps hold two kinds: ``all_reduce`` (a :class:`~accelsim.graph.ops.CommOp`,
-its DRAM phases included) and ``point_to_point`` (a
-:class:`~accelsim.graph.ops.TransferOp`).  For each kind: the bytes its ops put on
-the links (their ``interconnect_bytes``), the cycles they span (summed over the ops)
-and the cycles of those spans **exposed**: during which none of the op's processors
-(an all-reduce's participants; a transfer's source and destination) runs a GEMM or a
+Every kind of :class:`~accelsim.network.collectives.Collective`: a
+:class:`~accelsim.graph.ops.CommOp` of its ``collective`` (its DRAM phases
+included), a :class:`~accelsim.graph.ops.TransferOp` ``point_to_point``;
+``all_reduce`` and ``point_to_point`` are always named, the others where the step
+has one.  For each kind: the bytes its ops' transfers send (their
+``interconnect_bytes``), the cycles they span (summed over the ops) and the cycles
+of those spans **exposed**: during which none of the op's processors (a
+collective's participants; a transfer's source and destination) runs a GEMM or a
 vector op.  Overlapped cycles (``overlapped_cycles``) are the others,
 ``cycles - exposed_cycles``: the communication hidden behind compute.
 """
@@ -17,6 +19,7 @@ import numpy as np
 
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
+from accelsim.network.collectives import Collective
 from accelsim.report.summary import CommunicationSummary
 from accelsim.timing.costs import UNIT_COMM
 from accelsim.timing.trace import Trace
@@ -49,14 +52,16 @@ def by_collective(graph: OpGraph, trace: Trace) -> dict[str, CommunicationSummar
 
 
 def _kinds(graph: OpGraph) -> dict[str, list[tuple[int, tuple[int, ...]]]]:
-    """Each kind's ops: (op id, the processors it waits on)."""
+    """Each kind's ops: (op id, the processors it waits on); ``all_reduce`` and
+    ``point_to_point`` always, the other kinds where the step has one, in
+    :class:`~accelsim.network.collectives.Collective` order."""
     kinds: dict[str, list[tuple[int, tuple[int, ...]]]] = {ALL_REDUCE: [], POINT_TO_POINT: []}
     for op in graph.ops:
         if isinstance(op, CommOp):
-            kinds[ALL_REDUCE].append((op.op_id, op.participants))
+            kinds.setdefault(op.collective.value, []).append((op.op_id, op.participants))
         elif isinstance(op, TransferOp):
             kinds[POINT_TO_POINT].append((op.op_id, (op.source, op.destination)))
-    return kinds
+    return {kind.value: kinds[kind.value] for kind in Collective if kind.value in kinds}
 
 
 Spans = tuple[np.ndarray, np.ndarray]

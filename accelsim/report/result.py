@@ -41,6 +41,7 @@ from accelsim.report.tables import OP_COLUMNS as OP_COLUMNS
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import traffic_bound
+from accelsim.timing.sends import dram_of, schedule_of
 from accelsim.timing.trace import Trace
 from accelsim.units import cycles_to_seconds
 
@@ -133,10 +134,10 @@ class RunResult:
         unit's compute cycles.  A pipeline of ``repeats`` mini-batches bounds its
         period by these over ``repeats``.
 
-        Each op's bytes count on its processor's memory and link, except an
-        all-reduce's: as the engine charges them, each of its ``r`` participants
-        moves the tensor through its own memory twice (``2 size``) and sends
-        ``2 (r - 1)`` chunks of ``ceil(size / r)`` over its own link.
+        Each op's bytes count on its processor's memory and link, except a
+        collective's: as the engine charges them, each participant reads and writes
+        its own memory (:func:`~accelsim.timing.sends.dram_of`) and sends its
+        schedule's transfers from it.
         """
         bounds = self._bounds_of(np.ones(len(self.graph.ops), dtype=bool))
         return {k: v / repeats for k, v in bounds.items()}
@@ -165,14 +166,16 @@ class RunResult:
             op = self.graph.ops[i]
             if not isinstance(op, CommOp):
                 continue
-            first, size, procs = int(trace.processor[i]), op.tensor.bytes, len(op.participants)
+            first = int(trace.processor[i])
             channels[first] -= per_op[i]
             written[first] -= write_op[i]
             links[first] -= c.interconnect_bytes[i]
-            for p in op.participants:
-                channels[p] += 2 * size
-                written[p] += size
-                links[p] += 2 * (procs - 1) * -(-size // procs)
+            for p, (read, write) in zip(op.participants, dram_of(op), strict=True):
+                channels[p] += read + write
+                written[p] += write
+            for step in schedule_of(self.machine, op).steps:
+                for t in step:
+                    links[t.source] += t.bytes
         memories = self.machine.dram  # one object per memory
         moved: dict[int, float] = {}
         wrote: dict[int, float] = {}

@@ -72,20 +72,21 @@ def transfer(
     return SlicedTransfer(env, memory, n_bytes - part, stream, arrival - memory.latency_cycles)
 
 
-def reserve_all(now: int, memories: Sequence[MemoryState], n_bytes: int, stream: Stream) -> int:
-    """Book ``n_bytes`` on each memory in turn at cycle ``now``; the last arrival.
+def reserve_all(
+    now: int, memories: Sequence[MemoryState], n_bytes: Sequence[int], stream: Stream
+) -> int:
+    """Book ``n_bytes[i]`` on ``memories[i]`` in turn at cycle ``now``; the last
+    arrival (``now`` when every count is 0: nothing is booked).
 
     Each is booked whole, as by :meth:`~accelsim.timing.memory.MemoryState.reserve`,
     without an event (a memory listed twice is booked twice, one transfer after the
-    other); an all-reduce's read and write phases book every participant's memory
+    other); a collective's read and write phases book its participants' memories
     this way.
 
     Raises:
-        ValueError: if there is no memory, or one would book ``stream`` a slice at
-            a time.
+        ValueError: if one would book ``stream`` a slice at a time.
     """
-    if not memories:
-        raise ValueError("reserve_all needs at least one memory")
-    if any(memory.slice_bytes and memory.portion(n_bytes, stream) < n_bytes for memory in memories):
+    booked = [(m, b) for m, b in zip(memories, n_bytes, strict=True) if b]
+    if any(m.slice_bytes and m.portion(b, stream) < b for m, b in booked):
         raise ValueError(f"reserve_all books whole transfers, not {stream.kind.name} slices")
-    return max([memory.reserve(now, n_bytes, stream) for memory in memories])
+    return max([now, *(m.reserve(now, b, stream) for m, b in booked)])

@@ -40,6 +40,7 @@ from accelsim.timing.gemm_costs import ChipOptions, better_orientation, gemm_col
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
+from accelsim.timing.sends import dram_of, lowering_key, schedule_of
 
 UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 PLAIN_CHIP = ChipOptions()
@@ -155,7 +156,7 @@ def op_costs(
             _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap, chip)
 
     _cost_vectors(z, graph, machine.hardware.vector_unit, chunks_per_op, schedule.reuse, chip)
-    _cost_links(z, graph)
+    _cost_links(z, graph, machine)
     if per_kernel:
         _per_kernel(z, graph, machine.hardware.timing.program_cycles())
     if group_cycles is not None:
@@ -328,9 +329,10 @@ def vector_dram_bytes(
     return reads, writes
 
 
-def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
-    """Fill the cost arrays of the all-reduces and transfers (:func:`_link_columns`)."""
-    columns = per_graph(graph, "link columns", lambda: _link_columns(graph))
+def _cost_links(z: dict[str, np.ndarray], graph: OpGraph, machine: Machine) -> None:
+    """Fill the cost arrays of the collectives and transfers (:func:`_link_columns`)."""
+    key = ("link columns", lowering_key(machine))
+    columns = per_graph(graph, key, lambda: _link_columns(graph, machine))
     if columns is None:
         return
     idx, link, dram_read, dram_write = columns
@@ -341,17 +343,24 @@ def _cost_links(z: dict[str, np.ndarray], graph: OpGraph) -> None:
     z["chunks"][idx] = 1
 
 
-def _link_columns(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """The all-reduces' and transfers' op ids, link bytes and DRAM bytes read and
-    written (in Python ints, then a column at a time); None for a graph without them."""
+def _link_columns(
+    graph: OpGraph, machine: Machine
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The collectives' and transfers' op ids, the bytes their transfers send and the
+    DRAM bytes they read and write, every participant's (in Python ints, then a
+    column at a time); None for a graph without them."""
     index: list[int] = []
     columns: list[tuple[int, int, int]] = []  # link bytes, DRAM bytes read and written
     for op in graph.ops:
         if isinstance(op, CommOp):
-            procs, size = len(op.participants), op.tensor.bytes
+            moved = dram_of(op)
             index.append(op.op_id)
             columns.append(
-                (2 * (procs - 1) * -(-size // procs) * procs, procs * size, procs * size)
+                (
+                    schedule_of(machine, op).bytes,
+                    sum(r for r, _ in moved),
+                    sum(w for _, w in moved),
+                )
             )
         elif isinstance(op, TransferOp):
             index.append(op.op_id)

@@ -11,17 +11,20 @@ with ``dram.sharing: shared``, one per processor with ``per_processor``; a
 :class:`~accelsim.timing.memory.MemoryState` running its model's kernel), which
 books each transfer when it is requested and says
 when it arrives (:mod:`accelsim.timing.channel`); an op's traffic goes to its
-own processor's memory, and an all-reduce reads and writes each participant's
-copy on that participant's memory.  The network's directed links
-(:attr:`~accelsim.timing.machine.Machine.links`) are first-come-first-served
-channels booked the same way, by the sends each all-reduce and point-to-point
+own processor's memory, and a collective reads and writes each participant's
+buffers on that participant's memory (its kind's bytes:
+:func:`~accelsim.timing.sends.dram_of`).  The network's directed links
+(:attr:`~accelsim.timing.machine.Machine.links`) are first-come-first-served channels
+booked the same way, by the sends each collective and point-to-point
 transfer is lowered to (:mod:`accelsim.timing.sends`: its algorithm's schedule, step
 by step, each transfer on every link of its route).  A step is one event for all its
 transfers: each link of each transfer's route is reserved for its bytes (after
 whatever that link already carries, so contention between collectives and with
 transfers is kept), and the step ends when the last transfer arrives, the route's
-latencies after its last link is done; so are an all-reduce's DRAM read and write
-phases, around its steps.  Events therefore grow with the steps, not the links.
+latencies after its last link is done; so are a collective's DRAM read and write
+phases, around its steps (a pipelined collective's chunks run as items, each step
+an event and a join, the write phase after the last item).  Events therefore grow
+with the steps, not the links.
 
 An op first spends its fixed cost (``timing.op_overhead_cycles``: launch,
 synchronisation) and is then simulated as ``chunks`` tile groups of the rest of its
@@ -52,7 +55,7 @@ from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Stream
 from accelsim.timing.ready import ready_rank
-from accelsim.timing.sends import NetStep, lowered
+from accelsim.timing.sends import Item, NetStep, dram_of, lowered, pipelined
 from accelsim.timing.streams import STREAMS, WRITE_STREAMS, Streams, op_streams
 from accelsim.timing.trace import LIMIT_MESSAGE, Trace, build_trace
 
@@ -221,13 +224,63 @@ class _Engine:
     def _comm_proc(self, op: CommOp) -> Process:
         i = op.op_id
         self.start[i] = int(self.env.now)
-        size = op.tensor.bytes
         drams = [self.dram[p] for p in op.participants]
-        yield from self._join(reserve_all(int(self.env.now), drams, size, self.read_stream[i]))
-        for step in lowered(self.machine, op):
-            yield from self._join(self._send(step))
-        yield from self._join(reserve_all(int(self.env.now), drams, size, self.write_stream[i]))
+        reads, writes = zip(*dram_of(op), strict=True)
+        yield from self._join(reserve_all(int(self.env.now), drams, reads, self.read_stream[i]))
+        steps, items = lowered(self.machine, op), pipelined(self.machine, op)
+        if items:
+            done = self.env.event()
+            _Pipeline(self, steps, items, done).start()
+            yield done
+        else:
+            for step in steps:
+                yield from self._join(self._send(step))
+        yield from self._join(reserve_all(int(self.env.now), drams, writes, self.write_stream[i]))
         self._finish(i)
+
+
+class _Pipeline:
+    """A pipelined collective's items (:func:`~accelsim.timing.sends.pipelined`) run
+    by callbacks, each step an event at its last arrival and a join at that cycle
+    (as a step of any collective); ``done`` succeeds when the last item is done."""
+
+    def __init__(
+        self,
+        engine: _Engine,
+        steps: tuple[NetStep, ...],
+        items: tuple[Item, ...],
+        done: simpy.Event,
+    ) -> None:
+        self.engine, self.steps, self.items, self.done = engine, steps, items, done
+        self.waits = [item.waits for item in items]
+        self.left = len(items)
+
+    def start(self) -> None:
+        for k, item in enumerate(self.items):
+            if not item.waits:
+                self._send(k, 0)
+
+    def _send(self, k: int, step: int) -> None:
+        env = self.engine.env
+        arrival = self.engine._send(self.steps[self.items[k].first + step])
+        arrived = env.timeout(arrival - int(env.now))
+        arrived.callbacks.append(lambda _: self._arrived(k, step))
+
+    def _arrived(self, k: int, step: int) -> None:
+        self.engine.env.timeout(0).callbacks.append(lambda _: self._joined(k, step))
+
+    def _joined(self, k: int, step: int) -> None:
+        item = self.items[k]
+        if step + 1 < item.count:
+            self._send(k, step + 1)
+            return
+        self.left -= 1
+        for j in item.successors:
+            self.waits[j] -= 1
+            if not self.waits[j]:
+                self._send(j, 0)
+        if not self.left:
+            self.done.succeed()
 
 
 def simulate(
@@ -239,7 +292,7 @@ def simulate(
 ) -> Trace:
     """Run ``graph`` with ``costs`` on ``machine`` and return the :class:`Trace`; its ops'
     transfers are of ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`';
-    an all-reduce's, its read and write stream classes), ready ops taken by ``rank``
+    a collective's, its read and write stream classes), ready ops taken by ``rank``
     (by default :func:`~accelsim.timing.ready.ready_rank`).
 
     Raises:

@@ -13,10 +13,11 @@ machine:
   runs it
   (:mod:`accelsim.timing.loop.units`);
 * a transfer reserves the links of its route and finishes when the data arrives;
-* an all-reduce runs its DRAM read, its steps of sends on the links
+* a collective runs its DRAM read, its steps of sends on the links
   (:class:`~accelsim.timing.sends.SendTable`) and its DRAM write, each phase one
-  event to the last arrival and a join event
-  (:mod:`accelsim.timing.loop.transfers`);
+  event to the last arrival and a join event; a pipelined one's chunks run as
+  items (ITEM events, each step an arrival and a join), its write after the
+  event the last item's end queues (:mod:`accelsim.timing.loop.transfers`);
 * a transfer that its memory books a slice at a time (a background stream under
   ``priority`` arbitration) is a SLICE event when each slice has left the
   memory, where the next is booked, and the unit's event when the last arrives
@@ -28,7 +29,7 @@ parameters and its state), booked through its model's kernel
 (:mod:`accelsim.timing.memories.compiled`): the loop is compiled once for each
 model, which it takes as a literal argument (:func:`run` gives it), so that it books
 with that model's kernel alone; links are first-come-first-served channels.  Events
-that change nothing (a transfer's or all-reduce's process ending) are counted but
+that change nothing (a transfer's or collective's process ending) are counted but
 not queued.
 
 :func:`run_events` pops events, dispatches ready ops and queues what its helpers
@@ -77,7 +78,14 @@ from accelsim import errors
 from accelsim.timing import flat, memory
 from accelsim.timing.loop import records, units
 from accelsim.timing.loop.queues import pop, push, put
-from accelsim.timing.loop.transfers import book, book_slice, process_start, process_step
+from accelsim.timing.loop.transfers import (
+    book,
+    book_slice,
+    item_event,
+    process_start,
+    process_step,
+    start_items,
+)
 from accelsim.timing.memories import compiled as kernels
 from accelsim.timing.numba_setup import cached, inline, njit
 
@@ -86,7 +94,7 @@ from accelsim.timing.numba_setup import cached, inline, njit
 def _allocate(step: Any, heap_size: int, chains: int, model: int) -> Any:
     """The loop's state, fresh: the memories (their model ``model``) with a copy of
     their idle state, the links, the event heap, the stores, the units, ``chains``
-    rows for sliced transfers and each op's progress."""
+    rows for sliced transfers, each op's progress and each pipelined item's."""
     n_ops, n_stores, chains = step.kind.shape[0], step.n_stores, max(chains, 1)
     table = np.zeros((n_stores, units.UNIT_COLUMNS), np.int64)
     table[:, units.U_CURRENT] = -1
@@ -108,6 +116,10 @@ def _allocate(step: Any, heap_size: int, chains: int, model: int) -> Any:
         records.Progress(
             np.full(n_ops, -1, np.int64), np.full(n_ops, -1, np.int64), step.deps.copy(),
             np.zeros(n_ops, np.int64), np.empty(max(n_ops, 1), np.int64),
+        ),
+        records.Items(
+            np.zeros(step.net.item_op.shape[0], np.int64), step.net.item_waits.copy(),
+            step.net.item_ptr[1:] - step.net.item_ptr[:-1],
         ),
     )  # fmt: skip
 
@@ -131,7 +143,7 @@ def _dispatch(
     n_ready: int, now: int, size: int, seq: int, ops: Any, heap: Any, stores: Any, progress: Any
 ) -> tuple[int, int]:
     """Dispatch the ops that became ready, in order: a unit op is put in its unit's
-    store (a PUT event), a transfer or all-reduce starts its process (INIT_PROC).
+    store (a PUT event), a transfer or collective starts its process (INIT_PROC).
     Returns the heap's size and the sequence number."""
     normal = records.NORMAL << records.PRIORITY_SHIFT
     for r in range(n_ready):
@@ -178,7 +190,7 @@ def _asked(
 @inline
 def _finished(op: int, ops: Any, unit: Any) -> int:
     """The unit whose op ``op`` just finished, now idle (it serves its store next), or
-    -1 for a transfer or all-reduce."""
+    -1 for a transfer or collective."""
     if ops.kind[op] != flat.KIND_UNIT:
         return -1
     st = ops.store[op]
@@ -201,7 +213,7 @@ def run_events(
     :data:`~accelsim.errors.MAX_COUNT` cycles (the loop stops there).
     """
     state = _allocate(ops, heap_size, chains, model)
-    dram, links, heap, stores, unit, chain, progress = state
+    dram, links, heap, stores, unit, chain, progress, items = state
     h_time, h_kind, h_arg = heap.time, heap.kind, heap.arg
     start, end, stage = progress.start, progress.end, progress.stage
     ready, waiting = progress.ready, progress.waiting
@@ -244,9 +256,13 @@ def run_events(
             if t >= 0:
                 size = push(heap, size, t, normal + seq, records.PROC, arg)
                 seq += 1
+            elif t == records.START_ITEMS:
+                size, seq = start_items(arg, now, ops, links, heap, size, seq)
             else:
                 finished = arg
                 events += 1  # the process ends
+        elif ev_kind == records.ITEM:
+            size, seq = item_event(arg, now, ops, items, links, heap, size, seq)
         elif ev_kind == records.SLICE:
             t, event, target = book_slice(arg, now, dram, chain)
             size = push(heap, size, t, normal + seq, event, target)

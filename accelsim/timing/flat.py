@@ -2,8 +2,8 @@
 
 :func:`flatten` keeps exactly what decides the timing (op kinds, units,
 processors, dependencies, the ready order (:mod:`accelsim.timing.ready`), the
-costed cycles and bytes, transfers' sources, all-reduces' participants, the sends
-every all-reduce and transfer books on the links
+costed cycles and bytes, transfers' sources, collectives' participants, the sends
+every collective and transfer books on the links
 (:class:`~accelsim.timing.sends.SendTable`), the
 stream class of every op's reads and writes and each class's priority, every DRAM
 memory's model, parameters, state size, slice and latency as the arrays of
@@ -30,7 +30,7 @@ from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
 from accelsim.timing.ready import ready_rank
-from accelsim.timing.sends import SendTable, send_table
+from accelsim.timing.sends import SendTable, dram_of, send_table
 from accelsim.timing.streams import STREAM_PRIORITY, Streams, op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2
@@ -103,9 +103,10 @@ class FlatStep(NamedTuple):
     interconnect left out), -1 for the others; ``where`` is the op's processor
     (a transfer's source); ``priority`` its rank among ready ops
     (:func:`~accelsim.timing.ready.ready_rank`) and ``order`` the ops by rank;
-    ``tensor_bytes`` an all-reduce's tensor bytes (0 for the others), whose
-    participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``; ``net`` the steps of
-    sends of each all-reduce and transfer on the links, whose bandwidths are
+    a collective's participants are ``part_idx[part_ptr[i]:part_ptr[i + 1]]``, each
+    reading ``part_read`` DRAM bytes (at the same places) before it and writing
+    ``part_write`` after it; ``net`` the steps of
+    sends of each collective and transfer on the links, whose bandwidths are
     ``link_bandwidth``; successors are ``succ_idx[succ_ptr[i]:succ_ptr[i + 1]]``, by
     rank, and ``deps`` counts each op's dependencies; ``store_base`` is where each
     store's heap starts in one array of ``len(ops)`` slots; ``read_stream`` and
@@ -125,9 +126,10 @@ class FlatStep(NamedTuple):
     writes: np.ndarray
     prologue: np.ndarray
     epilogue: np.ndarray
-    tensor_bytes: np.ndarray
     part_ptr: np.ndarray
     part_idx: np.ndarray
+    part_read: np.ndarray
+    part_write: np.ndarray
     net: SendTable
     succ_ptr: np.ndarray
     succ_idx: np.ndarray
@@ -175,9 +177,10 @@ def flatten(
         writes=costs.dram_ofmap_write_bytes.astype(np.int64),
         prologue=costs.prologue_bytes.astype(np.int64),
         epilogue=costs.epilogue_bytes.astype(np.int64),
-        tensor_bytes=shape.tensor_bytes,
         part_ptr=shape.part_ptr,
         part_idx=shape.part_idx,
+        part_read=shape.part_read,
+        part_write=shape.part_write,
         net=send_table(graph, machine),
         succ_ptr=shape.succ_ptr,
         succ_idx=shape.targets[edges],
@@ -202,9 +205,10 @@ class _Shape:
 
     kind: np.ndarray
     where: np.ndarray
-    tensor_bytes: np.ndarray
     part_ptr: np.ndarray
     part_idx: np.ndarray
+    part_read: np.ndarray
+    part_write: np.ndarray
     succ_ptr: np.ndarray
     sources: np.ndarray
     targets: np.ndarray
@@ -216,18 +220,18 @@ class _Shape:
         n_ops = len(ops)
         kind = np.zeros(n_ops, np.int64)
         where = np.asarray(graph.processor, np.int64).copy()
-        tensor_bytes = np.zeros(n_ops, np.int64)
         taking_part = np.zeros(n_ops, np.int64)
         participants: list[int] = []
+        moved: list[tuple[int, int]] = []  # each participant's DRAM reads and writes
         for i, op in enumerate(ops):
             if isinstance(op, TransferOp):
                 kind[i] = KIND_TRANSFER
                 where[i] = op.source
             elif isinstance(op, CommOp):
                 kind[i] = KIND_COMM
-                tensor_bytes[i] = op.tensor.bytes
                 taking_part[i] = len(op.participants)
                 participants.extend(op.participants)
+                moved.extend(dram_of(op))
         part_ptr = np.zeros(n_ops + 1, np.int64)
         np.cumsum(taking_part, out=part_ptr[1:])
         deps = np.fromiter(map(len, (op.deps for op in ops)), np.int64, n_ops)
@@ -237,12 +241,14 @@ class _Shape:
         targets = np.repeat(np.arange(n_ops, dtype=np.int64), deps)
         succ_ptr = np.zeros(n_ops + 1, np.int64)
         np.cumsum(np.bincount(sources, minlength=n_ops), out=succ_ptr[1:])
+        part_read, part_write = np.asarray(moved, np.int64).reshape(-1, 2).T
         return _Shape(
             kind=kind,
             where=where,
-            tensor_bytes=tensor_bytes,
             part_ptr=part_ptr,
             part_idx=np.asarray(participants, np.int64),
+            part_read=np.ascontiguousarray(part_read),
+            part_write=np.ascontiguousarray(part_write),
             succ_ptr=succ_ptr,
             sources=sources,
             targets=targets,

@@ -23,9 +23,10 @@ An op's own cycles are its costed estimate, known when the engines run: the
 larger of its compute cycles (fixed cost included) and the fewest cycles its DRAM
 reads and writes keep its processor's memory busy
 (:meth:`~accelsim.timing.memory.Memory.bound`); a transfer's, its bytes on a link
-of the first level (:attr:`~accelsim.timing.machine.Machine.link`); an all-reduce's,
-a ring's bytes on such a link and its read and write on its first participant's
-memory, whatever the topology and algorithm.  Both paths take one pass over the
+of the first level (:attr:`~accelsim.timing.machine.Machine.link`); a collective's,
+the bytes its schedule puts on its busiest link (:mod:`accelsim.timing.sends`) and
+its slowest participant's DRAM read and write (each kind's:
+:func:`accelsim.network.collectives.dram_bytes`).  Both paths take one pass over the
 dependencies each (the graph's ops are in topological order), linear in ops and
 dependencies, then one sort.
 """
@@ -37,6 +38,7 @@ import numpy as np
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.machine import Machine
+from accelsim.timing.sends import dram_of, link_load
 
 
 def ready_rank(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
@@ -67,16 +69,20 @@ def own_cycles(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
         if isinstance(op, TransferOp):
             own[i] = machine.link.bound(float(op.bytes))
         elif isinstance(op, CommOp):
-            first = op.participants[0]
-            size = float(op.tensor.bytes)
-            ring = 2 * (len(op.participants) - 1) * -(-op.tensor.bytes // len(op.participants))
-            memory = machine.dram[first]
-            own[i] = (
-                machine.link.bound(float(ring))
-                + memory.bound(size)
-                + memory.bound(size, write=True)
-            )
+            own[i] = _collective_cycles(op, machine)
     return np.ceil(own).astype(np.int64)
+
+
+def _collective_cycles(op: CommOp, machine: Machine) -> float:
+    """A collective's estimate: its busiest link's bytes over the whole schedule, then
+    the slowest participant's DRAM read and write."""
+    load = link_load(machine, op)
+    links = max((machine.links[k].bound(float(b)) for k, b in load), default=0.0)
+    dram = max(
+        machine.dram[p].bound(float(r)) + machine.dram[p].bound(float(w), write=True)
+        for p, (r, w) in zip(op.participants, dram_of(op), strict=True)
+    )
+    return float(links + dram)
 
 
 def path_ahead(graph: OpGraph, own: np.ndarray) -> np.ndarray:

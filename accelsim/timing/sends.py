@@ -1,10 +1,11 @@
-"""What the engines book on the links: each all-reduce and point-to-point transfer of a
+"""What the engines book on the links: each collective and point-to-point transfer of a
 step lowered to **sends**, the bytes each of its transfers puts on each link of its
 route, step by step.
 
 The machine's links are the network's directed links
 (:meth:`accelsim.network.topology.Network.links`), numbered in that order
-(:attr:`accelsim.timing.machine.Machine.links`).  An all-reduce runs the schedule of
+(:attr:`accelsim.timing.machine.Machine.links`).  A collective (each kind of
+:class:`~accelsim.graph.ops.CommOp`) runs its kind's schedule by
 ``interconnect.algorithm`` (``fastest`` where the group cannot run the one named:
 :func:`accelsim.network.cost.plan`) and a transfer is one step of its bytes
 (:mod:`accelsim.network.algorithms`).  Every transfer of a step is a send of its
@@ -15,7 +16,7 @@ latencies after the last of them is done (cut-through: the bytes stream along th
 route behind the head, so the bandwidth term is paid once, not per hop).
 
 On a ``ring`` of one level (no ``levels``) the lowering is the ring's as it always
-was: an all-reduce is the ring algorithm over its participants whatever
+was: a collective is the ring algorithm over its participants whatever
 ``interconnect.algorithm`` says, and a transfer, like each transfer of the ring
 algorithm, is one send on its source's one outgoing link (link ``p`` is processor
 ``p``'s), whatever its destination.
@@ -27,6 +28,8 @@ engine, once per graph object and network.
 from __future__ import annotations
 
 import functools
+from collections import Counter
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -36,8 +39,8 @@ from accelsim.config.interconnect import Algorithm
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.network.algorithms import lower
-from accelsim.network.collectives import Collective, Schedule, Step
-from accelsim.network.cost import plan
+from accelsim.network.collectives import Collective, Schedule, Step, dram_bytes
+from accelsim.network.cost import phase_cycles, pipeline_order, plan
 from accelsim.network.topology import Link, Network
 from accelsim.timing.machine import Machine
 
@@ -72,11 +75,116 @@ class _Lowering:
 
 
 def lowered(machine: Machine, op: CommOp | TransferOp) -> tuple[NetStep, ...]:
-    """The steps of sends of ``op`` (an all-reduce or a transfer) on ``machine``."""
+    """The steps of sends of ``op`` (a collective or a transfer) on ``machine``."""
     how = _Lowering.of(machine)
     if isinstance(op, TransferOp):
         return _steps(how, Collective.POINT_TO_POINT, (op.source, op.destination), op.bytes)
-    return _steps(how, Collective.ALL_REDUCE, op.participants, op.tensor.bytes)
+    return _steps(how, op.collective, group(op), op.tensor.bytes)
+
+
+def group(op: CommOp) -> tuple[int, ...]:
+    """The group ``op`` runs on: its participants, a broadcast's from its root on (the
+    schedules send a broadcast from the group's first processor)."""
+    if op.root is None:
+        return op.participants
+    at = op.participants.index(op.root)
+    return op.participants[at:] + op.participants[:at]
+
+
+def schedule_of(machine: Machine, op: CommOp) -> Schedule:
+    """The schedule ``op`` runs on ``machine``: its transfers, step by step."""
+    return _schedule(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+def link_load(machine: Machine, op: CommOp) -> tuple[tuple[int, int], ...]:
+    """Each link ``op``'s sends use and the bytes they put on it over all its steps
+    (worked out once per kind, group, size and network)."""
+    return _link_load(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _link_load(
+    how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> tuple[tuple[int, int], ...]:
+    load: Counter[int] = Counter()
+    for step in _steps(how, collective, group, size_bytes):
+        for send in step:
+            load[send.link] += send.bytes
+    return tuple(load.items())
+
+
+def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:
+    """The DRAM bytes each participant of ``op`` reads before it and writes after it
+    (:func:`accelsim.network.collectives.dram_bytes`), in ``participants`` order."""
+    root, n, size = group(op)[0], len(op.participants), op.tensor.bytes
+    return tuple(
+        dram_bytes(op.collective, size, n, op.collective is Collective.BROADCAST and p == root)
+        for p in op.participants
+    )
+
+
+@dataclass(frozen=True)
+class Item:
+    """One chunk's phase of a pipelined collective: the op's :func:`lowered` steps
+    ``first`` to ``first + count``, run one after the other once the ``waits`` items
+    before it are done (the chunk's previous phase, the dimension's previous phase);
+    ``successors`` are the items that wait for it, in order."""
+
+    first: int
+    count: int
+    waits: int
+    successors: tuple[int, ...]
+
+
+def pipelined(machine: Machine, op: CommOp) -> tuple[Item, ...]:
+    """The items of ``op``, a collective whose schedule cuts its buffer into chunks
+    pipelined across the dimensions (none for any other), chunk after chunk.
+
+    Each dimension runs its phases in the order
+    :func:`accelsim.network.cost.pipeline_order` starts them without contention, so an
+    item starts when both the chunk's previous phase and the previous phase on its
+    dimension in that order are done: without contention the engines take
+    :func:`accelsim.network.cost.pipeline_cycles`.
+    """
+    return _items(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _items(
+    how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> tuple[Item, ...]:
+    schedule = _schedule(how, collective, group, size_bytes)
+    if schedule.chunks == 1:
+        return ()
+    phases = schedule.phases
+    per_chunk = sum(len(phase.steps) for phase in phases)
+    offsets = [sum(len(p.steps) for p in phases[:i]) for i in range(len(phases))]
+    dimensions = [phase.dimension for phase in phases]
+    order = pipeline_order(phase_cycles(how.network, schedule), dimensions, schedule.chunks)
+    before: dict[int, list[int]] = {}  # each item's items to wait for
+    last_on: dict[int, int] = {}  # the item each dimension ran last
+    for chunk, i in order:
+        k = chunk * len(phases) + i
+        waits = [k - 1] if i else []
+        prev = last_on.get(dimensions[i])
+        if prev is not None and prev not in waits:
+            waits.append(prev)
+        before[k] = waits
+        last_on[dimensions[i]] = k
+    after: dict[int, list[int]] = {k: [] for k in before}
+    for k, waits in before.items():
+        for j in waits:
+            after[j].append(k)
+    return tuple(
+        Item(
+            chunk * per_chunk + offsets[i],
+            len(phases[i].steps),
+            len(before[chunk * len(phases) + i]),
+            tuple(sorted(after[chunk * len(phases) + i])),
+        )
+        for chunk in range(schedule.chunks)
+        for i in range(len(phases))
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -94,6 +202,7 @@ def _steps(
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def _schedule(
     how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
 ) -> Schedule:
@@ -121,6 +230,12 @@ def _sends(how: _Lowering, ids: dict[Link, int], step: Step) -> NetStep:
     return tuple(out)
 
 
+def lowering_key(machine: Machine) -> Hashable:
+    """What the lowering of a graph's communication on ``machine`` depends on: equal
+    keys, equal sends (a key for :func:`accelsim.graph.memo.per_graph`)."""
+    return _Lowering.of(machine)
+
+
 @functools.lru_cache(maxsize=32)
 def _link_ids(network: Network) -> dict[Link, int]:
     """Each link's number: its place in :meth:`Network.links`."""
@@ -133,6 +248,11 @@ class SendTable(NamedTuple):
     Op ``i`` runs the steps ``steps[op_ptr[i]:op_ptr[i + 1]]`` in order (none for a
     unit op); step ``s``'s sends are ``step_ptr[s]:step_ptr[s + 1]`` of ``link``,
     ``bytes`` and ``latency`` (a step repeated, as a ring's are, is stored once).
+    A pipelined collective's steps are its :class:`Item` s
+    ``item_ptr[i]:item_ptr[i + 1]`` (none for any other op): item ``k`` of op
+    ``item_op[k]`` runs the steps ``steps[item_first[k]:item_first[k] +
+    item_count[k]]`` once ``item_waits[k]`` items are done, and the items
+    ``item_succ[item_succ_ptr[k]:item_succ_ptr[k + 1]]`` wait for it.
     """
 
     op_ptr: np.ndarray
@@ -141,6 +261,13 @@ class SendTable(NamedTuple):
     link: np.ndarray
     bytes: np.ndarray
     latency: np.ndarray
+    item_ptr: np.ndarray
+    item_op: np.ndarray
+    item_first: np.ndarray
+    item_count: np.ndarray
+    item_waits: np.ndarray
+    item_succ_ptr: np.ndarray
+    item_succ: np.ndarray
 
 
 def send_table(graph: OpGraph, machine: Machine) -> SendTable:
@@ -155,9 +282,12 @@ def _table(graph: OpGraph, machine: Machine) -> SendTable:
     kept: list[NetStep] = []  # every step numbered, alive while ids are in use
     counts = np.zeros(len(graph.ops), np.int64)
     steps: list[int] = []
+    items = _ItemColumns(len(graph.ops))
     for i, op in enumerate(graph.ops):
         if not isinstance(op, (CommOp, TransferOp)):
             continue
+        if isinstance(op, CommOp):
+            items.add(i, len(steps), pipelined(machine, op))
         ran = lowered(machine, op)
         for step in ran:
             if id(step) not in step_id:
@@ -177,4 +307,38 @@ def _table(graph: OpGraph, machine: Machine) -> SendTable:
         link=np.asarray([s.link for s in sends], np.int64),
         bytes=np.asarray([s.bytes for s in sends], np.int64),
         latency=np.asarray([s.latency_cycles for s in sends], np.int64),
+        **items.arrays(),
     )
+
+
+class _ItemColumns:
+    """The :class:`SendTable`'s item columns, an op's items at a time."""
+
+    def __init__(self, n_ops: int) -> None:
+        self.count = np.zeros(n_ops, np.int64)
+        self.columns: list[tuple[int, int, int, int]] = []  # op, first, count, waits
+        self.successors: list[tuple[int, ...]] = []
+
+    def add(self, op: int, at: int, items: tuple[Item, ...]) -> None:
+        """Op ``op``'s ``items``, its steps starting at ``at`` in the table."""
+        base = len(self.columns)
+        self.count[op] = len(items)
+        for item in items:
+            self.columns.append((op, at + item.first, item.count, item.waits))
+            self.successors.append(tuple(base + j for j in item.successors))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        item_ptr = np.zeros(len(self.count) + 1, np.int64)
+        np.cumsum(self.count, out=item_ptr[1:])
+        op, first, count, waits = np.asarray(self.columns, np.int64).reshape(-1, 4).T
+        succ_ptr = np.zeros(len(self.successors) + 1, np.int64)
+        np.cumsum([len(s) for s in self.successors], out=succ_ptr[1:])
+        return {
+            "item_ptr": item_ptr,
+            "item_op": np.ascontiguousarray(op),
+            "item_first": np.ascontiguousarray(first),
+            "item_count": np.ascontiguousarray(count),
+            "item_waits": np.ascontiguousarray(waits),
+            "item_succ_ptr": succ_ptr,
+            "item_succ": np.asarray([j for s in self.successors for j in s], np.int64),
+        }

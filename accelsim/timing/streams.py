@@ -5,7 +5,8 @@ drains and epilogue write), each carrying several operands' bytes at once, so a
 transfer's stream is that of its op's reads or of its writes, classified by
 what the op is and what it moves, never by names:
 
-* an all-reduce moves gradients (:attr:`StreamClass.GRADIENT`);
+* a collective moves the class of its buffer's kind (a gradient all-reduce, gradients:
+  :attr:`StreamClass.GRADIENT`);
 * an op of the update phase (an optimizer update, a clipping pass, a
   convergence monitor run with the update) is the optimizer stream
   (:attr:`StreamClass.OPTIMIZER`);
@@ -89,8 +90,8 @@ def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
 
     for op in graph.ops:
         i, stage = op.op_id, op.stage
-        if isinstance(op, CommOp):
-            reads[i] = writes[i] = StreamClass.GRADIENT
+        if isinstance(op, CommOp):  # its buffer's kind: a gradient all-reduce's, gradients
+            reads[i] = writes[i] = _KIND[op.tensor.kind]
         elif isinstance(op, TransferOp):
             continue  # links only
         elif op.phase is Phase.UPDATE:

@@ -61,7 +61,7 @@ def build_trace(
     engine: str,
 ) -> Trace:
     """The trace of a finished simulation: an op's stall is its time beyond its compute
-    (all of it for transfers and all-reduces)."""
+    (all of it for transfers and collectives)."""
     duration = end - start
     compute = np.where(costs.unit == UNIT_COMM, duration, costs.compute_cycles)
     return Trace(

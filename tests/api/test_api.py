@@ -187,6 +187,39 @@ def test_records_of_gradient_prediction_match_the_cli(tmp_path: Path) -> None:
     }
 
 
+def test_collective_cycles_times_every_kind_as_the_network_page_shows() -> None:
+    """docs/model/network.md's example: 6144 B on a 2x4 torus at 64 B/cycle without
+    latency.  multi_dim: 48 cycles along dimension 0 (half the buffer), 18 along
+    dimension 1 (two rings of 3 steps of 384 B), the all-reduce both ways.  A ring
+    over 0..7: an all-to-all's step k passes (8 - k) x 768 B, each link once a step:
+    12 x (7 + 6 + ... + 1) = 336; a broadcast 7 hops of 6144 B: 7 x 96 = 672."""
+    torus = {
+        "topology": "torus",
+        "dims": [2, 4],
+        "bandwidth_bytes_per_cycle": 64,
+        "latency_cycles": 0,
+    }
+    cycles = {
+        kind: accelsim.collective_cycles(torus, 8, kind, 6144, algorithm)
+        for kind, algorithm in (
+            ("all_reduce", "multi_dim"),
+            ("all_gather", "multi_dim"),
+            ("reduce_scatter", "multi_dim"),
+            ("all_to_all", "ring"),
+            ("broadcast", "ring"),
+        )
+    }
+    assert cycles == {
+        "all_reduce": 132,
+        "all_gather": 66,
+        "reduce_scatter": 66,
+        "all_to_all": 336,
+        "broadcast": 672,
+    }
+    # A message from 0 to 1 on a pair: one step of 6144 B.
+    assert accelsim.collective_cycles(torus | {"dims": [2]}, 2, "point_to_point", 6144) == 96
+
+
 def test_collective_cycles_times_a_schedule_and_names_what_is_wrong() -> None:
     """A ring all-reduce of 8 KiB on a one-way ring of 4 at 64 bytes a cycle and 10
     cycles a link: 6 steps of 10 + 2048 / 64; a bad interconnect is a ConfigError, a

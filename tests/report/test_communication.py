@@ -3,10 +3,13 @@ collective, counted by hand on small engine runs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 import accelsim
 from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, Tensor, TensorKind
+from accelsim.network.collectives import Collective
 from accelsim.report.communication import _Union, by_collective
 from accelsim.report.console import summary_table
 from accelsim.report.summary import CommunicationSummary, StepSummary
@@ -70,3 +73,27 @@ def test_the_summary_records_it_and_reads_an_older_record_without_it() -> None:
     )
     older = {k: v for k, v in record.items() if k != "communication"}
     assert StepSummary.from_dict(older).communication == {}
+
+
+def test_each_kind_present_gets_its_entry() -> None:
+    # An all-gather and a broadcast of 6144 B on a ring of 2 with ideal DRAM, links
+    # 64 B/cycle + 200: each one step of its piece (3072 B, 48 + 200) or its buffer
+    # (96 + 200), one after the other (the broadcast waits for the all-gather); no
+    # op computes, so all is exposed.  all_reduce and point_to_point are always named.
+    tensor = Tensor("b", TensorKind.ACTIVATION, 3072, 2)
+    gather = CommOp(0, "ag", "l", Phase.COMM, Stage.COMMUNICATION, tensor, (0, 1), ())
+    gather = dataclasses.replace(gather, collective=Collective.ALL_GATHER)
+    cast = CommOp(1, "bc", "l", Phase.COMM, Stage.COMMUNICATION, tensor, (0, 1), (0,))
+    cast = dataclasses.replace(cast, collective=Collective.BROADCAST, root=1)
+    graph = OpGraph(ops=(gather, cast), processor=(0, 1))
+    c = costs([UNIT_COMM, UNIT_COMM], interconnect_bytes=[6144, 6144])
+    on = machine("processors=2", "dram.bandwidth_bytes_per_cycle=.inf", "dram.latency_cycles=0")
+    trace = simulate(graph, c, on)
+    assert trace.end_cycle.tolist() == [248, 248 + 296]
+    nothing = CommunicationSummary(bytes=0, cycles=0, exposed_cycles=0)
+    assert by_collective(graph, trace) == {
+        "all_reduce": nothing,
+        "all_gather": CommunicationSummary(bytes=6144, cycles=248, exposed_cycles=248),
+        "broadcast": CommunicationSummary(bytes=6144, cycles=296, exposed_cycles=296),
+        "point_to_point": nothing,
+    }

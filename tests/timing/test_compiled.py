@@ -24,6 +24,7 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_run
 from accelsim.errors import LimitError
 from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, Tensor, TensorKind, TransferOp
+from accelsim.network.collectives import Collective
 from accelsim.timing import compiled, engine, engines
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.flat import fingerprint, flatten
@@ -33,6 +34,8 @@ from accelsim.timing.trace import Trace
 from tests.conftest import ROOT
 from tests.end_to_end.test_golden import CASES
 from tests.timing.test_engine import costs, gemm, hw, machine, vector
+
+P2P = Collective.POINT_TO_POINT
 
 
 def run_compiled(graph: OpGraph, c: OpCosts, on: Machine) -> Trace:
@@ -97,7 +100,12 @@ def problems(
         elif choice == "comm":
             parts = tuple(sorted(draw(st.sets(st.integers(0, procs - 1), min_size=1))))
             tensor = Tensor(f"g{i}", TensorKind.GRADIENT, draw(st.integers(0, 5000)), 2)
-            op = CommOp(i, f"c{i}", "l", Phase.COMM, Stage.COMMUNICATION, tensor, parts, deps)
+            kind = draw(st.sampled_from([k for k in Collective if k is not P2P]))
+            root = draw(st.sampled_from(parts)) if kind is Collective.BROADCAST else None
+            op = CommOp(
+                i, f"c{i}", "l", Phase.COMM, Stage.COMMUNICATION, tensor, parts, deps,
+                collective=kind, root=root,
+            )  # fmt: skip
             p = parts[0]
             unit = UNIT_COMM
         elif choice in ("vector", "update"):  # an update is the background stream
@@ -146,15 +154,16 @@ def problems(
 def networks(draw: Any, procs: int) -> list[str]:
     """The ``--set`` of a topology for ``procs`` processors and an algorithm: the ring
     (half the time), a torus (2x2 on four), fully connected, a switch, or on four a
-    switch in each of two nodes on a fabric."""
+    switch in each of two nodes on a fabric; a multi_dim collective's chunks."""
     kinds = ["ring", "ring", "ring", "torus", "fully_connected", "switch"]
     kind = draw(st.sampled_from([*kinds, "hierarchy"] if procs == 4 else kinds))
     algorithm = f"interconnect.algorithm={draw(st.sampled_from([a.value for a in Algorithm]))}"
+    chunks = f"interconnect.multi_dim_chunks={draw(st.sampled_from([1, 2, 3]))}"
     if kind == "hierarchy":
         level = "{topology: switch, dims: [2], bandwidth_bytes_per_cycle: 8, latency_cycles: 50}"
-        return ["interconnect.topology=switch", f"interconnect.levels=[{level}]", algorithm]
+        return ["interconnect.topology=switch", f"interconnect.levels=[{level}]", algorithm, chunks]
     dims = "[2, 2]" if kind == "torus" and procs == 4 else f"[{procs}]"
-    return [f"interconnect.topology={kind}", f"interconnect.dims={dims}", algorithm]
+    return [f"interconnect.topology={kind}", f"interconnect.dims={dims}", algorithm, chunks]
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)

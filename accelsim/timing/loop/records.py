@@ -3,7 +3,8 @@ per field, as the loop was fastest with them), besides the flat step it reads
 (:class:`accelsim.timing.flat.FlatStep`, its memories in
 :class:`~accelsim.timing.flat.MemoryTable`): what it keeps, which it allocates itself
 (:class:`Dram`'s state, :class:`Links`, :class:`Heap`, :class:`Stores`,
-:class:`Chains`, :class:`Progress`, the units' :class:`accelsim.timing.loop.units.Units`);
+:class:`Chains`, :class:`Progress`, :class:`Items`, the units'
+:class:`accelsim.timing.loop.units.Units`);
 how large some of them are (:func:`capacities`); and the codes the loop's pieces
 share.
 
@@ -21,7 +22,9 @@ import numpy as np
 from accelsim.timing.flat import FlatStep, MemoryTable
 
 # Event kinds.
-INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE = range(9)
+INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE, ITEM = range(10)
+# What a transfer's or collective's step asks besides an event's cycle.
+ENDED, START_ITEMS = -1, -2
 URGENT, NORMAL = 0, 1
 PRIORITY_SHIFT = 62
 # Status codes.
@@ -79,7 +82,7 @@ class Chains(NamedTuple):
 
 
 class Progress(NamedTuple):
-    """Each op's start and end (-1 until then), dependencies left, all-reduce stage,
+    """Each op's start and end (-1 until then), dependencies left, collective stage,
     and the ops ready to dispatch."""
 
     start: np.ndarray
@@ -89,11 +92,22 @@ class Progress(NamedTuple):
     ready: np.ndarray
 
 
+class Items(NamedTuple):
+    """Each item of a pipelined collective (:class:`~accelsim.timing.sends.SendTable`):
+    its stage (an arrival, odd, or a join, even, per step), the items it still waits
+    for, and each op's items not yet done."""
+
+    stage: np.ndarray
+    waiting: np.ndarray
+    left: np.ndarray
+
+
 def capacities(flat: FlatStep) -> tuple[int, int]:
     """How many events the loop's heap holds (every event that can be pending at
-    once: two per op, and per unit its tile groups' and a few more) and how many
+    once: two per op, one per pipelined collective's item, and per unit its tile
+    groups' and a few more) and how many
     sliced transfers can be in flight (one per unit's fetch and drains, when a
     memory slices)."""
     max_chunks = int(flat.chunks.max(initial=1))
-    heap = 2 * len(flat.kind) + flat.n_stores * (max_chunks + 4) + 16
+    heap = 2 * len(flat.kind) + len(flat.net.item_op) + flat.n_stores * (max_chunks + 4) + 16
     return heap, flat.n_stores * (max_chunks + 2) if flat.dram.sliced else 0

@@ -1,6 +1,6 @@
 """The compiled event loop's transfers: a unit's DRAM transfers (whole, or a slice at
 a time when its memory books the stream so), a point-to-point transfer on the links
-of its route, and an all-reduce's stages.
+of its route, and a collective's stages.
 
 A DRAM transfer is booked on its memory through
 :func:`accelsim.timing.memories.compiled.reserve` (the memory's model's kernel) and
@@ -19,6 +19,7 @@ from typing import Any
 
 from accelsim.timing import flat
 from accelsim.timing.loop import records
+from accelsim.timing.loop.queues import push
 from accelsim.timing.memories.compiled import reserve
 from accelsim.timing.numba_setup import inline
 
@@ -92,46 +93,110 @@ def book_slice(row: int, now: int, dram: Any, chains: Any) -> tuple[int, int, in
 
 @inline
 def process_start(op: int, now: int, ops: Any, dram: Any, links: Any) -> int:
-    """Start a transfer (its one step of sends) or an all-reduce (its DRAM read on
+    """Start a transfer (its one step of sends) or a collective (its DRAM read on
     every participant's memory); returns the last arrival, when its process goes on."""
     net = ops.net
     if ops.kind[op] == flat.KIND_TRANSFER:
         return send(net.steps[net.op_ptr[op]], now, net, links)
-    size = ops.tensor_bytes[op]
-    t = 0
+    t = now
     stream = ops.read_stream[op]
     for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):
-        m = dram.table.memory_of[ops.part_idx[k]]
-        t = max(t, reserve(dram, m, now, size, stream, False) + dram.table.latency[m])
+        if ops.part_read[k]:
+            m = dram.table.memory_of[ops.part_idx[k]]
+            a = reserve(dram, m, now, ops.part_read[k], stream, False) + dram.table.latency[m]
+            t = max(t, a)
     return t
 
 
 @inline
 def process_step(op: int, now: int, ops: Any, stage: Any, dram: Any, links: Any) -> int:
-    """Advance a transfer or an all-reduce on its event; returns the cycle of its next
-    event, or -1 when its process ends now (the op is finished).
+    """Advance a transfer or a collective on its event; returns the cycle of its next
+    event, :data:`~accelsim.timing.loop.records.ENDED` when its process ends now (the
+    op is finished) or :data:`~accelsim.timing.loop.records.START_ITEMS` when its
+    pipelined items start now (:func:`start_items`).
 
-    An all-reduce alternates an arrival (odd ``stage``) and its join (even, a
+    A collective alternates an arrival (odd ``stage``) and its join (even, a
     zero-delay event): after each join it books its next phase, each of its steps
-    of sends on the links in turn, then the DRAM write on its participants' memories.
+    of sends on the links in turn (a pipelined one's items, whose last one's end is
+    its next event), then the DRAM write on its participants' memories.
     """
     if ops.kind[op] == flat.KIND_TRANSFER:
-        return -1
+        return records.ENDED
     stage[op] += 1
     if stage[op] % 2 == 1:  # the last arrival: join
         return now
     net = ops.net
     first = net.op_ptr[op]
     steps = net.op_ptr[op + 1] - first
+    items = net.item_ptr[op] < net.item_ptr[op + 1]
+    if items:  # its items run as one phase, which ends with an event, not a join
+        steps = 1
     phase = stage[op] // 2
     if phase > steps + 1:
-        return -1
+        return records.ENDED
     if phase <= steps:
+        if items:
+            stage[op] += 1
+            return records.START_ITEMS
         return send(net.steps[first + phase - 1], now, net, links)
-    size = ops.tensor_bytes[op]
-    t = 0
+    t = now
+    stream = ops.write_stream[op]
     for k in range(ops.part_ptr[op], ops.part_ptr[op + 1]):
-        m = dram.table.memory_of[ops.part_idx[k]]
-        a = reserve(dram, m, now, size, ops.write_stream[op], True) + dram.table.latency[m]
-        t = max(t, a)
+        if ops.part_write[k]:
+            m = dram.table.memory_of[ops.part_idx[k]]
+            a = reserve(dram, m, now, ops.part_write[k], stream, True) + dram.table.latency[m]
+            t = max(t, a)
     return t
+
+
+@inline
+def _send_item(
+    k: int, step: int, now: int, net: Any, links: Any, heap: Any, size: int, seq: int
+) -> tuple[int, int]:
+    """Book step ``step`` of item ``k`` and queue its arrival; the heap's size and the
+    sequence number."""
+    t = send(net.steps[net.item_first[k] + step], now, net, links)
+    size = push(heap, size, t, (records.NORMAL << records.PRIORITY_SHIFT) + seq, records.ITEM, k)
+    return size, seq + 1
+
+
+@inline
+def start_items(
+    op: int, now: int, ops: Any, links: Any, heap: Any, size: int, seq: int
+) -> tuple[int, int]:
+    """Start the items of pipelined collective ``op`` that wait for none, in order;
+    the heap's size and the sequence number."""
+    net = ops.net
+    for k in range(net.item_ptr[op], net.item_ptr[op + 1]):
+        if net.item_waits[k] == 0:
+            size, seq = _send_item(k, 0, now, net, links, heap, size, seq)
+    return size, seq
+
+
+@inline
+def item_event(
+    k: int, now: int, ops: Any, items: Any, links: Any, heap: Any, size: int, seq: int
+) -> tuple[int, int]:
+    """Advance item ``k`` on its event, as :class:`accelsim.timing.engine._Pipeline`
+    does: an arrival queues its join; a join books the item's next step or, after
+    its last, starts the items now free of waiting, in order, and, after the op's
+    last item, queues the op's next event.  The heap's size and the sequence number."""
+    net = ops.net
+    normal = records.NORMAL << records.PRIORITY_SHIFT
+    items.stage[k] += 1
+    if items.stage[k] % 2 == 1:
+        return push(heap, size, now, normal + seq, records.ITEM, k), seq + 1
+    step = items.stage[k] // 2
+    if step < net.item_count[k]:
+        return _send_item(k, step, now, net, links, heap, size, seq)
+    op = net.item_op[k]
+    items.left[op] -= 1
+    for e in range(net.item_succ_ptr[k], net.item_succ_ptr[k + 1]):
+        j = net.item_succ[e]
+        items.waiting[j] -= 1
+        if items.waiting[j] == 0:
+            size, seq = _send_item(j, 0, now, net, links, heap, size, seq)
+    if items.left[op] == 0:
+        size = push(heap, size, now, normal + seq, records.PROC, op)
+        seq += 1
+    return size, seq
