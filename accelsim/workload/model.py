@@ -29,12 +29,25 @@ def pair(value: int | list[int]) -> tuple[int, int]:
     return (value[0], value[1])
 
 
+class Block(Spec):
+    """Which copy of a repeated block a layer belongs to (set by a ``repeat`` entry)."""
+
+    repeat: Name = Field(description="The repeat's name, the prefix of its layers' names.")
+    index: NonNegative = Field(description="The copy, from 0.")
+
+
 class LayerBase(Spec):
     """What every layer has: a unique name and the layers it reads."""
 
     name: Name = Field(description="The layer's name, unique in the workload.")
     inputs: list[Name] | None = Field(
         default=None, description="The layers it reads; null: the previous layer."
+    )
+    block: Block | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # a table without repeats dumps (and identifies) as before
+        description="The repeated block's copy the layer is part of: set by a repeat entry"
+        " of layers, null for a layer written on its own.",
     )
 
 
