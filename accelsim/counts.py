@@ -44,7 +44,7 @@ def exact_group_totals(group: np.ndarray, values: np.ndarray, groups: int) -> li
         return out
     sums = np.zeros(groups, np.int64)
     np.add.at(sums, group, values)
-    return sums.tolist()  # type: ignore[no-any-return]
+    return sums.tolist()
 
 
 def whole_cycles(cycles: np.ndarray) -> np.ndarray:

@@ -60,18 +60,21 @@ def _counted(graph: OpGraph) -> _Counts:
 
 def _count(graph: OpGraph) -> _Counts:
     """:func:`_counted`, counted."""
-    totals = dict.fromkeys(QUANTITIES, 0)
-    largest = dict.fromkeys(QUANTITIES, (0, ""))
+    totals = [0] * len(QUANTITIES)
+    largest = [(0, "")] * len(QUANTITIES)
     for op in graph.ops:
-        for quantity, value in op_counts(op).items():
-            totals[quantity] += value
-            if value > largest[quantity][0]:
-                largest[quantity] = (value, op.layer)
-    return _Counts(totals, largest)
+        for i, value in enumerate(op_counts(op)):
+            totals[i] += value
+            if value > largest[i][0]:
+                largest[i] = (value, op.layer)
+    return _Counts(
+        dict(zip(QUANTITIES, totals, strict=True)), dict(zip(QUANTITIES, largest, strict=True))
+    )
 
 
-def op_counts(op: Op) -> dict[str, int]:
-    """An op's MACs, vector ops and bytes read and written (exact ints)."""
+def op_counts(op: Op) -> tuple[int, int, int]:
+    """An op's :data:`QUANTITIES`: its MACs, vector ops and bytes read and written
+    (exact ints)."""
     macs = vector_ops = moved = 0
     if isinstance(op, GemmOp):
         macs = op.m * op.n * op.k * op.count
@@ -84,7 +87,7 @@ def op_counts(op: Op) -> dict[str, int]:
         moved = op.elements * op.tensor.word_bytes
     else:  # an all-reduce reads and writes its whole tensor
         moved = 2 * op.tensor.elements * op.tensor.word_bytes
-    return dict(zip(QUANTITIES, (macs, vector_ops, moved), strict=True))
+    return macs, vector_ops, moved
 
 
 def limit_problems(graph: OpGraph, source: str, batch_size: int) -> list[Problem]:

@@ -3,6 +3,7 @@ wiring, the copies' typed block, and every refusal with its exact message."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -137,24 +138,24 @@ def test_a_malformed_repeat_is_refused_at_its_key(
     assert str(raised.value) == f"{path}: {message}"
 
 
-def test_a_problem_in_a_copy_is_reported_once_at_the_layer_as_written(tmp_path: Path) -> None:
-    block = [*LLAMA_BLOCK[:1], {**LLAMA_BLOCK[1], "heads": 0}, *LLAMA_BLOCK[2:]]
+@pytest.mark.parametrize(
+    ("keys", "load", "message"),
+    [
+        ({"heads": 0}, load_workload, "heads: input should be greater than 0 (got 0)"),
+        ({"heads": 5, "kv_heads": 5}, load_model, "heads: must divide the model width 2048 (got 5)"),
+    ],
+)  # fmt: skip
+def test_a_problem_in_a_copy_is_reported_once_at_the_layer_as_written(
+    tmp_path: Path, keys: dict[str, int], load: Callable[[Path], object], message: str
+) -> None:
+    """A schema problem (found validating) and a shape problem (found inferring shapes)."""
+    block = [*LLAMA_BLOCK[:1], {**LLAMA_BLOCK[1], **keys}, *LLAMA_BLOCK[2:]]
     layers = _llama(4)
     layers[1] = {"repeat": {"name": "model.layers", "count": 4, "layers": block}}
     path = _written(tmp_path, layers)
     with pytest.raises(WorkloadError) as raised:
-        load_workload(path)
-    assert str(raised.value) == (
-        f"{path}: layers[1].repeat.layers[1].heads: input should be greater than 0 (got 0)"
-    )
-    block = [*LLAMA_BLOCK[:1], {**LLAMA_BLOCK[1], "heads": 5, "kv_heads": 5}, *LLAMA_BLOCK[2:]]
-    layers[1] = {"repeat": {"name": "model.layers", "count": 4, "layers": block}}
-    path = _written(tmp_path, layers)
-    with pytest.raises(WorkloadError) as raised:
-        load_model(path)
-    assert str(raised.value) == (
-        f"{path}: layers[1].repeat.layers[1].heads: must divide the model width 2048 (got 5)"
-    )
+        load(path)
+    assert str(raised.value) == f"{path}: layers[1].repeat.layers[1].{message}"
 
 
 def test_a_repeat_entry_holds_nothing_else(tmp_path: Path) -> None:
