@@ -92,7 +92,7 @@ class MoeRule(LayerRule):
         probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, tokens * experts)
         b.vector(
             f"{name}.softmax.fwd", name, Phase.FWD, probs.elements, SOFTMAX_FWD_OPS, [logits],
-            [probs], op_class=VectorClass.TRANSCENDENTAL,
+            [probs], op_class=VectorClass.NORM,
         )  # fmt: skip
         gates = ctx.t(f"{name}.gates", TensorKind.ACTIVATION, tokens * layer.top_k)
         b.vector(
@@ -125,7 +125,7 @@ class MoeRule(LayerRule):
         dlogits = ctx.t(f"{name}.dlogits", TensorKind.GRADIENT, dprobs.elements)
         b.vector(
             f"{name}.softmax.bwd", name, Phase.BWD_INPUT, dlogits.elements, SOFTMAX_BWD_OPS,
-            [dprobs, saved.probs], [dlogits], op_class=VectorClass.ELEMENTWISE,
+            [dprobs, saved.probs], [dlogits], op_class=VectorClass.NORM,
         )  # fmt: skip
         router = ctx.parameter(name, "router.W")
         if wants:
