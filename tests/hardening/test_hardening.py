@@ -985,8 +985,8 @@ HARDWARE_KEYS = (
         ),
         (
             ["workload.layers[fc1].bogus.x=1"],
-            "workload.layers[fc1].bogus: unknown key; expected one of: bias, inputs, kind,"
-            " name, out_features, tied_to (got {'x': 1})",
+            "workload.layers[fc1].bogus: unknown key; expected one of: bias, block, inputs,"
+            " kind, name, out_features, tied_to (got {'x': 1})",
         ),
         (
             ["workload.layers[fc3].inputs=[fc1, relu1]"],
