@@ -13,8 +13,14 @@ from typing import Any
 
 _NO_VALUE = object()
 
-MAX_COUNT = 2**53
-"""Largest count (MACs, bytes, cycles) of one simulated step: exact in a float64."""
+MAX_COUNT = 2**62
+"""Largest count of one op (its MACs, vector ops, bytes) and largest cycle of a step:
+counts are ``int64`` per op and per event, and the sum of two such counts (an event's
+start and its duration) still fits ``int64`` (2^63 - 1).  A step's totals are Python
+integers (:mod:`accelsim.counts`), never refused."""
+
+MAX_COUNT_TEXT = "2^62"
+""":data:`MAX_COUNT` as messages write it."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ class WorkloadError(InputError):
 
 
 class LimitError(AccelsimError):
-    """A simulated step would exceed :data:`MAX_COUNT` cycles: its inputs are out of range.
+    """A simulated step would end after :data:`MAX_COUNT` cycles: its inputs are out of range.
 
     Raised inside the engine, where the input file is unknown; the message is
     what is wrong and what to change.

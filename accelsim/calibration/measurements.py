@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from accelsim.config.files import display_path, read_text
-from accelsim.errors import MAX_COUNT, InputError, Problem
+from accelsim.errors import MAX_COUNT, MAX_COUNT_TEXT, InputError, Problem
 
 COLUMNS = ("M", "N", "K", "dtype", "latency_us")
 SIZE_CLASSES = (
@@ -160,7 +160,7 @@ def _row(
         problems.append(
             Problem(
                 name, where, f"the GEMM's MACs, M x N x K ({macs:.3g}), exceed the limit"
-                f" of 2^53 ({MAX_COUNT:.3g})", f"{dims[0]} x {dims[1]} x {dims[2]}",
+                f" of {MAX_COUNT_TEXT} ({MAX_COUNT:.3g})", f"{dims[0]} x {dims[1]} x {dims[2]}",
             )
         )  # fmt: skip
     text = (row["latency_us"] or "").strip()

@@ -31,7 +31,7 @@ from accelsim.config.base import Convention
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, DEFAULT_GROUP_CYCLES, PsumPolicy
 from accelsim.config.hardware import HardwareSpec, Orientation
 from accelsim.driver.layer import gemm_for, layer_graph
-from accelsim.errors import MAX_COUNT, InputError, LimitError
+from accelsim.errors import MAX_COUNT, MAX_COUNT_TEXT, InputError, LimitError
 from accelsim.graph.ops import Phase
 from accelsim.mapping.schedule import schedule
 from accelsim.timing.costs import OpCosts, op_costs
@@ -161,7 +161,7 @@ def lone_op_cycles(o: Orientated, overhead: int, read: float, write: float, lat:
     """Cycles of each GEMM (or vector op) alone (see the module docstring)."""
     compute = o.compute_cycles
     busy = np.maximum(compute + overhead, np.ceil((o.read_bytes + o.write_bytes) / read))
-    # past 2^53 cycles the group count no longer changes, and int64 ends at 2^63
+    # past 2^62 cycles the group count no longer changes, and int64 ends at 2^63
     capped = np.minimum(busy, MAX_COUNT).astype(np.int64)
     groups = lone_op_groups(capped, DEFAULT_GROUP_CYCLES, DEFAULT_CHUNKS_PER_OP)
     prologue = np.where(groups == 1, o.read_bytes, o.prologue_bytes)  # one group: all of it
@@ -231,15 +231,15 @@ def engine_us(
     for index, (m, n, k) in enumerate(dims):
         if (m, n, k) in timed:
             continue
-        costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
         try:
+            costs = _lone_gemm_costs(hw, m, n, k, fold_overlap, psums, DEFAULT_GROUP_CYCLES)
             cycles = single_op_cycles(costs, machine)
         except LimitError:
             raise InputError.single(
                 gemms.source,
                 gemms.row(index),
-                f"the GEMM takes more than 2^53 cycles ({MAX_COUNT:.3g}) on the fitted"
-                " hardware, beyond what is counted exactly",
+                f"the GEMM takes more than {MAX_COUNT_TEXT} cycles ({MAX_COUNT:.3g}) on the"
+                " fitted hardware, beyond what an event's time is kept in",
                 f"{m} x {n} x {k}",
             ) from None
         timed[m, n, k] = cycles / hw.clock_mhz

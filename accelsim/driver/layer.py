@@ -11,7 +11,7 @@ from accelsim.config.energy import EnergyTable
 from accelsim.config.enums import DEFAULT_CHUNKS_PER_OP, DEFAULT_GROUP_CYCLES, PsumPolicy
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.model import estimate_energy
-from accelsim.errors import MAX_COUNT, Problem
+from accelsim.errors import MAX_COUNT, MAX_COUNT_TEXT, Problem
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, TensorKind
 from accelsim.lowering.conv_dims import conv_gemm_dims
@@ -110,7 +110,7 @@ def gemm_problems(gemm: LayerGemm, source: str) -> list[Problem]:
         Problem(
             source,
             "",
-            f"{macs:.3g} MACs exceed the limit of 2^53 ({MAX_COUNT:.3g})",
+            f"{macs:.3g} MACs exceed the limit of {MAX_COUNT_TEXT} ({MAX_COUNT:.3g})",
             [gemm.m, gemm.n, gemm.k],
         )
     ]

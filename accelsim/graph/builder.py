@@ -16,6 +16,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
 from accelsim.graph.ops import (
     CORE,
+    NO_EXPERT,
     NO_TILES,
     ROOT,
     STAGE_OF_PHASE,
@@ -228,6 +229,7 @@ class GraphBuilder:
         b_elements: int | None = None,
         partial: bool = False,
         unit: str = "array",
+        expert: int = NO_EXPERT,
     ) -> int:
         """Add ``count`` GEMMs ``c[m x n] = a[m x k] . b[k x n]`` on array ``unit``.
 
@@ -258,6 +260,7 @@ class GraphBuilder:
             sources=sources,
             tag=self.tag,
             owner=self.owner,
+            expert=expert,
         )
         return self._emit(op, (c,), partial)
 
@@ -275,6 +278,7 @@ class GraphBuilder:
         epilogue: Epilogue = Epilogue.NONE,
         partial: bool = False,
         op_class: VectorClass = VectorClass.ELEMENTWISE,
+        expert: int = NO_EXPERT,
     ) -> int:
         """Add a vector-unit op; tensors given bare are accessed whole.  ``op_class``
         says what it does to its data (:class:`~accelsim.config.enums.VectorClass`,
@@ -303,6 +307,7 @@ class GraphBuilder:
             owner=self.owner,
             epilogue=epilogue,
             op_class=op_class,
+            expert=expert,
         )
         return self._emit(op, (w.tensor for w in write_acc), partial)
 

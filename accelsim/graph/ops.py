@@ -120,6 +120,9 @@ transfers they need.  An op a technique adds has the technique's registered name
 WHOLE = -1
 """``GemmOp.part`` of a GEMM that is not split."""
 
+NO_EXPERT = -1
+"""``expert`` of an op or parameter that belongs to no expert of a ``moe`` layer."""
+
 NO_TILES = -1
 """An entry of ``tile_sources`` for a read that takes no tile stream: the tensor
 comes from wherever it is (DRAM, or on chip when the graph keeps it there)."""
@@ -228,7 +231,8 @@ class GemmOp:
     feature map, whose windows overlap.  ``unit`` names the array it runs on;
     ``part`` is which share of a GEMM whose rows are split between two processors
     it is (:func:`~accelsim.graph.passes.split_gemms`: 0 the moved rows, 1 the rest,
-    :data:`WHOLE` for an unsplit GEMM).  ``tile_sources`` is empty, or per operand
+    :data:`WHOLE` for an unsplit GEMM); ``expert`` the expert of a ``moe`` layer whose
+    work it is (:data:`NO_EXPERT`: none).  ``tile_sources`` is empty, or per operand
     (A, B) the op whose tiles it takes on chip (:data:`NO_TILES`: none).
     """
 
@@ -254,6 +258,7 @@ class GemmOp:
     owner: str = CORE
     part: int = WHOLE
     tile_sources: tuple[int, ...] = ()
+    expert: int = NO_EXPERT
 
     @property
     def macs(self) -> int:
@@ -268,7 +273,8 @@ class VectorOp:
     ``vector_unit.class_overhead_cycles``); ``epilogue`` whether it can consume an
     input tile by tile;
     ``tile_sources`` is empty, or per read the op whose tiles it takes on chip
-    (:data:`NO_TILES`: none).
+    (:data:`NO_TILES`: none); ``expert`` the expert of a ``moe`` layer whose work it
+    is (:data:`NO_EXPERT`: none).
     """
 
     op_id: int
@@ -288,6 +294,7 @@ class VectorOp:
     epilogue: Epilogue = Epilogue.NONE
     tile_sources: tuple[int, ...] = ()
     op_class: VectorClass = VectorClass.ELEMENTWISE
+    expert: int = NO_EXPERT
 
     @property
     def vector_ops(self) -> int:
@@ -386,7 +393,8 @@ class Parameter:
     ``update`` when the update runs, and ``shares_weight_tiles`` whether a
     backward-fused update takes the weight's tiles from the ``dX`` GEMM that loaded
     them (then ``dX``, ``dW`` and the update run as one op) or reads the weight from
-    DRAM (``dX`` runs on its own).
+    DRAM (``dX`` runs on its own).  ``expert`` is the expert of a ``moe`` layer it
+    belongs to (:data:`NO_EXPERT`: none).
     """
 
     layer: str
@@ -400,6 +408,7 @@ class Parameter:
     update: UpdateTiming = UpdateTiming.EAGER
     monitor_owner: str = CORE
     shares_weight_tiles: bool = True
+    expert: int = NO_EXPERT
 
     @property
     def update_elements(self) -> int:

@@ -8,7 +8,15 @@ from typing import Any
 from accelsim.config.enums import VectorClass
 from accelsim.config.run import StridedDx
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.ops import Epilogue, Parameter, ParamKind, Phase, Tensor, TensorKind
+from accelsim.graph.ops import (
+    NO_EXPERT,
+    Epilogue,
+    Parameter,
+    ParamKind,
+    Phase,
+    Tensor,
+    TensorKind,
+)
 from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.shapes import LayerInfo
 
@@ -53,13 +61,22 @@ class StepContext:
         return self.b.tensor(name, kind, elements)
 
     # -- parameters ----------------------------------------------------------------------
-    def param(self, layer: str, suffix: str, elements: int, kind: ParamKind, rows: int) -> Tensor:
-        """Create a trainable tensor ``layer.suffix`` and its gradient ``layer.dsuffix``."""
+    def param(
+        self,
+        layer: str,
+        suffix: str,
+        elements: int,
+        kind: ParamKind,
+        rows: int,
+        expert: int = NO_EXPERT,
+    ) -> Tensor:
+        """Create a trainable tensor ``layer.suffix`` and its gradient ``layer.dsuffix``
+        (of ``expert`` of a ``moe`` layer, or of none)."""
         name = f"{layer}.{suffix}"
         weight = self.b.tensor(name, TensorKind.WEIGHT, elements, parameter=name)
         grad = self.b.tensor(f"{layer}.d{suffix}", TensorKind.GRADIENT, elements, parameter=name)
         self.param_index[weight.name] = len(self.params)
-        self.params.append(Parameter(layer, weight, grad, -1, kind, rows))
+        self.params.append(Parameter(layer, weight, grad, -1, kind, rows, expert=expert))
         return weight
 
     def parameter(self, layer: str, suffix: str) -> Parameter:

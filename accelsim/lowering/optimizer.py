@@ -118,6 +118,7 @@ def update_op(
         after=after,
         tag=tag,
         op_class=UPDATE_CLASS[kind],
+        expert=p.expert,
     )
     if not p.monitor_groups:
         return [update]

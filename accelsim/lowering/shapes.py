@@ -15,8 +15,7 @@ from enum import Enum
 
 from accelsim.workload import inputs as wi
 from accelsim.workload import model as wm
-
-INPUT_NAME = "input"
+from accelsim.workload.inputs import INPUT_NAME as INPUT_NAME
 
 
 class Layout(str, Enum):

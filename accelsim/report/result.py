@@ -17,6 +17,7 @@ import numpy as np
 
 from accelsim.config.design import design_key, design_values
 from accelsim.config.hardware import HardwareSpec
+from accelsim.counts import exact_total
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
@@ -122,7 +123,7 @@ class RunResult:
     def dram_bytes(self) -> int:
         """DRAM bytes read and written in the whole step."""
         c = self.trace.costs
-        return int(c.dram_read_bytes.sum() + c.dram_ofmap_write_bytes.sum())
+        return exact_total(c.dram_read_bytes) + exact_total(c.dram_ofmap_write_bytes)
 
     def cycle_bounds(self, repeats: int = 1) -> dict[str, float]:
         """Lower bounds on the cycles of one of ``repeats`` identical parts of the step.
@@ -224,16 +225,18 @@ class RunResult:
         arrays of every processor) for the whole run."""
         hw, c = self.hardware, self.trace.costs
         peak = hw.array.pes * hw.processors * max(self.total_cycles, 1)
-        return float(c.macs[c.unit == UNIT_ARRAY].sum()) / peak
+        return exact_total(c.macs[c.unit == UNIT_ARRAY]) / peak
 
     def stash(self) -> StashSummary:
         """Footprint and DRAM traffic of the activations saved for backward."""
         c = self.trace.costs
         plan = per_graph(self.graph, "stash plan", lambda: _StashPlan.of(self.graph))
-        read = plan.vector_read_bytes + int(
-            c.dram_ifmap_read_bytes[plan.a_read].sum() + c.dram_filter_read_bytes[plan.b_read].sum()
+        read = (
+            plan.vector_read_bytes
+            + exact_total(c.dram_ifmap_read_bytes[plan.a_read])
+            + exact_total(c.dram_filter_read_bytes[plan.b_read])
         )
-        write = plan.vector_write_bytes + int(c.dram_ofmap_write_bytes[plan.c_written].sum())
+        write = plan.vector_write_bytes + exact_total(c.dram_ofmap_write_bytes[plan.c_written])
         return StashSummary(
             tensors=plan.tensors,
             bytes=plan.bytes,
@@ -262,16 +265,19 @@ class RunResult:
         )
 
         def phase_macs(phase: Phase) -> int:
-            return int(c.macs[phases == codes[phase]].sum())
+            return exact_total(c.macs[phases == codes[phase]])
 
         array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
         by_phase = {p.value: float(op_pj[phases == codes[p]].sum()) for p in Phase}
         by_phase["static"] = self.energy.static_pj
-        array_stall = int(trace.stall_cycles[array].sum())
+        array_stall = exact_total(trace.stall_cycles[array])
         # Stalls are a share of each processor's step: their mean over the used ones.
         used = max(1, len(set(trace.processor[array].tolist())))  # np.unique would load numpy.ma
-        dram_read, dram_write = c.dram_read_bytes.sum(), c.dram_ofmap_write_bytes.sum()
+        dram_read, dram_write = (
+            exact_total(c.dram_read_bytes),
+            exact_total(c.dram_ofmap_write_bytes),
+        )
         return StepSummary(
             schema_version=SCHEMA_VERSION,
             accelsim_version=version(),
@@ -293,9 +299,9 @@ class RunResult:
                 bwd_input=phase_macs(Phase.BWD_INPUT),
                 bwd_weight=phase_macs(Phase.BWD_WEIGHT),
                 aux=phase_macs(Phase.AUX),
-                total=int(c.macs.sum()),
+                total=exact_total(c.macs),
             ),
-            vector_ops=int(c.vector_ops.sum()),
+            vector_ops=exact_total(c.vector_ops),
             utilization=self.utilization(),
             array_stall_cycles=array_stall,
             stall_fraction=array_stall / (used * max(self.total_cycles, 1)),
@@ -304,10 +310,8 @@ class RunResult:
                 for u, name in enumerate(c.unit_names)
                 if u != UNIT_COMM
             },
-            dram_bytes=DramBytes(
-                read=int(dram_read), write=int(dram_write), total=int(dram_read + dram_write)
-            ),
-            interconnect_bytes=int(c.interconnect_bytes.sum()),
+            dram_bytes=DramBytes(read=dram_read, write=dram_write, total=dram_read + dram_write),
+            interconnect_bytes=exact_total(c.interconnect_bytes),
             parameters=sum(p.weight.elements for p in self.graph.parameters),
             stash=self.stash(),
             energy_pj=EnergySummary(

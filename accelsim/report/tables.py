@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.config.hardware import HardwareSpec
+from accelsim.counts import exact_group_totals
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TransferOp, VectorOp
 from accelsim.timing.costs import UNIT_COMM, UNIT_VECTOR
 from accelsim.timing.trace import Trace
@@ -202,8 +203,8 @@ def op_columns(
 def layer_rows(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> list[dict[str, Any]]:
     """One ``layers.csv`` row per layer, in order of first appearance.
 
-    Sums are exact (``int64`` for counts, energies added in op order as Python adds
-    them)."""
+    Sums are exact (counts as :func:`~accelsim.counts.exact_group_totals` adds them,
+    energies added in op order as Python adds them)."""
     c = trace.costs
     ops = graph.ops
     order: dict[str, int] = {}
@@ -212,11 +213,11 @@ def layer_rows(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> list[dict[str
     durations = trace.end_cycle - trace.start_cycle
 
     def total(values: np.ndarray, where: np.ndarray | None = None) -> list[Any]:
+        group, kept = (layer, values) if where is None else (layer[where], values[where])
+        if values.dtype.kind == "i":  # counts: exact at any size
+            return exact_group_totals(group, kept, len(order))
         out = np.zeros(len(order), values.dtype)
-        if where is None:
-            np.add.at(out, layer, values)
-        else:
-            np.add.at(out, layer[where], values[where])
+        np.add.at(out, group, kept)
         return out.tolist()  # type: ignore[no-any-return]
 
     fwd, aux = phase == _PHASE_CODE[Phase.FWD], phase == _PHASE_CODE[Phase.AUX]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from accelsim.counts import exact_total
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CORE, OpGraph, Stage
 from accelsim.report.summary import WorkSummary
@@ -71,10 +72,10 @@ def _work(
             busy[unit] = tuple(cycles.tolist())
         out[name] = WorkSummary(
             ops=int(mine.sum()),
-            macs=int(c.macs[mine].sum()),
-            vector_ops=int(c.vector_ops[mine].sum()),
-            dram_read_bytes=int(c.dram_read_bytes[mine].sum()),
-            dram_write_bytes=int(c.dram_ofmap_write_bytes[mine].sum()),
+            macs=exact_total(c.macs[mine]),
+            vector_ops=exact_total(c.vector_ops[mine]),
+            dram_read_bytes=exact_total(c.dram_read_bytes[mine]),
+            dram_write_bytes=exact_total(c.dram_ofmap_write_bytes[mine]),
             energy_pj=float(op_pj[mine].sum()),
             busy_cycles=busy,
         )

@@ -29,6 +29,7 @@ import numpy as np
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy, VectorClass
 from accelsim.config.hardware import VectorUnitSpec
+from accelsim.counts import whole_cycles
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, VectorOp
@@ -260,9 +261,9 @@ def _cost_vectors(
 
 def stream_cycles(moved_bytes: np.ndarray, bytes_per_cycle: float) -> np.ndarray:
     """Cycles a vector op takes to stream ``moved_bytes`` through the unit at
-    ``bytes_per_cycle`` (``vector_unit.stream_bytes_per_cycle``), rounded up."""
-    cycles: np.ndarray = np.ceil(moved_bytes / bytes_per_cycle).astype(np.int64)
-    return cycles
+    ``bytes_per_cycle`` (``vector_unit.stream_bytes_per_cycle``), rounded up (a
+    :class:`~accelsim.errors.LimitError` past :data:`~accelsim.errors.MAX_COUNT`)."""
+    return whole_cycles(moved_bytes / bytes_per_cycle)
 
 
 _Column = np.ndarray

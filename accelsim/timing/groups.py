@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from accelsim.counts import INT64_MAX, whole_cycles
 from accelsim.timing.memory import Memory
 
 MIN_GROUPS = 8
@@ -38,8 +39,9 @@ MIN_GROUPS = 8
 
 def busy_cycles(compute_cycles: np.ndarray, dram_bytes: np.ndarray, dram: Memory) -> np.ndarray:
     """Each op's longer side: its compute cycles or the fewest cycles its DRAM traffic
-    keeps ``dram`` busy (rounded up; none at an infinite bandwidth)."""
-    transfer = np.ceil(dram.bound(dram_bytes)).astype(np.int64)
+    keeps ``dram`` busy (rounded up; none at an infinite bandwidth; a
+    :class:`~accelsim.errors.LimitError` past :data:`~accelsim.errors.MAX_COUNT`)."""
+    transfer = whole_cycles(dram.bound(dram_bytes))
     busy: np.ndarray = np.maximum(compute_cycles, transfer)
     return busy
 
@@ -73,6 +75,9 @@ def lone_op_groups(busy: np.ndarray, group_cycles: int, chunks_per_op: int) -> n
 
 
 def _groups(busy: np.ndarray, length: np.ndarray | int, chunks_per_op: int) -> np.ndarray:
-    groups = np.maximum(-(-busy // length), np.minimum(MIN_GROUPS, MIN_GROUPS * busy // length))
+    # MIN_GROUPS x busy leaves int64 past 2^60 cycles: such ops are counted in Python ints
+    wide = busy.astype(object) if int(busy.max(initial=0)) > INT64_MAX // MIN_GROUPS else busy
+    fewer = np.minimum(MIN_GROUPS, MIN_GROUPS * wide // length).astype(np.int64)
+    groups = np.maximum(-(-busy // length), fewer)
     clipped: np.ndarray = np.clip(groups, 1, chunks_per_op)
     return clipped

@@ -6,15 +6,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from accelsim.errors import MAX_COUNT
+from accelsim.counts import LIMIT_MESSAGE as LIMIT_MESSAGE
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import UNIT_COMM, OpCosts
-
-LIMIT_MESSAGE = (
-    f"the step takes more than 2^53 cycles ({MAX_COUNT:.3g}), beyond what is"
-    " counted exactly; raise the DRAM or interconnect bandwidth, lower their"
-    " latency_cycles or the batch size"
-)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ from accelsim.config.base import PositiveInt, Spec
 
 KIND = "Which kind of input or layer this entry is."
 
+INPUT_NAME = "input"
+"""The name layers read the (first) model input by."""
+
 
 class ImageInput(Spec):
     kind: Literal["image"] = Field(description=KIND)

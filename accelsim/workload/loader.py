@@ -12,6 +12,7 @@ from accelsim.config.validate import join_path, suggest
 from accelsim.errors import WorkloadError
 from accelsim.workload.formats import read_table
 from accelsim.workload.model import Workload
+from accelsim.workload.repeat import expand_repeats
 
 
 def load_workload(
@@ -49,8 +50,17 @@ def load_workload_with_origins(
     name = display_path(path)
     if data is None:
         data = read_table(path)
+    data, copies = expand_repeats(data, name)
+    repeats = Origins(name, copies)
     chosen = [] if variant is None else _variant_overrides(data, name, variant)
-    return validate_with_origins(Workload, data, name, chosen + (overrides or []), WorkloadError)
+    try:
+        workload, origins = validate_with_origins(
+            Workload, data, name, chosen + (overrides or []), WorkloadError
+        )
+    except WorkloadError as exc:
+        blamed = repeats.blame(exc.problems)  # the copies of a block's layer: one problem
+        raise WorkloadError(list({str(p): p for p in blamed}.values())) from None
+    return workload, Origins(name, copies + origins.written)
 
 
 def _variant_overrides(data: dict[str, object], name: str, variant: Override) -> list[Override]:

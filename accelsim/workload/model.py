@@ -16,8 +16,11 @@ from pydantic import Field
 from accelsim.config.base import Name, PositiveInt, Spec
 from accelsim.workload.activations import ActivationFunction as ActivationFunction
 from accelsim.workload.inputs import KIND, InputSpec
+from accelsim.workload.layer_base import Block as Block
+from accelsim.workload.layer_base import LayerBase as LayerBase
+from accelsim.workload.layer_base import NonNegative
+from accelsim.workload.moe import Moe as Moe
 
-NonNegative = Annotated[int, Field(ge=0)]
 Pair = PositiveInt | Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
 PairOrZero = NonNegative | Annotated[list[NonNegative], Field(min_length=2, max_length=2)]
 
@@ -27,15 +30,6 @@ def pair(value: int | list[int]) -> tuple[int, int]:
     if isinstance(value, int):
         return (value, value)
     return (value[0], value[1])
-
-
-class LayerBase(Spec):
-    """What every layer has: a unique name and the layers it reads."""
-
-    name: Name = Field(description="The layer's name, unique in the workload.")
-    inputs: list[Name] | None = Field(
-        default=None, description="The layers it reads; null: the previous layer."
-    )
 
 
 class Conv2d(LayerBase):
@@ -410,7 +404,8 @@ Layer = Annotated[
     | MatMul
     | Split
     | AdaptiveAvgPool
-    | VectorLayer,
+    | VectorLayer
+    | Moe,
     Field(discriminator="kind"),
 ]
 

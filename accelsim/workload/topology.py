@@ -30,7 +30,7 @@ from typing import Any
 
 from accelsim.config.base import MAX_INT
 from accelsim.config.files import display_path, read_text
-from accelsim.errors import MAX_COUNT, Problem, WorkloadError
+from accelsim.errors import MAX_COUNT, MAX_COUNT_TEXT, Problem, WorkloadError
 from accelsim.units import plural
 
 CONV_COLUMNS = (
@@ -77,7 +77,7 @@ def read_topology(path: Path) -> list[TopologyLayer]:
         WorkloadError: for an unreadable file, a first line of numbers (no header),
             a value that is no positive whole number (at ``row N, column``), a row
             of neither form, a name with a non-printable character, a filter larger
-            than its ifmap, a row with a GEMM of more than 2^53 MACs, a file without
+            than its ifmap, a row with a GEMM of more than 2^62 MACs, a file without
             layer rows, or one with more than :data:`MAX_ROWS`; every problem of the
             file at once (up to the row past the limit).
     """
@@ -205,7 +205,8 @@ def _row(
             Problem(
                 file,
                 f"row {number}",
-                f"its largest GEMM's MACs ({macs:.3g}) exceed the limit of 2^53 ({MAX_COUNT:.3g})",
+                f"its largest GEMM's MACs ({macs:.3g}) exceed the limit of {MAX_COUNT_TEXT}"
+                f" ({MAX_COUNT:.3g})",
                 dims,
             )
         )

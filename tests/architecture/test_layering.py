@@ -12,6 +12,7 @@ from tests.conftest import ROOT
 PACKAGE = ROOT / "accelsim"
 ORDER = [
     "errors",
+    "counts",
     "units",
     "resources",
     "provenance",

@@ -98,16 +98,16 @@ def test_rows_at_max_dim_run_or_are_refused_at_the_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """2^24 on every side is 2^72 MACs: refused at the row before anything is costed.
-    2^24 x 2^24 x 32 is 2^53 MACs, the limit: it runs on the v6e, and at 0.001 bytes a
-    cycle of DRAM it takes more than 2^53 cycles, refused at its row (no RuntimeWarning,
-    no unlocated limit)."""
+    2^24 x 2^24 x 2^14 is 2^62 MACs, the limit: it runs on the v6e, and at 0.001 bytes
+    a cycle of DRAM it takes more than 2^62 cycles, refused at its row (no
+    RuntimeWarning, no unlocated limit)."""
     top = 2**24
     code, err, _ = calibrate(capsys, tmp_path, f"64,64,64,bf16,1.0\n{top},{top},{top},bf16,1\n")
     assert (code, err) == (
         2, [f"{tmp_path / 'm.csv'}: line 3: the GEMM's MACs, M x N x K (4.72e+21), exceed the"
-            " limit of 2^53 (9.01e+15) (got '16777216 x 16777216 x 16777216')"],
+            " limit of 2^62 (4.61e+18) (got '16777216 x 16777216 x 16777216')"],
     )  # fmt: skip
-    edge = f"64,64,64,bf16,1.0\n{top},{top},32,bf16,1e9\n"
+    edge = f"64,64,64,bf16,1.0\n{top},{top},{2**14},bf16,1e9\n"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         code, err, out = calibrate(capsys, tmp_path, edge, "--fit", "op_overhead_us")
@@ -116,8 +116,9 @@ def test_rows_at_max_dim_run_or_are_refused_at_the_row(
         slow = ("--fit", "op_overhead_us", "--set", "dram.bandwidth_bytes_per_cycle=0.001")
         code, err, out = calibrate(capsys, tmp_path, edge, *slow)
     assert (code, err) == (
-        2, [f"{tmp_path / 'm.csv'}: line 3: the GEMM takes more than 2^53 cycles (9.01e+15) on"
-            " the fitted hardware, beyond what is counted exactly (got '16777216 x 16777216 x 32')"],
+        2, [f"{tmp_path / 'm.csv'}: line 3: the GEMM takes more than 2^62 cycles (4.61e+18) on"
+            " the fitted hardware, beyond what an event's time is kept in"
+            " (got '16777216 x 16777216 x 16384')"],
     )  # fmt: skip
     assert not out.exists()
 
@@ -166,10 +167,13 @@ def test_gemms_keep_their_line_and_others_are_named_by_position(tmp_path: Path) 
     assert read_measurements(measured, "bf16").subset(np.array([1])).row(0) == "line 4"
     hw = load_hardware(V6E, parse_sets(["dram.bandwidth_bytes_per_cycle=0.001"]))
     top = 2**24
-    gemms = Measurements(np.array([64, top]), np.array([64, top]), np.array([64, 32]), np.ones(2))
+    gemms = Measurements(
+        np.array([64, top]), np.array([64, top]), np.array([64, 2**14]), np.ones(2)
+    )
     with pytest.raises(InputError) as raised:
         engine_us(hw, gemms, False)
     assert str(raised.value) == (
-        "measurements: row 2: the GEMM takes more than 2^53 cycles (9.01e+15) on the fitted"
-        " hardware, beyond what is counted exactly (got '16777216 x 16777216 x 32')"
+        "measurements: row 2: the GEMM takes more than 2^62 cycles (4.61e+18) on the fitted"
+        " hardware, beyond what an event's time is kept in"
+        " (got '16777216 x 16777216 x 16384')"
     )

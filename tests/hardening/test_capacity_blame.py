@@ -76,10 +76,17 @@ def test_a_capacity_in_the_hardware_file_stays_on_the_run_file(tmp_path: Path) -
 
 def test_a_step_too_large_is_blamed_on_the_batch_size_where_it_was_written() -> None:
     """The step's counts are checked while simulating too (``driver/limits.py``)."""
-    sets = parse_sets(["workload=workloads/vgg16.yaml", "batch_size=200000000"])
+    sets = parse_sets(
+        [
+            "workload=workloads/mlp.yaml",
+            "batch_size=10000000",
+            "workload.layers[fc2].out_features=2000000000",
+        ]
+    )
     with pytest.raises(ConfigError) as raised:
         simulate_run(load_inputs(ROOT / "configs/runs/default.yaml", sets))
     assert str(raised.value).splitlines()[0] == (
-        "--set: batch_size: the step's MACs (9.26e+18) exceed the limit of 2^53 (9.01e+15);"
-        " lower the batch size or the workload's layer sizes (got 200000000)"
+        "--set: batch_size: layer fc2: one op's MACs (4.1e+19) exceed the limit of 2^62"
+        " (4.61e+18) of an op's counts; lower the batch size or the workload's layer sizes"
+        " (got 10000000)"
     )

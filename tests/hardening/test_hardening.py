@@ -312,26 +312,44 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- numbers
 
 
-def test_a_step_whose_counts_overflow_is_rejected_naming_batch_size() -> None:
-    sets = parse_sets(["workload=workloads/vgg16.yaml", "batch_size=200000000"])
+def test_a_step_whose_op_counts_overflow_is_rejected_naming_batch_size() -> None:
+    # fc2 of 2,048 x 2e9 weights at 10^7 samples: 4.1e19 MACs in one op, past 2^62
+    sets = parse_sets(
+        [
+            "workload=workloads/mlp.yaml",
+            "batch_size=10000000",
+            "workload.layers[fc2].out_features=2000000000",
+        ]
+    )
     with pytest.raises(ConfigError) as excinfo:
         simulate_training(load_inputs(DEFAULT_RUN, sets))
     first = excinfo.value.problems[0]
-    assert (first.path, first.value) == ("batch_size", 200_000_000)
+    assert (first.path, first.value) == ("batch_size", 10_000_000)
     assert first.message == (
-        "the step's MACs (9.26e+18) exceed the limit of 2^53 (9.01e+15);"
-        " lower the batch size or the workload's layer sizes"
+        "layer fc2: one op's MACs (4.1e+19) exceed the limit of 2^62 (4.61e+18) of an op's"
+        " counts; lower the batch size or the workload's layer sizes"
     )
 
 
-def test_a_step_longer_than_2_to_the_53_cycles_stops_cleanly(
+def test_a_step_past_int64_macs_is_counted_exactly() -> None:
+    # VGG-16 at 2 x 10^8 samples: 9.26e18 MACs, past int64's 9.22e18; each op under 2^62
+    sets = parse_sets(["workload=workloads/vgg16.yaml", "batch_size=200000000"])
+    macs = simulate_run(load_inputs(DEFAULT_RUN, sets)).summary()["macs"]
+    one = simulate_run(
+        load_inputs(DEFAULT_RUN, parse_sets(["workload=workloads/vgg16.yaml", "batch_size=1"]))
+    ).summary()["macs"]
+    assert macs["total"] == 200_000_000 * one["total"] == 9_264_817_766_400_000_000
+    assert macs["total"] > 2**63 - 1
+
+
+def test_a_step_longer_than_2_to_the_62_cycles_stops_cleanly(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # A = 10^13 bf16 elements at 1/1000 byte per cycle: 2e16 cycles of DRAM alone.
+    # A = 10^16 bf16 elements at 1/1000 byte per cycle: 2e19 cycles of DRAM alone.
     hw = load_hardware(SCALESIM_HW, parse_sets(["dram.bandwidth_bytes_per_cycle=0.001"]))
-    gemm = gemm_for(10**9, 1, 10**4, Phase.FWD)
+    gemm = gemm_for(10**9, 1, 10**7, Phase.FWD)
     assert gemm.m * gemm.n * gemm.k <= MAX_COUNT
-    with pytest.raises(LimitError, match=r"more than 2\^53 cycles"):
+    with pytest.raises(LimitError, match=r"more than 2\^62 cycles"):
         simulate_layer(hw, load_energy(HOROWITZ), gemm, Phase.FWD, Convention.ACCELSIM)
     code, _, err = run_cli(
         capsys,
@@ -343,10 +361,10 @@ def test_a_step_longer_than_2_to_the_53_cycles_stops_cleanly(
         "--gemm",
         10**9,
         1,
-        10**4,
+        10**7,
     )
     assert code == cli.EXIT_INPUT
-    assert err.startswith("accelsim: the step takes more than 2^53 cycles")
+    assert err.startswith("accelsim: the step takes more than 2^62 cycles")
 
 
 @pytest.fixture(scope="module")
@@ -444,10 +462,10 @@ def test_absurd_sizes_are_rejected_at_once_naming_field_and_limit(
 @pytest.mark.parametrize(
     ("shape", "message"),
     [
-        (["--gemm", 10**9, 10**9, 10**9], "--gemm: 1e+27 MACs exceed the limit of 2^53"),
+        (["--gemm", 10**9, 10**9, 10**9], "--gemm: 1e+27 MACs exceed the limit of 2^62"),
         (
             ["--conv", 10**9, 10**9, 3, 3, 3, 64, 1],
-            "--conv: 1.73e+21 MACs exceed the limit of 2^53",
+            "--conv: 1.73e+21 MACs exceed the limit of 2^62",
         ),
     ],
 )
@@ -967,8 +985,8 @@ HARDWARE_KEYS = (
         ),
         (
             ["workload.layers[fc1].bogus.x=1"],
-            "workload.layers[fc1].bogus: unknown key; expected one of: bias, inputs, kind,"
-            " name, out_features, tied_to (got {'x': 1})",
+            "workload.layers[fc1].bogus: unknown key; expected one of: bias, block, inputs,"
+            " kind, name, out_features, tied_to (got {'x': 1})",
         ),
         (
             ["workload.layers[fc3].inputs=[fc1, relu1]"],

@@ -91,7 +91,7 @@ def test_check_run_and_layer_refuse_a_nul_in_a_topology_name(
     assert not out_dir.exists()
 
 
-def test_a_row_whose_largest_gemm_passes_2_53_macs_is_refused_by_check(
+def test_a_row_whose_largest_gemm_passes_2_62_macs_is_refused_by_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # GEMM row: 2^18 * 2^18 * 2^18 = 2^54 MACs.  Conv row: forward P Q R S C NF =
@@ -100,17 +100,17 @@ def test_a_row_whose_largest_gemm_passes_2_53_macs_is_refused_by_check(
     path = tmp_path / "t.csv"
     path.write_text(
         "Layer, M, N, K,\n"
-        "g, 262144, 262144, 262144,\n"
-        "c, 4096, 4096, 4096, 4096, 4096, 1, 1,\n"
+        "g, 2097152, 2097152, 2097152,\n"
+        "c, 16384, 16384, 4096, 4096, 4096, 1, 1,\n"
         "ok, 4096, 4096, 1, 1, 4096, 4096, 4096,\n",
         encoding="utf-8",
     )
     assert topology.largest_macs("conv", (4096, 4096, 1, 1, 4096, 4096, 4096)) == 2**48
     expected = (
-        f"{path}: row 2: its largest GEMM's MACs (1.8e+16) exceed the limit of 2^53"
-        " (9.01e+15) (got [262144, 262144, 262144])\n"
-        f"{path}: row 3: its largest GEMM's MACs (1.15e+18) exceed the limit of 2^53"
-        " (9.01e+15) (got [4096, 4096, 4096, 4096, 4096, 1, 1])\n"
+        f"{path}: row 2: its largest GEMM's MACs (9.22e+18) exceed the limit of 2^62"
+        " (4.61e+18) (got [2097152, 2097152, 2097152])\n"
+        f"{path}: row 3: its largest GEMM's MACs (1.84e+19) exceed the limit of 2^62"
+        " (4.61e+18) (got [16384, 16384, 4096, 4096, 4096, 1, 1])\n"
     )
     assert run_cli(capsys, "check", path) == (cli.EXIT_INPUT, "", expected)
     args = ("layer", "--hardware", HARDWARE, "--topology", path, "--phase", "fwd")

@@ -175,14 +175,14 @@ def test_compiled_equals_simpy_on_random_graphs(problem: tuple[OpGraph, OpCosts,
 
 
 def test_both_engines_stop_at_the_cycle_limit() -> None:
-    # The first op ends one cycle after 2^53: both engines stop with the same error.
+    # The first op ends one cycle after 2^62: both engines stop with the same error.
     graph = OpGraph(ops=(gemm(0), gemm(1, 0)), processor=(0, 0))
-    c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**53 + 1, 10])
+    c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**62 + 1, 10])
     for run in (run_compiled, engine.simulate):
-        with pytest.raises(LimitError, match="2\\^53"):
+        with pytest.raises(LimitError, match="2\\^62"):
             run(graph, c, machine())
-    c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**53 - 10, 10])
-    assert run_compiled(graph, c, machine()).total_cycles == 2**53
+    c = costs([UNIT_ARRAY, UNIT_ARRAY], compute=[2**62 - 10, 10])
+    assert run_compiled(graph, c, machine()).total_cycles == 2**62
 
 
 # -- golden runs: whole summaries --------------------------------------------------------

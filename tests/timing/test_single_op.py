@@ -157,7 +157,8 @@ def test_a_conv_with_many_tile_groups_and_stalls_matches() -> None:
 
 def test_too_many_cycles_is_the_engines_limit_error() -> None:
     hw = make_hw(**{"dram.bandwidth_bytes_per_cycle": 0.001})
-    gemm = gemm_for(2**20, 2**20, 2**12, Phase.FWD)
+    # each of its costs under 2^62 cycles, its prologue, folds and epilogue past it
+    gemm = gemm_for(2**21, 2**20, 2**16, Phase.FWD)
     graph, costs = layer_costs(hw, gemm, Phase.FWD, Convention.ACCELSIM, PsumPolicy.SPILL, 8)
     with pytest.raises(LimitError) as simpy_error:
         engine.simulate(graph, costs, Machine.of(hw))
