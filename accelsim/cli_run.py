@@ -157,8 +157,10 @@ def _dram_bandwidth(hw: HardwareSpec) -> tuple[float, int]:
 def _one_of_many(inputs: RunInputs) -> bool:
     """Whether the step runs on one of several processors (and nothing places it)."""
     from accelsim.config.run import AssignmentPolicy
+    from accelsim.driver.parallel import tensor_degree
 
-    return inputs.hardware.processors > 1 and inputs.run.assignment is AssignmentPolicy.SINGLE
+    single = inputs.run.assignment is AssignmentPolicy.SINGLE
+    return inputs.hardware.processors > tensor_degree(inputs.run) and single
 
 
 def cmd_suite(args: argparse.Namespace) -> int:

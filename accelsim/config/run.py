@@ -34,6 +34,7 @@ from accelsim.config.enums import OptimizerKind as OptimizerKind
 from accelsim.config.enums import PsumPolicy as PsumPolicy
 from accelsim.config.enums import RunMode as RunMode
 from accelsim.config.enums import StridedDx as StridedDx
+from accelsim.config.parallel import ParallelSpec
 
 
 class OptimizerSpec(Spec):
@@ -260,6 +261,14 @@ class RunSpec(Spec):
         exclude_if=lambda v: v == DataParallelSpec(),
         description="How data parallelism all-reduces the gradients: in buckets or one"
         " gradient at a time.",
+    )
+    # Left out of dumps at its default; a run that sets it has its memory checked.
+    parallel: ParallelSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The parallel plan (tensor: the tensor-parallel degree).  Set, the"
+        " run's memory per processor is counted, checked against hardware.dram.capacity_gib"
+        " (on_capacity) and reported.  Null: no plan, no memory check.",
     )
     overrides: dict[str, Any] = Field(
         default_factory=dict,

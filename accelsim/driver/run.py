@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
+from accelsim.driver.parallel import tensor_degree, tensor_plan
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -27,6 +28,7 @@ from accelsim.mapping import placement
 from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
+from accelsim.mapping.tensor_placement import tensor_parallel
 from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import TrainingReport, TrainingResult
@@ -76,6 +78,7 @@ class _Run:
         # inputs.techniques are in the order they compose (techniques/order.py)
         self.rewriters = [t for t in inputs.techniques if isinstance(t, GraphRewriter)]
         self.placer = next(iter(placers(inputs.techniques)), None)
+        self.tensor = tensor_plan(inputs.run, inputs.infos)
 
     def lowered(self, batch: int) -> OpGraph:
         """One replica's step at ``batch`` samples, lowered once per run (and reused by
@@ -88,11 +91,13 @@ class _Run:
                 lowering.attention is AttentionKernels.FLASH
             )
             budget = AttentionBudget.of(inputs.hardware) if flash else None
-            mode = inputs.run.mode
+            mode, plan = inputs.run.mode, self.tensor
             self._lowered[batch] = _reused(
-                ("lowered", batch, words, strided, budget, mode),
+                ("lowered", batch, words, strided, budget, mode, tensor_degree(inputs.run)),
                 (inputs.infos, inputs.workload),
-                lambda: lower(inputs.infos, inputs.workload, batch, words, strided, budget, mode),
+                lambda: lower(
+                    inputs.infos, inputs.workload, batch, words, strided, budget, mode, plan
+                ),
             )
         return self._lowered[batch]
 
@@ -145,6 +150,7 @@ class _Run:
             hw.processors,
             run.optimizer,
             run.mode,
+            tensor_degree(run),
         )
         return _reused(
             key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
@@ -156,6 +162,16 @@ class _Run:
         run, hw = self.inputs.run, self.inputs.hardware
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
+        if self.tensor is not None:
+            return tensor_parallel(
+                step,
+                run.batch_size,
+                hw.processors,
+                self.tensor.degree,
+                run.optimizer,
+                hw.word_bytes,
+                run.data_parallel.bucket_bytes,
+            )
         return placement.place(
             run.assignment,
             step,
@@ -313,6 +329,8 @@ def simulate_graph(
         settings["attention"] = run.lowering.attention.value
     if run.mode is not RunMode.TRAINING:  # the same: a training step's summary is unchanged
         settings["mode"] = run.mode.value
+    if tensor_degree(run) > 1:  # the same
+        settings["tensor_parallel"] = str(tensor_degree(run))
     workload = inputs.workload
     result = RunResult(
         run.name,

@@ -20,6 +20,7 @@ from accelsim.graph.ops import (
     ROOT,
     STAGE_OF_PHASE,
     Access,
+    CommGroup,
     CommOp,
     Epilogue,
     GemmOp,
@@ -152,6 +153,10 @@ class GraphBuilder:
         return Tensor(
             of.name + suffix, kind, elements, self._word_bytes[kind], of.tag, local, of.parameter
         )
+
+    def producers(self, tensor: Tensor) -> tuple[int, ...]:
+        """The ops that have written ``tensor`` so far."""
+        return self._producers.get(tensor.key, ())
 
     def keep_on_chip(self, tensor: Tensor) -> Tensor:
         """Declare that ``tensor`` never travels to DRAM (it is read as it is produced)."""
@@ -313,9 +318,11 @@ class GraphBuilder:
         participants: tuple[int, ...],
         after: Iterable[int],
         gradients: Sequence[Tensor] = (),
+        group: CommGroup = CommGroup.DATA,
     ) -> int:
         """Add a ring all-reduce of ``tensor`` after the ops in ``after`` (``tensor``
-        holds ``gradients``: :attr:`~accelsim.graph.ops.CommOp.gradients`)."""
+        holds ``gradients``: :attr:`~accelsim.graph.ops.CommOp.gradients`) over a
+        ``group`` of processors."""
         order = tuple(sorted(set(after)))
         op = CommOp(
             op_id=len(self.ops),
@@ -330,6 +337,7 @@ class GraphBuilder:
             tag=self.tag,
             owner=self.owner,
             gradients=tuple(gradients),
+            group=group,
         )
         return self._emit(op, (tensor,), False)
 

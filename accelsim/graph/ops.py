@@ -293,12 +293,22 @@ class VectorOp:
         return self.elements * self.ops_per_element
 
 
+class CommGroup(str, Enum):
+    """The parallelism an all-reduce's participants are a group of: data (replicas
+    summing a gradient) or tensor (the ranks of a tensor-parallel group summing an
+    activation or an input gradient)."""
+
+    DATA = "data"
+    TENSOR = "tensor"
+
+
 @dataclass(frozen=True, slots=True)
 class CommOp:
     """A ring all-reduce of ``tensor`` across ``participants`` over the interconnect.
 
     ``gradients`` are the gradients ``tensor`` holds (the first replica's copies, the
-    graph's parameters' own), more than one for a bucket of data parallelism."""
+    graph's parameters' own), more than one for a bucket of data parallelism.
+    ``group`` is the parallelism whose group it spans (:class:`CommGroup`)."""
 
     op_id: int
     name: str
@@ -313,6 +323,7 @@ class CommOp:
     tag: Tag = ROOT
     owner: str = CORE
     gradients: tuple[Tensor, ...] = ()
+    group: CommGroup = CommGroup.DATA
 
 
 @dataclass(frozen=True, slots=True)
