@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
+from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import tensor_degree, tensor_plan
@@ -25,7 +26,8 @@ from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.shapes import model_inputs
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
-from accelsim.mapping.placement import StepGraph
+from accelsim.mapping.memory import MemoryBreakdown, memory_breakdown, memory_problem
+from accelsim.mapping.placement import StepGraph, split_batch
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
 from accelsim.mapping.tensor_placement import tensor_parallel
@@ -181,6 +183,19 @@ class _Run:
             hw.word_bytes,
             run.data_parallel.bucket_bytes,
         )
+
+    def memory(self) -> MemoryBreakdown:
+        """What one processor holds for the run's step (the first step kind a technique
+        rewrites, else the baseline), by class: the step graph of the first data-parallel
+        replica's local batch, one rank's, before placement."""
+        run, hw = self.inputs.run, self.inputs.hardware
+        kinds = _kinds(self.inputs.techniques, self.ctx) if self.rewriters else [BASE]
+        replicas = hw.processors // tensor_degree(run)
+        local = run.batch_size
+        if run.assignment is AssignmentPolicy.DATA_PARALLEL:
+            local = split_batch(run.batch_size, replicas)[0]
+        step = self.step_graph(kinds[0])(local)
+        return memory_breakdown(step, run.optimizer, hw, run.data_parallel.bucket_bytes)
 
     def step(self, kind: str, result: RunResult, base: RunResult) -> SimulatedStep:
         """A simulated graph of ``kind`` and what one step of it costs: the placer's
@@ -387,20 +402,45 @@ def simulate_training(inputs: RunInputs, progress: Progress | None = None) -> Tr
         return _training(inputs, progress)
 
 
+def step_memory(inputs: RunInputs) -> MemoryBreakdown:
+    """What one processor of the run holds in DRAM, by class, without simulating the
+    step (:meth:`_Run.memory`)."""
+    with _blamed(inputs):
+        return _Run(inputs).memory()
+
+
+def _checked_memory(sim: _Run) -> MemoryBreakdown | None:
+    """The memory of a run with a parallel plan (and no pipeline, which keeps its own
+    account), refused when it does not fit and the run says ``on_capacity: error``."""
+    inputs = sim.inputs
+    if inputs.run.parallel is None or sim.placer is not None:
+        return None
+    memory = sim.memory()
+    if not memory.fits and inputs.run.on_capacity is OnCapacity.ERROR:
+        raise ConfigError.single(
+            inputs.source,
+            "hardware.dram.capacity_gib",
+            f"{memory_problem(memory)}; set on_capacity: report to simulate it anyway",
+            inputs.hardware.dram.capacity_gib,
+        )
+    return memory
+
+
 def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     """:func:`simulate_training`, its problems as found."""
     sim = _Run(inputs, progress)
+    memory = _checked_memory(sim)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:
-        return TrainingResult(base, {}, None)
+        return TrainingResult(base, {}, None, memory)
     steps: dict[str, SimulatedStep] = {}
     for kind in _kinds(inputs.techniques, sim.ctx):
         result = sim.simulate(sim.placed(kind, base), kind)
         sim.forget()
         steps[kind] = sim.step(kind, result, base)
     report = _report(inputs.techniques, sim.ctx, base, steps)
-    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
+    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report, memory)
 
 
 def _kinds(techniques: tuple[Technique[Any], ...], ctx: TechniqueContext) -> list[str]:
