@@ -115,12 +115,26 @@ def memory_breakdown(
     return MemoryBreakdown(classes, hw.dram.capacity_bytes, hw.processors if shared else 1)
 
 
+UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("bytes", 1))
+"""The units a memory is written in: the largest its total holds once."""
+
+
+def unit_of(n_bytes: int) -> tuple[str, int]:
+    """The unit to write ``n_bytes`` (and the parts of it) in, and its bytes."""
+    return next((u for u in UNITS if n_bytes >= u[1]), UNITS[-1])
+
+
 def memory_problem(memory: MemoryBreakdown) -> str:
     """Why ``memory`` does not fit: the total beside the capacity, then every class."""
-    gib = 2**30
+    unit, size = unit_of(memory.total_bytes)
     shared = f" x {memory.sharing} processors sharing it" if memory.sharing > 1 else ""
-    parts = ", ".join(f"{name} {b / gib:.2f}" for name, b in memory.bytes_by_class.items() if b)
+    parts = ", ".join(f"{name} {b / size:,.2f}" for name, b in memory.bytes_by_class.items() if b)
     return (
-        f"a processor needs {memory.total_bytes / gib:.2f} GiB{shared}, more than the"
-        f" {memory.capacity_bytes / gib:.2f} GiB of its DRAM ({parts} GiB)"
+        f"a processor needs {memory.total_bytes / size:,.2f} {unit}{shared}, more than the"
+        f" {_written(memory.capacity_bytes)} of its DRAM ({parts} {unit})"
     )
+
+
+def _written(n_bytes: int) -> str:
+    unit, size = unit_of(n_bytes)
+    return f"{n_bytes / size:,.2f} {unit}"

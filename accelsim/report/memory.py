@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from accelsim.mapping.memory import MemoryBreakdown
-
-UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("bytes", 1))
+from accelsim.mapping.memory import MemoryBreakdown, unit_of
 
 
 def memory_block(memory: MemoryBreakdown) -> str:
     """``memory`` as lines: the total beside the capacity (GiB) and whether it fits,
     then each class and its share, in the unit of the total (GiB, MiB, KiB, bytes)."""
-    unit, size = next((u for u in UNITS if memory.total_bytes >= u[1]), UNITS[-1])
+    unit, size = unit_of(memory.total_bytes)
     total = memory.total_bytes or 1
     width = max(map(len, memory.bytes_by_class))
     shared = f" shared by {memory.sharing}" if memory.sharing > 1 else ""
