@@ -18,7 +18,7 @@ from accelsim.graph.queries import stashed_tensors
 from accelsim.mapping.memory import CLASSES, MemoryBreakdown
 from accelsim.report.memory import memory_block
 from accelsim.techniques.base import BASE
-from tests.lowering.test_tensor_parallel import B, FF, HEADS, S, VOCAB, H, inputs, run_file
+from tests.lowering.test_tensor_parallel import FF, HEADS, VOCAB, B, H, S, inputs, run_file
 
 # Parameters by hand: the table 64 x 16 = 1,024 (the LM head reads it: tied); a block's
 # two norms 2 x 32, attention's Wqkv 48 x 16 + bqkv 48 + Wo 16 x 16 + bo 16 = 1,088,
