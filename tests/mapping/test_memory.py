@@ -122,3 +122,12 @@ def test_without_a_plan_nothing_is_counted(tmp_path: Path) -> None:
     load = load_inputs(run_file(tmp_path), parse_sets(["processors=1"]))
     result = simulate_training(load)
     assert result.memory is None and "memory" not in result.summary()
+
+
+def test_selective_recomputation_stashes_no_attention_probabilities(tmp_path: Path) -> None:
+    """Korthikanti et al.'s selective recomputation drops a layer's ``5 a s^2 b`` term;
+    accelsim's, the ``2 a s^2 b`` of the probabilities it stashes (no dropout)."""
+    recompute = "run.techniques={recomputation: {policy: selective}}"
+    kept = memory(tmp_path, 1).bytes_by_class["activations"]
+    selective = memory(tmp_path, 1, recompute).bytes_by_class["activations"]
+    assert kept - selective == 2 * (2 * HEADS * S * S * B)  # two blocks
