@@ -211,7 +211,8 @@ class TrainingSpec(Spec):
 
 
 class OnCapacity(str, Enum):
-    """What a run does when a schedule's DRAM footprint exceeds a channel's capacity."""
+    """What a run does when a schedule's DRAM footprint (or, under a parallel plan, a
+    processor's memory) exceeds a channel's capacity."""
 
     ERROR = "error"
     REPORT = "report"
@@ -292,9 +293,9 @@ class RunSpec(Spec):
     )
     on_capacity: Annotated[OnCapacity, Field(strict=False)] = Field(
         default=OnCapacity.ERROR,
-        description="When a pipeline schedule's DRAM footprint exceeds a channel's"
-        " hardware.dram.capacity_gib: refuse the run (error) or simulate it and report"
-        " it as not fitting (report).",
+        description="When a pipeline schedule's DRAM footprint, or a processor's memory"
+        " under a parallel plan, exceeds a channel's hardware.dram.capacity_gib: refuse the"
+        " run (error) or simulate it and report it as not fitting (report).",
     )
 
     @model_validator(mode="after")
