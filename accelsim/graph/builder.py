@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-from accelsim.config.enums import VectorClass
+from accelsim.config.enums import CommGroup, VectorClass
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
 from accelsim.graph.ops import (
@@ -20,7 +20,6 @@ from accelsim.graph.ops import (
     ROOT,
     STAGE_OF_PHASE,
     Access,
-    CommGroup,
     CommOp,
     Epilogue,
     GemmOp,

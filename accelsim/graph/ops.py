@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
-from accelsim.config.enums import VectorClass
+from accelsim.config.enums import CommGroup, VectorClass
 
 
 class Phase(str, Enum):
@@ -291,15 +291,6 @@ class VectorOp:
     @property
     def vector_ops(self) -> int:
         return self.elements * self.ops_per_element
-
-
-class CommGroup(str, Enum):
-    """The parallelism an all-reduce's participants are a group of: data (replicas
-    summing a gradient) or tensor (the ranks of a tensor-parallel group summing an
-    activation or an input gradient)."""
-
-    DATA = "data"
-    TENSOR = "tensor"
 
 
 @dataclass(frozen=True, slots=True)

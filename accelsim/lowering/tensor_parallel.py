@@ -35,9 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from accelsim.config.enums import CommGroup
 from accelsim.errors import Problem
 from accelsim.graph import links
-from accelsim.graph.ops import CommGroup, OpGraph, Tensor, TensorKey, TensorKind
+from accelsim.graph.ops import OpGraph, Tensor, TensorKey, TensorKind
 from accelsim.graph.queries import reads_of
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules import rule_for

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from accelsim.config.enums import CommGroup
 from accelsim.config.interconnect import InterconnectSpec
-from accelsim.graph.ops import CommGroup, CommOp, OpGraph, Tag
+from accelsim.graph.ops import CommOp, OpGraph, Tag
 from accelsim.graph.queries import forward_work
 from accelsim.network.topology import Network
 

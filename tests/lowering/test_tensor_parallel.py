@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from accelsim.config.enums import CommGroup
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import RunInputs, load_inputs
 from accelsim.driver.run import _Run, simulate_training
 from accelsim.errors import ConfigError
-from accelsim.graph.ops import CommGroup, CommOp, GemmOp, OpGraph, Stage, TransferOp, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Stage, TransferOp, VectorOp
 from accelsim.lowering.infer import load_model
 from accelsim.lowering.tensor_parallel import Role, plan_tensor
 from accelsim.mapping.groups import GroupKind, processor_groups
