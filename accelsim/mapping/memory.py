@@ -28,13 +28,16 @@ a schedule's weight versions and stash per micro-batch in flight.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelsim.config.dram import DramSharing
+from accelsim.config.enums import MasterWeights
 from accelsim.config.hardware import HardwareSpec
-from accelsim.config.run import MasterWeights, OptimizerSpec
 from accelsim.graph.ops import CommOp, OpGraph, TensorKind
 from accelsim.graph.queries import reads_of, stashed_tensors, writes_of
+
+if TYPE_CHECKING:  # the run spec is not loaded by what reads a summary (accelsim layer)
+    from accelsim.config.run import OptimizerSpec
 
 CLASSES = (
     "weights",
