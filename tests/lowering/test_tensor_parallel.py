@@ -11,15 +11,31 @@ import pytest
 
 from accelsim.config.enums import CommGroup
 from accelsim.config.loader import parse_sets
+from accelsim.config.run import OptimizerSpec
 from accelsim.driver.inputs import RunInputs, load_inputs
 from accelsim.driver.run import _Run, simulate_training
 from accelsim.errors import ConfigError
-from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Stage, TransferOp, VectorOp
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.ops import (
+    CommOp,
+    GemmOp,
+    OpGraph,
+    Phase,
+    Stage,
+    TensorKind,
+    TransferOp,
+    VectorOp,
+)
 from accelsim.lowering.infer import load_model
 from accelsim.lowering.tensor_parallel import Role, plan_tensor
 from accelsim.mapping.groups import GroupKind, processor_groups
+from accelsim.mapping.tensor_placement import tensor_parallel
 from accelsim.techniques.base import BASE
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
+from accelsim.timing.engine import simulate
 from tests.conftest import ROOT
+from tests.timing.test_compiled import run_compiled
+from tests.timing.test_engine import costs, hw, machine
 
 TINY = ROOT / "tests" / "fixtures" / "workloads" / "tiny_gpt.yaml"
 S, B, H, HEADS, FF, VOCAB = 8, 2, 16, 4, 64, 64
@@ -199,3 +215,37 @@ def test_refusals(tmp_path: Path, sets: tuple[str, ...], processors: int, messag
     with pytest.raises(ConfigError) as caught:
         load_inputs(run_file(tmp_path), parse_sets([f"processors={processors}", *sets]))
     assert any(str(p).endswith(message) for p in caught.value.problems), caught.value.problems
+
+
+def test_a_rank_pair_hand_timed_on_both_engines() -> None:
+    """One rank's step of a row-parallel GEMM (100 cycles, hand costs), its output's
+    all-reduce stand-in (1,001 words, 2,002 B) and a vector op (50 cycles) reading the
+    output, placed for a group of 2 (default hardware: one DRAM channel of 128 B/cycle
+    + 100, links of 64 B/cycle + 200).  The ranks' GEMMs end at 100; the one all-reduce
+    of the group starts then: reads 2 x 16 (100..132, arrive 232), 2(P-1) = 2 link steps
+    of 1,001 B, 16 + 200 each (-> 664), writes 2 x 16 (664..696, arrive 796); each
+    rank's vector op waits for it: 796..846."""
+    words = hw().word_bytes
+    builder = GraphBuilder(words)
+    x = builder.tensor("x", TensorKind.ACTIVATION, 1)
+    w = builder.tensor("w", TensorKind.WEIGHT, 1)
+    y = builder.tensor("y", TensorKind.ACTIVATION, 1001)
+    z = builder.tensor("z", TensorKind.ACTIVATION, 1001)
+    g = builder.gemm("proj.fwd", "proj", Phase.FWD, 1, 1001, 1, 1, x, w, y)
+    stand_in = builder.derived(y, ".allreduce", y.kind, y.elements)
+    ar = builder.allreduce("y.allreduce", "proj", stand_in, (), [g], group=CommGroup.TENSOR)
+    builder.vector("act.fwd", "act", Phase.FWD, 1001, 1, [y], [z], after=[ar])
+    step = builder.build()
+    graph = tensor_parallel(lambda _: step, 2, 2, 2, OptimizerSpec(), words)
+    assert [type(op).__name__ for op in graph.ops] == [
+        "GemmOp", "GemmOp", "CommOp", "VectorOp", "VectorOp"
+    ]  # fmt: skip
+    assert graph.processor == (0, 1, 0, 0, 1)
+    units = [UNIT_ARRAY, UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, UNIT_VECTOR]
+    c = costs(units, compute=[100, 100, 0, 50, 50])
+    on = machine("processors=2")
+    trace = simulate(graph, c, on)
+    assert trace.end_cycle.tolist() == [100, 100, 796, 846, 846]
+    compiled = run_compiled(graph, c, on)
+    assert compiled.start_cycle.tolist() == trace.start_cycle.tolist()
+    assert compiled.end_cycle.tolist() == trace.end_cycle.tolist()

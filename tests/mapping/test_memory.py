@@ -131,3 +131,19 @@ def test_selective_recomputation_stashes_no_attention_probabilities(tmp_path: Pa
     kept = memory(tmp_path, 1).bytes_by_class["activations"]
     selective = memory(tmp_path, 1, recompute).bytes_by_class["activations"]
     assert kept - selective == 2 * (2 * HEADS * S * S * B)  # two blocks
+
+
+def test_memory_only_prints_the_block_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from accelsim import cli
+
+    path = run_file(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    sets = ["--set", "processors=2", "--set", "run.parallel={tensor: 2}"]
+    assert cli.main(["run", str(path), "--memory-only", *sets]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "memory          61.469 KiB per processor, of 16.000 GiB shared by 2: fits"
+    assert lines[1] == "  weights          7.656 KiB  (12.5 %)"  # 7,840 B of 62,944
+    assert len(lines) == 1 + len(CLASSES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]
