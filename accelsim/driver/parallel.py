@@ -34,7 +34,7 @@ def parallel_problems(
 ) -> list[Problem]:
     """What a tensor-parallel plan cannot run with: processors it does not divide, more
     than one replica without data parallelism, heads it
-    does not divide, gradient clipping and techniques."""
+    does not divide, gradient clipping and the techniques that say they cannot."""
     t = tensor_degree(run)
     if t == 1:
         return []
@@ -55,14 +55,8 @@ def parallel_problems(
             " tensor-parallel group is not modelled"
         )
         problems.append(Problem(source, "optimizer.clip_global_norm", why, t))
-    problems += [
-        Problem(
-            source,
-            f"techniques.{technique.name}",
-            "not with parallel.tensor above 1: its rewrites and placements do not yet"
-            " know the tensor-parallel group's all-reduces",
-            t,
-        )
-        for technique in techniques
-    ]
+    for technique in techniques:
+        refused = technique.tensor_parallel_problem()
+        if refused is not None:
+            problems.append(Problem(source, f"techniques.{technique.name}", refused, t))
     return problems

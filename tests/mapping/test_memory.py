@@ -147,3 +147,23 @@ def test_memory_only_prints_the_block_and_writes_nothing(
     assert lines[1] == "  weights          7.656 KiB  (12.5 %)"  # 7,840 B of 62,944
     assert len(lines) == 1 + len(CLASSES)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]
+
+
+def test_selective_recomputation_composes_with_tensor_parallelism(tmp_path: Path) -> None:
+    """A rank recomputes its own heads' scores and softmax: each block stashes
+    ``2 a s^2 b / t`` bytes fewer; the other policies are refused."""
+    recompute = "run.techniques={recomputation: {policy: selective}}"
+    kept = memory(tmp_path, 2).bytes_by_class["activations"]
+    selective = memory(tmp_path, 2, recompute).bytes_by_class["activations"]
+    assert kept - selective == 2 * (2 * HEADS * S * S * B // 2)
+    engines = [
+        simulate_training(inputs(tmp_path, 2, recompute, f"timing.engine={e}")).steps
+        for e in ("simpy", "compiled")
+    ]
+    assert engines[0]["recomputation"].total_cycles == engines[1]["recomputation"].total_cycles
+    with pytest.raises(ConfigError) as caught:
+        inputs(tmp_path, 2, "run.techniques={recomputation: {policy: full}}")
+    assert str(caught.value.problems[0]).endswith(
+        "techniques.recomputation: policy full not with parallel.tensor above 1: it"
+        " recomputes blocks without repeating their forward all-reduces; use selective (got 2)"
+    )
