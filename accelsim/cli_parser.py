@@ -198,6 +198,12 @@ def _add_run(sub: Subparsers) -> None:
         action="store_true",
         help="also draw gantt.png (op timeline per processor) for every step kind",
     )
+    run.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="print one processor's memory by class against the DRAM capacity, without"
+        " simulating the step or writing anything",
+    )
     _add_sets(
         run,
         "override a field: batch_size=64, array.rows=64, "

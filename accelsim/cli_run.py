@@ -39,6 +39,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from accelsim.report.console import step_groups, summary_table, training_table
 
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
+    if args.memory_only:
+        from accelsim.driver.run import step_memory
+        from accelsim.report.memory import memory_block
+
+        print(memory_block(step_memory(inputs)))
+        return EXIT_OK
     name = run_directory_name(inputs)
     directory = writer.run_directory(args.out, name)
     writer.check_writable(directory, args.force)
@@ -76,6 +82,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     with cli_sweep.printing(directory):
         print(summary_table(result.base.summary()))
+        if result.memory is not None:
+            from accelsim.report.memory import memory_block
+
+            print(memory_block(result.memory))
         if inputs.workload.notes:
             from accelsim.report.console import workload_notes
 
@@ -157,8 +167,10 @@ def _dram_bandwidth(hw: HardwareSpec) -> tuple[float, int]:
 def _one_of_many(inputs: RunInputs) -> bool:
     """Whether the step runs on one of several processors (and nothing places it)."""
     from accelsim.config.run import AssignmentPolicy
+    from accelsim.driver.parallel import tensor_degree
 
-    return inputs.hardware.processors > 1 and inputs.run.assignment is AssignmentPolicy.SINGLE
+    single = inputs.run.assignment is AssignmentPolicy.SINGLE
+    return inputs.hardware.processors > tensor_degree(inputs.run) and single
 
 
 def cmd_suite(args: argparse.Namespace) -> int:

@@ -168,3 +168,12 @@ class AttentionKernels(str, Enum):
 
     FLASH = "flash"
     SEPARATE = "separate"
+
+
+class CommGroup(str, Enum):
+    """The parallelism an all-reduce's participants are a group of: data (replicas
+    summing a gradient) or tensor (the ranks of a tensor-parallel group summing an
+    activation or an input gradient)."""
+
+    DATA = "data"
+    TENSOR = "tensor"

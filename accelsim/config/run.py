@@ -34,6 +34,7 @@ from accelsim.config.enums import OptimizerKind as OptimizerKind
 from accelsim.config.enums import PsumPolicy as PsumPolicy
 from accelsim.config.enums import RunMode as RunMode
 from accelsim.config.enums import StridedDx as StridedDx
+from accelsim.config.parallel import ParallelSpec
 
 
 class OptimizerSpec(Spec):
@@ -210,7 +211,8 @@ class TrainingSpec(Spec):
 
 
 class OnCapacity(str, Enum):
-    """What a run does when a schedule's DRAM footprint exceeds a channel's capacity."""
+    """What a run does when a schedule's DRAM footprint (or, under a parallel plan, a
+    processor's memory) exceeds a channel's capacity."""
 
     ERROR = "error"
     REPORT = "report"
@@ -261,6 +263,14 @@ class RunSpec(Spec):
         description="How data parallelism all-reduces the gradients: in buckets or one"
         " gradient at a time.",
     )
+    # Left out of dumps at its default; a run that sets it has its memory checked.
+    parallel: ParallelSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The parallel plan (tensor: the tensor-parallel degree).  Set, the"
+        " run's memory per processor is counted, checked against hardware.dram.capacity_gib"
+        " (on_capacity) and reported.  Null: no plan, no memory check.",
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict,
         description="Dotted keys into the referenced files, validated like them:"
@@ -283,9 +293,9 @@ class RunSpec(Spec):
     )
     on_capacity: Annotated[OnCapacity, Field(strict=False)] = Field(
         default=OnCapacity.ERROR,
-        description="When a pipeline schedule's DRAM footprint exceeds a channel's"
-        " hardware.dram.capacity_gib: refuse the run (error) or simulate it and report"
-        " it as not fitting (report).",
+        description="When a pipeline schedule's DRAM footprint, or a processor's memory"
+        " under a parallel plan, exceeds a channel's hardware.dram.capacity_gib: refuse the"
+        " run (error) or simulate it and report it as not fitting (report).",
     )
 
     @model_validator(mode="after")

@@ -29,6 +29,7 @@ from accelsim.config.run import AssignmentPolicy, RunMode, RunSpec
 from accelsim.config.run_file import RunFile, read_run_file, route_sets
 from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
+from accelsim.driver.parallel import parallel_problems, tensor_degree
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.lowering.infer import load_model
@@ -291,6 +292,7 @@ def _checked(
         *_run_problems(run_file.run, hardware, source),
         *_mode_problems(run_file.run, techniques, source),
         *compose_problems(techniques, source),
+        *parallel_problems(run_file.run, hardware, infos, techniques, source),
         *(p for t in techniques for p in t.validate(load)),
     ]
     if problems:
@@ -323,12 +325,14 @@ def _mode_problems(
 
 def _run_problems(run: RunSpec, hw: HardwareSpec, source: str) -> list[Problem]:
     """Problems of the run's own settings with this hardware."""
-    if run.assignment is AssignmentPolicy.DATA_PARALLEL and run.batch_size < hw.processors:
+    replicas = hw.processors // tensor_degree(run)  # each a tensor-parallel group
+    if run.assignment is AssignmentPolicy.DATA_PARALLEL and run.batch_size < replicas:
+        per = "processor" if replicas == hw.processors else "replica"
         return [
             Problem(
                 source,
                 "batch_size",
-                f"data_parallel needs at least one sample per processor ({hw.processors})",
+                f"data_parallel needs at least one sample per {per} ({replicas})",
                 run.batch_size,
             )
         ]

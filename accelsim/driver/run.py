@@ -13,8 +13,10 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
+from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
+from accelsim.driver.parallel import tensor_degree, tensor_plan
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -24,9 +26,11 @@ from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.shapes import model_inputs
 from accelsim.lowering.step import lower
 from accelsim.mapping import placement
-from accelsim.mapping.placement import StepGraph
+from accelsim.mapping.memory import MemoryBreakdown, memory_breakdown, memory_problem
+from accelsim.mapping.placement import StepGraph, split_batch
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
+from accelsim.mapping.tensor_placement import tensor_parallel
 from accelsim.mapping.units import ArrayUnit
 from accelsim.report.result import RunResult
 from accelsim.report.training import TrainingReport, TrainingResult
@@ -76,6 +80,7 @@ class _Run:
         # inputs.techniques are in the order they compose (techniques/order.py)
         self.rewriters = [t for t in inputs.techniques if isinstance(t, GraphRewriter)]
         self.placer = next(iter(placers(inputs.techniques)), None)
+        self.tensor = tensor_plan(inputs.run, inputs.infos)
 
     def lowered(self, batch: int) -> OpGraph:
         """One replica's step at ``batch`` samples, lowered once per run (and reused by
@@ -88,11 +93,13 @@ class _Run:
                 lowering.attention is AttentionKernels.FLASH
             )
             budget = AttentionBudget.of(inputs.hardware) if flash else None
-            mode = inputs.run.mode
+            mode, plan = inputs.run.mode, self.tensor
             self._lowered[batch] = _reused(
-                ("lowered", batch, words, strided, budget, mode),
+                ("lowered", batch, words, strided, budget, mode, tensor_degree(inputs.run)),
                 (inputs.infos, inputs.workload),
-                lambda: lower(inputs.infos, inputs.workload, batch, words, strided, budget, mode),
+                lambda: lower(
+                    inputs.infos, inputs.workload, batch, words, strided, budget, mode, plan
+                ),
             )
         return self._lowered[batch]
 
@@ -145,6 +152,7 @@ class _Run:
             hw.processors,
             run.optimizer,
             run.mode,
+            tensor_degree(run),
         )
         return _reused(
             key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
@@ -156,6 +164,16 @@ class _Run:
         run, hw = self.inputs.run, self.inputs.hardware
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
+        if self.tensor is not None:
+            return tensor_parallel(
+                step,
+                run.batch_size,
+                hw.processors,
+                self.tensor.degree,
+                run.optimizer,
+                hw.word_bytes,
+                run.data_parallel.bucket_bytes,
+            )
         return placement.place(
             run.assignment,
             step,
@@ -165,6 +183,19 @@ class _Run:
             hw.word_bytes,
             run.data_parallel.bucket_bytes,
         )
+
+    def memory(self) -> MemoryBreakdown:
+        """What one processor holds for the run's step (the first step kind a technique
+        rewrites, else the baseline), by class: the step graph of the first data-parallel
+        replica's local batch, one rank's, before placement."""
+        run, hw = self.inputs.run, self.inputs.hardware
+        kinds = _kinds(self.inputs.techniques, self.ctx) if self.rewriters else [BASE]
+        replicas = hw.processors // tensor_degree(run)
+        local = run.batch_size
+        if run.assignment is AssignmentPolicy.DATA_PARALLEL:
+            local = split_batch(run.batch_size, replicas)[0]
+        step = self.step_graph(kinds[0])(local)
+        return memory_breakdown(step, run.optimizer, hw, run.data_parallel.bucket_bytes)
 
     def step(self, kind: str, result: RunResult, base: RunResult) -> SimulatedStep:
         """A simulated graph of ``kind`` and what one step of it costs: the placer's
@@ -313,6 +344,8 @@ def simulate_graph(
         settings["attention"] = run.lowering.attention.value
     if run.mode is not RunMode.TRAINING:  # the same: a training step's summary is unchanged
         settings["mode"] = run.mode.value
+    if tensor_degree(run) > 1:  # the same
+        settings["tensor_parallel"] = str(tensor_degree(run))
     workload = inputs.workload
     result = RunResult(
         run.name,
@@ -369,20 +402,45 @@ def simulate_training(inputs: RunInputs, progress: Progress | None = None) -> Tr
         return _training(inputs, progress)
 
 
+def step_memory(inputs: RunInputs) -> MemoryBreakdown:
+    """What one processor of the run holds in DRAM, by class, without simulating the
+    step (:meth:`_Run.memory`)."""
+    with _blamed(inputs):
+        return _Run(inputs).memory()
+
+
+def _checked_memory(sim: _Run) -> MemoryBreakdown | None:
+    """The memory of a run with a parallel plan (and no pipeline, which keeps its own
+    account), refused when it does not fit and the run says ``on_capacity: error``."""
+    inputs = sim.inputs
+    if inputs.run.parallel is None or sim.placer is not None:
+        return None
+    memory = sim.memory()
+    if not memory.fits and inputs.run.on_capacity is OnCapacity.ERROR:
+        raise ConfigError.single(
+            inputs.source,
+            "hardware.dram.capacity_gib",
+            f"{memory_problem(memory)}; set on_capacity: report to simulate it anyway",
+            inputs.hardware.dram.capacity_gib,
+        )
+    return memory
+
+
 def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     """:func:`simulate_training`, its problems as found."""
     sim = _Run(inputs, progress)
+    memory = _checked_memory(sim)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:
-        return TrainingResult(base, {}, None)
+        return TrainingResult(base, {}, None, memory)
     steps: dict[str, SimulatedStep] = {}
     for kind in _kinds(inputs.techniques, sim.ctx):
         result = sim.simulate(sim.placed(kind, base), kind)
         sim.forget()
         steps[kind] = sim.step(kind, result, base)
     report = _report(inputs.techniques, sim.ctx, base, steps)
-    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
+    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report, memory)
 
 
 def _kinds(techniques: tuple[Technique[Any], ...], ctx: TechniqueContext) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-from accelsim.config.enums import VectorClass
+from accelsim.config.enums import CommGroup, VectorClass
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.graph import queries
 from accelsim.graph.ops import (
@@ -154,6 +154,10 @@ class GraphBuilder:
         return Tensor(
             of.name + suffix, kind, elements, self._word_bytes[kind], of.tag, local, of.parameter
         )
+
+    def producers(self, tensor: Tensor) -> tuple[int, ...]:
+        """The ops that have written ``tensor`` so far."""
+        return self._producers.get(tensor.key, ())
 
     def keep_on_chip(self, tensor: Tensor) -> Tensor:
         """Declare that ``tensor`` never travels to DRAM (it is read as it is produced)."""
@@ -319,11 +323,20 @@ class GraphBuilder:
         participants: tuple[int, ...],
         after: Iterable[int],
         gradients: Sequence[Tensor] = (),
+        group: CommGroup = CommGroup.DATA,
     ) -> int:
         """Add an all-reduce of ``tensor`` after the ops in ``after`` (``tensor``
-        holds ``gradients``: :attr:`~accelsim.graph.ops.CommOp.gradients`)."""
+        holds ``gradients``: :attr:`~accelsim.graph.ops.CommOp.gradients`) over a
+        ``group`` of processors."""
         return self.collective(
-            name, layer, tensor, participants, after, Collective.ALL_REDUCE, gradients=gradients
+            name,
+            layer,
+            tensor,
+            participants,
+            after,
+            Collective.ALL_REDUCE,
+            gradients=gradients,
+            group=group,
         )
 
     def collective(
@@ -336,10 +349,12 @@ class GraphBuilder:
         kind: Collective,
         root: int | None = None,
         gradients: Sequence[Tensor] = (),
+        group: CommGroup = CommGroup.DATA,
     ) -> int:
         """Add a ``kind`` collective of ``tensor`` (sized as
         :mod:`accelsim.network.collectives` says) on ``participants`` after the ops in
-        ``after``; a broadcast from ``root`` (None: the first participant).
+        ``after``; a broadcast from ``root`` (None: the first participant); ``group``
+        is the parallelism whose group it spans.
 
         Raises:
             ValueError: for a point-to-point kind (a transfer, not a collective), a
@@ -365,6 +380,7 @@ class GraphBuilder:
             gradients=tuple(gradients),
             collective=kind,
             root=root,
+            group=group,
         )
         return self._emit(op, (tensor,), False)
 

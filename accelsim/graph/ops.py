@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
-from accelsim.config.enums import VectorClass
+from accelsim.config.enums import CommGroup, VectorClass
 from accelsim.network.collectives import Collective
 
 
@@ -306,7 +306,8 @@ class CommOp:
     """A ``collective`` of ``tensor`` (the buffer :mod:`accelsim.network.collectives`
     sizes each kind by) across ``participants``, a broadcast's from ``root`` (None: the
     first participant); ``gradients`` are those ``tensor`` holds (the first replica's
-    copies, the graph's parameters' own), more than one for a bucket of data parallelism."""
+    copies, the graph's parameters' own), more than one for a bucket of data parallelism.
+    ``group`` is the parallelism whose group it spans (:class:`CommGroup`)."""
 
     op_id: int
     name: str
@@ -323,6 +324,7 @@ class CommOp:
     gradients: tuple[Tensor, ...] = ()
     collective: Collective = Collective.ALL_REDUCE
     root: int | None = None
+    group: CommGroup = CommGroup.DATA
 
 
 @dataclass(frozen=True, slots=True)

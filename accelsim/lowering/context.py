@@ -36,6 +36,8 @@ class StepContext:
         slices: Gradients of parts of a layer's output (``split`` layers), by layer.
         attention: The buffers a fused attention kernel's blocks fit in, or None for
             attention as separate ops (``lowering.compile``).
+        head_shards: Per attention layer a tensor-parallel group splits, the ranks its
+            heads are split over (:mod:`accelsim.lowering.tensor_parallel`).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class StepContext:
         self.param_index: dict[str, int] = {}
         self.saved: dict[str, Any] = {}
         self.slices: dict[str, list[Tensor]] = {}
+        self.head_shards: dict[str, int] = {}
 
     def t(self, name: str, kind: TensorKind, elements: int) -> Tensor:
         return self.b.tensor(name, kind, elements)

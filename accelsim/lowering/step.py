@@ -22,6 +22,7 @@ from accelsim.lowering.context import StepContext
 from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo, model_inputs
+from accelsim.lowering.tensor_parallel import Role, TensorLowering, TensorPlan, sharded
 from accelsim.workload import model as wm
 
 
@@ -33,6 +34,7 @@ def lower(
     strided_dx: StridedDx,
     attention: AttentionBudget | None = None,
     mode: RunMode = RunMode.TRAINING,
+    tensor: TensorPlan | None = None,
 ) -> OpGraph:
     """The forward and backward pass of ``batch`` samples on one processor; with
     ``mode`` forward, the forward pass alone, each layer's ops as evaluation runs it
@@ -41,9 +43,16 @@ def lower(
     The graph's ``parameters`` are every trainable tensor with the op that
     finishes its gradient (-1 in a forward pass: no op computes one).  With an
     ``attention`` budget, attention layers run as fused kernels whose blocks fit it
-    (:mod:`accelsim.lowering.flash_attention`).
+    (:mod:`accelsim.lowering.flash_attention`).  With a ``tensor`` plan, the step of one
+    rank of a tensor-parallel group, with its all-reduces
+    (:mod:`accelsim.lowering.tensor_parallel`).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
+    group = None
+    if tensor is not None and tensor.degree > 1:
+        infos = sharded(infos, tensor)
+        group = TensorLowering(tensor)
+        ctx.head_shards = {n: tensor.degree for n, r in tensor.roles.items() if r is Role.ATTENTION}
     for name, shape in model_inputs(workload).items():
         ctx.acts[name] = ctx.t(name, TensorKind.ACTIVATION, batch * shape.numel)
     training = mode is RunMode.TRAINING
@@ -53,10 +62,12 @@ def lower(
         ctx.acts[info.layer.name] = y
         emit = rule.forward if training else rule.inference
         emit(ctx, info, [ctx.acts[i] for i in info.inputs], y)
+        if group is not None:
+            group.forward_done(ctx, info, [ctx.acts[i] for i in info.inputs])
         if rule.has_params or any(i in ctx.requires_grad for i in info.inputs):
             ctx.requires_grad.add(info.layer.name)
     if not training:
-        return ctx.b.build(ctx.params)
+        return ctx.b.build(ctx.params) if group is None else group.finish(ctx.b.build(ctx.params))
     for info in reversed(infos):
         if info.layer.name not in ctx.requires_grad:
             continue
@@ -66,8 +77,10 @@ def lower(
             continue
         g = ctx.out_grad(info)
         if g is not None:
+            if group is not None:
+                group.gradient_ready(ctx, info, g)
             rule.backward(ctx, info, g)
-    return ctx.b.build(ctx.params)
+    return ctx.b.build(ctx.params) if group is None else group.finish(ctx.b.build(ctx.params))
 
 
 def backward_sinks(graph: OpGraph) -> tuple[int, ...]:

@@ -1,7 +1,7 @@
 """The processor groups of a placed step and where they sit on the topology.
 
-Two kinds exist, for the parallelisms placement builds today (none for tensor or
-expert parallelism, which accelsim does not place):
+Three kinds exist, for the parallelisms placement builds today (none for expert
+parallelism, which accelsim does not place):
 
 * ``data``: the processors one all-reduce sums a gradient over (its
   :class:`~accelsim.graph.ops.CommOp`'s ``participants``): data parallelism's
@@ -10,7 +10,10 @@ expert parallelism, which accelsim does not place):
   that group);
 * ``pipeline``: the processors one copy of the step's forward pass visits, in the
   order it visits them (one per stage of a pipeline; each distinct path once, so a
-  pipeline with a replicated stage has one per replica it sends mini-batches through).
+  pipeline with a replicated stage has one per replica it sends mini-batches through);
+* ``tensor``: the processors one all-reduce of an activation or of an input gradient
+  spans (a :class:`~accelsim.graph.ops.CommOp` of group ``tensor``): a
+  tensor-parallel group (:mod:`accelsim.mapping.tensor_placement`).
 
 A group's **span** is the network dimensions (:class:`~accelsim.network.topology.Network`,
 innermost first) in which its members' coordinates differ, each with the level of the
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from accelsim.config.enums import CommGroup
 from accelsim.config.interconnect import InterconnectSpec
 from accelsim.graph.ops import CommOp, OpGraph, Tag
 from accelsim.graph.queries import forward_work
@@ -37,6 +41,7 @@ class GroupKind(str, Enum):
 
     DATA = "data"
     PIPELINE = "pipeline"
+    TENSOR = "tensor"
 
 
 @dataclass(frozen=True)
@@ -89,14 +94,16 @@ class ProcessorGroup:
 def processor_groups(
     graph: OpGraph, network: Network, interconnect: InterconnectSpec
 ) -> tuple[ProcessorGroup, ...]:
-    """The data-parallel groups of ``graph``'s all-reduces, then its pipelines, each
+    """The data-parallel and tensor-parallel groups of ``graph``'s all-reduces, then its
+    pipelines, each
     once, in the order the graph first shows them, with their spans on ``network``
     (the topology ``interconnect`` describes)."""
     found: dict[tuple[GroupKind, tuple[int, ...]], None] = {}
     paths: dict[Tag, list[int]] = {}
     for op in graph.ops:
         if isinstance(op, CommOp) and len(op.participants) > 1:
-            found[GroupKind.DATA, op.participants] = None
+            kind = GroupKind.TENSOR if op.group is CommGroup.TENSOR else GroupKind.DATA
+            found[kind, op.participants] = None
         elif forward_work(op):
             path = paths.setdefault(op.tag, [])
             p = graph.processor[op.op_id]

@@ -32,8 +32,11 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
     if s.processors > 1:
         # Which processors the step uses, and stalls per used processor, not their sum.
         assignment = s.settings.get("assignment", "")
-        only = ": processor 0 only" if assignment == "single" else ""
+        tensor = s.settings.get("tensor_parallel")
+        only = ": processor 0 only" if assignment == "single" and not tensor else ""
         machine += f", {assignment} assignment{only}"
+        if tensor:
+            machine += f", tensor parallel {tensor}"
         used = sum(1 for busy in s.busy_cycles.get("array", ()) if busy) or 1
         if used > 1:
             stalls = f"{s.array_stall_cycles / used:,.0f} cycles per processor on average"

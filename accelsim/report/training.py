@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.report.result import RunResult
 
 BASE = "base"
@@ -357,14 +358,18 @@ class TrainingResult:
     base: RunResult
     steps: dict[str, RunResult]
     training: TrainingReport | None
+    memory: MemoryBreakdown | None = None
 
     def summary(self) -> dict[str, Any]:
         """The baseline step's summary, with the training report when there is one
         (under ``training``, after the keys of
-        :meth:`accelsim.report.summary.StepSummary.to_dict`)."""
+        :meth:`accelsim.report.summary.StepSummary.to_dict`) and a processor's memory
+        by class when the run has a parallel plan (under ``memory``)."""
         summary = self.base.summary()
         if self.training is not None:
             summary["training"] = self.training.to_dict()
+        if self.memory is not None:
+            summary["memory"] = self.memory.to_dict()
         return summary
 
     def to_dict(self) -> dict[str, Any]:

@@ -164,6 +164,16 @@ class Technique(ABC, Generic[C]):
         """The key path of this technique's config (or of ``key`` in it)."""
         return f"techniques.{self.name}" + (f".{key}" if key else "")
 
+    def tensor_parallel_problem(self) -> str | None:
+        """Why this configuration cannot run under tensor parallelism
+        (``run.parallel.tensor`` above 1), or None when its rewrite keeps the group's
+        all-reduces right; by default it cannot: its rewrites and placements do not
+        know them."""
+        return (
+            "not with parallel.tensor above 1: its rewrites and placements do not yet"
+            " know the tensor-parallel group's all-reduces"
+        )
+
     @abstractmethod
     def validate(self, load: LoadContext) -> list[Problem]:
         """Problems of this configuration with this run, hardware and workload."""

@@ -65,39 +65,39 @@ class AttentionRule(LayerRule):
         layer = info.layer
         assert isinstance(layer, wm.Attention)
         name, b, x = layer.name, ctx.b, xs[0]
-        s = AttentionDims.of(layer, info, ctx.n)
+        s = AttentionDims.of(layer, info, ctx.n, ctx.head_shards.get(name, 1))
         if len(xs) > 1:
             cross.forward(ctx, layer, s, xs, y)
             return
         steps, d, dh = s.steps, s.d, s.dh
         wqkv = ctx.param(name, "Wqkv", s.qkv_width * d, ParamKind.WEIGHT, s.qkv_width)
-        wo = ctx.param(name, "Wo", d * d, ParamKind.WEIGHT, d)
+        wo = ctx.param(name, "Wo", d * s.inner, ParamKind.WEIGHT, d)
         if layer.bias:
             ctx.param(name, "bqkv", s.qkv_width, ParamKind.BIAS, s.qkv_width)
         if layer.output_bias:
             ctx.param(name, "bo", d, ParamKind.BIAS, d)
         qkv = ctx.t(f"{name}.qkv", TensorKind.ACTIVATION, s.rows * s.qkv_width)
-        att = ctx.t(f"{name}.ctx", TensorKind.ACTIVATION, s.rows * d)
+        att = ctx.t(f"{name}.ctx", TensorKind.ACTIVATION, s.rows * s.inner)
         b.gemm(f"{name}.qkv.fwd", name, Phase.FWD, s.rows, s.qkv_width, d, 1, x, wqkv, qkv)
         qk = qkv
         if layer.rotary:
-            qk = ctx.t(f"{name}.qk", TensorKind.ACTIVATION, s.rows * (d + s.kv_width))
+            qk = ctx.t(f"{name}.qk", TensorKind.ACTIVATION, s.rows * (s.inner + s.kv_width))
             b.vector(
                 f"{name}.rotary.fwd", name, Phase.FWD, qk.elements, ROTARY_OPS, [qkv], [qk],
                 op_class=VectorClass.ELEMENTWISE,
             )  # fmt: skip
         if ctx.attention is not None:
             tiles = flash.tiling(
-                ctx.attention, steps, layer.heads, s.kv, dh, layer.causal, qkv.word_bytes
+                ctx.attention, steps, s.heads, s.kv, dh, layer.causal, qkv.word_bytes
             )
             fused = flash.FusedAttention(
                 name, tiles, s.n, s.kv, qkv, att, qk if layer.rotary else None
             )
             stats = flash.forward(ctx, fused)
-            b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, d, 1, att, wo, y)
+            b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, s.inner, 1, att, wo, y)
             ctx.saved[name] = (fused, stats)
             return
-        heads_scores = s.n * layer.heads * steps * steps
+        heads_scores = s.n * s.heads * steps * steps
         scores = ctx.t(f"{name}.scores", TensorKind.ACTIVATION, heads_scores)
         probs = ctx.t(f"{name}.probs", TensorKind.ACTIVATION, heads_scores)
         b.gemm(f"{name}.qk.fwd", name, Phase.FWD, s.queries, steps, dh, s.per_head, qk, qk, scores)
@@ -119,7 +119,7 @@ class AttentionRule(LayerRule):
             op_class=VectorClass.NORM,
         )
         b.gemm(f"{name}.av.fwd", name, Phase.FWD, s.queries, dh, steps, s.per_head, probs, qkv, att)
-        b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, d, 1, att, wo, y)
+        b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, s.inner, 1, att, wo, y)
         ctx.saved[name] = (qkv, qk, probs, att)
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
@@ -127,15 +127,15 @@ class AttentionRule(LayerRule):
         assert isinstance(layer, wm.Attention) and g is not None
         name, b = layer.name, ctx.b
         x = ctx.acts[info.inputs[0]]
-        s = AttentionDims.of(layer, info, ctx.n)
+        s = AttentionDims.of(layer, info, ctx.n, ctx.head_shards.get(name, 1))
         d, rows = s.d, s.rows
         saved = ctx.saved[name]
         wo = ctx.parameter(name, "Wo")
         out = saved[0].out if isinstance(saved[0], flash.FusedAttention) else saved[-1]
         datt = ctx.t(f"{name}.dctx", TensorKind.GRADIENT, out.elements)
         bi, bw = Phase.BWD_INPUT, Phase.BWD_WEIGHT
-        b.gemm(f"{name}.out.dx", name, bi, rows, d, d, 1, g, wo.weight, datt)
-        op = b.gemm(f"{name}.out.dw", name, bw, d, d, rows, 1, g, out, wo.gradient)
+        b.gemm(f"{name}.out.dx", name, bi, rows, s.inner, d, 1, g, wo.weight, datt)
+        op = b.gemm(f"{name}.out.dw", name, bw, d, s.inner, rows, 1, g, out, wo.gradient)
         ctx.grad_done(name, "Wo", op)
         if layer.output_bias:
             ctx.bias_grad(name, "bo", g)

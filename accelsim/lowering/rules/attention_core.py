@@ -19,7 +19,9 @@ class AttentionDims:
     (its first input), ``keys`` keys from an input of width ``features`` (its second
     input under cross-attention; else the first: ``keys`` is ``steps``) and as many
     values from one of width ``value_features`` (its third input when it has one, else
-    the keys')."""
+    the keys').  Split over ``shards`` ranks of a tensor-parallel group, it has
+    ``heads`` of the layer's query heads and ``kv`` of its key/value heads, and
+    ``inner`` (their width) of the model width ``d``."""
 
     steps: int
     d: int
@@ -30,15 +32,22 @@ class AttentionDims:
     keys: int
     features: int
     value_features: int
+    heads: int
 
     @classmethod
-    def of(cls, layer: wm.Attention, info: LayerInfo, n: int) -> AttentionDims:
+    def of(cls, layer: wm.Attention, info: LayerInfo, n: int, shards: int = 1) -> AttentionDims:
         shapes = info.in_shapes
         steps, d = shapes[0].dims
         keys, features = shapes[min(1, len(shapes) - 1)].dims
         values = shapes[-1].dims[1]
-        kv = layer.key_value_heads
-        return cls(steps, d, d // layer.heads, kv, layer.heads // kv, n, keys, features, values)
+        kv, heads = layer.key_value_heads // shards, layer.heads // shards
+        dh = d // layer.heads
+        return cls(steps, d, dh, kv, heads // kv, n, keys, features, values, heads)
+
+    @property
+    def inner(self) -> int:
+        """Width of the queries (and of the context the output projection reads)."""
+        return self.heads * self.dh
 
     @property
     def kv_width(self) -> int:
@@ -47,7 +56,7 @@ class AttentionDims:
 
     @property
     def qkv_width(self) -> int:
-        return self.d + 2 * self.kv_width
+        return self.inner + 2 * self.kv_width
 
     @property
     def rows(self) -> int:

@@ -116,6 +116,17 @@ class Recomputation(GraphRewriter[RecomputationConfig]):
             )
         return problems
 
+    def tensor_parallel_problem(self) -> str | None:
+        """Selective recomputation redoes attention's scores and softmax, inside a rank's
+        heads with no all-reduce among them; the other policies recompute whole blocks,
+        whose forward all-reduces Megatron-LM repeats and this rewrite would not."""
+        if self.config.policy is Policy.SELECTIVE:
+            return None
+        return (
+            f"policy {self.config.policy.value} not with parallel.tensor above 1: it"
+            " recomputes blocks without repeating their forward all-reduces; use selective"
+        )
+
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
         cfg = self.config
         chosen = choose(graph, ctx.infos, cfg.policy, cfg.keep_every)

@@ -1,0 +1,62 @@
+"""The load-time checks of a run's parallel plan (``run.parallel``) against its hardware,
+workload and techniques, and the tensor plan of its layers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.errors import Problem
+from accelsim.lowering.shapes import LayerInfo
+from accelsim.lowering.tensor_parallel import TensorPlan, plan_tensor, tensor_problems
+from accelsim.techniques.base import Technique
+
+
+def tensor_degree(run: RunSpec) -> int:
+    """The run's tensor-parallel degree (1 without a plan)."""
+    return 1 if run.parallel is None else run.parallel.tensor
+
+
+def tensor_plan(run: RunSpec, infos: Sequence[LayerInfo]) -> TensorPlan | None:
+    """The layers the run's tensor-parallel group splits; None without one."""
+    degree = tensor_degree(run)
+    return None if degree == 1 else plan_tensor(infos, degree)
+
+
+def parallel_problems(
+    run: RunSpec,
+    hw: HardwareSpec,
+    infos: Sequence[LayerInfo],
+    techniques: Sequence[Technique[Any]],
+    source: str,
+) -> list[Problem]:
+    """What a tensor-parallel plan cannot run with: processors it does not divide, more
+    than one replica without data parallelism, heads it
+    does not divide, gradient clipping and the techniques that say they cannot."""
+    t = tensor_degree(run)
+    if t == 1:
+        return []
+    key = "parallel.tensor"
+    if hw.processors % t:
+        return [Problem(source, key, f"must divide the {hw.processors} processors", t)]
+    data = hw.processors // t
+    problems = tensor_problems(infos, t, source)
+    if data > 1 and run.assignment is not AssignmentPolicy.DATA_PARALLEL:
+        why = (
+            f"leaves {data} groups of {t} processors: assignment data_parallel runs them as"
+            " replicas (or set parallel.tensor to the processors)"
+        )
+        problems.append(Problem(source, key, why, t))
+    if run.optimizer.clip_global_norm is not None:
+        why = (
+            "not with parallel.tensor above 1: the norm's all-reduce over the"
+            " tensor-parallel group is not modelled"
+        )
+        problems.append(Problem(source, "optimizer.clip_global_norm", why, t))
+    for technique in techniques:
+        refused = technique.tensor_parallel_problem()
+        if refused is not None:
+            problems.append(Problem(source, f"techniques.{technique.name}", refused, t))
+    return problems

@@ -1,0 +1,143 @@
+"""What one processor must hold in DRAM for a training step, by class, against its capacity.
+
+Counted from the step graph of one processor (one rank of a tensor-parallel group, of
+the first data-parallel replica, which takes the most samples: the batch's remainder
+goes to the first replicas), as lowered and rewritten, so the activations are those
+the graph actually stashes (a recomputation policy's rewrite stashes less):
+
+* ``weights``: every parameter tensor the processor keeps (its shard under tensor
+  parallelism; a tied table once), at ``word_bytes.weights``;
+* ``gradients``: each trained parameter's gradient, at ``word_bytes.gradients``;
+* ``optimizer_state``: the optimizer kind's state tensors per trained element (SGD
+  none, momentum one, Adam two), at ``word_bytes.optimizer_state``;
+* ``master_weights``: with ``optimizer.master_weights: fp32``, a copy of each trained
+  weight at ``word_bytes.optimizer_state``;
+* ``activations``: the stash, every activation the backward stage reads and the
+  forward stage made (or the step was given);
+* ``communication``: the buffer of the largest all-reduce in flight: a gradient
+  bucket (``data_parallel.bucket_bytes``) or the largest tensor a tensor-parallel
+  all-reduce sums, whichever is larger;
+* ``workspace``: the most one op reads and writes of tensors that are none of the
+  above (the transient inputs and outputs of the op running, such as an input
+  gradient or a block's output before its next layer reads it).
+
+The pipelines keep their own account (:mod:`accelsim.techniques.pipelines.memory`):
+a schedule's weight versions and stash per micro-batch in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from accelsim.config.dram import DramSharing
+from accelsim.config.enums import MasterWeights
+from accelsim.config.hardware import HardwareSpec
+from accelsim.graph.ops import CommOp, OpGraph, TensorKind
+from accelsim.graph.queries import reads_of, stashed_tensors, writes_of
+
+if TYPE_CHECKING:  # the run spec is not loaded by what reads a summary (accelsim layer)
+    from accelsim.config.run import OptimizerSpec
+
+CLASSES = (
+    "weights",
+    "gradients",
+    "optimizer_state",
+    "master_weights",
+    "activations",
+    "communication",
+    "workspace",
+)
+"""The classes of a processor's memory, in the order reports list them."""
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """One processor's bytes by class (:data:`CLASSES`), the capacity of the DRAM
+    memory it uses and the processors sharing that memory (all of them with
+    ``dram.sharing: shared``, else 1)."""
+
+    bytes_by_class: dict[str, int]
+    capacity_bytes: int
+    sharing: int
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.bytes_by_class.values())
+
+    @property
+    def fits(self) -> bool:
+        """Whether every processor sharing the memory fits in it at once."""
+        return self.total_bytes * self.sharing <= self.capacity_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **{f"{name}_bytes": b for name, b in self.bytes_by_class.items()},
+            "total_bytes": self.total_bytes,
+            "capacity_bytes": self.capacity_bytes,
+            "processors_sharing": self.sharing,
+            "fits": self.fits,
+        }
+
+
+def memory_breakdown(
+    step: OpGraph, optimizer: OptimizerSpec, hw: HardwareSpec, bucket_bytes: int | None = None
+) -> MemoryBreakdown:
+    """What the processor running ``step`` (one rank's step graph, before placement)
+    holds, by class, against ``hw``'s DRAM capacity."""
+    words = hw.word_bytes
+    trained = [p for p in step.parameters if p.grad_op >= 0]
+    elements = sum(p.weight.elements for p in trained)
+    stash = stashed_tensors(step.ops)
+    held = {p.weight.key for p in step.parameters} | {p.gradient.key for p in trained}
+    held |= {t.key for t in stash}
+    master = optimizer.master_weights is MasterWeights.FP32
+    largest_reduce = max((op.tensor.bytes for op in step.ops if isinstance(op, CommOp)), default=0)
+    workspace = max(
+        (
+            sum(
+                a.elements * a.tensor.word_bytes
+                for a in (*reads_of(op), *writes_of(op))
+                if a.tensor.key not in held and a.tensor.kind is not TensorKind.OPTIMIZER_STATE
+            )
+            for op in step.ops
+            if not isinstance(op, CommOp)
+        ),
+        default=0,
+    )
+    classes = {
+        "weights": sum(p.weight.bytes for p in step.parameters),
+        "gradients": elements * words.gradients,
+        "optimizer_state": elements * words.optimizer_state * optimizer.kind.state_tensors,
+        "master_weights": elements * words.optimizer_state if master else 0,
+        "activations": sum(t.bytes for t in stash),
+        "communication": max(bucket_bytes or 0, largest_reduce),
+        "workspace": workspace,
+    }
+    shared = hw.dram.sharing is DramSharing.SHARED
+    return MemoryBreakdown(classes, hw.dram.capacity_bytes, hw.processors if shared else 1)
+
+
+UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("bytes", 1))
+"""The units a memory is written in: the largest its total holds once."""
+
+
+def unit_of(n_bytes: int) -> tuple[str, int]:
+    """The unit to write ``n_bytes`` (and the parts of it) in, and its bytes."""
+    return next((u for u in UNITS if n_bytes >= u[1]), UNITS[-1])
+
+
+def memory_problem(memory: MemoryBreakdown) -> str:
+    """Why ``memory`` does not fit: the total beside the capacity, then every class."""
+    unit, size = unit_of(memory.total_bytes)
+    shared = f" x {memory.sharing} processors sharing it" if memory.sharing > 1 else ""
+    parts = ", ".join(f"{name} {b / size:,.2f}" for name, b in memory.bytes_by_class.items() if b)
+    return (
+        f"a processor needs {memory.total_bytes / size:,.2f} {unit}{shared}, more than the"
+        f" {_written(memory.capacity_bytes)} of its DRAM ({parts} {unit})"
+    )
+
+
+def _written(n_bytes: int) -> str:
+    unit, size = unit_of(n_bytes)
+    return f"{n_bytes / size:,.2f} {unit}"

@@ -1,0 +1,140 @@
+"""Placement of a tensor-parallel step: ``data`` replicas of a group of ``tensor`` ranks.
+
+The step graph is one rank's (:func:`accelsim.lowering.step.lower` with a tensor plan):
+its own share of every split layer, with stand-ins for the group's all-reduces. Each
+replica ``d`` of the batch (split as data parallelism splits it) is a group of
+processors ``d * tensor .. d * tensor + tensor - 1``: consecutive processors, so a
+group lies in the innermost dimensions of the topology (inside a node of a
+hierarchy whose nodes hold a multiple of ``tensor`` processors). Every rank runs a
+copy of the step; each stand-in becomes one all-reduce over its group, after the
+ops it waited for on every rank. With more than one replica, each rank's gradients
+are all-reduced over the ranks of the same position in every replica (its
+data-parallel group; in buckets with ``bucket_bytes``, as
+:func:`~accelsim.mapping.placement.data_parallel` does), then every processor
+updates its own share of the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import OptimizerSpec
+from accelsim.graph import passes
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import Relabel, copied_as, prefixed
+from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, Tag, TensorKey, replaced
+from accelsim.lowering.optimizer import add_updates
+from accelsim.lowering.step import backward_sinks
+from accelsim.mapping.placement import StepGraph, buckets, split_batch, trained
+
+
+def tensor_parallel(
+    step: StepGraph,
+    batch: int,
+    processors: int,
+    tensor: int,
+    optimizer: OptimizerSpec,
+    words: WordBytesSpec,
+    bucket_bytes: int | None = None,
+) -> OpGraph:
+    """The step on ``processors`` = data x ``tensor`` processors, with its updates."""
+    data = processors // tensor
+    builder = GraphBuilder(words)
+    on_chip: set[TensorKey] = set()
+    params: list[list[Parameter]] = []
+    sinks: list[list[int]] = []
+    for d, local in enumerate(split_batch(batch, data)):
+        group = tuple(range(d * tensor, (d + 1) * tensor))
+        graph = step(local)
+        made, sunk = _group(builder, graph, group)
+        on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in group))
+        params += made
+        sinks += sunk
+    ready: list[dict[str, int]] = [{} for _ in range(processors)]
+    if data > 1:
+        for rank in range(tensor):
+            _reduce_gradients(builder, params, ready, rank, tensor, bucket_bytes)
+    for p in range(processors):
+        add_updates(builder, params[p], optimizer, sinks[p], ready[p], Tag(replica=p))
+    built = dataclasses.replace(builder.build(params[0]), on_chip=frozenset(on_chip))
+    placed = passes.place(built, lambda op: op.tag.replica)
+    return trained(passes.insert_transfers(placed))
+
+
+def _group(
+    builder: GraphBuilder, step: OpGraph, group: tuple[int, ...]
+) -> tuple[list[list[Parameter]], list[list[int]]]:
+    """Every rank of ``group``'s copy of ``step`` appended to ``builder``, each stand-in
+    all-reduce once for the group; each rank's parameters and backward sinks."""
+    start = len(builder.ops)
+    ids: list[list[int]] = [[] for _ in group]
+    at = start
+    for op in step.ops:
+        shared = isinstance(op, CommOp)
+        for r in range(len(group)):
+            ids[r].append(at if shared else at + r)
+        at += 1 if shared else len(group)
+    copy = Relabel(step.ops, step.parameters)
+    slots: dict[int, Op] = {}
+    params: list[list[Parameter]] = []
+    for r, p in enumerate(group):
+        tag = Tag(replica=p)
+        ops, made = copy(tag, copied_as(f"p{p}/", tag), ids[r])
+        params.append(made)
+        for op in ops:
+            slots[op.op_id] = _joined(slots.get(op.op_id), op, group)
+    for i in range(start, at):
+        builder.append(slots[i], group[0])
+    local = backward_sinks(step)
+    return params, [[ids[r][s] for s in local] for r in range(len(group))]
+
+
+def _joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:
+    """A rank's copy of an op; a stand-in all-reduce, the one all-reduce of the group
+    waiting for what it waits for on every rank."""
+    if not isinstance(op, CommOp):
+        return op
+    if seen is None:
+        return replaced(op, participants=group, tag=Tag(replica=group[0]))
+    assert isinstance(seen, CommOp)
+    deps = tuple(sorted({*seen.deps, *op.deps}))
+    return replaced(seen, deps=deps, after=tuple(sorted({*seen.after, *op.after})))
+
+
+def _reduce_gradients(
+    builder: GraphBuilder,
+    params: Sequence[Sequence[Parameter]],
+    ready: list[dict[str, int]],
+    rank: int,
+    tensor: int,
+    bucket_bytes: int | None,
+) -> None:
+    """The all-reduces of rank ``rank``'s gradients over its data-parallel group."""
+    members = tuple(range(rank, len(params), tensor))
+    first = [p for p in params[rank] if p.grad_op >= 0]
+    groups = [(p,) for p in first] if bucket_bytes is None else buckets(first, bucket_bytes)
+    index = {p.weight.name: j for j, p in enumerate(params[rank])}
+    previous: list[int] = []
+    for j, bucket in enumerate(groups):
+        at = [index[p.weight.name] for p in bucket]
+        waits = [params[m][i].grad_op for m in members for i in at]
+        name = f"p{rank}/bucket{j}" if bucket_bytes is not None else bucket[0].weight.name
+        gradient = bucket[0].gradient
+        elements = sum(p.update_elements for p in bucket)
+        tensor_of = builder.derived(gradient, f".dp{j}.allreduce", gradient.kind, elements)
+        op = builder.allreduce(
+            f"{name}.allreduce",
+            bucket[0].layer if bucket_bytes is None else "",
+            tensor_of,
+            members,
+            [*waits, *previous],
+            [p.gradient for p in bucket],
+        )
+        builder.ops[op] = replaced(builder.ops[op], tag=Tag(replica=rank))
+        if bucket_bytes is not None:
+            previous = [op]
+        for m in members:
+            for i in at:
+                ready[m][params[m][i].weight.name] = op
