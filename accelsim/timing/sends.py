@@ -20,6 +20,11 @@ was: an all-reduce is the ring algorithm over its participants whatever
 algorithm, is one send on its source's one outgoing link (link ``p`` is processor
 ``p``'s), whatever its destination.
 
+A step simulated on representatives (:attr:`Machine.represented
+<accelsim.timing.machine.Machine.represented>`) books of an all-reduce over them the
+whole group's schedule's sends on the representatives' links alone
+(:mod:`accelsim.timing.symmetry`).
+
 :func:`send_table` flattens the sends of a graph's ops into arrays for the compiled
 engine, once per graph object and network.
 """
@@ -40,6 +45,7 @@ from accelsim.network.collectives import Collective, Schedule, Step
 from accelsim.network.cost import plan
 from accelsim.network.topology import Link, Network
 from accelsim.timing.machine import Machine
+from accelsim.timing.representatives import Representatives
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,22 @@ def lowered(machine: Machine, op: CommOp | TransferOp) -> tuple[NetStep, ...]:
     how = _Lowering.of(machine)
     if isinstance(op, TransferOp):
         return _steps(how, Collective.POINT_TO_POINT, (op.source, op.destination), op.bytes)
+    rep = machine.represented
+    if rep is not None and op.participants == rep.simulated:
+        return _represented(how, rep, op.tensor.bytes)
     return _steps(how, Collective.ALL_REDUCE, op.participants, op.tensor.bytes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _represented(how: _Lowering, rep: Representatives, size_bytes: int) -> tuple[NetStep, ...]:
+    """The steps of the all-reduce over ``rep.group``, each with only its sends on
+    ``rep.links`` (:class:`~accelsim.timing.representatives.Representatives`)."""
+    full = _steps(how, Collective.ALL_REDUCE, rep.group, size_bytes)
+    made: dict[int, NetStep] = {}
+    for step in full:
+        if id(step) not in made:
+            made[id(step)] = tuple(s for s in step if s.link in rep.links)
+    return tuple(made[id(step)] for step in full)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -147,7 +168,8 @@ def send_table(graph: OpGraph, machine: Machine) -> SendTable:
     """The :class:`SendTable` of ``graph`` on ``machine``, made once per graph object
     and network (a sweep's points that change neither share it)."""
     how = _Lowering.of(machine)
-    return per_graph(graph, ("send table", how), lambda: _table(graph, machine))
+    key = ("send table", how, machine.represented)
+    return per_graph(graph, key, lambda: _table(graph, machine))
 
 
 def _table(graph: OpGraph, machine: Machine) -> SendTable:
