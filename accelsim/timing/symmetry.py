@@ -33,6 +33,7 @@ simulated in full.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -74,8 +75,6 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
     if processors < 2 or graph.priority or len({id(m) for m in machine.dram}) < processors:
         return None
     everyone = tuple(range(processors))
-    ops_of: list[list[int]] = [[] for _ in range(processors)]
-    position = np.zeros(len(graph.ops), np.int64)
     comms: list[int] = []
     for i, op in enumerate(graph.ops):
         if isinstance(op, TransferOp):
@@ -84,11 +83,11 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
             if op.participants != everyone:
                 return None
             comms.append(i)
-            continue
-        p = graph.processor[i]
-        position[i] = len(ops_of[p])
-        ops_of[p].append(i)
-    shapes = [_shape(graph, ops_of[p], position) for p in range(processors)]
+    is_comm = np.zeros(len(graph.ops), bool)
+    is_comm[comms] = True
+    processor = np.asarray(graph.processor, np.int64)
+    ops_of, position = _ops_of(processor, is_comm, processors)
+    shapes = _shapes(graph, processor, is_comm, position, processors)
     waits = [_waits(graph, c, position) for c in comms]
     work = _work(costs)
     copies: list[int] = []
@@ -108,17 +107,47 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
     return Roles(tuple(copies), counterpart)
 
 
-def _shape(graph: OpGraph, ops: Sequence[int], position: np.ndarray) -> tuple[object, ...]:
-    """What a processor's ops wait for, by place: another of its ops (its position
-    among them) or an all-reduce (its id)."""
-    comm = CommOp
-    return tuple(
-        tuple(
-            d if isinstance(graph.ops[d], comm) else -1 - int(position[d])
-            for d in graph.ops[i].deps
-        )
-        for i in ops
+def _ops_of(
+    processor: np.ndarray, is_comm: np.ndarray, processors: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each processor's ops (all-reduces aside) in order, and each op's position among
+    its processor's."""
+    ops = np.flatnonzero(~is_comm)
+    owner = processor[ops]
+    by_owner = ops[np.argsort(owner, kind="stable")]
+    counts = np.bincount(owner, minlength=processors)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    position = np.zeros(len(processor), np.int64)
+    position[by_owner] = np.arange(len(by_owner)) - np.repeat(starts[:-1], counts)
+    return [by_owner[starts[p] : starts[p + 1]] for p in range(processors)], position
+
+
+def _shapes(
+    graph: OpGraph,
+    processor: np.ndarray,
+    is_comm: np.ndarray,
+    position: np.ndarray,
+    processors: int,
+) -> list[np.ndarray]:
+    """What each processor's ops wait for, op by op in order: the count of its
+    dependencies, then each by place, another op of the processor as ``-1 - its
+    position`` there, an all-reduce as its id."""
+    n_ops = len(graph.ops)
+    counts = np.fromiter(map(len, (op.deps for op in graph.ops)), np.int64, n_ops)
+    deps = np.fromiter(
+        itertools.chain.from_iterable(op.deps for op in graph.ops), np.int64, int(counts.sum())
     )
+    first = np.concatenate(([0], np.cumsum(1 + counts)))
+    record = np.empty(int(first[-1]), np.int64)
+    record[first[:-1]] = counts
+    # Dependency e of op i goes right after the ops before i and their counts, and
+    # i's count: at e + i + 1.
+    at = np.arange(len(deps)) + np.repeat(np.arange(n_ops), counts) + 1
+    record[at] = np.where(is_comm[deps], deps, -1 - position[deps])
+    owner = np.repeat(np.where(is_comm, processors, processor), 1 + counts)
+    order = np.argsort(owner, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(np.bincount(owner, minlength=processors + 1))))
+    return [record[order[starts[p] : starts[p + 1]]] for p in range(processors)]
 
 
 def _waits(graph: OpGraph, c: int, position: np.ndarray) -> dict[int, frozenset[int]]:
@@ -145,15 +174,15 @@ def _work(costs: OpCosts) -> np.ndarray:
 def _same(
     p: int,
     q: int,
-    ops_of: Sequence[Sequence[int]],
-    shapes: Sequence[tuple[object, ...]],
+    ops_of: Sequence[np.ndarray],
+    shapes: Sequence[np.ndarray],
     waits: Sequence[dict[int, frozenset[int]]],
     work: np.ndarray,
 ) -> bool:
     """Whether processors ``p`` and ``q`` do the same work."""
     return (
         len(ops_of[p]) == len(ops_of[q])
-        and shapes[p] == shapes[q]
+        and bool(np.array_equal(shapes[p], shapes[q]))
         and all(w.get(p) == w.get(q) for w in waits)
         and bool(np.array_equal(work[ops_of[p]], work[ops_of[q]]))
     )

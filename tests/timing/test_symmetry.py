@@ -4,21 +4,27 @@ both engines, where it applies, and the full simulation where it does not."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from accelsim.config.interconnect import InterconnectSpec
 from accelsim.config.loader import parse_sets
+from accelsim.config.run import EngineKind
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import _Run
+from accelsim.graph.ops import OpGraph
 from accelsim.network.symmetry import link_classes
 from accelsim.network.topology import Network
 from accelsim.report.result import RunResult
 from accelsim.report.simulated import SimulatedProcessors
 from accelsim.report.summary import StepSummary
 from accelsim.techniques.base import BASE
+from accelsim.timing import symmetry
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM
 from tests.conftest import ROOT
+from tests.timing.test_engine import allreduce, costs, gemm, machine
 
 MLP = ROOT / "configs" / "runs" / "mlp.yaml"
 TORUS = ["interconnect.topology=torus", "interconnect.dims=[2, 4]"]
@@ -136,3 +142,35 @@ def test_link_classes_are_the_links_of_processor_0_translated() -> None:
     # A switch of 4: each processor's way in and way out.
     switch = network(topology="switch", dims=[4], bandwidth_bytes_per_cycle=1, latency_cycles=1)
     assert link_classes(switch) == (0, 1) * 4
+
+
+def two_replicas(second_waits: bool) -> OpGraph:
+    """Two ops on each of two processors, then an all-reduce after the second of
+    each; processor 0's second op waits for its first, processor 1's when told to."""
+    ops: list[Any] = [gemm(0), gemm(1, 0), gemm(2), gemm(3, 2) if second_waits else gemm(3)]
+    reduce = dataclasses.replace(allreduce((0, 1)).ops[0], op_id=4, deps=(1, 3), after=(1, 3))
+    return OpGraph(ops=(*ops, reduce), processor=(0, 0, 1, 1, 0))
+
+
+@pytest.mark.parametrize(
+    ("second_waits", "compute", "copies"),
+    [
+        (True, [100, 50, 100, 50, 0], (0, 0)),
+        (False, [100, 50, 100, 50, 0], None),  # the same costs, other dependencies
+        (True, [100, 50, 100, 60, 0], None),  # the same dependencies, other costs
+    ],
+)
+def test_a_role_is_the_same_ops_costs_and_dependencies(
+    second_waits: bool, compute: list[int], copies: tuple[int, ...] | None
+) -> None:
+    graph = two_replicas(second_waits)
+    c = costs([UNIT_ARRAY] * 4 + [UNIT_COMM], compute=compute)
+    on = machine("processors=2", "dram.sharing=per_processor")
+    found = symmetry.roles(graph, c, on)
+    assert (found and found.copies) == copies
+    if found is not None:
+        assert found.counterpart.tolist() == [0, 1, 0, 1, 4]
+        # Processor 1's ops end when processor 0's do: 100 and 150 cycles of compute.
+        trace = symmetry.simulate(graph, c, on, EngineKind.SIMPY, found)
+        assert trace.end_cycle.tolist()[:4] == [100, 150, 100, 150]
+        assert trace.copies == (0, 0)
