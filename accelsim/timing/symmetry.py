@@ -23,8 +23,8 @@ representatives: their DRAM phases on the representatives' memories and their
 steps' sends on processor 0's links alone, each carrying every send of the full
 step routed over it (:class:`~accelsim.timing.representatives.Representatives`).
 Every other processor's ops take their representative's start and end cycles.  The
-ops keep the rank they have in the whole step (:mod:`accelsim.timing.ready`), so
-the engines take them in the same order.
+ops keep the order of their ranks in the whole step (:mod:`accelsim.timing.ready`),
+so the engines take them in the same order.
 
 Anything else (a shared DRAM, a halving-doubling or a ring over the processors of a
 torus, which load the links unevenly, a graph with transfers or priorities) is
@@ -229,19 +229,23 @@ def simulate(
         for i, op in enumerate(graph.ops)
         if isinstance(op, CommOp) or found.copies[graph.processor[i]] == graph.processor[i]
     ]
-    rank = ready_rank(graph, costs, machine)[keep]
-    small = subgraph(graph, keep, rank.tolist())
+    # The kept ops rank among themselves as in the whole step: a processor's paths
+    # ahead and behind are its representative's, and the all-reduces' over every
+    # processor (their own cycles count their participants).
+    small, small_costs = subgraph(graph, keep), _taken(costs, keep)
+    rank = ready_rank(small, small_costs, machine)
     small = replace(
         small,
         ops=tuple(
             replaced(op, participants=simulated) if isinstance(op, CommOp) else op
             for op in small.ops
         ),
+        priority=tuple(rank.tolist()),
     )
     rep = Representatives(
         tuple(range(machine.processors)), simulated, frozenset(link_classes(machine.network))
     )
-    inner = simulate_grouped(small, _taken(costs, keep), replace(machine, represented=rep), kind)
+    inner = simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
     where = np.full(len(graph.ops), -1, np.int64)
     where[keep] = np.arange(len(keep), dtype=np.int64)
     index = where[found.counterpart]
