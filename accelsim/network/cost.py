@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
+from collections.abc import Callable
 
 from accelsim.network.algorithms import lower
 from accelsim.network.collectives import (
@@ -88,14 +89,21 @@ def _slowest(n_bytes: int, routes: Routes) -> int:
 @functools.lru_cache(maxsize=4096)
 def _routes(network: Network, pairs: tuple[tuple[int, int], ...]) -> Routes:
     """The :data:`Routes` of a step of transfers between ``pairs`` (source, destination)."""
-    found = [network.route(a, b) for a, b in pairs]
-    crossing = Counter(link for route in found for link in route)
+    return _crossed(network, [network.route(a, b) for a, b in pairs], lambda link: link)
+
+
+def _crossed(
+    network: Network, routes: list[tuple[Link, ...]], home: Callable[[Link], Link]
+) -> Routes:
+    """:data:`Routes` of ``routes``, a link's transfers counted on its class
+    (``home``): all of them that cross a link of it."""
+    crossing = Counter(home(link) for route in routes for link in route)
     return frozenset(
         (
             network.route_latency(route),
-            tuple(sorted({(crossing[link], network.bandwidth(link)) for link in route})),
+            tuple(sorted({(crossing[home(link)], network.bandwidth(link)) for link in route})),
         )
-        for route in found
+        for route in routes
         if route
     )
 
@@ -294,11 +302,4 @@ def _everyone_routes(network: Network) -> Routes:
     translation), and each route is one of theirs translated."""
     starts, home = route_classes(network)
     routes = [network.route(p, q) for p in starts for q in range(network.processors) if q != p]
-    crossing = Counter(home(link) for route in routes for link in route)
-    return frozenset(
-        (
-            network.route_latency(route),
-            tuple(sorted({(crossing[home(link)], network.bandwidth(link)) for link in route})),
-        )
-        for route in routes
-    )
+    return _crossed(network, routes, home)
