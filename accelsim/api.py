@@ -29,7 +29,7 @@ from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.errors import InputError
 from accelsim.network.collectives import Collective
-from accelsim.network.cost import plan, schedule_cycles
+from accelsim.network.cost import cycles
 from accelsim.network.topology import Network
 from accelsim.report.training import TrainingResult
 from accelsim.sweep.collect import collect, column_unit
@@ -86,8 +86,7 @@ def collective_cycles(
     spec.check_processors(processors)
     network = Network.of(spec, processors)
     group = tuple(range(processors))
-    schedule = plan(network, Collective(collective), group, size_bytes, Algorithm(algorithm))
-    return schedule_cycles(network, schedule)
+    return cycles(network, Collective(collective), group, size_bytes, Algorithm(algorithm))
 
 
 def load_sweep(directory: str | Path) -> pd.DataFrame:

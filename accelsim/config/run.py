@@ -35,6 +35,7 @@ from accelsim.config.enums import PsumPolicy as PsumPolicy
 from accelsim.config.enums import RunMode as RunMode
 from accelsim.config.enums import StridedDx as StridedDx
 from accelsim.config.parallel import ParallelSpec
+from accelsim.config.symmetry import Symmetry
 
 
 class OptimizerSpec(Spec):
@@ -192,6 +193,13 @@ class DataParallelSpec(Spec):
         " bucket's all-reduce has ended, as PyTorch DDP's buckets (bucket_cap_mb=25:"
         " 26214400); only with assignment: data_parallel.  Null: one all-reduce per"
         " gradient, all free to run at once.",
+    )
+    symmetry: Annotated[Symmetry, Field(strict=False)] = Field(
+        default=Symmetry.AUTO,
+        description="auto: where the replicas do the same work and their all-reduces load"
+        " every processor's links alike, simulate one replica of each local batch size"
+        " (its links alone carrying the all-reduces) and copy its timing to the others,"
+        " the same numbers as simulating all; full: simulate every replica.",
     )
 
 

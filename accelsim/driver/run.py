@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
 from accelsim.config.run import AssignmentPolicy, OnCapacity
+from accelsim.config.symmetry import Symmetry
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import tensor_degree, tensor_plan
@@ -47,9 +48,10 @@ from accelsim.techniques.base import (
     kind_definers,
     placers,
 )
-from accelsim.timing.costs import op_costs
+from accelsim.timing import symmetry
+from accelsim.timing.costs import OpCosts, op_costs
 from accelsim.timing.tile_groups import simulate_grouped as simulate
-from accelsim.timing.trace import launched
+from accelsim.timing.trace import Trace, launched
 
 Progress = Callable[[str], None]
 """Told before each simulation of a run what it simulates (``"gp step, 9,044 ops"``):
@@ -317,7 +319,7 @@ def simulate_graph(
         per_kernel=compiled,
     )
     try:
-        trace = simulate(graph, costs, machine, run.timing.engine)
+        trace = _simulated(graph, costs, inputs)
     except LimitError as exc:
         raise ConfigError.single(inputs.source, "", str(exc)) from None
     if compiled:
@@ -363,6 +365,19 @@ def simulate_graph(
     if not 0 <= utilization <= 1:
         raise SimulationError(f"{step} step: utilization {utilization!r} outside [0, 1]")
     return result
+
+
+def _simulated(graph: OpGraph, costs: OpCosts, inputs: RunInputs) -> Trace:
+    """The step's trace: simulated on one processor of each role where the
+    data-parallel replicas are symmetric and ``run.data_parallel.symmetry`` allows
+    it (:mod:`accelsim.timing.symmetry`), else on every processor."""
+    run, machine = inputs.run, inputs.machine
+    found = None
+    if run.data_parallel.symmetry is Symmetry.AUTO:
+        found = symmetry.roles(graph, costs, machine)
+    if found is None:
+        return simulate(graph, costs, machine, run.timing.engine)
+    return symmetry.simulate(graph, costs, machine, run.timing.engine, found)
 
 
 @contextmanager

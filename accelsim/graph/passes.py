@@ -147,6 +147,15 @@ def rewrite(
     return builder.build(_parameters(graph.parameters, ids)), ids
 
 
+def subgraph(graph: OpGraph, keep: Sequence[int], priority: Sequence[int] = ()) -> OpGraph:
+    """The ops ``keep`` (ascending) of ``graph`` alone, renumbered in order, each
+    waiting for the kept ops it waited for, with ``priority`` (one per kept op)."""
+    ids = {old: (new,) for new, old in enumerate(keep)}
+    ops = [_relink(graph.ops[old], new, ids) for new, old in enumerate(keep)]
+    processor = [graph.processor[old] for old in keep]
+    return _graph(ops, processor, graph.on_chip, _parameters(graph.parameters, ids), priority)
+
+
 def place(graph: OpGraph, where: Callable[[Op], int]) -> OpGraph:
     """``graph`` with every op on the processor ``where`` gives it."""
     return dataclasses.replace(graph, processor=tuple(where(op) for op in graph.ops))

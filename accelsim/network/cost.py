@@ -10,15 +10,33 @@ together (:func:`concurrent_cycles`), so two collectives sharing a link take the
 that link's bytes need.  The link with the most bytes over the whole schedule bounds
 it from below (:func:`bandwidth_bound`): no step finishes its bytes faster than that
 link carries them.
+
+``fastest`` (:func:`fastest`) times each algorithm without lowering the costliest:
+``direct`` on every processor of the network, every processor sending to every
+other, loads each link as its class under the translations that keep the routes
+(:func:`accelsim.network.symmetry.route_classes`), so its step is timed from the
+routes of the few processors standing for all (:func:`_everyone_cycles`), the same
+cycles as its lowered schedule's.  The choice is kept per network, collective, group
+and size.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
+from collections.abc import Callable
 
 from accelsim.network.algorithms import lower
-from accelsim.network.collectives import Algorithm, Collective, Schedule, Step, together
+from accelsim.network.collectives import (
+    Algorithm,
+    Collective,
+    Schedule,
+    Step,
+    piece,
+    together,
+)
+from accelsim.network.symmetry import route_classes
 from accelsim.network.topology import Link, Network
 
 
@@ -33,7 +51,14 @@ def link_bytes(network: Network, steps: tuple[Step, ...]) -> Counter[Link]:
 
 
 def step_cycles(network: Network, step: Step) -> int:
-    """Cycles of one step: its slowest transfer, latency plus its busiest link's bytes."""
+    """Cycles of one step: its slowest transfer, latency plus its busiest link's bytes
+    (a step whose transfers are all of one size from the routes of its pairs, found
+    once per network and pairs: :func:`_routes`)."""
+    sizes = {t.bytes for t in step}
+    if len(sizes) == 1:
+        (n_bytes,) = sizes
+        pairs = tuple((t.source, t.destination) for t in step)
+        return _slowest(n_bytes, _routes(network, pairs))
     load = link_bytes(network, (step,))
     slowest = 0
     for t in step:
@@ -43,6 +68,44 @@ def step_cycles(network: Network, step: Step) -> int:
         busiest = max(math.ceil(load[link] / network.bandwidth(link)) for link in route)
         slowest = max(slowest, network.route_latency(route) + busiest)
     return slowest
+
+
+Routes = frozenset[tuple[int, tuple[tuple[int, float], ...]]]
+"""A step's routes, each as its latency and, per link, the transfers of the step
+crossing it and its bandwidth (every transfer of the same size)."""
+
+
+def _slowest(n_bytes: int, routes: Routes) -> int:
+    """The slowest of ``routes`` when each of their transfers moves ``n_bytes``."""
+    return max(
+        (
+            latency + max(math.ceil(n_bytes * count / bandwidth) for count, bandwidth in links)
+            for latency, links in routes
+        ),
+        default=0,
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _routes(network: Network, pairs: tuple[tuple[int, int], ...]) -> Routes:
+    """The :data:`Routes` of a step of transfers between ``pairs`` (source, destination)."""
+    return _crossed(network, [network.route(a, b) for a, b in pairs], lambda link: link)
+
+
+def _crossed(
+    network: Network, routes: list[tuple[Link, ...]], home: Callable[[Link], Link]
+) -> Routes:
+    """:data:`Routes` of ``routes``, a link's transfers counted on its class
+    (``home``): all of them that cross a link of it."""
+    crossing = Counter(home(link) for route in routes for link in route)
+    return frozenset(
+        (
+            network.route_latency(route),
+            tuple(sorted({(crossing[home(link)], network.bandwidth(link)) for link in route})),
+        )
+        for route in routes
+        if route
+    )
 
 
 def _steps_cycles(network: Network, steps: tuple[Step, ...]) -> int:
@@ -145,19 +208,120 @@ def plan(
     Raises:
         ValueError: if ``algorithm`` does not apply to the collective or the group.
     """
-    if algorithm is not Algorithm.FASTEST:
-        found = lower(network, collective, group, size_bytes, algorithm)
-        if found is None:
-            raise ValueError(
-                f"{algorithm.value} cannot run a {collective.value} on {len(group)} processors"
-            )
-        return found
+    found = lower(
+        network,
+        collective,
+        group,
+        size_bytes,
+        _chosen(network, collective, group, size_bytes, algorithm),
+    )
+    if found is None:
+        raise ValueError(_cannot(algorithm, collective, group))
+    return found
+
+
+def cycles(
+    network: Network,
+    collective: Collective,
+    group: tuple[int, ...],
+    size_bytes: int,
+    algorithm: Algorithm,
+) -> int:
+    """Cycles of :func:`plan`'s schedule alone on ``network`` (:func:`algorithm_cycles`).
+
+    Raises:
+        ValueError: if ``algorithm`` does not apply to the collective or the group.
+    """
+    chosen = _chosen(network, collective, group, size_bytes, algorithm)
+    found = algorithm_cycles(network, collective, group, size_bytes, chosen)
+    if found is None:
+        raise ValueError(_cannot(algorithm, collective, group))
+    return found
+
+
+def _chosen(
+    network: Network,
+    collective: Collective,
+    group: tuple[int, ...],
+    size_bytes: int,
+    algorithm: Algorithm,
+) -> Algorithm:
+    if algorithm is Algorithm.FASTEST:
+        return fastest(network, collective, group, size_bytes)
+    return algorithm
+
+
+def _cannot(algorithm: Algorithm, collective: Collective, group: tuple[int, ...]) -> str:
+    return f"{algorithm.value} cannot run a {collective.value} on {len(group)} processors"
+
+
+@functools.lru_cache(maxsize=4096)
+def fastest(
+    network: Network, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> Algorithm:
+    """The algorithm of fewest cycles (:func:`algorithm_cycles`) among those that run
+    ``collective`` on ``group`` (the first in :class:`Algorithm` order on a tie).
+
+    Raises:
+        ValueError: if none does.
+    """
     options = [
-        s
+        (cycles, a)
         for a in Algorithm
         if a is not Algorithm.FASTEST
-        and (s := lower(network, collective, group, size_bytes, a)) is not None
+        and (cycles := algorithm_cycles(network, collective, group, size_bytes, a)) is not None
     ]
     if not options:
         raise ValueError(f"no algorithm runs a {collective.value} on {len(group)} processors")
-    return min(options, key=lambda s: schedule_cycles(network, s))
+    return min(options, key=lambda option: option[0])[1]
+
+
+_EVERYONE = (
+    Collective.ALL_REDUCE,
+    Collective.ALL_GATHER,
+    Collective.REDUCE_SCATTER,
+    Collective.ALL_TO_ALL,
+)
+
+
+def algorithm_cycles(
+    network: Network,
+    collective: Collective,
+    group: tuple[int, ...],
+    size_bytes: int,
+    algorithm: Algorithm,
+) -> int | None:
+    """Cycles of ``collective`` by ``algorithm`` (not ``fastest``) alone on
+    ``network``, as :func:`schedule_cycles` of its schedule; None where it does not
+    apply.  ``direct`` on every processor of the network is timed without lowering
+    it (:func:`_everyone_cycles`)."""
+    n = len(group)
+    if (
+        algorithm is Algorithm.DIRECT
+        and collective in _EVERYONE
+        and n > 1
+        and group == tuple(range(network.processors))
+    ):
+        step = _everyone_cycles(network, piece(size_bytes, n))
+        return 2 * step if collective is Collective.ALL_REDUCE else step
+    schedule = lower(network, collective, group, size_bytes, algorithm)
+    return None if schedule is None else schedule_cycles(network, schedule)
+
+
+def _everyone_cycles(network: Network, n_bytes: int) -> int:
+    """Cycles of the step in which every processor of ``network`` sends ``n_bytes``
+    to every other (:func:`step_cycles` of it)."""
+    return _slowest(n_bytes, _everyone_routes(network))
+
+
+@functools.lru_cache(maxsize=32)
+def _everyone_routes(network: Network) -> Routes:
+    """The :data:`Routes` of the step in which every processor sends to every other.
+
+    A translation that keeps the routes maps the step onto itself, so every link of a
+    class carries as many transfers as the class's links together carry from the
+    processors standing for all (each transfer is one of theirs translated, by one
+    translation), and each route is one of theirs translated."""
+    starts, home = route_classes(network)
+    routes = [network.route(p, q) for p in starts for q in range(network.processors) if q != p]
+    return _crossed(network, routes, home)

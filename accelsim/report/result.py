@@ -26,6 +26,7 @@ from accelsim.mapping.groups import ProcessorGroup, processor_groups
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
 from accelsim.report.communication import by_collective
+from accelsim.report.simulated import SimulatedProcessors
 from accelsim.report.summary import (
     NAMED_DESIGN_KEYS,
     PROVENANCE_KEY,
@@ -323,6 +324,7 @@ class RunResult:
             owners=work.by_owner(self.graph, trace, op_pj),
             communication=by_collective(self.graph, trace),
             groups=self.groups(),
+            symmetry=SimulatedProcessors.of(trace.copies),
         )
 
     def groups(self) -> tuple[ProcessorGroup, ...]:

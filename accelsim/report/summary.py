@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from accelsim.mapping.groups import ProcessorGroup
+from accelsim.report.simulated import SimulatedProcessors
 
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
 # DRAM model, its channels and its own parameters joined ``design`` later, and then every
@@ -363,7 +364,8 @@ class StepSummary:
     (``core`` for the step's own work, else the technique): :class:`WorkSummary`;
     ``communication`` what each kind of collective moved: :class:`CommunicationSummary`;
     ``groups`` the processor groups and their spans on the topology
-    (:mod:`accelsim.mapping.groups`).
+    (:mod:`accelsim.mapping.groups`); ``symmetry`` which processors were simulated
+    and which inferred, when not all were (:mod:`accelsim.report.simulated`).
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -396,6 +398,7 @@ class StepSummary:
     owners: Mapping[str, WorkSummary] = field(default_factory=dict)
     communication: Mapping[str, CommunicationSummary] = field(default_factory=dict)
     groups: tuple[ProcessorGroup, ...] = ()
+    symmetry: SimulatedProcessors | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -430,6 +433,7 @@ class StepSummary:
             "owners": {name: work.to_dict() for name, work in self.owners.items()},
             "communication": {kind: c.to_dict() for kind, c in self.communication.items()},
             "groups": [group.to_dict() for group in self.groups],
+            **({"symmetry": self.symmetry.to_dict()} if self.symmetry is not None else {}),
         }
 
     @classmethod
@@ -490,4 +494,5 @@ class StepSummary:
                 ProcessorGroup.from_dict(_check(g, "groups[]", dict))
                 for g in _check(data.get("groups", []), "groups", list)
             ),
+            symmetry=SimulatedProcessors.read(data),
         )

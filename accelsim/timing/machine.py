@@ -23,6 +23,7 @@ from accelsim.network.topology import Network
 from accelsim.timing.memories.fifo import Fifo
 from accelsim.timing.memories.registry import dram_memory, link_memory
 from accelsim.timing.memory import Memory, MemoryState
+from accelsim.timing.representatives import Representatives
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class Machine:
             switch's way out: none, the hop's latency is on the way in).
         link: A link of the first level, what estimates of one processor's
             sending take (every processor has such links, even alone).
+        represented: None, or the processors a symmetric step is simulated on and
+            the links its all-reduces book (:mod:`accelsim.timing.symmetry`).
     """
 
     hardware: HardwareSpec
@@ -50,6 +53,7 @@ class Machine:
     network: Network
     links: tuple[Fifo, ...]
     link: Fifo
+    represented: Representatives | None = None
 
     @classmethod
     def of(cls, hw: HardwareSpec) -> Machine:

@@ -21,6 +21,11 @@ was: a collective is the ring algorithm over its participants whatever
 algorithm, is one send on its source's one outgoing link (link ``p`` is processor
 ``p``'s), whatever its destination.
 
+A step simulated on representatives (:attr:`Machine.represented
+<accelsim.timing.machine.Machine.represented>`) books of an all-reduce over them the
+whole group's schedule's sends on the representatives' links alone
+(:mod:`accelsim.timing.symmetry`).
+
 :func:`send_table` flattens the sends of a graph's ops into arrays for the compiled
 engine, once per graph object and network.
 """
@@ -43,6 +48,7 @@ from accelsim.network.collectives import Collective, Schedule, Step, dram_bytes
 from accelsim.network.cost import phase_cycles, pipeline_order, plan
 from accelsim.network.topology import Link, Network
 from accelsim.timing.machine import Machine
+from accelsim.timing.representatives import Representatives
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,9 @@ def lowered(machine: Machine, op: CommOp | TransferOp) -> tuple[NetStep, ...]:
     how = _Lowering.of(machine)
     if isinstance(op, TransferOp):
         return _steps(how, Collective.POINT_TO_POINT, (op.source, op.destination), op.bytes)
+    rep = machine.represented
+    if rep is not None and op.participants == rep.simulated:
+        return _represented(how, rep, op.collective, op.tensor.bytes)
     return _steps(how, op.collective, group(op), op.tensor.bytes)
 
 
@@ -146,6 +155,9 @@ def pipelined(machine: Machine, op: CommOp) -> tuple[Item, ...]:
     dimension in that order are done: without contention the engines take
     :func:`accelsim.network.cost.pipeline_cycles`.
     """
+    rep = machine.represented
+    if rep is not None and op.participants == rep.simulated:
+        return ()  # symmetry is only taken where no collective is pipelined
     return _items(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
 
 
@@ -185,6 +197,20 @@ def _items(
         for chunk in range(schedule.chunks)
         for i in range(len(phases))
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _represented(
+    how: _Lowering, rep: Representatives, collective: Collective, size_bytes: int
+) -> tuple[NetStep, ...]:
+    """The steps of the ``collective`` over ``rep.group``, each with only its sends on
+    ``rep.links`` (:class:`~accelsim.timing.representatives.Representatives`)."""
+    full = _steps(how, collective, rep.group, size_bytes)
+    made: dict[int, NetStep] = {}
+    for step in full:
+        if id(step) not in made:
+            made[id(step)] = tuple(s for s in step if s.link in rep.links)
+    return tuple(made[id(step)] for step in full)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -274,7 +300,8 @@ def send_table(graph: OpGraph, machine: Machine) -> SendTable:
     """The :class:`SendTable` of ``graph`` on ``machine``, made once per graph object
     and network (a sweep's points that change neither share it)."""
     how = _Lowering.of(machine)
-    return per_graph(graph, ("send table", how), lambda: _table(graph, machine))
+    key = ("send table", how, machine.represented)
+    return per_graph(graph, key, lambda: _table(graph, machine))
 
 
 def _table(graph: OpGraph, machine: Machine) -> SendTable:

@@ -25,6 +25,9 @@ class Trace:
         processors: Number of processors simulated.
         events: Events the engine processed (the same count in both engines).
         engine: Which engine ran: ``simpy`` or ``compiled``.
+        copies: Empty when every processor was simulated; else, when the step was
+            simulated on one processor of each role (:mod:`accelsim.timing.symmetry`),
+            the processor each processor's timing is that of (itself when simulated).
     """
 
     costs: OpCosts
@@ -36,6 +39,7 @@ class Trace:
     processors: int
     events: int
     engine: str
+    copies: tuple[int, ...] = ()
 
     def busy_cycles(self, unit: int) -> np.ndarray:
         """Cycles each processor's ``unit`` spent running ops (compute plus stalls)."""
