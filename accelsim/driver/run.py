@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
+from accelsim.driver.silicon import silicon_of
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -292,6 +293,8 @@ def simulate_graph(
     if compiled:
         trace = launched(trace, hw.timing.program_cycles())
     energy = estimate_energy(trace, hw, inputs.energy)
+    hw_file = inputs.run_file.hardware_path
+    silicon = silicon_of(hw_file, hw, trace, energy, extra_arrays, techniques)
     settings = {
         "step": step,
         "convention": run.timing.convention.value,
@@ -325,6 +328,7 @@ def simulate_graph(
         energy,
         workload.source,
         tuple(workload.notes or ()),
+        silicon,
     )
     utilization = result.utilization()
     if not 0 <= utilization <= 1:

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from accelsim.mapping.groups import ProcessorGroup
+from accelsim.report.silicon import KEYS as SILICON_KEYS
+from accelsim.report.silicon import SiliconSummary, silicon_dict
 
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
 # DRAM model, its channels and its own parameters joined ``design`` later, and then every
@@ -396,6 +398,7 @@ class StepSummary:
     owners: Mapping[str, WorkSummary] = field(default_factory=dict)
     communication: Mapping[str, CommunicationSummary] = field(default_factory=dict)
     groups: tuple[ProcessorGroup, ...] = ()
+    silicon: SiliconSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -430,6 +433,7 @@ class StepSummary:
             "owners": {name: work.to_dict() for name, work in self.owners.items()},
             "communication": {kind: c.to_dict() for kind, c in self.communication.items()},
             "groups": [group.to_dict() for group in self.groups],
+            **silicon_dict(self.silicon),
         }
 
     @classmethod
@@ -450,7 +454,8 @@ class StepSummary:
         settings = {
             key: _get(data, key, str)
             for key in data
-            if key not in names and key not in (TRAINING_KEY, VERSION_KEY, PROVENANCE_KEY)
+            if key not in names
+            and key not in (TRAINING_KEY, VERSION_KEY, PROVENANCE_KEY, *SILICON_KEYS)
         }
         busy = _get(data, "busy_cycles", dict)
         return cls(
@@ -490,4 +495,5 @@ class StepSummary:
                 ProcessorGroup.from_dict(_check(g, "groups[]", dict))
                 for g in _check(data.get("groups", []), "groups", list)
             ),
+            silicon=SiliconSummary.read(data),
         )

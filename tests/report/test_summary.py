@@ -77,6 +77,9 @@ SMOKE_KEYS = [
     "owners",
     "communication",
     "groups",
+    "area_mm2",
+    "power_w",
+    "efficiency",
 ]
 
 
@@ -102,6 +105,8 @@ def conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, hint) and all_fields_conform(value)
     if hint is int:
         return type(value) is int
+    if hint is bool:
+        return type(value) is bool
     if hint is float:
         return isinstance(value, float)
     if hint is str:
@@ -153,7 +158,7 @@ def test_to_dict_is_the_written_summary_json(tmp_path: Path) -> None:
     assert json.dumps(record, indent=2) + "\n" == text
     assert record == result.base.summary() == result.summary()
     assert summary.schema_version == SCHEMA_VERSION == written["schema_version"] == 2
-    assert {f.name for f in fields(StepSummary)} - {"settings"} <= set(written)
+    assert {f.name for f in fields(StepSummary)} - {"settings", "silicon"} <= set(written)
     assert (
         list(summary.settings)
         == SMOKE_KEYS[SMOKE_KEYS.index("design") + 1 : SMOKE_KEYS.index("clock_mhz")]
@@ -203,7 +208,7 @@ def test_fields_have_their_declared_types() -> None:
     record = summary.to_dict()
     hints = get_type_hints(StepSummary)
     for f in fields(StepSummary):
-        if f.name in ("settings", "git_commit"):
+        if f.name in ("settings", "git_commit", "silicon"):
             continue
         value, hint = record[f.name], hints[f.name]
         if hint in (int, float, str):
