@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelsim.mapping.groups import described
 from accelsim.report.means import geometric_mean, saving_mean
+from accelsim.report.silicon import silicon_rows
 from accelsim.report.summary import StepSummary
 from accelsim.report.training import BASE, TrainingReport, TrainingResult
 from accelsim.units import bytes_to_gb, pj_to_mj, plural
@@ -74,6 +75,7 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
         (f"  {name}", f"{pj_to_mj(pj):.3f} mJ  ({pj / max(energy.total, 1e-30) * 100:.1f} %)")
         for name, pj in energy.by_component.items()
     ]
+    rows += silicon_rows(s.silicon, s.design.other_keys.get("technology_nm"))
     return _rows(rows)
 
 

@@ -110,3 +110,31 @@ def _mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
 def silicon_dict(silicon: SiliconSummary | None) -> dict[str, Any]:
     """The keys ``silicon`` adds to ``summary.json`` (none without it)."""
     return {} if silicon is None else silicon.to_dict()
+
+
+def silicon_rows(silicon: SiliconSummary | None, node_nm: Any) -> list[tuple[str, str]]:
+    """The console's lines of ``silicon`` (none without it) for a chip at ``node_nm``."""
+    if silicon is None:
+        return []
+    area, power, rate = silicon.area_mm2, silicon.power_w, silicon.efficiency
+    over = ""
+    if power.tdp is not None:
+        over = f", {'over' if power.over_tdp else 'within'} its {power.tdp:g} W TDP"
+    return [
+        (
+            "area",
+            f"{area['total']:,.1f} mm2 at {node_nm} nm ({area['per_processor']:,.1f} per"
+            " processor)",
+        ),
+        (
+            "power",
+            f"{power.average:,.1f} W average, {power.peak:,.1f} W peak over"
+            f" {power.peak_window_cycles:,} cycles (leakage {power.leakage:,.2f} W){over}",
+        ),
+        (
+            "efficiency",
+            f"{rate['samples_per_s_per_mm2']:,.4g} samples/s per mm2,"
+            f" {rate['samples_per_s_per_w']:,.4g} per W, {rate['samples_per_j']:,.4g}"
+            " samples per J",
+        ),
+    ]
