@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
-from accelsim.driver.silicon import silicon_of
+from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -380,13 +380,17 @@ def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     sim.base = base
     if not inputs.techniques:
         return TrainingResult(base, {}, None)
+    match = iso_area_match(inputs)
+    if match is not None:  # the techniques' steps on the shrunk hardware
+        sim = _Run(dataclasses.replace(inputs, hardware=match.hardware), progress)
+        sim.base = base
     steps: dict[str, SimulatedStep] = {}
     for kind in _kinds(inputs.techniques, sim.ctx):
         result = sim.simulate(sim.placed(kind, base), kind)
         sim.forget()
         steps[kind] = sim.step(kind, result, base)
     report = _report(inputs.techniques, sim.ctx, base, steps)
-    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report)
+    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report, match)
 
 
 def _kinds(techniques: tuple[Technique[Any], ...], ctx: TechniqueContext) -> list[str]:

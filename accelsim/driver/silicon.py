@@ -9,8 +9,11 @@ from typing import Any
 
 from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
+from accelsim.config.iso_area import shrinks
 from accelsim.config.loader import bundled_area_table
+from accelsim.driver.inputs import RunInputs
 from accelsim.energy.area import AreaBreakdown, area
+from accelsim.energy.iso_area import IsoAreaMatch, NoMatch, iso_area
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.energy.power import Silicon, power, tdp_problem
 from accelsim.errors import ConfigError, Problem
@@ -55,3 +58,22 @@ def silicon_of(
         file = display_path(hardware_file)
         raise ConfigError([Problem(file, "power.tdp_w", problem, hw.power.tdp_w)])
     return Silicon(chip, figures)
+
+
+def iso_area_match(inputs: RunInputs) -> IsoAreaMatch | None:
+    """The hardware the techniques' steps run on under ``run.iso_area`` (None when it
+    is off, or when the techniques add no hardware).
+
+    Raises:
+        ConfigError: at ``iso_area`` of the run file, when what shrinks cannot pay for
+            what the techniques add.
+    """
+    shrink = shrinks(inputs.run.iso_area)
+    hw, techniques = inputs.hardware, inputs.techniques
+    added = added_sram_kib(hw, techniques)
+    if shrink is None or not (inputs.extra_arrays or added):
+        return None
+    try:
+        return iso_area(hw, bundled_area_table(), shrink, inputs.extra_arrays, added)
+    except NoMatch as exc:
+        raise ConfigError.single(inputs.source, "iso_area", str(exc), inputs.run.iso_area) from None

@@ -222,6 +222,32 @@ def step_groups(result: TrainingResult) -> str:
     return _rows(rows) if rows else ""
 
 
+def step_silicon(result: TrainingResult) -> str:
+    """A line per technique step kind whose hardware's area is not the baseline's (a
+    technique's own units), and what an iso-area run shrank to pay for them; empty
+    when every step runs on the baseline's hardware."""
+    base = result.base.silicon
+    rows = [
+        (f"{kind} area", f"{step.silicon.area.total_mm2:,.1f} mm2 ({added:+,.1f} mm2)")
+        for kind, step in result.steps.items()
+        if base is not None and step.silicon is not None
+        for added in [step.silicon.area.total_mm2 - base.area.total_mm2]
+        if added
+    ]
+    match = result.iso_area
+    if match is not None:
+        rows.append(
+            (
+                "iso-area",
+                f"{match.shrinks.value} {match.before} -> {match.after} to pay for"
+                f" {match.added_mm2:,.2f} mm2 added: {match.matched_mm2:,.2f} mm2 against the"
+                f" baseline's {match.baseline_mm2:,.2f} (short by under"
+                f" {match.rounding_mm2:,.2g} mm2, the rounding)",
+            )
+        )
+    return _rows(rows) if rows else ""
+
+
 def training_table(training: TrainingReport) -> str:
     """A run's techniques against the baseline: each step kind's cost, each technique's
     own lines, the whole-training speedup beside its bound, the reductions, the

@@ -20,6 +20,9 @@ from accelsim.energy.power import Silicon
 
 KEYS = ("area_mm2", "power_w", "efficiency")
 """The top-level keys of ``summary.json`` this module writes."""
+RECORD_KEYS = (*KEYS, "iso_area")
+"""Those and the key of what an iso-area run shrank (the training result's): none of
+them a setting."""
 
 
 @dataclass(frozen=True)

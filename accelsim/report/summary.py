@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from accelsim.mapping.groups import ProcessorGroup
-from accelsim.report.silicon import KEYS as SILICON_KEYS
+from accelsim.report.silicon import RECORD_KEYS as SILICON_KEYS
 from accelsim.report.silicon import SiliconSummary, silicon_dict
 
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from accelsim.energy.iso_area import IsoAreaMatch
 from accelsim.report.result import RunResult
 
 BASE = "base"
@@ -357,14 +358,18 @@ class TrainingResult:
     base: RunResult
     steps: dict[str, RunResult]
     training: TrainingReport | None
+    iso_area: IsoAreaMatch | None = None
 
     def summary(self) -> dict[str, Any]:
         """The baseline step's summary, with the training report when there is one
         (under ``training``, after the keys of
-        :meth:`accelsim.report.summary.StepSummary.to_dict`)."""
+        :meth:`accelsim.report.summary.StepSummary.to_dict`), and what an iso-area run
+        shrank (under ``iso_area``)."""
         summary = self.base.summary()
         if self.training is not None:
             summary["training"] = self.training.to_dict()
+        if self.iso_area is not None:
+            summary["iso_area"] = self.iso_area.to_dict()
         return summary
 
     def to_dict(self) -> dict[str, Any]:
