@@ -96,8 +96,8 @@ def _array(
     hw: HardwareSpec, total: Callable[[HardwareSpec], float], baseline: float
 ) -> tuple[HardwareSpec, str, str, float]:
     a = hw.array
-    one_pe = total(_with_array(hw, a.rows, a.cols)) - total(_with_array(hw, a.rows, a.cols - 1))
-    per_pe = one_pe / a.rows
+    column = total(_with_array(hw, a.rows, a.cols)) - total(_with_array(hw, a.rows, a.cols - 1))
+    per_pe = column / a.rows  # of every array of the processors, with its wiring
     share = 1 - (total(hw) - baseline) / (per_pe * a.rows * a.cols)
     rows = math.floor(a.rows * math.sqrt(share)) if share > 0 else 0
     cols = _most(a.cols, lambda c: total(_with_array(hw, max(rows, 1), c)) <= baseline)

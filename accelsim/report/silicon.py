@@ -14,12 +14,31 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelsim.energy.power import Silicon
+if TYPE_CHECKING:  # the sweep's schema reads the column names without numpy
+    from accelsim.energy.power import Silicon
 
 KEYS = ("area_mm2", "power_w", "efficiency")
 """The top-level keys of ``summary.json`` this module writes."""
+SILICON_COLUMNS = (
+    "area_mm2",
+    "power_w",
+    "peak_power_w",
+    "samples_per_s_per_mm2",
+    "samples_per_s_per_w",
+    "samples_per_j",
+    "technique_area_mm2",
+    "technique_samples_per_s_per_mm2",
+    "technique_samples_per_j",
+)
+"""The columns of ``suite.csv`` and a sweep's points
+(:func:`accelsim.report.suite.silicon_row`): the baseline step's area, average and
+peak power and efficiency (``summary.json``'s ``area_mm2``, ``power_w``,
+``efficiency``); with techniques, the area of the hardware their steps run on (their
+units added, or shrunk to the baseline's by ``run.iso_area``), the whole training's
+samples per second per mm² of it (the baseline's rate times the speedup) and its
+samples per J (the baseline's over one less the energy reduction)."""
 RECORD_KEYS = (*KEYS, "iso_area")
 """Those and the key of what an iso-area run shrank (the training result's): none of
 them a setting."""
