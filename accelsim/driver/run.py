@@ -293,8 +293,7 @@ def simulate_graph(
     if compiled:
         trace = launched(trace, hw.timing.program_cycles())
     energy = estimate_energy(trace, hw, inputs.energy)
-    hw_file = inputs.run_file.hardware_path
-    silicon = silicon_of(hw_file, hw, trace, energy, extra_arrays, techniques)
+    silicon = silicon_of(inputs.source, hw, trace, energy, extra_arrays, techniques)
     settings = {
         "step": step,
         "convention": run.timing.convention.value,

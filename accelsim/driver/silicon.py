@@ -4,10 +4,8 @@ checked against the hardware's TDP."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from accelsim.config.files import display_path
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.iso_area import shrinks
 from accelsim.config.loader import bundled_area_table
@@ -16,7 +14,7 @@ from accelsim.energy.area import AreaBreakdown, area
 from accelsim.energy.iso_area import IsoAreaMatch, NoMatch, iso_area
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.energy.power import Silicon, power, tdp_problem
-from accelsim.errors import ConfigError, Problem
+from accelsim.errors import ConfigError
 from accelsim.mapping.units import ArrayUnit
 from accelsim.techniques.base import GraphRewriter, Technique
 from accelsim.timing.trace import Trace
@@ -38,7 +36,7 @@ def chip_area(
 
 
 def silicon_of(
-    hardware_file: Path,
+    source: str,
     hw: HardwareSpec,
     trace: Trace,
     energy: EnergyBreakdown,
@@ -48,15 +46,15 @@ def silicon_of(
     """The step's area and power on ``hw`` (with what ``techniques`` add).
 
     Raises:
-        ConfigError: at ``power.tdp_w`` of ``hardware_file``, when the step's average
-            power exceeds it and ``power.on_exceed`` is ``error``.
+        ConfigError: at ``hardware.power.tdp_w`` of the run file ``source`` (which the
+            driver blames on the override that set it, if one did), when the step's
+            average power exceeds it and ``power.on_exceed`` is ``error``.
     """
     chip = chip_area(hw, extra_arrays, techniques)
     figures = power(trace, energy, chip, hw, bundled_area_table())
     problem = tdp_problem(figures, hw.power.on_exceed)
     if problem is not None:
-        file = display_path(hardware_file)
-        raise ConfigError([Problem(file, "power.tdp_w", problem, hw.power.tdp_w)])
+        raise ConfigError.single(source, "hardware.power.tdp_w", problem, hw.power.tdp_w)
     return Silicon(chip, figures)
 
 

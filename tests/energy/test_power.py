@@ -58,7 +58,7 @@ def test_tdp_refused_or_reported() -> None:
     with pytest.raises(ConfigError) as caught:
         accelsim.simulate(MLP, overrides=["power.tdp_w=1"])
     (problem,) = caught.value.problems
-    assert problem.path == "power.tdp_w"
+    assert (problem.file, problem.path) == ("--set", "power.tdp_w")  # where it was set
     assert problem.message.startswith("the step's average power, 24.73 W, exceeds it;")
     assert problem.message.endswith("set power.on_exceed: report to simulate it anyway")
     result = accelsim.simulate(MLP, overrides=["power.tdp_w=1", "power.on_exceed=report"])
