@@ -36,7 +36,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from accelsim.driver.inputs import load_inputs, resolved_config
     from accelsim.driver.run import simulate_training
     from accelsim.report import writer
-    from accelsim.report.console import step_groups, summary_table, training_table
+    from accelsim.report.console import (
+        step_groups,
+        step_silicon,
+        summary_table,
+        training_table,
+    )
 
     inputs = load_inputs(args.run_file, parse_sets(args.sets))
     if args.memory_only:
@@ -69,9 +74,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         # The technique's steps and speedup lead; the baseline is what they compare to.
         with cli_sweep.printing(directory):
             print(training_table(result.training))
-            placed = step_groups(result)
-            if placed:
-                print(placed)
+            for lines in (step_groups(result), step_silicon(result)):
+                if lines:
+                    print(lines)
             print("\nbaseline step (no technique applied):")
     elif _one_of_many(inputs):
         print(

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from accelsim.config.area import AreaTable
 from accelsim.config.base import Spec
 from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
@@ -43,6 +44,13 @@ UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("_pj_per_byte", "pJ/byte"),
     ("_pj_per_bit", "pJ/bit"),
     ("_mw_per_kib", "mW/KiB"),
+    ("_mw_per_mm2", "mW/mm²"),
+    ("_mm2_per_gb_s", "mm²/(GB/s)"),
+    ("_um2_per_bit", "µm²/bit"),
+    ("_um2", "µm²"),
+    ("_mm2", "mm²"),
+    ("_nm", "nm"),
+    ("tdp_w", "W"),
     ("_bytes", "bytes"),
     ("_kib", "KiB"),
     ("_gib", "GiB"),
@@ -58,6 +66,7 @@ FILES: tuple[tuple[str, str, type[Spec]], ...] = (
     ("Run file", "in `configs/runs/*.yaml`", RunSpec),
     ("Hardware file", "in `configs/hardware/*.yaml`", HardwareSpec),
     ("Energy table", "in `configs/energy/*.yaml`", EnergyTable),
+    ("Area table", "in `configs/area/*.yaml`", AreaTable),
     ("Workload file", "in `workloads/*.yaml`", Workload),
     ("Suite file", "in `configs/suites/*.yaml`", SuiteSpec),
     ("Sweep file", "in `configs/sweeps/*.yaml`", SweepSpec),

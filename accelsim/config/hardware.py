@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from accelsim.config.area import PowerSpec, TechnologyNm
 from accelsim.config.base import (
     Convention,
     DataflowField,
@@ -381,6 +382,19 @@ class HardwareSpec(Spec):
         default_factory=ChipTimingSpec,
         exclude_if=lambda v: v == _default(ChipTimingSpec),
         description="Fixed timing costs of the chip and its runtime.",
+    )
+
+    technology_nm: TechnologyNm = Field(
+        default=45,
+        exclude_if=lambda v: v == 45,
+        description="Technology node of the chip's logic and SRAM, nm: the area model"
+        " scales its coefficients to it (docs/model/area_power.md).",
+    )
+    power: PowerSpec = Field(
+        default_factory=PowerSpec,
+        exclude_if=lambda v: v == _default(PowerSpec),
+        description="The power budget (tdp_w), what a run over it does, and the window"
+        " peak power is measured over.",
     )
 
     calibrated_under: CalibratedUnder = Field(

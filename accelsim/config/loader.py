@@ -9,6 +9,7 @@ the value was written.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import BaseModel
 
+from accelsim.config.area import AreaTable
 from accelsim.config.energy import EnergyTable
 from accelsim.config.files import display_path as display_path
 from accelsim.config.files import read_text
@@ -26,6 +28,7 @@ from accelsim.config.overrides import Override as Override
 from accelsim.config.validate import validate_data
 from accelsim.config.yaml_limits import MAX_DEPTH, flow_depth, size_problem
 from accelsim.errors import ConfigError, InputError, Problem, printable
+from accelsim.resources import bundled_path
 
 if TYPE_CHECKING:
     from accelsim.config.suite import SuiteSpec
@@ -268,6 +271,21 @@ def load_energy(path: Path, overrides: list[Override] | None = None) -> EnergyTa
     """Load and validate an energy table file, with optional overrides."""
     table, _ = load_energy_with_origins(path, overrides or [])
     return table
+
+
+AREA_TABLE = "configs/area/area45.yaml"
+"""The area table every run uses (bundled: :func:`~accelsim.resources.bundled_path`)."""
+
+
+def load_area(path: Path) -> AreaTable:
+    """Load and validate an area table file (``configs/area/``)."""
+    return validate_data(AreaTable, read_yaml(path), display_path(path))
+
+
+@functools.cache
+def bundled_area_table() -> AreaTable:
+    """:data:`AREA_TABLE`, loaded once per process."""
+    return load_area(bundled_path(AREA_TABLE))
 
 
 def load_energy_with_origins(

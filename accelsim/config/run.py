@@ -34,6 +34,7 @@ from accelsim.config.enums import OptimizerKind as OptimizerKind
 from accelsim.config.enums import PsumPolicy as PsumPolicy
 from accelsim.config.enums import RunMode as RunMode
 from accelsim.config.enums import StridedDx as StridedDx
+from accelsim.config.iso_area import IsoArea
 from accelsim.config.parallel import ParallelSpec
 from accelsim.config.symmetry import Symmetry
 
@@ -298,6 +299,14 @@ class RunSpec(Spec):
         default=0,
         description="Seeds the random patterns techniques draw (tile masks); the baseline"
         " has no random effects.",
+    )
+    iso_area: IsoArea = Field(
+        default=False,
+        exclude_if=lambda v: v is False,
+        description="Run the techniques' steps on hardware of the baseline's area: true or"
+        " array shrinks the main array (rows and columns), sram its operand buffers, to"
+        " pay for the hardware the techniques add (ADA-GP's predictor array and SRAM);"
+        " false: their hardware is added. The baseline step keeps the hardware file's.",
     )
     on_capacity: Annotated[OnCapacity, Field(strict=False)] = Field(
         default=OnCapacity.ERROR,

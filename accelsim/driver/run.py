@@ -18,6 +18,7 @@ from accelsim.config.symmetry import Symmetry
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import tensor_degree, tensor_plan
+from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -325,6 +326,7 @@ def simulate_graph(
     if compiled:
         trace = launched(trace, hw.timing.program_cycles())
     energy = estimate_energy(trace, hw, inputs.energy)
+    silicon = silicon_of(inputs.source, hw, trace, energy, extra_arrays, techniques)
     settings = {
         "step": step,
         "convention": run.timing.convention.value,
@@ -360,6 +362,7 @@ def simulate_graph(
         energy,
         workload.source,
         tuple(workload.notes or ()),
+        silicon,
     )
     utilization = result.utilization()
     if not 0 <= utilization <= 1:
@@ -449,13 +452,17 @@ def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     sim.base = base
     if not inputs.techniques:
         return TrainingResult(base, {}, None, memory)
+    match = iso_area_match(inputs)
+    if match is not None:  # the techniques' steps on the shrunk hardware
+        sim = _Run(dataclasses.replace(inputs, hardware=match.hardware), progress)
+        sim.base = base
     steps: dict[str, SimulatedStep] = {}
     for kind in _kinds(inputs.techniques, sim.ctx):
         result = sim.simulate(sim.placed(kind, base), kind)
         sim.forget()
         steps[kind] = sim.step(kind, result, base)
     report = _report(inputs.techniques, sim.ctx, base, steps)
-    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report, memory)
+    return TrainingResult(base, {k: s.result for k, s in steps.items()}, report, memory, match)
 
 
 def _kinds(techniques: tuple[Technique[Any], ...], ctx: TechniqueContext) -> list[str]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelsim.mapping.groups import described
 from accelsim.report.means import geometric_mean, saving_mean
+from accelsim.report.silicon import silicon_rows
 from accelsim.report.summary import StepSummary
 from accelsim.report.training import BASE, TrainingReport, TrainingResult
 from accelsim.units import bytes_to_gb, pj_to_mj, plural
@@ -78,6 +79,7 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
         (f"  {name}", f"{pj_to_mj(pj):.3f} mJ  ({pj / max(energy.total, 1e-30) * 100:.1f} %)")
         for name, pj in energy.by_component.items()
     ]
+    rows += silicon_rows(s.silicon, s.design.other_keys.get("technology_nm"))
     return _rows(rows)
 
 
@@ -221,6 +223,32 @@ def step_groups(result: TrainingResult) -> str:
         for kind, placed in ((kind, step.groups()) for kind, step in result.steps.items())
         if placed and placed != base
     ]
+    return _rows(rows) if rows else ""
+
+
+def step_silicon(result: TrainingResult) -> str:
+    """A line per technique step kind whose hardware's area is not the baseline's (a
+    technique's own units), and what an iso-area run shrank to pay for them; empty
+    when every step runs on the baseline's hardware."""
+    base = result.base.silicon
+    rows = [
+        (f"{kind} area", f"{step.silicon.area.total_mm2:,.1f} mm2 ({added:+,.1f} mm2)")
+        for kind, step in result.steps.items()
+        if base is not None and step.silicon is not None
+        for added in [step.silicon.area.total_mm2 - base.area.total_mm2]
+        if added
+    ]
+    match = result.iso_area
+    if match is not None:
+        rows.append(
+            (
+                "iso-area",
+                f"{match.shrinks.value} {match.before} -> {match.after} to pay for"
+                f" {match.added_mm2:,.2f} mm2 added: {match.matched_mm2:,.2f} mm2 against the"
+                f" baseline's {match.baseline_mm2:,.2f} (short by under"
+                f" {match.rounding_mm2:,.2g} mm2, the rounding)",
+            )
+        )
     return _rows(rows) if rows else ""
 
 

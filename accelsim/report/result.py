@@ -19,6 +19,7 @@ from accelsim.config.design import design_key, design_values
 from accelsim.config.hardware import HardwareSpec
 from accelsim.counts import exact_total
 from accelsim.energy.model import EnergyBreakdown
+from accelsim.energy.power import Silicon
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TensorKey, VectorOp
@@ -26,6 +27,7 @@ from accelsim.mapping.groups import ProcessorGroup, processor_groups
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
 from accelsim.report.communication import by_collective
+from accelsim.report.silicon import SiliconSummary
 from accelsim.report.simulated import SimulatedProcessors
 from accelsim.report.summary import (
     NAMED_DESIGN_KEYS,
@@ -110,6 +112,7 @@ class RunResult:
     energy: EnergyBreakdown
     workload_source: str = ""
     workload_notes: tuple[str, ...] = ()
+    silicon: Silicon | None = None
 
     @property
     def hardware(self) -> HardwareSpec:
@@ -325,7 +328,15 @@ class RunResult:
             communication=by_collective(self.graph, trace),
             groups=self.groups(),
             symmetry=SimulatedProcessors.of(trace.copies),
+            silicon=self._silicon_summary(),
         )
+
+    def _silicon_summary(self) -> SiliconSummary | None:
+        silicon = self.silicon
+        if silicon is None:
+            return None
+        seconds = cycles_to_seconds(self.total_cycles, self.hardware.clock_mhz)
+        return SiliconSummary.of(silicon, self.batch_size, seconds, self.energy.total_pj)
 
     def groups(self) -> tuple[ProcessorGroup, ...]:
         """The placed step's processor groups and their spans on the topology

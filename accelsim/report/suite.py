@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelsim.energy.model import COMPONENTS
+from accelsim.report.silicon import SILICON_COLUMNS as SILICON_COLUMNS
 from accelsim.report.training import TrainingResult
 
 BASE_COLUMNS = (
@@ -25,6 +26,32 @@ BASE_COLUMNS = (
     "energy_pj",
     *(f"energy_{name}_pj" for name in COMPONENTS),
 )
+
+
+def silicon_row(result: TrainingResult) -> dict[str, float]:
+    """The :data:`SILICON_COLUMNS` of ``result`` (the technique's only with techniques)."""
+    silicon = result.base.step_summary().silicon
+    if silicon is None:
+        return {}
+    rate = silicon.efficiency
+    row = {
+        "area_mm2": silicon.area_mm2["total"],
+        "power_w": silicon.power_w.average,
+        "peak_power_w": silicon.power_w.peak,
+        "samples_per_s_per_mm2": rate["samples_per_s_per_mm2"],
+        "samples_per_s_per_w": rate["samples_per_s_per_w"],
+        "samples_per_j": rate["samples_per_j"],
+    }
+    training = result.training
+    areas = [s.silicon.area.total_mm2 for s in result.steps.values() if s.silicon is not None]
+    if training is None or not areas:
+        return row
+    area = max(areas)
+    return row | {
+        "technique_area_mm2": area,
+        "technique_samples_per_s_per_mm2": rate["samples_per_s"] * training.speedup / area,
+        "technique_samples_per_j": rate["samples_per_j"] / (1 - training.energy_reduction),
+    }
 
 
 def suite_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -61,6 +88,7 @@ def suite_row(model: str, result: TrainingResult) -> dict[str, Any]:
         "energy_pj": round(s.energy_pj.total, 3),
         **{f"energy_{k}_pj": round(v, 3) for k, v in s.energy_pj.by_component.items()},
     }
+    row |= silicon_row(result)
     if result.training is not None:
         row |= result.training.flat()
     return row

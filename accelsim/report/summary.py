@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from accelsim.mapping.groups import ProcessorGroup
+from accelsim.report.silicon import RECORD_KEYS as SILICON_KEYS
+from accelsim.report.silicon import SiliconSummary, silicon_dict
 from accelsim.report.simulated import SimulatedProcessors
 
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
@@ -399,6 +401,7 @@ class StepSummary:
     communication: Mapping[str, CommunicationSummary] = field(default_factory=dict)
     groups: tuple[ProcessorGroup, ...] = ()
     symmetry: SimulatedProcessors | None = None
+    silicon: SiliconSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -434,6 +437,7 @@ class StepSummary:
             "communication": {kind: c.to_dict() for kind, c in self.communication.items()},
             "groups": [group.to_dict() for group in self.groups],
             **({"symmetry": self.symmetry.to_dict()} if self.symmetry is not None else {}),
+            **silicon_dict(self.silicon),
         }
 
     @classmethod
@@ -454,7 +458,8 @@ class StepSummary:
         settings = {
             key: _get(data, key, str)
             for key in data
-            if key not in names and key not in (TRAINING_KEY, VERSION_KEY, PROVENANCE_KEY)
+            if key not in names
+            and key not in (TRAINING_KEY, VERSION_KEY, PROVENANCE_KEY, *SILICON_KEYS)
         }
         busy = _get(data, "busy_cycles", dict)
         return cls(
@@ -495,4 +500,5 @@ class StepSummary:
                 for g in _check(data.get("groups", []), "groups", list)
             ),
             symmetry=SimulatedProcessors.read(data),
+            silicon=SiliconSummary.read(data),
         )

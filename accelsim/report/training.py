@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from accelsim.energy.iso_area import IsoAreaMatch
 from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.report.result import RunResult
 
@@ -359,17 +360,21 @@ class TrainingResult:
     steps: dict[str, RunResult]
     training: TrainingReport | None
     memory: MemoryBreakdown | None = None
+    iso_area: IsoAreaMatch | None = None
 
     def summary(self) -> dict[str, Any]:
         """The baseline step's summary, with the training report when there is one
         (under ``training``, after the keys of
-        :meth:`accelsim.report.summary.StepSummary.to_dict`) and a processor's memory
-        by class when the run has a parallel plan (under ``memory``)."""
+        :meth:`accelsim.report.summary.StepSummary.to_dict`), a processor's memory
+        by class when the run has a parallel plan (under ``memory``), and what an
+        iso-area run shrank (under ``iso_area``)."""
         summary = self.base.summary()
         if self.training is not None:
             summary["training"] = self.training.to_dict()
         if self.memory is not None:
             summary["memory"] = self.memory.to_dict()
+        if self.iso_area is not None:
+            summary["iso_area"] = self.iso_area.to_dict()
         return summary
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.config.design import design_columns
+from accelsim.report.silicon import SILICON_COLUMNS
 
 STORE_NAME = "store.sqlite"
 POINTS_DIR = "points"
@@ -70,6 +71,7 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("dram_write_bytes", "INTEGER"),
     ("interconnect_bytes", "INTEGER"),
     ("energy_pj", "REAL"),
+    *((name, "REAL") for name in SILICON_COLUMNS),
 )
 # Bookkeeping columns: identical across executors except the timings.
 STATUS_COLUMNS: tuple[tuple[str, str], ...] = (

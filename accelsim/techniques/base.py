@@ -208,6 +208,11 @@ class GraphRewriter(Technique[C]):
         (none unless it brings its own)."""
         return ()
 
+    def extra_sram_kib(self, hw: HardwareSpec) -> float:
+        """KiB of SRAM it adds to every processor beside its array units' operand
+        buffers, which the area model counts as its own (none unless it brings some)."""
+        return 0.0
+
     def packed_weight_gradients(self, load: LoadContext) -> frozenset[str]:
         """Layers whose weight-gradient GEMM its rewrite packs (drops rows or columns of
         and moves the kept ones together): a technique that indexes that GEMM by the

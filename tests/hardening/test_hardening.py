@@ -923,7 +923,7 @@ MLP_SHOWN = display_path(SMOKE.parent / "../../workloads/mlp.yaml")
 TECHNIQUES = "approximate_dropout, gpipe, gradient_prediction, gradient_skipping, layerpipe"
 HARDWARE_KEYS = (
     "array, buffers, calibrated_under, clock_mhz, description, dram, interconnect, mapping,"
-    " name, processors, timing, vector_unit, word_bytes"
+    " name, power, processors, technology_nm, timing, vector_unit, word_bytes"
 )
 
 

@@ -77,6 +77,9 @@ SMOKE_KEYS = [
     "owners",
     "communication",
     "groups",
+    "area_mm2",
+    "power_w",
+    "efficiency",
 ]
 
 
@@ -102,6 +105,8 @@ def conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, hint) and all_fields_conform(value)
     if hint is int:
         return type(value) is int
+    if hint is bool:
+        return type(value) is bool
     if hint is float:
         return isinstance(value, float)
     if hint is str:
@@ -155,7 +160,9 @@ def test_to_dict_is_the_written_summary_json(tmp_path: Path) -> None:
     assert summary.schema_version == SCHEMA_VERSION == written["schema_version"] == 2
     # symmetry: only a step simulated on one processor of each role has it
     # (tests/timing/test_symmetry.py).
-    assert {f.name for f in fields(StepSummary)} - {"settings", "symmetry"} <= set(written)
+    assert {f.name for f in fields(StepSummary)} - {"settings", "symmetry", "silicon"} <= set(
+        written
+    )
     assert (
         list(summary.settings)
         == SMOKE_KEYS[SMOKE_KEYS.index("design") + 1 : SMOKE_KEYS.index("clock_mhz")]
@@ -205,7 +212,8 @@ def test_fields_have_their_declared_types() -> None:
     record = summary.to_dict()
     hints = get_type_hints(StepSummary)
     for f in fields(StepSummary):
-        if f.name in ("settings", "git_commit", "symmetry"):  # symmetry: not on one processor
+        # symmetry: not on one processor
+        if f.name in ("settings", "git_commit", "symmetry", "silicon"):
             continue
         value, hint = record[f.name], hints[f.name]
         if hint in (int, float, str):

@@ -135,6 +135,10 @@ class GradientPrediction(
         sizes = (kib_to_bytes(a.ifmap_kib), kib_to_bytes(a.filter_kib), kib_to_bytes(a.ofmap_kib))
         return (ArrayUnit(PREDICTOR, spec, *sizes),)
 
+    def extra_sram_kib(self, hw: HardwareSpec) -> float:
+        """The predictor's weight SRAM (either placement)."""
+        return self.config.array.weights_kib
+
     def step_kinds(self, ctx: TechniqueContext) -> Sequence[str]:
         return ("bp", "gp")
 
