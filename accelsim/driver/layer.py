@@ -170,6 +170,7 @@ def simulate_layer(
         DEFAULT_CHUNKS_PER_OP,
         fold_overlap=fold_overlap,
         group_cycles=DEFAULT_GROUP_CYCLES,
+        energy=table,
     )
     trace = simulate_single_op(graph, costs, machine)
     energy = estimate_energy(trace, hw, table)

@@ -228,7 +228,10 @@ class GemmOp:
     ``part`` is which share of a GEMM whose rows are split between two processors
     it is (:func:`~accelsim.graph.passes.split_gemms`: 0 the moved rows, 1 the rest,
     :data:`WHOLE` for an unsplit GEMM).  ``tile_sources`` is empty, or per operand
-    (A, B) the op whose tiles it takes on chip (:data:`NO_TILES`: none).
+    (A, B) the op whose tiles it takes on chip (:data:`NO_TILES`: none).  ``groups``
+    is the channel groups of the convolution it computes (1 for any other GEMM; a
+    depthwise convolution's is its channels): each of its ``count`` GEMMs is one
+    group's (or a share of one), which the mapper may run on the vector unit.
     """
 
     op_id: int
@@ -253,6 +256,7 @@ class GemmOp:
     owner: str = CORE
     part: int = WHOLE
     tile_sources: tuple[int, ...] = ()
+    groups: int = 1
 
     @property
     def macs(self) -> int:

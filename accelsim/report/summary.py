@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from accelsim.mapping.groups import ProcessorGroup
+from accelsim.report.mapping_summary import MappingSummary
 
 # 2: ``accelsim_version``, ``git_commit`` and the numeric ``design`` knobs added; the
 # DRAM model, its channels and its own parameters joined ``design`` later, and then every
@@ -396,6 +397,7 @@ class StepSummary:
     owners: Mapping[str, WorkSummary] = field(default_factory=dict)
     communication: Mapping[str, CommunicationSummary] = field(default_factory=dict)
     groups: tuple[ProcessorGroup, ...] = ()
+    mapping: MappingSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -430,6 +432,7 @@ class StepSummary:
             "owners": {name: work.to_dict() for name, work in self.owners.items()},
             "communication": {kind: c.to_dict() for kind, c in self.communication.items()},
             "groups": [group.to_dict() for group in self.groups],
+            **({"mapping": self.mapping.to_dict()} if self.mapping else {}),
         }
 
     @classmethod
@@ -490,4 +493,5 @@ class StepSummary:
                 ProcessorGroup.from_dict(_check(g, "groups[]", dict))
                 for g in _check(data.get("groups", []), "groups", list)
             ),
+            mapping=MappingSummary.read(data.get("mapping")),
         )
