@@ -182,3 +182,11 @@ def test_dataflows_must_hold_the_dataflow(run_file: Path) -> None:
     with pytest.raises(ConfigError) as excinfo:
         accelsim.simulate(run_file, ["array.dataflows=[ws, ws]"])
     assert "array.dataflows: names a dataflow twice (got ['ws', 'ws'])" in str(excinfo.value)
+
+
+def test_both_engines_time_a_gemm_on_the_vector_unit_alike(run_file: Path) -> None:
+    sets = [*SMALL, *SEARCH, "array.dataflows=[ws, os, is]"]
+    simpy = accelsim.simulate(run_file, [*sets, "timing.engine=simpy"]).base
+    compiled = accelsim.simulate(run_file, [*sets, "timing.engine=compiled"]).base
+    assert compiled.ops_csv() == simpy.ops_csv()
+    assert "vector" in {r["unit"] for r in simpy.op_rows() if r["kind"] == "gemm"}
