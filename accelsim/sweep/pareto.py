@@ -85,15 +85,27 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
-def axis_label(key: str) -> tuple[float, str]:
-    """The factor a metric's values are drawn at and its axis label: the derived
-    metrics in ms and mJ per sample, any other column in its own unit
+TIME_UNITS = ((1.0, "s"), (1e3, "ms"), (1e6, "µs"))
+ENERGY_UNITS = ((1e-12, "J"), (1e-9, "mJ"), (1e-6, "µJ"))
+"""The units the derived metrics are drawn in (the factor from seconds or pJ), the
+first in which the largest value drawn is at least 1."""
+
+
+def axis_label(key: str, values: Sequence[float]) -> tuple[float, str]:
+    """The factor metric ``key``'s ``values`` are drawn at and its axis label: the
+    derived metrics per sample in the unit of :data:`TIME_UNITS` or
+    :data:`ENERGY_UNITS` that suits them, any other column as stored, in its own unit
     (:func:`~accelsim.sweep.collect.column_unit`)."""
     from accelsim.sweep.collect import column_unit
 
-    if key == SECONDS_PER_SAMPLE:
-        return 1e3, "time per sample (ms)"
-    if key == ENERGY_PER_SAMPLE:
-        return 1e-9, "energy per sample (mJ)"
+    derived = {
+        SECONDS_PER_SAMPLE: ("time", TIME_UNITS),
+        ENERGY_PER_SAMPLE: ("energy", ENERGY_UNITS),
+    }
+    if key in derived:
+        what, units = derived[key]
+        largest = max(values, default=0.0)
+        factor, unit = next(((f, u) for f, u in units if largest * f >= 1), units[-1])
+        return factor, f"{what} per sample ({unit})"
     unit = column_unit(key)
     return 1.0, f"{key} ({unit})" if unit else key

@@ -316,11 +316,13 @@ def plot_pareto(fig: Figure) -> Any:
     by their varying axes in a key below the axes, the dominated points faint."""
     rows = fig.rows
     x_key, y_key = fig.x_key or pareto.SECONDS_PER_SAMPLE, fig.y_key or pareto.ENERGY_PER_SAMPLE
-    (x_scale, x_label), (y_scale, y_label) = (pareto.axis_label(k) for k in (x_key, y_key))
-    points = [
-        (x_scale * pareto.metric(r, x_key, "--x"), y_scale * pareto.metric(r, y_key, "--y"))
-        for r in rows
-    ]
+    xs = [pareto.metric(r, x_key, "--x") for r in rows]
+    ys = [pareto.metric(r, y_key, "--y") for r in rows]
+    (x_scale, x_label), (y_scale, y_label) = (
+        pareto.axis_label(x_key, xs),
+        pareto.axis_label(y_key, ys),
+    )
+    points = [(x_scale * x, y_scale * y) for x, y in zip(xs, ys, strict=True)]
     front = pareto.pareto_front(points)
     named = _spread(front, PARETO_LABELS)
     keys = fig.varying()

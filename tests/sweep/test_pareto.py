@@ -11,7 +11,13 @@ import pytest
 from accelsim.cli import main
 from accelsim.errors import InputError
 from accelsim.sweep.executors import Executor
-from accelsim.sweep.pareto import ENERGY_PER_SAMPLE, SECONDS_PER_SAMPLE, metric, pareto_front
+from accelsim.sweep.pareto import (
+    ENERGY_PER_SAMPLE,
+    SECONDS_PER_SAMPLE,
+    axis_label,
+    metric,
+    pareto_front,
+)
 from accelsim.sweep.plan import plan_sweep
 from accelsim.sweep.run import run_sweep
 from tests.sweep.test_sweep import sweep_file
@@ -74,3 +80,13 @@ def test_plot_any_two_columns(tmp_path: Path) -> None:
     )
     assert (tmp_path / "b.svg").read_bytes().startswith(b"<?xml")
     assert main([*plot, "--y", "workload"]) == 2
+
+
+def test_axis_units_suit_the_values() -> None:
+    assert axis_label(SECONDS_PER_SAMPLE, [17.1e-6, 2.8e-5]) == (1e6, "time per sample (µs)")
+    assert axis_label(SECONDS_PER_SAMPLE, [0.0144]) == (1e3, "time per sample (ms)")
+    assert axis_label(SECONDS_PER_SAMPLE, [1.5]) == (1.0, "time per sample (s)")
+    assert axis_label(ENERGY_PER_SAMPLE, [3.1e8]) == (1e-6, "energy per sample (µJ)")
+    assert axis_label(ENERGY_PER_SAMPLE, [4.3e10]) == (1e-9, "energy per sample (mJ)")
+    assert axis_label("dram_bytes", [1e9]) == (1.0, "dram_bytes (bytes)")
+    assert axis_label("macs", [1e9]) == (1.0, "macs (multiply-accumulates per step)")
