@@ -172,7 +172,7 @@ def test_a_search_with_one_choice_moves_nothing() -> None:
         r["compute_cycles"] for r in plain.op_rows()
     ]
     assert searched.step_summary().mapping is not None
-    assert searched.step_summary().mapping.moved == 0  # type: ignore[union-attr]
+    assert searched.step_summary().mapping.moved == 0
 
 
 def test_dataflows_must_hold_the_dataflow(run_file: Path) -> None:
