@@ -53,6 +53,14 @@ class MappingSummary:
             dataflows={d.value: int(np.sum(flows == code)) for d, code in DATAFLOW_CODE.items()},
         )
 
+    def described(self) -> str:
+        """The console's line: how many GEMMs moved, to where."""
+        flows = ", ".join(f"{count} {name}" for name, count in self.dataflows.items() if count)
+        return (
+            f"{self.moved} of {self.gemms} GEMMs moved: {self.vector_unit} on the vector unit,"
+            f" {flows or 'none'} on the array, {self.transposed} transposed"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The ``mapping`` record."""
         counts = {name: getattr(self, name) for name in _COUNTS}

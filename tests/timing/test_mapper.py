@@ -20,6 +20,7 @@ import pytest
 
 import accelsim
 from accelsim.errors import ConfigError
+from accelsim.report.console import summary_table
 from accelsim.report.mapping_summary import MappingSummary
 from accelsim.report.summary import StepSummary
 from tests.conftest import ROOT
@@ -151,6 +152,8 @@ def test_summary_counts_the_moved_gemms(run_file: Path) -> None:
     record = json.loads(json.dumps(result.base.summary()))
     assert record["mapping"]["vector_unit"] == 2
     assert StepSummary.from_dict(record).mapping == expected
+    line = f"{expected.moved} of {len(rows)} GEMMs moved: 2 on the vector unit,"
+    assert line in summary_table(summary)
 
 
 def test_no_search_changes_nothing(run_file: Path) -> None:
