@@ -193,3 +193,17 @@ def test_both_engines_time_a_gemm_on_the_vector_unit_alike(run_file: Path) -> No
     compiled = accelsim.simulate(run_file, [*sets, "timing.engine=compiled"]).base
     assert compiled.ops_csv() == simpy.ops_csv()
     assert "vector" in {r["unit"] for r in simpy.op_rows() if r["kind"] == "gemm"}
+
+
+def test_a_layer_query_reports_the_dataflow_the_mapper_chose(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from accelsim.cli import main
+
+    hardware = str(ROOT / "configs" / "hardware" / "default.yaml")
+    sets = ["array.rows=8", "array.cols=8", "mapping.search=per_layer", "array.dataflows=[ws, os]"]
+    args = ["layer", "--hardware", hardware, "--gemm", "16", "8", "72", "--json"]
+    assert main([*args, *(a for s in sets for a in ("--set", s))]) == 0
+    record = json.loads(capsys.readouterr().out)
+    # 2 row folds of T = 72 (output stationary) against weight stationary's 9 of T = 16.
+    assert (record["array"]["dataflow"], record["compute_cycles"]) == ("os", 2 * (22 + 72))
