@@ -30,7 +30,7 @@ OFFERED = "array.dataflows=[ws, os, is]"
 
 def suite_models() -> list[str]:
     """The fourteen models' names, in the suite file's order."""
-    from accelsim.config.loader import read_yaml
+    from accelsim import read_yaml
 
     return [str(m["name"]) for m in read_yaml(SUITE)["models"]]
 
