@@ -165,8 +165,7 @@ def op_costs(
                 z, table, index, conv, psums, chunks_per_op, fold_overlap, chip, grouped
             )
             if chosen is not None:
-                first = mapper.candidates(chip.search)[0]  # type: ignore[arg-type]
-                mapping = mapper.OpMapping.of(n_ops, table.op_index, chosen, first)
+                mapping = mapper.OpMapping.of(n_ops, table.op_index, chosen)
 
     _cost_vectors(z, graph, machine.hardware.vector_unit, chunks_per_op, schedule.reuse, chip)
     _cost_links(z, graph)

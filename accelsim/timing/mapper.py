@@ -52,10 +52,11 @@ class Candidate:
 @dataclass(frozen=True)
 class Chosen:
     """The search's result for one array unit's GEMMs: their cost columns under the
-    mappings chosen, and per GEMM the chosen mapping's fields (arrays in the table's
-    order)."""
+    mappings chosen, per GEMM the chosen mapping's fields (arrays in the table's
+    order), and the mapping without a search (``first``)."""
 
     columns: Columns
+    first: Candidate
     dataflow: np.ndarray
     transposed: np.ndarray  # bool
     fewest_reads: np.ndarray  # bool
@@ -104,6 +105,7 @@ def search(
     chosen = {name: np.stack([c[name] for c in columns])[best, rows] for name in given}
     return Chosen(
         chosen,
+        tried[0],
         dataflow=np.asarray([c.dataflow for c in tried], np.int64)[best],
         transposed=np.asarray([c.transposed for c in tried], np.bool_)[best],
         fewest_reads=np.asarray([c.fewest_reads for c in tried], np.bool_)[best],
@@ -252,9 +254,9 @@ class OpMapping:
     moved: np.ndarray
 
     @classmethod
-    def of(cls, n_ops: int, op_index: np.ndarray, chosen: Chosen, first: Candidate) -> OpMapping:
-        """The record of ``n_ops`` ops, the GEMMs at ``op_index`` mapped as ``chosen``
-        (``first``: the mapping without a search)."""
+    def of(cls, n_ops: int, op_index: np.ndarray, chosen: Chosen) -> OpMapping:
+        """The record of ``n_ops`` ops, the GEMMs at ``op_index`` mapped as ``chosen``."""
+        first = chosen.first
         fields = {
             "searched": np.zeros(n_ops, np.bool_),
             "dataflow": np.full(n_ops, -1, np.int64),
