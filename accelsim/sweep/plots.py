@@ -65,10 +65,6 @@ def _ms(row: Row) -> float:
     return 1e3 * float(row["seconds"])
 
 
-def _mj(row: Row) -> float:
-    return float(row["energy_pj"]) / 1e9
-
-
 def _step(rows: Sequence[Row]) -> str:
     """What the points' time and energy columns measure: with a technique, the
     baseline step (the technique's own numbers are its speedup and saving)."""
