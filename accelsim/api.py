@@ -118,6 +118,7 @@ def plot_sweep(
     by: str | None = None,
     baseline: tuple[str, Any] | None = None,
     x: str | None = None,
+    y: str | None = None,
     size: str = "page",
     output: str | Path | None = None,
 ) -> Path:
@@ -129,8 +130,8 @@ def plot_sweep(
     {"gradient_prediction": {}}}``, as the sweep file writes it, or
     ``{"techniques": "gradient_prediction"}``); ``labels`` shows an axis or a value as
     another text (``{"gradient_prediction": "ADA-GP", "array.rows": "array height"}``);
-    ``by``, ``baseline``, ``x`` and ``size`` (``page`` or ``column``) are the options of
-    the same names.
+    ``by``, ``baseline``, ``x``, ``y`` and ``size`` (``page`` or ``column``) are the
+    options of the same names.
 
     Raises:
         InputError: for an unknown kind or size, options that choose no point or name
@@ -155,6 +156,7 @@ def plot_sweep(
         by=by,
         baseline=baseline,
         x_key=x,
+        y_key=y,
         size=sizes[size],
         output=None if output is None else Path(output),
     )

@@ -173,7 +173,15 @@ def add_commands(sub: Subparsers) -> None:
         "--x",
         dest="x_key",
         metavar="KEY",
-        help="scaling: the numeric axis (default: the first varying one)",
+        help="scaling: the numeric axis (default: the first varying one); pareto: the x"
+        " metric, a numeric column of accelsim collect or seconds_per_sample (the default)",
+    )
+    plot.add_argument(
+        "--y",
+        dest="y_key",
+        metavar="KEY",
+        help="pareto: the y metric, a numeric column of accelsim collect or"
+        " energy_pj_per_sample (the default)",
     )
     add_figure_options(plot, "--output's suffix, else png")
     plot.add_argument(
@@ -330,6 +338,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         by=args.by,
         baseline=baseline,
         x_key=args.x_key,
+        y_key=args.y_key,
         size=FigureSize(args.size),
         output=path,
         fmt=fmt,

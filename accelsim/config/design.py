@@ -122,10 +122,13 @@ def _json_value(value: Any) -> DesignValue:
 
 
 def _sequence_text(value: tuple[Any, ...]) -> str | None:
-    """A list field's value as one text: ints joined by ``x``, specs as JSON."""
+    """A list field's value as one text: ints joined by ``x``, names (enums) by ``,``,
+    specs as JSON."""
     if not value:
         return None
     if all(isinstance(v, int) for v in value):
         return "x".join(map(str, value))
+    if all(isinstance(v, Enum) for v in value):
+        return ",".join(str(v.value) for v in value)
     dumped = [v.model_dump(mode="json") for v in value]
     return json.dumps(dumped, separators=(",", ":"), sort_keys=True)

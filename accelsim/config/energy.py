@@ -41,6 +41,11 @@ class SramEnergySpec(Spec):
         " E_ref * (C / reference_kib) ** capacity_exponent per byte."
     )
 
+    def pj_per_byte(self, capacity_kib: float, write: bool) -> float:
+        """Access energy per byte of an SRAM of ``capacity_kib``."""
+        base = self.write_pj_per_byte if write else self.read_pj_per_byte
+        return float(base * (capacity_kib / self.reference_kib) ** self.capacity_exponent)
+
 
 class StaticPowerSpec(Spec):
     """Leakage power, charged for the whole run time of every processor."""

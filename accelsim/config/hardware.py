@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from accelsim.config.area import PowerSpec, TechnologyNm
 from accelsim.config.base import (
     Convention,
+    Dataflow,
     DataflowField,
     Kib,
     Name,
@@ -33,6 +34,7 @@ from accelsim.config.calibrated import CalibratedUnder, flat, record_problem
 from accelsim.config.dram import DramModelSpec
 from accelsim.config.enums import VectorClass
 from accelsim.config.interconnect import InterconnectSpec
+from accelsim.config.mapping_search import MappingObjective, MappingSearch
 from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
@@ -40,6 +42,7 @@ MAX_PROCESSORS = 1024
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
+Dataflows = Annotated[tuple[DataflowField, ...], Field(strict=False, min_length=1, max_length=3)]
 
 
 class ArraySpec(Spec):
@@ -51,6 +54,14 @@ class ArraySpec(Spec):
     cols: ArrayDim = Field(description="PE columns of the systolic array.")
     dataflow: DataflowField = Field(
         description="Which operand stays in the PEs: os (outputs), ws (weights) or is (inputs)."
+    )
+    dataflows: Dataflows | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The dataflows the arrays can run, among which mapping.search: per_layer"
+        " picks per GEMM; it must hold dataflow, which every GEMM keeps without a search (and"
+        " a GEMM the search cannot move: one with a fold mask or a resident tile stream)."
+        " null: dataflow alone.",
     )
     precision: PrecisionField = Field(
         default=Precision.BF16, description="MAC precision (the energy table's mac_pj key)."
@@ -81,6 +92,24 @@ class ArraySpec(Spec):
         " to every later fold.",
     )
 
+    @model_validator(mode="after")
+    def _check_dataflows(self) -> ArraySpec:
+        offered = self.dataflows
+        if offered is not None:
+            if self.dataflow not in offered:
+                raise RuleViolation(
+                    "dataflows", f"must hold dataflow ({self.dataflow.value})", _names(offered)
+                )
+            if len(set(offered)) < len(offered):
+                raise RuleViolation("dataflows", "names a dataflow twice", _names(offered))
+        return self
+
+    @property
+    def offered_dataflows(self) -> tuple[Dataflow, ...]:
+        """The dataflows a search chooses among, ``dataflow`` first."""
+        rest = [d for d in self.dataflows or () if d is not self.dataflow]
+        return (self.dataflow, *rest)
+
     @property
     def pes(self) -> int:
         """Processing elements of all ``count`` arrays."""
@@ -91,6 +120,10 @@ class ArraySpec(Spec):
         """``<rows>x<cols> <dataflow>``, after ``<count> x`` for more than one array."""
         arrays = f"{self.count} x " if self.count > 1 else ""
         return f"{arrays}{self.rows}x{self.cols} {self.dataflow.value}"
+
+
+def _names(dataflows: tuple[Dataflow, ...]) -> list[str]:
+    return [d.value for d in dataflows]
 
 
 class BufferSpec(Spec):
@@ -259,6 +292,25 @@ class MappingSpec(Spec):
         " unless it fits whole), as a compiler blocks a matmul; null: by the run's"
         " timing.convention, fewest_reads for accelsim and psums for scalesim (SCALE-Sim"
         " 3.0.0 re-reads).",
+    )
+
+    search: Annotated[MappingSearch, Field(strict=False)] = Field(
+        default=MappingSearch.NONE,
+        exclude_if=lambda v: v is MappingSearch.NONE,
+        description="none: every GEMM mapped as the fields above fix it; per_layer: each"
+        " GEMM takes the cheapest (by objective) of every dataflow of array.dataflows, the"
+        " orientations orientation allows, both stream blockings unless stream_blocking"
+        " names one, and for a grouped or depthwise convolution's GEMMs the vector unit"
+        " (its MACs as vector operations at the unit's lanes); each costed in closed form"
+        " as a lone op.",
+    )
+    objective: Annotated[MappingObjective, Field(strict=False)] = Field(
+        default=MappingObjective.TIME,
+        exclude_if=lambda v: v is MappingObjective.TIME,
+        description="What search: per_layer minimises per GEMM: time (a lone op's cycles:"
+        " compute or DRAM transfer, whichever is longer, plus its fixed cost), energy (its"
+        " dynamic energy: MACs or vector operations, SRAM and DRAM accesses at the energy"
+        " table's prices) or edp (their product).",
     )
 
     def blocks_for_fewest_reads(self, convention: Convention) -> bool:

@@ -15,8 +15,9 @@ from accelsim.errors import MAX_COUNT, MAX_COUNT_TEXT, Problem
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, TensorKind
 from accelsim.lowering.conv_dims import conv_gemm_dims
+from accelsim.mapping.dataflow import DATAFLOW_CODE
 from accelsim.mapping.schedule import schedule
-from accelsim.timing.costs import op_costs
+from accelsim.timing.costs import OpCosts, op_costs
 from accelsim.timing.machine import machine_of
 from accelsim.timing.single_op import simulate_single_op
 from accelsim.workload.topology import TopologyLayer
@@ -170,6 +171,7 @@ def simulate_layer(
         DEFAULT_CHUNKS_PER_OP,
         fold_overlap=fold_overlap,
         group_cycles=DEFAULT_GROUP_CYCLES,
+        energy=table,
     )
     trace = simulate_single_op(graph, costs, machine)
     energy = estimate_energy(trace, hw, table)
@@ -189,7 +191,7 @@ def simulate_layer(
             "rows": hw.array.rows,
             "cols": hw.array.cols,
             "count": hw.array.count,
-            "dataflow": hw.array.dataflow.value,
+            "dataflow": _dataflow_run(hw, costs),
         },
         "m": gemm.m,
         "n": gemm.n,
@@ -216,3 +218,12 @@ def simulate_layer(
         "energy_pj": energy.total_pj,
         "energy_by_component_pj": energy.by_component_pj,
     }
+
+
+def _dataflow_run(hw: HardwareSpec, costs: OpCosts) -> str:
+    """The dataflow the query's GEMM ran in: ``array.dataflow``, or under
+    ``mapping.search`` the one the mapper chose."""
+    if costs.mapping is None:
+        return hw.array.dataflow.value
+    names = {code: d.value for d, code in DATAFLOW_CODE.items()}
+    return names[int(costs.mapping.dataflow[0])]

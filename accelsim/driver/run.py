@@ -318,6 +318,7 @@ def simulate_graph(
         fold_overlap=timing.fold_overlap,
         group_cycles=timing.group_cycles,
         per_kernel=compiled,
+        energy=inputs.energy,
     )
     try:
         trace = _simulated(graph, costs, inputs)

@@ -92,9 +92,7 @@ def _which(unit: ArrayUnit) -> str:
 
 def sram_pj_per_byte(table: EnergyTable, capacity_kib: float, write: bool) -> float:
     """Access energy per byte of an SRAM of ``capacity_kib``."""
-    sram = table.sram
-    base = sram.write_pj_per_byte if write else sram.read_pj_per_byte
-    return float(base * (capacity_kib / sram.reference_kib) ** sram.capacity_exponent)
+    return table.sram.pj_per_byte(capacity_kib, write)
 
 
 def static_power_mw(

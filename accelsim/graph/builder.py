@@ -234,12 +234,14 @@ class GraphBuilder:
         partial: bool = False,
         unit: str = "array",
         expert: int = NO_EXPERT,
+        groups: int = 1,
     ) -> int:
         """Add ``count`` GEMMs ``c[m x n] = a[m x k] . b[k x n]`` on array ``unit``.
 
         ``a_elements`` and ``b_elements`` are the operands' unique footprints per
         GEMM (default: all of ``m*k`` and ``k*n``); ``partial`` marks ``c`` as
-        written piecewise by several ops.
+        written piecewise by several ops; ``groups`` is a grouped convolution's
+        channel groups (:class:`~accelsim.graph.ops.GemmOp`).
         """
         a_fp = min(m * k, a_elements) if a_elements is not None else m * k
         b_fp = min(k * n, b_elements) if b_elements is not None else k * n
@@ -265,6 +267,7 @@ class GraphBuilder:
             tag=self.tag,
             owner=self.owner,
             expert=expert,
+            groups=groups,
         )
         return self._emit(op, (c,), partial)
 

@@ -233,7 +233,10 @@ class GemmOp:
     it is (:func:`~accelsim.graph.passes.split_gemms`: 0 the moved rows, 1 the rest,
     :data:`WHOLE` for an unsplit GEMM); ``expert`` the expert of a ``moe`` layer whose
     work it is (:data:`NO_EXPERT`: none).  ``tile_sources`` is empty, or per operand
-    (A, B) the op whose tiles it takes on chip (:data:`NO_TILES`: none).
+    (A, B) the op whose tiles it takes on chip (:data:`NO_TILES`: none).  ``groups``
+    is the channel groups of the convolution it computes (1 for any other GEMM; a
+    depthwise convolution's is its channels): each of its ``count`` GEMMs is one
+    group's (or a share of one), which the mapper may run on the vector unit.
     """
 
     op_id: int
@@ -259,6 +262,7 @@ class GemmOp:
     part: int = WHOLE
     tile_sources: tuple[int, ...] = ()
     expert: int = NO_EXPERT
+    groups: int = 1
 
     @property
     def macs(self) -> int:

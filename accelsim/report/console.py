@@ -71,6 +71,7 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
         *_communication_rows(s),
         *([("groups", "; ".join(map(described, s.groups)))] if s.groups else []),
         *([("simulated", s.symmetry.described())] if s.symmetry is not None else []),
+        *([("mapping", s.mapping.described())] if s.mapping else []),
         ("energy", f"{pj_to_mj(energy.total):.3f} mJ"),
     ]
     if "engine" in s.settings:

@@ -27,6 +27,7 @@ from accelsim.mapping.groups import ProcessorGroup, processor_groups
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
 from accelsim.report.communication import by_collective
+from accelsim.report.mapping_summary import MappingSummary
 from accelsim.report.silicon import SiliconSummary
 from accelsim.report.simulated import SimulatedProcessors
 from accelsim.report.summary import (
@@ -329,6 +330,7 @@ class RunResult:
             groups=self.groups(),
             symmetry=SimulatedProcessors.of(trace.copies),
             silicon=self._silicon_summary(),
+            mapping=MappingSummary.of(c),
         )
 
     def _silicon_summary(self) -> SiliconSummary | None:
@@ -358,13 +360,15 @@ class RunResult:
     def ops_csv(self) -> str:
         """The text of ``ops.csv``: the header, then one row per op."""
         return tables.ops_csv(
-            tables.op_columns(self.graph, self.trace, self.energy.op_pj, self.hardware)
+            tables.op_columns(self.graph, self.trace, self.energy.op_pj, self.hardware),
+            tables.op_header(self.trace.costs),
         )
 
     def op_rows(self) -> list[dict[str, Any]]:
         """One ``ops.csv`` row per op."""
         rows = tables.op_rows(self.graph, self.trace, self.energy.op_pj, self.hardware)
-        return [dict(zip(OP_COLUMNS, row, strict=True)) for row in rows]
+        header = tables.op_header(self.trace.costs)
+        return [dict(zip(header, row, strict=True)) for row in rows]
 
     def layer_rows(self) -> list[dict[str, Any]]:
         """One ``layers.csv`` row per layer, in order of first appearance."""

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from accelsim.mapping.groups import ProcessorGroup
+from accelsim.report.mapping_summary import MappingSummary
 from accelsim.report.silicon import RECORD_KEYS as SILICON_KEYS
 from accelsim.report.silicon import SiliconSummary, silicon_dict
 from accelsim.report.simulated import SimulatedProcessors
@@ -402,6 +403,7 @@ class StepSummary:
     groups: tuple[ProcessorGroup, ...] = ()
     symmetry: SimulatedProcessors | None = None
     silicon: SiliconSummary | None = None
+    mapping: MappingSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record (without the techniques' ``training`` section)."""
@@ -438,6 +440,7 @@ class StepSummary:
             "groups": [group.to_dict() for group in self.groups],
             **({"symmetry": self.symmetry.to_dict()} if self.symmetry is not None else {}),
             **silicon_dict(self.silicon),
+            **({"mapping": self.mapping.to_dict()} if self.mapping else {}),
         }
 
     @classmethod
@@ -501,4 +504,5 @@ class StepSummary:
             ),
             symmetry=SimulatedProcessors.read(data),
             silicon=SiliconSummary.read(data),
+            mapping=MappingSummary.read(data.get("mapping")),
         )

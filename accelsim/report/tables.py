@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import HardwareSpec, StreamBlocking
 from accelsim.counts import exact_group_totals
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TransferOp, VectorOp
-from accelsim.timing.costs import UNIT_COMM, UNIT_VECTOR
+from accelsim.mapping.dataflow import DATAFLOW_CODE
+from accelsim.timing.costs import UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.trace import Trace
 
 OP_COLUMNS = (
@@ -62,6 +63,12 @@ OP_COLUMNS = (
     "energy_pj",
 )
 
+MAPPING_COLUMNS = ("dataflow", "orientation", "stream_blocking")
+"""The columns ``ops.csv`` adds under ``mapping.search``, after :data:`OP_COLUMNS`: a
+searched GEMM's dataflow on the array, orientation (``as_given``, ``transposed``) and
+stream blocking (``psums``, ``fewest_reads``); empty for any other op, a GEMM on the
+vector unit among them."""
+
 LAYER_COLUMNS = (
     "layer",
     "ops",
@@ -94,8 +101,14 @@ def op_rows(
     return zip(*op_columns(graph, trace, op_pj, hw), strict=True)
 
 
-def ops_csv(columns: Sequence[Sequence[Any]]) -> str:
-    """The text :func:`csv.writer` writes for the header :data:`OP_COLUMNS` and the rows
+def op_header(costs: OpCosts) -> tuple[str, ...]:
+    """The columns of ``ops.csv``: :data:`OP_COLUMNS`, then :data:`MAPPING_COLUMNS` when
+    ``costs`` come from a mapping search."""
+    return OP_COLUMNS if costs.mapping is None else (*OP_COLUMNS, *MAPPING_COLUMNS)
+
+
+def ops_csv(columns: Sequence[Sequence[Any]], header: Sequence[str] = OP_COLUMNS) -> str:
+    """The text :func:`csv.writer` writes for ``header`` (:func:`op_header`) and the rows
     of ``columns`` (:func:`op_columns`), made a column at a time.
 
     Each distinct string is quoted as the writer quotes it and each distinct number
@@ -103,8 +116,8 @@ def ops_csv(columns: Sequence[Sequence[Any]]) -> str:
     hold one type each: strings, integers (or ``""`` in a GEMM's shape), or floats.
     """
     text = [_formatted(values) for values in columns]
-    header = ",".join(map(_quoted, OP_COLUMNS))
-    return "\n".join((header, *map(",".join, zip(*text, strict=True)), ""))
+    header_line = ",".join(map(_quoted, header))
+    return "\n".join((header_line, *map(",".join, zip(*text, strict=True)), ""))
 
 
 def _formatted(values: Sequence[Any]) -> list[str]:
@@ -136,7 +149,7 @@ def _quoted(value: str) -> str:
 def op_columns(
     graph: OpGraph, trace: Trace, op_pj: np.ndarray, hw: HardwareSpec
 ) -> list[Sequence[Any]]:
-    """The columns of ``ops.csv`` in :data:`OP_COLUMNS` order, one value per op."""
+    """The columns of ``ops.csv`` in :func:`op_header` order, one value per op."""
     c = trace.costs
     ops = graph.ops
     start, end = trace.start_cycle.tolist(), trace.end_cycle.tolist()
@@ -197,6 +210,27 @@ def op_columns(
             )
         ),
         [round(x, 3) for x in op_pj.tolist()],
+        *mapping_columns(c),
+    ]
+
+
+def mapping_columns(costs: OpCosts) -> list[list[str]]:
+    """The :data:`MAPPING_COLUMNS` of ``ops.csv`` (none without a mapping search)."""
+    chosen = costs.mapping
+    if chosen is None:
+        return []
+    names = {code: d.value for d, code in DATAFLOW_CODE.items()}
+    on_array = (chosen.searched & (chosen.dataflow >= 0)).tolist()
+    return [
+        [names.get(d, "") for d in chosen.dataflow.tolist()],
+        [
+            ("transposed" if t else "as_given") if a else ""
+            for a, t in zip(on_array, chosen.transposed.tolist(), strict=True)
+        ],
+        [
+            (StreamBlocking.FEWEST_READS.value if f else StreamBlocking.PSUMS.value) if a else ""
+            for a, f in zip(on_array, chosen.fewest_reads.tolist(), strict=True)
+        ],
     ]
 
 

@@ -29,6 +29,7 @@ from accelsim.report.figure import (
     styled,
 )
 from accelsim.report.means import geometric_mean, saving_mean
+from accelsim.sweep import pareto
 from accelsim.sweep.labels import Row, axis_title, title, value_text, values_text
 from accelsim.sweep.plot_options import PlotKind, same_value
 from accelsim.sweep.point_labels import number_points
@@ -64,10 +65,6 @@ def _ms(row: Row) -> float:
     return 1e3 * float(row["seconds"])
 
 
-def _mj(row: Row) -> float:
-    return float(row["energy_pj"]) / 1e9
-
-
 def _step(rows: Sequence[Row]) -> str:
     """What the points' time and energy columns measure: with a technique, the
     baseline step (the technique's own numbers are its speedup and saving)."""
@@ -91,7 +88,8 @@ class Figure:
         axes: The sweep's axes.
         where: The ``--where`` filters that chose ``rows``, for the title.
         baseline: ``speedup``'s ``--baseline KEY=VALUE``.
-        x_key: ``scaling``'s ``--x`` axis.
+        x_key: ``scaling``'s ``--x`` axis, ``pareto``'s ``--x`` metric.
+        y_key: ``pareto``'s ``--y`` metric.
         by: The axis whose values group the bars (``--by``; default: the model).
         size: The printed width.
     """
@@ -105,6 +103,7 @@ class Figure:
     x_key: str | None = None
     by: str | None = None
     size: FigureSize = FigureSize.PAGE
+    y_key: str | None = None
 
     def title(self, what: str) -> str:
         """The title of this figure of ``what``."""
@@ -302,28 +301,25 @@ def plot_heatmap(fig: Figure) -> Any:
     return figure
 
 
-def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats in both coordinates, by the first."""
-    order = sorted(range(len(points)), key=lambda i: points[i])
-    front: list[int] = []
-    best = math.inf
-    for i in order:
-        if points[i][1] < best:
-            front.append(i)
-            best = points[i][1]
-    return front
-
-
 PARETO_LABELS = 16
 """Pareto-optimal points a figure names at most (evenly spread along the front)."""
 
 
 def plot_pareto(fig: Figure) -> Any:
-    """Step time against step energy, the Pareto-optimal points joined, numbered (the
-    numbers placed clear of each other) and named in a key below the axes."""
+    """Two metrics of every point (``--x``, ``--y``: :mod:`accelsim.sweep.pareto`; time
+    and energy per sample by default), both minimised: the points no other beats in
+    both marked and joined, numbered (the numbers placed clear of each other) and named
+    by their varying axes in a key below the axes, the dominated points faint."""
     rows = fig.rows
-    points = [(_ms(r), _mj(r)) for r in rows]
-    front = pareto_front(points)
+    x_key, y_key = fig.x_key or pareto.SECONDS_PER_SAMPLE, fig.y_key or pareto.ENERGY_PER_SAMPLE
+    xs = [pareto.metric(r, x_key, "--x") for r in rows]
+    ys = [pareto.metric(r, y_key, "--y") for r in rows]
+    (x_scale, x_label), (y_scale, y_label) = (
+        pareto.axis_label(x_key, xs),
+        pareto.axis_label(y_key, ys),
+    )
+    points = [(x_scale * x, y_scale * y) for x, y in zip(xs, ys, strict=True)]
+    front = pareto.pareto_front(points)
     named = _spread(front, PARETO_LABELS)
     keys = fig.varying()
     key_lines = [f"{n}: {values_text(rows[i], keys)}" for n, i in enumerate(named, 1)]
@@ -331,21 +327,23 @@ def plot_pareto(fig: Figure) -> Any:
     depth = math.ceil(len(key_lines) / columns) + 3
     figure = new_figure(fig.size, 3.2 + 0.13 * depth)
     ax, key_ax = figure.subplots(2, 1, height_ratios=(2.2, 0.13 * depth))
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    ax.scatter(xs, ys, color="0.6", s=6 if len(rows) > 500 else 12, linewidths=0,
-               label="design point", rasterized=len(rows) > 2000)  # fmt: skip
-    ax.plot([xs[i] for i in front], [ys[i] for i in front], color="tab:red", marker="o",
-            markersize=3, linewidth=1, label="Pareto front")  # fmt: skip
-    log_if_decades(ax, xs, "x")
-    log_if_decades(ax, ys, "y")
-    step = _step(rows)
-    ax.set_xlabel(f"{step} time (ms)")
-    ax.set_ylabel(f"{step} energy (mJ)")
+    on_front = set(front)
+    faint = [p for i, p in enumerate(points) if i not in on_front]
+    ax.scatter([p[0] for p in faint], [p[1] for p in faint], color="0.6", alpha=0.5,
+               s=6 if len(rows) > 500 else 12, linewidths=0, label="dominated point",
+               rasterized=len(rows) > 2000)  # fmt: skip
+    ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="tab:red",
+            marker="o", markersize=3, linewidth=1, label="Pareto front")  # fmt: skip
+    log_if_decades(ax, [p[0] for p in points], "x")
+    log_if_decades(ax, [p[1] for p in points], "y")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
     ax.legend(loc="best")
     number_points(figure, ax, [points[i] for i in named])
     key_ax.axis("off")
-    header = "Pareto-optimal points" + (f":\n{', '.join(axis_title(k) for k in keys)}"
-                                        if keys else "")  # fmt: skip
+    header = f"Pareto-optimal points ({len(front)} of {len(rows)})" + (
+        f":\n{', '.join(axis_title(k) for k in keys)}" if keys else ""
+    )
     if len(named) < len(front):
         header += f"; {len(named)} of {len(front)} named"
     rows_of_key = depth - 1
@@ -355,7 +353,7 @@ def plot_pareto(fig: Figure) -> Any:
         note = key_ax.text(c / columns, 1.0, text, fontsize=6, va="top", ha="left",
                            transform=key_ax.transAxes, wrap=True)  # fmt: skip
         note.set_in_layout(False)
-    figure.suptitle(fig.title(f"{step} time against energy"))
+    figure.suptitle(fig.title(f"{y_label.split(' (')[0]} against {x_label.split(' (')[0]}"))
     return figure
 
 

@@ -24,6 +24,7 @@ def plot_sweep(
     by: str | None = None,
     baseline: tuple[str, Any] | None = None,
     x_key: str | None = None,
+    y_key: str | None = None,
     size: FigureSize = FigureSize.PAGE,
     output: Path | None = None,
     fmt: str | None = None,
@@ -44,7 +45,7 @@ def plot_sweep(
     _, rows = collect(directory)
     chosen = select(rows, axes, where)
     name = str(meta.get("name", directory.name))
-    figure = plots.Figure(kind, name, chosen, axes, where, baseline, x_key, by, size)
+    figure = plots.Figure(kind, name, chosen, axes, where, baseline, x_key, by, size, y_key)
     figure = relabelled(figure, labels or {})
     with staged_file(path) as staged:
         plots.draw(figure, staged, chosen_fmt)

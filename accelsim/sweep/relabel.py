@@ -64,5 +64,6 @@ def relabelled(fig: Figure, labels: Mapping[str, str]) -> Figure:
         where=[(axis(k), value(v)) for k, v in fig.where],
         baseline=None if fig.baseline is None else (axis(fig.baseline[0]), value(fig.baseline[1])),
         x_key=None if fig.x_key is None else axis(fig.x_key),
+        y_key=None if fig.y_key is None else axis(fig.y_key),
         by=None if by is None else axis(by),
     )

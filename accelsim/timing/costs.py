@@ -27,17 +27,19 @@ from functools import cached_property
 import numpy as np
 
 from accelsim.config.base import Convention
+from accelsim.config.energy import EnergyTable
 from accelsim.config.enums import PsumPolicy, VectorClass
 from accelsim.config.hardware import VectorUnitSpec
 from accelsim.counts import whole_cycles
 from accelsim.graph import queries
 from accelsim.graph.memo import per_graph
-from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, VectorOp
+from accelsim.graph.ops import CommOp, GemmOp, OpGraph, TensorKey, TransferOp, VectorOp
 from accelsim.mapping.schedule import FoldSchedule, UnitSchedule
 from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
+from accelsim.timing import mapper
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM
-from accelsim.timing.gemm_costs import ChipOptions, better_orientation, gemm_columns
+from accelsim.timing.gemm_costs import ChipOptions, better_orientation, gemm_columns, kept_mapping
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
@@ -101,6 +103,7 @@ class OpCosts:
     chunks: np.ndarray
     unit_names: tuple[str, ...] = BASE_UNITS
     arrays: tuple[ArrayUnit, ...] = ()
+    mapping: mapper.OpMapping | None = None  # what mapping.search chose (None: no search)
 
     @cached_property
     def dram_read_bytes(self) -> np.ndarray:
@@ -122,6 +125,7 @@ def op_costs(
     fold_overlap: bool = False,
     group_cycles: int | None = None,
     per_kernel: bool = False,
+    energy: EnergyTable | None = None,
 ) -> OpCosts:
     """Cost every op of ``graph``, whose GEMMs ``schedule`` maps, on ``machine``.
 
@@ -135,13 +139,16 @@ def op_costs(
     op pays the chip's fixed cost per op (``timing.op_overhead_cycles``), or with
     ``per_kernel`` (a compiled program) each kernel pays its fixed cost per kernel
     (``timing.kernel_overhead_cycles``) once: a lone op, or a tile group's lead
-    (:func:`~accelsim.graph.queries.group_lead`) for the whole group.
+    (:func:`~accelsim.graph.queries.group_lead`) for the whole group.  With
+    ``mapping.search: per_layer`` the main array's GEMMs are mapped by
+    :mod:`accelsim.timing.mapper`, its energy objectives priced by ``energy``.
 
     Raises:
-        ValueError: if ``fold_overlap`` is asked of the scalesim convention.
+        ValueError: if ``fold_overlap`` is asked of the scalesim convention, or the
+            mapper's objective weighs energy and ``energy`` is None.
     """
     conv = _convention_code(convention, fold_overlap)
-    chip = ChipOptions.of(machine, convention)
+    chip = ChipOptions.of(machine, convention, energy)
     arrays = tuple(u.unit for u in schedule.units)
     names = (*BASE_UNITS, *(a.name for a in arrays[1:]))
     n_ops = len(graph.ops)
@@ -151,10 +158,16 @@ def op_costs(
         if f.type == "np.ndarray"
     }
     z["mapping_efficiency"] = np.zeros(n_ops, np.float64)
+    mapping = None
     for table in schedule.units:
         if len(table):
             index = names.index(table.unit.name)
-            _cost_gemms(z, table, index, conv, psums, chunks_per_op, fold_overlap, chip)
+            grouped = _grouped(graph, table) if chip.search and index == UNIT_ARRAY else None
+            chosen = _cost_gemms(
+                z, table, index, conv, psums, chunks_per_op, fold_overlap, chip, grouped
+            )
+            if chosen is not None:
+                mapping = mapper.OpMapping.of(n_ops, table.op_index, chosen)
 
     _cost_vectors(z, graph, machine.hardware.vector_unit, chunks_per_op, schedule.reuse, chip)
     _cost_links(z, graph, machine)
@@ -162,7 +175,26 @@ def op_costs(
         _per_kernel(z, graph, machine.hardware.timing.program_cycles())
     if group_cycles is not None:
         _regroup(z, machine.dram[0], group_cycles, chunks_per_op)
-    return OpCosts(**z, unit_names=names, arrays=arrays)
+    return OpCosts(**z, unit_names=names, arrays=arrays, mapping=mapping)
+
+
+def _grouped(graph: OpGraph, table: UnitSchedule) -> np.ndarray:
+    """Per GEMM of ``table``, whether the mapper may run it on the vector unit: it is a
+    grouped convolution's (``GemmOp.groups`` above 1) and no resident tile stream takes
+    its output (the stream's buffer is the array's)."""
+    sources = per_graph(
+        graph,
+        "tile stream sources",
+        lambda: {
+            s for op in graph.ops if isinstance(op, GemmOp | VectorOp) for s in op.tile_sources
+        },
+    )
+    ops = graph.ops
+    flags = []
+    for i in table.op_index.tolist():
+        op = ops[i]
+        flags.append(isinstance(op, GemmOp) and op.groups > 1 and i not in sources)
+    return np.asarray(flags, np.bool_).reshape(len(flags))
 
 
 def _per_kernel(z: dict[str, np.ndarray], graph: OpGraph, program_cycles: int) -> None:
@@ -417,18 +449,37 @@ def _cost_gemms(
     chunks_per_op: int,
     fold_overlap: bool,
     chip: ChipOptions,
-) -> None:
+    grouped: np.ndarray | None = None,
+) -> mapper.Chosen | None:
     """Fill the cost arrays of the GEMMs in ``table``, which run on ``table.unit``, in
-    the orientation ``chip`` asks for, with its fixed cost per op."""
+    the orientation ``chip`` asks for, with its fixed cost per op; with ``grouped`` (the
+    main array's GEMMs under a search: which may take the vector unit), in the mappings
+    :func:`accelsim.timing.mapper.search` chooses, which it returns."""
     columns = gemm_columns(table, conv, psums, fold_overlap, chip)
-    if chip.best_orientation:
+    chosen = None
+    overhead: int | np.ndarray = chip.op_overhead_cycles
+    limit = columns["folds"]
+    if grouped is not None and chip.search is not None:
+        fixed = kept_mapping(table)
+        chosen = mapper.search(table, columns, conv, psums, fold_overlap, chip, fixed, grouped)
+        columns = chosen.columns
+        vector = chosen.on_vector
+        overhead = np.where(vector, chip.search.vector_overhead_cycles, chip.op_overhead_cycles)
+        limit = np.where(vector, chunks_per_op, limit)
+    elif chip.best_orientation:
         columns = better_orientation(table, columns, conv, psums, fold_overlap, chip)
     cycles = columns["compute_cycles"]
-    if chip.op_overhead_cycles:
-        cycles = columns["compute_cycles"] = cycles + chip.op_overhead_cycles
+    if np.any(overhead):
+        cycles = columns["compute_cycles"] = cycles + overhead
     idx = table.op_index
     for name, values in columns.items():
         z[name][idx] = values
-    z["overhead_cycles"][idx] = chip.op_overhead_cycles
+    z["overhead_cycles"][idx] = overhead
     z["unit"][idx] = unit_index
-    z["chunks"][idx] = _chunks(cycles, chunks_per_op, columns["folds"])
+    z["chunks"][idx] = _chunks(cycles, chunks_per_op, limit)
+    if chosen is not None:
+        moved = idx[chosen.on_vector]
+        z["unit"][moved] = UNIT_VECTOR
+        z["prologue_bytes"][moved] //= z["chunks"][moved]
+        z["epilogue_bytes"][moved] //= z["chunks"][moved]
+    return chosen

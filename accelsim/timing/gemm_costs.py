@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.config.base import Convention
+from accelsim.config.energy import EnergyTable
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import Orientation
 from accelsim.mapping.arrays import split
@@ -20,6 +21,7 @@ from accelsim.mapping.schedule import UnitSchedule, whole_use
 from accelsim.timing import backend
 from accelsim.timing.closed_form import IS, OS, WS, DramGemms, DramRules, op_cycles
 from accelsim.timing.machine import Machine
+from accelsim.timing.mapping_options import SearchOptions
 from accelsim.timing.masked import any_masked, masked_costs, masked_dram, masked_gemms, tiled_words
 from accelsim.timing.memory import Memory
 
@@ -34,11 +36,19 @@ class ChipOptions:
     memory: Memory | None = None  # one processor's DRAM (None: transfers take no time)
     gemm_output_ops: int = 0  # vector operations per GEMM output element
     vector_lanes: int = 1
+    search: SearchOptions | None = None  # mapping.search: per_layer (timing/mapper.py)
 
     @classmethod
-    def of(cls, machine: Machine, convention: Convention) -> ChipOptions:
+    def of(
+        cls, machine: Machine, convention: Convention, energy: EnergyTable | None = None
+    ) -> ChipOptions:
         """The options ``machine``'s hardware sets under the run's ``convention`` (which
-        picks the default stream blocking), with its processors' DRAM memory."""
+        picks the default stream blocking), with its processors' DRAM memory and the
+        mapper's search (priced by ``energy``).
+
+        Raises:
+            ValueError: if the mapper's objective weighs energy and ``energy`` is None.
+        """
         hw = machine.hardware
         return cls(
             best_orientation=hw.mapping.orientation is Orientation.BEST,
@@ -47,6 +57,7 @@ class ChipOptions:
             memory=machine.dram[0],
             gemm_output_ops=hw.vector_unit.gemm_output_ops,
             vector_lanes=hw.vector_unit.lanes,
+            search=SearchOptions.of(hw, convention, energy),
         )
 
     def output_ops(self, m: np.ndarray, n: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -219,33 +230,26 @@ def better_orientation(
         flipped["dram_filter_read_bytes"],
         flipped["dram_ifmap_read_bytes"],
     )
-    fixed = masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
-    fixed |= table.stationary_served
-    flip = ~fixed & (chip.lone_op_cycles(flipped) < chip.lone_op_cycles(given))
+    flip = ~kept_mapping(table) & (chip.lone_op_cycles(flipped) < chip.lone_op_cycles(given))
     return {name: np.where(flip, flipped[name], values) for name, values in given.items()}
+
+
+def kept_mapping(table: UnitSchedule) -> np.ndarray:
+    """Per GEMM of ``table``, whether it keeps its mapping whatever a search finds: it
+    has a fold mask or a resident tile stream (as its consumer, or serving its
+    stationary operand), which the schedule worked out for its mapping."""
+    fixed: np.ndarray = masked_gemms(table) | table.a_tiled | table.b_tiled | table.c_unwritten
+    kept: np.ndarray = fixed | table.stationary_served
+    return kept
 
 
 def transposed(table: UnitSchedule) -> UnitSchedule:
     """``table`` with every GEMM replaced by its transpose: ``m`` and ``n``, A and B
     swapped, mapped again onto the unit's arrays."""
-    m, n, k = table.n, table.m, table.k
-    dataflow = table.dataflow
-    sr = np.where(dataflow == OS, m, k)
-    sc = np.where(dataflow == IS, m, n)
-    t = np.where(dataflow == OS, k, np.where(dataflow == WS, m, n))
-    rows, cols = table.unit.array.rows, table.unit.array.cols
-    row_folds, col_folds = -(-sr // rows), -(-sc // cols)
-    uses: dict[str, Any] = whole_use(sr, sc, t, rows, cols)
-    return dataclasses.replace(
+    swapped = dataclasses.replace(
         table,
-        **uses,
-        sr=sr,
-        sc=sc,
-        t=t,
-        row_folds=row_folds,
-        col_folds=col_folds,
-        m=m,
-        n=n,
+        m=table.n,
+        n=table.m,
         a_footprint=table.b_footprint,
         b_footprint=table.a_footprint,
         a_word=table.b_word,
@@ -254,4 +258,27 @@ def transposed(table: UnitSchedule) -> UnitSchedule:
         b_on_chip=table.a_on_chip,
         a_tiled=table.b_tiled,
         b_tiled=table.a_tiled,
+    )
+    return remapped(swapped, table.dataflow)
+
+
+def remapped(table: UnitSchedule, dataflow: np.ndarray) -> UnitSchedule:
+    """``table`` with every GEMM mapped again onto the unit's arrays under ``dataflow``
+    (a code per GEMM, :data:`~accelsim.mapping.dataflow.DATAFLOW_CODE`), every fold
+    running."""
+    m, n, k = table.m, table.n, table.k
+    sr = np.where(dataflow == OS, m, k)
+    sc = np.where(dataflow == IS, m, n)
+    t = np.where(dataflow == OS, k, np.where(dataflow == WS, m, n))
+    rows, cols = table.unit.array.rows, table.unit.array.cols
+    uses: dict[str, Any] = whole_use(sr, sc, t, rows, cols)
+    return dataclasses.replace(
+        table,
+        **uses,
+        dataflow=dataflow,
+        sr=sr,
+        sc=sc,
+        t=t,
+        row_folds=-(-sr // rows),
+        col_folds=-(-sc // cols),
     )

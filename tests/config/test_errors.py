@@ -216,7 +216,7 @@ def test_missing_file(tmp_path: Path) -> None:
     ("section", "typo", "correct", "suggestion"),
     [
         ("buffers", "ifmap_kb", "ifmap_kib", "did you mean 'ifmap_kib'"),
-        ("array", "dataflw", "dataflow", "did you mean 'dataflow'?"),
+        ("array", "dataflw", "dataflow", "did you mean 'dataflow' or 'dataflows'?"),
     ],
 )
 def test_misspelt_key_gets_a_suggestion(

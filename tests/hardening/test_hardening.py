@@ -974,7 +974,7 @@ HARDWARE_KEYS = (
         ),
         (
             ["array.bogus.x=1"],
-            "array.bogus: unknown key; expected one of: cols, count, dataflow, load_rows_per_cycle,"
+            "array.bogus: unknown key; expected one of: cols, count, dataflow, dataflows, load_rows_per_cycle,"
             " precision, rows, tile_swap_cycles"
             " (got {'x': 1})",
         ),

@@ -28,6 +28,7 @@ BATCH = 4
 NOT_DESIGN = {"name", "description", "calibrated_under"}  # the file, not the design
 # Values of the list fields, each valid alone on the smoke run's one processor.
 LISTS = {
+    "array.dataflows": [("ws", "os", "is")],
     "interconnect.dims": [(2,)],
     "interconnect.levels": [
         ({"topology": "switch", "dims": [2], "bandwidth_bytes_per_cycle": 8.0},)

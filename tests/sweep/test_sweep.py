@@ -20,7 +20,8 @@ from accelsim.cli import main
 from accelsim.errors import ConfigError, SimulationError
 from accelsim.sweep import Executor, PoolExecutor, Store, plan_sweep, run_sweep
 from accelsim.sweep.collect import collect
-from accelsim.sweep.plots import axis_name, pareto_front, varying
+from accelsim.sweep.pareto import pareto_front
+from accelsim.sweep.plots import axis_name, varying
 from accelsim.sweep.store import TIMING_COLUMNS
 from tests.conftest import ROOT
 
