@@ -21,6 +21,7 @@ from accelsim.errors import ConfigError, SimulationError
 from accelsim.sweep import Executor, PoolExecutor, Store, plan_sweep, run_sweep
 from accelsim.sweep.collect import collect
 from accelsim.sweep.plots import axis_name, pareto_front, varying
+from accelsim.sweep.points import KeepPoints
 from accelsim.sweep.store import TIMING_COLUMNS
 from tests.conftest import ROOT
 
@@ -54,7 +55,8 @@ def test_the_minimal_sweep_file_runs_and_collects(
         "name: arrays\ngrid:\n  array.rows: [32, 64]\n  array.dataflow: [os, ws]\n",
     )
     out = tmp_path / "out"
-    assert main(["sweep", str(path), "--out", str(out), "--jobs", "2"]) == 0
+    argv = ["sweep", str(path), "--out", str(out), "--jobs", "2", "--keep-points", "all"]
+    assert main(argv) == 0
     assert "4 points, 0 already stored, 4 run (0 failed)" in capsys.readouterr().out
     assert (out / "arrays" / "store.sqlite").is_file()
     table = tmp_path / "arrays.csv"
@@ -347,8 +349,9 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
     )
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["sweep", str(path), "--out", str(out), "--jobs", "2", "--keep-points", "all"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "accelsim", "sweep", str(path), "--out", str(out), "--jobs", "2"],
+        [sys.executable, "-m", "accelsim", *argv],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -377,7 +380,7 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
     assert 3 <= len(before) < 40, "the sweep was not killed mid-run"
     plan = plan_sweep(path)
     with PoolExecutor(2) as executor:
-        report = run_sweep(plan, out, executor)
+        report = run_sweep(plan, out, executor, keep_points=KeepPoints.ALL)
     assert (report.skipped, report.ran, report.failed) == (len(before), 40 - len(before), 0)
     with Store(out / "kill") as store:
         after = {r["identity"]: r for r in store.rows()}
