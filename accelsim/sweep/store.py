@@ -69,6 +69,7 @@ class Store:
         self.path = directory / STORE_NAME
         self._shown = shown(str(self.path))
         self._use = "write" if write else "read"
+        self._inserts: dict[tuple[str, ...], str] = {}
         self._db = self._connect(write)
         try:
             self._tables = self._check(write or empty)
@@ -290,17 +291,20 @@ class Store:
             with closing(self._db.cursor()) as cur:
                 cur.execute("BEGIN IMMEDIATE")
                 for row in rows:
-                    names = ", ".join(quote(k) for k in row)
-                    marks = ", ".join("?" for _ in row)
-                    cur.execute(
-                        f"INSERT OR REPLACE INTO points ({names}) VALUES ({marks})",
-                        list(row.values()),
-                    )
+                    cur.execute(self._insert(tuple(row)), list(row.values()))
                 cur.execute("COMMIT")
         except sqlite3.Error as exc:
             if self._db.in_transaction:
                 self._db.rollback()
             raise OutputError(f"{self._shown}: cannot write the sweep store: {exc}") from None
+
+    def _insert(self, columns: tuple[str, ...]) -> str:
+        """The statement inserting a row of ``columns`` (made once per set of columns)."""
+        if columns not in self._inserts:
+            names = ", ".join(quote(k) for k in columns)
+            marks = ", ".join("?" for _ in columns)
+            self._inserts[columns] = f"INSERT OR REPLACE INTO points ({names}) VALUES ({marks})"
+        return self._inserts[columns]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every stored point as one flat record, in sweep order.
