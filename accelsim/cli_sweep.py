@@ -119,6 +119,7 @@ def add_commands(sub: Subparsers) -> None:
         "--keep-points",
         choices=["none", "failed", "all"],
         default=None,
+        metavar="WHICH",
         help="which points keep a directory in points/: none (the store holds everything"
         " collect and plot read), failed (point.json with the error) or all (each finished"
         " point's summary.json too) (default: all with layers: true, else none)",
