@@ -4,31 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import accelsim
 from accelsim.cli import main
-from accelsim.errors import InputError, SimulationError
+from accelsim.errors import InputError
 from accelsim.sweep import Executor, plan_sweep, run_sweep
 from accelsim.sweep.collect import collect
 from accelsim.sweep.points import KeepPoints
-from tests.sweep.test_sweep import sweep_file, without_timings
+from tests.sweep.test_sweep import fail_16_rows, sweep_file, without_timings
 
 GRID = "name: k\ngrid:\n  array.rows: [8, 16, 32]\n"
-
-
-def flaky(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the 16-row point fail."""
-    real = accelsim.sweep.worker.simulate_training
-
-    def simulate(inputs: Any) -> Any:
-        if inputs.hardware.array.rows == 16:
-            raise SimulationError("engine deadlock at cycle 7")
-        return real(inputs)
-
-    monkeypatch.setattr("accelsim.sweep.worker.simulate_training", simulate)
 
 
 def kept(directory: Path) -> dict[str, list[str]]:
@@ -39,7 +26,7 @@ def kept(directory: Path) -> dict[str, list[str]]:
 def test_every_choice_stores_the_same_table_and_keeps_what_it_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    flaky(monkeypatch)
+    fail_16_rows(monkeypatch)
     plan = plan_sweep(sweep_file(tmp_path, GRID))
     tables, files = {}, {}
     for keep in KeepPoints:
@@ -67,7 +54,7 @@ def test_a_point_run_again_and_not_kept_loses_its_old_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = accelsim.sweep.worker.simulate_training
-    flaky(monkeypatch)
+    fail_16_rows(monkeypatch)
     plan = plan_sweep(sweep_file(tmp_path, GRID))
     first = run_sweep(plan, tmp_path / "out", Executor(), keep_points=KeepPoints.FAILED)
     assert len(kept(first.directory)) == 1

@@ -39,6 +39,18 @@ def sweep_file(directory: Path, text: str, base: Path = SMOKE, name: str = "sw.y
     return path
 
 
+def fail_16_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every point with 16 array rows fail in simulation."""
+    real = accelsim.sweep.worker.simulate_training
+
+    def flaky(inputs: Any) -> Any:
+        if inputs.hardware.array.rows == 16:
+            raise SimulationError("engine deadlock at cycle 7")
+        return real(inputs)
+
+    monkeypatch.setattr("accelsim.sweep.worker.simulate_training", flaky)
+
+
 def without_timings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     timing = {name for name, _ in TIMING_COLUMNS}
     return [{k: v for k, v in r.items() if k not in timing} for r in rows]
@@ -225,13 +237,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(
 ) -> None:
     plan = plan_sweep(sweep_file(tmp_path, "name: f\ngrid:\n  array.rows: [8, 16, 32]\n"))
     real = accelsim.sweep.worker.simulate_training
-
-    def flaky(inputs: Any) -> Any:
-        if inputs.hardware.array.rows == 16:
-            raise SimulationError("engine deadlock at cycle 7")
-        return real(inputs)
-
-    monkeypatch.setattr("accelsim.sweep.worker.simulate_training", flaky)
+    fail_16_rows(monkeypatch)
     report = run_sweep(plan, tmp_path / "out", Executor())
     assert (report.ran, report.failed) == (3, 1)
     _, rows = collect(report.directory)
