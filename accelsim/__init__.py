@@ -148,6 +148,7 @@ _MODULES = {
     "accelsim.config.base": ("Convention",),
     "accelsim.config.loader": ("load_energy", "parse_sets", "read_yaml"),
     "accelsim.driver.bench": ("EngineTiming", "benchmark_engines"),
+    "accelsim.driver.counts": ("write_model_counts",),
     "accelsim.driver.inputs": (
         "RunInputs",
         "SuiteEntry",
@@ -283,5 +284,6 @@ __all__ = [
     "vector_mape_by_class",
     "write_csv",
     "write_dropout_distribution",
+    "write_model_counts",
     "write_run",
 ]

@@ -277,10 +277,9 @@ def _no_suite_file_names(suite: Path, names: list[str]) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    """``accelsim models``: the sizes of workload files, or of the models of a suite."""
-    from accelsim.driver.inputs import suite_models
-    from accelsim.lowering.stats import model_stats
-    from accelsim.report.console import models_table
+    """``accelsim models``: the sizes of workload files, or of the models of a suite
+    (the bundled suite's from their cache while its files are unchanged)."""
+    from accelsim.report.model_counts import cached_counts, models_table
     from accelsim.resources import data_dir
 
     if args.files:
@@ -288,7 +287,12 @@ def cmd_models(args: argparse.Namespace) -> int:
             raise InputError.single("--suite", "", "give workload files or --suite, not both")
         return _workload_models(args.files, args.json)
     suite = args.suite or data_dir() / "configs" / "suites" / "default.yaml"
-    stats = [model_stats(workload, infos) for workload, infos in suite_models(suite)]
+    stats = cached_counts(suite)
+    if stats is None:
+        from accelsim.driver.inputs import suite_models
+        from accelsim.lowering.stats import model_stats
+
+        stats = [model_stats(workload, infos) for workload, infos in suite_models(suite)]
     with cli_sweep.printing():
         print(
             json.dumps([dataclasses.asdict(s) for s in stats], indent=2)
@@ -303,7 +307,8 @@ def _workload_models(files: list[Path], as_json: bool) -> int:
     a file that has them (a SCALE-Sim topology's assumptions)."""
     from accelsim.lowering.infer import load_model
     from accelsim.lowering.stats import model_stats
-    from accelsim.report.console import models_table, workload_notes
+    from accelsim.report.console import workload_notes
+    from accelsim.report.model_counts import models_table
 
     models = []
     problems = []

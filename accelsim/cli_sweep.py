@@ -116,6 +116,15 @@ def add_commands(sub: Subparsers) -> None:
         "--retry-failed", action="store_true", help="run the points that failed before again"
     )
     sweep.add_argument(
+        "--keep-points",
+        choices=["none", "failed", "all"],
+        default=None,
+        metavar="WHICH",
+        help="which points keep a directory in points/: none (the store holds everything"
+        " collect and plot read), failed (point.json with the error) or all (each finished"
+        " point's summary.json too) (default: all with layers: true, else none)",
+    )
+    sweep.add_argument(
         "--max-points",
         type=_positive,
         default=None,
@@ -228,6 +237,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweep_directory,
     )
     from accelsim.sweep.plan import MAX_POINTS
+    from accelsim.sweep.points import KeepPoints
 
     plan = plan_sweep(args.sweep_file, args.max_points or MAX_POINTS, args.jobs)
     todo = pending_points(plan, args.out, args.retry_failed)
@@ -260,7 +270,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             bar.update(1)
 
         try:
-            report = run_sweep(plan, args.out, executor, args.retry_failed, on_point)
+            keep = None if args.keep_points is None else KeepPoints(args.keep_points)
+            report = run_sweep(plan, args.out, executor, args.retry_failed, on_point, keep)
         except ClusterError as exc:
             bar.close()
             directory = sweep_directory(args.out, plan.name)

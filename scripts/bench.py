@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,6 +116,18 @@ def child_environment(extra: dict[str, str]) -> dict[str, str]:
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     """Run ``argv`` with ``env`` added to the environment; return (wall s, peak RSS MiB)."""
+    elapsed, usage = _waited(argv, env)
+    return elapsed, usage.ru_maxrss // 1024
+
+
+def timed_cpu(argv: list[str]) -> tuple[float, float]:
+    """Run ``argv``; return (wall s, CPU s of it and the processes it waited for)."""
+    elapsed, usage = _waited(argv, {})
+    return elapsed, usage.ru_utime + usage.ru_stime
+
+
+def _waited(argv: list[str], env: dict[str, str]) -> tuple[float, Any]:
+    """Run ``argv`` to its end; its wall time and resource usage."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -129,7 +142,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
         raise SystemExit(
             f"failed: {' '.join(argv)}\n{proc.stderr.read().decode() if proc.stderr else ''}"
         )
-    return elapsed, usage.ru_maxrss // 1024
+    return elapsed, usage
 
 
 def main() -> int:
@@ -251,17 +264,43 @@ def sweep_speed(runs: int) -> int:
         for points in (1000, 10000):
             argv = [sys.executable, "-m", "accelsim", "sweep",
                     f"configs/sweeps/resnet18_{points}.yaml", "--jobs", str(cores)]  # fmt: skip
-            walls, singles = [], []
+            walls, cpus, singles = [], [], []
             for i in range(runs):  # interleaved with the single run it is compared with
-                walls.append(timed([*argv, "--out", str(Path(tmp) / f"big{points}-{i}")], {})[0])
+                wall, cpu = timed_cpu([*argv, "--out", str(Path(tmp) / f"big{points}-{i}")])
+                walls.append(wall)
+                cpus.append(cpu)
                 singles.append(timed(one, {})[0])
             wall, single = statistics.median(walls), statistics.median(singles)
             print(
                 f"{f'ResNet-18 {points:,}-point sweep, end to end':34} {points:6d} "
                 f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {points / wall / cores:14.1f}"
-                f"   {wall / single:.0f}x one run ({single:.2f} s)"
+                f"   {wall / single:.0f}x one run ({single:.2f} s);"
+                f" {statistics.median(cpus):.1f} CPU-s (target at 10,000: 20)"
             )
+        sweep_100k(tmp, cores)
     return 0
+
+
+def sweep_100k(tmp: str, cores: int) -> None:
+    """One run of 100,000 ResNet-18 points planned and simulated end to end (target:
+    under 3 minutes): the 10,000-point sweep over ten DRAM latencies."""
+    import yaml
+
+    grid = yaml.safe_load((ROOT / "configs" / "sweeps" / "resnet18_10000.yaml").read_text())
+    grid["grid"]["dram.latency_cycles"] = list(range(50, 150, 10))
+    path = ROOT / "configs" / "sweeps" / f".bench-100k-{os.getpid()}.yaml"
+    path.write_text(yaml.safe_dump({**grid, "name": "resnet18_100000"}))
+    try:
+        argv = [sys.executable, "-m", "accelsim", "sweep", str(path), "--jobs", str(cores),
+                "--max-points", "100000", "--out", str(Path(tmp) / "big100000")]  # fmt: skip
+        wall, cpu = timed_cpu(argv)
+    finally:
+        path.unlink()
+    print(
+        f"{'ResNet-18 100,000 points, end to end':34} {100_000:6d} "
+        f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {100_000 / wall / cores:14.1f}"
+        f"   one run; {cpu:.1f} CPU-s (target: under 180 s wall)"
+    )
 
 
 def plan_speed(tmp: str) -> None:

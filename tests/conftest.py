@@ -111,3 +111,26 @@ def default_hw() -> HardwareSpec:
 @pytest.fixture
 def energy_table() -> EnergyTable:
     return load_energy(ROOT / "configs" / "energy" / "horowitz45.yaml")
+
+
+SLOW_CASES = (
+    "tests/contracts/test_memory_models.py::test_the_engines_agree_on_memories_of_several_models",
+    "tests/contracts/test_extension_recipes.py::test_a_memory_model_added_by_its_recipe",
+    "tests/techniques/pipelines/test_pipelining.py::test_no_period_beats_its_bounds[per_processor-resnet18-4-layerpipe: {}]",
+    "tests/techniques/pipelines/test_pipelining.py::test_no_period_beats_its_bounds[shared-resnet18-4-layerpipe: {}]",
+    "tests/techniques/pipelines/test_pipelining.py::test_speedup_does_not_depend_on_the_mini_batches_simulated[layerpipe-options1]",
+    "tests/techniques/pipelines/test_pipelining.py::test_every_schedule_does_the_same_macs[layerpipe]",
+    "tests/techniques/pipelines/test_pipelining.py::test_layerpipe_default_tries_both_placements[resnet18-5-winner0-1.038]",
+    "tests/techniques/pipelines/test_layerpipe_optimum.py::test_uneven_layers_reach_the_optimum_but_for_the_delay_cap",
+    "tests/report/test_bar_layout.py::test_no_text_leaves_the_figure_or_overlaps_another[",
+)  # fmt: skip
+"""The slowest cases of the default run (``--durations``), marked ``slow`` here, where one
+case of a parametrized test can be named (one ending in ``[``: every case of the test):
+``.ci/run`` runs them with ``-m slow``."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        base = item.nodeid.partition("[")[0] + "["
+        if item.nodeid in SLOW_CASES or base in SLOW_CASES:
+            item.add_marker(pytest.mark.slow)

@@ -50,7 +50,36 @@ def design_key(path: str) -> str:
 def design_values(hw: HardwareSpec) -> dict[str, DesignValue]:
     """Every design key of ``hw`` (its DRAM model's own keys included) and its value,
     in the spec's order."""
-    return {design_key(path): _json_value(value) for path, value in _leaves(hw, "")}
+    values: dict[str, DesignValue] = {}
+    for name in type(hw).model_fields:
+        if name in _NOT_DESIGN:
+            continue
+        value = getattr(hw, name)
+        if isinstance(value, BaseModel):
+            values.update(_section_values(value, f"{name}."))
+        else:
+            values[design_key(name)] = _json_value(value)
+    return values
+
+
+_SECTIONS: dict[tuple[int, str], tuple[BaseModel, tuple[tuple[str, DesignValue], ...]]] = {}
+"""The design keys and values of the sections seen last, by the section object (kept
+beside them, so its id names no other object) and its path: a sweep's points share
+most sections (:mod:`accelsim.config.sections`)."""
+_SECTIONS_KEPT = 256
+
+
+def _section_values(section: BaseModel, prefix: str) -> tuple[tuple[str, DesignValue], ...]:
+    """The design keys and values of the nested ``section`` at ``prefix``."""
+    key = (id(section), prefix)
+    known = _SECTIONS.get(key)
+    if known is not None and known[0] is section:
+        return known[1]
+    values = tuple((design_key(path), _json_value(v)) for path, v in _leaves(section, prefix))
+    _SECTIONS[key] = (section, values)
+    if len(_SECTIONS) > _SECTIONS_KEPT:
+        del _SECTIONS[next(iter(_SECTIONS))]
+    return values
 
 
 def design_columns() -> tuple[tuple[str, str], ...]:

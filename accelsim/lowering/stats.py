@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import StridedDx
 from accelsim.graph.ops import GemmOp, Phase
+from accelsim.lowering.counts import ModelStats
 from accelsim.lowering.shapes import LayerInfo, inputs_text
 from accelsim.lowering.step import lower
 from accelsim.workload.model import Workload
-
-
-@dataclass(frozen=True)
-class ModelStats:
-    """Counts for one sample (batch 1); ``training_macs`` is forward + dX + dW."""
-
-    name: str
-    input: str
-    params: int
-    forward_macs: int
-    training_macs: int
-    layers: int
 
 
 def model_stats(

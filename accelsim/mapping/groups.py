@@ -31,6 +31,7 @@ from typing import Any
 
 from accelsim.config.enums import CommGroup
 from accelsim.config.interconnect import InterconnectSpec
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, Tag
 from accelsim.graph.queries import forward_work
 from accelsim.network.topology import Network
@@ -98,6 +99,19 @@ def processor_groups(
     pipelines, each
     once, in the order the graph first shows them, with their spans on ``network``
     (the topology ``interconnect`` describes)."""
+    found = per_graph(graph, "processor groups", lambda: _found(graph))
+    data = [set(members) for kind, members in found if kind is GroupKind.DATA]
+    levels = _levels(interconnect)
+    return tuple(
+        ProcessorGroup(kind, members, _span(network, levels, members))
+        for kind, members in found
+        if kind is not GroupKind.DATA or not any(set(members) < other for other in data)
+    )
+
+
+def _found(graph: OpGraph) -> tuple[tuple[GroupKind, tuple[int, ...]], ...]:
+    """Each group of ``graph`` once, data-parallel then pipelines, in the order the graph
+    first shows them."""
     found: dict[tuple[GroupKind, tuple[int, ...]], None] = {}
     paths: dict[Tag, list[int]] = {}
     for op in graph.ops:
@@ -112,13 +126,7 @@ def processor_groups(
     for path in paths.values():
         if len(path) > 1:
             found[GroupKind.PIPELINE, tuple(path)] = None
-    data = [set(members) for kind, members in found if kind is GroupKind.DATA]
-    levels = _levels(interconnect)
-    return tuple(
-        ProcessorGroup(kind, members, _span(network, levels, members))
-        for kind, members in found
-        if kind is not GroupKind.DATA or not any(set(members) < other for other in data)
-    )
+    return tuple(found)
 
 
 def _levels(interconnect: InterconnectSpec) -> list[int]:

@@ -31,7 +31,7 @@ def by_collective(graph: OpGraph, trace: Trace) -> dict[str, CommunicationSummar
     """The step's communication by kind, every kind named (zeros where none ran)."""
     kinds = per_graph(graph, "collective kinds", lambda: _kinds(graph))
     c = trace.costs
-    busy = _busy_spans(trace)
+    busy = _busy_spans(trace) if any(kinds.values()) else {}
     unions: dict[frozenset[int], _Union] = {}
     out = {}
     for name, ops in kinds.items():

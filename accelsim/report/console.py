@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accelsim.mapping.groups import described
 from accelsim.report.means import geometric_mean, saving_mean
@@ -11,9 +11,6 @@ from accelsim.report.silicon import silicon_rows
 from accelsim.report.summary import StepSummary
 from accelsim.report.training import BASE, TrainingReport, TrainingResult
 from accelsim.units import bytes_to_gb, pj_to_mj, plural
-
-if TYPE_CHECKING:
-    from accelsim.lowering.stats import ModelStats
 
 
 def _rows(rows: list[tuple[str, str]]) -> str:
@@ -123,24 +120,6 @@ def layer_table(record: dict[str, Any]) -> str:
         ("energy", f"{record['energy_pj'] / 1e6:.3f} uJ"),
     ]
     return _rows(rows)
-
-
-def models_table(stats: Sequence[ModelStats]) -> str:
-    """One line per model: input, parameters, MACs per sample, layer count (the name
-    column at least 14 characters wide and the input's 22, wider for a longer one)."""
-    width = max([14, *(len(s.name) for s in stats)])
-    inputs = max([22, *(len(s.input) for s in stats)])
-    header = (
-        f"{'model':<{width}} {'input':<{inputs}} {'params':>13} {'fwd MACs':>16} "
-        f"{'train MACs':>17} {'layers':>6}"
-    )
-    lines = [header]
-    for s in stats:
-        lines.append(
-            f"{s.name:<{width}} {s.input:<{inputs}} {s.params:>13,} {s.forward_macs:>16,} "
-            f"{s.training_macs:>17,} {s.layers:>6}"
-        )
-    return "\n".join(lines)
 
 
 def workload_notes(source: str, notes: Sequence[str]) -> str:

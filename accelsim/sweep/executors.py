@@ -56,12 +56,13 @@ class Executor(AbstractContextManager["Executor"]):
     description = "in-process"
 
     def run(
-        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0, files: bool = True
     ) -> Iterator[list[PointOutcome]]:
         """Each chunk's outcomes, as chunks end; ``following``: about how many points
-        each worker runs in all (see :func:`~accelsim.sweep.worker.run_chunk`)."""
+        each worker runs in all, and ``files``: whether finished points' files are made
+        (see :func:`~accelsim.sweep.worker.run_chunk`)."""
         for chunk in chunks:
-            yield run_chunk(chunk, following)
+            yield run_chunk(chunk, following, files)
 
     def __exit__(self, *exc: object) -> None:
         return None
@@ -81,9 +82,9 @@ class PoolExecutor(Executor):
         self.description = f"process pool, {self.jobs} worker{'s' if self.jobs != 1 else ''}"
 
     def run(
-        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0, files: bool = True
     ) -> Iterator[list[PointOutcome]]:
-        futures = [self._pool.submit(run_chunk, list(chunk), following) for chunk in chunks]
+        futures = [self._pool.submit(run_chunk, list(chunk), following, files) for chunk in chunks]
         for future in as_completed(futures):
             yield future.result()
 
@@ -127,7 +128,7 @@ class DaskExecutor(Executor):
         self.workers = max(1, len(self._client.scheduler_info().get("workers", {})))
 
     def run(
-        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+        self, chunks: Sequence[Sequence[PointTask]], following: int = 0, files: bool = True
     ) -> Iterator[list[PointOutcome]]:
         """Each chunk's outcomes as it finishes (see :meth:`_run`).
 
@@ -136,7 +137,7 @@ class DaskExecutor(Executor):
                 with chunks left, or the scheduler is gone (killed, unreachable).
         """
         try:
-            yield from self._run(chunks, following)
+            yield from self._run(chunks, following, files)
         except (OSError, TimeoutError, CancelledError) as exc:
             # A lost scheduler: futures cancelled, comms closed, calls timed out.
             raise ClusterError(
@@ -144,7 +145,7 @@ class DaskExecutor(Executor):
             ) from None
 
     def _run(
-        self, chunks: Sequence[Sequence[PointTask]], following: int = 0
+        self, chunks: Sequence[Sequence[PointTask]], following: int, files: bool
     ) -> Iterator[list[PointOutcome]]:
         """Each chunk's outcomes as it finishes.
 
@@ -154,7 +155,11 @@ class DaskExecutor(Executor):
         """
         pending = list(
             self._client.map(
-                run_chunk, [list(c) for c in chunks], [following] * len(chunks), pure=False
+                run_chunk,
+                [list(c) for c in chunks],
+                [following] * len(chunks),
+                [files] * len(chunks),
+                pure=False,
             )
         )
         sizes = {f.key: len(c) for f, c in zip(pending, chunks, strict=True)}

@@ -10,6 +10,9 @@ records, only real directories, and in them only the files a point has
 (:data:`POINT_FILES`); every operation is relative to ``points/`` opened without
 following symbolic links (``O_NOFOLLOW``, ``dir_fd``), and a sweep directory or
 ``points/`` that is a symbolic link is refused.
+
+Which points get a directory is the sweep's choice (:class:`KeepPoints`); the
+store alone holds what ``collect``, ``plot`` and a resumed sweep read.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Mapping
+from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,6 +39,27 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 Writer = Callable[[IO[str]], Any]
 """Writes one file's content to an open text file."""
+
+
+class KeepPoints(str, Enum):
+    """Which finished points keep a directory in ``points/`` (``--keep-points``):
+    ``none``; ``failed`` (its ``point.json``: label, overrides and error); ``all``
+    (a failed point's as with ``failed``; a finished one's ``summary.json`` and
+    ``point.json``, and ``layers.csv`` when the sweep asks for it)."""
+
+    NONE = "none"
+    FAILED = "failed"
+    ALL = "all"
+
+    def keeps(self, status: str) -> bool:
+        """Whether a point that ended with ``status`` (``ok``, ``failed``) keeps a directory."""
+        return self is KeepPoints.ALL or (self is KeepPoints.FAILED and status != "ok")
+
+
+DEFAULT_KEEP = KeepPoints.NONE
+"""What a sweep keeps unless told: a point's summary, directory and files cost about a
+fifth of a ResNet-18 point's time (docs/performance.md), and nothing accelsim reads
+needs them."""
 
 
 def sweep_root(directory: Path) -> None:
@@ -84,6 +109,7 @@ class PointsDirectory:
             raise _cannot_open(self.path, exc, f"the sweep's {POINTS_DIR}/") from None
         finally:
             os.close(parent)
+        self._entries = set(os.listdir(self._fd))
 
     def close(self) -> None:
         os.close(self._fd)
@@ -129,6 +155,12 @@ class PointsDirectory:
                 f"{shown(str(self.path / identity))}: cannot write the point's results:"
                 f" {_reason(exc)}"
             ) from None
+
+    def discard(self, identity: str) -> None:
+        """Remove the directory of point ``identity`` that was there when ``points/`` was
+        opened (a point run again and not kept), if accelsim wrote it."""
+        if identity in self._entries:
+            self._remove(identity)
 
     def _fill(self, staging: str, files: Mapping[str, Writer]) -> None:
         directory = os.open(staging, _DIRECTORY, dir_fd=self._fd)

@@ -1,10 +1,12 @@
 """Run a planned sweep into its output directory, resuming where a previous run stopped.
 
 ``<out>/<name>/`` holds ``store.sqlite`` (see :mod:`accelsim.sweep.store`) and
-``points/<identity>/`` with each finished point's ``summary.json`` and
-``point.json`` (and ``layers.csv`` when the sweep asks for it), written by
-:mod:`accelsim.sweep.points`.  A point's directory is complete before its row is
-committed, and a point with a row is never run again (a failed one only with
+``points/<identity>/`` with the files of each point the sweep keeps
+(:class:`~accelsim.sweep.points.KeepPoints`: a finished point's ``summary.json``
+and ``point.json``, and ``layers.csv`` when the sweep asks for it; a failed
+point's ``point.json``), written by :mod:`accelsim.sweep.points`.  The rows of a
+chunk of points are committed together, after their directories are complete,
+and a point with a row is never run again (a failed one only with
 ``retry_failed``).  A point simulated by a worker that runs another accelsim
 version (a cluster machine not upgraded) is recorded as failed.
 """
@@ -22,13 +24,14 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+from accelsim.errors import InputError
 from accelsim.provenance import git_commit, version
 from accelsim.report.result import LAYER_COLUMNS
 from accelsim.report.staging import child_directory
 from accelsim.report.writer import write_csv_rows
 from accelsim.sweep.executors import Executor, chunked
 from accelsim.sweep.plan import SweepPlan
-from accelsim.sweep.points import PointsDirectory, Writer, sweep_root
+from accelsim.sweep.points import DEFAULT_KEEP, KeepPoints, PointsDirectory, Writer, sweep_root
 from accelsim.sweep.schema import STORE_NAME, StoredPoint, dumps
 from accelsim.sweep.store import Store
 from accelsim.sweep.worker import PointOutcome, run_chunk
@@ -89,15 +92,21 @@ def run_sweep(
     executor: Executor,
     retry_failed: bool = False,
     on_point: Callable[[PointOutcome], None] | None = None,
+    keep_points: KeepPoints | None = None,
 ) -> SweepReport:
-    """Simulate every point of ``plan`` that is not stored yet, committing each as it ends.
+    """Simulate every point of ``plan`` that is not stored yet, committing each chunk of
+    points as it ends; the points ``keep_points`` names keep their directory (by
+    default all of them for a sweep that asks for each point's ``layers.csv``, else
+    :data:`~accelsim.sweep.points.DEFAULT_KEEP`).
 
     Raises:
-        InputError: for a damaged store, or a file in its place that is not one.
+        InputError: for a damaged store, or a file in its place that is not one, or a
+            sweep asking for layers.csv that keeps not every point.
         OutputError: when the directory or the store cannot be written, or the sweep
             directory or its ``points/`` is a symbolic link.
     """
     started = time.perf_counter()
+    keep_points = _keep(plan, keep_points)
     directory = sweep_directory(out, plan.name)
     sweep_root(directory)
     token = secrets.token_hex(16)
@@ -115,16 +124,20 @@ def run_sweep(
         # The first point runs here, told how many follow: when they pay for the
         # compiled engine, this process loads (or compiles and caches) it once, and the
         # workers a pool forks next start with it, and with the parsed input files.
-        first = [run_chunk(tasks[:1], len(tasks))] if tasks else []
+        files = keep_points is KeepPoints.ALL
+        first = [run_chunk(tasks[:1], len(tasks), files)] if tasks else []
         following = math.ceil(len(tasks) / executor.workers)
-        rest = executor.run(chunked(tasks[1:], executor.workers), following)
-        for outcomes in itertools.chain(first, rest):
-            for outcome in map(_same_version, outcomes):
-                if outcome.status == "ok":
+        rest = executor.run(chunked(tasks[1:], executor.workers), following, files)
+        for chunk in itertools.chain(first, rest):
+            outcomes = [_same_version(outcome) for outcome in chunk]
+            for outcome in outcomes:
+                if keep_points.keeps(outcome.status):
                     points.write(outcome.task.identity, _point_files(outcome))
                 else:
-                    failed += 1
-                store.add(_stored(outcome, axes[outcome.task.identity]))
+                    points.discard(outcome.task.identity)
+            store.add(_stored(outcome, axes[outcome.task.identity]) for outcome in outcomes)
+            for outcome in outcomes:
+                failed += outcome.status != "ok"
                 ran += 1
                 if on_point is not None:
                     on_point(outcome)
@@ -138,6 +151,26 @@ def run_sweep(
         failed,
         time.perf_counter() - started,
     )
+
+
+def _keep(plan: SweepPlan, keep_points: KeepPoints | None) -> KeepPoints:
+    """What the sweep keeps: ``keep_points``, by default every point's directory for a
+    sweep asking for ``layers.csv``, else :data:`DEFAULT_KEEP`.
+
+    Raises:
+        InputError: for a sweep asking for ``layers.csv`` that keeps not every point.
+    """
+    if not plan.spec.layers:
+        return keep_points or DEFAULT_KEEP
+    if keep_points not in (None, KeepPoints.ALL):
+        raise InputError.single(
+            "--keep-points",
+            "",
+            "the sweep file asks for each point's layers.csv (layers: true), kept in the"
+            " point's directory: use --keep-points all",
+            keep_points.value,
+        )
+    return KeepPoints.ALL
 
 
 def _meta(plan: SweepPlan) -> dict[str, Any]:
@@ -183,14 +216,18 @@ def _stored(outcome: PointOutcome, axes: Mapping[str, Any]) -> StoredPoint:
 
 
 def _point_files(outcome: PointOutcome) -> dict[str, Writer]:
-    """A point's files: ``summary.json``, ``point.json`` (its label and overrides, each
-    with the sweep file's resolved path) and, if asked for, ``layers.csv``."""
-    point = {"label": outcome.task.label, "sets": outcome.task.sets}
-    files: dict[str, Writer] = {
-        "summary.json": partial(_write_text, outcome.summary_json),
-        "point.json": partial(_write_text, dumps(point, indent=2, default=str) + "\n"),
-    }
-    if outcome.task.layers:
+    """A point's files: ``point.json`` (its label and overrides, each with the sweep
+    file's resolved path; a failed point's error), and a finished point's
+    ``summary.json`` and, if asked for, ``layers.csv``."""
+    ok = outcome.status == "ok"
+    point: dict[str, Any] = {"label": outcome.task.label, "sets": outcome.task.sets}
+    files: dict[str, Writer] = {}
+    if ok:
+        files["summary.json"] = partial(_write_text, outcome.summary_json)
+    else:
+        point["error"] = outcome.error
+    files["point.json"] = partial(_write_text, dumps(point, indent=2, default=str) + "\n")
+    if ok and outcome.task.layers:
         files["layers.csv"] = partial(
             write_csv_rows, columns=LAYER_COLUMNS, rows=outcome.layer_rows
         )

@@ -4,9 +4,9 @@ Table ``points`` holds one row per finished point, keyed by its identity (its
 columns: :mod:`accelsim.sweep.schema`).  Table ``meta`` holds the sweep's
 name, file and axes; table ``staging`` the token of every sweep process that
 wrote into ``points/`` (its staging entries carry it, see
-:mod:`accelsim.sweep.points`).  Only the sweep's own process writes; each point
-is one transaction, so a killed sweep loses at most the points it had not
-committed.
+:mod:`accelsim.sweep.points`).  Only the sweep's own process writes; the points
+of a chunk (at most 16, see :func:`~accelsim.sweep.executors.chunked`) are one
+transaction, so a killed sweep loses at most the points it had not committed.
 
 Every open checks the database (SQLite's ``quick_check`` and the schema) before
 anything reads or writes it, so a damaged store or a file that is not a store is
@@ -69,6 +69,7 @@ class Store:
         self.path = directory / STORE_NAME
         self._shown = shown(str(self.path))
         self._use = "write" if write else "read"
+        self._inserts: dict[tuple[str, ...], str] = {}
         self._db = self._connect(write)
         try:
             self._tables = self._check(write or empty)
@@ -283,12 +284,27 @@ class Store:
         for token in tokens:
             self._write("DELETE FROM staging WHERE token = ?", [token])
 
-    def add(self, point: StoredPoint) -> None:
-        """Insert (or replace) one finished point in its own transaction."""
-        row = point_row(point)
-        names = ", ".join(quote(k) for k in row)
-        marks = ", ".join("?" for _ in row)
-        self._write(f"INSERT OR REPLACE INTO points ({names}) VALUES ({marks})", list(row.values()))
+    def add(self, points: Iterable[StoredPoint]) -> None:
+        """Insert (or replace) finished points, all in one transaction."""
+        rows = [point_row(point) for point in points]
+        try:
+            with closing(self._db.cursor()) as cur:
+                cur.execute("BEGIN IMMEDIATE")
+                for row in rows:
+                    cur.execute(self._insert(tuple(row)), list(row.values()))
+                cur.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.rollback()
+            raise OutputError(f"{self._shown}: cannot write the sweep store: {exc}") from None
+
+    def _insert(self, columns: tuple[str, ...]) -> str:
+        """The statement inserting a row of ``columns`` (made once per set of columns)."""
+        if columns not in self._inserts:
+            names = ", ".join(quote(k) for k in columns)
+            marks = ", ".join("?" for _ in columns)
+            self._inserts[columns] = f"INSERT OR REPLACE INTO points ({names}) VALUES ({marks})"
+        return self._inserts[columns]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every stored point as one flat record, in sweep order.

@@ -1,8 +1,9 @@
 """Simulate sweep points: the function every executor runs, in any process.
 
 A worker never touches the store or the output directory: it returns each
-point's outcome (its flat record, ``summary.json`` text and optionally its
-layer rows) to the sweep's process, which writes them.  A process loads the
+point's outcome (its flat record and, when the sweep keeps the point's files,
+its ``summary.json`` text and optionally its layer rows) to the sweep's
+process, which writes them.  A process loads the
 points of one plan through one :class:`~accelsim.driver.inputs.InputCache`: it
 reads each input file once and validates each file's data once per distinct set
 of overrides, and points that share a workload share its objects, so their
@@ -92,8 +93,10 @@ def hardware_label(inputs: RunInputs, cache: InputCache) -> str:
     return hw.name if own == hw.array.label else f"{hw.name} ({hw.array.label})"
 
 
-def run_point(task: PointTask) -> PointOutcome:
-    """Simulate one point; a failure becomes a ``failed`` outcome, never an exception."""
+def run_point(task: PointTask, files: bool = True) -> PointOutcome:
+    """Simulate one point; a failure becomes a ``failed`` outcome, never an exception.
+    Without ``files`` (the sweep keeps no directory for a finished point) the outcome
+    has no ``summary.json`` text or layer rows."""
     worker = f"{socket.gethostname()}:{os.getpid()}"
     started = time.perf_counter()
     try:
@@ -105,8 +108,8 @@ def run_point(task: PointTask) -> PointOutcome:
             "ok",
             None,
             point_record(result, hardware_label(inputs, cache)),
-            json.dumps(result.summary(), indent=2, allow_nan=False) + "\n",
-            tuple(result.base.layer_rows()) if task.layers else (),
+            json.dumps(result.summary(), indent=2, allow_nan=False) + "\n" if files else "",
+            tuple(result.base.layer_rows()) if task.layers and files else (),
         )
     except AccelsimError as exc:
         outcome = PointOutcome(task, "failed", str(exc))
@@ -122,10 +125,12 @@ def run_point(task: PointTask) -> PointOutcome:
     )
 
 
-def run_chunk(tasks: Sequence[PointTask], following: int = 0) -> list[PointOutcome]:
+def run_chunk(
+    tasks: Sequence[PointTask], following: int = 0, files: bool = True
+) -> list[PointOutcome]:
     """:func:`run_point` on each task in turn (one round trip to a worker), telling the
     engine chooser (:func:`~accelsim.timing.engines.followed_by`) that about
     ``following`` more points will run in this process: a sweep whose work pays for
     loading, or compiling, the compiled engine uses it from its first point."""
     with followed_by(following):
-        return [run_point(task) for task in tasks]
+        return [run_point(task, files) for task in tasks]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.machine import Machine
@@ -65,7 +66,7 @@ def own_cycles(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
         here = processor == p
         dram[here] = memory.bound(reads[here]) + memory.bound(writes[here], write=True)
     own = np.maximum(costs.compute_cycles.astype(np.float64), dram)
-    for i, op in enumerate(graph.ops):
+    for i, op in per_graph(graph, "communicating ops", lambda: _communicating(graph)):
         if isinstance(op, TransferOp):
             own[i] = machine.link.bound(float(op.bytes))
         elif isinstance(op, CommOp):
@@ -83,6 +84,11 @@ def _collective_cycles(op: CommOp, machine: Machine) -> float:
         for p, (r, w) in zip(op.participants, dram_of(op), strict=True)
     )
     return float(links + dram)
+
+
+def _communicating(graph: OpGraph) -> list[tuple[int, TransferOp | CommOp]]:
+    """The transfers and all-reduces of ``graph``, with their ids."""
+    return [(i, op) for i, op in enumerate(graph.ops) if isinstance(op, TransferOp | CommOp)]
 
 
 def path_ahead(graph: OpGraph, own: np.ndarray) -> np.ndarray:

@@ -27,9 +27,11 @@ them (a technique's auxiliary work feeds the ops after it).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import (
     CORE,
     CommOp,
@@ -74,42 +76,77 @@ _KIND = {
 
 def op_streams(graph: OpGraph, costs: OpCosts) -> Streams:
     """The stream class of each op's DRAM reads and of its DRAM writes (int64 arrays
-    of :class:`StreamClass` values)."""
-    n_ops = len(graph.ops)
-    reads = np.zeros(n_ops, np.int64)
-    writes = np.zeros(n_ops, np.int64)
-    stashed, on_chip = graph.stashed, graph.on_chip
-    a_bytes, b_bytes = costs.dram_ifmap_read_bytes.tolist(), costs.dram_filter_read_bytes.tolist()
-    psum_bytes = costs.dram_ofmap_read_bytes.tolist()
+    of :class:`StreamClass` values).  Every class but a GEMM's reads follows from the
+    graph alone (worked out once per graph); a GEMM reads the class of the operand
+    with the most DRAM bytes in ``costs``, the first of ties."""
+    fixed = per_graph(graph, "op streams", lambda: _GraphStreams.of(graph))
+    reads = fixed.reads.copy()
+    if fixed.gemms.size:
+        moved = np.stack(
+            [
+                costs.dram_ifmap_read_bytes[fixed.gemms],
+                costs.dram_filter_read_bytes[fixed.gemms],
+                costs.dram_ofmap_read_bytes[fixed.gemms],
+            ],
+            axis=1,
+        )
+        most = np.argmax(moved, axis=1)  # the first of ties
+        reads[fixed.gemms] = fixed.operands[np.arange(fixed.gemms.size), most]
+    return reads, fixed.writes.copy()
 
-    def kind_of(tensor: Tensor, stage: Stage, read: bool) -> StreamClass:
-        saved = stage is (Stage.BACKWARD if read else Stage.FORWARD)
-        if saved and tensor.key in stashed:
-            return StreamClass.STASH
-        return _KIND[tensor.kind]
 
-    for op in graph.ops:
-        i, stage = op.op_id, op.stage
-        if isinstance(op, CommOp):  # its buffer's kind: a gradient all-reduce's, gradients
-            reads[i] = writes[i] = _KIND[op.tensor.kind]
-        elif isinstance(op, TransferOp):
-            continue  # links only
-        elif op.phase is Phase.UPDATE:
-            reads[i] = writes[i] = StreamClass.OPTIMIZER
-        elif op.phase is Phase.AUX and op.owner != CORE:
-            reads[i] = writes[i] = StreamClass.TECHNIQUE
-        elif isinstance(op, GemmOp):
-            operands = ((op.a, a_bytes[i]), (op.b, b_bytes[i]), (op.c, psum_bytes[i]))
-            most = max(operands, key=lambda operand: operand[1])[0]  # the first of ties
-            reads[i] = kind_of(most, stage, read=True)
-            writes[i] = kind_of(op.c, stage, read=False)
-        elif isinstance(op, VectorOp):
-            for accesses, out, read in ((op.reads, reads, True), (op.writes, writes, False)):
-                moved = [a for a in accesses if a.tensor.key not in on_chip]
-                if moved:
-                    most = max(moved, key=lambda access: access.bytes).tensor
-                    out[i] = kind_of(most, stage, read)
-    return reads, writes
+@dataclass(frozen=True)
+class _GraphStreams:
+    """What :func:`op_streams` takes from the graph alone: each op's read and write
+    class (a GEMM's reads left to its costs), the GEMMs whose reads the costs choose
+    and, for each, the class of reading its ``a``, ``b`` and ``c`` operands."""
+
+    reads: np.ndarray
+    writes: np.ndarray
+    gemms: np.ndarray
+    operands: np.ndarray
+
+    @staticmethod
+    def of(graph: OpGraph) -> _GraphStreams:
+        n_ops = len(graph.ops)
+        reads = np.zeros(n_ops, np.int64)
+        writes = np.zeros(n_ops, np.int64)
+        gemms: list[int] = []
+        operands: list[tuple[StreamClass, ...]] = []
+        stashed, on_chip = graph.stashed, graph.on_chip
+
+        def kind_of(tensor: Tensor, stage: Stage, read: bool) -> StreamClass:
+            saved = stage is (Stage.BACKWARD if read else Stage.FORWARD)
+            if saved and tensor.key in stashed:
+                return StreamClass.STASH
+            return _KIND[tensor.kind]
+
+        for op in graph.ops:
+            i, stage = op.op_id, op.stage
+            if isinstance(op, CommOp):  # its buffer's kind: a gradient all-reduce's, gradients
+                reads[i] = writes[i] = _KIND[op.tensor.kind]
+            elif isinstance(op, TransferOp):
+                continue  # links only
+            elif op.phase is Phase.UPDATE:
+                reads[i] = writes[i] = StreamClass.OPTIMIZER
+            elif op.phase is Phase.AUX and op.owner != CORE:
+                reads[i] = writes[i] = StreamClass.TECHNIQUE
+            elif isinstance(op, GemmOp):
+                gemms.append(i)
+                operands.append(tuple(kind_of(t, stage, read=True) for t in (op.a, op.b, op.c)))
+                writes[i] = kind_of(op.c, stage, read=False)
+            elif isinstance(op, VectorOp):
+                for accesses, out, read in ((op.reads, reads, True), (op.writes, writes, False)):
+                    moved = [a for a in accesses if a.tensor.key not in on_chip]
+                    if moved:
+                        most = max(moved, key=lambda access: access.bytes).tensor
+                        out[i] = kind_of(most, stage, read)
+        return _GraphStreams(
+            reads,
+            writes,
+            np.asarray(gemms, np.int64),
+            np.asarray(operands, np.int64).reshape(len(gemms), 3),
+        )
 
 
 def group_stream(classes: np.ndarray, moved: np.ndarray, members: Sequence[int]) -> int:

@@ -30,6 +30,7 @@ from accelsim.report.summary import DesignKnobs, StepSummary
 from accelsim.sweep import Executor, Store, plan_sweep, run_sweep
 from accelsim.sweep import points as sweep_points
 from accelsim.sweep.plan import MAX_POINTS
+from accelsim.sweep.points import KeepPoints
 from tests.conftest import ROOT as REPO
 
 SMOKE = REPO / "configs" / "runs" / "smoke.yaml"
@@ -90,7 +91,7 @@ def tree(directory: Path) -> dict[str, bytes | str]:
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished four-point sweep directory (copy it before changing it)."""
     base = tmp_path_factory.mktemp("swept")
-    run_sweep(plan_sweep(sweep_file(base)), base / "out", Executor())
+    run_sweep(plan_sweep(sweep_file(base)), base / "out", Executor(), keep_points=KeepPoints.ALL)
     return base / "out" / "arrays"
 
 
@@ -269,7 +270,9 @@ def test_clean_up_removes_only_entries_it_can_prove_it_made(
     with sqlite3.connect(sweep / "store.sqlite") as db:
         db.execute("INSERT INTO staging VALUES (?, 0)", [ours])
     victims = tree(victim)
-    code, out, _ = run_cli(capsys, "sweep", sweep_file(tmp_path), "--out", tmp_path / "out")
+    code, out, _ = run_cli(
+        capsys, "sweep", sweep_file(tmp_path), "--out", tmp_path / "out", "--keep-points", "all"
+    )
     assert code == cli.EXIT_OK and "4 already stored, 0 run" in out
     assert hidden(points) == sorted(
         [".hidden", foreign.name, mixed.name, f".accelsim-old.{ours}.{'c' * 16}"]
@@ -290,7 +293,9 @@ def test_a_point_directory_that_is_a_link_is_never_replaced(
     points.mkdir(parents=True)
     (points / first).symlink_to(victim)
     before = tree(victim)
-    code, _, err = run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1)
+    code, _, err = run_cli(
+        capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1, "--keep-points", "all"
+    )
     assert code == cli.EXIT_INPUT
     assert messages(err)[-1].startswith(
         f"{points / first}: a symbolic link or a file, not a point directory;"
@@ -317,7 +322,19 @@ def test_a_point_killed_mid_write_is_cleaned_up_by_the_next_sweep(tmp_path: Path
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
     killed = subprocess.run(
-        [sys.executable, "-c", driver, "sweep", str(path), "--out", str(out), "--jobs", "1"],
+        [
+            sys.executable,
+            "-c",
+            driver,
+            "sweep",
+            str(path),
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+            "--keep-points",
+            "all",
+        ],
         capture_output=True,
         check=False,
         timeout=120,
@@ -333,7 +350,7 @@ def test_a_point_killed_mid_write_is_cleaned_up_by_the_next_sweep(tmp_path: Path
         "point.json",
         "summary.json",
     ]
-    report = run_sweep(plan_sweep(path), out, Executor())
+    report = run_sweep(plan_sweep(path), out, Executor(), keep_points=KeepPoints.ALL)
     assert (report.skipped, report.ran) == (1, 3)
     assert hidden(sweep / "points") == []
     with Store(sweep) as store:
@@ -544,7 +561,7 @@ def test_a_failed_point_write_leaves_no_staging_and_resumes(
     monkeypatch.setattr(sweep_points.PointsDirectory, "_fill", full_disk)
     plan = plan_sweep(path)
     with pytest.raises(OutputError) as excinfo:
-        run_sweep(plan, tmp_path / "out", Executor())
+        run_sweep(plan, tmp_path / "out", Executor(), keep_points=KeepPoints.ALL)
     third = plan.points[2].task.identity
     points = tmp_path / "out" / "arrays" / "points"
     assert str(excinfo.value) == (
@@ -555,7 +572,7 @@ def test_a_failed_point_write_leaves_no_staging_and_resumes(
         p.task.identity for p in plan.points[:2]
     )
     monkeypatch.setattr(sweep_points.PointsDirectory, "_fill", fill)
-    report = run_sweep(plan, tmp_path / "out", Executor())
+    report = run_sweep(plan, tmp_path / "out", Executor(), keep_points=KeepPoints.ALL)
     assert (report.skipped, report.ran) == (2, 2)
 
 
@@ -673,10 +690,12 @@ def test_a_sweep_killed_at_every_step_of_a_point_write_resumes_whole(tmp_path: P
     replaced: each time the next sweep leaves no hidden entry, forgets the token and gives
     the store and points/ of an uninterrupted sweep."""
     path = sweep_file(tmp_path, "grid:\n  array.rows: [8, 16, 24]\n  array.cols: [8, 16]\n")
-    reference = run_sweep(plan_sweep(path), tmp_path / "reference", Executor()).directory
+    reference = run_sweep(
+        plan_sweep(path), tmp_path / "reference", Executor(), keep_points=KeepPoints.ALL
+    ).directory
     out = tmp_path / "out"
     sweep = out / "arrays"
-    args = ["sweep", str(path), "--out", str(out), "--jobs", "1"]
+    args = ["sweep", str(path), "--out", str(out), "--jobs", "1", "--keep-points", "all"]
     rounds = [[("fill", 2)], [("rename", 3)], [("row", 4)], [("row", 2), ("replace", 1)]]
     for kills in rounds:
         shutil.rmtree(out, ignore_errors=True)
@@ -699,7 +718,7 @@ def test_a_sweep_killed_at_every_step_of_a_point_write_resumes_whole(tmp_path: P
                 kinds = {"fill": [".accelsim-point"], "rename": [".accelsim-point"]}
                 expected = kinds.get(site, [".accelsim-old", ".accelsim-point"])
                 assert [name.rsplit(".", 2)[0] for name in left] == expected, left
-        report = run_sweep(plan_sweep(path), out, Executor())
+        report = run_sweep(plan_sweep(path), out, Executor(), keep_points=KeepPoints.ALL)
         assert report.failed == 0
         assert hidden(sweep / "points") == [], kills
         with Store(sweep) as store:
@@ -813,7 +832,9 @@ def test_points_record_the_same_thing_from_any_working_directory(
     for where in (tmp_path / "sweeps", tmp_path):
         monkeypatch.chdir(where)
         out = tmp_path / f"out-{where.name}"
-        run_sweep(plan_sweep(Path(os.path.relpath(path))), out, Executor())
+        run_sweep(
+            plan_sweep(Path(os.path.relpath(path))), out, Executor(), keep_points=KeepPoints.ALL
+        )
         stores.append(out / "arrays")
     first, second = (tree(s / "points") for s in stores)
     assert first == second
@@ -935,7 +956,12 @@ def test_ideal_memory_is_null_and_flagged_in_every_json_file(
     assert run_cli(capsys, "suite", SMOKE, *models, *ideal)[0] == cli.EXIT_OK
     _strict((tmp_path / "suite" / "smoke" / "mlp" / "summary.json").read_text())
     path = sweep_file(tmp_path, "grid:\n  dram.bandwidth_bytes_per_cycle: [.inf, 8]\n")
-    assert run_cli(capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1)[0] == 0
+    assert (
+        run_cli(
+            capsys, "sweep", path, "--out", tmp_path / "out", "--jobs", 1, "--keep-points", "all"
+        )[0]
+        == 0
+    )
     sweep = tmp_path / "out" / "arrays"
     for file in sweep.glob("points/*/*.json"):
         _strict(file.read_text())

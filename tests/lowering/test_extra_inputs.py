@@ -17,7 +17,7 @@ from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.infer import infer_shapes
 from accelsim.lowering.stats import model_stats
 from accelsim.lowering.step import lower as lower_step
-from accelsim.report.console import models_table
+from accelsim.report.model_counts import models_table
 from accelsim.techniques.recomputation.choice import cuts
 from accelsim.workload.model import Workload
 from tests.conftest import params

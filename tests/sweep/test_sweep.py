@@ -22,6 +22,7 @@ from accelsim.sweep import Executor, PoolExecutor, Store, plan_sweep, run_sweep
 from accelsim.sweep.collect import collect
 from accelsim.sweep.pareto import pareto_front
 from accelsim.sweep.plots import axis_name, varying
+from accelsim.sweep.points import KeepPoints
 from accelsim.sweep.store import TIMING_COLUMNS
 from tests.conftest import ROOT
 
@@ -37,6 +38,18 @@ def sweep_file(directory: Path, text: str, base: Path = SMOKE, name: str = "sw.y
     relative = os.path.relpath(base, directory)
     path.write_text(f"base: {relative}\n{text}", encoding="utf-8")
     return path
+
+
+def fail_16_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every point with 16 array rows fail in simulation."""
+    real = accelsim.sweep.worker.simulate_training
+
+    def flaky(inputs: Any) -> Any:
+        if inputs.hardware.array.rows == 16:
+            raise SimulationError("engine deadlock at cycle 7")
+        return real(inputs)
+
+    monkeypatch.setattr("accelsim.sweep.worker.simulate_training", flaky)
 
 
 def without_timings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -55,7 +68,8 @@ def test_the_minimal_sweep_file_runs_and_collects(
         "name: arrays\ngrid:\n  array.rows: [32, 64]\n  array.dataflow: [os, ws]\n",
     )
     out = tmp_path / "out"
-    assert main(["sweep", str(path), "--out", str(out), "--jobs", "2"]) == 0
+    argv = ["sweep", str(path), "--out", str(out), "--jobs", "2", "--keep-points", "all"]
+    assert main(argv) == 0
     assert "4 points, 0 already stored, 4 run (0 failed)" in capsys.readouterr().out
     assert (out / "arrays" / "store.sqlite").is_file()
     table = tmp_path / "arrays.csv"
@@ -224,13 +238,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(
 ) -> None:
     plan = plan_sweep(sweep_file(tmp_path, "name: f\ngrid:\n  array.rows: [8, 16, 32]\n"))
     real = accelsim.sweep.worker.simulate_training
-
-    def flaky(inputs: Any) -> Any:
-        if inputs.hardware.array.rows == 16:
-            raise SimulationError("engine deadlock at cycle 7")
-        return real(inputs)
-
-    monkeypatch.setattr("accelsim.sweep.worker.simulate_training", flaky)
+    fail_16_rows(monkeypatch)
     report = run_sweep(plan, tmp_path / "out", Executor())
     assert (report.ran, report.failed) == (3, 1)
     _, rows = collect(report.directory)
@@ -348,8 +356,9 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
     )
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["sweep", str(path), "--out", str(out), "--jobs", "2", "--keep-points", "all"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "accelsim", "sweep", str(path), "--out", str(out), "--jobs", "2"],
+        [sys.executable, "-m", "accelsim", *argv],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -378,7 +387,7 @@ def test_a_killed_sweep_resumes_without_losing_or_recomputing(tmp_path: Path) ->
     assert 3 <= len(before) < 40, "the sweep was not killed mid-run"
     plan = plan_sweep(path)
     with PoolExecutor(2) as executor:
-        report = run_sweep(plan, out, executor)
+        report = run_sweep(plan, out, executor, keep_points=KeepPoints.ALL)
     assert (report.skipped, report.ran, report.failed) == (len(before), 40 - len(before), 0)
     with Store(out / "kill") as store:
         after = {r["identity"]: r for r in store.rows()}

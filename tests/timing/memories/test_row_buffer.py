@@ -188,7 +188,7 @@ def test_a_sweep_over_the_model_and_its_parameters_runs_resumes_and_collects(
     )
     out = tmp_path / "out"
     for sweep, points in ((path, 4), (models, 2)):
-        assert main(["sweep", str(sweep), "--out", str(out)]) == 0
+        assert main(["sweep", str(sweep), "--out", str(out), "--keep-points", "all"]) == 0
         assert (
             f"{points} points, 0 already stored, {points} run (0 failed)" in capsys.readouterr().out
         )
