@@ -9,7 +9,7 @@ which quotes Korthikanti et al. 2022, arXiv 2205.05198): per GPU, the GiB of par
 and optimizer state and the GiB of activations of each model with sequence parallelism
 and selective recomputation (``seqsel``) and with neither (``none``).  Each model's
 plan is the paper's Table 3 (``plans.csv`` beside it).  accelsim's figures are its
-memory breakdown (:func:`accelsim.driver.run.step_memory`: the step lowered, not
+memory breakdown (:func:`accelsim.step_memory`: the step lowered, not
 simulated) on ``configs/hardware/a100_cluster.yaml`` with the plan's processors, Adam
 with an fp32 master copy and 4-byte gradients (Megatron-LM's 18 bytes a parameter:
 2 for the bf16 weight, 4 for its fp32 gradient, 4 for the master copy, 8 for Adam's
@@ -109,11 +109,8 @@ def dropout_bytes(inputs: Any, plan: Plan) -> int:
     micro-batch: per layer the two masks after attention and after the MLP (``s b h``
     bytes, one a word) and attention's dropout (its mask and its 2-byte output,
     ``3 a s^2 b / t``), neither sequence parallel nor recomputed."""
-    from accelsim.workload import model as wm
-
-    layers = [i for i in inputs.infos if isinstance(i.layer, wm.Attention)]
     total = 0
-    for info in layers:
+    for info in (i for i in inputs.infos if i.layer.kind == "attention"):
         *_, s, h = info.in_shapes[0].dims
         a = info.layer.heads
         total += 2 * s * plan.micro_batch * h + 3 * a * s * s * plan.micro_batch // plan.tensor
@@ -121,7 +118,7 @@ def dropout_bytes(inputs: Any, plan: Plan) -> int:
 
 
 def row(model: str, mode: str, params: float, activations: float, plan: Plan, tmp: Path) -> Row:
-    from accelsim.driver.run import step_memory
+    from accelsim import step_memory
 
     why = missing(plan, mode)
     if why:
