@@ -51,7 +51,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class Row:
-    """One reference row, accelsim's figures (GiB) or why there are none."""
+    """One reference row, accelsim's figures (GiB) or what accelsim needs to count them."""
 
     model: str
     mode: str
@@ -60,7 +60,8 @@ class Row:
     accelsim_params_gib: float | None
     accelsim_activations_gib: float | None
     dropout_gib: float | None
-    missing: str
+    params_missing: str
+    activations_missing: str
 
 
 def plans() -> dict[str, Plan]:
@@ -77,13 +78,15 @@ def plans() -> dict[str, Plan]:
     }
 
 
-def missing(plan: Plan, mode: str) -> str:
-    """What accelsim lacks to count a row's plan ("" when nothing)."""
+def missing(plan: Plan, mode: str) -> tuple[str, str]:
+    """What accelsim lacks to count a row's parameters and its activations ("" when
+    nothing): a pipeline for both; sequence parallelism for ``seqsel``'s activations
+    only (it leaves a rank's parameters and optimizer state as they are, and so does
+    recomputation)."""
     if plan.pipeline > 1:
-        return f"a 1F1B pipeline of {plan.pipeline} stages"
-    if mode == "seqsel":
-        return "sequence parallelism"
-    return ""
+        why = f"a 1F1B pipeline of {plan.pipeline} stages"
+        return why, why
+    return "", "sequence parallelism" if mode == "seqsel" else ""
 
 
 def inputs_of(plan: Plan, tmp: Path) -> Any:
@@ -120,14 +123,16 @@ def dropout_bytes(inputs: Any, plan: Plan) -> int:
 def row(model: str, mode: str, params: float, activations: float, plan: Plan, tmp: Path) -> Row:
     from accelsim import step_memory
 
-    why = missing(plan, mode)
-    if why:
-        return Row(model, mode, params, activations, None, None, None, why)
+    no_params, no_activations = missing(plan, mode)
+    if no_params:
+        return Row(model, mode, params, activations, None, None, None, no_params, no_activations)
     inputs = inputs_of(plan, tmp)
     memory = step_memory(inputs).bytes_by_class
     ours = sum(memory[c] for c in PARAMETER_CLASSES) / GIB
-    dropout = dropout_bytes(inputs, plan) / GIB
-    return Row(model, mode, params, activations, ours, memory["activations"] / GIB, dropout, "")
+    if no_activations:
+        return Row(model, mode, params, activations, ours, None, None, "", no_activations)
+    stash, dropout = memory["activations"] / GIB, dropout_bytes(inputs, plan) / GIB
+    return Row(model, mode, params, activations, ours, stash, dropout, "", "")
 
 
 def measured(tmp: Path) -> list[Row]:
@@ -155,16 +160,18 @@ def table(rows: list[Row]) -> str:
     )
     lines = []
     for r in rows:
-        first = f"| {r.model} | {r.mode} | {r.params_gib:.2f} "
-        if r.missing:
-            lines.append(f"{first}| needs {r.missing} | | {r.activations_gib:.2f} | | | | |")
+        line = f"| {r.model} | {r.mode} | {r.params_gib:.2f} "
+        if r.accelsim_params_gib is None:
+            line += f"| needs {r.params_missing} |"
+        else:
+            line += f"| {r.accelsim_params_gib:.2f} | {_error(r.accelsim_params_gib, r.params_gib)}"
+        line += f" | {r.activations_gib:.2f} "
+        if r.accelsim_activations_gib is None or r.dropout_gib is None:
+            lines.append(f"{line}| needs {r.activations_missing} | | | |")
             continue
-        assert r.accelsim_params_gib is not None and r.accelsim_activations_gib is not None
-        assert r.dropout_gib is not None
         with_dropout = r.accelsim_activations_gib + r.dropout_gib
         lines.append(
-            f"{first}| {r.accelsim_params_gib:.2f} | {_error(r.accelsim_params_gib, r.params_gib)}"
-            f" | {r.activations_gib:.2f} | {r.accelsim_activations_gib:.2f}"
+            f"{line}| {r.accelsim_activations_gib:.2f}"
             f" | {_error(r.accelsim_activations_gib, r.activations_gib)}"
             f" | {with_dropout:.2f} | {_error(with_dropout, r.activations_gib)} |"
         )
