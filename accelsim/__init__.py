@@ -16,6 +16,8 @@ Also public, for the scripts in ``scripts/``:
   validated hardware spec from a mapping), :class:`Convention`;
 * networks: :func:`collective_cycles` (a collective's cycles on a network
   without contention, by algorithm);
+* memory: :func:`step_memory` (one processor's memory by class for a run's plan,
+  the step lowered and not simulated, as ``accelsim run --memory-only`` prints it);
 * suites: :func:`suite_entries`, :func:`suite_inputs`, :func:`suite_row`,
   :func:`suite_columns`, :func:`write_csv`;
 * single layers: :func:`read_topology`, :class:`TopologyLayer`,
@@ -158,7 +160,7 @@ _MODULES = {
         "suite_inputs",
     ),
     "accelsim.driver.layer": ("simulate_layer", "topology_gemm"),
-    "accelsim.driver.run": ("simulate_run", "simulate_training"),
+    "accelsim.driver.run": ("simulate_run", "simulate_training", "step_memory"),
     "accelsim.errors": (
         "AccelsimError",
         "ConfigError",
@@ -275,6 +277,7 @@ __all__ = [
     "simulate_layer",
     "simulate_run",
     "simulate_training",
+    "step_memory",
     "suite_columns",
     "suite_entries",
     "suite_inputs",
