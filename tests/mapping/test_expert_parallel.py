@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from accelsim import cli
 from accelsim.config.enums import CommGroup
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import RunInputs, load_inputs
-from accelsim.driver.run import _Run, simulate_training
+from accelsim.driver.run import _Run, simulate_training, step_memory
 from accelsim.errors import ConfigError
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import NO_EXPERT, CommOp, GemmOp, OpGraph, Phase, TensorKind, TransferOp
@@ -249,3 +251,54 @@ def test_an_expert_pair_hand_timed_on_both_engines(tmp_path: Path) -> None:
     compiled = run_compiled(graph, c, on)
     assert compiled.start_cycle.tolist() == trace.start_cycle.tolist()
     assert compiled.end_cycle.tolist() == trace.end_cycle.tolist()
+
+
+MIXTRAL_RUN = ROOT / "configs" / "runs" / "mixtral_ep8.yaml"
+SHORT = ("workload.input.length=256",)
+
+
+def test_mixtral_at_expert_8_holds_one_expert_a_layer_and_does_not_fit_an_a100(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Mixtral-8x7B's 46,702,792,704 parameters less 7 of each layer's 8 experts
+    (32 x 7 x 3 x 4,096 x 14,336 = 39,460,012,032): 7,242,780,672 a GPU, 16 bytes each
+    with Adam and fp32 master weights (2 + 2 + 8 + 4): 108 GiB of weights and
+    optimizer state, more than the 74.5 GiB of an A100's HBM."""
+    inputs = load_inputs(MIXTRAL_RUN, parse_sets(list(SHORT)))
+    memory = step_memory(inputs)
+    held = 46_702_792_704 - 32 * 7 * 3 * 4096 * 14336
+    assert held == 7_242_780_672
+    got = memory.bytes_by_class
+    assert got["weights"] == got["gradients"] == 2 * held
+    assert got["optimizer_state"] == 8 * held
+    assert got["master_weights"] == 4 * held
+    # the largest buffer in flight: an all-to-all's, 8 experts x C = 256 x 2 / 8 = 64
+    # tokens x 4,096 words x 2 B
+    assert got["communication"] == 8 * 64 * 4096 * 2
+    assert not memory.fits
+    sets = ("--set", SHORT[0], "--set", "run.on_capacity=error")
+    args = ["run", str(MIXTRAL_RUN), "--out", str(tmp_path), *sets]
+    assert cli.main(args) == cli.EXIT_INPUT
+    assert (
+        "mixtral_ep8.yaml: hardware.dram.capacity_gib: a processor needs 110.60 GiB, more"
+        " than the 74.50 GiB of its DRAM (weights 13.49, gradients 13.49, optimizer_state"
+        " 53.96, master_weights 26.98, activations 2.63, communication 0.00, workspace 0.04"
+        " GiB); set on_capacity: report to simulate it anyway (got 74.5)"
+    ) in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_mixtral_one_step_on_two_dgx_nodes_at_expert_8(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["run", str(MIXTRAL_RUN), "--out", str(out), "--set", SHORT[0]]
+    assert cli.main(args) == cli.EXIT_OK
+    (summary,) = out.glob("*/summary.json")
+    data = json.loads(summary.read_text("utf-8"))
+    assert [g["kind"] for g in data["groups"]] == ["expert", "expert", "data"]
+    assert [g["span"][-1]["level"] for g in data["groups"]] == [0, 0, 1]
+    assert data["memory"]["fits"] is False
+    # 32 layers x 4 all-to-alls x 2 groups, each of 8 ranks sending 7 pieces of 1/8 of
+    # its 4 MiB buffer (a switch: direct)
+    a2a = data["communication"]["all_to_all"]
+    assert a2a["bytes"] == 32 * 4 * 2 * 8 * 7 * (8 * 64 * 4096 * 2 // 8)
