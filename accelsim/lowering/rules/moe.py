@@ -119,14 +119,13 @@ class MoeRule(LayerRule):
         wants = ctx.wants(info)
         dgates = ctx.t(f"{name}.dgates", TensorKind.GRADIENT, saved.gates.elements)
         dx = ctx.t(f"{x.name}.grad<-{name}.experts", TensorKind.GRADIENT, x.elements)
+        f, into = layer.intermediate, dx if wants else None
         if ctx.expert_ranks > 1:
-            sizes = (experts, d, layer.intermediate, cap)
-            _exchanged_backward(ctx, name, saved, (g, dgates), sizes, dx if wants else None)
+            _exchanged_backward(ctx, name, saved, (g, dgates), (experts, d, f, cap), into)
         else:
             for e, kept in enumerate(saved.experts):
                 flow = (g, saved.gates, dgates)
-                sizes = (cap, d, layer.intermediate)
-                _expert_backward(ctx, name, e, kept, flow, sizes, dx if wants else None)
+                _expert_backward(ctx, name, e, kept, flow, (cap, d, f), into)
         dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, saved.probs.elements)
         b.vector(
             f"{name}.topk.bwd", name, Phase.BWD_INPUT, dprobs.elements, 1, [dgates], [dprobs],
