@@ -24,17 +24,13 @@ and parameters) is the layer's expert ``r x E / e + j``.
 
 from __future__ import annotations
 
-import dataclasses
-
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
-from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.copies import prefixed
-from accelsim.graph.ops import NO_EXPERT, OpGraph, Parameter, Tag, TensorKey
-from accelsim.lowering.optimizer import add_updates
-from accelsim.mapping.placement import StepGraph, split_batch, trained
-from accelsim.mapping.tensor_placement import group_copies, reduce_gradients
+from accelsim.graph.ops import NO_EXPERT, OpGraph, Parameter, TensorKey
+from accelsim.mapping.placement import StepGraph, split_batch
+from accelsim.mapping.tensor_placement import group_copies, reduce_gradients, updated
 
 
 def expert_parallel(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> OpGraph:
@@ -64,8 +60,4 @@ def expert_parallel(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> OpGraph:
         experts = [[p for p in held if p.expert != NO_EXPERT] for held in params]
         for rank in range(expert):
             reduce_gradients(builder, experts, ready, rank, expert, bucket_bytes)
-    for p in range(processors):
-        add_updates(builder, params[p], optimizer, sinks[p], ready[p], Tag(replica=p))
-    built = dataclasses.replace(builder.build(params[0]), on_chip=frozenset(on_chip))
-    placed = passes.place(built, lambda op: op.tag.replica)
-    return trained(passes.insert_transfers(placed))
+    return updated(builder, (params, sinks, ready), optimizer, on_chip)

@@ -56,7 +56,20 @@ def tensor_parallel(
     if data > 1:
         for rank in range(tensor):
             reduce_gradients(builder, params, ready, rank, tensor, bucket_bytes)
-    for p in range(processors):
+    return updated(builder, (params, sinks, ready), optimizer, on_chip)
+
+
+def updated(
+    builder: GraphBuilder,
+    held: tuple[list[list[Parameter]], list[list[int]], list[dict[str, int]]],
+    optimizer: OptimizerSpec,
+    on_chip: set[TensorKey],
+) -> OpGraph:
+    """Every processor's copy in ``builder`` with its updates (``held``: each processor's
+    parameters, backward sinks and the op that makes each gradient ready), placed by
+    its tag's replica, with the transfers it needs."""
+    params, sinks, ready = held
+    for p in range(len(params)):
         add_updates(builder, params[p], optimizer, sinks[p], ready[p], Tag(replica=p))
     built = dataclasses.replace(builder.build(params[0]), on_chip=frozenset(on_chip))
     placed = passes.place(built, lambda op: op.tag.replica)
