@@ -302,3 +302,19 @@ def test_mixtral_one_step_on_two_dgx_nodes_at_expert_8(tmp_path: Path) -> None:
     # its 4 MiB buffer (a switch: direct)
     a2a = data["communication"]["all_to_all"]
     assert a2a["bytes"] == 32 * 4 * 2 * 8 * 7 * (8 * 64 * 4096 * 2 // 8)
+
+
+def test_buckets_cut_the_dense_and_the_expert_gradients_apart(tmp_path: Path) -> None:
+    """4,096-byte buckets at e = 2.  Dense gradients (2 B words) in backward's order:
+    the LM head 64 x 16 (2,048 B), the routers 16 x 4 (128 B each), then the embedding
+    (2,048 B): 2,304 B, and the embedding alone.  A rank's expert gradients: 2 experts
+    x 3 weights x 2 layers of 16 x 24 (768 B each): 5 to a bucket, 5 + 5 + 2."""
+    graph = placed(tmp_path, 2, "run.data_parallel.bucket_bytes=4096")
+    reduces = comms(graph, Collective.ALL_REDUCE)
+    by_group = [(op.participants, op.tensor.bytes) for op in reduces]
+    assert by_group == [
+        ((0, 1, 2, 3), 2048 + 2 * 128),
+        ((0, 1, 2, 3), 2048),
+        *(((0, 2), b) for b in (5 * 768, 5 * 768, 2 * 768)),
+        *(((1, 3), b) for b in (5 * 768, 5 * 768, 2 * 768)),
+    ]
