@@ -143,8 +143,13 @@ def test_expert_1_is_data_parallelism(tmp_path: Path) -> None:
 
 
 def test_groups_both_engines_and_symmetry_agree(tmp_path: Path) -> None:
+    """Symmetric replicas (``data_parallel.symmetry: auto``, a DRAM per processor):
+    data parallelism simulates one processor for all four; an expert-parallel step
+    has all-to-alls, so it falls back to simulating every processor, the same
+    numbers as ``symmetry: full``."""
+    own = "dram.sharing=per_processor"
     runs = [
-        simulate_training(inputs(tmp_path, 2, *sets)).base
+        simulate_training(inputs(tmp_path, 2, own, *sets)).base
         for sets in (
             ("timing.engine=simpy", "run.data_parallel.symmetry=full"),
             ("timing.engine=compiled", "run.data_parallel.symmetry=full"),
@@ -153,6 +158,9 @@ def test_groups_both_engines_and_symmetry_agree(tmp_path: Path) -> None:
     ]
     simpy, compiled, symmetric = runs
     assert simpy.total_cycles == compiled.total_cycles == symmetric.total_cycles
+    assert symmetric.trace.copies == ()
+    data = simulate_training(inputs(tmp_path, None, own, "timing.engine=compiled")).base
+    assert data.trace.copies == (0, 0, 0, 0)
     assert (simpy.trace.start_cycle == compiled.trace.start_cycle).all()
     assert (simpy.trace.end_cycle == compiled.trace.end_cycle).all()
     machine = simpy.machine
