@@ -18,6 +18,13 @@ the scatter-add of the expert's ``dX`` to its tokens; then the gates' gradients
 scattered to the ``E`` logits, the softmax's gradient, and the router's ``dW`` and
 ``dX``.  Every op and parameter of expert ``e`` carries ``expert=e``, so a placement
 can put experts on processors; the router, the softmax and the top-k carry none.
+
+On one rank of an expert-parallel group of ``e`` (``StepContext.expert_ranks``), the
+layer holds ``E / e`` experts (``expert`` 0 to ``E / e - 1``, the rank's own), each
+computing ``e x C`` tokens (its ``C`` from every rank), between two all-to-alls of
+the rank's ``E x C x d`` buffer each way, stand-ins over group ``expert`` that
+placement gives their ranks (:mod:`accelsim.mapping.expert_placement`): one dispatch
+and one combine of the whole buffer replace the experts' own.
 """
 
 from __future__ import annotations
