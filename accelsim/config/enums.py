@@ -171,9 +171,11 @@ class AttentionKernels(str, Enum):
 
 
 class CommGroup(str, Enum):
-    """The parallelism an all-reduce's participants are a group of: data (replicas
-    summing a gradient) or tensor (the ranks of a tensor-parallel group summing an
-    activation or an input gradient)."""
+    """The parallelism a collective's participants are a group of: data (replicas
+    summing a gradient), tensor (the ranks of a tensor-parallel group summing an
+    activation or an input gradient) or expert (the ranks of an expert-parallel group
+    exchanging routed tokens by all-to-all)."""
 
     DATA = "data"
     TENSOR = "tensor"
+    EXPERT = "expert"

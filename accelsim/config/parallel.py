@@ -5,9 +5,10 @@ data-parallel replica is a tensor-parallel group of ``tensor`` processors, which
 split every transformer block's attention heads and MLP as Megatron-LM does
 (:mod:`accelsim.lowering.tensor_parallel`), and the replicas split the batch.  The
 plan is shaped to take the other degrees later as fields of their own beside
-``tensor`` (``data``, ``pipeline``, ``expert``, ``sequence_parallel``, ``zero``,
-``recompute``, ``micro_batch``); none of them is a field yet, so a file naming one is
-refused like any unknown key.
+``tensor`` (``data``, ``pipeline``, ``sequence_parallel``, ``zero``,
+``recompute``, ``micro_batch``); a file naming one that is not a field yet is refused
+like any unknown key.  ``expert`` spreads each ``moe`` layer's experts over an
+expert-parallel group (:mod:`accelsim.mapping.expert_placement`).
 """
 
 from __future__ import annotations
@@ -29,4 +30,14 @@ class ParallelSpec(Spec):
         " column-parallel input backward; must divide the processors (data-parallel degree:"
         " processors / t, with assignment: data_parallel above 1).  1: no tensor"
         " parallelism.",
+    )
+    expert: PositiveInt = Field(
+        default=1,
+        description="Expert-parallel degree e (GShard, Switch, Megatron-LM): each moe layer's"
+        " experts spread over groups of e consecutive processors (experts / e per rank), the"
+        " routed tokens sent to their expert's rank by an all-to-all and returned by another"
+        " (two in forward, two in backward); every other layer data-parallel over all the"
+        " processors, each expert's gradient all-reduced over the ranks holding it (processors"
+        " / e).  Must divide every moe layer's experts and the processors; needs assignment"
+        " data_parallel and parallel.tensor 1.  1: no expert parallelism.",
     )

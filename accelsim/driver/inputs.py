@@ -29,6 +29,7 @@ from accelsim.config.run import AssignmentPolicy, RunMode, RunSpec
 from accelsim.config.run_file import RunFile, read_run_file, route_sets
 from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
+from accelsim.driver.expert_parallel import expert_problems
 from accelsim.driver.parallel import parallel_problems, tensor_degree
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
@@ -293,6 +294,7 @@ def _checked(
         *_mode_problems(run_file.run, techniques, source),
         *compose_problems(techniques, source),
         *parallel_problems(run_file.run, hardware, infos, techniques, source),
+        *expert_problems(run_file.run, hardware, infos, techniques, source),
         *(p for t in techniques for p in t.validate(load)),
     ]
     if problems:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
 from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.config.symmetry import Symmetry
+from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import tensor_degree, tensor_plan
@@ -96,12 +97,12 @@ class _Run:
                 lowering.attention is AttentionKernels.FLASH
             )
             budget = AttentionBudget.of(inputs.hardware) if flash else None
-            mode, plan = inputs.run.mode, self.tensor
+            mode, plan, e = inputs.run.mode, self.tensor, expert_degree(inputs.run)
             self._lowered[batch] = _reused(
-                ("lowered", batch, words, strided, budget, mode, tensor_degree(inputs.run)),
+                ("lowered", batch, words, strided, budget, mode, tensor_degree(inputs.run), e),
                 (inputs.infos, inputs.workload),
                 lambda: lower(
-                    inputs.infos, inputs.workload, batch, words, strided, budget, mode, plan
+                    inputs.infos, inputs.workload, batch, words, strided, budget, mode, plan, e
                 ),
             )
         return self._lowered[batch]
@@ -155,7 +156,7 @@ class _Run:
             hw.processors,
             run.optimizer,
             run.mode,
-            tensor_degree(run),
+            run.parallel,
         )
         return _reused(
             key, (inputs.infos, inputs.workload), lambda: self.place(self.step_graph(kind), None)
@@ -167,6 +168,8 @@ class _Run:
         run, hw = self.inputs.run, self.inputs.hardware
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
+        if expert_degree(run) > 1:
+            return expert_parallel(step, run, hw)
         if self.tensor is not None:
             return tensor_parallel(
                 step,
@@ -351,6 +354,8 @@ def simulate_graph(
         settings["mode"] = run.mode.value
     if tensor_degree(run) > 1:  # the same
         settings["tensor_parallel"] = str(tensor_degree(run))
+    if expert_degree(run) > 1:  # the same
+        settings["expert_parallel"] = str(expert_degree(run))
     workload = inputs.workload
     result = RunResult(
         run.name,

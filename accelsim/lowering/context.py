@@ -38,6 +38,8 @@ class StepContext:
             attention as separate ops (``lowering.compile``).
         head_shards: Per attention layer a tensor-parallel group splits, the ranks its
             heads are split over (:mod:`accelsim.lowering.tensor_parallel`).
+        expert_ranks: The ranks of an expert-parallel group each ``moe`` layer's experts
+            are spread over (1: every expert on this processor).
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class StepContext:
         self.saved: dict[str, Any] = {}
         self.slices: dict[str, list[Tensor]] = {}
         self.head_shards: dict[str, int] = {}
+        self.expert_ranks = 1
 
     def t(self, name: str, kind: TensorKind, elements: int) -> Tensor:
         return self.b.tensor(name, kind, elements)

@@ -35,6 +35,7 @@ def lower(
     attention: AttentionBudget | None = None,
     mode: RunMode = RunMode.TRAINING,
     tensor: TensorPlan | None = None,
+    expert: int = 1,
 ) -> OpGraph:
     """The forward and backward pass of ``batch`` samples on one processor; with
     ``mode`` forward, the forward pass alone, each layer's ops as evaluation runs it
@@ -45,9 +46,12 @@ def lower(
     ``attention`` budget, attention layers run as fused kernels whose blocks fit it
     (:mod:`accelsim.lowering.flash_attention`).  With a ``tensor`` plan, the step of one
     rank of a tensor-parallel group, with its all-reduces
-    (:mod:`accelsim.lowering.tensor_parallel`).
+    (:mod:`accelsim.lowering.tensor_parallel`).  With ``expert`` above 1, one rank of an
+    expert-parallel group of that many: its share of each ``moe`` layer's experts,
+    between all-to-alls (:mod:`accelsim.lowering.rules.moe`).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
+    ctx.expert_ranks = expert
     group = None
     if tensor is not None and tensor.degree > 1:
         infos = sharded(infos, tensor)

@@ -1,7 +1,6 @@
 """The processor groups of a placed step and where they sit on the topology.
 
-Three kinds exist, for the parallelisms placement builds today (none for expert
-parallelism, which accelsim does not place):
+Four kinds exist, for the parallelisms placement builds:
 
 * ``data``: the processors one all-reduce sums a gradient over (its
   :class:`~accelsim.graph.ops.CommOp`'s ``participants``): data parallelism's
@@ -13,7 +12,10 @@ parallelism, which accelsim does not place):
   pipeline with a replicated stage has one per replica it sends mini-batches through);
 * ``tensor``: the processors one all-reduce of an activation or of an input gradient
   spans (a :class:`~accelsim.graph.ops.CommOp` of group ``tensor``): a
-  tensor-parallel group (:mod:`accelsim.mapping.tensor_placement`).
+  tensor-parallel group (:mod:`accelsim.mapping.tensor_placement`);
+* ``expert``: the processors one all-to-all of routed tokens spans (a
+  :class:`~accelsim.graph.ops.CommOp` of group ``expert``): an expert-parallel group
+  (:mod:`accelsim.mapping.expert_placement`).
 
 A group's **span** is the network dimensions (:class:`~accelsim.network.topology.Network`,
 innermost first) in which its members' coordinates differ, each with the level of the
@@ -43,6 +45,7 @@ class GroupKind(str, Enum):
     DATA = "data"
     PIPELINE = "pipeline"
     TENSOR = "tensor"
+    EXPERT = "expert"
 
 
 @dataclass(frozen=True)
@@ -92,11 +95,18 @@ class ProcessorGroup:
             raise ValueError(f"summary: groups: malformed group (got {data!r})") from error
 
 
+_KINDS = {
+    CommGroup.DATA: GroupKind.DATA,
+    CommGroup.TENSOR: GroupKind.TENSOR,
+    CommGroup.EXPERT: GroupKind.EXPERT,
+}
+
+
 def processor_groups(
     graph: OpGraph, network: Network, interconnect: InterconnectSpec
 ) -> tuple[ProcessorGroup, ...]:
-    """The data-parallel and tensor-parallel groups of ``graph``'s all-reduces, then its
-    pipelines, each
+    """The data-parallel, tensor-parallel and expert-parallel groups of ``graph``'s
+    collectives, then its pipelines, each
     once, in the order the graph first shows them, with their spans on ``network``
     (the topology ``interconnect`` describes)."""
     found = per_graph(graph, "processor groups", lambda: _found(graph))
@@ -116,7 +126,7 @@ def _found(graph: OpGraph) -> tuple[tuple[GroupKind, tuple[int, ...]], ...]:
     paths: dict[Tag, list[int]] = {}
     for op in graph.ops:
         if isinstance(op, CommOp) and len(op.participants) > 1:
-            kind = GroupKind.TENSOR if op.group is CommGroup.TENSOR else GroupKind.DATA
+            kind = _KINDS[op.group]
             found[kind, op.participants] = None
         elif forward_work(op):
             path = paths.setdefault(op.tag, [])

@@ -16,7 +16,7 @@ the graph actually stashes (a recomputation policy's rewrite stashes less):
   forward stage made (or the step was given);
 * ``communication``: the buffer of the largest all-reduce in flight: a gradient
   bucket (``data_parallel.bucket_bytes``) or the largest tensor a tensor-parallel
-  all-reduce sums, whichever is larger;
+  all-reduce sums (or an expert-parallel all-to-all delivers), whichever is larger;
 * ``workspace``: the most one op reads and writes of tensors that are none of the
   above (the transient inputs and outputs of the op running, such as an input
   gradient or a block's output before its next layer reads it).

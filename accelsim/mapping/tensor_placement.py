@@ -48,22 +48,35 @@ def tensor_parallel(
     for d, local in enumerate(split_batch(batch, data)):
         group = tuple(range(d * tensor, (d + 1) * tensor))
         graph = step(local)
-        made, sunk = _group(builder, graph, group)
+        made, sunk = group_copies(builder, graph, group)
         on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in group))
         params += made
         sinks += sunk
     ready: list[dict[str, int]] = [{} for _ in range(processors)]
     if data > 1:
         for rank in range(tensor):
-            _reduce_gradients(builder, params, ready, rank, tensor, bucket_bytes)
-    for p in range(processors):
+            reduce_gradients(builder, params, ready, rank, tensor, bucket_bytes)
+    return updated(builder, (params, sinks, ready), optimizer, on_chip)
+
+
+def updated(
+    builder: GraphBuilder,
+    held: tuple[list[list[Parameter]], list[list[int]], list[dict[str, int]]],
+    optimizer: OptimizerSpec,
+    on_chip: set[TensorKey],
+) -> OpGraph:
+    """Every processor's copy in ``builder`` with its updates (``held``: each processor's
+    parameters, backward sinks and the op that makes each gradient ready), placed by
+    its tag's replica, with the transfers it needs."""
+    params, sinks, ready = held
+    for p in range(len(params)):
         add_updates(builder, params[p], optimizer, sinks[p], ready[p], Tag(replica=p))
     built = dataclasses.replace(builder.build(params[0]), on_chip=frozenset(on_chip))
     placed = passes.place(built, lambda op: op.tag.replica)
     return trained(passes.insert_transfers(placed))
 
 
-def _group(
+def group_copies(
     builder: GraphBuilder, step: OpGraph, group: tuple[int, ...]
 ) -> tuple[list[list[Parameter]], list[list[int]]]:
     """Every rank of ``group``'s copy of ``step`` appended to ``builder``, each stand-in
@@ -103,7 +116,7 @@ def _joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:
     return replaced(seen, deps=deps, after=tuple(sorted({*seen.after, *op.after})))
 
 
-def _reduce_gradients(
+def reduce_gradients(
     builder: GraphBuilder,
     params: Sequence[Sequence[Parameter]],
     ready: list[dict[str, int]],

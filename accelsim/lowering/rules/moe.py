@@ -18,20 +18,30 @@ the scatter-add of the expert's ``dX`` to its tokens; then the gates' gradients
 scattered to the ``E`` logits, the softmax's gradient, and the router's ``dW`` and
 ``dX``.  Every op and parameter of expert ``e`` carries ``expert=e``, so a placement
 can put experts on processors; the router, the softmax and the top-k carry none.
+
+On one rank of an expert-parallel group of ``e`` (``StepContext.expert_ranks``), the
+layer holds ``E / e`` experts (``expert`` 0 to ``E / e - 1``, the rank's own), each
+computing ``e x C`` tokens (its ``C`` from every rank), between two all-to-alls of
+the rank's ``E x C x d`` buffer each way, stand-ins over group ``expert`` that
+placement gives their ranks (:mod:`accelsim.mapping.expert_placement`): one dispatch
+and one combine of the whole buffer replace the experts' own.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from accelsim.config.enums import VectorClass
+from accelsim.config.enums import CommGroup, VectorClass
 from accelsim.graph.ops import Access, Epilogue, ParamKind, Phase, Tensor, TensorKind
+from accelsim.graph.queries import reads_of
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules.base import LayerRule, register
 from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem, one_input
+from accelsim.network.collectives import Collective
 from accelsim.workload import model as wm
 
 SILU = wm.ActivationFunction.SILU
@@ -99,10 +109,13 @@ class MoeRule(LayerRule):
             f"{name}.topk", name, Phase.FWD, probs.elements, layer.top_k, [probs], [gates],
             op_class=VectorClass.REDUCE,
         )  # fmt: skip
-        saved = []
-        for e in range(experts):
-            saved.append(_expert_forward(ctx, name, e, (xs[0], gates, y), d, f, cap))
-        ctx.saved[name] = _Saved(probs, gates, tuple(saved))
+        if ctx.expert_ranks > 1:
+            kept = _exchanged_forward(ctx, name, (xs[0], gates, y), (experts, d, f, cap))
+            ctx.saved[name] = _Saved(probs, gates, kept)
+            return
+        flow = (xs[0], gates, y)
+        kept = tuple(_expert_forward(ctx, name, e, flow, d, f, cap) for e in range(experts))
+        ctx.saved[name] = _Saved(probs, gates, kept)
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
         layer, tokens, d, cap = _sizes(ctx, info)
@@ -113,10 +126,13 @@ class MoeRule(LayerRule):
         wants = ctx.wants(info)
         dgates = ctx.t(f"{name}.dgates", TensorKind.GRADIENT, saved.gates.elements)
         dx = ctx.t(f"{x.name}.grad<-{name}.experts", TensorKind.GRADIENT, x.elements)
-        for e, kept in enumerate(saved.experts):
-            flow = (g, saved.gates, dgates)
-            sizes = (cap, d, layer.intermediate)
-            _expert_backward(ctx, name, e, kept, flow, sizes, dx if wants else None)
+        f, into = layer.intermediate, dx if wants else None
+        if ctx.expert_ranks > 1:
+            _exchanged_backward(ctx, name, saved, (g, dgates), (experts, d, f, cap), into)
+        else:
+            for e, kept in enumerate(saved.experts):
+                flow = (g, saved.gates, dgates)
+                _expert_backward(ctx, name, e, kept, flow, (cap, d, f), into)
         dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, saved.probs.elements)
         b.vector(
             f"{name}.topk.bwd", name, Phase.BWD_INPUT, dprobs.elements, 1, [dgates], [dprobs],
@@ -156,15 +172,35 @@ def _expert_forward(
     (``flow``: the layer's input, the gates and its output)."""
     x, gates, y = flow
     b, at = ctx.b, f"{name}.experts.{e}"
-    w1, w3, w2 = (
-        ctx.param(name, f"experts.{e}.{w}", d * f, ParamKind.WEIGHT, rows, expert=e)
-        for w, rows in (("w1", f), ("w3", f), ("w2", d))
-    )
+    _expert_params(ctx, name, e, d, f)
     xe = ctx.t(f"{at}.x", TensorKind.ACTIVATION, cap * d)
     b.vector(
         f"{at}.dispatch", name, Phase.FWD, xe.elements, 1, [Access(x, xe.elements)], [xe],
         op_class=VectorClass.DATA_MOVEMENT, expert=e,
     )  # fmt: skip
+    kept = _mlp_forward(ctx, name, e, xe, (cap, d, f))
+    b.vector(
+        f"{at}.combine", name, Phase.FWD, kept.y.elements, COMBINE_OPS,
+        [kept.y, Access(gates, cap)], [Access(y, kept.y.elements)], partial=True,
+        op_class=VectorClass.ELEMENTWISE, expert=e,
+    )  # fmt: skip
+    return kept
+
+
+def _expert_params(ctx: StepContext, name: str, e: int, d: int, f: int) -> None:
+    """Expert ``e``'s weights ``w1``, ``w3`` and ``w2``."""
+    for w, rows in (("w1", f), ("w3", f), ("w2", d)):
+        ctx.param(name, f"experts.{e}.{w}", d * f, ParamKind.WEIGHT, rows, expert=e)
+
+
+def _mlp_forward(
+    ctx: StepContext, name: str, e: int, xe: Tensor, sizes: tuple[int, int, int]
+) -> _Expert:
+    """Expert ``e``'s SwiGLU MLP on its ``cap`` tokens of ``xe`` (``sizes``: the tokens,
+    the width and the inner width)."""
+    cap, d, f = sizes
+    b, at = ctx.b, f"{name}.experts.{e}"
+    w1, w3, w2 = (ctx.parameter(name, f"experts.{e}.{w}").weight for w in ("w1", "w3", "w2"))
     h1, h3, act, hidden = (
         ctx.t(f"{at}.{part}", TensorKind.ACTIVATION, cap * f)
         for part in ("h1", "h3", "act", "hidden")
@@ -181,10 +217,6 @@ def _expert_forward(
     )  # fmt: skip
     ye = ctx.t(f"{at}.y", TensorKind.ACTIVATION, cap * d)
     b.gemm(f"{at}.w2.fwd", name, Phase.FWD, cap, d, f, 1, hidden, w2, ye, expert=e)
-    b.vector(
-        f"{at}.combine", name, Phase.FWD, ye.elements, COMBINE_OPS, [ye, Access(gates, cap)],
-        [Access(y, ye.elements)], partial=True, op_class=VectorClass.ELEMENTWISE, expert=e,
-    )  # fmt: skip
     return _Expert(xe, h1, h3, act, hidden, ye)
 
 
@@ -201,15 +233,35 @@ def _expert_backward(
     gradient; ``sizes``: its capacity, the width and the inner width); its ``dX``
     scatter-added into ``dx`` when the input needs one."""
     g, gates, dgates = flow
-    b, at = ctx.b, f"{name}.experts.{e}"
-    w2 = ctx.parameter(name, f"experts.{e}.w2")
-    cap, d, f = sizes
+    b, at, cap = ctx.b, f"{name}.experts.{e}", sizes[0]
     dye = ctx.t(f"{at}.dy", TensorKind.GRADIENT, kept.y.elements)
     b.vector(
         f"{at}.combine.bwd", name, Phase.BWD_INPUT, dye.elements, COMBINE_OPS,
         [Access(g, dye.elements), kept.y, Access(gates, cap)], [dye, Access(dgates, cap)],
         partial=True, op_class=VectorClass.ELEMENTWISE, expert=e,
     )  # fmt: skip
+    dxe = _mlp_backward(ctx, name, e, kept, dye, sizes)
+    if dx is not None:
+        b.vector(
+            f"{at}.dispatch.bwd", name, Phase.BWD_INPUT, dxe.elements, 1, [dxe],
+            [Access(dx, dxe.elements)], partial=True, op_class=VectorClass.DATA_MOVEMENT,
+            expert=e,
+        )  # fmt: skip
+
+
+def _mlp_backward(
+    ctx: StepContext,
+    name: str,
+    e: int,
+    kept: _Expert,
+    dye: Tensor,
+    sizes: tuple[int, int, int],
+) -> Tensor:
+    """Expert ``e``'s MLP backward from its output gradient ``dye``, each weight's
+    gradient on the way; its input gradient."""
+    cap, d, f = sizes
+    b, at = ctx.b, f"{name}.experts.{e}"
+    w2 = ctx.parameter(name, f"experts.{e}.w2")
     dhidden, dact, dh1, dh3 = (
         ctx.t(f"{at}.d{part}", TensorKind.GRADIENT, cap * f)
         for part in ("hidden", "act", "h1", "h3")
@@ -229,7 +281,7 @@ def _expert_backward(
         [dact, kept.h1], [dh1], epilogue=Epilogue.ELEMENTWISE,
         op_class=VectorClass.TRANSCENDENTAL, expert=e,
     )  # fmt: skip
-    dxe = ctx.t(f"{at}.dx", TensorKind.GRADIENT, kept.x.elements)
+    dxe = ctx.t(f"{at}.dx", TensorKind.GRADIENT, cap * d)
     for w, dh in (("w1", dh1), ("w3", dh3)):
         weight = ctx.parameter(name, f"experts.{e}.{w}")
         b.gemm(
@@ -241,9 +293,106 @@ def _expert_backward(
             expert=e,
         )  # fmt: skip
         ctx.grad_done(name, f"experts.{e}.{w}", op)
-    if dx is not None:
-        b.vector(
-            f"{at}.dispatch.bwd", name, Phase.BWD_INPUT, dxe.elements, 1, [dxe],
-            [Access(dx, dxe.elements)], partial=True, op_class=VectorClass.DATA_MOVEMENT,
-            expert=e,
-        )  # fmt: skip
+    return dxe
+
+
+def _all_to_all(
+    ctx: StepContext, layer: str, name: str, sent: Sequence[Tensor], kind: TensorKind
+) -> int:
+    """An all-to-all over the expert-parallel group (a stand-in: placement gives it its
+    ranks) of each rank's buffer ``sent`` (one tensor or several that fill it), after
+    the ops that made it; every later op reading the buffer it delivers reads ``sent``
+    (the same size on every rank of a balanced group) and waits for it
+    (:func:`_wait_for`)."""
+    b = ctx.b
+    buffer = ctx.t(f"{layer}.{name}", kind, sum(t.elements for t in sent))
+    after = [o for t in sent for o in b.producers(t)]
+    return b.collective(
+        f"{buffer.name}.all_to_all", layer, buffer, (), after, Collective.ALL_TO_ALL,
+        group=CommGroup.EXPERT,
+    )  # fmt: skip
+
+
+def _wait_for(ctx: StepContext, comm: int, start: int, delivered: Tensor) -> None:
+    """Every op from ``start`` on that reads ``delivered`` waits for all-to-all ``comm``."""
+    for op in ctx.b.ops[start:]:
+        if any(a.tensor.key == delivered.key for a in reads_of(op)):
+            ctx.b.add_dependencies(op.op_id, [comm])
+
+
+def _exchanged_forward(
+    ctx: StepContext, name: str, flow: tuple[Tensor, Tensor, Tensor], sizes: tuple[int, ...]
+) -> tuple[_Expert, ...]:
+    """One expert-parallel rank's forward ops of the experts (``flow``: the layer's input,
+    the gates and its output; ``sizes``: the experts ``E``, width ``d``, inner width
+    ``f`` and capacity ``C`` of this rank's tokens).
+
+    The dispatch gathers the rank's ``E x C`` routed tokens into one buffer (``C`` per
+    expert, grouped by the rank that holds it), the first all-to-all delivers to each
+    rank the ``C`` tokens of each of its ``E / e`` experts from each of the ``e`` ranks,
+    each local expert computes its ``e x C`` tokens, the second all-to-all returns the
+    outputs to their tokens' ranks and the combine weights and sums them there.
+    """
+    x, gates, y = flow
+    experts, d, f, cap = sizes
+    ranks, b = ctx.expert_ranks, ctx.b
+    buffer = experts * cap * d
+    for e in range(experts // ranks):
+        _expert_params(ctx, name, e, d, f)
+    sent = ctx.t(f"{name}.dispatched", TensorKind.ACTIVATION, buffer)
+    b.vector(
+        f"{name}.dispatch", name, Phase.FWD, buffer, 1, [Access(x, buffer)], [sent],
+        op_class=VectorClass.DATA_MOVEMENT,
+    )  # fmt: skip
+    comm = _all_to_all(ctx, name, "received", [sent], TensorKind.ACTIVATION)
+    start = len(b.ops)
+    kept = tuple(
+        _mlp_forward(ctx, name, e, sent, (ranks * cap, d, f)) for e in range(experts // ranks)
+    )
+    _wait_for(ctx, comm, start, sent)
+    outputs = [k.y for k in kept]
+    comm = _all_to_all(ctx, name, "returned", outputs, TensorKind.ACTIVATION)
+    b.vector(
+        f"{name}.combine", name, Phase.FWD, buffer, COMBINE_OPS,
+        [*outputs, Access(gates, experts * cap)], [y], after=[comm],
+        op_class=VectorClass.ELEMENTWISE,
+    )  # fmt: skip
+    return kept
+
+
+def _exchanged_backward(
+    ctx: StepContext,
+    name: str,
+    saved: _Saved,
+    flow: tuple[Tensor, Tensor],
+    sizes: tuple[int, int, int, int],
+    dx: Tensor | None,
+) -> None:
+    """The mirror of :func:`_exchanged_forward` (``flow``: the output gradient and the
+    gates' gradient): the combine's gradient, an all-to-all of it to the experts' ranks,
+    each local expert's backward, and (when the input needs a gradient) an all-to-all of
+    the experts' ``dX`` back and its scatter-add."""
+    g, dgates = flow
+    experts, d, f, cap = sizes
+    ranks, b = ctx.expert_ranks, ctx.b
+    buffer = experts * cap * d
+    dy = ctx.t(f"{name}.dreturned", TensorKind.GRADIENT, buffer)
+    b.vector(
+        f"{name}.combine.bwd", name, Phase.BWD_INPUT, buffer, COMBINE_OPS,
+        [Access(g, buffer), *(k.y for k in saved.experts), Access(saved.gates, experts * cap)],
+        [dy, dgates], op_class=VectorClass.ELEMENTWISE,
+    )  # fmt: skip
+    comm = _all_to_all(ctx, name, "dreceived", [dy], TensorKind.GRADIENT)
+    start = len(b.ops)
+    dxes = [
+        _mlp_backward(ctx, name, e, kept, dy, (ranks * cap, d, f))
+        for e, kept in enumerate(saved.experts)
+    ]
+    _wait_for(ctx, comm, start, dy)
+    if dx is None:
+        return
+    comm = _all_to_all(ctx, name, "ddispatched", dxes, TensorKind.GRADIENT)
+    b.vector(
+        f"{name}.dispatch.bwd", name, Phase.BWD_INPUT, buffer, 1, dxes, [Access(dx, buffer)],
+        after=[comm], partial=True, op_class=VectorClass.DATA_MOVEMENT,
+    )  # fmt: skip

@@ -1,0 +1,87 @@
+"""The load-time checks of a run's expert-parallel degree (``run.parallel.expert``)
+against its hardware, workload and techniques; its placement
+(:func:`~accelsim.mapping.expert_placement.expert_parallel`, re-exported for the
+driver)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.errors import Problem
+from accelsim.lowering.shapes import LayerInfo
+from accelsim.mapping.expert_placement import expert_parallel as expert_parallel
+from accelsim.techniques.base import Technique
+from accelsim.workload import model as wm
+
+
+def expert_degree(run: RunSpec) -> int:
+    """The run's expert-parallel degree (1 without a plan)."""
+    return 1 if run.parallel is None else run.parallel.expert
+
+
+def expert_problems(
+    run: RunSpec,
+    hw: HardwareSpec,
+    infos: Sequence[LayerInfo],
+    techniques: Sequence[Technique[Any]],
+    source: str,
+) -> list[Problem]:
+    """What an expert-parallel plan cannot run with: processors or a moe layer's experts
+    it does not divide, a workload without a moe layer, a batch the processors do not
+    divide, no data parallelism, tensor parallelism, gradient clipping and any
+    technique."""
+    e = expert_degree(run)
+    if e == 1:
+        return []
+    key = "parallel.expert"
+    if hw.processors % e:
+        return [Problem(source, key, f"must divide the {hw.processors} processors", e)]
+    moes = [i.layer for i in infos if isinstance(i.layer, wm.Moe)]
+    problems = [
+        Problem(
+            source,
+            key,
+            f"must divide layer {m.name}'s {m.experts} experts (each rank holds experts / e)",
+            e,
+        )
+        for m in moes
+        if m.experts % e
+    ]
+    if not moes:
+        problems.append(
+            Problem(source, key, "needs a moe layer to spread (the workload has none)", e)
+        )
+    if run.assignment is not AssignmentPolicy.DATA_PARALLEL:
+        why = (
+            "runs every layer but the experts data-parallel over the processors: needs"
+            " assignment data_parallel"
+        )
+        problems.append(Problem(source, key, why, e))
+    elif run.batch_size % hw.processors:
+        why = (
+            f"must be a multiple of the {hw.processors} processors with parallel.expert"
+            " above 1 (every rank of an expert group routes as many tokens)"
+        )
+        problems.append(Problem(source, "batch_size", why, run.batch_size))
+    if run.parallel is not None and run.parallel.tensor > 1:
+        why = (
+            "not with parallel.tensor above 1: the experts' MLPs split over a tensor-parallel"
+            " group, and the all-to-alls among its ranks, are not modelled"
+        )
+        problems.append(Problem(source, key, why, e))
+    if run.optimizer.clip_global_norm is not None:
+        why = (
+            "not with parallel.expert above 1: the norm's all-reduce over the"
+            " expert-parallel group is not modelled"
+        )
+        problems.append(Problem(source, "optimizer.clip_global_norm", why, e))
+    for technique in techniques:
+        why = (
+            "not with parallel.expert above 1: its rewrites and placements do not know the"
+            " expert-parallel all-to-alls"
+        )
+        problems.append(Problem(source, f"techniques.{technique.name}", why, e))
+    return problems

@@ -1,0 +1,63 @@
+"""Placement of an expert-parallel step: every processor a data-parallel replica, its
+``moe`` layers' experts spread over an expert-parallel group.
+
+The step graph is one rank's (:func:`accelsim.lowering.step.lower` with ``expert``
+above 1): its own tokens through every layer, its ``E / e`` experts of each ``moe``
+layer computing the tokens every rank of its group routed to them, between
+all-to-all stand-ins (:mod:`accelsim.lowering.rules.moe`).  Processor ``p`` is a
+replica with its share of the batch (the same share on every processor), in the
+expert group ``p // e`` of the ``e`` consecutive processors ``(p // e) * e .. (p //
+e) * e + e - 1`` (inside a node of a hierarchy whose nodes hold a multiple of ``e``
+processors), at rank ``p % e`` of it; each stand-in becomes one all-to-all over the
+group, after the ops it waited for on every rank.
+
+This is expert parallelism inside the data-parallel group, as Megatron-LM and
+DeepSpeed-MoE place it: every layer but the experts is replicated on every processor
+and its gradients all-reduced over all of them; an expert's gradients are
+all-reduced over the ranks that hold the same experts (the processors at the same
+rank of every group: ``processors / e`` of them; none when one group holds them
+all), in buckets with ``bucket_bytes`` as
+:func:`~accelsim.mapping.placement.data_parallel` cuts them.  Then every processor
+updates what it holds.  Rank ``r``'s expert ``j`` of a layer (``expert`` of its ops
+and parameters) is the layer's expert ``r x E / e + j``.
+"""
+
+from __future__ import annotations
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import RunSpec
+from accelsim.graph.builder import GraphBuilder
+from accelsim.graph.copies import prefixed
+from accelsim.graph.ops import NO_EXPERT, OpGraph, Parameter, TensorKey
+from accelsim.mapping.placement import StepGraph, split_batch
+from accelsim.mapping.tensor_placement import group_copies, reduce_gradients, updated
+
+
+def expert_parallel(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> OpGraph:
+    """The step on the hardware's processors in expert groups of ``run.parallel.expert``,
+    with its gradients' all-reduces and updates (the batch splits evenly over the
+    processors, and the plan has no tensor parallelism: checked at load)."""
+    assert run.parallel is not None
+    processors, expert = hw.processors, run.parallel.expert
+    bucket_bytes, optimizer = run.data_parallel.bucket_bytes, run.optimizer
+    (local,) = set(split_batch(run.batch_size, processors))
+    graph = step(local)
+    builder = GraphBuilder(hw.word_bytes)
+    on_chip: set[TensorKey] = set()
+    params: list[list[Parameter]] = []
+    sinks: list[list[int]] = []
+    for g in range(processors // expert):
+        group = tuple(range(g * expert, (g + 1) * expert))
+        made, sunk = group_copies(builder, graph, group)
+        on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in group))
+        params += made
+        sinks += sunk
+    ready: list[dict[str, int]] = [{} for _ in range(processors)]
+    dense = [[p for p in held if p.expert == NO_EXPERT] for held in params]
+    if processors > 1 and dense[0]:
+        reduce_gradients(builder, dense, ready, 0, 1, bucket_bytes)
+    if processors > expert:
+        experts = [[p for p in held if p.expert != NO_EXPERT] for held in params]
+        for rank in range(expert):
+            reduce_gradients(builder, experts, ready, rank, expert, bucket_bytes)
+    return updated(builder, (params, sinks, ready), optimizer, on_chip)
