@@ -13,6 +13,7 @@ is refused like any unknown key.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Annotated
 
 from pydantic import Field
 
@@ -48,7 +49,7 @@ class ParallelSpec(Spec):
         " tensor-parallel group; the processors are data x pipeline x tensor.  1: no"
         " pipeline.",
     )
-    schedule: PipelineSchedule = Field(
+    schedule: Annotated[PipelineSchedule, Field(strict=False)] = Field(
         default=PipelineSchedule.ONE_F_ONE_B,
         description="The pipeline's order (with pipeline above 1): 1f1b (warm-up of p -"
         " stage - 1 forwards, then one forward one backward, then a cool-down) or"

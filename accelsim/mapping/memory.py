@@ -61,13 +61,18 @@ class MemoryBreakdown:
     """One processor's bytes by class (:data:`CLASSES`), the capacity of the DRAM
     memory it uses and the processors sharing that memory (all of them with
     ``dram.sharing: shared``, else 1).  Under a pipeline, the processor is one of the
-    most loaded stage's, ``stage``, and ``stage_totals_bytes`` every stage's total."""
+    most loaded stage's, ``stage``, and ``stages`` every stage's bytes by class."""
 
     bytes_by_class: dict[str, int]
     capacity_bytes: int
     sharing: int
     stage: int | None = None
-    stage_totals_bytes: tuple[int, ...] = field(default=())
+    stages: tuple[dict[str, int], ...] = field(default=())
+
+    @property
+    def stage_totals_bytes(self) -> tuple[int, ...]:
+        """Every pipeline stage's total (empty without a pipeline)."""
+        return tuple(sum(c.values()) for c in self.stages)
 
     @property
     def total_bytes(self) -> int:

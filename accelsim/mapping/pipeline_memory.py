@@ -52,8 +52,7 @@ def stage_memory(
         order = stage_order(schedule, cut.stages, cut.virtual_stages, micro_batches, stage)
         stash = peak_stash(order, stash_of_chunk)
         stages.append(memory_classes(ops, kept, stash, optimizer, hw, bucket_bytes))
-    totals = tuple(sum(c.values()) for c in stages)
+    totals = [sum(c.values()) for c in stages]
     top = totals.index(max(totals))
-    return MemoryBreakdown(
-        stages[top], hw.dram.capacity_bytes, processors_sharing(hw), top, totals
-    )
+    sharing = processors_sharing(hw)
+    return MemoryBreakdown(stages[top], hw.dram.capacity_bytes, sharing, top, tuple(stages))
