@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.parallel import PipelineSchedule
-from accelsim.graph.ops import OpGraph
+from accelsim.graph.ops import Op, OpGraph
 from accelsim.graph.queries import reads_of, stashed_tensors
 from accelsim.mapping.memory import MemoryBreakdown, memory_classes, processors_sharing
 from accelsim.mapping.pipeline_order import peak_stash, stage_order
@@ -39,9 +39,9 @@ def stage_memory(
     """The most loaded stage's memory (the first of equals), ``step`` being one
     micro-batch's step graph of one rank, with every stage's total."""
     chunk_of = cut.chunk_of_layer()
-    chunk_ops = [
-        [op for op in step.ops if chunk_of[op.layer] == g] for g in range(len(cut.chunks))
-    ]
+    chunk_ops: list[list[Op]] = [[] for _ in cut.chunks]
+    for op in step.ops:
+        chunk_ops[chunk_of[op.layer]].append(op)
     stash_of_chunk = [sum(t.bytes for t in stashed_tensors(ops)) for ops in chunk_ops]
     stages = []
     for stage in range(cut.stages):

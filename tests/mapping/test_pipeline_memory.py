@@ -130,8 +130,7 @@ def test_a_pipeline_of_one_is_the_plan_without_one(tmp_path: Path) -> None:
         (
             "{pipeline: 2, tensor: 2}",
             2,
-            "run.parallel.pipeline: times parallel.tensor (2) must divide the 2"
-            " processors (got 2)",
+            "run.parallel.pipeline: times parallel.tensor (2) must divide the 2 processors (got 2)",
         ),
         (
             "{pipeline: 2}",
