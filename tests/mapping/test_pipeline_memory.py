@@ -15,6 +15,7 @@ from accelsim.driver.inputs import RunInputs, load_inputs
 from accelsim.driver.run import simulate_training, step_memory
 from accelsim.errors import ConfigError
 from accelsim.mapping.pipeline_stages import cut_stages
+from accelsim.report.memory import memory_block
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = ROOT / "tests" / "fixtures" / "workloads" / "tiny_gpt_blocks.yaml"
@@ -155,3 +156,8 @@ def test_a_pipeline_step_is_not_simulated(tmp_path: Path) -> None:
         "--set: run.parallel.pipeline: a pipeline plan's step is not"
         " simulated; accelsim run --memory-only counts its stages' memory (got 2)"
     )
+
+
+def test_the_console_names_the_most_loaded_stage(tmp_path: Path) -> None:
+    lines = memory_block(step_memory(loaded(tmp_path, "{pipeline: 4}", 4))).splitlines()
+    assert lines[1] == "  pipeline stage 0 of 4, the most loaded"
