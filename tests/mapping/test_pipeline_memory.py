@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from accelsim import cli
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import RunInputs, load_inputs
 from accelsim.driver.run import simulate_training, step_memory
@@ -161,3 +162,22 @@ def test_a_pipeline_step_is_not_simulated(tmp_path: Path) -> None:
 def test_the_console_names_the_most_loaded_stage(tmp_path: Path) -> None:
     lines = memory_block(step_memory(loaded(tmp_path, "{pipeline: 4}", 4))).splitlines()
     assert lines[1] == "  pipeline stage 0 of 4, the most loaded"
+
+
+def test_the_command_line_counts_a_pipeline_and_refuses_to_simulate_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loaded(tmp_path, "{pipeline: 2}", 2)  # writes run.yaml
+    args = ["run", str(tmp_path / "run.yaml"), "--set", "processors=2"]
+    args += ["--set", "run.parallel={pipeline: 2}", "--out", str(tmp_path / "out")]
+    assert cli.main([*args, "--memory-only"]) == cli.EXIT_OK
+    assert "  pipeline stage 0 of 2, the most loaded" in capsys.readouterr().out
+    assert cli.main(args) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "--set: run.parallel.pipeline: a pipeline plan's step is not simulated; accelsim run"
+            " --memory-only counts its stages' memory (got 2)"
+        )
+    )
