@@ -1,5 +1,5 @@
 """The order each pipeline stage runs its micro-batches' forward and backward passes in
-(Narayanan et al., SC 2021), the stash it holds at its peak, and the schedule's time.
+(Narayanan et al., SC 2021), and the stash it holds at its peak.
 
 ``1f1b`` (PipeDream-Flush): stage ``i`` of ``p`` runs a warm-up of ``min(p - i - 1,
 m)`` forwards, then one forward and one backward in turn until every forward has run,
@@ -93,43 +93,3 @@ def peak_stash(order: Sequence[ChunkPass], stash_of_chunk: Sequence[int]) -> int
         held += sign * stash_of_chunk[step.chunk]
         peak = max(peak, held)
     return peak
-
-
-def schedule_span(
-    orders: Sequence[Sequence[ChunkPass]], forward: Sequence[int], backward: Sequence[int]
-) -> int:
-    """The time every stage takes to run its order (``orders``, by stage), a chunk's
-    forward taking ``forward[chunk]`` and its backward ``backward[chunk]``, passes
-    between stages taking no time: each stage runs its passes in order, a forward
-    after the micro-batch's forward through the chunk before, a backward after its
-    backward through the chunk after (the last chunk's after its own forward)."""
-    last = len(forward) - 1
-    done: dict[tuple[Pass, int, int], int] = {}
-    free = [0] * len(orders)
-    position = [0] * len(orders)
-    while any(position[s] < len(o) for s, o in enumerate(orders)):
-        moved = False
-        for s, order in enumerate(orders):
-            while position[s] < len(order):
-                step = order[position[s]]
-                ready = _ready(step, done, last)
-                if ready is None:
-                    break
-                took = (forward if step.direction is Pass.FORWARD else backward)[step.chunk]
-                free[s] = max(free[s], ready) + took
-                done[(step.direction, step.micro_batch, step.chunk)] = free[s]
-                position[s] += 1
-                moved = True
-        if not moved:
-            raise ValueError("the stages' orders wait on each other")
-    return max(free)
-
-
-def _ready(step: ChunkPass, done: dict[tuple[Pass, int, int], int], last: int) -> int | None:
-    """When ``step``'s input is ready (None: not yet made)."""
-    mb, g = step.micro_batch, step.chunk
-    if step.direction is Pass.FORWARD:
-        key = (Pass.FORWARD, mb, g - 1)
-        return 0 if g == 0 else done.get(key)
-    key = (Pass.FORWARD, mb, g) if g == last else (Pass.BACKWARD, mb, g + 1)
-    return done.get(key)

@@ -31,10 +31,6 @@ class PipelineCut:
     chunks: tuple[tuple[str, ...], ...]
     blocks: tuple[int, ...]
 
-    def stage_of_chunk(self, chunk: int) -> int:
-        """The stage chunk ``chunk`` runs on."""
-        return chunk % self.stages
-
     def chunks_of_stage(self, stage: int) -> tuple[int, ...]:
         """The chunks stage ``stage`` holds, in order."""
         return tuple(range(stage, self.stages * self.virtual_stages, self.stages))

@@ -1,23 +1,67 @@
 """The 1F1B and interleaved orders of a pipeline's stages (:mod:`accelsim.mapping.pipeline_order`),
 written out by hand as tables (``F3.1``: the forward of micro-batch 3 through chunk 1),
-their bubbles on a uniform toy timed by hand, and the stash each holds at its peak."""
+their bubbles on a uniform toy (each stage running its order, a pass waiting for its
+input from the stage before or after: :func:`schedule_span`), and the stash each
+holds at its peak."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 import pytest
 
 from accelsim.config.parallel import PipelineSchedule
 from accelsim.mapping.pipeline_order import (
+    ChunkPass,
+    Pass,
     order_problem,
     peak_stash,
-    schedule_span,
     stage_order,
 )
 
 ONE = PipelineSchedule.ONE_F_ONE_B
 INTER = PipelineSchedule.INTERLEAVED
+
+
+def schedule_span(
+    orders: Sequence[Sequence[ChunkPass]], forward: Sequence[int], backward: Sequence[int]
+) -> int:
+    """The time every stage takes to run its order (``orders``, by stage), a chunk's
+    forward taking ``forward[chunk]`` and its backward ``backward[chunk]``, passes
+    between stages taking no time: each stage runs its passes in order, a forward
+    after the micro-batch's forward through the chunk before, a backward after its
+    backward through the chunk after (the last chunk's after its own forward)."""
+    last = len(forward) - 1
+    done: dict[tuple[Pass, int, int], int] = {}
+    free = [0] * len(orders)
+    position = [0] * len(orders)
+    while any(position[s] < len(o) for s, o in enumerate(orders)):
+        moved = False
+        for s, order in enumerate(orders):
+            while position[s] < len(order):
+                step = order[position[s]]
+                ready = _ready(step, done, last)
+                if ready is None:
+                    break
+                took = (forward if step.direction is Pass.FORWARD else backward)[step.chunk]
+                free[s] = max(free[s], ready) + took
+                done[(step.direction, step.micro_batch, step.chunk)] = free[s]
+                position[s] += 1
+                moved = True
+        if not moved:
+            raise AssertionError("the stages' orders wait on each other")
+    return max(free)
+
+
+def _ready(step: ChunkPass, done: dict[tuple[Pass, int, int], int], last: int) -> int | None:
+    """When ``step``'s input is ready (None: not yet made)."""
+    mb, g = step.micro_batch, step.chunk
+    if step.direction is Pass.FORWARD:
+        key = (Pass.FORWARD, mb, g - 1)
+        return 0 if g == 0 else done.get(key)
+    key = (Pass.FORWARD, mb, g) if g == last else (Pass.BACKWARD, mb, g + 1)
+    return done.get(key)
 
 
 def table(schedule: PipelineSchedule, p: int, v: int, m: int) -> list[str]:
