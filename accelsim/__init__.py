@@ -96,7 +96,7 @@ if TYPE_CHECKING:
         suite_inputs,
     )
     from accelsim.driver.layer import simulate_layer, topology_gemm
-    from accelsim.driver.run import simulate_run, simulate_training
+    from accelsim.driver.run import simulate_run, simulate_training, step_memory
     from accelsim.errors import (
         AccelsimError,
         ConfigError,
@@ -157,7 +157,7 @@ _MODULES = {
         "suite_inputs",
     ),
     "accelsim.driver.layer": ("simulate_layer", "topology_gemm"),
-    "accelsim.driver.run": ("simulate_run", "simulate_training"),
+    "accelsim.driver.run": ("simulate_run", "simulate_training", "step_memory"),
     "accelsim.errors": (
         "AccelsimError",
         "ConfigError",
@@ -274,6 +274,7 @@ __all__ = [
     "simulate_layer",
     "simulate_run",
     "simulate_training",
+    "step_memory",
     "suite_columns",
     "suite_entries",
     "suite_inputs",

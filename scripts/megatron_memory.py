@@ -51,8 +51,7 @@ class Check:
 
 def checks() -> list[Check]:
     """Every model's check, counted."""
-    from accelsim import load_inputs, parse_sets
-    from accelsim.driver.run import step_memory
+    from accelsim import load_inputs, parse_sets, step_memory
 
     plans = {r["model"]: r for r in _rows(MEGATRON / "plans.csv")}
     measured = {
