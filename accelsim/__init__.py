@@ -98,7 +98,7 @@ if TYPE_CHECKING:
         suite_inputs,
     )
     from accelsim.driver.layer import simulate_layer, topology_gemm
-    from accelsim.driver.run import simulate_run, simulate_training
+    from accelsim.driver.run import simulate_run, simulate_training, step_memory
     from accelsim.errors import (
         AccelsimError,
         ConfigError,

@@ -80,12 +80,8 @@ def plans() -> dict[str, Plan]:
 
 def missing(plan: Plan, mode: str) -> tuple[str, str]:
     """What accelsim lacks to count a row's parameters and its activations ("" when
-    nothing): a pipeline for both; sequence parallelism for ``seqsel``'s activations
-    only (it leaves a rank's parameters and optimizer state as they are, and so does
-    recomputation)."""
-    if plan.pipeline > 1:
-        why = f"a 1F1B pipeline of {plan.pipeline} stages"
-        return why, why
+    nothing): sequence parallelism for ``seqsel``'s activations only (it leaves a
+    rank's parameters and optimizer state as they are, and so does recomputation)."""
     return "", "sequence parallelism" if mode == "seqsel" else ""
 
 
@@ -136,13 +132,17 @@ def row(model: str, mode: str, params: float, activations: float, plan: Plan, tm
 
 
 def measured(tmp: Path) -> list[Row]:
-    """Every reference row with memory figures, accelsim's beside it where it can."""
+    """Every reference row with memory figures of a model trained without a pipeline
+    (the pipelined ones are ``scripts/megatron_memory.py``'s), accelsim's beside it
+    where it can."""
     by_model = plans()
     rows = []
     for r in csv.DictReader(TRUTH.open()):
         if not r["params_and_optimizer_gib"]:
             continue
         plan = by_model[MODELS[r["model"]]]
+        if plan.pipeline > 1:
+            continue
         params, acts = float(r["params_and_optimizer_gib"]), float(r["activations_gib"])
         rows.append(row(r["model"], r["recompute_mode"], params, acts, plan, tmp))
     return rows

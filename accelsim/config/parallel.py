@@ -1,26 +1,39 @@
 """The parallel plan of a run (``run.parallel``): how its processors share the step.
 
-Today it holds the tensor-parallel degree; the processors are ``data x tensor``: each
-data-parallel replica is a tensor-parallel group of ``tensor`` processors, which
-split every transformer block's attention heads and MLP as Megatron-LM does
-(:mod:`accelsim.lowering.tensor_parallel`), and the replicas split the batch.  The
-plan is shaped to take the other degrees later as fields of their own beside
-``tensor`` (``data``, ``pipeline``, ``sequence_parallel``, ``zero``,
-``recompute``, ``micro_batch``); a file naming one that is not a field yet is refused
-like any unknown key.  ``expert`` spreads each ``moe`` layer's experts over an
-expert-parallel group (:mod:`accelsim.mapping.expert_placement`).
+It holds the tensor-parallel degree, the pipeline and the expert-parallel degree: the
+processors are ``data x pipeline x tensor``: each tensor-parallel group of ``tensor``
+processors splits every transformer block's attention heads and MLP as Megatron-LM
+does (:mod:`accelsim.lowering.tensor_parallel`), ``pipeline`` groups hold a stage each
+(:mod:`accelsim.mapping.pipeline_stages`, in the order of
+:mod:`accelsim.mapping.pipeline_order`), and the replicas split the batch; ``expert``
+spreads each ``moe`` layer's experts over an expert-parallel group within the
+data-parallel one (:mod:`accelsim.mapping.expert_placement`).  The other degrees are
+fields of their own beside these; a file naming one that is not a field is refused
+like any unknown key.
 """
 
 from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
 
 from pydantic import Field
 
 from accelsim.config.base import PositiveInt, Spec
 
 
+class PipelineSchedule(str, Enum):
+    """The order a pipeline-parallel plan runs its micro-batches in (Narayanan et al.,
+    SC 2021): ``1f1b`` (PipeDream-Flush) or ``interleaved`` (each device holds
+    ``virtual_stages`` model chunks)."""
+
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+
+
 class ParallelSpec(Spec):
-    """The run's parallel plan: the tensor-parallel degree (the data-parallel degree is
-    the processors over it)."""
+    """The run's parallel plan: the tensor-parallel degree and the pipeline (the
+    data-parallel degree is the processors over tensor x pipeline)."""
 
     tensor: PositiveInt = Field(
         default=1,
@@ -40,4 +53,28 @@ class ParallelSpec(Spec):
         " processors, each expert's gradient all-reduced over the ranks holding it (processors"
         " / e).  Must divide every moe layer's experts and the processors; needs assignment"
         " data_parallel and parallel.tensor 1.  1: no expert parallelism.",
+    )
+    pipeline: PositiveInt = Field(
+        default=1,
+        description="Pipeline-parallel degree p: the transformer's blocks cut into p stages"
+        " (the embedding with the first, the LM head with the last), each on a"
+        " tensor-parallel group; the processors are data x pipeline x tensor.  1: no"
+        " pipeline.",
+    )
+    schedule: Annotated[PipelineSchedule, Field(strict=False)] = Field(
+        default=PipelineSchedule.ONE_F_ONE_B,
+        description="The pipeline's order (with pipeline above 1): 1f1b (warm-up of p -"
+        " stage - 1 forwards, then one forward one backward, then a cool-down) or"
+        " interleaved (virtual_stages model chunks per stage, Narayanan et al. 2021).",
+    )
+    virtual_stages: PositiveInt = Field(
+        default=1,
+        description="Model chunks per pipeline stage v (schedule: interleaved only): the"
+        " blocks cut into p x v chunks, stage i holding chunks i, i + p, ...",
+    )
+    micro_batch: PositiveInt | None = Field(
+        default=None,
+        description="Samples per micro-batch m (with pipeline above 1): a data-parallel"
+        " replica's batch / m micro-batches a step, their gradients accumulated.  Null:"
+        " one sample.",
     )

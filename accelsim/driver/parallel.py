@@ -8,6 +8,7 @@ from typing import Any
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.driver.pipeline import pipeline_degree, pipeline_problems
 from accelsim.errors import Problem
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.lowering.tensor_parallel import TensorPlan, plan_tensor, tensor_problems
@@ -32,16 +33,18 @@ def parallel_problems(
     techniques: Sequence[Technique[Any]],
     source: str,
 ) -> list[Problem]:
-    """What a tensor-parallel plan cannot run with: processors it does not divide, more
-    than one replica without data parallelism, heads it
-    does not divide, gradient clipping and the techniques that say they cannot."""
+    """What a parallel plan cannot run with: its pipeline's problems
+    (:func:`pipeline_problems`), then the tensor-parallel degree's: processors it does
+    not divide, more than one replica without data parallelism, heads it does not
+    divide, gradient clipping and the techniques that say they cannot."""
     t = tensor_degree(run)
-    if t == 1:
-        return []
+    problems = pipeline_problems(run, hw, infos, techniques, source)
+    if t == 1 or problems:
+        return problems
     key = "parallel.tensor"
     if hw.processors % t:
         return [Problem(source, key, f"must divide the {hw.processors} processors", t)]
-    data = hw.processors // t
+    data = hw.processors // (t * pipeline_degree(run))
     problems = tensor_problems(infos, t, source)
     if data > 1 and run.assignment is not AssignmentPolicy.DATA_PARALLEL:
         why = (

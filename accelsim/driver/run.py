@@ -19,6 +19,7 @@ from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import tensor_degree, tensor_plan
+from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
 from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
@@ -196,6 +197,8 @@ class _Run:
         replica's local batch, one rank's, before placement."""
         run, hw = self.inputs.run, self.inputs.hardware
         kinds = _kinds(self.inputs.techniques, self.ctx) if self.rewriters else [BASE]
+        if pipeline_degree(run) > 1:
+            return pipeline_memory(run, hw, self.inputs.infos, self.step_graph(kinds[0]))
         replicas = hw.processors // tensor_degree(run)
         local = run.batch_size
         if run.assignment is AssignmentPolicy.DATA_PARALLEL:
@@ -452,6 +455,7 @@ def _checked_memory(sim: _Run) -> MemoryBreakdown | None:
 
 def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     """:func:`simulate_training`, its problems as found."""
+    unsimulated_pipeline(inputs.run, inputs.source)
     sim = _Run(inputs, progress)
     memory = _checked_memory(sim)
     base = sim.simulate(sim.placed(BASE, None), BASE)

@@ -21,19 +21,24 @@ the graph actually stashes (a recomputation policy's rewrite stashes less):
   above (the transient inputs and outputs of the op running, such as an input
   gradient or a block's output before its next layer reads it).
 
-The pipelines keep their own account (:mod:`accelsim.techniques.pipelines.memory`):
-a schedule's weight versions and stash per micro-batch in flight.
+Under a pipeline plan (``run.parallel.pipeline``) each stage is counted from its own
+layers' ops and parameters of one micro-batch's step graph, its stash that of the
+chunk passes its schedule holds at its peak (:mod:`accelsim.mapping.pipeline_memory`).
+The pipeline techniques keep their own account
+(:mod:`accelsim.techniques.pipelines.memory`): a schedule's weight versions and stash
+per micro-batch in flight.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from accelsim.config.dram import DramSharing
 from accelsim.config.enums import MasterWeights
 from accelsim.config.hardware import HardwareSpec
-from accelsim.graph.ops import CommOp, OpGraph, TensorKind
+from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, TensorKind
 from accelsim.graph.queries import reads_of, stashed_tensors, writes_of
 
 if TYPE_CHECKING:  # the run spec is not loaded by what reads a summary (accelsim layer)
@@ -55,11 +60,19 @@ CLASSES = (
 class MemoryBreakdown:
     """One processor's bytes by class (:data:`CLASSES`), the capacity of the DRAM
     memory it uses and the processors sharing that memory (all of them with
-    ``dram.sharing: shared``, else 1)."""
+    ``dram.sharing: shared``, else 1).  Under a pipeline, the processor is one of the
+    most loaded stage's, ``stage``, and ``stages`` every stage's bytes by class."""
 
     bytes_by_class: dict[str, int]
     capacity_bytes: int
     sharing: int
+    stage: int | None = None
+    stages: tuple[dict[str, int], ...] = field(default=())
+
+    @property
+    def stage_totals_bytes(self) -> tuple[int, ...]:
+        """Every pipeline stage's total (empty without a pipeline)."""
+        return tuple(sum(c.values()) for c in self.stages)
 
     @property
     def total_bytes(self) -> int:
@@ -77,6 +90,11 @@ class MemoryBreakdown:
             "capacity_bytes": self.capacity_bytes,
             "processors_sharing": self.sharing,
             "fits": self.fits,
+            **(
+                {}
+                if self.stage is None
+                else {"pipeline_stage": self.stage, "stage_totals_bytes": self.stage_totals_bytes}
+            ),
         }
 
 
@@ -85,14 +103,34 @@ def memory_breakdown(
 ) -> MemoryBreakdown:
     """What the processor running ``step`` (one rank's step graph, before placement)
     holds, by class, against ``hw``'s DRAM capacity."""
+    stash = sum(t.bytes for t in stashed_tensors(step.ops))
+    classes = memory_classes(step.ops, step.parameters, stash, optimizer, hw, bucket_bytes)
+    return MemoryBreakdown(classes, hw.dram.capacity_bytes, processors_sharing(hw))
+
+
+def processors_sharing(hw: HardwareSpec) -> int:
+    """The processors sharing one DRAM memory: all of them with ``dram.sharing:
+    shared``, else 1."""
+    return hw.processors if hw.dram.sharing is DramSharing.SHARED else 1
+
+
+def memory_classes(
+    ops: Sequence[Op],
+    parameters: Sequence[Parameter],
+    stash_bytes: int,
+    optimizer: OptimizerSpec,
+    hw: HardwareSpec,
+    bucket_bytes: int | None,
+) -> dict[str, int]:
+    """The bytes by class of a processor running ``ops`` and keeping ``parameters``,
+    its stash ``stash_bytes``."""
     words = hw.word_bytes
-    trained = [p for p in step.parameters if p.grad_op >= 0]
+    trained = [p for p in parameters if p.grad_op >= 0]
     elements = sum(p.weight.elements for p in trained)
-    stash = stashed_tensors(step.ops)
-    held = {p.weight.key for p in step.parameters} | {p.gradient.key for p in trained}
-    held |= {t.key for t in stash}
+    held = {p.weight.key for p in parameters} | {p.gradient.key for p in trained}
+    held |= {t.key for t in stashed_tensors(ops)}
     master = optimizer.master_weights is MasterWeights.FP32
-    largest_reduce = max((op.tensor.bytes for op in step.ops if isinstance(op, CommOp)), default=0)
+    largest_reduce = max((op.tensor.bytes for op in ops if isinstance(op, CommOp)), default=0)
     workspace = max(
         (
             sum(
@@ -100,22 +138,20 @@ def memory_breakdown(
                 for a in (*reads_of(op), *writes_of(op))
                 if a.tensor.key not in held and a.tensor.kind is not TensorKind.OPTIMIZER_STATE
             )
-            for op in step.ops
+            for op in ops
             if not isinstance(op, CommOp)
         ),
         default=0,
     )
-    classes = {
-        "weights": sum(p.weight.bytes for p in step.parameters),
+    return {
+        "weights": sum(p.weight.bytes for p in parameters),
         "gradients": elements * words.gradients,
         "optimizer_state": elements * words.optimizer_state * optimizer.kind.state_tensors,
         "master_weights": elements * words.optimizer_state if master else 0,
-        "activations": sum(t.bytes for t in stash),
+        "activations": stash_bytes,
         "communication": max(bucket_bytes or 0, largest_reduce),
         "workspace": workspace,
     }
-    shared = hw.dram.sharing is DramSharing.SHARED
-    return MemoryBreakdown(classes, hw.dram.capacity_bytes, hw.processors if shared else 1)
 
 
 UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("bytes", 1))

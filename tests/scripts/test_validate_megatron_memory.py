@@ -51,7 +51,7 @@ def test_the_22b_rows(tmp_path: Path) -> None:
 def test_rows_accelsim_cannot_lower_say_what_they_need(tmp_path: Path) -> None:
     """The 22B model with sequence parallelism keeps the same parameters and optimizer
     state (counted) and needs sequence parallelism for its activations; the models
-    with a pipeline need it for both."""
+    with a pipeline are not in this table (scripts/megatron_memory.py counts them)."""
     vm = load_script("validate_megatron_memory")
     rows = {(r.model, r.mode): r for r in vm.measured(tmp_path)}
     seqsel = rows["megatron-22B", "seqsel"]
@@ -60,12 +60,10 @@ def test_rows_accelsim_cannot_lower_say_what_they_need(tmp_path: Path) -> None:
         None,
         "sequence parallelism",
     )
-    assert rows["gpt3-175B", "none"].params_missing == "a 1F1B pipeline of 8 stages"
-    assert rows["megatron-1T", "seqsel"].accelsim_params_gib is None
+    assert {model for model, _ in rows} == {"megatron-22B"}
     text = vm.table(list(rows.values()))
     for line in (
         "| megatron-22B | seqsel | 45.56 | 46.47 | +2.0 % | 9.56 | needs sequence parallelism |",
         "| megatron-22B | none | 45.56 | 46.47 | +2.0 % | 59.25 | 37.04 | -37.5 % | 59.54 |",
-        "| turing-530B | none | 31.64 | needs a 1F1B pipeline of 35 stages | | 114.02 |",
     ):
         assert line in text

@@ -1,0 +1,115 @@
+"""The pipeline of a run's parallel plan (``run.parallel.pipeline``): its load-time
+checks, its cut and its micro-batches, and the memory of its most loaded stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.parallel import ParallelSpec, PipelineSchedule
+from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.errors import ConfigError, Problem
+from accelsim.graph.ops import OpGraph
+from accelsim.lowering.shapes import LayerInfo
+from accelsim.mapping.memory import MemoryBreakdown
+from accelsim.mapping.pipeline_memory import stage_memory
+from accelsim.mapping.pipeline_order import order_problem
+from accelsim.mapping.pipeline_stages import cut_problem, cut_stages
+from accelsim.techniques.base import Technique
+
+
+def pipeline_degree(run: RunSpec) -> int:
+    """The run's pipeline-parallel degree (1 without a plan)."""
+    return 1 if run.parallel is None else run.parallel.pipeline
+
+
+def micro_batch_samples(plan: ParallelSpec) -> int:
+    """The samples of one micro-batch (one when the plan does not say)."""
+    return plan.micro_batch or 1
+
+
+def pipeline_problems(
+    run: RunSpec,
+    hw: HardwareSpec,
+    infos: Sequence[LayerInfo],
+    techniques: Sequence[Technique[Any]],
+    source: str,
+) -> list[Problem]:
+    """What a pipeline plan cannot run with: processors that tensor x pipeline does not
+    divide, a batch the replicas' micro-batches do not divide, a table with fewer
+    blocks than chunks, virtual stages without the interleaved schedule, micro-batches
+    the interleaved schedule cannot order, and any technique."""
+    plan = run.parallel
+    if plan is None or plan.pipeline == 1:
+        return []
+    key = "parallel.pipeline"
+    p, v = plan.pipeline, plan.virtual_stages
+    if plan.schedule is PipelineSchedule.ONE_F_ONE_B and v > 1:
+        why = "only with schedule: interleaved (1f1b runs one chunk a stage)"
+        return [Problem(source, "parallel.virtual_stages", why, v)]
+    if hw.processors % (p * plan.tensor):
+        why = f"times parallel.tensor ({plan.tensor}) must divide the {hw.processors} processors"
+        return [Problem(source, key, why, p)]
+    problems = []
+    cut = cut_problem(infos, p, v)
+    if cut is not None:
+        problems.append(Problem(source, key, cut, p))
+    replicas = hw.processors // (p * plan.tensor)
+    if replicas > 1 and run.assignment is not AssignmentPolicy.DATA_PARALLEL:
+        why = (
+            f"leaves {replicas} pipelines of {p * plan.tensor} processors: assignment"
+            " data_parallel runs them as replicas"
+        )
+        problems.append(Problem(source, key, why, p))
+    m = micro_batch_samples(plan)
+    if run.batch_size % (replicas * m):
+        why = (
+            f"must divide each of the {replicas} data-parallel replicas' share of the"
+            f" batch of {run.batch_size} samples"
+        )
+        problems.append(Problem(source, "parallel.micro_batch", why, m))
+    else:
+        refused = order_problem(plan.schedule, p, run.batch_size // (replicas * m))
+        if refused is not None:
+            problems.append(Problem(source, "parallel.micro_batch", refused, m))
+    for technique in techniques:
+        why = "not with parallel.pipeline above 1: the plan's schedule is the pipeline"
+        problems.append(Problem(source, f"techniques.{technique.name}", why, p))
+    return problems
+
+
+def pipeline_memory(
+    run: RunSpec,
+    hw: HardwareSpec,
+    infos: Sequence[LayerInfo],
+    step_of_batch: Callable[[int], OpGraph],
+) -> MemoryBreakdown:
+    """The memory of the most loaded stage of the run's pipeline (one rank of it, of
+    the first data-parallel replica), from one micro-batch's step graph."""
+    plan = run.parallel
+    assert plan is not None
+    m = micro_batch_samples(plan)
+    replicas = hw.processors // (plan.pipeline * plan.tensor)
+    micro_batches = run.batch_size // (replicas * m)
+    cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
+    bucket = run.data_parallel.bucket_bytes
+    return stage_memory(
+        step_of_batch(m), cut, plan.schedule, micro_batches, run.optimizer, hw, bucket
+    )
+
+
+def unsimulated_pipeline(run: RunSpec, source: str) -> None:
+    """Refuses to simulate a step of a pipeline plan: its memory is counted
+    (``accelsim run --memory-only``), its schedule's step is not simulated.
+
+    Raises:
+        ConfigError: with ``parallel.pipeline`` above 1.
+    """
+    p = pipeline_degree(run)
+    if p > 1:
+        why = (
+            "a pipeline plan's step is not simulated; accelsim run --memory-only counts its"
+            " stages' memory"
+        )
+        raise ConfigError.single(source, "parallel.pipeline", why, p)

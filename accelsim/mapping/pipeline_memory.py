@@ -1,0 +1,58 @@
+"""What each pipeline stage's processor holds in DRAM, by class, and the most loaded stage.
+
+A stage (one rank of its tensor-parallel group) is counted from one micro-batch's step
+graph: the ops of its chunks' layers (:mod:`accelsim.mapping.pipeline_stages`) and
+the parameters they keep or read (the LM head's stage keeps a copy of a table tied to
+the first stage's embedding, as Megatron-LM does), as :func:`memory_classes` counts a
+processor, but for its activations: the stash of each chunk pass is that of the
+chunk's layers for one micro-batch (their backward's reads of what their forward made,
+the input received from the stage before included), and the stage holds at once the
+stashes of the forwards its schedule has run and whose backwards it has not
+(:func:`~accelsim.mapping.pipeline_order.peak_stash` over its order).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.parallel import PipelineSchedule
+from accelsim.graph.ops import Op, OpGraph
+from accelsim.graph.queries import reads_of, stashed_tensors
+from accelsim.mapping.memory import MemoryBreakdown, memory_classes, processors_sharing
+from accelsim.mapping.pipeline_order import peak_stash, stage_order
+from accelsim.mapping.pipeline_stages import PipelineCut
+
+if TYPE_CHECKING:
+    from accelsim.config.run import OptimizerSpec
+
+
+def stage_memory(
+    step: OpGraph,
+    cut: PipelineCut,
+    schedule: PipelineSchedule,
+    micro_batches: int,
+    optimizer: OptimizerSpec,
+    hw: HardwareSpec,
+    bucket_bytes: int | None,
+) -> MemoryBreakdown:
+    """The most loaded stage's memory (the first of equals), ``step`` being one
+    micro-batch's step graph of one rank, with every stage's total."""
+    chunk_of = cut.chunk_of_layer()
+    chunk_ops: list[list[Op]] = [[] for _ in cut.chunks]
+    for op in step.ops:
+        chunk_ops[chunk_of[op.layer]].append(op)
+    stash_of_chunk = [sum(t.bytes for t in stashed_tensors(ops)) for ops in chunk_ops]
+    stages = []
+    for stage in range(cut.stages):
+        ops = [op for g in cut.chunks_of_stage(stage) for op in chunk_ops[g]]
+        read = {a.tensor.key for op in ops for a in reads_of(op)}
+        layers = {name for g in cut.chunks_of_stage(stage) for name in cut.chunks[g]}
+        kept = [p for p in step.parameters if p.layer in layers or p.weight.key in read]
+        order = stage_order(schedule, cut.stages, cut.virtual_stages, micro_batches, stage)
+        stash = peak_stash(order, stash_of_chunk)
+        stages.append(memory_classes(ops, kept, stash, optimizer, hw, bucket_bytes))
+    totals = [sum(c.values()) for c in stages]
+    top = totals.index(max(totals))
+    sharing = processors_sharing(hw)
+    return MemoryBreakdown(stages[top], hw.dram.capacity_bytes, sharing, top, tuple(stages))

@@ -1,0 +1,95 @@
+"""The order each pipeline stage runs its micro-batches' forward and backward passes in
+(Narayanan et al., SC 2021), and the stash it holds at its peak.
+
+``1f1b`` (PipeDream-Flush): stage ``i`` of ``p`` runs a warm-up of ``min(p - i - 1,
+m)`` forwards, then one forward and one backward in turn until every forward has run,
+then the backwards left (the cool-down).  ``interleaved``: stage ``i`` holds ``v``
+model chunks (:mod:`accelsim.mapping.pipeline_stages`) and runs the ``v m`` chunk
+passes in Megatron-LM's order: its ``k``-th forward is of local chunk ``(k mod p v)
+// p`` and micro-batch ``(k // p v) p + k mod p`` (groups of ``p`` micro-batches
+through one chunk after the other; the backwards through the chunks in reverse), a
+warm-up of ``min(2 (p - i - 1) + (v - 1) p, v m)`` forwards, then forward-backward
+pairs, then the cool-down.  It needs ``p`` to divide ``m``, as Megatron-LM's does.
+
+A stage holds the stash of every forward whose backward has not run yet: 1F1B's
+stage ``i`` at most ``min(p - i, m)`` micro-batches' (the first stage ``min(p, m)``);
+the interleaved stage 0 at most ``2 (p - 1) + (v - 1) p + 1 = p v (1 + (p - 1) /
+(p v))`` chunk passes, each a ``v``-th of the stage's layers: ``p (1 + (p - 1) /
+(p v))`` micro-batches' worth, Narayanan et al.'s factor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from accelsim.config.parallel import PipelineSchedule
+
+
+class Pass(str, Enum):
+    """A chunk pass's direction."""
+
+    FORWARD = "F"
+    BACKWARD = "B"
+
+
+@dataclass(frozen=True)
+class ChunkPass:
+    """One pass of one micro-batch through one model chunk (``chunk``: the chunk's
+    index in the whole model, ``0 .. p v - 1``)."""
+
+    direction: Pass
+    micro_batch: int
+    chunk: int
+
+    def __str__(self) -> str:
+        return f"{self.direction.value}{self.micro_batch}.{self.chunk}"
+
+
+def order_problem(schedule: PipelineSchedule, stages: int, micro_batches: int) -> str | None:
+    """Why ``micro_batches`` cannot run in ``schedule`` on ``stages`` stages (None:
+    they can)."""
+    if schedule is PipelineSchedule.INTERLEAVED and micro_batches % stages:
+        return (
+            f"the interleaved schedule needs the pipeline's {stages} stages to divide the"
+            f" micro-batches a step ({micro_batches})"
+        )
+    return None
+
+
+def stage_order(
+    schedule: PipelineSchedule, stages: int, virtual_stages: int, micro_batches: int, stage: int
+) -> tuple[ChunkPass, ...]:
+    """The passes stage ``stage`` runs, in order (:func:`order_problem` found nothing)."""
+    p, v, m = stages, virtual_stages, micro_batches
+    if schedule is PipelineSchedule.ONE_F_ONE_B:
+        v = 1
+        warm = min(p - stage - 1, m)
+    else:
+        warm = min(2 * (p - stage - 1) + (v - 1) * p, v * m)
+    total = v * m
+
+    def passed(direction: Pass, k: int) -> ChunkPass:
+        within = k % (p * v)
+        local = within // p
+        if direction is Pass.BACKWARD:
+            local = v - 1 - local
+        return ChunkPass(direction, (k // (p * v)) * p + within % p, local * p + stage)
+
+    order = [passed(Pass.FORWARD, k) for k in range(warm)]
+    for k in range(total - warm):
+        order += [passed(Pass.FORWARD, warm + k), passed(Pass.BACKWARD, k)]
+    order += [passed(Pass.BACKWARD, k) for k in range(total - warm, total)]
+    return tuple(order)
+
+
+def peak_stash(order: Sequence[ChunkPass], stash_of_chunk: Sequence[int]) -> int:
+    """The most a stage holds at once running ``order``: each forward adds its chunk's
+    stash (``stash_of_chunk``, by chunk), each backward frees it."""
+    held = peak = 0
+    for step in order:
+        sign = 1 if step.direction is Pass.FORWARD else -1
+        held += sign * stash_of_chunk[step.chunk]
+        peak = max(peak, held)
+    return peak
