@@ -10,9 +10,10 @@ it holds the tile being computed and half the tile being fetched.  DRAM
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
 
 from accelsim.config.area import PowerSpec, TechnologyNm
 from accelsim.config.base import (
@@ -23,6 +24,7 @@ from accelsim.config.base import (
     NonNegativeInt,
     NonNegativeKib,
     PositiveInt,
+    PRECISION_BYTES,
     Precision,
     PrecisionField,
     RuleViolation,
@@ -42,6 +44,28 @@ MAX_PROCESSORS = 1024
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
+MAX_RATE = 64
+"""Most MACs a PE does per cycle at one precision."""
+Rate = Annotated[int, Field(gt=0, le=MAX_RATE)]
+
+
+def _rate_pairs(value: Any) -> Any:
+    """An ``array.rates`` mapping as pairs (a hardware spec is hashed)."""
+    return tuple(value.items()) if isinstance(value, Mapping) else value
+
+
+def _rate_mapping(pairs: tuple[tuple[Precision, int], ...]) -> dict[str, int]:
+    """``array.rates`` as the file writes it."""
+    return {precision.value: rate for precision, rate in pairs}
+
+
+Rates = Annotated[
+    tuple[tuple[PrecisionField, Rate], ...],
+    Field(strict=False, min_length=1, max_length=len(Precision)),
+    BeforeValidator(_rate_pairs),
+    PlainSerializer(_rate_mapping),
+]
+"""MACs per PE per cycle at each precision, written ``{bf16: 1, fp8: 2}``."""
 Dataflows = Annotated[tuple[DataflowField, ...], Field(strict=False, min_length=1, max_length=3)]
 
 
@@ -64,7 +88,22 @@ class ArraySpec(Spec):
         " null: dataflow alone.",
     )
     precision: PrecisionField = Field(
-        default=Precision.BF16, description="MAC precision (the energy table's mac_pj key)."
+        default=Precision.BF16,
+        description="MAC precision every GEMM runs at (the energy table's mac_pj key);"
+        " a run's precision.gemm sets it to another of rates.",
+    )
+    rates: Rates | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The precisions the PEs run and the MACs each PE does per cycle at"
+        " each, along the reduction dimension K ({bf16: 1, fp8: 2}: a PE row holds two K"
+        " elements at fp8); it must hold precision. null: precision alone, at 1.",
+    )
+    rates_source: str = Field(
+        default="",
+        exclude_if=lambda v: v == "",
+        description="Where rates come from (a datasheet, a paper, our choice); shown"
+        " beside the run's precision.",
     )
     count: Annotated[int, Field(gt=0, le=MAX_ARRAYS)] = Field(
         default=1,
@@ -104,6 +143,33 @@ class ArraySpec(Spec):
                 raise RuleViolation("dataflows", "names a dataflow twice", _names(offered))
         return self
 
+    @model_validator(mode="after")
+    def _check_rates(self) -> ArraySpec:
+        if self.precision not in self.precision_rates:
+            shown = _rate_mapping(self.rates)
+            raise RuleViolation("rates", f"must hold precision ({self.precision.value})", shown)
+        return self
+
+    @property
+    def precision_rates(self) -> dict[Precision, int]:
+        """MACs per PE per cycle at each precision the PEs run (``precision`` at 1
+        when ``rates`` is not given)."""
+        return {self.precision: 1} if self.rates is None else dict(self.rates)
+
+    @property
+    def k_per_pe(self) -> int:
+        """MACs each PE does per cycle at ``precision``: the elements of the reduction
+        dimension K one PE row (weight and input stationary) or one stream step
+        (output stationary) holds."""
+        return self.precision_rates[self.precision]
+
+    @property
+    def widest_precision(self) -> Precision:
+        """The widest precision the PEs run (the first such in ``rates``): what a PE's
+        multiplier and registers are sized for."""
+        rates = self.precision_rates
+        return max(rates, key=lambda p: PRECISION_BYTES[p])
+
     @property
     def offered_dataflows(self) -> tuple[Dataflow, ...]:
         """The dataflows a search chooses among, ``dataflow`` first."""
@@ -114,6 +180,11 @@ class ArraySpec(Spec):
     def pes(self) -> int:
         """Processing elements of all ``count`` arrays."""
         return self.rows * self.cols * self.count
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        """MACs all ``count`` arrays can do per cycle at ``precision``."""
+        return self.pes * self.k_per_pe
 
     @property
     def label(self) -> str:
@@ -253,7 +324,8 @@ class VectorUnitSpec(Spec):
         return chip_cycles if self.op_overhead_cycles is None else self.op_overhead_cycles
 
 
-_WORD_SIZES = (1, 2, 4, 8)
+WORD_SIZES = (1, 2, 4, 8)
+"""Bytes a tensor class's element may take."""
 
 
 class ChipTimingSpec(Spec):
@@ -315,10 +387,10 @@ class WordBytesSpec(Spec):
     def _check_sizes(self) -> WordBytesSpec:
         for field in type(self).model_fields:
             value = getattr(self, field)
-            if value not in _WORD_SIZES:
+            if value not in WORD_SIZES:
                 raise RuleViolation(
                     field,
-                    f"word size must be one of {', '.join(map(str, _WORD_SIZES))} bytes",
+                    f"word size must be one of {', '.join(map(str, WORD_SIZES))} bytes",
                     value,
                 )
         return self

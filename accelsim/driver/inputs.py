@@ -30,6 +30,7 @@ from accelsim.config.run_file import RunFile, read_run_file, route_sets
 from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
 from accelsim.driver.parallel import parallel_problems, tensor_degree
+from accelsim.driver.precision import precision_problems, run_hardware
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.lowering.infer import load_model
@@ -283,6 +284,7 @@ def _checked(
             or an energy table that lacks a precision the hardware uses.
     """
     source = display_path(run_file.path)
+    hardware = run_hardware(run_file, hardware, source)
     try:
         techniques = load_techniques(run_file.run.techniques, source)
     except ConfigError as exc:
@@ -291,6 +293,7 @@ def _checked(
     problems = [
         *_run_problems(run_file.run, hardware, source),
         *_mode_problems(run_file.run, techniques, source),
+        *precision_problems(hardware, techniques, source),
         *compose_problems(techniques, source),
         *parallel_problems(run_file.run, hardware, infos, techniques, source),
         *(p for t in techniques for p in t.validate(load)),

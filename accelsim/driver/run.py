@@ -17,6 +17,7 @@ from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.config.symmetry import Symmetry
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
+from accelsim.driver.precision import precision_settings
 from accelsim.driver.parallel import tensor_degree, tensor_plan
 from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.energy.model import estimate_energy
@@ -351,6 +352,7 @@ def simulate_graph(
         settings["mode"] = run.mode.value
     if tensor_degree(run) > 1:  # the same
         settings["tensor_parallel"] = str(tensor_degree(run))
+    settings |= precision_settings(hw, run.precision is not None)  # the same
     workload = inputs.workload
     result = RunResult(
         run.name,
