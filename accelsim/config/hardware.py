@@ -17,6 +17,7 @@ from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
 
 from accelsim.config.area import PowerSpec, TechnologyNm
 from accelsim.config.base import (
+    PRECISION_BYTES,
     Dataflow,
     DataflowField,
     Kib,
@@ -24,7 +25,6 @@ from accelsim.config.base import (
     NonNegativeInt,
     NonNegativeKib,
     PositiveInt,
-    PRECISION_BYTES,
     Precision,
     PrecisionField,
     RuleViolation,
@@ -145,7 +145,7 @@ class ArraySpec(Spec):
 
     @model_validator(mode="after")
     def _check_rates(self) -> ArraySpec:
-        if self.precision not in self.precision_rates:
+        if self.rates is not None and self.precision not in self.precision_rates:
             shown = _rate_mapping(self.rates)
             raise RuleViolation("rates", f"must hold precision ({self.precision.value})", shown)
         return self

@@ -17,8 +17,8 @@ from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.config.symmetry import Symmetry
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
-from accelsim.driver.precision import precision_settings
 from accelsim.driver.parallel import tensor_degree, tensor_plan
+from accelsim.driver.precision import precision_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError

@@ -315,11 +315,8 @@ def _precision_rows(s: StepSummary) -> list[tuple[str, str]]:
     if precision is None:
         return []
     rate, source = s.settings.get("macs_per_pe_per_cycle"), s.settings.get("rates_source")
+    macs = f"{rate} MAC{'' if rate == '1' else 's'}"
     return [
-        ("precision", f"GEMMs at {precision}, {rate} MAC{_plural(rate)} per PE per cycle ({source})"),
+        ("precision", f"GEMMs at {precision}, {macs} per PE per cycle ({source})"),
         ("word bytes", s.settings.get("word_bytes", "")),
     ]
-
-
-def _plural(count: str | None) -> str:
-    return "" if count == "1" else "s"
