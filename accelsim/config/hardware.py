@@ -10,10 +10,9 @@ it holds the tile being computed and half the tile being fetched.  DRAM
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, PlainSerializer, model_validator
+from pydantic import Field, model_validator
 
 from accelsim.config.area import PowerSpec, TechnologyNm
 from accelsim.config.base import (
@@ -37,6 +36,7 @@ from accelsim.config.interconnect import InterconnectSpec
 from accelsim.config.mapping_search import MappingSpec as MappingSpec
 from accelsim.config.mapping_search import Orientation as Orientation
 from accelsim.config.mapping_search import StreamBlocking as StreamBlocking
+from accelsim.config.rates import Rates, rate_mapping
 from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
@@ -44,28 +44,6 @@ MAX_PROCESSORS = 1024
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
-MAX_RATE = 64
-"""Most MACs a PE does per cycle at one precision."""
-Rate = Annotated[int, Field(gt=0, le=MAX_RATE)]
-
-
-def _rate_pairs(value: Any) -> Any:
-    """An ``array.rates`` mapping as pairs (a hardware spec is hashed)."""
-    return tuple(value.items()) if isinstance(value, Mapping) else value
-
-
-def _rate_mapping(pairs: tuple[tuple[Precision, int], ...]) -> dict[str, int]:
-    """``array.rates`` as the file writes it."""
-    return {precision.value: rate for precision, rate in pairs}
-
-
-Rates = Annotated[
-    tuple[tuple[PrecisionField, Rate], ...],
-    Field(strict=False, min_length=1, max_length=len(Precision)),
-    BeforeValidator(_rate_pairs),
-    PlainSerializer(_rate_mapping),
-]
-"""MACs per PE per cycle at each precision, written ``{bf16: 1, fp8: 2}``."""
 Dataflows = Annotated[tuple[DataflowField, ...], Field(strict=False, min_length=1, max_length=3)]
 
 
@@ -146,7 +124,7 @@ class ArraySpec(Spec):
     @model_validator(mode="after")
     def _check_rates(self) -> ArraySpec:
         if self.rates is not None and self.precision not in self.precision_rates:
-            shown = _rate_mapping(self.rates)
+            shown = rate_mapping(self.rates)
             raise RuleViolation("rates", f"must hold precision ({self.precision.value})", shown)
         return self
 

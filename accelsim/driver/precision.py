@@ -16,7 +16,6 @@ from accelsim.config.precision import with_precision
 from accelsim.config.run_file import RunFile
 from accelsim.errors import ConfigError, Problem
 from accelsim.techniques.base import Technique
-from accelsim.techniques.dropout.technique import ApproximateDropout
 
 
 def run_hardware(run_file: RunFile, hardware: HardwareSpec, source: str) -> HardwareSpec:
@@ -39,6 +38,9 @@ def precision_problems(
     rate = hardware.array.k_per_pe
     if rate == 1:
         return []
+    # imported here: a run without the technique never loads it
+    from accelsim.techniques.dropout.technique import ApproximateDropout
+
     return [
         Problem(
             source,
