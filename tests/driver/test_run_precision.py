@@ -133,3 +133,15 @@ def test_the_fp8_preset_states_each_classs_bytes() -> None:
     assert inputs.run.optimizer.master_weights.value == "none"  # the bf16 weights are the master
     # the area model sizes the PE for its widest precision, whatever the run's
     assert hw.array.widest_precision.value == "bf16"
+
+
+def test_the_presets_state_their_published_rates() -> None:
+    h100 = f"hardware={ROOT}/configs/hardware/gpu_cluster.yaml"
+    hw = load_inputs(MLP_RUN, parse_sets([h100, FP8])).hardware
+    # 1,979 dense fp8 TFLOP/s = 2 x 989 bf16 (H100 datasheet)
+    assert (hw.array.precision.value, hw.array.k_per_pe) == ("fp8", 2)
+    a100 = f"hardware={ROOT}/configs/hardware/a100_cluster.yaml"
+    assert problems(a100, FP8) == [
+        "--set: run.precision.gemm: the array of hardware 'a100-cluster-2xdgx-a100' does not"
+        " run it (array.rates: bf16: 1, int8: 2) (got 'fp8')"
+    ]
