@@ -33,10 +33,22 @@ class Precision(str, Enum):
     """Arithmetic precision of an array or vector unit (keys of the energy tables)."""
 
     INT8 = "int8"
+    FP8 = "fp8"
     INT16 = "int16"
     FP16 = "fp16"
     BF16 = "bf16"
     FP32 = "fp32"
+
+
+PRECISION_BYTES = {
+    Precision.INT8: 1,
+    Precision.FP8: 1,
+    Precision.INT16: 2,
+    Precision.FP16: 2,
+    Precision.BF16: 2,
+    Precision.FP32: 4,
+}
+"""Bytes of one operand word at each precision."""
 
 
 class Convention(str, Enum):

@@ -13,7 +13,8 @@ the buffers' sizes (``ifmap_kib``, ...) bare, like the top level's
 are no key of it.  Values are as JSON holds them: an enum's value, ``null`` where an
 optional field is unset, a non-finite number as its YAML spelling ``".inf"``, a list
 as text (``interconnect.dims`` ``[4, 4, 4]`` as ``"4x4x4"``, the ``interconnect.levels``
-as their JSON, ``null`` when empty).
+as their JSON, ``null`` when empty), a mapping as ``key:value`` pairs joined by ``,``
+(``array.rates`` ``{bf16: 1, fp8: 2}`` as ``"bf16:1,fp8:2"``).
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ def _json_value(value: Any) -> DesignValue:
         return ".inf"
     if value is None or isinstance(value, str | int | float):
         return value
+    if isinstance(value, tuple) and value and all(isinstance(v, tuple) for v in value):
+        return ",".join(f"{_json_value(k)}:{v}" for k, v in value)  # array.rates' pairs
     if isinstance(value, tuple):
         return _sequence_text(value)
     raise TypeError(f"hardware field of no design type: {value!r}")

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from accelsim.config.area import PowerSpec, TechnologyNm
 from accelsim.config.base import (
+    PRECISION_BYTES,
     Dataflow,
     DataflowField,
     Kib,
@@ -35,6 +36,7 @@ from accelsim.config.interconnect import InterconnectSpec
 from accelsim.config.mapping_search import MappingSpec as MappingSpec
 from accelsim.config.mapping_search import Orientation as Orientation
 from accelsim.config.mapping_search import StreamBlocking as StreamBlocking
+from accelsim.config.rates import Rates, rate_mapping
 from accelsim.units import kib_to_bytes
 
 MAX_PROCESSORS = 1024
@@ -64,7 +66,22 @@ class ArraySpec(Spec):
         " null: dataflow alone.",
     )
     precision: PrecisionField = Field(
-        default=Precision.BF16, description="MAC precision (the energy table's mac_pj key)."
+        default=Precision.BF16,
+        description="MAC precision every GEMM runs at (the energy table's mac_pj key);"
+        " a run's precision.gemm sets it to another of rates.",
+    )
+    rates: Rates | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The precisions the PEs run and the MACs each PE does per cycle at"
+        " each, along the reduction dimension K ({bf16: 1, fp8: 2}: a PE row holds two K"
+        " elements at fp8); it must hold precision. null: precision alone, at 1.",
+    )
+    rates_source: str = Field(
+        default="",
+        exclude_if=lambda v: v == "",
+        description="Where rates come from (a datasheet, a paper, our choice); shown"
+        " beside the run's precision.",
     )
     count: Annotated[int, Field(gt=0, le=MAX_ARRAYS)] = Field(
         default=1,
@@ -104,6 +121,33 @@ class ArraySpec(Spec):
                 raise RuleViolation("dataflows", "names a dataflow twice", _names(offered))
         return self
 
+    @model_validator(mode="after")
+    def _check_rates(self) -> ArraySpec:
+        if self.rates is not None and self.precision not in self.precision_rates:
+            shown = rate_mapping(self.rates)
+            raise RuleViolation("rates", f"must hold precision ({self.precision.value})", shown)
+        return self
+
+    @property
+    def precision_rates(self) -> dict[Precision, int]:
+        """MACs per PE per cycle at each precision the PEs run (``precision`` at 1
+        when ``rates`` is not given)."""
+        return {self.precision: 1} if self.rates is None else dict(self.rates)
+
+    @property
+    def k_per_pe(self) -> int:
+        """MACs each PE does per cycle at ``precision``: the elements of the reduction
+        dimension K one PE row (weight and input stationary) or one stream step
+        (output stationary) holds."""
+        return self.precision_rates[self.precision]
+
+    @property
+    def widest_precision(self) -> Precision:
+        """The widest precision the PEs run (the first such in ``rates``): what a PE's
+        multiplier and registers are sized for."""
+        rates = self.precision_rates
+        return max(rates, key=lambda p: PRECISION_BYTES[p])
+
     @property
     def offered_dataflows(self) -> tuple[Dataflow, ...]:
         """The dataflows a search chooses among, ``dataflow`` first."""
@@ -114,6 +158,11 @@ class ArraySpec(Spec):
     def pes(self) -> int:
         """Processing elements of all ``count`` arrays."""
         return self.rows * self.cols * self.count
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        """MACs all ``count`` arrays can do per cycle at ``precision``."""
+        return self.pes * self.k_per_pe
 
     @property
     def label(self) -> str:
@@ -253,7 +302,8 @@ class VectorUnitSpec(Spec):
         return chip_cycles if self.op_overhead_cycles is None else self.op_overhead_cycles
 
 
-_WORD_SIZES = (1, 2, 4, 8)
+WORD_SIZES = (1, 2, 4, 8)
+"""Bytes a tensor class's element may take."""
 
 
 class ChipTimingSpec(Spec):
@@ -315,10 +365,10 @@ class WordBytesSpec(Spec):
     def _check_sizes(self) -> WordBytesSpec:
         for field in type(self).model_fields:
             value = getattr(self, field)
-            if value not in _WORD_SIZES:
+            if value not in WORD_SIZES:
                 raise RuleViolation(
                     field,
-                    f"word size must be one of {', '.join(map(str, _WORD_SIZES))} bytes",
+                    f"word size must be one of {', '.join(map(str, WORD_SIZES))} bytes",
                     value,
                 )
         return self

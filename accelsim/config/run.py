@@ -36,6 +36,7 @@ from accelsim.config.enums import RunMode as RunMode
 from accelsim.config.enums import StridedDx as StridedDx
 from accelsim.config.iso_area import IsoArea
 from accelsim.config.parallel import ParallelSpec
+from accelsim.config.precision import PrecisionSpec
 from accelsim.config.symmetry import Symmetry
 
 
@@ -279,6 +280,13 @@ class RunSpec(Spec):
         description="The parallel plan (tensor: the tensor-parallel degree).  Set, the"
         " run's memory per processor is counted, checked against hardware.dram.capacity_gib"
         " (on_capacity) and reported.  Null: no plan, no memory check.",
+    )
+    precision: PrecisionSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The precision every GEMM runs at (gemm: one of the hardware's"
+        " array.rates) and the bytes of each tensor class under it.  Null: the hardware"
+        " file's array.precision and word_bytes.",
     )
     overrides: dict[str, Any] = Field(
         default_factory=dict,

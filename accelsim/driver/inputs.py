@@ -31,6 +31,7 @@ from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
 from accelsim.driver.expert_parallel import expert_problems
 from accelsim.driver.parallel import parallel_problems, tensor_degree
+from accelsim.driver.precision import precision_problems, run_hardware
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.lowering.infer import load_model
@@ -284,6 +285,7 @@ def _checked(
             or an energy table that lacks a precision the hardware uses.
     """
     source = display_path(run_file.path)
+    hardware = run_hardware(run_file, hardware, source)
     try:
         techniques = load_techniques(run_file.run.techniques, source)
     except ConfigError as exc:
@@ -292,6 +294,7 @@ def _checked(
     problems = [
         *_run_problems(run_file.run, hardware, source),
         *_mode_problems(run_file.run, techniques, source),
+        *precision_problems(hardware, techniques, source),
         *compose_problems(techniques, source),
         *parallel_problems(run_file.run, hardware, infos, techniques, source),
         *expert_problems(run_file.run, hardware, infos, techniques, source),

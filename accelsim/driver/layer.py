@@ -202,7 +202,7 @@ def simulate_layer(
         "total_cycles": total,
         "folds": int(costs.folds[0]),
         "mapping_efficiency": float(costs.mapping_efficiency[0]),
-        "utilization": macs / (hw.array.pes * max(total, 1)),
+        "utilization": macs / (hw.array.peak_macs_per_cycle * max(total, 1)),
         "sram_reads": {
             "ifmap": int(costs.sram_ifmap_read_bytes[0]) // a.word_bytes,
             "filter": int(costs.sram_filter_read_bytes[0]) // b.word_bytes,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from accelsim.config.enums import AttentionKernels, CompileMode, EpilogueFusion, RunMode
+from accelsim.config.enums import AttentionKernels, CompileMode
 from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.config.symmetry import Symmetry
 from accelsim.driver.expert_parallel import expert_degree, expert_parallel
@@ -20,6 +20,7 @@ from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import tensor_degree, tensor_plan
 from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
+from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
@@ -334,31 +335,7 @@ def simulate_graph(
         trace = launched(trace, hw.timing.program_cycles())
     energy = estimate_energy(trace, hw, inputs.energy)
     silicon = silicon_of(inputs.source, hw, trace, energy, extra_arrays, techniques)
-    settings = {
-        "step": step,
-        "convention": run.timing.convention.value,
-        "assignment": run.assignment.value,
-        "optimizer": run.optimizer.kind.value,
-        "strided_dx": run.lowering.strided_dx.value,
-        "psums": run.timing.psums.value,
-        "fold_overlap": "true" if run.timing.fold_overlap else "false",
-        "workload_variant": run.workload_variant or "",
-        "engine": trace.engine,
-    }
-    fusion = run.lowering.fuse_epilogues
-    if (
-        fusion is not EpilogueFusion.NONE
-    ):  # recorded when set, so default summaries stay as they were
-        settings["fuse_epilogues"] = fusion.value
-    if compiled:
-        settings["compile"] = run.lowering.compile.value
-        settings["attention"] = run.lowering.attention.value
-    if run.mode is not RunMode.TRAINING:  # the same: a training step's summary is unchanged
-        settings["mode"] = run.mode.value
-    if tensor_degree(run) > 1:  # the same
-        settings["tensor_parallel"] = str(tensor_degree(run))
-    if expert_degree(run) > 1:  # the same
-        settings["expert_parallel"] = str(expert_degree(run))
+    settings = step_settings(run, hw, step, trace.engine, compiled)
     workload = inputs.workload
     result = RunResult(
         run.name,

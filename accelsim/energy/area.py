@@ -23,6 +23,7 @@ from accelsim.network.topology import Network, Switch
 UM2_PER_MM2 = 1e6
 WORD_BITS = {
     Precision.INT8: 8,
+    Precision.FP8: 8,
     Precision.INT16: 16,
     Precision.FP16: 16,
     Precision.BF16: 16,
@@ -82,7 +83,7 @@ def pe_um2(table: AreaTable, precision: Precision) -> float:
 
 def _array_mm2(table: AreaTable, unit: ArrayUnit, prefix: str) -> dict[str, float]:
     pes = unit.pes
-    precision = unit.array.precision
+    precision = unit.array.widest_precision
     registers = 2 * WORD_BITS[precision] + table.accumulator_bits
     return {
         f"{prefix}_macs": pes * table.mac_um2[precision].value / UM2_PER_MM2,

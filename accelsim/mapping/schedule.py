@@ -194,7 +194,8 @@ def schedule_unit(graph: OpGraph, unit: ArrayUnit, reuse: TileReuse = NO_REUSE) 
     rows and columns, and the tile flags ``reuse``.
     """
     dataflow = unit.array.dataflow
-    made = per_graph(graph, ("unit GEMMs", unit.name, dataflow), lambda: _unit_gemms(graph, unit))
+    key = ("unit GEMMs", unit.name, dataflow, unit.array.k_per_pe)
+    made = per_graph(graph, key, lambda: _unit_gemms(graph, unit))
     rows, cols = unit.array.rows, unit.array.cols
     if reuse.resident or reuse.unwritten:
         ids = made.op_index.tolist()
@@ -244,7 +245,8 @@ def _unit_gemms(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
     changed)."""
     dataflow = unit.array.dataflow
     gemms = [op for op in graph.ops if isinstance(op, GemmOp) and op.unit == unit.name]
-    dims = [array_dims(dataflow, op.m, op.n, op.k) for op in gemms]
+    rate = unit.array.k_per_pe
+    dims = [array_dims(dataflow, op.m, op.n, op.k, rate) for op in gemms]
     on_chip = graph.on_chip
     sr, sc, t = (_ints([d[i] for d in dims]) for i in range(3))
     rows, cols = unit.array.rows, unit.array.cols

@@ -49,6 +49,7 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
             "cycles",
             f"{s.total_cycles:,}  ({s.seconds * 1e3:.3f} ms at {s.clock_mhz:g} MHz)",
         ),
+        *_precision_rows(s),
         ("utilization", f"{s.utilization * 100:.1f} % of peak MACs"),
         ("array stalls", f"{stalls} ({s.stall_fraction * 100:.1f} % of the step)"),
         (
@@ -284,3 +285,17 @@ def topology_table(records: Sequence[dict[str, Any]]) -> str:
     stall = sum(r["stall_cycles"] for r in records)
     lines.append(f"{'total':<22} {'':>8} {'':>6} {'':>7} {compute:>12,} {stall:>10,}")
     return "\n".join(lines)
+
+
+def _precision_rows(s: StepSummary) -> list[tuple[str, str]]:
+    """The GEMMs' precision, rate and its source, and each tensor class's bytes, when
+    the summary records them."""
+    precision = s.settings.get("precision")
+    if precision is None:
+        return []
+    rate, source = s.settings.get("macs_per_pe_per_cycle"), s.settings.get("rates_source")
+    macs = f"{rate} MAC{'' if rate == '1' else 's'}"
+    return [
+        ("precision", f"GEMMs at {precision}, {macs} per PE per cycle ({source})"),
+        ("word bytes", s.settings.get("word_bytes", "")),
+    ]

@@ -227,9 +227,9 @@ class RunResult:
 
     def utilization(self) -> float:
         """Main-array MACs over the peak MACs of every main-array PE (all ``array.count``
-        arrays of every processor) for the whole run."""
+        arrays of every processor, at the GEMMs' rate) for the whole run."""
         hw, c = self.hardware, self.trace.costs
-        peak = hw.array.pes * hw.processors * max(self.total_cycles, 1)
+        peak = hw.array.peak_macs_per_cycle * hw.processors * max(self.total_cycles, 1)
         return exact_total(c.macs[c.unit == UNIT_ARRAY]) / peak
 
     def stash(self) -> StashSummary:

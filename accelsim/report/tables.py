@@ -156,7 +156,7 @@ def op_columns(
     durations = [max(e - s, 1) for s, e in zip(start, end, strict=True)]
     units = c.unit.tolist()
     macs, vector_ops = c.macs.tolist(), c.vector_ops.tolist()
-    pes = {c.unit_names.index(a.name): a.pes for a in c.arrays}
+    pes = {c.unit_names.index(a.name): a.array.peak_macs_per_cycle for a in c.arrays}
     lanes = hw.vector_unit.lanes
     utilization = [
         round(m / (pes[u] * d), 6)

@@ -17,6 +17,7 @@ from accelsim.config.energy import EnergyTable
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.hardware import Orientation
 from accelsim.mapping.arrays import split
+from accelsim.mapping.dataflow import packed_k
 from accelsim.mapping.schedule import UnitSchedule, whole_use
 from accelsim.timing import backend
 from accelsim.timing.closed_form import IS, OS, WS, DramGemms, DramRules, op_cycles
@@ -265,8 +266,9 @@ def transposed(table: UnitSchedule) -> UnitSchedule:
 def remapped(table: UnitSchedule, dataflow: np.ndarray) -> UnitSchedule:
     """``table`` with every GEMM mapped again onto the unit's arrays under ``dataflow``
     (a code per GEMM, :data:`~accelsim.mapping.dataflow.DATAFLOW_CODE`), every fold
-    running."""
-    m, n, k = table.m, table.n, table.k
+    running (``k`` packed as the array's precision packs it,
+    :func:`~accelsim.mapping.dataflow.packed_k`)."""
+    m, n, k = table.m, table.n, packed_k(table.k, table.unit.array.k_per_pe)
     sr = np.where(dataflow == OS, m, k)
     sc = np.where(dataflow == IS, m, n)
     t = np.where(dataflow == OS, k, np.where(dataflow == WS, m, n))

@@ -26,7 +26,7 @@ TINY = {
 
 
 def tiny(**changes: object) -> dict[str, float]:
-    return dict(area(make_hw(**TINY, **changes), TABLE).components_mm2)
+    return dict(area(make_hw(**{**TINY, **changes}), TABLE).components_mm2)
 
 
 def test_tiny_design_by_hand() -> None:
@@ -45,6 +45,16 @@ def test_tiny_design_by_hand() -> None:
     total = area(make_hw(**TINY), TABLE).total_mm2
     assert total == pytest.approx(1.1 * logic_and_sram + 0.04, rel=1e-12)
     assert total == pytest.approx(0.238392304, rel=1e-9)
+
+
+def test_a_pe_is_sized_for_the_widest_precision_it_runs() -> None:
+    # An fp8 MAC: an 8-bit FP multiplier, 4,360 (8/32)^2, and an fp32 adder, 4,360.
+    fp8 = tiny(array={**TINY["array"], "precision": "fp8"})
+    assert fp8["array_macs"] == pytest.approx(4 * 4632.5e-6, rel=1e-12)
+    # int8 at 2 MACs per cycle in a PE that also runs int16: an int16 MAC and registers.
+    parts = tiny(array={**TINY["array"], "rates": {"int16": 1, "int8": 2}})
+    assert parts["array_macs"] == pytest.approx(4 * 1865.5e-6, rel=1e-12)
+    assert parts["array_registers"] == pytest.approx(4 * (16 + 16 + 32) * 5.98e-6, rel=1e-12)
 
 
 def test_node_scaling_applies_to_logic_and_sram_not_to_phys() -> None:

@@ -29,6 +29,8 @@ NOT_DESIGN = {"name", "description", "calibrated_under"}  # the file, not the de
 # Values of the list fields, each valid alone on the smoke run's one processor.
 LISTS = {
     "array.dataflows": [("ws", "os", "is")],
+    "array.rates": [{"int8": 2}, {"bf16": 1, "fp8": 2}],
+    "array.rates_source": ["a datasheet"],
     "interconnect.dims": [(2,)],
     "interconnect.levels": [
         ({"topology": "switch", "dims": [2], "bandwidth_bytes_per_cycle": 8.0},)

@@ -142,7 +142,7 @@ def spill_bytes(dx: GemmOp, weight: TensorKey, unit: ArrayUnit) -> int:
         return 0  # output stationary keeps its partial sums; a streamed weight
     if fits:
         return 0
-    sr, sc, t = array_dims(dataflow, dx.m, dx.n, dx.k)
+    sr, sc, t = array_dims(dataflow, dx.m, dx.n, dx.k, unit.array.k_per_pe)
     cap = unit.ofmap_bytes // 2 // dx.c.word_bytes
     words = spilled_words(np.array([t]), np.array([sc]), unit.array.cols, np.array([cap]))
     passes = -(-sr // unit.array.rows)

@@ -182,7 +182,8 @@ def _processor_rows(
                 "busy_cycles": busy,
                 "stall_cycles": int(trace.stall_cycles[mine][inside].sum()),
                 "idle_cycles": max(span - busy, 0),
-                "utilization": int(c.macs[mine][inside].sum()) / (hw.array.pes * span),
+                "utilization": int(c.macs[mine][inside].sum())
+                / (hw.array.peak_macs_per_cycle * span),
                 "activation_stash_bytes": kept.activation_stash_bytes,
                 "weight_versions": kept.weight_versions,
                 "weight_stash_bytes": kept.weight_stash_bytes,
