@@ -121,7 +121,7 @@ def test_init_copies_the_inputs_with_working_references(
     project = tmp_path / "project"
     assert cli.main(["init", str(project)]) == 0
     assert capsys.readouterr().out.splitlines()[0] == (
-        f"wrote {project}/: configs/ (7 run files), workloads/ (26 models)"
+        f"wrote {project}/: configs/ (8 run files), workloads/ (26 models)"
     )
     # The copies are what runs: the run file's hardware reference names the copy.
     hardware = project / "configs" / "hardware" / "scalesim.yaml"
