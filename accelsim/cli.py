@@ -46,6 +46,7 @@ COMMANDS = {
     "models": ("accelsim.cli_run", "cmd_models"),
     "check": ("accelsim.cli_run", "cmd_check"),
     "import": ("accelsim.cli_import", "cmd_import"),
+    "compile": ("accelsim.cli_compile", "cmd_compile"),
     "init": ("accelsim.cli_run", "cmd_init"),
     "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
     "collect": ("accelsim.cli_sweep", "cmd_collect"),

@@ -2,8 +2,9 @@
 examples its ``--help`` ends with.
 
 :mod:`accelsim.cli` runs what it parses; the options of ``sweep``, ``collect``,
-``plot`` and ``import`` come from :mod:`accelsim.cli_sweep` and
-:mod:`accelsim.cli_import`.  Building the parser imports no command's module.
+``plot``, ``import`` and ``compile`` come from :mod:`accelsim.cli_sweep`,
+:mod:`accelsim.cli_import` and :mod:`accelsim.cli_compile`.  Building the parser
+imports no command's module.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import TypeAlias
 
-from accelsim import __version__, cli_import, cli_sweep
+from accelsim import __version__, cli_compile, cli_import, cli_sweep
 from accelsim.resources import bundled_path, data_dir
 
 CONFIGS = data_dir() / "configs"
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("directory", type=Path, help="the project directory")
     cli_sweep.add_commands(sub)
     cli_import.add_command(sub)
+    cli_compile.add_command(sub)
     for name, command in sub.choices.items():
         command.formatter_class = DefaultsFormatter
         command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
@@ -144,6 +146,7 @@ EXAMPLES = {
     ],
     "models": ["accelsim models", "accelsim models --json"],
     "check": ["accelsim check configs/hardware/*.yaml workloads/*.yaml configs/sweeps/*.yaml"],
+    "compile": ["accelsim compile"],
     "import": [
         "accelsim import tests/fixtures/onnx/resnet18.onnx.gz --out resnet18_imported.yaml",
         "accelsim import torchvision.models:resnet18 --input-shape 3x224x224 \\\n"

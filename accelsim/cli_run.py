@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelsim import cli_sweep
+from accelsim.cli_compile import engine_notices
 from accelsim.config.files import display_path
 from accelsim.errors import InputError
 from accelsim.units import plural
@@ -53,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     name = run_directory_name(inputs)
     directory = writer.run_directory(args.out, name)
     writer.check_writable(directory, args.force)
-    with slow_progress(name) as tell:
+    with slow_progress(name) as tell, engine_notices():
         result = simulate_training(inputs, tell)
         with writer.staged_directory(directory, args.force) as staging:
             tell("writing the result files")

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from accelsim.cli_compile import engine_notices
 from accelsim.config.files import display_path
 from accelsim.errors import InputError, OutputError
 from accelsim.resources import bundled_path
@@ -271,7 +272,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         try:
             keep = None if args.keep_points is None else KeepPoints(args.keep_points)
-            report = run_sweep(plan, args.out, executor, args.retry_failed, on_point, keep)
+            with engine_notices():
+                report = run_sweep(plan, args.out, executor, args.retry_failed, on_point, keep)
         except ClusterError as exc:
             bar.close()
             directory = sweep_directory(args.out, plan.name)

@@ -8,13 +8,20 @@ the one cached overload of the loop, that of the step's DRAM model;
 :mod:`accelsim.timing.numba_setup` keeps SciPy out of it), and about 6 s once, to
 compile the loop when no cache exists, while a ResNet-18 step is about 5,000
 events, 8 ms of SimPy.
-``auto`` therefore decides like :mod:`accelsim.timing.backend`: SimPy until the
-events simulated in this process, with those a caller says will follow
-(:func:`followed_by`: a pipeline's second graph, a sweep worker's remaining
-points), would have paid for loading Numba and the cached loop, or, with no
-cache on disk, for compiling it (which writes the cache for every later
-process); the compiled engine once Numba is loaded anyway.  The disk is looked
+``auto`` therefore decides like :mod:`accelsim.timing.backend`, by cost
+(:mod:`accelsim.timing.engine_costs`: each engine's cost per event, the load and the
+compile, measured on the reference machine): SimPy until the events simulated in
+this process, with those of the step at hand and those a caller says will follow
+(:func:`followed_by`: a pipeline's second graph, a sweep's remaining points), would
+cost more than loading Numba and the cached loop (or, with no cache on disk,
+compiling it first, which writes the cache for every later process) and running
+them compiled; the compiled engine once Numba is loaded anyway.  The disk is looked
 at for the cache once per process.  Neither engine is imported before it runs.
+
+A compile is never silent when a caller listens (:func:`notices`): before the first
+compiled step of a process finds no cache, the listener is told, with the compile's
+expected cost; the command line prints it on stderr.  ``accelsim compile`` pays it
+ahead, for every DRAM model.
 
 Simulated steps are memoised within a process, keyed by the step's
 :func:`~accelsim.timing.flat.fingerprint` (all that decides its timing: the ops'
@@ -30,7 +37,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
@@ -40,17 +47,13 @@ import numpy as np
 from accelsim.config.run import EngineKind
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
+from accelsim.timing.engine_costs import REFERENCE, EngineCosts
 from accelsim.timing.flat import fingerprint, flatten
 from accelsim.timing.machine import Machine
 from accelsim.timing.streams import Streams
 from accelsim.timing.trace import Trace, build_trace
 
-# SimPy events that cost about as much as loading Numba and the cached loop
-# (~0.4 s at ~1.65 us per event on the 2-core reference machine), and the events
-# an op costs besides its tile groups (get, put, prologue, join, drains).
-BREAK_EVEN_EVENTS = 250_000
-# ... and that cost about as much as compiling the loop when no cache exists (~6.5 s).
-COMPILE_EVENTS = 4_000_000
+# The events an op costs besides its tile groups (get, put, prologue, join, drains).
 EVENTS_PER_OP = 5
 EVENTS_PER_CHUNK = 3
 
@@ -60,12 +63,20 @@ MEMO_STEPS = 128
 
 class _Budget:
     """Events simulated with SimPy so far in this process (``auto``), the multiple of
-    a step's events its caller said will follow it (:func:`followed_by`), and whether
-    the compiled loop is cached on disk or loaded (``None``: not looked yet)."""
+    a step's events its caller said will follow it (:func:`followed_by`), whether
+    the compiled loop is cached on disk or loaded (``None``: not looked yet), and what
+    each engine costs."""
 
     spent_events = 0
     following = 0.0
     compiled: bool | None = None
+    costs: EngineCosts = REFERENCE
+
+
+class _Notices:
+    """Who is told before the compiled loop is compiled (:func:`notices`)."""
+
+    tell: Callable[[str], None] | None = None
 
 
 class _Memo:
@@ -112,6 +123,22 @@ def followed_by(factor: float) -> Iterator[None]:
         _Budget.following = outer
 
 
+@contextmanager
+def notices(tell: Callable[[str], None]) -> Iterator[None]:
+    """Inside the block, ``tell`` is called with a line saying so (and its expected
+    cost) before a step compiles the event loop, when no cache of it is on disk."""
+    outer, _Notices.tell = _Notices.tell, tell
+    try:
+        yield
+    finally:
+        _Notices.tell = outer
+
+
+def compile_notice(costs: EngineCosts) -> str:
+    """The line :func:`notices` passes on before the loop compiles."""
+    return f"compiling the event loop once (about {costs.compile_s:.0f} s)"
+
+
 def estimated_events(costs: OpCosts) -> int:
     """About how many events a step of these costs takes (tile groups dominate)."""
     return EVENTS_PER_OP * len(costs.unit) + EVENTS_PER_CHUNK * int(costs.chunks.sum())
@@ -143,12 +170,20 @@ def choose(kind: EngineKind, costs: OpCosts) -> EngineKind:
         return EngineKind.COMPILED
     events = estimated_events(costs)
     ahead = int(events * _Budget.following)
-    pays = BREAK_EVEN_EVENTS if _Budget.compiled else COMPILE_EVENTS
-    if _Budget.spent_events + events + ahead >= pays:
+    if _Budget.costs.compiled_pays(_Budget.spent_events + events + ahead, _Budget.compiled):
         _Budget.compiled = True  # loaded, or compiled and cached, by this step
         return EngineKind.COMPILED
     _Budget.spent_events += events
     return EngineKind.SIMPY
+
+
+def _announce_compile() -> None:
+    """Tell the listener (:func:`notices`) when this process's first compiled step
+    will compile the loop: no cache of it is on disk."""
+    if _Notices.tell is None or "accelsim.timing.compiled" in sys.modules:
+        return
+    if not compiled_cached():
+        _Notices.tell(compile_notice(_Budget.costs))
 
 
 def simulate(
@@ -180,6 +215,7 @@ def simulate(
             graph, costs, machine.processors, start.copy(), end.copy(), events, engine_name
         )
     if choose(kind, costs) is EngineKind.COMPILED:
+        _announce_compile()
         from accelsim.timing import compiled  # loads Numba
 
         _Budget.compiled = True

@@ -269,12 +269,12 @@ def test_auto_picks_simpy_for_small_steps_until_loading_numba_pays(
     monkeypatch.delitem(sys.modules, "numba", raising=False)
     monkeypatch.setattr(engines._Budget, "spent_events", 0)
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
-    monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS)
+    monkeypatch.setattr(engines._Budget, "spent_events", engines.REFERENCE.break_even_events(True))
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
     # Without a cache, only work that pays for compiling the loop compiles it.
     monkeypatch.setattr(engines._Budget, "compiled", False)
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
-    monkeypatch.setattr(engines._Budget, "spent_events", engines.COMPILE_EVENTS)
+    monkeypatch.setattr(engines._Budget, "spent_events", engines.REFERENCE.break_even_events(False))
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
     assert engines._Budget.compiled is True  # compiled (and cached) by that step
     assert engines.choose(EngineKind.COMPILED, c) is EngineKind.COMPILED
@@ -287,18 +287,22 @@ def test_auto_counts_the_events_a_caller_says_follow(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(engines._Budget, "compiled", True)
     monkeypatch.delitem(sys.modules, "numba", raising=False)
     # One step short of the break-even alone; with twice as many to follow, over it.
-    monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - events - 1)
+    monkeypatch.setattr(
+        engines._Budget, "spent_events", engines.REFERENCE.break_even_events(True) - events - 1
+    )
     with engines.followed_by(2.0):
         assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
     assert engines._Budget.following == 0.0
     assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
-    monkeypatch.setattr(engines._Budget, "spent_events", engines.BREAK_EVEN_EVENTS - 3 * events - 1)
+    monkeypatch.setattr(
+        engines._Budget, "spent_events", engines.REFERENCE.break_even_events(True) - 3 * events - 1
+    )
     with engines.followed_by(2.0):
         assert engines.choose(EngineKind.AUTO, c) is EngineKind.SIMPY
     # A sweep worker's remaining points: the first point already pays for a compile.
     monkeypatch.setattr(engines._Budget, "compiled", False)
     monkeypatch.setattr(engines._Budget, "spent_events", 0)
-    with engines.followed_by(engines.COMPILE_EVENTS // events):
+    with engines.followed_by(engines.REFERENCE.break_even_events(False) // events):
         assert engines.choose(EngineKind.AUTO, c) is EngineKind.COMPILED
 
 
