@@ -1,6 +1,6 @@
-"""The processors a symmetric data-parallel step is simulated on, and the links it
-books (:mod:`accelsim.timing.symmetry` decides them; :mod:`accelsim.timing.sends`
-books them)."""
+"""The processors a symmetric step is simulated on, and the links it books
+(:mod:`accelsim.timing.symmetry` decides them; :mod:`accelsim.timing.sends` books
+them)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Representatives:
-    """A step simulated on ``simulated``, one processor of each role, standing for its
-    collectives' whole ``group``.
+    """A step simulated on ``simulated``, one processor of each role.
 
-    An all-reduce over ``simulated`` is the all-reduce over ``group``: its DRAM
-    phases on the simulated processors' memories, its steps' sends only those on
-    ``links`` (the links of processor 0, one of each class:
-    :func:`accelsim.network.symmetry.link_classes`), each link carrying every send
-    of the full step routed over it, in the full step's order.
+    Each collective of the step (op ``i``) stands for its class: the collectives
+    over ``groups[i]`` (its own group first among them) that run as it does, its
+    role's on every other processor.  It runs its DRAM phases on its simulated
+    participants' memories and books, step by step, the sends of every collective
+    of its class that lie on ``links`` (the links of processor 0, one of each class
+    of links: :func:`accelsim.network.symmetry.link_classes`), each link carrying
+    every send of the full step routed over it, in the full step's order.
     """
 
-    group: tuple[int, ...]
     simulated: tuple[int, ...]
     links: frozenset[int]
+    groups: tuple[tuple[tuple[int, ...], ...], ...]

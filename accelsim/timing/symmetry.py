@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -75,47 +75,104 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
     processors = machine.processors
     if processors < 2 or graph.priority or len({id(m) for m in machine.dram}) < processors:
         return None
-    everyone = tuple(range(processors))
     comms: list[int] = []
     for i, op in enumerate(graph.ops):
         if isinstance(op, TransferOp):
             return None
         if isinstance(op, CommOp):
-            if (
-                op.participants != everyone
-                or op.collective is not Collective.ALL_REDUCE
-                or pipelined(machine, op)
-            ):
+            if op.collective is not Collective.ALL_REDUCE or pipelined(machine, op):
                 return None
             comms.append(i)
     is_comm = np.zeros(len(graph.ops), bool)
     is_comm[comms] = True
     processor = np.asarray(graph.processor, np.int64)
     ops_of, position = _ops_of(processor, is_comm, processors)
-    shapes = _shapes(graph, processor, is_comm, position, processors)
-    waits = [_waits(graph, c, position) for c in comms]
+    calls = _Calls.of(graph, comms, processors)
+    shapes = _shapes(graph, processor, is_comm, position, processors, calls)
+    signs = [calls.signature(graph, p, position) for p in range(processors)]
+    if shapes is None or None in signs:
+        return None
     work = _work(costs)
     copies: list[int] = []
     for p in range(processors):
         copies.append(
             next(
-                (q for q in dict.fromkeys(copies) if _same(p, q, ops_of, shapes, waits, work)),
+                (
+                    q
+                    for q in dict.fromkeys(copies)
+                    if signs[p] == signs[q] and _same(p, q, ops_of, shapes, work)
+                ),
                 p,
             )
         )
-    if len(set(copies)) == processors or not _balanced(graph, comms, machine):
+    if len(set(copies)) == processors:
         return None
     counterpart = np.arange(len(graph.ops), dtype=np.int64)
     for p, q in enumerate(copies):
         if p != q:
             counterpart[ops_of[p]] = ops_of[q]
+    for c in comms:
+        images = {
+            calls.of_processor[copies[p]][calls.local[c, p]] for p in _comm(graph, c).participants
+        }
+        if len(images) > 1:
+            return None
+        counterpart[c] = images.pop()
+    if not _balanced(graph, comms, counterpart, machine):
+        return None
     return Roles(tuple(copies), counterpart)
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """The collectives each processor takes part in, in op order
+    (``of_processor[p]``), and each one's place there (``local[c, p]``)."""
+
+    of_processor: tuple[tuple[int, ...], ...]
+    local: dict[tuple[int, int], int]
+
+    @staticmethod
+    def of(graph: OpGraph, comms: Sequence[int], processors: int) -> _Calls:
+        of_processor: list[list[int]] = [[] for _ in range(processors)]
+        local: dict[tuple[int, int], int] = {}
+        for c in comms:
+            op = graph.ops[c]
+            assert isinstance(op, CommOp)
+            for p in op.participants:
+                local[c, p] = len(of_processor[p])
+                of_processor[p].append(c)
+        return _Calls(tuple(map(tuple, of_processor)), local)
+
+    def signature(
+        self, graph: OpGraph, p: int, position: np.ndarray
+    ) -> tuple[tuple[object, ...], ...] | None:
+        """What processor ``p``'s collectives are, in order: their bytes, their group's
+        size, the positions of the ops of ``p`` they wait for,
+        and the places among ``p``'s of the collectives they wait for; None where one
+        waits for a processor outside its group or a collective ``p`` is not in."""
+        out: list[tuple[object, ...]] = []
+        for c in self.of_processor[p]:
+            op = graph.ops[c]
+            assert isinstance(op, CommOp)
+            own: set[int] = set()
+            calls: list[int] = []
+            for d in op.deps:
+                if isinstance(graph.ops[d], CommOp):
+                    if (d, p) not in self.local:
+                        return None
+                    calls.append(self.local[d, p])
+                elif graph.processor[d] not in op.participants:
+                    return None
+                elif graph.processor[d] == p:
+                    own.add(int(position[d]))
+            out.append((op.tensor.bytes, len(op.participants), frozenset(own), *calls))
+        return tuple(out)
 
 
 def _ops_of(
     processor: np.ndarray, is_comm: np.ndarray, processors: int
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Each processor's ops (all-reduces aside) in order, and each op's position among
+    """Each processor's ops (collectives aside) in order, and each op's position among
     its processor's."""
     ops = np.flatnonzero(~is_comm)
     owner = processor[ops]
@@ -133,10 +190,12 @@ def _shapes(
     is_comm: np.ndarray,
     position: np.ndarray,
     processors: int,
-) -> list[np.ndarray]:
+    calls: _Calls,
+) -> list[np.ndarray] | None:
     """What each processor's ops wait for, op by op in order: the count of its
     dependencies, then each by place, another op of the processor as ``-1 - its
-    position`` there, an all-reduce as its id."""
+    position`` there, a collective as its place among the processor's collectives;
+    None where an op waits for a collective its processor is not in."""
     n_ops = len(graph.ops)
     counts = np.fromiter(map(len, (op.deps for op in graph.ops)), np.int64, n_ops)
     deps = np.fromiter(
@@ -147,23 +206,19 @@ def _shapes(
     record[first[:-1]] = counts
     # Dependency e of op i goes right after the ops before i and their counts, and
     # i's count: at e + i + 1.
-    at = np.arange(len(deps)) + np.repeat(np.arange(n_ops), counts) + 1
-    record[at] = np.where(is_comm[deps], deps, -1 - position[deps])
+    waiter = np.repeat(np.arange(n_ops), counts)
+    at = np.arange(len(deps)) + waiter + 1
+    value = -1 - position[deps]
+    for e in np.flatnonzero(is_comm[deps] & ~is_comm[waiter]).tolist():
+        key = (int(deps[e]), int(processor[waiter[e]]))
+        if key not in calls.local:
+            return None
+        value[e] = calls.local[key]
+    record[at] = value
     owner = np.repeat(np.where(is_comm, processors, processor), 1 + counts)
     order = np.argsort(owner, kind="stable")
     starts = np.concatenate(([0], np.cumsum(np.bincount(owner, minlength=processors + 1))))
     return [record[order[starts[p] : starts[p + 1]]] for p in range(processors)]
-
-
-def _waits(graph: OpGraph, c: int, position: np.ndarray) -> dict[int, frozenset[int]]:
-    """The ops all-reduce ``c`` waits for, by processor, as their positions there
-    (an all-reduce it waits for, every processor's, aside)."""
-    out: dict[int, set[int]] = {}
-    for d in graph.ops[c].deps:
-        if isinstance(graph.ops[d], CommOp):
-            continue
-        out.setdefault(graph.processor[d], set()).add(int(position[d]))
-    return {p: frozenset(s) for p, s in out.items()}
 
 
 def _work(costs: OpCosts) -> np.ndarray:
@@ -181,39 +236,61 @@ def _same(
     q: int,
     ops_of: Sequence[np.ndarray],
     shapes: Sequence[np.ndarray],
-    waits: Sequence[dict[int, frozenset[int]]],
     work: np.ndarray,
 ) -> bool:
     """Whether processors ``p`` and ``q`` do the same work."""
     return (
         len(ops_of[p]) == len(ops_of[q])
         and bool(np.array_equal(shapes[p], shapes[q]))
-        and all(w.get(p) == w.get(q) for w in waits)
         and bool(np.array_equal(work[ops_of[p]], work[ops_of[q]]))
     )
 
 
-def _balanced(graph: OpGraph, comms: Sequence[int], machine: Machine) -> bool:
-    """Whether every step of every all-reduce loads every link of a class alike."""
-    classes = link_classes(machine.network)
-    size = Counter(classes)
-    seen: set[int] = set()
+def _classes(comms: Iterable[int], counterpart: np.ndarray) -> dict[int, list[int]]:
+    """Each simulated collective's class: the collectives timed as it, in order."""
+    out: dict[int, list[int]] = {}
     for c in comms:
-        op = graph.ops[c]
-        assert isinstance(op, CommOp)
-        for step in lowered(machine, op):
-            if id(step) not in seen:
-                seen.add(id(step))
-                if not _even(step, classes, size):
+        out.setdefault(int(counterpart[c]), []).append(c)
+    return out
+
+
+def _balanced(
+    graph: OpGraph, comms: Sequence[int], counterpart: np.ndarray, machine: Machine
+) -> bool:
+    """Whether every step of every class of collectives loads every link of a link
+    class alike, each link by one collective of the class."""
+    links = link_classes(machine.network)
+    size = Counter(links)
+    seen: set[tuple[int, ...]] = set()
+    for members in _classes(comms, counterpart).values():
+        ran = [lowered(machine, _comm(graph, c)) for c in members]
+        if len({len(steps) for steps in ran}) > 1:
+            return False
+        for steps in zip(*ran, strict=True):
+            key = tuple(map(id, steps))
+            if key not in seen:
+                seen.add(key)
+                if not _even(steps, links, size):
                     return False
     return True
 
 
-def _even(step: NetStep, classes: Sequence[int], size: Counter[int]) -> bool:
-    """Whether ``step`` puts the same sends, in the same order, on each link of a class."""
+def _comm(graph: OpGraph, c: int) -> CommOp:
+    op = graph.ops[c]
+    assert isinstance(op, CommOp)
+    return op
+
+
+def _even(steps: Sequence[NetStep], classes: Sequence[int], size: Counter[int]) -> bool:
+    """Whether ``steps`` (one step of each collective of a class) put the same sends,
+    in the same order, on each link of a link class, each link's from one of them."""
     on: dict[int, list[tuple[int, int]]] = {}
-    for s in step:
-        on.setdefault(s.link, []).append((s.bytes, s.latency_cycles))
+    by: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        for s in step:
+            if by.setdefault(s.link, k) != k:
+                return False
+            on.setdefault(s.link, []).append((s.bytes, s.latency_cycles))
     loaded: Counter[int] = Counter()
     for link, sends in on.items():
         home = classes[link]
@@ -229,30 +306,36 @@ def simulate(
     """The step of ``graph`` simulated on its representatives (``found``), every
     processor's ops timed as its representative's (:func:`roles` found them)."""
     simulated = found.simulated
+    kept = set(simulated)
+    comms = [i for i, op in enumerate(graph.ops) if isinstance(op, CommOp)]
     keep = [
         i
         for i, op in enumerate(graph.ops)
-        if isinstance(op, CommOp) or found.copies[graph.processor[i]] == graph.processor[i]
+        if found.counterpart[i] == i and (isinstance(op, CommOp) or graph.processor[i] in kept)
     ]
     # The kept ops rank among themselves as in the whole step: a processor's paths
-    # ahead and behind are its representative's, and the all-reduces' over every
-    # processor (their own cycles count their participants).
+    # ahead and behind are its representative's, and the collectives' over their
+    # whole group (their own cycles count their participants).
     small, small_costs = subgraph(graph, keep), _taken(costs, keep)
     rank = ready_rank(small, small_costs, machine)
     small = replace(
         small,
         ops=tuple(
-            replaced(op, participants=simulated) if isinstance(op, CommOp) else op
+            replaced(op, participants=tuple(p for p in op.participants if p in kept))
+            if isinstance(op, CommOp)
+            else op
             for op in small.ops
         ),
         priority=tuple(rank.tolist()),
     )
-    rep = Representatives(
-        tuple(range(machine.processors)), simulated, frozenset(link_classes(machine.network))
-    )
-    inner = simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
+    members = _classes(comms, found.counterpart)
     where = np.full(len(graph.ops), -1, np.int64)
     where[keep] = np.arange(len(keep), dtype=np.int64)
+    groups: list[tuple[tuple[int, ...], ...]] = [()] * len(keep)
+    for c, timed in members.items():
+        groups[where[c]] = tuple(_comm(graph, m).participants for m in timed)
+    rep = Representatives(simulated, frozenset(link_classes(machine.network)), tuple(groups))
+    inner = simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
     index = where[found.counterpart]
     return replace(
         build_trace(
