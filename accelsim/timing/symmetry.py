@@ -1,34 +1,46 @@
-"""Symmetric data-parallel replicas simulated once per role.
+"""Symmetric processors (data-parallel replicas, tensor-parallel ranks) simulated
+once per role.
 
 A data-parallel step (:func:`accelsim.mapping.placement.data_parallel`) runs a
-replica on every processor.  Replicas of the same **role** do the same work: the
-same ops in the same order, with the same costs and the same dependencies (on their
-own ops and on the same all-reduces), which equal local batches give.  An uneven
-split (``batch % P != 0``) has two roles, the processors with one sample more and
-the others.  When, moreover,
+replica on every processor; a tensor-parallel one
+(:func:`accelsim.mapping.tensor_placement.tensor_parallel`) runs the same sharded
+rank on every processor of a group, with all-reduces over the group (and, with
+data-parallel replicas of the groups, the gradients' all-reduces over the ranks of
+the same place in every replica).  Processors of the same **role** do the same
+work: the same ops in the same order, with the same costs and the same
+dependencies, on their own ops and on their collectives, numbered among the
+collectives each takes part in, which match in bytes, group size and the ops they
+wait for.  Equal local batches give that; an uneven split (``batch % P != 0``) has
+two roles, the processors with one sample more and the others.  Each collective
+then stands for a **class**: the collectives that its participants'
+representatives run in its place (a group's all-reduce for every group's).  When,
+moreover,
 
 - every processor has its own DRAM (``dram.sharing: per_processor``): a replica's
   traffic meets no other replica's;
-- the step's only communication is all-reduces over every processor (no
-  point-to-point transfer, no other kind of collective, none pipelined in chunks);
-- every step of every all-reduce puts the same sends, in the same order, on every
-  link of a class (the links that are one another's translations:
-  :func:`accelsim.network.symmetry.link_classes`), so that all links of a class
-  are in the same state throughout,
+- the step's only communication is all-reduces (no point-to-point transfer, no
+  other kind of collective, none pipelined in chunks), each of whose participants
+  maps it onto the same collective;
+- every step of every class of collectives puts the same sends, in the same order,
+  on every link of a link class (the links that are one another's translations:
+  :func:`accelsim.network.symmetry.link_classes`), each link's sends from one
+  collective of the class, so that all links of a class are in the same state
+  throughout,
 
-the replicas of a role run the same events at the same cycles, and simulating one
+the processors of a role run the same events at the same cycles, and simulating one
 of each role is simulating all.  The step is then simulated on one representative
-of each role (the role's first processor) with the all-reduces over the
-representatives: their DRAM phases on the representatives' memories and their
-steps' sends on processor 0's links alone, each carrying every send of the full
-step routed over it (:class:`~accelsim.timing.representatives.Representatives`).
-Every other processor's ops take their representative's start and end cycles.  The
-ops keep the order of their ranks in the whole step (:mod:`accelsim.timing.ready`),
-so the engines take them in the same order.
+of each role (the role's first processor) with each class's collective over its
+simulated participants: its DRAM phases on their memories and, step by step, the
+sends of its whole class on processor 0's links alone, each carrying every send of
+the full step routed over it (:class:`~accelsim.timing.representatives.Representatives`).
+Every other processor's ops, and every other collective, take their
+representative's start and end cycles.  The ops keep the order of their ranks in
+the whole step (:mod:`accelsim.timing.ready`), so the engines take them in the same
+order.
 
 Anything else (a shared DRAM, a halving-doubling or a ring over the processors of a
-torus, which load the links unevenly, a graph with transfers or priorities) is
-simulated in full.
+torus, groups that are blocks of a torus, which load the links unevenly, a graph
+with transfers or priorities) is simulated in full.
 """
 
 from __future__ import annotations
