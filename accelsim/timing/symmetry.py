@@ -101,8 +101,8 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
     ops_of, position = _ops_of(processor, is_comm, processors)
     calls = _Calls.of(graph, comms, processors)
     shapes = _shapes(graph, processor, is_comm, position, processors, calls)
-    signs = [calls.signature(graph, p, position) for p in range(processors)]
-    if shapes is None or None in signs:
+    signs = calls.signatures(graph, position)
+    if shapes is None or signs is None:
         return None
     work = _work(costs)
     copies: list[int] = []
@@ -138,47 +138,53 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
 @dataclass(frozen=True)
 class _Calls:
     """The collectives each processor takes part in, in op order
-    (``of_processor[p]``), and each one's place there (``local[c, p]``)."""
+    (``of_processor[p]``), and each one's place there (``local[c, p]``; as arrays,
+    ``place[i]`` for the ascending ``key[i] = c * processors + p``)."""
 
     of_processor: tuple[tuple[int, ...], ...]
     local: dict[tuple[int, int], int]
+    key: np.ndarray
+    place: np.ndarray
 
     @staticmethod
     def of(graph: OpGraph, comms: Sequence[int], processors: int) -> _Calls:
         of_processor: list[list[int]] = [[] for _ in range(processors)]
         local: dict[tuple[int, int], int] = {}
         for c in comms:
-            op = graph.ops[c]
-            assert isinstance(op, CommOp)
-            for p in op.participants:
+            for p in _comm(graph, c).participants:
                 local[c, p] = len(of_processor[p])
                 of_processor[p].append(c)
-        return _Calls(tuple(map(tuple, of_processor)), local)
+        key = np.fromiter((c * processors + p for c, p in local), np.int64, len(local))
+        place = np.fromiter(local.values(), np.int64, len(local))
+        order = np.argsort(key)
+        return _Calls(tuple(map(tuple, of_processor)), local, key[order], place[order])
 
-    def signature(
-        self, graph: OpGraph, p: int, position: np.ndarray
-    ) -> tuple[tuple[object, ...], ...] | None:
-        """What processor ``p``'s collectives are, in order: their bytes, their group's
-        size, the positions of the ops of ``p`` they wait for,
-        and the places among ``p``'s of the collectives they wait for; None where one
-        waits for a processor outside its group or a collective ``p`` is not in."""
-        out: list[tuple[object, ...]] = []
-        for c in self.of_processor[p]:
-            op = graph.ops[c]
-            assert isinstance(op, CommOp)
-            own: set[int] = set()
-            calls: list[int] = []
+    def signatures(
+        self, graph: OpGraph, position: np.ndarray
+    ) -> list[list[tuple[object, ...]]] | None:
+        """What each processor's collectives are, in order: their bytes, their group's
+        size, the positions of the processor's ops they wait for, and the places among
+        its collectives of the collectives they wait for; None where one waits for a
+        processor outside its group or a collective one of its processors is not in."""
+        out: list[list[tuple[object, ...]]] = [[] for _ in self.of_processor]
+        for c in sorted({c for calls in self.of_processor for c in calls}):
+            op = _comm(graph, c)
+            own: dict[int, set[int]] = {}
+            waits: list[int] = []
             for d in op.deps:
                 if isinstance(graph.ops[d], CommOp):
-                    if (d, p) not in self.local:
-                        return None
-                    calls.append(self.local[d, p])
-                elif graph.processor[d] not in op.participants:
+                    waits.append(d)
+                else:
+                    own.setdefault(graph.processor[d], set()).add(int(position[d]))
+            if not own.keys() <= set(op.participants):
+                return None
+            for p in op.participants:
+                if any((d, p) not in self.local for d in waits):
                     return None
-                elif graph.processor[d] == p:
-                    own.add(int(position[d]))
-            out.append((op.tensor.bytes, len(op.participants), frozenset(own), *calls))
-        return tuple(out)
+                calls = (self.local[d, p] for d in waits)
+                mine = frozenset(own.get(p, ()))
+                out[p].append((op.tensor.bytes, len(op.participants), mine, *calls))
+        return out
 
 
 def _ops_of(
@@ -221,11 +227,12 @@ def _shapes(
     waiter = np.repeat(np.arange(n_ops), counts)
     at = np.arange(len(deps)) + waiter + 1
     value = -1 - position[deps]
-    for e in np.flatnonzero(is_comm[deps] & ~is_comm[waiter]).tolist():
-        key = (int(deps[e]), int(processor[waiter[e]]))
-        if key not in calls.local:
-            return None
-        value[e] = calls.local[key]
+    on_comm = np.flatnonzero(is_comm[deps] & ~is_comm[waiter])
+    key = deps[on_comm] * processors + processor[waiter[on_comm]]
+    at_key = np.minimum(np.searchsorted(calls.key, key), max(len(calls.key) - 1, 0))
+    if len(key) and not np.array_equal(calls.key[at_key], key):
+        return None  # an op waits for a collective its processor is not in
+    value[on_comm] = calls.place[at_key]
     record[at] = value
     owner = np.repeat(np.where(is_comm, processors, processor), 1 + counts)
     order = np.argsort(owner, kind="stable")
