@@ -86,7 +86,7 @@ def lowered(machine: Machine, op: CommOp | TransferOp) -> tuple[NetStep, ...]:
         return _steps(how, Collective.POINT_TO_POINT, (op.source, op.destination), op.bytes)
     rep = machine.represented
     if rep is not None:
-        return _represented(how, rep.groups[op.op_id], rep.links, op.collective, op.tensor.bytes)
+        return _represented(how, rep.groups_of(op), rep.links, op.collective, op.tensor.bytes)
     return _steps(how, op.collective, group(op), op.tensor.bytes)
 
 

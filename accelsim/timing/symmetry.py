@@ -53,7 +53,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from accelsim.config.run import EngineKind
-from accelsim.graph.ops import CommOp, OpGraph, TransferOp, replaced
+from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, replaced
 from accelsim.graph.passes import subgraph
 from accelsim.network.collectives import Collective
 from accelsim.network.symmetry import link_classes
@@ -130,9 +130,18 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
         if len(images) > 1:
             return None
         counterpart[c] = images.pop()
+    kept = [c for c in comms if counterpart[c] == c]
+    if len({_key(_comm(graph, c), copies) for c in kept}) < len(kept):
+        return None  # two simulated collectives the engines could not tell apart
     if not _balanced(graph, comms, counterpart, machine):
         return None
     return Roles(tuple(copies), counterpart)
+
+
+def _key(op: CommOp, copies: Sequence[int]) -> tuple[TensorKey, tuple[int, ...]]:
+    """What tells a simulated collective from the others in the step simulated on the
+    representatives: its tensor and its simulated participants."""
+    return op.tensor.key, tuple(p for p in op.participants if copies[p] == p)
 
 
 @dataclass(frozen=True)
@@ -347,13 +356,13 @@ def simulate(
         ),
         priority=tuple(rank.tolist()),
     )
-    members = _classes(comms, found.counterpart)
+    groups = {
+        _key(_comm(graph, c), found.copies): tuple(_comm(graph, m).participants for m in timed)
+        for c, timed in _classes(comms, found.counterpart).items()
+    }
+    rep = Representatives(simulated, frozenset(link_classes(machine.network)), groups)
     where = np.full(len(graph.ops), -1, np.int64)
     where[keep] = np.arange(len(keep), dtype=np.int64)
-    groups: list[tuple[tuple[int, ...], ...]] = [()] * len(keep)
-    for c, timed in members.items():
-        groups[where[c]] = tuple(_comm(graph, m).participants for m in timed)
-    rep = Representatives(simulated, frozenset(link_classes(machine.network)), tuple(groups))
     inner = simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
     index = where[found.counterpart]
     return replace(

@@ -25,6 +25,8 @@ CASES: dict[str, tuple[int, int, list[str]]] = {
     "ring t4": (4, 1, []),
     "ring t2 d2": (2, 2, []),
     "ring t4 d2": (4, 2, []),
+    # GEMMs' output tiles streamed to their epilogues: tile groups run as one op.
+    "ring t2 d2, fused epilogues": (2, 2, ["run.lowering.fuse_epilogues=elementwise"]),
     "torus 2x2 t2 d2": (2, 2, [*TORUS, "interconnect.dims=[2, 2]"]),
     # A group of 4 is a whole ring of the first (innermost) dimension, all-reduced
     # by the ring algorithm (halving-doubling would route half-way round by parity).
