@@ -14,6 +14,7 @@ pays first, and the interpreter alone says how fast the machine was.
     python scripts/bench.py --vs-scalesim --runs 3   # SCALE-Sim 3.0.0 vs accelsim
     python scripts/bench.py --sweep --runs 3          # sweep throughput
     python scripts/bench.py --engines   # SimPy vs compiled engine, data-parallel P sweep
+    python scripts/bench.py --llm       # GPT-3 175B on 1,024 and 8,192 chips (bench_llm.py)
 
 ``--sweep`` times design-point sweeps: points per second per core for ResNet-18
 and BERT-base training-step points in this process and through the process
@@ -169,7 +170,11 @@ def main() -> int:
     parser.add_argument(
         "--engines", action="store_true", help="SimPy vs compiled engine; data-parallel P sweep"
     )
+    parser.add_argument("--llm", action="store_true", help="GPT-3 175B steps (bench_llm.py)")
     args = parser.parse_args()
+    if args.llm:
+        script = str(ROOT / "scripts" / "bench_llm.py")
+        return subprocess.call([sys.executable, script, "--runs", str(args.runs or 3)])
     if args.sweep:
         return sweep_speed(args.runs or 3)
     if args.engines:

@@ -30,7 +30,7 @@ from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.copies import prefixed
 from accelsim.graph.ops import NO_EXPERT, OpGraph, Parameter, TensorKey
 from accelsim.mapping.placement import StepGraph, split_batch
-from accelsim.mapping.tensor_placement import group_copies, reduce_gradients, updated
+from accelsim.mapping.tensor_placement import RankStep, group_copies, reduce_gradients, updated
 
 
 def expert_parallel(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> OpGraph:
@@ -48,7 +48,7 @@ def expert_parallel(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> OpGraph:
     sinks: list[list[int]] = []
     for g in range(processors // expert):
         group = tuple(range(g * expert, (g + 1) * expert))
-        made, sunk = group_copies(builder, graph, group)
+        made, sunk = group_copies(builder, RankStep.of(graph), group)
         on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in group))
         params += made
         sinks += sunk

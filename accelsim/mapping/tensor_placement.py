@@ -45,10 +45,14 @@ def tensor_parallel(
     on_chip: set[TensorKey] = set()
     params: list[list[Parameter]] = []
     sinks: list[list[int]] = []
+    made_for: dict[int, RankStep] = {}  # one rank's step per distinct local batch
     for d, local in enumerate(split_batch(batch, data)):
         group = tuple(range(d * tensor, (d + 1) * tensor))
-        graph = step(local)
-        made, sunk = group_copies(builder, graph, group)
+        if local not in made_for:
+            made_for[local] = RankStep.of(step(local))
+        shared = made_for[local]
+        graph = shared.graph
+        made, sunk = group_copies(builder, shared, group)
         on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in group))
         params += made
         sinks += sunk
@@ -76,11 +80,26 @@ def updated(
     return trained(passes.insert_transfers(placed))
 
 
+@dataclasses.dataclass(frozen=True)
+class RankStep:
+    """One rank's step ``graph``, its copier and its backward sinks (made once per
+    local batch, copied for every rank of every group)."""
+
+    graph: OpGraph
+    copy: Relabel
+    sinks: tuple[int, ...]
+
+    @staticmethod
+    def of(graph: OpGraph) -> RankStep:
+        return RankStep(graph, Relabel(graph.ops, graph.parameters), backward_sinks(graph))
+
+
 def group_copies(
-    builder: GraphBuilder, step: OpGraph, group: tuple[int, ...]
+    builder: GraphBuilder, rank: RankStep, group: tuple[int, ...]
 ) -> tuple[list[list[Parameter]], list[list[int]]]:
-    """Every rank of ``group``'s copy of ``step`` appended to ``builder``, each stand-in
-    all-reduce once for the group; each rank's parameters and backward sinks."""
+    """Every rank of ``group``'s copy of ``rank``'s step appended to ``builder``, each
+    stand-in all-reduce once for the group; each rank's parameters and backward sinks."""
+    step = rank.graph
     start = len(builder.ops)
     ids: list[list[int]] = [[] for _ in group]
     at = start
@@ -89,7 +108,7 @@ def group_copies(
         for r in range(len(group)):
             ids[r].append(at if shared else at + r)
         at += 1 if shared else len(group)
-    copy = Relabel(step.ops, step.parameters)
+    copy = rank.copy
     slots: dict[int, Op] = {}
     params: list[list[Parameter]] = []
     for r, p in enumerate(group):
@@ -100,8 +119,7 @@ def group_copies(
             slots[op.op_id] = _joined(slots.get(op.op_id), op, group)
     for i in range(start, at):
         builder.append(slots[i], group[0])
-    local = backward_sinks(step)
-    return params, [[ids[r][s] for s in local] for r in range(len(group))]
+    return params, [[ids[r][s] for s in rank.sinks] for r in range(len(group))]
 
 
 def _joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:

@@ -22,9 +22,9 @@ algorithm, is one send on its source's one outgoing link (link ``p`` is processo
 ``p``'s), whatever its destination.
 
 A step simulated on representatives (:attr:`Machine.represented
-<accelsim.timing.machine.Machine.represented>`) books of an all-reduce over them the
-whole group's schedule's sends on the representatives' links alone
-(:mod:`accelsim.timing.symmetry`).
+<accelsim.timing.machine.Machine.represented>`) books of each collective the sends
+of its whole class (the collectives over the groups it stands for) on the
+representatives' links alone (:mod:`accelsim.timing.symmetry`).
 
 :func:`send_table` flattens the sends of a graph's ops into arrays for the compiled
 engine, once per graph object and network.
@@ -48,7 +48,6 @@ from accelsim.network.collectives import Collective, Schedule, Step, dram_bytes
 from accelsim.network.cost import phase_cycles, pipeline_order, plan
 from accelsim.network.topology import Link, Network
 from accelsim.timing.machine import Machine
-from accelsim.timing.representatives import Representatives
 
 
 @dataclass(frozen=True)
@@ -86,8 +85,8 @@ def lowered(machine: Machine, op: CommOp | TransferOp) -> tuple[NetStep, ...]:
     if isinstance(op, TransferOp):
         return _steps(how, Collective.POINT_TO_POINT, (op.source, op.destination), op.bytes)
     rep = machine.represented
-    if rep is not None and op.participants == rep.simulated:
-        return _represented(how, rep, op.collective, op.tensor.bytes)
+    if rep is not None:
+        return _represented(how, rep.groups_of(op), rep.links, op.collective, op.tensor.bytes)
     return _steps(how, op.collective, group(op), op.tensor.bytes)
 
 
@@ -155,8 +154,7 @@ def pipelined(machine: Machine, op: CommOp) -> tuple[Item, ...]:
     dimension in that order are done: without contention the engines take
     :func:`accelsim.network.cost.pipeline_cycles`.
     """
-    rep = machine.represented
-    if rep is not None and op.participants == rep.simulated:
+    if machine.represented is not None:
         return ()  # symmetry is only taken where no collective is pipelined
     return _items(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
 
@@ -201,16 +199,24 @@ def _items(
 
 @functools.lru_cache(maxsize=4096)
 def _represented(
-    how: _Lowering, rep: Representatives, collective: Collective, size_bytes: int
+    how: _Lowering,
+    groups: tuple[tuple[int, ...], ...],
+    links: frozenset[int],
+    collective: Collective,
+    size_bytes: int,
 ) -> tuple[NetStep, ...]:
-    """The steps of the ``collective`` over ``rep.group``, each with only its sends on
-    ``rep.links`` (:class:`~accelsim.timing.representatives.Representatives`)."""
-    full = _steps(how, collective, rep.group, size_bytes)
-    made: dict[int, NetStep] = {}
-    for step in full:
-        if id(step) not in made:
-            made[id(step)] = tuple(s for s in step if s.link in rep.links)
-    return tuple(made[id(step)] for step in full)
+    """The steps of the ``collective`` over each of ``groups`` run together, each
+    step with only their sends on ``links``
+    (:class:`~accelsim.timing.representatives.Representatives`)."""
+    ran = [_steps(how, collective, g, size_bytes) for g in groups]
+    made: dict[tuple[int, ...], NetStep] = {}
+    out = []
+    for steps in zip(*ran, strict=True):
+        key = tuple(map(id, steps))
+        if key not in made:
+            made[key] = tuple(s for step in steps for s in step if s.link in links)
+        out.append(made[key])
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,47 +1,59 @@
-"""Symmetric data-parallel replicas simulated once per role.
+"""Symmetric processors (data-parallel replicas, tensor-parallel ranks) simulated
+once per role.
 
 A data-parallel step (:func:`accelsim.mapping.placement.data_parallel`) runs a
-replica on every processor.  Replicas of the same **role** do the same work: the
-same ops in the same order, with the same costs and the same dependencies (on their
-own ops and on the same all-reduces), which equal local batches give.  An uneven
-split (``batch % P != 0``) has two roles, the processors with one sample more and
-the others.  When, moreover,
+replica on every processor; a tensor-parallel one
+(:func:`accelsim.mapping.tensor_placement.tensor_parallel`) runs the same sharded
+rank on every processor of a group, with all-reduces over the group (and, with
+data-parallel replicas of the groups, the gradients' all-reduces over the ranks of
+the same place in every replica).  Processors of the same **role** do the same
+work: the same ops in the same order, with the same costs and the same
+dependencies, on their own ops and on their collectives, numbered among the
+collectives each takes part in, which match in bytes, group size and the ops they
+wait for.  Equal local batches give that; an uneven split (``batch % P != 0``) has
+two roles, the processors with one sample more and the others.  Each collective
+then stands for a **class**: the collectives that its participants'
+representatives run in its place (a group's all-reduce for every group's).  When,
+moreover,
 
 - every processor has its own DRAM (``dram.sharing: per_processor``): a replica's
   traffic meets no other replica's;
-- the step's only communication is all-reduces over every processor (no
-  point-to-point transfer, no other kind of collective, none pipelined in chunks);
-- every step of every all-reduce puts the same sends, in the same order, on every
-  link of a class (the links that are one another's translations:
-  :func:`accelsim.network.symmetry.link_classes`), so that all links of a class
-  are in the same state throughout,
+- the step's only communication is all-reduces (no point-to-point transfer, no
+  other kind of collective, none pipelined in chunks), each of whose participants
+  maps it onto the same collective;
+- every step of every class of collectives puts the same sends, in the same order,
+  on every link of a link class (the links that are one another's translations:
+  :func:`accelsim.network.symmetry.link_classes`), each link's sends from one
+  collective of the class, so that all links of a class are in the same state
+  throughout,
 
-the replicas of a role run the same events at the same cycles, and simulating one
+the processors of a role run the same events at the same cycles, and simulating one
 of each role is simulating all.  The step is then simulated on one representative
-of each role (the role's first processor) with the all-reduces over the
-representatives: their DRAM phases on the representatives' memories and their
-steps' sends on processor 0's links alone, each carrying every send of the full
-step routed over it (:class:`~accelsim.timing.representatives.Representatives`).
-Every other processor's ops take their representative's start and end cycles.  The
-ops keep the order of their ranks in the whole step (:mod:`accelsim.timing.ready`),
-so the engines take them in the same order.
+of each role (the role's first processor) with each class's collective over its
+simulated participants: its DRAM phases on their memories and, step by step, the
+sends of its whole class on processor 0's links alone, each carrying every send of
+the full step routed over it (:class:`~accelsim.timing.representatives.Representatives`).
+Every other processor's ops, and every other collective, take their
+representative's start and end cycles.  The ops keep the order of their ranks in
+the whole step (:mod:`accelsim.timing.ready`), so the engines take them in the same
+order.
 
 Anything else (a shared DRAM, a halving-doubling or a ring over the processors of a
-torus, which load the links unevenly, a graph with transfers or priorities) is
-simulated in full.
+torus, groups that are blocks of a torus, which load the links unevenly, a graph
+with transfers or priorities) is simulated in full.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from accelsim.config.run import EngineKind
-from accelsim.graph.ops import CommOp, OpGraph, TransferOp, replaced
+from accelsim.graph.ops import CommOp, OpGraph, TensorKey, TransferOp, replaced
 from accelsim.graph.passes import subgraph
 from accelsim.network.collectives import Collective
 from accelsim.network.symmetry import link_classes
@@ -75,47 +87,119 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
     processors = machine.processors
     if processors < 2 or graph.priority or len({id(m) for m in machine.dram}) < processors:
         return None
-    everyone = tuple(range(processors))
     comms: list[int] = []
     for i, op in enumerate(graph.ops):
         if isinstance(op, TransferOp):
             return None
         if isinstance(op, CommOp):
-            if (
-                op.participants != everyone
-                or op.collective is not Collective.ALL_REDUCE
-                or pipelined(machine, op)
-            ):
+            if op.collective is not Collective.ALL_REDUCE or pipelined(machine, op):
                 return None
             comms.append(i)
     is_comm = np.zeros(len(graph.ops), bool)
     is_comm[comms] = True
     processor = np.asarray(graph.processor, np.int64)
     ops_of, position = _ops_of(processor, is_comm, processors)
-    shapes = _shapes(graph, processor, is_comm, position, processors)
-    waits = [_waits(graph, c, position) for c in comms]
+    calls = _Calls.of(graph, comms, processors)
+    shapes = _shapes(graph, processor, is_comm, position, processors, calls)
+    signs = calls.signatures(graph, position)
+    if shapes is None or signs is None:
+        return None
     work = _work(costs)
     copies: list[int] = []
     for p in range(processors):
         copies.append(
             next(
-                (q for q in dict.fromkeys(copies) if _same(p, q, ops_of, shapes, waits, work)),
+                (
+                    q
+                    for q in dict.fromkeys(copies)
+                    if signs[p] == signs[q] and _same(p, q, ops_of, shapes, work)
+                ),
                 p,
             )
         )
-    if len(set(copies)) == processors or not _balanced(graph, comms, machine):
+    if len(set(copies)) == processors:
         return None
     counterpart = np.arange(len(graph.ops), dtype=np.int64)
     for p, q in enumerate(copies):
         if p != q:
             counterpart[ops_of[p]] = ops_of[q]
+    for c in comms:
+        images = {
+            calls.of_processor[copies[p]][calls.local[c, p]] for p in _comm(graph, c).participants
+        }
+        if len(images) > 1:
+            return None
+        counterpart[c] = images.pop()
+    kept = [c for c in comms if counterpart[c] == c]
+    if len({_key(_comm(graph, c), copies) for c in kept}) < len(kept):
+        return None  # two simulated collectives the engines could not tell apart
+    if not _balanced(graph, comms, counterpart, machine):
+        return None
     return Roles(tuple(copies), counterpart)
+
+
+def _key(op: CommOp, copies: Sequence[int]) -> tuple[TensorKey, tuple[int, ...]]:
+    """What tells a simulated collective from the others in the step simulated on the
+    representatives: its tensor and its simulated participants."""
+    return op.tensor.key, tuple(p for p in op.participants if copies[p] == p)
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """The collectives each processor takes part in, in op order
+    (``of_processor[p]``), and each one's place there (``local[c, p]``; as arrays,
+    ``place[i]`` for the ascending ``key[i] = c * processors + p``)."""
+
+    of_processor: tuple[tuple[int, ...], ...]
+    local: dict[tuple[int, int], int]
+    key: np.ndarray
+    place: np.ndarray
+
+    @staticmethod
+    def of(graph: OpGraph, comms: Sequence[int], processors: int) -> _Calls:
+        of_processor: list[list[int]] = [[] for _ in range(processors)]
+        local: dict[tuple[int, int], int] = {}
+        for c in comms:
+            for p in _comm(graph, c).participants:
+                local[c, p] = len(of_processor[p])
+                of_processor[p].append(c)
+        key = np.fromiter((c * processors + p for c, p in local), np.int64, len(local))
+        place = np.fromiter(local.values(), np.int64, len(local))
+        order = np.argsort(key)
+        return _Calls(tuple(map(tuple, of_processor)), local, key[order], place[order])
+
+    def signatures(
+        self, graph: OpGraph, position: np.ndarray
+    ) -> list[list[tuple[object, ...]]] | None:
+        """What each processor's collectives are, in order: their bytes, their group's
+        size, the positions of the processor's ops they wait for, and the places among
+        its collectives of the collectives they wait for; None where one waits for a
+        processor outside its group or a collective one of its processors is not in."""
+        out: list[list[tuple[object, ...]]] = [[] for _ in self.of_processor]
+        for c in sorted({c for calls in self.of_processor for c in calls}):
+            op = _comm(graph, c)
+            own: dict[int, set[int]] = {}
+            waits: list[int] = []
+            for d in op.deps:
+                if isinstance(graph.ops[d], CommOp):
+                    waits.append(d)
+                else:
+                    own.setdefault(graph.processor[d], set()).add(int(position[d]))
+            if not own.keys() <= set(op.participants):
+                return None
+            for p in op.participants:
+                if any((d, p) not in self.local for d in waits):
+                    return None
+                calls = (self.local[d, p] for d in waits)
+                mine = frozenset(own.get(p, ()))
+                out[p].append((op.tensor.bytes, len(op.participants), mine, *calls))
+        return out
 
 
 def _ops_of(
     processor: np.ndarray, is_comm: np.ndarray, processors: int
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Each processor's ops (all-reduces aside) in order, and each op's position among
+    """Each processor's ops (collectives aside) in order, and each op's position among
     its processor's."""
     ops = np.flatnonzero(~is_comm)
     owner = processor[ops]
@@ -133,10 +217,12 @@ def _shapes(
     is_comm: np.ndarray,
     position: np.ndarray,
     processors: int,
-) -> list[np.ndarray]:
+    calls: _Calls,
+) -> list[np.ndarray] | None:
     """What each processor's ops wait for, op by op in order: the count of its
     dependencies, then each by place, another op of the processor as ``-1 - its
-    position`` there, an all-reduce as its id."""
+    position`` there, a collective as its place among the processor's collectives;
+    None where an op waits for a collective its processor is not in."""
     n_ops = len(graph.ops)
     counts = np.fromiter(map(len, (op.deps for op in graph.ops)), np.int64, n_ops)
     deps = np.fromiter(
@@ -147,23 +233,20 @@ def _shapes(
     record[first[:-1]] = counts
     # Dependency e of op i goes right after the ops before i and their counts, and
     # i's count: at e + i + 1.
-    at = np.arange(len(deps)) + np.repeat(np.arange(n_ops), counts) + 1
-    record[at] = np.where(is_comm[deps], deps, -1 - position[deps])
+    waiter = np.repeat(np.arange(n_ops), counts)
+    at = np.arange(len(deps)) + waiter + 1
+    value = -1 - position[deps]
+    on_comm = np.flatnonzero(is_comm[deps] & ~is_comm[waiter])
+    key = deps[on_comm] * processors + processor[waiter[on_comm]]
+    at_key = np.minimum(np.searchsorted(calls.key, key), max(len(calls.key) - 1, 0))
+    if len(key) and not np.array_equal(calls.key[at_key], key):
+        return None  # an op waits for a collective its processor is not in
+    value[on_comm] = calls.place[at_key]
+    record[at] = value
     owner = np.repeat(np.where(is_comm, processors, processor), 1 + counts)
     order = np.argsort(owner, kind="stable")
     starts = np.concatenate(([0], np.cumsum(np.bincount(owner, minlength=processors + 1))))
     return [record[order[starts[p] : starts[p + 1]]] for p in range(processors)]
-
-
-def _waits(graph: OpGraph, c: int, position: np.ndarray) -> dict[int, frozenset[int]]:
-    """The ops all-reduce ``c`` waits for, by processor, as their positions there
-    (an all-reduce it waits for, every processor's, aside)."""
-    out: dict[int, set[int]] = {}
-    for d in graph.ops[c].deps:
-        if isinstance(graph.ops[d], CommOp):
-            continue
-        out.setdefault(graph.processor[d], set()).add(int(position[d]))
-    return {p: frozenset(s) for p, s in out.items()}
 
 
 def _work(costs: OpCosts) -> np.ndarray:
@@ -181,39 +264,61 @@ def _same(
     q: int,
     ops_of: Sequence[np.ndarray],
     shapes: Sequence[np.ndarray],
-    waits: Sequence[dict[int, frozenset[int]]],
     work: np.ndarray,
 ) -> bool:
     """Whether processors ``p`` and ``q`` do the same work."""
     return (
         len(ops_of[p]) == len(ops_of[q])
         and bool(np.array_equal(shapes[p], shapes[q]))
-        and all(w.get(p) == w.get(q) for w in waits)
         and bool(np.array_equal(work[ops_of[p]], work[ops_of[q]]))
     )
 
 
-def _balanced(graph: OpGraph, comms: Sequence[int], machine: Machine) -> bool:
-    """Whether every step of every all-reduce loads every link of a class alike."""
-    classes = link_classes(machine.network)
-    size = Counter(classes)
-    seen: set[int] = set()
+def _classes(comms: Iterable[int], counterpart: np.ndarray) -> dict[int, list[int]]:
+    """Each simulated collective's class: the collectives timed as it, in order."""
+    out: dict[int, list[int]] = {}
     for c in comms:
-        op = graph.ops[c]
-        assert isinstance(op, CommOp)
-        for step in lowered(machine, op):
-            if id(step) not in seen:
-                seen.add(id(step))
-                if not _even(step, classes, size):
+        out.setdefault(int(counterpart[c]), []).append(c)
+    return out
+
+
+def _balanced(
+    graph: OpGraph, comms: Sequence[int], counterpart: np.ndarray, machine: Machine
+) -> bool:
+    """Whether every step of every class of collectives loads every link of a link
+    class alike, each link by one collective of the class."""
+    links = link_classes(machine.network)
+    size = Counter(links)
+    seen: set[tuple[int, ...]] = set()
+    for members in _classes(comms, counterpart).values():
+        ran = [lowered(machine, _comm(graph, c)) for c in members]
+        if len({len(steps) for steps in ran}) > 1:
+            return False
+        for steps in zip(*ran, strict=True):
+            key = tuple(map(id, steps))
+            if key not in seen:
+                seen.add(key)
+                if not _even(steps, links, size):
                     return False
     return True
 
 
-def _even(step: NetStep, classes: Sequence[int], size: Counter[int]) -> bool:
-    """Whether ``step`` puts the same sends, in the same order, on each link of a class."""
+def _comm(graph: OpGraph, c: int) -> CommOp:
+    op = graph.ops[c]
+    assert isinstance(op, CommOp)
+    return op
+
+
+def _even(steps: Sequence[NetStep], classes: Sequence[int], size: Counter[int]) -> bool:
+    """Whether ``steps`` (one step of each collective of a class) put the same sends,
+    in the same order, on each link of a link class, each link's from one of them."""
     on: dict[int, list[tuple[int, int]]] = {}
-    for s in step:
-        on.setdefault(s.link, []).append((s.bytes, s.latency_cycles))
+    by: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        for s in step:
+            if by.setdefault(s.link, k) != k:
+                return False
+            on.setdefault(s.link, []).append((s.bytes, s.latency_cycles))
     loaded: Counter[int] = Counter()
     for link, sends in on.items():
         home = classes[link]
@@ -229,30 +334,36 @@ def simulate(
     """The step of ``graph`` simulated on its representatives (``found``), every
     processor's ops timed as its representative's (:func:`roles` found them)."""
     simulated = found.simulated
+    kept = set(simulated)
+    comms = [i for i, op in enumerate(graph.ops) if isinstance(op, CommOp)]
     keep = [
         i
         for i, op in enumerate(graph.ops)
-        if isinstance(op, CommOp) or found.copies[graph.processor[i]] == graph.processor[i]
+        if found.counterpart[i] == i and (isinstance(op, CommOp) or graph.processor[i] in kept)
     ]
     # The kept ops rank among themselves as in the whole step: a processor's paths
-    # ahead and behind are its representative's, and the all-reduces' over every
-    # processor (their own cycles count their participants).
+    # ahead and behind are its representative's, and the collectives' over their
+    # whole group (their own cycles count their participants).
     small, small_costs = subgraph(graph, keep), _taken(costs, keep)
     rank = ready_rank(small, small_costs, machine)
     small = replace(
         small,
         ops=tuple(
-            replaced(op, participants=simulated) if isinstance(op, CommOp) else op
+            replaced(op, participants=tuple(p for p in op.participants if p in kept))
+            if isinstance(op, CommOp)
+            else op
             for op in small.ops
         ),
         priority=tuple(rank.tolist()),
     )
-    rep = Representatives(
-        tuple(range(machine.processors)), simulated, frozenset(link_classes(machine.network))
-    )
-    inner = simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
+    groups = {
+        _key(_comm(graph, c), found.copies): tuple(_comm(graph, m).participants for m in timed)
+        for c, timed in _classes(comms, found.counterpart).items()
+    }
+    rep = Representatives(simulated, frozenset(link_classes(machine.network)), groups)
     where = np.full(len(graph.ops), -1, np.int64)
     where[keep] = np.arange(len(keep), dtype=np.int64)
+    inner = simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
     index = where[found.counterpart]
     return replace(
         build_trace(
