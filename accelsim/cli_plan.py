@@ -94,7 +94,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cache = InputCache()
     base = search.base_run(request)
     sets = search.fixed_sets(request, cache.hardware(request.hardware))
-    inputs = cache.load(base, search.overrides_of(sets))
+    inputs = search.model_inputs(cache, base, sets)
     if args.plan is not None:
         given = parse_plan(args.plan, ParallelSpec.model_fields, request.chips)
         filtered = search.given_plan(cache, base, sets, given, args.plan)

@@ -87,6 +87,7 @@ class Evaluated:
             "data": self.candidate.data,
             **dict(self.candidate.parallel),
             "recompute": self.candidate.recompute,
+            "step_cycles": int(self.summary["total_cycles"]),
             "step_seconds": self.step_seconds,
             "tokens_per_second_per_chip": scale.tokens_per_step / self.step_seconds / scale.chips,
             "mfu": scale.mfu(self.step_seconds),

@@ -141,6 +141,12 @@ def overrides_of(sets: dict[str, Any], source: str = SOURCE) -> list[Override]:
     return [Override(key, value, source, key) for key, value in sets.items()]
 
 
+def model_inputs(cache: InputCache, base: Path, sets: dict[str, Any]) -> RunInputs:
+    """The run without a plan, on one processor of the chips (whatever the batch), for
+    what the search reads of the model and hardware."""
+    return cache.load(base, overrides_of(sets | {"assignment": "single"}))
+
+
 def model_of(inputs: RunInputs, chips: int, global_batch: int) -> Model:
     """What the rules of the candidates read from a run's layer table."""
     layers = inputs.workload.layers
