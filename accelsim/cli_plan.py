@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelsim import cli_sweep
 from accelsim.config.files import display_path
-from accelsim.errors import SimulationError
+from accelsim.errors import ClusterError
 from accelsim.resources import bundled_path
 
 if TYPE_CHECKING:
@@ -103,12 +104,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
         filtered = search.filter_plans(cache, base, sets, search.candidates_of(model))
     counts = filtered.counts(time.perf_counter() - started)
     if not filtered.fitting:
+        refused = {"search": counts, "refusals": filtered.refusals}
         with cli_sweep.printing():
-            print(json.dumps({"search": counts}, indent=2) if args.json else _counts_text(counts))
+            print(json.dumps(refused, indent=2) if args.json else _refused_text(refused))
         return EXIT_FAILED
     plan = search.sweep_of(request, base, sets, filtered.fitting, args.max_plans or MAX_POINTS)
-    with cli_sweep.executor_of(args, search.pending(request, plan)) as executor:
-        report = search.simulate(request, plan, executor)
+    try:
+        with cli_sweep.executor_of(args, search.pending(request, plan)) as executor:
+            report = search.simulate(request, plan, executor)
+    except ClusterError as exc:
+        where = display_path(request.store)
+        print(f"accelsim: {exc}; rerun the same command to resume ({where}/)", file=sys.stderr)
+        return EXIT_FAILED
     scale = search.scale_of(inputs, request)
     return _finish(args, request, scale, filtered, counts, plan, report)
 
@@ -128,10 +135,11 @@ def _finish(
 
     plans = evaluated(request.store, plan, filtered.fitting)
     counts = {**counts, "simulated": len(plans), "already_stored": report.skipped}
+    if report.failed:
+        where = display_path(request.store / "store.sqlite")
+        print(f"accelsim: {report.failed} plans failed (their errors: {where})", file=sys.stderr)
     if not plans:
-        raise SimulationError(
-            f"{display_path(request.store)}: no plan was simulated: every one failed"
-        )
+        return EXIT_FAILED
     chosen = fastest(plans)
     plot_plans(plans, chosen, request.store / FIGURE_NAME)
     breakdown = chosen.breakdown(scale)
@@ -159,6 +167,12 @@ def _counts_text(counts: dict[str, Any]) -> str:
         lines.append(
             f"simulated       {counts['simulated']} ({counts['already_stored']} already stored)"
         )
+    return "\n".join(lines)
+
+
+def _refused_text(refused: dict[str, Any]) -> str:
+    lines = [_counts_text(refused["search"]), "no plan fits:"]
+    lines += [f"  {label}: {why}" for label, why in refused["refusals"].items()]
     return "\n".join(lines)
 
 

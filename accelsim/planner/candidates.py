@@ -60,13 +60,16 @@ def divisors(n: int) -> list[int]:
 AXES: dict[str, Axis] = {
     "tensor": Axis(True, lambda m, t: all(h % t == 0 for h in m.heads)),
     "pipeline": Axis(True, lambda m, p: p <= max(m.blocks, 1)),
-    "expert": Axis(True, lambda m, e: all(x % e == 0 for x in m.experts) or e == 1),
+    "expert": Axis(
+        True, lambda m, e: e == 1 or (bool(m.experts) and all(x % e == 0 for x in m.experts))
+    ),
     "micro_batch": Axis(False, choices=lambda m, batch: divisors(batch)),
     "zero": Axis(False, choices=lambda m, batch: (0, 1, 2, 3)),
 }
 """The search's rule for each field of the parallel plan it knows: a degree's divisors
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
-heads; pipeline: at most the blocks; expert: dividing every layer's experts), or a
+heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
+experts, 1 without one), or a
 choice's values."""
 
 DATA = "data"

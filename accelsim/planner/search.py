@@ -189,7 +189,8 @@ def filter_plans(
         else:
             largest = max(CLASSES, key=lambda name: memory.bytes_by_class[name])
             result.refused_by_memory[largest] += 1
-            result.refusals[candidate.label] = f"{memory.total_bytes:,} bytes per chip"
+            why = f"{memory.total_bytes:,} bytes per chip, {memory.capacity_bytes:,} fit"
+            result.refusals[candidate.label] = why
     return result
 
 

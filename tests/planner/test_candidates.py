@@ -49,6 +49,9 @@ def test_new_fields_slot_in() -> None:
         "parallel.micro_batch": 1,
         "techniques": {},
     }
+    # A model without experts: the expert degree is 1 alone.
+    fields["expert"] = FieldInfo(annotation=int, default=1)
+    assert len(list(enumerate_plans(MODEL, fields))) == 27
     # A field of the plan with no rule of its own: a bool takes both values.
     fields["sequence_parallel"] = FieldInfo(annotation=bool, default=False)
     assert len(list(enumerate_plans(MODEL, fields))) == 54

@@ -144,6 +144,15 @@ def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         " communication 0.25, workspace 1.00 KiB) (got 'tp=2')"
     )
     assert not os.path.exists(tmp_path / "search" / "store.sqlite")
+    # 100 bytes: nothing fits; each plan's refusal listed, exit 3.
+    small.write_text(text.replace("capacity_gib: 74.5", f"capacity_gib: {100 / 2**30}"))
+    assert main(plan(tmp_path, hardware=small)) == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == [
+        "no plan fits:",
+        "  dp=4,tensor=2,recompute=none: 54,992 bytes per chip, 100 fit",
+    ]
+    assert len(out) == 8
 
 
 @pytest.mark.slow
@@ -178,5 +187,5 @@ def test_gpt3_175b_on_1024_chips_enumerated_and_filtered(tmp_path: Path) -> None
         "filter_seconds": 0,
     }
     assert filtered.refusals["dp=128,tensor=8,recompute=selective"] == (
-        "586,891,345,920 bytes per chip"
+        "586,891,345,920 bytes per chip, 79,993,765,888 fit"
     )
