@@ -51,6 +51,7 @@ COMMANDS = {
     "sweep": ("accelsim.cli_sweep", "cmd_sweep"),
     "collect": ("accelsim.cli_sweep", "cmd_collect"),
     "plot": ("accelsim.cli_sweep", "cmd_plot"),
+    "plan": ("accelsim.cli_plan", "cmd_plan"),
 }
 
 

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import TypeAlias
 
-from accelsim import __version__, cli_compile, cli_import, cli_sweep
+from accelsim import __version__, cli_compile, cli_import, cli_plan, cli_sweep
 from accelsim.resources import bundled_path, data_dir
 
 CONFIGS = data_dir() / "configs"
@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_sweep.add_commands(sub)
     cli_import.add_command(sub)
     cli_compile.add_command(sub)
+    cli_plan.add_command(sub)
     for name, command in sub.choices.items():
         command.formatter_class = DefaultsFormatter
         command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
@@ -153,6 +154,12 @@ EXAMPLES = {
         "      --out resnet18_imported.yaml --force --unsupported vector",
     ],
     "init": ["accelsim init myproject && cd myproject && accelsim run configs/runs/default.yaml"],
+    "plan": [
+        "accelsim plan workloads/llama3_8b.yaml --hardware configs/hardware/a100_cluster.yaml \\\n"
+        "      --chips 16 --global-batch 16 --seq 2048",
+        "accelsim plan workloads/gpt3_175b.yaml --hardware configs/hardware/a100_cluster.yaml \\\n"
+        "      --chips 1024 --global-batch 1536 --plan tp=8,dp=128,recompute=selective --json",
+    ],
     "sweep": [
         "accelsim sweep configs/sweeps/arrays.yaml --out results --jobs 2",
         "accelsim sweep configs/sweeps/suite_design.yaml --dask-workers 4",

@@ -27,7 +27,7 @@ from accelsim.resources import bundled_path
 from accelsim.units import plural
 
 if TYPE_CHECKING:
-    from accelsim.sweep import SweepPlan
+    from accelsim.sweep import Executor, SweepPlan
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -76,7 +76,7 @@ def _not_a_sweep_file(path: Path, option: str) -> None:
         )
 
 
-def _positive(text: str) -> int:
+def positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -84,6 +84,40 @@ def _positive(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer (got {value})")
     return value
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose where points run: ``--jobs``, ``--scheduler``,
+    ``--dask-workers`` (read by :func:`executor_of`)."""
+    parser.add_argument(
+        "--jobs",
+        type=positive,
+        default=os.cpu_count() or 1,
+        help="local worker processes (default: the core count; 1 runs in this process)",
+    )
+    cluster = parser.add_mutually_exclusive_group()
+    cluster.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on a Dask scheduler, e.g. tcp://host:8786 (default: a local process pool)",
+    )
+    cluster.add_argument(
+        "--dask-workers",
+        type=positive,
+        metavar="N",
+        help="run on a local Dask cluster of N worker processes (default: no Dask)",
+    )
+
+
+def executor_of(args: argparse.Namespace, todo: int) -> Executor:
+    """The executor :func:`add_executor_options`'s options choose for ``todo`` points."""
+    from accelsim.sweep import DaskExecutor, Executor, PoolExecutor
+
+    if args.scheduler is not None or args.dask_workers is not None:
+        return DaskExecutor(args.scheduler, args.dask_workers)
+    if args.jobs == 1 or todo <= 1:
+        return Executor()
+    return PoolExecutor(min(args.jobs, todo))
 
 
 def add_commands(sub: Subparsers) -> None:
@@ -95,24 +129,7 @@ def add_commands(sub: Subparsers) -> None:
     sweep.add_argument(
         "--out", type=Path, default=Path("results"), help="parent of the sweep's directory"
     )
-    sweep.add_argument(
-        "--jobs",
-        type=_positive,
-        default=os.cpu_count() or 1,
-        help="local worker processes (default: the core count; 1 runs in this process)",
-    )
-    cluster = sweep.add_mutually_exclusive_group()
-    cluster.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="run on a Dask scheduler, e.g. tcp://host:8786 (default: a local process pool)",
-    )
-    cluster.add_argument(
-        "--dask-workers",
-        type=_positive,
-        metavar="N",
-        help="run on a local Dask cluster of N worker processes (default: no Dask)",
-    )
+    add_executor_options(sweep)
     sweep.add_argument(
         "--retry-failed", action="store_true", help="run the points that failed before again"
     )
@@ -127,7 +144,7 @@ def add_commands(sub: Subparsers) -> None:
     )
     sweep.add_argument(
         "--max-points",
-        type=_positive,
+        type=positive,
         default=None,
         metavar="N",
         help="allow up to N points (default: 10,000)",
@@ -228,27 +245,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from accelsim.errors import ClusterError
-    from accelsim.sweep import (
-        DaskExecutor,
-        Executor,
-        PoolExecutor,
-        pending_points,
-        plan_sweep,
-        run_sweep,
-        sweep_directory,
-    )
+    from accelsim.sweep import pending_points, plan_sweep, run_sweep, sweep_directory
     from accelsim.sweep.plan import MAX_POINTS
     from accelsim.sweep.points import KeepPoints
 
     plan = plan_sweep(args.sweep_file, args.max_points or MAX_POINTS, args.jobs)
     todo = pending_points(plan, args.out, args.retry_failed)
-    executor: Executor
-    if args.scheduler is not None or args.dask_workers is not None:
-        executor = DaskExecutor(args.scheduler, args.dask_workers)
-    elif args.jobs == 1 or todo <= 1:
-        executor = Executor()
-    else:
-        executor = PoolExecutor(min(args.jobs, todo))
+    executor = executor_of(args, todo)
     failures: list[str] = []
     finished = 0
     with (

@@ -31,9 +31,11 @@ ORDER = [
     "driver",
     "calibration",
     "sweep",
+    "planner",
     "spec_reference",
     "api",
     "cli_sweep",
+    "cli_plan",
     "cli_import",
     "cli_run",
     "cli_layer",
@@ -54,6 +56,7 @@ ONLY_IN = {
         "sweep/plots.py",
         "sweep/point_labels.py",
         "report/bars.py",
+        "planner/figure.py",
     },
 }
 

@@ -1,0 +1,158 @@
+"""The candidate plans of a model on ``chips`` processors and a global batch.
+
+A plan sets every field of the run's parallel plan (:class:`ParallelSpec`, read at run
+time) and a recomputation policy.  Each field takes its values from :data:`AXES`: a
+*degree* (the processors a plan splits over: ``tensor``, ``pipeline``, ``expert``)
+takes the divisors of the chips its rule allows, and the data-parallel degree is the
+chips over the product of the degrees; a *choice* takes its values from the model and
+the per-replica batch (``micro_batch``: its divisors).  A field with no entry takes
+every value of its type when that is a bool, an enum or a literal, and its default
+otherwise.  A new field of the plan is one more entry of :data:`AXES`.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic.fields import FieldInfo
+
+RECOMPUTE = ("none", "selective", "full")
+"""The recomputation policies a search tries: none (no technique), then the
+recomputation technique's ``selective`` and ``full``."""
+
+
+@dataclass(frozen=True)
+class Model:
+    """What of the model and the run the rules of :data:`AXES` read."""
+
+    chips: int
+    global_batch: int
+    heads: tuple[int, ...]
+    """Every attention layer's heads and key/value heads."""
+    experts: tuple[int, ...]
+    """Every mixture-of-experts layer's experts."""
+    blocks: int
+    """The repeated blocks of the layer table (a pipeline's most stages)."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """How a field of the parallel plan is searched: ``degree`` fields multiply with
+    the data-parallel degree to the chips and take the divisors ``allows`` keeps;
+    a choice takes ``choices(model, per_replica_batch)``."""
+
+    degree: bool
+    allows: Callable[[Model, int], bool] = lambda model, value: True
+    choices: Callable[[Model, int], Sequence[Any]] = lambda model, batch: ()
+
+
+def divisors(n: int) -> list[int]:
+    """Every divisor of ``n``, smallest first."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+AXES: dict[str, Axis] = {
+    "tensor": Axis(True, lambda m, t: all(h % t == 0 for h in m.heads)),
+    "pipeline": Axis(True, lambda m, p: p <= max(m.blocks, 1)),
+    "expert": Axis(
+        True, lambda m, e: e == 1 or (bool(m.experts) and all(x % e == 0 for x in m.experts))
+    ),
+    "micro_batch": Axis(False, choices=lambda m, batch: divisors(batch)),
+    "zero": Axis(False, choices=lambda m, batch: (0, 1, 2, 3)),
+}
+"""The search's rule for each field of the parallel plan it knows: a degree's divisors
+of the chips it allows (tensor: dividing every attention layer's heads and key/value
+heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
+experts, 1 without one), or a
+choice's values."""
+
+DATA = "data"
+"""The data-parallel degree: the chips over the other degrees (a field of its own when
+the plan has one)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One plan: the parallel plan's fields, the data-parallel degree and the
+    recomputation policy."""
+
+    parallel: tuple[tuple[str, Any], ...]
+    data: int
+    recompute: str
+
+    @property
+    def label(self) -> str:
+        """``dp=2,tensor=4,recompute=none``: the plan as ``--plan`` takes it."""
+        fields = ",".join(f"{k}={_text(v)}" for k, v in self.parallel if k != DATA)
+        return f"dp={self.data},{fields},recompute={self.recompute}"
+
+    def overrides(self) -> dict[str, Any]:
+        """The run-file keys that set this plan."""
+        keys: dict[str, Any] = {f"parallel.{k}": _plain(v) for k, v in self.parallel}
+        policy = {} if self.recompute == "none" else {"recomputation": {"policy": self.recompute}}
+        return keys | {"techniques": policy}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _text(value: Any) -> str:
+    value = _plain(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def field_values(info: FieldInfo) -> tuple[Any, ...]:
+    """Every value of a field with no rule: a bool's two, an enum's members, a literal's
+    values, else only its default."""
+    kind = info.annotation
+    if kind is bool:
+        return (False, True)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return tuple(kind)
+    if typing.get_origin(kind) is typing.Literal:
+        return typing.get_args(kind)
+    return (info.default,)
+
+
+def enumerate_plans(model: Model, fields: Mapping[str, FieldInfo]) -> Iterator[Candidate]:
+    """Every candidate over ``fields`` (the parallel plan's, by name) whose degrees
+    multiply with the data-parallel degree to the chips and whose data-parallel degree
+    divides the global batch, in a fixed order."""
+    degrees = [name for name in fields if name in AXES and AXES[name].degree]
+    options = [
+        [d for d in divisors(model.chips) if AXES[name].allows(model, d)] for name in degrees
+    ]
+    for chosen in itertools.product(*options):
+        rest, remainder = divmod(model.chips, math.prod(chosen))
+        if remainder or model.global_batch % rest:
+            continue
+        yield from _with_choices(model, fields, dict(zip(degrees, chosen, strict=True)), rest)
+
+
+def _with_choices(
+    model: Model, fields: Mapping[str, FieldInfo], degrees: dict[str, int], data: int
+) -> Iterator[Candidate]:
+    batch = model.global_batch // data
+    names, options = [], []
+    for name, info in fields.items():
+        if name in degrees:
+            continue
+        names.append(name)
+        if name == DATA:
+            options.append((data,))
+        elif name in AXES:
+            options.append(tuple(AXES[name].choices(model, batch)))
+        else:
+            options.append(field_values(info))
+    for values in itertools.product(*options):
+        chosen = degrees | dict(zip(names, values, strict=True))
+        parallel = tuple((name, chosen[name]) for name in fields)
+        for policy in RECOMPUTE:
+            yield Candidate(parallel, data, policy)

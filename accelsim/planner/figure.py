@@ -1,0 +1,41 @@
+"""The plan search's Pareto figure: step time against memory per chip of every plan
+simulated, the plans no other is both faster and smaller than joined and marked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from accelsim.planner.result import Evaluated, front
+from accelsim.report.figure import FigureSize, new_figure, save, styled
+
+FIGURE_NAME = "plans_pareto.png"
+"""The figure's file name, beside the search's store."""
+
+GIB = 2**30
+
+
+def plot_plans(plans: Sequence[Evaluated], chosen: Evaluated, path: Path) -> None:
+    """Draw ``plans`` (step seconds against GiB per chip), the front joined, ``chosen``
+    (the fastest) labelled with its plan."""
+    on_front = front(plans)
+    with styled():
+        fig = new_figure(FigureSize.COLUMN, 2.8)
+        ax = fig.add_subplot()
+        xs = [e.memory_bytes / GIB for e in plans]
+        ys = [e.step_seconds for e in plans]
+        ax.scatter(xs, ys, s=12, color="tab:gray", label="plans that fit")
+        best = sorted(on_front, key=lambda i: xs[i])
+        ax.plot(
+            [xs[i] for i in best],
+            [ys[i] for i in best],
+            marker="o",
+            markersize=4,
+            color="tab:red",
+            label="Pareto front",
+        )
+        ax.annotate(chosen.candidate.label, (chosen.memory_bytes / GIB, chosen.step_seconds))
+        ax.set_xlabel("memory per chip (GiB)")
+        ax.set_ylabel("step time (s)")
+        ax.legend()
+        save(fig, path, "png")

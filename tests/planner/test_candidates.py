@@ -1,0 +1,104 @@
+"""The candidate plans, counted by hand: every factorisation of 8 chips over the plan's
+fields, kept where the tensor degree divides the heads and the data-parallel degree the
+global batch, times the three recomputation policies."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import pytest
+from pydantic.fields import FieldInfo
+
+from accelsim.config.parallel import ParallelSpec
+from accelsim.errors import ConfigError
+from accelsim.planner.candidates import Model, enumerate_plans, field_values
+from accelsim.planner.given import parse_plan
+
+# 4 heads, global batch 4, 2 blocks.
+MODEL = Model(chips=8, global_batch=4, heads=(4,), experts=(), blocks=2)
+
+
+def test_tensor_plans_of_8_chips() -> None:
+    # t in {1, 2, 4, 8} dividing 4 heads: 1, 2, 4; dp = 8 / t: 8, 4, 2, dividing batch 4:
+    # t = 2 (dp 4) and t = 4 (dp 2); each with none, selective, full.
+    labels = [c.label for c in enumerate_plans(MODEL, ParallelSpec.model_fields)]
+    assert labels == [
+        f"dp={dp},tensor={t},recompute={r}"
+        for dp, t in ((4, 2), (2, 4))
+        for r in ("none", "selective", "full")
+    ]
+
+
+def test_new_fields_slot_in() -> None:
+    # tp | 4 heads, pp <= 2 blocks, dp = 8 / (tp pp) | batch 4, micro_batch | 4 / dp:
+    # (tp, pp, dp) = (1, 2, 4): mb 1; (2, 1, 4): 1; (2, 2, 2): 1, 2; (4, 1, 2): 1, 2;
+    # (4, 2, 1): 1, 2, 4; (1, 1, 8) has dp 8 > batch: 9 plans, x 3 policies.
+    fields = {
+        "tensor": FieldInfo(annotation=int, default=1),
+        "pipeline": FieldInfo(annotation=int, default=1),
+        "micro_batch": FieldInfo(annotation=int, default=1),
+    }
+    plans = list(enumerate_plans(MODEL, fields))
+    assert len(plans) == 27
+    triples = {(dict(c.parallel)["tensor"], dict(c.parallel)["pipeline"], c.data) for c in plans}
+    assert triples == {(1, 2, 4), (2, 1, 4), (2, 2, 2), (4, 1, 2), (4, 2, 1)}
+    assert plans[0].overrides() == {
+        "parallel.tensor": 1,
+        "parallel.pipeline": 2,
+        "parallel.micro_batch": 1,
+        "techniques": {},
+    }
+    # A model without experts: the expert degree is 1 alone.
+    fields["expert"] = FieldInfo(annotation=int, default=1)
+    assert len(list(enumerate_plans(MODEL, fields))) == 27
+    # A field of the plan with no rule of its own: a bool takes both values.
+    fields["sequence_parallel"] = FieldInfo(annotation=bool, default=False)
+    assert len(list(enumerate_plans(MODEL, fields))) == 54
+
+
+class Schedule(str, enum.Enum):
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+
+
+def test_values_of_a_field_without_a_rule() -> None:
+    assert field_values(FieldInfo(annotation=Schedule, default=Schedule.ONE_F_ONE_B)) == (
+        Schedule.ONE_F_ONE_B,
+        Schedule.INTERLEAVED,
+    )
+    literal = FieldInfo(annotation=Literal["a", "b"], default="a")
+    assert field_values(literal) == ("a", "b")
+    assert field_values(FieldInfo(annotation=float, default=0.5)) == (0.5,)
+
+
+def test_given_plan() -> None:
+    plan = parse_plan("tp=2, recompute=selective", ParallelSpec.model_fields, 8)
+    assert (plan.parallel, plan.data, plan.recompute) == ((("tensor", 2),), 4, "selective")
+    assert plan.label == "dp=4,tensor=2,recompute=selective"
+    assert parse_plan("dp=2,tensor=4", ParallelSpec.model_fields, 8).label == (
+        "dp=2,tensor=4,recompute=none"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tp=x", "--plan: tp: expected a positive integer (got 'x')"),
+        ("tp=0", "--plan: tp: expected a positive integer (got '0')"),
+        (
+            "pp=4",
+            "--plan: pp: not a field of the parallel plan (expected one of tensor, tp, dp,"
+            " recompute) (got '4')",
+        ),
+        ("tp", "--plan: tp: expected key=value (got 'tp')"),
+        ("tp=2,tp=4", "--plan: tp: given twice (got '4')"),
+        ("recompute=some", "--plan: recompute: expected one of none, selective, full (got 'some')"),
+        ("tp=3", "--plan: the degrees multiply to 3, not the 8 chips (got 'tp=3')"),
+        ("tp=2,dp=2", "--plan: the degrees multiply to 4, not the 8 chips (got 'tp=2,dp=2')"),
+    ],
+)
+def test_bad_plans(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_plan(text, ParallelSpec.model_fields, 8)
+    assert str(caught.value) == message
