@@ -45,11 +45,14 @@ class Model:
 class Axis:
     """How a field of the parallel plan is searched: ``degree`` fields multiply with
     the data-parallel degree to the chips and take the divisors ``allows`` keeps;
-    a choice takes ``choices(model, per_replica_batch)``."""
+    a choice takes ``choices(model, per_replica_batch)`` (None: every value of its
+    type, as a field without a rule), or its default where the plan's degrees do not
+    ``need`` it (a pipeline's schedule and micro-batch without a pipeline)."""
 
     degree: bool
     allows: Callable[[Model, int], bool] = lambda model, value: True
-    choices: Callable[[Model, int], Sequence[Any]] = lambda model, batch: ()
+    choices: Callable[[Model, int], Sequence[Any]] | None = None
+    needs: Callable[[Mapping[str, int]], bool] = lambda degrees: True
 
 
 def divisors(n: int) -> list[int]:
@@ -63,14 +66,18 @@ AXES: dict[str, Axis] = {
     "expert": Axis(
         True, lambda m, e: e == 1 or (bool(m.experts) and all(x % e == 0 for x in m.experts))
     ),
-    "micro_batch": Axis(False, choices=lambda m, batch: divisors(batch)),
+    "micro_batch": Axis(
+        False, choices=lambda m, batch: divisors(batch), needs=lambda d: d.get("pipeline", 1) > 1
+    ),
+    "schedule": Axis(False, needs=lambda d: d.get("pipeline", 1) > 1),
     "zero": Axis(False, choices=lambda m, batch: (0, 1, 2, 3)),
 }
 """The search's rule for each field of the parallel plan it knows: a degree's divisors
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
 heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
-experts, 1 without one), or a
-choice's values."""
+experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
+only with a pipeline).  A pipeline plan is enumerated but refused before simulation
+(its step is not simulated yet: :func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
 
 DATA = "data"
 """The data-parallel degree: the chips over the other degrees (a field of its own when
@@ -85,18 +92,31 @@ class Candidate:
     parallel: tuple[tuple[str, Any], ...]
     data: int
     recompute: str
+    defaults: tuple[tuple[str, Any], ...] = ()
+    """The fields' defaults, which the label leaves out."""
 
     @property
     def label(self) -> str:
-        """``dp=2,tensor=4,recompute=none``: the plan as ``--plan`` takes it."""
-        fields = ",".join(f"{k}={_text(v)}" for k, v in self.parallel if k != DATA)
-        return f"dp={self.data},{fields},recompute={self.recompute}"
+        """``dp=2,tensor=4,recompute=none``: the plan as ``--plan`` takes it, the fields
+        at their default left out."""
+        default = dict(self.defaults)
+        fields = "".join(
+            f"{k}={_text(v)},"
+            for k, v in self.parallel
+            if k != DATA and (k not in default or v != default[k])
+        )
+        return f"dp={self.data},{fields}recompute={self.recompute}"
 
     def overrides(self) -> dict[str, Any]:
         """The run-file keys that set this plan."""
         keys: dict[str, Any] = {f"parallel.{k}": _plain(v) for k, v in self.parallel}
         policy = {} if self.recompute == "none" else {"recomputation": {"policy": self.recompute}}
         return keys | {"techniques": policy}
+
+
+def defaults_of(fields: Mapping[str, FieldInfo]) -> tuple[tuple[str, Any], ...]:
+    """Each field's default."""
+    return tuple((name, info.default) for name, info in fields.items())
 
 
 def _plain(value: Any) -> Any:
@@ -147,12 +167,14 @@ def _with_choices(
         names.append(name)
         if name == DATA:
             options.append((data,))
-        elif name in AXES:
-            options.append(tuple(AXES[name].choices(model, batch)))
+        elif name in AXES and not AXES[name].needs(degrees):
+            options.append((info.default,))
+        elif name in AXES and (choices := AXES[name].choices) is not None:
+            options.append(tuple(choices(model, batch)))
         else:
             options.append(field_values(info))
     for values in itertools.product(*options):
         chosen = degrees | dict(zip(names, values, strict=True))
         parallel = tuple((name, chosen[name]) for name in fields)
         for policy in RECOMPUTE:
-            yield Candidate(parallel, data, policy)
+            yield Candidate(parallel, data, policy, defaults_of(fields))

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 
 from accelsim.errors import ConfigError, Problem
-from accelsim.planner.candidates import AXES, DATA, RECOMPUTE, Candidate
+from accelsim.planner.candidates import AXES, DATA, RECOMPUTE, Candidate, defaults_of
 
 OPTION = "--plan"
 
@@ -79,4 +79,4 @@ def parse_plan(text: str, fields: Mapping[str, FieldInfo], chips: int) -> Candid
     if DATA in fields:
         chosen[DATA] = data
     parallel = tuple((name, chosen.get(name, info.default)) for name, info in fields.items())
-    return Candidate(parallel, data, recompute)
+    return Candidate(parallel, data, recompute, defaults_of(fields))

@@ -17,6 +17,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.overrides import Override
 from accelsim.config.parallel import ParallelSpec
 from accelsim.driver.inputs import InputCache, RunInputs
+from accelsim.driver.pipeline import unsimulated_pipeline
 from accelsim.driver.run import step_memory
 from accelsim.errors import ConfigError
 from accelsim.lowering.stats import model_stats
@@ -27,6 +28,7 @@ from accelsim.planner.result import Fitting, Scale
 from accelsim.resources import bundled_path
 from accelsim.sweep.executors import Executor
 from accelsim.sweep.plan import SweepPlan, plan_sweep
+from accelsim.sweep.points import KeepPoints
 from accelsim.sweep.run import SweepReport, pending_points, run_sweep
 from accelsim.workload.model import Attention
 from accelsim.workload.moe import Moe
@@ -203,7 +205,9 @@ def memory_of(
         ConfigError: for a candidate the run's checks refuse.
     """
     fixed = overrides_of(sets)
-    return step_memory(cache.load(base, fixed + overrides_of(candidate.overrides(), source)))
+    inputs = cache.load(base, fixed + overrides_of(candidate.overrides(), source))
+    unsimulated_pipeline(inputs.run, source)
+    return step_memory(inputs)
 
 
 def given_plan(
@@ -251,5 +255,6 @@ def sweep_of(
 
 
 def simulate(request: Request, plan: SweepPlan, executor: Executor) -> SweepReport:
-    """Simulate the points not in the store yet (a killed search resumes)."""
-    return run_sweep(plan, request.store.parent, executor)
+    """Simulate the points not in the store yet (a killed search resumes), each keeping
+    its directory: the breakdown of the fastest is read from its ``summary.json``."""
+    return run_sweep(plan, request.store.parent, executor, keep_points=KeepPoints.ALL)
