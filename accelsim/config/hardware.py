@@ -109,6 +109,14 @@ class ArraySpec(Spec):
         " to every later fold.",
     )
 
+    pe_scratchpad_bytes: Annotated[int, Field(ge=0, le=2**20)] = Field(
+        default=0,
+        exclude_if=lambda v: v == 0,
+        description="Bytes of local storage each PE holds beyond its two operand registers"
+        " and its accumulator (scratchpads or register files, as a row-stationary PE"
+        " keeps); counted in the area model only, not in the timing or energy.",
+    )
+
     @model_validator(mode="after")
     def _check_dataflows(self) -> ArraySpec:
         offered = self.dataflows

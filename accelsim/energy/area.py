@@ -85,10 +85,15 @@ def _array_mm2(table: AreaTable, unit: ArrayUnit, prefix: str) -> dict[str, floa
     pes = unit.pes
     precision = unit.array.widest_precision
     registers = 2 * WORD_BITS[precision] + table.accumulator_bits
-    return {
+    bit_um2 = table.register_um2_per_bit.value
+    parts = {
         f"{prefix}_macs": pes * table.mac_um2[precision].value / UM2_PER_MM2,
-        f"{prefix}_registers": pes * registers * table.register_um2_per_bit.value / UM2_PER_MM2,
+        f"{prefix}_registers": pes * registers * bit_um2 / UM2_PER_MM2,
     }
+    scratchpad_bits = 8 * unit.array.pe_scratchpad_bytes
+    if scratchpad_bits:
+        parts[f"{prefix}_scratchpads"] = pes * scratchpad_bits * bit_um2 / UM2_PER_MM2
+    return parts
 
 
 def _processor_mm2(

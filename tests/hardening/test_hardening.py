@@ -975,7 +975,7 @@ HARDWARE_KEYS = (
         (
             ["array.bogus.x=1"],
             "array.bogus: unknown key; expected one of: cols, count, dataflow, dataflows, load_rows_per_cycle,"
-            " precision, rates, rates_source, rows, tile_swap_cycles"
+            " pe_scratchpad_bytes, precision, rates, rates_source, rows, tile_swap_cycles"
             " (got {'x': 1})",
         ),
         (
