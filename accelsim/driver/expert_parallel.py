@@ -10,6 +10,7 @@ from typing import Any
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.driver.parallel import clip_norm_problems
 from accelsim.errors import Problem
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.expert_placement import expert_parallel as expert_parallel
@@ -72,12 +73,7 @@ def expert_problems(
             " group, and the all-to-alls among its ranks, are not modelled"
         )
         problems.append(Problem(source, key, why, e))
-    if run.optimizer.clip_global_norm is not None:
-        why = (
-            "not with parallel.expert above 1: the norm's all-reduce over the"
-            " expert-parallel group is not modelled"
-        )
-        problems.append(Problem(source, "optimizer.clip_global_norm", why, e))
+    problems += clip_norm_problems(run, "expert", e, source)
     for technique in techniques:
         why = (
             "not with parallel.expert above 1: its rewrites and placements do not know the"

@@ -52,14 +52,21 @@ def parallel_problems(
             " replicas (or set parallel.tensor to the processors)"
         )
         problems.append(Problem(source, key, why, t))
-    if run.optimizer.clip_global_norm is not None:
-        why = (
-            "not with parallel.tensor above 1: the norm's all-reduce over the"
-            " tensor-parallel group is not modelled"
-        )
-        problems.append(Problem(source, "optimizer.clip_global_norm", why, t))
+    problems += clip_norm_problems(run, "tensor", t, source)
     for technique in techniques:
         refused = technique.tensor_parallel_problem()
         if refused is not None:
             problems.append(Problem(source, f"techniques.{technique.name}", refused, t))
     return problems
+
+
+def clip_norm_problems(run: RunSpec, group: str, degree: int, source: str) -> list[Problem]:
+    """Gradient clipping refused under a ``group`` parallelism of ``degree`` above 1:
+    the global norm's all-reduce over the group is not modelled."""
+    if run.optimizer.clip_global_norm is None:
+        return []
+    why = (
+        f"not with parallel.{group} above 1: the norm's all-reduce over the"
+        f" {group}-parallel group is not modelled"
+    )
+    return [Problem(source, "optimizer.clip_global_norm", why, degree)]
