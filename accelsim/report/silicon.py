@@ -134,14 +134,22 @@ def silicon_dict(silicon: SiliconSummary | None) -> dict[str, Any]:
     return {} if silicon is None else silicon.to_dict()
 
 
+AREA_TABLE_NM = 45
+"""The node of the bundled area table and the default ``technology_nm``."""
+
+
 def silicon_rows(silicon: SiliconSummary | None, node_nm: Any) -> list[tuple[str, str]]:
-    """The console's lines of ``silicon`` (none without it) for a chip at ``node_nm``."""
+    """The console's lines of ``silicon`` (none without it) for a chip at ``node_nm``;
+    at another node than :data:`AREA_TABLE_NM` the power line says its dynamic energy
+    is the energy table's, unscaled (docs/model/area_power.md)."""
     if silicon is None:
         return []
     area, power, rate = silicon.area_mm2, silicon.power_w, silicon.efficiency
     over = ""
     if power.tdp is not None:
         over = f", {'over' if power.over_tdp else 'within'} its {power.tdp:g} W TDP"
+    if node_nm not in (None, AREA_TABLE_NM):  # the energy tables are not scaled by node
+        over += f"; dynamic energy as the energy table gives it, not scaled to {node_nm} nm"
     return [
         (
             "area",
