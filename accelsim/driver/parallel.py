@@ -10,6 +10,8 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import AssignmentPolicy, RunSpec
 from accelsim.driver.pipeline import pipeline_degree, pipeline_problems
 from accelsim.errors import Problem
+from accelsim.lowering.sequence_parallel import KEY as SEQUENCE_KEY
+from accelsim.lowering.sequence_parallel import sequence_problems
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.lowering.tensor_parallel import TensorPlan, plan_tensor, tensor_problems
 from accelsim.techniques.base import Technique
@@ -23,7 +25,10 @@ def tensor_degree(run: RunSpec) -> int:
 def tensor_plan(run: RunSpec, infos: Sequence[LayerInfo]) -> TensorPlan | None:
     """The layers the run's tensor-parallel group splits; None without one."""
     degree = tensor_degree(run)
-    return None if degree == 1 else plan_tensor(infos, degree)
+    if degree == 1:
+        return None
+    assert run.parallel is not None
+    return plan_tensor(infos, degree, run.parallel.sequence_parallel)
 
 
 def parallel_problems(
@@ -39,6 +44,10 @@ def parallel_problems(
     divide, gradient clipping and the techniques that say they cannot."""
     t = tensor_degree(run)
     problems = pipeline_problems(run, hw, infos, techniques, source)
+    sequence = run.parallel is not None and run.parallel.sequence_parallel
+    if t == 1 and sequence:
+        why = "needs parallel.tensor above 1 (it splits the layers between the tensor-parallel blocks)"
+        problems.append(Problem(source, SEQUENCE_KEY, why, True))
     if t == 1 or problems:
         return problems
     key = "parallel.tensor"
@@ -46,6 +55,8 @@ def parallel_problems(
         return [Problem(source, key, f"must divide the {hw.processors} processors", t)]
     data = hw.processors // (t * pipeline_degree(run))
     problems = tensor_problems(infos, t, source)
+    if sequence and not problems:
+        problems += sequence_problems(infos, plan_tensor(infos, t, True), source)
     if data > 1 and run.assignment is not AssignmentPolicy.DATA_PARALLEL:
         why = (
             f"leaves {data} groups of {t} processors: assignment data_parallel runs them as"

@@ -353,11 +353,13 @@ class GraphBuilder:
         root: int | None = None,
         gradients: Sequence[Tensor] = (),
         group: CommGroup = CommGroup.DATA,
+        shard: Tensor | None = None,
     ) -> int:
         """Add a ``kind`` collective of ``tensor`` (sized as
         :mod:`accelsim.network.collectives` says) on ``participants`` after the ops in
         ``after``; a broadcast from ``root`` (None: the first participant); ``group``
-        is the parallelism whose group it spans.
+        is the parallelism whose group it spans; ``shard``, an all-gather's own share
+        (:attr:`~accelsim.graph.ops.CommOp.shard`).
 
         Raises:
             ValueError: for a point-to-point kind (a transfer, not a collective), a
@@ -384,6 +386,7 @@ class GraphBuilder:
             collective=kind,
             root=root,
             group=group,
+            shard=shard,
         )
         return self._emit(op, (tensor,), False)
 

@@ -310,7 +310,10 @@ class CommOp:
     sizes each kind by) across ``participants``, a broadcast's from ``root`` (None: the
     first participant); ``gradients`` are those ``tensor`` holds (the first replica's
     copies, the graph's parameters' own), more than one for a bucket of data parallelism.
-    ``group`` is the parallelism whose group it spans (:class:`CommGroup`)."""
+    ``group`` is the parallelism whose group it spans (:class:`CommGroup`).  ``shard`` is
+    an all-gather's own share when it is a tensor of its own (a sequence-parallel rank's
+    stashed share of a layer's input, gathered again in the backward stage: the stash
+    holds the share, :func:`~accelsim.graph.queries.stashed_tensors`)."""
 
     op_id: int
     name: str
@@ -328,6 +331,7 @@ class CommOp:
     collective: Collective = Collective.ALL_REDUCE
     root: int | None = None
     group: CommGroup = CommGroup.DATA
+    shard: Tensor | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -228,7 +228,9 @@ def insert_transfers(graph: OpGraph) -> OpGraph:
     placed = graph.processor
     for op in graph.ops:
         here = placed[op.op_id]
-        if len(ops) == op.op_id and all(placed[x] == here for g in op.sources for x in g):
+        if len(ops) == op.op_id and all(
+            _at(graph.ops[x], placed[x], here) for g in op.sources for x in g
+        ):
             # No transfer before it and none for it: its ids stay.
             new_op = _relinked(op, op.op_id, op.sources, op.after, _kept_deps(op))
         else:
@@ -299,6 +301,12 @@ def _kept_deps(op: Op) -> Iterable[int] | None:
     return op.deps if isinstance(op, (CommOp, TransferOp)) or not op.sources else None
 
 
+def _at(producer: Op, placed: int, here: int) -> bool:
+    """Whether what ``producer`` (placed on processor ``placed``) writes is on processor
+    ``here``: made there, or delivered there by a collective ``here`` takes part in."""
+    return placed == here or (isinstance(producer, CommOp) and here in producer.participants)
+
+
 def _with_transfers(
     op: Op,
     here: int,
@@ -318,13 +326,13 @@ def _with_transfers(
     ordered = [new_id[old] for old in op.after]
     if _kept_deps(op) is not None:
         return _relinked(op, len(ops), sources, ordered, [new_id[old] for old in op.deps])
-    if all(processor[x] == here for g in sources for x in g):
+    if all(_at(ops[x], processor[x], here) for g in sources for x in g):
         return _relinked(op, len(ops), sources, ordered)
     deps = set(ordered)
     for access, producers in zip(queries.reads_of(op), sources, strict=False):
         remote: dict[int, list[int]] = {}
         for producer in producers:
-            if processor[producer] == here:
+            if _at(ops[producer], processor[producer], here):
                 deps.add(producer)
             else:
                 remote.setdefault(processor[producer], []).append(producer)

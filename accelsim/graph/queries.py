@@ -9,6 +9,7 @@ from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import (
     NO_TILES,
     Access,
+    CommOp,
     GemmOp,
     Op,
     OpGraph,
@@ -61,7 +62,8 @@ def stashed_tensors(ops: Sequence[Op]) -> list[Tensor]:
     made = {a.tensor.key for op in backward for a in writes_of(op)}
     found: dict[TensorKey, Tensor] = {}
     for op in backward:
-        for a in reads_of(op):
+        shard = (whole(op.shard),) if isinstance(op, CommOp) and op.shard is not None else ()
+        for a in (*reads_of(op), *shard):
             t = a.tensor
             if t.kind is TensorKind.ACTIVATION and t.key not in made:
                 found.setdefault(t.key, t)

@@ -22,6 +22,7 @@ from accelsim.lowering.context import StepContext
 from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.rules import rule_for
 from accelsim.lowering.shapes import LayerInfo, model_inputs
+from accelsim.lowering.sequence_parallel import SequenceLowering, sequence_sharded
 from accelsim.lowering.tensor_parallel import Role, TensorLowering, TensorPlan, sharded
 from accelsim.workload import model as wm
 
@@ -46,7 +47,8 @@ def lower(
     ``attention`` budget, attention layers run as fused kernels whose blocks fit it
     (:mod:`accelsim.lowering.flash_attention`).  With a ``tensor`` plan, the step of one
     rank of a tensor-parallel group, with its all-reduces
-    (:mod:`accelsim.lowering.tensor_parallel`).  With ``expert`` above 1, one rank of an
+    (:mod:`accelsim.lowering.tensor_parallel`; with the plan's ``sequence``, its
+    reduce-scatters and all-gathers: :mod:`accelsim.lowering.sequence_parallel`).  With ``expert`` above 1, one rank of an
     expert-parallel group of that many: its share of each ``moe`` layer's experts,
     between all-to-alls (:mod:`accelsim.lowering.rules.moe`).
     """
@@ -56,6 +58,9 @@ def lower(
     if tensor is not None and tensor.degree > 1:
         infos = sharded(infos, tensor)
         group = TensorLowering(tensor)
+        if tensor.sequence:
+            infos = sequence_sharded(infos, tensor)
+            group = SequenceLowering(tensor)
         ctx.head_shards = {n: tensor.degree for n, r in tensor.roles.items() if r is Role.ATTENTION}
     for name, shape in model_inputs(workload).items():
         ctx.acts[name] = ctx.t(name, TensorKind.ACTIVATION, batch * shape.numel)
@@ -65,6 +70,8 @@ def lower(
         y = ctx.t(f"{info.layer.name}.out", TensorKind.ACTIVATION, batch * info.out_shape.numel)
         ctx.acts[info.layer.name] = y
         emit = rule.forward if training else rule.inference
+        if group is not None:
+            group.before_forward(ctx, info)
         emit(ctx, info, [ctx.acts[i] for i in info.inputs], y)
         if group is not None:
             group.forward_done(ctx, info, [ctx.acts[i] for i in info.inputs])
@@ -82,8 +89,11 @@ def lower(
         g = ctx.out_grad(info)
         if g is not None:
             if group is not None:
-                group.gradient_ready(ctx, info, g)
+                g = group.gradient_ready(ctx, info, g)
+                group.before_backward(ctx, info, g)
             rule.backward(ctx, info, g)
+    if group is not None:
+        group.gradients_done(ctx)
     return ctx.b.build(ctx.params) if group is None else group.finish(ctx.b.build(ctx.params))
 
 

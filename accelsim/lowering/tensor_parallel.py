@@ -76,6 +76,8 @@ class TensorPlan:
     column set would have split and could not, each with the reason.
     ``reduced_outputs`` are the layers whose output is all-reduced in forward,
     ``reduced_gradients`` those whose output's gradient is all-reduced in backward.
+    With ``sequence``, the layers it does not split run on a ``t``-th of the sequence
+    (:mod:`accelsim.lowering.sequence_parallel`).
     """
 
     degree: int
@@ -84,6 +86,7 @@ class TensorPlan:
     unsplit: tuple[tuple[str, str], ...]
     reduced_outputs: frozenset[str]
     reduced_gradients: frozenset[str]
+    sequence: bool = False
 
     def shard(self, width: int) -> int:
         """A rank's share of ``width`` split over the group (padded up to a multiple)."""
@@ -123,9 +126,9 @@ def tensor_problems(infos: Sequence[LayerInfo], degree: int, source: str) -> lis
     return problems
 
 
-def plan_tensor(infos: Sequence[LayerInfo], degree: int) -> TensorPlan:
+def plan_tensor(infos: Sequence[LayerInfo], degree: int, sequence: bool = False) -> TensorPlan:
     """The layers of ``infos`` a tensor-parallel group of ``degree`` splits (heads
-    already checked by :func:`tensor_problems`)."""
+    already checked by :func:`tensor_problems`), with ``sequence`` parallelism or not."""
     readers: dict[str, list[LayerInfo]] = defaultdict(list)
     for info in infos:
         for name in dict.fromkeys(info.inputs):
@@ -155,6 +158,7 @@ def plan_tensor(infos: Sequence[LayerInfo], degree: int) -> TensorPlan:
         unsplit=tuple(unsplit),
         reduced_outputs=frozenset(outputs),
         reduced_gradients=frozenset(s.source for s in kept if s.source in readers),
+        sequence=sequence,
     )
 
 
@@ -298,8 +302,10 @@ def _sharded(info: LayerInfo, plan: TensorPlan) -> LayerInfo:
 
 class TensorLowering:
     """The all-reduces of one rank's step, emitted while it is lowered: call
-    :meth:`forward_done` after each layer's forward ops, :meth:`gradient_ready` with each
-    layer's output gradient before its backward ops, then :meth:`finish` on the graph."""
+    :meth:`before_forward` and :meth:`forward_done` before and after each layer's forward
+    ops, :meth:`gradient_ready` with each layer's output gradient (it returns the gradient
+    the layer's backward reads) and :meth:`before_backward` before its backward ops,
+    :meth:`gradients_done` after the backward pass, then :meth:`finish` on the graph."""
 
     def __init__(self, plan: TensorPlan) -> None:
         self.plan = plan
@@ -324,9 +330,19 @@ class TensorLowering:
             ]
             self._reduced += [(op, xs[0].key) for op in made]
 
-    def gradient_ready(self, ctx: StepContext, info: LayerInfo, g: Tensor) -> None:
+    def before_forward(self, ctx: StepContext, info: LayerInfo) -> None:
+        """Nothing: a tensor-parallel layer reads its input as it is."""
+
+    def gradient_ready(self, ctx: StepContext, info: LayerInfo, g: Tensor) -> Tensor:
         if info.layer.name in self.plan.reduced_gradients:
             self._allreduce(ctx, info.layer.name, g)
+        return g
+
+    def before_backward(self, ctx: StepContext, info: LayerInfo, g: Tensor) -> None:
+        """Nothing: a tensor-parallel layer's backward reads its stashed input."""
+
+    def gradients_done(self, ctx: StepContext) -> None:
+        """Nothing: every parameter's gradient is whole on its rank."""
 
     def _allreduce(self, ctx: StepContext, layer: str, tensor: Tensor) -> None:
         stand_in = ctx.b.derived(tensor, ".allreduce", tensor.kind, tensor.elements)
