@@ -44,15 +44,6 @@ class ParallelSpec(Spec):
         " processors / t, with assignment: data_parallel above 1).  1: no tensor"
         " parallelism.",
     )
-    sequence_parallel: bool = Field(
-        default=False,
-        description="Sequence parallelism (Korthikanti et al. 2022, with tensor above 1): the"
-        " layers between the tensor-parallel blocks (norms, dropouts, residual additions, the"
-        " position embedding) run on s / t of the sequence on each rank; each block's forward"
-        " all-reduce becomes a reduce-scatter after the row-parallel linear and an all-gather"
-        " before the column-parallel one, backward the mirror, and the column-parallel"
-        " linear's weight gradient all-gathers its stashed input shard again.",
-    )
     expert: PositiveInt = Field(
         default=1,
         description="Expert-parallel degree e (GShard, Switch, Megatron-LM): each moe layer's"
@@ -86,4 +77,13 @@ class ParallelSpec(Spec):
         description="Samples per micro-batch m (with pipeline above 1): a data-parallel"
         " replica's batch / m micro-batches a step, their gradients accumulated.  Null:"
         " one sample.",
+    )
+    sequence_parallel: bool = Field(
+        default=False,
+        description="Sequence parallelism (Korthikanti et al. 2022, with tensor above 1): the"
+        " layers between the tensor-parallel blocks (norms, dropouts, residual additions, the"
+        " position embedding) run on s / t of the sequence on each rank; each block's forward"
+        " all-reduce becomes a reduce-scatter after the row-parallel linear and an all-gather"
+        " before the column-parallel one, backward the mirror, and the column-parallel"
+        " linear's weight gradient all-gathers its stashed input shard again.",
     )

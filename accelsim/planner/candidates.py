@@ -71,12 +71,13 @@ AXES: dict[str, Axis] = {
     ),
     "schedule": Axis(False, needs=lambda d: d.get("pipeline", 1) > 1),
     "zero": Axis(False, choices=lambda m, batch: (0, 1, 2, 3)),
+    "sequence_parallel": Axis(False, choices=lambda m, batch: (False,)),
 }
 """The search's rule for each field of the parallel plan it knows: a degree's divisors
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
 heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
 experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
-only with a pipeline).  A pipeline plan is enumerated but refused before simulation
+only with a pipeline; sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan is enumerated but refused before simulation
 (its step is not simulated yet: :func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
 
 DATA = "data"

@@ -59,7 +59,7 @@ def test_new_fields_slot_in() -> None:
     fields["expert"] = FieldInfo(annotation=int, default=1)
     assert len(list(enumerate_plans(MODEL, fields))) == 24
     # A field of the plan with no rule of its own: a bool takes both values.
-    fields["sequence_parallel"] = FieldInfo(annotation=bool, default=False)
+    fields["overlap"] = FieldInfo(annotation=bool, default=False)
     assert len(list(enumerate_plans(MODEL, fields))) == 48
 
 
@@ -95,7 +95,8 @@ def test_given_plan() -> None:
         (
             "zz=4",
             "--plan: zz: not a field of the parallel plan (expected one of tensor, expert,"
-            " pipeline, schedule, virtual_stages, micro_batch, tp, pp, ep, dp, recompute)"
+            " pipeline, schedule, virtual_stages, micro_batch, sequence_parallel, tp, pp, ep,"
+            " sp, dp, recompute)"
             " (got '4')",
         ),
         ("tp", "--plan: tp: expected key=value (got 'tp')"),
