@@ -40,6 +40,8 @@ def step_settings(
         settings["mode"] = run.mode.value
     if tensor_degree(run) > 1:  # the same
         settings["tensor_parallel"] = str(tensor_degree(run))
+        if run.parallel is not None and run.parallel.sequence_parallel:
+            settings["sequence_parallel"] = "true"
     if expert_degree(run) > 1:  # the same
         settings["expert_parallel"] = str(expert_degree(run))
     settings |= precision_settings(hw, run.precision is not None)  # the same

@@ -35,6 +35,8 @@ def summary_table(summary: StepSummary | Mapping[str, Any]) -> str:
         machine += f", {assignment} assignment{only}"
         if tensor:
             machine += f", tensor parallel {tensor}"
+            if s.settings.get("sequence_parallel"):
+                machine += ", sequence parallel"
         used = sum(1 for busy in s.busy_cycles.get("array", ()) if busy) or 1
         if used > 1:
             stalls = f"{s.array_stall_cycles / used:,.0f} cycles per processor on average"
