@@ -46,7 +46,10 @@ def parallel_problems(
     problems = pipeline_problems(run, hw, infos, techniques, source)
     sequence = run.parallel is not None and run.parallel.sequence_parallel
     if t == 1 and sequence:
-        why = "needs parallel.tensor above 1 (it splits the layers between the tensor-parallel blocks)"
+        why = (
+            "needs parallel.tensor above 1 (it splits the layers between the tensor-parallel"
+            " blocks)"
+        )
         problems.append(Problem(source, SEQUENCE_KEY, why, True))
     if t == 1 or problems:
         return problems

@@ -19,8 +19,9 @@ Where a block meets that region the group's communication changes (Megatron-LM's
   the layer's output gradient is ready and runs beside its input-gradient GEMM, as
   Megatron-LM overlaps it;
 * the parameters of the region (norms, the position table) see a rank's share of the
-  tokens, so their gradients are partial sums: one all-reduce over the group of all of
-  them after the backward pass (Megatron-LM's ``_allreduce_layernorm_grads``).
+  tokens, so their gradients are partial sums: each all-reduced over the group after
+  the backward pass (Megatron-LM's ``_allreduce_layernorm_grads``, which coalesces them
+  into one all-reduce: here one each, our choice).
 
 A reduce-scatter and an all-gather of a tensor put on the wire what one all-reduce
 of it does, so a block's communication is unchanged in bytes; the stash and the vector
@@ -64,9 +65,7 @@ GATHERED = (Role.COLUMN, Role.ATTENTION, Role.VOCAB_HEAD)
 KEY = "parallel.sequence_parallel"
 
 
-def sequence_problems(
-    infos: Sequence[LayerInfo], plan: TensorPlan, source: str
-) -> list[Problem]:
+def sequence_problems(infos: Sequence[LayerInfo], plan: TensorPlan, source: str) -> list[Problem]:
     """Why the layers ``plan`` leaves whole cannot run on a ``t``-th of the sequence: a
     layer mixing tokens, or a sequence ``t`` does not divide."""
     for info in infos:
@@ -161,25 +160,21 @@ class SequenceLowering(TensorLowering):
         return g
 
     def gradients_done(self, ctx: StepContext) -> None:
-        """One all-reduce over the group of the gradients of every parameter of the
-        layers run on a share of the sequence (each a partial sum over the ranks)."""
-        partial = [p for p in ctx.params if p.layer not in self.plan.roles and p.grad_op >= 0]
-        if not partial:
-            return
-        first = partial[0].gradient
-        elements = sum(p.gradient.elements for p in partial)
-        total = ctx.b.derived(first, ".sequence.allreduce", first.kind, elements)
-        op = ctx.b.allreduce(
-            total.name,
-            partial[0].layer,
-            total,
-            (),
-            [p.grad_op for p in partial],
-            group=CommGroup.TENSOR,
-        )
+        """An all-reduce over the group of the gradient of each parameter of the layers
+        run on a share of the sequence (each a partial sum over the ranks), in place:
+        it finishes the gradient."""
         for at, p in enumerate(ctx.params):
-            if p in partial:
-                ctx.params[at] = dataclasses.replace(p, grad_op=op)
+            if p.layer in self.plan.roles or p.grad_op < 0:
+                continue
+            op = ctx.b.allreduce(
+                f"{p.gradient.name}.allreduce",
+                p.layer,
+                p.gradient,
+                (),
+                [p.grad_op],
+                group=CommGroup.TENSOR,
+            )
+            ctx.params[at] = dataclasses.replace(p, grad_op=op)
 
     def _gather(
         self, ctx: StepContext, layer: str, shard: Tensor, suffix: str, after: Sequence[int]

@@ -21,8 +21,8 @@ from accelsim.graph.ops import OpGraph, TensorKind
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.flash_attention import AttentionBudget
 from accelsim.lowering.rules import rule_for
-from accelsim.lowering.shapes import LayerInfo, model_inputs
 from accelsim.lowering.sequence_parallel import SequenceLowering, sequence_sharded
+from accelsim.lowering.shapes import LayerInfo, model_inputs
 from accelsim.lowering.tensor_parallel import Role, TensorLowering, TensorPlan, sharded
 from accelsim.workload import model as wm
 
@@ -48,9 +48,9 @@ def lower(
     (:mod:`accelsim.lowering.flash_attention`).  With a ``tensor`` plan, the step of one
     rank of a tensor-parallel group, with its all-reduces
     (:mod:`accelsim.lowering.tensor_parallel`; with the plan's ``sequence``, its
-    reduce-scatters and all-gathers: :mod:`accelsim.lowering.sequence_parallel`).  With ``expert`` above 1, one rank of an
-    expert-parallel group of that many: its share of each ``moe`` layer's experts,
-    between all-to-alls (:mod:`accelsim.lowering.rules.moe`).
+    reduce-scatters and all-gathers: :mod:`accelsim.lowering.sequence_parallel`).  With
+    ``expert`` above 1, one rank of an expert-parallel group of that many: its share of
+    each ``moe`` layer's experts, between all-to-alls (:mod:`accelsim.lowering.rules.moe`).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
     ctx.expert_ranks = expert

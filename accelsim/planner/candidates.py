@@ -77,7 +77,8 @@ AXES: dict[str, Axis] = {
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
 heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
 experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
-only with a pipeline; sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan is enumerated but refused before simulation
+only with a pipeline; sequence parallelism off: ``--plan ...,sp=true`` evaluates it).
+A pipeline plan is enumerated but refused before simulation
 (its step is not simulated yet: :func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
 
 DATA = "data"

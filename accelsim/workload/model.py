@@ -130,6 +130,13 @@ class Dropout(LayerBase):
 
     kind: Literal["dropout"] = Field(description=KIND)
     rate: Annotated[float, Field(ge=0, lt=1)] = Field(description="Share of elements dropped.")
+    mask: Literal["bit", "byte"] = Field(
+        default="bit",
+        exclude_if=lambda v: v == "bit",  # a table without it dumps (and identifies) as before
+        description="How the mask kept for backward is stored: one bit per element (packed),"
+        " or one byte (a boolean tensor, as PyTorch's dropout and Megatron-LM's fused"
+        " bias-dropout-add keep it).",
+    )
 
 
 class StochasticDepth(LayerBase):
@@ -244,6 +251,13 @@ class Attention(LayerBase):
         default=False,
         description="Mask every score of a later token (a decoder's attention): one select"
         " per score forward and backward; the GEMMs stay whole, as eager PyTorch computes them",
+    )
+    dropout: Annotated[float, Field(ge=0, lt=1)] = Field(
+        default=0.0,
+        exclude_if=lambda v: not v,  # a table without it dumps (and identifies) as before
+        description="Dropout on the attention probabilities in training (self-attention):"
+        " a mask drawn after the softmax, one byte per score kept for backward beside the"
+        " dropped probabilities AV reads (Megatron-LM's attention dropout).  0: none.",
     )
 
     @property

@@ -18,7 +18,7 @@ from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp, GemmOp, Stage, TransferOp, VectorOp
 from accelsim.graph.queries import stashed_tensors
 from accelsim.techniques.base import BASE
-from tests.lowering.test_tensor_parallel import B, H, S, WORD, inputs, on, placed, run_file
+from tests.lowering.test_tensor_parallel import WORD, B, H, S, inputs, on, placed, run_file
 from tests.timing.test_symmetry import numbers
 from tests.timing.test_tensor_symmetry import simulated
 
@@ -58,11 +58,12 @@ def test_each_all_reduce_becomes_a_reduce_scatter_and_an_all_gather(tmp_path: Pa
         ("h0.add_2.grad.allgather", ag),
         *[(n.format("h0"), k) for n, k in back],
         ("wte.grad.allgather", ag),
-        ("h0.ln_1.daffine.sequence.allreduce", ar),
+        *[(f"{n}.daffine.allreduce", ar) for n in ("h0.ln_1", "h0.ln_2", "h1.ln_1", "h1.ln_2")],
+        ("ln_f.daffine.allreduce", ar),
     ]
     sizes = [op.tensor.bytes for op in comms]
-    # the region's norms' gradients: 5 layernorms x (scale + shift) x h words
-    assert sizes == [WHOLE] * 10 + [B * S * WORD] * 3 + [WHOLE] * 15 + [5 * 2 * H * WORD]
+    # the region's norms' gradients: 5 layernorms' scale and shift, 2 x h words each
+    assert sizes == [WHOLE] * 10 + [B * S * WORD] * 3 + [WHOLE] * 15 + [2 * H * WORD] * 5
     # the weight gradients' all-gathers run in the backward stage, from the stashed shard
     again = [op for op in comms if op.name.endswith(".bwd")]
     assert all(op.stage is Stage.BACKWARD and op.shard is not None for op in again)
@@ -84,7 +85,7 @@ def test_the_same_bytes_on_the_wire_as_the_all_reduces_and_one_all_gather_more(
         for op in result.graph.ops:
             if isinstance(op, CommOp):
                 kind = "regather" if op.name.endswith(".bwd") else op.collective.value
-                kind = "norms" if op.name.endswith(".sequence.allreduce") else kind
+                kind = "norms" if op.name.endswith(".daffine.allreduce") else kind
                 kind = "loss" if op.name.startswith("loss.stats") else kind
                 out[kind] += int(result.trace.costs.interconnect_bytes[op.op_id])
         return out

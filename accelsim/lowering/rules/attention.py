@@ -21,7 +21,7 @@ from accelsim.graph.ops import Access, ParamKind, Phase, Tensor, TensorKind
 from accelsim.lowering import flash_attention as flash
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.rules import cross_attention as cross
-from accelsim.lowering.rules.attention_core import AttentionDims, probs_backward
+from accelsim.lowering.rules.attention_core import AttentionDims, drop_scores, probs_backward
 from accelsim.lowering.rules.base import LayerRule, register
 from accelsim.lowering.rules.vector import SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem, one_input
@@ -54,6 +54,9 @@ class AttentionRule(LayerRule):
             raise ShapeProblem("inputs", message, len(in_shapes))
         if len(in_shapes) > 1:
             cross.check(layer, in_shapes)
+            if layer.dropout:
+                why = "only self-attention drops its scores (cross-attention's are not modelled)"
+                raise ShapeProblem("dropout", why, layer.dropout)
         x = in_shapes[0] if len(in_shapes) > 1 else one_input(layer, in_shapes, Layout.SEQUENCE)
         if x.dims[1] % layer.heads:
             raise ShapeProblem("heads", f"must divide the model width {x.dims[1]}", layer.heads)
@@ -62,6 +65,15 @@ class AttentionRule(LayerRule):
         return x
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        self._forward(ctx, info, xs, y, training=True)
+
+    def inference(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
+        """The forward ops without attention dropout (off in evaluation)."""
+        self._forward(ctx, info, xs, y, training=False)
+
+    def _forward(
+        self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor, training: bool
+    ) -> None:
         layer = info.layer
         assert isinstance(layer, wm.Attention)
         name, b, x = layer.name, ctx.b, xs[0]
@@ -118,7 +130,22 @@ class AttentionRule(LayerRule):
             [probs],
             op_class=VectorClass.NORM,
         )
-        b.gemm(f"{name}.av.fwd", name, Phase.FWD, s.queries, dh, steps, s.per_head, probs, qkv, att)
+        if training and layer.dropout:
+            probs_read, _ = drop_scores(ctx, name, probs)
+        else:
+            probs_read = probs
+        b.gemm(
+            f"{name}.av.fwd",
+            name,
+            Phase.FWD,
+            s.queries,
+            dh,
+            steps,
+            s.per_head,
+            probs_read,
+            qkv,
+            att,
+        )
         b.gemm(f"{name}.out.fwd", name, Phase.FWD, s.rows, d, s.inner, 1, att, wo, y)
         ctx.saved[name] = (qkv, qk, probs, att)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.config.enums import VectorClass
-from accelsim.graph.ops import Phase, Tensor, TensorKind
+from accelsim.graph.ops import Epilogue, Phase, Tensor, TensorKind
 from accelsim.lowering.context import StepContext
-from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS
+from accelsim.lowering.rules.vector import DROPOUT_FWD_OPS, SOFTMAX_BWD_OPS
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.workload import model as wm
 
@@ -79,6 +79,26 @@ class AttentionDims:
         return self.n * self.kv
 
 
+def drop_scores(ctx: StepContext, name: str, probs: Tensor) -> tuple[Tensor, Tensor]:
+    """Attention dropout on ``probs``: the dropped probabilities (what ``AV`` reads) and
+    the mask, one byte per score (a boolean tensor, as Megatron-LM keeps it)."""
+    dropped = ctx.t(f"{name}.dropped", TensorKind.ACTIVATION, probs.elements)
+    mask = Tensor(f"{name}.dropout_mask", TensorKind.ACTIVATION, probs.elements, 1)
+    ctx.b.vector(
+        f"{name}.dropout.fwd",
+        name,
+        Phase.FWD,
+        probs.elements,
+        DROPOUT_FWD_OPS,
+        [probs],
+        [dropped, mask],
+        epilogue=Epilogue.ELEMENTWISE,
+        op_class=VectorClass.ELEMENTWISE,
+    )
+    ctx.saved[f"{name}.dropout"] = (dropped, mask)
+    return dropped, mask
+
+
 def probs_backward(
     ctx: StepContext,
     name: str,
@@ -89,15 +109,28 @@ def probs_backward(
     dvalues: Tensor,
 ) -> Tensor:
     """From the gradient ``datt`` of ``AV``'s output: ``dP`` (``AV`` read V from
-    ``values``), ``dV`` written into its part of ``dvalues`` (a partial write) and the
-    softmax's gradient, the scores' gradient returned."""
+    ``values``), ``dV`` written into its part of ``dvalues`` (a partial write), the
+    attention dropout's gradient when the layer drops scores (:func:`drop_scores`) and
+    the softmax's gradient, the scores' gradient returned."""
     b, bi = ctx.b, Phase.BWD_INPUT
     queries, keys, dh, count = s.queries, s.keys, s.dh, s.per_head
+    dropout = ctx.saved.get(f"{name}.dropout")
+    read = probs if dropout is None else dropout[0]
     dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, probs.elements)
     dscores = ctx.t(f"{name}.dscores", TensorKind.GRADIENT, probs.elements)
-    b.gemm(f"{name}.av.dprobs", name, bi, queries, keys, dh, count, datt, values, dprobs)
+    ddropped = (
+        dprobs
+        if dropout is None
+        else ctx.t(f"{name}.ddropped", TensorKind.GRADIENT, probs.elements)
+    )
+    b.gemm(f"{name}.av.dprobs", name, bi, queries, keys, dh, count, datt, values, ddropped)
     # dV of a key/value head sums over its group's queries: K = group x Lq.
-    b.gemm(f"{name}.av.dv", name, bi, keys, dh, queries, count, probs, datt, dvalues, partial=True)
+    b.gemm(f"{name}.av.dv", name, bi, keys, dh, queries, count, read, datt, dvalues, partial=True)
+    if dropout is not None:
+        b.vector(
+            f"{name}.dropout.bwd", name, bi, probs.elements, 1, [ddropped, dropout[1]], [dprobs],
+            epilogue=Epilogue.ELEMENTWISE, op_class=VectorClass.ELEMENTWISE,
+        )  # fmt: skip
     b.vector(
         f"{name}.softmax.bwd",
         name,

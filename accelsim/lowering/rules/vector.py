@@ -236,7 +236,8 @@ class ActivationRule(LayerRule):
 
 @register
 class DropoutRule(LayerRule):
-    """``dropout``: a random mask, kept bit-packed (one bit per element) for backward;
+    """``dropout``: a random mask, kept bit-packed (one bit per element) for backward, or
+    one byte per element with ``mask: byte``;
     ``stochastic_depth``: one bit per sample, each element scaled by its sample's."""
 
     kinds = ("dropout", "stochastic_depth")
@@ -248,7 +249,8 @@ class DropoutRule(LayerRule):
         name = info.layer.name
         per_sample = isinstance(info.layer, wm.StochasticDepth)
         bits = ctx.n if per_sample else y.elements
-        mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, -(-bits // 8), 1)
+        byte = isinstance(info.layer, wm.Dropout) and info.layer.mask == "byte"
+        mask = Tensor(f"{name}.mask", TensorKind.ACTIVATION, bits if byte else -(-bits // 8), 1)
         ctx.saved[name] = mask
         ctx.b.vector(
             f"{name}.fwd",
