@@ -257,7 +257,8 @@ class Attention(LayerBase):
         exclude_if=lambda v: not v,  # a table without it dumps (and identifies) as before
         description="Dropout on the attention probabilities in training (self-attention):"
         " a mask drawn after the softmax, one byte per score kept for backward beside the"
-        " dropped probabilities AV reads (Megatron-LM's attention dropout).  0: none.",
+        " dropped probabilities AV reads (Megatron-LM's attention dropout); not modelled"
+        " in lowering.compile: fused's kernels.  0: none.",
     )
 
     @property
