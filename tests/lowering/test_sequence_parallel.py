@@ -170,3 +170,28 @@ def test_refusals(tmp_path: Path, sets: tuple[str, ...], processors: int, messag
     with pytest.raises(ConfigError) as caught:
         load_inputs(run_file(tmp_path), parse_sets([f"processors={processors}", *sets]))
     assert any(str(p).endswith(message) for p in caught.value.problems), caught.value.problems
+
+
+def test_selective_recomputation_with_dropout_on_both_engines(tmp_path: Path) -> None:
+    """The attention core, its score dropout with it, recomputed before each attention
+    layer's backward under sequence parallelism, the same on both engines."""
+    dropout = "workload=tests/fixtures/workloads/tiny_gpt_dropout.yaml"
+    selective = "run.techniques={recomputation: {policy: selective}}"
+    steps = {
+        e: simulate_training(inputs(tmp_path, 2, SP, selective, dropout, f"timing.engine={e}"))
+        for e in ("simpy", "compiled")
+    }
+    simpy, compiled = (
+        steps["simpy"].steps["recomputation"],
+        steps["compiled"].steps["recomputation"],
+    )
+    assert simpy.total_cycles == compiled.total_cycles
+    assert (simpy.trace.end_cycle == compiled.trace.end_cycle).all()
+    graph = simpy.graph
+    again = [op.name for op in graph.ops if graph.processor[op.op_id] == 0]
+    assert [n for n in again if n.startswith("h0.attn") and n.endswith(".recompute")] == [
+        "h0.attn.qk.fwd.recompute",
+        "h0.attn.mask.fwd.recompute",
+        "h0.attn.softmax.fwd.recompute",
+        "h0.attn.dropout.fwd.recompute",
+    ]
