@@ -69,6 +69,8 @@ def parallel_problems(
     problems += clip_norm_problems(run, "tensor", t, source)
     for technique in techniques:
         refused = technique.tensor_parallel_problem()
+        if refused is None and sequence:
+            refused = technique.sequence_parallel_problem()
         if refused is not None:
             problems.append(Problem(source, f"techniques.{technique.name}", refused, t))
     return problems

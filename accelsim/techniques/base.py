@@ -174,6 +174,11 @@ class Technique(ABC, Generic[C]):
             " know the tensor-parallel group's all-reduces"
         )
 
+    def sequence_parallel_problem(self) -> str | None:
+        """Why this configuration, which runs under tensor parallelism, cannot under
+        sequence parallelism (``run.parallel.sequence_parallel``), or None."""
+        return None
+
     @abstractmethod
     def validate(self, load: LoadContext) -> list[Problem]:
         """Problems of this configuration with this run, hardware and workload."""

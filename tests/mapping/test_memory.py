@@ -151,7 +151,8 @@ def test_memory_only_prints_the_block_and_writes_nothing(
 
 def test_selective_recomputation_composes_with_tensor_parallelism(tmp_path: Path) -> None:
     """A rank recomputes its own heads' scores and softmax: each block stashes
-    ``2 a s^2 b / t`` bytes fewer; the other policies are refused."""
+    ``2 a s^2 b / t`` bytes fewer; under sequence parallelism the other policies are
+    refused."""
     recompute = "run.techniques={recomputation: {policy: selective}}"
     kept = memory(tmp_path, 2).bytes_by_class["activations"]
     selective = memory(tmp_path, 2, recompute).bytes_by_class["activations"]
@@ -162,8 +163,9 @@ def test_selective_recomputation_composes_with_tensor_parallelism(tmp_path: Path
     ]
     assert engines[0]["recomputation"].total_cycles == engines[1]["recomputation"].total_cycles
     with pytest.raises(ConfigError) as caught:
-        inputs(tmp_path, 2, "run.techniques={recomputation: {policy: full}}")
+        sequence = "run.parallel.sequence_parallel=true"
+        inputs(tmp_path, 2, sequence, "run.techniques={recomputation: {policy: full}}")
     assert str(caught.value.problems[0]).endswith(
-        "techniques.recomputation: policy full not with parallel.tensor above 1: it"
-        " recomputes blocks without repeating their forward all-reduces; use selective (got 2)"
+        "techniques.recomputation: policy full not with parallel.sequence_parallel: it would"
+        " recompute blocks without their all-gathers and reduce-scatters; use selective (got 2)"
     )

@@ -50,15 +50,15 @@ def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, A
 
 def test_search_counts_json_and_mfu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     chosen = run_json(capsys, plan(tmp_path, "--json"))
-    # 6 candidates (tests/planner/test_candidates.py); full recomputation refused with
-    # tensor parallelism (2); 4 simulated.
+    # 6 candidates (tests/planner/test_candidates.py), all simulated (full recomputation
+    # runs with tensor parallelism).
     assert chosen["search"] == {
         "enumerated": 6,
-        "refused_by_checks": {"techniques.recomputation": 2},
+        "refused_by_checks": {},
         "refused_by_memory": {},
-        "fitting": 4,
+        "fitting": 6,
         "filter_seconds": chosen["search"]["filter_seconds"],
-        "simulated": 4,
+        "simulated": 6,
         "already_stored": 0,
     }
     assert set(chosen) >= {
@@ -83,14 +83,15 @@ def test_search_counts_json_and_mfu(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_memory_filter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # 40,000 bytes: tensor 2's 54,992 and 54,480 bytes a chip do not fit, tensor 4's
-    # 36,160 and 35,648 do (tests/mapping/test_memory.py counts such breakdowns).
+    # 40,000 bytes: tensor 2's three plans (54,992 and 54,480 bytes a chip without and
+    # with selective recomputation) do not fit, tensor 4's (36,160 and 35,648) do
+    # (tests/mapping/test_memory.py counts such breakdowns).
     small = tmp_path / "small.yaml"
     text = HARDWARE.read_text(encoding="utf-8")
     small.write_text(text.replace("capacity_gib: 74.5", f"capacity_gib: {40_000 / 2**30}"))
     chosen = run_json(capsys, plan(tmp_path, "--json", hardware=small))
-    assert chosen["search"]["refused_by_memory"] == {"optimizer_state": 2}
-    assert chosen["search"]["simulated"] == 2
+    assert chosen["search"]["refused_by_memory"] == {"optimizer_state": 3}
+    assert chosen["search"]["simulated"] == 3
     assert chosen["tensor"] == 4
 
 
@@ -120,7 +121,7 @@ def test_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         db.execute("DELETE FROM points WHERE identity = ?", (points[0].name,))
     capsys.readouterr()
     assert main(plan(tmp_path)) == 0
-    assert "simulated       4 (3 already stored)" in capsys.readouterr().out
+    assert "simulated       6 (5 already stored)" in capsys.readouterr().out
     assert {
         name: (store / "points" / name / "summary.json").stat().st_mtime_ns for name in kept
     } == kept
@@ -181,8 +182,8 @@ def test_gpt3_175b_on_1024_chips_enumerated_and_filtered(tmp_path: Path) -> None
     filtered = search.filter_plans(cache, base, sets, candidates)
     assert filtered.counts(0) == {
         "enumerated": 15,
-        "refused_by_checks": {"techniques.recomputation": 5},
-        "refused_by_memory": {"optimizer_state": 4, "activations": 6},
+        "refused_by_checks": {},
+        "refused_by_memory": {"optimizer_state": 7, "activations": 8},
         "fitting": 0,
         "filter_seconds": 0,
     }

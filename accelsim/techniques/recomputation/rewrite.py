@@ -12,6 +12,7 @@ from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.ops import (
     NO_TILES,
     Access,
+    CommOp,
     GemmOp,
     Op,
     OpGraph,
@@ -42,12 +43,18 @@ def recomputed(graph: OpGraph, chosen: Plan, words: WordBytesSpec, owner: str) -
         )
         anchors.setdefault(first, []).append(g)
     made: dict[TensorKey, int] = {}
-    copies: dict[int, int] = {}  # a recomputed op -> its copy
+    copies: dict[int, int] = {}  # a recomputed op (or collective) -> its copy
 
     def emit(builder: GraphBuilder, op: Op) -> None:
         for g in anchors.get(op.op_id, ()):
+            group = set(chosen.groups[g])
             for i in chosen.groups[g]:
+                inside = [c for c in ops[i].after if _within(ops[c], group)]
+                for c in inside:
+                    if c not in copies:
+                        copies[c] = _collective_again(builder, ops[c], copies)
                 made.update(_again(builder, ops[i], chosen.tensors, copies))
+                builder.add_dependencies(copies[i], [copies[c] for c in inside])
 
     rewritten, ids = passes.rewrite(graph, words, emit_before=emit, owner=owner)
     redirects: dict[tuple[int, TensorKey], links.Redirect] = {}
@@ -69,6 +76,29 @@ def recomputed(graph: OpGraph, chosen: Plan, words: WordBytesSpec, owner: str) -
                 redirect = links.Redirect(consumer, key, made[key], _next(a.tensor))
                 redirects.setdefault((consumer, key), redirect)
     return links.redirect(rewritten, redirects.values())
+
+
+def _within(op: Op, group: set[int]) -> bool:
+    """Whether ``op`` is a collective of a recomputed segment's forward work (a
+    tensor-parallel all-reduce after one of its ops, which a later op of it waits
+    for): recomputing the segment repeats it, as Megatron-LM's full recomputation does."""
+    return isinstance(op, CommOp) and bool(group & set(op.deps))
+
+
+def _collective_again(builder: GraphBuilder, op: Op, copies: dict[int, int]) -> int:
+    """Emit collective ``op`` again, of its tensor's next version, after the copies of
+    the recomputed ops it waited for."""
+    assert isinstance(op, CommOp)
+    return builder.collective(
+        f"{op.name}.recompute",
+        op.layer,
+        _next(op.tensor),
+        op.participants,
+        [copies[d] for d in op.deps if d in copies],
+        op.collective,
+        op.root,
+        group=op.group,
+    )
 
 
 def _rereads(ops: tuple[Op, ...], source: int, key: TensorKey) -> bool:

@@ -118,13 +118,20 @@ class Recomputation(GraphRewriter[RecomputationConfig]):
 
     def tensor_parallel_problem(self) -> str | None:
         """Selective recomputation redoes attention's scores and softmax, inside a rank's
-        heads with no all-reduce among them; the other policies recompute whole blocks,
-        whose forward all-reduces Megatron-LM repeats and this rewrite would not."""
+        heads with no all-reduce among them; the other policies recompute whole blocks
+        with their forward all-reduces, as Megatron-LM does."""
+        return None
+
+    def sequence_parallel_problem(self) -> str | None:
+        """Recomputing a block under sequence parallelism would gather its input again
+        from the ranks' shares (its all-gathers and reduce-scatters), which the rewrite
+        does not repeat."""
         if self.config.policy is Policy.SELECTIVE:
             return None
         return (
-            f"policy {self.config.policy.value} not with parallel.tensor above 1: it"
-            " recomputes blocks without repeating their forward all-reduces; use selective"
+            f"policy {self.config.policy.value} not with parallel.sequence_parallel: it"
+            " would recompute blocks without their all-gathers and reduce-scatters; use"
+            " selective"
         )
 
     def rewrite_graph(self, graph: OpGraph, kind: str, ctx: TechniqueContext) -> OpGraph:
