@@ -22,6 +22,7 @@ from accelsim.driver.parallel import tensor_degree, tensor_plan
 from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
+from accelsim.driver.zero import zero_placed, zero_stage
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -172,6 +173,8 @@ class _Run:
             return self.placer.place(self.ctx, step, base)
         if expert_degree(run) > 1:
             return expert_parallel(step, run, hw)
+        if zero_stage(run) > 0:
+            return zero_placed(step, run, hw, tensor_degree(run))
         if self.tensor is not None:
             return tensor_parallel(
                 step,

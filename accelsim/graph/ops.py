@@ -310,7 +310,10 @@ class CommOp:
     sizes each kind by) across ``participants``, a broadcast's from ``root`` (None: the
     first participant); ``gradients`` are those ``tensor`` holds (the first replica's
     copies, the graph's parameters' own), more than one for a bucket of data parallelism.
-    ``group`` is the parallelism whose group it spans (:class:`CommGroup`)."""
+    ``group`` is the parallelism whose group it spans (:class:`CommGroup`);
+    ``group_size`` the processors of that group when ``participants`` are only the
+    simulated ones of a symmetric step (:mod:`accelsim.timing.symmetry`; 0: all of
+    them take part), which cut the pieces each gives and keeps."""
 
     op_id: int
     name: str
@@ -328,6 +331,7 @@ class CommOp:
     collective: Collective = Collective.ALL_REDUCE
     root: int | None = None
     group: CommGroup = CommGroup.DATA
+    group_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
