@@ -10,10 +10,12 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import AssignmentPolicy, RunSpec
 from accelsim.driver.parallel import clip_norm_problems
 from accelsim.errors import Problem
-from accelsim.graph.ops import OpGraph
+from accelsim.graph.ops import OpGraph, Parameter
 from accelsim.mapping import placement
+from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.tensor_placement import tensor_parallel
+from accelsim.mapping.zero_memory import zero_memory
 from accelsim.mapping.zero_placement import sharded, zero3_data_parallel
 from accelsim.techniques.base import Technique
 
@@ -102,3 +104,21 @@ def zero_placed(step: StepGraph, run: RunSpec, hw: HardwareSpec, tensor: int) ->
             step, run.batch_size, hw.processors, run.optimizer, words, bucket
         )
     return sharded(graph, words, zero)
+
+
+def sharded_memory(
+    memory: MemoryBreakdown, parameters: Sequence[Parameter], run: RunSpec, hw: HardwareSpec
+) -> MemoryBreakdown:
+    """``memory`` sharded at the run's ZeRO stage over its data-parallel group
+    (:func:`~accelsim.mapping.zero_memory.zero_memory`); as it is at stage 0."""
+    if run.parallel is None or run.parallel.zero == 0:
+        return memory
+    return zero_memory(
+        memory,
+        parameters,
+        run.optimizer,
+        hw.word_bytes,
+        run.parallel.zero,
+        data_degree(run, hw),
+        run.parallel.zero_prefetch,
+    )

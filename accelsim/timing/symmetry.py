@@ -65,7 +65,6 @@ from accelsim.timing.sends import NetStep, lowered, pipelined
 from accelsim.timing.tile_groups import simulate_grouped
 from accelsim.timing.trace import Trace, build_trace
 
-
 SYMMETRIC = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER)
 """The collectives whose participants all give and keep alike (no root, the same
 bytes each): a step may be simulated on its representatives with them."""
