@@ -81,8 +81,9 @@ of the chips it allows (tensor: dividing every attention layer's heads and key/v
 heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
 experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
 only with a pipeline; the ZeRO stages with more than one replica, and neither a
-pipeline nor experts, which :func:`accelsim.driver.zero.zero_problems` refuses).  A pipeline plan is enumerated but refused before simulation
-(its step is not simulated yet: :func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
+pipeline nor experts, which :func:`accelsim.driver.zero.zero_problems` refuses).  A
+pipeline plan is enumerated but refused before simulation (its step is not simulated
+yet: :func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
 
 DATA = "data"
 """The data-parallel degree: the chips over the other degrees (a field of its own when
