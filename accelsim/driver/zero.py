@@ -8,7 +8,6 @@ from typing import Any
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import AssignmentPolicy, RunSpec
-from accelsim.driver.parallel import clip_norm_problems
 from accelsim.errors import Problem
 from accelsim.graph.ops import OpGraph, Parameter
 from accelsim.mapping import placement
@@ -70,7 +69,12 @@ def zero_problems(
             " gathers each layer's weights for the same work)"
         )
         problems.append(Problem(source, "batch_size", why, run.batch_size))
-    problems += clip_norm_problems(run, "zero", zero, source)
+    if run.optimizer.clip_global_norm is not None:
+        why = (
+            "not with parallel.zero above 0: the global norm of the sharded gradients needs"
+            " an all-reduce over the data-parallel group, which is not modelled"
+        )
+        problems.append(Problem(source, "optimizer.clip_global_norm", why, zero))
     for technique in techniques:
         refused = technique.zero_problem()
         if refused is not None:
