@@ -19,7 +19,8 @@ parameter):
   optimizer (``reduce_scatter: true`` by default) and both reduce-scatter here; they
   differ in the memory a processor holds (:mod:`accelsim.mapping.zero_memory`);
 * stage 3 (:func:`zero3_data_parallel`): the weights are sharded too.  Each layer
-  with trained parameters (a unit, as FSDP wraps each transformer block) has its
+  of the layer table with trained parameters (a unit; FSDP usually wraps a whole
+  transformer block) has its
   weights all-gathered before its forward ops and again before its backward ops
   (:func:`gathered`), the gathers run in order on one stream, and the gather of a
   unit starts once the unit ``prefetch + 1`` before it in that pass has finished
