@@ -70,13 +70,16 @@ def _renamed(name: str, kind: Collective) -> str:
     return f"{name.removesuffix('.allreduce')}.{kind.value}"
 
 
-def _is_gradient_sum(op: Op) -> bool:
-    return (
-        isinstance(op, CommOp)
+def _gradient_sums(graph: OpGraph) -> dict[int, CommOp]:
+    """The all-reduces of gradients over a data-parallel group, by op id."""
+    return {
+        op.op_id: op
+        for op in graph.ops
+        if isinstance(op, CommOp)
         and op.group is CommGroup.DATA
         and op.collective is Collective.ALL_REDUCE
-        and bool(op.gradients)
-    )
+        and op.gradients
+    }
 
 
 def sharded(graph: OpGraph, words: WordBytesSpec, stage: int) -> OpGraph:
@@ -84,7 +87,7 @@ def sharded(graph: OpGraph, words: WordBytesSpec, stage: int) -> OpGraph:
     every gradient all-reduce over a data-parallel group a reduce-scatter, every update
     waiting for one on its processor's shard, and (below stage 3) the updated weights
     all-gathered after the last update of each reduce-scatter's gradients."""
-    sums = {op.op_id: op for op in graph.ops if _is_gradient_sum(op)}
+    sums = _gradient_sums(graph)
     updates: dict[int, list[int]] = {c: [] for c in sums}
     ops = list(graph.ops)
     for op in graph.ops:
