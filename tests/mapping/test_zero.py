@@ -24,7 +24,9 @@ from accelsim.report.result import RunResult
 from accelsim.techniques.base import BASE
 from tests.conftest import ROOT
 from tests.lowering.test_tensor_parallel import run_file
+from tests.timing.test_symmetry import CASES as SYMMETRY_CASES
 from tests.timing.test_symmetry import numbers
+from tests.timing.test_tensor_symmetry import CASES as TENSOR_CASES
 
 MLP = ROOT / "configs" / "runs" / "mlp.yaml"
 # The MLP's parameters (elements; 2 B words): fc1 1,605,632 + 2,048, fc2 4,194,304 +
@@ -174,18 +176,49 @@ def test_one_replica_simulated_gives_every_number(
     same_as_full(symmetric, simulated(zero, *every, "run.data_parallel.symmetry=full"))
 
 
+@pytest.mark.parametrize(
+    ("case", "zero"),
+    [
+        (case, zero)
+        for case in SYMMETRY_CASES
+        for zero in (1, 3)
+        if "uneven" not in case or zero < 3
+    ],
+)
+def test_one_replica_stands_for_all_on_tori_and_hierarchies(case: str, zero: int) -> None:
+    sets, copies = SYMMETRY_CASES[case]
+    every = [*sets, "dram.sharing=per_processor"]
+    symmetric = simulated(zero, *every, "run.data_parallel.symmetry=auto")
+    assert symmetric.trace.copies == copies
+    same_as_full(symmetric, simulated(zero, *every, "run.data_parallel.symmetry=full"))
+
+
 def test_a_shared_dram_is_simulated_in_full() -> None:
     shared = simulated(2, "dram.sharing=shared", "run.data_parallel.symmetry=auto")
     assert shared.trace.copies == ()
 
 
-def test_tensor_ranks_reduce_scatter_over_their_data_parallel_group(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "zero", "buckets"),
+    [
+        ("ring t2 d2", 2, []),
+        ("ring t4 d2", 1, ["run.data_parallel.bucket_bytes=4096"]),
+        ("torus 2x2 t2 d2", 1, []),
+        ("hierarchy t4 d2", 2, ["run.data_parallel.bucket_bytes=4096"]),
+    ],
+)
+def test_tensor_ranks_reduce_scatter_over_their_data_parallel_group(
+    tmp_path: Path, case: str, zero: int, buckets: list[str]
+) -> None:
+    t, d, topology = TENSOR_CASES[case]
     sets = [
-        "processors=4",
-        "batch_size=4",
-        "run.parallel={tensor: 2, zero: 2}",
+        f"processors={t * d}",
+        f"batch_size={2 * d}",
+        f"run.parallel={{tensor: {t}, zero: {zero}}}",
         "assignment=data_parallel",
         "dram.sharing=per_processor",
+        *topology,
+        *buckets,
     ]
     results = {}
     for symmetry in ("auto", "full"):
@@ -196,12 +229,13 @@ def test_tensor_ranks_reduce_scatter_over_their_data_parallel_group(tmp_path: Pa
         graph = r.placed(BASE, None)
         results[symmetry] = r.simulate(graph, BASE)
     comms = [op for op in graph.ops if isinstance(op, CommOp)]
-    # Ranks 0 and 2, 1 and 3: each rank's gradients over its data-parallel group.
+    # Rank r of each replica: processors r, r + t, ...: each rank's gradients over its
+    # data-parallel group.
     groups = {op.participants for op in comms if op.collective is Collective.REDUCE_SCATTER}
-    assert groups == {(0, 2), (1, 3)}
+    assert groups == {tuple(range(r, t * d, t)) for r in range(t)}
     gathered_groups = {op.participants for op in comms if op.collective is Collective.ALL_GATHER}
     assert gathered_groups == groups
-    assert results["auto"].trace.copies == (0, 0, 0, 0)
+    assert results["auto"].trace.copies == (0,) * (t * d)
     same_as_full(results["auto"], results["full"])
 
 
