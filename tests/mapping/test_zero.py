@@ -17,13 +17,17 @@ from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import _Run, simulate_training, step_memory
 from accelsim.errors import ConfigError
-from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, VectorOp
+from accelsim.graph.ops import CommOp, OpGraph, Phase, Stage, Tensor, TensorKind, VectorOp
 from accelsim.mapping.zero_placement import gathered
 from accelsim.network.collectives import Collective
 from accelsim.report.result import RunResult
 from accelsim.techniques.base import BASE
+from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR
+from accelsim.timing.engine import simulate
 from tests.conftest import ROOT
 from tests.lowering.test_tensor_parallel import run_file
+from tests.timing.test_compiled import run_compiled
+from tests.timing.test_engine import costs, gemm, machine, vector
 from tests.timing.test_symmetry import CASES as SYMMETRY_CASES
 from tests.timing.test_symmetry import numbers
 from tests.timing.test_tensor_symmetry import CASES as TENSOR_CASES
@@ -404,3 +408,45 @@ def test_recomputation_and_dropout_compose(tmp_path: Path) -> None:
         dropout, ["assignment=data_parallel", "processors=4", "run.parallel={zero: 2}"]
     )
     assert run_dropout.base.total_cycles > 0
+
+
+def collective(op_id: int, kind: Collective, *deps: int) -> CommOp:
+    tensor = Tensor(f"c{op_id}", TensorKind.GRADIENT, 1001, 2)
+    return CommOp(
+        op_id,
+        f"c{op_id}",
+        "",
+        Phase.COMM,
+        Stage.COMMUNICATION,
+        tensor,
+        (0, 1),
+        deps,
+        collective=kind,
+    )
+
+
+def test_a_reduce_scatter_then_the_shards_update_then_an_all_gather_timed_by_hand() -> None:
+    # Default hardware, 2 processors: one shared DRAM channel of 128 B/cycle + 100, links
+    # of 64 B/cycle + 200. A gradient of 1,001 words (2,002 B) made on each by 100.
+    # Reduce-scatter: each reads its 2,002 B (2 x 16: 100..132, arrive 232), one link
+    # step of a 1,001 B piece (16 + 200: 448), each writes its piece (2 x 8: 448..464,
+    # arrive 564). Each shard's update, 50 cycles: 564..614. All-gather after both:
+    # each reads its piece (2 x 8: 614..630, arrive 730), one step (16 + 200: 946),
+    # each writes the gathered 2,002 B (2 x 16: 946..978, arrive 1078).
+    ops = (
+        gemm(0),
+        gemm(1),
+        collective(2, Collective.REDUCE_SCATTER, 0, 1),
+        vector(3, 2, phase=Phase.UPDATE),
+        vector(4, 2, phase=Phase.UPDATE),
+        collective(5, Collective.ALL_GATHER, 3, 4),
+    )
+    graph = OpGraph(ops=ops, processor=(0, 1, 0, 0, 1, 0))
+    units = [UNIT_ARRAY, UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, UNIT_VECTOR, UNIT_COMM]
+    c = costs(units, compute=[100, 100, 0, 50, 50, 0])
+    on = machine("processors=2")
+    trace = simulate(graph, c, on)
+    assert trace.start_cycle.tolist() == [0, 0, 100, 564, 564, 614]
+    assert trace.end_cycle.tolist() == [100, 100, 564, 614, 614, 1078]
+    compiled = run_compiled(graph, c, on)
+    assert compiled.end_cycle.tolist() == trace.end_cycle.tolist()
