@@ -7,7 +7,9 @@ does (:mod:`accelsim.lowering.tensor_parallel`), ``pipeline`` groups hold a stag
 (:mod:`accelsim.mapping.pipeline_stages`, in the order of
 :mod:`accelsim.mapping.pipeline_order`), and the replicas split the batch; ``expert``
 spreads each ``moe`` layer's experts over an expert-parallel group within the
-data-parallel one (:mod:`accelsim.mapping.expert_placement`).  The other degrees are
+data-parallel one (:mod:`accelsim.mapping.expert_placement`); ``zero`` shards the
+optimizer state, gradients and parameters over each data-parallel group
+(:mod:`accelsim.mapping.zero_placement`).  The other degrees are
 fields of their own beside these; a file naming one that is not a field is refused
 like any unknown key.
 """
@@ -19,7 +21,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from accelsim.config.base import PositiveInt, Spec
+from accelsim.config.base import NonNegativeInt, PositiveInt, Spec
 
 
 class PipelineSchedule(str, Enum):
@@ -86,4 +88,21 @@ class ParallelSpec(Spec):
         " all-reduce becomes a reduce-scatter after the row-parallel linear and an all-gather"
         " before the column-parallel one, backward the mirror, and the column-parallel"
         " linear's weight gradient all-gathers its stashed input shard again.",
+    )
+    zero: Annotated[int, Field(ge=0, le=3)] = Field(
+        default=0,
+        description="ZeRO stage over each data-parallel group of d processors (Rajbhandari et"
+        " al., SC 2020; PyTorch FSDP): 1 shards the optimizer state and fp32 master weights"
+        " (the gradients reduce-scattered, each processor updating its 1/d shard, the"
+        " updated weights all-gathered), 2 also the gradients, 3 also the weights (each"
+        " layer's gathered before its forward and again before its backward, zero_prefetch"
+        " layers ahead).  Needs assignment data_parallel and d above 1.  0: every replica"
+        " holds everything, gradients all-reduced.",
+    )
+    zero_prefetch: NonNegativeInt = Field(
+        default=1,
+        description="With zero 3: how many layers ahead a layer's weights are all-gathered"
+        " (the gather of a layer starts once the layer zero_prefetch + 1 before it has"
+        " finished, as FSDP's and DeepSpeed's prefetch of the next unit; 0: no prefetch,"
+        " each gather after the layer before).",
     )

@@ -32,6 +32,7 @@ from accelsim.config.validate import suggest
 from accelsim.driver.expert_parallel import expert_problems
 from accelsim.driver.parallel import parallel_problems, tensor_degree
 from accelsim.driver.precision import precision_problems, run_hardware
+from accelsim.driver.zero import zero_problems
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.lowering.infer import load_model
@@ -298,6 +299,7 @@ def _checked(
         *compose_problems(techniques, source),
         *parallel_problems(run_file.run, hardware, infos, techniques, source),
         *expert_problems(run_file.run, hardware, infos, techniques, source),
+        *zero_problems(run_file.run, hardware, techniques, source),
         *(p for t in techniques for p in t.validate(load)),
     ]
     if problems:

@@ -22,6 +22,7 @@ from accelsim.driver.parallel import tensor_degree, tensor_plan
 from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
+from accelsim.driver.zero import sharded_memory, zero_placed, zero_stage
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -172,6 +173,8 @@ class _Run:
             return self.placer.place(self.ctx, step, base)
         if expert_degree(run) > 1:
             return expert_parallel(step, run, hw)
+        if zero_stage(run) > 0:
+            return zero_placed(step, run, hw, tensor_degree(run))
         if self.tensor is not None:
             return tensor_parallel(
                 step,
@@ -205,7 +208,8 @@ class _Run:
         if run.assignment is AssignmentPolicy.DATA_PARALLEL:
             local = split_batch(run.batch_size, replicas)[0]
         step = self.step_graph(kinds[0])(local)
-        return memory_breakdown(step, run.optimizer, hw, run.data_parallel.bucket_bytes)
+        memory = memory_breakdown(step, run.optimizer, hw, run.data_parallel.bucket_bytes)
+        return sharded_memory(memory, step.parameters, run, hw)
 
     def step(self, kind: str, result: RunResult, base: RunResult) -> SimulatedStep:
         """A simulated graph of ``kind`` and what one step of it costs: the placer's

@@ -310,8 +310,11 @@ class CommOp:
     sizes each kind by) across ``participants``, a broadcast's from ``root`` (None: the
     first participant); ``gradients`` are those ``tensor`` holds (the first replica's
     copies, the graph's parameters' own), more than one for a bucket of data parallelism.
-    ``group`` is the parallelism whose group it spans (:class:`CommGroup`).  ``shard`` is
-    an all-gather's own share when it is a tensor of its own (a sequence-parallel rank's
+    ``group`` is the parallelism whose group it spans (:class:`CommGroup`);
+    ``group_size`` the processors of that group when ``participants`` are only the
+    simulated ones of a symmetric step (:mod:`accelsim.timing.symmetry`; 0: all of
+    them take part), which cut the pieces each gives and keeps.  ``shard`` is an
+    all-gather's own share when it is a tensor of its own (a sequence-parallel rank's
     stashed share of a layer's input, gathered again in the backward stage: the stash
     holds the share, :func:`~accelsim.graph.queries.stashed_tensors`)."""
 
@@ -332,6 +335,7 @@ class CommOp:
     root: int | None = None
     group: CommGroup = CommGroup.DATA
     shard: Tensor | None = None
+    group_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,13 +61,17 @@ class MemoryBreakdown:
     """One processor's bytes by class (:data:`CLASSES`), the capacity of the DRAM
     memory it uses and the processors sharing that memory (all of them with
     ``dram.sharing: shared``, else 1).  Under a pipeline, the processor is one of the
-    most loaded stage's, ``stage``, and ``stages`` every stage's bytes by class."""
+    most loaded stage's, ``stage``, and ``stages`` every stage's bytes by class.  Under
+    ZeRO (:mod:`accelsim.mapping.zero_memory`), ``zero`` is the stage and ``data`` the
+    processors of the data-parallel group the classes are sharded over."""
 
     bytes_by_class: dict[str, int]
     capacity_bytes: int
     sharing: int
     stage: int | None = None
     stages: tuple[dict[str, int], ...] = field(default=())
+    zero: int = 0
+    data: int = 1
 
     @property
     def stage_totals_bytes(self) -> tuple[int, ...]:
@@ -95,6 +99,7 @@ class MemoryBreakdown:
                 if self.stage is None
                 else {"pipeline_stage": self.stage, "stage_totals_bytes": self.stage_totals_bytes}
             ),
+            **({} if not self.zero else {"zero": self.zero, "sharded_over": self.data}),
         }
 
 

@@ -70,16 +70,22 @@ AXES: dict[str, Axis] = {
         False, choices=lambda m, batch: divisors(batch), needs=lambda d: d.get("pipeline", 1) > 1
     ),
     "schedule": Axis(False, needs=lambda d: d.get("pipeline", 1) > 1),
-    "zero": Axis(False, choices=lambda m, batch: (0, 1, 2, 3)),
+    "zero": Axis(
+        False,
+        choices=lambda m, batch: (0, 1, 2, 3) if m.global_batch // batch > 1 else (0,),
+        needs=lambda d: d.get("pipeline", 1) == 1 and d.get("expert", 1) == 1,
+    ),
     "sequence_parallel": Axis(False, choices=lambda m, batch: (False,)),
 }
 """The search's rule for each field of the parallel plan it knows: a degree's divisors
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
 heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
 experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
-only with a pipeline; sequence parallelism off: ``--plan ...,sp=true`` evaluates it).
-A pipeline plan is enumerated but refused before simulation
-(its step is not simulated yet: :func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
+only with a pipeline; the ZeRO stages with more than one replica, and neither a
+pipeline nor experts, which :func:`accelsim.driver.zero.zero_problems` refuses;
+sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan is
+enumerated but refused before simulation (its step is not simulated yet:
+:func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
 
 DATA = "data"
 """The data-parallel degree: the chips over the other degrees (a field of its own when

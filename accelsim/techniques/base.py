@@ -179,6 +179,16 @@ class Technique(ABC, Generic[C]):
         sequence parallelism (``run.parallel.sequence_parallel``), or None."""
         return None
 
+    def zero_problem(self) -> str | None:
+        """Why this configuration cannot run with a sharded optimizer
+        (``run.parallel.zero`` above 0), or None when its rewrite leaves the updates,
+        the gradients' collectives and the placement to data parallelism; by default it
+        cannot: its rewrites or placements do not know the shards."""
+        return (
+            "not with parallel.zero above 0: its rewrites or placements do not know the"
+            " sharded optimizer state, gradients and weights"
+        )
+
     @abstractmethod
     def validate(self, load: LoadContext) -> list[Problem]:
         """Problems of this configuration with this run, hardware and workload."""

@@ -123,8 +123,9 @@ def _link_load(
 
 def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:
     """The DRAM bytes each participant of ``op`` reads before it and writes after it
-    (:func:`accelsim.network.collectives.dram_bytes`), in ``participants`` order."""
-    root, n, size = group(op)[0], len(op.participants), op.tensor.bytes
+    (:func:`accelsim.network.collectives.dram_bytes`, pieces of its ``group_size``
+    when it is set), in ``participants`` order."""
+    root, n, size = group(op)[0], op.group_size or len(op.participants), op.tensor.bytes
     return tuple(
         dram_bytes(op.collective, size, n, op.collective is Collective.BROADCAST and p == root)
         for p in op.participants

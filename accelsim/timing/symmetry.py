@@ -18,9 +18,9 @@ moreover,
 
 - every processor has its own DRAM (``dram.sharing: per_processor``): a replica's
   traffic meets no other replica's;
-- the step's only communication is all-reduces (no point-to-point transfer, no
-  other kind of collective, none pipelined in chunks), each of whose participants
-  maps it onto the same collective;
+- the step's only communication is all-reduces, reduce-scatters and all-gathers
+  (:data:`SYMMETRIC`: no point-to-point transfer, no other kind of collective, none
+  pipelined in chunks), each of whose participants maps it onto the same collective;
 - every step of every class of collectives puts the same sends, in the same order,
   on every link of a link class (the links that are one another's translations:
   :func:`accelsim.network.symmetry.link_classes`), each link's sends from one
@@ -65,6 +65,10 @@ from accelsim.timing.sends import NetStep, lowered, pipelined
 from accelsim.timing.tile_groups import simulate_grouped
 from accelsim.timing.trace import Trace, build_trace
 
+SYMMETRIC = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER)
+"""The collectives whose participants all give and keep alike (no root, the same
+bytes each): a step may be simulated on its representatives with them."""
+
 
 @dataclass(frozen=True)
 class Roles:
@@ -92,7 +96,7 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
         if isinstance(op, TransferOp):
             return None
         if isinstance(op, CommOp):
-            if op.collective is not Collective.ALL_REDUCE or pipelined(machine, op):
+            if op.collective not in SYMMETRIC or pipelined(machine, op):
                 return None
             comms.append(i)
     is_comm = np.zeros(len(graph.ops), bool)
@@ -349,7 +353,11 @@ def simulate(
     small = replace(
         small,
         ops=tuple(
-            replaced(op, participants=tuple(p for p in op.participants if p in kept))
+            replaced(
+                op,
+                participants=tuple(p for p in op.participants if p in kept),
+                group_size=len(op.participants),
+            )
             if isinstance(op, CommOp)
             else op
             for op in small.ops

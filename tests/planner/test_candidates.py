@@ -23,13 +23,15 @@ def test_the_plans_of_8_chips() -> None:
     # t in {1, 2, 4, 8} dividing 4 heads: 1, 2, 4; p <= 2 blocks: 1, 2; dp = 8 / (t p)
     # dividing batch 4. Without a pipeline: t = 2 (dp 4) and t = 4 (dp 2). With p = 2,
     # each of the two schedules and every micro-batch dividing the replica's 4 / dp
-    # samples: (t, dp) = (1, 4): 1; (2, 2): 1, 2; (4, 1): 1, 2, 4; so 2 x 6 + 2 = 14
-    # plans, each with none, selective and full.
+    # samples: (t, dp) = (1, 4): 1; (2, 2): 1, 2; (4, 1): 1, 2, 4; so 2 x 6 = 12
+    # pipeline plans, and the 2 without one with each ZeRO stage 0 to 3: 20 plans,
+    # each with none, selective and full.
     plans = list(enumerate_plans(MODEL, ParallelSpec.model_fields))
-    assert len(plans) == 42
+    assert len(plans) == 60
     assert [c.label for c in plans if dict(c.parallel)["pipeline"] == 1] == [
-        f"dp={dp},tensor={t},recompute={r}"
+        f"dp={dp},tensor={t},{z}recompute={r}"
         for dp, t in ((4, 2), (2, 4))
+        for z in ("", "zero=1,", "zero=2,", "zero=3,")
         for r in ("none", "selective", "full")
     ]
 
@@ -87,6 +89,13 @@ def test_given_plan() -> None:
     )
 
 
+def test_a_zero_stage_is_parsed_and_labelled() -> None:
+    given = parse_plan("tp=2,zero=2", ParallelSpec.model_fields, 8)
+    assert (dict(given.parallel)["zero"], given.data) == (2, 4)
+    assert given.label == "dp=4,tensor=2,zero=2,recompute=none"
+    assert given.overrides()["parallel.zero"] == 2
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -95,9 +104,8 @@ def test_given_plan() -> None:
         (
             "zz=4",
             "--plan: zz: not a field of the parallel plan (expected one of tensor, expert,"
-            " pipeline, schedule, virtual_stages, micro_batch, sequence_parallel, tp, pp, ep,"
-            " sp, dp, recompute)"
-            " (got '4')",
+            " pipeline, schedule, virtual_stages, micro_batch, sequence_parallel, zero,"
+            " zero_prefetch, tp, pp, ep, sp, dp, recompute) (got '4')",
         ),
         ("tp", "--plan: tp: expected key=value (got 'tp')"),
         ("tp=2,tp=4", "--plan: tp: given twice (got '4')"),

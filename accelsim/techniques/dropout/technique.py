@@ -141,6 +141,11 @@ class ApproximateDropout(SampledRewriter[ApproximateDropoutConfig]):
     def family(self) -> PatternFamily:
         return PatternFamily.up_to(self.config.max_period)
 
+    def zero_problem(self) -> str | None:
+        """Approximate dropout rewrites a replica's GEMMs and leaves its updates and
+        collectives to placement: it composes with every stage."""
+        return None
+
     def validate(self, load: LoadContext) -> list[Problem]:
         cfg = self.config
         problems = []

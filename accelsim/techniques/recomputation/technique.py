@@ -92,6 +92,12 @@ class Recomputation(GraphRewriter[RecomputationConfig]):
     def defaults(self) -> dict[str, Origin]:
         return DEFAULTS
 
+    def zero_problem(self) -> str | None:
+        """Recomputation rewrites the forward and backward ops of a replica's step and
+        leaves its updates and collectives to placement: it composes with every stage
+        (under stage 3 a recomputed layer runs after its weights' backward gather)."""
+        return None
+
     def validate(self, load: LoadContext) -> list[Problem]:
         cfg = self.config
         problems = []

@@ -1,0 +1,128 @@
+"""The load-time checks of a run's ZeRO stage (``run.parallel.zero``) and its placement
+(:mod:`accelsim.mapping.zero_placement`) of the step on the processors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.errors import Problem
+from accelsim.graph.ops import OpGraph, Parameter
+from accelsim.mapping import placement
+from accelsim.mapping.memory import MemoryBreakdown
+from accelsim.mapping.placement import StepGraph
+from accelsim.mapping.tensor_placement import tensor_parallel
+from accelsim.mapping.zero_memory import zero_memory
+from accelsim.mapping.zero_placement import sharded, zero3_data_parallel
+from accelsim.techniques.base import Technique
+
+
+def zero_stage(run: RunSpec) -> int:
+    """The run's ZeRO stage (0 without a plan)."""
+    return 0 if run.parallel is None else run.parallel.zero
+
+
+def data_degree(run: RunSpec, hw: HardwareSpec) -> int:
+    """The data-parallel degree: the processors over the tensor and pipeline degrees."""
+    if run.parallel is None:
+        return hw.processors
+    return hw.processors // (run.parallel.tensor * run.parallel.pipeline)
+
+
+def zero_problems(
+    run: RunSpec, hw: HardwareSpec, techniques: Sequence[Technique[Any]], source: str
+) -> list[Problem]:
+    """What a ZeRO stage cannot run with: no data parallelism (one replica, or another
+    assignment), a pipeline or expert plan, gradient clipping, stage 3 with tensor
+    parallelism or a batch the replicas do not share evenly, and the techniques that
+    say they cannot."""
+    zero = zero_stage(run)
+    if zero == 0:
+        return []
+    assert run.parallel is not None
+    key, problems = "parallel.zero", []
+    data = data_degree(run, hw)
+    if run.assignment is not AssignmentPolicy.DATA_PARALLEL or data < 2:
+        why = (
+            "shards over the data-parallel group: needs assignment data_parallel and at"
+            f" least 2 replicas (the plan leaves {data})"
+        )
+        problems.append(Problem(source, key, why, zero))
+    for other in ("pipeline", "expert"):
+        if getattr(run.parallel, other) > 1:
+            why = (
+                f"not with parallel.{other} above 1: sharding over the data-parallel group"
+                f" of a {other}-parallel plan's processors is not modelled"
+            )
+            problems.append(Problem(source, key, why, zero))
+    if zero == 3 and run.parallel.tensor > 1:
+        why = (
+            "3 not with parallel.tensor above 1: each tensor rank's weight gathers over its"
+            " data-parallel group are not modelled (stages 1 and 2 are)"
+        )
+        problems.append(Problem(source, key, why, zero))
+    if zero == 3 and data > 1 and run.batch_size % data:
+        why = (
+            f"must be a multiple of the {data} replicas with parallel.zero 3 (every replica"
+            " gathers each layer's weights for the same work)"
+        )
+        problems.append(Problem(source, "batch_size", why, run.batch_size))
+    if run.optimizer.clip_global_norm is not None:
+        why = (
+            "not with parallel.zero above 0: the global norm of the sharded gradients needs"
+            " an all-reduce over the data-parallel group, which is not modelled"
+        )
+        problems.append(Problem(source, "optimizer.clip_global_norm", why, zero))
+    for technique in techniques:
+        refused = technique.zero_problem()
+        if refused is not None:
+            problems.append(Problem(source, f"techniques.{technique.name}", refused, zero))
+    return problems
+
+
+def zero_placed(step: StepGraph, run: RunSpec, hw: HardwareSpec, tensor: int) -> OpGraph:
+    """The step on the processors at the run's ZeRO stage (above 0), with its updates:
+    a data-parallel or tensor-parallel placement sharded
+    (:func:`~accelsim.mapping.zero_placement.sharded`), or stage 3's own."""
+    assert run.parallel is not None
+    zero, bucket = run.parallel.zero, run.data_parallel.bucket_bytes
+    words = hw.word_bytes
+    if zero == 3:
+        return zero3_data_parallel(
+            step,
+            run.batch_size,
+            hw.processors,
+            run.optimizer,
+            words,
+            bucket,
+            run.parallel.zero_prefetch,
+        )
+    if tensor > 1:
+        graph = tensor_parallel(
+            step, run.batch_size, hw.processors, tensor, run.optimizer, words, bucket
+        )
+    else:
+        graph = placement.data_parallel(
+            step, run.batch_size, hw.processors, run.optimizer, words, bucket
+        )
+    return sharded(graph, words, zero)
+
+
+def sharded_memory(
+    memory: MemoryBreakdown, parameters: Sequence[Parameter], run: RunSpec, hw: HardwareSpec
+) -> MemoryBreakdown:
+    """``memory`` sharded at the run's ZeRO stage over its data-parallel group
+    (:func:`~accelsim.mapping.zero_memory.zero_memory`); as it is at stage 0."""
+    if run.parallel is None or run.parallel.zero == 0:
+        return memory
+    return zero_memory(
+        memory,
+        parameters,
+        run.optimizer,
+        hw.word_bytes,
+        run.parallel.zero,
+        data_degree(run, hw),
+        run.parallel.zero_prefetch,
+    )

@@ -1,0 +1,60 @@
+"""What a processor holds under ZeRO (``run.parallel.zero``): the memory breakdown of
+one replica's step (:func:`accelsim.mapping.memory.memory_breakdown`) with its classes
+sharded over the data-parallel group of ``d`` processors, as Rajbhandari et al.
+(SC 2020, section 5.1 and figure 1) count them:
+
+* stage 1: the optimizer state and the fp32 master weights, each parameter's
+  ``ceil(elements / d)`` of them;
+* stage 2: the gradients too;
+* stage 3: the weights too, plus the weights of the units gathered at once: the
+  layer computing and the ``zero_prefetch`` gathered ahead of it, counted as the
+  largest ``zero_prefetch + 1`` layers' weights (a bound on the units in flight).
+
+With bf16 weights and gradients (2 bytes) and mixed-precision Adam (fp32 master
+weights and two fp32 states, the paper's ``K = 12`` bytes per parameter), a model
+of ``Ψ`` parameters needs ``(2 + 2 + 12) Ψ`` bytes unsharded, ``(2 + 2) Ψ + 12 Ψ /
+d`` at stage 1, ``2 Ψ + 14 Ψ / d`` at stage 2 and ``16 Ψ / d`` at stage 3 (the paper's
+``(2 + 2 + K) Ψ / N_d``), besides the gathered units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Sequence
+
+from accelsim.config.enums import MasterWeights
+from accelsim.config.hardware import WordBytesSpec
+from accelsim.config.run import OptimizerSpec
+from accelsim.graph.ops import Parameter
+from accelsim.mapping.memory import MemoryBreakdown
+from accelsim.mapping.zero_placement import shard
+
+
+def zero_memory(
+    memory: MemoryBreakdown,
+    parameters: Sequence[Parameter],
+    optimizer: OptimizerSpec,
+    words: WordBytesSpec,
+    stage: int,
+    data: int,
+    prefetch: int,
+) -> MemoryBreakdown:
+    """``memory`` (of a processor keeping ``parameters``) with its classes sharded at
+    ZeRO ``stage`` over ``data`` processors, ``prefetch`` layers gathered ahead."""
+    trained = [p for p in parameters if p.grad_op >= 0]
+    elements = sum(shard(p.weight.elements, data) for p in trained)
+    classes = dict(memory.bytes_by_class)
+    classes["optimizer_state"] = elements * words.optimizer_state * optimizer.kind.state_tensors
+    master = optimizer.master_weights is MasterWeights.FP32
+    classes["master_weights"] = elements * words.optimizer_state if master else 0
+    if stage >= 2:
+        classes["gradients"] = elements * words.gradients
+    if stage == 3:
+        units: dict[str, int] = {}
+        for p in parameters:
+            units[p.layer] = units.get(p.layer, 0) + p.weight.bytes
+        gathered = sum(heapq.nlargest(prefetch + 1, units.values()))
+        owned = sum(shard(p.weight.elements, data) * p.weight.word_bytes for p in parameters)
+        classes["weights"] = owned + gathered
+    return dataclasses.replace(memory, bytes_by_class=classes, zero=stage, data=data)
