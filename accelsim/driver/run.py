@@ -361,12 +361,24 @@ def _simulated(graph: OpGraph, costs: OpCosts, inputs: RunInputs) -> Trace:
     data-parallel replicas are symmetric and ``run.data_parallel.symmetry`` allows
     it (:mod:`accelsim.timing.symmetry`), else on every processor."""
     run, machine = inputs.run, inputs.machine
-    found = None
-    if run.data_parallel.symmetry is Symmetry.AUTO:
-        found = symmetry.roles(graph, costs, machine)
-    if found is None:
+    if run.data_parallel.symmetry is not Symmetry.AUTO:
         return simulate(graph, costs, machine, run.timing.engine)
+    found = symmetry.roles(graph, costs, machine)
+    if isinstance(found, str):
+        trace = simulate(graph, costs, machine, run.timing.engine)
+        return dataclasses.replace(trace, unsymmetric=found) if _replicated(inputs) else trace
     return symmetry.simulate(graph, costs, machine, run.timing.engine, found)
+
+
+def _replicated(inputs: RunInputs) -> bool:
+    """Whether the run's processors are data-parallel replicas or tensor-parallel ranks
+    placed by ``assignment`` (no placing technique): a step symmetry could serve."""
+    run = inputs.run
+    return (
+        inputs.machine.processors > 1
+        and not placers(inputs.techniques)
+        and (run.assignment is AssignmentPolicy.DATA_PARALLEL or tensor_degree(run) > 1)
+    )
 
 
 @contextmanager

@@ -328,7 +328,7 @@ class RunResult:
             owners=work.by_owner(self.graph, trace, op_pj),
             communication=by_collective(self.graph, trace),
             groups=self.groups(),
-            symmetry=SimulatedProcessors.of(trace.copies),
+            symmetry=SimulatedProcessors.of(trace.copies, trace.processors, trace.unsymmetric),
             silicon=self._silicon_summary(),
             mapping=MappingSummary.of(c),
         )
