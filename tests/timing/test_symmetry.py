@@ -162,6 +162,22 @@ def test_the_summary_and_the_console_say_what_was_inferred() -> None:
         SimulatedProcessors.read({"symmetry": {"simulated_processors": [0]}})
 
 
+def test_ops_csv_says_which_rows_were_inferred_and_from_which_processor() -> None:
+    # 10 samples on 4: processors 0 and 2 simulated, 1 as 0 and 3 as 2.
+    result = simulated("processors=4", "batch_size=10")
+    rows = result.op_rows()
+    assert list(rows[0])[-1] == "inferred_from"
+    by = {(r["processor"], r["inferred_from"]) for r in rows}
+    assert by == {(0, ""), (1, 0), (2, ""), (3, 2)}
+    assert result.ops_csv().splitlines()[0].endswith(",energy_pj,inferred_from")
+    full = simulated("processors=4", "batch_size=10", "run.data_parallel.symmetry=full")
+    assert "inferred_from" not in full.op_rows()[0]
+    # Every other column is the full simulation's, row for row.
+    assert [dict(r, inferred_from=None) for r in rows] == [
+        dict(r, inferred_from=None) for r in full.op_rows()
+    ]
+
+
 def network(**spec: Any) -> Network:
     return Network.of(InterconnectSpec(**spec), spec.get("processors", 8))
 
