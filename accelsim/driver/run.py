@@ -18,7 +18,7 @@ from accelsim.config.symmetry import Symmetry
 from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
-from accelsim.driver.parallel import tensor_degree, tensor_plan
+from accelsim.driver.parallel import replicated, tensor_degree, tensor_plan
 from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
@@ -366,19 +366,9 @@ def _simulated(graph: OpGraph, costs: OpCosts, inputs: RunInputs) -> Trace:
     found = symmetry.roles(graph, costs, machine)
     if isinstance(found, str):
         trace = simulate(graph, costs, machine, run.timing.engine)
-        return dataclasses.replace(trace, unsymmetric=found) if _replicated(inputs) else trace
+        said = replicated(run, machine.processors, inputs.techniques)
+        return dataclasses.replace(trace, unsymmetric=found) if said else trace
     return symmetry.simulate(graph, costs, machine, run.timing.engine, found)
-
-
-def _replicated(inputs: RunInputs) -> bool:
-    """Whether the run's processors are data-parallel replicas or tensor-parallel ranks
-    placed by ``assignment`` (no placing technique): a step symmetry could serve."""
-    run = inputs.run
-    return (
-        inputs.machine.processors > 1
-        and not placers(inputs.techniques)
-        and (run.assignment is AssignmentPolicy.DATA_PARALLEL or tensor_degree(run) > 1)
-    )
 
 
 @contextmanager
