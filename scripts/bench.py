@@ -89,6 +89,13 @@ def commands(out: str) -> list[tuple[str, list[str], dict[str, str]]]:
         ("ResNet-18 data-parallel, P = 256, batch 256",
          [*resnet18, "--set", "processors=256", "--set", "assignment=data_parallel",
           "--set", "batch_size=256"], {}),
+        *(
+            (f"ResNet-50 data-parallel, ring, a DRAM each, P = {p:,}, batch {p:,} (symmetry)",
+             [*resnet18, "--set", "workload=workloads/resnet50.yaml", "--set",
+              f"processors={p}", "--set", "assignment=data_parallel", "--set",
+              f"batch_size={p}", "--set", "dram.sharing=per_processor"], {})
+            for p in (16, 1024)
+        ),
         ("ResNet-34 LayerPipe, 9 processors, per-processor DRAM",
          [*accelsim, "run", "configs/experiments/pipeline.yaml", "--out", out, "--force",
           "--set", "workload=workloads/resnet34.yaml", "--set", "processors=9",

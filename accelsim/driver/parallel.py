@@ -14,12 +14,22 @@ from accelsim.lowering.sequence_parallel import KEY as SEQUENCE_KEY
 from accelsim.lowering.sequence_parallel import sequence_problems
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.lowering.tensor_parallel import TensorPlan, plan_tensor, tensor_problems
-from accelsim.techniques.base import Technique
+from accelsim.techniques.base import Technique, placers
 
 
 def tensor_degree(run: RunSpec) -> int:
     """The run's tensor-parallel degree (1 without a plan)."""
     return 1 if run.parallel is None else run.parallel.tensor
+
+
+def replicated(run: RunSpec, processors: int, techniques: Sequence[Technique[Any]]) -> bool:
+    """Whether the run's ``processors`` are data-parallel replicas or tensor-parallel
+    ranks placed by ``assignment`` (no placing technique): a step symmetry could serve."""
+    return (
+        processors > 1
+        and not placers(techniques)
+        and (run.assignment is AssignmentPolicy.DATA_PARALLEL or tensor_degree(run) > 1)
+    )
 
 
 def tensor_plan(run: RunSpec, infos: Sequence[LayerInfo]) -> TensorPlan | None:

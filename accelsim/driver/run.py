@@ -18,7 +18,7 @@ from accelsim.config.symmetry import Symmetry
 from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
-from accelsim.driver.parallel import tensor_degree, tensor_plan
+from accelsim.driver.parallel import replicated, tensor_degree, tensor_plan
 from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
@@ -365,11 +365,13 @@ def _simulated(graph: OpGraph, costs: OpCosts, inputs: RunInputs) -> Trace:
     data-parallel replicas are symmetric and ``run.data_parallel.symmetry`` allows
     it (:mod:`accelsim.timing.symmetry`), else on every processor."""
     run, machine = inputs.run, inputs.machine
-    found = None
-    if run.data_parallel.symmetry is Symmetry.AUTO:
-        found = symmetry.roles(graph, costs, machine)
-    if found is None:
+    if run.data_parallel.symmetry is not Symmetry.AUTO:
         return simulate(graph, costs, machine, run.timing.engine)
+    found = symmetry.roles(graph, costs, machine)
+    if isinstance(found, str):
+        trace = simulate(graph, costs, machine, run.timing.engine)
+        said = replicated(run, machine.processors, inputs.techniques)
+        return dataclasses.replace(trace, unsymmetric=found) if said else trace
     return symmetry.simulate(graph, costs, machine, run.timing.engine, found)
 
 

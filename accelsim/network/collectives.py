@@ -77,8 +77,13 @@ class Schedule:
 
     @property
     def bytes(self) -> int:
-        """Every byte its transfers send."""
-        return sum(t.bytes for step in self.steps for t in step)
+        """Every byte its transfers send (a step repeated as one object, a ring's,
+        summed once)."""
+        sums: dict[int, int] = {}
+        for step in self.steps:
+            if id(step) not in sums:
+                sums[id(step)] = sum(t.bytes for t in step)
+        return sum(sums[id(step)] for step in self.steps)
 
 
 def piece(size_bytes: int, n: int) -> int:

@@ -328,7 +328,7 @@ class RunResult:
             owners=work.by_owner(self.graph, trace, op_pj),
             communication=by_collective(self.graph, trace),
             groups=self.groups(),
-            symmetry=SimulatedProcessors.of(trace.copies),
+            symmetry=SimulatedProcessors.of(trace.copies, trace.processors, trace.unsymmetric),
             silicon=self._silicon_summary(),
             mapping=MappingSummary.of(c),
         )
@@ -361,13 +361,13 @@ class RunResult:
         """The text of ``ops.csv``: the header, then one row per op."""
         return tables.ops_csv(
             tables.op_columns(self.graph, self.trace, self.energy.op_pj, self.hardware),
-            tables.op_header(self.trace.costs),
+            tables.op_header(self.trace.costs, bool(self.trace.copies)),
         )
 
     def op_rows(self) -> list[dict[str, Any]]:
         """One ``ops.csv`` row per op."""
         rows = tables.op_rows(self.graph, self.trace, self.energy.op_pj, self.hardware)
-        header = tables.op_header(self.trace.costs)
+        header = tables.op_header(self.trace.costs, bool(self.trace.copies))
         return [dict(zip(header, row, strict=True)) for row in rows]
 
     def layer_rows(self) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Which processors a step simulated and which it inferred from them
 (``summary.json``'s ``symmetry``), when its symmetric data-parallel replicas were
-simulated once per role (:mod:`accelsim.timing.symmetry`)."""
+simulated once per role (:mod:`accelsim.timing.symmetry`), or why every processor
+of its replicas or ranks was simulated under ``symmetry: auto``."""
 
 from __future__ import annotations
 
@@ -13,16 +14,23 @@ from typing import Any
 class SimulatedProcessors:
     """``simulated``: the processors simulated, one of each role;
     ``inferred_from``: per processor, the simulated processor whose timing it takes,
-    or None for a simulated one."""
+    or None for a simulated one; ``unsymmetric``: why every processor was simulated
+    though ``symmetry: auto`` allowed fewer (empty when some were inferred)."""
 
     simulated: tuple[int, ...]
     inferred_from: tuple[int | None, ...]
+    unsymmetric: str = ""
 
     @classmethod
-    def of(cls, copies: tuple[int, ...]) -> SimulatedProcessors | None:
-        """From a trace's ``copies`` (None when every processor was simulated)."""
+    def of(
+        cls, copies: tuple[int, ...], processors: int = 0, unsymmetric: str = ""
+    ) -> SimulatedProcessors | None:
+        """From a trace's ``copies``, its ``processors`` and its ``unsymmetric``
+        (None when every processor was simulated and no reason is given)."""
         if not copies:
-            return None
+            if not unsymmetric:
+                return None
+            return cls(tuple(range(processors)), (None,) * processors, unsymmetric)
         return cls(
             tuple(p for p, q in enumerate(copies) if p == q),
             tuple(None if p == q else q for p, q in enumerate(copies)),
@@ -32,6 +40,7 @@ class SimulatedProcessors:
         return {
             "simulated_processors": list(self.simulated),
             "inferred_from": list(self.inferred_from),
+            **({"unsymmetric": self.unsymmetric} if self.unsymmetric else {}),
         }
 
     @classmethod
@@ -45,12 +54,16 @@ class SimulatedProcessors:
             return cls(
                 tuple(int(p) for p in data["simulated_processors"]),
                 tuple(None if q is None else int(q) for q in data["inferred_from"]),
+                str(data.get("unsymmetric", "")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"summary: symmetry: malformed (got {data!r})") from error
 
     def described(self) -> str:
-        """``p0, p5 (p1-p4 as p0, p6-p7 as p5)``: the console's words for it."""
+        """``p0, p5 (p1-p4 as p0, p6-p7 as p5)``: the console's words for it (``every
+        processor: why`` when none was inferred)."""
+        if self.unsymmetric:
+            return f"every processor: {self.unsymmetric}"
         inferred = []
         for rep in self.simulated:
             members = [p for p, q in enumerate(self.inferred_from) if q == rep]

@@ -69,6 +69,11 @@ searched GEMM's dataflow on the array, orientation (``as_given``, ``transposed``
 stream blocking (``psums``, ``fewest_reads``); empty for any other op, a GEMM on the
 vector unit among them."""
 
+INFERRED_COLUMN = "inferred_from"
+"""The column ``ops.csv`` adds last when a symmetric step was simulated on one processor
+of each role (:mod:`accelsim.timing.symmetry`): the simulated processor whose op gives
+the row its cycles, empty for an op simulated itself."""
+
 LAYER_COLUMNS = (
     "layer",
     "ops",
@@ -101,10 +106,12 @@ def op_rows(
     return zip(*op_columns(graph, trace, op_pj, hw), strict=True)
 
 
-def op_header(costs: OpCosts) -> tuple[str, ...]:
+def op_header(costs: OpCosts, inferred: bool = False) -> tuple[str, ...]:
     """The columns of ``ops.csv``: :data:`OP_COLUMNS`, then :data:`MAPPING_COLUMNS` when
-    ``costs`` come from a mapping search."""
-    return OP_COLUMNS if costs.mapping is None else (*OP_COLUMNS, *MAPPING_COLUMNS)
+    ``costs`` come from a mapping search, then :data:`INFERRED_COLUMN` when some
+    processors were ``inferred``."""
+    columns = OP_COLUMNS if costs.mapping is None else (*OP_COLUMNS, *MAPPING_COLUMNS)
+    return (*columns, INFERRED_COLUMN) if inferred else columns
 
 
 def ops_csv(columns: Sequence[Sequence[Any]], header: Sequence[str] = OP_COLUMNS) -> str:
@@ -211,7 +218,16 @@ def op_columns(
         ),
         [round(x, 3) for x in op_pj.tolist()],
         *mapping_columns(c),
+        *inferred_column(trace),
     ]
+
+
+def inferred_column(trace: Trace) -> list[list[int | str]]:
+    """:data:`INFERRED_COLUMN` (none when every processor was simulated)."""
+    copies = trace.copies
+    if not copies:
+        return []
+    return [[copies[p] if copies[p] != p else "" for p in trace.processor.tolist()]]
 
 
 def mapping_columns(costs: OpCosts) -> list[list[str]]:

@@ -114,10 +114,12 @@ def link_load(machine: Machine, op: CommOp) -> tuple[tuple[int, int], ...]:
 def _link_load(
     how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
 ) -> tuple[tuple[int, int], ...]:
+    steps = _steps(how, collective, group, size_bytes)
+    repeats = Counter(map(id, steps))  # a step repeated as one object counted once
     load: Counter[int] = Counter()
-    for step in _steps(how, collective, group, size_bytes):
+    for step in {id(step): step for step in steps}.values():
         for send in step:
-            load[send.link] += send.bytes
+            load[send.link] += send.bytes * repeats[id(step)]
     return tuple(load.items())
 
 

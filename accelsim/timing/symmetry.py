@@ -85,19 +85,28 @@ class Roles:
         return tuple(p for p, q in enumerate(self.copies) if p == q)
 
 
-def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
-    """The roles of ``graph``'s processors, or None where simulating one processor of
-    each would not give the full step's timing (see the module docstring)."""
+def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
+    """The roles of ``graph``'s processors, or why simulating one processor of each
+    would not give the full step's timing (see the module docstring)."""
     processors = machine.processors
-    if processors < 2 or graph.priority or len({id(m) for m in machine.dram}) < processors:
-        return None
+    if processors < 2:
+        return "one processor"
+    if graph.priority:
+        return "its ops are ordered by priority"
+    if len({id(m) for m in machine.dram}) < processors:
+        return "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
     comms: list[int] = []
     for i, op in enumerate(graph.ops):
         if isinstance(op, TransferOp):
-            return None
+            return "it sends point-to-point transfers"
         if isinstance(op, CommOp):
-            if op.collective not in SYMMETRIC or pipelined(machine, op):
-                return None
+            if op.collective not in SYMMETRIC:
+                return (
+                    "it runs a collective other than all-reduce, reduce-scatter and"
+                    f" all-gather ({op.collective.value})"
+                )
+            if pipelined(machine, op):
+                return "its collectives are pipelined in chunks across the network's dimensions"
             comms.append(i)
     is_comm = np.zeros(len(graph.ops), bool)
     is_comm[comms] = True
@@ -107,7 +116,7 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
     shapes = _shapes(graph, processor, is_comm, position, processors, calls)
     signs = calls.signatures(graph, position)
     if shapes is None or signs is None:
-        return None
+        return "an op or a collective waits for a collective outside its processors' groups"
     work = _work(costs)
     copies: list[int] = []
     for p in range(processors):
@@ -122,7 +131,7 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
             )
         )
     if len(set(copies)) == processors:
-        return None
+        return "no two processors do the same work"
     counterpart = np.arange(len(graph.ops), dtype=np.int64)
     for p, q in enumerate(copies):
         if p != q:
@@ -132,13 +141,13 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
             calls.of_processor[copies[p]][calls.local[c, p]] for p in _comm(graph, c).participants
         }
         if len(images) > 1:
-            return None
+            return "a collective's participants run different collectives in its place"
         counterpart[c] = images.pop()
     kept = [c for c in comms if counterpart[c] == c]
     if len({_key(_comm(graph, c), copies) for c in kept}) < len(kept):
-        return None  # two simulated collectives the engines could not tell apart
+        return "two of its simulated collectives could not be told apart"
     if not _balanced(graph, comms, counterpart, machine):
-        return None
+        return "its all-reduces load the links of one class unevenly (topology or algorithm)"
     return Roles(tuple(copies), counterpart)
 
 

@@ -28,6 +28,8 @@ class Trace:
         copies: Empty when every processor was simulated; else, when the step was
             simulated on one processor of each role (:mod:`accelsim.timing.symmetry`),
             the processor each processor's timing is that of (itself when simulated).
+        unsymmetric: Why a step of data-parallel replicas or tensor-parallel ranks
+            under ``symmetry: auto`` was simulated on every processor; empty otherwise.
     """
 
     costs: OpCosts
@@ -40,6 +42,7 @@ class Trace:
     events: int
     engine: str
     copies: tuple[int, ...] = ()
+    unsymmetric: str = ""
 
     def busy_cycles(self, unit: int) -> np.ndarray:
         """Cycles each processor's ``unit`` spent running ops (compute plus stalls)."""

@@ -92,17 +92,56 @@ def test_the_representatives_give_every_number_of_the_full_step(
     assert symmetric.trace.events < full.trace.events
 
 
+SHARED = "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
+UNEVEN = "its all-reduces load the links of one class unevenly (topology or algorithm)"
+
+
 @pytest.mark.parametrize(
     ("sets", "why"),
     [
-        (["processors=4", "batch_size=8", "dram.sharing=shared"], "one DRAM for all"),
+        (["processors=4", "batch_size=8", "dram.sharing=shared"], SHARED),
         # A ring over the processors of a 2x4 torus in order: 1 -> 2 crosses both
         # dimensions, 0 -> 1 one, so the links are not loaded alike.
-        (["processors=8", "batch_size=16", *TORUS, "interconnect.algorithm=ring"], "uneven links"),
+        (["processors=8", "batch_size=16", *TORUS, "interconnect.algorithm=ring"], UNEVEN),
     ],
 )
-def test_an_asymmetric_step_is_simulated_in_full(sets: list[str], why: str) -> None:
-    assert simulated(*sets).trace.copies == (), why
+def test_an_asymmetric_step_is_simulated_in_full_and_says_why(sets: list[str], why: str) -> None:
+    result = simulated(*sets)
+    assert result.trace.copies == ()
+    assert result.trace.unsymmetric == why
+    summary = result.step_summary()
+    assert summary.symmetry is not None
+    assert summary.symmetry.described() == f"every processor: {why}"
+    record = summary.to_dict()
+    n = len(record["busy_cycles"]["array"])
+    assert record["symmetry"] == {
+        "simulated_processors": list(range(n)),
+        "inferred_from": [None] * n,
+        "unsymmetric": why,
+    }
+    assert StepSummary.from_dict(record).symmetry == summary.symmetry
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        # Every processor simulated as asked: nothing to explain.
+        ["processors=4", "batch_size=8", "dram.sharing=shared", "run.data_parallel.symmetry=full"],
+        # One processor.
+        ["processors=1"],
+    ],
+)
+def test_no_reason_where_symmetry_was_not_asked_for_or_cannot_apply(sets: list[str]) -> None:
+    result = simulated(*sets)
+    assert result.trace.unsymmetric == ""
+    assert result.step_summary().symmetry is None
+
+
+def test_a_pipeline_is_not_said_to_have_fallen_back() -> None:
+    run = _Run(load_inputs(MLP, parse_sets(["processors=4", "run.techniques={gpipe: {}}"])))
+    base = run.simulate(run.placed(BASE, None), BASE)
+    assert base.trace.unsymmetric == ""
+    assert base.step_summary().symmetry is None
 
 
 def test_the_summary_and_the_console_say_what_was_inferred() -> None:
@@ -121,6 +160,22 @@ def test_the_summary_and_the_console_say_what_was_inferred() -> None:
     assert SimulatedProcessors.of(()) is None
     with pytest.raises(ValueError, match="symmetry: malformed"):
         SimulatedProcessors.read({"symmetry": {"simulated_processors": [0]}})
+
+
+def test_ops_csv_says_which_rows_were_inferred_and_from_which_processor() -> None:
+    # 10 samples on 4: processors 0 and 2 simulated, 1 as 0 and 3 as 2.
+    result = simulated("processors=4", "batch_size=10")
+    rows = result.op_rows()
+    assert list(rows[0])[-1] == "inferred_from"
+    by = {(r["processor"], r["inferred_from"]) for r in rows}
+    assert by == {(0, ""), (1, 0), (2, ""), (3, 2)}
+    assert result.ops_csv().splitlines()[0].endswith(",energy_pj,inferred_from")
+    full = simulated("processors=4", "batch_size=10", "run.data_parallel.symmetry=full")
+    assert "inferred_from" not in full.op_rows()[0]
+    # Every other column is the full simulation's, row for row.
+    assert [dict(r, inferred_from=None) for r in rows] == [
+        dict(r, inferred_from=None) for r in full.op_rows()
+    ]
 
 
 def network(**spec: Any) -> Network:
@@ -167,8 +222,8 @@ def test_a_role_is_the_same_ops_costs_and_dependencies(
     c = costs([UNIT_ARRAY] * 4 + [UNIT_COMM], compute=compute)
     on = machine("processors=2", "dram.sharing=per_processor")
     found = symmetry.roles(graph, c, on)
-    assert (found and found.copies) == copies
-    if found is not None:
+    assert (found.copies if isinstance(found, symmetry.Roles) else None) == copies
+    if isinstance(found, symmetry.Roles):
         assert found.counterpart.tolist() == [0, 1, 0, 1, 4]
         # Processor 1's ops end when processor 0's do: 100 and 150 cycles of compute.
         trace = symmetry.simulate(graph, c, on, EngineKind.SIMPY, found)
