@@ -87,7 +87,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     with cli_sweep.printing(directory):
-        print(summary_table(result.base.summary()))
+        if result.pipeline is None:
+            print(summary_table(result.base.summary()))
+        else:
+            from accelsim.report.pipeline import pipeline_block, with_pipeline
+
+            clock = inputs.hardware.clock_mhz
+            print(summary_table(with_pipeline(result.base.summary(), result.pipeline, clock)))
+            print(pipeline_block(result.pipeline))
         if result.memory is not None:
             from accelsim.report.memory import memory_block
 

@@ -1,5 +1,6 @@
 """The pipeline of a run's parallel plan (``run.parallel.pipeline``): its load-time
-checks, its cut and its micro-batches, and the memory of its most loaded stage."""
+checks, its cut and its micro-batches, the memory of its most loaded stage, and its
+step (:mod:`accelsim.driver.pipeline_step`)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from typing import Any
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.parallel import ParallelSpec, PipelineSchedule
 from accelsim.config.run import AssignmentPolicy, RunSpec
-from accelsim.errors import ConfigError, Problem
+from accelsim.driver.pipeline_step import Simulated, pipeline_step, rank_step
+from accelsim.errors import Problem
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.mapping.pipeline_memory import stage_memory
 from accelsim.mapping.pipeline_order import order_problem
 from accelsim.mapping.pipeline_stages import cut_problem, cut_stages
+from accelsim.network.topology import Network
 from accelsim.techniques.base import Technique
+from accelsim.timing.pipeline_step import PipelineStep
 
 
 def pipeline_degree(run: RunSpec) -> int:
@@ -99,17 +103,22 @@ def pipeline_memory(
     )
 
 
-def unsimulated_pipeline(run: RunSpec, source: str) -> None:
-    """Refuses to simulate a step of a pipeline plan: its memory is counted
-    (``accelsim run --memory-only``), its schedule's step is not simulated.
-
-    Raises:
-        ConfigError: with ``parallel.pipeline`` above 1.
-    """
-    p = pipeline_degree(run)
-    if p > 1:
-        why = (
-            "a pipeline plan's step is not simulated; accelsim run --memory-only counts its"
-            " stages' memory"
-        )
-        raise ConfigError.single(source, "parallel.pipeline", why, p)
+def simulated_pipeline(
+    run: RunSpec,
+    hw: HardwareSpec,
+    network: Network,
+    infos: Sequence[LayerInfo],
+    step_of_batch: Callable[[int], OpGraph],
+    simulated: Simulated,
+) -> tuple[OpGraph, PipelineStep]:
+    """The step of the run's pipeline plan (:mod:`accelsim.driver.pipeline_step`), each
+    pass simulated by ``simulated``, and the graph of one micro-batch of every chunk on
+    the first stage's tensor group that its passes were cut from."""
+    plan = run.parallel
+    assert plan is not None
+    m = micro_batch_samples(plan)
+    replicas = hw.processors // (plan.pipeline * plan.tensor)
+    micro_batches = run.batch_size // (replicas * m)
+    cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
+    graph = rank_step(run, hw, step_of_batch, m)
+    return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated)

@@ -19,7 +19,7 @@ from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import tensor_degree, tensor_plan
-from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
+from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, simulated_pipeline
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.energy.model import estimate_energy
@@ -432,9 +432,10 @@ def _checked_memory(sim: _Run) -> MemoryBreakdown | None:
 
 def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     """:func:`simulate_training`, its problems as found."""
-    unsimulated_pipeline(inputs.run, inputs.source)
     sim = _Run(inputs, progress)
     memory = _checked_memory(sim)
+    if pipeline_degree(inputs.run) > 1:
+        return _pipelined(sim, memory)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:
@@ -450,6 +451,21 @@ def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
         steps[kind] = sim.step(kind, result, base)
     report = _report(inputs.techniques, sim.ctx, base, steps)
     return TrainingResult(base, {k: s.result for k, s in steps.items()}, report, memory, match)
+
+
+def _pipelined(sim: _Run, memory: MemoryBreakdown | None) -> TrainingResult:
+    """A pipeline plan's step composed from its passes; its tables are one micro-batch
+    of every chunk simulated whole (no technique runs with a pipeline plan)."""
+    inputs = sim.inputs
+    graph, step = simulated_pipeline(
+        inputs.run,
+        inputs.hardware,
+        inputs.machine.network,
+        inputs.infos,
+        sim.step_graph(BASE),
+        lambda pass_graph: sim.simulate(pass_graph, "pass").trace.total_cycles,
+    )
+    return TrainingResult(sim.simulate(graph, BASE), {}, None, memory, pipeline=step)
 
 
 def _kinds(techniques: tuple[Technique[Any], ...], ctx: TechniqueContext) -> list[str]:

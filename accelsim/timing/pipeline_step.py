@@ -96,6 +96,34 @@ class ComposedStep:
     total_cycles: int
 
 
+@dataclass(frozen=True)
+class ChunkPasses:
+    """The chunks one simulation of a forward and a backward pass stands for, and
+    their ops (one rank's group) and cycles."""
+
+    chunks: tuple[int, ...]
+    forward_ops: int
+    backward_ops: int
+    passes: PassCycles
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """A pipeline plan's composed step, with what it was composed of: the distinct
+    chunks' simulations, the bytes each rank sends per micro-batch between chunks
+    (``activation_bytes[g]`` from chunk ``g`` to ``g + 1``, ``gradient_bytes[g]`` back),
+    each stage's all-reduced gradient bytes (one rank's) and the degrees."""
+
+    times: PipelineTimes
+    step: ComposedStep
+    distinct: tuple[ChunkPasses, ...]
+    activation_bytes: tuple[int, ...]
+    gradient_bytes: tuple[int, ...]
+    stage_gradient_bytes: tuple[int, ...]
+    data: int
+    tensor: int
+
+
 def bubble_fraction(schedule: PipelineSchedule, stages: int, virtual_stages: int, m: int) -> float:
     """The bubble's share of the pipeline's time when every chunk pass of a direction
     takes the same time and transfers none (Narayanan et al. 2021): ``(p - 1) / (m + p -
@@ -126,7 +154,9 @@ def compose(times: PipelineTimes) -> ComposedStep:
         """The pass ``step`` waits for and the hop between them (None: no input)."""
         j, g = step.micro_batch, step.chunk
         if step.direction is Pass.FORWARD:
-            return None if g == 0 else (ChunkPass(Pass.FORWARD, j, g - 1), times.forward_hops[g - 1])
+            return (
+                None if g == 0 else (ChunkPass(Pass.FORWARD, j, g - 1), times.forward_hops[g - 1])
+            )
         if g == last_chunk:
             return ChunkPass(Pass.FORWARD, j, g), None
         return ChunkPass(Pass.BACKWARD, j, g + 1), times.backward_hops[g]

@@ -1,0 +1,117 @@
+"""A pipeline plan's step simulated at pass granularity (:mod:`accelsim.driver.pipeline_step`)
+on the 4-block GPT of ``tests/fixtures/workloads/tiny_gpt_blocks.yaml`` (s = 8, h = 16;
+batch 8, micro-batches of one sample): the transfers and their bytes, the distinct
+chunks simulated once, the data-parallel all-reduce by the network's closed form, the
+engines identical, and the summary and console."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from accelsim import cli
+from accelsim.config.parallel import PipelineSchedule
+from accelsim.driver.run import simulate_training
+from accelsim.network.collectives import Collective
+from accelsim.network.cost import cycles
+from accelsim.report.pipeline import TABLES
+from accelsim.timing.pipeline_step import compose
+from tests.mapping.test_pipeline_memory import loaded
+
+S, H = 8, 16
+ACTIVATION = S * H * 2  # one sample's block output, 2-byte words
+
+
+def test_one_f_one_b_on_two_stages(tmp_path: Path) -> None:
+    result = simulate_training(loaded(tmp_path, "{pipeline: 2}", 2))
+    step = result.pipeline
+    assert step is not None
+    times = step.times
+    assert (times.stages, times.virtual_stages, times.micro_batches) == (2, 1, 8)
+    # each micro-batch sends one activation forward and its gradient back
+    assert step.activation_bytes == step.gradient_bytes == (ACTIVATION,)
+    # one data-parallel replica: no all-reduce
+    assert times.all_reduce_cycles == (0, 0)
+    # the first chunk (embedding + 2 blocks) and the last (2 blocks + head) differ
+    assert [c.chunks for c in step.distinct] == [(0,), (1,)]
+    # the composed step is the composition of these passes and hops
+    assert compose(times) == step.step
+    summary = result.summary()
+    assert summary["total_cycles"] == step.step.total_cycles
+    assert summary["pipeline"]["step_cycles"] == step.step.total_cycles
+    assert summary["pipeline"]["tables"] == TABLES
+    # the tables: one micro-batch of every chunk on the one tensor group (processor 0)
+    assert summary["batch_size"] == 8 and set(result.base.graph.processor) == {0}
+
+
+def test_the_middle_chunks_are_simulated_once(tmp_path: Path) -> None:
+    step = simulate_training(loaded(tmp_path, "{pipeline: 4}", 4)).pipeline
+    assert step is not None
+    assert [c.chunks for c in step.distinct] == [(0,), (1, 2), (3,)]
+    assert step.times.passes[1] == step.times.passes[2]
+    assert step.activation_bytes == (ACTIVATION,) * 3
+
+
+def test_interleaved_chunks_and_hops(tmp_path: Path) -> None:
+    plan = "{pipeline: 2, schedule: interleaved, virtual_stages: 2}"
+    step = simulate_training(loaded(tmp_path, plan, 2)).pipeline
+    assert step is not None
+    assert step.times.schedule is PipelineSchedule.INTERLEAVED
+    assert [c.chunks for c in step.distinct] == [(0,), (1, 2), (3,)]
+    # chunks 0 -> 1 -> 2 -> 3 alternate between the two stages
+    assert len(step.times.forward_hops) == 3
+    hops = step.times.forward_hops
+    assert hops[0].links == hops[2].links != hops[1].links
+
+
+def test_data_parallel_all_reduce_per_stage(tmp_path: Path) -> None:
+    inputs = loaded(tmp_path, "{pipeline: 2}", 4, "assignment=data_parallel")
+    step = simulate_training(inputs).pipeline
+    assert step is not None
+    assert step.data == 2 and step.times.micro_batches == 4
+    network = inputs.machine.network
+    algorithm = inputs.hardware.interconnect.algorithm
+    # stage s of replica r is processor 2 r + s: stage 0's group is (0, 2), stage 1's (1, 3)
+    expected = tuple(
+        cycles(network, Collective.ALL_REDUCE, (s, 2 + s), n, algorithm)
+        for s, n in enumerate(step.stage_gradient_bytes)
+    )
+    assert step.times.all_reduce_cycles == expected
+    assert all(n > 0 for n in expected)
+    # the gradients of a stage's layers: each stage's weights at 2 bytes (a block 3,280,
+    # the table 1,024 on both ends, ln_f 32)
+    assert step.stage_gradient_bytes == (2 * (1_024 + 2 * 3_280), 2 * (2 * 3_280 + 32 + 1_024))
+
+
+def test_the_engines_agree(tmp_path: Path) -> None:
+    steps = [
+        simulate_training(loaded(tmp_path, "{pipeline: 2}", 2, f"timing.engine={engine}"))
+        for engine in ("simpy", "compiled")
+    ]
+    simpy, compiled = (s.pipeline for s in steps)
+    assert simpy is not None and compiled is not None
+    assert simpy.times == compiled.times and simpy.step == compiled.step
+
+
+def test_the_command_line_prints_the_breakdown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loaded(tmp_path, "{pipeline: 2}", 2)  # writes run.yaml
+    args = ["run", str(tmp_path / "run.yaml"), "--set", "processors=2"]
+    args += ["--set", "run.parallel={pipeline: 2}", "--out", str(tmp_path / "out")]
+    assert cli.main(args) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert (
+        "pipeline        1 x 2 x 1 processors (data, pipeline, tensor (tensor innermost)),"
+        " 1f1b, 8 micro-batches"
+    ) in out
+    assert "  bubble        closed form 11.1 % of the pipeline's time" in out
+    (summary_path,) = (tmp_path / "out").glob("*/summary.json")
+    summary = json.loads(summary_path.read_text("utf-8"))
+    section = summary["pipeline"]
+    assert summary["total_cycles"] == section["step_cycles"] >= section["bound_cycles"]
+    assert section["bubble_fraction_closed_form"] == 1 / 9
+    assert [c["count_per_step"] for c in section["chunks"]] == [8, 8]
+    assert f"cycles          {summary['total_cycles']:,}" in out
