@@ -19,7 +19,7 @@ from accelsim.mapping.pipeline_memory import stage_memory
 from accelsim.mapping.pipeline_order import order_problem
 from accelsim.mapping.pipeline_stages import cut_problem, cut_stages
 from accelsim.network.topology import Network
-from accelsim.techniques.base import Technique
+from accelsim.techniques.base import Technique, placers
 from accelsim.timing.pipeline_step import PipelineStep
 
 
@@ -77,8 +77,18 @@ def pipeline_problems(
         refused = order_problem(plan.schedule, p, run.batch_size // (replicas * m))
         if refused is not None:
             problems.append(Problem(source, "parallel.micro_batch", refused, m))
+    placing = {t.name for t in placers(techniques)}
     for technique in techniques:
-        why = "not with parallel.pipeline above 1: the plan's schedule is the pipeline"
+        if technique.name in placing:
+            why = (
+                "not with parallel.pipeline above 1: the plan's schedule is the pipeline"
+                " (two pipelines; use one)"
+            )
+        else:
+            why = (
+                "not with parallel.pipeline above 1: a pipeline plan's passes are cut from"
+                " the step without a technique's rewrites"
+            )
         problems.append(Problem(source, f"techniques.{technique.name}", why, p))
     return problems
 

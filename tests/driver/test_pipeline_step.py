@@ -14,6 +14,7 @@ import pytest
 from accelsim import cli
 from accelsim.config.parallel import PipelineSchedule
 from accelsim.driver.run import simulate_training
+from accelsim.errors import ConfigError
 from accelsim.network.collectives import Collective
 from accelsim.network.cost import cycles
 from accelsim.report.pipeline import TABLES
@@ -115,3 +116,24 @@ def test_the_command_line_prints_the_breakdown(
     assert section["bubble_fraction_closed_form"] == 1 / 9
     assert [c["count_per_step"] for c in section["chunks"]] == [8, 8]
     assert f"cycles          {summary['total_cycles']:,}" in out
+
+
+@pytest.mark.parametrize(
+    ("technique", "why"),
+    [
+        ("gpipe", "the plan's schedule is the pipeline (two pipelines; use one)"),
+        ("layerpipe", "the plan's schedule is the pipeline (two pipelines; use one)"),
+        (
+            "recomputation",
+            "a pipeline plan's passes are cut from the step without a technique's rewrites",
+        ),
+    ],
+)
+def test_techniques_with_a_pipeline_plan_are_refused(
+    tmp_path: Path, technique: str, why: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        loaded(tmp_path, "{pipeline: 2}", 2, f"run.techniques={{{technique}: {{}}}}")
+    assert str(err.value) == (
+        f"--set: run.techniques.{technique}: not with parallel.pipeline above 1: {why} (got 2)"
+    )
