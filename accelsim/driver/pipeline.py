@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import MAX_COPIED_PROCESSORS, HardwareSpec
 from accelsim.config.parallel import ParallelSpec, PipelineSchedule
 from accelsim.config.run import AssignmentPolicy, RunSpec
 from accelsim.driver.pipeline_step import Simulated, pipeline_step, rank_step
@@ -40,13 +40,20 @@ def pipeline_problems(
     techniques: Sequence[Technique[Any]],
     source: str,
 ) -> list[Problem]:
-    """What a pipeline plan cannot run with: processors that tensor x pipeline does not
+    """What a pipeline plan cannot run with (and, without one, more processors than a
+    copy of the step on each allows): processors that tensor x pipeline does not
     divide, a batch the replicas' micro-batches do not divide, a table with fewer
     blocks than chunks, virtual stages without the interleaved schedule, micro-batches
     the interleaved schedule cannot order, and any technique."""
     plan = run.parallel
     if plan is None or plan.pipeline == 1:
-        return []
+        if hw.processors <= MAX_COPIED_PROCESSORS:
+            return []
+        why = (
+            f"above {MAX_COPIED_PROCESSORS:,} only with parallel.pipeline above 1: every other"
+            " plan places a copy of the step on every processor"
+        )
+        return [Problem(source, "hardware.processors", why, hw.processors)]
     key = "parallel.pipeline"
     p, v = plan.pipeline, plan.virtual_stages
     if plan.schedule is PipelineSchedule.ONE_F_ONE_B and v > 1:

@@ -137,9 +137,7 @@ def pipeline_step(
             if data > 1
             else 0
         )
-        kept = sorted(
-            {*ops.shared_update, *(i for g in chunks for i in ops.group[g][Stage.UPDATE])}
-        )
+        kept = sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])
         update.append(simulated(subgraph(graph, kept)) if kept else 0)
     times = PipelineTimes(
         plan.schedule,
@@ -167,12 +165,10 @@ def pipeline_step(
 @dataclass(frozen=True)
 class _ChunkOps:
     """Each chunk's ops by stage (forward, backward, update): every rank's
-    (``group``) and rank 0's, and the update ops of no layer (the global norm of
-    clipping), which every stage runs over its gradients."""
+    (``group``) and rank 0's."""
 
     group: tuple[dict[Stage, list[int]], ...]
     rank_zero: tuple[dict[Stage, list[int]], ...]
-    shared_update: tuple[int, ...]
 
 
 def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
@@ -180,19 +176,15 @@ def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
     kinds = (Stage.FORWARD, Stage.BACKWARD, Stage.UPDATE)
     group: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
     zero: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
-    shared = []
     for op in graph.ops:
         i = op.op_id
         if op.stage not in kinds or graph.processor[i] >= t:
             continue
-        g = chunk_of.get(op.layer)
-        if g is None:
-            shared.append(i)
-            continue
+        g = chunk_of[op.layer]
         group[g][op.stage].append(i)
         if graph.processor[i] == 0:
             zero[g][op.stage].append(i)
-    return _ChunkOps(group, zero, tuple(shared))
+    return _ChunkOps(group, zero)
 
 
 def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple[ChunkPasses, ...]:

@@ -137,3 +137,22 @@ def test_techniques_with_a_pipeline_plan_are_refused(
     assert str(err.value) == (
         f"--set: run.techniques.{technique}: not with parallel.pipeline above 1: {why} (got 2)"
     )
+
+
+def test_more_than_1024_processors_only_with_a_pipeline(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        loaded(tmp_path, "{tensor: 1}", 2048, "assignment=data_parallel", "batch_size=2048")
+    assert str(err.value) == (
+        f"{tmp_path / 'run.yaml'}: hardware.processors: above 1,024 only with"
+        " parallel.pipeline above 1: every other plan places a copy of the step on every"
+        " processor (got 2048)"
+    )
+
+
+def test_gradient_clipping_is_refused_with_a_pipeline(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        loaded(tmp_path, "{pipeline: 2}", 2, "optimizer.clip_global_norm=1.0")
+    assert str(err.value) == (
+        "--set: optimizer.clip_global_norm: not with parallel.pipeline above 1: the norm's"
+        " all-reduce over the pipeline-parallel group is not modelled (got 2)"
+    )
