@@ -11,7 +11,7 @@ from accelsim.config.hardware import MAX_COPIED_PROCESSORS, HardwareSpec
 from accelsim.config.parallel import ParallelSpec, PipelineSchedule
 from accelsim.config.run import AssignmentPolicy, RunSpec
 from accelsim.driver.pipeline_step import Simulated, pipeline_step, rank_step
-from accelsim.errors import Problem
+from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.memory import MemoryBreakdown
@@ -40,20 +40,13 @@ def pipeline_problems(
     techniques: Sequence[Technique[Any]],
     source: str,
 ) -> list[Problem]:
-    """What a pipeline plan cannot run with (and, without one, more processors than a
-    copy of the step on each allows): processors that tensor x pipeline does not
+    """What a pipeline plan cannot run with: processors that tensor x pipeline does not
     divide, a batch the replicas' micro-batches do not divide, a table with fewer
     blocks than chunks, virtual stages without the interleaved schedule, micro-batches
     the interleaved schedule cannot order, and any technique."""
     plan = run.parallel
     if plan is None or plan.pipeline == 1:
-        if hw.processors <= MAX_COPIED_PROCESSORS:
-            return []
-        why = (
-            f"above {MAX_COPIED_PROCESSORS:,} only with parallel.pipeline above 1: every other"
-            " plan places a copy of the step on every processor"
-        )
-        return [Problem(source, "hardware.processors", why, hw.processors)]
+        return []
     key = "parallel.pipeline"
     p, v = plan.pipeline, plan.virtual_stages
     if plan.schedule is PipelineSchedule.ONE_F_ONE_B and v > 1:
@@ -139,3 +132,18 @@ def simulated_pipeline(
     cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
     graph = rank_step(run, hw, step_of_batch, m)
     return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated)
+
+
+def refuse_copies(hw: HardwareSpec, source: str) -> None:
+    """Refuses to place a step with a copy on every processor (every plan but a
+    pipeline's) on more than :data:`MAX_COPIED_PROCESSORS` processors.
+
+    Raises:
+        ConfigError: ``hardware.processors`` above it.
+    """
+    if hw.processors > MAX_COPIED_PROCESSORS:
+        why = (
+            f"above {MAX_COPIED_PROCESSORS:,} only with parallel.pipeline above 1: every other"
+            " plan places a copy of the step on every processor"
+        )
+        raise ConfigError.single(source, "hardware.processors", why, hw.processors)

@@ -140,12 +140,12 @@ def test_techniques_with_a_pipeline_plan_are_refused(
 
 
 def test_more_than_1024_processors_only_with_a_pipeline(tmp_path: Path) -> None:
+    inputs = loaded(tmp_path, "{tensor: 1}", 2048, "assignment=data_parallel", "batch_size=2048")
     with pytest.raises(ConfigError) as err:
-        loaded(tmp_path, "{tensor: 1}", 2048, "assignment=data_parallel", "batch_size=2048")
+        simulate_training(inputs)
     assert str(err.value) == (
-        f"{tmp_path / 'run.yaml'}: hardware.processors: above 1,024 only with"
-        " parallel.pipeline above 1: every other plan places a copy of the step on every"
-        " processor (got 2048)"
+        "--set: processors: above 1,024 only with parallel.pipeline above 1: every other"
+        " plan places a copy of the step on every processor (got 2048)"
     )
 
 
