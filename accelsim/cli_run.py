@@ -90,10 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if result.pipeline is None:
             print(summary_table(result.base.summary()))
         else:
-            from accelsim.report.pipeline import pipeline_block, with_pipeline
+            from accelsim.report.pipeline import pipeline_block
 
-            clock = inputs.hardware.clock_mhz
-            print(summary_table(with_pipeline(result.base.summary(), result.pipeline, clock)))
+            print(summary_table(result.step_record()))
             print(pipeline_block(result.pipeline))
         if result.memory is not None:
             from accelsim.report.memory import memory_block

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from accelsim.config.interconnect import InterconnectSpec
+from accelsim.mapping.groups import GroupKind, ProcessorGroup, spanned
+from accelsim.network.topology import Network
 from accelsim.timing.pipeline_step import PipelineStep, bubble_fraction
 from accelsim.units import cycles_to_seconds
 
@@ -109,3 +112,22 @@ def with_pipeline(
     """A record's ``total_cycles`` and ``seconds`` made the pipeline step's."""
     cycles = pipeline.step.total_cycles
     return {**record, "total_cycles": cycles, "seconds": cycles_to_seconds(cycles, clock_mhz)}
+
+
+def pipeline_groups(
+    pipeline: PipelineStep, network: Network, interconnect: InterconnectSpec
+) -> tuple[ProcessorGroup, ...]:
+    """The plan's groups of replica 0's first stage's rank 0: its tensor-parallel group,
+    its pipeline (its peers of every stage, in order) and its data-parallel group, each
+    where it has more than one member."""
+    d, p, t = pipeline.data, pipeline.times.stages, pipeline.tensor
+    groups = [
+        (GroupKind.TENSOR, tuple(range(t))),
+        (GroupKind.PIPELINE, tuple(s * t for s in range(p))),
+        (GroupKind.DATA, tuple(r * p * t for r in range(d))),
+    ]
+    return tuple(
+        spanned(kind, members, network, interconnect)
+        for kind, members in groups
+        if len(members) > 1
+    )

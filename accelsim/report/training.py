@@ -19,7 +19,7 @@ from typing import Any
 
 from accelsim.energy.iso_area import IsoAreaMatch
 from accelsim.mapping.memory import MemoryBreakdown
-from accelsim.report.pipeline import pipeline_dict, with_pipeline
+from accelsim.report.pipeline import pipeline_dict, pipeline_groups, with_pipeline
 from accelsim.report.result import RunResult
 from accelsim.report.summary import PIPELINE_KEY
 from accelsim.timing.pipeline_step import PipelineStep
@@ -374,9 +374,8 @@ class TrainingResult:
         by class when the run has a parallel plan (under ``memory``), what an
         iso-area run shrank (under ``iso_area``), and a pipeline plan's step (its
         cycles and seconds, and its ``pipeline`` section)."""
-        summary = self.base.summary()
+        summary = self.step_record()
         if self.pipeline is not None:
-            summary = with_pipeline(summary, self.pipeline, self.base.hardware.clock_mhz)
             summary[PIPELINE_KEY] = pipeline_dict(self.pipeline)
         if self.training is not None:
             summary["training"] = self.training.to_dict()
@@ -385,6 +384,17 @@ class TrainingResult:
         if self.iso_area is not None:
             summary["iso_area"] = self.iso_area.to_dict()
         return summary
+
+    def step_record(self) -> dict[str, Any]:
+        """The baseline step's summary, under a pipeline plan with the step's cycles,
+        seconds and the plan's processor groups (one micro-batch's record else)."""
+        record = self.base.summary()
+        if self.pipeline is None:
+            return record
+        base = self.base
+        groups = pipeline_groups(self.pipeline, base.machine.network, base.hardware.interconnect)
+        record = with_pipeline(record, self.pipeline, base.hardware.clock_mhz)
+        return record | {"groups": [group.to_dict() for group in groups]}
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record: the same dict as :meth:`summary`."""

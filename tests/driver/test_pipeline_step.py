@@ -69,8 +69,11 @@ def test_interleaved_chunks_and_hops(tmp_path: Path) -> None:
 
 def test_data_parallel_all_reduce_per_stage(tmp_path: Path) -> None:
     inputs = loaded(tmp_path, "{pipeline: 2}", 4, "assignment=data_parallel")
-    step = simulate_training(inputs).pipeline
+    result = simulate_training(inputs)
+    step = result.pipeline
     assert step is not None
+    groups = [(g["kind"], g["members"]) for g in result.summary()["groups"]]
+    assert groups == [("pipeline", [0, 1]), ("data", [0, 2])]
     assert step.data == 2 and step.times.micro_batches == 4
     network = inputs.machine.network
     algorithm = inputs.hardware.interconnect.algorithm
