@@ -13,11 +13,16 @@ import pytest
 
 from accelsim import cli
 from accelsim.config.parallel import PipelineSchedule
-from accelsim.driver.run import simulate_training
+from accelsim.driver.pipeline_step import rank_step
+from accelsim.driver.run import _Run, simulate_graph, simulate_training
 from accelsim.errors import ConfigError
+from accelsim.graph import passes
+from accelsim.graph.ops import Stage
+from accelsim.mapping.pipeline_stages import cut_stages
 from accelsim.network.collectives import Collective
 from accelsim.network.cost import cycles
 from accelsim.report.pipeline import TABLES
+from accelsim.techniques.base import BASE
 from accelsim.timing.pipeline_step import compose
 from tests.mapping.test_pipeline_memory import loaded
 
@@ -159,3 +164,34 @@ def test_gradient_clipping_is_refused_with_a_pipeline(tmp_path: Path) -> None:
         "--set: optimizer.clip_global_norm: not with parallel.pipeline above 1: the norm's"
         " all-reduce over the pipeline-parallel group is not modelled (got 2)"
     )
+
+
+def test_one_micro_batch_against_an_op_level_simulation(tmp_path: Path) -> None:
+    """The reference: one micro-batch's ops (m = 1) with chunk g's on processor g, the
+    transfers the graph needs inserted, simulated whole by the engine.  Its forward is
+    the composed one exactly: chunk 1 starts when chunk 0's forward plus the hop has
+    passed.  Its backward overlaps more: each gradient is sent as soon as its op has
+    made it, while the composed step sends after the whole pass (as Megatron-LM sends
+    after its backward step), so stage 0's backward ends earlier, by less than stage
+    1's backward pass.  (Its updates wait for every stage's backward, one chain over
+    both processors: the reference's step ends later for that alone.)"""
+    inputs = loaded(tmp_path, "{pipeline: 2}", 2, "batch_size=1", "dram.sharing=per_processor")
+    step = simulate_training(inputs).pipeline
+    assert step is not None
+    sim = _Run(inputs)
+    graph = rank_step(inputs.run, inputs.hardware, sim.step_graph(BASE), 1)
+    chunk_of = cut_stages(inputs.infos, 2, 1).chunk_of_layer()
+    placed = passes.insert_transfers(passes.place(graph, lambda op: chunk_of[op.layer]))
+    trace = simulate_graph(inputs, placed).trace
+    on_one = [i for i, op in enumerate(placed.ops) if placed.processor[i] == 1]
+    first_forward, backward = step.times.passes[0], step.times.passes[1]
+    hop = step.times.forward_hops[0].cycles
+    assert min(trace.start_cycle[on_one]) == first_forward.forward_cycles + hop
+    stage_zero_backward = [
+        i
+        for i, op in enumerate(placed.ops)
+        if placed.processor[i] == 0 and op.stage is Stage.BACKWARD
+    ]
+    ended = int(max(trace.end_cycle[stage_zero_backward]))
+    flush = step.step.pipeline_cycles
+    assert 0 < flush - ended < backward.backward_cycles
