@@ -106,17 +106,15 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | None:
         return None
     work = _work(costs)
     copies: list[int] = []
+    distinct: list[int] = []  # the processors simulated so far, in order
     for p in range(processors):
-        copies.append(
-            next(
-                (
-                    q
-                    for q in dict.fromkeys(copies)
-                    if signs[p] == signs[q] and _same(p, q, ops_of, shapes, work)
-                ),
-                p,
-            )
+        found = next(
+            (q for q in distinct if signs[p] == signs[q] and _same(p, q, ops_of, shapes, work)),
+            p,
         )
+        copies.append(found)
+        if found == p:
+            distinct.append(p)
     if len(set(copies)) == processors:
         return None
     counterpart = np.arange(len(graph.ops), dtype=np.int64)
