@@ -76,8 +76,9 @@ AXES: dict[str, Axis] = {
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
 heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
 experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
-only with a pipeline).  A pipeline plan is enumerated but refused before simulation
-(its step is not simulated yet: :func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
+only with a pipeline).  A pipeline plan's step is simulated at pass granularity
+(:mod:`accelsim.driver.pipeline_step`); with recomputation it is refused by the run's
+checks."""
 
 DATA = "data"
 """The data-parallel degree: the chips over the other degrees (a field of its own when
