@@ -17,7 +17,7 @@ from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.mapping.pipeline_memory import stage_memory
 from accelsim.mapping.pipeline_order import order_problem
-from accelsim.mapping.pipeline_stages import cut_problem, cut_stages
+from accelsim.mapping.pipeline_stages import PipelineCut, cut_problem, cut_stages
 from accelsim.network.topology import Network
 from accelsim.techniques.base import Technique, placers
 from accelsim.timing.pipeline_step import PipelineStep
@@ -101,16 +101,24 @@ def pipeline_memory(
 ) -> MemoryBreakdown:
     """The memory of the most loaded stage of the run's pipeline (one rank of it, of
     the first data-parallel replica), from one micro-batch's step graph."""
-    plan = run.parallel
-    assert plan is not None
-    m = micro_batch_samples(plan)
-    replicas = hw.processors // (plan.pipeline * plan.tensor)
-    micro_batches = run.batch_size // (replicas * m)
-    cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
+    plan, m, micro_batches, cut = _cut(run, hw, infos)
     bucket = run.data_parallel.bucket_bytes
     return stage_memory(
         step_of_batch(m), cut, plan.schedule, micro_batches, run.optimizer, hw, bucket
     )
+
+
+def _cut(
+    run: RunSpec, hw: HardwareSpec, infos: Sequence[LayerInfo]
+) -> tuple[ParallelSpec, int, int, PipelineCut]:
+    """The run's plan, its samples per micro-batch, its micro-batches a replica and its
+    cut into chunks."""
+    plan = run.parallel
+    assert plan is not None
+    m = micro_batch_samples(plan)
+    replicas = hw.processors // (plan.pipeline * plan.tensor)
+    cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
+    return plan, m, run.batch_size // (replicas * m), cut
 
 
 def simulated_pipeline(
@@ -124,12 +132,7 @@ def simulated_pipeline(
     """The step of the run's pipeline plan (:mod:`accelsim.driver.pipeline_step`), each
     pass simulated by ``simulated``, and the graph of one micro-batch of every chunk on
     the first stage's tensor group that its passes were cut from."""
-    plan = run.parallel
-    assert plan is not None
-    m = micro_batch_samples(plan)
-    replicas = hw.processors // (plan.pipeline * plan.tensor)
-    micro_batches = run.batch_size // (replicas * m)
-    cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
+    _, m, micro_batches, cut = _cut(run, hw, infos)
     graph = rank_step(run, hw, step_of_batch, m)
     return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated)
 
