@@ -17,7 +17,7 @@ from accelsim.driver.pipeline_step import rank_step
 from accelsim.driver.run import _Run, simulate_graph, simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph import passes
-from accelsim.graph.ops import Stage
+from accelsim.graph.ops import CommOp, Stage
 from accelsim.mapping.pipeline_stages import cut_stages
 from accelsim.network.collectives import Collective
 from accelsim.network.cost import cycles
@@ -195,3 +195,28 @@ def test_one_micro_batch_against_an_op_level_simulation(tmp_path: Path) -> None:
     ended = int(max(trace.end_cycle[stage_zero_backward]))
     flush = step.step.pipeline_cycles
     assert 0 < flush - ended < backward.backward_cycles
+
+
+def test_stages_on_tensor_parallel_groups(tmp_path: Path) -> None:
+    """t = 2, p = 2, d = 2: processor (2 r + s) 2 + k.  A stage's passes run on its
+    group's two ranks with their all-reduces; each rank sends its own peer the whole
+    activation."""
+    inputs = loaded(tmp_path, "{tensor: 2, pipeline: 2}", 8, "assignment=data_parallel")
+    result = simulate_training(inputs)
+    step = result.pipeline
+    assert step is not None
+    assert (step.data, step.tensor, step.times.micro_batches) == (2, 2, 4)
+    assert set(result.base.graph.processor) == {0, 1}
+    assert any(isinstance(op, CommOp) and op.participants == (0, 1) for op in result.base.graph.ops)
+    assert step.activation_bytes == (ACTIVATION,)
+    groups = [(g["kind"], g["members"]) for g in result.summary()["groups"]]
+    assert groups == [("tensor", [0, 1]), ("pipeline", [0, 2]), ("data", [0, 4])]
+
+
+def test_transfers_at_each_class_precision(tmp_path: Path) -> None:
+    sets = ("word_bytes.activations=4", "word_bytes.gradients=1")
+    step = simulate_training(loaded(tmp_path, "{pipeline: 4}", 4, *sets)).pipeline
+    assert step is not None
+    # b s h = 1 x 8 x 16 words: 4 bytes forward, 1 byte back, at each of 3 boundaries
+    assert step.activation_bytes == (S * H * 4,) * 3
+    assert step.gradient_bytes == (S * H,) * 3
