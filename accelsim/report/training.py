@@ -386,8 +386,8 @@ class TrainingResult:
         return summary
 
     def step_record(self) -> dict[str, Any]:
-        """The baseline step's summary, under a pipeline plan with the step's cycles,
-        seconds and the plan's processor groups (one micro-batch's record else)."""
+        """The baseline step's summary; under a pipeline plan, with the step's cycles
+        and seconds and the plan's processor groups in place of its micro-batch's."""
         record = self.base.summary()
         if self.pipeline is None:
             return record
