@@ -220,3 +220,14 @@ def test_transfers_at_each_class_precision(tmp_path: Path) -> None:
     # b s h = 1 x 8 x 16 words: 4 bytes forward, 1 byte back, at each of 3 boundaries
     assert step.activation_bytes == (S * H * 4,) * 3
     assert step.gradient_bytes == (S * H,) * 3
+
+
+def test_a_sample_per_data_parallel_replica_of_the_pipeline(tmp_path: Path) -> None:
+    # 4 processors, 2 stages: 2 replicas, each needs a sample (not each processor)
+    plan, sets = "{pipeline: 2}", ("assignment=data_parallel",)
+    assert loaded(tmp_path, plan, 4, *sets, "batch_size=2").run.batch_size == 2
+    with pytest.raises(ConfigError) as err:
+        loaded(tmp_path, plan, 4, *sets, "batch_size=1")
+    assert str(err.value).splitlines()[0] == (
+        "--set: batch_size: data_parallel needs at least one sample per replica (2) (got 1)"
+    )
