@@ -185,8 +185,15 @@ def _chosen_text(chosen: Evaluated, breakdown: dict[str, Any], scale: Scale) -> 
         f"{breakdown['tokens_per_second_per_chip']:,.1f} tokens/s per chip,"
         f" MFU {100 * breakdown['mfu']:.1f} % (6 x {scale.parameters:,} parameters"
         f" x {scale.tokens_per_step:,} tokens)",
-        f"  compute       {breakdown['compute_seconds']:.4f} s (the busiest chip's arrays)",
     ]
+    if "bubble_seconds" in breakdown:
+        lines += [
+            f"  compute       {breakdown['compute_seconds']:.4f} s (the busiest stage's passes)",
+            f"  bubble        {breakdown['bubble_seconds']:.4f} s (the idlest stage's)",
+        ]
+    else:
+        compute = breakdown["compute_seconds"]
+        lines.append(f"  compute       {compute:.4f} s (the busiest chip's arrays)")
     lines += [
         f"  exposed {kind}  {seconds:.4f} s"
         for kind, seconds in breakdown["exposed_communication_seconds"].items()

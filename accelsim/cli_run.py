@@ -87,7 +87,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     with cli_sweep.printing(directory):
-        print(summary_table(result.base.summary()))
+        if result.pipeline is None:
+            print(summary_table(result.base.summary()))
+        else:
+            from accelsim.report.pipeline import pipeline_block
+
+            print(summary_table(result.step_record()))
+            print(pipeline_block(result.pipeline))
         if result.memory is not None:
             from accelsim.report.memory import memory_block
 

@@ -1,18 +1,16 @@
 #!/usr/bin/env python3
-"""Time a GPT-3 175B training step (``workloads/gpt3_175b.yaml``, 2,048 tokens, one
-sequence a replica, Adam) on 1,024 chips as tensor 8 x data 128 and on 8,192 chips
-as tensor 8 x data 1,024, paired, against one default ``accelsim run``.
+"""Time a GPT-3 175B training step (``workloads/gpt3_175b.yaml``, 2,048 tokens, Adam,
+global batch 1,536) in the 3D plans of Narayanan et al. (2021): tensor 8 x pipeline 16
+x data 8 on 1,024 chips and x data 64 on 8,192 chips, 1F1B with micro-batches of one
+sequence, on the A100 cluster preset (``accelsim plan ... --plan tp=8,pp=16,dp=N``),
+paired, against one default ``accelsim run``.
 
-Each command runs in a fresh process, as a user runs it: ``accelsim run`` of
-``configs/runs/default.yaml`` with the workload, ``run.parallel: {tensor: 8}``,
-``assignment: data_parallel``, ``dram.sharing: per_processor`` (symmetry needs a
-DRAM per processor), ``run.on_capacity: report`` (the step does not fit a 16 GiB
-chip without pipeline stages, and is reported anyway) and the default ring.  After
-one untimed warm-up of each, the commands alternate run by run, so all see the same
-load; the table gives each one's median CPU seconds (user + system, the child's
-``wait4`` usage), its peak resident set, the step's cycles and which processors
-were simulated, and the targets: at most 30 CPU-s and 2 GiB at 1,024 chips, 8,192
-chips within 1.5x of that.
+Each command runs in a fresh process, as a user runs it, the plan in a fresh store
+with ``--jobs 1`` (simulated in that process).  After one untimed warm-up of each, the
+commands alternate run by run, so all see the same load; the table gives each one's
+median CPU seconds (user + system, the child's ``wait4`` usage), its peak resident set,
+the step's cycles and which processors were simulated, and the targets: at most 30
+CPU-s and 2 GiB at 1,024 chips, 8,192 chips within 1.5x of that.
 
     python scripts/bench_llm.py                  # 1,024 and 8,192 chips, 3 runs
     python scripts/bench_llm.py --chips 1024 --runs 1
@@ -24,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,38 +30,45 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TENSOR = 8
+TENSOR, PIPELINE, GLOBAL_BATCH = 8, 16, 1536
 CPU_TARGET_S, RSS_TARGET_MIB, SCALE_TARGET = 30.0, 2048, 1.5
 
 
 def argv(chips: int | None, out: str) -> list[str]:
     """The command: GPT-3 on ``chips`` chips, or the default run for None."""
-    run = [sys.executable, "-m", "accelsim", "run", "configs/runs/default.yaml", "--out", out]
+    accelsim = [sys.executable, "-m", "accelsim"]
     if chips is None:
-        return [*run, "--force"]
-    sets = [
-        "workload=workloads/gpt3_175b.yaml",
-        "optimizer={kind: adam}",
-        f"processors={chips}",
-        f"batch_size={chips // TENSOR}",
-        f"run.parallel={{tensor: {TENSOR}}}",
-        "assignment=data_parallel",
-        "dram.sharing=per_processor",
-        "run.on_capacity=report",
+        return [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force"]
+    plan = f"tp={TENSOR},pp={PIPELINE},dp={chips // (TENSOR * PIPELINE)}"
+    return [
+        *accelsim,
+        "plan",
+        "workloads/gpt3_175b.yaml",
+        "--hardware",
+        "configs/hardware/a100_cluster.yaml",
+        "--chips",
+        str(chips),
+        "--global-batch",
+        str(GLOBAL_BATCH),
+        "--plan",
+        plan,
+        "--jobs",
+        "1",
+        "--store",
+        str(Path(out) / "plan"),
     ]
-    return [*run, "--force", *(a for s in sets for a in ("--set", s))]
 
 
 def timed(command: list[str], out: str) -> tuple[float, int, dict[str, object]]:
     """CPU seconds, peak RSS (MiB) and ``summary.json`` of one run of ``command``."""
-    for old in Path(out).glob("*/summary.json"):
-        old.unlink()
+    shutil.rmtree(out)
+    os.mkdir(out)
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         error = proc.stderr.read().decode() if proc.stderr else ""
         raise SystemExit(f"failed: {' '.join(command)}\n{error}")
-    (summary,) = Path(out).glob("*/summary.json")
+    (summary,) = Path(out).glob("**/summary.json")
     record = json.loads(summary.read_text())
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024, record
 
@@ -92,7 +98,10 @@ def main() -> int:
         label = (
             "default run (ResNet-18, batch 32)"
             if chips is None
-            else (f"GPT-3 175B, {chips:,} chips, t {TENSOR} x d {chips // TENSOR:,}")
+            else (
+                f"GPT-3 175B, {chips:,} chips, t {TENSOR} x p {PIPELINE}"
+                f" x d {chips // (TENSOR * PIPELINE):,}"
+            )
         )
         symmetry = record[chips].get("symmetry")
         simulated = (

@@ -31,6 +31,7 @@ from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
 from accelsim.driver.expert_parallel import expert_problems
 from accelsim.driver.parallel import parallel_problems, tensor_degree
+from accelsim.driver.pipeline import pipeline_degree
 from accelsim.driver.precision import precision_problems, run_hardware
 from accelsim.driver.zero import zero_problems
 from accelsim.energy.model import check_table
@@ -332,7 +333,8 @@ def _mode_problems(
 
 def _run_problems(run: RunSpec, hw: HardwareSpec, source: str) -> list[Problem]:
     """Problems of the run's own settings with this hardware."""
-    replicas = hw.processors // tensor_degree(run)  # each a tensor-parallel group
+    # each replica a pipeline of tensor-parallel groups
+    replicas = hw.processors // (tensor_degree(run) * pipeline_degree(run))
     if run.assignment is AssignmentPolicy.DATA_PARALLEL and run.batch_size < replicas:
         per = "processor" if replicas == hw.processors else "replica"
         return [

@@ -49,9 +49,10 @@ def parallel_problems(
     source: str,
 ) -> list[Problem]:
     """What a parallel plan cannot run with: its pipeline's problems
-    (:func:`pipeline_problems`), then the tensor-parallel degree's: processors it does
-    not divide, more than one replica without data parallelism, heads it does not
-    divide, gradient clipping and the techniques that say they cannot."""
+    (:func:`pipeline_problems`, and gradient clipping), then the tensor-parallel
+    degree's: processors it does not divide, more than one replica without data
+    parallelism, heads it does not divide, gradient clipping and the techniques that say
+    they cannot."""
     t = tensor_degree(run)
     problems = pipeline_problems(run, hw, infos, techniques, source)
     sequence = run.parallel is not None and run.parallel.sequence_parallel
@@ -61,6 +62,8 @@ def parallel_problems(
             " blocks)"
         )
         problems.append(Problem(source, SEQUENCE_KEY, why, True))
+    if pipeline_degree(run) > 1:
+        problems += clip_norm_problems(run, "pipeline", pipeline_degree(run), source)
     if t == 1 or problems:
         return problems
     key = "parallel.tensor"

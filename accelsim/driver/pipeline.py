@@ -1,22 +1,26 @@
 """The pipeline of a run's parallel plan (``run.parallel.pipeline``): its load-time
-checks, its cut and its micro-batches, and the memory of its most loaded stage."""
+checks, its cut and its micro-batches, the memory of its most loaded stage, and its
+step (:mod:`accelsim.driver.pipeline_step`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from accelsim.config.hardware import HardwareSpec
+from accelsim.config.hardware import MAX_COPIED_PROCESSORS, HardwareSpec
 from accelsim.config.parallel import ParallelSpec, PipelineSchedule
 from accelsim.config.run import AssignmentPolicy, RunSpec
+from accelsim.driver.pipeline_step import Simulated, pipeline_step, rank_step
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.mapping.pipeline_memory import stage_memory
 from accelsim.mapping.pipeline_order import order_problem
-from accelsim.mapping.pipeline_stages import cut_problem, cut_stages
-from accelsim.techniques.base import Technique
+from accelsim.mapping.pipeline_stages import PipelineCut, cut_problem, cut_stages
+from accelsim.network.topology import Network
+from accelsim.techniques.base import Technique, placers
+from accelsim.timing.pipeline_step import PipelineStep
 
 
 def pipeline_degree(run: RunSpec) -> int:
@@ -73,8 +77,18 @@ def pipeline_problems(
         refused = order_problem(plan.schedule, p, run.batch_size // (replicas * m))
         if refused is not None:
             problems.append(Problem(source, "parallel.micro_batch", refused, m))
+    placing = {t.name for t in placers(techniques)}
     for technique in techniques:
-        why = "not with parallel.pipeline above 1: the plan's schedule is the pipeline"
+        if technique.name in placing:
+            why = (
+                "not with parallel.pipeline above 1: the plan's schedule is the pipeline"
+                " (two pipelines; use one)"
+            )
+        else:
+            why = (
+                "not with parallel.pipeline above 1: a pipeline plan's passes are cut from"
+                " the step without a technique's rewrites"
+            )
         problems.append(Problem(source, f"techniques.{technique.name}", why, p))
     return problems
 
@@ -87,29 +101,52 @@ def pipeline_memory(
 ) -> MemoryBreakdown:
     """The memory of the most loaded stage of the run's pipeline (one rank of it, of
     the first data-parallel replica), from one micro-batch's step graph."""
-    plan = run.parallel
-    assert plan is not None
-    m = micro_batch_samples(plan)
-    replicas = hw.processors // (plan.pipeline * plan.tensor)
-    micro_batches = run.batch_size // (replicas * m)
-    cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
+    plan, m, micro_batches, cut = _cut(run, hw, infos)
     bucket = run.data_parallel.bucket_bytes
     return stage_memory(
         step_of_batch(m), cut, plan.schedule, micro_batches, run.optimizer, hw, bucket
     )
 
 
-def unsimulated_pipeline(run: RunSpec, source: str) -> None:
-    """Refuses to simulate a step of a pipeline plan: its memory is counted
-    (``accelsim run --memory-only``), its schedule's step is not simulated.
+def _cut(
+    run: RunSpec, hw: HardwareSpec, infos: Sequence[LayerInfo]
+) -> tuple[ParallelSpec, int, int, PipelineCut]:
+    """The run's plan, its samples per micro-batch, its micro-batches a replica and its
+    cut into chunks."""
+    plan = run.parallel
+    assert plan is not None
+    m = micro_batch_samples(plan)
+    replicas = hw.processors // (plan.pipeline * plan.tensor)
+    cut = cut_stages(infos, plan.pipeline, plan.virtual_stages)
+    return plan, m, run.batch_size // (replicas * m), cut
+
+
+def simulated_pipeline(
+    run: RunSpec,
+    hw: HardwareSpec,
+    network: Network,
+    infos: Sequence[LayerInfo],
+    step_of_batch: Callable[[int], OpGraph],
+    simulated: Simulated,
+) -> tuple[OpGraph, PipelineStep]:
+    """The step of the run's pipeline plan (:mod:`accelsim.driver.pipeline_step`), each
+    pass simulated by ``simulated``, and the graph of one micro-batch of every chunk on
+    the first stage's tensor group that its passes were cut from."""
+    _, m, micro_batches, cut = _cut(run, hw, infos)
+    graph = rank_step(run, hw, step_of_batch, m)
+    return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated)
+
+
+def refuse_copies(hw: HardwareSpec, source: str) -> None:
+    """Refuses to place a step with a copy on every processor (every plan but a
+    pipeline's) on more than :data:`MAX_COPIED_PROCESSORS` processors.
 
     Raises:
-        ConfigError: with ``parallel.pipeline`` above 1.
+        ConfigError: ``hardware.processors`` above it.
     """
-    p = pipeline_degree(run)
-    if p > 1:
+    if hw.processors > MAX_COPIED_PROCESSORS:
         why = (
-            "a pipeline plan's step is not simulated; accelsim run --memory-only counts its"
-            " stages' memory"
+            f"above {MAX_COPIED_PROCESSORS:,} only with parallel.pipeline above 1: every other"
+            " plan places a copy of the step on every processor"
         )
-        raise ConfigError.single(source, "parallel.pipeline", why, p)
+        raise ConfigError.single(source, "hardware.processors", why, hw.processors)

@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 from accelsim.config.enums import AttentionKernels, CompileMode
 from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.config.symmetry import Symmetry
+from accelsim.driver import pipeline as pipelines
 from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import replicated, tensor_degree, tensor_plan
-from accelsim.driver.pipeline import pipeline_degree, pipeline_memory, unsimulated_pipeline
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
 from accelsim.driver.zero import sharded_memory, zero_placed, zero_stage
@@ -169,6 +169,7 @@ class _Run:
         """A step graph on the processors, with its optimizer updates: placed by the
         placing technique (given the baseline it balances on), or by ``assignment``."""
         run, hw = self.inputs.run, self.inputs.hardware
+        pipelines.refuse_copies(hw, self.inputs.source)
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
         if expert_degree(run) > 1:
@@ -201,8 +202,8 @@ class _Run:
         replica's local batch, one rank's, before placement."""
         run, hw = self.inputs.run, self.inputs.hardware
         kinds = _kinds(self.inputs.techniques, self.ctx) if self.rewriters else [BASE]
-        if pipeline_degree(run) > 1:
-            return pipeline_memory(run, hw, self.inputs.infos, self.step_graph(kinds[0]))
+        if pipelines.pipeline_degree(run) > 1:
+            return pipelines.pipeline_memory(run, hw, self.inputs.infos, self.step_graph(kinds[0]))
         replicas = hw.processors // tensor_degree(run)
         local = run.batch_size
         if run.assignment is AssignmentPolicy.DATA_PARALLEL:
@@ -438,9 +439,18 @@ def _checked_memory(sim: _Run) -> MemoryBreakdown | None:
 
 def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     """:func:`simulate_training`, its problems as found."""
-    unsimulated_pipeline(inputs.run, inputs.source)
     sim = _Run(inputs, progress)
     memory = _checked_memory(sim)
+    if pipelines.pipeline_degree(inputs.run) > 1:  # composed from its passes
+        graph, step = pipelines.simulated_pipeline(
+            inputs.run,
+            inputs.hardware,
+            inputs.machine.network,
+            inputs.infos,
+            sim.step_graph(BASE),
+            lambda pass_graph: sim.simulate(pass_graph, "pass").trace.total_cycles,
+        )  # its tables: one micro-batch of every chunk simulated whole
+        return TrainingResult(sim.simulate(graph, BASE), {}, None, memory, pipeline=step)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:

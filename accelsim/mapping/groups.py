@@ -169,3 +169,11 @@ def described(group: ProcessorGroup) -> str:
     levels = sorted({d.level for d in group.span})
     where = f"level{'s' if len(levels) > 1 else ''} {', '.join(map(str, levels))}"
     return f"{group.kind.value} {who} across {dims} ({where})"
+
+
+def spanned(
+    kind: GroupKind, members: tuple[int, ...], network: Network, interconnect: InterconnectSpec
+) -> ProcessorGroup:
+    """A group of ``members`` with its span on ``network`` (a plan's group that no
+    graph shows whole: a pipeline plan's)."""
+    return ProcessorGroup(kind, members, _span(network, _levels(interconnect), members))

@@ -83,9 +83,9 @@ heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts l
 experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
 only with a pipeline; the ZeRO stages with more than one replica, and neither a
 pipeline nor experts, which :func:`accelsim.driver.zero.zero_problems` refuses;
-sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan is
-enumerated but refused before simulation (its step is not simulated yet:
-:func:`accelsim.driver.pipeline.unsimulated_pipeline`)."""
+sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan's
+step is simulated at pass granularity (:mod:`accelsim.driver.pipeline_step`); with
+recomputation it is refused by the run's checks."""
 
 DATA = "data"
 """The data-parallel degree: the chips over the other degrees (a field of its own when

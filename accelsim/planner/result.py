@@ -97,7 +97,31 @@ class Evaluated:
                 max(recompute["busy_cycles"]["array"]) * seconds_per_cycle if recompute else 0.0
             ),
             "memory": self.memory.to_dict(),
+            **_pipeline_breakdown(self.summary.get("pipeline"), seconds_per_cycle),
         }
+
+
+def _pipeline_breakdown(
+    section: Mapping[str, Any] | None, seconds_per_cycle: float
+) -> dict[str, Any]:
+    """A pipeline plan's compute, bubble and exposed communication (its tensor-parallel
+    all-reduces are inside its passes' compute), from its ``pipeline`` section, in place
+    of the one micro-batch the rest of its summary holds; nothing without a pipeline."""
+    if section is None:
+        return {}
+    stages = section["stages"]
+
+    def most(key: str) -> float:
+        return float(max(s[key] for s in stages)) * seconds_per_cycle
+
+    return {
+        "compute_seconds": most("compute_cycles"),
+        "bubble_seconds": most("bubble_cycles"),
+        "exposed_communication_seconds": {
+            "pipeline transfers": most("exposed_transfer_cycles"),
+            "data-parallel all_reduce": most("exposed_all_reduce_cycles"),
+        },
+    }
 
 
 def evaluated(store: Path, plan: SweepPlan, fitting: Sequence[Fitting]) -> list[Evaluated]:

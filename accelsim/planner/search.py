@@ -17,7 +17,6 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.overrides import Override
 from accelsim.config.parallel import ParallelSpec
 from accelsim.driver.inputs import InputCache, RunInputs
-from accelsim.driver.pipeline import unsimulated_pipeline
 from accelsim.driver.run import step_memory
 from accelsim.errors import ConfigError
 from accelsim.lowering.stats import model_stats
@@ -206,7 +205,6 @@ def memory_of(
     """
     fixed = overrides_of(sets)
     inputs = cache.load(base, fixed + overrides_of(candidate.overrides(), source))
-    unsimulated_pipeline(inputs.run, source)
     return step_memory(inputs)
 
 

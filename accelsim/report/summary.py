@@ -52,6 +52,8 @@ from accelsim.report.simulated import SimulatedProcessors
 SCHEMA_VERSION = 2
 
 TRAINING_KEY = "training"
+PIPELINE_KEY = "pipeline"
+"""A pipeline plan's section (:mod:`accelsim.report.pipeline`)."""
 PROVENANCE_KEY = "workload_provenance"
 VERSION_KEY = "accelsim_version"
 
@@ -344,7 +346,8 @@ class StepSummary:
         """Read a ``summary.json`` record back.
 
         Top-level keys that are not fields (nor ``training``, the techniques'
-        section, nor ``accelsim_version``, both ignored) are the settings.
+        section, ``pipeline``, a pipeline plan's, nor ``accelsim_version``, all
+        ignored) are the settings.
 
         Raises:
             ValueError: for another schema version, a missing key or a value of
@@ -358,7 +361,7 @@ class StepSummary:
             key: _get(data, key, str)
             for key in data
             if key not in names
-            and key not in (TRAINING_KEY, VERSION_KEY, PROVENANCE_KEY, *SILICON_KEYS)
+            and key not in (TRAINING_KEY, PIPELINE_KEY, VERSION_KEY, PROVENANCE_KEY, *SILICON_KEYS)
         }
         busy = _get(data, "busy_cycles", dict)
         return cls(

@@ -19,7 +19,10 @@ from typing import Any
 
 from accelsim.energy.iso_area import IsoAreaMatch
 from accelsim.mapping.memory import MemoryBreakdown
+from accelsim.report.pipeline import pipeline_dict, pipeline_groups, with_pipeline
 from accelsim.report.result import RunResult
+from accelsim.report.summary import PIPELINE_KEY
+from accelsim.timing.pipeline_step import PipelineStep
 
 BASE = "base"
 """The step kind of the baseline step: the lowered step, no technique applied."""
@@ -361,14 +364,19 @@ class TrainingResult:
     training: TrainingReport | None
     memory: MemoryBreakdown | None = None
     iso_area: IsoAreaMatch | None = None
+    pipeline: PipelineStep | None = None
+    """A pipeline plan's step (``base`` is then one micro-batch of every chunk)."""
 
     def summary(self) -> dict[str, Any]:
         """The baseline step's summary, with the training report when there is one
         (under ``training``, after the keys of
         :meth:`accelsim.report.summary.StepSummary.to_dict`), a processor's memory
-        by class when the run has a parallel plan (under ``memory``), and what an
-        iso-area run shrank (under ``iso_area``)."""
-        summary = self.base.summary()
+        by class when the run has a parallel plan (under ``memory``), what an
+        iso-area run shrank (under ``iso_area``), and a pipeline plan's step (its
+        cycles and seconds, and its ``pipeline`` section)."""
+        summary = self.step_record()
+        if self.pipeline is not None:
+            summary[PIPELINE_KEY] = pipeline_dict(self.pipeline)
         if self.training is not None:
             summary["training"] = self.training.to_dict()
         if self.memory is not None:
@@ -376,6 +384,17 @@ class TrainingResult:
         if self.iso_area is not None:
             summary["iso_area"] = self.iso_area.to_dict()
         return summary
+
+    def step_record(self) -> dict[str, Any]:
+        """The baseline step's summary; under a pipeline plan, with the step's cycles
+        and seconds and the plan's processor groups in place of its micro-batch's."""
+        record = self.base.summary()
+        if self.pipeline is None:
+            return record
+        base = self.base
+        groups = pipeline_groups(self.pipeline, base.machine.network, base.hardware.interconnect)
+        record = with_pipeline(record, self.pipeline, base.hardware.clock_mhz)
+        return record | {"groups": [group.to_dict() for group in groups]}
 
     def to_dict(self) -> dict[str, Any]:
         """The ``summary.json`` record: the same dict as :meth:`summary`."""
@@ -403,4 +422,6 @@ class TrainingResult:
                     "interconnect_bytes": s.interconnect_bytes,
                 }
             )
+        if self.pipeline is not None:
+            records[0] = with_pipeline(records[0], self.pipeline, self.base.hardware.clock_mhz)
         return records

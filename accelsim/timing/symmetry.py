@@ -119,17 +119,15 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
         return "an op or a collective waits for a collective outside its processors' groups"
     work = _work(costs)
     copies: list[int] = []
+    distinct: list[int] = []  # the processors simulated so far, in order
     for p in range(processors):
-        copies.append(
-            next(
-                (
-                    q
-                    for q in dict.fromkeys(copies)
-                    if signs[p] == signs[q] and _same(p, q, ops_of, shapes, work)
-                ),
-                p,
-            )
+        found = next(
+            (q for q in distinct if signs[p] == signs[q] and _same(p, q, ops_of, shapes, work)),
+            p,
         )
+        copies.append(found)
+        if found == p:
+            distinct.append(p)
     if len(set(copies)) == processors:
         return "no two processors do the same work"
     counterpart = np.arange(len(graph.ops), dtype=np.int64)

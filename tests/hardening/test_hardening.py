@@ -435,7 +435,7 @@ def test_a_utilization_outside_0_1_is_never_reported(monkeypatch: pytest.MonkeyP
             "energy.dram_read_pj_per_bit: input should be less than or equal to 1000000",
         ),
         ("clock_mhz=1e-300", "clock_mhz: input should be greater than or equal to 0.001"),
-        ("processors=100000", "processors: input should be less than or equal to 1024"),
+        ("processors=100000", "processors: input should be less than or equal to 8192"),
         (
             "training.epochs=1000000000",
             "training.epochs: input should be less than or equal to 100000",
@@ -741,7 +741,7 @@ def test_the_readme_states_what_a_new_user_needs() -> None:
 
 def test_hardware_bounds_are_part_of_the_spec() -> None:
     schema = HardwareSpec.model_json_schema()
-    assert schema["properties"]["processors"]["maximum"] == 1024
+    assert schema["properties"]["processors"]["maximum"] == 8192
 
 
 # --------------------------------------------------------------------------- bandwidth

@@ -22,6 +22,7 @@ from tests.conftest import ROOT
 
 WORKLOAD = ROOT / "tests" / "fixtures" / "workloads" / "tiny_gpt.yaml"
 HARDWARE = ROOT / "configs" / "hardware" / "a100_cluster.yaml"
+BLOCKS = ROOT / "tests" / "fixtures" / "workloads" / "tiny_gpt_blocks.yaml"
 
 
 def plan(tmp_path: Path, *extra: str, hardware: Path = HARDWARE) -> list[str]:
@@ -197,3 +198,26 @@ def test_gpt3_175b_on_1024_chips_enumerated_and_filtered(tmp_path: Path) -> None
     assert filtered.refusals["dp=128,tensor=8,recompute=selective"] == (
         "586,891,345,920 bytes per chip, 79,993,765,888 fit"
     )
+
+
+def test_a_given_pipeline_plan_shows_its_bubble(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tp = 1, pp = 2, dp = 4 on the 4-block GPT of ``tiny_gpt_blocks.yaml``: two blocks
+    a stage, one sample a replica, so one micro-batch, whose 1F1B bubble is half the
+    pipeline's time in the closed form."""
+    argv = plan(tmp_path, "--plan", "pp=2,dp=4", "--json")
+    argv[1] = str(BLOCKS)
+    chosen = run_json(capsys, argv)
+    assert chosen["pipeline"] == 2
+    summary_path = next((tmp_path / "search" / "points").glob("*/summary.json"))
+    section = json.loads(summary_path.read_text("utf-8"))["pipeline"]
+    assert section["micro_batches"] == 1 and section["bubble_fraction_closed_form"] == 0.5
+    cycles_to_s = 1 / 1.41e9
+    most_bubble = max(s["bubble_cycles"] for s in section["stages"])
+    assert chosen["bubble_seconds"] == pytest.approx(most_bubble * cycles_to_s)
+    assert chosen["step_cycles"] == section["step_cycles"]
+    assert set(chosen["exposed_communication_seconds"]) == {
+        "pipeline transfers",
+        "data-parallel all_reduce",
+    }

@@ -1,0 +1,264 @@
+"""A pipeline plan's step (``run.parallel.pipeline`` above 1), simulated at pass
+granularity and composed by :func:`accelsim.timing.pipeline_step.compose`.
+
+The processors are ``data x pipeline x tensor``, tensor innermost: processor ``(r p +
+s) t + k`` is rank ``k`` of stage ``s`` of data-parallel replica ``r``, so a stage's
+tensor-parallel group is ``t`` consecutive processors (inside a node of a hierarchy
+whose nodes hold a multiple of ``t``) and consecutive stages are ``t`` apart.
+
+One micro-batch's step of one rank is placed on the first stage's tensor group
+(:func:`~accelsim.mapping.tensor_placement.tensor_parallel`, its all-reduces over the
+group, or on one processor) with its updates; each model chunk's forward ops and its
+backward ops (by layer, :mod:`accelsim.mapping.pipeline_stages`; what a technique
+recomputes runs in the backward) are simulated alone with the engine, once per
+distinct chunk (chunks whose ops have the same shapes, in the same order, share one
+simulation: typically the first, the middle ones and the last), and each stage's
+updates likewise.  Every micro-batch's pass takes these cycles.
+
+Between chunks, each rank sends its peer rank of the next chunk's stage the
+activations the next chunk's forward reads of the chunk's forward output (``b s h``
+words at the activation precision for a transformer), and back their gradient (as
+many words at the gradient precision; the graph's partial sums of it are one tensor
+on the wire): every rank of every replica at once, timed
+by :func:`accelsim.network.cost.step_cycles` (their sharing of links included), each
+transfer holding the links of replica 0's rank 0 route.  A stage's gradients (one
+rank's) are all-reduced over its data-parallel group after its last backward (in
+buckets of ``data_parallel.bucket_bytes`` one after the other, or as one buffer),
+timed by :func:`accelsim.network.cost.cycles`: they overlap the other stages' passes,
+not their own stage's.  A stage all-reduces every weight its passes read (the last
+stage its copy of an embedding table tied to the LM head, as Megatron-LM does); the
+all-reduce of a tied table's gradient between the first and the last stage is not
+modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import RunSpec
+from accelsim.graph.ops import (
+    CommOp,
+    GemmOp,
+    Op,
+    OpGraph,
+    Stage,
+    TensorKind,
+    TransferOp,
+    VectorOp,
+)
+from accelsim.graph.passes import subgraph
+from accelsim.graph.queries import reads_of, writes_of
+from accelsim.mapping.pipeline_stages import PipelineCut
+from accelsim.mapping.placement import StepGraph, buckets, single
+from accelsim.mapping.tensor_placement import tensor_parallel
+from accelsim.network.collectives import Collective, Transfer
+from accelsim.network.cost import cycles, step_cycles
+from accelsim.network.topology import Network
+from accelsim.timing.pipeline_step import (
+    ChunkPasses,
+    Hop,
+    PassCycles,
+    PipelineStep,
+    PipelineTimes,
+    compose,
+)
+
+Simulated = Callable[[OpGraph], int]
+"""The cycles of a placed graph simulated alone with the run's engine."""
+
+
+def processor_of(replica: int, stage: int, rank: int, stages: int, tensor: int) -> int:
+    """The processor of ``rank`` of ``stage`` of data-parallel ``replica`` (the
+    module's order: tensor innermost, then pipeline, then data)."""
+    return (replica * stages + stage) * tensor + rank
+
+
+def rank_step(run: RunSpec, hw: HardwareSpec, step: StepGraph, micro_batch: int) -> OpGraph:
+    """One micro-batch's step on one tensor-parallel group (processors ``0 .. t - 1``),
+    with its updates."""
+    t = 1 if run.parallel is None else run.parallel.tensor
+    if t == 1:
+        return single(step(micro_batch), run.optimizer, hw.word_bytes)
+    return tensor_parallel(step, micro_batch, t, t, run.optimizer, hw.word_bytes)
+
+
+def pipeline_step(
+    run: RunSpec,
+    hw: HardwareSpec,
+    network: Network,
+    cut: PipelineCut,
+    graph: OpGraph,
+    micro_batches: int,
+    simulated: Simulated,
+) -> PipelineStep:
+    """The step of ``run``'s pipeline plan, ``graph`` being :func:`rank_step`'s."""
+    plan = run.parallel
+    assert plan is not None
+    p, t = cut.stages, plan.tensor
+    data = hw.processors // (p * t)
+    ops = _chunk_ops(graph, cut, t)
+    distinct = _chunk_passes(graph, ops, simulated)
+    passes = [PassCycles(0, 0)] * len(cut.chunks)
+    for chunk in distinct:
+        for g in chunk.chunks:
+            passes[g] = chunk.passes
+    elements = _crossing(graph, ops.rank_zero)
+    forward_bytes = [n * hw.word_bytes.activations for n in elements]
+    backward_bytes = [n * hw.word_bytes.gradients for n in elements]
+    hop = _hops(network, p, t, data)
+    stage_bytes, all_reduce, update = [], [], []
+    for s in range(p):
+        chunks = cut.chunks_of_stage(s)
+        layers = {name for g in chunks for name in cut.chunks[g]}
+        read = {
+            a.tensor.key
+            for g in chunks
+            for i in ops.rank_zero[g][Stage.FORWARD]
+            for a in reads_of(graph.ops[i])
+        }
+        trained = [
+            q
+            for q in graph.parameters
+            if q.grad_op >= 0 and (q.layer in layers or q.weight.key in read)
+        ]
+        groups = (
+            [trained]
+            if run.data_parallel.bucket_bytes is None
+            else buckets(trained, run.data_parallel.bucket_bytes)
+        )
+        sizes = [sum(q.update_elements * q.gradient.word_bytes for q in b) for b in groups]
+        stage_bytes.append(sum(sizes))
+        members = tuple(processor_of(r, s, 0, p, t) for r in range(data))
+        algorithm = hw.interconnect.algorithm
+        all_reduce.append(
+            sum(cycles(network, Collective.ALL_REDUCE, members, n, algorithm) for n in sizes)
+            if data > 1
+            else 0
+        )
+        kept = sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])
+        update.append(simulated(subgraph(graph, kept)) if kept else 0)
+    times = PipelineTimes(
+        plan.schedule,
+        p,
+        cut.virtual_stages,
+        micro_batches,
+        tuple(passes),
+        tuple(hop(g % p, (g + 1) % p, n) for g, n in enumerate(forward_bytes)),
+        tuple(hop((g + 1) % p, g % p, n) for g, n in enumerate(backward_bytes)),
+        tuple(all_reduce),
+        tuple(update),
+    )
+    return PipelineStep(
+        times,
+        compose(times),
+        distinct,
+        tuple(forward_bytes),
+        tuple(backward_bytes),
+        tuple(stage_bytes),
+        data,
+        t,
+    )
+
+
+@dataclass(frozen=True)
+class _ChunkOps:
+    """Each chunk's ops by stage (forward, backward, update): every rank's
+    (``group``) and rank 0's."""
+
+    group: tuple[dict[Stage, list[int]], ...]
+    rank_zero: tuple[dict[Stage, list[int]], ...]
+
+
+def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
+    chunk_of = cut.chunk_of_layer()
+    kinds = (Stage.FORWARD, Stage.BACKWARD, Stage.UPDATE)
+    group: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
+    zero: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
+    for op in graph.ops:
+        i = op.op_id
+        if op.stage not in kinds or graph.processor[i] >= t:
+            continue
+        g = chunk_of[op.layer]
+        group[g][op.stage].append(i)
+        if graph.processor[i] == 0:
+            zero[g][op.stage].append(i)
+    return _ChunkOps(group, zero)
+
+
+def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple[ChunkPasses, ...]:
+    """Each distinct chunk's forward and backward pass simulated once."""
+    seen: dict[tuple[object, ...], list[int]] = {}
+    for g, own in enumerate(ops.group):
+        key = (_signature(graph, own[Stage.FORWARD]), _signature(graph, own[Stage.BACKWARD]))
+        seen.setdefault(key, []).append(g)
+    out = []
+    for chunks in seen.values():
+        forward = subgraph(graph, ops.group[chunks[0]][Stage.FORWARD])
+        backward = subgraph(graph, ops.group[chunks[0]][Stage.BACKWARD])
+        cycles_of = PassCycles(simulated(forward), simulated(backward))
+        out.append(ChunkPasses(tuple(chunks), len(forward.ops), len(backward.ops), cycles_of))
+    return tuple(out)
+
+
+def _signature(graph: OpGraph, ids: Sequence[int]) -> tuple[object, ...]:
+    """What a pass's timing depends on, names aside: each op's kind and sizes, and its
+    dependencies within the pass, relative to its first op."""
+    first = ids[0] if ids else 0
+    own = set(ids)
+    out: list[object] = []
+    for i in ids:
+        op = graph.ops[i]
+        deps = tuple(d - first for d in op.deps if d in own)
+        where = graph.processor[i]
+        out.append((type(op).__name__, op.phase, where, deps, _sizes(op)))
+    return tuple(out)
+
+
+def _sizes(op: Op) -> tuple[object, ...]:
+    if isinstance(op, GemmOp):
+        return (op.m, op.n, op.k, op.count, op.a_elements, op.b_elements, op.unit, op.groups)
+    if isinstance(op, VectorOp):
+        reads = tuple(a.bytes for a in op.reads)
+        writes = tuple(a.bytes for a in op.writes)
+        return (op.elements, op.ops_per_element, op.op_class, op.epilogue, reads, writes)
+    if isinstance(op, CommOp):
+        return (op.collective, op.tensor.bytes, len(op.participants))
+    assert isinstance(op, TransferOp)
+    return (op.bytes,)
+
+
+def _crossing(graph: OpGraph, rank_zero: Sequence[dict[Stage, list[int]]]) -> list[int]:
+    """The elements of the activations each chunk's forward writes and the next
+    chunk's forward reads, by boundary (one rank's)."""
+    out = []
+    for g in range(len(rank_zero) - 1):
+        written = {
+            a.tensor.key: a.tensor.elements
+            for i in rank_zero[g][Stage.FORWARD]
+            for a in writes_of(graph.ops[i])
+            if a.tensor.kind is TensorKind.ACTIVATION
+        }
+        read = {
+            a.tensor.key for i in rank_zero[g + 1][Stage.FORWARD] for a in reads_of(graph.ops[i])
+        }
+        out.append(sum(n for key, n in written.items() if key in read))
+    return out
+
+
+def _hops(network: Network, p: int, t: int, data: int) -> Callable[[int, int, int], Hop]:
+    """A transfer of ``n`` bytes from every rank of stage ``a`` to its peer of stage
+    ``b`` in every replica: its cycles and replica 0's rank 0 route."""
+
+    def hop(a: int, b: int, n: int) -> Hop:
+        pairs = [
+            (processor_of(r, a, k, p, t), processor_of(r, b, k, p, t))
+            for r in range(data)
+            for k in range(t)
+        ]
+        step = tuple(Transfer(x, y, n) for x, y in pairs)
+        links = network.route(pairs[0][0], pairs[0][1])
+        return Hop(step_cycles(network, step) if n else 0, links)
+
+    return hop

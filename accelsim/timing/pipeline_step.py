@@ -1,0 +1,234 @@
+"""A pipeline plan's step composed at pass granularity: an exact event schedule of
+every stage's chunk passes (:mod:`accelsim.mapping.pipeline_order`), the transfers
+between consecutive chunks, each stage's data-parallel all-reduce and its update.
+
+A stage runs one pass at a time, in its schedule's order: a pass starts when the
+stage has finished the pass before it and its input is there (a forward's: the
+activation from the chunk before, sent when that chunk's forward of the micro-batch
+ended; a backward's: the gradient from the chunk after, or, on the last chunk, its
+own forward).  Every micro-batch's pass through a chunk takes that chunk's cycles
+(:class:`PassCycles`, one micro-batch simulated once).  A transfer starts when the
+pass that made it has ended and every link of its :class:`Hop` is free, and holds
+them for its cycles (transfers sharing a link run one after the other, in the order
+they became ready, the earlier stage first on a tie).  After its last backward a
+stage all-reduces its gradients over its data-parallel group, then updates.
+
+What this leaves out: a transfer's reads and writes of DRAM contending with a pass
+on the same chip, and a pass's own collectives sharing a link with a transfer (each
+pass is timed alone); a link is held whole by one transfer at a time (no bandwidth
+shared between two at once).  Otherwise it is exact: a stage never runs two passes
+at once, so a pass's cycles do not depend on when it runs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from accelsim.config.parallel import PipelineSchedule
+from accelsim.mapping.pipeline_order import ChunkPass, Pass, stage_order
+
+
+@dataclass(frozen=True)
+class PassCycles:
+    """One micro-batch's forward and backward pass through one model chunk."""
+
+    forward_cycles: int
+    backward_cycles: int
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A transfer between two consecutive chunks' stages: its cycles and the links it
+    holds while it runs."""
+
+    cycles: int
+    links: tuple[Hashable, ...]
+
+
+@dataclass(frozen=True)
+class PipelineTimes:
+    """What :func:`compose` schedules: ``passes`` by chunk (``p v`` of them),
+    ``forward_hops[g]`` the activation from chunk ``g`` to ``g + 1`` and
+    ``backward_hops[g]`` the gradient from chunk ``g + 1`` back to ``g``, and each
+    stage's data-parallel all-reduce and update cycles."""
+
+    schedule: PipelineSchedule
+    stages: int
+    virtual_stages: int
+    micro_batches: int
+    passes: tuple[PassCycles, ...]
+    forward_hops: tuple[Hop, ...]
+    backward_hops: tuple[Hop, ...]
+    all_reduce_cycles: tuple[int, ...]
+    update_cycles: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """One stage's share of the step, in cycles: its passes' sum, its idle time until
+    the pipeline's flush while no input was in flight (the bubble) and while one was
+    (exposed transfers), when its last backward ended, its all-reduce's cycles and the
+    part of them past the flush, and its update."""
+
+    compute_cycles: int
+    bubble_cycles: int
+    exposed_transfer_cycles: int
+    last_backward_end_cycles: int
+    all_reduce_cycles: int
+    exposed_all_reduce_cycles: int
+    update_cycles: int
+
+    @property
+    def end_cycles(self) -> int:
+        """When the stage's update ends."""
+        return self.last_backward_end_cycles + self.all_reduce_cycles + self.update_cycles
+
+
+@dataclass(frozen=True)
+class ComposedStep:
+    """The step's stages and its cycles: the pipeline's flush (the last backward's end)
+    and the whole step (the last update's end)."""
+
+    stages: tuple[StageTimes, ...]
+    pipeline_cycles: int
+    total_cycles: int
+
+
+@dataclass(frozen=True)
+class ChunkPasses:
+    """The chunks one simulation of a forward and a backward pass stands for, and
+    their ops (one rank's group) and cycles."""
+
+    chunks: tuple[int, ...]
+    forward_ops: int
+    backward_ops: int
+    passes: PassCycles
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """A pipeline plan's composed step, with what it was composed of: the distinct
+    chunks' simulations, the bytes each rank sends per micro-batch between chunks
+    (``activation_bytes[g]`` from chunk ``g`` to ``g + 1``, ``gradient_bytes[g]`` back),
+    each stage's all-reduced gradient bytes (one rank's) and the degrees."""
+
+    times: PipelineTimes
+    step: ComposedStep
+    distinct: tuple[ChunkPasses, ...]
+    activation_bytes: tuple[int, ...]
+    gradient_bytes: tuple[int, ...]
+    stage_gradient_bytes: tuple[int, ...]
+    data: int
+    tensor: int
+
+
+def bubble_fraction(schedule: PipelineSchedule, stages: int, virtual_stages: int, m: int) -> float:
+    """The bubble's share of the pipeline's time when every chunk pass of a direction
+    takes the same time and transfers none (Narayanan et al. 2021): ``(p - 1) / (m + p -
+    1)`` for 1F1B and ``(p - 1) / (v m + p - 1)`` interleaved (a ``v``-th of 1F1B's bubble
+    time, ``(p - 1) / (v m)`` of the ideal time)."""
+    v = 1 if schedule is PipelineSchedule.ONE_F_ONE_B else virtual_stages
+    return (stages - 1) / (v * m + stages - 1)
+
+
+def compose(times: PipelineTimes) -> ComposedStep:
+    """The step's event schedule (the module's rules).
+
+    Raises:
+        ValueError: if the stages' orders wait on each other for ever (a bug).
+    """
+    p, v, m = times.stages, times.virtual_stages, times.micro_batches
+    orders = [stage_order(times.schedule, p, v, m, s) for s in range(p)]
+    last_chunk = p * v - 1
+    made: dict[ChunkPass, int] = {}  # when a pass ended
+    arrived: dict[ChunkPass, int] = {}  # when a pass's input arrived
+    link_free: dict[Hashable, int] = {}
+    nexts, free = [0] * p, [0] * p
+    compute, exposed = [0] * p, [0] * p
+    events: list[tuple[int, int, int, int, ChunkPass]] = []
+    pushed = [0]
+
+    def input_of(step: ChunkPass) -> tuple[ChunkPass, Hop | None] | None:
+        """The pass ``step`` waits for and the hop between them (None: no input)."""
+        j, g = step.micro_batch, step.chunk
+        if step.direction is Pass.FORWARD:
+            return (
+                None if g == 0 else (ChunkPass(Pass.FORWARD, j, g - 1), times.forward_hops[g - 1])
+            )
+        if g == last_chunk:
+            return ChunkPass(Pass.FORWARD, j, g), None
+        return ChunkPass(Pass.BACKWARD, j, g + 1), times.backward_hops[g]
+
+    def try_start(s: int) -> None:
+        if nexts[s] == len(orders[s]):
+            return
+        step = orders[s][nexts[s]]
+        source = input_of(step)
+        ready = free[s]
+        if source is not None:
+            if step not in arrived:
+                return
+            producer_end = made[source[0]]
+            exposed[s] += max(0, arrived[step] - max(free[s], producer_end))
+            ready = max(ready, arrived[step])
+        chunk = times.passes[step.chunk]
+        cycles = chunk.forward_cycles if step.direction is Pass.FORWARD else chunk.backward_cycles
+        compute[s] += cycles
+        nexts[s] += 1
+        free[s] = ready + cycles
+        pushed[0] += 1
+        heapq.heappush(events, (free[s], s, 0, pushed[0], step))
+
+    for s in range(p):
+        try_start(s)
+    while events:
+        now, s, kind, _, step = heapq.heappop(events)
+        if kind == 1:  # an input arrived
+            arrived[step] = now
+            try_start(s)
+            continue
+        made[step] = now
+        for consumer in _consumers(step, last_chunk):
+            source = input_of(consumer)
+            assert source is not None
+            hop = source[1]
+            if hop is None:
+                arrived[consumer] = now
+                continue
+            start = max([now, *(link_free.get(link, 0) for link in hop.links)])
+            for link in hop.links:
+                link_free[link] = start + hop.cycles
+            pushed[0] += 1
+            arrival = (start + hop.cycles, consumer.chunk % p, 1, pushed[0], consumer)
+            heapq.heappush(events, arrival)
+        try_start(s)
+    if any(nexts[s] < len(orders[s]) for s in range(p)):
+        raise ValueError("the pipeline's stage orders wait on each other")
+    flush = max(free)
+    stages = []
+    for s in range(p):
+        ar, update = times.all_reduce_cycles[s], times.update_cycles[s]
+        stages.append(
+            StageTimes(
+                compute[s],
+                flush - compute[s] - exposed[s],
+                exposed[s],
+                free[s],
+                ar,
+                max(0, free[s] + ar - flush),
+                update,
+            )
+        )
+    return ComposedStep(tuple(stages), flush, max(st.end_cycles for st in stages))
+
+
+def _consumers(step: ChunkPass, last_chunk: int) -> Sequence[ChunkPass]:
+    """The passes that wait for ``step``'s output."""
+    j, g = step.micro_batch, step.chunk
+    if step.direction is Pass.FORWARD:
+        if g == last_chunk:
+            return (ChunkPass(Pass.BACKWARD, j, g),)
+        return (ChunkPass(Pass.FORWARD, j, g + 1),)
+    return () if g == 0 else (ChunkPass(Pass.BACKWARD, j, g - 1),)
