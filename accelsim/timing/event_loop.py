@@ -207,17 +207,17 @@ def _finished(op: int, ops: Any, unit: Any) -> int:
 
 @cached(error_model="numpy", wraparound=False)
 def run_events(
-    ops: Any, queue_size: int, chains: int, model: Any, heap: bool
+    ops: Any, queue_size: int, chains: int, heap: bool, model: Any
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Run every op of the flat step ``ops``; returns ``(start, end, events, status)``
     (cycles -1 if never run).
 
     ``queue_size`` and ``chains`` are its
-    :func:`~accelsim.timing.loop.records.capacities`, ``model`` the
+    :func:`~accelsim.timing.loop.records.capacities`, ``heap`` whether its event
+    queue is the binary heap or the radix heap (:mod:`accelsim.timing.loop.queues`;
+    both pop the same order), ``model`` the
     :func:`~accelsim.timing.memories.compiled.model_of` its memories (a literal: a
-    loop compiled for each), ``heap`` whether its event queue is the binary heap or
-    the radix heap (:mod:`accelsim.timing.loop.queues`; both pop the same order).
-    ``status`` is
+    loop compiled for each).  ``status`` is
     :data:`~accelsim.timing.loop.records.OVER_LIMIT` if an op ended after
     :data:`~accelsim.errors.MAX_COUNT` cycles (the loop stops there).
     """
@@ -293,5 +293,5 @@ def run(step: flat.FlatStep) -> tuple[np.ndarray, np.ndarray, int, int]:
     returns ``(start, end, events, status)``."""
     model = kernels.model_of(step.dram)
     heap = step.n_stores < records.HEAP_UNITS
-    start, end, events, status = run_events(step, *records.capacities(step), model, heap)
+    start, end, events, status = run_events(step, *records.capacities(step), heap, model)
     return start, end, int(events), int(status)

@@ -103,7 +103,7 @@ def test_both_queues_pop_in_simpys_order(scale: int) -> None:
 def _loop(graph: OpGraph, c: OpCosts, on: Machine, heap: bool) -> tuple[list[int], list[int], int]:
     step = flatten(graph, c, on)
     start, end, events, status = event_loop.run_events(
-        step, *records.capacities(step), kernels.model_of(step.dram), heap
+        step, *records.capacities(step), heap, kernels.model_of(step.dram)
     )
     assert status == records.OK
     return start.tolist(), end.tolist(), int(events)
@@ -143,7 +143,7 @@ def test_many_units_run_on_the_radix_heap_and_give_simpys_trace(sharing: str) ->
         ref.start_cycle.tolist(), ref.end_cycle.tolist(), ref.events, records.OK,
     )  # fmt: skip
     heap_start, heap_end, heap_events, _ = event_loop.run_events(
-        step, *records.capacities(step), kernels.model_of(step.dram), True
+        step, *records.capacities(step), True, kernels.model_of(step.dram)
     )
     assert (heap_start.tolist(), heap_end.tolist(), heap_events) == (
         start.tolist(), end.tolist(), events,

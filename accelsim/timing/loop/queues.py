@@ -22,13 +22,13 @@ takes the current list's first event; when that list is empty, the first bucket
 that is not becomes the current list if it holds one cycle (a level-0 bucket, or
 one event), or else its smallest cycle becomes the current one and its events are
 spread, in order, over the lower levels, all empty.  An event moves only to lower
-levels, at most once per digit of its delay.  A pushed event waits in a staged list
-until the next pop files it, so that the loop inlines the filing once, not at each
-of its pushes.  The order is the heap's exactly: a cycle's events keep their push
-order (key order within a priority) through every move, as they always share a
-list and a list is moved in order into empty ones; the urgent events (a unit's or
-a process's start) are always queued at the current cycle and wait in a list of
-their own, popped first.
+levels, at most once per digit of its delay.  A pushed event, unless urgent, waits
+in a staged list until the next pop files it, so that the loop inlines the filing
+once, not at each of its pushes.  The order is the heap's exactly: a cycle's
+events keep their push order (key order within a priority) through every move, as
+they always share a list and a list is moved in order into empty ones; the urgent
+events (a unit's or a process's start) are always queued at the current cycle and
+wait in a list of their own, popped first.
 """
 
 from __future__ import annotations
