@@ -350,9 +350,16 @@ ENGINE_CASES = (
      ["workload=workloads/bert_base.yaml"]),
     ("MLP PipeDream, 4 stages, 384 and 768 mini-batches", "configs/runs/mlp.yaml",
      ["processors=4", "run.techniques={pipedream: {mini_batches: 384}}"]),
+    ("MLP data-parallel, P = 1, batch 4", "configs/runs/mlp.yaml",
+     ["processors=1", "assignment=data_parallel", "batch_size=4"]),
     ("MLP data-parallel, P = 64, batch 256", "configs/runs/mlp.yaml",
      ["processors=64", "assignment=data_parallel", "batch_size=256"]),
+    ("MLP data-parallel, P = 256, batch 1,024", "configs/runs/mlp.yaml",
+     ["processors=256", "assignment=data_parallel", "batch_size=1024"]),
 )  # fmt: skip
+"""The steps ``--engines`` times; the data-parallel MLP at 4 samples a processor, each
+simulated (one DRAM shared), gives the compiled loop's events per second as the
+processors grow (docs/performance.md, "Event engines and scaling")."""
 DATA_PARALLEL = (1, 4, 16, 64, 256)
 
 

@@ -1,11 +1,12 @@
 """The compiled engine's event loop, in Numba, cached on disk.
 
 It replays, over flat op arrays, exactly the events that the SimPy engine
-(:mod:`accelsim.timing.engine`) processes, in the same order: a binary heap
-ordered like SimPy's event queue, by ``(cycle, priority, sequence)`` where
-process starts are urgent (priority 0) and everything else normal (1), and the
-sequence number counts scheduled events.  Each SimPy process is a small state
-machine:
+(:mod:`accelsim.timing.engine`) processes, in the same order: an event queue
+(:mod:`accelsim.timing.loop.queues`: a binary heap for a step of few units, a
+radix heap for many) popping in the order of SimPy's event queue, by ``(cycle,
+priority, sequence)`` where process starts are urgent (priority 0) and everything
+else normal (1), and the sequence number counts scheduled events.  Each SimPy
+process is a small state machine:
 
 * a unit (one per processor and array or vector unit) takes the ready op with
   the smallest rank (``priority``, :mod:`accelsim.timing.ready`) from its store
@@ -33,7 +34,7 @@ that change nothing (a transfer's or collective's process ending) are counted bu
 not queued.
 
 :func:`run_events` pops events, dispatches ready ops and queues what its helpers
-ask for, one helper per thing it does (the event heap and the units' stores,
+ask for, one helper per thing it does (the event queue and the units' stores,
 :mod:`accelsim.timing.loop.queues`; the unit state machine; the transfers; the
 dispatch of ready ops and the release of an op's successors).  It reads and keeps
 named tuples of one-dimensional arrays (:mod:`accelsim.timing.loop.records`), not
@@ -91,21 +92,27 @@ from accelsim.timing.numba_setup import cached, inline, njit
 
 
 @njit(forceinline=True, error_model="numpy")
-def _allocate(step: Any, heap_size: int, chains: int, model: int) -> Any:
+def _allocate(step: Any, queue_size: int, chains: int, model: int, heap: bool) -> Any:
     """The loop's state, fresh: the memories (their model ``model``) with a copy of
-    their idle state, the links, the event heap, the stores, the units, ``chains``
+    their idle state, the links, the event queue (a binary heap if ``heap``, else a
+    radix heap), the stores, the units, ``chains``
     rows for sliced transfers, each op's progress and each pipelined item's."""
     n_ops, n_stores, chains = step.kind.shape[0], step.n_stores, max(chains, 1)
     table = np.zeros((n_stores, units.UNIT_COLUMNS), np.int64)
     table[:, units.U_CURRENT] = -1
     free = np.arange(chains + 1) - 1
     free[0] = chains
+    queue_state = np.zeros(records.Q_STATE, np.int64)
+    queue_state[records.Q_HEAP] = heap
     return (
         records.Dram(step.dram, step.dram.state.copy(), model),
         records.Links(np.zeros(step.link_bandwidth.shape[0], np.int64), step.link_bandwidth),
-        records.Heap(
-            np.empty(heap_size, np.int64), np.empty(heap_size, np.int64),
-            np.empty(heap_size, np.int64), np.empty(heap_size, np.int64),
+        records.Queue(
+            np.empty(queue_size, np.int64), np.empty(queue_size, np.int64),
+            np.empty(queue_size, np.int64), np.empty(queue_size, np.int64),
+            np.empty(queue_size, np.int64), np.full(records.STAGED_LIST + 1, -1, np.int64),
+            np.full(records.STAGED_LIST + 1, -1, np.int64),
+            queue_state, np.arange(queue_size),
         ),
         records.Stores(
             np.empty(max(n_ops, 1), np.int64), np.empty(max(n_ops, 1), np.int64),
@@ -140,18 +147,18 @@ def _release(op: int, ops: Any, progress: Any, n_ready: int) -> int:
 
 @inline
 def _dispatch(
-    n_ready: int, now: int, size: int, seq: int, ops: Any, heap: Any, stores: Any, progress: Any
+    n_ready: int, now: int, size: int, seq: int, ops: Any, queue: Any, stores: Any, progress: Any
 ) -> tuple[int, int]:
     """Dispatch the ops that became ready, in order: a unit op is put in its unit's
     store (a PUT event), a transfer or collective starts its process (INIT_PROC).
-    Returns the heap's size and the sequence number."""
+    Returns the queue's size and the sequence number."""
     normal = records.NORMAL << records.PRIORITY_SHIFT
     for r in range(n_ready):
         op = progress.ready[r]
         if ops.kind[op] == flat.KIND_UNIT:
-            size = push(heap, size, now, normal + seq, records.PUT, put(op, ops, stores))
+            size = push(queue, size, now, normal + seq, records.PUT, put(op, ops, stores))
         else:
-            size = push(heap, size, now, seq, records.INIT_PROC, op)
+            size = push(queue, size, now, seq, records.INIT_PROC, op)
         seq += 1
     return size, seq
 
@@ -166,12 +173,12 @@ def _asked(
     ops: Any,
     dram: Any,
     unit: Any,
-    heap: Any,
+    queue: Any,
     chains: Any,
 ) -> tuple[int, int]:
     """Queue what unit ``st`` asked for (its first ``n`` requests), in order: a DRAM
     transfer booked on its op's processor's memory, or an event at a cycle.  Returns
-    the heap's size and the sequence number."""
+    the queue's size and the sequence number."""
     op = unit.table[st, units.U_CURRENT]
     m = dram.table.memory_of[ops.where[op]]
     asks = unit.asks
@@ -182,7 +189,7 @@ def _asked(
             stream = ops.write_stream[op] if written else ops.read_stream[op]
             background = ops.stream_priority[stream] == memory.BACKGROUND
             t, event, target = book(st, event, m, now, t, stream, background, dram, chains)
-        size = push(heap, size, t, (records.NORMAL << records.PRIORITY_SHIFT) + seq, event, target)
+        size = push(queue, size, t, (records.NORMAL << records.PRIORITY_SHIFT) + seq, event, target)
         seq += 1
     return size, seq
 
@@ -200,27 +207,28 @@ def _finished(op: int, ops: Any, unit: Any) -> int:
 
 @cached(error_model="numpy", wraparound=False)
 def run_events(
-    ops: Any, heap_size: int, chains: int, model: Any
+    ops: Any, queue_size: int, chains: int, heap: bool, model: Any
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Run every op of the flat step ``ops``; returns ``(start, end, events, status)``
     (cycles -1 if never run).
 
-    ``heap_size`` and ``chains`` are its
-    :func:`~accelsim.timing.loop.records.capacities`, ``model`` the
+    ``queue_size`` and ``chains`` are its
+    :func:`~accelsim.timing.loop.records.capacities`, ``heap`` whether its event
+    queue is the binary heap or the radix heap (:mod:`accelsim.timing.loop.queues`;
+    both pop the same order), ``model`` the
     :func:`~accelsim.timing.memories.compiled.model_of` its memories (a literal: a
     loop compiled for each).  ``status`` is
     :data:`~accelsim.timing.loop.records.OVER_LIMIT` if an op ended after
     :data:`~accelsim.errors.MAX_COUNT` cycles (the loop stops there).
     """
-    state = _allocate(ops, heap_size, chains, model)
-    dram, links, heap, stores, unit, chain, progress, items = state
-    h_time, h_kind, h_arg = heap.time, heap.kind, heap.arg
+    state = _allocate(ops, queue_size, chains, model, heap)
+    dram, links, queue, stores, unit, chain, progress, items = state
     start, end, stage = progress.start, progress.end, progress.stage
     ready, waiting = progress.ready, progress.waiting
     seq = size = events = n_ready = 0
     status = records.OK
     for s in range(ops.n_stores):
-        size = push(heap, size, 0, seq, records.INIT_UNIT, s)
+        size = push(queue, size, 0, seq, records.INIT_UNIT, s)
         seq += 1
     for i in ops.order:  # the dispatch list: ops with nothing to wait for, by rank
         if waiting[i] == 0:
@@ -232,16 +240,15 @@ def run_events(
     # (after the puts of that op's successors, as in SimPy) or whose store got a put.
     serve = -1
     while True:
-        size, seq = _dispatch(n_ready, now, size, seq, ops, heap, stores, progress)
+        size, seq = _dispatch(n_ready, now, size, seq, ops, queue, stores, progress)
         n_ready = 0
         if serve >= 0 and units.take(serve, unit, stores):
-            size = push(heap, size, now, normal + seq, records.GET, serve)
+            size = push(queue, size, now, normal + seq, records.GET, serve)
             seq += 1
         serve = -1
         if size == 0:
             break
-        now, ev_kind, arg = h_time[0], h_kind[0], h_arg[0]
-        size = pop(heap, size)
+        size, now, ev_kind, arg = pop(queue, size)
         events += 1
         finished = -1
         if ev_kind == records.INIT_UNIT or ev_kind == records.PUT:
@@ -249,27 +256,27 @@ def run_events(
         elif ev_kind == records.INIT_PROC:
             start[arg] = now
             t = process_start(arg, now, ops, dram, links)
-            size = push(heap, size, t, normal + seq, records.PROC, arg)
+            size = push(queue, size, t, normal + seq, records.PROC, arg)
             seq += 1
         elif ev_kind == records.PROC:
             t = process_step(arg, now, ops, stage, dram, links)
             if t >= 0:
-                size = push(heap, size, t, normal + seq, records.PROC, arg)
+                size = push(queue, size, t, normal + seq, records.PROC, arg)
                 seq += 1
             elif t == records.START_ITEMS:
-                size, seq = start_items(arg, now, ops, links, heap, size, seq)
+                size, seq = start_items(arg, now, ops, links, queue, size, seq)
             else:
                 finished = arg
                 events += 1  # the process ends
         elif ev_kind == records.ITEM:
-            size, seq = item_event(arg, now, ops, items, links, heap, size, seq)
+            size, seq = item_event(arg, now, ops, items, links, queue, size, seq)
         elif ev_kind == records.SLICE:
             t, event, target = book_slice(arg, now, dram, chain)
-            size = push(heap, size, t, normal + seq, event, target)
+            size = push(queue, size, t, normal + seq, event, target)
             seq += 1
         else:
             finished, n = units.step(ev_kind, arg, now, ops, unit, start)
-            size, seq = _asked(n, arg, now, size, seq, ops, dram, unit, heap, chain)
+            size, seq = _asked(n, arg, now, size, seq, ops, dram, unit, queue, chain)
         if finished >= 0:
             if now > errors.MAX_COUNT:
                 status = records.OVER_LIMIT
@@ -281,7 +288,10 @@ def run_events(
 
 
 def run(step: flat.FlatStep) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Run the ops of ``step``; returns ``(start, end, events, status)``."""
+    """Run the ops of ``step``, its event queue a binary heap under
+    :data:`~accelsim.timing.loop.records.HEAP_UNITS` units, else a radix heap;
+    returns ``(start, end, events, status)``."""
     model = kernels.model_of(step.dram)
-    start, end, events, status = run_events(step, *records.capacities(step), model)
+    heap = step.n_stores < records.HEAP_UNITS
+    start, end, events, status = run_events(step, *records.capacities(step), heap, model)
     return start, end, int(events), int(status)

@@ -65,8 +65,17 @@ from numba.core import caching
 from numba.core import types as numba_types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
+from numba.cpython.unsafe.numbers import leading_zeros as _leading_zeros
+from numba.cpython.unsafe.numbers import trailing_zeros as _trailing_zeros
 
-__all__ = ["cached", "compiled_from", "inline", "literal", "njit"]
+__all__ = [
+    "cached", "compiled_from", "inline", "leading_zeros", "literal", "njit", "trailing_zeros",
+]  # fmt: skip
+
+# The count of an integer's leading and trailing zero bits (LLVM's ``ctlz`` and
+# ``cttz``), for compiled code only.
+leading_zeros: Callable[[int], int] = _leading_zeros  # type: ignore[assignment]
+trailing_zeros: Callable[[int], int] = _trailing_zeros  # type: ignore[assignment]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -2,7 +2,7 @@
 per field, as the loop was fastest with them), besides the flat step it reads
 (:class:`accelsim.timing.flat.FlatStep`, its memories in
 :class:`~accelsim.timing.flat.MemoryTable`): what it keeps, which it allocates itself
-(:class:`Dram`'s state, :class:`Links`, :class:`Heap`, :class:`Stores`,
+(:class:`Dram`'s state, :class:`Links`, :class:`Queue`, :class:`Stores`,
 :class:`Chains`, :class:`Progress`, :class:`Items`, the units'
 :class:`accelsim.timing.loop.units.Units`);
 how large some of them are (:func:`capacities`); and the codes the loop's pieces
@@ -27,6 +27,19 @@ INIT_UNIT, PUT, GET, WAKE, FETCH, DRAIN, INIT_PROC, PROC, SLICE, ITEM = range(10
 ENDED, START_ITEMS = -1, -2
 URGENT, NORMAL = 0, 1
 PRIORITY_SHIFT = 62
+# The event queue (:mod:`accelsim.timing.loop.queues`): a binary heap for a step of
+# fewer than HEAP_UNITS units, else a radix heap, whose lists are a bucket per digit
+# (DIGIT_BITS bits) and level of a cycle, then the current cycle's, the urgent
+# events' and the staged events'.
+HEAP_UNITS = 32
+DIGIT_BITS = 4
+DIGITS = 1 << DIGIT_BITS
+CURRENT_LIST = DIGITS * 64 // DIGIT_BITS
+URGENT_LIST, STAGED_LIST = CURRENT_LIST + 1, CURRENT_LIST + 2
+# The event queue's state: the current cycle, whether it is the binary heap, then a
+# bit per bucket not empty (in CURRENT_LIST // 64 words).
+Q_NOW, Q_HEAP, Q_MASK = range(3)
+Q_STATE = Q_MASK + CURRENT_LIST // 64
 # Status codes.
 OK, OVER_LIMIT = 0, 1
 # Columns of a sliced transfer's state: one row per transfer in flight.
@@ -53,14 +66,24 @@ class Links(NamedTuple):
     bandwidth: np.ndarray
 
 
-class Heap(NamedTuple):
-    """The event heap, ordered by ``(time, key)``: ``key`` is the priority shifted by
-    :data:`PRIORITY_SHIFT` plus the sequence number."""
+class Queue(NamedTuple):
+    """The event queue (:mod:`accelsim.timing.loop.queues`).  As a binary heap
+    (``state[Q_HEAP]``), its first ``size`` entries of ``time``, ``key``, ``kind``
+    and ``arg`` by ``(time, key)``.  As a radix heap, each event's cycle, kind,
+    argument and the next event of its list; each list's first and last event (-1:
+    empty): the buckets', then :data:`CURRENT_LIST`, :data:`URGENT_LIST` and
+    :data:`STAGED_LIST`; its state (``Q_*``: the current cycle, a bit per bucket
+    not empty); and the free events, ``free[size:]`` for a queue of ``size``."""
 
     time: np.ndarray
     key: np.ndarray
     kind: np.ndarray
     arg: np.ndarray
+    next: np.ndarray
+    head: np.ndarray
+    tail: np.ndarray
+    state: np.ndarray
+    free: np.ndarray
 
 
 class Stores(NamedTuple):
@@ -103,11 +126,11 @@ class Items(NamedTuple):
 
 
 def capacities(flat: FlatStep) -> tuple[int, int]:
-    """How many events the loop's heap holds (every event that can be pending at
+    """How many events the loop's queue holds (every event that can be pending at
     once: two per op, one per pipelined collective's item, and per unit its tile
     groups' and a few more) and how many
     sliced transfers can be in flight (one per unit's fetch and drains, when a
     memory slices)."""
     max_chunks = int(flat.chunks.max(initial=1))
-    heap = 2 * len(flat.kind) + len(flat.net.item_op) + flat.n_stores * (max_chunks + 4) + 16
-    return heap, flat.n_stores * (max_chunks + 2) if flat.dram.sliced else 0
+    events = 2 * len(flat.kind) + len(flat.net.item_op) + flat.n_stores * (max_chunks + 4) + 16
+    return events, flat.n_stores * (max_chunks + 2) if flat.dram.sliced else 0

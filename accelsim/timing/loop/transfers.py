@@ -151,52 +151,52 @@ def process_step(op: int, now: int, ops: Any, stage: Any, dram: Any, links: Any)
 
 @inline
 def _send_item(
-    k: int, step: int, now: int, net: Any, links: Any, heap: Any, size: int, seq: int
+    k: int, step: int, now: int, net: Any, links: Any, queue: Any, size: int, seq: int
 ) -> tuple[int, int]:
-    """Book step ``step`` of item ``k`` and queue its arrival; the heap's size and the
+    """Book step ``step`` of item ``k`` and queue its arrival; the queue's size and the
     sequence number."""
     t = send(net.steps[net.item_first[k] + step], now, net, links)
-    size = push(heap, size, t, (records.NORMAL << records.PRIORITY_SHIFT) + seq, records.ITEM, k)
+    size = push(queue, size, t, (records.NORMAL << records.PRIORITY_SHIFT) + seq, records.ITEM, k)
     return size, seq + 1
 
 
 @inline
 def start_items(
-    op: int, now: int, ops: Any, links: Any, heap: Any, size: int, seq: int
+    op: int, now: int, ops: Any, links: Any, queue: Any, size: int, seq: int
 ) -> tuple[int, int]:
     """Start the items of pipelined collective ``op`` that wait for none, in order;
-    the heap's size and the sequence number."""
+    the queue's size and the sequence number."""
     net = ops.net
     for k in range(net.item_ptr[op], net.item_ptr[op + 1]):
         if net.item_waits[k] == 0:
-            size, seq = _send_item(k, 0, now, net, links, heap, size, seq)
+            size, seq = _send_item(k, 0, now, net, links, queue, size, seq)
     return size, seq
 
 
 @inline
 def item_event(
-    k: int, now: int, ops: Any, items: Any, links: Any, heap: Any, size: int, seq: int
+    k: int, now: int, ops: Any, items: Any, links: Any, queue: Any, size: int, seq: int
 ) -> tuple[int, int]:
     """Advance item ``k`` on its event, as :class:`accelsim.timing.engine._Pipeline`
     does: an arrival queues its join; a join books the item's next step or, after
     its last, starts the items now free of waiting, in order, and, after the op's
-    last item, queues the op's next event.  The heap's size and the sequence number."""
+    last item, queues the op's next event.  The queue's size and the sequence number."""
     net = ops.net
     normal = records.NORMAL << records.PRIORITY_SHIFT
     items.stage[k] += 1
     if items.stage[k] % 2 == 1:
-        return push(heap, size, now, normal + seq, records.ITEM, k), seq + 1
+        return push(queue, size, now, normal + seq, records.ITEM, k), seq + 1
     step = items.stage[k] // 2
     if step < net.item_count[k]:
-        return _send_item(k, step, now, net, links, heap, size, seq)
+        return _send_item(k, step, now, net, links, queue, size, seq)
     op = net.item_op[k]
     items.left[op] -= 1
     for e in range(net.item_succ_ptr[k], net.item_succ_ptr[k + 1]):
         j = net.item_succ[e]
         items.waiting[j] -= 1
         if items.waiting[j] == 0:
-            size, seq = _send_item(j, 0, now, net, links, heap, size, seq)
+            size, seq = _send_item(j, 0, now, net, links, queue, size, seq)
     if items.left[op] == 0:
-        size = push(heap, size, now, normal + seq, records.PROC, op)
+        size = push(queue, size, now, normal + seq, records.PROC, op)
         seq += 1
     return size, seq
