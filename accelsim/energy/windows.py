@@ -88,7 +88,8 @@ def peak_rate(trace: Trace, op_pj: np.ndarray, window: int) -> float:
     # The windows that hold a breakpoint (at a bound: both windows), the first and the last.
     edge = cycles[(cycles % window == 0) & (cycles > 0)] // window - 1
     held = np.concatenate([cycles // window, edge, [0, count - 1]])
-    held = np.unique(np.minimum(held, count - 1))
+    held = np.sort(np.minimum(held, count - 1))  # np.unique would load numpy.ma
+    held = held[np.concatenate([[True], held[1:] != held[:-1]])]
     best = _most(line, held, window, total, 0.0)
     # Each stretch between breakpoints, and the windows wholly inside it.
     gap = np.flatnonzero(np.diff(line.cycles) > 0)
