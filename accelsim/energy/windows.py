@@ -27,8 +27,10 @@ EXACT = 2**53
 """Cycles below which every window bound and breakpoint is an exact float64."""
 
 ROUNDING = 32 * 2.0**-53
-"""A bound on the relative rounding of a window's energy per cycle within one stretch
-between breakpoints (eight times that of its few operations)."""
+"""Room for the rounding of a window's energy per cycle inside one stretch between
+breakpoints, relative to the largest energy spent over a window's cycles plus the
+stretch's energy per cycle: its interpolation, subtraction and division round by
+less than 20 units of 2^-53 of that."""
 
 
 class Breakpoints(NamedTuple):
@@ -54,22 +56,14 @@ def breakpoints(trace: Trace, op_pj: np.ndarray) -> Breakpoints:
     return Breakpoints(times, energy_at, float(op_pj.sum()))
 
 
-def window_energy_pj(
-    trace: Trace, op_pj: np.ndarray, window: int, which: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Dynamic energy in each window of ``window`` cycles (those numbered ``which``;
-    all of them by default), and each window's cycles."""
+def window_energy_pj(trace: Trace, op_pj: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dynamic energy in each window of ``window`` cycles, and each window's cycles."""
     total = max(trace.total_cycles, 1)
-    if which is None:
-        bounds = _all_bounds(total, window)
-        low, high = bounds[:-1], bounds[1:]
-    else:
-        low = np.minimum(which * float(window), total)
-        high = np.minimum((which + 1) * float(window), total)
+    bounds = _all_bounds(total, window)
+    low, high = bounds[:-1], bounds[1:]
     if not len(op_pj):
         return np.zeros(len(low)), high - low
-    line = breakpoints(trace, op_pj)
-    return _rise(line, low, high), high - low
+    return _rise(breakpoints(trace, op_pj), low, high), high - low
 
 
 def peak_rate(trace: Trace, op_pj: np.ndarray, window: int) -> float:
