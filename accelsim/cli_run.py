@@ -390,7 +390,6 @@ def _workload_line(path: Path) -> str:
 
 def _check_file(path: Path, max_points: int | None = None) -> str:
     from accelsim.config.loader import load_energy, load_hardware, read_yaml
-    from accelsim.driver.inputs import load_inputs
     from accelsim.workload.formats import reader_for
 
     if reader_for(path) is not None:
@@ -403,6 +402,8 @@ def _check_file(path: Path, max_points: int | None = None) -> str:
     if "mac_pj" in data:
         return f"energy table '{load_energy(path).name}'"
     if "workload" in data or "hardware" in data:
+        from accelsim.driver.inputs import load_inputs
+
         inputs = load_inputs(path)
         return f"run '{inputs.run.name}' with all referenced files"
     if "base" in data:

@@ -12,7 +12,8 @@ pays first, and the interpreter alone says how fast the machine was.
     python scripts/bench.py            # default set, 5 runs each
     python scripts/bench.py --runs 9
     python scripts/bench.py --vs-scalesim --runs 3   # SCALE-Sim 3.0.0 vs accelsim
-    python scripts/bench.py --sweep --runs 3          # sweep throughput
+    python scripts/bench.py --sweep --runs 3          # sweep throughput (bench_sweep.py)
+    python scripts/bench.py --short     # check, plot, models against the floor, paired
     python scripts/bench.py --engines   # SimPy vs compiled engine, data-parallel P sweep
     python scripts/bench.py --llm       # GPT-3 175B on 1,024 and 8,192 chips (bench_llm.py)
 
@@ -175,6 +176,9 @@ def main() -> int:
     )
     parser.add_argument("--sweep", action="store_true", help="time design-point sweeps")
     parser.add_argument(
+        "--short", action="store_true", help="short commands against the start-up floor, paired"
+    )
+    parser.add_argument(
         "--engines", action="store_true", help="SimPy vs compiled engine; data-parallel P sweep"
     )
     parser.add_argument("--llm", action="store_true", help="GPT-3 175B steps (bench_llm.py)")
@@ -182,8 +186,12 @@ def main() -> int:
     if args.llm:
         script = str(ROOT / "scripts" / "bench_llm.py")
         return subprocess.call([sys.executable, script, "--runs", str(args.runs or 3)])
-    if args.sweep:
-        return sweep_speed(args.runs or 3)
+    if args.sweep or args.short:
+        import bench_sweep  # scripts/, beside this file
+
+        return (bench_sweep.sweep_speed if args.sweep else bench_sweep.short_commands)(
+            args.runs or (3 if args.sweep else 7)
+        )
     if args.engines:
         return engines(args.runs or 3)
     if args.vs_scalesim:
@@ -220,128 +228,6 @@ def dropout_kernel() -> None:
         f" Numba {folds / numba_s:,.0f} folds/s, NumPy reference {folds / numpy_s:,.0f}"
         f" folds/s, speed-up {numpy_s / numba_s:,.0f}x"
     )
-
-
-# (label, base run file, grid of the timed sweep); each sweep is a fresh store.
-SWEEP_CASES = (
-    ("ResNet-18 points (batch 32)", "configs/runs/default.yaml",
-     {"array.rows": [32, 64, 96, 128], "array.cols": [32, 64, 96, 128],
-      "array.dataflow": ["os", "ws"]}),
-    ("BERT-base points (batch 32)", "configs/runs/default.yaml",
-     {"workload": ["../../workloads/bert_base.yaml"], "array.rows": [64, 128],
-      "array.cols": [64, 128], "array.dataflow": ["os", "ws"]}),
-)  # fmt: skip
-
-
-def sweep_speed(runs: int) -> int:
-    """Points per second per core (in-process and pool) and the 1,000-point sweep's wall time."""
-    import yaml
-
-    from accelsim import Executor, PoolExecutor, plan_sweep, run_sweep
-
-    cores = os.cpu_count() or 1
-    load = os.getloadavg()[0]
-    print(
-        f"machine: {platform.machine()}, {cores} cores, Python {platform.python_version()}; "
-        f"load average {load:.1f} at the start; median of {runs} runs"
-    )
-    print(f"{'sweep':34} {'points':>6} {'executor':>16} {'s':>7} {'points/s/core':>14}")
-    with tempfile.TemporaryDirectory(prefix="accelsim-bench-") as tmp:
-        sweeps = ROOT / "configs" / "sweeps"
-        for label, base, grid in SWEEP_CASES:
-            path = sweeps / f".bench-{os.getpid()}.yaml"
-            relative = os.path.relpath(ROOT / base, sweeps)
-            path.write_text(yaml.safe_dump({"name": "bench", "base": relative, "grid": grid}))
-            try:
-                plan = plan_sweep(path)
-            finally:
-                path.unlink()
-            run_sweep(plan, Path(tmp) / "warm", Executor())  # imports, Numba, parsed files
-            for name, workers, make in (
-                ("in-process", 1, Executor),
-                (f"pool, {cores} jobs", cores, lambda: PoolExecutor(cores)),
-            ):
-                walls = []
-                for i in range(runs):
-                    with make() as executor:
-                        start = time.perf_counter()
-                        run_sweep(plan, Path(tmp) / f"{name}-{i}-{label[:4]}", executor)
-                        walls.append(time.perf_counter() - start)
-                wall = statistics.median(walls)
-                rate = len(plan.points) / wall / workers
-                print(f"{label:34} {len(plan.points):6d} {name:>16} {wall:7.2f} {rate:14.1f}")
-        plan_speed(tmp)
-        one = [sys.executable, "-m", "accelsim", "run", "configs/runs/default.yaml", "--out",
-               str(Path(tmp) / "one"), "--force"]  # fmt: skip
-        for points in (1000, 10000):
-            argv = [sys.executable, "-m", "accelsim", "sweep",
-                    f"configs/sweeps/resnet18_{points}.yaml", "--jobs", str(cores)]  # fmt: skip
-            walls, cpus, singles = [], [], []
-            for i in range(runs):  # interleaved with the single run it is compared with
-                wall, cpu = timed_cpu([*argv, "--out", str(Path(tmp) / f"big{points}-{i}")])
-                walls.append(wall)
-                cpus.append(cpu)
-                singles.append(timed(one, {})[0])
-            wall, single = statistics.median(walls), statistics.median(singles)
-            print(
-                f"{f'ResNet-18 {points:,}-point sweep, end to end':34} {points:6d} "
-                f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {points / wall / cores:14.1f}"
-                f"   {wall / single:.0f}x one run ({single:.2f} s);"
-                f" {statistics.median(cpus):.1f} CPU-s (target at 10,000: 20)"
-            )
-        sweep_100k(tmp, cores)
-    return 0
-
-
-def sweep_100k(tmp: str, cores: int) -> None:
-    """One run of 100,000 ResNet-18 points planned and simulated end to end (target:
-    under 3 minutes): the 10,000-point sweep over ten DRAM latencies."""
-    import yaml
-
-    grid = yaml.safe_load((ROOT / "configs" / "sweeps" / "resnet18_10000.yaml").read_text())
-    grid["grid"]["dram.latency_cycles"] = list(range(50, 150, 10))
-    path = ROOT / "configs" / "sweeps" / f".bench-100k-{os.getpid()}.yaml"
-    path.write_text(yaml.safe_dump({**grid, "name": "resnet18_100000"}))
-    try:
-        argv = [sys.executable, "-m", "accelsim", "sweep", str(path), "--jobs", str(cores),
-                "--max-points", "100000", "--out", str(Path(tmp) / "big100000")]  # fmt: skip
-        wall, cpu = timed_cpu(argv)
-    finally:
-        path.unlink()
-    print(
-        f"{'ResNet-18 100,000 points, end to end':34} {100_000:6d} "
-        f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {100_000 / wall / cores:14.1f}"
-        f"   one run; {cpu:.1f} CPU-s (target: under 180 s wall)"
-    )
-
-
-def plan_speed(tmp: str) -> None:
-    """Seconds to plan (expand, validate and name) 10,000 and 100,000 ResNet-18 points
-    with ``jobs`` the core count (``plan_sweep`` forks planning processes from 20,000
-    points: the 100,000 use them, the 10,000 this process alone), each in a fresh
-    process's state for the files it reads."""
-    cores = os.cpu_count() or 1
-    import yaml
-
-    from accelsim import plan_sweep
-
-    grid = yaml.safe_load((ROOT / "configs" / "sweeps" / "resnet18_10000.yaml").read_text())
-    for points, extra in (
-        (10_000, {}),
-        (100_000, {"dram.latency_cycles": list(range(50, 150, 10))}),
-    ):
-        path = ROOT / "configs" / "sweeps" / f".bench-plan-{os.getpid()}.yaml"
-        path.write_text(yaml.safe_dump({**grid, "grid": {**grid["grid"], **extra}}))
-        try:
-            start = time.perf_counter()
-            plan = plan_sweep(path, max_points=points, jobs=cores)
-            wall = time.perf_counter() - start
-        finally:
-            path.unlink()
-        print(
-            f"{f'plan {points:,} ResNet-18 points':34} {len(plan.points):6d} "
-            f"{f'jobs={cores}':>16} {wall:7.2f} {len(plan.points) / wall:14.0f} (points/s)"
-        )
 
 
 ENGINE_CASES = (

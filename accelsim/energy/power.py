@@ -18,12 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from accelsim.config.area import AreaTable, OnExceed
 from accelsim.config.hardware import HardwareSpec
 from accelsim.energy.area import AreaBreakdown
 from accelsim.energy.model import EnergyBreakdown
+from accelsim.energy.windows import peak_rate
 from accelsim.timing.trace import Trace
 
 PJ_PER_J = 1e12
@@ -63,27 +62,6 @@ class PowerFigures:
         }
 
 
-def window_energy_pj(trace: Trace, op_pj: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """Dynamic energy in each window of ``window`` cycles, back to back from cycle 0
-    to the step's end (the last one cut there), each op's energy spread evenly over
-    its cycles; and each window's cycles."""
-    total = max(trace.total_cycles, 1)
-    bounds = np.minimum(np.arange(0, total + window, window, dtype=np.float64), total)
-    if not len(op_pj):
-        return np.zeros(len(bounds) - 1), np.diff(bounds)
-    start = trace.start_cycle.astype(np.float64)
-    end = np.maximum(trace.end_cycle.astype(np.float64), start + 1)
-    rate = op_pj / (end - start)
-    times = np.concatenate([start, end])
-    order = np.argsort(times, kind="stable")
-    steps = np.concatenate([rate, -rate])[order]
-    times = times[order]
-    rate_after = np.cumsum(steps)  # the total rate from each breakpoint to the next
-    energy_at = np.concatenate([[0.0], np.cumsum(rate_after[:-1] * np.diff(times))])
-    cumulative = np.interp(bounds, times, energy_at, left=0.0, right=float(op_pj.sum()))
-    return np.diff(cumulative), np.diff(bounds)
-
-
 def power(
     trace: Trace, energy: EnergyBreakdown, area: AreaBreakdown, hw: HardwareSpec, table: AreaTable
 ) -> PowerFigures:
@@ -94,8 +72,7 @@ def power(
     dynamic_w = float(op_pj.sum()) / PJ_PER_J / (cycles / hz)
     leakage_w = area.total_mm2 * table.leakage_mw_per_mm2.value / MW_PER_W
     window = max(hw.power.peak_window_cycles, -(-cycles // MAX_WINDOWS))
-    per_window, lengths = window_energy_pj(trace, op_pj, window)
-    peak_dynamic_w = float(np.max(per_window / lengths, initial=0.0)) / PJ_PER_J * hz
+    peak_dynamic_w = peak_rate(trace, op_pj, window) / PJ_PER_J * hz
     return PowerFigures(
         average_w=dynamic_w + leakage_w,
         # never below the average (the windows' mean), float rounding aside

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from accelsim.counts import exact_total
+from accelsim.counts import exact_group_totals
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CORE, OpGraph, Stage
 from accelsim.report.summary import WorkSummary
@@ -59,24 +59,25 @@ def _work(
     codes: np.ndarray, names: Sequence[str], trace: Trace, op_pj: np.ndarray
 ) -> dict[str, WorkSummary]:
     c = trace.costs
-    durations = trace.end_cycle - trace.start_cycle
+    groups = len(names)
     units = [(u, name) for u, name in enumerate(c.unit_names) if u != UNIT_COMM]
-    out = {}
-    for i, name in enumerate(names):
-        mine = codes == i
-        busy = {}
-        for u, unit in units:
-            cycles = np.zeros(trace.processors, np.int64)
-            on = mine & (c.unit == u)
-            np.add.at(cycles, trace.processor[on], durations[on])
-            busy[unit] = tuple(cycles.tolist())
-        out[name] = WorkSummary(
-            ops=int(mine.sum()),
-            macs=exact_total(c.macs[mine]),
-            vector_ops=exact_total(c.vector_ops[mine]),
-            dram_read_bytes=exact_total(c.dram_read_bytes[mine]),
-            dram_write_bytes=exact_total(c.dram_ofmap_write_bytes[mine]),
-            energy_pj=float(op_pj[mine].sum()),
-            busy_cycles=busy,
+    # Every group's busy cycles on every unit of every processor, in one pass.
+    busy = np.zeros((groups, len(c.unit_names), trace.processors), np.int64)
+    np.add.at(busy, (codes, c.unit, trace.processor), trace.end_cycle - trace.start_cycle)
+    ops = np.bincount(codes, minlength=groups).tolist()
+    macs = exact_group_totals(codes, c.macs, groups)
+    vector_ops = exact_group_totals(codes, c.vector_ops, groups)
+    reads = exact_group_totals(codes, c.dram_read_bytes, groups)
+    writes = exact_group_totals(codes, c.dram_ofmap_write_bytes, groups)
+    return {
+        name: WorkSummary(
+            ops=ops[i],
+            macs=macs[i],
+            vector_ops=vector_ops[i],
+            dram_read_bytes=reads[i],
+            dram_write_bytes=writes[i],
+            energy_pj=float(op_pj[codes == i].sum()),
+            busy_cycles={unit: tuple(busy[i, u].tolist()) for u, unit in units},
         )
-    return out
+        for i, name in enumerate(names)
+    }

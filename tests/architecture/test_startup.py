@@ -180,3 +180,47 @@ def test_the_benchmark_floor_builds_its_model_as_accelsim_builds_specs() -> None
         gc.set_threshold(*threshold)
     assert namespace["Array"].model_config == Spec.model_config
     assert namespace["GC_ALLOCATIONS"] == collections_policy.GC_ALLOCATIONS
+
+
+def test_check_of_a_hardware_file_loads_no_run_driver() -> None:
+    loaded = after_command("check", "configs/hardware/default.yaml")
+    assert not loaded & {
+        *HEAVY,
+        "accelsim.driver.inputs",
+        "accelsim.config.run",
+        "accelsim.lowering.rules",
+        "accelsim.energy.model",
+        "accelsim.sweep.plan",
+    }
+
+
+def test_sweep_names_load_on_first_use() -> None:
+    loaded = loaded_after("import accelsim.sweep.collect")
+    assert not loaded & {
+        "accelsim.sweep.plan",
+        "accelsim.sweep.executors",
+        "accelsim.driver.inputs",
+    }
+    from accelsim import sweep
+
+    assert set(sweep._LAZY) == set(sweep.__all__) <= set(dir(sweep))
+    for name in sweep.__all__:
+        assert getattr(sweep, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        sweep.nothing  # noqa: B018
+
+
+def test_plot_of_a_finished_sweep_loads_no_planning_or_simulation(tmp_path: Path) -> None:
+    from accelsim.sweep import Executor, plan_sweep, run_sweep
+
+    run_sweep(plan_sweep(ROOT / "configs" / "sweeps" / "arrays.yaml"), tmp_path, Executor())
+    loaded = after_command("plot", str(tmp_path / "arrays"), "--kind", "heatmap")
+    assert "matplotlib" in loaded
+    assert not loaded & {
+        "accelsim.sweep.plan",
+        "accelsim.sweep.executors",
+        "accelsim.driver.inputs",
+        "accelsim.timing.engines",
+        "simpy",
+        "numba",
+    }

@@ -12,7 +12,8 @@ import accelsim
 from accelsim.config.loader import bundled_area_table
 from accelsim.energy.area import AreaBreakdown
 from accelsim.energy.model import EnergyBreakdown
-from accelsim.energy.power import power, window_energy_pj
+from accelsim.energy.power import power
+from accelsim.energy.windows import window_energy_pj
 from accelsim.errors import ConfigError
 from tests.conftest import ROOT, make_hw
 
