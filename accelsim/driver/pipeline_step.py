@@ -56,6 +56,7 @@ from accelsim.mapping.tensor_placement import tensor_parallel
 from accelsim.network.collectives import Collective, Transfer
 from accelsim.network.cost import cycles, step_cycles
 from accelsim.network.topology import Network
+from accelsim.techniques.recomputation.config import NAME as RECOMPUTATION
 from accelsim.timing.pipeline_step import (
     ChunkPasses,
     Hop,
@@ -196,9 +197,14 @@ def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple
     out = []
     for chunks in seen.values():
         forward = subgraph(graph, ops.group[chunks[0]][Stage.FORWARD])
-        backward = subgraph(graph, ops.group[chunks[0]][Stage.BACKWARD])
+        ids = ops.group[chunks[0]][Stage.BACKWARD]
+        backward = subgraph(graph, ids)
+        again = [i for i in ids if graph.ops[i].owner == RECOMPUTATION]
         cycles_of = PassCycles(simulated(forward), simulated(backward))
-        out.append(ChunkPasses(tuple(chunks), len(forward.ops), len(backward.ops), cycles_of))
+        redone = simulated(subgraph(graph, again)) if again else 0
+        out.append(
+            ChunkPasses(tuple(chunks), len(forward.ops), len(backward.ops), cycles_of, redone)
+        )
     return tuple(out)
 
 
