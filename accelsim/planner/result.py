@@ -106,9 +106,9 @@ def _pipeline_breakdown(
 ) -> dict[str, Any]:
     """A pipeline plan's compute, bubble, recomputation (the most of a stage's backward
     passes, the recomputed work simulated alone) and exposed communication (its
-    tensor-parallel all-reduces are inside its passes' compute), from its ``pipeline``
-    section, in place
-    of the one micro-batch the rest of its summary holds; nothing without a pipeline."""
+    tensor-parallel collectives are inside its passes' compute), from its ``pipeline``
+    section, in place of the one micro-batch the rest of its summary holds; nothing
+    without a pipeline."""
     if section is None:
         return {}
     stages = section["stages"]

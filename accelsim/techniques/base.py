@@ -184,8 +184,8 @@ class Technique(ABC, Generic[C]):
     ) -> str | None:
         """Why this configuration cannot run with a pipeline plan
         (``run.parallel.pipeline`` above 1) whose model chunks hold the layers of
-        ``infos`` as ``chunk_of_layer`` says, or None when the plan's passes can be cut from its
-        rewritten step graph; by default it cannot."""
+        ``infos`` as ``chunk_of_layer`` says, or None when the plan's passes can be cut
+        from its rewritten step graph; by default it cannot."""
         return (
             "not with parallel.pipeline above 1: a pipeline plan's passes are cut from"
             " the step without a technique's rewrites"

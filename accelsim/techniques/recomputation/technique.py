@@ -133,9 +133,8 @@ class Recomputation(GraphRewriter[RecomputationConfig]):
         self, infos: Sequence[LayerInfo], chunk_of_layer: Mapping[str, int]
     ) -> str | None:
         """Each stage recomputes its own chunks' work in their backward passes: a
-        segment recomputed from one kept input must lie inside one model chunk (``full``'s
-        are single blocks, which a chunk's end never splits: it ends a block of the
-        table); selective recomputes inside one attention layer."""
+        segment recomputed from one kept input must lie inside one model chunk
+        (selective's lie inside one attention layer)."""
         cfg = self.config
         if cfg.policy is Policy.SELECTIVE or not chunk_of_layer:
             return None
