@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
 from accelsim.graph.ops import (
+    CORE,
     CommOp,
     GemmOp,
     Op,
@@ -57,7 +58,6 @@ from accelsim.mapping.tensor_placement import tensor_parallel
 from accelsim.network.collectives import Collective, Transfer
 from accelsim.network.cost import cycles, step_cycles
 from accelsim.network.topology import Network
-from accelsim.techniques.recomputation.config import NAME as RECOMPUTATION
 from accelsim.timing.pipeline_step import (
     ChunkPasses,
     Hop,
@@ -200,7 +200,9 @@ def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
 
 
 def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple[ChunkPasses, ...]:
-    """Each distinct chunk's forward and backward pass simulated once."""
+    """Each distinct chunk's forward and backward pass simulated once, and the ops a
+    technique added to the backward pass (the forward work recomputation repeats: the
+    one rewriting technique a pipeline plan admits) simulated alone."""
     seen: dict[tuple[object, ...], list[int]] = {}
     for g, own in enumerate(ops.group):
         key = (_signature(graph, own[Stage.FORWARD]), _signature(graph, own[Stage.BACKWARD]))
@@ -210,7 +212,7 @@ def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple
         forward = subgraph(graph, ops.group[chunks[0]][Stage.FORWARD])
         ids = ops.group[chunks[0]][Stage.BACKWARD]
         backward = subgraph(graph, ids)
-        again = [i for i in ids if graph.ops[i].owner == RECOMPUTATION]
+        again = [i for i in ids if graph.ops[i].owner != CORE]
         cycles_of = PassCycles(simulated(forward), simulated(backward))
         redone = simulated(subgraph(graph, again)) if again else 0
         out.append(

@@ -119,7 +119,7 @@ def _pipeline_breakdown(
     return {
         "compute_seconds": most("compute_cycles"),
         "bubble_seconds": most("bubble_cycles"),
-        "recomputation_seconds": most("recomputation_cycles"),
+        "recomputation_seconds": most("recomputed_cycles"),
         "exposed_communication_seconds": {
             "pipeline transfers": most("exposed_transfer_cycles"),
             "data-parallel all_reduce": most("exposed_all_reduce_cycles"),

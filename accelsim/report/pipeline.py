@@ -32,7 +32,7 @@ def step_bound_cycles(pipeline: PipelineStep) -> int:
     )
 
 
-def stage_recomputation_cycles(pipeline: PipelineStep) -> list[int]:
+def stage_recomputed_cycles(pipeline: PipelineStep) -> list[int]:
     """Each stage's backward passes' recomputed forward work over the step: ``m`` times
     each of its chunks' recomputed cycles (simulated alone)."""
     times = pipeline.times
@@ -49,7 +49,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
     closed = bubble_fraction(
         times.schedule, times.stages, times.virtual_stages, times.micro_batches
     )
-    recomputation = stage_recomputation_cycles(pipeline)
+    redone = stage_recomputed_cycles(pipeline)
     return {
         "processor_order": ORDER,
         "data": pipeline.data,
@@ -72,7 +72,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
                 "all_reduce_cycles": s.all_reduce_cycles,
                 "exposed_all_reduce_cycles": s.exposed_all_reduce_cycles,
                 "update_cycles": s.update_cycles,
-                "recomputation_cycles": recomputation[i],
+                "recomputed_cycles": redone[i],
                 "gradient_bytes": pipeline.stage_gradient_bytes[i],
             }
             for i, s in enumerate(step.stages)
@@ -82,7 +82,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
                 "chunks": list(c.chunks),
                 "forward_cycles": c.passes.forward_cycles,
                 "backward_cycles": c.passes.backward_cycles,
-                "recomputation_cycles": c.recomputed_cycles,
+                "recomputed_cycles": c.recomputed_cycles,
                 "forward_ops": c.forward_ops,
                 "backward_ops": c.backward_ops,
                 "count_per_step": len(c.chunks) * times.micro_batches,
@@ -116,8 +116,8 @@ def pipeline_block(pipeline: PipelineStep) -> str:
             f" ({s['exposed_all_reduce_cycles']:,} past the flush), update"
             f" {s['update_cycles']:,}"
             + (
-                f", recomputation {s['recomputation_cycles']:,} of its backward"
-                if s["recomputation_cycles"]
+                f", recomputed {s['recomputed_cycles']:,} of its backward"
+                if s["recomputed_cycles"]
                 else ""
             )
         )

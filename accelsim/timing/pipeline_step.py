@@ -100,7 +100,7 @@ class ComposedStep:
 class ChunkPasses:
     """The chunks one simulation of a forward and a backward pass stands for, and
     their ops (one rank's group) and cycles, and the cycles of the forward work the
-    backward pass recomputes (its ops owned by recomputation) simulated alone."""
+    backward pass recomputes (the ops a technique added to it) simulated alone."""
 
     chunks: tuple[int, ...]
     forward_ops: int

@@ -72,9 +72,9 @@ def test_the_report_says_each_stages_recomputation(tmp_path: Path) -> None:
     assert step is not None
     section = result.summary()["pipeline"]
     # each stage: m = 4 backward passes of its one chunk, 9,986 recomputed cycles each
-    assert [s["recomputation_cycles"] for s in section["stages"]] == [4 * 9_986] * 2
-    assert [c["recomputation_cycles"] for c in section["chunks"]] == [9_986, 9_986]
-    assert ", recomputation 39,944 of its backward" in pipeline_block(step)
+    assert [s["recomputed_cycles"] for s in section["stages"]] == [4 * 9_986] * 2
+    assert [c["recomputed_cycles"] for c in section["chunks"]] == [9_986, 9_986]
+    assert ", recomputed 39,944 of its backward" in pipeline_block(step)
 
 
 def test_the_engines_agree(tmp_path: Path) -> None:
