@@ -38,15 +38,13 @@ VIRTUAL = {"22B": 1, "175B": 3, "530B": 3, "1T": 1}
 KEPT = ("weights", "gradients", "optimizer_state", "master_weights")
 """accelsim's classes in the reference's "parameters and optimizer" (the 18 bytes)."""
 GIB = 2**30
-PIPELINED_SEQSEL = "recomputation under a pipeline plan (refused at load time)"
 
 
 @dataclass(frozen=True)
 class Row:
-    """One reference row and accelsim's figures (GiB; None where it cannot count them,
-    ``needs`` saying why): the most loaded processor's parameters and optimizer state
-    (the first pipeline stage's), a stage of blocks' (pipelined plans only), and the
-    most loaded processor's activations."""
+    """One reference row and accelsim's figures (GiB): the most loaded processor's
+    parameters and optimizer state (the first pipeline stage's), a stage of blocks'
+    (pipelined plans only, else None), and the most loaded processor's activations."""
 
     model: str
     plan: str
@@ -55,8 +53,7 @@ class Row:
     activations_gib: float
     counted_params_gib: float
     block_stage_params_gib: float | None
-    counted_activations_gib: float | None
-    needs: str = ""
+    counted_activations_gib: float
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -87,7 +84,7 @@ def breakdown(plan: dict[str, str], mode: str, tmp: Path) -> Any:
         "optimizer: {kind: adam, master_weights: fp32}\n"
         f"parallel: {{{', '.join(keys)}}}\n"
         "on_capacity: report\n"
-        + ("techniques: {recomputation: {policy: selective}}\n" if seqsel and p == 1 else ""),
+        + ("techniques: {recomputation: {policy: selective}}\n" if seqsel else ""),
         "utf-8",
     )
     gpus = plan["gpus"]
@@ -110,11 +107,10 @@ def measured() -> list[Row]:
                 continue
             plan, mode = plans[MODELS[r["model"]]], r["recompute_mode"]
             p = int(plan["pipeline_parallel"])
-            memory = breakdown(plan, "none" if p > 1 and mode == "seqsel" else mode, Path(tmp))
+            memory = breakdown(plan, mode, Path(tmp))
             first = memory.stages[0] if p > 1 else memory.bytes_by_class
             block = sum(memory.stages[1][c] for c in KEPT) / GIB if p > 1 else None
             activations = first["activations"] / GIB
-            needs = PIPELINED_SEQSEL if p > 1 and mode == "seqsel" else ""
             found.append(
                 Row(
                     MODELS[r["model"]],
@@ -124,8 +120,7 @@ def measured() -> list[Row]:
                     float(r["activations_gib"]),
                     sum(first[c] for c in KEPT) / GIB,
                     block,
-                    None if needs else activations,
-                    needs,
+                    activations,
                 )
             )
     return found
@@ -159,9 +154,7 @@ def table(rows: list[Row]) -> str:
             )
         )
         acts = (
-            f"needs {r.needs}"
-            if r.counted_activations_gib is None
-            else f"{r.counted_activations_gib:.2f}"
+            f"{r.counted_activations_gib:.2f}"
             f" ({_error(r.counted_activations_gib, r.activations_gib)})"
         )
         lines.append(
@@ -230,15 +223,14 @@ on each rank, two dropout masks; Q, K, V, the context and the MLP's two inner
 activations split; attention's probabilities, dropout mask and dropped probabilities
 split), and `34 s b h / t` with sequence parallelism and selective recomputation (the
 rest split along the sequence, the attention core recomputed): their equations to the
-byte (`tests/mapping/test_dropout_memory.py`). The counted stash is 0.6 % to 2.4 %
-over the measured on every row it counts: the stash outside the layers (the embedding
+byte (`tests/mapping/test_dropout_memory.py`). The counted stash is 0.4 % to 2.4 %
+over the measured on every row: the stash outside the layers (the embedding
 dropout's mask, the final norm's input and output, the loss's share of the logits,
 the tokens), which a per-layer count leaves out, and which weighs most on the first
 stages of 530B and 1T, of 3 and 2 layers a chunk. Under a pipeline the schedule's share
 agrees: 175B's first stage holds 96 layers' worth (12 a stage, 8 micro-batches in
-flight) times Narayanan et al.'s `1 + (p - 1)/(p v) = 1 + 7/24`. The pipelined models'
-`seqsel` activations need the recomputation technique with a pipeline plan, which a
-run refuses today (`techniques.recomputation: not with parallel.pipeline above 1`).
+flight) times Narayanan et al.'s `1 + (p - 1)/(p v) = 1 + 7/24`, with selective
+recomputation too: each stage's chunks' stash is counted from the recomputing step.
 
 `tests/scripts/test_validate_megatron.py` asserts each figure with its reason and that
 this page is the script's.

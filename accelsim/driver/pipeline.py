@@ -43,7 +43,8 @@ def pipeline_problems(
     """What a pipeline plan cannot run with: processors that tensor x pipeline does not
     divide, a batch the replicas' micro-batches do not divide, a table with fewer
     blocks than chunks, virtual stages without the interleaved schedule, micro-batches
-    the interleaved schedule cannot order, and any technique."""
+    the interleaved schedule cannot order, and the techniques that say they cannot
+    (a placing technique always: the plan's schedule is the pipeline)."""
     plan = run.parallel
     if plan is None or plan.pipeline == 1:
         return []
@@ -78,6 +79,7 @@ def pipeline_problems(
         if refused is not None:
             problems.append(Problem(source, "parallel.micro_batch", refused, m))
     placing = {t.name for t in placers(techniques)}
+    chunk_of_layer = {} if cut is not None else cut_stages(infos, p, v).chunk_of_layer()
     for technique in techniques:
         if technique.name in placing:
             why = (
@@ -85,10 +87,10 @@ def pipeline_problems(
                 " (two pipelines; use one)"
             )
         else:
-            why = (
-                "not with parallel.pipeline above 1: a pipeline plan's passes are cut from"
-                " the step without a technique's rewrites"
-            )
+            refused = technique.pipeline_problem(infos, chunk_of_layer)
+            if refused is None:
+                continue
+            why = refused
         problems.append(Problem(source, f"techniques.{technique.name}", why, p))
     return problems
 

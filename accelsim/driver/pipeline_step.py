@@ -10,7 +10,8 @@ One micro-batch's step of one rank is placed on the first stage's tensor group
 (:func:`~accelsim.mapping.tensor_placement.tensor_parallel`, its all-reduces over the
 group, or on one processor) with its updates; each model chunk's forward ops and its
 backward ops (by layer, :mod:`accelsim.mapping.pipeline_stages`; what a technique
-recomputes runs in the backward) are simulated alone with the engine, once per
+recomputes runs in the backward; a collective of the tensor group in the pass of the
+ops it waits for) are simulated alone with the engine, once per
 distinct chunk (chunks whose ops have the same shapes, in the same order, share one
 simulation: typically the first, the middle ones and the last), and each stage's
 updates likewise.  Every micro-batch's pass takes these cycles.
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
 from accelsim.graph.ops import (
+    CORE,
     CommOp,
     GemmOp,
     Op,
@@ -172,23 +174,35 @@ class _ChunkOps:
 
 
 def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
+    """Each op of the tensor group by chunk and pass; a collective of the group (stage
+    communication) runs in the latest pass of the ops it waits for (a forward
+    all-reduce or all-gather in the forward, a backward one or a replicated weight's
+    gradient all-reduce in the backward)."""
     chunk_of = cut.chunk_of_layer()
     kinds = (Stage.FORWARD, Stage.BACKWARD, Stage.UPDATE)
     group: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
     zero: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
+    pass_of: dict[int, Stage] = {}
     for op in graph.ops:
         i = op.op_id
-        if op.stage not in kinds or graph.processor[i] >= t:
+        if graph.processor[i] >= t:
             continue
+        stage = op.stage
+        if stage is Stage.COMMUNICATION:
+            waited = [kinds.index(pass_of[d]) for d in op.deps if d in pass_of]
+            stage = kinds[max(waited, default=0)]
+        pass_of[i] = stage
         g = chunk_of[op.layer]
-        group[g][op.stage].append(i)
+        group[g][stage].append(i)
         if graph.processor[i] == 0:
-            zero[g][op.stage].append(i)
+            zero[g][stage].append(i)
     return _ChunkOps(group, zero)
 
 
 def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple[ChunkPasses, ...]:
-    """Each distinct chunk's forward and backward pass simulated once."""
+    """Each distinct chunk's forward and backward pass simulated once, and the ops a
+    technique added to the backward pass (the forward work recomputation repeats: the
+    one rewriting technique a pipeline plan admits) simulated alone."""
     seen: dict[tuple[object, ...], list[int]] = {}
     for g, own in enumerate(ops.group):
         key = (_signature(graph, own[Stage.FORWARD]), _signature(graph, own[Stage.BACKWARD]))
@@ -196,9 +210,14 @@ def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple
     out = []
     for chunks in seen.values():
         forward = subgraph(graph, ops.group[chunks[0]][Stage.FORWARD])
-        backward = subgraph(graph, ops.group[chunks[0]][Stage.BACKWARD])
+        ids = ops.group[chunks[0]][Stage.BACKWARD]
+        backward = subgraph(graph, ids)
+        again = [i for i in ids if graph.ops[i].owner != CORE]
         cycles_of = PassCycles(simulated(forward), simulated(backward))
-        out.append(ChunkPasses(tuple(chunks), len(forward.ops), len(backward.ops), cycles_of))
+        redone = simulated(subgraph(graph, again)) if again else 0
+        out.append(
+            ChunkPasses(tuple(chunks), len(forward.ops), len(backward.ops), cycles_of, redone)
+        )
     return tuple(out)
 
 

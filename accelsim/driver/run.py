@@ -442,15 +442,16 @@ def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     sim = _Run(inputs, progress)
     memory = _checked_memory(sim)
     if pipelines.pipeline_degree(inputs.run) > 1:  # composed from its passes
+        kind = _kinds(inputs.techniques, sim.ctx)[0] if sim.rewriters else BASE
         graph, step = pipelines.simulated_pipeline(
             inputs.run,
             inputs.hardware,
             inputs.machine.network,
             inputs.infos,
-            sim.step_graph(BASE),
+            sim.step_graph(kind),
             lambda pass_graph: sim.simulate(pass_graph, "pass").trace.total_cycles,
         )  # its tables: one micro-batch of every chunk simulated whole
-        return TrainingResult(sim.simulate(graph, BASE), {}, None, memory, pipeline=step)
+        return TrainingResult(sim.simulate(graph, kind), {}, None, memory, pipeline=step)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:

@@ -50,13 +50,15 @@ def zero_problems(
             f" least 2 replicas (the plan leaves {data})"
         )
         problems.append(Problem(source, key, why, zero))
-    for other in ("pipeline", "expert"):
-        if getattr(run.parallel, other) > 1:
-            why = (
-                f"not with parallel.{other} above 1: sharding over the data-parallel group"
-                f" of a {other}-parallel plan's processors is not modelled"
-            )
-            problems.append(Problem(source, key, why, zero))
+    if run.parallel.pipeline > 1:
+        why = _GATHERED_IN_A_PIPELINE if zero == 3 else _SHARDED_IN_A_PIPELINE
+        problems.append(Problem(source, key, why, zero))
+    if run.parallel.expert > 1:
+        why = (
+            "not with parallel.expert above 1: sharding over the data-parallel group"
+            " of an expert-parallel plan's processors is not modelled"
+        )
+        problems.append(Problem(source, key, why, zero))
     if zero == 3 and run.parallel.tensor > 1:
         why = (
             "3 not with parallel.tensor above 1: each tensor rank's weight gathers over its"
@@ -80,6 +82,22 @@ def zero_problems(
         if refused is not None:
             problems.append(Problem(source, f"techniques.{technique.name}", refused, zero))
     return problems
+
+
+_SHARDED_IN_A_PIPELINE = (
+    "not with parallel.pipeline above 1: a pipeline's step composes each stage's"
+    " gradient all-reduce and its whole update from its passes, and counts each stage's"
+    " memory unsharded; the stage's reduce-scatter, shard update and weight all-gather"
+    " over its data-parallel group are not composed"
+)
+"""Why ZeRO stages 1 and 2 are refused with a pipeline plan."""
+_GATHERED_IN_A_PIPELINE = (
+    "3 not with parallel.pipeline above 1: it gathers each layer's weights before each"
+    " micro-batch's forward and backward pass, inside the passes a pipeline's step"
+    " simulates once for all micro-batches (the gathers, and their prefetch across"
+    " passes, are not modelled there)"
+)
+"""Why ZeRO stage 3 is refused with a pipeline plan."""
 
 
 def zero_placed(step: StepGraph, run: RunSpec, hw: HardwareSpec, tensor: int) -> OpGraph:

@@ -84,8 +84,8 @@ experts, 1 without one), or a choice's values (a pipeline's micro-batch and sche
 only with a pipeline; the ZeRO stages with more than one replica, and neither a
 pipeline nor experts, which :func:`accelsim.driver.zero.zero_problems` refuses;
 sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan's
-step is simulated at pass granularity (:mod:`accelsim.driver.pipeline_step`); with
-recomputation it is refused by the run's checks."""
+step is simulated at pass granularity (:mod:`accelsim.driver.pipeline_step`), with
+recomputation from the recomputing step's passes."""
 
 DATA = "data"
 """The data-parallel degree: the chips over the other degrees (a field of its own when

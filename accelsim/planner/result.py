@@ -104,9 +104,11 @@ class Evaluated:
 def _pipeline_breakdown(
     section: Mapping[str, Any] | None, seconds_per_cycle: float
 ) -> dict[str, Any]:
-    """A pipeline plan's compute, bubble and exposed communication (its tensor-parallel
-    all-reduces are inside its passes' compute), from its ``pipeline`` section, in place
-    of the one micro-batch the rest of its summary holds; nothing without a pipeline."""
+    """A pipeline plan's compute, bubble, recomputation (the most of a stage's backward
+    passes, the recomputed work simulated alone) and exposed communication (its
+    tensor-parallel collectives are inside its passes' compute), from its ``pipeline``
+    section, in place of the one micro-batch the rest of its summary holds; nothing
+    without a pipeline."""
     if section is None:
         return {}
     stages = section["stages"]
@@ -117,6 +119,7 @@ def _pipeline_breakdown(
     return {
         "compute_seconds": most("compute_cycles"),
         "bubble_seconds": most("bubble_cycles"),
+        "recomputation_seconds": most("recomputed_cycles"),
         "exposed_communication_seconds": {
             "pipeline transfers": most("exposed_transfer_cycles"),
             "data-parallel all_reduce": most("exposed_all_reduce_cycles"),

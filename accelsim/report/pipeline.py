@@ -32,12 +32,24 @@ def step_bound_cycles(pipeline: PipelineStep) -> int:
     )
 
 
+def stage_recomputed_cycles(pipeline: PipelineStep) -> list[int]:
+    """Each stage's backward passes' recomputed forward work over the step: ``m`` times
+    each of its chunks' recomputed cycles (simulated alone)."""
+    times = pipeline.times
+    out = [0] * times.stages
+    for c in pipeline.distinct:
+        for g in c.chunks:
+            out[g % times.stages] += c.recomputed_cycles * times.micro_batches
+    return out
+
+
 def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
     """The ``pipeline`` section of ``summary.json``."""
     times, step = pipeline.times, pipeline.step
     closed = bubble_fraction(
         times.schedule, times.stages, times.virtual_stages, times.micro_batches
     )
+    redone = stage_recomputed_cycles(pipeline)
     return {
         "processor_order": ORDER,
         "data": pipeline.data,
@@ -60,6 +72,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
                 "all_reduce_cycles": s.all_reduce_cycles,
                 "exposed_all_reduce_cycles": s.exposed_all_reduce_cycles,
                 "update_cycles": s.update_cycles,
+                "recomputed_cycles": redone[i],
                 "gradient_bytes": pipeline.stage_gradient_bytes[i],
             }
             for i, s in enumerate(step.stages)
@@ -69,6 +82,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
                 "chunks": list(c.chunks),
                 "forward_cycles": c.passes.forward_cycles,
                 "backward_cycles": c.passes.backward_cycles,
+                "recomputed_cycles": c.recomputed_cycles,
                 "forward_ops": c.forward_ops,
                 "backward_ops": c.backward_ops,
                 "count_per_step": len(c.chunks) * times.micro_batches,
@@ -101,6 +115,11 @@ def pipeline_block(pipeline: PipelineStep) -> str:
             f" {s['exposed_transfer_cycles']:,}, all-reduce {s['all_reduce_cycles']:,}"
             f" ({s['exposed_all_reduce_cycles']:,} past the flush), update"
             f" {s['update_cycles']:,}"
+            + (
+                f", recomputed {s['recomputed_cycles']:,} of its backward"
+                if s["recomputed_cycles"]
+                else ""
+            )
         )
     lines.append(f"  tables        {TABLES}")
     return "\n".join(lines)

@@ -179,6 +179,18 @@ class Technique(ABC, Generic[C]):
         sequence parallelism (``run.parallel.sequence_parallel``), or None."""
         return None
 
+    def pipeline_problem(
+        self, infos: Sequence[LayerInfo], chunk_of_layer: Mapping[str, int]
+    ) -> str | None:
+        """Why this configuration cannot run with a pipeline plan
+        (``run.parallel.pipeline`` above 1) whose model chunks hold the layers of
+        ``infos`` as ``chunk_of_layer`` says, or None when the plan's passes can be cut
+        from its rewritten step graph; by default it cannot."""
+        return (
+            "not with parallel.pipeline above 1: a pipeline plan's passes are cut from"
+            " the step without a technique's rewrites"
+        )
+
     def zero_problem(self) -> str | None:
         """Why this configuration cannot run with a sharded optimizer
         (``run.parallel.zero`` above 0), or None when its rewrite leaves the updates,

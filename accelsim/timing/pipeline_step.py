@@ -99,12 +99,14 @@ class ComposedStep:
 @dataclass(frozen=True)
 class ChunkPasses:
     """The chunks one simulation of a forward and a backward pass stands for, and
-    their ops (one rank's group) and cycles."""
+    their ops (one rank's group) and cycles, and the cycles of the forward work the
+    backward pass recomputes (the ops a technique added to it) simulated alone."""
 
     chunks: tuple[int, ...]
     forward_ops: int
     backward_ops: int
     passes: PassCycles
+    recomputed_cycles: int
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def test_the_command_line_prints_the_breakdown(
         ("gpipe", "the plan's schedule is the pipeline (two pipelines; use one)"),
         ("layerpipe", "the plan's schedule is the pipeline (two pipelines; use one)"),
         (
-            "recomputation",
+            "optimizer_fusion",
             "a pipeline plan's passes are cut from the step without a technique's rewrites",
         ),
     ],

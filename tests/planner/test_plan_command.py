@@ -221,3 +221,20 @@ def test_a_given_pipeline_plan_shows_its_bubble(
         "pipeline transfers",
         "data-parallel all_reduce",
     }
+
+
+def test_a_given_pipeline_plan_with_full_recomputation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pp = 2 with full recomputation: simulated, its recomputation the most of a
+    stage's backward passes' recomputed cycles (one micro-batch each)."""
+    argv = plan(tmp_path, "--plan", "pp=2,dp=4,recompute=full", "--json")
+    argv[1] = str(BLOCKS)
+    chosen = run_json(capsys, argv)
+    assert (chosen["pipeline"], chosen["recompute"]) == (2, "full")
+    summary_path = next((tmp_path / "search" / "points").glob("*/summary.json"))
+    section = json.loads(summary_path.read_text("utf-8"))["pipeline"]
+    redone = [s["recomputed_cycles"] for s in section["stages"]]
+    assert redone == [c["recomputed_cycles"] for c in section["chunks"]]
+    assert min(redone) > 0
+    assert chosen["recomputation_seconds"] == pytest.approx(max(redone) / 1.41e9)

@@ -45,11 +45,12 @@ backward stage (ADA-GP's GP step) recomputes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from accelsim.errors import Problem
 from accelsim.graph.ops import OpGraph
+from accelsim.lowering.shapes import LayerInfo
 from accelsim.report.result import RunResult
 from accelsim.report.summary import WorkSummary
 from accelsim.techniques.base import (
@@ -61,7 +62,7 @@ from accelsim.techniques.base import (
     TrainingPlan,
 )
 from accelsim.techniques.provenance import Origin, inputs
-from accelsim.techniques.recomputation.choice import attends, choose, cuts
+from accelsim.techniques.recomputation.choice import attends, choose, cuts, segments
 from accelsim.techniques.recomputation.config import DEFAULTS, NAME, Policy, RecomputationConfig
 from accelsim.techniques.recomputation.rewrite import recomputed
 
@@ -127,6 +128,29 @@ class Recomputation(GraphRewriter[RecomputationConfig]):
         heads with no all-reduce among them; the other policies recompute whole blocks
         with their forward all-reduces, as Megatron-LM does."""
         return None
+
+    def pipeline_problem(
+        self, infos: Sequence[LayerInfo], chunk_of_layer: Mapping[str, int]
+    ) -> str | None:
+        """Each stage recomputes its own chunks' work in their backward passes: a
+        segment recomputed from one kept input must lie inside one model chunk
+        (selective's lie inside one attention layer)."""
+        cfg = self.config
+        if cfg.policy is Policy.SELECTIVE or not chunk_of_layer:
+            return None
+        every = 1 if cfg.policy is Policy.FULL else cfg.keep_every
+        chunks_of: dict[int, set[int]] = {}
+        for layer, segment in segments(infos, every).items():
+            chunks_of.setdefault(segment, set()).add(chunk_of_layer[layer])
+        split = sorted(s for s, chunks in chunks_of.items() if len(chunks) > 1)
+        if not split:
+            return None
+        return (
+            f"policy {cfg.policy.value} with keep_every {every} recomputes {len(split)}"
+            f" segment(s) across the end of a pipeline model chunk (the first: segment"
+            f" {split[0]}), and each stage recomputes only its own chunks' work: use a"
+            " keep_every whose segments end where the chunks do, or full"
+        )
 
     def sequence_parallel_problem(self) -> str | None:
         """Recomputing a block under sequence parallelism would gather its input again
