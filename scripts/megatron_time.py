@@ -126,7 +126,7 @@ def terms_of(summary: dict[str, Any]) -> Terms:
 
 def timed(plan: dict[str, str], mode: str, measured_s: float, tmp: Path) -> Timed:
     """accelsim's step of ``plan`` under ``mode`` (``full`` or ``seqsel``), or why it is
-    not simulated: the run's first problem, which today is a pipeline plan's."""
+    not simulated: the run's first problem (today, recomputation under a pipeline plan)."""
     from accelsim import ConfigError, simulate
 
     sequence, policy = TIMED[mode]
@@ -260,11 +260,11 @@ run` would the run file it writes: the memory section's set-up, the plan's GPUs 
 the preset's processors in nodes of eight on their NVSwitch and the nodes on the
 InfiniBand fabric (one node for 22B), as `accelsim plan --chips` sizes the preset,
 and the recomputation technique's `full` policy (every layer's forward recomputed
-before its backward, 98.6 % of the forward MACs, with the all-reduces the
-recomputed ops wait for) or `sequence_parallel: true` with its `selective` policy. The step is the
-recomputing step's (`summary.json` of the step kind `recomputation`), its lower bound
-and the resource binding it beside it. A plan accelsim does not simulate is a row
-saying why, never a number.
+before its backward, 98.6 % of the forward MACs, with the all-reduces the recomputed
+ops wait for) or `sequence_parallel: true` with its `selective` policy. The step is
+the recomputing step's (the step kind `recomputation`, not the baseline step a run
+also simulates), its lower bound and the resource binding it beside it. A plan
+accelsim does not simulate is a row saying why, never a number.
 
 """
 
