@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -94,16 +95,15 @@ class Timed:
 
 
 def network_sets(plan: dict[str, str]) -> list[str]:
-    """The plan's GPUs as the hardware's processors, nodes of eight on their NVSwitch and
-    the nodes on the InfiniBand fabric (one node, no fabric, for eight GPUs), as
-    ``accelsim plan --chips`` sizes the file's outermost level."""
-    from accelsim.driver.inputs import InputCache
-    from accelsim.planner.search import Request, fixed_sets
+    """The plan's GPUs as the hardware's processors: nodes of eight on their NVSwitch, the
+    preset's fabric level holding the nodes (none for one node)."""
+    from accelsim import read_yaml
 
-    chips, batch = int(plan["gpus"]), int(plan["global_batch"])
-    request = Request(MEGATRON / plan["workload"], HARDWARE, chips, batch, None, Path())
-    sets = fixed_sets(request, InputCache().hardware(HARDWARE))
-    return [f"{key}={json.dumps(value)}" for key, value in sets.items()]
+    net = read_yaml(HARDWARE)["interconnect"]
+    chips = int(plan["gpus"])
+    nodes = chips // math.prod(net["dims"])
+    levels = [{**net["levels"][-1], "dims": [nodes]}] if nodes > 1 else []
+    return [f"hardware.processors={chips}", f"hardware.interconnect.levels={json.dumps(levels)}"]
 
 
 def terms_of(summary: dict[str, Any]) -> Terms:
@@ -258,13 +258,13 @@ from Calculon (`seqsel_tab5` in `calculon/llm/validation.py`) into the same file
 `scripts/validate_megatron.py` simulates each (`scripts/megatron_time.py`) as `accelsim
 run` would the run file it writes: the memory section's set-up, the plan's GPUs as
 the preset's processors in nodes of eight on their NVSwitch and the nodes on the
-InfiniBand fabric (one node for 22B), as `accelsim plan --chips` sizes the preset,
-and the recomputation technique's `full` policy (every layer's forward recomputed
-before its backward, 98.6 % of the forward MACs, with the all-reduces the recomputed
-ops wait for) or `sequence_parallel: true` with its `selective` policy. The step is
-the recomputing step's (the step kind `recomputation`, not the baseline step a run
-also simulates), its lower bound and the resource binding it beside it. A plan
-accelsim does not simulate is a row saying why, never a number.
+InfiniBand fabric (one node for 22B), and the recomputation technique's `full`
+policy (every layer's forward recomputed before its backward, 98.6 % of the forward
+MACs, with the all-reduces the recomputed ops wait for) or `sequence_parallel: true`
+with its `selective` policy. The step is the recomputing step's (the step kind
+`recomputation`, not the baseline step a run also simulates), its lower bound and
+the resource binding it beside it. A plan accelsim does not simulate is a row saying
+why, never a number.
 
 """
 

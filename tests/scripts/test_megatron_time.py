@@ -53,7 +53,7 @@ def test_the_network_of_a_plan_is_nodes_of_eight() -> None:
     assert mt.network_sets(plans["1T"]) == [
         "hardware.processors=512",
         'hardware.interconnect.levels=[{"topology": "switch", "dims": [64],'
-        ' "bandwidth_bytes_per_cycle": 17.73, "latency_cycles": 4000, "links": 1}]',
+        ' "bandwidth_bytes_per_cycle": 17.73, "latency_cycles": 4000}]',
     ]
 
 
