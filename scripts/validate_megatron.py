@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Per-GPU memory of Megatron-LM's models against accelsim's breakdown: writes
-docs/validation-megatron.md (about ten seconds).
+"""Per-GPU memory of Megatron-LM's models against accelsim's breakdown, and their
+iteration times against accelsim's steps (``scripts/megatron_time.py``): writes
+docs/validation-megatron.md (about half a minute: two steps simulated).
 
     python scripts/validate_megatron.py            # prints the table
     python scripts/validate_megatron.py --write    # writes the page
@@ -21,20 +22,32 @@ virtual stages for 175B and 530B, plain 1F1B for 1T).  Nothing is fitted to the 
 
 from __future__ import annotations
 
-import csv
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-MEGATRON = ROOT / "configs" / "validation" / "megatron"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from megatron_time import (  # a script beside this one
+    MEGATRON,
+    MODELS,
+    ROOT,
+    TIME_HEAD,
+    TIME_TAIL,
+    Timed,
+    error_text,
+    plan_text,
+    ratio_table,
+    reference_rows,
+    run_file,
+    terms_table,
+    time_table,
+    timed_rows,
+)
+
 PAGE = ROOT / "docs" / "validation-megatron.md"
-MODELS = {"megatron-22B": "22B", "gpt3-175B": "175B", "turing-530B": "530B", "megatron-1T": "1T"}
-"""The reference's model names, by the names of plans.csv."""
-VIRTUAL = {"22B": 1, "175B": 3, "530B": 3, "1T": 1}
-"""Each model's virtual stages (Calculon's validation runs)."""
 KEPT = ("weights", "gradients", "optimizer_state", "master_weights")
 """accelsim's classes in the reference's "parameters and optimizer" (the 18 bytes)."""
 GIB = 2**30
@@ -56,37 +69,12 @@ class Row:
     counted_activations_gib: float
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    lines = [x for x in path.read_text("utf-8").splitlines() if not x.startswith("#")]
-    return list(csv.DictReader(lines))
-
-
 def breakdown(plan: dict[str, str], mode: str, tmp: Path) -> Any:
     """The memory breakdown of ``plan`` (a row of plans.csv) under ``mode``."""
     from accelsim import load_inputs, parse_sets, step_memory
 
-    t, p, v = plan["tensor_parallel"], int(plan["pipeline_parallel"]), VIRTUAL[plan["model"]]
-    keys = [f"tensor: {t}"]
-    if p > 1:
-        schedule = "interleaved" if v > 1 else "1f1b"
-        keys.append(f"pipeline: {p}, schedule: {schedule}, virtual_stages: {v}")
-        keys.append(f"micro_batch: {plan['micro_batch']}")
     seqsel = mode == "seqsel"
-    if seqsel:
-        keys.append("sequence_parallel: true")
-    run = tmp / "megatron.yaml"
-    run.write_text(
-        f"name: megatron_{plan['model']}\n"
-        f"hardware: {ROOT / 'configs/hardware/a100_cluster.yaml'}\n"
-        f"workload: {MEGATRON / plan['workload']}\n"
-        f"energy: {ROOT / 'configs/energy/horowitz45.yaml'}\n"
-        f"batch_size: {plan['global_batch']}\n"
-        "optimizer: {kind: adam, master_weights: fp32}\n"
-        f"parallel: {{{', '.join(keys)}}}\n"
-        "on_capacity: report\n"
-        + ("techniques: {recomputation: {policy: selective}}\n" if seqsel else ""),
-        "utf-8",
-    )
+    policy = "selective" if seqsel else ""
     gpus = plan["gpus"]
     sets = [
         f"processors={gpus}",
@@ -94,15 +82,15 @@ def breakdown(plan: dict[str, str], mode: str, tmp: Path) -> Any:
         "hardware.interconnect.levels=[]",
         "word_bytes.gradients=4",
     ]
-    return step_memory(load_inputs(run, parse_sets(sets)))
+    return step_memory(load_inputs(run_file(plan, seqsel, policy, tmp), parse_sets(sets)))
 
 
 def measured() -> list[Row]:
     """Every reference row with memory figures, accelsim's beside it."""
-    plans = {r["model"]: r for r in _rows(MEGATRON / "plans.csv")}
+    plans = {r["model"]: r for r in reference_rows(MEGATRON / "plans.csv")}
     found = []
     with tempfile.TemporaryDirectory() as tmp:
-        for r in _rows(MEGATRON / "megatron_a100_korthikanti2022.csv"):
+        for r in reference_rows(MEGATRON / "megatron_a100_korthikanti2022.csv"):
             if not r["params_and_optimizer_gib"]:
                 continue
             plan, mode = plans[MODELS[r["model"]]], r["recompute_mode"]
@@ -114,7 +102,7 @@ def measured() -> list[Row]:
             found.append(
                 Row(
                     MODELS[r["model"]],
-                    _plan_text(plan),
+                    plan_text(plan),
                     mode,
                     float(r["params_and_optimizer_gib"]),
                     float(r["activations_gib"]),
@@ -126,18 +114,6 @@ def measured() -> list[Row]:
     return found
 
 
-def _plan_text(plan: dict[str, str]) -> str:
-    p, v = int(plan["pipeline_parallel"]), VIRTUAL[plan["model"]]
-    text = f"t {plan['tensor_parallel']}"
-    if p > 1:
-        text += f", p {p}" + (f", v {v}" if v > 1 else "")
-    return text + f", micro-batch {plan['micro_batch']}"
-
-
-def _error(counted: float, measured: float) -> str:
-    return f"{100 * (counted / measured - 1):+.1f} %"
-
-
 def table(rows: list[Row]) -> str:
     """The rows as a Markdown table, each figure beside the measured with its error."""
     lines = [
@@ -146,30 +122,40 @@ def table(rows: list[Row]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        block = (
-            ""
-            if r.block_stage_params_gib is None
-            else (
-                f"{r.block_stage_params_gib:.2f} ({_error(r.block_stage_params_gib, r.params_gib)})"
-            )
-        )
+        stage = r.block_stage_params_gib
+        block = "" if stage is None else f"{stage:.2f} ({error_text(stage, r.params_gib)})"
         acts = (
             f"{r.counted_activations_gib:.2f}"
-            f" ({_error(r.counted_activations_gib, r.activations_gib)})"
+            f" ({error_text(r.counted_activations_gib, r.activations_gib)})"
         )
         lines.append(
             f"| {r.model} | {r.plan} | {r.mode} | {r.params_gib:.2f}"
-            f" | {r.counted_params_gib:.2f} ({_error(r.counted_params_gib, r.params_gib)})"
+            f" | {r.counted_params_gib:.2f} ({error_text(r.counted_params_gib, r.params_gib)})"
             f" | {block} | {r.activations_gib:.2f} | {acts} |"
         )
     return "\n".join(lines)
 
 
-def page(rows: list[Row]) -> str:
+def memory_page(rows: list[Row]) -> str:
+    """The page's memory section."""
     return PAGE_HEAD + table(rows) + "\n" + PAGE_TAIL
 
 
-PAGE_HEAD = """# Validation: Megatron-LM's memory per GPU
+def page(rows: list[Row], timed: list[Timed]) -> str:
+    return (
+        memory_page(rows)
+        + TIME_HEAD
+        + time_table(timed)
+        + "\n\n"
+        + ratio_table(timed)
+        + "\n\n"
+        + terms_table(timed)
+        + "\n"
+        + TIME_TAIL
+    )
+
+
+PAGE_HEAD = """# Validation: Megatron-LM's memory per GPU and iteration time
 
 <!-- Written by scripts/validate_megatron.py: edit the script, not this page. -->
 
@@ -239,9 +225,15 @@ this page is the script's.
 
 def main() -> None:
     rows = measured()
+    started = time.process_time()
+    timed = timed_rows()
+    simulated = sum(r.step_s is not None for r in timed)
     if "--write" in sys.argv[1:]:
-        PAGE.write_text(page(rows), "utf-8")
+        PAGE.write_text(page(rows, timed), "utf-8")
     print(table(rows))
+    print(time_table(timed))
+    print(ratio_table(timed))
+    print(f"{simulated} steps simulated in {time.process_time() - started:.1f} CPU-s")
 
 
 if __name__ == "__main__":

@@ -94,4 +94,4 @@ def test_the_175b_seqsel_row_by_hand(rows: dict[tuple[str, str], Any]) -> None:
 
 
 def test_the_page_is_the_scripts(rows: dict[tuple[str, str], Any]) -> None:
-    assert vm.PAGE.read_text("utf-8") == vm.page(list(rows.values()))
+    assert vm.PAGE.read_text("utf-8").startswith(vm.memory_page(list(rows.values())))
