@@ -193,7 +193,8 @@ def _chosen_text(chosen: Evaluated, breakdown: dict[str, Any], scale: Scale) -> 
         ]
     else:
         compute = breakdown["compute_seconds"]
-        lines.append(f"  compute       {compute:.4f} s (the busiest chip's arrays)")
+        aside = ", recomputation aside" if breakdown["recompute"] != "none" else ""
+        lines.append(f"  compute       {compute:.4f} s (the busiest chip's arrays{aside})")
     lines += [
         f"  exposed {kind}  {seconds:.4f} s"
         for kind, seconds in breakdown["exposed_communication_seconds"].items()

@@ -66,8 +66,18 @@ class Evaluated:
     summary: Mapping[str, Any]
 
     @property
+    def step_cycles(self) -> int:
+        """The plan's step: a recomputing plan's the recomputation technique's step
+        (``training``'s, not the baseline step the summary's tables hold), a pipeline
+        plan's the composed step (recomputation inside its passes)."""
+        training = self.summary.get("training")
+        if training is None or "pipeline" in self.summary:
+            return int(self.summary["total_cycles"])
+        return int(training["steps"][RECOMPUTATION_OWNER]["cycles"])
+
+    @property
     def step_seconds(self) -> float:
-        return float(self.summary["seconds"])
+        return self.step_cycles * 1e-6 / float(self.summary["clock_mhz"])
 
     @property
     def memory_bytes(self) -> int:
@@ -81,24 +91,32 @@ class Evaluated:
             for kind, entry in self.summary["communication"].items()
             if entry["cycles"]
         }
-        recompute = self.summary["owners"].get(RECOMPUTATION_OWNER)
         return {
             "plan": self.candidate.label,
             "data": self.candidate.data,
             **dict(self.candidate.parallel),
             "recompute": self.candidate.recompute,
-            "step_cycles": int(self.summary["total_cycles"]),
+            "step_cycles": self.step_cycles,
             "step_seconds": self.step_seconds,
             "tokens_per_second_per_chip": scale.tokens_per_step / self.step_seconds / scale.chips,
             "mfu": scale.mfu(self.step_seconds),
             "compute_seconds": max(self.summary["busy_cycles"]["array"]) * seconds_per_cycle,
             "exposed_communication_seconds": exposed,
-            "recomputation_seconds": (
-                max(recompute["busy_cycles"]["array"]) * seconds_per_cycle if recompute else 0.0
-            ),
+            "recomputation_seconds": self._recomputed_cycles() * seconds_per_cycle,
             "memory": self.memory.to_dict(),
             **_pipeline_breakdown(self.summary.get("pipeline"), seconds_per_cycle),
         }
+
+    def _recomputed_cycles(self) -> float:
+        """The recomputed ops' array cycles a chip (the mean over the chips) of a
+        recomputing plan's step; 0 without recomputation."""
+        training = self.summary.get("training")
+        if training is None or "pipeline" in self.summary:
+            return 0.0
+        by_kind = training["sections"][RECOMPUTATION_OWNER]["by_kind"][RECOMPUTATION_OWNER]
+        return float(by_kind["recompute_busy_cycles"].get("array", 0.0)) / int(
+            self.summary["processors"]
+        )
 
 
 def _pipeline_breakdown(

@@ -116,7 +116,16 @@ def test_given_plan_equals_run(tmp_path: Path, capsys: pytest.CaptureFixture[str
     from accelsim.config.loader import parse_sets
 
     inputs = load_inputs(tmp_path / "search" / "plan_run.yaml", parse_sets(sets))
-    assert simulate_training(inputs).base.total_cycles == chosen["step_cycles"]
+    result = simulate_training(inputs)
+    # The plan's step is the recomputing one, not the baseline step the run also
+    # simulates; recomputation_seconds its recomputed array cycles a chip.
+    step = result.steps["recomputation"]
+    assert step.total_cycles == chosen["step_cycles"] != result.base.total_cycles
+    assert chosen["step_seconds"] == step.total_cycles * 1e-6 / inputs.hardware.clock_mhz
+    mine = step.step_summary().owners["recomputation"].busy_cycles["array"]
+    seconds = sum(mine) / len(mine) * 1e-6 / inputs.hardware.clock_mhz
+    assert seconds > 0
+    assert chosen["recomputation_seconds"] == pytest.approx(seconds, rel=1e-12)
 
 
 def test_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
