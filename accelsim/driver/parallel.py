@@ -24,10 +24,12 @@ def tensor_degree(run: RunSpec) -> int:
 
 def replicated(run: RunSpec, processors: int, techniques: Sequence[Technique[Any]]) -> bool:
     """Whether the run's ``processors`` are data-parallel replicas or tensor-parallel
-    ranks placed by ``assignment`` (no placing technique): a step symmetry could serve."""
+    ranks placed by ``assignment`` (no placing technique, no pipeline plan, whose passes
+    are simulated on one tensor group): a step symmetry could serve."""
     return (
         processors > 1
         and not placers(techniques)
+        and pipeline_degree(run) == 1
         and (run.assignment is AssignmentPolicy.DATA_PARALLEL or tensor_degree(run) > 1)
     )
 

@@ -211,6 +211,9 @@ def test_stages_on_tensor_parallel_groups(tmp_path: Path) -> None:
     assert step.activation_bytes == (ACTIVATION,)
     groups = [(g["kind"], g["members"]) for g in result.summary()["groups"]]
     assert groups == [("tensor", [0, 1]), ("pipeline", [0, 2]), ("data", [0, 4])]
+    # the pipeline section says what was simulated: no symmetry block claiming every
+    # processor was, nor the console's line saying why
+    assert "symmetry" not in result.summary()
 
 
 def test_transfers_at_each_class_precision(tmp_path: Path) -> None:
