@@ -102,11 +102,14 @@ def pipeline_memory(
     step_of_batch: Callable[[int], OpGraph],
 ) -> MemoryBreakdown:
     """The memory of the most loaded stage of the run's pipeline (one rank of it, of
-    the first data-parallel replica), from one micro-batch's step graph."""
+    the first data-parallel replica), from one micro-batch's step graph, sharded at the
+    plan's ZeRO stage over each stage's data-parallel group."""
     plan, m, micro_batches, cut = _cut(run, hw, infos)
     bucket = run.data_parallel.bucket_bytes
+    data = hw.processors // (plan.pipeline * plan.tensor)
+    step = step_of_batch(m)
     return stage_memory(
-        step_of_batch(m), cut, plan.schedule, micro_batches, run.optimizer, hw, bucket
+        step, cut, plan.schedule, micro_batches, run.optimizer, hw, bucket, plan.zero, data
     )
 
 

@@ -26,14 +26,21 @@ transfer holding the links of replica 0's rank 0 route.  A stage's gradients (on
 rank's) are all-reduced over its data-parallel group after its last backward (in
 buckets of ``data_parallel.bucket_bytes`` one after the other, or as one buffer),
 timed by :func:`accelsim.network.cost.cycles`: they overlap the other stages' passes,
-not their own stage's.  A stage all-reduces every weight its passes read (the last
-stage its copy of an embedding table tied to the LM head, as Megatron-LM does); the
-all-reduce of a tied table's gradient between the first and the last stage is not
-modelled.
+not their own stage's.  Under ZeRO stages 1 and 2 (``run.parallel.zero``, as
+Megatron-LM's distributed optimizer shards each stage's optimizer over its
+data-parallel group) the all-reduce is a reduce-scatter of the same buckets, the
+stage's updates are simulated on its shard (``ceil(elements / d)`` of every tensor
+they read and write, :func:`~accelsim.mapping.zero_placement.on_shard`), and an
+all-gather of its updated weights (each bucket's, at the weight precision, one after
+the other) follows, all by the same closed form.  A stage sums every weight's
+gradient its passes read (the last stage its copy of an embedding table tied to the
+LM head, as Megatron-LM does); the all-reduce of a tied table's gradient between the
+first and the last stage is not modelled.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +52,7 @@ from accelsim.graph.ops import (
     GemmOp,
     Op,
     OpGraph,
+    Phase,
     Stage,
     TensorKind,
     TransferOp,
@@ -55,6 +63,7 @@ from accelsim.graph.queries import reads_of, writes_of
 from accelsim.mapping.pipeline_stages import PipelineCut
 from accelsim.mapping.placement import StepGraph, buckets, single
 from accelsim.mapping.tensor_placement import tensor_parallel
+from accelsim.mapping.zero_placement import on_shard
 from accelsim.network.collectives import Collective, Transfer
 from accelsim.network.cost import cycles, step_cycles
 from accelsim.network.topology import Network
@@ -110,37 +119,11 @@ def pipeline_step(
     forward_bytes = [n * hw.word_bytes.activations for n in elements]
     backward_bytes = [n * hw.word_bytes.gradients for n in elements]
     hop = _hops(network, p, t, data)
-    stage_bytes, all_reduce, update = [], [], []
-    for s in range(p):
-        chunks = cut.chunks_of_stage(s)
-        layers = {name for g in chunks for name in cut.chunks[g]}
-        read = {
-            a.tensor.key
-            for g in chunks
-            for i in ops.rank_zero[g][Stage.FORWARD]
-            for a in reads_of(graph.ops[i])
-        }
-        trained = [
-            q
-            for q in graph.parameters
-            if q.grad_op >= 0 and (q.layer in layers or q.weight.key in read)
-        ]
-        groups = (
-            [trained]
-            if run.data_parallel.bucket_bytes is None
-            else buckets(trained, run.data_parallel.bucket_bytes)
-        )
-        sizes = [sum(q.update_elements * q.gradient.word_bytes for q in b) for b in groups]
-        stage_bytes.append(sum(sizes))
-        members = tuple(processor_of(r, s, 0, p, t) for r in range(data))
-        algorithm = hw.interconnect.algorithm
-        all_reduce.append(
-            sum(cycles(network, Collective.ALL_REDUCE, members, n, algorithm) for n in sizes)
-            if data > 1
-            else 0
-        )
-        kept = sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])
-        update.append(simulated(subgraph(graph, kept)) if kept else 0)
+    zero = plan.zero if data > 1 else 0
+    stages = [
+        _stage_data_parallel(run, hw, network, cut, graph, ops, s, data, simulated)
+        for s in range(p)
+    ]
     times = PipelineTimes(
         plan.schedule,
         p,
@@ -149,8 +132,9 @@ def pipeline_step(
         tuple(passes),
         tuple(hop(g % p, (g + 1) % p, n) for g, n in enumerate(forward_bytes)),
         tuple(hop((g + 1) % p, g % p, n) for g, n in enumerate(backward_bytes)),
-        tuple(all_reduce),
-        tuple(update),
+        tuple(st.sum_cycles for st in stages),
+        tuple(st.update_cycles for st in stages),
+        tuple(st.gather_cycles for st in stages),
     )
     return PipelineStep(
         times,
@@ -158,9 +142,79 @@ def pipeline_step(
         distinct,
         tuple(forward_bytes),
         tuple(backward_bytes),
-        tuple(stage_bytes),
+        tuple(st.gradient_bytes for st in stages),
         data,
         t,
+        zero,
+    )
+
+
+@dataclass(frozen=True)
+class _StageSums:
+    """One stage's data-parallel work after its last backward: its summed gradient
+    bytes (one rank's), the sum's cycles (all-reduce, or reduce-scatter under ZeRO),
+    its update's and its weight all-gather's (0 without ZeRO)."""
+
+    gradient_bytes: int
+    sum_cycles: int
+    update_cycles: int
+    gather_cycles: int
+
+
+def _stage_data_parallel(
+    run: RunSpec,
+    hw: HardwareSpec,
+    network: Network,
+    cut: PipelineCut,
+    graph: OpGraph,
+    ops: _ChunkOps,
+    s: int,
+    data: int,
+    simulated: Simulated,
+) -> _StageSums:
+    """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets), its update
+    and, under ZeRO stages 1 and 2, its weight all-gather (bucket by bucket, one after
+    the other) and its update run on its shard of every tensor."""
+    assert run.parallel is not None
+    p, t = cut.stages, run.parallel.tensor
+    zero = run.parallel.zero if data > 1 else 0
+    chunks = cut.chunks_of_stage(s)
+    layers = {name for g in chunks for name in cut.chunks[g]}
+    read = {
+        a.tensor.key
+        for g in chunks
+        for i in ops.rank_zero[g][Stage.FORWARD]
+        for a in reads_of(graph.ops[i])
+    }
+    trained = [
+        q
+        for q in graph.parameters
+        if q.grad_op >= 0 and (q.layer in layers or q.weight.key in read)
+    ]
+    bucket = run.data_parallel.bucket_bytes
+    groups = [trained] if bucket is None else buckets(trained, bucket)
+    sizes = [sum(q.update_elements * q.gradient.word_bytes for q in b) for b in groups]
+    members = tuple(processor_of(r, s, 0, p, t) for r in range(data))
+    algorithm = hw.interconnect.algorithm
+
+    def timed(kind: Collective, byte_counts: Sequence[int]) -> int:
+        return sum(cycles(network, kind, members, n, algorithm) for n in byte_counts)
+
+    kept = sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])
+    update = subgraph(graph, kept)
+    if zero == 0:
+        summed = timed(Collective.ALL_REDUCE, sizes) if data > 1 else 0
+        return _StageSums(sum(sizes), summed, simulated(update) if kept else 0, 0)
+    weights = [sum(q.update_elements * q.weight.word_bytes for q in b) for b in groups]
+    shards = tuple(
+        on_shard(op, data) if isinstance(op, VectorOp) and op.phase is Phase.UPDATE else op
+        for op in update.ops
+    )
+    return _StageSums(
+        sum(sizes),
+        timed(Collective.REDUCE_SCATTER, sizes),
+        simulated(dataclasses.replace(update, ops=shards)) if kept else 0,
+        timed(Collective.ALL_GATHER, weights),
     )
 
 

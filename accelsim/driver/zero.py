@@ -35,9 +35,10 @@ def zero_problems(
     run: RunSpec, hw: HardwareSpec, techniques: Sequence[Technique[Any]], source: str
 ) -> list[Problem]:
     """What a ZeRO stage cannot run with: no data parallelism (one replica, or another
-    assignment), a pipeline or expert plan, gradient clipping, stage 3 with tensor
-    parallelism or a batch the replicas do not share evenly, and the techniques that
-    say they cannot."""
+    assignment), stage 3 with a pipeline or tensor parallelism or a batch the replicas
+    do not share evenly, an expert plan, gradient clipping, and the techniques that say
+    they cannot (stages 1 and 2 with a pipeline are composed by
+    :mod:`accelsim.driver.pipeline_step`)."""
     zero = zero_stage(run)
     if zero == 0:
         return []
@@ -50,9 +51,8 @@ def zero_problems(
             f" least 2 replicas (the plan leaves {data})"
         )
         problems.append(Problem(source, key, why, zero))
-    if run.parallel.pipeline > 1:
-        why = _GATHERED_IN_A_PIPELINE if zero == 3 else _SHARDED_IN_A_PIPELINE
-        problems.append(Problem(source, key, why, zero))
+    if zero == 3 and run.parallel.pipeline > 1:
+        problems.append(Problem(source, key, _GATHERED_IN_A_PIPELINE, zero))
     if run.parallel.expert > 1:
         why = (
             "not with parallel.expert above 1: sharding over the data-parallel group"
@@ -84,13 +84,6 @@ def zero_problems(
     return problems
 
 
-_SHARDED_IN_A_PIPELINE = (
-    "not with parallel.pipeline above 1: a pipeline's step composes each stage's"
-    " gradient all-reduce and its whole update from its passes, and counts each stage's"
-    " memory unsharded; the stage's reduce-scatter, shard update and weight all-gather"
-    " over its data-parallel group are not composed"
-)
-"""Why ZeRO stages 1 and 2 are refused with a pipeline plan."""
 _GATHERED_IN_A_PIPELINE = (
     "3 not with parallel.pipeline above 1: it gathers each layer's weights before each"
     " micro-batch's forward and backward pass, inside the passes a pipeline's step"

@@ -8,7 +8,9 @@ processor, but for its activations: the stash of each chunk pass is that of the
 chunk's layers for one micro-batch (their backward's reads of what their forward made,
 the input received from the stage before included), and the stage holds at once the
 stashes of the forwards its schedule has run and whose backwards it has not
-(:func:`~accelsim.mapping.pipeline_order.peak_stash` over its order).
+(:func:`~accelsim.mapping.pipeline_order.peak_stash` over its order).  Under ZeRO
+stages 1 and 2 each stage's classes are sharded over its data-parallel group
+(:func:`~accelsim.mapping.zero_memory.zero_classes`) before the most loaded is chosen.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from accelsim.graph.queries import reads_of, stashed_tensors
 from accelsim.mapping.memory import MemoryBreakdown, memory_classes, processors_sharing
 from accelsim.mapping.pipeline_order import peak_stash, stage_order
 from accelsim.mapping.pipeline_stages import PipelineCut
+from accelsim.mapping.zero_memory import zero_classes
 
 if TYPE_CHECKING:
     from accelsim.config.run import OptimizerSpec
@@ -35,9 +38,12 @@ def stage_memory(
     optimizer: OptimizerSpec,
     hw: HardwareSpec,
     bucket_bytes: int | None,
+    zero: int = 0,
+    data: int = 1,
 ) -> MemoryBreakdown:
     """The most loaded stage's memory (the first of equals), ``step`` being one
-    micro-batch's step graph of one rank, with every stage's total."""
+    micro-batch's step graph of one rank, with every stage's total, each stage's
+    classes sharded at ZeRO stage ``zero`` (0, 1 or 2) over ``data`` processors."""
     chunk_of = cut.chunk_of_layer()
     chunk_ops: list[list[Op]] = [[] for _ in cut.chunks]
     for op in step.ops:
@@ -51,8 +57,12 @@ def stage_memory(
         kept = [p for p in step.parameters if p.layer in layers or p.weight.key in read]
         order = stage_order(schedule, cut.stages, cut.virtual_stages, micro_batches, stage)
         stash = peak_stash(order, stash_of_chunk)
-        stages.append(memory_classes(ops, kept, stash, optimizer, hw, bucket_bytes))
+        classes = memory_classes(ops, kept, stash, optimizer, hw, bucket_bytes)
+        if zero:
+            classes = zero_classes(classes, kept, optimizer, hw.word_bytes, zero, data, 0)
+        stages.append(classes)
     totals = [sum(c.values()) for c in stages]
     top = totals.index(max(totals))
     sharing = processors_sharing(hw)
-    return MemoryBreakdown(stages[top], hw.dram.capacity_bytes, sharing, top, tuple(stages))
+    capacity = hw.dram.capacity_bytes
+    return MemoryBreakdown(stages[top], capacity, sharing, top, tuple(stages), zero, data)

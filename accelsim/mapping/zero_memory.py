@@ -15,6 +15,9 @@ weights and two fp32 states, the paper's ``K = 12`` bytes per parameter), a mode
 of ``Ψ`` parameters needs ``(2 + 2 + 12) Ψ`` bytes unsharded, ``(2 + 2) Ψ + 12 Ψ /
 d`` at stage 1, ``2 Ψ + 14 Ψ / d`` at stage 2 and ``16 Ψ / d`` at stage 3 (the paper's
 ``(2 + 2 + K) Ψ / N_d``), besides the gathered units.
+
+Under a pipeline plan (stages 1 and 2) each stage's processor is sharded so, over the
+data-parallel group of its stage, from the parameters it keeps.
 """
 
 from __future__ import annotations
@@ -42,9 +45,26 @@ def zero_memory(
 ) -> MemoryBreakdown:
     """``memory`` (of a processor keeping ``parameters``) with its classes sharded at
     ZeRO ``stage`` over ``data`` processors, ``prefetch`` layers gathered ahead."""
+    classes = zero_classes(
+        memory.bytes_by_class, parameters, optimizer, words, stage, data, prefetch
+    )
+    return dataclasses.replace(memory, bytes_by_class=classes, zero=stage, data=data)
+
+
+def zero_classes(
+    bytes_by_class: dict[str, int],
+    parameters: Sequence[Parameter],
+    optimizer: OptimizerSpec,
+    words: WordBytesSpec,
+    stage: int,
+    data: int,
+    prefetch: int,
+) -> dict[str, int]:
+    """One processor's bytes by class (it keeps ``parameters``) sharded at ZeRO
+    ``stage`` over ``data`` processors, ``prefetch`` layers gathered ahead."""
     trained = [p for p in parameters if p.grad_op >= 0]
     elements = sum(shard(p.weight.elements, data) for p in trained)
-    classes = dict(memory.bytes_by_class)
+    classes = dict(bytes_by_class)
     classes["optimizer_state"] = elements * words.optimizer_state * optimizer.kind.state_tensors
     master = optimizer.master_weights is MasterWeights.FP32
     classes["master_weights"] = elements * words.optimizer_state if master else 0
@@ -57,4 +77,4 @@ def zero_memory(
         gathered = sum(heapq.nlargest(prefetch + 1, units.values()))
         owned = sum(shard(p.weight.elements, data) * p.weight.word_bytes for p in parameters)
         classes["weights"] = owned + gathered
-    return dataclasses.replace(memory, bytes_by_class=classes, zero=stage, data=data)
+    return classes

@@ -94,7 +94,7 @@ def sharded(graph: OpGraph, words: WordBytesSpec, stage: int) -> OpGraph:
         of = [d for d in op.deps if d in sums]
         if isinstance(op, VectorOp) and op.phase is Phase.UPDATE and of:
             size = len(sums[of[0]].participants)
-            ops[op.op_id] = _on_shard(op, size)
+            ops[op.op_id] = on_shard(op, size)
             updates[of[0]].append(op.op_id)
     for c, op in sums.items():
         name = _renamed(op.name, Collective.REDUCE_SCATTER)
@@ -105,7 +105,7 @@ def sharded(graph: OpGraph, words: WordBytesSpec, stage: int) -> OpGraph:
     return _gathered_after_updates(resharded, words, sums, updates)
 
 
-def _on_shard(op: VectorOp, group: int) -> VectorOp:
+def on_shard(op: VectorOp, group: int) -> VectorOp:
     """An update run on one processor's shard of each tensor it reads and writes."""
     return replaced(
         op,

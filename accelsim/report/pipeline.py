@@ -1,6 +1,8 @@
 """A pipeline plan's step in ``summary.json`` (its ``pipeline`` section) and on the
 console: the processors' order, each stage's compute, bubble (beside the closed form),
-exposed transfers and data-parallel all-reduce, and the step beside its bound."""
+exposed transfers and data-parallel gradient sum (an all-reduce, or under ZeRO a
+reduce-scatter, the update on the shard and a weight all-gather), and the step beside
+its bound."""
 
 from __future__ import annotations
 
@@ -26,9 +28,11 @@ TABLES = (
 
 def step_bound_cycles(pipeline: PipelineStep) -> int:
     """The least a step can take: the busiest stage's passes (``v m`` of each of its
-    chunks' forward and backward), all-reduce and update, with no bubble."""
+    chunks' forward and backward), gradient sum, update and weight all-gather, with no
+    bubble."""
     return max(
-        s.compute_cycles + s.all_reduce_cycles + s.update_cycles for s in pipeline.step.stages
+        s.compute_cycles + s.all_reduce_cycles + s.update_cycles + s.all_gather_cycles
+        for s in pipeline.step.stages
     )
 
 
@@ -58,6 +62,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
         "schedule": times.schedule.value,
         "virtual_stages": times.virtual_stages,
         "micro_batches": times.micro_batches,
+        **({"zero": pipeline.zero} if pipeline.zero else {}),
         "step_cycles": step.total_cycles,
         "pipeline_cycles": step.pipeline_cycles,
         "bound_cycles": step_bound_cycles(pipeline),
@@ -72,6 +77,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
                 "all_reduce_cycles": s.all_reduce_cycles,
                 "exposed_all_reduce_cycles": s.exposed_all_reduce_cycles,
                 "update_cycles": s.update_cycles,
+                **({"all_gather_cycles": s.all_gather_cycles} if pipeline.zero else {}),
                 "recomputed_cycles": redone[i],
                 "gradient_bytes": pipeline.stage_gradient_bytes[i],
             }
@@ -104,17 +110,20 @@ def pipeline_block(pipeline: PipelineStep) -> str:
         f" processors ({ORDER}), {section['schedule']}, {section['micro_batches']}"
         " micro-batches",
         f"  step          {step:,} cycles, bound {section['bound_cycles']:,} (the busiest"
-        " stage's passes, all-reduce and update, no bubble)",
+        " stage's passes, gradient sum, update and all-gather, no bubble)",
         f"  bubble        closed form {100 * section['bubble_fraction_closed_form']:.1f} %"
         " of the pipeline's time (uniform chunks, no transfer time)",
     ]
+    zero = section.get("zero", 0)
+    summed = "reduce-scatter" if zero else "all-reduce"
     for i, s in enumerate(section["stages"]):
         lines.append(
             f"  stage {i:<3}     compute {s['compute_cycles']:,}, bubble"
             f" {s['bubble_cycles']:,} ({100 * s['bubble_fraction']:.1f} %), exposed transfers"
-            f" {s['exposed_transfer_cycles']:,}, all-reduce {s['all_reduce_cycles']:,}"
+            f" {s['exposed_transfer_cycles']:,}, {summed} {s['all_reduce_cycles']:,}"
             f" ({s['exposed_all_reduce_cycles']:,} past the flush), update"
             f" {s['update_cycles']:,}"
+            + (f", all-gather {s['all_gather_cycles']:,}" if zero else "")
             + (
                 f", recomputed {s['recomputed_cycles']:,} of its backward"
                 if s["recomputed_cycles"]

@@ -11,7 +11,9 @@ own forward).  Every micro-batch's pass through a chunk takes that chunk's cycle
 pass that made it has ended and every link of its :class:`Hop` is free, and holds
 them for its cycles (transfers sharing a link run one after the other, in the order
 they became ready, the earlier stage first on a tie).  After its last backward a
-stage all-reduces its gradients over its data-parallel group, then updates.
+stage sums its gradients over its data-parallel group (an all-reduce, or under ZeRO
+stages 1 and 2 a reduce-scatter), then updates (under ZeRO its shard), then
+all-gathers its updated weights over the group (under ZeRO only).
 
 What this leaves out: a transfer's reads and writes of DRAM contending with a pass
 on the same chip, and a pass's own collectives sharing a link with a transfer (each
@@ -52,7 +54,8 @@ class PipelineTimes:
     """What :func:`compose` schedules: ``passes`` by chunk (``p v`` of them),
     ``forward_hops[g]`` the activation from chunk ``g`` to ``g + 1`` and
     ``backward_hops[g]`` the gradient from chunk ``g + 1`` back to ``g``, and each
-    stage's data-parallel all-reduce and update cycles."""
+    stage's data-parallel gradient sum (all-reduce, or reduce-scatter under ZeRO),
+    update and weight all-gather (0 without ZeRO) cycles."""
 
     schedule: PipelineSchedule
     stages: int
@@ -63,14 +66,16 @@ class PipelineTimes:
     backward_hops: tuple[Hop, ...]
     all_reduce_cycles: tuple[int, ...]
     update_cycles: tuple[int, ...]
+    all_gather_cycles: tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class StageTimes:
     """One stage's share of the step, in cycles: its passes' sum, its idle time until
     the pipeline's flush while no input was in flight (the bubble) and while one was
-    (exposed transfers), when its last backward ended, its all-reduce's cycles and the
-    part of them past the flush, and its update."""
+    (exposed transfers), when its last backward ended, its gradient sum's cycles
+    (all-reduce, or reduce-scatter under ZeRO) and the part of them past the flush, its
+    update and its weight all-gather (under ZeRO)."""
 
     compute_cycles: int
     bubble_cycles: int
@@ -79,11 +84,17 @@ class StageTimes:
     all_reduce_cycles: int
     exposed_all_reduce_cycles: int
     update_cycles: int
+    all_gather_cycles: int
 
     @property
     def end_cycles(self) -> int:
-        """When the stage's update ends."""
-        return self.last_backward_end_cycles + self.all_reduce_cycles + self.update_cycles
+        """When the stage's update (and its weight all-gather) ends."""
+        return (
+            self.last_backward_end_cycles
+            + self.all_reduce_cycles
+            + self.update_cycles
+            + self.all_gather_cycles
+        )
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,8 @@ class PipelineStep:
     """A pipeline plan's composed step, with what it was composed of: the distinct
     chunks' simulations, the bytes each rank sends per micro-batch between chunks
     (``activation_bytes[g]`` from chunk ``g`` to ``g + 1``, ``gradient_bytes[g]`` back),
-    each stage's all-reduced gradient bytes (one rank's) and the degrees."""
+    each stage's data-parallel summed gradient bytes (one rank's), the degrees and the
+    ZeRO stage (0, 1 or 2)."""
 
     times: PipelineTimes
     step: ComposedStep
@@ -124,6 +136,7 @@ class PipelineStep:
     stage_gradient_bytes: tuple[int, ...]
     data: int
     tensor: int
+    zero: int
 
 
 def bubble_fraction(schedule: PipelineSchedule, stages: int, virtual_stages: int, m: int) -> float:
@@ -221,6 +234,7 @@ def compose(times: PipelineTimes) -> ComposedStep:
                 ar,
                 max(0, free[s] + ar - flush),
                 update,
+                times.all_gather_cycles[s],
             )
         )
     return ComposedStep(tuple(stages), flush, max(st.end_cycles for st in stages))

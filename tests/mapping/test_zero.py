@@ -378,19 +378,6 @@ def test_refused_beside_tensor_parallelism_and_techniques(
     assert str(raised.value) == message
 
 
-@pytest.mark.parametrize("stage", [1, 2])
-def test_pipeline_plans_are_refused(stage: int) -> None:
-    message = refusal(
-        "assignment=data_parallel", "processors=4", f"run.parallel={{pipeline: 2, zero: {stage}}}"
-    )
-    assert (
-        "--set: run.parallel.zero: not with parallel.pipeline above 1: a pipeline's step"
-        " composes each stage's gradient all-reduce and its whole update from its passes,"
-        " and counts each stage's memory unsharded; the stage's reduce-scatter, shard update"
-        f" and weight all-gather over its data-parallel group are not composed (got {stage})"
-    ) in message.splitlines()
-
-
 def test_stage_3_with_a_pipeline_plan_is_refused() -> None:
     message = refusal(
         "assignment=data_parallel", "processors=4", "run.parallel={pipeline: 2, zero: 3}"

@@ -33,6 +33,7 @@ def _times(
     shared: bool = False,
     all_reduce: tuple[int, ...] = (),
     update: tuple[int, ...] = (),
+    all_gather: tuple[int, ...] = (),
 ) -> PipelineTimes:
     """Uniform chunks; each hop on a link of its own (``shared``: every forward hop on
     one link, every backward hop on another)."""
@@ -49,6 +50,7 @@ def _times(
         backward_hops,
         all_reduce or (0,) * p,
         update or (0,) * p,
+        all_gather or (0,) * p,
     )
 
 
@@ -85,9 +87,9 @@ def test_transfers_hand_timed() -> None:
     assert step.pipeline_cycles == 100
     first, last = step.stages
     # stage 0 waits 45-50 and 75-80 on the gradients' transfers, 20-45 and 70-75 on stage 1
-    assert first == StageTimes(60, 30, 10, 100, 0, 0, 0)
+    assert first == StageTimes(60, 30, 10, 100, 0, 0, 0, 0)
     # stage 1 waits 10-15 on F0's activation, and is done at 75
-    assert last == StageTimes(60, 35, 5, 75, 0, 0, 0)
+    assert last == StageTimes(60, 35, 5, 75, 0, 0, 0, 0)
 
 
 def test_transfers_sharing_a_link_run_one_after_the_other() -> None:
@@ -107,6 +109,7 @@ def test_transfers_sharing_a_link_run_one_after_the_other() -> None:
         (Hop(10, ()),),
         free.all_reduce_cycles,
         free.update_cycles,
+        free.all_gather_cycles,
     )
     assert compose(unlinked).pipeline_cycles == 26
 
@@ -121,3 +124,16 @@ def test_all_reduce_after_each_stage_last_backward_then_update() -> None:
     assert (first.exposed_all_reduce_cycles, last.exposed_all_reduce_cycles) == (40, 20)
     assert (first.end_cycles, last.end_cycles) == (197, 177)
     assert step.total_cycles == 197
+
+
+def test_a_sharded_stage_reduce_scatters_updates_then_all_gathers() -> None:
+    """The same step under ZeRO: stage 1's reduce-scatter of 20 ends at 150, its
+    shard's update of 4 at 154, its all-gather of 20 at 174; stage 0's at 170, 174,
+    194."""
+    times = _times(ONE, 2, 1, 4, 10, 20, all_reduce=(20, 20), update=(4, 4), all_gather=(20, 20))
+    step = compose(times)
+    first, last = step.stages
+    assert (first.exposed_all_reduce_cycles, last.exposed_all_reduce_cycles) == (20, 0)
+    assert (first.all_gather_cycles, last.all_gather_cycles) == (20, 20)
+    assert (first.end_cycles, last.end_cycles) == (194, 174)
+    assert step.total_cycles == 194
