@@ -81,8 +81,9 @@ AXES: dict[str, Axis] = {
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
 heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
 experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
-only with a pipeline; the ZeRO stages with more than one replica, and neither a
-pipeline nor experts, which :func:`accelsim.driver.zero.zero_problems` refuses;
+only with a pipeline; the ZeRO stages with more than one replica, and neither
+experts, which :func:`accelsim.driver.zero.zero_problems` refuses, nor a pipeline
+(stages 1 and 2 run with one, but are not searched: ``--plan`` evaluates them);
 sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan's
 step is simulated at pass granularity (:mod:`accelsim.driver.pipeline_step`), with
 recomputation from the recomputing step's passes."""

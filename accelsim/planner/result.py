@@ -124,7 +124,8 @@ def _pipeline_breakdown(
 ) -> dict[str, Any]:
     """A pipeline plan's compute, bubble, recomputation (the most of a stage's backward
     passes, the recomputed work simulated alone) and exposed communication (its
-    tensor-parallel collectives are inside its passes' compute), from its ``pipeline``
+    tensor-parallel collectives are inside its passes' compute; under ZeRO each stage's
+    reduce-scatter past the flush and its whole all-gather, after its update), from its ``pipeline``
     section, in place of the one micro-batch the rest of its summary holds; nothing
     without a pipeline."""
     if section is None:
@@ -134,14 +135,17 @@ def _pipeline_breakdown(
     def most(key: str) -> float:
         return float(max(s[key] for s in stages)) * seconds_per_cycle
 
+    exposed = {"pipeline transfers": most("exposed_transfer_cycles")}
+    if "zero" in section:  # reduce-scattered, the shard updated, then all-gathered
+        exposed["data-parallel reduce_scatter"] = most("exposed_all_reduce_cycles")
+        exposed["data-parallel all_gather"] = most("all_gather_cycles")
+    else:
+        exposed["data-parallel all_reduce"] = most("exposed_all_reduce_cycles")
     return {
         "compute_seconds": most("compute_cycles"),
         "bubble_seconds": most("bubble_cycles"),
         "recomputation_seconds": most("recomputed_cycles"),
-        "exposed_communication_seconds": {
-            "pipeline transfers": most("exposed_transfer_cycles"),
-            "data-parallel all_reduce": most("exposed_all_reduce_cycles"),
-        },
+        "exposed_communication_seconds": exposed,
     }
 
 

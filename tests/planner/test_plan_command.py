@@ -247,3 +247,25 @@ def test_a_given_pipeline_plan_with_full_recomputation(
     assert redone == [c["recomputed_cycles"] for c in section["chunks"]]
     assert min(redone) > 0
     assert chosen["recomputation_seconds"] == pytest.approx(max(redone) / 1.41e9)
+
+
+def test_a_given_pipeline_plan_with_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pp = 2, dp = 4, zero = 1: each stage's reduce-scatter past the flush and its
+    all-gather, the most of a stage's, in place of the all-reduce."""
+    argv = plan(tmp_path, "--plan", "pp=2,dp=4,zero=1", "--json")
+    argv[1] = str(BLOCKS)
+    chosen = run_json(capsys, argv)
+    summary_path = next((tmp_path / "search" / "points").glob("*/summary.json"))
+    section = json.loads(summary_path.read_text("utf-8"))["pipeline"]
+    assert section["zero"] == 1
+    gathers = [s["all_gather_cycles"] for s in section["stages"]]
+    assert min(gathers) > 0
+    exposed = chosen["exposed_communication_seconds"]
+    assert set(exposed) == {
+        "pipeline transfers",
+        "data-parallel reduce_scatter",
+        "data-parallel all_gather",
+    }
+    assert exposed["data-parallel all_gather"] == pytest.approx(max(gathers) / 1.41e9)
