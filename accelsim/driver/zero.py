@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from accelsim.mapping import placement
 from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.tensor_placement import tensor_parallel
-from accelsim.mapping.zero_memory import zero_memory
+from accelsim.mapping.zero_memory import zero_classes
 from accelsim.mapping.zero_placement import sharded, zero3_data_parallel
 from accelsim.techniques.base import Technique
 
@@ -125,15 +126,17 @@ def sharded_memory(
     memory: MemoryBreakdown, parameters: Sequence[Parameter], run: RunSpec, hw: HardwareSpec
 ) -> MemoryBreakdown:
     """``memory`` sharded at the run's ZeRO stage over its data-parallel group
-    (:func:`~accelsim.mapping.zero_memory.zero_memory`); as it is at stage 0."""
+    (:func:`~accelsim.mapping.zero_memory.zero_classes`); as it is at stage 0."""
     if run.parallel is None or run.parallel.zero == 0:
         return memory
-    return zero_memory(
-        memory,
+    zero, data = run.parallel.zero, data_degree(run, hw)
+    classes = zero_classes(
+        memory.bytes_by_class,
         parameters,
         run.optimizer,
         hw.word_bytes,
-        run.parallel.zero,
-        data_degree(run, hw),
+        zero,
+        data,
         run.parallel.zero_prefetch,
     )
+    return dataclasses.replace(memory, bytes_by_class=classes, zero=zero, data=data)

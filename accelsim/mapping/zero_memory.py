@@ -16,13 +16,13 @@ of ``Ψ`` parameters needs ``(2 + 2 + 12) Ψ`` bytes unsharded, ``(2 + 2) Ψ + 1
 d`` at stage 1, ``2 Ψ + 14 Ψ / d`` at stage 2 and ``16 Ψ / d`` at stage 3 (the paper's
 ``(2 + 2 + K) Ψ / N_d``), besides the gathered units.
 
-Under a pipeline plan (stages 1 and 2) each stage's processor is sharded so, over the
-data-parallel group of its stage, from the parameters it keeps.
+Under a pipeline plan (stages 1 and 2) each stage's classes are sharded so over the
+stage's data-parallel group, from the parameters the stage keeps
+(:mod:`accelsim.mapping.pipeline_memory`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections.abc import Sequence
 
@@ -30,25 +30,7 @@ from accelsim.config.enums import MasterWeights
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph.ops import Parameter
-from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.mapping.zero_placement import shard
-
-
-def zero_memory(
-    memory: MemoryBreakdown,
-    parameters: Sequence[Parameter],
-    optimizer: OptimizerSpec,
-    words: WordBytesSpec,
-    stage: int,
-    data: int,
-    prefetch: int,
-) -> MemoryBreakdown:
-    """``memory`` (of a processor keeping ``parameters``) with its classes sharded at
-    ZeRO ``stage`` over ``data`` processors, ``prefetch`` layers gathered ahead."""
-    classes = zero_classes(
-        memory.bytes_by_class, parameters, optimizer, words, stage, data, prefetch
-    )
-    return dataclasses.replace(memory, bytes_by_class=classes, zero=stage, data=data)
 
 
 def zero_classes(

@@ -161,3 +161,15 @@ def test_stage_3_is_refused(tmp_path: Path) -> None:
         " passes a pipeline's step simulates once for all micro-batches (the gathers, and"
         " their prefetch across passes, are not modelled there) (got 3)"
     )
+
+
+def test_the_guide_numbers(tmp_path: Path) -> None:
+    """docs/guides/llm_training.md's figures of the 4-block GPT at p = 2, d = 2: on a
+    ring of 2 a reduce-scatter and an all-gather each take half the all-reduce."""
+    whole, shard = (simulate_training(_inputs(tmp_path, z)).pipeline for z in (0, 1))
+    assert whole is not None and shard is not None
+    assert (whole.times.all_reduce_cycles[0], whole.times.update_cycles[0]) == (1_038, 6_288)
+    assert (shard.times.all_reduce_cycles[0], shard.times.all_gather_cycles[0]) == (519, 519)
+    assert shard.times.update_cycles[0] == 5_252
+    assert (whole.step.total_cycles, shard.step.total_cycles) == (215_241, 214_205)
+    assert step_memory(_inputs(tmp_path, 1)).stages[0]["optimizer_state"] == 30_336
