@@ -42,8 +42,7 @@ from accelsim.units import kib_to_bytes
 MAX_PROCESSORS = 8192
 """Most processors (a pipeline plan's: it simulates one tensor-parallel group's)."""
 MAX_COPIED_PROCESSORS = 1024
-"""Most processors of a run whose placement copies the step graph for every processor
-(every run but a pipeline plan's)."""
+"""Most processors of a run that copies the step for each (all but a pipeline plan)."""
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]
