@@ -70,10 +70,18 @@ class Evaluated:
         """The plan's step: a recomputing plan's the recomputation technique's step
         (``training``'s, not the baseline step the summary's tables hold), a pipeline
         plan's the composed step (recomputation inside its passes)."""
-        training = self.summary.get("training")
-        if training is None or "pipeline" in self.summary:
+        training = self._recomputing()
+        if training is None:
             return int(self.summary["total_cycles"])
         return int(training["steps"][RECOMPUTATION_OWNER]["cycles"])
+
+    def _recomputing(self) -> Mapping[str, Any] | None:
+        """The ``training`` section of a plan that recomputes outside a pipeline (whose
+        composed step holds its recomputation), else None."""
+        if "pipeline" in self.summary:
+            return None
+        training: Mapping[str, Any] | None = self.summary.get("training")
+        return training
 
     @property
     def step_seconds(self) -> float:
@@ -110,8 +118,8 @@ class Evaluated:
     def _recomputed_cycles(self) -> float:
         """The recomputed ops' array cycles a chip (the mean over the chips) of a
         recomputing plan's step; 0 without recomputation."""
-        training = self.summary.get("training")
-        if training is None or "pipeline" in self.summary:
+        training = self._recomputing()
+        if training is None:
             return 0.0
         by_kind = training["sections"][RECOMPUTATION_OWNER]["by_kind"][RECOMPUTATION_OWNER]
         return float(by_kind["recompute_busy_cycles"].get("array", 0.0)) / int(
