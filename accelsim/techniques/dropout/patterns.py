@@ -28,6 +28,7 @@ from 1 to 0 over the first half, so the second half fits the marginals alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -175,6 +176,13 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     return projected
 
 
+_FOUND: dict[tuple[object, ...], SearchResult] = {}
+"""Searches made in this process, by their inputs (the search is a pure function of
+them): a run searches each dropout site's distribution, and a sweep's points and a
+plan's candidates search the same sites again."""
+_KEPT_SEARCHES = 256
+
+
 def search(
     drops: np.ndarray,
     rate: float,
@@ -186,7 +194,9 @@ def search(
     entropy: float = 1e-3,
     seed: int = 0,
 ) -> SearchResult:
-    """Pattern probabilities whose expected drop rate is ``rate`` for every unit.
+    """Pattern probabilities whose expected drop rate is ``rate`` for every unit
+    (the search done once per distinct input in a process: the result's arrays
+    are read-only).
 
     Args:
         drops: ``D[pattern, unit]`` of the family over the units.
@@ -197,6 +207,31 @@ def search(
         entropy: Initial weight ``lambda`` of the entropy regulariser (decays to 0).
         seed: Seed of the unit sampling.
     """
+    d = np.ascontiguousarray(drops)
+    digest = hashlib.blake2b(d.tobytes(), digest_size=16).digest()
+    key = (d.shape, d.dtype.str, digest, rate, iterations, batch, step, spread, entropy, seed)
+    found = _FOUND.get(key)
+    if found is None:
+        found = _searched(d, rate, iterations, batch, step, spread, entropy, seed)
+        for array in (found.probabilities, found.marginals, found.losses):
+            array.setflags(write=False)
+        if len(_FOUND) >= _KEPT_SEARCHES:
+            del _FOUND[next(iter(_FOUND))]
+        _FOUND[key] = found
+    return found
+
+
+def _searched(
+    drops: np.ndarray,
+    rate: float,
+    iterations: int,
+    batch: int,
+    step: float,
+    spread: float,
+    entropy: float,
+    seed: int,
+) -> SearchResult:
+    """The projected SGD of :func:`search`, run."""
     rng = np.random.default_rng(seed)
     d = drops.astype(np.float64)
     patterns, units = d.shape
