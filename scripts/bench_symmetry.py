@@ -88,9 +88,8 @@ def replica(chips: int) -> tuple[float, float, int]:
 
 def replica_table(chips: list[int], runs: int) -> int:
     """Each count of ``chips`` alternating with 16 chips, ``runs`` times: medians."""
-    print(
-        f"{'chips':>6} {'step cycles':>14} {'CPU s':>7} {'MiB':>6} {'16 chips CPU s':>15} {'ratio':>6}"
-    )
+    heads = ("chips", 6), ("step cycles", 14), ("CPU s", 7), ("MiB", 6), ("16 chips CPU s", 15)
+    print(" ".join(f"{name:>{width}}" for name, width in (*heads, ("ratio", 6))))
     for n in chips:
         cpu: dict[int, list[float]] = {n: [], 16: []}
         rss: list[float] = []

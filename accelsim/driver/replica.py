@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.config.enums import CompileMode
+from accelsim.driver.costing import run_costs
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import QUANTITIES, limit_problems, op_counts
 from accelsim.errors import ConfigError
@@ -22,7 +23,7 @@ from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.replication import Replicated, replicated, replication_problem
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
-from accelsim.timing.costs import OpCosts, op_costs
+from accelsim.timing.costs import OpCosts
 from accelsim.timing.replica import replica_problem, simulate_replica
 from accelsim.timing.trace import Trace, launched
 
@@ -52,14 +53,7 @@ def simulate_replica_step(inputs: RunInputs, step: StepGraph) -> ReplicaStep | s
     why = replication_problem(run, hw)
     if why:
         return why
-    placed = replicated(
-        step,
-        run.batch_size,
-        hw.processors,
-        run.optimizer,
-        hw.word_bytes,
-        run.data_parallel.bucket_bytes,
-    )
+    placed = replicated(step, run, hw)
     problems = limit_problems(placed.graph, inputs.source, run.batch_size)
     if problems:
         raise ConfigError(problems)
@@ -67,22 +61,9 @@ def simulate_replica_step(inputs: RunInputs, step: StepGraph) -> ReplicaStep | s
     why = replica_problem(graph, machine)
     if why:
         return why
-    timing = run.timing
-    compiled = run.lowering.compile is CompileMode.FUSED
-    costs = op_costs(
-        graph,
-        schedule(graph, (machine.array,)),
-        machine,
-        timing.convention,
-        timing.psums,
-        timing.chunks_per_op,
-        fold_overlap=timing.fold_overlap,
-        group_cycles=timing.group_cycles,
-        per_kernel=compiled,
-        energy=inputs.energy,
-    )
-    trace = simulate_replica(graph, costs, machine, timing.engine)
-    if compiled:
+    costs = run_costs(inputs, graph, schedule(graph, (machine.array,)))
+    trace = simulate_replica(graph, costs, machine, run.timing.engine)
+    if run.lowering.compile is CompileMode.FUSED:
         trace = launched(trace, hw.timing.program_cycles())
     return ReplicaStep(Replicated(graph, placed.count), costs, trace)
 

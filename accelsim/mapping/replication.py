@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.config.dram import DramSharing
-from accelsim.config.hardware import HardwareSpec, WordBytesSpec
-from accelsim.config.run import AssignmentPolicy, OptimizerSpec, RunSpec
+from accelsim.config.hardware import HardwareSpec
+from accelsim.config.run import AssignmentPolicy, RunSpec
 from accelsim.config.symmetry import Symmetry
 from accelsim.graph.ops import OpGraph
 from accelsim.mapping.placement import StepGraph, data_parallel
@@ -56,16 +56,18 @@ def replication_problem(run: RunSpec, hw: HardwareSpec) -> str:
     return ""
 
 
-def replicated(
-    step: StepGraph,
-    batch: int,
-    processors: int,
-    optimizer: OptimizerSpec,
-    words: WordBytesSpec,
-    bucket_bytes: int | None = None,
-) -> Replicated:
-    """The data-parallel step of ``batch`` samples over ``processors`` (an even split:
-    :func:`replication_problem`) placed once (:func:`~accelsim.mapping.placement.data_parallel`
-    ``alone``)."""
-    graph = data_parallel(step, batch, processors, optimizer, words, bucket_bytes, alone=True)
-    return Replicated(graph, processors)
+def replicated(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> Replicated:
+    """The run's data-parallel step (``step`` makes one replica's step graph for a
+    batch size) placed once, its batch split evenly
+    (:func:`replication_problem` found nothing against it):
+    :func:`~accelsim.mapping.placement.data_parallel` ``alone``."""
+    graph = data_parallel(
+        step,
+        run.batch_size,
+        hw.processors,
+        run.optimizer,
+        hw.word_bytes,
+        run.data_parallel.bucket_bytes,
+        alone=True,
+    )
+    return Replicated(graph, hw.processors)
