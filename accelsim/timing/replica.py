@@ -22,32 +22,29 @@ from accelsim.config.run import EngineKind
 from accelsim.graph.ops import CommOp, OpGraph, TensorKey
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.machine import Machine
-from accelsim.timing.symmetry import UNBALANCED, balanced, collectives, on_representatives
+from accelsim.timing.symmetry import (
+    UNBALANCED,
+    balanced,
+    collectives,
+    machine_problem,
+    on_representatives,
+)
 from accelsim.timing.trace import Trace
 
 
 def replica_problem(graph: OpGraph, machine: Machine) -> str:
     """Why simulating ``graph`` (one replica's step with the all-reduces over every
-    processor) on processor 0 would not give the full step's timing; empty where it
-    would: every processor has its own DRAM, no op is ordered by priority, the only
-    communication is all-reduces, reduce-scatters and all-gathers over every
-    processor, none pipelined in chunks, no two of one tensor, each loading every
-    link of a link class alike."""
-    if graph.priority:
-        return "its ops are ordered by priority"
-    if len({id(m) for m in machine.dram}) < machine.processors:
-        return "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
+    processor, each its own tensor: :func:`~accelsim.mapping.replication.replicated`)
+    on processor 0 would not give the full step's timing; empty where it would: every
+    processor has its own DRAM, no op is ordered by priority, the only communication
+    is all-reduces, reduce-scatters and all-gathers, none pipelined in chunks, each
+    loading every link of a link class alike."""
+    why = machine_problem(graph, machine)
+    if why:
+        return why
     comms = collectives(graph, machine)
     if isinstance(comms, str):
         return comms
-    everyone = tuple(range(machine.processors))
-    ops = [graph.ops[c] for c in comms]
-    if any(not isinstance(op, CommOp) or op.participants != everyone for op in ops):
-        return "a collective is not over every processor"
-    if len({op.tensor.key for op in ops if isinstance(op, CommOp)}) < len(ops):
-        return "two of its collectives could not be told apart"
-    if any(p != 0 for p in graph.processor):
-        return "an op is not processor 0's"
     if not balanced(graph, comms, np.arange(len(graph.ops), dtype=np.int64), machine):
         return UNBALANCED
     return ""

@@ -94,10 +94,9 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
     processors = machine.processors
     if processors < 2:
         return "one processor"
-    if graph.priority:
-        return "its ops are ordered by priority"
-    if len({id(m) for m in machine.dram}) < processors:
-        return "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
+    why = machine_problem(graph, machine)
+    if why:
+        return why
     comms = collectives(graph, machine)
     if isinstance(comms, str):
         return comms
@@ -140,6 +139,17 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
     if not balanced(graph, comms, counterpart, machine):
         return UNBALANCED
     return Roles(tuple(copies), counterpart)
+
+
+def machine_problem(graph: OpGraph, machine: Machine) -> str:
+    """Why the processors of ``graph`` could not be simulated as representatives of
+    others whatever their work: its ops ordered by priority, or a DRAM shared; empty
+    otherwise."""
+    if graph.priority:
+        return "its ops are ordered by priority"
+    if len({id(m) for m in machine.dram}) < machine.processors:
+        return "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
+    return ""
 
 
 def collectives(graph: OpGraph, machine: Machine) -> list[int] | str:
