@@ -59,20 +59,16 @@ def replica_once(chips: int) -> None:
     simulated once (this process's whole life but the interpreter's start)."""
     import resource
 
-    from accelsim.config.loader import parse_sets
-    from accelsim.driver.inputs import load_inputs
-    from accelsim.driver.replica import ReplicaStep, simulate_replica_step
-    from accelsim.driver.run import _Run
-    from accelsim.techniques.base import BASE
+    import accelsim
 
     sets = [
         *("workload=workloads/resnet50.yaml", f"batch_size={32 * chips}"),
         *(f"processors={chips}", "assignment=data_parallel", "dram.sharing=per_processor"),
         "timing.engine=compiled",
     ]
-    run = _Run(load_inputs(ROOT / "configs/runs/default.yaml", parse_sets(sets)))
-    step = simulate_replica_step(run.inputs, run.step_graph(BASE))
-    assert isinstance(step, ReplicaStep), step
+    inputs = accelsim.load_inputs(ROOT / "configs/runs/default.yaml", accelsim.parse_sets(sets))
+    step = accelsim.simulate_replica_step(inputs)
+    assert isinstance(step, accelsim.ReplicaStep), step
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime
     print(json.dumps([cpu, usage.ru_maxrss / 1024, step.trace.total_cycles]))

@@ -17,12 +17,13 @@ from accelsim.config.enums import CompileMode
 from accelsim.driver.costing import run_costs
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import QUANTITIES, limit_problems, op_counts
+from accelsim.driver.run import _Run
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import CommOp
-from accelsim.mapping.placement import StepGraph
 from accelsim.mapping.replication import Replicated, replicated, replication_problem
 from accelsim.mapping.residency import keep_stash_on_chip
 from accelsim.mapping.schedule import schedule
+from accelsim.techniques.base import BASE
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.replica import replica_problem, simulate_replica
 from accelsim.timing.trace import Trace, launched
@@ -39,9 +40,9 @@ class ReplicaStep:
     trace: Trace
 
 
-def simulate_replica_step(inputs: RunInputs, step: StepGraph) -> ReplicaStep | str:
-    """The run's baseline step (``step`` makes one replica's step graph for a batch
-    size) placed once and simulated on processor 0, or why it cannot be
+def simulate_replica_step(inputs: RunInputs) -> ReplicaStep | str:
+    """The run's baseline step (one replica's step graph lowered as ``accelsim run``
+    lowers it) placed once and simulated on processor 0, or why it cannot be
     (:func:`~accelsim.mapping.replication.replication_problem` from the specs, then
     :func:`~accelsim.timing.replica.replica_problem` on the placed graph).
 
@@ -53,7 +54,7 @@ def simulate_replica_step(inputs: RunInputs, step: StepGraph) -> ReplicaStep | s
     why = replication_problem(run, hw)
     if why:
         return why
-    placed = replicated(step, run, hw)
+    placed = replicated(_Run(inputs).step_graph(BASE), run, hw)
     problems = limit_problems(placed.graph, inputs.source, run.batch_size)
     if problems:
         raise ConfigError(problems)

@@ -37,8 +37,7 @@ def _run(*sets: str) -> _Run:
 
 
 def replica(*sets: str) -> ReplicaStep | str:
-    run = _run(*sets)
-    return simulate_replica_step(run.inputs, run.step_graph(BASE))
+    return simulate_replica_step(_run(*sets).inputs)
 
 
 def full(*sets: str) -> RunResult:
