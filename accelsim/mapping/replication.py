@@ -29,8 +29,8 @@ from accelsim.mapping.placement import StepGraph, data_parallel
 class Replicated:
     """A data-parallel step placed once: ``graph`` holds processor 0's replica, its
     updates and the all-reduces over all ``count`` processors, every one of which runs
-    the same replica (processor ``p``'s ops are ``graph``'s under the prefix
-    ``p{p}/``)."""
+    the same replica (processor ``p``'s ops are ``graph``'s tagged ``replica=p``, on
+    its tensors named with the prefix ``p{p}/``)."""
 
     graph: OpGraph
     count: int
