@@ -26,7 +26,6 @@ from accelsim.timing.symmetry import (
     UNBALANCED,
     balanced,
     collectives,
-    machine_problem,
     on_representatives,
 )
 from accelsim.timing.trace import Trace
@@ -39,9 +38,6 @@ def replica_problem(graph: OpGraph, machine: Machine) -> str:
     processor has its own DRAM, no op is ordered by priority, the only communication
     is all-reduces, reduce-scatters and all-gathers, none pipelined in chunks, each
     loading every link of a link class alike."""
-    why = machine_problem(graph, machine)
-    if why:
-        return why
     comms = collectives(graph, machine)
     if isinstance(comms, str):
         return comms

@@ -94,9 +94,6 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
     processors = machine.processors
     if processors < 2:
         return "one processor"
-    why = machine_problem(graph, machine)
-    if why:
-        return why
     comms = collectives(graph, machine)
     if isinstance(comms, str):
         return comms
@@ -141,21 +138,16 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
     return Roles(tuple(copies), counterpart)
 
 
-def machine_problem(graph: OpGraph, machine: Machine) -> str:
-    """Why the processors of ``graph`` could not be simulated as representatives of
-    others whatever their work: its ops ordered by priority, or a DRAM shared; empty
-    otherwise."""
+def collectives(graph: OpGraph, machine: Machine) -> list[int] | str:
+    """The collectives of ``graph``, or why its processors could not be simulated as
+    representatives of others whatever their work: its ops ordered by priority, a
+    DRAM shared, or communication other than collectives that every participant
+    gives and keeps alike (a transfer, another kind of collective, one pipelined in
+    chunks)."""
     if graph.priority:
         return "its ops are ordered by priority"
     if len({id(m) for m in machine.dram}) < machine.processors:
         return "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
-    return ""
-
-
-def collectives(graph: OpGraph, machine: Machine) -> list[int] | str:
-    """The collectives of ``graph``, or why its communication keeps it from being
-    simulated on representatives (a transfer, another kind of collective, one
-    pipelined in chunks)."""
     comms: list[int] = []
     for i, op in enumerate(graph.ops):
         if isinstance(op, TransferOp):
