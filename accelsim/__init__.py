@@ -37,7 +37,9 @@ Also public, for the scripts in ``scripts/``:
   on an :class:`Executor` (in-process), :class:`PoolExecutor` or
   :class:`DaskExecutor`;
 * engines: :func:`benchmark_engines` (the SimPy and compiled event engines on the
-  steps of a run, as :class:`EngineTiming`);
+  steps of a run, as :class:`EngineTiming`); :func:`simulate_replica_step` (a
+  symmetric data-parallel run's step placed, costed and simulated once, one replica
+  standing for every processor, as a :class:`ReplicaStep`, or why it cannot be);
 * calibration: :func:`read_measurements` (measured GEMM latencies),
   :func:`calibrate` (``accelsim calibrate``'s fit, as a :class:`Calibration`),
   :func:`cross_validated` (each GEMM predicted by a fit on the other folds),
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
         suite_inputs,
     )
     from accelsim.driver.layer import simulate_layer, topology_gemm
+    from accelsim.driver.replica import ReplicaStep, simulate_replica_step
     from accelsim.driver.run import simulate_run, simulate_training, step_memory
     from accelsim.errors import (
         AccelsimError,
@@ -160,6 +163,7 @@ _MODULES = {
         "suite_inputs",
     ),
     "accelsim.driver.layer": ("simulate_layer", "topology_gemm"),
+    "accelsim.driver.replica": ("ReplicaStep", "simulate_replica_step"),
     "accelsim.driver.run": ("simulate_run", "simulate_training", "step_memory"),
     "accelsim.errors": (
         "AccelsimError",
@@ -227,6 +231,7 @@ __all__ = [
     "OutputError",
     "Phase",
     "PoolExecutor",
+    "ReplicaStep",
     "RunInputs",
     "RunResult",
     "RunTables",
@@ -275,6 +280,7 @@ __all__ = [
     "saving_mean",
     "simulate",
     "simulate_layer",
+    "simulate_replica_step",
     "simulate_run",
     "simulate_training",
     "step_memory",

@@ -12,6 +12,14 @@ same both ways).
 
     python scripts/bench_symmetry.py                    # 16, 64, 256 chips, 3 runs
     python scripts/bench_symmetry.py --chips 16 1024 --runs 1
+
+``--replica`` times instead the step placed, costed and simulated once, one replica
+standing for every chip (:func:`accelsim.driver.replica.simulate_replica_step`, the
+inputs loaded and the replica lowered as ``accelsim run`` does, no outputs written),
+in CPU seconds and peak memory, each measurement in a fresh process, alternating
+with the same at 16 chips:
+
+    python scripts/bench_symmetry.py --replica --chips 1024 4096 8192
 """
 
 from __future__ import annotations
@@ -46,15 +54,73 @@ def run(chips: int, setting: str, out: str) -> tuple[float, int]:
     return wall, int(json.loads(summary.read_text())["total_cycles"])
 
 
+def replica_once(chips: int) -> None:
+    """Print the CPU seconds, peak memory and step cycles of the step of ``chips``
+    simulated once (this process's whole life but the interpreter's start)."""
+    import resource
+
+    import accelsim
+
+    sets = [
+        *("workload=workloads/resnet50.yaml", f"batch_size={32 * chips}"),
+        *(f"processors={chips}", "assignment=data_parallel", "dram.sharing=per_processor"),
+        "timing.engine=compiled",
+    ]
+    inputs = accelsim.load_inputs(ROOT / "configs/runs/default.yaml", accelsim.parse_sets(sets))
+    step = accelsim.simulate_replica_step(inputs)
+    assert isinstance(step, accelsim.ReplicaStep), step
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps([cpu, usage.ru_maxrss / 1024, step.trace.total_cycles]))
+
+
+def replica(chips: int) -> tuple[float, float, int]:
+    """CPU seconds, peak MiB and cycles of :func:`replica_once` in a fresh process."""
+    argv = [sys.executable, __file__, "--replica-once", str(chips)]
+    done = subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True)
+    cpu, rss, cycles = json.loads(done.stdout)
+    return float(cpu), float(rss), int(cycles)
+
+
+def replica_table(chips: list[int], runs: int) -> int:
+    """Each count of ``chips`` alternating with 16 chips, ``runs`` times: medians."""
+    heads = ("chips", 6), ("step cycles", 14), ("CPU s", 7), ("MiB", 6), ("16 chips CPU s", 15)
+    print(" ".join(f"{name:>{width}}" for name, width in (*heads, ("ratio", 6))))
+    for n in chips:
+        cpu: dict[int, list[float]] = {n: [], 16: []}
+        rss: list[float] = []
+        cycles: set[int] = set()
+        for _ in range(runs):
+            for m in (n, 16):
+                c, r, step = replica(m)
+                cpu[m].append(c)
+                if m == n:
+                    rss.append(r)
+                    cycles.add(step)
+        mine, base = statistics.median(cpu[n]), statistics.median(cpu[16])
+        print(
+            f"{n:6d} {cycles.pop():14,d} {mine:7.2f} {statistics.median(rss):6.0f}"
+            f" {base:15.2f} {mine / base:6.2f}"
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chips", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each setting")
+    parser.add_argument("--replica", action="store_true", help="time the step placed once")
+    parser.add_argument("--replica-once", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.replica_once:
+        replica_once(args.replica_once)
+        return 0
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {platform.system()} {platform.release()}"
     )
+    if args.replica:
+        return replica_table(args.chips, args.runs)
     print(f"{'chips':>6} {'step cycles':>14} {'auto median s':>14} {'full median s':>14}")
     with tempfile.TemporaryDirectory() as out:
         for chips in args.chips:

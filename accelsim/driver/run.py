@@ -16,6 +16,7 @@ from accelsim.config.enums import AttentionKernels, CompileMode
 from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.config.symmetry import Symmetry
 from accelsim.driver import pipeline as pipelines
+from accelsim.driver.costing import run_costs
 from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
@@ -54,7 +55,7 @@ from accelsim.techniques.base import (
     placers,
 )
 from accelsim.timing import symmetry
-from accelsim.timing.costs import OpCosts, op_costs
+from accelsim.timing.costs import OpCosts
 from accelsim.timing.tile_groups import simulate_grouped as simulate
 from accelsim.timing.trace import Trace, launched
 
@@ -318,20 +319,8 @@ def simulate_graph(
             uses = technique.fold_uses(graph, folds)
             if uses:
                 folds = folds.with_uses(uses)
-    timing = run.timing
     compiled = run.lowering.compile is CompileMode.FUSED
-    costs = op_costs(
-        graph,
-        folds,
-        machine,
-        timing.convention,
-        timing.psums,
-        timing.chunks_per_op,
-        fold_overlap=timing.fold_overlap,
-        group_cycles=timing.group_cycles,
-        per_kernel=compiled,
-        energy=inputs.energy,
-    )
+    costs = run_costs(inputs, graph, folds)
     try:
         trace = _simulated(graph, costs, inputs)
     except LimitError as exc:

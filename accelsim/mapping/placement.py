@@ -111,6 +111,7 @@ def data_parallel(
     optimizer: OptimizerSpec,
     words: WordBytesSpec,
     bucket_bytes: int | None = None,
+    alone: bool = False,
 ) -> OpGraph:
     """One replica per processor, gradients all-reduced, then every replica's updates.
 
@@ -124,9 +125,13 @@ def data_parallel(
     local batch are one graph under other tensor names, so each local batch's
     replica is built once (:class:`_Replica`) and every op is copied once per
     replica, renamed and at its final ids.
+
+    With ``alone`` (an even split), processor 0's replica alone, with its updates and
+    the all-reduces over every processor (each after processor 0's gradients): the
+    step of one replica standing for all (:mod:`accelsim.mapping.replication`).
     """
-    sizes = split_batch(batch, processors)
-    prefixes = [f"p{p}/" if processors > 1 else "" for p in range(processors)]
+    sizes = split_batch(batch, processors)[: 1 if alone else processors]
+    prefixes = [f"p{p}/" if processors > 1 else "" for p in range(len(sizes))]
     made: dict[int, _Replica] = {}
     for p, local in enumerate(sizes):
         if local not in made:

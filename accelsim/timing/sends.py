@@ -128,10 +128,9 @@ def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:
     (:func:`accelsim.network.collectives.dram_bytes`, pieces of its ``group_size``
     when it is set), in ``participants`` order."""
     root, n, size = group(op)[0], op.group_size or len(op.participants), op.tensor.bytes
-    return tuple(
-        dram_bytes(op.collective, size, n, op.collective is Collective.BROADCAST and p == root)
-        for p in op.participants
-    )
+    if op.collective is not Collective.BROADCAST:  # every participant alike
+        return (dram_bytes(op.collective, size, n, False),) * len(op.participants)
+    return tuple(dram_bytes(op.collective, size, n, p == root) for p in op.participants)
 
 
 @dataclass(frozen=True)

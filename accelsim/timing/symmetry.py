@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -64,6 +64,9 @@ from accelsim.timing.representatives import Representatives
 from accelsim.timing.sends import NetStep, lowered, pipelined
 from accelsim.timing.tile_groups import simulate_grouped
 from accelsim.timing.trace import Trace, build_trace
+
+UNBALANCED = "its all-reduces load the links of one class unevenly (topology or algorithm)"
+"""Why a step whose collectives load the links of a class unevenly is simulated in full."""
 
 SYMMETRIC = (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.ALL_GATHER)
 """The collectives whose participants all give and keep alike (no root, the same
@@ -91,23 +94,9 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
     processors = machine.processors
     if processors < 2:
         return "one processor"
-    if graph.priority:
-        return "its ops are ordered by priority"
-    if len({id(m) for m in machine.dram}) < processors:
-        return "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
-    comms: list[int] = []
-    for i, op in enumerate(graph.ops):
-        if isinstance(op, TransferOp):
-            return "it sends point-to-point transfers"
-        if isinstance(op, CommOp):
-            if op.collective not in SYMMETRIC:
-                return (
-                    "it runs a collective other than all-reduce, reduce-scatter and"
-                    f" all-gather ({op.collective.value})"
-                )
-            if pipelined(machine, op):
-                return "its collectives are pipelined in chunks across the network's dimensions"
-            comms.append(i)
+    comms = collectives(graph, machine)
+    if isinstance(comms, str):
+        return comms
     is_comm = np.zeros(len(graph.ops), bool)
     is_comm[comms] = True
     processor = np.asarray(graph.processor, np.int64)
@@ -144,9 +133,35 @@ def roles(graph: OpGraph, costs: OpCosts, machine: Machine) -> Roles | str:
     kept = [c for c in comms if counterpart[c] == c]
     if len({_key(_comm(graph, c), copies) for c in kept}) < len(kept):
         return "two of its simulated collectives could not be told apart"
-    if not _balanced(graph, comms, counterpart, machine):
-        return "its all-reduces load the links of one class unevenly (topology or algorithm)"
+    if not balanced(graph, comms, counterpart, machine):
+        return UNBALANCED
     return Roles(tuple(copies), counterpart)
+
+
+def collectives(graph: OpGraph, machine: Machine) -> list[int] | str:
+    """The collectives of ``graph``, or why its processors could not be simulated as
+    representatives of others whatever their work: its ops ordered by priority, a
+    DRAM shared, or communication other than collectives that every participant
+    gives and keeps alike (a transfer, another kind of collective, one pipelined in
+    chunks)."""
+    if graph.priority:
+        return "its ops are ordered by priority"
+    if len({id(m) for m in machine.dram}) < machine.processors:
+        return "its processors share a DRAM (dram.sharing: per_processor gives each its own)"
+    comms: list[int] = []
+    for i, op in enumerate(graph.ops):
+        if isinstance(op, TransferOp):
+            return "it sends point-to-point transfers"
+        if isinstance(op, CommOp):
+            if op.collective not in SYMMETRIC:
+                return (
+                    "it runs a collective other than all-reduce, reduce-scatter and"
+                    f" all-gather ({op.collective.value})"
+                )
+            if pipelined(machine, op):
+                return "its collectives are pipelined in chunks across the network's dimensions"
+            comms.append(i)
+    return comms
 
 
 def _key(op: CommOp, copies: Sequence[int]) -> tuple[TensorKey, tuple[int, ...]]:
@@ -293,7 +308,7 @@ def _classes(comms: Iterable[int], counterpart: np.ndarray) -> dict[int, list[in
     return out
 
 
-def _balanced(
+def balanced(
     graph: OpGraph, comms: Sequence[int], counterpart: np.ndarray, machine: Machine
 ) -> bool:
     """Whether every step of every class of collectives loads every link of a link
@@ -352,10 +367,46 @@ def simulate(
         for i, op in enumerate(graph.ops)
         if found.counterpart[i] == i and (isinstance(op, CommOp) or graph.processor[i] in kept)
     ]
+    groups = {
+        _key(_comm(graph, c), found.copies): tuple(_comm(graph, m).participants for m in timed)
+        for c, timed in _classes(comms, found.counterpart).items()
+    }
+    inner = on_representatives(
+        subgraph(graph, keep), _taken(costs, keep), machine, kind, simulated, groups
+    )
+    where = np.full(len(graph.ops), -1, np.int64)
+    where[keep] = np.arange(len(keep), dtype=np.int64)
+    index = where[found.counterpart]
+    return replace(
+        build_trace(
+            graph,
+            costs,
+            machine.processors,
+            inner.start_cycle[index],
+            inner.end_cycle[index],
+            inner.events,
+            inner.engine,
+        ),
+        copies=found.copies,
+    )
+
+
+def on_representatives(
+    small: OpGraph,
+    small_costs: OpCosts,
+    machine: Machine,
+    kind: EngineKind,
+    simulated: tuple[int, ...],
+    groups: Mapping[tuple[TensorKey, tuple[int, ...]], tuple[tuple[int, ...], ...]],
+) -> Trace:
+    """``small`` (the ops of the processors ``simulated`` and the collectives simulated,
+    each over its whole group) simulated on those processors alone, each collective
+    booking the sends of the ``groups`` of its class (keyed by its tensor and its
+    simulated participants) on processor 0's links."""
+    kept = set(simulated)
     # The kept ops rank among themselves as in the whole step: a processor's paths
     # ahead and behind are its representative's, and the collectives' over their
     # whole group (their own cycles count their participants).
-    small, small_costs = subgraph(graph, keep), _taken(costs, keep)
     rank = ready_rank(small, small_costs, machine)
     small = replace(
         small,
@@ -371,27 +422,8 @@ def simulate(
         ),
         priority=tuple(rank.tolist()),
     )
-    groups = {
-        _key(_comm(graph, c), found.copies): tuple(_comm(graph, m).participants for m in timed)
-        for c, timed in _classes(comms, found.counterpart).items()
-    }
     rep = Representatives(simulated, frozenset(link_classes(machine.network)), groups)
-    where = np.full(len(graph.ops), -1, np.int64)
-    where[keep] = np.arange(len(keep), dtype=np.int64)
-    inner = simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
-    index = where[found.counterpart]
-    return replace(
-        build_trace(
-            graph,
-            costs,
-            machine.processors,
-            inner.start_cycle[index],
-            inner.end_cycle[index],
-            inner.events,
-            inner.engine,
-        ),
-        copies=found.copies,
-    )
+    return simulate_grouped(small, small_costs, replace(machine, represented=rep), kind)
 
 
 def _taken(costs: OpCosts, keep: Sequence[int]) -> OpCosts:
