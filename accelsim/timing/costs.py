@@ -39,7 +39,7 @@ from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import mapper
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM
-from accelsim.timing.gemm_costs import ChipOptions, better_orientation, gemm_columns, kept_mapping
+from accelsim.timing.gemm_costs import ChipOptions, better_orientation, kept_columns, kept_mapping
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
@@ -455,7 +455,7 @@ def _cost_gemms(
     the orientation ``chip`` asks for, with its fixed cost per op; with ``grouped`` (the
     main array's GEMMs under a search: which may take the vector unit), in the mappings
     :func:`accelsim.timing.mapper.search` chooses, which it returns."""
-    columns = gemm_columns(table, conv, psums, fold_overlap, chip)
+    columns = kept_columns(table, conv, psums, fold_overlap, chip)
     chosen = None
     overhead: int | np.ndarray = chip.op_overhead_cycles
     limit = columns["folds"]
