@@ -10,8 +10,6 @@ NumPy adds in ``int64`` when the sum provably fits and Python adds the rest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from accelsim.errors import MAX_COUNT, MAX_COUNT_TEXT, LimitError
@@ -47,21 +45,6 @@ def exact_group_totals(group: np.ndarray, values: np.ndarray, groups: int) -> li
     sums = np.zeros(groups, np.int64)
     np.add.at(sums, group, values)
     return sums.tolist()
-
-
-def exact_group_columns(
-    group: np.ndarray, columns: Sequence[np.ndarray], groups: int
-) -> list[list[int]]:
-    """:func:`exact_group_totals` of each of ``columns`` (integer arrays one value per
-    member, as ``group``): the columns' per-group totals, added in one NumPy call when
-    every sum of the columns together provably fits ``int64``."""
-    stacked = np.stack(columns, axis=1)
-    if not _fits(stacked):
-        return [exact_group_totals(group, column, groups) for column in columns]
-    sums = np.zeros((groups, len(columns)), np.int64)
-    np.add.at(sums, group, stacked)
-    totals: list[list[int]] = sums.T.tolist()
-    return totals
 
 
 def whole_cycles(cycles: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 
 from accelsim.config.design import design_key, design_values
 from accelsim.config.hardware import HardwareSpec
-from accelsim.counts import exact_group_totals, exact_total
+from accelsim.counts import exact_total
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.energy.power import Silicon
 from accelsim.graph import queries
@@ -269,10 +269,8 @@ class RunResult:
             lambda: np.fromiter((codes[op.phase] for op in ops), np.int64, len(ops)),
         )
 
-        macs = exact_group_totals(phases, c.macs, len(codes))
-
         def phase_macs(phase: Phase) -> int:
-            return macs[codes[phase]]
+            return exact_total(c.macs[phases == codes[phase]])
 
         array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
@@ -306,7 +304,7 @@ class RunResult:
                 bwd_input=phase_macs(Phase.BWD_INPUT),
                 bwd_weight=phase_macs(Phase.BWD_WEIGHT),
                 aux=phase_macs(Phase.AUX),
-                total=sum(macs),
+                total=exact_total(c.macs),
             ),
             vector_ops=exact_total(c.vector_ops),
             utilization=self.utilization(),

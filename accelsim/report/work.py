@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from accelsim.counts import exact_group_columns
+from accelsim.counts import exact_group_totals
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CORE, OpGraph, Stage
 from accelsim.report.summary import WorkSummary
@@ -65,9 +65,10 @@ def _work(
     busy = np.zeros((groups, len(c.unit_names), trace.processors), np.int64)
     np.add.at(busy, (codes, c.unit, trace.processor), trace.end_cycle - trace.start_cycle)
     ops = np.bincount(codes, minlength=groups).tolist()
-    macs, vector_ops, reads, writes = exact_group_columns(
-        codes, (c.macs, c.vector_ops, c.dram_read_bytes, c.dram_ofmap_write_bytes), groups
-    )
+    macs = exact_group_totals(codes, c.macs, groups)
+    vector_ops = exact_group_totals(codes, c.vector_ops, groups)
+    reads = exact_group_totals(codes, c.dram_read_bytes, groups)
+    writes = exact_group_totals(codes, c.dram_ofmap_write_bytes, groups)
     return {
         name: WorkSummary(
             ops=ops[i],

@@ -1,7 +1,7 @@
 """What a hardware sweep's point reuses from the points before it in the process: the
 fold schedule of an array design, its GEMMs' closed-form columns, the memo of simulated
-steps looked up without flattening the step, and exact totals summed column by column
-in one call.  Every reuse must give exactly what the uncached path gives."""
+steps looked up without flattening the step.  Every reuse must give exactly what the
+uncached path gives."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 from accelsim.config.base import Convention
 from accelsim.config.enums import PsumPolicy
 from accelsim.config.loader import parse_sets
-from accelsim.counts import exact_group_columns, exact_group_totals
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_run
 from accelsim.graph.memo import RECENT_DESIGNS, per_graph_recent
@@ -120,17 +119,3 @@ def test_a_memoised_step_is_never_flattened(monkeypatch: pytest.MonkeyPatch) -> 
     assert flats == [1]
     assert np.array_equal(again.trace.end_cycle, first.trace.end_cycle)
     assert again.trace.events == first.trace.events
-
-
-def test_group_columns_are_each_column_summed_by_group() -> None:
-    group = np.array([0, 2, 0, 1, 2, 2])
-    a = np.array([1, 2, 3, 4, 5, 6])
-    b = np.array([10, 20, 30, 40, 50, 60])
-    assert exact_group_columns(group, (a, b), 4) == [[4, 4, 13, 0], [40, 40, 130, 0]]
-    # Near the per-op limit (2^62) sums leave int64: added as Python integers, exactly.
-    big = np.array([2**62] * 6)
-    assert exact_group_columns(group, (a, big), 3) == [
-        [4, 4, 13],
-        [2**63, 2**62, 3 * 2**62],
-    ]
-    assert exact_group_columns(group, (a, big), 3)[1] == exact_group_totals(group, big, 3)
