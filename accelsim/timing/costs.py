@@ -44,11 +44,13 @@ from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
 from accelsim.timing.sends import dram_of, lowering_key, schedule_of
+from accelsim.timing.unit_codes import BASE_UNITS as BASE_UNITS
+from accelsim.timing.unit_codes import UNIT_ARRAY as UNIT_ARRAY
+from accelsim.timing.unit_codes import UNIT_COMM as UNIT_COMM
+from accelsim.timing.unit_codes import UNIT_VECTOR as UNIT_VECTOR
 
-UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 PLAIN_CHIP = ChipOptions()
 """No chip options: each GEMM as given, no fixed cost, transfers taking no time."""
-BASE_UNITS = ("array", "vector", "interconnect")
 
 # The per-op rule (``timing.group_cycles: null``): ops shorter than this many
 # compute cycles per tile group use fewer groups.
