@@ -73,7 +73,7 @@ def sweep_speed(runs: int) -> int:
                 rate = len(plan.points) / wall / workers
                 print(f"{label:34} {len(plan.points):6d} {name:>16} {wall:7.2f} {rate:14.1f}")
         plan_speed(tmp)
-        block_cost()
+        block_cost(tmp)
         one = [sys.executable, "-m", "accelsim", "run", "configs/runs/default.yaml", "--out",
                str(Path(tmp) / "one"), "--force"]  # fmt: skip
         for points in (1000, 10000):
@@ -118,23 +118,23 @@ def sweep_100k(tmp: str, cores: int) -> None:
     )
 
 
-def block_cost() -> None:
+def block_cost(tmp: str) -> None:
     """CPU milliseconds a point of 1,000 of the 10,000 ResNet-18 points run one after
-    another in this process, as a worker runs them (no point files): each tenth block
-    of ten consecutive points, so that every array shape is there and the ifmap
-    buffer varies fastest; after one untimed point, once (a second pass would find
-    the first's steps memoised)."""
-    from accelsim import plan_sweep
-    from accelsim.sweep.worker import run_chunk
+    another in this process (the in-process executor, their rows stored, no point
+    files): each tenth block of ten consecutive points, so that every array shape is
+    there and the ifmap buffer varies fastest; once, in this process's state (a
+    second pass would find the first's steps memoised)."""
+    import dataclasses
+
+    from accelsim import Executor, plan_sweep, run_sweep
 
     plan = plan_sweep(ROOT / "configs" / "sweeps" / "resnet18_10000.yaml")
-    tasks = [p.task for i, p in enumerate(plan.points) if (i // 10) % 10 == 0]
-    run_chunk(tasks[:1], len(tasks), False)
+    block = tuple(p for i, p in enumerate(plan.points) if (i // 10) % 10 == 0)
     start = time.process_time()
-    run_chunk(tasks[1:], 0, False)
-    cost = (time.process_time() - start) / (len(tasks) - 1) * 1e3
+    run_sweep(dataclasses.replace(plan, points=block), Path(tmp) / "block", Executor())
+    cost = (time.process_time() - start) / len(block) * 1e3
     print(
-        f"{'1,000 of the 10,000 points, one process':34} {len(tasks):6d} {'in-process':>16}"
+        f"{'1,000 of the 10,000 points, one process':34} {len(block):6d} {'in-process':>16}"
         f" {cost:7.2f} CPU-ms a point (target: 2 all in)"
     )
 
