@@ -1,7 +1,8 @@
 """Sweep throughput and short commands, for ``scripts/bench.py --sweep`` and ``--short``.
 
 ``sweep_speed``: points per second per core in this process and through the process
-pool, planning 10,000 and 100,000 points, and the 1,000-, 10,000- and 100,000-point
+pool, planning 10,000 and 100,000 points, the CPU cost of a point in one process
+(:func:`block_cost`), and the 1,000-, 10,000- and 100,000-point
 ResNet-18 sweeps end to end as ``accelsim sweep --jobs <cores>`` in a fresh process
 (CPU seconds of it and its workers, and wall seconds).
 
@@ -72,6 +73,7 @@ def sweep_speed(runs: int) -> int:
                 rate = len(plan.points) / wall / workers
                 print(f"{label:34} {len(plan.points):6d} {name:>16} {wall:7.2f} {rate:14.1f}")
         plan_speed(tmp)
+        block_cost(tmp)
         one = [sys.executable, "-m", "accelsim", "run", "configs/runs/default.yaml", "--out",
                str(Path(tmp) / "one"), "--force"]  # fmt: skip
         for points in (1000, 10000):
@@ -113,6 +115,27 @@ def sweep_100k(tmp: str, cores: int) -> None:
         f"{'ResNet-18 100,000 points, end to end':34} {100_000:6d} "
         f"{f'accelsim sweep -j{cores}':>16} {wall:7.2f} {100_000 / wall / cores:14.1f}"
         f"   one run; {cpu:.1f} CPU-s (target: under 180 s wall)"
+    )
+
+
+def block_cost(tmp: str) -> None:
+    """CPU milliseconds a point of 1,000 of the 10,000 ResNet-18 points run one after
+    another in this process (the in-process executor, their rows stored, no point
+    files): each tenth block of ten consecutive points, so that every array shape is
+    there and the ifmap buffer varies fastest; once, in this process's state (a
+    second pass would find the first's steps memoised)."""
+    import dataclasses
+
+    from accelsim import Executor, plan_sweep, run_sweep
+
+    plan = plan_sweep(ROOT / "configs" / "sweeps" / "resnet18_10000.yaml")
+    block = tuple(p for i, p in enumerate(plan.points) if (i // 10) % 10 == 0)
+    start = time.process_time()
+    run_sweep(dataclasses.replace(plan, points=block), Path(tmp) / "block", Executor())
+    cost = (time.process_time() - start) / len(block) * 1e3
+    print(
+        f"{'1,000 of the 10,000 points, one process':34} {len(block):6d} {'in-process':>16}"
+        f" {cost:7.2f} CPU-ms a point (target: 2 all in)"
     )
 
 

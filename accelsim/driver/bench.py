@@ -13,7 +13,7 @@ from accelsim.errors import SimulationError
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.engines import recorded_steps
-from accelsim.timing.flat import FlatStep, fingerprint, flatten
+from accelsim.timing.flat import FlatStep, Keyed
 from accelsim.timing.machine import Machine
 from accelsim.timing.streams import Streams
 
@@ -48,9 +48,10 @@ def benchmark_engines(inputs: RunInputs, repeats: int = 3) -> EngineTiming:
     flatten_seconds = 0.0
     for graph, costs, machine, streams in steps:
         began = time.perf_counter()
-        flat = flatten(graph, costs, machine, streams)
+        step = Keyed(graph, costs, machine, streams)
+        flat = step.flat()
         flatten_seconds += time.perf_counter() - began
-        distinct.setdefault(fingerprint(flat), (graph, costs, machine, streams, flat))
+        distinct.setdefault(step.key, (graph, costs, machine, streams, flat))
     simpy_seconds = compiled_seconds = 0.0
     ops = events = 0
     for graph, costs, machine, streams, flat in distinct.values():

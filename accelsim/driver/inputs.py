@@ -29,11 +29,7 @@ from accelsim.config.run import AssignmentPolicy, RunMode, RunSpec
 from accelsim.config.run_file import RunFile, read_run_file, route_sets
 from accelsim.config.sections import validate_by_sections
 from accelsim.config.validate import suggest
-from accelsim.driver.expert_parallel import expert_problems
-from accelsim.driver.parallel import parallel_problems, tensor_degree
-from accelsim.driver.pipeline import pipeline_degree
 from accelsim.driver.precision import precision_problems, run_hardware
-from accelsim.driver.zero import zero_problems
 from accelsim.energy.model import check_table
 from accelsim.errors import ConfigError, InputError, Problem, WorkloadError
 from accelsim.lowering.infer import load_model
@@ -298,9 +294,7 @@ def _checked(
         *_mode_problems(run_file.run, techniques, source),
         *precision_problems(hardware, techniques, source),
         *compose_problems(techniques, source),
-        *parallel_problems(run_file.run, hardware, infos, techniques, source),
-        *expert_problems(run_file.run, hardware, infos, techniques, source),
-        *zero_problems(run_file.run, hardware, techniques, source),
+        *_plan_problems(run_file.run, hardware, infos, techniques, source),
         *(p for t in techniques for p in t.validate(load)),
     ]
     if problems:
@@ -313,6 +307,29 @@ def _checked(
     except ConfigError as exc:
         raise ConfigError(energy_origins.blame(exc.problems)) from None
     return inputs
+
+
+def _plan_problems(
+    run: RunSpec,
+    hardware: HardwareSpec,
+    infos: tuple[LayerInfo, ...],
+    techniques: Sequence[Technique[Any]],
+    source: str,
+) -> list[Problem]:
+    """What the run's parallel plan cannot run with (nothing without a plan: its
+    checks, and the pipeline schedules and placements they import, load only for a
+    run that has one)."""
+    if run.parallel is None:
+        return []
+    from accelsim.driver.expert_parallel import expert_problems
+    from accelsim.driver.parallel import parallel_problems
+    from accelsim.driver.zero import zero_problems
+
+    return [
+        *parallel_problems(run, hardware, infos, techniques, source),
+        *expert_problems(run, hardware, infos, techniques, source),
+        *zero_problems(run, hardware, techniques, source),
+    ]
 
 
 def _mode_problems(
@@ -334,7 +351,8 @@ def _mode_problems(
 def _run_problems(run: RunSpec, hw: HardwareSpec, source: str) -> list[Problem]:
     """Problems of the run's own settings with this hardware."""
     # each replica a pipeline of tensor-parallel groups
-    replicas = hw.processors // (tensor_degree(run) * pipeline_degree(run))
+    plan = run.parallel
+    replicas = hw.processors // (1 if plan is None else plan.tensor * plan.pipeline)
     if run.assignment is AssignmentPolicy.DATA_PARALLEL and run.batch_size < replicas:
         per = "processor" if replicas == hw.processors else "replica"
         return [

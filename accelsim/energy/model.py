@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,9 +17,11 @@ from accelsim.config.energy import EnergyTable
 from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit, main_array
-from accelsim.timing.costs import UNIT_ARRAY, UNIT_VECTOR
-from accelsim.timing.trace import Trace
+from accelsim.timing.unit_codes import UNIT_ARRAY, UNIT_VECTOR
 from accelsim.units import BITS_PER_BYTE
+
+if TYPE_CHECKING:
+    from accelsim.timing.trace import Trace
 
 COMPONENTS = (
     "mac",

@@ -25,7 +25,7 @@ import numpy as np
 
 from accelsim.config.base import Dataflow
 from accelsim.errors import SimulationError
-from accelsim.graph.memo import per_graph
+from accelsim.graph.memo import RECENT_DESIGNS, per_graph, per_graph_recent
 from accelsim.graph.ops import GemmOp, Op, OpGraph
 from accelsim.mapping.dataflow import DATAFLOW_CODE, array_dims
 from accelsim.mapping.tile_reuse import NO_REUSE, TileReuse, tile_reuse
@@ -281,7 +281,9 @@ def _unit_gemms(graph: OpGraph, unit: ArrayUnit) -> UnitSchedule:
 
 
 def schedule(graph: OpGraph, units: Sequence[ArrayUnit]) -> FoldSchedule:
-    """The fold schedule of every GEMM of ``graph`` on the array ``units``.
+    """The fold schedule of every GEMM of ``graph`` on the array ``units`` (made once
+    per graph and units among the :data:`~accelsim.graph.memo.RECENT_DESIGNS` used
+    last).
 
     Raises:
         SimulationError: if a GEMM names an array unit that is not in ``units``.
@@ -292,5 +294,9 @@ def schedule(graph: OpGraph, units: Sequence[ArrayUnit]) -> FoldSchedule:
     unknown = named - {u.name for u in units}
     if unknown:
         raise SimulationError(f"GEMMs name array units that do not exist: {sorted(unknown)}")
-    reuse = tile_reuse(graph, units)
-    return FoldSchedule(tuple(schedule_unit(graph, u, reuse) for u in units), {}, reuse)
+
+    def make() -> FoldSchedule:
+        reuse = tile_reuse(graph, units)
+        return FoldSchedule(tuple(schedule_unit(graph, u, reuse) for u in units), {}, reuse)
+
+    return per_graph_recent(graph, "fold schedule", tuple(units), make, RECENT_DESIGNS)

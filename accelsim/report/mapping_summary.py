@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from accelsim.mapping.dataflow import DATAFLOW_CODE
-from accelsim.timing.costs import UNIT_VECTOR, OpCosts
+from accelsim.timing.unit_codes import UNIT_VECTOR
+
+if TYPE_CHECKING:
+    from accelsim.timing.costs import OpCosts
 
 _COUNTS = ("gemms", "moved", "vector_unit", "transposed", "fewest_reads")
 

@@ -15,14 +15,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accelsim.energy.iso_area import IsoAreaMatch
-from accelsim.mapping.memory import MemoryBreakdown
-from accelsim.report.pipeline import pipeline_dict, pipeline_groups, with_pipeline
-from accelsim.report.result import RunResult
-from accelsim.report.summary import PIPELINE_KEY
-from accelsim.timing.pipeline_step import PipelineStep
+if TYPE_CHECKING:  # the steps' results and what they add, built by the driver
+    from accelsim.energy.iso_area import IsoAreaMatch
+    from accelsim.mapping.memory import MemoryBreakdown
+    from accelsim.report.result import RunResult
+    from accelsim.timing.pipeline_step import PipelineStep
 
 BASE = "base"
 """The step kind of the baseline step: the lowered step, no technique applied."""
@@ -375,7 +374,10 @@ class TrainingResult:
         iso-area run shrank (under ``iso_area``), and a pipeline plan's step (its
         cycles and seconds, and its ``pipeline`` section)."""
         summary = self.step_record()
-        if self.pipeline is not None:
+        if self.pipeline is not None:  # its report loads with the plan's step
+            from accelsim.report.pipeline import pipeline_dict
+            from accelsim.report.summary import PIPELINE_KEY
+
             summary[PIPELINE_KEY] = pipeline_dict(self.pipeline)
         if self.training is not None:
             summary["training"] = self.training.to_dict()
@@ -391,6 +393,8 @@ class TrainingResult:
         record = self.base.summary()
         if self.pipeline is None:
             return record
+        from accelsim.report.pipeline import pipeline_groups, with_pipeline
+
         base = self.base
         groups = pipeline_groups(self.pipeline, base.machine.network, base.hardware.interconnect)
         record = with_pipeline(record, self.pipeline, base.hardware.clock_mhz)
@@ -423,5 +427,7 @@ class TrainingResult:
                 }
             )
         if self.pipeline is not None:
+            from accelsim.report.pipeline import with_pipeline
+
             records[0] = with_pipeline(records[0], self.pipeline, self.base.hardware.clock_mhz)
         return records

@@ -46,14 +46,16 @@ from accelsim.config.run import RunSpec
 from accelsim.errors import Problem
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.shapes import LayerInfo
-from accelsim.mapping.placement import StepGraph
-from accelsim.mapping.schedule import FoldSchedule
 from accelsim.mapping.units import ArrayUnit
-from accelsim.report.result import RunResult
 from accelsim.report.training import BASE, Section, StepCost, TrainingPlan
 from accelsim.techniques.provenance import Origin
-from accelsim.timing.machine import Machine
-from accelsim.workload.model import Workload
+
+if typing.TYPE_CHECKING:  # what a technique is handed, never built here
+    from accelsim.mapping.placement import StepGraph
+    from accelsim.mapping.schedule import FoldSchedule
+    from accelsim.report.result import RunResult
+    from accelsim.timing.machine import Machine
+    from accelsim.workload.model import Workload
 
 __all__ = [
     "BASE",

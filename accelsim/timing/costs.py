@@ -39,16 +39,18 @@ from accelsim.mapping.tile_reuse import Buffer, TileReuse
 from accelsim.mapping.units import ArrayUnit
 from accelsim.timing import mapper
 from accelsim.timing.closed_form import ACCELSIM, SCALESIM
-from accelsim.timing.gemm_costs import ChipOptions, better_orientation, gemm_columns, kept_mapping
+from accelsim.timing.gemm_costs import ChipOptions, better_orientation, kept_columns, kept_mapping
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
 from accelsim.timing.sends import dram_of, lowering_key, schedule_of
+from accelsim.timing.unit_codes import BASE_UNITS as BASE_UNITS
+from accelsim.timing.unit_codes import UNIT_ARRAY as UNIT_ARRAY
+from accelsim.timing.unit_codes import UNIT_COMM as UNIT_COMM
+from accelsim.timing.unit_codes import UNIT_VECTOR as UNIT_VECTOR
 
-UNIT_ARRAY, UNIT_VECTOR, UNIT_COMM = 0, 1, 2
 PLAIN_CHIP = ChipOptions()
 """No chip options: each GEMM as given, no fixed cost, transfers taking no time."""
-BASE_UNITS = ("array", "vector", "interconnect")
 
 # The per-op rule (``timing.group_cycles: null``): ops shorter than this many
 # compute cycles per tile group use fewer groups.
@@ -455,7 +457,7 @@ def _cost_gemms(
     the orientation ``chip`` asks for, with its fixed cost per op; with ``grouped`` (the
     main array's GEMMs under a search: which may take the vector unit), in the mappings
     :func:`accelsim.timing.mapper.search` chooses, which it returns."""
-    columns = gemm_columns(table, conv, psums, fold_overlap, chip)
+    columns = kept_columns(table, conv, psums, fold_overlap, chip)
     chosen = None
     overhead: int | np.ndarray = chip.op_overhead_cycles
     limit = columns["folds"]

@@ -48,7 +48,7 @@ from accelsim.config.run import EngineKind
 from accelsim.graph.ops import OpGraph
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.engine_costs import REFERENCE, EngineCosts
-from accelsim.timing.flat import fingerprint, flatten
+from accelsim.timing.flat import Keyed
 from accelsim.timing.machine import Machine
 from accelsim.timing.streams import Streams
 from accelsim.timing.trace import Trace, build_trace
@@ -204,8 +204,8 @@ def simulate(
     """
     if _Recorder.steps is not None:
         _Recorder.steps.append((graph, costs, machine, streams))
-    flat = flatten(graph, costs, machine, streams)
-    key = (fingerprint(flat), kind.value)
+    step = Keyed(graph, costs, machine, streams)
+    key = (step.key, kind.value)
     known = _Memo.steps.get(key)
     if known is not None:
         _Memo.steps.move_to_end(key)
@@ -220,10 +220,11 @@ def simulate(
 
         _Budget.compiled = True
 
-        trace = compiled.simulate(graph, costs, flat)
+        trace = compiled.simulate(graph, costs, step.flat())
     else:
         from accelsim.timing import engine  # loads SimPy
 
+        flat = step.flat()
         streams_of = (flat.read_stream, flat.write_stream)
         trace = engine.simulate(graph, costs, machine, streams_of, flat.priority)
     _Memo.steps[key] = (

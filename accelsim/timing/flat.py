@@ -11,7 +11,9 @@ memory's model, parameters, state size, slice and latency as the arrays of
 runs on it, and :func:`fingerprint` keys the memo of simulated steps
 (:mod:`accelsim.timing.engines`): two steps with the same fingerprint have the
 same timing, whatever their names or energy costs, and two whose timing could
-differ never share one.
+differ never share one.  The fingerprint is worked out before the arrays that follow
+from what it digests (:class:`Keyed`), so a step the memo knows is never flattened
+whole.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
-from accelsim.timing.ready import ready_rank
+from accelsim.timing.ready import own_cycles, ranked
 from accelsim.timing.sends import SendTable, dram_of, send_table
 from accelsim.timing.streams import STREAM_PRIORITY, Streams, op_streams
 
@@ -149,51 +151,118 @@ def flatten(
 ) -> FlatStep:
     """The arrays of ``graph`` with ``costs`` on ``machine``, its ops' transfers of
     ``streams`` (by default :func:`~accelsim.timing.streams.op_streams`')."""
-    processors = machine.processors
-    n_units = len(costs.unit_names) - 1  # every unit but the interconnect has a store
-    unit = costs.unit.astype(np.int64)
-    shape = per_graph(graph, "flat shape", lambda: _Shape.of(graph))
-    kind, where = shape.kind, shape.where
-    unit_slot = np.where(unit > UNIT_COMM, unit - 1, unit)
-    store = np.where(kind == KIND_UNIT, where * n_units + unit_slot, -1).astype(np.int64)
-    n_stores = processors * n_units
-    per_store = np.bincount(store[store >= 0], minlength=n_stores)
-    store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
-    read_stream, write_stream = streams if streams is not None else op_streams(graph, costs)
-    rank = ready_rank(graph, costs, machine)
-    # Successors of each op by rank: the edges sorted by their source, then the rank of
-    # their target.
-    edges = np.lexsort((rank[shape.targets], shape.sources))
-    return FlatStep(
-        kind=kind,
-        store=store,
-        where=where,
-        priority=rank,
-        order=np.argsort(rank).astype(np.int64),
-        chunks=costs.chunks.astype(np.int64),
-        compute=costs.compute_cycles.astype(np.int64),
-        overhead=costs.overhead_cycles.astype(np.int64),
-        reads=costs.dram_read_bytes.astype(np.int64),
-        writes=costs.dram_ofmap_write_bytes.astype(np.int64),
-        prologue=costs.prologue_bytes.astype(np.int64),
-        epilogue=costs.epilogue_bytes.astype(np.int64),
-        part_ptr=shape.part_ptr,
-        part_idx=shape.part_idx,
-        part_read=shape.part_read,
-        part_write=shape.part_write,
-        net=send_table(graph, machine),
-        succ_ptr=shape.succ_ptr,
-        succ_idx=shape.targets[edges],
-        deps=shape.deps,
-        store_base=store_base,
-        read_stream=np.asarray(read_stream, np.int64),
-        write_stream=np.asarray(write_stream, np.int64),
-        stream_priority=STREAM_PRIORITY,
-        dram=memory_table(machine.dram),
-        link_bandwidth=np.asarray([k.read_bytes_per_cycle for k in machine.links], np.float64),
-        n_stores=n_stores,
-        processors=processors,
-    )
+    return Keyed(graph, costs, machine, streams).flat()
+
+
+def fingerprint(
+    graph: OpGraph, costs: OpCosts, machine: Machine, streams: Streams | None = None
+) -> bytes:
+    """A digest of everything that decides the flat step's timing: equal digests,
+    equal timing (:class:`Keyed`)."""
+    return Keyed(graph, costs, machine, streams).key
+
+
+class Keyed:
+    """A step's :func:`fingerprint`, worked out before the arrays that follow from
+    what it digests, and its :class:`FlatStep` (:meth:`flat`), made only when asked
+    for (the memo of simulated steps needs no more than the key of a step it knows).
+
+    The key digests the graph's shape (once per graph, :class:`_Shape`), every costed
+    column, each op's own cycles as the ready order estimates them
+    (:func:`~accelsim.timing.ready.own_cycles`), the streams, the sends, the memories
+    and the links.  What it leaves out follows from them: the stores from the units
+    and processors, the ready rank from the own cycles, the dependencies and the
+    graph's priority (:func:`~accelsim.timing.ready.ranked`), and the order and the
+    successors by rank from the rank."""
+
+    def __init__(
+        self, graph: OpGraph, costs: OpCosts, machine: Machine, streams: Streams | None
+    ) -> None:
+        self.graph = graph
+        self.processors = machine.processors
+        self.n_units = len(costs.unit_names) - 1  # every unit but the interconnect has a store
+        self.shape = per_graph(graph, "flat shape", lambda: _Shape.of(graph))
+        self.unit = costs.unit.astype(np.int64)
+        self.columns = tuple(
+            column.astype(np.int64)
+            for column in (
+                costs.chunks,
+                costs.compute_cycles,
+                costs.overhead_cycles,
+                costs.dram_read_bytes,
+                costs.dram_ofmap_write_bytes,
+                costs.prologue_bytes,
+                costs.epilogue_bytes,
+            )
+        )
+        read_stream, write_stream = streams if streams is not None else op_streams(graph, costs)
+        self.streams = (np.asarray(read_stream, np.int64), np.asarray(write_stream, np.int64))
+        self.own = own_cycles(graph, costs, machine)
+        self.net = send_table(graph, machine)
+        self.dram = memory_table(machine.dram)
+        self.links = np.asarray([k.read_bytes_per_cycle for k in machine.links], np.float64)
+        digest = hashlib.blake2b(self.shape.digest, digest_size=32)
+        _digest(
+            digest,
+            (
+                self.processors,
+                self.n_units,
+                self.unit,
+                *self.columns,
+                self.own,
+                *self.streams,
+                STREAM_PRIORITY,
+                self.net,
+                self.dram,
+                self.links,
+            ),
+        )
+        self.key = digest.digest()
+
+    def flat(self) -> FlatStep:
+        """The step's arrays."""
+        shape, unit, n_units = self.shape, self.unit, self.n_units
+        kind, where = shape.kind, shape.where
+        unit_slot = np.where(unit > UNIT_COMM, unit - 1, unit)
+        store = np.where(kind == KIND_UNIT, where * n_units + unit_slot, -1).astype(np.int64)
+        n_stores = self.processors * n_units
+        per_store = np.bincount(store[store >= 0], minlength=n_stores)
+        store_base = np.concatenate(([0], np.cumsum(per_store)[:-1])).astype(np.int64)
+        rank = ranked(self.graph, self.own)
+        # Successors of each op by rank: the edges sorted by their source, then the rank
+        # of their target.
+        edges = np.lexsort((rank[shape.targets], shape.sources))
+        chunks, compute, overhead, reads, writes, prologue, epilogue = self.columns
+        return FlatStep(
+            kind=kind,
+            store=store,
+            where=where,
+            priority=rank,
+            order=np.argsort(rank).astype(np.int64),
+            chunks=chunks,
+            compute=compute,
+            overhead=overhead,
+            reads=reads,
+            writes=writes,
+            prologue=prologue,
+            epilogue=epilogue,
+            part_ptr=shape.part_ptr,
+            part_idx=shape.part_idx,
+            part_read=shape.part_read,
+            part_write=shape.part_write,
+            net=self.net,
+            succ_ptr=shape.succ_ptr,
+            succ_idx=shape.targets[edges],
+            deps=shape.deps,
+            store_base=store_base,
+            read_stream=self.streams[0],
+            write_stream=self.streams[1],
+            stream_priority=STREAM_PRIORITY,
+            dram=self.dram,
+            link_bandwidth=self.links,
+            n_stores=n_stores,
+            processors=self.processors,
+        )
 
 
 @dataclass(frozen=True)
@@ -201,7 +270,7 @@ class _Shape:
     """What a :class:`FlatStep` takes from the graph alone (shared by every flat step
     made from the graph; ``deps`` is copied for each): the dependencies as edges from
     ``sources`` to ``targets``, and where each op's successors start among them
-    (``succ_ptr``)."""
+    (``succ_ptr``); ``digest`` digests them with the graph's own priority."""
 
     kind: np.ndarray
     where: np.ndarray
@@ -213,6 +282,7 @@ class _Shape:
     sources: np.ndarray
     targets: np.ndarray
     deps: np.ndarray
+    digest: bytes
 
     @staticmethod
     def of(graph: OpGraph) -> _Shape:
@@ -242,30 +312,26 @@ class _Shape:
         succ_ptr = np.zeros(n_ops + 1, np.int64)
         np.cumsum(np.bincount(sources, minlength=n_ops), out=succ_ptr[1:])
         part_read, part_write = np.asarray(moved, np.int64).reshape(-1, 2).T
-        return _Shape(
-            kind=kind,
-            where=where,
-            part_ptr=part_ptr,
-            part_idx=np.asarray(participants, np.int64),
-            part_read=np.ascontiguousarray(part_read),
-            part_write=np.ascontiguousarray(part_write),
-            succ_ptr=succ_ptr,
-            sources=sources,
-            targets=targets,
-            deps=deps,
-        )
-
-
-def fingerprint(flat: FlatStep) -> bytes:
-    """A digest of everything in ``flat``: equal digests, equal timing."""
-    digest = hashlib.blake2b(digest_size=32)
-    _digest(digest, flat)
-    return digest.digest()
+        arrays = {
+            "kind": kind,
+            "where": where,
+            "part_ptr": part_ptr,
+            "part_idx": np.asarray(participants, np.int64),
+            "part_read": np.ascontiguousarray(part_read),
+            "part_write": np.ascontiguousarray(part_write),
+            "succ_ptr": succ_ptr,
+            "sources": sources,
+            "targets": targets,
+            "deps": deps,
+        }
+        digest = hashlib.blake2b(digest_size=32)
+        _digest(digest, (*arrays.values(), np.asarray(graph.priority, np.int64)))
+        return _Shape(**arrays, digest=digest.digest())
 
 
 def _digest(digest: Any, value: object) -> None:
-    """Feed ``value`` (a named tuple of arrays and numbers, an array or a number) to
-    ``digest``."""
+    """Feed ``value`` (a tuple of arrays, numbers and such tuples, an array or a
+    number) to ``digest``."""
     if isinstance(value, np.ndarray):
         digest.update(f"{value.dtype.str}{value.size}".encode())
         digest.update(np.ascontiguousarray(value).tobytes())

@@ -176,6 +176,31 @@ def gemm_columns(
     }
 
 
+def kept_columns(
+    table: UnitSchedule, conv: int, psums: PsumPolicy, fold_overlap: bool, chip: ChipOptions
+) -> dict[str, np.ndarray]:
+    """:func:`gemm_columns`, worked out once per ``table`` object and options (a fold
+    schedule made once per graph and array design, :func:`~accelsim.mapping.schedule.schedule`,
+    is costed once however many DRAM or other settings its points vary); a new dict
+    of the same arrays, which callers must not change in place.  Of ``chip`` the key
+    leaves out what the columns do not read: the memory, the search, the orientation
+    choice and the fixed cost per op (:func:`~accelsim.timing.costs.op_costs` applies
+    those)."""
+    read = dataclasses.replace(
+        chip, memory=None, search=None, best_orientation=False, op_overhead_cycles=0
+    )
+    key = (conv, psums, fold_overlap, read)
+    kept: dict[Any, dict[str, np.ndarray]] = table.__dict__.setdefault(_KEPT, {})
+    if key not in kept:
+        kept[key] = gemm_columns(table, conv, psums, fold_overlap, read)
+    return dict(kept[key])
+
+
+_KEPT = "_kept_columns"
+"""The instance attribute of a :class:`UnitSchedule` holding its columns by options
+(not a dataclass field: no part of its equality, ``repr`` or ``replace``)."""
+
+
 def dram_words(
     kernels: backend.Kernels,
     table: UnitSchedule,

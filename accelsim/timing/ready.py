@@ -45,8 +45,13 @@ from accelsim.timing.sends import dram_of, link_load
 def ready_rank(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
     """Each op's rank among ready ops (int64, a permutation of ``0..n-1``; see the
     module docstring)."""
+    return ranked(graph, own_cycles(graph, costs, machine))
+
+
+def ranked(graph: OpGraph, own: np.ndarray) -> np.ndarray:
+    """:func:`ready_rank` of ops whose own cycles are ``own``: it reads nothing else
+    but the graph's dependencies and priority."""
     n_ops = len(graph.ops)
-    own = own_cycles(graph, costs, machine)
     ahead = path_ahead(graph, own)
     behind = path_behind(graph, own)
     explicit = np.asarray(graph.priority if graph.priority else np.zeros(n_ops), np.int64)

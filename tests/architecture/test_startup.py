@@ -194,6 +194,23 @@ def test_check_of_a_hardware_file_loads_no_run_driver() -> None:
     }
 
 
+def test_check_of_a_run_without_a_parallel_plan_loads_no_plan_checks_or_costs() -> None:
+    loaded = after_command("check", "configs/runs/default.yaml")
+    assert "accelsim.driver.inputs" in loaded
+    assert not loaded & {
+        *HEAVY,
+        "accelsim.driver.parallel",
+        "accelsim.driver.pipeline",
+        "accelsim.driver.pipeline_step",
+        "accelsim.driver.zero",
+        "accelsim.driver.expert_parallel",
+        "accelsim.report.result",
+        "accelsim.report.pipeline",
+        "accelsim.timing.costs",
+        "accelsim.mapping.placement",
+    }
+
+
 def test_sweep_names_load_on_first_use() -> None:
     loaded = loaded_after("import accelsim.sweep.collect")
     assert not loaded & {

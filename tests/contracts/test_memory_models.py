@@ -226,7 +226,7 @@ def _key(sets: list[str]) -> bytes:
     )
     c = costs([UNIT_ARRAY, UNIT_VECTOR, UNIT_ARRAY], compute=[100, 10, 50],
               reads=[3000, 500, 700], writes=[900, 500, 0])  # fmt: skip
-    return fingerprint(flatten(graph, c, Machine.of(hw(*sets))))
+    return fingerprint(graph, c, Machine.of(hw(*sets)))
 
 
 @pytest.mark.parametrize("name", MODELS)

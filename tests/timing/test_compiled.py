@@ -339,34 +339,34 @@ def test_trace_names_its_engine() -> None:
 def test_the_fingerprint_sees_everything_that_decides_timing() -> None:
     graph = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0))
     c = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 0])
-    key = fingerprint(flatten(graph, c, machine()))
+    key = fingerprint(graph, c, machine())
     renamed = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), on_chip=frozenset({"x"}))
-    assert fingerprint(flatten(renamed, c, machine())) == key  # timing reads costs, not names
-    assert fingerprint(flatten(graph, c, machine("dram.latency_cycles=7"))) != key
+    assert fingerprint(renamed, c, machine()) == key  # timing reads costs, not names
+    assert fingerprint(graph, c, machine("dram.latency_cycles=7")) != key
     # A link's latency decides the timing of what is sent on it, and of nothing else.
-    assert fingerprint(flatten(graph, c, machine("interconnect.latency_cycles=7"))) == key
+    assert fingerprint(graph, c, machine("interconnect.latency_cycles=7")) == key
     sent = OpGraph(
         ops=(gemm(0), TransferOp(1, "t", "l", Phase.FWD, Stage.FORWARD, GRAD, 8, 0, 1, (0,))),
         processor=(0, 0),
     )
     two = costs([UNIT_ARRAY, UNIT_COMM], compute=[10, 0])
-    sent_key = fingerprint(flatten(sent, two, machine("processors=2")))
+    sent_key = fingerprint(sent, two, machine("processors=2"))
     latency = machine("processors=2", "interconnect.latency_cycles=7")
-    assert fingerprint(flatten(sent, two, latency)) != sent_key
+    assert fingerprint(sent, two, latency) != sent_key
     other = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 1])
-    assert fingerprint(flatten(graph, other, machine())) != key
+    assert fingerprint(graph, other, machine()) != key
     launched = costs([UNIT_ARRAY, UNIT_VECTOR], compute=[10, 5], reads=[100, 0])
     launched = dataclasses.replace(launched, overhead_cycles=np.array([3, 0]))
-    assert fingerprint(flatten(graph, launched, machine())) != key
+    assert fingerprint(graph, launched, machine()) != key
     unordered = OpGraph(ops=(gemm(0), vector(1)), processor=(0, 0))
-    assert fingerprint(flatten(unordered, c, machine())) != key
+    assert fingerprint(unordered, c, machine()) != key
     prioritised = OpGraph(ops=(gemm(0), vector(1, 0)), processor=(0, 0), priority=(1, 0))
-    assert fingerprint(flatten(prioritised, c, machine())) != key
+    assert fingerprint(prioritised, c, machine()) != key
     # The streams always count, whether or not the memory looks at them now.
     reads, writes = np.array([0, 0]), np.array([0, 0])
-    assert fingerprint(flatten(graph, c, machine(), (reads, writes))) == key
+    assert fingerprint(graph, c, machine(), (reads, writes)) == key
     weights = (np.array([0, StreamClass.WEIGHT]), writes)
-    assert fingerprint(flatten(graph, c, machine(), weights)) != key
+    assert fingerprint(graph, c, machine(), weights) != key
 
 
 def test_a_step_is_simulated_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
