@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -62,6 +62,40 @@ class Send:
 
 NetStep = tuple[Send, ...]
 """The sends of one step, booked together; the step ends with its last arrival."""
+
+ALIKE_SENDS = 4
+"""The fewest sends of a step the engines may book as one (:func:`alike`): fewer
+cost as little booked one by one."""
+
+
+@dataclass(frozen=True)
+class Alike:
+    """A step whose sends are all alike: one on each link of ``links``, the links all
+    of one bandwidth, each send of ``bytes``; ``latency_cycles`` is its sends'
+    largest route latency.
+
+    Booked on links that are all free by the same cycle (each ``max(now, free)``
+    the same), every send holds its link to the same cycle, and the step's last
+    arrival is that cycle plus ``latency_cycles``: the engines book such a step once
+    for all its links (:mod:`accelsim.timing.links`)."""
+
+    links: frozenset[int]
+    bytes: int
+    latency_cycles: int
+
+
+def alike(step: NetStep, bandwidth: Sequence[float]) -> Alike | None:
+    """``step`` as an :class:`Alike` on links of ``bandwidth`` (each link's), or None
+    where its sends are not all alike or are fewer than :data:`ALIKE_SENDS`."""
+    if len(step) < ALIKE_SENDS:
+        return None
+    links = frozenset(s.link for s in step)
+    first = step[0]
+    if len(links) < len(step) or any(
+        s.bytes != first.bytes or bandwidth[s.link] != bandwidth[first.link] for s in step
+    ):
+        return None
+    return Alike(links, first.bytes, max(s.latency_cycles for s in step))
 
 
 @dataclass(frozen=True)
@@ -288,6 +322,13 @@ class SendTable(NamedTuple):
     ``item_op[k]`` runs the steps ``steps[item_first[k]:item_first[k] +
     item_count[k]]`` once ``item_waits[k]`` items are done, and the items
     ``item_succ[item_succ_ptr[k]:item_succ_ptr[k + 1]]`` wait for it.
+
+    Step ``s`` whose sends are all alike (:func:`alike`) is of link class
+    ``step_class[s]`` (-1 for any other step), a class per distinct set of links,
+    and ``step_latency[s]`` is its sends' largest latency; link ``k``'s classes
+    are ``link_class[link_class_ptr[k]:link_class_ptr[k + 1]]``, and the classes
+    sharing a link with class ``c`` ``overlap[overlap_ptr[c]:overlap_ptr[c + 1]]``
+    (:mod:`accelsim.timing.links` says how the engines book them).
     """
 
     op_ptr: np.ndarray
@@ -303,6 +344,12 @@ class SendTable(NamedTuple):
     item_waits: np.ndarray
     item_succ_ptr: np.ndarray
     item_succ: np.ndarray
+    step_class: np.ndarray
+    step_latency: np.ndarray
+    link_class_ptr: np.ndarray
+    link_class: np.ndarray
+    overlap_ptr: np.ndarray
+    overlap: np.ndarray
 
 
 def send_table(graph: OpGraph, machine: Machine) -> SendTable:
@@ -344,7 +391,41 @@ def _table(graph: OpGraph, machine: Machine) -> SendTable:
         bytes=np.asarray([s.bytes for s in sends], np.int64),
         latency=np.asarray([s.latency_cycles for s in sends], np.int64),
         **items.arrays(),
+        **_class_columns(kept, [link.read_bytes_per_cycle for link in machine.links]),
     )
+
+
+def _class_columns(steps: list[NetStep], bandwidth: list[float]) -> dict[str, np.ndarray]:
+    """The :class:`SendTable`'s link class columns of ``steps`` on links of
+    ``bandwidth`` (each step's class, -1 where its sends are not all alike, and
+    its latency, 0 there)."""
+    classes: dict[frozenset[int], int] = {}
+    step_class, step_latency = [], []
+    for step in steps:
+        same = alike(step, bandwidth)
+        step_class.append(-1 if same is None else classes.setdefault(same.links, len(classes)))
+        step_latency.append(0 if same is None else same.latency_cycles)
+    of_link: list[list[int]] = [[] for _ in bandwidth]
+    for links, c in classes.items():
+        for k in sorted(links):
+            of_link[k].append(c)
+    overlaps: list[set[int]] = [set() for _ in classes]
+    for on in of_link:
+        for c in on:
+            overlaps[c].update(h for h in on if h != c)
+    return {
+        "step_class": np.asarray(step_class, np.int64),
+        "step_latency": np.asarray(step_latency, np.int64),
+        **_csr("link_class", of_link),
+        **_csr("overlap", [sorted(near) for near in overlaps]),
+    }
+
+
+def _csr(name: str, rows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
+    """``rows`` as column ``name`` and its row pointers ``name_ptr``."""
+    ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(row) for row in rows], out=ptr[1:])
+    return {f"{name}_ptr": ptr, name: np.asarray([j for row in rows for j in row], np.int64)}
 
 
 class _ItemColumns:
@@ -367,14 +448,11 @@ class _ItemColumns:
         item_ptr = np.zeros(len(self.count) + 1, np.int64)
         np.cumsum(self.count, out=item_ptr[1:])
         op, first, count, waits = np.asarray(self.columns, np.int64).reshape(-1, 4).T
-        succ_ptr = np.zeros(len(self.successors) + 1, np.int64)
-        np.cumsum([len(s) for s in self.successors], out=succ_ptr[1:])
         return {
             "item_ptr": item_ptr,
             "item_op": np.ascontiguousarray(op),
             "item_first": np.ascontiguousarray(first),
             "item_count": np.ascontiguousarray(count),
             "item_waits": np.ascontiguousarray(waits),
-            "item_succ_ptr": succ_ptr,
-            "item_succ": np.asarray([j for s in self.successors for j in s], np.int64),
+            **_csr("item_succ", self.successors),
         }
