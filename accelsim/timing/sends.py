@@ -71,8 +71,7 @@ cost as little booked one by one."""
 @dataclass(frozen=True)
 class Alike:
     """A step whose sends are all alike: one on each link of ``links``, the links all
-    of one bandwidth, each send of ``bytes``; ``latency_cycles`` is its sends'
-    largest route latency.
+    of one bandwidth, each send of ``bytes`` on a route of ``latency_cycles``.
 
     Booked on links that are all free by the same cycle (each ``max(now, free)``
     the same), every send holds its link to the same cycle, and the step's last
@@ -92,10 +91,12 @@ def alike(step: NetStep, bandwidth: Sequence[float]) -> Alike | None:
     links = frozenset(s.link for s in step)
     first = step[0]
     if len(links) < len(step) or any(
-        s.bytes != first.bytes or bandwidth[s.link] != bandwidth[first.link] for s in step
+        (s.bytes, s.latency_cycles, bandwidth[s.link])
+        != (first.bytes, first.latency_cycles, bandwidth[first.link])
+        for s in step
     ):
         return None
-    return Alike(links, first.bytes, max(s.latency_cycles for s in step))
+    return Alike(links, first.bytes, first.latency_cycles)
 
 
 @dataclass(frozen=True)
@@ -324,11 +325,12 @@ class SendTable(NamedTuple):
     ``item_succ[item_succ_ptr[k]:item_succ_ptr[k + 1]]`` wait for it.
 
     Step ``s`` whose sends are all alike (:func:`alike`) is of link class
-    ``step_class[s]`` (-1 for any other step), a class per distinct set of links,
-    and ``step_latency[s]`` is its sends' largest latency; link ``k``'s classes
-    are ``link_class[link_class_ptr[k]:link_class_ptr[k + 1]]``, and the classes
-    sharing a link with class ``c`` ``overlap[overlap_ptr[c]:overlap_ptr[c + 1]]``
-    (:mod:`accelsim.timing.links` says how the engines book them).
+    ``step_class[s]`` (-1 for any other step), a class per distinct set of links.
+    Row ``k`` of ``classes`` (``classes[class_ptr[k]:class_ptr[k + 1]]``) is link
+    ``k``'s classes, and row ``links + c``, past the network's ``links``, the
+    classes sharing a link with class ``c`` (:mod:`accelsim.timing.links` says
+    how the engines book them).  Few arrays, not one per kind of row: the
+    compiled loop's call unboxes each array of its step anew.
     """
 
     op_ptr: np.ndarray
@@ -345,11 +347,8 @@ class SendTable(NamedTuple):
     item_succ_ptr: np.ndarray
     item_succ: np.ndarray
     step_class: np.ndarray
-    step_latency: np.ndarray
-    link_class_ptr: np.ndarray
-    link_class: np.ndarray
-    overlap_ptr: np.ndarray
-    overlap: np.ndarray
+    class_ptr: np.ndarray
+    classes: np.ndarray
 
 
 def send_table(graph: OpGraph, machine: Machine) -> SendTable:
@@ -397,14 +396,12 @@ def _table(graph: OpGraph, machine: Machine) -> SendTable:
 
 def _class_columns(steps: list[NetStep], bandwidth: list[float]) -> dict[str, np.ndarray]:
     """The :class:`SendTable`'s link class columns of ``steps`` on links of
-    ``bandwidth`` (each step's class, -1 where its sends are not all alike, and
-    its latency, 0 there)."""
+    ``bandwidth``."""
     classes: dict[frozenset[int], int] = {}
-    step_class, step_latency = [], []
+    step_class = []
     for step in steps:
         same = alike(step, bandwidth)
         step_class.append(-1 if same is None else classes.setdefault(same.links, len(classes)))
-        step_latency.append(0 if same is None else same.latency_cycles)
     of_link: list[list[int]] = [[] for _ in bandwidth]
     for links, c in classes.items():
         for k in sorted(links):
@@ -413,19 +410,15 @@ def _class_columns(steps: list[NetStep], bandwidth: list[float]) -> dict[str, np
     for on in of_link:
         for c in on:
             overlaps[c].update(h for h in on if h != c)
-    return {
-        "step_class": np.asarray(step_class, np.int64),
-        "step_latency": np.asarray(step_latency, np.int64),
-        **_csr("link_class", of_link),
-        **_csr("overlap", [sorted(near) for near in overlaps]),
-    }
+    class_ptr, rows = _csr([*of_link, *(sorted(near) for near in overlaps)])
+    return {"step_class": np.asarray(step_class, np.int64), "class_ptr": class_ptr, "classes": rows}
 
 
-def _csr(name: str, rows: Sequence[Sequence[int]]) -> dict[str, np.ndarray]:
-    """``rows`` as column ``name`` and its row pointers ``name_ptr``."""
+def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Row pointers into the entries of ``rows``, and the entries, row after row."""
     ptr = np.zeros(len(rows) + 1, np.int64)
     np.cumsum([len(row) for row in rows], out=ptr[1:])
-    return {f"{name}_ptr": ptr, name: np.asarray([j for row in rows for j in row], np.int64)}
+    return ptr, np.asarray([j for row in rows for j in row], np.int64)
 
 
 class _ItemColumns:
@@ -448,11 +441,13 @@ class _ItemColumns:
         item_ptr = np.zeros(len(self.count) + 1, np.int64)
         np.cumsum(self.count, out=item_ptr[1:])
         op, first, count, waits = np.asarray(self.columns, np.int64).reshape(-1, 4).T
+        succ_ptr, succ = _csr(self.successors)
         return {
             "item_ptr": item_ptr,
             "item_op": np.ascontiguousarray(op),
             "item_first": np.ascontiguousarray(first),
             "item_count": np.ascontiguousarray(count),
             "item_waits": np.ascontiguousarray(waits),
-            **_csr("item_succ", self.successors),
+            "item_succ_ptr": succ_ptr,
+            "item_succ": succ,
         }

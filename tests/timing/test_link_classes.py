@@ -38,12 +38,13 @@ def ring(processors: int, *sets: str) -> Machine:
 
 
 def test_a_step_is_alike_with_enough_sends_of_the_same_bytes_on_links_of_one_bandwidth() -> None:
-    same = tuple(Send(k, 1000, 200 + k) for k in range(4))
-    assert alike(same, [64.0] * 4) == Alike(frozenset(range(4)), 1000, 203)
+    same = tuple(Send(k, 1000, 200) for k in range(4))
+    assert alike(same, [64.0] * 4) == Alike(frozenset(range(4)), 1000, 200)
     assert ALIKE_SENDS == 4
     assert alike(same[:3], [64.0] * 4) is None  # too few to pay
-    assert alike((*same[:3], Send(3, 999, 0)), [64.0] * 4) is None  # other bytes
-    assert alike((*same[:3], Send(2, 1000, 0)), [64.0] * 4) is None  # a link twice
+    assert alike((*same[:3], Send(3, 999, 200)), [64.0] * 4) is None  # other bytes
+    assert alike((*same[:3], Send(3, 1000, 0)), [64.0] * 4) is None  # another route latency
+    assert alike((*same[:3], Send(2, 1000, 200)), [64.0] * 4) is None  # a link twice
     assert alike(same, [64.0, 64.0, 64.0, 8.0]) is None  # a slower link
 
 
@@ -56,7 +57,8 @@ def test_two_all_reduces_on_one_group_take_turns_on_its_class() -> None:
         ops=(comm(0, (0, 1, 2, 3), 4000), comm(1, (0, 1, 2, 3), 4000)), processor=(0, 0)
     )
     table = send_table(graph, on)
-    assert (table.step_class.tolist(), table.overlap_ptr.tolist()) == ([0], [0, 0])
+    assert (table.step_class.tolist(), table.classes.tolist()) == ([0], [0, 0, 0, 0])
+    assert table.class_ptr.tolist() == [0, 1, 2, 3, 4, 4]  # links 0-3, then class 0
     assert both(graph, costs([UNIT_COMM, UNIT_COMM]), on) == ([0, 0], [176, 192], [0, 0], 192)
 
 
@@ -75,11 +77,11 @@ def test_all_reduces_on_overlapping_classes_fall_back_to_each_send_and_back() ->
     )
     table = send_table(graph, on)
     assert table.step_class.tolist() == [0, 1]
-    assert (table.link_class_ptr.tolist(), table.link_class.tolist()) == (
-        [0, 2, 4, 6, 8, 9, 10, 11, 12],
-        [0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0],
+    # Each link's classes, then the classes sharing a link with each class.
+    assert (table.class_ptr.tolist(), table.classes.tolist()) == (
+        [0, 2, 4, 6, 8, 9, 10, 11, 12, 13, 14],
+        [0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0],
     )
-    assert (table.overlap_ptr.tolist(), table.overlap.tolist()) == ([0, 1, 2], [1, 0])
     assert both(graph, costs([UNIT_COMM, UNIT_COMM]), on) == ([0, 0], [320, 192], [0, 0], 320)
 
 
@@ -96,7 +98,7 @@ def test_a_transfer_on_one_link_of_a_class_delays_its_step_by_the_transfers_byte
     assert both(graph, costs([UNIT_COMM, UNIT_COMM]), on) == ([0, 0], [196, 100], [0, 0], 196)
 
 
-def test_a_class_step_arrives_its_largest_latency_after_its_links_are_done() -> None:
+def test_a_class_step_arrives_its_route_latency_after_its_links_are_done() -> None:
     # Latency 200 on every link: each step 16 + 200; 6 steps 1296.
     on = Machine.of(hw("processors=4", *IDEAL_DRAM, "interconnect.latency_cycles=200"))
     graph = OpGraph(ops=(comm(0, (0, 1, 2, 3), 4000),), processor=(0,))
@@ -129,7 +131,8 @@ def bookings(draw: Any) -> tuple[list[float], list[tuple[int, tuple[Send, ...]]]
         links = sorted(draw(st.sampled_from(sets)))
         size = draw(st.sampled_from([1000, 1000, 64, 3000]))
         if draw(st.integers(0, 3)):
-            step = tuple(Send(k, size, draw(st.sampled_from([0, 5]))) for k in links)
+            latency = draw(st.sampled_from([0, 5]))
+            step = tuple(Send(k, size, latency) for k in links)
         else:
             step = tuple(Send(draw(st.sampled_from(links)), size, 0) for _ in links[:2])
         booked.append((now, step))

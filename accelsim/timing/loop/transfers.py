@@ -32,28 +32,29 @@ def send(s: int, now: int, net: Any, links: Any) -> int:
     A step of a link class whose links are all free by the same cycle is booked
     once for the class, any other send by send, as
     :class:`accelsim.timing.links.Links` books them."""
+    free, bandwidth, class_free, other = links.free, links.bandwidth, links.class_free, links.other
     c = net.step_class[s]
     if c >= 0:
-        start = max(now, links.class_free[c])
-        if links.other[c] <= start:
+        start = max(now, class_free[c])
+        if other[c] <= start:
             e = net.step_ptr[s]
-            done = start + math.ceil(net.bytes[e] / links.bandwidth[net.link[e]])
-            links.class_free[c] = done
-            for j in range(net.overlap_ptr[c], net.overlap_ptr[c + 1]):
-                near = net.overlap[j]
-                links.other[near] = max(links.other[near], done)
-            return int(done + net.step_latency[s])
-    free, bandwidth, class_free, other = links.free, links.bandwidth, links.class_free, links.other
+            done = start + math.ceil(net.bytes[e] / bandwidth[net.link[e]])
+            class_free[c] = done
+            row = free.shape[0] + c  # the classes sharing a link with c
+            for j in range(net.class_ptr[row], net.class_ptr[row + 1]):
+                near = net.classes[j]
+                other[near] = max(other[near], done)
+            return int(done + net.latency[e])
     t = now
     for e in range(net.step_ptr[s], net.step_ptr[s + 1]):
         k = net.link[e]
         was = free[k]
-        for j in range(net.link_class_ptr[k], net.link_class_ptr[k + 1]):
-            was = max(was, class_free[net.link_class[j]])
+        for j in range(net.class_ptr[k], net.class_ptr[k + 1]):
+            was = max(was, class_free[net.classes[j]])
         done = max(now, was) + math.ceil(net.bytes[e] / bandwidth[k])
         free[k] = done
-        for j in range(net.link_class_ptr[k], net.link_class_ptr[k + 1]):
-            c = net.link_class[j]
+        for j in range(net.class_ptr[k], net.class_ptr[k + 1]):
+            c = net.classes[j]
             other[c] = max(other[c], done)
         t = max(t, done + net.latency[e])
     return int(t)
