@@ -13,7 +13,7 @@ class**, one per distinct set of links, when each of its links is free by the
 same cycle, ``max(now, free)``: it then holds them all to the same cycle.  Its
 class keeps that cycle once, not on each link, and each link's free cycle is the
 largest of its own (what was booked on it send by send) and its classes'
-(:func:`held`): a booking never ends a link before it was free, so a link's free
+(:meth:`Links.held`): a booking never ends a link before it was free, so a link's free
 cycle is the last booked on it, the largest.  A class also keeps ``other``, the
 largest free cycle anything but its own class bookings has given one of its links
 (a send on its own, a class sharing a link); every link of class ``c`` is then
