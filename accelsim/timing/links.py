@@ -8,22 +8,22 @@ cycles and arrives its route's latency after the link is done
 per event than its units.
 
 A step whose sends are all alike (:class:`~accelsim.timing.sends.Alike`: one on each
-of its links, the same bytes, links of one bandwidth) is booked once, as a **link
-class**, one per distinct set of links, when each of its links is free by the
-same cycle, ``max(now, free)``: it then holds them all to the same cycle.  Its
-class keeps that cycle once, not on each link, and each link's free cycle is the
-largest of its own (what was booked on it send by send) and its classes'
-(:meth:`Links.held`): a booking never ends a link before it was free, so a link's free
-cycle is the last booked on it, the largest.  A class also keeps ``other``, the
-largest free cycle anything but its own class bookings has given one of its links
-(a send on its own, a class sharing a link); every link of class ``c`` is then
-free between ``free[c]`` and ``max(free[c], other[c])``, so when ``other[c] <=
-max(now, free[c])`` each is free by ``max(now, free[c])``, and the step is booked
-once, updating ``other`` of the classes that share a link with it.  Otherwise
-(another collective or a transfer still holds some of its links later) its sends
-are booked one by one, exactly as always, each raising ``other`` of its link's
-classes.  Every step therefore ends at the cycle the send-by-send booking gives,
-and the contention between collectives and with transfers is kept.
+of its links, the same bytes and route latency, links of one bandwidth) is booked
+once, as a **link class**, one per distinct set of links, when each of its links is
+free by the same cycle, ``max(now, free)``: it then holds them all to the same
+cycle.  Its class keeps that cycle once, not on each link, and each link's free
+cycle is the largest of its own (what was booked on it send by send) and its
+classes' (:meth:`Links.held`): a booking never ends a link before it was free, so a
+link's free cycle is the last booked on it, the largest.  A class also keeps
+``other``, the largest free cycle anything but its own class bookings has given one
+of its links (a send on its own, a class sharing a link); every link of class ``c``
+is then free between ``class_free[c]`` and ``max(class_free[c], other[c])``, so when
+``other[c] <= max(now, class_free[c])`` each is free by ``max(now, class_free[c])``,
+and the step is booked once, updating ``other`` of the classes that share a link
+with it.  Otherwise (another collective or a transfer still holds some of its links
+later) its sends are booked one by one, exactly as always, each raising ``other`` of
+its link's classes.  Every step therefore ends at the cycle the send-by-send booking
+gives, and the contention between collectives and with transfers is kept.
 
 The compiled engine books the same way (:func:`accelsim.timing.loop.transfers.send`),
 its classes numbered ahead in the :class:`~accelsim.timing.sends.SendTable`; here a
