@@ -24,7 +24,9 @@ transfers is kept), and the step ends when the last transfer arrives, the route'
 latencies after its last link is done; so are a collective's DRAM read and write
 phases, around its steps (a pipelined collective's chunks run as items, each step
 an event and a join, the write phase after the last item).  Events therefore grow
-with the steps, not the links.
+with the steps, not the links; and a step whose sends are all alike is booked once
+for all its links while they are all free by the same cycle
+(:mod:`accelsim.timing.links`), so neither does its work.
 
 An op first spends its fixed cost (``timing.op_overhead_cycles``: launch,
 synchronisation) and is then simulated as ``chunks`` tile groups of the rest of its
@@ -42,7 +44,6 @@ the same events in the same order, compiled with Numba.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator
 
 import numpy as np
@@ -52,6 +53,7 @@ from accelsim.errors import MAX_COUNT, LimitError, SimulationError
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
 from accelsim.timing.channel import reserve_all, transfer
 from accelsim.timing.costs import UNIT_COMM, OpCosts
+from accelsim.timing.links import Links
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Stream
 from accelsim.timing.ready import ready_rank
@@ -74,11 +76,9 @@ class _Engine:
         self.graph = graph
         self.machine = machine
         self.env = simpy.Environment()
-        # Each processor's DRAM memory (the same object for all when shared); each
-        # link's bandwidth and the cycle it is free.
+        # Each processor's DRAM memory (the same object for all when shared); the links.
         self.dram = machine.memories()
-        self.link_bandwidth = [link.read_bytes_per_cycle for link in machine.links]
-        self.link_free = [0] * len(machine.links)
+        self.links = Links([link.read_bytes_per_cycle for link in machine.links])
         self.costs = costs
         # Plain lists: indexing them per event is cheaper than indexing arrays.
         self.unit = costs.unit.tolist()
@@ -193,17 +193,9 @@ class _Engine:
         self._finish(i)
 
     def _send(self, step: NetStep) -> int:
-        """Book each send of ``step`` on its link now, after what the link already
-        carries; the last arrival (now if it sends nothing)."""
-        now = int(self.env.now)
-        free, bandwidth = self.link_free, self.link_bandwidth
-        arrival = now
-        for send in step:
-            free[send.link] = max(now, free[send.link]) + math.ceil(
-                send.bytes / bandwidth[send.link]
-            )
-            arrival = max(arrival, free[send.link] + send.latency_cycles)
-        return arrival
+        """Book the sends of ``step`` on their links now, each after what its link
+        already carries; the last arrival (now if it sends nothing)."""
+        return self.links.book(step, int(self.env.now))
 
     def _transfer_proc(self, op: TransferOp) -> Process:
         self.start[op.op_id] = int(self.env.now)

@@ -29,7 +29,9 @@ arrays (:class:`~accelsim.timing.flat.MemoryTable`: each memory's model, its
 parameters and its state), booked through its model's kernel
 (:mod:`accelsim.timing.memories.compiled`): the loop is compiled once for each
 model, which it takes as a literal argument (:func:`run` gives it), so that it books
-with that model's kernel alone; links are first-come-first-served channels.  Events
+with that model's kernel alone; links are first-come-first-served channels, a step
+whose sends are all alike booked once for its links while they are free by the same
+cycle (:mod:`accelsim.timing.links`).  Events
 that change nothing (a transfer's or collective's process ending) are counted but
 not queued.
 
@@ -98,6 +100,7 @@ def _allocate(step: Any, queue_size: int, chains: int, model: int, heap: bool) -
     radix heap), the stores, the units, ``chains``
     rows for sliced transfers, each op's progress and each pipelined item's."""
     n_ops, n_stores, chains = step.kind.shape[0], step.n_stores, max(chains, 1)
+    n_classes = step.net.class_ptr.shape[0] - 1 - step.link_bandwidth.shape[0]
     table = np.zeros((n_stores, units.UNIT_COLUMNS), np.int64)
     table[:, units.U_CURRENT] = -1
     free = np.arange(chains + 1) - 1
@@ -106,7 +109,10 @@ def _allocate(step: Any, queue_size: int, chains: int, model: int, heap: bool) -
     queue_state[records.Q_HEAP] = heap
     return (
         records.Dram(step.dram, step.dram.state.copy(), model),
-        records.Links(np.zeros(step.link_bandwidth.shape[0], np.int64), step.link_bandwidth),
+        records.Links(
+            np.zeros(step.link_bandwidth.shape[0], np.int64), step.link_bandwidth,
+            np.zeros(n_classes, np.int64), np.zeros(n_classes, np.int64),
+        ),
         records.Queue(
             np.empty(queue_size, np.int64), np.empty(queue_size, np.int64),
             np.empty(queue_size, np.int64), np.empty(queue_size, np.int64),

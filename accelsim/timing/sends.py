@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -62,6 +62,41 @@ class Send:
 
 NetStep = tuple[Send, ...]
 """The sends of one step, booked together; the step ends with its last arrival."""
+
+ALIKE_SENDS = 4
+"""The fewest sends of a step the engines may book as one (:func:`alike`): fewer
+cost as little booked one by one."""
+
+
+@dataclass(frozen=True)
+class Alike:
+    """A step whose sends are all alike: one on each link of ``links``, the links all
+    of one bandwidth, each send of ``bytes`` on a route of ``latency_cycles``.
+
+    Booked on links that are all free by the same cycle (each ``max(now, free)``
+    the same), every send holds its link to the same cycle, and the step's last
+    arrival is that cycle plus ``latency_cycles``: the engines book such a step once
+    for all its links (:mod:`accelsim.timing.links`)."""
+
+    links: frozenset[int]
+    bytes: int
+    latency_cycles: int
+
+
+def alike(step: NetStep, bandwidth: Sequence[float]) -> Alike | None:
+    """``step`` as an :class:`Alike` on links of ``bandwidth`` (each link's), or None
+    where its sends are not all alike or are fewer than :data:`ALIKE_SENDS`."""
+    if len(step) < ALIKE_SENDS:
+        return None
+    links = frozenset(s.link for s in step)
+    first = step[0]
+    if len(links) < len(step) or any(
+        (s.bytes, s.latency_cycles, bandwidth[s.link])
+        != (first.bytes, first.latency_cycles, bandwidth[first.link])
+        for s in step
+    ):
+        return None
+    return Alike(links, first.bytes, first.latency_cycles)
 
 
 @dataclass(frozen=True)
@@ -287,6 +322,14 @@ class SendTable(NamedTuple):
     ``item_op[k]`` runs the steps ``steps[item_first[k]:item_first[k] +
     item_count[k]]`` once ``item_waits[k]`` items are done, and the items
     ``item_succ[item_succ_ptr[k]:item_succ_ptr[k + 1]]`` wait for it.
+
+    Step ``s`` whose sends are all alike (:func:`alike`) is of link class
+    ``step_class[s]`` (-1 for any other step), a class per distinct set of links.
+    Row ``k`` of ``classes`` (``classes[class_ptr[k]:class_ptr[k + 1]]``) is link
+    ``k``'s classes, and row ``links + c``, past the network's ``links``, the
+    classes sharing a link with class ``c`` (:mod:`accelsim.timing.links` says
+    how the engines book them).  Few arrays, not one per kind of row: the
+    compiled loop's call unboxes each array of its step anew.
     """
 
     op_ptr: np.ndarray
@@ -302,6 +345,9 @@ class SendTable(NamedTuple):
     item_waits: np.ndarray
     item_succ_ptr: np.ndarray
     item_succ: np.ndarray
+    step_class: np.ndarray
+    class_ptr: np.ndarray
+    classes: np.ndarray
 
 
 def send_table(graph: OpGraph, machine: Machine) -> SendTable:
@@ -343,7 +389,35 @@ def _table(graph: OpGraph, machine: Machine) -> SendTable:
         bytes=np.asarray([s.bytes for s in sends], np.int64),
         latency=np.asarray([s.latency_cycles for s in sends], np.int64),
         **items.arrays(),
+        **_class_columns(kept, [link.read_bytes_per_cycle for link in machine.links]),
     )
+
+
+def _class_columns(steps: list[NetStep], bandwidth: list[float]) -> dict[str, np.ndarray]:
+    """The :class:`SendTable`'s link class columns of ``steps`` on links of
+    ``bandwidth``."""
+    classes: dict[frozenset[int], int] = {}
+    step_class = []
+    for step in steps:
+        same = alike(step, bandwidth)
+        step_class.append(-1 if same is None else classes.setdefault(same.links, len(classes)))
+    of_link: list[list[int]] = [[] for _ in bandwidth]
+    for links, c in classes.items():
+        for k in sorted(links):
+            of_link[k].append(c)
+    overlaps: list[set[int]] = [set() for _ in classes]
+    for on in of_link:
+        for c in on:
+            overlaps[c].update(h for h in on if h != c)
+    class_ptr, rows = _csr([*of_link, *(sorted(near) for near in overlaps)])
+    return {"step_class": np.asarray(step_class, np.int64), "class_ptr": class_ptr, "classes": rows}
+
+
+def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Row pointers into the entries of ``rows``, and the entries, row after row."""
+    ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(row) for row in rows], out=ptr[1:])
+    return ptr, np.asarray([j for row in rows for j in row], np.int64)
 
 
 class _ItemColumns:
@@ -366,8 +440,7 @@ class _ItemColumns:
         item_ptr = np.zeros(len(self.count) + 1, np.int64)
         np.cumsum(self.count, out=item_ptr[1:])
         op, first, count, waits = np.asarray(self.columns, np.int64).reshape(-1, 4).T
-        succ_ptr = np.zeros(len(self.successors) + 1, np.int64)
-        np.cumsum([len(s) for s in self.successors], out=succ_ptr[1:])
+        succ_ptr, succ = _csr(self.successors)
         return {
             "item_ptr": item_ptr,
             "item_op": np.ascontiguousarray(op),
@@ -375,5 +448,5 @@ class _ItemColumns:
             "item_count": np.ascontiguousarray(count),
             "item_waits": np.ascontiguousarray(waits),
             "item_succ_ptr": succ_ptr,
-            "item_succ": np.asarray([j for s in self.successors for j in s], np.int64),
+            "item_succ": succ,
         }

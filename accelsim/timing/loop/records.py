@@ -60,10 +60,15 @@ class Dram(NamedTuple):
 
 
 class Links(NamedTuple):
-    """Each link of the network: the cycle it is free, and its bandwidth."""
+    """Each link of the network: the cycle booked on it send by send, and its
+    bandwidth; each link class (:class:`~accelsim.timing.sends.SendTable`): the
+    cycle booked on all its links at once, and the largest anything else booked on
+    one of them (:mod:`accelsim.timing.links`)."""
 
     free: np.ndarray
     bandwidth: np.ndarray
+    class_free: np.ndarray
+    other: np.ndarray
 
 
 class Queue(NamedTuple):

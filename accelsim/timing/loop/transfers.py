@@ -27,13 +27,36 @@ from accelsim.timing.numba_setup import inline
 @inline
 def send(s: int, now: int, net: Any, links: Any) -> int:
     """Book the sends of step ``s`` on their links, each after what its link already
-    carries; returns the last arrival (``now`` if it sends nothing)."""
-    free, bandwidth = links.free, links.bandwidth
+    carries; returns the last arrival (``now`` if it sends nothing).
+
+    A step of a link class whose links are all free by the same cycle is booked
+    once for the class, any other send by send, as
+    :class:`accelsim.timing.links.Links` books them."""
+    free, bandwidth, class_free, other = links.free, links.bandwidth, links.class_free, links.other
+    c = net.step_class[s]
+    if c >= 0:
+        start = max(now, class_free[c])
+        if other[c] <= start:
+            e = net.step_ptr[s]
+            done = start + math.ceil(net.bytes[e] / bandwidth[net.link[e]])
+            class_free[c] = done
+            row = free.shape[0] + c  # the classes sharing a link with c
+            for j in range(net.class_ptr[row], net.class_ptr[row + 1]):
+                near = net.classes[j]
+                other[near] = max(other[near], done)
+            return int(done + net.latency[e])
     t = now
     for e in range(net.step_ptr[s], net.step_ptr[s + 1]):
         k = net.link[e]
-        free[k] = max(now, free[k]) + math.ceil(net.bytes[e] / bandwidth[k])
-        t = max(t, free[k] + net.latency[e])
+        was = free[k]
+        for j in range(net.class_ptr[k], net.class_ptr[k + 1]):
+            was = max(was, class_free[net.classes[j]])
+        done = max(now, was) + math.ceil(net.bytes[e] / bandwidth[k])
+        free[k] = done
+        for j in range(net.class_ptr[k], net.class_ptr[k + 1]):
+            c = net.classes[j]
+            other[c] = max(other[c], done)
+        t = max(t, done + net.latency[e])
     return int(t)
 
 
