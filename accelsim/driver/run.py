@@ -22,7 +22,7 @@ from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import replicated, tensor_degree, tensor_plan
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
-from accelsim.driver.zero import sharded_memory, zero_placed, zero_stage
+from accelsim.driver.zero import sharded_memory, unsymmetric, zero_placed, zero_stage
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -368,7 +368,7 @@ def _simulated(graph: OpGraph, costs: OpCosts, inputs: RunInputs) -> Trace:
     run, machine = inputs.run, inputs.machine
     if run.data_parallel.symmetry is not Symmetry.AUTO:
         return simulate(graph, costs, machine, run.timing.engine)
-    found = symmetry.roles(graph, costs, machine)
+    found = unsymmetric(run) or symmetry.roles(graph, costs, machine)
     if isinstance(found, str):
         trace = simulate(graph, costs, machine, run.timing.engine)
         said = replicated(run, machine.processors, inputs.techniques)
