@@ -17,6 +17,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.overrides import Override
 from accelsim.config.parallel import ParallelSpec
 from accelsim.driver.inputs import InputCache, RunInputs
+from accelsim.driver.pipeline_memo import NOT_SHARING
 from accelsim.driver.run import step_memory
 from accelsim.errors import ConfigError
 from accelsim.lowering.stats import model_stats
@@ -163,8 +164,21 @@ def model_of(inputs: RunInputs, chips: int, global_batch: int) -> Model:
 
 
 def candidates_of(model: Model) -> list[Candidate]:
-    """Every candidate over the fields the parallel plan has."""
-    return list(enumerate_plans(model, ParallelSpec.model_fields))
+    """Every candidate over the fields the parallel plan has, those that share a rank
+    graph next to each other (:func:`sharing_first`)."""
+    return sorted(enumerate_plans(model, ParallelSpec.model_fields), key=sharing_first)
+
+
+def sharing_first(candidate: Candidate) -> tuple[Any, ...]:
+    """The order of the search: by the fields a pipeline plan's rank graph depends on
+    (the plan's but :data:`~accelsim.driver.pipeline_memo.NOT_SHARING`, and the
+    recomputation policy), then by those it does not, so that a sweep worker
+    simulating the candidates in turn reuses each rank graph's passes
+    (:mod:`accelsim.driver.pipeline_memo`) while it keeps them."""
+    fields = dict(candidate.parallel)
+    shared = [str(v) for k, v in fields.items() if k not in NOT_SHARING]
+    rest = [str(fields[k]) for k in NOT_SHARING if k in fields]
+    return (*shared, candidate.recompute, *rest, candidate.data)
 
 
 def filter_plans(
