@@ -56,7 +56,7 @@ from accelsim.graph.ops import (
     replaced,
 )
 from accelsim.mapping.placement import StepGraph
-from accelsim.mapping.tensor_placement import RankStep, reduce_gradients, updated
+from accelsim.mapping.tensor_placement import RankStep, joined, reduce_gradients, updated
 from accelsim.network.collectives import Collective
 
 GATHERED_STAGES = (Stage.FORWARD, Stage.BACKWARD)
@@ -270,19 +270,7 @@ def _copies(
         ops, made_params = rank.copy(tag, copied_as(f"p{p}/", tag), ids[p])
         params.append(made_params)
         for op in ops:
-            slots[op.op_id] = _joined(slots.get(op.op_id), op, groups[op.op_id - start])
+            slots[op.op_id] = joined(slots.get(op.op_id), op, groups[op.op_id - start])
     for i, group in enumerate(groups):
         builder.append(slots[start + i], group[0])
     return params, [[ids[p][s] for s in rank.sinks] for p in range(processors)]
-
-
-def _joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:
-    """A processor's copy of an op; a stand-in collective, the one collective of its
-    group waiting for what it waits for on every member."""
-    if not isinstance(op, CommOp):
-        return op
-    if seen is None:
-        return replaced(op, participants=group, tag=Tag(replica=group[0]))
-    assert isinstance(seen, CommOp)
-    deps = tuple(sorted({*seen.deps, *op.deps}))
-    return replaced(seen, deps=deps, after=tuple(sorted({*seen.after, *op.after})))
