@@ -101,7 +101,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         filtered = search.given_plan(cache, base, sets, given, args.plan)
     else:
         model = search.model_of(inputs, request.chips, request.global_batch)
-        filtered = search.filter_plans(cache, base, sets, search.candidates_of(model))
+        candidates = search.candidates_of(model)
+        filtered = search.filter_in_parallel(cache, base, sets, candidates, args.jobs)
     counts = filtered.counts(time.perf_counter() - started)
     if not filtered.fitting:
         refused = {"search": counts, "refusals": filtered.refusals}

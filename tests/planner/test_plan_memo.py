@@ -72,3 +72,20 @@ def test_a_plan_in_a_search_equals_the_plan_alone(
         assert main(alone) == 0
         capsys.readouterr()
         assert _summary(tmp_path / f"alone{n}" / "search") == summaries[point.task.identity], text
+
+
+def test_filtered_in_two_processes_as_in_one(tmp_path: Path) -> None:
+    """The memory filter on two forked workers, each a contiguous share: the same
+    counts, fitting plans (in order, with their memory) and refusals as in one."""
+    request = search.Request(BLOCKS, HARDWARE, 8, 4, None, tmp_path / "search")
+    cache = InputCache()
+    base = search.base_run(request)
+    sets = search.fixed_sets(request, cache.hardware(HARDWARE))
+    model = search.model_of(search.model_inputs(cache, base, sets), 8, 4)
+    candidates = search.candidates_of(model)
+    assert len(candidates) >= search.FILTERED_APART
+    one = search.filter_plans(cache, base, sets, candidates)
+    two = search.filter_in_parallel(cache, base, sets, candidates, 2)
+    assert two.counts(0) == one.counts(0)
+    assert two.fitting == one.fitting
+    assert list(two.refusals.items()) == list(one.refusals.items())
