@@ -86,15 +86,15 @@ class PassMemo:
     schedule, ZeRO stage or data-parallel degree (:mod:`accelsim.driver.pipeline_memo`
     keeps one per rank graph for a plan search's candidates): the graph, each cut's
     chunk ops and distinct passes, each stage's trained parameters by its layers, and
-    the cycles of every subgraph simulated, by its ops (and the replicas its updates
-    are sharded over, 0 for none)."""
+    the cycles of every subgraph simulated, by its ops' signature (and the replicas its
+    updates are sharded over, 0 for none)."""
 
     graph: OpGraph | None = None
     cuts: dict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = field(
         default_factory=dict
     )
     stages: dict[tuple[tuple[str, ...], ...], _StageWork] = field(default_factory=dict)
-    cycles: dict[tuple[tuple[int, ...], int], int] = field(default_factory=dict)
+    cycles: dict[tuple[tuple[object, ...], int], int] = field(default_factory=dict)
 
     def rank_graph(self, make: Callable[[], OpGraph]) -> OpGraph:
         """The rank graph, made once."""
@@ -104,10 +104,11 @@ class PassMemo:
 
     def timed(self, simulated: Simulated, ids: Sequence[int], shard: int = 0) -> int:
         """The cycles of the graph's ops ``ids`` simulated alone (their updates on a
-        ``1 / shard`` shard when ``shard`` is above 0), simulated once."""
-        key = (tuple(ids), shard)
+        ``1 / shard`` shard when ``shard`` is above 0), simulated once for every set of
+        ops of the same :func:`_signature` (a middle stage's update and another's)."""
+        assert self.graph is not None
+        key = (_signature(self.graph, ids), shard)
         if key not in self.cycles:
-            assert self.graph is not None
             sub = subgraph(self.graph, ids)
             if shard:
                 shards = tuple(
