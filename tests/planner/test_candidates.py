@@ -131,3 +131,21 @@ def test_bad_plans(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_plan(text, ParallelSpec.model_fields, 8)
     assert str(caught.value) == message
+
+
+def test_the_plans_of_gpt3_on_1024_chips() -> None:
+    # GPT-3 175B: 96 heads, 96 blocks; 1,024 chips, global batch 1,536.
+    gpt3 = Model(chips=1024, global_batch=1536, heads=(96,), experts=(), blocks=96)
+    plans = list(enumerate_plans(gpt3, ParallelSpec.model_fields))
+    assert len(plans) == 8033
+    # Without a pipeline, t in {2, 4, 8, 16, 32} (dp = 1024 / t divides 1,536), ZeRO 0
+    # to 3, 3 policies without sequence parallelism and 2 with it: 5 x 4 x 5 = 100.
+    assert sum(dict(c.parallel)["pipeline"] == 1 for c in plans) == 100
+    # t 8 x p 16 (dp 8, 192 samples a replica): 1F1B with micro-batches 1, 2, 3, 4;
+    # interleaved with 2, 3 or 6 virtual stages (6 blocks a stage), each with the same
+    # four (192 / m a multiple of 16): 4 + 3 x 4 = 16; x 5 policies and sequence
+    # parallelism, x ZeRO 0 to 2: 240.
+    assert (
+        sum(dict(c.parallel)["tensor"] == 8 and dict(c.parallel)["pipeline"] == 16 for c in plans)
+        == 240
+    )
