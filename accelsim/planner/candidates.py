@@ -5,9 +5,10 @@ time) and a recomputation policy.  Each field takes its values from :data:`AXES`
 *degree* (the processors a plan splits over: ``tensor``, ``pipeline``, ``expert``)
 takes the divisors of the chips its rule allows, and the data-parallel degree is the
 chips over the product of the degrees; a *choice* takes its values from the model and
-the per-replica batch (``micro_batch``: its divisors).  A field with no entry takes
-every value of its type when that is a bool, an enum or a literal, and its default
-otherwise.  A new field of the plan is one more entry of :data:`AXES`.
+the fields chosen before it (``micro_batch``: divisors of the per-replica batch).  A
+field with no entry takes every value of its type when that is a bool, an enum or a
+literal, and its default otherwise.  A new field of the plan is one more entry of
+:data:`AXES`.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def _interleaved(chosen: Mapping[str, Any]) -> bool:
 
 
 MAX_MICRO_BATCH = 4
-"""The most samples of a micro-batch the search tries (our choice: larger ones hold
-more activations for the same bubble)."""
+"""The most samples of a micro-batch the search tries (our choice, to bound the
+search: a larger one holds more activations a micro-batch and leaves fewer
+micro-batches to fill the pipeline)."""
 
 
 def _micro_batches(model: Model, chosen: Mapping[str, Any]) -> list[int]:
