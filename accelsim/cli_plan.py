@@ -101,7 +101,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         filtered = search.given_plan(cache, base, sets, given, args.plan)
     else:
         model = search.model_of(inputs, request.chips, request.global_batch)
-        filtered = search.filter_plans(cache, base, sets, search.candidates_of(model))
+        candidates = search.candidates_of(model)
+        filtered = search.filter_in_parallel(cache, base, sets, candidates, args.jobs)
     counts = filtered.counts(time.perf_counter() - started)
     if not filtered.fitting:
         refused = {"search": counts, "refusals": filtered.refusals}
@@ -117,7 +118,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"accelsim: {exc}; rerun the same command to resume ({where}/)", file=sys.stderr)
         return EXIT_FAILED
     scale = search.scale_of(inputs, request)
-    return _finish(args, request, scale, filtered, counts, plan, report)
+    return _finish(args, request, scale, filtered, counts, plan, report, started)
 
 
 def _finish(
@@ -128,13 +129,20 @@ def _finish(
     counts: dict[str, Any],
     plan: SweepPlan,
     report: SweepReport,
+    started: float,
 ) -> int:
-    """Read the simulated plans back, draw the figure and print the fastest."""
+    """Read the simulated plans back, draw the figure and print the fastest (the search
+    ``started`` at that ``time.perf_counter``)."""
     from accelsim.planner.figure import FIGURE_NAME, plot_plans
     from accelsim.planner.result import evaluated, fastest
 
     plans = evaluated(request.store, plan, filtered.fitting)
-    counts = {**counts, "simulated": len(plans), "already_stored": report.skipped}
+    counts = {
+        **counts,
+        "simulated": len(plans),
+        "already_stored": report.skipped,
+        "search_seconds": round(time.perf_counter() - started, 3),
+    }
     if report.failed:
         where = display_path(request.store / "store.sqlite")
         print(f"accelsim: {report.failed} plans failed (their errors: {where})", file=sys.stderr)
@@ -165,7 +173,8 @@ def _counts_text(counts: dict[str, Any]) -> str:
     ]
     if "simulated" in counts:
         lines.append(
-            f"simulated       {counts['simulated']} ({counts['already_stored']} already stored)"
+            f"simulated       {counts['simulated']} ({counts['already_stored']} already stored);"
+            f" the search took {counts['search_seconds']:.1f} s"
         )
     return "\n".join(lines)
 

@@ -12,8 +12,14 @@ median CPU seconds (user + system, the child's ``wait4`` usage), its peak reside
 the step's cycles and which processors were simulated, and the targets: at most 30
 CPU-s and 2 GiB at 1,024 chips, 8,192 chips within 1.5x of that.
 
+With ``--search`` it then times the whole plan search once (``accelsim plan`` without
+``--plan`` on 1,024 chips, ``--jobs 2``, a fresh store): its wall and CPU seconds (its
+worker processes' included), the plans it enumerated, refused and simulated, and the
+target: at most 10 minutes on two cores.
+
     python scripts/bench_llm.py                  # 1,024 and 8,192 chips, 3 runs
     python scripts/bench_llm.py --chips 1024 --runs 1
+    python scripts/bench_llm.py --chips 1024 --runs 1 --search
 """
 
 from __future__ import annotations
@@ -22,24 +28,30 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TENSOR, PIPELINE, GLOBAL_BATCH = 8, 16, 1536
 CPU_TARGET_S, RSS_TARGET_MIB, SCALE_TARGET = 30.0, 2048, 1.5
+SEARCH_CHIPS, SEARCH_JOBS, SEARCH_TARGET_S = 1024, 2, 600.0
 
 
-def argv(chips: int | None, out: str) -> list[str]:
-    """The command: GPT-3 on ``chips`` chips, or the default run for None."""
+def argv(chips: int | None, out: str, search: bool = False) -> list[str]:
+    """The command: GPT-3 on ``chips`` chips (its search with ``search``), or the
+    default run for None."""
     accelsim = [sys.executable, "-m", "accelsim"]
     if chips is None:
         return [*accelsim, "run", "configs/runs/default.yaml", "--out", out, "--force"]
     plan = f"tp={TENSOR},pp={PIPELINE},dp={chips // (TENSOR * PIPELINE)}"
+    given = ["--json"] if search else ["--plan", plan]
+    jobs = SEARCH_JOBS if search else 1
     return [
         *accelsim,
         "plan",
@@ -50,13 +62,36 @@ def argv(chips: int | None, out: str) -> list[str]:
         str(chips),
         "--global-batch",
         str(GLOBAL_BATCH),
-        "--plan",
-        plan,
+        *given,
         "--jobs",
-        "1",
+        str(jobs),
         "--store",
         str(Path(out) / "plan"),
     ]
+
+
+def search_row(out: str) -> None:
+    """Time the whole search once and print its row."""
+    shutil.rmtree(out)
+    os.mkdir(out)
+    command = argv(SEARCH_CHIPS, out, search=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(command)}\n{stderr.decode()}")
+    counts = json.loads(stdout)["search"]
+    refused = sum(counts["refused_by_checks"].values()) + sum(counts["refused_by_memory"].values())
+    print(
+        f"GPT-3 175B plan search, {SEARCH_CHIPS:,} chips, --jobs {SEARCH_JOBS}:"
+        f" {counts['enumerated']:,} plans, {refused:,} refused, {counts['simulated']:,}"
+        f" simulated; {wall:.0f} s wall, {cpu:.0f} CPU-s, load average {os.getloadavg()[0]:.1f};"
+        f" target at most {SEARCH_TARGET_S:.0f} s on two cores"
+    )
 
 
 def timed(command: list[str], out: str) -> tuple[float, int, dict[str, object]]:
@@ -77,6 +112,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chips", type=int, nargs="+", default=[1024, 8192])
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each command")
+    parser.add_argument("--search", action="store_true", help="then time the whole search once")
     args = parser.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
@@ -123,6 +159,9 @@ def main() -> int:
         print(
             f"{chips:,} chips over {first:,}: {ratio:.2f}x CPU, {rss[chips] / rss[first]:.2f}x RSS"
         )
+    if args.search:
+        with tempfile.TemporaryDirectory() as out:
+            search_row(out)
     return 0
 
 

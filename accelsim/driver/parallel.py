@@ -34,13 +34,30 @@ def replicated(run: RunSpec, processors: int, techniques: Sequence[Technique[Any
     )
 
 
+TENSOR_PLANS = 32
+"""Tensor plans a process keeps, by the layer shapes' identity (a plan search's
+candidates share them)."""
+
+_plans: dict[tuple[int, int, bool], tuple[Sequence[LayerInfo], TensorPlan]] = {}
+
+
 def tensor_plan(run: RunSpec, infos: Sequence[LayerInfo]) -> TensorPlan | None:
     """The layers the run's tensor-parallel group splits; None without one."""
     degree = tensor_degree(run)
     if degree == 1:
         return None
     assert run.parallel is not None
-    return plan_tensor(infos, degree, run.parallel.sequence_parallel)
+    return _planned(infos, degree, run.parallel.sequence_parallel)
+
+
+def _planned(infos: Sequence[LayerInfo], degree: int, sequence: bool) -> TensorPlan:
+    """:func:`plan_tensor`, kept for the process's next runs of the same layer shapes."""
+    key = (id(infos), degree, sequence)
+    if key not in _plans:
+        if len(_plans) >= TENSOR_PLANS:
+            del _plans[next(iter(_plans))]
+        _plans[key] = (infos, plan_tensor(infos, degree, sequence))  # infos held: ids stay
+    return _plans[key][1]
 
 
 def parallel_problems(
@@ -74,7 +91,7 @@ def parallel_problems(
     data = hw.processors // (t * pipeline_degree(run))
     problems = tensor_problems(infos, t, source)
     if sequence and not problems:
-        problems += sequence_problems(infos, plan_tensor(infos, t, True), source)
+        problems += sequence_problems(infos, _planned(infos, t, True), source)
     if data > 1 and run.assignment is not AssignmentPolicy.DATA_PARALLEL:
         why = (
             f"leaves {data} groups of {t} processors: assignment data_parallel runs them as"

@@ -5,17 +5,18 @@ step (:mod:`accelsim.driver.pipeline_step`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from accelsim.config.hardware import MAX_COPIED_PROCESSORS, HardwareSpec
 from accelsim.config.parallel import ParallelSpec, PipelineSchedule
 from accelsim.config.run import AssignmentPolicy, RunSpec
-from accelsim.driver.pipeline_step import Simulated, pipeline_step, rank_step
+from accelsim.driver.pipeline_step import PassMemo, Simulated, pipeline_step, rank_step
 from accelsim.errors import ConfigError, Problem
 from accelsim.graph.ops import OpGraph
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.memory import MemoryBreakdown
-from accelsim.mapping.pipeline_memory import stage_memory
+from accelsim.mapping.pipeline_memory import StageParts, scheduled_memory, stage_parts
 from accelsim.mapping.pipeline_order import order_problem
 from accelsim.mapping.pipeline_stages import PipelineCut, cut_problem, cut_stages
 from accelsim.network.topology import Network
@@ -95,21 +96,39 @@ def pipeline_problems(
     return problems
 
 
+@dataclass
+class MemoryMemo:
+    """What the memories of one micro-batch's step graph share whatever their schedule,
+    ZeRO stage or data-parallel degree: the graph and its stages' parts by cut
+    (:mod:`accelsim.driver.pipeline_memo` keeps one per rank graph)."""
+
+    step: OpGraph | None = None
+    parts: dict[tuple[object, ...], StageParts] = field(default_factory=dict)
+    """By the stages and each chunk's layers."""
+
+
 def pipeline_memory(
     run: RunSpec,
     hw: HardwareSpec,
     infos: Sequence[LayerInfo],
     step_of_batch: Callable[[int], OpGraph],
+    memo: MemoryMemo | None = None,
 ) -> MemoryBreakdown:
     """The memory of the most loaded stage of the run's pipeline (one rank of it, of
-    the first data-parallel replica), from one micro-batch's step graph, sharded at the
-    plan's ZeRO stage over each stage's data-parallel group."""
+    the first data-parallel replica), from one micro-batch's step graph (``memo``'s
+    when it has one, with its stages' parts), sharded at the plan's ZeRO stage over
+    each stage's data-parallel group."""
     plan, m, micro_batches, cut = _cut(run, hw, infos)
-    bucket = run.data_parallel.bucket_bytes
+    memo = MemoryMemo() if memo is None else memo
+    key = (cut.stages, *(tuple(chunk) for chunk in cut.chunks))
+    if key not in memo.parts:
+        if memo.step is None:
+            memo.step = step_of_batch(m)
+        bucket = run.data_parallel.bucket_bytes
+        memo.parts[key] = stage_parts(memo.step, cut, run.optimizer, hw, bucket)
     data = hw.processors // (plan.pipeline * plan.tensor)
-    step = step_of_batch(m)
-    return stage_memory(
-        step, cut, plan.schedule, micro_batches, run.optimizer, hw, bucket, plan.zero, data
+    return scheduled_memory(
+        memo.parts[key], cut, plan.schedule, micro_batches, run.optimizer, hw, plan.zero, data
     )
 
 
@@ -133,13 +152,16 @@ def simulated_pipeline(
     infos: Sequence[LayerInfo],
     step_of_batch: Callable[[int], OpGraph],
     simulated: Simulated,
+    memo: PassMemo | None = None,
 ) -> tuple[OpGraph, PipelineStep]:
     """The step of the run's pipeline plan (:mod:`accelsim.driver.pipeline_step`), each
     pass simulated by ``simulated``, and the graph of one micro-batch of every chunk on
-    the first stage's tensor group that its passes were cut from."""
+    the first stage's tensor group that its passes were cut from (``memo``'s when it
+    has one: another plan's of the same rank graph, with its passes' cycles)."""
     _, m, micro_batches, cut = _cut(run, hw, infos)
-    graph = rank_step(run, hw, step_of_batch, m)
-    return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated)
+    memo = PassMemo() if memo is None else memo
+    graph = memo.rank_graph(lambda: rank_step(run, hw, step_of_batch, m))
+    return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated, memo)
 
 
 def refuse_copies(hw: HardwareSpec, source: str) -> None:

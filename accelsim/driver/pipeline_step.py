@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
@@ -80,6 +80,48 @@ Simulated = Callable[[OpGraph], int]
 """The cycles of a placed graph simulated alone with the run's engine."""
 
 
+@dataclass
+class PassMemo:
+    """What the pipeline steps of one rank graph share whatever their pipeline degree,
+    schedule, ZeRO stage or data-parallel degree (:mod:`accelsim.driver.pipeline_memo`
+    keeps one per rank graph for a plan search's candidates): the graph, each cut's
+    chunk ops and distinct passes, each stage's trained parameters by its layers, and
+    the cycles of every subgraph simulated, by its ops' signature (and the replicas its
+    updates are sharded over, 0 for none)."""
+
+    graph: OpGraph | None = None
+    cuts: dict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = field(
+        default_factory=dict
+    )
+    stages: dict[tuple[tuple[str, ...], ...], _StageWork] = field(default_factory=dict)
+    cycles: dict[tuple[tuple[object, ...], int], int] = field(default_factory=dict)
+
+    def rank_graph(self, make: Callable[[], OpGraph]) -> OpGraph:
+        """The rank graph, made once."""
+        if self.graph is None:
+            self.graph = make()
+        return self.graph
+
+    def timed(self, simulated: Simulated, ids: Sequence[int], shard: int = 0) -> int:
+        """The cycles of the graph's ops ``ids`` simulated alone (their updates on a
+        ``1 / shard`` shard when ``shard`` is above 0), simulated once for every set of
+        ops of the same :func:`_signature` (a middle stage's update and another's)."""
+        assert self.graph is not None
+        key = (_signature(self.graph, ids), shard)
+        if key not in self.cycles:
+            sub = subgraph(self.graph, ids)
+            if shard:
+                shards = tuple(
+                    on_shard(op, shard)
+                    if isinstance(op, VectorOp) and op.phase is Phase.UPDATE
+                    else op
+                    for op in sub.ops
+                )
+                sub = dataclasses.replace(sub, ops=shards)
+            self.cycles[key] = simulated(sub)
+        return self.cycles[key]
+
+
 def processor_of(replica: int, stage: int, rank: int, stages: int, tensor: int) -> int:
     """The processor of ``rank`` of ``stage`` of data-parallel ``replica`` (the
     module's order: tensor innermost, then pipeline, then data)."""
@@ -103,14 +145,21 @@ def pipeline_step(
     graph: OpGraph,
     micro_batches: int,
     simulated: Simulated,
+    memo: PassMemo | None = None,
 ) -> PipelineStep:
-    """The step of ``run``'s pipeline plan, ``graph`` being :func:`rank_step`'s."""
+    """The step of ``run``'s pipeline plan, ``graph`` being :func:`rank_step`'s (and
+    ``memo``'s, which keeps what other plans of the graph reuse)."""
     plan = run.parallel
     assert plan is not None
+    memo = PassMemo(graph) if memo is None else memo
+    assert memo.graph is graph
     p, t = cut.stages, plan.tensor
     data = hw.processors // (p * t)
-    ops = _chunk_ops(graph, cut, t)
-    distinct = _chunk_passes(graph, ops, simulated)
+    key = tuple(tuple(chunk) for chunk in cut.chunks)
+    if key not in memo.cuts:
+        ops = _chunk_ops(graph, cut, t)
+        memo.cuts[key] = (ops, _chunk_passes(graph, ops, simulated, memo))
+    ops, distinct = memo.cuts[key]
     passes = [PassCycles(0, 0)] * len(cut.chunks)
     for chunk in distinct:
         for g in chunk.chunks:
@@ -121,7 +170,7 @@ def pipeline_step(
     hop = _hops(network, p, t, data)
     zero = plan.zero if data > 1 else 0
     stages = [
-        _stage_data_parallel(run, hw, network, cut, graph, ops, s, data, simulated)
+        _stage_data_parallel(run, hw, network, cut, graph, ops, s, data, simulated, memo)
         for s in range(p)
     ]
     times = PipelineTimes(
@@ -161,23 +210,21 @@ class _StageSums:
     gather_cycles: int
 
 
-def _stage_data_parallel(
-    run: RunSpec,
-    hw: HardwareSpec,
-    network: Network,
-    cut: PipelineCut,
-    graph: OpGraph,
-    ops: _ChunkOps,
-    s: int,
-    data: int,
-    simulated: Simulated,
-) -> _StageSums:
-    """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets), its update
-    and, under ZeRO stages 1 and 2, its weight all-gather (bucket by bucket, one after
-    the other) and its update run on its shard of every tensor."""
-    assert run.parallel is not None
-    p, t = cut.stages, run.parallel.tensor
-    zero = run.parallel.zero if data > 1 else 0
+@dataclass(frozen=True)
+class _StageWork:
+    """One stage's gradient buckets (their bytes and their weights' bytes) and its
+    update ops."""
+
+    gradient_bytes: tuple[int, ...]
+    weight_bytes: tuple[int, ...]
+    update_ops: tuple[int, ...]
+
+
+def _stage_work(
+    run: RunSpec, cut: PipelineCut, graph: OpGraph, ops: _ChunkOps, s: int
+) -> _StageWork:
+    """What stage ``s`` sums over its replicas and updates: every weight its passes
+    read or its layers hold, in buckets."""
     chunks = cut.chunks_of_stage(s)
     layers = {name for g in chunks for name in cut.chunks[g]}
     read = {
@@ -193,28 +240,50 @@ def _stage_data_parallel(
     ]
     bucket = run.data_parallel.bucket_bytes
     groups = [trained] if bucket is None else buckets(trained, bucket)
-    sizes = [sum(q.update_elements * q.gradient.word_bytes for q in b) for b in groups]
+    return _StageWork(
+        tuple(sum(q.update_elements * q.gradient.word_bytes for q in b) for b in groups),
+        tuple(sum(q.update_elements * q.weight.word_bytes for q in b) for b in groups),
+        tuple(sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])),
+    )
+
+
+def _stage_data_parallel(
+    run: RunSpec,
+    hw: HardwareSpec,
+    network: Network,
+    cut: PipelineCut,
+    graph: OpGraph,
+    ops: _ChunkOps,
+    s: int,
+    data: int,
+    simulated: Simulated,
+    memo: PassMemo,
+) -> _StageSums:
+    """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets), its update
+    and, under ZeRO stages 1 and 2, its weight all-gather (bucket by bucket, one after
+    the other) and its update run on its shard of every tensor."""
+    assert run.parallel is not None
+    p, t = cut.stages, run.parallel.tensor
+    zero = run.parallel.zero if data > 1 else 0
+    key = tuple(tuple(cut.chunks[g]) for g in cut.chunks_of_stage(s))
+    if key not in memo.stages:
+        memo.stages[key] = _stage_work(run, cut, graph, ops, s)
+    work = memo.stages[key]
+    sizes, kept = work.gradient_bytes, work.update_ops
     members = tuple(processor_of(r, s, 0, p, t) for r in range(data))
     algorithm = hw.interconnect.algorithm
 
     def timed(kind: Collective, byte_counts: Sequence[int]) -> int:
         return sum(cycles(network, kind, members, n, algorithm) for n in byte_counts)
 
-    kept = sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])
-    update = subgraph(graph, kept)
     if zero == 0:
         summed = timed(Collective.ALL_REDUCE, sizes) if data > 1 else 0
-        return _StageSums(sum(sizes), summed, simulated(update) if kept else 0, 0)
-    weights = [sum(q.update_elements * q.weight.word_bytes for q in b) for b in groups]
-    shards = tuple(
-        on_shard(op, data) if isinstance(op, VectorOp) and op.phase is Phase.UPDATE else op
-        for op in update.ops
-    )
+        return _StageSums(sum(sizes), summed, memo.timed(simulated, kept) if kept else 0, 0)
     return _StageSums(
         sum(sizes),
         timed(Collective.REDUCE_SCATTER, sizes),
-        simulated(dataclasses.replace(update, ops=shards)) if kept else 0,
-        timed(Collective.ALL_GATHER, weights),
+        memo.timed(simulated, kept, data) if kept else 0,
+        timed(Collective.ALL_GATHER, work.weight_bytes),
     )
 
 
@@ -253,7 +322,9 @@ def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
     return _ChunkOps(group, zero)
 
 
-def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple[ChunkPasses, ...]:
+def _chunk_passes(
+    graph: OpGraph, ops: _ChunkOps, simulated: Simulated, memo: PassMemo
+) -> tuple[ChunkPasses, ...]:
     """Each distinct chunk's forward and backward pass simulated once, and the ops a
     technique added to the backward pass (the forward work recomputation repeats: the
     one rewriting technique a pipeline plan admits) simulated alone."""
@@ -263,15 +334,12 @@ def _chunk_passes(graph: OpGraph, ops: _ChunkOps, simulated: Simulated) -> tuple
         seen.setdefault(key, []).append(g)
     out = []
     for chunks in seen.values():
-        forward = subgraph(graph, ops.group[chunks[0]][Stage.FORWARD])
-        ids = ops.group[chunks[0]][Stage.BACKWARD]
-        backward = subgraph(graph, ids)
-        again = [i for i in ids if graph.ops[i].owner != CORE]
-        cycles_of = PassCycles(simulated(forward), simulated(backward))
-        redone = simulated(subgraph(graph, again)) if again else 0
-        out.append(
-            ChunkPasses(tuple(chunks), len(forward.ops), len(backward.ops), cycles_of, redone)
-        )
+        forward = ops.group[chunks[0]][Stage.FORWARD]
+        backward = ops.group[chunks[0]][Stage.BACKWARD]
+        again = [i for i in backward if graph.ops[i].owner != CORE]
+        cycles_of = PassCycles(memo.timed(simulated, forward), memo.timed(simulated, backward))
+        redone = memo.timed(simulated, again) if again else 0
+        out.append(ChunkPasses(tuple(chunks), len(forward), len(backward), cycles_of, redone))
     return tuple(out)
 
 

@@ -16,6 +16,7 @@ from accelsim.config.enums import AttentionKernels, CompileMode
 from accelsim.config.run import AssignmentPolicy, OnCapacity
 from accelsim.config.symmetry import Symmetry
 from accelsim.driver import pipeline as pipelines
+from accelsim.driver import pipeline_memo
 from accelsim.driver.costing import run_costs
 from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
@@ -23,7 +24,7 @@ from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import replicated, tensor_degree, tensor_plan
 from accelsim.driver.settings import step_settings
 from accelsim.driver.silicon import iso_area_match, silicon_of
-from accelsim.driver.zero import sharded_memory, zero_placed, zero_stage
+from accelsim.driver.zero import sharded_memory, unsymmetric, zero_placed, zero_stage
 from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
@@ -204,7 +205,7 @@ class _Run:
         run, hw = self.inputs.run, self.inputs.hardware
         kinds = _kinds(self.inputs.techniques, self.ctx) if self.rewriters else [BASE]
         if pipelines.pipeline_degree(run) > 1:
-            return pipelines.pipeline_memory(run, hw, self.inputs.infos, self.step_graph(kinds[0]))
+            return pipeline_memo.pipeline_memory(self.inputs, kinds[0], self.step_graph(kinds[0]))
         replicas = hw.processors // tensor_degree(run)
         local = run.batch_size
         if run.assignment is AssignmentPolicy.DATA_PARALLEL:
@@ -357,7 +358,7 @@ def _simulated(graph: OpGraph, costs: OpCosts, inputs: RunInputs) -> Trace:
     run, machine = inputs.run, inputs.machine
     if run.data_parallel.symmetry is not Symmetry.AUTO:
         return simulate(graph, costs, machine, run.timing.engine)
-    found = symmetry.roles(graph, costs, machine)
+    found = unsymmetric(run) or symmetry.roles(graph, costs, machine)
     if isinstance(found, str):
         trace = simulate(graph, costs, machine, run.timing.engine)
         said = replicated(run, machine.processors, inputs.techniques)
@@ -432,15 +433,10 @@ def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     memory = _checked_memory(sim)
     if pipelines.pipeline_degree(inputs.run) > 1:  # composed from its passes
         kind = _kinds(inputs.techniques, sim.ctx)[0] if sim.rewriters else BASE
-        graph, step = pipelines.simulated_pipeline(
-            inputs.run,
-            inputs.hardware,
-            inputs.machine.network,
-            inputs.infos,
-            sim.step_graph(kind),
-            lambda pass_graph: sim.simulate(pass_graph, "pass").trace.total_cycles,
+        tables, step = pipeline_memo.simulated_pipeline(
+            inputs, kind, sim.step_graph(kind), sim.simulate
         )  # its tables: one micro-batch of every chunk simulated whole
-        return TrainingResult(sim.simulate(graph, kind), {}, None, memory, pipeline=step)
+        return TrainingResult(tables, {}, None, memory, pipeline=step)
     base = sim.simulate(sim.placed(BASE, None), BASE)
     sim.base = base
     if not inputs.techniques:

@@ -36,10 +36,9 @@ def zero_problems(
     run: RunSpec, hw: HardwareSpec, techniques: Sequence[Technique[Any]], source: str
 ) -> list[Problem]:
     """What a ZeRO stage cannot run with: no data parallelism (one replica, or another
-    assignment), stage 3 with a pipeline or tensor parallelism or a batch the replicas
-    do not share evenly, an expert plan, gradient clipping, and the techniques that say
-    they cannot (stages 1 and 2 with a pipeline are composed by
-    :mod:`accelsim.driver.pipeline_step`)."""
+    assignment), stage 3 with a pipeline or a batch the replicas do not share evenly,
+    an expert plan, gradient clipping, and the techniques that say they cannot (stages
+    1 and 2 with a pipeline are composed by :mod:`accelsim.driver.pipeline_step`)."""
     zero = zero_stage(run)
     if zero == 0:
         return []
@@ -58,12 +57,6 @@ def zero_problems(
         why = (
             "not with parallel.expert above 1: sharding over the data-parallel group"
             " of an expert-parallel plan's processors is not modelled"
-        )
-        problems.append(Problem(source, key, why, zero))
-    if zero == 3 and run.parallel.tensor > 1:
-        why = (
-            "3 not with parallel.tensor above 1: each tensor rank's weight gathers over its"
-            " data-parallel group are not modelled (stages 1 and 2 are)"
         )
         problems.append(Problem(source, key, why, zero))
     if zero == 3 and data > 1 and run.batch_size % data:
@@ -94,6 +87,21 @@ _GATHERED_IN_A_PIPELINE = (
 """Why ZeRO stage 3 is refused with a pipeline plan."""
 
 
+GATHERS_BESIDE_TENSOR = (
+    "ZeRO stage 3 with tensor parallelism: each tensor rank's weight gathers over its"
+    " data-parallel group share links with the tensor groups' collectives, which the"
+    " sends of one simulated replica do not load as the whole step does"
+)
+"""Why ``run.data_parallel.symmetry: auto`` simulates every processor of such a step."""
+
+
+def unsymmetric(run: RunSpec) -> str:
+    """Why the run's step is simulated on every processor whatever its symmetry (ZeRO
+    stage 3 with tensor parallelism), or an empty string."""
+    plan = run.parallel
+    return GATHERS_BESIDE_TENSOR if plan and plan.zero == 3 and plan.tensor > 1 else ""
+
+
 def zero_placed(step: StepGraph, run: RunSpec, hw: HardwareSpec, tensor: int) -> OpGraph:
     """The step on the processors at the run's ZeRO stage (above 0), with its updates:
     a data-parallel or tensor-parallel placement sharded
@@ -110,6 +118,7 @@ def zero_placed(step: StepGraph, run: RunSpec, hw: HardwareSpec, tensor: int) ->
             words,
             bucket,
             run.parallel.zero_prefetch,
+            tensor,
         )
     if tensor > 1:
         graph = tensor_parallel(

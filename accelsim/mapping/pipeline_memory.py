@@ -15,19 +15,56 @@ stages 1 and 2 each stage's classes are sharded over its data-parallel group
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.parallel import PipelineSchedule
-from accelsim.graph.ops import Op, OpGraph
+from accelsim.graph.ops import Op, OpGraph, Parameter
 from accelsim.graph.queries import reads_of, stashed_tensors
 from accelsim.mapping.memory import MemoryBreakdown, memory_classes, processors_sharing
-from accelsim.mapping.pipeline_order import peak_stash, stage_order
+from accelsim.mapping.pipeline_order import peak_stash
 from accelsim.mapping.pipeline_stages import PipelineCut
 from accelsim.mapping.zero_memory import zero_classes
 
 if TYPE_CHECKING:
     from accelsim.config.run import OptimizerSpec
+
+
+@dataclass(frozen=True)
+class StageParts:
+    """A cut's stages before their schedule and sharding: each stage's classes but its
+    activations, the parameters it keeps, and each chunk's stash for one micro-batch
+    (what every schedule, ZeRO stage and data-parallel degree of a cut shares)."""
+
+    classes: tuple[dict[str, int], ...]
+    kept: tuple[tuple[Parameter, ...], ...]
+    stash_of_chunk: tuple[int, ...]
+
+
+def stage_parts(
+    step: OpGraph,
+    cut: PipelineCut,
+    optimizer: OptimizerSpec,
+    hw: HardwareSpec,
+    bucket_bytes: int | None,
+) -> StageParts:
+    """Each stage's :class:`StageParts` of ``step``, one micro-batch's step graph of
+    one rank."""
+    chunk_of = cut.chunk_of_layer()
+    chunk_ops: list[list[Op]] = [[] for _ in cut.chunks]
+    for op in step.ops:
+        chunk_ops[chunk_of[op.layer]].append(op)
+    stash_of_chunk = tuple(sum(t.bytes for t in stashed_tensors(ops)) for ops in chunk_ops)
+    classes, kept_of = [], []
+    for stage in range(cut.stages):
+        ops = [op for g in cut.chunks_of_stage(stage) for op in chunk_ops[g]]
+        read = {a.tensor.key for op in ops for a in reads_of(op)}
+        layers = {name for g in cut.chunks_of_stage(stage) for name in cut.chunks[g]}
+        kept = tuple(p for p in step.parameters if p.layer in layers or p.weight.key in read)
+        classes.append(memory_classes(ops, kept, 0, optimizer, hw, bucket_bytes))
+        kept_of.append(kept)
+    return StageParts(tuple(classes), tuple(kept_of), stash_of_chunk)
 
 
 def stage_memory(
@@ -44,20 +81,28 @@ def stage_memory(
     """The most loaded stage's memory (the first of equals), ``step`` being one
     micro-batch's step graph of one rank, with every stage's total, each stage's
     classes sharded at ZeRO stage ``zero`` (0, 1 or 2) over ``data`` processors."""
-    chunk_of = cut.chunk_of_layer()
-    chunk_ops: list[list[Op]] = [[] for _ in cut.chunks]
-    for op in step.ops:
-        chunk_ops[chunk_of[op.layer]].append(op)
-    stash_of_chunk = [sum(t.bytes for t in stashed_tensors(ops)) for ops in chunk_ops]
+    parts = stage_parts(step, cut, optimizer, hw, bucket_bytes)
+    return scheduled_memory(parts, cut, schedule, micro_batches, optimizer, hw, zero, data)
+
+
+def scheduled_memory(
+    parts: StageParts,
+    cut: PipelineCut,
+    schedule: PipelineSchedule,
+    micro_batches: int,
+    optimizer: OptimizerSpec,
+    hw: HardwareSpec,
+    zero: int = 0,
+    data: int = 1,
+) -> MemoryBreakdown:
+    """:func:`stage_memory` from the cut's :class:`StageParts`: each stage's peak stash
+    by its schedule, its classes sharded at ZeRO stage ``zero``."""
     stages = []
-    for stage in range(cut.stages):
-        ops = [op for g in cut.chunks_of_stage(stage) for op in chunk_ops[g]]
-        read = {a.tensor.key for op in ops for a in reads_of(op)}
-        layers = {name for g in cut.chunks_of_stage(stage) for name in cut.chunks[g]}
-        kept = [p for p in step.parameters if p.layer in layers or p.weight.key in read]
-        order = stage_order(schedule, cut.stages, cut.virtual_stages, micro_batches, stage)
-        stash = peak_stash(order, stash_of_chunk)
-        classes = memory_classes(ops, kept, stash, optimizer, hw, bucket_bytes)
+    for stage, (static, kept) in enumerate(zip(parts.classes, parts.kept, strict=True)):
+        stash = peak_stash(
+            schedule, cut.stages, cut.virtual_stages, micro_batches, stage, parts.stash_of_chunk
+        )
+        classes = {**static, "activations": stash}
         if zero:
             classes = zero_classes(classes, kept, optimizer, hw.word_bytes, zero, data, 0)
         stages.append(classes)

@@ -20,6 +20,7 @@ the interleaved stage 0 at most ``2 (p - 1) + (v - 1) p + 1 = p v (1 + (p - 1) /
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -84,12 +85,39 @@ def stage_order(
     return tuple(order)
 
 
-def peak_stash(order: Sequence[ChunkPass], stash_of_chunk: Sequence[int]) -> int:
-    """The most a stage holds at once running ``order``: each forward adds its chunk's
-    stash (``stash_of_chunk``, by chunk), each backward frees it."""
-    held = peak = 0
-    for step in order:
-        sign = 1 if step.direction is Pass.FORWARD else -1
-        held += sign * stash_of_chunk[step.chunk]
-        peak = max(peak, held)
-    return peak
+@functools.lru_cache(maxsize=4096)
+def held_at_peaks(
+    schedule: PipelineSchedule, stages: int, virtual_stages: int, micro_batches: int, stage: int
+) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The stashes stage ``stage`` holds at once after each forward of its order, as
+    ``(chunk, count)`` pairs, those another holds at least as many of each left out:
+    the stage's peak stash is the most of these weighed by each chunk's stash (a
+    stash is never negative), for any stashes (what the memory of a plan search's
+    candidates of one cut and schedule shares)."""
+    held: dict[int, int] = {}
+    seen: dict[tuple[tuple[int, int], ...], None] = {}
+    for step in stage_order(schedule, stages, virtual_stages, micro_batches, stage):
+        forward = step.direction is Pass.FORWARD
+        held[step.chunk] = held.get(step.chunk, 0) + (1 if forward else -1)
+        if forward:
+            seen[tuple(sorted((c, n) for c, n in held.items() if n))] = None
+    counts = [dict(h) for h in seen]
+    return tuple(
+        h
+        for h, c in zip(seen, counts, strict=True)
+        if not any(o != c and all(o.get(k, 0) >= n for k, n in c.items()) for o in counts)
+    )
+
+
+def peak_stash(
+    schedule: PipelineSchedule,
+    stages: int,
+    virtual_stages: int,
+    micro_batches: int,
+    stage: int,
+    stash_of_chunk: Sequence[int],
+) -> int:
+    """The most stage ``stage`` holds at once running its order: each forward adds its
+    chunk's stash (``stash_of_chunk``, by chunk), each backward frees it."""
+    peaks = held_at_peaks(schedule, stages, virtual_stages, micro_batches, stage)
+    return max(sum(n * stash_of_chunk[c] for c, n in held) for held in peaks)

@@ -116,15 +116,15 @@ def group_copies(
         ops, made = copy(tag, copied_as(f"p{p}/", tag), ids[r])
         params.append(made)
         for op in ops:
-            slots[op.op_id] = _joined(slots.get(op.op_id), op, group)
+            slots[op.op_id] = joined(slots.get(op.op_id), op, group)
     for i in range(start, at):
         builder.append(slots[i], group[0])
     return params, [[ids[r][s] for s in rank.sinks] for r in range(len(group))]
 
 
-def _joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:
-    """A rank's copy of an op; a stand-in all-reduce, the one all-reduce of the group
-    waiting for what it waits for on every rank."""
+def joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:
+    """A rank's copy of an op; a stand-in collective, the one collective of ``group``
+    waiting for what it waits for on every member."""
     if not isinstance(op, CommOp):
         return op
     if seen is None:

@@ -40,21 +40,23 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.copies import prefixed
+from accelsim.graph.copies import copied_as, prefixed
 from accelsim.graph.ops import (
     Access,
     CommOp,
     Op,
     OpGraph,
+    Parameter,
     Phase,
     Stage,
+    Tag,
     TensorKey,
     TensorKind,
     VectorOp,
     replaced,
 )
 from accelsim.mapping.placement import StepGraph
-from accelsim.mapping.tensor_placement import RankStep, group_copies, reduce_gradients, updated
+from accelsim.mapping.tensor_placement import RankStep, joined, reduce_gradients, updated
 from accelsim.network.collectives import Collective
 
 GATHERED_STAGES = (Stage.FORWARD, Stage.BACKWARD)
@@ -217,17 +219,58 @@ def zero3_data_parallel(
     words: WordBytesSpec,
     bucket_bytes: int | None,
     prefetch: int,
+    tensor: int = 1,
 ) -> OpGraph:
-    """The step at ZeRO stage 3 on ``processors`` replicas of an equal share of
-    ``batch``: every replica's copy of the gathered step (:func:`gathered`), op by op
-    (each stand-in gather one all-gather over all of them), the gradients
-    reduce-scattered in buckets and each processor's shard updated."""
-    graph = gathered(step(batch // processors), words, prefetch)
-    everyone = tuple(range(processors))
+    """The step at ZeRO stage 3 on ``processors`` = data x ``tensor`` processors, the
+    replicas an equal share of ``batch``: every processor's copy of one rank's gathered
+    step (:func:`gathered`), op by op (:func:`_copies`: each stand-in gather one
+    all-gather over the rank's data-parallel group, each stand-in of the tensor group
+    one collective over its replica's ranks), each rank's gradients reduce-scattered
+    over its data-parallel group in buckets and each processor's shard updated."""
+    data = processors // tensor
+    graph = gathered(step(batch // data), words, prefetch)
     builder = GraphBuilder(words)
-    params, sinks = group_copies(builder, RankStep.of(graph), everyone)
-    ready: list[dict[str, int]] = [{} for _ in everyone]
-    reduce_gradients(builder, params, ready, 0, 1, bucket_bytes)
+    params, sinks = _copies(builder, RankStep.of(graph), data, tensor)
+    ready: list[dict[str, int]] = [{} for _ in range(processors)]
+    for rank in range(tensor):
+        reduce_gradients(builder, params, ready, rank, tensor, bucket_bytes)
     on_chip: set[TensorKey] = set()
-    on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in everyone))
+    on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in range(processors)))
     return sharded(updated(builder, (params, sinks, ready), optimizer, on_chip), words, 3)
+
+
+def _copies(
+    builder: GraphBuilder, rank: RankStep, data: int, tensor: int
+) -> tuple[list[list[Parameter]], list[list[int]]]:
+    """Every processor ``r tensor + k`` (rank ``k`` of replica ``r``)'s copy of
+    ``rank``'s step appended to ``builder``: a stand-in collective of the data group
+    (a gather) once for the ranks ``k`` of every replica, one of the tensor group once
+    for the ranks of replica ``r``, each waiting for what it waits for on each of
+    them; each processor's parameters and backward sinks."""
+    processors, start = data * tensor, len(builder.ops)
+    groups: list[tuple[int, ...]] = []
+    ids: list[list[int]] = [[] for _ in range(processors)]
+    for op in rank.graph.ops:
+        if isinstance(op, CommOp) and op.group is CommGroup.TENSOR:
+            made = [tuple(range(r * tensor, (r + 1) * tensor)) for r in range(data)]
+            of = [p // tensor for p in range(processors)]
+        elif isinstance(op, CommOp):
+            made = [tuple(range(k, processors, tensor)) for k in range(tensor)]
+            of = [p % tensor for p in range(processors)]
+        else:
+            made = [(p,) for p in range(processors)]
+            of = list(range(processors))
+        for p in range(processors):
+            ids[p].append(start + len(groups) + of[p])
+        groups += made
+    slots: dict[int, Op] = {}
+    params: list[list[Parameter]] = []
+    for p in range(processors):
+        tag = Tag(replica=p)
+        ops, made_params = rank.copy(tag, copied_as(f"p{p}/", tag), ids[p])
+        params.append(made_params)
+        for op in ops:
+            slots[op.op_id] = joined(slots.get(op.op_id), op, groups[op.op_id - start])
+    for i, group in enumerate(groups):
+        builder.append(slots[start + i], group[0])
+    return params, [[ids[p][s] for s in rank.sinks] for p in range(processors)]

@@ -5,9 +5,10 @@ time) and a recomputation policy.  Each field takes its values from :data:`AXES`
 *degree* (the processors a plan splits over: ``tensor``, ``pipeline``, ``expert``)
 takes the divisors of the chips its rule allows, and the data-parallel degree is the
 chips over the product of the degrees; a *choice* takes its values from the model and
-the per-replica batch (``micro_batch``: its divisors).  A field with no entry takes
-every value of its type when that is a bool, an enum or a literal, and its default
-otherwise.  A new field of the plan is one more entry of :data:`AXES`.
+the fields chosen before it (``micro_batch``: divisors of the per-replica batch).  A
+field with no entry takes every value of its type when that is a bool, an enum or a
+literal, and its default otherwise.  A new field of the plan is one more entry of
+:data:`AXES`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from pydantic.fields import FieldInfo
 
 RECOMPUTE = ("none", "selective", "full")
 """The recomputation policies a search tries: none (no technique), then the
-recomputation technique's ``selective`` and ``full``."""
+recomputation technique's ``selective`` and ``full`` (not with sequence parallelism,
+whose gathers ``full`` would not repeat: the technique refuses it)."""
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,15 @@ class Model:
 class Axis:
     """How a field of the parallel plan is searched: ``degree`` fields multiply with
     the data-parallel degree to the chips and take the divisors ``allows`` keeps;
-    a choice takes ``choices(model, per_replica_batch)`` (None: every value of its
-    type, as a field without a rule), or its default where the plan's degrees do not
+    a choice takes ``choices(model, chosen)`` (None: every value of its type, as a
+    field without a rule), ``chosen`` being the degrees, the data-parallel degree
+    (:data:`DATA`) and the fields before it, or its default where they do not
     ``need`` it (a pipeline's schedule and micro-batch without a pipeline)."""
 
     degree: bool
     allows: Callable[[Model, int], bool] = lambda model, value: True
-    choices: Callable[[Model, int], Sequence[Any]] | None = None
-    needs: Callable[[Mapping[str, int]], bool] = lambda degrees: True
+    choices: Callable[[Model, Mapping[str, Any]], Sequence[Any]] | None = None
+    needs: Callable[[Mapping[str, Any]], bool] = lambda chosen: True
 
 
 def divisors(n: int) -> list[int]:
@@ -60,33 +63,75 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _replica_batch(model: Model, chosen: Mapping[str, Any]) -> int:
+    return model.global_batch // int(chosen[DATA])
+
+
+def _virtual_stages(model: Model, chosen: Mapping[str, Any]) -> list[int]:
+    """An interleaved schedule's model chunks a stage: 2 or more, each chunk as many
+    blocks (``blocks / (pipeline x virtual_stages)`` whole), as Megatron-LM requires."""
+    if not _interleaved(chosen):
+        return [1]
+    per_stage, rest = divmod(model.blocks, int(chosen["pipeline"]))
+    return [v for v in divisors(per_stage) if v > 1] if not rest else []
+
+
+def _interleaved(chosen: Mapping[str, Any]) -> bool:
+    return bool(_plain(chosen.get("schedule")) == "interleaved")
+
+
+MAX_MICRO_BATCH = 4
+"""The most samples of a micro-batch the search tries (our choice, to bound the
+search: a larger one holds more activations a micro-batch and leaves fewer
+micro-batches to fill the pipeline)."""
+
+
+def _micro_batches(model: Model, chosen: Mapping[str, Any]) -> list[int]:
+    """A micro-batch's samples: at most :data:`MAX_MICRO_BATCH`, dividing a replica's
+    batch (into a multiple of the stages under the interleaved schedule)."""
+    batch, stages = _replica_batch(model, chosen), int(chosen.get("pipeline", 1))
+    step = stages if _interleaved(chosen) else 1
+    return [m for m in divisors(batch) if m <= MAX_MICRO_BATCH and (batch // m) % step == 0]
+
+
+def _zero_stages(model: Model, chosen: Mapping[str, Any]) -> tuple[int, ...]:
+    """The ZeRO stages: none with one replica, 3 not with a pipeline."""
+    if int(chosen[DATA]) == 1:
+        return (0,)
+    return (0, 1, 2) if chosen.get("pipeline", 1) > 1 else (0, 1, 2, 3)
+
+
+def _pipelined(chosen: Mapping[str, Any]) -> bool:
+    return int(chosen.get("pipeline", 1)) > 1
+
+
 AXES: dict[str, Axis] = {
     "tensor": Axis(True, lambda m, t: all(h % t == 0 for h in m.heads)),
-    "pipeline": Axis(True, lambda m, p: p <= max(m.blocks, 1)),
+    "pipeline": Axis(True, lambda m, p: p == 1 or (p <= m.blocks and m.blocks % p == 0)),
     "expert": Axis(
         True, lambda m, e: e == 1 or (bool(m.experts) and all(x % e == 0 for x in m.experts))
     ),
-    "micro_batch": Axis(
-        False, choices=lambda m, batch: divisors(batch), needs=lambda d: d.get("pipeline", 1) > 1
+    "schedule": Axis(False, needs=_pipelined),
+    "virtual_stages": Axis(False, choices=_virtual_stages, needs=_pipelined),
+    "micro_batch": Axis(False, choices=_micro_batches, needs=_pipelined),
+    "sequence_parallel": Axis(
+        False, choices=lambda m, c: (False, True) if c.get("tensor", 1) > 1 else (False,)
     ),
-    "schedule": Axis(False, needs=lambda d: d.get("pipeline", 1) > 1),
-    "zero": Axis(
-        False,
-        choices=lambda m, batch: (0, 1, 2, 3) if m.global_batch // batch > 1 else (0,),
-        needs=lambda d: d.get("pipeline", 1) == 1 and d.get("expert", 1) == 1,
-    ),
-    "sequence_parallel": Axis(False, choices=lambda m, batch: (False,)),
+    "zero": Axis(False, choices=_zero_stages, needs=lambda c: c.get("expert", 1) == 1),
 }
 """The search's rule for each field of the parallel plan it knows: a degree's divisors
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
-heads; pipeline: at most the blocks; expert: dividing every mixture-of-experts layer's
-experts, 1 without one), or a choice's values (a pipeline's micro-batch and schedule
-only with a pipeline; the ZeRO stages with more than one replica, and neither
-experts, which :func:`accelsim.driver.zero.zero_problems` refuses, nor a pipeline
-(stages 1 and 2 run with one, but are not searched: ``--plan`` evaluates them);
-sequence parallelism off: ``--plan ...,sp=true`` evaluates it).  A pipeline plan's
-step is simulated at pass granularity (:mod:`accelsim.driver.pipeline_step`), with
-recomputation from the recomputing step's passes."""
+heads; pipeline: dividing the blocks, as Megatron-LM requires; expert: dividing every
+mixture-of-experts layer's experts, 1 without one), or a choice's values, from the
+fields chosen before it: a pipeline's schedule, virtual stages and micro-batch only
+with a pipeline (the interleaved schedule with 2 or more virtual stages, each chunk
+the same whole number of blocks; the micro-batch dividing a replica's batch, into a
+multiple of the stages when interleaved); sequence parallelism with tensor
+parallelism; the ZeRO stages with more than one replica and no experts
+(:func:`accelsim.driver.zero.zero_problems` refuses those), stage 3 without a
+pipeline.  A pipeline plan's step is simulated at pass granularity
+(:mod:`accelsim.driver.pipeline_step`), with recomputation from the recomputing
+step's passes."""
 
 DATA = "data"
 """The data-parallel degree: the chips over the other degrees (a field of its own when
@@ -168,22 +213,29 @@ def enumerate_plans(model: Model, fields: Mapping[str, FieldInfo]) -> Iterator[C
 def _with_choices(
     model: Model, fields: Mapping[str, FieldInfo], degrees: dict[str, int], data: int
 ) -> Iterator[Candidate]:
-    batch = model.global_batch // data
-    names, options = [], []
-    for name, info in fields.items():
-        if name in degrees:
-            continue
-        names.append(name)
-        if name == DATA:
-            options.append((data,))
-        elif name in AXES and not AXES[name].needs(degrees):
-            options.append((info.default,))
-        elif name in AXES and (choices := AXES[name].choices) is not None:
-            options.append(tuple(choices(model, batch)))
-        else:
-            options.append(field_values(info))
-    for values in itertools.product(*options):
-        chosen = degrees | dict(zip(names, values, strict=True))
+    defaults = defaults_of(fields)
+    for chosen in _choices(model, fields, {**degrees, DATA: data}, list(fields)):
         parallel = tuple((name, chosen[name]) for name in fields)
-        for policy in RECOMPUTE:
-            yield Candidate(parallel, data, policy, defaults_of(fields))
+        policies = RECOMPUTE[:2] if chosen.get("sequence_parallel") else RECOMPUTE
+        for policy in policies:
+            yield Candidate(parallel, data, policy, defaults)
+
+
+def _choices(
+    model: Model, fields: Mapping[str, FieldInfo], chosen: dict[str, Any], rest: list[str]
+) -> Iterator[dict[str, Any]]:
+    """Every value of the fields ``rest`` (in order, each from the ones before it)."""
+    if not rest:
+        yield chosen
+        return
+    name, info = rest[0], fields[rest[0]]
+    if name in chosen:
+        values: Sequence[Any] = (chosen[name],)
+    elif name in AXES and not AXES[name].needs(chosen):
+        values = (info.default,)
+    elif name in AXES and (choices := AXES[name].choices) is not None:
+        values = tuple(choices(model, chosen))
+    else:
+        values = field_values(info)
+    for value in values:
+        yield from _choices(model, fields, {**chosen, name: value}, rest[1:])

@@ -17,6 +17,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.overrides import Override
 from accelsim.config.parallel import ParallelSpec
 from accelsim.driver.inputs import InputCache, RunInputs
+from accelsim.driver.pipeline_memo import NOT_SHARING
 from accelsim.driver.run import step_memory
 from accelsim.errors import ConfigError
 from accelsim.lowering.stats import model_stats
@@ -28,6 +29,7 @@ from accelsim.resources import bundled_path
 from accelsim.sweep.executors import Executor
 from accelsim.sweep.plan import SweepPlan, plan_sweep
 from accelsim.sweep.points import KeepPoints
+from accelsim.sweep.processes import can_fork, process_pool
 from accelsim.sweep.run import SweepReport, pending_points, run_sweep
 from accelsim.workload.model import Attention
 from accelsim.workload.moe import Moe
@@ -163,8 +165,21 @@ def model_of(inputs: RunInputs, chips: int, global_batch: int) -> Model:
 
 
 def candidates_of(model: Model) -> list[Candidate]:
-    """Every candidate over the fields the parallel plan has."""
-    return list(enumerate_plans(model, ParallelSpec.model_fields))
+    """Every candidate over the fields the parallel plan has, those that share a rank
+    graph next to each other (:func:`sharing_first`)."""
+    return sorted(enumerate_plans(model, ParallelSpec.model_fields), key=sharing_first)
+
+
+def sharing_first(candidate: Candidate) -> tuple[Any, ...]:
+    """The order of the search: by the fields a pipeline plan's rank graph depends on
+    (the plan's but :data:`~accelsim.driver.pipeline_memo.NOT_SHARING`, and the
+    recomputation policy), then by those it does not, so that a sweep worker
+    simulating the candidates in turn reuses each rank graph's passes
+    (:mod:`accelsim.driver.pipeline_memo`) while it keeps them."""
+    fields = dict(candidate.parallel)
+    shared = [str(v) for k, v in fields.items() if k not in NOT_SHARING]
+    rest = [str(fields[k]) for k in NOT_SHARING if k in fields]
+    return (*shared, candidate.recompute, *rest, candidate.data)
 
 
 def filter_plans(
@@ -193,6 +208,47 @@ def filter_plans(
             why = f"{memory.total_bytes:,} bytes per chip, {memory.capacity_bytes:,} fit"
             result.refusals[candidate.label] = why
     return result
+
+
+FILTERED_APART = 64
+"""The fewest candidates a search filters in worker processes (fewer: in its own)."""
+
+_filtering: list[tuple[InputCache, Path, dict[str, Any], Sequence[Candidate]]] = []
+"""The filter a forked worker runs a share of (set before the workers fork)."""
+
+
+def filter_in_parallel(
+    cache: InputCache,
+    base: Path,
+    sets: dict[str, Any],
+    candidates: Sequence[Candidate],
+    jobs: int,
+) -> Filtered:
+    """:func:`filter_plans` on ``jobs`` forked worker processes, each a contiguous share
+    of the candidates (those sharing a rank graph mostly together), the shares' counts
+    added in order: the same :class:`Filtered`."""
+    if jobs < 2 or len(candidates) < FILTERED_APART or not can_fork():
+        return filter_plans(cache, base, sets, candidates)
+    n = len(candidates)
+    bounds = [(i * n // jobs, (i + 1) * n // jobs) for i in range(jobs)]
+    _filtering[:] = [(cache, base, sets, candidates)]
+    try:
+        with process_pool(jobs) as pool:
+            parts = list(pool.map(_filter_share, bounds))
+    finally:
+        _filtering.clear()
+    result = Filtered(n)
+    for part in parts:
+        result.refused_by_checks.update(part.refused_by_checks)
+        result.refused_by_memory.update(part.refused_by_memory)
+        result.fitting.extend(part.fitting)
+        result.refusals.update(part.refusals)
+    return result
+
+
+def _filter_share(bounds: tuple[int, int]) -> Filtered:
+    cache, base, sets, candidates = _filtering[0]
+    return filter_plans(cache, base, sets, candidates[bounds[0] : bounds[1]])
 
 
 def memory_of(

@@ -6,6 +6,7 @@ holds at its peak."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -140,7 +141,7 @@ def test_interleaved_bubble_on_a_uniform_toy(p: int, v: int, m: int) -> None:
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 8), (4, 2), (8, 64)])
 def test_1f1b_stage_i_holds_min_p_minus_i_and_m_micro_batches(p: int, m: int) -> None:
     for s in range(p):
-        assert peak_stash(stage_order(ONE, p, 1, m, s), [1] * p) == min(p - s, m)
+        assert peak_stash(ONE, p, 1, m, s, [1] * p) == min(p - s, m)
 
 
 @pytest.mark.parametrize(("p", "v", "m"), [(2, 2, 4), (4, 2, 8), (8, 3, 64), (4, 4, 8)])
@@ -148,9 +149,29 @@ def test_interleaved_first_stage_holds_narayanan_et_als_factor(p: int, v: int, m
     """Stage 0 holds 2 (p - 1) + (v - 1) p + 1 chunk passes, each a v-th of its
     layers: p (1 + (p - 1) / (p v)) micro-batches' worth of the stage's stash."""
     chunk = 1
-    peak = peak_stash(stage_order(INTER, p, v, m, 0), [chunk] * (p * v))
+    peak = peak_stash(INTER, p, v, m, 0, [chunk] * (p * v))
     assert peak == 2 * (p - 1) + (v - 1) * p + 1
     assert Fraction(peak, v) == p * (1 + Fraction(p - 1, p * v))
+
+
+@pytest.mark.parametrize(
+    ("schedule", "p", "v", "m"),
+    [(ONE, 4, 1, 8), (ONE, 8, 1, 3), (INTER, 2, 2, 4), (INTER, 4, 3, 8), (INTER, 4, 2, 4)],
+)
+def test_the_peak_is_the_most_held_after_any_forward(
+    schedule: PipelineSchedule, p: int, v: int, m: int
+) -> None:
+    """:func:`peak_stash` from the counts kept by :func:`held_at_peaks` equals walking
+    the order pass by pass, for chunks of unequal stashes (a few thousand draws)."""
+    draws = random.Random(7)
+    for _ in range(300):
+        stash = [draws.randrange(0, 1000) for _ in range(p * v)]
+        for s in range(p):
+            held = walked = 0
+            for step in stage_order(schedule, p, v, m, s):
+                held += stash[step.chunk] if step.direction is Pass.FORWARD else -stash[step.chunk]
+                walked = max(walked, held)
+            assert peak_stash(schedule, p, v, m, s, stash) == walked
 
 
 def test_interleaved_refuses_micro_batches_the_stages_do_not_divide() -> None:

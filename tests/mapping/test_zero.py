@@ -352,12 +352,6 @@ def test_refused_at_load_time(sets: list[str], message: str) -> None:
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
-        (
-            ["run.parallel={tensor: 2, zero: 3}"],
-            "--set: run.parallel.zero: 3 not with parallel.tensor above 1: each tensor rank's"
-            " weight gathers over its data-parallel group are not modelled (stages 1 and 2"
-            " are) (got 3)",
-        ),
         *(
             (
                 ["run.parallel={zero: 1}", f"run.techniques={{{name}: {{}}}}"],
@@ -369,9 +363,7 @@ def test_refused_at_load_time(sets: list[str], message: str) -> None:
         ),
     ],
 )
-def test_refused_beside_tensor_parallelism_and_techniques(
-    tmp_path: Path, sets: list[str], message: str
-) -> None:
+def test_refused_beside_techniques(tmp_path: Path, sets: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as raised:
         given = ["processors=4", "batch_size=4", "assignment=data_parallel", *sets]
         load_inputs(run_file(tmp_path), parse_sets(given))

@@ -20,20 +20,33 @@ MODEL = Model(chips=8, global_batch=4, heads=(4,), experts=(), blocks=2)
 
 
 def test_the_plans_of_8_chips() -> None:
-    # t in {1, 2, 4, 8} dividing 4 heads: 1, 2, 4; p <= 2 blocks: 1, 2; dp = 8 / (t p)
-    # dividing batch 4. Without a pipeline: t = 2 (dp 4) and t = 4 (dp 2). With p = 2,
-    # each of the two schedules and every micro-batch dividing the replica's 4 / dp
-    # samples: (t, dp) = (1, 4): 1; (2, 2): 1, 2; (4, 1): 1, 2, 4; so 2 x 6 = 12
-    # pipeline plans, and the 2 without one with each ZeRO stage 0 to 3: 20 plans,
-    # each with none, selective and full.
+    # t in {1, 2, 4, 8} dividing 4 heads: 1, 2, 4; p in {1, 2} dividing 2 blocks; dp =
+    # 8 / (t p) dividing batch 4. Without a pipeline: t = 2 (dp 4) and t = 4 (dp 2),
+    # each with ZeRO stages 0 to 3 and sequence parallelism off (3 policies) and on
+    # (none and selective: 2): 2 x 4 x 5 = 40. With p = 2, 1F1B (interleaved needs 2
+    # blocks a stage) and every micro-batch dividing the replica's 4 / dp samples:
+    # (t, dp) = (1, 4): 1, ZeRO 0 to 2: 3 x 3 policies; (2, 2): 1, 2, ZeRO 0 to 2,
+    # sequence parallelism off and on: 2 x 3 x 5; (4, 1): 1, 2, 4, ZeRO 0 alone
+    # (one replica): 3 x 5. 9 + 30 + 15 = 54 pipeline plans: 94 in all.
     plans = list(enumerate_plans(MODEL, ParallelSpec.model_fields))
-    assert len(plans) == 60
+    assert len(plans) == 94
     assert [c.label for c in plans if dict(c.parallel)["pipeline"] == 1] == [
-        f"dp={dp},tensor={t},{z}recompute={r}"
+        f"dp={dp},tensor={t},{sp}{z}recompute={r}"
         for dp, t in ((4, 2), (2, 4))
+        for sp in ("", "sequence_parallel=true,")
         for z in ("", "zero=1,", "zero=2,", "zero=3,")
-        for r in ("none", "selective", "full")
+        for r in (("none", "selective", "full") if not sp else ("none", "selective"))
     ]
+    # Interleaved on 4 blocks and 2 stages: 2 virtual stages, micro-batches a multiple
+    # of the stages.
+    blocks = Model(chips=8, global_batch=4, heads=(4,), experts=(), blocks=4)
+    interleaved = [
+        c
+        for c in enumerate_plans(blocks, ParallelSpec.model_fields)
+        if str(dict(c.parallel)["schedule"].value) == "interleaved"
+    ]
+    assert {(dict(c.parallel)["virtual_stages"], c.data) for c in interleaved} == {(2, 2), (2, 1)}
+    assert all((4 // c.data // dict(c.parallel)["micro_batch"]) % 2 == 0 for c in interleaved)
 
 
 def test_new_fields_slot_in() -> None:
@@ -118,3 +131,21 @@ def test_bad_plans(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_plan(text, ParallelSpec.model_fields, 8)
     assert str(caught.value) == message
+
+
+def test_the_plans_of_gpt3_on_1024_chips() -> None:
+    # GPT-3 175B: 96 heads, 96 blocks; 1,024 chips, global batch 1,536.
+    gpt3 = Model(chips=1024, global_batch=1536, heads=(96,), experts=(), blocks=96)
+    plans = list(enumerate_plans(gpt3, ParallelSpec.model_fields))
+    assert len(plans) == 8033
+    # Without a pipeline, t in {2, 4, 8, 16, 32} (dp = 1024 / t divides 1,536), ZeRO 0
+    # to 3, 3 policies without sequence parallelism and 2 with it: 5 x 4 x 5 = 100.
+    assert sum(dict(c.parallel)["pipeline"] == 1 for c in plans) == 100
+    # t 8 x p 16 (dp 8, 192 samples a replica): 1F1B with micro-batches 1, 2, 3, 4;
+    # interleaved with 2, 3 or 6 virtual stages (6 blocks a stage), each with the same
+    # four (192 / m a multiple of 16): 4 + 3 x 4 = 16; x 5 policies and sequence
+    # parallelism, x ZeRO 0 to 2: 240.
+    assert (
+        sum(dict(c.parallel)["tensor"] == 8 and dict(c.parallel)["pipeline"] == 16 for c in plans)
+        == 240
+    )

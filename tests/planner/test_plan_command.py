@@ -51,17 +51,19 @@ def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, A
 
 def test_search_counts_json_and_mfu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     chosen = run_json(capsys, plan(tmp_path, "--json"))
-    # 24 candidates (tests/planner/test_candidates.py: 2 tensor degrees x 4 ZeRO stages
-    # x 3 policies); ZeRO stage 3 refused with tensor parallelism (6); 18 simulated.
+    # 40 candidates (tests/planner/test_candidates.py: 2 tensor degrees x 4 ZeRO stages
+    # x (3 policies without sequence parallelism + 2 with it)), all simulated.
     assert chosen["search"] == {
-        "enumerated": 24,
-        "refused_by_checks": {"parallel.zero": 6},
+        "enumerated": 40,
+        "refused_by_checks": {},
         "refused_by_memory": {},
-        "fitting": 18,
+        "fitting": 40,
         "filter_seconds": chosen["search"]["filter_seconds"],
-        "simulated": 18,
+        "simulated": 40,
         "already_stored": 0,
+        "search_seconds": chosen["search"]["search_seconds"],
     }
+    assert 0 < chosen["search"]["filter_seconds"] < chosen["search"]["search_seconds"]
     assert set(chosen) >= {
         "plan",
         "step_cycles",
@@ -84,16 +86,17 @@ def test_search_counts_json_and_mfu(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_memory_filter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # 40,000 bytes: tensor 2's three plans (54,992 and 54,480 bytes a chip without and
-    # with selective recomputation) do not fit, tensor 4's (36,160 and 35,648) do
+    # 40,000 bytes: tensor 2's five plans without sharding (54,992 and 54,480 bytes a
+    # chip without and with selective recomputation, three policies without sequence
+    # parallelism and two with it) do not fit, tensor 4's (36,160 and 35,648) do
     # (tests/mapping/test_memory.py counts such breakdowns), and so does tensor 2 with
-    # its optimizer state sharded over its 4 replicas (ZeRO 1 and 2).
+    # its optimizer state sharded over its 4 replicas (ZeRO 1, 2 and 3).
     small = tmp_path / "small.yaml"
     text = HARDWARE.read_text(encoding="utf-8")
     small.write_text(text.replace("capacity_gib: 74.5", f"capacity_gib: {40_000 / 2**30}"))
     chosen = run_json(capsys, plan(tmp_path, "--json", hardware=small))
-    assert chosen["search"]["refused_by_memory"] == {"optimizer_state": 3}
-    assert chosen["search"]["simulated"] == 15
+    assert chosen["search"]["refused_by_memory"] == {"optimizer_state": 5}
+    assert chosen["search"]["simulated"] == 35
     # The fastest: tensor 2, ZeRO 1. A rank's 3,920 parameters: 7,840 bytes of bf16
     # weights and of gradients; Adam's two fp32 states, 31,360 bytes, over 4: 7,840.
     assert chosen["plan"] == "dp=4,tensor=2,zero=1,recompute=none"
@@ -138,7 +141,7 @@ def test_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         db.execute("DELETE FROM points WHERE identity = ?", (points[0].name,))
     capsys.readouterr()
     assert main(plan(tmp_path)) == 0
-    assert "simulated       18 (17 already stored)" in capsys.readouterr().out
+    assert "simulated       40 (39 already stored); the search took " in capsys.readouterr().out
     assert {
         name: (store / "points" / name / "summary.json").stat().st_mtime_ns for name in kept
     } == kept
@@ -168,9 +171,9 @@ def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out.splitlines()
     assert out[1:3] == [
         "no plan fits:",
-        "  dp=4,tensor=2,recompute=none: 54,992 bytes per chip, 100 fit",
+        "  dp=4,tensor=2,recompute=full: 50,896 bytes per chip, 100 fit",
     ]
-    assert len(out) == 26  # the plans line, "no plan fits:", 24 plans
+    assert len(out) == 42  # the plans line, "no plan fits:", 40 plans
 
 
 @pytest.mark.slow

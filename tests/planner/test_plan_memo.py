@@ -1,0 +1,91 @@
+"""A pipeline plan simulated inside a search, where it reuses the rank graph, passes,
+updates, tables and stage memory of the plans before it
+(:mod:`accelsim.driver.pipeline_memo`), gives the numbers ``--plan`` gives it alone
+(the memo emptied first): the whole ``summary.json``, on the 4-block GPT of
+``tiny_gpt_blocks.yaml`` on 8 chips, global batch 4, for 1F1B and interleaved plans,
+with and without ZeRO and recomputation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelsim.cli import main
+from accelsim.config.parallel import ParallelSpec
+from accelsim.driver import pipeline_memo
+from accelsim.driver.inputs import InputCache
+from accelsim.planner import search
+from accelsim.planner.given import parse_plan
+from accelsim.sweep.executors import Executor
+from tests.planner.test_plan_command import BLOCKS, HARDWARE, plan
+
+PLANS = [
+    "tp=2,pp=2,micro_batch=1",
+    "tp=2,pp=2,micro_batch=1,zero=2",
+    "tp=2,pp=2,schedule=interleaved,virtual_stages=2,micro_batch=1,zero=1",
+    "tp=2,pp=2,schedule=interleaved,virtual_stages=2,micro_batch=1,recompute=selective",
+    "tp=2,pp=2,micro_batch=1,recompute=selective",
+    "tp=1,pp=4,micro_batch=1,zero=1,recompute=full",
+    "tp=1,pp=4,micro_batch=1,recompute=full",
+    "tp=4,pp=2,schedule=interleaved,virtual_stages=2,micro_batch=2,recompute=full",
+    "tp=4,pp=2,micro_batch=2,recompute=full",
+]
+"""Plans that share rank graphs in twos (tensor degree, micro-batch and recomputation
+alike)."""
+
+
+def _summary(store: Path) -> dict[str, Any]:
+    (point,) = (store / "points").iterdir()
+    summary: dict[str, Any] = json.loads((point / "summary.json").read_text("utf-8"))
+    return summary
+
+
+def test_a_plan_in_a_search_equals_the_plan_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pipeline_memo.forget()
+    request = search.Request(BLOCKS, HARDWARE, 8, 4, None, tmp_path / "search")
+    cache = InputCache()
+    base = search.base_run(request)
+    sets = search.fixed_sets(request, cache.hardware(HARDWARE))
+    given = [parse_plan(text, ParallelSpec.model_fields, 8) for text in PLANS]
+    candidates = sorted(given, key=search.sharing_first)
+    filtered = search.filter_plans(cache, base, sets, candidates)
+    assert [f.candidate for f in filtered.fitting] == candidates
+    sweep = search.sweep_of(request, base, sets, filtered.fitting, 100)
+    with Executor() as executor:
+        assert search.simulate(request, sweep, executor).failed == 0
+    summaries = {
+        point.task.identity: json.loads(
+            (request.store / "points" / point.task.identity / "summary.json").read_text("utf-8")
+        )
+        for point in sweep.points
+    }
+    for n, (candidate, point) in enumerate(zip(candidates, sweep.points, strict=True)):
+        pipeline_memo.forget()
+        text = candidate.label
+        alone = plan(tmp_path / f"alone{n}", "--plan", text)
+        alone[1] = str(BLOCKS)
+        assert main(alone) == 0
+        capsys.readouterr()
+        assert _summary(tmp_path / f"alone{n}" / "search") == summaries[point.task.identity], text
+
+
+def test_filtered_in_two_processes_as_in_one(tmp_path: Path) -> None:
+    """The memory filter on two forked workers, each a contiguous share: the same
+    counts, fitting plans (in order, with their memory) and refusals as in one."""
+    request = search.Request(BLOCKS, HARDWARE, 8, 4, None, tmp_path / "search")
+    cache = InputCache()
+    base = search.base_run(request)
+    sets = search.fixed_sets(request, cache.hardware(HARDWARE))
+    model = search.model_of(search.model_inputs(cache, base, sets), 8, 4)
+    candidates = search.candidates_of(model)
+    assert len(candidates) >= search.FILTERED_APART
+    one = search.filter_plans(cache, base, sets, candidates)
+    two = search.filter_in_parallel(cache, base, sets, candidates, 2)
+    assert two.counts(0) == one.counts(0)
+    assert two.fitting == one.fitting
+    assert list(two.refusals.items()) == list(one.refusals.items())
