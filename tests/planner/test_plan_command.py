@@ -272,3 +272,15 @@ def test_a_given_pipeline_plan_with_zero(
         "data-parallel all_gather",
     }
     assert exposed["data-parallel all_gather"] == pytest.approx(max(gathers) / 1.41e9)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+def test_a_long_plan_label_fits_its_figure(tmp_path: Path) -> None:
+    """The fastest plan's label (here 98 characters) is the figure's title, wrapped at
+    its commas; written beside its point it ran out of the figure, and matplotlib's
+    layout gave up with a warning, which this test makes an error."""
+    label = "tp=2,pp=2,schedule=interleaved,virtual_stages=2,micro_batch=1,zero=1"
+    argv = plan(tmp_path, "--plan", label)
+    argv[1] = str(BLOCKS)
+    assert main(argv) == 0
+    assert (tmp_path / "search" / FIGURE_NAME).stat().st_size > 0
