@@ -218,6 +218,7 @@ def test_calibrate_writes_a_file_layer_uses(tmp_path, capsys) -> None:
     assert "m=64 n=64 k=64 (fwd) on 8 x 128x128 ws, accelsim" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_held_out_prediction_never_sees_its_own_measurement() -> None:
     # 40 GEMMs in 4 folds: doubling one GEMM's measured latency moves no prediction of
     # its own fold (fitted without it) and every prediction of the other folds' GEMMs

@@ -85,6 +85,7 @@ def test_search_counts_json_and_mfu(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert (tmp_path / "search" / FIGURE_NAME).stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_memory_filter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 40,000 bytes: tensor 2's five plans without sharding (54,992 and 54,480 bytes a
     # chip without and with selective recomputation, three policies without sequence
@@ -131,6 +132,7 @@ def test_given_plan_equals_run(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert chosen["recomputation_seconds"] == pytest.approx(seconds, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(plan(tmp_path)) == 0
     store = tmp_path / "search"

@@ -141,6 +141,7 @@ def test_communication_is_the_tensors_crossing_stage_boundaries(tmp_path: Path) 
     assert {abs(op.source - op.destination) for op in transfers} == {1}
 
 
+@pytest.mark.slow
 def test_memory_and_delays_per_schedule(tmp_path: Path) -> None:
     path = run_file(tmp_path, "resnet18")
     reports = {
@@ -597,6 +598,7 @@ def test_a_period_clamped_to_its_bound_says_so(tmp_path: Path) -> None:
     assert report["speedup"] == report["speedup_bound"]
 
 
+@pytest.mark.slow
 def test_each_step_kind_is_split_on_its_own_costs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
