@@ -11,8 +11,8 @@ passes, a stage's update (and its shard's, by the replicas), the whole graph's t
 and the memory of one micro-batch's stages by cut are each made once for every plan
 that shares them (:class:`~accelsim.driver.pipeline_step.PassMemo`,
 :class:`~accelsim.driver.pipeline.MemoryMemo`).  The key holds the run with those
-plan fields at their defaults and every other setting, the hardware, the step kind
-and the identity of the workload objects (a sweep worker's
+plan fields at their defaults and every other setting, the hardware, the energy
+table, the step kind and the identity of the workload objects (a sweep worker's
 :class:`~accelsim.driver.inputs.InputCache` shares them), so a plan gets the numbers
 it would get alone (``tests/planner/test_plan_memo.py``).
 """
@@ -67,7 +67,13 @@ def shared_run(run: RunSpec) -> RunSpec:
 
 def _shared(inputs: RunInputs, kind: str) -> _Shared:
     sources = (inputs.infos, inputs.workload)
-    key = (kind, shared_run(inputs.run).model_dump_json(), inputs.hardware, *map(id, sources))
+    key = (
+        kind,
+        shared_run(inputs.run).model_dump_json(),
+        inputs.hardware,
+        inputs.energy.model_dump_json(),  # the tables' energy (run.energy names only a path)
+        *map(id, sources),
+    )
     kept = _Kept.graphs
     entry = kept.get(key)
     if entry is None:

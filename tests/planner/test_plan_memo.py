@@ -14,12 +14,15 @@ from typing import Any
 import pytest
 
 from accelsim.cli import main
+from accelsim.config.loader import parse_sets
 from accelsim.config.parallel import ParallelSpec
 from accelsim.driver import pipeline_memo
-from accelsim.driver.inputs import InputCache
+from accelsim.driver.inputs import InputCache, load_inputs
+from accelsim.driver.run import simulate_training
 from accelsim.planner import search
 from accelsim.planner.given import parse_plan
 from accelsim.sweep.executors import Executor
+from tests.conftest import ROOT
 from tests.planner.test_plan_command import BLOCKS, HARDWARE, plan
 
 PLANS = [
@@ -89,3 +92,38 @@ def test_filtered_in_two_processes_as_in_one(tmp_path: Path) -> None:
     assert two.counts(0) == one.counts(0)
     assert two.fitting == one.fitting
     assert list(two.refusals.items()) == list(one.refusals.items())
+
+
+def test_the_memo_tells_energy_tables_apart(tmp_path: Path) -> None:
+    """Two run files alike but for the energy table their same relative path names
+    (Horowitz's and Accelergy's 45 nm tables): loaded through one cache they share the
+    workload objects and the run's settings, and each pipeline plan still gets its own
+    table's energy, the energy it gets alone."""
+    runs = []
+    for name, table in (("a", "horowitz45.yaml"), ("b", "accelergy45.yaml")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "energy.yaml").write_text(
+            (ROOT / "configs" / "energy" / table).read_text("utf-8"), "utf-8"
+        )
+        run = folder / "run.yaml"
+        run.write_text(
+            "name: tiny\n"
+            f"hardware: {ROOT / 'configs/hardware/default.yaml'}\n"
+            f"workload: {BLOCKS}\n"
+            "energy: energy.yaml\n"
+            "batch_size: 8\n"
+            "optimizer: {kind: adam}\n",
+            "utf-8",
+        )
+        runs.append(run)
+    sets = parse_sets(["processors=2", "run.parallel={pipeline: 2}"])
+    pipeline_memo.forget()
+    cache = InputCache()
+    shared = [simulate_training(cache.load(run, sets)).summary()["energy_pj"] for run in runs]
+    alone = []
+    for run in runs:
+        pipeline_memo.forget()
+        alone.append(simulate_training(load_inputs(run, sets)).summary()["energy_pj"])
+    assert shared == alone
+    assert alone[0] != alone[1]
