@@ -27,6 +27,7 @@ from accelsim.mapping.groups import ProcessorGroup, processor_groups
 from accelsim.provenance import git_commit, version
 from accelsim.report import tables, work
 from accelsim.report.communication import by_collective
+from accelsim.report.headline import StepHeadline
 from accelsim.report.mapping_summary import MappingSummary
 from accelsim.report.silicon import SiliconSummary
 from accelsim.report.simulated import SimulatedProcessors
@@ -259,8 +260,37 @@ class RunResult:
         return self._step_summary
 
     @cached_property
-    def _step_summary(self) -> StepSummary:
+    def headline(self) -> StepHeadline:
+        """The whole-step scalars (:class:`~accelsim.report.headline.StepHeadline`) the
+        step summary holds, without its per-op breakdowns; worked out once per result."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
+        array = c.unit == UNIT_ARRAY
+        array_stall = exact_total(trace.stall_cycles[array])
+        # Stalls are a share of each processor's step: their mean over the used ones.
+        used = max(1, len(set(trace.processor[array].tolist())))  # np.unique would load numpy.ma
+        return StepHeadline(
+            workload=self.workload,
+            settings=self.settings,
+            batch_size=self.batch_size,
+            design=design_knobs(hw, self.batch_size),
+            parameters=sum(p.weight.elements for p in self.graph.parameters),
+            macs=exact_total(c.macs),
+            total_cycles=self.total_cycles,
+            seconds=cycles_to_seconds(self.total_cycles, hw.clock_mhz),
+            utilization=self.utilization(),
+            array_stall_cycles=array_stall,
+            stall_fraction=array_stall / (used * max(self.total_cycles, 1)),
+            dram_read_bytes=exact_total(c.dram_read_bytes),
+            dram_write_bytes=exact_total(c.dram_ofmap_write_bytes),
+            interconnect_bytes=exact_total(c.interconnect_bytes),
+            energy_pj=self.energy.total_pj,
+            energy_by_component_pj=self.energy.by_component_pj,
+            silicon=self._silicon_summary(),
+        )
+
+    @cached_property
+    def _step_summary(self) -> StepSummary:
+        hw, trace, c, head = self.hardware, self.trace, self.trace.costs, self.headline
         codes = {p: i for i, p in enumerate(Phase)}
         ops = self.graph.ops
         phases = per_graph(
@@ -272,17 +302,10 @@ class RunResult:
         def phase_macs(phase: Phase) -> int:
             return exact_total(c.macs[phases == codes[phase]])
 
-        array = c.unit == UNIT_ARRAY
         op_pj = self.energy.op_pj
         by_phase = {p.value: float(op_pj[phases == codes[p]].sum()) for p in Phase}
         by_phase["static"] = self.energy.static_pj
-        array_stall = exact_total(trace.stall_cycles[array])
-        # Stalls are a share of each processor's step: their mean over the used ones.
-        used = max(1, len(set(trace.processor[array].tolist())))  # np.unique would load numpy.ma
-        dram_read, dram_write = (
-            exact_total(c.dram_read_bytes),
-            exact_total(c.dram_ofmap_write_bytes),
-        )
+        dram_read, dram_write = head.dram_read_bytes, head.dram_write_bytes
         return StepSummary(
             schema_version=SCHEMA_VERSION,
             accelsim_version=version(),
@@ -293,35 +316,35 @@ class RunResult:
             batch_size=self.batch_size,
             processors=hw.processors,
             array=hw.array.label,
-            design=design_knobs(hw, self.batch_size),
+            design=head.design,
             settings=self.settings,
             clock_mhz=hw.clock_mhz,
             total_cycles=self.total_cycles,
-            seconds=cycles_to_seconds(self.total_cycles, hw.clock_mhz),
+            seconds=head.seconds,
             ops=len(self.graph.ops),
             macs=MacCounts(
                 fwd=phase_macs(Phase.FWD),
                 bwd_input=phase_macs(Phase.BWD_INPUT),
                 bwd_weight=phase_macs(Phase.BWD_WEIGHT),
                 aux=phase_macs(Phase.AUX),
-                total=exact_total(c.macs),
+                total=head.macs,
             ),
             vector_ops=exact_total(c.vector_ops),
-            utilization=self.utilization(),
-            array_stall_cycles=array_stall,
-            stall_fraction=array_stall / (used * max(self.total_cycles, 1)),
+            utilization=head.utilization,
+            array_stall_cycles=head.array_stall_cycles,
+            stall_fraction=head.stall_fraction,
             busy_cycles={
                 name: tuple(trace.busy_cycles(u).tolist())
                 for u, name in enumerate(c.unit_names)
                 if u != UNIT_COMM
             },
             dram_bytes=DramBytes(read=dram_read, write=dram_write, total=dram_read + dram_write),
-            interconnect_bytes=exact_total(c.interconnect_bytes),
-            parameters=sum(p.weight.elements for p in self.graph.parameters),
+            interconnect_bytes=head.interconnect_bytes,
+            parameters=head.parameters,
             stash=self.stash(),
             energy_pj=EnergySummary(
-                total=self.energy.total_pj,
-                by_component=self.energy.by_component_pj,
+                total=head.energy_pj,
+                by_component=head.energy_by_component_pj,
                 by_phase=by_phase,
             ),
             stages=work.by_stage(self.graph, trace, op_pj),
@@ -329,7 +352,7 @@ class RunResult:
             communication=by_collective(self.graph, trace),
             groups=self.groups(),
             symmetry=SimulatedProcessors.of(trace.copies, trace.processors, trace.unsymmetric),
-            silicon=self._silicon_summary(),
+            silicon=head.silicon,
             mapping=MappingSummary.of(c),
         )
 

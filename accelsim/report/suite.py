@@ -30,7 +30,7 @@ BASE_COLUMNS = (
 
 def silicon_row(result: TrainingResult) -> dict[str, float]:
     """The :data:`SILICON_COLUMNS` of ``result`` (the technique's only with techniques)."""
-    silicon = result.base.step_summary().silicon
+    silicon = result.base.headline.silicon
     if silicon is None:
         return {}
     rate = silicon.efficiency
@@ -70,23 +70,23 @@ def suite_row(model: str, result: TrainingResult) -> dict[str, Any]:
     ``dram_reduction``, each step kind's cycles, and each technique's own
     top-level numbers and words (e.g. ``gp_fraction``).
     """
-    s = result.base.step_summary()
+    s = result.base.headline
     row: dict[str, Any] = {
         "model": model,
         "workload": s.workload,
         "workload_variant": s.settings["workload_variant"],
         "batch_size": s.batch_size,
         "params": s.parameters,
-        "macs": s.macs.total,
+        "macs": s.macs,
         "total_cycles": s.total_cycles,
         "seconds": s.seconds,
         "utilization": round(s.utilization, 6),
         "stall_fraction": round(s.stall_fraction, 6),
-        "dram_bytes": s.dram_bytes.total,
-        "dram_read_bytes": s.dram_bytes.read,
-        "dram_write_bytes": s.dram_bytes.write,
-        "energy_pj": round(s.energy_pj.total, 3),
-        **{f"energy_{k}_pj": round(v, 3) for k, v in s.energy_pj.by_component.items()},
+        "dram_bytes": s.dram_read_bytes + s.dram_write_bytes,
+        "dram_read_bytes": s.dram_read_bytes,
+        "dram_write_bytes": s.dram_write_bytes,
+        "energy_pj": round(s.energy_pj, 3),
+        **{f"energy_{k}_pj": round(v, 3) for k, v in s.energy_by_component_pj.items()},
     }
     row |= silicon_row(result)
     if result.training is not None:

@@ -51,8 +51,9 @@ def point_record(result: TrainingResult, hardware: str) -> dict[str, Any]:
     """The flat record of one point: its workload and ``hardware`` label, design knobs,
     the techniques (``+``-joined, in the order they compose; ``none``) and the run's
     settings, then :func:`~accelsim.report.suite.suite_row`'s numbers and the training
-    report's scalars."""
-    summary = result.base.step_summary()
+    report's scalars, all from the baseline step's headline
+    (:class:`~accelsim.report.headline.StepHeadline`), not its whole summary."""
+    summary = result.base.headline
     row = suite_row("", result)
     row.pop("model")
     row.pop("batch_size")
