@@ -8,11 +8,12 @@ so the stored results do not depend on the executor.
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from concurrent.futures import CancelledError, as_completed
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass
@@ -42,11 +43,31 @@ POLL_S = 5.0
 """Seconds between a Dask sweep's checks for finished chunks and live workers."""
 
 
-def chunked(tasks: Sequence[PointTask], workers: int) -> list[list[PointTask]]:
+def chunked(
+    tasks: Sequence[PointTask], workers: int, runs: Sequence[Hashable] | None = None
+) -> list[list[PointTask]]:
     """Split ``tasks`` into chunks: about eight per worker, at most 16 points each,
-    so a round trip is amortised and a killed sweep loses little work."""
+    so a round trip is amortised and a killed sweep loses little work.
+
+    ``runs`` (one key per task) groups consecutive tasks of equal key into runs, which
+    a chunk holds whole where they fit: the points of a run differ only along the
+    sweep's fastest dimension and often simulate the same step, which a worker's memo
+    then serves (:mod:`accelsim.timing.engines`) instead of another worker simulating
+    it again.  A run longer than a chunk is cut into chunks.
+    """
     size = max(1, min(16, math.ceil(len(tasks) / (8 * max(workers, 1)))))
-    return [list(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+    keys = runs if runs is not None else range(len(tasks))
+    groups: list[list[PointTask]] = []
+    for _, group in itertools.groupby(zip(keys, tasks, strict=True), key=lambda kt: kt[0]):
+        run = [task for _, task in group]
+        groups += [run[i : i + size] for i in range(0, len(run), size)]
+    chunks: list[list[PointTask]] = []
+    for group in groups:
+        if chunks and len(chunks[-1]) + len(group) <= size:
+            chunks[-1] += group
+        else:
+            chunks.append(group)
+    return chunks
 
 
 class Executor(AbstractContextManager["Executor"]):

@@ -98,6 +98,13 @@ class SweepSpec(Spec):
                     raise RuleViolation(f"exclude[{i}].{key}", "not an axis of the sweep", key)
         return self
 
+    def fastest(self) -> list[str]:
+        """The axis keys of the dimension that varies fastest in sweep order (the last
+        zip group's, else the last grid key; none for a sweep of models alone)."""
+        if self.zip:
+            return list(self.zip[-1])
+        return list(self.grid)[-1:]
+
     def axes(self) -> list[str]:
         """Every axis key, in the order of the point's dimensions."""
         keys = [MODEL_AXIS] if self.suite is not None else []
