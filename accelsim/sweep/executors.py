@@ -57,16 +57,16 @@ def chunked(
     """
     size = max(1, min(16, math.ceil(len(tasks) / (8 * max(workers, 1)))))
     keys = runs if runs is not None else range(len(tasks))
-    groups: list[list[PointTask]] = []
-    for _, group in itertools.groupby(zip(keys, tasks, strict=True), key=lambda kt: kt[0]):
-        run = [task for _, task in group]
-        groups += [run[i : i + size] for i in range(0, len(run), size)]
+    pieces: list[list[PointTask]] = []
+    for _, members in itertools.groupby(zip(keys, tasks, strict=True), key=lambda kt: kt[0]):
+        run = [task for _, task in members]
+        pieces += [run[i : i + size] for i in range(0, len(run), size)]
     chunks: list[list[PointTask]] = []
-    for group in groups:
-        if chunks and len(chunks[-1]) + len(group) <= size:
-            chunks[-1] += group
+    for piece in pieces:
+        if chunks and len(chunks[-1]) + len(piece) <= size:
+            chunks[-1] += piece
         else:
-            chunks.append(group)
+            chunks.append(piece)
     return chunks
 
 

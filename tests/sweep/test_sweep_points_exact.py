@@ -58,3 +58,58 @@ def test_hardware_points_equal_their_standalone_runs(tmp_path: Path, engine: str
         assert json.loads(text)["engine"] == engine
         assert outcome.summary_json == text
         assert outcome.record == record
+
+
+def _summary_numbers(summary: dict[str, Any]) -> dict[str, Any]:
+    """The record's numbers as ``summary.json`` holds them (rounded as the record is)."""
+    energy = summary["energy_pj"]
+    return {
+        "macs": summary["macs"]["total"],
+        "total_cycles": summary["total_cycles"],
+        "seconds": summary["seconds"],
+        "utilization": round(summary["utilization"], 6),
+        "stall_fraction": round(summary["stall_fraction"], 6),
+        "array_stall_cycles": summary["array_stall_cycles"],
+        "dram_bytes": summary["dram_bytes"]["total"],
+        "dram_read_bytes": summary["dram_bytes"]["read"],
+        "dram_write_bytes": summary["dram_bytes"]["write"],
+        "interconnect_bytes": summary["interconnect_bytes"],
+        "params": summary["parameters"],
+        "energy_pj": round(energy["total"], 3),
+        **{f"energy_{k}_pj": round(v, 3) for k, v in energy["by_component"].items()},
+        "area_mm2": summary["area_mm2"]["total"],
+        "power_w": summary["power_w"]["average"],
+        "peak_power_w": summary["power_w"]["peak"],
+        "samples_per_j": summary["efficiency"]["samples_per_j"],
+        **summary["design"],
+    }
+
+
+@pytest.mark.parametrize("engine", ["simpy", "compiled"])
+def test_a_chunk_varying_every_axis_equals_standalone_runs(tmp_path: Path, engine: str) -> None:
+    # one zip group over every axis of the 10,000-point sweep: each point of the chunk
+    # differs from the one before in its array's rows, columns and dataflow, its DRAM
+    # bandwidth and its ifmap buffer; the records made without files (from the step's
+    # headline) hold the numbers of each point's summary.json
+    path = tmp_path / "every.yaml"
+    path.write_text(
+        f"name: every\nbase: {DEFAULT}\nset:\n  timing.engine: {engine}\nzip:\n"
+        "  - array.rows: [16, 256, 48, 128]\n    array.cols: [192, 32, 112, 16]\n"
+        "    array.dataflow: [ws, os, ws, os]\n"
+        "    dram.bandwidth_bytes_per_cycle: [16, 256, 32, 128]\n"
+        "    buffers.ifmap_kib: [4096, 128, 768, 384]\n",
+        encoding="utf-8",
+    )
+    tasks = [p.task for p in plan_sweep(path).points]
+    run_module._Reused.graphs.clear()
+    engines._Memo.steps.clear()
+    without = run_chunk(tasks, len(tasks), files=False)
+    with_files = run_chunk(tasks, len(tasks), files=True)
+    for task, bare, kept in zip(tasks, without, with_files, strict=True):
+        assert bare.status == "ok", bare.error
+        assert bare.summary_json == ""
+        text, record = _alone(Path(task.base), task.overrides())
+        assert kept.summary_json == text
+        assert bare.record == kept.record == record
+        numbers = _summary_numbers(json.loads(text))
+        assert {k: record[k] for k in numbers} == numbers
