@@ -16,6 +16,7 @@ from accelsim.driver import run as run_module
 from accelsim.driver.inputs import InputCache, load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.sweep import plan_sweep
+from accelsim.sweep.plan import PointTask
 from accelsim.sweep.worker import hardware_label, point_record, run_chunk
 from accelsim.timing import engines
 from tests.conftest import ROOT
@@ -33,22 +34,30 @@ def _alone(base: Path, task_sets: list[Override]) -> tuple[str, dict[str, Any]]:
     return text, point_record(result, hardware_label(inputs, InputCache()))
 
 
+def _tasks(tmp_path: Path, engine: str, axes: str) -> list[PointTask]:
+    """The tasks of a sweep of the default run over ``axes`` (the sweep file's text from
+    ``grid:`` or ``zip:`` on) on ``engine``, nothing reused yet in this process."""
+    path = tmp_path / "sw.yaml"
+    path.write_text(
+        f"name: exact\nbase: {DEFAULT}\nset:\n  timing.engine: {engine}\n{axes}",
+        encoding="utf-8",
+    )
+    run_module._Reused.graphs.clear()
+    engines._Memo.steps.clear()
+    return [p.task for p in plan_sweep(path).points]
+
+
 @pytest.mark.parametrize("engine", ["simpy", "compiled"])
 def test_hardware_points_equal_their_standalone_runs(tmp_path: Path, engine: str) -> None:
     # the 10,000-point sweep's axes at two array shapes: its ifmap buffers vary fastest,
     # so that consecutive points share their flat step where the buffer changes nothing
     # (an output-stationary one's, past the size its tiles need)
-    path = tmp_path / "sw.yaml"
-    path.write_text(
-        f"name: exact\nbase: {DEFAULT}\nset:\n  timing.engine: {engine}\ngrid:\n"
-        "  array.rows: [64, 256]\n  array.cols: [128]\n  array.dataflow: [os, ws]\n"
-        "  dram.bandwidth_bytes_per_cycle: [64]\n"
-        "  buffers.ifmap_kib: [128, 384, 1024, 4096]\n",
-        encoding="utf-8",
+    tasks = _tasks(
+        tmp_path,
+        engine,
+        "grid:\n  array.rows: [64, 256]\n  array.cols: [128]\n  array.dataflow: [os, ws]\n"
+        "  dram.bandwidth_bytes_per_cycle: [64]\n  buffers.ifmap_kib: [128, 384, 1024, 4096]\n",
     )
-    tasks = [p.task for p in plan_sweep(path).points]
-    run_module._Reused.graphs.clear()
-    engines._Memo.steps.clear()
     hits = engines._Memo.hits
     outcomes = run_chunk(tasks, len(tasks), files=True)
     assert engines._Memo.hits > hits  # some points reused an equal step's timing
@@ -91,18 +100,14 @@ def test_a_chunk_varying_every_axis_equals_standalone_runs(tmp_path: Path, engin
     # differs from the one before in its array's rows, columns and dataflow, its DRAM
     # bandwidth and its ifmap buffer; the records made without files (from the step's
     # headline) hold the numbers of each point's summary.json
-    path = tmp_path / "every.yaml"
-    path.write_text(
-        f"name: every\nbase: {DEFAULT}\nset:\n  timing.engine: {engine}\nzip:\n"
-        "  - array.rows: [16, 256, 48, 128]\n    array.cols: [192, 32, 112, 16]\n"
+    tasks = _tasks(
+        tmp_path,
+        engine,
+        "zip:\n  - array.rows: [16, 256, 48, 128]\n    array.cols: [192, 32, 112, 16]\n"
         "    array.dataflow: [ws, os, ws, os]\n"
         "    dram.bandwidth_bytes_per_cycle: [16, 256, 32, 128]\n"
         "    buffers.ifmap_kib: [4096, 128, 768, 384]\n",
-        encoding="utf-8",
     )
-    tasks = [p.task for p in plan_sweep(path).points]
-    run_module._Reused.graphs.clear()
-    engines._Memo.steps.clear()
     without = run_chunk(tasks, len(tasks), files=False)
     with_files = run_chunk(tasks, len(tasks), files=True)
     for task, bare, kept in zip(tasks, without, with_files, strict=True):
