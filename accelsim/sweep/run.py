@@ -127,7 +127,9 @@ def run_sweep(
         files = keep_points is KeepPoints.ALL
         first = [run_chunk(tasks[:1], len(tasks), files)] if tasks else []
         following = math.ceil(len(tasks) / executor.workers)
-        slower = [k for k in plan.axes() if k not in plan.spec.fastest()]
+        # Chunks hold whole runs of points that differ only along the fastest dimension.
+        fastest = plan.spec.fastest()
+        slower = [k for k in plan.axes() if k not in fastest]
         runs = [repr([p.axes[k] for k in slower]) for p in pending[1:]]
         rest = executor.run(chunked(tasks[1:], executor.workers, runs), following, files)
         for chunk in itertools.chain(first, rest):
