@@ -435,12 +435,21 @@ def on_representatives(
     # ahead and behind are its representative's, and the collectives' over their
     # whole group (their own cycles count their participants).
     rank = ready_rank(small, small_costs, machine)
+    cut: dict[int, tuple[int, ...]] = {}
+
+    def simulated_of(group: tuple[int, ...]) -> tuple[int, ...]:
+        """``group``'s simulated participants, worked out once per group object (the
+        collectives over one group share its tuple)."""
+        if id(group) not in cut:
+            cut[id(group)] = tuple(filter(kept.__contains__, group))
+        return cut[id(group)]
+
     small = replace(
         small,
         ops=tuple(
             replaced(
                 op,
-                participants=tuple(filter(kept.__contains__, op.participants)),
+                participants=simulated_of(op.participants),
                 group_size=len(op.participants),
             )
             if isinstance(op, CommOp)
