@@ -122,7 +122,7 @@ class _Links:
 
     def busiest(self, op: CommOp) -> float:
         """The cycles of the link ``op``'s schedule puts the most bytes on: each link's
-        bytes over its bandwidth, the largest (:func:`~accelsim.timing.sends.link_load`)."""
+        bytes over its bandwidth, the largest (:func:`~accelsim.timing.sends.link_loads`)."""
         load = link_loads(self.machine, op)
         seen = self.seen.get(id(load))
         if seen is None:

@@ -145,15 +145,10 @@ def schedule_of(machine: Machine, op: CommOp) -> Schedule:
     return _schedule(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
 
 
-def link_load(machine: Machine, op: CommOp) -> tuple[tuple[int, int], ...]:
-    """Each link ``op``'s sends use and the bytes they put on it over all its steps
-    (worked out once per kind, group, size and network)."""
-    links, loads = link_loads(machine, op)
-    return tuple(zip(links.tolist(), loads.tolist(), strict=True))
-
-
 def link_loads(machine: Machine, op: CommOp) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`link_load` as two arrays, the links and their bytes."""
+    """Each link ``op``'s sends use, in the order they first use it, and the bytes
+    they put on it over all its steps (worked out once per kind, group, size and
+    network; read-only arrays)."""
     return _link_loads(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
 
 
@@ -164,14 +159,18 @@ def _link_loads(
     form = _ring_form(how, collective, group, size_bytes)
     if form is not None:  # each member's link, the piece every step
         count, piece = form
-        return np.asarray(group, np.int64), np.full(len(group), count * piece, np.int64)
-    steps = _steps(how, collective, group, size_bytes)
-    repeats = Counter(map(id, steps))  # a step repeated as one object counted once
-    load: Counter[int] = Counter()
-    for step in distinct_steps(steps).values():
-        for send in step:
-            load[send.link] += send.bytes * repeats[id(step)]
-    return np.fromiter(load, np.int64, len(load)), np.fromiter(load.values(), np.int64, len(load))
+        links, loads = np.asarray(group, np.int64), np.full(len(group), count * piece, np.int64)
+    else:
+        steps = _steps(how, collective, group, size_bytes)
+        repeats = Counter(map(id, steps))  # a step repeated as one object counted once
+        load: Counter[int] = Counter()
+        for step in distinct_steps(steps).values():
+            for send in step:
+                load[send.link] += send.bytes * repeats[id(step)]
+        links = np.fromiter(load, np.int64, len(load))
+        loads = np.fromiter(load.values(), np.int64, len(load))
+    links.flags.writeable = loads.flags.writeable = False
+    return links, loads
 
 
 def schedule_bytes(machine: Machine, op: CommOp) -> int:
@@ -262,7 +261,7 @@ def pipelined(machine: Machine, op: CommOp) -> tuple[Item, ...]:
         return ()  # symmetry is only taken where no collective is pipelined
     how = _Lowering.of(machine)
     if how.ring:
-        return ()  # a one-level ring runs every collective by the ring, in one chunk
+        return ()  # no schedule on a one-level ring is cut into chunks (multi_dim's are)
     return _items(how, op.collective, group(op), op.tensor.bytes)
 
 
