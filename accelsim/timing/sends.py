@@ -319,19 +319,7 @@ def _represented(
     if form is not None:  # every group the same count of shifts of the same piece
         count, piece = form
         latency = how.network.dimensions[0].latency_cycles
-        step = tuple(Send(p, piece, latency) for g in groups for p in g if p in links)
-        return (step,) * count
-    return _represented_lowered(how, groups, links, collective, size_bytes)
-
-
-def _represented_lowered(
-    how: _Lowering,
-    groups: tuple[tuple[int, ...], ...],
-    links: frozenset[int],
-    collective: Collective,
-    size_bytes: int,
-) -> tuple[NetStep, ...]:
-    """:func:`_represented` from the steps of each group's schedule."""
+        return (tuple(Send(p, piece, latency) for g in groups for p in g if p in links),) * count
     ran = [_steps(how, collective, g, size_bytes) for g in groups]
     made: dict[tuple[int, ...], NetStep] = {}
     out = []
