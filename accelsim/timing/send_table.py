@@ -2,12 +2,11 @@
 (:class:`SendTable`), made once per graph object and network.
 
 Each op's steps (:func:`accelsim.timing.sends.lowered`) are numbered by the step
-objects they are: a step repeated, as a ring's are, is stored once.  The op's
-step numbers are worked out once per distinct lowering (ops of the same kind,
-group and size share one) as an array, and the step table's numbers in the order
-the steps first appear, so the table costs the distinct steps and sends in
-Python, and the steps of every op (``2(n - 1)`` of a ring all-reduce over ``n``
-processors) only in NumPy.
+objects they are, in the order they first appear: a step repeated, as a ring's
+are, is stored once.  The step numbers of an op are worked out once per distinct
+lowering (the ops of one kind, group and size share it) as an array, so Python
+visits each distinct step and its sends once, and an op's steps (``2(n - 1)`` of a
+ring all-reduce over ``n`` processors) are laid out in NumPy.
 """
 
 from __future__ import annotations
