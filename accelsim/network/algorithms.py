@@ -96,12 +96,24 @@ def _ring_phase(group: tuple[int, ...], n_bytes: int) -> Steps:
     return (_shift(group, n_bytes),) * (len(group) - 1)
 
 
+def ring_shifts(collective: Collective, n: int, size: int) -> tuple[int, int] | None:
+    """The steps of ``collective`` (a reduce-scatter, an all-gather or an all-reduce)
+    of ``size`` bytes by the ring over a group of ``n``, in closed form: their count,
+    each the same shift of one piece, and the piece (``ceil(size / n)``); None for
+    another kind."""
+    if collective in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+        return n - 1, piece(size, n)
+    if collective is Collective.ALL_REDUCE:
+        return 2 * (n - 1), piece(size, n)
+    return None
+
+
 def _ring(collective: Collective, group: tuple[int, ...], size: int) -> Steps | None:
     n, c = len(group), piece(size, len(group))
-    if collective in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-        return _ring_phase(group, c)
-    if collective is Collective.ALL_REDUCE:
-        return _ring_phase(group, c) * 2
+    shifts = ring_shifts(collective, n, size)
+    if shifts is not None:
+        count, c = shifts
+        return (_shift(group, c),) * count
     if collective is Collective.ALL_TO_ALL:
         return tuple(_shift(group, (n - k) * c) for k in range(1, n))
     # A broadcast: the root's buffer along the group, a hop a step.

@@ -22,17 +22,48 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import numpy as np
+
 from accelsim.config.interconnect import Topology
-from accelsim.network.topology import Link, Network, Node, Switch
+from accelsim.network.topology import Dimension, Link, Network, Node, Switch, ring_ends
 
 
 @functools.lru_cache(maxsize=32)
 def link_classes(network: Network) -> tuple[int, ...]:
     """Each link's class (numbered as :meth:`Network.links` lists the links): the
-    number of the link of processor 0 it is a translation of."""
-    links = network.links()
-    ids = {link: i for i, link in enumerate(links)}
-    return tuple(ids[_home(network, link)] for link in links)
+    number of the link of processor 0 it is a translation of.
+
+    :meth:`Network.links` lists a dimension's links processor by processor, each
+    processor the same count of them: along a ring or a torus ahead (then back),
+    through a switch in (then out), fully connected to each other coordinate in
+    order.  Processor ``p``'s ``j``-th link of a dimension is then a translation of
+    processor 0's ``j``-th, but fully connected, where the link to coordinate ``e``
+    from ``c`` is the one to ``e - c`` from 0: worked out for every link at once."""
+    processors = network.processors
+    out = [np.zeros(0, np.int64)]
+    base = 0  # the dimension's first link: processor 0's first
+    for k, dim in enumerate(network.dimensions):
+        per = _per_processor(dim)
+        if dim.topology is Topology.FULLY_CONNECTED:
+            at = np.arange(processors, dtype=np.int64)[:, None]
+            c = (at // network.strides[k]) % dim.size
+            j = np.arange(per, dtype=np.int64)[None, :]
+            e = j + (j >= c)  # the other end's coordinate: every one but c, in order
+            place = (e - c) % dim.size - 1
+        else:
+            place = np.broadcast_to(np.arange(per, dtype=np.int64), (processors, per))
+        out.append((base + place).ravel())
+        base += processors * per
+    return tuple(np.concatenate(out).tolist())
+
+
+def _per_processor(dim: Dimension) -> int:
+    """The links each processor has along ``dim`` (:meth:`Network.links`)."""
+    if dim.topology is Topology.SWITCH:
+        return 2
+    if dim.topology is Topology.FULLY_CONNECTED:
+        return dim.size - 1
+    return len(ring_ends(dim, 0))
 
 
 def route_classes(network: Network) -> tuple[tuple[int, ...], Callable[[Link], Link]]:

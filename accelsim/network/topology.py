@@ -139,7 +139,7 @@ class Network:
                 if dim.topology is Topology.FULLY_CONNECTED:
                     ends = [e for e in range(dim.size) if e != c]
                 else:
-                    ends = _ring_ends(dim, c)
+                    ends = ring_ends(dim, c)
                 out += [Link(k, p, self.moved(p, k, e)) for e in ends]
         return tuple(out)
 
@@ -184,7 +184,7 @@ class Network:
             elif dim.topology is Topology.SWITCH:
                 total += dim.bandwidth_bytes_per_cycle if dim.size > 1 else 0.0
             else:
-                total += len(_ring_ends(dim, 0)) * dim.bandwidth_bytes_per_cycle
+                total += len(ring_ends(dim, 0)) * dim.bandwidth_bytes_per_cycle
         return total
 
     def route_latency(self, route: tuple[Link, ...]) -> int:
@@ -207,7 +207,7 @@ class Network:
         return hops
 
 
-def _ring_ends(dim: Dimension, c: int) -> list[int]:
+def ring_ends(dim: Dimension, c: int) -> list[int]:
     """The coordinates a ring's or torus's processor at ``c`` has links to."""
     if dim.size == 1:
         return []

@@ -43,7 +43,7 @@ from accelsim.timing.gemm_costs import ChipOptions, better_orientation, kept_col
 from accelsim.timing.groups import busy_cycles, tile_groups
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
-from accelsim.timing.sends import dram_of, lowering_key, schedule_of
+from accelsim.timing.sends import dram_totals, lowering_key, schedule_bytes
 from accelsim.timing.unit_codes import BASE_UNITS as BASE_UNITS
 from accelsim.timing.unit_codes import UNIT_ARRAY as UNIT_ARRAY
 from accelsim.timing.unit_codes import UNIT_COMM as UNIT_COMM
@@ -388,15 +388,8 @@ def _link_columns(
     columns: list[tuple[int, int, int]] = []  # link bytes, DRAM bytes read and written
     for op in graph.ops:
         if isinstance(op, CommOp):
-            moved = dram_of(op)
             index.append(op.op_id)
-            columns.append(
-                (
-                    schedule_of(machine, op).bytes,
-                    sum(r for r, _ in moved),
-                    sum(w for _, w in moved),
-                )
-            )
+            columns.append((schedule_bytes(machine, op), *dram_totals(op)))
         elif isinstance(op, TransferOp):
             index.append(op.op_id)
             columns.append((op.bytes, 0, 0))

@@ -32,7 +32,8 @@ from accelsim.timing.costs import UNIT_COMM, OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.memory import Memory
 from accelsim.timing.ready import own_cycles, ranked
-from accelsim.timing.sends import SendTable, dram_of, send_table
+from accelsim.timing.send_table import send_table
+from accelsim.timing.sends import SendTable, dram_of
 from accelsim.timing.streams import STREAM_PRIORITY, Streams, op_streams
 
 KIND_UNIT, KIND_TRANSFER, KIND_COMM = 0, 1, 2

@@ -37,9 +37,11 @@ import numpy as np
 
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, TransferOp
+from accelsim.network.collectives import Collective
 from accelsim.timing.costs import OpCosts
 from accelsim.timing.machine import Machine
-from accelsim.timing.sends import dram_of, link_load
+from accelsim.timing.memory import Memory
+from accelsim.timing.sends import dram_of, link_loads
 
 
 def ready_rank(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
@@ -67,28 +69,67 @@ def own_cycles(graph: OpGraph, costs: OpCosts, machine: Machine) -> np.ndarray:
     reads = costs.dram_read_bytes.astype(np.float64)
     writes = costs.dram_ofmap_write_bytes.astype(np.float64)
     dram = np.zeros(len(graph.ops), np.float64)
-    for p, memory in enumerate(machine.dram):
-        here = processor == p
+    memories = _Memories(machine.dram)
+    kind = memories.kind[processor]
+    for j, memory in enumerate(memories.distinct):
+        here = kind == j
         dram[here] = memory.bound(reads[here]) + memory.bound(writes[here], write=True)
     own = np.maximum(costs.compute_cycles.astype(np.float64), dram)
+    links = _Links(machine)
     for i, op in per_graph(graph, "communicating ops", lambda: _communicating(graph)):
         if isinstance(op, TransferOp):
             own[i] = machine.link.bound(float(op.bytes))
         elif isinstance(op, CommOp):
-            own[i] = _collective_cycles(op, machine)
+            own[i] = links.busiest(op) + memories.slowest(op)
     return np.ceil(own).astype(np.int64)
 
 
-def _collective_cycles(op: CommOp, machine: Machine) -> float:
-    """A collective's estimate: its busiest link's bytes over the whole schedule, then
-    the slowest participant's DRAM read and write."""
-    load = link_load(machine, op)
-    links = max((machine.links[k].bound(float(b)) for k, b in load), default=0.0)
-    dram = max(
-        machine.dram[p].bound(float(r)) + machine.dram[p].bound(float(w), write=True)
-        for p, (r, w) in zip(op.participants, dram_of(op), strict=True)
-    )
-    return float(links + dram)
+class _Memories:
+    """The distinct DRAM memories of ``dram`` (equal ones bound alike: frozen values)
+    and each processor's among them."""
+
+    def __init__(self, dram: tuple[Memory, ...]) -> None:
+        number: dict[Memory, int] = {}
+        self.kind = np.fromiter(
+            (number.setdefault(m, len(number)) for m in dram), np.int64, len(dram)
+        )
+        self.distinct = tuple(number)
+        self.dram = dram
+
+    def slowest(self, op: CommOp) -> float:
+        """The slowest participant's DRAM read and write of collective ``op``."""
+        moved = dram_of(op)
+        if len(self.distinct) == 1 and op.collective is not Collective.BROADCAST:
+            (memory,), (r, w) = self.distinct, moved[0]  # every participant alike
+            return float(memory.bound(float(r)) + memory.bound(float(w), write=True))
+        return float(
+            max(
+                self.dram[p].bound(float(r)) + self.dram[p].bound(float(w), write=True)
+                for p, (r, w) in zip(op.participants, moved, strict=True)
+            )
+        )
+
+
+class _Links:
+    """The links of ``machine``, and the busiest link's cycles of each distinct load of
+    a collective's schedule."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.bandwidth = np.asarray([k.read_bytes_per_cycle for k in machine.links], np.float64)
+        # Each load's cycles, by its id, the load kept alive while its id is in use.
+        self.seen: dict[int, tuple[object, float]] = {}
+
+    def busiest(self, op: CommOp) -> float:
+        """The cycles of the link ``op``'s schedule puts the most bytes on: each link's
+        bytes over its bandwidth, the largest (:func:`~accelsim.timing.sends.link_loads`)."""
+        load = link_loads(self.machine, op)
+        seen = self.seen.get(id(load))
+        if seen is None:
+            links, loads = load
+            cycles = float(np.max(loads / self.bandwidth[links])) if len(links) else 0.0
+            seen = self.seen[id(load)] = (load, cycles)
+        return seen[1]
 
 
 def _communicating(graph: OpGraph) -> list[tuple[int, TransferOp | CommOp]]:

@@ -26,8 +26,15 @@ A step simulated on representatives (:attr:`Machine.represented
 of its whole class (the collectives over the groups it stands for) on the
 representatives' links alone (:mod:`accelsim.timing.symmetry`).
 
-:func:`send_table` flattens the sends of a graph's ops into arrays for the compiled
-engine, once per graph object and network.
+:func:`accelsim.timing.send_table.send_table` flattens the sends of a graph's ops
+into arrays for the compiled engine, once per graph object and network.
+
+On a one-level ring a reduce-scatter, an all-gather and an all-reduce repeat one
+shift of one piece (:func:`accelsim.network.algorithms.ring_shifts`): each member
+of the group sends the piece on its own link every step.  Their represented steps,
+each link's load and their bytes are worked out from that closed form and the
+group (:func:`_ring_form`), never from the group's transfers, so their cost does not
+grow with the group beyond reading it.
 """
 
 from __future__ import annotations
@@ -41,9 +48,8 @@ from typing import NamedTuple
 import numpy as np
 
 from accelsim.config.interconnect import Algorithm
-from accelsim.graph.memo import per_graph
-from accelsim.graph.ops import CommOp, OpGraph, TransferOp
-from accelsim.network.algorithms import lower
+from accelsim.graph.ops import CommOp, TransferOp
+from accelsim.network.algorithms import lower, ring_shifts
 from accelsim.network.collectives import Collective, Schedule, Step, dram_bytes
 from accelsim.network.cost import phase_cycles, pipeline_order, plan
 from accelsim.network.topology import Link, Network
@@ -139,23 +145,73 @@ def schedule_of(machine: Machine, op: CommOp) -> Schedule:
     return _schedule(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
 
 
-def link_load(machine: Machine, op: CommOp) -> tuple[tuple[int, int], ...]:
-    """Each link ``op``'s sends use and the bytes they put on it over all its steps
-    (worked out once per kind, group, size and network)."""
-    return _link_load(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+def link_loads(machine: Machine, op: CommOp) -> tuple[np.ndarray, np.ndarray]:
+    """Each link ``op``'s sends use, in the order they first use it, and the bytes
+    they put on it over all its steps (worked out once per kind, group, size and
+    network; read-only arrays)."""
+    return _link_loads(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
 
 
 @functools.lru_cache(maxsize=4096)
-def _link_load(
+def _link_loads(
     how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
-) -> tuple[tuple[int, int], ...]:
-    steps = _steps(how, collective, group, size_bytes)
-    repeats = Counter(map(id, steps))  # a step repeated as one object counted once
-    load: Counter[int] = Counter()
-    for step in {id(step): step for step in steps}.values():
-        for send in step:
-            load[send.link] += send.bytes * repeats[id(step)]
-    return tuple(load.items())
+) -> tuple[np.ndarray, np.ndarray]:
+    form = _ring_form(how, collective, group, size_bytes)
+    if form is not None:  # each member's link, the piece every step
+        count, piece = form
+        links, loads = np.asarray(group, np.int64), np.full(len(group), count * piece, np.int64)
+    else:
+        steps = _steps(how, collective, group, size_bytes)
+        repeats = Counter(map(id, steps))  # a step repeated as one object counted once
+        load: Counter[int] = Counter()
+        for step in distinct_steps(steps).values():
+            for send in step:
+                load[send.link] += send.bytes * repeats[id(step)]
+        links = np.fromiter(load, np.int64, len(load))
+        loads = np.fromiter(load.values(), np.int64, len(load))
+    links.flags.writeable = loads.flags.writeable = False
+    return links, loads
+
+
+def schedule_bytes(machine: Machine, op: CommOp) -> int:
+    """Every byte the transfers of ``op``'s schedule send (:attr:`Schedule.bytes`),
+    worked out once per kind, group, size and network."""
+    return _schedule_bytes(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _schedule_bytes(
+    how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> int:
+    form = _ring_form(how, collective, group, size_bytes)
+    if form is not None:
+        count, piece = form
+        return count * len(group) * piece
+    return _schedule(how, collective, group, size_bytes).bytes
+
+
+def _ring_form(
+    how: _Lowering, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> tuple[int, int] | None:
+    """The steps of ``collective`` on a one-level ring in closed form (their count,
+    each member's piece each step: :func:`~accelsim.network.algorithms.ring_shifts`),
+    or None where it is not one of those."""
+    if not how.ring or len(group) < 2:
+        return None
+    return ring_shifts(collective, len(group), size_bytes)
+
+
+def on_ring(machine: Machine, op: CommOp) -> bool:
+    """Whether ``op``'s steps on ``machine`` are a one-level ring's closed form: each
+    member of its group sending one piece on its own link every step, the same."""
+    how = _Lowering.of(machine)
+    return _ring_form(how, op.collective, group(op), op.tensor.bytes) is not None
+
+
+def distinct_steps(steps: Sequence[NetStep]) -> dict[int, NetStep]:
+    """Each distinct step of ``steps`` (a step repeated, as a ring's are, is one
+    object) by its id, in the order they first appear."""
+    return dict(zip(map(id, steps), steps, strict=True))
 
 
 def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:
@@ -166,6 +222,16 @@ def dram_of(op: CommOp) -> tuple[tuple[int, int], ...]:
     if op.collective is not Collective.BROADCAST:  # every participant alike
         return (dram_bytes(op.collective, size, n, False),) * len(op.participants)
     return tuple(dram_bytes(op.collective, size, n, p == root) for p in op.participants)
+
+
+def dram_totals(op: CommOp) -> tuple[int, int]:
+    """The DRAM bytes every participant of ``op`` reads and writes, summed
+    (:func:`dram_of`)."""
+    moved = dram_of(op)
+    if op.collective is not Collective.BROADCAST:  # every participant alike
+        read, write = moved[0] if moved else (0, 0)
+        return len(moved) * read, len(moved) * write
+    return sum(r for r, _ in moved), sum(w for _, w in moved)
 
 
 @dataclass(frozen=True)
@@ -193,7 +259,10 @@ def pipelined(machine: Machine, op: CommOp) -> tuple[Item, ...]:
     """
     if machine.represented is not None:
         return ()  # symmetry is only taken where no collective is pipelined
-    return _items(_Lowering.of(machine), op.collective, group(op), op.tensor.bytes)
+    how = _Lowering.of(machine)
+    if how.ring:
+        return ()  # no schedule on a one-level ring is cut into chunks (multi_dim's are)
+    return _items(how, op.collective, group(op), op.tensor.bytes)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -245,6 +314,12 @@ def _represented(
     """The steps of the ``collective`` over each of ``groups`` run together, each
     step with only their sends on ``links``
     (:class:`~accelsim.timing.representatives.Representatives`)."""
+    forms = {_ring_form(how, collective, g, size_bytes) for g in groups}
+    form = forms.pop() if len(forms) == 1 else None
+    if form is not None:  # every group the same count of shifts of the same piece
+        count, piece = form
+        latency = how.network.dimensions[0].latency_cycles
+        return (tuple(Send(p, piece, latency) for g in groups for p in g if p in links),) * count
     ran = [_steps(how, collective, g, size_bytes) for g in groups]
     made: dict[tuple[int, ...], NetStep] = {}
     out = []
@@ -348,105 +423,3 @@ class SendTable(NamedTuple):
     step_class: np.ndarray
     class_ptr: np.ndarray
     classes: np.ndarray
-
-
-def send_table(graph: OpGraph, machine: Machine) -> SendTable:
-    """The :class:`SendTable` of ``graph`` on ``machine``, made once per graph object
-    and network (a sweep's points that change neither share it)."""
-    how = _Lowering.of(machine)
-    key = ("send table", how, machine.represented)
-    return per_graph(graph, key, lambda: _table(graph, machine))
-
-
-def _table(graph: OpGraph, machine: Machine) -> SendTable:
-    step_id: dict[int, int] = {}
-    kept: list[NetStep] = []  # every step numbered, alive while ids are in use
-    counts = np.zeros(len(graph.ops), np.int64)
-    steps: list[int] = []
-    items = _ItemColumns(len(graph.ops))
-    for i, op in enumerate(graph.ops):
-        if not isinstance(op, (CommOp, TransferOp)):
-            continue
-        if isinstance(op, CommOp):
-            items.add(i, len(steps), pipelined(machine, op))
-        ran = lowered(machine, op)
-        for step in ran:
-            if id(step) not in step_id:
-                step_id[id(step)] = len(kept)
-                kept.append(step)
-            steps.append(step_id[id(step)])
-        counts[i] = len(ran)
-    op_ptr = np.zeros(len(graph.ops) + 1, np.int64)
-    np.cumsum(counts, out=op_ptr[1:])
-    sends = [s for step in kept for s in step]
-    step_ptr = np.zeros(len(kept) + 1, np.int64)
-    np.cumsum([len(step) for step in kept], out=step_ptr[1:])
-    return SendTable(
-        op_ptr=op_ptr,
-        steps=np.asarray(steps, np.int64),
-        step_ptr=step_ptr,
-        link=np.asarray([s.link for s in sends], np.int64),
-        bytes=np.asarray([s.bytes for s in sends], np.int64),
-        latency=np.asarray([s.latency_cycles for s in sends], np.int64),
-        **items.arrays(),
-        **_class_columns(kept, [link.read_bytes_per_cycle for link in machine.links]),
-    )
-
-
-def _class_columns(steps: list[NetStep], bandwidth: list[float]) -> dict[str, np.ndarray]:
-    """The :class:`SendTable`'s link class columns of ``steps`` on links of
-    ``bandwidth``."""
-    classes: dict[frozenset[int], int] = {}
-    step_class = []
-    for step in steps:
-        same = alike(step, bandwidth)
-        step_class.append(-1 if same is None else classes.setdefault(same.links, len(classes)))
-    of_link: list[list[int]] = [[] for _ in bandwidth]
-    for links, c in classes.items():
-        for k in sorted(links):
-            of_link[k].append(c)
-    overlaps: list[set[int]] = [set() for _ in classes]
-    for on in of_link:
-        for c in on:
-            overlaps[c].update(h for h in on if h != c)
-    class_ptr, rows = _csr([*of_link, *(sorted(near) for near in overlaps)])
-    return {"step_class": np.asarray(step_class, np.int64), "class_ptr": class_ptr, "classes": rows}
-
-
-def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Row pointers into the entries of ``rows``, and the entries, row after row."""
-    ptr = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum([len(row) for row in rows], out=ptr[1:])
-    return ptr, np.asarray([j for row in rows for j in row], np.int64)
-
-
-class _ItemColumns:
-    """The :class:`SendTable`'s item columns, an op's items at a time."""
-
-    def __init__(self, n_ops: int) -> None:
-        self.count = np.zeros(n_ops, np.int64)
-        self.columns: list[tuple[int, int, int, int]] = []  # op, first, count, waits
-        self.successors: list[tuple[int, ...]] = []
-
-    def add(self, op: int, at: int, items: tuple[Item, ...]) -> None:
-        """Op ``op``'s ``items``, its steps starting at ``at`` in the table."""
-        base = len(self.columns)
-        self.count[op] = len(items)
-        for item in items:
-            self.columns.append((op, at + item.first, item.count, item.waits))
-            self.successors.append(tuple(base + j for j in item.successors))
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        item_ptr = np.zeros(len(self.count) + 1, np.int64)
-        np.cumsum(self.count, out=item_ptr[1:])
-        op, first, count, waits = np.asarray(self.columns, np.int64).reshape(-1, 4).T
-        succ_ptr, succ = _csr(self.successors)
-        return {
-            "item_ptr": item_ptr,
-            "item_op": np.ascontiguousarray(op),
-            "item_first": np.ascontiguousarray(first),
-            "item_count": np.ascontiguousarray(count),
-            "item_waits": np.ascontiguousarray(waits),
-            "item_succ_ptr": succ_ptr,
-            "item_succ": succ,
-        }

@@ -45,6 +45,7 @@ with transfers or priorities) is simulated in full.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -61,7 +62,7 @@ from accelsim.timing.costs import OpCosts
 from accelsim.timing.machine import Machine
 from accelsim.timing.ready import ready_rank
 from accelsim.timing.representatives import Representatives
-from accelsim.timing.sends import NetStep, lowered, pipelined
+from accelsim.timing.sends import NetStep, distinct_steps, group, lowered, on_ring, pipelined
 from accelsim.timing.tile_groups import simulate_grouped
 from accelsim.timing.trace import Trace, build_trace
 
@@ -312,21 +313,47 @@ def balanced(
     graph: OpGraph, comms: Sequence[int], counterpart: np.ndarray, machine: Machine
 ) -> bool:
     """Whether every step of every class of collectives loads every link of a link
-    class alike, each link by one collective of the class."""
+    class alike, each link by one collective of the class.
+
+    A class of one collective over every processor of a one-level ring in order, by
+    the ring (:func:`~accelsim.timing.sends.on_ring`), is: each step puts one send of the
+    same piece on every link, and the ring's links are one class.  Any other class
+    is checked send by send, each distinct step once."""
     links = link_classes(machine.network)
     size = Counter(links)
     seen: set[tuple[int, ...]] = set()
     for members in _classes(comms, counterpart).values():
+        if len(members) == 1 and _rings_everyone(machine, _comm(graph, members[0])):
+            continue
         ran = [lowered(machine, _comm(graph, c)) for c in members]
         if len({len(steps) for steps in ran}) > 1:
             return False
-        for steps in zip(*ran, strict=True):
+        for steps in _distinct(ran):
             key = tuple(map(id, steps))
             if key not in seen:
                 seen.add(key)
                 if not _even(steps, links, size):
                     return False
     return True
+
+
+def _rings_everyone(machine: Machine, op: CommOp) -> bool:
+    """Whether ``op`` runs by the ring over every processor of a one-level ring."""
+    return group(op) == _everyone(machine.processors) and on_ring(machine, op)
+
+
+@functools.lru_cache(maxsize=8)
+def _everyone(processors: int) -> tuple[int, ...]:
+    """Every processor, in order."""
+    return tuple(range(processors))
+
+
+def _distinct(ran: Sequence[tuple[NetStep, ...]]) -> Iterable[tuple[NetStep, ...]]:
+    """The steps of collectives ``ran`` run together, one tuple per step; of a single
+    collective, each distinct step (by object) once."""
+    if len(ran) == 1:
+        return ((step,) for step in distinct_steps(ran[0]).values())
+    return zip(*ran, strict=True)
 
 
 def _comm(graph: OpGraph, c: int) -> CommOp:
@@ -408,12 +435,21 @@ def on_representatives(
     # ahead and behind are its representative's, and the collectives' over their
     # whole group (their own cycles count their participants).
     rank = ready_rank(small, small_costs, machine)
+    cut: dict[int, tuple[int, ...]] = {}
+
+    def simulated_of(group: tuple[int, ...]) -> tuple[int, ...]:
+        """``group``'s simulated participants, worked out once per group object (the
+        collectives over one group share its tuple)."""
+        if id(group) not in cut:
+            cut[id(group)] = tuple(filter(kept.__contains__, group))
+        return cut[id(group)]
+
     small = replace(
         small,
         ops=tuple(
             replaced(
                 op,
-                participants=tuple(p for p in op.participants if p in kept),
+                participants=simulated_of(op.participants),
                 group_size=len(op.participants),
             )
             if isinstance(op, CommOp)

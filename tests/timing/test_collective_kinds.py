@@ -26,7 +26,7 @@ from accelsim.network.collectives import Collective
 from accelsim.network.cost import plan, schedule_cycles
 from accelsim.timing.costs import UNIT_COMM, op_costs
 from accelsim.timing.machine import Machine, machine_of
-from accelsim.timing.sends import dram_of, link_load
+from accelsim.timing.sends import dram_of, link_loads
 from tests.timing.test_engine import costs, hw
 from tests.timing.test_network_timing import IDEAL_DRAM, NO_LATENCY, both
 
@@ -276,6 +276,11 @@ def test_costs_take_each_kinds_schedule_bytes_and_dram_traffic() -> None:
     assert c.unit.tolist() == [UNIT_COMM] * 5
 
 
+def link_load(on: Machine, op: CommOp) -> list[tuple[int, int]]:
+    links, loads = link_loads(on, op)
+    return list(zip(links.tolist(), loads.tolist(), strict=True))
+
+
 def test_link_load_counts_every_step_of_each_link() -> None:
     # On a ring of 4 (link p is processor p's), pieces of 1536 B: an all-reduce is
     # 6 steps of one piece on every link, the same step object repeated; an
@@ -283,8 +288,8 @@ def test_link_load_counts_every_step_of_each_link() -> None:
     on = machine_of(hw("processors=4"))
     piece = S // 4
     reduce = link_load(on, collective(0, AR, (0, 1, 2, 3), S))
-    assert reduce == tuple((p, 6 * piece) for p in range(4))
+    assert reduce == [(p, 6 * piece) for p in range(4)]
     spread = link_load(on, collective(0, A2A, (0, 1, 2, 3), S))
-    assert spread == tuple((p, 6 * piece) for p in range(4))
+    assert spread == [(p, 6 * piece) for p in range(4)]
     # A group of 2 on a ring of 4: only its members' links, 2 steps of S / 2.
-    assert link_load(on, collective(0, AR, (1, 3), S)) == ((1, S), (3, S))
+    assert link_load(on, collective(0, AR, (1, 3), S)) == [(1, S), (3, S)]

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
+from accelsim.driver.replica import simulate_replica_step
 from accelsim.driver.run import simulate_training
 from accelsim.graph.ops import OpGraph
 from accelsim.timing import engine, event_loop
@@ -148,3 +149,25 @@ def test_many_units_run_on_the_radix_heap_and_give_simpys_trace(sharing: str) ->
     assert (heap_start.tolist(), heap_end.tolist(), heap_events) == (
         start.tolist(), end.tolist(), events,
     )  # fmt: skip
+
+
+def test_a_step_on_representatives_queues_one_event_per_idle_unit() -> None:
+    # One replica standing for 8 and for 64 processors: the same ops on processor
+    # 0's two units (an array and a vector unit), the others idle.  The queue holds
+    # 1 event more per idle unit, not the chunks of the largest op more.
+    def capacity(processors: int) -> tuple[int, int, int]:
+        sets = [
+            f"processors={processors}", f"batch_size={2 * processors}",
+            "assignment=data_parallel", "dram.sharing=per_processor", "timing.engine=compiled",
+        ]  # fmt: skip
+        with recorded_steps() as steps:
+            simulate_replica_step(load_inputs(ROOT / "configs/runs/mlp.yaml", parse_sets(sets)))
+        graph, c, on, streams = steps[0]
+        step = flatten(graph, c, on, streams)
+        events, _ = records.capacities(step)
+        return events, step.n_stores, int(step.chunks.max())
+
+    (few, stores_8, chunks), (many, stores_64, _) = capacity(8), capacity(64)
+    assert (stores_8, stores_64) == (16, 128)
+    assert chunks > 1
+    assert many - few == stores_64 - stores_8

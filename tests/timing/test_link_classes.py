@@ -27,7 +27,8 @@ from accelsim.timing.costs import UNIT_COMM
 from accelsim.timing.engine import simulate
 from accelsim.timing.links import Links
 from accelsim.timing.machine import Machine
-from accelsim.timing.sends import ALIKE_SENDS, Alike, Send, alike, send_table
+from accelsim.timing.send_table import send_table
+from accelsim.timing.sends import ALIKE_SENDS, Alike, Send, alike
 from tests.timing.test_compiled import P2P
 from tests.timing.test_engine import Y, costs, hw, timings
 from tests.timing.test_network_timing import IDEAL_DRAM, NO_LATENCY, both, comm

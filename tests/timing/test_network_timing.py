@@ -15,7 +15,8 @@ from accelsim.network.cost import bandwidth_bound, concurrent_cycles, plan, sche
 from accelsim.timing.costs import UNIT_ARRAY, UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.engine import simulate
 from accelsim.timing.machine import Machine
-from accelsim.timing.sends import Send, lowered, send_table
+from accelsim.timing.send_table import send_table
+from accelsim.timing.sends import Send, lowered
 from tests.timing.test_compiled import run_compiled
 from tests.timing.test_engine import Y, allreduce, costs, gemm, hw, timings, vector
 

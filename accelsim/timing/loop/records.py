@@ -132,10 +132,16 @@ class Items(NamedTuple):
 
 def capacities(flat: FlatStep) -> tuple[int, int]:
     """How many events the loop's queue holds (every event that can be pending at
-    once: two per op, one per pipelined collective's item, and per unit its tile
-    groups' and a few more) and how many
-    sliced transfers can be in flight (one per unit's fetch and drains, when a
-    memory slices)."""
+    once: two per op, one per pipelined collective's item, per unit that runs ops
+    its tile groups' and a few more, and per unit that runs none its start alone)
+    and how many sliced transfers can be in flight (one per unit's fetch and
+    drains, when a memory slices).
+
+    A step simulated on representatives leaves every other processor's units
+    without ops: at one event each, they do not grow the queue by the chunks of
+    the largest op."""
     max_chunks = int(flat.chunks.max(initial=1))
-    events = 2 * len(flat.kind) + len(flat.net.item_op) + flat.n_stores * (max_chunks + 4) + 16
-    return events, flat.n_stores * (max_chunks + 2) if flat.dram.sliced else 0
+    busy = int(np.unique(flat.store[flat.store >= 0]).size)
+    idle = flat.n_stores - busy
+    events = 2 * len(flat.kind) + len(flat.net.item_op) + busy * (max_chunks + 4) + idle + 16
+    return events, busy * (max_chunks + 2) if flat.dram.sliced else 0
