@@ -17,6 +17,13 @@ from accelsim.mapping.expert_placement import expert_parallel as expert_parallel
 from accelsim.techniques.base import Technique
 from accelsim.workload import model as wm
 
+_UNEVEN = (
+    "not with layer {layer}'s overflow dropless: its ranks' experts would compute unequal"
+    " tokens and exchange unequal pieces, an all-to-all the network does not model"
+    " (overflow pad or drop keeps every expert's buffer equal)"
+)
+"""Why an expert-parallel plan refuses a dropless ``moe`` layer."""
+
 
 def expert_degree(run: RunSpec) -> int:
     """The run's expert-parallel degree (1 without a plan)."""
@@ -31,9 +38,9 @@ def expert_problems(
     source: str,
 ) -> list[Problem]:
     """What an expert-parallel plan cannot run with: processors or a moe layer's experts
-    it does not divide, a workload without a moe layer, a batch the processors do not
-    divide, no data parallelism, tensor parallelism, gradient clipping and any
-    technique."""
+    it does not divide, a dropless moe layer, a workload without a moe layer, a batch
+    the processors do not divide, no data parallelism, tensor parallelism, gradient
+    clipping and any technique."""
     e = expert_degree(run)
     if e == 1:
         return []
@@ -50,6 +57,11 @@ def expert_problems(
         )
         for m in moes
         if m.experts % e
+    ]
+    problems += [
+        Problem(source, key, _UNEVEN.format(layer=m.name), e)
+        for m in moes
+        if m.overflow == "dropless"
     ]
     if not moes:
         problems.append(

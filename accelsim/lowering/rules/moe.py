@@ -2,8 +2,8 @@
 
 With ``N`` tokens in the batch (samples x sequence length) of width ``d``, ``E``
 experts of inner width ``f`` and ``k`` experts per token, each expert computes its
-capacity ``C = ceil(capacity_factor x N x k / E)`` tokens (``balance: balanced``: a
-trained router spreads tokens evenly, so every expert is full).
+capacity ``C = ceil(capacity_factor x N x k / E)`` tokens, padded, or what the layer's
+``overflow`` and ``hot_load`` give it (:mod:`accelsim.lowering.expert_load`).
 
 Forward: the router (a GEMM ``N x E x d``, a softmax over the ``E`` logits, and the
 top-k: ``k`` compare-and-select passes over the logits, which also renormalise the
@@ -38,6 +38,7 @@ from accelsim.config.enums import CommGroup, VectorClass
 from accelsim.graph.ops import Access, Epilogue, ParamKind, Phase, Tensor, TensorKind
 from accelsim.graph.queries import reads_of
 from accelsim.lowering.context import StepContext
+from accelsim.lowering.expert_load import expert_load, routed_tokens
 from accelsim.lowering.rules.base import LayerRule, register
 from accelsim.lowering.rules.vector import SOFTMAX_BWD_OPS, SOFTMAX_FWD_OPS
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape, ShapeProblem, one_input
@@ -46,12 +47,6 @@ from accelsim.workload import model as wm
 
 SILU = wm.ActivationFunction.SILU
 COMBINE_OPS = 2  # forward: times the gate, add; backward: dY x gate, and dY . y for the gate
-
-
-def capacity(tokens: int, layer: wm.Moe) -> int:
-    """Tokens each expert computes: ``ceil(capacity_factor x tokens x top_k / experts)``,
-    exact (the factor as the fraction its float is)."""
-    return math.ceil(Fraction(layer.capacity_factor) * tokens * layer.top_k / layer.experts)
 
 
 @dataclass(frozen=True)
@@ -73,12 +68,13 @@ class _Saved:
     experts: tuple[_Expert, ...]
 
 
-def _sizes(ctx: StepContext, info: LayerInfo) -> tuple[wm.Moe, int, int, int]:
-    """The layer, its batch's tokens ``N``, width ``d`` and capacity ``C``."""
+def _sizes(ctx: StepContext, info: LayerInfo) -> tuple[wm.Moe, int, int, tuple[int, ...]]:
+    """The layer, its batch's tokens ``N``, width ``d`` and the tokens each expert
+    computes."""
     layer = info.layer
     assert isinstance(layer, wm.Moe)
     tokens = ctx.n * math.prod(info.in_shapes[0].dims[:-1])
-    return layer, tokens, info.in_shapes[0].dims[-1], capacity(tokens, layer)
+    return layer, tokens, info.in_shapes[0].dims[-1], expert_load(tokens, layer).computed
 
 
 @register
@@ -91,10 +87,17 @@ class MoeRule(LayerRule):
         x = one_input(layer, in_shapes, Layout.FEATURES, Layout.SEQUENCE)
         if layer.top_k > layer.experts:
             raise ShapeProblem("top_k", f"at most experts ({layer.experts})", layer.top_k)
+        if Fraction(layer.hot_load) * layer.top_k > layer.experts:
+            most = f"{layer.experts} / {layer.top_k}"
+            why = f"at most experts / top_k ({most}): a token picks an expert once"
+            raise ShapeProblem("hot_load", why, layer.hot_load)
+        if layer.overflow == "dropless" and 0 in routed_tokens(math.prod(x.dims[:-1]), layer):
+            why = "leaves an expert no token of a sample under overflow dropless"
+            raise ShapeProblem("hot_load", why, layer.hot_load)
         return x
 
     def forward(self, ctx: StepContext, info: LayerInfo, xs: list[Tensor], y: Tensor) -> None:
-        layer, tokens, d, cap = _sizes(ctx, info)
+        layer, tokens, d, caps = _sizes(ctx, info)
         name, b, experts, f = layer.name, ctx.b, layer.experts, layer.intermediate
         router = ctx.param(name, "router.W", d * experts, ParamKind.WEIGHT, experts)
         logits = ctx.t(f"{name}.logits", TensorKind.ACTIVATION, tokens * experts)
@@ -110,15 +113,16 @@ class MoeRule(LayerRule):
             op_class=VectorClass.REDUCE,
         )  # fmt: skip
         if ctx.expert_ranks > 1:
+            (cap,) = set(caps)  # uneven experts are refused with expert parallelism
             kept = _exchanged_forward(ctx, name, (xs[0], gates, y), (experts, d, f, cap))
             ctx.saved[name] = _Saved(probs, gates, kept)
             return
         flow = (xs[0], gates, y)
-        kept = tuple(_expert_forward(ctx, name, e, flow, d, f, cap) for e in range(experts))
+        kept = tuple(_expert_forward(ctx, name, e, flow, d, f, caps[e]) for e in range(experts))
         ctx.saved[name] = _Saved(probs, gates, kept)
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
-        layer, tokens, d, cap = _sizes(ctx, info)
+        layer, tokens, d, caps = _sizes(ctx, info)
         assert g is not None
         name, b, experts = layer.name, ctx.b, layer.experts
         saved: _Saved = ctx.saved[name]
@@ -128,11 +132,11 @@ class MoeRule(LayerRule):
         dx = ctx.t(f"{x.name}.grad<-{name}.experts", TensorKind.GRADIENT, x.elements)
         f, into = layer.intermediate, dx if wants else None
         if ctx.expert_ranks > 1:
-            _exchanged_backward(ctx, name, saved, (g, dgates), (experts, d, f, cap), into)
+            _exchanged_backward(ctx, name, saved, (g, dgates), (experts, d, f, caps[0]), into)
         else:
             for e, kept in enumerate(saved.experts):
                 flow = (g, saved.gates, dgates)
-                _expert_backward(ctx, name, e, kept, flow, (cap, d, f), into)
+                _expert_backward(ctx, name, e, kept, flow, (caps[e], d, f), into)
         dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, saved.probs.elements)
         b.vector(
             f"{name}.topk.bwd", name, Phase.BWD_INPUT, dprobs.elements, 1, [dgates], [dprobs],
