@@ -17,8 +17,9 @@ updates its own share of the weights.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from accelsim.config.enums import CommGroup
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes
@@ -99,27 +100,50 @@ def group_copies(
 ) -> tuple[list[list[Parameter]], list[list[int]]]:
     """Every rank of ``group``'s copy of ``rank``'s step appended to ``builder``, each
     stand-in all-reduce once for the group; each rank's parameters and backward sinks."""
-    step = rank.graph
+    return partitioned_copies(builder, rank, group, lambda op: (group,))
+
+
+def partitioned_copies(
+    builder: GraphBuilder,
+    rank: RankStep,
+    members: Sequence[int],
+    groups: Callable[[CommOp], Sequence[tuple[int, ...]]],
+) -> tuple[list[list[Parameter]], list[list[int]]]:
+    """Every processor of ``members``' copy of ``rank``'s step appended to ``builder``:
+    each stand-in collective once for each group of ``groups(op)`` (a partition of
+    ``members``, the same for every stand-in of a :class:`CommGroup`), waiting for what
+    it waits for on each of its members; each processor's parameters and backward
+    sinks, in ``members``' order."""
     start = len(builder.ops)
-    ids: list[list[int]] = [[] for _ in group]
-    at = start
-    for op in step.ops:
-        shared = isinstance(op, CommOp)
-        for r in range(len(group)):
-            ids[r].append(at if shared else at + r)
-        at += 1 if shared else len(group)
-    copy = rank.copy
+    made: list[tuple[int, ...]] = []
+    ids: list[list[int]] = [[] for _ in members]
+    # the groups, and the place of each member's group among them
+    Layout = tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]
+    alone: Layout = tuple((p,) for p in members), tuple(range(len(members)))
+    layouts: dict[CommGroup, Layout] = {}
+    for op in rank.graph.ops:
+        if not isinstance(op, CommOp):
+            parts, of = alone
+        else:
+            if op.group not in layouts:
+                found = tuple(groups(op))
+                where = {p: i for i, g in enumerate(found) for p in g}
+                layouts[op.group] = found, tuple(where[p] for p in members)
+            parts, of = layouts[op.group]
+        for i, at in enumerate(of):
+            ids[i].append(start + len(made) + at)
+        made += parts
     slots: dict[int, Op] = {}
     params: list[list[Parameter]] = []
-    for r, p in enumerate(group):
+    for i, p in enumerate(members):
         tag = Tag(replica=p)
-        ops, made = copy(tag, copied_as(f"p{p}/", tag), ids[r])
-        params.append(made)
+        ops, mine = rank.copy(tag, copied_as(f"p{p}/", tag), ids[i])
+        params.append(mine)
         for op in ops:
-            slots[op.op_id] = joined(slots.get(op.op_id), op, group)
-    for i in range(start, at):
-        builder.append(slots[i], group[0])
-    return params, [[ids[r][s] for s in rank.sinks] for r in range(len(group))]
+            slots[op.op_id] = joined(slots.get(op.op_id), op, made[op.op_id - start])
+    for i, group in enumerate(made):
+        builder.append(slots[start + i], group[0])
+    return params, [[ids[i][s] for s in rank.sinks] for i in range(len(members))]
 
 
 def joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:

@@ -196,12 +196,6 @@ def test_groups_both_engines_and_symmetry_agree(tmp_path: Path) -> None:
             " (every rank of an expert group routes as many tokens) (got 6)",
         ),
         (
-            ("run.parallel={expert: 2, tensor: 2}",),
-            "parallel.expert: not with parallel.tensor above 1: the experts' MLPs split over"
-            " a tensor-parallel group, and the all-to-alls among its ranks, are not modelled"
-            " (got 2)",
-        ),
-        (
             ("run.parallel={expert: 2}", "run.techniques={gpipe: {}}"),
             "techniques.gpipe: not with parallel.expert above 1: its rewrites and placements"
             " do not know the expert-parallel all-to-alls (got 2)",

@@ -300,17 +300,40 @@ def _mlp_backward(
     return dxe
 
 
+def _summed(
+    ctx: StepContext, layer: str, name: str, parts: Sequence[Tensor], kind: TensorKind
+) -> list[int]:
+    """The ops an all-to-all of the experts' ``parts`` waits for: the ops that made them
+    or, with each expert split over ``ctx.expert_shards`` tensor-parallel ranks (partial
+    sums), the all-reduce of the buffer they fill over the tensor group (a stand-in)
+    after them."""
+    b = ctx.b
+    after = [o for t in parts for o in b.producers(t)]
+    if ctx.expert_shards == 1:
+        return after
+    buffer = ctx.t(f"{layer}.{name}", kind, sum(t.elements for t in parts))
+    return [
+        b.allreduce(f"{buffer.name}.allreduce", layer, buffer, (), after, group=CommGroup.TENSOR)
+    ]
+
+
 def _all_to_all(
-    ctx: StepContext, layer: str, name: str, sent: Sequence[Tensor], kind: TensorKind
+    ctx: StepContext,
+    layer: str,
+    name: str,
+    sent: Sequence[Tensor],
+    kind: TensorKind,
+    after: Sequence[int] | None = None,
 ) -> int:
     """An all-to-all over the expert-parallel group (a stand-in: placement gives it its
     ranks) of each rank's buffer ``sent`` (one tensor or several that fill it), after
-    the ops that made it; every later op reading the buffer it delivers reads ``sent``
-    (the same size on every rank of a balanced group) and waits for it
+    the ops that made it (or ``after``); every later op reading the buffer it delivers
+    reads ``sent`` (the same size on every rank of a balanced group) and waits for it
     (:func:`_wait_for`)."""
     b = ctx.b
     buffer = ctx.t(f"{layer}.{name}", kind, sum(t.elements for t in sent))
-    after = [o for t in sent for o in b.producers(t)]
+    if after is None:
+        after = [o for t in sent for o in b.producers(t)]
     return b.collective(
         f"{buffer.name}.all_to_all", layer, buffer, (), after, Collective.ALL_TO_ALL,
         group=CommGroup.EXPERT,
@@ -339,7 +362,7 @@ def _exchanged_forward(
     """
     x, gates, y = flow
     experts, d, f, cap = sizes
-    ranks, b = ctx.expert_ranks, ctx.b
+    ranks, b, f = ctx.expert_ranks, ctx.b, f // ctx.expert_shards
     buffer = experts * cap * d
     for e in range(experts // ranks):
         _expert_params(ctx, name, e, d, f)
@@ -355,7 +378,8 @@ def _exchanged_forward(
     )
     _wait_for(ctx, comm, start, sent)
     outputs = [k.y for k in kept]
-    comm = _all_to_all(ctx, name, "returned", outputs, TensorKind.ACTIVATION)
+    summed = _summed(ctx, name, "expert_outputs", outputs, TensorKind.ACTIVATION)
+    comm = _all_to_all(ctx, name, "returned", outputs, TensorKind.ACTIVATION, summed)
     b.vector(
         f"{name}.combine", name, Phase.FWD, buffer, COMBINE_OPS,
         [*outputs, Access(gates, experts * cap)], [y], after=[comm],
@@ -378,7 +402,7 @@ def _exchanged_backward(
     the experts' ``dX`` back and its scatter-add."""
     g, dgates = flow
     experts, d, f, cap = sizes
-    ranks, b = ctx.expert_ranks, ctx.b
+    ranks, b, f = ctx.expert_ranks, ctx.b, f // ctx.expert_shards
     buffer = experts * cap * d
     dy = ctx.t(f"{name}.dreturned", TensorKind.GRADIENT, buffer)
     b.vector(
@@ -395,7 +419,8 @@ def _exchanged_backward(
     _wait_for(ctx, comm, start, dy)
     if dx is None:
         return
-    comm = _all_to_all(ctx, name, "ddispatched", dxes, TensorKind.GRADIENT)
+    summed = _summed(ctx, name, "expert_dx", dxes, TensorKind.GRADIENT)
+    comm = _all_to_all(ctx, name, "ddispatched", dxes, TensorKind.GRADIENT, summed)
     b.vector(
         f"{name}.dispatch.bwd", name, Phase.BWD_INPUT, buffer, 1, dxes, [Access(dx, buffer)],
         after=[comm], partial=True, op_class=VectorClass.DATA_MOVEMENT,
