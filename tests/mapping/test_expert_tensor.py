@@ -20,6 +20,7 @@ from accelsim.graph.ops import NO_EXPERT, CommOp, GemmOp, Phase
 from accelsim.mapping.groups import GroupKind, processor_groups
 from accelsim.network.collectives import Collective
 from accelsim.techniques.base import BASE
+from tests.conftest import ROOT
 from tests.mapping.test_expert_parallel import inputs, load_inputs, parse_sets, run_file
 
 H, E, F = 16, 4, 24
@@ -151,3 +152,26 @@ def test_both_engines_agree(tmp_path: Path) -> None:
     assert (runs[0].trace.end_cycle == runs[1].trace.end_cycle).all()
     a2a = [op for op in runs[0].graph.ops if isinstance(op, CommOp)]
     assert {op.collective for op in a2a} == {Collective.ALL_TO_ALL, Collective.ALL_REDUCE}
+
+
+def test_mixtral_at_tensor_2_expert_8_fits_an_a100(tmp_path: Path) -> None:
+    """Mixtral-8x7B on 16 GPUs as 8 replicas of 2 tensor ranks, one expert group of 8:
+    a GPU holds one expert of each layer at half its inner width (32 x 3 x 4,096 x
+    7,168 = 2,818,572,288), half the attention, embedding and LM head ((2 x 131,072,000
+    + 32 x 41,943,040) / 2 = 802,160,640), and the norms (32 x 8,192 + 4,096) and
+    routers (32 x 32,768) whole: 3,622,047,744 parameters, 16 bytes each with Adam and
+    fp32 master weights, 53.97 GiB of the 57.15 GiB it needs (within an A100's
+    74.5 GiB)."""
+    mixtral = ROOT / "configs" / "runs" / "mixtral_ep8.yaml"
+    sets = ["run.parallel={expert: 8, tensor: 2}", "workload.input.length=256"]
+    memory = step_memory(load_inputs(mixtral, parse_sets(sets)))
+    held = 32 * 3 * 4096 * 7168 + (2 * 131_072_000 + 32 * 41_943_040) // 2
+    held += 32 * 8192 + 4096 + 32 * 32_768
+    assert held == 3_622_047_744
+    got = memory.bytes_by_class
+    assert (got["weights"], got["optimizer_state"], got["master_weights"]) == (
+        2 * held,
+        8 * held,
+        4 * held,
+    )
+    assert memory.fits
