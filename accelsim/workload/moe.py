@@ -28,8 +28,9 @@ class Moe(LayerBase):
     intermediate: PositiveInt = Field(description="Inner width of each expert's MLP.")
     capacity_factor: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] = Field(
         default=1.0,
-        description="Tokens an expert computes, as a multiple of its even share"
-        " tokens x top_k / experts (rounded up); 1: no slack, no token dropped.",
+        description="Tokens an expert computes under overflow drop, as a multiple of its"
+        " even share tokens x top_k / experts (rounded up); 1: no slack (a balanced router"
+        " drops no token).",
     )
     hot_load: Annotated[float, Field(ge=1, le=1000, allow_inf_nan=False)] = Field(
         default=1.0,
