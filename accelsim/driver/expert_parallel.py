@@ -25,8 +25,8 @@ _UNEVEN = (
 """Why an expert-parallel plan refuses a dropless ``moe`` layer."""
 
 _SPLIT = (
-    "must divide layer {layer}'s inner width {f} with parallel.expert above 1 (each"
-    " expert's MLP splits over the tensor-parallel group)"
+    "must divide layer {layer}'s inner width {f} (each expert's MLP splits over the"
+    " tensor-parallel group)"
 )
 """Why a tensor-parallel degree is refused beside experts."""
 
@@ -50,21 +50,28 @@ def expert_problems(
     techniques: Sequence[Technique[Any]],
     source: str,
 ) -> list[Problem]:
-    """What an expert-parallel plan cannot run with: processors or a moe layer's experts
-    it does not divide (with tensor parallelism: the replicas of ``t`` ranks, and each
-    expert's inner width ``t`` must split), a dropless moe layer, a workload without a
-    moe layer, a batch the replicas do not divide, no data parallelism, sequence
-    parallelism, a pipeline, gradient clipping and any technique."""
-    e = expert_degree(run)
+    """What a plan cannot run with a workload's moe layers: a tensor-parallel degree that
+    does not divide an expert's inner width (without sequence parallelism, which runs
+    the layer whole); then, with expert parallelism, processors or a moe layer's experts
+    it does not divide (with tensor parallelism: the replicas of ``t`` ranks), a dropless
+    moe layer, a workload without a moe layer, a batch the replicas do not divide, no
+    data parallelism, sequence parallelism, a pipeline, gradient clipping and any
+    technique."""
+    e, t = expert_degree(run), tensor_degree(run)
+    moes = [i.layer for i in infos if isinstance(i.layer, wm.Moe)]
+    sequence = run.parallel is not None and run.parallel.sequence_parallel
+    split = [
+        Problem(source, "parallel.tensor", _SPLIT.format(layer=m.name, f=m.intermediate), t)
+        for m in moes
+        if m.intermediate % t and not sequence
+    ]
     if e == 1:
-        return []
-    key, t = "parallel.expert", tensor_degree(run)
-    replicas = hw.processors // t
+        return split
+    key, replicas = "parallel.expert", hw.processors // t
     if replicas % e:
         what = f"{hw.processors} processors" if t == 1 else f"{replicas} replicas of {t} ranks"
         return [Problem(source, key, f"must divide the {what}", e)]
-    moes = [i.layer for i in infos if isinstance(i.layer, wm.Moe)]
-    problems = [
+    problems = split + [
         Problem(
             source,
             key,
@@ -78,11 +85,6 @@ def expert_problems(
         Problem(source, key, _UNEVEN.format(layer=m.name), e)
         for m in moes
         if m.overflow == "dropless"
-    ]
-    problems += [
-        Problem(source, "parallel.tensor", _SPLIT.format(layer=m.name, f=m.intermediate), t)
-        for m in moes
-        if m.intermediate % t
     ]
     if not moes:
         problems.append(

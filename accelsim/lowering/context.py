@@ -40,8 +40,8 @@ class StepContext:
             heads are split over (:mod:`accelsim.lowering.tensor_parallel`).
         expert_ranks: The ranks of an expert-parallel group each ``moe`` layer's experts
             are spread over (1: every expert on this processor).
-        expert_shards: With ``expert_ranks`` above 1, the tensor-parallel ranks each
-            expert's inner width is split over (1: each expert whole on its rank).
+        expert_shards: The tensor-parallel ranks each expert's inner width is split
+            over (1: each expert whole on its rank).
     """
 
     def __init__(

@@ -119,8 +119,8 @@ def test_memory_by_hand(tmp_path: Path) -> None:
                 "run.parallel={expert: 2, tensor: 2}",
                 "workload.layers[moe0].intermediate=25",
             ),
-            "parallel.tensor: must divide layer moe0's inner width 25 with parallel.expert"
-            " above 1 (each expert's MLP splits over the tensor-parallel group) (got 2)",
+            "parallel.tensor: must divide layer moe0's inner width 25 (each expert's MLP"
+            " splits over the tensor-parallel group) (got 2)",
         ),
         (
             ("run.parallel={expert: 2, tensor: 2, sequence_parallel: true}",),
@@ -175,3 +175,37 @@ def test_mixtral_at_tensor_2_expert_8_fits_an_a100(tmp_path: Path) -> None:
         4 * held,
     )
     assert memory.fits
+
+
+def test_tensor_parallelism_alone_splits_every_expert(tmp_path: Path) -> None:
+    """t = 2 on 2 processors, no expert parallelism: one replica of 4 samples, 32 tokens,
+    a capacity of 16; each rank computes all 4 experts at inner width 12 (36,864 MACs
+    forward a layer, 3 x that with dX and dW, 2 layers: 221,184), then all-reduces their
+    outputs and input gradients, 4 x 16 x 16 words (2,048 B) each, a ring of 2 sending
+    2,048 B a rank; beside them the embedding's output and the LM head's input gradient
+    (32 x 16 x 2 = 1,024 B each) and the loss's 3 statistics (64 B each)."""
+    sets = ("run.parallel={tensor: 2}", "processors=2", "timing.engine=compiled")
+    run = simulate_training(inputs(tmp_path, None, *sets)).base
+    graph = run.graph
+    experts = [
+        op
+        for op in graph.ops
+        if isinstance(op, GemmOp) and op.expert != NO_EXPERT and graph.processor[op.op_id] == 0
+    ]
+    assert {(op.m, op.n, op.k) for op in experts if op.phase is Phase.FWD} == {
+        (16, 12, 16),
+        (16, 16, 12),
+    }
+    assert sum(op.macs for op in experts) == 2 * 3 * 4 * 3 * 16 * 12 * 16 == 221_184
+    summed = [op for op in graph.ops if isinstance(op, CommOp) and ".expert_" in op.name]
+    assert [(op.name, op.participants, op.tensor.bytes) for op in summed] == [
+        (f"{m}.{what}.allreduce", (0, 1), 4 * 16 * H * 2)
+        for m, what in (
+            ("moe0", "expert_outputs"),
+            ("moe1", "expert_outputs"),
+            ("moe1", "expert_dx"),
+            ("moe0", "expert_dx"),
+        )
+    ]
+    wire = 2 * (4 * 2048 + 2 * 1024 + 3 * 64)  # ranks x (what each rank sends per op)
+    assert run.summary()["communication"]["all_reduce"]["bytes"] == wire == 20_864

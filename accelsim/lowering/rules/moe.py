@@ -117,8 +117,7 @@ class MoeRule(LayerRule):
             kept = _exchanged_forward(ctx, name, (xs[0], gates, y), (experts, d, f, cap))
             ctx.saved[name] = _Saved(probs, gates, kept)
             return
-        flow = (xs[0], gates, y)
-        kept = tuple(_expert_forward(ctx, name, e, flow, d, f, caps[e]) for e in range(experts))
+        kept = _local_forward(ctx, name, (xs[0], gates, y), (caps, d, f // ctx.expert_shards))
         ctx.saved[name] = _Saved(probs, gates, kept)
 
     def backward(self, ctx: StepContext, info: LayerInfo, g: Tensor | None) -> None:
@@ -134,9 +133,8 @@ class MoeRule(LayerRule):
         if ctx.expert_ranks > 1:
             _exchanged_backward(ctx, name, saved, (g, dgates), (experts, d, f, caps[0]), into)
         else:
-            for e, kept in enumerate(saved.experts):
-                flow = (g, saved.gates, dgates)
-                _expert_backward(ctx, name, e, kept, flow, (caps[e], d, f), into)
+            flow = (g, saved.gates, dgates)
+            _local_backward(ctx, name, saved, flow, (caps, d, f // ctx.expert_shards), into)
         dprobs = ctx.t(f"{name}.dprobs", TensorKind.GRADIENT, saved.probs.elements)
         b.vector(
             f"{name}.topk.bwd", name, Phase.BWD_INPUT, dprobs.elements, 1, [dgates], [dprobs],
@@ -163,18 +161,36 @@ class MoeRule(LayerRule):
         ctx.grad_done(name, "router.W", op)
 
 
-def _expert_forward(
+def _local_forward(
     ctx: StepContext,
     name: str,
-    e: int,
     flow: tuple[Tensor, Tensor, Tensor],
-    d: int,
-    f: int,
-    cap: int,
+    sizes: tuple[tuple[int, ...], int, int],
+) -> tuple[_Expert, ...]:
+    """Every expert's forward ops on this processor, each its dispatch, SwiGLU MLP and
+    share of the combine (``flow``: the layer's input, the gates and its output;
+    ``sizes``: each expert's tokens, the width and the rank's inner width); with the
+    experts split over ``ctx.expert_shards`` tensor-parallel ranks, every combine after
+    the all-reduce of their outputs (partial sums)."""
+    caps, d, f = sizes
+    split, kept = ctx.expert_shards > 1, []
+    for e, cap in enumerate(caps):
+        kept.append(_expert_forward(ctx, name, e, flow[0], (cap, d, f)))
+        if not split:
+            _combine(ctx, name, (e, cap), kept[-1], flow, [])
+    if split:
+        summed = _summed(ctx, name, "expert_outputs", [k.y for k in kept], TensorKind.ACTIVATION)
+        for e, k in enumerate(kept):
+            _combine(ctx, name, (e, caps[e]), k, flow, summed)
+    return tuple(kept)
+
+
+def _expert_forward(
+    ctx: StepContext, name: str, e: int, x: Tensor, sizes: tuple[int, int, int]
 ) -> _Expert:
-    """Expert ``e``'s forward ops: its dispatch, SwiGLU MLP and share of the combine
-    (``flow``: the layer's input, the gates and its output)."""
-    x, gates, y = flow
+    """Expert ``e``'s parameters, dispatch (its ``cap`` tokens of the layer's input
+    ``x``) and SwiGLU MLP (``sizes``: the tokens, the width and the inner width)."""
+    cap, d, f = sizes
     b, at = ctx.b, f"{name}.experts.{e}"
     _expert_params(ctx, name, e, d, f)
     xe = ctx.t(f"{at}.x", TensorKind.ACTIVATION, cap * d)
@@ -182,13 +198,26 @@ def _expert_forward(
         f"{at}.dispatch", name, Phase.FWD, xe.elements, 1, [Access(x, xe.elements)], [xe],
         op_class=VectorClass.DATA_MOVEMENT, expert=e,
     )  # fmt: skip
-    kept = _mlp_forward(ctx, name, e, xe, (cap, d, f))
-    b.vector(
-        f"{at}.combine", name, Phase.FWD, kept.y.elements, COMBINE_OPS,
+    return _mlp_forward(ctx, name, e, xe, sizes)
+
+
+def _combine(
+    ctx: StepContext,
+    name: str,
+    expert: tuple[int, int],
+    kept: _Expert,
+    flow: tuple[Tensor, Tensor, Tensor],
+    after: Sequence[int],
+) -> None:
+    """Expert ``e``'s share of the combine (``expert``: ``e`` and its tokens): its
+    outputs times their gates, added into the layer's output (``flow``), after the ops
+    ``after``."""
+    (e, cap), (_, gates, y) = expert, flow
+    ctx.b.vector(
+        f"{name}.experts.{e}.combine", name, Phase.FWD, kept.y.elements, COMBINE_OPS,
         [kept.y, Access(gates, cap)], [Access(y, kept.y.elements)], partial=True,
-        op_class=VectorClass.ELEMENTWISE, expert=e,
+        after=list(after), op_class=VectorClass.ELEMENTWISE, expert=e,
     )  # fmt: skip
-    return kept
 
 
 def _expert_params(ctx: StepContext, name: str, e: int, d: int, f: int) -> None:
@@ -224,6 +253,30 @@ def _mlp_forward(
     return _Expert(xe, h1, h3, act, hidden, ye)
 
 
+def _local_backward(
+    ctx: StepContext,
+    name: str,
+    saved: _Saved,
+    flow: tuple[Tensor, Tensor, Tensor],
+    sizes: tuple[tuple[int, ...], int, int],
+    dx: Tensor | None,
+) -> None:
+    """The mirror of :func:`_local_forward` (``flow``: the output gradient, the gates and
+    their gradient): each expert's backward and the scatter-add of its ``dX`` into
+    ``dx`` when the input needs one; with the experts split over the tensor group, every
+    scatter-add after the all-reduce of their ``dX`` (partial sums)."""
+    caps, d, f = sizes
+    split, dxes = ctx.expert_shards > 1, []
+    for e, kept in enumerate(saved.experts):
+        dxes.append(_expert_backward(ctx, name, e, kept, flow, (caps[e], d, f)))
+        if dx is not None and not split:
+            _scattered(ctx, name, e, dxes[-1], dx, [])
+    if dx is not None and split:
+        summed = _summed(ctx, name, "expert_dx", dxes, TensorKind.GRADIENT)
+        for e, dxe in enumerate(dxes):
+            _scattered(ctx, name, e, dxe, dx, summed)
+
+
 def _expert_backward(
     ctx: StepContext,
     name: str,
@@ -231,11 +284,9 @@ def _expert_backward(
     kept: _Expert,
     flow: tuple[Tensor, Tensor, Tensor],
     sizes: tuple[int, int, int],
-    dx: Tensor | None,
-) -> None:
+) -> Tensor:
     """Expert ``e``'s backward ops (``flow``: the output gradient, the gates and their
-    gradient; ``sizes``: its capacity, the width and the inner width); its ``dX``
-    scatter-added into ``dx`` when the input needs one."""
+    gradient; ``sizes``: its tokens, the width and the inner width); its ``dX``."""
     g, gates, dgates = flow
     b, at, cap = ctx.b, f"{name}.experts.{e}", sizes[0]
     dye = ctx.t(f"{at}.dy", TensorKind.GRADIENT, kept.y.elements)
@@ -244,13 +295,19 @@ def _expert_backward(
         [Access(g, dye.elements), kept.y, Access(gates, cap)], [dye, Access(dgates, cap)],
         partial=True, op_class=VectorClass.ELEMENTWISE, expert=e,
     )  # fmt: skip
-    dxe = _mlp_backward(ctx, name, e, kept, dye, sizes)
-    if dx is not None:
-        b.vector(
-            f"{at}.dispatch.bwd", name, Phase.BWD_INPUT, dxe.elements, 1, [dxe],
-            [Access(dx, dxe.elements)], partial=True, op_class=VectorClass.DATA_MOVEMENT,
-            expert=e,
-        )  # fmt: skip
+    return _mlp_backward(ctx, name, e, kept, dye, sizes)
+
+
+def _scattered(
+    ctx: StepContext, name: str, e: int, dxe: Tensor, dx: Tensor, after: Sequence[int]
+) -> None:
+    """Expert ``e``'s ``dX`` scatter-added into the input's gradient ``dx``, after the
+    ops ``after``."""
+    ctx.b.vector(
+        f"{name}.experts.{e}.dispatch.bwd", name, Phase.BWD_INPUT, dxe.elements, 1, [dxe],
+        [Access(dx, dxe.elements)], partial=True, after=list(after),
+        op_class=VectorClass.DATA_MOVEMENT, expert=e,
+    )  # fmt: skip
 
 
 def _mlp_backward(
