@@ -67,18 +67,23 @@ def comms(graph: OpGraph, kind: Collective) -> list[CommOp]:
     return [op for op in graph.ops if isinstance(op, CommOp) and op.collective is kind]
 
 
+def expert_gemms(graph: OpGraph, p: int) -> list[GemmOp]:
+    """Processor ``p``'s forward GEMMs of experts."""
+    return [
+        op
+        for op in graph.ops
+        if isinstance(op, GemmOp)
+        and graph.processor[op.op_id] == p
+        and op.expert != NO_EXPERT
+        and op.phase is Phase.FWD
+    ]
+
+
 @pytest.mark.parametrize("e", [1, 2, 4])
 def test_each_rank_computes_its_experts_on_every_ranks_tokens(tmp_path: Path, e: int) -> None:
     graph = placed(tmp_path, e)
     for p in range(P):
-        experts = [
-            op
-            for op in graph.ops
-            if isinstance(op, GemmOp)
-            and graph.processor[op.op_id] == p
-            and op.expert != NO_EXPERT
-            and op.phase is Phase.FWD
-        ]
+        experts = expert_gemms(graph, p)
         # per moe layer: E / e experts of 3 GEMMs, each on e x C tokens
         assert len(experts) == 2 * 3 * E // e
         assert {op.m for op in experts if ".w2." not in op.name} == {e * C}

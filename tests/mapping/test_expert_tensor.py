@@ -21,7 +21,13 @@ from accelsim.mapping.groups import GroupKind, processor_groups
 from accelsim.network.collectives import Collective
 from accelsim.techniques.base import BASE
 from tests.conftest import ROOT
-from tests.mapping.test_expert_parallel import inputs, load_inputs, parse_sets, run_file
+from tests.mapping.test_expert_parallel import (
+    expert_gemms,
+    inputs,
+    load_inputs,
+    parse_sets,
+    run_file,
+)
 
 H, E, F = 16, 4, 24
 TOKENS, C = 16, 8  # a replica's tokens; each expert's capacity
@@ -31,14 +37,7 @@ PLAN = "run.parallel.tensor=2"
 def test_each_rank_holds_its_experts_split_over_the_tensor_group(tmp_path: Path) -> None:
     graph = _Run(inputs(tmp_path, 2, PLAN)).placed(BASE, None)
     for p in range(4):
-        experts = [
-            op
-            for op in graph.ops
-            if isinstance(op, GemmOp)
-            and graph.processor[op.op_id] == p
-            and op.expert != NO_EXPERT
-            and op.phase is Phase.FWD
-        ]
+        experts = expert_gemms(graph, p)
         # per layer 2 experts x (w1, w3: 16 tokens x 12 x 16; w2: 16 x 16 x 12)
         assert sorted({(op.m, op.n, op.k) for op in experts}) == [(16, 12, 16), (16, 16, 12)]
         assert len(experts) == 2 * 2 * 3
