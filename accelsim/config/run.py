@@ -63,12 +63,6 @@ class OptimizerSpec(Spec):
         " the array uses; none: the update works on the weight itself.",
     )
 
-    @property
-    def state_tensors(self) -> int:
-        """Tensors the optimizer keeps per parameter besides it and its gradient: the
-        kind's states, and the master copy."""
-        return self.kind.state_tensors + (self.master_weights is MasterWeights.FP32)
-
 
 class TimingSpec(Spec):
     """Timing convention, partial-sum tiling, fold pipelining, engine granularity and engine.

@@ -28,7 +28,7 @@ _SPLIT = (
     "must divide layer {layer}'s inner width {f} (each expert's MLP splits over the"
     " tensor-parallel group)"
 )
-"""Why a tensor-parallel degree is refused beside experts."""
+"""Why a tensor-parallel degree is refused with a moe layer."""
 
 _SEQUENCE = (
     "not with parallel.expert above 1: every tensor rank here holds the moe layer's"

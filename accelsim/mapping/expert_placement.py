@@ -11,6 +11,15 @@ e) * e + e - 1`` (inside a node of a hierarchy whose nodes hold a multiple of ``
 processors), at rank ``p % e`` of it; each stand-in becomes one all-to-all over the
 group, after the ops it waited for on every rank.
 
+With a tensor-parallel degree ``t`` above 1 (the step then one tensor rank's, each
+expert's MLP split over the tensor group, :mod:`accelsim.lowering.rules.moe`), each
+replica is ``t`` consecutive processors: replica ``r`` is ``r t .. r t + t - 1``,
+expert group ``g`` its replicas ``g e .. g e + e - 1``, and the expert-parallel
+groups within it the ranks of one tensor position, ``t`` of them; each tensor
+stand-in becomes one all-reduce over its replica's tensor group.  Every dense
+gradient is then all-reduced over the ranks of its tensor position in every replica,
+an expert's over those of its position holding the same experts.
+
 This is expert parallelism inside the data-parallel group, as Megatron-LM and
 DeepSpeed-MoE place it: every layer but the experts is replicated on every processor
 and its gradients all-reduced over all of them; an expert's gradients are
