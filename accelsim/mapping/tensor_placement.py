@@ -114,25 +114,30 @@ def partitioned_copies(
     ``members``, the same for every stand-in of a :class:`CommGroup`), waiting for what
     it waits for on each of its members; each processor's parameters and backward
     sinks, in ``members``' order."""
-    start = len(builder.ops)
-    made: list[tuple[int, ...]] = []
+    start = at = len(builder.ops)
     ids: list[list[int]] = [[] for _ in members]
-    # the groups, and the place of each member's group among them
-    Layout = tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]
-    alone: Layout = tuple((p,) for p in members), tuple(range(len(members)))
-    layouts: dict[CommGroup, Layout] = {}
+    first: list[int] = []  # the processor each op is appended on, in order
+    shared: dict[int, tuple[int, ...]] = {}  # each stand-in's group, by its id
+    # a kind's groups, and the place of each member's group among them
+    layouts: dict[CommGroup, tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]] = {}
     for op in rank.graph.ops:
         if not isinstance(op, CommOp):
-            parts, of = alone
-        else:
-            if op.group not in layouts:
-                found = tuple(groups(op))
-                where = {p: i for i, g in enumerate(found) for p in g}
-                layouts[op.group] = found, tuple(where[p] for p in members)
-            parts, of = layouts[op.group]
-        for i, at in enumerate(of):
-            ids[i].append(start + len(made) + at)
-        made += parts
+            for i, column in enumerate(ids):
+                column.append(at + i)
+            first += members
+            at += len(members)
+            continue
+        if op.group not in layouts:
+            found = tuple(groups(op))
+            where = {p: i for i, g in enumerate(found) for p in g}
+            layouts[op.group] = found, tuple(where[p] for p in members)
+        parts, of = layouts[op.group]
+        for column, place in zip(ids, of, strict=True):
+            column.append(at + place)
+        for group in parts:
+            shared[at] = group
+            first.append(group[0])
+            at += 1
     slots: dict[int, Op] = {}
     params: list[list[Parameter]] = []
     for i, p in enumerate(members):
@@ -140,9 +145,9 @@ def partitioned_copies(
         ops, mine = rank.copy(tag, copied_as(f"p{p}/", tag), ids[i])
         params.append(mine)
         for op in ops:
-            slots[op.op_id] = joined(slots.get(op.op_id), op, made[op.op_id - start])
-    for i, group in enumerate(made):
-        builder.append(slots[start + i], group[0])
+            slots[op.op_id] = joined(slots.get(op.op_id), op, shared.get(op.op_id, ()))
+    for i in range(start, at):
+        builder.append(slots[i], first[i - start])
     return params, [[ids[i][s] for s in rank.sinks] for i in range(len(members))]
 
 
