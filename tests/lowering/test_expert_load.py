@@ -12,7 +12,7 @@ import yaml
 
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
-from accelsim.driver.run import simulate_run
+from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import NO_EXPERT, GemmOp, Phase
 from accelsim.lowering.expert_load import expert_load, routed_tokens
@@ -22,7 +22,7 @@ from tests.conftest import ROOT
 from tests.lowering.test_layer_kinds import EMBED, TOKENS, problems, shapes
 from tests.lowering.test_lowering import lower, macs, net
 from tests.lowering.test_moe import moe
-from tests.mapping.test_expert_parallel import comms, placed
+from tests.mapping.test_expert_parallel import comms, inputs, placed
 
 H, F = 16, 24  # the width and inner width of tests.lowering.test_moe's layer
 
@@ -168,3 +168,16 @@ def test_more_skew_is_never_faster(tmp_path: Path, overflow: str) -> None:
         assert len(set(steps)) == 1
     if overflow == "pad":  # every expert's GEMMs grow with the hot one
         assert steps[0] < steps[1] < steps[2]
+
+
+def test_more_skew_is_never_faster_with_expert_parallelism(tmp_path: Path) -> None:
+    """The model at e = 2 on 4 processors, every expert padded to the hot one."""
+
+    def step(hot: float) -> int:
+        sets = [f"workload.layers[{m}].{k}={v}" for m in ("moe0", "moe1") for k, v in
+                (("hot_load", hot), ("overflow", "pad"))]  # fmt: skip
+        run = simulate_training(inputs(tmp_path, 2, "timing.engine=compiled", *sets)).base
+        return run.total_cycles
+
+    steps = [step(h) for h in (1, 1.5, 2)]
+    assert steps[0] < steps[1] < steps[2]
