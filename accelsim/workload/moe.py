@@ -36,8 +36,9 @@ class Moe(LayerBase):
         default=1.0,
         description="Load imbalance: the tokens the router sends the hottest expert (the"
         " layer's first) as a multiple of the even share tokens x top_k / experts (the"
-        " max-over-mean load MoE papers report), the other experts sharing the rest evenly;"
-        " at most experts / top_k (each token picks an expert once).  1: a balanced router.",
+        " max-over-mean load MoE papers report), the other experts sharing the rest evenly"
+        " (this split is our choice); at most experts / top_k (each token picks an expert"
+        " once).  1: a balanced router.",
     )
     overflow: Literal["drop", "pad", "dropless"] = Field(
         default="drop",
