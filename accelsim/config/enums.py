@@ -30,11 +30,16 @@ class OptimizerKind(str, Enum):
 
 class MasterWeights(str, Enum):
     """Whether the optimizer keeps an fp32 master copy of every weight: the update
-    reads and writes the master (an optimizer-state tensor) and writes the array's
-    bf16 weight from it."""
+    reads and writes the master (an optimizer-state tensor of 4-byte words, whatever
+    the optimizer state's word size) and writes the array's weight from it."""
 
     NONE = "none"
     FP32 = "fp32"
+
+    @property
+    def word_bytes(self) -> int:
+        """Bytes of the master copy a weight element: 4 for fp32, 0 for none."""
+        return 4 if self is MasterWeights.FP32 else 0
 
 
 class StridedDx(str, Enum):

@@ -368,7 +368,7 @@ class WordBytesSpec(Spec):
     )
     optimizer_state: PositiveInt = Field(
         default=4,
-        description="Bytes per element of optimizer state and fp32 master weights (1, 2, 4 or 8).",
+        description="Bytes per element of optimizer state (1, 2, 4 or 8; fp32 masters: 4).",
     )
 
     @model_validator(mode="after")

@@ -49,12 +49,14 @@ class ParallelSpec(Spec):
     expert: PositiveInt = Field(
         default=1,
         description="Expert-parallel degree e (GShard, Switch, Megatron-LM): each moe layer's"
-        " experts spread over groups of e consecutive processors (experts / e per rank), the"
-        " routed tokens sent to their expert's rank by an all-to-all and returned by another"
-        " (two in forward, two in backward); every other layer data-parallel over all the"
-        " processors, each expert's gradient all-reduced over the ranks holding it (processors"
-        " / e).  Must divide every moe layer's experts and the processors; needs assignment"
-        " data_parallel and parallel.tensor 1.  1: no expert parallelism.",
+        " experts spread over groups of e consecutive data-parallel replicas (experts / e per"
+        " rank; with tensor t above 1, the ranks of one tensor position in e replicas, each"
+        " expert's MLP split over the tensor group as Megatron-LM's expert tensor parallelism"
+        " does), the routed tokens sent to their expert's rank by an all-to-all and returned"
+        " by another (two in forward, two in backward); every other layer data-parallel, each"
+        " expert's gradient all-reduced over the ranks holding it.  Must divide every moe"
+        " layer's experts and the replicas; needs assignment data_parallel.  1: no expert"
+        " parallelism.",
     )
     pipeline: PositiveInt = Field(
         default=1,

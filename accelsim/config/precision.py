@@ -5,9 +5,9 @@ names the precision of every GEMM on the main array, which must be one of the
 array's ``rates``: the PEs then do that many MACs per cycle along the reduction
 dimension (:func:`~accelsim.mapping.dataflow.packed_k`) and each MAC is priced at
 that precision's ``mac_pj``.  The GEMM operands, activations and weights, take that
-precision's bytes unless set; gradients and optimizer state (with the master
-weights it holds under ``optimizer.master_weights: fp32``) keep the hardware
-file's bytes unless set.  :func:`with_precision` makes the hardware a run sees.
+precision's bytes unless set; gradients and optimizer state keep the hardware
+file's bytes unless set; the fp32 master copy of ``optimizer.master_weights: fp32``
+is 4 bytes an element whatever they are.  :func:`with_precision` makes the hardware a run sees.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ class PrecisionSpec(Spec):
     )
     gradients: WordSize | None = _bytes("gradients", "the hardware file's word_bytes.gradients")
     optimizer_state: WordSize | None = _bytes(
-        "optimizer state and master weights", "the hardware file's word_bytes.optimizer_state"
+        "optimizer state (an fp32 master copy is 4 bytes whatever this says)",
+        "the hardware file's word_bytes.optimizer_state",
     )
 
     @model_validator(mode="after")

@@ -57,17 +57,11 @@ class OptimizerSpec(Spec):
     )
     master_weights: Annotated[MasterWeights, Field(strict=False)] = Field(
         default=MasterWeights.NONE,
-        description="fp32: the optimizer keeps an fp32 master copy of every weight"
-        " (hardware.word_bytes.optimizer_state per element), which the update reads and"
-        " writes before writing the bf16 weight the array uses; none: the update works on"
-        " the weight itself.",
+        description="fp32: the optimizer keeps an fp32 master copy of every weight (4 bytes"
+        " per element, whatever word_bytes.optimizer_state or precision.optimizer_state"
+        " give the moments), which the update reads and writes before writing the weight"
+        " the array uses; none: the update works on the weight itself.",
     )
-
-    @property
-    def state_tensors(self) -> int:
-        """Tensors the optimizer keeps per parameter besides it and its gradient: the
-        kind's states, and the master copy."""
-        return self.kind.state_tensors + (self.master_weights is MasterWeights.FP32)
 
 
 class TimingSpec(Spec):

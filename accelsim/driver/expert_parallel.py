@@ -10,12 +10,32 @@ from typing import Any
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import AssignmentPolicy, RunSpec
-from accelsim.driver.parallel import clip_norm_problems
+from accelsim.driver.parallel import clip_norm_problems, tensor_degree
 from accelsim.errors import Problem
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.mapping.expert_placement import expert_parallel as expert_parallel
 from accelsim.techniques.base import Technique
 from accelsim.workload import model as wm
+
+_UNEVEN = (
+    "not with layer {layer}'s overflow dropless: its ranks' experts would compute unequal"
+    " tokens and exchange unequal pieces, an all-to-all the network does not model"
+    " (overflow pad or drop keeps every expert's buffer equal)"
+)
+"""Why an expert-parallel plan refuses a dropless ``moe`` layer."""
+
+_SPLIT = (
+    "must divide layer {layer}'s inner width {f} (each expert's MLP splits over the"
+    " tensor-parallel group)"
+)
+"""Why a tensor-parallel degree is refused with a moe layer."""
+
+_SEQUENCE = (
+    "not with parallel.expert above 1: every tensor rank here holds the moe layer's"
+    " whole input; routing a share of the sequence (gathered over the tensor group before"
+    " the experts) is not modelled"
+)
+"""Why sequence parallelism is refused beside experts."""
 
 
 def expert_degree(run: RunSpec) -> int:
@@ -30,18 +50,28 @@ def expert_problems(
     techniques: Sequence[Technique[Any]],
     source: str,
 ) -> list[Problem]:
-    """What an expert-parallel plan cannot run with: processors or a moe layer's experts
-    it does not divide, a workload without a moe layer, a batch the processors do not
-    divide, no data parallelism, tensor parallelism, gradient clipping and any
+    """What a plan cannot run with a workload's moe layers: a tensor-parallel degree that
+    does not divide an expert's inner width (without sequence parallelism, which runs
+    the layer whole); then, with expert parallelism, processors or a moe layer's experts
+    it does not divide (with tensor parallelism: the replicas of ``t`` ranks), a dropless
+    moe layer, a workload without a moe layer, a batch the replicas do not divide, no
+    data parallelism, sequence parallelism, a pipeline, gradient clipping and any
     technique."""
-    e = expert_degree(run)
-    if e == 1:
-        return []
-    key = "parallel.expert"
-    if hw.processors % e:
-        return [Problem(source, key, f"must divide the {hw.processors} processors", e)]
+    e, t = expert_degree(run), tensor_degree(run)
     moes = [i.layer for i in infos if isinstance(i.layer, wm.Moe)]
-    problems = [
+    sequence = run.parallel is not None and run.parallel.sequence_parallel
+    split = [
+        Problem(source, "parallel.tensor", _SPLIT.format(layer=m.name, f=m.intermediate), t)
+        for m in moes
+        if m.intermediate % t and not sequence
+    ]
+    if e == 1:
+        return split
+    key, replicas = "parallel.expert", hw.processors // t
+    if replicas % e:
+        what = f"{hw.processors} processors" if t == 1 else f"{replicas} replicas of {t} ranks"
+        return [Problem(source, key, f"must divide the {what}", e)]
+    problems = split + [
         Problem(
             source,
             key,
@@ -50,6 +80,11 @@ def expert_problems(
         )
         for m in moes
         if m.experts % e
+    ]
+    problems += [
+        Problem(source, key, _UNEVEN.format(layer=m.name), e)
+        for m in moes
+        if m.overflow == "dropless"
     ]
     if not moes:
         problems.append(
@@ -61,16 +96,19 @@ def expert_problems(
             " assignment data_parallel"
         )
         problems.append(Problem(source, key, why, e))
-    elif run.batch_size % hw.processors:
+    elif run.batch_size % replicas:
+        what = f"{replicas} processors" if t == 1 else f"{replicas} data-parallel replicas"
         why = (
-            f"must be a multiple of the {hw.processors} processors with parallel.expert"
-            " above 1 (every rank of an expert group routes as many tokens)"
+            f"must be a multiple of the {what} with parallel.expert above 1 (every rank of an"
+            " expert group routes as many tokens)"
         )
         problems.append(Problem(source, "batch_size", why, run.batch_size))
-    if run.parallel is not None and run.parallel.tensor > 1:
+    if run.parallel is not None and run.parallel.sequence_parallel:
+        problems.append(Problem(source, "parallel.sequence_parallel", _SEQUENCE, True))
+    if run.parallel is not None and run.parallel.pipeline > 1:
         why = (
-            "not with parallel.tensor above 1: the experts' MLPs split over a tensor-parallel"
-            " group, and the all-to-alls among its ranks, are not modelled"
+            "not with parallel.pipeline above 1: a pipeline's passes are simulated on one"
+            " tensor-parallel group, without the expert groups' all-to-alls"
         )
         problems.append(Problem(source, key, why, e))
     problems += clip_norm_problems(run, "expert", e, source)

@@ -40,6 +40,8 @@ class StepContext:
             heads are split over (:mod:`accelsim.lowering.tensor_parallel`).
         expert_ranks: The ranks of an expert-parallel group each ``moe`` layer's experts
             are spread over (1: every expert on this processor).
+        expert_shards: The tensor-parallel ranks each expert's inner width is split
+            over (1: each expert whole on its rank).
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class StepContext:
         self.slices: dict[str, list[Tensor]] = {}
         self.head_shards: dict[str, int] = {}
         self.expert_ranks = 1
+        self.expert_shards = 1
 
     def t(self, name: str, kind: TensorKind, elements: int) -> Tensor:
         return self.b.tensor(name, kind, elements)

@@ -33,6 +33,7 @@ element to each update (the scaling).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from accelsim.config.enums import OptimizerKind, VectorClass
@@ -103,6 +104,7 @@ def update_op(
     weight = p.weight
     if optimizer.master_weights is MasterWeights.FP32:
         master = builder.derived(p.weight, ".master", TensorKind.OPTIMIZER_STATE, p.weight.elements)
+        master = dataclasses.replace(master, word_bytes=optimizer.master_weights.word_bytes)
         weight = master
         states = [master, *states]
         ops += MASTER_CAST_OPS_PER_ELEMENT

@@ -51,9 +51,14 @@ def lower(
     reduce-scatters and all-gathers: :mod:`accelsim.lowering.sequence_parallel`).  With
     ``expert`` above 1, one rank of an expert-parallel group of that many: its share of
     each ``moe`` layer's experts, between all-to-alls (:mod:`accelsim.lowering.rules.moe`).
+    With a ``tensor`` plan without sequence parallelism, each expert's inner width is
+    split over its group (under sequence parallelism a ``moe`` layer runs whole on the
+    rank's share of the sequence).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
     ctx.expert_ranks = expert
+    if tensor is not None and not tensor.sequence:
+        ctx.expert_shards = tensor.degree
     group = None
     if tensor is not None and tensor.degree > 1:
         infos = sharded(infos, tensor)

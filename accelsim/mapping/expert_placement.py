@@ -11,6 +11,15 @@ e) * e + e - 1`` (inside a node of a hierarchy whose nodes hold a multiple of ``
 processors), at rank ``p % e`` of it; each stand-in becomes one all-to-all over the
 group, after the ops it waited for on every rank.
 
+With a tensor-parallel degree ``t`` above 1 (the step then one tensor rank's, each
+expert's MLP split over the tensor group, :mod:`accelsim.lowering.rules.moe`), each
+replica is ``t`` consecutive processors: replica ``r`` is ``r t .. r t + t - 1``,
+expert group ``g`` its replicas ``g e .. g e + e - 1``, and the expert-parallel
+groups within it the ranks of one tensor position, ``t`` of them; each tensor
+stand-in becomes one all-reduce over its replica's tensor group.  Every dense
+gradient is then all-reduced over the ranks of its tensor position in every replica,
+an expert's over those of its position holding the same experts.
+
 This is expert parallelism inside the data-parallel group, as Megatron-LM and
 DeepSpeed-MoE place it: every layer but the experts is replicated on every processor
 and its gradients all-reduced over all of them; an expert's gradients are
@@ -24,40 +33,58 @@ and parameters) is the layer's expert ``r x E / e + j``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from accelsim.config.enums import CommGroup
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
 from accelsim.graph.builder import GraphBuilder
 from accelsim.graph.copies import prefixed
-from accelsim.graph.ops import NO_EXPERT, OpGraph, Parameter, TensorKey
+from accelsim.graph.ops import NO_EXPERT, CommOp, OpGraph, Parameter
 from accelsim.mapping.placement import StepGraph, split_batch
-from accelsim.mapping.tensor_placement import RankStep, group_copies, reduce_gradients, updated
+from accelsim.mapping.tensor_placement import (
+    RankStep,
+    partitioned_copies,
+    reduce_gradients,
+    updated,
+)
 
 
 def expert_parallel(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> OpGraph:
-    """The step on the hardware's processors in expert groups of ``run.parallel.expert``,
-    with its gradients' all-reduces and updates (the batch splits evenly over the
-    processors, and the plan has no tensor parallelism: checked at load)."""
+    """The step on the hardware's processors in expert groups of ``run.parallel.expert``
+    replicas (of ``run.parallel.tensor`` ranks each), with its gradients' all-reduces and
+    updates (the batch splits evenly over the replicas: checked at load)."""
     assert run.parallel is not None
-    processors, expert = hw.processors, run.parallel.expert
+    processors, expert, tensor = hw.processors, run.parallel.expert, run.parallel.tensor
     bucket_bytes, optimizer = run.data_parallel.bucket_bytes, run.optimizer
-    (local,) = set(split_batch(run.batch_size, processors))
+    replicas = processors // tensor
+    (local,) = set(split_batch(run.batch_size, replicas))
     graph = step(local)
-    builder = GraphBuilder(hw.word_bytes)
-    on_chip: set[TensorKey] = set()
+    builder, rank_step = GraphBuilder(hw.word_bytes), RankStep.of(graph)
     params: list[list[Parameter]] = []
     sinks: list[list[int]] = []
-    for g in range(processors // expert):
-        group = tuple(range(g * expert, (g + 1) * expert))
-        made, sunk = group_copies(builder, RankStep.of(graph), group)
-        on_chip.update(*(prefixed(graph.on_chip, f"p{p}/") for p in group))
+    for g in range(replicas // expert):
+        block = range(g * expert * tensor, (g + 1) * expert * tensor)
+        made, sunk = partitioned_copies(builder, rank_step, block, _groups(block, tensor))
         params += made
         sinks += sunk
+    on_chip = {k for p in range(processors) for k in prefixed(graph.on_chip, f"p{p}/")}
     ready: list[dict[str, int]] = [{} for _ in range(processors)]
     dense = [[p for p in held if p.expert == NO_EXPERT] for held in params]
-    if processors > 1 and dense[0]:
-        reduce_gradients(builder, dense, ready, 0, 1, bucket_bytes)
-    if processors > expert:
+    if replicas > 1 and dense[0]:
+        for rank in range(tensor):
+            reduce_gradients(builder, dense, ready, rank, tensor, bucket_bytes)
+    if replicas > expert:
         experts = [[p for p in held if p.expert != NO_EXPERT] for held in params]
-        for rank in range(expert):
-            reduce_gradients(builder, experts, ready, rank, expert, bucket_bytes)
+        for rank in range(expert * tensor):
+            reduce_gradients(builder, experts, ready, rank, expert * tensor, bucket_bytes)
     return updated(builder, (params, sinks, ready), optimizer, on_chip)
+
+
+def _groups(block: range, tensor: int) -> Callable[[CommOp], tuple[tuple[int, ...], ...]]:
+    """The groups of each kind of stand-in collective in an expert group's ``block`` of
+    processors (its replicas of ``tensor`` ranks each, in order): the tensor group of
+    each replica; the expert group of each tensor position, the replicas' ranks there."""
+    by_replica = tuple(tuple(block[r : r + tensor]) for r in range(0, len(block), tensor))
+    by_position = tuple(tuple(block[k::tensor]) for k in range(tensor))
+    return lambda op: by_replica if op.group is CommGroup.TENSOR else by_position

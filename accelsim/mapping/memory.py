@@ -11,7 +11,7 @@ the graph actually stashes (a recomputation policy's rewrite stashes less):
 * ``optimizer_state``: the optimizer kind's state tensors per trained element (SGD
   none, momentum one, Adam two), at ``word_bytes.optimizer_state``;
 * ``master_weights``: with ``optimizer.master_weights: fp32``, a copy of each trained
-  weight at ``word_bytes.optimizer_state``;
+  weight, 4 bytes an element (fp32, whatever ``word_bytes.optimizer_state``);
 * ``activations``: the stash, every activation the backward stage reads and the
   forward stage made (or the step was given);
 * ``communication``: the buffer of the largest all-reduce in flight: a gradient
@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from accelsim.config.dram import DramSharing
-from accelsim.config.enums import MasterWeights
 from accelsim.config.hardware import HardwareSpec
 from accelsim.graph.ops import CommOp, Op, OpGraph, Parameter, TensorKind
 from accelsim.graph.queries import reads_of, stashed_tensors, writes_of
@@ -134,7 +133,6 @@ def memory_classes(
     elements = sum(p.weight.elements for p in trained)
     held = {p.weight.key for p in parameters} | {p.gradient.key for p in trained}
     held |= {t.key for t in stashed_tensors(ops)}
-    master = optimizer.master_weights is MasterWeights.FP32
     largest_reduce = max((op.tensor.bytes for op in ops if isinstance(op, CommOp)), default=0)
     workspace = max(
         (
@@ -152,7 +150,7 @@ def memory_classes(
         "weights": sum(p.weight.bytes for p in parameters),
         "gradients": elements * words.gradients,
         "optimizer_state": elements * words.optimizer_state * optimizer.kind.state_tensors,
-        "master_weights": elements * words.optimizer_state if master else 0,
+        "master_weights": elements * optimizer.master_weights.word_bytes,
         "activations": stash_bytes,
         "communication": max(bucket_bytes or 0, largest_reduce),
         "workspace": workspace,

@@ -17,8 +17,9 @@ updates its own share of the weights.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from accelsim.config.enums import CommGroup
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes
@@ -99,27 +100,55 @@ def group_copies(
 ) -> tuple[list[list[Parameter]], list[list[int]]]:
     """Every rank of ``group``'s copy of ``rank``'s step appended to ``builder``, each
     stand-in all-reduce once for the group; each rank's parameters and backward sinks."""
-    step = rank.graph
-    start = len(builder.ops)
-    ids: list[list[int]] = [[] for _ in group]
-    at = start
-    for op in step.ops:
-        shared = isinstance(op, CommOp)
-        for r in range(len(group)):
-            ids[r].append(at if shared else at + r)
-        at += 1 if shared else len(group)
-    copy = rank.copy
+    return partitioned_copies(builder, rank, group, lambda op: (group,))
+
+
+def partitioned_copies(
+    builder: GraphBuilder,
+    rank: RankStep,
+    members: Sequence[int],
+    groups: Callable[[CommOp], Sequence[tuple[int, ...]]],
+) -> tuple[list[list[Parameter]], list[list[int]]]:
+    """Every processor of ``members``' copy of ``rank``'s step appended to ``builder``:
+    each stand-in collective once for each group of ``groups(op)`` (a partition of
+    ``members``, the same for every stand-in of a :class:`CommGroup`), waiting for what
+    it waits for on each of its members; each processor's parameters and backward
+    sinks, in ``members``' order."""
+    start = at = len(builder.ops)
+    ids: list[list[int]] = [[] for _ in members]
+    first: list[int] = []  # the processor each op is appended on, in order
+    shared: dict[int, tuple[int, ...]] = {}  # each stand-in's group, by its id
+    # a kind's groups, and the place of each member's group among them
+    layouts: dict[CommGroup, tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]] = {}
+    for op in rank.graph.ops:
+        if not isinstance(op, CommOp):
+            for i, column in enumerate(ids):
+                column.append(at + i)
+            first += members
+            at += len(members)
+            continue
+        if op.group not in layouts:
+            found = tuple(groups(op))
+            where = {p: i for i, g in enumerate(found) for p in g}
+            layouts[op.group] = found, tuple(where[p] for p in members)
+        parts, of = layouts[op.group]
+        for column, place in zip(ids, of, strict=True):
+            column.append(at + place)
+        for group in parts:
+            shared[at] = group
+            first.append(group[0])
+            at += 1
     slots: dict[int, Op] = {}
     params: list[list[Parameter]] = []
-    for r, p in enumerate(group):
+    for i, p in enumerate(members):
         tag = Tag(replica=p)
-        ops, made = copy(tag, copied_as(f"p{p}/", tag), ids[r])
-        params.append(made)
+        ops, mine = rank.copy(tag, copied_as(f"p{p}/", tag), ids[i])
+        params.append(mine)
         for op in ops:
-            slots[op.op_id] = joined(slots.get(op.op_id), op, group)
+            slots[op.op_id] = joined(slots.get(op.op_id), op, shared.get(op.op_id, ()))
     for i in range(start, at):
-        builder.append(slots[i], group[0])
-    return params, [[ids[r][s] for s in rank.sinks] for r in range(len(group))]
+        builder.append(slots[i], first[i - start])
+    return params, [[ids[i][s] for s in rank.sinks] for i in range(len(members))]
 
 
 def joined(seen: Op | None, op: Op, group: tuple[int, ...]) -> Op:

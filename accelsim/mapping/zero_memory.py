@@ -26,7 +26,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from accelsim.config.enums import MasterWeights
 from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph.ops import Parameter
@@ -48,8 +47,7 @@ def zero_classes(
     elements = sum(shard(p.weight.elements, data) for p in trained)
     classes = dict(bytes_by_class)
     classes["optimizer_state"] = elements * words.optimizer_state * optimizer.kind.state_tensors
-    master = optimizer.master_weights is MasterWeights.FP32
-    classes["master_weights"] = elements * words.optimizer_state if master else 0
+    classes["master_weights"] = elements * optimizer.master_weights.word_bytes
     if stage >= 2:
         classes["gradients"] = elements * words.gradients
     if stage == 3:

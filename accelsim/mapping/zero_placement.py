@@ -40,7 +40,7 @@ from accelsim.config.hardware import WordBytesSpec
 from accelsim.config.run import OptimizerSpec
 from accelsim.graph import passes
 from accelsim.graph.builder import GraphBuilder
-from accelsim.graph.copies import copied_as, prefixed
+from accelsim.graph.copies import prefixed
 from accelsim.graph.ops import (
     Access,
     CommOp,
@@ -49,14 +49,18 @@ from accelsim.graph.ops import (
     Parameter,
     Phase,
     Stage,
-    Tag,
     TensorKey,
     TensorKind,
     VectorOp,
     replaced,
 )
 from accelsim.mapping.placement import StepGraph
-from accelsim.mapping.tensor_placement import RankStep, joined, reduce_gradients, updated
+from accelsim.mapping.tensor_placement import (
+    RankStep,
+    partitioned_copies,
+    reduce_gradients,
+    updated,
+)
 from accelsim.network.collectives import Collective
 
 GATHERED_STAGES = (Stage.FORWARD, Stage.BACKWARD)
@@ -247,30 +251,12 @@ def _copies(
     (a gather) once for the ranks ``k`` of every replica, one of the tensor group once
     for the ranks of replica ``r``, each waiting for what it waits for on each of
     them; each processor's parameters and backward sinks."""
-    processors, start = data * tensor, len(builder.ops)
-    groups: list[tuple[int, ...]] = []
-    ids: list[list[int]] = [[] for _ in range(processors)]
-    for op in rank.graph.ops:
-        if isinstance(op, CommOp) and op.group is CommGroup.TENSOR:
-            made = [tuple(range(r * tensor, (r + 1) * tensor)) for r in range(data)]
-            of = [p // tensor for p in range(processors)]
-        elif isinstance(op, CommOp):
-            made = [tuple(range(k, processors, tensor)) for k in range(tensor)]
-            of = [p % tensor for p in range(processors)]
-        else:
-            made = [(p,) for p in range(processors)]
-            of = list(range(processors))
-        for p in range(processors):
-            ids[p].append(start + len(groups) + of[p])
-        groups += made
-    slots: dict[int, Op] = {}
-    params: list[list[Parameter]] = []
-    for p in range(processors):
-        tag = Tag(replica=p)
-        ops, made_params = rank.copy(tag, copied_as(f"p{p}/", tag), ids[p])
-        params.append(made_params)
-        for op in ops:
-            slots[op.op_id] = joined(slots.get(op.op_id), op, groups[op.op_id - start])
-    for i, group in enumerate(groups):
-        builder.append(slots[start + i], group[0])
-    return params, [[ids[p][s] for s in rank.sinks] for p in range(processors)]
+    processors = data * tensor
+    replicas = [tuple(range(r * tensor, (r + 1) * tensor)) for r in range(data)]
+    positions = [tuple(range(k, processors, tensor)) for k in range(tensor)]
+    return partitioned_copies(
+        builder,
+        rank,
+        range(processors),
+        lambda op: replicas if op.group is CommGroup.TENSOR else positions,
+    )

@@ -2,10 +2,11 @@
 
 A plan sets every field of the run's parallel plan (:class:`ParallelSpec`, read at run
 time) and a recomputation policy.  Each field takes its values from :data:`AXES`: a
-*degree* (the processors a plan splits over: ``tensor``, ``pipeline``, ``expert``)
-takes the divisors of the chips its rule allows, and the data-parallel degree is the
-chips over the product of the degrees; a *choice* takes its values from the model and
-the fields chosen before it (``micro_batch``: divisors of the per-replica batch).  A
+*degree* (the processors a plan splits over: ``tensor``, ``pipeline``) takes the
+divisors of the chips its rule allows, and the data-parallel degree is the chips over
+the product of the degrees; a *choice* takes its values from the model and the fields
+chosen before it (``micro_batch``: divisors of the per-replica batch; ``expert``:
+divisors of the data-parallel degree, whose replicas its groups are).  A
 field with no entry takes every value of its type when that is a bool, an enum or a
 literal, and its default otherwise.  A new field of the plan is one more entry of
 :data:`AXES`.
@@ -101,6 +102,17 @@ def _zero_stages(model: Model, chosen: Mapping[str, Any]) -> tuple[int, ...]:
     return (0, 1, 2) if chosen.get("pipeline", 1) > 1 else (0, 1, 2, 3)
 
 
+def _expert_degrees(model: Model, chosen: Mapping[str, Any]) -> list[int]:
+    """The expert-parallel degrees: divisors of the data-parallel degree (an expert
+    group is that many replicas) dividing every mixture-of-experts layer's experts (1
+    without one)."""
+    return [
+        e
+        for e in divisors(int(chosen[DATA]))
+        if e == 1 or (bool(model.experts) and all(x % e == 0 for x in model.experts))
+    ]
+
+
 def _pipelined(chosen: Mapping[str, Any]) -> bool:
     return int(chosen.get("pipeline", 1)) > 1
 
@@ -108,28 +120,30 @@ def _pipelined(chosen: Mapping[str, Any]) -> bool:
 AXES: dict[str, Axis] = {
     "tensor": Axis(True, lambda m, t: all(h % t == 0 for h in m.heads)),
     "pipeline": Axis(True, lambda m, p: p == 1 or (p <= m.blocks and m.blocks % p == 0)),
-    "expert": Axis(
-        True, lambda m, e: e == 1 or (bool(m.experts) and all(x % e == 0 for x in m.experts))
-    ),
+    "expert": Axis(False, choices=_expert_degrees, needs=lambda c: not _pipelined(c)),
     "schedule": Axis(False, needs=_pipelined),
     "virtual_stages": Axis(False, choices=_virtual_stages, needs=_pipelined),
     "micro_batch": Axis(False, choices=_micro_batches, needs=_pipelined),
     "sequence_parallel": Axis(
-        False, choices=lambda m, c: (False, True) if c.get("tensor", 1) > 1 else (False,)
+        False,
+        choices=lambda m, c: (
+            (False, True) if c.get("tensor", 1) > 1 and c.get("expert", 1) == 1 else (False,)
+        ),
     ),
     "zero": Axis(False, choices=_zero_stages, needs=lambda c: c.get("expert", 1) == 1),
 }
 """The search's rule for each field of the parallel plan it knows: a degree's divisors
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
-heads; pipeline: dividing the blocks, as Megatron-LM requires; expert: dividing every
-mixture-of-experts layer's experts, 1 without one), or a choice's values, from the
-fields chosen before it: a pipeline's schedule, virtual stages and micro-batch only
-with a pipeline (the interleaved schedule with 2 or more virtual stages, each chunk
-the same whole number of blocks; the micro-batch dividing a replica's batch, into a
-multiple of the stages when interleaved); sequence parallelism with tensor
-parallelism; the ZeRO stages with more than one replica and no experts
-(:func:`accelsim.driver.zero.zero_problems` refuses those), stage 3 without a
-pipeline.  A pipeline plan's step is simulated at pass granularity
+heads; pipeline: dividing the blocks, as Megatron-LM requires), or a choice's values,
+from the fields chosen before it: the expert degree dividing the data-parallel degree
+and every mixture-of-experts layer's experts (1 without one, or with a pipeline, which
+:func:`accelsim.driver.expert_parallel.expert_problems` refuses); a pipeline's
+schedule, virtual stages and micro-batch only with a pipeline (the interleaved
+schedule with 2 or more virtual stages, each chunk the same whole number of blocks;
+the micro-batch dividing a replica's batch, into a multiple of the stages when
+interleaved); sequence parallelism with tensor parallelism and no experts; the ZeRO
+stages with more than one replica and no experts (:func:`accelsim.driver.zero.zero_problems`
+refuses those), stage 3 without a pipeline.  A pipeline plan's step is simulated at pass granularity
 (:mod:`accelsim.driver.pipeline_step`), with recomputation from the recomputing
 step's passes."""
 

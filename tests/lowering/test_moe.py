@@ -13,7 +13,7 @@ from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
 from accelsim.driver.run import simulate_run
 from accelsim.graph.ops import NO_EXPERT, GemmOp, Phase, VectorOp
-from accelsim.lowering.rules.moe import capacity
+from accelsim.lowering.expert_load import capacity
 from accelsim.workload.model import Moe
 from tests.conftest import ROOT, params
 from tests.lowering.test_layer_kinds import EMBED, TOKENS, problems, shapes, vector_ops

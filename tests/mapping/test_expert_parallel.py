@@ -67,18 +67,23 @@ def comms(graph: OpGraph, kind: Collective) -> list[CommOp]:
     return [op for op in graph.ops if isinstance(op, CommOp) and op.collective is kind]
 
 
+def expert_gemms(graph: OpGraph, p: int) -> list[GemmOp]:
+    """Processor ``p``'s forward GEMMs of experts."""
+    return [
+        op
+        for op in graph.ops
+        if isinstance(op, GemmOp)
+        and graph.processor[op.op_id] == p
+        and op.expert != NO_EXPERT
+        and op.phase is Phase.FWD
+    ]
+
+
 @pytest.mark.parametrize("e", [1, 2, 4])
 def test_each_rank_computes_its_experts_on_every_ranks_tokens(tmp_path: Path, e: int) -> None:
     graph = placed(tmp_path, e)
     for p in range(P):
-        experts = [
-            op
-            for op in graph.ops
-            if isinstance(op, GemmOp)
-            and graph.processor[op.op_id] == p
-            and op.expert != NO_EXPERT
-            and op.phase is Phase.FWD
-        ]
+        experts = expert_gemms(graph, p)
         # per moe layer: E / e experts of 3 GEMMs, each on e x C tokens
         assert len(experts) == 2 * 3 * E // e
         assert {op.m for op in experts if ".w2." not in op.name} == {e * C}
@@ -194,12 +199,6 @@ def test_groups_both_engines_and_symmetry_agree(tmp_path: Path) -> None:
             ("run.parallel={expert: 2}", "batch_size=6"),
             "batch_size: must be a multiple of the 4 processors with parallel.expert above 1"
             " (every rank of an expert group routes as many tokens) (got 6)",
-        ),
-        (
-            ("run.parallel={expert: 2, tensor: 2}",),
-            "parallel.expert: not with parallel.tensor above 1: the experts' MLPs split over"
-            " a tensor-parallel group, and the all-to-alls among its ranks, are not modelled"
-            " (got 2)",
         ),
         (
             ("run.parallel={expert: 2}", "run.techniques={gpipe: {}}"),

@@ -34,6 +34,7 @@ class Accesses:
     weight: int
     gradient: int
     state: int
+    master: int = 0
 
     def bytes_per_element(self, hw: HardwareSpec) -> int:
         words = hw.word_bytes
@@ -41,6 +42,7 @@ class Accesses:
             self.weight * words.weights
             + self.gradient * words.gradients
             + self.state * words.optimizer_state
+            + self.master * MasterWeights.FP32.word_bytes
         )
 
 
@@ -66,7 +68,7 @@ def derived_accesses(
     fusion has no W read to serve; nor has it with ``weight_from_dx`` false
     (``weight_tiles: dram``).
     """
-    k = optimizer.state_tensors + int(master)
+    k = optimizer.state_tensors
     weight = forward_reads + dx_reads + (1 if master else 2)
     gradient = 2
     if mode is FusionMode.BACKWARD:
@@ -74,7 +76,7 @@ def derived_accesses(
         gradient = 0
     elif mode is FusionMode.FORWARD:
         weight -= min(forward_reads, 1)
-    return Accesses(weight, gradient, 2 * k)
+    return Accesses(weight, gradient, 2 * k, 2 * int(master))
 
 
 def ideal_bytes_per_parameter(
@@ -221,7 +223,7 @@ def derived_traffic(
                 pass_bytes += access.bytes * over
                 if (op.op_id, t.key) in resident:
                     pass_bytes -= access.bytes
-    states = optimizer.kind.state_tensors + int(optimizer.master_weights is MasterWeights.FP32)
+    states, master = optimizer.kind.state_tensors, optimizer.master_weights.word_bytes
     clipped = optimizer.clip_global_norm is not None
     per_update = 0
     elements = gradient_in_dram = weight_in_dram = weight_served = 0
@@ -246,7 +248,7 @@ def derived_traffic(
         w = 1 + (weight_read and not w_served)
         g = (0 if g_on_chip else 2) + clipped
         per_update += e * (w * words.weights + g * words.gradients)
-        per_update += e * 2 * states * words.optimizer_state
+        per_update += e * 2 * (states * words.optimizer_state + master)
     return DerivedTraffic(
         round(pass_bytes) + per_update,
         round(pass_bytes),

@@ -115,7 +115,8 @@ def processor_memory(
     for update in graph.ops:
         if update.phase is Phase.UPDATE and isinstance(update, VectorOp):
             updaters.setdefault(update.layer, set()).add(graph.processor[update.op_id])
-    state_word = hw.word_bytes.optimizer_state * optimizer.state_tensors
+    state_word = hw.word_bytes.optimizer_state * optimizer.kind.state_tensors
+    state_word += optimizer.master_weights.word_bytes
     weight_bytes = [0] * processors
     versions = [0] * processors
     parameters = [0] * processors
