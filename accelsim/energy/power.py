@@ -24,6 +24,7 @@ from accelsim.energy.area import AreaBreakdown
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.energy.windows import peak_rate
 from accelsim.timing.trace import Trace
+from accelsim.timing.weights import weighted
 
 PJ_PER_J = 1e12
 MW_PER_W = 1e3
@@ -68,8 +69,8 @@ def power(
     """The step's power on ``hw`` (``hw.power``'s window and TDP)."""
     hz = hw.clock_mhz * 1e6
     cycles = max(trace.total_cycles, 1)
-    op_pj = energy.op_pj
-    dynamic_w = float(op_pj.sum()) / PJ_PER_J / (cycles / hz)
+    op_pj = weighted(trace, energy.op_pj)
+    dynamic_w = energy.op_total_pj / PJ_PER_J / (cycles / hz)
     leakage_w = area.total_mm2 * table.leakage_mw_per_mm2.value / MW_PER_W
     window = max(hw.power.peak_window_cycles, -(-cycles // MAX_WINDOWS))
     peak_dynamic_w = peak_rate(trace, op_pj, window) / PJ_PER_J * hz
