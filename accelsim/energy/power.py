@@ -24,7 +24,6 @@ from accelsim.energy.area import AreaBreakdown
 from accelsim.energy.model import EnergyBreakdown
 from accelsim.energy.windows import peak_rate
 from accelsim.timing.trace import Trace
-from accelsim.timing.weights import weighted
 
 PJ_PER_J = 1e12
 MW_PER_W = 1e3
@@ -69,7 +68,7 @@ def power(
     """The step's power on ``hw`` (``hw.power``'s window and TDP)."""
     hz = hw.clock_mhz * 1e6
     cycles = max(trace.total_cycles, 1)
-    op_pj = weighted(trace, energy.op_pj)
+    op_pj = energy.op_pj
     dynamic_w = energy.op_total_pj / PJ_PER_J / (cycles / hz)
     leakage_w = area.total_mm2 * table.leakage_mw_per_mm2.value / MW_PER_W
     window = max(hw.power.peak_window_cycles, -(-cycles // MAX_WINDOWS))

@@ -37,12 +37,15 @@ def by_collective(graph: OpGraph, trace: Trace) -> dict[str, CommunicationSummar
     busy = _busy_spans(trace, set(timed_as)) if any(kinds.values()) else {}
     weights = op_weights(trace).tolist()
     unions: dict[frozenset[int], _Union] = {}
+    keys: dict[tuple[int, ...], frozenset[int]] = {}
     out = {}
     for name, ops in kinds.items():
         cycles = exposed = 0
         for i, processors in ops:
             start, end = int(trace.start_cycle[i]), int(trace.end_cycle[i])
-            key = frozenset(timed_as[p] for p in processors)
+            if processors not in keys:
+                keys[processors] = frozenset(timed_as[p] for p in processors)
+            key = keys[processors]
             if key not in unions:
                 unions[key] = _Union.of([busy[p] for p in key])
             cycles += (end - start) * weights[i]

@@ -13,25 +13,19 @@ from __future__ import annotations
 
 import math
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accelsim.counts import exact_group_totals, exact_total
-from accelsim.timing.trace import Trace
+
+if TYPE_CHECKING:
+    from accelsim.timing.trace import Trace
 
 
 def op_weights(trace: Trace) -> np.ndarray:
     """How many processors' ops each op stands for (``int64``)."""
     return np.where(trace.stand_ins(), trace.replicas, 1).astype(np.int64)
-
-
-def weighted(trace: Trace, values: np.ndarray) -> np.ndarray:
-    """A per-op float ``values`` times each op's weight (``values`` itself when every
-    op stands for itself)."""
-    if trace.replicas == 1:
-        return values
-    out: np.ndarray = values * op_weights(trace)
-    return out
 
 
 def weighted_total(trace: Trace, values: np.ndarray, mask: np.ndarray | None = None) -> int:
