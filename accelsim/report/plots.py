@@ -179,7 +179,9 @@ def plot_gantt(
     An op's DRAM bytes are spread evenly over its span (ops.csv records bytes, not
     when each transfer ran), so the DRAM row shows demand: above 100 % the ops on the
     channel wanted more than its bandwidth and waited.  ``channels`` is 1 for a shared
-    channel, else the processor count (``dram.sharing: per_processor``).
+    channel, else the processor count (``dram.sharing: per_processor``), of which the
+    processors ``ops.csv`` lists get a row (processor 0 alone for a step whose replica
+    stood for every processor).
     """
     from matplotlib.patches import Patch
 
@@ -193,9 +195,11 @@ def plot_gantt(
             bars.setdefault((lane_of[(int(r["processor"]), r["unit"])], r["phase"]), []).append(
                 (start, end - start)
             )
-    demand = dram_demand(rows, channels)
+    listed = sorted({p for p, _ in lanes}) if channels > 1 else [0]
+    edges, every = dram_demand(rows, channels)
+    demand = edges, [every[c] for c in listed]
     names = [f"P{p} {unit}" for p, unit in lanes]
-    names += ["DRAM" if channels == 1 else f"P{c} DRAM" for c in range(channels)]
+    names += ["DRAM" if channels == 1 else f"P{c} DRAM" for c in listed]
     with styled():
         fig = new_figure(FigureSize.PAGE, 1.0 + 0.3 * len(names))
         ax = fig.subplots()

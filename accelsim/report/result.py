@@ -155,6 +155,8 @@ class RunResult:
         """The :meth:`cycle_bounds` of the two parts of the step that the graph orders,
         and when the first part ended (:class:`OrderedBounds`)."""
         before, after = _ordered_parts(self.graph)
+        if self.trace.replicas > 1:  # the other replicas' ends reach it by a collective
+            after &= _after_collectives(self.graph)
         end = self.trace.end_cycle[before]
         return OrderedBounds(
             self._bounds_of(before), self._bounds_of(after), int(end.max()) if end.size else 0
@@ -223,8 +225,8 @@ class RunResult:
 
     def kernels(self) -> int:
         """Kernels the step launches (:func:`~accelsim.graph.queries.kernels`: a tile
-        group is one)."""
-        return queries.kernels(self.graph)
+        group is one; a collective none, so each kernel is a replica's)."""
+        return queries.kernels(self.graph) * self.trace.replicas
 
     def utilization(self) -> float:
         """Main-array MACs over the peak MACs of every main-array PE (all ``array.count``
@@ -460,3 +462,11 @@ def _ordered_parts(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
             before[list(op.deps)] = True
     after = np.array([bool(ends) and r == every for r in reached], dtype=bool) & ~before
     return before, after
+
+
+def _after_collectives(graph: OpGraph) -> np.ndarray:
+    """Which ops of ``graph`` are collectives or wait for one, directly or not."""
+    after = np.zeros(len(graph.ops), dtype=bool)
+    for op in graph.ops:
+        after[op.op_id] = isinstance(op, CommOp) or any(after[d] for d in op.deps)
+    return after

@@ -71,6 +71,11 @@ def test_the_step_placed_once_reports_what_the_step_of_every_replica_reports(
     roles = each_role(*sets).summary()
     assert json.dumps(once.summary()) == json.dumps(roles)
     assert once.layer_rows() == whole.layer_rows()
+    # What the techniques read of a step: its bounds and its layers' busy cycles.
+    assert once.cycle_bounds() == whole.cycle_bounds()
+    assert once.ordered_cycle_bounds() == whole.ordered_cycle_bounds()
+    assert once.layer_phase_cycles() == whole.layer_phase_cycles()
+    assert once.kernels() == whole.kernels()
 
 
 def _ops_csv(result: RunResult) -> list[dict[str, str]]:
