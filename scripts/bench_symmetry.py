@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +70,11 @@ def run(chips: int, setting: str, out: str) -> tuple[float, int]:
     return time.perf_counter() - start, cycles_in(out)
 
 
-def whole(chips: int, out: str) -> tuple[float, float, int]:
+Measured = tuple[float, float, int]
+"""A run's CPU seconds, peak MiB and step cycles."""
+
+
+def whole(chips: int, out: str) -> Measured:
     """CPU seconds and peak MiB of one ``accelsim run`` (``symmetry: auto``), in a fresh
     process, and the step's cycles."""
     argv = command(chips, "auto", out)
@@ -81,31 +86,6 @@ def whole(chips: int, out: str) -> tuple[float, float, int]:
             f"{chips} chips failed: {child.stderr.read().decode() if child.stderr else ''}"
         )
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, cycles_in(out)
-
-
-def whole_table(chips: list[int], runs: int) -> int:
-    """Each count of ``chips`` alternating with 16 chips, ``runs`` times: medians."""
-    heads = ("chips", 6), ("step cycles", 14), ("CPU s", 7), ("MiB", 6), ("16 chips CPU s", 15)
-    print(" ".join(f"{name:>{width}}" for name, width in (*heads, ("ratio", 6))))
-    with tempfile.TemporaryDirectory() as out:
-        whole(16, out)  # the warm-up: Numba's and Python's caches filled
-        for n in chips:
-            cpu: dict[int, list[float]] = {n: [], 16: []}
-            rss: list[float] = []
-            cycles: set[int] = set()
-            for _ in range(runs):
-                for m in (n, 16):
-                    c, r, step = whole(m, out)
-                    cpu[m].append(c)
-                    if m == n:
-                        rss.append(r)
-                        cycles.add(step)
-            mine, base = statistics.median(cpu[n]), statistics.median(cpu[16])
-            print(
-                f"{n:6d} {cycles.pop():14,d} {mine:7.2f} {statistics.median(rss):6.0f}"
-                f" {base:15.2f} {mine / base:6.2f}"
-            )
-    return 0
 
 
 def replica_once(chips: int) -> None:
@@ -128,7 +108,7 @@ def replica_once(chips: int) -> None:
     print(json.dumps([cpu, usage.ru_maxrss / 1024, step.trace.total_cycles]))
 
 
-def replica(chips: int) -> tuple[float, float, int]:
+def replica(chips: int) -> Measured:
     """CPU seconds, peak MiB and cycles of :func:`replica_once` in a fresh process."""
     argv = [sys.executable, __file__, "--replica-once", str(chips)]
     done = subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True)
@@ -136,17 +116,19 @@ def replica(chips: int) -> tuple[float, float, int]:
     return float(cpu), float(rss), int(cycles)
 
 
-def replica_table(chips: list[int], runs: int) -> int:
-    """Each count of ``chips`` alternating with 16 chips, ``runs`` times: medians."""
+def paired_table(chips: list[int], runs: int, measure: Callable[[int], Measured]) -> int:
+    """Each count of ``chips`` alternating with 16 chips, ``runs`` times, each run
+    ``measure``d (CPU seconds, peak MiB, step cycles): medians."""
     heads = ("chips", 6), ("step cycles", 14), ("CPU s", 7), ("MiB", 6), ("16 chips CPU s", 15)
     print(" ".join(f"{name:>{width}}" for name, width in (*heads, ("ratio", 6))))
+    measure(16)  # the warm-up: Numba's and Python's caches filled
     for n in chips:
         cpu: dict[int, list[float]] = {n: [], 16: []}
         rss: list[float] = []
         cycles: set[int] = set()
         for _ in range(runs):
             for m in (n, 16):
-                c, r, step = replica(m)
+                c, r, step = measure(m)
                 cpu[m].append(c)
                 if m == n:
                     rss.append(r)
@@ -175,9 +157,10 @@ def main() -> int:
         f"{platform.python_version()}, {platform.system()} {platform.release()}"
     )
     if args.replica:
-        return replica_table(args.chips, args.runs)
+        return paired_table(args.chips, args.runs, replica)
     if not args.full:
-        return whole_table(args.chips, args.runs)
+        with tempfile.TemporaryDirectory() as out:
+            return paired_table(args.chips, args.runs, lambda chips: whole(chips, out))
     print(f"{'chips':>6} {'step cycles':>14} {'auto median s':>14} {'full median s':>14}")
     with tempfile.TemporaryDirectory() as out:
         for chips in args.chips:
