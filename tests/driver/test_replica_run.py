@@ -21,6 +21,7 @@ from accelsim.report.result import RunResult
 from accelsim.report.tables import STANDS_FOR_COLUMN
 from accelsim.techniques.base import BASE
 from accelsim.timing.symmetry import UNBALANCED
+from tests.report.test_figures import svg_text
 from tests.timing.test_replica import CASES, DATA_PARALLEL
 from tests.timing.test_symmetry import BUCKETS, MLP
 
@@ -99,6 +100,17 @@ def test_ops_csv_has_processor_0s_rows_and_the_all_reduces_with_how_many_each_st
     assert sum(int(r[STANDS_FOR_COLUMN]) for r in _ops_csv(once)) == len(full) == 98
     # A step of every replica has no such column.
     assert STANDS_FOR_COLUMN not in full[0]
+
+
+def test_the_gantt_chart_of_a_step_placed_once_draws_processor_0(tmp_path: Path) -> None:
+    from accelsim.report import plots
+
+    ops = tmp_path / "ops.csv"
+    ops.write_text(simulate_run(_inputs(*CASES["ring of 4"])).ops_csv())
+    plots.plot_gantt(ops, tmp_path / "g.svg", "t", 64.0, 4, "svg")
+    names = set(svg_text(tmp_path / "g.svg"))
+    assert {"P0 array", "P0 vector", "P0 DRAM"} <= names
+    assert not {"P1 DRAM", "P1 array"} & names
 
 
 def test_a_step_that_cannot_be_placed_once_takes_the_path_of_every_replica() -> None:
