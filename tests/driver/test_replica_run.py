@@ -79,6 +79,17 @@ def test_the_step_placed_once_reports_what_the_step_of_every_replica_reports(
     assert once.kernels() == whole.kernels()
 
 
+@pytest.mark.parametrize("setting", ["mapping.search=per_layer", "lowering.compile=fused"])
+def test_a_searched_mapping_and_a_fused_program_report_alike_placed_once(setting: str) -> None:
+    sets = [*CASES["ring of 4"], setting]
+    record, full = simulate_run(_inputs(*sets)).summary(), every_replica(*sets).summary()
+    assert record.pop("symmetry")["simulated_processors"] == [0]
+    assert json.dumps(record) == json.dumps(full)
+    if setting.startswith("mapping"):
+        # a replica's 3 forward, 2 dX (none into the input) and 3 dW GEMMs, 4 times
+        assert record["mapping"]["gemms"] == 4 * 8
+
+
 def _ops_csv(result: RunResult) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(result.ops_csv())))
 
