@@ -15,34 +15,22 @@ import pytest
 from accelsim.cli import main
 from accelsim.config.loader import parse_sets
 from accelsim.driver.inputs import load_inputs
-from accelsim.driver.run import _Run, simulate_run, simulate_training
+from accelsim.driver.run import simulate_run, simulate_training
 from accelsim.graph.ops import CommOp
 from accelsim.report.result import RunResult
 from accelsim.report.tables import STANDS_FOR_COLUMN
-from accelsim.techniques.base import BASE
 from accelsim.timing.symmetry import UNBALANCED
 from tests.report.test_figures import svg_text
 from tests.timing.test_replica import CASES, DATA_PARALLEL
+from tests.timing.test_replica import full as every_replica
 from tests.timing.test_symmetry import BUCKETS, MLP
+from tests.timing.test_symmetry import simulated as each_role
 
 FULL = "run.data_parallel.symmetry=full"
 
 
 def _inputs(*sets: str) -> Any:
     return load_inputs(MLP, parse_sets([*DATA_PARALLEL, *sets]))
-
-
-def every_replica(*sets: str) -> RunResult:
-    """The step of every replica, placed and simulated whole (``symmetry: full``)."""
-    run = _Run(_inputs(*sets, FULL))
-    return run.simulate(run.placed(BASE, None), BASE)
-
-
-def each_role(*sets: str) -> RunResult:
-    """The step of every replica, placed whole and simulated on one processor of each
-    role (the path ``symmetry: auto`` took before the step was placed once)."""
-    run = _Run(_inputs(*sets))
-    return run.simulate(run.placed(BASE, None), BASE)
 
 
 @pytest.mark.parametrize("engine", ["simpy", "compiled"])
@@ -68,7 +56,8 @@ def test_the_step_placed_once_reports_what_the_step_of_every_replica_reports(
     assert json.dumps(record) == json.dumps(full)
     # Every table lists every processor.
     assert all(len(cycles) == processors for cycles in record["busy_cycles"].values())
-    # The step placed whole and simulated once per role says the same, symmetry too.
+    # The step placed whole and simulated once per role (the path symmetry: auto took
+    # before the step was placed once) says the same, symmetry too.
     roles = each_role(*sets).summary()
     assert json.dumps(once.summary()) == json.dumps(roles)
     assert once.layer_rows() == whole.layer_rows()
