@@ -16,6 +16,7 @@ pays first, and the interpreter alone says how fast the machine was.
     python scripts/bench.py --short     # check, plot, models against the floor, paired
     python scripts/bench.py --engines   # SimPy vs compiled engine, data-parallel P sweep
     python scripts/bench.py --llm       # GPT-3 175B on 1,024 and 8,192 chips (bench_llm.py)
+    python scripts/bench.py --symmetry  # ResNet-50 data parallel to 8,192 chips (bench_symmetry.py)
 
 ``--sweep`` times design-point sweeps: points per second per core for ResNet-18
 and BERT-base training-step points in this process and through the process
@@ -182,9 +183,12 @@ def main() -> int:
         "--engines", action="store_true", help="SimPy vs compiled engine; data-parallel P sweep"
     )
     parser.add_argument("--llm", action="store_true", help="GPT-3 175B steps (bench_llm.py)")
+    parser.add_argument(
+        "--symmetry", action="store_true", help="data parallel to 8,192 chips (bench_symmetry.py)"
+    )
     args = parser.parse_args()
-    if args.llm:
-        script = str(ROOT / "scripts" / "bench_llm.py")
+    if args.llm or args.symmetry:
+        script = str(ROOT / "scripts" / ("bench_llm.py" if args.llm else "bench_symmetry.py"))
         return subprocess.call([sys.executable, script, "--runs", str(args.runs or 3)])
     if args.sweep or args.short:
         import bench_sweep  # scripts/, beside this file

@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""Time a data-parallel ResNet-50 step simulated on one processor of each role
-(``run.data_parallel.symmetry: auto``) and on every processor (``full``), paired.
+"""Time a data-parallel ResNet-50 step of ``accelsim run`` as the chips grow, the
+whole command in CPU seconds and peak memory, paired with the same at 16 chips.
 
 Each command runs in a fresh process, as a user runs it: ``accelsim run`` of
 ``configs/runs/default.yaml`` with ``workload: resnet50``, 32 samples a chip,
 ``assignment: data_parallel``, ``dram.sharing: per_processor`` (symmetry needs a DRAM
-per processor), the default ring of 64 B/cycle links and the compiled engine.  After
-one untimed warm-up of each, the two settings alternate run by run, so both see the
-same load; the table gives the median wall time of each and the step's cycles (the
-same both ways).
+per processor), the default ring of 64 B/cycle links, the compiled engine and
+``run.data_parallel.symmetry: auto`` (one replica standing for every chip), its
+outputs written.  After one untimed warm-up, each count alternates with 16 chips run
+by run, so both see the same load; the table gives the medians of the CPU seconds
+(user + system of the child) and the peak RSS, and the step's cycles:
 
-    python scripts/bench_symmetry.py                    # 16, 64, 256 chips, 3 runs
-    python scripts/bench_symmetry.py --chips 16 1024 --runs 1
+    python scripts/bench_symmetry.py                    # 16, 1,024, 4,096, 8,192 chips
+    python scripts/bench_symmetry.py --chips 1024 --runs 5
+
+``--full`` times instead the step simulated on one processor of each role
+(``symmetry: auto``) against every processor (``full``), wall seconds, the two
+settings alternating:
+
+    python scripts/bench_symmetry.py --full --chips 16 64 256
 
 ``--replica`` times instead the step placed, costed and simulated once, one replica
 standing for every chip (:func:`accelsim.driver.replica.simulate_replica_step`, the
@@ -33,25 +40,52 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(chips: int, setting: str, out: str) -> tuple[float, int]:
-    """Wall seconds of one ``accelsim run`` and the step's cycles."""
-    argv = [
+def command(chips: int, setting: str, out: str) -> list[str]:
+    """The ``accelsim run`` of ``chips`` under ``symmetry: setting``, into ``out``."""
+    return [
         *(sys.executable, "-m", "accelsim", "run", "configs/runs/default.yaml"),
         *("--out", out, "--force", "--set", "workload=workloads/resnet50.yaml"),
         *("--set", f"batch_size={32 * chips}", "--set", f"processors={chips}"),
         *("--set", "assignment=data_parallel", "--set", "dram.sharing=per_processor"),
         *("--set", "timing.engine=compiled", "--set", f"run.data_parallel.symmetry={setting}"),
     ]
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
-    wall = time.perf_counter() - start
+
+
+def cycles_in(out: str) -> int:
+    """The step's cycles in the one run directory under ``out``."""
     (summary,) = Path(out).glob("*/summary.json")
-    return wall, int(json.loads(summary.read_text())["total_cycles"])
+    return int(json.loads(summary.read_text())["total_cycles"])
+
+
+def run(chips: int, setting: str, out: str) -> tuple[float, int]:
+    """Wall seconds of one ``accelsim run`` and the step's cycles."""
+    start = time.perf_counter()
+    subprocess.run(command(chips, setting, out), cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - start, cycles_in(out)
+
+
+Measured = tuple[float, float, int]
+"""A run's CPU seconds, peak MiB and step cycles."""
+
+
+def whole(chips: int, out: str) -> Measured:
+    """CPU seconds and peak MiB of one ``accelsim run`` (``symmetry: auto``), in a fresh
+    process, and the step's cycles."""
+    argv = command(chips, "auto", out)
+    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(
+            f"{chips} chips failed: {child.stderr.read().decode() if child.stderr else ''}"
+        )
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, cycles_in(out)
 
 
 def replica_once(chips: int) -> None:
@@ -74,7 +108,7 @@ def replica_once(chips: int) -> None:
     print(json.dumps([cpu, usage.ru_maxrss / 1024, step.trace.total_cycles]))
 
 
-def replica(chips: int) -> tuple[float, float, int]:
+def replica(chips: int) -> Measured:
     """CPU seconds, peak MiB and cycles of :func:`replica_once` in a fresh process."""
     argv = [sys.executable, __file__, "--replica-once", str(chips)]
     done = subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True)
@@ -82,17 +116,19 @@ def replica(chips: int) -> tuple[float, float, int]:
     return float(cpu), float(rss), int(cycles)
 
 
-def replica_table(chips: list[int], runs: int) -> int:
-    """Each count of ``chips`` alternating with 16 chips, ``runs`` times: medians."""
+def paired_table(chips: list[int], runs: int, measure: Callable[[int], Measured]) -> int:
+    """Each count of ``chips`` alternating with 16 chips, ``runs`` times, each run
+    ``measure``d (CPU seconds, peak MiB, step cycles): medians."""
     heads = ("chips", 6), ("step cycles", 14), ("CPU s", 7), ("MiB", 6), ("16 chips CPU s", 15)
     print(" ".join(f"{name:>{width}}" for name, width in (*heads, ("ratio", 6))))
+    measure(16)  # the warm-up: Numba's and Python's caches filled
     for n in chips:
         cpu: dict[int, list[float]] = {n: [], 16: []}
         rss: list[float] = []
         cycles: set[int] = set()
         for _ in range(runs):
             for m in (n, 16):
-                c, r, step = replica(m)
+                c, r, step = measure(m)
                 cpu[m].append(c)
                 if m == n:
                     rss.append(r)
@@ -107,9 +143,10 @@ def replica_table(chips: list[int], runs: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--chips", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--chips", type=int, nargs="+", default=[16, 1024, 4096, 8192])
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each setting")
     parser.add_argument("--replica", action="store_true", help="time the step placed once")
+    parser.add_argument("--full", action="store_true", help="symmetry: auto against full")
     parser.add_argument("--replica-once", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.replica_once:
@@ -120,7 +157,10 @@ def main() -> int:
         f"{platform.python_version()}, {platform.system()} {platform.release()}"
     )
     if args.replica:
-        return replica_table(args.chips, args.runs)
+        return paired_table(args.chips, args.runs, replica)
+    if not args.full:
+        with tempfile.TemporaryDirectory() as out:
+            return paired_table(args.chips, args.runs, lambda chips: whole(chips, out))
     print(f"{'chips':>6} {'step cycles':>14} {'auto median s':>14} {'full median s':>14}")
     with tempfile.TemporaryDirectory() as out:
         for chips in args.chips:

@@ -22,10 +22,9 @@ from accelsim.driver.expert_parallel import expert_degree, expert_parallel
 from accelsim.driver.inputs import RunInputs
 from accelsim.driver.limits import limit_problems
 from accelsim.driver.parallel import replicated, tensor_degree, tensor_plan
-from accelsim.driver.settings import step_settings
-from accelsim.driver.silicon import iso_area_match, silicon_of
+from accelsim.driver.silicon import iso_area_match
+from accelsim.driver.step_result import step_result
 from accelsim.driver.zero import sharded_memory, unsymmetric, zero_placed, zero_stage
-from accelsim.energy.model import estimate_energy
 from accelsim.errors import ConfigError, GraphError, LimitError, SimulationError
 from accelsim.graph.check import graph_problems
 from accelsim.graph.ops import OpGraph
@@ -305,7 +304,8 @@ def simulate_graph(
 
     Raises:
         ConfigError: if the step's counts or cycles exceed
-            :data:`~accelsim.errors.MAX_COUNT`.
+            :data:`~accelsim.errors.MAX_COUNT`, or its power the TDP
+            (:func:`~accelsim.driver.step_result.step_result`).
         SimulationError: if the utilization leaves [0, 1] (a bug, never printed).
     """
     run, machine = inputs.run, inputs.machine
@@ -328,27 +328,7 @@ def simulate_graph(
         raise ConfigError.single(inputs.source, "", str(exc)) from None
     if compiled:
         trace = launched(trace, hw.timing.program_cycles())
-    energy = estimate_energy(trace, hw, inputs.energy)
-    silicon = silicon_of(inputs.source, hw, trace, energy, extra_arrays, techniques)
-    settings = step_settings(run, hw, step, trace.engine, compiled)
-    workload = inputs.workload
-    result = RunResult(
-        run.name,
-        workload.name,
-        run.batch_size,
-        settings,
-        machine,
-        graph,
-        trace,
-        energy,
-        workload.source,
-        tuple(workload.notes or ()),
-        silicon,
-    )
-    utilization = result.utilization()
-    if not 0 <= utilization <= 1:
-        raise SimulationError(f"{step} step: utilization {utilization!r} outside [0, 1]")
-    return result
+    return step_result(inputs, graph, trace, step, extra_arrays, techniques)
 
 
 def _simulated(graph: OpGraph, costs: OpCosts, inputs: RunInputs) -> Trace:
@@ -378,8 +358,13 @@ def _blamed(inputs: RunInputs) -> Iterator[None]:
 
 
 def simulate_run(inputs: RunInputs) -> RunResult:
-    """Simulate the run's baseline training step (no technique applied)."""
+    """Simulate the run's baseline training step (no technique applied): once, one
+    replica standing for every processor, where that serves it
+    (:func:`~accelsim.driver.replica.replica_result`)."""
     with _blamed(inputs):
+        compact = _once(inputs, None)
+        if compact is not None:
+            return compact
         sim = _Run(inputs)
         return sim.simulate(sim.placed(BASE, None), BASE)
 
@@ -431,6 +416,9 @@ def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
     """:func:`simulate_training`, its problems as found."""
     sim = _Run(inputs, progress)
     memory = _checked_memory(sim)
+    compact = _once(inputs, progress)
+    if compact is not None:
+        return TrainingResult(compact, {}, None, memory)
     if pipelines.pipeline_degree(inputs.run) > 1:  # composed from its passes
         kind = _kinds(inputs.techniques, sim.ctx)[0] if sim.rewriters else BASE
         tables, step = pipeline_memo.simulated_pipeline(
@@ -452,6 +440,16 @@ def _training(inputs: RunInputs, progress: Progress | None) -> TrainingResult:
         steps[kind] = sim.step(kind, result, base)
     report = _report(inputs.techniques, sim.ctx, base, steps)
     return TrainingResult(base, {k: s.result for k, s in steps.items()}, report, memory, match)
+
+
+def _once(inputs: RunInputs, progress: Progress | None) -> RunResult | None:
+    """The baseline step simulated once, one replica standing for every processor
+    (:func:`~accelsim.driver.replica.replica_result`), None where that does not serve
+    the run."""
+    from accelsim.driver.replica import replica_result  # it builds on this module's _Run
+
+    found = replica_result(inputs, progress)
+    return None if isinstance(found, str) else found
 
 
 def _kinds(techniques: tuple[Technique[Any], ...], ctx: TechniqueContext) -> list[str]:

@@ -8,7 +8,7 @@ and layers); leakage is charged for the whole run on every processor.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,6 +18,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.errors import ConfigError, Problem
 from accelsim.mapping.units import MAIN_ARRAY, ArrayUnit, main_array
 from accelsim.timing.unit_codes import UNIT_ARRAY, UNIT_VECTOR
+from accelsim.timing.weights import processor_sum
 from accelsim.units import BITS_PER_BYTE
 
 if TYPE_CHECKING:
@@ -37,10 +38,15 @@ COMPONENTS = (
 
 @dataclass(frozen=True)
 class EnergyBreakdown:
-    """Energy in pJ: per op (dynamic), per op and component, and leakage."""
+    """Energy in pJ: per op (dynamic), per op and component, and leakage;
+    ``component_totals_pj`` each component's whole step (the ops' sum by default;
+    :func:`estimate_energy` adds them up over the processors,
+    :func:`~accelsim.timing.weights.processor_sum`) and ``dynamic_pj`` every op's."""
 
     op_component_pj: dict[str, np.ndarray]
     static_pj: float
+    component_totals_pj: dict[str, float] | None = None
+    dynamic_pj: float | None = None
 
     @property
     def op_pj(self) -> np.ndarray:
@@ -48,13 +54,19 @@ class EnergyBreakdown:
 
     @property
     def by_component_pj(self) -> dict[str, float]:
-        totals = {name: float(v.sum()) for name, v in self.op_component_pj.items()}
-        totals["static"] = self.static_pj
-        return totals
+        totals = self.component_totals_pj
+        if totals is None:
+            totals = {name: float(v.sum()) for name, v in self.op_component_pj.items()}
+        return {**totals, "static": self.static_pj}
+
+    @property
+    def op_total_pj(self) -> float:
+        """The dynamic energy of the whole step."""
+        return float(self.op_pj.sum()) if self.dynamic_pj is None else self.dynamic_pj
 
     @property
     def total_pj(self) -> float:
-        return float(self.op_pj.sum()) + self.static_pj
+        return self.op_total_pj + self.static_pj
 
 
 def check_table(
@@ -154,7 +166,10 @@ def estimate_energy(trace: Trace, hw: HardwareSpec, table: EnergyTable) -> Energ
         )
     seconds = trace.total_cycles / (hw.clock_mhz * 1e6)
     static_pj = static_power_mw(table, hw, extra) * 1e-3 * seconds * 1e12
-    return EnergyBreakdown(
-        op_component_pj={k: np.asarray(v, np.float64) for k, v in components.items()},
-        static_pj=static_pj,
+    per_op = {k: np.asarray(v, np.float64) for k, v in components.items()}
+    energy = EnergyBreakdown(op_component_pj=per_op, static_pj=static_pj)
+    return replace(
+        energy,
+        component_totals_pj={k: processor_sum(trace, v) for k, v in per_op.items()},
+        dynamic_pj=processor_sum(trace, energy.op_pj),
     )

@@ -69,7 +69,7 @@ def power(
     hz = hw.clock_mhz * 1e6
     cycles = max(trace.total_cycles, 1)
     op_pj = energy.op_pj
-    dynamic_w = float(op_pj.sum()) / PJ_PER_J / (cycles / hz)
+    dynamic_w = energy.op_total_pj / PJ_PER_J / (cycles / hz)
     leakage_w = area.total_mm2 * table.leakage_mw_per_mm2.value / MW_PER_W
     window = max(hw.power.peak_window_cycles, -(-cycles // MAX_WINDOWS))
     peak_dynamic_w = peak_rate(trace, op_pj, window) / PJ_PER_J * hz

@@ -17,6 +17,9 @@ them, so the maximum is the same number.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -43,7 +46,12 @@ class Breakpoints(NamedTuple):
 
 
 def breakpoints(trace: Trace, op_pj: np.ndarray) -> Breakpoints:
-    """The step's energy as a line through its ops' starts and ends."""
+    """The step's energy as a line through its ops' starts and ends.
+
+    On several processors, the rate changes at each breakpoint by the correctly
+    rounded sum of its ops' changes there, each op's counted as often as it stands
+    for (:attr:`~accelsim.timing.trace.Trace.replicas`): the same line whether the
+    processors' ops are each simulated or one replica stands for all."""
     start = trace.start_cycle.astype(np.float64)
     end = np.maximum(trace.end_cycle.astype(np.float64), start + 1)
     rate = op_pj / (end - start)
@@ -51,9 +59,39 @@ def breakpoints(trace: Trace, op_pj: np.ndarray) -> Breakpoints:
     order = np.argsort(times, kind="stable")
     steps = np.concatenate([rate, -rate])[order]
     times = times[order]
+    if trace.processors > 1:
+        stand = np.concatenate([trace.stand_ins()] * 2)[order]
+        times, steps = _summed_steps(times, steps, stand, trace.replicas)
     rate_after = np.cumsum(steps)  # the total rate from each breakpoint to the next
     energy_at = np.concatenate([[0.0], np.cumsum(rate_after[:-1] * np.diff(times))])
+    if trace.processors > 1:
+        return Breakpoints(times, energy_at, float(energy_at[-1]) if len(times) else 0.0)
     return Breakpoints(times, energy_at, float(op_pj.sum()))
+
+
+def _summed_steps(
+    times: np.ndarray, steps: np.ndarray, stand: np.ndarray, replicas: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct time of sorted ``times`` and the exact sum of its ``steps``
+    correctly rounded, those ``stand`` marks counted ``replicas`` times."""
+    if not len(times):
+        return times, steps
+    first = np.flatnonzero(np.concatenate([[True], times[1:] != times[:-1]]))
+    ends = [*first.tolist(), len(times)]
+    values, stands = steps.tolist(), stand.tolist()
+    summed = []
+    for a, b in pairwise(ends):
+        here = values[a:b]
+        if replicas == 1 or not any(stands[a:b]):
+            summed.append(math.fsum(here))
+            continue
+        alone = sum((Fraction(v) for v, s in zip(here, stands[a:b], strict=True) if not s), ZERO)
+        each = sum((Fraction(v) for v, s in zip(here, stands[a:b], strict=True) if s), ZERO)
+        summed.append(float(alone + replicas * each))
+    return times[first], np.asarray(summed, np.float64)
+
+
+ZERO = Fraction(0)
 
 
 def window_energy_pj(trace: Trace, op_pj: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:

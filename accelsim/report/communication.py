@@ -23,6 +23,7 @@ from accelsim.network.collectives import Collective
 from accelsim.report.summary import CommunicationSummary
 from accelsim.timing.costs import UNIT_COMM
 from accelsim.timing.trace import Trace
+from accelsim.timing.weights import op_weights
 
 ALL_REDUCE, POINT_TO_POINT = "all_reduce", "point_to_point"
 
@@ -31,20 +32,26 @@ def by_collective(graph: OpGraph, trace: Trace) -> dict[str, CommunicationSummar
     """The step's communication by kind, every kind named (zeros where none ran)."""
     kinds = per_graph(graph, "collective kinds", lambda: _kinds(graph))
     c = trace.costs
-    busy = _busy_spans(trace) if any(kinds.values()) else {}
+    # A processor whose timing is another's (an inferred one) is busy when that one is.
+    timed_as = trace.copies or tuple(range(trace.processors))
+    busy = _busy_spans(trace, set(timed_as)) if any(kinds.values()) else {}
+    weights = op_weights(trace).tolist()
     unions: dict[frozenset[int], _Union] = {}
+    keys: dict[tuple[int, ...], frozenset[int]] = {}
     out = {}
     for name, ops in kinds.items():
         cycles = exposed = 0
         for i, processors in ops:
             start, end = int(trace.start_cycle[i]), int(trace.end_cycle[i])
-            key = frozenset(processors)
+            if processors not in keys:
+                keys[processors] = frozenset(timed_as[p] for p in processors)
+            key = keys[processors]
             if key not in unions:
                 unions[key] = _Union.of([busy[p] for p in key])
-            cycles += end - start
-            exposed += end - start - unions[key].covered(start, end)
+            cycles += (end - start) * weights[i]
+            exposed += (end - start - unions[key].covered(start, end)) * weights[i]
         out[name] = CommunicationSummary(
-            bytes=int(sum(int(c.interconnect_bytes[i]) for i, _ in ops)),
+            bytes=int(sum(int(c.interconnect_bytes[i]) * weights[i] for i, _ in ops)),
             cycles=cycles,
             exposed_cycles=exposed,
         )
@@ -68,11 +75,12 @@ Spans = tuple[np.ndarray, np.ndarray]
 """Disjoint busy spans, sorted: their starts and ends."""
 
 
-def _busy_spans(trace: Trace) -> dict[int, Spans]:
-    """Each processor's cycles with a GEMM or vector op running, as disjoint spans."""
+def _busy_spans(trace: Trace, processors: set[int]) -> dict[int, Spans]:
+    """Each of ``processors``' cycles with a GEMM or vector op running, as disjoint
+    spans."""
     compute = trace.costs.unit != UNIT_COMM
     out = {}
-    for p in range(trace.processors):
+    for p in sorted(processors):
         mine = compute & (trace.processor == p)
         out[p] = _merged(trace.start_cycle[mine], trace.end_cycle[mine])
     return out

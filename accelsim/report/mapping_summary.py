@@ -40,20 +40,28 @@ class MappingSummary:
     dataflows: Mapping[str, int]
 
     @classmethod
-    def of(cls, costs: OpCosts) -> MappingSummary | None:
-        """The counts of ``costs``' search, None without one."""
+    def of(cls, costs: OpCosts, weights: np.ndarray | None = None) -> MappingSummary | None:
+        """The counts of ``costs``' search, None without one (each op counted
+        ``weights`` times: the processors whose op it stands for; once without)."""
         chosen = costs.mapping
         if chosen is None:
             return None
+        w = np.ones(len(costs.unit), np.int64) if weights is None else weights
         searched = chosen.searched
         flows = chosen.dataflow[searched]
+
+        def count(mask: np.ndarray) -> int:
+            return int(w[mask].sum())
+
         return cls(
-            gemms=int(searched.sum()),
-            moved=int(chosen.moved.sum()),
-            vector_unit=int((searched & (costs.unit == UNIT_VECTOR)).sum()),
-            transposed=int(chosen.transposed.sum()),
-            fewest_reads=int(chosen.fewest_reads[searched & (chosen.dataflow >= 0)].sum()),
-            dataflows={d.value: int(np.sum(flows == code)) for d, code in DATAFLOW_CODE.items()},
+            gemms=count(searched),
+            moved=count(chosen.moved),
+            vector_unit=count(searched & (costs.unit == UNIT_VECTOR)),
+            transposed=count(chosen.transposed),
+            fewest_reads=count(searched & (chosen.dataflow >= 0) & chosen.fewest_reads),
+            dataflows={
+                d.value: int(w[searched][flows == code].sum()) for d, code in DATAFLOW_CODE.items()
+            },
         )
 
     def described(self) -> str:

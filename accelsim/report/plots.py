@@ -29,6 +29,7 @@ from accelsim.report.figure import (
     styled,
 )
 from accelsim.report.means import geometric_mean, saving_mean
+from accelsim.report.tables import STANDS_FOR_COLUMN
 
 
 def csv_rows(csv_path: Path) -> list[dict[str, str]]:
@@ -179,7 +180,9 @@ def plot_gantt(
     An op's DRAM bytes are spread evenly over its span (ops.csv records bytes, not
     when each transfer ran), so the DRAM row shows demand: above 100 % the ops on the
     channel wanted more than its bandwidth and waited.  ``channels`` is 1 for a shared
-    channel, else the processor count (``dram.sharing: per_processor``).
+    channel, else the processor count (``dram.sharing: per_processor``): a row each,
+    but for a step whose replica stood for every processor (``ops.csv``'s
+    ``stands_for``), whose processor 0 alone gets one.
     """
     from matplotlib.patches import Patch
 
@@ -193,9 +196,12 @@ def plot_gantt(
             bars.setdefault((lane_of[(int(r["processor"]), r["unit"])], r["phase"]), []).append(
                 (start, end - start)
             )
-    demand = dram_demand(rows, channels)
+    once = bool(rows) and STANDS_FOR_COLUMN in rows[0]
+    listed = [0] if once or channels == 1 else list(range(channels))
+    edges, every = dram_demand(rows, channels)
+    demand = edges, [every[c] for c in listed]
     names = [f"P{p} {unit}" for p, unit in lanes]
-    names += ["DRAM" if channels == 1 else f"P{c} DRAM" for c in range(channels)]
+    names += ["DRAM" if channels == 1 else f"P{c} DRAM" for c in listed]
     with styled():
         fig = new_figure(FigureSize.PAGE, 1.0 + 0.3 * len(names))
         ax = fig.subplots()

@@ -49,6 +49,7 @@ from accelsim.timing.machine import Machine
 from accelsim.timing.memory import traffic_bound
 from accelsim.timing.sends import dram_of, schedule_of
 from accelsim.timing.trace import Trace
+from accelsim.timing.weights import op_weights, processor_sum, weighted_count, weighted_total
 from accelsim.units import cycles_to_seconds
 
 
@@ -128,8 +129,10 @@ class RunResult:
     @property
     def dram_bytes(self) -> int:
         """DRAM bytes read and written in the whole step."""
-        c = self.trace.costs
-        return exact_total(c.dram_read_bytes) + exact_total(c.dram_ofmap_write_bytes)
+        trace, c = self.trace, self.trace.costs
+        return weighted_total(trace, c.dram_read_bytes) + weighted_total(
+            trace, c.dram_ofmap_write_bytes
+        )
 
     def cycle_bounds(self, repeats: int = 1) -> dict[str, float]:
         """Lower bounds on the cycles of one of ``repeats`` identical parts of the step.
@@ -153,6 +156,8 @@ class RunResult:
         """The :meth:`cycle_bounds` of the two parts of the step that the graph orders,
         and when the first part ended (:class:`OrderedBounds`)."""
         before, after = _ordered_parts(self.graph)
+        if self.trace.replicas > 1:  # the other replicas' ends reach it by a collective
+            after &= _after_collectives(self.graph)
         end = self.trace.end_cycle[before]
         return OrderedBounds(
             self._bounds_of(before), self._bounds_of(after), int(end.max()) if end.size else 0
@@ -160,15 +165,13 @@ class RunResult:
 
     def _bounds_of(self, mask: np.ndarray) -> dict[str, float]:
         """:meth:`cycle_bounds` of the ops ``mask`` selects (a whole step: all ops)."""
-        hw, trace, c = self.hardware, self.trace, self.trace.costs
+        trace, c = self.trace, self.trace.costs
         per_op = np.where(mask, c.dram_read_bytes + c.dram_ofmap_write_bytes, 0)
         write_op = np.where(mask, c.dram_ofmap_write_bytes, 0)
-        channels = np.zeros(hw.processors)
-        np.add.at(channels, trace.processor, per_op)
-        written = np.zeros(hw.processors)  # of them, the writes (reads and writes apart)
-        np.add.at(written, trace.processor, write_op)
-        links = np.zeros(hw.processors)
-        np.add.at(links, trace.processor, np.where(mask, c.interconnect_bytes, 0))
+        channels = trace.per_processor(per_op).astype(np.float64)
+        # of them, the writes (reads and writes apart)
+        written = trace.per_processor(write_op).astype(np.float64)
+        links = trace.per_processor(np.where(mask, c.interconnect_bytes, 0)).astype(np.float64)
         for i in np.flatnonzero((c.unit == UNIT_COMM) & mask).tolist():
             op = self.graph.ops[i]
             if not isinstance(op, CommOp):
@@ -194,9 +197,8 @@ class RunResult:
         for unit in range(len(c.unit_names)):
             if unit == UNIT_COMM:
                 continue
-            work = np.zeros(hw.processors)
             mine = (c.unit == unit) & mask
-            np.add.at(work, trace.processor[mine], c.compute_cycles[mine])
+            work = trace.per_processor(np.where(mine, c.compute_cycles, 0))
             compute = max(compute, float(work.max()))
         return {
             "dram": dram,
@@ -211,7 +213,8 @@ class RunResult:
     def layer_phase_cycles(self) -> dict[str, dict[str, int]]:
         """Per layer, the time its ops of each phase (all but auxiliary work) kept units busy;
         communication counts with the update."""
-        durations = self.trace.end_cycle - self.trace.start_cycle
+        trace = self.trace
+        durations = (trace.end_cycle - trace.start_cycle) * op_weights(trace)
         busy: dict[str, dict[str, int]] = {}
         for op in self.graph.ops:
             if op.phase is Phase.AUX:
@@ -223,19 +226,21 @@ class RunResult:
 
     def kernels(self) -> int:
         """Kernels the step launches (:func:`~accelsim.graph.queries.kernels`: a tile
-        group is one)."""
-        return queries.kernels(self.graph)
+        group is one; a collective none, so each kernel is a replica's)."""
+        return queries.kernels(self.graph) * self.trace.replicas
 
     def utilization(self) -> float:
         """Main-array MACs over the peak MACs of every main-array PE (all ``array.count``
         arrays of every processor, at the GEMMs' rate) for the whole run."""
         hw, c = self.hardware, self.trace.costs
         peak = hw.array.peak_macs_per_cycle * hw.processors * max(self.total_cycles, 1)
-        return exact_total(c.macs[c.unit == UNIT_ARRAY]) / peak
+        return weighted_total(self.trace, c.macs, c.unit == UNIT_ARRAY) / peak
 
     def stash(self) -> StashSummary:
-        """Footprint and DRAM traffic of the activations saved for backward."""
-        c = self.trace.costs
+        """Footprint and DRAM traffic of the activations saved for backward (every
+        stashed tensor a replica's own: in a step placed once, each of the ``replicas``
+        processors')."""
+        c, times = self.trace.costs, self.trace.replicas
         plan = per_graph(self.graph, "stash plan", lambda: _StashPlan.of(self.graph))
         read = (
             plan.vector_read_bytes
@@ -244,11 +249,11 @@ class RunResult:
         )
         write = plan.vector_write_bytes + exact_total(c.dram_ofmap_write_bytes[plan.c_written])
         return StashSummary(
-            tensors=plan.tensors,
-            bytes=plan.bytes,
-            on_chip_bytes=plan.on_chip_bytes,
-            dram_write_bytes=write,
-            dram_read_bytes=read,
+            tensors=plan.tensors * times,
+            bytes=plan.bytes * times,
+            on_chip_bytes=plan.on_chip_bytes * times,
+            dram_write_bytes=write * times,
+            dram_read_bytes=read * times,
         )
 
     def step_summary(self) -> StepSummary:
@@ -265,24 +270,24 @@ class RunResult:
         step summary holds, without its per-op breakdowns; worked out once per result."""
         hw, trace, c = self.hardware, self.trace, self.trace.costs
         array = c.unit == UNIT_ARRAY
-        array_stall = exact_total(trace.stall_cycles[array])
+        array_stall = weighted_total(trace, trace.stall_cycles, array)
         # Stalls are a share of each processor's step: their mean over the used ones.
-        used = max(1, len(set(trace.processor[array].tolist())))  # np.unique would load numpy.ma
+        used = max(1, int((trace.per_processor(array.astype(np.int64)) > 0).sum()))
         return StepHeadline(
             workload=self.workload,
             settings=self.settings,
             batch_size=self.batch_size,
             design=design_knobs(hw, self.batch_size),
             parameters=sum(p.weight.elements for p in self.graph.parameters),
-            macs=exact_total(c.macs),
+            macs=weighted_total(trace, c.macs),
             total_cycles=self.total_cycles,
             seconds=cycles_to_seconds(self.total_cycles, hw.clock_mhz),
             utilization=self.utilization(),
             array_stall_cycles=array_stall,
             stall_fraction=array_stall / (used * max(self.total_cycles, 1)),
-            dram_read_bytes=exact_total(c.dram_read_bytes),
-            dram_write_bytes=exact_total(c.dram_ofmap_write_bytes),
-            interconnect_bytes=exact_total(c.interconnect_bytes),
+            dram_read_bytes=weighted_total(trace, c.dram_read_bytes),
+            dram_write_bytes=weighted_total(trace, c.dram_ofmap_write_bytes),
+            interconnect_bytes=weighted_total(trace, c.interconnect_bytes),
             energy_pj=self.energy.total_pj,
             energy_by_component_pj=self.energy.by_component_pj,
             silicon=self._silicon_summary(),
@@ -300,10 +305,10 @@ class RunResult:
         )
 
         def phase_macs(phase: Phase) -> int:
-            return exact_total(c.macs[phases == codes[phase]])
+            return weighted_total(trace, c.macs, phases == codes[phase])
 
         op_pj = self.energy.op_pj
-        by_phase = {p.value: float(op_pj[phases == codes[p]].sum()) for p in Phase}
+        by_phase = {p.value: processor_sum(trace, op_pj, phases == codes[p]) for p in Phase}
         by_phase["static"] = self.energy.static_pj
         dram_read, dram_write = head.dram_read_bytes, head.dram_write_bytes
         return StepSummary(
@@ -321,7 +326,7 @@ class RunResult:
             clock_mhz=hw.clock_mhz,
             total_cycles=self.total_cycles,
             seconds=head.seconds,
-            ops=len(self.graph.ops),
+            ops=weighted_count(trace),
             macs=MacCounts(
                 fwd=phase_macs(Phase.FWD),
                 bwd_input=phase_macs(Phase.BWD_INPUT),
@@ -329,7 +334,7 @@ class RunResult:
                 aux=phase_macs(Phase.AUX),
                 total=head.macs,
             ),
-            vector_ops=exact_total(c.vector_ops),
+            vector_ops=weighted_total(trace, c.vector_ops),
             utilization=head.utilization,
             array_stall_cycles=head.array_stall_cycles,
             stall_fraction=head.stall_fraction,
@@ -353,7 +358,7 @@ class RunResult:
             groups=self.groups(),
             symmetry=SimulatedProcessors.of(trace.copies, trace.processors, trace.unsymmetric),
             silicon=head.silicon,
-            mapping=MappingSummary.of(c),
+            mapping=MappingSummary.of(c, op_weights(trace)),
         )
 
     def _silicon_summary(self) -> SiliconSummary | None:
@@ -384,13 +389,13 @@ class RunResult:
         """The text of ``ops.csv``: the header, then one row per op."""
         return tables.ops_csv(
             tables.op_columns(self.graph, self.trace, self.energy.op_pj, self.hardware),
-            tables.op_header(self.trace.costs, bool(self.trace.copies)),
+            tables.op_header(self.trace),
         )
 
     def op_rows(self) -> list[dict[str, Any]]:
         """One ``ops.csv`` row per op."""
         rows = tables.op_rows(self.graph, self.trace, self.energy.op_pj, self.hardware)
-        header = tables.op_header(self.trace.costs, bool(self.trace.copies))
+        header = tables.op_header(self.trace)
         return [dict(zip(header, row, strict=True)) for row in rows]
 
     def layer_rows(self) -> list[dict[str, Any]]:
@@ -480,3 +485,11 @@ def _ordered_parts(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
             before[list(op.deps)] = True
     after = np.array([bool(ends) and r == every for r in reached], dtype=bool) & ~before
     return before, after
+
+
+def _after_collectives(graph: OpGraph) -> np.ndarray:
+    """Which ops of ``graph`` are collectives or wait for one, directly or not."""
+    after = np.zeros(len(graph.ops), dtype=bool)
+    for op in graph.ops:
+        after[op.op_id] = isinstance(op, CommOp) or any(after[d] for d in op.deps)
+    return after

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from accelsim.config.hardware import HardwareSpec, StreamBlocking
-from accelsim.counts import exact_group_totals
 from accelsim.graph.ops import CommOp, GemmOp, OpGraph, Phase, Stage, TransferOp, VectorOp
 from accelsim.mapping.dataflow import DATAFLOW_CODE
 from accelsim.timing.costs import UNIT_COMM, UNIT_VECTOR, OpCosts
 from accelsim.timing.trace import Trace
+from accelsim.timing.weights import op_weights, processor_group_sums, weighted_group_totals
 
 OP_COLUMNS = (
     "op_id",
@@ -74,6 +74,12 @@ INFERRED_COLUMN = "inferred_from"
 of each role (:mod:`accelsim.timing.symmetry`): the simulated processor whose op gives
 the row its cycles, empty for an op simulated itself."""
 
+STANDS_FOR_COLUMN = "stands_for"
+"""The column ``ops.csv`` adds last when a data-parallel step was placed once (one
+replica standing for every processor's): how many processors' ops the row stands
+for, the processor count for a replica's op (each processor runs the same), 1 for a
+collective (one op over every processor)."""
+
 LAYER_COLUMNS = (
     "layer",
     "ops",
@@ -106,12 +112,15 @@ def op_rows(
     return zip(*op_columns(graph, trace, op_pj, hw), strict=True)
 
 
-def op_header(costs: OpCosts, inferred: bool = False) -> tuple[str, ...]:
+def op_header(trace: Trace) -> tuple[str, ...]:
     """The columns of ``ops.csv``: :data:`OP_COLUMNS`, then :data:`MAPPING_COLUMNS` when
-    ``costs`` come from a mapping search, then :data:`INFERRED_COLUMN` when some
-    processors were ``inferred``."""
-    columns = OP_COLUMNS if costs.mapping is None else (*OP_COLUMNS, *MAPPING_COLUMNS)
-    return (*columns, INFERRED_COLUMN) if inferred else columns
+    the costs come from a mapping search, then :data:`INFERRED_COLUMN` when some
+    processors were inferred, then :data:`STANDS_FOR_COLUMN` when one replica stood
+    for every processor's."""
+    mapped = trace.costs.mapping is not None
+    columns = (*OP_COLUMNS, *(MAPPING_COLUMNS if mapped else ()))
+    inferred = (INFERRED_COLUMN,) if trace.copies else ()
+    return (*columns, *inferred, *((STANDS_FOR_COLUMN,) if trace.replicas > 1 else ()))
 
 
 def ops_csv(columns: Sequence[Sequence[Any]], header: Sequence[str] = OP_COLUMNS) -> str:
@@ -219,6 +228,7 @@ def op_columns(
         [round(x, 3) for x in op_pj.tolist()],
         *mapping_columns(c),
         *inferred_column(trace),
+        *([op_weights(trace).tolist()] if trace.replicas > 1 else []),
     ]
 
 
@@ -254,7 +264,9 @@ def layer_rows(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> list[dict[str
     """One ``layers.csv`` row per layer, in order of first appearance.
 
     Sums are exact (counts as :func:`~accelsim.counts.exact_group_totals` adds them,
-    energies added in op order as Python adds them)."""
+    each op as often as it stands for), cycles summed likewise, energies each
+    processor's added in op order, then the processors' correctly rounded sum
+    (:mod:`accelsim.timing.weights`)."""
     c = trace.costs
     ops = graph.ops
     order: dict[str, int] = {}
@@ -263,17 +275,13 @@ def layer_rows(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> list[dict[str
     durations = trace.end_cycle - trace.start_cycle
 
     def total(values: np.ndarray, where: np.ndarray | None = None) -> list[Any]:
-        group, kept = (layer, values) if where is None else (layer[where], values[where])
-        if values.dtype.kind == "i":  # counts: exact at any size
-            return exact_group_totals(group, kept, len(order))
-        out = np.zeros(len(order), values.dtype)
-        np.add.at(out, group, kept)
-        return out.tolist()  # type: ignore[no-any-return]
+        kept = values if where is None else np.where(where, values, 0)
+        return weighted_group_totals(trace, layer, kept, len(order))
 
     fwd, aux = phase == _PHASE_CODE[Phase.FWD], phase == _PHASE_CODE[Phase.AUX]
     bwd_input, bwd_weight = (phase == _PHASE_CODE[p] for p in (Phase.BWD_INPUT, Phase.BWD_WEIGHT))
     columns = {
-        "ops": np.bincount(layer, minlength=len(order)).tolist(),
+        "ops": total(np.ones(len(ops), np.int64)),
         "fwd_macs": total(c.macs, fwd),
         "bwd_input_macs": total(c.macs, bwd_input),
         "bwd_weight_macs": total(c.macs, bwd_weight),
@@ -286,8 +294,8 @@ def layer_rows(graph: OpGraph, trace: Trace, op_pj: np.ndarray) -> list[dict[str
         "stall_cycles": total(trace.stall_cycles),
         "dram_read_bytes": total(c.dram_read_bytes),
         "dram_write_bytes": total(c.dram_ofmap_write_bytes),
-        "stash_bytes": _stash_bytes(graph, len(order), layer),
-        "energy_pj": [round(x, 3) for x in total(op_pj)],
+        "stash_bytes": [b * trace.replicas for b in _stash_bytes(graph, len(order), layer)],
+        "energy_pj": [round(x, 3) for x in processor_group_sums(trace, layer, op_pj, len(order))],
     }
     params = dict.fromkeys(order, 0)
     for p in graph.parameters:

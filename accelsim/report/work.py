@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from accelsim.counts import exact_group_totals
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CORE, OpGraph, Stage
 from accelsim.report.summary import WorkSummary
 from accelsim.timing.costs import UNIT_COMM
 from accelsim.timing.trace import Trace
+from accelsim.timing.weights import processor_sum, weighted_group_totals
 
 CORE_OWNER = "core"
 """The owner the tables name the step's own work by (its ops' ``owner`` is empty)."""
@@ -61,14 +61,22 @@ def _work(
     c = trace.costs
     groups = len(names)
     units = [(u, name) for u, name in enumerate(c.unit_names) if u != UNIT_COMM]
-    # Every group's busy cycles on every unit of every processor, in one pass.
+    # Every group's busy cycles on every unit of every processor, in one pass (the ops
+    # standing for every processor's, on every processor).
     busy = np.zeros((groups, len(c.unit_names), trace.processors), np.int64)
-    np.add.at(busy, (codes, c.unit, trace.processor), trace.end_cycle - trace.start_cycle)
-    ops = np.bincount(codes, minlength=groups).tolist()
-    macs = exact_group_totals(codes, c.macs, groups)
-    vector_ops = exact_group_totals(codes, c.vector_ops, groups)
-    reads = exact_group_totals(codes, c.dram_read_bytes, groups)
-    writes = exact_group_totals(codes, c.dram_ofmap_write_bytes, groups)
+    durations = trace.end_cycle - trace.start_cycle
+    stand = trace.stand_ins()
+    alone = ~stand
+    np.add.at(busy, (codes[alone], c.unit[alone], trace.processor[alone]), durations[alone])
+    if stand.any():
+        each = np.zeros((groups, len(c.unit_names)), np.int64)
+        np.add.at(each, (codes[stand], c.unit[stand]), durations[stand])
+        busy += each[:, :, None]
+    ops = weighted_group_totals(trace, codes, np.ones(len(codes), np.int64), groups)
+    macs = weighted_group_totals(trace, codes, c.macs, groups)
+    vector_ops = weighted_group_totals(trace, codes, c.vector_ops, groups)
+    reads = weighted_group_totals(trace, codes, c.dram_read_bytes, groups)
+    writes = weighted_group_totals(trace, codes, c.dram_ofmap_write_bytes, groups)
     return {
         name: WorkSummary(
             ops=ops[i],
@@ -76,7 +84,7 @@ def _work(
             vector_ops=vector_ops[i],
             dram_read_bytes=reads[i],
             dram_write_bytes=writes[i],
-            energy_pj=float(op_pj[codes == i].sum()),
+            energy_pj=processor_sum(trace, op_pj, codes == i),
             busy_cycles={unit: tuple(busy[i, u].tolist()) for u, unit in units},
         )
         for i, name in enumerate(names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -30,6 +31,10 @@ class Trace:
             the processor each processor's timing is that of (itself when simulated).
         unsymmetric: Why a step of data-parallel replicas or tensor-parallel ranks
             under ``symmetry: auto`` was simulated on every processor; empty otherwise.
+        replicas: How many processors each op but a collective stands for: 1, or, for
+            a data-parallel step placed once (every op but a collective is processor
+            0's and every processor runs the same), the processor count
+            (:mod:`accelsim.timing.weights` adds the step up).
     """
 
     costs: OpCosts
@@ -43,13 +48,37 @@ class Trace:
     engine: str
     copies: tuple[int, ...] = ()
     unsymmetric: str = ""
+    replicas: int = 1
 
     def busy_cycles(self, unit: int) -> np.ndarray:
         """Cycles each processor's ``unit`` spent running ops (compute plus stalls)."""
-        busy = np.zeros(self.processors, np.int64)
         mask = self.costs.unit == unit
-        np.add.at(busy, self.processor[mask], (self.end_cycle - self.start_cycle)[mask])
-        return busy
+        return self.per_processor(np.where(mask, self.end_cycle - self.start_cycle, 0))
+
+    @cached_property
+    def by_processor(self) -> tuple[np.ndarray, list[int]]:
+        """The ops in processor order (op order within one) and where each
+        processor's start, the last end after them."""
+        order = np.argsort(self.processor, kind="stable")
+        ends = np.searchsorted(self.processor[order], np.arange(self.processors + 1))
+        return order, ends.tolist()
+
+    def stand_ins(self) -> np.ndarray:
+        """Which ops stand for every processor's (all False but in a step placed
+        once, :attr:`replicas` above 1: every op but a collective)."""
+        if self.replicas == 1:
+            return np.zeros(len(self.processor), dtype=bool)
+        return np.asarray(self.costs.unit != UNIT_COMM)
+
+    def per_processor(self, values: np.ndarray) -> np.ndarray:
+        """Each processor's total of an integer per-op ``values`` (``int64``), the
+        ops that stand for every processor's counted on every processor."""
+        out = np.zeros(self.processors, np.int64)
+        stand = self.stand_ins()
+        np.add.at(out, self.processor[~stand], values[~stand])
+        if stand.any():
+            out += np.int64(values[stand].sum())
+        return out
 
 
 def build_trace(

@@ -152,8 +152,10 @@ def test_more_than_1024_processors_only_with_a_pipeline(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         simulate_training(inputs)
     assert str(err.value) == (
-        "--set: processors: above 1,024 only with parallel.pipeline above 1: every other"
-        " plan places a copy of the step on every processor (got 2048)"
+        "--set: processors: above 1,024 only with parallel.pipeline above 1 or for a"
+        " data-parallel step simulated once, one replica standing for every processor, and"
+        " this one cannot be: its processors share a DRAM (dram.sharing: per_processor gives"
+        " each its own) (got 2048)"
     )
 
 

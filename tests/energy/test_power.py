@@ -22,7 +22,7 @@ MLP = ROOT / "configs" / "runs" / "mlp.yaml"
 
 def trace(starts: list[int], ends: list[int], total: int) -> SimpleNamespace:
     return SimpleNamespace(
-        start_cycle=np.array(starts), end_cycle=np.array(ends), total_cycles=total
+        start_cycle=np.array(starts), end_cycle=np.array(ends), total_cycles=total, processors=1
     )
 
 

@@ -17,6 +17,7 @@ def trace(starts: list[int], ends: list[int]) -> SimpleNamespace:
         start_cycle=np.array(starts, np.int64),
         end_cycle=np.array(ends, np.int64),
         total_cycles=max(ends, default=0),
+        processors=1,
     )
 
 
