@@ -275,30 +275,12 @@ def _stage_data_parallel(
     plan of the graph with the same chunks on the stage, stages, replicas and ZeRO
     stage)."""
     assert run.parallel is not None
-    key = tuple(tuple(cut.chunks[g]) for g in cut.chunks_of_stage(s))
-    place = (key, s, cut.stages, data, run.parallel.zero if data > 1 else 0)
-    if place not in memo.sums:
-        memo.sums[place] = _stage_sums(run, hw, network, cut, graph, ops, s, data, simulated, memo)
-    return memo.sums[place]
-
-
-def _stage_sums(
-    run: RunSpec,
-    hw: HardwareSpec,
-    network: Network,
-    cut: PipelineCut,
-    graph: OpGraph,
-    ops: _ChunkOps,
-    s: int,
-    data: int,
-    simulated: Simulated,
-    memo: PassMemo,
-) -> _StageSums:
-    """:func:`_stage_data_parallel`, made."""
-    assert run.parallel is not None
     p, t = cut.stages, run.parallel.tensor
     zero = run.parallel.zero if data > 1 else 0
     key = tuple(tuple(cut.chunks[g]) for g in cut.chunks_of_stage(s))
+    place = (key, s, p, data, zero)
+    if place in memo.sums:
+        return memo.sums[place]
     if key not in memo.stages:
         memo.stages[key] = _stage_work(run, cut, graph, ops, s)
     work = memo.stages[key]
@@ -311,13 +293,16 @@ def _stage_sums(
 
     if zero == 0:
         summed = timed(Collective.ALL_REDUCE, sizes) if data > 1 else 0
-        return _StageSums(sum(sizes), summed, memo.timed(simulated, kept) if kept else 0, 0)
-    return _StageSums(
-        sum(sizes),
-        timed(Collective.REDUCE_SCATTER, sizes),
-        memo.timed(simulated, kept, data) if kept else 0,
-        timed(Collective.ALL_GATHER, work.weight_bytes),
-    )
+        sums = _StageSums(sum(sizes), summed, memo.timed(simulated, kept) if kept else 0, 0)
+    else:
+        sums = _StageSums(
+            sum(sizes),
+            timed(Collective.REDUCE_SCATTER, sizes),
+            memo.timed(simulated, kept, data) if kept else 0,
+            timed(Collective.ALL_GATHER, work.weight_bytes),
+        )
+    memo.sums[place] = sums
+    return sums
 
 
 @dataclass(frozen=True)

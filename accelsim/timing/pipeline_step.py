@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from accelsim.config.parallel import PipelineSchedule
@@ -229,6 +229,16 @@ def compose(times: PipelineTimes) -> ComposedStep:
         try_start(s)
     if any(nexts[s] < len(orders[s]) for s in range(p)):
         raise ValueError("the pipeline's stage orders wait on each other")
+    return stages_after(times, free, compute, exposed)
+
+
+def stages_after(
+    times: PipelineTimes, free: Sequence[int], compute: Sequence[int], exposed: Sequence[int]
+) -> ComposedStep:
+    """The step once every stage has run its passes: each stage's last backward's end
+    (``free``), its passes' sum and its exposed transfers by stage, then each stage's
+    data-parallel work after its last backward."""
+    p = times.stages
     flush = max(free)
     stages = []
     for s in range(p):

@@ -9,7 +9,7 @@ import heapq
 from collections.abc import Hashable, Sequence
 
 from accelsim.mapping.pipeline_order import ChunkPass, Pass, stage_order
-from accelsim.timing.pipeline_step import ComposedStep, Hop, PipelineTimes, StageTimes
+from accelsim.timing.pipeline_step import ComposedStep, Hop, PipelineTimes, stages_after
 
 
 def reference_compose(times: PipelineTimes) -> ComposedStep:
@@ -86,23 +86,7 @@ def reference_compose(times: PipelineTimes) -> ComposedStep:
         try_start(s)
     if any(nexts[s] < len(orders[s]) for s in range(p)):
         raise ValueError("the pipeline's stage orders wait on each other")
-    flush = max(free)
-    stages = []
-    for s in range(p):
-        ar, update = times.all_reduce_cycles[s], times.update_cycles[s]
-        stages.append(
-            StageTimes(
-                compute[s],
-                flush - compute[s] - exposed[s],
-                exposed[s],
-                free[s],
-                ar,
-                max(0, free[s] + ar - flush),
-                update,
-                times.all_gather_cycles[s],
-            )
-        )
-    return ComposedStep(tuple(stages), flush, max(st.end_cycles for st in stages))
+    return stages_after(times, free, compute, exposed)
 
 
 def _consumers(step: ChunkPass, last_chunk: int) -> Sequence[ChunkPass]:
