@@ -87,7 +87,7 @@ class PassMemo:
     keeps one per rank graph for a plan search's candidates): the graph, each cut's
     chunk ops and distinct passes, each stage's trained parameters by its layers, the
     cycles of every subgraph simulated, by its ops' signature (and the replicas its
-    updates are sharded over, 0 for none) and by its ops, each stage's data-parallel
+    updates are sharded over, 0 for none), each stage's data-parallel
     work by its chunks, place and replicas, each transfer between stages and each op's
     kind and sizes (:func:`_signature`'s)."""
 
@@ -97,7 +97,6 @@ class PassMemo:
     )
     stages: dict[tuple[tuple[str, ...], ...], _StageWork] = field(default_factory=dict)
     cycles: dict[tuple[tuple[object, ...], int], int] = field(default_factory=dict)
-    cycles_of_ops: dict[tuple[tuple[int, ...], int], int] = field(default_factory=dict)
     sums: dict[tuple[object, ...], _StageSums] = field(default_factory=dict)
     hops: dict[tuple[int, ...], Hop] = field(default_factory=dict)
     kinds: dict[int, tuple[object, ...]] = field(default_factory=dict)
@@ -113,9 +112,6 @@ class PassMemo:
         ``1 / shard`` shard when ``shard`` is above 0), simulated once for every set of
         ops of the same :func:`_signature` (a middle stage's update and another's)."""
         assert self.graph is not None
-        own = (tuple(ids), shard)
-        if own in self.cycles_of_ops:
-            return self.cycles_of_ops[own]
         key = (_signature(self.graph, ids, self.kinds), shard)
         if key not in self.cycles:
             sub = subgraph(self.graph, ids)
@@ -128,7 +124,6 @@ class PassMemo:
                 )
                 sub = dataclasses.replace(sub, ops=shards)
             self.cycles[key] = simulated(sub)
-        self.cycles_of_ops[own] = self.cycles[key]
         return self.cycles[key]
 
 
