@@ -112,7 +112,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = search.sweep_of(request, base, sets, filtered.fitting, args.max_plans or MAX_POINTS)
     try:
         with cli_sweep.executor_of(args, search.pending(request, plan)) as executor:
-            report = search.simulate(request, plan, executor)
+            report = search.simulate(request, plan, executor, filtered.fitting)
     except ClusterError as exc:
         where = display_path(request.store)
         print(f"accelsim: {exc}; rerun the same command to resume ({where}/)", file=sys.stderr)

@@ -33,9 +33,11 @@ from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.report.result import RunResult
 from accelsim.timing.pipeline_step import PipelineStep
 
-SHARED_RANK_GRAPHS = 6
+SHARED_RANK_GRAPHS = 2
 """Rank graphs (with what was simulated from them) a process keeps; a plan search
-orders its candidates so that those sharing one follow each other."""
+orders its candidates so that those sharing one follow each other, and hands a
+worker those of one rank graph together (:mod:`accelsim.planner.grouped`): a graph of
+32 tensor ranks with its passes holds gigabytes."""
 
 NOT_SHARING = ("pipeline", "schedule", "virtual_stages", "zero", "zero_prefetch")
 """The fields of the parallel plan a rank graph and its passes do not depend on."""

@@ -85,9 +85,11 @@ class PassMemo:
     """What the pipeline steps of one rank graph share whatever their pipeline degree,
     schedule, ZeRO stage or data-parallel degree (:mod:`accelsim.driver.pipeline_memo`
     keeps one per rank graph for a plan search's candidates): the graph, each cut's
-    chunk ops and distinct passes, each stage's trained parameters by its layers, and
-    the cycles of every subgraph simulated, by its ops' signature (and the replicas its
-    updates are sharded over, 0 for none)."""
+    chunk ops and distinct passes, each stage's trained parameters by its layers, the
+    cycles of every subgraph simulated, by its ops' signature (and the replicas its
+    updates are sharded over, 0 for none), each stage's data-parallel
+    work by its chunks, place and replicas, each transfer between stages and each op's
+    kind and sizes (:func:`_signature`'s)."""
 
     graph: OpGraph | None = None
     cuts: dict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = field(
@@ -95,6 +97,9 @@ class PassMemo:
     )
     stages: dict[tuple[tuple[str, ...], ...], _StageWork] = field(default_factory=dict)
     cycles: dict[tuple[tuple[object, ...], int], int] = field(default_factory=dict)
+    sums: dict[tuple[object, ...], _StageSums] = field(default_factory=dict)
+    hops: dict[tuple[int, ...], Hop] = field(default_factory=dict)
+    kinds: dict[int, tuple[object, ...]] = field(default_factory=dict)
 
     def rank_graph(self, make: Callable[[], OpGraph]) -> OpGraph:
         """The rank graph, made once."""
@@ -107,7 +112,7 @@ class PassMemo:
         ``1 / shard`` shard when ``shard`` is above 0), simulated once for every set of
         ops of the same :func:`_signature` (a middle stage's update and another's)."""
         assert self.graph is not None
-        key = (_signature(self.graph, ids), shard)
+        key = (_signature(self.graph, ids, self.kinds), shard)
         if key not in self.cycles:
             sub = subgraph(self.graph, ids)
             if shard:
@@ -167,7 +172,7 @@ def pipeline_step(
     elements = _crossing(graph, ops.rank_zero)
     forward_bytes = [n * hw.word_bytes.activations for n in elements]
     backward_bytes = [n * hw.word_bytes.gradients for n in elements]
-    hop = _hops(network, p, t, data)
+    hop = _hops(network, p, t, data, memo.hops)
     zero = plan.zero if data > 1 else 0
     stages = [
         _stage_data_parallel(run, hw, network, cut, graph, ops, s, data, simulated, memo)
@@ -261,11 +266,16 @@ def _stage_data_parallel(
 ) -> _StageSums:
     """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets), its update
     and, under ZeRO stages 1 and 2, its weight all-gather (bucket by bucket, one after
-    the other) and its update run on its shard of every tensor."""
+    the other) and its update run on its shard of every tensor (made once for every
+    plan of the graph with the same chunks on the stage, stages, replicas and ZeRO
+    stage)."""
     assert run.parallel is not None
     p, t = cut.stages, run.parallel.tensor
     zero = run.parallel.zero if data > 1 else 0
     key = tuple(tuple(cut.chunks[g]) for g in cut.chunks_of_stage(s))
+    place = (key, s, p, data, zero)
+    if place in memo.sums:
+        return memo.sums[place]
     if key not in memo.stages:
         memo.stages[key] = _stage_work(run, cut, graph, ops, s)
     work = memo.stages[key]
@@ -278,13 +288,16 @@ def _stage_data_parallel(
 
     if zero == 0:
         summed = timed(Collective.ALL_REDUCE, sizes) if data > 1 else 0
-        return _StageSums(sum(sizes), summed, memo.timed(simulated, kept) if kept else 0, 0)
-    return _StageSums(
-        sum(sizes),
-        timed(Collective.REDUCE_SCATTER, sizes),
-        memo.timed(simulated, kept, data) if kept else 0,
-        timed(Collective.ALL_GATHER, work.weight_bytes),
-    )
+        sums = _StageSums(sum(sizes), summed, memo.timed(simulated, kept) if kept else 0, 0)
+    else:
+        sums = _StageSums(
+            sum(sizes),
+            timed(Collective.REDUCE_SCATTER, sizes),
+            memo.timed(simulated, kept, data) if kept else 0,
+            timed(Collective.ALL_GATHER, work.weight_bytes),
+        )
+    memo.sums[place] = sums
+    return sums
 
 
 @dataclass(frozen=True)
@@ -330,7 +343,8 @@ def _chunk_passes(
     one rewriting technique a pipeline plan admits) simulated alone."""
     seen: dict[tuple[object, ...], list[int]] = {}
     for g, own in enumerate(ops.group):
-        key = (_signature(graph, own[Stage.FORWARD]), _signature(graph, own[Stage.BACKWARD]))
+        forward, backward = own[Stage.FORWARD], own[Stage.BACKWARD]
+        key = (_signature(graph, forward, memo.kinds), _signature(graph, backward, memo.kinds))
         seen.setdefault(key, []).append(g)
     out = []
     for chunks in seen.values():
@@ -343,17 +357,20 @@ def _chunk_passes(
     return tuple(out)
 
 
-def _signature(graph: OpGraph, ids: Sequence[int]) -> tuple[object, ...]:
-    """What a pass's timing depends on, names aside: each op's kind and sizes, and its
-    dependencies within the pass, relative to its first op."""
+def _signature(
+    graph: OpGraph, ids: Sequence[int], kinds: dict[int, tuple[object, ...]]
+) -> tuple[object, ...]:
+    """What a pass's timing depends on, names aside: each op's kind and sizes (kept in
+    ``kinds`` by op), and its dependencies within the pass, relative to its first op."""
     first = ids[0] if ids else 0
     own = set(ids)
     out: list[object] = []
     for i in ids:
         op = graph.ops[i]
-        deps = tuple(d - first for d in op.deps if d in own)
-        where = graph.processor[i]
-        out.append((type(op).__name__, op.phase, where, deps, _sizes(op)))
+        kind = kinds.get(i)
+        if kind is None:
+            kind = kinds[i] = (type(op).__name__, op.phase, graph.processor[i], _sizes(op))
+        out.append((kind, tuple(d - first for d in op.deps if d in own)))
     return tuple(out)
 
 
@@ -388,11 +405,20 @@ def _crossing(graph: OpGraph, rank_zero: Sequence[dict[Stage, list[int]]]) -> li
     return out
 
 
-def _hops(network: Network, p: int, t: int, data: int) -> Callable[[int, int, int], Hop]:
+def _hops(
+    network: Network, p: int, t: int, data: int, kept: dict[tuple[int, ...], Hop]
+) -> Callable[[int, int, int], Hop]:
     """A transfer of ``n`` bytes from every rank of stage ``a`` to its peer of stage
-    ``b`` in every replica: its cycles and replica 0's rank 0 route."""
+    ``b`` in every replica: its cycles and replica 0's rank 0 route (each made once
+    into ``kept``)."""
 
     def hop(a: int, b: int, n: int) -> Hop:
+        key = (p, t, data, a, b, n)
+        if key not in kept:
+            kept[key] = made(a, b, n)
+        return kept[key]
+
+    def made(a: int, b: int, n: int) -> Hop:
         pairs = [
             (processor_of(r, a, k, p, t), processor_of(r, b, k, p, t))
             for r in range(data)

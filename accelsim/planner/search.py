@@ -24,6 +24,7 @@ from accelsim.lowering.stats import model_stats
 from accelsim.mapping.memory import CLASSES, MemoryBreakdown, memory_problem
 from accelsim.planner.candidates import Candidate, Model, enumerate_plans
 from accelsim.planner.given import OPTION
+from accelsim.planner.grouped import ByRankGraph
 from accelsim.planner.result import Fitting, Scale
 from accelsim.resources import bundled_path
 from accelsim.sweep.executors import Executor
@@ -177,9 +178,16 @@ def sharing_first(candidate: Candidate) -> tuple[Any, ...]:
     simulating the candidates in turn reuses each rank graph's passes
     (:mod:`accelsim.driver.pipeline_memo`) while it keeps them."""
     fields = dict(candidate.parallel)
-    shared = [str(v) for k, v in fields.items() if k not in NOT_SHARING]
     rest = [str(fields[k]) for k in NOT_SHARING if k in fields]
-    return (*shared, candidate.recompute, *rest, candidate.data)
+    return (*rank_graph_of(candidate), *rest, candidate.data)
+
+
+def rank_graph_of(candidate: Candidate) -> tuple[str, ...]:
+    """What a pipeline plan's rank graph depends on (:func:`sharing_first`): the plan's
+    fields but :data:`~accelsim.driver.pipeline_memo.NOT_SHARING`, and the
+    recomputation policy."""
+    shared = [str(v) for k, v in candidate.parallel if k not in NOT_SHARING]
+    return (*shared, candidate.recompute)
 
 
 def filter_plans(
@@ -308,7 +316,12 @@ def sweep_of(
     return plan_sweep(sweep, max_points=most)
 
 
-def simulate(request: Request, plan: SweepPlan, executor: Executor) -> SweepReport:
+def simulate(
+    request: Request, plan: SweepPlan, executor: Executor, fitting: Sequence[Fitting]
+) -> SweepReport:
     """Simulate the points not in the store yet (a killed search resumes), each keeping
-    its directory: the breakdown of the fastest is read from its ``summary.json``."""
-    return run_sweep(plan, request.store.parent, executor, keep_points=KeepPoints.ALL)
+    its directory (the breakdown of the fastest is read from its ``summary.json``), the
+    plans of one rank graph on one worker together (``fitting``: the plans, in the
+    sweep's order)."""
+    grouped = ByRankGraph(executor, [rank_graph_of(f.candidate) for f in fitting])
+    return run_sweep(plan, request.store.parent, grouped, keep_points=KeepPoints.ALL)

@@ -24,12 +24,13 @@ at once, so a pass's cycles do not depend on when it runs.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from accelsim.config.parallel import PipelineSchedule
-from accelsim.mapping.pipeline_order import ChunkPass, Pass, stage_order
+from accelsim.mapping.pipeline_order import Pass, stage_order
 
 
 @dataclass(frozen=True)
@@ -149,52 +150,55 @@ def bubble_fraction(schedule: PipelineSchedule, stages: int, virtual_stages: int
 
 
 def compose(times: PipelineTimes) -> ComposedStep:
-    """The step's event schedule (the module's rules).
+    """The step's event schedule (the module's rules), its passes numbered
+    (:func:`_numbered_orders`) so that every table is a list.
 
     Raises:
         ValueError: if the stages' orders wait on each other for ever (a bug).
     """
     p, v, m = times.stages, times.virtual_stages, times.micro_batches
-    orders = [stage_order(times.schedule, p, v, m, s) for s in range(p)]
-    last_chunk = p * v - 1
-    made: dict[ChunkPass, int] = {}  # when a pass ended
-    arrived: dict[ChunkPass, int] = {}  # when a pass's input arrived
-    link_free: dict[Hashable, int] = {}
+    chunks = p * v
+    n = m * chunks  # the forwards' numbers, then the backwards'
+    orders = _numbered_orders(times.schedule, p, v, m)
+    links: dict[Hashable, int] = {}
+    forward_hops = [_numbered_hop(hop, links) for hop in times.forward_hops]
+    backward_hops = [_numbered_hop(hop, links) for hop in times.backward_hops]
+    forward_cycles = [c.forward_cycles for c in times.passes]
+    backward_cycles = [c.backward_cycles for c in times.passes]
+    link_free = [0] * len(links)
+    made = [0] * (2 * n)  # when a pass ended
+    arrived = [-1] * (2 * n)  # when a pass's input arrived (-1: not yet)
     nexts, free = [0] * p, [0] * p
     compute, exposed = [0] * p, [0] * p
-    events: list[tuple[int, int, int, int, ChunkPass]] = []
-    pushed = [0]
-
-    def input_of(step: ChunkPass) -> tuple[ChunkPass, Hop | None] | None:
-        """The pass ``step`` waits for and the hop between them (None: no input)."""
-        j, g = step.micro_batch, step.chunk
-        if step.direction is Pass.FORWARD:
-            return (
-                None if g == 0 else (ChunkPass(Pass.FORWARD, j, g - 1), times.forward_hops[g - 1])
-            )
-        if g == last_chunk:
-            return ChunkPass(Pass.FORWARD, j, g), None
-        return ChunkPass(Pass.BACKWARD, j, g + 1), times.backward_hops[g]
+    events: list[tuple[int, int, int, int, int]] = []
+    pushed = 0
+    last_chunk = chunks - 1
 
     def try_start(s: int) -> None:
-        if nexts[s] == len(orders[s]):
+        nonlocal pushed
+        order = orders[s]
+        if nexts[s] == len(order):
             return
-        step = orders[s][nexts[s]]
-        source = input_of(step)
+        step = order[nexts[s]]
+        g = step % chunks
         ready = free[s]
-        if source is not None:
-            if step not in arrived:
+        if step < n:
+            cycles = forward_cycles[g]
+            source = step - 1 if g else -1
+        else:
+            cycles = backward_cycles[g]
+            source = step - n if g == last_chunk else step + 1
+        if source >= 0:
+            at = arrived[step]
+            if at < 0:
                 return
-            producer_end = made[source[0]]
-            exposed[s] += max(0, arrived[step] - max(free[s], producer_end))
-            ready = max(ready, arrived[step])
-        chunk = times.passes[step.chunk]
-        cycles = chunk.forward_cycles if step.direction is Pass.FORWARD else chunk.backward_cycles
+            exposed[s] += max(0, at - max(ready, made[source]))
+            ready = max(ready, at)
         compute[s] += cycles
         nexts[s] += 1
         free[s] = ready + cycles
-        pushed[0] += 1
-        heapq.heappush(events, (free[s], s, 0, pushed[0], step))
+        pushed += 1
+        heapq.heappush(events, (free[s], s, 0, pushed, step))
 
     for s in range(p):
         try_start(s)
@@ -205,22 +209,36 @@ def compose(times: PipelineTimes) -> ComposedStep:
             try_start(s)
             continue
         made[step] = now
-        for consumer in _consumers(step, last_chunk):
-            source = input_of(consumer)
-            assert source is not None
-            hop = source[1]
-            if hop is None:
-                arrived[consumer] = now
+        g = step % chunks
+        if step < n:  # a forward feeds the next chunk's forward, the last its backward
+            if g == last_chunk:
+                arrived[step + n] = now
+                try_start(s)
                 continue
-            start = max([now, *(link_free.get(link, 0) for link in hop.links)])
-            for link in hop.links:
-                link_free[link] = start + hop.cycles
-            pushed[0] += 1
-            arrival = (start + hop.cycles, consumer.chunk % p, 1, pushed[0], consumer)
-            heapq.heappush(events, arrival)
+            consumer, (hop_cycles, hop_links) = step + 1, forward_hops[g]
+        elif g:  # a backward feeds the chunk before's backward
+            consumer, (hop_cycles, hop_links) = step - 1, backward_hops[g - 1]
+        else:
+            try_start(s)
+            continue
+        start = max([now, *(link_free[link] for link in hop_links)])
+        for link in hop_links:
+            link_free[link] = start + hop_cycles
+        pushed += 1
+        heapq.heappush(events, (start + hop_cycles, consumer % chunks % p, 1, pushed, consumer))
         try_start(s)
     if any(nexts[s] < len(orders[s]) for s in range(p)):
         raise ValueError("the pipeline's stage orders wait on each other")
+    return stages_after(times, free, compute, exposed)
+
+
+def stages_after(
+    times: PipelineTimes, free: Sequence[int], compute: Sequence[int], exposed: Sequence[int]
+) -> ComposedStep:
+    """The step once every stage has run its passes: each stage's last backward's end
+    (``free``), its passes' sum and its exposed transfers by stage, then each stage's
+    data-parallel work after its last backward."""
+    p = times.stages
     flush = max(free)
     stages = []
     for s in range(p):
@@ -240,11 +258,24 @@ def compose(times: PipelineTimes) -> ComposedStep:
     return ComposedStep(tuple(stages), flush, max(st.end_cycles for st in stages))
 
 
-def _consumers(step: ChunkPass, last_chunk: int) -> Sequence[ChunkPass]:
-    """The passes that wait for ``step``'s output."""
-    j, g = step.micro_batch, step.chunk
-    if step.direction is Pass.FORWARD:
-        if g == last_chunk:
-            return (ChunkPass(Pass.BACKWARD, j, g),)
-        return (ChunkPass(Pass.FORWARD, j, g + 1),)
-    return () if g == 0 else (ChunkPass(Pass.BACKWARD, j, g - 1),)
+def _numbered_hop(hop: Hop, links: dict[Hashable, int]) -> tuple[int, tuple[int, ...]]:
+    """A hop's cycles and its links' numbers (``links``: each link's, added to)."""
+    return hop.cycles, tuple(links.setdefault(link, len(links)) for link in hop.links)
+
+
+@functools.lru_cache(maxsize=64)
+def _numbered_orders(
+    schedule: PipelineSchedule, stages: int, virtual_stages: int, micro_batches: int
+) -> tuple[tuple[int, ...], ...]:
+    """Each stage's order (:func:`~accelsim.mapping.pipeline_order.stage_order`), a
+    pass numbered ``j c + g`` forward and ``(m + j) c + g`` backward (micro-batch
+    ``j`` of ``m``, chunk ``g`` of ``c``)."""
+    chunks = stages * virtual_stages
+    n = micro_batches * chunks
+    return tuple(
+        tuple(
+            (n if step.direction is Pass.BACKWARD else 0) + step.micro_batch * chunks + step.chunk
+            for step in stage_order(schedule, stages, virtual_stages, micro_batches, s)
+        )
+        for s in range(stages)
+    )

@@ -60,7 +60,7 @@ def test_a_plan_in_a_search_equals_the_plan_alone(
     assert [f.candidate for f in filtered.fitting] == candidates
     sweep = search.sweep_of(request, base, sets, filtered.fitting, 100)
     with Executor() as executor:
-        assert search.simulate(request, sweep, executor).failed == 0
+        assert search.simulate(request, sweep, executor, filtered.fitting).failed == 0
     summaries = {
         point.task.identity: json.loads(
             (request.store / "points" / point.task.identity / "summary.json").read_text("utf-8")

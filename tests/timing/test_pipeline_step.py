@@ -1,12 +1,16 @@
 """A pipeline step composed at pass granularity (:mod:`accelsim.timing.pipeline_step`):
 the bubble of uniform chunks against the closed form, and hand-timed schedules with
-transfers, a shared link and each stage's all-reduce and update."""
+transfers, a shared link and each stage's all-reduce and update, and the same cycles
+as the plain event schedule (:mod:`tests.timing.pipeline_reference`) on random ones."""
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelsim.config.parallel import PipelineSchedule
 from accelsim.timing.pipeline_step import (
@@ -17,6 +21,7 @@ from accelsim.timing.pipeline_step import (
     bubble_fraction,
     compose,
 )
+from tests.timing.pipeline_reference import reference_compose
 
 ONE = PipelineSchedule.ONE_F_ONE_B
 INTERLEAVED = PipelineSchedule.INTERLEAVED
@@ -137,3 +142,54 @@ def test_a_sharded_stage_reduce_scatters_updates_then_all_gathers() -> None:
     assert (first.all_gather_cycles, last.all_gather_cycles) == (20, 20)
     assert (first.end_cycles, last.end_cycles) == (194, 174)
     assert step.total_cycles == 194
+
+
+@st.composite
+def _random_times(draw: st.DrawFn) -> PipelineTimes:
+    """Any stages, schedule, micro-batches, chunk lengths and transfers, the transfers
+    on links drawn from four, so that some share one."""
+    p = draw(st.integers(1, 5))
+    schedule = draw(st.sampled_from([ONE, INTERLEAVED]))
+    v = 1 if schedule is ONE else draw(st.integers(2, 3))
+    m = draw(st.integers(1, 6)) * (p if schedule is INTERLEAVED else 1)
+    chunks = p * v
+    lengths = st.integers(0, 40)
+    links = st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=3, unique=True)
+    hops = st.lists(
+        st.builds(Hop, st.integers(0, 25), links.map(tuple)),
+        min_size=chunks - 1,
+        max_size=chunks - 1,
+    )
+    per_stage = st.lists(st.integers(0, 30), min_size=p, max_size=p).map(tuple)
+    return PipelineTimes(
+        schedule,
+        p,
+        v,
+        m,
+        tuple(draw(st.builds(PassCycles, lengths, lengths)) for _ in range(chunks)),
+        tuple(draw(hops)),
+        tuple(draw(hops)),
+        draw(per_stage),
+        draw(per_stage),
+        draw(per_stage),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(_random_times())
+def test_numbered_schedule_equals_the_plain_one(times: PipelineTimes) -> None:
+    """The composition over numbered passes gives every stage's cycles the plain event
+    schedule over :class:`ChunkPass` keys gives, on random chunk lengths and links."""
+    assert compose(times) == reference_compose(times)
+
+
+@pytest.mark.parametrize(("schedule", "v"), [(ONE, 1), (INTERLEAVED, 2), (INTERLEAVED, 3)])
+def test_numbered_schedule_equals_the_plain_one_on_a_long_pipeline(
+    schedule: PipelineSchedule, v: int
+) -> None:
+    """16 stages, 48 micro-batches, chunks of three lengths, every forward hop on one
+    link and every backward hop on another (the links busiest): the same cycles."""
+    times = _times(schedule, 16, v, 48, 7, 13, hop=3, shared=True)
+    lengths = tuple(PassCycles(7 + g % 3, 13 + g % 5) for g in range(16 * v))
+    times = dataclasses.replace(times, passes=lengths)
+    assert compose(times) == reference_compose(times)
