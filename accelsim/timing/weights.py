@@ -31,6 +31,8 @@ def op_weights(trace: Trace) -> np.ndarray:
 def weighted_total(trace: Trace, values: np.ndarray, mask: np.ndarray | None = None) -> int:
     """The exact sum of an integer per-op ``values`` (those ``mask`` selects), each
     counted as often as its op stands for."""
+    if trace.replicas == 1:
+        return exact_total(values if mask is None else values[mask])
     kept = np.ones(len(values), dtype=bool) if mask is None else mask
     stand = trace.stand_ins()
     alone = exact_total(values[kept & ~stand])
@@ -41,6 +43,8 @@ def weighted_group_totals(
     trace: Trace, group: np.ndarray, values: np.ndarray, groups: int
 ) -> list[int]:
     """Per group ``0 .. groups - 1``, :func:`weighted_total` of its ops' ``values``."""
+    if trace.replicas == 1:
+        return exact_group_totals(group, values, groups)
     stand = trace.stand_ins()
     alone = exact_group_totals(group[~stand], values[~stand], groups)
     if not stand.any():
