@@ -6,7 +6,8 @@ maps what it raises to a message and an exit code.
 With :mod:`accelsim.cli_sweep`, the only module that prints or exits.  Bad input (any
 :class:`~accelsim.errors.InputError`, an existing run directory) exits with
 code 2 and one line per problem, ``file: key.path: problem (got value)``;
-an internal error exits with code 1.  Set ``ACCELSIM_DEBUG=1`` (or ``true``,
+an internal error exits with code 1, a local worker process that died (killed by the
+kernel when memory runs out) with code 3.  Set ``ACCELSIM_DEBUG=1`` (or ``true``,
 ``yes``) for tracebacks.
 SIGINT, SIGTERM and SIGHUP remove unfinished results and exit ``128 +
 signal`` with one line; a closed stdout (``| head``) exits 141 silently.
@@ -29,9 +30,12 @@ from typing import Any, TextIO, cast
 
 from accelsim.cli_parser import build_parser
 from accelsim.collections_policy import fewer_collections
-from accelsim.errors import InputError, LimitError, OutputError
+from accelsim.errors import InputError, LimitError, OutputError, WorkerError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
+EXIT_WORKER = 3
+"""A local worker process died (:class:`~accelsim.errors.WorkerError`), as ``sweep``
+and ``plan`` exit when one dies while simulating."""
 EXIT_SIGNAL = 128
 """Stopped by signal N: exit ``128 + N`` (130 for Ctrl-C), as a shell reports it."""
 SIGPIPE = 13
@@ -212,6 +216,11 @@ def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace)
     except (OutputError, LimitError) as exc:
         print(f"accelsim: {exc}" if isinstance(exc, LimitError) else exc, file=sys.stderr)
         return EXIT_INPUT
+    except WorkerError as exc:
+        # A worker planning a sweep or filtering plans (one that dies simulating, the
+        # sweep and the plan search report with what is stored).
+        print(f"accelsim: {exc}; rerun the same command", file=sys.stderr)
+        return EXIT_WORKER
     except Exception as exc:
         if debugging():
             raise

@@ -244,7 +244,7 @@ def check_sweep(path: Path, max_points: int | None = None) -> SweepPlan:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from accelsim.errors import ClusterError
+    from accelsim.errors import ClusterError, WorkerError
     from accelsim.sweep import pending_points, plan_sweep, run_sweep, sweep_directory
     from accelsim.sweep.plan import MAX_POINTS
     from accelsim.sweep.points import KeepPoints
@@ -280,10 +280,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         except ClusterError as exc:
             bar.close()
             directory = sweep_directory(args.out, plan.name)
+            start = "" if isinstance(exc, WorkerError) else "start workers and "
             print(
                 f"accelsim: {exc}; points finished so far: {finished}, stored in"
-                f" {display_path(directory)}/: start workers and rerun the same command"
-                " to resume",
+                f" {display_path(directory)}/: {start}rerun the same command to resume",
                 file=sys.stderr,
             )
             return EXIT_FAILED_POINTS

@@ -118,6 +118,12 @@ class ClusterError(AccelsimError):
     finished so far are stored, and the same command resumes once workers are back."""
 
 
+class WorkerError(ClusterError):
+    """A local worker process died (killed by a signal: SIGKILL is what the kernel
+    sends when memory runs out): the message says how; the sweep's points finished so
+    far are stored, and the same command resumes."""
+
+
 class SimulationError(AccelsimError):
     """The engine reached an inconsistent state: an internal bug, not bad input."""
 

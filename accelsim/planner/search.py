@@ -234,15 +234,19 @@ def filter_in_parallel(
 ) -> Filtered:
     """:func:`filter_plans` on ``jobs`` forked worker processes, each a contiguous share
     of the candidates (those sharing a rank graph mostly together), the shares' counts
-    added in order: the same :class:`Filtered`."""
+    added in order: the same :class:`Filtered`.
+
+    Raises:
+        WorkerError: when a worker process died (nothing of the search is stored yet).
+    """
     if jobs < 2 or len(candidates) < FILTERED_APART or not can_fork():
         return filter_plans(cache, base, sets, candidates)
     n = len(candidates)
     bounds = [(i * n // jobs, (i + 1) * n // jobs) for i in range(jobs)]
     _filtering[:] = [(cache, base, sets, candidates)]
     try:
-        with process_pool(jobs) as pool:
-            parts = list(pool.map(_filter_share, bounds))
+        with process_pool(jobs, f"filtering the plans ({jobs} worker processes)") as pool:
+            parts = pool.map(_filter_share, bounds)
     finally:
         _filtering.clear()
     result = Filtered(n)

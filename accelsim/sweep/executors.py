@@ -14,12 +14,12 @@ import math
 import threading
 import time
 from collections.abc import Hashable, Iterator, Sequence
-from concurrent.futures import CancelledError, as_completed
+from concurrent.futures import CancelledError
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from accelsim.errors import ClusterError, InputError
+from accelsim.errors import ClusterError, InputError, WorkerError
 from accelsim.sweep.plan import PointTask
 from accelsim.sweep.processes import process_pool
 from accelsim.sweep.worker import PointOutcome, run_chunk
@@ -98,19 +98,33 @@ class PoolExecutor(Executor):
     jobs: int
 
     def __post_init__(self) -> None:
-        self._pool = process_pool(self.jobs)
         self.workers = self.jobs
         self.description = f"process pool, {self.jobs} worker{'s' if self.jobs != 1 else ''}"
+        self._pool = process_pool(self.jobs, self.description)
 
     def run(
         self, chunks: Sequence[Sequence[PointTask]], following: int = 0, files: bool = True
     ) -> Iterator[list[PointOutcome]]:
-        futures = [self._pool.submit(run_chunk, list(chunk), following, files) for chunk in chunks]
-        for future in as_completed(futures):
-            yield future.result()
+        """Each chunk's outcomes as it finishes.
+
+        Raises:
+            WorkerError: when a worker process died (within
+                :data:`~accelsim.sweep.processes.POLL_S`), with the points left.
+        """
+        sizes = {
+            self._pool.submit(run_chunk, list(chunk), following, files): len(chunk)
+            for chunk in chunks
+        }
+        try:
+            for future in self._pool.completed(list(sizes)):
+                del sizes[future]
+                yield future.result()
+        except WorkerError as exc:
+            left = sum(sizes.values())
+            raise WorkerError(f"{exc} with {left} point{'s' if left != 1 else ''} left") from None
 
     def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.__exit__(*exc)
 
 
 class DaskExecutor(Executor):

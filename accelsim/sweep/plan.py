@@ -277,13 +277,13 @@ def _forked_verdicts(expansion: _Expansion, count: int, jobs: int) -> Iterator[V
     per process and handed out in order."""
     shares = jobs * SHARES_PER_JOB
     size = -(-count // shares)
-    with process_pool(jobs) as pool:
+    with process_pool(jobs, f"planning the sweep ({jobs} worker processes)") as pool:
         futures = [
             pool.submit(_verdicts, expansion, k * size, min(count, (k + 1) * size))
             for k in range(shares)
         ]
-        for future in futures:
-            yield from future.result()
+        for verdicts in pool.ordered(futures):
+            yield from verdicts
 
 
 def plan_sweep(
@@ -310,6 +310,7 @@ def plan_sweep(
     Raises:
         ConfigError: for a bad sweep or one of more than ``max_points`` points, or
             listing every problem of every point (each once, in sweep order).
+        WorkerError: when a planning process died.
     """
     if isinstance(sweep, Mapping):
         path, source = None, MAPPING_SOURCE
