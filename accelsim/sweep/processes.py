@@ -27,12 +27,13 @@ import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
+import queue
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import AbstractContextManager
 from multiprocessing.process import BaseProcess
@@ -81,8 +82,15 @@ class WorkerPool(AbstractContextManager["WorkerPool"]):
         self._failed = False
 
     def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
-        """``fn(*args)`` in a worker."""
-        future = self._pool.submit(fn, *args)
+        """``fn(*args)`` in a worker.
+
+        Raises:
+            WorkerError: when a worker died already.
+        """
+        try:
+            future = self._pool.submit(fn, *args)
+        except BrokenProcessPool:
+            raise self._lost() from None
         # Forked workers all start at the first submission; others one by one.
         known = {p.pid for p in self._workers}
         self._workers += [p for p in self._pool._processes.values() if p.pid not in known]
@@ -102,17 +110,20 @@ class WorkerPool(AbstractContextManager["WorkerPool"]):
         Raises:
             WorkerError: when a worker died, after the futures finished before.
         """
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
-            broken = False
-            for future in done:
-                if isinstance(future.exception(), BrokenProcessPool):
-                    broken = True
-                else:
-                    yield future
-            if broken or self._dead():
+        finished: queue.SimpleQueue[Future[_T]] = queue.SimpleQueue()
+        for future in futures:
+            future.add_done_callback(finished.put)
+        for _ in futures:
+            while True:
+                try:
+                    future = finished.get(timeout=POLL_S)
+                    break
+                except queue.Empty:
+                    if self._dead():
+                        raise self._lost() from None
+            if isinstance(future.exception(), BrokenProcessPool):
                 raise self._lost()
+            yield future
 
     def ordered(self, futures: Sequence[Future[_T]]) -> Iterator[_T]:
         """The results of ``futures`` in their order.
