@@ -4,7 +4,8 @@ a deadline: the test fails, rather than hangs, if the command waits for a dead w
 The child replaces a function before the pool's workers fork, so that a worker, never
 the command's own process, SIGKILLs itself: ``kill_at`` (at a sweep's point of that
 index), ``die_writing`` (after simulating that point's chunk, halfway through writing
-its result, holding the result queue's lock), ``kill_share`` (a plan search's filter
+its result, holding the result queue's lock), ``kill_at_exit`` (the worker of that
+index, killed as the pool is left), ``kill_share`` (a plan search's filter
 share, or a sweep's planning share, that does not start at 0, with the least
 candidates or points filtered, or planned, in processes lowered)."""
 
@@ -64,6 +65,13 @@ if how == "kill_at":
     worker.run_point = killing_run_point
 elif how == "die_writing":
     pool._sendback_result = dying_send_back
+elif how == "kill_at_exit":
+    from accelsim.sweep import processes
+    leave = processes.WorkerPool.__exit__
+    def killing_exit(self, *exc):
+        os.kill(self._workers[where].pid, signal.SIGKILL)
+        return leave(self, *exc)
+    processes.WorkerPool.__exit__ = killing_exit
 elif how == "kill_share":
     search.FILTERED_APART = 2
     search._filter_share = killing_share

@@ -73,6 +73,18 @@ def test_a_dead_worker_fails_the_sweep_which_then_resumes(
     )
 
 
+def test_a_worker_killed_as_the_pool_stops(tmp_path: Path) -> None:
+    """Every point simulated and stored, a worker killed as the pool is left: the
+    sweep ends as usual (exit 0), all points stored."""
+    path = sweep_file(tmp_path, "name: ends\ngrid:\n  array.rows: [8, 16, 24, 32]\n")
+    out = tmp_path / "out"
+    ended = run_dying("kill_at_exit", 0, "sweep", str(path), "--out", str(out), "--jobs", "2")
+    assert ended.code == 0, ended
+    assert ended.seconds < 60, ended
+    with Store(out / "ends") as store:
+        assert len(store.rows()) == 4
+
+
 def test_a_dead_planning_worker_fails_the_sweep(tmp_path: Path) -> None:
     """A process planning a big sweep's points (forked from 2 points on, here) that
     dies: exit 3, naming the death, nothing simulated."""
