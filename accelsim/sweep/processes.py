@@ -11,7 +11,8 @@ A worker restores the default action of SIGTERM and ignores SIGINT and SIGHUP: t
 command line's handlers (:mod:`accelsim.cli`), inherited by a fork, would turn
 Python's own SIGTERM of the surviving workers of a broken pool into an exception the
 worker reports and survives, then ignore every further signal; such a worker blocked
-writing a result nobody read any more, while the parent waited for it to exit.  Ctrl-C reaches the parent, which stops the workers.
+writing a result nobody read any more, while the parent waited for it to exit.
+Ctrl-C reaches the parent, which stops the workers.
 
 :class:`WorkerPool` looks at its workers every :data:`POLL_S` while it waits for
 results and stops a pool whose worker died (or that Python found broken) by killing
