@@ -55,8 +55,8 @@ def expert_problems(
     the layer whole); then, with expert parallelism, processors or a moe layer's experts
     it does not divide (with tensor parallelism: the replicas of ``t`` ranks), a dropless
     moe layer, a workload without a moe layer, a batch the replicas do not divide, no
-    data parallelism, sequence parallelism, a pipeline, gradient clipping and any
-    technique."""
+    data parallelism, sequence parallelism, gradient clipping and any technique (with a
+    pipeline, the replicas are those of ``pipeline x tensor`` ranks)."""
     e, t = expert_degree(run), tensor_degree(run)
     moes = [i.layer for i in infos if isinstance(i.layer, wm.Moe)]
     sequence = run.parallel is not None and run.parallel.sequence_parallel
@@ -67,10 +67,12 @@ def expert_problems(
     ]
     if e == 1:
         return split
-    key, replicas = "parallel.expert", hw.processors // t
+    key, stages = "parallel.expert", 1 if run.parallel is None else run.parallel.pipeline
+    if hw.processors % (stages * t):
+        return split  # the pipeline's own problem (driver/pipeline.py) says why
+    replicas = hw.processors // (stages * t)
     if replicas % e:
-        what = f"{hw.processors} processors" if t == 1 else f"{replicas} replicas of {t} ranks"
-        return [Problem(source, key, f"must divide the {what}", e)]
+        return [Problem(source, key, f"must divide the {_replicas(hw, replicas, t, stages)}", e)]
     problems = split + [
         Problem(
             source,
@@ -96,7 +98,7 @@ def expert_problems(
             " assignment data_parallel"
         )
         problems.append(Problem(source, key, why, e))
-    elif run.batch_size % replicas:
+    elif run.batch_size % replicas and stages == 1:  # a pipeline's micro-batches say
         what = f"{replicas} processors" if t == 1 else f"{replicas} data-parallel replicas"
         why = (
             f"must be a multiple of the {what} with parallel.expert above 1 (every rank of an"
@@ -105,12 +107,6 @@ def expert_problems(
         problems.append(Problem(source, "batch_size", why, run.batch_size))
     if run.parallel is not None and run.parallel.sequence_parallel:
         problems.append(Problem(source, "parallel.sequence_parallel", _SEQUENCE, True))
-    if run.parallel is not None and run.parallel.pipeline > 1:
-        why = (
-            "not with parallel.pipeline above 1: a pipeline's passes are simulated on one"
-            " tensor-parallel group, without the expert groups' all-to-alls"
-        )
-        problems.append(Problem(source, key, why, e))
     problems += clip_norm_problems(run, "expert", e, source)
     for technique in techniques:
         why = (
@@ -119,3 +115,10 @@ def expert_problems(
         )
         problems.append(Problem(source, f"techniques.{technique.name}", why, e))
     return problems
+
+
+def _replicas(hw: HardwareSpec, replicas: int, t: int, stages: int) -> str:
+    """The data-parallel replicas an expert degree must divide, as a problem names them."""
+    if stages > 1:
+        return f"{replicas} data-parallel replicas of {stages * t} processors"
+    return f"{hw.processors} processors" if t == 1 else f"{replicas} replicas of {t} ranks"

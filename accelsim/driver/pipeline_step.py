@@ -48,6 +48,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
 from accelsim.graph.ops import (
     CORE,
+    NO_EXPERT,
     CommOp,
     GemmOp,
     Op,
@@ -60,6 +61,7 @@ from accelsim.graph.ops import (
 )
 from accelsim.graph.passes import subgraph
 from accelsim.graph.queries import reads_of, writes_of
+from accelsim.mapping.expert_placement import expert_group
 from accelsim.mapping.pipeline_stages import PipelineCut
 from accelsim.mapping.placement import StepGraph, buckets, single
 from accelsim.mapping.tensor_placement import tensor_parallel
@@ -135,8 +137,11 @@ def processor_of(replica: int, stage: int, rank: int, stages: int, tensor: int) 
 
 def rank_step(run: RunSpec, hw: HardwareSpec, step: StepGraph, micro_batch: int) -> OpGraph:
     """One micro-batch's step on one tensor-parallel group (processors ``0 .. t - 1``),
-    with its updates."""
+    or with expert parallelism on the first stage's expert group (its ``e`` replicas'
+    tensor groups), with its updates."""
     t = 1 if run.parallel is None else run.parallel.tensor
+    if run.parallel is not None and run.parallel.expert > 1:
+        return expert_group(step, micro_batch, run, hw, run.parallel.pipeline * t)
     if t == 1:
         return single(step(micro_batch), run.optimizer, hw.word_bytes)
     return tensor_parallel(step, micro_batch, t, t, run.optimizer, hw.word_bytes)
@@ -162,7 +167,7 @@ def pipeline_step(
     data = hw.processors // (p * t)
     key = tuple(tuple(chunk) for chunk in cut.chunks)
     if key not in memo.cuts:
-        ops = _chunk_ops(graph, cut, t)
+        ops = _chunk_ops(graph, cut)
         memo.cuts[key] = (ops, _chunk_passes(graph, ops, simulated, memo))
     ops, distinct = memo.cuts[key]
     passes = [PassCycles(0, 0)] * len(cut.chunks)
@@ -200,6 +205,7 @@ def pipeline_step(
         data,
         t,
         zero,
+        plan.expert,
     )
 
 
@@ -217,12 +223,15 @@ class _StageSums:
 
 @dataclass(frozen=True)
 class _StageWork:
-    """One stage's gradient buckets (their bytes and their weights' bytes) and its
-    update ops."""
+    """One stage's gradient buckets (their bytes and their weights' bytes), its
+    experts' gradient buckets with expert parallelism (summed over the replicas holding
+    the same experts; none without it, every expert's gradient then among the others)
+    and its update ops."""
 
     gradient_bytes: tuple[int, ...]
     weight_bytes: tuple[int, ...]
     update_ops: tuple[int, ...]
+    expert_bytes: tuple[int, ...] = ()
 
 
 def _stage_work(
@@ -244,11 +253,16 @@ def _stage_work(
         if q.grad_op >= 0 and (q.layer in layers or q.weight.key in read)
     ]
     bucket = run.data_parallel.bucket_bytes
-    groups = [trained] if bucket is None else buckets(trained, bucket)
+    spread = run.parallel is not None and run.parallel.expert > 1
+    experts = [q for q in trained if spread and q.expert != NO_EXPERT]
+    dense = [q for q in trained if not (spread and q.expert != NO_EXPERT)]
+    groups = [dense] if bucket is None else buckets(dense, bucket)
+    expert_groups = [] if not experts else [experts] if bucket is None else buckets(experts, bucket)
     return _StageWork(
         tuple(sum(q.update_elements * q.gradient.word_bytes for q in b) for b in groups),
         tuple(sum(q.update_elements * q.weight.word_bytes for q in b) for b in groups),
         tuple(sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])),
+        tuple(sum(q.update_elements * q.gradient.word_bytes for q in b) for b in expert_groups),
     )
 
 
@@ -288,7 +302,15 @@ def _stage_data_parallel(
 
     if zero == 0:
         summed = timed(Collective.ALL_REDUCE, sizes) if data > 1 else 0
-        sums = _StageSums(sum(sizes), summed, memo.timed(simulated, kept) if kept else 0, 0)
+        e = run.parallel.expert
+        if work.expert_bytes and data > e:  # over the replicas holding the same experts
+            holders = members[::e]
+            summed += sum(
+                cycles(network, Collective.ALL_REDUCE, holders, n, algorithm)
+                for n in work.expert_bytes
+            )
+        spent = memo.timed(simulated, kept) if kept else 0
+        sums = _StageSums(sum(sizes) + sum(work.expert_bytes), summed, spent, 0)
     else:
         sums = _StageSums(
             sum(sizes),
@@ -309,11 +331,11 @@ class _ChunkOps:
     rank_zero: tuple[dict[Stage, list[int]], ...]
 
 
-def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
-    """Each op of the tensor group by chunk and pass; a collective of the group (stage
-    communication) runs in the latest pass of the ops it waits for (a forward
-    all-reduce or all-gather in the forward, a backward one or a replicated weight's
-    gradient all-reduce in the backward)."""
+def _chunk_ops(graph: OpGraph, cut: PipelineCut) -> _ChunkOps:
+    """Each op of the rank graph (the tensor group, or the expert group) by chunk and
+    pass; a collective of the group (stage communication) runs in the latest pass of the
+    ops it waits for (a forward all-reduce, all-gather or all-to-all in the forward, a
+    backward one or a replicated weight's gradient all-reduce in the backward)."""
     chunk_of = cut.chunk_of_layer()
     kinds = (Stage.FORWARD, Stage.BACKWARD, Stage.UPDATE)
     group: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
@@ -321,8 +343,6 @@ def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
     pass_of: dict[int, Stage] = {}
     for op in graph.ops:
         i = op.op_id
-        if graph.processor[i] >= t:
-            continue
         stage = op.stage
         if stage is Stage.COMMUNICATION:
             waited = [kinds.index(pass_of[d]) for d in op.deps if d in pass_of]

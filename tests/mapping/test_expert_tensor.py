@@ -128,10 +128,8 @@ def test_memory_by_hand(tmp_path: Path) -> None:
             " (gathered over the tensor group before the experts) is not modelled (got True)",
         ),
         (
-            ("run.parallel={expert: 2, pipeline: 2}",),
-            "parallel.expert: not with parallel.pipeline above 1: a pipeline's passes are"
-            " simulated on one tensor-parallel group, without the expert groups' all-to-alls"
-            " (got 2)",
+            ("run.parallel={expert: 2, pipeline: 2, tensor: 2}",),
+            "parallel.expert: must divide the 1 data-parallel replicas of 4 processors (got 2)",
         ),
     ],
 )
