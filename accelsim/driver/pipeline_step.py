@@ -8,7 +8,12 @@ whose nodes hold a multiple of ``t``) and consecutive stages are ``t`` apart.
 
 One micro-batch's step of one rank is placed on the first stage's tensor group
 (:func:`~accelsim.mapping.tensor_placement.tensor_parallel`, its all-reduces over the
-group, or on one processor) with its updates; each model chunk's forward ops and its
+group, or on one processor) with its updates; with expert parallelism (``e`` above 1)
+on the first stage's expert group instead: the tensor groups of replicas ``0 .. e -
+1``, ``p t`` processors apart, each ``moe`` layer's all-to-alls over the ranks of one
+tensor position (:func:`~accelsim.mapping.expert_placement.expert_group`), so a pass
+holds its all-to-alls, timed on the links of the processors they join (the first
+stage's; every stage's passes take these cycles); each model chunk's forward ops and its
 backward ops (by layer, :mod:`accelsim.mapping.pipeline_stages`; what a technique
 recomputes runs in the backward; a collective of the tensor group in the pass of the
 ops it waits for) are simulated alone with the engine, once per
@@ -26,9 +31,11 @@ transfer holding the links of replica 0's rank 0 route.  A stage's gradients (on
 rank's) are all-reduced over its data-parallel group after its last backward (in
 buckets of ``data_parallel.bucket_bytes`` one after the other, or as one buffer),
 timed by :func:`accelsim.network.cost.cycles`: they overlap the other stages' passes,
-not their own stage's.  Under ZeRO stages 1 and 2 (``run.parallel.zero``, as
-Megatron-LM's distributed optimizer shards each stage's optimizer over its
-data-parallel group) the all-reduce is a reduce-scatter of the same buckets, the
+not their own stage's.  With expert parallelism the stage's dense gradients are
+all-reduced so, then its experts' over the ``data / e`` replicas holding the same
+experts (none when ``e`` is ``data``), one after the other.  Under ZeRO stages 1 and
+2 (``run.parallel.zero``, as Megatron-LM's distributed optimizer shards each stage's
+optimizer over its data-parallel group) the all-reduce is a reduce-scatter of the same buckets, the
 stage's updates are simulated on its shard (``ceil(elements / d)`` of every tensor
 they read and write, :func:`~accelsim.mapping.zero_placement.on_shard`), and an
 all-gather of its updated weights (each bucket's, at the weight precision, one after
@@ -231,7 +238,7 @@ class _StageWork:
     gradient_bytes: tuple[int, ...]
     weight_bytes: tuple[int, ...]
     update_ops: tuple[int, ...]
-    expert_bytes: tuple[int, ...] = ()
+    expert_bytes: tuple[int, ...]
 
 
 def _stage_work(
@@ -278,11 +285,12 @@ def _stage_data_parallel(
     simulated: Simulated,
     memo: PassMemo,
 ) -> _StageSums:
-    """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets), its update
-    and, under ZeRO stages 1 and 2, its weight all-gather (bucket by bucket, one after
-    the other) and its update run on its shard of every tensor (made once for every
-    plan of the graph with the same chunks on the stage, stages, replicas and ZeRO
-    stage)."""
+    """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets; with expert
+    parallelism its experts' then over the ``data / e`` replicas holding the same
+    experts), its update and, under ZeRO stages 1 and 2, its weight all-gather (bucket
+    by bucket, one after the other) and its update run on its shard of every tensor
+    (made once for every plan of the graph with the same chunks on the stage, stages,
+    replicas and ZeRO stage)."""
     assert run.parallel is not None
     p, t = cut.stages, run.parallel.tensor
     zero = run.parallel.zero if data > 1 else 0

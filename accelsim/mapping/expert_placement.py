@@ -29,6 +29,11 @@ all), in buckets with ``bucket_bytes`` as
 :func:`~accelsim.mapping.placement.data_parallel` cuts them.  Then every processor
 updates what it holds.  Rank ``r``'s expert ``j`` of a layer (``expert`` of its ops
 and parameters) is the layer's expert ``r x E / e + j``.
+
+Inside a pipeline (:func:`expert_group`) the expert groups are those of each stage:
+the same stage's ranks in ``e`` consecutive data-parallel replicas, a replica's
+``pipeline x tensor`` processors apart; one group's micro-batch step is placed on the
+processors it occupies, its data-parallel sums left to the pipeline.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ class PipelineStep:
     data: int
     tensor: int
     zero: int
-    expert: int = 1
+    expert: int
     """The expert-parallel degree: the replicas of a stage's expert group."""
 
 
