@@ -87,7 +87,10 @@ class ParallelSpec(Spec):
         default=False,
         description="Sequence parallelism (Korthikanti et al. 2022, with tensor above 1): the"
         " layers between the tensor-parallel blocks (norms, dropouts, residual additions, the"
-        " position embedding) run on s / t of the sequence on each rank; each block's forward"
+        " position embedding; with expert above 1, a moe layer too: each rank routes its share"
+        " and its experts' tokens are all-gathered over the tensor group after the all-to-all,"
+        " their outputs reduce-scattered before the return) run on s / t of the sequence on"
+        " each rank; each block's forward"
         " all-reduce becomes a reduce-scatter after the row-parallel linear and an all-gather"
         " before the column-parallel one, backward the mirror, and the column-parallel"
         " linear's weight gradient all-gathers its stashed input shard again.",

@@ -30,13 +30,6 @@ _SPLIT = (
 )
 """Why a tensor-parallel degree is refused with a moe layer."""
 
-_SEQUENCE = (
-    "not with parallel.expert above 1: every tensor rank here holds the moe layer's"
-    " whole input; routing a share of the sequence (gathered over the tensor group before"
-    " the experts) is not modelled"
-)
-"""Why sequence parallelism is refused beside experts."""
-
 
 def expert_degree(run: RunSpec) -> int:
     """The run's expert-parallel degree (1 without a plan)."""
@@ -51,19 +44,19 @@ def expert_problems(
     source: str,
 ) -> list[Problem]:
     """What a plan cannot run with a workload's moe layers: a tensor-parallel degree that
-    does not divide an expert's inner width (without sequence parallelism, which runs
-    the layer whole); then, with expert parallelism, processors or a moe layer's experts
-    it does not divide (with tensor parallelism: the replicas of ``t`` ranks), a dropless
-    moe layer, a workload without a moe layer, a batch the replicas do not divide, no
-    data parallelism, sequence parallelism, gradient clipping and any technique (with a
-    pipeline, the replicas are those of ``pipeline x tensor`` ranks)."""
+    does not divide an expert's inner width (without experts under sequence
+    parallelism, which refuses the layer); then, with expert parallelism, processors or
+    a moe layer's experts it does not divide (with tensor parallelism: the replicas of
+    ``t`` ranks), a dropless moe layer, a workload without a moe layer, a batch the
+    replicas do not divide, no data parallelism, gradient clipping and any technique
+    (with a pipeline, the replicas are those of ``pipeline x tensor`` ranks)."""
     e, t = expert_degree(run), tensor_degree(run)
     moes = [i.layer for i in infos if isinstance(i.layer, wm.Moe)]
     sequence = run.parallel is not None and run.parallel.sequence_parallel
     split = [
         Problem(source, "parallel.tensor", _SPLIT.format(layer=m.name, f=m.intermediate), t)
         for m in moes
-        if m.intermediate % t and not sequence
+        if m.intermediate % t and (not sequence or e > 1)
     ]
     if e == 1:
         return split
@@ -105,8 +98,6 @@ def expert_problems(
             " expert group routes as many tokens)"
         )
         problems.append(Problem(source, "batch_size", why, run.batch_size))
-    if run.parallel is not None and run.parallel.sequence_parallel:
-        problems.append(Problem(source, "parallel.sequence_parallel", _SEQUENCE, True))
     problems += clip_norm_problems(run, "expert", e, source)
     for technique in techniques:
         why = (

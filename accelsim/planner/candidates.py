@@ -126,9 +126,7 @@ AXES: dict[str, Axis] = {
     "micro_batch": Axis(False, choices=_micro_batches, needs=_pipelined),
     "sequence_parallel": Axis(
         False,
-        choices=lambda m, c: (
-            (False, True) if c.get("tensor", 1) > 1 and c.get("expert", 1) == 1 else (False,)
-        ),
+        choices=lambda m, c: (False, True) if c.get("tensor", 1) > 1 else (False,),
     ),
     "zero": Axis(False, choices=_zero_stages, needs=lambda c: c.get("expert", 1) == 1),
 }
@@ -141,7 +139,7 @@ expert groups those of each stage); a pipeline's
 schedule, virtual stages and micro-batch only with a pipeline (the interleaved
 schedule with 2 or more virtual stages, each chunk the same whole number of blocks;
 the micro-batch dividing a replica's batch, into a multiple of the stages when
-interleaved); sequence parallelism with tensor parallelism and no experts; the ZeRO
+interleaved); sequence parallelism with tensor parallelism; the ZeRO
 stages with more than one replica and no experts (:func:`accelsim.driver.zero.zero_problems`
 refuses those), stage 3 without a pipeline.  A pipeline plan's step is simulated at pass granularity
 (:mod:`accelsim.driver.pipeline_step`), with recomputation from the recomputing

@@ -225,13 +225,6 @@ def test_a_plain_pipeline_has_no_expert_key(tmp_path: Path) -> None:
             " equal) (got 2)",
         ),
         (
-            "{pipeline: 2, expert: 2, tensor: 2, sequence_parallel: true}",
-            ("processors=16",),
-            "parallel.sequence_parallel: not with parallel.expert above 1: every tensor rank"
-            " here holds the moe layer's whole input; routing a share of the sequence"
-            " (gathered over the tensor group before the experts) is not modelled (got True)",
-        ),
-        (
             "{pipeline: 2, expert: 2}",
             ("run.techniques={recomputation: {policy: full}}",),
             "techniques.recomputation: not with parallel.expert above 1: its rewrites and"
@@ -252,3 +245,29 @@ def test_refusals_that_remain(
     with pytest.raises(ConfigError) as caught:
         loaded(tmp_path, plan, 8, *sets)
     assert any(str(p).endswith(message) for p in caught.value.problems), caught.value.problems
+
+
+def test_sequence_parallel_with_experts_in_a_pipeline(tmp_path: Path) -> None:
+    """t = 2, p = 2, e = 2 with sequence parallelism on 16 processors: each tensor rank
+    routes its 4 tokens of the micro-batch (capacity ceil(4 x 2 / 4) = 2), an
+    all-to-all of 4 x 2 x 16 words (256 B) over {0, 4} or {1, 5}; the buffer received
+    all-gathered over the tensor group (512 B), the experts' outputs reduce-scattered
+    back; 4 moe layers x 2 each way of each, on each of the 2 tensor groups."""
+    plan = "{pipeline: 2, expert: 2, tensor: 2, sequence_parallel: true}"
+    graph = graph_of(loaded(tmp_path, plan, 16))
+    assert {(op.tensor.bytes, op.participants) for op in all_to_alls(graph)} == {
+        (256, (0, 4)),
+        (256, (1, 5)),
+    }
+    gathered = [
+        op
+        for op in graph.ops
+        if isinstance(op, CommOp)
+        and op.collective is Collective.ALL_GATHER
+        and op.name.endswith(("dispatched.allgather", "dreturned.allgather"))
+    ]
+    assert len(gathered) == 4 * 2 * 2
+    assert {(op.tensor.bytes, op.participants) for op in gathered} == {
+        (512, (0, 1)),
+        (512, (4, 5)),
+    }
