@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from accelsim.config.enums import CommGroup
-from accelsim.driver.run import _Run, step_memory
+from accelsim.driver.run import _Run, simulate_training, step_memory
 from accelsim.errors import ConfigError
 from accelsim.graph.ops import NO_EXPERT, CommOp, GemmOp, OpGraph, Phase
 from accelsim.network.collectives import Collective
@@ -92,6 +92,21 @@ def test_a_rank_holds_what_it_holds_without_sequence_parallelism(tmp_path: Path)
     got = step_memory(inputs).bytes_by_class
     assert (got["weights"], got["gradients"]) == (3_456 * WORD, 3_456 * WORD)
     assert got["communication"] == 2 * BUFFER
+
+
+def test_both_engines_agree(tmp_path: Path) -> None:
+    own = ("dram.sharing=per_processor", "run.data_parallel.symmetry=full")
+    runs = [
+        simulate_training(
+            load_inputs(
+                run_file(tmp_path),
+                parse_sets(["processors=8", BATCH, PLAN, *own, f"timing.engine={engine}"]),
+            )
+        ).base
+        for engine in ("simpy", "compiled")
+    ]
+    assert runs[0].total_cycles == runs[1].total_cycles
+    assert (runs[0].trace.end_cycle == runs[1].trace.end_cycle).all()
 
 
 @pytest.mark.parametrize(
