@@ -52,7 +52,8 @@ class ParallelSpec(Spec):
         " experts spread over groups of e consecutive data-parallel replicas (experts / e per"
         " rank; with tensor t above 1, the ranks of one tensor position in e replicas, each"
         " expert's MLP split over the tensor group as Megatron-LM's expert tensor parallelism"
-        " does), the routed tokens sent to their expert's rank by an all-to-all and returned"
+        " does; with pipeline above 1, a stage's ranks in e replicas, the all-to-alls in its"
+        " passes), the routed tokens sent to their expert's rank by an all-to-all and returned"
         " by another (two in forward, two in backward); every other layer data-parallel, each"
         " expert's gradient all-reduced over the ranks holding it.  Must divide every moe"
         " layer's experts and the replicas; needs assignment data_parallel.  1: no expert"
@@ -86,7 +87,10 @@ class ParallelSpec(Spec):
         default=False,
         description="Sequence parallelism (Korthikanti et al. 2022, with tensor above 1): the"
         " layers between the tensor-parallel blocks (norms, dropouts, residual additions, the"
-        " position embedding) run on s / t of the sequence on each rank; each block's forward"
+        " position embedding; with expert above 1, a moe layer too: each rank routes its share"
+        " and its experts' tokens are all-gathered over the tensor group after the all-to-all,"
+        " their outputs reduce-scattered before the return) run on s / t of the sequence on"
+        " each rank; each block's forward"
         " all-reduce becomes a reduce-scatter after the row-parallel linear and an all-gather"
         " before the column-parallel one, backward the mirror, and the column-parallel"
         " linear's weight gradient all-gathers its stashed input shard again.",

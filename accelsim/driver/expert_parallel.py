@@ -30,13 +30,6 @@ _SPLIT = (
 )
 """Why a tensor-parallel degree is refused with a moe layer."""
 
-_SEQUENCE = (
-    "not with parallel.expert above 1: every tensor rank here holds the moe layer's"
-    " whole input; routing a share of the sequence (gathered over the tensor group before"
-    " the experts) is not modelled"
-)
-"""Why sequence parallelism is refused beside experts."""
-
 
 def expert_degree(run: RunSpec) -> int:
     """The run's expert-parallel degree (1 without a plan)."""
@@ -51,26 +44,28 @@ def expert_problems(
     source: str,
 ) -> list[Problem]:
     """What a plan cannot run with a workload's moe layers: a tensor-parallel degree that
-    does not divide an expert's inner width (without sequence parallelism, which runs
-    the layer whole); then, with expert parallelism, processors or a moe layer's experts
-    it does not divide (with tensor parallelism: the replicas of ``t`` ranks), a dropless
-    moe layer, a workload without a moe layer, a batch the replicas do not divide, no
-    data parallelism, sequence parallelism, a pipeline, gradient clipping and any
-    technique."""
+    does not divide an expert's inner width (without experts under sequence
+    parallelism, which refuses the layer); then, with expert parallelism, processors or
+    a moe layer's experts it does not divide (with tensor parallelism: the replicas of
+    ``t`` ranks), a dropless moe layer, a workload without a moe layer, a batch the
+    replicas do not divide, no data parallelism, gradient clipping and any technique
+    (with a pipeline, the replicas are those of ``pipeline x tensor`` ranks)."""
     e, t = expert_degree(run), tensor_degree(run)
     moes = [i.layer for i in infos if isinstance(i.layer, wm.Moe)]
     sequence = run.parallel is not None and run.parallel.sequence_parallel
     split = [
         Problem(source, "parallel.tensor", _SPLIT.format(layer=m.name, f=m.intermediate), t)
         for m in moes
-        if m.intermediate % t and not sequence
+        if m.intermediate % t and (not sequence or e > 1)
     ]
     if e == 1:
         return split
-    key, replicas = "parallel.expert", hw.processors // t
+    key, stages = "parallel.expert", 1 if run.parallel is None else run.parallel.pipeline
+    if hw.processors % (stages * t):
+        return split  # the pipeline's own problem (driver/pipeline.py) says why
+    replicas = hw.processors // (stages * t)
     if replicas % e:
-        what = f"{hw.processors} processors" if t == 1 else f"{replicas} replicas of {t} ranks"
-        return [Problem(source, key, f"must divide the {what}", e)]
+        return [Problem(source, key, f"must divide the {_replicas(hw, replicas, t, stages)}", e)]
     problems = split + [
         Problem(
             source,
@@ -96,21 +91,13 @@ def expert_problems(
             " assignment data_parallel"
         )
         problems.append(Problem(source, key, why, e))
-    elif run.batch_size % replicas:
+    elif run.batch_size % replicas and stages == 1:  # a pipeline's micro-batches say
         what = f"{replicas} processors" if t == 1 else f"{replicas} data-parallel replicas"
         why = (
             f"must be a multiple of the {what} with parallel.expert above 1 (every rank of an"
             " expert group routes as many tokens)"
         )
         problems.append(Problem(source, "batch_size", why, run.batch_size))
-    if run.parallel is not None and run.parallel.sequence_parallel:
-        problems.append(Problem(source, "parallel.sequence_parallel", _SEQUENCE, True))
-    if run.parallel is not None and run.parallel.pipeline > 1:
-        why = (
-            "not with parallel.pipeline above 1: a pipeline's passes are simulated on one"
-            " tensor-parallel group, without the expert groups' all-to-alls"
-        )
-        problems.append(Problem(source, key, why, e))
     problems += clip_norm_problems(run, "expert", e, source)
     for technique in techniques:
         why = (
@@ -119,3 +106,10 @@ def expert_problems(
         )
         problems.append(Problem(source, f"techniques.{technique.name}", why, e))
     return problems
+
+
+def _replicas(hw: HardwareSpec, replicas: int, t: int, stages: int) -> str:
+    """The data-parallel replicas an expert degree must divide, as a problem names them."""
+    if stages > 1:
+        return f"{replicas} data-parallel replicas of {stages * t} processors"
+    return f"{hw.processors} processors" if t == 1 else f"{replicas} replicas of {t} ranks"

@@ -91,7 +91,8 @@ def parallel_problems(
     data = hw.processors // (t * pipeline_degree(run))
     problems = tensor_problems(infos, t, source)
     if sequence and not problems:
-        problems += sequence_problems(infos, _planned(infos, t, True), source)
+        routed = run.parallel is not None and run.parallel.expert > 1
+        problems += sequence_problems(infos, _planned(infos, t, True), source, routed)
     if data > 1 and run.assignment is not AssignmentPolicy.DATA_PARALLEL:
         why = (
             f"leaves {data} groups of {t} processors: assignment data_parallel runs them as"

@@ -5,7 +5,9 @@ a sweep worker.
 A pipeline plan's rank graph (one micro-batch's step on the first stage's tensor
 group, :func:`~accelsim.driver.pipeline_step.rank_step`) and everything simulated from
 it depend on the tensor-parallel degree, the micro-batch, sequence parallelism and the
-techniques (recomputation), and not on the pipeline degree, its schedule and virtual
+techniques (recomputation), and not on the pipeline degree (but with expert
+parallelism: its expert group's processors are a replica's ``pipeline x tensor``
+apart), its schedule and virtual
 stages, the ZeRO stage or the data-parallel degree: a chunk's forward and backward
 passes, a stage's update (and its shard's, by the replicas), the whole graph's tables
 and the memory of one micro-batch's stages by cut are each made once for every plan
@@ -60,10 +62,13 @@ class _Kept:
 
 def shared_run(run: RunSpec) -> RunSpec:
     """``run`` with the plan's fields of :data:`NOT_SHARING` at their defaults (the
-    key holds its JSON: a run's techniques are a mapping)."""
+    key holds its JSON: a run's techniques are a mapping), but for the pipeline degree
+    with expert parallelism (the rank graph's expert group spans the stages' strides)."""
     plan = run.parallel
     assert plan is not None
-    defaults = {name: type(plan).model_fields[name].default for name in NOT_SHARING}
+    kept = ("pipeline",) if plan.expert > 1 else ()  # its expert groups' processors
+    fields = type(plan).model_fields
+    defaults = {name: fields[name].default for name in NOT_SHARING if name not in kept}
     return run.model_copy(update={"parallel": plan.model_copy(update=defaults)})
 
 

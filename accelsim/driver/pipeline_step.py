@@ -8,7 +8,12 @@ whose nodes hold a multiple of ``t``) and consecutive stages are ``t`` apart.
 
 One micro-batch's step of one rank is placed on the first stage's tensor group
 (:func:`~accelsim.mapping.tensor_placement.tensor_parallel`, its all-reduces over the
-group, or on one processor) with its updates; each model chunk's forward ops and its
+group, or on one processor) with its updates; with expert parallelism (``e`` above 1)
+on the first stage's expert group instead: the tensor groups of replicas ``0 .. e -
+1``, ``p t`` processors apart, each ``moe`` layer's all-to-alls over the ranks of one
+tensor position (:func:`~accelsim.mapping.expert_placement.expert_group`), so a pass
+holds its all-to-alls, timed on the links of the processors they join (the first
+stage's; every stage's passes take these cycles); each model chunk's forward ops and its
 backward ops (by layer, :mod:`accelsim.mapping.pipeline_stages`; what a technique
 recomputes runs in the backward; a collective of the tensor group in the pass of the
 ops it waits for) are simulated alone with the engine, once per
@@ -26,9 +31,11 @@ transfer holding the links of replica 0's rank 0 route.  A stage's gradients (on
 rank's) are all-reduced over its data-parallel group after its last backward (in
 buckets of ``data_parallel.bucket_bytes`` one after the other, or as one buffer),
 timed by :func:`accelsim.network.cost.cycles`: they overlap the other stages' passes,
-not their own stage's.  Under ZeRO stages 1 and 2 (``run.parallel.zero``, as
-Megatron-LM's distributed optimizer shards each stage's optimizer over its
-data-parallel group) the all-reduce is a reduce-scatter of the same buckets, the
+not their own stage's.  With expert parallelism the stage's dense gradients are
+all-reduced so, then its experts' over the ``data / e`` replicas holding the same
+experts (none when ``e`` is ``data``), one after the other.  Under ZeRO stages 1 and
+2 (``run.parallel.zero``, as Megatron-LM's distributed optimizer shards each stage's
+optimizer over its data-parallel group) the all-reduce is a reduce-scatter of the same buckets, the
 stage's updates are simulated on its shard (``ceil(elements / d)`` of every tensor
 they read and write, :func:`~accelsim.mapping.zero_placement.on_shard`), and an
 all-gather of its updated weights (each bucket's, at the weight precision, one after
@@ -48,6 +55,7 @@ from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
 from accelsim.graph.ops import (
     CORE,
+    NO_EXPERT,
     CommOp,
     GemmOp,
     Op,
@@ -60,6 +68,7 @@ from accelsim.graph.ops import (
 )
 from accelsim.graph.passes import subgraph
 from accelsim.graph.queries import reads_of, writes_of
+from accelsim.mapping.expert_placement import expert_group
 from accelsim.mapping.pipeline_stages import PipelineCut
 from accelsim.mapping.placement import StepGraph, buckets, single
 from accelsim.mapping.tensor_placement import tensor_parallel
@@ -135,8 +144,11 @@ def processor_of(replica: int, stage: int, rank: int, stages: int, tensor: int) 
 
 def rank_step(run: RunSpec, hw: HardwareSpec, step: StepGraph, micro_batch: int) -> OpGraph:
     """One micro-batch's step on one tensor-parallel group (processors ``0 .. t - 1``),
-    with its updates."""
+    or with expert parallelism on the first stage's expert group (its ``e`` replicas'
+    tensor groups), with its updates."""
     t = 1 if run.parallel is None else run.parallel.tensor
+    if run.parallel is not None and run.parallel.expert > 1:
+        return expert_group(step, micro_batch, run, hw, run.parallel.pipeline * t)
     if t == 1:
         return single(step(micro_batch), run.optimizer, hw.word_bytes)
     return tensor_parallel(step, micro_batch, t, t, run.optimizer, hw.word_bytes)
@@ -162,7 +174,7 @@ def pipeline_step(
     data = hw.processors // (p * t)
     key = tuple(tuple(chunk) for chunk in cut.chunks)
     if key not in memo.cuts:
-        ops = _chunk_ops(graph, cut, t)
+        ops = _chunk_ops(graph, cut)
         memo.cuts[key] = (ops, _chunk_passes(graph, ops, simulated, memo))
     ops, distinct = memo.cuts[key]
     passes = [PassCycles(0, 0)] * len(cut.chunks)
@@ -200,6 +212,7 @@ def pipeline_step(
         data,
         t,
         zero,
+        plan.expert,
     )
 
 
@@ -217,12 +230,15 @@ class _StageSums:
 
 @dataclass(frozen=True)
 class _StageWork:
-    """One stage's gradient buckets (their bytes and their weights' bytes) and its
-    update ops."""
+    """One stage's gradient buckets (their bytes and their weights' bytes), its
+    experts' gradient buckets with expert parallelism (summed over the replicas holding
+    the same experts; none without it, every expert's gradient then among the others)
+    and its update ops."""
 
     gradient_bytes: tuple[int, ...]
     weight_bytes: tuple[int, ...]
     update_ops: tuple[int, ...]
+    expert_bytes: tuple[int, ...]
 
 
 def _stage_work(
@@ -244,11 +260,16 @@ def _stage_work(
         if q.grad_op >= 0 and (q.layer in layers or q.weight.key in read)
     ]
     bucket = run.data_parallel.bucket_bytes
-    groups = [trained] if bucket is None else buckets(trained, bucket)
+    spread = run.parallel is not None and run.parallel.expert > 1
+    experts = [q for q in trained if spread and q.expert != NO_EXPERT]
+    dense = [q for q in trained if not (spread and q.expert != NO_EXPERT)]
+    groups = [dense] if bucket is None else buckets(dense, bucket)
+    expert_groups = [] if not experts else [experts] if bucket is None else buckets(experts, bucket)
     return _StageWork(
         tuple(sum(q.update_elements * q.gradient.word_bytes for q in b) for b in groups),
         tuple(sum(q.update_elements * q.weight.word_bytes for q in b) for b in groups),
         tuple(sorted(i for g in chunks for i in ops.group[g][Stage.UPDATE])),
+        tuple(sum(q.update_elements * q.gradient.word_bytes for q in b) for b in expert_groups),
     )
 
 
@@ -264,11 +285,12 @@ def _stage_data_parallel(
     simulated: Simulated,
     memo: PassMemo,
 ) -> _StageSums:
-    """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets), its update
-    and, under ZeRO stages 1 and 2, its weight all-gather (bucket by bucket, one after
-    the other) and its update run on its shard of every tensor (made once for every
-    plan of the graph with the same chunks on the stage, stages, replicas and ZeRO
-    stage)."""
+    """Stage ``s``'s gradient sum over its ``data`` replicas (in buckets; with expert
+    parallelism its experts' then over the ``data / e`` replicas holding the same
+    experts), its update and, under ZeRO stages 1 and 2, its weight all-gather (bucket
+    by bucket, one after the other) and its update run on its shard of every tensor
+    (made once for every plan of the graph with the same chunks on the stage, stages,
+    replicas and ZeRO stage)."""
     assert run.parallel is not None
     p, t = cut.stages, run.parallel.tensor
     zero = run.parallel.zero if data > 1 else 0
@@ -288,7 +310,15 @@ def _stage_data_parallel(
 
     if zero == 0:
         summed = timed(Collective.ALL_REDUCE, sizes) if data > 1 else 0
-        sums = _StageSums(sum(sizes), summed, memo.timed(simulated, kept) if kept else 0, 0)
+        e = run.parallel.expert
+        if work.expert_bytes and data > e:  # over the replicas holding the same experts
+            holders = members[::e]
+            summed += sum(
+                cycles(network, Collective.ALL_REDUCE, holders, n, algorithm)
+                for n in work.expert_bytes
+            )
+        spent = memo.timed(simulated, kept) if kept else 0
+        sums = _StageSums(sum(sizes) + sum(work.expert_bytes), summed, spent, 0)
     else:
         sums = _StageSums(
             sum(sizes),
@@ -309,11 +339,11 @@ class _ChunkOps:
     rank_zero: tuple[dict[Stage, list[int]], ...]
 
 
-def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
-    """Each op of the tensor group by chunk and pass; a collective of the group (stage
-    communication) runs in the latest pass of the ops it waits for (a forward
-    all-reduce or all-gather in the forward, a backward one or a replicated weight's
-    gradient all-reduce in the backward)."""
+def _chunk_ops(graph: OpGraph, cut: PipelineCut) -> _ChunkOps:
+    """Each op of the rank graph (the tensor group, or the expert group) by chunk and
+    pass; a collective of the group (stage communication) runs in the latest pass of the
+    ops it waits for (a forward all-reduce, all-gather or all-to-all in the forward, a
+    backward one or a replicated weight's gradient all-reduce in the backward)."""
     chunk_of = cut.chunk_of_layer()
     kinds = (Stage.FORWARD, Stage.BACKWARD, Stage.UPDATE)
     group: tuple[dict[Stage, list[int]], ...] = tuple({k: [] for k in kinds} for _ in cut.chunks)
@@ -321,8 +351,6 @@ def _chunk_ops(graph: OpGraph, cut: PipelineCut, t: int) -> _ChunkOps:
     pass_of: dict[int, Stage] = {}
     for op in graph.ops:
         i = op.op_id
-        if graph.processor[i] >= t:
-            continue
         stage = op.stage
         if stage is Stage.COMMUNICATION:
             waited = [kinds.index(pass_of[d]) for d in op.deps if d in pass_of]

@@ -42,6 +42,9 @@ class StepContext:
             are spread over (1: every expert on this processor).
         expert_shards: The tensor-parallel ranks each expert's inner width is split
             over (1: each expert whole on its rank).
+        expert_gathered: Whether each tensor rank routes its share of the sequence and
+            its experts' tokens are all-gathered over the tensor group after the
+            all-to-all (sequence parallelism with expert parallelism).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class StepContext:
         self.head_shards: dict[str, int] = {}
         self.expert_ranks = 1
         self.expert_shards = 1
+        self.expert_gathered = False
 
     def t(self, name: str, kind: TensorKind, elements: int) -> Tensor:
         return self.b.tensor(name, kind, elements)

@@ -3,7 +3,9 @@ group's blocks on a share of the sequence.
 
 With a tensor plan of degree ``t`` and ``sequence_parallel``, every layer the plan does
 not split (norms, dropouts, residual additions, the position embedding, a replicated
-MLP) runs on ``s / t`` of the sequence on each rank, its input and output that share.
+MLP; with expert parallelism a ``moe`` layer, each rank routing its share,
+:mod:`accelsim.lowering.rules.moe_exchange`) runs on ``s / t`` of the sequence on each
+rank, its input and output that share.
 Where a block meets that region the group's communication changes (Megatron-LM's
 ``sequence_parallel`` in ``tensor_parallel/layers.py`` and ``mappings.py``):
 
@@ -38,7 +40,7 @@ from collections.abc import Sequence
 
 from accelsim.config.enums import CommGroup
 from accelsim.errors import Problem
-from accelsim.graph.ops import Stage, Tensor
+from accelsim.graph.ops import NO_EXPERT, Stage, Tensor
 from accelsim.lowering.context import StepContext
 from accelsim.lowering.shapes import LayerInfo, Layout, Shape
 from accelsim.lowering.tensor_parallel import Role, TensorLowering, TensorPlan
@@ -65,13 +67,18 @@ GATHERED = (Role.COLUMN, Role.ATTENTION, Role.VOCAB_HEAD)
 KEY = "parallel.sequence_parallel"
 
 
-def sequence_problems(infos: Sequence[LayerInfo], plan: TensorPlan, source: str) -> list[Problem]:
+def sequence_problems(
+    infos: Sequence[LayerInfo], plan: TensorPlan, source: str, routed: bool = False
+) -> list[Problem]:
     """Why the layers ``plan`` leaves whole cannot run on a ``t``-th of the sequence: a
-    layer mixing tokens, or a sequence ``t`` does not divide."""
+    layer mixing tokens (a ``moe`` layer too, but with its tokens ``routed`` to
+    expert-parallel ranks, each rank routing its share), or a sequence ``t`` does not
+    divide."""
+    kinds = (*PER_TOKEN, "moe") if routed else PER_TOKEN
     for info in infos:
         if info.layer.name in plan.roles:
             continue
-        if info.layer.kind not in PER_TOKEN:
+        if info.layer.kind not in kinds:
             why = (
                 f"layer {info.layer.name} ({info.layer.kind}) is outside the tensor-parallel"
                 " blocks and does not compute each token alone, so it cannot run on a share"
@@ -164,8 +171,8 @@ class SequenceLowering(TensorLowering):
         run on a share of the sequence (each a partial sum over the ranks), in place:
         it finishes the gradient."""
         for at, p in enumerate(ctx.params):
-            if p.layer in self.plan.roles or p.grad_op < 0:
-                continue
+            if p.layer in self.plan.roles or p.grad_op < 0 or p.expert != NO_EXPERT:
+                continue  # an expert's shard sees every token routed to it
             op = ctx.b.allreduce(
                 f"{p.gradient.name}.allreduce",
                 p.layer,

@@ -51,14 +51,16 @@ def lower(
     reduce-scatters and all-gathers: :mod:`accelsim.lowering.sequence_parallel`).  With
     ``expert`` above 1, one rank of an expert-parallel group of that many: its share of
     each ``moe`` layer's experts, between all-to-alls (:mod:`accelsim.lowering.rules.moe`).
-    With a ``tensor`` plan without sequence parallelism, each expert's inner width is
-    split over its group (under sequence parallelism a ``moe`` layer runs whole on the
-    rank's share of the sequence).
+    With a ``tensor`` plan, each expert's inner width is split over its group (under
+    sequence parallelism, with ``expert`` above 1 only: each rank routes its share of the
+    sequence, and its experts' tokens are all-gathered over the group after the
+    all-to-all, :mod:`accelsim.lowering.rules.moe_exchange`).
     """
     ctx = StepContext(GraphBuilder(words), batch, strided_dx, attention)
     ctx.expert_ranks = expert
-    if tensor is not None and not tensor.sequence:
+    if tensor is not None and (not tensor.sequence or expert > 1):
         ctx.expert_shards = tensor.degree
+        ctx.expert_gathered = tensor.sequence and tensor.degree > 1
     group = None
     if tensor is not None and tensor.degree > 1:
         infos = sharded(infos, tensor)

@@ -29,11 +29,16 @@ all), in buckets with ``bucket_bytes`` as
 :func:`~accelsim.mapping.placement.data_parallel` cuts them.  Then every processor
 updates what it holds.  Rank ``r``'s expert ``j`` of a layer (``expert`` of its ops
 and parameters) is the layer's expert ``r x E / e + j``.
+
+Inside a pipeline (:func:`expert_group`) the expert groups are those of each stage:
+the same stage's ranks in ``e`` consecutive data-parallel replicas, a replica's
+``pipeline x tensor`` processors apart; one group's micro-batch step is placed on the
+processors it occupies, its data-parallel sums left to the pipeline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from accelsim.config.enums import CommGroup
 from accelsim.config.hardware import HardwareSpec
@@ -81,7 +86,31 @@ def expert_parallel(step: StepGraph, run: RunSpec, hw: HardwareSpec) -> OpGraph:
     return updated(builder, (params, sinks, ready), optimizer, on_chip)
 
 
-def _groups(block: range, tensor: int) -> Callable[[CommOp], tuple[tuple[int, ...], ...]]:
+def expert_group(
+    step: StepGraph,
+    batch: int,
+    run: RunSpec,
+    hw: HardwareSpec,
+    stride: int,
+) -> OpGraph:
+    """One expert group of a pipeline stage: ``run.parallel.expert`` replicas of
+    ``run.parallel.tensor`` ranks, rank ``k`` of replica ``r`` on processor ``r x stride
+    + k`` (``stride``: the processors of a replica, ``pipeline x tensor``, so the group
+    is the first stage's), each running ``step(batch)`` with its tensor all-reduces and
+    its expert all-to-alls over the group's processors, and its updates; the
+    data-parallel sums of its gradients are left out (a pipeline times them itself)."""
+    assert run.parallel is not None
+    expert, tensor = run.parallel.expert, run.parallel.tensor
+    graph = step(batch)
+    builder = GraphBuilder(hw.word_bytes)
+    block = tuple(r * stride + k for r in range(expert) for k in range(tensor))
+    params, sinks = partitioned_copies(builder, RankStep.of(graph), block, _groups(block, tensor))
+    on_chip = {k for p in block for k in prefixed(graph.on_chip, f"p{p}/")}
+    ready: list[dict[str, int]] = [{} for _ in block]
+    return updated(builder, (params, sinks, ready), run.optimizer, on_chip, block)
+
+
+def _groups(block: Sequence[int], tensor: int) -> Callable[[CommOp], tuple[tuple[int, ...], ...]]:
     """The groups of each kind of stand-in collective in an expert group's ``block`` of
     processors (its replicas of ``tensor`` ranks each, in order): the tensor group of
     each replica; the expert group of each tensor position, the replicas' ranks there."""

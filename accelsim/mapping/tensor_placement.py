@@ -69,13 +69,16 @@ def updated(
     held: tuple[list[list[Parameter]], list[list[int]], list[dict[str, int]]],
     optimizer: OptimizerSpec,
     on_chip: set[TensorKey],
+    members: Sequence[int] | None = None,
 ) -> OpGraph:
     """Every processor's copy in ``builder`` with its updates (``held``: each processor's
-    parameters, backward sinks and the op that makes each gradient ready), placed by
-    its tag's replica, with the transfers it needs."""
+    parameters, backward sinks and the op that makes each gradient ready, processor
+    ``members[i]`` the ``i``-th, or processor ``i`` without ``members``), placed by its
+    tag's replica, with the transfers it needs."""
     params, sinks, ready = held
-    for p in range(len(params)):
-        add_updates(builder, params[p], optimizer, sinks[p], ready[p], Tag(replica=p))
+    for i in range(len(params)):
+        at = i if members is None else members[i]
+        add_updates(builder, params[i], optimizer, sinks[i], ready[i], Tag(replica=at))
     built = dataclasses.replace(builder.build(params[0]), on_chip=frozenset(on_chip))
     placed = passes.place(built, lambda op: op.tag.replica)
     return trained(passes.insert_transfers(placed))

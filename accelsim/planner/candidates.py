@@ -120,15 +120,13 @@ def _pipelined(chosen: Mapping[str, Any]) -> bool:
 AXES: dict[str, Axis] = {
     "tensor": Axis(True, lambda m, t: all(h % t == 0 for h in m.heads)),
     "pipeline": Axis(True, lambda m, p: p == 1 or (p <= m.blocks and m.blocks % p == 0)),
-    "expert": Axis(False, choices=_expert_degrees, needs=lambda c: not _pipelined(c)),
+    "expert": Axis(False, choices=_expert_degrees),
     "schedule": Axis(False, needs=_pipelined),
     "virtual_stages": Axis(False, choices=_virtual_stages, needs=_pipelined),
     "micro_batch": Axis(False, choices=_micro_batches, needs=_pipelined),
     "sequence_parallel": Axis(
         False,
-        choices=lambda m, c: (
-            (False, True) if c.get("tensor", 1) > 1 and c.get("expert", 1) == 1 else (False,)
-        ),
+        choices=lambda m, c: (False, True) if c.get("tensor", 1) > 1 else (False,),
     ),
     "zero": Axis(False, choices=_zero_stages, needs=lambda c: c.get("expert", 1) == 1),
 }
@@ -136,12 +134,12 @@ AXES: dict[str, Axis] = {
 of the chips it allows (tensor: dividing every attention layer's heads and key/value
 heads; pipeline: dividing the blocks, as Megatron-LM requires), or a choice's values,
 from the fields chosen before it: the expert degree dividing the data-parallel degree
-and every mixture-of-experts layer's experts (1 without one, or with a pipeline, which
-:func:`accelsim.driver.expert_parallel.expert_problems` refuses); a pipeline's
+and every mixture-of-experts layer's experts (1 without one; with a pipeline too, its
+expert groups those of each stage); a pipeline's
 schedule, virtual stages and micro-batch only with a pipeline (the interleaved
 schedule with 2 or more virtual stages, each chunk the same whole number of blocks;
 the micro-batch dividing a replica's batch, into a multiple of the stages when
-interleaved); sequence parallelism with tensor parallelism and no experts; the ZeRO
+interleaved); sequence parallelism with tensor parallelism; the ZeRO
 stages with more than one replica and no experts (:func:`accelsim.driver.zero.zero_problems`
 refuses those), stage 3 without a pipeline.  A pipeline plan's step is simulated at pass granularity
 (:mod:`accelsim.driver.pipeline_step`), with recomputation from the recomputing

@@ -25,6 +25,9 @@ TABLES = (
 )
 """What a pipeline step's tables hold (the section's ``tables``)."""
 
+EXPERT_TABLES = TABLES.replace("the first stage's tensor group", "the first stage's expert group")
+"""What they hold with expert parallelism (the group's replicas' tensor groups)."""
+
 
 def step_bound_cycles(pipeline: PipelineStep) -> int:
     """The least a step can take: the busiest stage's passes (``v m`` of each of its
@@ -59,6 +62,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
         "data": pipeline.data,
         "pipeline": times.stages,
         "tensor": pipeline.tensor,
+        **({"expert": pipeline.expert} if pipeline.expert > 1 else {}),
         "schedule": times.schedule.value,
         "virtual_stages": times.virtual_stages,
         "micro_batches": times.micro_batches,
@@ -97,7 +101,7 @@ def pipeline_dict(pipeline: PipelineStep) -> dict[str, Any]:
         ],
         "activation_bytes": list(pipeline.activation_bytes),
         "gradient_bytes": list(pipeline.gradient_bytes),
-        "tables": TABLES,
+        "tables": TABLES if pipeline.expert == 1 else EXPERT_TABLES,
     }
 
 
@@ -108,7 +112,8 @@ def pipeline_block(pipeline: PipelineStep) -> str:
     lines = [
         f"pipeline        {section['data']} x {section['pipeline']} x {section['tensor']}"
         f" processors ({ORDER}), {section['schedule']}, {section['micro_batches']}"
-        " micro-batches",
+        " micro-batches"
+        + (f", expert groups of {section['expert']} replicas" if "expert" in section else ""),
         f"  step          {step:,} cycles, bound {section['bound_cycles']:,} (the busiest"
         " stage's passes, gradient sum, update and all-gather, no bubble)",
         f"  bubble        closed form {100 * section['bubble_fraction_closed_form']:.1f} %"
@@ -146,12 +151,14 @@ def pipeline_groups(
     pipeline: PipelineStep, network: Network, interconnect: InterconnectSpec
 ) -> tuple[ProcessorGroup, ...]:
     """The plan's groups of replica 0's first stage's rank 0: its tensor-parallel group,
-    its pipeline (its peers of every stage, in order) and its data-parallel group, each
-    where it has more than one member."""
+    its pipeline (its peers of every stage, in order), its expert-parallel group (its
+    peers of the first replicas) and its data-parallel group, each where it has more
+    than one member."""
     d, p, t = pipeline.data, pipeline.times.stages, pipeline.tensor
     groups = [
         (GroupKind.TENSOR, tuple(range(t))),
         (GroupKind.PIPELINE, tuple(s * t for s in range(p))),
+        (GroupKind.EXPERT, tuple(r * p * t for r in range(pipeline.expert))),
         (GroupKind.DATA, tuple(r * p * t for r in range(d))),
     ]
     return tuple(

@@ -138,6 +138,8 @@ class PipelineStep:
     data: int
     tensor: int
     zero: int
+    expert: int
+    """The expert-parallel degree: the replicas of a stage's expert group."""
 
 
 def bubble_fraction(schedule: PipelineSchedule, stages: int, virtual_stages: int, m: int) -> float:

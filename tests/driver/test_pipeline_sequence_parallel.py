@@ -24,7 +24,7 @@ AG, RS, AR = Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_RE
 def _collectives(tmp_path: Path, plan: str) -> list[dict[Stage, Counter[tuple[str, int]]]]:
     inputs = loaded(tmp_path, plan, 4, "batch_size=4")
     graph = rank_step(inputs.run, inputs.hardware, _Run(inputs).step_graph(BASE), 1)
-    ops = _chunk_ops(graph, cut_stages(inputs.infos, 2, 1), 2)
+    ops = _chunk_ops(graph, cut_stages(inputs.infos, 2, 1))
     return [
         {
             stage: Counter(

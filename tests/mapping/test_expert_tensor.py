@@ -122,16 +122,8 @@ def test_memory_by_hand(tmp_path: Path) -> None:
             " splits over the tensor-parallel group) (got 2)",
         ),
         (
-            ("run.parallel={expert: 2, tensor: 2, sequence_parallel: true}",),
-            "parallel.sequence_parallel: not with parallel.expert above 1: every tensor rank"
-            " here holds the moe layer's whole input; routing a share of the sequence"
-            " (gathered over the tensor group before the experts) is not modelled (got True)",
-        ),
-        (
-            ("run.parallel={expert: 2, pipeline: 2}",),
-            "parallel.expert: not with parallel.pipeline above 1: a pipeline's passes are"
-            " simulated on one tensor-parallel group, without the expert groups' all-to-alls"
-            " (got 2)",
+            ("run.parallel={expert: 2, pipeline: 2, tensor: 2}",),
+            "parallel.expert: must divide the 1 data-parallel replicas of 4 processors (got 2)",
         ),
     ],
 )

@@ -1,7 +1,11 @@
 """One expert-parallel rank's experts of a ``moe`` layer: the tokens every rank of its
 group routes to them, between all-to-all stand-ins over group ``expert`` that placement
 gives their ranks (:mod:`accelsim.mapping.expert_placement`; the rule:
-:mod:`accelsim.lowering.rules.moe`)."""
+:mod:`accelsim.lowering.rules.moe`).  Under sequence parallelism
+(``StepContext.expert_gathered``) each tensor rank routes its share of the sequence, as
+Megatron-LM's all-to-all token dispatcher does: the buffer an all-to-all delivers is
+all-gathered over the tensor group before the experts, and what they return
+reduce-scattered over it before the all-to-all back."""
 
 from __future__ import annotations
 
@@ -46,6 +50,41 @@ def _all_to_all(
     )  # fmt: skip
 
 
+def _gathered(ctx: StepContext, layer: str, received: Tensor, comm: int) -> Tensor:
+    """With ``ctx.expert_gathered``, the buffer all-to-all ``comm`` delivered gathered
+    over the tensor group (a stand-in all-gather after it): every tensor rank's tokens
+    for the rank's experts, each split over the group; else the buffer itself."""
+    if not ctx.expert_gathered:
+        return received
+    b = ctx.b
+    whole = b.derived(received, ".allgather", received.kind, received.elements * ctx.expert_shards)
+    b.collective(
+        whole.name, layer, whole, (), [comm], Collective.ALL_GATHER, group=CommGroup.TENSOR,
+        shard=received,
+    )  # fmt: skip
+    return whole
+
+
+def _shares(
+    ctx: StepContext, layer: str, name: str, parts: Sequence[Tensor], kind: TensorKind
+) -> tuple[list[Tensor], list[int]]:
+    """What the all-to-all returning the experts' ``parts`` sends and the ops it waits
+    for: with ``ctx.expert_gathered``, the rank's share of their buffer summed over the
+    tensor group (a stand-in reduce-scatter); else the parts, summed over the group by
+    :func:`reduced_over_tensor` when each expert is split."""
+    if not ctx.expert_gathered:
+        return list(parts), reduced_over_tensor(ctx, layer, name, parts, kind)
+    b = ctx.b
+    buffer = ctx.t(f"{layer}.{name}", kind, sum(t.elements for t in parts))
+    after = [o for t in parts for o in b.producers(t)]
+    scatter = b.collective(
+        f"{buffer.name}.reduce_scatter", layer, buffer, (), after, Collective.REDUCE_SCATTER,
+        group=CommGroup.TENSOR,
+    )  # fmt: skip
+    share = b.derived(buffer, ".shard", kind, buffer.elements // ctx.expert_shards)
+    return [b.alias(share, [buffer])], [scatter]
+
+
 def _wait_for(ctx: StepContext, comm: int, start: int, delivered: Tensor) -> None:
     """Every op from ``start`` on that reads ``delivered`` waits for all-to-all ``comm``."""
     for op in ctx.b.ops[start:]:
@@ -79,16 +118,18 @@ def exchanged_forward(
     )  # fmt: skip
     comm = _all_to_all(ctx, name, "received", [sent], TensorKind.ACTIVATION)
     start = len(b.ops)
+    tokens = _gathered(ctx, name, sent, comm)
+    computed = ranks * cap * (ctx.expert_shards if ctx.expert_gathered else 1)
     kept = tuple(
-        mlp_forward(ctx, name, e, sent, (ranks * cap, d, f)) for e in range(experts // ranks)
+        mlp_forward(ctx, name, e, tokens, (computed, d, f)) for e in range(experts // ranks)
     )
     _wait_for(ctx, comm, start, sent)
     outputs = [k.y for k in kept]
-    summed = reduced_over_tensor(ctx, name, "expert_outputs", outputs, TensorKind.ACTIVATION)
-    comm = _all_to_all(ctx, name, "returned", outputs, TensorKind.ACTIVATION, summed)
+    sent_back, summed = _shares(ctx, name, "expert_outputs", outputs, TensorKind.ACTIVATION)
+    comm = _all_to_all(ctx, name, "returned", sent_back, TensorKind.ACTIVATION, summed)
     b.vector(
         f"{name}.combine", name, Phase.FWD, buffer, COMBINE_OPS,
-        [*outputs, Access(gates, experts * cap)], [y], after=[comm],
+        [*sent_back, Access(gates, experts * cap)], [y], after=[comm],
         op_class=VectorClass.ELEMENTWISE,
     )  # fmt: skip
     return kept
@@ -118,16 +159,18 @@ def exchanged_backward(
     )  # fmt: skip
     comm = _all_to_all(ctx, name, "dreceived", [dy], TensorKind.GRADIENT)
     start = len(b.ops)
+    dys = _gathered(ctx, name, dy, comm)
+    computed = ranks * cap * (ctx.expert_shards if ctx.expert_gathered else 1)
     dxes = [
-        mlp_backward(ctx, name, e, kept, dy, (ranks * cap, d, f))
+        mlp_backward(ctx, name, e, kept, dys, (computed, d, f))
         for e, kept in enumerate(saved.experts)
     ]
     _wait_for(ctx, comm, start, dy)
     if dx is None:
         return
-    summed = reduced_over_tensor(ctx, name, "expert_dx", dxes, TensorKind.GRADIENT)
-    comm = _all_to_all(ctx, name, "ddispatched", dxes, TensorKind.GRADIENT, summed)
+    sent_back, summed = _shares(ctx, name, "expert_dx", dxes, TensorKind.GRADIENT)
+    comm = _all_to_all(ctx, name, "ddispatched", sent_back, TensorKind.GRADIENT, summed)
     b.vector(
-        f"{name}.dispatch.bwd", name, Phase.BWD_INPUT, buffer, 1, dxes, [Access(dx, buffer)],
-        after=[comm], partial=True, op_class=VectorClass.DATA_MOVEMENT,
+        f"{name}.dispatch.bwd", name, Phase.BWD_INPUT, buffer, 1, sent_back,
+        [Access(dx, buffer)], after=[comm], partial=True, op_class=VectorClass.DATA_MOVEMENT,
     )  # fmt: skip
