@@ -41,8 +41,11 @@ first and the last stage is not modelled.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
@@ -79,6 +82,17 @@ from accelsim.timing.pipeline_step import (
 Simulated = Callable[[OpGraph], int]
 """The cycles of a placed graph simulated alone with the run's engine."""
 
+KEPT_CUTS = 4
+"""Cuts (and stages) of a rank graph whose op lists a :class:`PassMemo` keeps, the
+least recently used dropped first: each holds lists of the graph's op ids (megabytes on
+a graph of 32 tensor ranks), and a plan search runs the plans of one cut one after the
+other (its ZeRO stages), so a dropped cut costs a plan that comes back to it one pass
+over the graph's ops, not a simulation (:attr:`PassMemo.cycles` keeps every pass's
+cycles)."""
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
 
 @dataclass
 class PassMemo:
@@ -89,14 +103,19 @@ class PassMemo:
     cycles of every subgraph simulated, by its ops' signature (and the replicas its
     updates are sharded over, 0 for none), each stage's data-parallel
     work by its chunks, place and replicas, each transfer between stages and each op's
-    kind and sizes (:func:`_signature`'s)."""
+    kind and sizes (:func:`_signature`'s).  The cuts' and stages' op lists are kept for
+    the last :data:`KEPT_CUTS` only, and a subgraph's cycles by a digest of its
+    signature (not the signature, as long as the subgraph): what the memo keeps beyond
+    the graph and its ops' kinds is numbers, a few per pass, stage and hop of a plan."""
 
     graph: OpGraph | None = None
-    cuts: dict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = field(
-        default_factory=dict
+    cuts: OrderedDict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = (
+        field(default_factory=OrderedDict)
     )
-    stages: dict[tuple[tuple[str, ...], ...], _StageWork] = field(default_factory=dict)
-    cycles: dict[tuple[tuple[object, ...], int], int] = field(default_factory=dict)
+    stages: OrderedDict[tuple[tuple[str, ...], ...], _StageWork] = field(
+        default_factory=OrderedDict
+    )
+    cycles: dict[tuple[bytes, int], int] = field(default_factory=dict)
     sums: dict[tuple[object, ...], _StageSums] = field(default_factory=dict)
     hops: dict[tuple[int, ...], Hop] = field(default_factory=dict)
     kinds: dict[int, tuple[object, ...]] = field(default_factory=dict)
@@ -112,7 +131,7 @@ class PassMemo:
         ``1 / shard`` shard when ``shard`` is above 0), simulated once for every set of
         ops of the same :func:`_signature` (a middle stage's update and another's)."""
         assert self.graph is not None
-        key = (_signature(self.graph, ids, self.kinds), shard)
+        key = (_digest(_signature(self.graph, ids, self.kinds)), shard)
         if key not in self.cycles:
             sub = subgraph(self.graph, ids)
             if shard:
@@ -161,10 +180,12 @@ def pipeline_step(
     p, t = cut.stages, plan.tensor
     data = hw.processors // (p * t)
     key = tuple(tuple(chunk) for chunk in cut.chunks)
-    if key not in memo.cuts:
+
+    def chunked() -> tuple[_ChunkOps, tuple[ChunkPasses, ...]]:
         ops = _chunk_ops(graph, cut, t)
-        memo.cuts[key] = (ops, _chunk_passes(graph, ops, simulated, memo))
-    ops, distinct = memo.cuts[key]
+        return ops, _chunk_passes(graph, ops, simulated, memo)
+
+    ops, distinct = _recent(memo.cuts, key, chunked)
     passes = [PassCycles(0, 0)] * len(cut.chunks)
     for chunk in distinct:
         for g in chunk.chunks:
@@ -276,9 +297,7 @@ def _stage_data_parallel(
     place = (key, s, p, data, zero)
     if place in memo.sums:
         return memo.sums[place]
-    if key not in memo.stages:
-        memo.stages[key] = _stage_work(run, cut, graph, ops, s)
-    work = memo.stages[key]
+    work = _recent(memo.stages, key, lambda: _stage_work(run, cut, graph, ops, s))
     sizes, kept = work.gradient_bytes, work.update_ops
     members = tuple(processor_of(r, s, 0, p, t) for r in range(data))
     algorithm = hw.interconnect.algorithm
@@ -372,6 +391,24 @@ def _signature(
             kind = kinds[i] = (type(op).__name__, op.phase, graph.processor[i], _sizes(op))
         out.append((kind, tuple(d - first for d in op.deps if d in own)))
     return tuple(out)
+
+
+def _digest(signature: tuple[object, ...]) -> bytes:
+    """A digest of a :func:`_signature` (its text: kinds, sizes, enums and relative
+    dependencies, each written in full)."""
+    return hashlib.blake2b(repr(signature).encode(), digest_size=20).digest()
+
+
+def _recent(kept: OrderedDict[K, V], key: K, make: Callable[[], V]) -> V:
+    """``kept[key]``, made by ``make`` when missing, among the :data:`KEPT_CUTS` keys
+    used last."""
+    if key in kept:
+        kept.move_to_end(key)
+        return kept[key]
+    made = kept[key] = make()
+    if len(kept) > KEPT_CUTS:
+        kept.popitem(last=False)
+    return made
 
 
 def _sizes(op: Op) -> tuple[object, ...]:
