@@ -103,10 +103,10 @@ class PassMemo:
     cycles of every subgraph simulated, by its ops' signature (and the replicas its
     updates are sharded over, 0 for none), each stage's data-parallel
     work by its chunks, place and replicas, each transfer between stages and each op's
-    kind and sizes (:func:`_signature`'s).  The cuts' and stages' op lists are kept for
-    the last :data:`KEPT_CUTS` only, and a subgraph's cycles by a digest of its
-    signature (not the signature, as long as the subgraph): what the memo keeps beyond
-    the graph and its ops' kinds is numbers, a few per pass, stage and hop of a plan."""
+    kind and sizes (:func:`_signature`'s text).  The cuts' and stages' op lists are kept
+    for the last :data:`KEPT_CUTS` only, and a subgraph's signature is a 20-byte digest,
+    not a tuple as long as the subgraph: what the memo keeps beyond the graph, its ops'
+    kinds and those op lists is numbers, a few per pass, stage and hop of a plan."""
 
     graph: OpGraph | None = None
     cuts: OrderedDict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = (
@@ -118,7 +118,7 @@ class PassMemo:
     cycles: dict[tuple[bytes, int], int] = field(default_factory=dict)
     sums: dict[tuple[object, ...], _StageSums] = field(default_factory=dict)
     hops: dict[tuple[int, ...], Hop] = field(default_factory=dict)
-    kinds: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    kinds: dict[int, bytes] = field(default_factory=dict)
 
     def rank_graph(self, make: Callable[[], OpGraph]) -> OpGraph:
         """The rank graph, made once."""
@@ -131,7 +131,7 @@ class PassMemo:
         ``1 / shard`` shard when ``shard`` is above 0), simulated once for every set of
         ops of the same :func:`_signature` (a middle stage's update and another's)."""
         assert self.graph is not None
-        key = (_digest(_signature(self.graph, ids, self.kinds)), shard)
+        key = (_signature(self.graph, ids, self.kinds), shard)
         if key not in self.cycles:
             sub = subgraph(self.graph, ids)
             if shard:
@@ -360,7 +360,7 @@ def _chunk_passes(
     """Each distinct chunk's forward and backward pass simulated once, and the ops a
     technique added to the backward pass (the forward work recomputation repeats: the
     one rewriting technique a pipeline plan admits) simulated alone."""
-    seen: dict[tuple[object, ...], list[int]] = {}
+    seen: dict[tuple[bytes, bytes], list[int]] = {}
     for g, own in enumerate(ops.group):
         forward, backward = own[Stage.FORWARD], own[Stage.BACKWARD]
         key = (_signature(graph, forward, memo.kinds), _signature(graph, backward, memo.kinds))
@@ -376,27 +376,23 @@ def _chunk_passes(
     return tuple(out)
 
 
-def _signature(
-    graph: OpGraph, ids: Sequence[int], kinds: dict[int, tuple[object, ...]]
-) -> tuple[object, ...]:
-    """What a pass's timing depends on, names aside: each op's kind and sizes (kept in
-    ``kinds`` by op), and its dependencies within the pass, relative to its first op."""
+def _signature(graph: OpGraph, ids: Sequence[int], kinds: dict[int, bytes]) -> bytes:
+    """A 20-byte digest of what a pass's timing depends on, names aside: each op's kind
+    and sizes (their text kept in ``kinds`` by op), and its dependencies within the
+    pass, relative to its first op, each written out in turn (equal digests, equal
+    passes but for a collision of 160-bit digests)."""
     first = ids[0] if ids else 0
     own = set(ids)
-    out: list[object] = []
+    digest = hashlib.blake2b(digest_size=20)
     for i in ids:
         op = graph.ops[i]
         kind = kinds.get(i)
         if kind is None:
-            kind = kinds[i] = (type(op).__name__, op.phase, graph.processor[i], _sizes(op))
-        out.append((kind, tuple(d - first for d in op.deps if d in own)))
-    return tuple(out)
-
-
-def _digest(signature: tuple[object, ...]) -> bytes:
-    """A digest of a :func:`_signature` (its text: kinds, sizes, enums and relative
-    dependencies, each written in full)."""
-    return hashlib.blake2b(repr(signature).encode(), digest_size=20).digest()
+            shape = (type(op).__name__, op.phase, int(graph.processor[i]), _sizes(op))
+            kind = kinds[i] = repr(shape).encode()
+        digest.update(kind)
+        digest.update(repr(tuple(d - first for d in op.deps if d in own)).encode())
+    return digest.digest()
 
 
 def _recent(kept: OrderedDict[K, V], key: K, make: Callable[[], V]) -> V:
