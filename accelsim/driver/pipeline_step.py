@@ -48,8 +48,11 @@ first and the last stage is not modelled.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.run import RunSpec
@@ -88,6 +91,17 @@ from accelsim.timing.pipeline_step import (
 Simulated = Callable[[OpGraph], int]
 """The cycles of a placed graph simulated alone with the run's engine."""
 
+KEPT_CUTS = 4
+"""Cuts (and stages) of a rank graph whose op lists a :class:`PassMemo` keeps, the
+least recently used dropped first: each holds lists of the graph's op ids (megabytes on
+a graph of 32 tensor ranks), and a plan search runs the plans of one cut one after the
+other (its ZeRO stages), so a dropped cut costs a plan that comes back to it one pass
+over the graph's ops, not a simulation (:attr:`PassMemo.cycles` keeps every pass's
+cycles)."""
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
 
 @dataclass
 class PassMemo:
@@ -98,17 +112,22 @@ class PassMemo:
     cycles of every subgraph simulated, by its ops' signature (and the replicas its
     updates are sharded over, 0 for none), each stage's data-parallel
     work by its chunks, place and replicas, each transfer between stages and each op's
-    kind and sizes (:func:`_signature`'s)."""
+    kind and sizes (:func:`_signature`'s text).  The cuts' and stages' op lists are kept
+    for the last :data:`KEPT_CUTS` only, and a subgraph's signature is a 20-byte digest,
+    not a tuple as long as the subgraph: what the memo keeps beyond the graph, its ops'
+    kinds and those op lists is numbers, a few per pass, stage and hop of a plan."""
 
     graph: OpGraph | None = None
-    cuts: dict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = field(
-        default_factory=dict
+    cuts: OrderedDict[tuple[tuple[str, ...], ...], tuple[_ChunkOps, tuple[ChunkPasses, ...]]] = (
+        field(default_factory=OrderedDict)
     )
-    stages: dict[tuple[tuple[str, ...], ...], _StageWork] = field(default_factory=dict)
-    cycles: dict[tuple[tuple[object, ...], int], int] = field(default_factory=dict)
+    stages: OrderedDict[tuple[tuple[str, ...], ...], _StageWork] = field(
+        default_factory=OrderedDict
+    )
+    cycles: dict[tuple[bytes, int], int] = field(default_factory=dict)
     sums: dict[tuple[object, ...], _StageSums] = field(default_factory=dict)
     hops: dict[tuple[int, ...], Hop] = field(default_factory=dict)
-    kinds: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    kinds: dict[int, bytes] = field(default_factory=dict)
 
     def rank_graph(self, make: Callable[[], OpGraph]) -> OpGraph:
         """The rank graph, made once."""
@@ -173,10 +192,12 @@ def pipeline_step(
     p, t = cut.stages, plan.tensor
     data = hw.processors // (p * t)
     key = tuple(tuple(chunk) for chunk in cut.chunks)
-    if key not in memo.cuts:
+
+    def chunked() -> tuple[_ChunkOps, tuple[ChunkPasses, ...]]:
         ops = _chunk_ops(graph, cut)
-        memo.cuts[key] = (ops, _chunk_passes(graph, ops, simulated, memo))
-    ops, distinct = memo.cuts[key]
+        return ops, _chunk_passes(graph, ops, simulated, memo)
+
+    ops, distinct = _recent(memo.cuts, key, chunked)
     passes = [PassCycles(0, 0)] * len(cut.chunks)
     for chunk in distinct:
         for g in chunk.chunks:
@@ -298,9 +319,7 @@ def _stage_data_parallel(
     place = (key, s, p, data, zero)
     if place in memo.sums:
         return memo.sums[place]
-    if key not in memo.stages:
-        memo.stages[key] = _stage_work(run, cut, graph, ops, s)
-    work = memo.stages[key]
+    work = _recent(memo.stages, key, lambda: _stage_work(run, cut, graph, ops, s))
     sizes, kept = work.gradient_bytes, work.update_ops
     members = tuple(processor_of(r, s, 0, p, t) for r in range(data))
     algorithm = hw.interconnect.algorithm
@@ -369,7 +388,7 @@ def _chunk_passes(
     """Each distinct chunk's forward and backward pass simulated once, and the ops a
     technique added to the backward pass (the forward work recomputation repeats: the
     one rewriting technique a pipeline plan admits) simulated alone."""
-    seen: dict[tuple[object, ...], list[int]] = {}
+    seen: dict[tuple[bytes, bytes], list[int]] = {}
     for g, own in enumerate(ops.group):
         forward, backward = own[Stage.FORWARD], own[Stage.BACKWARD]
         key = (_signature(graph, forward, memo.kinds), _signature(graph, backward, memo.kinds))
@@ -385,21 +404,35 @@ def _chunk_passes(
     return tuple(out)
 
 
-def _signature(
-    graph: OpGraph, ids: Sequence[int], kinds: dict[int, tuple[object, ...]]
-) -> tuple[object, ...]:
-    """What a pass's timing depends on, names aside: each op's kind and sizes (kept in
-    ``kinds`` by op), and its dependencies within the pass, relative to its first op."""
+def _signature(graph: OpGraph, ids: Sequence[int], kinds: dict[int, bytes]) -> bytes:
+    """A 20-byte digest of what a pass's timing depends on, names aside: each op's kind
+    and sizes (their text kept in ``kinds`` by op), and its dependencies within the
+    pass, relative to its first op, each written out in turn (equal digests, equal
+    passes but for a collision of 160-bit digests)."""
     first = ids[0] if ids else 0
     own = set(ids)
-    out: list[object] = []
+    digest = hashlib.blake2b(digest_size=20)
     for i in ids:
         op = graph.ops[i]
         kind = kinds.get(i)
         if kind is None:
-            kind = kinds[i] = (type(op).__name__, op.phase, graph.processor[i], _sizes(op))
-        out.append((kind, tuple(d - first for d in op.deps if d in own)))
-    return tuple(out)
+            shape = (type(op).__name__, op.phase, int(graph.processor[i]), _sizes(op))
+            kind = kinds[i] = repr(shape).encode()
+        digest.update(kind)
+        digest.update(repr(tuple(d - first for d in op.deps if d in own)).encode())
+    return digest.digest()
+
+
+def _recent(kept: OrderedDict[K, V], key: K, make: Callable[[], V]) -> V:
+    """``kept[key]``, made by ``make`` when missing, among the :data:`KEPT_CUTS` keys
+    used last."""
+    if key in kept:
+        kept.move_to_end(key)
+        return kept[key]
+    made = kept[key] = make()
+    if len(kept) > KEPT_CUTS:
+        kept.popitem(last=False)
+    return made
 
 
 def _sizes(op: Op) -> tuple[object, ...]:

@@ -16,7 +16,7 @@ import pytest
 from accelsim.cli import main
 from accelsim.config.loader import parse_sets
 from accelsim.config.parallel import ParallelSpec
-from accelsim.driver import pipeline_memo
+from accelsim.driver import pipeline_memo, pipeline_step
 from accelsim.driver.inputs import InputCache, load_inputs
 from accelsim.driver.run import simulate_training
 from accelsim.planner import search
@@ -127,3 +127,70 @@ def test_the_memo_tells_energy_tables_apart(tmp_path: Path) -> None:
         alone.append(simulate_training(load_inputs(run, sets)).summary()["energy_pj"])
     assert shared == alone
     assert alone[0] != alone[1]
+
+
+def _tiny_run(folder: Path) -> Path:
+    run = folder / "run.yaml"
+    run.write_text(
+        "name: tiny\n"
+        f"hardware: {ROOT / 'configs/hardware/default.yaml'}\n"
+        f"workload: {BLOCKS}\n"
+        f"energy: {ROOT / 'configs/energy/horowitz45.yaml'}\n"
+        "batch_size: 8\n"
+        "assignment: data_parallel\n"
+        "optimizer: {kind: adam}\n",
+        "utf-8",
+    )
+    return run
+
+
+def test_the_memo_keeps_a_bounded_share_of_a_rank_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plans of one rank graph over two cuts, alternating, with one cut kept: each
+    plan's op lists are made again when its cut comes back, never more than one cut's
+    and stage's are held, the passes' cycles are kept by 20-byte digests, and every
+    plan still gets the summary it gets alone."""
+    monkeypatch.setattr(pipeline_step, "KEPT_CUTS", 1)
+    run = _tiny_run(tmp_path)
+    plans = ["{pipeline: 2}", "{pipeline: 4}", "{pipeline: 2, zero: 1}", "{pipeline: 4}"]
+    sets = [parse_sets(["processors=4", f"run.parallel={text}"]) for text in plans]
+    pipeline_memo.forget()
+    cache = InputCache()
+    shared = []
+    for each in sets:
+        shared.append(simulate_training(cache.load(run, each)).summary())
+        (entry,) = pipeline_memo._Kept.graphs.values()
+        assert len(entry.passes.cuts) == len(entry.passes.stages) == 1
+        assert entry.passes.cycles
+        assert {(len(digest), type(shard)) for digest, shard in entry.passes.cycles} == {(20, int)}
+    alone = []
+    for each in sets:
+        pipeline_memo.forget()
+        alone.append(simulate_training(load_inputs(run, each)).summary())
+    assert shared == alone
+    assert shared[0] != shared[1]
+
+
+def test_a_process_keeps_at_most_its_rank_graphs(tmp_path: Path) -> None:
+    """Plans of four rank graphs (tensor degree and recomputation) in one process: it
+    keeps the last :data:`~accelsim.driver.pipeline_memo.SHARED_RANK_GRAPHS`, each with
+    at most :data:`~accelsim.driver.pipeline_step.KEPT_CUTS` cuts' op lists."""
+    run = _tiny_run(tmp_path)
+    pipeline_memo.forget()
+    cache = InputCache()
+    for tensor in (1, 2):
+        for techniques in ("{}", "{recomputation: {policy: full}}"):
+            for pipeline in (2, 4, 2):
+                sets = parse_sets(
+                    [
+                        "processors=8",
+                        f"run.parallel={{pipeline: {pipeline}, tensor: {tensor}}}",
+                        f"run.techniques={techniques}",
+                    ]
+                )
+                simulate_training(cache.load(run, sets))
+                kept = pipeline_memo._Kept.graphs.values()
+                assert len(kept) <= pipeline_memo.SHARED_RANK_GRAPHS
+                assert all(len(e.passes.cuts) <= pipeline_step.KEPT_CUTS for e in kept)
+    assert len(pipeline_memo._Kept.graphs) == pipeline_memo.SHARED_RANK_GRAPHS
