@@ -166,7 +166,7 @@ def _finish(
     if not plans:
         return EXIT_FAILED
     chosen = fastest(plans)
-    seconds_per_cycle = chosen.step_seconds / chosen.step_cycles
+    seconds_per_cycle = 1e-6 / float(chosen.summary["clock_mhz"])  # as its step_seconds
     bound = bounds[[f.candidate for f in filtered.fitting].index(chosen.candidate)]
     counts["chosen_bound_seconds"] = bound.cycles * seconds_per_cycle
     skipped = [

@@ -11,10 +11,14 @@ a point of the front, is simulated and the search's order still settles ties).  
 simulated plan that a pruned one would dominate is dominated by that one's ``Q``
 too, so the fastest and the front are exactly those of every fitting plan simulated.
 
-A round takes the rank-graph groups (:func:`~accelsim.planner.search.rank_graph_of`)
-in the order of their least bound, whole, each group's plans by bound, until it holds
-a group a worker and :data:`ROUND_PLANS` plans a worker; the plans of every later
-round are pruned against all simulated so far.  Each round is a sweep of its plans
+The plans are simulated in rounds, each plan of every later round checked against
+all the plans simulated so far.  The first round probes each rank-graph group
+(:func:`~accelsim.planner.search.rank_graph_of`): its plan of the least bound (the
+bound leaves communication out, so it cannot tell which groups are fast; one plan of
+each can).  Every later round takes whole groups, the group of the fastest plan
+simulated first, each group's plans by bound, until it holds a group a worker and
+:data:`ROUND_PLANS` plans a worker (a worker keeps a group's rank graph for its
+plans).  Each round is a sweep of its plans
 into the search's store (:func:`~accelsim.sweep.run.run_sweep`), the points of the
 whole search's sweep, so a killed search resumes (the plans stored are read first)
 and ``--exhaustive`` shares its store.
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,7 +148,7 @@ def simulate_pruned(
                 left.append(i)
         if not left:
             break
-        batch = _round(left, groups, executor.workers)
+        batch = next_round(left, groups, known, executor.workers)
         tried.update(batch)
         sub = dataclasses.replace(plan, points=tuple(plan.points[i] for i in batch))
         report = run_sweep(sub, request.store.parent, grouped, keep_points=KeepPoints.ALL)
@@ -155,16 +159,28 @@ def simulate_pruned(
     return Pruned(already, ran, failed, tuple(sorted(pruned)))
 
 
-def _round(left: Sequence[int], groups: Sequence[tuple[str, ...]], workers: int) -> list[int]:
-    """The next round's plans of ``left`` (in the search's order): whole groups, in the
-    order of their first plan, until it holds a group and :data:`ROUND_PLANS` plans a
-    worker."""
+def next_round(
+    left: Sequence[int],
+    groups: Sequence[tuple[str, ...]],
+    known: Mapping[int, Evaluated],
+    workers: int,
+) -> list[int]:
+    """The next round's plans of ``left`` (in the search's order): the first plan of
+    each group no plan of which is simulated yet, if any; else whole groups, the group
+    of the fastest plan simulated first, until the round holds a group and
+    :data:`ROUND_PLANS` plans a worker."""
     by_group: dict[tuple[str, ...], list[int]] = {}
     for i in left:
         by_group.setdefault(groups[i], []).append(i)
+    fastest: dict[tuple[str, ...], int] = {}
+    for i, e in known.items():
+        fastest[groups[i]] = min(fastest.get(groups[i], e.step_cycles), e.step_cycles)
+    probes = [members[0] for group, members in by_group.items() if group not in fastest]
+    if probes:
+        return probes
     batch: list[int] = []
-    for n, members in enumerate(by_group.values()):
+    for n, group in enumerate(sorted(by_group, key=lambda g: fastest[g])):
         if n >= workers and len(batch) >= ROUND_PLANS * workers:
             break
-        batch.extend(members)
+        batch.extend(by_group[group])
     return batch
