@@ -126,14 +126,11 @@ def plan_bound(
     t = int(fields.get("tensor", 1))
     p = int(fields.get("pipeline", 1))
     if p == 1:
-        chunks = [work.macs]
-        v = m = 1
+        chunks, m = [work.macs], 1
     else:
-        v = int(fields.get("virtual_stages", 1))
+        cut = cuts(p, int(fields.get("virtual_stages", 1)))
         m = int(fields.get("micro_batch") or 1)
-        chunks = [
-            sum(work.macs_by_layer.get(name, 0) for name in names) for names in cuts(p, v).chunks
-        ]
+        chunks = [sum(work.macs_by_layer.get(name, 0) for name in names) for names in cut.chunks]
     replica = Fraction(work.batch, chips // (p * t))
     scale = work.batch * t * peak_macs_per_cycle
     best = Bound(0, 0, p, 0)

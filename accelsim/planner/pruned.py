@@ -18,10 +18,10 @@ bound leaves communication out, so it cannot tell which groups are fast; one pla
 each can).  Every later round takes whole groups, the group of the fastest plan
 simulated first, each group's plans by bound, until it holds a group a worker and
 :data:`ROUND_PLANS` plans a worker (a worker keeps a group's rank graph for its
-plans).  Each round is a sweep of its plans
-into the search's store (:func:`~accelsim.sweep.run.run_sweep`), the points of the
-whole search's sweep, so a killed search resumes (the plans stored are read first)
-and ``--exhaustive`` shares its store.
+plans).  Each round is a sweep of its plans into the search's store
+(:func:`~accelsim.sweep.run.run_sweep`), the points of the whole search's sweep, so a
+killed search resumes (the plans stored are read first) and ``--exhaustive`` shares
+its store.
 """
 
 from __future__ import annotations
