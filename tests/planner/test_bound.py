@@ -1,7 +1,7 @@
 """A plan's proven least step (:mod:`accelsim.planner.bound`): its closed form by hand
 (without a pipeline, 1F1B's ``M + p - 1`` passes of the last stage, the interleaved
 schedule's ``M v + p - 1``), and never above the simulated step of any plan of whole
-searches: the tiny GPT and MoE fixtures (default), the 4-block GPT and GPT-2 small
+searches: the tiny GPT and MoE fixtures (default) and the 4-block GPT's pipeline plans
 (slow)."""
 
 from __future__ import annotations
