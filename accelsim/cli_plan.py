@@ -22,10 +22,13 @@ from accelsim.errors import ClusterError
 from accelsim.resources import bundled_path
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from accelsim.planner.bound import Bound
+    from accelsim.planner.pruned import Pruned
     from accelsim.planner.result import Evaluated, Scale
     from accelsim.planner.search import Filtered, Request
     from accelsim.sweep.plan import SweepPlan
-    from accelsim.sweep.run import SweepReport
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -57,6 +60,12 @@ def add_command(sub: Subparsers) -> None:
         help="evaluate this plan instead of searching, e.g. tp=8,dp=2,recompute=selective",
     )
     plan.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="simulate every plan that fits (default: skip those a simulated plan is"
+        " proven to beat by their step's lower bound)",
+    )
+    plan.add_argument(
         "--max-plans",
         type=cli_sweep.positive,
         default=None,
@@ -86,7 +95,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """``accelsim plan``: the search (or one ``--plan``), simulated through a sweep store."""
     from accelsim.config.parallel import ParallelSpec
     from accelsim.driver.inputs import InputCache
-    from accelsim.planner import search
+    from accelsim.planner import pruned, search
     from accelsim.planner.given import parse_plan
     from accelsim.sweep.plan import MAX_POINTS
 
@@ -110,15 +119,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(json.dumps(refused, indent=2) if args.json else _refused_text(refused))
         return EXIT_FAILED
     plan = search.sweep_of(request, base, sets, filtered.fitting, args.max_plans or MAX_POINTS)
+    bounds = pruned.bounds_of(cache, base, sets, inputs, filtered.fitting, request)
     try:
         with cli_sweep.executor_of(args, search.pending(request, plan)) as executor:
-            report = search.simulate(request, plan, executor, filtered.fitting)
+            if args.exhaustive:
+                report = search.simulate(request, plan, executor, filtered.fitting)
+                done = pruned.Pruned(report.skipped, report.ran, report.failed, ())
+            else:
+                done = pruned.simulate_pruned(request, plan, executor, filtered.fitting, bounds)
     except ClusterError as exc:
         where = display_path(request.store)
         print(f"accelsim: {exc}; rerun the same command to resume ({where}/)", file=sys.stderr)
         return EXIT_FAILED
     scale = search.scale_of(inputs, request)
-    return _finish(args, request, scale, filtered, counts, plan, report, started)
+    return _finish(args, request, scale, filtered, counts, plan, (bounds, done), started)
 
 
 def _finish(
@@ -128,37 +142,46 @@ def _finish(
     filtered: Filtered,
     counts: dict[str, Any],
     plan: SweepPlan,
-    report: SweepReport,
+    searched: tuple[Sequence[Bound], Pruned],
     started: float,
 ) -> int:
-    """Read the simulated plans back, draw the figure and print the fastest (the search
-    ``started`` at that ``time.perf_counter``)."""
+    """Read the simulated plans back, draw the figure and print the fastest with its
+    bound (the search ``started`` at that ``time.perf_counter``; ``searched``: every
+    fitting plan's bound, and what the search simulated and pruned)."""
     from accelsim.planner.figure import FIGURE_NAME, plot_plans
     from accelsim.planner.result import evaluated, fastest
 
+    bounds, done = searched
     plans = evaluated(request.store, plan, filtered.fitting)
     counts = {
         **counts,
         "simulated": len(plans),
-        "already_stored": report.skipped,
+        "already_stored": done.already_stored,
+        "pruned_by_bound": len(done.pruned),
         "search_seconds": round(time.perf_counter() - started, 3),
     }
-    if report.failed:
+    if done.failed:
         where = display_path(request.store / "store.sqlite")
-        print(f"accelsim: {report.failed} plans failed (their errors: {where})", file=sys.stderr)
+        print(f"accelsim: {done.failed} plans failed (their errors: {where})", file=sys.stderr)
     if not plans:
         return EXIT_FAILED
     chosen = fastest(plans)
-    plot_plans(plans, chosen, request.store / FIGURE_NAME)
+    seconds_per_cycle = 1e-6 / float(chosen.summary["clock_mhz"])  # as its step_seconds
+    bound = bounds[[f.candidate for f in filtered.fitting].index(chosen.candidate)]
+    counts["chosen_bound_seconds"] = bound.cycles * seconds_per_cycle
+    skipped = [
+        (filtered.fitting[i].memory, bounds[i].cycles * seconds_per_cycle) for i in done.pruned
+    ]
+    plot_plans(plans, chosen, request.store / FIGURE_NAME, skipped)
     breakdown = chosen.breakdown(scale)
     with cli_sweep.printing(request.store):
         if args.json:
             print(json.dumps({**breakdown, "search": counts}, indent=2))
         else:
             print(_counts_text(counts))
-            print(_chosen_text(chosen, breakdown, scale))
+            print(_chosen_text(chosen, breakdown, scale, bound.describe(seconds_per_cycle)))
             print(f"wrote {display_path(request.store)}/: store.sqlite, points/, {FIGURE_NAME}")
-    return EXIT_FAILED if report.failed else EXIT_OK
+    return EXIT_FAILED if done.failed else EXIT_OK
 
 
 def _counts_text(counts: dict[str, Any]) -> str:
@@ -173,7 +196,8 @@ def _counts_text(counts: dict[str, Any]) -> str:
     ]
     if "simulated" in counts:
         lines.append(
-            f"simulated       {counts['simulated']} ({counts['already_stored']} already stored);"
+            f"simulated       {counts['simulated']} ({counts['already_stored']} already stored),"
+            f" {counts['pruned_by_bound']} pruned by their bound;"
             f" the search took {counts['search_seconds']:.1f} s"
         )
     return "\n".join(lines)
@@ -185,7 +209,7 @@ def _refused_text(refused: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _chosen_text(chosen: Evaluated, breakdown: dict[str, Any], scale: Scale) -> str:
+def _chosen_text(chosen: Evaluated, breakdown: dict[str, Any], scale: Scale, bound: str) -> str:
     from accelsim.report.memory import memory_block
 
     lines = [
@@ -194,6 +218,7 @@ def _chosen_text(chosen: Evaluated, breakdown: dict[str, Any], scale: Scale) -> 
         f"{breakdown['tokens_per_second_per_chip']:,.1f} tokens/s per chip,"
         f" MFU {100 * breakdown['mfu']:.1f} % (6 x {scale.parameters:,} parameters"
         f" x {scale.tokens_per_step:,} tokens)",
+        f"  bound         {bound}",
     ]
     if "bubble_seconds" in breakdown:
         lines += [

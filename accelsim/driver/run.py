@@ -479,3 +479,13 @@ def _report(
     sections = [t.training(ctx, base, steps, plan) for t in techniques]
     costs = {BASE: StepCost.of(base), **{kind: s.cost for kind, s in steps.items()}}
     return TrainingReport.of([t.name for t in techniques], plan, costs, sections)
+
+
+def rewritten_step(inputs: RunInputs, batch: int) -> OpGraph:
+    """One replica's step graph of ``batch`` samples before placement, rewritten by the
+    run's techniques (the first step kind they define, else the baseline), as
+    :func:`step_memory` counts it."""
+    with _blamed(inputs):
+        sim = _Run(inputs)
+        kinds = _kinds(inputs.techniques, sim.ctx) if sim.rewriters else [BASE]
+        return sim.step_graph(kinds[0])(batch)

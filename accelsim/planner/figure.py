@@ -1,5 +1,6 @@
 """The plan search's Pareto figure: step time against memory per chip of every plan
-simulated, the plans no other is both faster and smaller than joined and marked."""
+simulated, the plans no other is both faster and smaller than joined and marked, and
+the plans pruned unsimulated at their step's lower bound (their step is no less)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from accelsim.mapping.memory import MemoryBreakdown
 from accelsim.planner.result import Evaluated, front
 from accelsim.report.figure import FigureSize, new_figure, save, styled
 
@@ -16,13 +18,29 @@ FIGURE_NAME = "plans_pareto.png"
 GIB = 2**30
 
 
-def plot_plans(plans: Sequence[Evaluated], chosen: Evaluated, path: Path) -> None:
+def plot_plans(
+    plans: Sequence[Evaluated],
+    chosen: Evaluated,
+    path: Path,
+    pruned: Sequence[tuple[MemoryBreakdown, float]] = (),
+) -> None:
     """Draw ``plans`` (step seconds against GiB per chip), the front joined, ``chosen``
-    (the fastest) marked, its plan the title."""
+    (the fastest) marked, its plan the title, and the ``pruned`` plans (each its memory
+    and its bound's seconds) hollow at their bound."""
     on_front = front(plans)
     with styled():
         fig = new_figure(FigureSize.COLUMN, 2.8)
         ax = fig.add_subplot()
+        if pruned:
+            ax.scatter(
+                [memory.total_bytes / GIB for memory, _ in pruned],
+                [seconds for _, seconds in pruned],
+                s=12,
+                facecolors="none",
+                edgecolors="tab:gray",
+                linewidths=0.5,
+                label="pruned, at their bound",
+            )
         xs = [e.memory_bytes / GIB for e in plans]
         ys = [e.step_seconds for e in plans]
         ax.scatter(xs, ys, s=12, color="tab:gray", label="plans that fit")

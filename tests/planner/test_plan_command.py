@@ -61,7 +61,10 @@ def test_search_counts_json_and_mfu(tmp_path: Path, capsys: pytest.CaptureFixtur
         "filter_seconds": chosen["search"]["filter_seconds"],
         "simulated": 40,
         "already_stored": 0,
+        "pruned_by_bound": 0,
         "search_seconds": chosen["search"]["search_seconds"],
+        # tests/planner/test_bound.py: fewer array MACs than a cycle of the 8 chips.
+        "chosen_bound_seconds": 1e-6 / 1410,
     }
     assert 0 < chosen["search"]["filter_seconds"] < chosen["search"]["search_seconds"]
     assert set(chosen) >= {
@@ -143,7 +146,10 @@ def test_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         db.execute("DELETE FROM points WHERE identity = ?", (points[0].name,))
     capsys.readouterr()
     assert main(plan(tmp_path)) == 0
-    assert "simulated       40 (39 already stored); the search took " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert (
+        "simulated       40 (39 already stored), 0 pruned by their bound; the search took " in out
+    )
     assert {
         name: (store / "points" / name / "summary.json").stat().st_mtime_ns for name in kept
     } == kept

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""How many of a plan search's fitting plans the proven bound prunes
+(:mod:`accelsim.planner.pruned`), from the first rounds of the pruned search alone:
+GPT-3 175B on 1,024 chips of the A100 cluster preset by default (global batch 1,536,
+2,048 tokens), whose whole search takes half an hour.
+
+It filters the candidates (``--jobs`` forked workers, as ``accelsim plan``), computes
+every fitting plan's bound, then runs the pruned search's rounds, in its order, into a
+fresh store until ``--plans`` plans are simulated, and prints: the bounds (least,
+median, most, in seconds), the plans simulated and the best step among them, how many
+plans those simulated plans prune (the rule of the search: a plan whose bound is above
+the step of a simulated plan of no more memory), how many of the rest have less memory
+than any simulated plan, and the CPU seconds of each part (the workers' included).
+
+    python scripts/plan_pruning.py                     # GPT-3 on 1,024 chips
+    python scripts/plan_pruning.py --plans 64 --jobs 2   # the probe round alone
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from accelsim.driver.inputs import InputCache
+from accelsim.planner import pruned, search
+from accelsim.planner.grouped import ByRankGraph
+from accelsim.planner.result import Evaluated, evaluated, fastest
+from accelsim.sweep.executors import PoolExecutor
+from accelsim.sweep.plan import MAX_POINTS
+from accelsim.sweep.points import KeepPoints
+from accelsim.sweep.run import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_seconds() -> float:
+    """This process's and its finished children's user and system seconds."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", type=Path, default=ROOT / "workloads" / "gpt3_175b.yaml")
+    parser.add_argument(
+        "--hardware", type=Path, default=ROOT / "configs" / "hardware" / "a100_cluster.yaml"
+    )
+    parser.add_argument("--chips", type=int, default=1024)
+    parser.add_argument("--global-batch", type=int, default=1536)
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--plans", type=int, default=40, help="simulate at least this many")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as out:
+        store = Path(out) / "search"
+        request = search.Request(
+            args.workload, args.hardware, args.chips, args.global_batch, args.seq, store
+        )
+        started, cpu = time.perf_counter(), cpu_seconds()
+        cache = InputCache()
+        base = search.base_run(request)
+        sets = search.fixed_sets(request, cache.hardware(request.hardware))
+        inputs = search.model_inputs(cache, base, sets)
+        model = search.model_of(inputs, request.chips, request.global_batch)
+        candidates = search.candidates_of(model)
+        filtered = search.filter_in_parallel(cache, base, sets, candidates, args.jobs)
+        fitting = filtered.fitting
+        filtered_at, filter_cpu = time.perf_counter(), cpu_seconds()
+        bounds = pruned.bounds_of(cache, base, sets, inputs, fitting, request)
+        bound_cpu = cpu_seconds() - filter_cpu
+        seconds = 1e-6 / inputs.hardware.clock_mhz
+        print(
+            f"{len(candidates):,} plans, {len(fitting):,} fit: filter {filter_cpu - cpu:.0f}"
+            f" CPU-s ({filtered_at - started:.0f} s wall), bounds {bound_cpu:.1f} CPU-s"
+        )
+        steps = sorted(b.cycles * seconds for b in bounds)
+        print(
+            f"bounds: least {steps[0]:.3f} s, median {statistics.median(steps):.3f} s,"
+            f" most {steps[-1]:.3f} s"
+        )
+        plan = search.sweep_of(request, base, sets, fitting, MAX_POINTS)
+        groups = [search.rank_graph_of(f.candidate) for f in fitting]
+        order = pruned.search_order(bounds, groups)
+        simulated: list[int] = []
+        known: dict[int, Evaluated] = {}
+        index_of = {id(f.candidate): i for i, f in enumerate(fitting)}
+        sim_cpu = cpu_seconds()
+        with PoolExecutor(args.jobs) as pool:
+            grouped = ByRankGraph(pool, groups)
+            while len(simulated) < args.plans:
+                beaten = pruned.Beaten(list(known.values()))
+                left = [
+                    i
+                    for i in order
+                    if i not in simulated
+                    and not beaten.beats(bounds[i], fitting[i].memory.total_bytes)
+                ]
+                if not left:
+                    break
+                batch = pruned.next_round(left, groups, known, args.jobs)
+                sub = dataclasses.replace(plan, points=tuple(plan.points[i] for i in batch))
+                run_sweep(sub, store.parent, grouped, keep_points=KeepPoints.ALL)
+                simulated += batch
+                for e in evaluated(store, sub, [fitting[i] for i in batch]):
+                    known[index_of[id(e.candidate)]] = e
+                print(f"  round of {len(batch)} plans, {cpu_seconds() - sim_cpu:.0f} CPU-s")
+        plans = list(known.values())
+        best = fastest(plans)
+        beaten = pruned.Beaten(plans)
+        done = set(simulated)
+        cut = [
+            i
+            for i in range(len(fitting))
+            if i not in done and beaten.beats(bounds[i], fitting[i].memory.total_bytes)
+        ]
+        least = min(e.memory_bytes for e in plans)
+        smaller = sum(fitting[i].memory.total_bytes < least for i in range(len(fitting)))
+        by = {f.candidate: b for f, b in zip(fitting, bounds, strict=True)}
+        print(
+            f"simulated {len(plans)} plans in {cpu_seconds() - sim_cpu:.0f} CPU-s; the fastest"
+            f" {best.candidate.label}, {best.step_seconds:.3f} s (its bound"
+            f" {by[best.candidate].cycles * seconds:.3f} s)"
+        )
+        print(
+            f"pruned by them: {len(cut):,} of the {len(fitting) - len(plans):,} others;"
+            f" {smaller:,} plans need less memory than any simulated one"
+        )
+        for factor in (1.0, 1.1, 1.25, 1.5):
+            above = sum(b.cycles * seconds > factor * best.step_seconds for b in bounds)
+            print(f"  bounds above {factor} x the fastest simulated: {above:,}")
+        ratios = sorted(by[e.candidate].cycles / e.step_cycles for e in plans)
+        print(
+            f"bound / step of the simulated: least {ratios[0]:.3f}, median"
+            f" {statistics.median(ratios):.3f}, most {ratios[-1]:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
