@@ -101,12 +101,15 @@ def held_at_peaks(
         held[step.chunk] = held.get(step.chunk, 0) + (1 if forward else -1)
         if forward:
             seen[tuple(sorted((c, n) for c, n in held.items() if n))] = None
-    counts = [dict(h) for h in seen]
-    return tuple(
-        h
-        for h, c in zip(seen, counts, strict=True)
-        if not any(o != c and all(o.get(k, 0) >= n for k, n in c.items()) for o in counts)
-    )
+    # Another holding at least as many of each and differing holds more in all, so
+    # by falling totals a holding is left out when one of those kept so far covers it.
+    kept: list[dict[int, int]] = []
+    for h in sorted(seen, key=lambda h: -sum(n for _, n in h)):
+        c = dict(h)
+        if not any(o != c and all(o.get(k, 0) >= n for k, n in c.items()) for o in kept):
+            kept.append(c)
+    peaks = {tuple(sorted(c.items())) for c in kept}
+    return tuple(h for h in seen if h in peaks)
 
 
 def peak_stash(
