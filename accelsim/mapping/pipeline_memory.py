@@ -60,12 +60,15 @@ def stage_parts(
     facts = layer_facts(step)
     chunk_of = cut.chunk_of_layer()
     stage_of = {name: g % cut.stages for name, g in chunk_of.items()}
-    stash_of_chunk, _ = stashes(facts, chunk_of, len(cut.chunks))
-    _, stashed = stashes(facts, stage_of, cut.stages)
+    layers_of = [
+        tuple(name for g in cut.chunks_of_stage(stage) for name in cut.chunks[g])
+        for stage in range(cut.stages)
+    ]
+    stash_of_chunk, _ = stashes(facts, cut.chunks)
+    _, stashed = stashes(facts, tuple(layers_of))
     kept_of = kept_parameters(step.parameters, facts, stage_of, cut.stages)
     classes = []
-    for stage, kept in enumerate(kept_of):
-        layers = [name for g in cut.chunks_of_stage(stage) for name in cut.chunks[g]]
+    for stage, (kept, layers) in enumerate(zip(kept_of, layers_of, strict=True)):
         held = {p.weight.key for p in kept} | {p.gradient.key for p in kept if p.grad_op >= 0}
         held |= stashed[stage]
         communication = max(bucket_bytes or 0, reduce_bytes(facts, layers))

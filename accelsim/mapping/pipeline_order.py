@@ -93,7 +93,10 @@ def held_at_peaks(
     ``(chunk, count)`` pairs, those another holds at least as many of each left out:
     the stage's peak stash is the most of these weighed by each chunk's stash (a
     stash is never negative), for any stashes (what the memory of a plan search's
-    candidates of one cut and schedule shares)."""
+    candidates of one cut and schedule shares).  Under 1F1B that is one holding: the
+    stage's own chunk, ``min(p - i, m)`` micro-batches of it (the module's count)."""
+    if schedule is PipelineSchedule.ONE_F_ONE_B:
+        return (((stage, min(stages - stage, micro_batches)),),)
     held: dict[int, int] = {}
     seen: dict[tuple[tuple[int, int], ...], None] = {}
     for step in stage_order(schedule, stages, virtual_stages, micro_batches, stage):

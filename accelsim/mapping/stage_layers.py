@@ -12,7 +12,7 @@ those its layers read; its largest reduce is its layers' largest; and an op's
 workspace depends on the stage only through which of the tensors it reads or writes
 the stage holds (a parameter's weight or gradient, or its stash), so each layer's
 largest workspace is counted once per set of its tensors held.  The counts are those
-of the ops themselves (``tests/mapping/test_stage_layers.py``).
+of the ops themselves (``tests/planner/test_filter_reference.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from accelsim.graph.memo import per_graph
 from accelsim.graph.ops import CommOp, OpGraph, Parameter, Stage, TensorKey, TensorKind
 from accelsim.graph.queries import reads_of, writes_of
+
+Parts = tuple[tuple[str, ...], ...]
+"""The layers of each of some sets of layers."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class LayerFacts:
     """The keys of each layer's tensors that a set of layers may hold."""
     largest_work: dict[tuple[str, frozenset[TensorKey]], int] = field(default_factory=dict)
     """Each layer's largest workspace by the set of its tensors held (filled as used)."""
+    stashed: dict[Parts, tuple[list[int], list[set[TensorKey]]]] = field(default_factory=dict)
+    """Each division of the layers into sets' stashes (filled as used: the cuts of a
+    search into as many chunks share their chunks, and a cut of one chunk a stage its
+    stages)."""
 
 
 def layer_facts(step: OpGraph) -> LayerFacts:
@@ -106,12 +113,20 @@ def _facts(step: OpGraph) -> LayerFacts:
     )
 
 
-def stashes(
+def stashes(facts: LayerFacts, parts: Parts) -> tuple[list[int], list[set[TensorKey]]]:
+    """The stash of each set of layers of ``parts``, as
+    :func:`~accelsim.graph.queries.stashed_tensors` of its ops counts it: its bytes
+    and its tensors' keys (callers must not change them)."""
+    found = facts.stashed.get(parts)
+    if found is None:
+        part_of = {name: part for part, layers in enumerate(parts) for name in layers}
+        found = facts.stashed[parts] = _stashes(facts, part_of, len(parts))
+    return found
+
+
+def _stashes(
     facts: LayerFacts, part_of: Mapping[str, int], parts: int
 ) -> tuple[list[int], list[set[TensorKey]]]:
-    """The stash of each of ``parts`` sets of layers (``part_of``: each layer's), as
-    :func:`~accelsim.graph.queries.stashed_tensors` of its ops counts it: its bytes
-    and its tensors' keys."""
     total = [0] * parts
     keys: list[set[TensorKey]] = [set() for _ in range(parts)]
     for t in facts.stashable:
