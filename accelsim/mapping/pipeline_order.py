@@ -97,6 +97,15 @@ def held_at_peaks(
     stage's own chunk, ``min(p - i, m)`` micro-batches of it (the module's count)."""
     if schedule is PipelineSchedule.ONE_F_ONE_B:
         return (((stage, min(stages - stage, micro_batches)),),)
+    # Past the warm-up, each forward-backward pair moves both passes on by one, and
+    # the chunks they run repeat every p v of them: so do the holdings, and fewer
+    # micro-batches (a multiple of p) that leave the warm-up and p v pairs after it
+    # give the same ones, in the same order.
+    p, v = stages, virtual_stages
+    warm = 2 * (p - stage - 1) + (v - 1) * p
+    enough = -(-(warm + p * v) // (v * p)) * p
+    if enough < micro_batches:
+        return held_at_peaks(schedule, stages, virtual_stages, enough, stage)
     held: dict[int, int] = {}
     seen: dict[tuple[tuple[int, int], ...], None] = {}
     for step in stage_order(schedule, stages, virtual_stages, micro_batches, stage):

@@ -164,6 +164,10 @@ def test_interleaved_first_stage_holds_narayanan_et_als_factor(p: int, v: int, m
         (INTER, 2, 2, 4),
         (INTER, 4, 3, 8),
         (INTER, 4, 2, 4),
+        (INTER, 4, 2, 40),
+        (INTER, 2, 3, 30),
+        (INTER, 3, 2, 27),
+        (INTER, 4, 3, 64),
     ],
 )
 def test_the_peak_is_the_most_held_after_any_forward(
