@@ -128,9 +128,7 @@ def memory_classes(
 ) -> dict[str, int]:
     """The bytes by class of a processor running ``ops`` and keeping ``parameters``,
     its stash ``stash_bytes``."""
-    words = hw.word_bytes
     trained = [p for p in parameters if p.grad_op >= 0]
-    elements = sum(p.weight.elements for p in trained)
     held = {p.weight.key for p in parameters} | {p.gradient.key for p in trained}
     held |= {t.key for t in stashed_tensors(ops)}
     largest_reduce = max((op.tensor.bytes for op in ops if isinstance(op, CommOp)), default=0)
@@ -146,14 +144,30 @@ def memory_classes(
         ),
         default=0,
     )
+    communication = max(bucket_bytes or 0, largest_reduce)
+    return classes_of(parameters, stash_bytes, optimizer, hw, communication, workspace)
+
+
+def classes_of(
+    parameters: Sequence[Parameter],
+    stash_bytes: int,
+    optimizer: OptimizerSpec,
+    hw: HardwareSpec,
+    communication_bytes: int,
+    workspace_bytes: int,
+) -> dict[str, int]:
+    """The bytes by class of a processor keeping ``parameters``, its stash, buffer and
+    workspace given (:func:`memory_classes` counts the last three from its ops)."""
+    words = hw.word_bytes
+    elements = sum(p.weight.elements for p in parameters if p.grad_op >= 0)
     return {
         "weights": sum(p.weight.bytes for p in parameters),
         "gradients": elements * words.gradients,
         "optimizer_state": elements * words.optimizer_state * optimizer.kind.state_tensors,
         "master_weights": elements * optimizer.master_weights.word_bytes,
         "activations": stash_bytes,
-        "communication": max(bucket_bytes or 0, largest_reduce),
-        "workspace": workspace,
+        "communication": communication_bytes,
+        "workspace": workspace_bytes,
     }
 
 

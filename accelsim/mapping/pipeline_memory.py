@@ -20,11 +20,17 @@ from typing import TYPE_CHECKING
 
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.parallel import PipelineSchedule
-from accelsim.graph.ops import Op, OpGraph, Parameter
-from accelsim.graph.queries import reads_of, stashed_tensors
-from accelsim.mapping.memory import MemoryBreakdown, memory_classes, processors_sharing
+from accelsim.graph.ops import OpGraph, Parameter
+from accelsim.mapping.memory import MemoryBreakdown, classes_of, processors_sharing
 from accelsim.mapping.pipeline_order import peak_stash
 from accelsim.mapping.pipeline_stages import PipelineCut
+from accelsim.mapping.stage_layers import (
+    kept_parameters,
+    layer_facts,
+    reduce_bytes,
+    stashes,
+    workspace_bytes,
+)
 from accelsim.mapping.zero_memory import zero_classes
 
 if TYPE_CHECKING:
@@ -50,21 +56,25 @@ def stage_parts(
     bucket_bytes: int | None,
 ) -> StageParts:
     """Each stage's :class:`StageParts` of ``step``, one micro-batch's step graph of
-    one rank."""
+    one rank, counted from its layers (:mod:`accelsim.mapping.stage_layers`)."""
+    facts = layer_facts(step)
     chunk_of = cut.chunk_of_layer()
-    chunk_ops: list[list[Op]] = [[] for _ in cut.chunks]
-    for op in step.ops:
-        chunk_ops[chunk_of[op.layer]].append(op)
-    stash_of_chunk = tuple(sum(t.bytes for t in stashed_tensors(ops)) for ops in chunk_ops)
-    classes, kept_of = [], []
-    for stage in range(cut.stages):
-        ops = [op for g in cut.chunks_of_stage(stage) for op in chunk_ops[g]]
-        read = {a.tensor.key for op in ops for a in reads_of(op)}
-        layers = {name for g in cut.chunks_of_stage(stage) for name in cut.chunks[g]}
-        kept = tuple(p for p in step.parameters if p.layer in layers or p.weight.key in read)
-        classes.append(memory_classes(ops, kept, 0, optimizer, hw, bucket_bytes))
-        kept_of.append(kept)
-    return StageParts(tuple(classes), tuple(kept_of), stash_of_chunk)
+    stage_of = {name: g % cut.stages for name, g in chunk_of.items()}
+    layers_of = [
+        tuple(name for g in cut.chunks_of_stage(stage) for name in cut.chunks[g])
+        for stage in range(cut.stages)
+    ]
+    stash_of_chunk, _ = stashes(facts, cut.chunks)
+    _, stashed = stashes(facts, tuple(layers_of))
+    kept_of = kept_parameters(step.parameters, facts, stage_of, cut.stages)
+    classes = []
+    for stage, (kept, layers) in enumerate(zip(kept_of, layers_of, strict=True)):
+        held = {p.weight.key for p in kept} | {p.gradient.key for p in kept if p.grad_op >= 0}
+        held |= stashed[stage]
+        communication = max(bucket_bytes or 0, reduce_bytes(facts, layers))
+        workspace = workspace_bytes(facts, layers, held)
+        classes.append(classes_of(kept, 0, optimizer, hw, communication, workspace))
+    return StageParts(tuple(classes), tuple(tuple(k) for k in kept_of), tuple(stash_of_chunk))
 
 
 def stage_memory(

@@ -93,7 +93,19 @@ def held_at_peaks(
     ``(chunk, count)`` pairs, those another holds at least as many of each left out:
     the stage's peak stash is the most of these weighed by each chunk's stash (a
     stash is never negative), for any stashes (what the memory of a plan search's
-    candidates of one cut and schedule shares)."""
+    candidates of one cut and schedule shares).  Under 1F1B that is one holding: the
+    stage's own chunk, ``min(p - i, m)`` micro-batches of it (the module's count)."""
+    if schedule is PipelineSchedule.ONE_F_ONE_B:
+        return (((stage, min(stages - stage, micro_batches)),),)
+    # Past the warm-up, each forward-backward pair moves both passes on by one, and
+    # the chunks they run repeat every p v of them: so do the holdings, and fewer
+    # micro-batches (a multiple of p) that leave the warm-up and p v pairs after it
+    # give the same ones, in the same order.
+    p, v = stages, virtual_stages
+    warm = 2 * (p - stage - 1) + (v - 1) * p
+    enough = -(-(warm + p * v) // (v * p)) * p
+    if enough < micro_batches:
+        return held_at_peaks(schedule, stages, virtual_stages, enough, stage)
     held: dict[int, int] = {}
     seen: dict[tuple[tuple[int, int], ...], None] = {}
     for step in stage_order(schedule, stages, virtual_stages, micro_batches, stage):
@@ -101,12 +113,15 @@ def held_at_peaks(
         held[step.chunk] = held.get(step.chunk, 0) + (1 if forward else -1)
         if forward:
             seen[tuple(sorted((c, n) for c, n in held.items() if n))] = None
-    counts = [dict(h) for h in seen]
-    return tuple(
-        h
-        for h, c in zip(seen, counts, strict=True)
-        if not any(o != c and all(o.get(k, 0) >= n for k, n in c.items()) for o in counts)
-    )
+    # Another holding at least as many of each and differing holds more in all, so
+    # by falling totals a holding is left out when one of those kept so far covers it.
+    kept: list[dict[int, int]] = []
+    for h in sorted(seen, key=lambda h: -sum(n for _, n in h)):
+        c = dict(h)
+        if not any(o != c and all(o.get(k, 0) >= n for k, n in c.items()) for o in kept):
+            kept.append(c)
+    peaks = {tuple(sorted(c.items())) for c in kept}
+    return tuple(h for h in seen if h in peaks)
 
 
 def peak_stash(

@@ -14,8 +14,10 @@ stage ``g mod p``: stage ``i`` holds chunks ``i, i + p, ..., i + (v - 1) p``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.workload.layer_base import Block
@@ -40,8 +42,37 @@ class PipelineCut:
         return {name: g for g, names in enumerate(self.chunks) for name in names}
 
 
+T = TypeVar("T")
+
+KEPT_CUTS = 256
+"""Cuts (and tables' block lists) a process keeps, by the identity of the layer
+shapes: a plan search's candidates share them, and check and count each cut again."""
+
+_kept: OrderedDict[tuple[int, int, int], tuple[Sequence[LayerInfo], object]] = OrderedDict()
+
+
+def _once(infos: Sequence[LayerInfo], stages: int, virtual_stages: int, make: Callable[[], T]) -> T:
+    """``make()`` once per layer shapes (a tuple, by identity, held so the identity
+    stays unique) and numbers of stages and chunks a stage."""
+    if not isinstance(infos, tuple):
+        return make()
+    key = (id(infos), stages, virtual_stages)
+    known = _kept.get(key)
+    if known is None or known[0] is not infos:
+        known = _kept[key] = (infos, make())
+        if len(_kept) > KEPT_CUTS:
+            _kept.popitem(last=False)
+    made: T = known[1]  # type: ignore[assignment]
+    return made
+
+
 def _units(infos: Sequence[LayerInfo]) -> list[Block]:
-    """The table's block copies in the order their first layers come."""
+    """The table's block copies in the order their first layers come (callers must not
+    change the list)."""
+    return _once(infos, 0, 0, lambda: _blocks(infos))
+
+
+def _blocks(infos: Sequence[LayerInfo]) -> list[Block]:
     seen: dict[tuple[str, int], Block] = {}
     for info in infos:
         block = info.layer.block
@@ -66,6 +97,10 @@ def cut_problem(infos: Sequence[LayerInfo], stages: int, virtual_stages: int) ->
 def cut_stages(infos: Sequence[LayerInfo], stages: int, virtual_stages: int) -> PipelineCut:
     """The layers cut into ``stages x virtual_stages`` chunks (the module's rules);
     :func:`cut_problem` must have found nothing."""
+    return _once(infos, stages, virtual_stages, lambda: _cut(infos, stages, virtual_stages))
+
+
+def _cut(infos: Sequence[LayerInfo], stages: int, virtual_stages: int) -> PipelineCut:
     units = _units(infos)
     count = stages * virtual_stages
     base, extra = divmod(len(units), count)

@@ -156,7 +156,19 @@ def test_interleaved_first_stage_holds_narayanan_et_als_factor(p: int, v: int, m
 
 @pytest.mark.parametrize(
     ("schedule", "p", "v", "m"),
-    [(ONE, 4, 1, 8), (ONE, 8, 1, 3), (INTER, 2, 2, 4), (INTER, 4, 3, 8), (INTER, 4, 2, 4)],
+    [
+        (ONE, 4, 1, 8),
+        (ONE, 8, 1, 3),
+        (ONE, 5, 1, 17),
+        (ONE, 3, 1, 1),
+        (INTER, 2, 2, 4),
+        (INTER, 4, 3, 8),
+        (INTER, 4, 2, 4),
+        (INTER, 4, 2, 40),
+        (INTER, 2, 3, 30),
+        (INTER, 3, 2, 27),
+        (INTER, 4, 3, 64),
+    ],
 )
 def test_the_peak_is_the_most_held_after_any_forward(
     schedule: PipelineSchedule, p: int, v: int, m: int

@@ -31,16 +31,11 @@ def recomputed(graph: OpGraph, chosen: Plan, words: WordBytesSpec, owner: str) -
     in the backward stage) right before the first backward op reading one of its
     tensors, and the backward stage reading the copies' new versions."""
     ops = graph.ops
+    read_first = _first_backward_reads(ops, chosen.tensors)
     anchors: dict[int, list[int]] = {}  # op id -> the groups emitted right before it
     for g, group in enumerate(chosen.groups):
         mine = {a.tensor.key for i in group for a in queries.writes_of(ops[i])}
-        mine &= chosen.tensors
-        first = next(
-            op.op_id
-            for op in ops
-            if op.stage is Stage.BACKWARD
-            and any(a.tensor.key in mine for a in queries.reads_of(op))
-        )
+        first = min(read_first[key] for key in mine & read_first.keys())
         anchors.setdefault(first, []).append(g)
     made: dict[TensorKey, int] = {}
     copies: dict[int, int] = {}  # a recomputed op (or collective) -> its copy
@@ -76,6 +71,17 @@ def recomputed(graph: OpGraph, chosen: Plan, words: WordBytesSpec, owner: str) -
                 redirect = links.Redirect(consumer, key, made[key], _next(a.tensor))
                 redirects.setdefault((consumer, key), redirect)
     return links.redirect(rewritten, redirects.values())
+
+
+def _first_backward_reads(ops: tuple[Op, ...], keys: frozenset[TensorKey]) -> dict[TensorKey, int]:
+    """The id of the first backward op reading each of ``keys`` (those one reads)."""
+    first: dict[TensorKey, int] = {}
+    for op in ops:
+        if op.stage is Stage.BACKWARD:
+            for a in queries.reads_of(op):
+                if a.tensor.key in keys:
+                    first.setdefault(a.tensor.key, op.op_id)
+    return first
 
 
 def _within(op: Op, group: set[int]) -> bool:
