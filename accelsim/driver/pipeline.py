@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelsim.config.hardware import MAX_COPIED_PROCESSORS, HardwareSpec
+from accelsim.config.hardware import MAX_COPIED_OPS, MAX_COPIED_PROCESSORS, HardwareSpec
 from accelsim.config.parallel import ParallelSpec, PipelineSchedule
 from accelsim.config.run import AssignmentPolicy, RunSpec
 from accelsim.driver.pipeline_step import PassMemo, Simulated, pipeline_step, rank_step
@@ -164,16 +164,29 @@ def simulated_pipeline(
     return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated, memo)
 
 
-def refuse_copies(hw: HardwareSpec, source: str) -> None:
+def refuse_copies(hw: HardwareSpec, source: str, copy_ops: Callable[[], int]) -> None:
     """Refuses to place a step with a copy on every processor (every plan but a
-    pipeline's) on more than :data:`MAX_COPIED_PROCESSORS` processors.
+    pipeline's) on more than :data:`MAX_COPIED_PROCESSORS` processors, or when the
+    copies (``copy_ops()`` ops each, counted once the processors pass) make more than
+    :data:`MAX_COPIED_OPS` ops.
 
     Raises:
-        ConfigError: ``hardware.processors`` above it.
+        ConfigError: ``hardware.processors`` above either.
     """
     if hw.processors > MAX_COPIED_PROCESSORS:
         why = (
             f"above {MAX_COPIED_PROCESSORS:,} only with parallel.pipeline above 1: every other"
             " plan places a copy of the step on every processor"
+        )
+        raise ConfigError.single(source, "hardware.processors", why, hw.processors)
+    ops = copy_ops()
+    placed = hw.processors * ops
+    if placed > MAX_COPIED_OPS:
+        why = (
+            f"a copy of the step ({ops:,} ops) on every processor places {placed:,} ops,"
+            f" more than the {MAX_COPIED_OPS:,} a run places (its memory and time grow with"
+            " them): simulate it with parallel.pipeline above 1, as data parallelism without"
+            " a parallel plan or technique (one replica standing for every processor), or on"
+            " fewer processors"
         )
         raise ConfigError.single(source, "hardware.processors", why, hw.processors)

@@ -170,7 +170,7 @@ class _Run:
         """A step graph on the processors, with its optimizer updates: placed by the
         placing technique (given the baseline it balances on), or by ``assignment``."""
         run, hw = self.inputs.run, self.inputs.hardware
-        pipelines.refuse_copies(hw, self.inputs.source)
+        pipelines.refuse_copies(hw, self.inputs.source, lambda: len(step(self.local_batch()).ops))
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
         if expert_degree(run) > 1:
@@ -197,6 +197,13 @@ class _Run:
             run.data_parallel.bucket_bytes,
         )
 
+    def local_batch(self) -> int:
+        """The first data-parallel replica's samples (the batch, on one replica)."""
+        run, hw = self.inputs.run, self.inputs.hardware
+        if run.assignment is not AssignmentPolicy.DATA_PARALLEL:
+            return run.batch_size
+        return split_batch(run.batch_size, hw.processors // tensor_degree(run))[0]
+
     def memory(self) -> MemoryBreakdown:
         """What one processor holds for the run's step (the first step kind a technique
         rewrites, else the baseline), by class: the step graph of the first data-parallel
@@ -205,11 +212,7 @@ class _Run:
         kinds = _kinds(self.inputs.techniques, self.ctx) if self.rewriters else [BASE]
         if pipelines.pipeline_degree(run) > 1:
             return pipeline_memo.pipeline_memory(self.inputs, kinds[0], self.step_graph(kinds[0]))
-        replicas = hw.processors // tensor_degree(run)
-        local = run.batch_size
-        if run.assignment is AssignmentPolicy.DATA_PARALLEL:
-            local = split_batch(run.batch_size, replicas)[0]
-        step = self.step_graph(kinds[0])(local)
+        step = self.step_graph(kinds[0])(self.local_batch())
         memory = memory_breakdown(step, run.optimizer, hw, run.data_parallel.bucket_bytes)
         return sharded_memory(memory, step.parameters, run, hw)
 

@@ -16,6 +16,7 @@ from typing import Any
 from accelsim.config.hardware import HardwareSpec
 from accelsim.config.overrides import Override
 from accelsim.config.parallel import ParallelSpec
+from accelsim.driver.copies import refuse_copies
 from accelsim.driver.inputs import InputCache, RunInputs
 from accelsim.driver.pipeline_memo import NOT_SHARING
 from accelsim.driver.run import step_memory
@@ -269,11 +270,16 @@ def memory_of(
     """What one chip of ``candidate`` holds, from its step graph, without simulating.
 
     Raises:
-        ConfigError: for a candidate the run's checks refuse.
+        ConfigError: for a candidate the run's checks refuse, or that fits but, without
+            a pipeline, would place too many copies of its step
+            (:func:`~accelsim.driver.copies.refuse_copies`).
     """
     fixed = overrides_of(sets)
     inputs = cache.load(base, fixed + overrides_of(candidate.overrides(), source))
-    return step_memory(inputs)
+    memory = step_memory(inputs)
+    if memory.fits:
+        refuse_copies(inputs)
+    return memory
 
 
 def given_plan(
