@@ -164,10 +164,11 @@ def simulated_pipeline(
     return graph, pipeline_step(run, hw, network, cut, graph, micro_batches, simulated, memo)
 
 
-def refuse_copies(hw: HardwareSpec, source: str, copy_ops: Callable[[], int]) -> None:
+def refuse_copies(hw: HardwareSpec, source: str, copy_ops: Callable[[], int] | None) -> None:
     """Refuses to place a step with a copy on every processor (every plan but a
     pipeline's) on more than :data:`MAX_COPIED_PROCESSORS` processors, or when the
-    copies (``copy_ops()`` ops each, counted once the processors pass) make more than
+    copies (``copy_ops()`` ops each, counted once the processors pass; None: the step
+    is not copied, but placed by a technique or an assignment) make more than
     :data:`MAX_COPIED_OPS` ops.
 
     Raises:
@@ -179,6 +180,8 @@ def refuse_copies(hw: HardwareSpec, source: str, copy_ops: Callable[[], int]) ->
             " plan places a copy of the step on every processor"
         )
         raise ConfigError.single(source, "hardware.processors", why, hw.processors)
+    if copy_ops is None:
+        return
     ops = copy_ops()
     placed = hw.processors * ops
     if placed > MAX_COPIED_OPS:

@@ -170,7 +170,9 @@ class _Run:
         """A step graph on the processors, with its optimizer updates: placed by the
         placing technique (given the baseline it balances on), or by ``assignment``."""
         run, hw = self.inputs.run, self.inputs.hardware
-        pipelines.refuse_copies(hw, self.inputs.source, lambda: len(step(self.local_batch()).ops))
+        copied = run.assignment is AssignmentPolicy.DATA_PARALLEL and self.placer is None
+        ops = (lambda: len(step(self.local_batch()).ops)) if copied else None
+        pipelines.refuse_copies(hw, self.inputs.source, ops)
         if self.placer is not None and base is not None:
             return self.placer.place(self.ctx, step, base)
         if expert_degree(run) > 1:
