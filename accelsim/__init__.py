@@ -33,6 +33,9 @@ Also public, for the scripts in ``scripts/``:
 * models: :func:`import_model` (an ONNX file or a PyTorch module as a layer table,
   an :class:`ImportResult`), :func:`export_onnx` (a module's training-mode ONNX export,
   as ``import_model`` makes it);
+* plan searches: :class:`PlanSearch` (``accelsim plan``'s steps one by one: its
+  candidates, their filter, bounds and sweep, the pruned rounds) of a
+  :class:`PlanRequest`;
 * sweeps: :func:`plan_sweep` (a sweep file's validated points), :func:`run_sweep`
   on an :class:`Executor` (in-process), :class:`PoolExecutor` or
   :class:`DaskExecutor`;
@@ -114,6 +117,8 @@ if TYPE_CHECKING:
     from accelsim.graph.ops import Phase
     from accelsim.importer.model_import import ImportResult, import_model
     from accelsim.importer.torch_source import onnx_bytes as export_onnx
+    from accelsim.planner.search import Request as PlanRequest
+    from accelsim.planner.session import PlanSearch
     from accelsim.report.means import geometric_mean, saving_mean
     from accelsim.report.plots import plot_sensitivity, plot_speedup
     from accelsim.report.result import RunResult
@@ -177,6 +182,7 @@ _MODULES = {
     "accelsim.graph.ops": ("Phase",),
     "accelsim.importer.model_import": ("ImportResult", "import_model"),
     "accelsim.report.means": ("geometric_mean", "saving_mean"),
+    "accelsim.planner.session": ("PlanSearch",),
     "accelsim.report.plots": ("plot_sensitivity", "plot_speedup"),
     "accelsim.report.result": ("RunResult",),
     "accelsim.report.suite": ("suite_columns", "suite_row"),
@@ -194,6 +200,7 @@ _RENAMED = {
     "write_dropout_distribution": ("accelsim.techniques.dropout.patterns", "write_distribution"),
     "export_onnx": ("accelsim.importer.torch_source", "onnx_bytes"),
     "mape_by_size": ("accelsim.calibration.fit", "class_errors"),
+    "PlanRequest": ("accelsim.planner.search", "Request"),
     "gemm_latencies_us": ("accelsim.calibration.model", "engine_us"),
     "vector_latencies_us": ("accelsim.calibration.vector_fit", "engine_vector_us"),
     "vector_mape_by_class": ("accelsim.calibration.vector_fit", "vector_class_errors"),
@@ -230,6 +237,8 @@ __all__ = [
     "InputError",
     "OutputError",
     "Phase",
+    "PlanRequest",
+    "PlanSearch",
     "PoolExecutor",
     "ReplicaStep",
     "RunInputs",

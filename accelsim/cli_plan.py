@@ -94,39 +94,35 @@ def _request(args: argparse.Namespace) -> Request:
 def cmd_plan(args: argparse.Namespace) -> int:
     """``accelsim plan``: the search (or one ``--plan``), simulated through a sweep store."""
     from accelsim.config.parallel import ParallelSpec
-    from accelsim.driver.inputs import InputCache
     from accelsim.planner import pruned, search
     from accelsim.planner.given import parse_plan
+    from accelsim.planner.session import PlanSearch
     from accelsim.sweep.plan import MAX_POINTS
 
     request = _request(args)
     started = time.perf_counter()
-    cache = InputCache()
-    base = search.base_run(request)
-    sets = search.fixed_sets(request, cache.hardware(request.hardware))
-    inputs = search.model_inputs(cache, base, sets)
+    session = PlanSearch.open(request)
+    inputs = session.inputs
     if args.plan is not None:
         given = parse_plan(args.plan, ParallelSpec.model_fields, request.chips)
-        filtered = search.given_plan(cache, base, sets, given, args.plan)
+        filtered = search.given_plan(session.cache, session.base, session.sets, given, args.plan)
     else:
-        model = search.model_of(inputs, request.chips, request.global_batch)
-        candidates = search.candidates_of(model)
-        filtered = search.filter_in_parallel(cache, base, sets, candidates, args.jobs)
+        filtered = session.filtered(session.candidates(), args.jobs)
     counts = filtered.counts(time.perf_counter() - started)
     if not filtered.fitting:
         refused = {"search": counts, "refusals": filtered.refusals}
         with cli_sweep.printing():
             print(json.dumps(refused, indent=2) if args.json else _refused_text(refused))
         return EXIT_FAILED
-    plan = search.sweep_of(request, base, sets, filtered.fitting, args.max_plans or MAX_POINTS)
-    bounds = pruned.bounds_of(cache, base, sets, inputs, filtered.fitting, request)
+    plan = session.sweep(filtered.fitting, args.max_plans or MAX_POINTS)
+    bounds = session.bounds(filtered.fitting)
     try:
         with cli_sweep.executor_of(args, search.pending(request, plan)) as executor:
             if args.exhaustive:
                 report = search.simulate(request, plan, executor, filtered.fitting)
                 done = pruned.Pruned(report.skipped, report.ran, report.failed, ())
             else:
-                done = pruned.simulate_pruned(request, plan, executor, filtered.fitting, bounds)
+                done = session.simulate(plan, executor, filtered.fitting, bounds)
     except ClusterError as exc:
         where = display_path(request.store)
         print(f"accelsim: {exc}; rerun the same command to resume ({where}/)", file=sys.stderr)

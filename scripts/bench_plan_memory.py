@@ -18,15 +18,15 @@ The filter runs first, in this process (about a minute for tensor 32).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Hashable
 from pathlib import Path
 
-from accelsim.driver.inputs import InputCache
-from accelsim.planner import search
-from accelsim.sweep.worker import run_chunk
+import accelsim
 
 ROOT = Path(__file__).resolve().parent.parent
 CHIPS, GLOBAL_BATCH, SEQ = 1024, 1536, 2048
@@ -50,7 +50,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     store = Path(tempfile.mkdtemp()) / "plan"
-    request = search.Request(
+    request = accelsim.PlanRequest(
         ROOT / "workloads/gpt3_175b.yaml",
         ROOT / "configs/hardware/a100_cluster.yaml",
         CHIPS,
@@ -58,39 +58,38 @@ def main() -> None:
         SEQ,
         store,
     )
-    cache = InputCache()
-    base = search.base_run(request)
-    sets = search.fixed_sets(request, cache.hardware(request.hardware))
-    model = search.model_of(search.model_inputs(cache, base, sets), CHIPS, GLOBAL_BATCH)
-    chosen = [
-        c for c in search.candidates_of(model) if dict(c.parallel).get("tensor") == args.tensor
-    ]
-    fitting = search.filter_plans(cache, base, sets, chosen).fitting
-    taken: Counter[tuple[str, ...]] = Counter()
+    session = accelsim.PlanSearch.open(request)
+    chosen = [c for c in session.candidates() if dict(c.parallel).get("tensor") == args.tensor]
+    fitting = session.filtered(chosen, 1).fitting
+    taken: Counter[Hashable] = Counter()
     kept = []
     for plan in fitting:
-        graph = search.rank_graph_of(plan.candidate)
+        graph = session.rank_graph(plan.candidate)
         taken[graph] += 1
         if not args.per_graph or taken[graph] <= args.per_graph:
             kept.append(plan)
     kept = kept[: args.plans]
-    tasks = [point.task for point in search.sweep_of(request, base, sets, kept, len(kept)).points]
-    print(f"{len(fitting)} plans of tensor {args.tensor} fit; simulating {len(tasks)}")
+    sweep = session.sweep(kept, len(kept))
+    print(f"{len(fitting)} plans of tensor {args.tensor} fit; simulating {len(kept)}")
     print("| rank graph | plans | RSS after, MiB | peak so far, MiB |")
     print("|---|---|---|---|")
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    count, peak = 0, 0.0
-    for i, task in enumerate(tasks):
-        (outcome,) = run_chunk([task], len(tasks) - i)
-        if outcome.status != "ok":
-            raise SystemExit(f"{task.label}: {outcome.error}")
-        count += 1
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        graph = search.rank_graph_of(kept[i].candidate)
-        if i + 1 == len(tasks) or search.rank_graph_of(kept[i + 1].candidate) != graph:
-            print(f"| {','.join(graph)} | {count} | {resident_mib():,.0f} | {peak:,.0f} |")
-            count = 0
+    peak = 0.0
+    groups: dict[Hashable, list[int]] = {}
+    for i, plan in enumerate(kept):
+        groups.setdefault(session.rank_graph(plan.candidate), []).append(i)
+    with accelsim.Executor() as executor:
+        for graph, members in groups.items():
+            points = tuple(sweep.points[i] for i in members)
+            report = accelsim.run_sweep(
+                dataclasses.replace(sweep, points=points), store.parent, executor
+            )
+            if report.failed:
+                raise SystemExit(f"{graph}: {report.failed} plans failed ({store}/store.sqlite)")
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            label = ",".join(map(str, graph)) if isinstance(graph, tuple) else str(graph)
+            print(f"| {label} | {len(members)} | {resident_mib():,.0f} | {peak:,.0f} |")
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     wall = time.perf_counter() - started

@@ -120,9 +120,11 @@ def simulate_pruned(
     executor: Executor,
     fitting: Sequence[Fitting],
     bounds: Sequence[Bound],
+    most: int | None = None,
 ) -> Pruned:
     """Simulate, in rounds (the module's), the plans no simulated plan is proven to
-    beat; those stored already count as simulated (a killed search resumes)."""
+    beat; those stored already count as simulated (a killed search resumes).  With
+    ``most``, stop after the round that brings the plans simulated to ``most``."""
     groups = [rank_graph_of(f.candidate) for f in fitting]
     order = search_order(bounds, groups)
     index_of = {id(f.candidate): i for i, f in enumerate(fitting)}
@@ -146,7 +148,7 @@ def simulate_pruned(
                 tried.add(i)
             else:
                 left.append(i)
-        if not left:
+        if not left or (most is not None and len(known) >= most):
             break
         batch = next_round(left, groups, known, executor.workers)
         tried.update(batch)
