@@ -38,13 +38,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
-from accelsim.graph.ops import GemmOp, OpGraph, Stage
+from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage
 from accelsim.lowering.shapes import LayerInfo
+from accelsim.lowering.tensor_parallel import plan_tensor
 from accelsim.mapping.pipeline_stages import PipelineCut, cut_stages
+from accelsim.network.collectives import Collective
 from accelsim.planner.candidates import Candidate
+from accelsim.planner.chain import LayerCollectives, chain_collectives, pass_chains
+from accelsim.timing.machine import Machine
+from accelsim.timing.sends import least_cycles
 
 PASSES = (Stage.FORWARD, Stage.BACKWARD)
 """The stages of the ops a plan's passes hold (its updates are not array work)."""
@@ -53,10 +58,13 @@ PASSES = (Stage.FORWARD, Stage.BACKWARD)
 @dataclass(frozen=True)
 class Work:
     """The array MACs of one step of ``batch`` samples lowered on one processor, by
-    layer name, for one recomputation policy."""
+    layer name, for one recomputation policy; ``chain_macs_by_layer``: those of its
+    forward GEMMs in the forward pass and of its input-gradient GEMMs
+    (:func:`chain_macs`)."""
 
     batch: int
     macs_by_layer: Mapping[str, int]
+    chain_macs_by_layer: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def macs(self) -> int:
@@ -68,23 +76,28 @@ class Work:
 class Bound:
     """A plan's proven least step: ``cycles``, set by stage ``stage`` of its
     ``stages`` (its passes and the earlier stages' passes of one micro-batch),
-    ``passes_cycles`` of it that stage's own passes."""
+    ``passes_cycles`` of it that stage's own passes; ``chained``: whether a pass's
+    tensor-parallel chains, not its array MACs, set some of it."""
 
     cycles: int
     stage: int
     stages: int
     passes_cycles: int
+    chained: bool = False
 
     def describe(self, seconds_per_cycle: float) -> str:
         """The bound and what binds it, in seconds."""
         total = f"{self.cycles * seconds_per_cycle:.4f} s at least"
         if self.stages == 1:
+            if self.chained:
+                return f"{total} (its tensor-parallel chains: collectives and GEMMs in turn)"
             return f"{total} (the busiest chip's array MACs at peak)"
         passes = self.passes_cycles * seconds_per_cycle
         fill = (self.cycles - self.passes_cycles) * seconds_per_cycle
+        what = "array MACs at peak" + (" or tensor-parallel chains" if self.chained else "")
         return (
-            f"{total} (stage {self.stage} of {self.stages}: its passes' array MACs at"
-            f" peak, {passes:.4f} s, and one micro-batch's through the stages before it,"
+            f"{total} (stage {self.stage} of {self.stages}: its passes' {what},"
+            f" {passes:.4f} s, and one micro-batch's through the stages before it,"
             f" {fill:.4f} s)"
         )
 
@@ -96,6 +109,22 @@ def array_macs(graph: OpGraph) -> dict[str, int]:
     for op in graph.ops:
         if isinstance(op, GemmOp) and op.unit == "array" and op.groups == 1 and op.stage in PASSES:
             out[op.layer] = out.get(op.layer, 0) + op.macs
+    return out
+
+
+def chain_macs(graph: OpGraph) -> dict[str, tuple[int, int]]:
+    """The MACs on the array of the graph's forward GEMMs in its forward pass and of its
+    input-gradient GEMMs, by layer (a recomputed forward and the weight gradients
+    left out: they need not lie on a pass's chain)."""
+    out: dict[str, tuple[int, int]] = {}
+    for op in graph.ops:
+        if not (isinstance(op, GemmOp) and op.unit == "array" and op.groups == 1):
+            continue
+        forward, dx = out.get(op.layer, (0, 0))
+        if op.phase is Phase.FWD and op.stage is Stage.FORWARD:
+            out[op.layer] = (forward + op.macs, dx)
+        elif op.phase is Phase.BWD_INPUT:
+            out[op.layer] = (forward, dx + op.macs)
     return out
 
 
@@ -113,30 +142,108 @@ class Cuts:
         return self._cuts[key]
 
 
+class Chains:
+    """Each plan's tensor-parallel chains (:mod:`accelsim.planner.chain`) on a
+    machine, each worked out once per work, tensor degree, sequence parallelism,
+    samples and cut, each collective's least cycles once per kind, group and size."""
+
+    def __init__(self, infos: Sequence[LayerInfo], machine: Machine) -> None:
+        self.infos = infos
+        self.machine = machine
+        words = machine.hardware.word_bytes
+        self.word_bytes = (words.activations, words.gradients)
+        self.peak = machine.hardware.array.peak_macs_per_cycle
+        self._collectives: dict[tuple[int, bool], dict[str, LayerCollectives]] = {}
+        self._timed: dict[tuple[Collective, int, int], int] = {}
+        self._chains: dict[tuple[object, ...], tuple[Work, tuple[Fraction, ...]]] = {}
+
+    def __call__(
+        self,
+        work: Work,
+        t: int,
+        sequence: bool,
+        samples: int,
+        chunks: Sequence[Sequence[str]] | None,
+    ) -> tuple[Fraction, ...]:
+        """The least cycles of each chunk's forward and backward chains for ``samples``
+        samples a pass (``work``: its GEMMs); ``chunks`` None: the step's one forward
+        chain into the last layer and its backward chain."""
+        cut = None if chunks is None else tuple(map(tuple, chunks))
+        key = (id(work), t, sequence, samples, cut)
+        if key not in self._chains:  # the work kept with its chains: its id stays its
+            self._chains[key] = (work, self._worked_out(work, t, sequence, samples, cut))
+        return self._chains[key][1]
+
+    def _worked_out(
+        self,
+        work: Work,
+        t: int,
+        sequence: bool,
+        samples: int,
+        chunks: tuple[tuple[str, ...], ...] | None,
+    ) -> tuple[Fraction, ...]:
+        if (t, sequence) not in self._collectives:
+            plan = plan_tensor(self.infos, t, sequence)
+            self._collectives[(t, sequence)] = chain_collectives(self.infos, plan)
+        found = self._collectives[(t, sequence)]
+        scale = work.batch * t * self.peak
+        gemms = {
+            name: (Fraction(f, scale), Fraction(dx, scale))
+            for name, (f, dx) in work.chain_macs_by_layer.items()
+        }
+
+        def timed(kind: Collective, size_bytes: int) -> int:
+            key = (kind, t, size_bytes)
+            if key not in self._timed:
+                self._timed[key] = least_cycles(self.machine, kind, tuple(range(t)), size_bytes)
+            return self._timed[key]
+
+        def chains(layers: Sequence[str]) -> tuple[Fraction, Fraction, Fraction]:
+            return pass_chains(self.infos, found, gemms, layers, samples, timed, self.word_bytes)
+
+        if chunks is None:
+            into, _, backward = chains([info.layer.name for info in self.infos])
+            return (into + backward,)
+        return tuple(forward + backward for _, forward, backward in map(chains, chunks))
+
+
 def plan_bound(
     candidate: Candidate,
     work: Work,
     cuts: Callable[[int, int], PipelineCut],
     chips: int,
     peak_macs_per_cycle: int,
+    chains: Chains | None = None,
 ) -> Bound:
     """The least step ``candidate`` can simulate on ``chips`` processors (the module's
-    derivation), ``work`` its recomputation policy's."""
+    derivation), ``work`` its recomputation policy's; with ``chains``, each pass at
+    least its tensor-parallel chains too."""
     fields = dict(candidate.parallel)
     t = int(fields.get("tensor", 1))
     p = int(fields.get("pipeline", 1))
-    if p == 1:
-        chunks, m = [work.macs], 1
-    else:
-        cut = cuts(p, int(fields.get("virtual_stages", 1)))
-        m = int(fields.get("micro_batch") or 1)
-        chunks = [sum(work.macs_by_layer.get(name, 0) for name in names) for names in cut.chunks]
+    sequence = bool(fields.get("sequence_parallel", False))
     replica = Fraction(work.batch, chips // (p * t))
     scale = work.batch * t * peak_macs_per_cycle
-    best = Bound(0, 0, p, 0)
+    if p == 1:
+        cycles = math.ceil(replica * work.macs / scale)
+        chain = 0
+        if chains is not None and t > 1:
+            chain = math.ceil(chains(work, t, sequence, int(replica), None)[0])
+        return Bound(max(cycles, chain), 0, 1, max(cycles, chain), chain > cycles)
+    cut = cuts(p, int(fields.get("virtual_stages", 1)))
+    m = int(fields.get("micro_batch") or 1)
+    passes = [
+        m * Fraction(sum(work.macs_by_layer.get(name, 0) for name in names), scale)
+        for names in cut.chunks
+    ]
+    chained = chains(work, t, sequence, m, cut.chunks) if chains is not None and t > 1 else passes
+    longer = any(b > a for a, b in zip(passes, chained, strict=True))
+    passes = [max(a, b) for a, b in zip(passes, chained, strict=True)]
+    micro_batches = replica / m
+    best = Bound(0, 0, p, 0, longer)
     for s in range(p):
-        own = math.ceil(replica * sum(chunks[s::p]) / scale)
-        cycles = math.ceil((replica * sum(chunks[s::p]) + m * sum(chunks[:s])) / scale)
+        own = math.ceil(micro_batches * sum(passes[s::p]))
+        cycles = math.ceil(micro_batches * sum(passes[s::p]) + sum(passes[:s]))
         if cycles > best.cycles:
-            best = Bound(cycles, s, p, own)
+            best = Bound(cycles, s, p, own, longer)
     return best

@@ -1,0 +1,149 @@
+"""The tensor-parallel collectives a plan's passes wait for one after the other, and the
+least cycles they take: the part of :mod:`accelsim.planner.bound` that counts
+communication.
+
+A tensor-parallel group of ``t`` ranks (:mod:`accelsim.lowering.tensor_parallel`)
+all-reduces the output of each layer of ``reduced_outputs`` after its forward, and
+every later op reading that output waits for it; it all-reduces the gradient of the
+output of each layer of ``reduced_gradients`` before its backward reads it.  With
+sequence parallelism (:mod:`accelsim.lowering.sequence_parallel`) the forward
+all-gathers a shared input before the layer of a gathered role that reads it and
+reduce-scatters each ``reduced_outputs`` layer's output; the backward all-gathers the
+gradient of each ``reduced_outputs`` layer's output and reduce-scatters the gradient
+of each gathered input.  Each collective waits for the ops that make its tensor, and
+the ops that read its result wait for it.
+
+So along a path ``L1 -> L2 -> ...`` of the layer table (each layer reading the one
+before; a layer's output made from its input), a forward pass runs the forward
+collectives of ``L1``, then of ``L2``, and so on, one after the other; a backward
+pass runs their backward collectives in the reverse order.  Each takes at least
+:func:`~accelsim.timing.sends.least_cycles` (its schedule alone on the network, for
+the group the pass runs on, ranks ``0 .. t - 1``; the engines book a step's sends
+after what the links already carry, so traffic only delays it).  A pass therefore
+takes at least the heaviest path of its chunk's layers, each weighted by its
+collectives' least cycles (:func:`heaviest`): the forward chain and the backward
+chain.  Without a pipeline the step's backward begins after the loss, so it takes at
+least the heaviest forward path into the last layer plus the heaviest backward path.
+The collectives a recomputation adds to the backward, the GEMMs and the
+vocabulary-parallel loss's all-reduces are left out (a path needs none of them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from accelsim.lowering.sequence_parallel import GATHERED
+from accelsim.lowering.shapes import LayerInfo, Shape
+from accelsim.lowering.tensor_parallel import TensorPlan
+from accelsim.network.collectives import Collective
+
+Timed = Callable[[Collective, int], int]
+"""The least cycles of a collective of so many bytes over the plan's tensor group."""
+
+
+@dataclass(frozen=True)
+class LayerCollectives:
+    """One layer's tensor-parallel collectives on a chain, each as its kind and its
+    elements per sample: those of its ``forward`` pass and of its ``backward``."""
+
+    forward: tuple[tuple[Collective, int], ...]
+    backward: tuple[tuple[Collective, int], ...]
+
+
+def _elements(shape: Shape, degree: int, sequence: bool) -> int:
+    """A tensor of ``shape``'s elements per sample, whole (under sequence parallelism
+    gathered from shares of ``dims[0] // degree`` rows)."""
+    if not sequence:
+        return math.prod(shape.dims)
+    return shape.dims[0] // degree * degree * math.prod(shape.dims[1:])
+
+
+def chain_collectives(infos: Sequence[LayerInfo], plan: TensorPlan) -> dict[str, LayerCollectives]:
+    """The collectives of each layer of ``infos`` that lie on the chains of its passes
+    under ``plan`` (the module's), by layer name (layers with none left out)."""
+    by_name = {info.layer.name: info for info in infos}
+    t, sequence = plan.degree, plan.sequence
+
+    def size(name: str) -> int:
+        return _elements(by_name[name].out_shape, t, sequence)
+
+    def shared(name: str) -> bool:
+        return name in by_name and (name not in plan.roles or name in plan.reduced_outputs)
+
+    gathered = {
+        info.inputs[0]
+        for info in infos
+        if plan.roles.get(info.layer.name) in GATHERED and info.inputs and shared(info.inputs[0])
+    }
+    out: dict[str, LayerCollectives] = {}
+    for info in infos:
+        name = info.layer.name
+        forward: list[tuple[Collective, int]] = []
+        backward: list[tuple[Collective, int]] = []
+        if not sequence:
+            if name in plan.reduced_outputs:
+                forward.append((Collective.ALL_REDUCE, size(name)))
+            if name in plan.reduced_gradients:
+                backward.append((Collective.ALL_REDUCE, size(name)))
+        else:
+            if plan.roles.get(name) in GATHERED and info.inputs and shared(info.inputs[0]):
+                forward.append((Collective.ALL_GATHER, size(info.inputs[0])))
+            if name in plan.reduced_outputs:
+                forward.append((Collective.REDUCE_SCATTER, size(name)))
+            if name in gathered:
+                backward.append((Collective.REDUCE_SCATTER, size(name)))
+            elif name in plan.reduced_outputs:
+                backward.append((Collective.ALL_GATHER, size(name)))
+        if forward or backward:
+            out[name] = LayerCollectives(tuple(forward), tuple(backward))
+    return out
+
+
+def heaviest(
+    infos: Sequence[LayerInfo], layers: Sequence[str], weight: Callable[[str], Fraction]
+) -> tuple[Fraction, Fraction]:
+    """The heaviest path of the layer table among ``layers`` (each layer reading the
+    one before it), each layer weighing ``weight(name)``: the path into the last of
+    ``layers`` and the heaviest of all."""
+    kept = set(layers)
+    into: dict[str, Fraction] = {}
+    for info in infos:
+        name = info.layer.name
+        if name in kept:
+            before = [into[i] for i in info.inputs if i in into]
+            into[name] = weight(name) + max(before, default=Fraction(0))
+    last = into.get(layers[-1], Fraction(0)) if layers else Fraction(0)
+    return last, max(into.values(), default=Fraction(0))
+
+
+def pass_chains(
+    infos: Sequence[LayerInfo],
+    collectives: Mapping[str, LayerCollectives],
+    gemms: Mapping[str, tuple[Fraction, Fraction]],
+    layers: Sequence[str],
+    samples: int,
+    timed: Timed,
+    word_bytes: tuple[int, int],
+) -> tuple[Fraction, Fraction, Fraction]:
+    """The least cycles of the forward chain into the last of ``layers``, of the
+    heaviest forward chain and of the heaviest backward chain, for ``samples`` samples
+    (``gemms``: each layer's least cycles of its forward GEMMs and of its input-gradient
+    GEMMs a sample; ``word_bytes``: an activation's and a gradient's)."""
+
+    def weight(which: int) -> Callable[[str], Fraction]:
+        def of(name: str) -> Fraction:
+            cycles = samples * gemms[name][which] if name in gemms else Fraction(0)
+            found = collectives.get(name)
+            if found is not None:
+                listed = found.forward if which == 0 else found.backward
+                cycles += sum(timed(kind, samples * n * word_bytes[which]) for kind, n in listed)
+            return cycles
+
+        return of
+
+    into, forward = heaviest(infos, layers, weight(0))
+    _, backward = heaviest(infos, layers, weight(1))
+    return into, forward, backward
