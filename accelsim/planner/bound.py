@@ -47,24 +47,44 @@ from accelsim.lowering.tensor_parallel import plan_tensor
 from accelsim.mapping.pipeline_stages import PipelineCut, cut_stages
 from accelsim.network.collectives import Collective
 from accelsim.planner.candidates import Candidate
-from accelsim.planner.chain import LayerCollectives, chain_collectives, pass_chains
+from accelsim.planner.chain import (
+    LayerCollectives,
+    chain_collectives,
+    layer_weights,
+    pass_chains,
+)
 from accelsim.timing.machine import Machine
 from accelsim.timing.sends import least_cycles
 
 PASSES = (Stage.FORWARD, Stage.BACKWARD)
 """The stages of the ops a plan's passes hold (its updates are not array work)."""
 
+GRADIENTS = (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+"""The phases of the GEMMs that read an output's gradient."""
+
+
+@dataclass(frozen=True)
+class PassMacs:
+    """One layer's array MACs by what bounds a pass: ``forward``, the forward pass's;
+    ``gradients``, the backward pass's input- and weight-gradient GEMMs'; and those on
+    its tensor-parallel chains, ``chain_forward`` its forward GEMMs' in the forward
+    pass and ``chain_backward`` its input-gradient GEMMs'."""
+
+    forward: int = 0
+    gradients: int = 0
+    chain_forward: int = 0
+    chain_backward: int = 0
+
 
 @dataclass(frozen=True)
 class Work:
     """The array MACs of one step of ``batch`` samples lowered on one processor, by
-    layer name, for one recomputation policy; ``chain_macs_by_layer``: those of its
-    forward GEMMs in the forward pass and of its input-gradient GEMMs
-    (:func:`chain_macs`)."""
+    layer name, for one recomputation policy; ``passes_by_layer``: those by what
+    bounds a pass (:func:`pass_macs`)."""
 
     batch: int
     macs_by_layer: Mapping[str, int]
-    chain_macs_by_layer: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    passes_by_layer: Mapping[str, PassMacs] = field(default_factory=dict)
 
     @property
     def macs(self) -> int:
@@ -112,19 +132,24 @@ def array_macs(graph: OpGraph) -> dict[str, int]:
     return out
 
 
-def chain_macs(graph: OpGraph) -> dict[str, tuple[int, int]]:
-    """The MACs on the array of the graph's forward GEMMs in its forward pass and of its
-    input-gradient GEMMs, by layer (a recomputed forward and the weight gradients
-    left out: they need not lie on a pass's chain)."""
-    out: dict[str, tuple[int, int]] = {}
+def pass_macs(graph: OpGraph) -> dict[str, PassMacs]:
+    """The graph's :class:`PassMacs` by layer (the GEMMs :func:`array_macs` counts; a
+    recomputed forward and the weight gradients on no chain: they need not lie on
+    one)."""
+    out: dict[str, PassMacs] = {}
     for op in graph.ops:
         if not (isinstance(op, GemmOp) and op.unit == "array" and op.groups == 1):
             continue
-        forward, dx = out.get(op.layer, (0, 0))
-        if op.phase is Phase.FWD and op.stage is Stage.FORWARD:
-            out[op.layer] = (forward + op.macs, dx)
-        elif op.phase is Phase.BWD_INPUT:
-            out[op.layer] = (forward, dx + op.macs)
+        had = out.get(op.layer, PassMacs())
+        forward, gradients = had.forward, had.gradients
+        chain_forward, chain_backward = had.chain_forward, had.chain_backward
+        if op.stage is Stage.FORWARD:
+            forward += op.macs
+            chain_forward += op.macs if op.phase is Phase.FWD else 0
+        if op.stage is Stage.BACKWARD and op.phase in GRADIENTS:
+            gradients += op.macs
+            chain_backward += op.macs if op.phase is Phase.BWD_INPUT else 0
+        out[op.layer] = PassMacs(forward, gradients, chain_forward, chain_backward)
     return out
 
 
@@ -142,6 +167,10 @@ class Cuts:
         return self._cuts[key]
 
 
+Pair = tuple[Fraction, Fraction]
+"""Least cycles of a forward pass and of a backward pass."""
+
+
 class Chains:
     """Each plan's tensor-parallel chains (:mod:`accelsim.planner.chain`) on a
     machine, each worked out once per work, tensor degree, sequence parallelism,
@@ -149,13 +178,14 @@ class Chains:
 
     def __init__(self, infos: Sequence[LayerInfo], machine: Machine) -> None:
         self.infos = infos
+        self.by_name = {info.layer.name: info for info in infos}
         self.machine = machine
         words = machine.hardware.word_bytes
         self.word_bytes = (words.activations, words.gradients)
         self.peak = machine.hardware.array.peak_macs_per_cycle
         self._collectives: dict[tuple[int, bool], dict[str, LayerCollectives]] = {}
         self._timed: dict[tuple[Collective, int, int], int] = {}
-        self._chains: dict[tuple[object, ...], tuple[Work, tuple[Fraction, ...]]] = {}
+        self._chains: dict[tuple[object, ...], tuple[Work, tuple[Pair, ...]]] = {}
 
     def __call__(
         self,
@@ -164,10 +194,10 @@ class Chains:
         sequence: bool,
         samples: int,
         chunks: Sequence[Sequence[str]] | None,
-    ) -> tuple[Fraction, ...]:
-        """The least cycles of each chunk's forward and backward chains for ``samples``
-        samples a pass (``work``: its GEMMs); ``chunks`` None: the step's one forward
-        chain into the last layer and its backward chain."""
+    ) -> tuple[Pair, ...]:
+        """The least cycles of each chunk's forward chain and backward chain for
+        ``samples`` samples a pass (``work``: its GEMMs); ``chunks`` None: the step's
+        forward chain into the last layer and its backward chain."""
         cut = None if chunks is None else tuple(map(tuple, chunks))
         key = (id(work), t, sequence, samples, cut)
         if key not in self._chains:  # the work kept with its chains: its id stays its
@@ -181,16 +211,11 @@ class Chains:
         sequence: bool,
         samples: int,
         chunks: tuple[tuple[str, ...], ...] | None,
-    ) -> tuple[Fraction, ...]:
+    ) -> tuple[Pair, ...]:
         if (t, sequence) not in self._collectives:
             plan = plan_tensor(self.infos, t, sequence)
             self._collectives[(t, sequence)] = chain_collectives(self.infos, plan)
         found = self._collectives[(t, sequence)]
-        scale = work.batch * t * self.peak
-        gemms = {
-            name: (Fraction(f, scale), Fraction(dx, scale))
-            for name, (f, dx) in work.chain_macs_by_layer.items()
-        }
 
         def timed(kind: Collective, size_bytes: int) -> int:
             key = (kind, t, size_bytes)
@@ -198,13 +223,22 @@ class Chains:
                 self._timed[key] = least_cycles(self.machine, kind, tuple(range(t)), size_bytes)
             return self._timed[key]
 
-        def chains(layers: Sequence[str]) -> tuple[Fraction, Fraction, Fraction]:
-            return pass_chains(self.infos, found, gemms, layers, samples, timed, self.word_bytes)
-
+        scale = work.batch * t * self.peak
+        gemms = {
+            name: (macs.chain_forward, macs.chain_backward)
+            for name, macs in work.passes_by_layer.items()
+        }
+        weights = layer_weights(found, gemms, scale, samples, timed, self.word_bytes)
         if chunks is None:
-            into, _, backward = chains([info.layer.name for info in self.infos])
-            return (into + backward,)
-        return tuple(forward + backward for _, forward, backward in map(chains, chunks))
+            names = [info.layer.name for info in self.infos]
+            into, _, backward = pass_chains(self.by_name, names, weights, scale)
+            return ((into, backward),)
+        out = []
+        for chunk in chunks:
+            ordered = sorted(chunk, key=lambda name: self.by_name[name].index)
+            _, forward, backward = pass_chains(self.by_name, ordered, weights, scale)
+            out.append((forward, backward))
+        return tuple(out)
 
 
 def plan_bound(
@@ -228,7 +262,9 @@ def plan_bound(
         cycles = math.ceil(replica * work.macs / scale)
         chain = 0
         if chains is not None and t > 1:
-            chain = math.ceil(chains(work, t, sequence, int(replica), None)[0])
+            ((into, backward),) = chains(work, t, sequence, int(replica), None)
+            gradients = sum(macs.gradients for macs in work.passes_by_layer.values())
+            chain = math.ceil(into + max(backward, replica * Fraction(gradients, scale)))
         return Bound(max(cycles, chain), 0, 1, max(cycles, chain), chain > cycles)
     cut = cuts(p, int(fields.get("virtual_stages", 1)))
     m = int(fields.get("micro_batch") or 1)
@@ -236,9 +272,15 @@ def plan_bound(
         m * Fraction(sum(work.macs_by_layer.get(name, 0) for name in names), scale)
         for names in cut.chunks
     ]
-    chained = chains(work, t, sequence, m, cut.chunks) if chains is not None and t > 1 else passes
-    longer = any(b > a for a, b in zip(passes, chained, strict=True))
-    passes = [max(a, b) for a, b in zip(passes, chained, strict=True)]
+    longer = False
+    if chains is not None and t > 1:
+        by_chunk = chains(work, t, sequence, m, cut.chunks)
+        for g, (names, (forward, backward)) in enumerate(zip(cut.chunks, by_chunk, strict=True)):
+            macs = [work.passes_by_layer.get(name, PassMacs()) for name in names]
+            array_forward = m * Fraction(sum(x.forward for x in macs), scale)
+            least = max(forward, array_forward) + max(backward, passes[g] - array_forward)
+            longer = longer or least > passes[g]
+            passes[g] = max(passes[g], least)
     micro_batches = replica / m
     best = Bound(0, 0, p, 0, longer)
     for s in range(p):

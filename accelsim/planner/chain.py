@@ -102,48 +102,58 @@ def chain_collectives(infos: Sequence[LayerInfo], plan: TensorPlan) -> dict[str,
     return out
 
 
-def heaviest(
-    infos: Sequence[LayerInfo], layers: Sequence[str], weight: Callable[[str], Fraction]
-) -> tuple[Fraction, Fraction]:
-    """The heaviest path of the layer table among ``layers`` (each layer reading the
-    one before it), each layer weighing ``weight(name)``: the path into the last of
-    ``layers`` and the heaviest of all."""
-    kept = set(layers)
-    into: dict[str, Fraction] = {}
-    for info in infos:
-        name = info.layer.name
-        if name in kept:
-            before = [into[i] for i in info.inputs if i in into]
-            into[name] = weight(name) + max(before, default=Fraction(0))
-    last = into.get(layers[-1], Fraction(0)) if layers else Fraction(0)
-    return last, max(into.values(), default=Fraction(0))
-
-
-def pass_chains(
-    infos: Sequence[LayerInfo],
+def layer_weights(
     collectives: Mapping[str, LayerCollectives],
-    gemms: Mapping[str, tuple[Fraction, Fraction]],
-    layers: Sequence[str],
+    gemms: Mapping[str, tuple[int, int]],
+    scale: int,
     samples: int,
     timed: Timed,
     word_bytes: tuple[int, int],
+) -> dict[str, tuple[int, int]]:
+    """Each layer's least cycles on its forward chain and on its backward chain for
+    ``samples`` samples, times ``scale`` (whole numbers): ``gemms`` its MACs on the
+    chains for ``scale`` cycles a sample each, and its collectives' least cycles
+    (``word_bytes``: an activation's and a gradient's)."""
+    out: dict[str, tuple[int, int]] = {}
+    for name in gemms.keys() | collectives.keys():
+        forward, backward = (samples * macs for macs in gemms.get(name, (0, 0)))
+        found = collectives.get(name)
+        if found is not None:
+            for kind, n in found.forward:
+                forward += scale * timed(kind, samples * n * word_bytes[0])
+            for kind, n in found.backward:
+                backward += scale * timed(kind, samples * n * word_bytes[1])
+        out[name] = (forward, backward)
+    return out
+
+
+def heaviest(
+    infos: Mapping[str, LayerInfo],
+    layers: Sequence[str],
+    weights: Mapping[str, tuple[int, int]],
+    which: int,
+) -> tuple[int, int]:
+    """The heaviest path among ``layers`` (in the layer table's order; each reading the
+    one before it), each layer weighing ``weights[name][which]`` (0 when absent): the
+    path into the last of ``layers`` and the heaviest of all."""
+    kept = set(layers)
+    into: dict[str, int] = {}
+    for name in layers:
+        before = [into[i] for i in infos[name].inputs if i in kept and i in into]
+        into[name] = weights.get(name, (0, 0))[which] + max(before, default=0)
+    last = into.get(layers[-1], 0) if layers else 0
+    return last, max(into.values(), default=0)
+
+
+def pass_chains(
+    infos: Mapping[str, LayerInfo],
+    layers: Sequence[str],
+    weights: Mapping[str, tuple[int, int]],
+    scale: int,
 ) -> tuple[Fraction, Fraction, Fraction]:
     """The least cycles of the forward chain into the last of ``layers``, of the
-    heaviest forward chain and of the heaviest backward chain, for ``samples`` samples
-    (``gemms``: each layer's least cycles of its forward GEMMs and of its input-gradient
-    GEMMs a sample; ``word_bytes``: an activation's and a gradient's)."""
-
-    def weight(which: int) -> Callable[[str], Fraction]:
-        def of(name: str) -> Fraction:
-            cycles = samples * gemms[name][which] if name in gemms else Fraction(0)
-            found = collectives.get(name)
-            if found is not None:
-                listed = found.forward if which == 0 else found.backward
-                cycles += sum(timed(kind, samples * n * word_bytes[which]) for kind, n in listed)
-            return cycles
-
-        return of
-
-    into, forward = heaviest(infos, layers, weight(0))
-    _, backward = heaviest(infos, layers, weight(1))
-    return into, forward, backward
+    heaviest forward chain and of the heaviest backward chain (``weights`` from
+    :func:`layer_weights` for ``scale``)."""
+    into, forward = heaviest(infos, layers, weights, 0)
+    _, backward = heaviest(infos, layers, weights, 1)
+    return Fraction(into, scale), Fraction(forward, scale), Fraction(backward, scale)

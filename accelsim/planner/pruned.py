@@ -41,7 +41,7 @@ from accelsim.planner.bound import (
     Cuts,
     Work,
     array_macs,
-    chain_macs,
+    pass_macs,
     plan_bound,
 )
 from accelsim.planner.grouped import ByRankGraph
@@ -82,7 +82,7 @@ def bounds_of(
             one = model_inputs(cache, base, sets | {"techniques": policy})
             graph = rewritten_step(one, request.global_batch)
             works[candidate.recompute] = Work(
-                request.global_batch, array_macs(graph), chain_macs(graph)
+                request.global_batch, array_macs(graph), pass_macs(graph)
             )
         work = works[candidate.recompute]
         out.append(plan_bound(candidate, work, cuts, request.chips, peak, chains))

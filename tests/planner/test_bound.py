@@ -138,3 +138,4 @@ def test_the_4_block_gpts_pipeline_bounds_are_below_every_step(tmp_path: Path) -
     assert len(found) == 152
     assert all(0 < b.cycles <= e.step_cycles for b, e in found)
     assert {b.stages for b, _ in found} == {1, 2, 4}
+    assert {b.stages for b, _ in found if b.chained} == {1, 2, 4}

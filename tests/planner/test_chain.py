@@ -26,7 +26,7 @@ from accelsim.graph.ops import (
 from accelsim.lowering.tensor_parallel import plan_tensor
 from accelsim.mapping.pipeline_stages import cut_stages
 from accelsim.network.collectives import Collective
-from accelsim.planner.chain import chain_collectives, pass_chains
+from accelsim.planner.chain import chain_collectives, layer_weights, pass_chains
 from accelsim.techniques.base import BASE
 from accelsim.timing.costs import UNIT_COMM
 from accelsim.timing.engine import simulate
@@ -126,8 +126,9 @@ def test_the_claimed_collectives_lie_on_one_path_of_each_pass(
     by_name = {info.layer.name: info for info in inputs.infos}
     cycles = {kind: least_cycles(on, kind, (0, 1), 256) for kind in (AR, AG, RS)}
     assert cycles == {AR: 404, AG: 202, RS: 202}
+    weights = layer_weights(found, {}, 1, 1, lambda kind, _: cycles[kind], (2, 2))
     for g, names in enumerate(cut.chunks):
-        chains = pass_chains(inputs.infos, found, {}, names, 1, lambda k, b: cycles[k], (2, 2))
+        chains = pass_chains(by_name, names, weights, 1)
         claimed: tuple[dict[tuple[str, Collective], int], ...] = ({}, {})
         for name in names:
             for kind, n in found[name].forward if name in found else ():
