@@ -1,6 +1,6 @@
-"""A proven lower bound on a plan's simulated step, from the array work of its passes,
-cheap enough to compute for every plan that fits (one lowered step a recomputation
-policy, then sums by layer).
+"""A proven lower bound on a plan's simulated step, from the array work of its passes
+and their tensor-parallel chains, cheap enough to compute for every plan that fits
+(one lowered step a recomputation policy, then sums by layer).
 
 Every GEMM on a processor's arrays takes at least its MACs over the arrays' peak MACs
 per cycle (:attr:`~accelsim.config.hardware.ArraySpec.peak_macs_per_cycle`: each of
@@ -28,10 +28,20 @@ its last pass a backward, before that micro-batch's backwards through chunks ``s
     max over s of  (B / d) sum(W_g, g on s) / (B t peak)  +  m sum(W_g, g < s) / (B t peak)
 
 (the uniform 1F1B pipeline's ``(M + p - 1)`` passes of its last stage), and the step
-ends no earlier.  The bound leaves out what the arrays lose to their shape (a fold's
-fill and drain, a GEMM smaller than the array), memory stalls, the vector unit and
-communication.  It holds for the runs a plan search makes (recomputation the only
-technique; a technique that masks folds would run fewer MACs).
+ends no earlier.
+
+With ``t`` above 1 a pass also waits for its tensor-parallel chains
+(:mod:`accelsim.planner.chain`: collectives one after the other, GEMMs in the gaps):
+a chunk's forward pass takes at least the larger of its forward array MACs at peak
+and its forward chain, its backward pass the larger of its backward array MACs
+(recomputation's among them) and its backward chain, and these replace ``W_g m / (B t
+peak)`` above.  Without a pipeline the step's backward starts after the forward chain
+into the loss, and every gradient GEMM reads a gradient made after it: the step takes
+at least that chain plus the larger of the backward chain and the gradient GEMMs'
+MACs at peak.  The bound leaves out what the arrays lose to their shape (a fold's fill
+and drain, a GEMM smaller than the array), memory stalls, the vector unit and every
+other communication.  It holds for the runs a plan search makes (recomputation the
+only technique; a technique that masks folds would run fewer MACs).
 """
 
 from __future__ import annotations

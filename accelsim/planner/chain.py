@@ -1,6 +1,6 @@
-"""The tensor-parallel collectives a plan's passes wait for one after the other, and the
-least cycles they take: the part of :mod:`accelsim.planner.bound` that counts
-communication.
+"""The tensor-parallel collectives a plan's passes wait for one after the other, with
+the GEMMs between them, and the least cycles they take: the part of
+:mod:`accelsim.planner.bound` that counts communication.
 
 A tensor-parallel group of ``t`` ranks (:mod:`accelsim.lowering.tensor_parallel`)
 all-reduces the output of each layer of ``reduced_outputs`` after its forward, and
@@ -14,18 +14,25 @@ of each gathered input.  Each collective waits for the ops that make its tensor,
 the ops that read its result wait for it.
 
 So along a path ``L1 -> L2 -> ...`` of the layer table (each layer reading the one
-before; a layer's output made from its input), a forward pass runs the forward
-collectives of ``L1``, then of ``L2``, and so on, one after the other; a backward
-pass runs their backward collectives in the reverse order.  Each takes at least
-:func:`~accelsim.timing.sends.least_cycles` (its schedule alone on the network, for
-the group the pass runs on, ranks ``0 .. t - 1``; the engines book a step's sends
-after what the links already carry, so traffic only delays it).  A pass therefore
-takes at least the heaviest path of its chunk's layers, each weighted by its
-collectives' least cycles (:func:`heaviest`): the forward chain and the backward
-chain.  Without a pipeline the step's backward begins after the loss, so it takes at
-least the heaviest forward path into the last layer plus the heaviest backward path.
-The collectives a recomputation adds to the backward, the GEMMs and the
-vocabulary-parallel loss's all-reduces are left out (a path needs none of them).
+before; a layer's forward ops made from its input and making its output), a forward
+pass runs the forward collectives of ``L1``, then of ``L2``, and so on, one after the
+other, and each layer's forward GEMMs between its own collectives (a gather before
+them, a reduction after); a backward pass runs their backward collectives in the
+reverse order, each layer's input-gradient GEMMs after its own (they read the
+gradient it reduces or gathers) and before the collectives of the layers it reads
+(they make the gradient those reduce).  So every GEMM counted waits for, or is waited
+for by, every collective counted: the GEMMs between two collectives run in the gap
+between them, one at a time on the arrays, each at least its MACs at peak.  A
+collective takes at least :func:`~accelsim.timing.sends.least_cycles` for the group
+the pass runs on, ranks ``0 .. t - 1`` (the engines book a step's sends after what
+the links already carry, so traffic only delays it).  A pass therefore takes at least
+the heaviest path of its chunk's layers, each weighing its collectives' least cycles
+and its GEMMs' MACs at peak (a rank's at least ``1 / t`` of one processor's):
+:func:`pass_chains`, the forward chain and the backward chain.  Left out: the
+collectives and GEMMs a recomputation adds to the backward and the weight-gradient
+GEMMs (they need wait for none of the chain), the vocabulary-parallel loss's
+all-reduces and a sequence-parallel backward's gathers again of a layer's input.
+``tests/planner/test_chain.py`` walks the 4-block GPT's lowered passes to check it.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ its ops, and their cycles are counted by hand."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,29 @@ def test_the_claimed_collectives_lie_on_one_path_of_each_pass(
         else:  # a block all-reduces twice each way; the embedding's output (forward),
             # ln_f's output gradient (backward)
             assert chains[1:] == ((5 * 404, 4 * 404) if g == 0 else (4 * 404, 5 * 404))
+
+
+def test_a_layers_weight_is_its_chain_gemms_and_collectives(tmp_path: Path) -> None:
+    # Weights are cycles times the scale, 10: fc's 3 forward and 5 input-gradient MACs
+    # at the scale (0.3 and 0.5 cycles a sample); each collective, 2 samples of 128
+    # words of 2 bytes, timed 7 cycles.  For 2 samples: fc 6 and 10, attention's
+    # forward all-reduce 70, ln_1's backward one 70.
+    inputs = loaded(tmp_path, "{pipeline: 2, tensor: 2}", 4, "batch_size=4")
+    found = chain_collectives(inputs.infos, plan_tensor(inputs.infos, 2))
+    sizes: list[int] = []
+
+    def timed(kind: Collective, size_bytes: int) -> int:
+        sizes.append(size_bytes)
+        return 7
+
+    weights = layer_weights(found, {"h.0.fc": (3, 5)}, 10, 2, timed, (2, 2))
+    assert weights["h.0.fc"] == (6, 10)
+    assert weights["h.0.attn"] == (70, 0)
+    assert weights["h.0.ln_1"] == (0, 70)
+    assert set(sizes) == {2 * 128 * 2}
+    by_name = {info.layer.name: info for info in inputs.infos}
+    names = ["h.0.ln_1", "h.0.attn", "h.0.add", "h.0.ln_2", "h.0.fc", "h.0.act", "h.0.proj"]
+    # forward: ln_1, attn (70), ..., fc (6), act, proj (70) into the last; backward:
+    # proj, act, fc (10), ln_2 (70), add, attn, ln_1 (70)
+    chains = pass_chains(by_name, names, weights, 10)
+    assert chains == (Fraction(146, 10), Fraction(146, 10), Fraction(150, 10))
