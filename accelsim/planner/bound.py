@@ -36,11 +36,11 @@ a chunk's forward pass takes at least the larger of its forward array MACs at pe
 and its forward chain, its backward pass the larger of its backward array MACs
 (recomputation's among them) and its backward chain, and these replace ``W_g m / (B t
 peak)`` above.  Without a pipeline the step's backward starts after the forward chain
-into the loss, and every gradient GEMM reads a gradient made after it: the step takes
-at least that chain plus the larger of the backward chain and the gradient GEMMs'
-MACs at peak.  The bound leaves out what the arrays lose to their shape (a fold's fill
-and drain, a GEMM smaller than the array), memory stalls, the vector unit and every
-other communication.  It holds for the runs a plan search makes (recomputation the
+into the loss (the table's last layer), and every gradient GEMM reads a gradient
+made after it: the step takes at least that chain plus the larger of the backward
+chain and the gradient GEMMs' MACs at peak.  The bound leaves out what the arrays
+lose to their shape (a fold's fill and drain, a GEMM smaller than the array), memory
+stalls, the vector unit and every other communication.  It holds for the runs a plan search makes (recomputation the
 only technique; a technique that masks folds would run fewer MACs).
 """
 

@@ -76,6 +76,20 @@ def test_a_collective_alone_takes_its_least_cycles_and_contention_only_delays_it
     assert all(a >= b for a, b in zip(shared, alone, strict=True)) and shared != alone
 
 
+def test_on_a_one_level_ring_a_shift_is_one_hop_of_its_sends() -> None:
+    # The default hardware as a ring of 4, links of 64 B/cycle + 200: ranks (0, 1) each
+    # send 128 B on their own link a shift (the engines' ring, whatever the route
+    # back from 1 to 0): 202 cycles a shift, an all-reduce 2 shifts, in the engine too.
+    on = Machine.of(
+        load_hardware(
+            ROOT / "configs/hardware/default.yaml", parse_sets(["processors=4", *IDEAL_DRAM])
+        )
+    )
+    for kind, shifts in ((AR, 2), (AG, 1), (RS, 1)):
+        assert least_cycles(on, kind, (0, 1), 256) == 202 * shifts
+        assert _durations((_comm(0, kind, (0, 1), 256),), on) == [202 * shifts]
+
+
 def _ancestors(graph: OpGraph) -> dict[int, int]:
     """Each op's ancestors (the ops it waits for, directly or not), as a bit set."""
     out: dict[int, int] = {}
