@@ -40,8 +40,9 @@ into the loss (the table's last layer), and every gradient GEMM reads a gradient
 made after it: the step takes at least that chain plus the larger of the backward
 chain and the gradient GEMMs' MACs at peak.  The bound leaves out what the arrays
 lose to their shape (a fold's fill and drain, a GEMM smaller than the array), memory
-stalls, the vector unit and every other communication.  It holds for the runs a plan search makes (recomputation the
-only technique; a technique that masks folds would run fewer MACs).
+stalls, the vector unit and every other communication.  It holds for the runs a plan
+search makes (recomputation the only technique; a technique that masks folds would
+run fewer MACs).
 """
 
 from __future__ import annotations
