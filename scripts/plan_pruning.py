@@ -14,6 +14,7 @@ than any simulated plan, and the CPU seconds of each part (the workers' included
 
     python scripts/plan_pruning.py                     # GPT-3 on 1,024 chips
     python scripts/plan_pruning.py --plans 64 --jobs 2   # the probe round alone
+    python scripts/plan_pruning.py --plans 0 --above 15.46 --bounds-out b.tsv  # bounds alone
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--plans", type=int, default=40, help="simulate at least this many")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--above",
+        type=float,
+        action="append",
+        default=[],
+        help="count the plans whose bound is above this step, in seconds (repeatable)",
+    )
+    parser.add_argument(
+        "--bounds-out", type=Path, help="write each fitting plan and its bound here (TSV)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
         store = Path(out) / "search"
@@ -84,6 +95,17 @@ def main() -> None:
             f"bounds: least {steps[0]:.3f} s, median {statistics.median(steps):.3f} s,"
             f" most {steps[-1]:.3f} s"
         )
+        for step in args.above:
+            above = sum(b.cycles * seconds > step for b in bounds)
+            print(f"  bounds above {step} s: {above:,} of {len(bounds):,}")
+        if args.bounds_out is not None:
+            rows = [
+                f"{f.candidate.label}\t{b.cycles * seconds:.4f}"
+                for f, b in zip(fitting, bounds, strict=True)
+            ]
+            args.bounds_out.write_text("plan\tbound_s\n" + "\n".join(rows) + "\n")
+        if args.plans == 0:
+            return
         plan = search.sweep_of(request, base, sets, fitting, MAX_POINTS)
         groups = [search.rank_graph_of(f.candidate) for f in fitting]
         order = pruned.search_order(bounds, groups)

@@ -14,8 +14,8 @@ too, so the fastest and the front are exactly those of every fitting plan simula
 The plans are simulated in rounds, each plan of every later round checked against
 all the plans simulated so far.  The first round probes each rank-graph group
 (:func:`~accelsim.planner.search.rank_graph_of`): its plan of the least bound (the
-bound leaves communication out, so it cannot tell which groups are fast; one plan of
-each can).  Every later round takes whole groups, the group of the fastest plan
+bound leaves most communication out, so it cannot tell which groups are fast; one
+plan of each can).  Every later round takes whole groups, the group of the fastest plan
 simulated first, each group's plans by bound, until it holds a group a worker and
 :data:`ROUND_PLANS` plans a worker (a worker keeps a group's rank graph for its
 plans).  Each round is a sweep of its plans into the search's store
@@ -35,7 +35,15 @@ from typing import Any
 
 from accelsim.driver.inputs import InputCache, RunInputs
 from accelsim.driver.run import rewritten_step
-from accelsim.planner.bound import Bound, Cuts, Work, array_macs, plan_bound
+from accelsim.planner.bound import (
+    Bound,
+    Chains,
+    Cuts,
+    Work,
+    array_macs,
+    pass_macs,
+    plan_bound,
+)
 from accelsim.planner.grouped import ByRankGraph
 from accelsim.planner.result import Evaluated, Fitting, evaluated
 from accelsim.planner.search import Request, model_inputs, rank_graph_of
@@ -44,6 +52,7 @@ from accelsim.sweep.plan import SweepPlan
 from accelsim.sweep.points import KeepPoints
 from accelsim.sweep.run import run_sweep
 from accelsim.sweep.schema import STORE_NAME
+from accelsim.timing.machine import machine_of
 
 ROUND_PLANS = 8
 """The fewest plans a round gives each worker (fewer: more rounds, more pruning,
@@ -59,9 +68,11 @@ def bounds_of(
     request: Request,
 ) -> list[Bound]:
     """Each fitting plan's proven least step (``inputs``: the run without a plan): one
-    step of the global batch lowered on one processor a recomputation policy."""
+    step of the global batch lowered on one processor a recomputation policy, and its
+    tensor-parallel chains on the run's network."""
     works: dict[str, Work] = {}
     cuts = Cuts(inputs.infos)
+    chains = Chains(inputs.infos, machine_of(inputs.hardware))
     peak = inputs.hardware.array.peak_macs_per_cycle
     out = []
     for plan in fitting:
@@ -70,9 +81,11 @@ def bounds_of(
         if candidate.recompute not in works:
             one = model_inputs(cache, base, sets | {"techniques": policy})
             graph = rewritten_step(one, request.global_batch)
-            works[candidate.recompute] = Work(request.global_batch, array_macs(graph))
+            works[candidate.recompute] = Work(
+                request.global_batch, array_macs(graph), pass_macs(graph)
+            )
         work = works[candidate.recompute]
-        out.append(plan_bound(candidate, work, cuts, request.chips, peak))
+        out.append(plan_bound(candidate, work, cuts, request.chips, peak, chains))
     return out
 
 

@@ -40,6 +40,7 @@ grow with the group beyond reading it.
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -129,6 +130,40 @@ def lowered(machine: Machine, op: CommOp | TransferOp) -> tuple[NetStep, ...]:
     if rep is not None:
         return _represented(how, rep.groups_of(op), rep.links, op.collective, op.tensor.bytes)
     return _steps(how, op.collective, group(op), op.tensor.bytes)
+
+
+def least_cycles(
+    machine: Machine, collective: Collective, group: tuple[int, ...], size_bytes: int
+) -> int:
+    """The fewest cycles the engines can take for ``collective`` of ``size_bytes`` over
+    ``group`` on ``machine`` (not represented), from its steps of sends.
+
+    The engines book a step's sends when the step before it has ended, each on its
+    link after what the link already carries, for ``ceil(bytes / bandwidth)`` cycles,
+    and it arrives its route's latency later (:mod:`accelsim.timing.links`): so a step
+    ends no earlier than, on each of its links, the cycles of its sends there plus the
+    least latency among them, and traffic of other ops only delays it.  A pipelined
+    schedule's steps overlap: it takes at least that over all its sends at once."""
+    how = _Lowering.of(machine)
+    steps = _steps(how, collective, group, size_bytes)
+    bandwidth = [link.read_bytes_per_cycle for link in machine.links]
+    if not how.ring and _schedule(how, collective, group, size_bytes).chunks > 1:
+        return _least_step([send for step in steps for send in step], bandwidth)
+    timed: dict[int, int] = {}
+    for step in steps:
+        if id(step) not in timed:
+            timed[id(step)] = _least_step(step, bandwidth)
+    return sum(timed[id(step)] for step in steps)
+
+
+def _least_step(sends: Sequence[Send], bandwidth: Sequence[float]) -> int:
+    """The fewest cycles of ``sends`` booked together on free links."""
+    held: dict[int, int] = {}
+    latency: dict[int, int] = {}
+    for send in sends:
+        held[send.link] = held.get(send.link, 0) + math.ceil(send.bytes / bandwidth[send.link])
+        latency[send.link] = min(latency.get(send.link, send.latency_cycles), send.latency_cycles)
+    return max((held[link] + latency[link] for link in held), default=0)
 
 
 def group(op: CommOp) -> tuple[int, ...]:

@@ -63,8 +63,9 @@ def test_search_counts_json_and_mfu(tmp_path: Path, capsys: pytest.CaptureFixtur
         "already_stored": 0,
         "pruned_by_bound": 0,
         "search_seconds": chosen["search"]["search_seconds"],
-        # tests/planner/test_bound.py: fewer array MACs than a cycle of the 8 chips.
-        "chosen_bound_seconds": 1e-6 / 1410,
+        # tests/planner/test_bound.py: the chosen plan's 2 ranks wait for 10 all-reduces
+        # of 2 steps of 1,001 cycles, and a cycle of GEMMs.
+        "chosen_bound_seconds": (10 * 2 * 1001 + 1) * (1e-6 / 1410),
     }
     assert 0 < chosen["search"]["filter_seconds"] < chosen["search"]["search_seconds"]
     assert set(chosen) >= {

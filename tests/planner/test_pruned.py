@@ -42,7 +42,7 @@ def test_pruned_equals_exhaustive_on_the_command_line(
     assert main(plan(tmp_path / "some")) == 0  # resumed: every plan stored
     out = capsys.readouterr().out
     assert "simulated       40 (40 already stored), 0 pruned by their bound;" in out
-    assert "  bound         0.0000 s at least (the busiest chip's array MACs at peak)" in out
+    assert "  bound         0.0000 s at least (its tensor-parallel chains:" in out
 
 
 def _search(store: Path) -> tuple[search.Request, SweepPlan, list[Fitting]]:
