@@ -20,21 +20,13 @@ than any simulated plan, and the CPU seconds of each part (the workers' included
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import resource
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from accelsim.driver.inputs import InputCache
-from accelsim.planner import pruned, search
-from accelsim.planner.grouped import ByRankGraph
-from accelsim.planner.result import Evaluated, evaluated, fastest
-from accelsim.sweep.executors import PoolExecutor
-from accelsim.sweep.plan import MAX_POINTS
-from accelsim.sweep.points import KeepPoints
-from accelsim.sweep.run import run_sweep
+import accelsim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,22 +62,17 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
         store = Path(out) / "search"
-        request = search.Request(
+        request = accelsim.PlanRequest(
             args.workload, args.hardware, args.chips, args.global_batch, args.seq, store
         )
         started, cpu = time.perf_counter(), cpu_seconds()
-        cache = InputCache()
-        base = search.base_run(request)
-        sets = search.fixed_sets(request, cache.hardware(request.hardware))
-        inputs = search.model_inputs(cache, base, sets)
-        model = search.model_of(inputs, request.chips, request.global_batch)
-        candidates = search.candidates_of(model)
-        filtered = search.filter_in_parallel(cache, base, sets, candidates, args.jobs)
-        fitting = filtered.fitting
+        session = accelsim.PlanSearch.open(request)
+        candidates = session.candidates()
+        fitting = session.filtered(candidates, args.jobs).fitting
         filtered_at, filter_cpu = time.perf_counter(), cpu_seconds()
-        bounds = pruned.bounds_of(cache, base, sets, inputs, fitting, request)
+        bounds = session.bounds(fitting)
         bound_cpu = cpu_seconds() - filter_cpu
-        seconds = 1e-6 / inputs.hardware.clock_mhz
+        seconds = 1e-6 / session.inputs.hardware.clock_mhz
         print(
             f"{len(candidates):,} plans, {len(fitting):,} fit: filter {filter_cpu - cpu:.0f}"
             f" CPU-s ({filtered_at - started:.0f} s wall), bounds {bound_cpu:.1f} CPU-s"
@@ -106,51 +93,30 @@ def main() -> None:
             args.bounds_out.write_text("plan\tbound_s\n" + "\n".join(rows) + "\n")
         if args.plans == 0:
             return
-        plan = search.sweep_of(request, base, sets, fitting, MAX_POINTS)
-        groups = [search.rank_graph_of(f.candidate) for f in fitting]
-        order = pruned.search_order(bounds, groups)
-        simulated: list[int] = []
-        known: dict[int, Evaluated] = {}
-        index_of = {id(f.candidate): i for i, f in enumerate(fitting)}
+        plan = session.sweep(fitting)
         sim_cpu = cpu_seconds()
-        with PoolExecutor(args.jobs) as pool:
-            grouped = ByRankGraph(pool, groups)
-            while len(simulated) < args.plans:
-                beaten = pruned.Beaten(list(known.values()))
-                left = [
-                    i
-                    for i in order
-                    if i not in simulated
-                    and not beaten.beats(bounds[i], fitting[i].memory.total_bytes)
-                ]
-                if not left:
-                    break
-                batch = pruned.next_round(left, groups, known, args.jobs)
-                sub = dataclasses.replace(plan, points=tuple(plan.points[i] for i in batch))
-                run_sweep(sub, store.parent, grouped, keep_points=KeepPoints.ALL)
-                simulated += batch
-                for e in evaluated(store, sub, [fitting[i] for i in batch]):
-                    known[index_of[id(e.candidate)]] = e
-                print(f"  round of {len(batch)} plans, {cpu_seconds() - sim_cpu:.0f} CPU-s")
-        plans = list(known.values())
-        best = fastest(plans)
-        beaten = pruned.Beaten(plans)
-        done = set(simulated)
-        cut = [
-            i
-            for i in range(len(fitting))
-            if i not in done and beaten.beats(bounds[i], fitting[i].memory.total_bytes)
-        ]
-        least = min(e.memory_bytes for e in plans)
-        smaller = sum(fitting[i].memory.total_bytes < least for i in range(len(fitting)))
+        with accelsim.PoolExecutor(args.jobs) as pool:
+            session.simulate(plan, pool, fitting, bounds, most=args.plans)
+        plans = session.evaluated(plan, fitting)
+        best = min(plans, key=lambda e: e.step_seconds)
         by = {f.candidate: b for f, b in zip(fitting, bounds, strict=True)}
+        least = min(e.memory_bytes for e in plans)
+        smaller = sum(f.memory.total_bytes < least for f in fitting)
+        simulated = {e.candidate for e in plans}
+        cut = sum(
+            f.candidate not in simulated
+            and any(
+                e.memory_bytes <= f.memory.total_bytes and e.step_cycles < b.cycles for e in plans
+            )
+            for f, b in zip(fitting, bounds, strict=True)
+        )
         print(
             f"simulated {len(plans)} plans in {cpu_seconds() - sim_cpu:.0f} CPU-s; the fastest"
             f" {best.candidate.label}, {best.step_seconds:.3f} s (its bound"
             f" {by[best.candidate].cycles * seconds:.3f} s)"
         )
         print(
-            f"pruned by them: {len(cut):,} of the {len(fitting) - len(plans):,} others;"
+            f"pruned by them: {cut:,} of the {len(fitting) - len(plans):,} others;"
             f" {smaller:,} plans need less memory than any simulated one"
         )
         for factor in (1.0, 1.1, 1.25, 1.5):
