@@ -102,8 +102,9 @@ class _Run:
             )
             budget = AttentionBudget.of(inputs.hardware) if flash else None
             mode, plan, e = inputs.run.mode, self.tensor, expert_degree(inputs.run)
+            split = (tensor_degree(inputs.run), plan is not None and plan.sequence)
             self._lowered[batch] = _reused(
-                ("lowered", batch, words, strided, budget, mode, tensor_degree(inputs.run), e),
+                ("lowered", batch, words, strided, budget, mode, *split, e),
                 (inputs.infos, inputs.workload),
                 lambda: lower(
                     inputs.infos, inputs.workload, batch, words, strided, budget, mode, plan, e
