@@ -44,11 +44,8 @@ MAX_PROCESSORS = 8192
 MAX_COPIED_PROCESSORS = 1024
 """Most processors of a run that copies the step for each (all but a pipeline plan)."""
 MAX_COPIED_OPS = 2_000_000
-"""Most ops a run that copies the step for each processor places (the processors times
-one copy's ops): the placed graph's memory and time grow with them, about 3.6 KB an
-op (ResNet-152 on 1,024 processors, 1.54 million ops, 5.5 GiB), so about 7 GiB at
-the limit (a ZeRO-3 GPT-3 175B step of tensor 2 on 1,024 processors, 4.8 million
-ops, passed 10 GB while it was being placed)."""
+"""Most ops a run copying the step on every processor places (processors x a copy's
+ops; about 3.6 KB each: ResNet-152 on 1,024 processors, 1.54 million, takes 5.5 GiB)."""
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]

@@ -23,8 +23,9 @@ PLANS = 40
 
 
 def on_two_workers(tmp_path: Path) -> list[str]:
-    """The search of :func:`~tests.planner.test_plan_command.plan` on 2 workers."""
-    argv = plan(tmp_path)
+    """The search of :func:`~tests.planner.test_plan_command.plan` on 2 workers, every
+    plan simulated (``--exhaustive``: one sweep of all 40, none pruned)."""
+    argv = plan(tmp_path, "--exhaustive")
     argv[argv.index("--jobs") + 1] = "2"
     return argv
 
@@ -46,7 +47,7 @@ def test_a_dead_worker_fails_the_search_which_then_resumes(
         rows = stored.rows()
     assert len(rows) + int(match[1]) == PLANS
     assert 30 not in {row["point"] for row in rows}
-    assert main([*plan(tmp_path), "--json"]) == 0
+    assert main([*plan(tmp_path, "--exhaustive"), "--json"]) == 0
     search = json.loads(capsys.readouterr().out)["search"]
     assert (search["simulated"], search["already_stored"]) == (PLANS, len(rows))
 
