@@ -43,9 +43,6 @@ MAX_PROCESSORS = 8192
 """Most processors (a pipeline plan's: it simulates one tensor-parallel group's)."""
 MAX_COPIED_PROCESSORS = 1024
 """Most processors of a run that copies the step for each (all but a pipeline plan)."""
-MAX_COPIED_OPS = 2_000_000
-"""Most ops a run copying the step on every processor places (processors x a copy's
-ops; about 3.6 KB each: ResNet-152 on 1,024 processors, 1.54 million, takes 5.5 GiB)."""
 MAX_ARRAYS = 1024
 """Most systolic arrays of one processor."""
 ArrayDim = Annotated[int, Field(gt=0, le=2**16)]

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from accelsim.cli import main
-from accelsim.config.hardware import MAX_COPIED_OPS
 from accelsim.driver import pipeline
 from accelsim.driver.inputs import InputCache
 from accelsim.driver.run import rewritten_step, simulate_training
@@ -67,7 +66,7 @@ def test_gpt3_zero3_on_1024_chips_is_refused_before_placing(
     )
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err == f"accelsim plan: {refusal(4722, 1024, MAX_COPIED_OPS)}\n"
+    assert err == f"accelsim plan: {refusal(4722, 1024, pipeline.MAX_COPIED_OPS)}\n"
 
 
 def test_the_run_refuses_as_the_search_filters(
