@@ -55,7 +55,7 @@ from fractions import Fraction
 from accelsim.graph.ops import GemmOp, OpGraph, Phase, Stage
 from accelsim.lowering.shapes import LayerInfo
 from accelsim.lowering.tensor_parallel import plan_tensor
-from accelsim.mapping.pipeline_stages import PipelineCut, cut_stages
+from accelsim.mapping.pipeline_stages import PipelineCut
 from accelsim.network.collectives import Collective
 from accelsim.planner.candidates import Candidate
 from accelsim.planner.chain import (
@@ -162,20 +162,6 @@ def pass_macs(graph: OpGraph) -> dict[str, PassMacs]:
             chain_backward += op.macs if op.phase is Phase.BWD_INPUT else 0
         out[op.layer] = PassMacs(forward, gradients, chain_forward, chain_backward)
     return out
-
-
-class Cuts:
-    """A layer table's cuts into pipeline chunks, each made once."""
-
-    def __init__(self, infos: Sequence[LayerInfo]) -> None:
-        self.infos = infos
-        self._cuts: dict[tuple[int, int], PipelineCut] = {}
-
-    def __call__(self, stages: int, virtual_stages: int) -> PipelineCut:
-        key = (stages, virtual_stages)
-        if key not in self._cuts:
-            self._cuts[key] = cut_stages(self.infos, stages, virtual_stages)
-        return self._cuts[key]
 
 
 Pair = tuple[Fraction, Fraction]

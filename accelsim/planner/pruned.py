@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +36,10 @@ from typing import Any
 
 from accelsim.driver.inputs import InputCache, RunInputs
 from accelsim.driver.run import rewritten_step
+from accelsim.mapping.pipeline_stages import cut_stages
 from accelsim.planner.bound import (
     Bound,
     Chains,
-    Cuts,
     Work,
     array_macs,
     pass_macs,
@@ -71,7 +72,7 @@ def bounds_of(
     step of the global batch lowered on one processor a recomputation policy, and its
     tensor-parallel chains on the run's network."""
     works: dict[str, Work] = {}
-    cuts = Cuts(inputs.infos)
+    cuts = functools.partial(cut_stages, inputs.infos)  # each cut made once a process
     chains = Chains(inputs.infos, machine_of(inputs.hardware))
     peak = inputs.hardware.array.peak_macs_per_cycle
     out = []
